@@ -1,1 +1,45 @@
-"""placeholder"""
+"""scimech: mechanistic interpretability for scientific models.
+
+The domain-agnostic core. Record activations at named sites of any ``torch.nn.Module``
+(:mod:`scimech.record`), probe them (:mod:`scimech.probe`), ablate and patch them
+(:mod:`scimech.intervene`), build concept bottlenecks (:mod:`scimech.concepts`), compare
+representations (:mod:`scimech.geometry`), and save labelled results with provenance
+(:mod:`scimech.results`). Domain studies live in the sibling packages ``ocean``,
+``astro`` and ``neuro``; the core never imports them.
+"""
+
+from __future__ import annotations
+
+try:
+    from importlib.metadata import version as _version
+
+    __version__ = _version("scimech")
+except Exception:  # pragma: no cover
+    __version__ = "0+unknown"
+
+_LAZY = {
+    # name: module
+    "Recorder": "record", "record": "record", "stack_sites": "record",
+    "ablate": "intervene", "patch": "intervene", "ablation_sweep": "intervene",
+    "patching_sweep": "intervene",
+    "LinearProbe": "probe", "probe_sites": "probe",
+    "ConceptLayer": "concepts", "ConceptBottleneck": "concepts",
+    "linear_cka": "geometry", "procrustes_distance": "geometry", "principal_angles": "geometry",
+    "bootstrap_ci": "stats",
+    "attribute": "attribution",
+    "save": "results", "load": "results", "UnitStore": "results",
+    "Report": "report",
+    "get_client": "parallel", "map_units": "parallel",
+    "decompose_attention": "attention", "HeadLayout": "sites", "list_sites": "sites",
+}
+
+__all__ = ["__version__", *_LAZY]
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        mod = importlib.import_module(f".{_LAZY[name]}", __name__)
+        return getattr(mod, name)
+    raise AttributeError(f"module 'scimech' has no attribute {name!r}")

@@ -1,0 +1,128 @@
+"""The ``scimech`` command line.
+
+``scimech demo`` runs every domain study on its quick embedded default and writes one
+report folder; ``scimech ocean ...``, ``scimech astro ...`` and ``scimech neuro ...``
+are added by the domain packages (each exposes ``register(subparsers)`` and
+``demo(out_dir, quick=True)`` in its ``cli`` module). The core imports them lazily and
+never depends on them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from .report import Report
+
+__all__ = ["main", "build_parser", "DOMAINS"]
+
+DOMAINS = ("ocean", "astro", "neuro")
+DOMAIN_HELP = {
+    "ocean": "OceanCBM: concept bottleneck forecasts of mixed-layer heat content",
+    "astro": "AION-1 photometric-redshift head analysis (photometry vs images)",
+    "neuro": "model discovery against a simulated larval zebrafish",
+}
+
+
+def _domain_cli(name: str):
+    try:
+        return importlib.import_module(f"{name}.cli"), None
+    except Exception as err:  # a broken domain must not break the others
+        return None, f"{type(err).__name__}: {err}"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="scimech",
+        description=(
+            "Mechanistic interpretability for scientific models. Each study has its own "
+            "subcommand; `scimech demo` runs all of them quickly on built-in synthetic data."
+        ),
+        epilog="Examples:\n  scimech demo --out reports/demo\n  scimech ocean study --help\n"
+        "  scimech astro study --quick --out runs/astro",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    from . import __version__
+
+    parser.add_argument("--version", action="version", version=f"scimech {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    demo = sub.add_parser(
+        "demo",
+        help="run every study on its quick default and write a report folder",
+        description="Run each domain study (ocean, astro, neuro) on its quick embedded default, "
+        "write figures and a summary per study plus an index, and print where the report is.",
+    )
+    demo.add_argument("--out", type=Path, default=Path("reports/demo"), help="report folder (default: reports/demo)")
+    demo.add_argument("--domains", nargs="+", choices=DOMAINS, default=list(DOMAINS), help="which studies to run")
+    demo.add_argument("--full", action="store_true", help="full-size defaults instead of the quick ones (slow)")
+    demo.set_defaults(func=_run_demo)
+
+    for name in DOMAINS:
+        mod, err = _domain_cli(name)
+        if mod is not None and hasattr(mod, "register"):
+            mod.register(sub)
+        else:
+            p = sub.add_parser(name, help=f"{DOMAIN_HELP[name]} (unavailable)")
+            p.set_defaults(func=lambda args, n=name, e=err: _unavailable(n, e))
+    return parser
+
+
+def _unavailable(name: str, err: str | None) -> int:
+    print(f"scimech {name}: this study could not be loaded ({err}).", file=sys.stderr)
+    return 2
+
+
+def _run_demo(args: argparse.Namespace) -> int:
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    index = Report(out, title="scimech demo")
+    index.text("Each study ran on its quick built-in default. Open the linked reports for figures and numbers.")
+    rows = {"study": [], "status": [], "seconds": [], "report": []}
+    failed = 0
+    for name in args.domains:
+        mod, err = _domain_cli(name)
+        t0 = time.perf_counter()
+        status, path = "ok", ""
+        if mod is None or not hasattr(mod, "demo"):
+            status = f"unavailable ({err or 'no demo()'})"
+            failed += 1
+        else:
+            print(f"[scimech demo] {name}: {DOMAIN_HELP[name]} ...", flush=True)
+            try:
+                rep = mod.demo(out / name, quick=not args.full)
+                path = str(Path(rep).resolve().relative_to(out.resolve()))
+            except Exception as exc:  # report the failure and go on with the other studies
+                status = f"failed: {type(exc).__name__}: {exc}"
+                traceback.print_exc()
+                failed += 1
+        secs = time.perf_counter() - t0
+        print(f"[scimech demo] {name}: {status} in {secs:.0f} s", flush=True)
+        rows["study"].append(name)
+        rows["status"].append(status)
+        rows["seconds"].append(round(secs, 1))
+        rows["report"].append(f"[{path}]({path})" if path else "")
+    import pandas as pd
+
+    index.table(pd.DataFrame(rows).set_index("study"), caption="Studies")
+    md = index.write()
+    print(f"\nReport: {md.resolve()}\n(HTML: {md.with_suffix('.html').resolve()})")
+    return 1 if failed else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 0
+    result = args.func(args)
+    return int(result or 0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,92 @@
+"""Saving and loading labelled results; resumable unit stores."""
+
+import json
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from scimech.errors import CheckpointError
+from scimech.results import COMPLETE_MARKER, UnitStore, atomic_torch_save, load, save, torch_load
+
+
+def _result():
+    rng = np.random.default_rng(0)
+    return xr.Dataset(
+        {"score": (("layer", "seed"), rng.normal(size=(3, 2)), {"units": "1", "description": "R2"})},
+        coords={"layer": [0, 1, 2], "seed": [0, 1]},
+        attrs={"flag": True, "sizes": [1, 2]},
+    )
+
+
+@pytest.mark.parametrize("suffix", [".nc", ".zarr"])
+def test_roundtrip_keeps_values_and_provenance(tmp_path, suffix):
+    ds = _result()
+    path = save(ds, tmp_path / f"r{suffix}", config={"lr": 1e-3, "regime": "mixed"}, seed=7)
+    back = load(path)
+    xr.testing.assert_allclose(back["score"], ds["score"])
+    assert back.attrs["seed"] == 7
+    assert json.loads(back.attrs["config"]) == {"lr": 1e-3, "regime": "mixed"}
+    assert "scimech_version" in back.attrs and "created" in back.attrs
+    assert back["score"].attrs["units"] == "1"
+
+
+def test_zarr_without_marker_is_refused(tmp_path):
+    path = save(_result(), tmp_path / "r.zarr")
+    (path / COMPLETE_MARKER).unlink()
+    with pytest.raises(CheckpointError, match="completion marker"):
+        load(path)
+
+
+def test_overwrite_zarr_replaces_whole_store(tmp_path):
+    save(_result(), tmp_path / "r.zarr")
+    other = xr.Dataset({"x": ("a", np.arange(4.0))})
+    save(other, tmp_path / "r.zarr")
+    back = load(tmp_path / "r.zarr")
+    assert list(back.data_vars) == ["x"]
+
+
+def test_missing_and_corrupt_files_are_checkpoint_errors(tmp_path):
+    with pytest.raises(CheckpointError, match="No result"):
+        load(tmp_path / "nothing.nc")
+    bad = tmp_path / "bad.nc"
+    bad.write_bytes(b"not a netcdf file")
+    with pytest.raises(CheckpointError, match="corrupt"):
+        load(bad)
+    # a CheckpointError is also a ValueError (catchable by the builtin it refines)
+    with pytest.raises(ValueError):
+        load(bad)
+
+
+def test_bad_suffix_is_clear(tmp_path):
+    with pytest.raises(ValueError, match="'.nc' or '.zarr'"):
+        save(_result(), tmp_path / "r.csv")
+
+
+def test_torch_checkpoint_roundtrip_and_corruption(tmp_path):
+    import torch
+
+    p = atomic_torch_save({"w": torch.arange(3.0)}, tmp_path / "ck.pt")
+    assert torch.equal(torch_load(p)["w"], torch.arange(3.0))
+    p.write_bytes(p.read_bytes()[:20])  # truncated by a crash
+    with pytest.raises(CheckpointError, match="corrupt or truncated"):
+        torch_load(p)
+
+
+def test_unit_store_skips_done_and_detects_tampering(tmp_path):
+    store = UnitStore(tmp_path / "run")
+    assert not store.done("mixed/seed=0")
+    store.save("mixed/seed=0", _result())
+    store.save("note", {"a": 1})
+    assert store.keys() == ["mixed/seed=0", "note"]
+    assert store.load("note") == {"a": 1}
+    # a unit file altered after its record (e.g. a torn rewrite) is no longer done
+    path = store.path("mixed/seed=0")
+    path.write_bytes(path.read_bytes()[:-10])
+    assert not store.done("mixed/seed=0")
+    with pytest.raises(CheckpointError, match="not finished"):
+        store.load("mixed/seed=0")
+    # a fresh store on the same folder sees the same state
+    assert UnitStore(tmp_path / "run").keys() == ["note"]
+    store.discard("note")
+    assert store.keys() == []
