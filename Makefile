@@ -21,7 +21,7 @@ $(STAMP): $(BIN)/python pyproject.toml
 install: $(STAMP)
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=15
 
 demo: $(STAMP)
 	$(BIN)/scimech demo --out reports/demo

@@ -33,7 +33,7 @@ from .errors import ConfigError
 from .progress import progress
 from .results import UnitStore
 
-__all__ = ["get_client", "read_cluster_config", "map_units", "ClusterKind"]
+__all__ = ["get_client", "read_cluster_config", "map_units", "add_cluster_arguments", "client_from_args", "ClusterKind"]
 
 ClusterKind = Literal["sync", "threads", "local", "slurm", "pbs"]
 _KINDS = ("sync", "threads", "local", "slurm", "pbs")
@@ -181,3 +181,25 @@ def map_units(fn: Callable[..., Any], units: Mapping[str, Mapping[str, Any]], st
             store.save(key, fut.result(), **save_attrs)
             next(bar, None)
     return {k: store.load(k) for k in units}
+
+
+def add_cluster_arguments(parser) -> None:
+    """Add ``--cluster CONFIG`` and ``--scheduler ADDRESS`` to a study's argparse parser."""
+    group = parser.add_argument_group("execution (Dask)")
+    group.add_argument("--cluster", metavar="CONFIG", default=None,
+                       help="TOML/YAML file with a [cluster] section (kind = local | slurm | pbs | threads | sync)")
+    group.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                       help="address of a running Dask scheduler, e.g. tcp://login1:8786")
+    group.add_argument("--workers", type=int, default=None, metavar="N",
+                       help="run units on a local Dask cluster of N worker processes (default: serial)")
+
+
+def client_from_args(args):
+    """The Dask client asked for by :func:`add_cluster_arguments` flags (``None``: serial)."""
+    if getattr(args, "scheduler", None):
+        return get_client(scheduler=args.scheduler)
+    if getattr(args, "cluster", None):
+        return get_client(config=args.cluster)
+    if getattr(args, "workers", None):
+        return get_client("local", n_workers=args.workers)
+    return None
