@@ -1,0 +1,142 @@
+"""A decomposed ``nn.MultiheadAttention`` whose output projection is a real module call.
+
+``torch.nn.MultiheadAttention`` calls ``F.multi_head_attention_forward`` with the weights
+of ``out_proj`` passed as tensors, so forward hooks on ``out_proj`` never fire and the
+per-head outputs cannot be reached. :class:`DecomposedMultiheadAttention` holds the same
+parameters and computes the same function step by step (projections, scaled dot-product
+per head, concatenation, ``self.out_proj(...)``), so the input of ``out_proj`` is the
+per-head output laid out head by head. :func:`decompose_attention` swaps every
+``nn.MultiheadAttention`` of a model for one (numerically equal up to float rounding).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .errors import HeadLayoutError
+
+__all__ = ["DecomposedMultiheadAttention", "decompose_attention"]
+
+
+class DecomposedMultiheadAttention(nn.Module):
+    """Drop-in, hookable equivalent of ``nn.MultiheadAttention``.
+
+    Build it with :meth:`from_torch`. Supports ``batch_first`` either way, ``key_padding_mask``
+    and ``attn_mask`` (bool or float, 2-D or 3-D), ``need_weights`` with
+    ``average_attn_weights``, biases, dropout (train mode). Not supported (a clear error):
+    ``add_bias_kv``, ``add_zero_attn``, different key/value widths (``kdim``/``vdim``).
+    """
+
+    # torch's Transformer layers take a fused fast path when this is True; we must not.
+    _qkv_same_embed_dim = False
+
+    def __init__(self, embed_dim: int, num_heads: int, *, bias: bool = True, dropout: float = 0.0,
+                 batch_first: bool = False):
+        super().__init__()
+        if embed_dim % num_heads:
+            raise HeadLayoutError(f"embed_dim {embed_dim} is not divisible by num_heads {num_heads}.")
+        self.embed_dim, self.num_heads, self.head_dim = embed_dim, num_heads, embed_dim // num_heads
+        self.batch_first, self.dropout = batch_first, dropout
+        self.q_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
+        self.k_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
+        self.v_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
+        self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
+
+    @property
+    def in_proj_weight(self) -> torch.Tensor:
+        """Stacked q/k/v weights, as ``nn.MultiheadAttention`` exposes them (read-only)."""
+        return torch.cat([self.q_proj.weight, self.k_proj.weight, self.v_proj.weight])
+
+    @property
+    def in_proj_bias(self) -> torch.Tensor | None:
+        if self.q_proj.bias is None:
+            return None
+        return torch.cat([self.q_proj.bias, self.k_proj.bias, self.v_proj.bias])
+
+    @classmethod
+    def from_torch(cls, mha: nn.MultiheadAttention) -> DecomposedMultiheadAttention:
+        """Copy the weights of a torch ``nn.MultiheadAttention``."""
+        if mha.bias_k is not None or mha.add_zero_attn:
+            raise HeadLayoutError("add_bias_kv / add_zero_attn are not supported by DecomposedMultiheadAttention.")
+        if not mha._qkv_same_embed_dim:
+            raise HeadLayoutError("kdim/vdim different from embed_dim are not supported; "
+                                  "declare a HeadLayout on your own attention module instead.")
+        bias = mha.in_proj_bias is not None
+        new = cls(mha.embed_dim, mha.num_heads, bias=bias, dropout=mha.dropout, batch_first=mha.batch_first)
+        E = mha.embed_dim
+        w = mha.in_proj_weight.detach()
+        with torch.no_grad():
+            for i, lin in enumerate((new.q_proj, new.k_proj, new.v_proj)):
+                lin.weight.copy_(w[i * E:(i + 1) * E])
+                if bias:
+                    lin.bias.copy_(mha.in_proj_bias.detach()[i * E:(i + 1) * E])
+            new.out_proj.weight.copy_(mha.out_proj.weight.detach())
+            if new.out_proj.bias is not None and mha.out_proj.bias is not None:
+                new.out_proj.bias.copy_(mha.out_proj.bias.detach())
+        new.train(mha.training)
+        return new.to(mha.in_proj_weight.device, mha.in_proj_weight.dtype)
+
+    def forward(self, query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
+                average_attn_weights=True, is_causal=False):
+        if not self.batch_first:
+            query, key, value = (t.transpose(0, 1) for t in (query, key, value))
+        B, L, E = query.shape
+        S = key.shape[1]
+        H, dh = self.num_heads, self.head_dim
+        q = self.q_proj(query).reshape(B, L, H, dh).transpose(1, 2)
+        k = self.k_proj(key).reshape(B, S, H, dh).transpose(1, 2)
+        v = self.v_proj(value).reshape(B, S, H, dh).transpose(1, 2)
+        scores = (q @ k.transpose(-2, -1)) / math.sqrt(dh)  # (B, H, L, S)
+        if is_causal and attn_mask is None:
+            attn_mask = torch.ones(L, S, dtype=torch.bool, device=query.device).triu(1)
+        if attn_mask is not None:
+            m = attn_mask
+            if m.dim() == 3:  # (B*H, L, S)
+                m = m.reshape(B, H, L, S)
+            scores = scores.masked_fill(m, float("-inf")) if m.dtype == torch.bool else scores + m
+        if key_padding_mask is not None:
+            kpm = key_padding_mask.reshape(B, 1, 1, S)
+            scores = scores.masked_fill(kpm, float("-inf")) if kpm.dtype == torch.bool else scores + kpm
+        weights = scores.softmax(dim=-1)
+        if self.training and self.dropout > 0:
+            weights = F.dropout(weights, p=self.dropout)
+        heads = (weights @ v).transpose(1, 2).reshape(B, L, E)  # head by head on the last dim
+        out = self.out_proj(heads)
+        if not self.batch_first:
+            out = out.transpose(0, 1)
+        if not need_weights:
+            return out, None
+        return out, (weights.mean(dim=1) if average_attn_weights else weights)
+
+
+def decompose_attention(model: nn.Module, inplace: bool = True) -> nn.Module:
+    """Replace every ``nn.MultiheadAttention`` in ``model`` by a :class:`DecomposedMultiheadAttention`.
+
+    Parameters
+    ----------
+    model
+        Any module (the model itself may be an ``nn.MultiheadAttention``).
+    inplace
+        Modify ``model`` (default) or work on a deep copy.
+
+    Returns
+    -------
+    nn.Module
+        The model with hookable attention; ``<path>.heads[h]`` sites then work on it.
+    """
+    import copy
+
+    if not inplace:
+        model = copy.deepcopy(model)
+    if isinstance(model, nn.MultiheadAttention):
+        return DecomposedMultiheadAttention.from_torch(model)
+    targets = [(name, mod) for name, mod in model.named_modules() if isinstance(mod, nn.MultiheadAttention)]
+    for name, mod in targets:
+        parent_name, _, child = name.rpartition(".")
+        parent = model.get_submodule(parent_name) if parent_name else model
+        setattr(parent, child, DecomposedMultiheadAttention.from_torch(mod))
+    return model

@@ -1,0 +1,115 @@
+"""Per-sample metrics of a model's output for ablation and patching sweeps.
+
+Each metric is a callable ``metric(output, target=None) -> Tensor of shape (batch,)``
+with a ``name`` attribute. Continuous metrics suit regression outputs (a redshift, a
+heat content, a forecast); :func:`logit_difference` suits classifiers (Zhang & Nanda
+2023 recommend it over probabilities).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+__all__ = ["Metric", "output", "output_shift", "mse_to_target", "logit_difference", "as_metric"]
+
+
+def _pick(out: Any, key: Any) -> torch.Tensor:
+    if key is not None:
+        out = out[key]
+    elif isinstance(out, dict) and len(out) == 1:
+        out = next(iter(out.values()))
+    elif isinstance(out, (tuple, list)):
+        out = out[0]
+    if hasattr(out, "y") and not isinstance(out, torch.Tensor):  # e.g. a concept-bottleneck output
+        out = out.y
+    if not isinstance(out, torch.Tensor):
+        raise TypeError(f"The metric needs a Tensor output; got {type(out).__name__}. Pass key= to pick one.")
+    return out
+
+
+def _per_sample(t: torch.Tensor) -> torch.Tensor:
+    return t.reshape(t.shape[0], -1).mean(dim=1) if t.dim() > 1 else t
+
+
+@dataclass
+class Metric:
+    """A named per-sample metric."""
+
+    fn: Callable[[Any, Any], torch.Tensor]
+    name: str
+
+    def __call__(self, out: Any, target: Any = None) -> torch.Tensor:
+        return self.fn(out, target)
+
+
+def output(index: int | tuple | None = None, key: Any = None) -> Metric:
+    """The model output itself (mean over non-batch dims, or the element at ``index``)."""
+
+    def fn(out, target=None):
+        t = _pick(out, key)
+        if index is not None:
+            t = t[(slice(None), *((index,) if isinstance(index, int) else index))]
+        return _per_sample(t)
+
+    return Metric(fn, f"output[{index}]" if index is not None else "output")
+
+
+def output_shift(reference: torch.Tensor, key: Any = None) -> Metric:
+    """Mean absolute shift of the output from ``reference`` (same rows as the inputs)."""
+
+    def fn(out, target=None):
+        t = _pick(out, key)
+        ref = reference if target is None else target
+        return _per_sample((t - ref).abs())
+
+    return Metric(fn, "output_shift")
+
+
+def mse_to_target(key: Any = None) -> Metric:
+    """Squared error to the target passed to the sweep (mean over non-batch dims)."""
+
+    def fn(out, target=None):
+        if target is None:
+            raise ValueError("mse_to_target needs target=... in the sweep call.")
+        t = _pick(out, key)
+        return _per_sample((t - target.to(t.dtype)) ** 2)
+
+    return Metric(fn, "mse_to_target")
+
+
+def logit_difference(a: int, b: int, key: Any = None) -> Metric:
+    """``logit[a] - logit[b]`` on the last dim (last position if there are positions)."""
+
+    def fn(out, target=None):
+        t = _pick(out, key)
+        while t.dim() > 2:
+            t = t[:, -1]
+        return t[:, a] - t[:, b]
+
+    return Metric(fn, f"logit_difference[{a},{b}]")
+
+
+def as_metric(metric: Metric | Callable | None) -> Metric:
+    """Accept a Metric, a plain callable (named by its ``__name__``) or None (= :func:`output`)."""
+    if metric is None:
+        return output()
+    if isinstance(metric, Metric):
+        return metric
+    if callable(metric):
+        name = getattr(metric, "name", None) or getattr(metric, "__name__", "metric")
+
+        try:
+            takes_target = len(inspect.signature(metric).parameters) >= 2
+        except (TypeError, ValueError):  # builtins without a signature
+            takes_target = True
+
+        def fn(out, target=None, _m=metric):
+            return _m(out, target) if takes_target else _m(out)
+
+        return Metric(fn, name)
+    raise TypeError(f"metric must be callable; got {type(metric).__name__}.")

@@ -1,0 +1,311 @@
+"""Recording activations at named sites of any ``nn.Module`` into xarray.
+
+>>> with Recorder(model, ["encoder.0.attn.heads[3]", "encoder.1"]) as rec:   # doctest: +SKIP
+...     model(x)
+>>> rec.activations["encoder.1"].shape
+
+>>> ds = record(model, inputs, ["encoder.0", "encoder.1"], reduce="mean")    # doctest: +SKIP
+>>> ds["encoder.1"].dims      # ('sample', 'feature')
+
+Only the named sites are kept (never a cache of everything); ``reduce`` shrinks each
+activation over positions before it is stored; ``to_zarr`` streams batch by batch to
+disk for recordings larger than memory; ``stop_early`` ends each forward pass after the
+last site has fired.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import torch
+import xarray as xr
+from torch import nn
+
+from .errors import SiteCalledTwiceError
+from .hooks import HookSet, StopForward, iter_batches, run_forward
+from .progress import progress
+from .sites import HeadLayout, ResolvedSite, resolve_site
+
+__all__ = ["Recorder", "record", "stack_sites", "Reduce", "Repeat"]
+
+Reduce = Literal["mean", "last", "first", "max"] | Callable[[torch.Tensor], torch.Tensor] | None
+Repeat = Literal["error", "stack", "last"]
+
+
+def _reduce(t: torch.Tensor, how: Reduce, head_split: bool) -> torch.Tensor:
+    """Reduce over the position axis (dim 1) of a (B, N, ...) tensor."""
+    if how is None:
+        return t
+    min_dim = 4 if head_split else 3
+    if t.dim() < min_dim:
+        return t
+    if callable(how):
+        return how(t)
+    if how == "mean":
+        return t.mean(dim=1)
+    if how == "max":
+        return t.amax(dim=1)
+    if how == "last":
+        return t[:, -1]
+    if how == "first":
+        return t[:, 0]
+    raise ValueError(f"reduce must be None, 'mean', 'max', 'first', 'last' or a callable; got {how!r}.")
+
+
+class Recorder:
+    """Capture activations at named sites during forward passes.
+
+    Parameters
+    ----------
+    model
+        Any ``nn.Module``.
+    sites
+        Site strings (see :mod:`scimech.sites`).
+    reduce
+        ``None`` (keep positions), ``"mean"``, ``"max"``, ``"first"``, ``"last"`` or a
+        callable applied to each (B, N, ...) activation over positions (dim 1).
+    repeat
+        What to do when a site's module runs more than once in one forward pass (RNN
+        steps, solver stages, weight sharing): ``"error"`` (default), ``"stack"`` (a new
+        dim 1 indexes the calls) or ``"last"``.
+    stop_early
+        Raise :class:`~scimech.hooks.StopForward` once every site has fired (only with
+        ``repeat="error"``); :meth:`forward` and :func:`record` catch it.
+    detach
+        Store detached tensors (default); ``False`` keeps the graph (for gradients).
+    layouts
+        Extra :class:`~scimech.sites.HeadLayout` by attention-module path.
+
+    Attributes
+    ----------
+    activations : dict[str, torch.Tensor]
+        The captured tensors of the last forward pass, by site.
+    """
+
+    def __init__(self, model: nn.Module, sites: Sequence[str], *, reduce: Reduce = None, repeat: Repeat = "error",
+                 stop_early: bool = False, detach: bool = True, layouts: Mapping[str, HeadLayout] | None = None):
+        if isinstance(sites, str):
+            sites = [sites]
+        if repeat not in ("error", "stack", "last"):
+            raise ValueError(f"repeat must be 'error', 'stack' or 'last'; got {repeat!r}.")
+        if not sites:
+            raise ValueError("Recorder needs at least one site; list candidates with scimech.list_sites(model).")
+        self.model = model
+        self.resolved: list[ResolvedSite] = [resolve_site(model, s, layouts) for s in sites]
+        self.reduce, self.repeat, self.detach = reduce, repeat, detach
+        self.stop_early = stop_early and repeat == "error"
+        self.activations: dict[str, torch.Tensor] = {}
+        self._calls: dict[str, list[torch.Tensor]] = {}
+        self._hooks: HookSet | None = None
+        self._root_handle = None
+
+    # hooks ---------------------------------------------------------------------------
+    def _capture(self, site: ResolvedSite, t: torch.Tensor) -> None:
+        x = site.select(t)
+        x = _reduce(x, self.reduce, site.head_split is not None)
+        if self.detach:
+            x = x.detach()
+        calls = self._calls.setdefault(site.name, [])
+        if calls and self.repeat == "error":
+            raise SiteCalledTwiceError(
+                f"Site {site.name!r} ({type(site.module).__name__}) ran more than once in one forward pass. "
+                "Choose repeat='stack' (keep every call) or repeat='last' in Recorder/record."
+            )
+        calls.append(x)
+        if self.repeat == "last":
+            self.activations[site.name] = x
+        elif self.repeat == "stack":
+            self.activations[site.name] = torch.stack(calls, dim=1)
+        else:
+            self.activations[site.name] = x
+        if self.stop_early and len(self._calls) == len({s.name for s in self.resolved}):
+            raise StopForward
+
+    def _reset(self, *_):
+        self._calls = {}
+        self.activations = {}
+
+    def __enter__(self) -> Recorder:
+        self._root_handle = self.model.register_forward_pre_hook(self._reset)
+        try:
+            self._hooks = HookSet(self.resolved, lambda s, t: self._capture(s, t)).__enter__()
+        except BaseException:
+            self._root_handle.remove()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        try:
+            if self._hooks is not None:
+                self._hooks.remove()
+        finally:
+            if self._root_handle is not None:
+                self._root_handle.remove()
+                self._root_handle = None
+        return False
+
+    def forward(self, batch: Any, forward: Callable | None = None) -> Any:
+        """Run one batch (``forward(model, batch)`` or the default call), stopping early if asked."""
+        self._reset()
+        try:
+            return run_forward(self.model, batch, forward)
+        except StopForward:
+            return None
+
+
+def _trailing_dims(shapes: Mapping[str, tuple[int, ...]], head_sites: set[str], split_sites: set[str],
+                   stacked: bool) -> dict[str, list[str]]:
+    def names(ndim: int, site: str) -> list[str]:
+        base: list[str] = []
+        if stacked:
+            base.append("call")
+            ndim -= 1
+        if site in split_sites:
+            rest = ["position"] * (ndim - 2) + ["head", "head_dim"]
+        elif site in head_sites:
+            rest = ["position"] * (ndim - 1) + ["head_dim"]
+        else:
+            rest = (["position"] if ndim >= 2 else []) + [f"dim_{i}" for i in range(max(ndim - 2, 0))] + (["feature"] if ndim >= 1 else [])
+        return base + rest
+
+    dims = {s: names(len(shp), s) for s, shp in shapes.items()}
+    # a shared name must mean one size: the most common size keeps the plain name, the
+    # other sites get their dims prefixed with the site name ("<site>/feature")
+    from collections import Counter
+
+    counts: dict[str, Counter] = {}
+    for s, shp in shapes.items():
+        for d, n in zip(dims[s], shp, strict=True):
+            counts.setdefault(d, Counter())[n] += 1
+    keep = {d: c.most_common(1)[0][0] for d, c in counts.items()}
+    return {s: [d if keep[d] == n else f"{s}/{d}" for d, n in zip(dims[s], shapes[s], strict=True)]
+            for s in shapes}
+
+
+def record(model: nn.Module, inputs: Any, sites: Sequence[str], *, batch_size: int = 256, reduce: Reduce = None,
+           repeat: Repeat = "error", forward: Callable | None = None, layouts: Mapping[str, HeadLayout] | None = None,
+           to_zarr: str | os.PathLike | None = None, stop_early: bool = True, progress_bar: bool = False,
+           sample_coord: Sequence | np.ndarray | None = None, dtype: str = "float32") -> xr.Dataset:
+    """Record activations at ``sites`` over a dataset, batch by batch.
+
+    Parameters
+    ----------
+    model
+        The model; switched to ``eval`` for the recording and restored afterwards.
+    inputs
+        A Tensor, a dict or tuple of Tensors batched on dim 0, or an iterable of such batches.
+    sites
+        Site strings.
+    batch_size
+        Rows per forward pass when ``inputs`` is one big batch.
+    reduce, repeat, layouts
+        As in :class:`Recorder`.
+    forward
+        ``forward(model, batch)``; default ``model(batch)`` / ``model(**batch)``.
+    to_zarr
+        Stream to a zarr store at this path (appended batch by batch) and return it opened
+        lazily: recordings larger than memory.
+    stop_early
+        End each forward pass after the last site fired (saves the rest of the network).
+    sample_coord
+        Values of the ``sample`` coordinate (default 0..n-1).
+
+    Returns
+    -------
+    xr.Dataset
+        One variable per site (named by the site), dims ``("sample", ...)``: trailing dims
+        ``feature`` (last; ``head_dim`` for head sites), ``position`` (if kept), ``head``
+        (for ``heads`` sites without an index),
+        ``call`` (with ``repeat="stack"``). Names are prefixed by the site where sizes differ.
+    """
+    if isinstance(sites, str):
+        sites = [sites]
+    was_training = model.training
+    model.eval()
+    chunks: dict[str, list[np.ndarray]] = {s: [] for s in sites}
+    store_path = Path(to_zarr) if to_zarr is not None else None
+    dims: dict[str, list[str]] | None = None
+    n_done = 0
+    try:
+        with torch.no_grad(), Recorder(model, sites, reduce=reduce, repeat=repeat, stop_early=stop_early,
+                                       layouts=layouts) as rec:
+            batches = iter_batches(inputs, batch_size)
+            if progress_bar:
+                batches = progress(batches, desc="recording")
+            for start, batch in batches:
+                rec.forward(batch, forward)
+                missing = [s for s in sites if s not in rec.activations]
+                if missing:
+                    raise RuntimeError(
+                        f"Site(s) {missing} never ran during the forward pass; they are not on the path "
+                        "this input takes (check the forward= function or the model's branches)."
+                    )
+                arrays = {s: rec.activations[s].float().cpu().numpy().astype(dtype, copy=False) for s in sites}
+                if dims is None:
+                    split = {r.name for r in rec.resolved if r.head_split is not None}
+                    head_sites = {r.name for r in rec.resolved if r.heads is not None}
+                    dims = _trailing_dims({s: a.shape[1:] for s, a in arrays.items()}, head_sites, split,
+                                          repeat == "stack")
+                if store_path is not None:
+                    n = next(iter(arrays.values())).shape[0]
+                    ds = xr.Dataset({s: (("sample", *dims[s]), a) for s, a in arrays.items()},
+                                    coords={"sample": np.arange(start, start + n)})
+                    if n_done == 0:
+                        ds.to_zarr(store_path, mode="w", consolidated=False)
+                    else:
+                        ds.to_zarr(store_path, append_dim="sample", consolidated=False)
+                    n_done += n
+                else:
+                    for s, a in arrays.items():
+                        chunks[s].append(a)
+    finally:
+        model.train(was_training)
+    if dims is None:
+        raise ValueError("record() got no inputs: the dataset is empty.")
+    if store_path is not None:
+        ds = xr.open_zarr(store_path, consolidated=False)
+    else:
+        data = {s: np.concatenate(chunks[s], axis=0) for s in sites}
+        n = next(iter(data.values())).shape[0]
+        ds = xr.Dataset({s: (("sample", *dims[s]), a) for s, a in data.items()}, coords={"sample": np.arange(n)})
+    if sample_coord is not None:
+        ds = ds.assign_coords(sample=np.asarray(sample_coord))
+    for r in Recorder(model, sites, layouts=layouts).resolved:
+        ds[r.name].attrs.update({"module": r.module_path, "port": r.port,
+                                 "description": f"activation at site {r.name}"})
+        if r.heads is not None:
+            ds[r.name].attrs["heads"] = list(r.heads)
+            ds[r.name].attrs["head_dim"] = r.head_dim
+    ds.attrs["reduce"] = str(reduce)
+    ds.attrs["repeat"] = repeat
+    return ds
+
+
+def stack_sites(ds: xr.Dataset, sites: Sequence[str] | None = None, dim: str = "layer",
+                coord: Sequence | None = None) -> xr.DataArray:
+    """Stack same-shaped site variables along a new dim (e.g. one per encoder block).
+
+    Parameters
+    ----------
+    ds
+        A recording from :func:`record`.
+    sites
+        Which variables (default: all).
+    dim
+        Name of the new dim (``"layer"``).
+    coord
+        Its coordinate values (default: the site names).
+    """
+    sites = list(sites or ds.data_vars)
+    arrays = [ds[s] for s in sites]
+    shapes = {a.shape for a in arrays}
+    if len(shapes) > 1:
+        raise ValueError(f"stack_sites needs sites of one shape; got {dict(zip(sites, [a.shape for a in arrays]))}.")
+    out = xr.concat([a.drop_attrs() if hasattr(a, "drop_attrs") else a for a in arrays], dim=dim)
+    out = out.assign_coords({dim: list(coord) if coord is not None else sites})
+    out = out.assign_coords(site=(dim, sites))
+    return out.rename("activation")

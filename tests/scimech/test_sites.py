@@ -1,0 +1,69 @@
+"""Site parsing and resolution."""
+
+import pytest
+import torch
+from torch import nn
+
+from scimech.attention import decompose_attention
+from scimech.errors import HeadLayoutError, SiteNotFoundError
+from scimech.sites import HeadLayout, find_head_layouts, list_sites, parse_site, resolve_site
+
+from .models import MHAModel, TinyTransformer
+
+
+def test_parse_grammar():
+    s = parse_site("encoder.0.attn.heads[3]")
+    assert (s.module, s.heads, s.port) == ("encoder.0.attn", (3,), "output")
+    s = parse_site("encoder.0.mlp:input")
+    assert (s.module, s.port, s.heads, s.units) == ("encoder.0.mlp", "input", None, None)
+    s = parse_site("head.units[0, 2]")
+    assert (s.module, s.units) == ("head", (0, 2))
+    assert parse_site("encoder.1.attn.heads").all_heads
+    assert parse_site("").module == ""
+
+
+def test_unknown_site_lists_nearest_names():
+    model = TinyTransformer()
+    with pytest.raises(SiteNotFoundError) as err:
+        resolve_site(model, "encoder.0.atn")
+    msg = str(err.value)
+    assert "encoder.0.attn" in msg and "list_sites" in msg
+    assert isinstance(err.value, KeyError)  # catchable by the builtin it refines
+
+
+def test_head_resolution_slices_proj_input():
+    model = TinyTransformer(dim=16, num_heads=4)
+    r = resolve_site(model, "encoder.1.attn.heads[2]")
+    assert r.module is model.encoder[1].attn.proj and r.port == "input"
+    assert r.index == tuple(range(8, 12)) and r.head_dim == 4
+    with pytest.raises(HeadLayoutError, match="out of range"):
+        resolve_site(model, "encoder.1.attn.heads[4]")
+    with pytest.raises(HeadLayoutError, match="no known head layout"):
+        resolve_site(model, "encoder.1.mlp.heads[0]")
+
+
+def test_mha_needs_decomposition_then_works():
+    model = MHAModel()
+    with pytest.raises(HeadLayoutError, match="decompose_attention"):
+        resolve_site(model, "attn.heads[0]")
+    decompose_attention(model)
+    assert resolve_site(model, "attn.heads[0]").module is model.attn.out_proj
+
+
+def test_explicit_layout_and_listing():
+    class Odd(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.mix = nn.Linear(6, 6)
+            self.out = nn.Linear(6, 2)
+
+        def forward(self, x):
+            return self.out(self.mix(x))
+
+    model = Odd()
+    lay = {"mix": HeadLayout(attn="mix", proj="out", num_heads=3)}
+    assert resolve_site(model, "mix.heads[1]", lay).index == (2, 3)
+    names = list_sites(TinyTransformer(depth=1))
+    assert "encoder.0.attn.heads[3]" in names and "encoder.0.mlp.0" in names
+    assert set(find_head_layouts(TinyTransformer(depth=2))) == {"encoder.0.attn", "encoder.1.attn"}
+    torch.manual_seed(0)
