@@ -38,5 +38,6 @@ def progress(iterable: Iterable[T], desc: str | None = None, total: int | None =
             total = len(iterable)  # type: ignore[arg-type]
         except TypeError:
             total = None
-    return iter(tqdm(iterable, desc=desc, total=total, disable=quiet() or kw.pop("disable", False),
-                     dynamic_ncols=True, leave=kw.pop("leave", False), **kw))
+    disable = bool(kw.pop("disable", False)) or quiet()
+    leave = kw.pop("leave", False)
+    return iter(tqdm(iterable, desc=desc, total=total, disable=disable, dynamic_ncols=True, leave=leave, **kw))
