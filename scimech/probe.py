@@ -1,10 +1,11 @@
 """Linear probes: does a site linearly encode a quantity, and more than a control task?
 
 Probes are scikit-learn estimators (``fit`` returns ``self``, fitted state ends in ``_``,
-``check_is_fitted`` guards misuse): :class:`RidgeProbe` (standardise + ridge) for
-continuous targets, :class:`LogisticProbe` (standardise + logistic regression) for
-classes; :func:`linear_probe` picks one by task. :func:`probe_sites` fits one per site with
-(grouped) cross-validation over several seeds and returns an ``xr.Dataset``.
+``check_is_fitted`` guards misuse): :class:`LinearProbe` (``task="regression"``:
+standardise + ridge; ``task="classification"``: standardise + logistic regression), with
+the single-task :class:`RidgeProbe` and :class:`LogisticProbe`. :func:`probe_sites` fits
+one per site with (grouped) cross-validation over several seeds and returns an
+``xr.Dataset``; :func:`permutation_test` gives a p-value with group-level permutations.
 
 Probes are correlational (Belinkov 2022): a high score says the information is there,
 not that the model uses it. Pair them with :mod:`scimech.intervene`. Control tasks
@@ -22,16 +23,19 @@ import numpy as np
 import xarray as xr
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.linear_model import LogisticRegression, Ridge
-from sklearn.model_selection import GroupKFold, KFold, StratifiedKFold, permutation_test_score
+from sklearn.metrics import accuracy_score, r2_score
+from sklearn.model_selection import GroupKFold, KFold, StratifiedKFold
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
+from sklearn.utils import ClassifierTags, RegressorTags
+from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .errors import DataValidationError
+from .errors import DataValidationError, DimensionError
 
-__all__ = ["RidgeProbe", "LogisticProbe", "linear_probe", "probe_sites", "control_labels", "signal_to_noise",
-           "Task"]
+__all__ = ["LinearProbe", "RidgeProbe", "LogisticProbe", "linear_probe", "probe_sites", "control_labels",
+           "signal_to_noise", "permutation_test", "Task"]
 
 Task = Literal["regression", "classification"]
 
@@ -140,6 +144,132 @@ class LogisticProbe(_ProbeMixin, ClassifierMixin, BaseEstimator):
         return self.pipeline_.decision_function(X)
 
 
+def _is_classification(est) -> bool:
+    return getattr(est, "task", None) == "classification"
+
+
+class LinearProbe(_ProbeMixin, BaseEstimator):
+    """A linear probe: standardise, then ridge (regression) or logistic regression (classes).
+
+    Parameters
+    ----------
+    task
+        ``"regression"`` (``StandardScaler`` + ``Ridge(alpha)``, scored by R2) or
+        ``"classification"`` (``StandardScaler`` + ``LogisticRegression(C)``, scored by
+        accuracy).
+    alpha
+        Ridge penalty on the standardised features (regression only).
+    C
+        Inverse regularisation strength (classification only).
+    standardize
+        Standardise features with the training data's mean and standard deviation first.
+    max_iter
+        Iterations of the lbfgs solver (classification only).
+
+    Attributes
+    ----------
+    coef_, intercept_
+        Weights and intercept in the original (unstandardised) feature units: for
+        regression ``X @ coef_ + intercept_`` is the prediction.
+    direction_
+        Unit vector along ``coef_`` (the first class's row for multi-class): the probe
+        direction in the input feature space.
+    classes_
+        Class labels (classification only).
+    n_iter_
+        Solver iterations (1 for the closed-form ridge solve).
+    pipeline_
+        The fitted scikit-learn pipeline.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.random.default_rng(0).normal(size=(100, 3))
+    >>> LinearProbe().fit(X, X @ [1.0, 0.0, 2.0]).score(X, X @ [1.0, 0.0, 2.0]) > 0.99
+    True
+    """
+
+    def __init__(self, task: Task = "regression", alpha: float = 1.0, C: float = 1.0, standardize: bool = True,
+                 max_iter: int = 1000):
+        self.task = task
+        self.alpha = alpha
+        self.C = C
+        self.standardize = standardize
+        self.max_iter = max_iter
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        if _is_classification(self):
+            tags.estimator_type = "classifier"
+            tags.classifier_tags = ClassifierTags()
+            tags.regressor_tags = None
+        else:
+            tags.estimator_type = "regressor"
+            tags.regressor_tags = RegressorTags()
+            tags.classifier_tags = None
+            tags.target_tags.multi_output = True
+        tags.target_tags.required = True
+        return tags
+
+    def _validate_params(self) -> None:
+        if self.task not in ("regression", "classification"):
+            raise ValueError("The 'task' parameter of LinearProbe must be a str among {'regression', "
+                             f"'classification'}}. Got {self.task!r} instead.")
+        if isinstance(self.alpha, bool) or not isinstance(self.alpha, (int, float, np.number)) or not self.alpha >= 0:
+            raise ValueError(f"The 'alpha' parameter of LinearProbe must be a float in the range [0, inf). "
+                             f"Got {self.alpha!r} instead.")
+        if isinstance(self.C, bool) or not isinstance(self.C, (int, float, np.number)) or not self.C > 0:
+            raise ValueError(f"The 'C' parameter of LinearProbe must be a float in the range (0, inf). "
+                             f"Got {self.C!r} instead.")
+        if isinstance(self.max_iter, bool) or not isinstance(self.max_iter, (int, np.integer)) or self.max_iter < 1:
+            raise ValueError(f"The 'max_iter' parameter of LinearProbe must be an int in the range [1, inf). "
+                             f"Got {self.max_iter!r} instead.")
+        if not isinstance(self.standardize, (bool, np.bool_)):
+            raise ValueError(f"The 'standardize' parameter of LinearProbe must be a bool. Got {self.standardize!r} "
+                             "instead.")
+
+    def fit(self, X, y):
+        """Fit the probe on ``X`` (n, d) and targets ``y`` (n,); returns ``self``."""
+        self._validate_params()
+        if self.task == "regression":
+            X, y = validate_data(self, X, y, y_numeric=True, multi_output=True)
+            final = Ridge(alpha=float(self.alpha))
+        else:
+            X, y = validate_data(self, X, y)
+            check_classification_targets(y)
+            final = LogisticRegression(C=float(self.C), max_iter=int(self.max_iter))
+        self.pipeline_ = self._pipeline(final).fit(X, y)
+        fitted = self.pipeline_.steps[-1][1]
+        if self.task == "classification":
+            self.classes_ = fitted.classes_
+            self.n_iter_ = fitted.n_iter_
+        else:
+            self.n_iter_ = 1  # ridge is one direct (closed-form) solve
+        self._finish(fitted.coef_, fitted.intercept_)
+        return self
+
+    @available_if(_is_classification)
+    def predict_proba(self, X):
+        """Class probabilities (classification only)."""
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False)
+        return self.pipeline_.predict_proba(X)
+
+    @available_if(_is_classification)
+    def decision_function(self, X):
+        """Logistic decision values (classification only)."""
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False)
+        return self.pipeline_.decision_function(X)
+
+    def score(self, X, y, sample_weight=None) -> float:
+        """R2 (regression) or accuracy (classification) on ``(X, y)``."""
+        pred = self.predict(X)
+        if self.task == "classification":
+            return float(accuracy_score(y, pred, sample_weight=sample_weight))
+        return float(r2_score(y, pred, sample_weight=sample_weight))
+
+
 def linear_probe(task: Task = "regression", *, alpha: float = 1.0, C: float = 1.0, standardize: bool = True):
     """A fresh probe for the task: :class:`RidgeProbe` or :class:`LogisticProbe`."""
     if task == "regression":
@@ -149,19 +279,55 @@ def linear_probe(task: Task = "regression", *, alpha: float = 1.0, C: float = 1.
     raise ValueError(f"task must be 'regression' or 'classification'; got {task!r}.")
 
 
-def control_labels(y, groups=None, seed: int = 0) -> np.ndarray:
+def _infer_task(y: np.ndarray) -> Task:
+    if y.dtype.kind == "f" and not np.all(np.mod(y[np.isfinite(y)], 1) == 0):
+        return "regression"
+    return "classification"
+
+
+def control_labels(y, groups=None, seed: int = 0, *, task: Task | None = None) -> np.ndarray:
     """Control-task labels (Hewitt & Liang 2019): one random label per group.
 
-    Each group (every sample its own group when ``groups`` is None) gets a label drawn
-    from the empirical distribution of ``y``; all its samples share it. A probe can only
-    fit these by memorising groups, never by reading a property of the representation.
+    A probe can fit these only by memorising groups (word types, galaxies, neurons), never
+    by reading a property of the representation; score - control score is the probe's
+    *selectivity*.
+
+    Parameters
+    ----------
+    y
+        (n,) true labels or continuous targets.
+    groups
+        (n,) group ids; ``None`` makes every sample its own group.
+    seed
+        Seed of the generator (a private ``np.random.Generator``; the global state is not used).
+    task
+        ``"classification"``: each group gets a label drawn from the empirical label
+        distribution of ``y``. ``"regression"``: the groups' mean targets are randomly
+        permuted among the groups (a group-level permutation, which keeps the
+        distribution of group values exactly). Default: inferred (floats with a
+        fractional part are continuous).
+
+    Returns
+    -------
+    np.ndarray
+        (n,) control labels, constant within each group.
     """
     y = np.asarray(y)
+    if y.ndim != 1:
+        raise DataValidationError(f"control_labels takes 1-D y; got shape {y.shape}. Probe one target at a time.")
+    task = task or _infer_task(y)
     rng = np.random.default_rng(seed)
     if groups is None:
+        if task == "regression":
+            return rng.permutation(y)
         return y[rng.integers(0, len(y), len(y))]
     groups = np.asarray(groups)
+    if len(groups) != len(y):
+        raise DataValidationError(f"groups has {len(groups)} entries but y has {len(y)}; give one group id per sample.")
     uniq, inv = np.unique(groups, return_inverse=True)
+    if task == "regression":
+        means = np.bincount(inv, weights=y.astype(float)) / np.bincount(inv)
+        return rng.permutation(means)[inv]
     draws = y[rng.integers(0, len(y), len(uniq))]
     return draws[inv]
 
@@ -190,20 +356,33 @@ def signal_to_noise(X, y, direction, task: Task = "classification") -> float:
     return float("nan") if between == 0 else float("inf")
 
 
-def _as_features(features: Any) -> dict[str, np.ndarray]:
+def _flatten_da(da: xr.DataArray, where: str) -> np.ndarray:
+    if "sample" not in da.dims:
+        raise DimensionError(f"{where} has dims {da.dims}; expected a 'sample' dim (as written by scimech.record). "
+                             "Rename the sample axis to 'sample'.")
+    da = da.transpose("sample", ...)
+    return np.asarray(da.values).reshape(da.shape[0], -1)
+
+
+def _as_features(features: Any, dim: str = "site") -> dict[str, np.ndarray]:
+    """``{name: (n, d) array}`` from a mapping, a recorded Dataset or a stacked DataArray."""
     if isinstance(features, xr.Dataset):
-        out = {}
-        for name in features.data_vars:
-            da = features[name]
-            if "sample" in da.dims:
-                da = da.transpose("sample", ...)
-            out[str(name)] = np.asarray(da.values).reshape(da.shape[0], -1)
-        return out
+        return {str(name): _flatten_da(features[name], f"Variable {name!r}") for name in features.data_vars}
     if isinstance(features, xr.DataArray):
-        raise TypeError("probe_sites takes a mapping site -> array or an xr.Dataset; for a stacked DataArray "
-                        "use {str(l): da.sel(layer=l).values for l in da.layer.values}.")
+        split = dim if dim in features.dims else next((d for d in ("layer", "site") if d in features.dims), None)
+        if split is None:
+            raise DimensionError(f"A DataArray of features needs a {dim!r} dim to split sites along (as from "
+                                 f"scimech.record.stack_sites); got dims {features.dims}. Pass dim=... or a mapping.")
+        return {str(v): _flatten_da(features.isel({split: i}), f"{split}={v!r}")
+                for i, v in enumerate(features[split].values)}
     if isinstance(features, Mapping):
-        return {str(k): np.asarray(v).reshape(len(v), -1) for k, v in features.items()}
+        out = {}
+        for k, v in features.items():
+            a = np.asarray(v.detach().cpu() if hasattr(v, "detach") else v)
+            if a.ndim < 2:
+                raise DataValidationError(f"Site {k!r} has shape {a.shape}; expected (n_samples, n_features).")
+            out[str(k)] = a.reshape(len(a), -1)
+        return out
     raise TypeError(f"features must be a mapping site -> (n, d) array or an xr.Dataset; got {type(features).__name__}.")
 
 
@@ -225,40 +404,164 @@ def _splitter(task: Task, cv: int, groups, seed: int):
     return KFold(n_splits=cv, shuffle=True, random_state=seed)
 
 
-def probe_sites(features: Mapping[str, np.ndarray] | xr.Dataset, y, *, task: Task = "regression", groups=None,
-                cv: int = 5, seeds: Sequence[int] = (0,), alpha: float = 1.0, C: float = 1.0, control: bool = True,
-                n_bootstrap: int = 1000, n_permutations: int = 0, random_baseline: Mapping | xr.Dataset | None = None,
-                dim: str = "site", coords: Sequence | None = None, confidence: float = 0.95) -> xr.Dataset:
+def _splits(task: Task, cv: int, y: np.ndarray, groups, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    n = len(y)
+    splits = list(_splitter(task, cv, groups, seed).split(np.zeros(n), y if task == "classification" else None,
+                                                          groups))
+    for f, (tr, te) in enumerate(splits):
+        if len(te) < 2 or len(tr) < 2:
+            raise DataValidationError(f"Fold {f} has {len(tr)} training and {len(te)} test samples; each needs at "
+                                      f"least 2. Lower cv (now {cv}) or give more samples / groups.")
+        if task == "classification" and len(np.unique(y[tr])) < 2:
+            raise DataValidationError(f"Fold {f} trains on a single class ({np.unique(y[tr])[0]!r}). With grouped CV "
+                                      "some groups hold only one class: lower cv or give more groups per class.")
+    return splits
+
+
+def _check_inputs(feats: dict[str, np.ndarray], y: np.ndarray, task: Task, groups, cv: int) -> None:
+    n = len(y)
+    if y.ndim != 1:
+        raise DataValidationError(f"y must be 1-D (one target per sample); got shape {y.shape}. Probe each target "
+                                  "column separately.")
+    if not isinstance(cv, (int, np.integer)) or cv < 2:
+        raise ValueError(f"cv must be an int >= 2 (the number of folds); got {cv!r}.")
+    for name, X in feats.items():
+        if X.shape[0] != n:
+            raise DataValidationError(f"Site {name!r} has {X.shape[0]} samples but y has {n}; record the features "
+                                      "and the targets over the same samples.")
+        if X.shape[1] == 0:
+            raise DataValidationError(f"Site {name!r} has no features (width 0).")
+        if not np.issubdtype(X.dtype, np.number) or not np.all(np.isfinite(X)):
+            raise DataValidationError(f"Site {name!r} has NaN/inf (or non-numeric) activations; drop those samples "
+                                      "from the features and y first.")
+    if task == "regression" and not np.all(np.isfinite(y)):
+        raise DataValidationError("y has NaN/inf values; drop those samples (and their features) first.")
+    if task == "classification":
+        if y.dtype.kind == "f" and not np.all(np.isfinite(y)):
+            raise DataValidationError("y has NaN class labels; drop those samples (and their features) first.")
+        _, counts = np.unique(y, return_counts=True)
+        if len(counts) < 2:
+            raise DataValidationError(f"Classification needs at least 2 classes; y has only {np.unique(y)}.")
+        if groups is None and counts.min() < cv:
+            raise DataValidationError(f"The rarest class has {counts.min()} samples, fewer than cv={cv} folds: "
+                                      "lower cv or merge rare classes.")
+    if groups is not None:
+        if len(groups) != n:
+            raise DataValidationError(f"groups has {len(groups)} entries but y has {n}; give one group id per sample.")
+        if len(np.unique(groups)) < cv:
+            raise DataValidationError(f"Grouped CV with cv={cv} needs at least {cv} groups; got "
+                                      f"{len(np.unique(groups))}. Lower cv or give finer groups.")
+    if n < 2 * cv:
+        raise DataValidationError(f"{n} samples are too few for cv={cv}: need at least {2 * cv} (2 per fold).")
+
+
+def _permute(y: np.ndarray, groups, rng: np.random.Generator) -> np.ndarray:
+    """Permute labels under the null; whole groups are the exchangeable units when y is constant per group."""
+    if groups is None:
+        return rng.permutation(y)
+    uniq, inv = np.unique(groups, return_inverse=True)
+    first = np.zeros(len(uniq), dtype=int)
+    first[inv[::-1]] = np.arange(len(y))[::-1]  # index of each group's first sample
+    if np.array_equal(y, y[first][inv]):  # constant within groups: permute group labels among groups
+        return y[first][rng.permutation(len(uniq))][inv]
+    return rng.permutation(y)
+
+
+def _cv_score(X, y, splits, task: Task, **params) -> float:
+    metric = _r2_axis if task == "regression" else _acc_axis
+    return float(np.mean([metric(y[te], LinearProbe(task=task, **params).fit(X[tr], y[tr]).predict(X[te]))
+                          for tr, te in splits]))
+
+
+def permutation_test(X, y, *, task: Task = "regression", groups=None, cv: int = 5, n_permutations: int = 100,
+                     seed: int = 0, alpha: float = 1.0, C: float = 1.0) -> tuple[float, float]:
+    """Cross-validated probe score and its permutation-test p-value.
+
+    The folds are fixed by ``seed``; under the null the labels are permuted (at group
+    level when ``y`` is constant within each group, so a group's samples keep one label)
+    and the probe refitted. ``p = (1 + #{null >= score}) / (1 + n_permutations)``.
+    (Unlike ``sklearn.model_selection.permutation_test_score``, which permutes *within*
+    groups and so leaves group-constant labels unchanged.)
+
+    Parameters
+    ----------
+    X, y
+        (n, d) features and (n,) targets.
+    task, groups, cv, alpha, C
+        As in :func:`probe_sites`.
+    n_permutations
+        Number of permuted refits; the smallest attainable p is ``1 / (n_permutations + 1)``.
+    seed
+        Seed of the folds and of the permutations.
+
+    Returns
+    -------
+    (score, p_value)
+        Mean held-out score (R2 or accuracy) over folds, and the p-value.
+    """
+    X = np.asarray(X, float).reshape(len(X), -1)
+    y = np.asarray(y)
+    if task == "regression":
+        y = y.astype(float)
+    groups = None if groups is None else np.asarray(groups)
+    _check_inputs({"X": X}, y, task, groups, cv)
+    if not isinstance(n_permutations, (int, np.integer)) or n_permutations < 1:
+        raise ValueError(f"n_permutations must be an int >= 1; got {n_permutations!r}.")
+    splits = _splits(task, cv, y, groups, seed)
+    params = {"alpha": alpha, "C": C}
+    score = _cv_score(X, y, splits, task, **params)
+    rng = np.random.default_rng(seed)
+    null = np.array([_cv_score(X, _permute(y, groups, rng), splits, task, **params) for _ in range(n_permutations)])
+    return score, float((1 + np.sum(null >= score)) / (1 + n_permutations))
+
+
+def probe_sites(features: Mapping[str, np.ndarray] | xr.Dataset | xr.DataArray, y, *, task: Task = "regression",
+                groups=None, cv: int = 5, seeds: Sequence[int] = (0,), alpha: float = 1.0, C: float = 1.0,
+                control: bool = True, n_bootstrap: int = 1000, n_permutations: int = 0,
+                random_baseline: Mapping | xr.Dataset | xr.DataArray | None = None, dim: str = "site",
+                coords: Sequence | None = None, confidence: float = 0.95, control_groups=None,
+                max_iter: int = 1000) -> xr.Dataset:
     """Fit a linear probe per site with cross-validation; compare with a control task.
 
     Parameters
     ----------
     features
-        ``{site: (n, d) array}`` or a recording from :func:`scimech.record.record`.
+        ``{site: (n, d) array}``, a recording from :func:`scimech.record.record` (a
+        ``sample`` dim first; trailing dims are flattened), or a DataArray with a ``dim``
+        (or ``layer``) dim such as :func:`scimech.record.stack_sites` returns.
     y
         (n,) target: continuous (``task="regression"``, scored by R2) or classes
         (``task="classification"``, scored by accuracy).
     groups
-        (n,) group ids for grouped CV (samples of one galaxy / simulation never split
-        between train and test) and for group-level control labels.
+        (n,) group ids for grouped CV (``GroupKFold``: samples of one galaxy / simulation
+        never split between train and test) and for group-level control labels. Without
+        groups the folds are ``KFold`` (regression) or ``StratifiedKFold`` (classes).
     cv
         Number of folds.
     seeds
         Shuffle seeds of the folds (and of the control labels): a ``seed`` dim.
-    alpha, C
-        Ridge penalty / logistic inverse regularisation.
+    alpha, C, max_iter
+        Ridge penalty / logistic inverse regularisation / lbfgs iterations.
     control
-        Also fit the control task (Hewitt & Liang) and report selectivity.
+        Also fit the control task (Hewitt & Liang; :func:`control_labels`) and report
+        selectivity = score - control score.
     n_bootstrap
         Resamples of the BCa interval of the out-of-fold score (first seed); 0 to skip.
     n_permutations
-        Permutations for a permutation-test p-value (``sklearn.model_selection.permutation_test_score``).
+        Permutations for a p-value (:func:`permutation_test`, first seed); 0 to skip.
     random_baseline
-        The same sites recorded from a randomly initialised model: ``score_random``.
+        The same sites recorded from a randomly initialised model (the caller builds it):
+        gives ``score_random`` on the same folds.
     dim
         Name of the site dim (``"layer"`` for layerwise probes).
     coords
-        Values of that dim (default: the site names).
+        Values of that dim (default: the site names, then kept as a ``site`` coord).
+    confidence
+        Level of the bootstrap interval.
+    control_groups
+        Groups whose members share a control label (default ``groups``). With grouped CV
+        and the same groups the control task is at chance by construction; give
+        *types* that recur across folds (e.g. an object class) to test memorisation.
 
     Returns
     -------
@@ -267,51 +570,59 @@ def probe_sites(features: Mapping[str, np.ndarray] | xr.Dataset, y, *, task: Tas
         ``(dim, "fold", "seed")``; per site ``score_mean``, ``score_ci_low``/``high``,
         ``control_mean``, ``selectivity_mean``, ``selectivity_snr`` (mean over spread of
         score - control), ``snr`` (:func:`signal_to_noise` on the probe direction),
-        ``p_value``; ``weights`` / ``direction`` over ``(dim, "feature")`` when all sites
-        have one width.
+        ``p_value``; ``weights`` over ``(dim, "feature")`` when all sites have one width.
+
+    Raises
+    ------
+    DataValidationError
+        NaN/inf features or targets, mismatched lengths, too few samples, classes or
+        groups for the folds.
     """
-    feats = _as_features(features)
+    feats = _as_features(features, dim)
     if not feats:
         raise DataValidationError("probe_sites got no sites.")
+    if task not in ("regression", "classification"):
+        raise ValueError(f"task must be 'regression' or 'classification'; got {task!r}.")
     y = np.asarray(y)
     n = len(y)
     if task == "regression":
+        if not np.issubdtype(y.dtype, np.number):
+            raise DataValidationError(f"task='regression' needs a numeric y; got dtype {y.dtype}. Use "
+                                      "task='classification' for labels.")
         y = y.astype(float)
-    for name, X in feats.items():
-        if X.shape[0] != n:
-            raise DataValidationError(f"Site {name!r} has {X.shape[0]} samples but y has {n}.")
-        if not np.all(np.isfinite(X)):
-            raise DataValidationError(f"Site {name!r} has NaN/inf activations; drop those samples first.")
-    if task == "regression" and not np.all(np.isfinite(y)):
-        raise DataValidationError("y has NaN/inf values; drop those samples (and their features) first.")
-    if groups is not None:
-        groups = np.asarray(groups)
-        if len(groups) != n:
-            raise DataValidationError(f"groups has {len(groups)} entries but y has {n}.")
-        if len(np.unique(groups)) < cv:
-            raise DataValidationError(f"Grouped CV with cv={cv} needs at least {cv} groups; got {len(np.unique(groups))}.")
-    if n < 2 * cv:
-        raise DataValidationError(f"{n} samples are too few for cv={cv}: need at least {2 * cv}.")
-    rand = _as_features(random_baseline) if random_baseline is not None else None
+    groups = None if groups is None else np.asarray(groups)
+    _check_inputs(feats, y, task, groups, cv)
+    cgroups = groups if control_groups is None else np.asarray(control_groups)
+    if cgroups is not None and len(cgroups) != n:
+        raise DataValidationError(f"control_groups has {len(cgroups)} entries but y has {n}.")
+    rand = None
+    if random_baseline is not None:
+        rand = _as_features(random_baseline, dim)
+        missing = [k for k in feats if k not in rand]
+        if missing:
+            raise DataValidationError(f"random_baseline lacks sites {missing}; record the same sites from the "
+                                      "randomly initialised model.")
+        _check_inputs({f"{k} (random_baseline)": rand[k] for k in feats}, y, task, groups, cv)
 
     names = list(feats)
     seeds = list(seeds)
+    if not seeds:
+        raise ValueError("seeds must hold at least one seed.")
     S, F, R = len(names), cv, len(seeds)
     score = np.full((S, F, R), np.nan)
     ctrl = np.full((S, F, R), np.nan)
     srand = np.full((S, F, R), np.nan)
     oof = np.zeros((S, n), dtype=float if task == "regression" else y.dtype)
     metric = _r2_axis if task == "regression" else _acc_axis
+    params = {"task": task, "alpha": alpha, "C": C, "max_iter": max_iter}
 
     def fit_score(X, yy, tr, te):
-        p = linear_probe(task, alpha=alpha, C=C).fit(X[tr], yy[tr])
-        pred = p.predict(X[te])
+        pred = LinearProbe(**params).fit(X[tr], yy[tr]).predict(X[te])
         return float(metric(yy[te], pred)), pred
 
     for r, seed in enumerate(seeds):
-        splits = list(_splitter(task, cv, groups, seed).split(np.zeros(n), y if task == "classification" else None,
-                                                              groups))
-        yc = control_labels(y, groups, seed) if control else None
+        splits = _splits(task, cv, y, groups, seed)
+        yc = control_labels(y, cgroups, seed, task=task) if control else None
         for s, name in enumerate(names):
             X = feats[name]
             for f, (tr, te) in enumerate(splits):
@@ -319,29 +630,38 @@ def probe_sites(features: Mapping[str, np.ndarray] | xr.Dataset, y, *, task: Tas
                 if r == 0:
                     oof[s, te] = pred
                 if control:
-                    ctrl[s, f, r], _ = fit_score(X, yc, tr, te)
+                    if task == "classification" and len(np.unique(yc[tr])) < 2:
+                        ctrl[s, f, r] = float(np.mean(yc[te] == yc[tr][0]))  # one control class: predict it
+                    else:
+                        ctrl[s, f, r], _ = fit_score(X, yc, tr, te)
                 if rand is not None:
                     srand[s, f, r], _ = fit_score(rand[name], y, tr, te)
 
     ds = xr.Dataset(coords={dim: list(coords) if coords is not None else names, "fold": np.arange(F), "seed": seeds})
     if coords is not None:
+        if len(coords) != S:
+            raise ValueError(f"coords has {len(coords)} values but there are {S} sites.")
         ds = ds.assign_coords(site=(dim, names))
     metric_name = "r2" if task == "regression" else "accuracy"
     ds["score"] = ((dim, "fold", "seed"), score, {"description": f"held-out {metric_name} of the probe", "units": "1"})
     ds["score_mean"] = ds["score"].mean(("fold", "seed"))
+    ds["score_mean"].attrs.update({"description": f"mean held-out {metric_name} over folds and seeds", "units": "1"})
     if control:
-        ds["control_score"] = ((dim, "fold", "seed"), ctrl, {"description": f"held-out {metric_name} on control labels"})
+        ds["control_score"] = ((dim, "fold", "seed"), ctrl,
+                               {"description": f"held-out {metric_name} on control labels", "units": "1"})
         ds["selectivity"] = ds["score"] - ds["control_score"]
-        ds["selectivity"].attrs["description"] = "score - control_score (Hewitt & Liang 2019)"
+        ds["selectivity"].attrs.update({"description": "score - control_score (Hewitt & Liang 2019)", "units": "1"})
         ds["control_mean"] = ds["control_score"].mean(("fold", "seed"))
         ds["selectivity_mean"] = ds["selectivity"].mean(("fold", "seed"))
         diff = ds["selectivity"].values.reshape(S, -1)
         spread = diff.std(axis=1, ddof=1) if diff.shape[1] > 1 else np.full(S, np.nan)
         with np.errstate(divide="ignore", invalid="ignore"):
             ds["selectivity_snr"] = ((dim,), diff.mean(axis=1) / spread,
-                                     {"description": "mean(score - control) / std over folds and seeds"})
+                                     {"description": "mean(score - control) / std over folds and seeds",
+                                      "units": "1"})
     if rand is not None:
-        ds["score_random"] = ((dim, "fold", "seed"), srand, {"description": "score on a random-init model's features"})
+        ds["score_random"] = ((dim, "fold", "seed"), srand,
+                              {"description": "score on a random-init model's features", "units": "1"})
 
     lo = np.full(S, np.nan)
     hi = np.full(S, np.nan)
@@ -354,32 +674,36 @@ def probe_sites(features: Mapping[str, np.ndarray] | xr.Dataset, y, *, task: Tas
     for s, name in enumerate(names):
         X = feats[name]
         if n_bootstrap:
-            stat = (lambda a, b, axis=-1: metric(a, b, axis=axis))
+            def stat(a, b, axis=-1):
+                return metric(a, b, axis=axis)
+
             try:
                 res = _st.bootstrap((y, oof[s]), stat, paired=True, vectorized=True, n_resamples=n_bootstrap,
                                     confidence_level=confidence, method="BCa", batch=50,
                                     random_state=np.random.default_rng(seeds[0]))
                 lo[s], hi[s] = res.confidence_interval
-            except Exception:  # degenerate (e.g. perfect scores): no interval
+            except (ValueError, FloatingPointError, ZeroDivisionError):  # degenerate (e.g. perfect scores)
                 pass
-        full = linear_probe(task, alpha=alpha, C=C).fit(X, y)
-        if len(np.unique(y)) > 1:
-            snr[s] = signal_to_noise(X, y, full.direction_, task)
+        full = LinearProbe(**params).fit(X, y)
+        snr[s] = signal_to_noise(X, y, full.direction_, task)
         if weights is not None:
             weights[s] = np.atleast_2d(full.coef_)[0]
         if n_permutations:
-            _, _, pval[s] = permutation_test_score(
-                linear_probe(task, alpha=alpha, C=C), X, y, groups=groups,
-                cv=_splitter(task, cv, groups, seeds[0]), n_permutations=n_permutations,
-                random_state=seeds[0], scoring="r2" if task == "regression" else "accuracy")
+            _, pval[s] = permutation_test(X, y, task=task, groups=groups, cv=cv, n_permutations=n_permutations,
+                                          seed=seeds[0], alpha=alpha, C=C)
     if n_bootstrap:
-        ds["score_ci_low"] = ((dim,), lo, {"description": f"{confidence:.0%} BCa bound of the out-of-fold score"})
-        ds["score_ci_high"] = ((dim,), hi, {"description": f"{confidence:.0%} BCa bound of the out-of-fold score"})
-    ds["snr"] = ((dim,), snr, {"description": "between / within variance of the projection on the probe direction"})
+        ds["score_ci_low"] = ((dim,), lo, {"description": f"{confidence:.0%} BCa bound of the out-of-fold score",
+                                           "units": "1"})
+        ds["score_ci_high"] = ((dim,), hi, {"description": f"{confidence:.0%} BCa bound of the out-of-fold score",
+                                            "units": "1"})
+    ds["snr"] = ((dim,), snr, {"description": "between / within variance of the projection on the probe direction",
+                               "units": "1"})
     if n_permutations:
-        ds["p_value"] = ((dim,), pval, {"description": f"permutation test, {n_permutations} permutations"})
+        ds["p_value"] = ((dim,), pval, {"description": f"permutation test, {n_permutations} permutations",
+                                        "units": "1"})
     if weights is not None:
         ds["weights"] = ((dim, "feature"), weights, {"description": "probe weights in feature units (first class)"})
     ds.attrs.update({"task": task, "metric": metric_name, "cv": cv, "grouped": int(groups is not None),
-                     "alpha": alpha, "C": C, "description": "linear probes per site"})
+                     "alpha": alpha, "C": C, "seeds": seeds, "n_bootstrap": n_bootstrap,
+                     "n_permutations": n_permutations, "description": "linear probes per site"})
     return ds
