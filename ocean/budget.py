@@ -1,0 +1,330 @@
+"""Mixed-layer depth, heat content and heat-budget terms from real ocean fields.
+
+TEOS-10 through ``gsw``: practical salinity and potential temperature (as in NEMO / CMEMS
+output: ``so``, ``thetao``) are converted to Absolute Salinity and Conservative
+Temperature Theta; potential density sigma0 gives the mixed-layer depth by the threshold
+criterion (``sigma0(h) = sigma0(10 m) + 0.03 kg m-3``, de Boyer Montegut et al. 2004).
+
+MLHC is the integral over the mixed layer, ``MLHC = int_{-h}^{0} rho cp0 Theta dz``
+(J m-2), with model levels treated as cells bounded half-way between level depths and
+the cell containing ``h`` counted partially. (OceanCBM's public code takes the one level
+bracketing the MLD instead; that is not the integral.)
+
+Budget terms (W m-2) from mixed-layer means: advection by the resolved currents,
+geostrophic advection from SSH, Ekman advection from wind stress, surface flux, and the
+residual ``dMLHC/dt - sum(terms)``. Geostrophic and Ekman terms are masked within
+``equator_mask_deg`` of the equator, where ``f -> 0``.
+
+``NEMO_NAMES`` maps ORAS5 / NEMO variable and dim names to the scimech ocean schema.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import gsw
+import numpy as np
+import xarray as xr
+
+from . import grid
+from .constants import CP0, G, RHO0, coriolis
+from .errors import require_vars
+
+__all__ = [
+    "NEMO_NAMES",
+    "from_nemo",
+    "teos10",
+    "mixed_layer_depth",
+    "mixed_layer_heat_content",
+    "mixed_layer_mean",
+    "level_bounds",
+    "budget_terms",
+    "open_xoa_sample",
+]
+
+# ORAS5 (NEMO) names -> scimech schema (2-D monthly fields of ORAS5 and 3-D fields)
+NEMO_NAMES: dict[str, str] = {
+    "somxl010": "mld",  # mixed-layer depth, sigma0 threshold 0.01 kg m-3
+    "somxl030": "mld",  # threshold 0.03 kg m-3
+    "sossheig": "zos",
+    "sosstsst": "sst",
+    "sosaline": "sss",
+    "sohefldo": "qnet",
+    "sozotaux": "tauu",
+    "sometauy": "tauv",
+    "sowsc": "wsc",
+    "votemper": "thetao",
+    "vosaline": "so",
+    "vozocrtx": "uo",
+    "vomecrty": "vo",
+    "time_counter": "time",
+    "deptht": "depth",
+    "nav_lat": "lat",
+    "nav_lon": "lon",
+    "latitude": "lat",
+    "longitude": "lon",
+    "member_id": "member",
+    "number": "member",
+}
+
+_UNITS_FIX = {"degC": "degree_Celsius", "degrees_C": "degree_Celsius", "deg C": "degree_Celsius",
+              "N/m2": "N m-2", "W/m2": "W m-2"}
+
+
+def from_nemo(ds: xr.Dataset, extra: Mapping[str, str] | None = None) -> xr.Dataset:
+    """Rename ORAS5 / NEMO variables and dims to the scimech schema and tidy units.
+
+    Parameters
+    ----------
+    ds
+        A dataset with NEMO names (``somxl010``, ``sossheig``, ``sosstsst``, ...).
+    extra
+        More ``{old: new}`` renames.
+
+    Returns
+    -------
+    xr.Dataset
+        Renamed (only names present are renamed) with CF unit spellings
+        (``degC`` -> ``degree_Celsius``, ``N/m2`` -> ``N m-2``).
+    """
+    names = {**NEMO_NAMES, **(extra or {})}
+    ren = {k: v for k, v in names.items() if k in ds.variables or k in ds.dims}
+    seen: dict[str, str] = {}
+    for old, new in list(ren.items()):
+        if new in seen or (new in ds.variables and new not in ren):
+            ren.pop(old)  # keep the first source of a target name (e.g. somxl010 over somxl030)
+        else:
+            seen[new] = old
+    out = ds.rename(ren)
+    for v in out.data_vars:
+        u = out[v].attrs.get("units")
+        if u in _UNITS_FIX:
+            out[v].attrs["units"] = _UNITS_FIX[u]
+    return out
+
+
+def _dim(da: xr.DataArray | xr.Dataset, *cands: str) -> str:
+    for c in cands:
+        if c in da.dims:
+            return c
+    raise KeyError(f"none of the dims {cands} in {tuple(da.dims)}")
+
+
+def teos10(thetao: xr.DataArray, so: xr.DataArray) -> xr.Dataset:
+    """Absolute Salinity, Conservative Temperature, sea pressure and sigma0 (gsw).
+
+    Parameters
+    ----------
+    thetao
+        Potential temperature (degree_Celsius), with a depth dim (m, positive down) and
+        ``lat`` / ``latitude`` and ``lon`` / ``longitude`` coordinates.
+    so
+        Practical salinity (PSU, "1e-3").
+
+    Returns
+    -------
+    xr.Dataset
+        ``SA`` (g kg-1), ``CT`` (degree_Celsius), ``p`` (dbar), ``sigma0`` (kg m-3).
+    """
+    zdim = _dim(thetao, "depth", "deptht", "lev", "z")
+    latn = _dim(thetao, "lat", "latitude", "y") if any(d in thetao.dims for d in ("lat", "latitude", "y")) else None
+    lat = thetao[latn] if latn else thetao["lat"]
+    lon = thetao[_dim(thetao, "lon", "longitude", "x")]
+    z = -thetao[zdim]
+    p = xr.apply_ufunc(gsw.p_from_z, z, lat)
+    sa = xr.apply_ufunc(gsw.SA_from_SP, so, p, lon, lat, dask="allowed")
+    ct = xr.apply_ufunc(gsw.CT_from_pt, sa, thetao, dask="allowed")
+    s0 = xr.apply_ufunc(gsw.sigma0, sa, ct, dask="allowed")
+    return xr.Dataset({
+        "SA": sa.assign_attrs(units="g kg-1", standard_name="sea_water_absolute_salinity"),
+        "CT": ct.assign_attrs(units="degree_Celsius", standard_name="sea_water_conservative_temperature"),
+        "p": p.assign_attrs(units="dbar", standard_name="sea_water_pressure_due_to_sea_water"),
+        "sigma0": s0.assign_attrs(units="kg m-3", standard_name="sea_water_sigma_theta",
+                                  long_name="potential density anomaly referenced to 0 dbar"),
+    })
+
+
+def level_bounds(depth: np.ndarray) -> np.ndarray:
+    """Cell interfaces (m, positive down) for level centres ``depth``: 0, mid-points, and
+    the last centre plus half the last spacing. Shape ``(n + 1,)``."""
+    d = np.asarray(depth, float)
+    if d.ndim != 1 or d.size < 1 or np.any(np.diff(d) <= 0):
+        raise ValueError(f"depth must be 1-D, positive down and increasing; got {d}.")
+    last = d[-1] + (0.5 * (d[-1] - d[-2]) if d.size > 1 else d[-1])
+    return np.concatenate([[0.0], 0.5 * (d[1:] + d[:-1]), [last]])
+
+
+def _mld_column(s0: np.ndarray, depth: np.ndarray, threshold: float, ref: float) -> float:
+    ok = np.isfinite(s0)
+    if ok.sum() < 2:
+        return np.nan
+    d, s = depth[ok], s0[ok]
+    if ref <= d[0]:
+        s_ref = s[0]
+    elif ref >= d[-1]:
+        return np.nan
+    else:
+        s_ref = np.interp(ref, d, s)
+    target = s_ref + threshold
+    below = np.nonzero((d > ref) & (s >= target))[0]
+    if below.size == 0:
+        return float(d[-1])  # mixed to the bottom of the valid column
+    k = below[0]
+    # previous point: the reference depth itself or the level above
+    d0, s0_ = (ref, s_ref) if k == 0 or d[k - 1] < ref else (d[k - 1], s[k - 1])
+    if s[k] == s0_:
+        return float(d[k])
+    return float(d0 + (target - s0_) * (d[k] - d0) / (s[k] - s0_))
+
+
+def mixed_layer_depth(sigma0: xr.DataArray, *, threshold: float = 0.03, ref_depth: float = 10.0) -> xr.DataArray:
+    """Mixed-layer depth (m) by the sigma0 threshold criterion.
+
+    The MLD is the depth, below ``ref_depth``, where sigma0 first exceeds its value at
+    ``ref_depth`` (linearly interpolated) by ``threshold`` (kg m-3), interpolated
+    linearly between levels. A column that never exceeds it is mixed to its deepest
+    valid level. All-NaN columns (land) give NaN.
+    """
+    zdim = _dim(sigma0, "depth", "deptht", "lev", "z")
+    depth = sigma0[zdim].values.astype(float)
+    out = xr.apply_ufunc(_mld_column, sigma0, input_core_dims=[[zdim]], vectorize=True,
+                         kwargs={"depth": depth, "threshold": threshold, "ref": ref_depth},
+                         dask="parallelized", output_dtypes=[float])
+    return out.rename("mld").assign_attrs(
+        units="m", standard_name="ocean_mixed_layer_thickness_defined_by_sigma_theta",
+        long_name=f"mixed-layer depth (sigma0 threshold {threshold} kg m-3 from {ref_depth} m)")
+
+
+def _ml_weights(depth: np.ndarray, mld: xr.DataArray, valid: xr.DataArray, zdim: str) -> xr.DataArray:
+    """Thickness (m) of each cell inside [0, h], zero for NaN levels."""
+    b = level_bounds(depth)
+    top = xr.DataArray(b[:-1], dims=zdim, coords={zdim: depth})
+    bot = xr.DataArray(b[1:], dims=zdim, coords={zdim: depth})
+    w = (np.minimum(bot, mld) - top).clip(min=0.0)
+    return w.where(valid, 0.0)
+
+
+def mixed_layer_heat_content(ct: xr.DataArray, mld: xr.DataArray, *, rho: float | xr.DataArray = RHO0,
+                             cp: float = CP0) -> xr.DataArray:
+    """MLHC = integral from -h to 0 of rho cp Theta dz (J m-2).
+
+    Parameters
+    ----------
+    ct
+        Conservative Temperature (degree_Celsius) on depth levels (m, positive down).
+    mld
+        Mixed-layer depth h (m), broadcastable against ``ct`` without its depth dim.
+    rho
+        Density (kg m-3): the Boussinesq ``RHO0`` (default, as NEMO) or an in-situ field
+        on the same levels (``gsw.rho``).
+    cp
+        Heat capacity (J kg-1 K-1), TEOS-10 ``CP0`` so that cp Theta is potential enthalpy.
+    """
+    zdim = _dim(ct, "depth", "deptht", "lev", "z")
+    w = _ml_weights(ct[zdim].values, mld, np.isfinite(ct), zdim)
+    integrand = (rho * cp * ct).fillna(0.0)
+    out = (integrand * w).sum(zdim)
+    out = out.where(np.isfinite(mld))
+    return out.rename("mlhc").assign_attrs(units="J m-2", long_name="mixed-layer heat content",
+                                           description="integral over the mixed layer of rho cp Theta dz")
+
+
+def mixed_layer_mean(field: xr.DataArray, mld: xr.DataArray) -> xr.DataArray:
+    """Thickness-weighted mean of ``field`` over the mixed layer (units of ``field``)."""
+    zdim = _dim(field, "depth", "deptht", "lev", "z")
+    w = _ml_weights(field[zdim].values, mld, np.isfinite(field), zdim)
+    tot = w.sum(zdim)
+    out = (field.fillna(0.0) * w).sum(zdim) / tot.where(tot > 0)
+    return out.assign_attrs(units=field.attrs.get("units", ""), long_name=f"mixed-layer mean of {field.name}")
+
+
+def _horiz(da: xr.DataArray) -> tuple[str, str]:
+    return _dim(da, "lat", "latitude", "y"), _dim(da, "lon", "longitude", "x")
+
+
+def _apply2d(fn, da: xr.DataArray, lat, lon) -> xr.DataArray:
+    return xr.apply_ufunc(lambda a: fn(a, lat, lon), da, dask="allowed")
+
+
+def budget_terms(ds: xr.Dataset, *, threshold: float = 0.03, ref_depth: float = 10.0,
+                 equator_mask_deg: float = 5.0) -> xr.Dataset:
+    """Mixed-layer heat budget from 3-D fields.
+
+    Parameters
+    ----------
+    ds
+        Needs ``thetao`` (potential temperature, degree_Celsius) and ``so`` (practical
+        salinity) on ``(time, depth, lat, lon)``; uses ``uo``, ``vo`` (m s-1), ``zos``
+        (m), ``tauu``, ``tauv`` (N m-2) and ``qnet`` (W m-2) when present. Names may be
+        NEMO ones (see :func:`from_nemo`) or CMEMS ones (``latitude`` / ``longitude``).
+
+    Returns
+    -------
+    xr.Dataset
+        ``mld`` (m), ``mlhc`` (J m-2), ``theta_ml`` (degree_Celsius) and the terms (W m-2):
+        ``dmlhc_dt`` (centred in time), ``q_adv`` (resolved currents), ``q_geo``
+        (geostrophic, from ``zos``), ``q_ekman`` (from wind stress), ``q_surf`` and
+        ``residual`` = dmlhc_dt - the sum of the available terms.
+    """
+    ds = from_nemo(ds)
+    require_vars(ds, ["thetao", "so"], where="budget_terms")
+    th = teos10(ds["thetao"], ds["so"])
+    mld = mixed_layer_depth(th["sigma0"], threshold=threshold, ref_depth=ref_depth)
+    mlhc = mixed_layer_heat_content(th["CT"], mld)
+    theta_ml = mixed_layer_mean(th["CT"].rename("CT"), mld)
+    latn, lonn = _horiz(theta_ml)
+    lat = ds[latn].values.astype(float)
+    lon = ds[lonn].values.astype(float)
+    ocean = np.isfinite(theta_ml)
+    rc = RHO0 * CP0
+    out = {"mld": mld, "mlhc": mlhc, "theta_ml": theta_ml}
+    dTdx = _apply2d(lambda a, la, lo: grid.ddx(a, la, lo, np.isfinite(a)), theta_ml, lat, lon)
+    dTdy = _apply2d(lambda a, la, lo: grid.ddy(a, la, lo, np.isfinite(a)), theta_ml, lat, lon)
+    f = xr.DataArray(coriolis(lat), dims=latn, coords={latn: ds[latn]})
+    eq = np.abs(ds[latn]) >= equator_mask_deg
+    terms = []
+    if "time" in mlhc.dims and mlhc.sizes["time"] > 1:
+        secs = (ds["time"] - ds["time"][0]).dt.total_seconds() if np.issubdtype(ds["time"].dtype, np.datetime64) \
+            else ds["time"]
+        t = mlhc.assign_coords(time=secs.values)
+        tend = t.differentiate("time").assign_coords(time=ds["time"])
+        out["dmlhc_dt"] = tend.assign_attrs(units="W m-2", long_name="tendency of MLHC")
+    if "uo" in ds and "vo" in ds:
+        u_ml = mixed_layer_mean(ds["uo"].rename("uo"), mld)
+        v_ml = mixed_layer_mean(ds["vo"].rename("vo"), mld)
+        out["q_adv"] = (-rc * mld * (u_ml * dTdx + v_ml * dTdy)).assign_attrs(
+            units="W m-2", long_name="advection by mixed-layer mean currents")
+        terms.append("q_adv")
+    if "zos" in ds:
+        eta = ds["zos"]
+        u_g = -(G / f) * _apply2d(lambda a, la, lo: grid.ddy(a, la, lo, np.isfinite(a)), eta, lat, lon)
+        v_g = (G / f) * _apply2d(lambda a, la, lo: grid.ddx(a, la, lo, np.isfinite(a)), eta, lat, lon)
+        out["q_geo"] = (-rc * mld * (u_g * dTdx + v_g * dTdy)).where(eq).assign_attrs(
+            units="W m-2", long_name="geostrophic advection (diagnostic; part of q_adv)")
+    if "tauu" in ds and "tauv" in ds:
+        # rho cp h u_ek . grad T with u_ek = (tau x k) / (rho f h): h cancels
+        q_ek = -CP0 * (ds["tauv"] * dTdx - ds["tauu"] * dTdy) / f
+        out["q_ekman"] = q_ek.where(eq).assign_attrs(units="W m-2", long_name="Ekman advection")
+        if "q_adv" not in terms:
+            terms.append("q_ekman")
+    if "qnet" in ds:
+        out["q_surf"] = ds["qnet"].assign_attrs(units="W m-2", long_name="net surface heat flux")
+        terms.append("q_surf")
+    res = xr.Dataset(out)
+    if "dmlhc_dt" in res:
+        known = sum((res[k].fillna(0.0) for k in terms), xr.zeros_like(res["dmlhc_dt"]))
+        res["residual"] = (res["dmlhc_dt"] - known).where(ocean).assign_attrs(
+            units="W m-2", long_name="residual: entrainment, diffusion, vertical advection, unresolved",
+            terms=",".join(terms))
+    res.attrs.update({"rho0": RHO0, "cp0": CP0, "mld_threshold_kg_m3": threshold, "mld_ref_depth_m": ref_depth,
+                      "description": "mixed-layer heat budget from 3-D fields (TEOS-10 via gsw)"})
+    return res
+
+
+def open_xoa_sample(name: str = "ibi-argo-7900573.nc") -> xr.Dataset:
+    """Open a sample file shipped in the ``xoa`` wheel (CMEMS IBI by default), offline."""
+    import importlib.resources as resources
+
+    path = resources.files("xoa") / "data_samples" / name
+    with resources.as_file(path) as p:
+        return xr.open_dataset(p).load()

@@ -1,0 +1,353 @@
+"""Ocean datasets: CF validation, zarr v3 I/O, train-only normalisation, windows, torch Dataset.
+
+Schema (see ``docs/ocean.md``): dims ``(member, time, lat, lon)``; a ``mask`` (lat, lon)
+with 1 = ocean; inputs :data:`~ocean.synthetic.INPUTS`, concepts
+:data:`~ocean.synthetic.CONCEPTS` (W m-2), target ``dmlhc_dt`` (W m-2, the MLHC tendency
+over the lead step) or ``mlhc`` (J m-2), each with CF ``units``.
+
+A sample is a window of ``window`` time steps of the inputs ending at ``t`` and the target
+and concepts at ``t + lead``. Splits are chronological on ``t + lead`` with a gap of
+``window + lead - 1`` steps between splits so no window straddles two splits.
+Normalisation statistics come from the training split only and are computed lazily (dask
+reductions over chunks); the target and concepts share one scale so that the budget
+``target = sum(concepts)`` still holds after normalising.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import dask
+import numpy as np
+import pandas as pd
+import torch
+import xarray as xr
+
+from scimech.errors import DataValidationError, DimensionError, MissingVariableError, UnitsError
+
+from .synthetic import CONCEPTS, INPUTS, PRESCRIBED, VAR_ATTRS
+
+__all__ = ["DIMS", "EXPECTED_UNITS", "validate", "write_zarr", "open_zarr", "Split", "chronological_split",
+           "Normalizer", "fit_normalizer", "WindowDataset", "ChunkedReader", "make_batches"]
+
+DIMS = ("member", "time", "lat", "lon")
+EXPECTED_UNITS = {k: v["units"] for k, v in VAR_ATTRS.items()}
+_ALIASES = {
+    "degree_Celsius": {"degree_Celsius", "degrees_Celsius", "degC", "degrees_C", "deg_C", "celsius", "Celsius", "°C"},
+    "W m-2": {"W m-2", "W/m2", "W m**-2", "W/m^2", "W.m-2"},
+    "N m-2": {"N m-2", "N/m2", "N m**-2", "Pa", "N/m^2"},
+    "J m-2": {"J m-2", "J/m2", "J m**-2", "J/m^2"},
+    "m": {"m", "meter", "meters", "metre", "metres"},
+}
+
+
+def _units_ok(got: str | None, expected: str) -> bool:
+    if got is None:
+        return False
+    return got == expected or got in _ALIASES.get(expected, set())
+
+
+def validate(ds: xr.Dataset, *, inputs: Sequence[str] = INPUTS, concepts: Sequence[str] = PRESCRIBED,
+             target: str = "dmlhc_dt", check_nans: bool = True) -> xr.Dataset:
+    """Check a dataset against the ocean schema; raise a clear error on the first problem.
+
+    Raises
+    ------
+    MissingVariableError
+        A required variable (or ``mask``) is absent.
+    UnitsError
+        A variable's ``units`` attribute is missing or not the expected CF unit.
+    DimensionError
+        A variable's dims are not ``(member, time, lat, lon)`` (``mask``: ``(lat, lon)``).
+    DataValidationError
+        NaNs at ocean points (mask == 1), or time not strictly increasing.
+
+    Returns
+    -------
+    xr.Dataset
+        The dataset, unchanged (so calls can be chained).
+    """
+    needed = [*inputs, *concepts, target, "mask"]
+    missing = [v for v in needed if v not in ds.variables]
+    if missing:
+        raise MissingVariableError(
+            f"The ocean dataset lacks {missing}. Expected inputs {list(inputs)}, concepts {list(concepts)}, "
+            f"target {target!r} and 'mask'; got {sorted(map(str, ds.data_vars))}. ORAS5/NEMO names can be mapped with "
+            "ocean.budget.from_nemo(ds); MLHC and budget terms from 3-D fields with ocean.budget.budget_terms.")
+    if tuple(ds["mask"].dims) != ("lat", "lon"):
+        raise DimensionError(f"'mask' must have dims ('lat', 'lon'); got {ds['mask'].dims}. Fix: "
+                             "ds['mask'] = ds['mask'].isel(time=0, member=0, drop=True) or transpose it.")
+    for v in [*inputs, *concepts, target]:
+        da = ds[v]
+        if tuple(da.dims) != DIMS:
+            fix = "ds = ds.expand_dims(member=[0])" if "member" not in da.dims else f"ds['{v}'] = ds['{v}'].transpose{DIMS}"
+            raise DimensionError(f"Variable {v!r} has dims {da.dims}; expected {DIMS}. Fix: {fix} "
+                                 "(rename 'latitude'/'longitude' to 'lat'/'lon', 'time_counter' to 'time').")
+        exp = EXPECTED_UNITS.get(v)
+        if exp is not None and not _units_ok(da.attrs.get("units"), exp):
+            raise UnitsError(f"Variable {v!r} has units {da.attrs.get('units')!r}; expected {exp!r}. Fix: convert "
+                             f"the values (e.g. K - 273.15 for temperature) and set ds['{v}'].attrs['units'] = '{exp}'.")
+    t = ds["time"].values
+    if t.size > 1 and not np.all(t[1:] > t[:-1]):
+        bad = int(np.nonzero(~(t[1:] > t[:-1]))[0][0])
+        raise DataValidationError(f"Time is not strictly increasing (at index {bad + 1}: {t[bad]} -> {t[bad + 1]}). "
+                                  "Fix: ds = ds.sortby('time') and drop duplicate times.")
+    mask = ds["mask"].astype(bool)
+    if check_nans:
+        checks = {v: (ds[v].isnull() & mask).sum() for v in [*inputs, *concepts, target]}
+        counts = dask.compute(checks)[0]
+        for v, n in counts.items():
+            if int(n) > 0:
+                raise DataValidationError(
+                    f"Variable {v!r} has {int(n)} NaN values at ocean points (mask == 1). Fix: fill them "
+                    "(e.g. ds[v].interpolate_na('time')) or set those points to land in 'mask'.")
+    return ds
+
+
+def write_zarr(ds: xr.Dataset, path: str | os.PathLike, *, time_chunk: int = 12) -> Path:
+    """Write a dataset to a zarr v3 store atomically, chunked ``(1, time_chunk, lat, lon)``.
+
+    The store is built in a temporary sibling and moved into place, so a crash never leaves
+    a partial store under ``path``.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    ds = ds.copy()
+    enc = {}
+    for v in ds.data_vars:
+        chunks = tuple({"member": 1, "time": time_chunk}.get(d, ds.sizes[d]) for d in ds[v].dims)
+        enc[v] = {"chunks": tuple(min(c, ds.sizes[d]) for c, d in zip(chunks, ds[v].dims))}
+        ds[v].encoding = {}
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    try:
+        store = tmp / "store.zarr"
+        ds.to_zarr(store, mode="w", zarr_format=3, consolidated=False, encoding=enc)
+        if path.exists():
+            shutil.rmtree(path)
+        os.replace(store, path)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return path
+
+
+def open_zarr(path: str | os.PathLike, *, validate_schema: bool = True, **kwargs) -> xr.Dataset:
+    """Open a zarr store lazily (dask chunks as stored); validated unless told otherwise."""
+    path = Path(path)
+    if not path.exists():
+        raise DataValidationError(f"No zarr store at {str(path)!r}. Create one with `scimech ocean synth --out ...`.")
+    ds = xr.open_zarr(path, consolidated=False, chunks={})
+    return validate(ds, check_nans=False, **kwargs) if validate_schema else ds
+
+
+@dataclass
+class Split:
+    """Sample end indices ``t`` (last input step) per split, chronological."""
+
+    train: np.ndarray
+    val: np.ndarray
+    test: np.ndarray
+    window: int
+    lead: int
+
+    def as_dict(self) -> dict[str, np.ndarray]:
+        return {"train": self.train, "val": self.val, "test": self.test}
+
+
+def chronological_split(n_time: int, *, window: int = 6, lead: int = 1,
+                        fractions: tuple[float, float, float] = (0.8, 0.1, 0.1)) -> Split:
+    """Chronological train / val / test split of window end indices.
+
+    Samples are ``t = window-1 .. n_time-1-lead``; they are cut by ``fractions`` in time
+    order and ``window + lead - 1`` samples are dropped at the start of val and test, so
+    no input or target step is shared between splits.
+    """
+    if window < 1 or lead < 1:
+        raise DataValidationError(f"window and lead must be >= 1; got window={window}, lead={lead}.")
+    ts = np.arange(window - 1, n_time - lead)
+    gap = window + lead - 1
+    if len(ts) < 3 * (gap + 1):
+        raise DataValidationError(f"Only {n_time} time steps: too few for window={window}, lead={lead} and three "
+                                  "splits. Use more years of data or a shorter window.")
+    if abs(sum(fractions) - 1) > 1e-9 or min(fractions) <= 0:
+        raise DataValidationError(f"fractions must be positive and sum to 1; got {fractions}.")
+    n = len(ts)
+    a = int(round(fractions[0] * n))
+    b = int(round((fractions[0] + fractions[1]) * n))
+    return Split(ts[:a], ts[a + gap:b], ts[b + gap:], window, lead)
+
+
+@dataclass
+class Normalizer:
+    """Per-variable mean / std from the training split; target and concepts share ``scale``."""
+
+    mean: dict[str, float]
+    std: dict[str, float]
+    scale: float
+    target: str
+    concepts: list[str] = field(default_factory=list)
+
+    def x(self, name: str, values: np.ndarray) -> np.ndarray:
+        return (values - self.mean[name]) / self.std[name]
+
+    def y(self, name: str, values: np.ndarray) -> np.ndarray:
+        return (values - self.mean[name]) / self.scale
+
+    def y_inverse(self, name: str, values: np.ndarray) -> np.ndarray:
+        return values * self.scale + self.mean[name]
+
+    def to_dict(self) -> dict:
+        return {"mean": self.mean, "std": self.std, "scale": self.scale, "target": self.target,
+                "concepts": self.concepts}
+
+
+def fit_normalizer(ds: xr.Dataset, train_t: np.ndarray, *, window: int, lead: int, inputs: Sequence[str] = INPUTS,
+                   concepts: Sequence[str] = CONCEPTS, target: str = "dmlhc_dt") -> Normalizer:
+    """Statistics over the training split only (inputs over the input steps, target and
+    concepts over the target steps), ocean points only, computed lazily with dask."""
+    mask = ds["mask"].astype(bool)
+    t_in = np.arange(train_t.min() - window + 1, train_t.max() + 1)
+    t_out = train_t + lead
+    lazy = {}
+    for v in inputs:
+        da = ds[v].isel(time=t_in).where(mask)
+        lazy[v] = (da.mean(), da.std())
+    for v in [target, *concepts]:
+        if v in ds:
+            da = ds[v].isel(time=t_out).where(mask)
+            lazy[v] = (da.mean(), da.std())
+    vals = dask.compute(lazy)[0]
+    mean = {k: float(m) for k, (m, _) in vals.items()}
+    std = {k: float(s) if float(s) > 0 else 1.0 for k, (_, s) in vals.items()}
+    return Normalizer(mean, std, std[target], target, [c for c in concepts if c in ds])
+
+
+class ChunkedReader:
+    """Read normalised blocks of time steps from a lazy (dask / zarr) dataset with an LRU
+    cache of ``max_blocks`` blocks, so memory stays bounded however long the dataset is.
+
+    Block ``b`` of member ``m`` holds time steps ``[b * block, (b + 1) * block)`` of every
+    variable, normalised (inputs by their std, target / concepts by the common scale) with
+    land and NaNs set to 0, as float32.
+    """
+
+    def __init__(self, ds: xr.Dataset, norm: Normalizer, inputs: Sequence[str], outputs: Sequence[str], *,
+                 block: int | None = None, max_blocks: int = 8):
+        self.ds = ds
+        self.norm = norm
+        self.inputs = list(inputs)
+        self.outputs = list(outputs)
+        chunks = ds[self.inputs[0]].chunks
+        self.block = block or (int(chunks[1][0]) if chunks else ds.sizes["time"])
+        self.max_blocks = max_blocks
+        self.cache: OrderedDict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = OrderedDict()
+        self.mask = ds["mask"].values.astype(bool)
+
+    def _load(self, m: int, b: int) -> tuple[np.ndarray, np.ndarray]:
+        key = (m, b)
+        if key in self.cache:
+            self.cache.move_to_end(key)
+            return self.cache[key]
+        sl = slice(b * self.block, (b + 1) * self.block)
+        sub = self.ds[self.inputs + [v for v in self.outputs if v not in self.inputs]].isel(member=m, time=sl)
+        sub = sub.compute()
+        xin = np.stack([self.norm.x(v, sub[v].values) for v in self.inputs])  # (V, t, y, x)
+        xout = np.stack([self.norm.y(v, sub[v].values) for v in self.outputs])
+        land = ~self.mask
+        xin = np.where(np.isfinite(xin) & ~land, xin, 0.0).astype(np.float32)
+        xout = np.where(np.isfinite(xout) & ~land, xout, 0.0).astype(np.float32)
+        self.cache[key] = (xin, xout)
+        while len(self.cache) > self.max_blocks:
+            self.cache.popitem(last=False)
+        return xin, xout
+
+    def read(self, m: int, t0: int, t1: int, which: str = "in") -> np.ndarray:
+        """Steps ``[t0, t1)`` of member ``m``: inputs (V, n, y, x) or outputs (O, n, y, x)."""
+        idx = 0 if which == "in" else 1
+        parts = []
+        for b in range(t0 // self.block, (t1 - 1) // self.block + 1):
+            arr = self._load(m, b)[idx]
+            lo = max(t0, b * self.block) - b * self.block
+            hi = min(t1, (b + 1) * self.block) - b * self.block
+            parts.append(arr[:, lo:hi])
+        return np.concatenate(parts, axis=1)
+
+
+class WindowDataset(torch.utils.data.Dataset):
+    """Samples ``(member, t[, patch])`` of a window of inputs and the target / concepts at
+    ``t + lead``.
+
+    Each item is a dict of tensors: ``x`` (window * V, py, px), ``y`` (1, py, px), ``c``
+    (K prescribed, py, px), ``hidden`` (1, py, px; the never-prescribed concept when
+    present, else zeros), ``valid`` (1, py, px, bool ocean), ``member``, ``t``.
+
+    Parameters
+    ----------
+    ds
+        A validated dataset (lazy is fine).
+    t_index
+        Window end indices (from :func:`chronological_split`).
+    norm
+        Training-split :class:`Normalizer`.
+    patch
+        ``None`` for the whole grid, or ``(py, px)`` for non-overlapping tiles.
+    """
+
+    def __init__(self, ds: xr.Dataset, t_index: np.ndarray, norm: Normalizer, *, window: int = 6, lead: int = 1,
+                 inputs: Sequence[str] = INPUTS, prescribed: Sequence[str] = PRESCRIBED, hidden: str = "q_hidden",
+                 patch: tuple[int, int] | None = None, members: Sequence[int] | None = None,
+                 max_blocks: int = 8, block: int | None = None):
+        self.window, self.lead = window, lead
+        self.inputs, self.prescribed = list(inputs), list(prescribed)
+        self.has_hidden = hidden in ds
+        outs = [norm.target, *self.prescribed] + ([hidden] if self.has_hidden else [])
+        self.reader = ChunkedReader(ds, norm, self.inputs, outs, block=block, max_blocks=max_blocks)
+        ny, nx = ds.sizes["lat"], ds.sizes["lon"]
+        if patch is None:
+            tiles = [(0, 0, ny, nx)]
+        else:
+            py, px = patch
+            tiles = [(i, j, py, px) for i in range(0, ny - py + 1, py) for j in range(0, nx - px + 1, px)]
+        members = list(range(ds.sizes["member"])) if members is None else list(members)
+        # order: member, time, tile -> consecutive items share blocks
+        self.items = [(m, int(t), tile) for m in members for t in t_index for tile in tiles]
+        self.mask = ds["mask"].values.astype(bool)
+        self.times = pd.DatetimeIndex(ds["time"].values)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+        m, t, (iy, ix, py, px) = self.items[i]
+        xin = self.reader.read(m, t - self.window + 1, t + 1, "in")  # (V, W, y, x)
+        out = self.reader.read(m, t + self.lead, t + self.lead + 1, "out")[:, 0]
+        ys, xs = slice(iy, iy + py), slice(ix, ix + px)
+        x = xin[:, :, ys, xs].reshape(-1, py, px)
+        K = len(self.prescribed)
+        item = {
+            "x": torch.from_numpy(np.ascontiguousarray(x)),
+            "y": torch.from_numpy(np.ascontiguousarray(out[0:1, ys, xs])),
+            "c": torch.from_numpy(np.ascontiguousarray(out[1:1 + K, ys, xs])),
+            "hidden": torch.from_numpy(np.ascontiguousarray(out[1 + K:2 + K, ys, xs])) if self.has_hidden
+            else torch.zeros(1, py, px),
+            "valid": torch.from_numpy(self.mask[None, ys, xs].copy()),
+            "member": torch.tensor(m),
+            "t": torch.tensor(t),
+        }
+        return item
+
+
+def make_batches(dataset: WindowDataset, batch_size: int = 8, *, shuffle: bool = True, seed: int = 0):
+    """A callable ``epoch -> DataLoader`` (reshuffled per epoch with ``seed``), for ``fit_cbm``."""
+
+    def batches(epoch: int = 0):
+        g = torch.Generator().manual_seed(seed * 1000 + epoch)
+        return torch.utils.data.DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, generator=g,
+                                           num_workers=0)
+
+    return batches
