@@ -1,1 +1,8 @@
-"""placeholder"""
+"""astro: the AION-1 redshift head analysis on synthetic (or real) photometry and images.
+
+Modules: :mod:`astro.synthetic` (galaxies with truth), :mod:`astro.photoz` (classical
+photo-z and metrics), :mod:`astro.models` (a small AION stand-in and the AION-1 adapter),
+:mod:`astro.analysis` (the study), :mod:`astro.plots`, :mod:`astro.cli`.
+"""
+
+__all__ = ["constants", "synthetic", "photoz", "analysis", "plots", "cli"]
