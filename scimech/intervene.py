@@ -159,20 +159,23 @@ def patch(model: nn.Module, values: Mapping[str, torch.Tensor], layouts: Mapping
 def _tiled(model: nn.Module, resolved: Sequence[ResolvedSite], block: int, make: Callable):
     """Hooks where tile ``i`` (rows ``i*block:(i+1)*block``) gets ``make(i, site, current)``.
 
-    Site ``i`` of ``resolved`` owns tile ``i``; a module hosting several sites gets one hook
-    per site, each touching only its own rows.
+    Site ``i`` of ``resolved`` owns tile ``i``. Sites on the same module and port share one
+    hook, which copies the tensor once and writes each site's tile in place.
     """
+    groups: dict[tuple[int, str], list[tuple[int, ResolvedSite]]] = {}
+    for i, site in enumerate(resolved):
+        groups.setdefault((id(site.module), site.port), []).append((i, site))
+
     with ExitStack() as stack:
-        for i, site in enumerate(resolved):
-            def fn(s: ResolvedSite, t: torch.Tensor, _i=i):
-                rows = slice(_i * block, (_i + 1) * block)
-                cur = s.select(t[rows])
-                new_rows = s.replace(t[rows], make(_i, s, cur))
+        for members in groups.values():
+            def fn(_s: ResolvedSite, t: torch.Tensor, _members=members):
                 out = t.clone()
-                out[rows] = new_rows
+                for i, s in _members:
+                    tile = out[i * block:(i + 1) * block]
+                    s.assign_(tile, make(i, s, s.select(tile)))
                 return out
 
-            stack.enter_context(HookSet([site], fn))
+            stack.enter_context(HookSet([members[0][1]], fn))
         yield
 
 
@@ -183,13 +186,22 @@ def _metric_values(metric: Metric, out: Any, target: Any) -> torch.Tensor:
     return v.detach().float().cpu()
 
 
+def _full_target(target: Any, metric: Metric, n: int | None) -> Any:
+    """The per-sample target of a sweep: ``target=``, else the metric's own ``reference``."""
+    t = target if target is not None else getattr(metric, "reference", None)
+    if t is not None and n is not None and len(t) != n:
+        raise DataValidationError(f"target / metric reference has {len(t)} rows but the inputs have {n}; "
+                                  "give one row per input sample.")
+    return t
+
+
 def _sites_per_forward(n_sites: int, batch: int, max_rows: int) -> int:
     return max(1, min(n_sites, max_rows // max(batch, 1)))
 
 
 def ablation_sweep(model: nn.Module, inputs: Any, sites: Sequence[str], metric: Metric | Callable | None = None, *,
                    method: AblationMethod = "resample", reference: Any = None, factor: float | None = None,
-                   forward: Callable | None = None, batch_size: int = 256, max_rows: int = 4096, seed: int = 0,
+                   forward: Callable | None = None, batch_size: int = 256, max_rows: int = 256, seed: int = 0,
                    layouts: Mapping[str, HeadLayout] | None = None, target: torch.Tensor | None = None) -> xr.Dataset:
     """Ablate each site in turn and measure a per-sample metric.
 
@@ -205,6 +217,8 @@ def ablation_sweep(model: nn.Module, inputs: Any, sites: Sequence[str], metric: 
         raise ValueError("method='scale' needs factor=.")
     sites = _as_list(sites)
     metric = as_metric(metric)
+    n_inputs = batch_size_of(inputs) if isinstance(inputs, (torch.Tensor, Mapping, tuple)) else None
+    target = _full_target(target, metric, n_inputs)
     resolved = [resolve_site(model, s, layouts) for s in sites]
     refs = {}
     if method in ("mean", "resample"):
@@ -223,9 +237,15 @@ def ablation_sweep(model: nn.Module, inputs: Any, sites: Sequence[str], metric: 
                 base_vals.append(_metric_values(metric, run_forward(model, batch, forward), tgt))
                 row = torch.empty(len(sites), b)
                 k = _sites_per_forward(len(sites), b, max_rows)
-                # one resampling draw per batch, shared by every site (paired comparison across sites)
-                draws = {s.name: torch.randint(0, refs[s.name].shape[0], (b,), generator=gen) for s in resolved} \
-                    if method == "resample" else {}
+                # one resampling draw per batch, shared by every site: sample j is replaced by the
+                # same reference sample at every site (a paired comparison across sites), and a
+                # single-batch sweep equals ablate(model, site, seed=seed) site by site
+                draws = {}
+                if method == "resample":
+                    sizes = {refs[s.name].shape[0] for s in resolved}
+                    shared = torch.randint(0, sizes.pop(), (b,), generator=gen) if len(sizes) == 1 else None
+                    draws = {s.name: shared if shared is not None else
+                             torch.randint(0, refs[s.name].shape[0], (b,), generator=gen) for s in resolved}
                 for g in range(0, len(sites), k):
                     group = resolved[g:g + k]
 
@@ -258,7 +278,7 @@ def ablation_sweep(model: nn.Module, inputs: Any, sites: Sequence[str], metric: 
 
 def patching_sweep(model: nn.Module, clean: Any, corrupted: Any, sites: Sequence[str],
                    metric: Metric | Callable | None = None, *, direction: Literal["denoising", "noising"] = "denoising",
-                   forward: Callable | None = None, batch_size: int = 64, max_rows: int = 4096,
+                   forward: Callable | None = None, batch_size: int = 64, max_rows: int = 256,
                    target: torch.Tensor | None = None, layouts: Mapping[str, HeadLayout] | None = None) -> xr.Dataset:
     """Activation patching at each site, in one direction.
 
@@ -286,6 +306,7 @@ def patching_sweep(model: nn.Module, clean: Any, corrupted: Any, sites: Sequence
     n_clean, n_corr = batch_size_of(clean), batch_size_of(corrupted)
     if n_clean != n_corr:
         raise DataValidationError(f"clean has {n_clean} rows and corrupted {n_corr}; patching needs pairs.")
+    target = _full_target(target, metric, n_clean)
     resolved = [resolve_site(model, s, layouts) for s in sites]
     clean_v, corr_v, patched_v = [], [], []
     was = model.training

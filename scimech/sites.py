@@ -103,21 +103,45 @@ class ResolvedSite:
     head_dim: int | None = None
     head_split: tuple[int, int] | None = None
 
+    @property
+    def _key(self) -> slice | list[int] | None:
+        """Index along the last dim: a slice when contiguous (a view, no copy), else a list."""
+        if self.index is None:
+            return None
+        idx = self.index
+        if list(idx) == list(range(idx[0], idx[0] + len(idx))):
+            return slice(idx[0], idx[0] + len(idx))
+        return list(idx)
+
     def select(self, t: torch.Tensor) -> torch.Tensor:
-        """The part of a hooked tensor that this site names."""
-        out = t if self.index is None else t[..., list(self.index)]
+        """The part of a hooked tensor that this site names (a view where possible)."""
+        key = self._key
+        out = t if key is None else t[..., key]
         if self.head_split is not None:
             out = out.reshape(*out.shape[:-1], *self.head_split)
         return out
 
-    def replace(self, t: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
-        """A copy of ``t`` with this site's part set to ``new`` (broadcast)."""
+    def _flat(self, new: torch.Tensor) -> torch.Tensor:
         if self.head_split is not None:
             new = new.reshape(*new.shape[:-2], new.shape[-2] * new.shape[-1])
+        return new
+
+    def assign_(self, t: torch.Tensor, new: torch.Tensor) -> None:
+        """Write ``new`` into this site's part of ``t`` in place (``t`` may be a view)."""
+        new = self._flat(new).to(t.dtype)
+        key = self._key
+        if key is None:
+            t.copy_(new.expand_as(t))
+        else:
+            t[..., key] = new
+
+    def replace(self, t: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
+        """A copy of ``t`` with this site's part set to ``new`` (broadcast)."""
+        new = self._flat(new).to(t.dtype)
         if self.index is None:
-            return new.expand_as(t).to(t.dtype) if new.shape != t.shape else new.to(t.dtype)
+            return new.expand_as(t).clone() if new.shape != t.shape else new
         out = t.clone()
-        out[..., list(self.index)] = new.to(t.dtype)
+        out[..., self._key] = new
         return out
 
 
