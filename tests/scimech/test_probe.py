@@ -2,14 +2,23 @@
 
 import numpy as np
 import pytest
+import xarray as xr
 from sklearn.linear_model import LogisticRegression, Ridge
-from sklearn.model_selection import GroupKFold, KFold
+from sklearn.model_selection import GroupKFold, KFold, StratifiedKFold, cross_val_score
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.estimator_checks import check_estimator
 
-from scimech.errors import DataValidationError, NotFittedError
-from scimech.probe import LogisticProbe, RidgeProbe, control_labels, probe_sites, signal_to_noise
+from scimech.errors import DataValidationError, DimensionError, NotFittedError
+from scimech.probe import (
+    LinearProbe,
+    LogisticProbe,
+    RidgeProbe,
+    control_labels,
+    permutation_test,
+    probe_sites,
+    signal_to_noise,
+)
 
 
 @pytest.mark.parametrize("estimator", [RidgeProbe(), LogisticProbe()], ids=["ridge", "logistic"])
@@ -122,3 +131,129 @@ def test_bad_inputs_are_clear():
         probe_sites({"a": X}, y, groups=np.zeros(50), cv=5)
     with pytest.raises(ValueError, match="'alpha' parameter"):
         RidgeProbe(alpha=-1).fit(X, y)
+
+
+# ---- LinearProbe (the contract's single estimator) -------------------------------------------------------------
+
+@pytest.mark.parametrize("task", ["regression", "classification"])
+def test_linear_probe_passes_sklearn_checks(task):
+    results = check_estimator(LinearProbe(task=task), on_fail=None)
+    failed = [(r["check_name"], str(r["exception"])[:200]) for r in results if r["status"] == "failed"]
+    assert failed == []
+    assert sum(r["status"] == "passed" for r in results) > 40  # the checks really ran
+
+
+def test_linear_probe_equals_sklearn_pipelines():
+    X, y = _planted(n=150, d=6)
+    reg = LinearProbe(alpha=2.0).fit(X, y)
+    ref = make_pipeline(StandardScaler(), Ridge(alpha=2.0)).fit(X, y)
+    np.testing.assert_allclose(reg.predict(X), ref.predict(X), rtol=1e-10, atol=1e-10)
+    assert reg.score(X, y) == pytest.approx(ref.score(X, y), abs=1e-12)
+    assert np.linalg.norm(reg.direction_) == pytest.approx(1.0)
+    assert not hasattr(reg, "predict_proba")  # classification-only methods are hidden for regression
+    yc = (X[:, 0] > 0).astype(int) + (X[:, 1] > 1).astype(int)
+    clf = LinearProbe(task="classification", C=0.3).fit(X, yc)
+    refc = make_pipeline(StandardScaler(), LogisticRegression(C=0.3, max_iter=1000)).fit(X, yc)
+    np.testing.assert_allclose(clf.predict_proba(X), refc.predict_proba(X), atol=1e-8)
+    assert clf.score(X, yc) == pytest.approx(refc.score(X, yc))
+    np.testing.assert_array_equal(clf.classes_, [0, 1, 2])
+    with pytest.raises(NotFittedError):
+        LinearProbe().predict(X)
+    with pytest.raises(ValueError, match="'task' parameter"):
+        LinearProbe(task="ranking").fit(X, y)
+    with pytest.raises(ValueError, match="'C' parameter"):
+        LinearProbe(task="classification", C=0).fit(X, yc)
+
+
+def test_probe_sites_classification_equals_sklearn_on_stratified_folds():
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(180, 5))
+    y = (X[:, 0] + 0.5 * rng.normal(size=180) > 0).astype(int)
+    res = probe_sites({"x": X}, y, task="classification", cv=4, seeds=[3], C=0.7, n_bootstrap=0, control=False)
+    for f, (tr, te) in enumerate(StratifiedKFold(4, shuffle=True, random_state=3).split(X, y)):
+        ref = make_pipeline(StandardScaler(), LogisticRegression(C=0.7, max_iter=1000)).fit(X[tr], y[tr])
+        assert res.score.values[0, f, 0] == pytest.approx(ref.score(X[te], y[te]), abs=1e-12)
+    assert res.attrs["metric"] == "accuracy"
+
+
+def test_probe_sites_grouped_regression_equals_sklearn_on_group_folds():
+    X, y = _planted(n=200, d=5)
+    groups = np.repeat(np.arange(40), 5)
+    res = probe_sites({"x": X}, y, groups=groups, cv=5, seeds=[7], n_bootstrap=0)
+    for f, (tr, te) in enumerate(GroupKFold(5, shuffle=True, random_state=7).split(X, y, groups)):
+        ref = make_pipeline(StandardScaler(), Ridge(alpha=1.0)).fit(X[tr], y[tr])
+        assert res.score.values[0, f, 0] == pytest.approx(ref.score(X[te], y[te]), abs=1e-10)
+
+
+def test_recorded_dataset_is_flattened_like_arrays():
+    rng = np.random.default_rng(6)
+    A = rng.normal(size=(120, 3, 4))  # (sample, position, feature) as scimech.record writes
+    y = A[:, 1, 2] - A[:, 0, 0] + 0.1 * rng.normal(size=120)
+    ds = xr.Dataset({"blk.0": (("sample", "position", "feature"), A)})
+    a = probe_sites(ds, y, cv=3, n_bootstrap=0)
+    b = probe_sites({"blk.0": A.reshape(120, 12)}, y, cv=3, n_bootstrap=0)
+    np.testing.assert_allclose(a.score.values, b.score.values, rtol=1e-12)
+    stacked = xr.DataArray(np.stack([A.reshape(120, 12), 2 * A.reshape(120, 12)]), dims=("layer", "sample", "feature"),
+                           coords={"layer": [0, 1]})
+    c = probe_sites(stacked, y, cv=3, n_bootstrap=0, dim="layer")
+    # standardisation makes the probe blind to a global scale: both layers score alike
+    np.testing.assert_allclose(c.score.values[0], c.score.values[1], rtol=1e-8)
+    with pytest.raises(DimensionError, match="'sample'"):
+        probe_sites(xr.Dataset({"a": (("n", "feature"), A[:, 0])}), y, cv=3)
+
+
+def test_continuous_control_is_a_group_level_permutation():
+    rng = np.random.default_rng(7)
+    groups = np.repeat(np.arange(30), 4)
+    y = np.repeat(rng.normal(size=30), 4) + 0.01 * rng.normal(size=120)
+    yc = control_labels(y, groups, seed=3, task="regression")
+    means = np.array([y[groups == g].mean() for g in range(30)])
+    cvals = np.array([yc[groups == g][0] for g in range(30)])
+    assert all(np.ptp(yc[groups == g]) == 0 for g in range(30))  # one value per group
+    np.testing.assert_allclose(np.sort(cvals), np.sort(means))  # exactly the group means, permuted
+    assert not np.allclose(cvals, means)
+    ynog = rng.normal(size=50)
+    np.testing.assert_allclose(np.sort(control_labels(ynog, None, seed=0)), np.sort(ynog))
+
+
+def test_regression_selectivity_planted_vs_random():
+    rng = np.random.default_rng(8)
+    n = 400
+    X = rng.normal(size=(n, 10))
+    y = X[:, 0] + 0.3 * rng.normal(size=n)  # R2 ~ 0.92 reachable
+    res = probe_sites({"x": X}, y, cv=5, seeds=[0, 1], n_bootstrap=0)
+    assert res.selectivity_mean.item() > 0.8  # control (permuted y) R2 <= 0, score ~0.9
+    res_r = probe_sites({"x": X}, rng.normal(size=n), cv=5, seeds=[0, 1], n_bootstrap=0)
+    # both at R2 ~ -d/n (10 features, 320 train samples): |difference| well below 0.05
+    assert abs(res_r.selectivity_mean.item()) < 0.05
+
+
+def test_permutation_test_score_equals_cross_val_and_group_permutation():
+    X, y = _planted(n=90, d=3)
+    score, p = permutation_test(X, y, cv=3, n_permutations=19, seed=2)
+    ref = cross_val_score(make_pipeline(StandardScaler(), Ridge(alpha=1.0)), X, y,
+                          cv=KFold(3, shuffle=True, random_state=2), scoring="r2").mean()
+    assert score == pytest.approx(ref, abs=1e-12)
+    assert p == pytest.approx(1 / 20)  # the planted signal beats every permutation
+    # pure noise with group-constant labels: p is not small (sklearn's within-group shuffles
+    # would leave such labels unchanged and give p = 1 always)
+    rng = np.random.default_rng(9)
+    groups = np.repeat(np.arange(30), 3)
+    yg = np.repeat(rng.integers(0, 2, 30), 3)
+    _, pg = permutation_test(rng.normal(size=(90, 3)), yg, task="classification", groups=groups, cv=3,
+                             n_permutations=19, seed=0)
+    assert 0.1 < pg < 1.0
+
+
+def test_too_few_samples_classes_or_groups_are_clear():
+    rng = np.random.default_rng(10)
+    X = rng.normal(size=(12, 2))
+    with pytest.raises(DataValidationError, match="too few"):
+        probe_sites({"a": X[:8]}, rng.normal(size=8), cv=5)
+    y = np.array([0] * 10 + [1] * 2)
+    with pytest.raises(DataValidationError, match="rarest class"):
+        probe_sites({"a": X}, y, task="classification", cv=3)
+    with pytest.raises(DataValidationError, match="at least 2 classes"):
+        probe_sites({"a": X}, np.zeros(12, int), task="classification", cv=3)
+    with pytest.raises(DataValidationError, match="lacks sites"):
+        probe_sites({"a": X}, rng.normal(size=12), cv=3, random_baseline={"b": X})
