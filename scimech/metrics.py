@@ -42,6 +42,7 @@ class Metric:
 
     fn: Callable[[Any, Any], torch.Tensor]
     name: str
+    reference: Any = None  # per-sample values aligned with the inputs' rows (sweeps slice them like a target)
 
     def __call__(self, out: Any, target: Any = None) -> torch.Tensor:
         return self.fn(out, target)
@@ -59,15 +60,27 @@ def output(index: int | tuple | None = None, key: Any = None) -> Metric:
     return Metric(fn, f"output[{index}]" if index is not None else "output")
 
 
-def output_shift(reference: torch.Tensor, key: Any = None) -> Metric:
-    """Mean absolute shift of the output from ``reference`` (same rows as the inputs)."""
+def output_shift(reference: torch.Tensor | None = None, key: Any = None) -> Metric:
+    """Mean absolute shift of the output from ``reference`` (output units).
+
+    Parameters
+    ----------
+    reference
+        Reference outputs with one row per input sample (e.g. the unablated model's
+        outputs). Sweeps slice and tile it batch by batch like a ``target``; ``None``
+        takes the ``target`` passed to the sweep instead.
+    key
+        Picks one output of a model returning a dict / tuple.
+    """
 
     def fn(out, target=None):
         t = _pick(out, key)
-        ref = reference if target is None else target
-        return _per_sample((t - ref).abs())
+        ref = target if target is not None else reference
+        if ref is None:
+            raise ValueError("output_shift needs reference= outputs (one row per sample) or target= in the sweep.")
+        return _per_sample((t - ref.to(t.dtype)).abs())
 
-    return Metric(fn, "output_shift")
+    return Metric(fn, "output_shift", reference=reference)
 
 
 def mse_to_target(key: Any = None) -> Metric:

@@ -27,7 +27,7 @@ from torch import nn
 
 from .errors import SiteCalledTwiceError
 from .hooks import HookSet, StopForward, iter_batches, run_forward
-from .progress import progress
+from .progress import progress as _progress
 from .sites import HeadLayout, ResolvedSite, resolve_site
 
 __all__ = ["Recorder", "record", "stack_sites", "Reduce", "Repeat"]
@@ -109,6 +109,10 @@ class Recorder:
         x = _reduce(x, self.reduce, site.head_split is not None)
         if self.detach:
             x = x.detach()
+        if x.untyped_storage().data_ptr() == t.untyped_storage().data_ptr():
+            # a view of the live tensor: copy it, or a later in-place op of the model
+            # (ReLU(inplace=True), x += ...) would silently change what we recorded
+            x = x.clone()
         calls = self._calls.setdefault(site.name, [])
         if calls and self.repeat == "error":
             raise SiteCalledTwiceError(
@@ -138,15 +142,17 @@ class Recorder:
             raise
         return self
 
-    def __exit__(self, *exc) -> bool:
+    def __exit__(self, exc_type, exc, tb) -> bool:
         try:
             if self._hooks is not None:
                 self._hooks.remove()
+                self._hooks = None
         finally:
             if self._root_handle is not None:
                 self._root_handle.remove()
                 self._root_handle = None
-        return False
+        # the early stop we raised ourselves ends the block quietly; anything else propagates
+        return exc_type is not None and issubclass(exc_type, StopForward) and self.stop_early
 
     def forward(self, batch: Any, forward: Callable | None = None) -> Any:
         """Run one batch (``forward(model, batch)`` or the default call), stopping early if asked."""
@@ -188,7 +194,7 @@ def _trailing_dims(shapes: Mapping[str, tuple[int, ...]], head_sites: set[str], 
 
 def record(model: nn.Module, inputs: Any, sites: Sequence[str], *, batch_size: int = 256, reduce: Reduce = None,
            repeat: Repeat = "error", forward: Callable | None = None, layouts: Mapping[str, HeadLayout] | None = None,
-           to_zarr: str | os.PathLike | None = None, stop_early: bool = True, progress_bar: bool = False,
+           to_zarr: str | os.PathLike | None = None, stop_early: bool = True, progress: bool = False,
            sample_coord: Sequence | np.ndarray | None = None, dtype: str = "float32") -> xr.Dataset:
     """Record activations at ``sites`` over a dataset, batch by batch.
 
@@ -234,8 +240,8 @@ def record(model: nn.Module, inputs: Any, sites: Sequence[str], *, batch_size: i
         with torch.no_grad(), Recorder(model, sites, reduce=reduce, repeat=repeat, stop_early=stop_early,
                                        layouts=layouts) as rec:
             batches = iter_batches(inputs, batch_size)
-            if progress_bar:
-                batches = progress(batches, desc="recording")
+            if progress:
+                batches = _progress(batches, desc="recording")
             for start, batch in batches:
                 rec.forward(batch, forward)
                 missing = [s for s in sites if s not in rec.activations]
