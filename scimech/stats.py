@@ -7,6 +7,7 @@ would then depend on what ran before).
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -42,8 +43,14 @@ def bootstrap_ci(data: np.ndarray | Sequence[np.ndarray], statistic: Callable = 
     (estimate, low, high)
         ``estimate`` is the statistic on the data; NaN bounds when the data are degenerate.
     """
-    samples = [np.asarray(data, float)] if isinstance(data, np.ndarray) or np.isscalar(data[0]) else \
-        [np.asarray(d, float) for d in data]
+    if isinstance(data, (np.ndarray, xr.DataArray)) or np.isscalar(data) or np.isscalar(data[0]):
+        samples = [np.asarray(data, float)]
+    else:
+        samples = [np.asarray(d, float) for d in data]
+    if method not in ("BCa", "percentile", "basic"):
+        raise ValueError(f"method must be 'BCa', 'percentile' or 'basic'; got {method!r}.")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1); got {confidence!r}.")
     for s in samples:
         if s.ndim != 1:
             raise DataValidationError(f"bootstrap_ci takes 1-D samples; got shape {s.shape}.")
@@ -51,6 +58,8 @@ def bootstrap_ci(data: np.ndarray | Sequence[np.ndarray], statistic: Callable = 
             raise DataValidationError(f"bootstrap_ci needs at least 2 values; got {s.size}.")
         if not np.all(np.isfinite(s)):
             raise DataValidationError("bootstrap_ci got NaN or inf values; drop or impute them first.")
+    if paired and len({x.size for x in samples}) > 1:
+        raise DataValidationError(f"paired=True needs samples of one length; got {[x.size for x in samples]}.")
     est = float(statistic(*samples))
     if all(np.ptp(s) == 0 for s in samples):
         return est, est, est
@@ -60,7 +69,12 @@ def bootstrap_ci(data: np.ndarray | Sequence[np.ndarray], statistic: Callable = 
         res = _st.bootstrap(tuple(samples), statistic, n_resamples=n_resamples, confidence_level=confidence,
                             method=method, paired=paired, vectorized=vectorized, random_state=rng)
         lo, hi = res.confidence_interval
-    except Exception:  # degenerate jackknife for BCa: fall back to the percentile interval
+    except (ValueError, FloatingPointError, ZeroDivisionError) as err:
+        if method == "percentile":
+            raise
+        # degenerate jackknife for BCa: fall back to the percentile interval, visibly
+        warnings.warn(f"bootstrap_ci: {method} failed ({err}); using the percentile interval instead.",
+                      RuntimeWarning, stacklevel=2)
         res = _st.bootstrap(tuple(samples), statistic, n_resamples=n_resamples, confidence_level=confidence,
                             method="percentile", paired=paired, vectorized=vectorized,
                             random_state=np.random.default_rng(seed))
