@@ -34,8 +34,8 @@ import torch
 import xarray as xr
 from torch import nn
 
-from .errors import ConfigError, DataValidationError
-from .progress import progress
+from .errors import CheckpointError, ConfigError, DataValidationError
+from .progress import progress as _progress
 from .results import atomic_torch_save, torch_load
 
 __all__ = [
@@ -333,8 +333,8 @@ def fit_cbm(model: ConceptBottleneck, train_batches: Callable[[int], Iterable[Ma
             regime: str | Regime = "mixed", epochs: int = 10, lr: float = 1e-3, weight_decay: float = 1e-2,
             val_batches: Callable[[int], Iterable[Mapping]] | Iterable[Mapping] | None = None,
             checkpoint: str | os.PathLike | None = None, seed: int = 0, loss_kind: Literal["l1", "l2"] = "l1",
-            decorrelation: float = 0.0, lam_schedule: LambdaSchedule | None = None, progress_bar: bool = False,
-            desc: str = "training") -> xr.Dataset:
+            decorrelation: float = 0.0, lam_schedule: LambdaSchedule | None = None, progress: bool = False,
+            progress_bar: bool | None = None, desc: str = "training") -> xr.Dataset:
     """Train a concept bottleneck in a regime; resumable from ``checkpoint``.
 
     Parameters
@@ -354,6 +354,19 @@ def fit_cbm(model: ConceptBottleneck, train_batches: Callable[[int], Iterable[Ma
         epoch and training resumes from it when rerun (same seed -> same result).
     seed
         Torch seed set at the start (and restored per epoch on resume).
+    loss_kind, decorrelation
+        Error of :func:`cbm_loss` (``"l1"``, OceanCBM) and the free/prescribed
+        decorrelation weight (joint stages only).
+    lam_schedule
+        Concept-loss weight per epoch of a joint stage (default: the regime's
+        ``lam_max -> lam_min``, linear).
+    progress
+        Show a progress bar over epochs (``progress_bar`` is an older alias).
+
+    Raises
+    ------
+    CheckpointError
+        The checkpoint is corrupt, or was written with another regime / settings.
 
     Returns
     -------
@@ -371,8 +384,16 @@ def fit_cbm(model: ConceptBottleneck, train_batches: Callable[[int], Iterable[Ma
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
     hist: dict[str, list] = {k: [] for k in ("lam", "train_loss", "train_task", "train_concept", "val_task", "stage")}
     start = 0
+    config = {"regime": reg.name, "epochs": epochs, "lr": lr, "weight_decay": weight_decay, "seed": seed,
+              "loss_kind": loss_kind, "decorrelation": decorrelation, "concepts": list(model.concept_names),
+              "lam_schedule": repr(sched)}
     if checkpoint is not None and os.path.exists(checkpoint):
         state = torch_load(checkpoint, weights_only=False)
+        saved = state.get("config", config)
+        if saved != config:
+            diff = {k: (saved.get(k), config[k]) for k in config if saved.get(k) != config[k]}
+            raise CheckpointError(f"The checkpoint {str(checkpoint)!r} was written by another run (saved, now): "
+                                  f"{diff}. Use a new checkpoint path or delete it to start afresh.")
         model.load_state_dict(state["model"])
         saved_stage = stages[state["epoch"] // epochs]
         opt = torch.optim.AdamW(_stage_params(model, saved_stage), lr=lr, weight_decay=weight_decay)
@@ -384,7 +405,8 @@ def fit_cbm(model: ConceptBottleneck, train_batches: Callable[[int], Iterable[Ma
         return src(ep) if callable(src) else src
 
     K = model.concepts.n_prescribed
-    for ep in progress(range(start, total_epochs), desc=desc, disable=not progress_bar):
+    show = progress if progress_bar is None else progress_bar
+    for ep in _progress(range(start, total_epochs), desc=desc, disable=not show):
         stage = stages[ep // epochs]
         local = ep % epochs
         if local == 0 and ep > 0 and stage != stages[(ep - 1) // epochs]:
@@ -396,6 +418,10 @@ def fit_cbm(model: ConceptBottleneck, train_batches: Callable[[int], Iterable[Ma
         count = 0
         for batch in batches(train_batches, ep):
             _check_batch(batch)
+            if K and (lam > 0 or stage == "head_on_truth") and batch.get("c") is None:
+                raise DataValidationError(f"Regime {reg.name!r} (stage {stage!r}) supervises the concepts "
+                                          f"{model.concepts.prescribed}, but a batch has no 'c' (true concepts). "
+                                          "Add 'c' to the batches or use regime='prediction_only'.")
             b = _to(batch, next(model.parameters()).device)
             if stage == "head_on_truth":
                 y = _head_on_truth(model, b)
@@ -422,7 +448,8 @@ def fit_cbm(model: ConceptBottleneck, train_batches: Callable[[int], Iterable[Ma
                         (lam, *(sums / count), val, stage), strict=True):
             hist[k].append(v)
         if checkpoint is not None:
-            atomic_torch_save({"model": model.state_dict(), "opt": opt.state_dict(), "hist": hist, "epoch": ep},
+            atomic_torch_save({"model": model.state_dict(), "opt": opt.state_dict(), "hist": hist, "epoch": ep,
+                               "config": config},
                               checkpoint)
     model.eval()
     n = len(hist["lam"])

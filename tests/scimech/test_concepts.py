@@ -5,8 +5,16 @@ import pytest
 import torch
 from torch import nn
 
-from scimech.concepts import (REGIMES, ConceptBottleneck, ConceptLayer, LambdaSchedule, cbm_loss, fit_cbm,
-                              intervention_efficacy, predict_cbm)
+from scimech.concepts import (
+    REGIMES,
+    ConceptBottleneck,
+    ConceptLayer,
+    LambdaSchedule,
+    cbm_loss,
+    fit_cbm,
+    intervention_efficacy,
+    predict_cbm,
+)
 from scimech.errors import ConfigError
 
 
@@ -139,3 +147,64 @@ def test_conv_concept_layer_shapes():
     assert out.concepts.shape == (2, 4, 5, 7) and out.y.shape == (2, 1, 5, 7)
     assert m.head_weights().shape == (1, 4)
     assert m.concept_names == ["a", "b", "c", "free_0"]
+
+
+def test_loss_l2_on_maps_with_valid_and_per_point_concept_mask():
+    # (B=1, 1, 2, 2) map: the bottom-right cell is land
+    y_pred = torch.tensor([[[[1.0, 2.0], [3.0, 4.0]]]])
+    y_true = torch.tensor([[[[0.0, 0.0], [1.0, 100.0]]]])
+    valid = torch.tensor([[[[True, True], [True, False]]]])
+    c_pred = torch.zeros(1, 2, 2, 2)  # 1 prescribed + 1 free
+    c_true = torch.tensor([[[[1.0, 2.0], [3.0, 5.0]]]])
+    cmask = torch.tensor([[[[True, False], [True, True]]]])  # label missing at top-right
+    out = cbm_loss(y_pred, y_true, c_pred, c_true, lam=0.5, valid=valid, concept_mask=cmask, kind="l2")
+    task = (1 + 4 + 4) / 3  # squared errors over the three ocean cells
+    concept = (1 + 9) / 2  # cells that are ocean and labelled: top-left, bottom-left
+    assert out["task"].item() == pytest.approx(task)
+    assert out["concept"].item() == pytest.approx(concept)
+    assert out["total"].item() == pytest.approx(0.5 * task + 0.5 * concept)
+    only_task = cbm_loss(y_pred, y_true, c_pred, c_true, lam=0.0, valid=valid, kind="l2")
+    assert only_task["total"].item() == pytest.approx(task)
+    with pytest.raises(ValueError, match="lam"):
+        cbm_loss(y_pred, y_true, c_pred, c_true, lam=1.5)
+
+
+def test_conv_intervention_with_true_concept_maps_gives_known_map():
+    torch.manual_seed(0)
+    layer = ConceptLayer(4, ["q", "w"], n_free=1, kind="conv", units={"q": "W m-2", "w": "m s-1"})
+    m = ConceptBottleneck(nn.Conv2d(3, 4, 3, padding=1), layer)
+    with torch.no_grad():  # y = 0.5 q - 2 w + 1 at every cell (1x1 head); the free concept is switched off
+        m.head.weight.copy_(torch.tensor([0.5, -2.0, 0.0]).reshape(1, 3, 1, 1))
+        m.head.bias.fill_(1.0)
+    x = torch.randn(2, 3, 4, 5)
+    c_true = torch.randn(2, 2, 4, 5)
+    values = torch.cat([c_true, torch.zeros(2, 1, 4, 5)], 1)
+    out = m(x, intervene={"values": values, "mask": torch.tensor([True, True, False])})
+    torch.testing.assert_close(out.y, 0.5 * c_true[:, :1] - 2 * c_true[:, 1:] + 1.0)
+    torch.testing.assert_close(out.concepts[:, :2], c_true)
+    with pytest.raises(ValueError, match="3 concepts"):
+        m(x, intervene={"values": values, "mask": torch.tensor([True, False])})
+
+
+def test_prescription_only_regime_and_missing_concepts_error():
+    x, c, y = _task(128)
+    model = _model(n_free=0)
+    hist = fit_cbm(model, [{"x": x, "y": y, "c": c}], regime="prescription_only", epochs=3, lr=1e-2, progress=False)
+    assert hist.sizes["epoch"] == 3
+    np.testing.assert_allclose(hist.lam.values, [0.8, 0.5, 0.2])  # lambda 0.8 -> 0.2 over 3 epochs
+    from scimech.errors import DataValidationError
+
+    with pytest.raises(DataValidationError, match="no 'c'"):
+        fit_cbm(_model(n_free=1), [{"x": x, "y": y}], regime="mixed", epochs=1)
+    # prediction_only needs no concept labels
+    fit_cbm(_model(n_free=1), [{"x": x, "y": y}], regime="prediction_only", epochs=1)
+
+
+def test_checkpoint_from_another_run_is_refused(tmp_path):
+    from scimech.errors import CheckpointError
+
+    x, c, y = _task(64)
+    ck = tmp_path / "ck.pt"
+    fit_cbm(_model(), [{"x": x, "y": y, "c": c}], regime="mixed", epochs=2, checkpoint=ck)
+    with pytest.raises(CheckpointError, match="another run"):
+        fit_cbm(_model(), [{"x": x, "y": y, "c": c}], regime="mixed", epochs=2, lr=0.5, checkpoint=ck)
