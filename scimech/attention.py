@@ -25,10 +25,11 @@ __all__ = ["DecomposedMultiheadAttention", "decompose_attention"]
 class DecomposedMultiheadAttention(nn.Module):
     """Drop-in, hookable equivalent of ``nn.MultiheadAttention``.
 
-    Build it with :meth:`from_torch`. Supports ``batch_first`` either way, ``key_padding_mask``
-    and ``attn_mask`` (bool or float, 2-D or 3-D), ``need_weights`` with
-    ``average_attn_weights``, biases, dropout (train mode). Not supported (a clear error):
-    ``add_bias_kv``, ``add_zero_attn``, different key/value widths (``kdim``/``vdim``).
+    Build it with :meth:`from_torch`. Supports ``batch_first`` either way, unbatched
+    ``(L, E)`` inputs, ``key_padding_mask`` and ``attn_mask`` (bool or float, 2-D or 3-D),
+    ``is_causal``, ``need_weights`` with ``average_attn_weights``, biases, dropout (train
+    mode), ``kdim == vdim == embed_dim``. Not supported (a clear error): ``add_bias_kv``,
+    ``add_zero_attn``, key/value widths other than ``embed_dim``.
     """
 
     # torch's Transformer layers take a fused fast path when this is True; we must not.
@@ -82,8 +83,19 @@ class DecomposedMultiheadAttention(nn.Module):
 
     def forward(self, query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
                 average_attn_weights=True, is_causal=False):
-        if not self.batch_first:
+        unbatched = query.dim() == 2
+        if unbatched:  # (L, E) as torch accepts: add a batch of one, drop it at the end
+            query, key, value = (t.unsqueeze(0) for t in (query, key, value))
+            if key_padding_mask is not None:
+                key_padding_mask = key_padding_mask.unsqueeze(0)
+        elif not self.batch_first:
             query, key, value = (t.transpose(0, 1) for t in (query, key, value))
+        if query.dim() != 3 or key.shape[-1] != self.embed_dim or value.shape[-1] != self.embed_dim:
+            raise HeadLayoutError(
+                f"DecomposedMultiheadAttention expects query/key/value of shape (L, E) or batched "
+                f"(B, L, E) / (L, B, E) with E={self.embed_dim}; got {tuple(query.shape)}, "
+                f"{tuple(key.shape)}, {tuple(value.shape)}."
+            )
         B, L, E = query.shape
         S = key.shape[1]
         H, dh = self.num_heads, self.head_dim
@@ -106,11 +118,14 @@ class DecomposedMultiheadAttention(nn.Module):
             weights = F.dropout(weights, p=self.dropout)
         heads = (weights @ v).transpose(1, 2).reshape(B, L, E)  # head by head on the last dim
         out = self.out_proj(heads)
-        if not self.batch_first:
+        weights = weights.mean(dim=1) if average_attn_weights else weights
+        if unbatched:
+            out, weights = out.squeeze(0), weights.squeeze(0)
+        elif not self.batch_first:
             out = out.transpose(0, 1)
         if not need_weights:
             return out, None
-        return out, (weights.mean(dim=1) if average_attn_weights else weights)
+        return out, weights
 
 
 def decompose_attention(model: nn.Module, inplace: bool = True) -> nn.Module:
@@ -127,6 +142,12 @@ def decompose_attention(model: nn.Module, inplace: bool = True) -> nn.Module:
     -------
     nn.Module
         The model with hookable attention; ``<path>.heads[h]`` sites then work on it.
+
+    Notes
+    -----
+    ``nn.TransformerEncoder`` modules are switched to ``use_nested_tensor=False``: their
+    nested-tensor packing of padded batches would bypass the decomposed attention. Outputs
+    at real tokens are unchanged; at padded tokens torch's packed path returns zeros.
     """
     import copy
 
@@ -139,4 +160,11 @@ def decompose_attention(model: nn.Module, inplace: bool = True) -> nn.Module:
         parent_name, _, child = name.rpartition(".")
         parent = model.get_submodule(parent_name) if parent_name else model
         setattr(parent, child, DecomposedMultiheadAttention.from_torch(mod))
+    if targets:
+        for mod in model.modules():
+            # torch's encoder packs padded batches into nested tensors when the first layer
+            # qualifies for its fused path (decided at construction); the decomposed attention
+            # takes ordinary tensors, so switch that packing off (same values on real tokens)
+            if isinstance(mod, nn.TransformerEncoder) and getattr(mod, "use_nested_tensor", False):
+                mod.use_nested_tensor = False
     return model
