@@ -11,10 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-import numpy as np
 import torch
 import xarray as xr
 from torch import nn
+
+from .errors import DimensionError, SiteNotFoundError
 
 __all__ = ["attribute", "Method"]
 
@@ -39,6 +40,18 @@ class _Scalarised(nn.Module):
         elif out.dim() > 2:
             out = out.reshape(out.shape[0], -1).mean(1)
         return out
+
+
+def _submodule(model: nn.Module, path: str) -> nn.Module:
+    try:
+        return model.get_submodule(path)
+    except AttributeError:
+        import difflib
+
+        names = [n for n, _ in model.named_modules() if n]
+        near = difflib.get_close_matches(path, names, n=5) or names[:5]
+        raise SiteNotFoundError(f"No module {path!r} in {type(model).__name__} (layer= of attribute). "
+                                f"Nearest valid names: {near}.") from None
 
 
 def attribute(model: nn.Module, inputs: torch.Tensor, *, method: Method = "gradient_shap", target: Any = None,
@@ -96,7 +109,7 @@ def attribute(model: nn.Module, inputs: torch.Tensor, *, method: Method = "gradi
         elif method in ("layer_conductance", "layer_feature_ablation"):
             if layer is None:
                 raise ValueError(f"method={method!r} needs layer= (a module path such as 'encoder.0').")
-            mod = model.get_submodule(layer)
+            mod = _submodule(model, layer)
             if method == "layer_conductance":
                 base = torch.zeros_like(inputs) if baselines is None else baselines
                 res = ca.LayerConductance(wrapped, mod).attribute(inputs, baselines=base, target=target,
@@ -111,6 +124,9 @@ def attribute(model: nn.Module, inputs: torch.Tensor, *, method: Method = "gradi
     arr = res.detach().cpu().numpy()
     if dims is None:
         dims = ["sample", *[f"dim_{i}" for i in range(1, arr.ndim)]]
+    if len(dims) != arr.ndim:
+        raise DimensionError(f"dims={list(dims)} names {len(dims)} dims but the attributions have shape "
+                             f"{arr.shape}; give one name per axis, e.g. {['sample', *[f'dim_{i}' for i in range(1, arr.ndim)]]}.")
     da = xr.DataArray(arr, dims=list(dims), coords=coords or {}, name="attribution")
     da.attrs.update({"method": method, "target": str(target), "library": "captum",
                      "layer": layer or "", "description": f"{method} attribution (captum)"})

@@ -1,10 +1,12 @@
 """captum attribution through the wrapper: completeness on a linear model."""
 
 import numpy as np
+import pytest
 import torch
 from torch import nn
 
 from scimech.attribution import attribute
+from scimech.errors import DimensionError, SiteNotFoundError
 
 
 def test_integrated_gradients_of_linear_model_is_weight_times_delta():
@@ -39,3 +41,35 @@ def test_layer_conductance_runs_on_named_layer():
     with torch.no_grad():
         delta = (m(x) - m(torch.zeros_like(x))).squeeze(-1).numpy()
     np.testing.assert_allclose(att.values.sum(1), delta, atol=2e-2)
+
+
+def test_layer_feature_ablation_equals_hand_computed_contributions():
+    torch.manual_seed(1)
+    m = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 1))
+    x = torch.randn(6, 3)
+    att = attribute(m, x, method="layer_feature_ablation", layer="1", dims=["sample", "unit"])
+    with torch.no_grad():
+        h = m[1](m[0](x))
+    # ablating unit i of the ReLU output to 0 removes exactly w2_i * h_i from the (linear) readout
+    np.testing.assert_allclose(att.values, (m[2].weight.detach() * h).numpy(), atol=1e-6)
+    assert att.dims == ("sample", "unit") and att.attrs["method"] == "layer_feature_ablation"
+
+
+def test_integrated_gradients_target_on_multi_output_and_errors():
+    torch.manual_seed(2)
+    lin = nn.Linear(4, 3)
+    x = torch.randn(5, 4)
+    att = attribute(lin, x, method="integrated_gradients", target=2)  # zero baseline by default
+    np.testing.assert_allclose(att.values, (lin.weight[2].detach() * x).numpy(), atol=1e-5)
+    # completeness: attributions sum to f(x) - f(0) for the chosen output
+    with torch.no_grad():
+        delta = (lin(x) - lin(torch.zeros_like(x)))[:, 2].numpy()
+    np.testing.assert_allclose(att.values.sum(1), delta, atol=1e-5)
+    with pytest.raises(SiteNotFoundError, match="Nearest valid names"):
+        attribute(nn.Sequential(lin), x, method="layer_conductance", layer="lin", target=0)
+    with pytest.raises(ValueError, match="needs layer="):
+        attribute(lin, x, method="layer_conductance", target=0)
+    with pytest.raises(ValueError, match="method must be"):
+        attribute(lin, x, method="saliency")
+    with pytest.raises(DimensionError, match="one name per axis"):
+        attribute(lin, x, method="integrated_gradients", target=0, dims=["sample"])
