@@ -3,13 +3,15 @@
 import numpy as np
 import pytest
 import torch
+from torch import nn
 
 from scimech import metrics
 from scimech.attention import decompose_attention
+from scimech.errors import DataValidationError
 from scimech.intervene import ablate, ablation_sweep, patch, patching_sweep
 from scimech.record import Recorder
 
-from .models import MHAModel, TinyTransformer, manual_heads
+from .models import Block, MHAModel, TinyTransformer, manual_heads
 
 ATOL = 1e-5  # float32, a few layers deep
 
@@ -145,3 +147,168 @@ def test_bad_arguments_are_clear(model):
             pass
     with pytest.raises(ValueError, match="pairs"):
         patching_sweep(model, torch.randn(3, 5, 3), torch.randn(4, 5, 3), ["encoder.0"])
+
+
+# --- patching against hand computations ---------------------------------------------------
+
+def test_head_patching_matches_manual(model):
+    """Denoising one head = the corrupted forward with that head's clean output put in by hand."""
+    torch.manual_seed(2)
+    clean, corrupt = torch.randn(5, 5, 3), torch.randn(5, 5, 3)
+    sites = ["encoder.0.attn.heads[2]", "encoder.1.attn.heads[0]", "encoder.1.attn.heads[3]"]
+    res = patching_sweep(model, clean, corrupt, sites, metrics.output(), batch_size=3)
+    with torch.no_grad():
+        h0_clean = model.encoder[0].norm1(model.embed(clean))
+        h1_clean = model.encoder[1].norm1(model.encoder[0](model.embed(clean)))
+        for site, (layer, head) in zip(sites, [(0, 2), (1, 0), (1, 3)], strict=True):
+            src = manual_heads(model.encoder[layer].attn, h0_clean if layer == 0 else h1_clean)[:, :, head]
+            expect = _manual_forward(model, corrupt, (layer, head, lambda t, s=src: s))
+            np.testing.assert_allclose(res.patched.sel(site=site).values, expect.numpy(), atol=ATOL)
+        np.testing.assert_allclose(res.corrupted.values, _manual_forward(model, corrupt).numpy(), atol=ATOL)
+    expect_norm = (res.patched - res.corrupted) / (res.clean - res.corrupted)
+    np.testing.assert_allclose(res.normalized_effect.values, expect_norm.values, atol=1e-6)
+    np.testing.assert_allclose(res.effect.values, (res.patched - res.corrupted).values, atol=1e-7)
+
+
+def _manual_mha(model, x, head=None, value=None):
+    """MHAModel forward from its weights, optionally with one head's output replaced."""
+    a = model.attn
+    h = model.embed(x)
+    q, k, v = a.q_proj(h), a.k_proj(h), a.v_proj(h)
+    outs = []
+    for hh in range(a.num_heads):
+        sl = slice(4 * hh, 4 * hh + 4)
+        w = torch.softmax(q[..., sl] @ k[..., sl].transpose(-1, -2) / 2.0, -1)  # sqrt(dh = 4)
+        outs.append(value if hh == head else w @ v[..., sl])
+    return model.head((h + a.out_proj(torch.cat(outs, -1))).mean(1)).squeeze(-1), outs
+
+
+def test_mha_head_patching_both_directions_match_manual():
+    torch.manual_seed(3)
+    model = decompose_attention(MHAModel(dim=16, num_heads=4).eval())
+    clean, corrupt = torch.randn(4, 6, 3), torch.randn(4, 6, 3)
+    sites = [f"attn.heads[{h}]" for h in range(4)]
+    den = patching_sweep(model, clean, corrupt, sites, metrics.output())
+    noi = patching_sweep(model, clean, corrupt, sites, metrics.output(), direction="noising")
+    with torch.no_grad():
+        _, clean_heads = _manual_mha(model, clean)
+        _, corrupt_heads = _manual_mha(model, corrupt)
+        for h, s in enumerate(sites):
+            expect_den, _ = _manual_mha(model, corrupt, h, clean_heads[h])
+            expect_noi, _ = _manual_mha(model, clean, h, corrupt_heads[h])
+            np.testing.assert_allclose(den.patched.sel(site=s).values, expect_den.numpy(), atol=ATOL)
+            np.testing.assert_allclose(noi.patched.sel(site=s).values, expect_noi.numpy(), atol=ATOL)
+    # noising measures the effect against the clean run
+    np.testing.assert_allclose(noi.effect.values, (noi.patched - noi.clean).values, atol=1e-7)
+    assert noi.attrs == {**noi.attrs, "method": "activation_patching", "direction": "noising", "metric": "output"}
+
+
+def test_patching_each_site_from_the_same_run_changes_nothing(model):
+    """Clean activations patched into the clean run, one site at a time, give the clean output."""
+    x = torch.randn(4, 5, 3)
+    sites = ["embed", "encoder.0.attn.heads[1]", "encoder.0.attn.heads", "encoder.0.mlp:input", "encoder.1",
+             "encoder.1.mlp.units[3,7]", "head"]
+    res = patching_sweep(model, x, x, sites, metrics.output(), batch_size=4)
+    # the tiled forward runs the same rows in a larger batch: BLAS may block the GEMMs
+    # differently, so allow float32 rounding (~1e-7 relative) instead of bit equality
+    np.testing.assert_allclose(res.patched.values, np.broadcast_to(res.clean.values, res.patched.shape), atol=1e-6)
+    assert np.isnan(res.normalized_effect.values).all()  # clean == corrupted: undefined, not 0/0 garbage
+
+
+def test_logit_difference_patching_on_a_classifier():
+    torch.manual_seed(4)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3)).eval()
+    clean, corrupt = torch.randn(6, 4), torch.randn(6, 4)
+    metric = metrics.logit_difference(2, 0)
+    res = patching_sweep(model, clean, corrupt, ["0", "1", "0.units[1,4]"], metric)
+    with torch.no_grad():
+        lc, lx = model(clean), model(corrupt)
+        np.testing.assert_allclose(res.clean.values, (lc[:, 2] - lc[:, 0]).numpy(), atol=1e-6)
+        np.testing.assert_allclose(res.corrupted.values, (lx[:, 2] - lx[:, 0]).numpy(), atol=1e-6)
+        hidden = model[0](corrupt)
+        hidden[:, [1, 4]] = model[0](clean)[:, [1, 4]]
+        lu = model[2](model[1](hidden))
+    np.testing.assert_allclose(res.patched.sel(site="0.units[1,4]").values, (lu[:, 2] - lu[:, 0]).numpy(), atol=1e-6)
+    np.testing.assert_allclose(res.normalized_effect.sel(site="1").values, 1.0, atol=1e-5)
+    assert res.attrs["metric"] == "logit_difference[2,0]"
+
+
+def test_unit_ablation_matches_manual(model):
+    x = torch.randn(5, 5, 3)
+    with torch.no_grad():
+        with ablate(model, "embed.units[0,3]", method="zero"):
+            y = model(x)
+        h = model.embed(x)
+        h[..., [0, 3]] = 0.0
+        for blk in model.encoder:
+            h = blk(h)
+        expect = model.head(h.mean(1)).squeeze(-1)
+    torch.testing.assert_close(y, expect, atol=ATOL, rtol=0)
+
+
+def test_resample_sweep_equals_context_manager_and_output_shift(model):
+    """One resampling draw per batch, shared by all sites; output_shift reference sliced per batch."""
+    x, ref = torch.randn(6, 5, 3), torch.randn(15, 5, 3)
+    sites = ["encoder.0.attn.heads[0]", "encoder.1.mlp"]
+    with torch.no_grad():
+        y0 = model(x)
+    shift = metrics.output_shift(reference=y0)
+    res = ablation_sweep(model, x, sites, shift, method="resample", reference=ref, seed=7, batch_size=6)
+    np.testing.assert_allclose(res.baseline.values, 0.0, atol=1e-6)
+    with torch.no_grad():
+        for s in sites:
+            with ablate(model, s, method="resample", reference=ref, seed=7):
+                expect = (model(x) - y0).abs()
+            np.testing.assert_allclose(res.ablated.sel(site=s).values, expect.numpy(), atol=ATOL)
+    # batch by batch (3 rows at a time) the reference still lines up with the rows
+    res3 = ablation_sweep(model, x, sites, shift, method="zero", batch_size=3)
+    with torch.no_grad(), ablate(model, sites[1], method="zero"):
+        expect = (model(x) - y0).abs()
+    np.testing.assert_allclose(res3.ablated.sel(site=sites[1]).values, expect.numpy(), atol=ATOL)
+    with pytest.raises(DataValidationError, match="rows"):
+        ablation_sweep(model, x[:4], sites, shift, method="zero")
+
+
+class DictModel(nn.Module):
+    """AION-style call: a dict of token groups plus a keyword choosing the output modality."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.ModuleDict({"a": nn.Linear(3, 16), "b": nn.Linear(2, 16)})
+        self.encoder = nn.ModuleList([Block(16, 4)])
+        self.readout = nn.ModuleDict({"z": nn.Linear(16, 1), "w": nn.Linear(16, 1)})
+
+    def forward(self, tokens, target_modality):
+        h = torch.cat([self.embed[k](v) for k, v in tokens.items()], dim=1)
+        for blk in self.encoder:
+            h = blk(h)
+        return self.readout[target_modality](h.mean(1)).squeeze(-1)
+
+
+def test_dict_inputs_with_forward_function():
+    torch.manual_seed(5)
+    model = DictModel().eval()
+
+    def make(n):
+        return {"a": torch.randn(n, 4, 3), "b": torch.randn(n, 2, 2)}
+
+    clean, corrupt = make(5), make(5)
+
+    def fwd(m, batch):
+        return m(batch, target_modality="z")
+
+    sites = ["encoder.0.attn.heads[1]", "encoder.0", "embed.b"]
+    res = patching_sweep(model, clean, corrupt, sites, metrics.output(), forward=fwd, batch_size=2)
+    with torch.no_grad():
+        np.testing.assert_allclose(res.clean.values, fwd(model, clean).numpy(), atol=1e-6)
+        # patching the embedding of group "b" = the corrupted run with clean "b" tokens
+        mixed = {"a": corrupt["a"], "b": clean["b"]}
+        np.testing.assert_allclose(res.patched.sel(site="embed.b").values, fwd(model, mixed).numpy(), atol=ATOL)
+    np.testing.assert_allclose(res.normalized_effect.sel(site="encoder.0").values, 1.0, atol=1e-4)
+    abl = ablation_sweep(model, clean, ["embed.a"], metrics.output(), method="mean", reference=corrupt,
+                         forward=fwd, batch_size=2)
+    with torch.no_grad():
+        mean_a = model.embed["a"](corrupt["a"]).mean(0, keepdim=True)
+        h = torch.cat([mean_a.expand(5, -1, -1), model.embed["b"](clean["b"])], dim=1)
+        expect = model.readout["z"](model.encoder[0](h).mean(1)).squeeze(-1)
+    np.testing.assert_allclose(abl.ablated.sel(site="embed.a").values, expect.numpy(), atol=ATOL)
