@@ -73,8 +73,11 @@ class Recorder:
         steps, solver stages, weight sharing): ``"error"`` (default), ``"stack"`` (a new
         dim 1 indexes the calls) or ``"last"``.
     stop_early
-        Raise :class:`~scimech.hooks.StopForward` once every site has fired (only with
-        ``repeat="error"``); :meth:`forward` and :func:`record` catch it.
+        End each forward pass (an internal :class:`~scimech.hooks.StopForward`, swallowed
+        by the Recorder, :meth:`forward` and :func:`record`) once every site has fired. The
+        first pass inside the ``with`` block always runs to the end and counts how often
+        each site runs, so the ``repeat`` policy is enforced honestly; later passes stop
+        after that many calls of every site (the call pattern must not depend on the data).
     detach
         Store detached tensors (default); ``False`` keeps the graph (for gradients).
     layouts
@@ -83,7 +86,8 @@ class Recorder:
     Attributes
     ----------
     activations : dict[str, torch.Tensor]
-        The captured tensors of the last forward pass, by site.
+        The captured tensors of the last forward pass, by site (``repeat="stack"``: calls
+        stacked on a new dim 1).
     """
 
     def __init__(self, model: nn.Module, sites: Sequence[str], *, reduce: Reduce = None, repeat: Repeat = "error",
@@ -97,14 +101,31 @@ class Recorder:
         self.model = model
         self.resolved: list[ResolvedSite] = [resolve_site(model, s, layouts) for s in sites]
         self.reduce, self.repeat, self.detach = reduce, repeat, detach
-        self.stop_early = stop_early and repeat == "error"
-        self.activations: dict[str, torch.Tensor] = {}
+        self.stop_early = bool(stop_early)
         self._calls: dict[str, list[torch.Tensor]] = {}
+        self._counts: dict[str, int] = {}
+        self._expected: dict[str, int] | None = None  # calls per site in one full pass, once known
+        self._cache: dict[str, torch.Tensor] | None = None
         self._hooks: HookSet | None = None
-        self._root_handle = None
+        self._root_handles: list = []
+
+    @property
+    def activations(self) -> dict[str, torch.Tensor]:
+        if self._cache is None:
+            if self.repeat == "stack":
+                self._cache = {k: torch.stack(v, dim=1) for k, v in self._calls.items()}
+            else:
+                self._cache = {k: v[-1] for k, v in self._calls.items()}
+        return self._cache
 
     # hooks ---------------------------------------------------------------------------
     def _capture(self, site: ResolvedSite, t: torch.Tensor) -> None:
+        count = self._counts.get(site.name, 0)
+        if count and self.repeat == "error":
+            raise SiteCalledTwiceError(
+                f"Site {site.name!r} ({type(site.module).__name__}) ran more than once in one forward pass. "
+                "Choose repeat='stack' (keep every call) or repeat='last' in Recorder/record."
+            )
         x = site.select(t)
         x = _reduce(x, self.reduce, site.head_split is not None)
         if self.detach:
@@ -113,34 +134,39 @@ class Recorder:
             # a view of the live tensor: copy it, or a later in-place op of the model
             # (ReLU(inplace=True), x += ...) would silently change what we recorded
             x = x.clone()
-        calls = self._calls.setdefault(site.name, [])
-        if calls and self.repeat == "error":
-            raise SiteCalledTwiceError(
-                f"Site {site.name!r} ({type(site.module).__name__}) ran more than once in one forward pass. "
-                "Choose repeat='stack' (keep every call) or repeat='last' in Recorder/record."
-            )
-        calls.append(x)
-        if self.repeat == "last":
-            self.activations[site.name] = x
-        elif self.repeat == "stack":
-            self.activations[site.name] = torch.stack(calls, dim=1)
+        self._counts[site.name] = count + 1
+        if self.repeat == "stack":
+            self._calls.setdefault(site.name, []).append(x)
         else:
-            self.activations[site.name] = x
-        if self.stop_early and len(self._calls) == len({s.name for s in self.resolved}):
+            self._calls[site.name] = [x]
+        self._cache = None
+        exp = self._expected
+        if self.stop_early and exp is not None and all(self._counts.get(k, 0) >= n for k, n in exp.items()):
             raise StopForward
 
-    def _reset(self, *_):
-        self._calls = {}
-        self.activations = {}
+    def _reset(self, *_) -> None:
+        self._calls, self._counts, self._cache = {}, {}, None
+
+    def _finish(self, *_) -> None:
+        """A pass ran to the end: remember how often each site ran (enables the early stop)."""
+        if self._expected is None:
+            self._expected = {s.name: self._counts.get(s.name, 0) for s in self.resolved}
 
     def __enter__(self) -> Recorder:
-        self._root_handle = self.model.register_forward_pre_hook(self._reset)
+        self._expected = None
         try:
+            # reset first and count last, around any site on the model itself
+            self._root_handles.append(self.model.register_forward_pre_hook(self._reset, prepend=True))
             self._hooks = HookSet(self.resolved, lambda s, t: self._capture(s, t)).__enter__()
+            self._root_handles.append(self.model.register_forward_hook(self._finish))
         except BaseException:
-            self._root_handle.remove()
+            self._remove_root()
             raise
         return self
+
+    def _remove_root(self) -> None:
+        while self._root_handles:
+            self._root_handles.pop().remove()
 
     def __exit__(self, exc_type, exc, tb) -> bool:
         try:
@@ -148,19 +174,22 @@ class Recorder:
                 self._hooks.remove()
                 self._hooks = None
         finally:
-            if self._root_handle is not None:
-                self._root_handle.remove()
-                self._root_handle = None
+            self._remove_root()
         # the early stop we raised ourselves ends the block quietly; anything else propagates
         return exc_type is not None and issubclass(exc_type, StopForward) and self.stop_early
 
     def forward(self, batch: Any, forward: Callable | None = None) -> Any:
-        """Run one batch (``forward(model, batch)`` or the default call), stopping early if asked."""
+        """Run one batch (``forward(model, batch)`` or the default call), stopping early if asked.
+
+        Returns the model's output, or ``None`` when the pass was stopped early.
+        """
         self._reset()
         try:
-            return run_forward(self.model, batch, forward)
+            out = run_forward(self.model, batch, forward)
         except StopForward:
             return None
+        self._finish()
+        return out
 
 
 def _trailing_dims(shapes: Mapping[str, tuple[int, ...]], head_sites: set[str], split_sites: set[str],

@@ -56,10 +56,13 @@ def test_stop_early_skips_the_rest(model):
     called = []
     h = model.head.register_forward_hook(lambda *a: called.append(1))
     try:
-        record(model, torch.randn(4, 5, 3), ["encoder.0"], stop_early=True)
-        assert called == []
-        record(model, torch.randn(4, 5, 3), ["encoder.0"], stop_early=False)
-        assert called == [1]
+        x = torch.randn(6, 5, 3)
+        early = record(model, x, ["encoder.0"], stop_early=True, batch_size=2)
+        assert called == [1]  # only the first batch runs to the end (it counts the site's calls)
+        called.clear()
+        full = record(model, x, ["encoder.0"], stop_early=False, batch_size=2)
+        assert called == [1, 1, 1]
+        np.testing.assert_array_equal(early["encoder.0"].values, full["encoder.0"].values)
     finally:
         h.remove()
 
@@ -116,3 +119,91 @@ def test_dict_inputs_with_forward_function():
 def test_empty_inputs_are_an_error(model):
     with pytest.raises(ValueError, match="empty"):
         record(model, [], ["encoder.0"])
+
+
+def test_recorder_stop_early_inside_with_block(model):
+    """The Recorder swallows its own early stop; the layers after the last site never run."""
+    ran = []
+    h = model.head.register_forward_hook(lambda *a: ran.append(1))
+    x = torch.randn(3, 5, 3)
+    try:
+        with torch.no_grad(), Recorder(model, ["encoder.0"], stop_early=True) as rec:
+            model(x)  # the first pass runs to the end, counting the calls of each site
+            assert ran == [1]
+            model(x)  # now it stops after encoder.0
+            ran.append("after")  # skipped: the forward ended early
+        assert ran == [1]
+        with torch.no_grad():
+            np.testing.assert_allclose(rec.activations["encoder.0"].numpy(),
+                                       model.encoder[0](model.embed(x)).numpy(), atol=1e-6)
+    finally:
+        h.remove()
+    with pytest.raises(ZeroDivisionError):  # other errors still propagate
+        with Recorder(model, ["encoder.0"], stop_early=True):
+            1 / 0
+
+
+def test_inplace_ops_do_not_change_what_was_recorded():
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(3, 6), nn.ReLU(inplace=True), nn.Linear(6, 2)).eval()
+    x = torch.randn(8, 3)
+    ds = record(net, x, ["0", "0.units[1,2]"])
+    with torch.no_grad():
+        pre = x @ net[0].weight.T + net[0].bias  # before the in-place ReLU, negatives included
+    assert (pre < 0).any()
+    np.testing.assert_allclose(ds["0"].values, pre.numpy(), atol=1e-6)
+    np.testing.assert_allclose(ds["0.units[1,2]"].values, pre[:, 1:3].numpy(), atol=1e-6)
+
+
+def test_record_stack_policy_iterable_batches_and_coords():
+    torch.manual_seed(0)
+    m = Looped().eval()
+    batches = [torch.randn(3, 4), torch.randn(2, 4)]
+    ds = record(m, batches, ["cell"], repeat="stack", sample_coord=list("abcde"), progress=True)
+    assert ds["cell"].dims == ("sample", "call", "feature") and ds["cell"].shape == (5, 3, 4)
+    with torch.no_grad():
+        h = torch.cat(batches)
+        steps = []
+        for _ in range(3):
+            steps.append(m.cell(h))
+            h = torch.tanh(steps[-1])
+    np.testing.assert_allclose(ds["cell"].values, torch.stack(steps, 1).numpy(), atol=1e-6)
+    assert list(ds.sample.values) == list("abcde") and ds.attrs["repeat"] == "stack"
+    with pytest.raises(SiteCalledTwiceError):
+        record(m, batches, ["cell"])
+
+
+def test_head_pairs_and_unrun_sites(model):
+    x = torch.randn(4, 5, 3)
+    ds = record(model, x, ["encoder.0.attn.heads[1,3]"], reduce="last")
+    with torch.no_grad():
+        heads = manual_heads(model.encoder[0].attn, model.encoder[0].norm1(model.embed(x)))[:, -1]
+    expect = torch.cat([heads[:, 1], heads[:, 3]], dim=-1)  # head 1 then head 3, each head_dim wide
+    np.testing.assert_allclose(ds["encoder.0.attn.heads[1,3]"].values, expect.numpy(), atol=1e-5)
+    assert ds["encoder.0.attn.heads[1,3]"].attrs["heads"] == [1, 3]
+
+    class Branchy(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.used, self.unused = nn.Linear(2, 2), nn.Linear(2, 2)
+
+        def forward(self, x):
+            return self.used(x)
+
+    with pytest.raises(RuntimeError, match="never ran"):
+        record(Branchy(), torch.randn(3, 2), ["used", "unused"])
+
+
+def test_zarr_store_is_v3_appended_batch_by_batch(model, tmp_path):
+    import zarr
+
+    x = torch.randn(7, 5, 3)
+    store = tmp_path / "acts.zarr"
+    disk = record(model, x, ["encoder.0", "encoder.1.attn.heads"], batch_size=3, reduce="mean", to_zarr=store)
+    assert (store / "zarr.json").exists()  # zarr format 3
+    assert zarr.open_group(store, mode="r").metadata.zarr_format == 3
+    mem = record(model, x, ["encoder.0", "encoder.1.attn.heads"], batch_size=7, reduce="mean")
+    for s in mem.data_vars:
+        assert disk[s].dims == mem[s].dims
+        np.testing.assert_allclose(disk[s].values, mem[s].values, atol=1e-6)  # batch 3 vs 7: float32 rounding
+    np.testing.assert_array_equal(disk.sample.values, np.arange(7))
