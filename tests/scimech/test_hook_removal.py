@@ -4,72 +4,95 @@ hooks the user registered survive (the captum test_hook_removal idea)."""
 import pytest
 import torch
 
-from scimech.errors import SiteNotFoundError
-from scimech.intervene import ablate, patch
+from scimech import metrics
+from scimech.errors import HeadLayoutError, SiteNotFoundError
+from scimech.intervene import ablate, ablation_sweep, patch, patching_sweep
 from scimech.record import Recorder, record
 
 from .models import TinyTransformer
 
+_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_forward_hooks_with_kwargs", "_forward_pre_hooks_with_kwargs",
+          "_forward_hooks_always_called")
 
-def _hook_counts(model):
-    return {n: (len(m._forward_hooks), len(m._forward_pre_hooks)) for n, m in model.named_modules()}
+
+def _hooks(model):
+    """Every hook id of every module, in every dict torch keeps them in."""
+    return {n: {d: tuple(getattr(m, d, {}).keys()) for d in _DICTS} for n, m in model.named_modules()}
 
 
 class Boom(Exception):
     pass
 
 
-@pytest.mark.parametrize("kind", ["recorder", "ablate", "patch", "record"])
+KINDS = ["recorder", "recorder_stop_early", "ablate", "patch", "record", "ablation_sweep", "patching_sweep"]
+SITES = ["encoder.0.attn.heads[1]", "encoder.1", "encoder.0.mlp:input", "head.units[0]"]
+
+
+def _run(kind, model, x, sites):
+    if kind == "record":
+        record(model, x, sites, stop_early=False)
+    elif kind == "ablation_sweep":
+        ablation_sweep(model, x, sites, metrics.output(), method="zero")
+    elif kind == "patching_sweep":
+        patching_sweep(model, x, x.flip(0), sites, metrics.output())
+    else:
+        if kind.startswith("recorder"):
+            ctx = Recorder(model, sites, stop_early=kind == "recorder_stop_early")
+        elif kind == "ablate":
+            ctx = ablate(model, sites, method="zero")
+        else:
+            ctx = patch(model, {s: _recorded(model, s) for s in sites})
+        with ctx:
+            model(x)
+            model(x)
+
+
+def _recorded(model, site):
+    """Activations of one site, recorded on its own (for patch)."""
+    with torch.no_grad(), Recorder(model, [site]) as rec:
+        model(torch.randn(2, 5, 3))
+    return rec.activations[site]
+
+
+@pytest.mark.parametrize("kind", KINDS)
 def test_hooks_removed_and_user_hooks_kept(kind):
     torch.manual_seed(0)
     model = TinyTransformer().eval()
-    user = model.encoder[0].attn.proj.register_forward_pre_hook(lambda m, a: None)
-    user2 = model.encoder[1].register_forward_hook(lambda m, a, o: None)
-    before = _hook_counts(model)
+    user = [model.encoder[0].attn.proj.register_forward_pre_hook(lambda m, a: None),
+            model.encoder[1].register_forward_hook(lambda m, a, o: None),
+            model.register_forward_pre_hook(lambda m, a, k: None, with_kwargs=True),
+            model.head.register_forward_hook(lambda m, a, o: None, always_call=True)]
+    before = _hooks(model)
     x = torch.randn(2, 5, 3)
-    sites = ["encoder.0.attn.heads[1]", "encoder.1"]
-
-    def ctx():
-        if kind == "recorder":
-            return Recorder(model, sites)
-        if kind == "ablate":
-            return ablate(model, sites, method="zero")
-        if kind == "patch":
-            with Recorder(model, sites) as rec:
-                model(x)
-            return patch(model, dict(rec.activations))
-        return None
-
-    if kind == "record":
-        record(model, x, sites)
-    else:
-        with ctx():  # normal run
-            model(x)
-    assert _hook_counts(model) == before
+    with torch.no_grad():
+        _run(kind, model, x, SITES)  # normal run
+    assert _hooks(model) == before
 
     def exploding(m, a, o):
         raise Boom
 
-    h = model.head.register_forward_hook(exploding)
-    before_boom = _hook_counts(model)
-    with pytest.raises(Boom):
-        if kind == "record":
-            record(model, x, sites, stop_early=False)
-        else:
-            with ctx():
-                model(x)
-    assert _hook_counts(model) == before_boom
+    h = model.encoder[1].mlp.register_forward_hook(exploding)  # after some sites, before others
+    before_boom = _hooks(model)
+    with pytest.raises(Boom), torch.no_grad():
+        _run(kind, model, x, SITES)
+    assert _hooks(model) == before_boom
     h.remove()
 
-    with pytest.raises(SiteNotFoundError):  # a bad site among good ones: nothing left attached
-        if kind == "record":
-            record(model, x, sites + ["encoder.9"])
-        elif kind == "ablate":
-            with ablate(model, sites + ["encoder.9"], method="zero"):
-                pass
-        else:
-            with Recorder(model, sites + ["encoder.9"]):
-                pass
-    assert _hook_counts(model) == before
-    user.remove()
-    user2.remove()
+    for bad, err in (("encoder.9", SiteNotFoundError), ("encoder.1.mlp.heads[0]", HeadLayoutError)):
+        with pytest.raises(err), torch.no_grad():  # a bad site among good ones: nothing left attached
+            _run(kind, model, x, SITES + [bad])
+        assert _hooks(model) == before
+    for u in user:
+        u.remove()
+    assert all(not any(v.values()) for v in _hooks(model).values())  # and the user's own hooks were real
+
+
+def test_error_inside_our_own_hook_cleans_up():
+    """A patch of the wrong shape raises inside our hook; the hooks still go."""
+    torch.manual_seed(0)
+    model = TinyTransformer().eval()
+    before = _hooks(model)
+    with pytest.raises(ValueError, match="shape"), torch.no_grad():
+        with patch(model, {"encoder.0": torch.zeros(3, 5, 16)}):
+            model(torch.randn(2, 5, 3))
+    assert _hooks(model) == before
