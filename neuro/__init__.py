@@ -1,1 +1,1 @@
-"""placeholder"""
+"""Model discovery against a simulated larval zebrafish (simZFish-like ground truth)."""

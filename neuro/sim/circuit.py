@@ -1,0 +1,292 @@
+"""The visuomotor and spinal circuit of the simulated larva: rate populations and their wiring.
+
+Brain (one unit per population and side): direction-selective pretectal units (``DS``) ->
+binocular integrators (``BIN``) -> hindbrain forward drive (``nMLF``) and turn asymmetry
+(``RS``, reticulospinal) -> a bout generator (``BOUT``) that gates the descending drive.
+Spinal cord: ``n_seg`` segments x 2 sides x 4 populations, V2a (excitatory premotor),
+V0d (commissural inhibitory), V1 (ipsilateral, ascending inhibitory) and MN (motor
+neurons), with descending/ascending coupling whose delays grow with segment distance.
+Each spinal population is a rate unit with spike-frequency adaptation,
+
+``tau_r dr/dt = -r + F(W r(t - d) + w_d drive - a)``, ``tau_a da/dt = -a + g_a r``,
+
+``F(x) = tanh(max(x - theta, 0))``. The signed weights ``W`` (post x pre, unitless) with their
+delays are the ground truth that discovered models are scored against.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import xarray as xr
+
+__all__ = ["CircuitParams", "Circuit", "SPINAL_TYPES", "BRAIN_UNITS"]
+
+SPINAL_TYPES = ("V2a", "V0d", "V1", "MN")
+SIDES = ("L", "R")
+# (name, region, type, side)
+BRAIN_UNITS = (
+    ("DS_fwd_L", "pretectum", "DS", "L"),
+    ("DS_fwd_R", "pretectum", "DS", "R"),
+    ("DS_turn_L", "pretectum", "DS", "L"),
+    ("DS_turn_R", "pretectum", "DS", "R"),
+    ("BIN_fwd", "integrator", "BIN", "M"),
+    ("BIN_turn_L", "integrator", "BIN", "L"),
+    ("BIN_turn_R", "integrator", "BIN", "R"),
+    ("nMLF_L", "hindbrain", "nMLF", "L"),
+    ("nMLF_R", "hindbrain", "nMLF", "R"),
+    ("RS_L", "hindbrain", "RS", "L"),
+    ("RS_R", "hindbrain", "RS", "R"),
+    ("BOUT", "hindbrain", "BOUT", "M"),
+)
+EXCITATORY = {"V2a": 1, "V0d": -1, "V1": -1, "MN": 1}
+
+
+@dataclass(frozen=True)
+class CircuitParams:
+    """Parameters of the circuit (times in s, weights unitless).
+
+    Attributes
+    ----------
+    n_seg : int
+        Spinal segments (the larva has ~30 body segments).
+    dt : float
+        Integration step, s.
+    tau_r, tau_a : float
+        Rate and adaptation time constants of spinal populations, s.
+    g_adapt : float
+        Adaptation gain of V2a and MN.
+    speed_gain : float
+        Descending drive ``d`` shortens the adaptation time constant to
+        ``tau_a / (1 + speed_gain d)``: a one-parameter stand-in for the recruitment of faster
+        V2a speed modules at higher drive (McLean et al. 2008; Wandler et al. 2025), which
+        makes tail-beat frequency rise with drive.
+    theta : float
+        Firing threshold of spinal populations.
+    w_* : float
+        Synaptic weights: ``w_ee`` V2a->V2a (same segment), ``w_en`` V2a->MN,
+        ``w_ec`` V2a->V0d, ``w_ev`` V2a->V1, ``w_ci`` V0d->contralateral V2a/MN/V0d
+        (commissural inhibition), ``w_v1`` V1->ipsilateral V2a/MN (ascending),
+        ``w_desc``/``w_asc`` descending/ascending V2a->V2a coupling per segment.
+    delay_per_seg : float
+        Conduction delay per segment of intersegmental connections, s.
+    reach : int
+        Intersegmental reach, segments.
+    drive_gradient : float
+        Fractional drop of the descending drive from head to tail (rostral leads).
+    noise : float
+        Standard deviation of the input noise of spinal populations, per sqrt(s) (scaled by
+        ``sqrt(tau_r)`` so it is unitless per unit).
+    """
+
+    n_seg: int = 30
+    dt: float = 1e-3
+    tau_r: float = 0.003
+    tau_a: float = 0.03
+    g_adapt: float = 2.0
+    theta: float = 0.05
+    w_ee: float = 0.3
+    w_en: float = 1.0
+    w_ec: float = 1.2
+    w_ev: float = 0.6
+    w_ci: float = 1.3
+    w_v1: float = 0.3
+    w_desc: float = 0.6
+    w_asc: float = 0.05
+    delay_per_seg: float = 0.0005
+    speed_gain: float = 3.0
+    reach: int = 4
+    drive_gradient: float = 0.2
+    noise: float = 0.02
+    # brain
+    tau_visual: float = 0.05
+    tau_integrator: float = 0.15
+    tau_hindbrain: float = 0.02
+    bout_rate_spont: float = 0.3      # bouts per s in darkness
+    bout_rate_gain: float = 0.08      # extra bouts per s per (mm s-1) of forward flow
+    bout_turn_gain: float = 0.6       # extra bouts per s per (rad s-1) of rotational flow
+    bout_duration_min: float = 0.10
+    bout_duration_max: float = 0.30
+    bout_refractory: float = 0.3
+    drive_base: float = 0.4          # descending drive during a bout with no visual drive
+    drive_gain: float = 0.025         # per (mm s-1) of forward flow
+    drive_max: float = 1.0
+    turn_gain: float = 0.25           # left-right drive asymmetry per (rad s-1)
+    turn_max: float = 0.5
+    flash_gain: float = 4.0           # bout-rate boost per unit luminance change per s
+    rot_weight: float = 2.0           # mm s-1 of equivalent flow per rad s-1 in DS units
+
+    def with_(self, **kw) -> CircuitParams:
+        return replace(self, **kw)
+
+
+class Circuit:
+    """Spinal wiring and neuron table for a :class:`CircuitParams`.
+
+    Attributes
+    ----------
+    n_spinal : int
+        Number of spinal units, ``4 * 2 * n_seg``; unit index
+        ``(type * 2 + side) * n_seg + seg``.
+    delay_steps : list[int]
+        Distinct delays (in steps) of the weight slices ``W_delay[k]``.
+    W_ipsi, W_contra : np.ndarray
+        ``(n_delay, n_spinal, n_spinal)`` same-side and commissural weights (post, pre).
+    """
+
+    def __init__(self, params: CircuitParams | None = None):
+        self.p = p = params or CircuitParams()
+        n = p.n_seg
+        self.n_spinal = 4 * 2 * n
+        self.n_brain = len(BRAIN_UNITS)
+        reach = p.reach
+        self.delay_steps = sorted({int(round(d * p.delay_per_seg / p.dt)) for d in range(reach + 1)})
+        nd = len(self.delay_steps)
+        Wi = np.zeros((nd, self.n_spinal, self.n_spinal))
+        Wc = np.zeros_like(Wi)
+
+        def idx(t, s, seg):
+            return (SPINAL_TYPES.index(t) * 2 + s) * n + seg
+
+        def slot(dist):
+            return self.delay_steps.index(int(round(abs(dist) * p.delay_per_seg / p.dt)))
+
+        for s in range(2):
+            o = 1 - s
+            for i in range(n):
+                k0 = slot(0)
+                Wi[k0, idx("V2a", s, i), idx("V2a", s, i)] += p.w_ee
+                Wi[k0, idx("MN", s, i), idx("V2a", s, i)] += p.w_en
+                Wi[k0, idx("V0d", s, i), idx("V2a", s, i)] += p.w_ec
+                Wi[k0, idx("V1", s, i), idx("V2a", s, i)] += p.w_ev
+                for post in ("V2a", "MN"):
+                    Wc[k0, idx(post, o, i), idx("V0d", s, i)] -= p.w_ci
+                Wc[k0, idx("V0d", o, i), idx("V0d", s, i)] -= 0.3 * p.w_ci
+                for d in range(1, reach + 1):
+                    k = slot(d)
+                    fall = 1.0 / d
+                    if i + d < n:  # descending (rostral pre -> caudal post)
+                        Wi[k, idx("V2a", s, i + d), idx("V2a", s, i)] += p.w_desc * fall
+                        Wi[k, idx("MN", s, i + d), idx("V2a", s, i)] += 0.5 * p.w_desc * fall
+                    if i - d >= 0:  # ascending
+                        Wi[k, idx("V2a", s, i - d), idx("V2a", s, i)] += p.w_asc * fall
+                        for post in ("V2a", "MN"):
+                            Wi[k, idx(post, s, i - d), idx("V1", s, i)] -= p.w_v1 * fall
+                for post in ("V2a", "MN"):
+                    Wi[k0, idx(post, s, i), idx("V1", s, i)] -= p.w_v1
+        self.W_ipsi = Wi
+        self.W_contra = Wc
+        self.max_delay = max(self.delay_steps)
+        # per-unit constants
+        types = np.repeat(np.arange(4), 2 * n)
+        seg = np.tile(np.arange(n), 8)
+        side = np.tile(np.repeat(np.arange(2), n), 4)
+        self.unit_type = types
+        self.unit_seg = seg
+        self.unit_side = side
+        grad = 1.0 - p.drive_gradient * seg / max(n - 1, 1)
+        w_drive = np.select([types == 0, types == 1, types == 2, types == 3], [1.0, 0.2, 0.1, 0.3])
+        self.drive_weight = w_drive * grad
+        self.adapt_gain = np.where((types == 0) | (types == 3), p.g_adapt, 0.4 * p.g_adapt)
+
+    # ------------------------------------------------------------------ tables
+    def neuron_table(self) -> dict[str, np.ndarray]:
+        """Region, type, side and segment of every unit (brain units first, then spinal)."""
+        n = self.p.n_seg
+        names = [u[0] for u in BRAIN_UNITS]
+        region = [u[1] for u in BRAIN_UNITS]
+        typ = [u[2] for u in BRAIN_UNITS]
+        side = [u[3] for u in BRAIN_UNITS]
+        segment = [-1] * self.n_brain
+        for k in range(self.n_spinal):
+            t, s, i = SPINAL_TYPES[self.unit_type[k]], SIDES[self.unit_side[k]], int(self.unit_seg[k])
+            names.append(f"{t}_{s}{i:02d}")
+            region.append("spinal")
+            typ.append(t)
+            side.append(s)
+            segment.append(i)
+        _ = n
+        return {
+            "name": np.array(names),
+            "region": np.array(region),
+            "type": np.array(typ),
+            "side": np.array(side),
+            "segment": np.array(segment),
+        }
+
+    def brain_weights(self) -> np.ndarray:
+        """Signed effective weights among brain units and onto the spinal drive (post, pre)."""
+        nb = self.n_brain
+        W = np.zeros((nb + self.n_spinal, nb + self.n_spinal))
+        name = [u[0] for u in BRAIN_UNITS]
+        ix = {k: i for i, k in enumerate(name)}
+        W[ix["BIN_fwd"], ix["DS_fwd_L"]] = 0.5
+        W[ix["BIN_fwd"], ix["DS_fwd_R"]] = 0.5
+        W[ix["BIN_turn_L"], ix["DS_turn_L"]] = 1.0
+        W[ix["BIN_turn_R"], ix["DS_turn_R"]] = 1.0
+        for s in "LR":
+            W[ix[f"nMLF_{s}"], ix["BIN_fwd"]] = 1.0
+            W[ix[f"RS_{s}"], ix[f"BIN_turn_{s}"]] = 1.0
+        W[ix["BOUT"], ix["BIN_fwd"]] = 1.0
+        W[ix["BOUT"], ix["BIN_turn_L"]] = 1.0
+        W[ix["BOUT"], ix["BIN_turn_R"]] = 1.0
+        # descending drive onto spinal populations (gated by BOUT)
+        for k in range(self.n_spinal):
+            s = "LR"[self.unit_side[k]]
+            W[nb + k, ix[f"nMLF_{s}"]] = self.drive_weight[k]
+            W[nb + k, ix[f"RS_{s}"]] = self.drive_weight[k]
+            W[nb + k, ix["BOUT"]] = self.drive_weight[k]
+        return W
+
+    def weights(self, commissural: bool = True) -> np.ndarray:
+        """The full signed weight matrix (post, pre) over all units, delays summed."""
+        W = self.brain_weights()
+        nb = self.n_brain
+        Ws = self.W_ipsi.sum(0) + (self.W_contra.sum(0) if commissural else 0.0)
+        W[nb:, nb:] = Ws
+        return W
+
+    def delays(self) -> np.ndarray:
+        """Conduction delay (s) of every spinal connection (post, pre); NaN where none."""
+        D = np.full((self.n_spinal, self.n_spinal), np.nan)
+        for k, d in enumerate(self.delay_steps):
+            nz = (self.W_ipsi[k] != 0) | (self.W_contra[k] != 0)
+            D[nz] = d * self.p.dt
+        return D
+
+    def connectivity_tensor(self) -> xr.DataArray:
+        """Spinal weights as ``W[post_segment, post_side, post_type, pre_segment, pre_side, pre_type]``."""
+        n = self.p.n_seg
+        Ws = self.W_ipsi.sum(0) + self.W_contra.sum(0)
+        T = Ws.reshape(4, 2, n, 4, 2, n).transpose(2, 1, 0, 5, 4, 3)
+        return xr.DataArray(
+            T,
+            dims=("post_segment", "post_side", "post_type", "pre_segment", "pre_side", "pre_type"),
+            coords={
+                "post_segment": np.arange(n), "post_side": list(SIDES), "post_type": list(SPINAL_TYPES),
+                "pre_segment": np.arange(n), "pre_side": list(SIDES), "pre_type": list(SPINAL_TYPES),
+            },
+            name="weights",
+            attrs={"units": "1", "description": "signed synaptic weight from pre to post population "
+                   "(delays summed); negative = inhibitory"},
+        )
+
+    def lesion_mask(self, populations: tuple[str, ...] = (), sides: tuple[str, ...] = ("L", "R"),
+                    segments: tuple[int, ...] | None = None) -> np.ndarray:
+        """A ``(n_spinal,)`` 0/1 mask silencing the named spinal populations (a knockout)."""
+        from scimech.errors import ConfigError
+
+        bad = [t for t in populations if t not in SPINAL_TYPES]
+        if bad:
+            raise ConfigError(f"Unknown spinal population(s) {bad}; expected some of {SPINAL_TYPES}.")
+        m = np.ones(self.n_spinal)
+        segs = set(range(self.p.n_seg)) if segments is None else set(segments)
+        for k in range(self.n_spinal):
+            if (SPINAL_TYPES[self.unit_type[k]] in populations and SIDES[self.unit_side[k]] in sides
+                    and int(self.unit_seg[k]) in segs):
+                m[k] = 0.0
+        return m
+
+
+_ = field
