@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 from scipy.spatial import procrustes as scipy_procrustes
 from scipy.stats import ortho_group
+from threadpoolctl import threadpool_limits
 
 from scimech.errors import DataValidationError
 from scimech.geometry import (
@@ -13,6 +14,13 @@ from scimech.geometry import (
     procrustes_distance,
     readout_alignment,
 )
+
+
+@pytest.fixture(autouse=True)
+def _one_blas_thread():
+    # 2 shared cores: multi-threaded BLAS spin-waits and makes small solves ~40x slower
+    with threadpool_limits(1):
+        yield
 
 
 def _hsic_cka(X, Y):

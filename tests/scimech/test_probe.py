@@ -8,6 +8,7 @@ from sklearn.model_selection import GroupKFold, KFold, StratifiedKFold, cross_va
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.estimator_checks import check_estimator
+from threadpoolctl import threadpool_limits
 
 from scimech.errors import DataValidationError, DimensionError, NotFittedError
 from scimech.probe import (
@@ -19,6 +20,13 @@ from scimech.probe import (
     probe_sites,
     signal_to_noise,
 )
+
+
+@pytest.fixture(autouse=True)
+def _one_blas_thread():
+    # 2 shared cores: multi-threaded BLAS spin-waits and makes small solves ~40x slower
+    with threadpool_limits(1):
+        yield
 
 
 @pytest.mark.parametrize("estimator", [RidgeProbe(), LogisticProbe()], ids=["ridge", "logistic"])

@@ -4,9 +4,17 @@ import numpy as np
 import pytest
 import xarray as xr
 from scipy import stats as st
+from threadpoolctl import threadpool_limits
 
 from scimech.errors import DataValidationError
 from scimech.stats import bootstrap_ci, over_seeds, summarize_over
+
+
+@pytest.fixture(autouse=True)
+def _one_blas_thread():
+    # 2 shared cores: multi-threaded BLAS spin-waits and makes small solves ~40x slower
+    with threadpool_limits(1):
+        yield
 
 
 def test_paired_metric_interval_matches_scipy():
