@@ -221,7 +221,8 @@ def fit_normalizer(ds: xr.Dataset, train_t: np.ndarray, *, window: int, lead: in
         if v in ds:
             da = ds[v].isel(time=t_out).where(mask)
             lazy[v] = (da.mean(), da.std())
-    vals = dask.compute(lazy)[0]
+    with dask.config.set(scheduler="synchronous"):  # many tiny reductions: threads only add overhead
+        vals = dask.compute(lazy)[0]
     mean = {k: float(m) for k, (m, _) in vals.items()}
     std = {k: float(s) if float(s) > 0 else 1.0 for k, (_, s) in vals.items()}
     return Normalizer(mean, std, std[target], target, [c for c in concepts if c in ds])
@@ -255,7 +256,8 @@ class ChunkedReader:
             return self.cache[key]
         sl = slice(b * self.block, (b + 1) * self.block)
         sub = self.ds[self.inputs + [v for v in self.outputs if v not in self.inputs]].isel(member=m, time=sl)
-        sub = sub.compute()
+        with dask.config.set(scheduler="synchronous"):
+            sub = sub.compute()
         xin = np.stack([self.norm.x(v, sub[v].values) for v in self.inputs])  # (V, t, y, x)
         xout = np.stack([self.norm.y(v, sub[v].values) for v in self.outputs])
         land = ~self.mask

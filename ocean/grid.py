@@ -72,11 +72,13 @@ def cell_area(lat, lon) -> np.ndarray:
     return R_EARTH**2 * coslat * dphi * dlam
 
 
-def laplacian(f, lat, lon, mask) -> np.ndarray:
-    """Flux-form Laplacian (units of f per m2) with no flux through land or the domain edge.
+def laplacian(f, lat, lon, mask, weight=None) -> np.ndarray:
+    """Flux-form ``div(w grad f)`` (units of w f per m2; ``w = 1``: the Laplacian) with no
+    flux through land or the domain edge.
 
-    Sums over ocean cells of ``laplacian * cell_area`` vanish (diffusion only moves heat),
-    which the synthetic ocean relies on.
+    ``weight`` (like ``f``; e.g. the layer thickness) is averaged onto cell faces. Sums
+    over ocean cells of ``result * cell_area`` vanish (diffusion only moves heat), which
+    the synthetic ocean relies on.
     """
     phi, lam, coslat = _metric(lat, lon)
     f = np.asarray(f, float)
@@ -87,9 +89,12 @@ def laplacian(f, lat, lon, mask) -> np.ndarray:
     cos_face = np.cos(0.5 * (phi[1:] + phi[:-1]))[:, None]
     # eastward face fluxes between lon j and j+1 (per unit, metric folded in below)
     okx = ok[..., :, 1:] & ok[..., :, :-1]
-    fx = np.where(okx, (fz[..., :, 1:] - fz[..., :, :-1]) / dlam, 0.0)
+    wz = np.ones_like(fz) if weight is None else np.where(ok, np.asarray(weight, float), 0.0)
+    wx = 0.5 * (wz[..., :, 1:] + wz[..., :, :-1])
+    wy = 0.5 * (wz[..., 1:, :] + wz[..., :-1, :])
+    fx = np.where(okx, wx * (fz[..., :, 1:] - fz[..., :, :-1]) / dlam, 0.0)
     oky = ok[..., 1:, :] & ok[..., :-1, :]
-    fy = np.where(oky, cos_face * (fz[..., 1:, :] - fz[..., :-1, :]) / dphi, 0.0)
+    fy = np.where(oky, wy * cos_face * (fz[..., 1:, :] - fz[..., :-1, :]) / dphi, 0.0)
     div = np.zeros_like(fz)
     div[..., :, :-1] += fx / dlam
     div[..., :, 1:] -= fx / dlam

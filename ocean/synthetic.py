@@ -15,7 +15,7 @@ averaged over any whole number of days (monthly output stores the month-mean ter
 - ``q_geo``    ``-rho0 cp0 h u_g . grad T`` with ``u_g = (g / f) k x grad(eta)``;
 - ``q_entr``   ``rho0 cp0 dh/dt T_b`` when the layer deepens (water at ``T_b`` is
   entrained) and ``rho0 cp0 dh/dt T`` when it shoals (water at ``T`` is left behind);
-- ``q_diff``   ``rho0 cp0 h kappa lap T`` (no flux through land: conserves heat);
+- ``q_diff``   ``rho0 cp0 kappa div(h grad T)`` (no flux through land: conserves heat);
 - ``q_hidden`` the hidden process: an eddy-driven vertical heat flux proportional to the
   mesoscale SSH anomaly, ``beta * eta_eddy``. It is in the inputs' reach (``zos``) but no
   prescribed concept names it: the free concept of the model can capture it.
@@ -88,15 +88,15 @@ class SynthConfig:
     kappa: float = 2000.0  # m2 s-1, horizontal diffusivity
     gamma: float = 15.0  # W m-2 K-1, air-sea feedback
     weather_amp: float = 60.0  # W m-2
-    weather_tau_days: float = 5.0
+    weather_tau_days: float = 30.0
     wind_noise: float = 0.04  # N m-2
-    mld_noise: float = 0.08  # relative
-    mld_tau_days: float = 20.0
+    mld_noise: float = 0.03  # relative
+    mld_tau_days: float = 60.0
     n_eddies: int = 8
     eddy_amp: float = 0.25  # m
     eddy_radius_deg: float = 4.0
     eddy_speed_deg_day: float = 0.08  # westward drift
-    hidden_coeff: float = 300.0  # W m-2 per m of eddy SSH
+    hidden_coeff: float = 400.0  # W m-2 per m of eddy SSH
     extras: dict = field(default_factory=dict)
 
 
@@ -244,7 +244,7 @@ def generate(config: SynthConfig | None = None, **overrides) -> xr.Dataset:
         q_geo = -rc * h * grid.upwind_advection(T, u_g, v_g, lat, lon, ok)
         dh = (h_next - h) / dt
         q_entr = rc * dh * np.where(dh > 0, t_b, T)
-        q_diff = rc * h * cfg.kappa * grid.laplacian(T, lat, lon, ok)
+        q_diff = rc * cfg.kappa * grid.laplacian(T, lat, lon, ok, weight=h)
         q_hid = cfg.hidden_coeff * eta_e
         terms = {"q_surf": q_surf, "q_ekman": q_ek, "q_geo": q_geo, "q_entr": q_entr, "q_diff": q_diff,
                  "q_hidden": q_hid}

@@ -1,0 +1,415 @@
+"""The OceanCBM study: regimes x seeds on one dataset; skill, fidelity, consistency.
+
+Each ``(regime, seed)`` unit trains a model (checkpointed every epoch, resumable) and
+stores its test-set predictions, concept maps and head weights through
+:class:`scimech.results.UnitStore`, so a rerun on the same output folder skips finished
+units. :func:`analyse` turns the units into one labelled result:
+
+- skill: RMSE (W m-2) and anomaly correlation (against the training climatology of each
+  calendar month and point), overall and per season; the RMSE change when the free
+  concept is zeroed;
+- concept fidelity: Pearson r and R2 of each predicted prescribed concept vs the truth,
+  |r| of the free concept with ``q_hidden`` and the best |r| of any channel with it;
+- cross-seed consistency of the bottleneck (test points x concepts): pairwise linear CKA
+  and Procrustes distance, |r| of the free concept across seeds, and the coefficient of
+  variation of the head weights across seeds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import xarray as xr
+
+from scimech.concepts import REGIMES, fit_cbm
+from scimech.errors import ConfigError
+from scimech.geometry import linear_cka, pairwise, procrustes_distance
+
+from . import data as odata
+from .model import build_model
+from .synthetic import CONCEPTS, INPUTS, PRESCRIBED, VAR_ATTRS, SynthConfig, generate
+
+__all__ = ["StudyConfig", "load_config", "prepare_data", "train_unit", "run_study", "analyse", "SEASONS"]
+
+SEASONS = {"DJF": (12, 1, 2), "MAM": (3, 4, 5), "JJA": (6, 7, 8), "SON": (9, 10, 11)}
+
+
+@dataclass
+class StudyConfig:
+    """Settings of the study (quick defaults: a few minutes on 2 CPU cores).
+
+    ``synth`` overrides :class:`~ocean.synthetic.SynthConfig` fields; ``data`` points to
+    your own zarr store instead (schema in ``docs/ocean.md``).
+    """
+
+    synth: dict = field(default_factory=dict)
+    data: str | None = None
+    window: int = 6
+    lead: int = 1
+    target: str = "dmlhc_dt"
+    regimes: list = field(default_factory=lambda: ["mixed", "prediction_only", "prescription_only"])
+    seeds: list = field(default_factory=lambda: [0, 1, 2])
+    epochs: int = 10
+    lr: float = 3e-3
+    batch_size: int = 8
+    width: int = 12
+    n_free: int = 1
+    lam_max: float = 0.8
+    lam_min: float = 0.2
+    patch: list | None = None
+    time_chunk: int = 12
+
+    @classmethod
+    def quick(cls, **kw) -> StudyConfig:
+        return cls(**kw)
+
+    @classmethod
+    def full(cls, **kw) -> StudyConfig:
+        """ORAS5-like size: 5 members, 40 years, 48 x 72 grid, 5 seeds, 40 epochs."""
+        base = dict(synth={"n_members": 5, "years": 40, "ny": 48, "nx": 72}, seeds=[0, 1, 2, 3, 4], epochs=40,
+                    lr=1e-3, width=32, batch_size=16)
+        base.update(kw)
+        return cls(**base)
+
+
+def load_config(path: str | Path | None = None, *, quick: bool = True, **overrides) -> StudyConfig:
+    """A :class:`StudyConfig` from a YAML file (keys = field names) plus overrides.
+
+    Raises
+    ------
+    ConfigError
+        Unknown keys, unknown regimes or a file that is not a mapping.
+    """
+    import yaml
+
+    values: dict[str, Any] = {}
+    if path is not None:
+        text = Path(path).read_text()
+        loaded = yaml.safe_load(text) or {}
+        if not isinstance(loaded, Mapping):
+            raise ConfigError(f"{path}: the config must be a YAML mapping of StudyConfig fields; got {type(loaded).__name__}.")
+        values.update(loaded)
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    names = {f.name for f in dataclasses.fields(StudyConfig)}
+    unknown = sorted(set(values) - names)
+    if unknown:
+        raise ConfigError(f"Unknown study setting(s) {unknown}; valid ones are {sorted(names)}.")
+    synth_names = {f.name for f in dataclasses.fields(SynthConfig)}
+    bad = sorted(set(values.get("synth", {})) - synth_names)
+    if bad:
+        raise ConfigError(f"Unknown synth setting(s) {bad}; valid ones are {sorted(synth_names)}.")
+    cfg = StudyConfig.quick(**values) if quick else StudyConfig.full(**values)
+    bad_reg = [r for r in cfg.regimes if r not in REGIMES]
+    if bad_reg:
+        raise ConfigError(f"Unknown regime(s) {bad_reg}; choose from {sorted(REGIMES)}.")
+    return cfg
+
+
+def prepare_data(cfg: StudyConfig, out: Path) -> Path:
+    """The zarr store the study reads: ``cfg.data`` or a synthetic ocean written to
+    ``out/ocean.zarr`` (generated once; reused on resume)."""
+    if cfg.data:
+        return Path(cfg.data)
+    path = Path(out) / "ocean.zarr"
+    if not (path / "zarr.json").exists():
+        ds = generate(SynthConfig(**cfg.synth))
+        odata.write_zarr(ds, path, time_chunk=cfg.time_chunk)
+    return path
+
+
+def _setup(cfg: StudyConfig, path: Path):
+    ds = odata.open_zarr(path, target=cfg.target)
+    split = odata.chronological_split(ds.sizes["time"], window=cfg.window, lead=cfg.lead)
+    norm = odata.fit_normalizer(ds, split.train, window=cfg.window, lead=cfg.lead, target=cfg.target)
+    return ds, split, norm
+
+
+def _dataset(ds, t, norm, cfg):
+    return odata.WindowDataset(ds, t, norm, window=cfg.window, lead=cfg.lead,
+                               patch=tuple(cfg.patch) if cfg.patch else None, max_blocks=64)
+
+
+@torch.no_grad()
+def _predict(model, loader, n_free: int):
+    ys, cs, y0, hs, ts, ms, vs, yt, ct = [], [], [], [], [], [], [], [], []
+    for b in loader:
+        out = model(b["x"])
+        ys.append(out.y.numpy()[:, 0])
+        cs.append(out.concepts.numpy())
+        if n_free:
+            mask = torch.zeros(out.concepts.shape[1], dtype=torch.bool)
+            mask[-n_free:] = True
+            z = model(b["x"], intervene={"values": torch.zeros_like(out.concepts), "mask": mask})
+            y0.append(z.y.numpy()[:, 0])
+        yt.append(b["y"].numpy()[:, 0])
+        ct.append(b["c"].numpy())
+        hs.append(b["hidden"].numpy()[:, 0])
+        ts.append(b["t"].numpy())
+        ms.append(b["member"].numpy())
+        vs.append(b["valid"].numpy()[:, 0])
+    cat = np.concatenate
+    return {"y": cat(ys), "c": cat(cs), "y0": cat(y0) if y0 else None, "hidden": cat(hs), "t": cat(ts),
+            "member": cat(ms), "valid": vs[0][0], "y_true": cat(yt), "c_true": cat(ct)}
+
+
+def train_unit(config: dict, regime: str, seed: int, data_path: str, checkpoint_dir: str,
+               progress_bar: bool = False) -> xr.Dataset:
+    """Train one ``(regime, seed)`` model and return its test-set predictions.
+
+    Returns
+    -------
+    xr.Dataset
+        dims ``sample`` (test windows), ``concept``, ``lat``, ``lon``: ``y_true``,
+        ``y_pred``, ``y_pred_free0`` (free concepts zeroed), ``y_clim`` (training
+        climatology), ``c_true`` (all true concepts incl. ``q_hidden``), ``c_pred``
+        (predicted concepts; prescribed ones in W m-2, free ones in target scale units),
+        ``head_weight`` (concept; normalised units), ``head_bias``, the training history
+        (``epoch``) and ``mask``.
+    """
+    cfg = StudyConfig(**config)
+    torch.manual_seed(seed)
+    ds, split, norm = _setup(cfg, Path(data_path))
+    n_free = 0 if REGIMES[regime].n_free == 0 else cfg.n_free
+    model = build_model(cfg.window * len(INPUTS), PRESCRIBED, n_free, width=cfg.width,
+                        units={k: "W m-2" for k in PRESCRIBED}, seed=seed)
+    train = _dataset(ds, split.train, norm, cfg)
+    val = _dataset(ds, split.val, norm, cfg)
+    test = _dataset(ds, split.test, norm, cfg)
+    batches = odata.make_batches(train, cfg.batch_size, seed=seed)
+    val_loader = odata.make_batches(val, cfg.batch_size, shuffle=False)(0)
+    from scimech.concepts import LambdaSchedule
+
+    reg = REGIMES[regime]
+    sched = LambdaSchedule(cfg.lam_max, cfg.lam_min, cfg.epochs) if reg.lam_max not in (0.0, 1.0) else None
+    ckpt = Path(checkpoint_dir) / f"{regime}_seed{seed}.pt"
+    ckpt.parent.mkdir(parents=True, exist_ok=True)
+    hist = fit_cbm(model, batches, regime=regime, epochs=cfg.epochs, lr=cfg.lr, val_batches=val_loader,
+                   checkpoint=ckpt, seed=seed, lam_schedule=sched, progress_bar=progress_bar,
+                   desc=f"{regime} seed {seed}")
+    p = _predict(model, odata.make_batches(test, 64, shuffle=False)(0), n_free)
+    tgt = cfg.target
+    s = norm.scale
+    y_true = norm.y_inverse(tgt, p["y_true"])
+    y_pred = norm.y_inverse(tgt, p["y"])
+    c_pred = p["c"].astype(float) * s
+    for k, name in enumerate(PRESCRIBED):
+        c_pred[:, k] += norm.mean[name]
+    c_true = np.concatenate([p["c_true"] * s + np.array([norm.mean[c] for c in PRESCRIBED])[None, :, None, None],
+                             (p["hidden"] * s + norm.mean.get("q_hidden", 0.0))[:, None]], 1)
+    times = ds["time"].values[p["t"] + cfg.lead]
+    # climatology of the target per calendar month and point, training split only
+    tr = ds[tgt].isel(time=split.train + cfg.lead)
+    clim = tr.groupby("time.month").mean(("member", "time")).compute()
+    months = xr.DataArray(np.asarray([np.datetime64(t, "M").astype(int) % 12 + 1 for t in times]), dims="sample")
+    y_clim = clim.sel(month=months).values
+    land = ~p["valid"].astype(bool)
+
+    def mapvar(a):
+        return np.where(land, np.nan, a)
+
+    names = model.concept_names
+    coords = {"sample": np.arange(len(times)), "time": ("sample", times), "member": ("sample", p["member"]),
+              "concept": names, "true_concept": list(CONCEPTS), "lat": ds["lat"].values, "lon": ds["lon"].values,
+              "epoch": hist["epoch"].values}
+    unit = xr.Dataset(
+        {
+            "y_true": (("sample", "lat", "lon"), mapvar(y_true), {"units": "W m-2", "long_name": f"true {tgt}"}),
+            "y_pred": (("sample", "lat", "lon"), mapvar(y_pred), {"units": "W m-2", "long_name": f"forecast {tgt}"}),
+            "y_clim": (("sample", "lat", "lon"), mapvar(y_clim), {"units": "W m-2",
+                                                                  "long_name": "training climatology"}),
+            "c_true": (("sample", "true_concept", "lat", "lon"), np.where(land[None, None], np.nan, c_true),
+                       {"units": "W m-2"}),
+            "c_pred": (("sample", "concept", "lat", "lon"), np.where(land[None, None], np.nan, c_pred),
+                       {"units": "W m-2", "long_name": "predicted concepts (free ones: target-scale units)"}),
+            "head_weight": ("concept", model.head_weights()[0].astype(float),
+                            {"long_name": "1x1 head weight (normalised units; truth = 1 for each budget term)"}),
+            "head_bias": ((), float(model.head.bias.detach()[0])),
+            "mask": (("lat", "lon"), p["valid"].astype(np.int8)),
+            **{f"hist_{k}": ("epoch", hist[k].values) for k in ("lam", "train_loss", "train_task",
+                                                                "train_concept", "val_task")},
+        },
+        coords=coords,
+        attrs={"regime": regime, "seed": int(seed), "target": tgt, "scale_W_m2": float(s),
+               "description": f"OceanCBM unit: {regime}, seed {seed}, test split"},
+    )
+    if p["y0"] is not None:
+        unit["y_pred_free0"] = (("sample", "lat", "lon"), mapvar(norm.y_inverse(tgt, p["y0"])),
+                                {"units": "W m-2", "long_name": "forecast with the free concept zeroed"})
+    return unit
+
+
+def run_study(cfg: StudyConfig, out: str | Path, *, client=None, progress_bar: bool = False
+              ) -> tuple[xr.Dataset, dict[tuple[str, int], xr.Dataset]]:
+    """Train every ``(regime, seed)`` unit (skipping finished ones) and analyse them.
+
+    Returns
+    -------
+    (summary, units)
+        ``summary`` from :func:`analyse` (also saved to ``out/summary.nc``); ``units`` maps
+        ``(regime, seed)`` to each unit's dataset.
+    """
+    from scimech import results
+    from scimech.parallel import map_units
+
+    out = Path(out)
+    path = prepare_data(cfg, out)
+    store = results.UnitStore(out / "units")
+    todo = {f"{r}/seed={s}": dict(config=dataclasses.asdict(cfg), regime=r, seed=int(s), data_path=str(path),
+                                  checkpoint_dir=str(out / "checkpoints"), progress_bar=progress_bar)
+            for r in cfg.regimes for s in cfg.seeds}
+    loaded = map_units(train_unit, todo, store, client=client, desc="ocean study units")
+    units = {(v["regime"], int(v["seed"])): loaded[k] for k, v in todo.items()}
+    summary = analyse(units)
+    results.save(summary, out / "summary.nc", config=dataclasses.asdict(cfg))
+    return summary, units
+
+
+def _corr(a: np.ndarray, b: np.ndarray) -> float:
+    ok = np.isfinite(a) & np.isfinite(b)
+    a, b = a[ok] - a[ok].mean(), b[ok] - b[ok].mean()
+    den = np.sqrt((a * a).sum() * (b * b).sum())
+    return float((a * b).sum() / den) if den > 0 else np.nan
+
+
+def _r2(pred: np.ndarray, true: np.ndarray) -> float:
+    ok = np.isfinite(pred) & np.isfinite(true)
+    sst = ((true[ok] - true[ok].mean()) ** 2).sum()
+    return float(1 - ((pred[ok] - true[ok]) ** 2).sum() / sst) if sst > 0 else np.nan
+
+
+def _rmse(a, b) -> float:
+    d = (a - b)[np.isfinite(a - b)]
+    return float(np.sqrt((d**2).mean()))
+
+
+def _bottleneck(unit: xr.Dataset, max_points: int = 4000) -> np.ndarray:
+    """(test points, concepts) matrix of the predicted concept maps at ocean points."""
+    c = unit["c_pred"].transpose("sample", "lat", "lon", "concept").values
+    ok = unit["mask"].values.astype(bool)
+    X = c[:, ok].reshape(-1, c.shape[-1])
+    if len(X) > max_points:
+        X = X[np.random.default_rng(0).choice(len(X), max_points, replace=False)]
+    return X
+
+
+def analyse(units: Mapping[tuple[str, int], xr.Dataset]) -> xr.Dataset:
+    """Skill, fidelity and cross-seed consistency of finished units (see module doc).
+
+    Returns
+    -------
+    xr.Dataset
+        dims ``regime``, ``seed``, ``season``, ``concept`` (prescribed + ``free_0``),
+        ``seed_other``; per-unit metrics over (regime, seed), consistency matrices over
+        (regime, seed, seed_other) and summaries over regime.
+    """
+    regimes = list(dict.fromkeys(r for r, _ in units))
+    seeds = sorted({s for _, s in units})
+    concepts = [*PRESCRIBED, "free_0"]
+    R, S = len(regimes), len(seeds)
+    nan = lambda *shape: np.full(shape, np.nan)  # noqa: E731
+    m = {k: nan(R, S) for k in ("rmse", "acc", "rmse_free0", "delta_rmse_free0", "free_hidden_abs_r",
+                                 "hidden_best_abs_r", "rmse_climatology")}
+    acc_season = nan(R, S, 4)
+    rmse_season = nan(R, S, 4)
+    fid_r, fid_r2 = nan(R, S, len(concepts)), nan(R, S, len(concepts))
+    head = nan(R, S, len(concepts))
+    cka, proc, free_r = nan(R, S, S), nan(R, S, S), nan(R, S, S)
+    for (reg, seed), u in units.items():
+        i, j = regimes.index(reg), seeds.index(seed)
+        yt, yp, yc = u["y_true"].values, u["y_pred"].values, u["y_clim"].values
+        m["rmse"][i, j] = _rmse(yp, yt)
+        m["rmse_climatology"][i, j] = _rmse(yc, yt)
+        m["acc"][i, j] = _corr(yp - yc, yt - yc)
+        mon = np.asarray([np.datetime64(t, "M").astype(int) % 12 + 1 for t in u["time"].values])
+        for k, (_, months) in enumerate(SEASONS.items()):
+            sel = np.isin(mon, months)
+            if sel.sum() > 0:
+                acc_season[i, j, k] = _corr(yp[sel] - yc[sel], yt[sel] - yc[sel])
+                rmse_season[i, j, k] = _rmse(yp[sel], yt[sel])
+        if "y_pred_free0" in u:
+            m["rmse_free0"][i, j] = _rmse(u["y_pred_free0"].values, yt)
+            m["delta_rmse_free0"][i, j] = m["rmse_free0"][i, j] - m["rmse"][i, j]
+        cn = list(u["concept"].values)
+        hidden = u["c_true"].sel(true_concept="q_hidden").values
+        for k, name in enumerate(concepts):
+            if name in cn:
+                cp = u["c_pred"].sel(concept=name).values
+                head[i, j, k] = float(u["head_weight"].sel(concept=name))
+                if name in PRESCRIBED:
+                    ct = u["c_true"].sel(true_concept=name).values
+                    fid_r[i, j, k] = _corr(cp, ct)
+                    fid_r2[i, j, k] = _r2(cp, ct)
+                else:
+                    fid_r[i, j, k] = _corr(cp, hidden)
+        if "free_0" in cn:
+            m["free_hidden_abs_r"][i, j] = abs(_corr(u["c_pred"].sel(concept="free_0").values, hidden))
+        m["hidden_best_abs_r"][i, j] = max(abs(_corr(u["c_pred"].sel(concept=c).values, hidden)) for c in cn)
+    for i, reg in enumerate(regimes):
+        have = [s for s in seeds if (reg, s) in units]
+        reps = {s: _bottleneck(units[(reg, s)]) for s in have}
+        if len(have) < 2:
+            continue
+        idx = [seeds.index(s) for s in have]
+        ck = pairwise(reps, linear_cka).values
+        pr = pairwise(reps, procrustes_distance).values
+        for a, b in itertools.product(range(len(have)), repeat=2):
+            cka[i, idx[a], idx[b]] = ck[a, b]
+            proc[i, idx[a], idx[b]] = pr[a, b]
+        if "free_0" in units[(reg, have[0])]["concept"].values:
+            fr = {s: units[(reg, s)]["c_pred"].sel(concept="free_0").values.ravel() for s in have}
+            for a, b in itertools.product(range(len(have)), repeat=2):
+                free_r[i, idx[a], idx[b]] = abs(_corr(fr[have[a]], fr[have[b]]))
+    off = ~np.eye(S, dtype=bool)
+
+    def offdiag_mean(arr):
+        return np.array([np.nanmean(arr[i][off]) if S > 1 else np.nan for i in range(R)])
+
+    hm = np.nanmean(head, 1)
+    hs = np.nanstd(head, 1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        head_cv = hs / np.abs(hm)
+    dims_rs = ("regime", "seed")
+    ds = xr.Dataset(
+        {
+            "rmse": (dims_rs, m["rmse"], {"units": "W m-2", "long_name": "RMSE of the MLHC tendency forecast"}),
+            "rmse_climatology": (dims_rs, m["rmse_climatology"], {"units": "W m-2",
+                                                                  "long_name": "RMSE of the climatology forecast"}),
+            "acc": (dims_rs, m["acc"], {"units": "1", "long_name": "anomaly correlation"}),
+            "acc_season": ((*dims_rs, "season"), acc_season, {"units": "1"}),
+            "rmse_season": ((*dims_rs, "season"), rmse_season, {"units": "W m-2"}),
+            "rmse_free0": (dims_rs, m["rmse_free0"], {"units": "W m-2", "long_name": "RMSE, free concept zeroed"}),
+            "delta_rmse_free0": (dims_rs, m["delta_rmse_free0"],
+                                 {"units": "W m-2", "long_name": "RMSE increase when the free concept is zeroed"}),
+            "fidelity_r": ((*dims_rs, "concept"), fid_r, {"units": "1",
+                           "long_name": "Pearson r of predicted vs true concept (free_0: vs q_hidden)"}),
+            "fidelity_r2": ((*dims_rs, "concept"), fid_r2, {"units": "1", "long_name": "R2 of predicted concept"}),
+            "free_hidden_abs_r": (dims_rs, m["free_hidden_abs_r"], {"units": "1",
+                                                                    "long_name": "|r| of free concept with q_hidden"}),
+            "hidden_best_abs_r": (dims_rs, m["hidden_best_abs_r"],
+                                  {"units": "1", "long_name": "max over bottleneck channels of |r| with q_hidden"}),
+            "head_weight": ((*dims_rs, "concept"), head, {"units": "1", "long_name": "head weight (normalised)"}),
+            "head_weight_cv": (("regime", "concept"), head_cv,
+                               {"units": "1", "long_name": "coefficient of variation of head weights over seeds"}),
+            "cka": (("regime", "seed", "seed_other"), cka, {"units": "1", "long_name": "linear CKA of bottlenecks"}),
+            "procrustes": (("regime", "seed", "seed_other"), proc, {"units": "1",
+                                                                    "long_name": "Procrustes distance"}),
+            "free_abs_r": (("regime", "seed", "seed_other"), free_r,
+                           {"units": "1", "long_name": "|r| of the free concept between seeds"}),
+            "cka_mean": ("regime", offdiag_mean(cka), {"units": "1", "long_name": "mean pairwise CKA over seeds"}),
+            "procrustes_mean": ("regime", offdiag_mean(proc), {"units": "1"}),
+            "free_abs_r_mean": ("regime", offdiag_mean(free_r), {"units": "1"}),
+            "head_weight_cv_mean": ("regime", np.nanmean(head_cv[:, :len(PRESCRIBED)], 1) if R else np.zeros(0),
+                                    {"units": "1", "long_name": "mean CV of prescribed-concept head weights"}),
+        },
+        coords={"regime": regimes, "seed": seeds, "seed_other": seeds, "season": list(SEASONS), "concept": concepts},
+        attrs={"description": "OceanCBM study: skill, concept fidelity and cross-seed consistency",
+               "target_units": VAR_ATTRS["dmlhc_dt"]["units"]},
+    )
+    return ds

@@ -1,0 +1,173 @@
+"""Figures of the OceanCBM study (matplotlib + cmocean); every function returns a Figure.
+
+Maps show land in grey from the dataset's ``mask``.
+"""
+
+from __future__ import annotations
+
+import cmocean
+import matplotlib
+
+matplotlib.use("Agg", force=False)
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import xarray as xr  # noqa: E402
+
+__all__ = ["map_panel", "maps_figure", "cka_heatmaps", "head_weights_figure", "ensemble_spread_figure",
+           "seasonal_skill_maps", "attribution_figure", "skill_figure"]
+
+def map_panel(ax, field: xr.DataArray, mask: xr.DataArray, *, cmap=cmocean.cm.thermal, title: str = "",
+              symmetric: bool = False, units: str | None = None):
+    """One lat-lon map with land in grey and a colour bar."""
+    vals = np.where(mask.values.astype(bool), field.values, np.nan)
+    lon, lat = field["lon"].values, field["lat"].values
+    vmax = np.nanmax(np.abs(vals)) if symmetric else None
+    im = ax.pcolormesh(lon, lat, vals, cmap=cmap, shading="auto", vmin=-vmax if symmetric else None, vmax=vmax)
+    land = np.where(mask.values.astype(bool), np.nan, 1.0)
+    ax.pcolormesh(lon, lat, land, cmap=matplotlib.colors.ListedColormap(["0.7"]), shading="auto")
+    ax.set_title(title, fontsize=9)
+    ax.set_xlabel("lon (°E)", fontsize=8)
+    ax.set_ylabel("lat (°N)", fontsize=8)
+    ax.tick_params(labelsize=7)
+    cb = plt.colorbar(im, ax=ax, shrink=0.8)
+    cb.set_label(units if units is not None else field.attrs.get("units", ""), fontsize=8)
+    return im
+
+def maps_figure(unit: xr.Dataset, sample: int = 0) -> plt.Figure:
+    """Truth vs forecast of the MLHC tendency, its RMSE map, and true vs predicted concepts
+    for one test sample of one unit."""
+    mask = unit["mask"]
+    concepts = [str(c) for c in unit["concept"].values]
+    n = 3 + len(concepts)
+    ncol = 4
+    nrow = int(np.ceil((n + len(concepts)) / ncol))
+    fig, axes = plt.subplots(nrow, ncol, figsize=(4 * ncol, 3 * nrow), constrained_layout=True)
+    axes = axes.ravel()
+    s = unit.isel(sample=sample)
+    when = np.datetime_as_string(s["time"].values, unit="M")
+    map_panel(axes[0], s["y_true"], mask, cmap=cmocean.cm.balance, symmetric=True, title=f"true dMLHC/dt {when}")
+    map_panel(axes[1], s["y_pred"], mask, cmap=cmocean.cm.balance, symmetric=True, title="forecast")
+    rmse = np.sqrt(((unit["y_pred"] - unit["y_true"]) ** 2).mean("sample"))
+    map_panel(axes[2], rmse, mask, cmap=cmocean.cm.amp, title="RMSE over test months", units="W m-2")
+    k = 3
+    for c in concepts:
+        true_name = c if c in unit["true_concept"].values else "q_hidden"
+        map_panel(axes[k], s["c_true"].sel(true_concept=true_name), mask, cmap=cmocean.cm.balance, symmetric=True,
+                  title=f"true {true_name}", units="W m-2")
+        map_panel(axes[k + 1], s["c_pred"].sel(concept=c), mask, cmap=cmocean.cm.balance, symmetric=True,
+                  title=f"predicted {c}", units="W m-2" if c != "free_0" else "scaled")
+        k += 2
+    for ax in axes[k:]:
+        ax.axis("off")
+    fig.suptitle(f"{unit.attrs.get('regime', '')} seed {unit.attrs.get('seed', '')}")
+    return fig
+
+def cka_heatmaps(summary: xr.Dataset) -> plt.Figure:
+    """Seed x seed linear CKA of the bottleneck, one panel per regime."""
+    regs = list(summary["regime"].values)
+    fig, axes = plt.subplots(1, len(regs), figsize=(3.3 * len(regs), 3), constrained_layout=True, squeeze=False)
+    for ax, r in zip(axes[0], regs):
+        m = summary["cka"].sel(regime=r).values
+        im = ax.imshow(m, vmin=0, vmax=1, cmap=cmocean.cm.dense)
+        seeds = summary["seed"].values
+        ax.set_xticks(range(len(seeds)), seeds)
+        ax.set_yticks(range(len(seeds)), seeds)
+        for i in range(len(seeds)):
+            for j in range(len(seeds)):
+                if np.isfinite(m[i, j]):
+                    ax.text(j, i, f"{m[i, j]:.2f}", ha="center", va="center", fontsize=7,
+                            color="w" if m[i, j] > 0.6 else "k")
+        ax.set_title(f"{r}\nmean CKA {float(summary['cka_mean'].sel(regime=r)):.2f}", fontsize=9)
+        ax.set_xlabel("seed")
+        ax.set_ylabel("seed")
+    fig.colorbar(im, ax=axes[0].tolist(), shrink=0.8, label="linear CKA")
+    return fig
+
+def head_weights_figure(summary: xr.Dataset) -> plt.Figure:
+    """Head weight of each concept per regime (dots: seeds; bars: mean). The exact budget
+    has weight 1 for every term in normalised units."""
+    regs = list(summary["regime"].values)
+    concepts = list(summary["concept"].values)
+    fig, ax = plt.subplots(figsize=(1.2 * len(concepts) * len(regs) / 2 + 3, 3.5), constrained_layout=True)
+    width = 0.8 / len(regs)
+    for i, r in enumerate(regs):
+        w = summary["head_weight"].sel(regime=r)
+        x = np.arange(len(concepts)) + (i - (len(regs) - 1) / 2) * width
+        ax.bar(x, w.mean("seed").values, width=width, alpha=0.6, label=r)
+        for s in summary["seed"].values:
+            ax.plot(x, w.sel(seed=s).values, "k.", ms=3)
+    ax.axhline(1.0, color="0.4", lw=0.8, ls="--")
+    ax.set_xticks(range(len(concepts)), concepts, rotation=30)
+    ax.set_ylabel("head weight (normalised)")
+    ax.legend(fontsize=8)
+    return fig
+
+def ensemble_spread_figure(ds: xr.Dataset, var: str = "mlhc") -> plt.Figure:
+    """Ocean-mean time series: ensemble mean +/- one standard deviation over members."""
+    mask = ds["mask"].astype(bool)
+    w = np.cos(np.deg2rad(ds["lat"])) * mask
+    series = (ds[var].fillna(0) * w).sum(("lat", "lon")) / w.sum()
+    mean, std = series.mean("member"), series.std("member")
+    fig, ax = plt.subplots(figsize=(8, 3), constrained_layout=True)
+    t = ds["time"].values
+    ax.fill_between(t, (mean - std).values, (mean + std).values, alpha=0.3, label="± 1 std over members")
+    ax.plot(t, mean.values, lw=1.2, label="ensemble mean")
+    ax.set_ylabel(f"{var} ({ds[var].attrs.get('units', '')})")
+    ax.set_title(f"area-mean {ds[var].attrs.get('long_name', var)}", fontsize=9)
+    ax.legend(fontsize=8)
+    return fig
+
+def seasonal_skill_maps(unit: xr.Dataset) -> plt.Figure:
+    """Anomaly correlation per point and season (test months of all members)."""
+    from .experiment import SEASONS
+
+    mon = np.asarray([np.datetime64(t, "M").astype(int) % 12 + 1 for t in unit["time"].values])
+    fig, axes = plt.subplots(1, 4, figsize=(16, 3), constrained_layout=True)
+    pa = unit["y_pred"] - unit["y_clim"]
+    ta = unit["y_true"] - unit["y_clim"]
+    for ax, (name, months) in zip(axes, SEASONS.items()):
+        sel = np.isin(mon, months)
+        if sel.sum() < 3:
+            ax.set_title(f"{name}: too few test months")
+            ax.axis("off")
+            continue
+        p, t = pa.isel(sample=np.nonzero(sel)[0]), ta.isel(sample=np.nonzero(sel)[0])
+        r = xr.corr(p, t, dim="sample")
+        map_panel(ax, r.clip(-1, 1), unit["mask"], cmap=cmocean.cm.curl, symmetric=False,
+                  title=f"ACC {name} (n={int(sel.sum())})", units="r")
+    return fig
+
+def skill_figure(summary: xr.Dataset) -> plt.Figure:
+    """RMSE and anomaly correlation per regime (dots: seeds) and ACC per season."""
+    regs = list(summary["regime"].values)
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.2), constrained_layout=True)
+    for ax, var in zip(axes[:2], ("rmse", "acc")):
+        for i, r in enumerate(regs):
+            v = summary[var].sel(regime=r).values
+            ax.plot(np.full(v.shape, i), v, "o", alpha=0.7)
+        if var == "rmse":
+            ax.axhline(float(summary["rmse_climatology"].mean()), color="0.5", ls="--", lw=0.8, label="climatology")
+            ax.legend(fontsize=8)
+        ax.set_xticks(range(len(regs)), regs, rotation=15)
+        ax.set_ylabel(f"{var} ({summary[var].attrs.get('units', '')})")
+    acc = summary["acc_season"].mean("seed")
+    for r in regs:
+        axes[2].plot(list(summary["season"].values), acc.sel(regime=r).values, "o-", label=r)
+    axes[2].set_ylabel("ACC (mean over seeds)")
+    axes[2].legend(fontsize=8)
+    return fig
+
+def attribution_figure(attr: xr.DataArray, mask: xr.DataArray, variables: list[str], window: int) -> plt.Figure:
+    """Mean |GradientShap| attribution per input variable (summed over the window's months)."""
+    a = np.abs(attr.values).mean(0)  # (window * V, y, x)
+    a = a.reshape(window, len(variables), *a.shape[-2:]).sum(0)
+    ncol = min(4, len(variables))
+    nrow = int(np.ceil(len(variables) / ncol))
+    fig, axes = plt.subplots(nrow, ncol, figsize=(4 * ncol, 3 * nrow), constrained_layout=True, squeeze=False)
+    for k, (ax, v) in enumerate(zip(axes.ravel(), variables)):
+        da = xr.DataArray(a[k], dims=("lat", "lon"), coords={"lat": mask["lat"], "lon": mask["lon"]})
+        map_panel(ax, da, mask, cmap=cmocean.cm.amp, title=f"|attribution| {v}", units="normalised")
+    for ax in axes.ravel()[len(variables):]:
+        ax.axis("off")
+    return fig
+

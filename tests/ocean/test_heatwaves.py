@@ -1,0 +1,78 @@
+"""Hobday marine-heatwave detection finds exactly the planted events (daily and monthly)."""
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+
+from ocean import heatwaves
+
+
+def _daily(events, years=20, amp=4.0):
+    t = pd.date_range("1990-01-01", periods=int(365.25 * years), freq="D")
+    doy = np.asarray(t.day_of_year)
+    # background: a seasonal cycle plus +/-0.3 alternating day by day, so no two consecutive
+    # background days can exceed the threshold and no background run reaches 5 days
+    x = 15 + 3 * np.sin(2 * np.pi * doy / 365.25) + 0.3 * np.where(np.arange(len(t)) % 2 == 1, 1.0, -1.0)
+    for s, e in events:
+        x[s:e + 1] += amp
+    return xr.DataArray(x, dims="time", coords={"time": t}, attrs={"units": "degree_Celsius"})
+
+
+def test_daily_planted_events_found_exactly():
+    # starts and ends on odd days, so the neighbours are -0.3 (even) background days, far below threshold
+    planted = [(1001, 1011), (3001, 3005), (5001, 5031), (6001, 6003)]  # the last is 3 days: too short
+    r = heatwaves.detect(_daily(planted))
+    got = list(zip(r["start_index"].values.tolist(), r["end_index"].values.tolist()))
+    assert got == planted[:3]
+    assert r["duration"].values.tolist() == [11, 5, 31]
+    assert r.attrs["min_duration_steps"] == 5 and r.attrs["max_gap_steps"] == 2
+
+
+def test_daily_gaps_of_two_days_are_joined_three_are_not():
+    planted = [(2001, 2007), (2011, 2017), (4001, 4007), (4009, 4015)]
+    # gap 2011-2007-1 = 3 days: separate; gap 4009-4007-1 = 1 day: joined
+    r = heatwaves.detect(_daily(planted))
+    got = list(zip(r["start_index"].values.tolist(), r["end_index"].values.tolist()))
+    assert got == [(2001, 2007), (2011, 2017), (4001, 4015)]
+
+
+def test_monthly_planted_events_found_exactly():
+    t = pd.date_range("1980-01-01", periods=40 * 12, freq="MS")
+    clim = np.array([3, 2, 1, 0, 1, 3, 6, 8, 9, 8, 6, 4], float)
+    x = clim[t.month - 1] + 0.0  # background identical every year: threshold = background
+    planted = [(50, 52), (200, 200), (300, 305)]
+    for s, e in planted:
+        x[s:e + 1] += 2.0
+    da = xr.DataArray(x, dims="time", coords={"time": t}, attrs={"units": "J m-2"})
+    r = heatwaves.detect(da)
+    assert r.attrs["steps_per_year"] == 12 and r.attrs["min_duration_steps"] == 1
+    got = list(zip(r["start_index"].values.tolist(), r["end_index"].values.tolist()))
+    assert got == planted
+    np.testing.assert_allclose(r["intensity_max"].values, 2.0)
+    # joining by an explicit gap in steps
+    r2 = heatwaves.detect(da, max_gap_steps=150)
+    assert r2.sizes["event"] == 2
+
+
+def test_grid_detection_and_mlhc_vs_sst():
+    t = pd.date_range("1980-01-01", periods=30 * 12, freq="MS")
+    base = np.tile(np.arange(12.0), 30)
+    sst = np.stack([base, base], -1)[:, :, None].repeat(3, -1)  # (time, 2, 3)
+    mlhc = sst.copy()
+    sst[100:103, 0, 0] += 5
+    mlhc[100:104, 0, 0] += 5
+    coords = {"time": t, "lat": [0.0, 1.0], "lon": [0.0, 1.0, 2.0]}
+    ds = xr.Dataset({"sst": (("time", "lat", "lon"), sst), "mlhc": (("time", "lat", "lon"), mlhc)}, coords=coords)
+    c = heatwaves.compare_mlhc_sst(ds)
+    assert float(c["jaccard"].sel(lat=0, lon=0)) == pytest.approx(3 / 4)
+    assert int(c["n_events_sst"].sel(lat=0, lon=0)) == 1
+    assert int(c["n_events_sst"].sel(lat=1, lon=2)) == 0
+
+
+def test_bad_time_axis():
+    from scimech.errors import DataValidationError
+
+    t = pd.to_datetime(["2000-01-03", "2000-01-01", "2000-01-02"])
+    with pytest.raises(DataValidationError, match="monotonic"):
+        heatwaves.detect(xr.DataArray([1.0, 2, 3], dims="time", coords={"time": t}))
