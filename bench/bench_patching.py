@@ -1,50 +1,78 @@
-"""Head-patching sweep over all heads of a 6-layer, 8-head model: batched vs one forward per head."""
+"""Head-patching sweep over all 48 heads of a 6-layer, 8-head model: batched vs naive.
+
+Run: ``python -m bench.bench_patching`` (writes bench/results/patching.md).
+The naive loop runs one forward pass (and one host synchronisation) per head; the batched
+``patching_sweep`` tiles the batch so that several heads share one forward pass. Both are
+timed in the same process, alternating round by round.
+"""
 
 from __future__ import annotations
 
+import os
+
+import numpy as np
 import torch
 
-from bench.common import best_of, write_section
+from bench.bench_recording import interleaved
+from bench.common import write_section
 from scimech import metrics
 from scimech.attention import decompose_attention
 from scimech.intervene import patch, patching_sweep
 from scimech.record import Recorder
 
+N_LAYERS, HEADS, WIDTH, BATCH, TOKENS, ROUNDS, THREADS = 6, 8, 64, 16, 32, 5, 2
+
 
 def main() -> None:
-    torch.set_num_threads(2)
+    torch.set_num_threads(THREADS)
     torch.manual_seed(0)
-    layer = torch.nn.TransformerEncoderLayer(64, 8, 128, batch_first=True, dropout=0.0)
-    model = decompose_attention(torch.nn.TransformerEncoder(layer, 6, enable_nested_tensor=False).eval())
-    clean, corrupt = torch.randn(16, 32, 64), torch.randn(16, 32, 64)
-    sites = [f"layers.{l}.self_attn.heads[{h}]" for l in range(6) for h in range(8)]
+    layer = torch.nn.TransformerEncoderLayer(WIDTH, HEADS, 2 * WIDTH, batch_first=True, dropout=0.0)
+    model = decompose_attention(torch.nn.TransformerEncoder(layer, N_LAYERS, enable_nested_tensor=False).eval())
+    clean, corrupt = torch.randn(BATCH, TOKENS, WIDTH), torch.randn(BATCH, TOKENS, WIDTH)
+    sites = [f"layers.{li}.self_attn.heads[{h}]" for li in range(N_LAYERS) for h in range(HEADS)]
     metric = metrics.output()
+    n = len(sites)
 
-    def batched():
-        return patching_sweep(model, clean, corrupt, sites, metric, batch_size=16, max_rows=128)
+    def batched(max_rows):
+        return lambda: patching_sweep(model, clean, corrupt, sites, metric, batch_size=BATCH, max_rows=max_rows)
 
     @torch.no_grad()
     def naive():
         with Recorder(model, sites) as rec:
             model(clean)
         acts = dict(rec.activations)
+        model(corrupt)  # the unpatched corrupted run, as the sweep does
         vals = []
         for s in sites:
             with patch(model, {s: acts[s]}):
                 vals.append(metric(model(corrupt)).tolist())  # one forward and one host sync per head
-        return vals
+        return np.array(vals)
 
-    t_b = best_of(batched, repeat=3)
-    t_n = best_of(naive, repeat=3)
+    variants = {"default": 256, "all": BATCH * n}  # max_rows: the default tile budget, and all 48 at once
+    runs = {f"batched_{k}": batched(v) for k, v in variants.items()}
+    runs["naive"] = naive
     ref = naive()
-    res = batched()
-    err = max(abs(a - b) for s, row in zip(sites, ref, strict=True) for a, b in zip(row, res.patched.sel(site=s).values,
-                                                                                       strict=True))
-    lines = ["6 blocks x 8 heads = 48 sites, batch 16 x 32 tokens, width 64, CPU, 2 threads.", "",
-             "| sweep | s / sweep |", "|---|---|",
-             f"| batched patching_sweep (8 sites per forward) | {t_b:.3f} |",
-             f"| naive loop, one forward per head | {t_n:.3f} |", "",
-             f"Speed-up of the batched sweep: {t_n / t_b:.2f}x; max |difference| of patched metrics: {err:.2e}."]
+    err = max(float(np.abs(runs[k]().patched.values - ref).max()) for k in runs if k != "naive")
+    t = interleaved(runs, rounds=ROUNDS)
+    t_naive = t["naive"][0]
+    rows = []
+    for k, v in variants.items():
+        per = max(1, min(n, v // BATCH))
+        fwd = -(-n // per)
+        med, lo, hi = t[f"batched_{k}"]
+        rows.append(f"| batched patching_sweep, max_rows={v} ({per} heads per forward, {fwd} patched forwards) | "
+                    f"{med:.3f} [{lo:.3f}-{hi:.3f}] | {t_naive / med:.2f}x |")
+    med, lo, hi = t["naive"]
+    lines = [f"{N_LAYERS} layers x {HEADS} heads = {n} sites (denoising, metric = mean output), batch {BATCH} x "
+             f"{TOKENS} tokens, width {WIDTH}, nn.TransformerEncoder after decompose_attention, CPU, {THREADS} "
+             f"threads; median of {ROUNDS} interleaved rounds (25th-75th percentile). Both sides include the clean "
+             "and corrupted reference runs.", "",
+             "| sweep | s / sweep | speed-up vs naive |", "|---|---|---|", *rows,
+             f"| naive loop, one forward + host sync per head ({n} patched forwards) | {med:.3f} [{lo:.3f}-{hi:.3f}] "
+             "| 1.00x |", "",
+             f"Max |difference| between batched and naive patched metrics: {err:.1e} (float32; any difference "
+             "would come from differently-sized GEMMs). Load average during the run: "
+             f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores."]
     write_section("patching", "Head-patching sweep", lines)
 
 

@@ -163,12 +163,19 @@ def _tiled(model: nn.Module, resolved: Sequence[ResolvedSite], block: int, make:
     hook, which copies the tensor once and writes each site's tile in place.
     """
     groups: dict[tuple[int, str], list[tuple[int, ResolvedSite]]] = {}
+    rows = block * len(resolved)
     for i, site in enumerate(resolved):
         groups.setdefault((id(site.module), site.port), []).append((i, site))
 
     with ExitStack() as stack:
         for members in groups.values():
             def fn(_s: ResolvedSite, t: torch.Tensor, _members=members):
+                if t.shape[0] != rows:
+                    raise DataValidationError(
+                        f"Site {_s.name!r} has a leading dim of {t.shape[0]}, but the tiled batch has {rows} rows. "
+                        "Sweeps need activations batched on dim 0: use batch_first=True modules, or a forward= "
+                        "that transposes sequence-first tensors."
+                    )
                 out = t.clone()
                 for i, s in _members:
                     tile = out[i * block:(i + 1) * block]
@@ -204,6 +211,10 @@ def ablation_sweep(model: nn.Module, inputs: Any, sites: Sequence[str], metric: 
                    forward: Callable | None = None, batch_size: int = 256, max_rows: int = 256, seed: int = 0,
                    layouts: Mapping[str, HeadLayout] | None = None, target: torch.Tensor | None = None) -> xr.Dataset:
     """Ablate each site in turn and measure a per-sample metric.
+
+    Parameters are those of :func:`ablate` and :func:`patching_sweep`; sites share
+    tiled forward passes (``max_rows`` rows each) as in :func:`patching_sweep`. With
+    ``method="resample"`` one draw of reference rows per batch serves every site.
 
     Returns
     -------
@@ -249,7 +260,7 @@ def ablation_sweep(model: nn.Module, inputs: Any, sites: Sequence[str], metric: 
                 for g in range(0, len(sites), k):
                     group = resolved[g:g + k]
 
-                    def make(i, s, cur):
+                    def make(i, s, cur, draws=draws):
                         if method == "resample":
                             return refs[s.name][draws[s.name]].to(cur.dtype)
                         return _replacement(method, s, cur, refs.get(s.name), factor, gen)
@@ -286,9 +297,26 @@ def patching_sweep(model: nn.Module, clean: Any, corrupted: Any, sites: Sequence
     ----------
     clean, corrupted
         Paired inputs (same number of rows; row i of each is one counterfactual pair).
+    sites
+        Site strings (modules, ports, units, heads); every input and activation is batched
+        on dim 0.
+    metric
+        ``metric(output, target=None) -> (B,)`` (see :mod:`scimech.metrics`); default the
+        mean output.
     direction
         ``"denoising"``: run corrupted, patch in clean activations (sufficiency);
         ``"noising"``: run clean, patch in corrupted activations (necessity).
+    forward
+        ``forward(model, batch)`` for models that need more than ``model(batch)``.
+    batch_size
+        Sample rows per block.
+    max_rows
+        Rows of one tiled forward pass: ``max_rows // batch_size`` sites share a pass (at
+        least one). Larger suits GPUs; the default keeps CPU passes cache-sized.
+    target
+        Per-sample targets (one row per sample) for metrics that need them.
+    layouts
+        Extra head layouts.
 
     Returns
     -------
@@ -331,7 +359,7 @@ def patching_sweep(model: nn.Module, clean: Any, corrupted: Any, sites: Sequence
                 k = _sites_per_forward(len(sites), b, max_rows)
                 for g in range(0, len(sites), k):
                     group = resolved[g:g + k]
-                    with _tiled(model, group, b, lambda i, s, cur: source[s.name].to(cur.dtype)):
+                    with _tiled(model, group, b, lambda i, s, cur, src=source: src[s.name].to(cur.dtype)):
                         out = run_forward(model, tile_batch(base, len(group)), forward)
                     vals = _metric_values(metric, out, None if tgt is None else tile_batch(tgt, len(group)))
                     row[g:g + len(group)] = vals.reshape(len(group), b)

@@ -25,8 +25,8 @@ import torch
 import xarray as xr
 from torch import nn
 
-from .errors import SiteCalledTwiceError
-from .hooks import HookSet, StopForward, iter_batches, run_forward
+from .errors import DimensionError, SiteCalledTwiceError
+from .hooks import HookSet, StopForward, batch_size_of, iter_batches, run_forward
 from .progress import progress as _progress
 from .sites import HeadLayout, ResolvedSite, resolve_site
 
@@ -280,6 +280,14 @@ def record(model: nn.Module, inputs: Any, sites: Sequence[str], *, batch_size: i
                         "this input takes (check the forward= function or the model's branches)."
                     )
                 arrays = {s: rec.activations[s].float().cpu().numpy().astype(dtype, copy=False) for s in sites}
+                rows = batch_size_of(batch)
+                wrong = {s: a.shape for s, a in arrays.items() if a.ndim == 0 or a.shape[0] != rows}
+                if wrong:
+                    raise DimensionError(
+                        f"Site(s) {list(wrong)} have shapes {list(wrong.values())}, whose first dim is not the "
+                        f"batch of {rows} samples. record() needs activations batched on dim 0: use "
+                        "batch_first=True modules, or a forward= that transposes sequence-first tensors."
+                    )
                 if dims is None:
                     split = {r.name for r in rec.resolved if r.head_split is not None}
                     head_sites = {r.name for r in rec.resolved if r.heads is not None}

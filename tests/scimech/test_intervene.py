@@ -99,7 +99,7 @@ def test_patching_every_site_from_clean_reproduces_clean(model):
 def test_patching_sweep_batched_equals_one_forward_per_site(model):
     torch.manual_seed(1)
     clean, corrupt = torch.randn(6, 5, 3), torch.randn(6, 5, 3)
-    sites = [f"encoder.{l}.attn.heads[{h}]" for l in range(2) for h in range(4)] + ["encoder.1"]
+    sites = [f"encoder.{i}.attn.heads[{h}]" for i in range(2) for h in range(4)] + ["encoder.1"]
     res = patching_sweep(model, clean, corrupt, sites, metrics.output(), batch_size=4, max_rows=12)
     with torch.no_grad():
         y_c, y_x = model(clean), model(corrupt)

@@ -140,7 +140,7 @@ def test_recorder_stop_early_inside_with_block(model):
         h.remove()
     with pytest.raises(ZeroDivisionError):  # other errors still propagate
         with Recorder(model, ["encoder.0"], stop_early=True):
-            1 / 0
+            raise ZeroDivisionError
 
 
 def test_inplace_ops_do_not_change_what_was_recorded():
@@ -207,3 +207,28 @@ def test_zarr_store_is_v3_appended_batch_by_batch(model, tmp_path):
         assert disk[s].dims == mem[s].dims
         np.testing.assert_allclose(disk[s].values, mem[s].values, atol=1e-6)  # batch 3 vs 7: float32 rounding
     np.testing.assert_array_equal(disk.sample.values, np.arange(7))
+
+
+class SeqFirstInside(nn.Module):
+    """Batch-first inputs, but a sequence-first torch encoder inside."""
+
+    def __init__(self):
+        super().__init__()
+        self.enc = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0)  # batch_first=False
+
+    def forward(self, x):
+        return self.enc(x.transpose(0, 1)).transpose(0, 1).mean((1, 2))
+
+
+def test_sequence_first_activations_are_an_error():
+    from scimech import metrics
+    from scimech.errors import DimensionError
+    from scimech.intervene import patching_sweep
+
+    torch.manual_seed(0)
+    m = SeqFirstInside().eval()
+    x = torch.randn(3, 5, 8)  # 3 samples, 5 tokens
+    with pytest.raises(DimensionError, match="batched on dim 0"):
+        record(m, x, ["enc"])
+    with pytest.raises(ValueError, match="batched on dim 0"):
+        patching_sweep(m, x, x.flip(0), ["enc", "enc.linear2"], metrics.output())
