@@ -1,0 +1,342 @@
+"""Forecasting tasks on simulated recordings: context -> horizon, MAE per step (ZAPBench-style).
+
+A :class:`ForecastTask` holds whole training trials (for fitting any transition model),
+ID validation and test windows (same conditions, held-out trials) and OOD suites:
+
+``held_out_condition``
+    a stimulus never trained on (``turning``, the analogue of ZAPBench's held-out taxis);
+``fast_speed``
+    gratings faster than any training speed;
+``lesion``
+    commissural (V0d) inhibition cut;
+``fluid_shift``
+    drag x2.5 and weaker muscles (body/fluid parameters);
+``open_loop``
+    visual feedback off (training is closed loop).
+
+Signals: ``"rates"`` (latent rates of the observed units at 200 Hz with observation noise;
+the default, where spinal dynamics are visible) or ``"calcium"`` (10 Hz calcium-like traces).
+Every window carries the future stimulus as a covariate. Series are z-scored per neuron with
+statistics of the training trials; MAE is in those units.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import xarray as xr
+
+from scimech.errors import ConfigError
+
+from .sim.circuit import SPINAL_TYPES
+from .sim.recording import simulate
+from .sim.simulator import Perturbation
+
+__all__ = ["Windows", "ForecastTask", "build_task", "make_windows", "mae_per_step", "evaluate",
+           "ID_CONDITIONS", "OOD_SUITES", "prior_mask"]
+
+ID_CONDITIONS = (
+    dict(condition="grating_fwd", speed=5.0), dict(condition="grating_fwd", speed=10.0),
+    dict(condition="grating_fwd", speed=15.0), dict(condition="grating_left"), dict(condition="grating_right"),
+    dict(condition="flash"), dict(condition="dark"), dict(condition="gain_change"), dict(condition="grating_bwd"),
+)
+OOD_SUITES = ("held_out_condition", "fast_speed", "lesion", "fluid_shift", "open_loop")
+
+
+@dataclass
+class Windows:
+    """Forecast windows: ``context (n, C, N)``, ``stim_context (n, C, K)``, ``stim_future (n, H, K)``,
+    ``target (n, H, N)``; ``trial``/``start`` say where each came from."""
+
+    context: np.ndarray
+    stim_context: np.ndarray
+    stim_future: np.ndarray
+    target: np.ndarray
+    trial: np.ndarray
+    start: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.context)
+
+    def subset(self, n: int) -> Windows:
+        return Windows(*(a[:n] for a in (self.context, self.stim_context, self.stim_future, self.target,
+                                          self.trial, self.start)))
+
+    def as_dict(self, prefix: str) -> dict:
+        return {f"{prefix}/{k}": getattr(self, k) for k in ("context", "stim_context", "stim_future", "target")}
+
+
+@dataclass
+class ForecastTask:
+    """A forecasting problem with its splits and the ground truth used for scoring.
+
+    Attributes
+    ----------
+    train_series, train_stim : np.ndarray
+        ``(n_trials, T, N)`` z-scored activity and ``(n_trials, T, K)`` stimulus of training trials.
+    val, test : Windows
+        ID windows from held-out trials of the training conditions.
+    ood : dict[str, Windows]
+        OOD suites.
+    meta : dict
+        Neuron table of the observed units (``type``, ``side``, ``segment``, ``region``,
+        ``name``), ``dt`` (s), ``stim_scale`` and the prior mask/sign (``prior_mask``,
+        ``prior_sign``) that structural-prior models may use.
+    true_weights : np.ndarray
+        True signed weights among observed units (post x pre).
+    """
+
+    name: str
+    context: int
+    horizon: int
+    signal: str
+    dt: float
+    train_series: np.ndarray
+    train_stim: np.ndarray
+    val: Windows
+    test: Windows
+    ood: dict
+    meta: dict
+    true_weights: np.ndarray
+    recording: xr.Dataset | None = None
+    probes: dict = field(default_factory=dict)
+
+    @property
+    def n_neurons(self) -> int:
+        return self.train_series.shape[-1]
+
+    def data_arrays(self, stage: str = "full") -> dict:
+        """Arrays a sandboxed candidate needs (numpy only), for :func:`numpy.savez`."""
+        d = {"train/series": self.train_series, "train/stim": self.train_stim}
+        val = self.val if stage == "full" else self.val.subset(max(8, len(self.val) // 4))
+        d.update(val.as_dict("val"))
+        if stage == "full":
+            d.update(self.test.as_dict("test"))
+            for k, w in self.ood.items():
+                d.update(w.as_dict(f"ood_{k}"))
+            for k, v in self.probes.items():
+                d[f"probe/{k}"] = v
+        for k in ("prior_mask", "prior_sign", "type_code", "side_code", "segment"):
+            d[f"meta/{k}"] = self.meta[k]
+        d["meta/dt"] = np.array(self.dt)
+        if stage != "full":  # the quick stage fits on a quarter of the training trials
+            n = max(1, len(self.train_series) // 4)
+            d["train/series"] = self.train_series[:n]
+            d["train/stim"] = self.train_stim[:n]
+        return d
+
+
+def make_windows(series: np.ndarray, stim: np.ndarray, context: int, horizon: int, stride: int,
+                 offset: int = 0, max_windows: int | None = None, seed: int = 0) -> Windows:
+    """Cut ``(n_trials, T, N)`` series into windows every ``stride`` steps."""
+    n, T, _ = series.shape
+    starts = np.arange(offset, T - context - horizon + 1, stride)
+    if len(starts) == 0:
+        raise ConfigError(f"Trials of {T} steps are too short for context {context} + horizon {horizon}; "
+                          "simulate longer trials or shorten the windows.")
+    idx = [(i, s) for i in range(n) for s in starts]
+    if max_windows is not None and len(idx) > max_windows:
+        rng = np.random.default_rng(seed)
+        idx = [idx[k] for k in np.sort(rng.choice(len(idx), max_windows, replace=False))]
+    tr = np.array([i for i, _ in idx])
+    st = np.array([s for _, s in idx])
+    sl_c = st[:, None] + np.arange(context)
+    sl_f = st[:, None] + context + np.arange(horizon)
+    return Windows(series[tr[:, None], sl_c], stim[tr[:, None], sl_c], stim[tr[:, None], sl_f],
+                   series[tr[:, None], sl_f], tr, st)
+
+
+def prior_mask(types: np.ndarray, sides: np.ndarray, segments: np.ndarray, reach: int = 4
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """Anatomical wiring prior among units (post x pre): allowed edges and their sign.
+
+    Type-level rules only (no weights): the visual pathway is feed-forward (DS -> BIN ->
+    nMLF/RS/BOUT -> spinal); spinal V2a excite same-side V2a/V0d/V1/MN, V0d inhibit the
+    other side, V1 inhibit same-side V2a/MN, within ``reach`` segments; sign follows the
+    presynaptic type (Dale's law).
+    """
+    n = len(types)
+    M = np.zeros((n, n), bool)
+    sign = np.zeros(n)
+    for j in range(n):
+        sign[j] = -1.0 if types[j] in ("V0d", "V1") else 1.0
+    brain_next = {"DS": ("BIN",), "BIN": ("nMLF", "RS", "BOUT"), "nMLF": SPINAL_TYPES, "RS": SPINAL_TYPES,
+                  "BOUT": SPINAL_TYPES}
+    for i in range(n):
+        for j in range(n):
+            ti, tj = types[i], types[j]
+            same = sides[i] == sides[j] or sides[i] == "M" or sides[j] == "M"
+            near = segments[i] >= 0 and segments[j] >= 0 and abs(int(segments[i]) - int(segments[j])) <= reach
+            if tj in brain_next and ti in brain_next[tj]:
+                M[i, j] = same if tj != "BIN" else True
+            elif tj == "V2a" and ti in SPINAL_TYPES and near and same:
+                M[i, j] = True
+            elif tj == "V0d" and ti in ("V2a", "MN", "V0d") and near and sides[i] != sides[j]:
+                M[i, j] = True
+            elif tj == "V1" and ti in ("V2a", "MN") and near and same:
+                M[i, j] = True
+    return M, sign
+
+
+def _specs(quick: bool):
+    n_rep = 3 if quick else 6
+    id_specs = [dict(s, seed=100 * r + k) for r in range(n_rep) for k, s in enumerate(ID_CONDITIONS)]
+    split = ["train" if r < n_rep - 2 else ("val" if r == n_rep - 2 else "test")
+             for r in range(n_rep) for _ in ID_CONDITIONS]
+    n_ood = 1 if quick else 3
+    ood = []
+    for r in range(n_ood):
+        ood += [("held_out_condition", dict(condition="turning", speed=10.0, seed=900 + r)),
+                ("fast_speed", dict(condition="grating_fwd", speed=30.0, seed=910 + r)),
+                ("lesion", dict(condition="grating_fwd", speed=10.0, seed=920 + r)),
+                ("fluid_shift", dict(condition="grating_fwd", speed=10.0, seed=930 + r)),
+                ("open_loop", dict(condition="open_loop", speed=10.0, seed=940 + r))]
+    return id_specs, split, ood
+
+
+def build_task(quick: bool = True, *, context: int = 4, horizon: int = 32, signal: str = "rates",
+               duration: float | None = None, seed: int = 0, recording: xr.Dataset | None = None,
+               obs_noise: float = 0.01, max_windows: int = 400) -> ForecastTask:
+    """Simulate (or reuse) a recording and build the splits.
+
+    Parameters
+    ----------
+    quick
+        Small default (3 trials per ID condition, 1 per OOD suite, 3 s trials) vs full
+        (6 per condition, 3 per suite, 12 s).
+    context, horizon
+        Window lengths in samples (ZAPBench: context 4 or 256, horizon 32).
+    signal
+        ``"rates"`` (200 Hz) or ``"calcium"`` (10 Hz).
+    recording
+        A dataset from :func:`build_recording`, to skip simulating.
+    """
+    if signal not in ("rates", "calcium"):
+        raise ConfigError(f"signal must be 'rates' or 'calcium'; got {signal!r}.")
+    if recording is None:
+        recording = build_recording(quick, duration=duration, seed=seed)
+    ds = recording
+    obs = ds["observed"].values
+    if signal == "rates":
+        X = ds["rates"].values[..., obs].astype(np.float64)
+        X = X + obs_noise * np.random.default_rng(seed + 1).standard_normal(X.shape)
+        S = ds["stimulus"].values.astype(np.float64)
+        dt = float(ds.attrs["dt"])
+    else:
+        X = ds["calcium"].values.astype(np.float64)
+        step = int(round(ds.attrs["dt_imaging"] / ds.attrs["dt"]))
+        S0 = ds["stimulus"].values
+        n = X.shape[1]
+        S = S0[:, : n * step].reshape(S0.shape[0], n, step, -1).mean(2)
+        dt = float(ds.attrs["dt_imaging"])
+    split = ds["split"].values
+    tr = split == "train"
+    mu = X[tr].mean((0, 1))
+    sd = np.maximum(X[tr].std((0, 1)), 0.05)
+    Z = ((X - mu) / sd).astype(np.float32)
+    # physical scales (10 mm s-1, 1 rad s-1, luminance, gain): a covariate absent from training
+    # (rotation in the held-out condition) must not be blown up by a tiny training maximum
+    s_scale = np.maximum(np.abs(S[tr]).max((0, 1)), np.array([10.0, 10.0, 1.0, 1.0, 1.0]))
+    Sz = (S / s_scale).astype(np.float32)
+    stride = max(1, (horizon + context) // 4)
+
+    def win(mask, k):
+        return make_windows(Z[mask], Sz[mask], context, horizon, stride, max_windows=max_windows, seed=seed + k)
+
+    val = win(split == "val", 1)
+    test = win(split == "test", 2)
+    ood = {s: win(ds["suite"].values == s, 3 + i) for i, s in enumerate(OOD_SUITES)}
+    types = ds["type"].values[obs]
+    sides = ds["neuron_side"].values[obs]
+    segs = ds["segment"].values[obs]
+    M, sign = prior_mask(types, sides, segs)
+    type_names = sorted(set(types))
+    meta = dict(type=types, side=sides, segment=segs, region=ds["region"].values[obs],
+                name=ds["name"].values[obs], prior_mask=M.astype(np.float32), prior_sign=sign.astype(np.float32),
+                type_code=np.array([type_names.index(t) for t in types]),
+                side_code=np.array([{"L": 0, "R": 1, "M": 2}[s] for s in sides]), mean=mu, std=sd,
+                stim_scale=s_scale)
+    W = ds["weights"].values[np.ix_(obs, obs)]
+    task = ForecastTask(name=f"zfish-{signal}-c{context}-h{horizon}", context=context, horizon=horizon,
+                        signal=signal, dt=dt, train_series=Z[tr], train_stim=Sz[tr], val=val, test=test, ood=ood,
+                        meta=meta, true_weights=W, recording=ds)
+    task.probes = _probe_windows(task, Z, Sz, split)
+    return task
+
+
+def _probe_windows(task: ForecastTask, Z, Sz, split) -> dict:
+    """Windows for faithfulness read-outs: a swimming context with a long free run, and a
+    resting context with/without a stimulus pulse (impulse response)."""
+    C = task.context
+    H = max(task.horizon, 64)
+    ds = task.recording
+    test = np.where(split == "test")[0]
+    drive = ds["drive"].values[test].mean(-1)
+    T = Z.shape[1]
+    out = {}
+    # swimming: start of the strongest bout in each test trial
+    ctxs, sfs, tgts = [], [], []
+    for k, i in enumerate(test):
+        t0 = int(np.argmax(drive[k, : T - C - H] > 0.3)) if (drive[k, : T - C - H] > 0.3).any() else None
+        if t0 is None:
+            continue
+        t0 = max(t0 + 4 - C, 0)
+        ctxs.append(Z[i, t0 : t0 + C])
+        sfs.append(Sz[i, t0 + C : t0 + C + H])
+        tgts.append(Z[i, t0 + C : t0 + C + H])
+    if ctxs:
+        out["swim_context"] = np.stack(ctxs)
+        out["swim_stim_future"] = np.stack(sfs)
+        out["swim_target"] = np.stack(tgts)
+    # impulse: a resting context from a dark trial, future stimulus with/without a forward pulse
+    rest = Z[split == "train"].reshape(-1, Z.shape[-1])
+    base = np.broadcast_to(np.median(rest, 0), (C, Z.shape[-1]))
+    sf = np.zeros((2, H, Sz.shape[-1]), np.float32)
+    sf[:, :, 3] = 1.0  # luminance on
+    sf[:, :, 4] = 1.0  # closed-loop gain 1
+    sf[1, :10, 0] = 1.0  # 10-sample forward pulse at the training maximum speed
+    out["impulse_context"] = np.stack([base, base]).astype(np.float32)
+    out["impulse_stim_future"] = sf
+    return out
+
+
+def build_recording(quick: bool = True, duration: float | None = None, seed: int = 0) -> xr.Dataset:
+    """One batched simulation with every ID and OOD trial; ``split`` and ``suite`` label them."""
+    id_specs, split, ood = _specs(quick)
+    specs = id_specs + [s for _, s in ood]
+    suites = ["id"] * len(id_specs) + [k for k, _ in ood]
+    B = len(specs)
+    comm = np.array([0.0 if s == "lesion" else 1.0 for s in suites])
+    drag = np.array([2.5 if s == "fluid_shift" else 1.0 for s in suites])
+    musc = np.array([0.6 if s == "fluid_shift" else 1.0 for s in suites])
+    pert = Perturbation(commissural=comm, drag_scale=drag, muscle_scale=musc)
+    if duration is None:
+        duration = 3.0 if quick else 12.0
+    ds = simulate(specs, duration, perturbation=pert, seed=seed)
+    ds = ds.assign_coords(suite=("trial", suites), split=("trial", split + ["ood"] * len(ood)))
+    _ = B
+    return ds
+
+
+def mae_per_step(pred: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """Mean absolute error per horizon step ``(H,)`` over windows and neurons."""
+    return np.abs(np.asarray(pred, float) - np.asarray(target, float)).mean((0, 2))
+
+
+def evaluate(model, task: ForecastTask, splits: tuple[str, ...] | None = None) -> xr.Dataset:
+    """MAE per step of a fitted model on val, test and every OOD suite.
+
+    Returns a Dataset with ``mae (split, lead)`` and ``mae_mean (split)``.
+    """
+    windows = {"val": task.val, "test": task.test, **{f"ood_{k}": v for k, v in task.ood.items()}}
+    if splits is not None:
+        windows = {k: v for k, v in windows.items() if k in splits}
+    rows = []
+    for k, w in windows.items():
+        pred = model.predict(w.context, w.stim_context, w.stim_future)
+        rows.append(mae_per_step(pred, w.target))
+    mae = xr.DataArray(np.array(rows), dims=("split", "lead"),
+                       coords={"split": list(windows), "lead": np.arange(1, task.horizon + 1)},
+                       attrs={"units": "z", "description": "mean absolute error per horizon step (z-scored activity)"})
+    return xr.Dataset({"mae": mae, "mae_mean": mae.mean("lead")})
