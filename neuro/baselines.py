@@ -157,6 +157,21 @@ class RidgeARX(_Base):
         return np.stack(out, 1)
 
 
+class _one_thread:
+    """Run torch on one thread inside (2 shared cores: more threads only oversubscribe)."""
+
+    def __enter__(self):
+        import torch
+
+        self.n = torch.get_num_threads()
+        torch.set_num_threads(1)
+
+    def __exit__(self, *exc):
+        import torch
+
+        torch.set_num_threads(self.n)
+
+
 class _Torch(_Base):
     steps = 300
     hidden = 64
@@ -176,6 +191,10 @@ class GRUForecaster(_Torch):
     hidden = 32
 
     def fit(self, series, stim, meta=None):
+        with _one_thread():
+            return self._fit(series, stim)
+
+    def _fit(self, series, stim):
         import torch
 
         torch.manual_seed(self.seed)
@@ -231,6 +250,10 @@ class TiDELite(_Torch):
     steps = 200
 
     def fit(self, series, stim, meta=None):
+        with _one_thread():
+            return self._fit(series, stim)
+
+    def _fit(self, series, stim):
         import torch
 
         torch.manual_seed(self.seed)
