@@ -271,6 +271,7 @@ def record(model: nn.Module, inputs: Any, sites: Sequence[str], *, batch_size: i
             batches = iter_batches(inputs, batch_size)
             if progress:
                 batches = _progress(batches, desc="recording")
+            site_attrs = _site_attrs(rec.resolved)
             for start, batch in batches:
                 rec.forward(batch, forward)
                 missing = [s for s in sites if s not in rec.activations]
@@ -297,6 +298,7 @@ def record(model: nn.Module, inputs: Any, sites: Sequence[str], *, batch_size: i
                     n = next(iter(arrays.values())).shape[0]
                     ds = xr.Dataset({s: (("sample", *dims[s]), a) for s, a in arrays.items()},
                                     coords={"sample": np.arange(start, start + n)})
+                    ds = _with_attrs(ds, site_attrs, reduce, repeat)  # every write: appends rewrite attrs
                     if n_done == 0:
                         ds.to_zarr(store_path, mode="w", consolidated=False)
                     else:
@@ -317,14 +319,26 @@ def record(model: nn.Module, inputs: Any, sites: Sequence[str], *, batch_size: i
         ds = xr.Dataset({s: (("sample", *dims[s]), a) for s, a in data.items()}, coords={"sample": np.arange(n)})
     if sample_coord is not None:
         ds = ds.assign_coords(sample=np.asarray(sample_coord))
-    for r in Recorder(model, sites, layouts=layouts).resolved:
-        ds[r.name].attrs.update({"module": r.module_path, "port": r.port,
-                                 "description": f"activation at site {r.name}"})
+    return _with_attrs(ds, site_attrs, reduce, repeat)
+
+
+def _site_attrs(resolved: Sequence[ResolvedSite]) -> dict[str, dict[str, Any]]:
+    out = {}
+    for r in resolved:
+        a: dict[str, Any] = {"module": r.module_path, "port": r.port, "description": f"activation at site {r.name}"}
         if r.heads is not None:
-            ds[r.name].attrs["heads"] = list(r.heads)
-            ds[r.name].attrs["head_dim"] = r.head_dim
-    ds.attrs["reduce"] = str(reduce)
-    ds.attrs["repeat"] = repeat
+            a["heads"] = list(r.heads)
+            a["head_dim"] = r.head_dim
+        out[r.name] = a
+    return out
+
+
+def _with_attrs(ds: xr.Dataset, site_attrs: Mapping[str, Mapping[str, Any]], reduce: Reduce,
+                repeat: str) -> xr.Dataset:
+    for name, a in site_attrs.items():
+        ds[name].attrs.update(a)
+    ds.attrs.update({"reduce": str(reduce), "repeat": repeat,
+                     "description": "activations recorded at named sites of a model (scimech.record)"})
     return ds
 
 

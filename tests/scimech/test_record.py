@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 import torch
+import xarray as xr
 from torch import nn
 
 from scimech.errors import SiteCalledTwiceError
@@ -207,6 +208,9 @@ def test_zarr_store_is_v3_appended_batch_by_batch(model, tmp_path):
         assert disk[s].dims == mem[s].dims
         np.testing.assert_allclose(disk[s].values, mem[s].values, atol=1e-6)  # batch 3 vs 7: float32 rounding
     np.testing.assert_array_equal(disk.sample.values, np.arange(7))
+    reopened = xr.open_zarr(store, consolidated=False)  # the labels live in the store, not just in memory
+    assert reopened["encoder.1.attn.heads"].attrs["heads"] == [0, 1, 2, 3]
+    assert reopened["encoder.0"].attrs["module"] == "encoder.0" and reopened.attrs["reduce"] == "mean"
 
 
 class SeqFirstInside(nn.Module):
