@@ -1,0 +1,1 @@
+"""Model discovery: tree search over candidate programs, proposers, sandbox and scoring."""

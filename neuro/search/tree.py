@@ -1,0 +1,232 @@
+"""Tree search over candidate programs (AIDE-style), resumable from an append-only journal.
+
+Policy per step (``policy="greedy"``, AIDE): draft until ``n_drafts`` drafts exist; else
+with probability ``debug_prob`` debug a failed leaf whose debug depth is below
+``max_debug_depth``; else improve the best node. ``policy="ucb"`` replaces "improve the
+best" by the node maximising UCB on rank-normalised ID scores (visits = children).
+
+Only the ID validation MAE drives selection. OOD MAE and faithfulness are computed for every
+node and written to the journal, but the proposer only ever sees :meth:`Node.view`
+(id, operator, code, ID validation score, error).
+
+Evaluation is staged: a quick fit on a quarter of the training trials scored on a subset of
+validation windows; only nodes whose quick score is below ``quick_threshold`` times the
+best quick score so far get the full evaluation (all splits, Jacobian, probes). Programs are
+deduplicated by the hash of (code, task, seed): a repeat reuses the cached result.
+Budgets: ``max_nodes`` and ``max_seconds``. Every finished node is appended to
+``journal.jsonl`` (flushed and fsynced); rerunning with the same ``out_dir`` resumes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..faithfulness import faithfulness
+from .sandbox import SandboxLimits, run_in_sandbox, write_data
+from .scoring import selection_score, ucb_scores
+
+__all__ = ["Node", "TreeSearch", "load_journal"]
+
+
+@dataclass
+class Node:
+    id: int
+    parent: int | None
+    op: str
+    code: str
+    hash: str
+    status: str = "pending"          # ok | failed | pruned | duplicate
+    val: float | None = None         # ID validation MAE (selection)
+    quick_val: float | None = None
+    test: float | None = None        # ID test MAE
+    ood: dict = field(default_factory=dict)
+    faith: dict = field(default_factory=dict)
+    error: str = ""
+    wall_seconds: float = 0.0
+    debug_depth: int = 0
+    network_guard: str = ""
+
+    def view(self) -> dict:
+        """What a proposer may see: no OOD, no faithfulness."""
+        return {"id": self.id, "op": self.op, "code": self.code, "val": self.val, "error": self.error[-3000:],
+                "status": self.status}
+
+
+def load_journal(path: str | os.PathLike) -> list[Node]:
+    """Nodes from a journal; a torn last line (crash mid-write) is ignored."""
+    nodes = []
+    p = Path(path)
+    if not p.exists():
+        return nodes
+    for line in p.read_text().splitlines():
+        try:
+            nodes.append(Node(**json.loads(line)))
+        except (json.JSONDecodeError, TypeError):
+            continue
+    return nodes
+
+
+class TreeSearch:
+    """Search for a forecaster program.
+
+    Parameters
+    ----------
+    task
+        A :class:`neuro.tasks.ForecastTask`.
+    proposer
+        An object with ``propose(op, parent_view, other_view, rng) -> code``.
+    out_dir
+        Folder of the journal, data files and node arrays.
+    policy
+        ``"greedy"`` (AIDE) or ``"ucb"``.
+    max_nodes, max_seconds
+        Budgets.
+    workers
+        Candidates evaluated concurrently (each in its own sandboxed process).
+    """
+
+    def __init__(self, task, proposer, out_dir, *, policy: str = "greedy", max_nodes: int = 20,
+                 max_seconds: float = 600.0, n_drafts: int = 5, debug_prob: float = 0.5, max_debug_depth: int = 3,
+                 workers: int = 1, seed: int = 0, limits: SandboxLimits | None = None,
+                 quick_threshold: float = 1.5, ucb_c: float = 0.5):
+        from scimech.errors import ConfigError
+
+        if policy not in ("greedy", "ucb"):
+            raise ConfigError(f"policy must be 'greedy' or 'ucb'; got {policy!r}.")
+        self.task, self.proposer, self.policy = task, proposer, policy
+        self.out = Path(out_dir)
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.max_nodes, self.max_seconds = max_nodes, max_seconds
+        self.n_drafts, self.debug_prob, self.max_debug_depth = n_drafts, debug_prob, max_debug_depth
+        self.workers, self.seed, self.limits = workers, seed, limits or SandboxLimits()
+        self.quick_threshold, self.ucb_c = quick_threshold, ucb_c
+        self.journal = self.out / "journal.jsonl"
+        self.nodes: list[Node] = load_journal(self.journal)
+        self.cache = {n.hash: n for n in self.nodes if n.status != "duplicate"}
+        self.data_full = write_data(task.data_arrays("full"), self.out / "data_full.npz")
+        self.data_quick = write_data(task.data_arrays("quick"), self.out / "data_quick.npz")
+
+    # ---------------------------------------------------------------- policy
+    def _hash(self, code: str) -> str:
+        return hashlib.sha256(f"{code}\x00{self.task.name}\x00{self.seed}".encode()).hexdigest()[:16]
+
+    def best(self) -> Node | None:
+        ok = [n for n in self.nodes if n.status == "ok"]
+        return min(ok, key=selection_score) if ok else None
+
+    def _choose(self, rng: np.random.Generator, pending_drafts: int) -> tuple[str, Node | None]:
+        drafts = sum(n.op == "draft" for n in self.nodes) + pending_drafts
+        if drafts < self.n_drafts or self.best() is None:
+            return "draft", None
+        children = {n.parent for n in self.nodes}
+        buggy = [n for n in self.nodes if n.status == "failed" and n.id not in children
+                 and n.debug_depth < self.max_debug_depth]
+        if buggy and rng.random() < self.debug_prob:
+            return "debug", buggy[int(rng.integers(len(buggy)))]
+        ok = [n for n in self.nodes if n.status == "ok"]
+        if self.policy == "ucb":
+            visits = [sum(m.parent == n.id for m in self.nodes) for n in ok]
+            u = ucb_scores([selection_score(n) for n in ok], visits, self.ucb_c)
+            return "improve", ok[int(np.argmax(u))]
+        return "improve", self.best()
+
+    # ------------------------------------------------------------ evaluation
+    def _evaluate(self, node: Node) -> Node:
+        t0 = time.perf_counter()
+        quick = run_in_sandbox(node.code, self.data_quick, self.limits, stage="quick")
+        node.network_guard = quick.network_guard
+        if not quick.ok:
+            node.status, node.error = "failed", f"[{quick.status}] {quick.error}"
+            node.wall_seconds = time.perf_counter() - t0
+            return node
+        node.quick_val = quick.metrics.get("val")
+        best_q = min([n.quick_val for n in self.nodes if n.status == "ok" and n.quick_val is not None] or [math.inf])
+        if math.isfinite(best_q) and node.quick_val > self.quick_threshold * best_q:
+            node.status, node.val = "pruned", None
+            node.error = f"pruned after the quick stage (quick val {node.quick_val:.4g} > {self.quick_threshold} x best {best_q:.4g})"
+            node.wall_seconds = time.perf_counter() - t0
+            return node
+        full = run_in_sandbox(node.code, self.data_full, self.limits, stage="full")
+        node.wall_seconds = time.perf_counter() - t0
+        if not full.ok:
+            node.status, node.error = "failed", f"[{full.status}] {full.error}"
+            return node
+        node.status = "ok"
+        node.val = full.metrics.get("val")
+        node.test = full.metrics.get("test")
+        node.ood = {k[4:]: v for k, v in full.metrics.items() if k.startswith("ood_")}
+        try:
+            node.faith = {k: (float(v) if v is not None else None) for k, v in
+                          faithfulness(full.arrays, full.metrics, self.task).items()}
+        except Exception as err:  # faithfulness must never kill the search
+            node.faith = {"error": f"{type(err).__name__}: {err}"}
+        np.savez(self.out / f"node_{node.id:04d}.npz", **full.arrays)
+        return node
+
+    def _append(self, node: Node) -> None:
+        d = asdict(node)
+        for k in ("ood", "faith"):
+            d[k] = {kk: (None if isinstance(v, float) and not math.isfinite(v) else v) for kk, v in d[k].items()}
+        with open(self.journal, "a") as f:
+            f.write(json.dumps(d) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    def _propose(self, op: str, parent: Node | None, rng) -> tuple[str, str]:
+        others = [n for n in self.nodes if n.status == "ok" and (parent is None or n.id != parent.id)]
+        other = min(others, key=selection_score).view() if others else None
+        try:
+            return self.proposer.propose(op, parent.view() if parent else None, other, rng), ""
+        except Exception as err:  # a proposer failure is a failed node, not a crashed search
+            return "", f"proposer failed: {type(err).__name__}: {err}"
+
+    # ------------------------------------------------------------------- run
+    def run(self) -> list[Node]:
+        """Run until a budget is spent; returns all nodes (resumed ones included)."""
+        t_start = time.perf_counter()
+        while len(self.nodes) < self.max_nodes and time.perf_counter() - t_start < self.max_seconds:
+            batch = []
+            pending_drafts = 0
+            for _ in range(min(self.workers, self.max_nodes - len(self.nodes))):
+                nid = len(self.nodes) + len(batch)
+                rng = np.random.default_rng([self.seed, nid])
+                op, parent = self._choose(rng, pending_drafts)
+                pending_drafts += op == "draft"
+                code, perr = self._propose(op, parent, rng)
+                node = Node(id=nid, parent=parent.id if parent else None, op=op, code=code, hash=self._hash(code),
+                            debug_depth=(parent.debug_depth + 1) if (parent and op == "debug") else 0)
+                if perr:
+                    node.status, node.error = "failed", perr
+                batch.append(node)
+            todo = []
+            for node in batch:
+                if node.status == "failed":
+                    continue
+                hit = self.cache.get(node.hash) or next((m for m in todo if m.hash == node.hash), None)
+                if hit is not None:
+                    node.status = "duplicate"
+                    node.error = f"duplicate of node {hit.id}"
+                    node.val, node.test, node.ood, node.faith = hit.val, hit.test, dict(hit.ood), dict(hit.faith)
+                    continue
+                todo.append(node)
+            if self.workers > 1 and len(todo) > 1:
+                with ThreadPoolExecutor(self.workers) as ex:
+                    list(ex.map(self._evaluate, todo))
+            else:
+                for node in todo:
+                    self._evaluate(node)
+            for node in batch:
+                self.nodes.append(node)
+                if node.status != "duplicate":
+                    self.cache[node.hash] = node
+                self._append(node)
+        return self.nodes
