@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 import numpy as np
 import xarray as xr
+from sklearn import config_context
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.linear_model import LogisticRegression, Ridge
 from sklearn.metrics import accuracy_score, r2_score
@@ -509,9 +510,11 @@ def permutation_test(X, y, *, task: Task = "regression", groups=None, cv: int = 
         raise ValueError(f"n_permutations must be an int >= 1; got {n_permutations!r}.")
     splits = _splits(task, cv, y, groups, seed)
     params = {"alpha": alpha, "C": C}
-    score = _cv_score(X, y, splits, task, **params)
     rng = np.random.default_rng(seed)
-    null = np.array([_cv_score(X, _permute(y, groups, rng), splits, task, **params) for _ in range(n_permutations)])
+    with config_context(assume_finite=True):  # checked above: skip sklearn's per-fit finiteness scans
+        score = _cv_score(X, y, splits, task, **params)
+        null = np.array([_cv_score(X, _permute(y, groups, rng), splits, task, **params)
+                         for _ in range(n_permutations)])
     return score, float((1 + np.sum(null >= score)) / (1 + n_permutations))
 
 
@@ -623,7 +626,8 @@ def probe_sites(features: Mapping[str, np.ndarray] | xr.Dataset | xr.DataArray, 
     params = {"task": task, "alpha": alpha, "C": C, "max_iter": max_iter}
 
     def fit_score(X, yy, tr, te):
-        pred = LinearProbe(**params).fit(X[tr], yy[tr]).predict(X[te])
+        with config_context(assume_finite=True):  # inputs checked above: skip per-fit finiteness scans
+            pred = LinearProbe(**params).fit(X[tr], yy[tr]).predict(X[te])
         return float(metric(yy[te], pred)), pred
 
     for r, seed in enumerate(seeds):
