@@ -17,7 +17,9 @@ import numpy as np
 import xarray as xr
 from scipy.optimize import nnls
 from sklearn.base import BaseEstimator, RegressorMixin
-from sklearn.ensemble import HistGradientBoostingRegressor
+from sklearn.neighbors import KNeighborsRegressor
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
 from sklearn.utils.validation import check_is_fitted
 
 from scimech.errors import DataValidationError
@@ -247,16 +249,16 @@ class TemplatePhotoZ(BaseEstimator):
 
 # ---------------------------------------------------------------- colour regressor
 class ColourPhotoZ(RegressorMixin, BaseEstimator):
-    """Gradient-boosted trees on colours + r magnitude (:func:`colour_features`)."""
+    """Empirical photo-z: distance-weighted k nearest neighbours in standardised colour + r space
+    (:func:`colour_features`), the classic training-set method (e.g. Beck et al. 2016)."""
 
-    def __init__(self, max_iter: int = 200, learning_rate: float = 0.1, random_state: int = 0):
-        self.max_iter = max_iter
-        self.learning_rate = learning_rate
-        self.random_state = random_state
+    def __init__(self, n_neighbors: int = 15):
+        self.n_neighbors = n_neighbors
 
     def fit(self, X, y):
-        self.model_ = HistGradientBoostingRegressor(max_iter=self.max_iter, learning_rate=self.learning_rate,
-                                                    random_state=self.random_state).fit(np.asarray(X), np.asarray(y))
+        X = np.asarray(X, float)
+        k = int(min(self.n_neighbors, len(X)))
+        self.model_ = make_pipeline(StandardScaler(), KNeighborsRegressor(k, weights="distance")).fit(X, np.asarray(y))
         return self
 
     def predict(self, X):

@@ -259,14 +259,14 @@ class SyntheticConfig:
     """Knobs of the synthetic population (defaults: DECaLS-like, r < 23)."""
 
     z_min: float = 0.03
-    z_max: float = 1.2
+    z_max: float = 1.0            # the AION Z codec's grid spans 0..1
     z_scale: float = 0.45          # p(z) ~ z^2 exp(-(z / z_scale)^1.5)
     abs_mag_mean: float = -21.0    # rest 5500 A AB absolute magnitude of the whole galaxy
     abs_mag_std: float = 1.0
     r_mag_limit: float = 23.0      # selection on observed r
     av_mean: float = 0.45          # exponential A_V (central, intrinsic) [mag]
     av_max: float = 2.5
-    image_size: int = 32           # pixels (0.262 arcsec)
+    image_size: int = 24           # pixels (0.262 arcsec): 6.3 arcsec stamps
     oversample: int = 3
     noise: bool = True
     dusty_av: float = 0.5          # population cut: A_V > dusty_av [mag]

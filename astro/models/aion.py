@@ -1,0 +1,384 @@
+"""Adapter for AION-1 (``polymathic-aion``): local loading, Legacy Survey inputs, ``tok_z``, heads.
+
+Nothing is fetched at run time. A checkpoint folder holds::
+
+    config.json                  # the aion.AION config dict (domains_in, dim, ...)
+    model.safetensors            # the transformer weights (loaded strictly)
+    codecs/<NAME>/config.json    # one folder per modality codec, NAME = modality.name
+    codecs/<NAME>/model.safetensors   (e.g. FLUX_G, SHAPE_R, EBV, Z, image)
+
+This is the layout of ``polymathic-ai/aion-base`` after download. The package's own
+local-folder codec loading does not work as written, so each codec is built from its
+class (``aion.codecs.config.MODALITY_CODEC_MAPPING``) and ``config.json`` and its
+safetensors loaded here. Redshift is read from the ``tok_z`` logits as the expectation
+over the Z codec's buckets, decoded from the codec at run time (never hard-coded).
+
+Sites: encoder block ``l`` head ``h`` is the scimech site ``"encoder.{l}.attn.heads[{h}]"``
+(the slice ``h*dh:(h+1)*dh`` of the input of ``encoder.{l}.attn.proj``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from scimech.errors import CheckpointError, ConfigError, DataValidationError
+
+__all__ = [
+    "LEGACY_SCALARS", "IMAGE_KEY", "Z_KEY", "CONFIG_NAME", "WEIGHTS_NAME", "save_checkpoint", "load_model",
+    "load_codecs", "codec_buckets", "AIONRedshift", "head_site", "site_to_head", "num_encoder_tokens",
+]
+
+CONFIG_NAME = "config.json"
+WEIGHTS_NAME = "model.safetensors"
+Z_KEY = "tok_z"
+IMAGE_KEY = "tok_image"
+#: token key -> (aion modality class name, catalogue column, unit) for Legacy Survey scalars.
+LEGACY_SCALARS: dict[str, tuple[str, str, str]] = {
+    "tok_flux_g": ("LegacySurveyFluxG", "flux_g", "nmgy"),
+    "tok_flux_r": ("LegacySurveyFluxR", "flux_r", "nmgy"),
+    "tok_flux_i": ("LegacySurveyFluxI", "flux_i", "nmgy"),
+    "tok_flux_z": ("LegacySurveyFluxZ", "flux_z", "nmgy"),
+    "tok_shape_r": ("LegacySurveyShapeR", "shape_r", "arcsec"),
+    "tok_shape_e1": ("LegacySurveyShapeE1", "shape_e1", ""),
+    "tok_shape_e2": ("LegacySurveyShapeE2", "shape_e2", ""),
+    "tok_ebv": ("LegacySurveyEBV", "ebv", "mag"),
+}
+MASK_PREFIX = "mask/"
+_SITE = re.compile(r"^encoder\.(\d+)\.attn\.heads\[(\d+)\]$")
+
+
+def head_site(block: int, head: int) -> str:
+    """scimech site name of head ``head`` of encoder block ``block``."""
+    return f"encoder.{int(block)}.attn.heads[{int(head)}]"
+
+
+def site_to_head(site: str) -> tuple[int, int]:
+    """``"encoder.0.attn.heads[3]"`` -> ``(0, 3)``."""
+    m = _SITE.match(site)
+    if not m:
+        raise ConfigError(f"'{site}' is not an encoder head site; expected 'encoder.<block>.attn.heads[<head>]'.")
+    return int(m.group(1)), int(m.group(2))
+
+
+def _modality(name: str):
+    import aion.modalities as am
+
+    return getattr(am, name)
+
+
+def _modality_for_key(token_key: str):
+    import aion.modalities as am
+
+    for name in am.__all__:
+        cls = getattr(am, name)
+        if getattr(cls, "token_key", None) == token_key:
+            return cls
+    raise ConfigError(f"No aion modality has token_key '{token_key}'.")
+
+
+# ---------------------------------------------------------------- save / load
+def save_checkpoint(model: nn.Module, folder: str | Path, config: Mapping[str, Any] | None = None,
+                    codecs: Mapping[str, nn.Module] | None = None) -> Path:
+    """Write ``config.json`` + ``model.safetensors`` (+ ``codecs/<NAME>/``) to ``folder``.
+
+    Parameters
+    ----------
+    model
+        An ``aion.AION`` (or subclass).
+    config
+        Its config dict; default the one the model was built with.
+    codecs
+        ``{token_key: codec}``; each is saved under ``codecs/<modality.name>/``.
+    """
+    from safetensors.torch import save_model
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    cfg = dict(config if config is not None else getattr(model, "_hub_mixin_config", None) or {})
+    if not cfg:
+        raise ConfigError("save_checkpoint needs the model's config dict (pass config=...).")
+    (folder / CONFIG_NAME).write_text(json.dumps(cfg, indent=2, sort_keys=True))
+    save_model(model, str(folder / WEIGHTS_NAME))
+    for key, codec in (codecs or {}).items():
+        mod = _modality_for_key(key)
+        sub = folder / "codecs" / mod.name
+        sub.mkdir(parents=True, exist_ok=True)
+        ccfg = getattr(codec, "_hub_mixin_config", None)
+        if not ccfg:
+            raise ConfigError(f"codec for {key} has no recorded init config; build it from its class with keywords.")
+        (sub / CONFIG_NAME).write_text(json.dumps(dict(ccfg), indent=2, sort_keys=True))
+        save_model(codec, str(sub / WEIGHTS_NAME))
+    return folder
+
+
+def _require(folder: Path, names: Sequence[str], what: str) -> None:
+    if not folder.is_dir():
+        raise CheckpointError(f"{what}: folder {folder} does not exist. Download the checkpoint "
+                              "(e.g. polymathic-ai/aion-base) to a local folder and pass its path.")
+    missing = [n for n in names if not (folder / n).is_file()]
+    if missing:
+        raise CheckpointError(f"{what}: missing {', '.join(missing)} in {folder}. Expected "
+                              f"{', '.join(names)} there (as in the downloaded repository).")
+
+
+def load_model(folder: str | Path, *, model_class: type | None = None, device: str | torch.device = "cpu") -> nn.Module:
+    """Build the AION transformer from ``config.json`` and load ``model.safetensors`` strictly.
+
+    Parameters
+    ----------
+    folder
+        Checkpoint folder (see module docstring).
+    model_class
+        Class to build (default ``aion.AION``; the config key ``"scimech_class"`` may name
+        ``"astro.models.standin.StandinAION"``).
+
+    Raises
+    ------
+    CheckpointError
+        Missing folder/files, unreadable config, or weights that do not match the config
+        (missing or unexpected tensors are listed).
+    """
+    from safetensors.torch import load_model as st_load
+
+    folder = Path(folder)
+    _require(folder, (CONFIG_NAME, WEIGHTS_NAME), "AION checkpoint")
+    try:
+        cfg = json.loads((folder / CONFIG_NAME).read_text())
+    except json.JSONDecodeError as e:
+        raise CheckpointError(f"{folder / CONFIG_NAME} is not valid JSON ({e}); re-download it.") from None
+    if model_class is None:
+        name = cfg.get("scimech_class", "aion.AION")
+        mod, _, cls = name.rpartition(".")
+        model_class = getattr(__import__(mod, fromlist=[cls]), cls)
+    try:
+        model = model_class(cfg)
+    except (KeyError, TypeError) as e:
+        raise CheckpointError(f"{folder / CONFIG_NAME} does not describe a {model_class.__name__}: {e!r}.") from None
+    try:
+        missing, unexpected = st_load(model, str(folder / WEIGHTS_NAME), strict=False)
+    except Exception as e:  # corrupt / truncated file
+        raise CheckpointError(f"Cannot read {folder / WEIGHTS_NAME}: {e}. The file is corrupt or partial; "
+                              "re-download it.") from None
+    if missing or unexpected:
+        raise CheckpointError(f"{folder / WEIGHTS_NAME} does not match {folder / CONFIG_NAME}: "
+                              f"missing {sorted(missing)[:10]}{' ...' if len(missing) > 10 else ''}, "
+                              f"unexpected {sorted(unexpected)[:10]}{' ...' if len(unexpected) > 10 else ''}. "
+                              "Use the config.json that came with these weights.")
+    return model.to(device).eval()
+
+
+def load_codecs(folder: str | Path, token_keys: Sequence[str]) -> dict[str, nn.Module]:
+    """Load the codecs of ``token_keys`` from ``folder/codecs/<NAME>/`` (class from the aion mapping).
+
+    Raises
+    ------
+    CheckpointError
+        Naming every missing codec file and where it belongs.
+    """
+    from aion.codecs.config import MODALITY_CODEC_MAPPING
+    from safetensors.torch import load_file
+
+    folder = Path(folder)
+    out: dict[str, nn.Module] = {}
+    problems = []
+    for key in token_keys:
+        mod = _modality_for_key(key)
+        sub = folder / "codecs" / mod.name
+        missing = [n for n in (CONFIG_NAME, WEIGHTS_NAME) if not (sub / n).is_file()]
+        if missing:
+            problems.append(f"{key}: {', '.join(str(sub / n) for n in missing)}")
+            continue
+        cls = MODALITY_CODEC_MAPPING[mod]
+        cfg = json.loads((sub / CONFIG_NAME).read_text())
+        codec = cls(**cfg)
+        state = load_file(str(sub / WEIGHTS_NAME))
+        # buffers created as None (e.g. reservoir quantiles) are sized from the file
+        for name, t in state.items():
+            target = name.replace("quantizer", "_quantizer", 1) if name.startswith("quantizer") else name
+            owner, _, leaf = target.rpartition(".")
+            m = codec.get_submodule(owner) if owner else codec
+            if leaf in m._buffers and (m._buffers[leaf] is None or m._buffers[leaf].shape != t.shape):
+                m._buffers[leaf] = torch.empty_like(t)
+        try:
+            codec.load_state_dict(state, strict=True)
+        except RuntimeError as e:
+            raise CheckpointError(f"codec {key} in {sub} does not match its config: {e}") from None
+        codec._modality = mod
+        out[key] = codec.eval()
+    if problems:
+        raise CheckpointError("Missing codec files (each codec lives in codecs/<NAME>/ next to "
+                              "model.safetensors): " + "; ".join(problems))
+    return out
+
+
+def codec_buckets(codec: nn.Module) -> torch.Tensor:
+    """Values of every code of a scalar codec, decoded through the codec itself."""
+    q = codec.quantizer
+    n = q.codebook_size
+    with torch.no_grad():
+        return codec.decode(torch.arange(n)).value.reshape(-1).float()
+
+
+def num_encoder_tokens(tokens: Mapping[str, torch.Tensor]) -> int:
+    """Number of encoder tokens of an input dict (1 per scalar, H*W per image)."""
+    n = 0
+    for t in tokens.values():
+        n += int(np.prod(t.shape[1:])) if t.dim() >= 2 else 1
+    return n
+
+
+# ---------------------------------------------------------------- the adapter
+class AIONRedshift:
+    """Run an AION-style model on Legacy Survey inputs and read the redshift.
+
+    Parameters
+    ----------
+    model
+        ``aion.AION`` (or :class:`astro.models.standin.StandinAION`).
+    codecs
+        ``{token_key: codec}`` for the scalars used and for ``tok_z`` (required to read z).
+    image_tokenizer
+        Callable ``images (N, 4, H, W) [nmgy] -> LongTensor (N, n_tokens)`` for ``tok_image``
+        (the real ImageCodec wrapped, or the stand-in's patch tokenizer).
+
+    Notes
+    -----
+    Inputs are a flat batch dict ``{key: LongTensor, "mask/<key>": BoolTensor}`` (flat so
+    that scimech's batching, slicing and tiling see the batch dimension); a modality that is present but masked (True) is invisible to every attention layer
+    (AION masks it as a key), so "photometry only" and "photometry + image" runs share
+    token positions and heads can be patched between them.
+    """
+
+    def __init__(self, model: nn.Module, codecs: Mapping[str, nn.Module], image_tokenizer=None):
+        if Z_KEY not in codecs:
+            raise ConfigError("AIONRedshift needs the Z codec (codecs['tok_z']) to read redshift buckets.")
+        self.model = model
+        self.codecs = dict(codecs)
+        self.image_tokenizer = image_tokenizer
+
+    @classmethod
+    def from_folder(cls, folder: str | Path, *, scalar_keys: Sequence[str] = tuple(LEGACY_SCALARS),
+                    image_tokenizer=None, device: str = "cpu") -> "AIONRedshift":
+        """Load model + codecs (``scalar_keys`` and ``tok_z``) from a local checkpoint folder."""
+        model = load_model(folder, device=device)
+        codecs = load_codecs(folder, [*scalar_keys, Z_KEY])
+        return cls(model, codecs, image_tokenizer)
+
+    # -------- structure
+    @property
+    def num_blocks(self) -> int:
+        return len(self.model.encoder)
+
+    @property
+    def num_heads(self) -> int:
+        return int(self.model.encoder[0].attn.num_heads)
+
+    def block_sites(self) -> list[str]:
+        """Residual-stream outputs of the encoder blocks, ``encoder.0`` ... ."""
+        return [f"encoder.{i}" for i in range(self.num_blocks)]
+
+    def head_sites(self, block: int | None = None) -> list[str]:
+        """Head sites of one encoder block (or all)."""
+        blocks = range(self.num_blocks) if block is None else [block]
+        return [head_site(b, h) for b in blocks for h in range(self.num_heads)]
+
+    # -------- inputs
+    def tokenize(self, catalog, images: np.ndarray | None = None,
+                 keys: Sequence[str] | None = None) -> dict[str, torch.Tensor]:
+        """Token dict from a catalogue (QTable with units) and optional images [nmgy].
+
+        ``keys`` defaults to every scalar with a codec, plus ``tok_image`` when images are given.
+        """
+        import astropy.units as u
+
+        keys = [k for k in self.codecs if k in LEGACY_SCALARS] if keys is None else list(keys)
+        out: dict[str, torch.Tensor] = {}
+        for key in keys:
+            if key == IMAGE_KEY:
+                continue
+            if key not in self.codecs:
+                raise ConfigError(f"no codec for {key}; load it (load_codecs) or drop it from keys.")
+            mod_name, col, unit = LEGACY_SCALARS[key]
+            if col not in catalog.colnames:
+                raise DataValidationError(f"catalogue lacks '{col}' needed for {key}.")
+            q = catalog[col]
+            v = u.Quantity(q).to_value(u.Unit(unit)) if unit else np.asarray(q, float)
+            value = torch.as_tensor(np.asarray(v, np.float32))
+            with torch.no_grad():
+                tok = self.codecs[key].encode(_modality(mod_name)(value=value))
+            out[key] = tok.reshape(-1, 1).long()
+        if images is not None:
+            if self.image_tokenizer is None:
+                raise ConfigError("images given but no image_tokenizer; pass one to AIONRedshift.")
+            out[IMAGE_KEY] = torch.as_tensor(self.image_tokenizer(images)).long()
+        return out
+
+    @staticmethod
+    def batch(tokens: Mapping[str, torch.Tensor], masked: Sequence[str] = ()) -> dict[str, Any]:
+        """Batch dict for :meth:`forward`; modalities in ``masked`` are hidden from the model."""
+        out: dict[str, Any] = dict(tokens)
+        for k, v in tokens.items():
+            out[MASK_PREFIX + k] = torch.full(v.shape[:1] + (int(np.prod(v.shape[1:])),), k in masked,
+                                              dtype=torch.bool)
+        return out
+
+    @staticmethod
+    def split(batch: Mapping[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        """``(tokens, mask)`` of a flat batch dict."""
+        tokens = {k: v for k, v in batch.items() if not k.startswith(MASK_PREFIX)}
+        mask = {k[len(MASK_PREFIX):]: v for k, v in batch.items() if k.startswith(MASK_PREFIX)}
+        return tokens, mask
+
+    # -------- running
+    def forward(self, model: nn.Module, batch: Mapping[str, Any]) -> torch.Tensor:
+        """``tok_z`` logits (B, V) for a batch dict; usable as ``forward=`` of scimech calls."""
+        from aion.modalities import Z
+
+        tokens, mask = self.split(batch)
+        n_enc = num_encoder_tokens(tokens)       # always explicit: the default (256) truncates
+        B = next(iter(tokens.values())).shape[0]
+        target = {Z_KEY: torch.zeros(B, Z.num_tokens, dtype=torch.bool)}
+        logits = model._forward(tokens, target_mask=target, input_mask=mask or None,
+                                num_decoder_tokens=Z.num_tokens, num_encoder_tokens=n_enc)[Z_KEY]
+        return logits.reshape(B, -1)
+
+    def encode(self, tokens: Mapping[str, torch.Tensor], mask: Mapping[str, torch.Tensor] | None = None) -> torch.Tensor:
+        """Encoder context (B, N, D), passing the token count explicitly."""
+        return self.model.encode(dict(tokens), input_mask=mask, num_encoder_tokens=num_encoder_tokens(tokens))
+
+    def buckets(self) -> torch.Tensor:
+        """Redshift of each ``tok_z`` code, decoded from the Z codec now."""
+        return codec_buckets(self.codecs[Z_KEY])
+
+    def expected_z(self, logits: torch.Tensor) -> torch.Tensor:
+        """Point estimate: softmax over the codebook's logits times the bucket redshifts."""
+        b = self.buckets().to(logits.device)
+        p = torch.softmax(logits[..., : b.numel()], dim=-1)
+        return p @ b
+
+    def z_metric(self):
+        """A scimech metric: expected redshift per sample."""
+        from scimech.metrics import Metric
+
+        return Metric(lambda out, target=None: self.expected_z(out), "expected_z")
+
+    @torch.no_grad()
+    def predict_z(self, batch: Mapping[str, Any], batch_size: int = 512) -> np.ndarray:
+        """Expected redshift for every sample of a batch dict (see :meth:`batch`)."""
+        from scimech.hooks import batch_size_of, iter_batches
+
+        self.model.eval()
+        n = batch_size_of(batch)
+        out = np.empty(n)
+        for s, b in iter_batches(batch, batch_size):
+            z = self.expected_z(self.forward(self.model, b))
+            out[s:s + len(z)] = z.numpy()
+        return out
