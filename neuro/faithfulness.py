@@ -69,6 +69,8 @@ def impulse_distance(pred_pair: np.ndarray, true_resp: np.ndarray) -> float:
     """Relative L2 distance between the model's (pulse - no pulse) response and the truth."""
     m = np.asarray(pred_pair[1] - pred_pair[0], float)
     t = np.asarray(true_resp, float)
+    h = min(len(m), len(t))  # direct multi-step models forecast only their own horizon
+    m, t = m[:h], t[:h]
     if not np.all(np.isfinite(m)):
         return float("inf")
     return float(np.linalg.norm(m - t) / max(np.linalg.norm(t), 1e-9))
@@ -95,6 +97,8 @@ def physiology_scores(traces: np.ndarray, task, ref: np.ndarray | None = None) -
     s0, s1 = segs[0], segs[1]
     L, R, C = ix[("MN", "L", s0)], ix[("MN", "R", s0)], ix[("MN", "L", s1)]
     lr, rc, fr, fref = [], [], [], []
+    if ref is not None:
+        ref = np.asarray(ref)[:, : np.shape(traces)[1]]
     for k in range(len(traces)):
         x = traces[k]
         f = dominant_frequency(x[:, L], dt, fmin=10.0, fmax=min(100.0, 0.45 / dt))

@@ -44,11 +44,12 @@ def run_candidate(ns, data, cfg):
         c, sc, sf = data["val/context"][:16], data["val/stim_context"][:16], data["val/stim_future"][:16]
         n, C, N = c.shape
         eps = 0.05
-        base = _check(model.predict(c, sc, sf[:, :1]), (n, 1, N), "jacobian")[:, 0]
+        H = sf.shape[1]
+        base = _check(model.predict(c, sc, sf), (n, H, N), "jacobian")[:, 0]
         cp = np.repeat(c[None], N, 0)
         cp[np.arange(N), :, -1, np.arange(N)] += eps
-        pert = _check(model.predict(cp.reshape(N * n, C, N), np.tile(sc, (N, 1, 1)), np.tile(sf[:, :1], (N, 1, 1))),
-                      (N * n, 1, N), "jacobian").reshape(N, n, N)
+        pert = _check(model.predict(cp.reshape(N * n, C, N), np.tile(sc, (N, 1, 1)), np.tile(sf, (N, 1, 1))),
+                      (N * n, H, N), "jacobian")[:, 0].reshape(N, n, N)
         arrays["jacobian"] = ((pert - base[None]) / eps).mean(1).T  # (post, pre)
         if "probe/swim_context" in data:
             sc_ = data["probe/swim_context"]
