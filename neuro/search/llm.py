@@ -34,11 +34,11 @@ API:
   fit(self, series, stim, meta) -> self
       series: float32 (n_trials, T, N) z-scored activity of N observed neurons, sampled every meta['dt'] s.
       stim:   float32 (n_trials, T, K) stimulus covariates (grating x, grating y, rotation, luminance, gain).
-      meta:   dict with 'type_code', 'side_code', 'segment' per neuron{prior}.
+      meta:   dict with 'type_code', 'side_code', 'segment' per neuron<PRIOR>.
   predict(self, context, stim_context, stim_future) -> (n, H, N)
       context (n, C, N); stim_context (n, C, K); stim_future (n, H, K) (the future stimulus is known).
 Score: mean absolute error over the H forecast steps on held-out validation windows (lower is better).
-Prefer an interpretable transition function x_{t+1} = f(x_t, ..., s_{t+1}). No file, network or process access.
+Prefer an interpretable transition function x[t+1] = f(x[t], ..., s[t+1]). No file, network or process access.
 Reply with one ```python code block."""
 
 PRIOR_TEXT = (", and the anatomical wiring prior 'prior_mask' (N, N) (post x pre, 1 = a connection may exist)"
@@ -143,7 +143,7 @@ class LLMProposer:
         self.prompts: list[str] = []
 
     def _prompt(self, op, parent, other):
-        api = TASK_API.format(prior=PRIOR_TEXT if self.priors else "")
+        api = TASK_API.replace("<PRIOR>", PRIOR_TEXT if self.priors else "")
         parts = [api]
         if op == "draft" or parent is None:
             parts.append("Write a first, simple and robust model.")

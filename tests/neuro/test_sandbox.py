@@ -1,0 +1,84 @@
+"""The sandbox turns hangs, memory bombs, crashes and network access into failed results."""
+
+import socket
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from neuro.search.sandbox import SandboxLimits, run_in_sandbox, write_data
+
+
+@pytest.fixture(scope="module")
+def data_file(tmp_path_factory):
+    rng = np.random.default_rng(0)
+    d = {"train/series": rng.normal(size=(2, 20, 3)).astype(np.float32),
+         "train/stim": np.zeros((2, 20, 5), np.float32),
+         "val/context": rng.normal(size=(4, 4, 3)).astype(np.float32),
+         "val/stim_context": np.zeros((4, 4, 5), np.float32),
+         "val/stim_future": np.zeros((4, 2, 5), np.float32),
+         "val/target": np.ones((4, 2, 3), np.float32)}
+    return write_data(d, tmp_path_factory.mktemp("sb") / "data.npz")
+
+
+GOOD = """
+import numpy as np
+class Model:
+    def fit(self, s, st, meta): return self
+    def predict(self, c, sc, sf): return np.zeros((len(c), sf.shape[1], c.shape[2]))
+"""
+
+
+def test_good_program_scores(data_file):
+    r = run_in_sandbox(GOOD, data_file, stage="quick")
+    assert r.ok, r.error
+    assert r.metrics["val"] == pytest.approx(1.0)  # |0 - 1| everywhere
+
+
+def test_infinite_loop_is_killed(data_file):
+    t0 = time.perf_counter()
+    r = run_in_sandbox("while True:\n    pass\n", data_file, SandboxLimits(wall_seconds=3, cpu_seconds=30))
+    assert not r.ok and r.status == "timeout"
+    assert time.perf_counter() - t0 < 20  # killed near the 3 s limit, not left running
+
+
+def test_memory_bomb_fails(data_file):
+    code = "chunks = []\nwhile True:\n    chunks.append(bytearray(50_000_000))\n"
+    r = run_in_sandbox(code, data_file, SandboxLimits(memory_bytes=1 << 30, wall_seconds=30))
+    assert not r.ok and r.status in ("memory", "crashed"), (r.status, r.error)
+
+
+def test_crash_and_malformed_programs_fail(data_file):
+    assert run_in_sandbox("raise RuntimeError('boom')", data_file).status == "error"
+    assert "Model" in run_in_sandbox("x = 1", data_file).error
+    assert run_in_sandbox("def broken(:", data_file).status == "error"
+
+
+def test_socket_to_loopback_is_blocked(data_file):
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    srv.settimeout(0.2)
+    port = srv.getsockname()[1]
+    accepted = []
+
+    def accept():
+        t_end = time.time() + 15
+        while time.time() < t_end:
+            try:
+                conn, _ = srv.accept()
+                accepted.append(conn)
+                return
+            except OSError:
+                continue
+
+    th = threading.Thread(target=accept, daemon=True)
+    th.start()
+    code = ("import socket\n"
+            f"s = socket.socket(); s.settimeout(2); s.connect(('127.0.0.1', {port}))\n")
+    r = run_in_sandbox(code, data_file)
+    th.join(timeout=1)
+    srv.close()
+    assert not r.ok
+    assert not accepted, "the candidate reached the loopback server"
