@@ -284,7 +284,8 @@ class WindowDataset(torch.utils.data.Dataset):
     """Samples ``(member, t[, patch])`` of a window of inputs and the target / concepts at
     ``t + lead``.
 
-    Each item is a dict of tensors: ``x`` (window * V, py, px), ``y`` (1, py, px), ``c``
+    Each item is a dict of tensors: ``x`` (V * window, py, px; variable-major: channel
+    ``v * window + w`` is variable ``v`` at window step ``w``, oldest first), ``y`` (1, py, px), ``c``
     (K prescribed, py, px), ``hidden`` (1, py, px; the never-prescribed concept when
     present, else zeros), ``valid`` (1, py, px, bool ocean), ``member``, ``t``.
 

@@ -49,14 +49,14 @@ class StudyConfig:
     your own zarr store instead (schema in ``docs/ocean.md``).
     """
 
-    synth: dict = field(default_factory=dict)
+    synth: dict = field(default_factory=lambda: {"years": 16, "ny": 12, "nx": 16})
     data: str | None = None
     window: int = 6
     lead: int = 1
     target: str = "dmlhc_dt"
     regimes: list = field(default_factory=lambda: ["mixed", "prediction_only", "prescription_only"])
     seeds: list = field(default_factory=lambda: [0, 1, 2])
-    epochs: int = 10
+    epochs: int = 8
     lr: float = 3e-3
     batch_size: int = 8
     width: int = 12
@@ -65,6 +65,8 @@ class StudyConfig:
     lam_min: float = 0.2
     patch: list | None = None
     time_chunk: int = 12
+    fractions: list = field(default_factory=lambda: [0.7, 0.1, 0.2])
+    loss: str = "l1"  # "l1" (OceanCBM) or "l2"
 
     @classmethod
     def quick(cls, **kw) -> StudyConfig:
@@ -126,7 +128,8 @@ def prepare_data(cfg: StudyConfig, out: Path) -> Path:
 
 def _setup(cfg: StudyConfig, path: Path):
     ds = odata.open_zarr(path, target=cfg.target)
-    split = odata.chronological_split(ds.sizes["time"], window=cfg.window, lead=cfg.lead)
+    split = odata.chronological_split(ds.sizes["time"], window=cfg.window, lead=cfg.lead,
+                                      fractions=tuple(cfg.fractions))
     norm = odata.fit_normalizer(ds, split.train, window=cfg.window, lead=cfg.lead, target=cfg.target)
     return ds, split, norm
 
@@ -191,7 +194,7 @@ def train_unit(config: dict, regime: str, seed: int, data_path: str, checkpoint_
     ckpt = Path(checkpoint_dir) / f"{regime}_seed{seed}.pt"
     ckpt.parent.mkdir(parents=True, exist_ok=True)
     hist = fit_cbm(model, batches, regime=regime, epochs=cfg.epochs, lr=cfg.lr, val_batches=val_loader,
-                   checkpoint=ckpt, seed=seed, lam_schedule=sched, progress_bar=progress_bar,
+                   checkpoint=ckpt, seed=seed, lam_schedule=sched, progress_bar=progress_bar, loss_kind=cfg.loss,
                    desc=f"{regime} seed {seed}")
     p = _predict(model, odata.make_batches(test, 64, shuffle=False)(0), n_free)
     tgt = cfg.target

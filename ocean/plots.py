@@ -160,7 +160,7 @@ def skill_figure(summary: xr.Dataset) -> plt.Figure:
 def attribution_figure(attr: xr.DataArray, mask: xr.DataArray, variables: list[str], window: int) -> plt.Figure:
     """Mean |GradientShap| attribution per input variable (summed over the window's months)."""
     a = np.abs(attr.values).mean(0)  # (window * V, y, x)
-    a = a.reshape(window, len(variables), *a.shape[-2:]).sum(0)
+    a = a.reshape(len(variables), window, *a.shape[-2:]).sum(1)  # channels are variable-major
     ncol = min(4, len(variables))
     nrow = int(np.ceil(len(variables) / ncol))
     fig, axes = plt.subplots(nrow, ncol, figsize=(4 * ncol, 3 * nrow), constrained_layout=True, squeeze=False)

@@ -125,7 +125,8 @@ def _attribution(out: Path, ds: xr.Dataset, cfg, unit: xr.Dataset):
     n_free = int(sum(str(c).startswith("free") for c in unit["concept"].values))
     model = build_model(cfg.window * len(INPUTS), PRESCRIBED, n_free, width=cfg.width)
     model.load_state_dict(state["model"])
-    split = odata.chronological_split(ds.sizes["time"], window=cfg.window, lead=cfg.lead)
+    split = odata.chronological_split(ds.sizes["time"], window=cfg.window, lead=cfg.lead,
+                                      fractions=tuple(cfg.fractions))
     norm = odata.fit_normalizer(ds, split.train, window=cfg.window, lead=cfg.lead, target=cfg.target)
     test = odata.WindowDataset(ds, split.test, norm, window=cfg.window, lead=cfg.lead)
     x = torch.stack([test[i]["x"] for i in range(min(4, len(test)))])
