@@ -14,6 +14,12 @@ import torch
 
 torch.set_num_threads(1)
 
+# One BLAS thread too: with pytest-xdist using both cores, threaded BLAS oversubscribes them
+# (a 256x256 solve was ~40x slower with 2 BLAS threads on a loaded 2-core machine).
+from threadpoolctl import threadpool_limits  # noqa: E402
+
+threadpool_limits(1)
+
 REPO = Path(__file__).resolve().parents[1]
 
 
