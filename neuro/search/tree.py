@@ -111,6 +111,12 @@ class TreeSearch:
         self.quick_threshold, self.ucb_c = quick_threshold, ucb_c
         self.journal = self.out / "journal.jsonl"
         self.nodes: list[Node] = load_journal(self.journal)
+        if self.journal.exists():  # drop a torn tail so the next append starts on a fresh line
+            good = "".join(json.dumps(asdict(n)) + "\n" for n in self.nodes)
+            if self.journal.read_text() != good:
+                from scimech.results import atomic_write_text
+
+                atomic_write_text(self.journal, good)
         self.cache = {n.hash: n for n in self.nodes if n.status != "duplicate"}
         self.data_full = write_data(task.data_arrays("full"), self.out / "data_full.npz")
         self.data_quick = write_data(task.data_arrays("quick"), self.out / "data_quick.npz")
