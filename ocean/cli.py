@@ -165,7 +165,12 @@ def _plot(args) -> int:
     if not units:
         print(f"No finished units in {args.out}; run `scimech ocean study --out {args.out}` first.", file=sys.stderr)
         return 2
-    md = write_report(args.out, analyse(units), units, StudyConfig())
+    first = next(iter(units.values()))
+    import json
+
+    cfg = StudyConfig(**json.loads(first.attrs["study_config"])) if "study_config" in first.attrs else StudyConfig()
+    data = Path(args.out) / "ocean.zarr"
+    md = write_report(args.out, analyse(units), units, cfg, data=data if data.exists() else None)
     print(f"Report: {md}")
     return 0
 

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,17 +51,17 @@ class StudyConfig:
     your own zarr store instead (schema in ``docs/ocean.md``).
     """
 
-    synth: dict = field(default_factory=lambda: {"years": 16, "ny": 12, "nx": 16})
+    synth: dict = field(default_factory=lambda: {"years": 12, "ny": 12, "nx": 16})
     data: str | None = None
     window: int = 6
     lead: int = 1
     target: str = "dmlhc_dt"
     regimes: list = field(default_factory=lambda: ["mixed", "prediction_only", "prescription_only"])
     seeds: list = field(default_factory=lambda: [0, 1, 2])
-    epochs: int = 8
+    epochs: int = 6
     lr: float = 3e-3
     batch_size: int = 8
-    width: int = 12
+    width: int = 8
     n_free: int = 1
     lam_max: float = 0.8
     lam_min: float = 0.2
@@ -240,6 +242,7 @@ def train_unit(config: dict, regime: str, seed: int, data_path: str, checkpoint_
         },
         coords=coords,
         attrs={"regime": regime, "seed": int(seed), "target": tgt, "scale_W_m2": float(s),
+               "study_config": json.dumps(config, default=str),
                "description": f"OceanCBM unit: {regime}, seed {seed}, test split"},
     )
     if p["y0"] is not None:
@@ -323,7 +326,7 @@ def analyse(units: Mapping[tuple[str, int], xr.Dataset]) -> xr.Dataset:
     rmse_season = nan(R, S, 4)
     fid_r, fid_r2 = nan(R, S, len(concepts)), nan(R, S, len(concepts))
     head = nan(R, S, len(concepts))
-    cka, proc, free_r = nan(R, S, S), nan(R, S, S), nan(R, S, S)
+    cka, proc, free_r, cka_std = nan(R, S, S), nan(R, S, S), nan(R, S, S), nan(R, S, S)
     for (reg, seed), u in units.items():
         i, j = regimes.index(reg), seeds.index(seed)
         yt, yp, yc = u["y_true"].values, u["y_pred"].values, u["y_clim"].values
@@ -362,8 +365,11 @@ def analyse(units: Mapping[tuple[str, int], xr.Dataset]) -> xr.Dataset:
         idx = [seeds.index(s) for s in have]
         ck = pairwise(reps, linear_cka).values
         pr = pairwise(reps, procrustes_distance).values
+        zs = {k: (v - v.mean(0)) / np.where(v.std(0) > 0, v.std(0), 1.0) for k, v in reps.items()}
+        cz = pairwise(zs, linear_cka).values
         for a, b in itertools.product(range(len(have)), repeat=2):
             cka[i, idx[a], idx[b]] = ck[a, b]
+            cka_std[i, idx[a], idx[b]] = cz[a, b]
             proc[i, idx[a], idx[b]] = pr[a, b]
         if "free_0" in units[(reg, have[0])]["concept"].values:
             fr = {s: units[(reg, s)]["c_pred"].sel(concept="free_0").values.ravel() for s in have}
@@ -372,12 +378,15 @@ def analyse(units: Mapping[tuple[str, int], xr.Dataset]) -> xr.Dataset:
     off = ~np.eye(S, dtype=bool)
 
     def offdiag_mean(arr):
-        return np.array([np.nanmean(arr[i][off]) if S > 1 else np.nan for i in range(R)])
+        vals = [arr[i][off] for i in range(R)]
+        return np.array([np.nanmean(v) if S > 1 and np.isfinite(v).any() else np.nan for v in vals])
 
-    hm = np.nanmean(head, 1)
-    hs = np.nanstd(head, 1)
-    with np.errstate(invalid="ignore", divide="ignore"):
+    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns: concepts a regime lacks
+        hm = np.nanmean(head, 1)
+        hs = np.nanstd(head, 1)
         head_cv = hs / np.abs(hm)
+        cv_mean = np.nanmean(head_cv[:, :len(PRESCRIBED)], 1) if R else np.zeros(0)
     dims_rs = ("regime", "seed")
     ds = xr.Dataset(
         {
@@ -406,9 +415,13 @@ def analyse(units: Mapping[tuple[str, int], xr.Dataset]) -> xr.Dataset:
             "free_abs_r": (("regime", "seed", "seed_other"), free_r,
                            {"units": "1", "long_name": "|r| of the free concept between seeds"}),
             "cka_mean": ("regime", offdiag_mean(cka), {"units": "1", "long_name": "mean pairwise CKA over seeds"}),
+            "cka_std": (("regime", "seed", "seed_other"), cka_std,
+                        {"units": "1", "long_name": "linear CKA with each concept channel standardised"}),
+            "cka_std_mean": ("regime", offdiag_mean(cka_std),
+                             {"units": "1", "long_name": "mean pairwise CKA, channels standardised"}),
             "procrustes_mean": ("regime", offdiag_mean(proc), {"units": "1"}),
             "free_abs_r_mean": ("regime", offdiag_mean(free_r), {"units": "1"}),
-            "head_weight_cv_mean": ("regime", np.nanmean(head_cv[:, :len(PRESCRIBED)], 1) if R else np.zeros(0),
+            "head_weight_cv_mean": ("regime", cv_mean,
                                     {"units": "1", "long_name": "mean CV of prescribed-concept head weights"}),
         },
         coords={"regime": regimes, "seed": seeds, "seed_other": seeds, "season": list(SEASONS), "concept": concepts},

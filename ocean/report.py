@@ -27,9 +27,12 @@ def verdict(summary: xr.Dataset) -> str:
         if "mixed" in regs and cka.notna().sum() > 1:
             others = cka.drop("mixed").dropna()
             higher = bool((cka["mixed"] > others).all())
-            lines.append(f"Mean pairwise CKA across seeds: " + ", ".join(f"{r} {v:.3f}" for r, v in cka.items())
+            ckz = summary["cka_std_mean"].to_series()
+            lines.append("Mean pairwise CKA across seeds: " + ", ".join(f"{r} {v:.3f}" for r, v in cka.items())
+                         + "; with each concept channel standardised: "
+                         + ", ".join(f"{r} {v:.3f}" for r, v in ckz.items())
                          + f". Mixed supervision is {'the most' if higher else 'not the most'} consistent "
-                         f"by this measure.")
+                         "by raw CKA.")
             cv = summary["head_weight_cv_mean"].to_series()
             lines.append("Mean coefficient of variation of the prescribed head weights across seeds: "
                          + ", ".join(f"{r} {v:.2f}" for r, v in cv.items()) + ".")
@@ -80,6 +83,7 @@ def write_report(out: str | Path, summary: xr.Dataset, units: Mapping[tuple[str,
               caption="Where the hidden process went")
     rep.heading("Cross-seed consistency")
     rep.table(pd.DataFrame({"CKA": summary["cka_mean"].to_series(),
+                            "CKA (channels standardised)": summary["cka_std_mean"].to_series(),
                             "Procrustes distance": summary["procrustes_mean"].to_series(),
                             "|r| free across seeds": summary["free_abs_r_mean"].to_series(),
                             "CV head weights (prescribed)": summary["head_weight_cv_mean"].to_series()}),
@@ -117,7 +121,13 @@ def _attribution(out: Path, ds: xr.Dataset, cfg, unit: xr.Dataset):
     from .plots import attribution_figure
     from .synthetic import INPUTS, PRESCRIBED
 
+    import json
+
+    from .experiment import StudyConfig
+
     regime, seed = unit.attrs["regime"], int(unit.attrs["seed"])
+    if "study_config" in unit.attrs:
+        cfg = StudyConfig(**json.loads(unit.attrs["study_config"]))
     ckpt = Path(out) / "run" / "checkpoints" / f"{regime}_seed{seed}.pt"
     if not ckpt.exists():
         ckpt = Path(out) / "checkpoints" / f"{regime}_seed{seed}.pt"
