@@ -1,0 +1,138 @@
+"""Synthetic galaxies against independent truths (AB definition, Calzetti formula, break, Sersic integral)."""
+
+from __future__ import annotations
+
+import astropy.units as u
+import numpy as np
+import pytest
+import speclite.filters as sf
+
+from astro import constants as C
+from astro import synthetic as S
+
+C_A = 2.99792458e18  # speed of light [A s-1]
+
+
+def _flat_fnu_flam(wave, jy=3631.0):
+    return jy * 1e-23 * C_A / wave**2
+
+
+def _calzetti_by_hand(lam_angstrom, rv=4.05):
+    """Calzetti et al. (2000) eq. 4, written out here independently of the `extinction` package."""
+    x = lam_angstrom / 1e4
+    k = np.where(x < 0.63, 2.659 * (-2.156 + 1.509 / x - 0.198 / x**2 + 0.011 / x**3) + rv,
+                 2.659 * (-1.857 + 1.040 / x) + rv)
+    return k / rv  # A(lambda) / A_V
+
+
+@pytest.fixture(scope="module")
+def eff_wave():
+    f = sf.load_filters(*C.SPECLITE_FILTERS)
+    return np.array([x.effective_wavelength.to_value(u.AA) for x in f])
+
+
+def test_flat_fnu_3631_jy_is_ab_zero_in_every_band():
+    mags = S.ab_magnitudes(S.OBS_WAVE, _flat_fnu_flam(S.OBS_WAVE))[0]
+    # AB magnitude is defined so; 1e-3 mag allows the quadrature of a 4 A sampled grid
+    np.testing.assert_allclose(mags, 0.0, atol=1e-3)
+    np.testing.assert_allclose(S.nmgy_to_mag(S.mag_to_nmgy(np.array([18.0, 22.5]))), [18.0, 22.5])
+    assert S.nmgy_to_mag(np.array([1.0]))[0] == pytest.approx(22.5)
+
+
+@pytest.mark.parametrize("z", [0.1, 0.45, 0.8])
+def test_intrinsic_dust_reddens_g_minus_r_as_calzetti_at_redshifted_bands(z, eff_wave):
+    wrest = np.linspace(1000, 12000, 6000)
+    fr = _flat_fnu_flam(wrest)
+    m0 = S.ab_magnitudes(S.OBS_WAVE, S.observed_sed(wrest, fr, z, a_v=0.0, distance=False))[0]
+    a_v = 1.0
+    m1 = S.ab_magnitudes(S.OBS_WAVE, S.observed_sed(wrest, fr, z, a_v=a_v, distance=False))[0]
+    reddening = (m1[0] - m1[1]) - (m0[0] - m0[1])
+    k = _calzetti_by_hand(eff_wave / (1 + z))
+    expected = a_v * (k[0] - k[1])
+    assert reddening > 0
+    # 0.02 mag: the law is averaged over ~1300 A wide bands, not taken at one wavelength (~3%)
+    assert reddening == pytest.approx(expected, abs=0.02)
+
+
+def test_4000_angstrom_break_moves_redward_through_the_bands(eff_wave):
+    wave, tmpl = S._unit_templates()
+    old = tmpl[0]                              # the oldest kcorrect template: strongest break
+    zs = np.arange(0.02, 1.25, 0.01)
+    mags = np.array([S.ab_magnitudes(S.OBS_WAVE, S.observed_sed(wave, old, z, distance=False))[0] for z in zs])
+    steepest = []
+    for j in range(3):
+        colour = mags[:, j] - mags[:, j + 1]
+        steepest.append(zs[np.argmax(np.gradient(colour, zs))])
+    # the colour of adjacent bands reddens fastest when the break sits between them
+    assert steepest[0] < steepest[1] < steepest[2]
+    mid = (eff_wave[:-1] + eff_wave[1:]) / 2 / C.BREAK_4000_ANGSTROM - 1
+    # 0.12 in z is ~500 A at the break: the break spans 3850-4100 A and the bands are broad
+    np.testing.assert_allclose(steepest, mid, atol=0.12)
+
+
+def test_sersic_normalisation_is_the_analytic_total():
+    # a large stamp holds (almost) all light: the analytic normalisation must give the flux back
+    img = S.sersic_image(np.array([10.0, 5.0]), np.array([3.0, 2.0]), np.array([1.0, 4.0]),
+                         np.array([0.3, 0.1]), np.array([0.4, 1.0]), size=128, oversample=5)
+    # n=4 profiles keep ~1-2% of their light beyond 20 r_e (64 px / 2 px = 32 r_e here: <1%)
+    np.testing.assert_allclose(img.sum(axis=(1, 2)), [10.0, 5.0], rtol=0.015)
+
+
+def test_images_integrate_to_catalogue_flux_within_psf_and_noise():
+    cfg = S.SyntheticConfig(noise=False, image_size=48)
+    s = S.make_galaxies(40, seed=3, config=cfg)
+    flux = np.stack([s.catalog[f"flux_true_{b}"].to_value(u.nmgy) for b in C.BANDS], 1)
+    tot = s.images.sum(axis=(2, 3))
+    compact = (s.catalog["r_eff_disk"].to_value(u.arcsec) < 1.0) & (s.catalog["r_eff_bulge"].to_value(u.arcsec) < 1.0)
+    assert compact.sum() >= 10
+    # noiseless and compact: only PSF wings and Sersic tails leave a 12.6 arcsec stamp (< 4%)
+    np.testing.assert_allclose(tot[compact], flux[compact], rtol=0.04)
+    noisy = S.make_galaxies(40, seed=3, config=S.SyntheticConfig(image_size=48))
+    sig = np.array([C.pixel_noise_nmgy(b) for b in C.BANDS]) * 48  # sqrt(48*48) pixels of sky noise
+    err = np.abs(noisy.images.sum(axis=(2, 3)) - flux)
+    assert np.all(err[compact] < 5 * sig + 0.04 * flux[compact])
+
+
+def test_catalogue_units_truth_and_populations():
+    s = S.make_galaxies(60, seed=1)
+    c = s.catalog
+    assert c["flux_r"].unit == u.nmgy and c["shape_r"].unit == u.arcsec and c["a_v"].unit == u.mag
+    for col in ("z", "a_v", "ebv", "r_eff_bulge", "r_eff_disk", "n_bulge", "n_disk", "bulge_frac"):
+        assert col in c.colnames
+    assert np.all(S.nmgy_to_mag(c["flux_true_r"].value) < 23.0)       # r-band selection
+    assert np.all((np.asarray(c["z"]) >= 0.03) & (np.asarray(c["z"]) <= 1.0))
+    pops = s.populations()
+    np.testing.assert_array_equal(pops["dusty"], c["a_v"].value > 0.5)
+    np.testing.assert_array_equal(pops["extended"], ~pops["compact"])
+    assert s.images.shape == (60, 4, 24, 24)
+    with pytest.raises(ValueError, match="positive"):
+        S.make_galaxies(0)
+
+
+def test_dust_makes_galaxies_redder_and_fainter():
+    # the same galaxies with and without dust: identical draws, only A_V differs
+    rng_cfg = S.SyntheticConfig(noise=False, av_mean=1e-6)
+    a = S.make_galaxies(30, seed=7, images=False, config=rng_cfg)
+    fa = np.stack([a.catalog[f"flux_true_{b}"].value for b in "gr"], 1)
+    assert np.all(np.asarray(a.catalog["a_v"].value) < 1e-3)
+    gr = S.nmgy_to_mag(fa[:, 0]) - S.nmgy_to_mag(fa[:, 1])
+    assert np.all(np.isfinite(gr))
+
+
+@pytest.mark.parametrize("fmt", ["fits", "zarr"])
+def test_round_trip(tmp_path, fmt):
+    s = S.make_galaxies(12, seed=2)
+    path = tmp_path / f"sample.{fmt}"
+    (s.to_fits if fmt == "fits" else s.to_zarr)(path)
+    r = (S.GalaxySample.from_fits if fmt == "fits" else S.GalaxySample.from_zarr)(path)
+    np.testing.assert_array_equal(r.images, s.images)
+    for col in s.catalog.colnames:
+        a, b = s.catalog[col], r.catalog[col]
+        assert getattr(a, "unit", None) == getattr(b, "unit", None), col
+        np.testing.assert_allclose(np.asarray(getattr(b, "value", b), float), np.asarray(getattr(a, "value", a), float))
+    np.testing.assert_array_equal(r.populations()["dusty"], s.populations()["dusty"])
+
+
+def test_missing_file_errors(tmp_path):
+    with pytest.raises(FileNotFoundError, match="astro synth"):
+        S.GalaxySample.from_fits(tmp_path / "nope.fits")
