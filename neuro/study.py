@@ -80,10 +80,15 @@ def findings(table: pd.DataFrame) -> list[str]:
                f"{float(base.loc[bb, 'test']):.3f} [{bb}]).")
     if "discovered (no priors)" in disc.index and "discovered (priors)" in disc.index:
         f, p = disc.loc["discovered (no priors)"], disc.loc["discovered (priors)"]
-        gap_ok = float(f["id_ood_gap"]) > float(p["id_ood_gap"])
-        out.append(f"{'REPRODUCED' if gap_ok else 'NOT reproduced'}: unconstrained search generalises worse OOD than "
-                   f"search with wiring priors (ID-OOD gap {float(f['id_ood_gap']):.3f} vs {float(p['id_ood_gap']):.3f}; "
-                   f"OOD mean {float(f['ood_mean']):.3f} vs {float(p['ood_mean']):.3f}).")
+        f_id, p_id = float(f["test"]), float(p["test"])
+        f_ood, p_ood = float(f["ood_mean"]), float(p["ood_mean"])
+        id_close = f_id <= 1.05 * p_id          # unconstrained does (about) as well in distribution ...
+        ood_worse = f_ood > 1.05 * p_ood        # ... but clearly worse out of distribution
+        verdict = "REPRODUCED" if (id_close and ood_worse) else (
+            "PARTLY reproduced (priors better both ID and OOD)" if ood_worse else "NOT reproduced")
+        out.append(f"{verdict}: unconstrained search does well in distribution but worse on novel conditions than "
+                   f"search with wiring priors (ID test {f_id:.3f} vs {p_id:.3f}; OOD mean {f_ood:.3f} vs "
+                   f"{p_ood:.3f}; ID-OOD gap {float(f['id_ood_gap']):.3f} vs {float(p['id_ood_gap']):.3f}).")
         auc_ok = float(p.get("edge_auroc", np.nan)) > float(f.get("edge_auroc", np.nan))
         sg_ok = float(p.get("sign_accuracy", np.nan)) > float(f.get("sign_accuracy", np.nan))
         out.append(f"{'REPRODUCED' if (auc_ok and sg_ok) else ('PARTLY reproduced' if (auc_ok or sg_ok) else 'NOT reproduced')}: "
