@@ -320,8 +320,16 @@ class GalaxySample:
             im.header["PIXSCALE"] = (C.PIXEL_SCALE_ARCSEC, "arcsec / pixel")
             im.header["BANDS"] = ",".join(C.BANDS)
             hdus.append(im)
-        cat = fits.table_to_hdu(self.catalog)
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", u.UnitsWarning)   # nmgy is not a FITS-standard unit
+            cat = fits.table_to_hdu(self.catalog)
         cat.name = "CATALOG"
+        for name in self.catalog.colnames:
+            unit = getattr(self.catalog[name], "unit", None)
+            if unit is not None:
+                cat.header[f"HIERARCH UNIT {name}"] = unit.to_string()
         for k, v in self.meta.items():
             if isinstance(v, (int, float, str, bool)):
                 cat.header[f"HIERARCH META {k}"] = v
@@ -343,7 +351,7 @@ class GalaxySample:
                 raise MissingVariableError(f"{path} has no CATALOG HDU (found {names}).")
             images = np.array(hdul["IMAGES"].data, dtype=np.float32) if "IMAGES" in names else None
             meta = {k[5:]: v for k, v in hdul["CATALOG"].header.items() if k.startswith("META ")}
-            units = {c.name: c.unit for c in hdul["CATALOG"].columns if c.unit}
+            units = {k[5:]: v for k, v in hdul["CATALOG"].header.items() if k.startswith("UNIT ")}
         import warnings
 
         with warnings.catch_warnings():
