@@ -40,7 +40,7 @@ def _row(metrics: dict, faith: dict) -> dict:
 def run_baselines(task, names=None, quick: bool = True) -> pd.DataFrame:
     rows = {}
     for name in names or list(BASELINES):
-        kw = {"steps": 40} if (quick and name in ("gru", "tide")) else {}
+        kw = {"steps": 100} if (quick and name in ("gru", "tide")) else {}
         t0 = time.perf_counter()
         model = fit_baseline(name, task, **kw)
         metrics, arrays = probe_model(model, task)
@@ -117,7 +117,7 @@ def run_study(out_dir: Path, quick: bool = True, *, context: int = 4, horizon: i
     table = run_baselines(task, baselines, quick=quick)
     t_base = time.perf_counter() - t0 - t_sim
     searches = {}
-    n_nodes = max_nodes or (8 if quick else 40)
+    n_nodes = max_nodes or (12 if quick else 40)
     for label, priors in (("priors", True), ("no priors", False)):
         prop = proposer_factory(priors) if proposer_factory else None
         ts, nodes = run_search(task, out_dir / f"search_{label.replace(' ', '_')}", priors, max_nodes=n_nodes,
