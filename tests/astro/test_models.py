@@ -1,0 +1,168 @@
+"""AION adapter and stand-in on a tiny random AION: save/load, errors, heads, tok_z."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+import torch
+from aion import AION
+from aion.codecs import GridScalarCodec
+
+from astro import synthetic as S
+from astro.models import aion as A
+from astro.models import standin as M
+from scimech.errors import CheckpointError
+from scimech.intervene import ablate, ablation_sweep
+
+TINY = dict(domains_in=[*A.LEGACY_SCALARS, "tok_image"], domains_out=["tok_z"], dim=32, encoder_depth=2,
+            decoder_depth=1, num_heads=4, mlp_ratio=2.0, qkv_bias=True, proj_bias=True, mlp_bias=True,
+            norm_bias=True, act_layer="GELU", gated_mlp=False, qk_norm=False)
+
+
+@pytest.fixture(scope="module")
+def sample():
+    return S.make_galaxies(40, seed=11, images=False)
+
+
+@pytest.fixture(scope="module")
+def tiny(sample):
+    torch.manual_seed(0)
+    model = AION(TINY).eval()
+    codecs = M.fit_codecs(sample.catalog, reservoir_size=40, codebook_size=64)
+    ad = A.AIONRedshift(model, codecs)
+    tokens = ad.tokenize(sample.catalog[:6])
+    # the real AION image grid: 24 x 24 = 576 tokens (vocab 4375)
+    tokens["tok_image"] = torch.randint(0, 4375, (6, 576), generator=torch.Generator().manual_seed(1))
+    return ad, tokens
+
+
+def test_saved_and_reloaded_tiny_aion_gives_identical_outputs(tiny, tmp_path):
+    ad, tokens = tiny
+    A.save_checkpoint(ad.model, tmp_path, config=TINY, codecs=ad.codecs)
+    ad2 = A.AIONRedshift.from_folder(tmp_path)
+    assert type(ad2.model) is AION
+    b = ad.batch(tokens)
+    with torch.no_grad():
+        torch.testing.assert_close(ad2.forward(ad2.model, b), ad.forward(ad.model, b), rtol=0, atol=0)
+    torch.testing.assert_close(ad2.buckets(), ad.buckets(), rtol=0, atol=0)
+    # reloaded codecs give the same tokens
+    for k in A.LEGACY_SCALARS:
+        assert torch.equal(ad2.tokenize(_cat(tiny), keys=[k])[k], tokens[k])
+
+
+def _cat(tiny):
+    return S.make_galaxies(40, seed=11, images=False).catalog[:6]
+
+
+def test_missing_checkpoint_pieces_give_clear_errors(tiny, tmp_path):
+    ad, _ = tiny
+    with pytest.raises(CheckpointError, match="does not exist"):
+        A.load_model(tmp_path / "nowhere")
+    A.save_checkpoint(ad.model, tmp_path, config=TINY, codecs=ad.codecs)
+    shutil.rmtree(tmp_path / "codecs" / "FLUX_R")
+    with pytest.raises(CheckpointError, match=r"tok_flux_r: .*codecs/FLUX_R/config\.json"):
+        A.AIONRedshift.from_folder(tmp_path)
+    (tmp_path / "model.safetensors").unlink()
+    with pytest.raises(CheckpointError, match="missing model.safetensors"):
+        A.load_model(tmp_path)
+
+
+def test_strict_loading_rejects_weights_of_another_config(tiny, tmp_path):
+    ad, _ = tiny
+    A.save_checkpoint(ad.model, tmp_path, config=TINY)
+    other = dict(TINY, encoder_depth=3)
+    import json
+
+    (tmp_path / "config.json").write_text(json.dumps(other))
+    with pytest.raises(CheckpointError, match=r"does not match.*missing \['encoder\.2"):
+        A.load_model(tmp_path)
+    (tmp_path / "model.safetensors").write_bytes(b"not a safetensors file")
+    (tmp_path / "config.json").write_text(json.dumps(TINY))
+    with pytest.raises(CheckpointError, match="corrupt or partial"):
+        A.load_model(tmp_path)
+
+
+def test_head_ablation_through_adapter_matches_manual_hook(tiny):
+    ad, tokens = tiny
+    b = ad.batch(tokens)
+    block, head = 0, 2
+    dh = TINY["dim"] // TINY["num_heads"]
+    proj = ad.model.encoder[block].attn.proj
+
+    def zero_head(mod, args):   # manual: zero the head's slice of the projection input
+        x = args[0].clone()
+        x[..., head * dh:(head + 1) * dh] = 0
+        return (x,)
+
+    h = proj.register_forward_pre_hook(zero_head)
+    try:
+        with torch.no_grad():
+            manual = ad.forward(ad.model, b)
+    finally:
+        h.remove()
+    site = ad.head_sites(block)[head]
+    assert site == "encoder.0.attn.heads[2]" and A.site_to_head(site) == (0, 2)
+    with torch.no_grad(), ablate(ad.model, [site], method="zero"):
+        via = ad.forward(ad.model, b)
+    torch.testing.assert_close(via, manual, rtol=1e-6, atol=1e-6)
+    with torch.no_grad():
+        clean = ad.forward(ad.model, b)
+    assert not torch.allclose(clean, manual)
+    # the batched sweep over all heads equals one forward per head
+    sweep = ablation_sweep(ad.model, b, ad.head_sites(block), ad.z_metric(), method="zero", forward=ad.forward)
+    expected = ad.expected_z(manual).numpy()
+    np.testing.assert_allclose(sweep["ablated"].sel(site=site).values, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_expected_z_uses_the_codec_buckets_read_at_run_time(tiny):
+    ad, _ = tiny
+    logits = torch.randn(3, 1025, generator=torch.Generator().manual_seed(3))
+    for size in (1024, 100):
+        ad.codecs["tok_z"] = GridScalarCodec("Z", codebook_size=size)
+        buckets = np.linspace(0.0, 1.0, size)                       # GridScalarCodec: linspace(0, 1)
+        p = np.exp(logits[:, :size].numpy().astype(float))
+        p /= p.sum(1, keepdims=True)
+        np.testing.assert_allclose(ad.expected_z(logits).numpy(), p @ buckets, rtol=1e-5)
+
+
+def test_token_count_is_passed_explicitly(tiny):
+    ad, tokens = tiny
+    n = A.num_encoder_tokens(tokens)
+    assert n == 8 + 576 > 256
+    ctx = ad.encode(tokens)
+    assert ctx.shape[1] == n          # the library default (256) would silently drop 328 tokens
+
+
+def test_masked_image_equals_absent_image(tiny):
+    ad, tokens = tiny
+    phot = {k: v for k, v in tokens.items() if k != "tok_image"}
+    with torch.no_grad():
+        masked = ad.forward(ad.model, ad.batch(tokens, masked=["tok_image"]))
+        absent = ad.forward(ad.model, ad.batch(phot))
+        shown = ad.forward(ad.model, ad.batch(tokens))
+    torch.testing.assert_close(masked, absent, rtol=1e-5, atol=1e-5)
+    assert not torch.allclose(shown, absent)
+
+
+def test_standin_is_an_aion_with_a_coarse_grid_and_round_trips(sample, tmp_path):
+    s = S.make_galaxies(30, seed=4)
+    codecs = M.fit_codecs(s.catalog, reservoir_size=30, codebook_size=32, z_codebook_size=64)
+    model = M.build(codecs=codecs)
+    assert isinstance(model, AION)
+    assert model.encoder_embeddings["tok_image"].num_patches == 36
+    tok = M.PatchTokenizer(vocab=16).fit(s.images)
+    ad = A.AIONRedshift(model, codecs, tok)
+    T = ad.tokenize(s.catalog, s.images)
+    assert T["tok_image"].shape == (30, 36) and int(T["tok_image"].max()) < 16
+    hist = M.train(ad, T, np.asarray(s.catalog["z"]), epochs=1, batch_size=10)
+    assert hist["steps"] == 3 and np.isfinite(hist["loss"]).all()
+    M.save(ad, tmp_path)
+    ad2 = M.load(tmp_path)
+    assert type(ad2.model).__name__ == "StandinAION"
+    b = ad.batch(T)
+    np.testing.assert_array_equal(ad2.predict_z(ad2.batch(ad2.tokenize(s.catalog, s.images))), ad.predict_z(b))
+    (tmp_path / "image_tokenizer.npz").unlink()
+    with pytest.raises(CheckpointError, match="image tokenizer"):
+        M.load(tmp_path)
