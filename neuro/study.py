@@ -143,7 +143,7 @@ def run_study(out_dir: Path, quick: bool = True, *, context: int = 4, horizon: i
     cols = [c for c in COLS if c in table.columns]
     rep.table(table[cols].astype(float), caption="ID / OOD MAE and faithfulness of every baseline and the best "
               "discovered programs (selection used ID validation only)")
-    for label, (ts, nodes) in searches.items():
+    for label, (_ts, nodes) in searches.items():
         rep.figure(plot_tree(nodes, title=f"search tree ({label})"), f"tree_{label.replace(' ', '_')}",
                    caption=f"Search tree with {label}: ID validation MAE per node; failed nodes marked x")
         summary = pd.DataFrame([{"id": n.id, "parent": n.parent, "op": n.op, "status": n.status, "val": n.val,
@@ -154,7 +154,7 @@ def run_study(out_dir: Path, quick: bool = True, *, context: int = 4, horizon: i
         k = 0
         tgt = task.probes["swim_target"][k][: task.horizon]
         preds = {}
-        for label, (ts, nodes) in searches.items():
+        for label, (ts, _nodes) in searches.items():
             b = ts.best()
             if b is not None:
                 f = ts.out / f"node_{b.id:04d}.npz"

@@ -333,7 +333,7 @@ def evaluate(model, task: ForecastTask, splits: tuple[str, ...] | None = None) -
     if splits is not None:
         windows = {k: v for k, v in windows.items() if k in splits}
     rows = []
-    for k, w in windows.items():
+    for _k, w in windows.items():
         pred = model.predict(w.context, w.stim_context, w.stim_future)
         rows.append(mae_per_step(pred, w.target))
     mae = xr.DataArray(np.array(rows), dims=("split", "lead"),

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import time
 import urllib.error
 import urllib.request
@@ -114,7 +113,7 @@ class ChatClient:
                     retry_after = float(ra) if ra is not None else None
                 except ValueError:
                     retry_after = None
-            except (urllib.error.URLError, socket.timeout, TimeoutError, ConnectionError) as err:
+            except (urllib.error.URLError, TimeoutError, ConnectionError) as err:
                 last = f"{type(err).__name__}: {err}"
             if attempt < self.max_retries:
                 time.sleep(min(retry_after if retry_after is not None else wait, self.max_backoff))

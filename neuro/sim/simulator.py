@@ -205,12 +205,12 @@ class Simulator:
         r_stack = np.concatenate([st.r_hist[(st.ptr - d) % H] * (1.0 if pert.lesion is None else pert.lesion)
                                   for d in c.delay_steps], axis=1).T
         if np.all(comm == 1.0):
-            I = drive + (self._Wall @ r_stack).T
+            inp = drive + (self._Wall @ r_stack).T
         else:
-            I = drive + (self._Wi @ r_stack).T + comm * (self._Wc @ r_stack).T
-        I += p.noise * self.rng.standard_normal(I.shape)
+            inp = drive + (self._Wi @ r_stack).T + comm * (self._Wc @ r_stack).T
+        inp += p.noise * self.rng.standard_normal(inp.shape)
         r = st.r
-        F = np.tanh(np.maximum(I - st.a - p.theta, 0.0))
+        F = np.tanh(np.maximum(inp - st.a - p.theta, 0.0))
         r_new = r + dt / p.tau_r * (F - r)
         if pert.lesion is not None:
             r_new = r_new * pert.lesion
