@@ -1,0 +1,32 @@
+"""Selection scores (hand-computed) and the CLI wiring."""
+
+import json
+import math
+
+import numpy as np
+
+from neuro.search.scoring import rank_normalise, ucb_scores
+from neuro.search.tree import Node
+
+
+def test_rank_normalise_and_ucb_by_hand():
+    # lower MAE is better: ranks 0.1 -> 1, 0.3 -> 1/3... with n = 3 finite values
+    np.testing.assert_allclose(rank_normalise([0.3, 0.1, math.inf, 0.2]), [1 / 3, 1.0, 0.0, 2 / 3])
+    u = ucb_scores([0.1, 0.2], visits=[3, 0], c=1.0)
+    # q = [1, 0.5]; bonus = sqrt(ln(4) / (1 + n))
+    np.testing.assert_allclose(u, [1 + math.sqrt(math.log(4) / 4), 0.5 + math.sqrt(math.log(4))])
+    assert ucb_scores([math.inf], [0])[0] == -math.inf
+
+
+def test_cli_plot_reads_a_journal(tmp_path):
+    from scimech.cli import build_parser
+
+    nodes = [Node(0, None, "draft", "x", "h0", status="ok", val=0.5),
+             Node(1, 0, "improve", "y", "h1", status="failed", error="boom"),
+             Node(2, 0, "improve", "z", "h2", status="ok", val=0.4)]
+    from dataclasses import asdict
+
+    (tmp_path / "journal.jsonl").write_text("".join(json.dumps(asdict(n)) + "\n" for n in nodes))
+    args = build_parser().parse_args(["neuro", "plot", str(tmp_path), "--out", str(tmp_path / "t.png")])
+    assert args.func(args) == 0
+    assert (tmp_path / "t.png").stat().st_size > 1000
