@@ -385,7 +385,7 @@ def findings(res: Mapping[str, xr.Dataset], *, null_effect: float = 0.25) -> lis
                     reproduced=bool(null1 and rad["radial_score"].values[h1] >= np.median(rad["radial_score"].values)),
                     evidence=(f"head {h1}: colour probe R2 {col[h1]:.3f} (heads: {np.round(col, 3).tolist()}), radial "
                               f"score {rad['radial_score'].values[h1]:.3f}; advantage left after "
-                              f"{list(left.intervention.values)}: {np.round(eff1, 2).tolist()}")))
+                              f"{[str(m) for m in left.intervention.values]}: {np.round(eff1, 2).tolist()}")))
     dusty_left = left.sel(population="dusty", intervention="resample").values
     others = [h for h in range(len(col)) if h != h1]
     h2 = others[int(np.argmin(dusty_left[others]))] if others else h1

@@ -28,7 +28,7 @@ import numpy as np
 __all__ = ["register", "demo", "QUICK", "FULL"]
 
 #: sizes of the quick (demo/test) and full runs
-QUICK = dict(n_train=1600, n_test=600, epochs=14, batch_size=64, n_bootstrap=200)
+QUICK = dict(n_train=1600, n_test=600, epochs=10, batch_size=64, n_bootstrap=200)
 FULL = dict(n_train=8000, n_test=2000, epochs=40, batch_size=128, n_bootstrap=1000)
 
 

@@ -63,7 +63,7 @@ def main() -> None:
                 ref.append(ad.expected_z(ad.forward(ad.model, batch)).numpy())
     err = float(np.abs(res["ablated"].values - np.stack(ref)).max())
     lines += ["", f"### Per-head zero-ablation sweep ({len(sites)} heads, {len(test)} test galaxies, "
-              f"stand-in dim 64 x 3 blocks, 44 tokens, torch threads {torch.get_num_threads()})", "",
+              f"stand-in dim 32 x 3 blocks, 44 tokens, torch threads {torch.get_num_threads()})", "",
               "| method | seconds | speed-up |", "|---|---|---|",
               f"| naive loop: one forward per head (+ baseline) | {t_naive:.2f} | 1.0 |",
               f"| `scimech.ablation_sweep` (heads tiled into shared forwards) | {t_sweep:.2f} | {t_naive / t_sweep:.2f} |",

@@ -83,7 +83,7 @@ class StandinAION(AION):
 class StandinConfig:
     """Width/depth of the stand-in and its tokenizers."""
 
-    dim: int = 64
+    dim: int = 32
     encoder_depth: int = 3
     decoder_depth: int = 1
     num_heads: int = 4
