@@ -123,7 +123,7 @@ def faithfulness(arrays: dict, metrics: dict, task) -> dict:
     out = {}
     if "jacobian" in arrays:
         out.update(connectivity_scores(arrays["jacobian"], task.true_weights))
-    if "impulse_pred" in arrays:
+    if "impulse_pred" in arrays and task.signal == "rates":  # the true response is in rate space
         if "impulse_true" not in task.probes:
             task.probes["impulse_true"] = true_impulse_response(task)
         out["impulse_distance"] = impulse_distance(arrays["impulse_pred"], task.probes["impulse_true"])

@@ -274,10 +274,13 @@ def _probe_windows(task: ForecastTask, Z, Sz, split) -> dict:
     test = np.where(split == "test")[0]
     drive = ds["drive"].values[test].mean(-1)
     T = Z.shape[1]
+    if drive.shape[1] != T:  # calcium frames: average the drive over each frame
+        step = drive.shape[1] // T
+        drive = drive[:, : T * step].reshape(len(test), T, step).mean(-1)
     out = {}
     # swimming: start of the strongest bout in each test trial
     ctxs, sfs, tgts = [], [], []
-    for k, i in enumerate(test):
+    for k, i in enumerate(test if T - C - H > 0 else []):
         t0 = int(np.argmax(drive[k, : T - C - H] > 0.3)) if (drive[k, : T - C - H] > 0.3).any() else None
         if t0 is None:
             continue

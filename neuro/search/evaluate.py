@@ -58,6 +58,8 @@ def run_candidate(ns, data, cfg):
             ctx_stim[..., 3:] = 1.0
             sp_ = np.asarray(model.predict(sc_, ctx_stim, sf_), dtype=float)
             arrays["swim_pred"] = np.where(np.isfinite(sp_), np.clip(sp_, -1e3, 1e3), np.nan)
+        if "probe/impulse_context" not in data:
+            return metrics, arrays
         ic, isf = data["probe/impulse_context"], data["probe/impulse_stim_future"]
         ics = np.zeros((2, ic.shape[1], isf.shape[-1]), isf.dtype)
         ics[..., 3:] = 1.0
