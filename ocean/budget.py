@@ -27,7 +27,7 @@ import numpy as np
 import xarray as xr
 
 from . import grid
-from .constants import CP0, G, RHO0, coriolis
+from .constants import CP0, RHO0, G, coriolis
 from .errors import require_vars
 
 __all__ = [

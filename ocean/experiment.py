@@ -21,7 +21,7 @@ import dataclasses
 import itertools
 import json
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any

@@ -111,19 +111,18 @@ def write_report(out: str | Path, summary: xr.Dataset, units: Mapping[tuple[str,
 
 def _attribution(out: Path, ds: xr.Dataset, cfg, unit: xr.Dataset):
     """GradientShap attributions of the basin-mean forecast of one unit's model."""
+    import json
+
     import torch
 
     from scimech.attribution import attribute
     from scimech.results import torch_load
 
     from . import data as odata
+    from .experiment import StudyConfig
     from .model import build_model
     from .plots import attribution_figure
     from .synthetic import INPUTS, PRESCRIBED
-
-    import json
-
-    from .experiment import StudyConfig
 
     regime, seed = unit.attrs["regime"], int(unit.attrs["seed"])
     if "study_config" in unit.attrs:

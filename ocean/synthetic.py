@@ -35,7 +35,7 @@ import pandas as pd
 import xarray as xr
 
 from . import grid
-from .constants import CP0, G, RHO0, SECONDS_PER_DAY, coriolis
+from .constants import CP0, RHO0, SECONDS_PER_DAY, G, coriolis
 
 __all__ = ["SynthConfig", "generate", "INPUTS", "CONCEPTS", "PRESCRIBED", "TARGET", "budget_residual", "VAR_ATTRS"]
 
@@ -115,7 +115,7 @@ def _modes(lat, lon, n=6, rng=None):
     x = (lon - lon[0]) / (lon[-1] - lon[0])
     Y, X = np.meshgrid(y, x, indexing="ij")
     out = []
-    for k in range(n):
+    for _k in range(n):
         a, b = rng.integers(1, 3, size=2)
         ph = rng.uniform(0, 2 * np.pi, size=2)
         m = np.sin(np.pi * a * Y + ph[0]) * np.cos(np.pi * b * X + ph[1])
