@@ -10,9 +10,12 @@ data        CF validation, zarr I/O, train-only normalisation, windows, a torch 
 model       CPU-sized UNet encoder -> ConceptLayer(conv) -> 1x1 linear head
 experiment  regimes x seeds: skill, concept fidelity, cross-seed consistency
 heatwaves   Hobday et al. (2016) marine-heatwave detection for any time step
+grid        land-aware finite differences on the sphere
+report      the study report (scimech.report.Report)
 plots, cli  figures and the ``scimech ocean`` commands
 """
 
 from __future__ import annotations
 
-__all__ = ["constants", "synthetic", "budget", "data", "model", "experiment", "heatwaves", "plots", "cli"]
+__all__ = ["constants", "grid", "synthetic", "budget", "data", "model", "experiment", "heatwaves", "plots",
+           "report", "cli"]
