@@ -100,12 +100,12 @@ def validate(ds: xr.Dataset, *, inputs: Sequence[str] = INPUTS, concepts: Sequen
                                   "Fix: ds = ds.sortby('time') and drop duplicate times.")
     mask = ds["mask"].astype(bool)
     if check_nans:
-        checks = {v: (ds[v].isnull() & mask).sum() for v in [*inputs, *concepts, target]}
+        checks = {v: (~np.isfinite(ds[v]) & mask).sum() for v in [*inputs, *concepts, target]}
         counts = dask.compute(checks)[0]
         for v, n in counts.items():
             if int(n) > 0:
                 raise DataValidationError(
-                    f"Variable {v!r} has {int(n)} NaN values at ocean points (mask == 1). Fix: fill them "
+                    f"Variable {v!r} has {int(n)} NaN/inf values at ocean points (mask == 1). Fix: fill them "
                     "(e.g. ds[v].interpolate_na('time')) or set those points to land in 'mask'.")
     return ds
 
@@ -128,9 +128,12 @@ def write_zarr(ds: xr.Dataset, path: str | os.PathLike, *, time_chunk: int = 12)
     try:
         store = tmp / "store.zarr"
         ds.to_zarr(store, mode="w", zarr_format=3, consolidated=False, encoding=enc)
-        if path.exists():
-            shutil.rmtree(path)
-        os.replace(store, path)
+        if path.exists():  # swap: the old store is removed only after the new one is in place
+            old = tmp / "old.zarr"
+            os.replace(path, old)
+            os.replace(store, path)
+        else:
+            os.replace(store, path)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return path
@@ -141,7 +144,12 @@ def open_zarr(path: str | os.PathLike, *, validate_schema: bool = True, **kwargs
     path = Path(path)
     if not path.exists():
         raise DataValidationError(f"No zarr store at {str(path)!r}. Create one with `scimech ocean synth --out ...`.")
-    ds = xr.open_zarr(path, consolidated=False, chunks={})
+    try:
+        ds = xr.open_zarr(path, consolidated=False, chunks={})
+    except Exception as err:
+        raise DataValidationError(
+            f"Cannot open the zarr store {str(path)!r} ({type(err).__name__}: {str(err)[:200]}). It is truncated "
+            "or not a zarr v3 store: rewrite it (e.g. `scimech ocean synth --out ...`) or restore a copy.") from err
     return validate(ds, check_nans=False, **kwargs) if validate_schema else ds
 
 

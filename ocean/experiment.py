@@ -95,8 +95,12 @@ def load_config(path: str | Path | None = None, *, quick: bool = True, **overrid
 
     values: dict[str, Any] = {}
     if path is not None:
-        text = Path(path).read_text()
-        loaded = yaml.safe_load(text) or {}
+        if not Path(path).is_file():
+            raise ConfigError(f"No config file at {str(path)!r}. Check the path (or omit --config for the defaults).")
+        try:
+            loaded = yaml.safe_load(Path(path).read_text()) or {}
+        except yaml.YAMLError as err:
+            raise ConfigError(f"{path}: not valid YAML ({err}).") from err
         if not isinstance(loaded, Mapping):
             raise ConfigError(f"{path}: the config must be a YAML mapping of StudyConfig fields; got {type(loaded).__name__}.")
         values.update(loaded)
@@ -109,6 +113,14 @@ def load_config(path: str | Path | None = None, *, quick: bool = True, **overrid
     bad = sorted(set(values.get("synth", {})) - synth_names)
     if bad:
         raise ConfigError(f"Unknown synth setting(s) {bad}; valid ones are {sorted(synth_names)}.")
+    defaults = StudyConfig.quick() if quick else StudyConfig.full()
+    for key, value in values.items():  # type check against the defaults: `epochs: many` is an error
+        ref = getattr(defaults, key)
+        ok_num = isinstance(ref, (int, float)) and not isinstance(ref, bool) and isinstance(value, (int, float)) \
+            and not isinstance(value, bool) and (isinstance(ref, float) or float(value).is_integer())
+        if ref is not None and value is not None and not ok_num and not isinstance(value, type(ref)) \
+                and not (isinstance(ref, (list, tuple)) and isinstance(value, (list, tuple))):
+            raise ConfigError(f"Study setting {key!r} must be a {type(ref).__name__} like {ref!r}; got {value!r}.")
     cfg = StudyConfig.quick(**values) if quick else StudyConfig.full(**values)
     bad_reg = [r for r in cfg.regimes if r not in REGIMES]
     if bad_reg:

@@ -192,8 +192,6 @@ def test_nan_on_land_is_allowed(ocean_ds, data):
     od.validate(ds)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG(ocean.data.validate): only NaN is checked; +/-inf at ocean points "
-                   "passes (issue 6 asks for NaN/inf). Fix: count ~np.isfinite(ds[v]) & mask.")
 def test_inf_at_an_ocean_point_is_rejected(ocean_ds):
     from ocean import data as od
 
@@ -245,9 +243,6 @@ def test_store_missing_a_variable_is_named(ocean_store, tmp_path_factory, data):
         od.open_zarr(q)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG(ocean.data.open_zarr): a truncated zarr.json raises a bare "
-                   "json.JSONDecodeError ('Unterminated string ...') that does not name the store. Fix: wrap "
-                   "xr.open_zarr in try/except -> DataValidationError naming the path.")
 def test_truncated_store_metadata_names_the_store(ocean_store, tmp_path):
     from ocean import data as od
 
