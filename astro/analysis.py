@@ -31,12 +31,10 @@ import xarray as xr
 
 from scimech.errors import DataValidationError
 from scimech.intervene import ablation_sweep, patching_sweep
-from scimech.metrics import Metric
 from scimech.probe import probe_sites
 from scimech.record import record
 from scimech.stats import bootstrap_ci
 
-from . import constants as C
 from . import photoz as P
 from .models.aion import IMAGE_KEY, LEGACY_SCALARS, AIONRedshift
 

@@ -300,7 +300,7 @@ class GalaxySample:
     def __len__(self) -> int:
         return len(self.catalog)
 
-    def __getitem__(self, idx) -> "GalaxySample":
+    def __getitem__(self, idx) -> GalaxySample:
         idx = np.asarray(idx) if not isinstance(idx, slice) else idx
         return GalaxySample(self.catalog[idx], None if self.images is None else self.images[idx], dict(self.meta))
 
@@ -341,7 +341,7 @@ class GalaxySample:
         return path
 
     @classmethod
-    def from_fits(cls, path: str | Path) -> "GalaxySample":
+    def from_fits(cls, path: str | Path) -> GalaxySample:
         path = Path(path)
         if not path.exists():
             raise FileNotFoundError(f"No FITS sample at {path}; write one with GalaxySample.to_fits or `scimech astro synth`.")
@@ -380,7 +380,7 @@ class GalaxySample:
         return Path(path)
 
     @classmethod
-    def from_zarr(cls, path: str | Path) -> "GalaxySample":
+    def from_zarr(cls, path: str | Path) -> GalaxySample:
         import xarray as xr
 
         if not Path(path).exists():

@@ -266,7 +266,7 @@ class AIONRedshift:
 
     @classmethod
     def from_folder(cls, folder: str | Path, *, scalar_keys: Sequence[str] = tuple(LEGACY_SCALARS),
-                    image_tokenizer=None, device: str = "cpu") -> "AIONRedshift":
+                    image_tokenizer=None, device: str = "cpu") -> AIONRedshift:
         """Load model + codecs (``scalar_keys`` and ``tok_z``) from a local checkpoint folder."""
         model = load_model(folder, device=device)
         codecs = load_codecs(folder, [*scalar_keys, Z_KEY])

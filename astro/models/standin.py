@@ -26,16 +26,16 @@ from __future__ import annotations
 import copy
 import json
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 import torch
+from aion import AION
 from torch import nn
 
-from aion import AION
 from scimech.errors import CheckpointError, ConfigError
 
 from .. import constants as C
@@ -165,7 +165,7 @@ class PatchTokenizer:
         f = np.arcsinh(p / self.softening)                      # (n, b, gh, gw)
         return f.transpose(0, 2, 3, 1).reshape(-1, b)
 
-    def fit(self, images: np.ndarray) -> "PatchTokenizer":
+    def fit(self, images: np.ndarray) -> PatchTokenizer:
         from sklearn.cluster import MiniBatchKMeans
 
         f = self._features(images)
@@ -188,7 +188,7 @@ class PatchTokenizer:
                  params=json.dumps(dict(vocab=self.vocab, patch=self.patch, softening=self.softening, seed=self.seed)))
 
     @classmethod
-    def load(cls, path: Path) -> "PatchTokenizer":
+    def load(cls, path: Path) -> PatchTokenizer:
         if not Path(path).is_file():
             raise CheckpointError(f"missing image tokenizer {path}; it is written by astro.models.standin.save.")
         d = np.load(path)
