@@ -197,9 +197,17 @@ def load_codecs(folder: str | Path, token_keys: Sequence[str]) -> dict[str, nn.M
             problems.append(f"{key}: {', '.join(str(sub / n) for n in missing)}")
             continue
         cls = MODALITY_CODEC_MAPPING[mod]
-        cfg = json.loads((sub / CONFIG_NAME).read_text())
-        codec = cls(**cfg)
-        state = load_file(str(sub / WEIGHTS_NAME))
+        try:
+            cfg = json.loads((sub / CONFIG_NAME).read_text())
+            codec = cls(**cfg)
+        except (json.JSONDecodeError, TypeError, ValueError) as e:
+            raise CheckpointError(f"codec {key}: {sub / CONFIG_NAME} is corrupt or not a codec config ({e}). "
+                                  "Download that codec folder again.") from None
+        try:
+            state = load_file(str(sub / WEIGHTS_NAME))
+        except Exception as e:  # safetensors raises its own SafetensorError on a truncated file
+            raise CheckpointError(f"codec {key}: {sub / WEIGHTS_NAME} is corrupt or truncated ({e}). "
+                                  "Download that codec folder again.") from None
         # buffers created as None (e.g. reservoir quantiles) are sized from the file
         for name, t in state.items():
             target = name.replace("quantizer", "_quantizer", 1) if name.startswith("quantizer") else name
