@@ -41,9 +41,37 @@ _BLOCKED = ("socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg", 
             "os.fork", "os.forkpty", "pty.spawn", "os.spawn")
 
 
+# the search's own packages: a candidate must not import them (e.g. to rebuild the task and
+# read its test or OOD split)
+_PRIVATE = ("neuro", "scimech", "ocean", "astro", "evaluate")
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
+_WORKDIR = [""]
+
+
+def _inside(path) -> bool:
+    try:
+        real = os.path.realpath(os.fsdecode(path) if not isinstance(path, int) else "")
+    except (TypeError, ValueError):
+        return False
+    root = _WORKDIR[0]
+    return real == root or real.startswith(root + os.sep)
+
+
 def _audit(event, args):
     if event.startswith(_BLOCKED):
         raise PermissionError(f"sandbox: '{event}' is not allowed for candidate programs (no network, no processes)")
+    if event == "import" and args and isinstance(args[0], str) and args[0].split(".")[0] in _PRIVATE:
+        raise PermissionError(f"sandbox: importing {args[0]!r} is not allowed for candidate programs")
+    if event == "open" and len(args) >= 3 and not isinstance(args[0], int):
+        mode, flags = args[1], args[2] or 0
+        writes = (isinstance(mode, str) and any(c in mode for c in "wax+")) or bool(flags & _WRITE_FLAGS)
+        if writes and not _inside(args[0]):
+            raise PermissionError(f"sandbox: writing outside the sandbox folder is not allowed ({args[0]!r})")
+    if event in ("os.remove", "os.rename", "os.rmdir", "os.mkdir", "shutil.rmtree", "shutil.move", "os.chmod",
+                 "os.symlink", "os.link", "os.truncate"):
+        paths = [a for a in args if isinstance(a, (str, bytes, os.PathLike))]
+        if any(not _inside(p) for p in paths):
+            raise PermissionError(f"sandbox: '{event}' outside the sandbox folder is not allowed ({paths!r})")
 
 
 def main(workdir):
@@ -57,6 +85,7 @@ def main(workdir):
     data = dict(np.load("data.npz"))
     from evaluate import run_candidate  # copied next to this runner
 
+    _WORKDIR[0] = os.path.realpath(workdir)
     sys.addaudithook(_audit)
     result = {"network_guard": guard + "+audit"}
     try:
