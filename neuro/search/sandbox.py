@@ -11,7 +11,9 @@ Network: the runner first tries to enter a fresh network namespace (``unshare(CL
 possible as root or with unprivileged user namespaces), where no interface is up. Where the
 OS refuses, the weaker guard remains: a ``sys.addaudithook`` hook installed before the
 candidate runs, which raises on ``socket.connect/bind/sendto/getaddrinfo``, subprocesses,
-``os.system``/``exec``/``fork``. Audit hooks cannot be removed from Python code, but native
+``os.system``/``exec``/``fork`` (so a fork bomb never creates a process), on writes, deletes and
+renames outside the candidate's own folder, and on imports of the search's own packages
+(``neuro``, ``scimech``, ``ocean``, ``astro``). Audit hooks cannot be removed from Python code, but native
 code (ctypes) could bypass them; ``SandboxResult.network_guard`` says which guard was active.
 Every failure (exception, non-finite output, timeout, memory) is returned as a failed
 result with its error text, never raised.
