@@ -206,6 +206,18 @@ def _sites_per_forward(n_sites: int, batch: int, max_rows: int) -> int:
     return max(1, min(n_sites, max_rows // max(batch, 1)))
 
 
+def _sweep_tiles(model: nn.Module, resolved: Sequence[ResolvedSite], batch: Any, b: int, make: Callable,
+                 metric: Metric, tgt: Any, forward: Callable | None, k: int, row: torch.Tensor) -> None:
+    """Fill ``row[j]`` with the metric of the run where site ``j`` gets ``make(...)``,
+    ``k`` sites per tiled forward (shared by the ablation and patching sweeps)."""
+    for g in range(0, len(resolved), k):
+        group = resolved[g:g + k]
+        with _tiled(model, group, b, make):
+            out = run_forward(model, tile_batch(batch, len(group)), forward)
+        vals = _metric_values(metric, out, None if tgt is None else tile_batch(tgt, len(group)))
+        row[g:g + len(group)] = vals.reshape(len(group), b)
+
+
 def ablation_sweep(model: nn.Module, inputs: Any, sites: Sequence[str], metric: Metric | Callable | None = None, *,
                    method: AblationMethod = "resample", reference: Any = None, factor: float | None = None,
                    forward: Callable | None = None, batch_size: int = 256, max_rows: int = 256, seed: int = 0,
@@ -257,18 +269,13 @@ def ablation_sweep(model: nn.Module, inputs: Any, sites: Sequence[str], metric: 
                     shared = torch.randint(0, sizes.pop(), (b,), generator=gen) if len(sizes) == 1 else None
                     draws = {s.name: shared if shared is not None else
                              torch.randint(0, refs[s.name].shape[0], (b,), generator=gen) for s in resolved}
-                for g in range(0, len(sites), k):
-                    group = resolved[g:g + k]
 
-                    def make(i, s, cur, draws=draws):
-                        if method == "resample":
-                            return refs[s.name][draws[s.name]].to(cur.dtype)
-                        return _replacement(method, s, cur, refs.get(s.name), factor, gen)
+                def make(i, s, cur, draws=draws):
+                    if method == "resample":
+                        return refs[s.name][draws[s.name]].to(cur.dtype)
+                    return _replacement(method, s, cur, refs.get(s.name), factor, gen)
 
-                    with _tiled(model, group, b, make):
-                        out = run_forward(model, tile_batch(batch, len(group)), forward)
-                    vals = _metric_values(metric, out, None if tgt is None else tile_batch(tgt, len(group)))
-                    row[g:g + len(group)] = vals.reshape(len(group), b)
+                _sweep_tiles(model, resolved, batch, b, make, metric, tgt, forward, k, row)
                 abl_vals.append(row)
     finally:
         model.train(was)
@@ -357,12 +364,8 @@ def patching_sweep(model: nn.Module, clean: Any, corrupted: Any, sites: Sequence
                 source, base = (acts_clean, xb) if direction == "denoising" else (acts_corr, cb)
                 row = torch.empty(len(sites), b)
                 k = _sites_per_forward(len(sites), b, max_rows)
-                for g in range(0, len(sites), k):
-                    group = resolved[g:g + k]
-                    with _tiled(model, group, b, lambda i, s, cur, src=source: src[s.name].to(cur.dtype)):
-                        out = run_forward(model, tile_batch(base, len(group)), forward)
-                    vals = _metric_values(metric, out, None if tgt is None else tile_batch(tgt, len(group)))
-                    row[g:g + len(group)] = vals.reshape(len(group), b)
+                _sweep_tiles(model, resolved, base, b, lambda i, s, cur, src=source: src[s.name].to(cur.dtype),
+                             metric, tgt, forward, k, row)
                 patched_v.append(row)
     finally:
         model.train(was)
