@@ -49,3 +49,19 @@ def run_notebook(tmp_path):
         return nb
 
     return _run
+
+
+@pytest.fixture(scope="module")
+def candidate_data_file(tmp_path_factory):
+    """A tiny task data file for neuro sandbox runs: target 1 everywhere on the val split,
+    so an all-zero forecaster scores exactly MAE 1."""
+    from neuro.search.sandbox import write_data
+
+    rng = np.random.default_rng(0)
+    d = {"train/series": rng.normal(size=(2, 20, 3)).astype(np.float32),
+         "train/stim": np.zeros((2, 20, 5), np.float32),
+         "val/context": rng.normal(size=(4, 4, 3)).astype(np.float32),
+         "val/stim_context": np.zeros((4, 4, 5), np.float32),
+         "val/stim_future": np.zeros((4, 2, 5), np.float32),
+         "val/target": np.ones((4, 2, 3), np.float32)}
+    return write_data(d, tmp_path_factory.mktemp("candidate") / "data.npz")

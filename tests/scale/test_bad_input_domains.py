@@ -504,17 +504,8 @@ def test_fits_without_a_catalog_hdu(tmp_path_factory, names):
 
 # ==================================================================== neuro
 @pytest.fixture(scope="module")
-def cand_data(tmp_path_factory):
-    from neuro.search.sandbox import write_data
-
-    rng = np.random.default_rng(0)
-    d = {"train/series": rng.normal(size=(2, 20, 3)).astype(np.float32),
-         "train/stim": np.zeros((2, 20, 5), np.float32),
-         "val/context": rng.normal(size=(4, 4, 3)).astype(np.float32),
-         "val/stim_context": np.zeros((4, 4, 5), np.float32),
-         "val/stim_future": np.zeros((4, 2, 5), np.float32),
-         "val/target": np.ones((4, 2, 3), np.float32)}
-    return write_data(d, tmp_path_factory.mktemp("cand") / "data.npz")
+def cand_data(candidate_data_file):
+    return candidate_data_file
 
 
 _MALFORMED = {

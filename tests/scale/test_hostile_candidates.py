@@ -4,10 +4,9 @@ packages (to rebuild the task and read its test split), fork bombs."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
-from neuro.search.sandbox import SandboxLimits, run_in_sandbox, write_data
+from neuro.search.sandbox import SandboxLimits, run_in_sandbox
 
 MODEL = """
 import numpy as np
@@ -18,15 +17,8 @@ class Model:
 
 
 @pytest.fixture(scope="module")
-def data_file(tmp_path_factory):
-    rng = np.random.default_rng(0)
-    d = {"train/series": rng.normal(size=(2, 20, 3)).astype(np.float32),
-         "train/stim": np.zeros((2, 20, 5), np.float32),
-         "val/context": rng.normal(size=(4, 4, 3)).astype(np.float32),
-         "val/stim_context": np.zeros((4, 4, 5), np.float32),
-         "val/stim_future": np.zeros((4, 2, 5), np.float32),
-         "val/target": np.ones((4, 2, 3), np.float32)}
-    return write_data(d, tmp_path_factory.mktemp("hostile") / "data.npz")
+def data_file(candidate_data_file):
+    return candidate_data_file
 
 
 def test_a_well_behaved_candidate_still_scores(data_file):
