@@ -96,7 +96,7 @@ def multimodal_advantage(z: np.ndarray, preds: Mapping[str, np.ndarray], populat
     adv = np.full((3, len(populations)), np.nan)
     dp = np.abs(P.dz(z, preds["photometry"]))
     dm = np.abs(P.dz(z, preds["multimodal"]))
-    for j, (name, m) in enumerate(populations.items()):
+    for j, m in enumerate(populations.values()):
         if m.sum() >= 3:
             adv[:, j] = bootstrap_ci((dp[m], dm[m]), lambda a, b, axis=-1: np.mean(a - b, axis=axis),
                                      n_resamples=n_bootstrap, seed=seed, paired=True, method="percentile")
@@ -135,7 +135,7 @@ def layer_probes(adapter: AIONRedshift, inp: StudyInputs, *, cv: int = 5, alpha:
     for i, (mode, batch) in enumerate(modes.items()):
         rec = record_blocks(adapter, batch, sites)
         feats = {s: _pool(rec[s].values, inp.n_scalar_tokens, mode) for s in sites}
-        for j, (t, y) in enumerate(targets.items()):
+        for j, y in enumerate(targets.values()):
             res = probe_sites(feats, y, cv=cv, alpha=alpha, control=False, n_bootstrap=n_bootstrap, dim="layer",
                               coords=list(range(len(sites))))
             score[i, j] = res["score_mean"].values

@@ -342,30 +342,79 @@ class GalaxySample:
 
     @classmethod
     def from_fits(cls, path: str | Path) -> GalaxySample:
+        """Read a sample written by :meth:`to_fits`.
+
+        Raises
+        ------
+        FileNotFoundError
+            No file at ``path``.
+        MissingVariableError
+            The file has no ``CATALOG`` HDU.
+        DataValidationError
+            The file is not FITS, or is truncated or corrupt (the message names the file and the fix).
+        """
+        import warnings
+
         path = Path(path)
         if not path.exists():
             raise FileNotFoundError(f"No FITS sample at {path}; write one with GalaxySample.to_fits or `scimech astro synth`.")
-        with fits.open(path) as hdul:
-            names = [h.name for h in hdul]
-            if "CATALOG" not in names:
-                raise MissingVariableError(f"{path} has no CATALOG HDU (found {names}).")
-            images = np.array(hdul["IMAGES"].data, dtype=np.float32) if "IMAGES" in names else None
-            meta = {k[5:]: v for k, v in hdul["CATALOG"].header.items() if k.startswith("META ")}
-            units = {k[5:]: v for k, v in hdul["CATALOG"].header.items() if k.startswith("UNIT ")}
-        import warnings
-
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", u.UnitsWarning)   # nmgy is not a FITS-standard unit
-            cat = QTable.read(path, hdu="CATALOG")
+        fix = f"Delete {path} and write it again (GalaxySample.to_fits or `scimech astro synth --out {path}`)."
+        size = path.stat().st_size
+        try:
+            # lazy_load_hdus=False reads every header now, so a torn file shows here, not later.
+            # astropy only *warns* about a truncated file (and zero-fills or drops what is
+            # missing), so its warnings are collected and turned into an error below.
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                with fits.open(path, lazy_load_hdus=False) as hdul:
+                    names = [h.name for h in hdul]
+                    end = max(h._data_offset + h._data_size for h in hdul)
+                    torn = [str(w.message).splitlines()[0] for w in caught
+                            if "truncated" in str(w.message) or "Error validating header" in str(w.message)]
+                    if torn or size % 2880 or end > size:   # FITS files are whole 2880-byte blocks
+                        why = torn[0] if torn else f"{size} bytes, expected {max(end, size + 2880 - size % 2880)}"
+                        raise DataValidationError(f"{path} is a truncated FITS file ({why}): its write did not "
+                                                  f"finish or the copy is incomplete. {fix}")
+                    if "CATALOG" not in names:
+                        raise MissingVariableError(f"{path} has no CATALOG HDU (found {names}); it was not "
+                                                   f"written by GalaxySample.to_fits. {fix}")
+                    images = np.array(hdul["IMAGES"].data, dtype=np.float32) if "IMAGES" in names else None
+                    header = hdul["CATALOG"].header
+                    meta = {k[5:]: v for k, v in header.items() if k.startswith("META ")}
+                    units = {k[5:]: v for k, v in header.items() if k.startswith("UNIT ")}
+                    warnings.simplefilter("ignore", u.UnitsWarning)   # nmgy is not a FITS-standard unit
+                    cat = QTable.read(hdul["CATALOG"])
+                    n_rows = int(header.get("NAXIS2", len(cat)))
+        except DataValidationError:
+            raise
+        except (OSError, ValueError, TypeError, KeyError, IndexError, EOFError) as err:
+            raise DataValidationError(f"{path} is not a readable FITS sample: it is corrupt or not FITS "
+                                      f"({type(err).__name__}: {str(err)[:200]}). {fix}") from err
+        if images is not None and len(images) != n_rows:
+            raise DataValidationError(f"{path}: IMAGES holds {len(images)} galaxies but CATALOG {n_rows}. {fix}")
         for name, unit in units.items():                  # restore units FITS could not parse
-            if getattr(cat[name], "unit", None) is None:
+            if name in cat.colnames and getattr(cat[name], "unit", None) is None:
                 cat[name] = np.asarray(cat[name]) * u.Unit(unit, format="generic")
         return cls(cat, images, meta)
 
     def to_zarr(self, path: str | Path) -> Path:
-        """Write an xarray/zarr store: ``images (galaxy, band, y, x)`` and one variable per column."""
+        """Write an xarray/zarr store: ``images (galaxy, band, y, x)`` and one variable per column.
+
+        The store is written to a hidden temporary sibling, gets the completion marker of
+        :mod:`scimech.results` (``.scimech-complete``) last, and is then moved into place
+        with ``os.replace``; an existing store at ``path`` is kept until the new one is
+        complete. A crash at any point leaves the old store or none under ``path``, never a
+        partial one, and :meth:`from_zarr` refuses a store without the marker.
+        """
+        import os
+        import shutil
+        import tempfile
+
         import xarray as xr
 
+        from scimech.results import COMPLETE_MARKER
+
+        path = Path(path)
         ds = xr.Dataset(attrs={k: v for k, v in self.meta.items() if isinstance(v, (int, float, str, bool))})
         for name in self.catalog.colnames:
             col = self.catalog[name]
@@ -376,16 +425,52 @@ class GalaxySample:
             ds["images"] = (("galaxy", "band", "y", "x"), self.images.astype(np.float32),
                             {"units": "nanomaggy", "pixel_scale_arcsec": C.PIXEL_SCALE_ARCSEC})
             ds = ds.assign_coords(band=list(C.BANDS))
-        ds.to_zarr(str(path), mode="w")
-        return Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+        try:
+            store = tmp / "store.zarr"
+            ds.to_zarr(str(store), mode="w", consolidated=False)
+            (store / COMPLETE_MARKER).write_text(f"{len(self)} galaxies\n")
+            if path.exists():
+                old = tmp / "previous"
+                os.replace(path, old)          # same folder: atomic; removed with tmp below
+            os.replace(store, path)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return path
 
     @classmethod
     def from_zarr(cls, path: str | Path) -> GalaxySample:
+        """Read a sample written by :meth:`to_zarr`.
+
+        Raises
+        ------
+        FileNotFoundError
+            No store at ``path``.
+        DataValidationError
+            The store lacks the completion marker (an interrupted write) or cannot be read.
+        """
+        import warnings
+
         import xarray as xr
 
-        if not Path(path).exists():
+        from scimech.results import COMPLETE_MARKER
+
+        path = Path(path)
+        if not path.exists():
             raise FileNotFoundError(f"No zarr sample at {path}; write one with GalaxySample.to_zarr.")
-        ds = xr.open_zarr(str(path)).load()
+        fix = f"Delete {path} and write it again (GalaxySample.to_zarr or `scimech astro synth --out {path}`)."
+        if not (path / COMPLETE_MARKER).is_file():
+            raise DataValidationError(f"The zarr sample {path} has no completion marker ({COMPLETE_MARKER}): its "
+                                      f"write did not finish (an interrupted run?) or another tool wrote it. {fix}")
+        try:
+            with warnings.catch_warnings():   # the marker file is not a zarr node; that is fine
+                warnings.filterwarnings("ignore", message=".*not recognized as a component.*")
+                with xr.open_zarr(str(path), consolidated=False) as opened:
+                    ds = opened.load()
+        except Exception as err:   # zarr/xarray raise many types on a damaged store
+            raise DataValidationError(f"Cannot read the zarr sample {path} ({type(err).__name__}: "
+                                      f"{str(err)[:200]}): it is corrupt. {fix}") from err
         cat = QTable()
         for name in ds.data_vars:
             if name == "images":

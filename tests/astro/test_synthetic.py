@@ -136,3 +136,101 @@ def test_round_trip(tmp_path, fmt):
 def test_missing_file_errors(tmp_path):
     with pytest.raises(FileNotFoundError, match="astro synth"):
         S.GalaxySample.from_fits(tmp_path / "nope.fits")
+
+
+# ---------------------------------------------------------------- damaged and interrupted files
+@pytest.fixture(scope="module")
+def small_sample():
+    return S.make_galaxies(12, seed=2)
+
+
+@pytest.mark.parametrize("frac", [0.0, 0.05, 0.5, 0.93, 0.999])
+def test_truncated_fits_is_a_clear_error(tmp_path, small_sample, frac):
+    from scimech.errors import DataValidationError
+
+    good = small_sample.to_fits(tmp_path / "good.fits")
+    raw = good.read_bytes()
+    bad = tmp_path / "bad.fits"
+    bad.write_bytes(raw[: int(frac * len(raw))])   # 0.93 tears the CATALOG header, 0.999 its last rows
+    with pytest.raises(DataValidationError, match=r"bad\.fits.*(truncated|corrupt).*Delete .*bad\.fits"):
+        S.GalaxySample.from_fits(bad)
+    assert S.GalaxySample.from_fits(good).catalog["z"].shape == (12,)   # the intact file still reads
+
+
+def test_junk_fits_is_a_clear_error(tmp_path):
+    from scimech.errors import DataValidationError
+
+    junk = tmp_path / "junk.fits"
+    junk.write_bytes(b"SIMPLE? no, just some text that is not FITS\n" * 200)
+    with pytest.raises(DataValidationError, match=r"junk\.fits is not a readable FITS sample.*astro synth"):
+        S.GalaxySample.from_fits(junk)
+
+
+def _crash_after_writing(monkeypatch):
+    import xarray as xr
+
+    original = xr.Dataset.to_zarr
+
+    def write_then_crash(self, store, *args, **kwargs):
+        original(self, store, *args, **kwargs)        # every chunk is on disk ...
+        raise RuntimeError("simulated crash")         # ... but the write never finishes
+
+    monkeypatch.setattr(xr.Dataset, "to_zarr", write_then_crash)
+
+
+def test_interrupted_zarr_write_leaves_no_store(tmp_path, small_sample, monkeypatch):
+    _crash_after_writing(monkeypatch)
+    path = tmp_path / "s.zarr"
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        small_sample.to_zarr(path)
+    assert not path.exists()
+    assert list(tmp_path.iterdir()) == []             # the temporary sibling is cleaned up too
+
+
+def test_interrupted_zarr_overwrite_keeps_the_previous_store(tmp_path, small_sample, monkeypatch):
+    path = tmp_path / "s.zarr"
+    small_sample.to_zarr(path)
+    _crash_after_writing(monkeypatch)
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        S.make_galaxies(5, seed=9).to_zarr(path)
+    back = S.GalaxySample.from_zarr(path)
+    assert len(back) == 12                            # still the old, complete sample
+    np.testing.assert_array_equal(back.images, small_sample.images)
+
+
+def test_sigkill_during_zarr_write_leaves_nothing_finished_looking(tmp_path):
+    """A real SIGKILL (no cleanup runs) right after the chunks are written, before the marker."""
+    import subprocess
+    import sys
+
+    from scimech.errors import DataValidationError
+
+    code = (
+        "import os, signal, xarray as xr\n"
+        "from astro import synthetic as S\n"
+        "orig = xr.Dataset.to_zarr\n"
+        "def killed(self, *a, **k):\n"
+        "    orig(self, *a, **k)\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n"
+        "xr.Dataset.to_zarr = killed\n"
+        f"S.make_galaxies(8, seed=1).to_zarr({str(tmp_path / 's.zarr')!r})\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120)
+    assert proc.returncode == -9, proc.stderr.decode()[-1000:]
+    assert not (tmp_path / "s.zarr").exists()         # nothing under the final name
+    leftovers = list(tmp_path.glob(".s.zarr.*.tmp/store.zarr"))
+    assert len(leftovers) == 1                        # the torn store is a hidden temporary ...
+    with pytest.raises(DataValidationError, match="no completion marker"):
+        S.GalaxySample.from_zarr(leftovers[0])        # ... and is refused even if opened by hand
+    S.GalaxySample(S.make_galaxies(3, seed=0).catalog).to_zarr(tmp_path / "s.zarr")   # a rerun works
+    assert len(S.GalaxySample.from_zarr(tmp_path / "s.zarr")) == 3
+
+
+def test_zarr_store_without_marker_is_refused(tmp_path, small_sample):
+    from scimech.errors import DataValidationError
+    from scimech.results import COMPLETE_MARKER
+
+    path = small_sample.to_zarr(tmp_path / "s.zarr")
+    (path / COMPLETE_MARKER).unlink()
+    with pytest.raises(DataValidationError, match=r"s\.zarr has no completion marker.*Delete"):
+        S.GalaxySample.from_zarr(path)
