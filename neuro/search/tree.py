@@ -15,6 +15,15 @@ best quick score so far get the full evaluation (all splits, Jacobian, probes). 
 deduplicated by the hash of (code, task, seed): a repeat reuses the cached result.
 Budgets: ``max_nodes`` and ``max_seconds``. Every finished node is appended to
 ``journal.jsonl`` (flushed and fsynced); rerunning with the same ``out_dir`` resumes.
+
+Execution: a *generation* is ``generation`` nodes proposed from the same tree and evaluated
+independently (each in its own sandbox process), then appended together. The tree depends on
+``generation`` and ``seed`` only, not on where the evaluations run: serially, on a thread
+pool of ``workers`` (the default), or as Dask tasks through
+:func:`scimech.parallel.map_units` when a ``client`` (or a ``unit_store``) is given. In the
+Dask case every evaluation is a unit of a :class:`scimech.results.UnitStore` (default
+``out_dir/units``), so a search killed mid-generation redoes only the evaluations that had not
+finished. Data files live in ``out_dir``, which must be on a file system the workers share.
 """
 
 from __future__ import annotations
@@ -34,7 +43,7 @@ from ..faithfulness import faithfulness
 from .sandbox import SandboxLimits, run_in_sandbox, write_data
 from .scoring import selection_score, ucb_scores
 
-__all__ = ["Node", "TreeSearch", "load_journal"]
+__all__ = ["Node", "TreeSearch", "load_journal", "evaluate_candidate"]
 
 
 @dataclass
@@ -75,6 +84,65 @@ def load_journal(path: str | os.PathLike) -> list[Node]:
     return nodes
 
 
+def evaluate_candidate(code: str, data_quick: str, data_full: str, limits: dict, best_quick: float | None,
+                       quick_threshold: float) -> dict:
+    """Staged evaluation of one program (quick fit, then the full one), each stage in its own
+    sandbox process; runs wherever it is called (this process, a thread, a Dask worker).
+
+    Parameters
+    ----------
+    code
+        The program's source.
+    data_quick, data_full
+        Paths of the quick and full data files (:meth:`neuro.tasks.ForecastTask.data_arrays`).
+    limits
+        :class:`~neuro.search.sandbox.SandboxLimits` fields as a dict (picklable, JSON-able).
+    best_quick
+        Best quick validation MAE among finished nodes (``None``: no node yet); a program
+        whose quick score exceeds ``quick_threshold`` times it is pruned.
+
+    Returns
+    -------
+    dict
+        ``status`` (ok | failed | pruned), ``error``, ``quick_val``, ``val``, ``test``, ``ood``
+        (suite -> MAE), ``metrics`` (all of the full stage), ``arrays`` (name -> ndarray, the
+        full stage's outputs: MAE per step, Jacobian, free runs), ``network_guard`` and
+        ``wall_seconds`` (s).
+    """
+    t0 = time.perf_counter()
+    lim = SandboxLimits(**limits)
+    out = {"status": "failed", "error": "", "quick_val": None, "val": None, "test": None, "ood": {}, "metrics": {},
+           "arrays": {}, "network_guard": "", "wall_seconds": 0.0}
+    quick = run_in_sandbox(code, data_quick, lim, stage="quick")
+    out["network_guard"] = quick.network_guard
+    if not quick.ok:
+        out["error"] = f"[{quick.status}] {quick.error}"
+        out["wall_seconds"] = time.perf_counter() - t0
+        return out
+    qv = quick.metrics.get("val")
+    out["quick_val"] = qv
+    if best_quick is not None and math.isfinite(best_quick) and qv > quick_threshold * best_quick:
+        out["status"] = "pruned"
+        out["error"] = (f"pruned after the quick stage (quick val {qv:.4g} > {quick_threshold} x best "
+                        f"{best_quick:.4g})")
+        out["wall_seconds"] = time.perf_counter() - t0
+        return out
+    full = run_in_sandbox(code, data_full, lim, stage="full")
+    out["wall_seconds"] = time.perf_counter() - t0
+    if not full.ok:
+        out["error"] = f"[{full.status}] {full.error}"
+        return out
+    out.update(status="ok", val=full.metrics.get("val"), test=full.metrics.get("test"), metrics=dict(full.metrics),
+               ood={k[4:]: v for k, v in full.metrics.items() if k.startswith("ood_")}, arrays=dict(full.arrays))
+    return out
+
+
+def _unit_key(node: Node, best_quick: float | None) -> str:
+    """Store key of a node's evaluation: its id, program hash and pruning threshold input."""
+    bq = hashlib.sha256(repr(best_quick).encode()).hexdigest()[:6]
+    return f"node={node.id:04d}-{node.hash}-{bq}"
+
+
 class TreeSearch:
     """Search for a forecaster program.
 
@@ -91,24 +159,45 @@ class TreeSearch:
     max_nodes, max_seconds
         Budgets.
     workers
-        Candidates evaluated concurrently (each in its own sandboxed process).
+        Threads evaluating a generation concurrently when no ``client`` is given (each
+        candidate in its own sandboxed process).
+    generation
+        Nodes proposed per generation (default ``workers``). Together with ``seed`` it fixes
+        the tree, whatever executes the evaluations.
+    client
+        A Dask client (:func:`scimech.parallel.get_client`): a generation's evaluations run as
+        tasks on its workers through :func:`scimech.parallel.map_units`.
+    unit_store
+        A :class:`scimech.results.UnitStore` (or folder) for the evaluations; default
+        ``out_dir/units`` when a client is given. Given without a client, evaluations run
+        serially but are still stored (resumable mid-generation).
     """
 
     def __init__(self, task, proposer, out_dir, *, policy: str = "greedy", max_nodes: int = 20,
                  max_seconds: float = 600.0, n_drafts: int = 5, debug_prob: float = 0.5, max_debug_depth: int = 3,
                  workers: int = 1, seed: int = 0, limits: SandboxLimits | None = None,
-                 quick_threshold: float = 1.5, ucb_c: float = 0.5):
+                 quick_threshold: float = 1.5, ucb_c: float = 0.5, generation: int | None = None, client=None,
+                 unit_store=None):
         from scimech.errors import ConfigError
+        from scimech.results import UnitStore
 
         if policy not in ("greedy", "ucb"):
             raise ConfigError(f"policy must be 'greedy' or 'ucb'; got {policy!r}.")
+        if generation is not None and int(generation) < 1:
+            raise ConfigError(f"generation must be at least 1 node; got {generation!r}.")
         self.task, self.proposer, self.policy = task, proposer, policy
-        self.out = Path(out_dir)
+        self.out = Path(out_dir).resolve()  # absolute: Dask workers open the data files by path
         self.out.mkdir(parents=True, exist_ok=True)
         self.max_nodes, self.max_seconds = max_nodes, max_seconds
         self.n_drafts, self.debug_prob, self.max_debug_depth = n_drafts, debug_prob, max_debug_depth
         self.workers, self.seed, self.limits = workers, seed, limits or SandboxLimits()
         self.quick_threshold, self.ucb_c = quick_threshold, ucb_c
+        self.generation = int(generation or workers)
+        self.client = client
+        if unit_store is None and client is not None:
+            unit_store = self.out / "units"
+        self.units = None if unit_store is None else (
+            unit_store if isinstance(unit_store, UnitStore) else UnitStore(unit_store))
         self.journal = self.out / "journal.jsonl"
         self.nodes: list[Node] = load_journal(self.journal)
         if self.journal.exists():  # drop a torn tail so the next append starts on a fresh line
@@ -146,37 +235,53 @@ class TreeSearch:
         return "improve", self.best()
 
     # ------------------------------------------------------------ evaluation
-    def _evaluate(self, node: Node) -> Node:
-        t0 = time.perf_counter()
-        quick = run_in_sandbox(node.code, self.data_quick, self.limits, stage="quick")
-        node.network_guard = quick.network_guard
-        if not quick.ok:
-            node.status, node.error = "failed", f"[{quick.status}] {quick.error}"
-            node.wall_seconds = time.perf_counter() - t0
+    def _best_quick(self) -> float | None:
+        qs = [n.quick_val for n in self.nodes if n.status == "ok" and n.quick_val is not None]
+        return min(qs) if qs else None
+
+    def _eval_kwargs(self, node: Node, best_quick: float | None) -> dict:
+        return dict(code=node.code, data_quick=str(self.data_quick), data_full=str(self.data_full),
+                    limits=asdict(self.limits), best_quick=best_quick, quick_threshold=self.quick_threshold)
+
+    def _finish(self, node: Node, res: dict) -> Node:
+        """Copy an evaluation into its node; faithfulness is scored here, against the task."""
+        node.network_guard = res.get("network_guard", "")
+        node.wall_seconds = float(res.get("wall_seconds", 0.0))
+        node.quick_val = res.get("quick_val")
+        node.error = res.get("error", "")
+        node.status = res["status"]
+        if node.status != "ok":
             return node
-        node.quick_val = quick.metrics.get("val")
-        best_q = min([n.quick_val for n in self.nodes if n.status == "ok" and n.quick_val is not None] or [math.inf])
-        if math.isfinite(best_q) and node.quick_val > self.quick_threshold * best_q:
-            node.status, node.val = "pruned", None
-            node.error = f"pruned after the quick stage (quick val {node.quick_val:.4g} > {self.quick_threshold} x best {best_q:.4g})"
-            node.wall_seconds = time.perf_counter() - t0
-            return node
-        full = run_in_sandbox(node.code, self.data_full, self.limits, stage="full")
-        node.wall_seconds = time.perf_counter() - t0
-        if not full.ok:
-            node.status, node.error = "failed", f"[{full.status}] {full.error}"
-            return node
-        node.status = "ok"
-        node.val = full.metrics.get("val")
-        node.test = full.metrics.get("test")
-        node.ood = {k[4:]: v for k, v in full.metrics.items() if k.startswith("ood_")}
+        node.val, node.test, node.ood = res["val"], res["test"], dict(res["ood"])
+        arrays = {k: np.asarray(v, dtype=float) for k, v in res["arrays"].items()}
         try:
             node.faith = {k: (float(v) if v is not None else None) for k, v in
-                          faithfulness(full.arrays, full.metrics, self.task).items()}
+                          faithfulness(arrays, res["metrics"], self.task).items()}
         except Exception as err:  # faithfulness must never kill the search
             node.faith = {"error": f"{type(err).__name__}: {err}"}
-        np.savez(self.out / f"node_{node.id:04d}.npz", **full.arrays)
+        np.savez(self.out / f"node_{node.id:04d}.npz", **arrays)
         return node
+
+    def _evaluate(self, node: Node) -> Node:
+        return self._finish(node, evaluate_candidate(**self._eval_kwargs(node, self._best_quick())))
+
+    def _evaluate_generation(self, todo: list[Node]) -> None:
+        if not todo:
+            return
+        if self.units is not None:
+            from scimech.parallel import map_units
+
+            bq = self._best_quick()
+            units = {_unit_key(n, bq): self._eval_kwargs(n, bq) for n in todo}
+            res = map_units(evaluate_candidate, units, self.units, client=self.client, desc="candidate evaluations")
+            for node, key in zip(todo, units):
+                self._finish(node, res[key])
+        elif self.workers > 1 and len(todo) > 1:
+            with ThreadPoolExecutor(self.workers) as ex:
+                list(ex.map(self._evaluate, todo))
+        else:
+            for node in todo:
+                self._evaluate(node)
 
     def _append(self, node: Node) -> None:
         d = asdict(node)
@@ -202,7 +307,7 @@ class TreeSearch:
         while len(self.nodes) < self.max_nodes and time.perf_counter() - t_start < self.max_seconds:
             batch = []
             pending_drafts = 0
-            for _ in range(min(self.workers, self.max_nodes - len(self.nodes))):
+            for _ in range(min(self.generation, self.max_nodes - len(self.nodes))):
                 nid = len(self.nodes) + len(batch)
                 rng = np.random.default_rng([self.seed, nid])
                 op, parent = self._choose(rng, pending_drafts)
@@ -224,12 +329,7 @@ class TreeSearch:
                     node.val, node.test, node.ood, node.faith = hit.val, hit.test, dict(hit.ood), dict(hit.faith)
                     continue
                 todo.append(node)
-            if self.workers > 1 and len(todo) > 1:
-                with ThreadPoolExecutor(self.workers) as ex:
-                    list(ex.map(self._evaluate, todo))
-            else:
-                for node in todo:
-                    self._evaluate(node)
+            self._evaluate_generation(todo)
             for node in batch:
                 self.nodes.append(node)
                 if node.status != "duplicate":
