@@ -11,8 +11,10 @@ Examples::
     scimech astro study --quick --out runs/astro      # everything, small, in one go
 
 ``--model`` may also be a real AION-1 folder (config.json, model.safetensors,
-codecs/<NAME>/...); then ``--image-tokenizer`` must say how to tokenise images (the
-stand-in's ``image_tokenizer.npz``) or the study runs on photometry tokens only.
+codecs/<NAME>/...); its image codec (``codecs/image/``) then tokenises the images (96x96
+Legacy Survey cut-outs in nanomaggies; smaller stamps are zero-padded), and without it the
+study runs on photometry tokens only. ``--image-tokenizer`` overrides it with a stand-in
+``image_tokenizer.npz``.
 """
 
 from __future__ import annotations

@@ -7,6 +7,10 @@ Nothing is fetched at run time. A checkpoint folder holds::
     codecs/<NAME>/config.json    # one folder per modality codec, NAME = modality.name
     codecs/<NAME>/model.safetensors   (e.g. FLUX_G, SHAPE_R, EBV, Z, image)
 
+The image codec (``codecs/image/``, aion's ``ImageCodec``, a MagViT autoencoder with a
+finite-scalar quantizer) is wrapped by :class:`ImageCodecTokenizer`, which turns Legacy
+Survey cut-outs [nanomaggy per pixel, bands DES-G/R/I/Z] into ``tok_image`` tokens.
+
 This is the layout of ``polymathic-ai/aion-base`` after download. The package's own
 local-folder codec loading does not work as written, so each codec is built from its
 class (``aion.codecs.config.MODALITY_CODEC_MAPPING``) and ``config.json`` and its
@@ -32,8 +36,8 @@ from torch import nn
 from scimech.errors import CheckpointError, ConfigError, DataValidationError
 
 __all__ = [
-    "LEGACY_SCALARS", "IMAGE_KEY", "Z_KEY", "CONFIG_NAME", "WEIGHTS_NAME", "save_checkpoint", "load_model",
-    "load_codecs", "codec_buckets", "AIONRedshift", "head_site", "site_to_head", "num_encoder_tokens",
+    "LEGACY_SCALARS", "IMAGE_KEY", "Z_KEY", "CONFIG_NAME", "WEIGHTS_NAME", "DES_BANDS", "save_checkpoint",
+    "load_model", "load_codecs", "load_image_codec", "load_image_tokenizer", "ImageCodecTokenizer", "codec_buckets", "AIONRedshift", "head_site", "site_to_head", "num_encoder_tokens",
 ]
 
 CONFIG_NAME = "config.json"
@@ -51,6 +55,8 @@ LEGACY_SCALARS: dict[str, tuple[str, str, str]] = {
     "tok_shape_e2": ("LegacySurveyShapeE2", "shape_e2", ""),
     "tok_ebv": ("LegacySurveyEBV", "ebv", "mag"),
 }
+#: aion band names of the Legacy Survey g, r, i, z images (DECam; nanomaggy per pixel).
+DES_BANDS: tuple[str, ...] = ("DES-G", "DES-R", "DES-I", "DES-Z")
 MASK_PREFIX = "mask/"
 _SITE = re.compile(r"^encoder\.(\d+)\.attn\.heads\[(\d+)\]$")
 
@@ -190,6 +196,9 @@ def load_codecs(folder: str | Path, token_keys: Sequence[str]) -> dict[str, nn.M
     out: dict[str, nn.Module] = {}
     problems = []
     for key in token_keys:
+        if key == IMAGE_KEY:
+            out[key] = load_image_codec(folder)
+            continue
         mod = _modality_for_key(key)
         sub = folder / "codecs" / mod.name
         missing = [n for n in (CONFIG_NAME, WEIGHTS_NAME) if not (sub / n).is_file()]
@@ -225,6 +234,164 @@ def load_codecs(folder: str | Path, token_keys: Sequence[str]) -> dict[str, nn.M
         raise CheckpointError("Missing codec files (each codec lives in codecs/<NAME>/ next to "
                               "model.safetensors): " + "; ".join(problems))
     return out
+
+
+# ---------------------------------------------------------------- the image codec
+def _image_codec_dir(folder: Path) -> Path:
+    return Path(folder) / "codecs" / _modality_for_key(IMAGE_KEY).name
+
+
+def load_image_codec(folder: str | Path, *, device: str | torch.device = "cpu") -> nn.Module:
+    """aion's ``ImageCodec`` from ``folder/codecs/image/{config.json, model.safetensors}``.
+
+    The codec is built from its class (``MODALITY_CODEC_MAPPING[LegacySurveyImage]``) with
+    the constructor arguments found in ``config.json`` (keys the constructor does not take,
+    such as bookkeeping written by the hub, are ignored: the strict weight loading below
+    catches any architecture they might have described) and the safetensors are loaded
+    strictly: every missing or unexpected tensor is an error.
+
+    Parameters
+    ----------
+    folder
+        The AION checkpoint folder (the one holding ``config.json``, ``model.safetensors``
+        and ``codecs/``), not the codec folder itself.
+
+    Raises
+    ------
+    CheckpointError
+        The codec folder or one of its files is missing (each is named with the path where
+        it belongs), the config is not JSON or lacks ``quantizer_levels``, or the weights are
+        unreadable or do not match the config.
+    """
+    import inspect
+
+    from aion.codecs.config import MODALITY_CODEC_MAPPING
+    from safetensors import safe_open
+    from safetensors.torch import load_model as st_load
+
+    folder = Path(folder)
+    mod = _modality_for_key(IMAGE_KEY)
+    sub = _image_codec_dir(folder)
+    if not folder.is_dir():
+        raise CheckpointError(f"image codec: checkpoint folder {folder} does not exist. Download the checkpoint "
+                              "(e.g. polymathic-ai/aion-base) to a local folder and pass its path.")
+    missing = [str(sub / n) for n in (CONFIG_NAME, WEIGHTS_NAME) if not (sub / n).is_file()]
+    if missing:
+        what = "the folder" if not sub.is_dir() else "the file(s)"
+        raise CheckpointError(f"image codec: missing {', '.join(missing)}. The image codec of an AION checkpoint "
+                              f"lives in codecs/{mod.name}/ next to model.safetensors ({what} did not come with the "
+                              f"download); copy codecs/{mod.name}/ from the checkpoint repository into {folder}.")
+    try:
+        cfg = json.loads((sub / CONFIG_NAME).read_text())
+        if not isinstance(cfg, dict):
+            raise ValueError(f"expected a JSON object, got {type(cfg).__name__}")
+    except (json.JSONDecodeError, UnicodeDecodeError, ValueError) as e:
+        raise CheckpointError(f"image codec: {sub / CONFIG_NAME} is corrupt or not a codec config ({e}). "
+                              f"Download codecs/{mod.name}/ again.") from None
+    cls = MODALITY_CODEC_MAPPING[mod]
+    params = [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
+    if "quantizer_levels" not in cfg:
+        raise CheckpointError(f"image codec: {sub / CONFIG_NAME} has no 'quantizer_levels' (found keys "
+                              f"{sorted(cfg)}); it is not an {cls.__name__} config. Download codecs/{mod.name}/ again.")
+    try:
+        codec = cls(**{k: v for k, v in cfg.items() if k in params})
+    except (TypeError, ValueError, RuntimeError) as e:
+        raise CheckpointError(f"image codec: {sub / CONFIG_NAME} does not describe an {cls.__name__} ({e}).") from None
+    try:
+        with safe_open(str(sub / WEIGHTS_NAME), framework="pt") as fh:   # reads the header: a torn file fails
+            list(fh.keys())
+    except Exception as e:  # safetensors raises its own error types on a torn file
+        raise CheckpointError(f"image codec: {sub / WEIGHTS_NAME} is corrupt or truncated ({e}). "
+                              f"Download codecs/{mod.name}/ again.") from None
+    try:
+        missing_t, unexpected = st_load(codec, str(sub / WEIGHTS_NAME), strict=False)
+    except RuntimeError as e:   # tensors of other shapes than the config builds
+        detail = "; ".join(line.strip() for line in str(e).splitlines()[1:4])
+        raise CheckpointError(f"image codec: {sub / WEIGHTS_NAME} does not match {sub / CONFIG_NAME} ({detail} "
+                              "...). Use the config.json that came with these weights.") from None
+    except Exception as e:
+        raise CheckpointError(f"image codec: {sub / WEIGHTS_NAME} is corrupt or truncated ({e}). "
+                              f"Download codecs/{mod.name}/ again.") from None
+    if missing_t or unexpected:
+        raise CheckpointError(f"image codec: {sub / WEIGHTS_NAME} does not match {sub / CONFIG_NAME}: missing "
+                              f"{sorted(missing_t)[:10]}, unexpected {sorted(unexpected)[:10]}. Use the config.json "
+                              "that came with these weights.")
+    codec._modality = mod
+    return codec.to(device).eval()
+
+
+class ImageCodecTokenizer:
+    """Legacy Survey cut-outs -> ``tok_image`` tokens through aion's ``ImageCodec``.
+
+    Parameters
+    ----------
+    codec
+        An ``aion.codecs.ImageCodec`` (e.g. from :func:`load_image_codec`).
+    bands
+        aion band names of the image channels, in order (default DES-G, DES-R, DES-I, DES-Z:
+        Legacy Survey g, r, i, z in nanomaggy per pixel at 0.262 arcsec).
+    crop
+        Side [pixel] of the cut-out the codec works on (AION-1: 96). Larger images are
+        centre-cropped by the codec; smaller ones are zero-padded symmetrically to ``crop``
+        here (0 is the sky level of a background-subtracted cut-out), keeping the galaxy at
+        the centre pixel ``crop / 2 - 0.5`` when it was at ``size / 2 - 0.5``.
+    n_tokens
+        Tokens per image the model expects (default ``LegacySurveyImage.num_tokens``, 576 =
+        24 x 24). The codec's output is checked against it and a mismatch is an error, never
+        a silent truncation; pass the same count to the model (:meth:`AIONRedshift.forward`
+        does, via :func:`num_encoder_tokens`).
+    batch_size
+        Images per codec forward.
+    """
+
+    def __init__(self, codec: nn.Module, *, bands: Sequence[str] = DES_BANDS, crop: int = 96,
+                 n_tokens: int | None = None, batch_size: int = 64):
+        self.codec = codec.eval()
+        self.bands = list(bands)
+        self.crop = int(crop)
+        self.n_tokens = int(n_tokens if n_tokens is not None else _modality_for_key(IMAGE_KEY).num_tokens)
+        self.batch_size = int(batch_size)
+
+    def _prepare(self, images) -> torch.Tensor:
+        x = torch.as_tensor(np.asarray(images, dtype=np.float32))
+        if x.ndim != 4 or x.shape[1] != len(self.bands):
+            raise DataValidationError(f"images must be (N, {len(self.bands)}, H, W) in bands {self.bands} "
+                                      f"[nanomaggy per pixel]; got shape {tuple(x.shape)}.")
+        if len(x) == 0:
+            raise DataValidationError("no images to tokenise (N = 0).")
+        if not torch.isfinite(x).all():
+            bad = int((~torch.isfinite(x)).flatten(1).any(1).sum())
+            raise DataValidationError(f"{bad} image(s) hold NaN or inf pixels; replace them (e.g. by 0, the sky "
+                                      "level, with the pixel masked) before tokenising.")
+        h, w = x.shape[-2:]
+        if h < self.crop or w < self.crop:
+            ph, pw = max(0, self.crop - h), max(0, self.crop - w)
+            x = torch.nn.functional.pad(x, (pw // 2, pw - pw // 2, ph // 2, ph - ph // 2))
+        return x
+
+    @torch.no_grad()
+    def __call__(self, images) -> torch.Tensor:
+        """Tokens ``(N, n_tokens)`` (int64) of images ``(N, bands, H, W)`` [nanomaggy per pixel]."""
+        from aion.modalities import LegacySurveyImage
+
+        x = self._prepare(images)
+        dev = next(self.codec.parameters()).device
+        out = []
+        for s in range(0, len(x), self.batch_size):
+            # the codec clamps and rescales its input in place: give it a copy of the batch
+            chunk = x[s:s + self.batch_size].clone().to(dev)
+            out.append(self.codec.encode(LegacySurveyImage(flux=chunk, bands=list(self.bands))).long().cpu())
+        tok = torch.cat(out).reshape(len(x), -1)
+        if tok.shape[1] != self.n_tokens:
+            raise ConfigError(f"the image codec gave {tok.shape[1]} tokens per image, the model expects "
+                              f"{self.n_tokens}; use {self.crop}x{self.crop} cut-outs with the codec the "
+                              "checkpoint came with, or set n_tokens to the model's image grid.")
+        return tok
+
+
+def load_image_tokenizer(folder: str | Path, *, device: str | torch.device = "cpu", **kwargs) -> ImageCodecTokenizer:
+    """:class:`ImageCodecTokenizer` around the image codec of a checkpoint folder (see :func:`load_image_codec`)."""
+    return ImageCodecTokenizer(load_image_codec(folder, device=device), **kwargs)
 
 
 def codec_buckets(codec: nn.Module) -> torch.Tensor:
@@ -274,10 +441,24 @@ class AIONRedshift:
 
     @classmethod
     def from_folder(cls, folder: str | Path, *, scalar_keys: Sequence[str] = tuple(LEGACY_SCALARS),
-                    image_tokenizer=None, device: str = "cpu") -> AIONRedshift:
-        """Load model + codecs (``scalar_keys`` and ``tok_z``) from a local checkpoint folder."""
+                    image_tokenizer=None, image_codec: bool | None = None, device: str = "cpu") -> AIONRedshift:
+        """Load model + codecs (``scalar_keys`` and ``tok_z``) from a local checkpoint folder.
+
+        Parameters
+        ----------
+        image_tokenizer
+            A callable for ``tok_image``; when given it is used as is.
+        image_codec
+            Otherwise: ``True`` loads the checkpoint's image codec (``codecs/image/``) as an
+            :class:`ImageCodecTokenizer` and fails if it is missing or partial; ``None``
+            (default) does so when ``codecs/image/`` exists (a partial one is an error) and
+            runs on photometry only when it does not; ``False`` never loads it.
+        """
+        folder = Path(folder)
         model = load_model(folder, device=device)
         codecs = load_codecs(folder, [*scalar_keys, Z_KEY])
+        if image_tokenizer is None and (image_codec or (image_codec is None and _image_codec_dir(folder).exists())):
+            image_tokenizer = load_image_tokenizer(folder, device=device)
         return cls(model, codecs, image_tokenizer)
 
     # -------- structure

@@ -299,9 +299,13 @@ def train(adapter: A.AIONRedshift, tokens: dict[str, torch.Tensor], z: np.ndarra
 def save(adapter: A.AIONRedshift, folder: str | Path, config: dict | None = None) -> Path:
     """Save model, codecs and the image tokenizer in the AION folder layout."""
     folder = Path(folder)
-    A.save_checkpoint(adapter.model, folder, config=config, codecs=adapter.codecs)
-    if adapter.image_tokenizer is not None:
-        adapter.image_tokenizer.save(folder / "image_tokenizer.npz")
+    codecs = dict(adapter.codecs)
+    tok = adapter.image_tokenizer
+    if isinstance(tok, A.ImageCodecTokenizer):      # an aion ImageCodec: saved as codecs/image/
+        codecs[A.IMAGE_KEY] = tok.codec
+    A.save_checkpoint(adapter.model, folder, config=config, codecs=codecs)
+    if isinstance(tok, PatchTokenizer):
+        tok.save(folder / "image_tokenizer.npz")
     return folder
 
 

@@ -166,3 +166,99 @@ def test_standin_is_an_aion_with_a_coarse_grid_and_round_trips(sample, tmp_path)
     (tmp_path / "image_tokenizer.npz").unlink()
     with pytest.raises(CheckpointError, match="image tokenizer"):
         M.load(tmp_path)
+
+
+# ---------------------------------------------------------------- the real image codec path
+def _tiny_image_codec(seed=0, hidden_dims=8):
+    from aion.codecs import ImageCodec
+
+    torch.manual_seed(seed)
+    # the AION-1 layout (2 compressions: 96 px -> 24 x 24 tokens) at a width that runs in
+    # well under a second on a CPU; 3 levels of 3 -> 27 codes
+    return ImageCodec(quantizer_levels=[3, 3, 3], hidden_dims=hidden_dims, multisurvey_projection_dims=12,
+                      n_compressions=2, num_consecutive=1, embedding_dim=3).eval()
+
+
+@pytest.fixture(scope="module")
+def stamps():
+    s = S.make_galaxies(5, seed=21)                 # 24 x 24 px stamps [nanomaggy per pixel]
+    return s.catalog, s.images
+
+
+def test_image_codec_saved_and_loaded_gives_the_tokens_of_the_in_memory_codec(tiny, stamps, tmp_path):
+    from aion.modalities import LegacySurveyImage
+
+    ad, _ = tiny
+    codec = _tiny_image_codec()
+    A.save_checkpoint(ad.model, tmp_path, config=TINY, codecs={**ad.codecs, "tok_image": codec})
+    assert (tmp_path / "codecs" / "image" / "config.json").is_file()
+    ad2 = A.AIONRedshift.from_folder(tmp_path)          # codecs/image/ is found and loaded
+    assert isinstance(ad2.image_tokenizer, A.ImageCodecTokenizer)
+    for k, v in codec.state_dict().items():             # strict load: every tensor, bit for bit
+        assert torch.equal(ad2.image_tokenizer.codec.state_dict()[k], v), k
+    cat, images = stamps
+    before = images.copy()
+    got = ad2.tokenize(cat, images)["tok_image"]
+    # truth: aion's own API on the in-memory codec, with the 24 px stamps centred by hand in a
+    # 96 px cut-out (72 px of sky = 0 nmgy split 36 / 36, so the centre stays at pixel 47.5)
+    padded = np.pad(images, ((0, 0), (0, 0), (36, 36), (36, 36)))
+    with torch.no_grad():
+        want = codec.encode(LegacySurveyImage(flux=torch.as_tensor(padded), bands=list(A.DES_BANDS))).long()
+    assert got.shape == (5, 576) and got.dtype == torch.long
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+    assert len(torch.unique(got)) > 1                  # a non-trivial token map
+    np.testing.assert_array_equal(images, before)      # the codec clamps in place: not our input
+    # and the model runs on them with the full token count (8 scalars + 576 image tokens)
+    with torch.no_grad():
+        logits = ad2.forward(ad2.model, ad2.batch(ad2.tokenize(cat, images)))
+    assert logits.shape[0] == 5 and torch.isfinite(logits).all()
+
+
+def test_missing_or_partial_image_codec_is_a_clear_error(tiny, tmp_path):
+    import json
+
+    ad, _ = tiny
+    A.save_checkpoint(ad.model, tmp_path, config=TINY, codecs=ad.codecs)
+    assert A.AIONRedshift.from_folder(tmp_path).image_tokenizer is None      # photometry only
+    with pytest.raises(CheckpointError, match=r"missing .*codecs/image/config\.json.*codecs/image/ next to"):
+        A.AIONRedshift.from_folder(tmp_path, image_codec=True)
+    codec = _tiny_image_codec()
+    A.save_checkpoint(ad.model, tmp_path, config=TINY, codecs={"tok_image": codec})
+    sub = tmp_path / "codecs" / "image"
+    weights = (sub / "model.safetensors").read_bytes()
+    (sub / "model.safetensors").unlink()
+    # a partial codec folder is an error even when the image codec was not asked for
+    with pytest.raises(CheckpointError, match=r"missing .*codecs/image/model\.safetensors"):
+        A.AIONRedshift.from_folder(tmp_path)
+    (sub / "model.safetensors").write_bytes(weights[: len(weights) // 2])
+    with pytest.raises(CheckpointError, match=r"codecs/image/model\.safetensors is corrupt or truncated"):
+        A.load_image_codec(tmp_path)
+    (sub / "model.safetensors").write_bytes(weights)
+    cfg = json.loads((sub / "config.json").read_text())
+    (sub / "config.json").write_text(json.dumps(dict(cfg, hidden_dims=16)))   # not these weights
+    with pytest.raises(CheckpointError, match="does not match"):
+        A.load_image_codec(tmp_path)
+    (sub / "config.json").write_text(json.dumps({k: v for k, v in cfg.items() if k != "quantizer_levels"}))
+    with pytest.raises(CheckpointError, match="no 'quantizer_levels'"):
+        A.load_image_codec(tmp_path)
+    (sub / "config.json").write_text("{not json")
+    with pytest.raises(CheckpointError, match="corrupt or not a codec config"):
+        A.load_image_codec(tmp_path)
+    with pytest.raises(CheckpointError, match="does not exist"):
+        A.load_image_codec(tmp_path / "nowhere")
+
+
+def test_image_codec_tokenizer_refuses_bad_images_and_token_counts(stamps):
+    from scimech.errors import ConfigError, DataValidationError
+
+    _, images = stamps
+    tok = A.ImageCodecTokenizer(_tiny_image_codec())
+    with pytest.raises(DataValidationError, match=r"\(N, 4, H, W\)"):
+        tok(images[:, :3])
+    bad = images.copy()
+    bad[1, 2, 3, 4] = np.nan
+    with pytest.raises(DataValidationError, match="1 image"):
+        tok(bad)
+    # 2 compressions of 96 px give 576 tokens: a model expecting another grid is told so
+    with pytest.raises(ConfigError, match="gave 576 tokens per image, the model expects 36"):
+        A.ImageCodecTokenizer(_tiny_image_codec(), n_tokens=36)(images)
