@@ -1,4 +1,10 @@
-"""``scimech neuro simulate | baselines | discover | plot`` and the quick ``demo``."""
+"""``scimech neuro simulate | baselines | study (alias discover) | plot`` and the quick ``demo``.
+
+``baselines`` and ``study`` take ``--workers N`` (a local Dask cluster of N worker
+processes), ``--cluster CONFIG`` (SLURM/PBS via dask-jobqueue) or ``--scheduler ADDRESS``;
+without them everything runs serially in this process. Their units (baseline fits, candidate
+evaluations) are stored under ``--out``: rerunning the same command redoes only unfinished ones.
+"""
 
 from __future__ import annotations
 
@@ -25,30 +31,64 @@ def _simulate(args) -> int:
     return 0
 
 
+def _names(text: str | None) -> list[str] | None:
+    from scimech.errors import ConfigError
+
+    from .baselines import BASELINES
+
+    if not text:
+        return None
+    names = [t.strip() for t in text.split(",") if t.strip()]
+    bad = [n for n in names if n not in BASELINES]
+    if bad:
+        raise ConfigError(f"Unknown baseline(s) {bad} in --baselines; expected a comma-separated subset of "
+                          f"{sorted(BASELINES)}.")
+    return names
+
+
 def _baselines(args) -> int:
+    from scimech.parallel import client_from_args
+
     from .study import run_baselines
     from .tasks import build_task
 
-    task = build_task(not args.full, context=args.context, horizon=args.horizon, seed=args.seed)
-    table = run_baselines(task, quick=not args.full)
+    names = _names(args.baselines)
+    task = build_task(not args.full, context=args.context, horizon=args.horizon, seed=args.seed,
+                      duration=args.duration, max_windows=args.max_windows)
     args.out.mkdir(parents=True, exist_ok=True)
+    client = client_from_args(args)
+    try:
+        table = run_baselines(task, names, quick=not args.full, store=args.out, client=client)
+    finally:
+        if client is not None:
+            client.close()
     table.to_csv(args.out / "baselines.csv")
     print(table[["val", "test", "ood_mean"]].to_string())
     return 0
 
 
 def _discover(args) -> int:
+    from scimech.parallel import client_from_args
+
     from .study import run_study
 
+    names = _names(args.baselines)
     factory = None
     if args.proposer == "llm":
         from .search.llm import ChatClient, LLMProposer
 
         client = ChatClient(base_url=args.base_url, model=args.model)
         factory = lambda priors: LLMProposer(client, priors=priors)  # noqa: E731
-    path = run_study(args.out, quick=not args.full, context=args.context, horizon=args.horizon,
-                     max_nodes=args.nodes, workers=args.workers, seed=args.seed, proposer_factory=factory)
-    print(path)
+    client = client_from_args(args)
+    try:
+        path = run_study(args.out, quick=not args.full, context=args.context, horizon=args.horizon,
+                         max_nodes=args.nodes, workers=1, seed=args.seed, proposer_factory=factory,
+                         duration=args.duration, baselines=names, client=client, generation=args.generation,
+                         max_windows=args.max_windows, search_seconds=args.search_seconds)
+    finally:
+        if client is not None:
+            client.close()
+    print(f"Report: {path}")
     return 0
 
 
@@ -82,19 +122,33 @@ def register(subparsers) -> None:
     s.add_argument("--duration", type=float, default=None, help="trial length, s")
     s.add_argument("--out", type=Path, default=Path("runs/neuro/recording.zarr"))
     s.set_defaults(func=_simulate)
-    for name, fn, hlp in (("baselines", _baselines, "fit and score the forecasting baselines"),
-                          ("discover", _discover, "baselines + tree search with/without priors + report")):
-        q = sub.add_parser(name, help=hlp)
+    from scimech.parallel import add_cluster_arguments
+
+    for name, fn, hlp, aliases in (
+            ("baselines", _baselines, "fit and score the forecasting baselines (resumable)", []),
+            ("study", _discover, "baselines + tree search with/without priors + report (resumable)", ["discover"])):
+        q = sub.add_parser(name, help=hlp, aliases=aliases,
+                           description=f"{hlp[0].upper()}{hlp[1:]}. Units are stored under --out; rerunning the "
+                           "same command redoes only unfinished ones.")
         common(q)
         q.add_argument("--context", type=int, default=4)
         q.add_argument("--horizon", type=int, default=32)
+        q.add_argument("--duration", type=float, default=None, help="trial length, s (default 3 quick, 12 full)")
+        q.add_argument("--max-windows", type=int, default=400, help="forecast windows per split (default 400)")
+        q.add_argument("--baselines", default=None, metavar="NAMES",
+                       help="comma-separated baselines to fit (default: all)")
         q.add_argument("--out", type=Path, default=Path(f"runs/neuro/{name}"))
-        if name == "discover":
-            q.add_argument("--nodes", type=int, default=None, help="node budget per search")
-            q.add_argument("--workers", type=int, default=2)
+        if name == "study":
+            q.add_argument("--nodes", type=int, default=None, help="node budget per search (default 12 quick, 40 full)")
+            q.add_argument("--generation", type=int, default=2,
+                           help="candidates proposed and evaluated together per search step (default 2); "
+                           "with --seed it fixes the trees, whatever runs them")
+            q.add_argument("--search-seconds", type=float, default=None,
+                           help="wall-clock budget per search, s (default 90 quick, 3600 full)")
             q.add_argument("--proposer", choices=("offline", "llm"), default="offline")
             q.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint (or SCIMECH_LLM_BASE_URL)")
             q.add_argument("--model", default=None, help="model name (or SCIMECH_LLM_MODEL)")
+        add_cluster_arguments(q)
         q.set_defaults(func=fn)
     pl = sub.add_parser("plot", help="draw the search tree of a finished or running search")
     pl.add_argument("search", type=Path, help="a search folder holding journal.jsonl")

@@ -1,10 +1,20 @@
 """The discovery study: simulator -> splits -> baselines -> tree search with and without
-structural priors -> ID / OOD / faithfulness table, figures and a report."""
+structural priors -> ID / OOD / faithfulness table, figures and a report.
+
+Units of work go through :func:`scimech.parallel.map_units` into
+:class:`scimech.results.UnitStore` folders under the output folder: one unit per baseline
+fit (``baselines/``) and one per candidate evaluation of each search
+(``search_<label>/units/``). With a Dask ``client`` they run on its workers; rerunning with the
+same output folder redoes only unfinished units (and the searches resume from their journals).
+"""
 
 from __future__ import annotations
 
+import functools
 import json
 import math
+import os
+import pickle
 import time
 from pathlib import Path
 
@@ -18,7 +28,7 @@ from .search.sandbox import SandboxLimits
 from .search.tree import TreeSearch
 from .tasks import OOD_SUITES, build_task
 
-__all__ = ["run_baselines", "run_search", "run_study", "findings"]
+__all__ = ["run_baselines", "run_search", "run_study", "findings", "baseline_unit"]
 
 COLS = ["val", "test", "ood_mean", "id_ood_gap"] + [f"ood_{s}" for s in OOD_SUITES] + [
     "sign_accuracy", "weight_correlation", "edge_auroc", "impulse_distance", "lr_phase", "rc_phase",
@@ -37,25 +47,65 @@ def _row(metrics: dict, faith: dict) -> dict:
     return r
 
 
-def run_baselines(task, names=None, quick: bool = True) -> pd.DataFrame:
-    rows = {}
-    for name in names or list(BASELINES):
-        kw = {"steps": 100} if (quick and name in ("gru", "tide")) else {}
-        t0 = time.perf_counter()
-        model = fit_baseline(name, task, **kw)
-        metrics, arrays = probe_model(model, task)
-        row = _row(metrics, faithfulness(arrays, metrics, task))
-        row["seconds"] = time.perf_counter() - t0
-        rows[name] = row
-    return pd.DataFrame(rows).T
+def _fit_and_score(name: str, task, quick: bool) -> dict:
+    kw = {"steps": 100} if (quick and name in ("gru", "tide")) else {}
+    t0 = time.perf_counter()
+    model = fit_baseline(name, task, **kw)
+    metrics, arrays = probe_model(model, task)
+    row = _row(metrics, faithfulness(arrays, metrics, task))
+    row["seconds"] = time.perf_counter() - t0
+    return row
+
+
+@functools.lru_cache(maxsize=2)
+def _load_task(path: str, stamp: tuple):
+    with open(path, "rb") as f:
+        return pickle.load(f)
+
+
+def baseline_unit(name: str, task_file: str, quick: bool) -> dict:
+    """One baseline fit and its scores (a unit of :func:`run_baselines`, picklable).
+
+    ``task_file`` is the study's own pickled task (written by :func:`run_baselines` under the
+    output folder; loaded once per worker process)."""
+    st = os.stat(task_file)
+    return _fit_and_score(name, _load_task(task_file, (st.st_mtime_ns, st.st_size)), quick)
+
+
+def run_baselines(task, names=None, quick: bool = True, *, store=None, client=None) -> pd.DataFrame:
+    """Fit and score baselines; one row per baseline (``seconds``: wall time of the fit, s).
+
+    With ``store`` (a :class:`scimech.results.UnitStore` or folder) each baseline is a unit of
+    :func:`scimech.parallel.map_units` (on ``client``'s workers if given): finished ones are
+    skipped on a rerun.
+    """
+    names = list(names or BASELINES)
+    if store is None and client is None:
+        return pd.DataFrame({name: _fit_and_score(name, task, quick) for name in names}).T
+    from scimech.parallel import map_units
+    from scimech.results import UnitStore, atomic_write_bytes
+
+    store = store if isinstance(store, UnitStore) else UnitStore(store)
+    task_file = store.root / "task.pkl"
+    todo = [n for n in names if not store.done(n)]
+    if todo:  # workers need the task; the parent's copy is the only one (no re-simulation)
+        atomic_write_bytes(task_file, pickle.dumps(task, protocol=pickle.HIGHEST_PROTOCOL))
+    units = {n: dict(name=n, task_file=str(task_file.resolve()), quick=quick) for n in names}
+    rows = map_units(baseline_unit, units, store, client=client, desc="baselines")
+    table = pd.DataFrame({n: {k: (np.nan if v is None else v) for k, v in rows[n].items()} for n in names}).T
+    order = [c for c in COLS if c in table.columns]  # the stored JSON has its keys sorted
+    return table[order + [c for c in table.columns if c not in order]]
 
 
 def run_search(task, out_dir: Path, priors: bool, *, max_nodes: int = 10, max_seconds: float = 120.0,
-               workers: int = 2, seed: int = 0, proposer=None, policy: str = "greedy"):
+               workers: int = 2, seed: int = 0, proposer=None, policy: str = "greedy", generation: int | None = None,
+               client=None, unit_store=None):
+    """One tree search (see :class:`neuro.search.tree.TreeSearch`); returns ``(search, nodes)``."""
     proposer = proposer or OfflineProposer(priors=priors)
     ts = TreeSearch(task, proposer, out_dir, policy=policy, max_nodes=max_nodes, max_seconds=max_seconds,
                     workers=workers, seed=seed, limits=SandboxLimits(wall_seconds=60, cpu_seconds=60),
-                    n_drafts=min(5, max(2, max_nodes // 2)))
+                    n_drafts=min(5, max(2, max_nodes // 2)), generation=generation, client=client,
+                    unit_store=unit_store)
     nodes = ts.run()
     return ts, nodes
 
@@ -102,8 +152,25 @@ def findings(table: pd.DataFrame) -> list[str]:
 
 def run_study(out_dir: Path, quick: bool = True, *, context: int = 4, horizon: int = 32, max_nodes: int | None = None,
               workers: int = 2, seed: int = 0, proposer_factory=None, duration: float | None = None,
-              baselines=None) -> Path:
-    """Run the whole study and write ``out_dir/report.md``; returns its path."""
+              baselines=None, client=None, generation: int | None = None, max_windows: int = 400,
+              search_seconds: float | None = None) -> Path:
+    """Run the whole study and write ``out_dir/report.md``; returns its path.
+
+    Parameters
+    ----------
+    client
+        A Dask client: baseline fits and candidate evaluations run on its workers. Without
+        one, baselines run in this process and a generation's evaluations on ``workers``
+        threads (each candidate in its own sandbox process either way).
+    generation
+        Candidates proposed per search generation (default ``workers``); with the seed it fixes
+        the trees, whatever runs them.
+    max_windows
+        Windows per split of the task (fewer: faster, noisier scores).
+    search_seconds
+        Wall-clock budget per search, s (default 90 quick, 3600 full). The node budget is
+        reproducible, a time budget is not: give a large one when comparing runs.
+    """
     from scimech.report import Report
 
     from .plots import plot_activity, plot_tail_angle, plot_tree, tail_readout
@@ -111,17 +178,19 @@ def run_study(out_dir: Path, quick: bool = True, *, context: int = 4, horizon: i
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    task = build_task(quick, context=context, horizon=horizon, duration=duration, seed=seed)
+    task = build_task(quick, context=context, horizon=horizon, duration=duration, seed=seed, max_windows=max_windows)
     t_sim = time.perf_counter() - t0
     true_phys = physiology_scores(task.probes.get("swim_target"), task) if "swim_target" in task.probes else {}
-    table = run_baselines(task, baselines, quick=quick)
+    table = run_baselines(task, baselines, quick=quick, store=out_dir / "baselines", client=client)
     t_base = time.perf_counter() - t0 - t_sim
     searches = {}
     n_nodes = max_nodes or (12 if quick else 40)
     for label, priors in (("priors", True), ("no priors", False)):
         prop = proposer_factory(priors) if proposer_factory else None
-        ts, nodes = run_search(task, out_dir / f"search_{label.replace(' ', '_')}", priors, max_nodes=n_nodes,
-                               workers=workers, seed=seed, proposer=prop, max_seconds=90 if quick else 3600)
+        folder = out_dir / f"search_{label.replace(' ', '_')}"
+        ts, nodes = run_search(task, folder, priors, max_nodes=n_nodes, workers=workers, seed=seed, proposer=prop,
+                               max_seconds=search_seconds or (90 if quick else 3600), generation=generation,
+                               client=client, unit_store=folder / "units")
         searches[label] = (ts, nodes)
         best = ts.best()
         if best is not None:

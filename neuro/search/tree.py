@@ -273,7 +273,17 @@ class TreeSearch:
 
             bq = self._best_quick()
             units = {_unit_key(n, bq): self._eval_kwargs(n, bq) for n in todo}
-            res = map_units(evaluate_candidate, units, self.units, client=self.client, desc="candidate evaluations")
+            if self.client is None and self.workers > 1 and len(units) > 1:
+                # no Dask: a thread pool, one unit per call (each unit has its own record file)
+                def one(item):
+                    return map_units(evaluate_candidate, dict([item]), self.units, client=None,
+                                     desc="candidate evaluation")
+
+                with ThreadPoolExecutor(self.workers) as ex:
+                    res = {k: v for part in ex.map(one, units.items()) for k, v in part.items()}
+            else:
+                res = map_units(evaluate_candidate, units, self.units, client=self.client,
+                                desc="candidate evaluations")
             for node, key in zip(todo, units):
                 self._finish(node, res[key])
         elif self.workers > 1 and len(todo) > 1:

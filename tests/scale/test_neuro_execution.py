@@ -6,12 +6,18 @@ after a SIGKILL in the middle of a run followed by a rerun of the same command."
 from __future__ import annotations
 
 import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 
-from neuro.search.offline import OfflineProposer
-from neuro.search.sandbox import SandboxLimits
-from neuro.search.tree import TreeSearch
+from neuro.search.tree import load_journal
 from scimech.parallel import get_client
 
 # The reference is the serial run. The same program on the same data file is fitted by the
@@ -19,13 +25,6 @@ from scimech.parallel import get_client
 # barring BLAS summation order; 1e-9 relative is far below the differences that separate
 # programs (MAE 0.3 vs 0.6 here) and above any rounding noise of float64 sums of ~1e5 terms.
 RTOL = 1e-9
-
-
-@pytest.fixture(scope="module")
-def task():
-    from neuro.tasks import build_task
-
-    return build_task(True, duration=1.0, max_windows=60)
 
 
 @pytest.fixture(scope="module")
@@ -54,15 +53,78 @@ def assert_same_tree(a, b):
         assert set(x.faith) == set(y.faith) and all(_close(x.faith[k], y.faith[k]) for k in x.faith)
 
 
-def test_tree_search_on_dask_equals_serial(task, client, tmp_path):
-    kw = dict(max_nodes=5, generation=2, n_drafts=3, seed=3, limits=SandboxLimits(wall_seconds=60, cpu_seconds=60),
-              quick_threshold=1e9)  # no pruning: every node gets the full evaluation and faithfulness
-    serial = TreeSearch(task, OfflineProposer(priors=False), tmp_path / "serial", workers=1, **kw).run()
-    dist_ts = TreeSearch(task, OfflineProposer(priors=False), tmp_path / "dask", client=client, **kw)
-    dist = dist_ts.run()
-    assert [n.status for n in serial].count("ok") >= 3  # a real tree, not a row of failures
-    assert_same_tree(serial, dist)
-    # every evaluation was a unit of the store, run on the workers (not in this process)
-    assert len(dist_ts.units.keys()) == sum(n.status not in ("duplicate",) for n in dist)
-    # drafts first (3), then children of earlier nodes: the tree has structure
-    assert [n.op for n in dist[:3]] == ["draft"] * 3 and all(n.parent is not None for n in dist[3:])
+# a tiny study: 0.6 s trials, 60 windows per split, 3 cheap baselines, 3 nodes per search in
+# generations of 2; a time budget far above the run time so only the node budget counts
+TINY = dict(quick=True, duration=0.6, max_windows=60, max_nodes=3, generation=2, search_seconds=600.0,
+            baselines=["mean", "last_value", "ridge_arx"], seed=0)
+CLI = ["neuro", "study", "--duration", "0.6", "--max-windows", "60", "--nodes", "3", "--generation", "2",
+       "--search-seconds", "600", "--baselines", "mean,last_value,ridge_arx", "--seed", "0"]
+SEARCHES = ("search_priors", "search_no_priors")
+# baselines are fitted in different processes (this one, a worker, a CLI run), where BLAS may
+# sum in another order: 1e-6 relative on MAEs of order 0.3-1 and scores in [0, 1] is far
+# below any difference between two baselines or two programs
+TABLE_RTOL = 1e-6
+
+
+def _records(out: Path) -> dict[str, int]:
+    return {str(p.relative_to(out)): p.stat().st_mtime_ns for p in out.rglob("*.done.json")}
+
+
+def _table(out: Path) -> pd.DataFrame:
+    return pd.read_csv(out / "results.csv", index_col=0).drop(columns="seconds")
+
+
+def assert_same_study(a: Path, b: Path):
+    ta, tb = _table(a), _table(b)
+    assert list(ta.index) == list(tb.index) and list(ta.columns) == list(tb.columns)
+    assert any(i.startswith("discovered") for i in ta.index)  # the searches finished a program
+    np.testing.assert_allclose(ta.to_numpy(float), tb.to_numpy(float), rtol=TABLE_RTOL, atol=1e-12, equal_nan=True)
+    for s in SEARCHES:
+        assert_same_tree(load_journal(a / s / "journal.jsonl"), load_journal(b / s / "journal.jsonl"))
+
+
+@pytest.fixture(scope="module")
+def serial(tmp_path_factory):
+    from neuro.study import run_study
+
+    out = tmp_path_factory.mktemp("neuro-exec") / "serial"
+    run_study(out, workers=1, **TINY)
+    return out
+
+
+def test_study_on_a_local_cluster_equals_serial(serial, client):
+    from neuro.study import run_study
+
+    out = serial.parent / "dask"
+    run_study(out, client=client, **TINY)
+    assert_same_study(serial, out)
+    # every unit (3 baselines, every evaluated node of both searches) went through the store
+    evaluated = sum(n.status != "duplicate" for s in SEARCHES for n in load_journal(out / s / "journal.jsonl"))
+    assert len(_records(out)) == 3 + evaluated == len(_records(serial))
+    # and ran on the workers, not in this process: Dask knows the work of each worker
+    assert len(client.run(lambda: 1)) == 2
+
+
+def test_sigkill_then_rerun_equals_uninterrupted(serial):
+    out = serial.parent / "killed"
+    cmd = [sys.executable, "-m", "scimech.cli", *CLI, "--out", str(out)]
+    env = {**os.environ, "SCIMECH_QUIET": "1", "MPLBACKEND": "Agg", "OPENBLAS_NUM_THREADS": "1",
+           "OMP_NUM_THREADS": "1"}
+    total = len(_records(serial))
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.time() + 300
+    # kill once the baselines and at least one candidate evaluation are stored
+    while len(_records(out)) < 4 and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    before = _records(out)
+    assert 4 <= len(before) < total, (len(before), total)  # really killed mid-way
+    assert not (out / "report.md").exists()
+    rerun = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    assert "Report:" in rerun.stdout
+    after = _records(out)
+    assert len(after) == total
+    assert {k: after[k] for k in before} == before  # finished units were not redone
+    assert_same_study(serial, out)
