@@ -21,7 +21,7 @@ as the multimodal run, so heads can be patched between the two).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,8 +38,9 @@ from scimech.stats import bootstrap_ci
 from . import photoz as P
 from .models.aion import IMAGE_KEY, LEGACY_SCALARS, AIONRedshift
 
-__all__ = ["StudyInputs", "study_inputs", "multimodal_advantage", "layer_probes", "localised_block",
-           "head_probes", "head_radial_structure", "head_interventions", "attenuation_bias", "findings",
+__all__ = ["StudyInputs", "study_inputs", "study_batches", "multimodal_advantage", "layer_probes",
+           "localised_block", "head_probes", "head_radial_structure", "chunk_bounds", "chunk_seed", "slice_batch",
+           "intervention_chunk", "summarise_interventions", "head_interventions", "attenuation_bias", "findings",
            "run_study"]
 
 
@@ -63,13 +64,18 @@ class StudyInputs:
         return sum(1 for k in self.multi if k in LEGACY_SCALARS)
 
 
+def study_batches(adapter: AIONRedshift, train, test, *, n_reference: int = 256
+                  ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """``(multi, phot, reference)`` batch dicts: the test set with and without its image
+    tokens, and the first ``n_reference`` training galaxies (references of mean/resample ablation)."""
+    tok = adapter.tokenize(test.catalog, test.images)
+    rtok = adapter.tokenize(train.catalog[:n_reference], None if train.images is None else train.images[:n_reference])
+    return adapter.batch(tok), adapter.batch(tok, masked=[IMAGE_KEY]), adapter.batch(rtok)
+
+
 def study_inputs(adapter: AIONRedshift, train, test, *, n_reference: int = 256, template_kwargs=None) -> StudyInputs:
     """Tokenise train/test :class:`~astro.synthetic.GalaxySample` and run the classical photo-z."""
-    tok = adapter.tokenize(test.catalog, test.images)
-    multi = adapter.batch(tok)
-    phot = adapter.batch(tok, masked=[IMAGE_KEY])
-    rtok = adapter.tokenize(train.catalog[:n_reference], None if train.images is None else train.images[:n_reference])
-    reference = adapter.batch(rtok)
+    multi, phot, reference = study_batches(adapter, train, test, n_reference=n_reference)
     z = np.asarray(test.catalog["z"], float)
     a_v = np.asarray(test.catalog["a_v"].value, float)
     X = P.colour_features(test.catalog)
@@ -216,61 +222,124 @@ def head_radial_structure(adapter: AIONRedshift, inp: StudyInputs, block: int, g
                       attrs={"block": block, "description": "radial structure of head image-token outputs"})
 
 
-def head_interventions(adapter: AIONRedshift, inp: StudyInputs, block: int, *,
+def chunk_bounds(n: int, chunk_size: int | None) -> list[tuple[int, int]]:
+    """``[(start, stop), ...]`` covering ``range(n)`` in chunks of ``chunk_size`` (None: one chunk)."""
+    if n <= 0:
+        raise DataValidationError(f"no test galaxies to intervene on (n = {n}).")
+    size = n if not chunk_size else int(chunk_size)
+    if size <= 0:
+        raise DataValidationError(f"chunk_size must be a positive number of galaxies; got {chunk_size}.")
+    return [(a, min(a + size, n)) for a in range(0, n, size)]
+
+
+def chunk_seed(seed: int, start: int) -> int:
+    """Seed of the resampling draws of the chunk that starts at galaxy ``start``.
+
+    Each chunk draws its own reference rows (seeded by the study seed and its first row),
+    so a chunk's result depends only on the chunk, never on which worker ran it or on the
+    other chunks; a single chunk starting at 0 uses ``seed`` itself.
+    """
+    return int(seed) + int(start)
+
+
+def slice_batch(batch: Mapping[str, torch.Tensor], start: int, stop: int) -> dict[str, torch.Tensor]:
+    """Rows ``start:stop`` of a flat batch dict."""
+    return {k: v[start:stop] for k, v in batch.items()}
+
+
+def intervention_chunk(adapter: AIONRedshift, multi: Mapping[str, torch.Tensor], phot: Mapping[str, torch.Tensor],
+                       reference: Mapping[str, torch.Tensor], block: int, *,
                        methods: Sequence[str] = ("zero", "mean", "resample"), seed: int = 0,
-                       batch_size: int = 256) -> xr.Dataset:
-    """Per-head ablations and photometry-only -> multimodal patching; redshift per head.
+                       batch_size: int = 256, start: int = 0) -> xr.Dataset:
+    """Expected redshift of one catalogue chunk with each head of ``block`` intervened.
+
+    The unit of work of the head study: chunks are independent, so they run anywhere
+    (``scimech.parallel.map_units``) and are concatenated along ``sample``.
 
     Returns
     -------
     xr.Dataset
-        ``z_ablated`` (method, head, sample) where ``method`` includes ``"patch"`` (run the
-        multimodal input with the head's activation taken from the photometry-only run,
-        i.e. noising); ``z_multi``, ``z_phot`` (sample); ``delta_abs_dz`` (method, head,
-        population): change of mean|dz| caused by the intervention; ``advantage_left``
-        (method, head, population): ``(mean|dz|_phot - mean|dz|_intervened) /
-        (mean|dz|_phot - mean|dz|_multi)`` (1: advantage intact, <= 0: removed).
+        ``z_ablated`` (intervention, head, sample): ``methods`` ablations plus ``"patch"``
+        (the multimodal run with the head's activation from the photometry-only run, i.e.
+        noising); ``z_multi``, ``z_phot`` (sample). ``sample`` counts from ``start``.
     """
     sites = adapter.head_sites(block)
     metric = adapter.z_metric()
-    zs = []
-    base = None
+    zs, base = [], None
     for method in methods:
-        ds = ablation_sweep(adapter.model, inp.multi, sites, metric, method=method, reference=inp.reference,
-                            forward=adapter.forward, batch_size=batch_size, seed=seed)
+        ds = ablation_sweep(adapter.model, dict(multi), sites, metric, method=method, reference=dict(reference),
+                            forward=adapter.forward, batch_size=batch_size, seed=chunk_seed(seed, start))
         base = ds["baseline"].values
         zs.append(ds["ablated"].values)
-    pt = patching_sweep(adapter.model, inp.multi, inp.phot, sites, metric, direction="noising",
+    pt = patching_sweep(adapter.model, dict(multi), dict(phot), sites, metric, direction="noising",
                         forward=adapter.forward, batch_size=batch_size)
     zs.append(pt["patched"].values)
-    z_phot = pt["corrupted"].values
     z_multi = pt["clean"].values if base is None else base
-    meth = [*methods, "patch"]
-    zab = np.stack(zs)                                              # (method, head, sample)
-    adz = np.abs((zab - inp.z) / (1 + inp.z))
-    adz_m = np.abs(P.dz(inp.z, z_multi))
-    adz_p = np.abs(P.dz(inp.z, z_phot))
-    pops = list(inp.populations)
-    delta = np.zeros((len(meth), len(sites), len(pops)))
+    n = len(z_multi)
+    return xr.Dataset(
+        {"z_ablated": (("intervention", "head", "sample"), np.stack(zs),
+                       {"description": "expected z with the head intervened"}),
+         "z_multi": ("sample", z_multi, {"description": "expected z, photometry + image"}),
+         "z_phot": ("sample", pt["corrupted"].values, {"description": "expected z, photometry only"})},
+        coords=dict(intervention=[*methods, "patch"], head=np.arange(len(sites)), sample=np.arange(start, start + n),
+                    site=("head", sites)),
+        attrs={"block": block, "seed": seed, "chunk_start": start, "description": "per-head interventions, one chunk"})
+
+
+def summarise_interventions(raw: xr.Dataset, z: np.ndarray, populations: Mapping[str, np.ndarray]) -> xr.Dataset:
+    """Effects per population from the concatenated chunks of :func:`intervention_chunk`.
+
+    Adds ``delta_abs_dz`` (intervention, head, population): change of mean|dz| caused by the
+    intervention, and ``advantage_left``: ``(mean|dz|_phot - mean|dz|_intervened) /
+    (mean|dz|_phot - mean|dz|_multi)`` (1: advantage intact, <= 0: removed).
+    """
+    if raw.sizes["sample"] != len(z) or not np.array_equal(raw["sample"].values, np.arange(len(z))):
+        raise DataValidationError(f"intervention chunks cover samples {raw['sample'].values[:3]}... "
+                                  f"({raw.sizes['sample']}), the test set has {len(z)}: a chunk is missing or repeated.")
+    zab = raw["z_ablated"].values
+    adz = np.abs((zab - z) / (1 + z))
+    adz_m = np.abs(P.dz(z, raw["z_multi"].values))
+    adz_p = np.abs(P.dz(z, raw["z_phot"].values))
+    pops = list(populations)
+    delta = np.zeros(zab.shape[:2] + (len(pops),))
     left = delta.copy()
     for k, p in enumerate(pops):
-        m = inp.populations[p]
+        m = populations[p]
         delta[..., k] = adz[..., m].mean(-1) - adz_m[m].mean()
         adv = adz_p[m].mean() - adz_m[m].mean()
         left[..., k] = (adz_p[m].mean() - adz[..., m].mean(-1)) / adv if abs(adv) > 1e-12 else np.nan
-    coords = dict(intervention=meth, head=np.arange(len(sites)), population=pops, sample=np.arange(len(inp.z)),
-                  site=("head", sites))
-    out = xr.Dataset({
-        "z_ablated": (("intervention", "head", "sample"), zab, {"description": "expected z with the head intervened"}),
-        "z_multi": ("sample", z_multi), "z_phot": ("sample", z_phot),
-        "delta_abs_dz": (("intervention", "head", "population"), delta,
-                         {"description": "mean|dz| intervened minus multimodal", "units": "dimensionless"}),
-        "advantage_left": (("intervention", "head", "population"), left,
-                           {"description": "fraction of the multimodal advantage left"}),
-    }, coords=coords)
-    out.attrs.update(block=block, seed=seed, description="per-head ablation (zero/mean/resample) and patching "
-                     "(photometry-only activations into the multimodal run)")
+    out = raw.drop_vars("sample").assign_coords(population=pops)
+    out["delta_abs_dz"] = (("intervention", "head", "population"), delta,
+                           {"description": "mean|dz| intervened minus multimodal", "units": "dimensionless"})
+    out["advantage_left"] = (("intervention", "head", "population"), left,
+                             {"description": "fraction of the multimodal advantage left"})
+    out = out.assign_coords(sample=np.arange(len(z)))
+    out.attrs = {k: raw.attrs[k] for k in ("block", "seed") if k in raw.attrs}
+    out.attrs["description"] = ("per-head ablation (zero/mean/resample) and patching "
+                                "(photometry-only activations into the multimodal run)")
     return out
+
+
+def head_interventions(adapter: AIONRedshift, inp: StudyInputs, block: int, *,
+                       methods: Sequence[str] = ("zero", "mean", "resample"), seed: int = 0,
+                       batch_size: int = 256, chunk_size: int | None = None) -> xr.Dataset:
+    """Per-head ablations and photometry-only -> multimodal patching; redshift per head.
+
+    Runs :func:`intervention_chunk` over chunks of ``chunk_size`` test galaxies (default:
+    one chunk) in this process and summarises them (:func:`summarise_interventions`); the
+    study CLI maps the same chunks over Dask workers instead.
+
+    Returns
+    -------
+    xr.Dataset
+        ``z_ablated`` (intervention, head, sample) where ``intervention`` includes ``"patch"``;
+        ``z_multi``, ``z_phot`` (sample); ``delta_abs_dz`` and ``advantage_left``
+        (intervention, head, population).
+    """
+    chunks = [intervention_chunk(adapter, slice_batch(inp.multi, a, b), slice_batch(inp.phot, a, b), inp.reference,
+                                 block, methods=methods, seed=seed, batch_size=batch_size, start=a)
+              for a, b in chunk_bounds(len(inp.z), chunk_size)]
+    return summarise_interventions(xr.concat(chunks, "sample"), inp.z, inp.populations)
 
 
 # ---------------------------------------------------------------- 4. attenuation bias
@@ -320,9 +389,15 @@ def attenuation_bias(z: np.ndarray, a_v: np.ndarray, colours: np.ndarray, preds:
 
 # ---------------------------------------------------------------- the study
 def run_study(adapter: AIONRedshift, train, test, *, n_bootstrap: int = 300, seed: int = 0, block: int | None = None,
-              log=None) -> dict[str, xr.Dataset]:
+              log=None, chunk_size: int | None = None,
+              intervene: Callable[[int], xr.Dataset] | None = None) -> dict[str, xr.Dataset]:
     """All four steps; returns named datasets (``advantage``, ``layers``, ``head_probes``,
-    ``radial``, ``interventions``, ``bias``, ``predictions``)."""
+    ``radial``, ``interventions``, ``bias``, ``predictions``).
+
+    ``intervene(block)`` may supply the concatenated :func:`intervention_chunk` results of
+    the head study (the CLI maps the chunks over Dask workers and a resumable store);
+    by default the chunks of ``chunk_size`` galaxies run here.
+    """
     say = log or (lambda *_: None)
     say("inputs and classical photo-z")
     inp = study_inputs(adapter, train, test)
@@ -337,7 +412,10 @@ def run_study(adapter: AIONRedshift, train, test, *, n_bootstrap: int = 300, see
     say(f"head study in block {blk}")
     hp = head_probes(adapter, inp, blk)
     rad = head_radial_structure(adapter, inp, blk)
-    iv = head_interventions(adapter, inp, blk, seed=seed)
+    if intervene is None:
+        iv = head_interventions(adapter, inp, blk, seed=seed, chunk_size=chunk_size)
+    else:
+        iv = summarise_interventions(intervene(blk), inp.z, inp.populations)
     bias_preds = {"photometry": z_phot, "multimodal": z_multi, "template": inp.z_template}
     for h in range(adapter.num_heads):
         bias_preds[f"multimodal_ablate_h{h}"] = iv["z_ablated"].sel(intervention="resample", head=h).values

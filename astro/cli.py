@@ -9,6 +9,12 @@ Examples::
                         --test runs/astro/test.fits --out runs/astro/study
     scimech astro plot --study runs/astro/study
     scimech astro study --quick --out runs/astro      # everything, small, in one go
+    scimech astro study --full --workers 2 --out runs/astro-full   # larger, units on 2 Dask workers
+    scimech astro study --quick --cluster cluster.toml --out /scratch/$USER/astro   # SLURM / PBS
+
+The study runs as resumable units (astro.execution): the samples, the training, and the
+head interventions over chunks of the test set (``--chunk-size``). Rerunning the same
+command with the same ``--out`` redoes only the units that did not finish.
 
 ``--model`` may also be a real AION-1 folder (config.json, model.safetensors,
 codecs/<NAME>/...); its image codec (``codecs/image/``) then tokenises the images (96x96
@@ -27,23 +33,12 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["register", "demo", "QUICK", "FULL"]
+from .execution import FULL, QUICK, load_study, save_study, train_standin
+from .execution import load_sample as _load_sample
+from .execution import save_sample as _save_sample
 
-#: sizes of the quick (demo/test) and full runs
-QUICK = dict(n_train=1600, n_test=600, epochs=10, batch_size=64, n_bootstrap=200)
-FULL = dict(n_train=8000, n_test=2000, epochs=40, batch_size=128, n_bootstrap=1000)
-
-
-def _load_sample(path: Path):
-    from .synthetic import GalaxySample
-
-    path = Path(path)
-    return GalaxySample.from_zarr(path) if path.suffix == ".zarr" or path.is_dir() else GalaxySample.from_fits(path)
-
-
-def _save_sample(sample, path: Path) -> Path:
-    path = Path(path)
-    return sample.to_zarr(path) if path.suffix == ".zarr" else sample.to_fits(path)
+__all__ = ["register", "demo", "QUICK", "FULL", "train_standin", "save_study", "load_study", "write_report",
+           "run_quick"]
 
 
 def _log(msg: str) -> None:
@@ -63,21 +58,6 @@ def cmd_synth(args) -> int:
     return 0
 
 
-def train_standin(train, *, epochs: int, batch_size: int = 64, seed: int = 0, lr: float = 3e-3, log=None):
-    """Fit tokenizers on ``train`` and train a stand-in AION (mode "both"). Returns (adapter, history)."""
-    from .models import standin as M
-    from .models.aion import AIONRedshift
-
-    codecs = M.fit_codecs(train.catalog, seed=seed)
-    tok = M.PatchTokenizer(seed=seed).fit(train.images)
-    model = M.build(seed=seed, codecs=codecs)
-    ad = AIONRedshift(model, codecs, tok)
-    tokens = ad.tokenize(train.catalog, train.images)
-    hist = M.train(ad, tokens, np.asarray(train.catalog["z"], float), epochs=epochs, batch_size=batch_size,
-                   seed=seed, lr=lr, log=log)
-    return ad, hist
-
-
 def cmd_train(args) -> int:
     from .models import standin as M
 
@@ -87,31 +67,6 @@ def cmd_train(args) -> int:
     (Path(args.out) / "history.json").write_text(json.dumps(hist))
     print(f"trained in {hist['seconds']:.0f} s ({hist['steps']} steps); saved to {args.out}")
     return 0
-
-
-def _load_adapter(folder: Path, image_tokenizer: Path | None = None):
-    from .models import standin as M
-    from .models.aion import AIONRedshift
-
-    folder = Path(folder)
-    tok_path = image_tokenizer or folder / "image_tokenizer.npz"
-    tok = M.PatchTokenizer.load(tok_path) if Path(tok_path).is_file() else None
-    return AIONRedshift.from_folder(folder, image_tokenizer=tok)
-
-
-def save_study(res: dict, out: Path, config: dict | None = None, seed: int = 0) -> None:
-    from scimech import results
-
-    out.mkdir(parents=True, exist_ok=True)
-    for name, ds in res.items():
-        results.save(ds, out / f"{name}.nc", config=config, seed=seed)
-
-
-def load_study(out: Path) -> dict:
-    from scimech import results
-
-    names = ("advantage", "layers", "head_probes", "radial", "interventions", "bias", "predictions")
-    return {n: results.load(Path(out) / f"{n}.nc") for n in names}
 
 
 def write_report(res: dict, out: Path, *, title: str = "AION-1 redshift head analysis (stand-in)",
@@ -159,45 +114,52 @@ def write_report(res: dict, out: Path, *, title: str = "AION-1 redshift head ana
     return rep.write()
 
 
-def run_quick(out: Path, *, sizes: dict | None = None, seed: int = 0) -> tuple[dict, dict]:
-    """Synthesize, train and study at the given sizes; save everything under ``out``."""
-    from . import analysis
-    from .models import standin as M
-    from .synthetic import make_galaxies
+def run_quick(out: Path, *, sizes: dict | None = None, seed: int = 0, client=None) -> tuple[dict, dict]:
+    """Synthesize, train and study at the given sizes (default :data:`QUICK`); save everything under ``out``.
 
-    sz = dict(QUICK if sizes is None else sizes)
-    t, timings = time.perf_counter(), {}
-    train = make_galaxies(sz["n_train"], seed=seed)
-    test = make_galaxies(sz["n_test"], seed=seed + 1000)
-    timings["synthesize"] = time.perf_counter() - t
-    t = time.perf_counter()
-    ad, hist = train_standin(train, epochs=sz["epochs"], batch_size=sz["batch_size"], seed=seed, log=_log)
-    timings["train"] = time.perf_counter() - t
-    M.save(ad, out / "model")
-    t = time.perf_counter()
-    res = analysis.run_study(ad, train, test, n_bootstrap=sz["n_bootstrap"], seed=seed, log=_log)
-    timings["study"] = time.perf_counter() - t
-    save_study(res, out / "study", config=sz, seed=seed)
-    return res, timings
+    Runs as resumable units (:func:`astro.execution.run_study`): a rerun into ``out`` redoes
+    only what did not finish.
+    """
+    from .execution import run_study
+
+    return run_study(Path(out), sizes=sizes or QUICK, seed=seed, client=client, log=_log)
+
+
+def _sizes(args) -> dict:
+    sz = dict(FULL if args.full else QUICK)
+    for k in ("n_train", "n_test", "epochs", "batch_size", "n_bootstrap", "chunk_size"):
+        if getattr(args, k, None) is not None:
+            sz[k] = getattr(args, k)
+    return sz
 
 
 def cmd_study(args) -> int:
-    from . import analysis
+    from scimech.parallel import client_from_args
+
+    from .execution import run_study
 
     out = Path(args.out)
-    if args.quick:
-        res, timings = run_quick(out, seed=args.seed)
-        print(f"report: {write_report(res, out, timings=timings)}")
-        return 0
-    missing = [n for n in ("model", "train", "test") if getattr(args, n) is None]
-    if missing:
-        print(f"scimech astro study: give --{', --'.join(missing)} (or --quick).", file=sys.stderr)
+    given = [getattr(args, n) is not None for n in ("model", "train", "test")]
+    if not (args.quick or args.full) and not all(given):
+        missing = [n for n, g in zip(("model", "train", "test"), given, strict=True) if not g]
+        print(f"scimech astro study: give --{', --'.join(missing)} (or --quick / --full).", file=sys.stderr)
         return 2
-    ad = _load_adapter(args.model, args.image_tokenizer)
-    res = analysis.run_study(ad, _load_sample(args.train), _load_sample(args.test), n_bootstrap=args.n_bootstrap,
-                             seed=args.seed, block=args.block, log=_log)
-    save_study(res, out / "study", seed=args.seed)
-    print(f"report: {write_report(res, out)}")
+    if (args.quick or args.full) and any(given):
+        print("scimech astro study: --quick/--full synthesise and train; do not combine them with "
+              "--model/--train/--test.", file=sys.stderr)
+        return 2
+    if args.quick and args.full:
+        print("scimech astro study: choose one of --quick and --full.", file=sys.stderr)
+        return 2
+    client = client_from_args(args)
+    try:
+        res, timings = run_study(out, sizes=_sizes(args), seed=args.seed, model=args.model, train=args.train,
+                                 test=args.test, image_tokenizer=args.image_tokenizer, block=args.block,
+                                 client=client, log=_log)
+    finally:
+        if client is not None:
+            client.close()
+    print(f"report: {write_report(res, out, timings=timings)}")
     return 0
 
 
@@ -232,9 +194,23 @@ def register(subparsers) -> None:
     st.add_argument("--image-tokenizer", type=Path)
     st.add_argument("--out", type=Path, required=True)
     st.add_argument("--block", type=int, default=None, help="block for the head study (default: localised)")
-    st.add_argument("--n-bootstrap", type=int, default=1000)
     st.add_argument("--seed", type=int, default=0)
-    st.add_argument("--quick", action="store_true", help="synthesize + train + study, small, in one go")
+    st.add_argument("--quick", action="store_true",
+                    help=f"synthesize + train + study, small, in one go ({QUICK['n_train']} train / "
+                         f"{QUICK['n_test']} test galaxies, {QUICK['epochs']} epochs)")
+    st.add_argument("--full", action="store_true",
+                    help=f"the same, larger ({FULL['n_train']} / {FULL['n_test']} galaxies, {FULL['epochs']} epochs)")
+    sz = st.add_argument_group("sizes (override --quick / --full)")
+    sz.add_argument("--n-train", type=int, default=None, metavar="N")
+    sz.add_argument("--n-test", type=int, default=None, metavar="N")
+    sz.add_argument("--epochs", type=int, default=None)
+    sz.add_argument("--batch-size", type=int, default=None)
+    sz.add_argument("--n-bootstrap", type=int, default=None)
+    sz.add_argument("--chunk-size", type=int, default=None, metavar="N",
+                    help="test galaxies per intervention unit (the unit of Dask work and of resumption)")
+    from scimech.parallel import add_cluster_arguments
+
+    add_cluster_arguments(st)
     st.set_defaults(func=cmd_study)
     pl = sub.add_parser("plot", help="(re)draw the report from saved study results")
     pl.add_argument("--study", type=Path, required=True)

@@ -322,9 +322,16 @@ class GalaxySample:
             hdus.append(im)
         import warnings
 
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", u.UnitsWarning)   # nmgy is not a FITS-standard unit
-            cat = fits.table_to_hdu(self.catalog)
+        from astropy import log as astropy_log
+
+        level = astropy_log.level
+        astropy_log.setLevel("ERROR")   # "nmgy cannot be recovered": it is, from the UNIT cards below
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", u.UnitsWarning)   # nmgy is not a FITS-standard unit
+                cat = fits.table_to_hdu(self.catalog)
+        finally:
+            astropy_log.setLevel(level)
         cat.name = "CATALOG"
         for name in self.catalog.colnames:
             unit = getattr(self.catalog[name], "unit", None)

@@ -262,3 +262,39 @@ def test_image_codec_tokenizer_refuses_bad_images_and_token_counts(stamps):
     # 2 compressions of 96 px give 576 tokens: a model expecting another grid is told so
     with pytest.raises(ConfigError, match="gave 576 tokens per image, the model expects 36"):
         A.ImageCodecTokenizer(_tiny_image_codec(), n_tokens=36)(images)
+
+
+def test_chunked_head_interventions_equal_one_chunk_for_per_sample_methods(tiny):
+    """Zero and mean ablation and patching act on each galaxy alone: cutting the test set into
+    chunks (the unit of Dask work) cannot change them. Resampling draws per chunk by design."""
+    from astro import analysis as AN
+
+    ad, tokens = tiny
+    multi = ad.batch(tokens)
+    phot = ad.batch(tokens, masked=["tok_image"])
+    z = np.linspace(0.1, 0.9, 6)
+    pops = {"all": np.ones(6, bool), "half": np.arange(6) < 3}
+    inp = AN.StudyInputs(multi, phot, multi, z, np.zeros(6), np.zeros((6, 3)), pops, z, z)
+    one = AN.head_interventions(ad, inp, 0)
+    chunked = AN.head_interventions(ad, inp, 0, chunk_size=4)          # chunks of 4 and 2
+    for m in ("zero", "mean", "patch"):
+        # batch composition only reorders float32 sums inside the forward (~1e-7 relative)
+        np.testing.assert_allclose(chunked["z_ablated"].sel(intervention=m).values,
+                                   one["z_ablated"].sel(intervention=m).values, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(chunked["z_multi"].values, one["z_multi"].values, rtol=1e-5, atol=1e-7)
+    # the first chunk starts at 0, so it uses the study seed itself: identical resampling there
+    np.testing.assert_allclose(chunked["z_ablated"].sel(intervention="resample").values[:, :4],
+                               one["z_ablated"].sel(intervention="resample").values[:, :4], rtol=1e-5, atol=1e-7)
+
+
+def test_a_run_folder_refuses_other_settings(tmp_path):
+    from astro import execution as E
+    from scimech.errors import ConfigError
+
+    plan = dict(E.QUICK, seed=0, source="synthetic")
+    E._check_plan(tmp_path, plan)
+    E._check_plan(tmp_path, dict(plan, n_bootstrap=5, chunk_size=7))   # analysis-only settings may change
+    with pytest.raises(ConfigError, match=r"n_train: 1600 there, 99 now.*another --out"):
+        E._check_plan(tmp_path, dict(plan, n_train=99))
+    with pytest.raises(ConfigError, match="all of --model, --train and --test"):
+        E.run_study(tmp_path / "x", model=tmp_path)

@@ -104,3 +104,43 @@ def test_localised_block_is_the_first_big_increase():
                         coords=dict(target=["z", "a_v"], layer=[0, 1, 2]))
     assert AN.localised_block(xr.Dataset({"gain": gain})) == 0
     assert AN.localised_block(xr.Dataset({"gain": gain}), target="a_v") == 1
+
+
+def test_chunk_bounds_by_hand():
+    assert AN.chunk_bounds(10, 4) == [(0, 4), (4, 8), (8, 10)]
+    assert AN.chunk_bounds(5, None) == [(0, 5)]
+    assert AN.chunk_bounds(3, 10) == [(0, 3)]
+    assert AN.chunk_seed(7, 0) == 7 and AN.chunk_seed(7, 40) == 47
+    with pytest.raises(ValueError, match="no test galaxies"):
+        AN.chunk_bounds(0, 4)
+    with pytest.raises(ValueError, match="positive"):
+        AN.chunk_bounds(5, -1)
+
+
+def _raw(z, z_multi, z_phot, z_int, start=0):
+    import xarray as xr
+
+    return xr.Dataset({"z_ablated": (("intervention", "head", "sample"), z_int[None, None]),
+                       "z_multi": ("sample", z_multi), "z_phot": ("sample", z_phot)},
+                      coords=dict(intervention=["zero"], head=[0], sample=np.arange(start, start + len(z)),
+                                  site=("head", ["encoder.0.attn.heads[0]"])), attrs={"block": 0, "seed": 0})
+
+
+def test_summarised_interventions_on_a_hand_computed_case():
+    import xarray as xr
+
+    z = np.array([0.5, 1.0, 0.2, 0.8])
+    one = 1 + z
+    # |dz|: photometry 0.10, multimodal 0.04, intervened 0.07 for every galaxy
+    phot, multi, inter = z + 0.10 * one, z - 0.04 * one, z + 0.07 * one
+    pops = {"all": np.ones(4, bool), "first": np.array([True, True, False, False])}
+    # two chunks, as the CLI would produce them
+    raw = xr.concat([_raw(z[:2], multi[:2], phot[:2], inter[:2]),
+                     _raw(z[2:], multi[2:], phot[2:], inter[2:], start=2)], "sample")
+    ds = AN.summarise_interventions(raw, z, pops)
+    # advantage left = (0.10 - 0.07) / (0.10 - 0.04) = 0.5; change of mean|dz| = 0.07 - 0.04
+    np.testing.assert_allclose(ds["advantage_left"].values, 0.5, rtol=1e-12)
+    np.testing.assert_allclose(ds["delta_abs_dz"].values, 0.03, rtol=1e-12)
+    assert ds.attrs["block"] == 0
+    with pytest.raises(ValueError, match="chunk is missing or repeated"):
+        AN.summarise_interventions(raw.isel(sample=slice(0, 2)), z, pops)

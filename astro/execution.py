@@ -1,0 +1,290 @@
+"""Resumable, distributable execution of the astro study (``scimech astro study``).
+
+The study is cut into independent *units*, each a task of
+:func:`scimech.parallel.map_units` saved in a :class:`scimech.results.UnitStore` under
+``<out>/units``, so a run can go to a Dask cluster and a rerun with the same ``--out``
+redoes only the units that did not finish:
+
+* ``synth/train``, ``synth/test``: the synthetic samples (``<out>/train.fits``,
+  ``<out>/test.fits``, written atomically);
+* ``train``: the stand-in AION (``<out>/model/``, written to a temporary sibling and moved
+  into place, so a killed training leaves no model that looks finished);
+* ``interventions/block=B/rows=A-Z``: the head study of block ``B`` on test galaxies
+  ``A:Z`` (:func:`astro.analysis.intervention_chunk`: zero / mean / resample ablation and
+  patching of every head), the part that grows with the catalogue.
+
+What remains (classical photo-z, metrics, probes, radial maps, the bias signatures) is cheap
+and runs in the calling process from the saved files. Units run single-threaded (torch and
+BLAS / OpenMP pools), so their results do not depend on where they ran; parallelism comes
+from running several units at once (``--workers N``, ``--cluster``, ``--scheduler``).
+
+A run folder remembers what it was made with (``<out>/plan.json``); rerunning into it with
+other sizes, seed or inputs is refused rather than mixing units of two studies.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from scimech.errors import ConfigError
+
+__all__ = ["QUICK", "FULL", "PLAN_NAME", "load_sample", "save_sample", "load_adapter", "train_standin",
+           "synth_unit", "train_unit", "interventions_unit", "run_study", "save_study", "load_study",
+           "STUDY_NAMES"]
+
+#: sizes of the quick (demo/test) and full runs; ``chunk_size``: test galaxies per intervention unit
+QUICK = dict(n_train=1600, n_test=600, epochs=10, batch_size=64, n_bootstrap=200, chunk_size=150)
+FULL = dict(n_train=8000, n_test=2000, epochs=40, batch_size=128, n_bootstrap=1000, chunk_size=500)
+PLAN_NAME = "plan.json"
+STUDY_NAMES = ("advantage", "layers", "head_probes", "radial", "interventions", "bias", "predictions")
+#: keys of a plan that decide what the units compute (the rest may change between reruns)
+_PLAN_KEYS = ("source", "n_train", "n_test", "epochs", "batch_size", "seed", "model", "train", "test",
+              "image_tokenizer")
+
+
+# ---------------------------------------------------------------- files
+def load_sample(path: str | Path, rows: slice | None = None):
+    """A :class:`~astro.synthetic.GalaxySample` from ``.fits`` or ``.zarr`` (optionally rows ``rows``)."""
+    from .synthetic import GalaxySample
+
+    path = Path(path)
+    s = GalaxySample.from_zarr(path) if path.suffix == ".zarr" or path.is_dir() else GalaxySample.from_fits(path)
+    return s if rows is None else s[rows]
+
+
+def save_sample(sample, path: str | Path) -> Path:
+    """Write a sample to ``.zarr`` or (any other suffix) FITS, atomically."""
+    path = Path(path)
+    return sample.to_zarr(path) if path.suffix == ".zarr" else sample.to_fits(path)
+
+
+def load_adapter(folder: str | Path, image_tokenizer: str | Path | None = None):
+    """:class:`~astro.models.aion.AIONRedshift` from a stand-in or AION-1 checkpoint folder.
+
+    The image tokenizer is ``image_tokenizer`` (a stand-in ``.npz``) if given, else the
+    folder's ``image_tokenizer.npz`` (stand-in), else its ``codecs/image/`` (AION-1), else none.
+    """
+    from .models import standin as M
+    from .models.aion import AIONRedshift
+
+    folder = Path(folder)
+    tok_path = Path(image_tokenizer) if image_tokenizer else folder / "image_tokenizer.npz"
+    if image_tokenizer and not tok_path.is_file():
+        raise ConfigError(f"--image-tokenizer {tok_path} does not exist; give the image_tokenizer.npz written "
+                          "by `scimech astro train`, or leave it out to use the checkpoint's own.")
+    tok = M.PatchTokenizer.load(tok_path) if tok_path.is_file() else None
+    return AIONRedshift.from_folder(folder, image_tokenizer=tok)
+
+
+def train_standin(train, *, epochs: int, batch_size: int = 64, seed: int = 0, lr: float = 3e-3, log=None):
+    """Fit tokenizers on ``train`` and train a stand-in AION (mode "both"). Returns (adapter, history)."""
+    from .models import standin as M
+    from .models.aion import AIONRedshift
+
+    codecs = M.fit_codecs(train.catalog, seed=seed)
+    tok = M.PatchTokenizer(seed=seed).fit(train.images)
+    model = M.build(seed=seed, codecs=codecs)
+    ad = AIONRedshift(model, codecs, tok)
+    tokens = ad.tokenize(train.catalog, train.images)
+    hist = M.train(ad, tokens, np.asarray(train.catalog["z"], float), epochs=epochs, batch_size=batch_size,
+                   seed=seed, lr=lr, log=log)
+    return ad, hist
+
+
+def save_study(res: Mapping[str, xr.Dataset], out: Path, config: dict | None = None, seed: int = 0) -> None:
+    """One netCDF per study part under ``out`` (atomic, with provenance)."""
+    from scimech import results
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    for name, ds in res.items():
+        results.save(ds, out / f"{name}.nc", config=config, seed=seed)
+
+
+def load_study(out: Path) -> dict[str, xr.Dataset]:
+    """The parts written by :func:`save_study` (``CheckpointError`` naming a missing one)."""
+    from scimech import results
+
+    return {n: results.load(Path(out) / f"{n}.nc") for n in STUDY_NAMES}
+
+
+@contextmanager
+def _single_thread():
+    """torch and the BLAS / OpenMP pools (numpy, scikit-learn) on one thread, restored after."""
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with threadpool_limits(1):
+            yield
+    finally:
+        torch.set_num_threads(n)
+
+
+# ---------------------------------------------------------------- units
+def synth_unit(path: str, n: int, seed: int) -> dict[str, Any]:
+    """Draw ``n`` synthetic galaxies (catalogue + images) with ``seed`` and write them to ``path``."""
+    from .synthetic import make_galaxies
+
+    t0 = time.perf_counter()
+    with _single_thread():
+        s = make_galaxies(int(n), seed=int(seed))
+    save_sample(s, path)
+    return {"file": str(path), "n": len(s), "seed": int(seed), "seconds": time.perf_counter() - t0}
+
+
+def train_unit(train_path: str, model_dir: str, epochs: int, batch_size: int, seed: int) -> dict[str, Any]:
+    """Train the stand-in on ``train_path`` and move the checkpoint into ``model_dir`` when complete."""
+    from .models import standin as M
+
+    model_dir = Path(model_dir)
+    with _single_thread():
+        ad, hist = train_standin(load_sample(train_path), epochs=int(epochs), batch_size=int(batch_size),
+                                 seed=int(seed))
+    model_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{model_dir.name}.", suffix=".tmp", dir=model_dir.parent))
+    try:
+        M.save(ad, tmp / "model")
+        (tmp / "model" / "history.json").write_text(json.dumps(hist))
+        if model_dir.exists():
+            os.replace(model_dir, tmp / "previous")      # same folder: atomic; removed with tmp
+        os.replace(tmp / "model", model_dir)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return hist
+
+
+def interventions_unit(model_dir: str, train_path: str, test_path: str, start: int, stop: int, block: int,
+                       seed: int, n_reference: int = 256, batch_size: int = 256,
+                       methods: tuple[str, ...] = ("zero", "mean", "resample"),
+                       image_tokenizer: str | None = None) -> xr.Dataset:
+    """Head interventions of ``block`` on test galaxies ``start:stop`` (see :func:`astro.analysis.intervention_chunk`)."""
+    from . import analysis as AN
+
+    t0 = time.perf_counter()
+    with _single_thread():
+        ad = load_adapter(model_dir, image_tokenizer)
+        test = load_sample(test_path, rows=slice(int(start), int(stop)))
+        train = load_sample(train_path, rows=slice(0, int(n_reference)))
+        multi, phot, reference = AN.study_batches(ad, train, test, n_reference=int(n_reference))
+        ds = AN.intervention_chunk(ad, multi, phot, reference, int(block), methods=tuple(methods), seed=int(seed),
+                                   batch_size=int(batch_size), start=int(start))
+    ds.attrs["seconds"] = time.perf_counter() - t0
+    return ds
+
+
+# ---------------------------------------------------------------- the run
+def _check_plan(out: Path, plan: dict) -> None:
+    from scimech.results import atomic_write_text
+
+    path = out / PLAN_NAME
+    mine = {k: plan.get(k) for k in _PLAN_KEYS}
+    if path.exists():
+        try:
+            old = json.loads(path.read_text())
+        except json.JSONDecodeError:
+            old = None                        # a torn plan: nothing was run under it yet
+        if old is not None:
+            diff = {k: (old.get(k), mine[k]) for k in _PLAN_KEYS if old.get(k) != mine[k]}
+            if diff:
+                what = ", ".join(f"{k}: {a!r} there, {b!r} now" for k, (a, b) in diff.items())
+                raise ConfigError(f"{out} holds a study run with other settings ({what}); its finished units would "
+                                  "be mixed with this run's. Use another --out, or delete that folder to start afresh.")
+            return
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps(mine, indent=1, sort_keys=True))
+
+
+def run_study(out: str | Path, *, sizes: Mapping[str, Any] | None = None, seed: int = 0,
+              model: str | Path | None = None, train: str | Path | None = None, test: str | Path | None = None,
+              image_tokenizer: str | Path | None = None, block: int | None = None, client=None,
+              log: Callable[[str], None] | None = None) -> tuple[dict[str, xr.Dataset], dict[str, float]]:
+    """The whole astro study as resumable units; results saved under ``out/study``.
+
+    Parameters
+    ----------
+    out
+        Run folder: ``units/`` (the unit store), ``plan.json``, samples and model when
+        synthesised here, ``study/*.nc``.
+    sizes
+        ``n_train``, ``n_test``, ``epochs``, ``batch_size`` (synthetic run), ``n_bootstrap``,
+        ``chunk_size`` (test galaxies per intervention unit); missing keys from :data:`QUICK`.
+    model, train, test
+        An existing checkpoint folder and samples: then nothing is synthesised or trained.
+    client
+        A Dask client (``scimech.parallel.client_from_args``), or ``None`` to run the units
+        here one after the other.
+
+    Returns
+    -------
+    (results, timings)
+        The named datasets of :func:`astro.analysis.run_study` and seconds per phase.
+    """
+    from scimech.parallel import map_units
+    from scimech.results import UnitStore
+
+    from . import analysis as AN
+
+    say = log or (lambda *_: None)
+    out = Path(out)
+    sz = {**QUICK, **(dict(sizes) if sizes else {})}
+    given = [x is not None for x in (model, train, test)]
+    if any(given) and not all(given):
+        raise ConfigError("give all of --model, --train and --test (an existing study), or none of them "
+                          "(synthesise and train here).")
+    source = "given" if all(given) else "synthetic"
+    plan = dict(sz, seed=int(seed), source=source, image_tokenizer=str(image_tokenizer) if image_tokenizer else None)
+    if source == "given":
+        plan.update(model=str(Path(model).resolve()), train=str(Path(train).resolve()),
+                    test=str(Path(test).resolve()), n_train=None, n_test=None, epochs=None, batch_size=None)
+    _check_plan(out, plan)
+    store = UnitStore(out / "units")
+    timings: dict[str, float] = {}
+    t = time.perf_counter()
+    if source == "synthetic":
+        train, test, model = out / "train.fits", out / "test.fits", out / "model"
+        say("synthesise (units synth/train, synth/test)")
+        map_units(synth_unit, {"synth/train": dict(path=str(train), n=int(sz["n_train"]), seed=int(seed)),
+                               "synth/test": dict(path=str(test), n=int(sz["n_test"]), seed=int(seed) + 1000)},
+                  store, client=client, desc="astro synth")
+        timings["synthesize"] = time.perf_counter() - t
+        t = time.perf_counter()
+        say("train the stand-in (unit train)")
+        map_units(train_unit, {"train": dict(train_path=str(train), model_dir=str(model), epochs=int(sz["epochs"]),
+                                             batch_size=int(sz["batch_size"]), seed=int(seed))},
+                  store, client=client, desc="astro train")
+        timings["train"] = time.perf_counter() - t
+        t = time.perf_counter()
+    ad = load_adapter(model, image_tokenizer)
+    train_s, test_s = load_sample(train), load_sample(test)
+    tok = str(image_tokenizer) if image_tokenizer else None
+
+    def intervene(blk: int) -> xr.Dataset:
+        units = {f"interventions/block={blk}/rows={a:07d}-{b:07d}":
+                 dict(model_dir=str(model), train_path=str(train), test_path=str(test), start=a, stop=b, block=int(blk),
+                      seed=int(seed), image_tokenizer=tok)
+                 for a, b in AN.chunk_bounds(len(test_s), sz.get("chunk_size"))}
+        say(f"head interventions in block {blk}: {len(units)} units of <= {sz.get('chunk_size')} galaxies")
+        got = map_units(interventions_unit, units, store, client=client, desc="astro intervention chunks")
+        raw = xr.concat([got[k] for k in units], "sample", combine_attrs="drop")
+        raw.attrs.update(block=int(blk), seed=int(seed))
+        return raw
+
+    res = AN.run_study(ad, train_s, test_s, n_bootstrap=int(sz["n_bootstrap"]), seed=int(seed), block=block, log=say,
+                       intervene=intervene)
+    timings["study"] = time.perf_counter() - t
+    save_study(res, out / "study", config=plan, seed=int(seed))
+    return res, timings
