@@ -1,7 +1,10 @@
 """Run an untrusted candidate program in its own process with limits.
 
 Each candidate gets a fresh temporary directory holding only its source, its data file
-(``data.npz``) and the runner, and runs as ``python -I`` (isolated: no user site, no
+(``data.npz``: training trials, metadata and the *inputs* of every forecast window, never a
+target; see :func:`neuro.search.evaluate.candidate_inputs`) and the runner. The candidate
+returns its forecasts; this (parent) process, which alone holds the targets, scores them, so
+no walk over the candidate's own memory (``gc``, frames) can reach a held-out value. It runs as ``python -I`` (isolated: no user site, no
 environment variables, script directory not on the path) in a new session (its own
 process group). Limits: wall clock (the parent kills the whole process group with
 SIGKILL on timeout), CPU seconds (``RLIMIT_CPU``), address space (``RLIMIT_AS``, so a
@@ -11,16 +14,21 @@ Network: the runner first tries to enter a fresh network namespace (``unshare(CL
 possible as root or with unprivileged user namespaces), where no interface is up. Where the
 OS refuses, the weaker guard remains: a ``sys.addaudithook`` hook installed before the
 candidate runs, which raises on ``socket.connect/bind/sendto/getaddrinfo``, subprocesses,
-``os.system``/``exec``/``fork`` (so a fork bomb never creates a process), on writes, deletes and
-renames outside the candidate's own folder, and on imports of the search's own packages
-(``neuro``, ``scimech``, ``ocean``, ``astro``). Audit hooks cannot be removed from Python code, but native
-code (ctypes) could bypass them; ``SandboxResult.network_guard`` says which guard was active.
+``os.system``/``exec``/``fork`` (so a fork bomb never creates a process; as root ``RLIMIT_NPROC``
+does not apply, so this hook is the fork guard), on writes, deletes and renames outside the
+candidate's own folder, on *reads* and folder listings outside it except the standard library
+and site-packages, on imports of the search's own packages (``neuro``, ``scimech``, ``ocean``,
+``astro``), on signals to other processes, on ``setrlimit``, and on native calls through
+``ctypes``. Audit hooks cannot be removed from Python code, but native code that is loaded
+without ctypes (a compiled extension module) can bypass them; ``SandboxResult.network_guard``
+says which network guard was active.
 Every failure (exception, non-finite output, timeout, memory) is returned as a failed
 result with its error text, never raised.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -33,6 +41,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+
+from .evaluate import candidate_inputs, held_out, score_predictions
 
 __all__ = ["SandboxLimits", "SandboxResult", "run_in_sandbox", "write_data"]
 
@@ -67,27 +77,41 @@ def write_data(arrays: dict, path: Path) -> Path:
     return path
 
 
+@functools.lru_cache(maxsize=4)
+def _split_data(path: str, stamp: tuple) -> tuple[dict, dict]:
+    """(candidate inputs, held-out targets) of a data file, cached per file version."""
+    with np.load(path) as z:
+        data = {k: z[k] for k in z.files}
+    return candidate_inputs(data), held_out(data)
+
+
 def run_in_sandbox(code: str, data_file: str | os.PathLike, limits: SandboxLimits | None = None,
                    stage: str = "full") -> SandboxResult:
-    """Run ``code`` (a program defining ``Model``) on ``data_file`` under ``limits``."""
+    """Run ``code`` (a program defining ``Model``) on ``data_file`` under ``limits``.
+
+    ``data_file`` is a full task data file (:func:`write_data` of
+    :meth:`neuro.tasks.ForecastTask.data_arrays`, targets included). Only its inputs are given
+    to the candidate; its forecasts are scored here against the targets (``metrics``: split ->
+    MAE in z units; ``arrays``: MAE per step and the faithfulness read-outs).
+    """
     limits = limits or SandboxLimits()
+    st = os.stat(data_file)
+    inputs, targets = _split_data(os.path.realpath(data_file), (st.st_mtime_ns, st.st_size))
     tmp = Path(tempfile.mkdtemp(prefix="scimech-cand-"))
     t0 = time.perf_counter()
     try:
         (tmp / "candidate.py").write_text(code)
         shutil.copy(HERE / "_runner.py", tmp / "_runner.py")
         shutil.copy(HERE / "evaluate.py", tmp / "evaluate.py")
-        try:
-            os.link(data_file, tmp / "data.npz")
-        except OSError:
-            shutil.copy(data_file, tmp / "data.npz")
+        np.savez(tmp / "data.npz", **inputs)
         cfg = dict(cpu_seconds=limits.cpu_seconds, memory_bytes=limits.memory_bytes,
                    file_bytes=limits.file_bytes, stage=stage)
         (tmp / "config.json").write_text(json.dumps(cfg))
         env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp), "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
                "MKL_NUM_THREADS": "1", "TMPDIR": str(tmp)}
         proc = subprocess.Popen([sys.executable, "-I", str(tmp / "_runner.py"), str(tmp)], cwd=tmp, env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                start_new_session=True)
         try:
             _, err = proc.communicate(timeout=limits.wall_seconds)
         except subprocess.TimeoutExpired:
@@ -112,11 +136,15 @@ def run_in_sandbox(code: str, data_file: str | os.PathLike, limits: SandboxLimit
         if not res.get("ok"):
             return SandboxResult(False, res.get("status", "error"), res.get("error", "") + "\n" + res.get("traceback", ""),
                                  wall_seconds=wall, network_guard=res.get("network_guard", ""), stderr=stderr)
-        arrays = {}
-        if (tmp / "out.npz").exists():
-            with np.load(tmp / "out.npz") as z:
+        guard = res.get("network_guard", "")
+        try:  # the candidate's output is untrusted: plain arrays only, checked again while scoring
+            with np.load(tmp / "out.npz", allow_pickle=False) as z:
                 arrays = {k: z[k] for k in z.files}
-        return SandboxResult(True, "ok", metrics=res["metrics"], arrays=arrays, wall_seconds=wall,
-                             network_guard=res.get("network_guard", ""), stderr=stderr)
+            metrics, arrays = score_predictions(arrays, targets)
+        except Exception as err:  # noqa: BLE001 - a forged or missing output is a failed node
+            return SandboxResult(False, "error", f"{type(err).__name__}: {err}", wall_seconds=wall,
+                                 network_guard=guard, stderr=stderr)
+        return SandboxResult(True, "ok", metrics=metrics, arrays=arrays, wall_seconds=wall, network_guard=guard,
+                             stderr=stderr)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
