@@ -192,32 +192,50 @@ def chronological_split(n_time: int, *, window: int = 6, lead: int = 1,
 
 @dataclass
 class Normalizer:
-    """Per-variable mean / std from the training split; target and concepts share ``scale``."""
+    """Per-variable mean / std from the training split.
+
+    The target is divided by ``scale`` (its training std). Concepts share that scale when
+    ``concept_scaling == "target"`` (then the head weight of every budget term is 1 in
+    truth), or are each divided by their own std when ``"own"`` (every term then weighs
+    the same in the concept loss, so the small ones -- Ekman, diffusion -- are learned too;
+    the true head weight of term k is ``std_k / scale``).
+    """
 
     mean: dict[str, float]
     std: dict[str, float]
     scale: float
     target: str
     concepts: list[str] = field(default_factory=list)
+    concept_scaling: str = "target"
 
     def x(self, name: str, values: np.ndarray) -> np.ndarray:
         return (values - self.mean[name]) / self.std[name]
 
+    def scale_of(self, name: str) -> float:
+        """The divisor of an output variable (target or concept), W m-2."""
+        if self.concept_scaling == "own" and name != self.target and name in self.std:
+            return self.std[name]
+        return self.scale
+
     def y(self, name: str, values: np.ndarray) -> np.ndarray:
-        return (values - self.mean[name]) / self.scale
+        return (values - self.mean[name]) / self.scale_of(name)
 
     def y_inverse(self, name: str, values: np.ndarray) -> np.ndarray:
-        return values * self.scale + self.mean[name]
+        return values * self.scale_of(name) + self.mean[name]
 
     def to_dict(self) -> dict:
         return {"mean": self.mean, "std": self.std, "scale": self.scale, "target": self.target,
-                "concepts": self.concepts}
+                "concepts": self.concepts, "concept_scaling": self.concept_scaling}
 
 
 def fit_normalizer(ds: xr.Dataset, train_t: np.ndarray, *, window: int, lead: int, inputs: Sequence[str] = INPUTS,
-                   concepts: Sequence[str] = CONCEPTS, target: str = "dmlhc_dt") -> Normalizer:
+                   concepts: Sequence[str] = CONCEPTS, target: str = "dmlhc_dt",
+                   concept_scaling: str = "target") -> Normalizer:
     """Statistics over the training split only (inputs over the input steps, target and
-    concepts over the target steps), ocean points only, computed lazily with dask."""
+    concepts over the target steps), ocean points only, computed lazily with dask.
+    ``concept_scaling``: ``"target"`` or ``"own"`` (see :class:`Normalizer`)."""
+    if concept_scaling not in ("target", "own"):
+        raise DataValidationError(f"concept_scaling must be 'target' or 'own'; got {concept_scaling!r}.")
     mask = ds["mask"].astype(bool)
     t_in = np.arange(train_t.min() - window + 1, train_t.max() + 1)
     t_out = train_t + lead
@@ -233,7 +251,7 @@ def fit_normalizer(ds: xr.Dataset, train_t: np.ndarray, *, window: int, lead: in
         vals = dask.compute(lazy)[0]
     mean = {k: float(m) for k, (m, _) in vals.items()}
     std = {k: float(s) if float(s) > 0 else 1.0 for k, (_, s) in vals.items()}
-    return Normalizer(mean, std, std[target], target, [c for c in concepts if c in ds])
+    return Normalizer(mean, std, std[target], target, [c for c in concepts if c in ds], concept_scaling)
 
 
 class ChunkedReader:

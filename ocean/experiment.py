@@ -58,7 +58,7 @@ class StudyConfig:
     target: str = "dmlhc_dt"
     regimes: list = field(default_factory=lambda: ["mixed", "prediction_only", "prescription_only"])
     seeds: list = field(default_factory=lambda: [0, 1, 2])
-    epochs: int = 6
+    epochs: int = 30
     lr: float = 3e-3
     batch_size: int = 8
     width: int = 8
@@ -69,6 +69,9 @@ class StudyConfig:
     time_chunk: int = 12
     fractions: list = field(default_factory=lambda: [0.7, 0.1, 0.2])
     loss: str = "l1"  # "l1" (OceanCBM) or "l2"
+    concept_scaling: str = "own"  # "target" (shared scale) or "own" (each concept by its own std)
+    head_init: str = "budget"  # "random" or "budget" (prescribed weights start at their budget-closure values)
+    decorrelation: float = 0.0  # weight of the free-vs-prescribed decorrelation penalty (leakage control)
 
     @classmethod
     def quick(cls, **kw) -> StudyConfig:
@@ -129,6 +132,10 @@ def load_config(path: str | Path | None = None, *, quick: bool = True, **overrid
                 and not (isinstance(ref, (list, tuple)) and isinstance(value, (list, tuple))):
             raise ConfigError(f"Study setting {key!r} must be a {type(ref).__name__} like {ref!r}; got {value!r}.")
     cfg = StudyConfig.quick(**values) if quick else StudyConfig.full(**values)
+    for key, allowed in (("concept_scaling", ("target", "own")), ("head_init", ("random", "budget")),
+                         ("loss", ("l1", "l2"))):
+        if getattr(cfg, key) not in allowed:
+            raise ConfigError(f"Study setting {key!r} must be one of {list(allowed)}; got {getattr(cfg, key)!r}.")
     bad_reg = [r for r in cfg.regimes if r not in REGIMES]
     if bad_reg:
         raise ConfigError(f"Unknown regime(s) {bad_reg}; choose from {sorted(REGIMES)}.")
@@ -151,7 +158,8 @@ def _setup(cfg: StudyConfig, path: Path):
     ds = odata.open_zarr(path, target=cfg.target)
     split = odata.chronological_split(ds.sizes["time"], window=cfg.window, lead=cfg.lead,
                                       fractions=tuple(cfg.fractions))
-    norm = odata.fit_normalizer(ds, split.train, window=cfg.window, lead=cfg.lead, target=cfg.target)
+    norm = odata.fit_normalizer(ds, split.train, window=cfg.window, lead=cfg.lead, target=cfg.target,
+                                concept_scaling=cfg.concept_scaling)
     return ds, split, norm
 
 
@@ -183,6 +191,17 @@ def _predict(model, loader, n_free: int):
             "member": cat(ms), "valid": vs[0][0], "y_true": cat(yt), "c_true": cat(ct)}
 
 
+def _budget_head(model, norm, n_free: int) -> None:
+    """Start the head at the budget identity: target = sum of the terms, so in normalised
+    units the weight of term k is ``scale_k / scale`` and the free concepts start at 0.1."""
+    with torch.no_grad():
+        w = model.head.weight.view(-1)
+        for k, name in enumerate(PRESCRIBED):
+            w[k] = norm.scale_of(name) / norm.scale
+        w[len(PRESCRIBED):] = 0.1  # small, not 0: a zero weight would block the free concept's gradient
+        model.head.bias.zero_()
+
+
 def train_unit(config: dict, regime: str, seed: int, data_path: str, checkpoint_dir: str,
                progress_bar: bool = False) -> xr.Dataset:
     """Train one ``(regime, seed)`` model and return its test-set predictions.
@@ -203,6 +222,8 @@ def train_unit(config: dict, regime: str, seed: int, data_path: str, checkpoint_
     n_free = 0 if REGIMES[regime].n_free == 0 else cfg.n_free
     model = build_model(cfg.window * len(INPUTS), PRESCRIBED, n_free, width=cfg.width,
                         units={k: "W m-2" for k in PRESCRIBED}, seed=seed)
+    if cfg.head_init == "budget":
+        _budget_head(model, norm, n_free)
     train = _dataset(ds, split.train, norm, cfg)
     val = _dataset(ds, split.val, norm, cfg)
     test = _dataset(ds, split.test, norm, cfg)
@@ -216,17 +237,19 @@ def train_unit(config: dict, regime: str, seed: int, data_path: str, checkpoint_
     ckpt.parent.mkdir(parents=True, exist_ok=True)
     hist = fit_cbm(model, batches, regime=regime, epochs=cfg.epochs, lr=cfg.lr, val_batches=val_loader,
                    checkpoint=ckpt, seed=seed, lam_schedule=sched, progress_bar=progress_bar, loss_kind=cfg.loss,
+                   decorrelation=cfg.decorrelation,
                    desc=f"{regime} seed {seed}")
     p = _predict(model, odata.make_batches(test, 64, shuffle=False)(0), n_free)
     tgt = cfg.target
     s = norm.scale
     y_true = norm.y_inverse(tgt, p["y_true"])
     y_pred = norm.y_inverse(tgt, p["y"])
-    c_pred = p["c"].astype(float) * s
+    c_pred = p["c"].astype(float) * s  # free concepts stay in target-scale units
     for k, name in enumerate(PRESCRIBED):
-        c_pred[:, k] += norm.mean[name]
-    c_true = np.concatenate([p["c_true"] * s + np.array([norm.mean[c] for c in PRESCRIBED])[None, :, None, None],
-                             (p["hidden"] * s + norm.mean.get("q_hidden", 0.0))[:, None]], 1)
+        c_pred[:, k] = norm.y_inverse(name, p["c"][:, k].astype(float))
+    c_true = np.concatenate([np.stack([norm.y_inverse(c, p["c_true"][:, k].astype(float))
+                                       for k, c in enumerate(PRESCRIBED)], 1),
+                             (p["hidden"] * norm.scale_of("q_hidden") + norm.mean.get("q_hidden", 0.0))[:, None]], 1)
     times = ds["time"].values[p["t"] + cfg.lead]
     # climatology of the target per calendar month and point, training split only
     tr = ds[tgt].isel(time=split.train + cfg.lead)
@@ -255,6 +278,8 @@ def train_unit(config: dict, regime: str, seed: int, data_path: str, checkpoint_
             "head_weight": ("concept", model.head_weights()[0].astype(float),
                             {"long_name": "1x1 head weight (normalised units; truth = 1 for each budget term)"}),
             "head_bias": ((), float(model.head.bias.detach()[0])),
+            "head_weight_true": ("concept", [norm.scale_of(c) / norm.scale for c in PRESCRIBED] + [np.nan] * n_free,
+                                 {"long_name": "head weight of the exact budget (target = sum of the terms)"}),
             "mask": (("lat", "lon"), p["valid"].astype(np.int8)),
             **{f"hist_{k}": ("epoch", hist[k].values) for k in ("lam", "train_loss", "train_task",
                                                                 "train_concept", "val_task")},
@@ -314,6 +339,26 @@ def _rmse(a, b) -> float:
     return float(np.sqrt((d**2).mean()))
 
 
+def _hidden_probe_r2(unit: xr.Dataset) -> float:
+    """Held-out R2 of a ridge probe from all bottleneck channels to ``q_hidden``: does the
+    regime represent the hidden process anywhere, whichever channel holds it? Fitted on the
+    first half of the test samples (in time), scored on the second half."""
+    from sklearn.linear_model import RidgeCV
+
+    c = unit["c_pred"].transpose("sample", "lat", "lon", "concept").values
+    h = unit["c_true"].sel(true_concept="q_hidden").values
+    ok = unit["mask"].values.astype(bool)
+    X, y = c[:, ok], h[:, ok]
+    half = len(X) // 2
+    if half < 1:
+        return np.nan
+    Xa, ya = X[:half].reshape(-1, X.shape[-1]), y[:half].ravel()
+    Xb, yb = X[half:].reshape(-1, X.shape[-1]), y[half:].ravel()
+    keep_a, keep_b = np.isfinite(Xa).all(1) & np.isfinite(ya), np.isfinite(Xb).all(1) & np.isfinite(yb)
+    probe = RidgeCV(alphas=np.logspace(-3, 3, 7)).fit(Xa[keep_a], ya[keep_a])
+    return _r2(probe.predict(Xb[keep_b]), yb[keep_b])
+
+
 def _bottleneck(unit: xr.Dataset, max_points: int = 4000) -> np.ndarray:
     """(test points, concepts) matrix of the predicted concept maps at ocean points."""
     c = unit["c_pred"].transpose("sample", "lat", "lon", "concept").values
@@ -340,12 +385,15 @@ def analyse(units: Mapping[tuple[str, int], xr.Dataset]) -> xr.Dataset:
     R, S = len(regimes), len(seeds)
     nan = lambda *shape: np.full(shape, np.nan)  # noqa: E731
     m = {k: nan(R, S) for k in ("rmse", "acc", "rmse_free0", "delta_rmse_free0", "free_hidden_abs_r",
-                                 "hidden_best_abs_r", "rmse_climatology")}
+                                 "hidden_best_abs_r", "rmse_climatology", "hidden_probe_r2")}
     acc_season = nan(R, S, 4)
     rmse_season = nan(R, S, 4)
     fid_r, fid_r2 = nan(R, S, len(concepts)), nan(R, S, len(concepts))
     head = nan(R, S, len(concepts))
     cka, proc, free_r, cka_std = nan(R, S, S), nan(R, S, S), nan(R, S, S), nan(R, S, S)
+    agree = nan(R, S, S)
+    concept_agree = nan(R, len(concepts))
+    head_true = nan(len(concepts))
     for (reg, seed), u in units.items():
         i, j = regimes.index(reg), seeds.index(seed)
         yt, yp, yc = u["y_true"].values, u["y_pred"].values, u["y_clim"].values
@@ -362,6 +410,9 @@ def analyse(units: Mapping[tuple[str, int], xr.Dataset]) -> xr.Dataset:
             m["rmse_free0"][i, j] = _rmse(u["y_pred_free0"].values, yt)
             m["delta_rmse_free0"][i, j] = m["rmse_free0"][i, j] - m["rmse"][i, j]
         cn = list(u["concept"].values)
+        if "head_weight_true" in u:
+            for k, name in enumerate(PRESCRIBED):
+                head_true[k] = float(u["head_weight_true"].sel(concept=name))
         hidden = u["c_true"].sel(true_concept="q_hidden").values
         for k, name in enumerate(concepts):
             if name in cn:
@@ -376,6 +427,7 @@ def analyse(units: Mapping[tuple[str, int], xr.Dataset]) -> xr.Dataset:
         if "free_0" in cn:
             m["free_hidden_abs_r"][i, j] = abs(_corr(u["c_pred"].sel(concept="free_0").values, hidden))
         m["hidden_best_abs_r"][i, j] = max(abs(_corr(u["c_pred"].sel(concept=c).values, hidden)) for c in cn)
+        m["hidden_probe_r2"][i, j] = _hidden_probe_r2(u)
     for i, reg in enumerate(regimes):
         have = [s for s in seeds if (reg, s) in units]
         reps = {s: _bottleneck(units[(reg, s)]) for s in have}
@@ -386,10 +438,21 @@ def analyse(units: Mapping[tuple[str, int], xr.Dataset]) -> xr.Dataset:
         pr = pairwise(reps, procrustes_distance).values
         zs = {k: (v - v.mean(0)) / np.where(v.std(0) > 0, v.std(0), 1.0) for k, v in reps.items()}
         cz = pairwise(zs, linear_cka).values
+        chans = {s: units[(reg, s)]["c_pred"].transpose("concept", ...).values.reshape(
+            units[(reg, s)].sizes["concept"], -1) for s in have}
+        names_i = list(units[(reg, have[0])]["concept"].values)
+        per_pair = {}
         for a, b in itertools.product(range(len(have)), repeat=2):
+            per_pair[a, b] = [_corr(x, y) for x, y in zip(chans[have[a]], chans[have[b]])]
+            agree[i, idx[a], idx[b]] = np.mean(per_pair[a, b])
             cka[i, idx[a], idx[b]] = ck[a, b]
             cka_std[i, idx[a], idx[b]] = cz[a, b]
             proc[i, idx[a], idx[b]] = pr[a, b]
+        for k, name in enumerate(concepts):
+            if name in names_i:
+                c = names_i.index(name)
+                vals = [per_pair[a, b][c] for a, b in per_pair if a != b]
+                concept_agree[i, k] = float(np.mean(vals))
         if "free_0" in units[(reg, have[0])]["concept"].values:
             fr = {s: units[(reg, s)]["c_pred"].sel(concept="free_0").values.ravel() for s in have}
             for a, b in itertools.product(range(len(have)), repeat=2):
@@ -426,6 +489,8 @@ def analyse(units: Mapping[tuple[str, int], xr.Dataset]) -> xr.Dataset:
             "hidden_best_abs_r": (dims_rs, m["hidden_best_abs_r"],
                                   {"units": "1", "long_name": "max over bottleneck channels of |r| with q_hidden"}),
             "head_weight": ((*dims_rs, "concept"), head, {"units": "1", "long_name": "head weight (normalised)"}),
+            "head_weight_true": ("concept", head_true,
+                                 {"units": "1", "long_name": "head weights of the exact budget (normalised units)"}),
             "head_weight_cv": (("regime", "concept"), head_cv,
                                {"units": "1", "long_name": "coefficient of variation of head weights over seeds"}),
             "cka": (("regime", "seed", "seed_other"), cka, {"units": "1", "long_name": "linear CKA of bottlenecks"}),
@@ -439,6 +504,17 @@ def analyse(units: Mapping[tuple[str, int], xr.Dataset]) -> xr.Dataset:
             "cka_std_mean": ("regime", offdiag_mean(cka_std),
                              {"units": "1", "long_name": "mean pairwise CKA, channels standardised"}),
             "procrustes_mean": ("regime", offdiag_mean(proc), {"units": "1"}),
+            "channel_agreement": (("regime", "seed", "seed_other"), agree,
+                                  {"units": "1", "long_name": "mean over bottleneck channels of the signed r of the "
+                                                              "same channel in two seeds"}),
+            "channel_agreement_mean": ("regime", offdiag_mean(agree),
+                                       {"units": "1", "long_name": "mean pairwise channel agreement over seeds"}),
+            "concept_agreement": (("regime", "concept"), concept_agree,
+                                  {"units": "1", "long_name": "signed r of each named bottleneck channel between "
+                                                              "seeds (mean over seed pairs)"}),
+            "hidden_probe_r2": (dims_rs, m["hidden_probe_r2"],
+                                {"units": "1", "long_name": "held-out R2 of a linear probe from the whole "
+                                                            "bottleneck to q_hidden"}),
             "free_abs_r_mean": ("regime", offdiag_mean(free_r), {"units": "1"}),
             "head_weight_cv_mean": ("regime", cv_mean,
                                     {"units": "1", "long_name": "mean CV of prescribed-concept head weights"}),

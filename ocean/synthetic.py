@@ -96,7 +96,7 @@ class SynthConfig:
     eddy_amp: float = 0.25  # m
     eddy_radius_deg: float = 4.0
     eddy_speed_deg_day: float = 0.08  # westward drift
-    hidden_coeff: float = 400.0  # W m-2 per m of eddy SSH
+    hidden_coeff: float = 1000.0  # W m-2 per m of eddy SSH (~120 W m-2 rms: a strong eddy flux)
     extras: dict = field(default_factory=dict)
 
 

@@ -108,3 +108,44 @@ def test_window_item_matches_manual_indexing(ds):
     c = item["c"].numpy().sum(0) + item["hidden"].numpy()[0]
     np.testing.assert_allclose(c[ocean], item["y"].numpy()[0][ocean], atol=1e-4)
     assert item["valid"].numpy()[0].tolist() == ocean.tolist()
+
+
+def test_own_concept_scaling_divides_each_concept_by_its_training_std(ds):
+    s = data.chronological_split(ds.sizes["time"], window=6, lead=1, fractions=(0.6, 0.2, 0.2))
+    norm = data.fit_normalizer(ds, s.train, window=6, lead=1, concept_scaling="own")
+    ocean = ds["mask"].values.astype(bool)
+    wd = data.WindowDataset(ds, s.val, norm, window=6, lead=1)
+    m, t, _ = wd.items[0]
+    item = wd[0]
+    for k, name in enumerate(synthetic.PRESCRIBED):
+        train = ds[name].values[:, s.train + 1][..., ocean]  # numpy, independent of the dask path
+        manual = (ds[name].values[m, t + 1] - train.mean()) / train.std()
+        np.testing.assert_allclose(item["c"].numpy()[k][ocean], manual[ocean], rtol=1e-5, atol=1e-5)
+    # the target keeps its own scale
+    y = (ds["dmlhc_dt"].values[m, t + 1] - norm.mean["dmlhc_dt"]) / norm.scale
+    np.testing.assert_allclose(item["y"].numpy()[0][ocean], y[ocean], rtol=1e-5, atol=1e-5)
+    with pytest.raises(DataValidationError, match="concept_scaling"):
+        data.fit_normalizer(ds, s.train, window=6, lead=1, concept_scaling="per-point")
+
+
+def test_budget_head_reproduces_the_target_from_the_true_concepts():
+    # with the hidden flux switched off the five prescribed terms close the budget, so the
+    # head started at the budget identity maps the true (normalised) concepts to the target
+    import torch
+
+    from ocean import experiment
+    from ocean.model import build_model
+
+    ds = synthetic.generate(n_members=1, years=3, ny=6, nx=8, seed=4, hidden_coeff=0.0)
+    s = data.chronological_split(ds.sizes["time"], window=3, lead=1, fractions=(0.6, 0.2, 0.2))
+    ocean = ds["mask"].values.astype(bool)
+    for scaling in ("own", "target"):
+        norm = data.fit_normalizer(ds, s.train, window=3, lead=1, concept_scaling=scaling)
+        model = build_model(3 * len(synthetic.INPUTS), synthetic.PRESCRIBED, 1, width=4, seed=0)
+        experiment._budget_head(model, norm, 1)
+        item = data.WindowDataset(ds, s.test, norm, window=3, lead=1)[2]
+        c = torch.cat([item["c"], torch.zeros(1, *item["c"].shape[1:])])[None]  # free concept = 0
+        with torch.no_grad():
+            y = model.head(c)[0, 0].numpy()
+        # float32 maps of O(1) values: 1e-4 is a few ulps of the sum of five terms
+        np.testing.assert_allclose(y[ocean], item["y"].numpy()[0][ocean], atol=1e-4)
