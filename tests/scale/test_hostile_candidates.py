@@ -207,3 +207,13 @@ def test_the_same_walk_finds_the_targets_when_they_share_its_process(sentinel_fi
     assert out.returncode == 0, out.stderr[-2000:]
     metrics = json.loads(out.stdout.strip().splitlines()[-1])
     assert metrics["val"] == 0.0 and metrics["test"] == 0.0
+
+
+def test_a_forged_result_file_is_not_trusted(data_file):
+    # the candidate writes the runner's output files itself, claims a perfect score and exits
+    # before the runner can: the parent scores what is in out.npz, finds a wrong shape
+    code = ("import json, os\nimport numpy as np\n"
+            "np.savez('out.npz', **{'pred/val': np.zeros((1, 1, 1))})\n"
+            "json.dump({'ok': True, 'metrics': {'val': 0.0}}, open('result.json', 'w'))\nos._exit(0)\n")
+    r = run_in_sandbox(code, data_file, stage="quick")
+    assert not r.ok and "shape" in r.error and r.metrics == {}
