@@ -151,6 +151,17 @@ def make_audit_hook(workdir, read_roots):
             raise _E(f"sandbox: changing the sandbox's audit hook ({args[1]}) is not allowed")
         if event == "import" and args and _type(args[0]) is _str and _split(args[0], ".")[0] in _private:
             raise _E(f"sandbox: importing {args[0]!r} is not allowed for candidate programs")
+        if event == "import" and _len(args) >= 2 and args[1] is not None:
+            # an extension module being loaded (native code, below this hook): only those
+            # installed with the interpreter or in site-packages, never one from the folder
+            r = real(args[1])
+            lib = False
+            for root in _roots:
+                if r is not None and under(r, root):
+                    lib = True
+            if not lib or under(r, _workdir):
+                raise _E(f"sandbox: loading native code from {args[1]!r} is not allowed (only extension modules "
+                         "of the standard library and site-packages)")
         if event == "open" and _len(args) >= 3 and _type(args[0]) is not _int:
             mode, flags = args[1], args[2] or 0
             writes = (_type(mode) is _str and ("w" in mode or "a" in mode or "x" in mode or "+" in mode)) or (

@@ -4,9 +4,9 @@ Each candidate gets a fresh temporary directory holding only its source, its dat
 (``data.npz``: training trials, metadata and the *inputs* of every forecast window, never a
 target; see :func:`neuro.search.evaluate.candidate_inputs`) and the runner. The candidate
 returns its forecasts; this (parent) process, which alone holds the targets, scores them, so
-no walk over the candidate's own memory (``gc``, frames) can reach a held-out value. It runs as ``python -I`` (isolated: no user site, no
-environment variables, script directory not on the path) in a new session (its own
-process group). Limits: wall clock (the parent kills the whole process group with
+no walk over the candidate's own memory (``gc``, frames) can reach a held-out value. It
+runs as ``python -I`` (isolated: no user site, no environment variables, script directory
+not on the path), stdin closed, in a new session (its own process group). Limits: wall clock (the parent kills the whole process group with
 SIGKILL on timeout), CPU seconds (``RLIMIT_CPU``), address space (``RLIMIT_AS``, so a
 memory bomb raises ``MemoryError``), file size (``RLIMIT_FSIZE``).
 
@@ -18,9 +18,10 @@ candidate runs, which raises on ``socket.connect/bind/sendto/getaddrinfo``, subp
 does not apply, so this hook is the fork guard), on writes, deletes and renames outside the
 candidate's own folder, on *reads* and folder listings outside it except the standard library
 and site-packages, on imports of the search's own packages (``neuro``, ``scimech``, ``ocean``,
-``astro``), on signals to other processes, on ``setrlimit``, and on native calls through
-``ctypes``. Audit hooks cannot be removed from Python code, but native code that is loaded
-without ctypes (a compiled extension module) can bypass them; ``SandboxResult.network_guard``
+``astro``), on signals to other processes, on ``setrlimit``, on native calls through
+``ctypes`` and on loading extension modules from outside the standard library and
+site-packages. Audit hooks cannot be removed from Python code; installed native code is
+trusted (docs/neuro.md lists what is not guarded). ``SandboxResult.network_guard``
 says which network guard was active.
 Every failure (exception, non-finite output, timeout, memory) is returned as a failed
 result with its error text, never raised.

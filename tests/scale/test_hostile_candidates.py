@@ -217,3 +217,19 @@ def test_a_forged_result_file_is_not_trusted(data_file):
             "json.dump({'ok': True, 'metrics': {'val': 0.0}}, open('result.json', 'w'))\nos._exit(0)\n")
     r = run_in_sandbox(code, data_file, stage="quick")
     assert not r.ok and "shape" in r.error and r.metrics == {}
+
+
+def test_loading_native_code_from_the_folder_is_refused(data_file):
+    # a real extension module, copied into the candidate's folder and loaded from there with
+    # importlib's extension loader: native code that would run below the audit hook
+    import _decimal
+
+    code = ("import importlib.machinery, importlib.util, shutil\n"
+            f"shutil.copy({_decimal.__file__!r}, 'evil.so')\n"
+            "loader = importlib.machinery.ExtensionFileLoader('_decimal', 'evil.so')\n"
+            "spec = importlib.util.spec_from_file_location('_decimal', 'evil.so', loader=loader)\n"
+            "importlib.util.module_from_spec(spec)\n" + MODEL)
+    res = _node(code, data_file)
+    assert res["status"] == "failed" and "loading native code" in res["error"], res["error"]
+    res = _node("import _decimal, decimal\n" + MODEL, data_file)  # the installed one still loads
+    assert res["status"] == "ok", res["error"]
