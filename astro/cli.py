@@ -151,14 +151,20 @@ def cmd_study(args) -> int:
     if args.quick and args.full:
         print("scimech astro study: choose one of --quick and --full.", file=sys.stderr)
         return 2
-    client = client_from_args(args)
+    from scimech.errors import ScimechError
+
     try:
-        res, timings = run_study(out, sizes=_sizes(args), seed=args.seed, model=args.model, train=args.train,
-                                 test=args.test, image_tokenizer=args.image_tokenizer, block=args.block,
-                                 client=client, log=_log)
-    finally:
-        if client is not None:
-            client.close()
+        client = client_from_args(args)
+        try:
+            res, timings = run_study(out, sizes=_sizes(args), seed=args.seed, model=args.model, train=args.train,
+                                     test=args.test, image_tokenizer=args.image_tokenizer, block=args.block,
+                                     client=client, log=_log)
+        finally:
+            if client is not None:
+                client.close()
+    except ScimechError as err:        # bad input: the message says what and how to fix it
+        print(f"scimech astro study: {err}", file=sys.stderr)
+        return 2
     print(f"report: {write_report(res, out, timings=timings)}")
     return 0
 

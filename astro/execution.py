@@ -208,6 +208,19 @@ def _check_plan(out: Path, plan: dict) -> None:
     atomic_write_text(path, json.dumps(mine, indent=1, sort_keys=True))
 
 
+def _check_sizes(sizes: Mapping[str, Any] | None) -> dict[str, Any]:
+    """:data:`QUICK` updated with ``sizes``; unknown keys or non-positive counts are a ConfigError."""
+    sizes = dict(sizes or {})
+    unknown = set(sizes) - set(QUICK)
+    if unknown:
+        raise ConfigError(f"unknown size(s) {sorted(unknown)}; expected some of {sorted(QUICK)}.")
+    sz = {**QUICK, **sizes}
+    for k, v in sz.items():
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise ConfigError(f"{k} must be a positive whole number; got {v!r}.")
+    return sz
+
+
 def run_study(out: str | Path, *, sizes: Mapping[str, Any] | None = None, seed: int = 0,
               model: str | Path | None = None, train: str | Path | None = None, test: str | Path | None = None,
               image_tokenizer: str | Path | None = None, block: int | None = None, client=None,
@@ -240,7 +253,7 @@ def run_study(out: str | Path, *, sizes: Mapping[str, Any] | None = None, seed: 
 
     say = log or (lambda *_: None)
     out = Path(out)
-    sz = {**QUICK, **(dict(sizes) if sizes else {})}
+    sz = _check_sizes(sizes)
     given = [x is not None for x in (model, train, test)]
     if any(given) and not all(given):
         raise ConfigError("give all of --model, --train and --test (an existing study), or none of them "
@@ -248,14 +261,18 @@ def run_study(out: str | Path, *, sizes: Mapping[str, Any] | None = None, seed: 
     source = "given" if all(given) else "synthetic"
     plan = dict(sz, seed=int(seed), source=source, image_tokenizer=str(image_tokenizer) if image_tokenizer else None)
     if source == "given":
-        plan.update(model=str(Path(model).resolve()), train=str(Path(train).resolve()),
-                    test=str(Path(test).resolve()), n_train=None, n_test=None, epochs=None, batch_size=None)
+        model, train, test = (Path(x).resolve() for x in (model, train, test))
+        plan.update(model=str(model), train=str(train), test=str(test), n_train=None, n_test=None, epochs=None,
+                    batch_size=None)
+        ad = load_adapter(model, image_tokenizer)        # bad inputs fail before the folder is claimed
+        train_s, test_s = load_sample(train), load_sample(test)
     _check_plan(out, plan)
     store = UnitStore(out / "units")
     timings: dict[str, float] = {}
     t = time.perf_counter()
-    if source == "synthetic":
-        train, test, model = out / "train.fits", out / "test.fits", out / "model"
+    if source == "synthetic":   # absolute paths: units may run on other machines sharing the filesystem
+        base = out.resolve()
+        train, test, model = base / "train.fits", base / "test.fits", base / "model"
         say("synthesise (units synth/train, synth/test)")
         map_units(synth_unit, {"synth/train": dict(path=str(train), n=int(sz["n_train"]), seed=int(seed)),
                                "synth/test": dict(path=str(test), n=int(sz["n_test"]), seed=int(seed) + 1000)},
@@ -268,9 +285,9 @@ def run_study(out: str | Path, *, sizes: Mapping[str, Any] | None = None, seed: 
                   store, client=client, desc="astro train")
         timings["train"] = time.perf_counter() - t
         t = time.perf_counter()
-    ad = load_adapter(model, image_tokenizer)
-    train_s, test_s = load_sample(train), load_sample(test)
-    tok = str(image_tokenizer) if image_tokenizer else None
+        ad = load_adapter(model, image_tokenizer)
+        train_s, test_s = load_sample(train), load_sample(test)
+    tok = str(Path(image_tokenizer).resolve()) if image_tokenizer else None
 
     def intervene(blk: int) -> xr.Dataset:
         units = {f"interventions/block={blk}/rows={a:07d}-{b:07d}":
