@@ -1,8 +1,9 @@
 """astro: the AION-1 redshift head analysis on synthetic (or real) photometry and images.
 
 Modules: :mod:`astro.synthetic` (galaxies with truth), :mod:`astro.photoz` (classical
-photo-z and metrics), :mod:`astro.models` (a small AION stand-in and the AION-1 adapter),
-:mod:`astro.analysis` (the study), :mod:`astro.plots`, :mod:`astro.cli`.
+photo-z and metrics), :mod:`astro.models` (a small AION stand-in and the AION-1 adapter,
+including its image codec), :mod:`astro.analysis` (the study), :mod:`astro.execution` (the
+study as resumable Dask units), :mod:`astro.plots`, :mod:`astro.cli`.
 """
 
-__all__ = ["constants", "synthetic", "photoz", "analysis", "plots", "cli"]
+__all__ = ["constants", "synthetic", "photoz", "analysis", "execution", "plots", "cli"]
