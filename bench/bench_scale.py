@@ -32,7 +32,7 @@ from bench.common import write_section
 
 OCEAN_REGIMES = ["mixed", "prediction_only"]
 OCEAN_SEEDS = [0, 1]
-OCEAN_CFG = dict(synth={"years": 4, "ny": 8, "nx": 10}, window=3, epochs=2, width=6, batch_size=8,
+OCEAN_CFG = dict(synth={"years": 4, "ny": 8, "nx": 10}, window=3, epochs=12, width=6, batch_size=8,
                  regimes=OCEAN_REGIMES, seeds=OCEAN_SEEDS, fractions=[0.6, 0.2, 0.2])
 NEURO_CANDIDATES = 8          # one generation of the tree search
 NOOP_UNITS = 30
@@ -49,19 +49,6 @@ def ocean_unit(**kwargs):
     out.attrs["unit_seconds"] = time.perf_counter() - t0
     out.attrs["worker_pid"] = os.getpid()
     return out
-
-
-def ocean_unit_sync(**kwargs):
-    """:func:`ocean_unit` with dask's synchronous scheduler inside the unit.
-
-    Inside a Dask worker, a plain ``.compute()`` goes to the distributed scheduler, so the
-    unit's own small xarray/dask reductions become nested graphs on the cluster; this
-    variant keeps them in the worker (what a fix in ``map_units`` or ``train_unit`` would do).
-    """
-    import dask
-
-    with dask.config.set(scheduler="synchronous"):
-        return ocean_unit(**kwargs)
 
 
 def neuro_unit(code: str, data_file: str, stage: str = "full") -> dict:
@@ -186,14 +173,11 @@ def main() -> None:
                                    ("ocean.experiment",))}
         for k in WORKERS:
             ocean[k] = run_map(ocean_unit, _fresh_checkpoints(ounits, f"w{k}"), k, ("ocean.experiment",))
-        for k in WORKERS:
-            ocean[f"sync{k}"] = run_map(ocean_unit_sync, _fresh_checkpoints(ounits, f"s{k}"), k,
-                                        ("ocean.experiment",))
         # same seeds, same data: every run must give the same predictions (float tolerance;
         # single-threaded torch in workers vs this process may differ in the last bits)
         ref = ocean["serial"]["results"]
         worst = max(float(np.nanmax(np.abs(ocean[k]["results"][u]["y_pred"].values - ref[u]["y_pred"].values)))
-                    for k in (*WORKERS, *(f"sync{w}" for w in WORKERS)) for u in ref)
+                    for k in WORKERS for u in ref)
 
         t0 = time.perf_counter()
         nunits = neuro_units(tmp)
@@ -226,14 +210,8 @@ def main() -> None:
     for k in WORKERS:
         lines.append(_fmt_row(f"LocalCluster, {k} worker{'s' if k > 1 else ''}", ocean[k], ocean["serial"]["wall"],
                               ocean[1]["wall"]))
-    for k in WORKERS:
-        lines.append(_fmt_row(f"LocalCluster, {k} worker{'s' if k > 1 else ''}, synchronous dask inside the unit",
-                              ocean[f"sync{k}"], ocean["serial"]["wall"], ocean["sync1"]["wall"]))
-    lines += ["", "The plain worker rows run `train_unit` as shipped: its lazy xarray reductions (e.g. the training "
-              "climatology's `.compute()`) go from inside the task to the distributed scheduler, which makes a unit "
-              "several times slower than in-process. The synchronous rows wrap the unit in "
-              "`dask.config.set(scheduler='synchronous')` (their 'vs 1 worker' column is against the synchronous "
-              "1-worker run).", "", f"Largest |difference| of test predictions between the serial and the Dask runs: {worst:.2e} "
+    lines += ["", "`map_units` runs each unit's own xarray/dask reductions with the synchronous scheduler inside its "
+              "worker (nested graphs on the cluster made units several times slower).", "", f"Largest |difference| of test predictions between the serial and the Dask runs: {worst:.2e} "
               "W m-2 (same seeds; identical units).", ""]
     lines += [
         f"### Neuro tree-search generation: {len(nunits)} candidate evaluations",
@@ -262,13 +240,13 @@ def main() -> None:
         "",
     ]
     o = max(over[2] - over_serial, 0.0) + over_serial  # scheduling + store, per unit
-    t_oc = statistics.mean(ocean["sync1"]["per_unit"])
+    t_oc = statistics.mean(ocean[1]["per_unit"])
     t_ne = statistics.mean(neuro[1]["per_unit"])
     startup, cores = 120.0, 8
     lines += [
         "### Paper estimate on N SLURM nodes",
         f"`startup + ceil(U / (N c)) * (t_u + o)` (docs/scaling.md) with the measured per-unit times above "
-        f"(1-worker runs, ocean with synchronous dask inside the unit: ocean t_u = {t_oc:.2f} s, neuro t_u = {t_ne:.2f} s, at these quick sizes), o = "
+        f"(1-worker runs: ocean t_u = {t_oc:.2f} s, neuro t_u = {t_ne:.2f} s, at these quick sizes), o = "
         f"{o * 1e3:.0f} ms, c = {cores} worker processes per node and an assumed job start-up of {startup:.0f} s "
         "(queue wait not included). Unit counts: an ocean ensemble of 5 regimes x 20 seeds (U = 100) and a neuro "
         "search of 50 generations x 8 candidates (U = 400; generations are sequential, so N c beyond 8 does not "
