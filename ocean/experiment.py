@@ -124,6 +124,8 @@ def load_config(path: str | Path | None = None, *, quick: bool = True, **overrid
     if bad:
         raise ConfigError(f"Unknown synth setting(s) {bad}; valid ones are {sorted(synth_names)}.")
     defaults = StudyConfig.quick() if quick else StudyConfig.full()
+    if isinstance(values.get("synth"), Mapping):  # synth settings add to the defaults' grid, not replace it
+        values["synth"] = {**defaults.synth, **values["synth"]}
     for key, value in values.items():  # type check against the defaults: `epochs: many` is an error
         ref = getattr(defaults, key)
         ok_num = isinstance(ref, (int, float)) and not isinstance(ref, bool) and isinstance(value, (int, float)) \

@@ -121,3 +121,10 @@ def test_config_errors(tmp_path):
     p.write_text("epochs: 3\nseeds: [4, 5]\n")
     cfg = experiment.load_config(p)
     assert cfg.epochs == 3 and cfg.seeds == [4, 5]
+    # a partial synth section changes only what it names; the grid stays the default one
+    p.write_text("synth: {hidden_coeff: 2500.0}\n")
+    cfg = experiment.load_config(p)
+    assert cfg.synth == {"years": 12, "ny": 12, "nx": 16, "hidden_coeff": 2500.0}
+    p.write_text("concept_scaling: per_point\n")
+    with pytest.raises(ConfigError, match="concept_scaling"):
+        experiment.load_config(p)
