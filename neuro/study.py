@@ -89,6 +89,11 @@ def run_baselines(task, names=None, quick: bool = True, *, store=None, client=No
     task_file = store.root / "task.pkl"
     todo = [n for n in names if not store.done(n)]
     if todo:  # workers need the task; the parent's copy is the only one (no re-simulation)
+        if task.signal == "rates" and "impulse_true" not in task.probes:
+            # simulated once here, not once per worker (and again for the searches)
+            from .faithfulness import true_impulse_response
+
+            task.probes["impulse_true"] = true_impulse_response(task)
         atomic_write_bytes(task_file, pickle.dumps(task, protocol=pickle.HIGHEST_PROTOCOL))
     units = {n: dict(name=n, task_file=str(task_file.resolve()), quick=quick) for n in names}
     rows = map_units(baseline_unit, units, store, client=client, desc="baselines")
