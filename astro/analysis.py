@@ -438,12 +438,17 @@ def findings(res: Mapping[str, xr.Dataset], *, null_effect: float = 0.25) -> lis
     adv = res["advantage"]
     a = {p: float(adv["advantage"].sel(population=p)) for p in adv.population.values}
     lo = {p: float(adv["advantage_low"].sel(population=p)) for p in adv.population.values}
+    hi = {p: float(adv["advantage_high"].sel(population=p)) for p in adv.population.values}
+
+    def ci(p):
+        return f"{a[p]:.4f} [{lo[p]:.4f}, {hi[p]:.4f}]"
+
     conc = a["extended"] > a["compact"] and a["dusty"] > a["clean"]
     out.append(dict(finding="the multimodal advantage concentrates on extended and dust-attenuated galaxies",
                     reproduced=bool(conc and lo["all"] > 0),
-                    evidence=(f"advantage (mean|dz| phot - multi): all {a['all']:.4f} [CI low {lo['all']:.4f}], "
-                              f"extended {a['extended']:.4f} vs compact {a['compact']:.4f}, "
-                              f"dusty {a['dusty']:.4f} vs clean {a['clean']:.4f}")))
+                    evidence=(f"advantage (mean|dz| phot - multi, 95% CI): all {ci('all')}, "
+                              f"extended {ci('extended')} vs compact {ci('compact')}, "
+                              f"dusty {ci('dusty')} vs clean {ci('clean')}")))
     layers = res["layers"]
     blk = localised_block(layers)
     g = layers["gain"].sel(target="z").values
