@@ -171,9 +171,10 @@ def make_audit_hook(workdir, read_roots):
             if not writes and not readable(args[0]):
                 raise _E(f"sandbox: reading outside the sandbox folder is not allowed ({args[0]!r}; only the "
                          "candidate's folder, the standard library and site-packages are readable, by str path)")
-        if event in ("os.listdir", "os.scandir") and args and args[0] is not None and _type(args[0]) is not _int:
-            if not readable(args[0]):
-                raise _E(f"sandbox: listing folders outside the sandbox folder is not allowed ({args[0]!r})")
+        if event in ("os.listdir", "os.scandir") and args and _type(args[0]) is not _int:
+            where = "." if args[0] is None else args[0]  # no argument: the current folder
+            if not readable(where):
+                raise _E(f"sandbox: listing folders outside the sandbox folder is not allowed ({where!r})")
         if event in _path_events:
             for a in args:
                 if a is not None and _type(a) is not _int and not inside(a):
@@ -206,14 +207,14 @@ def main(workdir):
         ns = {"__name__": "candidate"}
         exec(compile(src, "candidate.py", "exec"), ns)
         arrays = predict_candidate(ns, data, cfg)
-        np.savez("out.npz", **arrays)
+        np.savez(os.path.join(workdir, "out.npz"), **arrays)  # absolute: the candidate may have chdir-ed
         result.update(ok=True)
     except MemoryError:
         result.update(ok=False, status="memory", error="MemoryError: the candidate exceeded the address-space limit")
     except BaseException as err:  # noqa: BLE001 - every failure is a failed node
         tb = traceback.format_exc(limit=8)
         result.update(ok=False, status="error", error=f"{type(err).__name__}: {err}", traceback=tb[-4000:])
-    with open("result.json", "w") as f:
+    with open(os.path.join(workdir, "result.json"), "w") as f:
         json.dump(result, f)
 
 

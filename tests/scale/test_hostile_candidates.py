@@ -83,9 +83,12 @@ def test_reading_outside_the_folder_is_a_failed_node(data_file, target):
     assert res["status"] == "failed" and "reading outside" in res["error"]
 
 
-def test_listing_the_repository_is_refused(data_file):
-    res = _node(f"import os\nNAMES = os.listdir({str(REPO)!r})\n" + MODEL, data_file)
-    assert res["status"] == "failed" and "listing folders outside" in res["error"]
+@pytest.mark.parametrize("how", ["path", "chdir"])
+def test_listing_the_repository_is_refused(data_file, how):
+    code = (f"import os\nNAMES = os.listdir({str(REPO)!r})\n" if how == "path"
+            else f"import os\nos.chdir({str(REPO)!r})\nNAMES = os.listdir()\n")
+    res = _node(code + MODEL, data_file)
+    assert res["status"] == "failed" and "listing folders outside" in res["error"], res["error"]
 
 
 def test_reading_its_own_folder_and_libraries_still_works(data_file):
