@@ -120,7 +120,13 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 0
-    result = args.func(args)
+    from .errors import ScimechError
+
+    try:
+        result = args.func(args)
+    except ScimechError as err:  # a user's mistake (bad input, config, checkpoint): the message, no traceback
+        print(f"scimech: error: {type(err).__name__}: {err}", file=sys.stderr)
+        return 2
     return int(result or 0)
 
 

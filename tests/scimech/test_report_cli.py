@@ -65,3 +65,14 @@ def test_demo_reports_a_failing_study_without_stopping(tmp_path, monkeypatch, ca
     assert "[ocean/report.md](ocean/report.md)" in index
     assert "Report:" in capsys.readouterr().out
     assert np.isfinite(1.0)
+
+
+def test_cli_turns_a_user_error_into_a_message_and_exit_code_2(tmp_path, capsys):
+    from scimech.cli import main
+
+    bad = tmp_path / "c.yaml"
+    bad.write_text("epochs: 3\nbogus: 1\n")  # an unknown study setting: a ConfigError inside the command
+    rc = main(["ocean", "study", "--config", str(bad), "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert "ConfigError" in err and "bogus" in err and "Traceback" not in err
