@@ -78,3 +78,18 @@ def test_verdict_names_the_most_consistent_regime_per_measure(truth):
     assert "most consistent: mixed" in text
     # same skill (y_pred = y_true + 1 everywhere) and mixed first on agreement and CKA
     assert "is reproduced here" in text
+
+
+def test_verdict_counts_pairwise_wins(truth):
+    rng = np.random.default_rng(4)
+    units = {}
+    for seed in (0, 1):
+        units[("mixed", seed)] = fake_unit(truth + 0.01 * rng.standard_normal(truth.shape), truth, "mixed", seed)
+        # prescription_only: the five named channels exactly the truth in both seeds (no free channel)
+        units[("prescription_only", seed)] = fake_unit(truth[:, :5].copy(), truth, "prescription_only", seed,
+                                                       head=np.ones(5))
+    s = experiment.analyse(units)
+    text = report.verdict(s)
+    # identical channels give agreement 1 and CKA 1 for prescription_only: mixed cannot beat it on those
+    assert float(s["channel_agreement_mean"].sel(regime="prescription_only")) == pytest.approx(1.0, abs=1e-12)
+    assert "NOT reproduced" in text and "than prescription_only on" in text
