@@ -477,6 +477,10 @@ def analyse(units: Mapping[tuple[str, int], xr.Dataset]) -> xr.Dataset:
         vals = [arr[i][off] for i in range(R)]
         return np.array([np.nanmean(v) if S > 1 and np.isfinite(v).any() else np.nan for v in vals])
 
+    def offdiag_sd(arr):
+        vals = [arr[i][np.triu_indices(S, 1)] for i in range(R)]  # each unordered seed pair once
+        return np.array([np.nanstd(v, ddof=1) if np.isfinite(v).sum() > 1 else np.nan for v in vals])
+
     with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns: concepts a regime lacks
         hm = np.nanmean(head, 1)
@@ -523,6 +527,8 @@ def analyse(units: Mapping[tuple[str, int], xr.Dataset]) -> xr.Dataset:
                                                               "same channel in two seeds"}),
             "channel_agreement_mean": ("regime", offdiag_mean(agree),
                                        {"units": "1", "long_name": "mean pairwise channel agreement over seeds"}),
+            "channel_agreement_sd": ("regime", offdiag_sd(agree),
+                                     {"units": "1", "long_name": "sd over seed pairs of the channel agreement"}),
             "concept_agreement": (("regime", "concept"), concept_agree,
                                   {"units": "1", "long_name": "signed r of each named bottleneck channel between "
                                                               "seeds (mean over seed pairs)"}),

@@ -55,8 +55,11 @@ def verdict(summary: xr.Dataset) -> str:
     rank = consistency_ranking(summary)
     if "mixed" not in regs or rank.empty:
         return " ".join(lines)
+    sd = summary["channel_agreement_sd"].to_series() if "channel_agreement_sd" in summary else None
     for label, row in rank.iterrows():
-        vals = ", ".join(f"{r} {row[r]:.3f}" for r in regs if r in row and pd.notna(row[r]))
+        with_sd = label.startswith("channel agreement") and sd is not None
+        vals = ", ".join(f"{r} {row[r]:.3f}" + (f" (sd over seed pairs {sd[r]:.3f})" if with_sd and pd.notna(sd[r])
+                                                  else "") for r in regs if r in row and pd.notna(row[r]))
         lines.append(f"{label[0].upper() + label[1:]}: {vals} (most consistent: {row['most consistent']}).")
     wins = [label for label, row in rank.iterrows() if row["most consistent"] == "mixed"]
     key = ["channel agreement (signed r of the same channel)", "linear CKA"]

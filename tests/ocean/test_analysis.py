@@ -47,6 +47,9 @@ def test_channel_agreement_is_the_signed_r_of_same_named_channels(truth):
     # with numpy as the independent reference for the noisy pair
     r = [np.corrcoef(base[:, k].ravel(), noisy[:, k].ravel())[0, 1] for k in range(6)]
     assert float(a.sel(seed=0, seed_other=2)) == pytest.approx(np.mean(r), abs=1e-12)
+    a12 = float(a.sel(seed=1, seed_other=2))
+    assert float(s["channel_agreement_sd"].sel(regime="mixed")) == pytest.approx(
+        np.std([(5 - 1) / 6, np.mean(r), a12], ddof=1), abs=1e-12)  # three seed pairs
     ca = s["concept_agreement"].sel(regime="mixed", concept="q_ekman")
     r12 = np.corrcoef(flipped[:, 1].ravel(), noisy[:, 1].ravel())[0, 1]
     assert float(ca) == pytest.approx(np.mean([-1.0, r[1], r12]), abs=1e-12)
