@@ -62,12 +62,15 @@ def maps_figure(unit: xr.Dataset, sample: int = 0) -> plt.Figure:
     fig.suptitle(f"{unit.attrs.get('regime', '')} seed {unit.attrs.get('seed', '')}")
     return fig
 
-def cka_heatmaps(summary: xr.Dataset) -> plt.Figure:
-    """Seed x seed linear CKA of the bottleneck, one panel per regime."""
+def cka_heatmaps(summary: xr.Dataset, var: str = "cka") -> plt.Figure:
+    """Seed x seed consistency of the bottleneck, one panel per regime: ``var="cka"``
+    (linear CKA) or ``"channel_agreement"`` (signed r of the same named channel, mean over
+    channels)."""
+    label = {"cka": "linear CKA", "channel_agreement": "channel agreement"}.get(var, var)
     regs = list(summary["regime"].values)
     fig, axes = plt.subplots(1, len(regs), figsize=(3.3 * len(regs), 3), constrained_layout=True, squeeze=False)
     for ax, r in zip(axes[0], regs):
-        m = summary["cka"].sel(regime=r).values
+        m = summary[var].sel(regime=r).values
         im = ax.imshow(m, vmin=0, vmax=1, cmap=cmocean.cm.dense)
         seeds = summary["seed"].values
         ax.set_xticks(range(len(seeds)), seeds)
@@ -77,15 +80,17 @@ def cka_heatmaps(summary: xr.Dataset) -> plt.Figure:
                 if np.isfinite(m[i, j]):
                     ax.text(j, i, f"{m[i, j]:.2f}", ha="center", va="center", fontsize=7,
                             color="w" if m[i, j] > 0.6 else "k")
-        ax.set_title(f"{r}\nmean CKA {float(summary['cka_mean'].sel(regime=r)):.2f}", fontsize=9)
+        mean = summary.get(f"{var}_mean")
+        ax.set_title(f"{r}" + (f"\nmean {float(mean.sel(regime=r)):.2f}" if mean is not None else ""), fontsize=9)
         ax.set_xlabel("seed")
         ax.set_ylabel("seed")
-    fig.colorbar(im, ax=axes[0].tolist(), shrink=0.8, label="linear CKA")
+    fig.colorbar(im, ax=axes[0].tolist(), shrink=0.8, label=label)
     return fig
 
+
 def head_weights_figure(summary: xr.Dataset) -> plt.Figure:
-    """Head weight of each concept per regime (dots: seeds; bars: mean). The exact budget
-    has weight 1 for every term in normalised units."""
+    """Head weight of each concept per regime (dots: seeds; bars: mean); red dashes: the
+    exact budget's weights (``head_weight_true``) where the summary has them."""
     regs = list(summary["regime"].values)
     concepts = list(summary["concept"].values)
     fig, ax = plt.subplots(figsize=(1.2 * len(concepts) * len(regs) / 2 + 3, 3.5), constrained_layout=True)
@@ -96,7 +101,12 @@ def head_weights_figure(summary: xr.Dataset) -> plt.Figure:
         ax.bar(x, w.mean("seed").values, width=width, alpha=0.6, label=r)
         for s in summary["seed"].values:
             ax.plot(x, w.sel(seed=s).values, "k.", ms=3)
-    ax.axhline(1.0, color="0.4", lw=0.8, ls="--")
+    if "head_weight_true" in summary:
+        for k, v in enumerate(summary["head_weight_true"].values):
+            if np.isfinite(v):
+                ax.hlines(v, k - 0.45, k + 0.45, color="tab:red", lw=1.2, ls="--",
+                          label="exact budget" if k == 0 else None)
+    ax.axhline(0.0, color="0.6", lw=0.6)
     ax.set_xticks(range(len(concepts)), concepts, rotation=30)
     ax.set_ylabel("head weight (normalised)")
     ax.legend(fontsize=8)

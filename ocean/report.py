@@ -140,6 +140,8 @@ def write_report(out: str | Path, summary: xr.Dataset, units: Mapping[tuple[str,
         heads.loc["exact budget"] = summary["head_weight_true"].to_series()
     rep.table(heads, caption="Head weights (normalised units; mean over seeds; last row: the exact budget)")
     rep.figure(plots.skill_figure(summary), "skill", caption="Skill per regime and season")
+    rep.figure(plots.cka_heatmaps(summary, "channel_agreement"), "channel_agreement",
+               caption="Seed x seed channel agreement (signed r of the same named channel, mean over channels)")
     rep.figure(plots.cka_heatmaps(summary), "cka", caption="Seed x seed linear CKA of the bottleneck")
     rep.figure(plots.head_weights_figure(summary), "head_weights", caption="Head weights per regime (dots: seeds)")
     first = units.get(("mixed", min(s for r, s in units if r == "mixed"))) if any(r == "mixed" for r, _ in units) \
