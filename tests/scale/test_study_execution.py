@@ -71,6 +71,9 @@ def test_sigkill_then_rerun_equals_uninterrupted(setup):
     rerun = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert rerun.returncode == 0, rerun.stderr[-2000:]
     assert "Report:" in rerun.stdout
+    md = (out / "report.md").read_text()  # the report of the resumed run: verdict and consistency figures
+    assert "## Verdict (measured)" in md and "Pairwise, mixed is more consistent" in md
+    assert (out / "figures" / "channel_agreement.png").stat().st_size > 0
     assert len(store.keys()) == 4
     resumed = {(store.load(k).attrs["regime"], int(store.load(k).attrs["seed"])): store.load(k) for k in store.keys()}
     _assert_same(serial, resumed)
