@@ -22,7 +22,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 G = 4          # candidates per generation
-REPEATS = 2    # generations timed per setting (different proposer seeds)
+REPEATS = 4    # generations timed per setting (different proposer seeds; the order of the
+               # settings alternates between repeats so a drifting machine load biases none)
 
 
 def sim_rate(batch: int, duration: float = 0.3) -> float:
@@ -63,17 +64,21 @@ def main() -> int:
     task = build_task(True)
     t_build = time.perf_counter() - t0
     task.probes["impulse_true"] = true_impulse_response(task)
-    runs: dict = {}
+    runs: dict = {"serial": [], 1: [], 2: []}
+    clients = {}
     with tempfile.TemporaryDirectory() as d:
         root = Path(d)
-        runs["serial"] = [generation(task, None, s, root) for s in range(REPEATS)]
-        for k in (1, 2):
-            client = get_client("local", n_workers=k)
-            try:
-                client.run(lambda: __import__("neuro.search.tree"))  # worker start-up is not a generation
-                runs[k] = [generation(task, client, s, root) for s in range(REPEATS)]
-            finally:
-                client.close()
+        try:
+            for k in (1, 2):
+                clients[k] = get_client("local", n_workers=k)
+                clients[k].run(lambda: __import__("neuro.search.tree"))  # worker start-up is not a generation
+            for r in range(REPEATS):
+                order = ["serial", 1, 2] if r % 2 == 0 else [2, 1, "serial"]
+                for k in order:
+                    runs[k].append(generation(task, clients.get(k), r, root))
+        finally:
+            for c in clients.values():
+                c.close()
     load1 = os.getloadavg()
     same = all(runs[k][i]["val"] == runs["serial"][i]["val"] for k in (1, 2) for i in range(REPEATS))
     ok = sum(st == "ok" for r in runs["serial"] for st in r["status"])
@@ -106,7 +111,7 @@ def main() -> int:
         f"Each candidate: quick + full staged evaluation, each stage its own `python -I` sandbox "
         f"subprocess. Median of {REPEATS} generations (different programs per repeat, the same "
         f"programs in every setting: {'identical' if same else 'DIFFERENT'} validation scores in every "
-        f"setting; {ok}/{G * REPEATS} programs ok).",
+        f"setting; {ok}/{G * REPEATS} programs ok; settings interleaved, order alternating).",
         "",
         "| setting | generation wall (s) | speed-up vs 1 worker |",
         "|---|---|---|",
@@ -128,7 +133,8 @@ def main() -> int:
         "`t_e + o` (plus the slowest candidate's excess), and a search of M nodes takes "
         "`startup + ceil(M / W) (t_e + o)`. Larger generations change the search (more nodes are "
         "proposed before seeing each other's scores), so the estimate is for the same node budget, "
-        "not the same tree. Measured t_e and o above; c = 8; job start-up (queue wait excluded) "
+        "not the same tree. t_e from the 1-worker runs (a worker per core, as on a node) and o above; "
+        "c = 8; job start-up (queue wait excluded) "
         "taken as 60 s; M = 400 nodes per search:",
         "",
         "| N nodes | workers | generations | wall per search (s) |",
@@ -138,7 +144,7 @@ def main() -> int:
     for n in (1, 4, 16, 64):
         w = n * c
         gens = math.ceil(M / w)
-        lines.append(f"| {n} | {w} | {gens} | {startup + gens * (t_e + o):.0f} |")
+        lines.append(f"| {n} | {w} | {gens} | {startup + gens * (t_e1 + o):.0f} |")
     lines.append(f"| (this machine, 1 worker, generation {G}) | 1 | {math.ceil(M / G)} | "
                  f"{math.ceil(M / G) * wall(1):.0f} |")
     lines.append("")
