@@ -305,7 +305,10 @@ class UnitStore:
     last, a small record ``<unit>.done.json`` holding its key and checksum; ``done(key)``
     is true only for a unit whose file exists and matches that checksum, so a file left
     by a killed run is redone rather than trusted. Each unit has its own record (no
-    shared manifest), so units finishing at once on several workers never race.
+    shared manifest), so units finishing at once on several workers never race. Saving
+    *distinct* keys concurrently is safe across processes and across threads (unique
+    temporary names, ``os.replace``; xarray serialises netCDF writes in one process with
+    its HDF5 lock); two writers of the *same* key leave one complete copy.
 
     Parameters
     ----------
