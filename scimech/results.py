@@ -308,7 +308,8 @@ class UnitStore:
     shared manifest), so units finishing at once on several workers never race. Saving
     *distinct* keys concurrently is safe across processes and across threads (unique
     temporary names, ``os.replace``; xarray serialises netCDF writes in one process with
-    its HDF5 lock); two writers of the *same* key leave one complete copy.
+    its HDF5 lock). Two writers of the *same* key: the last replace wins, and if the record
+    then does not match the file the unit counts as unfinished and is redone.
 
     Parameters
     ----------
