@@ -44,7 +44,7 @@ __all__ = ["QUICK", "FULL", "PLAN_NAME", "load_sample", "save_sample", "load_ada
            "STUDY_NAMES"]
 
 #: sizes of the quick (demo/test) and full runs; ``chunk_size``: test galaxies per intervention unit
-QUICK = dict(n_train=1600, n_test=600, epochs=10, batch_size=64, n_bootstrap=200, chunk_size=150)
+QUICK = dict(n_train=1600, n_test=600, epochs=20, batch_size=64, n_bootstrap=200, chunk_size=150)
 FULL = dict(n_train=8000, n_test=2000, epochs=40, batch_size=128, n_bootstrap=1000, chunk_size=500)
 PLAN_NAME = "plan.json"
 STUDY_NAMES = ("advantage", "layers", "head_probes", "radial", "interventions", "bias", "predictions")
@@ -87,18 +87,28 @@ def load_adapter(folder: str | Path, image_tokenizer: str | Path | None = None):
     return AIONRedshift.from_folder(folder, image_tokenizer=tok)
 
 
-def train_standin(train, *, epochs: int, batch_size: int = 64, seed: int = 0, lr: float = 3e-3, log=None):
-    """Fit tokenizers on ``train`` and train a stand-in AION (mode "both"). Returns (adapter, history)."""
+def train_standin(train, *, epochs: int, batch_size: int = 64, seed: int = 0, lr: float = 3e-3, n_views: int = 10,
+                  log=None):
+    """Fit tokenizers on ``train`` and train a stand-in AION (mode "both"). Returns (adapter, history).
+
+    ``n_views``: the epochs cycle through this many views of the training set, the measured
+    one and ``n_views - 1`` with the fluxes redrawn within their errors, (e1, e2) rotated and
+    size / MW E(B-V) jittered (:func:`astro.models.standin.noisy_views`). Without it the
+    stand-in memorises the training galaxies (e1, e2 and E(B-V) together identify each one):
+    measured at the quick size, sigma_NMAD 0.044-0.057 on the training set vs 0.108 on the test set.
+    """
     from .models import standin as M
     from .models.aion import AIONRedshift
 
     codecs = M.fit_codecs(train.catalog, seed=seed)
     tok = M.PatchTokenizer(seed=seed).fit(train.images)
-    model = M.build(seed=seed, codecs=codecs)
+    model = M.build(seed=seed, codecs=codecs, basis="code")
     ad = AIONRedshift(model, codecs, tok)
-    tokens = ad.tokenize(train.catalog, train.images)
+    tokens = M.noisy_views(ad, train.catalog, train.images, n_views, seed=seed) if n_views > 1 else \
+        ad.tokenize(train.catalog, train.images)
     hist = M.train(ad, tokens, np.asarray(train.catalog["z"], float), epochs=epochs, batch_size=batch_size,
                    seed=seed, lr=lr, log=log)
+    hist["n_views"] = int(n_views)
     return ad, hist
 
 

@@ -42,7 +42,7 @@ from .. import constants as C
 from . import aion as A
 
 __all__ = ["StandinAION", "PatchTokenizer", "StandinConfig", "standin_config", "fit_codecs", "build",
-           "train", "save", "load"]
+           "train", "noisy_views", "noisy_catalog", "orient_images", "code_values", "ordinal_init", "save", "load"]
 
 
 class StandinAION(AION):
@@ -102,7 +102,8 @@ def standin_config(cfg: StandinConfig | None = None, *, image: bool = True) -> d
                 image_vocab=c.image_vocab, scimech_class="astro.models.standin.StandinAION")
 
 
-def build(cfg: StandinConfig | None = None, seed: int = 0, codecs: dict[str, nn.Module] | None = None) -> StandinAION:
+def build(cfg: StandinConfig | None = None, seed: int = 0, codecs: dict[str, nn.Module] | None = None,
+          basis: Literal["code", "value"] = "code") -> StandinAION:
     """A freshly initialised stand-in (seeded).
 
     With ``codecs`` given, the scalar token embeddings and the ``tok_z`` output rows are
@@ -113,21 +114,45 @@ def build(cfg: StandinConfig | None = None, seed: int = 0, codecs: dict[str, nn.
     torch.manual_seed(seed)
     model = StandinAION(standin_config(cfg))
     if codecs is not None:
-        ordinal_init(model, codecs, seed=seed)
+        ordinal_init(model, codecs, seed=seed, basis=basis)
     return model
 
 
+def code_values(codecs: dict[str, nn.Module]) -> dict[str, torch.Tensor]:
+    """Position of every code of each scalar codec on a common 0..1 scale of its value.
+
+    Flux codes are placed by log flux on one scale shared by the four bands (so differences
+    between band tokens are colours); other log codecs by the log of their value, linear
+    codecs (e1, e2, EBV, Z) by the value, each on its own min..max.
+    """
+    raw: dict[str, torch.Tensor] = {}
+    for key, codec in codecs.items():
+        v = codec.quantizer.decode(torch.arange(codec.quantizer.codebook_size)).double()
+        log = key.startswith(("tok_flux", "tok_shape_r"))
+        raw[key] = torch.log(v.clamp_min(1e-12)) if log else v
+    flux = [k for k in raw if k.startswith("tok_flux")]
+    out = {}
+    for key, x in raw.items():
+        pool = torch.cat([raw[k] for k in flux]) if key in flux else x
+        lo, hi = float(pool.min()), float(pool.max())
+        out[key] = ((x - lo) / max(hi - lo, 1e-12)).float()
+    return out
+
+
 def ordinal_init(model: nn.Module, codecs: dict[str, nn.Module], *, n_basis: int = 12, std: float = 0.05,
-                 seed: int = 0) -> None:
+                 seed: int = 0, basis: Literal["code", "value"] = "code") -> None:
     """Initialise scalar embeddings (and ``tok_z`` logit rows) as smooth functions of the code.
 
-    Row ``k`` of a codebook of size ``K`` becomes ``R @ [cos(pi j k / (K - 1))]_{j=1..n_basis}``
-    with ``R`` a seeded Gaussian matrix, rescaled to standard deviation ``std``.
+    Row ``k`` of a codebook becomes ``R @ [cos(pi j u_k)]_{j=1..n_basis}`` with ``R`` a seeded
+    Gaussian matrix, rescaled to standard deviation ``std``. ``basis="code"``: ``u_k = k / (K - 1)``
+    (the quantile of the code); ``"value"``: ``u_k`` from :func:`code_values` (the value the
+    code stands for, fluxes on one log scale for all bands).
     """
     g = torch.Generator().manual_seed(seed + 12345)
+    where = code_values(codecs) if basis == "value" else {}
 
-    def smooth(k: int, dim: int) -> torch.Tensor:
-        u = torch.linspace(0, 1, k)[:, None]
+    def smooth(key: str, k: int, dim: int) -> torch.Tensor:
+        u = (where[key] if key in where else torch.linspace(0, 1, k))[:, None]
         basis = torch.cos(torch.pi * torch.arange(1, n_basis + 1)[None] * u) / torch.arange(1, n_basis + 1) ** 0.5
         w = basis @ torch.randn(n_basis, dim, generator=g)
         return w / w.std() * std
@@ -137,10 +162,16 @@ def ordinal_init(model: nn.Module, codecs: dict[str, nn.Module], *, n_basis: int
             k = codec.quantizer.codebook_size
             if key in model.encoder_embeddings:
                 emb = model.encoder_embeddings[key].token_emb.weight
-                emb[:k] = smooth(k, emb.shape[1])
+                emb[:k] = smooth(key, k, emb.shape[1])
             if key in model.decoder_embeddings:
                 lin = model.decoder_embeddings[key].to_logits.weight
-                lin[:k] = smooth(k, lin.shape[1])
+                lin[:k] = smooth(key, k, lin.shape[1])
+
+
+def _table_params(model: nn.Module) -> list[nn.Parameter]:
+    """The scalar token-embedding tables and the ``tok_z`` logit rows (smooth at init)."""
+    out = [e.token_emb.weight for k, e in model.encoder_embeddings.items() if k in A.LEGACY_SCALARS]
+    return out + [model.decoder_embeddings[A.Z_KEY].to_logits.weight]
 
 
 # ---------------------------------------------------------------- tokenizers
@@ -234,16 +265,31 @@ def _soft_targets(z: torch.Tensor, buckets: torch.Tensor, vocab: int, width: flo
     return out
 
 
-def train(adapter: A.AIONRedshift, tokens: dict[str, torch.Tensor], z: np.ndarray, *,
+def train(adapter: A.AIONRedshift, tokens: dict[str, torch.Tensor] | list[dict[str, torch.Tensor]], z: np.ndarray, *,
           mode: Literal["both", "phot", "multi"] = "both", epochs: int = 20, batch_size: int = 128,
-          lr: float = 2e-3, weight_decay: float = 0.01, seed: int = 0, log=None) -> dict[str, Any]:
+          lr: float = 2e-3, weight_decay: float = 0.01, seed: int = 0, z_weight: float = 0.0,
+          target_width: float = 0.01, val_fraction: float = 0.0, table_lr: float = 1.0, log=None) -> dict[str, Any]:
     """Train the stand-in on ``tokens`` (dict from :meth:`AIONRedshift.tokenize`) and truth ``z``.
 
     Parameters
     ----------
+    tokens
+        One token dict, or a list of *views* of the same galaxies (e.g. fluxes redrawn within
+        their errors, :func:`noisy_views`); epoch ``e`` trains on view ``e % len(views)``, the
+        validation split is scored on the first view.
     mode
         ``"both"``: image hidden for a random half of each batch; ``"phot"``: always hidden;
         ``"multi"``: always shown.
+    z_weight
+        Weight of an extra ``mean|dz|`` term on the expected redshift (0: cross-entropy only).
+    target_width
+        Width of the soft redshift target, ``target_width (1 + z)``.
+    val_fraction
+        Hold out this fraction (seeded) and keep the epoch with the lowest validation
+        ``mean|dz|`` (mean of photometry-only and multimodal); 0: keep the last epoch.
+    table_lr
+        Learning-rate factor of the scalar embedding tables and the ``tok_z`` logit rows
+        (0 freezes them at their smooth initialisation).
 
     Returns
     -------
@@ -256,15 +302,35 @@ def train(adapter: A.AIONRedshift, tokens: dict[str, torch.Tensor], z: np.ndarra
     zt = torch.as_tensor(np.asarray(z, np.float32))
     buckets = adapter.buckets()
     vocab = model.decoder_embeddings[A.Z_KEY].to_logits.out_features
+    views = list(tokens) if isinstance(tokens, (list, tuple)) else [tokens]
+    val = None
+    if val_fraction > 0:
+        order = torch.randperm(len(zt), generator=torch.Generator().manual_seed(seed + 777))
+        n_val = max(1, int(round(val_fraction * len(zt))))
+        vi, ti = order[:n_val], order[n_val:]
+        val = ({k: v[vi] for k, v in views[0].items()}, zt[vi])
+        views, zt = [{k: v[ti] for k, v in t.items()} for t in views], zt[ti]
     n = len(zt)
     steps = epochs * max(1, n // batch_size)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps, pct_start=0.1)
-    has_img = A.IMAGE_KEY in tokens
+    tables = {id(p) for p in _table_params(model)}
+    groups = [{"params": [p for p in model.parameters() if id(p) not in tables], "lr": lr}]
+    if table_lr > 0:
+        groups.append({"params": [p for p in model.parameters() if id(p) in tables], "lr": lr * table_lr})
+    else:
+        for p in model.parameters():
+            if id(p) in tables:
+                p.requires_grad_(False)
+    opt = torch.optim.AdamW(groups, lr=lr, weight_decay=weight_decay)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=[gr["lr"] for gr in groups], total_steps=steps,
+                                                pct_start=0.1)
+    has_img = A.IMAGE_KEY in views[0]
     hist, t0, step = [], time.perf_counter(), 0
+    vals: list[float] = []
+    best: tuple[float, int, Any] = (np.inf, -1, None)
     model.train()
     for ep in range(epochs):
         perm = torch.randperm(n, generator=g)
+        tokens = views[ep % len(views)]
         tot = 0.0
         for s in range(0, n - batch_size + 1, batch_size):
             idx = perm[s:s + batch_size]
@@ -280,8 +346,11 @@ def train(adapter: A.AIONRedshift, tokens: dict[str, torch.Tensor], z: np.ndarra
                 mk = A.MASK_PREFIX + A.IMAGE_KEY
                 batch[mk] = hide[:, None].expand_as(batch[mk]).clone()
             logits = adapter.forward(model, batch)
-            target = _soft_targets(zt[idx], buckets, vocab)
+            target = _soft_targets(zt[idx], buckets, vocab, width=target_width)
             loss = -(target * torch.log_softmax(logits, dim=-1)).sum(1).mean()
+            if z_weight:
+                zb = zt[idx]
+                loss = loss + z_weight * (torch.abs(adapter.expected_z(logits) - zb) / (1 + zb)).mean()
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -290,10 +359,89 @@ def train(adapter: A.AIONRedshift, tokens: dict[str, torch.Tensor], z: np.ndarra
             step += 1
             tot += float(loss.detach()) * len(idx)
         hist.append(tot / max(1, (n // batch_size) * batch_size))
+        if val is not None:
+            vals.append(_val_score(adapter, *val, has_img))
+            if vals[-1] < best[0]:
+                best = (vals[-1], ep, copy.deepcopy(model.state_dict()))
+            model.train()
         if log:
-            log(f"epoch {ep + 1}/{epochs} loss {hist[-1]:.4f}")
+            log(f"epoch {ep + 1}/{epochs} loss {hist[-1]:.4f}" + (f" val {vals[-1]:.4f}" if vals else ""))
+    if val is not None:
+        model.load_state_dict(best[2])
+    for p in model.parameters():
+        p.requires_grad_(True)
     model.eval()
-    return {"loss": hist, "seconds": time.perf_counter() - t0, "steps": step, "mode": mode}
+    out = {"loss": hist, "seconds": time.perf_counter() - t0, "steps": step, "mode": mode}
+    if val is not None:
+        out.update(val_mean_abs_dz=vals, best_epoch=best[1] + 1, n_val=len(val[1]))
+    return out
+
+
+def noisy_catalog(catalog, rng: np.random.Generator, *, shapes: bool = True):
+    """A copy of ``catalog`` with each band's flux redrawn within its error (Gaussian,
+    standard deviation ``1 / sqrt(flux_ivar)`` [nmgy]); with ``shapes``, (e1, e2) rotated by a
+    random position angle (orientation carries no redshift; |e| is kept) and ``shape_r`` and
+    ``ebv`` scaled by log-normal factors of scatter :data:`SHAPE_SCATTER`, :data:`EBV_SCATTER`."""
+    import astropy.units as u
+
+    cat = catalog.copy(copy_data=True)
+    for b in C.BANDS:
+        iv = u.Quantity(cat[f"flux_ivar_{b}"]).to_value(u.nmgy**-2)
+        sig = np.where(iv > 0, 1 / np.sqrt(np.maximum(iv, 1e-30)), 0.0)
+        cat[f"flux_{b}"] = cat[f"flux_{b}"] + rng.normal(0, 1, len(cat)) * sig * u.nmgy
+    if shapes:
+        phi = rng.uniform(0, np.pi, len(cat))
+        e1, e2 = np.asarray(cat["shape_e1"], float), np.asarray(cat["shape_e2"], float)
+        c, s_ = np.cos(2 * phi), np.sin(2 * phi)
+        cat["shape_e1"], cat["shape_e2"] = c * e1 - s_ * e2, s_ * e1 + c * e2
+        cat["shape_r"] = cat["shape_r"] * np.exp(rng.normal(0, SHAPE_SCATTER, len(cat)))
+        cat["ebv"] = cat["ebv"] * np.exp(rng.normal(0, EBV_SCATTER, len(cat)))
+    return cat
+
+
+#: relative scatter of the size and of the MW E(B-V) in the noisy training views (typical
+#: measurement errors: Legacy Survey half-light radii ~10%, SFD reddening ~10-16%)
+SHAPE_SCATTER, EBV_SCATTER = 0.1, 0.1
+
+
+def orient_images(images: np.ndarray, i: int) -> np.ndarray:
+    """``images`` (N, B, H, W) in the ``i % 8``-th of the 8 orientations of the square
+    (``i % 4`` quarter turns, mirrored when ``(i // 4) % 2``); orientation carries no redshift."""
+    x = np.rot90(np.asarray(images), k=i % 4, axes=(2, 3))
+    return np.ascontiguousarray(x[..., ::-1] if (i // 4) % 2 else x)
+
+
+def noisy_views(adapter: A.AIONRedshift, catalog, images, n_views: int, seed: int = 0,
+                shapes: bool = True, rotate_images: bool = True) -> list[dict[str, torch.Tensor]]:
+    """Token dicts of ``catalog`` with the fluxes redrawn within their errors, ``n_views`` in all.
+
+    View 0 is the catalogue as measured; view ``i`` is :func:`noisy_catalog` with seed
+    ``seed + i`` (fluxes redrawn within their errors; with ``shapes`` also (e1, e2) rotated and
+    size / MW E(B-V) jittered), re-tokenised; with ``rotate_images`` the stamps of view ``i``
+    are turned / mirrored (:func:`orient_images`) and re-tokenised, else shared. Without
+    this the stand-in memorises its training galaxies: e1, e2 and E(B-V) together are a
+    galaxy's fingerprint.
+    """
+    base = adapter.tokenize(catalog, images)
+    out = [base]
+    for i in range(1, int(n_views)):
+        cat = noisy_catalog(catalog, np.random.default_rng(seed + i), shapes=shapes)
+        view = adapter.tokenize(cat)
+        if A.IMAGE_KEY in base:
+            view[A.IMAGE_KEY] = (torch.as_tensor(adapter.image_tokenizer(orient_images(images, i))).long()
+                                 if rotate_images else base[A.IMAGE_KEY])
+        out.append(view)
+    return out
+
+
+@torch.no_grad()
+def _val_score(adapter: A.AIONRedshift, tokens: dict[str, torch.Tensor], z: torch.Tensor, has_img: bool) -> float:
+    """Mean of mean|dz| photometry-only and (with images) multimodal on a validation split."""
+    adapter.model.eval()
+    zs = z.numpy().astype(float)
+    modes = [[A.IMAGE_KEY], []] if has_img else [[]]
+    scores = [np.mean(np.abs(adapter.predict_z(adapter.batch(tokens, masked=m)) - zs) / (1 + zs)) for m in modes]
+    return float(np.mean(scores))
 
 
 def save(adapter: A.AIONRedshift, folder: str | Path, config: dict | None = None) -> Path:
