@@ -44,7 +44,7 @@ __all__ = ["QUICK", "FULL", "PLAN_NAME", "load_sample", "save_sample", "load_ada
            "STUDY_NAMES"]
 
 #: sizes of the quick (demo/test) and full runs; ``chunk_size``: test galaxies per intervention unit
-QUICK = dict(n_train=1600, n_test=600, epochs=20, batch_size=64, n_bootstrap=200, chunk_size=150)
+QUICK = dict(n_train=1600, n_test=600, epochs=40, batch_size=64, n_bootstrap=200, chunk_size=150)
 FULL = dict(n_train=8000, n_test=2000, epochs=40, batch_size=128, n_bootstrap=1000, chunk_size=500)
 PLAN_NAME = "plan.json"
 STUDY_NAMES = ("advantage", "layers", "head_probes", "radial", "interventions", "bias", "predictions")
