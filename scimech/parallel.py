@@ -33,7 +33,7 @@ from .errors import ConfigError
 from .progress import progress
 from .results import UnitStore
 
-__all__ = ["get_client", "read_cluster_config", "map_units", "add_cluster_arguments", "client_from_args", "ClusterKind"]
+__all__ = ["get_client", "jobqueue_kwargs", "read_cluster_config", "map_units", "add_cluster_arguments", "client_from_args", "ClusterKind"]
 
 ClusterKind = Literal["sync", "threads", "local", "slurm", "pbs"]
 _KINDS = ("sync", "threads", "local", "slurm", "pbs")
@@ -84,6 +84,24 @@ def validate_cluster_config(section: Mapping[str, Any]) -> dict:
     return dict(section)
 
 
+_WORKER_MALLOC = {"MALLOC_MMAP_THRESHOLD_": 33554432}  # bytes (32 MiB); see get_client
+
+
+def jobqueue_kwargs(section: Mapping[str, Any], kind: str = "slurm") -> dict:
+    """Keyword arguments of ``dask_jobqueue.SLURMCluster`` / ``PBSCluster`` from a
+    validated ``[cluster]`` section, with the worker malloc setting of :func:`get_client`
+    added to ``job_script_prologue`` (unless the section sets it already)."""
+    kwargs = {k: v for k, v in section.items() if k in _JOBQUEUE_KEYS}
+    for need in ("cores", "memory"):
+        if need not in kwargs:
+            raise ConfigError(f"A {kind} cluster needs '{need}' in [cluster] (e.g. cores = 8, memory = \"32GB\").")
+    prologue = list(kwargs.get("job_script_prologue") or [])
+    if not any("MALLOC_MMAP_THRESHOLD_" in line for line in prologue):
+        prologue += [f"export {k}={v}" for k, v in _WORKER_MALLOC.items()]
+    kwargs["job_script_prologue"] = prologue
+    return kwargs
+
+
 def get_client(kind: ClusterKind = "local", config: Mapping[str, Any] | str | os.PathLike | None = None,
                scheduler: str | None = None, n_workers: int | None = None):
     """A Dask client for the requested kind of execution, or ``None`` for ``"sync"``.
@@ -117,19 +135,23 @@ def get_client(kind: ClusterKind = "local", config: Mapping[str, Any] | str | os
         return Client(processes=False, n_workers=1, threads_per_worker=section.get("threads_per_worker", 2),
                       dashboard_address=None)
     if kind == "local":
+        import dask
+
         n = n_workers or section.get("n_workers") or os.cpu_count() or 1
-        cluster = LocalCluster(n_workers=n, threads_per_worker=section.get("threads_per_worker", 1),
-                               processes=True, dashboard_address=None,
-                               memory_limit=section.get("memory_limit", "auto"))
+        # Dask's nanny sets MALLOC_TRIM_THRESHOLD_ in each worker, which freezes glibc's mmap
+        # threshold at 128 KiB: every torch tensor above it then comes from fresh pages (units
+        # measured 2.5x slower than in-process, bench/results/astro.md). A 32 MiB threshold
+        # restores in-process speed; the nanny reads it when it is created, restarts included.
+        with dask.config.set({f"distributed.nanny.pre-spawn-environ.{k}": v for k, v in _WORKER_MALLOC.items()}):
+            cluster = LocalCluster(n_workers=n, threads_per_worker=section.get("threads_per_worker", 1),
+                                   processes=True, dashboard_address=None,
+                                   memory_limit=section.get("memory_limit", "auto"))
         return Client(cluster)
     try:
         import dask_jobqueue
     except ImportError as err:  # pragma: no cover - hpc extra installed in dev
         raise ImportError("SLURM/PBS clusters need dask-jobqueue: pip install 'scimech[hpc]'") from err
-    kwargs = {k: v for k, v in section.items() if k in _JOBQUEUE_KEYS}
-    for need in ("cores", "memory"):
-        if need not in kwargs:
-            raise ConfigError(f"A {kind} cluster needs '{need}' in [cluster] (e.g. cores = 8, memory = \"32GB\").")
+    kwargs = jobqueue_kwargs(section, kind)
     cls = dask_jobqueue.SLURMCluster if kind == "slurm" else dask_jobqueue.PBSCluster
     cluster = cls(**kwargs)
     cluster.scale(jobs=int(section.get("jobs", 1)))

@@ -45,6 +45,30 @@ def test_slurm_config_builds_a_job_script(tmp_path):
     assert "#SBATCH -A proj" in script and "#SBATCH -p normal" in script and "#SBATCH -t 01:00:00" in script
 
 
+def test_workers_get_the_malloc_setting(tmp_path):
+    # batch jobs: the job script exports it (dask-jobqueue builds the script; no scheduler needed)
+    from dask_jobqueue import SLURMCluster
+
+    from scimech.parallel import get_client, jobqueue_kwargs
+
+    cfg = read_cluster_config(_write(tmp_path, '[cluster]\nkind="slurm"\ncores=2\nmemory="4GB"\n'))
+    cluster = SLURMCluster(**jobqueue_kwargs(cfg))
+    script = cluster.job_script()
+    cluster.close()
+    assert "export MALLOC_MMAP_THRESHOLD_=33554432" in script
+    # local workers: read back from inside a worker process
+    client = get_client("local", n_workers=1)
+    try:
+        import os
+
+        env = client.run(lambda: os.environ.get("MALLOC_MMAP_THRESHOLD_"))
+    finally:
+        cluster = client.cluster
+        client.close()
+        cluster.close()
+    assert list(env.values()) == ["33554432"]
+
+
 def _write(tmp_path, text):
     p = tmp_path / "c.toml"
     p.write_text(text)
