@@ -97,7 +97,7 @@ class Report:
 
     # writers ----------------------------------------------------------------------
     def _markdown(self) -> str:
-        lines = [f"# {self.title}", "", f"_Generated {_dt.datetime.now(_dt.timezone.utc):%Y-%m-%d %H:%M} UTC "
+        lines = [f"# {self.title}", "", f"_Generated {_dt.datetime.now(_dt.UTC):%Y-%m-%d %H:%M} UTC "
                  f"by scimech {provenance()['scimech_version']}._", ""]
         for kind, payload in self._blocks:
             if kind == "heading":

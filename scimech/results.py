@@ -75,7 +75,7 @@ def provenance(config: Mapping[str, Any] | None = None, seed: int | None = None,
     """
     attrs: dict[str, Any] = {
         "scimech_version": _version(),
-        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "python": platform.python_version(),
         "numpy": np.__version__,
     }

@@ -85,7 +85,7 @@ def test_failed_save_keeps_previous_result(tmp_path):
     good = xr.Dataset({"x": ("a", np.arange(3.0))})
     save(good, tmp_path / "r.nc")
     bad = xr.Dataset({"x": ("a", np.array([object(), object()], dtype=object))})  # not writable
-    with pytest.raises(Exception):
+    with pytest.raises(ValueError):  # netCDF cannot encode Python objects
         save(bad, tmp_path / "r.nc")
     np.testing.assert_array_equal(load(tmp_path / "r.nc")["x"].values, np.arange(3.0))
     assert [p.name for p in tmp_path.iterdir()] == ["r.nc"]  # no temporary left behind

@@ -6,7 +6,13 @@ import xarray as xr
 from scipy import stats as st
 from scipy.stats import ortho_group
 
-from scimech.geometry import linear_cka, pairwise, principal_angles, procrustes_distance, readout_alignment
+from scimech.geometry import (
+    linear_cka,
+    pairwise,
+    principal_angles,
+    procrustes_distance,
+    readout_alignment,
+)
 from scimech.stats import bootstrap_ci, over_seeds, summarize_over
 
 
