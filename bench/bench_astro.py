@@ -192,11 +192,12 @@ def units_section() -> list[str]:
     lines += ["", f"- per unit on 1 worker (+ mmap threshold) t_u = {t_u:.2f} s ({t_gal * 1e3:.1f} ms per galaxy for all "
               f"{len(runs['serial'][0]['z'])} interventions x heads); overhead per task on that worker (Dask "
               f"round trip, unit-store write and read back) o = {o:.2f} s, without Dask {overhead('serial'):.2f} s;",
-              f"- inside a default Dask worker a unit takes {per_unit(1):.2f} s, in this process "
-              f"{per_unit('serial'):.2f} s: the nanny's MALLOC_TRIM_THRESHOLD_=65536 fixes glibc's mmap threshold "
-              f"at 128 KiB, so each torch activation is a fresh mmap with page faults; with "
-              f"MALLOC_MMAP_THRESHOLD_={MMAP_ENV['MALLOC_MMAP_THRESHOLD_']} as well a worker unit takes "
-              f"{per_unit('1m'):.2f} s (1 worker) / {per_unit('2m'):.2f} s (2 workers);",
+              f"- inside a worker of `scimech.parallel.get_client` a unit takes {per_unit(1):.2f} s, in this "
+              f"process {per_unit('serial'):.2f} s. Dask's nanny sets MALLOC_TRIM_THRESHOLD_=65536, which fixes "
+              f"glibc's mmap threshold at 128 KiB (each torch activation a fresh mmap with page faults: 2.5x slower "
+              f"units when first measured); `get_client` now also sets MALLOC_MMAP_THRESHOLD_=33554432 for its "
+              f"workers, so the plain rows include the fix and the '+ mmap threshold' rows set it a second time "
+              f"({per_unit('1m'):.2f} s on 1 worker / {per_unit('2m'):.2f} s on 2);",
               f"- 2 workers (+ mmap threshold) vs 1: {wall('1m') / wall('2m'):.2f}x; units take "
               f"{per_unit('2m'):.2f} s instead of {per_unit('1m'):.2f} s because the two single-threaded workers "
               "share 2 cores with the other jobs, which is where the speed-up falls short of 2x.", "",
