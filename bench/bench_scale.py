@@ -144,6 +144,15 @@ def _fmt_row(name: str, r: dict, serial_wall: float, one_wall: float) -> str:
             f"{r['start']:.1f} |")
 
 
+def _table(runs: dict) -> list[str]:
+    """The markdown table of one study's runs: serial, then each LocalCluster size."""
+    rows = [("serial (no Dask)", runs["serial"])]
+    rows += [(f"LocalCluster, {k} worker{'s' if k > 1 else ''}", runs[k]) for k in WORKERS]
+    return ["| run | wall (s) | speed-up vs serial | vs 1 worker | mean unit (s) | unit range (s) | processes used | "
+            "cluster start (s) |", "|---|---|---|---|---|---|---|---|",
+            *[_fmt_row(name, r, runs["serial"]["wall"], runs[1]["wall"]) for name, r in rows]]
+
+
 def estimate(U: int, t_u: float, o: float, startup: float, nodes: int, cores: int) -> float:
     """docs/scaling.md: ``startup + ceil(U / (N c)) * (t_u + o)`` seconds."""
     return startup + math.ceil(U / (nodes * cores)) * (t_u + o)
@@ -202,14 +211,8 @@ def main() -> None:
         f"`ocean.experiment.train_unit` per unit: synthetic ocean {OCEAN_CFG['synth']} (written once, "
         f"{t_odata:.1f} s), window {OCEAN_CFG['window']}, {OCEAN_CFG['epochs']} epochs, width {OCEAN_CFG['width']}.",
         "",
-        "| run | wall (s) | speed-up vs serial | vs 1 worker | mean unit (s) | unit range (s) | processes used | "
-        "cluster start (s) |",
-        "|---|---|---|---|---|---|---|---|",
     ]
-    lines.append(_fmt_row("serial (no Dask)", ocean["serial"], ocean["serial"]["wall"], ocean[1]["wall"]))
-    for k in WORKERS:
-        lines.append(_fmt_row(f"LocalCluster, {k} worker{'s' if k > 1 else ''}", ocean[k], ocean["serial"]["wall"],
-                              ocean[1]["wall"]))
+    lines += _table(runs=ocean)
     lines += ["", "`map_units` runs each unit's own xarray/dask reductions with the synchronous scheduler inside its "
               "worker (nested graphs on the cluster made units several times slower).", "", f"Largest |difference| of test predictions between the serial and the Dask runs: {worst:.2e} "
               "W m-2 (same seeds; identical units).", ""]
@@ -220,14 +223,8 @@ def main() -> None:
         f"(1.5 s trials; task built in {t_ndata:.1f} s). {n_ok}/{len(nunits)} candidates ok; ID validation MAE "
         f"identical across runs: {same_val}.",
         "",
-        "| run | wall (s) | speed-up vs serial | vs 1 worker | mean unit (s) | unit range (s) | processes used | "
-        "cluster start (s) |",
-        "|---|---|---|---|---|---|---|---|",
     ]
-    lines.append(_fmt_row("serial (no Dask)", neuro["serial"], neuro["serial"]["wall"], neuro[1]["wall"]))
-    for k in WORKERS:
-        lines.append(_fmt_row(f"LocalCluster, {k} worker{'s' if k > 1 else ''}", neuro[k], neuro["serial"]["wall"],
-                              neuro[1]["wall"]))
+    lines += _table(runs=neuro)
     lines += [
         "",
         f"### Dask overhead per unit ({NOOP_UNITS} no-op units through `map_units`, incl. the JSON save and "
