@@ -194,13 +194,17 @@ def _predict(model, loader, n_free: int):
             "member": cat(ms), "valid": vs[0][0], "y_true": cat(yt), "c_true": cat(ct)}
 
 
+def budget_weights(norm: odata.Normalizer) -> list[float]:
+    """Head weights of the exact budget in normalised units: target = sum of the terms, so
+    the weight of term k is ``scale_k / scale`` (1 for every term with one shared scale)."""
+    return [norm.scale_of(name) / norm.scale for name in PRESCRIBED]
+
+
 def _budget_head(model, norm, n_free: int) -> None:
-    """Start the head at the budget identity: target = sum of the terms, so in normalised
-    units the weight of term k is ``scale_k / scale`` and the free concepts start at 0.1."""
+    """Start the head at the budget identity (:func:`budget_weights`); free concepts at 0.1."""
     with torch.no_grad():
         w = model.head.weight.view(-1)
-        for k, name in enumerate(PRESCRIBED):
-            w[k] = norm.scale_of(name) / norm.scale
+        w[:len(PRESCRIBED)] = torch.tensor(budget_weights(norm), dtype=w.dtype)
         w[len(PRESCRIBED):] = 0.1  # small, not 0: a zero weight would block the free concept's gradient
         model.head.bias.zero_()
 
@@ -292,7 +296,7 @@ def _train_unit(cfg: StudyConfig, config: dict, regime: str, seed: int, data_pat
             "head_weight": ("concept", model.head_weights()[0].astype(float),
                             {"long_name": "1x1 head weight (normalised units; truth = 1 for each budget term)"}),
             "head_bias": ((), float(model.head.bias.detach()[0])),
-            "head_weight_true": ("concept", [norm.scale_of(c) / norm.scale for c in PRESCRIBED] + [np.nan] * n_free,
+            "head_weight_true": ("concept", budget_weights(norm) + [np.nan] * n_free,
                                  {"long_name": "head weight of the exact budget (target = sum of the terms)"}),
             "mask": (("lat", "lon"), p["valid"].astype(np.int8)),
             **{f"hist_{k}": ("epoch", hist[k].values) for k in ("lam", "train_loss", "train_task",
