@@ -87,6 +87,19 @@ class StudyConfig:
         return cls(**base)
 
 
+def _refuse_non_string_keys(path, loaded: Mapping, node, fields_of, what: str) -> None:
+    """YAML reads on/off/yes/no/true/null keys as bools/None: name them as written."""
+    if all(isinstance(k, str) for k in loaded):
+        return
+    import yaml
+
+    raw = [k.value for k, _ in node.value if not isinstance(yaml.safe_load(k.value or "~"), str)]
+    names = sorted(f.name for f in dataclasses.fields(fields_of))
+    other = sorted(k for k in loaded if isinstance(k, str) and k not in names)
+    raise ConfigError(f"{path}: unknown {what} setting(s) {other + raw} ({raw} are read by YAML as "
+                      f"true/false/null, not as names); valid ones are {names}.")
+
+
 def load_config(path: str | Path | None = None, *, quick: bool = True, **overrides) -> StudyConfig:
     """A :class:`StudyConfig` from a YAML file (keys = field names) plus overrides.
 
@@ -107,13 +120,11 @@ def load_config(path: str | Path | None = None, *, quick: bool = True, **overrid
             raise ConfigError(f"{path}: not valid YAML ({err}).") from err
         if not isinstance(loaded, Mapping):
             raise ConfigError(f"{path}: the config must be a YAML mapping of StudyConfig fields; got {type(loaded).__name__}.")
-        if any(not isinstance(k, str) for k in loaded):  # YAML reads on/off/yes/no/true/null keys as bools/None
-            node = yaml.compose(Path(path).read_text())
-            raw = [k.value for k, _ in node.value if not isinstance(yaml.safe_load(k.value or "~"), str)]
-            names = sorted(f.name for f in dataclasses.fields(StudyConfig))
-            other = sorted(k for k in loaded if isinstance(k, str) and k not in names)
-            raise ConfigError(f"{path}: unknown study setting(s) {other + raw} ({raw} are read by YAML as "
-                              f"true/false/null, not as names); valid ones are {names}.")
+        node = yaml.compose(Path(path).read_text())
+        _refuse_non_string_keys(path, loaded, node, StudyConfig, "study")
+        if isinstance(loaded.get("synth"), Mapping):
+            synth_node = next(v for k, v in node.value if k.value == "synth")
+            _refuse_non_string_keys(path, loaded["synth"], synth_node, SynthConfig, "synth")
         values.update(loaded)
     values.update({k: v for k, v in overrides.items() if v is not None})
     names = {f.name for f in dataclasses.fields(StudyConfig)}

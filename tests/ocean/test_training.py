@@ -125,6 +125,9 @@ def test_config_errors(tmp_path):
     p.write_text("synth: {hidden_coeff: 2500.0}\n")
     cfg = experiment.load_config(p)
     assert cfg.synth == {"years": 12, "ny": 12, "nx": 16, "hidden_coeff": 2500.0}
+    p.write_text("synth:\n  null: 3\n")  # YAML reads the key as None: the error names it as written
+    with pytest.raises(ConfigError, match="null"):
+        experiment.load_config(p)
     p.write_text("concept_scaling: per_point\n")
     with pytest.raises(ConfigError, match="concept_scaling"):
         experiment.load_config(p)
