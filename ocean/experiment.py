@@ -12,7 +12,9 @@ units. :func:`analyse` turns the units into one labelled result:
   |r| of the free concept with ``q_hidden`` and the best |r| of any channel with it;
 - cross-seed consistency of the bottleneck (test points x concepts): pairwise linear CKA
   and Procrustes distance, |r| of the free concept across seeds, and the coefficient of
-  variation of the head weights across seeds.
+  variation of the head weights across seeds;
+- planted truth vs what the study found (:mod:`ocean.recovery`): the hidden flux in the
+  free concept, each budget term in its channel, the budget's head weights, per regime.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from scimech.geometry import linear_cka, pairwise, procrustes_distance
 
 from . import data as odata
 from .model import build_model
+from .recovery import recovery
 from .synthetic import CONCEPTS, INPUTS, PRESCRIBED, VAR_ATTRS, SynthConfig, generate
 
 __all__ = ["StudyConfig", "load_config", "prepare_data", "train_unit", "run_study", "analyse", "SEASONS"]
@@ -405,8 +408,9 @@ def analyse(units: Mapping[tuple[str, int], xr.Dataset]) -> xr.Dataset:
     -------
     xr.Dataset
         dims ``regime``, ``seed``, ``season``, ``concept`` (prescribed + ``free_0``),
-        ``seed_other``; per-unit metrics over (regime, seed), consistency matrices over
-        (regime, seed, seed_other) and summaries over regime.
+        ``seed_other``, ``truth``; per-unit metrics over (regime, seed), consistency
+        matrices over (regime, seed, seed_other), summaries over regime, and the planted
+        truth's recovery over (truth, regime) (:func:`ocean.recovery.recovery`).
     """
     regimes = list(dict.fromkeys(r for r, _ in units))
     seeds = sorted({s for _, s in units})
@@ -555,7 +559,8 @@ def analyse(units: Mapping[tuple[str, int], xr.Dataset]) -> xr.Dataset:
                                     {"units": "1", "long_name": "mean CV of prescribed-concept head weights"}),
         },
         coords={"regime": regimes, "seed": seeds, "seed_other": seeds, "season": list(SEASONS), "concept": concepts},
-        attrs={"description": "OceanCBM study: skill, concept fidelity and cross-seed consistency",
+        attrs={"description": "OceanCBM study: skill, concept fidelity, cross-seed consistency and the "
+                              "recovery of the planted truth (recovery_* over truth x regime)",
                "target_units": VAR_ATTRS["dmlhc_dt"]["units"]},
     )
-    return ds
+    return ds.merge(recovery(units))

@@ -50,6 +50,11 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
+def _cell(text: str) -> str:
+    """A Markdown table cell: a '|' in the text (``|r|``) would end the cell, so it is escaped."""
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
 class Report:
     """Collect text, figures and tables; write ``report.md`` and ``report.html``.
 
@@ -116,11 +121,11 @@ class Report:
                 if caption:
                     lines += [f"**{caption}**", ""]
                 cols = ([df.index.name or ""] if index else []) + [str(c) for c in df.columns]
-                lines.append("| " + " | ".join(cols) + " |")
+                lines.append("| " + " | ".join(map(_cell, cols)) + " |")
                 lines.append("|" + "---|" * len(cols))
                 for idx, row in df.iterrows():
                     cells = ([_fmt(idx)] if index else []) + [_fmt(v) for v in row.to_numpy()]
-                    lines.append("| " + " | ".join(cells) + " |")
+                    lines.append("| " + " | ".join(map(_cell, cells)) + " |")
                 lines.append("")
         return "\n".join(lines)
 
