@@ -131,8 +131,18 @@ def _study(args) -> int:
     summary, units = run_study(cfg, args.out, client=client, progress_bar=True)
     md = write_report(args.out, summary, units, cfg, seconds=time.perf_counter() - t0)
     print(summary[["cka_mean", "procrustes_mean", "free_abs_r_mean", "head_weight_cv_mean"]].to_dataframe())
+    _print_outcome(args.out)
     print(f"Report: {md}")
     return 0
+
+
+def _print_outcome(folder: Path) -> None:
+    """The planted-truth line and the findings :func:`ocean.report.write_outcome` wrote."""
+    for name in ("recovery.txt", "findings.txt"):
+        path = Path(folder) / name
+        if path.is_file():
+            lines = path.read_text().splitlines()
+            print("\n".join(lines[:1] if name == "recovery.txt" else lines))
 
 
 def _heatwaves(args) -> int:
@@ -171,6 +181,7 @@ def _plot(args) -> int:
     cfg = StudyConfig(**json.loads(first.attrs["study_config"])) if "study_config" in first.attrs else StudyConfig()
     data = Path(args.out) / "ocean.zarr"
     md = write_report(args.out, analyse(units), units, cfg, data=data if data.exists() else None)
+    _print_outcome(args.out)
     print(f"Report: {md}")
     return 0
 
@@ -178,6 +189,10 @@ def _plot(args) -> int:
 def demo(out_dir: Path, quick: bool = True) -> Path:
     """Run the quick study (3 regimes x 3 seeds on the synthetic ocean) and write a report.
 
+    Writes ``out_dir/report.md`` (+ html, figures), ``out_dir/recovery.txt`` (first line:
+    ``ocean planted truth: K of N recovered (...)``, then the planted truth vs what the
+    study found, :mod:`ocean.recovery`) and ``out_dir/findings.txt`` (one line per reference
+    finding with its verdict); the study's units and ``summary.nc`` go to ``out_dir/run``.
     Returns the path of ``report.md``.
     """
     from .experiment import StudyConfig, run_study

@@ -5,6 +5,11 @@ report folder; ``scimech ocean ...``, ``scimech astro ...`` and ``scimech neuro 
 are added by the domain packages (each exposes ``register(subparsers)`` and
 ``demo(out_dir, quick=True)`` in its ``cli`` module). The core imports them lazily and
 never depends on them.
+
+A study's demo may leave two plain-text files in its ``out_dir``: ``recovery.txt`` (first
+line: ``<study> planted truth: K of N recovered (...)``, how much of the mechanism planted
+in its synthetic world it found) and ``findings.txt`` (one line per reference finding and
+its verdict). ``scimech demo`` prints them after each study and puts them in the index.
 """
 
 from __future__ import annotations
@@ -77,16 +82,39 @@ def _unavailable(name: str, err: str | None) -> int:
     return 2
 
 
+RECOVERY_FILE = "recovery.txt"  # first line: "<study> planted truth: K of N recovered (...)", then the table
+FINDINGS_FILE = "findings.txt"  # one line per reference finding with its verdict
+
+
+def _study_outcome(name: str, folder: Path, since: float) -> tuple[str, list[str]]:
+    """The planted-truth line and the findings lines a study's demo wrote into its folder.
+
+    Files older than ``since`` (seconds since the epoch: the start of this study's run) were
+    left by an earlier run, so they are ignored rather than reported as this run's outcome.
+    """
+
+    def lines(path: Path) -> list[str]:
+        fresh = path.is_file() and path.stat().st_mtime >= since - 1.0  # 1 s: coarse file-system clocks
+        return [x.strip() for x in path.read_text().splitlines() if x.strip()] if fresh else []
+
+    first = lines(folder / RECOVERY_FILE)[:1]
+    return (first[0] if first else f"{name} planted truth: not reported"), lines(folder / FINDINGS_FILE)
+
+
 def _run_demo(args: argparse.Namespace) -> int:
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     index = Report(out, title="scimech demo")
-    index.text("Each study ran on its quick built-in default. Open the linked reports for figures and numbers.")
-    rows = {"study": [], "status": [], "seconds": [], "report": []}
+    index.text("Each study ran on its quick built-in default. Open the linked reports for figures and numbers. "
+               "Each study's synthetic world is built with a known mechanism; the first line under each study "
+               "says how much of that planted truth the study recovered, then come the reference findings "
+               "tested on the run's numbers.")
+    rows = {"study": [], "status": [], "seconds": [], "planted truth": [], "report": []}
+    outcomes = {}
     failed = 0
     for name in args.domains:
         mod, err = _domain_cli(name)
-        t0 = time.perf_counter()
+        t0, started = time.perf_counter(), time.time()
         status, path = "ok", ""
         if mod is None or not hasattr(mod, "demo"):
             status = f"unavailable ({err or 'no demo()'})"
@@ -102,13 +130,22 @@ def _run_demo(args: argparse.Namespace) -> int:
                 failed += 1
         secs = time.perf_counter() - t0
         print(f"[scimech demo] {name}: {status} in {secs:.0f} s", flush=True)
+        truth, found = _study_outcome(name, out / name, started)
+        for line in (truth, *found):
+            print(f"  {line}", flush=True)
+        outcomes[name] = (truth, found)
         rows["study"].append(name)
         rows["status"].append(status)
         rows["seconds"].append(round(secs, 1))
+        rows["planted truth"].append(truth)
         rows["report"].append(f"[{path}]({path})" if path else "")
     import pandas as pd
 
     index.table(pd.DataFrame(rows).set_index("study"), caption="Studies")
+    for name, (truth, found) in outcomes.items():
+        index.heading(name, level=3)
+        index.text("\n".join([f"**{truth}**", *(f"- {line}" for line in found)] if found
+                             else [f"**{truth}**", "- findings: not reported"]))
     md = index.write()
     print(f"\nReport: {md.resolve()}\n(HTML: {md.with_suffix('.html').resolve()})")
     return 1 if failed else 0

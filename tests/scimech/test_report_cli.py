@@ -76,3 +76,54 @@ def test_cli_turns_a_user_error_into_a_message_and_exit_code_2(tmp_path, capsys)
     err = capsys.readouterr().err
     assert rc == 2
     assert "ConfigError" in err and "bogus" in err and "Traceback" not in err
+
+
+def test_demo_prints_each_studys_planted_truth_line_then_its_findings(tmp_path, monkeypatch, capsys):
+    import os
+
+    import scimech.cli as cli
+
+    out = tmp_path / "demo"
+
+    class Planted:  # writes both files, as every study's demo should
+        @staticmethod
+        def demo(folder, quick=True):
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "recovery.txt").write_text("ocean planted truth: 3 of 4 recovered (free concept: yes)\n\n"
+                                                 "truth  recovered\nq_hidden  yes\n")
+            (folder / "findings.txt").write_text("REPRODUCED: skill is similar\n\nNOT reproduced: mixed wins\n")
+            return Report(folder, "planted").write()
+
+    class Silent:  # writes a report and nothing else
+        @staticmethod
+        def demo(folder, quick=True):
+            return Report(folder, "silent").write()
+
+    # a recovery.txt left by an earlier run of astro must not be passed off as this run's outcome
+    old = out / "astro" / "recovery.txt"
+    old.parent.mkdir(parents=True)
+    old.write_text("astro planted truth: 9 of 9 recovered (stale)\n")
+    os.utime(old, (1_000_000_000, 1_000_000_000))
+    mods = {"ocean": Planted, "astro": Silent, "neuro": Silent}
+    monkeypatch.setattr(cli, "_domain_cli", lambda name: (mods[name], None))
+    rc = cli._run_demo(type("A", (), {"out": out, "domains": ["ocean", "astro"], "full": False}))
+    assert rc == 0
+    printed = [line.strip() for line in capsys.readouterr().out.splitlines()]
+    i = printed.index("[scimech demo] ocean: ok in 0 s")
+    assert printed[i + 1:i + 4] == ["ocean planted truth: 3 of 4 recovered (free concept: yes)",
+                                    "REPRODUCED: skill is similar", "NOT reproduced: mixed wins"]
+    j = printed.index("[scimech demo] astro: ok in 0 s")
+    assert printed[j + 1] == "astro planted truth: not reported"
+    assert "stale" not in "\n".join(printed)
+    index = (out / "report.md").read_text()
+    assert "ocean planted truth: 3 of 4 recovered (free concept: yes)" in index
+    assert "- NOT reproduced: mixed wins" in index and "astro planted truth: not reported" in index
+
+
+def test_markdown_table_cells_keep_a_pipe_inside_their_column(tmp_path):
+    rep = Report(tmp_path, "pipes")
+    rep.table(pd.DataFrame({"|r| free": ["0.34 (|r|)"], "n": [3]}), index=False)
+    row = [line for line in rep.write().read_text().splitlines() if line.startswith("| 0.34")][0]
+    # three unescaped pipes: the row has two cells, as the frame has two columns
+    assert len([k for k, ch in enumerate(row) if ch == "|" and row[k - 1:k] != "\\"]) == 3
+    assert row.startswith("| 0.34 (\\|r\\|) | 3")
