@@ -96,13 +96,18 @@ def _moments(unit: xr.Dataset, blocks: np.ndarray, channels: list[str]) -> dict[
     return {k: np.stack([v[blocks == b].sum(0) for b in range(nb)]) for k, v in per.items()}
 
 
+def _spread(mom: Mapping[str, np.ndarray], take: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sums of squared deviations of the channels (seed, channel) and the terms (seed, term)."""
+    n = mom["n"][:, take].sum(1)[:, None]
+    return (mom["sxx"][:, take].sum(1) - mom["sx"][:, take].sum(1) ** 2 / n,
+            mom["syy"][:, take].sum(1) - mom["sy"][:, take].sum(1) ** 2 / n)
+
+
 def _r(mom: Mapping[str, np.ndarray], take: np.ndarray) -> np.ndarray:
     """Pearson r (seed, channel, term) from per-block moments (seed, block, ...) of the blocks ``take``."""
-    s = {k: v[:, take].sum(1) for k, v in mom.items()}
-    n = s["n"][..., None, None]
-    cov = s["sxy"] - s["sx"][..., :, None] * s["sy"][..., None, :] / n
-    vx = s["sxx"] - s["sx"] ** 2 / s["n"][..., None]
-    vy = s["syy"] - s["sy"] ** 2 / s["n"][..., None]
+    s = {k: mom[k][:, take].sum(1) for k in ("n", "sx", "sy", "sxy")}
+    cov = s["sxy"] - s["sx"][..., :, None] * s["sy"][..., None, :] / s["n"][..., None, None]
+    vx, vy = _spread(mom, take)
     den = np.sqrt(vx[..., :, None] * vy[..., None, :])
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(den > 0, cov / den, np.nan)
@@ -144,7 +149,9 @@ def _channel_rows(units: list[xr.Dataset], block: int, min_r: float, confidence:
         others = [(CONCEPTS[k], row_close[k]) for k in np.argsort(-np.nan_to_num(row_close, nan=-1))
                   if CONCEPTS[k] != term and np.isfinite(row_close[k])]
         if not np.isfinite(est):
-            found = f"{term} has no variance in these test months: nothing to correlate with"
+            vx, vy = _spread(mom, every)
+            flat = [what for what, v in ((f"the {name} channel", vx[:, c]), (term, vy[:, t])) if np.any(v <= 0)]
+            found = f"no correlation: {' and '.join(flat) or 'r'} constant over these test months"
         else:
             found = f"closest true term {nearest} (|r| {np.nanmax(row_close):.2f})"
             if nearest == term and others:

@@ -97,7 +97,11 @@ def test_a_channel_of_the_wrong_sign_or_absent_variance_is_not_recovered(truth):
     assert bool(cell(rec, "q_surf channel")["recovered"])
     h = cell(rec, "q_hidden in free_0")
     assert np.isnan(float(h["recovery_estimate"])) and not bool(h["recovered"])
-    assert "no variance" in str(h["recovery_found"].values)
+    assert "q_hidden constant" in str(h["recovery_found"].values)
+    dead = truth.copy()
+    dead[:, HIDDEN] = 0.3  # a silenced free concept (as the decorrelation penalty left it)
+    h = cell(recovery.recovery({("mixed", 0): unit(dead, truth, "mixed")}), "q_hidden in free_0")
+    assert not bool(h["recovered"]) and "the free_0 channel constant" in str(h["recovery_found"].values)
 
 
 def test_head_weights_against_the_budget_and_the_counting_of_contrasts(truth):
