@@ -39,7 +39,7 @@ def _domain_cli(name: str):
 def _run_validate(args: argparse.Namespace) -> int:
     from .validate import main as validate_main
 
-    return validate_main(quick=args.quick, out=args.out, seed=args.seed)
+    return validate_main(quick=args.quick, out=args.out, seed=args.seed, cases=args.cases)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -79,6 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     val.add_argument("--quick", action="store_true", help="small sizes (about half a minute on one core)")
     val.add_argument("--out", type=Path, default=Path("reports/validate"), help="output folder (default: reports/validate)")
     val.add_argument("--seed", type=int, default=0, help="seed of the data, training and bootstrap (default: 0)")
+    val.add_argument("--cases", nargs="+", metavar="CASE", help="run only these planted cases (default: all)")
     val.set_defaults(func=_run_validate)
 
     for name in DOMAINS:

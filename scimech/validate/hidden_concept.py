@@ -10,12 +10,13 @@ Standard-normal input ``x`` (6 features) and three independent processes::
 A :class:`~scimech.concepts.ConceptBottleneck` (encoder -> ``ConceptLayer`` with the
 prescribed ``a``, ``b`` and one free concept -> linear head) is trained with
 :func:`~scimech.concepts.fit_cbm` in the ``mixed`` regime (lambda 0.8 -> 0.2) with the
-free/prescribed decorrelation penalty. The task needs ``h`` and only the free concept
+free/prescribed decorrelation penalty and a squared-error loss. The task needs ``h`` and only the free concept
 can carry it, so after training ``free_0`` should encode ``h`` (a probe for ``h``
 flags it and only it), each prescribed concept should recover its own process
 (|r| > 0.9), and the head should read all three (resample ablation flags all three).
 Without the decorrelation penalty the free concept mixes ``a`` and ``b`` into ``h``
-(leakage, Mahinpei et al. 2021): :func:`measure` with ``decorrelation=0`` shows it.
+(leakage, Mahinpei et al. 2021): :func:`measure` with ``decorrelation=0`` shows it; with
+the L1 loss (``loss_kind="l1"``) ``h`` now and then settles in a prescribed concept.
 """
 
 from __future__ import annotations
@@ -67,8 +68,13 @@ def build_model(seed: int) -> ConceptBottleneck:
     return ConceptBottleneck(encoder, ConceptLayer(16, ["a", "b"], n_free=1))
 
 
-def train(settings: Settings, decorrelation: float = 1.0) -> ConceptBottleneck:
-    """Train the bottleneck on its own sample (``2 n`` inputs) in the mixed regime."""
+def train(settings: Settings, decorrelation: float = 1.0, loss_kind: str = "l2") -> ConceptBottleneck:
+    """Train the bottleneck on its own sample (``2 n`` inputs) in the mixed regime.
+
+    ``loss_kind="l2"``: with OceanCBM's L1 loss and lambda decaying to 0.2 the hidden
+    process sometimes settles in a prescribed concept instead (seed 7 of seeds 0-19 at
+    the quick sizes); with the squared error it settled in the free concept on all 20.
+    """
     data = processes(2 * settings.n, settings.seed + 20_000)
     x, y, c = data["x"], data["y"][:, None], torch.stack([data["a"], data["b"]], dim=1)
     n = len(x)
@@ -79,7 +85,7 @@ def train(settings: Settings, decorrelation: float = 1.0) -> ConceptBottleneck:
 
     model = build_model(settings.seed)
     fit_cbm(model, batches, regime="mixed", epochs=settings.epochs, lr=1e-2, seed=settings.seed,
-            decorrelation=decorrelation)
+            decorrelation=decorrelation, loss_kind=loss_kind)
     return model.eval()
 
 
@@ -89,9 +95,13 @@ def _abs_r(u, v, axis=-1):
     return np.abs((u * v).sum(axis=axis) / np.sqrt((u * u).sum(axis=axis) * (v * v).sum(axis=axis)))
 
 
-def measure(settings: Settings, decorrelation: float = 1.0) -> xr.Dataset:
-    """Train, then probe the concepts for h, check each concept's fidelity, and ablate each concept."""
-    model = train(settings, decorrelation)
+def measure(settings: Settings, decorrelation: float = 1.0, loss_kind: str = "l2") -> xr.Dataset:
+    """Train, then probe the concepts for h, check each concept's fidelity, and ablate each concept.
+
+    ``decorrelation`` and ``loss_kind`` are those of :func:`train`; the suite uses the
+    defaults, other values show how the planted truth can be lost.
+    """
+    model = train(settings, decorrelation, loss_kind)
     data = processes(settings.n, settings.seed)
     ref = processes(settings.n_reference, settings.seed + 10_000)["x"]
     x = data["x"]
@@ -114,5 +124,5 @@ def measure(settings: Settings, decorrelation: float = 1.0) -> xr.Dataset:
                 **{("concept_fidelity", c): 1.0 for c in COMPONENTS}}
     ds = case_dataset(rows, truth, mechanism, expected, name=NAME, title=TITLE, planted=PLANTED,
                         lesson=LESSON)
-    ds.attrs["decorrelation"] = decorrelation
+    ds.attrs.update({"decorrelation": decorrelation, "loss_kind": loss_kind})
     return ds
