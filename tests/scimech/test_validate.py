@@ -220,3 +220,10 @@ def test_integrated_gradients_equal_the_closed_form():
     closed[:, 2] = closed[:, 3] = x[:, 2] * x[:, 3] / 2  # the straight path splits a product equally
     # 32-node Gauss-Legendre on smooth integrands (float32): errors ~1e-6
     np.testing.assert_allclose(got, closed, atol=1e-4)
+
+
+def test_same_seed_gives_the_same_result():
+    first = sv.run(quick=True, cases=["ablation_choice", "attribution"], seed=1)
+    again = sv.run(quick=True, cases=["ablation_choice", "attribution"], seed=1)
+    for name in ("estimate", "ci_low", "ci_high", "flagged", "completeness_residual"):
+        np.testing.assert_array_equal(first[name].values, again[name].values)
