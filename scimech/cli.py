@@ -76,10 +76,10 @@ def build_parser() -> argparse.ArgumentParser:
         "by construction, measured with probes, ablation, patching, concept bottlenecks and attribution. Writes "
         "validation.nc and report.md; exits 1 and prints the rows if any planted mechanism is missed.",
     )
-    val.add_argument("--quick", action="store_true", help="small sizes (about half a minute on one core)")
+    val.add_argument("--quick", action="store_true", help="small sizes (under half a minute on one core)")
     val.add_argument("--out", type=Path, default=Path("reports/validate"), help="output folder (default: reports/validate)")
     val.add_argument("--seed", type=int, default=0, help="seed of the data, training and bootstrap (default: 0)")
-    val.add_argument("--cases", nargs="+", metavar="CASE", help="run only these planted cases (default: all)")
+    val.add_argument("--cases", nargs="+", metavar="CASE", help="run only these planted cases (default: all: inert silent ablation_choice hidden_concept attribution)")
     val.set_defaults(func=_run_validate)
 
     for name in DOMAINS:

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from ..errors import ConfigError
 from ..report import Report
 from ..results import provenance, save
 from . import ablation_choice, hidden_concept, inert, known_attributions, silent
@@ -124,7 +125,7 @@ def run(quick: bool = True, out: str | Path | None = None, *, seed: int = 0, cas
     Parameters
     ----------
     quick
-        The small sizes (512 samples per case, 500 bootstrap resamples; about half a
+        The small sizes (512 samples per case, 500 bootstrap resamples; under half a
         minute on one core) instead of the full ones (2048 samples, 2000 resamples).
     out
         A folder: writes ``validation.nc`` (with provenance) and ``report.md`` /
@@ -133,6 +134,11 @@ def run(quick: bool = True, out: str | Path | None = None, *, seed: int = 0, cas
         Seed of the data, the training, the resampling and the bootstrap.
     cases
         Names from :data:`CASES` (default: all).
+
+    Raises
+    ------
+    ConfigError
+        An unknown case name.
     log
         Called with one line per finished case (e.g. ``print``).
 
@@ -149,7 +155,7 @@ def run(quick: bool = True, out: str | Path | None = None, *, seed: int = 0, cas
     names = list(cases or CASES)
     unknown = [c for c in names if c not in CASES]
     if unknown:
-        raise ValueError(f"Unknown planted case(s) {unknown}; expected some of {list(CASES)}.")
+        raise ConfigError(f"Unknown planted case(s) {unknown}; choose from {list(CASES)}.")
     settings = Settings.of(quick, seed)
     parts, seconds = [], []
     for name in names:

@@ -150,9 +150,11 @@ def test_ablating_the_wrong_component_raises_false_alarms(monkeypatch):
     assert (ds.precision.sel(case="inert", technique=list(CAUSAL)) < 1).all()
 
 
-def test_unknown_case_is_a_clear_error():
+def test_unknown_case_is_a_clear_error(capsys):
     with pytest.raises(ValueError, match="Unknown planted case.*inert"):
         sv.run(cases=["nope"])
+    assert main(["validate", "--quick", "--cases", "nope"]) == 2  # a message, no traceback
+    assert "ConfigError: Unknown planted case(s) ['nope']" in capsys.readouterr().err
 
 
 # --- the planted truths are real (checked without scimech's methods) -----------------------------------------
