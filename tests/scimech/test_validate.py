@@ -229,3 +229,9 @@ def test_same_seed_gives_the_same_result():
     again = sv.run(quick=True, cases=["ablation_choice", "attribution"], seed=1)
     for name in ("estimate", "ci_low", "ci_high", "flagged", "completeness_residual"):
         np.testing.assert_array_equal(first[name].values, again[name].values)
+
+
+def test_command_help_names_every_case(capsys):
+    with pytest.raises(SystemExit):
+        main(["validate", "--help"])
+    assert " ".join(sv.CASES) in " ".join(capsys.readouterr().out.split())
