@@ -9,9 +9,10 @@ unused x5 = x0 + 0.3 noise that correlates with x0 (r = 0.96). Integrated Gradie
 a zero baseline splits ``y`` exactly: 3 x0, 2 tanh(x1), x2 x3 / 2 to each of x2 and x3
 (the straight path gives a product's two factors equal shares), and 0 to x4..x7, whose
 gradient is 0 everywhere. Truth: both captum methods (through
-:func:`scimech.attribution.attribute`) flag x0..x3 and nothing else, ranked x0 > x1 >
-x2 = x3; Integrated Gradients is complete (the attributions sum to f(x) - f(0) for every
-sample) and GradientShap is complete in expectation (its mean residual is ~0).
+:func:`scimech.attribution.attribute`) flag x0..x3 and nothing else (analytic mean
+|attribution| 2.39, 1.11, 0.32, 0.32); Integrated Gradients is complete (the attributions
+sum to f(x) - f(0) for every sample) and GradientShap is complete in expectation (its
+mean residual is ~0).
 """
 
 from __future__ import annotations
