@@ -25,7 +25,7 @@ import xarray as xr
 from scipy import integrate
 from torch import nn
 
-from ..attribution import attribute
+from .. import attribution
 from .measure import ATTRIBUTION_MIN_FRACTION, Settings, case_dataset, decisions, interval
 
 __all__ = ["NAME", "TITLE", "PLANTED", "LESSON", "KnownAttributionModel", "inputs", "measure", "COMPLETENESS_TOLERANCE"]
@@ -40,10 +40,12 @@ LESSON = ("Gradient attributions give exactly zero to inputs the model never rea
           "share of the output.")
 COMPONENTS = tuple(f"x{i}" for i in range(8))
 USED = ("x0", "x1", "x2", "x3")
-COMPLETENESS_TOLERANCE = {"integrated_gradients": 1e-3, "gradient_shap": 1e-2}
-"""Relative residual allowed: IG's mean |residual| per sample (quadrature error only: ~1e-7 at
-32 steps); GradientShap's |mean residual| over samples (its per-sample residual is Monte Carlo
-noise from 16 draws, ~5%, which averages out over the samples)."""
+COMPLETENESS_TOLERANCE = {"integrated_gradients": 1e-3, "gradient_shap": 2e-2}
+"""Relative residual allowed. IG: mean |residual| per sample (quadrature error only, ~3e-8 at
+32 steps). GradientShap: |mean residual| over the samples; its per-sample residual is Monte
+Carlo noise from 16 draws (~5%), which averages out: at 512 samples the mean residual was
+0.0003-0.0071 over seeds 0-19 (standard deviation ~0.0035), so 0.02 is ~6 of them, while a
+method that is not complete misses by order 1."""
 
 
 class KnownAttributionModel(nn.Module):
@@ -88,7 +90,7 @@ def measure(settings: Settings) -> xr.Dataset:
     tau = ATTRIBUTION_MIN_FRACTION * float(f.std())
     rows, residual = [], {}
     for method in ("integrated_gradients", "gradient_shap"):
-        attr = attribute(model, x, method=method, n_steps=32, n_samples=16, seed=settings.seed,
+        attr = attribution.attribute(model, x, method=method, n_steps=32, n_samples=16, seed=settings.seed,
                          dims=("sample", "component"), coords={"component": list(COMPONENTS)}).values
         stats = [interval(np.abs(attr[:, j]), settings) for j in range(len(COMPONENTS))]
         est, lo, hi = zip(*stats, strict=True)

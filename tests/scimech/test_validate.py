@@ -150,6 +150,21 @@ def test_ablating_the_wrong_component_raises_false_alarms(monkeypatch):
     assert (ds.precision.sel(case="inert", technique=list(CAUSAL)) < 1).all()
 
 
+def test_an_under_resolved_integrated_gradients_fails_completeness(monkeypatch):
+    from scimech import attribution as attribution_mod
+
+    real = attribution_mod.attribute
+
+    def one_step(*args, **kwargs):  # one quadrature node: the path integral is no longer resolved
+        return real(*args, **{**kwargs, "n_steps": 1})
+
+    monkeypatch.setattr(attribution_mod, "attribute", one_step)
+    ds = sv.run(quick=True, cases=["attribution"])
+    lines = sv.missed(ds)
+    assert any(line.startswith("attribution [integrated_gradients]: completeness fails") for line in lines)
+    assert int(ds.passed.sel(case="attribution")) == 0
+
+
 def test_unknown_case_is_a_clear_error(capsys):
     with pytest.raises(ValueError, match="Unknown planted case.*inert"):
         sv.run(cases=["nope"])
