@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
+import numpy as np
 import torch
 import xarray as xr
 from torch import nn
@@ -81,7 +82,8 @@ def attribute(model: nn.Module, inputs: torch.Tensor, *, method: Method = "gradi
         Turn the model's output into (B,) or (B, k) (default: mean over non-batch dims of
         a map output, e.g. the basin-mean forecast).
     n_samples, n_steps, seed
-        GradientShap samples / IG steps / seed (GradientShap is stochastic).
+        GradientShap samples / IG steps / seed (GradientShap is stochastic: the same seed
+        gives the same attributions whatever ran before; numpy's global state is restored).
     dims, coords
         Labels of the result's dims (default ``sample``, ``dim_1``, ...).
 
@@ -97,8 +99,10 @@ def attribute(model: nn.Module, inputs: torch.Tensor, *, method: Method = "gradi
     was = model.training
     model.eval()
     inputs = inputs.detach().clone().requires_grad_(True)
+    np_state = np.random.get_state()
     try:
         torch.manual_seed(seed)
+        np.random.seed(seed)  # captum's GradientShap draws baselines and path points from numpy's global RNG
         if method == "integrated_gradients":
             base = torch.zeros_like(inputs) if baselines is None else baselines
             res = ca.IntegratedGradients(wrapped).attribute(inputs, baselines=base, target=target, n_steps=n_steps)
@@ -120,6 +124,7 @@ def attribute(model: nn.Module, inputs: torch.Tensor, *, method: Method = "gradi
             raise ValueError("method must be 'integrated_gradients', 'gradient_shap', 'layer_conductance' or "
                              f"'layer_feature_ablation'; got {method!r}.")
     finally:
+        np.random.set_state(np_state)  # leave the caller's numpy stream as it was
         model.train(was)
     arr = res.detach().cpu().numpy()
     if dims is None:
