@@ -1,8 +1,8 @@
 """Ocean datasets: CF validation, zarr v3 I/O, train-only normalisation, windows, torch Dataset.
 
-Schema (see ``docs/ocean.md``): dims ``(member, time, lat, lon)``; a ``mask`` (lat, lon)
-with 1 = ocean; inputs :data:`~ocean.synthetic.INPUTS`, concepts
-:data:`~ocean.synthetic.CONCEPTS` (W m-2), target ``dmlhc_dt`` (W m-2, the MLHC tendency
+Schema (see ``docs/ocean.md`` and :mod:`ocean.variables`): dims ``(member, time, lat, lon)``;
+a ``mask`` (lat, lon) with 1 = ocean; inputs :data:`~ocean.variables.INPUTS`, concepts
+:data:`~ocean.variables.CONCEPTS` (W m-2), target ``dmlhc_dt`` (W m-2, the MLHC tendency
 over the lead step) or ``mlhc`` (J m-2), each with CF ``units``.
 
 A sample is a window of ``window`` time steps of the inputs ending at ``t`` and the target
@@ -31,26 +31,10 @@ import xarray as xr
 
 from scimech.errors import DataValidationError, DimensionError, MissingVariableError, UnitsError
 
-from .synthetic import CONCEPTS, INPUTS, PRESCRIBED, VAR_ATTRS
+from .variables import CONCEPTS, DIMS, EXPECTED_UNITS, INPUTS, PRESCRIBED, units_ok
 
 __all__ = ["DIMS", "EXPECTED_UNITS", "validate", "write_zarr", "open_zarr", "Split", "chronological_split",
            "Normalizer", "fit_normalizer", "WindowDataset", "ChunkedReader", "make_batches"]
-
-DIMS = ("member", "time", "lat", "lon")
-EXPECTED_UNITS = {k: v["units"] for k, v in VAR_ATTRS.items()}
-_ALIASES = {
-    "degree_Celsius": {"degree_Celsius", "degrees_Celsius", "degC", "degrees_C", "deg_C", "celsius", "Celsius", "°C"},
-    "W m-2": {"W m-2", "W/m2", "W m**-2", "W/m^2", "W.m-2"},
-    "N m-2": {"N m-2", "N/m2", "N m**-2", "Pa", "N/m^2"},
-    "J m-2": {"J m-2", "J/m2", "J m**-2", "J/m^2"},
-    "m": {"m", "meter", "meters", "metre", "metres"},
-}
-
-
-def _units_ok(got: str | None, expected: str) -> bool:
-    if got is None:
-        return False
-    return got == expected or got in _ALIASES.get(expected, set())
 
 
 def validate(ds: xr.Dataset, *, inputs: Sequence[str] = INPUTS, concepts: Sequence[str] = PRESCRIBED,
@@ -90,7 +74,7 @@ def validate(ds: xr.Dataset, *, inputs: Sequence[str] = INPUTS, concepts: Sequen
             raise DimensionError(f"Variable {v!r} has dims {da.dims}; expected {DIMS}. Fix: {fix} "
                                  "(rename 'latitude'/'longitude' to 'lat'/'lon', 'time_counter' to 'time').")
         exp = EXPECTED_UNITS.get(v)
-        if exp is not None and not _units_ok(da.attrs.get("units"), exp):
+        if exp is not None and not units_ok(da.attrs.get("units"), exp):
             raise UnitsError(f"Variable {v!r} has units {da.attrs.get('units')!r}; expected {exp!r}. Fix: convert "
                              f"the values (e.g. K - 273.15 for temperature) and set ds['{v}'].attrs['units'] = '{exp}'.")
     t = ds["time"].values

@@ -36,7 +36,8 @@ from scimech.geometry import linear_cka, pairwise, procrustes_distance
 
 from . import data as odata
 from .model import build_model
-from .synthetic import CONCEPTS, INPUTS, PRESCRIBED, VAR_ATTRS, SynthConfig, generate
+from .synthetic import SynthConfig, generate
+from .variables import CONCEPTS, INPUTS, PRESCRIBED, VAR_ATTRS
 
 __all__ = ["StudyConfig", "load_config", "prepare_data", "train_unit", "run_study", "analyse", "SEASONS"]
 
