@@ -11,10 +11,15 @@ Examples::
     scimech astro study --quick --out runs/astro      # everything, small, in one go
     scimech astro study --full --workers 2 --out runs/astro-full   # larger, units on 2 Dask workers
     scimech astro study --quick --cluster cluster.toml --out /scratch/$USER/astro   # SLURM / PBS
+    scimech astro study --catalog dr10.fits --images cutouts.npy --out runs/astro/dr10   # your galaxies
 
 The study runs as resumable units (astro.execution): the samples, the training, and the
 head interventions over chunks of the test set (``--chunk-size``). Rerunning the same
 command with the same ``--out`` redoes only the units that did not finish.
+
+``--catalog`` (with ``--images``) studies your Legacy Survey DR10 galaxies instead of
+synthetic ones (astro.catalog.read_legacy_survey): without ``--model`` a stand-in is trained
+on a random 75% of them (``--test-fraction``) and studied on the rest.
 
 ``--model`` may also be a real AION-1 folder (config.json, model.safetensors,
 codecs/<NAME>/...); its image codec (``codecs/image/``) then tokenises the images (96x96
@@ -140,7 +145,11 @@ def cmd_study(args) -> int:
 
     out = Path(args.out)
     given = [getattr(args, n) is not None for n in ("model", "train", "test")]
-    if not (args.quick or args.full) and not all(given):
+    if args.catalog is not None and (args.quick or args.full):
+        print("scimech astro study: --catalog studies your galaxies; do not combine it with --quick/--full "
+              "(they synthesise galaxies).", file=sys.stderr)
+        return 2
+    if args.catalog is None and not (args.quick or args.full) and not all(given):
         missing = [n for n, g in zip(("model", "train", "test"), given, strict=True) if not g]
         print(f"scimech astro study: give --{', --'.join(missing)} (or --quick / --full).", file=sys.stderr)
         return 2
@@ -158,11 +167,12 @@ def cmd_study(args) -> int:
         try:
             res, timings = run_study(out, sizes=_sizes(args), seed=args.seed, model=args.model, train=args.train,
                                      test=args.test, image_tokenizer=args.image_tokenizer, block=args.block,
-                                     client=client, log=_log)
+                                     client=client, catalog=args.catalog, images=args.images,
+                                     test_fraction=args.test_fraction, log=_log)
         finally:
             if client is not None:
                 client.close()
-    except ScimechError as err:        # bad input: the message says what and how to fix it
+    except (ScimechError, FileNotFoundError) as err:   # bad input: the message says what and how to fix it
         print(f"scimech astro study: {err}", file=sys.stderr)
         return 2
     print(f"report: {write_report(res, out, timings=timings)}")
@@ -198,6 +208,13 @@ def register(subparsers) -> None:
     st.add_argument("--train", type=Path)
     st.add_argument("--test", type=Path)
     st.add_argument("--image-tokenizer", type=Path)
+    st.add_argument("--catalog", type=Path, default=None,
+                    help="your Legacy Survey DR10 catalogue (FITS: FLUX_G/R/I/Z, FLUX_IVAR_*, SHAPE_R, SHAPE_E1/E2, "
+                         "EBV, plus Z and A_V); its rows are split into training and test galaxies")
+    st.add_argument("--images", type=Path, default=None,
+                    help="(N, 4, H, W) g, r, i, z cut-outs in nanomaggies, one per catalogue row (.npy or FITS)")
+    st.add_argument("--test-fraction", type=float, default=0.25,
+                    help="share of the catalogue's galaxies held out as the test set (default 0.25)")
     st.add_argument("--out", type=Path, required=True)
     st.add_argument("--block", type=int, default=None, help="block for the head study (default: localised)")
     st.add_argument("--seed", type=int, default=0)
