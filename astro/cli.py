@@ -75,16 +75,18 @@ def cmd_train(args) -> int:
 
 
 def write_report(res: dict, out: Path, *, title: str = "AION-1 redshift head analysis (stand-in)",
-                 timings: dict | None = None) -> Path:
-    """Figures, tables and the plain list of which findings reproduce."""
+                 timings: dict | None = None, galaxies: str | None = None) -> Path:
+    """Figures, tables and the plain list of which findings reproduce.
+
+    ``galaxies`` says what the study ran on (default: the synthetic galaxies of the stand-in)."""
     from scimech.report import Report
 
     from . import analysis, plots
 
     rep = Report(out, title=title)
-    rep.text("Stand-in: a small `aion.AION` subclass (coarse 6x6 image-token grid) trained on synthetic "
-             "galaxies (kcorrect SEDs, Calzetti dust, DECam photometry, bulge+disk Sersic images). "
-             "'photometry' hides the image tokens with AION's input mask; 'multimodal' shows them.")
+    rep.text((galaxies or "Stand-in: a small `aion.AION` subclass (coarse 6x6 image-token grid) trained on synthetic "
+              "galaxies (kcorrect SEDs, Calzetti dust, DECam photometry, bulge+disk Sersic images).")
+             + " 'photometry' hides the image tokens with AION's input mask; 'multimodal' shows them.")
     fnd = analysis.findings(res)
     lines = ["## Findings of the reference study, tested here", ""]
     for f in fnd:
@@ -175,7 +177,13 @@ def cmd_study(args) -> int:
     except (ScimechError, FileNotFoundError) as err:   # bad input: the message says what and how to fix it
         print(f"scimech astro study: {err}", file=sys.stderr)
         return 2
-    print(f"report: {write_report(res, out, timings=timings)}")
+    galaxies = None
+    if args.catalog is not None:
+        galaxies = (f"Galaxies: the Legacy Survey catalogue {args.catalog}"
+                    + (f" with the cut-outs {args.images}" if args.images else " (photometry only)")
+                    + f", split at random (seed {args.seed}) into training and {args.test_fraction:.0%} test rows; "
+                    + (f"model {args.model}." if args.model else "a stand-in `aion.AION` trained on the training rows."))
+    print(f"report: {write_report(res, out, timings=timings, galaxies=galaxies)}")
     return 0
 
 

@@ -143,6 +143,7 @@ def test_study_cli_runs_on_a_catalogue(truth, tmp_path, capsys):
     args = ["astro", "study", "--catalog", str(path), "--images", str(cube), "--out", str(out), "--epochs", "1",
             "--batch-size", "40", "--n-bootstrap", "20", "--chunk-size", "20"]
     assert main(args) == 0
+    assert "Galaxies: the Legacy Survey catalogue" in (out / "report.md").read_text()
     train = read_rows(out / "train.fits")
     test = read_rows(out / "test.fits")
     kept = np.setdiff1d(np.arange(N), [BAD_IVAR, BAD_SHAPE, BAD_PIXEL])
