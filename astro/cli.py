@@ -11,10 +11,15 @@ Examples::
     scimech astro study --quick --out runs/astro      # everything, small, in one go
     scimech astro study --full --workers 2 --out runs/astro-full   # larger, units on 2 Dask workers
     scimech astro study --quick --cluster cluster.toml --out /scratch/$USER/astro   # SLURM / PBS
+    scimech astro study --catalog dr10.fits --images cutouts.npy --out runs/astro/dr10   # your galaxies
 
 The study runs as resumable units (astro.execution): the samples, the training, and the
 head interventions over chunks of the test set (``--chunk-size``). Rerunning the same
 command with the same ``--out`` redoes only the units that did not finish.
+
+``--catalog`` (with ``--images``) studies your Legacy Survey DR10 galaxies instead of
+synthetic ones (astro.catalog.read_legacy_survey): without ``--model`` a stand-in is trained
+on a random 75% of them (``--test-fraction``) and studied on the rest.
 
 ``--model`` may also be a real AION-1 folder (config.json, model.safetensors,
 codecs/<NAME>/...); its image codec (``codecs/image/``) then tokenises the images (96x96
@@ -70,16 +75,18 @@ def cmd_train(args) -> int:
 
 
 def write_report(res: dict, out: Path, *, title: str = "AION-1 redshift head analysis (stand-in)",
-                 timings: dict | None = None) -> Path:
-    """Figures, tables and the plain list of which findings reproduce."""
+                 timings: dict | None = None, galaxies: str | None = None) -> Path:
+    """Figures, tables and the plain list of which findings reproduce.
+
+    ``galaxies`` says what the study ran on (default: the synthetic galaxies of the stand-in)."""
     from scimech.report import Report
 
     from . import analysis, plots
 
     rep = Report(out, title=title)
-    rep.text("Stand-in: a small `aion.AION` subclass (coarse 6x6 image-token grid) trained on synthetic "
-             "galaxies (kcorrect SEDs, Calzetti dust, DECam photometry, bulge+disk Sersic images). "
-             "'photometry' hides the image tokens with AION's input mask; 'multimodal' shows them.")
+    rep.text((galaxies or "Stand-in: a small `aion.AION` subclass (coarse 6x6 image-token grid) trained on synthetic "
+              "galaxies (kcorrect SEDs, Calzetti dust, DECam photometry, bulge+disk Sersic images).")
+             + " 'photometry' hides the image tokens with AION's input mask; 'multimodal' shows them.")
     fnd = analysis.findings(res)
     lines = ["## Findings of the reference study, tested here", ""]
     for f in fnd:
@@ -140,7 +147,11 @@ def cmd_study(args) -> int:
 
     out = Path(args.out)
     given = [getattr(args, n) is not None for n in ("model", "train", "test")]
-    if not (args.quick or args.full) and not all(given):
+    if args.catalog is not None and (args.quick or args.full):
+        print("scimech astro study: --catalog studies your galaxies; do not combine it with --quick/--full "
+              "(they synthesise galaxies).", file=sys.stderr)
+        return 2
+    if args.catalog is None and not (args.quick or args.full) and not all(given):
         missing = [n for n, g in zip(("model", "train", "test"), given, strict=True) if not g]
         print(f"scimech astro study: give --{', --'.join(missing)} (or --quick / --full).", file=sys.stderr)
         return 2
@@ -158,14 +169,21 @@ def cmd_study(args) -> int:
         try:
             res, timings = run_study(out, sizes=_sizes(args), seed=args.seed, model=args.model, train=args.train,
                                      test=args.test, image_tokenizer=args.image_tokenizer, block=args.block,
-                                     client=client, log=_log)
+                                     client=client, catalog=args.catalog, images=args.images,
+                                     test_fraction=args.test_fraction, log=_log)
         finally:
             if client is not None:
                 client.close()
-    except ScimechError as err:        # bad input: the message says what and how to fix it
+    except (ScimechError, FileNotFoundError) as err:   # bad input: the message says what and how to fix it
         print(f"scimech astro study: {err}", file=sys.stderr)
         return 2
-    print(f"report: {write_report(res, out, timings=timings)}")
+    galaxies = None
+    if args.catalog is not None:
+        galaxies = (f"Galaxies: the Legacy Survey catalogue {args.catalog}"
+                    + (f" with the cut-outs {args.images}" if args.images else " (photometry only)")
+                    + f", split at random (seed {args.seed}) into training and {args.test_fraction:.0%} test rows; "
+                    + (f"model {args.model}." if args.model else "a stand-in `aion.AION` trained on the training rows."))
+    print(f"report: {write_report(res, out, timings=timings, galaxies=galaxies)}")
     return 0
 
 
@@ -198,6 +216,13 @@ def register(subparsers) -> None:
     st.add_argument("--train", type=Path)
     st.add_argument("--test", type=Path)
     st.add_argument("--image-tokenizer", type=Path)
+    st.add_argument("--catalog", type=Path, default=None,
+                    help="your Legacy Survey DR10 catalogue (FITS: FLUX_G/R/I/Z, FLUX_IVAR_*, SHAPE_R, SHAPE_E1/E2, "
+                         "EBV, plus Z and A_V); its rows are split into training and test galaxies")
+    st.add_argument("--images", type=Path, default=None,
+                    help="(N, 4, H, W) g, r, i, z cut-outs in nanomaggies, one per catalogue row (.npy or FITS)")
+    st.add_argument("--test-fraction", type=float, default=0.25,
+                    help="share of the catalogue's galaxies held out as the test set (default 0.25)")
     st.add_argument("--out", type=Path, required=True)
     st.add_argument("--block", type=int, default=None, help="block for the head study (default: localised)")
     st.add_argument("--seed", type=int, default=0)

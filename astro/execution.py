@@ -6,7 +6,8 @@ The study is cut into independent *units*, each a task of
 redoes only the units that did not finish:
 
 * ``synth/train``, ``synth/test``: the synthetic samples (``<out>/train.fits``,
-  ``<out>/test.fits``, written atomically);
+  ``<out>/test.fits``, written atomically), or ``catalog/split``: your catalogue
+  (:func:`astro.catalog.read_legacy_survey`) split at random into those two files;
 * ``train``: the stand-in AION (``<out>/model/``, written to a temporary sibling and moved
   into place, so a killed training leaves no model that looks finished);
 * ``interventions/block=B/rows=A-Z``: the head study of block ``B`` on test galaxies
@@ -40,8 +41,8 @@ import xarray as xr
 from scimech.errors import ConfigError
 
 __all__ = ["QUICK", "FULL", "PLAN_NAME", "load_sample", "save_sample", "load_adapter", "train_standin",
-           "synth_unit", "train_unit", "interventions_unit", "run_study", "save_study", "load_study",
-           "STUDY_NAMES"]
+           "synth_unit", "catalog_unit", "train_unit", "interventions_unit", "run_study", "save_study", "load_study",
+           "STUDY_NAMES", "STANDIN_STAMP"]
 
 #: sizes of the quick (demo/test) and full runs; ``chunk_size``: test galaxies per intervention unit
 QUICK = dict(n_train=1600, n_test=600, epochs=40, batch_size=64, n_bootstrap=200, chunk_size=150)
@@ -50,7 +51,12 @@ PLAN_NAME = "plan.json"
 STUDY_NAMES = ("advantage", "layers", "head_probes", "radial", "interventions", "bias", "predictions")
 #: keys of a plan that decide what the units compute (the rest may change between reruns)
 _PLAN_KEYS = ("source", "n_train", "n_test", "epochs", "batch_size", "seed", "model", "train", "test",
-              "image_tokenizer")
+              "image_tokenizer", "catalog", "images", "test_fraction")
+#: cut-out size [pixels] of the stand-in's image grid (6 x 6 tokens of 4 x 4 pixels)
+STANDIN_STAMP = 24
+#: catalogue columns the study needs besides the survey's own
+STUDY_TRUTH = {"z": "a redshift column Z (or REDSHIFT, Z_SPEC), e.g. DESI spectroscopic redshifts joined to the rows",
+               "a_v": "an attenuation column A_V (or AV) in mag, e.g. from the DESI FastSpecFit value-added catalogue"}
 
 
 # ---------------------------------------------------------------- files
@@ -156,6 +162,35 @@ def synth_unit(path: str, n: int, seed: int) -> dict[str, Any]:
     return {"file": str(path), "n": len(s), "seed": int(seed), "seconds": time.perf_counter() - t0}
 
 
+def catalog_unit(catalog: str, images: str | None, train_path: str, test_path: str, test_fraction: float,
+                 seed: int, stamp: int | None) -> dict[str, Any]:
+    """Read a Legacy Survey catalogue (and cut-outs), split its rows at random (``seed``) into
+    ``test_fraction`` test and the rest training galaxies, and write both samples."""
+    import warnings
+
+    from scimech.errors import MissingVariableError
+
+    from .catalog import read_legacy_survey
+
+    with warnings.catch_warnings(record=True) as caught:   # the dropped-rows count goes into the result
+        warnings.simplefilter("always")
+        s = read_legacy_survey(catalog, images, stamp=stamp)
+    lacking = [why for k, why in STUDY_TRUTH.items() if k not in s.catalog.colnames]
+    if lacking:
+        raise MissingVariableError(f"{catalog}: the study scores redshifts and reads dust, so it needs "
+                                   f"{'; '.join(lacking)}.")
+    n = len(s)
+    n_test = int(round(test_fraction * n))
+    if not 0 < n_test < n:
+        raise ConfigError(f"--test-fraction {test_fraction} leaves {n_test} of {n} usable galaxies for the test "
+                          "set; choose a fraction that keeps both sets non-empty.")
+    order = np.random.default_rng(seed).permutation(n)
+    save_sample(s[np.sort(order[n_test:])], train_path)
+    save_sample(s[np.sort(order[:n_test])], test_path)
+    return {"n_train": n - n_test, "n_test": n_test, "n_rejected": int(s.meta["n_rejected"]),
+            "rejected": s.meta["rejected"], "warnings": [str(w.message) for w in caught]}
+
+
 def train_unit(train_path: str, model_dir: str, epochs: int, batch_size: int, seed: int) -> dict[str, Any]:
     """Train the stand-in on ``train_path`` and move the checkpoint into ``model_dir`` when complete."""
     from .models import standin as M
@@ -234,6 +269,7 @@ def _check_sizes(sizes: Mapping[str, Any] | None) -> dict[str, Any]:
 def run_study(out: str | Path, *, sizes: Mapping[str, Any] | None = None, seed: int = 0,
               model: str | Path | None = None, train: str | Path | None = None, test: str | Path | None = None,
               image_tokenizer: str | Path | None = None, block: int | None = None, client=None,
+              catalog: str | Path | None = None, images: str | Path | None = None, test_fraction: float = 0.25,
               log: Callable[[str], None] | None = None) -> tuple[dict[str, xr.Dataset], dict[str, float]]:
     """The whole astro study as resumable units; results saved under ``out/study``.
 
@@ -247,6 +283,12 @@ def run_study(out: str | Path, *, sizes: Mapping[str, Any] | None = None, seed: 
         ``chunk_size`` (test galaxies per intervention unit); missing keys from :data:`QUICK`.
     model, train, test
         An existing checkpoint folder and samples: then nothing is synthesised or trained.
+    catalog, images, test_fraction
+        Your Legacy Survey catalogue (and ``(N, 4, H, W)`` cut-outs) instead of synthetic
+        galaxies (:func:`astro.catalog.read_legacy_survey`; it needs ``Z`` and ``A_V``
+        columns): its rows are split at random (``seed``) into ``test_fraction`` test and
+        training galaxies; with ``model`` that checkpoint is studied, without it a stand-in
+        is trained on the training rows (cut-outs centre-cropped to 24 x 24 pixels).
     client
         A Dask client (``scimech.parallel.client_from_args``), or ``None`` to run the units
         here one after the other.
@@ -265,11 +307,28 @@ def run_study(out: str | Path, *, sizes: Mapping[str, Any] | None = None, seed: 
     out = Path(out)
     sz = _check_sizes(sizes)
     given = [x is not None for x in (model, train, test)]
-    if any(given) and not all(given):
+    if catalog is not None:
+        if train is not None or test is not None:
+            raise ConfigError("--catalog replaces --train and --test (its rows are split into both); give one or "
+                              "the other.")
+        source = "catalog"
+    elif images is not None:
+        raise ConfigError("--images goes with --catalog (one cut-out per catalogue row).")
+    elif any(given) and not all(given):
         raise ConfigError("give all of --model, --train and --test (an existing study), or none of them "
                           "(synthesise and train here).")
-    source = "given" if all(given) else "synthetic"
+    else:
+        source = "given" if all(given) else "synthetic"
     plan = dict(sz, seed=int(seed), source=source, image_tokenizer=str(image_tokenizer) if image_tokenizer else None)
+    if source == "catalog":
+        if not 0 < test_fraction < 1:
+            raise ConfigError(f"test_fraction must be between 0 and 1; got {test_fraction}.")
+        for f in (catalog, images, model):
+            if f is not None and not Path(f).exists():
+                raise FileNotFoundError(f"No file or folder at {f}.")
+        plan.update(catalog=str(Path(catalog).resolve()), images=str(Path(images).resolve()) if images else None,
+                    test_fraction=float(test_fraction), n_train=None, n_test=None,
+                    model=str(Path(model).resolve()) if model is not None else None)
     if source == "given":
         model, train, test = (Path(x).resolve() for x in (model, train, test))
         plan.update(model=str(model), train=str(train), test=str(test), n_train=None, n_test=None, epochs=None,
@@ -280,21 +339,36 @@ def run_study(out: str | Path, *, sizes: Mapping[str, Any] | None = None, seed: 
     store = UnitStore(out / "units")
     timings: dict[str, float] = {}
     t = time.perf_counter()
-    if source == "synthetic":   # absolute paths: units may run on other machines sharing the filesystem
+    if source in ("synthetic", "catalog"):   # absolute paths: units may run on other machines sharing the filesystem
         base = out.resolve()
-        train, test, model = base / "train.fits", base / "test.fits", base / "model"
-        say("synthesise (units synth/train, synth/test)")
-        map_units(synth_unit, {"synth/train": dict(path=str(train), n=int(sz["n_train"]), seed=int(seed)),
-                               "synth/test": dict(path=str(test), n=int(sz["n_test"]), seed=int(seed) + 1000)},
-                  store, client=client, desc="astro synth")
-        timings["synthesize"] = time.perf_counter() - t
+        train, test = base / "train.fits", base / "test.fits"
+        if source == "synthetic":
+            say("synthesise (units synth/train, synth/test)")
+            map_units(synth_unit, {"synth/train": dict(path=str(train), n=int(sz["n_train"]), seed=int(seed)),
+                                   "synth/test": dict(path=str(test), n=int(sz["n_test"]), seed=int(seed) + 1000)},
+                      store, client=client, desc="astro synth")
+            timings["synthesize"] = time.perf_counter() - t
+        else:
+            say(f"read and split the catalogue {catalog} (unit catalog/split)")
+            got = map_units(catalog_unit, {"catalog/split": dict(
+                catalog=plan["catalog"], images=plan["images"], train_path=str(train), test_path=str(test),
+                test_fraction=float(test_fraction), seed=int(seed), stamp=None if model is not None else STANDIN_STAMP)},
+                store, client=client, desc="astro catalogue")["catalog/split"]
+            for w in got["warnings"]:
+                say(w)
+            say(f"{got['n_train']} training / {got['n_test']} test galaxies; {got['n_rejected']} rows dropped")
+            timings["read catalogue"] = time.perf_counter() - t
         t = time.perf_counter()
+    if source == "synthetic" or (source == "catalog" and model is None):
+        model = out.resolve() / "model"
         say("train the stand-in (unit train)")
         map_units(train_unit, {"train": dict(train_path=str(train), model_dir=str(model), epochs=int(sz["epochs"]),
                                              batch_size=int(sz["batch_size"]), seed=int(seed))},
                   store, client=client, desc="astro train")
         timings["train"] = time.perf_counter() - t
         t = time.perf_counter()
+    if source in ("synthetic", "catalog"):
+        model = Path(model).resolve()
         ad = load_adapter(model, image_tokenizer)
         train_s, test_s = load_sample(train), load_sample(test)
     tok = str(Path(image_tokenizer).resolve()) if image_tokenizer else None

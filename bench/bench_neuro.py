@@ -20,6 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import scimech
+
 HERE = Path(__file__).resolve().parent
 G = 4          # candidates per generation
 REPEATS = 4    # generations timed per setting (different proposer seeds; the order of the
@@ -96,7 +98,7 @@ def main() -> int:
         "## neuro",
         "",
         "Command: `python -m bench.bench_neuro` "
-        f"({os.cpu_count()} cores shared with other jobs; load average {load0[0]:.2f} at the start, "
+        f"(scimech {scimech.__version__}; {os.cpu_count()} cores shared with other jobs; load average {load0[0]:.2f} at the start, "
         f"{load1[0]:.2f} at the end; numpy simulator at dt = 1 ms, RK4 body).",
         "",
         "| measure | value |",

@@ -18,6 +18,8 @@ os.environ.setdefault("SCIMECH_QUIET", "1")
 
 import numpy as np  # noqa: E402
 
+import scimech  # noqa: E402
+
 HERE = Path(__file__).resolve().parent
 
 CHILD = r"""
@@ -123,8 +125,9 @@ def main() -> int:
     lines = [
         "## ocean",
         "",
-        f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores (shared), python "
-        f"{platform.python_version()}. Total {time.perf_counter() - t_all:.0f} s.",
+        f"Command: `python -m bench.bench_ocean` (scimech {scimech.__version__}, Python "
+        f"{platform.python_version()}). Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} "
+        f"cores (shared). Total {time.perf_counter() - t_all:.0f} s.",
         "",
         f"**Loader throughput** (patches 16x16, window 6 months x 7 variables, grid {lo['grid']}, zarr v3 chunks of "
         "12 months): ",

@@ -24,9 +24,12 @@ def best_of(fn, repeat: int = 5, number: int = 1) -> float:
 
 
 def write_section(name: str, title: str, lines: list[str]) -> Path:
+    """Write ``bench/results/<name>.md``: the title, the command and the versions that produced it, ``lines``."""
+    import scimech
+
     cmd = "python -m bench.bench_" + name
-    text = "\n".join([f"## {title}", "", f"Command: `{cmd}` (Python {platform.python_version()}, "
-                      f"{time.strftime('%Y-%m-%d')})", "", *lines, ""])
+    text = "\n".join([f"## {title}", "", f"Command: `{cmd}` (scimech {scimech.__version__}, "
+                      f"Python {platform.python_version()})", "", *lines, ""])
     out = HERE / "results" / f"{name}.md"
     out.parent.mkdir(exist_ok=True)
     out.write_text(text)

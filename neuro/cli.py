@@ -1,6 +1,8 @@
 """``scimech neuro simulate | baselines | study (alias discover) | plot`` and the quick ``demo``.
 
-``baselines`` and ``study`` take ``--workers N`` (a local Dask cluster of N worker
+``baselines`` and ``study`` run on the simulated zebrafish, or on your traces with ``--data``
+(:func:`neuro.data.from_traces`: activity (time, neuron) with a condition per time step).
+They take ``--workers N`` (a local Dask cluster of N worker
 processes), ``--cluster CONFIG`` (SLURM/PBS via dask-jobqueue) or ``--scheduler ADDRESS``;
 without them everything runs serially in this process. Their units (baseline fits, candidate
 evaluations) are stored under ``--out``: rerunning the same command redoes only unfinished ones.
@@ -46,15 +48,29 @@ def _names(text: str | None) -> list[str] | None:
     return names
 
 
+def _task(args):
+    """Your traces (``--data``) or the simulated task."""
+    if args.data is not None:
+        import numpy as np
+
+        from .data import from_traces
+
+        conditions = np.load(args.conditions) if args.conditions is not None else None
+        return from_traces(args.data, conditions=conditions, dt=args.dt, held_out=args.held_out or (),
+                           context=args.context, horizon=args.horizon, max_windows=args.max_windows, seed=args.seed)
+    from .tasks import build_task
+
+    return build_task(not args.full, context=args.context, horizon=args.horizon, seed=args.seed,
+                      duration=args.duration, max_windows=args.max_windows)
+
+
 def _baselines(args) -> int:
     from scimech.parallel import client_from_args
 
     from .study import run_baselines
-    from .tasks import build_task
 
     names = _names(args.baselines)
-    task = build_task(not args.full, context=args.context, horizon=args.horizon, seed=args.seed,
-                      duration=args.duration, max_windows=args.max_windows)
+    task = _task(args)
     args.out.mkdir(parents=True, exist_ok=True)
     client = client_from_args(args)
     try:
@@ -84,7 +100,8 @@ def _discover(args) -> int:
         path = run_study(args.out, quick=not args.full, context=args.context, horizon=args.horizon,
                          max_nodes=args.nodes, workers=1, seed=args.seed, proposer_factory=factory,
                          duration=args.duration, baselines=names, client=client, generation=args.generation,
-                         max_windows=args.max_windows, search_seconds=args.search_seconds)
+                         max_windows=args.max_windows, search_seconds=args.search_seconds,
+                         task=_task(args) if args.data is not None else None)
     finally:
         if client is not None:
             client.close()
@@ -138,6 +155,16 @@ def register(subparsers) -> None:
         q.add_argument("--baselines", default=None, metavar="NAMES",
                        help="comma-separated baselines to fit (default: all)")
         q.add_argument("--out", type=Path, default=Path(f"runs/neuro/{name}"))
+        q.add_argument("--data", type=Path, default=None,
+                       help="your traces instead of the simulator: a zarr store or netCDF file with activity "
+                       "(time, neuron) and condition (time) [split, trial, stimulus optional], or a .npy "
+                       "(time, neuron) array with --conditions and --dt (neuro.data.from_traces)")
+        q.add_argument("--conditions", type=Path, default=None, help="with a .npy --data: a .npy of one "
+                       "stimulus-condition label per time step")
+        q.add_argument("--dt", type=float, default=None, help="with --data: seconds between samples (default: "
+                       "the file's time coordinate)")
+        q.add_argument("--held-out", nargs="+", default=None, metavar="CONDITION",
+                       help="with --data: conditions never trained on (the OOD suite held_out_condition)")
         if name == "study":
             q.add_argument("--nodes", type=int, default=None, help="node budget per search (default 12 quick, 40 full)")
             q.add_argument("--generation", type=int, default=2,

@@ -119,9 +119,14 @@ def physiology_scores(traces: np.ndarray, task, ref: np.ndarray | None = None) -
 
 
 def faithfulness(arrays: dict, metrics: dict, task) -> dict:
-    """All faithfulness numbers of one evaluated model (from the sandbox's arrays)."""
+    """All faithfulness numbers of one evaluated model (from the sandbox's arrays).
+
+    A task without ground truth (``true_weights`` None: your recorded traces, see
+    :func:`neuro.data.from_traces`) gets NaN connectivity and impulse scores."""
     out = {}
-    if "jacobian" in arrays:
+    if task.true_weights is None:   # recorded data: no true circuit to compare with
+        out.update(sign_accuracy=np.nan, weight_correlation=np.nan, edge_auroc=np.nan, impulse_distance=np.nan)
+    elif "jacobian" in arrays:
         out.update(connectivity_scores(arrays["jacobian"], task.true_weights))
     if "impulse_pred" in arrays and task.signal == "rates":  # the true response is in rate space
         if "impulse_true" not in task.probes:

@@ -83,8 +83,9 @@ class ForecastTask:
         Neuron table of the observed units (``type``, ``side``, ``segment``, ``region``,
         ``name``), ``dt`` (s), ``stim_scale`` and the prior mask/sign (``prior_mask``,
         ``prior_sign``) that structural-prior models may use.
-    true_weights : np.ndarray
-        True signed weights among observed units (post x pre).
+    true_weights : np.ndarray or None
+        True signed weights among observed units (post x pre); None for recorded data
+        (:func:`neuro.data.from_traces`).
     """
 
     name: str
@@ -98,7 +99,7 @@ class ForecastTask:
     test: Windows
     ood: dict
     meta: dict
-    true_weights: np.ndarray
+    true_weights: np.ndarray | None
     recording: xr.Dataset | None = None
     probes: dict = field(default_factory=dict)
 

@@ -15,12 +15,12 @@ geostrophic advection from SSH, Ekman advection from wind stress, surface flux, 
 residual ``dMLHC/dt - sum(terms)``. Geostrophic and Ekman terms are masked within
 ``equator_mask_deg`` of the equator, where ``f -> 0``.
 
-``NEMO_NAMES`` maps ORAS5 / NEMO variable and dim names to the scimech ocean schema.
+Product names (ORAS5 / NEMO ``votemper``, ``vosaline``, ``deptht``, ...) are renamed with
+:func:`ocean.variables.rename_to_study`; :func:`ocean.data.from_nemo` maps a whole product
+onto the study's layout.
 """
 
 from __future__ import annotations
-
-from collections.abc import Mapping
 
 import gsw
 import numpy as np
@@ -29,10 +29,9 @@ import xarray as xr
 from . import grid
 from .constants import CP0, RHO0, G, coriolis
 from .errors import require_vars
+from .variables import rename_to_study
 
 __all__ = [
-    "NEMO_NAMES",
-    "from_nemo",
     "teos10",
     "mixed_layer_depth",
     "mixed_layer_heat_content",
@@ -41,66 +40,6 @@ __all__ = [
     "budget_terms",
     "open_xoa_sample",
 ]
-
-# ORAS5 (NEMO) names -> scimech schema (2-D monthly fields of ORAS5 and 3-D fields)
-NEMO_NAMES: dict[str, str] = {
-    "somxl010": "mld",  # mixed-layer depth, sigma0 threshold 0.01 kg m-3
-    "somxl030": "mld",  # threshold 0.03 kg m-3
-    "sossheig": "zos",
-    "sosstsst": "sst",
-    "sosaline": "sss",
-    "sohefldo": "qnet",
-    "sozotaux": "tauu",
-    "sometauy": "tauv",
-    "sowsc": "wsc",
-    "votemper": "thetao",
-    "vosaline": "so",
-    "vozocrtx": "uo",
-    "vomecrty": "vo",
-    "time_counter": "time",
-    "deptht": "depth",
-    "nav_lat": "lat",
-    "nav_lon": "lon",
-    "latitude": "lat",
-    "longitude": "lon",
-    "member_id": "member",
-    "number": "member",
-}
-
-_UNITS_FIX = {"degC": "degree_Celsius", "degrees_C": "degree_Celsius", "deg C": "degree_Celsius",
-              "N/m2": "N m-2", "W/m2": "W m-2"}
-
-
-def from_nemo(ds: xr.Dataset, extra: Mapping[str, str] | None = None) -> xr.Dataset:
-    """Rename ORAS5 / NEMO variables and dims to the scimech schema and tidy units.
-
-    Parameters
-    ----------
-    ds
-        A dataset with NEMO names (``somxl010``, ``sossheig``, ``sosstsst``, ...).
-    extra
-        More ``{old: new}`` renames.
-
-    Returns
-    -------
-    xr.Dataset
-        Renamed (only names present are renamed) with CF unit spellings
-        (``degC`` -> ``degree_Celsius``, ``N/m2`` -> ``N m-2``).
-    """
-    names = {**NEMO_NAMES, **(extra or {})}
-    ren = {k: v for k, v in names.items() if k in ds.variables or k in ds.dims}
-    seen: dict[str, str] = {}
-    for old, new in list(ren.items()):
-        if new in seen or (new in ds.variables and new not in ren):
-            ren.pop(old)  # keep the first source of a target name (e.g. somxl010 over somxl030)
-        else:
-            seen[new] = old
-    out = ds.rename(ren)
-    for v in out.data_vars:
-        u = out[v].attrs.get("units")
-        if u in _UNITS_FIX:
-            out[v].attrs["units"] = _UNITS_FIX[u]
-    return out
 
 
 def _dim(da: xr.DataArray | xr.Dataset, *cands: str) -> str:
@@ -256,7 +195,8 @@ def budget_terms(ds: xr.Dataset, *, threshold: float = 0.03, ref_depth: float = 
         Needs ``thetao`` (potential temperature, degree_Celsius) and ``so`` (practical
         salinity) on ``(time, depth, lat, lon)``; uses ``uo``, ``vo`` (m s-1), ``zos``
         (m), ``tauu``, ``tauv`` (N m-2) and ``qnet`` (W m-2) when present. Names may be
-        NEMO ones (see :func:`from_nemo`) or CMEMS ones (``latitude`` / ``longitude``).
+        NEMO ones (``votemper``, ``vosaline``, ``deptht``, ``nav_lat``; see
+        :data:`ocean.variables.PRODUCT_NAMES`) or CMEMS ones (``latitude`` / ``longitude``).
 
     Returns
     -------
@@ -266,7 +206,7 @@ def budget_terms(ds: xr.Dataset, *, threshold: float = 0.03, ref_depth: float = 
         (geostrophic, from ``zos``), ``q_ekman`` (from wind stress), ``q_surf`` and
         ``residual`` = dmlhc_dt - the sum of the available terms.
     """
-    ds = from_nemo(ds)
+    ds, _ = rename_to_study(ds)
     require_vars(ds, ["thetao", "so"], where="budget_terms")
     th = teos10(ds["thetao"], ds["so"])
     mld = mixed_layer_depth(th["sigma0"], threshold=threshold, ref_depth=ref_depth)

@@ -1,7 +1,9 @@
 """``scimech ocean synth | train | study | heatwaves | plot`` and the quick ``demo``.
 
 Every command takes ``--config FILE.yaml`` (fields of :class:`~ocean.experiment.StudyConfig`;
-``synth:`` holds :class:`~ocean.synthetic.SynthConfig` fields) and ``--out``.
+``synth:`` holds :class:`~ocean.synthetic.SynthConfig` fields) and ``--out``. ``train``,
+``study`` and ``heatwaves`` take ``--data PATH``: your zarr store or netCDF file, in the
+study's layout or with ORAS5 / NEMO / CMEMS names (:func:`ocean.data.open_store`).
 """
 
 from __future__ import annotations
@@ -13,6 +15,9 @@ import time
 from pathlib import Path
 
 __all__ = ["register", "demo", "main"]
+
+_DATA_HELP = ("your data: a zarr store or netCDF file in the study's layout or with ORAS5 / NEMO / CMEMS names "
+              "and units (mapped by ocean.data.open_store; see docs/ocean.md); default: the synthetic ocean")
 
 
 def _common(p: argparse.ArgumentParser, out_default: str) -> None:
@@ -44,7 +49,7 @@ def register(subparsers) -> None:
     t = sub.add_parser("train", help="train one regime / seed and print its skill",
                        description="Train one OceanCBM model on a zarr store (or the synthetic default).")
     _common(t, "runs/ocean/train")
-    t.add_argument("--data", type=Path, default=None, help="zarr store (default: synthetic)")
+    t.add_argument("--data", type=Path, default=None, help=_DATA_HELP)
     t.add_argument("--regime", default="mixed")
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--epochs", type=int, default=None)
@@ -54,7 +59,7 @@ def register(subparsers) -> None:
                         description="Run the OceanCBM study (resumable: finished units are skipped) and write "
                         "a report.")
     _common(st, "runs/ocean/study")
-    st.add_argument("--data", type=Path, default=None, help="zarr store (default: synthetic)")
+    st.add_argument("--data", type=Path, default=None, help=_DATA_HELP)
     st.add_argument("--seeds", type=int, nargs="+", default=None)
     st.add_argument("--regimes", nargs="+", default=None)
     st.add_argument("--epochs", type=int, default=None)
@@ -65,7 +70,7 @@ def register(subparsers) -> None:
     h = sub.add_parser("heatwaves", help="Hobday marine heatwaves in MLHC vs SST",
                        description="Detect marine heatwaves (Hobday et al. 2016, any time step) in MLHC and SST.")
     _common(h, "runs/ocean/heatwaves")
-    h.add_argument("--data", type=Path, default=None, help="zarr store (default: synthetic)")
+    h.add_argument("--data", type=Path, default=None, help=_DATA_HELP)
     h.set_defaults(func=_heatwaves)
 
     pl = sub.add_parser("plot", help="figures and report from a finished study folder")
@@ -149,9 +154,11 @@ def _heatwaves(args) -> int:
     from scimech import results
 
     from . import data, heatwaves, synthetic
+    from .errors import require_vars
 
     if args.data:
-        ds = data.open_zarr(args.data)
+        ds = data.open_store(args.data, validate_schema=False)
+        require_vars(ds, ["mlhc", "sst"], where=f"heatwaves on {args.data}")
     else:
         ds = synthetic.generate(synthetic.SynthConfig(**_cfg(args).synth))
     cmp = heatwaves.compare_mlhc_sst(ds[["mlhc", "sst"]].compute())

@@ -39,7 +39,8 @@ from scimech.geometry import linear_cka, pairwise, procrustes_distance
 from . import data as odata
 from .model import build_model
 from .recovery import recovery
-from .synthetic import CONCEPTS, INPUTS, PRESCRIBED, VAR_ATTRS, SynthConfig, generate
+from .synthetic import SynthConfig, generate
+from .variables import CONCEPTS, INPUTS, PRESCRIBED, VAR_ATTRS
 
 __all__ = ["StudyConfig", "load_config", "prepare_data", "train_unit", "run_study", "analyse", "SEASONS"]
 
@@ -51,7 +52,8 @@ class StudyConfig:
     """Settings of the study (quick defaults: a few minutes on 2 CPU cores).
 
     ``synth`` overrides :class:`~ocean.synthetic.SynthConfig` fields; ``data`` points to
-    your own zarr store instead (schema in ``docs/ocean.md``).
+    your own zarr store or netCDF file instead, in the study's layout or with ORAS5 / NEMO /
+    CMEMS names (:func:`ocean.data.open_store`; ``docs/ocean.md``).
     """
 
     synth: dict = field(default_factory=lambda: {"years": 12, "ny": 12, "nx": 16})
@@ -160,14 +162,37 @@ def load_config(path: str | Path | None = None, *, quick: bool = True, **overrid
 
 
 def prepare_data(cfg: StudyConfig, out: Path) -> Path:
-    """The zarr store the study reads: ``cfg.data`` or a synthetic ocean written to
-    ``out/ocean.zarr`` (generated once; reused on resume)."""
-    if cfg.data:
-        return Path(cfg.data)
+    """The zarr store the study reads.
+
+    Without ``cfg.data``: a synthetic ocean written to ``out/ocean.zarr`` (generated once;
+    reused on resume). With it: the zarr store itself when it is already in the study's
+    layout, else (a netCDF file, or ORAS5 / NEMO / CMEMS names and units) the store mapped
+    by :func:`ocean.data.open_store` and written to ``out/ocean.zarr`` once.
+
+    Raises
+    ------
+    ConfigError
+        ``out/ocean.zarr`` holds another dataset (a rerun into a folder of another study).
+    """
     path = Path(out) / "ocean.zarr"
-    if not (path / "zarr.json").exists():
+    source = str(Path(cfg.data).resolve()) if cfg.data else None
+    if source is not None:
+        ds = odata.open_store(cfg.data, target=cfg.target)
+        if not ds.attrs.get("mapping") and Path(cfg.data).is_dir():
+            return Path(cfg.data)
+    if (path / "zarr.json").exists():
+        held = xr.open_zarr(path, consolidated=False).attrs.get("mapped_from")
+        if held != source:
+            raise ConfigError(f"{out} holds a study of {held or 'the synthetic ocean'}, not of "
+                              f"{source or 'the synthetic ocean'}; its finished units would be mixed with this "
+                              "run's. Use another --out, or delete that folder to start afresh.")
+        return path
+    if source is None:
         ds = generate(SynthConfig(**cfg.synth))
-        odata.write_zarr(ds, path, time_chunk=cfg.time_chunk)
+    else:
+        ds = ds.chunk({d: {"member": 1, "time": cfg.time_chunk}.get(str(d), -1) for d in ds.dims})
+        ds.attrs["mapped_from"] = source
+    odata.write_zarr(ds, path, time_chunk=cfg.time_chunk)
     return path
 
 

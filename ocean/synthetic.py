@@ -28,7 +28,6 @@ trades with red-noise weather. Latitudes default to 25-55 N (no equatorial singu
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -36,36 +35,10 @@ import xarray as xr
 
 from . import grid
 from .constants import CP0, RHO0, SECONDS_PER_DAY, G, coriolis
+from .variables import CONCEPTS, INPUTS, PRESCRIBED, TARGET, VAR_ATTRS
 
-__all__ = ["SynthConfig", "generate", "INPUTS", "CONCEPTS", "PRESCRIBED", "TARGET", "budget_residual", "VAR_ATTRS"]
-
-INPUTS = ("sst", "zos", "tauu", "tauv", "qnet", "mld", "t_sub")
-CONCEPTS = ("q_surf", "q_ekman", "q_geo", "q_entr", "q_diff", "q_hidden")
-PRESCRIBED = ("q_surf", "q_ekman", "q_geo", "q_entr", "q_diff")
-TARGET = "mlhc"
-
-VAR_ATTRS: dict[str, dict[str, str]] = {
-    "sst": {"units": "degree_Celsius", "standard_name": "sea_surface_temperature",
-            "long_name": "mixed-layer (sea surface) temperature"},
-    "zos": {"units": "m", "standard_name": "sea_surface_height_above_geoid", "long_name": "sea surface height"},
-    "tauu": {"units": "N m-2", "standard_name": "surface_downward_eastward_stress", "long_name": "zonal wind stress"},
-    "tauv": {"units": "N m-2", "standard_name": "surface_downward_northward_stress",
-             "long_name": "meridional wind stress"},
-    "qnet": {"units": "W m-2", "standard_name": "surface_downward_heat_flux_in_sea_water",
-             "long_name": "net surface heat flux"},
-    "mld": {"units": "m", "standard_name": "ocean_mixed_layer_thickness_defined_by_sigma_theta",
-            "long_name": "mixed-layer depth"},
-    "t_sub": {"units": "degree_Celsius", "standard_name": "sea_water_conservative_temperature",
-              "long_name": "temperature just below the mixed layer"},
-    "mlhc": {"units": "J m-2", "long_name": "mixed-layer heat content, integral of rho0 cp0 Theta dz over the mixed layer"},
-    "dmlhc_dt": {"units": "W m-2", "long_name": "tendency of mixed-layer heat content over the time step"},
-    "q_surf": {"units": "W m-2", "long_name": "surface heat flux term of the MLHC budget"},
-    "q_ekman": {"units": "W m-2", "long_name": "Ekman advection term of the MLHC budget"},
-    "q_geo": {"units": "W m-2", "long_name": "geostrophic advection term of the MLHC budget"},
-    "q_entr": {"units": "W m-2", "long_name": "entrainment / detrainment term of the MLHC budget"},
-    "q_diff": {"units": "W m-2", "long_name": "horizontal diffusion term of the MLHC budget"},
-    "q_hidden": {"units": "W m-2", "long_name": "hidden eddy-driven heat flux (never prescribed)"},
-}
+# the variable tables live in ocean.variables; they are re-exported here for convenience
+__all__ = ["SynthConfig", "generate", "budget_residual", "INPUTS", "CONCEPTS", "PRESCRIBED", "TARGET", "VAR_ATTRS"]
 
 
 @dataclass
@@ -300,9 +273,3 @@ def budget_residual(ds: xr.Dataset) -> xr.DataArray:
     res.attrs = {"units": "W m-2", "long_name": "heat-budget residual"}
     return res.rename("residual")
 
-
-def save_zarr(ds: xr.Dataset, path: str | Path, *, time_chunk: int = 12) -> Path:
-    """Write to a zarr v3 store, chunked ``(1 member, time_chunk, lat, lon)``."""
-    from .data import write_zarr
-
-    return write_zarr(ds, path, time_chunk=time_chunk)

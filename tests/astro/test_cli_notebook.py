@@ -43,3 +43,9 @@ def test_study_cli_bad_settings_are_clear_errors(tmp_path, capsys):
                  "--out", str(tmp_path / "d")]) == 2
     assert "does not exist" in capsys.readouterr().err          # CheckpointError, not a traceback
     assert not (tmp_path / "d").exists()                         # and the run folder is not claimed
+
+
+def test_your_own_galaxies_notebook_runs(run_notebook):
+    nb = run_notebook("astro/notebooks/your_own_galaxies.ipynb", timeout=300)
+    text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
+    assert "dropped 1 of 120 rows" in text and "SHAPE_R" in text and "exit status 0" in text

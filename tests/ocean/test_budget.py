@@ -6,6 +6,7 @@ import xarray as xr
 
 from ocean import budget
 from ocean.constants import CP0, RHO0
+from ocean.variables import rename_to_study
 
 DEPTH = np.array([0.5, 1.5, 2.6, 3.8, 5.1, 6.4, 7.9, 9.6, 11.4, 13.5, 15.8, 18.5, 21.6, 25.2, 29.4, 34.4, 40.3,
                   47.4, 55.8, 65.8, 77.9, 92.3, 109.7, 130.7, 155.9, 186.1, 222.5])
@@ -65,7 +66,9 @@ def test_nemo_names_map_to_schema():
                      "sossheig": (("time_counter", "y", "x"), np.ones((3, 2, 2)), {"units": "m"}),
                      "sohefldo": (("time_counter", "y", "x"), np.ones((3, 2, 2)), {"units": "W/m2"})},
                     coords={"time_counter": t})
-    out = budget.from_nemo(ds)
+    out, renamed = rename_to_study(ds)
+    assert renamed == {"somxl010": "mld", "sosstsst": "sst", "sossheig": "zos", "sohefldo": "qnet",
+                       "time_counter": "time"}
     assert {"mld", "sst", "zos", "qnet"} <= set(out.data_vars)
     assert "time" in out.dims
     assert out["sst"].attrs["units"] == "degree_Celsius" and out["qnet"].attrs["units"] == "W m-2"

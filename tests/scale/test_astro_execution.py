@@ -1,5 +1,5 @@
 """The astro study gives the same results serially, on a 2-worker LocalCluster, and after a
-SIGKILL in the middle of a run followed by a rerun of the same command (issue 6).
+SIGKILL in the middle of a run followed by a rerun of the same command.
 
 Units: the two synthetic samples, the stand-in training, and the head interventions over
 four catalogue chunks of the test set (astro.execution)."""

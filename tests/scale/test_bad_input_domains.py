@@ -56,7 +56,7 @@ def ocean_store(ocean_ds, tmp_path_factory):
 
 
 def _validated_vars():
-    from ocean.synthetic import INPUTS, PRESCRIBED
+    from ocean.variables import INPUTS, PRESCRIBED
 
     return [*INPUTS, *PRESCRIBED, "dmlhc_dt"]
 
@@ -132,7 +132,8 @@ def test_mask_on_the_wrong_dims(ocean_ds, how):
 @given(data=st.data())
 def test_wrong_units_are_named(ocean_ds, data):
     from ocean import data as od
-    from ocean.data import _ALIASES, EXPECTED_UNITS
+    from ocean.variables import EXPECTED_UNITS
+    from ocean.variables import UNIT_ALIASES as _ALIASES
 
     v = data.draw(st.sampled_from(_validated_vars()))
     exp = EXPECTED_UNITS[v]

@@ -1,4 +1,4 @@
-"""Neuro on Dask (issue 6): a tree search gives the same tree whether a generation's
+"""Neuro on Dask: a tree search gives the same tree whether a generation's
 candidate evaluations run serially or as tasks on a 2-worker LocalCluster (each still in its
 own sandbox process), and the study CLI gives the same results serially, on 2 workers, and
 after a SIGKILL in the middle of a run followed by a rerun of the same command."""

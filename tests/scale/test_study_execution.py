@@ -1,5 +1,5 @@
 """The ocean study gives the same units serially, on a 2-worker LocalCluster, and after a
-SIGKILL in the middle of a run followed by a rerun of the same command (issue 6)."""
+SIGKILL in the middle of a run followed by a rerun of the same command."""
 
 from __future__ import annotations
 

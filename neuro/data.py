@@ -1,0 +1,281 @@
+"""Your own recordings as a forecasting task: activity traces ``(time, neuron)`` with a
+stimulus-condition label per time step (a ZAPBench-like layout) -> :class:`~neuro.tasks.ForecastTask`.
+
+The neutral layout (zarr or netCDF; or a ``.npy`` array plus the labels as arguments):
+
+``activity (time, neuron)``
+    the traces (any units: they are z-scored per neuron with training statistics);
+``condition (time)``
+    the stimulus condition of each step (strings);
+``split (time)``, optional
+    ``train`` / ``val`` / ``test``, or the name of an out-of-distribution suite; without it
+    each run of one condition is cut in time into ``fractions`` (0.7 / 0.1 / 0.2);
+``trial (time)``, optional
+    a trial number: a new segment starts where it changes (windows never cross segments);
+``stimulus (time, feature)``, optional
+    stimulus covariates; without them, a one-hot code of the condition;
+``prior_mask (neuron, pre_neuron)``, ``prior_sign (neuron)``, optional
+    a wiring prior (allowed edges post x pre; the sign of each presynaptic unit) for the
+    search with priors; without them every edge is allowed and no sign imposed;
+``time`` coordinate in s (or ``attrs["dt"]``); ``neuron`` coordinate: names.
+
+Segments are runs of constant (trial, condition, split). Windows are cut from each segment
+exactly as :func:`neuro.tasks.make_windows` cuts a simulated trial (same stride, same
+subsampling with the same seeds), so a simulated recording written in this layout gives
+the task :func:`neuro.tasks.build_task` builds from it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import xarray as xr
+
+from scimech.errors import ConfigError, DataValidationError, DimensionError, MissingVariableError
+
+from .tasks import OOD_SUITES, ForecastTask, Windows
+
+__all__ = ["from_traces", "read_traces", "ID_SPLITS", "HELD_OUT_SUITE"]
+
+ID_SPLITS = ("train", "val", "test")
+#: OOD suite of the conditions given in ``held_out``
+HELD_OUT_SUITE = "held_out_condition"
+
+
+def read_traces(source, *, conditions=None, dt: float | None = None) -> xr.Dataset:
+    """The neutral layout as a Dataset, from a path (``.zarr``, ``.nc``, ``.npy``), a Dataset,
+    or an ``(time, neuron)`` array (then ``conditions`` and ``dt`` are needed)."""
+    if isinstance(source, (str, Path)):
+        path = Path(source)
+        if not path.exists():
+            raise FileNotFoundError(f"No traces at {path}; give a zarr store, a netCDF file or a .npy array.")
+        try:
+            if path.suffix == ".npy":
+                source = np.load(path)
+            elif path.is_dir():
+                source = xr.open_zarr(path).load()
+            else:
+                source = xr.load_dataset(path)
+        except Exception as err:
+            raise DataValidationError(f"Cannot read traces from {path} ({type(err).__name__}: {str(err)[:200]}): "
+                                      "give a zarr store, a netCDF file or a .npy (time, neuron) array.") from err
+    if isinstance(source, xr.Dataset):
+        ds = source
+    else:
+        arr = np.asarray(source)
+        if arr.ndim != 2:
+            raise DimensionError(f"Traces have shape {arr.shape}; expected ('time', 'neuron').")
+        ds = xr.Dataset({"activity": (("time", "neuron"), arr)})
+    if "activity" not in ds:
+        raise MissingVariableError(f"No 'activity' (time, neuron) variable among {sorted(map(str, ds.data_vars))}; "
+                                   "name your traces 'activity'.")
+    act = ds["activity"]
+    if set(act.dims) != {"time", "neuron"}:
+        raise DimensionError(f"'activity' has dims {act.dims}; expected ('time', 'neuron'). Rename or transpose "
+                             "(e.g. ds['activity'].transpose('time', 'neuron')).")
+    ds = ds.assign(activity=act.transpose("time", "neuron"))
+    if ds.sizes["time"] == 0 or ds.sizes["neuron"] == 0:
+        raise DataValidationError(f"The traces are empty ({dict(ds['activity'].sizes)}).")
+    if conditions is not None:
+        labels = np.asarray(conditions)
+        if labels.shape != (ds.sizes["time"],):
+            raise DimensionError(f"conditions has shape {labels.shape}; expected one label per time step "
+                                 f"({ds.sizes['time']},).")
+        ds = ds.assign(condition=("time", labels.astype(str)))
+    if "condition" not in ds:
+        raise MissingVariableError("No stimulus conditions: give conditions= (one label per time step) or a "
+                                   "'condition' (time) variable in the file.")
+    if dt is not None:
+        ds.attrs["dt"] = float(dt)
+    return ds
+
+
+def _segments(keys: list[np.ndarray]) -> list[tuple[int, int]]:
+    """``[(start, stop)]`` of the runs where every array of ``keys`` is constant."""
+    T = len(keys[0])
+    change = np.zeros(T, bool)
+    change[0] = True
+    for k in keys:
+        change[1:] |= k[1:] != k[:-1]
+    starts = np.flatnonzero(change)
+    return list(zip(starts, [*starts[1:], T]))
+
+
+def _split_by_fractions(segments, fractions) -> np.ndarray:
+    f = np.asarray(fractions, float)
+    if f.shape != (3,) or np.any(f < 0) or abs(f.sum() - 1) > 1e-9:
+        raise ConfigError(f"splits must be three fractions (train, val, test) summing to 1, or a label per step; "
+                          f"got {fractions}.")
+    total = segments[-1][1]
+    out = np.empty(total, object)
+    for a, b in segments:
+        n = b - a
+        cut1, cut2 = a + int(round(f[0] * n)), a + int(round((f[0] + f[1]) * n))
+        out[a:cut1], out[cut1:cut2], out[cut2:b] = "train", "val", "test"
+    return out.astype(str)
+
+
+def _windows(Z, S, pieces, context: int, horizon: int, stride: int, max_windows: int | None, seed: int) -> Windows:
+    """Windows of every piece, enumerated and subsampled as :func:`neuro.tasks.make_windows` does."""
+    idx = [(i, s) for i, (a, b) in enumerate(pieces) for s in range(0, b - a - context - horizon + 1, stride)]
+    if not idx:
+        lengths = sorted({b - a for a, b in pieces})
+        raise ConfigError(f"No segment is long enough for context {context} + horizon {horizon} (segment lengths "
+                          f"{lengths[:5]}{'...' if len(lengths) > 5 else ''}); shorten the windows.")
+    if max_windows is not None and len(idx) > max_windows:
+        rng = np.random.default_rng(seed)
+        idx = [idx[k] for k in np.sort(rng.choice(len(idx), max_windows, replace=False))]
+    tr = np.array([i for i, _ in idx])
+    st = np.array([s for _, s in idx])
+    origin = np.array([pieces[i][0] for i in tr])[:, None] + st[:, None]
+    c = origin + np.arange(context)
+    f = origin + context + np.arange(horizon)
+    return Windows(Z[c], S[c], S[f], Z[f], tr, st)
+
+
+def _train_trials(Z, S, pieces, min_len: int) -> tuple[np.ndarray, np.ndarray]:
+    """Training segments as equal-length trials ``(n, L, N)``: L is the shortest segment that
+    holds a window; longer segments are cut into whole trials of L steps (the rest dropped)."""
+    lengths = [b - a for a, b in pieces if b - a >= min_len]
+    if not lengths:
+        raise ConfigError(f"No training segment is long enough for context + horizon = {min_len} steps; shorten "
+                          "the windows.")
+    L = min(lengths)
+    cuts = [(a + k * L, a + (k + 1) * L) for a, b in pieces if b - a >= min_len for k in range((b - a) // L)]
+    return np.stack([Z[a:b] for a, b in cuts]), np.stack([S[a:b] for a, b in cuts])
+
+
+def from_traces(source, *, conditions=None, splits=None, held_out: Sequence[str] = (), trials=None, stimulus=None,
+                dt: float | None = None, context: int = 4, horizon: int = 32, max_windows: int | None = 400,
+                seed: int = 0, stim_scale=None, min_std: float = 1e-6, name: str | None = None) -> ForecastTask:
+    """A forecasting task from your traces (see the module doc for the layout).
+
+    Parameters
+    ----------
+    source
+        A zarr store / netCDF file / ``.npy`` path, an ``xr.Dataset`` or a ``(time, neuron)`` array.
+    conditions
+        One stimulus-condition label per time step (default: the file's ``condition``).
+    splits
+        One label per time step (``train``, ``val``, ``test`` or an OOD suite name), or three
+        fractions (train, val, test) applied in time within each segment (default: the
+        file's ``split``, else ``(0.7, 0.1, 0.2)``).
+    held_out
+        Conditions never trained on: all their steps form the OOD suite ``held_out_condition``.
+    trials, stimulus
+        A trial number per step; stimulus covariates ``(time, feature)`` (default: the file's,
+        else a one-hot code of the condition).
+    dt
+        Seconds between samples (default: the ``time`` coordinate's spacing or ``attrs["dt"]``).
+    context, horizon, max_windows, seed
+        As :func:`neuro.tasks.build_task`: window lengths in samples, windows per split,
+        seed of their subsampling (val ``seed + 1``, test ``seed + 2``, OOD suites after).
+    stim_scale
+        Divisor of each stimulus feature (default: its largest magnitude on training steps).
+    min_std
+        Floor of the per-neuron standard deviation used to z-score (units of the traces).
+
+    Returns
+    -------
+    ForecastTask
+        ``signal = "traces"``, no ground truth (``true_weights`` None, no probes): the
+        baselines and the search score ID / OOD forecasts; faithfulness to a circuit needs
+        a simulator.
+
+    Raises
+    ------
+    DimensionError
+        Traces not ``(time, neuron)``; labels or covariates of another length.
+    DataValidationError
+        Empty traces; NaN / inf in the traces or covariates; a split without steps.
+    MissingVariableError
+        No conditions.
+    ConfigError
+        Unknown held-out condition, bad fractions, segments too short for the windows, no dt.
+    """
+    ds = read_traces(source, conditions=conditions, dt=dt)
+    X = np.asarray(ds["activity"].values, np.float64)
+    T, N = X.shape
+    bad = ~np.isfinite(X)
+    if bad.any():
+        per = bad.sum(0)
+        raise DataValidationError(f"The traces hold {int(bad.sum())} NaN/inf values ({int((per > 0).sum())} of {N} "
+                                  f"neurons, e.g. neuron {int(np.argmax(per))}). Fix: interpolate short gaps or drop "
+                                  "those neurons before building the task.")
+    cond = np.asarray(ds["condition"].values).astype(str)
+    if dt is None:
+        if "time" in ds.coords and T > 1:
+            dt = float(np.median(np.diff(np.asarray(ds["time"].values, float))))
+        elif "dt" in ds.attrs:
+            dt = float(ds.attrs["dt"])
+        else:
+            raise ConfigError("No sampling interval: give dt= (seconds between samples), a 'time' coordinate in "
+                              "s, or attrs['dt'].")
+    trial = np.asarray(trials) if trials is not None else (np.asarray(ds["trial"].values) if "trial" in ds else
+                                                           np.zeros(T, int))
+    if trial.shape != (T,):
+        raise DimensionError(f"trials has shape {trial.shape}; expected ({T},).")
+    unknown = sorted(set(held_out) - set(cond))
+    if unknown:
+        raise ConfigError(f"held_out conditions {unknown} do not occur; the conditions are {sorted(set(cond))}.")
+    if splits is None:
+        splits = np.asarray(ds["split"].values).astype(str) if "split" in ds else (0.7, 0.1, 0.2)
+    if isinstance(splits, (tuple, list)) and len(splits) == 3 and not isinstance(splits[0], str):
+        split = _split_by_fractions(_segments([trial, cond]), splits)
+    else:
+        split = np.asarray(splits).astype(str)
+        if split.shape != (T,):
+            raise DimensionError(f"splits has shape {split.shape}; expected one label per time step ({T},).")
+    split = np.where(np.isin(cond, list(held_out)), HELD_OUT_SUITE, split)
+    empty = [s for s in ID_SPLITS if not (split == s).any()]
+    if empty:
+        raise DataValidationError(f"No time step is labelled {empty}; the task needs train, val and test steps "
+                                  f"(labels found: {sorted(set(split))}).")
+    if stimulus is not None:
+        S = np.asarray(stimulus, np.float64)
+    elif "stimulus" in ds:
+        S = np.asarray(ds["stimulus"].transpose("time", ...).values, np.float64)
+    else:
+        names = sorted(set(cond))
+        S = (cond[:, None] == np.array(names)[None, :]).astype(np.float64)
+    if S.ndim != 2 or len(S) != T:
+        raise DimensionError(f"stimulus has shape {S.shape}; expected ({T}, features).")
+    if not np.isfinite(S).all():
+        raise DataValidationError(f"The stimulus covariates hold {int((~np.isfinite(S)).sum())} NaN/inf values.")
+    tr = split == "train"
+    mu = X[tr].mean(0)
+    sd = np.maximum(X[tr].std(0), min_std)
+    Z = ((X - mu) / sd).astype(np.float32)
+    if stim_scale is None:
+        stim_scale = np.abs(S[tr]).max(0)
+        stim_scale = np.where(stim_scale > 0, stim_scale, 1.0)
+    stim_scale = np.asarray(stim_scale, np.float64)
+    Sz = (S / stim_scale).astype(np.float32)
+    segs = _segments([trial, cond, split])
+    pieces = {}
+    for a, b in segs:
+        pieces.setdefault(split[a], []).append((a, b))
+    stride = max(1, (horizon + context) // 4)
+    train_series, train_stim = _train_trials(Z, Sz, pieces["train"], context + horizon)
+    val = _windows(Z, Sz, pieces["val"], context, horizon, stride, max_windows, seed + 1)
+    test = _windows(Z, Sz, pieces["test"], context, horizon, stride, max_windows, seed + 2)
+    suites = [s for s in OOD_SUITES if s in pieces] + [s for s in pieces if s not in (*ID_SPLITS, *OOD_SUITES)]
+    ood = {}
+    for j, s in enumerate(suites):
+        k = OOD_SUITES.index(s) if s in OOD_SUITES else len(OOD_SUITES) + j
+        ood[s] = _windows(Z, Sz, pieces[s], context, horizon, stride, max_windows, seed + 3 + k)
+    mask = np.asarray(ds["prior_mask"].values, np.float32) if "prior_mask" in ds else np.ones((N, N), np.float32)
+    sign = np.asarray(ds["prior_sign"].values, np.float32) if "prior_sign" in ds else np.zeros(N, np.float32)
+    if mask.shape != (N, N) or sign.shape != (N,):
+        raise DimensionError(f"prior_mask {mask.shape} / prior_sign {sign.shape}: expected ({N}, {N}) / ({N},).")
+    neurons = np.asarray(ds["neuron"].values).astype(str) if "neuron" in ds.coords else np.arange(N).astype(str)
+    meta = dict(type=np.array(["unknown"] * N), side=np.array(["M"] * N), segment=np.full(N, -1),
+                region=np.array(["unknown"] * N), name=neurons, prior_mask=mask, prior_sign=sign,
+                type_code=np.zeros(N, int), side_code=np.full(N, 2), mean=mu, std=sd, stim_scale=stim_scale,
+                has_prior="prior_mask" in ds, conditions=sorted(set(cond)),
+                source=str(source) if isinstance(source, (str, Path)) else type(source).__name__)
+    return ForecastTask(name=name or f"traces-c{context}-h{horizon}", context=context, horizon=horizon,
+                        signal="traces", dt=float(dt), train_series=train_series, train_stim=train_stim, val=val,
+                        test=test, ood=ood, meta=meta, true_weights=None)

@@ -1,0 +1,151 @@
+"""The variables of the ocean study: names, roles, CF units and attributes, and the names
+ocean products give them.
+
+One table serves every module that reads or writes ocean data (:mod:`ocean.synthetic`
+writes these variables, :mod:`ocean.data` checks and reads them, :mod:`ocean.budget`
+computes them from 3-D fields), so a name or a unit is defined once.
+
+Layout of the study (``docs/ocean.md``): dims ``(member, time, lat, lon)`` on a regular
+lat-lon grid, a ``mask`` ``(lat, lon)`` with 1 = ocean; inputs :data:`INPUTS`, budget
+concepts :data:`CONCEPTS` (W m-2; :data:`PRESCRIBED` are supervised, ``q_hidden`` never),
+target ``dmlhc_dt`` (W m-2) or ``mlhc`` (J m-2), each with the CF ``units`` of
+:data:`VAR_ATTRS`.
+
+:data:`PRODUCT_NAMES` maps ORAS5 / NEMO and CMEMS / CMIP names onto these (3-D fields keep
+their CMEMS names: ``thetao`` potential temperature, ``so`` practical salinity, ``uo``,
+``vo`` currents, on ``depth`` in m, positive down).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import xarray as xr
+
+__all__ = ["DIMS", "INPUTS", "CONCEPTS", "PRESCRIBED", "TARGET", "VAR_ATTRS", "EXPECTED_UNITS", "UNIT_ALIASES",
+           "PRODUCT_NAMES", "TEMPERATURES", "units_ok", "product_names_of", "rename_to_study"]
+
+DIMS = ("member", "time", "lat", "lon")
+INPUTS = ("sst", "zos", "tauu", "tauv", "qnet", "mld", "t_sub")
+CONCEPTS = ("q_surf", "q_ekman", "q_geo", "q_entr", "q_diff", "q_hidden")
+PRESCRIBED = ("q_surf", "q_ekman", "q_geo", "q_entr", "q_diff")
+TARGET = "mlhc"
+#: variables in degree_Celsius (read from K when a product stores kelvin)
+TEMPERATURES = ("sst", "t_sub", "thetao")
+
+VAR_ATTRS: dict[str, dict[str, str]] = {
+    "sst": {"units": "degree_Celsius", "standard_name": "sea_surface_temperature",
+            "long_name": "mixed-layer (sea surface) temperature"},
+    "zos": {"units": "m", "standard_name": "sea_surface_height_above_geoid", "long_name": "sea surface height"},
+    "tauu": {"units": "N m-2", "standard_name": "surface_downward_eastward_stress", "long_name": "zonal wind stress"},
+    "tauv": {"units": "N m-2", "standard_name": "surface_downward_northward_stress",
+             "long_name": "meridional wind stress"},
+    "qnet": {"units": "W m-2", "standard_name": "surface_downward_heat_flux_in_sea_water",
+             "long_name": "net surface heat flux"},
+    "mld": {"units": "m", "standard_name": "ocean_mixed_layer_thickness_defined_by_sigma_theta",
+            "long_name": "mixed-layer depth"},
+    "t_sub": {"units": "degree_Celsius", "standard_name": "sea_water_conservative_temperature",
+              "long_name": "temperature just below the mixed layer"},
+    "mlhc": {"units": "J m-2", "long_name": "mixed-layer heat content, integral of rho0 cp0 Theta dz over the mixed layer"},
+    "dmlhc_dt": {"units": "W m-2", "long_name": "tendency of mixed-layer heat content over the time step"},
+    "q_surf": {"units": "W m-2", "long_name": "surface heat flux term of the MLHC budget"},
+    "q_ekman": {"units": "W m-2", "long_name": "Ekman advection term of the MLHC budget"},
+    "q_geo": {"units": "W m-2", "long_name": "geostrophic advection term of the MLHC budget"},
+    "q_entr": {"units": "W m-2", "long_name": "entrainment / detrainment term of the MLHC budget"},
+    "q_diff": {"units": "W m-2", "long_name": "horizontal diffusion term of the MLHC budget"},
+    "q_hidden": {"units": "W m-2", "long_name": "hidden eddy-driven heat flux (never prescribed)"},
+}
+EXPECTED_UNITS: dict[str, str] = {k: v["units"] for k, v in VAR_ATTRS.items()}
+
+#: accepted spellings of each CF unit
+UNIT_ALIASES: dict[str, set[str]] = {
+    "degree_Celsius": {"degree_Celsius", "degrees_Celsius", "degC", "degrees_C", "deg_C", "deg C", "celsius",
+                       "Celsius", "°C"},
+    "W m-2": {"W m-2", "W/m2", "W m**-2", "W/m^2", "W.m-2"},
+    "N m-2": {"N m-2", "N/m2", "N m**-2", "Pa", "N/m^2"},
+    "J m-2": {"J m-2", "J/m2", "J m**-2", "J/m^2"},
+    "m": {"m", "meter", "meters", "metre", "metres"},
+}
+
+#: ORAS5 / NEMO and CMEMS / CMIP names -> names of the study (first match wins when a
+#: product has two, e.g. ``somxl010`` over ``somxl030``)
+PRODUCT_NAMES: dict[str, str] = {
+    # 2-D fields
+    "somxl010": "mld",  # NEMO mixed-layer depth, sigma0 threshold 0.01 kg m-3
+    "somxl030": "mld",  # threshold 0.03 kg m-3
+    "mlotst": "mld",  # CMEMS / CMIP
+    "sossheig": "zos",
+    "sosstsst": "sst",
+    "tos": "sst",
+    "sosaline": "sss",
+    "sohefldo": "qnet",
+    "hfds": "qnet",
+    "sozotaux": "tauu",
+    "tauuo": "tauu",
+    "sometauy": "tauv",
+    "tauvo": "tauv",
+    "sowsc": "wsc",
+    "tmaskutil": "mask",
+    # 3-D fields (kept under their CMEMS names)
+    "votemper": "thetao",
+    "vosaline": "so",
+    "vozocrtx": "uo",
+    "vomecrty": "vo",
+    # coordinates and dims
+    "time_counter": "time",
+    "deptht": "depth",
+    "nav_lat": "lat",
+    "nav_lon": "lon",
+    "latitude": "lat",
+    "longitude": "lon",
+    "member_id": "member",
+    "number": "member",
+}
+
+
+def units_ok(got: str | None, expected: str) -> bool:
+    """Whether ``got`` is ``expected`` or an accepted spelling of it (see :data:`UNIT_ALIASES`)."""
+    if got is None:
+        return False
+    return got == expected or got in UNIT_ALIASES.get(expected, set())
+
+
+def product_names_of(name: str) -> list[str]:
+    """The product names that map onto the study variable ``name`` (for error messages)."""
+    return [k for k, v in PRODUCT_NAMES.items() if v == name]
+
+
+def rename_to_study(ds: xr.Dataset, names: Mapping[str, str] | None = None) -> tuple[xr.Dataset, dict[str, str]]:
+    """Rename product variables and dims to the study's names; CF spellings of the units.
+
+    Parameters
+    ----------
+    ds
+        A dataset with ORAS5 / NEMO or CMEMS names (``votemper``, ``somxl010``, ``nav_lat``,
+        ``time_counter``, ...), or already with the study's names (nothing is renamed then).
+    names
+        More ``{your name: study name}`` renames; they take precedence over
+        :data:`PRODUCT_NAMES`.
+
+    Returns
+    -------
+    (dataset, renamed)
+        The renamed dataset (unit spellings made CF: ``degC`` -> ``degree_Celsius``,
+        ``W/m2`` -> ``W m-2``, ...) and the ``{old: new}`` renames applied. A name whose
+        target already exists in ``ds`` is left alone (the study's own variable wins).
+    """
+    table = {**(names or {}), **{k: v for k, v in PRODUCT_NAMES.items() if k not in (names or {})}}
+    present = set(map(str, ds.variables)) | set(map(str, ds.dims))
+    ren: dict[str, str] = {}
+    taken = set(present)
+    for old, new in table.items():
+        if old in present and old != new and new not in taken:
+            ren[old] = new
+            taken.add(new)
+    out = ds.rename(ren)
+    for v in out.variables:
+        u = out[v].attrs.get("units")
+        for cf, spellings in UNIT_ALIASES.items():
+            if u in spellings and u != cf:
+                out[v].attrs["units"] = cf
+    return out, ren
