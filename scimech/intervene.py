@@ -19,13 +19,16 @@ activations patched in (is the site sufficient to restore the behaviour?); *nois
 the clean input with corrupted activations patched in (is it necessary?). Sweeps are
 batched: the batch is tiled once per site and each tile gets its own site patched, so a
 sweep over S sites costs about S/k forwards of k-fold batches rather than S forwards and
-S host synchronisations.
+S host synchronisations. They also reuse the unpatched prefix (:mod:`scimech.prefix`):
+the modules that finish before a site (in a block model, the blocks before the patched
+one) are taken from the unpatched run instead of being computed again for every site.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
@@ -36,6 +39,7 @@ from torch import nn
 from .errors import DataValidationError
 from .hooks import HookSet, batch_size_of, iter_batches, run_forward, slice_batch, tile_batch
 from .metrics import Metric, as_metric
+from .prefix import capture_outputs, reusing, trace_calls
 from .record import Recorder
 from .sites import HeadLayout, ResolvedSite, resolve_site
 
@@ -207,32 +211,91 @@ def _sites_per_forward(n_sites: int, batch: int, max_rows: int) -> int:
 
 
 def _sweep_tiles(model: nn.Module, resolved: Sequence[ResolvedSite], batch: Any, b: int, make: Callable,
-                 metric: Metric, tgt: Any, forward: Callable | None, k: int, row: torch.Tensor) -> None:
+                 metric: Metric, tgt: Any, forward: Callable | None, k: int, row: torch.Tensor,
+                 reuse: _Reuse | None = None) -> None:
     """Fill ``row[j]`` with the metric of the run where site ``j`` gets ``make(...)``,
-    ``k`` sites per tiled forward (shared by the ablation and patching sweeps)."""
-    for g in range(0, len(resolved), k):
-        group = resolved[g:g + k]
-        with _tiled(model, group, b, make):
-            out = run_forward(model, tile_batch(batch, len(group)), forward)
-        vals = _metric_values(metric, out, None if tgt is None else tile_batch(tgt, len(group)))
-        row[g:g + len(group)] = vals.reshape(len(group), b)
+    ``k`` sites per tiled forward (shared by the ablation and patching sweeps).
+
+    With ``reuse``, sites are grouped by the modules they can take from the unpatched run
+    (in a block model: by block), and each group's forwards reuse them (:mod:`scimech.prefix`).
+    """
+    groups: dict[tuple[str, ...], list[int]] = {}
+    for j, site in enumerate(resolved):
+        groups.setdefault(reuse.plan[site.name] if reuse else (), []).append(j)
+    outputs = reuse.outputs if reuse else {}
+    for names, members in groups.items():
+        for g in range(0, len(members), k):
+            idx = members[g:g + k]
+            group = [resolved[j] for j in idx]
+            # reuse first, site hooks second: a site on a reused module patches its reused output
+            with reusing(model, outputs, names, len(group)), _tiled(model, group, b, make):
+                out = run_forward(model, tile_batch(batch, len(group)), forward)
+            vals = _metric_values(metric, out, None if tgt is None else tile_batch(tgt, len(group)))
+            row[idx] = vals.reshape(len(group), b)
+
+
+@dataclass
+class _Reuse:
+    """What a sweep reuses: ``plan[site]`` module names, ``outputs`` of the current batch."""
+
+    plan: dict[str, tuple[str, ...]]
+    outputs: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def needed(self) -> list[str]:
+        return sorted({n for names in self.plan.values() for n in names})
+
+
+def _plan_reuse(model: nn.Module, batch: Any, resolved: Sequence[ResolvedSite], forward: Callable | None,
+                enabled: bool) -> tuple[_Reuse | None, dict[str, Any]]:
+    """Trace the model once and decide what each site's runs reuse; attrs saying which path runs."""
+    if not enabled:
+        return None, {"sweep_path": "batched", "sweep_path_note": "reuse_prefix=False"}
+    try:
+        trace = trace_calls(model, batch, forward)
+    except Exception as err:  # the optimisation is off; the sweep itself reports real errors
+        return None, {"sweep_path": "batched",
+                      "sweep_path_note": f"tracing the model failed ({type(err).__name__}: {err})"}
+    plan = {s.name: trace.reusable(s) for s in resolved}
+    reuse = _Reuse(plan)
+    if not reuse.needed:
+        return None, {"sweep_path": "batched", "sweep_path_note": "no module finishes before any site runs, so "
+                      "nothing can be reused (not a sequence of blocks, or the sites come first)"}
+    n_groups = len(set(plan.values()))
+    return reuse, {"sweep_path": "prefix_reuse",
+                   "sweep_path_note": f"{len(resolved)} sites in {n_groups} groups reuse the unpatched run's outputs "
+                                      f"of {len(reuse.needed)} modules"}
+
+
+@contextmanager
+def _capturing(model: nn.Module, reuse: _Reuse | None, rows: int):
+    """Record the reused modules' outputs during the unpatched run of a batch."""
+    if reuse is None:
+        yield
+        return
+    with capture_outputs(model, reuse.needed, rows) as got:
+        yield
+    reuse.outputs = got
 
 
 def ablation_sweep(model: nn.Module, inputs: Any, sites: Sequence[str], metric: Metric | Callable | None = None, *,
                    method: AblationMethod = "resample", reference: Any = None, factor: float | None = None,
                    forward: Callable | None = None, batch_size: int = 256, max_rows: int = 256, seed: int = 0,
-                   layouts: Mapping[str, HeadLayout] | None = None, target: torch.Tensor | None = None) -> xr.Dataset:
+                   layouts: Mapping[str, HeadLayout] | None = None, target: torch.Tensor | None = None,
+                   reuse_prefix: bool = True) -> xr.Dataset:
     """Ablate each site in turn and measure a per-sample metric.
 
     Parameters are those of :func:`ablate` and :func:`patching_sweep`; sites share
-    tiled forward passes (``max_rows`` rows each) as in :func:`patching_sweep`. With
+    tiled forward passes (``max_rows`` rows each) and reuse the unablated part of the
+    forward pass (``reuse_prefix``) as in :func:`patching_sweep`. With
     ``method="resample"`` one draw of reference rows per batch serves every site.
 
     Returns
     -------
     xr.Dataset
         dims ``("site", "sample")``: ``baseline`` (no ablation, dim sample), ``ablated``,
-        ``effect = ablated - baseline``; attrs ``method``, ``metric``, ``factor``, ``seed``.
+        ``effect = ablated - baseline``; attrs ``method``, ``metric``, ``factor``, ``seed``,
+        ``sweep_path``, ``sweep_path_note``.
     """
     if method not in _METHODS:
         raise ValueError(f"method must be one of {_METHODS}; got {method!r}.")
@@ -250,6 +313,7 @@ def ablation_sweep(model: nn.Module, inputs: Any, sites: Sequence[str], metric: 
         refs = reference_activations(model, reference, sites, forward=forward, layouts=layouts)
     gen = torch.Generator().manual_seed(seed)
     base_vals, abl_vals = [], []
+    reuse, path = None, {}
     was = model.training
     model.eval()
     try:
@@ -257,7 +321,10 @@ def ablation_sweep(model: nn.Module, inputs: Any, sites: Sequence[str], metric: 
             for start, batch in iter_batches(inputs, batch_size):
                 b = batch_size_of(batch)
                 tgt = None if target is None else target[start:start + b]
-                base_vals.append(_metric_values(metric, run_forward(model, batch, forward), tgt))
+                if start == 0:
+                    reuse, path = _plan_reuse(model, batch, resolved, forward, reuse_prefix)
+                with _capturing(model, reuse, b):
+                    base_vals.append(_metric_values(metric, run_forward(model, batch, forward), tgt))
                 row = torch.empty(len(sites), b)
                 k = _sites_per_forward(len(sites), b, max_rows)
                 # one resampling draw per batch, shared by every site: sample j is replaced by the
@@ -275,7 +342,7 @@ def ablation_sweep(model: nn.Module, inputs: Any, sites: Sequence[str], metric: 
                         return refs[s.name][draws[s.name]].to(cur.dtype)
                     return _replacement(method, s, cur, refs.get(s.name), factor, gen)
 
-                _sweep_tiles(model, resolved, batch, b, make, metric, tgt, forward, k, row)
+                _sweep_tiles(model, resolved, batch, b, make, metric, tgt, forward, k, row, reuse)
                 abl_vals.append(row)
     finally:
         model.train(was)
@@ -289,7 +356,7 @@ def ablation_sweep(model: nn.Module, inputs: Any, sites: Sequence[str], metric: 
         },
         coords={"site": sites, "sample": np.arange(baseline.shape[0])},
         attrs={"method": method, "metric": metric.name, "factor": "None" if factor is None else float(factor),
-               "seed": seed, "description": "ablation sweep"},
+               "seed": seed, "description": "ablation sweep", **path},
     )
     return ds
 
@@ -297,7 +364,8 @@ def ablation_sweep(model: nn.Module, inputs: Any, sites: Sequence[str], metric: 
 def patching_sweep(model: nn.Module, clean: Any, corrupted: Any, sites: Sequence[str],
                    metric: Metric | Callable | None = None, *, direction: Literal["denoising", "noising"] = "denoising",
                    forward: Callable | None = None, batch_size: int = 64, max_rows: int = 256,
-                   target: torch.Tensor | None = None, layouts: Mapping[str, HeadLayout] | None = None) -> xr.Dataset:
+                   target: torch.Tensor | None = None, layouts: Mapping[str, HeadLayout] | None = None,
+                   reuse_prefix: bool = True) -> xr.Dataset:
     """Activation patching at each site, in one direction.
 
     Parameters
@@ -324,6 +392,12 @@ def patching_sweep(model: nn.Module, clean: Any, corrupted: Any, sites: Sequence
         Per-sample targets (one row per sample) for metrics that need them.
     layouts
         Extra head layouts.
+    reuse_prefix
+        Take from the unpatched run the outputs of every module that finished before a
+        site (in a model made of blocks: the blocks before the patched one), so that each
+        patched forward pass only computes from the site on (:mod:`scimech.prefix`). Sites
+        are then grouped by block. The results are those of full forward passes up to
+        float rounding; ``False`` runs every patched pass in full.
 
     Returns
     -------
@@ -332,7 +406,8 @@ def patching_sweep(model: nn.Module, clean: Any, corrupted: Any, sites: Sequence
         dim sample), ``patched``, ``effect`` (patched minus the unpatched run of the
         direction) and ``normalized_effect = (patched - corrupted) / (clean - corrupted)``
         (1: the clean behaviour, 0: the corrupted one; NaN where clean == corrupted);
-        attrs ``method``, ``direction``, ``metric``.
+        attrs ``method``, ``direction``, ``metric``, ``sweep_path`` (``"prefix_reuse"`` or
+        ``"batched"``: which path ran) and ``sweep_path_note`` (what was reused, or why not).
     """
     if direction not in ("denoising", "noising"):
         raise ValueError(f"direction must be 'denoising' or 'noising'; got {direction!r}.")
@@ -344,6 +419,7 @@ def patching_sweep(model: nn.Module, clean: Any, corrupted: Any, sites: Sequence
     target = _full_target(target, metric, n_clean)
     resolved = [resolve_site(model, s, layouts) for s in sites]
     clean_v, corr_v, patched_v = [], [], []
+    reuse, path = None, {}
     was = model.training
     model.eval()
     try:
@@ -353,19 +429,24 @@ def patching_sweep(model: nn.Module, clean: Any, corrupted: Any, sites: Sequence
                 cb, xb = slice_batch(clean, start, stop), slice_batch(corrupted, start, stop)
                 b = stop - start
                 tgt = None if target is None else target[start:stop]
-                with Recorder(model, sites, layouts=layouts) as rec:
+                base = xb if direction == "denoising" else cb
+                if start == 0:
+                    reuse, path = _plan_reuse(model, base, resolved, forward, reuse_prefix)
+                with Recorder(model, sites, layouts=layouts) as rec, \
+                        _capturing(model, reuse if direction == "noising" else None, b):
                     out_c = run_forward(model, cb, forward)
                     acts_clean = dict(rec.activations)
-                with Recorder(model, sites, layouts=layouts) as rec:
+                with Recorder(model, sites, layouts=layouts) as rec, \
+                        _capturing(model, reuse if direction == "denoising" else None, b):
                     out_x = run_forward(model, xb, forward)
                     acts_corr = dict(rec.activations)
                 clean_v.append(_metric_values(metric, out_c, tgt))
                 corr_v.append(_metric_values(metric, out_x, tgt))
-                source, base = (acts_clean, xb) if direction == "denoising" else (acts_corr, cb)
+                source = acts_clean if direction == "denoising" else acts_corr
                 row = torch.empty(len(sites), b)
                 k = _sites_per_forward(len(sites), b, max_rows)
                 _sweep_tiles(model, resolved, base, b, lambda i, s, cur, src=source: src[s.name].to(cur.dtype),
-                             metric, tgt, forward, k, row)
+                             metric, tgt, forward, k, row, reuse)
                 patched_v.append(row)
     finally:
         model.train(was)
@@ -388,5 +469,5 @@ def patching_sweep(model: nn.Module, clean: Any, corrupted: Any, sites: Sequence
         coords={"site": sites, "sample": np.arange(c.shape[0])},
         attrs={"method": "activation_patching", "direction": direction, "metric": metric.name,
                "description": "denoising: corrupted run with clean activations (sufficiency); "
-                              "noising: clean run with corrupted activations (necessity)"},
+                              "noising: clean run with corrupted activations (necessity)", **path},
     )

@@ -16,8 +16,10 @@ _DICTS = ("_forward_hooks", "_forward_pre_hooks", "_forward_hooks_with_kwargs", 
 
 
 def _hooks(model):
-    """Every hook id of every module, in every dict torch keeps them in."""
-    return {n: {d: tuple(getattr(m, d, {}).keys()) for d in _DICTS} for n, m in model.named_modules()}
+    """Every hook id of every module, in every dict torch keeps them in, and any ``forward``
+    set on an instance (sweeps replace reused modules' forward; layer sites wrap it)."""
+    return {n: {**{d: tuple(getattr(m, d, {}).keys()) for d in _DICTS}, "forward": m.__dict__.get("forward")}
+            for n, m in model.named_modules()}
 
 
 class Boom(Exception):
