@@ -43,7 +43,8 @@ from .prefix import capture_outputs, reusing, trace_calls
 from .record import Recorder
 from .sites import HeadLayout, ResolvedSite, resolve_site
 
-__all__ = ["ablate", "patch", "ablation_sweep", "patching_sweep", "AblationMethod", "reference_activations"]
+__all__ = ["ablate", "patch", "ablation_sweep", "patching_sweep", "AblationMethod", "reference_activations",
+           "normalized_effect"]
 
 AblationMethod = Literal["resample", "mean", "zero", "scale"]
 _METHODS = ("resample", "mean", "zero", "scale")
@@ -361,6 +362,27 @@ def ablation_sweep(model: nn.Module, inputs: Any, sites: Sequence[str], metric: 
     return ds
 
 
+def _patching_inputs(model: nn.Module, clean: Any, corrupted: Any, sites: Sequence[str], metric, direction: str,
+                     target: Any, layouts: Mapping[str, HeadLayout] | None):
+    """Checked arguments of a patching run: ``(sites, metric, n, target, resolved sites)``."""
+    if direction not in ("denoising", "noising"):
+        raise ValueError(f"direction must be 'denoising' or 'noising'; got {direction!r}.")
+    sites = _as_list(sites)
+    metric = as_metric(metric)
+    n_clean, n_corr = batch_size_of(clean), batch_size_of(corrupted)
+    if n_clean != n_corr:
+        raise DataValidationError(f"clean has {n_clean} rows and corrupted {n_corr}; patching needs pairs.")
+    target = _full_target(target, metric, n_clean)
+    return sites, metric, n_clean, target, [resolve_site(model, s, layouts) for s in sites]
+
+
+def normalized_effect(patched: np.ndarray, clean: np.ndarray, corrupted: np.ndarray) -> np.ndarray:
+    """``(patched - corrupted) / (clean - corrupted)`` per (site, sample); NaN where clean == corrupted."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        denom = clean - corrupted
+        return np.where(np.abs(denom) > 0, (patched - corrupted[None]) / denom[None], np.nan)
+
+
 def patching_sweep(model: nn.Module, clean: Any, corrupted: Any, sites: Sequence[str],
                    metric: Metric | Callable | None = None, *, direction: Literal["denoising", "noising"] = "denoising",
                    forward: Callable | None = None, batch_size: int = 64, max_rows: int = 256,
@@ -409,15 +431,8 @@ def patching_sweep(model: nn.Module, clean: Any, corrupted: Any, sites: Sequence
         attrs ``method``, ``direction``, ``metric``, ``sweep_path`` (``"prefix_reuse"`` or
         ``"batched"``: which path ran) and ``sweep_path_note`` (what was reused, or why not).
     """
-    if direction not in ("denoising", "noising"):
-        raise ValueError(f"direction must be 'denoising' or 'noising'; got {direction!r}.")
-    sites = _as_list(sites)
-    metric = as_metric(metric)
-    n_clean, n_corr = batch_size_of(clean), batch_size_of(corrupted)
-    if n_clean != n_corr:
-        raise DataValidationError(f"clean has {n_clean} rows and corrupted {n_corr}; patching needs pairs.")
-    target = _full_target(target, metric, n_clean)
-    resolved = [resolve_site(model, s, layouts) for s in sites]
+    sites, metric, n_clean, target, resolved = _patching_inputs(model, clean, corrupted, sites, metric, direction,
+                                                                target, layouts)
     clean_v, corr_v, patched_v = [], [], []
     reuse, path = None, {}
     was = model.training
@@ -454,9 +469,7 @@ def patching_sweep(model: nn.Module, clean: Any, corrupted: Any, sites: Sequence
     x = torch.cat(corr_v).numpy()
     p = torch.cat(patched_v, dim=1).numpy()
     base = x if direction == "denoising" else c
-    with np.errstate(divide="ignore", invalid="ignore"):
-        denom = c - x
-        norm = np.where(np.abs(denom) > 0, (p - x[None]) / denom[None], np.nan)
+    norm = normalized_effect(p, c, x)
     return xr.Dataset(
         {
             "clean": (("sample",), c, {"description": f"{metric.name} on the clean input"}),
