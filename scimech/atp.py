@@ -47,7 +47,16 @@ from torch import nn
 
 from .attention import DecomposedMultiheadAttention
 from .hooks import HookSet, first_tensor, override_forward, run_forward, slice_batch
-from .intervene import _metric_values, _patching_inputs, normalized_effect, patching_sweep
+from .intervene import (
+    _capturing,
+    _metric_values,
+    _patch_sites,
+    _patching_inputs,
+    _plan_reuse,
+    _Reuse,
+    normalized_effect,
+    patching_sweep,
+)
 from .metrics import Metric
 from .prefix import trace_calls
 from .record import Recorder
@@ -234,6 +243,9 @@ def attribution_patching(model: nn.Module, clean: Any, corrupted: Any, sites: Se
             raise ValueError("graddrop=True needs a model made of two or more blocks called one after the other "
                              "(x = block(x)); none was found. Use graddrop=False.")
     clean_v, corr_v, est_v, gd_v = [], [], [], []
+    # one batch: the verification patches the base run kept here (no new reference runs)
+    keep = bool(verify_top) and n_clean <= batch_size
+    reuse, path = None, {}
     was = model.training
     model.eval()
     try:
@@ -246,8 +258,11 @@ def attribution_patching(model: nn.Module, clean: Any, corrupted: Any, sites: Se
                 out_src = run_forward(model, src_batch, forward)
             source = dict(rec.activations)
             state = {"dropped": None}
+            if keep:
+                reuse, path = _plan_reuse(model, base_batch, resolved, forward, True)
             # gates first: a probe on a block's output then sits after its gate (outside the dropped block)
-            with torch.enable_grad(), _gates(model, blocks, state), _Probes(model, resolved, qk) as probes:
+            with torch.enable_grad(), _gates(model, blocks, state), _Probes(model, resolved, qk) as probes, \
+                    _capturing(model, reuse, stop - start):
                 out = run_forward(model, base_batch, forward)
                 missing = [s.name for s in resolved if probes.point(s) not in probes.base]
                 if missing:
@@ -309,8 +324,23 @@ def attribution_patching(model: nn.Module, clean: Any, corrupted: Any, sites: Se
                                                  "sum over blocks of |mean effect without the block| / (L - 1))")
     ds["rank"] = ("site", _ranks(score.values), {"description": "1 = largest score"})
     if verify_top:
-        ds = _verify(ds, model, clean, corrupted, metric, int(verify_top), direction=direction, forward=forward,
-                     batch_size=batch_size, max_rows=max_rows, target=target, layouts=layouts)
+        top = list(ds["site"].values[np.argsort(ds["rank"].values)[:int(verify_top)]])
+        if keep:
+            chosen = [r for r in resolved if r.name in top]
+            sub = None if reuse is None else _Reuse({r.name: reuse.plan[r.name] for r in chosen}, reuse.outputs)
+            model.eval()
+            try:
+                with torch.no_grad():
+                    rows = _patch_sites(model, chosen, base_batch, source, metric, tgt, forward, max_rows, sub)
+            finally:
+                model.train(was)
+            exact_patched = {r.name: rows[i].numpy() for i, r in enumerate(chosen)}
+        else:
+            ex = patching_sweep(model, clean, corrupted, top, metric, direction=direction, forward=forward,
+                                batch_size=batch_size, max_rows=max_rows, target=target, layouts=layouts)
+            exact_patched = {s: ex["patched"].sel(site=s).values for s in top}
+            path = {k: ex.attrs[k] for k in ("sweep_path", "sweep_path_note")}
+        ds = _verify(ds, exact_patched, base, c, x, path)
     return ds
 
 
@@ -322,22 +352,24 @@ def _ranks(score: np.ndarray) -> np.ndarray:
     return r
 
 
-def _verify(ds: xr.Dataset, model, clean, corrupted, metric, k: int, **kw) -> xr.Dataset:
-    top = list(ds["site"].values[np.argsort(ds["rank"].values)[:k]])
-    exact = patching_sweep(model, clean, corrupted, top, metric, **kw)
-    for name in ("patched", "effect", "normalized_effect"):
-        full = xr.full_like(ds[name], np.nan)
-        full.loc[{"site": top}] = exact[name].values
-        ds[f"exact_{name}"] = full.assign_attrs(description=f"exact activation patching ({name}) of the "
-                                                            f"{k} best-ranked sites; NaN elsewhere")
-    verified = np.isin(ds["site"].values, top)
+def _verify(ds: xr.Dataset, exact_patched: Mapping[str, np.ndarray], base: np.ndarray, c: np.ndarray,
+            x: np.ndarray, path: Mapping[str, str]) -> xr.Dataset:
+    """Add the exact patching of the verified sites (``exact_*``, ``verified``, ``exact_rank``)."""
+    names = list(ds["site"].values)
+    patched = np.full(ds["patched"].shape, np.nan)
+    for s, v in exact_patched.items():
+        patched[names.index(s)] = v
+    k = len(exact_patched)
+    what = f"exact activation patching of the {k} best-ranked sites; NaN elsewhere"
+    ds["exact_patched"] = (("site", "sample"), patched, {"description": what})
+    ds["exact_effect"] = (("site", "sample"), patched - base[None], {"description": what})
+    ds["exact_normalized_effect"] = (("site", "sample"), normalized_effect(patched, c, x), {"description": what})
+    verified = np.isin(names, list(exact_patched))
     ds["verified"] = ("site", verified, {"description": "exact patching was run"})
-    exact_rank = np.full(ds.sizes["site"], np.nan)
-    ranks = dict(zip(top, _ranks(abs(exact["effect"].mean("sample")).values), strict=True))
-    exact_rank[verified] = [ranks[s] for s in ds["site"].values[verified]]
+    exact_rank = np.full(len(names), np.nan)
+    exact_rank[verified] = _ranks(np.abs(ds["exact_effect"].values[verified].mean(1)))
     ds["exact_rank"] = ("site", exact_rank, {"description": "rank by |mean exact effect| among the verified sites"})
-    ds.attrs.update(verify_top=k, sweep_path=exact.attrs.get("sweep_path", ""),
-                    sweep_path_note=exact.attrs.get("sweep_path_note", ""))
+    ds.attrs.update(verify_top=k, **path)
     return ds
 
 

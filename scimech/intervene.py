@@ -247,6 +247,18 @@ class _Reuse:
         return sorted({n for names in self.plan.values() for n in names})
 
 
+def _patch_sites(model: nn.Module, resolved: Sequence[ResolvedSite], base: Any, source: Mapping[str, torch.Tensor],
+                 metric: Metric, tgt: Any, forward: Callable | None, max_rows: int,
+                 reuse: _Reuse | None) -> torch.Tensor:
+    """(site, sample) metric of the ``base`` batch with each site set to ``source[site]``."""
+    b = batch_size_of(base)
+    row = torch.empty(len(resolved), b)
+    k = _sites_per_forward(len(resolved), b, max_rows)
+    _sweep_tiles(model, resolved, base, b, lambda i, s, cur: source[s.name].to(cur.dtype), metric, tgt, forward, k,
+                 row, reuse)
+    return row
+
+
 def _plan_reuse(model: nn.Module, batch: Any, resolved: Sequence[ResolvedSite], forward: Callable | None,
                 enabled: bool) -> tuple[_Reuse | None, dict[str, Any]]:
     """Trace the model once and decide what each site's runs reuse; attrs saying which path runs."""
@@ -458,11 +470,7 @@ def patching_sweep(model: nn.Module, clean: Any, corrupted: Any, sites: Sequence
                 clean_v.append(_metric_values(metric, out_c, tgt))
                 corr_v.append(_metric_values(metric, out_x, tgt))
                 source = acts_clean if direction == "denoising" else acts_corr
-                row = torch.empty(len(sites), b)
-                k = _sites_per_forward(len(sites), b, max_rows)
-                _sweep_tiles(model, resolved, base, b, lambda i, s, cur, src=source: src[s.name].to(cur.dtype),
-                             metric, tgt, forward, k, row, reuse)
-                patched_v.append(row)
+                patched_v.append(_patch_sites(model, resolved, base, source, metric, tgt, forward, max_rows, reuse))
     finally:
         model.train(was)
     c = torch.cat(clean_v).numpy()

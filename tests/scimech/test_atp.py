@@ -109,6 +109,11 @@ def test_atp_finds_planted_heads_in_a_nonlinear_model_and_verifies_them():
                                atol=1e-5, rtol=0)
     assert np.isnan(est.exact_effect.sel(site=sites[1]).values).all() or sites[1] in planted
     assert sorted(est.exact_rank.values[est.verified.values]) == [1, 2, 3, 4]
+    assert est.attrs["sweep_path"] == "prefix_reuse" and est.attrs["verify_top"] == 4
+    # two batches: the verification is a fresh patching sweep, with the same values
+    two = attribution_patching(model, clean, corrupt, sites, metric, verify_top=4, batch_size=8)
+    np.testing.assert_allclose(two.exact_patched.values, est.exact_patched.values, atol=1e-5, rtol=0)
+    np.testing.assert_allclose(two.effect.values, est.effect.values, atol=1e-6, rtol=0)
 
 
 class Cancel(nn.Module):
