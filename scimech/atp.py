@@ -327,7 +327,7 @@ def attribution_patching(model: nn.Module, clean: Any, corrupted: Any, sites: Se
         top = list(ds["site"].values[np.argsort(ds["rank"].values)[:int(verify_top)]])
         if keep:
             chosen = [r for r in resolved if r.name in top]
-            sub = None if reuse is None else _Reuse({r.name: reuse.plan[r.name] for r in chosen}, reuse.outputs)
+            sub = None if reuse is None else _Reuse({r.name: reuse.plan[r.name] for r in chosen}, reuse.recorded)
             model.eval()
             try:
                 with torch.no_grad():

@@ -39,7 +39,7 @@ from torch import nn
 from .errors import DataValidationError
 from .hooks import HookSet, batch_size_of, iter_batches, run_forward, slice_batch, tile_batch
 from .metrics import Metric, as_metric
-from .prefix import capture_outputs, reusing, trace_calls
+from .prefix import Shortcut, recording_reused, reusing, trace_calls
 from .record import Recorder
 from .sites import HeadLayout, ResolvedSite, resolve_site
 
@@ -220,16 +220,16 @@ def _sweep_tiles(model: nn.Module, resolved: Sequence[ResolvedSite], batch: Any,
     With ``reuse``, sites are grouped by the modules they can take from the unpatched run
     (in a block model: by block), and each group's forwards reuse them (:mod:`scimech.prefix`).
     """
-    groups: dict[tuple[str, ...], list[int]] = {}
+    groups: dict[Shortcut, list[int]] = {}
     for j, site in enumerate(resolved):
-        groups.setdefault(reuse.plan[site.name] if reuse else (), []).append(j)
-    outputs = reuse.outputs if reuse else {}
-    for names, members in groups.items():
+        groups.setdefault(reuse.plan[site.name] if reuse else Shortcut(), []).append(j)
+    recorded = reuse.recorded if reuse else {}
+    for shortcut, members in groups.items():
         for g in range(0, len(members), k):
             idx = members[g:g + k]
             group = [resolved[j] for j in idx]
             # reuse first, site hooks second: a site on a reused module patches its reused output
-            with reusing(model, outputs, names, len(group)), _tiled(model, group, b, make):
+            with reusing(model, recorded, shortcut, len(group)), _tiled(model, group, b, make):
                 out = run_forward(model, tile_batch(batch, len(group)), forward)
             vals = _metric_values(metric, out, None if tgt is None else tile_batch(tgt, len(group)))
             row[idx] = vals.reshape(len(group), b)
@@ -237,14 +237,14 @@ def _sweep_tiles(model: nn.Module, resolved: Sequence[ResolvedSite], batch: Any,
 
 @dataclass
 class _Reuse:
-    """What a sweep reuses: ``plan[site]`` module names, ``outputs`` of the current batch."""
+    """What a sweep reuses: ``plan[site]``, and what was recorded for it in the current batch."""
 
-    plan: dict[str, tuple[str, ...]]
-    outputs: dict[str, Any] = field(default_factory=dict)
+    plan: dict[str, Shortcut]
+    recorded: dict[tuple[str, str], Any] = field(default_factory=dict)
 
-    @property
-    def needed(self) -> list[str]:
-        return sorted({n for names in self.plan.values() for n in names})
+    def n_modules(self) -> int:
+        return len({n for sc in self.plan.values() for n in sc.reused} |
+                   {sc.resume.outer for sc in self.plan.values() if sc.resume is not None})
 
 
 def _patch_sites(model: nn.Module, resolved: Sequence[ResolvedSite], base: Any, source: Mapping[str, torch.Tensor],
@@ -269,15 +269,16 @@ def _plan_reuse(model: nn.Module, batch: Any, resolved: Sequence[ResolvedSite], 
     except Exception as err:  # the optimisation is off; the sweep itself reports real errors
         return None, {"sweep_path": "batched",
                       "sweep_path_note": f"tracing the model failed ({type(err).__name__}: {err})"}
-    plan = {s.name: trace.reusable(s) for s in resolved}
-    reuse = _Reuse(plan)
-    if not reuse.needed:
+    plan = {s.name: trace.shortcut(s) for s in resolved}
+    if not any(plan.values()):
         return None, {"sweep_path": "batched", "sweep_path_note": "no module finishes before any site runs, so "
                       "nothing can be reused (not a sequence of blocks, or the sites come first)"}
-    n_groups = len(set(plan.values()))
+    reuse = _Reuse(plan)
+    n_resumed = sum(sc.resume is not None for sc in plan.values())
     return reuse, {"sweep_path": "prefix_reuse",
-                   "sweep_path_note": f"{len(resolved)} sites in {n_groups} groups reuse the unpatched run's outputs "
-                                      f"of {len(reuse.needed)} modules"}
+                   "sweep_path_note": f"{len(resolved)} sites in {len(set(plan.values()))} groups reuse the unpatched "
+                                      f"run's outputs of {reuse.n_modules()} modules; {n_resumed} sites resume their "
+                                      "enclosing module at the site"}
 
 
 @contextmanager
@@ -286,9 +287,9 @@ def _capturing(model: nn.Module, reuse: _Reuse | None, rows: int):
     if reuse is None:
         yield
         return
-    with capture_outputs(model, reuse.needed, rows) as got:
+    with recording_reused(model, list(reuse.plan.values()), rows) as got:
         yield
-    reuse.outputs = got
+    reuse.recorded = got
 
 
 def ablation_sweep(model: nn.Module, inputs: Any, sites: Sequence[str], metric: Metric | Callable | None = None, *,

@@ -4,22 +4,29 @@ When a sweep intervenes at a site, every module that *finished* before the site'
 was produced computes exactly what it computed in the unpatched run of the same inputs:
 nothing it read has changed yet. In a model built from a sequence of blocks (an
 ``nn.ModuleList`` or ``nn.Sequential`` of blocks, ``nn.TransformerEncoder``, AION's
-encoder) that is every block before the patched one, and inside the patched block
-whatever runs before the site (the layer norm, the query / key / value projections of a
-head's attention). A sweep therefore records those modules' outputs once per batch, in
-the unpatched run it does anyway, and in each patched forward pass replaces their
-``forward`` by a function returning the recorded output (tiled like the batch): only the
-blocks from the patched site on are computed again.
+encoder) that is every block before the patched one. A sweep records those modules'
+outputs once per batch, in the unpatched run it does anyway, and in each patched forward
+pass replaces their ``forward`` by a function returning the recorded output (tiled like
+the batch): only the blocks from the patched site on are computed again.
+
+Inside the patched block the same reasoning goes one step further. A head site is the
+input of the attention's output projection; when the attention module returns exactly
+what its output projection returned (the same tensor object, as torch's and AION's
+attention do), the patched attention output is the projection of the recorded projection
+input with the site's part replaced. The attention module is then replaced by that one
+call ("resumed" at its projection): queries, keys, values and the softmax of the patched
+block are not computed again either.
 
 Which modules qualify is read from the model's own call structure, not from its class:
 one traced forward pass on two copies of one input row records the order in which modules
-start and finish, how often each runs, and whether every tensor it returns is batched on
-dim 0 (two identical rows in, two identical rows out). A module qualifies for a site when
-it ran exactly once, finished before the site's module started (for an output site: before
-it finished, the module itself included) and returns batched tensors; of nested
-qualifying modules only the outermost is replaced; a module that changes its input in
-place (``nn.ReLU(inplace=True)``) never qualifies, since skipping it would skip that change. Models with no such module (one block
-called in a loop, weights shared between steps) simply reuse nothing and run as before.
+start and finish, how often each runs, whether every tensor it returns is batched on dim 0
+(two identical rows in, two identical rows out) and which tensor objects it receives and
+returns. A module is reused for a site when it ran exactly once, finished before the
+site's module started (for an output site: before it finished, the module itself
+included) and returns batched tensors; of nested qualifying modules only the outermost is
+replaced. A module that changes its input in place (``nn.ReLU(inplace=True)``) never
+qualifies, since skipping it would skip that change. Models with no such module (one
+block called in a loop, weights shared between steps) reuse nothing and run as before.
 The results are those of the full forward passes up to float rounding (the reused
 outputs were computed on ``b`` rows rather than on the tiled batch).
 """
@@ -37,7 +44,7 @@ from torch import nn
 from .hooks import map_tensors, override_forward, run_forward, slice_batch, tile_batch
 from .sites import ResolvedSite
 
-__all__ = ["ModuleCall", "CallTrace", "trace_calls", "capture_outputs", "reusing"]
+__all__ = ["ModuleCall", "Resume", "Shortcut", "CallTrace", "trace_calls", "recording_reused", "reusing"]
 
 
 @dataclass
@@ -48,7 +55,10 @@ class ModuleCall:
     and end events of the pass; ``calls``: how often it ran; ``batched``: every tensor it
     returned has the batch on dim 0 (and it changed none of its inputs in place, ``in_place``);
     ``inputs`` / ``output``: the first tensor it received and returned (held for
-    :meth:`CallTrace.blocks`).
+    :meth:`CallTrace.blocks`); ``replayable``: called with one batched tensor and nothing
+    else; ``out_version``: the version counter of ``output`` when it returned;
+    ``structure``: its output is a Tensor (``"tensor"``), or a tuple / list of a Tensor
+    followed by ``None`` (``(type, length)``), else ``None``.
     """
 
     name: str
@@ -59,6 +69,47 @@ class ModuleCall:
     inputs: tuple = ()
     output: Any = None
     in_place: bool = False
+    replayable: bool = False
+    out_version: int = -1
+    structure: Any = None
+
+
+@dataclass(frozen=True)
+class Resume:
+    """Replace module ``outer`` by a call of its descendant ``inner`` on ``inner``'s recorded
+    input: ``outer`` returns what ``inner`` returns (``structure`` as in :class:`ModuleCall`)."""
+
+    outer: str
+    inner: str
+    structure: Any
+
+
+@dataclass(frozen=True)
+class Shortcut:
+    """What one site's patched runs take from the unpatched run: the outputs of ``reused``
+    modules, and optionally a module resumed at the site's module."""
+
+    reused: tuple[str, ...] = ()
+    resume: Resume | None = None
+
+    def __bool__(self) -> bool:
+        return bool(self.reused) or self.resume is not None
+
+
+def _structure(output: Any) -> Any:
+    if isinstance(output, torch.Tensor):
+        return "tensor"
+    if isinstance(output, (tuple, list)) and output and isinstance(output[0], torch.Tensor) and \
+            all(o is None for o in output[1:]):
+        return type(output), len(output)
+    return None
+
+
+def _rebuild(structure: Any, t: torch.Tensor) -> Any:
+    if structure == "tensor":
+        return t
+    kind, n = structure
+    return kind([t, *([None] * (n - 1))])
 
 
 def _leaves(obj: Any) -> list[torch.Tensor]:
@@ -90,7 +141,7 @@ def _two_equal_rows(obj: Any) -> bool:
 class CallTrace:
     """The call structure of one forward pass: which modules ran, when, how often.
 
-    Built by :func:`trace_calls`; :meth:`reusable` lists the modules a site's patched runs
+    Built by :func:`trace_calls`; :meth:`shortcut` says what a site's patched runs
     may take from the unpatched run.
     """
 
@@ -106,11 +157,32 @@ class CallTrace:
             return call.end + 1
         return call.start
 
-    def reusable(self, site: ResolvedSite) -> tuple[str, ...]:
-        """The outermost modules that ran once, returned batched tensors and finished before the site."""
+    def resume(self, site: ResolvedSite) -> Resume | None:
+        """The outermost ancestor of the site's module that returns exactly what the site's
+        module returned (same tensor object, unchanged), if the site's module can be replayed."""
+        inner = self.calls.get(site.module_path)
+        if inner is None or inner.calls != 1 or not inner.replayable or inner.output is None:
+            return None
+        best = None
+        parts = site.module_path.split(".")
+        for i in range(len(parts) - 1, 0, -1):
+            outer = self.calls.get(".".join(parts[:i]))
+            if (outer is None or outer.calls != 1 or outer.structure is None or outer.output is not inner.output
+                    or outer.out_version != inner.out_version):
+                break
+            best = Resume(outer.name, inner.name, outer.structure)
+        return best
+
+    def shortcut(self, site: ResolvedSite) -> Shortcut:
+        """What the site's patched runs can take from the unpatched run.
+
+        ``reused``: the outermost modules that ran once, returned batched tensors and
+        finished before the site (inside a resumed module: none, it does not run).
+        """
         cut = self.cut(site)
+        resume = self.resume(site)
         chosen: list[str] = []
-        taken: set[str] = set()
+        taken: set[str] = set() if resume is None else {resume.outer}
         for name, c in sorted(self.calls.items(), key=lambda kv: kv[1].start):
             if c.start >= cut:
                 break
@@ -121,7 +193,7 @@ class CallTrace:
                 continue
             chosen.append(name)
             taken.add(name)
-        return tuple(chosen)
+        return Shortcut(tuple(chosen), resume)
 
     def blocks(self, model: nn.Module) -> list[str]:
         """The longest chain of sibling modules where each one's input is the previous one's output.
@@ -168,7 +240,9 @@ def trace_calls(model: nn.Module, batch: Any, forward: Callable | None = None) -
             c = calls.get(name)
             if c is None:
                 given = _leaves((args, kwargs))
-                calls[name] = ModuleCall(name, counter[0], -1, 1, False, tuple(given[:1]))
+                calls[name] = c = ModuleCall(name, counter[0], -1, 1, False, tuple(given[:1]))
+                c.replayable = (len(args) == 1 and not kwargs and isinstance(args[0], torch.Tensor)
+                                and _two_equal_rows(args[0]))
                 versions[name] = [(t, t._version) for t in given]
             else:
                 c.calls += 1
@@ -182,6 +256,8 @@ def trace_calls(model: nn.Module, batch: Any, forward: Callable | None = None) -
                 c.end = counter[0]
                 lv = _leaves(output)
                 c.output = lv[0] if lv else None
+                c.out_version = lv[0]._version if lv else -1
+                c.structure = _structure(output)
                 # a module that changes its input in place (ReLU(inplace=True)) has an effect
                 # beyond its output: replacing it by its output would drop that effect
                 c.in_place = any(t._version != v for t, v in versions.pop(name))
@@ -202,50 +278,63 @@ def trace_calls(model: nn.Module, batch: Any, forward: Callable | None = None) -
 
 
 @contextmanager
-def capture_outputs(model: nn.Module, names: Sequence[str], rows: int) -> Iterator[dict[str, Any]]:
-    """Record (copies of) the outputs of modules ``names`` during the forward passes in the block.
+def recording_reused(model: nn.Module, shortcuts: Sequence[Shortcut], rows: int) -> Iterator[dict[str, Any]]:
+    """During the forward passes in the block, record what ``shortcuts`` take from the run.
 
-    Outputs whose tensors are not all batched on dim 0 with ``rows`` rows are left out, as
-    are modules that ran more than once (their recorded output would be ambiguous).
+    Yields a dict filled on exit: ``("output", name)`` -> (copies of) the outputs of the
+    reused modules, ``("input", name)`` -> the input of each resumed inner module. Values
+    whose tensors are not all batched on dim 0 with ``rows`` rows are left out, as are those
+    of modules that ran more than once.
     """
-    got: dict[str, Any] = {}
+    got: dict[tuple[str, str], Any] = {}
     seen: dict[str, int] = {}
+    outs = {n for sc in shortcuts for n in sc.reused}
+    ins = {sc.resume.inner for sc in shortcuts if sc.resume is not None}
+
+    def batched(obj) -> bool:
+        leaves = _leaves(obj)
+        return bool(leaves) and all(t.dim() and t.shape[0] == rows for t in leaves)
 
     def make(name):
         def wrap(inner):
             def forward(*args, **kwargs):
-                out = inner(*args, **kwargs)
                 seen[name] = seen.get(name, 0) + 1
-                leaves = _leaves(out)
-                if seen[name] == 1 and leaves and all(t.dim() and t.shape[0] == rows for t in leaves):
-                    got[name] = map_tensors(out, lambda t: t.detach().clone())
-                else:
-                    got.pop(name, None)
+                if name in ins and args and batched(args[0]):
+                    got["input", name] = args[0].detach().clone()
+                out = inner(*args, **kwargs)
+                if name in outs and batched(out):
+                    got["output", name] = map_tensors(out, lambda t: t.detach().clone())
                 return out
             return forward
         return wrap
 
     with ExitStack() as stack:
-        for name in names:
+        for name in sorted(outs | ins):
             stack.callback(override_forward(model.get_submodule(name), make(name)).remove)
         yield got
-    for name, n in seen.items():
-        if n != 1:
-            got.pop(name, None)
+    for key in list(got):
+        if seen.get(key[1]) != 1:
+            del got[key]
 
 
 @contextmanager
-def reusing(model: nn.Module, outputs: Mapping[str, Any], names: Sequence[str], times: int):
-    """Within the block, modules ``names`` return their recorded ``outputs`` tiled ``times``
-    times on dim 0 instead of computing (names without a recorded output compute as usual)."""
-    with ExitStack() as stack:
-        for name in names:
-            if name not in outputs:
-                continue
-            out = outputs[name]
+def reusing(model: nn.Module, recorded: Mapping[tuple[str, str], Any], shortcut: Shortcut, times: int):
+    """Within the block, apply ``shortcut`` to forward passes of a batch tiled ``times`` times:
+    the reused modules return their recorded outputs (tiled), and a resumed module runs only
+    its inner module on the recorded input (tiled). Whatever was not recorded computes as usual."""
+    def tiled(obj):
+        return tile_batch(obj, times) if times > 1 else map_tensors(obj, torch.clone)
 
-            def make(inner, _out=out):
-                return lambda *args, **kwargs: tile_batch(_out, times) if times > 1 else \
-                    map_tensors(_out, torch.clone)
-            stack.callback(override_forward(model.get_submodule(name), make).remove)
+    with ExitStack() as stack:
+        for name in shortcut.reused:
+            if ("output", name) in recorded:
+                out = recorded["output", name]
+                stack.callback(override_forward(model.get_submodule(name),
+                                                lambda inner, _out=out: lambda *a, **k: tiled(_out)).remove)
+        r = shortcut.resume
+        if r is not None and ("input", r.inner) in recorded:
+            x, inner_mod = recorded["input", r.inner], model.get_submodule(r.inner)
+            stack.callback(override_forward(
+                model.get_submodule(r.outer),
+                lambda inner: lambda *a, **k: _rebuild(r.structure, inner_mod(tiled(x)))).remove)
         yield

@@ -85,13 +85,17 @@ def test_prefix_reuse_in_ablation_sweeps_equals_ablate():
 def test_reused_modules_are_those_before_the_site():
     model = _encoder()
     trace = trace_calls(model, torch.randn(3, 5, 16))
-    head = trace.reusable(resolve_site(model, "layers.2.self_attn.heads[0]"))
-    # blocks 0 and 1 whole, and in block 2 what runs before the output projection
-    assert head == ("layers.0", "layers.1", "layers.2.self_attn.q_proj", "layers.2.self_attn.k_proj",
-                    "layers.2.self_attn.v_proj")
-    assert trace.reusable(resolve_site(model, "layers.1")) == ("layers.0", "layers.1")   # output: itself too
-    assert trace.reusable(resolve_site(model, "layers.1:input")) == ("layers.0",)
-    assert trace.reusable(resolve_site(model, "layers.0.self_attn.q_proj")) == ("layers.0.self_attn.q_proj",)
+    head = trace.shortcut(resolve_site(model, "layers.2.self_attn.heads[0]"))
+    # blocks 0 and 1 whole; the attention of block 2 returns its out_proj's output, so it is
+    # resumed at out_proj (its q/k/v projections and softmax are not run again)
+    assert head.reused == ("layers.0", "layers.1")
+    assert (head.resume.outer, head.resume.inner) == ("layers.2.self_attn", "layers.2.self_attn.out_proj")
+    q = trace.shortcut(resolve_site(model, "layers.2.linear1:input"))   # what runs before linear1; no resume
+    assert q.reused == ("layers.0", "layers.1", "layers.2.self_attn", "layers.2.dropout1", "layers.2.norm1")
+    assert q.resume is None
+    assert trace.shortcut(resolve_site(model, "layers.1")).reused == ("layers.0", "layers.1")   # output: itself too
+    assert trace.shortcut(resolve_site(model, "layers.1:input")).reused == ("layers.0",)
+    assert trace.shortcut(resolve_site(model, "layers.0.self_attn.q_proj")).reused == ("layers.0.self_attn.q_proj",)
     assert trace.blocks(model) == ["layers.0", "layers.1", "layers.2"]
 
 
@@ -160,8 +164,34 @@ def test_in_place_changes_and_unbatched_outputs_are_handled():
     assert trace.calls["act"].in_place and not trace.calls["act"].batched
     # unit 0 of blocks.1's input patched, the other units must come out of the in-place ReLU
     sites = ["blocks.1.units[0]:input", "blocks.1", "blocks.2:input", "blocks.0", "embed"]
-    assert "pos" not in trace.reusable(resolve_site(model, "blocks.1"))
+    assert "pos" not in trace.shortcut(resolve_site(model, "blocks.1")).reused
     res = patching_sweep(model, clean, corrupt, sites, metrics.output(), max_rows=8)
     assert res.attrs["sweep_path"] == "prefix_reuse"
     np.testing.assert_allclose(res.patched.values, _naive_patching(model, clean, corrupt, sites, "denoising"),
+                               atol=ATOL, rtol=0)
+
+
+class Doubling(nn.Module):
+    """Returns its projection's output object, but changed in place after the projection."""
+
+    def __init__(self):
+        super().__init__()
+        self.pre, self.proj = nn.Linear(4, 8), nn.Linear(8, 4)
+
+    def forward(self, x):
+        y = self.proj(torch.tanh(self.pre(x)))
+        y.mul_(2.0)
+        return y
+
+
+def test_a_module_is_resumed_at_its_projection_only_if_it_returns_the_projection_unchanged():
+    torch.manual_seed(0)
+    model = nn.Sequential(Doubling(), Doubling()).eval()
+    clean, corrupt = torch.randn(5, 4), torch.randn(5, 4)
+    trace = trace_calls(model, clean)
+    site = "1.proj.units[0,2]:input"
+    assert trace.shortcut(resolve_site(model, site)).resume is None       # y.mul_(2) after proj
+    res = patching_sweep(model, clean, corrupt, [site, "1.proj:input", "0.proj"], metrics.output())
+    np.testing.assert_allclose(res.patched.values,
+                               _naive_patching(model, clean, corrupt, [site, "1.proj:input", "0.proj"], "denoising"),
                                atol=ATOL, rtol=0)
