@@ -254,7 +254,7 @@ def attribution_patching(model: nn.Module, clean: Any, corrupted: Any, sites: Se
             cb, xb = slice_batch(clean, start, stop), slice_batch(corrupted, start, stop)
             tgt = None if target is None else target[start:stop]
             src_batch, base_batch = (cb, xb) if direction == "denoising" else (xb, cb)
-            with torch.no_grad(), Recorder(model, sites, layouts=layouts) as rec:
+            with torch.no_grad(), Recorder(model, resolved) as rec:
                 out_src = run_forward(model, src_batch, forward)
             source = dict(rec.activations)
             state = {"dropped": None}

@@ -457,20 +457,16 @@ def patching_sweep(model: nn.Module, clean: Any, corrupted: Any, sites: Sequence
                 cb, xb = slice_batch(clean, start, stop), slice_batch(corrupted, start, stop)
                 b = stop - start
                 tgt = None if target is None else target[start:stop]
-                base = xb if direction == "denoising" else cb
+                src, base = (cb, xb) if direction == "denoising" else (xb, cb)
                 if start == 0:
                     reuse, path = _plan_reuse(model, base, resolved, forward, reuse_prefix)
-                with Recorder(model, sites, layouts=layouts) as rec, \
-                        _capturing(model, reuse if direction == "noising" else None, b):
-                    out_c = run_forward(model, cb, forward)
-                    acts_clean = dict(rec.activations)
-                with Recorder(model, sites, layouts=layouts) as rec, \
-                        _capturing(model, reuse if direction == "denoising" else None, b):
-                    out_x = run_forward(model, xb, forward)
-                    acts_corr = dict(rec.activations)
-                clean_v.append(_metric_values(metric, out_c, tgt))
-                corr_v.append(_metric_values(metric, out_x, tgt))
-                source = acts_clean if direction == "denoising" else acts_corr
+                with Recorder(model, resolved) as rec:         # the activations patched in
+                    out_src = _metric_values(metric, run_forward(model, src, forward), tgt)
+                source = dict(rec.activations)
+                with _capturing(model, reuse, b):              # the run patched into
+                    out_base = _metric_values(metric, run_forward(model, base, forward), tgt)
+                clean_v.append(out_src if direction == "denoising" else out_base)
+                corr_v.append(out_base if direction == "denoising" else out_src)
                 patched_v.append(_patch_sites(model, resolved, base, source, metric, tgt, forward, max_rows, reuse))
     finally:
         model.train(was)

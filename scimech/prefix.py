@@ -127,6 +127,8 @@ def _two_equal_rows(obj: Any) -> bool:
         if t.dim() == 0 or t.shape[0] != 2:
             return False
         a, b = t[0].detach(), t[1].detach()
+        if torch.equal(a, b):
+            continue
         if a.is_floating_point() or a.is_complex():
             # identical rows give identical results up to the rounding of how a kernel splits
             # its rows; a position or a feature taken for the batch differs at O(1)
@@ -147,6 +149,7 @@ class CallTrace:
 
     def __init__(self, calls: Mapping[str, ModuleCall]):
         self.calls = dict(calls)
+        self._shortcuts: dict[tuple[str, str], Shortcut] = {}
 
     def cut(self, site: ResolvedSite) -> int:
         """Modules that finished before this event cannot see the site's new value."""
@@ -179,6 +182,9 @@ class CallTrace:
         ``reused``: the outermost modules that ran once, returned batched tensors and
         finished before the site (inside a resumed module: none, it does not run).
         """
+        key = (site.module_path, site.port)
+        if key in self._shortcuts:      # every head of one attention shares its module and port
+            return self._shortcuts[key]
         cut = self.cut(site)
         resume = self.resume(site)
         chosen: list[str] = []
@@ -193,7 +199,8 @@ class CallTrace:
                 continue
             chosen.append(name)
             taken.add(name)
-        return Shortcut(tuple(chosen), resume)
+        self._shortcuts[key] = Shortcut(tuple(chosen), resume)
+        return self._shortcuts[key]
 
     def blocks(self, model: nn.Module) -> list[str]:
         """The longest chain of sibling modules where each one's input is the previous one's output.
