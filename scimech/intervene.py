@@ -229,9 +229,10 @@ def _sweep_tiles(model: nn.Module, resolved: Sequence[ResolvedSite], batch: Any,
             idx = members[g:g + k]
             group = [resolved[j] for j in idx]
             # reuse first, site hooks second: a site on a reused module patches its reused output
-            with reusing(model, recorded, shortcut, len(group)), _tiled(model, group, b, make):
-                out = run_forward(model, tile_batch(batch, len(group)), forward)
-            vals = _metric_values(metric, out, None if tgt is None else tile_batch(tgt, len(group)))
+            n = len(group)
+            with reusing(model, recorded, shortcut, n), _tiled(model, group, b, make):
+                out = run_forward(model, tile_batch(batch, n) if n > 1 else batch, forward)
+            vals = _metric_values(metric, out, tgt if tgt is None or n == 1 else tile_batch(tgt, n))
             row[idx] = vals.reshape(len(group), b)
 
 
