@@ -94,6 +94,7 @@ def sweep_section() -> list[str]:
     return [f"### Per-head zero-ablation sweep ({len(sites)} heads, {len(test)} test galaxies, "
             f"stand-in dim {ad.model.dim} x {len(ad.model.encoder)} blocks, {n_tok} tokens, "
             f"torch threads {torch.get_num_threads()})", "",
+            "Command: `python -m bench.bench_astro --only sweep`.", "",
             "| method | wall s | speed-up (wall) | CPU s | speed-up (CPU) |", "|---|---|---|---|---|", *rows,
             "", f"Max |z difference| to the naive loop: {err:.2e}. Medians of 3 interleaved rounds; prefix path: "
             f"{res['default'].attrs['sweep_path_note']}. 1-minute load average {load0:.1f} before, "
