@@ -26,7 +26,7 @@ from torch import nn
 from bench.common import write_section
 from scimech.record import Recorder
 
-N_BLOCKS, WIDTH, HEADS, BATCH, TOKENS, ROUNDS, THREADS = 6, 128, 8, 64, 64, 15, 2
+N_BLOCKS, WIDTH, HEADS, BATCH, TOKENS, ROUNDS, THREADS = 6, 128, 8, 64, 64, 25, 1
 
 
 def model_and_batch() -> tuple[nn.Module, torch.Tensor]:
