@@ -295,36 +295,36 @@ def attribution_patching(model: nn.Module, clean: Any, corrupted: Any, sites: Se
     effect = torch.cat(est_v, dim=1).numpy()
     base = x if direction == "denoising" else c
     patched = base[None] + effect
-    ds = xr.Dataset(
-        {
-            "clean": (("sample",), c, {"description": f"{metric.name} on the clean input"}),
-            "corrupted": (("sample",), x, {"description": f"{metric.name} on the corrupted input"}),
-            "patched": (("site", "sample"), patched, {"description": f"estimated {metric.name} with the site patched"}),
-            "effect": (("site", "sample"), effect, {"description": "estimated patched minus the unpatched run"}),
-            "normalized_effect": (("site", "sample"), normalized_effect(patched, c, x),
-                                  {"description": "estimated (patched - corrupted) / (clean - corrupted)"}),
-        },
-        coords={"site": sites, "sample": np.arange(c.shape[0])},
-        attrs={"method": "attribution_patching", "estimator": "AtP*" if (qk or blocks) else "AtP",
-               "qk_fix_sites": ", ".join(qk) or "none", "graddrop_blocks": ", ".join(blocks) or "none",
-               "direction": direction, "metric": metric.name,
-               "description": "first-order (attribution patching) estimate of activation patching; "
-                              "Nanda 2022, Kramar et al. 2024 (AtP*)"},
-    )
+    data = {
+        "clean": (("sample",), c, {"description": f"{metric.name} on the clean input"}),
+        "corrupted": (("sample",), x, {"description": f"{metric.name} on the corrupted input"}),
+        "patched": (("site", "sample"), patched, {"description": f"estimated {metric.name} with the site patched"}),
+        "effect": (("site", "sample"), effect, {"description": "estimated patched minus the unpatched run"}),
+        "normalized_effect": (("site", "sample"), normalized_effect(patched, c, x),
+                              {"description": "estimated (patched - corrupted) / (clean - corrupted)"}),
+    }
+    coords: dict[str, Any] = {"site": sites, "sample": np.arange(c.shape[0])}
     if blocks:
-        ds = ds.assign_coords(dropped_block=blocks)
-        ds["graddrop_effect"] = (("dropped_block", "site", "sample"), torch.cat(gd_v, dim=2).numpy(),
-                                 {"description": "estimated effect with the gradient through the block's own "
-                                                 "computation dropped (GradDrop)"})
+        dropped = torch.cat(gd_v, dim=2).numpy()
+        coords["dropped_block"] = blocks
+        data["graddrop_effect"] = (("dropped_block", "site", "sample"), dropped,
+                                   {"description": "estimated effect with the gradient through the block's own "
+                                                   "computation dropped (GradDrop)"})
         # AtP*: the magnitude of each dropped-block estimate of the mean effect, summed, / (L - 1)
-        score = abs(ds["graddrop_effect"].mean("sample")).sum("dropped_block") / (len(blocks) - 1)
+        score = np.abs(dropped.mean(2)).sum(0) / (len(blocks) - 1)
     else:
-        score = abs(ds["effect"].mean("sample"))
-    ds["score"] = score.assign_attrs(description="ranking score: |mean estimated effect| (GradDrop: "
-                                                 "sum over blocks of |mean effect without the block| / (L - 1))")
-    ds["rank"] = ("site", _ranks(score.values), {"description": "1 = largest score"})
+        score = np.abs(effect.mean(1))
+    rank = _ranks(score)
+    data["score"] = ("site", score, {"description": "ranking score: |mean estimated effect| (GradDrop: sum over "
+                                                    "blocks of |mean effect without the block| / (L - 1))"})
+    data["rank"] = ("site", rank, {"description": "1 = largest score"})
+    attrs = {"method": "attribution_patching", "estimator": "AtP*" if (qk or blocks) else "AtP",
+             "qk_fix_sites": ", ".join(qk) or "none", "graddrop_blocks": ", ".join(blocks) or "none",
+             "direction": direction, "metric": metric.name,
+             "description": "first-order (attribution patching) estimate of activation patching; "
+                            "Nanda 2022, Kramar et al. 2024 (AtP*)"}
     if verify_top:
-        top = list(ds["site"].values[np.argsort(ds["rank"].values)[:int(verify_top)]])
+        top = [sites[i] for i in np.argsort(rank)[:int(verify_top)]]
         if keep:
             chosen = [r for r in resolved if r.name in top]
             sub = None if reuse is None else _Reuse({r.name: reuse.plan[r.name] for r in chosen}, reuse.recorded)
@@ -340,8 +340,9 @@ def attribution_patching(model: nn.Module, clean: Any, corrupted: Any, sites: Se
                                 batch_size=batch_size, max_rows=max_rows, target=target, layouts=layouts)
             exact_patched = {s: ex["patched"].sel(site=s).values for s in top}
             path = {k: ex.attrs[k] for k in ("sweep_path", "sweep_path_note")}
-        ds = _verify(ds, exact_patched, base, c, x, path)
-    return ds
+        data.update(_verified(sites, exact_patched, base, c, x))
+        attrs.update(verify_top=len(top), **path)
+    return xr.Dataset(data, coords=coords, attrs=attrs)
 
 
 def _ranks(score: np.ndarray) -> np.ndarray:
@@ -352,25 +353,21 @@ def _ranks(score: np.ndarray) -> np.ndarray:
     return r
 
 
-def _verify(ds: xr.Dataset, exact_patched: Mapping[str, np.ndarray], base: np.ndarray, c: np.ndarray,
-            x: np.ndarray, path: Mapping[str, str]) -> xr.Dataset:
-    """Add the exact patching of the verified sites (``exact_*``, ``verified``, ``exact_rank``)."""
-    names = list(ds["site"].values)
-    patched = np.full(ds["patched"].shape, np.nan)
+def _verified(sites: Sequence[str], exact_patched: Mapping[str, np.ndarray], base: np.ndarray, c: np.ndarray,
+              x: np.ndarray) -> dict[str, tuple]:
+    """The variables of the exact patching of the verified sites (``exact_*``, ``verified``, ``exact_rank``)."""
+    patched = np.full((len(sites), len(base)), np.nan)
     for s, v in exact_patched.items():
-        patched[names.index(s)] = v
-    k = len(exact_patched)
-    what = f"exact activation patching of the {k} best-ranked sites; NaN elsewhere"
-    ds["exact_patched"] = (("site", "sample"), patched, {"description": what})
-    ds["exact_effect"] = (("site", "sample"), patched - base[None], {"description": what})
-    ds["exact_normalized_effect"] = (("site", "sample"), normalized_effect(patched, c, x), {"description": what})
-    verified = np.isin(names, list(exact_patched))
-    ds["verified"] = ("site", verified, {"description": "exact patching was run"})
-    exact_rank = np.full(len(names), np.nan)
-    exact_rank[verified] = _ranks(np.abs(ds["exact_effect"].values[verified].mean(1)))
-    ds["exact_rank"] = ("site", exact_rank, {"description": "rank by |mean exact effect| among the verified sites"})
-    ds.attrs.update(verify_top=k, **path)
-    return ds
+        patched[sites.index(s)] = v
+    what = f"exact activation patching of the {len(exact_patched)} best-ranked sites; NaN elsewhere"
+    verified = np.isin(sites, list(exact_patched))
+    exact_rank = np.full(len(sites), np.nan)
+    exact_rank[verified] = _ranks(np.abs((patched[verified] - base[None]).mean(1)))
+    return {"exact_patched": (("site", "sample"), patched, {"description": what}),
+            "exact_effect": (("site", "sample"), patched - base[None], {"description": what}),
+            "exact_normalized_effect": (("site", "sample"), normalized_effect(patched, c, x), {"description": what}),
+            "verified": ("site", verified, {"description": "exact patching was run"}),
+            "exact_rank": ("site", exact_rank, {"description": "rank by |mean exact effect| among the verified sites"})}
 
 
 def ranking_agreement(estimated: xr.Dataset, exact: xr.Dataset, top: int = 8) -> xr.Dataset:
