@@ -31,7 +31,7 @@ from scimech.attention import decompose_attention
 from scimech.intervene import patch, patching_sweep
 from scimech.record import Recorder
 
-N_LAYERS, HEADS, WIDTH, BATCH, TOKENS, ROUNDS, THREADS, TOP = 6, 8, 64, 16, 32, 5, 1, 8
+N_LAYERS, HEADS, WIDTH, BATCH, TOKENS, ROUNDS, THREADS, TOP = 6, 8, 64, 16, 32, 9, 1, 8
 
 
 def bench_model() -> dict[str, Any]:
