@@ -236,19 +236,19 @@ def attribution_patching(model: nn.Module, clean: Any, corrupted: Any, sites: Se
     sites, metric, n_clean, target, resolved = _patching_inputs(model, clean, corrupted, sites, metric, direction,
                                                                 target, layouts)
     qk = {s.name: a for s in resolved if qk_fix and (a := _qk_attention(model, s)) is not None}
-    blocks: list[str] = []
-    if graddrop:
-        blocks = trace_calls(model, corrupted if direction == "denoising" else clean, forward).blocks(model)
-        if len(blocks) < 2:
-            raise ValueError("graddrop=True needs a model made of two or more blocks called one after the other "
-                             "(x = block(x)); none was found. Use graddrop=False.")
     clean_v, corr_v, est_v, gd_v = [], [], [], []
     # one batch: the verification patches the base run kept here (no new reference runs)
     keep = bool(verify_top) and n_clean <= batch_size
     reuse, path = None, {}
+    blocks: list[str] = []
     was = model.training
     model.eval()
     try:
+        if graddrop:
+            blocks = trace_calls(model, corrupted if direction == "denoising" else clean, forward).blocks(model)
+            if len(blocks) < 2:
+                raise ValueError("graddrop=True needs a model made of two or more blocks called one after the other "
+                                 "(x = block(x)); none was found. Use graddrop=False.")
         for start in range(0, n_clean, batch_size):
             stop = min(start + batch_size, n_clean)
             cb, xb = slice_batch(clean, start, stop), slice_batch(corrupted, start, stop)

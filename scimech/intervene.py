@@ -433,7 +433,8 @@ def patching_sweep(model: nn.Module, clean: Any, corrupted: Any, sites: Sequence
         site (in a model made of blocks: the blocks before the patched one), so that each
         patched forward pass only computes from the site on (:mod:`scimech.prefix`). Sites
         are then grouped by block. The results are those of full forward passes up to
-        float rounding; ``False`` runs every patched pass in full.
+        float rounding; ``False`` runs every patched pass in full. The reused outputs of
+        one batch are held in memory (about one activation per block).
 
     Returns
     -------
