@@ -19,7 +19,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from bench.common import HERE, best_of, write_section
+from bench.bench_recording import interleaved
+from bench.common import HERE, write_section
 
 SECTIONS = ("synth", "sweep", "units")
 UNIT_TEST_N = 480          # test galaxies of the unit benchmark
@@ -62,35 +63,42 @@ def sweep_section() -> list[str]:
     sites = ad.head_sites()                               # every head of every encoder block
     metric = ad.z_metric()
 
-    def sweep():
-        ablation_sweep(ad.model, batch, sites, metric, method="zero", forward=ad.forward, batch_size=256,
-                       max_rows=1024)
+    def sweep(max_rows, reuse=True):
+        return lambda: ablation_sweep(ad.model, batch, sites, metric, method="zero", forward=ad.forward,
+                                      batch_size=256, max_rows=max_rows, reuse_prefix=reuse)
 
     def naive():
         with torch.no_grad():
             ad.expected_z(ad.forward(ad.model, batch))
+            out = []
             for s in sites:
                 with ablate(ad.model, [s], method="zero"):
-                    ad.expected_z(ad.forward(ad.model, batch))
+                    out.append(ad.expected_z(ad.forward(ad.model, batch)).numpy())
+        return np.stack(out)
 
-    t_sweep = best_of(sweep, repeat=3)
-    t_naive = best_of(naive, repeat=3)
-    res = ablation_sweep(ad.model, batch, sites, metric, method="zero", forward=ad.forward, max_rows=1024)
-    ref = []
-    with torch.no_grad():
-        for s in sites:
-            with ablate(ad.model, [s], method="zero"):
-                ref.append(ad.expected_z(ad.forward(ad.model, batch)).numpy())
-    err = float(np.abs(res["ablated"].values - np.stack(ref)).max())
+    runs = {"naive": naive, "default": sweep(256), "tiled": sweep(1024), "full": sweep(256, reuse=False)}
+    ref = naive()
+    res = {k: runs[k]() for k in ("default", "tiled", "full")}
+    err = max(float(np.abs(r["ablated"].values - ref).max()) for r in res.values())
+    load0 = os.getloadavg()[0]
+    t = interleaved(runs, rounds=3)
     n_tok = sum(v.shape[1] for k, v in batch.items() if not k.startswith(A.MASK_PREFIX))
+    nv = t["naive"]
+    names = {"naive": "naive loop: one forward per head (+ baseline)",
+             "default": "`scimech.ablation_sweep` as `astro.analysis.intervention_chunk` calls it (max_rows=256: one "
+                        "head per forward, prefix reused)",
+             "tiled": "`scimech.ablation_sweep`, max_rows=1024 (4 heads per forward, prefix reused)",
+             "full": "`scimech.ablation_sweep(reuse_prefix=False)`, max_rows=256 (full forward per head)"}
+    rows = [f"| {names[k]} | {r['wall']:.2f} | {nv['wall'] / r['wall']:.2f} | {r['cpu']:.2f} | "
+            f"{nv['cpu'] / r['cpu']:.2f} |" for k, r in t.items()]
     return [f"### Per-head zero-ablation sweep ({len(sites)} heads, {len(test)} test galaxies, "
             f"stand-in dim {ad.model.dim} x {len(ad.model.encoder)} blocks, {n_tok} tokens, "
             f"torch threads {torch.get_num_threads()})", "",
-            "| method | seconds | speed-up |", "|---|---|---|",
-            f"| naive loop: one forward per head (+ baseline) | {t_naive:.2f} | 1.0 |",
-            f"| `scimech.ablation_sweep` (heads tiled into shared forwards) | {t_sweep:.2f} | {t_naive / t_sweep:.2f} |",
-            "", f"Max |z difference| between the two: {err:.2e}.",
-            "", "Machine shared with other jobs while measured; read ratios, not absolute times."]
+            "Command: `python -m bench.bench_astro --only sweep`.", "",
+            "| method | wall s | speed-up (wall) | CPU s | speed-up (CPU) |", "|---|---|---|---|---|", *rows,
+            "", f"Max |z difference| to the naive loop: {err:.2e}. Medians of 3 interleaved rounds; prefix path: "
+            f"{res['default'].attrs['sweep_path_note']}. 1-minute load average {load0:.1f} before, "
+            f"{os.getloadavg()[0]:.1f} after (machine shared with other jobs: read ratios, not absolute times)."]
 
 
 def _warm_worker(model_dir: str, train_path: str, test_path: str) -> int:

@@ -2,13 +2,21 @@
 
 Run: ``python -m bench.bench_recording`` (writes bench/results/recording.md).
 Same model, same batch, same process; the three runs alternate round by round so that
-background load hits them alike, and the reported time is the median per forward.
+background load hits them alike, and the reported time is the median per forward. The
+measurement runs twice, each time in a fresh process: with glibc's default allocator
+settings, and with freed memory kept for reuse (``MALLOC_MMAP_THRESHOLD_`` /
+``MALLOC_TRIM_THRESHOLD_``), which tells the cost of the hooks apart from the page
+faults of the memory that kept activations occupy.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import resource
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 
@@ -18,7 +26,7 @@ from torch import nn
 from bench.common import write_section
 from scimech.record import Recorder
 
-N_BLOCKS, WIDTH, HEADS, BATCH, TOKENS, ROUNDS, THREADS = 6, 128, 8, 64, 64, 15, 2
+N_BLOCKS, WIDTH, HEADS, BATCH, TOKENS, ROUNDS, THREADS = 6, 128, 8, 64, 64, 25, 1
 
 
 def model_and_batch() -> tuple[nn.Module, torch.Tensor]:
@@ -31,28 +39,38 @@ def model_and_batch() -> tuple[nn.Module, torch.Tensor]:
 def interleaved(runs: dict[str, Callable[[], object]], rounds: int) -> dict[str, dict[str, float]]:
     """Per-call wall and CPU seconds, alternating the runs every round.
 
-    Returns, per run, ``wall`` (median), ``lo``/``hi`` (25th/75th percentile of wall) and
+    Returns, per run, ``wall`` (median), ``lo``/``hi`` (25th/75th percentile of wall),
     ``cpu`` (median process CPU time, all threads: the work done, which contention from
-    other processes on a shared machine disturbs much less than wall time).
+    other processes on a shared machine disturbs much less than wall time) and ``faults``
+    (median minor page faults: fresh memory touched, unaffected by other processes).
     """
     for fn in runs.values():  # warm-up
         fn()
     wall: dict[str, list[float]] = {k: [] for k in runs}
     cpu: dict[str, list[float]] = {k: [] for k in runs}
+    faults: dict[str, list[int]] = {k: [] for k in runs}
     for _ in range(rounds):
         for k, fn in runs.items():
+            f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
             c0, t0 = time.process_time(), time.perf_counter()
             fn()
             wall[k].append(time.perf_counter() - t0)
             cpu[k].append(time.process_time() - c0)
+            faults[k].append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0)
     out = {}
     for k in runs:
         q = statistics.quantiles(wall[k], n=4)
-        out[k] = {"wall": statistics.median(wall[k]), "lo": q[0], "hi": q[2], "cpu": statistics.median(cpu[k])}
+        out[k] = {"wall": statistics.median(wall[k]), "lo": q[0], "hi": q[2], "cpu": statistics.median(cpu[k]),
+                  "faults": statistics.median(faults[k])}
     return out
 
 
-def main() -> None:
+#: glibc settings that keep freed memory for reuse (32 MiB mmap threshold, 256 MiB trim threshold)
+KEEP_FREED = {"MALLOC_MMAP_THRESHOLD_": "33554432", "MALLOC_TRIM_THRESHOLD_": "268435456"}
+
+
+def measure() -> dict:
+    """Interleaved rounds of plain / scimech / nnsight in this process (its allocator settings)."""
     torch.set_num_threads(THREADS)
     model, x = model_and_batch()
     sites = [f"layers.{i}" for i in range(N_BLOCKS)]
@@ -92,25 +110,45 @@ def main() -> None:
     except Exception as err:  # report, do not hide
         nn_note = f"nnsight could not run here: {type(err).__name__}: {err}"
         runs.pop("nnsight", None)
+    load0 = os.getloadavg()[0]
     t = interleaved(runs, rounds=ROUNDS)
-    p = t["plain"]
+    return {"times": t, "nn_note": nn_note, "load": [load0, os.getloadavg()[0]]}
+
+
+def main() -> None:
+    if "--measure" in sys.argv:
+        print(json.dumps(measure()))
+        return
+    settings = {"glibc defaults": {}, "freed memory kept for reuse (" + ", ".join(
+        f"{k}={v}" for k, v in KEEP_FREED.items()) + ")": KEEP_FREED}
     names = {"plain": "plain forward", "ours": f"scimech Recorder, {N_BLOCKS} blocks",
              "nnsight": f"nnsight trace, {N_BLOCKS} blocks saved"}
     lines = [f"Model: {N_BLOCKS}-block nn.TransformerEncoder (width {WIDTH}, {HEADS} heads), batch {BATCH} x "
              f"{TOKENS} tokens, CPU, {THREADS} threads, inference (no grad); medians of {ROUNDS} interleaved rounds, "
-             "wall time with its 25th-75th percentile, and process CPU time (all threads). The machine is shared "
-             "with other jobs: wall times and their ratios carry that noise, CPU times much less.", "",
-             "| run | wall ms / forward | wall ratio | CPU ms / forward | CPU ratio |", "|---|---|---|---|---|"]
-    for k, r in t.items():
-        lines.append(f"| {names[k]} | {r['wall'] * 1e3:.1f} [{r['lo'] * 1e3:.1f}-{r['hi'] * 1e3:.1f}] | "
-                     f"{r['wall'] / p['wall']:.2f} | {r['cpu'] * 1e3:.1f} | {r['cpu'] / p['cpu']:.2f} |")
-    lines.append("")
-    if "nnsight" in t:
-        lines.append(f"scimech / nnsight: wall {t['ours']['wall'] / t['nnsight']['wall']:.2f}, CPU "
-                     f"{t['ours']['cpu'] / t['nnsight']['cpu']:.2f}. Target: scimech within 1.1x of plain and not "
-                     "slower than nnsight.")
-    lines.append(nn_note)
-    lines.append(f"Load average during the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores.")
+             "wall time with its 25th-75th percentile, process CPU time (all threads) and minor page faults per "
+             "forward. Each allocator setting runs in a fresh process. The machine is shared with other jobs: wall "
+             "times and their ratios carry that noise, CPU times less, page faults none.", ""]
+    notes = []
+    for label, env in settings.items():
+        out = subprocess.run([sys.executable, "-m", "bench.bench_recording", "--measure"], check=True,
+                             capture_output=True, text=True, env={**os.environ, **env})
+        res = json.loads(out.stdout.strip().splitlines()[-1])
+        t = res["times"]
+        p = t["plain"]
+        lines += [f"**{label}** (1-minute load average {res['load'][0]:.1f} before, {res['load'][1]:.1f} after, on "
+                  f"{os.cpu_count()} cores)", "",
+                  "| run | wall ms / forward | wall ratio | CPU ms / forward | CPU ratio | page faults / forward |",
+                  "|---|---|---|---|---|---|"]
+        for k, r in t.items():
+            lines.append(f"| {names[k]} | {r['wall'] * 1e3:.1f} [{r['lo'] * 1e3:.1f}-{r['hi'] * 1e3:.1f}] | "
+                         f"{r['wall'] / p['wall']:.3f} | {r['cpu'] * 1e3:.1f} | {r['cpu'] / p['cpu']:.3f} | "
+                         f"{r['faults']:.0f} |")
+        lines.append("")
+        if "nnsight" in t:
+            lines += [f"scimech / nnsight: wall {t['ours']['wall'] / t['nnsight']['wall']:.3f}, CPU "
+                      f"{t['ours']['cpu'] / t['nnsight']['cpu']:.3f}.", ""]
+        notes.append(res["nn_note"])
+    lines += ["Target: scimech within 1.05x of plain and not slower than nnsight. " + notes[0]]
     write_section("recording", "Recording overhead", lines)
 
 

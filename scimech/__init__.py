@@ -22,6 +22,7 @@ _LAZY = {
     "Recorder": "record", "record": "record", "stack_sites": "record",
     "ablate": "intervene", "patch": "intervene", "ablation_sweep": "intervene",
     "patching_sweep": "intervene",
+    "attribution_patching": "atp", "ranking_agreement": "atp",
     "LinearProbe": "probe", "probe_sites": "probe",
     "ConceptLayer": "concepts", "ConceptBottleneck": "concepts",
     "linear_cka": "geometry", "procrustes_distance": "geometry", "principal_angles": "geometry",

@@ -81,6 +81,33 @@ class DecomposedMultiheadAttention(nn.Module):
         new.train(mha.training)
         return new.to(mha.in_proj_weight.device, mha.in_proj_weight.dtype)
 
+    def split_heads(self, t: torch.Tensor) -> torch.Tensor:
+        """(B, L, E) projections -> (B, H, L, head_dim)."""
+        B, L, _ = t.shape
+        return t.reshape(B, L, self.num_heads, self.head_dim).transpose(1, 2)
+
+    def attention_weights(self, q: torch.Tensor, k: torch.Tensor, attn_mask=None, key_padding_mask=None,
+                          is_causal: bool = False) -> torch.Tensor:
+        """Softmax attention weights (B, H, L, S) from per-head queries (B, H, L, dh) and keys (B, H, S, dh).
+
+        The masks are those of :meth:`forward` (batch-first layout). Attribution patching's
+        QK fix (:mod:`scimech.atp`) calls it with patched queries or keys.
+        """
+        B, H, L, dh = q.shape
+        S = k.shape[2]
+        scores = (q @ k.transpose(-2, -1)) / math.sqrt(dh)  # (B, H, L, S)
+        if is_causal and attn_mask is None:
+            attn_mask = torch.ones(L, S, dtype=torch.bool, device=q.device).triu(1)
+        if attn_mask is not None:
+            m = attn_mask
+            if m.dim() == 3:  # (B*H, L, S)
+                m = m.reshape(B, H, L, S)
+            scores = scores.masked_fill(m, float("-inf")) if m.dtype == torch.bool else scores + m
+        if key_padding_mask is not None:
+            kpm = key_padding_mask.reshape(B, 1, 1, S)
+            scores = scores.masked_fill(kpm, float("-inf")) if kpm.dtype == torch.bool else scores + kpm
+        return scores.softmax(dim=-1)
+
     def forward(self, query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
                 average_attn_weights=True, is_causal=False):
         unbatched = query.dim() == 2
@@ -97,23 +124,10 @@ class DecomposedMultiheadAttention(nn.Module):
                 f"{tuple(key.shape)}, {tuple(value.shape)}."
             )
         B, L, E = query.shape
-        S = key.shape[1]
-        H, dh = self.num_heads, self.head_dim
-        q = self.q_proj(query).reshape(B, L, H, dh).transpose(1, 2)
-        k = self.k_proj(key).reshape(B, S, H, dh).transpose(1, 2)
-        v = self.v_proj(value).reshape(B, S, H, dh).transpose(1, 2)
-        scores = (q @ k.transpose(-2, -1)) / math.sqrt(dh)  # (B, H, L, S)
-        if is_causal and attn_mask is None:
-            attn_mask = torch.ones(L, S, dtype=torch.bool, device=query.device).triu(1)
-        if attn_mask is not None:
-            m = attn_mask
-            if m.dim() == 3:  # (B*H, L, S)
-                m = m.reshape(B, H, L, S)
-            scores = scores.masked_fill(m, float("-inf")) if m.dtype == torch.bool else scores + m
-        if key_padding_mask is not None:
-            kpm = key_padding_mask.reshape(B, 1, 1, S)
-            scores = scores.masked_fill(kpm, float("-inf")) if kpm.dtype == torch.bool else scores + kpm
-        weights = scores.softmax(dim=-1)
+        q = self.split_heads(self.q_proj(query))
+        k = self.split_heads(self.k_proj(key))
+        v = self.split_heads(self.v_proj(value))
+        weights = self.attention_weights(q, k, attn_mask, key_padding_mask, is_causal)
         if self.training and self.dropout > 0:
             weights = F.dropout(weights, p=self.dropout)
         heads = (weights @ v).transpose(1, 2).reshape(B, L, E)  # head by head on the last dim

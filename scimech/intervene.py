@@ -19,13 +19,16 @@ activations patched in (is the site sufficient to restore the behaviour?); *nois
 the clean input with corrupted activations patched in (is it necessary?). Sweeps are
 batched: the batch is tiled once per site and each tile gets its own site patched, so a
 sweep over S sites costs about S/k forwards of k-fold batches rather than S forwards and
-S host synchronisations.
+S host synchronisations. They also reuse the unpatched prefix (:mod:`scimech.prefix`):
+the modules that finish before a site (in a block model, the blocks before the patched
+one) are taken from the unpatched run instead of being computed again for every site.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
@@ -36,10 +39,12 @@ from torch import nn
 from .errors import DataValidationError
 from .hooks import HookSet, batch_size_of, iter_batches, run_forward, slice_batch, tile_batch
 from .metrics import Metric, as_metric
+from .prefix import Shortcut, recording_reused, reusing, trace_calls
 from .record import Recorder
 from .sites import HeadLayout, ResolvedSite, resolve_site
 
-__all__ = ["ablate", "patch", "ablation_sweep", "patching_sweep", "AblationMethod", "reference_activations"]
+__all__ = ["ablate", "patch", "ablation_sweep", "patching_sweep", "AblationMethod", "reference_activations",
+           "normalized_effect"]
 
 AblationMethod = Literal["resample", "mean", "zero", "scale"]
 _METHODS = ("resample", "mean", "zero", "scale")
@@ -207,32 +212,105 @@ def _sites_per_forward(n_sites: int, batch: int, max_rows: int) -> int:
 
 
 def _sweep_tiles(model: nn.Module, resolved: Sequence[ResolvedSite], batch: Any, b: int, make: Callable,
-                 metric: Metric, tgt: Any, forward: Callable | None, k: int, row: torch.Tensor) -> None:
+                 metric: Metric, tgt: Any, forward: Callable | None, k: int, row: torch.Tensor,
+                 reuse: _Reuse | None = None) -> None:
     """Fill ``row[j]`` with the metric of the run where site ``j`` gets ``make(...)``,
-    ``k`` sites per tiled forward (shared by the ablation and patching sweeps)."""
-    for g in range(0, len(resolved), k):
-        group = resolved[g:g + k]
-        with _tiled(model, group, b, make):
-            out = run_forward(model, tile_batch(batch, len(group)), forward)
-        vals = _metric_values(metric, out, None if tgt is None else tile_batch(tgt, len(group)))
-        row[g:g + len(group)] = vals.reshape(len(group), b)
+    ``k`` sites per tiled forward (shared by the ablation and patching sweeps).
+
+    With ``reuse``, sites are grouped by the modules they can take from the unpatched run
+    (in a block model: by block), and each group's forwards reuse them (:mod:`scimech.prefix`).
+    """
+    groups: dict[Shortcut, list[int]] = {}
+    for j, site in enumerate(resolved):
+        groups.setdefault(reuse.plan[site.name] if reuse else Shortcut(), []).append(j)
+    recorded = reuse.recorded if reuse else {}
+    for shortcut, members in groups.items():
+        for g in range(0, len(members), k):
+            idx = members[g:g + k]
+            group = [resolved[j] for j in idx]
+            # reuse first, site hooks second: a site on a reused module patches its reused output
+            n = len(group)
+            with reusing(model, recorded, shortcut, n), _tiled(model, group, b, make):
+                out = run_forward(model, tile_batch(batch, n) if n > 1 else batch, forward)
+            vals = _metric_values(metric, out, tgt if tgt is None or n == 1 else tile_batch(tgt, n))
+            row[idx] = vals.reshape(len(group), b)
+
+
+@dataclass
+class _Reuse:
+    """What a sweep reuses: ``plan[site]``, and what was recorded for it in the current batch."""
+
+    plan: dict[str, Shortcut]
+    recorded: dict[tuple[str, str], Any] = field(default_factory=dict)
+
+    def n_modules(self) -> int:
+        return len({n for sc in self.plan.values() for n in sc.reused} |
+                   {sc.resume.outer for sc in self.plan.values() if sc.resume is not None})
+
+
+def _patch_sites(model: nn.Module, resolved: Sequence[ResolvedSite], base: Any, source: Mapping[str, torch.Tensor],
+                 metric: Metric, tgt: Any, forward: Callable | None, max_rows: int,
+                 reuse: _Reuse | None) -> torch.Tensor:
+    """(site, sample) metric of the ``base`` batch with each site set to ``source[site]``."""
+    b = batch_size_of(base)
+    row = torch.empty(len(resolved), b)
+    k = _sites_per_forward(len(resolved), b, max_rows)
+    _sweep_tiles(model, resolved, base, b, lambda i, s, cur: source[s.name].to(cur.dtype), metric, tgt, forward, k,
+                 row, reuse)
+    return row
+
+
+def _plan_reuse(model: nn.Module, batch: Any, resolved: Sequence[ResolvedSite], forward: Callable | None,
+                enabled: bool) -> tuple[_Reuse | None, dict[str, Any]]:
+    """Trace the model once and decide what each site's runs reuse; attrs saying which path runs."""
+    if not enabled:
+        return None, {"sweep_path": "batched", "sweep_path_note": "reuse_prefix=False"}
+    try:
+        trace = trace_calls(model, batch, forward)
+    except Exception as err:  # the optimisation is off; the sweep itself reports real errors
+        return None, {"sweep_path": "batched",
+                      "sweep_path_note": f"tracing the model failed ({type(err).__name__}: {err})"}
+    plan = {s.name: trace.shortcut(s) for s in resolved}
+    if not any(plan.values()):
+        return None, {"sweep_path": "batched", "sweep_path_note": "no module finishes before any site runs, so "
+                      "nothing can be reused (not a sequence of blocks, or the sites come first)"}
+    reuse = _Reuse(plan)
+    n_resumed = sum(sc.resume is not None for sc in plan.values())
+    return reuse, {"sweep_path": "prefix_reuse",
+                   "sweep_path_note": f"{len(resolved)} sites in {len(set(plan.values()))} groups reuse the unpatched "
+                                      f"run's outputs of {reuse.n_modules()} modules; {n_resumed} sites resume their "
+                                      "enclosing module at the site"}
+
+
+@contextmanager
+def _capturing(model: nn.Module, reuse: _Reuse | None, rows: int):
+    """Record the reused modules' outputs during the unpatched run of a batch."""
+    if reuse is None:
+        yield
+        return
+    with recording_reused(model, list(reuse.plan.values()), rows) as got:
+        yield
+    reuse.recorded = got
 
 
 def ablation_sweep(model: nn.Module, inputs: Any, sites: Sequence[str], metric: Metric | Callable | None = None, *,
                    method: AblationMethod = "resample", reference: Any = None, factor: float | None = None,
                    forward: Callable | None = None, batch_size: int = 256, max_rows: int = 256, seed: int = 0,
-                   layouts: Mapping[str, HeadLayout] | None = None, target: torch.Tensor | None = None) -> xr.Dataset:
+                   layouts: Mapping[str, HeadLayout] | None = None, target: torch.Tensor | None = None,
+                   reuse_prefix: bool = True) -> xr.Dataset:
     """Ablate each site in turn and measure a per-sample metric.
 
     Parameters are those of :func:`ablate` and :func:`patching_sweep`; sites share
-    tiled forward passes (``max_rows`` rows each) as in :func:`patching_sweep`. With
+    tiled forward passes (``max_rows`` rows each) and reuse the unablated part of the
+    forward pass (``reuse_prefix``) as in :func:`patching_sweep`. With
     ``method="resample"`` one draw of reference rows per batch serves every site.
 
     Returns
     -------
     xr.Dataset
         dims ``("site", "sample")``: ``baseline`` (no ablation, dim sample), ``ablated``,
-        ``effect = ablated - baseline``; attrs ``method``, ``metric``, ``factor``, ``seed``.
+        ``effect = ablated - baseline``; attrs ``method``, ``metric``, ``factor``, ``seed``,
+        ``sweep_path``, ``sweep_path_note``.
     """
     if method not in _METHODS:
         raise ValueError(f"method must be one of {_METHODS}; got {method!r}.")
@@ -250,6 +328,7 @@ def ablation_sweep(model: nn.Module, inputs: Any, sites: Sequence[str], metric: 
         refs = reference_activations(model, reference, sites, forward=forward, layouts=layouts)
     gen = torch.Generator().manual_seed(seed)
     base_vals, abl_vals = [], []
+    reuse, path = None, {}
     was = model.training
     model.eval()
     try:
@@ -257,7 +336,10 @@ def ablation_sweep(model: nn.Module, inputs: Any, sites: Sequence[str], metric: 
             for start, batch in iter_batches(inputs, batch_size):
                 b = batch_size_of(batch)
                 tgt = None if target is None else target[start:start + b]
-                base_vals.append(_metric_values(metric, run_forward(model, batch, forward), tgt))
+                if start == 0:
+                    reuse, path = _plan_reuse(model, batch, resolved, forward, reuse_prefix)
+                with _capturing(model, reuse, b):
+                    base_vals.append(_metric_values(metric, run_forward(model, batch, forward), tgt))
                 row = torch.empty(len(sites), b)
                 k = _sites_per_forward(len(sites), b, max_rows)
                 # one resampling draw per batch, shared by every site: sample j is replaced by the
@@ -275,7 +357,7 @@ def ablation_sweep(model: nn.Module, inputs: Any, sites: Sequence[str], metric: 
                         return refs[s.name][draws[s.name]].to(cur.dtype)
                     return _replacement(method, s, cur, refs.get(s.name), factor, gen)
 
-                _sweep_tiles(model, resolved, batch, b, make, metric, tgt, forward, k, row)
+                _sweep_tiles(model, resolved, batch, b, make, metric, tgt, forward, k, row, reuse)
                 abl_vals.append(row)
     finally:
         model.train(was)
@@ -289,15 +371,37 @@ def ablation_sweep(model: nn.Module, inputs: Any, sites: Sequence[str], metric: 
         },
         coords={"site": sites, "sample": np.arange(baseline.shape[0])},
         attrs={"method": method, "metric": metric.name, "factor": "None" if factor is None else float(factor),
-               "seed": seed, "description": "ablation sweep"},
+               "seed": seed, "description": "ablation sweep", **path},
     )
     return ds
+
+
+def _patching_inputs(model: nn.Module, clean: Any, corrupted: Any, sites: Sequence[str], metric, direction: str,
+                     target: Any, layouts: Mapping[str, HeadLayout] | None):
+    """Checked arguments of a patching run: ``(sites, metric, n, target, resolved sites)``."""
+    if direction not in ("denoising", "noising"):
+        raise ValueError(f"direction must be 'denoising' or 'noising'; got {direction!r}.")
+    sites = _as_list(sites)
+    metric = as_metric(metric)
+    n_clean, n_corr = batch_size_of(clean), batch_size_of(corrupted)
+    if n_clean != n_corr:
+        raise DataValidationError(f"clean has {n_clean} rows and corrupted {n_corr}; patching needs pairs.")
+    target = _full_target(target, metric, n_clean)
+    return sites, metric, n_clean, target, [resolve_site(model, s, layouts) for s in sites]
+
+
+def normalized_effect(patched: np.ndarray, clean: np.ndarray, corrupted: np.ndarray) -> np.ndarray:
+    """``(patched - corrupted) / (clean - corrupted)`` per (site, sample); NaN where clean == corrupted."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        denom = clean - corrupted
+        return np.where(np.abs(denom) > 0, (patched - corrupted[None]) / denom[None], np.nan)
 
 
 def patching_sweep(model: nn.Module, clean: Any, corrupted: Any, sites: Sequence[str],
                    metric: Metric | Callable | None = None, *, direction: Literal["denoising", "noising"] = "denoising",
                    forward: Callable | None = None, batch_size: int = 64, max_rows: int = 256,
-                   target: torch.Tensor | None = None, layouts: Mapping[str, HeadLayout] | None = None) -> xr.Dataset:
+                   target: torch.Tensor | None = None, layouts: Mapping[str, HeadLayout] | None = None,
+                   reuse_prefix: bool = True) -> xr.Dataset:
     """Activation patching at each site, in one direction.
 
     Parameters
@@ -324,6 +428,13 @@ def patching_sweep(model: nn.Module, clean: Any, corrupted: Any, sites: Sequence
         Per-sample targets (one row per sample) for metrics that need them.
     layouts
         Extra head layouts.
+    reuse_prefix
+        Take from the unpatched run the outputs of every module that finished before a
+        site (in a model made of blocks: the blocks before the patched one), so that each
+        patched forward pass only computes from the site on (:mod:`scimech.prefix`). Sites
+        are then grouped by block. The results are those of full forward passes up to
+        float rounding; ``False`` runs every patched pass in full. The reused outputs of
+        one batch are held in memory (about one activation per block).
 
     Returns
     -------
@@ -332,18 +443,13 @@ def patching_sweep(model: nn.Module, clean: Any, corrupted: Any, sites: Sequence
         dim sample), ``patched``, ``effect`` (patched minus the unpatched run of the
         direction) and ``normalized_effect = (patched - corrupted) / (clean - corrupted)``
         (1: the clean behaviour, 0: the corrupted one; NaN where clean == corrupted);
-        attrs ``method``, ``direction``, ``metric``.
+        attrs ``method``, ``direction``, ``metric``, ``sweep_path`` (``"prefix_reuse"`` or
+        ``"batched"``: which path ran) and ``sweep_path_note`` (what was reused, or why not).
     """
-    if direction not in ("denoising", "noising"):
-        raise ValueError(f"direction must be 'denoising' or 'noising'; got {direction!r}.")
-    sites = _as_list(sites)
-    metric = as_metric(metric)
-    n_clean, n_corr = batch_size_of(clean), batch_size_of(corrupted)
-    if n_clean != n_corr:
-        raise DataValidationError(f"clean has {n_clean} rows and corrupted {n_corr}; patching needs pairs.")
-    target = _full_target(target, metric, n_clean)
-    resolved = [resolve_site(model, s, layouts) for s in sites]
+    sites, metric, n_clean, target, resolved = _patching_inputs(model, clean, corrupted, sites, metric, direction,
+                                                                target, layouts)
     clean_v, corr_v, patched_v = [], [], []
+    reuse, path = None, {}
     was = model.training
     model.eval()
     try:
@@ -353,29 +459,24 @@ def patching_sweep(model: nn.Module, clean: Any, corrupted: Any, sites: Sequence
                 cb, xb = slice_batch(clean, start, stop), slice_batch(corrupted, start, stop)
                 b = stop - start
                 tgt = None if target is None else target[start:stop]
-                with Recorder(model, sites, layouts=layouts) as rec:
-                    out_c = run_forward(model, cb, forward)
-                    acts_clean = dict(rec.activations)
-                with Recorder(model, sites, layouts=layouts) as rec:
-                    out_x = run_forward(model, xb, forward)
-                    acts_corr = dict(rec.activations)
-                clean_v.append(_metric_values(metric, out_c, tgt))
-                corr_v.append(_metric_values(metric, out_x, tgt))
-                source, base = (acts_clean, xb) if direction == "denoising" else (acts_corr, cb)
-                row = torch.empty(len(sites), b)
-                k = _sites_per_forward(len(sites), b, max_rows)
-                _sweep_tiles(model, resolved, base, b, lambda i, s, cur, src=source: src[s.name].to(cur.dtype),
-                             metric, tgt, forward, k, row)
-                patched_v.append(row)
+                src, base = (cb, xb) if direction == "denoising" else (xb, cb)
+                if start == 0:
+                    reuse, path = _plan_reuse(model, base, resolved, forward, reuse_prefix)
+                with Recorder(model, resolved) as rec:         # the activations patched in
+                    out_src = _metric_values(metric, run_forward(model, src, forward), tgt)
+                source = dict(rec.activations)
+                with _capturing(model, reuse, b):              # the run patched into
+                    out_base = _metric_values(metric, run_forward(model, base, forward), tgt)
+                clean_v.append(out_src if direction == "denoising" else out_base)
+                corr_v.append(out_base if direction == "denoising" else out_src)
+                patched_v.append(_patch_sites(model, resolved, base, source, metric, tgt, forward, max_rows, reuse))
     finally:
         model.train(was)
     c = torch.cat(clean_v).numpy()
     x = torch.cat(corr_v).numpy()
     p = torch.cat(patched_v, dim=1).numpy()
     base = x if direction == "denoising" else c
-    with np.errstate(divide="ignore", invalid="ignore"):
-        denom = c - x
-        norm = np.where(np.abs(denom) > 0, (p - x[None]) / denom[None], np.nan)
+    norm = normalized_effect(p, c, x)
     return xr.Dataset(
         {
             "clean": (("sample",), c, {"description": f"{metric.name} on the clean input"}),
@@ -388,5 +489,5 @@ def patching_sweep(model: nn.Module, clean: Any, corrupted: Any, sites: Sequence
         coords={"site": sites, "sample": np.arange(c.shape[0])},
         attrs={"method": "activation_patching", "direction": direction, "metric": metric.name,
                "description": "denoising: corrupted run with clean activations (sufficiency); "
-                              "noising: clean run with corrupted activations (necessity)"},
+                              "noising: clean run with corrupted activations (necessity)", **path},
     )

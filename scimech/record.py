@@ -64,7 +64,7 @@ class Recorder:
     model
         Any ``nn.Module``.
     sites
-        Site strings (see :mod:`scimech.sites`).
+        Site strings (see :mod:`scimech.sites`), or sites already resolved.
     reduce
         ``None`` (keep positions), ``"mean"``, ``"max"``, ``"first"``, ``"last"`` or a
         callable applied to each (B, N, ...) activation over positions (dim 1).
@@ -90,7 +90,7 @@ class Recorder:
         stacked on a new dim 1).
     """
 
-    def __init__(self, model: nn.Module, sites: Sequence[str], *, reduce: Reduce = None, repeat: Repeat = "error",
+    def __init__(self, model: nn.Module, sites: Sequence[str | ResolvedSite], *, reduce: Reduce = None, repeat: Repeat = "error",
                  stop_early: bool = False, detach: bool = True, layouts: Mapping[str, HeadLayout] | None = None):
         if isinstance(sites, str):
             sites = [sites]
@@ -99,7 +99,8 @@ class Recorder:
         if not sites:
             raise ValueError("Recorder needs at least one site; list candidates with scimech.list_sites(model).")
         self.model = model
-        self.resolved: list[ResolvedSite] = [resolve_site(model, s, layouts) for s in sites]
+        self.resolved: list[ResolvedSite] = [s if isinstance(s, ResolvedSite) else resolve_site(model, s, layouts)
+                                             for s in sites]
         self.reduce, self.repeat, self.detach = reduce, repeat, detach
         self.stop_early = bool(stop_early)
         self._calls: dict[str, list[torch.Tensor]] = {}

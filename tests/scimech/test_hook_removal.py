@@ -4,7 +4,7 @@ hooks the user registered survive (the captum test_hook_removal idea)."""
 import pytest
 import torch
 
-from scimech import metrics
+from scimech import attribution_patching, metrics
 from scimech.errors import HeadLayoutError, SiteNotFoundError
 from scimech.intervene import ablate, ablation_sweep, patch, patching_sweep
 from scimech.record import Recorder, record
@@ -16,15 +16,18 @@ _DICTS = ("_forward_hooks", "_forward_pre_hooks", "_forward_hooks_with_kwargs", 
 
 
 def _hooks(model):
-    """Every hook id of every module, in every dict torch keeps them in."""
-    return {n: {d: tuple(getattr(m, d, {}).keys()) for d in _DICTS} for n, m in model.named_modules()}
+    """Every hook id of every module, in every dict torch keeps them in, and any ``forward``
+    set on an instance (sweeps replace reused modules' forward; layer sites wrap it)."""
+    return {n: {**{d: tuple(getattr(m, d, {}).keys()) for d in _DICTS}, "forward": m.__dict__.get("forward")}
+            for n, m in model.named_modules()}
 
 
 class Boom(Exception):
     pass
 
 
-KINDS = ["recorder", "recorder_stop_early", "ablate", "patch", "record", "ablation_sweep", "patching_sweep"]
+KINDS = ["recorder", "recorder_stop_early", "ablate", "patch", "record", "ablation_sweep", "patching_sweep",
+         "attribution_patching"]
 SITES = ["encoder.0.attn.heads[1]", "encoder.1", "encoder.0.mlp:input", "head.units[0]"]
 
 
@@ -35,6 +38,8 @@ def _run(kind, model, x, sites):
         ablation_sweep(model, x, sites, metrics.output(), method="zero")
     elif kind == "patching_sweep":
         patching_sweep(model, x, x.flip(0), sites, metrics.output())
+    elif kind == "attribution_patching":
+        attribution_patching(model, x, x.flip(0), sites, metrics.output(), graddrop=True, verify_top=2)
     else:
         if kind.startswith("recorder"):
             ctx = Recorder(model, sites, stop_early=kind == "recorder_stop_early")

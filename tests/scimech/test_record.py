@@ -236,3 +236,58 @@ def test_sequence_first_activations_are_an_error():
         record(m, x, ["enc"])
     with pytest.raises(ValueError, match="batched on dim 0"):
         patching_sweep(m, x, x.flip(0), ["enc", "enc.linear2"], metrics.output())
+
+
+def _encoder(depth=2):
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(16, 4, 32, batch_first=True, dropout=0.0)
+    return nn.TransformerEncoder(layer, depth, enable_nested_tensor=False).eval()
+
+
+def test_recording_torch_encoder_layers_keeps_their_fused_fast_path(monkeypatch):
+    """A hook on an nn.TransformerEncoderLayer switches off torch's fused inference path; a
+    site on the layer itself must not (same speed and same numbers as the plain forward)."""
+    model = _encoder()
+    x = torch.randn(3, 5, 16)
+    calls = []
+    fused = torch._transformer_encoder_layer_fwd
+    monkeypatch.setattr(torch, "_transformer_encoder_layer_fwd", lambda *a, **k: calls.append(1) or fused(*a, **k))
+    with torch.no_grad():
+        h0 = model.layers[0](x)
+        h1 = model.layers[1](h0)
+        assert len(calls) == 2  # the plain calls are fused (else this test checks nothing)
+        calls.clear()
+        with Recorder(model, ["layers.0", "layers.1"]) as rec:
+            y = model(x)
+        assert len(calls) == 2
+        assert torch.equal(rec.activations["layers.0"], h0) and torch.equal(rec.activations["layers.1"], h1)
+        assert torch.equal(y, h1)
+        # a site inside layer 0 needs its submodules to run: that layer takes the unfused path
+        calls.clear()
+        with Recorder(model, ["layers.0", "layers.0.linear1", "layers.1:input"]) as rec:
+            model(x)
+        assert len(calls) == 1
+        assert rec.activations["layers.0.linear1"].shape == (3, 5, 32)
+        torch.testing.assert_close(rec.activations["layers.1:input"], h0, atol=1e-6, rtol=0)  # other path: rounding
+    assert all("forward" not in m.__dict__ for m in model.modules())  # nothing of ours is left
+
+
+def test_forward_overrides_nest_and_unwind_in_any_order():
+    from scimech.hooks import override_forward
+
+    model = _encoder(1)
+    lay = model.layers[0]
+    x = torch.randn(2, 5, 16)
+    with torch.no_grad():
+        plain = lay(x)
+        a = override_forward(lay, lambda inner: lambda *args, **kw: inner(*args, **kw) + 1)
+        b = override_forward(lay, lambda inner: lambda *args, **kw: inner(*args, **kw) * 2)
+        torch.testing.assert_close(lay(x), (plain + 1) * 2)
+        a.remove()                                  # the inner one first: it becomes a pass-through
+        torch.testing.assert_close(lay(x), plain * 2)
+        b.remove()
+        assert "forward" not in lay.__dict__
+        torch.testing.assert_close(lay(x), plain)
+        with pytest.raises(ZeroDivisionError), Recorder(model, ["layers.0"]):
+            raise ZeroDivisionError
+        assert "forward" not in lay.__dict__

@@ -1,0 +1,404 @@
+"""Attribution patching: every site's patching effect from two forwards and one backward.
+
+Activation patching needs one forward pass per site. Attribution patching (AtP; Nanda
+2022, "Attribution patching: activation patching at industrial scale"; Syed, Rager &
+Conmy 2023) replaces each patched run by its first-order Taylor expansion around the
+unpatched run:
+
+    effect(site) ~ (a_source - a_base) . d metric / d a   (at the base run)
+
+so the effects of *all* sites come from one forward pass on the source input (its
+activations), one forward pass on the base input and one backward pass (the gradient at
+every site). For ``direction="denoising"`` the base run is the corrupted input and the
+source the clean one; ``"noising"`` swaps them (as in :func:`scimech.intervene.patching_sweep`).
+The estimate is exact when the metric is linear in the site's activation downstream of
+it, and can miss where it is not. AtP* (Kramár, Lieberum, Shah & Nanda 2024,
+arXiv:2403.00745) fixes the two failures that matter most:
+
+- **QK fix** (``qk_fix=True``): a patched query or key changes the attention weights
+  through a softmax, which saturates, so its gradient says little about a large change.
+  For sites on the query or key projection (``q_proj`` / ``k_proj`` output, all units or
+  ``units[...]``) of a :class:`~scimech.attention.DecomposedMultiheadAttention`, the
+  attention weights of the patched query / key are computed exactly and only their effect
+  on the metric is linearised: ``effect ~ sum (A_patched - A) . d metric / d A``.
+- **GradDrop** (``graddrop=True``): a site's direct effect and its effect through later
+  layers can cancel in the gradient although they do not cancel in the patched run. For
+  a model made of residual blocks (found from its call structure:
+  :meth:`scimech.prefix.CallTrace.blocks`), the gradient is recomputed ``L`` times with the
+  gradient through block ``l``'s own computation dropped (only its skip path kept), and
+  the site's score is ``sum_l |mean estimate without l| / (L - 1)``: a magnitude for
+  ranking, not a signed effect. It costs ``L`` more backward passes.
+
+The estimate ranks sites; ``verify_top=k`` reruns exact activation patching on the top
+``k`` (with the prefix reuse of :func:`~scimech.intervene.patching_sweep`) and reports both.
+:func:`ranking_agreement` compares a ranking with exact patching of every site.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack
+from typing import Any, Literal
+
+import numpy as np
+import torch
+import xarray as xr
+from torch import nn
+
+from .attention import DecomposedMultiheadAttention
+from .hooks import HookSet, first_tensor, override_forward, run_forward, slice_batch
+from .intervene import (
+    _capturing,
+    _metric_values,
+    _patch_sites,
+    _patching_inputs,
+    _plan_reuse,
+    _Reuse,
+    normalized_effect,
+    patching_sweep,
+)
+from .metrics import Metric
+from .prefix import trace_calls
+from .record import Recorder
+from .sites import HeadLayout, ResolvedSite
+
+__all__ = ["attribution_patching", "ranking_agreement"]
+
+
+class _GradGate(torch.autograd.Function):
+    """Identity on a block's output whose backward can route the gradient around the block.
+
+    When ``state["dropped"] == index`` the gradient of the output goes straight to the
+    block's input (the skip path of ``y = x + f(x)``) and none enters the block.
+    """
+
+    @staticmethod
+    def forward(ctx, y, x, state, index):
+        ctx.state, ctx.index = state, index
+        return y.view_as(y)
+
+    @staticmethod
+    def backward(ctx, g):
+        if ctx.state["dropped"] == ctx.index:
+            return None, g, None, None
+        return g, None, None, None
+
+
+def _qk_attention(model: nn.Module, site: ResolvedSite) -> tuple[str, DecomposedMultiheadAttention, str] | None:
+    """``(attention path, attention, "q" | "k")`` for a site on a query / key projection output."""
+    path, _, child = site.module_path.rpartition(".")
+    if site.port != "output" or child not in ("q_proj", "k_proj"):
+        return None
+    parent = model.get_submodule(path) if path else model
+    if not isinstance(parent, DecomposedMultiheadAttention):
+        return None
+    return path, parent, child[0]
+
+
+class _Probes:
+    """Zero tensors added at the sites (and at attention weights for the QK fix) during the
+    base run: their gradients are the metric's gradients there, and the graph is unchanged."""
+
+    def __init__(self, model: nn.Module, resolved: Sequence[ResolvedSite], qk: Mapping[str, tuple]):
+        self.model = model
+        self.by_point: dict[tuple[int, str], ResolvedSite] = {}
+        for s in resolved:
+            self.by_point.setdefault((id(s.module), s.port), s)
+        self.base: dict[tuple[int, str], torch.Tensor] = {}
+        self.leaves: dict[Any, torch.Tensor] = {}
+        self.attn_calls: dict[str, dict[str, Any]] = {}
+        self.qk_attn = {path: attn for path, attn, _ in qk.values()}
+
+    @staticmethod
+    def point(site: ResolvedSite) -> tuple[int, str]:
+        return id(site.module), site.port
+
+    def _probe(self, key: Any, t: torch.Tensor) -> torch.Tensor:
+        z = torch.zeros_like(t, requires_grad=True)
+        self.leaves[key] = z
+        return t + z
+
+    def __enter__(self) -> _Probes:
+        self._stack = ExitStack()
+        try:
+            def on_site(s: ResolvedSite, t: torch.Tensor) -> torch.Tensor:
+                key = self.point(s)
+                self.base[key] = t.detach()
+                return self._probe(key, t)
+
+            self._stack.enter_context(HookSet(self.by_point.values(), on_site))
+            for path, attn in self.qk_attn.items():
+                orig = attn.attention_weights
+
+                def weights(q, k, attn_mask=None, key_padding_mask=None, is_causal=False, _path=path, _orig=orig):
+                    a = _orig(q, k, attn_mask, key_padding_mask, is_causal)
+                    self.attn_calls[_path] = dict(q=q.detach(), k=k.detach(), attn_mask=attn_mask,
+                                                  key_padding_mask=key_padding_mask, is_causal=is_causal,
+                                                  weights=a.detach(), orig=_orig)
+                    return self._probe(("attn", _path), a)
+
+                attn.__dict__["attention_weights"] = weights
+                self._stack.callback(attn.__dict__.pop, "attention_weights", None)
+        except BaseException:
+            self._stack.close()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        self._stack.close()
+        return False
+
+
+def _gates(model: nn.Module, blocks: Sequence[str], state: dict) -> ExitStack:
+    """Wrap each block's output in a :class:`_GradGate` (block input and output of one shape)."""
+    stack = ExitStack()
+    for i, name in enumerate(blocks):
+        def make(inner, _i=i):
+            def forward(*args, **kwargs):
+                out = inner(*args, **kwargs)
+                x = first_tensor(args[0]) if args else next(v for v in kwargs.values() if isinstance(v, torch.Tensor))
+                y = first_tensor(out)
+                if x.shape != y.shape:
+                    return out
+                g = _GradGate.apply(y, x, state, _i)
+                return g if isinstance(out, torch.Tensor) else (g, *out[1:])
+            return forward
+        stack.callback(override_forward(model.get_submodule(name), make).remove)
+    return stack
+
+
+def _estimates(resolved: Sequence[ResolvedSite], probes: _Probes, grads: Mapping[Any, torch.Tensor | None],
+               source: Mapping[str, torch.Tensor], qk: Mapping[str, tuple]) -> torch.Tensor:
+    """(site, sample) first-order effects from one set of probe gradients."""
+    rows = []
+    for s in resolved:
+        key = probes.point(s)
+        base = probes.base[key]
+        if s.name in qk:
+            path, attn, which = qk[s.name]
+            call = probes.attn_calls[path]
+            g = grads.get(("attn", path))
+            patched_full = s.replace(base, source[s.name])
+            new = attn.split_heads(patched_full)
+            q, k = (new, call["k"]) if which == "q" else (call["q"], new)
+            with torch.no_grad():
+                a_new = call["orig"](q, k, call["attn_mask"], call["key_padding_mask"], call["is_causal"])
+            delta = a_new - call["weights"]
+        else:
+            g = grads.get(key)
+            if g is not None:
+                g = s.select(g)
+            delta = source[s.name].to(base.dtype) - s.select(base)
+        est = torch.zeros(base.shape[0]) if g is None else (delta * g).reshape(delta.shape[0], -1).sum(1)
+        rows.append(est.detach().float().cpu())
+    return torch.stack(rows)
+
+
+def attribution_patching(model: nn.Module, clean: Any, corrupted: Any, sites: Sequence[str],
+                         metric: Metric | Callable | None = None, *,
+                         direction: Literal["denoising", "noising"] = "denoising", forward: Callable | None = None,
+                         batch_size: int = 64, target: torch.Tensor | None = None,
+                         layouts: Mapping[str, HeadLayout] | None = None, qk_fix: bool = True,
+                         graddrop: bool = False, verify_top: int = 0, max_rows: int = 256) -> xr.Dataset:
+    """Estimated activation-patching effect of every site (AtP / AtP*), optionally verified.
+
+    Parameters
+    ----------
+    model, clean, corrupted, sites, metric, direction, forward, batch_size, target, layouts
+        As in :func:`scimech.intervene.patching_sweep`. The metric must be differentiable.
+    qk_fix
+        Exact attention weights for query / key sites of a ``DecomposedMultiheadAttention``
+        (AtP*); other sites are unaffected.
+    graddrop
+        Add the GradDrop magnitude (AtP*) and rank by it; needs a model of residual blocks
+        and costs one backward pass per block.
+    verify_top
+        Rerun exact activation patching on the ``verify_top`` best-ranked sites.
+    max_rows
+        Rows per tiled forward pass of the verification.
+
+    Returns
+    -------
+    xr.Dataset
+        The variables of :func:`~scimech.intervene.patching_sweep`, with ``patched``,
+        ``effect`` and ``normalized_effect`` estimated; ``score`` (site): what the ranking
+        sorts, ``|mean effect|`` over samples (with GradDrop: ``sum_l |mean effect without
+        l| / (L - 1)``); ``rank`` (site): 1 for the largest score. With GradDrop:
+        ``graddrop_effect`` (dropped_block, site, sample).
+        With ``verify_top``: ``exact_patched``, ``exact_effect``, ``exact_normalized_effect``
+        (site, sample; NaN for sites not verified), ``verified`` (site) and ``exact_rank``
+        (site: rank by ``|mean exact effect|`` among the verified, NaN elsewhere). attrs
+        ``method``, ``estimator`` ("AtP" / "AtP*"), ``qk_fix_sites``, ``graddrop_blocks``,
+        ``direction``, ``metric`` and, when verified, the verification's ``sweep_path``.
+    """
+    if verify_top < 0 or int(verify_top) != verify_top:
+        raise ValueError(f"verify_top must be a whole number >= 0; got {verify_top!r}.")
+    sites, metric, n_clean, target, resolved = _patching_inputs(model, clean, corrupted, sites, metric, direction,
+                                                                target, layouts)
+    qk = {s.name: a for s in resolved if qk_fix and (a := _qk_attention(model, s)) is not None}
+    clean_v, corr_v, est_v, gd_v = [], [], [], []
+    # one batch: the verification patches the base run kept here (no new reference runs)
+    keep = bool(verify_top) and n_clean <= batch_size
+    reuse, path = None, {}
+    blocks: list[str] = []
+    was = model.training
+    model.eval()
+    try:
+        if graddrop:
+            blocks = trace_calls(model, corrupted if direction == "denoising" else clean, forward).blocks(model)
+            if len(blocks) < 2:
+                raise ValueError("graddrop=True needs a model made of two or more blocks called one after the other "
+                                 "(x = block(x)); none was found. Use graddrop=False.")
+        for start in range(0, n_clean, batch_size):
+            stop = min(start + batch_size, n_clean)
+            cb, xb = slice_batch(clean, start, stop), slice_batch(corrupted, start, stop)
+            tgt = None if target is None else target[start:stop]
+            src_batch, base_batch = (cb, xb) if direction == "denoising" else (xb, cb)
+            with torch.no_grad(), Recorder(model, resolved) as rec:
+                out_src = run_forward(model, src_batch, forward)
+            source = dict(rec.activations)
+            state = {"dropped": None}
+            if keep:
+                reuse, path = _plan_reuse(model, base_batch, resolved, forward, True)
+            # gates first: a probe on a block's output then sits after its gate (outside the dropped block)
+            with torch.enable_grad(), _gates(model, blocks, state), _Probes(model, resolved, qk) as probes, \
+                    _capturing(model, reuse, stop - start):
+                out = run_forward(model, base_batch, forward)
+                missing = [s.name for s in resolved if probes.point(s) not in probes.base]
+                if missing:
+                    raise RuntimeError(f"Site(s) {missing} never ran during the forward pass; they are not on the "
+                                       "path this input takes (check the forward= function or the model's branches).")
+                m = metric(out, tgt)
+                keys = list(probes.leaves)
+                leaves = [probes.leaves[k] for k in keys]
+                if not isinstance(m, torch.Tensor) or m.dim() != 1 or not m.requires_grad:
+                    raise ValueError(f"attribution patching needs a differentiable metric returning one value per "
+                                     f"sample; {metric.name!r} returned {type(m).__name__} "
+                                     f"{'without a gradient' if isinstance(m, torch.Tensor) else ''}.")
+                total = m.sum()
+                runs = [None, *range(len(blocks))]
+                per_run = []
+                for dropped in runs:
+                    state["dropped"] = dropped
+                    g = torch.autograd.grad(total, leaves, retain_graph=dropped != runs[-1], allow_unused=True)
+                    per_run.append(_estimates(resolved, probes, dict(zip(keys, g, strict=True)), source, qk))
+            base_m = m.detach().float().cpu()
+            src_m = _metric_values(metric, out_src, tgt)
+            clean_v.append(src_m if direction == "denoising" else base_m)
+            corr_v.append(base_m if direction == "denoising" else src_m)
+            est_v.append(per_run[0])
+            if blocks:
+                gd_v.append(torch.stack(per_run[1:]))
+    finally:
+        model.train(was)
+    c, x = torch.cat(clean_v).numpy(), torch.cat(corr_v).numpy()
+    effect = torch.cat(est_v, dim=1).numpy()
+    base = x if direction == "denoising" else c
+    patched = base[None] + effect
+    data = {
+        "clean": (("sample",), c, {"description": f"{metric.name} on the clean input"}),
+        "corrupted": (("sample",), x, {"description": f"{metric.name} on the corrupted input"}),
+        "patched": (("site", "sample"), patched, {"description": f"estimated {metric.name} with the site patched"}),
+        "effect": (("site", "sample"), effect, {"description": "estimated patched minus the unpatched run"}),
+        "normalized_effect": (("site", "sample"), normalized_effect(patched, c, x),
+                              {"description": "estimated (patched - corrupted) / (clean - corrupted)"}),
+    }
+    coords: dict[str, Any] = {"site": sites, "sample": np.arange(c.shape[0])}
+    if blocks:
+        dropped = torch.cat(gd_v, dim=2).numpy()
+        coords["dropped_block"] = blocks
+        data["graddrop_effect"] = (("dropped_block", "site", "sample"), dropped,
+                                   {"description": "estimated effect with the gradient through the block's own "
+                                                   "computation dropped (GradDrop)"})
+        # AtP*: the magnitude of each dropped-block estimate of the mean effect, summed, / (L - 1)
+        score = np.abs(dropped.mean(2)).sum(0) / (len(blocks) - 1)
+    else:
+        score = np.abs(effect.mean(1))
+    rank = _ranks(score)
+    data["score"] = ("site", score, {"description": "ranking score: |mean estimated effect| (GradDrop: sum over "
+                                                    "blocks of |mean effect without the block| / (L - 1))"})
+    data["rank"] = ("site", rank, {"description": "1 = largest score"})
+    attrs = {"method": "attribution_patching", "estimator": "AtP*" if (qk or blocks) else "AtP",
+             "qk_fix_sites": ", ".join(qk) or "none", "graddrop_blocks": ", ".join(blocks) or "none",
+             "direction": direction, "metric": metric.name,
+             "description": "first-order (attribution patching) estimate of activation patching; "
+                            "Nanda 2022, Kramar et al. 2024 (AtP*)"}
+    if verify_top:
+        top = [sites[i] for i in np.argsort(rank)[:int(verify_top)]]
+        if keep:
+            chosen = [r for r in resolved if r.name in top]
+            sub = None if reuse is None else _Reuse({r.name: reuse.plan[r.name] for r in chosen}, reuse.recorded)
+            model.eval()
+            try:
+                with torch.no_grad():
+                    rows = _patch_sites(model, chosen, base_batch, source, metric, tgt, forward, max_rows, sub)
+            finally:
+                model.train(was)
+            exact_patched = {r.name: rows[i].numpy() for i, r in enumerate(chosen)}
+        else:
+            ex = patching_sweep(model, clean, corrupted, top, metric, direction=direction, forward=forward,
+                                batch_size=batch_size, max_rows=max_rows, target=target, layouts=layouts)
+            exact_patched = {s: ex["patched"].sel(site=s).values for s in top}
+            path = {k: ex.attrs[k] for k in ("sweep_path", "sweep_path_note")}
+        data.update(_verified(sites, exact_patched, base, c, x))
+        attrs.update(verify_top=len(top), **path)
+    return xr.Dataset(data, coords=coords, attrs=attrs)
+
+
+def _ranks(score: np.ndarray) -> np.ndarray:
+    """1 for the largest score (ties in site order)."""
+    order = np.argsort(-np.nan_to_num(score, nan=-np.inf), kind="stable")
+    r = np.empty(len(score), int)
+    r[order] = np.arange(1, len(score) + 1)
+    return r
+
+
+def _verified(sites: Sequence[str], exact_patched: Mapping[str, np.ndarray], base: np.ndarray, c: np.ndarray,
+              x: np.ndarray) -> dict[str, tuple]:
+    """The variables of the exact patching of the verified sites (``exact_*``, ``verified``, ``exact_rank``)."""
+    patched = np.full((len(sites), len(base)), np.nan)
+    for s, v in exact_patched.items():
+        patched[sites.index(s)] = v
+    what = f"exact activation patching of the {len(exact_patched)} best-ranked sites; NaN elsewhere"
+    verified = np.isin(sites, list(exact_patched))
+    exact_rank = np.full(len(sites), np.nan)
+    exact_rank[verified] = _ranks(np.abs((patched[verified] - base[None]).mean(1)))
+    return {"exact_patched": (("site", "sample"), patched, {"description": what}),
+            "exact_effect": (("site", "sample"), patched - base[None], {"description": what}),
+            "exact_normalized_effect": (("site", "sample"), normalized_effect(patched, c, x), {"description": what}),
+            "verified": ("site", verified, {"description": "exact patching was run"}),
+            "exact_rank": ("site", exact_rank, {"description": "rank by |mean exact effect| among the verified sites"})}
+
+
+def ranking_agreement(estimated: xr.Dataset, exact: xr.Dataset, top: int = 8) -> xr.Dataset:
+    """How well an estimated ranking of sites matches exact activation patching of every site.
+
+    Parameters
+    ----------
+    estimated
+        A result of :func:`attribution_patching` (its ``score``).
+    exact
+        A :func:`~scimech.intervene.patching_sweep` of the same sites (``|mean effect|``).
+    top
+        Size of the top set compared.
+
+    Returns
+    -------
+    xr.Dataset
+        ``top_overlap``: fraction of the exact top ``top`` sites among the estimated top
+        ``top``; ``spearman``: Spearman rank correlation of the two scores over all sites;
+        ``missed``: exact top sites the estimate ranked below ``top`` (comma-separated attr).
+    """
+    from scipy.stats import spearmanr
+
+    sites = list(exact["site"].values)
+    est = estimated["score"].sel(site=sites).values
+    true = abs(exact["effect"].mean("sample")).values
+    k = min(int(top), len(sites))
+    t_top = {sites[i] for i in np.argsort(-true, kind="stable")[:k]}
+    e_top = {sites[i] for i in np.argsort(-est, kind="stable")[:k]}
+    rho = float(spearmanr(est, true).statistic) if len(sites) > 2 else float("nan")
+    missed = sorted(t_top - e_top)
+    return xr.Dataset({"top_overlap": len(t_top & e_top) / k, "spearman": rho},
+                      attrs={"top": k, "missed": ", ".join(missed) or "none",
+                             "description": "agreement of an estimated site ranking with exact activation patching"})
