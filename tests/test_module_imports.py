@@ -128,7 +128,9 @@ def import_graph(modules: dict[str, tuple[Path, bool]], lazy: bool = False) -> d
             for k in range(len(parts), 0, -1):
                 cand = ".".join(parts[:k])
                 if cand in modules:
-                    if cand != name:
+                    # a module's own enclosing packages are imported before it by Python itself
+                    # (``from . import sibling`` names the parent): not an edge of the graph
+                    if cand != name and not name.startswith(cand + "."):
                         deps.add(cand)
                     break
         graph[name] = deps
