@@ -34,7 +34,7 @@ import re
 import numpy as np
 
 __all__ = ["TEMPLATE", "CHOICES_FREE", "CHOICES_PRIOR", "DEFAULTS", "render", "parse_genome", "random_genome",
-           "complete", "baseline_genomes"]
+           "complete", "canonical", "active_blocks", "baseline_genomes"]
 
 TEMPLATE = '''# GENOME: {genome_json}
 """Candidate forecaster (offline proposer): {summary}."""
@@ -244,6 +244,25 @@ CHOICES_PRIOR = dict(CHOICES_FREE, recurrence=["masked"], sign=[True, False], po
 def complete(genome: dict) -> dict:
     """A genome with every block (missing ones at :data:`DEFAULTS`)."""
     return {**DEFAULTS, **genome}
+
+
+# blocks that only matter when another block has a given value (conditional hyperparameters)
+_CONDITIONS = {"rank": ("recurrence", "lowrank"), "taus": ("stim_filter", "exp"), "eps": ("loss", "l1"),
+               "sign": ("recurrence", "masked")}
+
+
+def active_blocks(genome: dict) -> list[str]:
+    """Blocks that change the program (e.g. ``rank`` only with a low-rank recurrence)."""
+    g = complete(genome)
+    return [k for k in sorted(g) if k not in _CONDITIONS or g[_CONDITIONS[k][0]] == _CONDITIONS[k][1]]
+
+
+def canonical(genome: dict) -> dict:
+    """The genome with every inactive block at its default: two genomes that are the same
+    program have the same canonical form."""
+    g = complete(genome)
+    act = set(active_blocks(g))
+    return {k: (v if k in act else DEFAULTS[k]) for k, v in g.items()}
 
 
 def random_genome(rng: np.random.Generator, priors: bool) -> dict:

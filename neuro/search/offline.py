@@ -31,7 +31,9 @@ from .blocks import (
     CHOICES_FREE,
     CHOICES_PRIOR,
     TEMPLATE,
+    active_blocks,
     baseline_genomes,
+    canonical,
     complete,
     parse_genome,
     random_genome,
@@ -45,13 +47,13 @@ _DRAFT_ORDER = ("tide", "ridge_arx", "nlinear", "stimulus_evoked", "dlinear", "g
 
 
 def _key(g: dict) -> str:
-    return json.dumps(complete(g), sort_keys=True)
+    return json.dumps(canonical(g), sort_keys=True)
 
 
 def encode(g: dict, choices: dict) -> np.ndarray:
     """A genome as a numeric vector for the surrogate: one-hot for categorical blocks, log
     scale for the ridge penalty, smoothing and rank, the number of lags as is."""
-    g = complete(g)
+    g = canonical(g)
     out = []
     for k in sorted(choices):
         opts = choices[k]
@@ -116,7 +118,8 @@ class OfflineProposer:
     # ------------------------------------------------------------ helpers
     def _mutate(self, g: dict, rng: np.random.Generator, n_blocks: int) -> dict:
         g = dict(g)
-        for k in rng.choice(sorted(self.choices), size=n_blocks, replace=False):
+        blocks = [k for k in active_blocks(g) if k in self.choices and len(set(map(str, self.choices[k]))) > 1]
+        for k in rng.choice(blocks, size=min(n_blocks, len(blocks)), replace=False):
             v = self.choices[k]
             g[k] = v[int(rng.integers(len(v)))]
         return self._legal(g)
@@ -128,14 +131,14 @@ class OfflineProposer:
             g["poly"] = False
         else:
             g["sign"] = False
-        return g
+        return canonical(g)
 
     def _pool(self, parent: dict, others: list[dict], rng: np.random.Generator, seen: set) -> list[dict]:
-        """Children of ``parent``: every single-block change, random two-block changes and
-        crossovers with the other good nodes; none already tried."""
+        """Children of ``parent``: every change of one active block, random two-block changes
+        and crossovers with the other good nodes; none already tried (as a program)."""
         pool = []
-        for k in sorted(self.choices):
-            for v in self.choices[k]:
+        for k in active_blocks(parent):
+            for v in self.choices.get(k, []):
                 if v != parent.get(k):
                     pool.append(self._legal(dict(parent, **{k: v})))
         for _ in range(self.n_candidates // 2):
