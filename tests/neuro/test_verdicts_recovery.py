@@ -83,3 +83,34 @@ def test_planted_truth_rows_pass_with_the_true_prior_and_fail_with_a_shuffled_on
     k = int(bad["recovered"].sum())
     assert line.startswith(f"neuro planted truth: {k} of {len(bad)} recovered (") and "edges" in line
     assert "MISSED" in format_table(bad) and "RECOVERED" in format_table(good)
+
+
+def _evidence(disc_shift, free_id_shift, free_ood_shift, seed=0):
+    """Hand-made evidence: 3 seeds, 9 test trials x 10 windows, 5 OOD trials x 10 windows."""
+    from types import SimpleNamespace
+
+    rng = np.random.default_rng(seed)
+    trials = np.repeat(np.arange(9), 10)
+    ood_trials = np.repeat(np.arange(5), 10)
+    base = 0.3 + 0.05 * rng.random((1, 9))[:, trials] + 0.01 * rng.random((3, 90))
+    prior = base + 0.0
+    node = SimpleNamespace(val=0.3, faith={"edge_auroc": 0.99, "sign_accuracy": 0.8, "impulse_distance": 0.7})
+    free_node = SimpleNamespace(val=0.31, faith={"edge_auroc": 0.6, "sign_accuracy": 0.7, "impulse_distance": 0.9})
+    ood = 0.4 + 0.05 * rng.random((1, 5))[:, ood_trials] + 0.01 * rng.random((3, 50))
+    return {"seeds": [0, 1, 2], "test_trials": trials, "ood_clusters": ood_trials, "best_baseline": "tide",
+            "baseline_test": base - disc_shift, "picks": ["priors"] * 3, "discovered_test": prior,
+            "priors/test": prior, "no priors/test": prior + free_id_shift, "priors/ood": ood,
+            "no priors/ood": ood + free_ood_shift, "priors/nodes": [node] * 3, "no priors/nodes": [free_node] * 3}
+
+
+@pytest.mark.parametrize("disc_shift, word", [(-0.02, "REPRODUCED"), (0.02, "NOT reproduced"), (0.0, "UNDECIDED")])
+def test_findings_verdicts_follow_the_intervals(disc_shift, word):
+    from neuro.study import findings
+
+    lines = findings(_evidence(disc_shift, 0.0, 0.03))
+    assert lines[0].startswith(word)
+    # unconstrained: same ID, worse OOD -> reproduced; worse both -> partly; better OOD -> not
+    assert lines[1].startswith("REPRODUCED")
+    assert findings(_evidence(0.0, 0.03, 0.03))[1].startswith("PARTLY")
+    assert findings(_evidence(0.0, 0.0, -0.03))[1].startswith("NOT reproduced (the unconstrained search is better OOD)")
+    assert lines[2].startswith("REPRODUCED") and lines[3].startswith("REPRODUCED")  # priors better in every seed
