@@ -327,8 +327,9 @@ def _tail_beat_line(long_table: pd.DataFrame, context: int) -> str:
     detail = "; ".join(f"{n} {fc[n]:.2f} (|phase error| {float(long_table.loc[n, 'tail_phase_error']):.2f} cycles, "
                        f"amplitude {float(long_table.loc[n, 'tail_amplitude_ratio']):.2f})"
                        for n in fc.index if np.isfinite(fc[n]))
-    head = (f"YES: at context {context}, {', '.join(yes)} forecast the tail beat" if yes else
-            f"NO: at context {context}, no model forecasts the tail beat"
+    head = (f"YES: at context {context}, the free run of {', '.join(yes)} forecasts the tail beat in at least half "
+            "of the swimming windows" if yes else
+            f"NO: at context {context}, no model's free run forecasts the tail beat in half of the swimming windows"
             + (f" (closest: {best})" if best is not None else ""))
     return (f"{head} (fraction of swimming probe windows whose free-run tail angle is within 1/8 cycle and at least "
             f"half the amplitude of the true beat: {detail}).")
