@@ -18,7 +18,11 @@ __all__ = ["register", "demo"]
 
 
 def demo(out_dir: Path, quick: bool = True) -> Path:
-    """Run the discovery study on its quick default; returns the report path."""
+    """Run the discovery study on its quick default; returns the report path.
+
+    Besides the report it writes ``out_dir/recovery.txt`` (first line: ``neuro planted truth:
+    K of N recovered (...)``, then the planted-truth table) and ``out_dir/findings.txt`` (one
+    line per reference finding with its verdict)."""
     from .study import run_study
 
     return run_study(Path(out_dir), quick=quick)
@@ -97,15 +101,21 @@ def _discover(args) -> int:
         factory = lambda priors: LLMProposer(client, priors=priors)  # noqa: E731
     client = client_from_args(args)
     try:
+        budget = "full" if args.full else ("medium" if args.medium else "quick")
         path = run_study(args.out, quick=not args.full, context=args.context, horizon=args.horizon,
                          max_nodes=args.nodes, workers=1, seed=args.seed, proposer_factory=factory,
                          duration=args.duration, baselines=names, client=client, generation=args.generation,
-                         max_windows=args.max_windows, search_seconds=args.search_seconds,
+                         max_windows=args.max_windows, search_seconds=args.search_seconds, budget=budget,
+                         seeds=args.seeds, long_context=args.long_context or None, long_nodes=args.long_nodes,
                          task=_task(args) if args.data is not None else None)
     finally:
         if client is not None:
             client.close()
     print(f"Report: {path}")
+    for name in ("recovery.txt", "findings.txt"):
+        f = Path(args.out) / name
+        if f.exists():
+            print(f.read_text().splitlines()[0] if name == "recovery.txt" else f.read_text().rstrip())
     return 0
 
 
@@ -166,12 +176,22 @@ def register(subparsers) -> None:
         q.add_argument("--held-out", nargs="+", default=None, metavar="CONDITION",
                        help="with --data: conditions never trained on (the OOD suite held_out_condition)")
         if name == "study":
-            q.add_argument("--nodes", type=int, default=None, help="node budget per search (default 12 quick, 40 full)")
+            q.add_argument("--medium", action="store_true",
+                           help="the budget at which the study answers its questions (3 search seeds x 24 nodes, "
+                           "3 OOD trials per suite; ~10 min on 2 cores); default: the quick smoke test")
+            q.add_argument("--nodes", type=int, default=None,
+                           help="node budget per search (default 12 quick, 24 medium, 40 full)")
+            q.add_argument("--seeds", type=int, default=None,
+                           help="search seeds --seed, --seed+1, ... (default 1 quick, 3 medium/full)")
+            q.add_argument("--long-context", type=int, default=256,
+                           help="context of the long-context task for the tail beat (default 256; 0 skips it)")
+            q.add_argument("--long-nodes", type=int, default=None,
+                           help="node budget per long-context search (default 6 quick, 10 medium, 40 full)")
             q.add_argument("--generation", type=int, default=2,
                            help="candidates proposed and evaluated together per search step (default 2); "
                            "with --seed it fixes the trees, whatever runs them")
             q.add_argument("--search-seconds", type=float, default=None,
-                           help="wall-clock budget per search, s (default 90 quick, 3600 full)")
+                           help="wall-clock budget per search, s (default 90 quick, 240 medium, 3600 full)")
             q.add_argument("--proposer", choices=("offline", "llm"), default="offline")
             q.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint (or SCIMECH_LLM_BASE_URL)")
             q.add_argument("--model", default=None, help="model name (or SCIMECH_LLM_MODEL)")

@@ -9,6 +9,10 @@
   rostro-caudal lag (phase of rostral minus caudal observed segment), and tail-beat
   frequency of the free run vs the truth; the frequency-vs-drive relation is the
   correlation over swimming windows between true and predicted dominant frequencies;
+- the tail beat: the tail angle read out (linearly, fitted on training trials) from the
+  model's free run vs from the true activity, compared at the true beat frequency: phase error
+  (cycles) and amplitude ratio; the beat counts as forecast when the amplitude is at least
+  half the true one and the phase is within 1/8 cycle (:data:`TAIL_BEAT_PHASE_TOL`);
 - prediction for an unseen lesion: MAE on the commissural-cut suite.
 """
 
@@ -20,7 +24,12 @@ from sklearn.metrics import roc_auc_score
 from .sim.analysis import dominant_frequency, phase_difference
 
 __all__ = ["connectivity_scores", "impulse_distance", "true_impulse_response", "physiology_scores",
-           "faithfulness", "probe_model"]
+           "tail_beat_scores", "faithfulness", "probe_model", "TAIL_BEAT_PHASE_TOL", "TAIL_BEAT_AMPLITUDE_MIN"]
+
+TAIL_BEAT_PHASE_TOL = 0.125    # cycles (45 degrees): a forecast beat is within 1/8 cycle of the true one
+TAIL_BEAT_AMPLITUDE_MIN = 0.5  # and at least half as large (a decay to rest has ratio ~0)
+TAIL_BEAT_MIN_HZ = 15.0        # a probe window is a swimming one if its true tail angle beats at >= 15 Hz
+TAIL_BEAT_MIN_RAD = 0.05       # with an amplitude of at least 0.05 rad (turns are single slow bends)
 
 
 def connectivity_scores(J: np.ndarray, W: np.ndarray) -> dict:
@@ -118,6 +127,72 @@ def physiology_scores(traces: np.ndarray, task, ref: np.ndarray | None = None) -
     return out
 
 
+def _tail_weights(task, lags: int = 4) -> np.ndarray:
+    """Ridge readout tail angle (rad) <- observed MN activity at t..t-lags+1, fitted on the
+    training trials (cached in ``task.probes``)."""
+    if "tail_readout" not in task.probes:
+        mn = np.flatnonzero(np.asarray(task.meta["type"]) == "MN")
+        tr = task.recording["split"].values == "train"
+        Z = task.train_series[..., mn]
+        ta = task.recording["tail_angle"].values[tr][:, : Z.shape[1]]
+        X = np.concatenate([Z[:, lags - 1 - k : Z.shape[1] - k] for k in range(lags)], -1).reshape(-1, lags * len(mn))
+        y = ta[:, lags - 1 :].reshape(-1)
+        Xa = np.concatenate([X, np.ones((len(X), 1))], 1)
+        task.probes["tail_readout"] = np.linalg.solve(Xa.T @ Xa + 1e-2 * np.eye(Xa.shape[1]), Xa.T @ y)
+    return task.probes["tail_readout"]
+
+
+def tail_angle(acts: np.ndarray, task, context: np.ndarray | None = None) -> np.ndarray:
+    """Tail angle (rad, ``(n, H)``) read out from activity ``(n, H, N)`` (z units); the
+    readout's first lags come from ``context`` ``(n, C, N)`` when given, else repeat step 0."""
+    w = _tail_weights(task)
+    lags = (len(w) - 1) // int(np.sum(np.asarray(task.meta["type"]) == "MN"))
+    mn = np.flatnonzero(np.asarray(task.meta["type"]) == "MN")
+    a = np.asarray(acts, float)[..., mn]
+    n, H, _ = a.shape
+    head = (np.asarray(context, float)[:, -(lags - 1):, mn] if context is not None and lags > 1
+            else np.repeat(a[:, :1], lags - 1, 1))
+    pad = np.concatenate([head, a], 1)
+    X = np.concatenate([pad[:, lags - 1 - k : lags - 1 - k + H] for k in range(lags)], -1)
+    return X @ w[:-1] + w[-1]
+
+
+def tail_beat_scores(pred: np.ndarray, target: np.ndarray, task, context: np.ndarray | None = None,
+                     steps: int | None = None) -> dict:
+    """Does a free run forecast the tail beat? Per swimming window, the tail angle read out from
+    the predicted and the true activity over the first ``steps`` (default: the task horizon)
+    is projected on the true beat frequency: phase error (cycles, predicted minus true, in
+    (-0.5, 0.5]) and amplitude ratio. Windows whose true tail angle does not beat
+    (:data:`TAIL_BEAT_MIN_HZ`, :data:`TAIL_BEAT_MIN_RAD`) are NaN. Returns per-window arrays and
+    the medians over the swimming windows."""
+    steps = int(steps or task.horizon)
+    tp = tail_angle(np.asarray(pred)[:, :steps], task, context)
+    tt = tail_angle(np.asarray(target)[:, :steps], task, context)
+    dt = task.dt
+    t = np.arange(steps) * dt
+    ph, amp, freq = [], [], []
+    for k in range(len(tt)):
+        f0 = dominant_frequency(tt[k], dt, fmin=10.0, fmax=min(100.0, 0.45 / dt))
+        basis = np.exp(-2j * np.pi * f0 * t) if np.isfinite(f0) else None
+        a_t = np.sum((tt[k] - tt[k].mean()) * basis) if basis is not None else 0.0
+        # a window counts only if the fish beats its tail in it (not a single bend of a turn)
+        beating = np.isfinite(f0) and f0 >= TAIL_BEAT_MIN_HZ and 2 * np.abs(a_t) / steps >= TAIL_BEAT_MIN_RAD
+        if not beating or not np.all(np.isfinite(tp[k])):
+            ph.append(np.nan), amp.append(np.nan), freq.append(f0 if beating else np.nan)
+            continue
+        a_p = np.sum((tp[k] - tp[k].mean()) * basis)
+        ph.append(float(np.angle(a_p * np.conj(a_t)) / (2 * np.pi)))
+        amp.append(float(np.abs(a_p) / max(np.abs(a_t), 1e-12)))
+        freq.append(f0)
+    ph, amp = np.array(ph), np.array(amp)
+    ok = np.isfinite(ph)
+    hit = ok & (np.abs(ph) <= TAIL_BEAT_PHASE_TOL) & (amp >= TAIL_BEAT_AMPLITUDE_MIN)
+    return {"phase_error": ph, "amplitude_ratio": amp, "beat_frequency": np.array(freq), "forecast": hit,
+            "tail_phase_error": float(np.median(np.abs(ph[ok]))) if ok.any() else np.nan,
+            "tail_amplitude_ratio": float(np.median(amp[ok])) if ok.any() else np.nan,
+            "tail_beat_forecast": float(np.mean(hit[ok])) if ok.any() else np.nan}
+
+
 def faithfulness(arrays: dict, metrics: dict, task) -> dict:
     """All faithfulness numbers of one evaluated model (from the sandbox's arrays).
 
@@ -134,6 +209,10 @@ def faithfulness(arrays: dict, metrics: dict, task) -> dict:
         out["impulse_distance"] = impulse_distance(arrays["impulse_pred"], task.probes["impulse_true"])
     if "swim_pred" in arrays and "swim_target" in task.probes:
         out.update(physiology_scores(arrays["swim_pred"], task, ref=task.probes["swim_target"]))
+        if task.recording is not None and "tail_angle" in task.recording:
+            tb = tail_beat_scores(arrays["swim_pred"], task.probes["swim_target"], task,
+                                  context=task.probes.get("swim_context"))
+            out.update({k: tb[k] for k in ("tail_phase_error", "tail_amplitude_ratio", "tail_beat_forecast")})
     out["lesion_mae"] = float(metrics.get("ood_lesion", np.nan))
     return out
 

@@ -121,6 +121,8 @@ class ForecastTask:
         for k in ("prior_mask", "prior_sign", "type_code", "side_code", "segment"):
             d[f"meta/{k}"] = self.meta[k]
         d["meta/dt"] = np.array(self.dt)
+        d["meta/context_steps"] = np.array(self.context)
+        d["meta/horizon_steps"] = np.array(self.horizon)
         if stage != "full":  # the quick stage fits on a quarter of the training trials
             n = max(1, len(self.train_series) // 4)
             d["train/series"] = self.train_series[:n]
@@ -180,12 +182,12 @@ def prior_mask(types: np.ndarray, sides: np.ndarray, segments: np.ndarray, reach
     return M, sign
 
 
-def _specs(quick: bool):
+def _specs(quick: bool, ood_trials: int | None = None):
     n_rep = 3 if quick else 6
     id_specs = [dict(s, seed=100 * r + k) for r in range(n_rep) for k, s in enumerate(ID_CONDITIONS)]
     split = ["train" if r < n_rep - 2 else ("val" if r == n_rep - 2 else "test")
              for r in range(n_rep) for _ in ID_CONDITIONS]
-    n_ood = 1 if quick else 3
+    n_ood = int(ood_trials) if ood_trials else (1 if quick else 3)
     ood = []
     for r in range(n_ood):
         ood += [("held_out_condition", dict(condition="turning", speed=10.0, seed=900 + r)),
@@ -198,7 +200,7 @@ def _specs(quick: bool):
 
 def build_task(quick: bool = True, *, context: int = 4, horizon: int = 32, signal: str = "rates",
                duration: float | None = None, seed: int = 0, recording: xr.Dataset | None = None,
-               obs_noise: float = 0.01, max_windows: int = 400) -> ForecastTask:
+               obs_noise: float = 0.01, max_windows: int = 400, ood_trials: int | None = None) -> ForecastTask:
     """Simulate (or reuse) a recording and build the splits.
 
     Parameters
@@ -212,11 +214,13 @@ def build_task(quick: bool = True, *, context: int = 4, horizon: int = 32, signa
         ``"rates"`` (200 Hz) or ``"calcium"`` (10 Hz).
     recording
         A dataset from :func:`build_recording`, to skip simulating.
+    ood_trials
+        Trials per OOD suite (default 1 quick, 3 full).
     """
     if signal not in ("rates", "calcium"):
         raise ConfigError(f"signal must be 'rates' or 'calcium'; got {signal!r}.")
     if recording is None:
-        recording = build_recording(quick, duration=duration, seed=seed)
+        recording = build_recording(quick, duration=duration, seed=seed, ood_trials=ood_trials)
     ds = recording
     obs = ds["observed"].values
     if signal == "rates":
@@ -268,7 +272,10 @@ def build_task(quick: bool = True, *, context: int = 4, horizon: int = 32, signa
 
 def _probe_windows(task: ForecastTask, Z, Sz, split) -> dict:
     """Windows for faithfulness read-outs: a swimming context with a long free run, and a
-    resting context with/without a stimulus pulse (impulse response)."""
+    resting context with/without a stimulus pulse (impulse response).
+
+    The swimming context of each test trial ends ``min(C, 10)`` steps after the first bout
+    onset that leaves room for a whole context before it (4 steps for context 4)."""
     C = task.context
     H = max(task.horizon, 64)
     ds = task.recording
@@ -281,11 +288,13 @@ def _probe_windows(task: ForecastTask, Z, Sz, split) -> dict:
     out = {}
     # swimming: start of the strongest bout in each test trial
     ctxs, sfs, tgts = [], [], []
+    into = min(C, 10)  # the context ends this many steps into the bout (long contexts see ~1.5 beats)
     for k, i in enumerate(test if T - C - H > 0 else []):
-        t0 = int(np.argmax(drive[k, : T - C - H] > 0.3)) if (drive[k, : T - C - H] > 0.3).any() else None
-        if t0 is None:
+        lo = max(C - into, 0)
+        on = drive[k, lo : T - H - into] > 0.3
+        if not on.any():
             continue
-        t0 = max(t0 + 4 - C, 0)
+        t0 = max(lo + int(np.argmax(on)) + into - C, 0)
         ctxs.append(Z[i, t0 : t0 + C])
         sfs.append(Sz[i, t0 + C : t0 + C + H])
         tgts.append(Z[i, t0 + C : t0 + C + H])
@@ -305,9 +314,11 @@ def _probe_windows(task: ForecastTask, Z, Sz, split) -> dict:
     return out
 
 
-def build_recording(quick: bool = True, duration: float | None = None, seed: int = 0) -> xr.Dataset:
-    """One batched simulation with every ID and OOD trial; ``split`` and ``suite`` label them."""
-    id_specs, split, ood = _specs(quick)
+def build_recording(quick: bool = True, duration: float | None = None, seed: int = 0,
+                    ood_trials: int | None = None) -> xr.Dataset:
+    """One batched simulation with every ID and OOD trial; ``split`` and ``suite`` label them
+    (``ood_trials`` per OOD suite: default 1 quick, 3 full)."""
+    id_specs, split, ood = _specs(quick, ood_trials)
     specs = id_specs + [s for _, s in ood]
     suites = ["id"] * len(id_specs) + [k for k, _ in ood]
     B = len(specs)

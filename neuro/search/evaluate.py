@@ -120,7 +120,8 @@ def score_predictions(arrays, targets):
     -------
     metrics, arrays
         ``{split: mean MAE}`` (z units) and the candidate's outputs with ``pred/<split>``
-        replaced by ``mae/<split>`` (``(H,)``, z units).
+        replaced by ``mae/<split>`` (``(H,)``, z units, per horizon step) and
+        ``mae_window/<split>`` (``(n,)``, per window: for intervals over trials).
     """
     out = {k: np.asarray(v) for k, v in arrays.items() if k in OUTPUT_ARRAYS}
     metrics = {}
@@ -136,9 +137,11 @@ def score_predictions(arrays, targets):
             pred = _clip(pred)
         elif not np.all(np.isfinite(pred)):
             raise FloatingPointError(f"predict() returned non-finite values on {sp}")
-        mae = np.abs(pred - tg).mean((0, 2))
+        err = np.abs(pred - tg)
+        mae = err.mean((0, 2))
         metrics[sp] = float(mae.mean())
         out[f"mae/{sp}"] = mae
+        out[f"mae_window/{sp}"] = err.mean((1, 2))
     return metrics, out
 
 

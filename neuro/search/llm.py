@@ -11,6 +11,7 @@ the parent's code, its ID validation score and its error trace; never OOD or fai
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import re
@@ -113,7 +114,8 @@ class ChatClient:
                     retry_after = float(ra) if ra is not None else None
                 except ValueError:
                     retry_after = None
-            except (urllib.error.URLError, TimeoutError, ConnectionError) as err:
+            except (urllib.error.URLError, TimeoutError, ConnectionError, http.client.HTTPException) as err:
+                # refused or dropped connections, timeouts, truncated or garbled HTTP
                 last = f"{type(err).__name__}: {err}"
             if attempt < self.max_retries:
                 time.sleep(min(retry_after if retry_after is not None else wait, self.max_backoff))
@@ -131,14 +133,17 @@ def extract_code(text: str) -> str | None:
 class LLMProposer:
     """Drafts, improves and debugs programs by asking a chat model.
 
-    ``propose`` receives proposer *views* (code, ID validation score, error) only.
+    ``propose`` receives proposer *views* (code, ID validation score, error) only. A reply
+    without a fenced Python block is asked for again ``format_retries`` times, then the node
+    fails with that reason.
     """
 
     name = "llm"
 
-    def __init__(self, client: ChatClient, priors: bool = True):
+    def __init__(self, client: ChatClient, priors: bool = True, format_retries: int = 1):
         self.client = client
         self.priors = priors
+        self.format_retries = int(format_retries)
         self.prompts: list[str] = []
 
     def _prompt(self, op, parent, other):
@@ -158,9 +163,12 @@ class LLMProposer:
     def propose(self, op, parent, other, rng, task_info: str = "") -> str:
         prompt = self._prompt(op, parent, other)
         self.prompts.append(prompt)
-        reply = self.client.chat([{"role": "system", "content": "You are an expert computational neuroscientist."},
-                                  {"role": "user", "content": prompt}])
-        code = extract_code(reply)
-        if code is None:
-            raise LLMError("The model's reply held no ```python block; the node is recorded as failed.")
-        return code
+        messages = [{"role": "system", "content": "You are an expert computational neuroscientist."},
+                    {"role": "user", "content": prompt}]
+        for _ in range(1 + self.format_retries):  # a reply without code is asked for again, a bounded number of times
+            reply = self.client.chat(messages)
+            code = extract_code(reply)
+            if code is not None:
+                return code
+        raise LLMError(f"The model's reply held no ```python block ({1 + self.format_retries} replies); the node is "
+                       "recorded as failed.")

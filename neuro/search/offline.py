@@ -1,195 +1,217 @@
-"""Offline proposer: mutation and crossover over a typed library of model blocks (no LLM).
+"""Offline proposer: improves programs the way a person would, without an LLM.
 
-A program is a *genome* (a dict of block choices) rendered into readable Python source by
-:func:`render`; the genome travels inside the source (``# GENOME: {...}``) so any node's
-code can be parsed back. Blocks:
+Programs are genomes over the block library of :mod:`neuro.search.blocks`. The proposer
 
-- ``order``: activity lags (delays) 1-4;
-- ``recurrence``: ``dense`` | ``lowrank`` (rank ``rank``) | ``diagonal`` | ``masked`` (the
-  anatomical wiring prior, with Dale's-law signs when ``sign`` is on);
-- ``leak``: fit ``x_{t+1} - x_t`` (a leaky integrator around the current state) or ``x_{t+1}``;
-- ``stim_filter``: ``none`` | ``instant`` | ``exp`` (a bank of exponential filters, taus in steps);
-- ``oscillator``: add the velocity ``x_t - x_{t-1}`` (second-order, oscillatory dynamics);
-- ``nonlin``: ``linear`` | ``tanh`` | ``relu`` applied to the recurrent input;
-- ``poly``: quadratic self-terms (expressive, sometimes unstable: rollouts can diverge);
-- ``alpha``: ridge penalty.
+- **drafts from the baselines' own structures** first (:func:`~neuro.search.blocks.baseline_genomes`,
+  best baseline first when their ID validation scores are given: a program may start as the
+  best baseline and then gain mechanism), then random genomes;
+- **improves** the node the tree hands it by mutating one or two of its blocks or recombining
+  them with another good node's, and chooses among those candidates with a small Bayesian
+  inner loop: a Gaussian process (scikit-learn) on the encoded genomes of every evaluated node
+  and their ID validation MAE (log), maximising expected improvement, so hyperparameters
+  (ridge penalty, lags, loss smoothing, ranks, filter constants) are tuned on the validation
+  score rather than at random. Together with the tree's staged evaluation (a quick fit on a
+  quarter of the trials, the full fit only for candidates within ``quick_threshold`` of the
+  best: two rungs of successive halving), this is the inner tuning loop;
+- **debugs** a failed node from its error text (larger ridge, no polynomial terms, fewer lags).
 
-With ``priors=True`` the library is the wiring-constrained one (recurrence always
-``masked`` and signed); with ``priors=False`` it is unconstrained.
+It sees only what :meth:`neuro.search.tree.Node.view` gives (code, ID validation score, error)
+and, through ``history``, the same views of every node so far.
 """
 
 from __future__ import annotations
 
 import json
-import re
+import math
+import warnings
 
 import numpy as np
 
-__all__ = ["OfflineProposer", "render", "parse_genome", "random_genome", "TEMPLATE"]
+from .blocks import (
+    CHOICES_FREE,
+    CHOICES_PRIOR,
+    TEMPLATE,
+    active_blocks,
+    baseline_genomes,
+    canonical,
+    complete,
+    parse_genome,
+    random_genome,
+    render,
+)
 
-TEMPLATE = '''# GENOME: {genome_json}
-"""Candidate transition model (offline proposer): {summary}."""
-import numpy as np
+__all__ = ["OfflineProposer", "render", "parse_genome", "random_genome", "TEMPLATE", "encode", "expected_improvement"]
 
-G = {genome_py}
+# baselines whose structure has no counterpart worth drafting (a constant or persistence)
+_DRAFT_ORDER = ("tide", "ridge_arx", "nlinear", "stimulus_evoked", "dlinear", "gru", "mean", "last_value")
 
 
-def _stim_feats(S, taus):
-    """Stimulus features: instantaneous, or exponential filters with time constants (steps)."""
-    if G["stim_filter"] == "none":
-        return S[..., :0]
-    if G["stim_filter"] == "instant":
-        return S
+def _key(g: dict) -> str:
+    return json.dumps(canonical(g), sort_keys=True)
+
+
+def encode(g: dict, choices: dict) -> np.ndarray:
+    """A genome as a numeric vector for the surrogate: one-hot for categorical blocks, log
+    scale for the ridge penalty, smoothing and rank, the number of lags as is."""
+    g = canonical(g)
     out = []
-    for tau in taus:
-        a = 1.0 / tau
-        y = np.zeros_like(S[:, 0])
-        ys = []
-        for t in range(S.shape[1]):
-            y = y + a * (S[:, t] - y)
-            ys.append(y)
-        out.append(np.stack(ys, 1))
-    return np.concatenate([S] + out, -1)
+    for k in sorted(choices):
+        opts = choices[k]
+        v = g.get(k)
+        if k in ("alpha", "eps", "rank"):
+            out.append(math.log10(float(v)))
+        elif k == "order":
+            out.append(float(v) / 4.0)
+        else:
+            uniq = []
+            for o in opts:
+                if o not in uniq:
+                    uniq.append(o)
+            if len(uniq) < 2:
+                continue
+            out += [1.0 if v == o else 0.0 for o in uniq]
+    return np.asarray(out, float)
 
 
-def _phi(x):
-    if G["nonlin"] == "tanh":
-        return np.tanh(x)
-    if G["nonlin"] == "relu":
-        return np.maximum(x, 0.0)
-    return x
+def expected_improvement(mu: np.ndarray, sd: np.ndarray, best: float) -> np.ndarray:
+    """Expected improvement below ``best`` of Gaussian predictions ``(mu, sd)`` (minimisation)."""
+    from scipy.stats import norm
 
-
-class Model:
-    def _features(self, lags, s):
-        """lags: list of (n, N) activity at t, t-1, ...; s: (n, K) stimulus features at t+1."""
-        feats = [_phi(lags[0])] + [lags[k] for k in range(1, G["order"])]
-        if G["oscillator"] and len(lags) > 1:
-            feats.append(lags[0] - lags[1])
-        return feats, s
-
-    def fit(self, series, stim, meta):
-        n, T, N = series.shape
-        p = max(G["order"], 2)
-        self.N = N
-        self.mask = meta["prior_mask"] > 0 if G["recurrence"] == "masked" else None
-        self.sign = meta["prior_sign"] if (G["recurrence"] == "masked" and G["sign"]) else None
-        SF = _stim_feats(stim, G["taus"])
-        X_lags = [series[:, p - 1 - k : T - 1 - k].reshape(-1, N) for k in range(p)]
-        U = SF[:, p:].reshape(n * (T - p), SF.shape[-1])
-        Y = series[:, p:].reshape(-1, N)
-        if G["leak"]:
-            Y = Y - X_lags[0]
-        feats, _ = self._features(X_lags, U)
-        self.W = np.zeros((N, len(feats), N))      # post, block, pre
-        self.P = np.zeros((N, 2))                   # quadratic self-terms
-        self.Bs = np.zeros((N, U.shape[1] + 1))      # stimulus + bias
-        for i in range(N):
-            if G["recurrence"] == "diagonal":
-                pre = np.array([i])
-            elif self.mask is not None:
-                pre = np.flatnonzero(self.mask[i] | (np.arange(N) == i))
-            else:
-                pre = np.arange(N)
-            cols = [f[:, pre] for f in feats]
-            if G["poly"]:
-                cols.append(np.stack([X_lags[0][:, i] ** 2, X_lags[0][:, i] ** 3], 1))
-            cols.append(U)
-            A = np.concatenate(cols + [np.ones((len(U), 1))], 1)
-            R = G["alpha"] * np.eye(A.shape[1])
-            R[-1, -1] = 0.0
-            w = np.linalg.solve(A.T @ A + R, A.T @ Y[:, i])
-            k = 0
-            for b in range(len(feats)):
-                self.W[i, b, pre] = w[k : k + len(pre)]
-                k += len(pre)
-            if G["poly"]:
-                self.P[i] = w[k : k + 2]
-                k += 2
-            self.Bs[i] = w[k:]
-        if self.sign is not None:   # Dale's law on the recurrent block (off-diagonal)
-            off = ~np.eye(N, dtype=bool)
-            bad = (np.sign(self.W[:, 0]) * self.sign[None, :] < 0) & off
-            self.W[:, 0][bad] = 0.0
-        if G["recurrence"] == "lowrank":
-            u, s_, vt = np.linalg.svd(self.W[:, 0])
-            r = G["rank"]
-            self.W[:, 0] = (u[:, :r] * s_[:r]) @ vt[:r]
-        return self
-
-    def step(self, lags, s):
-        feats, _ = self._features(lags, s)
-        y = sum(f @ self.W[:, b].T for b, f in enumerate(feats))
-        if G["poly"]:
-            y = y + self.P[:, 0] * lags[0] ** 2 + self.P[:, 1] * lags[0] ** 3
-        y = y + s @ self.Bs[:, :-1].T + self.Bs[:, -1]
-        return lags[0] + y if G["leak"] else y
-
-    def predict(self, context, stim_context, stim_future):
-        S = np.concatenate([stim_context, stim_future], 1)
-        SF = _stim_feats(S, G["taus"])
-        C = context.shape[1]
-        lags = [context[:, -1 - k] for k in range(max(G["order"], 2))]
-        out = []
-        for h in range(stim_future.shape[1]):
-            x = self.step(lags, SF[:, C + h])
-            out.append(x)
-            lags = [x] + lags[:-1]
-        return np.stack(out, 1)
-'''
-
-CHOICES_FREE = dict(order=[1, 2, 3, 4], recurrence=["dense", "lowrank", "diagonal"], rank=[2, 4, 8, 16],
-                    leak=[True, False], stim_filter=["none", "instant", "exp"], oscillator=[True, False],
-                    nonlin=["linear", "tanh", "relu"], poly=[False, False, True], sign=[False],
-                    alpha=[0.01, 0.1, 1.0, 10.0, 100.0], taus=[[2], [4, 16], [8, 32]])
-CHOICES_PRIOR = dict(CHOICES_FREE, recurrence=["masked"], sign=[True, False], poly=[False])
-
-
-def random_genome(rng: np.random.Generator, priors: bool) -> dict:
-    ch = CHOICES_PRIOR if priors else CHOICES_FREE
-    return {k: v[int(rng.integers(len(v)))] for k, v in ch.items()}
-
-
-def render(genome: dict) -> str:
-    gj = json.dumps(genome, sort_keys=True)
-    summary = ", ".join(f"{k}={genome[k]}" for k in ("recurrence", "order", "stim_filter", "nonlin", "leak"))
-    return TEMPLATE.format(genome_json=gj, genome_py=repr(dict(sorted(genome.items()))), summary=summary)
-
-
-def parse_genome(code: str) -> dict | None:
-    m = re.search(r"^# GENOME: (\{.*\})$", code or "", re.M)
-    if not m:
-        return None
-    try:
-        return json.loads(m.group(1))
-    except json.JSONDecodeError:
-        return None
+    sd = np.maximum(sd, 1e-12)
+    z = (best - mu) / sd
+    return (best - mu) * norm.cdf(z) + sd * norm.pdf(z)
 
 
 class OfflineProposer:
-    """Draft = random genome; improve = mutate 1-2 blocks (or cross over with the second-best
-    node); debug = repair from the error text (stabilise: larger ridge, no poly, fewer lags).
+    """Drafts from baseline structures, improves by surrogate-guided mutation and crossover,
+    debugs from the error text.
 
     Parameters
     ----------
     priors
-        Use the wiring-constrained block library.
+        Use the wiring-constrained block library (recurrence always the anatomical mask).
+    baseline_scores
+        ``{baseline name: ID validation MAE}``: drafts start from the best baseline's
+        structure. Without it they follow a fixed order (TiDE, ridge ARX, NLinear, ...).
+    n_candidates
+        Mutants and crossovers scored by the surrogate per improvement.
     """
 
     name = "offline"
+    uses_history = True
 
-    def __init__(self, priors: bool = True):
+    def __init__(self, priors: bool = True, baseline_scores: dict | None = None, n_candidates: int = 48):
         self.priors = priors
         self.choices = CHOICES_PRIOR if priors else CHOICES_FREE
+        self.n_candidates = int(n_candidates)
+        structures = baseline_genomes(priors)
+        if baseline_scores:
+            known = [n for n in structures if n in baseline_scores and np.isfinite(baseline_scores[n])]
+            ranked = sorted(known, key=lambda n: baseline_scores[n])
+            best = baseline_scores[ranked[0]] if ranked else np.inf
+            # only baselines within 30 % of the best are worth starting from
+            self.draft_from = [n for n in ranked if baseline_scores[n] <= 1.3 * best][:3]
+        else:
+            self.draft_from = [n for n in _DRAFT_ORDER if n in structures][:3]
+        self.structures = structures
 
-    def propose(self, op: str, parent: dict | None, other: dict | None, rng: np.random.Generator,
-                task_info: str = "") -> str:
-        """Return the source of a new program. ``parent``/``other`` are proposer views
-        (code, val score, error): ID information only."""
-        if op == "draft" or parent is None:
-            return render(random_genome(rng, self.priors))
-        g = parse_genome(parent["code"]) or random_genome(rng, self.priors)
+    # ------------------------------------------------------------ helpers
+    def _mutate(self, g: dict, rng: np.random.Generator, n_blocks: int) -> dict:
         g = dict(g)
+        blocks = [k for k in active_blocks(g) if k in self.choices and len(set(map(str, self.choices[k]))) > 1]
+        for k in rng.choice(blocks, size=min(n_blocks, len(blocks)), replace=False):
+            v = self.choices[k]
+            g[k] = v[int(rng.integers(len(v)))]
+        return self._legal(g)
+
+    def _legal(self, g: dict) -> dict:
+        g = complete(g)
+        if self.priors:
+            g["recurrence"] = "masked"
+            g["poly"] = False
+        else:
+            g["sign"] = False
+        return canonical(g)
+
+    def _pool(self, parent: dict, others: list[dict], rng: np.random.Generator, seen: set) -> list[dict]:
+        """Children of ``parent``: every change of one active block, random two-block changes
+        and crossovers with the other good nodes; none already tried (as a program)."""
+        pool = []
+        for k in active_blocks(parent):
+            for v in self.choices.get(k, []):
+                if v != parent.get(k):
+                    pool.append(self._legal(dict(parent, **{k: v})))
+        for _ in range(self.n_candidates // 2):
+            pool.append(self._mutate(parent, rng, 2))
+        for o in others:
+            for _ in range(4):
+                child = {k: (o[k] if (k in o and rng.random() < 0.5) else parent[k]) for k in parent}
+                pool.append(self._legal(child))
+        out, keys = [], set()
+        for g in pool:
+            kk = _key(g)
+            if kk not in seen and kk not in keys:
+                keys.add(kk)
+                out.append(g)
+        return out
+
+    def _choose(self, pool: list[dict], history: list[dict], rng: np.random.Generator) -> dict:
+        """The candidate of highest expected improvement under a GP fitted to the history."""
+        X, y = [], []
+        vals = [h["val"] for h in history if h.get("status") == "ok" and h.get("val") is not None
+                and np.isfinite(h["val"]) and h["val"] > 0]
+        worst = math.log(max(vals)) if vals else None
+        for h in history:
+            g = parse_genome(h.get("code", ""))
+            if g is None:
+                continue
+            if h.get("status") == "ok" and h.get("val") is not None and np.isfinite(h["val"]) and h["val"] > 0:
+                X.append(encode(g, self.choices))
+                y.append(math.log(h["val"]))
+            elif h.get("status") in ("failed", "pruned") and worst is not None:
+                X.append(encode(g, self.choices))  # a failure counts as the worst score seen
+                y.append(worst)
+        if len(set(y)) < 3:  # too little to fit a surrogate: a random child
+            return pool[int(rng.integers(len(pool)))]
+        from sklearn.gaussian_process import GaussianProcessRegressor
+        from sklearn.gaussian_process.kernels import ConstantKernel, Matern, WhiteKernel
+
+        kernel = ConstantKernel(1.0, (1e-3, 1e2)) * Matern(length_scale=1.0, length_scale_bounds=(0.1, 10.0),
+                                                             nu=2.5) + WhiteKernel(1e-3, (1e-6, 1e-1))
+        gp = GaussianProcessRegressor(kernel=kernel, normalize_y=True, random_state=0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            gp.fit(np.array(X), np.array(y))
+            Xc = np.array([encode(g, self.choices) for g in pool])
+            mu, sd = gp.predict(Xc, return_std=True)
+        ei = expected_improvement(mu, sd, min(y))
+        ei = ei + 1e-12 * rng.random(len(ei))  # ties broken by the node's own generator
+        return pool[int(np.argmax(ei))]
+
+    # ------------------------------------------------------------ propose
+    def propose(self, op: str, parent: dict | None, other: dict | None, rng: np.random.Generator,
+                task_info: str = "", history: list[dict] | None = None) -> str:
+        """Return the source of a new program.
+
+        ``parent``/``other``/``history`` are proposer views (code, ID validation score,
+        error, status): ID information only.
+        """
+        history = list(history or [])
+        seen = {_key(g) for g in (parse_genome(h.get("code", "")) for h in history) if g is not None}
+        if op == "draft" or parent is None:
+            n_drafts = sum(h.get("op") == "draft" for h in history)
+            for name in self.draft_from[n_drafts:]:
+                g = self._legal(self.structures[name])
+                if _key(g) not in seen:
+                    return render(g)
+            for _ in range(20):
+                g = self._legal(random_genome(rng, self.priors))
+                if _key(g) not in seen:
+                    break
+            return render(g)
+        g = parse_genome(parent["code"])
+        if g is None:
+            g = self._legal(random_genome(rng, self.priors))
         if op == "debug":
             err = parent.get("error", "") or ""
             g["alpha"] = min(float(g.get("alpha", 1.0)) * 100.0, 1000.0)
@@ -197,14 +219,18 @@ class OfflineProposer:
             if "finite" in err or "overflow" in err:
                 g["order"] = max(1, int(g.get("order", 1)) - 1)
                 g["nonlin"] = "tanh"
-            return render(g)
-        # improve: crossover with probability 0.3 when another good node exists
-        o = parse_genome(other["code"]) if other else None
-        if o is not None and rng.random() < 0.3:
-            for k in g:
-                if k in o and rng.random() < 0.5:
-                    g[k] = o[k]
-        for k in rng.choice(list(self.choices), size=int(rng.integers(1, 3)), replace=False):
-            v = self.choices[k]
-            g[k] = v[int(rng.integers(len(v)))]
-        return render(g)
+            if "timed out" in err or "CPU" in err:
+                g["order"] = min(int(g.get("order", 2)), 2)
+                g["loss"] = "l2"
+            return render(self._legal(g))
+        ok = [h for h in history if h.get("status") == "ok" and h.get("val") is not None
+              and h.get("id") != parent.get("id")]
+        ok.sort(key=lambda h: h["val"])
+        others = [o for o in (parse_genome(h["code"]) for h in ok[:3]) if o is not None]
+        if other is not None and not others:
+            o = parse_genome(other.get("code", ""))
+            others = [o] if o is not None else []
+        pool = self._pool(g, others, rng, seen)
+        if not pool:
+            return render(self._mutate(g, rng, 3))
+        return render(self._choose(pool, history or [parent], rng))

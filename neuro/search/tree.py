@@ -7,7 +7,8 @@ best" by the node maximising UCB on rank-normalised ID scores (visits = children
 
 Only the ID validation MAE drives selection. OOD MAE and faithfulness are computed for every
 node and written to the journal, but the proposer only ever sees :meth:`Node.view`
-(id, operator, code, ID validation score, error).
+(id, operator, code, ID validation score, error, status): of the parent, of the best other
+node and, for a proposer with ``uses_history = True``, of every node so far (``history=``).
 
 Evaluation is staged: a quick fit on a quarter of the training trials scored on a subset of
 validation windows; only nodes whose quick score is below ``quick_threshold`` times the
@@ -302,11 +303,14 @@ class TreeSearch:
             f.flush()
             os.fsync(f.fileno())
 
-    def _propose(self, op: str, parent: Node | None, rng) -> tuple[str, str]:
+    def _propose(self, op: str, parent: Node | None, rng, pending: list[Node] = ()) -> tuple[str, str]:
         others = [n for n in self.nodes if n.status == "ok" and (parent is None or n.id != parent.id)]
         other = min(others, key=selection_score).view() if others else None
+        kw = {}
+        if getattr(self.proposer, "uses_history", False):  # views of every node, this generation's too
+            kw["history"] = [n.view() for n in list(self.nodes) + list(pending)]
         try:
-            return self.proposer.propose(op, parent.view() if parent else None, other, rng), ""
+            return self.proposer.propose(op, parent.view() if parent else None, other, rng, **kw), ""
         except Exception as err:  # a proposer failure is a failed node, not a crashed search
             return "", f"proposer failed: {type(err).__name__}: {err}"
 
@@ -322,7 +326,7 @@ class TreeSearch:
                 rng = np.random.default_rng([self.seed, nid])
                 op, parent = self._choose(rng, pending_drafts)
                 pending_drafts += op == "draft"
-                code, perr = self._propose(op, parent, rng)
+                code, perr = self._propose(op, parent, rng, batch)
                 node = Node(id=nid, parent=parent.id if parent else None, op=op, code=code, hash=self._hash(code),
                             debug_depth=(parent.debug_depth + 1) if (parent and op == "debug") else 0)
                 if perr:

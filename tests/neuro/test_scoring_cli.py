@@ -30,3 +30,22 @@ def test_cli_plot_reads_a_journal(tmp_path):
     args = build_parser().parse_args(["neuro", "plot", str(tmp_path), "--out", str(tmp_path / "t.png")])
     assert args.func(args) == 0
     assert (tmp_path / "t.png").stat().st_size > 1000
+
+
+def test_cli_study_budget_flags():
+    from scimech.cli import build_parser
+
+    args = build_parser().parse_args(["neuro", "study", "--medium", "--seeds", "2", "--long-context", "0"])
+    assert args.medium and args.seeds == 2 and args.long_context == 0
+    args = build_parser().parse_args(["neuro", "study"])
+    assert not args.medium and args.seeds is None and args.long_context == 256
+
+
+def test_unknown_budget_names_the_choices(tmp_path):
+    import pytest
+
+    from neuro.study import run_study
+    from scimech.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="medium"):
+        run_study(tmp_path, budget="huge")

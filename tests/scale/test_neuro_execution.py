@@ -132,3 +132,21 @@ def test_sigkill_then_rerun_equals_uninterrupted(serial):
     assert len(after) == total
     assert {k: after[k] for k in before} == before  # finished units were not redone
     assert_same_study(serial, out)
+
+
+def test_study_writes_planted_truth_and_findings(serial):
+    import re
+
+    import xarray as xr
+
+    lines = (serial / "recovery.txt").read_text().splitlines()
+    m = re.match(r"neuro planted truth: (\d+) of (\d+) recovered \(", lines[0])
+    assert m, lines[0]
+    rows = [ln for ln in lines[3:] if ln.strip()]  # after the summary, a blank line and the header
+    assert int(m.group(2)) == len(rows) and int(m.group(1)) == sum(" RECOVERED " in ln for ln in rows)
+    found = (serial / "findings.txt").read_text().splitlines()
+    assert found and all(re.match(r"(REPRODUCED|PARTLY reproduced|NOT reproduced|UNDECIDED|YES|NO)", f)
+                         for f in found)
+    ev = xr.open_dataset(serial / "evidence.nc")
+    assert ev["baseline_test"].dims == ("seed", "test_window") and list(ev["seed"].values) == [0]
+    assert "context-256 task was skipped" in (serial / "report.md").read_text()  # 0.6 s trials are too short

@@ -1,0 +1,187 @@
+"""Planted truth vs what the study found: the simulator's circuit is known, so every
+structural claim about a discovered model can be checked against it.
+
+:func:`planted_truth` scores one fitted model (the structural-prior search's pick) against
+the simulated larva, one row per planted property, each with an interval and a stated
+criterion; a row can fail (a model fitted with a wrong wiring prior fails the connectivity
+rows, ``tests/neuro/test_recovery.py``):
+
+- ``edges``: which observed pairs are wired, edge AUROC of the model's one-step Jacobian
+  ``|J|`` (bootstrap over pairs); recovered if the interval's lower bound is >= 0.75;
+- ``signs``: the sign of each true connection (Dale's law: V0d and V1 inhibit), sign accuracy of
+  ``J`` on true edges (bootstrap over edges); recovered if the lower bound is >= 0.7;
+- ``impulse``: the response to a brief forward-grating pulse from rest, relative L2 distance
+  to the simulator's (bootstrap over units; 1 = no response at all); recovered if the upper
+  bound is < 1;
+- ``left_right``, ``rostro_caudal``, ``frequency``: the model's free run from swimming contexts
+  (median over windows, bootstrap over windows): left-right phase within 0.15 cycles of the
+  truth, rostro-caudal phase of the truth's sign and within 0.1 cycles, beat frequency within
+  20 %;
+- ``tail_beat``: at the long context (if given), the tail angle of the free run forecasts the
+  beat (:func:`neuro.faithfulness.tail_beat_scores`) in at least half of the swimming windows.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from sklearn.metrics import roc_auc_score
+
+from scimech.stats import bootstrap_ci
+
+from .faithfulness import physiology_scores, tail_beat_scores
+from .sim.analysis import dominant_frequency, phase_difference
+
+__all__ = ["planted_truth", "summary_line", "format_table"]
+
+EDGE_AUROC_MIN = 0.75   # lower bound of the interval: clearly better than chance (0.5)
+SIGN_ACCURACY_MIN = 0.7  # lower bound: most true connections have the right sign
+LR_TOL = 0.15            # cycles
+RC_TOL = 0.10            # cycles
+FREQ_TOL = 0.20          # relative
+
+
+def _row(name, quantity, truth, found, low, high, criterion, ok):
+    return {"row": name, "quantity": quantity, "truth": truth, "found": found, "low": low, "high": high,
+            "criterion": criterion, "recovered": bool(ok)}
+
+
+def _per_window_physiology(traces, task):
+    """Per swimming window: left-right phase, rostro-caudal phase, frequency (NaN where silent)."""
+    types, sides, segs = task.meta["type"], task.meta["side"], task.meta["segment"]
+    ix = {(t, s, int(g)): i for i, (t, s, g) in enumerate(zip(types, sides, segs))}
+    seglist = sorted({int(g) for g in segs if g >= 0})
+    L, R, C = ix[("MN", "L", seglist[0])], ix[("MN", "R", seglist[0])], ix[("MN", "L", seglist[1])]
+    dt = task.dt
+    out = np.full((len(traces), 3), np.nan)
+    for k, x in enumerate(np.asarray(traces, float)):
+        if not np.all(np.isfinite(x)) or np.std(x[:, L]) < 1e-6:
+            continue
+        f = dominant_frequency(x[:, L], dt, fmin=10.0, fmax=min(100.0, 0.45 / dt))
+        if not np.isfinite(f):
+            continue
+        out[k] = abs(phase_difference(x[:, L], x[:, R], dt, f)), phase_difference(x[:, L], x[:, C], dt, f), f
+    return out
+
+
+def _median_ci(v, seed):
+    v = v[np.isfinite(v)]
+    if len(v) == 0:
+        return np.nan, np.nan, np.nan
+    if len(v) < 2:
+        return float(v[0]), np.nan, np.nan
+    return bootstrap_ci(v, np.median, method="percentile", seed=seed)
+
+
+def planted_truth(task, arrays: dict, *, long_task=None, long_arrays: dict | None = None, seed: int = 0
+                  ) -> pd.DataFrame:
+    """One row per planted property of the simulated circuit: truth, what ``arrays`` (a
+    model's outputs from :func:`neuro.search.evaluate.predict_candidate` / the search's node
+    file) show, a 95 % interval, the criterion and whether it is met.
+
+    Parameters
+    ----------
+    task
+        The :class:`neuro.tasks.ForecastTask` the model was fitted on (``signal="rates"``).
+    arrays
+        ``jacobian (N, N)``, ``impulse_pred (2, H, N)``, ``swim_pred (n, H, N)`` (any may be missing:
+        the row then fails with "not measured").
+    long_task, long_arrays
+        The long-context task and the model fitted on it, for the tail-beat row.
+    """
+    rows = []
+    W = np.asarray(task.true_weights, float)
+    off = ~np.eye(len(W), dtype=bool)
+    edge = (W != 0)[off]
+    n_edges, n_pairs = int(edge.sum()), int(off.sum())
+    J = arrays.get("jacobian")
+    if J is not None and np.all(np.isfinite(J)):
+        j = np.abs(np.asarray(J, float)[off])
+        est, lo, hi = bootstrap_ci((edge.astype(float), j), lambda e, s: roc_auc_score(e, s) if 0 < e.sum() < len(e)
+                                   else 0.5, paired=True, method="percentile", n_resamples=500, seed=seed)
+        rows.append(_row("edges", "edge AUROC of |Jacobian| (which observed pairs are wired)",
+                         f"{n_edges} of {n_pairs} pairs wired", est, lo, hi, f"lower bound >= {EDGE_AUROC_MIN}",
+                         np.isfinite(lo) and lo >= EDGE_AUROC_MIN))
+        s_true = np.sign(W[off][edge])
+        s_found = np.sign(np.asarray(J, float)[off][edge])
+        est, lo, hi = bootstrap_ci((s_found == s_true).astype(float), np.mean, method="percentile", seed=seed)
+        rows.append(_row("signs", "sign accuracy of the Jacobian on true connections (Dale's law)",
+                         f"{int((s_true < 0).sum())} inhibitory, {int((s_true > 0).sum())} excitatory",
+                         est, lo, hi, f"lower bound >= {SIGN_ACCURACY_MIN}", np.isfinite(lo) and lo >= SIGN_ACCURACY_MIN))
+    else:
+        for name in ("edges", "signs"):
+            rows.append(_row(name, "connectivity", "", np.nan, np.nan, np.nan, "not measured", False))
+    imp = arrays.get("impulse_pred")
+    true_imp = task.probes.get("impulse_true")
+    if imp is not None and true_imp is not None and np.all(np.isfinite(imp)):
+        m = np.asarray(imp[1] - imp[0], float)
+        t = np.asarray(true_imp, float)
+        h = min(len(m), len(t))
+        err = ((m[:h] - t[:h]) ** 2).sum(0)   # per unit
+        nrm = (t[:h] ** 2).sum(0)
+        est, lo, hi = bootstrap_ci((err, nrm), lambda e, n: np.sqrt(e.sum() / max(n.sum(), 1e-18)), paired=True,
+                                   method="percentile", n_resamples=1000, seed=seed)
+        rows.append(_row("impulse", "response to a forward-grating pulse from rest (relative L2 distance; 1 = none)",
+                         f"simulator response, peak {np.abs(t).max():.2f} z", est, lo, hi, "upper bound < 1",
+                         np.isfinite(hi) and hi < 1.0))
+    else:
+        rows.append(_row("impulse", "impulse response", "", np.nan, np.nan, np.nan, "not measured", False))
+    swim = arrays.get("swim_pred")
+    target = task.probes.get("swim_target")
+    if swim is not None and target is not None:
+        truth = _per_window_physiology(np.asarray(target)[:, : np.shape(swim)[1]], task)
+        found = _per_window_physiology(swim, task)
+        tl, tr_, tf = (np.nanmedian(truth[:, k]) for k in range(3))
+        est, lo, hi = _median_ci(found[:, 0], seed)
+        rows.append(_row("left_right", "left-right phase of the free run (cycles; 0.5 = alternation)",
+                         round(float(tl), 3), est, lo, hi, f"within {LR_TOL} of the truth",
+                         np.isfinite(est) and abs(est - tl) <= LR_TOL))
+        est, lo, hi = _median_ci(found[:, 1], seed)
+        rows.append(_row("rostro_caudal", "rostro-caudal phase of the free run (cycles; > 0: rostral leads)",
+                         round(float(tr_), 3), est, lo, hi, f"same sign, within {RC_TOL}",
+                         np.isfinite(est) and np.sign(est) == np.sign(tr_) and abs(est - tr_) <= RC_TOL))
+        est, lo, hi = _median_ci(found[:, 2], seed)
+        rows.append(_row("frequency", "tail-beat frequency of the free run (Hz)", round(float(tf), 1), est, lo, hi,
+                         f"within {int(FREQ_TOL * 100)} %", np.isfinite(est) and abs(est - tf) <= FREQ_TOL * tf))
+    if long_task is not None and long_arrays is not None and "swim_pred" in long_arrays \
+            and "swim_target" in long_task.probes:
+        tb = tail_beat_scores(long_arrays["swim_pred"], long_task.probes["swim_target"], long_task,
+                              context=long_task.probes.get("swim_context"))
+        hit = tb["forecast"][np.isfinite(tb["phase_error"])].astype(float)
+        if len(hit) >= 2:
+            est, lo, hi = bootstrap_ci(hit, np.mean, method="percentile", seed=seed)
+        else:
+            est, lo, hi = (float(hit.mean()) if len(hit) else np.nan), np.nan, np.nan
+        rows.append(_row("tail_beat", f"free run forecasts the tail beat at context {long_task.context} "
+                         f"(fraction of swimming windows; median |phase error| {tb['tail_phase_error']:.2f} cycles, "
+                         f"amplitude ratio {tb['tail_amplitude_ratio']:.2f})",
+                         f"{len(hit)} swimming windows", est, lo, hi, ">= 0.5 of windows",
+                         np.isfinite(est) and est >= 0.5))
+    table = pd.DataFrame(rows).set_index("row")
+    phys = physiology_scores(swim, task) if swim is not None else {}
+    table.attrs["physiology"] = phys
+    return table
+
+
+def _fmt(v):
+    if isinstance(v, (float, np.floating)):
+        return "nan" if not np.isfinite(v) else f"{v:.3g}"
+    return str(v)
+
+
+def summary_line(table: pd.DataFrame, label: str = "neuro") -> str:
+    """``neuro planted truth: K of N recovered (edges 0.99 [0.98, 1.00], ...)``."""
+    k, n = int(table["recovered"].sum()), len(table)
+    parts = [f"{name} {_fmt(r.found)} [{_fmt(r.low)}, {_fmt(r.high)}]{'' if r.recovered else ' MISSED'}"
+             for name, r in table.iterrows()]
+    return f"{label} planted truth: {k} of {n} recovered ({'; '.join(parts)})"
+
+
+def format_table(table: pd.DataFrame) -> str:
+    """A plain-text table of :func:`planted_truth` (one row per planted property)."""
+    head = ["property", "truth", "found", "95% interval", "criterion", "verdict", "what"]
+    body = [[name, _fmt(r.truth), _fmt(r.found), f"[{_fmt(r.low)}, {_fmt(r.high)}]", r.criterion,
+             "RECOVERED" if r.recovered else "MISSED", r.quantity] for name, r in table.iterrows()]
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *body)]
+    lines = ["  ".join(str(x).ljust(w) for x, w in zip(row, widths)).rstrip() for row in [head] + body]
+    return "\n".join(lines)
