@@ -1,7 +1,14 @@
 """Neuro benchmarks: simulator throughput, and one tree-search generation on 1 vs 2 local Dask
 workers (per-evaluation time, overhead, a SLURM estimate).
 
-Run as ``python -m bench.bench_neuro``; writes ``bench/results/neuro.md``. The generation is
+Run as ``python -m bench.bench_neuro``; writes ``bench/results/neuro.md``
+(``python -m bench.bench_neuro --sim``: the simulator table only, ``bench/results/neuro_sim.md``).
+
+Simulator: aggregated simulated seconds per wall second (trials x trial length / wall time)
+of ``Simulator.run`` on forward-grating trials (free swimming, closed loop, dt = 1 ms, RK4
+body), for the compiled path (numba, trials split over ``threads``) and the numpy reference
+path (``engine="numpy"``: ``Simulator.step`` once per time step, the previous
+implementation's code path) measured in the same run, interleaved. The generation is
 ``G`` candidates drafted by the offline proposer (seeded, so every run evaluates the same
 programs) on the quick default task; every candidate gets the full staged evaluation (quick
 then full fit, each in its own sandbox subprocess). Timed: ``TreeSearch.run()`` of a
@@ -26,14 +33,56 @@ REPEATS = 4    # generations timed per setting (different proposer seeds; the or
                # settings alternates between repeats so a drifting machine load biases none)
 
 
-def sim_rate(batch: int, duration: float = 0.3) -> float:
+def sim_rate(batch: int, duration: float = 0.3, engine: str = "compiled", threads: int = 2) -> tuple[float, float]:
+    """Aggregated simulated s per wall s, and CPU microseconds per trial-step."""
     from neuro.sim import Simulator, stack_stimuli
 
-    sim = Simulator(seed=0)
+    sim = Simulator(seed=0, threads=threads)
     stim = stack_stimuli([dict(condition="grating_fwd", onset=0.0)] * batch, duration, sim.dt)
-    t0 = time.perf_counter()
-    sim.run(stim, record_every=5)
-    return batch * duration / (time.perf_counter() - t0)
+    t0, c0 = time.perf_counter(), time.process_time()
+    sim.run(stim, record_every=5, engine=engine)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    return batch * duration / wall, cpu / (batch * duration / sim.dt) * 1e6
+
+
+def sim_table(trials=(1, 64, 256, 1024), repeats: int = 3) -> list[str]:
+    """Markdown lines: compiled (2 and 1 threads) vs the numpy reference at each batch size."""
+    sim_rate(2, 0.01)  # compile or load the cached machine code outside the timings
+    load0 = os.getloadavg()
+    rows = []
+    for B in trials:
+        dur_ref = 0.3 if B <= 64 else 0.05  # the reference is slow: shorter trials, same rate
+        fast, fast1, cpu, ref = [], [], [], []
+        for r in range(repeats):
+            order = ("ref", "fast") if r % 2 == 0 else ("fast", "ref")
+            for which in order:
+                if which == "fast":
+                    rate, c = sim_rate(B, 0.3 if B <= 64 else 0.1, "compiled", threads=2)
+                    fast.append(rate)
+                    cpu.append(c)
+                    fast1.append(sim_rate(B, 0.3 if B <= 64 else 0.1, "compiled", threads=1)[0])
+                elif r < (2 if B <= 64 else 1):
+                    ref.append(sim_rate(B, dur_ref, "numpy")[0])
+        f, f1, rr = statistics.median(fast), statistics.median(fast1), statistics.median(ref)
+        rows.append(f"| {B} | {f:.1f} | {f1:.1f} | {statistics.median(cpu):.1f} | {rr:.2f} | {f / rr:.0f}x |")
+    load1 = os.getloadavg()
+    return [
+        "### Simulator throughput",
+        "",
+        "Command: `python -m bench.bench_neuro --sim` "
+        f"({os.cpu_count()} cores shared with other jobs; load average {load0[0]:.2f} at the start, "
+        f"{load1[0]:.2f} at the end). Aggregated simulated s per wall s (trials x trial length / wall), "
+        f"forward-grating trials of 0.3 s (0.1 s from 256 trials; reference 0.05 s there), dt = 1 ms, "
+        f"RK4 body; median of {repeats} runs (reference: 2 runs up to 64 trials, 1 beyond), compiled and "
+        "reference interleaved. CPU time per trial-step is the process CPU time of the 2-thread "
+        "runs divided by trials x steps.",
+        "",
+        "| trials | compiled, 2 threads | compiled, 1 thread | CPU us per trial-step (compiled) | "
+        "numpy reference | compiled (2 threads) / reference |",
+        "|---|---|---|---|---|---|",
+        *rows,
+        "",
+    ]
 
 
 def generation(task, client, seed: int, root: Path) -> dict:
@@ -57,9 +106,8 @@ def main() -> int:
     from neuro.tasks import build_task
     from scimech.parallel import get_client
 
+    sim_lines = sim_table()
     load0 = os.getloadavg()
-    r1 = sim_rate(1)
-    r64 = sim_rate(64)
     t0 = time.perf_counter()
     task = build_task(True)
     t_build = time.perf_counter() - t0
@@ -97,13 +145,10 @@ def main() -> int:
         "",
         "Command: `python -m bench.bench_neuro` "
         f"({os.cpu_count()} cores shared with other jobs; load average {load0[0]:.2f} at the start, "
-        f"{load1[0]:.2f} at the end; numpy simulator at dt = 1 ms, RK4 body).",
+        f"{load1[0]:.2f} at the end).",
         "",
-        "| measure | value |",
-        "|---|---|",
-        f"| simulated s per wall s, 1 trial | {r1:.3f} |",
-        f"| simulated s per wall s, 64 parallel trials (total over trials) | {r64:.3f} |",
-        f"| quick default task built (simulation + splits), s | {t_build:.1f} |",
+        *sim_lines,
+        f"Quick default task built (simulation + splits): {t_build:.1f} s.",
         "",
         f"### One tree-search generation ({G} candidates, quick default task: "
         f"{task.n_neurons} units, {len(task.train_series)} training trials, {len(task.val)} val windows)",
@@ -155,5 +200,13 @@ def main() -> int:
     return 0
 
 
+def main_sim() -> int:
+    text = "\n".join(sim_table())
+    print(text)
+    (HERE / "results").mkdir(exist_ok=True)
+    (HERE / "results" / "neuro_sim.md").write_text(text)
+    return 0
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main_sim() if "--sim" in sys.argv[1:] else main())

@@ -189,6 +189,27 @@ class Circuit:
         w_drive = np.select([types == 0, types == 1, types == 2, types == 3], [1.0, 0.2, 0.1, 0.3])
         self.drive_weight = w_drive * grad
         self.adapt_gain = np.where((types == 0) | (types == 3), p.g_adapt, 0.4 * p.g_adapt)
+        self._internal_units()
+
+    def _internal_units(self) -> None:
+        """The units the dynamics integrate, each belonging to one recorded spinal unit.
+
+        ``internal_pool[i]`` is the recorded unit of internal unit ``i``; a recorded rate is
+        the ``internal_weight``-weighted sum of its internal units. Every internal unit has its
+        own time constants, threshold, adaptation gain, drive weight and input gain (the
+        factor on its synaptic input).
+        """
+        ns, p = self.n_spinal, self.p
+        self.n_internal = ns
+        self.internal_pool = np.arange(ns)
+        self.internal_weight = np.ones(ns)
+        self.internal_tau_r = np.full(ns, p.tau_r)
+        self.internal_tau_a = np.full(ns, p.tau_a)
+        self.internal_theta = np.full(ns, p.theta)
+        self.internal_adapt_gain = self.adapt_gain.astype(float)
+        self.internal_drive_weight = self.drive_weight.astype(float)
+        self.internal_input_gain = np.ones(ns)
+        self.internal_side = self.unit_side.copy()
 
     # ------------------------------------------------------------------ tables
     def neuron_table(self) -> dict[str, np.ndarray]:
