@@ -1,13 +1,18 @@
 """The simulator's transition function compiled with numba: whole runs of many trials per call.
 
 The same equations as :meth:`neuro.sim.simulator.Simulator.step` (the numpy reference),
-written per trial so that a run executes in machine code without the GIL; the simulator
-splits the trials over threads (trials are independent). Differences from the reference
-are in arithmetic only:
+run in machine code without the GIL on blocks of trials; the simulator spreads the blocks
+over threads (trials are independent). Eyes, brain, bout generator and body are computed per
+trial; the spinal cord of a block is stored with the trials innermost, so its sparse sums
+and Euler updates vectorise over trials. Differences from the reference are in arithmetic
+only:
 
 - the sparse spinal weights are stored once per ring-buffer position as flat indices into
   the delayed-rate history (``(H, nnz)``), so a step reads each delayed presynaptic rate
   with no modular arithmetic, and the lesioned history is kept beside the plain one;
+- every connection except V2a -> V2a is summed once per recorded population from the
+  populations' summed rates (the reference sums the same products over internal units);
+  V2a -> V2a is summed per speed module;
 - the body's ``(N + 2)``-square mass matrix is reduced to the ``N x N`` link block by
   eliminating the head translation (a Schur complement, ``A - b b^T / m_tot`` is constant)
   and solved by Cholesky (it is symmetric positive definite);
@@ -39,6 +44,7 @@ N_SCALARS = 6
 # last-step extras columns
 X_FWD, X_TURN, X_DL, X_DR, X_START = range(5)
 N_EXTRAS = 5
+TINY = 1e-30  # rates and adaptation below this are set to 0 (both paths)
 
 
 def _jit(fn=None, **kw):
@@ -224,34 +230,45 @@ def _rk4(q, qd, mL, mR, alpha_s, drag_s, h, bp, bvec, Ar, A, inertia, ln, S, w, 
 
 @_jit
 def run_trials(b0, b1, gx_, gy_, rot_, lum_, gain_, closed_, keys, first_step, drive_clamp, lesion, comm,
-               drag, alpha, heading0, brain, scal, hist, hist_l, ptrs, r_int, a, muscle, q, qd, extras, pending,
-               cp, ip_ptr, ip_col, ip_w, ct_ptr, ct_col, ct_w,
-               pool, pool_w, i_tau_r, i_tau_a, i_theta, i_gad, i_wdrive, i_gin, i_side,
-               mn_ptr, mn_idx, mn_w, bp, bvec, Ar, A, inertia, ln, m, substeps,
+               drag, alpha, heading0, brain, scal, hist_l, ihist_l, ptrs, a, muscle, q, qd, extras,
+               pending, cp, sy_ptr, sy_col, sy_w, sy_contra, vv_ptr, vv_col, vv_w,
+               pool, pool_w, imod, mod_w, i_tau_r, i_tau_a, i_theta, i_gad, i_wdrive, i_side, mod_on, mod_off,
+               mn_ptr, mn_idx, mn_w, bp, bvec, Ar, A, inertia, ln, m, substeps, nsub,
                record_every, rec_rates, rec_muscle, rec_q, rec_qd, rec_flow, rec_drive, rec_bout):
     """Run trials ``b0 .. b1 - 1`` for ``gx_.shape[1]`` steps, recording every ``record_every``.
 
-    Stimulus arrays ``(B, T)``; state arrays are updated in place. ``hist``/``hist_l``
-    ``(B, H * n_spinal)`` hold the plain and lesioned rates of the last ``H`` steps as a ring
-    with the newest row at ``ptrs[b]``; ``ip_col``/``ct_col`` ``(H, nnz)`` are the flat indices
-    of every nonzero's delayed presynaptic rate for each ring position.
+    Stimulus arrays ``(B, T)``; state arrays are updated in place. ``hist_l`` ``(B, H *
+    n_spinal)`` holds the lesioned population rates of the last ``H`` spinal steps as a ring
+    with the newest row at ``ptrs[b]`` (``H`` = longest delay + 2, so the slot being written is
+    never read), ``ihist_l`` ``(B, H * n_internal)`` the same for the internal units;
+    ``lesion`` ``(B, n_internal)``. New rates are lesioned already, so the rings equal the
+    reference's plain ones once ``H`` spinal steps have passed. Sparse weights: every
+    connection but V2a -> V2a (``sy_``; ``sy_contra`` marks the commissural ones) with rows
+    per recorded unit, and V2a -> V2a (``vv_``) with rows per recorded unit and columns
+    ``(K, H, nnz)`` into each module's internal ring (times the module's output weight
+    ``mod_w``); ``*_col`` hold the flat ring index of every nonzero's delayed presynaptic
+    rate for each ring position. Recorded rates are the ``pool_w``-weighted sums of their
+    internal units.
     """
     T = gx_.shape[1]
-    ns = ip_ptr.shape[0] - 1
-    H = ip_col.shape[0]
-    ni = r_int.shape[1]
+    ns = sy_ptr.shape[0] - 1
+    H = sy_col.shape[0]
+    ni = a.shape[1]
+    K = mod_on.shape[0]
     N = ln.shape[0]
     nj = N - 1
     nb = brain.shape[1]
+    Bb = b1 - b0
     dt = cp[0]
+    hs = dt / nsub
     v0 = 10.0
     tau_visual, tau_integrator, tau_hindbrain = cp[1], cp[2], cp[3]
     spont, rate_gain, turn_gain_b, flash_gain = cp[4], cp[5], cp[6], cp[7]
     dur_min, dur_max, refr_t = cp[8], cp[9], cp[10]
     drive_base, drive_gain, drive_max, turn_gain, rot_weight = cp[11], cp[12], cp[13], cp[14], cp[15]
-    noise_sd, speed_gain, tau_muscle = cp[16], cp[17], cp[18]
+    noise_sd, speed_gain, tau_muscle, width, turn_max, steer = cp[16], cp[17], cp[18], cp[19], cp[20], cp[21]
     clamp = drive_clamp.shape[0] > 0
-    n_pairs = (3 + ni + 1) // 2
+    n_pairs = (3 + ns + 1) // 2
     mtot = bp[9]
     Sw = np.empty((N, N))
     ww = np.empty((9, N))
@@ -259,30 +276,46 @@ def run_trials(b0, b1, gx_, gy_, rot_, lum_, gain_, closed_, keys, first_step, d
     kv = np.empty((4, N + 2))
     qt = np.empty(N + 2)
     qdt = np.empty(N + 2)
-    rnew = np.empty(ns)
-    syn = np.empty(ns)
+    tune = np.empty(K)
     mL = np.empty(nj)
     mR = np.empty(nj)
     z = np.empty(2 * n_pairs)
-    k_r = dt / i_tau_r  # Euler factors dt / tau
-    k_a = dt / i_tau_a
-    for b in range(b0, b1):
-        bb = brain[b]
-        qb = q[b]
-        qdb = qd[b]
-        sc = scal[b]
-        hb = hist[b]
-        hl = hist_l[b]
-        lb = lesion[b]
-        ri = r_int[b]
-        ab = a[b]
-        mb = muscle[b]
-        cb = comm[b]
-        for t in range(T):
+    k_r = hs / i_tau_r  # Euler factors h / tau
+    k_a = hs / i_tau_a
+    # the spinal cord of the block's trials, trials innermost (the sums vectorise over trials)
+    HL = np.empty((H * ns, Bb))
+    IHL = np.empty((H * ni, Bb))
+    AB = np.empty((ni, Bb))
+    LB = np.empty((ni, Bb))
+    EXT = np.empty((ni, Bb))
+    KA = np.empty((ni, Bb))
+    SYN = np.empty((ns, Bb))
+    CON = np.empty((ns, Bb))
+    Fv = np.empty(Bb)
+    CB = np.empty(Bb)
+    dLv = np.empty(Bb)
+    dRv = np.empty(Bb)
+    fwdv = np.empty(Bb)
+    turnv = np.empty(Bb)
+    startv = np.zeros(Bb, np.bool_)
+    HL[:] = hist_l[b0:b1].T
+    IHL[:] = ihist_l[b0:b1].T
+    AB[:] = a[b0:b1].T
+    LB[:] = lesion[b0:b1].T
+    CB[:] = comm[b0:b1]
+    ptr = ptrs[b0]
+    for t in range(T):
+        # ---- per trial: eyes, brain, bout generator, descending drive, spinal input
+        for j in range(Bb):
+            b = b0 + j
+            bb = brain[b]
+            qb = q[b]
+            qdb = qd[b]
+            sc = scal[b]
             gx, gy, rot, lum = gx_[b, t], gy_[b, t], rot_[b, t], lum_[b, t]
             gain, closed = gain_[b, t], closed_[b, t]
             _normals(keys[b], first_step + t, n_pairs, z)
-            # ---- optic flow (centre-of-mass velocity in the head frame)
+            # optic flow (centre-of-mass velocity in the head frame)
             heading = qb[2]
             h = heading if closed > 0 else heading0[b]
             ex = math.cos(h)
@@ -307,7 +340,7 @@ def run_trials(b0, b1, gx_, gy_, rot_, lum_, gain_, closed_, keys, first_step, d
             gcl = gain * closed
             fwd = (g_fwd - gcl * v_fwd) * lum
             turn = (g_side - gcl * v_side + rot_weight * (rot - gcl * qdb[2])) * lum
-            # ---- brain
+            # brain
             bb[0] += dt / tau_visual * (max(fwd + 0.5 * turn, 0.0) / v0 - bb[0])
             bb[1] += dt / tau_visual * (max(fwd - 0.5 * turn, 0.0) / v0 - bb[1])
             bb[2] += dt / tau_visual * (max(turn, 0.0) / v0 - bb[2])
@@ -319,7 +352,7 @@ def run_trials(b0, b1, gx_, gy_, rot_, lum_, gain_, closed_, keys, first_step, d
             bb[8] += dt / tau_hindbrain * (bb[4] - bb[8])
             bb[9] += dt / tau_hindbrain * (bb[5] - bb[9])
             bb[10] += dt / tau_hindbrain * (bb[6] - bb[10])
-            # ---- bout generator
+            # bout generator
             dl = abs(lum - sc[S_LUMP]) / dt
             flash_tr = sc[S_FLASH] + dt / 0.05 * (min(dl, 50.0) - sc[S_FLASH])
             rate = (spont + rate_gain * v0 * bb[4] + turn_gain_b * v0 / rot_weight * (bb[5] + bb[6])
@@ -353,84 +386,135 @@ def run_trials(b0, b1, gx_, gy_, rot_, lum_, gain_, closed_, keys, first_step, d
                 dR = drive_clamp[b]
             else:
                 base = drive_base + drive_gain * v0 * 0.5 * (bb[7] + bb[8])
-                dL = min(max(base + turn_gain * v0 / rot_weight * (bb[9] - bb[10]), 0.0), drive_max)
-                dR = min(max(base + turn_gain * v0 / rot_weight * (bb[10] - bb[9]), 0.0), drive_max)
+                asym = min(max(turn_gain * v0 / rot_weight * (bb[9] - bb[10]), -turn_max), turn_max)
+                dL = min(max(base + asym, 0.0), drive_max)
+                dR = min(max(base - asym, 0.0), drive_max)
             dL *= gate
             dR *= gate
-            # ---- spinal cord: synaptic input from the delayed (lesioned) rates
-            ptr = ptrs[b]
-            ipc = ip_col[ptr]
-            ctc = ct_col[ptr]
+            dLv[j] = dL
+            dRv[j] = dR
+            fwdv[j] = fwd
+            turnv[j] = turn
+            startv[j] = start
+            # drive through the modules' recruitment windows, input noise, threshold
+            d_mean = 0.5 * (dL + dR)  # the speed command recruits the same modules on both sides
+            for k in range(K):
+                tune[k] = (1.0 / (1.0 + math.exp(-(d_mean - mod_on[k]) / width))
+                           * (1.0 - 1.0 / (1.0 + math.exp(-(d_mean - mod_off[k]) / width))))
+            for i in range(ni):
+                d_side = dL if i_side[i] == 0 else dR
+                if imod[i] >= 0:  # V2a modules: recruited by the speed command, partly steered
+                    d_in = (d_mean + steer * (d_side - d_mean)) * tune[imod[i]]
+                else:
+                    d_in = d_side
+                EXT[i, j] = i_wdrive[i] * d_in + noise_sd * z[3 + pool[i]] - i_theta[i]
+                KA[i, j] = k_a[i] * (1.0 + speed_gain * d_side)
+        # ---- spinal cord, all trials of the block at once; the ring has H slots for delays
+        # 0 .. H - 2 plus the slot being written
+        for _ in range(nsub):
+            nxt = ptr + 1 if ptr + 1 < H else 0
+            sc_ = sy_col[ptr]
             for u in range(ns):
-                acc_i = 0.0
-                for e in range(ip_ptr[u], ip_ptr[u + 1]):
-                    acc_i += ip_w[e] * hl[ipc[e]]
-                acc_c = 0.0
-                for e in range(ct_ptr[u], ct_ptr[u + 1]):
-                    acc_c += ct_w[e] * hl[ctc[e]]
-                syn[u] = acc_i + cb * acc_c
-                rnew[u] = 0.0
+                for j in range(Bb):
+                    SYN[u, j] = 0.0
+                    CON[u, j] = 0.0
+                for e in range(sy_ptr[u], sy_ptr[u + 1]):
+                    w = sy_w[e]
+                    col = sc_[e]
+                    if sy_contra[e]:
+                        for j in range(Bb):
+                            CON[u, j] += w * HL[col, j]
+                    else:
+                        for j in range(Bb):
+                            SYN[u, j] += w * HL[col, j]
+                for j in range(Bb):
+                    SYN[u, j] += CB[j] * CON[u, j]
+            o_old = ptr * ni
+            o_new = nxt * ni
+            p_new = nxt * ns
+            for u in range(ns):
+                for j in range(Bb):
+                    HL[p_new + u, j] = 0.0
             for i in range(ni):
                 u = pool[i]
-                d_side = dL if i_side[i] == 0 else dR
-                x = i_gin[i] * syn[u] + i_wdrive[i] * d_side + noise_sd * z[3 + i]
-                F = x - ab[i] - i_theta[i]
-                if F > 0.0:  # tanh through exp (3x faster than libm's tanh; equal to ~1e-16)
-                    e2 = math.exp(-2.0 * F)
-                    F = (1.0 - e2) / (1.0 + e2)
-                else:
-                    F = 0.0
-                rn = (ri[i] + k_r[i] * (F - ri[i])) * lb[u]
-                ri[i] = rn
-                ab[i] += k_a[i] * (1.0 + speed_gain * d_side) * (i_gad[i] * rn - ab[i])
-                rnew[u] += pool_w[i] * rn
-            ptr = ptr + 1
-            if ptr == H:
-                ptr = 0
-            ptrs[b] = ptr
-            o = ptr * ns
-            for u in range(ns):
-                hb[o + u] = rnew[u]
-                hl[o + u] = rnew[u] * lb[u]
-            # ---- muscles (mean MN rate of the segments on each joint)
+                for j in range(Bb):
+                    Fv[j] = SYN[u, j] + EXT[i, j] - AB[i, j]
+                mi = imod[i]
+                if mi >= 0:  # V2a -> V2a within the module
+                    vc = vv_col[mi, ptr]
+                    mw = mod_w[mi]
+                    for e in range(vv_ptr[u], vv_ptr[u + 1]):
+                        w = mw * vv_w[e]
+                        col = vc[e]
+                        for j in range(Bb):
+                            Fv[j] += w * IHL[col, j]
+                for j in range(Bb):
+                    F = Fv[j]
+                    if F > 0.0:  # tanh through exp (3x faster than libm's tanh; equal to ~1e-16)
+                        e2 = math.exp(-2.0 * F)
+                        Fv[j] = (1.0 - e2) / (1.0 + e2)
+                    else:
+                        Fv[j] = 0.0
+                kr = k_r[i]
+                gad = i_gad[i]
+                pw = pool_w[i]
+                for j in range(Bb):
+                    r0 = IHL[o_old + i, j]  # lesioned units end at 0 whichever r0 is used
+                    rn = (r0 + kr * (Fv[j] - r0)) * LB[i, j]
+                    rn = rn if rn >= TINY else 0.0  # exact zero, not subnormal numbers
+                    IHL[o_new + i, j] = rn
+                    an = AB[i, j] + KA[i, j] * (gad * rn - AB[i, j])
+                    AB[i, j] = an if an >= TINY else 0.0
+                    HL[p_new + u, j] += pw * rn
+            ptr = nxt
+        # ---- per trial: muscles, body, extras, recording
+        o = ptr * ns
+        for j in range(Bb):
+            b = b0 + j
+            bb = brain[b]
+            qb = q[b]
+            qdb = qd[b]
+            mb = muscle[b]
             for sj in range(2 * nj):
                 v = 0.0
                 for e in range(mn_ptr[sj], mn_ptr[sj + 1]):
-                    v += mn_w[e] * rnew[mn_idx[e]]
+                    v += mn_w[e] * HL[o + mn_idx[e], j]
                 sd_ = sj // nj
-                j = sj % nj
-                mb[sd_, j] += dt / tau_muscle * (v - mb[sd_, j])
-            for j in range(nj):
-                mL[j] = mb[0, j]
-                mR[j] = mb[1, j]
-            # ---- body: RK4
+                jj = sj % nj
+                mb[sd_, jj] += dt / tau_muscle * (v - mb[sd_, jj])
+            for jj in range(nj):
+                mL[jj] = mb[0, jj]
+                mR[jj] = mb[1, jj]
             for _ in range(substeps):
                 _rk4(qb, qdb, mL, mR, alpha[b], drag[b], dt / substeps, bp, bvec, Ar, A, inertia, ln, Sw, ww,
                      kq, kv, qt, qdt)
-            # ---- extras and recording
-            ext = extras[b]
-            ext[X_FWD] = fwd
-            ext[X_TURN] = turn
-            ext[X_DL] = dL
-            ext[X_DR] = dR
-            ext[X_START] = 1.0 if start else 0.0
-            if start:
+            ex_ = extras[b]
+            ex_[X_FWD] = fwdv[j]
+            ex_[X_TURN] = turnv[j]
+            ex_[X_DL] = dLv[j]
+            ex_[X_DR] = dRv[j]
+            ex_[X_START] = 1.0 if startv[j] else 0.0
+            if startv[j]:
                 pending[b] = True
             if (t + 1) % record_every == 0:
                 jr = (t + 1) // record_every - 1
                 for k in range(nb):
                     rec_rates[b, jr, k] = bb[k]
                 for u in range(ns):
-                    rec_rates[b, jr, nb + u] = rnew[u]
+                    rec_rates[b, jr, nb + u] = HL[o + u, j]
                 for k in range(nj):
                     rec_muscle[b, jr, 0, k] = mb[0, k]
                     rec_muscle[b, jr, 1, k] = mb[1, k]
                 for k in range(N + 2):
                     rec_q[b, jr, k] = qb[k]
                     rec_qd[b, jr, k] = qdb[k]
-                rec_flow[b, jr, 0] = fwd
-                rec_flow[b, jr, 1] = turn
-                rec_drive[b, jr, 0] = dL
-                rec_drive[b, jr, 1] = dR
+                rec_flow[b, jr, 0] = fwdv[j]
+                rec_flow[b, jr, 1] = turnv[j]
+                rec_drive[b, jr, 0] = dLv[j]
+                rec_drive[b, jr, 1] = dRv[j]
                 rec_bout[b, jr] = pending[b]
                 pending[b] = False
+    ptrs[b0:b1] = ptr
+    hist_l[b0:b1] = HL.T
+    ihist_l[b0:b1] = IHL.T
+    a[b0:b1] = AB.T

@@ -1,10 +1,11 @@
 """The coupled closed-loop system: eyes -> brain -> spinal CPG -> muscles -> body -> eyes.
 
 :class:`Simulator` holds the true transition function ``state_{t+dt} = step(state_t,
-stimulus_t)``, vectorised over a batch of trials (numpy). Per-trial perturbations:
-``lesion`` (a ``(B, n_spinal)`` mask that silences populations), ``commissural`` (a ``(B,)``
-factor on all commissural weights, 0 = cut), ``drag_scale`` (fluid shift) and
-``muscle_scale`` (body shift).
+stimulus_t)``, vectorised over a batch of trials (numpy), and runs it compiled (numba) by
+default. Per-trial perturbations: ``lesion`` (a ``(B, n_spinal)`` mask that silences
+populations), ``module_lesion`` (a ``(B, n_internal)`` mask that silences V2a speed
+modules), ``commissural`` (a ``(B,)`` factor on all commissural weights, 0 = cut),
+``drag_scale`` (fluid shift) and ``muscle_scale`` (body shift).
 """
 
 from __future__ import annotations
@@ -47,7 +48,11 @@ class Perturbation:
     Attributes
     ----------
     lesion : np.ndarray | None
-        ``(B, n_spinal)`` 0/1 mask: 0 silences a spinal unit.
+        ``(B, n_spinal)`` 0/1 mask: 0 silences a spinal population (see
+        ``Circuit.lesion_mask``).
+    module_lesion : np.ndarray | None
+        ``(B, n_internal)`` 0/1 mask over internal units: 0 silences a V2a speed module (see
+        ``Circuit.module_lesion_mask``).
     commissural : np.ndarray | float
         Factor on commissural (V0d) weights, 0 = cut.
     drag_scale : np.ndarray | float
@@ -64,6 +69,7 @@ class Perturbation:
     drag_scale: np.ndarray | float = 1.0
     muscle_scale: np.ndarray | float = 1.0
     drive: np.ndarray | None = None
+    module_lesion: np.ndarray | None = None
 
 
 @dataclass
@@ -71,7 +77,7 @@ class SimState:
     """Full state of a batch of fish (shapes with ``B`` = trials)."""
 
     brain: np.ndarray          # (B, 12) brain unit rates
-    r_hist: np.ndarray         # (H, B, n_spinal) ring buffer of spinal rates, newest at [ptr]
+    r_hist: np.ndarray         # (H, B, n_spinal) ring of spinal rates per spinal step, newest at [ptr]
     ptr: int
     a: np.ndarray              # (B, n_internal) adaptation
     bout_acc: np.ndarray       # (B,) bout accumulator
@@ -86,13 +92,19 @@ class SimState:
     heading0: np.ndarray       # (B,) initial heading (open loop projection)
     t: float = 0.0
     extras: dict = field(default_factory=dict)
-    r_internal: np.ndarray | None = None  # (B, n_internal) rates of the internal spinal units
+    r_internal_hist: np.ndarray | None = None  # (H, B, n_internal) ring of internal unit rates
     noise_key: np.ndarray | None = None   # (B,) uint64 keys of the process noise (neuro.sim.noise)
     n_step: int = 0                       # steps taken since the state was made (noise counter)
 
     @property
     def r(self) -> np.ndarray:
+        """Rates of the spinal populations ``(B, n_spinal)`` (V2a: the sum of its modules)."""
         return self.r_hist[self.ptr]
+
+    @property
+    def r_internal(self) -> np.ndarray | None:
+        """Rates of the internal spinal units ``(B, n_internal)`` (V2a modules resolved)."""
+        return None if self.r_internal_hist is None else self.r_internal_hist[self.ptr]
 
 
 class Simulator:
@@ -132,11 +144,11 @@ class Simulator:
                 self.mn_map[s, j, mn0 + s * n + segs] = 1.0 / len(segs)
         import scipy.sparse as sp
 
-        # stacked over delays: I = W_cat @ [r(t - d_0); r(t - d_1); ...]
-        self._Wi = sp.csr_matrix(np.concatenate(list(self.circuit.W_ipsi), axis=1))
-        self._Wc = sp.csr_matrix(np.concatenate(list(self.circuit.W_contra), axis=1))
-        self._Wall = sp.csr_matrix(self._Wi + self._Wc)
+        # internal units, stacked over delays: input = W_cat @ [r(t - d_0); r(t - d_1); ...]
         c = self.circuit
+        Wi, Wc = c.internal_weights()
+        self._Wi = sp.csr_matrix(np.concatenate(list(Wi), axis=1))
+        self._Wc = sp.csr_matrix(np.concatenate(list(Wc), axis=1))
         # recorded rate = weighted sum of its internal units
         self._pool = sp.csr_matrix((c.internal_weight, (c.internal_pool, np.arange(c.n_internal))),
                                    shape=(c.n_spinal, c.n_internal))
@@ -145,14 +157,14 @@ class Simulator:
     # ------------------------------------------------------------------ state
     def initial_state(self, batch: int, heading: float | np.ndarray = 0.0) -> SimState:
         ni = self.circuit.n_internal
-        H = self.circuit.max_delay + 1
+        H = self.circuit.max_delay + 2  # delays 0 .. max_delay plus the slot being written
         q, qd = self.body.initial_state(batch, heading)
         r_int = self.rng.uniform(0, 0.05, size=(batch, ni))
         r0 = (self._pool @ r_int.T).T
         return SimState(
             brain=np.zeros((batch, len(BRAIN_UNITS))),
             r_hist=np.repeat(r0[None], H, 0), ptr=0,
-            a=np.zeros((batch, ni)), r_internal=r_int,
+            a=np.zeros((batch, ni)), r_internal_hist=np.repeat(r_int[None], H, 0),
             bout_acc=self.rng.uniform(0, 0.8, batch), bout_left=np.zeros(batch),
             refractory=np.zeros(batch), bout_len=np.zeros(batch),
             lum_prev=np.ones(batch), flash_tr=np.zeros(batch),
@@ -182,15 +194,16 @@ class Simulator:
 
     # ------------------------------------------------------------------ step
     def process_noise(self, st: SimState, steps: int = 1) -> np.ndarray:
-        """Standard normals ``(steps, B, 3 + n_internal)`` of the next ``steps`` steps of ``st``.
+        """Standard normals ``(steps, B, 3 + n_spinal)`` of the next ``steps`` steps of ``st``.
 
         Columns: bout accumulator, bout duration, accumulator reset (through the normal CDF),
-        then one per internal spinal unit. Counter-based (:mod:`neuro.sim.noise`): a function
+        then the input noise of every spinal population (shared by a V2a population's speed
+        modules, held over the step's spinal substeps). Counter-based (:mod:`neuro.sim.noise`): a function
         of the trial's key and the step number only.
         """
         if st.noise_key is None:  # a state built by hand: give it keys from the generator
             st.noise_key = noise.draw_keys(self.rng, st.q.shape[0])
-        return noise.normals(st.noise_key, st.n_step, steps, 3 + self.circuit.n_internal)
+        return noise.normals(st.noise_key, st.n_step, steps, 3 + self.circuit.n_spinal)
 
     def step(self, st: SimState, stim: dict, pert: Perturbation | None = None) -> SimState:
         """Advance every trial by ``dt`` (the numpy reference of the transition function).
@@ -242,33 +255,39 @@ class Simulator:
             dL = dR = np.broadcast_to(np.asarray(pert.drive, float), (B,))
         else:
             base = p.drive_base + p.drive_gain * v0 * 0.5 * (b[:, 7] + b[:, 8])
-            dL = np.clip(base + p.turn_gain * v0 / p.rot_weight * (b[:, 9] - b[:, 10]), 0, p.drive_max)
-            dR = np.clip(base + p.turn_gain * v0 / p.rot_weight * (b[:, 10] - b[:, 9]), 0, p.drive_max)
+            asym = np.clip(p.turn_gain * v0 / p.rot_weight * (b[:, 9] - b[:, 10]), -p.turn_max, p.turn_max)
+            dL = np.clip(base + asym, 0, p.drive_max)
+            dR = np.clip(base - asym, 0, p.drive_max)
         dL, dR = dL * gate, dR * gate
-        # spinal CPG with delays: synaptic input to the recorded units, integrated per internal unit
+        # spinal CPG: drive through the modules' recruitment windows, spinal_substeps Euler steps
+        # with delayed input among internal units (noise held over the step)
         c = self.circuit
         H = st.r_hist.shape[0]
         comm = np.broadcast_to(np.asarray(pert.commissural, float), (B,))[:, None]
-        r_stack = np.concatenate([st.r_hist[(st.ptr - d) % H] * (1.0 if pert.lesion is None else pert.lesion)
-                                  for d in c.delay_steps], axis=1).T
-        if np.all(comm == 1.0):
-            syn = (self._Wall @ r_stack).T
-        else:
-            syn = (self._Wi @ r_stack).T + comm * (self._Wc @ r_stack).T
-        d_int = np.where(c.internal_side[None] == 0, dL[:, None], dR[:, None])
-        inp = (c.internal_input_gain * syn[:, c.internal_pool] + c.internal_drive_weight * d_int
-               + p.noise * z[:, 3:])
-        r_int = st.r_internal if st.r_internal is not None else st.r[:, c.internal_pool]
-        F = np.tanh(np.maximum(inp - st.a - c.internal_theta, 0.0))
-        r_int = r_int + dt / c.internal_tau_r * (F - r_int)
-        if pert.lesion is not None:
-            r_int = r_int * np.broadcast_to(pert.lesion, (B, c.n_spinal))[:, c.internal_pool]
-        tau_a = c.internal_tau_a / (1.0 + p.speed_gain * d_int)
-        a_new = st.a + dt / tau_a * (c.internal_adapt_gain * r_int - st.a)
-        r_new = (self._pool @ r_int.T).T
-        ptr = (st.ptr + 1) % H
-        r_hist = st.r_hist
-        r_hist[ptr] = r_new
+        side, mod = c.internal_side, c.internal_module
+        d_int = np.where(side[None] == 0, dL[:, None], dR[:, None])
+        # V2a modules: the speed command (mean drive of both sides) through their recruitment
+        # windows plus v2a_steer of the side's deviation from it; V0d, V1, MN: their side's drive
+        d_mean = 0.5 * (dL + dR)
+        tune = c.recruitment(d_mean)  # (B, K)
+        d_v2a = d_mean[:, None] + p.v2a_steer * (d_int - d_mean[:, None])
+        d_in = np.where(mod >= 0, d_v2a * tune[:, np.maximum(mod, 0)], d_int)
+        ext = c.internal_drive_weight * d_in + p.noise * z[:, 3:][:, c.internal_pool]
+        les = self._internal_lesion(pert, B)
+        hist, r_hist = st.r_internal_hist.copy(), st.r_hist.copy()
+        a, ptr, h = st.a, st.ptr, c.h
+        for _ in range(p.spinal_substeps):
+            stack = np.concatenate([hist[(ptr - d) % H] * les for d in c.delay_steps], axis=1).T
+            syn = (self._Wi @ stack).T + comm * (self._Wc @ stack).T
+            F = np.tanh(np.maximum(syn + ext - a - c.internal_theta, 0.0))
+            r_int = (hist[ptr] + h / c.internal_tau_r * (F - hist[ptr])) * les
+            r_int[r_int < compiled.TINY] = 0.0  # silent units reach exact zero, not subnormal numbers
+            a = a + h / (c.internal_tau_a / (1.0 + p.speed_gain * d_int)) * (c.internal_adapt_gain * r_int - a)
+            a[a < compiled.TINY] = 0.0
+            ptr = (ptr + 1) % H
+            hist[ptr] = r_int
+            r_hist[ptr] = (self._pool @ r_int.T).T
+        a_new, r_new = a, r_hist[ptr]
         # muscles and body
         mn = np.einsum("sjn,bn->bsj", self.mn_map, r_new)
         muscle = st.muscle + dt / self.tau_muscle * (mn - st.muscle)
@@ -282,8 +301,18 @@ class Simulator:
                         refractory=refractory, bout_len=bout_len, lum_prev=lum, flash_tr=flash_tr,
                         muscle=muscle, q=q, qd=qd, heading0=st.heading0, t=st.t + dt,
                         extras={"flow_fwd": fwd, "flow_turn": turn, "drive_L": dL, "drive_R": dR,
-                                "bout_start": start}, r_internal=r_int, noise_key=st.noise_key,
+                                "bout_start": start}, r_internal_hist=hist, noise_key=st.noise_key,
                         n_step=st.n_step + 1)
+
+    def _internal_lesion(self, pert: Perturbation, B: int) -> np.ndarray:
+        """``(B, n_internal)`` 0/1 mask: population lesions (to all their modules) times module lesions."""
+        c = self.circuit
+        les = np.ones((B, c.n_internal))
+        if pert.lesion is not None:
+            les = les * np.broadcast_to(np.asarray(pert.lesion, float), (B, c.n_spinal))[:, c.internal_pool]
+        if pert.module_lesion is not None:
+            les = les * np.broadcast_to(np.asarray(pert.module_lesion, float), (B, c.n_internal))
+        return les
 
     def _body_scales(self, pert: Perturbation, B: int) -> tuple[np.ndarray, np.ndarray]:
         """Per-trial drag factor (body default times the perturbation) and muscle gain factor."""
@@ -368,6 +397,14 @@ class Simulator:
         if pert.lesion is not None and np.shape(pert.lesion) not in ((B, ns), (ns,)):
             raise ConfigError(f"Perturbation.lesion has shape {np.shape(pert.lesion)}; expected ({B}, {ns}) "
                               f"or ({ns},) (one 0/1 entry per spinal unit; see Circuit.lesion_mask).")
+        ni = self.circuit.n_internal
+        if pert.module_lesion is not None and np.shape(pert.module_lesion) not in ((B, ni), (ni,)):
+            raise ConfigError(f"Perturbation.module_lesion has shape {np.shape(pert.module_lesion)}; expected "
+                              f"({B}, {ni}) or ({ni},) (see Circuit.module_lesion_mask).")
+        for name in ("lesion", "module_lesion"):
+            v = getattr(pert, name)
+            if v is not None and not np.isin(np.asarray(v, float), (0.0, 1.0)).all():
+                raise ConfigError(f"Perturbation.{name} must be a 0/1 mask (0 silences a unit); got other values.")
         for name in ("commissural", "drag_scale", "muscle_scale", "drive"):
             v = getattr(pert, name)
             if v is not None and np.ndim(v) and np.size(v) not in (1, B):
@@ -380,25 +417,41 @@ class Simulator:
         if self._tables is not None:
             return self._tables
         c, bd, p = self.circuit, self.body, self.p
-        ns, H = c.n_spinal, c.max_delay + 1
+        ns, ni, H = c.n_spinal, c.n_internal, c.max_delay + 2
+        K = len(p.module_names)
+        v2a = c.unit_type == 0
+        vv = np.ix_(np.arange(len(c.delay_steps)), v2a, v2a)
+        not_vv = np.ones_like(c.W_ipsi, bool)
+        not_vv[vv] = False
+        # internal index of module k of every recorded V2a unit
+        slot = np.full((K, ns), -1)
+        for i in np.flatnonzero(c.internal_module >= 0):
+            slot[c.internal_module[i], c.internal_pool[i]] = i
 
-        def csr(Ws):
-            rows, cols, vals, delays = [], [], [], []
-            for k, d in enumerate(c.delay_steps):
-                r, cc = np.nonzero(Ws[k])
-                rows.append(r)
-                cols.append(cc)
-                vals.append(Ws[k][r, cc])
-                delays.append(np.full(len(r), d))
-            rows, cols, vals, delays = map(np.concatenate, (rows, cols, vals, delays))
+        def csr(parts, n_ring, col_map=None):
+            """Nonzeros of the ``(W_delays, flag)`` parts, sorted by (post, delay, pre)."""
+            rows, cols, vals, delays, flags = [], [], [], [], []
+            for Ws, flag in parts:
+                for k, d in enumerate(c.delay_steps):
+                    r, cc = np.nonzero(Ws[k])
+                    rows.append(r)
+                    cols.append(cc)
+                    vals.append(Ws[k][r, cc])
+                    delays.append(np.full(len(r), d))
+                    flags.append(np.full(len(r), flag))
+            rows, cols, vals, delays, flags = map(np.concatenate, (rows, cols, vals, delays, flags))
             order = np.lexsort((cols, delays, rows))
             ptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=ns))]).astype(np.int64)
-            # flat index of the delayed rate for each position of the newest row in the ring
-            flat = np.stack([((newest - delays[order]) % H) * ns + cols[order] for newest in range(H)])
-            return ptr, np.ascontiguousarray(flat, np.int64), vals[order].astype(float)
+            cols, delays = cols[order], delays[order]
+            maps = [None] if col_map is None else col_map
+            # flat ring index of the delayed rate for each position of the newest row in the ring
+            flat = np.stack([np.stack([((newest - delays) % H) * n_ring + (cols if cm is None else cm[cols])
+                                       for newest in range(H)]) for cm in maps])
+            flat = np.ascontiguousarray(flat if col_map is not None else flat[0], np.int64)
+            return ptr, flat, vals[order], flags[order]
 
-        ip_ptr, ip_col, ip_w = csr(c.W_ipsi)
-        ct_ptr, ct_col, ct_w = csr(c.W_contra)
+        sy_ptr, sy_col, sy_w, sy_contra = csr([(np.where(not_vv, c.W_ipsi, 0.0), False), (c.W_contra, True)], ns)
+        vv_ptr, vv_col, vv_w, _ = csr([(np.where(not_vv, 0.0, c.W_ipsi), False)], ni, col_map=list(slot))
         mm = self.mn_map.reshape(2 * bd.n_joints, ns)
         mr, mc = np.nonzero(mm)
         mn_ptr = np.concatenate([[0], np.cumsum(np.bincount(mr, minlength=mm.shape[0]))])
@@ -407,13 +460,17 @@ class Simulator:
             cp=np.array([p.dt, p.tau_visual, p.tau_integrator, p.tau_hindbrain, p.bout_rate_spont,
                          p.bout_rate_gain, p.bout_turn_gain, p.flash_gain, p.bout_duration_min,
                          p.bout_duration_max, p.bout_refractory, p.drive_base, p.drive_gain, p.drive_max,
-                         p.turn_gain, p.rot_weight, p.noise, p.speed_gain, self.tau_muscle], float),
-            ip_ptr=ip_ptr, ip_col=ip_col, ip_w=ip_w, ct_ptr=ct_ptr, ct_col=ct_col, ct_w=ct_w,
+                         p.turn_gain, p.rot_weight, p.noise, p.speed_gain, self.tau_muscle, p.recruit_width, p.turn_max,
+                         p.v2a_steer],
+                        float),
+            sy_ptr=sy_ptr, sy_col=sy_col, sy_w=sy_w, sy_contra=sy_contra,
+            vv_ptr=vv_ptr, vv_col=vv_col, vv_w=vv_w,
             pool=c.internal_pool.astype(np.int64), pool_w=c.internal_weight.astype(float),
+            imod=c.internal_module.astype(np.int64), mod_w=np.asarray(p.module_output, float),
             i_tau_r=c.internal_tau_r.astype(float), i_tau_a=c.internal_tau_a.astype(float),
             i_theta=c.internal_theta.astype(float), i_gad=c.internal_adapt_gain.astype(float),
-            i_wdrive=c.internal_drive_weight.astype(float), i_gin=c.internal_input_gain.astype(float),
-            i_side=c.internal_side.astype(np.int64),
+            i_wdrive=c.internal_drive_weight.astype(float), i_side=c.internal_side.astype(np.int64),
+            mod_on=np.asarray(p.module_recruit, float), mod_off=np.asarray(p.module_derecruit, float),
             mn_ptr=mn_ptr.astype(np.int64), mn_idx=mc.astype(np.int64), mn_w=mm[mr, mc].astype(float),
             bp=np.array([bp.alpha, bp.beta, bp.gamma, bp.delta, bp.c_n, bp.c_t, bp.k_n, bp.k_t, bp.c_rot,
                          bd.m_tot], float),
@@ -429,13 +486,13 @@ class Simulator:
 
         c = self.circuit
         B = st.q.shape[0]
-        ns = c.n_spinal
+        ns, ni = c.n_spinal, c.n_internal
         H = st.r_hist.shape[0]
         tb = self._compiled_tables()
         if st.noise_key is None:
             st.noise_key = noise.draw_keys(self.rng, B)
         f64 = np.float64
-        lesion = _own(np.broadcast_to(1.0 if pert.lesion is None else np.asarray(pert.lesion, f64), (B, ns)))
+        les = _own(self._internal_lesion(pert, B))
         comm = _own(np.broadcast_to(np.asarray(pert.commissural, f64).reshape(-1), (B,)))
         clamp = _own(np.zeros(0) if pert.drive is None else np.broadcast_to(np.asarray(pert.drive, f64).reshape(-1), (B,)))
         drag, alpha = map(_own, self._body_scales(pert, B))
@@ -444,10 +501,11 @@ class Simulator:
                        (compiled.S_REFR, st.refractory), (compiled.S_LEN, st.bout_len),
                        (compiled.S_LUMP, st.lum_prev), (compiled.S_FLASH, st.flash_tr)):
             scal[:, col] = v
-        hist = _own(st.r_hist.transpose(1, 0, 2)).reshape(B, H * ns)
-        hist_l = (hist.reshape(B, H, ns) * lesion[:, None, :]).reshape(B, H * ns)
+        ih = st.r_internal_hist if st.r_internal_hist is not None else st.r_hist[:, :, c.internal_pool]
+        ihist_l = (ih.transpose(1, 0, 2) * les[:, None, :]).reshape(B, H * ni)
+        hist_l = _own((ihist_l.reshape(B * H, ni) @ self._pool.T.toarray()).reshape(B, H * ns))
+        ihist_l = _own(ihist_l)
         ptrs = np.full(B, st.ptr, np.int64)
-        r_int = _own(st.r_internal if st.r_internal is not None else st.r[:, c.internal_pool])
         state = {k: _own(getattr(st, k)) for k in ("brain", "a", "muscle", "q", "qd")}
         extras = np.zeros((B, compiled.N_EXTRAS))
         pending = np.zeros(B, bool)
@@ -457,26 +515,39 @@ class Simulator:
 
         def work(b0: int, b1: int) -> None:
             compiled.run_trials(
-                b0, b1, *stim, keys, int(st.n_step), clamp, lesion, comm, drag, alpha, heading0,
-                state["brain"], scal, hist, hist_l, ptrs, r_int, state["a"], state["muscle"], state["q"],
+                b0, b1, *stim, keys, int(st.n_step), clamp, les, comm, drag, alpha, heading0,
+                state["brain"], scal, hist_l, ihist_l, ptrs, state["a"], state["muscle"], state["q"],
                 state["qd"], extras, pending,
-                tb["cp"], tb["ip_ptr"], tb["ip_col"], tb["ip_w"], tb["ct_ptr"], tb["ct_col"], tb["ct_w"],
-                tb["pool"], tb["pool_w"], tb["i_tau_r"], tb["i_tau_a"], tb["i_theta"], tb["i_gad"],
-                tb["i_wdrive"], tb["i_gin"], tb["i_side"], tb["mn_ptr"], tb["mn_idx"], tb["mn_w"],
-                tb["bp"], tb["bvec"], tb["Ar"], tb["A"], tb["inertia"], tb["ln"], tb["m"], self.body.p.substeps,
+                tb["cp"], tb["sy_ptr"], tb["sy_col"], tb["sy_w"], tb["sy_contra"],
+                tb["vv_ptr"], tb["vv_col"], tb["vv_w"], tb["pool"], tb["pool_w"], tb["imod"], tb["mod_w"],
+                tb["i_tau_r"], tb["i_tau_a"],
+                tb["i_theta"], tb["i_gad"], tb["i_wdrive"], tb["i_side"], tb["mod_on"], tb["mod_off"],
+                tb["mn_ptr"], tb["mn_idx"], tb["mn_w"], tb["bp"], tb["bvec"], tb["Ar"], tb["A"], tb["inertia"],
+                tb["ln"], tb["m"], self.body.p.substeps, self.p.spinal_substeps,
                 int(record_every), out["rates"], out["muscle"], out["q"], out["qd"], out["flow"], out["drive"],
                 out["bout_start"])
 
-        n_thr = max(1, min(self.threads, B))
+        # blocks of <= 32 trials (the kernel vectorises over a block's trials), spread over the
+        # threads; the kernel releases the GIL
+        n_blk = -(-B // 32)
+        n_thr = max(1, min(self.threads, n_blk))
+        edges = np.linspace(0, B, max(n_blk, n_thr) + 1).astype(int)
+        blocks = [(b0, b1) for b0, b1 in zip(edges[:-1], edges[1:]) if b1 > b0]
         if n_thr == 1:
-            work(0, B)
-        else:  # the kernel releases the GIL: trials split into contiguous blocks, one per thread
-            edges = np.linspace(0, B, n_thr + 1).astype(int)
+            for b0, b1 in blocks:
+                work(b0, b1)
+        else:
             with ThreadPoolExecutor(n_thr) as ex:
-                list(ex.map(work, edges[:-1], edges[1:]))
+                list(ex.map(lambda blk: work(*blk), blocks))
         ptr = int(ptrs[0]) if B else st.ptr
+        # the rings hold lesioned rates; slots not written in this run keep the input state's
+        r_hist = np.ascontiguousarray(hist_l.reshape(B, H, ns).transpose(1, 0, 2))
+        r_int_hist = np.ascontiguousarray(ihist_l.reshape(B, H, ni).transpose(1, 0, 2))
+        written = {(st.ptr + k) % H for k in range(1, min(T * self.p.spinal_substeps, H) + 1)}
+        for k in set(range(H)) - written:
+            r_hist[k], r_int_hist[k] = st.r_hist[k], ih[k]
         return SimState(
-            brain=state["brain"], r_hist=np.ascontiguousarray(hist.reshape(B, H, ns).transpose(1, 0, 2)),
+            brain=state["brain"], r_hist=r_hist,
             ptr=ptr, a=state["a"],
             bout_acc=scal[:, compiled.S_ACC].copy(), bout_left=scal[:, compiled.S_LEFT].copy(),
             refractory=scal[:, compiled.S_REFR].copy(), bout_len=scal[:, compiled.S_LEN].copy(),
@@ -485,4 +556,5 @@ class Simulator:
             extras={"flow_fwd": extras[:, compiled.X_FWD].copy(), "flow_turn": extras[:, compiled.X_TURN].copy(),
                     "drive_L": extras[:, compiled.X_DL].copy(), "drive_R": extras[:, compiled.X_DR].copy(),
                     "bout_start": extras[:, compiled.X_START] > 0},
-            r_internal=r_int, noise_key=st.noise_key, n_step=st.n_step + T)
+            r_internal_hist=r_int_hist,
+            noise_key=st.noise_key, n_step=st.n_step + T)
