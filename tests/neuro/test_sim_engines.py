@@ -94,3 +94,25 @@ def test_thread_count_and_batch_blocks_do_not_change_results():
     three = Simulator(seed=6, threads=3).run(stim, record_every=5)
     for k in ("rates", "q", "muscle", "bout_start"):
         np.testing.assert_array_equal(one[k], three[k], err_msg=k)
+
+
+def test_bad_simulator_input_names_the_problem():
+    from neuro.sim import CircuitParams
+    from scimech.errors import ConfigError
+
+    sim = Simulator()
+    stim = stack_stimuli([dict(condition="dark")] * 2, 0.01, 1e-3)
+    with pytest.raises(ConfigError, match="one entry per module"):
+        Simulator(CircuitParams(module_tau_r=(0.003, 0.001)))
+    with pytest.raises(ConfigError, match="shorter than the spinal step"):
+        Simulator(CircuitParams(spinal_substeps=1))  # the fast module's 0.6 ms needs 0.5 ms steps
+    with pytest.raises(ConfigError, match="0/1 mask"):
+        sim.run(stim, Perturbation(lesion=np.full(sim.circuit.n_spinal, 0.5)))
+    with pytest.raises(ConfigError, match="module_lesion has shape"):
+        sim.run(stim, Perturbation(module_lesion=np.ones(sim.circuit.n_spinal)))
+    with pytest.raises(ConfigError, match="Unknown V2a module"):
+        sim.circuit.module_lesion_mask(("medium",))
+    with pytest.raises(ConfigError, match="engine"):
+        sim.run(stim, engine="torch")
+    with pytest.raises(ConfigError, match="threads"):
+        Simulator(threads=0)
