@@ -115,7 +115,6 @@ class CircuitParams:
 
     n_seg: int = 30
     dt: float = 1e-3
-    spinal_substeps: int = 2
     tau_r: float = 0.001
     tau_a: float = 0.03
     g_adapt: float = 2.0
@@ -130,14 +129,6 @@ class CircuitParams:
     w_asc: float = 0.05
     delay_per_seg: float = 0.0005
     speed_gain: float = 0.0
-    module_names: tuple = ("slow", "intermediate", "fast")
-    module_tau_r: tuple = (0.003, 0.0015, 0.0006)
-    module_tau_a: tuple = (0.032, 0.012, 0.0033)
-    module_output: tuple = (1.0, 1.5, 2.5)
-    module_recruit: tuple = (0.0, 0.6, 0.8)
-    module_derecruit: tuple = (0.6, 0.8, float("inf"))
-    recruit_width: float = 0.01
-    v2a_steer: float = 0.7
     reach: int = 4
     drive_gradient: float = 0.2
     noise: float = 0.02
@@ -158,6 +149,17 @@ class CircuitParams:
     turn_max: float = 0.5             # the largest asymmetry
     flash_gain: float = 4.0           # bout-rate boost per unit luminance change per s
     rot_weight: float = 2.0           # mm s-1 of equivalent flow per rad s-1 in DS units
+    # spinal integration and V2a speed modules (added after the fields above, so positional
+    # construction keeps its meaning)
+    spinal_substeps: int = 2
+    module_names: tuple = ("slow", "intermediate", "fast")
+    module_tau_r: tuple = (0.003, 0.0015, 0.0006)
+    module_tau_a: tuple = (0.032, 0.012, 0.0033)
+    module_output: tuple = (1.0, 1.5, 2.5)
+    module_recruit: tuple = (0.0, 0.6, 0.8)
+    module_derecruit: tuple = (0.6, 0.8, float("inf"))
+    recruit_width: float = 0.01
+    v2a_steer: float = 0.7
 
     def with_(self, **kw) -> CircuitParams:
         return replace(self, **kw)
