@@ -1,7 +1,16 @@
 """Neuro benchmarks: simulator throughput, and one tree-search generation on 1 vs 2 local Dask
 workers (per-evaluation time, overhead, a SLURM estimate).
 
-Run as ``python -m bench.bench_neuro``; writes ``bench/results/neuro.md``. The generation is
+Run as ``python -m bench.bench_neuro``; writes ``bench/results/neuro.md``
+(``python -m bench.bench_neuro --sim [--old-rev REV]``: the simulator table only,
+``bench/results/neuro_sim.md``).
+
+Simulator: aggregated simulated seconds per wall second (trials x trial length / wall time)
+of ``Simulator.run`` on forward-grating trials (free swimming, closed loop, dt = 1 ms, RK4
+body), for the compiled path (numba, trials in blocks spread over ``threads``), the numpy
+reference path of the same model (``engine="numpy"``: ``Simulator.step`` once per time step)
+and, with ``--old-rev``, the simulator as it was at git revision REV (run in a subprocess
+from ``git archive REV neuro``), all measured in the same run, interleaved. The generation is
 ``G`` candidates drafted by the offline proposer (seeded, so every run evaluates the same
 programs) on the quick default task; every candidate gets the full staged evaluation (quick
 then full fit, each in its own sandbox subprocess). Timed: ``TreeSearch.run()`` of a
@@ -28,14 +37,98 @@ REPEATS = 4    # generations timed per setting (different proposer seeds; the or
                # settings alternates between repeats so a drifting machine load biases none)
 
 
-def sim_rate(batch: int, duration: float = 0.3) -> float:
+def sim_rate(batch: int, duration: float = 0.3, engine: str = "compiled", threads: int = 2) -> tuple[float, float]:
+    """Aggregated simulated s per wall s, and CPU microseconds per trial-step."""
     from neuro.sim import Simulator, stack_stimuli
 
-    sim = Simulator(seed=0)
+    sim = Simulator(seed=0, threads=threads)
     stim = stack_stimuli([dict(condition="grating_fwd", onset=0.0)] * batch, duration, sim.dt)
-    t0 = time.perf_counter()
-    sim.run(stim, record_every=5)
-    return batch * duration / (time.perf_counter() - t0)
+    t0, c0 = time.perf_counter(), time.process_time()
+    sim.run(stim, record_every=5, engine=engine)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    return batch * duration / wall, cpu / (batch * duration / sim.dt) * 1e6
+
+
+_OLD = """
+import sys, time
+from neuro.sim import Simulator, stack_stimuli
+batch, duration = int(sys.argv[1]), float(sys.argv[2])
+sim = Simulator(seed=0)
+stim = stack_stimuli([dict(condition="grating_fwd", onset=0.0)] * batch, duration, sim.dt)
+t0 = time.perf_counter()
+sim.run(stim, record_every=5)
+print(batch * duration / (time.perf_counter() - t0))
+"""
+
+
+def old_rate(tree: Path, batch: int, duration: float) -> float:
+    """Aggregated simulated s per wall s of the simulator extracted to ``tree`` (a subprocess)."""
+    import subprocess
+
+    env = dict(os.environ, PYTHONPATH=f"{tree}{os.pathsep}{HERE.parent}", OMP_NUM_THREADS="1")
+    out = subprocess.run([sys.executable, "-c", _OLD, str(batch), str(duration)], env=env, cwd=tree,
+                         capture_output=True, text=True, check=True)
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def sim_table(trials=(1, 64, 256, 1024), repeats: int = 3, old_rev: str | None = None) -> list[str]:
+    """Markdown lines: compiled (2 and 1 threads) vs the numpy reference (and the old revision)."""
+    import subprocess
+
+    sim_rate(2, 0.01)  # compile or load the cached machine code outside the timings
+    tmp = tempfile.TemporaryDirectory()
+    tree = Path(tmp.name)
+    if old_rev:
+        archive = subprocess.run(["git", "archive", old_rev, "neuro"], cwd=HERE.parent, capture_output=True,
+                                 check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+    load0 = os.getloadavg()
+    rows = []
+    for B in trials:
+        dur = 0.3 if B <= 64 else 0.1
+        dur_ref = 0.3 if B <= 64 else 0.05  # the numpy paths are slow: shorter trials, same rate
+        fast, fast1, cpu, ref, old = [], [], [], [], []
+        for r in range(repeats):
+            order = ("ref", "fast") if r % 2 == 0 else ("fast", "ref")
+            for which in order:
+                if which == "fast":
+                    rate, c = sim_rate(B, dur, "compiled", threads=2)
+                    fast.append(rate)
+                    cpu.append(c)
+                    fast1.append(sim_rate(B, dur, "compiled", threads=1)[0])
+                elif r < (2 if B <= 64 else 1):
+                    ref.append(sim_rate(B, dur_ref, "numpy")[0])
+                    if old_rev:
+                        old.append(old_rate(tree, B, dur_ref))
+        f, f1, rr = statistics.median(fast), statistics.median(fast1), statistics.median(ref)
+        row = f"| {B} | {f:.1f} | {f1:.1f} | {statistics.median(cpu):.1f} | {rr:.2f} | {f / rr:.0f}x |"
+        if old_rev:
+            oo = statistics.median(old)
+            row += f" {oo:.2f} | {f / oo:.0f}x |"
+        rows.append(row)
+    load1 = os.getloadavg()
+    tmp.cleanup()
+    old_cols = (" old numpy simulator | compiled / old |", "---|---|") if old_rev else ("", "")
+    return [
+        "### Simulator throughput",
+        "",
+        f"Command: `python -m bench.bench_neuro --sim{' --old-rev ' + old_rev if old_rev else ''}` "
+        f"({os.cpu_count()} cores shared with other jobs; load average {load0[0]:.2f} at the start, "
+        f"{load1[0]:.2f} at the end). Aggregated simulated s per wall s (trials x trial length / wall), "
+        f"forward-grating trials of 0.3 s (0.1 s from 256 trials; numpy paths 0.05 s there), dt = 1 ms, "
+        f"RK4 body, spinal cord in 0.5 ms substeps with 3 V2a speed modules; median of {repeats} runs "
+        "(numpy paths: 2 runs up to 64 trials, 1 beyond), compiled and numpy interleaved. CPU time per "
+        "trial-step: process CPU time of the 2-thread runs / (trials x steps)."
+        + (f" Old numpy simulator: `neuro/sim` at git revision {old_rev} (before the compiled path and "
+           "the speed modules: one V2a population per segment and side, 1 ms spinal step), in a subprocess."
+           if old_rev else ""),
+        "",
+        "| trials | compiled, 2 threads | compiled, 1 thread | CPU us per trial-step (compiled) | "
+        "numpy reference (same model) | compiled / reference |" + old_cols[0],
+        "|---|---|---|---|---|---|" + old_cols[1],
+        *rows,
+        "",
+    ]
 
 
 def generation(task, client, seed: int, root: Path) -> dict:
@@ -59,9 +152,8 @@ def main() -> int:
     from neuro.tasks import build_task
     from scimech.parallel import get_client
 
+    sim_lines = sim_table()
     load0 = os.getloadavg()
-    r1 = sim_rate(1)
-    r64 = sim_rate(64)
     t0 = time.perf_counter()
     task = build_task(True)
     t_build = time.perf_counter() - t0
@@ -99,13 +191,10 @@ def main() -> int:
         "",
         "Command: `python -m bench.bench_neuro` "
         f"(scimech {scimech.__version__}; {os.cpu_count()} cores shared with other jobs; load average {load0[0]:.2f} at the start, "
-        f"{load1[0]:.2f} at the end; numpy simulator at dt = 1 ms, RK4 body).",
+        f"{load1[0]:.2f} at the end).",
         "",
-        "| measure | value |",
-        "|---|---|",
-        f"| simulated s per wall s, 1 trial | {r1:.3f} |",
-        f"| simulated s per wall s, 64 parallel trials (total over trials) | {r64:.3f} |",
-        f"| quick default task built (simulation + splits), s | {t_build:.1f} |",
+        *sim_lines,
+        f"Quick default task built (simulation + splits): {t_build:.1f} s.",
         "",
         f"### One tree-search generation ({G} candidates, quick default task: "
         f"{task.n_neurons} units, {len(task.train_series)} training trials, {len(task.val)} val windows)",
@@ -157,5 +246,15 @@ def main() -> int:
     return 0
 
 
+def main_sim(old_rev: str | None = None) -> int:
+    text = "\n".join(sim_table(old_rev=old_rev))
+    print(text)
+    (HERE / "results").mkdir(exist_ok=True)
+    (HERE / "results" / "neuro_sim.md").write_text(text)
+    return 0
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    args = sys.argv[1:]
+    rev = args[args.index("--old-rev") + 1] if "--old-rev" in args else None
+    sys.exit(main_sim(rev) if "--sim" in args else main())

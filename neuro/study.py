@@ -482,9 +482,10 @@ def run_study(out_dir: Path, quick: bool = True, *, context: int = 4, horizon: i
     ev = gather_evidence(task, seed_list, searches, base_windows, base_val)
     M = task.meta["prior_mask"] > 0
     W = task.true_weights
-    off = ~np.eye(len(W), dtype=bool)
-    ev["prior_note"] = (f"{int((M & off).sum())} of {int(off.sum())} pairs, {int(((W != 0) & off).sum())} of them "
-                        "truly wired: the edge set is largely given by the prior")
+    off = ~np.eye(len(M), dtype=bool)
+    wired = "" if W is None else f", {int(((W != 0) & off).sum())} of them truly wired"
+    ev["prior_note"] = (f"{int((M & off).sum())} of {int(off.sum())} pairs{wired}: the edge set is largely "
+                        "given by the prior")
 
     # the long context: baselines and small searches, for the tail beat
     long_table, long_searches = None, {}

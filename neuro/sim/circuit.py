@@ -12,6 +12,19 @@ Each spinal population is a rate unit with spike-frequency adaptation,
 
 ``F(x) = tanh(max(x - theta, 0))``. The signed weights ``W`` (post x pre, unitless) with their
 delays are the ground truth that discovered models are scored against.
+
+Speed modules: every V2a population is the sum of ``K`` V2a modules (slow, intermediate,
+fast by default) with their own kinetics, recruited in order as the descending drive grows
+and dropped again when the next module takes over (McLean et al. 2007, 2008: V2a
+interneurons are recruited in order of input resistance as swimming speeds up; Ampatzis et
+al. 2014: separate speed modules; Agha, Kishore & McLean 2024: the rhythm-generating
+descending V2a subtypes are recruited exclusively at slow or at fast speeds, with
+speed-dependent inhibition). A module ``m`` receives the drive through a recruitment window
+set by the speed command (the mean drive of both sides, ``d``),
+``(d + v2a_steer (drive_side - d)) * s((d - recruit_m) / w) * (1 - s((d - derecruit_m) / w))``
+with ``s`` the logistic function, and V2a -> V2a excitation acts within a module (the modules' own
+recurrent loops); every other connection sees the population's summed rate. The recorded V2a
+rate is the sum of its modules; the modules are internal units (``Circuit.internal_*``).
 """
 
 from __future__ import annotations
@@ -53,15 +66,35 @@ class CircuitParams:
         Spinal segments (the larva has ~30 body segments).
     dt : float
         Integration step, s.
+    spinal_substeps : int
+        Steps of the spinal cord per ``dt`` (2: a 0.5 ms step, which resolves the 1 ms
+        kinetics of the fast module and the 0.5 ms per segment conduction delay).
     tau_r, tau_a : float
-        Rate and adaptation time constants of spinal populations, s.
+        Rate and adaptation time constants of the V0d, V1 and MN populations, s.
     g_adapt : float
-        Adaptation gain of V2a and MN.
+        Adaptation gain of V2a and MN (V0d and V1: 0.4 of it).
     speed_gain : float
-        Descending drive ``d`` shortens the adaptation time constant to
-        ``tau_a / (1 + speed_gain d)``: a one-parameter stand-in for the recruitment of faster
-        V2a speed modules at higher drive (McLean et al. 2008; Wandler et al. 2025), which
-        makes tail-beat frequency rise with drive.
+        Legacy stand-in for speed modules (0 = off): drive ``d`` shortens every adaptation
+        time constant to ``tau_a / (1 + speed_gain d)``.
+    module_names, module_tau_r, module_tau_a : tuple
+        The V2a speed modules and their rate and adaptation time constants, s (slow to fast;
+        alone, each module paces the cord at ~20, ~50 and ~75-80 Hz).
+    module_output : tuple
+        Weight of each module's rate in its population's output (the recorded V2a rate is
+        the weighted sum of its modules' rates; every V2a synapse sees that sum).
+    module_recruit, module_derecruit : tuple
+        Speed command (mean descending drive of both sides, 0-1) at which each module is
+        recruited and at which it is dropped (``inf``: never).
+    recruit_width : float
+        Width of the recruitment windows' logistic edges, in drive units.
+    v2a_steer : float
+        Fraction of a side's deviation from the speed command (the left-right drive
+        asymmetry that steers) that reaches its V2a modules; V0d, V1 and MN receive their
+        side's drive in full. (At 1, strong asymmetries during fast swims break the rhythm
+        into large alternating bends; V2a asymmetry alone steers the larva away from the
+        side with more drive, V0d/V1/MN asymmetry toward it.)
+    turn_max : float
+        Largest left-right drive asymmetry (turning), in drive units.
     theta : float
         Firing threshold of spinal populations.
     w_* : float
@@ -82,7 +115,7 @@ class CircuitParams:
 
     n_seg: int = 30
     dt: float = 1e-3
-    tau_r: float = 0.003
+    tau_r: float = 0.001
     tau_a: float = 0.03
     g_adapt: float = 2.0
     theta: float = 0.05
@@ -95,7 +128,7 @@ class CircuitParams:
     w_desc: float = 0.6
     w_asc: float = 0.05
     delay_per_seg: float = 0.0005
-    speed_gain: float = 3.0
+    speed_gain: float = 0.0
     reach: int = 4
     drive_gradient: float = 0.2
     noise: float = 0.02
@@ -113,12 +146,39 @@ class CircuitParams:
     drive_gain: float = 0.025         # per (mm s-1) of forward flow
     drive_max: float = 1.0
     turn_gain: float = 0.25           # left-right drive asymmetry per (rad s-1)
-    turn_max: float = 0.5
+    turn_max: float = 0.5             # the largest asymmetry
     flash_gain: float = 4.0           # bout-rate boost per unit luminance change per s
     rot_weight: float = 2.0           # mm s-1 of equivalent flow per rad s-1 in DS units
+    # spinal integration and V2a speed modules (added after the fields above, so positional
+    # construction keeps its meaning)
+    spinal_substeps: int = 2
+    module_names: tuple = ("slow", "intermediate", "fast")
+    module_tau_r: tuple = (0.003, 0.0015, 0.0006)
+    module_tau_a: tuple = (0.032, 0.012, 0.0033)
+    module_output: tuple = (1.0, 1.5, 2.5)
+    module_recruit: tuple = (0.0, 0.6, 0.8)
+    module_derecruit: tuple = (0.6, 0.8, float("inf"))
+    recruit_width: float = 0.01
+    v2a_steer: float = 0.7
 
     def with_(self, **kw) -> CircuitParams:
         return replace(self, **kw)
+
+
+def _check(p: CircuitParams) -> None:
+    from scimech.errors import ConfigError
+
+    K = len(p.module_names)
+    fields = ("module_tau_r", "module_tau_a", "module_output", "module_recruit", "module_derecruit")
+    if K < 1 or any(len(getattr(p, f)) != K for f in fields):
+        raise ConfigError(f"CircuitParams: {', '.join(fields)} need one entry per module of module_names "
+                          f"{p.module_names}.")
+    if int(p.spinal_substeps) < 1:
+        raise ConfigError(f"CircuitParams.spinal_substeps={p.spinal_substeps}; give at least 1.")
+    h = p.dt / p.spinal_substeps
+    if min(p.tau_r, *p.module_tau_r) < h:
+        raise ConfigError(f"A rate time constant is shorter than the spinal step {h * 1e3:.2f} ms (Euler would "
+                          "overshoot); raise spinal_substeps or the time constant.")
 
 
 class Circuit:
@@ -130,18 +190,21 @@ class Circuit:
         Number of spinal units, ``4 * 2 * n_seg``; unit index
         ``(type * 2 + side) * n_seg + seg``.
     delay_steps : list[int]
-        Distinct delays (in steps) of the weight slices ``W_delay[k]``.
+        Distinct delays (in spinal steps of ``h = dt / spinal_substeps``) of the weight
+        slices ``W_ipsi[k]``, ``W_contra[k]``.
     W_ipsi, W_contra : np.ndarray
         ``(n_delay, n_spinal, n_spinal)`` same-side and commissural weights (post, pre).
     """
 
     def __init__(self, params: CircuitParams | None = None):
         self.p = p = params or CircuitParams()
+        _check(p)
         n = p.n_seg
         self.n_spinal = 4 * 2 * n
         self.n_brain = len(BRAIN_UNITS)
         reach = p.reach
-        self.delay_steps = sorted({int(round(d * p.delay_per_seg / p.dt)) for d in range(reach + 1)})
+        self.h = h = p.dt / p.spinal_substeps  # spinal step, s
+        self.delay_steps = sorted({int(round(d * p.delay_per_seg / h)) for d in range(reach + 1)})
         nd = len(self.delay_steps)
         Wi = np.zeros((nd, self.n_spinal, self.n_spinal))
         Wc = np.zeros_like(Wi)
@@ -150,7 +213,7 @@ class Circuit:
             return (SPINAL_TYPES.index(t) * 2 + s) * n + seg
 
         def slot(dist):
-            return self.delay_steps.index(int(round(abs(dist) * p.delay_per_seg / p.dt)))
+            return self.delay_steps.index(int(round(abs(dist) * p.delay_per_seg / h)))
 
         for s in range(2):
             o = 1 - s
@@ -189,6 +252,68 @@ class Circuit:
         w_drive = np.select([types == 0, types == 1, types == 2, types == 3], [1.0, 0.2, 0.1, 0.3])
         self.drive_weight = w_drive * grad
         self.adapt_gain = np.where((types == 0) | (types == 3), p.g_adapt, 0.4 * p.g_adapt)
+        self._internal_units()
+
+    def _internal_units(self) -> None:
+        """The units the dynamics integrate: every V0d, V1 and MN population, and the speed
+        modules of every V2a population.
+
+        ``internal_pool[i]`` is the recorded unit of internal unit ``i`` (a recorded rate is the
+        ``internal_weight``-weighted sum of its internal units) and ``internal_module[i]`` its
+        V2a module (-1: not a V2a module). Every internal unit has its own time constants, threshold, adaptation gain,
+        drive weight and side.
+        """
+        p, ns = self.p, self.n_spinal
+        K = len(p.module_names)
+        is_v2a = self.unit_type == 0
+        pool = np.concatenate([[u] * (K if is_v2a[u] else 1) for u in range(ns)]).astype(int)
+        module = np.concatenate([np.arange(K) if is_v2a[u] else [-1] for u in range(ns)]).astype(int)
+        m = np.maximum(module, 0)
+        self.n_internal = len(pool)
+        self.internal_pool = pool
+        self.internal_module = module
+        self.internal_weight = np.where(module >= 0, np.asarray(p.module_output, float)[m], 1.0)
+        self.internal_tau_r = np.where(module >= 0, np.asarray(p.module_tau_r, float)[m], p.tau_r)
+        self.internal_tau_a = np.where(module >= 0, np.asarray(p.module_tau_a, float)[m], p.tau_a)
+        self.internal_theta = np.full(len(pool), p.theta)
+        self.internal_adapt_gain = self.adapt_gain[pool].astype(float)
+        self.internal_drive_weight = self.drive_weight[pool].astype(float)
+        self.internal_side = self.unit_side[pool].copy()
+
+    def recruitment(self, drive: np.ndarray | float) -> np.ndarray:
+        """Fraction of the drive each V2a module receives, ``(..., K)``, for speed commands
+        (mean drive of both sides) ``(...)``."""
+        p = self.p
+        d = np.asarray(drive, float)[..., None]
+        w = p.recruit_width
+        on = 1.0 / (1.0 + np.exp(-(d - np.asarray(p.module_recruit, float)) / w))
+        with np.errstate(over="ignore"):
+            off = 1.0 / (1.0 + np.exp(-(d - np.asarray(p.module_derecruit, float)) / w))
+        return on * (1.0 - off)
+
+    def internal_weights(self) -> tuple[np.ndarray, np.ndarray]:
+        """Same-side and commissural weights among internal units, ``(n_delay, n_internal, n_internal)``.
+
+        The recorded weight between the parent populations times the presynaptic unit's
+        ``internal_weight``, except that V2a -> V2a connects a module only to the same module of
+        the target population.
+        """
+        pool, mod = self.internal_pool, self.internal_module
+        keep = ~((mod[:, None] >= 0) & (mod[None, :] >= 0) & (mod[:, None] != mod[None, :]))
+        keep = keep * self.internal_weight[None, :]
+        expand = np.ix_(np.arange(len(self.delay_steps)), pool, pool)
+        return self.W_ipsi[expand] * keep, self.W_contra[expand] * keep
+
+    def module_lesion_mask(self, modules: tuple[str, ...], sides: tuple[str, ...] = ("L", "R")) -> np.ndarray:
+        """A ``(n_internal,)`` 0/1 mask silencing the named V2a speed modules (e.g. ``("fast",)``)."""
+        from scimech.errors import ConfigError
+
+        bad = [m for m in modules if m not in self.p.module_names]
+        if bad:
+            raise ConfigError(f"Unknown V2a module(s) {bad}; expected some of {self.p.module_names}.")
+        idx = [self.p.module_names.index(m) for m in modules]
+        hit = np.isin(self.internal_module, idx) & np.isin(self.internal_side, [SIDES.index(s) for s in sides])
+        return np.where(hit, 0.0, 1.0)
 
     # ------------------------------------------------------------------ tables
     def neuron_table(self) -> dict[str, np.ndarray]:
@@ -252,7 +377,7 @@ class Circuit:
         D = np.full((self.n_spinal, self.n_spinal), np.nan)
         for k, d in enumerate(self.delay_steps):
             nz = (self.W_ipsi[k] != 0) | (self.W_contra[k] != 0)
-            D[nz] = d * self.p.dt
+            D[nz] = d * self.h
         return D
 
     def connectivity_tensor(self) -> xr.DataArray:

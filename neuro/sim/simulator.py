@@ -1,10 +1,11 @@
 """The coupled closed-loop system: eyes -> brain -> spinal CPG -> muscles -> body -> eyes.
 
 :class:`Simulator` holds the true transition function ``state_{t+dt} = step(state_t,
-stimulus_t)``, vectorised over a batch of trials (numpy). Per-trial perturbations:
-``lesion`` (a ``(B, n_spinal)`` mask that silences populations), ``commissural`` (a ``(B,)``
-factor on all commissural weights, 0 = cut), ``drag_scale`` (fluid shift) and
-``muscle_scale`` (body shift).
+stimulus_t)``, vectorised over a batch of trials (numpy), and runs it compiled (numba) by
+default. Per-trial perturbations: ``lesion`` (a ``(B, n_spinal)`` mask that silences
+populations), ``module_lesion`` (a ``(B, n_internal)`` mask that silences V2a speed
+modules), ``commissural`` (a ``(B,)`` factor on all commissural weights, 0 = cut),
+``drag_scale`` (fluid shift) and ``muscle_scale`` (body shift).
 """
 
 from __future__ import annotations
@@ -12,7 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy.special import ndtr
 
+from scimech.errors import ConfigError
+
+from . import compiled, noise
 from .body import Body, BodyParams
 from .circuit import BRAIN_UNITS, Circuit, CircuitParams
 from .stimuli import Stimulus
@@ -22,6 +27,20 @@ __all__ = ["Simulator", "SimState", "Perturbation"]
 _B = {u[0]: i for i, u in enumerate(BRAIN_UNITS)}
 
 
+def _own(x, dtype=np.float64) -> np.ndarray:
+    """A writable C-contiguous copy (one compiled signature for every call)."""
+    return np.array(x, dtype, copy=True, order="C")
+
+
+def _available_cores() -> int:
+    import os
+
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not on Linux
+        return os.cpu_count() or 1
+
+
 @dataclass
 class Perturbation:
     """Per-trial changes to the system (all optional; broadcast to the batch).
@@ -29,7 +48,11 @@ class Perturbation:
     Attributes
     ----------
     lesion : np.ndarray | None
-        ``(B, n_spinal)`` 0/1 mask: 0 silences a spinal unit.
+        ``(B, n_spinal)`` 0/1 mask: 0 silences a spinal population (see
+        ``Circuit.lesion_mask``).
+    module_lesion : np.ndarray | None
+        ``(B, n_internal)`` 0/1 mask over internal units: 0 silences a V2a speed module (see
+        ``Circuit.module_lesion_mask``).
     commissural : np.ndarray | float
         Factor on commissural (V0d) weights, 0 = cut.
     drag_scale : np.ndarray | float
@@ -46,6 +69,7 @@ class Perturbation:
     drag_scale: np.ndarray | float = 1.0
     muscle_scale: np.ndarray | float = 1.0
     drive: np.ndarray | None = None
+    module_lesion: np.ndarray | None = None
 
 
 @dataclass
@@ -53,9 +77,9 @@ class SimState:
     """Full state of a batch of fish (shapes with ``B`` = trials)."""
 
     brain: np.ndarray          # (B, 12) brain unit rates
-    r_hist: np.ndarray         # (H, B, n_spinal) ring buffer of spinal rates, newest at [ptr]
+    r_hist: np.ndarray         # (H, B, n_spinal) ring of spinal rates per spinal step, newest at [ptr]
     ptr: int
-    a: np.ndarray              # (B, n_spinal) adaptation
+    a: np.ndarray              # (B, n_internal) adaptation
     bout_acc: np.ndarray       # (B,) bout accumulator
     bout_left: np.ndarray      # (B,) time left in current bout, s
     refractory: np.ndarray     # (B,) refractory time left, s
@@ -68,10 +92,19 @@ class SimState:
     heading0: np.ndarray       # (B,) initial heading (open loop projection)
     t: float = 0.0
     extras: dict = field(default_factory=dict)
+    r_internal_hist: np.ndarray | None = None  # (H, B, n_internal) ring of internal unit rates
+    noise_key: np.ndarray | None = None   # (B,) uint64 keys of the process noise (neuro.sim.noise)
+    n_step: int = 0                       # steps taken since the state was made (noise counter)
 
     @property
     def r(self) -> np.ndarray:
+        """Rates of the spinal populations ``(B, n_spinal)`` (V2a: the sum of its modules)."""
         return self.r_hist[self.ptr]
+
+    @property
+    def r_internal(self) -> np.ndarray | None:
+        """Rates of the internal spinal units ``(B, n_internal)`` (V2a modules resolved)."""
+        return None if self.r_internal_hist is None else self.r_internal_hist[self.ptr]
 
 
 class Simulator:
@@ -82,12 +115,19 @@ class Simulator:
     circuit, body
         Parameters of the nervous system and the body.
     seed
-        Seed of the process noise.
+        Seed of the initial state and of the process noise.
+    threads
+        Threads of the compiled path (trials are split among them); default all cores this
+        process may use.
     """
 
     tau_muscle = 0.005
 
-    def __init__(self, circuit: CircuitParams | None = None, body: BodyParams | None = None, seed: int = 0):
+    def __init__(self, circuit: CircuitParams | None = None, body: BodyParams | None = None, seed: int = 0,
+                 threads: int | None = None):
+        if threads is not None and int(threads) < 1:
+            raise ConfigError(f"threads={threads}; give a positive number of threads (or None for all cores).")
+        self.threads = int(threads) if threads is not None else _available_cores()
         self.circuit = Circuit(circuit)
         self.body = Body(body)
         self.p = self.circuit.p
@@ -104,26 +144,33 @@ class Simulator:
                 self.mn_map[s, j, mn0 + s * n + segs] = 1.0 / len(segs)
         import scipy.sparse as sp
 
-        # stacked over delays: I = W_cat @ [r(t - d_0); r(t - d_1); ...]
-        self._Wi = sp.csr_matrix(np.concatenate(list(self.circuit.W_ipsi), axis=1))
-        self._Wc = sp.csr_matrix(np.concatenate(list(self.circuit.W_contra), axis=1))
-        self._Wall = sp.csr_matrix(self._Wi + self._Wc)
+        # internal units, stacked over delays: input = W_cat @ [r(t - d_0); r(t - d_1); ...]
+        c = self.circuit
+        Wi, Wc = c.internal_weights()
+        self._Wi = sp.csr_matrix(np.concatenate(list(Wi), axis=1))
+        self._Wc = sp.csr_matrix(np.concatenate(list(Wc), axis=1))
+        # recorded rate = weighted sum of its internal units
+        self._pool = sp.csr_matrix((c.internal_weight, (c.internal_pool, np.arange(c.n_internal))),
+                                   shape=(c.n_spinal, c.n_internal))
+        self._tables = None
 
     # ------------------------------------------------------------------ state
     def initial_state(self, batch: int, heading: float | np.ndarray = 0.0) -> SimState:
-        ns = self.circuit.n_spinal
-        H = self.circuit.max_delay + 1
+        ni = self.circuit.n_internal
+        H = self.circuit.max_delay + 2  # delays 0 .. max_delay plus the slot being written
         q, qd = self.body.initial_state(batch, heading)
-        r0 = self.rng.uniform(0, 0.05, size=(batch, ns))
+        r_int = self.rng.uniform(0, 0.05, size=(batch, ni))
+        r0 = (self._pool @ r_int.T).T
         return SimState(
             brain=np.zeros((batch, len(BRAIN_UNITS))),
             r_hist=np.repeat(r0[None], H, 0), ptr=0,
-            a=np.zeros((batch, ns)),
+            a=np.zeros((batch, ni)), r_internal_hist=np.repeat(r_int[None], H, 0),
             bout_acc=self.rng.uniform(0, 0.8, batch), bout_left=np.zeros(batch),
             refractory=np.zeros(batch), bout_len=np.zeros(batch),
             lum_prev=np.ones(batch), flash_tr=np.zeros(batch),
             muscle=np.zeros((batch, 2, self.body.n_joints)), q=q, qd=qd,
             heading0=np.broadcast_to(np.asarray(heading, float), (batch,)).copy(),
+            noise_key=noise.draw_keys(self.rng, batch),
         )
 
     # ------------------------------------------------------------------ visual
@@ -146,11 +193,27 @@ class Simulator:
         return fwd, turn
 
     # ------------------------------------------------------------------ step
+    def process_noise(self, st: SimState, steps: int = 1) -> np.ndarray:
+        """Standard normals ``(steps, B, 3 + n_spinal)`` of the next ``steps`` steps of ``st``.
+
+        Columns: bout accumulator, bout duration, accumulator reset (through the normal CDF),
+        then the input noise of every spinal population (shared by a V2a population's speed
+        modules, held over the step's spinal substeps). Counter-based (:mod:`neuro.sim.noise`): a function
+        of the trial's key and the step number only.
+        """
+        if st.noise_key is None:  # a state built by hand: give it keys from the generator
+            st.noise_key = noise.draw_keys(self.rng, st.q.shape[0])
+        return noise.normals(st.noise_key, st.n_step, steps, 3 + self.circuit.n_spinal)
+
     def step(self, st: SimState, stim: dict, pert: Perturbation | None = None) -> SimState:
-        """Advance every trial by ``dt``. ``stim`` holds ``(B,)`` arrays gx, gy, rot, lum, gain, closed."""
+        """Advance every trial by ``dt`` (the numpy reference of the transition function).
+
+        ``stim`` holds ``(B,)`` arrays gx, gy, rot, lum, gain, closed.
+        """
         p, dt = self.p, self.dt
         pert = pert or Perturbation()
         B = st.q.shape[0]
+        z = self.process_noise(st)[0]
         v0 = 10.0
         fwd, turn = self.optic_flow(st, stim)
         b = st.brain
@@ -175,15 +238,14 @@ class Simulator:
         rate = (p.bout_rate_spont + p.bout_rate_gain * v0 * b[:, 4]
                 + p.bout_turn_gain * v0 / p.rot_weight * (b[:, 5] + b[:, 6]) + p.flash_gain * flash_tr)
         in_bout = st.bout_left > 0
-        acc = st.bout_acc + np.where(in_bout | (st.refractory > 0), 0.0,
-                                     rate * dt + 0.3 * np.sqrt(dt) * self.rng.standard_normal(B))
+        acc = st.bout_acc + np.where(in_bout | (st.refractory > 0), 0.0, rate * dt + 0.3 * np.sqrt(dt) * z[:, 0])
         level = np.clip(b[:, 4] + 0.5 * (b[:, 5] + b[:, 6]), 0, 2) / 2
         start = (acc >= 1.0) & ~in_bout
         bout_len = np.where(start, p.bout_duration_min + (p.bout_duration_max - p.bout_duration_min)
-                            * np.clip(0.3 + 0.7 * level + 0.1 * self.rng.standard_normal(B), 0, 1), st.bout_len)
+                            * np.clip(0.3 + 0.7 * level + 0.1 * z[:, 1], 0, 1), st.bout_len)
         bout_left = np.where(start, bout_len, np.maximum(st.bout_left - dt, 0))
         refractory = np.where(start, bout_len + p.bout_refractory, np.maximum(st.refractory - dt, 0))
-        acc = np.where(start, self.rng.uniform(0, 0.2, B), acc)
+        acc = np.where(start, 0.2 * ndtr(z[:, 2]), acc)
         gate_target = (bout_left > 0).astype(float)
         if pert.drive is not None:
             gate_target = np.ones(B)
@@ -193,52 +255,73 @@ class Simulator:
             dL = dR = np.broadcast_to(np.asarray(pert.drive, float), (B,))
         else:
             base = p.drive_base + p.drive_gain * v0 * 0.5 * (b[:, 7] + b[:, 8])
-            dL = np.clip(base + p.turn_gain * v0 / p.rot_weight * (b[:, 9] - b[:, 10]), 0, p.drive_max)
-            dR = np.clip(base + p.turn_gain * v0 / p.rot_weight * (b[:, 10] - b[:, 9]), 0, p.drive_max)
+            asym = np.clip(p.turn_gain * v0 / p.rot_weight * (b[:, 9] - b[:, 10]), -p.turn_max, p.turn_max)
+            dL = np.clip(base + asym, 0, p.drive_max)
+            dR = np.clip(base - asym, 0, p.drive_max)
         dL, dR = dL * gate, dR * gate
-        # spinal CPG with delays
+        # spinal CPG: drive through the modules' recruitment windows, spinal_substeps Euler steps
+        # with delayed input among internal units (noise held over the step)
         c = self.circuit
-        side = c.unit_side
-        drive = np.where(side[None] == 0, dL[:, None], dR[:, None]) * c.drive_weight[None]
         H = st.r_hist.shape[0]
         comm = np.broadcast_to(np.asarray(pert.commissural, float), (B,))[:, None]
-        r_stack = np.concatenate([st.r_hist[(st.ptr - d) % H] * (1.0 if pert.lesion is None else pert.lesion)
-                                  for d in c.delay_steps], axis=1).T
-        if np.all(comm == 1.0):
-            inp = drive + (self._Wall @ r_stack).T
-        else:
-            inp = drive + (self._Wi @ r_stack).T + comm * (self._Wc @ r_stack).T
-        inp += p.noise * self.rng.standard_normal(inp.shape)
-        r = st.r
-        F = np.tanh(np.maximum(inp - st.a - p.theta, 0.0))
-        r_new = r + dt / p.tau_r * (F - r)
-        if pert.lesion is not None:
-            r_new = r_new * pert.lesion
-        tau_a = p.tau_a / (1.0 + p.speed_gain * drive / np.maximum(c.drive_weight, 1e-9))
-        a_new = st.a + dt / tau_a * (c.adapt_gain * r_new - st.a)
-        ptr = (st.ptr + 1) % H
-        r_hist = st.r_hist
-        r_hist[ptr] = r_new
+        side, mod = c.internal_side, c.internal_module
+        d_int = np.where(side[None] == 0, dL[:, None], dR[:, None])
+        # V2a modules: the speed command (mean drive of both sides) through their recruitment
+        # windows plus v2a_steer of the side's deviation from it; V0d, V1, MN: their side's drive
+        d_mean = 0.5 * (dL + dR)
+        tune = c.recruitment(d_mean)  # (B, K)
+        d_v2a = d_mean[:, None] + p.v2a_steer * (d_int - d_mean[:, None])
+        d_in = np.where(mod >= 0, d_v2a * tune[:, np.maximum(mod, 0)], d_int)
+        ext = c.internal_drive_weight * d_in + p.noise * z[:, 3:][:, c.internal_pool]
+        les = self._internal_lesion(pert, B)
+        hist, r_hist = st.r_internal_hist.copy(), st.r_hist.copy()
+        a, ptr, h = st.a, st.ptr, c.h
+        for _ in range(p.spinal_substeps):
+            stack = np.concatenate([hist[(ptr - d) % H] * les for d in c.delay_steps], axis=1).T
+            syn = (self._Wi @ stack).T + comm * (self._Wc @ stack).T
+            F = np.tanh(np.maximum(syn + ext - a - c.internal_theta, 0.0))
+            r_int = (hist[ptr] + h / c.internal_tau_r * (F - hist[ptr])) * les
+            r_int[r_int < compiled.TINY] = 0.0  # silent units reach exact zero, not subnormal numbers
+            a = a + h / (c.internal_tau_a / (1.0 + p.speed_gain * d_int)) * (c.internal_adapt_gain * r_int - a)
+            a[a < compiled.TINY] = 0.0
+            ptr = (ptr + 1) % H
+            hist[ptr] = r_int
+            r_hist[ptr] = (self._pool @ r_int.T).T
+        a_new, r_new = a, r_hist[ptr]
         # muscles and body
         mn = np.einsum("sjn,bn->bsj", self.mn_map, r_new)
         muscle = st.muscle + dt / self.tau_muscle * (mn - st.muscle)
-        drag = self.body.p.drag_scale * (np.asarray(pert.drag_scale, float).reshape(-1, 1)
-                                         if np.ndim(pert.drag_scale) else pert.drag_scale)
-        alpha = (np.asarray(pert.muscle_scale, float).reshape(-1, 1)
-                 if np.ndim(pert.muscle_scale) else pert.muscle_scale)
+        drag, alpha = self._body_scales(pert, B)
         q, qd = st.q, st.qd
         nsub = self.body.p.substeps
         for _ in range(nsub):
-            q, qd = self.body.step(q, qd, muscle[:, 0], muscle[:, 1], dt / nsub, drag_scale=drag,
-                                   alpha_scale=alpha, integrator="rk4")
+            q, qd = self.body.step(q, qd, muscle[:, 0], muscle[:, 1], dt / nsub, drag_scale=drag[:, None],
+                                   alpha_scale=alpha[:, None], integrator="rk4")
         return SimState(brain=b, r_hist=r_hist, ptr=ptr, a=a_new, bout_acc=acc, bout_left=bout_left,
                         refractory=refractory, bout_len=bout_len, lum_prev=lum, flash_tr=flash_tr,
                         muscle=muscle, q=q, qd=qd, heading0=st.heading0, t=st.t + dt,
                         extras={"flow_fwd": fwd, "flow_turn": turn, "drive_L": dL, "drive_R": dR,
-                                "bout_start": start})
+                                "bout_start": start}, r_internal_hist=hist, noise_key=st.noise_key,
+                        n_step=st.n_step + 1)
+
+    def _internal_lesion(self, pert: Perturbation, B: int) -> np.ndarray:
+        """``(B, n_internal)`` 0/1 mask: population lesions (to all their modules) times module lesions."""
+        c = self.circuit
+        les = np.ones((B, c.n_internal))
+        if pert.lesion is not None:
+            les = les * np.broadcast_to(np.asarray(pert.lesion, float), (B, c.n_spinal))[:, c.internal_pool]
+        if pert.module_lesion is not None:
+            les = les * np.broadcast_to(np.asarray(pert.module_lesion, float), (B, c.n_internal))
+        return les
+
+    def _body_scales(self, pert: Perturbation, B: int) -> tuple[np.ndarray, np.ndarray]:
+        """Per-trial drag factor (body default times the perturbation) and muscle gain factor."""
+        drag = self.body.p.drag_scale * np.broadcast_to(np.asarray(pert.drag_scale, float).reshape(-1), (B,))
+        alpha = np.broadcast_to(np.asarray(pert.muscle_scale, float).reshape(-1), (B,))
+        return np.ascontiguousarray(drag, float), np.ascontiguousarray(alpha, float)
 
     def run(self, stim: Stimulus, pert: Perturbation | None = None, record_every: int = 10,
-            state: SimState | None = None, heading: float = 0.0):
+            state: SimState | None = None, heading: float = 0.0, engine: str = "auto"):
         """Simulate a batched stimulus; returns a dict of recorded arrays ``(B, T_rec, ...)``.
 
         Recorded every ``record_every`` steps: ``rates`` (brain + spinal), ``muscle``,
@@ -246,11 +329,22 @@ class Simulator:
         i.e. head-link angle minus tail-link angle), ``speed`` (forward COM speed, mm s-1),
         ``flow`` (forward, turn), ``drive``; ``bout_start`` is recorded at every step and
         pooled per record interval.
+
+        ``engine``: ``"compiled"`` (numba; trials run in parallel on numba's threads),
+        ``"numpy"`` (the reference: :meth:`step` once per time step) or ``"auto"``
+        (compiled when numba is installed). Both give the same result up to round-off.
         """
+        if engine not in ("auto", "compiled", "numpy"):
+            raise ConfigError(f"Unknown simulator engine {engine!r}; expected 'auto', 'compiled' or 'numpy'.")
+        if engine == "auto":
+            engine = "compiled" if compiled.AVAILABLE else "numpy"
+        if engine == "compiled" and not compiled.AVAILABLE:
+            raise ConfigError("engine='compiled' needs numba (pip install numba); use engine='numpy'.")
+        pert = pert or Perturbation()
         B, T = stim.shape
         if state is None:
             state = self.initial_state(B, heading)
-        st = state
+        self._check_perturbation(pert, B)
         n_rec = T // record_every
         nb, ns = self.circuit.n_brain, self.circuit.n_spinal
         out = {
@@ -264,23 +358,27 @@ class Simulator:
         }
         keys = ("gx", "gy", "rot", "lum", "gain", "closed")
         arr = {k: getattr(stim, k) for k in keys}
-        pending = np.zeros(B, bool)
-        for i in range(n_rec * record_every):
-            st = self.step(st, {k: arr[k][:, i] for k in keys}, pert)
-            pending |= st.extras["bout_start"]
-            if (i + 1) % record_every == 0:
-                j = (i + 1) // record_every - 1
-                out["rates"][:, j, :nb] = st.brain
-                out["rates"][:, j, nb:] = st.r
-                out["muscle"][:, j] = st.muscle
-                out["q"][:, j] = st.q
-                out["qd"][:, j] = st.qd
-                out["flow"][:, j, 0] = st.extras["flow_fwd"]
-                out["flow"][:, j, 1] = st.extras["flow_turn"]
-                out["drive"][:, j, 0] = st.extras["drive_L"]
-                out["drive"][:, j, 1] = st.extras["drive_R"]
-                out["bout_start"][:, j] = pending
-                pending[:] = False
+        if engine == "compiled":
+            st = self._run_compiled(arr, pert, record_every, state, out, n_rec * record_every)
+        else:
+            st = state
+            pending = np.zeros(B, bool)
+            for i in range(n_rec * record_every):
+                st = self.step(st, {k: arr[k][:, i] for k in keys}, pert)
+                pending |= st.extras["bout_start"]
+                if (i + 1) % record_every == 0:
+                    j = (i + 1) // record_every - 1
+                    out["rates"][:, j, :nb] = st.brain
+                    out["rates"][:, j, nb:] = st.r
+                    out["muscle"][:, j] = st.muscle
+                    out["q"][:, j] = st.q
+                    out["qd"][:, j] = st.qd
+                    out["flow"][:, j, 0] = st.extras["flow_fwd"]
+                    out["flow"][:, j, 1] = st.extras["flow_turn"]
+                    out["drive"][:, j, 0] = st.extras["drive_L"]
+                    out["drive"][:, j, 1] = st.extras["drive_R"]
+                    out["bout_start"][:, j] = pending
+                    pending[:] = False
         q, qd = out["q"], out["qd"]
         out["tail_angle"] = q[..., 2] - q[..., -1]
         out["heading"] = q[..., 2]
@@ -293,3 +391,170 @@ class Simulator:
         out["dt_rec"] = self.dt * record_every
         out["state"] = st
         return out
+
+    def _check_perturbation(self, pert: Perturbation, B: int) -> None:
+        ns = self.circuit.n_spinal
+        if pert.lesion is not None and np.shape(pert.lesion) not in ((B, ns), (ns,)):
+            raise ConfigError(f"Perturbation.lesion has shape {np.shape(pert.lesion)}; expected ({B}, {ns}) "
+                              f"or ({ns},) (one 0/1 entry per spinal unit; see Circuit.lesion_mask).")
+        ni = self.circuit.n_internal
+        if pert.module_lesion is not None and np.shape(pert.module_lesion) not in ((B, ni), (ni,)):
+            raise ConfigError(f"Perturbation.module_lesion has shape {np.shape(pert.module_lesion)}; expected "
+                              f"({B}, {ni}) or ({ni},) (see Circuit.module_lesion_mask).")
+        for name in ("lesion", "module_lesion"):
+            v = getattr(pert, name)
+            if v is not None and not np.isin(np.asarray(v, float), (0.0, 1.0)).all():
+                raise ConfigError(f"Perturbation.{name} must be a 0/1 mask (0 silences a unit); got other values.")
+        for name in ("commissural", "drag_scale", "muscle_scale", "drive"):
+            v = getattr(pert, name)
+            if v is not None and np.ndim(v) and np.size(v) not in (1, B):
+                raise ConfigError(f"Perturbation.{name} has {np.size(v)} values for {B} trials; give one "
+                                  "value or one per trial.")
+
+    # ------------------------------------------------------------------ compiled path
+    def _compiled_tables(self) -> dict:
+        """Constant arrays of the compiled step (built once per simulator)."""
+        if self._tables is not None:
+            return self._tables
+        c, bd, p = self.circuit, self.body, self.p
+        ns, ni, H = c.n_spinal, c.n_internal, c.max_delay + 2
+        K = len(p.module_names)
+        v2a = c.unit_type == 0
+        vv = np.ix_(np.arange(len(c.delay_steps)), v2a, v2a)
+        not_vv = np.ones_like(c.W_ipsi, bool)
+        not_vv[vv] = False
+        # internal index of module k of every recorded V2a unit
+        slot = np.full((K, ns), -1)
+        for i in np.flatnonzero(c.internal_module >= 0):
+            slot[c.internal_module[i], c.internal_pool[i]] = i
+
+        def csr(parts, n_ring, col_map=None):
+            """Nonzeros of the ``(W_delays, flag)`` parts, sorted by (post, delay, pre)."""
+            rows, cols, vals, delays, flags = [], [], [], [], []
+            for Ws, flag in parts:
+                for k, d in enumerate(c.delay_steps):
+                    r, cc = np.nonzero(Ws[k])
+                    rows.append(r)
+                    cols.append(cc)
+                    vals.append(Ws[k][r, cc])
+                    delays.append(np.full(len(r), d))
+                    flags.append(np.full(len(r), flag))
+            rows, cols, vals, delays, flags = map(np.concatenate, (rows, cols, vals, delays, flags))
+            order = np.lexsort((cols, delays, rows))
+            ptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=ns))]).astype(np.int64)
+            cols, delays = cols[order], delays[order]
+            maps = [None] if col_map is None else col_map
+            # flat ring index of the delayed rate for each position of the newest row in the ring
+            flat = np.stack([np.stack([((newest - delays) % H) * n_ring + (cols if cm is None else cm[cols])
+                                       for newest in range(H)]) for cm in maps])
+            flat = np.ascontiguousarray(flat if col_map is not None else flat[0], np.int64)
+            return ptr, flat, vals[order], flags[order]
+
+        sy_ptr, sy_col, sy_w, sy_contra = csr([(np.where(not_vv, c.W_ipsi, 0.0), False), (c.W_contra, True)], ns)
+        vv_ptr, vv_col, vv_w, _ = csr([(np.where(not_vv, 0.0, c.W_ipsi), False)], ni, col_map=list(slot))
+        mm = self.mn_map.reshape(2 * bd.n_joints, ns)
+        mr, mc = np.nonzero(mm)
+        mn_ptr = np.concatenate([[0], np.cumsum(np.bincount(mr, minlength=mm.shape[0]))])
+        bp = bd.p
+        self._tables = dict(
+            cp=np.array([p.dt, p.tau_visual, p.tau_integrator, p.tau_hindbrain, p.bout_rate_spont,
+                         p.bout_rate_gain, p.bout_turn_gain, p.flash_gain, p.bout_duration_min,
+                         p.bout_duration_max, p.bout_refractory, p.drive_base, p.drive_gain, p.drive_max,
+                         p.turn_gain, p.rot_weight, p.noise, p.speed_gain, self.tau_muscle, p.recruit_width, p.turn_max,
+                         p.v2a_steer],
+                        float),
+            sy_ptr=sy_ptr, sy_col=sy_col, sy_w=sy_w, sy_contra=sy_contra,
+            vv_ptr=vv_ptr, vv_col=vv_col, vv_w=vv_w,
+            pool=c.internal_pool.astype(np.int64), pool_w=c.internal_weight.astype(float),
+            imod=c.internal_module.astype(np.int64), mod_w=np.asarray(p.module_output, float),
+            i_tau_r=c.internal_tau_r.astype(float), i_tau_a=c.internal_tau_a.astype(float),
+            i_theta=c.internal_theta.astype(float), i_gad=c.internal_adapt_gain.astype(float),
+            i_wdrive=c.internal_drive_weight.astype(float), i_side=c.internal_side.astype(np.int64),
+            mod_on=np.asarray(p.module_recruit, float), mod_off=np.asarray(p.module_derecruit, float),
+            mn_ptr=mn_ptr.astype(np.int64), mn_idx=mc.astype(np.int64), mn_w=mm[mr, mc].astype(float),
+            bp=np.array([bp.alpha, bp.beta, bp.gamma, bp.delta, bp.c_n, bp.c_t, bp.k_n, bp.k_t, bp.c_rot,
+                         bd.m_tot], float),
+            bvec=bd.b.astype(float), Ar=np.ascontiguousarray(bd.A - np.outer(bd.b, bd.b) / bd.m_tot),
+            A=np.ascontiguousarray(bd.A, float), inertia=bd.I.astype(float), ln=bd.l.astype(float),
+            m=bd.m.astype(float),
+        )
+        return self._tables
+
+    def _run_compiled(self, arr: dict, pert: Perturbation, record_every: int, st: SimState, out: dict,
+                      T: int) -> SimState:
+        from concurrent.futures import ThreadPoolExecutor
+
+        c = self.circuit
+        B = st.q.shape[0]
+        ns, ni = c.n_spinal, c.n_internal
+        H = st.r_hist.shape[0]
+        tb = self._compiled_tables()
+        if st.noise_key is None:
+            st.noise_key = noise.draw_keys(self.rng, B)
+        f64 = np.float64
+        les = _own(self._internal_lesion(pert, B))
+        comm = _own(np.broadcast_to(np.asarray(pert.commissural, f64).reshape(-1), (B,)))
+        clamp = _own(np.zeros(0) if pert.drive is None else np.broadcast_to(np.asarray(pert.drive, f64).reshape(-1), (B,)))
+        drag, alpha = map(_own, self._body_scales(pert, B))
+        scal = np.zeros((B, compiled.N_SCALARS))
+        for col, v in ((compiled.S_ACC, st.bout_acc), (compiled.S_LEFT, st.bout_left),
+                       (compiled.S_REFR, st.refractory), (compiled.S_LEN, st.bout_len),
+                       (compiled.S_LUMP, st.lum_prev), (compiled.S_FLASH, st.flash_tr)):
+            scal[:, col] = v
+        ih = st.r_internal_hist if st.r_internal_hist is not None else st.r_hist[:, :, c.internal_pool]
+        ihist_l = (ih.transpose(1, 0, 2) * les[:, None, :]).reshape(B, H * ni)
+        hist_l = _own((ihist_l.reshape(B * H, ni) @ self._pool.T.toarray()).reshape(B, H * ns))
+        ihist_l = _own(ihist_l)
+        ptrs = np.full(B, st.ptr, np.int64)
+        state = {k: _own(getattr(st, k)) for k in ("brain", "a", "muscle", "q", "qd")}
+        extras = np.zeros((B, compiled.N_EXTRAS))
+        pending = np.zeros(B, bool)
+        heading0 = _own(st.heading0)
+        keys = _own(st.noise_key, np.uint64)
+        stim = [_own(np.asarray(arr[k], f64)[:, :T]) for k in ("gx", "gy", "rot", "lum", "gain", "closed")]
+
+        def work(b0: int, b1: int) -> None:
+            compiled.run_trials(
+                b0, b1, *stim, keys, int(st.n_step), clamp, les, comm, drag, alpha, heading0,
+                state["brain"], scal, hist_l, ihist_l, ptrs, state["a"], state["muscle"], state["q"],
+                state["qd"], extras, pending,
+                tb["cp"], tb["sy_ptr"], tb["sy_col"], tb["sy_w"], tb["sy_contra"],
+                tb["vv_ptr"], tb["vv_col"], tb["vv_w"], tb["pool"], tb["pool_w"], tb["imod"], tb["mod_w"],
+                tb["i_tau_r"], tb["i_tau_a"],
+                tb["i_theta"], tb["i_gad"], tb["i_wdrive"], tb["i_side"], tb["mod_on"], tb["mod_off"],
+                tb["mn_ptr"], tb["mn_idx"], tb["mn_w"], tb["bp"], tb["bvec"], tb["Ar"], tb["A"], tb["inertia"],
+                tb["ln"], tb["m"], self.body.p.substeps, self.p.spinal_substeps,
+                int(record_every), out["rates"], out["muscle"], out["q"], out["qd"], out["flow"], out["drive"],
+                out["bout_start"])
+
+        # blocks of <= 32 trials (the kernel vectorises over a block's trials), spread over the
+        # threads; the kernel releases the GIL
+        n_blk = -(-B // 32)
+        n_thr = max(1, min(self.threads, n_blk))
+        edges = np.linspace(0, B, max(n_blk, n_thr) + 1).astype(int)
+        blocks = [(b0, b1) for b0, b1 in zip(edges[:-1], edges[1:]) if b1 > b0]
+        if n_thr == 1:
+            for b0, b1 in blocks:
+                work(b0, b1)
+        else:
+            with ThreadPoolExecutor(n_thr) as ex:
+                list(ex.map(lambda blk: work(*blk), blocks))
+        ptr = int(ptrs[0]) if B else st.ptr
+        # the rings hold lesioned rates; slots not written in this run keep the input state's
+        r_hist = np.ascontiguousarray(hist_l.reshape(B, H, ns).transpose(1, 0, 2))
+        r_int_hist = np.ascontiguousarray(ihist_l.reshape(B, H, ni).transpose(1, 0, 2))
+        written = {(st.ptr + k) % H for k in range(1, min(T * self.p.spinal_substeps, H) + 1)}
+        for k in set(range(H)) - written:
+            r_hist[k], r_int_hist[k] = st.r_hist[k], ih[k]
+        return SimState(
+            brain=state["brain"], r_hist=r_hist,
+            ptr=ptr, a=state["a"],
+            bout_acc=scal[:, compiled.S_ACC].copy(), bout_left=scal[:, compiled.S_LEFT].copy(),
+            refractory=scal[:, compiled.S_REFR].copy(), bout_len=scal[:, compiled.S_LEN].copy(),
+            lum_prev=scal[:, compiled.S_LUMP].copy(), flash_tr=scal[:, compiled.S_FLASH].copy(),
+            muscle=state["muscle"], q=state["q"], qd=state["qd"], heading0=st.heading0, t=st.t + T * self.dt,
+            extras={"flow_fwd": extras[:, compiled.X_FWD].copy(), "flow_turn": extras[:, compiled.X_TURN].copy(),
+                    "drive_L": extras[:, compiled.X_DL].copy(), "drive_R": extras[:, compiled.X_DR].copy(),
+                    "bout_start": extras[:, compiled.X_START] > 0},
+            r_internal_hist=r_int_hist,
+            noise_key=st.noise_key, n_step=st.n_step + T)

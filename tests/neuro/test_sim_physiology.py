@@ -3,11 +3,14 @@
 Truths: larval tail beats at ~20-80 Hz rising with swim drive (Severi et al. 2014; McLean
 et al. 2008); left and right sides alternate (antiphase = 0.5 cycle); the body wave travels
 head to tail (rostral segments lead); without commissural inhibition the sides no longer
-alternate (Kyriakatos et al. 2011; Roussel et al. 2021 V0 knockouts).
+alternate (Kyriakatos et al. 2011; Roussel et al. 2021 V0 knockouts); ablating the fast V2a
+module removes fast swimming only (Ampatzis et al. 2014). Frequencies of the speed-module
+tests are counted in the test (zero crossings), independently of ``neuro.sim.analysis``.
 """
 
 import numpy as np
 import pytest
+from scipy.stats import spearmanr
 
 from neuro.sim import Perturbation, Simulator, stack_stimuli
 from neuro.sim.analysis import dominant_frequency, phase_difference, tail_beat_frequency
@@ -67,3 +70,59 @@ def test_cutting_commissural_inhibition_abolishes_alternation(clamped):
     c_cut = np.corrcoef(L, R)[0, 1]
     assert c_intact < -0.5  # alternation: anticorrelated sides
     assert c_cut > 0.0, c_cut  # no alternation left: the sides co-activate
+
+
+# ---------------------------------------------------------------- speed modules (burst swims)
+SPAN_DRIVES = np.array([0.15, 0.3, 0.45, 0.65, 0.75, 0.9])
+
+
+def _cycles_per_second(x, dt):
+    """Upward zero crossings per second of ``x`` minus its mean (one per oscillation cycle)."""
+    x = x - x.mean(-1, keepdims=True)
+    return ((x[..., :-1] < 0) & (x[..., 1:] >= 0)).sum(-1) / (x.shape[-1] * dt)
+
+
+@pytest.fixture(scope="module")
+def span():
+    sim = Simulator(seed=0)
+    stim = stack_stimuli([dict(condition="dark")] * len(SPAN_DRIVES), 0.8, sim.dt)
+    out = sim.run(stim, Perturbation(drive=SPAN_DRIVES), record_every=1)
+    return sim, out
+
+
+def test_tail_beat_frequency_spans_20_to_70_hz_across_drive(span):
+    sim, out = span
+    q, muscle = out["q"][:, SETTLE:], out["muscle"][:, SETTLE:]
+    j = 5  # a mid-body joint: angle phi_5 = theta_6 - theta_5 (body) and its muscles (motor output)
+    f_body = _cycles_per_second(q[..., 2 + j + 1] - q[..., 2 + j], sim.dt)
+    f_motor = _cycles_per_second(muscle[:, :, 0, j] - muscle[:, :, 1, j], sim.dt)
+    step = 1.0 / (q.shape[1] * sim.dt)  # resolution of a crossing count over the 0.6 s window, 1.7 Hz
+    # tolerances: 3 steps (5 Hz) = the crossing-count resolution plus the cycle-to-cycle jitter
+    # of a module's rhythm under noise (within-module spread over seeds 0-5: up to 5 Hz)
+    tol = 3 * step
+    # two estimates from different signals (joint angle, muscle activation) agree
+    assert np.all(np.abs(f_body - f_motor) <= tol), (f_body, f_motor)
+    # slow swims at the low end, burst swims at the high end: slow module ~21-23 Hz (>= 20 Hz at
+    # drive 0.35 is required above), fast module above 70 Hz
+    assert f_body.min() <= 23.5 and f_body.max() >= 70.0, f_body
+    # rising with drive: no drop beyond the tolerance, and rank-monotone overall (ties within a
+    # module's drive range lower the rank correlation; seeds 0-5 give 0.77-0.88)
+    assert all(b >= a - tol for a, b in zip(f_body, f_body[1:])), f_body
+    assert spearmanr(SPAN_DRIVES, f_body).statistic > 0.7, f_body
+
+
+def test_ablating_the_fast_v2a_module_removes_burst_swims_only():
+    # Ampatzis et al. 2014 / McLean et al. 2008: ablating fast-module V2a neurons removes fast
+    # swimming and leaves slow swimming intact
+    sim = Simulator(seed=0)
+    keep = sim.circuit.module_lesion_mask(("fast",))
+    drives = np.array([0.3, 0.9, 0.3, 0.9])
+    lesion = np.stack([np.ones_like(keep), np.ones_like(keep), keep, keep])
+    stim = stack_stimuli([dict(condition="dark")] * 4, 0.8, sim.dt)
+    out = sim.run(stim, Perturbation(drive=drives, module_lesion=lesion), record_every=1)
+    m = out["muscle"][:, SETTLE:, 0, 5] - out["muscle"][:, SETTLE:, 1, 5]
+    f = _cycles_per_second(m, sim.dt)
+    amp = m.std(-1)
+    # intact burst swim; slow swim unchanged to within two crossings over the 0.6 s window (3.4 Hz)
+    assert f[1] >= 70.0 and abs(f[2] - f[0]) <= 2 / 0.6 + 1e-9, f
+    assert amp[3] < 0.1 * amp[1], amp  # no rhythmic motor output left at the burst drive
