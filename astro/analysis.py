@@ -30,13 +30,13 @@ import torch
 import xarray as xr
 
 from scimech.errors import DataValidationError
-from scimech.intervene import ablation_sweep, patching_sweep
+from scimech.intervene import ablation_sweep, patching_sweep, reference_activations
 from scimech.probe import probe_sites
 from scimech.record import record
 from scimech.stats import bootstrap_ci
 
 from . import photoz as P
-from .models.aion import IMAGE_KEY, LEGACY_SCALARS, AIONRedshift
+from .models.aion import IMAGE_KEY, LEGACY_SCALARS, MASK_PREFIX, AIONRedshift
 
 __all__ = ["StudyInputs", "study_inputs", "study_batches", "multimodal_advantage", "layer_probes",
            "localised_block", "head_probes", "head_radial_structure", "chunk_bounds", "chunk_seed", "slice_batch",
@@ -197,23 +197,26 @@ def head_probes(adapter: AIONRedshift, inp: StudyInputs, block: int, *, cv: int 
     Returns
     -------
     xr.Dataset
-        ``score`` (head, target): cross-validated R2; ``score_low``/``score_high``: its
-        percentile bootstrap interval (``n_bootstrap`` resamples of the out-of-fold
-        predictions); ``selectivity``: R2 minus the R2 of the same probe on control labels
-        (the targets permuted among galaxies, Hewitt & Liang 2019).
+        ``score`` (head, target): cross-validated R2; for the colours also ``score_low`` /
+        ``score_high``, its percentile bootstrap interval (``n_bootstrap`` resamples of the
+        out-of-fold predictions), and ``selectivity``: R2 minus the R2 of the same probe on
+        control labels (the colours permuted among galaxies, Hewitt & Liang 2019); NaN for
+        the other targets.
     """
     sites, acts = _head_acts(adapter, inp.multi, block)
     feats = {s: a[:, : inp.n_scalar_tokens].mean(1) for s, a in acts.items()}
     targets = {"g-r": inp.colours[:, 0], "r-i": inp.colours[:, 1], "i-z": inp.colours[:, 2],
                "z_template": inp.z_template, "z": inp.z, "a_v": inp.a_v}
-    out = np.zeros((4, len(sites), len(targets)))
-    for j, y in enumerate(targets.values()):
-        res = probe_sites(feats, y, cv=cv, alpha=alpha, control=True, n_bootstrap=n_bootstrap,
+    out = np.full((4, len(sites), len(targets)), np.nan)
+    for j, (name, y) in enumerate(targets.items()):
+        colour = name in ("g-r", "r-i", "i-z")           # interval and control task for the colours only
+        res = probe_sites(feats, y, cv=cv, alpha=alpha, control=colour, n_bootstrap=n_bootstrap if colour else 0,
                           ci_method="percentile")
         out[0, :, j] = res["score_mean"].values
-        out[1, :, j] = res["score_ci_low"].values if "score_ci_low" in res else np.nan
-        out[2, :, j] = res["score_ci_high"].values if "score_ci_high" in res else np.nan
-        out[3, :, j] = res["selectivity_mean"].values
+        if colour:
+            out[1, :, j] = res["score_ci_low"].values if "score_ci_low" in res else np.nan
+            out[2, :, j] = res["score_ci_high"].values if "score_ci_high" in res else np.nan
+            out[3, :, j] = res["selectivity_mean"].values
     dims = ("head", "target")
     ds = xr.Dataset({"score": (dims, out[0], {"units": "R2", "description": "cross-validated R2 of a ridge probe"}),
                      "score_low": (dims, out[1], {"units": "R2", "description": "95% percentile bootstrap bound"}),
@@ -309,19 +312,36 @@ def intervention_chunk(adapter: AIONRedshift, multi: Mapping[str, torch.Tensor],
     """
     sites = adapter.head_sites(block)
     metric = adapter.z_metric()
-    zs, zs_phot, base = [], [], None
+    model, fwd = adapter.model, adapter.forward
+    # the reference activations once for every method and both modes
+    refs = (reference_activations(model, dict(reference), sites, forward=fwd, batch_size=batch_size)
+            if any(m in ("mean", "resample") for m in methods) else {})
+    # photometry only with the image tokens dropped instead of masked: the same output (AION never
+    # attends to a masked token) for a fifth of the tokens; the catalogue tokens come first, so their
+    # reference activations are the first positions of the multimodal ones
+    keys = [k for k in phot if not k.startswith(MASK_PREFIX)]
+    n_cat = sum(1 for k in keys if k in LEGACY_SCALARS)
+    if keys[:n_cat] == [k for k in keys if k in LEGACY_SCALARS] and IMAGE_KEY in keys:
+        phot_run = {k: v for k, v in phot.items() if k not in (IMAGE_KEY, MASK_PREFIX + IMAGE_KEY)}
+        refs_phot = {s: r[:, :n_cat] for s, r in refs.items()}
+    else:
+        phot_run, refs_phot = dict(phot), refs
+    zs, zs_phot, base, phot_base = [], [], None, None
     for method in methods:
-        for batch, out in ((multi, zs), (phot, zs_phot)):
-            ds = ablation_sweep(adapter.model, dict(batch), sites, metric, method=method, reference=dict(reference),
-                                forward=adapter.forward, batch_size=batch_size, seed=chunk_seed(seed, start))
+        for batch, ref, out in ((multi, refs, zs), (phot_run, refs_phot, zs_phot)):
+            ds = ablation_sweep(model, dict(batch), sites, metric, method=method, reference=ref or None,
+                                forward=fwd, batch_size=batch_size, seed=chunk_seed(seed, start))
             out.append(ds["ablated"].values)
             if batch is multi:
                 base = ds["baseline"].values
-    pt = patching_sweep(adapter.model, dict(multi), dict(phot), sites, metric, direction="noising",
-                        forward=adapter.forward, batch_size=batch_size)
+            else:
+                phot_base = ds["baseline"].values
+    pt = patching_sweep(model, dict(multi), dict(phot), sites, metric, direction="noising", forward=fwd,
+                        batch_size=batch_size)
     zs.append(pt["patched"].values)
     z_phot = pt["corrupted"].values
-    zs_phot.append(np.broadcast_to(z_phot, zs[-1].shape))
+    phot_base = z_phot if phot_base is None else phot_base
+    zs_phot.append(np.broadcast_to(phot_base, zs[-1].shape))
     z_multi = pt["clean"].values if base is None else base
     n = len(z_multi)
     return xr.Dataset(
@@ -329,6 +349,8 @@ def intervention_chunk(adapter: AIONRedshift, multi: Mapping[str, torch.Tensor],
                        {"description": "expected z, photometry + image, with the head intervened"}),
          "z_ablated_phot": (("intervention", "head", "sample"), np.stack(zs_phot),
                             {"description": "expected z, photometry only, with the head intervened alike"}),
+         "z_phot_base": ("sample", phot_base, {"description": "expected z, photometry only, the run "
+                                                              "z_ablated_phot intervenes on"}),
          "z_multi": ("sample", z_multi, {"description": "expected z, photometry + image"}),
          "z_phot": ("sample", z_phot, {"description": "expected z, photometry only"})},
         coords=dict(intervention=[*methods, "patch"], head=np.arange(len(sites)), sample=np.arange(start, start + n),
@@ -370,6 +392,7 @@ def summarise_interventions(raw: xr.Dataset, z: np.ndarray, populations: Mapping
     adz_m = np.abs(P.dz(z, raw["z_multi"].values))
     adz_p = np.abs(P.dz(z, raw["z_phot"].values))
     adz_pi = np.abs((raw["z_ablated_phot"].values - z) / (1 + z)) if "z_ablated_phot" in raw else None
+    adz_pb = np.abs(P.dz(z, raw["z_phot_base"].values)) if "z_phot_base" in raw else adz_p
     pops = list(populations)
     shape = zab.shape[:2] + (len(pops),)
     delta, left = np.zeros(shape), np.zeros(shape)
@@ -384,7 +407,7 @@ def summarise_interventions(raw: xr.Dataset, z: np.ndarray, populations: Mapping
             for h in range(shape[1]):
                 d_ci[i, h, k] = _mean_ci(adz[i, h, m] - adz_m[m], n_bootstrap, seed)[1:]
                 if adz_pi is not None:
-                    lost[i, h, k] = _mean_ci((adz_p[m] - adz_m[m]) - (adz_pi[i, h, m] - adz[i, h, m]),
+                    lost[i, h, k] = _mean_ci((adz_pb[m] - adz_m[m]) - (adz_pi[i, h, m] - adz[i, h, m]),
                                              n_bootstrap, seed)
     out = raw.drop_vars("sample").assign_coords(population=pops)
     dims = ("intervention", "head", "population")
@@ -686,29 +709,35 @@ def planted_recovery(res: Mapping[str, xr.Dataset], *, null_effect: float = 0.25
     img, inert = int(iv.attrs["planted_image_head"]), int(iv.attrs["planted_inert_head"])
     f3, f4 = f[2], f[3]
     rows = []
+    lost_img = head_effects(res, img)
     ok_img = blk == pb and f4["head"] == img and bool(f4["carries"]) and all(f4["carries"].values())
-    eff = "; ".join(f"{m} {_ci_text(*v['advantage_lost'])}" for m, v in f4["effects"].items()
-                    if v["advantage_lost"] is not None)
     fails = [m for m, ok in f4["carries"].items() if not ok]
-    rows.append(dict(truth=f"image head block{pb}.h{img}: {iv.attrs['planted_image_truth']}",
-                     found=(f"block {blk}, head {f4['head']}; advantage lost {eff}"
-                            + (f"; not the largest with an interval above 0 under {fails}" if fails else "")),
-                     recovered=bool(ok_img), head=f"block{pb}.h{img}",
-                     summary=f"image head block{pb}.h{img}: advantage lost "
-                             + ", ".join(f"{m} {_ci_text(*v['advantage_lost'])}" for m, v in f4["effects"].items()
-                                         if v["advantage_lost"] is not None and m in ("resample", "patch"))))
+    named = "" if f4["head"] == img else f" (the study named head {f4['head']})"
+    rows.append(dict(
+        truth=f"image head block{pb}.h{img}: {iv.attrs['planted_image_truth']}",
+        found=(f"block {blk}; finding 4 names head {f4['head']}; advantage lost by head {img}: "
+               + "; ".join(f"{m} {_ci_text(*v)}" for m, v in lost_img.items())
+               + (f"; not the largest with an interval above 0 under {fails}" if fails else "")),
+        recovered=bool(ok_img), head=f"block{pb}.h{img}",
+        summary=(f"image head block{pb}.h{img}{named}: advantage lost "
+                 + ", ".join(f"{m} {_ci_text(*lost_img[m])}" for m in ("resample", "patch") if m in lost_img))))
+    col, col_sel = colour_heads(res)
+    d_inert = head_effects(res, inert, var="delta_abs_dz")
+    l_inert = head_effects(res, inert) if np.isfinite(iv["advantage_lost"].values).all() else {}
+    worst = max(max(abs(v[1]), abs(v[2])) for v in [*d_inert.values(), *l_inert.values()])
     ok_inert = blk == pb and f3["head"] == inert and f3["encodes_colours"] and bool(f3["no_effect"]) and all(
         f3["no_effect"].values())
-    col, col_sel = colour_heads(res)
-    effects = f3["effects"]
-    worst = max((max(abs(v["delta_abs_dz"][1]), abs(v["delta_abs_dz"][2])) for v in effects.values()), default=np.nan)
-    rows.append(dict(truth=f"inert colour head block{pb}.h{inert}: {iv.attrs['planted_inert_truth']}",
-                     found=(f"block {blk}, colour head {f3['head']} (selectivity {col_sel[f3['head']]:.3f}, heads "
-                            f"{np.round(col_sel, 3).tolist()}); encodes colours: {f3['encodes_colours']}; no effect "
-                            f"under {[m for m, ok in f3['no_effect'].items() if ok]} of {list(f3['no_effect'])}"),
-                     recovered=bool(ok_inert), head=f"block{pb}.h{inert}",
-                     summary=(f"inert colour head block{pb}.h{inert}: colour selectivity {col_sel[inert]:.3f}, "
-                              f"|effect| <= {worst:.1e} under every intervention")))
+    rest = np.delete(col_sel, inert)
+    named = "" if f3["head"] == inert else f" (the study named head {f3['head']})"
+    rows.append(dict(
+        truth=f"inert colour head block{pb}.h{inert}: {iv.attrs['planted_inert_truth']}",
+        found=(f"block {blk}; finding 3 names head {f3['head']} (colour selectivity per head "
+               f"{np.round(col_sel, 3).tolist()}); encodes colours: {f3['encodes_colours']}; no effect under "
+               f"{[m for m, ok in f3['no_effect'].items() if ok]} of {list(f3['no_effect'])}; head {inert}: "
+               f"|effect| interval bounds <= {worst:.1e}"),
+        recovered=bool(ok_inert), head=f"block{pb}.h{inert}",
+        summary=(f"inert colour head block{pb}.h{inert}{named}: colour selectivity {col_sel[inert]:.3f} (others <= "
+                 f"{rest.max():.3f}), |effect| <= {worst:.1e} under every intervention")))
     return rows
 
 

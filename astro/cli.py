@@ -64,11 +64,13 @@ def cmd_synth(args) -> int:
 
 
 def cmd_train(args) -> int:
+    from .execution import IMAGE_FEATURES
     from .models import standin as M
 
     train = _load_sample(args.data)
+    feats = args.image_features or IMAGE_FEATURES.get(str(train.meta.get("world", "standard")), "bands")
     ad, hist = train_standin(train, epochs=args.epochs, batch_size=args.batch_size, seed=args.seed, log=_log,
-                             planted=args.planted, image_features=args.image_features)
+                             planted=args.planted, image_features=feats)
     M.save(ad, args.out)
     (Path(args.out) / "history.json").write_text(json.dumps(hist))
     print(f"trained in {hist['seconds']:.0f} s ({hist['steps']} steps); saved to {args.out}")
@@ -162,21 +164,25 @@ def write_summaries(res: dict, out: Path) -> tuple[Path, Path]:
     rec = out / "recovery.txt"
     atomic_write_text(rec, "\n".join(lines) + "\n")
     fnd = analysis.findings(res)
+    on = " (planted stand-in)" if rows else ""
     fin = out / "findings.txt"
-    atomic_write_text(fin, "".join(f"{i}. {'REPRODUCED' if f['reproduced'] else 'NOT reproduced'}: {f['finding']}\n"
-                                   for i, f in enumerate(fnd, 1)))
+    atomic_write_text(fin, "".join(f"{i}. {'REPRODUCED' if f['reproduced'] else 'NOT reproduced'}{on}: "
+                                   f"{f['finding']}\n" for i, f in enumerate(fnd, 1)))
     return rec, fin
 
 
-def run_quick(out: Path, *, sizes: dict | None = None, seed: int = 0, client=None) -> tuple[dict, dict]:
-    """Synthesize, train and study at the given sizes (default :data:`QUICK`); save everything under ``out``.
+def run_quick(out: Path, *, sizes: dict | None = None, seed: int = 0, client=None, world: str | None = None,
+              planted: bool = False) -> tuple[dict, dict]:
+    """Synthesize, train and study at the given sizes (default :data:`QUICK`) in ``world`` (default
+    :data:`astro.execution.DEFAULT_WORLD`), the planted stand-in with ``planted``; save everything under ``out``.
 
     Runs as resumable units (:func:`astro.execution.run_study`): a rerun into ``out`` redoes
     only what did not finish.
     """
     from .execution import run_study
 
-    return run_study(Path(out), sizes=sizes or QUICK, seed=seed, client=client, log=_log)
+    return run_study(Path(out), sizes=sizes or QUICK, seed=seed, client=client, log=_log, world=world,
+                     planted=planted)
 
 
 def _sizes(args) -> dict:
@@ -243,8 +249,8 @@ def register(subparsers) -> None:
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--out", type=Path, required=True)
     s.add_argument("--no-images", action="store_true")
-    s.add_argument("--world", default="standard",
-                   help="synthetic world: standard or degenerate (astro.synthetic.WORLDS; default standard)")
+    s.add_argument("--world", default=DEFAULT_WORLD,
+                   help=f"synthetic world: standard or degenerate (astro.synthetic.WORLDS; default {DEFAULT_WORLD})")
     s.set_defaults(func=cmd_synth)
     t = sub.add_parser("train", help="fit tokenizers and train the stand-in AION")
     t.add_argument("--data", type=Path, required=True)
@@ -253,8 +259,8 @@ def register(subparsers) -> None:
     t.add_argument("--batch-size", type=int, default=64)
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--planted", action="store_true", help="train the planted stand-in (astro.models.planted)")
-    t.add_argument("--image-features", choices=("bands", "colours"), default="bands",
-                   help="features of the patch tokenizer (default bands)")
+    t.add_argument("--image-features", choices=("bands", "colours"), default=None,
+                   help="features of the patch tokenizer (default: the sample's world's, astro.execution.IMAGE_FEATURES)")
     t.set_defaults(func=cmd_train)
     st = sub.add_parser("study", help="run the four-part study and write a report")
     st.add_argument("--model", type=Path)
@@ -297,16 +303,19 @@ def register(subparsers) -> None:
 
 
 def demo(out_dir: Path, quick: bool = True) -> Path:
-    """Run the whole astro study (quick sizes by default) and return the report path.
+    """Run the whole astro study on the planted stand-in (quick sizes by default) and return the report path.
 
-    Also writes ``recovery.txt`` (the planted truth against what the study found) and
-    ``findings.txt`` (one line per reference finding with its verdict) in ``out_dir``.
+    The demo shows the study finding a mechanism it is known to contain: the planted stand-in
+    (:mod:`astro.models.planted`) in the default world, studied blind. Besides the report it
+    writes ``recovery.txt`` (a one-line summary of the planted truth's recovery, then the
+    table) and ``findings.txt`` (one line per reference finding with its verdict) in
+    ``out_dir``. ``scimech astro study --quick`` runs the unplanted stand-in.
     """
     import torch
 
     out_dir = Path(out_dir)
     torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
-    res, timings = run_quick(out_dir, sizes=QUICK if quick else FULL)
+    res, timings = run_quick(out_dir, sizes=QUICK if quick else FULL, planted=True)
     report = write_report(res, out_dir, timings=timings)
     write_summaries(res, out_dir)
     return report

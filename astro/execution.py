@@ -48,7 +48,7 @@ QUICK = dict(n_train=1600, n_test=600, epochs=40, batch_size=64, n_bootstrap=200
 FULL = dict(n_train=8000, n_test=2000, epochs=40, batch_size=128, n_bootstrap=1000, chunk_size=500)
 PLAN_NAME = "plan.json"
 #: the synthetic world of ``--quick`` / ``--full`` runs unless ``world=`` says otherwise
-DEFAULT_WORLD = "standard"
+DEFAULT_WORLD = "degenerate"
 #: patch-tokenizer features the stand-in uses in each world (see astro.models.standin.PatchTokenizer)
 IMAGE_FEATURES = {"standard": "bands", "degenerate": "colours"}
 STUDY_NAMES = ("advantage", "layers", "head_probes", "radial", "interventions", "bias", "predictions")

@@ -100,8 +100,11 @@ def test_planted_truth_checks_the_weights_and_survives_a_round_trip(tiny, tmp_pa
 
 
 # ---------------------------------------------------------------- the study on a trained planted stand-in
-#: 800 training galaxies of the degenerate world, 12 epochs of batch 64 (150 steps); 400 test galaxies
-N_TRAIN, N_TEST, EPOCHS = 800, 400, 12
+#: 1000 training galaxies of the degenerate world, 20 epochs of batch 64 (300 steps) over 4 noisy views;
+#: 400 test galaxies. Measured: multimodal advantage 0.013 [0.009, 0.018], the image head loses all of
+#: it under every method, the inert head's colour selectivity 0.48 vs <= 0.2 elsewhere; at 800 galaxies
+#: and 12 epochs the inert head has not yet learnt the colours and the study misses both heads.
+N_TRAIN, N_TEST, EPOCHS = 1000, 400, 20
 
 
 @pytest.fixture(scope="module")
@@ -124,8 +127,9 @@ def test_the_study_finds_both_planted_heads_under_every_method(planted_study):
     # the inert colour head: the most selective colour probe, and no effect at all under any method
     assert f3["head"] == PL.INERT_HEAD and f3["encodes_colours"], f3["evidence"]
     assert all(f3["no_effect"].values()), f3["evidence"]
-    for m, eff in f3["effects"].items():
-        assert eff["delta_abs_dz"] == (0.0, 0.0, 0.0), m        # cut from the output: exactly nothing
+    for m, eff in f3["effects"].items():                      # cut from the output: exactly nothing per galaxy
+        value, low, high = eff["delta_abs_dz"]
+        assert abs(value) < 1e-12 and low == high == 0.0, m   # (the mean of two means rounds at 1e-17)
     rows = AN.planted_recovery(res)
     assert [r["recovered"] for r in rows] == [True, True]
     assert AN.recovery_line(rows).startswith("astro planted truth: 2 of 2 recovered (image head block0.h1")
