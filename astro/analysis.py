@@ -629,7 +629,8 @@ def findings(res: Mapping[str, xr.Dataset], *, null_effect: float = 0.25) -> lis
     col, col_sel = colour_heads(res)
     h1 = int(np.argmax(col_sel))
     cols = ["g-r", "r-i", "i-z"]
-    low = hp["score_low"].sel(head=h1, target=cols).values if "score_low" in hp else np.full(3, np.nan)
+    # each colour's R2 interval above 0 (results saved before the intervals: the R2 itself)
+    low = hp["score_low" if "score_low" in hp else "score"].sel(head=h1, target=cols).values
     encodes = bool(np.all(low > 0))
     eps = null_effect * max(a["all"], 0.0)
     has_lost = "advantage_lost" in iv and np.isfinite(iv["advantage_lost"].values).all()
@@ -637,11 +638,16 @@ def findings(res: Mapping[str, xr.Dataset], *, null_effect: float = 0.25) -> lis
     def within(t):
         return bool(-eps <= t[1] and t[2] <= eps)
 
-    d1 = head_effects(res, h1, var="delta_abs_dz") if "delta_abs_dz_low" in iv else {}
-    l1 = head_effects(res, h1) if has_lost else {}
-    no_effect = {m: within(d1[m]) and (within(l1[m]) if l1 else True) for m in d1}
-    radial = bool(rad["radial_score"].values[h1] >= np.median(rad["radial_score"].values))
     left = iv["advantage_left"]
+    if "delta_abs_dz_low" in iv:
+        d1 = head_effects(res, h1, var="delta_abs_dz")
+        l1 = head_effects(res, h1) if has_lost else {}
+        no_effect = {m: within(d1[m]) and (within(l1[m]) if l1 else True) for m in d1}
+    else:                                # results saved before the intervals: the point rule of then
+        d1, l1 = {}, {}
+        no_effect = {str(m): bool(abs(float(left.sel(head=h1, population="all", intervention=m)) - 1) < null_effect)
+                     for m in left.intervention.values}
+    radial = bool(rad["radial_score"].values[h1] >= np.median(rad["radial_score"].values))
     eff_text = "; ".join(f"{m}: change of mean|dz| {_ci_text(*d1[m])}"
                          + (f", advantage lost {_ci_text(*l1[m])}" if l1 else "") for m in d1)
     out.append(dict(finding="one head encodes colours and organises its image output radially, yet intervening on it "
@@ -651,7 +657,7 @@ def findings(res: Mapping[str, xr.Dataset], *, null_effect: float = 0.25) -> lis
                     effects={m: {"delta_abs_dz": d1[m], "advantage_lost": l1.get(m)} for m in d1},
                     evidence=(f"head {h1}: colour probe R2 {col[h1]:.3f}, selectivity {col_sel[h1]:.3f} (heads: "
                               f"{np.round(col_sel, 3).tolist()}), R2 lower bounds {np.round(low, 3).tolist()}; radial "
-                              f"score {rad['radial_score'].values[h1]:.3f}; null band +-{eps:.4f}; {eff_text}; "
+                              f"score {rad['radial_score'].values[h1]:.3f}; null band +-{eps:.4f}; {eff_text or 'no intervals'}; "
                               f"advantage left {np.round(left.sel(head=h1, population='all').values, 2).tolist()}")))
     others = [h for h in range(len(col)) if h != h1]
     dusty_left = left.sel(population="dusty", intervention="resample").values
