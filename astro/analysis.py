@@ -739,11 +739,11 @@ def planted_recovery(res: Mapping[str, xr.Dataset], *, null_effect: float = 0.25
         truth=f"inert colour head block{pb}.h{inert}: {iv.attrs['planted_inert_truth']}",
         found=(f"block {blk}; finding 3 names head {f3['head']} (colour selectivity per head "
                f"{np.round(col_sel, 3).tolist()}); encodes colours: {f3['encodes_colours']}; no effect under "
-               f"{[m for m, ok in f3['no_effect'].items() if ok]} of {list(f3['no_effect'])}; head {inert}: "
-               f"|effect| interval bounds <= {worst:.1e}"),
+               f"{[m for m, ok in f3['no_effect'].items() if ok]} of {list(f3['no_effect'])}; head {inert}'s "
+               f"effect intervals within +-{worst:.1e}"),
         recovered=bool(ok_inert), head=f"block{pb}.h{inert}",
         summary=(f"inert colour head block{pb}.h{inert}{named}: colour selectivity {col_sel[inert]:.3f} (others <= "
-                 f"{rest.max():.3f}), |effect| <= {worst:.1e} under every intervention")))
+                 f"{rest.max():.3f}), effects within +-{worst:.1e} under every intervention")))
     return rows
 
 

@@ -100,7 +100,8 @@ def write_report(res: dict, out: Path, *, title: str = "AION-1 redshift head ana
 
     if rows:
         rep.text("## Planted truth vs what the study found\n\n" + analysis.recovery_line(rows))
-        rep.table(pd.DataFrame([{k: r[k] for k in ("truth", "found", "recovered")} for r in rows]),
+        rep.table(pd.DataFrame([{k: r[k] for k in ("truth", "found", "recovered")} for r in rows],
+                               index=[r["head"] for r in rows]),
                   caption="Planted truth vs what the study found (findings 3 and 4, every intervention)")
     fnd = analysis.findings(res)
     lines = ["## Findings of the reference study, tested here", ""]
