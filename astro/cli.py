@@ -36,14 +36,12 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
-from .execution import FULL, QUICK, load_study, save_study, train_standin
+from .execution import DEFAULT_WORLD, FULL, QUICK, load_study, save_study, train_standin
 from .execution import load_sample as _load_sample
 from .execution import save_sample as _save_sample
 
 __all__ = ["register", "demo", "QUICK", "FULL", "train_standin", "save_study", "load_study", "write_report",
-           "run_quick"]
+           "write_summaries", "run_quick"]
 
 
 def _log(msg: str) -> None:
@@ -54,20 +52,30 @@ def _log(msg: str) -> None:
 
 
 def cmd_synth(args) -> int:
+    from scimech.errors import ScimechError
+
     from .synthetic import make_galaxies
 
     t0 = time.perf_counter()
-    s = make_galaxies(args.n, seed=args.seed, images=not args.no_images)
+    try:
+        make_galaxies(1, seed=0, images=False, world=args.world)     # an unknown world: a clear error, no work
+    except ScimechError as err:
+        print(f"scimech astro synth: {err}", file=sys.stderr)
+        return 2
+    s = make_galaxies(args.n, seed=args.seed, images=not args.no_images, world=args.world)
     p = _save_sample(s, args.out)
     print(f"wrote {len(s)} galaxies to {p} in {time.perf_counter() - t0:.1f} s")
     return 0
 
 
 def cmd_train(args) -> int:
+    from .execution import IMAGE_FEATURES
     from .models import standin as M
 
     train = _load_sample(args.data)
-    ad, hist = train_standin(train, epochs=args.epochs, batch_size=args.batch_size, seed=args.seed, log=_log)
+    feats = args.image_features or IMAGE_FEATURES.get(str(train.meta.get("world", "standard")), "bands")
+    ad, hist = train_standin(train, epochs=args.epochs, batch_size=args.batch_size, seed=args.seed, log=_log,
+                             planted=args.planted, image_features=feats)
     M.save(ad, args.out)
     (Path(args.out) / "history.json").write_text(json.dumps(hist))
     print(f"trained in {hist['seconds']:.0f} s ({hist['steps']} steps); saved to {args.out}")
@@ -76,17 +84,32 @@ def cmd_train(args) -> int:
 
 def write_report(res: dict, out: Path, *, title: str = "AION-1 redshift head analysis (stand-in)",
                  timings: dict | None = None, galaxies: str | None = None) -> Path:
-    """Figures, tables and the plain list of which findings reproduce.
+    """Figures, tables, the plain list of which findings reproduce, and (for a planted stand-in)
+    the planted truth against what the study found.
 
     ``galaxies`` says what the study ran on (default: the synthetic galaxies of the stand-in)."""
     from scimech.report import Report
 
     from . import analysis, plots
 
-    rep = Report(out, title=title)
-    rep.text((galaxies or "Stand-in: a small `aion.AION` subclass (coarse 6x6 image-token grid) trained on synthetic "
-              "galaxies (kcorrect SEDs, Calzetti dust, DECam photometry, bulge+disk Sersic images).")
-             + " 'photometry' hides the image tokens with AION's input mask; 'multimodal' shows them.")
+    iv = res["interventions"]
+    planted = bool(int(iv.attrs.get("planted", 0)))
+    rep = Report(out, title=title.replace("(stand-in)", "(planted stand-in)") if planted else title)
+    rep.text((galaxies or "Stand-in: a small `aion.AION` subclass (coarse 6x6 image-token grid) trained on "
+              "synthetic galaxies (kcorrect SEDs, Calzetti dust, DECam photometry, bulge+disk Sersic images).")
+             + " 'photometry' hides the image tokens with AION's input mask; 'multimodal' shows them."
+             + (" This is the *planted* stand-in: image tokens reach the redshift only through one head of "
+                "block 0, and another head of block 0 encodes colours but is cut from the output "
+                "(astro.models.planted); the study is run blind to that and compared with it below." if planted
+                else ""))
+    rows = analysis.planted_recovery(res)
+    import pandas as pd
+
+    if rows:
+        rep.text("## Planted truth vs what the study found\n\n" + analysis.recovery_line(rows))
+        rep.table(pd.DataFrame([{k: r[k] for k in ("truth", "found", "recovered")} for r in rows],
+                               index=[r["head"] for r in rows]),
+                  caption="Planted truth vs what the study found (findings 3 and 4, every intervention)")
     fnd = analysis.findings(res)
     lines = ["## Findings of the reference study, tested here", ""]
     for f in fnd:
@@ -94,42 +117,80 @@ def write_report(res: dict, out: Path, *, title: str = "AION-1 redshift head ana
                      f"Evidence: {f['evidence']}.")
     rep.text("\n".join(lines))
     adv = res["advantage"]
-    import pandas as pd
-
     tab = adv["value"].sel(metric=["sigma_nmad", "outlier_fraction", "bias", "mean_abs_dz"]).to_dataframe().unstack("metric")
     rep.table(tab["value"].round(4), caption="Photo-z metrics per mode and population (bootstrap CIs in advantage.nc)")
     rep.table(pd.DataFrame({"advantage": adv["advantage"].values, "ci_low": adv["advantage_low"].values,
                             "ci_high": adv["advantage_high"].values, "n": adv["n"].values},
                            index=adv.population.values).round(4),
               caption="Multimodal advantage: mean|dz| photometry-only minus multimodal (paired bootstrap 95% CI)")
+    if "advantage_difference" in adv:
+        rep.table(pd.DataFrame({"difference": adv["advantage_difference"].values,
+                                "ci_low": adv["advantage_difference_low"].values,
+                                "ci_high": adv["advantage_difference_high"].values},
+                               index=adv.contrast.values).round(4),
+                  caption="Is the advantage larger on extended / dusty galaxies? (two-sample bootstrap 95% CI)")
+    if "advantage_lost_low" in iv:
+        eff = iv[["advantage_lost", "advantage_lost_low", "advantage_lost_high", "delta_abs_dz", "delta_abs_dz_low",
+                  "delta_abs_dz_high"]].sel(population="all").to_dataframe()
+        rep.table(eff.drop(columns=[c for c in eff.columns if c not in iv.data_vars]).round(4),
+                  caption="Per head and intervention, all galaxies: advantage lost (advantage minus the advantage "
+                          "with the head intervened in both modes) and change of the multimodal mean|dz|, "
+                          "95% bootstrap intervals")
     rep.figure(plots.z_scatter(res["predictions"]), "z_scatter", "z true vs predicted per mode")
     rep.figure(plots.metrics_by_population(adv), "metrics_by_population", "sigma_NMAD by population")
     rep.figure(plots.layer_curves(res["layers"]), "layer_curves", "Layerwise probe R2 (z, A_V), both modes")
-    rep.figure(plots.head_heatmap(res["head_probes"], res["interventions"]), "head_heatmap",
+    rep.figure(plots.head_heatmap(res["head_probes"], iv), "head_heatmap",
                f"Heads of block {res['head_probes'].attrs.get('block')}: probe R2 and advantage left after interventions")
     rep.figure(plots.radial_maps(res["radial"]), "radial_maps", "Each head's image-token output on the token grid")
-    iv = res["interventions"]
-    h2 = int(np.nanargmin(iv["advantage_left"].sel(intervention="resample", population="dusty").values))
+    h2 = int(fnd[3]["head"])
     rep.figure(plots.dz_vs_av(res["predictions"], iv, h2), "dz_vs_av", f"dz vs A_V (head {h2} resample-ablated)")
     rep.table(res["bias"].to_dataframe().round(4), caption="Attenuation-bias signatures (dilution in colour cells; "
               "slope of dz on A_V)")
     rep.table(iv["advantage_left"].sel(population=["all", "extended", "dusty"]).to_dataframe()
               ["advantage_left"].unstack("population").round(3),
-              caption="Fraction of the multimodal advantage left after each intervention")
+              caption="Fraction of the multimodal advantage left after each intervention (multimodal run "
+                      "intervened vs the untouched photometry-only run)")
     if timings:
         rep.table(pd.DataFrame({"seconds": timings}).round(1), caption="Timings")
     return rep.write()
 
 
-def run_quick(out: Path, *, sizes: dict | None = None, seed: int = 0, client=None) -> tuple[dict, dict]:
-    """Synthesize, train and study at the given sizes (default :data:`QUICK`); save everything under ``out``.
+def write_summaries(res: dict, out: Path) -> tuple[Path, Path]:
+    """``recovery.txt`` (one summary line of the planted truth's recovery, then the table) and
+    ``findings.txt`` (one line per reference finding with its verdict) in ``out``, atomically."""
+    from scimech.results import atomic_write_text
+
+    from . import analysis
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    rows = analysis.planted_recovery(res)
+    lines = [analysis.recovery_line(rows)]
+    if rows:
+        lines += ["", "planted truth | what the study found | recovered"]
+        lines += [f"{r['truth']} | {r['found']} | {'yes' if r['recovered'] else 'NO'}" for r in rows]
+    rec = out / "recovery.txt"
+    atomic_write_text(rec, "\n".join(lines) + "\n")
+    fnd = analysis.findings(res)
+    on = " (planted stand-in)" if rows else ""
+    fin = out / "findings.txt"
+    atomic_write_text(fin, "".join(f"{i}. {'REPRODUCED' if f['reproduced'] else 'NOT reproduced'}{on}: "
+                                   f"{f['finding']}\n" for i, f in enumerate(fnd, 1)))
+    return rec, fin
+
+
+def run_quick(out: Path, *, sizes: dict | None = None, seed: int = 0, client=None, world: str | None = None,
+              planted: bool = False) -> tuple[dict, dict]:
+    """Synthesize, train and study at the given sizes (default :data:`QUICK`) in ``world`` (default
+    :data:`astro.execution.DEFAULT_WORLD`), the planted stand-in with ``planted``; save everything under ``out``.
 
     Runs as resumable units (:func:`astro.execution.run_study`): a rerun into ``out`` redoes
     only what did not finish.
     """
     from .execution import run_study
 
-    return run_study(Path(out), sizes=sizes or QUICK, seed=seed, client=client, log=_log)
+    return run_study(Path(out), sizes=sizes or QUICK, seed=seed, client=client, log=_log, world=world,
+                     planted=planted)
 
 
 def _sizes(args) -> dict:
@@ -170,7 +231,8 @@ def cmd_study(args) -> int:
             res, timings = run_study(out, sizes=_sizes(args), seed=args.seed, model=args.model, train=args.train,
                                      test=args.test, image_tokenizer=args.image_tokenizer, block=args.block,
                                      client=client, catalog=args.catalog, images=args.images,
-                                     test_fraction=args.test_fraction, log=_log)
+                                     test_fraction=args.test_fraction, log=_log,
+                                     world=args.world, planted=args.planted, image_features=args.image_features)
         finally:
             if client is not None:
                 client.close()
@@ -184,12 +246,15 @@ def cmd_study(args) -> int:
                     + f", split at random (seed {args.seed}) into training and {args.test_fraction:.0%} test rows; "
                     + (f"model {args.model}." if args.model else "a stand-in `aion.AION` trained on the training rows."))
     print(f"report: {write_report(res, out, timings=timings, galaxies=galaxies)}")
+    write_summaries(res, out)
     return 0
 
 
 def cmd_plot(args) -> int:
     res = load_study(Path(args.study))
-    print(f"report: {write_report(res, Path(args.out or Path(args.study).parent))}")
+    out = Path(args.out or Path(args.study).parent)
+    print(f"report: {write_report(res, out)}")
+    write_summaries(res, out)
     return 0
 
 
@@ -203,6 +268,8 @@ def register(subparsers) -> None:
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--out", type=Path, required=True)
     s.add_argument("--no-images", action="store_true")
+    s.add_argument("--world", default=DEFAULT_WORLD,
+                   help=f"synthetic world: standard or degenerate (astro.synthetic.WORLDS; default {DEFAULT_WORLD})")
     s.set_defaults(func=cmd_synth)
     t = sub.add_parser("train", help="fit tokenizers and train the stand-in AION")
     t.add_argument("--data", type=Path, required=True)
@@ -210,6 +277,9 @@ def register(subparsers) -> None:
     t.add_argument("--epochs", type=int, default=20)
     t.add_argument("--batch-size", type=int, default=64)
     t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--planted", action="store_true", help="train the planted stand-in (astro.models.planted)")
+    t.add_argument("--image-features", choices=("bands", "colours"), default=None,
+                   help="features of the patch tokenizer (default: the sample's world's, astro.execution.IMAGE_FEATURES)")
     t.set_defaults(func=cmd_train)
     st = sub.add_parser("study", help="run the four-part study and write a report")
     st.add_argument("--model", type=Path)
@@ -226,6 +296,14 @@ def register(subparsers) -> None:
     st.add_argument("--out", type=Path, required=True)
     st.add_argument("--block", type=int, default=None, help="block for the head study (default: localised)")
     st.add_argument("--seed", type=int, default=0)
+    st.add_argument("--world", default=None,
+                    help=f"synthetic world of --quick / --full: standard or degenerate (default {DEFAULT_WORLD}; "
+                         "astro.synthetic.WORLDS)")
+    st.add_argument("--planted", action="store_true",
+                    help="train the planted stand-in (image only through head 1 of block 0, head 2 an inert colour "
+                         "head) and compare what the study finds with what was planted")
+    st.add_argument("--image-features", choices=("bands", "colours"), default=None,
+                    help="patch-tokenizer features (default: the world's, astro.execution.IMAGE_FEATURES)")
     st.add_argument("--quick", action="store_true",
                     help=f"synthesize + train + study, small, in one go ({QUICK['n_train']} train / "
                          f"{QUICK['n_test']} test galaxies, {QUICK['epochs']} epochs)")
@@ -251,10 +329,19 @@ def register(subparsers) -> None:
 
 
 def demo(out_dir: Path, quick: bool = True) -> Path:
-    """Run the whole astro study (quick sizes by default) and return the report path."""
+    """Run the whole astro study on the planted stand-in (quick sizes by default) and return the report path.
+
+    The demo shows the study finding a mechanism it is known to contain: the planted stand-in
+    (:mod:`astro.models.planted`) in the default world, studied blind. Besides the report it
+    writes ``recovery.txt`` (a one-line summary of the planted truth's recovery, then the
+    table) and ``findings.txt`` (one line per reference finding with its verdict) in
+    ``out_dir``. ``scimech astro study --quick`` runs the unplanted stand-in.
+    """
     import torch
 
     out_dir = Path(out_dir)
     torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
-    res, timings = run_quick(out_dir, sizes=QUICK if quick else FULL)
-    return write_report(res, out_dir, timings=timings)
+    res, timings = run_quick(out_dir, sizes=QUICK if quick else FULL, planted=True)
+    report = write_report(res, out_dir, timings=timings)
+    write_summaries(res, out_dir)
+    return report

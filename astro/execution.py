@@ -40,18 +40,24 @@ import xarray as xr
 
 from scimech.errors import ConfigError
 
-__all__ = ["QUICK", "FULL", "PLAN_NAME", "load_sample", "save_sample", "load_adapter", "train_standin",
-           "synth_unit", "catalog_unit", "train_unit", "interventions_unit", "run_study", "save_study", "load_study",
-           "STUDY_NAMES", "STANDIN_STAMP"]
+__all__ = ["QUICK", "FULL", "PLAN_NAME", "IMAGE_FEATURES", "DEFAULT_WORLD", "load_sample", "save_sample",
+           "load_adapter", "train_standin", "synth_unit", "catalog_unit", "train_unit", "interventions_unit",
+           "run_study", "save_study", "load_study", "STUDY_NAMES", "STANDIN_STAMP"]
 
 #: sizes of the quick (demo/test) and full runs; ``chunk_size``: test galaxies per intervention unit
 QUICK = dict(n_train=1600, n_test=600, epochs=40, batch_size=64, n_bootstrap=200, chunk_size=150)
 FULL = dict(n_train=8000, n_test=2000, epochs=40, batch_size=128, n_bootstrap=1000, chunk_size=500)
 PLAN_NAME = "plan.json"
+#: the synthetic world of ``--quick`` / ``--full`` runs unless ``world=`` says otherwise
+DEFAULT_WORLD = "degenerate"
+#: patch-tokenizer features the stand-in uses in each world (see astro.models.standin.PatchTokenizer)
+IMAGE_FEATURES = {"standard": "bands", "degenerate": "colours"}
 STUDY_NAMES = ("advantage", "layers", "head_probes", "radial", "interventions", "bias", "predictions")
 #: keys of a plan that decide what the units compute (the rest may change between reruns)
 _PLAN_KEYS = ("source", "n_train", "n_test", "epochs", "batch_size", "seed", "model", "train", "test",
-              "image_tokenizer", "catalog", "images", "test_fraction")
+              "image_tokenizer", "catalog", "images", "test_fraction", "world", "planted", "image_features")
+#: what a plan written before a key existed meant by it
+_PLAN_DEFAULTS = {"world": "standard", "planted": False, "image_features": "bands"}
 #: cut-out size [pixels] of the stand-in's image grid (6 x 6 tokens of 4 x 4 pixels)
 STANDIN_STAMP = 24
 #: catalogue columns the study needs besides the survey's own
@@ -94,8 +100,13 @@ def load_adapter(folder: str | Path, image_tokenizer: str | Path | None = None):
 
 
 def train_standin(train, *, epochs: int, batch_size: int = 64, seed: int = 0, lr: float = 3e-3, n_views: int = 10,
-                  log=None):
+                  image_features: str = "bands", planted: bool = False, log=None):
     """Fit tokenizers on ``train`` and train a stand-in AION (mode "both"). Returns (adapter, history).
+
+    ``image_features``: the :class:`~astro.models.standin.PatchTokenizer` features (``"bands"``
+    or ``"colours"``). ``planted``: train a :class:`~astro.models.planted.PlantedAION` instead
+    (image tokens reach the redshift only through head 1 of block 0; head 2 of block 0
+    encodes colours and is inert), see :func:`astro.models.planted.train_planted`.
 
     ``n_views``: the epochs cycle through this many views of the training set, the measured
     one and ``n_views - 1`` with the fluxes redrawn within their errors, (e1, e2) rotated and
@@ -106,8 +117,13 @@ def train_standin(train, *, epochs: int, batch_size: int = 64, seed: int = 0, lr
     from .models import standin as M
     from .models.aion import AIONRedshift
 
+    if planted:
+        from .models.planted import train_planted
+
+        return train_planted(train, epochs=epochs, batch_size=batch_size, seed=seed, lr=lr, n_views=n_views,
+                             image_features=image_features, log=log)
     codecs = M.fit_codecs(train.catalog, seed=seed)
-    tok = M.PatchTokenizer(seed=seed).fit(train.images)
+    tok = M.PatchTokenizer(seed=seed, features=image_features).fit(train.images)
     model = M.build(seed=seed, codecs=codecs, basis="code")
     ad = AIONRedshift(model, codecs, tok)
     tokens = M.noisy_views(ad, train.catalog, train.images, n_views, seed=seed) if n_views > 1 else \
@@ -151,15 +167,15 @@ def _single_thread():
 
 
 # ---------------------------------------------------------------- units
-def synth_unit(path: str, n: int, seed: int) -> dict[str, Any]:
-    """Draw ``n`` synthetic galaxies (catalogue + images) with ``seed`` and write them to ``path``."""
+def synth_unit(path: str, n: int, seed: int, world: str = "standard") -> dict[str, Any]:
+    """Draw ``n`` synthetic galaxies (catalogue + images) of ``world`` with ``seed`` and write them to ``path``."""
     from .synthetic import make_galaxies
 
     t0 = time.perf_counter()
     with _single_thread():
-        s = make_galaxies(int(n), seed=int(seed))
+        s = make_galaxies(int(n), seed=int(seed), world=world)
     save_sample(s, path)
-    return {"file": str(path), "n": len(s), "seed": int(seed), "seconds": time.perf_counter() - t0}
+    return {"file": str(path), "n": len(s), "seed": int(seed), "world": world, "seconds": time.perf_counter() - t0}
 
 
 def catalog_unit(catalog: str, images: str | None, train_path: str, test_path: str, test_fraction: float,
@@ -191,14 +207,16 @@ def catalog_unit(catalog: str, images: str | None, train_path: str, test_path: s
             "rejected": s.meta["rejected"], "warnings": [str(w.message) for w in caught]}
 
 
-def train_unit(train_path: str, model_dir: str, epochs: int, batch_size: int, seed: int) -> dict[str, Any]:
-    """Train the stand-in on ``train_path`` and move the checkpoint into ``model_dir`` when complete."""
+def train_unit(train_path: str, model_dir: str, epochs: int, batch_size: int, seed: int, planted: bool = False,
+               image_features: str = "bands") -> dict[str, Any]:
+    """Train the stand-in (or the planted stand-in) on ``train_path`` and move the checkpoint into
+    ``model_dir`` when complete."""
     from .models import standin as M
 
     model_dir = Path(model_dir)
     with _single_thread():
         ad, hist = train_standin(load_sample(train_path), epochs=int(epochs), batch_size=int(batch_size),
-                                 seed=int(seed))
+                                 seed=int(seed), planted=bool(planted), image_features=image_features)
     model_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{model_dir.name}.", suffix=".tmp", dir=model_dir.parent))
     try:
@@ -243,6 +261,7 @@ def _check_plan(out: Path, plan: dict) -> None:
         except json.JSONDecodeError:
             old = None                        # a torn plan: nothing was run under it yet
         if old is not None:
+            old = {**(_PLAN_DEFAULTS if old.get("source") == "synthetic" else {}), **old}
             diff = {k: (old.get(k), mine[k]) for k in _PLAN_KEYS if old.get(k) != mine[k]}
             if diff:
                 what = ", ".join(f"{k}: {a!r} there, {b!r} now" for k, (a, b) in diff.items())
@@ -270,6 +289,7 @@ def run_study(out: str | Path, *, sizes: Mapping[str, Any] | None = None, seed: 
               model: str | Path | None = None, train: str | Path | None = None, test: str | Path | None = None,
               image_tokenizer: str | Path | None = None, block: int | None = None, client=None,
               catalog: str | Path | None = None, images: str | Path | None = None, test_fraction: float = 0.25,
+              world: str | None = None, planted: bool = False, image_features: str | None = None,
               log: Callable[[str], None] | None = None) -> tuple[dict[str, xr.Dataset], dict[str, float]]:
     """The whole astro study as resumable units; results saved under ``out/study``.
 
@@ -292,6 +312,15 @@ def run_study(out: str | Path, *, sizes: Mapping[str, Any] | None = None, seed: 
     client
         A Dask client (``scimech.parallel.client_from_args``), or ``None`` to run the units
         here one after the other.
+    world
+        The synthetic world (:data:`astro.synthetic.WORLDS`) of a synthetic run (default
+        :data:`DEFAULT_WORLD`).
+    planted
+        Train the planted stand-in (:class:`astro.models.planted.PlantedAION`) instead of
+        the stand-in; the report then compares what the study found with what was planted.
+    image_features
+        Features of the stand-in's patch tokenizer (``"bands"`` or ``"colours"``); default
+        :data:`IMAGE_FEATURES` of the world.
 
     Returns
     -------
@@ -319,7 +348,20 @@ def run_study(out: str | Path, *, sizes: Mapping[str, Any] | None = None, seed: 
                           "(synthesise and train here).")
     else:
         source = "given" if all(given) else "synthetic"
-    plan = dict(sz, seed=int(seed), source=source, image_tokenizer=str(image_tokenizer) if image_tokenizer else None)
+    from .synthetic import world_config
+
+    if source != "synthetic" and (planted or world):
+        raise ConfigError("--world and --planted shape a synthetic run; a catalogue or an existing study "
+                          "(--model/--train/--test) brings its own galaxies.")
+    if source == "given" and image_features:
+        raise ConfigError("--image-features shapes the stand-in trained here; an existing study brings its model.")
+    world = world or DEFAULT_WORLD
+    world_config(world)                                   # an unknown world fails before anything runs
+    feats = image_features or (IMAGE_FEATURES.get(world, "bands") if source == "synthetic" else "bands")
+    if feats not in ("bands", "colours"):
+        raise ConfigError(f"image_features must be 'bands' or 'colours'; got {feats!r}.")
+    plan = dict(sz, seed=int(seed), source=source, image_tokenizer=str(image_tokenizer) if image_tokenizer else None,
+                world=world if source == "synthetic" else None, planted=bool(planted), image_features=feats)
     if source == "catalog":
         if not 0 < test_fraction < 1:
             raise ConfigError(f"test_fraction must be between 0 and 1; got {test_fraction}.")
@@ -332,7 +374,7 @@ def run_study(out: str | Path, *, sizes: Mapping[str, Any] | None = None, seed: 
     if source == "given":
         model, train, test = (Path(x).resolve() for x in (model, train, test))
         plan.update(model=str(model), train=str(train), test=str(test), n_train=None, n_test=None, epochs=None,
-                    batch_size=None)
+                    batch_size=None, world=None, planted=None, image_features=None)
         ad = load_adapter(model, image_tokenizer)        # bad inputs fail before the folder is claimed
         train_s, test_s = load_sample(train), load_sample(test)
     _check_plan(out, plan)
@@ -344,8 +386,9 @@ def run_study(out: str | Path, *, sizes: Mapping[str, Any] | None = None, seed: 
         train, test = base / "train.fits", base / "test.fits"
         if source == "synthetic":
             say("synthesise (units synth/train, synth/test)")
-            map_units(synth_unit, {"synth/train": dict(path=str(train), n=int(sz["n_train"]), seed=int(seed)),
-                                   "synth/test": dict(path=str(test), n=int(sz["n_test"]), seed=int(seed) + 1000)},
+            map_units(synth_unit, {"synth/train": dict(path=str(train), n=int(sz["n_train"]), seed=int(seed), world=world),
+                                   "synth/test": dict(path=str(test), n=int(sz["n_test"]), seed=int(seed) + 1000,
+                                                      world=world)},
                       store, client=client, desc="astro synth")
             timings["synthesize"] = time.perf_counter() - t
         else:
@@ -363,7 +406,8 @@ def run_study(out: str | Path, *, sizes: Mapping[str, Any] | None = None, seed: 
         model = out.resolve() / "model"
         say("train the stand-in (unit train)")
         map_units(train_unit, {"train": dict(train_path=str(train), model_dir=str(model), epochs=int(sz["epochs"]),
-                                             batch_size=int(sz["batch_size"]), seed=int(seed))},
+                                             batch_size=int(sz["batch_size"]), seed=int(seed), planted=bool(planted),
+                                             image_features=feats)},
                   store, client=client, desc="astro train")
         timings["train"] = time.perf_counter() - t
         t = time.perf_counter()

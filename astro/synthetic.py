@@ -14,9 +14,26 @@ scaled by its band flux, convolved with a per-band Moffat PSF, plus Gaussian sky
 set by the survey depth. Because bulge and disk differ in SED and dust, colour gradients
 carry information that total fluxes lack.
 
+Two worlds (:data:`WORLDS`, ``make_galaxies(..., world=...)``):
+
+* ``"standard"``: old-dominated bulges and star-forming disks, the disk sees
+  ``DISK_DUST_FRACTION * A_V``. Colour gradients mix age and dust.
+* ``"degenerate"``: integrated photometry cannot tell dust from redshift, the image can.
+  Bulge and disk share one stellar population (no age gradient: every colour gradient
+  is dust); the dust is a central screen of ``A_V`` on the bulge (exponential, mean
+  0.8 mag) and a thin face-on screen on the disk whose attenuation grows with the path
+  length, ``A_V,disk = A_V,face-on / cos i`` (``cos i`` from the disk's axis ratio,
+  Hubble 1926, intrinsic thickness 0.2). The disk's own colours are nearly those of the
+  dust-free population at ``z``; a resolved galaxy shows them, a blend does not.
+
+In both worlds the surface brightness of a galaxy of fixed luminosity and physical size
+falls as ``(1+z)^-4`` (Tolman): fluxes use the luminosity distance, sizes the angular
+diameter distance (``d_L = (1+z)^2 d_A``).
+
 Simplifications (documented, deliberate): sky-limited noise (no source Poisson noise);
 catalogue flux errors from a noise-equivalent-area formula; ``shape_r`` is the r-band
-flux-weighted mean of the component half-light radii.
+flux-weighted mean of the component half-light radii; dust is a foreground screen per
+component (no mixing of dust and stars).
 """
 
 from __future__ import annotations
@@ -36,14 +53,14 @@ from scipy.signal import fftconvolve
 from scipy.special import gamma as gamma_fn
 from scipy.special import gammainc, gammaincinv
 
-from scimech.errors import DataValidationError, MissingVariableError
+from scimech.errors import ConfigError, DataValidationError, MissingVariableError
 
 from . import constants as C
 
 __all__ = [
     "GalaxySample", "SyntheticConfig", "ab_maggies", "ab_magnitudes", "load_templates",
     "make_galaxies", "observed_sed", "sersic_image", "moffat_psf", "mag_to_nmgy", "nmgy_to_mag",
-    "populations", "calzetti_k", "OBS_WAVE", "DISK_DUST_FRACTION",
+    "populations", "calzetti_k", "OBS_WAVE", "DISK_DUST_FRACTION", "WORLDS", "world_config", "cos_inclination",
 ]
 
 #: Observed-frame wavelength grid [Angstrom] covering the DECam g..z curves (3330-10990 A).
@@ -287,6 +304,40 @@ class SyntheticConfig:
     noise: bool = True
     dusty_av: float = 0.5          # population cut: A_V > dusty_av [mag]
     extended_arcsec: float = 0.8   # population cut: shape_r > extended_arcsec [arcsec]
+    world: str = "standard"        # name recorded in the sample's meta (see WORLDS)
+    dust: str = "central"          # "central": bulge A_V, disk disk_dust_fraction A_V; "disk": bulge clean,
+    disk_dust_fraction: float = DISK_DUST_FRACTION   # disk A_V = A_V,face-on / cos i (A_V,face-on ~ exp(av_mean))
+    disk_thickness: float = 0.2    # intrinsic axis ratio of an edge-on disk (Hubble 1926 inclination)
+    bulge_frac_beta: tuple[float, float] = (1.2, 2.5)   # Beta(a, b) of the bulge light fraction at 5500 A
+    seeing_factor: float = 1.0     # PSF FWHM = seeing_factor x the DECaLS FWHM of each band
+    depth_offset_mag: float = 0.0  # sky noise per pixel = DECaLS noise x 10^(-0.4 offset) (positive: deeper)
+    sed_concentration: float = 1.0  # factor on the Dirichlet weights of the SED mixtures (large: little scatter)
+
+
+#: Named synthetic worlds (see the module docstring): the physics each one states.
+WORLDS: dict[str, SyntheticConfig] = {
+    "standard": SyntheticConfig(),
+    "degenerate": SyntheticConfig(world="degenerate", sed_concentration=200.0, bulge_frac_beta=(1.5, 3.0),
+                                  dust="disk", av_mean=0.4, av_max=3.0, seeing_factor=0.5, depth_offset_mag=2.0),
+}
+
+
+def world_config(world: str) -> SyntheticConfig:
+    """A copy of the :class:`SyntheticConfig` of a named world (:data:`WORLDS`)."""
+    import copy
+
+    if world not in WORLDS:
+        raise ConfigError(f"unknown synthetic world {world!r}; choose one of {sorted(WORLDS)}.")
+    return copy.deepcopy(WORLDS[world])
+
+
+def cos_inclination(q: np.ndarray, thickness: float = 0.2) -> np.ndarray:
+    """cos i of a disk seen with axis ratio ``q`` (Hubble 1926): ``cos^2 i = (q^2 - q0^2) / (1 - q0^2)``.
+
+    ``q0`` (``thickness``) is the axis ratio of the disk seen edge-on; ``q <= q0`` is edge-on (cos i = 0).
+    """
+    q = np.asarray(q, float)
+    return np.sqrt(np.clip((q**2 - thickness**2) / (1 - thickness**2), 0.0, 1.0))
 
 
 @dataclass
@@ -531,7 +582,8 @@ def _arcsec_per_kpc(z):
 
 
 def make_galaxies(n: int, *, seed: int = 0, images: bool = True,
-                  config: SyntheticConfig | None = None, progress: bool = False) -> GalaxySample:
+                  config: SyntheticConfig | None = None, world: str | None = None,
+                  progress: bool = False) -> GalaxySample:
     """Draw ``n`` galaxies (after the r-band selection) with truth, photometry and images.
 
     Parameters
@@ -543,20 +595,28 @@ def make_galaxies(n: int, *, seed: int = 0, images: bool = True,
     images
         Also render ``(n, 4, H, W)`` images [nanomaggy per pixel].
     config
-        :class:`SyntheticConfig`.
+        :class:`SyntheticConfig` (default: that of ``world``).
+    world
+        Name of a world in :data:`WORLDS` (default ``"standard"``); not together with a
+        ``config`` of another world.
 
     Returns
     -------
     GalaxySample
         Catalogue columns (units): ``flux_g..z`` [nmgy] (measured), ``flux_ivar_g..z``
         [nmgy-2], ``flux_true_g..z`` [nmgy], ``shape_r`` [arcsec], ``shape_e1/e2``,
-        ``ebv`` [mag] (MW), truth ``z``, ``a_v`` [mag], ``bulge_frac`` (r band),
-        ``r_eff_bulge/disk`` [arcsec], ``n_bulge/n_disk``, ``bulge_flux_*`` and ``disk_flux_*``
-        [nmgy], ``abs_mag`` [mag], population flags ``extended``, ``dusty``.
+        ``ebv`` [mag] (MW), truth ``z``, ``a_v`` [mag] (central), ``a_v_disk`` [mag],
+        ``cos_i`` (disk inclination), ``bulge_frac`` (r band), ``r_eff_bulge/disk``
+        [arcsec], ``n_bulge/n_disk``, ``bulge_flux_*`` and ``disk_flux_*`` [nmgy],
+        ``abs_mag`` [mag], population flags ``extended``, ``dusty``; ``meta["world"]``.
     """
     if n <= 0:
         raise DataValidationError(f"n must be a positive number of galaxies; got {n}.")
-    cfg = config or SyntheticConfig()
+    if config is not None and world is not None and config.world != world:
+        raise ConfigError(f"config is of world {config.world!r} but world={world!r}; give one of them.")
+    cfg = config or world_config(world or "standard")
+    if cfg.dust not in ("central", "disk"):
+        raise ConfigError(f"dust must be 'central' or 'disk'; got {cfg.dust!r}.")
     rng = np.random.default_rng(seed)
     rows: list[dict[str, np.ndarray]] = []
     have = 0
@@ -566,25 +626,34 @@ def make_galaxies(n: int, *, seed: int = 0, images: bool = True,
         absmag = rng.normal(cfg.abs_mag_mean, cfg.abs_mag_std, m)
         a_v = np.minimum(rng.exponential(cfg.av_mean, m), cfg.av_max)
         ebv = np.minimum(np.exp(rng.normal(np.log(0.035), 0.5, m)), 0.3)
-        bt = rng.beta(1.2, 2.5, m)                       # bulge light fraction at rest 5500 A
-        wb = rng.dirichlet([2.0, 0.05, 0.5, 2.0, 0.3], m)  # old-dominated bulge
-        wd = rng.dirichlet([0.3, 1.5, 1.5, 0.3, 1.5], m)   # star-forming disk
-        # total rest 5500 A f_lambda at 10 pc from the absolute AB magnitude
-        fnu = C.AB_ZERO_POINT_JY * 1e-23 * 10 ** (-0.4 * absmag)
-        lum = fnu * _C_ANGSTROM_S / 5500.0**2
-        fb = _component_fluxes(z, wb, a_v, ebv, lum * bt)
-        fd = _component_fluxes(z, wd, DISK_DUST_FRACTION * a_v, ebv, lum * (1 - bt))
-        ftot = fb + fd
-        keep = nmgy_to_mag(ftot[:, 1]) < cfg.r_mag_limit
-        sc = _arcsec_per_kpc(z)
+        bt = rng.beta(*cfg.bulge_frac_beta, m)           # bulge light fraction at rest 5500 A
+        k = cfg.sed_concentration
+        wb = rng.dirichlet(np.multiply(k, [2.0, 0.05, 0.5, 2.0, 0.3]), m)  # old-dominated bulge
+        wd = rng.dirichlet(np.multiply(k, [0.3, 1.5, 1.5, 0.3, 1.5]), m)   # star-forming disk
         re_d_kpc = np.exp(rng.normal(np.log(3.5), 0.35, m)) * 10 ** (-0.15 * (absmag + 21.0))
         re_b_kpc = re_d_kpc * rng.uniform(0.15, 0.45, m)
-        row = dict(z=z, abs_mag=absmag, a_v=a_v, ebv=ebv, bt=bt, fb=fb, fd=fd,
-                   re_d=re_d_kpc * sc, re_b=re_b_kpc * sc, n_b=rng.uniform(2.5, 4.5, m),
+        row = dict(z=z, abs_mag=absmag, a_v=a_v, ebv=ebv, bt=bt, n_b=rng.uniform(2.5, 4.5, m),
                    n_d=rng.uniform(0.8, 1.3, m), q_d=rng.uniform(0.3, 1.0, m), q_b=rng.uniform(0.7, 1.0, m),
                    theta=rng.uniform(0, np.pi, m), dx=rng.uniform(-0.5, 0.5, m), dy=rng.uniform(-0.5, 0.5, m),
                    eps=rng.standard_normal((m, 4)), eps_r=rng.standard_normal(m),
-                   eps_e=rng.standard_normal((m, 2)), wb=wb, wd=wd)
+                   eps_e=rng.standard_normal((m, 2)))
+        # draws of the other worlds come last, so the standard world's stream is unchanged
+        if cfg.dust == "disk":       # a clean bulge; the disk's screen grows with the path length 1 / cos i
+            cos_i = np.maximum(cos_inclination(row["q_d"], cfg.disk_thickness), 0.05)
+            a_v_disk = np.minimum(a_v / cos_i, cfg.av_max)
+            a_v_bulge = np.zeros(m)
+        else:                        # centrally concentrated: the bulge sees A_V, the disk a fraction
+            a_v_disk = cfg.disk_dust_fraction * a_v
+            a_v_bulge = a_v
+        # total rest 5500 A f_lambda at 10 pc from the absolute AB magnitude
+        fnu = C.AB_ZERO_POINT_JY * 1e-23 * 10 ** (-0.4 * absmag)
+        lum = fnu * _C_ANGSTROM_S / 5500.0**2
+        fb = _component_fluxes(z, wb, a_v_bulge, ebv, lum * bt)
+        fd = _component_fluxes(z, wd, a_v_disk, ebv, lum * (1 - bt))
+        keep = nmgy_to_mag((fb + fd)[:, 1]) < cfg.r_mag_limit
+        sc = _arcsec_per_kpc(z)
+        row.update(a_v=np.maximum(a_v_bulge, a_v_disk), a_v_bulge=a_v_bulge, a_v_disk=a_v_disk, fb=fb, fd=fd,
+                   re_d=re_d_kpc * sc, re_b=re_b_kpc * sc, wb=wb, wd=wd)
         rows.append({k: v[keep] for k, v in row.items()})
         have += int(keep.sum())
     d = {k: np.concatenate([r[k] for r in rows])[:n] for k in rows[0]}
@@ -600,9 +669,9 @@ def _assemble(d, cfg: SyntheticConfig, rng, images: bool, seed: int) -> GalaxySa
     # flux errors: sky noise over a noise-equivalent area of PSF (+) galaxy, plus 1% calibration
     sig = np.empty_like(ftrue)
     for k, b in enumerate(C.BANDS):
-        s_psf = C.gaussian_sigma_arcsec(C.PSF_FWHM_ARCSEC[b])
+        s_psf = C.gaussian_sigma_arcsec(cfg.seeing_factor * C.PSF_FWHM_ARCSEC[b])
         nea_pix = 4 * np.pi * (s_psf**2 + (shape_r_true / 1.18) ** 2) / C.PIXEL_SCALE_ARCSEC**2
-        sig[:, k] = np.hypot(C.pixel_noise_nmgy(b) * np.sqrt(nea_pix), 0.01 * ftrue[:, k])
+        sig[:, k] = np.hypot(_pixel_noise(b, cfg) * np.sqrt(nea_pix), 0.01 * ftrue[:, k])
     fobs = ftrue + sig * d["eps"] if cfg.noise else ftrue.copy()
     shape_r = shape_r_true * (1 + 0.05 * d["eps_r"]) if cfg.noise else shape_r_true
     e = (1 - d["q_d"]) / (1 + d["q_d"])
@@ -622,7 +691,9 @@ def _assemble(d, cfg: SyntheticConfig, rng, images: bool, seed: int) -> GalaxySa
     cat["ebv"] = d["ebv"] * u.mag
     cat["z"] = d["z"]
     cat["a_v"] = d["a_v"] * u.mag
-    cat["a_v_disk"] = DISK_DUST_FRACTION * d["a_v"] * u.mag
+    cat["a_v_bulge"] = d["a_v_bulge"] * u.mag
+    cat["a_v_disk"] = d["a_v_disk"] * u.mag
+    cat["cos_i"] = cos_inclination(d["q_d"], cfg.disk_thickness)
     cat["bulge_frac"] = wr
     cat["bulge_frac_5500"] = d["bt"]
     cat["r_eff_bulge"] = d["re_b"] * u.arcsec
@@ -637,25 +708,37 @@ def _assemble(d, cfg: SyntheticConfig, rng, images: bool, seed: int) -> GalaxySa
     cat["extended"] = pops["extended"]
     cat["dusty"] = pops["dusty"]
     meta = dict(seed=seed, dusty_av=cfg.dusty_av, extended_arcsec=cfg.extended_arcsec,
-                pixel_scale_arcsec=C.PIXEL_SCALE_ARCSEC, disk_dust_fraction=DISK_DUST_FRACTION,
-                noise=bool(cfg.noise))
+                pixel_scale_arcsec=C.PIXEL_SCALE_ARCSEC, noise=bool(cfg.noise), world=cfg.world,
+                dust=cfg.dust, seeing_factor=cfg.seeing_factor, depth_offset_mag=cfg.depth_offset_mag)
+    if cfg.dust == "central":
+        meta["disk_dust_fraction"] = cfg.disk_dust_fraction
     imgs = render_images(cat, size=cfg.image_size, oversample=cfg.oversample,
-                         noise=cfg.noise, seed=seed + 1, geometry=d) if images else None
+                         noise=cfg.noise, seed=seed + 1, geometry=d, config=cfg) if images else None
     return GalaxySample(cat, imgs, meta)
 
 
 @lru_cache(maxsize=8)
-def _psfs(size: int) -> np.ndarray:
-    return np.stack([moffat_psf(C.PSF_FWHM_ARCSEC[b], size=min(size + 1 - size % 2, 33)) for b in C.BANDS])
+def _psfs(size: int, seeing_factor: float = 1.0) -> np.ndarray:
+    return np.stack([moffat_psf(seeing_factor * C.PSF_FWHM_ARCSEC[b], size=min(size + 1 - size % 2, 33))
+                     for b in C.BANDS])
+
+
+def _pixel_noise(band: str, cfg: SyntheticConfig | None = None) -> float:
+    """Per-pixel sky noise [nmgy] of a world: DECaLS (:func:`astro.constants.pixel_noise_nmgy`)
+    lowered by the world's ``depth_offset_mag``."""
+    return C.pixel_noise_nmgy(band) * 10 ** (-0.4 * (cfg.depth_offset_mag if cfg else 0.0))
 
 
 def render_images(cat: QTable, *, size: int = 32, oversample: int = 3, noise: bool = True, seed: int = 1,
-                  geometry: dict[str, np.ndarray] | None = None, chunk: int = 256) -> np.ndarray:
+                  geometry: dict[str, np.ndarray] | None = None, chunk: int = 256,
+                  config: SyntheticConfig | None = None) -> np.ndarray:
     """Render ``(N, 4, size, size)`` PSF-convolved stamps [nanomaggy per pixel] of a catalogue.
 
     The geometry (axis ratios, angle, centre offsets) comes from ``geometry`` when given
     (as drawn by :func:`make_galaxies`), otherwise from ``shape_e1/e2`` with round bulges.
+    ``config`` sets the seeing and depth (default DECaLS).
     """
+    cfg = config or SyntheticConfig()
     n = len(cat)
     ps = C.PIXEL_SCALE_ARCSEC
     if geometry is None:
@@ -668,7 +751,7 @@ def render_images(cat: QTable, *, size: int = 32, oversample: int = 3, noise: bo
     n_b, n_d = np.asarray(cat["n_bulge"], float), np.asarray(cat["n_disk"], float)
     fb = np.stack([u.Quantity(cat[f"bulge_flux_{b}"]).to_value(u.nmgy) for b in C.BANDS], 1)
     fd = np.stack([u.Quantity(cat[f"disk_flux_{b}"]).to_value(u.nmgy) for b in C.BANDS], 1)
-    psf = _psfs(size)
+    psf = _psfs(size, cfg.seeing_factor)
     out = np.empty((n, len(C.BANDS), size, size), np.float32)
     rng = np.random.default_rng(seed)
     ones = np.ones(n)
@@ -684,6 +767,6 @@ def render_images(cat: QTable, *, size: int = 32, oversample: int = 3, noise: bo
             model = fb[sl, k, None, None] * bul + fd[sl, k, None, None] * dsk
             out[sl, k] = fftconvolve(model, psf[k][None], mode="same", axes=(1, 2))
     if noise:
-        sig = np.array([C.pixel_noise_nmgy(b) for b in C.BANDS], np.float32)
+        sig = np.array([_pixel_noise(b, cfg) for b in C.BANDS], np.float32)
         out += rng.standard_normal(out.shape).astype(np.float32) * sig[None, :, None, None]
     return out

@@ -181,10 +181,20 @@ class PatchTokenizer:
     Each image is divided by its (positive) total r-band flux; the per-patch band sums are
     asinh-stretched (softening ``softening``) and the 4-vectors are vector-quantised with
     :class:`sklearn.cluster.MiniBatchKMeans` into ``vocab`` codes.
+
+    ``features="bands"`` quantises the four stretched band fluxes (each standardised);
+    they move together with the patch's brightness, so most codes resolve brightness and
+    few resolve colour. ``features="colours"`` quantises the stretched r flux and the three
+    differences g-r, i-r, z-r of the stretched fluxes (asinh colours), each standardised:
+    the codes then resolve a patch's colour as finely as its brightness, which resolved
+    colour gradients need.
     """
 
-    def __init__(self, vocab: int = 256, patch: int = 4, softening: float = 0.002, seed: int = 0):
-        self.vocab, self.patch, self.softening, self.seed = vocab, patch, softening, seed
+    def __init__(self, vocab: int = 256, patch: int = 4, softening: float = 0.002, seed: int = 0,
+                 features: Literal["bands", "colours"] = "bands"):
+        if features not in ("bands", "colours"):
+            raise ConfigError(f"features must be 'bands' or 'colours'; got {features!r}.")
+        self.vocab, self.patch, self.softening, self.seed, self.features = vocab, patch, softening, seed, features
 
     def _features(self, images: np.ndarray) -> np.ndarray:
         x = np.asarray(images, np.float32)
@@ -194,7 +204,10 @@ class PatchTokenizer:
         norm = np.maximum(x[:, 1].sum(axis=(1, 2)), 1e-3)[:, None, None, None]
         p = (x / norm).reshape(n, b, h // self.patch, self.patch, w // self.patch, self.patch).sum(axis=(3, 5))
         f = np.arcsinh(p / self.softening)                      # (n, b, gh, gw)
-        return f.transpose(0, 2, 3, 1).reshape(-1, b)
+        f = f.transpose(0, 2, 3, 1).reshape(-1, b)
+        if self.features == "colours":                          # r, then g-r, i-r, z-r
+            f = np.column_stack([f[:, 1], f[:, 0] - f[:, 1], f[:, 2] - f[:, 1], f[:, 3] - f[:, 1]])
+        return f
 
     def fit(self, images: np.ndarray) -> PatchTokenizer:
         from sklearn.cluster import MiniBatchKMeans
@@ -216,7 +229,8 @@ class PatchTokenizer:
 
     def save(self, path: Path) -> None:
         np.savez(path, mean=self.mean_, scale=self.scale_, centers=self.centers_,
-                 params=json.dumps(dict(vocab=self.vocab, patch=self.patch, softening=self.softening, seed=self.seed)))
+                 params=json.dumps(dict(vocab=self.vocab, patch=self.patch, softening=self.softening, seed=self.seed,
+                                        features=self.features)))
 
     @classmethod
     def load(cls, path: Path) -> PatchTokenizer:
@@ -268,7 +282,8 @@ def _soft_targets(z: torch.Tensor, buckets: torch.Tensor, vocab: int, width: flo
 def train(adapter: A.AIONRedshift, tokens: dict[str, torch.Tensor] | list[dict[str, torch.Tensor]], z: np.ndarray, *,
           mode: Literal["both", "phot", "multi"] = "both", epochs: int = 20, batch_size: int = 128,
           lr: float = 2e-3, weight_decay: float = 0.01, seed: int = 0, z_weight: float = 0.0,
-          target_width: float = 0.01, val_fraction: float = 0.0, table_lr: float = 1.0, log=None) -> dict[str, Any]:
+          target_width: float = 0.01, val_fraction: float = 0.0, table_lr: float = 1.0, aux_loss=None,
+          aux_params=(), log=None) -> dict[str, Any]:
     """Train the stand-in on ``tokens`` (dict from :meth:`AIONRedshift.tokenize`) and truth ``z``.
 
     Parameters
@@ -290,6 +305,11 @@ def train(adapter: A.AIONRedshift, tokens: dict[str, torch.Tensor] | list[dict[s
     table_lr
         Learning-rate factor of the scalar embedding tables and the ``tok_z`` logit rows
         (0 freezes them at their smooth initialisation).
+    aux_loss, aux_params
+        An extra term ``aux_loss(rows)`` added to each step's loss, called right after the
+        forward pass with the batch's row numbers in ``z`` (e.g. a read-out of a recorded
+        activation, :class:`astro.models.planted.ColourReadout`), and the extra parameters
+        it trains (optimised with the model, not part of it).
 
     Returns
     -------
@@ -304,16 +324,18 @@ def train(adapter: A.AIONRedshift, tokens: dict[str, torch.Tensor] | list[dict[s
     vocab = model.decoder_embeddings[A.Z_KEY].to_logits.out_features
     views = list(tokens) if isinstance(tokens, (list, tuple)) else [tokens]
     val = None
+    rows = torch.arange(len(zt))
     if val_fraction > 0:
         order = torch.randperm(len(zt), generator=torch.Generator().manual_seed(seed + 777))
         n_val = max(1, int(round(val_fraction * len(zt))))
         vi, ti = order[:n_val], order[n_val:]
+        rows = ti
         val = ({k: v[vi] for k, v in views[0].items()}, zt[vi])
         views, zt = [{k: v[ti] for k, v in t.items()} for t in views], zt[ti]
     n = len(zt)
     steps = epochs * max(1, n // batch_size)
     tables = {id(p) for p in _table_params(model)}
-    groups = [{"params": [p for p in model.parameters() if id(p) not in tables], "lr": lr}]
+    groups = [{"params": [p for p in model.parameters() if id(p) not in tables] + list(aux_params), "lr": lr}]
     if table_lr > 0:
         groups.append({"params": [p for p in model.parameters() if id(p) in tables], "lr": lr * table_lr})
     else:
@@ -348,6 +370,8 @@ def train(adapter: A.AIONRedshift, tokens: dict[str, torch.Tensor] | list[dict[s
             logits = adapter.forward(model, batch)
             target = _soft_targets(zt[idx], buckets, vocab, width=target_width)
             loss = -(target * torch.log_softmax(logits, dim=-1)).sum(1).mean()
+            if aux_loss is not None:
+                loss = loss + aux_loss(rows[idx])
             if z_weight:
                 zb = zt[idx]
                 loss = loss + z_weight * (torch.abs(adapter.expected_z(logits) - zb) / (1 + zb)).mean()
