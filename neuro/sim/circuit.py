@@ -94,7 +94,8 @@ class CircuitParams:
         into large alternating bends; V2a asymmetry alone steers the larva away from the
         side with more drive, V0d/V1/MN asymmetry toward it.)
     turn_max : float
-        Largest left-right drive asymmetry (turning), in drive units.
+        Largest left-right drive asymmetry (turning), in drive units. The asymmetry is
+        chosen when a bout starts and held through it.
     theta : float
         Firing threshold of spinal populations.
     w_* : float
@@ -145,7 +146,7 @@ class CircuitParams:
     drive_base: float = 0.4          # descending drive during a bout with no visual drive
     drive_gain: float = 0.025         # per (mm s-1) of forward flow
     drive_max: float = 1.0
-    turn_gain: float = 0.25           # left-right drive asymmetry per (rad s-1)
+    turn_gain: float = 0.25           # left-right drive asymmetry per (rad s-1), set at bout start
     turn_max: float = 0.5             # the largest asymmetry
     flash_gain: float = 4.0           # bout-rate boost per unit luminance change per s
     rot_weight: float = 2.0           # mm s-1 of equivalent flow per rad s-1 in DS units

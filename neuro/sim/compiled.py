@@ -39,8 +39,8 @@ __all__ = ["AVAILABLE", "run_trials"]
 
 _BOUT = 11  # brain unit index of the bout generator (see circuit.BRAIN_UNITS)
 # per-trial scalar state columns
-S_ACC, S_LEFT, S_REFR, S_LEN, S_LUMP, S_FLASH = range(6)
-N_SCALARS = 6
+S_ACC, S_LEFT, S_REFR, S_LEN, S_LUMP, S_FLASH, S_TURN = range(7)
+N_SCALARS = 7
 # last-step extras columns
 X_FWD, X_TURN, X_DL, X_DR, X_START = range(5)
 N_EXTRAS = 5
@@ -375,6 +375,8 @@ def run_trials(b0, b1, gx_, gy_, rot_, lum_, gain_, closed_, keys, first_step, d
             sc[S_ACC] = acc
             sc[S_LUMP] = lum
             sc[S_FLASH] = flash_tr
+            if start:  # the turn is chosen at the bout's start and held through it
+                sc[S_TURN] = min(max(turn_gain * v0 / rot_weight * (bb[9] - bb[10]), -turn_max), turn_max)
             if clamp:
                 gate_target = 1.0
             else:
@@ -386,7 +388,7 @@ def run_trials(b0, b1, gx_, gy_, rot_, lum_, gain_, closed_, keys, first_step, d
                 dR = drive_clamp[b]
             else:
                 base = drive_base + drive_gain * v0 * 0.5 * (bb[7] + bb[8])
-                asym = min(max(turn_gain * v0 / rot_weight * (bb[9] - bb[10]), -turn_max), turn_max)
+                asym = sc[S_TURN]
                 dL = min(max(base + asym, 0.0), drive_max)
                 dR = min(max(base - asym, 0.0), drive_max)
             dL *= gate

@@ -95,6 +95,7 @@ class SimState:
     r_internal_hist: np.ndarray | None = None  # (H, B, n_internal) ring of internal unit rates
     noise_key: np.ndarray | None = None   # (B,) uint64 keys of the process noise (neuro.sim.noise)
     n_step: int = 0                       # steps taken since the state was made (noise counter)
+    bout_turn: np.ndarray | None = None   # (B,) left-right drive asymmetry chosen at the bout's start
 
     @property
     def r(self) -> np.ndarray:
@@ -167,7 +168,7 @@ class Simulator:
             a=np.zeros((batch, ni)), r_internal_hist=np.repeat(r_int[None], H, 0),
             bout_acc=self.rng.uniform(0, 0.8, batch), bout_left=np.zeros(batch),
             refractory=np.zeros(batch), bout_len=np.zeros(batch),
-            lum_prev=np.ones(batch), flash_tr=np.zeros(batch),
+            lum_prev=np.ones(batch), flash_tr=np.zeros(batch), bout_turn=np.zeros(batch),
             muscle=np.zeros((batch, 2, self.body.n_joints)), q=q, qd=qd,
             heading0=np.broadcast_to(np.asarray(heading, float), (batch,)).copy(),
             noise_key=noise.draw_keys(self.rng, batch),
@@ -251,11 +252,16 @@ class Simulator:
             gate_target = np.ones(B)
         b[:, _B["BOUT"]] += dt / 0.004 * (gate_target - b[:, _B["BOUT"]])
         gate = b[:, _B["BOUT"]]
+        # the turn is chosen when the bout starts (reticulospinal asymmetry then) and held through
+        # the bout: vision sets the direction of the next bout, it does not steer within the tail
+        # beat (a within-bout loop through the head's yaw would entrain the beat into slow bends)
+        asym_now = np.clip(p.turn_gain * v0 / p.rot_weight * (b[:, 9] - b[:, 10]), -p.turn_max, p.turn_max)
+        bout_turn = np.where(start, asym_now, st.bout_turn if st.bout_turn is not None else 0.0)
         if pert.drive is not None:
             dL = dR = np.broadcast_to(np.asarray(pert.drive, float), (B,))
         else:
             base = p.drive_base + p.drive_gain * v0 * 0.5 * (b[:, 7] + b[:, 8])
-            asym = np.clip(p.turn_gain * v0 / p.rot_weight * (b[:, 9] - b[:, 10]), -p.turn_max, p.turn_max)
+            asym = bout_turn
             dL = np.clip(base + asym, 0, p.drive_max)
             dR = np.clip(base - asym, 0, p.drive_max)
         dL, dR = dL * gate, dR * gate
@@ -302,7 +308,7 @@ class Simulator:
                         muscle=muscle, q=q, qd=qd, heading0=st.heading0, t=st.t + dt,
                         extras={"flow_fwd": fwd, "flow_turn": turn, "drive_L": dL, "drive_R": dR,
                                 "bout_start": start}, r_internal_hist=hist, noise_key=st.noise_key,
-                        n_step=st.n_step + 1)
+                        n_step=st.n_step + 1, bout_turn=bout_turn)
 
     def _internal_lesion(self, pert: Perturbation, B: int) -> np.ndarray:
         """``(B, n_internal)`` 0/1 mask: population lesions (to all their modules) times module lesions."""
@@ -499,7 +505,8 @@ class Simulator:
         scal = np.zeros((B, compiled.N_SCALARS))
         for col, v in ((compiled.S_ACC, st.bout_acc), (compiled.S_LEFT, st.bout_left),
                        (compiled.S_REFR, st.refractory), (compiled.S_LEN, st.bout_len),
-                       (compiled.S_LUMP, st.lum_prev), (compiled.S_FLASH, st.flash_tr)):
+                       (compiled.S_LUMP, st.lum_prev), (compiled.S_FLASH, st.flash_tr),
+                       (compiled.S_TURN, st.bout_turn if st.bout_turn is not None else 0.0)):
             scal[:, col] = v
         ih = st.r_internal_hist if st.r_internal_hist is not None else st.r_hist[:, :, c.internal_pool]
         ihist_l = (ih.transpose(1, 0, 2) * les[:, None, :]).reshape(B, H * ni)
@@ -557,4 +564,4 @@ class Simulator:
                     "drive_L": extras[:, compiled.X_DL].copy(), "drive_R": extras[:, compiled.X_DR].copy(),
                     "bout_start": extras[:, compiled.X_START] > 0},
             r_internal_hist=r_int_hist,
-            noise_key=st.noise_key, n_step=st.n_step + T)
+            noise_key=st.noise_key, n_step=st.n_step + T, bout_turn=scal[:, compiled.S_TURN].copy())

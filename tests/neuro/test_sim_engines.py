@@ -39,7 +39,8 @@ def test_compiled_equals_reference_free_swimming():
     _assert_same(ref, fast)
     assert ref["bout_start"].any() and np.abs(ref["tail_angle"]).max() > 0.1  # the fish swam
     a, b = ref["state"], fast["state"]
-    for k in ("brain", "r_hist", "a", "r_internal_hist", "muscle", "q", "bout_acc", "bout_left", "refractory"):
+    for k in ("brain", "r_hist", "a", "r_internal_hist", "muscle", "q", "bout_acc", "bout_left", "refractory",
+              "bout_turn"):
         np.testing.assert_allclose(getattr(b, k), getattr(a, k), rtol=0, atol=1e-9, err_msg=k)
     assert (a.ptr, a.n_step) == (b.ptr, b.n_step) == (a.ptr, 300)
 

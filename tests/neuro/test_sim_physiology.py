@@ -126,3 +126,26 @@ def test_ablating_the_fast_v2a_module_removes_burst_swims_only():
     # intact burst swim; slow swim unchanged to within two crossings over the 0.6 s window (3.4 Hz)
     assert f[1] >= 70.0 and abs(f[2] - f[0]) <= 2 / 0.6 + 1e-9, f
     assert amp[3] < 0.1 * amp[1], amp  # no rhythmic motor output left at the burst drive
+
+
+def test_free_swimming_bouts_beat_at_swim_frequencies():
+    # Severi et al. 2014 / Budick & O'Malley 2000: a bout of a freely swimming larva is a regular
+    # 20-80 Hz tail beat, also under closed-loop forward gratings where each beat yaws the head
+    # (the turn is chosen at the bout's start; vision must not entrain the beat into slow bends)
+    sim = Simulator(seed=0)
+    conds = [dict(condition="grating_fwd", speed=s, seed=k) for k, s in enumerate([5.0, 10.0, 15.0] * 2 + [10.0] * 2)]
+    out = sim.run(stack_stimuli(conds, 1.5, sim.dt), record_every=1)
+    lo, hi = [], []
+    for b in range(len(conds)):
+        on = out["drive"][b].mean(-1) > 0.3  # in a bout (the drive is off between bouts)
+        for s in np.flatnonzero(on[1:] & ~on[:-1]) + 1:
+            e = s + int(np.argmax(~on[s:])) if (~on[s:]).any() else len(on)
+            if e - s < 100:
+                continue
+            m = out["muscle"][b, s + 20 : e, 0, 5] - out["muscle"][b, s + 20 : e, 1, 5]  # skip the onset
+            w = len(m) * sim.dt
+            f = _cycles_per_second(m, sim.dt)
+            lo.append(f - 1 / w), hi.append(f + 1 / w)  # a crossing count is exact to one cycle
+    assert len(lo) >= 5, len(lo)
+    # every bout: even counting one more cycle, at least 20 Hz; none above the fast module
+    assert min(hi) >= 20.0 and max(lo) <= 85.0, (lo, hi)
