@@ -27,7 +27,7 @@ import torch
 import xarray as xr
 from torch import nn
 
-from .measure import EFFECT_MIN_FRACTION, Settings, ablation_rows, case_dataset, patching_rows
+from .measure import Settings, case_dataset, causal_rows, normal_inputs
 
 __all__ = ["NAME", "TITLE", "PLANTED", "LESSON", "AblationChoiceModel", "Step", "OFFSET", "inputs", "measure"]
 
@@ -81,7 +81,7 @@ class AblationChoiceModel(nn.Module):
 
 def inputs(n: int, seed: int) -> torch.Tensor:
     """(n, 4) standard-normal inputs."""
-    return torch.randn(n, N_FEATURES, generator=torch.Generator().manual_seed(seed))
+    return normal_inputs(n, N_FEATURES, seed)
 
 
 def measure(settings: Settings) -> xr.Dataset:
@@ -89,11 +89,7 @@ def measure(settings: Settings) -> xr.Dataset:
     model = AblationChoiceModel()
     x = inputs(settings.n, settings.seed)
     ref = inputs(settings.n_reference, settings.seed + 10_000)
-    sites = {c: c for c in COMPONENTS}
-    with torch.no_grad():
-        tau = EFFECT_MIN_FRACTION * float(model(x).std())
-    rows = [ablation_rows(model, x, ref, sites, m, tau, settings) for m in ("zero", "mean", "resample")]
-    rows.append(patching_rows(model, x, sites, tau, settings))
+    rows = causal_rows(model, x, ref, COMPONENTS, settings)
     truth = {"ablation_zero": {"signal": True, "offset": True, "bimodal": False},
              "ablation_mean": {"signal": True, "offset": False, "bimodal": True},
              "ablation_resample": {"signal": True, "offset": False, "bimodal": False},

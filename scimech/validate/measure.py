@@ -43,6 +43,8 @@ __all__ = [
     "probe_rows",
     "ablation_rows",
     "patching_rows",
+    "causal_rows",
+    "normal_inputs",
     "case_dataset",
 ]
 
@@ -167,6 +169,23 @@ def ablation_rows(model: nn.Module, x: torch.Tensor, reference: torch.Tensor, si
     res = ablation_sweep(model, x, list(sites.values()), metrics.output(), method=method, reference=reference,
                          seed=settings.seed)
     return _effect_rows(res.effect, list(sites), f"ablation_{method}", threshold, settings)
+
+
+def normal_inputs(n: int, n_features: int, seed: int) -> torch.Tensor:
+    """(n, n_features) standard-normal inputs from a seeded generator."""
+    return torch.randn(n, n_features, generator=torch.Generator().manual_seed(seed))
+
+
+def causal_rows(model: nn.Module, x: torch.Tensor, reference: torch.Tensor, components: Sequence[str],
+                settings: Settings) -> list[xr.Dataset]:
+    """Zero, mean and resample ablation and noising patching of each component (named by its
+    site), each flagged against ``EFFECT_MIN_FRACTION`` x the output's standard deviation."""
+    sites = {c: c for c in components}
+    with torch.no_grad():
+        tau = EFFECT_MIN_FRACTION * float(model(x).std())
+    rows = [ablation_rows(model, x, reference, sites, m, tau, settings) for m in ("zero", "mean", "resample")]
+    rows.append(patching_rows(model, x, sites, tau, settings))
+    return rows
 
 
 def patching_rows(model: nn.Module, x: torch.Tensor, sites: Mapping[str, str], threshold: float,

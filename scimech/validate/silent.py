@@ -24,14 +24,7 @@ import xarray as xr
 from scipy.stats import norm
 from torch import nn
 
-from .measure import (
-    EFFECT_MIN_FRACTION,
-    Settings,
-    ablation_rows,
-    case_dataset,
-    patching_rows,
-    probe_rows,
-)
+from .measure import Settings, case_dataset, causal_rows, normal_inputs, probe_rows
 
 __all__ = ["NAME", "TITLE", "PLANTED", "LESSON", "SilentModel", "Product", "inputs", "measure"]
 
@@ -90,7 +83,7 @@ class SilentModel(nn.Module):
 
 def inputs(n: int, seed: int) -> torch.Tensor:
     """(n, 6) standard-normal inputs."""
-    return torch.randn(n, N_FEATURES, generator=torch.Generator().manual_seed(seed))
+    return normal_inputs(n, N_FEATURES, seed)
 
 
 def measure(settings: Settings) -> xr.Dataset:
@@ -99,11 +92,8 @@ def measure(settings: Settings) -> xr.Dataset:
     x = inputs(settings.n, settings.seed)
     ref = inputs(settings.n_reference, settings.seed + 10_000)
     sites = {c: c for c in COMPONENTS}
-    with torch.no_grad():
-        tau = EFFECT_MIN_FRACTION * float(model(x).std())
     rows = [probe_rows(model, x, sites, x[:, 0].numpy(), settings)]
-    rows += [ablation_rows(model, x, ref, sites, m, tau, settings) for m in ("zero", "mean", "resample")]
-    rows.append(patching_rows(model, x, sites, tau, settings))
+    rows += causal_rows(model, x, ref, COMPONENTS, settings)
     used = {"linear": True, "magnitude": True, "product": True, "idle": False}
     truth = {"probe": {"linear": True, "magnitude": False, "product": False, "idle": False},
              **{m: used for m in ("ablation_zero", "ablation_mean", "ablation_resample", "patching")}}
