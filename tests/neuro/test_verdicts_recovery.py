@@ -114,3 +114,16 @@ def test_findings_verdicts_follow_the_intervals(disc_shift, word):
     assert findings(_evidence(0.0, 0.03, 0.03))[1].startswith("PARTLY")
     assert findings(_evidence(0.0, 0.0, -0.03))[1].startswith("NOT reproduced (the unconstrained search is better OOD)")
     assert lines[2].startswith("REPRODUCED") and lines[3].startswith("REPRODUCED")  # priors better in every seed
+
+
+def test_traces_without_a_wiring_prior_do_not_judge_the_priors():
+    """Your traces with no prior: both searches were unconstrained, so even evidence that would
+    read REPRODUCED (same ID, worse OOD) is not a verdict on wiring priors."""
+    from neuro.study import findings
+
+    ev = _evidence(0.0, 0.0, 0.03)
+    assert findings(ev)[1].startswith("REPRODUCED")
+    lines = findings({**ev, "no_prior": True})
+    assert lines[1].startswith("NOT ASSESSED: search with vs without wiring priors")
+    assert lines[2].startswith("NOT ASSESSED: recovery of connectivity")
+    assert not any(s.startswith(("REPRODUCED", "PARTLY")) for s in lines[1:])
