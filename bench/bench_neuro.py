@@ -3,7 +3,8 @@ workers (per-evaluation time, overhead, a SLURM estimate).
 
 Run as ``python -m bench.bench_neuro``; writes ``bench/results/neuro.md``
 (``python -m bench.bench_neuro --sim [--old-rev REV]``: the simulator table only,
-``bench/results/neuro_sim.md``).
+``bench/results/neuro_sim.md``; ``python -m bench.bench_neuro --swim``: tail-beat frequencies
+of free-swimming bouts and of clamped drives, ``bench/results/neuro_swim.md``).
 
 Simulator: aggregated simulated seconds per wall second (trials x trial length / wall time)
 of ``Simulator.run`` on forward-grating trials (free swimming, closed loop, dt = 1 ms, RK4
@@ -254,7 +255,54 @@ def main_sim(old_rev: str | None = None) -> int:
     return 0
 
 
+def swim_table(trials: int = 16, duration: float = 4.0, seed: int = 0) -> list[str]:
+    """Tail beat of the simulated larva: clamped drive (frequency per drive, mid-body joint,
+    0.2-1.0 s) and free-swimming bouts per visual condition (frequency per bout from
+    :func:`neuro.sim.analysis.bout_tail_beats`, forward speed during bouts, bouts per s)."""
+    import numpy as np
+
+    from neuro.sim import Perturbation, Simulator, stack_stimuli
+    from neuro.sim.analysis import bout_tail_beats
+
+    sim = Simulator(seed=seed)
+    drives = np.round(np.arange(0.1, 1.01, 0.1), 2)
+    out = sim.run(stack_stimuli([dict(condition="dark")] * len(drives), 1.2, sim.dt), Perturbation(drive=drives),
+                  record_every=1)
+    bend = out["muscle"][:, 200:, 0, 5] - out["muscle"][:, 200:, 1, 5]
+    on = np.ones_like(bend)
+    f = [bout_tail_beats(on[b:b + 1], bend[b:b + 1], sim.dt, skip=0.0)[0] for b in range(len(drives))]
+    lines = [f"Simulated larva, `python -m bench.bench_neuro --swim` (scimech {scimech.__version__}, seed {seed}).",
+             "", "Clamped drive, darkness, 1 s after a 0.2 s onset (zero crossings of the mid-body muscle "
+             "activation, resolution 1 Hz):", "",
+             "| drive | " + " | ".join(f"{d:.1f}" for d in drives) + " |",
+             "|---" * (len(drives) + 1) + "|",
+             "| tail beat (Hz) | " + " | ".join(f"{x:.0f}" for x in f) + " |", "",
+             f"Free swimming, {trials} trials x {duration:g} s per condition (closed loop), bouts >= 100 ms:", "",
+             "| condition | bouts per s | tail beat median (Hz) | 10-90 % (Hz) | speed in bouts (mm/s) |",
+             "|---|---|---|---|---|"]
+    for name, cond in (("darkness", dict(condition="dark")),
+                       ("forward grating 10 mm/s", dict(condition="grating_fwd", speed=10.0)),
+                       ("forward grating 30 mm/s", dict(condition="grating_fwd", speed=30.0))):
+        o = sim.run(stack_stimuli([dict(cond, seed=k) for k in range(trials)], duration, sim.dt), record_every=1)
+        d = o["drive"].mean(-1)
+        fb = bout_tail_beats(d, o["muscle"][:, :, 0, 5] - o["muscle"][:, :, 1, 5], sim.dt)
+        v = np.hypot(*np.gradient(o["q"][..., :2], sim.dt, axis=1).transpose(2, 0, 1))
+        speed = float(v[d > 0.3].mean())
+        n_bouts = int(((d[:, 1:] > 0.3) & (d[:, :-1] <= 0.3)).sum())
+        lo, med, hi = np.percentile(fb, [10, 50, 90])
+        lines.append(f"| {name} | {n_bouts / (trials * duration):.2f} | {med:.0f} | {lo:.0f}-{hi:.0f} | {speed:.1f} |")
+    return lines
+
+
+def main_swim() -> int:
+    text = "\n".join(swim_table()) + "\n"
+    print(text)
+    (HERE / "results").mkdir(exist_ok=True)
+    (HERE / "results" / "neuro_swim.md").write_text(text)
+    return 0
+
+
 if __name__ == "__main__":
     args = sys.argv[1:]
     rev = args[args.index("--old-rev") + 1] if "--old-rev" in args else None
-    sys.exit(main_sim(rev) if "--sim" in args else main())
+    sys.exit(main_swim() if "--swim" in args else main_sim(rev) if "--sim" in args else main())

@@ -30,6 +30,8 @@ TAIL_BEAT_PHASE_TOL = 0.125    # cycles (45 degrees): a forecast beat is within 
 TAIL_BEAT_AMPLITUDE_MIN = 0.5  # and at least half as large (a decay to rest has ratio ~0)
 TAIL_BEAT_MIN_HZ = 15.0        # a probe window is a swimming one if its true tail angle beats at >= 15 Hz
 TAIL_BEAT_MIN_RAD = 0.05       # with an amplitude of at least 0.05 rad (turns are single slow bends)
+TAIL_BEAT_MIN_SHARE = 0.4      # and the beat carries >= 40 % of the window's variance (a pure sinusoid
+                               # carries ~100 %; an irregular wiggle, whose phase is undefined, ~10-20 %)
 
 
 def connectivity_scores(J: np.ndarray, W: np.ndarray) -> dict:
@@ -163,7 +165,7 @@ def tail_beat_scores(pred: np.ndarray, target: np.ndarray, task, context: np.nda
     the predicted and the true activity over the first ``steps`` (default: the task horizon)
     is projected on the true beat frequency: phase error (cycles, predicted minus true, in
     (-0.5, 0.5]) and amplitude ratio. Windows whose true tail angle does not beat
-    (:data:`TAIL_BEAT_MIN_HZ`, :data:`TAIL_BEAT_MIN_RAD`) are NaN. Returns per-window arrays and
+    (:data:`TAIL_BEAT_MIN_HZ`, :data:`TAIL_BEAT_MIN_RAD`, :data:`TAIL_BEAT_MIN_SHARE`) are NaN. Returns per-window arrays and
     the medians over the swimming windows."""
     steps = int(steps or task.horizon)
     tp = tail_angle(np.asarray(pred)[:, :steps], task, context)
@@ -176,7 +178,10 @@ def tail_beat_scores(pred: np.ndarray, target: np.ndarray, task, context: np.nda
         basis = np.exp(-2j * np.pi * f0 * t) if np.isfinite(f0) else None
         a_t = np.sum((tt[k] - tt[k].mean()) * basis) if basis is not None else 0.0
         # a window counts only if the fish beats its tail in it (not a single bend of a turn)
-        beating = np.isfinite(f0) and f0 >= TAIL_BEAT_MIN_HZ and 2 * np.abs(a_t) / steps >= TAIL_BEAT_MIN_RAD
+        amp_t = 2 * np.abs(a_t) / steps
+        share = amp_t ** 2 / 2 / max(float(np.var(tt[k])), 1e-12)  # variance carried by the beat
+        beating = (np.isfinite(f0) and f0 >= TAIL_BEAT_MIN_HZ and amp_t >= TAIL_BEAT_MIN_RAD
+                   and share >= TAIL_BEAT_MIN_SHARE)
         if not beating or not np.all(np.isfinite(tp[k])):
             ph.append(np.nan), amp.append(np.nan), freq.append(f0 if beating else np.nan)
             continue

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["dominant_frequency", "phase_difference", "lag_seconds", "tail_beat_frequency"]
+__all__ = ["dominant_frequency", "phase_difference", "lag_seconds", "tail_beat_frequency", "bout_tail_beats"]
 
 
 def _detrend(x: np.ndarray) -> np.ndarray:
@@ -59,3 +59,31 @@ def lag_seconds(x: np.ndarray, y: np.ndarray, dt: float, f0: float | None = None
 def tail_beat_frequency(tail_angle: np.ndarray, dt: float) -> float:
     """Tail-beat frequency (Hz) of a tail-angle trace (rad) during swimming."""
     return dominant_frequency(tail_angle, dt, fmin=5.0, fmax=150.0)
+
+
+def bout_tail_beats(drive: np.ndarray, bend: np.ndarray, dt: float, on: float = 0.3, min_len: float = 0.1,
+                    skip: float = 0.02) -> np.ndarray:
+    """Tail-beat frequency (Hz) of every swim bout of free-swimming trials.
+
+    ``drive`` ``(trial, time)`` is the descending drive (a bout is where it exceeds ``on``; it
+    is off between bouts), ``bend`` ``(trial, time)`` a bending signal (a joint angle, or the
+    left-minus-right muscle activation of a mid-body joint). A bout's frequency is its
+    upward zero crossings per second after the first ``skip`` s (the onset); bouts shorter
+    than ``min_len`` s are left out. Returns a flat array, one value per bout.
+    """
+    drive, bend = np.atleast_2d(np.asarray(drive, float)), np.atleast_2d(np.asarray(bend, float))
+    if drive.shape != bend.shape:
+        raise ValueError(f"bout_tail_beats: drive {drive.shape} and bend {bend.shape} need the same "
+                         "(trial, time) shape.")
+    out = []
+    n_skip, n_min = int(round(skip / dt)), int(round(min_len / dt))
+    for d, x in zip(drive, bend):
+        act = d > on
+        starts = np.flatnonzero(act & ~np.concatenate([[False], act[:-1]]))  # a trial may start in a bout
+        for s in starts:
+            e = s + int(np.argmax(~act[s:])) if (~act[s:]).any() else len(act)
+            if e - s < n_min:
+                continue
+            m = x[s + n_skip:e] - x[s + n_skip:e].mean()
+            out.append(((m[:-1] < 0) & (m[1:] >= 0)).sum() / (len(m) * dt))
+    return np.asarray(out, float)

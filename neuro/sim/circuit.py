@@ -78,13 +78,20 @@ class CircuitParams:
         time constant to ``tau_a / (1 + speed_gain d)``.
     module_names, module_tau_r, module_tau_a : tuple
         The V2a speed modules and their rate and adaptation time constants, s (slow to fast;
-        alone, each module paces the cord at ~20, ~50 and ~75-80 Hz).
+        with ``module_speedup``, each module paces the cord at ~15-26 Hz over drive 0.1-0.55,
+        ~40-54 Hz over 0.62-0.78 and ~72-76 Hz above 0.8).
     module_output : tuple
         Weight of each module's rate in its population's output (the recorded V2a rate is
         the weighted sum of its modules' rates; every V2a synapse sees that sum).
     module_recruit, module_derecruit : tuple
         Speed command (mean descending drive of both sides, 0-1) at which each module is
         recruited and at which it is dropped (``inf``: never).
+    module_speedup : tuple
+        How much each module quickens as the speed command rises past its recruitment
+        threshold: a module's rate time constant is ``module_tau_r / (1 + module_speedup
+        max(d - module_recruit, 0))``, so the tail beat rises with drive within a module
+        (progressive recruitment of a module's own cells, McLean et al. 2008) as well as from
+        module to module. 0 = fixed kinetics.
     recruit_width : float
         Width of the recruitment windows' logistic edges, in drive units.
     v2a_steer : float
@@ -154,11 +161,12 @@ class CircuitParams:
     # construction keeps its meaning)
     spinal_substeps: int = 2
     module_names: tuple = ("slow", "intermediate", "fast")
-    module_tau_r: tuple = (0.003, 0.0015, 0.0006)
+    module_tau_r: tuple = (0.0095, 0.0028, 0.0009)
     module_tau_a: tuple = (0.032, 0.012, 0.0033)
     module_output: tuple = (1.0, 1.5, 2.5)
     module_recruit: tuple = (0.0, 0.6, 0.8)
     module_derecruit: tuple = (0.6, 0.8, float("inf"))
+    module_speedup: tuple = (6.5, 6.4, 3.0)
     recruit_width: float = 0.01
     v2a_steer: float = 0.7
 
@@ -170,16 +178,23 @@ def _check(p: CircuitParams) -> None:
     from scimech.errors import ConfigError
 
     K = len(p.module_names)
-    fields = ("module_tau_r", "module_tau_a", "module_output", "module_recruit", "module_derecruit")
+    fields = ("module_tau_r", "module_tau_a", "module_output", "module_recruit", "module_derecruit",
+              "module_speedup")
     if K < 1 or any(len(getattr(p, f)) != K for f in fields):
         raise ConfigError(f"CircuitParams: {', '.join(fields)} need one entry per module of module_names "
                           f"{p.module_names}.")
     if int(p.spinal_substeps) < 1:
         raise ConfigError(f"CircuitParams.spinal_substeps={p.spinal_substeps}; give at least 1.")
     h = p.dt / p.spinal_substeps
-    if min(p.tau_r, *p.module_tau_r) < h:
-        raise ConfigError(f"A rate time constant is shorter than the spinal step {h * 1e3:.2f} ms (Euler would "
-                          "overshoot); raise spinal_substeps or the time constant.")
+    if any(s < 0 for s in p.module_speedup):
+        raise ConfigError(f"CircuitParams.module_speedup={p.module_speedup}; give non-negative speed-ups.")
+    # the fastest a module gets: at the largest speed command, drive_max
+    quick = [t / (1 + s * max(p.drive_max - r, 0.0))
+             for t, s, r in zip(p.module_tau_r, p.module_speedup, p.module_recruit)]
+    if min(p.tau_r, *quick) < h:
+        raise ConfigError(f"A rate time constant (at the largest drive, after module_speedup) is shorter than "
+                          f"the spinal step {h * 1e3:.2f} ms (Euler would overshoot); raise spinal_substeps or the "
+                          "time constant, or lower module_speedup.")
 
 
 class Circuit:
@@ -276,6 +291,8 @@ class Circuit:
         self.internal_weight = np.where(module >= 0, np.asarray(p.module_output, float)[m], 1.0)
         self.internal_tau_r = np.where(module >= 0, np.asarray(p.module_tau_r, float)[m], p.tau_r)
         self.internal_tau_a = np.where(module >= 0, np.asarray(p.module_tau_a, float)[m], p.tau_a)
+        self.internal_speedup = np.where(module >= 0, np.asarray(p.module_speedup, float)[m], 0.0)
+        self.internal_recruit = np.where(module >= 0, np.asarray(p.module_recruit, float)[m], 0.0)
         self.internal_theta = np.full(len(pool), p.theta)
         self.internal_adapt_gain = self.adapt_gain[pool].astype(float)
         self.internal_drive_weight = self.drive_weight[pool].astype(float)

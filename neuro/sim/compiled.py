@@ -232,7 +232,7 @@ def _rk4(q, qd, mL, mR, alpha_s, drag_s, h, bp, bvec, Ar, A, inertia, ln, S, w, 
 def run_trials(b0, b1, gx_, gy_, rot_, lum_, gain_, closed_, keys, first_step, drive_clamp, lesion, comm,
                drag, alpha, heading0, brain, scal, hist_l, ihist_l, ptrs, a, muscle, q, qd, extras,
                pending, cp, sy_ptr, sy_col, sy_w, sy_contra, vv_ptr, vv_col, vv_w,
-               pool, pool_w, imod, mod_w, i_tau_r, i_tau_a, i_theta, i_gad, i_wdrive, i_side, mod_on, mod_off,
+               pool, pool_w, imod, mod_w, i_tau_r, i_tau_a, i_theta, i_gad, i_wdrive, i_side, mod_on, mod_off, mod_speed,
                mn_ptr, mn_idx, mn_w, bp, bvec, Ar, A, inertia, ln, m, substeps, nsub,
                record_every, rec_rates, rec_muscle, rec_q, rec_qd, rec_flow, rec_drive, rec_bout):
     """Run trials ``b0 .. b1 - 1`` for ``gx_.shape[1]`` steps, recording every ``record_every``.
@@ -289,6 +289,7 @@ def run_trials(b0, b1, gx_, gy_, rot_, lum_, gain_, closed_, keys, first_step, d
     LB = np.empty((ni, Bb))
     EXT = np.empty((ni, Bb))
     KA = np.empty((ni, Bb))
+    KR = np.empty((ni, Bb))
     SYN = np.empty((ns, Bb))
     CON = np.empty((ns, Bb))
     Fv = np.empty(Bb)
@@ -405,10 +406,14 @@ def run_trials(b0, b1, gx_, gy_, rot_, lum_, gain_, closed_, keys, first_step, d
                            * (1.0 - 1.0 / (1.0 + math.exp(-(d_mean - mod_off[k]) / width))))
             for i in range(ni):
                 d_side = dL if i_side[i] == 0 else dR
-                if imod[i] >= 0:  # V2a modules: recruited by the speed command, partly steered
+                if imod[i] >= 0:  # V2a modules: recruited by the speed command, partly steered,
+                    # and quicker above their recruitment threshold
                     d_in = (d_mean + steer * (d_side - d_mean)) * tune[imod[i]]
+                    quick = 1.0 + mod_speed[imod[i]] * max(d_mean - mod_on[imod[i]], 0.0)
                 else:
                     d_in = d_side
+                    quick = 1.0
+                KR[i, j] = k_r[i] * quick
                 EXT[i, j] = i_wdrive[i] * d_in + noise_sd * z[3 + pool[i]] - i_theta[i]
                 KA[i, j] = k_a[i] * (1.0 + speed_gain * d_side)
         # ---- spinal cord, all trials of the block at once; the ring has H slots for delays
@@ -457,12 +462,11 @@ def run_trials(b0, b1, gx_, gy_, rot_, lum_, gain_, closed_, keys, first_step, d
                         Fv[j] = (1.0 - e2) / (1.0 + e2)
                     else:
                         Fv[j] = 0.0
-                kr = k_r[i]
                 gad = i_gad[i]
                 pw = pool_w[i]
                 for j in range(Bb):
                     r0 = IHL[o_old + i, j]  # lesioned units end at 0 whichever r0 is used
-                    rn = (r0 + kr * (Fv[j] - r0)) * LB[i, j]
+                    rn = (r0 + KR[i, j] * (Fv[j] - r0)) * LB[i, j]
                     rn = rn if rn >= TINY else 0.0  # exact zero, not subnormal numbers
                     IHL[o_new + i, j] = rn
                     an = AB[i, j] + KA[i, j] * (gad * rn - AB[i, j])

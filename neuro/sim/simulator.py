@@ -282,13 +282,17 @@ class Simulator:
         les = self._internal_lesion(pert, B)
         hist, r_hist = st.r_internal_hist.copy(), st.r_hist.copy()
         a, ptr, h = st.a, st.ptr, c.h
+        # module kinetics quicken with the speed command above their recruitment threshold
+        quick = 1.0 + c.internal_speedup * np.maximum(d_mean[:, None] - c.internal_recruit, 0.0)
+        k_r = h / c.internal_tau_r * quick
+        k_a = h / c.internal_tau_a * (1.0 + p.speed_gain * d_int)
         for _ in range(p.spinal_substeps):
             stack = np.concatenate([hist[(ptr - d) % H] * les for d in c.delay_steps], axis=1).T
             syn = (self._Wi @ stack).T + comm * (self._Wc @ stack).T
             F = np.tanh(np.maximum(syn + ext - a - c.internal_theta, 0.0))
-            r_int = (hist[ptr] + h / c.internal_tau_r * (F - hist[ptr])) * les
+            r_int = (hist[ptr] + k_r * (F - hist[ptr])) * les
             r_int[r_int < compiled.TINY] = 0.0  # silent units reach exact zero, not subnormal numbers
-            a = a + h / (c.internal_tau_a / (1.0 + p.speed_gain * d_int)) * (c.internal_adapt_gain * r_int - a)
+            a = a + k_a * (c.internal_adapt_gain * r_int - a)
             a[a < compiled.TINY] = 0.0
             ptr = (ptr + 1) % H
             hist[ptr] = r_int
@@ -477,6 +481,7 @@ class Simulator:
             i_theta=c.internal_theta.astype(float), i_gad=c.internal_adapt_gain.astype(float),
             i_wdrive=c.internal_drive_weight.astype(float), i_side=c.internal_side.astype(np.int64),
             mod_on=np.asarray(p.module_recruit, float), mod_off=np.asarray(p.module_derecruit, float),
+            mod_speed=np.asarray(p.module_speedup, float),
             mn_ptr=mn_ptr.astype(np.int64), mn_idx=mc.astype(np.int64), mn_w=mm[mr, mc].astype(float),
             bp=np.array([bp.alpha, bp.beta, bp.gamma, bp.delta, bp.c_n, bp.c_t, bp.k_n, bp.k_t, bp.c_rot,
                          bd.m_tot], float),
@@ -528,7 +533,7 @@ class Simulator:
                 tb["cp"], tb["sy_ptr"], tb["sy_col"], tb["sy_w"], tb["sy_contra"],
                 tb["vv_ptr"], tb["vv_col"], tb["vv_w"], tb["pool"], tb["pool_w"], tb["imod"], tb["mod_w"],
                 tb["i_tau_r"], tb["i_tau_a"],
-                tb["i_theta"], tb["i_gad"], tb["i_wdrive"], tb["i_side"], tb["mod_on"], tb["mod_off"],
+                tb["i_theta"], tb["i_gad"], tb["i_wdrive"], tb["i_side"], tb["mod_on"], tb["mod_off"], tb["mod_speed"],
                 tb["mn_ptr"], tb["mn_idx"], tb["mn_w"], tb["bp"], tb["bvec"], tb["Ar"], tb["A"], tb["inertia"],
                 tb["ln"], tb["m"], self.body.p.substeps, self.p.spinal_substeps,
                 int(record_every), out["rates"], out["muscle"], out["q"], out["qd"], out["flow"], out["drive"],

@@ -106,7 +106,11 @@ def test_bad_simulator_input_names_the_problem():
     with pytest.raises(ConfigError, match="one entry per module"):
         Simulator(CircuitParams(module_tau_r=(0.003, 0.001)))
     with pytest.raises(ConfigError, match="shorter than the spinal step"):
-        Simulator(CircuitParams(spinal_substeps=1))  # the fast module's 0.6 ms needs 0.5 ms steps
+        Simulator(CircuitParams(spinal_substeps=1))  # the fast module's 0.56 ms at drive 1 needs 0.5 ms steps
+    with pytest.raises(ConfigError, match="lower module_speedup"):
+        Simulator(CircuitParams(module_speedup=(6.5, 6.4, 10.0)))  # fast module at drive 1: 0.9 / 3 ms
+    with pytest.raises(ConfigError, match="non-negative"):
+        Simulator(CircuitParams(module_speedup=(-1.0, 0.0, 0.0)))
     with pytest.raises(ConfigError, match="0/1 mask"):
         sim.run(stim, Perturbation(lesion=np.full(sim.circuit.n_spinal, 0.5)))
     with pytest.raises(ConfigError, match="module_lesion has shape"):

@@ -73,7 +73,7 @@ def test_cutting_commissural_inhibition_abolishes_alternation(clamped):
 
 
 # ---------------------------------------------------------------- speed modules (burst swims)
-SPAN_DRIVES = np.array([0.15, 0.3, 0.45, 0.65, 0.75, 0.9])
+SPAN_DRIVES = np.array([0.1, 0.3, 0.45, 0.65, 0.75, 0.9])
 
 
 def _cycles_per_second(x, dt):
@@ -102,13 +102,16 @@ def test_tail_beat_frequency_spans_20_to_70_hz_across_drive(span):
     tol = 3 * step
     # two estimates from different signals (joint angle, muscle activation) agree
     assert np.all(np.abs(f_body - f_motor) <= tol), (f_body, f_motor)
-    # slow swims at the low end, burst swims at the high end: slow module ~21-23 Hz (>= 20 Hz at
-    # drive 0.35 is required above), fast module above 70 Hz
-    assert f_body.min() <= 23.5 and f_body.max() >= 70.0, f_body
-    # rising with drive: no drop beyond the tolerance, and rank-monotone overall (ties within a
-    # module's drive range lower the rank correlation; seeds 0-5 give 0.77-0.88)
+    # slow swims at the low end, burst swims at the high end: at least 20-70 Hz across drive
+    # (slow module at drive 0.1: 13-18 Hz over seeds 0-7; fast module at 0.9: 72-75 Hz)
+    assert f_body.min() <= 20.0 and f_body.max() >= 70.0, f_body
+    # rising with drive: no drop beyond the tolerance, and rank-monotone overall (seeds 0-7:
+    # strictly increasing)
     assert all(b >= a - tol for a, b in zip(f_body, f_body[1:])), f_body
-    assert spearmanr(SPAN_DRIVES, f_body).statistic > 0.7, f_body
+    assert spearmanr(SPAN_DRIVES, f_body).statistic > 0.9, f_body
+    # not a staircase: within the slow module (drive 0.1 -> 0.45) the beat quickens by more
+    # than the tolerance (seeds 0-7: 7-13 Hz)
+    assert f_body[2] - f_body[0] > tol, f_body
 
 
 def test_ablating_the_fast_v2a_module_removes_burst_swims_only():
@@ -149,3 +152,20 @@ def test_free_swimming_bouts_beat_at_swim_frequencies():
     assert len(lo) >= 5, len(lo)
     # every bout: even counting one more cycle, at least 20 Hz; none above the fast module
     assert min(hi) >= 20.0 and max(lo) <= 85.0, (lo, hi)
+
+
+def test_bout_tail_beats_counts_each_bout_by_hand():
+    from neuro.sim.analysis import bout_tail_beats
+
+    dt = 1e-3
+    t = np.arange(2000) * dt
+    drive = np.zeros((1, 2000))
+    drive[0, 100:400] = 0.5   # a 300 ms bout beating at 30 Hz
+    drive[0, 1000:1250] = 0.8  # a 250 ms bout at 50 Hz
+    drive[0, 1600:1650] = 0.5  # 50 ms: shorter than a bout, left out
+    bend = np.where(t < 0.7, np.sin(2 * np.pi * 30 * t + 0.3), np.sin(2 * np.pi * 50 * t + 0.3))[None]
+    f = bout_tail_beats(drive, bend, dt)
+    # a crossing count over the bout after its 20 ms onset is exact to one cycle: 1 / 0.28 s, 1 / 0.23 s
+    assert len(f) == 2 and abs(f[0] - 30) <= 1 / 0.28 and abs(f[1] - 50) <= 1 / 0.23, f
+    with pytest.raises(ValueError, match="same"):
+        bout_tail_beats(drive, bend[:, :10], dt)
