@@ -42,6 +42,7 @@ ID_CONDITIONS = (
     dict(condition="flash"), dict(condition="dark"), dict(condition="gain_change"), dict(condition="grating_bwd"),
 )
 OOD_SUITES = ("held_out_condition", "fast_speed", "lesion", "fluid_shift", "open_loop")
+SWIM_WINDOWS_PER_TRIAL = 4  # swimming probe windows per test trial (faithfulness read-outs)
 
 
 @dataclass
@@ -274,8 +275,9 @@ def _probe_windows(task: ForecastTask, Z, Sz, split) -> dict:
     """Windows for faithfulness read-outs: a swimming context with a long free run, and a
     resting context with/without a stimulus pulse (impulse response).
 
-    The swimming context of each test trial ends ``min(C, 10)`` steps after the first bout
-    onset that leaves room for a whole context before it (4 steps for context 4)."""
+    A swimming context ends ``min(C, 10)`` steps after a bout onset that leaves room for a
+    whole context before it (4 steps for context 4); each test trial gives up to
+    :data:`SWIM_WINDOWS_PER_TRIAL` of them, from bouts at least a free run (``H`` steps) apart."""
     C = task.context
     H = max(task.horizon, 64)
     ds = task.recording
@@ -286,18 +288,22 @@ def _probe_windows(task: ForecastTask, Z, Sz, split) -> dict:
         step = drive.shape[1] // T
         drive = drive[:, : T * step].reshape(len(test), T, step).mean(-1)
     out = {}
-    # swimming: start of the strongest bout in each test trial
+    # swimming: bout onsets in each test trial (the first, then the next a free run later, ...)
     ctxs, sfs, tgts = [], [], []
     into = min(C, 10)  # the context ends this many steps into the bout (long contexts see ~1.5 beats)
     for k, i in enumerate(test if T - C - H > 0 else []):
         lo = max(C - into, 0)
         on = drive[k, lo : T - H - into] > 0.3
-        if not on.any():
-            continue
-        t0 = max(lo + int(np.argmax(on)) + into - C, 0)
-        ctxs.append(Z[i, t0 : t0 + C])
-        sfs.append(Sz[i, t0 + C : t0 + C + H])
-        tgts.append(Z[i, t0 + C : t0 + C + H])
+        onsets, last = [], -H
+        for s in np.flatnonzero(on & ~np.concatenate([[False], on[:-1]])):  # a trial may start in a bout
+            if s >= last + H and len(onsets) < SWIM_WINDOWS_PER_TRIAL:
+                onsets.append(s)
+                last = s
+        for s in onsets:
+            t0 = max(lo + int(s) + into - C, 0)
+            ctxs.append(Z[i, t0 : t0 + C])
+            sfs.append(Sz[i, t0 + C : t0 + C + H])
+            tgts.append(Z[i, t0 + C : t0 + C + H])
     if ctxs:
         out["swim_context"] = np.stack(ctxs)
         out["swim_stim_future"] = np.stack(sfs)
