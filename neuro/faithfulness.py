@@ -144,11 +144,16 @@ def _tail_weights(task, lags: int = 4) -> np.ndarray:
     return task.probes["tail_readout"]
 
 
+def _readout_lags(task) -> int:
+    """Lags (steps of activity) the tail-angle readout uses."""
+    return (len(_tail_weights(task)) - 1) // int(np.sum(np.asarray(task.meta["type"]) == "MN"))
+
+
 def tail_angle(acts: np.ndarray, task, context: np.ndarray | None = None) -> np.ndarray:
     """Tail angle (rad, ``(n, H)``) read out from activity ``(n, H, N)`` (z units); the
     readout's first lags come from ``context`` ``(n, C, N)`` when given, else repeat step 0."""
     w = _tail_weights(task)
-    lags = (len(w) - 1) // int(np.sum(np.asarray(task.meta["type"]) == "MN"))
+    lags = _readout_lags(task)
     mn = np.flatnonzero(np.asarray(task.meta["type"]) == "MN")
     a = np.asarray(acts, float)[..., mn]
     n, H, _ = a.shape
@@ -162,14 +167,17 @@ def tail_angle(acts: np.ndarray, task, context: np.ndarray | None = None) -> np.
 def tail_beat_scores(pred: np.ndarray, target: np.ndarray, task, context: np.ndarray | None = None,
                      steps: int | None = None) -> dict:
     """Does a free run forecast the tail beat? Per swimming window, the tail angle read out from
-    the predicted and the true activity over the first ``steps`` (default: the task horizon)
-    is projected on the true beat frequency: phase error (cycles, predicted minus true, in
+    the predicted and the true activity over the first ``steps`` (default: the task horizon),
+    less the first ``lags - 1`` steps whose readout still sees the context (a forecast would
+    inherit the context's last beat there), is projected on the true beat frequency: phase error (cycles, predicted minus true, in
     (-0.5, 0.5]) and amplitude ratio. Windows whose true tail angle does not beat
     (:data:`TAIL_BEAT_MIN_HZ`, :data:`TAIL_BEAT_MIN_RAD`, :data:`TAIL_BEAT_MIN_SHARE`) are NaN. Returns per-window arrays and
     the medians over the swimming windows."""
     steps = int(steps or task.horizon)
-    tp = tail_angle(np.asarray(pred)[:, :steps], task, context)
-    tt = tail_angle(np.asarray(target)[:, :steps], task, context)
+    skip = _readout_lags(task) - 1
+    tp = tail_angle(np.asarray(pred)[:, :steps], task, context)[:, skip:]
+    tt = tail_angle(np.asarray(target)[:, :steps], task, context)[:, skip:]
+    steps = tt.shape[1]
     dt = task.dt
     t = np.arange(steps) * dt
     ph, amp, freq = [], [], []

@@ -56,9 +56,10 @@ def test_tail_beat_phase_error_of_a_shifted_truth(small_task):
     k = np.isfinite(ahead["phase_error"]) & ok
     want = (2 * task.dt * same["beat_frequency"][k] + 0.5) % 1.0 - 0.5
     np.testing.assert_allclose(ahead["phase_error"][k], want, atol=0.06)
-    # a forecast that decays to rest does not forecast the beat
+    # a constant forecast has no beat (none inherited from the context's last beat through the
+    # readout's lags either)
     flat = tail_beat_scores(np.repeat(ctx[:, -1:], 32, 1), tgt[:, :32], task, context=ctx, steps=32)
-    assert np.nanmax(flat["amplitude_ratio"]) < 0.5 and not flat["forecast"].any()
+    assert np.nanmax(flat["amplitude_ratio"]) < 1e-9 and not flat["forecast"].any()
 
 
 def _fit_with_prior(task, mask):
