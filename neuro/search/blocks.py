@@ -34,7 +34,7 @@ import re
 import numpy as np
 
 __all__ = ["TEMPLATE", "CHOICES_FREE", "CHOICES_PRIOR", "DEFAULTS", "render", "parse_genome", "random_genome",
-           "complete", "canonical", "active_blocks", "baseline_genomes"]
+           "complete", "canonical", "active_blocks", "baseline_genomes", "mechanism_genomes"]
 
 TEMPLATE = '''# GENOME: {genome_json}
 """Candidate forecaster (offline proposer): {summary}."""
@@ -314,3 +314,16 @@ def baseline_genomes(priors: bool) -> dict[str, dict]:
     if priors:
         out = {k: dict(g, recurrence="masked", sign=False) for k, g in out.items()}
     return out
+
+
+def mechanism_genomes(priors: bool) -> dict[str, dict]:
+    """Drafts from the textbook structure of the system rather than from a forecasting model
+    (name -> genome): ``rate_network``, a rectified rate network rolled out step by step
+    (``x[t+1] = f(W relu(x[t]) + ... + B s[t+1])``: the form of the simulated circuit's own
+    rate units, ``F(x) = tanh(max(x - theta, 0))``), trained on absolute error like the
+    forecasting drafts. With ``priors`` its recurrence is the wiring prior."""
+    g = dict(DEFAULTS, readout="rollout", order=2, recurrence="dense", nonlin="relu", stim_filter="instant",
+             loss="l1", alpha=10.0)
+    if priors:
+        g = dict(g, recurrence="masked", sign=False)
+    return {"rate_network": g}

@@ -4,7 +4,8 @@ Programs are genomes over the block library of :mod:`neuro.search.blocks`. The p
 
 - **drafts from the baselines' own structures** first (:func:`~neuro.search.blocks.baseline_genomes`,
   best baseline first when their ID validation scores are given: a program may start as the
-  best baseline and then gain mechanism), then random genomes;
+  best baseline and then gain mechanism), then from the system's textbook structure (a
+  rectified rate network, :func:`~neuro.search.blocks.mechanism_genomes`), then random genomes;
 - **improves** the node the tree hands it by mutating one or two of its blocks or recombining
   them with another good node's, and chooses among those candidates with a small Bayesian
   inner loop: a Gaussian process (scikit-learn) on the encoded genomes of every evaluated node
@@ -35,6 +36,7 @@ from .blocks import (
     baseline_genomes,
     canonical,
     complete,
+    mechanism_genomes,
     parse_genome,
     random_genome,
     render,
@@ -113,7 +115,8 @@ class OfflineProposer:
             self.draft_from = [n for n in ranked if baseline_scores[n] <= 1.3 * best][:3]
         else:
             self.draft_from = [n for n in _DRAFT_ORDER if n in structures][:3]
-        self.structures = structures
+        self.structures = {**structures, **mechanism_genomes(priors)}
+        self.draft_from = self.draft_from + list(mechanism_genomes(priors))
 
     # ------------------------------------------------------------ helpers
     def _mutate(self, g: dict, rng: np.random.Generator, n_blocks: int) -> dict:

@@ -84,7 +84,11 @@ def test_drafts_start_from_the_best_baseline():
     hist = [{"id": 0, "op": "draft", "code": render(first), "val": 0.3, "error": "", "status": "ok"}]
     second = parse_genome(prop.propose("draft", None, None, rng, history=hist))
     assert second == baseline_genomes(True)["ridge_arx"]
-    assert prop.draft_from == ["tide", "ridge_arx"]  # gru (0.9) and mean (0.43) are > 1.3 x the best
+    # gru (0.9) and mean (0.43) are > 1.3 x the best; then the textbook rectified rate network
+    assert prop.draft_from == ["tide", "ridge_arx", "rate_network"]
+    hist.append({"id": 1, "op": "draft", "code": render(second), "val": 0.31, "error": "", "status": "ok"})
+    third = parse_genome(prop.propose("draft", None, None, rng, history=hist))
+    assert third["readout"] == "rollout" and third["nonlin"] == "relu" and third["recurrence"] == "masked"
 
 
 def test_expected_improvement_by_hand():
@@ -128,6 +132,7 @@ def test_surrogate_guided_improvement_beats_random_mutation():
     # the planted optimum (1.0) than random mutation of the best node, on average (measured
     # 1.05 vs 1.30; a margin of 0.1 is two steps of the objective's coarsest active terms)
     prop = OfflineProposer(priors=False, baseline_scores={"ridge_arx": 0.4, "nlinear": 0.45, "mean": 0.5})
+    prop.draft_from = ["ridge_arx", "nlinear"]  # this test is about improving: baseline drafts, then random
     guided = [_search(prop, s, 21, True) for s in range(6)]
     random = [_search(prop, s, 21, False) for s in range(6)]
     assert np.mean(guided) < np.mean(random) - 0.1
