@@ -69,20 +69,33 @@ def _phi(x):
     return x
 
 
-def _solve(A, Y, alpha, loss, eps):
+def _solve(A, Y, alpha, loss, eps, columns=False):
     """Weights (d, m) of ridge (loss 'l2') or of least absolute deviations ('l1', iteratively
-    reweighted least squares, one weight per sample); the last column of A is the intercept."""
+    reweighted least squares, one weight per sample); the last column of A is the intercept.
+    ``columns``: the columns of Y are separate fits that share the inputs A (units of a dense
+    network), each with its own reweighting; otherwise one weight per sample for all columns
+    (the steps of one unit's horizon). The reweighted Gram matrices are summed in float32
+    (2x faster; relative error ~1e-7, far below the ridge term) and solved in float64."""
     R = alpha * np.eye(A.shape[1])
     R[-1, -1] = 0.0
     w = np.linalg.solve(A.T @ A + R, A.T @ Y)
-    if loss == "l1":
+    if loss != "l1":
+        return w
+    A32 = A.astype(np.float32)
+    for j in range(Y.shape[1] if columns else 1):
+        y = Y[:, j] if columns else Y
+        wj = w[:, j] if columns else w
         for _ in range(4):
-            r = np.abs(Y - A @ w)
+            r = np.abs(y - A @ wj)
             r = r.mean(1) if r.ndim > 1 else r
             q = 1.0 / np.maximum(r, eps)
             q = q / q.mean()
-            Aq = A * q[:, None]
-            w = np.linalg.solve(Aq.T @ A + R, Aq.T @ Y)
+            gram = (A32 * q.astype(np.float32)[:, None]).T @ A32
+            wj = np.linalg.solve(gram.astype(float) + R, (A.T * q) @ y)
+        if columns:
+            w[:, j] = wj
+        else:
+            w = wj
     return w
 
 
@@ -104,6 +117,8 @@ class Model:
             flat = series.reshape(-1, N)
             _, _, vt = np.linalg.svd(flat - flat.mean(0), full_matrices=False)
             self.proj = vt[: G["rank"]].T          # (N, rank) principal directions
+        # dense without self-terms: every unit has the same inputs
+        self.shared = rec == "dense" and not G["poly"]
 
     def _unit_feats(self, lags, i):
         """Inputs of unit i from its presynaptic units' lags [(n, N) at t, t-1, ...]."""
@@ -136,8 +151,12 @@ class Model:
         Y = series[:, p:].reshape(-1, N)
         if G["leak"]:
             Y = Y - lags[0]
-        self.W = []
-        for i in range(N):
+        self.W, self.Wall = [], None
+        if self.shared:   # every unit sees the same inputs: one design, all units at once
+            A = np.concatenate(self._unit_feats(lags, 0) + [U, np.ones((len(U), 1))], 1)
+            self.Wall = _solve(A, Y, G["alpha"], G["loss"], G["eps"], columns=True)
+            self.W = [self.Wall[:, i] for i in range(N)]
+        for i in range(N if not self.shared else 0):
             A = np.concatenate(self._unit_feats(lags, i) + [U, np.ones((len(U), 1))], 1)
             self.W.append(_solve(A, Y[:, i], G["alpha"], G["loss"], G["eps"]))
         if self.sign is not None:   # Dale's law on the current-state input of other units
@@ -187,8 +206,11 @@ class Model:
 
     # ---------------------------------------------------------- forecasting
     def _step(self, lags, u):
-        y = np.stack([np.concatenate(self._unit_feats(lags, i) + [u, np.ones((len(u), 1))], 1) @ self.W[i]
-                      for i in range(self.N)], 1)
+        if self.Wall is not None:
+            y = np.concatenate(self._unit_feats(lags, 0) + [u, np.ones((len(u), 1))], 1) @ self.Wall
+        else:
+            y = np.stack([np.concatenate(self._unit_feats(lags, i) + [u, np.ones((len(u), 1))], 1) @ self.W[i]
+                          for i in range(self.N)], 1)
         return lags[0] + y if G["leak"] else y
 
     def predict(self, context, stim_context, stim_future):

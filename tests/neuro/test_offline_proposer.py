@@ -51,6 +51,14 @@ def test_l1_loss_is_median_regression():
     # the tolerance separates the two
     np.testing.assert_allclose(w_l1, w_ref, atol=0.1)
     assert abs(w_l2[-1] - w_ref[-1]) > 0.5
+    # units of a dense network share their inputs: one call fits every column with its own
+    # reweighting, each the median regression of that column alone
+    y2 = -0.5 * x[:, 0] + x[:, 1] - 0.3 + 0.1 * rng.standard_normal(300)
+    y2[rng.random(300) < 0.2] -= 5.0  # bursts the other way
+    W = solve(A, np.stack([y, y2], 1), 1e-8, "l1", 1e-4, columns=True)
+    ref2 = QuantileRegressor(quantile=0.5, alpha=0.0, solver="highs").fit(x, y2)
+    np.testing.assert_allclose(W[:, 0], w_ref, atol=0.1)
+    np.testing.assert_allclose(W[:, 1], np.r_[ref2.coef_, ref2.intercept_], atol=0.1)
 
 
 @pytest.mark.parametrize("readout", ["rollout", "direct"])
