@@ -154,7 +154,7 @@ def run_search(task, out_dir: Path, priors: bool, *, max_nodes: int = 10, max_se
 
     Without a ``proposer`` the offline one drafts from the baselines' structures, best first
     when ``baseline_scores`` (``{name: ID validation MAE}``) are given."""
-    proposer = proposer or OfflineProposer(priors=priors, baseline_scores=baseline_scores)
+    proposer = proposer or OfflineProposer(priors=priors, baseline_scores=baseline_scores, context=task.context)
     ts = TreeSearch(task, proposer, out_dir, policy=policy, max_nodes=max_nodes, max_seconds=max_seconds,
                     workers=workers, seed=seed, limits=SandboxLimits(wall_seconds=60, cpu_seconds=60),
                     n_drafts=min(5, max(2, max_nodes // 2)), generation=generation, client=client,

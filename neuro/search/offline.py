@@ -97,13 +97,19 @@ class OfflineProposer:
         structure. Without it they follow a fixed order (TiDE, ridge ARX, NLinear, ...).
     n_candidates
         Mutants and crossovers scored by the surrogate per improvement.
+    context
+        The task's context length (steps), when known: a direct readout cannot use more lags
+        than the context holds, so such children are the same program as the one with
+        ``order = context`` and are not proposed again.
     """
 
     name = "offline"
     uses_history = True
 
-    def __init__(self, priors: bool = True, baseline_scores: dict | None = None, n_candidates: int = 48):
+    def __init__(self, priors: bool = True, baseline_scores: dict | None = None, n_candidates: int = 48,
+                 context: int | None = None):
         self.priors = priors
+        self.context = int(context) if context else None
         self.choices = CHOICES_PRIOR if priors else CHOICES_FREE
         self.n_candidates = int(n_candidates)
         structures = baseline_genomes(priors)
@@ -129,6 +135,9 @@ class OfflineProposer:
 
     def _legal(self, g: dict) -> dict:
         g = complete(g)
+        if self.context and g["readout"] == "direct" and int(g["order"]) > self.context:
+            fits = [o for o in self.choices["order"] if o <= self.context]
+            g["order"] = max(fits) if fits else self.context  # the lags the context holds
         if self.priors:
             g["recurrence"] = "masked"
             g["poly"] = False

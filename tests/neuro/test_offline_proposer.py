@@ -145,3 +145,23 @@ def test_surrogate_guided_improvement_beats_random_mutation():
     random = [_search(prop, s, 21, False) for s in range(6)]
     assert np.mean(guided) < np.mean(random) - 0.1
     assert min(guided) <= 1.0 + 1e-9  # it reaches the planted optimum at least once
+
+
+def test_direct_children_do_not_ask_for_more_lags_than_the_context_holds():
+    # a direct readout reads at most `context` lags (Model._direct_design), so with context 4 an
+    # order-8 child is the order-4 program again: never proposed as a new one
+    prop = OfflineProposer(priors=False, context=4)
+    parent = prop._legal(dict(baseline_genomes(False)["tide"], order=4))
+    pool = prop._pool(parent, [], np.random.default_rng(0), set())
+    assert pool and all(g["order"] <= 4 for g in pool if g["readout"] == "direct")
+    assert prop._legal(dict(parent, readout="rollout", order=8))["order"] == 8  # a rollout fits its own lags
+    # and the two renderings are indeed the same forecaster
+    rng = np.random.default_rng(2)
+    series, stim = rng.standard_normal((2, 120, 3)), rng.standard_normal((2, 120, 2))
+    meta = {"horizon_steps": 8, "context_steps": 4}
+    ctx, sc, sf = series[:, :4], stim[:, :4], stim[:, 4:12]
+    preds = []
+    for order in (4, 8):
+        ns = _model(dict(parent, order=order))
+        preds.append(ns["Model"]().fit(series, stim, meta).predict(ctx, sc, sf))
+    np.testing.assert_array_equal(preds[0], preds[1])
