@@ -19,11 +19,13 @@ unfinished units (and the searches resume from their journals).
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import math
 import os
 import pickle
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -375,6 +377,39 @@ def _evidence_dataset(ev: dict, config: dict) -> xr.Dataset:
     return ds
 
 
+def task_fingerprint(tasks) -> str:
+    """A hash of the tasks' data (every array a search or baseline sees) and names: results
+    computed for one fingerprint are not results for another."""
+    h = hashlib.sha256()
+    for t in tasks:
+        h.update(str(t.name).encode())
+        for k, v in sorted(t.data_arrays("full").items()):
+            a = np.ascontiguousarray(v)
+            h.update(f"{k}{a.shape}{a.dtype}".encode())
+            h.update(a.tobytes())
+    return h.hexdigest()[:16]
+
+
+def _set_aside_stale_results(out_dir: Path, tasks) -> None:
+    """Resume only results of the same tasks: when ``out_dir`` holds a study of other data (a
+    changed simulator, other traces, other sizes), move it to ``out_dir/stale-<fingerprint>/``
+    (nothing is deleted) and start afresh."""
+    from scimech.results import atomic_write_text
+
+    fp = task_fingerprint(tasks)
+    f = out_dir / "task_fingerprint.txt"
+    old = f.read_text().strip() if f.exists() else None
+    previous = [p for p in out_dir.iterdir() if not p.name.startswith("stale-") and p.name != f.name]
+    if old != fp and previous:
+        dest = out_dir / f"stale-{old or 'unknown'}"
+        dest.mkdir(exist_ok=True)
+        for p in previous:
+            p.rename(dest / p.name)
+        warnings.warn(f"{out_dir} held a study of other data (task fingerprint {old or 'unknown'}, now {fp}); "
+                      f"moved it to {dest} and started afresh.", stacklevel=3)
+    atomic_write_text(f, fp + "\n")
+
+
 def run_study(out_dir: Path, quick: bool = True, *, context: int = 4, horizon: int = 32, max_nodes: int | None = None,
               workers: int = 2, seed: int = 0, proposer_factory=None, duration: float | None = None,
               baselines=None, client=None, generation: int | None = None, max_windows: int = 400,
@@ -451,6 +486,7 @@ def run_study(out_dir: Path, quick: bool = True, *, context: int = 4, horizon: i
             long_note = (f"The context-{long_context} task was skipped: trials of {T} steps are too short "
                          f"(need at least {long_context + max(horizon, 64) + 20}).")
     t_sim = time.perf_counter() - t0
+    _set_aside_stale_results(out_dir, [t for t in (task, long_task) if t is not None])
     true_phys = physiology_scores(task.probes.get("swim_target"), task) if "swim_target" in task.probes else {}
 
     # baselines: every one once; those trained from a random start once per search seed

@@ -134,6 +134,25 @@ def test_sigkill_then_rerun_equals_uninterrupted(serial):
     assert_same_study(serial, out)
 
 
+def test_results_of_other_data_are_set_aside_not_resumed(serial):
+    # a folder whose study ran on other data (another simulator version, other traces) must not
+    # be resumed: its units would be scored against the wrong task. Planted: the serial study
+    # under another fingerprint, with a corrupted result table to show it is not reused.
+    import shutil
+
+    from neuro.study import run_study
+
+    out = serial.parent / "other-data"
+    shutil.copytree(serial, out)
+    (out / "task_fingerprint.txt").write_text("0123456789abcdef\n")
+    with pytest.warns(UserWarning, match="held a study of other data"):
+        run_study(out, workers=1, **TINY)
+    stale = out / "stale-0123456789abcdef"
+    assert (stale / "results.csv").exists() and all((stale / s / "journal.jsonl").exists() for s in SEARCHES)
+    assert (out / "task_fingerprint.txt").read_text().strip() == (serial / "task_fingerprint.txt").read_text().strip()
+    assert_same_study(serial, out)  # recomputed from scratch, equal to the original
+
+
 def test_study_writes_planted_truth_and_findings(serial):
     import re
 
