@@ -269,8 +269,7 @@ def swim_table(trials: int = 16, duration: float = 4.0, seed: int = 0) -> list[s
     out = sim.run(stack_stimuli([dict(condition="dark")] * len(drives), 1.2, sim.dt), Perturbation(drive=drives),
                   record_every=1)
     bend = out["muscle"][:, 200:, 0, 5] - out["muscle"][:, 200:, 1, 5]
-    on = np.ones_like(bend)
-    f = [bout_tail_beats(on[b:b + 1], bend[b:b + 1], sim.dt, skip=0.0)[0] for b in range(len(drives))]
+    f = bout_tail_beats(np.ones_like(bend), bend, sim.dt, skip=0.0)  # clamped: one bout per trial
     lines = [f"Simulated larva, `python -m bench.bench_neuro --swim` (scimech {scimech.__version__}, seed {seed}).",
              "", "Clamped drive, darkness, 1 s after a 0.2 s onset (zero crossings of the mid-body muscle "
              "activation, resolution 1 Hz):", "",

@@ -29,6 +29,7 @@ import xarray as xr
 
 from scimech.errors import ConfigError
 
+from .sim.analysis import bout_onsets
 from .sim.circuit import SPINAL_TYPES
 from .sim.recording import simulate
 from .sim.simulator import Perturbation
@@ -295,7 +296,7 @@ def _probe_windows(task: ForecastTask, Z, Sz, split) -> dict:
         lo = max(C - into, 0)
         on = drive[k, lo : T - H - into] > 0.3
         onsets, last = [], -H
-        for s in np.flatnonzero(on & ~np.concatenate([[False], on[:-1]])):  # a trial may start in a bout
+        for s in bout_onsets(on):
             if s >= last + H and len(onsets) < SWIM_WINDOWS_PER_TRIAL:
                 onsets.append(s)
                 last = s

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["dominant_frequency", "phase_difference", "lag_seconds", "tail_beat_frequency", "bout_tail_beats"]
+__all__ = ["dominant_frequency", "phase_difference", "lag_seconds", "tail_beat_frequency", "bout_onsets", "bout_tail_beats"]
 
 
 def _detrend(x: np.ndarray) -> np.ndarray:
@@ -61,6 +61,13 @@ def tail_beat_frequency(tail_angle: np.ndarray, dt: float) -> float:
     return dominant_frequency(tail_angle, dt, fmin=5.0, fmax=150.0)
 
 
+def bout_onsets(active: np.ndarray) -> np.ndarray:
+    """Indices where a bout starts in a boolean series ``active`` (1-D): every step that is
+    active after an inactive one, and step 0 when the series starts in a bout."""
+    active = np.asarray(active, bool)
+    return np.flatnonzero(active & ~np.concatenate([[False], active[:-1]]))
+
+
 def bout_tail_beats(drive: np.ndarray, bend: np.ndarray, dt: float, on: float = 0.3, min_len: float = 0.1,
                     skip: float = 0.02) -> np.ndarray:
     """Tail-beat frequency (Hz) of every swim bout of free-swimming trials.
@@ -79,8 +86,7 @@ def bout_tail_beats(drive: np.ndarray, bend: np.ndarray, dt: float, on: float = 
     n_skip, n_min = int(round(skip / dt)), int(round(min_len / dt))
     for d, x in zip(drive, bend):
         act = d > on
-        starts = np.flatnonzero(act & ~np.concatenate([[False], act[:-1]]))  # a trial may start in a bout
-        for s in starts:
+        for s in bout_onsets(act):
             e = s + int(np.argmax(~act[s:])) if (~act[s:]).any() else len(act)
             if e - s < n_min:
                 continue

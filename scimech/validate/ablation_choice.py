@@ -88,7 +88,7 @@ def measure(settings: Settings) -> xr.Dataset:
     """Zero / mean / resample ablation and noising patching of each component."""
     model = AblationChoiceModel()
     x = inputs(settings.n, settings.seed)
-    ref = inputs(settings.n_reference, settings.seed + 10_000)
+    ref = inputs(settings.n_reference, settings.reference_seed)
     rows = causal_rows(model, x, ref, COMPONENTS, settings)
     truth = {"ablation_zero": {"signal": True, "offset": True, "bimodal": False},
              "ablation_mean": {"signal": True, "offset": False, "bimodal": True},

@@ -103,7 +103,7 @@ def measure(settings: Settings, decorrelation: float = 1.0, loss_kind: str = "l2
     """
     model = train(settings, decorrelation, loss_kind)
     data = processes(settings.n, settings.seed)
-    ref = processes(settings.n_reference, settings.seed + 10_000)["x"]
+    ref = processes(settings.n_reference, settings.reference_seed)["x"]
     x = data["x"]
     rows = [probe_rows(model, x, SITES, data["h"].numpy(), settings)]
     acts = record(model, x, list(SITES.values()))

@@ -79,7 +79,7 @@ def measure(settings: Settings) -> xr.Dataset:
     """Probe (target x0), zero / mean / resample ablation and noising patching of each component."""
     model = InertModel()
     x = inputs(settings.n, settings.seed)
-    ref = inputs(settings.n_reference, settings.seed + 10_000)
+    ref = inputs(settings.n_reference, settings.reference_seed)
     sites = {c: c for c in COMPONENTS}
     rows = [probe_rows(model, x, sites, x[:, 0].numpy(), settings)]
     rows += causal_rows(model, x, ref, COMPONENTS, settings)

@@ -88,7 +88,8 @@ class Settings:
     n
         Samples measured per case.
     n_reference
-        Reference samples for mean and resample ablation (drawn independently of ``n``).
+        Reference samples for mean and resample ablation (drawn independently of ``n``, from
+        :attr:`reference_seed`).
     cv, probe_seeds
         Folds and fold-shuffle seeds of the probes.
     n_bootstrap
@@ -116,6 +117,12 @@ class Settings:
             return cls(quick=True, seed=seed)
         return cls(quick=False, seed=seed, n=2048, n_reference=1024, probe_seeds=(0, 1, 2, 3, 4),
                    n_bootstrap=2000, epochs=40)
+
+    @property
+    def reference_seed(self) -> int:
+        """Seed of the reference draw: apart from ``seed``, so reference and measured samples are
+        independent."""
+        return self.seed + 10_000
 
     def as_dict(self) -> dict:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items()}
