@@ -10,6 +10,9 @@ representations (:mod:`scimech.geometry`), and save labelled results with proven
 
 from __future__ import annotations
 
+import sys as _sys
+import types as _types
+
 try:
     from importlib.metadata import version as _version
 
@@ -42,5 +45,27 @@ def __getattr__(name: str):
         import importlib
 
         mod = importlib.import_module(f".{_LAZY[name]}", __name__)
-        return getattr(mod, name)
+        value = getattr(mod, name)
+        globals()[name] = value  # resolved once; later look-ups skip __getattr__
+        return value
     raise AttributeError(f"module 'scimech' has no attribute {name!r}")
+
+
+class _Package(_types.ModuleType):
+    """The package keeps its API functions when a submodule of the same name is imported.
+
+    The import system binds every imported submodule as an attribute of its package, so
+    ``import scimech.record`` (done by any module that uses recording) would turn
+    ``scimech.record`` from the function into the module. For the names of the API that are
+    also submodule names, that binding is skipped: ``scimech.record`` is always the function,
+    and the module stays reachable as ``sys.modules["scimech.record"]`` or by
+    ``from scimech.record import ...``.
+    """
+
+    def __setattr__(self, name: str, value) -> None:
+        if name in _LAZY and isinstance(value, _types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+_sys.modules[__name__].__class__ = _Package

@@ -11,6 +11,7 @@ __all__ = [
     "ScimechError",
     "SiteNotFoundError",
     "SiteCalledTwiceError",
+    "SiteNeverRanError",
     "HeadLayoutError",
     "DataValidationError",
     "MissingVariableError",
@@ -37,6 +38,10 @@ class SiteNotFoundError(ScimechError, KeyError):
 
 class SiteCalledTwiceError(ScimechError, RuntimeError):
     """A recorded module ran more than once in one forward pass under ``repeat='error'``."""
+
+
+class SiteNeverRanError(ScimechError, RuntimeError):
+    """A site's module never ran in a forward pass, so nothing was recorded or changed there."""
 
 
 class HeadLayoutError(ScimechError, ValueError):

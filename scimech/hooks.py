@@ -11,20 +11,34 @@ made recording its output about 10% slower than the plain forward pass and recor
 values of the other code path. For sites on such a layer itself, :class:`HookSet` instead
 wraps the layer's ``forward`` (:func:`override_forward`): the layer runs exactly as without
 scimech. Sites inside the layer keep real hooks, which is what makes its submodules run.
+
+Hook functions see each activation in its canonical view ``(batch, [window], *positions,
+feature)`` (:mod:`scimech.layout`), checked against the batch of the forward pass, and
+whatever they return is put back in the model's own layout. Every :class:`HookSet` counts
+how often each of its sites ran; :meth:`HookSet.check_fired` raises
+:class:`~scimech.errors.SiteNeverRanError` naming a site that never ran, so that no verb
+reports "no effect" for an intervention that never happened.
+
+Inputs are any nesting of Tensors in dicts, lists, tuples (named or not) and dataclasses
+(a weather model's ``Batch``): :func:`map_tensors` walks them, and every tensor leaf is
+batched on dim 0.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import torch
 from torch import nn
 
+from .errors import SiteNeverRanError
+from .layout import batch_rows, current_rows
 from .sites import ResolvedSite
 
 __all__ = ["HookSet", "StopForward", "first_tensor", "override_forward", "run_forward", "batch_size_of",
-           "slice_batch", "tile_batch", "map_tensors"]
+           "slice_batch", "tile_batch", "map_tensors", "check_fired", "is_one_batch"]
 
 #: modules whose fused inference path a hook on them or on a submodule switches off
 _FAST_PATH_MODULES: tuple[type[nn.Module], ...] = (nn.TransformerEncoderLayer,)
@@ -108,15 +122,26 @@ def _on_input(fn: HookFn, site: ResolvedSite, args: tuple, kwargs: dict) -> tupl
 
 
 class HookSet:
-    """Context manager attaching ``fn`` at each resolved site; removes only its own handles."""
+    """Context manager attaching ``fn`` at each resolved site; removes only its own handles.
 
-    def __init__(self, sites: Iterable[ResolvedSite], fn: HookFn):
+    ``fn(site, view)`` receives the canonical view of the site's tensor and returns ``None``
+    (leave it) or a new tensor in the canonical layout. ``fired[site.name]`` counts the
+    calls. With ``model``, a hook on the model reads the batch size of forward passes that
+    the user starts directly (``with ablate(...): model(x)``).
+    """
+
+    def __init__(self, sites: Iterable[ResolvedSite], fn: HookFn, model: nn.Module | None = None):
         self.sites = list(sites)
         self.fn = fn
-        self._handles: list[torch.utils.hooks.RemovableHandle] = []
+        self.model = model
+        self.fired: dict[str, int] = {s.name: 0 for s in self.sites}
+        self.axes: dict = {}  # the layout met at each site
+        self._handles: list = []
 
     def __enter__(self) -> HookSet:
         try:
+            if self.model is not None:
+                self._handles += _root_rows_hooks(self.model)
             for site in self.sites:
                 self._handles.append(self._attach(site))
         except BaseException:
@@ -124,18 +149,31 @@ class HookSet:
             raise
         return self
 
+    def _apply(self, site: ResolvedSite, t: torch.Tensor) -> torch.Tensor | None:
+        """Run ``fn`` on the canonical view of ``t``; the new tensor in ``t``'s layout, or None."""
+        self.fired[site.name] = self.fired.get(site.name, 0) + 1
+        view, axes = site.view(t, current_rows())
+        self.axes[site.name] = axes
+        new = self.fn(site, view)
+        if new is None:
+            return None
+        out = axes.restore(new)
+        if t.is_contiguous() and not out.is_contiguous():
+            out = out.contiguous()
+        return out
+
     def _attach(self, site: ResolvedSite):
-        fn = self.fn
+        apply = self._apply
         if isinstance(site.module, _FAST_PATH_MODULES):
             return override_forward(site.module, lambda inner, _site=site: self._wrapped(_site, inner))
         if site.port == "input":
             def pre_hook(module, args, kwargs, _site=site):
-                return _on_input(fn, _site, args, kwargs)
+                return _on_input(apply, _site, args, kwargs)
 
             return site.module.register_forward_pre_hook(pre_hook, with_kwargs=True)
 
         def hook(module, args, output, _site=site):
-            new = fn(_site, first_tensor(output))
+            new = apply(_site, first_tensor(output))
             if new is not None:
                 return _replace_first(output, new)
             return None
@@ -144,18 +182,22 @@ class HookSet:
 
     def _wrapped(self, site: ResolvedSite, inner: Callable) -> Callable:
         """``inner`` with the hook function applied to its input or output (no torch hook)."""
-        fn = self.fn
+        apply = self._apply
         if site.port == "input":
             def forward(*args, **kwargs):
-                changed = _on_input(fn, site, args, kwargs)
+                changed = _on_input(apply, site, args, kwargs)
                 return inner(*args, **kwargs) if changed is None else inner(*changed[0], **changed[1])
             return forward
 
         def forward(*args, **kwargs):
             out = inner(*args, **kwargs)
-            new = fn(site, first_tensor(out))
+            new = apply(site, first_tensor(out))
             return out if new is None else _replace_first(out, new)
         return forward
+
+    def check_fired(self, what: str) -> None:
+        """Raise :class:`SiteNeverRanError` if a site never ran (``what``: the verb, for the message)."""
+        check_fired(self.fired, what)
 
     def remove(self) -> None:
         while self._handles:
@@ -166,41 +208,98 @@ class HookSet:
         return False
 
 
+def check_fired(fired: Mapping[str, int], what: str) -> None:
+    """Raise :class:`SiteNeverRanError` naming the sites of ``fired`` with a count of 0."""
+    never = [s for s, n in fired.items() if not n]
+    if never:
+        raise SiteNeverRanError(
+            f"{what}: site(s) {never} never ran during the forward pass, so nothing was {what.split()[0]}d there "
+            "and no effect can be reported. The module is not on the path this input takes (a branch not taken, "
+            "a module whose computation the model does functionally, e.g. dropout in eval or a fused attention "
+            "path); choose a site from scimech.list_sites(model) that runs, or check the forward= function.")
+
+
+def _root_rows_hooks(model: nn.Module) -> list:
+    """Hooks on the model that set the batch size (rows of the first tensor input) for its forward pass."""
+    tokens: list = []
+
+    def pre(module, args, kwargs):
+        try:
+            rows = batch_size_of((args, kwargs))
+        except TypeError:
+            rows = None
+        tokens.append(batch_rows(rows).__enter__())
+
+    def post(module, args, output):
+        if tokens:
+            tokens.pop().__exit__(None, None, None)
+
+    return [model.register_forward_pre_hook(pre, with_kwargs=True, prepend=True),
+            model.register_forward_hook(post, always_call=True)]
+
+
 def run_forward(model: nn.Module, batch: Any, forward: Callable | None = None) -> Any:
-    """Call the model on one batch: ``forward(model, batch)``, or ``model(**batch)`` / ``model(batch)``."""
-    if forward is not None:
-        return forward(model, batch)
-    if isinstance(batch, Mapping):
-        return model(**batch)
-    if isinstance(batch, tuple):
-        return model(*batch)
-    return model(batch)
+    """Call the model on one batch: ``forward(model, batch)``, or ``model(**batch)`` (a dict) /
+    ``model(*batch)`` (a plain tuple) / ``model(batch)`` (a Tensor, a dataclass, anything else).
+
+    The hooks of the pass know the batch size (``batch_size_of(batch)``)."""
+    try:
+        rows = batch_size_of(batch)
+    except TypeError:
+        rows = None
+    with batch_rows(rows):
+        if forward is not None:
+            return forward(model, batch)
+        if isinstance(batch, Mapping):
+            return model(**batch)
+        if isinstance(batch, tuple) and not hasattr(batch, "_fields"):
+            return model(*batch)
+        return model(batch)
+
+
+def _leaf_tensors(obj: Any) -> Iterable[torch.Tensor]:
+    if isinstance(obj, torch.Tensor):
+        yield obj
+    elif isinstance(obj, Mapping):
+        for v in obj.values():
+            yield from _leaf_tensors(v)
+    elif isinstance(obj, (tuple, list)):
+        for v in obj:
+            yield from _leaf_tensors(v)
+    elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        for f in dataclasses.fields(obj):
+            yield from _leaf_tensors(getattr(obj, f.name))
 
 
 def batch_size_of(batch: Any) -> int:
-    if isinstance(batch, torch.Tensor):
-        return batch.shape[0]
-    if isinstance(batch, Mapping):
-        for v in batch.values():
-            if isinstance(v, torch.Tensor):
-                return v.shape[0]
-    if isinstance(batch, (tuple, list)):
-        for v in batch:
-            if isinstance(v, torch.Tensor):
-                return v.shape[0]
-    raise TypeError(f"Cannot find a batch dimension in inputs of type {type(batch).__name__}; "
-                    "pass a Tensor, a dict of Tensors or a tuple of Tensors batched on dim 0.")
+    """Rows of the first Tensor (dim 0) found in ``batch``: a Tensor, or any nesting of dicts,
+    lists, tuples and dataclasses holding Tensors."""
+    for t in _leaf_tensors(batch):
+        if t.dim() > 0:
+            return t.shape[0]
+    raise TypeError(f"Cannot find a batch dimension in inputs of type {type(batch).__name__}; pass a Tensor, or a "
+                    "dict / tuple / list / dataclass of Tensors batched on dim 0.")
 
 
 def map_tensors(batch: Any, f: Callable[[torch.Tensor], torch.Tensor]) -> Any:
+    """``batch`` with ``f`` applied to every Tensor leaf (dicts, lists, tuples, named tuples and
+    dataclasses are rebuilt; other leaves are kept as they are)."""
     if isinstance(batch, torch.Tensor):
         return f(batch)
     if isinstance(batch, Mapping):
-        return {k: map_tensors(v, f) for k, v in batch.items()}
+        items = {k: map_tensors(v, f) for k, v in batch.items()}
+        try:  # keep dict subclasses (Hugging Face's BatchEncoding, OrderedDict)
+            return type(batch)(items)
+        except TypeError:
+            return items
     if isinstance(batch, tuple):
-        return tuple(map_tensors(v, f) for v in batch)
+        items = [map_tensors(v, f) for v in batch]
+        return type(batch)(*items) if hasattr(batch, "_fields") else tuple(items)
     if isinstance(batch, list):
         return [map_tensors(v, f) for v in batch]
+    if dataclasses.is_dataclass(batch) and not isinstance(batch, type):
+        changes = {fl.name: map_tensors(getattr(batch, fl.name), f) for fl in dataclasses.fields(batch) if fl.init}
+        return dataclasses.replace(batch, **changes)
     return batch
 
 
@@ -214,9 +313,15 @@ def tile_batch(batch: Any, times: int) -> Any:
     return map_tensors(batch, lambda t: t.repeat(times, *([1] * (t.dim() - 1))))
 
 
+def is_one_batch(inputs: Any) -> bool:
+    """Whether ``inputs`` is one batch (a Tensor, dict, tuple or dataclass) rather than an iterable of batches."""
+    return isinstance(inputs, (torch.Tensor, Mapping, tuple)) or (
+        dataclasses.is_dataclass(inputs) and not isinstance(inputs, type))
+
+
 def iter_batches(inputs: Any, batch_size: int):
     """Yield ``(start, batch)`` from a Tensor / dict / tuple batched on dim 0, or from an iterable of batches."""
-    if isinstance(inputs, (torch.Tensor, Mapping, tuple)):
+    if is_one_batch(inputs):
         n = batch_size_of(inputs)
         for start in range(0, n, batch_size):
             yield start, slice_batch(inputs, start, min(start + batch_size, n))

@@ -26,7 +26,8 @@ import xarray as xr
 from torch import nn
 
 from .errors import DimensionError, SiteCalledTwiceError
-from .hooks import HookSet, StopForward, batch_size_of, iter_batches, run_forward
+from .hooks import HookSet, StopForward, batch_size_of, check_fired, iter_batches, run_forward
+from .layout import Axes
 from .progress import progress as _progress
 from .sites import HeadLayout, ResolvedSite, resolve_site
 
@@ -37,12 +38,16 @@ Repeat = Literal["error", "stack", "last"]
 
 
 def _reduce(t: torch.Tensor, how: Reduce, head_split: bool) -> torch.Tensor:
-    """Reduce over the position axis (dim 1) of a (B, N, ...) tensor."""
+    """Reduce over the positions of a canonical ``(B, *positions, feature)`` tensor (``(B,
+    *positions, head, head_dim)`` with ``head_split``): every position axis (windows, tokens,
+    grid points) is flattened into one, dim 1, and reduced; the features are kept."""
     if how is None:
         return t
-    min_dim = 4 if head_split else 3
-    if t.dim() < min_dim:
+    trailing = 2 if head_split else 1
+    last_pos = t.dim() - 1 - trailing
+    if last_pos < 1:
         return t
+    t = t.flatten(1, last_pos)
     if callable(how):
         return how(t)
     if how == "mean":
@@ -67,7 +72,8 @@ class Recorder:
         Site strings (see :mod:`scimech.sites`), or sites already resolved.
     reduce
         ``None`` (keep positions), ``"mean"``, ``"max"``, ``"first"``, ``"last"`` or a
-        callable applied to each (B, N, ...) activation over positions (dim 1).
+        callable applied to each ``(B, N, feature)`` activation, where every position axis
+        of the site's layout (tokens, windows, grid points) is flattened into dim 1.
     repeat
         What to do when a site's module runs more than once in one forward pass (RNN
         steps, solver stages, weight sharing): ``"error"`` (default), ``"stack"`` (a new
@@ -82,6 +88,9 @@ class Recorder:
         Store detached tensors (default); ``False`` keeps the graph (for gradients).
     layouts
         Extra :class:`~scimech.sites.HeadLayout` by attention-module path.
+    axes
+        Activation layouts (:mod:`scimech.layout`): one string for every site, or a dict by
+        site or module path, e.g. ``{"unet.down.0": "batch channel y x"}``.
 
     Attributes
     ----------
@@ -91,7 +100,8 @@ class Recorder:
     """
 
     def __init__(self, model: nn.Module, sites: Sequence[str | ResolvedSite], *, reduce: Reduce = None, repeat: Repeat = "error",
-                 stop_early: bool = False, detach: bool = True, layouts: Mapping[str, HeadLayout] | None = None):
+                 stop_early: bool = False, detach: bool = True, layouts: Mapping[str, HeadLayout] | None = None,
+                 axes=None):
         if isinstance(sites, str):
             sites = [sites]
         if repeat not in ("error", "stack", "last"):
@@ -99,7 +109,7 @@ class Recorder:
         if not sites:
             raise ValueError("Recorder needs at least one site; list candidates with scimech.list_sites(model).")
         self.model = model
-        self.resolved: list[ResolvedSite] = [s if isinstance(s, ResolvedSite) else resolve_site(model, s, layouts)
+        self.resolved: list[ResolvedSite] = [s if isinstance(s, ResolvedSite) else resolve_site(model, s, layouts, axes)
                                              for s in sites]
         self.reduce, self.repeat, self.detach = reduce, repeat, detach
         self.stop_early = bool(stop_early)
@@ -108,6 +118,7 @@ class Recorder:
         self._expected: dict[str, int] | None = None  # calls per site in one full pass, once known
         self._cache: dict[str, torch.Tensor] | None = None
         self._hooks: HookSet | None = None
+        self._axes: dict[str, Axes] = {}
         self._root_handles: list = []
 
     @property
@@ -158,7 +169,8 @@ class Recorder:
         try:
             # reset first and count last, around any site on the model itself
             self._root_handles.append(self.model.register_forward_pre_hook(self._reset, prepend=True))
-            self._hooks = HookSet(self.resolved, lambda s, t: self._capture(s, t)).__enter__()
+            self._hooks = HookSet(self.resolved, lambda s, t: self._capture(s, t), model=self.model).__enter__()
+            self._axes = self._hooks.axes
             self._root_handles.append(self.model.register_forward_hook(self._finish))
         except BaseException:
             self._remove_root()
@@ -179,6 +191,11 @@ class Recorder:
         # the early stop we raised ourselves ends the block quietly; anything else propagates
         return exc_type is not None and issubclass(exc_type, StopForward) and self.stop_early
 
+    @property
+    def axes(self) -> dict[str, Axes]:
+        """The layout of each site's activation, as met in the forward passes so far."""
+        return dict(self._axes)
+
     def forward(self, batch: Any, forward: Callable | None = None) -> Any:
         """Run one batch (``forward(model, batch)`` or the default call), stopping early if asked.
 
@@ -193,24 +210,25 @@ class Recorder:
         return out
 
 
-def _trailing_dims(shapes: Mapping[str, tuple[int, ...]], head_sites: set[str], split_sites: set[str],
-                   stacked: bool) -> dict[str, list[str]]:
-    def names(ndim: int, site: str) -> list[str]:
-        base: list[str] = []
-        if stacked:
-            base.append("call")
-            ndim -= 1
-        if site in split_sites:
-            rest = ["position"] * (ndim - 2) + ["head", "head_dim"]
-        elif site in head_sites:
-            rest = ["position"] * (ndim - 1) + ["head_dim"]
-        else:
-            rest = (["position"] if ndim >= 2 else []) + [f"dim_{i}" for i in range(max(ndim - 2, 0))] + (["feature"] if ndim >= 1 else [])
-        return base + rest
+def _site_dims(site: ResolvedSite, axes: Axes, ndim: int, stacked: bool) -> tuple[list[str], list[int]]:
+    """Dims of a recorded site (after ``sample``, in the model's axis order) and the
+    permutation from the canonical array to that order."""
+    if site.head_split is not None:
+        tail: tuple[str, ...] = ("head", "head_dim")
+    elif site.heads is not None:
+        tail = ("head_dim",)
+    else:
+        tail = (axes.feature_name,)
+    if not stacked:
+        dims, perm = axes.storage(ndim, tail)
+        return dims[1:], perm
+    dims, perm = axes.storage(ndim - 1, tail)   # the call axis sits right after the sample
+    return ["call", *dims[1:]], [0, 1, *[p + 1 for p in perm[1:]]]
 
-    dims = {s: names(len(shp), s) for s, shp in shapes.items()}
-    # a shared name must mean one size: the most common size keeps the plain name, the
-    # other sites get their dims prefixed with the site name ("<site>/feature")
+
+def _unique_dims(dims: Mapping[str, list[str]], shapes: Mapping[str, tuple[int, ...]]) -> dict[str, list[str]]:
+    """A shared dim name must mean one size: the most common size keeps the plain name, the
+    other sites get theirs prefixed with the site name (``"<site>/feature"``)."""
     from collections import Counter
 
     counts: dict[str, Counter] = {}
@@ -222,10 +240,17 @@ def _trailing_dims(shapes: Mapping[str, tuple[int, ...]], head_sites: set[str], 
             for s in shapes}
 
 
+def _to_numpy(t: torch.Tensor, dtype: str) -> np.ndarray:
+    """Real activations as ``dtype``; complex ones (spectral layers) as complex64, never cut to their real part."""
+    if t.is_complex():
+        return t.to(torch.complex64).cpu().numpy()
+    return t.float().cpu().numpy().astype(dtype, copy=False)
+
+
 def record(model: nn.Module, inputs: Any, sites: Sequence[str], *, batch_size: int = 256, reduce: Reduce = None,
            repeat: Repeat = "error", forward: Callable | None = None, layouts: Mapping[str, HeadLayout] | None = None,
            to_zarr: str | os.PathLike | None = None, stop_early: bool = True, progress: bool = False,
-           sample_coord: Sequence | np.ndarray | None = None, dtype: str = "float32") -> xr.Dataset:
+           sample_coord: Sequence | np.ndarray | None = None, dtype: str = "float32", axes=None) -> xr.Dataset:
     """Record activations at ``sites`` over a dataset, batch by batch.
 
     Parameters
@@ -233,12 +258,13 @@ def record(model: nn.Module, inputs: Any, sites: Sequence[str], *, batch_size: i
     model
         The model; switched to ``eval`` for the recording and restored afterwards.
     inputs
-        A Tensor, a dict or tuple of Tensors batched on dim 0, or an iterable of such batches.
+        A Tensor, or any nesting of dicts, tuples, lists and dataclasses of Tensors batched on
+        dim 0, or an iterable of such batches.
     sites
         Site strings.
     batch_size
         Rows per forward pass when ``inputs`` is one big batch.
-    reduce, repeat, layouts
+    reduce, repeat, layouts, axes
         As in :class:`Recorder`.
     forward
         ``forward(model, batch)``; default ``model(batch)`` / ``model(**batch)``.
@@ -250,13 +276,20 @@ def record(model: nn.Module, inputs: Any, sites: Sequence[str], *, batch_size: i
     sample_coord
         Values of the ``sample`` coordinate (default 0..n-1).
 
+    dtype
+        Storage dtype of real activations; complex activations are kept complex (complex64).
+
     Returns
     -------
     xr.Dataset
-        One variable per site (named by the site), dims ``("sample", ...)``: trailing dims
-        ``feature`` (last; ``head_dim`` for head sites), ``position`` (if kept), ``head``
-        (for ``heads`` sites without an index),
-        ``call`` (with ``repeat="stack"``). Names are prefixed by the site where sizes differ.
+        One variable per site (named by the site), dims ``("sample", ...)`` followed by the
+        axes of the site's layout in the model's order (:mod:`scimech.layout`): e.g.
+        ``position, feature`` for a transformer, ``channel, y, x`` for a CNN, ``window,
+        position, feature`` for windowed attention; ``head_dim`` replaces the feature axis
+        of a head site (``head, head_dim`` for ``heads`` without an index); ``reduce``
+        removes the position axes; ``call`` follows ``sample`` with ``repeat="stack"``.
+        Names are prefixed by the site where sizes differ. Attrs of each variable: its
+        ``module``, ``port`` and ``axes``.
     """
     if isinstance(sites, str):
         sites = [sites]
@@ -268,20 +301,15 @@ def record(model: nn.Module, inputs: Any, sites: Sequence[str], *, batch_size: i
     n_done = 0
     try:
         with torch.no_grad(), Recorder(model, sites, reduce=reduce, repeat=repeat, stop_early=stop_early,
-                                       layouts=layouts) as rec:
+                                       layouts=layouts, axes=axes) as rec:
             batches = iter_batches(inputs, batch_size)
             if progress:
                 batches = _progress(batches, desc="recording")
             site_attrs = _site_attrs(rec.resolved)
             for start, batch in batches:
                 rec.forward(batch, forward)
-                missing = [s for s in sites if s not in rec.activations]
-                if missing:
-                    raise RuntimeError(
-                        f"Site(s) {missing} never ran during the forward pass; they are not on the path "
-                        "this input takes (check the forward= function or the model's branches)."
-                    )
-                arrays = {s: rec.activations[s].float().cpu().numpy().astype(dtype, copy=False) for s in sites}
+                check_fired({s: int(s in rec.activations) for s in sites}, "record")
+                arrays = {s: _to_numpy(rec.activations[s], dtype) for s in sites}
                 rows = batch_size_of(batch)
                 wrong = {s: a.shape for s, a in arrays.items() if a.ndim == 0 or a.shape[0] != rows}
                 if wrong:
@@ -291,10 +319,15 @@ def record(model: nn.Module, inputs: Any, sites: Sequence[str], *, batch_size: i
                         "batch_first=True modules, or a forward= that transposes sequence-first tensors."
                     )
                 if dims is None:
-                    split = {r.name for r in rec.resolved if r.head_split is not None}
-                    head_sites = {r.name for r in rec.resolved if r.heads is not None}
-                    dims = _trailing_dims({s: a.shape[1:] for s, a in arrays.items()}, head_sites, split,
-                                          repeat == "stack")
+                    met = rec.axes
+                    plan = {r.name: _site_dims(r, met[r.name], arrays[r.name].ndim, repeat == "stack")
+                            for r in rec.resolved}
+                    perms = {s: p for s, (_, p) in plan.items()}
+                    site_attrs = {s: {**a, "axes": str(met[s])} for s, a in site_attrs.items()}
+                    arrays = {s: a.transpose(perms[s]) for s, a in arrays.items()}
+                    dims = _unique_dims({s: d for s, (d, _) in plan.items()}, {s: a.shape[1:] for s, a in arrays.items()})
+                else:
+                    arrays = {s: a.transpose(perms[s]) for s, a in arrays.items()}
                 if store_path is not None:
                     n = next(iter(arrays.values())).shape[0]
                     ds = xr.Dataset({s: (("sample", *dims[s]), a) for s, a in arrays.items()},

@@ -9,19 +9,33 @@ A site is a string::
                                   [..., 3*dh:4*dh] of the input of its output projection
     "encoder.0.attn.heads"        all heads, recorded as (..., head, head_dim)
 
+    "encoder.0.conv.channels[3]"  channel 3 of a channels-first activation (an error where
+                                  the activation has no channel axis)
+
+``units[...]`` selects along the feature axis of the activation's layout (the last axis
+of a transformer's ``(batch, position, feature)``, the channel axis of a CNN's ``(batch,
+channel, y, x)``; see :mod:`scimech.layout`).
+
 Head selectors need a :class:`HeadLayout` (attention module, output projection, number
-of heads). Layouts are found automatically for :class:`~scimech.attention.DecomposedMultiheadAttention`
-and for any module with an integer ``num_heads`` / ``n_heads`` / ``nhead`` / ``n_head``
-attribute and a linear child named ``proj``, ``out_proj``, ``o_proj`` or ``c_proj``
-(AION-1's attention, timm and most hand-written attention). A torch
-``nn.MultiheadAttention`` applies its ``out_proj`` functionally, so no hook there ever
-fires: call :func:`scimech.attention.decompose_attention` on the model first.
+of heads). Layouts are found automatically for
+:class:`~scimech.attention.DecomposedMultiheadAttention` and for any module that says how
+many heads it has (an integer ``num_heads`` / ``n_heads`` / ``nhead`` / ``n_head`` /
+``num_attention_heads``, on itself or on its ``config`` / ``cfg``, or a ``head_dim`` with a
+query projection) and has an output projection child: ``proj``, ``out_proj``, ``o_proj``,
+``c_proj``, ``o``, ``out``, ``dense`` or ``output.dense``, an ``nn.Linear`` or a
+Hugging Face ``Conv1D`` (``nx`` / ``nf``). This covers AION-1, timm, Hugging Face GPT-2,
+ViT and Swin, and most hand-written attention. A torch ``nn.MultiheadAttention`` applies
+its ``out_proj`` functionally, so no hook there ever fires: call
+:func:`scimech.attention.decompose_attention` on the model first.
+:func:`list_sites` warns, for each attention-like module whose heads it cannot split, why
+and what :class:`HeadLayout` to pass.
 """
 
 from __future__ import annotations
 
 import difflib
 import re
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
@@ -29,7 +43,8 @@ from typing import Literal
 import torch
 from torch import nn
 
-from .errors import HeadLayoutError, SiteNotFoundError
+from .errors import DimensionError, HeadLayoutError, SiteNotFoundError
+from .layout import Axes, declared_axes, infer_axes
 
 __all__ = [
     "HeadLayout",
@@ -39,17 +54,23 @@ __all__ = [
     "resolve_site",
     "find_head_layouts",
     "list_sites",
+    "HeadLayoutWarning",
 ]
 
 Port = Literal["input", "output"]
-_HEAD_ATTRS = ("num_heads", "n_heads", "nhead", "n_head")
-_PROJ_NAMES = ("proj", "out_proj", "o_proj", "c_proj")
+_HEAD_ATTRS = ("num_heads", "n_heads", "nhead", "n_head", "num_attention_heads")
+_PROJ_NAMES = ("proj", "out_proj", "o_proj", "c_proj", "o", "out", "dense", "output.dense")
 
+# a selector follows a dot (or starts the site): "mlp.hidden_units" is a module path
 _SITE_RE = re.compile(
     r"^(?P<path>[A-Za-z0-9_.\-]*?)"
-    r"(?:\.?(?P<sel>heads|units)(?:\[(?P<idx>[0-9,\s]*)\])?)?"
+    r"(?:(?:^|\.)(?P<sel>heads|units|channels)(?:\[(?P<idx>[0-9,\s]*)\])?)?"
     r"(?::(?P<port>input|output))?$"
 )
+
+
+class HeadLayoutWarning(UserWarning):
+    """An attention-like module whose heads scimech cannot split without a HeadLayout."""
 
 
 @dataclass(frozen=True)
@@ -66,12 +87,16 @@ class HeadLayout:
         Number of heads; the projection's input width must be divisible by it.
     port
         ``"input"`` (default): heads are the input of ``proj`` laid out head by head.
+    width
+        Width of ``proj``'s input (heads x head_dim), for projections that do not say it
+        (``in_features`` of an ``nn.Linear`` and ``nx`` of a Hugging Face ``Conv1D`` are read).
     """
 
     attn: str
     proj: str
     num_heads: int
     port: Port = "input"
+    width: int | None = None
 
 
 @dataclass(frozen=True)
@@ -84,14 +109,19 @@ class SiteSpec:
     heads: tuple[int, ...] | None = None
     all_heads: bool = False
     units: tuple[int, ...] | None = None
+    channels: bool = False
 
 
 @dataclass(frozen=True)
 class ResolvedSite:
     """A site bound to a module of a model.
 
-    ``index`` selects along the last dim of the hooked tensor (``None``: all of it);
-    ``head_split`` (``(num_heads, head_dim)``) is set for ``heads`` without an index.
+    ``index`` selects along the feature axis (``None``: all of it); ``head_split``
+    (``(num_heads, head_dim)``) is set for ``heads`` without an index; ``axes`` is the
+    declared layout of the hooked tensor (``None``: inferred, :func:`scimech.layout.infer_axes`);
+    ``channels``: the selector requires a channel axis. :meth:`view` gives the canonical
+    view ``(batch, [window], *positions, feature)`` on which :meth:`select`,
+    :meth:`assign_` and :meth:`replace` act (on its last axis).
     """
 
     name: str
@@ -102,6 +132,23 @@ class ResolvedSite:
     heads: tuple[int, ...] | None = None
     head_dim: int | None = None
     head_split: tuple[int, int] | None = None
+    axes: Axes | None = None
+    channels: bool = False
+
+    def layout(self, t: torch.Tensor) -> Axes:
+        """The layout of the hooked tensor ``t``: declared, else inferred (or a clear error)."""
+        axes = self.axes if self.axes is not None else infer_axes(self.module, t, self.name)
+        if self.channels and axes.feature_name != "channel":
+            raise DimensionError(
+                f"Site {self.name!r} selects channels, but the activation's layout '{axes}' has no channel axis. "
+                f"Use units[...] for features, or declare a channels-first layout with axes={{{self.name!r}: "
+                "'batch channel y x'}}.")
+        return axes
+
+    def view(self, t: torch.Tensor, rows: int | None) -> tuple[torch.Tensor, Axes]:
+        """The canonical view of ``t`` (checked against a batch of ``rows``) and its layout."""
+        axes = self.layout(t)
+        return axes.canonical(t, rows, self.name), axes
 
     @property
     def _key(self) -> slice | list[int] | None:
@@ -170,10 +217,10 @@ def parse_site(text: str) -> SiteSpec:
         if port != "output":
             raise SiteNotFoundError(f"Site {text!r}: heads are outputs of an attention module; drop ':{port}'.")
         return SiteSpec(text, path, "output", heads=indices, all_heads=indices is None)
-    if sel == "units":
+    if sel in ("units", "channels"):
         if indices is None:
-            raise SiteNotFoundError(f"Site {text!r}: say which units, e.g. '{path}.units[0,3]'.")
-        return SiteSpec(text, path, port, units=indices)
+            raise SiteNotFoundError(f"Site {text!r}: say which {sel}, e.g. '{path}.{sel}[0,3]'.")
+        return SiteSpec(text, path, port, units=indices, channels=sel == "channels")
     return SiteSpec(text, path, port)
 
 
@@ -199,42 +246,116 @@ def _get_module(model: nn.Module, path: str, site_text: str) -> nn.Module:
         ) from None
 
 
+def _head_count(module: nn.Module) -> int | None:
+    """Heads of an attention module: an int attribute, on the module or (for a module named
+    like attention) its config, or (``head_dim`` given) the width of its query projection
+    divided by it. A whole layer or model that merely carries a config is not attention."""
+    owners = [module]
+    if _looks_like_attention(module):
+        owners += [getattr(module, "config", None), getattr(module, "cfg", None)]
+    for owner in owners:
+        if owner is None:
+            continue
+        for a in _HEAD_ATTRS:
+            v = getattr(owner, a, None)
+            if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+                return v
+    dh = getattr(module, "head_dim", None)
+    q = getattr(module, "q_proj", None)
+    width = getattr(q, "out_features", None) if q is not None else None
+    if isinstance(dh, int) and dh > 0 and isinstance(width, int) and width % dh == 0:
+        return width // dh
+    return None
+
+
+def _looks_like_attention(module: nn.Module) -> bool:
+    return re.search(r"attention|attn", type(module).__name__, re.IGNORECASE) is not None
+
+
+def proj_width(proj: nn.Module, port: Port = "input") -> int | None:
+    """Input (or output) width of a projection: ``nn.Linear``, or Hugging Face ``Conv1D``
+    (``nx`` in, ``nf`` out; its weight is stored transposed, ``(nx, nf)``)."""
+    if isinstance(proj, nn.Linear):
+        return proj.in_features if port == "input" else proj.out_features
+    nx, nf = getattr(proj, "nx", None), getattr(proj, "nf", None)
+    if isinstance(nx, int) and isinstance(nf, int):
+        return nx if port == "input" else nf
+    return None
+
+
+def _find_proj(module: nn.Module, path: str) -> tuple[str, nn.Module] | None:
+    for pname in _PROJ_NAMES:
+        try:
+            child = module.get_submodule(pname)
+        except AttributeError:
+            continue
+        if proj_width(child) is not None:
+            return (f"{path}.{pname}" if path else pname), child
+    return None
+
+
+def _cannot_split(path: str, module: nn.Module) -> str | None:
+    """Why an attention-like module has no automatic head layout (``None`` if it has one
+    or does not look like attention)."""
+    if isinstance(module, nn.MultiheadAttention):
+        return ("torch applies its out_proj functionally, so per-head hooks never fire. Fix: "
+                "model = scimech.attention.decompose_attention(model) first (numerically identical)")
+    if not _looks_like_attention(module):
+        return None
+    heads = _head_count(module)
+    found = _find_proj(module, path)
+    if heads is not None and found is not None:
+        return None
+    proj_names = ", ".join(_PROJ_NAMES)
+    if heads is None and found is None:
+        why = f"it says neither how many heads it has nor which child is its output projection ({proj_names})"
+    elif heads is None:
+        why = "it does not say how many heads it has (no num_heads / num_attention_heads attribute)"
+    else:
+        why = f"no child named {proj_names} is an nn.Linear or a Conv1D with known widths"
+    return (f"{why}. Pass layouts={{{path!r}: HeadLayout(attn={path!r}, proj={path + '.<output projection>'!r}, "
+            "num_heads=H, width=W)}} (W: the projection's input width, heads x head_dim)")
+
+
 def _auto_layout(model: nn.Module, path: str, module: nn.Module) -> HeadLayout | None:
     from .attention import DecomposedMultiheadAttention
 
     if isinstance(module, DecomposedMultiheadAttention):
         return HeadLayout(path, f"{path}.out_proj" if path else "out_proj", module.num_heads)
     if isinstance(module, nn.MultiheadAttention):
-        raise HeadLayoutError(
-            f"{path!r} is a torch nn.MultiheadAttention, which applies its out_proj functionally, so "
-            "per-head hooks never fire. Fix: model = scimech.attention.decompose_attention(model) first "
-            "(numerically identical)."
-        )
-    heads = next((getattr(module, a) for a in _HEAD_ATTRS if isinstance(getattr(module, a, None), int)), None)
+        raise HeadLayoutError(f"{path!r} is a torch nn.MultiheadAttention: {_cannot_split(path, module)}.")
+    heads = _head_count(module)
     if heads is None:
         return None
-    for pname in _PROJ_NAMES:
-        child = getattr(module, pname, None)
-        if isinstance(child, nn.Linear):
-            return HeadLayout(path, f"{path}.{pname}" if path else pname, int(heads))
-    return None
+    found = _find_proj(module, path)
+    if found is None:
+        return None
+    return HeadLayout(path, found[0], int(heads))
 
 
 def find_head_layouts(model: nn.Module) -> dict[str, HeadLayout]:
-    """Head layouts of every attention module found automatically, by module path."""
+    """Head layouts of every attention module found automatically, by module path.
+
+    A module whose own projection child is found is the attention (its ``proj`` is not
+    itself taken for an attention module: only modules with a head count qualify).
+    """
     out = {}
     for name, mod in model.named_modules():
         try:
             lay = _auto_layout(model, name, mod)
         except HeadLayoutError:
             continue
-        if lay is not None:
+        if lay is not None and (proj_width(mod) is None):
             out[name] = lay
     return out
 
 
-def resolve_site(model: nn.Module, site: str, layouts: Mapping[str, HeadLayout] | None = None) -> ResolvedSite:
+def resolve_site(model: nn.Module, site: str, layouts: Mapping[str, HeadLayout] | None = None,
+                 axes=None) -> ResolvedSite:
     """Bind a site string to a module of ``model``.
+
+    ``axes``: declared activation layouts (``axes=`` of the verbs; :mod:`scimech.layout`),
+    looked up by the site string, then its module path.
 
     Raises
     ------
@@ -247,42 +368,63 @@ def resolve_site(model: nn.Module, site: str, layouts: Mapping[str, HeadLayout] 
     if spec.all_heads:  # a real submodule called "heads" wins over the selector
         literal = f"{spec.module}.heads" if spec.module else "heads"
         try:
-            return ResolvedSite(site, literal, model.get_submodule(literal), "output", None)
+            mod = model.get_submodule(literal)
+            return ResolvedSite(site, literal, mod, "output", None,
+                                axes=declared_axes(axes, site, literal))
         except AttributeError:
             pass
     module = _get_module(model, spec.module, site)
     if spec.heads is None and not spec.all_heads:
-        return ResolvedSite(site, spec.module, module, spec.port, spec.units)
+        return ResolvedSite(site, spec.module, module, spec.port, spec.units,
+                            axes=declared_axes(axes, site, spec.module), channels=spec.channels)
     layout = (layouts or {}).get(spec.module) or _auto_layout(model, spec.module, module)
     if layout is None:
-        raise HeadLayoutError(
-            f"Site {site!r}: module {spec.module!r} ({type(module).__name__}) has no known head layout. "
-            "Pass layouts={path: HeadLayout(attn=path, proj=path + '.proj', num_heads=H)} or give the "
-            "module an int attribute num_heads and a Linear child named proj/out_proj."
-        )
+        why = _cannot_split(spec.module, module) or (
+            "it is not an attention module scimech recognises. Pass layouts={path: HeadLayout(attn=path, "
+            "proj=path + '.proj', num_heads=H)}")
+        raise HeadLayoutError(f"Site {site!r}: module {spec.module!r} ({type(module).__name__}) has no known head "
+                              f"layout: {why}.")
     proj = _get_module(model, layout.proj, site)
-    width = getattr(proj, "in_features", None) if layout.port == "input" else getattr(proj, "out_features", None)
-    if width is None or width % layout.num_heads:
+    width = layout.width if layout.width is not None else proj_width(proj, layout.port)
+    if width is None:
         raise HeadLayoutError(
-            f"Site {site!r}: cannot split {layout.proj!r} into {layout.num_heads} heads "
-            f"(width {width}). Check num_heads in the HeadLayout."
-        )
+            f"Site {site!r}: the width of {layout.proj!r} ({type(proj).__name__}) is unknown (it is neither an "
+            f"nn.Linear nor a Conv1D with nx/nf). Pass it: HeadLayout(attn={layout.attn!r}, proj={layout.proj!r}, "
+            f"num_heads={layout.num_heads}, width=W), W = heads x head_dim.")
+    if width % layout.num_heads:
+        raise HeadLayoutError(
+            f"Site {site!r}: the {layout.port} of {layout.proj!r} is {width} wide, which does not split into "
+            f"{layout.num_heads} heads. Check num_heads (and width) in the HeadLayout.")
     dh = width // layout.num_heads
+    ax = declared_axes(axes, site, spec.module) or declared_axes(axes, site, layout.proj)
     if spec.all_heads:
         return ResolvedSite(site, layout.proj, proj, layout.port, None, tuple(range(layout.num_heads)), dh,
-                            head_split=(layout.num_heads, dh))
+                            head_split=(layout.num_heads, dh), axes=ax)
     bad = [h for h in spec.heads if not 0 <= h < layout.num_heads]
     if bad:
         raise HeadLayoutError(f"Site {site!r}: head(s) {bad} out of range; {spec.module!r} has "
                               f"{layout.num_heads} heads (0..{layout.num_heads - 1}).")
     index = tuple(i for h in spec.heads for i in range(h * dh, (h + 1) * dh))
-    return ResolvedSite(site, layout.proj, proj, layout.port, index, spec.heads, dh)
+    return ResolvedSite(site, layout.proj, proj, layout.port, index, spec.heads, dh, axes=ax)
 
 
 def list_sites(model: nn.Module, heads: bool = True) -> list[str]:
-    """Every module path of ``model``; with ``heads=True`` also ``<attn>.heads[i]`` names."""
+    """Every module path of ``model``; with ``heads=True`` also ``<attn>.heads[i]`` names.
+
+    For each attention-like module whose heads cannot be split automatically, a
+    :class:`HeadLayoutWarning` says why and which :class:`HeadLayout` to pass.
+    """
     names = [n for n, _ in model.named_modules() if n]
     if heads:
-        for path, lay in find_head_layouts(model).items():
+        layouts = find_head_layouts(model)
+        for path, lay in layouts.items():
             names += [f"{path}.heads[{h}]" for h in range(lay.num_heads)]
+        inside = tuple(f"{p}." for p in layouts)
+        for path, mod in model.named_modules():
+            if path in layouts or (inside and path.startswith(inside)):
+                continue
+            why = _cannot_split(path, mod)
+            if why is not None:
+                warnings.warn(f"list_sites: no heads listed for {path!r} ({type(mod).__name__}): {why}.",
+                              HeadLayoutWarning, stacklevel=2)
     return names

@@ -232,9 +232,9 @@ def test_sequence_first_activations_are_an_error():
     torch.manual_seed(0)
     m = SeqFirstInside().eval()
     x = torch.randn(3, 5, 8)  # 3 samples, 5 tokens
-    with pytest.raises(DimensionError, match="batched on dim 0"):
+    with pytest.raises(DimensionError, match="not the batch of 3 samples"):
         record(m, x, ["enc"])
-    with pytest.raises(ValueError, match="batched on dim 0"):
+    with pytest.raises(ValueError, match="not the batch"):
         patching_sweep(m, x, x.flip(0), ["enc", "enc.linear2"], metrics.output())
 
 

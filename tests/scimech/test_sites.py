@@ -109,7 +109,7 @@ def test_ports_units_and_literal_heads_module():
 
     m = WithHeads()
     assert resolve_site(m, "heads").module is m.heads
-    with pytest.raises(HeadLayoutError, match="cannot split"):
+    with pytest.raises(HeadLayoutError, match="does not split into 2 heads"):
         resolve_site(nn.Sequential(nn.Linear(5, 5)), "0.heads[0]", {"0": HeadLayout("0", "0", 2)})
 
 
