@@ -46,7 +46,7 @@ import xarray as xr
 from torch import nn
 
 from .attention import DecomposedMultiheadAttention
-from .hooks import HookSet, first_tensor, override_forward, run_forward, slice_batch
+from .hooks import HookSet, check_fired, first_tensor, override_forward, run_forward, slice_batch
 from .intervene import (
     _capturing,
     _metric_values,
@@ -126,7 +126,7 @@ class _Probes:
                 self.base[key] = t.detach()
                 return self._probe(key, t)
 
-            self._stack.enter_context(HookSet(self.by_point.values(), on_site))
+            self._stack.enter_context(HookSet(self.by_point.values(), on_site, model=self.model))
             for path, attn in self.qk_attn.items():
                 orig = attn.attention_weights
 
@@ -199,12 +199,13 @@ def attribution_patching(model: nn.Module, clean: Any, corrupted: Any, sites: Se
                          direction: Literal["denoising", "noising"] = "denoising", forward: Callable | None = None,
                          batch_size: int = 64, target: torch.Tensor | None = None,
                          layouts: Mapping[str, HeadLayout] | None = None, qk_fix: bool = True,
-                         graddrop: bool = False, verify_top: int = 0, max_rows: int = 256) -> xr.Dataset:
+                         graddrop: bool = False, verify_top: int = 0, max_rows: int = 256,
+                         axes=None) -> xr.Dataset:
     """Estimated activation-patching effect of every site (AtP / AtP*), optionally verified.
 
     Parameters
     ----------
-    model, clean, corrupted, sites, metric, direction, forward, batch_size, target, layouts
+    model, clean, corrupted, sites, metric, direction, forward, batch_size, target, layouts, axes
         As in :func:`scimech.intervene.patching_sweep`. The metric must be differentiable.
     qk_fix
         Exact attention weights for query / key sites of a ``DecomposedMultiheadAttention``
@@ -234,7 +235,7 @@ def attribution_patching(model: nn.Module, clean: Any, corrupted: Any, sites: Se
     if verify_top < 0 or int(verify_top) != verify_top:
         raise ValueError(f"verify_top must be a whole number >= 0; got {verify_top!r}.")
     sites, metric, n_clean, target, resolved = _patching_inputs(model, clean, corrupted, sites, metric, direction,
-                                                                target, layouts)
+                                                                target, layouts, axes)
     qk = {s.name: a for s in resolved if qk_fix and (a := _qk_attention(model, s)) is not None}
     clean_v, corr_v, est_v, gd_v = [], [], [], []
     # one batch: the verification patches the base run kept here (no new reference runs)
@@ -257,6 +258,7 @@ def attribution_patching(model: nn.Module, clean: Any, corrupted: Any, sites: Se
             with torch.no_grad(), Recorder(model, resolved) as rec:
                 out_src = run_forward(model, src_batch, forward)
             source = dict(rec.activations)
+            check_fired({s.name: int(s.name in source) for s in resolved}, "attribution_patching")
             state = {"dropped": None}
             if keep:
                 reuse, path = _plan_reuse(model, base_batch, resolved, forward, True)
@@ -264,10 +266,7 @@ def attribution_patching(model: nn.Module, clean: Any, corrupted: Any, sites: Se
             with torch.enable_grad(), _gates(model, blocks, state), _Probes(model, resolved, qk) as probes, \
                     _capturing(model, reuse, stop - start):
                 out = run_forward(model, base_batch, forward)
-                missing = [s.name for s in resolved if probes.point(s) not in probes.base]
-                if missing:
-                    raise RuntimeError(f"Site(s) {missing} never ran during the forward pass; they are not on the "
-                                       "path this input takes (check the forward= function or the model's branches).")
+                check_fired({s.name: int(probes.point(s) in probes.base) for s in resolved}, "attribution_patching")
                 m = metric(out, tgt)
                 keys = list(probes.leaves)
                 leaves = [probes.leaves[k] for k in keys]
@@ -337,7 +336,7 @@ def attribution_patching(model: nn.Module, clean: Any, corrupted: Any, sites: Se
             exact_patched = {r.name: rows[i].numpy() for i, r in enumerate(chosen)}
         else:
             ex = patching_sweep(model, clean, corrupted, top, metric, direction=direction, forward=forward,
-                                batch_size=batch_size, max_rows=max_rows, target=target, layouts=layouts)
+                                batch_size=batch_size, max_rows=max_rows, target=target, layouts=layouts, axes=axes)
             exact_patched = {s: ex["patched"].sel(site=s).values for s in top}
             path = {k: ex.attrs[k] for k in ("sweep_path", "sweep_path_note")}
         data.update(_verified(sites, exact_patched, base, c, x))

@@ -213,7 +213,7 @@ def check_fired(fired: Mapping[str, int], what: str) -> None:
     never = [s for s, n in fired.items() if not n]
     if never:
         raise SiteNeverRanError(
-            f"{what}: site(s) {never} never ran during the forward pass, so nothing was {what.split()[0]}d there "
+            f"{what}: site(s) {never} never ran during the forward pass, so nothing was recorded or changed there "
             "and no effect can be reported. The module is not on the path this input takes (a branch not taken, "
             "a module whose computation the model does functionally, e.g. dropout in eval or a fused attention "
             "path); choose a site from scimech.list_sites(model) that runs, or check the forward= function.")

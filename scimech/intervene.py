@@ -37,7 +37,16 @@ import xarray as xr
 from torch import nn
 
 from .errors import DataValidationError
-from .hooks import HookSet, batch_size_of, iter_batches, run_forward, slice_batch, tile_batch
+from .hooks import (
+    HookSet,
+    batch_size_of,
+    check_fired,
+    is_one_batch,
+    iter_batches,
+    run_forward,
+    slice_batch,
+    tile_batch,
+)
 from .metrics import Metric, as_metric
 from .prefix import Shortcut, recording_reused, reusing, trace_calls
 from .record import Recorder
@@ -55,8 +64,10 @@ def _as_list(sites: str | Sequence[str]) -> list[str]:
 
 
 def reference_activations(model: nn.Module, reference: Any, sites: Sequence[str], *, forward: Callable | None = None,
-                          layouts: Mapping[str, HeadLayout] | None = None, batch_size: int = 256) -> dict[str, torch.Tensor]:
-    """Activations at ``sites`` on reference inputs (for mean and resample ablation)."""
+                          layouts: Mapping[str, HeadLayout] | None = None, batch_size: int = 256,
+                          axes=None) -> dict[str, torch.Tensor]:
+    """Activations at ``sites`` on reference inputs (for mean and resample ablation), in each
+    site's canonical layout ``(sample, [window], *positions, feature)`` on the model's device."""
     sites = _as_list(sites)
     if isinstance(reference, Mapping) and all(s in reference for s in sites) and all(
         isinstance(reference[s], torch.Tensor) for s in sites
@@ -66,9 +77,10 @@ def reference_activations(model: nn.Module, reference: Any, sites: Sequence[str]
     was = model.training
     model.eval()
     try:
-        with torch.no_grad(), Recorder(model, sites, layouts=layouts, stop_early=True) as rec:
+        with torch.no_grad(), Recorder(model, sites, layouts=layouts, stop_early=True, axes=axes) as rec:
             for _, batch in iter_batches(reference, batch_size):
                 rec.forward(batch, forward)
+                check_fired({s: int(s in rec.activations) for s in sites}, "reference activations for ablate")
                 for s in sites:
                     out[s].append(rec.activations[s])
     finally:
@@ -90,16 +102,18 @@ def _replacement(method: str, site: ResolvedSite, current: torch.Tensor, ref: to
             f"run has {tuple(current.shape[1:])} (different sequence length?). Use reference inputs shaped "
             "like the inputs."
         )
-    if method == "mean":
+    if method == "mean":  # per position (and window): the reference samples are averaged, nothing else
         return ref.mean(dim=0, keepdim=True).expand_as(current).to(current.dtype)
+    # whole samples are drawn (every position and window of one reference sample together); the
+    # draw is made on the CPU generator, so it is the same whatever device the model is on
     idx = torch.randint(0, ref.shape[0], (current.shape[0],), generator=gen)
-    return ref[idx].to(current.dtype)
+    return ref[idx.to(ref.device)].to(current.dtype)
 
 
 @contextmanager
 def ablate(model: nn.Module, sites: str | Sequence[str], *, method: AblationMethod = "resample",
            reference: Any = None, factor: float | None = None, seed: int = 0, forward: Callable | None = None,
-           layouts: Mapping[str, HeadLayout] | None = None):
+           layouts: Mapping[str, HeadLayout] | None = None, axes=None):
     """Ablate activations at ``sites`` for every forward pass inside the block.
 
     Parameters
@@ -117,19 +131,25 @@ def ablate(model: nn.Module, sites: str | Sequence[str], *, method: AblationMeth
         For ``"scale"``: the multiplier.
     seed
         Seed of the resampling draws.
+    axes
+        Activation layouts (:mod:`scimech.layout`), one string or a dict by site or module path.
+
+    A module that runs several times in one forward pass is ablated at every call. Leaving
+    the block raises :class:`~scimech.errors.SiteNeverRanError` if a site never ran in it:
+    an ablation that never happened has no effect to report.
     """
     if method not in _METHODS:
         raise ValueError(f"method must be one of {_METHODS}; got {method!r}.")
     if method == "scale" and factor is None:
         raise ValueError("method='scale' needs factor= (e.g. 0.5 to halve, 2.0 to double).")
     sites = _as_list(sites)
-    resolved = [resolve_site(model, s, layouts) for s in sites]
+    resolved = [resolve_site(model, s, layouts, axes) for s in sites]
     refs: dict[str, torch.Tensor] = {}
     if method in ("mean", "resample"):
         if reference is None:
             raise ValueError(f"method={method!r} needs reference= (inputs from the data distribution, or "
                              "recorded activations); or use method='zero'.")
-        refs = reference_activations(model, reference, sites, forward=forward, layouts=layouts)
+        refs = reference_activations(model, reference, sites, forward=forward, layouts=layouts, axes=axes)
     gen = torch.Generator().manual_seed(seed)
 
     def fn(site: ResolvedSite, t: torch.Tensor):
@@ -137,35 +157,43 @@ def ablate(model: nn.Module, sites: str | Sequence[str], *, method: AblationMeth
         new = _replacement(method, site, cur, refs.get(site.name), factor, gen)
         return site.replace(t, new)
 
-    with HookSet(resolved, fn):
+    with HookSet(resolved, fn, model=model) as hooks:
         yield
+    hooks.check_fired("ablate")
 
 
 @contextmanager
-def patch(model: nn.Module, values: Mapping[str, torch.Tensor], layouts: Mapping[str, HeadLayout] | None = None):
+def patch(model: nn.Module, values: Mapping[str, torch.Tensor], layouts: Mapping[str, HeadLayout] | None = None,
+          axes=None):
     """Set the activation at each site to the given tensor during the block.
 
-    ``values[site]`` has the shape the site records (e.g. (B, N, head_dim) for one head).
+    ``values[site]`` has the shape the site has in its canonical layout, as a
+    :class:`~scimech.record.Recorder` holds it (``(B, N, head_dim)`` for one head of a
+    transformer, ``(B, y, x, channel)`` for a CNN site; :mod:`scimech.layout`). The values
+    are written at every call of the site's module. Leaving the block raises
+    :class:`~scimech.errors.SiteNeverRanError` if a site never ran in it.
     """
-    resolved = [resolve_site(model, s, layouts) for s in values]
+    resolved = [resolve_site(model, s, layouts, axes) for s in values]
 
     def fn(site: ResolvedSite, t: torch.Tensor):
         new = values[site.name]
         if new.shape != site.select(t).shape:
             raise DataValidationError(f"Patch for {site.name!r} has shape {tuple(new.shape)}, the site has "
                                       f"{tuple(site.select(t).shape)}.")
-        return site.replace(t, new)
+        return site.replace(t, new.to(t.device))
 
-    with HookSet(resolved, fn):
+    with HookSet(resolved, fn, model=model) as hooks:
         yield
+    hooks.check_fired("patch")
 
 
 @contextmanager
-def _tiled(model: nn.Module, resolved: Sequence[ResolvedSite], block: int, make: Callable):
+def _tiled(model: nn.Module, resolved: Sequence[ResolvedSite], block: int, make: Callable, what: str):
     """Hooks where tile ``i`` (rows ``i*block:(i+1)*block``) gets ``make(i, site, current)``.
 
     Site ``i`` of ``resolved`` owns tile ``i``. Sites on the same module and port share one
-    hook, which copies the tensor once and writes each site's tile in place.
+    hook, which copies the tensor once and writes each site's tile in place. A site that
+    never ran raises :class:`~scimech.errors.SiteNeverRanError` (``what``: the verb).
     """
     groups: dict[tuple[int, str], list[tuple[int, ResolvedSite]]] = {}
     rows = block * len(resolved)
@@ -173,6 +201,7 @@ def _tiled(model: nn.Module, resolved: Sequence[ResolvedSite], block: int, make:
         groups.setdefault((id(site.module), site.port), []).append((i, site))
 
     with ExitStack() as stack:
+        hooksets = []
         for members in groups.values():
             def fn(_s: ResolvedSite, t: torch.Tensor, _members=members):
                 if t.shape[0] != rows:
@@ -187,8 +216,10 @@ def _tiled(model: nn.Module, resolved: Sequence[ResolvedSite], block: int, make:
                     s.assign_(tile, make(i, s, s.select(tile)))
                 return out
 
-            stack.enter_context(HookSet([members[0][1]], fn))
+            hooksets.append((stack.enter_context(HookSet([members[0][1]], fn)), members))
         yield
+        for h, members in hooksets:
+            check_fired({s.name: h.fired[members[0][1].name] for _, s in members}, what)
 
 
 def _metric_values(metric: Metric, out: Any, target: Any) -> torch.Tensor:
@@ -213,7 +244,7 @@ def _sites_per_forward(n_sites: int, batch: int, max_rows: int) -> int:
 
 def _sweep_tiles(model: nn.Module, resolved: Sequence[ResolvedSite], batch: Any, b: int, make: Callable,
                  metric: Metric, tgt: Any, forward: Callable | None, k: int, row: torch.Tensor,
-                 reuse: _Reuse | None = None) -> None:
+                 reuse: _Reuse | None = None, what: str = "patching_sweep") -> None:
     """Fill ``row[j]`` with the metric of the run where site ``j`` gets ``make(...)``,
     ``k`` sites per tiled forward (shared by the ablation and patching sweeps).
 
@@ -230,7 +261,7 @@ def _sweep_tiles(model: nn.Module, resolved: Sequence[ResolvedSite], batch: Any,
             group = [resolved[j] for j in idx]
             # reuse first, site hooks second: a site on a reused module patches its reused output
             n = len(group)
-            with reusing(model, recorded, shortcut, n), _tiled(model, group, b, make):
+            with reusing(model, recorded, shortcut, n), _tiled(model, group, b, make, what):
                 out = run_forward(model, tile_batch(batch, n) if n > 1 else batch, forward)
             vals = _metric_values(metric, out, tgt if tgt is None or n == 1 else tile_batch(tgt, n))
             row[idx] = vals.reshape(len(group), b)
@@ -297,7 +328,7 @@ def ablation_sweep(model: nn.Module, inputs: Any, sites: Sequence[str], metric: 
                    method: AblationMethod = "resample", reference: Any = None, factor: float | None = None,
                    forward: Callable | None = None, batch_size: int = 256, max_rows: int = 256, seed: int = 0,
                    layouts: Mapping[str, HeadLayout] | None = None, target: torch.Tensor | None = None,
-                   reuse_prefix: bool = True) -> xr.Dataset:
+                   reuse_prefix: bool = True, axes=None) -> xr.Dataset:
     """Ablate each site in turn and measure a per-sample metric.
 
     Parameters are those of :func:`ablate` and :func:`patching_sweep`; sites share
@@ -318,14 +349,14 @@ def ablation_sweep(model: nn.Module, inputs: Any, sites: Sequence[str], metric: 
         raise ValueError("method='scale' needs factor=.")
     sites = _as_list(sites)
     metric = as_metric(metric)
-    n_inputs = batch_size_of(inputs) if isinstance(inputs, (torch.Tensor, Mapping, tuple)) else None
+    n_inputs = batch_size_of(inputs) if is_one_batch(inputs) else None
     target = _full_target(target, metric, n_inputs)
-    resolved = [resolve_site(model, s, layouts) for s in sites]
+    resolved = [resolve_site(model, s, layouts, axes) for s in sites]
     refs = {}
     if method in ("mean", "resample"):
         if reference is None:
             raise ValueError(f"method={method!r} needs reference= inputs or activations.")
-        refs = reference_activations(model, reference, sites, forward=forward, layouts=layouts)
+        refs = reference_activations(model, reference, sites, forward=forward, layouts=layouts, axes=axes)
     gen = torch.Generator().manual_seed(seed)
     base_vals, abl_vals = [], []
     reuse, path = None, {}
@@ -353,11 +384,14 @@ def ablation_sweep(model: nn.Module, inputs: Any, sites: Sequence[str], metric: 
                              torch.randint(0, refs[s.name].shape[0], (b,), generator=gen) for s in resolved}
 
                 def make(i, s, cur, draws=draws):
-                    if method == "resample":
-                        return refs[s.name][draws[s.name]].to(cur.dtype)
+                    if method == "resample":  # whole reference samples (every position and window)
+                        ref = refs[s.name]
+                        if ref.shape[1:] != cur.shape[1:]:
+                            return _replacement(method, s, cur, ref, factor, gen)  # the shape error
+                        return ref[draws[s.name].to(ref.device)].to(cur.dtype)
                     return _replacement(method, s, cur, refs.get(s.name), factor, gen)
 
-                _sweep_tiles(model, resolved, batch, b, make, metric, tgt, forward, k, row, reuse)
+                _sweep_tiles(model, resolved, batch, b, make, metric, tgt, forward, k, row, reuse, "ablation_sweep")
                 abl_vals.append(row)
     finally:
         model.train(was)
@@ -377,7 +411,7 @@ def ablation_sweep(model: nn.Module, inputs: Any, sites: Sequence[str], metric: 
 
 
 def _patching_inputs(model: nn.Module, clean: Any, corrupted: Any, sites: Sequence[str], metric, direction: str,
-                     target: Any, layouts: Mapping[str, HeadLayout] | None):
+                     target: Any, layouts: Mapping[str, HeadLayout] | None, axes=None):
     """Checked arguments of a patching run: ``(sites, metric, n, target, resolved sites)``."""
     if direction not in ("denoising", "noising"):
         raise ValueError(f"direction must be 'denoising' or 'noising'; got {direction!r}.")
@@ -387,7 +421,7 @@ def _patching_inputs(model: nn.Module, clean: Any, corrupted: Any, sites: Sequen
     if n_clean != n_corr:
         raise DataValidationError(f"clean has {n_clean} rows and corrupted {n_corr}; patching needs pairs.")
     target = _full_target(target, metric, n_clean)
-    return sites, metric, n_clean, target, [resolve_site(model, s, layouts) for s in sites]
+    return sites, metric, n_clean, target, [resolve_site(model, s, layouts, axes) for s in sites]
 
 
 def normalized_effect(patched: np.ndarray, clean: np.ndarray, corrupted: np.ndarray) -> np.ndarray:
@@ -401,7 +435,7 @@ def patching_sweep(model: nn.Module, clean: Any, corrupted: Any, sites: Sequence
                    metric: Metric | Callable | None = None, *, direction: Literal["denoising", "noising"] = "denoising",
                    forward: Callable | None = None, batch_size: int = 64, max_rows: int = 256,
                    target: torch.Tensor | None = None, layouts: Mapping[str, HeadLayout] | None = None,
-                   reuse_prefix: bool = True) -> xr.Dataset:
+                   reuse_prefix: bool = True, axes=None) -> xr.Dataset:
     """Activation patching at each site, in one direction.
 
     Parameters
@@ -428,6 +462,8 @@ def patching_sweep(model: nn.Module, clean: Any, corrupted: Any, sites: Sequence
         Per-sample targets (one row per sample) for metrics that need them.
     layouts
         Extra head layouts.
+    axes
+        Activation layouts (:mod:`scimech.layout`): one string, or a dict by site or module path.
     reuse_prefix
         Take from the unpatched run the outputs of every module that finished before a
         site (in a model made of blocks: the blocks before the patched one), so that each
@@ -447,7 +483,7 @@ def patching_sweep(model: nn.Module, clean: Any, corrupted: Any, sites: Sequence
         ``"batched"``: which path ran) and ``sweep_path_note`` (what was reused, or why not).
     """
     sites, metric, n_clean, target, resolved = _patching_inputs(model, clean, corrupted, sites, metric, direction,
-                                                                target, layouts)
+                                                                target, layouts, axes)
     clean_v, corr_v, patched_v = [], [], []
     reuse, path = None, {}
     was = model.training
@@ -465,6 +501,7 @@ def patching_sweep(model: nn.Module, clean: Any, corrupted: Any, sites: Sequence
                 with Recorder(model, resolved) as rec:         # the activations patched in
                     out_src = _metric_values(metric, run_forward(model, src, forward), tgt)
                 source = dict(rec.activations)
+                check_fired({s.name: int(s.name in source) for s in resolved}, "patching_sweep")
                 with _capturing(model, reuse, b):              # the run patched into
                     out_base = _metric_values(metric, run_forward(model, base, forward), tgt)
                 clean_v.append(out_src if direction == "denoising" else out_base)

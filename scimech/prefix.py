@@ -146,13 +146,19 @@ class CallTrace:
     may take from the unpatched run.
     """
 
-    def __init__(self, calls: Mapping[str, ModuleCall]):
+    def __init__(self, calls: Mapping[str, ModuleCall], names: Mapping[int, str] | None = None):
         self.calls = dict(calls)
+        self.names = dict(names or {})  # id(module) -> the path the trace knows it by
         self._shortcuts: dict[tuple[str, str], Shortcut] = {}
+
+    def name_of(self, site: ResolvedSite) -> str:
+        """The traced path of the site's module: the same module reached by another path (an
+        alias: a block registered twice) is the same traced module."""
+        return self.names.get(id(site.module), site.module_path)
 
     def cut(self, site: ResolvedSite) -> int:
         """Modules that finished before this event cannot see the site's new value."""
-        call = self.calls.get(site.module_path)
+        call = self.calls.get(self.name_of(site))
         if call is None:
             return 0
         if site.port == "output" and call.calls == 1:
@@ -162,11 +168,12 @@ class CallTrace:
     def resume(self, site: ResolvedSite) -> Resume | None:
         """The outermost ancestor of the site's module that returns exactly what the site's
         module returned (same tensor object, unchanged), if the site's module can be replayed."""
-        inner = self.calls.get(site.module_path)
+        path = self.name_of(site)
+        inner = self.calls.get(path)
         if inner is None or inner.calls != 1 or not inner.replayable or inner.output is None:
             return None
         best = None
-        parts = site.module_path.split(".")
+        parts = path.split(".")
         for i in range(len(parts) - 1, 0, -1):
             outer = self.calls.get(".".join(parts[:i]))
             if (outer is None or outer.calls != 1 or outer.structure is None or outer.output is not inner.output
@@ -181,7 +188,7 @@ class CallTrace:
         ``reused``: the outermost modules that ran once, returned batched tensors and
         finished before the site (inside a resumed module: none, it does not run).
         """
-        key = (site.module_path, site.port)
+        key = (self.name_of(site), site.port)
         if key in self._shortcuts:      # every head of one attention shares its module and port
             return self._shortcuts[key]
         cut = self.cut(site)
@@ -270,9 +277,11 @@ def trace_calls(model: nn.Module, batch: Any, forward: Callable | None = None) -
                 c.batched = not c.in_place and _two_equal_rows(output)
         return hook
 
+    names: dict[int, str] = {}
     try:
-        for name, mod in model.named_modules():
+        for name, mod in model.named_modules():   # each module once, under its first path
             if name:
+                names[id(mod)] = name
                 handles.append(mod.register_forward_pre_hook(pre(name), with_kwargs=True))
                 handles.append(mod.register_forward_hook(post(name)))
         with torch.inference_mode(False), torch.no_grad():   # version counters need ordinary tensors
@@ -280,7 +289,7 @@ def trace_calls(model: nn.Module, batch: Any, forward: Callable | None = None) -
     finally:
         for h in handles:
             h.remove()
-    return CallTrace(calls)
+    return CallTrace(calls, names)
 
 
 @contextmanager

@@ -137,10 +137,10 @@ def test_a_probe_at_chance_fails_the_probe_rows(monkeypatch):
 def test_ablating_the_wrong_component_raises_false_alarms(monkeypatch):
     real = intervene_mod.resolve_site
 
-    def wrong_site(model, site, layouts=None):  # "inert" resolves to the module of "used"
+    def wrong_site(model, site, layouts=None, axes=None):  # "inert" resolves to the module of "used"
         if site == "inert":
-            return dataclasses.replace(real(model, "used", layouts), name="inert")
-        return real(model, site, layouts)
+            return dataclasses.replace(real(model, "used", layouts, axes), name="inert")
+        return real(model, site, layouts, axes)
 
     monkeypatch.setattr(intervene_mod, "resolve_site", wrong_site)
     ds = sv.run(quick=True, cases=["inert"])
