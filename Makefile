@@ -15,7 +15,7 @@ $(BIN)/python:
 $(STAMP): $(BIN)/python pyproject.toml
 	# torch first, pinned to the CPU build pip finds on local disk (a looser pin pulls a CUDA build)
 	$(BIN)/pip install -q "torch==2.13.0"
-	$(BIN)/pip install -q "torch==2.13.0" -e ".[dev,hpc,bench]"
+	$(BIN)/pip install -q "torch==2.13.0" -e ".[dev,hpc,bench,models]"
 	touch $(STAMP)
 
 install: $(STAMP)
