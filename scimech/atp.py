@@ -257,7 +257,7 @@ def attribution_patching(model: nn.Module, clean: Any, corrupted: Any, sites: Se
             src_batch, base_batch = (cb, xb) if direction == "denoising" else (xb, cb)
             with torch.no_grad(), Recorder(model, resolved) as rec:
                 out_src = run_forward(model, src_batch, forward)
-            source = dict(rec.activations)
+            source = dict(rec.canonical)
             check_fired({s.name: int(s.name in source) for s in resolved}, "attribution_patching")
             state = {"dropped": None}
             if keep:

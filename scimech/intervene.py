@@ -49,7 +49,7 @@ from .hooks import (
 )
 from .metrics import Metric, as_metric
 from .prefix import Shortcut, recording_reused, reusing, trace_calls
-from .record import Recorder
+from .record import Recorder, _site_dims
 from .sites import HeadLayout, ResolvedSite, resolve_site
 
 __all__ = ["ablate", "patch", "ablation_sweep", "patching_sweep", "AblationMethod", "reference_activations",
@@ -80,9 +80,9 @@ def reference_activations(model: nn.Module, reference: Any, sites: Sequence[str]
         with torch.no_grad(), Recorder(model, sites, layouts=layouts, stop_early=True, axes=axes) as rec:
             for _, batch in iter_batches(reference, batch_size):
                 rec.forward(batch, forward)
-                check_fired({s: int(s in rec.activations) for s in sites}, "reference activations for ablate")
+                check_fired({s: int(s in rec.canonical) for s in sites}, "reference activations for ablate")
                 for s in sites:
-                    out[s].append(rec.activations[s])
+                    out[s].append(rec.canonical[s])
     finally:
         model.train(was)
     return {s: torch.cat(v) for s, v in out.items()}
@@ -167,20 +167,24 @@ def patch(model: nn.Module, values: Mapping[str, torch.Tensor], layouts: Mapping
           axes=None):
     """Set the activation at each site to the given tensor during the block.
 
-    ``values[site]`` has the shape the site has in its canonical layout, as a
-    :class:`~scimech.record.Recorder` holds it (``(B, N, head_dim)`` for one head of a
-    transformer, ``(B, y, x, channel)`` for a CNN site; :mod:`scimech.layout`). The values
-    are written at every call of the site's module. Leaving the block raises
+    ``values[site]`` has the shape that :func:`~scimech.record.record` and
+    :class:`~scimech.record.Recorder` give the site, in the model's axis order (``(B, N,
+    head_dim)`` for one head of a transformer, ``(B, channel, y, x)`` for a CNN site). The
+    values are written at every call of the site's module. Leaving the block raises
     :class:`~scimech.errors.SiteNeverRanError` if a site never ran in it.
     """
     resolved = [resolve_site(model, s, layouts, axes) for s in values]
 
     def fn(site: ResolvedSite, t: torch.Tensor):
+        cur = site.select(t)
+        perm = _site_dims(site, hooks.axes[site.name], cur.dim(), False)[1]   # canonical -> model order
+        want = tuple(cur.shape[p] for p in perm)
         new = values[site.name]
-        if new.shape != site.select(t).shape:
-            raise DataValidationError(f"Patch for {site.name!r} has shape {tuple(new.shape)}, the site has "
-                                      f"{tuple(site.select(t).shape)}.")
-        return site.replace(t, new.to(t.device))
+        if tuple(new.shape) != want:
+            raise DataValidationError(f"Patch for {site.name!r} has shape {tuple(new.shape)}; the site has {want} "
+                                      "(the shape record() gives it).")
+        inverse = [perm.index(i) for i in range(len(perm))]
+        return site.replace(t, new.to(t.device).permute(inverse))
 
     with HookSet(resolved, fn, model=model) as hooks:
         yield
@@ -500,7 +504,7 @@ def patching_sweep(model: nn.Module, clean: Any, corrupted: Any, sites: Sequence
                     reuse, path = _plan_reuse(model, base, resolved, forward, reuse_prefix)
                 with Recorder(model, resolved) as rec:         # the activations patched in
                     out_src = _metric_values(metric, run_forward(model, src, forward), tgt)
-                source = dict(rec.activations)
+                source = dict(rec.canonical)
                 check_fired({s.name: int(s.name in source) for s in resolved}, "patching_sweep")
                 with _capturing(model, reuse, b):              # the run patched into
                     out_base = _metric_values(metric, run_forward(model, base, forward), tgt)

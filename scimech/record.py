@@ -122,13 +122,28 @@ class Recorder:
         self._root_handles: list = []
 
     @property
-    def activations(self) -> dict[str, torch.Tensor]:
+    def canonical(self) -> dict[str, torch.Tensor]:
+        """The captured tensors in each site's canonical layout ``(batch, [window], *positions,
+        feature)`` (:mod:`scimech.layout`): what the interventions compute with."""
         if self._cache is None:
             if self.repeat == "stack":
                 self._cache = {k: torch.stack(v, dim=1) for k, v in self._calls.items()}
             else:
                 self._cache = {k: v[-1] for k, v in self._calls.items()}
         return self._cache
+
+    @property
+    def activations(self) -> dict[str, torch.Tensor]:
+        """The captured tensors of the last forward pass, in the model's own axis order (as
+        :func:`record` stores them: ``(batch, channel, y, x)`` for a CNN site)."""
+        out = {}
+        for site in self.resolved:
+            t = self.canonical.get(site.name)
+            if t is not None:
+                axes = self._axes.get(site.name)
+                out[site.name] = t if axes is None else t.permute(
+                    _site_dims(site, axes, t.dim(), self.repeat == "stack")[1])
+        return out
 
     # hooks ---------------------------------------------------------------------------
     def _capture(self, site: ResolvedSite, t: torch.Tensor) -> None:
@@ -308,8 +323,8 @@ def record(model: nn.Module, inputs: Any, sites: Sequence[str], *, batch_size: i
             site_attrs = _site_attrs(rec.resolved)
             for start, batch in batches:
                 rec.forward(batch, forward)
-                check_fired({s: int(s in rec.activations) for s in sites}, "record")
-                arrays = {s: _to_numpy(rec.activations[s], dtype) for s in sites}
+                check_fired({s: int(s in rec.canonical) for s in sites}, "record")
+                arrays = {s: _to_numpy(rec.canonical[s], dtype) for s in sites}
                 rows = batch_size_of(batch)
                 wrong = {s: a.shape for s, a in arrays.items() if a.ndim == 0 or a.shape[0] != rows}
                 if wrong:
