@@ -189,7 +189,7 @@ def _estimates(resolved: Sequence[ResolvedSite], probes: _Probes, grads: Mapping
             if g is not None:
                 g = s.select(g)
             delta = source[s.name].to(base.dtype) - s.select(base)
-        est = torch.zeros(base.shape[0]) if g is None else (delta * g).reshape(delta.shape[0], -1).sum(1)
+        est = torch.zeros(base.shape[0], device=base.device) if g is None else (delta * g).reshape(delta.shape[0], -1).sum(1)
         rows.append(est.detach().float().cpu())
     return torch.stack(rows)
 

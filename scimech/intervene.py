@@ -106,7 +106,7 @@ def _replacement(method: str, site: ResolvedSite, current: torch.Tensor, ref: to
         return ref.mean(dim=0, keepdim=True).expand_as(current).to(current.dtype)
     # whole samples are drawn (every position and window of one reference sample together); the
     # draw is made on the CPU generator, so it is the same whatever device the model is on
-    idx = torch.randint(0, ref.shape[0], (current.shape[0],), generator=gen)
+    idx = torch.randint(0, ref.shape[0], (current.shape[0],), generator=gen, device="cpu")
     return ref[idx.to(ref.device)].to(current.dtype)
 
 
@@ -150,7 +150,7 @@ def ablate(model: nn.Module, sites: str | Sequence[str], *, method: AblationMeth
             raise ValueError(f"method={method!r} needs reference= (inputs from the data distribution, or "
                              "recorded activations); or use method='zero'.")
         refs = reference_activations(model, reference, sites, forward=forward, layouts=layouts, axes=axes)
-    gen = torch.Generator().manual_seed(seed)
+    gen = torch.Generator(device="cpu").manual_seed(seed)
 
     def fn(site: ResolvedSite, t: torch.Tensor):
         cur = site.select(t)
@@ -288,7 +288,7 @@ def _patch_sites(model: nn.Module, resolved: Sequence[ResolvedSite], base: Any, 
                  reuse: _Reuse | None) -> torch.Tensor:
     """(site, sample) metric of the ``base`` batch with each site set to ``source[site]``."""
     b = batch_size_of(base)
-    row = torch.empty(len(resolved), b)
+    row = torch.empty(len(resolved), b, device="cpu")  # results, bound for numpy
     k = _sites_per_forward(len(resolved), b, max_rows)
     _sweep_tiles(model, resolved, base, b, lambda i, s, cur: source[s.name].to(cur.dtype), metric, tgt, forward, k,
                  row, reuse)
@@ -361,7 +361,7 @@ def ablation_sweep(model: nn.Module, inputs: Any, sites: Sequence[str], metric: 
         if reference is None:
             raise ValueError(f"method={method!r} needs reference= inputs or activations.")
         refs = reference_activations(model, reference, sites, forward=forward, layouts=layouts, axes=axes)
-    gen = torch.Generator().manual_seed(seed)
+    gen = torch.Generator(device="cpu").manual_seed(seed)
     base_vals, abl_vals = [], []
     reuse, path = None, {}
     was = model.training
@@ -375,7 +375,7 @@ def ablation_sweep(model: nn.Module, inputs: Any, sites: Sequence[str], metric: 
                     reuse, path = _plan_reuse(model, batch, resolved, forward, reuse_prefix)
                 with _capturing(model, reuse, b):
                     base_vals.append(_metric_values(metric, run_forward(model, batch, forward), tgt))
-                row = torch.empty(len(sites), b)
+                row = torch.empty(len(sites), b, device="cpu")  # results, bound for numpy
                 k = _sites_per_forward(len(sites), b, max_rows)
                 # one resampling draw per batch, shared by every site: sample j is replaced by the
                 # same reference sample at every site (a paired comparison across sites), and a
@@ -383,9 +383,9 @@ def ablation_sweep(model: nn.Module, inputs: Any, sites: Sequence[str], metric: 
                 draws = {}
                 if method == "resample":
                     sizes = {refs[s.name].shape[0] for s in resolved}
-                    shared = torch.randint(0, sizes.pop(), (b,), generator=gen) if len(sizes) == 1 else None
+                    shared = torch.randint(0, sizes.pop(), (b,), generator=gen, device="cpu") if len(sizes) == 1 else None
                     draws = {s.name: shared if shared is not None else
-                             torch.randint(0, refs[s.name].shape[0], (b,), generator=gen) for s in resolved}
+                             torch.randint(0, refs[s.name].shape[0], (b,), generator=gen, device="cpu") for s in resolved}
 
                 def make(i, s, cur, draws=draws):
                     if method == "resample":  # whole reference samples (every position and window)

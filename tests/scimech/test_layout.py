@@ -1,0 +1,115 @@
+"""Activation layouts (scimech.layout): the axes each verb acts on, and the checks it makes.
+
+Hand-computed cases: a spectral layer whose activation is complex, a sequence-first module
+whose first axis is time, malformed layout strings, an attention module without a layout.
+The behaviour on models from other libraries is in tests/conformance.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import scimech as sm
+from scimech.errors import DimensionError
+from scimech.layout import Axes, parse_axes
+from scimech.sites import HeadLayoutWarning
+
+
+class Spectral(nn.Module):
+    """x (B, N) -> its real FFT (complex) -> a real readout."""
+
+    def __init__(self):
+        super().__init__()
+        self.fft = _FFT()
+        self.readout = nn.Linear(5, 1)
+
+    def forward(self, x):
+        return self.readout(self.fft(x).abs())
+
+
+class _FFT(nn.Module):
+    def forward(self, x):
+        return torch.fft.rfft(x)
+
+
+def test_complex_activations_are_recorded_whole():
+    model = Spectral().eval()
+    x = torch.randn(4, 8)
+    ds = sm.record(model, x, ["fft"])
+    truth = np.fft.rfft(x.numpy())      # numpy's FFT: an independent implementation
+    assert np.iscomplexobj(ds["fft"].values)
+    np.testing.assert_allclose(ds["fft"].values, truth, atol=1e-5)   # float32 FFT of O(1) values
+
+
+class SeqFirst(nn.Module):
+    """Takes (B, T, F) but runs its GRU time-first: the GRU's output is (T, B, H)."""
+
+    def __init__(self):
+        super().__init__()
+        self.gru = nn.GRU(3, 4)
+        self.out = nn.Linear(4, 1)
+
+    def forward(self, x):
+        h, _ = self.gru(x.transpose(0, 1))
+        return self.out(h[-1])
+
+
+@pytest.mark.parametrize("method", ["resample", "mean"])
+def test_time_first_activations_are_never_taken_for_samples(method):
+    model = SeqFirst().eval()
+    x = torch.randn(3, 7, 3)            # 3 samples, 7 steps: the GRU's first axis is time (7)
+    # the reference set (5 samples) is refused when it is recorded, before any draw over time
+    with pytest.raises(DimensionError, match=r"\(7, 5, 4\).*not the batch of 5 samples"):
+        with sm.ablate(model, ["gru"], method=method, reference=torch.randn(5, 7, 3)):
+            model(x)
+    with pytest.raises(DimensionError, match="not the batch of 3 samples"):
+        with sm.ablate(model, ["gru"], method="zero"):
+            model(x)
+    with pytest.raises(DimensionError, match="not the batch"):
+        sm.ablation_sweep(model, x, ["gru"], method="zero")
+
+
+@pytest.mark.parametrize("text, why", [
+    ("channel y x", "first axis must be 'batch'"),
+    ("batch y x", "exactly one axis 'feature' or 'channel'"),
+    ("batch channel feature", "exactly one axis"),
+    ("batch x x channel", "distinct"),
+    ("batch head channel", "distinct identifiers other than"),
+    ("batch", "at least a batch axis and a feature axis"),
+])
+def test_malformed_layouts_are_refused(text, why):
+    with pytest.raises(DimensionError, match=why):
+        parse_axes(text)
+
+
+def test_canonical_view_is_a_view_and_round_trips():
+    axes = Axes(("batch*window", "channel", "position"))
+    t = torch.arange(2 * 3 * 4 * 5, dtype=torch.float32).reshape(6, 4, 5)   # 2 samples x 3 windows
+    c = axes.canonical(t, rows=2)
+    assert c.shape == (2, 3, 5, 4)                      # (batch, window, position, channel)
+    assert c.data_ptr() == t.data_ptr()                 # no copy: writes reach the model's tensor
+    # sample 1, window 2, position 4, channel 3 is row 1*3+2 = 5 of the packed tensor
+    assert c[1, 2, 4, 3] == t[5, 3, 4]
+    assert torch.equal(axes.restore(c), t)
+    with pytest.raises(DimensionError, match="cannot be 4 samples"):
+        axes.canonical(t, rows=4)
+
+
+def test_list_sites_says_why_heads_are_missing():
+    class CrossAttention(nn.Module):    # an attention-like module with no head count
+        def __init__(self):
+            super().__init__()
+            self.to_q, self.to_out = nn.Linear(8, 8), nn.Linear(8, 8)
+
+    model = nn.Sequential(CrossAttention())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        names = sm.list_sites(model)
+    assert not any("heads" in n for n in names)
+    msgs = [str(w.message) for w in caught if issubclass(w.category, HeadLayoutWarning)]
+    assert len(msgs) == 1 and "'0'" in msgs[0] and "HeadLayout(attn='0'" in msgs[0]
