@@ -45,6 +45,12 @@ def gpt2():
     return build_gpt2()
 
 
+@pytest.fixture
+def fresh_gpt2():
+    """A GPT-2 of its own, for a test that changes or adds modules."""
+    return build_gpt2()
+
+
 @pytest.fixture(scope="module")
 def vit():
     from transformers import ViTConfig, ViTModel

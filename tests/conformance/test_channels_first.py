@@ -165,3 +165,18 @@ def test_attribution_patching_is_the_first_order_estimate(case):
     a_base, grad = grad_at(case.module, lambda: case.metric(case.model(case.corrupted)), port="output")
     expect = per_sample_dot((act(case, case.clean) - a_base)[:, CH], grad[:, CH])
     np.testing.assert_allclose(res.effect.sel(site=s).values, expect, atol=ATOL)
+
+
+def test_attribution_patching_is_exact_where_the_path_is_linear(unet):
+    """The U-Net's ``dec1`` output reaches the metric (the mean output) through the 1x1 ``head``
+    convolution only, so the first-order estimate is the exact patching effect."""
+    g = torch.Generator().manual_seed(41)
+    clean, corrupted = torch.randn(B, 1, 16, 16, generator=g), torch.randn(B, 1, 16, 16, generator=g)
+    s = f"dec1.channels[{CH}]"
+    res = sm.attribution_patching(unet.model, clean, corrupted, [s], unet.metric)
+    src = capture(unet.model.dec1, lambda: unet.model(clean))[:, CH]
+    with torch.no_grad():
+        base = npy(unet.metric(unet.model(corrupted)))
+        with edit_output(unet.model.dec1, lambda t: set_channel(t, CH, src)):
+            patched = npy(unet.metric(unet.model(corrupted)))
+    np.testing.assert_allclose(res.effect.sel(site=s).values, patched - base, atol=ATOL)

@@ -183,3 +183,14 @@ def test_attribution_patching_with_axes_is_the_first_order_estimate(case):
             # per sample: sum over that sample's windows, positions and head channels
             expect = npy((delta[..., cols] * grad[..., cols]).reshape(B, -1).sum(1))
             np.testing.assert_allclose(res.effect.sel(site=site(b, h)).values, expect, atol=ATOL)
+
+
+def test_patch_takes_what_record_gives(case):
+    """A recording (sample, window, position, head_dim) of the clean run patches back in as it is."""
+    s = site(1, 0)
+    rec = sm.record(case.model, case.clean, [s], axes=AXES)[s]
+    with torch.no_grad(), sm.patch(case.model, {s: torch.from_numpy(rec.values)}, axes=AXES):
+        got = npy(case.metric(case.model(case.corrupted)))
+    src = windows(case, 1, case.clean)[..., head_cols(0, 8)]
+    np.testing.assert_allclose(got, hand_metric(case, case.corrupted, 1, lambda t: set_cols(t, head_cols(0, 8), src)),
+                               atol=ATOL)

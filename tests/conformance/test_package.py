@@ -1,0 +1,70 @@
+"""The package surface: ``sm.record`` stays the function across calls and imports, and every
+verb runs on the CPU with numpy results."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import numpy as np
+import torch
+import xarray as xr
+
+import scimech as sm
+
+REPO = Path(__file__).resolve().parents[2]
+
+SCRIPT = """
+import types, torch
+import scimech as sm
+model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh()).eval()
+x = torch.randn(5, 3)
+first = sm.record(model, x, ["0"])
+second = sm.record(model, x, ["0"])          # the first lazy import must not rebind sm.record
+import scimech.record                        # nor may importing the submodule by name
+from scimech.record import Recorder
+third = sm.record(model, x, ["1"])
+assert not isinstance(sm.record, types.ModuleType), sm.record
+assert (first["0"].values == second["0"].values).all()
+print("ok", third["1"].shape)
+"""
+
+
+def test_record_can_be_called_twice_in_a_fresh_process():
+    done = subprocess.run([sys.executable, "-c", SCRIPT], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "ok (5, 4)"
+
+
+def test_record_is_the_function_in_this_process():
+    import scimech.record  # noqa: F401  (binds the submodule as an attribute on first import)
+
+    assert callable(sm.record) and not isinstance(sm.record, types.ModuleType)
+    model = torch.nn.Linear(3, 2)
+    for _ in range(2):
+        assert sm.record(model, torch.randn(4, 3), [""]).sizes["sample"] == 4
+
+
+def test_everything_runs_on_the_cpu_with_numpy_results(unet):
+    model, metric = unet.model, unet.metric
+    g = torch.Generator().manual_seed(70)
+    clean, corrupted = torch.randn(3, 1, 16, 16, generator=g), torch.randn(3, 1, 16, 16, generator=g)
+    sites = ["enc2.channels[3]", "dec1"]
+    results = [
+        sm.record(model, clean, sites),
+        sm.ablation_sweep(model, clean, sites, metric, method="resample", reference=corrupted),
+        sm.patching_sweep(model, clean, corrupted, sites, metric),
+        sm.attribution_patching(model, clean, corrupted, sites, metric),
+    ]
+    for ds in results:
+        assert isinstance(ds, xr.Dataset)
+        for name, var in ds.data_vars.items():
+            assert isinstance(var.values, np.ndarray), name
+            assert np.isfinite(var.values).all() or name.startswith(("normalized", "exact")), name
+    with torch.no_grad(), sm.ablate(model, sites, method="mean", reference=corrupted):
+        out = model(clean)
+    assert out.device.type == "cpu"
+    assert {p.device.type for p in model.parameters()} == {"cpu"}
+    assert {b.device.type for b in model.buffers()} == {"cpu"}
