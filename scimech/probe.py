@@ -366,7 +366,19 @@ def _flatten_da(da: xr.DataArray, where: str) -> np.ndarray:
 
 
 def _as_features(features: Any, dim: str = "site") -> dict[str, np.ndarray]:
-    """``{name: (n, d) array}`` from a mapping, a recorded Dataset or a stacked DataArray."""
+    """``{name: (n, d) array}`` from a mapping, a recorded Dataset or a stacked DataArray;
+    complex activations (a spectral layer's) are refused with the fix."""
+    out = _feature_arrays(features, dim)
+    for k, a in out.items():
+        if np.iscomplexobj(a):
+            raise DataValidationError(
+                f"Site {k!r} holds complex activations (a spectral layer); a linear probe needs real features. "
+                "Probe their magnitude (abs(ds)) or their real and imaginary parts side by side "
+                "(xr.concat([ds.real, ds.imag], 'part')).")
+    return out
+
+
+def _feature_arrays(features: Any, dim: str) -> dict[str, np.ndarray]:
     if isinstance(features, xr.Dataset):
         return {str(name): _flatten_da(features[name], f"Variable {name!r}") for name in features.data_vars}
     if isinstance(features, xr.DataArray):

@@ -113,3 +113,14 @@ def test_list_sites_says_why_heads_are_missing():
     assert not any("heads" in n for n in names)
     msgs = [str(w.message) for w in caught if issubclass(w.category, HeadLayoutWarning)]
     assert len(msgs) == 1 and "'0'" in msgs[0] and "HeadLayout(attn='0'" in msgs[0]
+
+
+def test_probing_complex_activations_names_the_fix():
+    from scimech.errors import DataValidationError
+
+    model = Spectral().eval()
+    ds = sm.record(model, torch.randn(30, 8), ["fft"])
+    with pytest.raises(DataValidationError, match="complex activations.*abs"):
+        sm.probe_sites(ds, np.arange(30.0), n_bootstrap=10)
+    ok = sm.probe_sites(abs(ds), np.arange(30.0), n_bootstrap=10, control=False)   # the fix runs
+    assert np.isfinite(ok.score_mean.values).all()
