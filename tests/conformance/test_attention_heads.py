@@ -153,7 +153,7 @@ def test_ablation_sweep_matches_hand_hook(case, method):
     sites = [site(case, layer, h) for layer, h in HEADS] + [mlp]
     kwargs = {"factor": 0.5} if method == "scale" else {"reference": case.reference} if method == "mean" else {}
     res = sm.ablation_sweep(case.model, case.clean, sites, case.metric, method=method, **kwargs)
-    assert res.ablated.dims == ("site", "sample") and res.baseline.dims == ("sample",)
+    assert res.ablated.dims == res.effect.dims == ("site", "sample") and res.baseline.dims == ("sample",)
     base = hand_metric(case, case.clean)
     np.testing.assert_allclose(res.baseline.values, base, atol=ATOL)
     for layer, h in HEADS:
@@ -191,6 +191,8 @@ def test_patching_sweep_matches_hand_hook(case, direction):
     mlp = case.mlp.format(0)
     sites = [site(case, layer, h) for layer, h in HEADS] + [mlp]
     res = sm.patching_sweep(case.model, case.clean, case.corrupted, sites, case.metric, direction=direction)
+    assert res.patched.dims == res.effect.dims == res.normalized_effect.dims == ("site", "sample")
+    assert res.clean.dims == res.corrupted.dims == ("sample",) and res.attrs["direction"] == direction
     base, source = (case.corrupted, case.clean) if direction == "denoising" else (case.clean, case.corrupted)
     clean, corrupted = hand_metric(case, case.clean), hand_metric(case, case.corrupted)
     np.testing.assert_allclose(res.clean.values, clean, atol=ATOL)

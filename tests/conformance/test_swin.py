@@ -100,6 +100,14 @@ def test_record_with_axes_unpacks_windows(case):
                                atol=ATOL)
 
 
+def test_axes_keyed_by_the_attention_module_path(case):
+    """``axes=`` keys may be module paths: the module a head site names is the attention."""
+    s = site(0, 1)
+    a = sm.record(case.model, case.clean, [s], axes={"encoder.layers.0.blocks.0.attention": AXES})[s]
+    assert a.dims == ("sample", "window", "position", "head_dim")
+    np.testing.assert_allclose(a.values, npy(windows(case, 0, case.clean)[..., head_cols(1, 8)]), atol=ATOL)
+
+
 def test_reduce_mean_averages_windows_and_positions(case):
     s, late = site(1, 0), site(0, 3, stage=1)
     ds = sm.record(case.model, case.clean, [s, late], reduce="mean", axes={s: AXES, late: AXES})
