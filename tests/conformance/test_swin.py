@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import scimech as sm
-from scimech.errors import DimensionError
+from scimech.errors import DataValidationError, DimensionError
 
 from .helpers import (
     ATOL,
@@ -202,3 +202,34 @@ def test_patch_takes_what_record_gives(case):
     src = windows(case, 1, case.clean)[..., head_cols(0, 8)]
     np.testing.assert_allclose(got, hand_metric(case, case.corrupted, 1, lambda t: set_cols(t, head_cols(0, 8), src)),
                                atol=ATOL)
+
+
+def right_or_clear_error(run, check):
+    """Without ``axes=``: either the right numbers or a DataValidationError naming ``axes=``."""
+    try:
+        got = run()
+    except DataValidationError as err:
+        assert "axes=" in str(err), err
+    else:
+        check(got)
+
+
+def test_interventions_without_axes_are_right_or_a_clear_error(case):
+    s = site(0, 1)
+    cols = head_cols(1, 8)
+    zeroed = hand_metric(case, case.clean, 0, lambda t: set_cols(t, cols, 0.0))
+    src = windows(case, 0, case.clean)[..., cols]
+    patched = hand_metric(case, case.corrupted, 0, lambda t: set_cols(t, cols, src))
+
+    def ablated():
+        with torch.no_grad(), sm.ablate(case.model, s, method="resample", reference=case.reference):
+            return npy(case.metric(case.model(case.clean)))
+
+    ref = windows(case, 0, case.reference)[..., cols]
+    options = np.stack([hand_metric(case, case.clean, 0, lambda t, r=r: set_cols(t, cols, r)) for r in ref])
+    right_or_clear_error(ablated, lambda got: np.testing.assert_array_less(
+        np.abs(options - got[None]).min(0), ATOL))
+    right_or_clear_error(lambda: sm.ablation_sweep(case.model, case.clean, [s], case.metric, method="zero"),
+                         lambda res: np.testing.assert_allclose(res.ablated.sel(site=s).values, zeroed, atol=ATOL))
+    right_or_clear_error(lambda: sm.patching_sweep(case.model, case.clean, case.corrupted, [s], case.metric),
+                         lambda res: np.testing.assert_allclose(res.patched.sel(site=s).values, patched, atol=ATOL))
