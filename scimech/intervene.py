@@ -36,6 +36,7 @@ import torch
 import xarray as xr
 from torch import nn
 
+from .ablation import AblationMethod, Method, check_reference, draw_rows, resolve_method
 from .errors import DataValidationError
 from .hooks import (
     HookSet,
@@ -55,8 +56,6 @@ from .sites import HeadLayout, ResolvedSite, resolve_site
 __all__ = ["ablate", "patch", "ablation_sweep", "patching_sweep", "AblationMethod", "reference_activations",
            "normalized_effect"]
 
-AblationMethod = Literal["resample", "mean", "zero", "scale"]
-_METHODS = ("resample", "mean", "zero", "scale")
 
 
 def _as_list(sites: str | Sequence[str]) -> list[str]:
@@ -88,26 +87,14 @@ def reference_activations(model: nn.Module, reference: Any, sites: Sequence[str]
     return {s: torch.cat(v) for s, v in out.items()}
 
 
-def _replacement(method: str, site: ResolvedSite, current: torch.Tensor, ref: torch.Tensor | None,
+def _replacement(m: Method, site: ResolvedSite, current: torch.Tensor, ref: torch.Tensor | None,
                  factor: float | None, gen: torch.Generator) -> torch.Tensor:
-    if method == "zero":
-        return torch.zeros_like(current)
-    if method == "scale":
-        return current * factor
-    if ref is None:
-        raise ValueError(f"{method!r} ablation needs reference= activations or inputs (site {site.name!r}).")
-    if ref.shape[1:] != current.shape[1:]:
-        raise DataValidationError(
-            f"Reference activations at {site.name!r} have shape {tuple(ref.shape[1:])} per sample but the "
-            f"run has {tuple(current.shape[1:])} (different sequence length?). Use reference inputs shaped "
-            "like the inputs."
-        )
-    if method == "mean":  # per position (and window): the reference samples are averaged, nothing else
-        return ref.mean(dim=0, keepdim=True).expand_as(current).to(current.dtype)
-    # whole samples are drawn (every position and window of one reference sample together); the
-    # draw is made on the CPU generator, so it is the same whatever device the model is on
-    idx = torch.randint(0, ref.shape[0], (current.shape[0],), generator=gen, device="cpu")
-    return ref[idx.to(ref.device)].to(current.dtype)
+    """``m``'s replacement of one site's activation (a fresh resampling draw per call)."""
+    rows = None
+    if m.needs_reference:
+        check_reference(site.name, ref, current)
+        rows = draw_rows(gen, ref.shape[0], current.shape[0]) if m.name == "resample" else None
+    return m.replace(current, ref, factor, rows)
 
 
 @contextmanager
@@ -138,23 +125,17 @@ def ablate(model: nn.Module, sites: str | Sequence[str], *, method: AblationMeth
     the block raises :class:`~scimech.errors.SiteNeverRanError` if a site never ran in it:
     an ablation that never happened has no effect to report.
     """
-    if method not in _METHODS:
-        raise ValueError(f"method must be one of {_METHODS}; got {method!r}.")
-    if method == "scale" and factor is None:
-        raise ValueError("method='scale' needs factor= (e.g. 0.5 to halve, 2.0 to double).")
+    m = resolve_method(method, reference=reference, factor=factor, verb="ablate")
     sites = _as_list(sites)
     resolved = [resolve_site(model, s, layouts, axes) for s in sites]
     refs: dict[str, torch.Tensor] = {}
-    if method in ("mean", "resample"):
-        if reference is None:
-            raise ValueError(f"method={method!r} needs reference= (inputs from the data distribution, or "
-                             "recorded activations); or use method='zero'.")
+    if m.needs_reference:
         refs = reference_activations(model, reference, sites, forward=forward, layouts=layouts, axes=axes)
     gen = torch.Generator(device="cpu").manual_seed(seed)
 
     def fn(site: ResolvedSite, t: torch.Tensor):
         cur = site.select(t)
-        new = _replacement(method, site, cur, refs.get(site.name), factor, gen)
+        new = _replacement(m, site, cur, refs.get(site.name), factor, gen)
         return site.replace(t, new)
 
     with HookSet(resolved, fn, model=model) as hooks:
@@ -347,19 +328,14 @@ def ablation_sweep(model: nn.Module, inputs: Any, sites: Sequence[str], metric: 
         ``effect = ablated - baseline``; attrs ``method``, ``metric``, ``factor``, ``seed``,
         ``sweep_path``, ``sweep_path_note``.
     """
-    if method not in _METHODS:
-        raise ValueError(f"method must be one of {_METHODS}; got {method!r}.")
-    if method == "scale" and factor is None:
-        raise ValueError("method='scale' needs factor=.")
+    m = resolve_method(method, reference=reference, factor=factor, verb="ablation_sweep")
     sites = _as_list(sites)
     metric = as_metric(metric)
     n_inputs = batch_size_of(inputs) if is_one_batch(inputs) else None
     target = _full_target(target, metric, n_inputs)
     resolved = [resolve_site(model, s, layouts, axes) for s in sites]
     refs = {}
-    if method in ("mean", "resample"):
-        if reference is None:
-            raise ValueError(f"method={method!r} needs reference= inputs or activations.")
+    if m.needs_reference:
         refs = reference_activations(model, reference, sites, forward=forward, layouts=layouts, axes=axes)
     gen = torch.Generator(device="cpu").manual_seed(seed)
     base_vals, abl_vals = [], []
@@ -381,19 +357,17 @@ def ablation_sweep(model: nn.Module, inputs: Any, sites: Sequence[str], metric: 
                 # same reference sample at every site (a paired comparison across sites), and a
                 # single-batch sweep equals ablate(model, site, seed=seed) site by site
                 draws = {}
-                if method == "resample":
+                if m.name == "resample":
                     sizes = {refs[s.name].shape[0] for s in resolved}
-                    shared = torch.randint(0, sizes.pop(), (b,), generator=gen, device="cpu") if len(sizes) == 1 else None
-                    draws = {s.name: shared if shared is not None else
-                             torch.randint(0, refs[s.name].shape[0], (b,), generator=gen, device="cpu") for s in resolved}
+                    shared = draw_rows(gen, sizes.pop(), b) if len(sizes) == 1 else None
+                    draws = {s.name: shared if shared is not None else draw_rows(gen, refs[s.name].shape[0], b)
+                             for s in resolved}
 
                 def make(i, s, cur, draws=draws):
-                    if method == "resample":  # whole reference samples (every position and window)
-                        ref = refs[s.name]
-                        if ref.shape[1:] != cur.shape[1:]:
-                            return _replacement(method, s, cur, ref, factor, gen)  # the shape error
-                        return ref[draws[s.name].to(ref.device)].to(cur.dtype)
-                    return _replacement(method, s, cur, refs.get(s.name), factor, gen)
+                    ref = refs.get(s.name)
+                    if m.needs_reference:
+                        check_reference(s.name, ref, cur)
+                    return m.replace(cur, ref, factor, draws.get(s.name))
 
                 _sweep_tiles(model, resolved, batch, b, make, metric, tgt, forward, k, row, reuse, "ablation_sweep")
                 abl_vals.append(row)

@@ -142,9 +142,12 @@ def test_bad_arguments_are_clear(model):
     with pytest.raises(ValueError, match="factor"):
         with ablate(model, "encoder.0", method="scale"):
             pass
-    with pytest.raises(ValueError, match="method must be one of"):
+    with pytest.raises(ValueError, match=r"The 'method' option of ablate must be one of \('resample', 'mean', "
+                                         r"'zero', 'scale'\)\. Got 'gaussian' instead\."):
         with ablate(model, "encoder.0", method="gaussian"):
             pass
+    with pytest.raises(ValueError, match="The 'factor' option of ablation_sweep must be a number"):
+        ablation_sweep(model, torch.randn(3, 5, 3), ["encoder.0"], method="scale", factor="2")
     with pytest.raises(ValueError, match="pairs"):
         patching_sweep(model, torch.randn(3, 5, 3), torch.randn(4, 5, 3), ["encoder.0"])
 

@@ -1,0 +1,102 @@
+"""Ablation methods: what replaces a site's activation, and what each method needs.
+
+Miller, Chughtai & Saunders (2024) show that the choice of ablation changes conclusions, so
+every method is a small named object stating what it needs and how it draws, and every
+result records its name. :func:`resolve_method` checks a request once, with one message
+form, for :func:`~scimech.intervene.ablate` and :func:`~scimech.intervene.ablation_sweep`.
+
+All methods act on the canonical view of a site's activation, ``(batch, [window],
+*positions, feature)`` (:mod:`scimech.layout`): the reference set is averaged over samples
+only, and a resampled sample takes one reference sample whole (every position and window).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+
+from .errors import DataValidationError
+
+__all__ = ["AblationMethod", "Method", "METHODS", "resolve_method", "draw_rows"]
+
+AblationMethod = Literal["resample", "mean", "zero", "scale"]
+
+
+@dataclass(frozen=True)
+class Method:
+    """One ablation method. ``needs_reference``: reference activations are recorded first;
+    ``needs_factor``: a multiplier is required."""
+
+    name: str
+    needs_reference: bool = False
+    needs_factor: bool = False
+    description: str = ""
+
+    def replace(self, current: torch.Tensor, ref: torch.Tensor | None, factor: float | None,
+                rows: torch.Tensor | None) -> torch.Tensor:
+        """The replacement of ``current`` (the site's part of the activation).
+
+        ``ref``: reference activations (samples on dim 0); ``rows``: for resampling, the
+        reference row drawn for each sample (:func:`draw_rows`).
+        """
+        raise NotImplementedError
+
+
+class _Zero(Method):
+    def replace(self, current, ref, factor, rows):
+        return torch.zeros_like(current)
+
+
+class _Scale(Method):
+    def replace(self, current, ref, factor, rows):
+        return current * factor
+
+
+class _Mean(Method):
+    def replace(self, current, ref, factor, rows):  # per position and window: samples averaged, nothing else
+        return ref.mean(dim=0, keepdim=True).expand_as(current).to(current.dtype)
+
+
+class _Resample(Method):
+    def replace(self, current, ref, factor, rows):  # whole reference samples
+        return ref[rows.to(ref.device)].to(current.dtype)
+
+
+METHODS: dict[str, Method] = {
+    "resample": _Resample("resample", needs_reference=True,
+                          description="each sample's activation replaced by a random reference sample's"),
+    "mean": _Mean("mean", needs_reference=True, description="the mean activation over the reference set"),
+    "zero": _Zero("zero", description="zeros"),
+    "scale": _Scale("scale", needs_factor=True, description="multiplied by factor"),
+}
+
+
+def resolve_method(method: str, *, reference, factor: float | None, verb: str) -> Method:
+    """The :class:`Method` named ``method``, checked against what it needs (one message form)."""
+    m = METHODS.get(method) if isinstance(method, str) else None
+    if m is None:
+        raise ValueError(f"The 'method' option of {verb} must be one of {tuple(METHODS)}. Got {method!r} instead.")
+    if m.needs_factor and (factor is None or isinstance(factor, bool) or not isinstance(factor, (int, float))):
+        raise ValueError(f"The 'factor' option of {verb} must be a number with method={m.name!r} "
+                         f"(e.g. 0.5 to halve, 2.0 to double). Got {factor!r} instead.")
+    if m.needs_reference and reference is None:
+        raise ValueError(f"method={m.name!r} of {verb} needs reference= (inputs from the data distribution, or "
+                         "activations recorded from them). Got None instead; or use method='zero'.")
+    return m
+
+
+def check_reference(site: str, ref: torch.Tensor, current: torch.Tensor) -> None:
+    """Reference activations must be shaped like the run's, sample for sample."""
+    if ref.shape[1:] != current.shape[1:]:
+        raise DataValidationError(
+            f"Reference activations at {site!r} have shape {tuple(ref.shape[1:])} per sample but the run has "
+            f"{tuple(current.shape[1:])} (a different sequence length or grid?). Use reference inputs shaped like "
+            "the inputs.")
+
+
+def draw_rows(gen: torch.Generator, n_ref: int, n: int) -> torch.Tensor:
+    """``n`` reference rows drawn uniformly with replacement, on the CPU generator (the same draw
+    whatever device the model is on)."""
+    return torch.randint(0, n_ref, (n,), generator=gen, device="cpu")
