@@ -1,9 +1,10 @@
 """Linear probes: does a site linearly encode a quantity, and more than a control task?
 
 Probes are scikit-learn estimators (``fit`` returns ``self``, fitted state ends in ``_``,
-``check_is_fitted`` guards misuse): :class:`LinearProbe` (``task="regression"``:
-standardise + ridge; ``task="classification"``: standardise + logistic regression), with
-the single-task :class:`RidgeProbe` and :class:`LogisticProbe`. :func:`probe_sites` fits
+``check_is_fitted`` guards misuse, parameters declared in ``_parameter_constraints`` and
+checked by scikit-learn's validator): :class:`LinearProbe` (``task="regression"``:
+standardise + ridge; ``task="classification"``: standardise + logistic regression).
+:func:`probe_sites` fits
 one per site with (grouped) cross-validation over several seeds and returns an
 ``xr.Dataset``; :func:`permutation_test` gives a p-value with group-level permutations.
 
@@ -17,25 +18,27 @@ the representation encodes from what the probe can memorise.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from numbers import Integral, Real
 from typing import Any, Literal
 
 import numpy as np
 import xarray as xr
 from sklearn import config_context
-from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.base import BaseEstimator
 from sklearn.linear_model import LogisticRegression, Ridge
 from sklearn.metrics import accuracy_score, r2_score
 from sklearn.model_selection import GroupKFold, KFold, StratifiedKFold
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils import ClassifierTags, RegressorTags
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .errors import DataValidationError, DimensionError
 
-__all__ = ["LinearProbe", "RidgeProbe", "LogisticProbe", "linear_probe", "probe_sites", "control_labels",
+__all__ = ["LinearProbe", "linear_probe", "probe_sites", "control_labels",
            "signal_to_noise", "permutation_test", "Task"]
 
 Task = Literal["regression", "classification"]
@@ -64,85 +67,6 @@ class _ProbeMixin:
         check_is_fitted(self)
         X = validate_data(self, X, reset=False)
         return self.pipeline_.predict(X)
-
-
-class RidgeProbe(_ProbeMixin, RegressorMixin, BaseEstimator):
-    """Standardise the features, then ridge regression.
-
-    Parameters
-    ----------
-    alpha
-        Ridge penalty (on standardised features).
-    standardize
-        Standardise features with train-fold statistics first.
-
-    Attributes
-    ----------
-    coef_, intercept_
-        Weights in the original (unstandardised) feature units.
-    direction_
-        Unit vector along ``coef_``: the probe direction in the representation space.
-    """
-
-    def __init__(self, alpha: float = 1.0, standardize: bool = True):
-        self.alpha = alpha
-        self.standardize = standardize
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.target_tags.multi_output = True
-        return tags
-
-    def fit(self, X, y):
-        if not (isinstance(self.alpha, (int, float)) and self.alpha >= 0):
-            raise ValueError(f"The 'alpha' parameter of RidgeProbe must be a float >= 0. Got {self.alpha!r} instead.")
-        X, y = validate_data(self, X, y, y_numeric=True, multi_output=True)
-        self.pipeline_ = self._pipeline(Ridge(alpha=self.alpha)).fit(X, y)
-        final = self.pipeline_.steps[-1][1]
-        self._finish(final.coef_, final.intercept_)
-        return self
-
-
-class LogisticProbe(_ProbeMixin, ClassifierMixin, BaseEstimator):
-    """Standardise the features, then (multinomial) logistic regression.
-
-    Parameters
-    ----------
-    C
-        Inverse regularisation strength.
-    standardize
-        Standardise features first.
-    max_iter
-        Iterations of the lbfgs solver.
-    """
-
-    def __init__(self, C: float = 1.0, standardize: bool = True, max_iter: int = 1000):
-        self.C = C
-        self.standardize = standardize
-        self.max_iter = max_iter
-
-    def fit(self, X, y):
-        if not (isinstance(self.C, (int, float)) and self.C > 0):
-            raise ValueError(f"The 'C' parameter of LogisticProbe must be a float in the range (0, inf). "
-                             f"Got {self.C!r} instead.")
-        X, y = validate_data(self, X, y)
-        check_classification_targets(y)
-        self.pipeline_ = self._pipeline(LogisticRegression(C=self.C, max_iter=self.max_iter)).fit(X, y)
-        final = self.pipeline_.steps[-1][1]
-        self.classes_ = final.classes_
-        self.n_iter_ = final.n_iter_
-        self._finish(final.coef_, final.intercept_)
-        return self
-
-    def predict_proba(self, X):
-        check_is_fitted(self)
-        X = validate_data(self, X, reset=False)
-        return self.pipeline_.predict_proba(X)
-
-    def decision_function(self, X):
-        check_is_fitted(self)
-        X = validate_data(self, X, reset=False)
-        return self.pipeline_.decision_function(X)
 
 
 def _is_classification(est) -> bool:
@@ -212,22 +136,16 @@ class LinearProbe(_ProbeMixin, BaseEstimator):
         tags.target_tags.required = True
         return tags
 
-    def _validate_params(self) -> None:
-        if self.task not in ("regression", "classification"):
-            raise ValueError("The 'task' parameter of LinearProbe must be a str among {'regression', "
-                             f"'classification'}}. Got {self.task!r} instead.")
-        if isinstance(self.alpha, bool) or not isinstance(self.alpha, (int, float, np.number)) or not self.alpha >= 0:
-            raise ValueError(f"The 'alpha' parameter of LinearProbe must be a float in the range [0, inf). "
-                             f"Got {self.alpha!r} instead.")
-        if isinstance(self.C, bool) or not isinstance(self.C, (int, float, np.number)) or not self.C > 0:
-            raise ValueError(f"The 'C' parameter of LinearProbe must be a float in the range (0, inf). "
-                             f"Got {self.C!r} instead.")
-        if isinstance(self.max_iter, bool) or not isinstance(self.max_iter, (int, np.integer)) or self.max_iter < 1:
-            raise ValueError(f"The 'max_iter' parameter of LinearProbe must be an int in the range [1, inf). "
-                             f"Got {self.max_iter!r} instead.")
-        if not isinstance(self.standardize, (bool, np.bool_)):
-            raise ValueError(f"The 'standardize' parameter of LinearProbe must be a bool. Got {self.standardize!r} "
-                             "instead.")
+    # declared once, checked by scikit-learn's own validator (BaseEstimator._validate_params),
+    # which writes the messages ("The 'alpha' parameter of LinearProbe must be a float in the
+    # range [0.0, inf). Got -1 instead.")
+    _parameter_constraints: dict = {
+        "task": [StrOptions({"regression", "classification"})],
+        "alpha": [Interval(Real, 0, None, closed="left")],
+        "C": [Interval(Real, 0, None, closed="neither")],
+        "standardize": ["boolean"],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+    }
 
     def fit(self, X, y):
         """Fit the probe on ``X`` (n, d) and targets ``y`` (n,); returns ``self``."""
@@ -271,13 +189,10 @@ class LinearProbe(_ProbeMixin, BaseEstimator):
         return float(r2_score(y, pred, sample_weight=sample_weight))
 
 
-def linear_probe(task: Task = "regression", *, alpha: float = 1.0, C: float = 1.0, standardize: bool = True):
-    """A fresh probe for the task: :class:`RidgeProbe` or :class:`LogisticProbe`."""
-    if task == "regression":
-        return RidgeProbe(alpha=alpha, standardize=standardize)
-    if task == "classification":
-        return LogisticProbe(C=C, standardize=standardize)
-    raise ValueError(f"task must be 'regression' or 'classification'; got {task!r}.")
+def linear_probe(task: Task = "regression", *, alpha: float = 1.0, C: float = 1.0,
+                 standardize: bool = True) -> LinearProbe:
+    """A fresh :class:`LinearProbe` for the task (its parameters are checked when it is fitted)."""
+    return LinearProbe(task=task, alpha=alpha, C=C, standardize=standardize)
 
 
 def _infer_task(y: np.ndarray) -> Task:
