@@ -40,7 +40,10 @@ from .execution import DEFAULT_WORLD, FULL, QUICK, load_study, save_study, train
 from .execution import load_sample as _load_sample
 from .execution import save_sample as _save_sample
 
-__all__ = ["register", "demo", "QUICK", "FULL", "train_standin", "save_study", "load_study", "write_report",
+#: one line for `scimech --help` and `scimech demo` (the study contract, scimech.study)
+TITLE = "AION-1 photometric-redshift head analysis (photometry vs images)"
+
+__all__ = ["TITLE", "register", "demo", "QUICK", "FULL", "train_standin", "save_study", "load_study", "write_report",
            "write_summaries", "run_quick"]
 
 
@@ -260,7 +263,7 @@ def cmd_plot(args) -> int:
 
 def register(subparsers) -> None:
     """Add ``astro`` and its subcommands to the ``scimech`` parser."""
-    p = subparsers.add_parser("astro", help="AION-1 photometric-redshift head analysis (photometry vs images)",
+    p = subparsers.add_parser("astro", help=TITLE,
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="astro_command", metavar="COMMAND")
     s = sub.add_parser("synth", help="write synthetic galaxies (catalogue + images) to .fits or .zarr")

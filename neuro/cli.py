@@ -14,7 +14,10 @@ import argparse
 import json
 from pathlib import Path
 
-__all__ = ["register", "demo"]
+#: one line for `scimech --help` and `scimech demo` (the study contract, scimech.study)
+TITLE = "model discovery against a simulated larval zebrafish"
+
+__all__ = ["TITLE", "register", "demo"]
 
 
 def demo(out_dir: Path, quick: bool = True) -> Path:
@@ -135,7 +138,7 @@ def _plot(args) -> int:
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("neuro", help="model discovery against a simulated larval zebrafish",
+    p = subparsers.add_parser("neuro", help=TITLE,
                               description="Simulate a larval zebrafish (visuomotor circuit, spinal CPG, body), "
                               "fit forecasting baselines and run a tree search over interpretable models.")
     sub = p.add_subparsers(dest="neuro_command", metavar="COMMAND", required=True)

@@ -14,7 +14,10 @@ import sys
 import time
 from pathlib import Path
 
-__all__ = ["register", "demo", "main"]
+#: one line for `scimech --help` and `scimech demo` (the study contract, scimech.study)
+TITLE = "OceanCBM: concept bottleneck forecasts of mixed-layer heat content"
+
+__all__ = ["TITLE", "register", "demo", "main"]
 
 _DATA_HELP = ("your data: a zarr store or netCDF file in the study's layout or with ORAS5 / NEMO / CMEMS names "
               "and units (mapped by ocean.data.open_store; see docs/ocean.md); default: the synthetic ocean")
@@ -30,7 +33,7 @@ def register(subparsers) -> None:
     """Add the ``ocean`` command group to the ``scimech`` parser."""
     from scimech.parallel import add_cluster_arguments
 
-    p = subparsers.add_parser("ocean", help="OceanCBM: concept bottleneck forecasts of mixed-layer heat content",
+    p = subparsers.add_parser("ocean", help=TITLE,
                               description="OceanCBM on gridded ocean data: synthetic ocean, training, the "
                               "regimes x seeds study, marine heatwaves and figures.")
     sub = p.add_subparsers(dest="ocean_command", metavar="COMMAND")

@@ -2,15 +2,16 @@
 
 ``scimech demo`` runs every domain study on its quick embedded default and writes one
 report folder; ``scimech validate`` runs the planted-mechanism suite (:mod:`scimech.validate`);
-``scimech ocean ...``, ``scimech astro ...`` and ``scimech neuro ...`` are added by the
-domain packages (each exposes ``register(subparsers)`` and
-``demo(out_dir, quick=True)`` in its ``cli`` module). The core imports them lazily and
-never depends on them.
+``scimech <study> ...`` commands come from the studies installed (the entry-point group
+``scimech.studies``, :func:`scimech.study.registered_studies`: ocean, astro and neuro ship
+with scimech), each a module with ``TITLE``, ``register(subparsers)`` and
+``demo(out_dir, quick=True)``. The core imports them lazily and never depends on them.
 
-A study's demo may leave two plain-text files in its ``out_dir``: ``recovery.txt`` (first
-line: ``<study> planted truth: K of N recovered (...)``, how much of the mechanism planted
-in its synthetic world it found) and ``findings.txt`` (one line per reference finding and
-its verdict). ``scimech demo`` prints them after each study and puts them in the index.
+A study's demo leaves two plain-text files in its ``out_dir``
+(:func:`scimech.study.write_outcome`): ``recovery.txt`` (first line: ``<study> planted
+truth: K of N recovered (...)``, how much of the mechanism planted in its synthetic world it
+found) and ``findings.txt`` (one line per reference finding and its verdict). ``scimech
+demo`` prints them after each study and puts them in the index.
 """
 
 from __future__ import annotations
@@ -23,21 +24,15 @@ import traceback
 from pathlib import Path
 
 from .report import Report
+from .study import FINDINGS_FILE, RECOVERY_FILE, registered_studies
 
-__all__ = ["main", "build_parser", "DOMAINS"]
-
-DOMAINS = ("ocean", "astro", "neuro")
-DOMAIN_HELP = {
-    "ocean": "OceanCBM: concept bottleneck forecasts of mixed-layer heat content",
-    "astro": "AION-1 photometric-redshift head analysis (photometry vs images)",
-    "neuro": "model discovery against a simulated larval zebrafish",
-}
+__all__ = ["main", "build_parser"]
 
 
 def _domain_cli(name: str):
     try:
-        return importlib.import_module(f"{name}.cli"), None
-    except Exception as err:  # a broken domain must not break the others
+        return importlib.import_module(registered_studies()[name]), None
+    except Exception as err:  # a broken study must not break the others
         return None, f"{type(err).__name__}: {err}"
 
 
@@ -70,7 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
         "write figures and a summary per study plus an index, and print where the report is.",
     )
     demo.add_argument("--out", type=Path, default=Path("reports/demo"), help="report folder (default: reports/demo)")
-    demo.add_argument("--domains", nargs="+", choices=DOMAINS, default=list(DOMAINS), help="which studies to run")
+    studies = list(registered_studies())
+    demo.add_argument("--domains", nargs="+", choices=studies, default=studies, help="which studies to run")
     demo.add_argument("--full", action="store_true", help="full-size defaults instead of the quick ones (slow)")
     demo.set_defaults(func=_run_demo)
 
@@ -87,12 +83,12 @@ def build_parser() -> argparse.ArgumentParser:
     val.add_argument("--cases", nargs="+", metavar="CASE", help="run only these planted cases (default: all: inert silent ablation_choice hidden_concept attribution)")
     val.set_defaults(func=_run_validate)
 
-    for name in DOMAINS:
+    for name in studies:
         mod, err = _domain_cli(name)
         if mod is not None and hasattr(mod, "register"):
             mod.register(sub)
         else:
-            p = sub.add_parser(name, help=f"{DOMAIN_HELP[name]} (unavailable)")
+            p = sub.add_parser(name, help=f"{name} study (unavailable)")
             p.set_defaults(func=lambda args, n=name, e=err: _unavailable(n, e))
     return parser
 
@@ -100,10 +96,6 @@ def build_parser() -> argparse.ArgumentParser:
 def _unavailable(name: str, err: str | None) -> int:
     print(f"scimech {name}: this study could not be loaded ({err}).", file=sys.stderr)
     return 2
-
-
-RECOVERY_FILE = "recovery.txt"  # first line: "<study> planted truth: K of N recovered (...)", then the table
-FINDINGS_FILE = "findings.txt"  # one line per reference finding with its verdict
 
 
 def _study_outcome(name: str, folder: Path, since: float) -> tuple[str, list[str]]:
@@ -140,7 +132,7 @@ def _run_demo(args: argparse.Namespace) -> int:
             status = f"unavailable ({err or 'no demo()'})"
             failed += 1
         else:
-            print(f"[scimech demo] {name}: {DOMAIN_HELP[name]} ...", flush=True)
+            print(f"[scimech demo] {name}: {getattr(mod, 'TITLE', name)} ...", flush=True)
             try:
                 rep = mod.demo(out / name, quick=not args.full)
                 path = str(Path(rep).resolve().relative_to(out.resolve()))
