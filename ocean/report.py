@@ -10,6 +10,9 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from scimech.study import Finding, assess
+from scimech.study import write_outcome as write_study_outcome
+
 __all__ = ["write_report", "verdict", "findings", "findings_lines", "write_outcome"]
 
 
@@ -78,10 +81,16 @@ def verdict(summary: xr.Dataset) -> str:
                  and (row["mixed"] > row[other] if higher_is_better[label] else row["mixed"] < row[other])]
         pair.append(f"{other} on {len(beats)} of {len(rank)}")
     lines.append("Pairwise, mixed is more consistent than " + "; than ".join(pair) + " measures.")
-    ok = key_wins and spread < 0.15
+    found = findings(summary)
+    unassessed = [f for f in found if not f.assessed]
+    if unassessed:
+        outcome = "NOT ASSESSED here (" + "; ".join(f.reason for f in unassessed) + ")."
+    elif key_wins and spread < MAX_SKILL_SPREAD and all(f.verdict == "REPRODUCED" for f in found):
+        outcome = "reproduced here."
+    else:
+        outcome = "NOT reproduced here: see the tables."
     lines.append(f"Mixed supervision is the most consistent regime on {len(wins)} of {len(rank)} measures. "
-                 "The paper's qualitative finding (similar skill, clearly higher consistency for mixed) is "
-                 + ("reproduced here." if ok else "NOT reproduced here: see the tables."))
+                 "The paper's qualitative finding (similar skill, clearly higher consistency for mixed) is " + outcome)
     return " ".join(lines)
 
 
@@ -89,47 +98,50 @@ KEY_MEASURES = ("channel_agreement_mean", "cka_mean")  # the verdict needs mixed
 MAX_SKILL_SPREAD = 0.15  # "similar skill": RMSE range over regimes below 15 % of their mean
 
 
-def findings(summary: xr.Dataset) -> list[dict]:
+def findings(summary: xr.Dataset) -> list[Finding]:
     """The reference study's findings, each tested on this run's numbers.
 
     1. Skill is similar across supervision regimes (RMSE range below 15 % of the mean).
     2. Mixed supervision gives a more consistent bottleneck across seeds than each other
        regime: higher channel agreement *and* higher linear CKA (one finding per regime).
+       Consistency across seeds needs at least two seeds: with fewer, or with a measure that
+       is not a finite number, the finding reads NOT ASSESSED with the reason
+       (:func:`scimech.study.assess`), never "NOT reproduced".
 
     Returns
     -------
-    list of dict
-        ``finding``, ``reproduced`` (bool) and ``evidence`` (the numbers), in that order;
-        all of them reproduced is what :func:`verdict` calls reproduced.
+    list of scimech.study.Finding
+        In that order; all of them reproduced is what :func:`verdict` calls reproduced.
     """
     regs = [str(r) for r in summary["regime"].values]
-    out = []
+    out: list[Finding] = []
     if len(regs) < 2:
         return out
     rmse = summary["rmse"].mean("seed").to_series()
     spread = float((rmse.max() - rmse.min()) / rmse.mean())
-    out.append(dict(finding="skill is similar across supervision regimes",
-                    reproduced=bool(spread < MAX_SKILL_SPREAD),
-                    evidence=f"RMSE {', '.join(f'{r} {v:.1f}' for r, v in rmse.items())} W m-2; range "
-                             f"{spread:.1%} of the mean (similar: below {MAX_SKILL_SPREAD:.0%})"))
+    out.append(assess("skill is similar across supervision regimes", bool(spread < MAX_SKILL_SPREAD),
+                      f"RMSE {', '.join(f'{r} {v:.1f}' for r, v in rmse.items())} W m-2; range "
+                      f"{spread:.1%} of the mean (similar: below {MAX_SKILL_SPREAD:.0%})",
+                      numbers={f"RMSE of {r}": v for r, v in rmse.items()}))
     if "mixed" not in regs:
         return out
     labels = {var: label for var, label, _ in CONSISTENCY}
+    n_seeds = summary.sizes.get("seed", 1)
     for other in (r for r in regs if r != "mixed"):
         vals = {v: (float(summary[v].sel(regime="mixed")), float(summary[v].sel(regime=other)))
                 for v in KEY_MEASURES if v in summary}
-        ok = bool(vals) and all(np.isfinite(a) and np.isfinite(b) and a > b for a, b in vals.values())
-        out.append(dict(finding=f"mixed supervision gives a more consistent bottleneck across seeds than {other}",
-                        reproduced=ok,
-                        evidence="; ".join(f"{labels[v]} mixed {a:.3f} vs {other} {b:.3f}" for v, (a, b) in vals.items())
-                                 + " (mean over seed pairs; needs mixed ahead on both)"))
+        numbers = {f"{labels[v]} of {r}": x for v, pair in vals.items() for r, x in zip(("mixed", other), pair)}
+        out.append(assess(f"mixed supervision gives a more consistent bottleneck across seeds than {other}",
+                          bool(vals) and all(a > b for a, b in vals.values()),
+                          "; ".join(f"{labels[v]} mixed {a:.3f} vs {other} {b:.3f}" for v, (a, b) in vals.items())
+                          + " (mean over seed pairs; needs mixed ahead on both)",
+                          numbers=numbers, minimum={"seeds": (n_seeds, 2)}))
     return out
 
 
 def findings_lines(summary: xr.Dataset) -> list[str]:
-    """One line per finding: ``REPRODUCED: ...`` or ``NOT reproduced: ...`` with its numbers."""
-    return [f"{'REPRODUCED' if f['reproduced'] else 'NOT reproduced'}: {f['finding']} ({f['evidence']})."
-            for f in findings(summary)]
+    """One line per finding: ``REPRODUCED: ...``, ``NOT reproduced: ...`` or ``NOT ASSESSED: ...``."""
+    return [f.line() for f in findings(summary)]
 
 
 def _plain_table(df: pd.DataFrame) -> str:
@@ -145,12 +157,8 @@ def write_outcome(out: str | Path, summary: xr.Dataset) -> list[Path]:
     """Write ``out/recovery.txt`` (first line: ``ocean planted truth: K of N recovered (...)``,
     then the table) and ``out/findings.txt`` (one line per reference finding and its verdict),
     the two files ``scimech demo`` prints."""
-    from scimech.results import atomic_write_text
-
     from .recovery import recovery_table, summary_line
 
-    out = Path(out)
-    written = []
     if "recovered" in summary:
         tab = recovery_table(summary)
         notes = [f"{t}: {d}. Measure: {m}; interval: {i}; recovered when {c}." for t, d, m, i, c in zip(
@@ -160,9 +168,10 @@ def write_outcome(out: str | Path, summary: xr.Dataset) -> list[Path]:
                 _plain_table(tab.drop(columns=["measure", "interval", "criterion"])), "",
                 *notes, "Rows with expected 'no (contrast)' are regimes not built to recover the truth: "
                 "reported, not counted."]
-        written.append(atomic_write_text(out / "recovery.txt", "\n".join(text) + "\n"))
-    written.append(atomic_write_text(out / "findings.txt", "".join(f"{line}\n" for line in findings_lines(summary))))
-    return written
+        recovery = "\n".join(text)
+    else:
+        recovery = None
+    return write_study_outcome(out, findings(summary), recovery)
 
 
 def _frame(da: xr.DataArray) -> pd.DataFrame:

@@ -232,8 +232,8 @@ def test_findings_agree_with_the_verdict_and_the_numbers():
         units[("prescription_only", s)] = fake_unit(t[:, :5].copy(), t, "prescription_only", s, head=np.ones(5))
     s = experiment.analyse(units)
     f = report.findings(s)
-    assert [x["reproduced"] for x in f] == [True, True, False]  # same skill; beats prediction-only, not the exact one
-    assert "than prescription_only" in f[2]["finding"]
+    assert [x.verdict for x in f] == ["REPRODUCED", "REPRODUCED", "NOT reproduced"]  # beats prediction-only only
+    assert "than prescription_only" in f[2].claim
     lines = report.findings_lines(s)
     assert lines[2].startswith("NOT reproduced: mixed supervision gives a more consistent bottleneck")
     assert "NOT reproduced here" in report.verdict(s)  # all findings reproduced <=> the verdict's "reproduced"

@@ -1,0 +1,39 @@
+"""A finding is assessed only from numbers that are there: one seed cannot say whether mixed
+supervision is more consistent across seeds (channel agreement and CKA over seed pairs are
+NaN), so the finding reads NOT ASSESSED with the reason, never "NOT reproduced"."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ocean import experiment, report
+from ocean.synthetic import CONCEPTS
+
+from .test_analysis import NS, NX, NY, fake_unit
+
+
+def _units(seeds):
+    rng = np.random.default_rng(5)
+    t = rng.standard_normal((NS, len(CONCEPTS), NY, NX))
+    units = {}
+    for s in seeds:
+        units[("mixed", s)] = fake_unit(t + 0.01 * rng.standard_normal(t.shape), t, "mixed", s)
+        units[("prediction_only", s)] = fake_unit(rng.standard_normal(t.shape), t, "prediction_only", s)
+    return units
+
+
+def test_one_seed_leaves_the_consistency_finding_not_assessed():
+    s = experiment.analyse(_units([0]))
+    assert np.isnan(float(s["channel_agreement_mean"].sel(regime="mixed")))   # no seed pair: no number
+    skill, consistency = report.findings(s)
+    assert skill.verdict in ("REPRODUCED", "NOT reproduced")                 # skill needs one seed only
+    assert consistency.verdict == "NOT ASSESSED"
+    assert "seeds: 1 where at least 2 are needed" in consistency.reason
+    line = report.findings_lines(s)[1]
+    assert line.startswith("NOT ASSESSED: mixed supervision gives a more consistent bottleneck")
+    assert "NOT reproduced" not in report.verdict(s) and "NOT ASSESSED here" in report.verdict(s)
+
+
+def test_two_seeds_are_assessed():
+    s = experiment.analyse(_units([0, 1]))
+    assert report.findings(s)[1].verdict == "REPRODUCED"   # mixed's seeds agree, prediction-only's do not
