@@ -37,6 +37,10 @@ _LAZY = {
     "decompose_attention": "attention", "HeadLayout": "sites", "list_sites": "sites",
 }
 
+_SUBMODULES = ("ablation", "atp", "attention", "attribution", "cli", "concepts", "errors", "geometry", "hooks",
+               "intervene", "layout", "metrics", "parallel", "prefix", "probe", "progress", "report", "results",
+               "sites", "stats", "study", "validate")
+
 __all__ = ["__version__", *_LAZY]
 
 
@@ -48,6 +52,10 @@ def __getattr__(name: str):
         value = getattr(mod, name)
         globals()[name] = value  # resolved once; later look-ups skip __getattr__
         return value
+    if name in _SUBMODULES:  # `import scimech; scimech.metrics.logit_diff(...)` without importing it first
+        import importlib
+
+        return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'scimech' has no attribute {name!r}")
 
 

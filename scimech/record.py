@@ -287,7 +287,9 @@ def record(model: nn.Module, inputs: Any, sites: Sequence[str], *, batch_size: i
         Stream to a zarr store at this path (appended batch by batch) and return it opened
         lazily: recordings larger than memory.
     stop_early
-        End each forward pass after the last site fired (saves the rest of the network).
+        End each forward pass after the last site fired, from the second batch on (the first
+        runs to the end to count how often each site runs): saves the rest of the network
+        on every batch but the first.
     sample_coord
         Values of the ``sample`` coordinate (default 0..n-1).
 

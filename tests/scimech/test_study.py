@@ -84,3 +84,11 @@ def test_a_study_of_yours_is_found_through_its_entry_point(tmp_path, monkeypatch
     assert "weather: a toy study" in build_parser().format_help()
     sys.modules.pop("mystudy.cli", None)
     sys.modules.pop("mystudy", None)
+
+
+def test_submodules_are_reachable_as_attributes_and_api_names_stay_functions():
+    import subprocess
+
+    code = ("import scimech, inspect; assert inspect.ismodule(scimech.metrics); assert callable(scimech.record); "
+            "import scimech.record; assert callable(scimech.record) and not inspect.ismodule(scimech.record)")
+    subprocess.run([sys.executable, "-c", code], check=True)
