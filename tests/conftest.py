@@ -23,6 +23,20 @@ threadpool_limits(1)
 REPO = Path(__file__).resolve().parents[1]
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _one_thread_in_late_loaded_pools():
+    """The limit above only reaches the pools loaded by then (numpy's OpenBLAS, torch's OpenMP).
+    SciPy ships its own OpenBLAS and scikit-learn its own OpenMP, loaded on first import, so they
+    kept one thread per core: small LAPACK calls (L-BFGS-B in every Gaussian-process fit, scipy
+    solves) were then 5-10x slower on a loaded 2-core machine (a GP fit of 15 points: 0.28 s vs
+    0.03 s). Load them and limit them too, once per test process."""
+    import scipy.linalg  # noqa: F401  (loads scipy.libs/libscipy_openblas)
+    import sklearn.linear_model  # noqa: F401  (loads scikit_learn.libs/libgomp)
+
+    threadpool_limits(1)
+    yield
+
+
 @pytest.fixture(autouse=True)
 def _fixed_seeds():
     np.random.seed(0)
