@@ -73,8 +73,10 @@ def test_search_failures_dedup_views_and_resume(small_task, tmp_path):
     good = render(dict(random_genome(rng, True), order=1, stim_filter="instant", alpha=1.0))
     codes = [good, "raise ValueError('bad program')", "while True:\n    pass\n", good]
     prop = Scripted(codes)
+    # the endless loop runs until a limit kills it, so the limits set this test's length: 5 s is
+    # ~10x what each sandbox stage of the good program takes (~0.5 s: start, fit, forecasts)
     ts = TreeSearch(small_task, prop, tmp_path / "s", max_nodes=4, n_drafts=4, workers=1,
-                    limits=SandboxLimits(wall_seconds=20, cpu_seconds=20))
+                    limits=SandboxLimits(wall_seconds=5, cpu_seconds=5))
     nodes = ts.run()
     st = [n.status for n in nodes]
     assert st[0] == "ok" and st[1] == "failed" and st[2] == "failed" and st[3] == "duplicate"
