@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from sklearn.metrics import roc_auc_score
+from scipy.stats import rankdata
 
 from scimech.stats import bootstrap_ci
 
@@ -39,6 +39,20 @@ SIGN_ACCURACY_MIN = 0.7  # lower bound: most true connections have the right sig
 LR_TOL = 0.15            # cycles
 RC_TOL = 0.10            # cycles
 FREQ_TOL = 0.20          # relative
+
+
+def edge_auroc(edge, score) -> float:
+    """AUROC of ``score`` for the binary labels ``edge``: the Mann-Whitney statistic with
+    mid-ranks for ties, the value of ``sklearn.metrics.roc_auc_score`` (whose input checks cost
+    ~8 ms a call, ~4 s over the 500 bootstrap resamples of the edges row); 0.5 when one class is
+    absent (no ranking to score)."""
+    pos = np.asarray(edge) > 0
+    n_pos = int(pos.sum())
+    n_neg = pos.size - n_pos
+    if n_pos == 0 or n_neg == 0:
+        return 0.5
+    ranks = rankdata(np.asarray(score, float))
+    return float((ranks[pos].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
 
 
 def _row(name, quantity, truth, found, low, high, criterion, ok):
@@ -97,8 +111,8 @@ def planted_truth(task, arrays: dict, *, long_task=None, long_arrays: dict | Non
     J = arrays.get("jacobian")
     if J is not None and np.all(np.isfinite(J)):
         j = np.abs(np.asarray(J, float)[off])
-        est, lo, hi = bootstrap_ci((edge.astype(float), j), lambda e, s: roc_auc_score(e, s) if 0 < e.sum() < len(e)
-                                   else 0.5, paired=True, method="percentile", n_resamples=500, seed=seed)
+        est, lo, hi = bootstrap_ci((edge.astype(float), j), edge_auroc, paired=True, method="percentile",
+                                   n_resamples=500, seed=seed)
         rows.append(_row("edges", "edge AUROC of |Jacobian| (which observed pairs are wired)",
                          f"{n_edges} of {n_pairs} pairs wired", est, lo, hi, f"lower bound >= {EDGE_AUROC_MIN}",
                          np.isfinite(lo) and lo >= EDGE_AUROC_MIN))

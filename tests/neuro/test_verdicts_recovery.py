@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from neuro.faithfulness import tail_beat_scores
-from neuro.recovery import format_table, planted_truth, summary_line
+from neuro.recovery import edge_auroc, format_table, planted_truth, summary_line
 from neuro.search.blocks import DEFAULTS, render
 from neuro.search.evaluate import run_candidate
 from neuro.verdicts import cluster_bootstrap, compare, verdict_better
@@ -60,6 +60,22 @@ def test_tail_beat_phase_error_of_a_shifted_truth(small_task):
     # readout's lags either)
     flat = tail_beat_scores(np.repeat(ctx[:, -1:], 32, 1), tgt[:, :32], task, context=ctx, steps=32)
     assert np.nanmax(flat["amplitude_ratio"]) < 1e-9 and not flat["forecast"].any()
+
+
+def test_edge_auroc_equals_scikit_learn():
+    # independent truth: sklearn's roc_auc_score (trapezoidal ROC), on scores with many ties
+    # (rounded to 1 decimal, as |J| is 0 on every pair a mask forbids) and unbalanced classes
+    from sklearn.metrics import roc_auc_score
+
+    rng = np.random.default_rng(0)
+    for n, p in ((30, 0.5), (200, 0.1), (500, 0.03)):
+        edge = (rng.random(n) < p).astype(float)
+        edge[:2] = [0.0, 1.0]
+        score = np.round(np.abs(rng.standard_normal(n) + edge), 1)
+        score[rng.random(n) < 0.3] = 0.0
+        assert edge_auroc(edge, score) == pytest.approx(roc_auc_score(edge, score), abs=1e-12)
+    assert edge_auroc(np.ones(5), np.arange(5.0)) == 0.5 == edge_auroc(np.zeros(5), np.arange(5.0))
+    assert edge_auroc([0, 0, 1, 1], [0.1, 0.2, 0.3, 0.4]) == 1.0 and edge_auroc([1, 1, 0, 0], [1, 2, 3, 4]) == 0.0
 
 
 def _fit_with_prior(task, mask):
