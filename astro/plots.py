@@ -5,7 +5,9 @@ from __future__ import annotations
 import matplotlib
 
 matplotlib.use("Agg", force=False)
+import matplotlib.colors as mcolors  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker as mticker  # noqa: E402
 import numpy as np  # noqa: E402
 import xarray as xr  # noqa: E402
 
@@ -56,22 +58,69 @@ def layer_curves(layers: xr.Dataset):
     return fig
 
 
-def head_heatmap(hp: xr.Dataset, iv: xr.Dataset | None = None):
-    """Head x (probe targets [+ intervention effects]) heatmap."""
-    cols = {f"R2 {t}": hp["score"].sel(target=t).values for t in hp.target.values}
+def head_heatmap(hp: xr.Dataset, iv: xr.Dataset | None = None, population: str = "dusty"):
+    """Heads of one block in two panels, each on its own colour scale and colour bar.
+
+    Left: probe R2 per head and target (``hp["score"]``; sequential map from min(0, lowest
+    R2) to the highest). Right (with ``iv``): the intervention effect per head and
+    intervention, the share of the ``population``'s multimodal advantage lost,
+    ``1 - iv["advantage_left"]`` (0: no effect, 1: the advantage removed, > 1: worse than
+    photometry-only, < 0: better than untouched), on a diverging map centred on 0 and
+    symmetric about it, linear within +-1 and logarithmic beyond (an ablation that leaves
+    -5 of the advantage does not wash out the rest). Missing values (NaN, e.g. no advantage
+    to lose) are grey.
+    """
+    heads = hp["head"].values
+    r2 = hp["score"].transpose("head", "target").values
+    panels = [dict(data=r2, labels=[str(t) for t in hp.target.values], xlabel="probe target",
+                   title="Probe R2 (multimodal run)", cmap="viridis", lims=_lims(r2),
+                   norm=None, cbar="probe R2 (cross-validated)\n1: perfect, <= 0: no signal")]
     if iv is not None:
-        for m in iv.intervention.values:
-            cols[f"adv. left {m} (dusty)"] = iv["advantage_left"].sel(intervention=m, population="dusty").values
-    mat = np.column_stack(list(cols.values()))
-    fig, ax = plt.subplots(figsize=(1.0 + 0.7 * mat.shape[1], 0.5 + 0.5 * mat.shape[0]))
-    im = ax.imshow(mat, cmap="viridis", aspect="auto")
-    ax.set_xticks(range(mat.shape[1]), list(cols), rotation=60, ha="right", fontsize=7)
-    ax.set_yticks(range(mat.shape[0]), [f"head {h}" for h in hp["head"].values])
-    for (i, j), v in np.ndenumerate(mat):
-        ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=6, color="w")
-    fig.colorbar(im, ax=ax)
-    fig.tight_layout()
+        left = iv["advantage_left"].sel(population=population).transpose("head", "intervention").values
+        effect = 1.0 - left
+        half = np.nanmax(np.abs(effect)) if np.isfinite(effect).any() else 0.0
+        half = half if half > 0 else 1.0
+        panels.append(dict(data=effect, labels=[str(m) for m in iv.intervention.values], xlabel="intervention",
+                           title=f"Intervention effect ({population} galaxies)", cmap="RdBu_r", lims=(-half, half),
+                           norm=mcolors.SymLogNorm(linthresh=1.0, linscale=1.0, vmin=-half, vmax=half),
+                           cbar=f"share of the {population} advantage lost\n0: no effect, 1: all of it"))
+    widths = [max(p["data"].shape[1], 2) for p in panels]
+    fig, axes = plt.subplots(1, len(panels), figsize=(2.2 + 0.75 * sum(widths) + 1.6 * len(panels),
+                                                      max(3.2, 1.4 + 0.45 * len(heads))),
+                             sharey=True, width_ratios=widths, layout="constrained", squeeze=False)
+    for ax, p in zip(axes[0], panels):
+        cmap = plt.get_cmap(p["cmap"]).with_extremes(bad="0.85")
+        lims = dict(vmin=p["lims"][0], vmax=p["lims"][1]) if p["norm"] is None else dict(norm=p["norm"])
+        im = ax.imshow(p["data"], cmap=cmap, aspect="auto", **lims)
+        ax.set_xticks(range(len(p["labels"])), p["labels"], rotation=45, ha="right", fontsize=8)
+        ax.set(xlabel=p["xlabel"], title=p["title"])
+        for (i, j), v in np.ndenumerate(p["data"]):
+            rgb = np.asarray(im.cmap(im.norm(v))[:3]) if np.isfinite(v) else np.ones(3)
+            dark = float(rgb @ [0.299, 0.587, 0.114]) < 0.5
+            ax.text(j, i, f"{v:.2f}" if np.isfinite(v) else "n/a", ha="center", va="center", fontsize=7,
+                    color="w" if dark else "k")
+        cbar = fig.colorbar(im, ax=ax, label=p["cbar"], shrink=0.9)
+        if p["norm"] is not None:  # plain numbers, not powers of ten, on the symmetric-log bar
+            half = p["lims"][1]
+            inner = min(half, 1.0)
+            ticks = [t for t in mticker.MaxNLocator(4, symmetric=True).tick_values(-inner, inner)
+                     if abs(t) <= inner * (1 + 1e-9)]
+            cbar.set_ticks(sorted(set(ticks) | ({-half, half} if half > 1.25 else set())))
+            cbar.ax.yaxis.set_major_formatter(mticker.FuncFormatter(lambda v, _: f"{v:.2g}"))
+            cbar.ax.yaxis.set_minor_locator(mticker.NullLocator())
+    block = hp.attrs.get("block")
+    axes[0, 0].set_yticks(range(len(heads)), [str(h) for h in heads])
+    axes[0, 0].set_ylabel("head" + (f" (encoder block {block})" if block is not None else ""))
     return fig
+
+
+def _lims(values: np.ndarray) -> tuple[float, float]:
+    """Colour limits of a sequential panel from its own data: min(0, lowest) to the highest."""
+    finite = values[np.isfinite(values)]
+    if not finite.size:
+        return 0.0, 1.0
+    lo, hi = min(float(finite.min()), 0.0), float(finite.max())
+    return lo, hi if hi > lo else lo + 1.0
 
 
 def radial_maps(rad: xr.Dataset):
