@@ -87,20 +87,36 @@ def test_study_units_resume_and_skip(store, tmp_path, monkeypatch):
     np.testing.assert_allclose(again["rmse"].values, summary["rmse"].values)
 
 
-def test_training_resumes_from_checkpoint(store, tmp_path):
+def test_training_resumes_from_checkpoint(store, tmp_path, monkeypatch):
+    import torch
+
+    from scimech import concepts
+    from scimech.results import torch_load
+
     cfg = experiment.StudyConfig(data=str(store), window=2, lead=1, epochs=3, batch_size=8, width=4,
                                  fractions=[0.6, 0.2, 0.2])
     full = experiment.train_unit(dataclasses.asdict(cfg), "mixed", 1, str(store), str(tmp_path / "a"))
-    # an interrupted run: 2 epochs checkpointed, then resumed to 3
-    part = dataclasses.replace(cfg, epochs=3)
-    import torch
+    # an interrupted run: killed right after the checkpoint of epoch 2 of 3 was written
+    real_save, saved = concepts.atomic_torch_save, []
 
-    from scimech.results import torch_load
+    class Killed(Exception):
+        pass
 
-    experiment.train_unit(dataclasses.asdict(part), "mixed", 1, str(store), str(tmp_path / "b"))
+    def save_then_die(obj, path):
+        out = real_save(obj, path)
+        saved.append(obj["epoch"])
+        if obj["epoch"] == 1:
+            raise Killed
+        return out
+
+    monkeypatch.setattr(concepts, "atomic_torch_save", save_then_die)
+    with pytest.raises(Killed):
+        experiment.train_unit(dataclasses.asdict(cfg), "mixed", 1, str(store), str(tmp_path / "b"))
     ck = torch_load(tmp_path / "b" / "mixed_seed1.pt", weights_only=False)
-    assert ck["epoch"] == 2
-    resumed = experiment.train_unit(dataclasses.asdict(part), "mixed", 1, str(store), str(tmp_path / "b"))
+    assert ck["epoch"] == 1 and saved == [0, 1]
+    # the rerun trains only the missing epoch and ends where the uninterrupted run did
+    resumed = experiment.train_unit(dataclasses.asdict(cfg), "mixed", 1, str(store), str(tmp_path / "b"))
+    assert saved == [0, 1, 2]
     np.testing.assert_allclose(resumed["y_pred"].values, full["y_pred"].values, rtol=1e-5, atol=1e-4)
     assert torch.is_tensor(ck["model"]["head.weight"])
 
