@@ -143,7 +143,7 @@ def write_report(res: dict, out: Path, *, title: str = "AION-1 redshift head ana
     rep.figure(plots.metrics_by_population(adv), "metrics_by_population", "sigma_NMAD by population")
     rep.figure(plots.layer_curves(res["layers"]), "layer_curves", "Layerwise probe R2 (z, A_V), both modes")
     rep.figure(plots.head_heatmap(res["head_probes"], iv), "head_heatmap",
-               f"Heads of block {res['head_probes'].attrs.get('block')}: probe R2 and advantage left after interventions")
+               f"Heads of block {res['head_probes'].attrs.get('block')}: probe R2 and intervention effect (share of the dusty advantage lost)")
     rep.figure(plots.radial_maps(res["radial"]), "radial_maps", "Each head's image-token output on the token grid")
     h2 = int(fnd[3]["head"])
     rep.figure(plots.dz_vs_av(res["predictions"], iv, h2), "dz_vs_av", f"dz vs A_V (head {h2} resample-ablated)")
