@@ -34,6 +34,7 @@ from scimech.intervene import ablation_sweep, patching_sweep, reference_activati
 from scimech.probe import probe_sites
 from scimech.record import record
 from scimech.stats import bootstrap_ci
+from scimech.study import assess
 
 from . import photoz as P
 from .models.aion import IMAGE_KEY, LEGACY_SCALARS, MASK_PREFIX, AIONRedshift
@@ -592,7 +593,10 @@ def findings(res: Mapping[str, xr.Dataset], *, null_effect: float = 0.25) -> lis
     Returns
     -------
     list of dict
-        ``finding``, ``reproduced``, ``evidence``; findings 3 and 4 also ``head``, the
+        ``finding``, ``verdict`` ("REPRODUCED", "NOT reproduced" or "NOT ASSESSED" when a
+        number it rests on is missing or not finite, :func:`scimech.study.assess`),
+        ``reason`` (why not assessed), ``reproduced`` (the verdict is REPRODUCED),
+        ``evidence``, ``numbers``, ``line``; findings 3 and 4 also ``head``, the
         per-intervention effects and checks (``no_effect`` / ``carries``).
     """
     out = []
@@ -614,8 +618,12 @@ def findings(res: Mapping[str, xr.Dataset], *, null_effect: float = 0.25) -> lis
     else:                                # results saved before the differences existed
         larger = {"extended - compact": a["extended"] > a["compact"], "dusty - clean": a["dusty"] > a["clean"]}
         diff_text = "differences without intervals (older results)"
+    nums1 = {f"advantage on {p} galaxies": a[p] for p in ("all", "extended", "compact", "dusty", "clean") if p in a}
+    nums1["lower bound of the advantage on all galaxies"] = lo["all"]
+    if "advantage_difference" in adv:
+        nums1.update({f"lower bound of {c}": v[1] for c, v in d.items()})
     out.append(dict(finding="the multimodal advantage concentrates on extended and dust-attenuated galaxies",
-                    reproduced=bool(lo["all"] > 0 and all(larger.values())), larger=larger,
+                    reproduced=bool(lo["all"] > 0 and all(larger.values())), larger=larger, numbers=nums1,
                     evidence=(f"advantage (mean|dz| phot - multi, 95% CI): all {ci('all')}, "
                               f"extended {ci('extended')} vs compact {ci('compact')}, "
                               f"dusty {ci('dusty')} vs clean {ci('clean')}; differences {diff_text}")))
@@ -624,6 +632,7 @@ def findings(res: Mapping[str, xr.Dataset], *, null_effect: float = 0.25) -> lis
     g = layers["gain"].sel(target="z").values
     out.append(dict(finding="layerwise probing localises the gain to the first encoder block",
                     reproduced=bool(blk == 0 and g[0] > 0), block=blk,
+                    numbers={f"z-probe R2 gain of block {i}": float(v) for i, v in enumerate(g)},
                     evidence=f"z-probe R2 gain (multi - phot) per block: {np.round(g, 3).tolist()}; localised block {blk}"))
     hp, rad, iv = res["head_probes"], res["radial"], res["interventions"]
     col, col_sel = colour_heads(res)
@@ -654,6 +663,9 @@ def findings(res: Mapping[str, xr.Dataset], *, null_effect: float = 0.25) -> lis
                             "has no measurable effect",
                     reproduced=bool(encodes and no_effect and all(no_effect.values()) and radial),
                     head=h1, encodes_colours=encodes, no_effect=no_effect, radial=radial,
+                    numbers={**{f"lower bound of the {c} probe R2 of head {h1}": float(v) for c, v in zip(cols, low)},
+                             f"radial score of head {h1}": float(rad["radial_score"].values[h1]),
+                             **{f"{m} {q} of head {h1}": float(x) for m in d1 for q, x in zip(("low", "high"), d1[m][1:])}},
                     effects={m: {"delta_abs_dz": d1[m], "advantage_lost": l1.get(m)} for m in d1},
                     evidence=(f"head {h1}: colour probe R2 {col[h1]:.3f}, selectivity {col_sel[h1]:.3f} (heads: "
                               f"{np.round(col_sel, 3).tolist()}), R2 lower bounds {np.round(low, 3).tolist()}; radial "
@@ -685,12 +697,18 @@ def findings(res: Mapping[str, xr.Dataset], *, null_effect: float = 0.25) -> lis
                             "galaxies when ablated and amplifies the attenuation bias beyond photometry-only",
                     reproduced=bool(removes and amplifies and col_sel[h2] < col_sel[h1]),
                     head=h2, carries=carries, removes=removes, amplifies=amplifies,
+                    numbers={f"dusty advantage left after ablating head {h2}": float(both_left),
+                             "dz-vs-A_V slope, head ablated": amp, "dz-vs-A_V slope, photometry-only": ph},
                     effects={m: {"advantage_lost": l2.get(m)} for m in carries},
                     evidence=(f"head {h2}: colour selectivity {col_sel[h2]:.3f}; dusty advantage left after resample "
                               f"ablation {both_left:.2f} (both modes ablated; {dusty_left[h2]:.2f} against the "
                               f"untouched photometry-only run); advantage lost on all galaxies "
                               + ("; ".join(f"{m}: {_ci_text(*l2[m])}" for m in l2) or "n/a")
                               + f"; dz-vs-A_V slope on dusty: ablated {amp:.4f} vs photometry-only {ph:.4f}")))
+    for f in out:  # a verdict only from finite numbers (scimech.study.assess): NaN never reads "NOT reproduced"
+        judged = assess(f["finding"], f["reproduced"], f["evidence"], numbers=f["numbers"])
+        f.update(verdict=judged.verdict, reason=judged.reason, reproduced=judged.verdict == "REPRODUCED",
+                 line=judged.line())
     return out
 
 

@@ -116,8 +116,8 @@ def write_report(res: dict, out: Path, *, title: str = "AION-1 redshift head ana
     fnd = analysis.findings(res)
     lines = ["## Findings of the reference study, tested here", ""]
     for f in fnd:
-        lines.append(f"- **{'REPRODUCED' if f['reproduced'] else 'NOT reproduced'}**: {f['finding']}. "
-                     f"Evidence: {f['evidence']}.")
+        why = f" ({f['reason']})" if f["verdict"] == "NOT ASSESSED" else ""
+        lines.append(f"- **{f['verdict']}**{why}: {f['finding']}. Evidence: {f['evidence']}.")
     rep.text("\n".join(lines))
     adv = res["advantage"]
     tab = adv["value"].sel(metric=["sigma_nmad", "outlier_fraction", "bias", "mean_abs_dz"]).to_dataframe().unstack("metric")
@@ -177,8 +177,9 @@ def write_summaries(res: dict, out: Path) -> tuple[Path, Path]:
     fnd = analysis.findings(res)
     on = " (planted stand-in)" if rows else ""
     fin = out / "findings.txt"
-    atomic_write_text(fin, "".join(f"{i}. {'REPRODUCED' if f['reproduced'] else 'NOT reproduced'}{on}: "
-                                   f"{f['finding']}\n" for i, f in enumerate(fnd, 1)))
+    atomic_write_text(fin, "".join(f"{i}. {f['verdict']}{on}: {f['finding']}"
+                                   + (f" ({f['reason']})" if f["verdict"] == "NOT ASSESSED" else "") + "\n"
+                                   for i, f in enumerate(fnd, 1)))
     return rec, fin
 
 
