@@ -19,10 +19,19 @@ __all__ = [
     "DimensionError",
     "CheckpointError",
     "ConfigError",
-    "NotFittedError",
+    "NotFittedError",  # noqa: F822 - scikit-learn's, resolved lazily by __getattr__
 ]
 
-from sklearn.exceptions import NotFittedError
+
+
+def __getattr__(name: str):
+    # scikit-learn's NotFittedError, re-exported lazily: importing scikit-learn costs seconds,
+    # and every module of scimech imports this one
+    if name == "NotFittedError":
+        from sklearn.exceptions import NotFittedError
+
+        return NotFittedError
+    raise AttributeError(f"module 'scimech.errors' has no attribute {name!r}")
 
 
 class ScimechError(Exception):

@@ -218,8 +218,8 @@ def parse_site(text: str) -> SiteSpec:
             raise SiteNotFoundError(f"Site {text!r}: heads are outputs of an attention module; drop ':{port}'.")
         return SiteSpec(text, path, "output", heads=indices, all_heads=indices is None)
     if sel in ("units", "channels"):
-        if indices is None:
-            raise SiteNotFoundError(f"Site {text!r}: say which {sel}, e.g. '{path}.{sel}[0,3]'.")
+        if indices is None:  # no index: a module called "units" / "channels" (resolved or refused later)
+            return SiteSpec(text, f"{path}.{sel}" if path else sel, port)
         return SiteSpec(text, path, port, units=indices, channels=sel == "channels")
     return SiteSpec(text, path, port)
 
@@ -240,8 +240,11 @@ def _get_module(model: nn.Module, path: str, site_text: str) -> nn.Module:
     except AttributeError:
         names = [n for n, _ in model.named_modules() if n]
         near = _nearest(path, names)
+        parent, _, last = path.rpartition(".")
+        hint = (f" To select {last} of {parent or 'the model'}, say which: '{path}[0,3]'."
+                if last in ("units", "channels") else "")
         raise SiteNotFoundError(
-            f"No module {path!r} in {type(model).__name__} (site {site_text!r}). "
+            f"No module {path!r} in {type(model).__name__} (site {site_text!r}).{hint} "
             f"Nearest valid names: {near}. List them all with scimech.list_sites(model)."
         ) from None
 

@@ -124,3 +124,35 @@ def test_probing_complex_activations_names_the_fix():
         sm.probe_sites(ds, np.arange(30.0), n_bootstrap=10)
     ok = sm.probe_sites(abs(ds), np.arange(30.0), n_bootstrap=10, control=False)   # the fix runs
     assert np.isfinite(ok.score_mean.values).all()
+
+
+def test_a_module_called_units_is_addressable_and_a_bare_selector_says_which():
+    from scimech.errors import SiteNotFoundError
+
+    class MLP(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.units = nn.Linear(3, 4)     # a module really called "units"
+            self.out = nn.Linear(4, 1)
+
+        def forward(self, x):
+            return self.out(torch.relu(self.units(x)))
+
+    model = nn.Sequential()
+    model.add_module("mlp", MLP())
+    x = torch.randn(5, 3)
+    ds = sm.record(model, x, ["mlp.units", "mlp.units.units[1]"])
+    truth = model.mlp.units(x).detach().numpy()             # the module's own output
+    np.testing.assert_allclose(ds["mlp.units"].values, truth, atol=1e-6)
+    np.testing.assert_allclose(ds["mlp.units.units[1]"].values[:, 0], truth[:, 1], atol=1e-6)
+    with pytest.raises(SiteNotFoundError, match=r"say which: 'mlp\.out\.units\[0,3\]'"):
+        sm.record(model, x, ["mlp.out.units"])
+
+
+def test_importing_the_errors_does_not_import_scikit_learn():
+    import subprocess
+    import sys
+
+    code = "import sys, scimech.errors as e; assert 'sklearn' not in sys.modules; e.NotFittedError; " \
+           "assert 'sklearn' in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)

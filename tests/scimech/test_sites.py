@@ -87,13 +87,16 @@ def test_head_layouts_found_by_attribute_and_projection_name(heads_attr, proj_na
 
 
 def test_parse_errors_are_clear():
-    for bad, match in (("encoder.0.attn.heads[]", "Empty"), ("encoder.0.mlp.units", "which units"),
+    for bad, match in (("encoder.0.attn.heads[]", "Empty"),
                        ("encoder.0.attn.heads[1]:input", "drop"), ("enc oder", "Cannot parse"),
                        ("a.heads[x]", "Cannot parse")):
         with pytest.raises(SiteNotFoundError, match=match):
             parse_site(bad)
     with pytest.raises(TypeError, match="string"):
         parse_site(3)
+    # a bare selector parses as a module called "units"; where there is none, the error says which
+    with pytest.raises(SiteNotFoundError, match="say which"):
+        resolve_site(TinyTransformer(depth=1), "encoder.0.mlp.units")
 
 
 def test_ports_units_and_literal_heads_module():
