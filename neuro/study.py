@@ -25,7 +25,6 @@ import math
 import os
 import pickle
 import time
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -393,21 +392,10 @@ def task_fingerprint(tasks) -> str:
 def _set_aside_stale_results(out_dir: Path, tasks) -> None:
     """Resume only results of the same tasks: when ``out_dir`` holds a study of other data (a
     changed simulator, other traces, other sizes), move it to ``out_dir/stale-<fingerprint>/``
-    (nothing is deleted) and start afresh."""
-    from scimech.results import atomic_write_text
+    (nothing is deleted) and start afresh (:func:`scimech.fingerprint.set_aside_stale`)."""
+    from scimech.fingerprint import set_aside_stale
 
-    fp = task_fingerprint(tasks)
-    f = out_dir / "task_fingerprint.txt"
-    old = f.read_text().strip() if f.exists() else None
-    previous = [p for p in out_dir.iterdir() if not p.name.startswith("stale-") and p.name != f.name]
-    if old != fp and previous:
-        dest = out_dir / f"stale-{old or 'unknown'}"
-        dest.mkdir(exist_ok=True)
-        for p in previous:
-            p.rename(dest / p.name)
-        warnings.warn(f"{out_dir} held a study of other data (task fingerprint {old or 'unknown'}, now {fp}); "
-                      f"moved it to {dest} and started afresh.", stacklevel=3)
-    atomic_write_text(f, fp + "\n")
+    set_aside_stale(out_dir, task_fingerprint(tasks), name="task_fingerprint.txt", stacklevel=3)
 
 
 def run_study(out_dir: Path, quick: bool = True, *, context: int = 4, horizon: int = 32, max_nodes: int | None = None,
