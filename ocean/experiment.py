@@ -3,7 +3,9 @@
 Each ``(regime, seed)`` unit trains a model (checkpointed every epoch, resumable) and
 stores its test-set predictions, concept maps and head weights through
 :class:`scimech.results.UnitStore`, so a rerun on the same output folder skips finished
-units. :func:`analyse` turns the units into one labelled result:
+units made from the same data and settings (:func:`study_fingerprint`; results of others
+are set aside by :func:`prepare_data`). :func:`analyse` turns the units into one labelled
+result:
 
 - skill: RMSE (W m-2) and anomaly correlation (against the training climatology of each
   calendar month and point), overall and per season; the RMSE change when the free
@@ -42,7 +44,7 @@ from .recovery import recovery
 from .synthetic import SynthConfig, generate
 from .variables import CONCEPTS, INPUTS, PRESCRIBED, VAR_ATTRS
 
-__all__ = ["StudyConfig", "load_config", "prepare_data", "train_unit", "run_study", "analyse", "SEASONS"]
+__all__ = ["StudyConfig", "load_config", "prepare_data", "study_fingerprint", "train_unit", "run_study", "analyse", "SEASONS"]
 
 SEASONS = {"DJF": (12, 1, 2), "MAM": (3, 4, 5), "JJA": (6, 7, 8), "SON": (9, 10, 11)}
 
@@ -161,35 +163,69 @@ def load_config(path: str | Path | None = None, *, quick: bool = True, **overrid
     return cfg
 
 
-def prepare_data(cfg: StudyConfig, out: Path) -> Path:
-    """The zarr store the study reads.
+#: study settings that do not change a unit's result: units are keyed by regime and seed, the
+#: data enter the fingerprint by their values (not by path or generator settings), ``time_chunk``
+#: is storage and ``torch_threads`` only reorders float sums
+_NOT_IN_FINGERPRINT = ("regimes", "seeds", "data", "synth", "time_chunk", "torch_threads")
 
-    Without ``cfg.data``: a synthetic ocean written to ``out/ocean.zarr`` (generated once;
-    reused on resume). With it: the zarr store itself when it is already in the study's
-    layout, else (a netCDF file, or ORAS5 / NEMO / CMEMS names and units) the store mapped
-    by :func:`ocean.data.open_store` and written to ``out/ocean.zarr`` once.
+
+def study_fingerprint(cfg: StudyConfig, ds: xr.Dataset) -> tuple[str, dict[str, str]]:
+    """The fingerprint an output folder of the study is keyed by, and its parts.
+
+    ``data``: :func:`scimech.fingerprint.fingerprint` of ``ds``, the dataset the units read
+    (the synthetic ocean as generated now, or your store as mapped; every value, coordinate
+    and attribute, so a changed generator or one changed value in your file changes it);
+    ``settings``: the :class:`StudyConfig` fields that change a unit's result (all but
+    ``regimes``, ``seeds``, ``data``, ``synth``, ``time_chunk``, ``torch_threads``).
+    """
+    from scimech.fingerprint import fingerprint
+
+    settings = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in _NOT_IN_FINGERPRINT}
+    parts = {"data": fingerprint(ds), "settings": fingerprint(settings)}
+    return fingerprint(parts), parts
+
+
+def prepare_data(cfg: StudyConfig, out: Path) -> Path:
+    """The zarr store the study reads, in an output folder keyed by the data.
+
+    Without ``cfg.data``: a synthetic ocean written to ``out/ocean.zarr``. With it: the zarr
+    store itself when it is already in the study's layout, else (a netCDF file, or ORAS5 /
+    NEMO / CMEMS names and units) the store mapped by :func:`ocean.data.open_store` and
+    written to ``out/ocean.zarr``. Before anything is written, :func:`study_fingerprint` of
+    the data (the synthetic ocean generated anew, your store read through) and the settings is
+    compared with the one ``out`` holds (``out/data_fingerprint.txt``): results of another
+    (a changed generator or file, other settings) are moved to ``out/stale-<fingerprint>/``
+    with a warning and never resumed; under the same one ``out/ocean.zarr`` is reused.
 
     Raises
     ------
     ConfigError
-        ``out/ocean.zarr`` holds another dataset (a rerun into a folder of another study).
+        ``out/ocean.zarr`` was mapped from another file (a rerun into a folder of another study).
     """
-    path = Path(out) / "ocean.zarr"
+    from scimech.fingerprint import set_aside_stale
+
+    out = Path(out)
+    path = out / "ocean.zarr"
     source = str(Path(cfg.data).resolve()) if cfg.data else None
+    in_place = False
     if source is not None:
         ds = odata.open_store(cfg.data, target=cfg.target)
-        if not ds.attrs.get("mapping") and Path(cfg.data).is_dir():
-            return Path(cfg.data)
-    if (path / "zarr.json").exists():
+        in_place = not ds.attrs.get("mapping") and Path(cfg.data).is_dir()
+    if not in_place and (path / "zarr.json").exists():
         held = xr.open_zarr(path, consolidated=False).attrs.get("mapped_from")
         if held != source:
             raise ConfigError(f"{out} holds a study of {held or 'the synthetic ocean'}, not of "
                               f"{source or 'the synthetic ocean'}; its finished units would be mixed with this "
                               "run's. Use another --out, or delete that folder to start afresh.")
-        return path
     if source is None:
         ds = generate(SynthConfig(**cfg.synth))
-    else:
+    fp, parts = study_fingerprint(cfg, ds)
+    set_aside_stale(out, fp, parts=parts, keep=[source] if source else [], stacklevel=3)
+    if in_place:
+        return Path(cfg.data)
+    if (path / "zarr.json").exists():
+        return path
+    if source is not None:
         ds = ds.chunk({d: {"member": 1, "time": cfg.time_chunk}.get(str(d), -1) for d in ds.dims})
         ds.attrs["mapped_from"] = source
     odata.write_zarr(ds, path, time_chunk=cfg.time_chunk)
