@@ -20,7 +20,12 @@ BLAS / OpenMP pools), so their results do not depend on where they ran; parallel
 from running several units at once (``--workers N``, ``--cluster``, ``--scheduler``).
 
 A run folder remembers what it was made with (``<out>/plan.json``); rerunning into it with
-other sizes, seed or inputs is refused rather than mixing units of two studies.
+other sizes, seed or inputs is refused rather than mixing units of two studies. It is also
+keyed by a fingerprint of its inputs (:func:`input_fingerprint`, ``<out>/data_fingerprint.txt``):
+the synthetic generator (its world and a small draw of it), or the content of your catalogue,
+cut-outs, samples, model and tokenizer. Under the same settings but another fingerprint (a
+changed generator, one changed value in a file) the folder's results are moved to
+``<out>/stale-<fingerprint>/`` with a warning and the study starts afresh.
 """
 
 from __future__ import annotations
@@ -42,7 +47,8 @@ from scimech.errors import ConfigError
 
 __all__ = ["QUICK", "FULL", "PLAN_NAME", "IMAGE_FEATURES", "DEFAULT_WORLD", "load_sample", "save_sample",
            "load_adapter", "train_standin", "synth_unit", "catalog_unit", "train_unit", "interventions_unit",
-           "run_study", "save_study", "load_study", "STUDY_NAMES", "STANDIN_STAMP"]
+           "run_study", "save_study", "load_study", "STUDY_NAMES", "STANDIN_STAMP", "input_fingerprint",
+           "PROBE_GALAXIES"]
 
 #: sizes of the quick (demo/test) and full runs; ``chunk_size``: test galaxies per intervention unit
 QUICK = dict(n_train=1600, n_test=600, epochs=40, batch_size=64, n_bootstrap=200, chunk_size=150)
@@ -58,6 +64,8 @@ _PLAN_KEYS = ("source", "n_train", "n_test", "epochs", "batch_size", "seed", "mo
               "image_tokenizer", "catalog", "images", "test_fraction", "world", "planted", "image_features")
 #: what a plan written before a key existed meant by it
 _PLAN_DEFAULTS = {"world": "standard", "planted": False, "image_features": "bands"}
+#: galaxies of the generator's draw a synthetic run's fingerprint hashes (the generator as it is now)
+PROBE_GALAXIES = 32
 #: cut-out size [pixels] of the stand-in's image grid (6 x 6 tokens of 4 x 4 pixels)
 STANDIN_STAMP = 24
 #: catalogue columns the study needs besides the survey's own
@@ -250,7 +258,8 @@ def interventions_unit(model_dir: str, train_path: str, test_path: str, start: i
 
 
 # ---------------------------------------------------------------- the run
-def _check_plan(out: Path, plan: dict) -> None:
+def _check_plan(out: Path, plan: dict, *, write: bool = True) -> None:
+    """Refuse a folder run with other settings; record ``plan`` in a new one (unless ``write`` is false)."""
     from scimech.results import atomic_write_text
 
     path = out / PLAN_NAME
@@ -268,8 +277,42 @@ def _check_plan(out: Path, plan: dict) -> None:
                 raise ConfigError(f"{out} holds a study run with other settings ({what}); its finished units would "
                                   "be mixed with this run's. Use another --out, or delete that folder to start afresh.")
             return
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, json.dumps(mine, indent=1, sort_keys=True))
+    if write:
+        out.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, json.dumps(mine, indent=1, sort_keys=True))
+
+
+def _sample_fingerprint(sample) -> str:
+    from scimech.fingerprint import fingerprint
+
+    cat = sample.catalog
+    cols = {n: [str(getattr(cat[n], "unit", None)), np.asarray(cat[n])] for n in cat.colnames}
+    return fingerprint(cols, sample.images, dict(sample.meta))
+
+
+def input_fingerprint(plan: Mapping[str, Any]) -> tuple[str, dict[str, str]]:
+    """The fingerprint a run folder is keyed by, and its parts, from the run's ``plan``.
+
+    A synthetic run: ``generator``, the :class:`~astro.synthetic.SyntheticConfig` of its
+    world and :data:`PROBE_GALAXIES` galaxies drawn with its seed now (catalogue, images,
+    meta), so a changed world parameter or generator code changes it before any sample is
+    drawn. A catalogue or given run: the content of each input file or folder (``catalog``,
+    ``images``, ``train``, ``test``, ``model``); any run: that of ``image_tokenizer`` when given.
+    The sizes, seed and paths are the plan's (:data:`PLAN_NAME`), refused when they differ.
+    """
+    from scimech.fingerprint import fingerprint
+
+    parts: dict[str, str] = {}
+    if plan["source"] == "synthetic":
+        from .synthetic import make_galaxies, world_config
+
+        with _single_thread():
+            probe = make_galaxies(PROBE_GALAXIES, seed=int(plan["seed"]), world=plan["world"])
+        parts["generator"] = fingerprint(world_config(plan["world"]), _sample_fingerprint(probe))
+    for key in ("catalog", "images", "train", "test", "model", "image_tokenizer"):
+        if plan.get(key):
+            parts[key] = fingerprint(Path(plan[key]))
+    return fingerprint(parts), parts
 
 
 def _check_sizes(sizes: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -327,6 +370,7 @@ def run_study(out: str | Path, *, sizes: Mapping[str, Any] | None = None, seed: 
     (results, timings)
         The named datasets of :func:`astro.analysis.run_study` and seconds per phase.
     """
+    from scimech.fingerprint import set_aside_stale
     from scimech.parallel import map_units
     from scimech.results import UnitStore
 
@@ -377,6 +421,10 @@ def run_study(out: str | Path, *, sizes: Mapping[str, Any] | None = None, seed: 
                     batch_size=None, world=None, planted=None, image_features=None)
         ad = load_adapter(model, image_tokenizer)        # bad inputs fail before the folder is claimed
         train_s, test_s = load_sample(train), load_sample(test)
+    fp, parts = input_fingerprint(plan)
+    _check_plan(out, plan, write=False)                  # other settings: refused
+    inputs = [plan[k] for k in ("catalog", "images", "train", "test", "model", "image_tokenizer") if plan.get(k)]
+    set_aside_stale(out, fp, parts=parts, keep=inputs)   # other data under the same settings: set aside
     _check_plan(out, plan)
     store = UnitStore(out / "units")
     timings: dict[str, float] = {}
