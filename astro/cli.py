@@ -36,6 +36,8 @@ import sys
 import time
 from pathlib import Path
 
+from scimech.options import fraction, whole
+
 from .execution import DEFAULT_WORLD, FULL, QUICK, load_study, save_study, train_standin
 from .execution import load_sample as _load_sample
 from .execution import save_sample as _save_sample
@@ -268,8 +270,8 @@ def register(subparsers) -> None:
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="astro_command", metavar="COMMAND")
     s = sub.add_parser("synth", help="write synthetic galaxies (catalogue + images) to .fits or .zarr")
-    s.add_argument("--n", type=int, default=2000)
-    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--n", type=whole(1), default=2000)
+    s.add_argument("--seed", type=whole(0), default=0)
     s.add_argument("--out", type=Path, required=True)
     s.add_argument("--no-images", action="store_true")
     s.add_argument("--world", default=DEFAULT_WORLD,
@@ -278,9 +280,9 @@ def register(subparsers) -> None:
     t = sub.add_parser("train", help="fit tokenizers and train the stand-in AION")
     t.add_argument("--data", type=Path, required=True)
     t.add_argument("--out", type=Path, required=True)
-    t.add_argument("--epochs", type=int, default=20)
-    t.add_argument("--batch-size", type=int, default=64)
-    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--epochs", type=whole(1), default=20)
+    t.add_argument("--batch-size", type=whole(1), default=64)
+    t.add_argument("--seed", type=whole(0), default=0)
     t.add_argument("--planted", action="store_true", help="train the planted stand-in (astro.models.planted)")
     t.add_argument("--image-features", choices=("bands", "colours"), default=None,
                    help="features of the patch tokenizer (default: the sample's world's, astro.execution.IMAGE_FEATURES)")
@@ -295,11 +297,11 @@ def register(subparsers) -> None:
                          "EBV, plus Z and A_V); its rows are split into training and test galaxies")
     st.add_argument("--images", type=Path, default=None,
                     help="(N, 4, H, W) g, r, i, z cut-outs in nanomaggies, one per catalogue row (.npy or FITS)")
-    st.add_argument("--test-fraction", type=float, default=0.25,
+    st.add_argument("--test-fraction", type=fraction(), default=0.25,
                     help="share of the catalogue's galaxies held out as the test set (default 0.25)")
     st.add_argument("--out", type=Path, required=True)
-    st.add_argument("--block", type=int, default=None, help="block for the head study (default: localised)")
-    st.add_argument("--seed", type=int, default=0)
+    st.add_argument("--block", type=whole(0), default=None, help="block for the head study (default: localised)")
+    st.add_argument("--seed", type=whole(0), default=0)
     st.add_argument("--world", default=None,
                     help=f"synthetic world of --quick / --full: standard or degenerate (default {DEFAULT_WORLD}; "
                          "astro.synthetic.WORLDS)")
@@ -314,12 +316,12 @@ def register(subparsers) -> None:
     st.add_argument("--full", action="store_true",
                     help=f"the same, larger ({FULL['n_train']} / {FULL['n_test']} galaxies, {FULL['epochs']} epochs)")
     sz = st.add_argument_group("sizes (override --quick / --full)")
-    sz.add_argument("--n-train", type=int, default=None, metavar="N")
-    sz.add_argument("--n-test", type=int, default=None, metavar="N")
-    sz.add_argument("--epochs", type=int, default=None)
-    sz.add_argument("--batch-size", type=int, default=None)
-    sz.add_argument("--n-bootstrap", type=int, default=None)
-    sz.add_argument("--chunk-size", type=int, default=None, metavar="N",
+    sz.add_argument("--n-train", type=whole(1), default=None, metavar="N")
+    sz.add_argument("--n-test", type=whole(1), default=None, metavar="N")
+    sz.add_argument("--epochs", type=whole(1), default=None)
+    sz.add_argument("--batch-size", type=whole(1), default=None)
+    sz.add_argument("--n-bootstrap", type=whole(0), default=None)
+    sz.add_argument("--chunk-size", type=whole(1), default=None, metavar="N",
                     help="test galaxies per intervention unit (the unit of Dask work and of resumption)")
     from scimech.parallel import add_cluster_arguments
 

@@ -14,6 +14,8 @@ import argparse
 import json
 from pathlib import Path
 
+from scimech.options import number, whole
+
 #: one line for `scimech --help` and `scimech demo` (the study contract, scimech.study)
 TITLE = "model discovery against a simulated larval zebrafish"
 
@@ -145,11 +147,11 @@ def register(subparsers) -> None:
 
     def common(q):
         q.add_argument("--full", action="store_true", help="full-size defaults instead of the quick ones")
-        q.add_argument("--seed", type=int, default=0)
+        q.add_argument("--seed", type=whole(0), default=0)
 
     s = sub.add_parser("simulate", help="simulate every ID/OOD trial and save a zarr recording")
     common(s)
-    s.add_argument("--duration", type=float, default=None, help="trial length, s")
+    s.add_argument("--duration", type=number(0), default=None, help="trial length, s")
     s.add_argument("--out", type=Path, default=Path("runs/neuro/recording.zarr"))
     s.set_defaults(func=_simulate)
     from scimech.parallel import add_cluster_arguments
@@ -161,10 +163,10 @@ def register(subparsers) -> None:
                            description=f"{hlp[0].upper()}{hlp[1:]}. Units are stored under --out; rerunning the "
                            "same command redoes only unfinished ones.")
         common(q)
-        q.add_argument("--context", type=int, default=4)
-        q.add_argument("--horizon", type=int, default=32)
-        q.add_argument("--duration", type=float, default=None, help="trial length, s (default 3 quick, 12 full)")
-        q.add_argument("--max-windows", type=int, default=400, help="forecast windows per split (default 400)")
+        q.add_argument("--context", type=whole(1), default=4)
+        q.add_argument("--horizon", type=whole(1), default=32)
+        q.add_argument("--duration", type=number(0), default=None, help="trial length, s (default 3 quick, 12 full)")
+        q.add_argument("--max-windows", type=whole(1), default=400, help="forecast windows per split (default 400)")
         q.add_argument("--baselines", default=None, metavar="NAMES",
                        help="comma-separated baselines to fit (default: all)")
         q.add_argument("--out", type=Path, default=Path(f"runs/neuro/{name}"))
@@ -174,7 +176,7 @@ def register(subparsers) -> None:
                        "(time, neuron) array with --conditions and --dt (neuro.data.from_traces)")
         q.add_argument("--conditions", type=Path, default=None, help="with a .npy --data: a .npy of one "
                        "stimulus-condition label per time step")
-        q.add_argument("--dt", type=float, default=None, help="with --data: seconds between samples (default: "
+        q.add_argument("--dt", type=number(0), default=None, help="with --data: seconds between samples (default: "
                        "the file's time coordinate)")
         q.add_argument("--held-out", nargs="+", default=None, metavar="CONDITION",
                        help="with --data: conditions never trained on (the OOD suite held_out_condition)")
@@ -182,18 +184,18 @@ def register(subparsers) -> None:
             q.add_argument("--medium", action="store_true",
                            help="the budget at which the study answers its questions (3 search seeds x 24 nodes, "
                            "3 OOD trials per suite; ~10 min on 2 cores); default: the quick smoke test")
-            q.add_argument("--nodes", type=int, default=None,
+            q.add_argument("--nodes", type=whole(1), default=None,
                            help="node budget per search (default 12 quick, 24 medium, 40 full)")
-            q.add_argument("--seeds", type=int, default=None,
+            q.add_argument("--seeds", type=whole(1), default=None,
                            help="search seeds --seed, --seed+1, ... (default 1 quick, 3 medium/full)")
-            q.add_argument("--long-context", type=int, default=256,
+            q.add_argument("--long-context", type=whole(0), default=256,
                            help="context of the long-context task for the tail beat (default 256; 0 skips it)")
-            q.add_argument("--long-nodes", type=int, default=None,
+            q.add_argument("--long-nodes", type=whole(1), default=None,
                            help="node budget per long-context search (default 6 quick, 10 medium, 40 full)")
-            q.add_argument("--generation", type=int, default=2,
+            q.add_argument("--generation", type=whole(1), default=2,
                            help="candidates proposed and evaluated together per search step (default 2); "
                            "with --seed it fixes the trees, whatever runs them")
-            q.add_argument("--search-seconds", type=float, default=None,
+            q.add_argument("--search-seconds", type=number(0), default=None,
                            help="wall-clock budget per search, s (default 90 quick, 240 medium, 3600 full)")
             q.add_argument("--proposer", choices=("offline", "llm"), default="offline")
             q.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint (or SCIMECH_LLM_BASE_URL)")

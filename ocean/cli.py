@@ -14,6 +14,8 @@ import sys
 import time
 from pathlib import Path
 
+from scimech.options import whole
+
 #: one line for `scimech --help` and `scimech demo` (the study contract, scimech.study)
 TITLE = "OceanCBM: concept bottleneck forecasts of mixed-layer heat content"
 
@@ -42,11 +44,11 @@ def register(subparsers) -> None:
     s = sub.add_parser("synth", help="write a synthetic mixed-layer ocean to zarr",
                        description="Generate the synthetic ocean (exact heat budget) and write a zarr v3 store.")
     _common(s, "runs/ocean/ocean.zarr")
-    s.add_argument("--members", type=int, default=None)
-    s.add_argument("--years", type=int, default=None)
-    s.add_argument("--grid", type=int, nargs=2, metavar=("NY", "NX"), default=None)
+    s.add_argument("--members", type=whole(1), default=None)
+    s.add_argument("--years", type=whole(1), default=None)
+    s.add_argument("--grid", type=whole(2), nargs=2, metavar=("NY", "NX"), default=None)
     s.add_argument("--daily", action="store_true", help="daily output instead of monthly means")
-    s.add_argument("--seed", type=int, default=None)
+    s.add_argument("--seed", type=whole(0), default=None)
     s.set_defaults(func=_synth)
 
     t = sub.add_parser("train", help="train one regime / seed and print its skill",
@@ -54,8 +56,8 @@ def register(subparsers) -> None:
     _common(t, "runs/ocean/train")
     t.add_argument("--data", type=Path, default=None, help=_DATA_HELP)
     t.add_argument("--regime", default="mixed")
-    t.add_argument("--seed", type=int, default=0)
-    t.add_argument("--epochs", type=int, default=None)
+    t.add_argument("--seed", type=whole(0), default=0)
+    t.add_argument("--epochs", type=whole(1), default=None)
     t.set_defaults(func=_train)
 
     st = sub.add_parser("study", help="regimes x seeds: skill, concept fidelity, cross-seed consistency",
@@ -63,9 +65,9 @@ def register(subparsers) -> None:
                         "a report.")
     _common(st, "runs/ocean/study")
     st.add_argument("--data", type=Path, default=None, help=_DATA_HELP)
-    st.add_argument("--seeds", type=int, nargs="+", default=None)
+    st.add_argument("--seeds", type=whole(0), nargs="+", default=None)
     st.add_argument("--regimes", nargs="+", default=None)
-    st.add_argument("--epochs", type=int, default=None)
+    st.add_argument("--epochs", type=whole(1), default=None)
     st.add_argument("--quick", action="store_true", help="quick defaults (the default unless --full)")
     add_cluster_arguments(st)
     st.set_defaults(func=_study)

@@ -1,0 +1,117 @@
+"""Every option of every command is checked before any work: bad values end with one line
+naming the option and its constraint, and exit status 2 (argparse's usage error).
+
+The parser tree is walked (``scimech --help`` and every subcommand, the studies included), so a
+new option declared with a :mod:`scimech.options` type is driven here without being listed."""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from scimech.cli import build_parser
+from scimech.options import Option
+
+
+def _commands(parser: argparse.ArgumentParser, prefix=(), seen=None):
+    """(argv prefix, parser) of every command and subcommand (an alias counts once)."""
+    seen = set() if seen is None else seen
+    seen.add(id(parser))
+    yield prefix, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                if id(sub) not in seen:
+                    yield from _commands(sub, (*prefix, name), seen)
+
+
+def _checked_options():
+    out = []
+    seen = set()
+    for prefix, p in _commands(build_parser()):
+        for a in p._actions:
+            if isinstance(a.type, Option) and a.option_strings and (prefix, a.dest) not in seen:
+                seen.add((prefix, a.dest))
+                out.append((prefix, p, a))
+    return out
+
+
+OPTIONS = _checked_options()
+
+
+def _argv(prefix, parser, action, value):
+    """argv that sets ``action`` to ``value`` and every other required argument to a placeholder."""
+    argv = list(prefix)
+    for a in parser._actions:
+        if a is action or isinstance(a, argparse._SubParsersAction):
+            continue
+        if a.required and a.option_strings:
+            argv += [a.option_strings[0], "placeholder"]
+        elif not a.option_strings and a.nargs is None:
+            argv.append("placeholder")
+    n = action.nargs if isinstance(action.nargs, int) else 1
+    return [*argv, f"{action.option_strings[0]}={value}"] if n == 1 else [*argv, action.option_strings[0],
+                                                                         *[value] * n]
+
+
+def _refused(prefix, parser, action, value, capsys):
+    with pytest.raises(SystemExit) as exc:
+        build_parser().parse_args(_argv(prefix, parser, action, value))
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2
+    assert err[-1].startswith(f"scimech {' '.join(prefix)}: error: argument {action.option_strings[0]}"), err[-1]
+    assert f"must be {action.type.constraint}" in err[-1]
+
+
+def test_every_numeric_option_of_every_command_is_declared():
+    """No option of a study reads a bare int/float (those accept -1, 0 and nan silently)."""
+    bare = [(" ".join(prefix), a.option_strings[0]) for prefix, p in _commands(build_parser()) for a in p._actions
+            if a.type in (int, float)]
+    assert bare == []
+    assert len(OPTIONS) >= 30   # ocean, astro, neuro, validate and the cluster options
+
+
+@pytest.mark.parametrize("prefix, parser, action", OPTIONS, ids=[f"{' '.join(p)} {a.option_strings[0]}"
+                                                                 for p, _, a in OPTIONS])
+def test_bad_values_are_refused_with_the_constraint(prefix, parser, action, capsys):
+    for bad in action.type.bad_examples:
+        _refused(prefix, parser, action, bad, capsys)
+
+
+WHOLE = [o for o in OPTIONS if o[2].type.constraint.startswith("a whole number")]
+NUMBER = [o for o in OPTIONS if o[2].type.constraint.startswith("a finite number")]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(option=st.sampled_from(WHOLE),
+       value=st.one_of(st.integers(max_value=-1), st.floats().filter(lambda f: f != int(f) if math.isfinite(f) else True),
+                       st.text(alphabet="abc-.e ", min_size=1)))
+def test_whole_number_options_refuse_negatives_fractions_and_text(option, value, capsys):
+    prefix, parser, action = option
+    text = str(value)
+    try:
+        ok = int(text.strip()) >= 0 and action.type(text) is not None
+    except Exception:
+        ok = False
+    if not ok:
+        _refused(prefix, parser, action, text, capsys)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(option=st.sampled_from(NUMBER), value=st.one_of(st.floats(max_value=0.0), st.just(math.nan), st.just(math.inf)))
+def test_positive_number_options_refuse_zero_negatives_and_nan(option, value, capsys):
+    prefix, parser, action = option
+    _refused(prefix, parser, action, repr(value), capsys)
+
+
+@pytest.mark.parametrize("prefix, parser, action", OPTIONS, ids=[f"{' '.join(p)} {a.option_strings[0]}"
+                                                                 for p, _, a in OPTIONS])
+def test_a_good_value_parses(prefix, parser, action):
+    good = "0.5" if "fraction" in action.type.constraint else "3"
+    args = build_parser().parse_args(_argv(prefix, parser, action, good))
+    value = getattr(args, action.dest)
+    assert value == pytest.approx(float(good)) or value == [pytest.approx(float(good))] * len(value)
