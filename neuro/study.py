@@ -31,6 +31,8 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from scimech.study import assess
+
 from .baselines import BASELINES, fit_baseline
 from .faithfulness import faithfulness, physiology_scores, probe_model
 from .search.offline import OfflineProposer
@@ -261,6 +263,7 @@ def findings(ev: dict) -> list[str]:
     v = verdict_better(c)
     verdict = {"a better": "REPRODUCED", "b better": "NOT reproduced (the baseline is better)",
                "undecided": "UNDECIDED (the interval holds 0)"}[v]
+    verdict = _not_assessed(_interval_numbers(c, "ID test MAE"), verdict)
     picks = ", ".join(sorted(set(ev["picks"])))
     ood = ""
     if ev.get("discovered_ood") is not None and ev.get("baseline_ood") is not None:
@@ -287,6 +290,8 @@ def findings(ev: dict) -> list[str]:
                        "PARTLY reproduced (priors better both ID and OOD)" if free_worse_ood else
                        "NOT reproduced (priors not worse ID, and not better OOD)" if vood == "undecided"
                        else "NOT reproduced (the unconstrained search is better OOD)")
+            verdict = _not_assessed({**_interval_numbers(cid, "ID test MAE"), **_interval_numbers(cood, "OOD MAE")},
+                                    verdict)
             out.append(f"{verdict}: unconstrained search does well in distribution but worse on novel conditions "
                        f"than search with wiring priors (ID test MAE without vs with priors {_fmt_ci(cid, 'a')} vs "
                        f"{_fmt_ci(cid, 'b')}, difference {_fmt_ci(cid, 'diff')}; OOD MAE {_fmt_ci(cood, 'a')} vs "
@@ -305,6 +310,8 @@ def findings(ev: dict) -> list[str]:
         auc_any, sg_any = bool(np.any(pa > fa)), bool(np.any(ps > fs))
         verdict = ("REPRODUCED" if (auc_all and sg_all) else
                    "PARTLY reproduced" if (auc_any or sg_any) else "NOT reproduced")
+        verdict = _not_assessed(_seed_numbers({"edge AUROC with priors": pa, "edge AUROC without": fa,
+                                               "sign accuracy with priors": ps, "sign accuracy without": fs}), verdict)
         out.append(f"{verdict}: priors recover effective connectivity better (edge AUROC {_span(pa)} vs "
                    f"{_span(fa)}; sign accuracy {_span(ps)} vs {_span(fs)}; reproduced if better on both in every "
                    f"seed; the wiring prior allows {_prior_note(ev)}).")
@@ -312,11 +319,36 @@ def findings(ev: dict) -> list[str]:
         ok = np.isfinite(pi) & np.isfinite(fi)
         verdict = ("REPRODUCED" if ok.all() and np.all(pi < fi) else
                    "PARTLY reproduced" if np.any(pi[ok] < fi[ok]) else "NOT reproduced")
+        verdict = _not_assessed(_seed_numbers({"impulse distance with priors": pi, "impulse distance without": fi}),
+                                verdict)
         out.append(f"{verdict}: priors recover impulse responses better (relative distance to the simulator's "
                    f"response {_span(pi)} vs {_span(fi)}; 1 = no response; reproduced if better in every seed).")
     if "long" in ev:
         out.append(ev["long"])
     return out
+
+
+def _interval_numbers(c: dict, what: str) -> dict[str, float]:
+    """The estimates and interval bounds of a :func:`compare` result a verdict rests on."""
+    return {f"{what} {k}": c.get(k) for k in ("a", "b", "diff", "diff_low", "diff_high")}
+
+
+def _seed_numbers(values: dict[str, np.ndarray]) -> dict[str, float]:
+    """Per-seed values, each a number the verdict rests on (an empty set of seeds is one missing number)."""
+    out: dict[str, float] = {}
+    for name, v in values.items():
+        v = np.asarray(v, float)
+        if len(v) == 0:
+            out[name] = np.nan
+        out.update({f"{name} (seed {i})": float(x) for i, x in enumerate(v)})
+    return out
+
+
+def _not_assessed(numbers: dict, verdict: str) -> str:
+    """``verdict``, or ``NOT ASSESSED (...)`` naming the numbers that are missing or NaN: a verdict
+    never rests on a number that is not there (:func:`scimech.study.assess`)."""
+    judged = assess("", True, numbers=numbers)
+    return verdict if judged.assessed else f"NOT ASSESSED ({judged.reason})"
 
 
 def _span(v: np.ndarray) -> str:

@@ -144,3 +144,23 @@ def test_traces_without_a_wiring_prior_do_not_judge_the_priors():
     assert lines[1].startswith("NOT ASSESSED: search with vs without wiring priors")
     assert lines[2].startswith("NOT ASSESSED: recovery of connectivity")
     assert not any(s.startswith(("REPRODUCED", "PARTLY")) for s in lines[1:])
+
+
+def test_no_verdict_rests_on_a_nan():
+    """A seed whose faithfulness could not be measured (NaN edge AUROC, impulse distance) and an
+    interval that is not a number leave their findings NOT ASSESSED, naming the number, never
+    "NOT reproduced" (before: NaN > x is False, which read as "NOT reproduced")."""
+    from types import SimpleNamespace
+
+    from neuro.study import findings
+
+    ev = _evidence(0.0, 0.0, 0.03)
+    gap = SimpleNamespace(val=0.31, faith={"edge_auroc": np.nan, "sign_accuracy": 0.7, "impulse_distance": np.nan})
+    lines = findings({**ev, "no priors/nodes": [ev["no priors/nodes"][0], gap, ev["no priors/nodes"][0]]})
+    assert lines[2].startswith("NOT ASSESSED (edge AUROC without (seed 1) is not a finite number)")
+    assert lines[3].startswith("NOT ASSESSED (impulse distance without (seed 1) is not a finite number)")
+    broken = ev["discovered_test"].copy()
+    broken[1] = np.nan                                     # one seed's test scores are missing
+    first = findings({**ev, "discovered_test": broken})[0]
+    assert first.startswith("NOT ASSESSED (ID test MAE a, ID test MAE diff, ID test MAE diff_low, ID test MAE diff_high "
+                            "are not a finite number)")
