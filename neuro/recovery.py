@@ -55,9 +55,25 @@ def edge_auroc(edge, score) -> float:
     return float((ranks[pos].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
 
 
+def _finite(v) -> bool:
+    try:
+        return bool(np.isfinite(float(v)))
+    except (TypeError, ValueError):
+        return False
+
+
 def _row(name, quantity, truth, found, low, high, criterion, ok):
+    """One planted-truth row; ``assessed`` is False when the estimate or its interval is not a
+    finite number: such a row reads NOT ASSESSED and is neither recovered nor missed."""
+    assessed = all(_finite(v) for v in (found, low, high))
     return {"row": name, "quantity": quantity, "truth": truth, "found": found, "low": low, "high": high,
-            "criterion": criterion, "recovered": bool(ok)}
+            "criterion": criterion, "recovered": bool(ok) and assessed, "assessed": assessed}
+
+
+def _verdict(r) -> str:
+    if not getattr(r, "assessed", True):
+        return "NOT ASSESSED"
+    return "RECOVERED" if r.recovered else "MISSED"
 
 
 def _per_window_physiology(traces, task):
@@ -184,9 +200,12 @@ def _fmt(v):
 
 
 def summary_line(table: pd.DataFrame, label: str = "neuro") -> str:
-    """``neuro planted truth: K of N recovered (edges 0.99 [0.98, 1.00], ...)``."""
-    k, n = int(table["recovered"].sum()), len(table)
-    parts = [f"{name} {_fmt(r.found)} [{_fmt(r.low)}, {_fmt(r.high)}]{'' if r.recovered else ' MISSED'}"
+    """``neuro planted truth: K of N recovered (edges 0.99 [0.98, 1.00], ...)``: N counts the rows
+    that could be assessed; a row whose estimate or interval is not a number is marked NOT ASSESSED."""
+    assessed = table["assessed"] if "assessed" in table else pd.Series(True, index=table.index)
+    k, n = int((table["recovered"] & assessed).sum()), int(assessed.sum())
+    parts = [f"{name} {_fmt(r.found)} [{_fmt(r.low)}, {_fmt(r.high)}]"
+             + {"RECOVERED": "", "MISSED": " MISSED", "NOT ASSESSED": " NOT ASSESSED"}[_verdict(r)]
              for name, r in table.iterrows()]
     return f"{label} planted truth: {k} of {n} recovered ({'; '.join(parts)})"
 
@@ -195,7 +214,7 @@ def format_table(table: pd.DataFrame) -> str:
     """A plain-text table of :func:`planted_truth` (one row per planted property)."""
     head = ["property", "truth", "found", "95% interval", "criterion", "verdict", "what"]
     body = [[name, _fmt(r.truth), _fmt(r.found), f"[{_fmt(r.low)}, {_fmt(r.high)}]", r.criterion,
-             "RECOVERED" if r.recovered else "MISSED", r.quantity] for name, r in table.iterrows()]
+             _verdict(r), r.quantity] for name, r in table.iterrows()]
     widths = [max(len(str(x)) for x in col) for col in zip(head, *body)]
     lines = ["  ".join(str(x).ljust(w) for x, w in zip(row, widths)).rstrip() for row in [head] + body]
     return "\n".join(lines)

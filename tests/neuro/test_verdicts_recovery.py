@@ -5,6 +5,7 @@ true wiring prior recovers the connectivity, one fitted with a shuffled prior do
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from neuro.faithfulness import tail_beat_scores
@@ -98,7 +99,7 @@ def test_planted_truth_rows_pass_with_the_true_prior_and_fail_with_a_shuffled_on
     assert bad.loc["edges", "found"] < 0.75 <= good.loc["edges", "low"]
     line = summary_line(bad)
     k = int(bad["recovered"].sum())
-    assert line.startswith(f"neuro planted truth: {k} of {len(bad)} recovered (") and "edges" in line
+    assert line.startswith(f"neuro planted truth: {k} of {int(bad['assessed'].sum())} recovered (") and "edges" in line
     assert "MISSED" in format_table(bad) and "RECOVERED" in format_table(good)
 
 
@@ -164,3 +165,16 @@ def test_no_verdict_rests_on_a_nan():
     first = findings({**ev, "discovered_test": broken})[0]
     assert first.startswith("NOT ASSESSED (ID test MAE a, ID test MAE diff, ID test MAE diff_low, ID test MAE diff_high "
                             "are not a finite number)")
+
+
+def test_a_planted_truth_row_without_a_number_is_not_assessed_not_missed():
+    from neuro.recovery import _row, format_table, summary_line
+
+    rows = [_row("edges", "edge AUROC", "", 0.99, 0.98, 1.0, "lower bound >= 0.75", True),
+            _row("signs", "sign accuracy", "", 0.5, 0.4, 0.6, "lower bound >= 0.7", False),
+            _row("impulse", "impulse response", "", np.nan, np.nan, np.nan, "not measured", False)]
+    table = pd.DataFrame(rows).set_index("row")
+    line = summary_line(table)
+    assert line.startswith("neuro planted truth: 1 of 2 recovered (")     # the NaN row is not counted
+    assert "impulse nan [nan, nan] NOT ASSESSED" in line and "signs 0.5 [0.4, 0.6] MISSED" in line
+    assert format_table(table).count("NOT ASSESSED") == 1
