@@ -231,6 +231,9 @@ def recovery(units: Mapping[tuple[str, int], xr.Dataset], *, min_r: float = 0.5,
             row = rows[truth]
             est[i, j], lo[i, j], hi[i, j] = row["estimate"], row["low"], row["high"]
             rec[i, j], applies[i, j], found[i, j] = row["recovered"], True, row["found"]
+    # a verdict only from finite numbers: a cell without an estimate and its interval is not assessed
+    assessed = applies & np.isfinite(est) & np.isfinite(lo) & np.isfinite(hi)
+    rec &= assessed
     pct = f"{confidence:.0%}"
     measure = [f"|r({FREE}, q_hidden)|, mean over seeds",
                *(f"r({k} channel, {k}), mean over seeds" for k in PRESCRIBED),
@@ -253,6 +256,8 @@ def recovery(units: Mapping[tuple[str, int], xr.Dataset], *, min_r: float = 0.5,
          "recovery_expected": (dims, expected, {"long_name": "the regime is built to recover this truth "
                                                              "(else: a contrast, not counted)"}),
          "recovery_applies": (dims, applies, {"long_name": "the regime has the component this truth is about"}),
+         "recovery_assessed": (dims, assessed, {"long_name": "the estimate and its interval are finite numbers "
+                                                             "(else the cell is neither recovered nor missed)"}),
          "recovery_found": (dims, found.astype(str), {"long_name": "what the study found, in words"})},
         coords={"truth": list(TRUTHS), "regime": regimes,
                 "truth_description": ("truth", [_DESCRIPTION[t] for t in TRUTHS]),
@@ -260,6 +265,10 @@ def recovery(units: Mapping[tuple[str, int], xr.Dataset], *, min_r: float = 0.5,
                 "recovery_threshold": ("truth", threshold), "recovery_criterion": ("truth", criterion)},
         attrs={"description": "planted truth of the synthetic ocean vs what the study found", **settings},
     )
+
+
+def _assessed(cell: xr.Dataset) -> bool:
+    return bool(cell["recovery_assessed"]) if "recovery_assessed" in cell else True
 
 
 def _rows(rec: xr.Dataset, expected: bool):
@@ -284,14 +293,16 @@ def recovery_table(rec: xr.Dataset) -> pd.DataFrame:
                          "found": str(cell["recovery_found"].values),
                          "expected": "yes" if expected else "no (contrast)",
                          "criterion": str(cell["recovery_criterion"].values),
-                         "recovered": "yes" if bool(cell["recovered"]) else "no"})
+                         "recovered": ("not assessed" if not _assessed(cell)
+                                       else "yes" if bool(cell["recovered"]) else "no")})
     return pd.DataFrame(rows)
 
 
 def summary_line(rec: xr.Dataset, prefix: str = "ocean") -> str:
     """``ocean planted truth: K of N recovered (...)``: N counts the (truth, regime) pairs the regime is
     built to recover; the parenthesis gives each regime's count, the hidden-flux row and the contrasts."""
-    hits = [(t, r, bool(c["recovered"])) for t, r, c in _rows(rec, True)]
+    hits = [(t, r, bool(c["recovered"])) for t, r, c in _rows(rec, True) if _assessed(c)]
+    skipped = sum(not _assessed(c) for *_, c in _rows(rec, True))
     k, n = sum(h for *_, h in hits), len(hits)
     per = []
     for reg in rec["regime"].values:
@@ -304,8 +315,11 @@ def summary_line(rec: xr.Dataset, prefix: str = "ocean") -> str:
         if bool(cell["recovery_expected"]) and bool(cell["recovery_applies"]):
             est, lo, hi = (float(cell[v]) for v in ("recovery_estimate", "recovery_low", "recovery_high"))
             parts.append(f"hidden flux in the {reg} free concept |r| {est:.2f} [{lo:.2f}, {hi:.2f}]: "
-                         + ("recovered" if bool(cell["recovered"]) else "not recovered"))
+                         + ("not assessed" if not _assessed(cell) else
+                            "recovered" if bool(cell["recovered"]) else "not recovered"))
     contrast = [h for *_, h in (((t, r, bool(c["recovered"])) for t, r, c in _rows(rec, False)))]
     if contrast:
         parts.append(f"contrasts, not built to recover: {sum(contrast)} of {len(contrast)} read recovered")
+    if skipped:
+        parts.append(f"{skipped} not assessed (no finite estimate and interval)")
     return f"{prefix} planted truth: {k} of {n} recovered" + (f" ({'; '.join(parts)})" if parts else "")

@@ -37,3 +37,23 @@ def test_one_seed_leaves_the_consistency_finding_not_assessed():
 def test_two_seeds_are_assessed():
     s = experiment.analyse(_units([0, 1]))
     assert report.findings(s)[1].verdict == "REPRODUCED"   # mixed's seeds agree, prediction-only's do not
+
+
+def test_a_planted_truth_cell_without_an_interval_is_not_assessed():
+    """One bootstrap block covering every test month leaves no interval for the channel rows:
+    those cells read 'not assessed' and are left out of K of N, never counted as missed."""
+    from ocean import recovery
+
+    ok = recovery.recovery(_units([0, 1]), n_resamples=50)                 # 3-month blocks: intervals
+    none = recovery.recovery(_units([0, 1]), block=NS, n_resamples=50)     # one block: no interval
+    channel = [t for t in none["truth"].values if str(t).endswith("channel")]
+    applies = none["recovery_applies"].sel(truth=channel)
+    assert bool(ok["recovery_assessed"].sel(truth=channel).where(applies, True).all())
+    assert not bool(none["recovery_assessed"].sel(truth=channel).where(applies, False).any())
+    assert not bool(none["recovered"].sel(truth=channel).any())
+    line = recovery.summary_line(none)
+    assert "not assessed (no finite estimate and interval)" in line
+    n_counted = int(none["recovery_assessed"].where(none["recovery_applies"] & none["recovery_expected"], False).sum())
+    assert f"of {n_counted} recovered" in line
+    table = recovery.recovery_table(none)
+    assert set(table.loc[table["truth"].isin(channel), "recovered"]) == {"not assessed"}
