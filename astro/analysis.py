@@ -719,7 +719,8 @@ def planted_recovery(res: Mapping[str, xr.Dataset], *, null_effect: float = 0.25
     :func:`run_study` from :meth:`astro.models.planted.PlantedAION.planted_truth`); an empty
     list for a model without a planted mechanism.
 
-    Rows: ``truth``, ``found``, ``recovered`` (bool), ``head``. The image head is recovered
+    Rows: ``truth``, ``found``, ``recovered`` (bool), ``assessed`` (the head's effect
+    intervals are finite numbers; a row not assessed is neither recovered nor missed), ``head``. The image head is recovered
     when finding 4 names it and it carries the advantage under every intervention; the
     inert colour head when finding 3 names it, its colour probes have R2 intervals above 0
     and it has no measurable effect under every intervention.
@@ -742,7 +743,7 @@ def planted_recovery(res: Mapping[str, xr.Dataset], *, null_effect: float = 0.25
         found=(f"block {blk}; finding 4 names head {f4['head']}; advantage lost by head {img}: "
                + "; ".join(f"{m} {_ci_text(*v)}" for m, v in lost_img.items())
                + (f"; not the largest with an interval above 0 under {fails}" if fails else "")),
-        recovered=bool(ok_img), head=f"block{pb}.h{img}",
+        recovered=bool(ok_img) and _all_finite(lost_img), assessed=_all_finite(lost_img), head=f"block{pb}.h{img}",
         summary=(f"image head block{pb}.h{img}{named}: advantage lost "
                  + ", ".join(f"{m} {_ci_text(*lost_img[m])}" for m in ("resample", "patch") if m in lost_img))))
     col, col_sel = colour_heads(res)
@@ -759,7 +760,8 @@ def planted_recovery(res: Mapping[str, xr.Dataset], *, null_effect: float = 0.25
                f"{np.round(col_sel, 3).tolist()}); encodes colours: {f3['encodes_colours']}; no effect under "
                f"{[m for m, ok in f3['no_effect'].items() if ok]} of {list(f3['no_effect'])}; head {inert}'s "
                f"effect intervals within +-{worst:.1e}"),
-        recovered=bool(ok_inert), head=f"block{pb}.h{inert}",
+        recovered=bool(ok_inert) and _all_finite({**d_inert, **l_inert}), assessed=_all_finite({**d_inert, **l_inert}),
+        head=f"block{pb}.h{inert}",
         summary=(f"inert colour head block{pb}.h{inert}{named}: colour selectivity {col_sel[inert]:.3f} (others <= "
                  f"{rest.max():.3f}), effects within +-{worst:.1e} under every intervention")))
     return rows
@@ -770,6 +772,13 @@ def recovery_line(rows: Sequence[Mapping[str, Any]], domain: str = "astro") -> s
     if not rows:
         return (f"{domain} planted truth: none in this model (unplanted stand-in or a real checkpoint); run "
                 "`scimech astro study --quick --planted` to check that the study finds a planted mechanism")
-    n_ok = sum(bool(r["recovered"]) for r in rows)
-    parts = [("" if r["recovered"] else "MISSED ") + r["summary"] for r in rows]
-    return f"{domain} planted truth: {n_ok} of {len(rows)} recovered ({'; '.join(parts)})"
+    assessed = [r for r in rows if r.get("assessed", True)]
+    n_ok = sum(bool(r["recovered"]) for r in assessed)
+    parts = [("NOT ASSESSED " if not r.get("assessed", True) else "" if r["recovered"] else "MISSED ") + r["summary"]
+             for r in rows]
+    return f"{domain} planted truth: {n_ok} of {len(assessed)} recovered ({'; '.join(parts)})"
+
+
+def _all_finite(effects: Mapping[str, tuple]) -> bool:
+    """Every (estimate, low, high) of a head's effects is a finite number (and there is one)."""
+    return bool(effects) and all(np.isfinite(np.asarray(v, float)).all() for v in effects.values() if v is not None)

@@ -173,7 +173,9 @@ def write_summaries(res: dict, out: Path) -> tuple[Path, Path]:
     lines = [analysis.recovery_line(rows)]
     if rows:
         lines += ["", "planted truth | what the study found | recovered"]
-        lines += [f"{r['truth']} | {r['found']} | {'yes' if r['recovered'] else 'NO'}" for r in rows]
+        lines += [f"{r['truth']} | {r['found']} | "
+                  + ("not assessed" if not r.get("assessed", True) else "yes" if r["recovered"] else "NO")
+                  for r in rows]
     rec = out / "recovery.txt"
     atomic_write_text(rec, "\n".join(lines) + "\n")
     fnd = analysis.findings(res)
