@@ -79,3 +79,17 @@ def candidate_data_file(tmp_path_factory):
          "val/stim_future": np.zeros((4, 2, 5), np.float32),
          "val/target": np.ones((4, 2, 3), np.float32)}
     return write_data(d, tmp_path_factory.mktemp("candidate") / "data.npz")
+
+
+@pytest.fixture(scope="session")
+def local_client():
+    """A 2-worker Dask LocalCluster (``get_client("local", n_workers=2)``) shared by the tests of
+    one test process that run a study on Dask: starting one and importing torch and the study's
+    modules in its two workers costs ~10 CPU-seconds, paid once instead of once per file. The
+    units of each study are separate tasks with their own inputs and output folders, so nothing
+    one study leaves in the workers enters another's results."""
+    from scimech.parallel import get_client
+
+    client = get_client("local", n_workers=2)
+    yield client
+    client.close()

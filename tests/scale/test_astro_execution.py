@@ -16,7 +16,6 @@ import numpy as np
 import pytest
 
 from astro import execution as E
-from scimech.parallel import get_client
 from scimech.results import UnitStore
 
 # 100 training / 48 test galaxies, one epoch, four intervention chunks of 12 galaxies
@@ -63,13 +62,9 @@ def test_serial_run_has_the_expected_units(serial):
     assert np.isfinite(res["interventions"]["z_ablated"].values).all()
 
 
-def test_local_cluster_equals_serial(serial):
+def test_local_cluster_equals_serial(serial, local_client):
     root, res = serial
-    client = get_client("local", n_workers=2)
-    try:
-        dist, _ = E.run_study(root / "dask", sizes=TINY, seed=0, client=client)
-    finally:
-        client.close()
+    dist, _ = E.run_study(root / "dask", sizes=TINY, seed=0, client=local_client)
     _assert_same(res, dist)
 
 

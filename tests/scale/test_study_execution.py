@@ -15,7 +15,6 @@ import pytest
 import yaml
 
 from ocean import data, experiment, synthetic
-from scimech.parallel import get_client
 from scimech.results import UnitStore
 
 # Same seeds and data: training is deterministic up to float32 summation order, which can
@@ -42,13 +41,9 @@ def _assert_same(a, b):
         np.testing.assert_allclose(a[k]["c_pred"].values, b[k]["c_pred"].values, atol=ATOL, equal_nan=True)
 
 
-def test_local_cluster_equals_serial(setup):
+def test_local_cluster_equals_serial(setup, local_client):
     root, cfg, serial = setup
-    client = get_client("local", n_workers=2)
-    try:
-        _, dist = experiment.run_study(cfg, root / "dask", client=client)
-    finally:
-        client.close()
+    _, dist = experiment.run_study(cfg, root / "dask", client=local_client)
     _assert_same(serial, dist)
 
 
