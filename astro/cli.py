@@ -37,6 +37,7 @@ import time
 from pathlib import Path
 
 from scimech.options import fraction, whole
+from scimech.study import Plan, add_dry_run
 
 from .execution import DEFAULT_WORLD, FULL, QUICK, load_study, save_study, train_standin
 from .execution import load_sample as _load_sample
@@ -209,6 +210,35 @@ def _sizes(args) -> dict:
     return sz
 
 
+#: bench/RESULTS.md (astro, `python -m bench.bench_astro`): the four head interventions of one block cost
+#: 14 ms per test galaxy on one worker (a 60-galaxy unit 0.84 s)
+_BENCH_MS_PER_GALAXY = 14.0
+
+
+def _plan(args) -> Plan:
+    """What ``scimech astro study`` would run: the intervention units over the test galaxies."""
+    sz = _sizes(args)
+    if args.catalog is not None:
+        sizes = {"galaxies": f"the catalogue {args.catalog}" + (f" with cut-outs {args.images}" if args.images else "")
+                 + f", {args.test_fraction:.0%} held out for testing"}
+        n_test = None
+    elif args.quick or args.full:
+        sizes = {"galaxies": f"synthetic, {sz['n_train']} training and {sz['n_test']} test, world "
+                             f"{args.world or DEFAULT_WORLD}" + (" (planted stand-in)" if args.planted else ""),
+                 "training": f"{sz['epochs']} epochs, batch {sz['batch_size']}"}
+        n_test = sz["n_test"]
+    else:
+        sizes = {"model": str(args.model), "training galaxies": str(args.train), "test galaxies": str(args.test)}
+        n_test = None
+    sizes["bootstrap resamples"] = sz["n_bootstrap"]
+    sizes["block"] = "localised by the layer probes" if args.block is None else args.block
+    chunk = sz["chunk_size"]
+    units = ([f"galaxies {i}-{min(i + chunk, n_test) - 1}" for i in range(0, n_test, chunk)] if n_test
+             else [f"{chunk} test galaxies per unit (count known once the data are read)"])
+    return Plan("astro study", units, sizes, _BENCH_MS_PER_GALAXY * chunk / 1000 if n_test else None,
+                "head interventions only, from bench/RESULTS.md's 14 ms per galaxy; training not included", str(args.out))
+
+
 def cmd_study(args) -> int:
     from scimech.parallel import client_from_args
 
@@ -231,6 +261,9 @@ def cmd_study(args) -> int:
     if args.quick and args.full:
         print("scimech astro study: choose one of --quick and --full.", file=sys.stderr)
         return 2
+    if args.dry_run:
+        print(_plan(args).text())
+        return 0
     from scimech.errors import ScimechError
 
     try:
@@ -328,6 +361,7 @@ def register(subparsers) -> None:
     from scimech.parallel import add_cluster_arguments
 
     add_cluster_arguments(st)
+    add_dry_run(st)
     st.set_defaults(func=cmd_study)
     pl = sub.add_parser("plot", help="(re)draw the report from saved study results")
     pl.add_argument("--study", type=Path, required=True)

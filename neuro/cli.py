@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 
 from scimech.options import number, whole
+from scimech.study import Plan, add_dry_run
 
 #: one line for `scimech --help` and `scimech demo` (the study contract, scimech.study)
 TITLE = "model discovery against a simulated larval zebrafish"
@@ -92,12 +93,46 @@ def _baselines(args) -> int:
     return 0
 
 
+#: bench/RESULTS.md (neuro, `python -m bench.bench_scale`): one candidate evaluation (both sandbox
+#: stages) took 2.33 s on one worker at the quick sizes
+_BENCH_EVAL = 2.33
+
+
+def _plan(args, names) -> Plan:
+    """What ``scimech neuro study`` would run: for each search seed, a search with and one without
+    wiring priors, each up to its node budget, plus the long-context searches and the baselines."""
+    from .study import BUDGETS
+
+    budget = "full" if args.full else ("medium" if args.medium else "quick")
+    B = BUDGETS[budget]
+    nodes = args.nodes or B["nodes"]
+    seeds = [args.seed + k for k in range(args.seeds or B["seeds"])]
+    long_nodes = args.long_nodes or B["long_nodes"]
+    units = [f"seed {s} {p} node {n}" for s in seeds for p in ("priors", "no priors") for n in range(nodes)]
+    if args.long_context:
+        units += [f"seed {s} long-context {'priors' if p else 'no priors'} node {n}" for s in seeds
+                  for p in B["long_priors"] for n in range(long_nodes)]
+    sizes = {"budget": budget, "search seeds": ", ".join(map(str, seeds)),
+             "nodes per search": f"{nodes} (long context {args.long_context}: {long_nodes})" if args.long_context
+             else nodes,
+             "wall-clock cap per search": f"{args.search_seconds or B['search_seconds']:.0f} s",
+             "task": f"context {args.context}, horizon {args.horizon}, up to {args.max_windows} windows per split",
+             "data": str(args.data) if args.data else "the simulator",
+             "baselines": ", ".join(names) if names else "all", "proposer": args.proposer}
+    return Plan("neuro study", units, sizes, _BENCH_EVAL,
+                "one evaluation per node, bench/RESULTS.md's 2.33 s; baselines and simulation not included; "
+                "each search also stops at its wall-clock cap", str(args.out))
+
+
 def _discover(args) -> int:
     from scimech.parallel import client_from_args
 
     from .study import run_study
 
     names = _names(args.baselines)
+    if args.dry_run:
+        print(_plan(args, names).text())
+        return 0
     factory = None
     if args.proposer == "llm":
         from .search.llm import ChatClient, LLMProposer
@@ -200,6 +235,7 @@ def register(subparsers) -> None:
             q.add_argument("--proposer", choices=("offline", "llm"), default="offline")
             q.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint (or SCIMECH_LLM_BASE_URL)")
             q.add_argument("--model", default=None, help="model name (or SCIMECH_LLM_MODEL)")
+            add_dry_run(q)
         add_cluster_arguments(q)
         q.set_defaults(func=fn)
     pl = sub.add_parser("plot", help="draw the search tree of a finished or running search")

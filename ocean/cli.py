@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from scimech.options import whole
+from scimech.study import Plan, add_dry_run
 
 #: one line for `scimech --help` and `scimech demo` (the study contract, scimech.study)
 TITLE = "OceanCBM: concept bottleneck forecasts of mixed-layer heat content"
@@ -70,6 +71,7 @@ def register(subparsers) -> None:
     st.add_argument("--epochs", type=whole(1), default=None)
     st.add_argument("--quick", action="store_true", help="quick defaults (the default unless --full)")
     add_cluster_arguments(st)
+    add_dry_run(st)
     st.set_defaults(func=_study)
 
     h = sub.add_parser("heatwaves", help="Hobday marine heatwaves in MLHC vs SST",
@@ -136,6 +138,9 @@ def _study(args) -> int:
     over = dict(data=str(args.data) if args.data else None, seeds=args.seeds, regimes=args.regimes,
                 epochs=args.epochs)
     cfg = _cfg(args, **over)
+    if args.dry_run:
+        print(_plan(cfg, args.out).text())
+        return 0
     client = client_from_args(args)
     t0 = time.perf_counter()
     summary, units = run_study(cfg, args.out, client=client, progress_bar=True)
@@ -144,6 +149,30 @@ def _study(args) -> int:
     _print_outcome(args.out)
     print(f"Report: {md}")
     return 0
+
+
+#: bench/RESULTS.md (ocean, `python -m bench.bench_scale`): one unit at 8 x 10 cells, 4 years, 2 members,
+#: 12 epochs took 3.88 s on one worker
+_BENCH_UNIT = (3.88, 8 * 10 * 4 * 2 * 12)
+
+
+def _plan(cfg, out) -> Plan:
+    """What ``scimech ocean study`` would run: regimes x seeds units, the data and their sizes."""
+    from .synthetic import SynthConfig
+
+    syn = {**dataclasses.asdict(SynthConfig()), **cfg.synth}
+    units = [f"{r}/seed={s}" for r in cfg.regimes for s in cfg.seeds]
+    sizes = {"regimes": ", ".join(cfg.regimes), "seeds": ", ".join(map(str, cfg.seeds)), "epochs": cfg.epochs}
+    if cfg.data:
+        sizes["data"] = cfg.data
+        per = None
+    else:
+        sizes["data"] = (f"synthetic ocean, {syn['n_members']} members x {syn['years']} years, "
+                         f"{syn['ny']} x {syn['nx']} grid")
+        work = syn["ny"] * syn["nx"] * syn["years"] * syn["n_members"] * cfg.epochs
+        per = _BENCH_UNIT[0] * work / _BENCH_UNIT[1]
+    return Plan("ocean study", units, sizes, per, "scaled by grid cells x years x members x epochs from "
+                "bench/RESULTS.md's 3.88 s unit", str(out))
 
 
 def _print_outcome(folder: Path) -> None:

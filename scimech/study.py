@@ -33,8 +33,8 @@ from typing import Any, Literal
 
 from .results import atomic_write_text
 
-__all__ = ["Finding", "PlantedTruthRow", "assess", "write_outcome", "recovery_line", "registered_studies",
-           "load_study", "RECOVERY_FILE", "FINDINGS_FILE", "BUILTIN_STUDIES"]
+__all__ = ["Finding", "PlantedTruthRow", "Plan", "add_dry_run", "assess", "write_outcome", "recovery_line",
+           "registered_studies", "load_study", "RECOVERY_FILE", "FINDINGS_FILE", "BUILTIN_STUDIES"]
 
 RECOVERY_FILE = "recovery.txt"  # first line: "<study> planted truth: K of N recovered (...)", then the table
 FINDINGS_FILE = "findings.txt"  # one line per reference finding with its verdict
@@ -163,6 +163,47 @@ def write_outcome(out: str | Path, findings: Sequence[Finding | str], recovery: 
     lines = [f.line() if isinstance(f, Finding) else str(f) for f in findings]
     written.append(atomic_write_text(out / FINDINGS_FILE, "".join(f"{line}\n" for line in lines)))
     return written
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a study command would run (``--dry-run``): its units of work, their sizes and an
+    estimated time, rough and scaled from a measured benchmark (``basis`` says which)."""
+
+    study: str
+    units: Sequence[str]
+    sizes: Mapping[str, Any]
+    seconds_per_unit: float | None = None
+    basis: str = ""
+    out: str = ""
+
+    def text(self) -> str:
+        shown = list(self.units[:6]) + (["..."] if len(self.units) > 6 else [])
+        lines = [f"scimech {self.study} (dry run: nothing was run or written)",
+                 f"  units of work: {len(self.units)} ({', '.join(shown)})"]
+        lines += [f"  {k}: {v}" for k, v in self.sizes.items()]
+        if self.out:
+            lines.append(f"  results would go to: {self.out}")
+        if self.seconds_per_unit is not None:
+            total = self.seconds_per_unit * len(self.units)
+            lines.append(f"  estimated time: about {_duration(total)} on one worker ({_duration(self.seconds_per_unit)} "
+                         f"per unit; {self.basis})")
+        return "\n".join(lines)
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def add_dry_run(parser) -> None:
+    """Add ``--dry-run`` to a study command: check the options, print the :class:`Plan`, write nothing."""
+    parser.add_argument("--dry-run", action="store_true",
+                        help="check the options and print what would run (units, sizes, estimated time); "
+                             "run and write nothing")
 
 
 def registered_studies() -> dict[str, str]:
