@@ -160,7 +160,40 @@ def load_config(path: str | Path | None = None, *, quick: bool = True, **overrid
     bad_reg = [r for r in cfg.regimes if r not in REGIMES]
     if bad_reg:
         raise ConfigError(f"Unknown regime(s) {bad_reg}; choose from {sorted(REGIMES)}.")
+    _check_ranges(cfg)
     return cfg
+
+
+def _setting_ranges() -> dict:
+    """The constraint of every numeric study setting (the command-line options share them)."""
+    from scimech.options import number, whole
+
+    frac = number(0.0, maximum=1.0, strict=False)
+    return {"epochs": whole(1), "lr": number(0), "batch_size": whole(1), "width": whole(1), "n_free": whole(0),
+            "lam_max": frac, "lam_min": frac, "window": whole(1), "lead": whole(1), "time_chunk": whole(1),
+            "torch_threads": whole(0), "decorrelation": number(0, strict=False), "seeds": whole(0),
+            "fractions": number(0.0, maximum=1.0)}
+
+
+def _check_ranges(cfg: StudyConfig) -> None:
+    """Every numeric setting within its constraint, one message form, before any work."""
+    import argparse
+
+    for key, option in _setting_ranges().items():
+        value = getattr(cfg, key)
+        for v in (value if isinstance(value, (list, tuple)) else [value]):
+            try:
+                option(str(v))
+            except argparse.ArgumentTypeError as err:
+                raise ConfigError(f"The {key!r} setting of the ocean study {err}") from None
+    if not cfg.seeds:
+        raise ConfigError("The 'seeds' setting of the ocean study must list at least one seed. Got [] instead.")
+    if len(cfg.fractions) != 3 or abs(sum(cfg.fractions) - 1) > 1e-9:
+        raise ConfigError("The 'fractions' setting of the ocean study must be three shares (train, validation, "
+                          f"test) that add up to 1. Got {cfg.fractions!r} instead.")
+    if cfg.lam_min > cfg.lam_max:
+        raise ConfigError(f"The 'lam_min' setting of the ocean study must not exceed lam_max ({cfg.lam_max}). "
+                          f"Got {cfg.lam_min} instead.")
 
 
 #: study settings that do not change a unit's result: units are keyed by regime and seed, the

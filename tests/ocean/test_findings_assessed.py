@@ -57,3 +57,19 @@ def test_a_planted_truth_cell_without_an_interval_is_not_assessed():
     assert f"of {n_counted} recovered" in line
     table = recovery.recovery_table(none)
     assert set(table.loc[table["truth"].isin(channel), "recovered"]) == {"not assessed"}
+
+
+def test_config_settings_out_of_range_are_refused_before_any_work(tmp_path):
+    import pytest
+
+    from scimech.errors import ConfigError
+
+    for text, why in (("epochs: -1", "'epochs' setting of the ocean study must be a whole number >= 1"),
+                      ("lr: 0", "'lr' setting of the ocean study must be a finite number > 0"),
+                      ("seeds: [0, -2]", "'seeds' setting"), ("lam_max: 1.5", "'lam_max' setting"),
+                      ("fractions: [0.5, 0.2, 0.2]", "add up to 1"), ("lam_min: 0.9", "must not exceed lam_max")):
+        path = tmp_path / "c.yaml"
+        path.write_text(text + "\n")
+        with pytest.raises(ConfigError, match=why):
+            experiment.load_config(path)
+    assert experiment.load_config(None).epochs >= 1      # the defaults pass their own checks
