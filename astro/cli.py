@@ -36,7 +36,7 @@ import sys
 import time
 from pathlib import Path
 
-from scimech.options import fraction, whole
+from scimech.options import existing_path, fraction, whole
 from scimech.study import Plan, add_dry_run
 
 from .execution import DEFAULT_WORLD, FULL, QUICK, load_study, save_study, train_standin
@@ -313,7 +313,7 @@ def register(subparsers) -> None:
                    help=f"synthetic world: standard or degenerate (astro.synthetic.WORLDS; default {DEFAULT_WORLD})")
     s.set_defaults(func=cmd_synth)
     t = sub.add_parser("train", help="fit tokenizers and train the stand-in AION")
-    t.add_argument("--data", type=Path, required=True)
+    t.add_argument("--data", type=existing_path(), required=True)
     t.add_argument("--out", type=Path, required=True)
     t.add_argument("--epochs", type=whole(1), default=20)
     t.add_argument("--batch-size", type=whole(1), default=64)
@@ -323,14 +323,18 @@ def register(subparsers) -> None:
                    help="features of the patch tokenizer (default: the sample's world's, astro.execution.IMAGE_FEATURES)")
     t.set_defaults(func=cmd_train)
     st = sub.add_parser("study", help="run the four-part study and write a report")
-    st.add_argument("--model", type=Path)
-    st.add_argument("--train", type=Path)
-    st.add_argument("--test", type=Path)
-    st.add_argument("--image-tokenizer", type=Path)
-    st.add_argument("--catalog", type=Path, default=None,
+    st.add_argument("--model", type=existing_path(),
+                    help="the model: an AION-1 folder (config.json, model.safetensors, codecs/image/) or a stand-in "
+                         "checkpoint written by `scimech astro train`")
+    st.add_argument("--train", type=existing_path(), help="training galaxies for the probes (a .fits or .zarr "
+                    "written by `scimech astro synth`, or your own in that layout)")
+    st.add_argument("--test", type=existing_path(), help="test galaxies for the probes and interventions (same layout)")
+    st.add_argument("--image-tokenizer", type=existing_path(),
+                    help="a fitted image tokenizer (default: the one saved beside --model)")
+    st.add_argument("--catalog", type=existing_path(), default=None,
                     help="your Legacy Survey DR10 catalogue (FITS: FLUX_G/R/I/Z, FLUX_IVAR_*, SHAPE_R, SHAPE_E1/E2, "
                          "EBV, plus Z and A_V); its rows are split into training and test galaxies")
-    st.add_argument("--images", type=Path, default=None,
+    st.add_argument("--images", type=existing_path(), default=None,
                     help="(N, 4, H, W) g, r, i, z cut-outs in nanomaggies, one per catalogue row (.npy or FITS)")
     st.add_argument("--test-fraction", type=fraction(), default=0.25,
                     help="share of the catalogue's galaxies held out as the test set (default 0.25)")
@@ -364,7 +368,7 @@ def register(subparsers) -> None:
     add_dry_run(st)
     st.set_defaults(func=cmd_study)
     pl = sub.add_parser("plot", help="(re)draw the report from saved study results")
-    pl.add_argument("--study", type=Path, required=True)
+    pl.add_argument("--study", type=existing_path(), required=True)
     pl.add_argument("--out", type=Path)
     pl.set_defaults(func=cmd_plot)
     p.set_defaults(func=lambda a: (p.print_help(), 0)[1])

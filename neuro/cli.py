@@ -14,7 +14,7 @@ import argparse
 import json
 from pathlib import Path
 
-from scimech.options import number, whole
+from scimech.options import existing_path, number, whole
 from scimech.study import Plan, add_dry_run
 
 #: one line for `scimech --help` and `scimech demo` (the study contract, scimech.study)
@@ -205,11 +205,11 @@ def register(subparsers) -> None:
         q.add_argument("--baselines", default=None, metavar="NAMES",
                        help="comma-separated baselines to fit (default: all)")
         q.add_argument("--out", type=Path, default=Path(f"runs/neuro/{name}"))
-        q.add_argument("--data", type=Path, default=None,
+        q.add_argument("--data", type=existing_path(), default=None,
                        help="your traces instead of the simulator: a zarr store or netCDF file with activity "
                        "(time, neuron) and condition (time) [split, trial, stimulus optional], or a .npy "
                        "(time, neuron) array with --conditions and --dt (neuro.data.from_traces)")
-        q.add_argument("--conditions", type=Path, default=None, help="with a .npy --data: a .npy of one "
+        q.add_argument("--conditions", type=existing_path(), default=None, help="with a .npy --data: a .npy of one "
                        "stimulus-condition label per time step")
         q.add_argument("--dt", type=number(0), default=None, help="with --data: seconds between samples (default: "
                        "the file's time coordinate)")

@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from scimech.options import whole
+from scimech.options import existing_path, whole
 from scimech.study import Plan, add_dry_run
 
 #: one line for `scimech --help` and `scimech demo` (the study contract, scimech.study)
@@ -27,7 +27,7 @@ _DATA_HELP = ("your data: a zarr store or netCDF file in the study's layout or w
 
 
 def _common(p: argparse.ArgumentParser, out_default: str) -> None:
-    p.add_argument("--config", type=Path, default=None, help="YAML file of study settings")
+    p.add_argument("--config", type=existing_path(), default=None, help="YAML file of study settings")
     p.add_argument("--out", type=Path, default=Path(out_default), help=f"output path (default: {out_default})")
     p.add_argument("--full", action="store_true", help="full-size defaults (ORAS5-like; slow) instead of quick ones")
 
@@ -55,7 +55,7 @@ def register(subparsers) -> None:
     t = sub.add_parser("train", help="train one regime / seed and print its skill",
                        description="Train one OceanCBM model on a zarr store (or the synthetic default).")
     _common(t, "runs/ocean/train")
-    t.add_argument("--data", type=Path, default=None, help=_DATA_HELP)
+    t.add_argument("--data", type=existing_path(), default=None, help=_DATA_HELP)
     t.add_argument("--regime", default="mixed")
     t.add_argument("--seed", type=whole(0), default=0)
     t.add_argument("--epochs", type=whole(1), default=None)
@@ -65,7 +65,7 @@ def register(subparsers) -> None:
                         description="Run the OceanCBM study (resumable: finished units are skipped) and write "
                         "a report.")
     _common(st, "runs/ocean/study")
-    st.add_argument("--data", type=Path, default=None, help=_DATA_HELP)
+    st.add_argument("--data", type=existing_path(), default=None, help=_DATA_HELP)
     st.add_argument("--seeds", type=whole(0), nargs="+", default=None)
     st.add_argument("--regimes", nargs="+", default=None)
     st.add_argument("--epochs", type=whole(1), default=None)
@@ -77,7 +77,7 @@ def register(subparsers) -> None:
     h = sub.add_parser("heatwaves", help="Hobday marine heatwaves in MLHC vs SST",
                        description="Detect marine heatwaves (Hobday et al. 2016, any time step) in MLHC and SST.")
     _common(h, "runs/ocean/heatwaves")
-    h.add_argument("--data", type=Path, default=None, help=_DATA_HELP)
+    h.add_argument("--data", type=existing_path(), default=None, help=_DATA_HELP)
     h.set_defaults(func=_heatwaves)
 
     pl = sub.add_parser("plot", help="figures and report from a finished study folder")

@@ -166,7 +166,10 @@ def _run_demo(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # a usage error (exit 2, its one line already printed) or --help (0)
+        return int(exc.code or 0)
     if not getattr(args, "func", None):
         parser.print_help()
         return 0

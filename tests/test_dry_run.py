@@ -27,6 +27,8 @@ def test_dry_run_prints_the_plan_and_writes_nothing(argv, units, tmp_path, capsy
 
 
 def test_a_dry_run_still_refuses_bad_options(tmp_path, capsys):
-    with pytest.raises(SystemExit) as exc:
-        main(["ocean", "study", "--dry-run", "--epochs", "0", "--out", str(tmp_path / "x")])
-    assert exc.value.code == 2 and "--epochs: must be a whole number >= 1" in capsys.readouterr().err
+    assert main(["ocean", "study", "--dry-run", "--epochs", "0", "--out", str(tmp_path / "x")]) == 2
+    assert "--epochs: must be a whole number >= 1" in capsys.readouterr().err
+    assert main(["ocean", "study", "--dry-run", "--data", str(tmp_path / "nowhere.zarr")]) == 2
+    assert "--data: must be an existing file or folder" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()

@@ -34,14 +34,14 @@ def test_study_cli_bad_settings_are_clear_errors(tmp_path, capsys):
     from scimech.cli import main
 
     assert main(["astro", "study", "--quick", "--chunk-size", "0", "--out", str(tmp_path / "a")]) == 2
-    assert "chunk_size must be a positive whole number; got 0" in capsys.readouterr().err
+    assert "argument --chunk-size: must be a whole number >= 1. Got '0' instead." in capsys.readouterr().err
     assert main(["astro", "study", "--quick", "--full", "--out", str(tmp_path / "b")]) == 2
     assert "one of --quick and --full" in capsys.readouterr().err
     assert main(["astro", "study", "--quick", "--model", str(tmp_path), "--out", str(tmp_path / "c")]) == 2
     assert "do not combine" in capsys.readouterr().err
     assert main(["astro", "study", "--model", str(tmp_path / "none"), "--train", "t.fits", "--test", "s.fits",
                  "--out", str(tmp_path / "d")]) == 2
-    assert "does not exist" in capsys.readouterr().err          # CheckpointError, not a traceback
+    assert "argument --model: must be an existing file or folder" in capsys.readouterr().err   # not a traceback
     assert not (tmp_path / "d").exists()                         # and the run folder is not claimed
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -41,6 +42,14 @@ def _checked_options():
 
 
 OPTIONS = _checked_options()
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _placeholder(a) -> str:
+    """A value a required option accepts (an existing path for path options)."""
+    if isinstance(a.type, Option):
+        return str(Path(__file__).resolve().parents[2]) if "existing" in a.type.constraint else "3"
+    return "placeholder"
 
 
 def _argv(prefix, parser, action, value):
@@ -50,7 +59,7 @@ def _argv(prefix, parser, action, value):
         if a is action or isinstance(a, argparse._SubParsersAction):
             continue
         if a.required and a.option_strings:
-            argv += [a.option_strings[0], "placeholder"]
+            argv += [a.option_strings[0], _placeholder(a)]
         elif not a.option_strings and a.nargs is None:
             argv.append("placeholder")
     n = action.nargs if isinstance(action.nargs, int) else 1
@@ -64,7 +73,11 @@ def _refused(prefix, parser, action, value, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert exc.value.code == 2
     assert err[-1].startswith(f"scimech {' '.join(prefix)}: error: argument {action.option_strings[0]}"), err[-1]
-    assert f"must be {action.type.constraint}" in err[-1]
+    if isinstance(action.nargs, int) and action.nargs > 1 and value.startswith("-"):
+        # argparse reads '-x' (not a negative number) after a multi-value option as the next option
+        assert "expected" in err[-1] or f"must be {action.type.constraint}" in err[-1]
+    else:
+        assert f"must be {action.type.constraint}" in err[-1]
 
 
 def test_every_numeric_option_of_every_command_is_declared():
@@ -111,6 +124,10 @@ def test_positive_number_options_refuse_zero_negatives_and_nan(option, value, ca
 @pytest.mark.parametrize("prefix, parser, action", OPTIONS, ids=[f"{' '.join(p)} {a.option_strings[0]}"
                                                                  for p, _, a in OPTIONS])
 def test_a_good_value_parses(prefix, parser, action):
+    if "existing" in action.type.constraint:
+        args = build_parser().parse_args(_argv(prefix, parser, action, str(REPO)))
+        assert getattr(args, action.dest) == REPO
+        return
     good = "0.5" if "fraction" in action.type.constraint else "3"
     args = build_parser().parse_args(_argv(prefix, parser, action, good))
     value = getattr(args, action.dest)
