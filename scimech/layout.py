@@ -52,9 +52,6 @@ from .errors import DimensionError
 
 __all__ = ["Axes", "AxesSpec", "parse_axes", "infer_axes", "batch_rows", "current_rows"]
 
-#: axes given to a verb: one string for every site, or a mapping by site or module path
-AxesSpec = "str | Axes | Mapping[str, str | Axes] | None"
-
 _FEATURE_NAMES = ("feature", "channel")
 _RESERVED = ("sample", "head", "head_dim", "call")
 _SPATIAL = {1: ("x",), 2: ("y", "x"), 3: ("z", "y", "x")}
@@ -174,6 +171,10 @@ class Axes:
         return declared, [canon.index(d) for d in declared]
 
 
+#: axes given to a verb: one string for every site, or a mapping by site or module path
+AxesSpec = str | Axes | Mapping[str, str | Axes] | None
+
+
 def parse_axes(text: str | Axes) -> Axes:
     """An :class:`Axes` from a string like ``"batch channel y x"``."""
     if isinstance(text, Axes):
@@ -183,7 +184,7 @@ def parse_axes(text: str | Axes) -> Axes:
     return Axes(tuple(n for n in re.split(r"[\s,]+", text.strip()) if n))
 
 
-def declared_axes(spec, site: str, module_path: str) -> Axes | None:
+def declared_axes(spec: AxesSpec, site: str, module_path: str) -> Axes | None:
     """The layout declared for a site by ``axes=`` (by site string, then module path)."""
     if spec is None:
         return None
