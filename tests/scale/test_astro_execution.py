@@ -25,12 +25,17 @@ CLI_SIZES = ["--n-train", "100", "--n-test", "48", "--epochs", "1", "--batch-siz
 N_CHUNKS = 4
 # Every unit runs single-threaded (astro.execution), so the samples, the trained model and the
 # intervention chunks are bit-identical wherever they ran. The steps the calling process runs
-# (recording, probes, metrics) may use another thread count there (the CLI subprocess has 2
-# torch threads, this process 1), which reorders float32 sums: ~1e-7 relative on activations,
-# at most ~1e-6 on the probe R2s and metrics derived from them. 1e-5 relative + 1e-6 absolute
+# (recording, probes, metrics) may use another thread count there (the CLI takes up to 2 torch
+# threads; here it is given 1, see ONE_THREAD), which reorders float32 sums: ~1e-7 relative on
+# activations, at most ~1e-6 on the probe R2s and metrics derived from them. 1e-5 relative + 1e-6 absolute
 # is above that and far below what a real difference makes: another model, another resampling
 # draw or a lost chunk moves redshifts by >= 1e-3.
 RTOL, ATOL = 1e-5, 1e-6
+# The CLI subprocess runs beside the other test process on a 2-core machine: with 2 threads per
+# pool (torch, BLAS) it oversubscribes the cores (measured 51-76 s vs 84-115 s for this file's
+# SIGKILL test with the other core busy). One thread per pool, as the sandbox and the neuro CLI
+# test give theirs.
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +77,7 @@ def test_sigkill_then_rerun_redoes_only_unfinished_units(serial):
     root, res = serial
     out = root / "killed"
     cmd = [sys.executable, "-m", "scimech.cli", "astro", "study", "--quick", *CLI_SIZES, "--out", str(out)]
-    env = {**os.environ, "SCIMECH_QUIET": "1", "MPLBACKEND": "Agg"}
+    env = {**os.environ, "SCIMECH_QUIET": "1", "MPLBACKEND": "Agg", **ONE_THREAD}
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     store = UnitStore(out / "units")
 

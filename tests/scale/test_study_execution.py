@@ -21,6 +21,10 @@ from scimech.results import UnitStore
 # differ between processes with different thread counts; 1e-3 W m-2 on forecasts of order
 # 100 W m-2 is far below any difference a regime or a seed makes (tens of W m-2).
 ATOL = 1e-3
+# The CLI subprocess runs beside the other test process on a 2-core machine: one thread per pool
+# (torch, BLAS) so that it does not oversubscribe the cores (its units train with 1 torch thread
+# anyway, StudyConfig.torch_threads; this is the analysis and report around them).
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +57,7 @@ def test_sigkill_then_rerun_equals_uninterrupted(setup):
     conf.write_text(yaml.safe_dump({k: v for k, v in dataclasses.asdict(cfg).items() if k != "synth"}))
     out = root / "killed"
     cmd = [sys.executable, "-m", "scimech.cli", "ocean", "study", "--config", str(conf), "--out", str(out)]
-    env = {**os.environ, "SCIMECH_QUIET": "1", "MPLBACKEND": "Agg"}
+    env = {**os.environ, "SCIMECH_QUIET": "1", "MPLBACKEND": "Agg", **ONE_THREAD}
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     store = UnitStore(out / "units")
     deadline = time.time() + 300
