@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .errors import ConfigError, ScimechError
+from .options import whole
 from .progress import progress
 from .results import UnitStore
 
@@ -714,7 +715,7 @@ def add_cluster_arguments(parser) -> None:
                        help="TOML/YAML file with a [cluster] section (kind = local | slurm | pbs | threads | sync)")
     group.add_argument("--scheduler", metavar="ADDRESS", default=None,
                        help="address of a running Dask scheduler, e.g. tcp://login1:8786")
-    group.add_argument("--workers", type=int, default=None, metavar="N",
+    group.add_argument("--workers", type=whole(1), default=None, metavar="N",
                        help="run units on a local Dask cluster of N worker processes (default: serial)")
 
 
