@@ -49,6 +49,24 @@ def test_map_units_on_slurm_equals_serial_and_leaves_an_empty_queue(tmp_path, cl
     assert list((tmp_path / "logs").glob("scimech-*.err")), "worker logs are in log_directory"
 
 
+@pytest.mark.timeout(300)
+def test_the_scaling_guides_cluster_file_runs_as_written(tmp_path, tools, slurm):
+    """docs/scaling.md's example cluster file, only its partition set to this SLURM's."""
+    import re
+
+    doc = (Path(tools.driver).resolve().parents[1] / "docs" / "scaling.md").read_text()
+    example = re.findall(r"```toml\n(.*?)```", doc, flags=re.S)[0]
+    assert 'queue = "debug"' in example
+    cfg = tmp_path / "cluster.toml"
+    cfg.write_text(example.replace('queue = "debug"', f'queue = "{slurm["partition"]}"'))
+    serial = _serial(tools, tmp_path)
+    got = tools.run_driver(tmp_path / "slurm", "--cluster", str(cfg), "--sleep", "0.5")
+    assert got.returncode == 0, got.stderr
+    assert json.loads(got.stdout) == serial
+    assert list((tmp_path / "logs" / "dask").glob("scimech-*.err")), "the logs are where the guide says"
+    assert not tools.wait_queue_empty(15)
+
+
 @pytest.mark.timeout(420)
 def test_ocean_study_on_slurm_equals_serial(tmp_path, cluster_file, tools):
     """The quick ocean study, one regime x 2 seeds, few epochs: findings, recovery and summary.nc

@@ -185,3 +185,20 @@ def test_importing_dask_jobqueue_leaves_ctrl_c_a_keyboardinterrupt():
                                                               "_restore_sigint()")],
                            capture_output=True, text=True, timeout=120)
     assert after.returncode == -signal.SIGINT and "KeyboardInterrupt" in after.stderr
+
+
+def test_the_scaling_guide_documents_every_cluster_key_and_its_example_is_valid(tmp_path):
+    """docs/scaling.md: its cluster file example passes the config check, and the table of
+    accepted keys names every key the check accepts (tests_slurm runs the example on SLURM)."""
+    import re
+
+    from scimech.parallel import _CLUSTER_KEYS
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "scaling.md").read_text()
+    examples = re.findall(r"```toml\n(.*?)```", text, flags=re.S)
+    assert examples
+    for block in examples:
+        cfg = read_cluster_config(_write(tmp_path, block))
+        assert cfg["kind"] == "slurm" and cfg["cores"] >= 1
+    table = set(re.findall(r"^\| `(\w+)` \|", text, flags=re.M))
+    assert table == _CLUSTER_KEYS - {"n_workers", "threads_per_worker", "memory_limit"}, table ^ _CLUSTER_KEYS
