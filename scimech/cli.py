@@ -25,7 +25,7 @@ from pathlib import Path
 
 from .options import whole
 from .report import Report
-from .study import FINDINGS_FILE, RECOVERY_FILE, registered_studies
+from .study import FINDINGS_FILE, RECOVERY_FILE, apply_config, registered_studies
 
 __all__ = ["main", "build_parser"]
 
@@ -166,15 +166,21 @@ def _run_demo(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    from .errors import ScimechError
+
     try:
         args = parser.parse_args(argv)
+        if getattr(args, "config", None) is not None and hasattr(args, "config_extra"):
+            args = apply_config(parser, argv, args)  # a study command's --config file (scimech.study)
+    except ScimechError as err:  # an unreadable or unknown-keyed --config file
+        print(f"scimech: error: {type(err).__name__}: {err}", file=sys.stderr)
+        return 2
     except SystemExit as exc:  # a usage error (exit 2, its one line already printed) or --help (0)
         return int(exc.code or 0)
     if not getattr(args, "func", None):
         parser.print_help()
         return 0
-    from .errors import ScimechError
-
     try:
         result = args.func(args)
     except ScimechError as err:  # a user's mistake (bad input, config, checkpoint): the message, no traceback

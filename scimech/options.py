@@ -18,7 +18,7 @@ import math
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["whole", "number", "fraction", "existing_path", "Option"]
+__all__ = ["whole", "number", "fraction", "existing_path", "device", "Option"]
 
 
 class Option:
@@ -88,3 +88,50 @@ def existing_path(kind: str = "file or folder") -> Option:
         return p if text.strip() and p.exists() else None
 
     return Option(convert, f"an existing {kind}", ("", "/no/such/path/anywhere"))
+
+
+def _available(name: str) -> bool:
+    import torch
+
+    kind, _, index = name.partition(":")
+    if kind == "cpu":
+        return not index
+    if kind == "cuda":
+        if not torch.cuda.is_available():
+            return False
+        return not index or int(index) < torch.cuda.device_count()
+    if kind == "mps":
+        return not index and bool(getattr(torch.backends, "mps", None)) and torch.backends.mps.is_available()
+    return False
+
+
+def device() -> Option:
+    """A torch device this machine has: ``cpu``, ``cuda``, ``cuda:N`` or ``mps`` (``auto``: a GPU
+    when there is one, else the CPU). A GPU asked for on a machine without one is refused at
+    once, with the devices it has, instead of failing inside the first unit of work."""
+    def convert(text: str):
+        name = text.strip().lower()
+        if name == "auto":
+            import torch
+
+            return "cuda" if torch.cuda.is_available() else "cpu"
+        kind, _, index = name.partition(":")
+        if kind not in ("cpu", "cuda", "mps") or (index and not index.isdigit()):
+            return None
+        if not _available(name):
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not on this machine (it has: {', '.join(available_devices())}). "
+                "Pass --device cpu, or run on a machine with that device.")
+        return name
+
+    return Option(convert, "a torch device: cpu, cuda, cuda:N, mps or auto", ("", "gpu", "cuda:x", "tpu", "cpu:0"))
+
+
+def available_devices() -> list[str]:
+    """The torch devices of this machine, by the names ``--device`` accepts."""
+    import torch
+
+    found = ["cpu"] + [f"cuda:{i}" for i in range(torch.cuda.device_count())]
+    if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
+        found.append("mps")
+    return found

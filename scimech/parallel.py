@@ -710,7 +710,7 @@ def map_units(fn: Callable[..., Any], units: Mapping[str, Mapping[str, Any]], st
 
 def add_cluster_arguments(parser) -> None:
     """Add ``--cluster CONFIG`` and ``--scheduler ADDRESS`` to a study's argparse parser."""
-    group = parser.add_argument_group("execution (Dask)")
+    group = parser.add_argument_group("execution (Dask; one of these, default: serial)").add_mutually_exclusive_group()
     group.add_argument("--cluster", metavar="CONFIG", default=None,
                        help="TOML/YAML file with a [cluster] section (kind = local | slurm | pbs | threads | sync)")
     group.add_argument("--scheduler", metavar="ADDRESS", default=None,

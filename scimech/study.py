@@ -19,11 +19,22 @@ study shares, so that none writes them its own way:
   ``TITLE`` (one line), ``register(subparsers)`` (its ``scimech <name> ...`` commands) and
   ``demo(out_dir, quick=True) -> report path``. A package of yours becomes a study by
   declaring ``[project.entry-points."scimech.studies"] mine = "mypkg.cli"``.
+- :class:`Study`: the shape of a study command, ``plan -> run -> findings / recovery ->
+  report``; :meth:`Study.execute` is the one driver every ``scimech <study> study`` command
+  calls (dry run, Dask client, outcome files, printed outcome), so no domain writes it again.
+- :func:`add_study_options`: the options every study command shares (``--out``, ``--config``,
+  ``--size {quick,medium,full}``, ``--data``, ``--device``, ``--cluster``/``--scheduler``/
+  ``--workers``, ``--dry-run``), and :func:`apply_config`: a ``--config`` file (YAML or TOML)
+  whose keys are the command's own options, checked by the same argparse types as the
+  command line, which wins over it.
 """
 
 from __future__ import annotations
 
+import abc
+import argparse
 import math
+import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import import_module
@@ -31,15 +42,20 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, Literal
 
+from .options import device, existing_path
 from .results import atomic_write_text
 
 __all__ = ["Finding", "PlantedTruthRow", "Plan", "add_dry_run", "assess", "write_outcome", "recovery_line",
-           "registered_studies", "load_study", "RECOVERY_FILE", "FINDINGS_FILE", "BUILTIN_STUDIES"]
+           "registered_studies", "load_study", "RECOVERY_FILE", "FINDINGS_FILE", "BUILTIN_STUDIES", "SIZES",
+           "Study", "add_study_options", "apply_config", "read_config", "print_outcome"]
 
 RECOVERY_FILE = "recovery.txt"  # first line: "<study> planted truth: K of N recovered (...)", then the table
 FINDINGS_FILE = "findings.txt"  # one line per reference finding with its verdict
 #: the studies shipped with scimech (found without entry points in a checkout that is not installed)
 BUILTIN_STUDIES = {"ocean": "ocean.cli", "astro": "astro.cli", "neuro": "neuro.cli"}
+#: the sizes every study command takes (``--size``): quick (seconds to a few minutes, the demo and
+#: the tests), medium (a verdict with usable intervals), full (the reference paper's sizes)
+SIZES = ("quick", "medium", "full")
 
 Verdict = Literal["REPRODUCED", "NOT reproduced", "NOT ASSESSED"]
 
@@ -176,6 +192,8 @@ class Plan:
     seconds_per_unit: float | None = None
     basis: str = ""
     out: str = ""
+    #: what the run needs beyond the above (the resolved settings: a config object, paths, a device)
+    settings: Any = None
 
     def text(self) -> str:
         shown = list(self.units[:6]) + (["..."] if len(self.units) > 6 else [])
@@ -220,3 +238,191 @@ def load_study(name: str):
     if name not in studies:
         raise KeyError(f"No study {name!r}; installed: {', '.join(studies)}.")
     return import_module(studies[name])
+
+
+def print_outcome(folder: str | Path) -> None:
+    """Print the planted-truth line of ``recovery.txt`` and every line of ``findings.txt``."""
+    for name, first_only in ((RECOVERY_FILE, True), (FINDINGS_FILE, False)):
+        path = Path(folder) / name
+        if path.is_file():
+            lines = path.read_text().splitlines()
+            print("\n".join(lines[:1] if first_only else lines))
+
+
+class Study(abc.ABC):
+    """A domain study: ``plan`` what to run from the parsed options, ``run`` it into evidence,
+    read ``findings`` and the planted-truth ``recovery`` from the evidence, write a ``report``.
+
+    A subclass implements the five steps; :meth:`execute` is the ``scimech <name> study``
+    command built from them (the same for every study): ``--dry-run`` prints the plan and
+    stops; otherwise the Dask client asked for is made, the plan run, ``findings.txt`` and
+    ``recovery.txt`` written (:func:`write_outcome`), the report written, and the outcome
+    printed with the report's path.
+    """
+
+    #: the ``scimech <name>`` command group
+    name: str = ""
+
+    @abc.abstractmethod
+    def plan(self, args: argparse.Namespace) -> Plan:
+        """The units of work, sizes and settings the options ask for; reads no data, trains nothing."""
+
+    @abc.abstractmethod
+    def run(self, plan: Plan, client=None) -> Any:
+        """Run the plan's units (through :func:`scimech.parallel.map_units`; resumable) into evidence."""
+
+    @abc.abstractmethod
+    def findings(self, evidence: Any) -> list[Finding]:
+        """The reference findings, each with a verdict from the evidence's numbers."""
+
+    @abc.abstractmethod
+    def recovery(self, evidence: Any) -> str | None:
+        """``recovery.txt``'s text (first line: :func:`recovery_line`), or ``None`` on data with no
+        planted truth (a real product)."""
+
+    @abc.abstractmethod
+    def report(self, evidence: Any, plan: Plan) -> Path:
+        """Write figures and ``report.md`` into ``plan.out``; return the report's path."""
+
+    def execute(self, args: argparse.Namespace) -> int:
+        """The ``study`` command: dry run, or run, write the outcome and the report, print them."""
+        plan = self.plan(args)
+        if getattr(args, "dry_run", False):
+            print(plan.text())
+            return 0
+        from .parallel import client_from_args
+
+        evidence = self.run(plan, client=client_from_args(args))
+        write_outcome(plan.out, self.findings(evidence), self.recovery(evidence))
+        path = self.report(evidence, plan)
+        print_outcome(plan.out)
+        print(f"Report: {path}")
+        return 0
+
+
+def add_study_options(parser: argparse.ArgumentParser, *, out_default: str | None, data_help: str,
+                      default_size: str = "quick", config_keys: Mapping[str, str] | None = None) -> None:
+    """Add the options every ``scimech <study> study`` command shares.
+
+    ``--out`` (required when ``out_default`` is ``None``), ``--config FILE``, ``--size``
+    (``quick`` | ``medium`` | ``full``; ``--quick``/``--medium``/``--full`` are accepted as
+    short forms), ``--data PATH``, ``--device`` (refused at once when the machine lacks it),
+    ``--cluster``/``--scheduler``/``--workers`` (one of them) and ``--dry-run``.
+    ``config_keys``: ``{key: what it sets}`` a ``--config`` file may hold beyond the command's
+    options (the domain reads them from ``args.config_extra``).
+    """
+    from .parallel import add_cluster_arguments
+
+    g = parser.add_argument_group("study options (every study takes these)")
+    g.add_argument("--out", type=Path, default=None if out_default is None else Path(out_default),
+                   required=out_default is None, metavar="FOLDER",
+                   help="results folder (resumable: finished units are kept)"
+                   + ("" if out_default is None else f"; default: {out_default}"))
+    g.add_argument("--config", type=existing_path("file"), default=None, metavar="FILE",
+                   help="YAML or TOML file of option values, keyed by option name (e.g. `seeds: [0, 1]`, "
+                        "`n_train: 4000`); the command line wins over the file")
+    g.add_argument("--size", choices=SIZES, default=default_size,
+                   help=f"quick (minutes), medium (usable intervals) or full (the reference sizes); "
+                        f"default: {default_size}")
+    for size in SIZES:  # short forms
+        g.add_argument(f"--{size}", dest="size", action="store_const", const=size, help=argparse.SUPPRESS)
+    g.add_argument("--data", type=existing_path(), default=None, metavar="PATH", help=data_help)
+    g.add_argument("--device", type=device(), default="cpu",
+                   help="torch device for training and forward passes: cpu, cuda, cuda:N, mps or auto (default: cpu)")
+    add_cluster_arguments(parser)
+    add_dry_run(parser)
+    parser.set_defaults(config_extra={}, _config_keys=dict(config_keys or {}))
+
+
+def read_config(path: str | Path) -> dict[str, Any]:
+    """A ``--config`` file's mapping: TOML (``.toml``) or YAML (anything else), keys as strings."""
+    from .errors import ConfigError
+
+    path = Path(path)
+    text = path.read_text()
+    if path.suffix.lower() == ".toml":
+        try:
+            loaded = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as err:
+            raise ConfigError(f"{path}: not valid TOML ({err}).") from err
+    else:
+        import yaml
+
+        try:
+            loaded = yaml.safe_load(text)
+        except yaml.YAMLError as err:
+            raise ConfigError(f"{path}: not valid YAML ({err}).") from err
+    loaded = {} if loaded is None else loaded
+    if not isinstance(loaded, Mapping) or not all(isinstance(k, str) for k in loaded):
+        raise ConfigError(f"{path}: a config file is a mapping of option names to values "
+                          f"(e.g. `seeds: [0, 1]`); got {type(loaded).__name__}.")
+    return dict(loaded)
+
+
+def _option_tokens(action: argparse.Action, key: str, value: Any, path: Path) -> list[str]:
+    from .errors import ConfigError
+
+    flag = max(action.option_strings, key=len)
+    if action.nargs == 0:  # a switch
+        if not isinstance(value, bool):
+            raise ConfigError(f"{path}: {key} is a switch: give true or false, not {value!r}.")
+        return [flag] if value == isinstance(action, argparse._StoreTrueAction) else []
+    values = list(value) if isinstance(value, (list, tuple)) else [value]
+    if isinstance(value, (list, tuple)) and action.nargs in (None, "?"):
+        raise ConfigError(f"{path}: {key} takes one value, not a list ({value!r}).")
+    if any(isinstance(v, (Mapping, list, tuple)) for v in values):
+        raise ConfigError(f"{path}: {key}: {value!r} is not a value the option takes.")
+    return [flag, *("true" if v is True else "false" if v is False else str(v) for v in values)]
+
+
+def apply_config(root: argparse.ArgumentParser, argv: Sequence[str], args: argparse.Namespace) -> argparse.Namespace:
+    """``args`` with the ``--config`` file's values filled in: each key is one of the command's
+    options (``n_train`` or ``n-train``), turned into that option on the command line *before*
+    what the user typed (so the command line wins) and parsed by the same argparse types,
+    so a bad value in the file is refused exactly as on the command line. Keys the command
+    declared in ``config_keys`` go to ``args.config_extra``; any other key is one clear error
+    listing the keys the command takes."""
+    from .errors import ConfigError
+
+    path = Path(args.config)
+    values = read_config(path)
+    parser = _subparser_for(root, argv)
+    actions = {a.dest: a for a in parser._actions if a.option_strings and a.help != argparse.SUPPRESS}
+    for hidden in ("help", "config", "dry_run"):
+        actions.pop(hidden, None)
+    extra_keys = dict(getattr(args, "_config_keys", {}) or {})
+    tokens, extra = [], {}
+    for key, value in values.items():
+        dest = key.replace("-", "_")
+        if dest in actions:
+            tokens += _option_tokens(actions[dest], key, value, path)
+        elif key in extra_keys:
+            extra[key] = value
+        else:
+            known = sorted(actions) + sorted(extra_keys)
+            raise ConfigError(f"{path}: unknown key {key!r}; `{parser.prog}` takes: {', '.join(known)}.")
+    prog_words = parser.prog.split()[1:]
+    at = _index_after(list(argv), prog_words)
+    new = root.parse_args([*argv[:at], *tokens, *argv[at:]])
+    new.config_extra = extra
+    return new
+
+
+def _subparser_for(root: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.ArgumentParser:
+    """The (sub)parser that handles the command ``argv`` names."""
+    parser = root
+    for word in argv:
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if not subs or word not in subs[0].choices:
+            if word.startswith("-"):
+                break
+            continue
+        parser = subs[0].choices[word]
+    return parser
+
+
+def _index_after(argv: list[str], words: list[str]) -> int:
+    at = 0
+    for word in words:
+        at = argv.index(word, at) + 1
+    return at
