@@ -3,15 +3,22 @@ for the files `scimech demo` prints, studies found through entry points."""
 
 from __future__ import annotations
 
+import argparse
 import math
 import sys
+from pathlib import Path
 
 import pytest
 
+from scimech.errors import ConfigError
 from scimech.study import (
     FINDINGS_FILE,
     RECOVERY_FILE,
+    Plan,
     PlantedTruthRow,
+    Study,
+    add_study_options,
+    apply_config,
     assess,
     load_study,
     recovery_line,
@@ -92,3 +99,119 @@ def test_submodules_are_reachable_as_attributes_and_api_names_stay_functions():
     code = ("import scimech, inspect; assert inspect.ismodule(scimech.metrics); assert callable(scimech.record); "
             "import scimech.record; assert callable(scimech.record) and not inspect.ismodule(scimech.record)")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# --- the shared study command: options, --config files, one execute -----------------------------
+
+def _toy_parser():
+    """``scimech toy study``: the shared options plus two of its own."""
+    root = argparse.ArgumentParser(prog="scimech")
+    sub = root.add_subparsers()
+    st = sub.add_parser("toy").add_subparsers().add_parser("study")
+    add_study_options(st, out_default="runs/toy", data_help="data", config_keys={"grid": "a nested setting"})
+    st.add_argument("--seeds", type=int, nargs="+", default=[0])
+    st.add_argument("--planted", action="store_true")
+    return root
+
+
+def _parse(argv, config=None, tmp_path=None, suffix=".yaml"):
+    root = _toy_parser()
+    if config is not None:
+        path = tmp_path / f"c{suffix}"
+        path.write_text(config)
+        argv = [*argv, "--config", str(path)]
+    args = root.parse_args(argv)
+    return apply_config(root, argv, args) if config is not None else args
+
+
+def test_every_study_option_is_there_with_its_default():
+    args = _parse(["toy", "study"])
+    assert (args.out, args.size, args.data, args.device, args.workers, args.dry_run) == \
+        (Path("runs/toy"), "quick", None, "cpu", None, False)
+    assert _parse(["toy", "study", "--medium"]).size == "medium"  # short form of --size medium
+
+
+@pytest.mark.parametrize("suffix,text", [(".yaml", "seeds: [3, 4]\nplanted: true\nsize: full\nworkers: 2\n"),
+                                         (".toml", "seeds = [3, 4]\nplanted = true\nsize = 'full'\nworkers = 2\n")])
+def test_a_config_file_sets_options_by_name(tmp_path, suffix, text):
+    args = _parse(["toy", "study"], text, tmp_path, suffix)
+    assert (args.seeds, args.planted, args.size, args.workers) == ([3, 4], True, "full", 2)
+
+
+def test_the_command_line_wins_over_the_config_file(tmp_path):
+    args = _parse(["toy", "study", "--seeds", "9", "--size", "medium"], "seeds: [3, 4]\nsize: full\n", tmp_path)
+    assert (args.seeds, args.size) == ([9], "medium")
+
+
+def test_declared_keys_go_to_config_extra_and_unknown_keys_are_one_error(tmp_path):
+    assert _parse(["toy", "study"], "grid: {ny: 3}\n", tmp_path).config_extra == {"grid": {"ny": 3}}
+    with pytest.raises(ConfigError, match=r"unknown key 'wrkers'.*takes: .*workers"):
+        _parse(["toy", "study"], "wrkers: 2\n", tmp_path)
+    with pytest.raises(ConfigError, match="switch"):
+        _parse(["toy", "study"], "planted: maybe\n", tmp_path)
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        _parse(["toy", "study"], "seeds: [1, 2\n", tmp_path)
+
+
+def test_a_bad_value_in_the_file_is_refused_as_on_the_command_line(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exc:
+        _parse(["toy", "study"], "workers: 0\n", tmp_path)
+    assert exc.value.code == 2
+    assert "argument --workers: must be a whole number >= 1" in capsys.readouterr().err
+
+
+def test_a_device_the_machine_lacks_and_two_schedulers_are_refused(capsys):
+    import torch
+
+    missing = "mps" if torch.cuda.is_available() else "cuda"
+    for argv in (["--device", missing], ["--device", "gpu"], ["--workers", "2", "--scheduler", "tcp://h:1"]):
+        with pytest.raises(SystemExit) as exc:
+            _parse(["toy", "study", *argv])
+        assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "is not on this machine (it has: cpu" in err or torch.cuda.is_available()
+    assert "not allowed with argument" in err
+    assert _parse(["toy", "study", "--device", "auto"]).device == ("cuda" if torch.cuda.is_available() else "cpu")
+
+
+class _Squares(Study):
+    """A toy study: its 'planted truth' is that unit k returns k**2."""
+
+    name = "toy"
+
+    def plan(self, args):
+        units = [f"k={k}" for k in args.seeds]
+        return Plan("toy study", units, {"seeds": args.seeds}, 0.5, "a guess", str(args.out), settings=args.seeds)
+
+    def run(self, plan, client=None):
+        return {k: k * k for k in plan.settings}
+
+    def findings(self, evidence):
+        return [assess("squares are even for even k", all(v % 2 == 0 for k, v in evidence.items() if k % 2 == 0))]
+
+    def recovery(self, evidence):
+        rows = [PlantedTruthRow.from_interval(f"k={k}", "k^2", v, v, v, k * k - 0.5) for k, v in evidence.items()]
+        return recovery_line("toy", rows)
+
+    def report(self, evidence, plan):
+        path = Path(plan.out) / "report.md"
+        path.write_text(str(evidence))
+        return path
+
+
+def test_execute_runs_the_plan_writes_the_outcome_and_prints_it(tmp_path, capsys):
+    args = _parse(["toy", "study", "--out", str(tmp_path), "--seeds", "2", "3"])
+    assert _Squares().execute(args) == 0
+    printed = capsys.readouterr().out
+    assert (tmp_path / "recovery.txt").read_text() == "toy planted truth: 2 of 2 recovered\n"
+    assert (tmp_path / "findings.txt").read_text() == "REPRODUCED: squares are even for even k.\n"
+    assert printed.splitlines() == ["toy planted truth: 2 of 2 recovered", "REPRODUCED: squares are even for even k.",
+                                    f"Report: {tmp_path / 'report.md'}"]
+
+
+def test_execute_with_dry_run_prints_the_plan_and_writes_nothing(tmp_path, capsys):
+    args = _parse(["toy", "study", "--out", str(tmp_path / "x"), "--seeds", "1", "2", "3", "--dry-run"])
+    assert _Squares().execute(args) == 0
+    text = capsys.readouterr().out
+    assert "units of work: 3 (k=1, k=2, k=3)" in text and "about 2 s on one worker" in text
+    assert not (tmp_path / "x").exists()
