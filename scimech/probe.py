@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 import numpy as np
 import xarray as xr
+from scipy import stats
 from sklearn import config_context
 from sklearn.base import BaseEstimator
 from sklearn.linear_model import LogisticRegression, Ridge
@@ -512,6 +513,32 @@ def probe_sites(features: Mapping[str, np.ndarray] | xr.Dataset | xr.DataArray, 
         NaN/inf features or targets, mismatched lengths, too few samples, classes or
         groups for the folds.
     """
+    feats, y, groups, cgroups, rand, seeds = _probe_inputs(features, y, task=task, groups=groups, cv=cv, seeds=seeds,
+                                                           control_groups=control_groups, dim=dim,
+                                                           random_baseline=random_baseline, ci_method=ci_method)
+    params = {"task": task, "alpha": alpha, "C": C, "max_iter": max_iter}
+    score, ctrl, srand, oof = _cross_validate(feats, y, rand, groups, cgroups, cv=cv, seeds=seeds, control=control,
+                                              params=params)
+    names = list(feats)
+    ds = xr.Dataset(coords={dim: list(coords) if coords is not None else names, "fold": np.arange(cv), "seed": seeds})
+    if coords is not None:
+        if len(coords) != len(names):
+            raise ValueError(f"coords has {len(coords)} values but there are {len(names)} sites.")
+        ds = ds.assign_coords(site=(dim, names))
+    metric_name = "r2" if task == "regression" else "accuracy"
+    _add_fold_scores(ds, dim, metric_name, score, ctrl if control else None, srand if rand is not None else None)
+    _add_site_statistics(ds, dim, feats, y, oof, params=params, groups=groups, cv=cv, seed=seeds[0],
+                         n_bootstrap=n_bootstrap, confidence=confidence, ci_method=ci_method,
+                         n_permutations=n_permutations)
+    ds.attrs.update({"task": task, "metric": metric_name, "cv": cv, "grouped": int(groups is not None),
+                     "alpha": alpha, "C": C, "seeds": seeds, "n_bootstrap": n_bootstrap,
+                     "n_permutations": n_permutations, "ci_method": ci_method,
+                     "description": "linear probes per site"})
+    return ds
+
+
+def _probe_inputs(features, y, *, task, groups, cv, seeds, control_groups, dim, random_baseline, ci_method):
+    """The sites' features, the targets and groups as arrays, checked (:func:`probe_sites`)."""
     feats = _as_features(features, dim)
     if not feats:
         raise DataValidationError("probe_sites got no sites.")
@@ -539,29 +566,30 @@ def probe_sites(features: Mapping[str, np.ndarray] | xr.Dataset | xr.DataArray, 
             raise DataValidationError(f"random_baseline lacks sites {missing}; record the same sites from the "
                                       "randomly initialised model.")
         _check_inputs({f"{k} (random_baseline)": rand[k] for k in feats}, y, task, groups, cv)
-
-    names = list(feats)
     seeds = list(seeds)
     if not seeds:
         raise ValueError("seeds must hold at least one seed.")
-    S, F, R = len(names), cv, len(seeds)
-    score = np.full((S, F, R), np.nan)
-    ctrl = np.full((S, F, R), np.nan)
-    srand = np.full((S, F, R), np.nan)
-    oof = np.zeros((S, n), dtype=float if task == "regression" else y.dtype)
+    return feats, y, groups, cgroups, rand, seeds
+
+
+def _cross_validate(feats, y, rand, groups, cgroups, *, cv, seeds, control, params):
+    """Held-out scores ``(site, fold, seed)`` of the probe, its control task and the random-init
+    baseline, and the first seed's out-of-fold predictions ``(site, sample)``."""
+    task = params["task"]
+    S, F, R = len(feats), cv, len(seeds)
+    score, ctrl, srand = (np.full((S, F, R), np.nan) for _ in range(3))
+    oof = np.zeros((S, len(y)), dtype=float if task == "regression" else y.dtype)
     metric = _r2_axis if task == "regression" else _acc_axis
-    params = {"task": task, "alpha": alpha, "C": C, "max_iter": max_iter}
 
     def fit_score(X, yy, tr, te):
-        with config_context(assume_finite=True):  # inputs checked above: skip per-fit finiteness scans
+        with config_context(assume_finite=True):  # inputs checked: skip per-fit finiteness scans
             pred = LinearProbe(**params).fit(X[tr], yy[tr]).predict(X[te])
         return float(metric(yy[te], pred)), pred
 
     for r, seed in enumerate(seeds):
         splits = _splits(task, cv, y, groups, seed)
         yc = control_labels(y, cgroups, seed, task=task) if control else None
-        for s, name in enumerate(names):
-            X = feats[name]
+        for s, (name, X) in enumerate(feats.items()):
             for f, (tr, te) in enumerate(splits):
                 score[s, f, r], pred = fit_score(X, y, tr, te)
                 if r == 0:
@@ -573,51 +601,53 @@ def probe_sites(features: Mapping[str, np.ndarray] | xr.Dataset | xr.DataArray, 
                         ctrl[s, f, r], _ = fit_score(X, yc, tr, te)
                 if rand is not None:
                     srand[s, f, r], _ = fit_score(rand[name], y, tr, te)
+    return score, ctrl, srand, oof
 
-    ds = xr.Dataset(coords={dim: list(coords) if coords is not None else names, "fold": np.arange(F), "seed": seeds})
-    if coords is not None:
-        if len(coords) != S:
-            raise ValueError(f"coords has {len(coords)} values but there are {S} sites.")
-        ds = ds.assign_coords(site=(dim, names))
-    metric_name = "r2" if task == "regression" else "accuracy"
+
+def _add_fold_scores(ds: xr.Dataset, dim: str, metric_name: str, score, ctrl, srand) -> None:
+    """``score`` and its mean; with a control task ``control_score``, ``selectivity`` and its SNR;
+    with a random-init baseline ``score_random``."""
     ds["score"] = ((dim, "fold", "seed"), score, {"description": f"held-out {metric_name} of the probe", "units": "1"})
     ds["score_mean"] = ds["score"].mean(("fold", "seed"))
     ds["score_mean"].attrs.update({"description": f"mean held-out {metric_name} over folds and seeds", "units": "1"})
-    if control:
+    if ctrl is not None:
         ds["control_score"] = ((dim, "fold", "seed"), ctrl,
                                {"description": f"held-out {metric_name} on control labels", "units": "1"})
         ds["selectivity"] = ds["score"] - ds["control_score"]
         ds["selectivity"].attrs.update({"description": "score - control_score (Hewitt & Liang 2019)", "units": "1"})
         ds["control_mean"] = ds["control_score"].mean(("fold", "seed"))
         ds["selectivity_mean"] = ds["selectivity"].mean(("fold", "seed"))
-        diff = ds["selectivity"].values.reshape(S, -1)
-        spread = diff.std(axis=1, ddof=1) if diff.shape[1] > 1 else np.full(S, np.nan)
+        diff = ds["selectivity"].values.reshape(len(score), -1)
+        spread = diff.std(axis=1, ddof=1) if diff.shape[1] > 1 else np.full(len(score), np.nan)
         with np.errstate(divide="ignore", invalid="ignore"):
             ds["selectivity_snr"] = ((dim,), diff.mean(axis=1) / spread,
                                      {"description": "mean(score - control) / std over folds and seeds",
                                       "units": "1"})
-    if rand is not None:
+    if srand is not None:
         ds["score_random"] = ((dim, "fold", "seed"), srand,
                               {"description": "score on a random-init model's features", "units": "1"})
 
-    lo = np.full(S, np.nan)
-    hi = np.full(S, np.nan)
-    snr = np.full(S, np.nan)
-    pval = np.full(S, np.nan)
-    widths = {feats[k].shape[1] for k in names}
+
+def _add_site_statistics(ds: xr.Dataset, dim: str, feats, y, oof, *, params, groups, cv, seed, n_bootstrap,
+                         confidence, ci_method, n_permutations) -> None:
+    """Per site: the bootstrap interval of the out-of-fold score, the SNR of the probe direction,
+    the probe weights (one width across sites) and the permutation p-value."""
+    task = params["task"]
+    metric = _r2_axis if task == "regression" else _acc_axis
+    S = len(feats)
+    lo, hi, snr, pval = (np.full(S, np.nan) for _ in range(4))
+    widths = {X.shape[1] for X in feats.values()}
     weights = np.full((S, next(iter(widths))), np.nan) if len(widths) == 1 else None
-    from scipy import stats as _st
 
-    for s, name in enumerate(names):
-        X = feats[name]
+    def stat(a, b, axis=-1):
+        return metric(a, b, axis=axis)
+
+    for s, X in enumerate(feats.values()):
         if n_bootstrap:
-            def stat(a, b, axis=-1):
-                return metric(a, b, axis=axis)
-
             try:
-                res = _st.bootstrap((y, oof[s]), stat, paired=True, vectorized=True, n_resamples=n_bootstrap,
-                                    confidence_level=confidence, method=ci_method, batch=50,
-                                    random_state=np.random.default_rng(seeds[0]))
+                res = stats.bootstrap((y, oof[s]), stat, paired=True, vectorized=True, n_resamples=n_bootstrap,
+                                      confidence_level=confidence, method=ci_method, batch=50,
+                                      random_state=np.random.default_rng(seed))
                 lo[s], hi[s] = res.confidence_interval
             except (ValueError, FloatingPointError, ZeroDivisionError):  # degenerate (e.g. perfect scores)
                 pass
@@ -627,12 +657,11 @@ def probe_sites(features: Mapping[str, np.ndarray] | xr.Dataset | xr.DataArray, 
             weights[s] = np.atleast_2d(full.coef_)[0]
         if n_permutations:
             _, pval[s] = permutation_test(X, y, task=task, groups=groups, cv=cv, n_permutations=n_permutations,
-                                          seed=seeds[0], alpha=alpha, C=C)
+                                          seed=seed, alpha=params["alpha"], C=params["C"])
     if n_bootstrap:
-        ds["score_ci_low"] = ((dim,), lo, {"description": f"{confidence:.0%} {ci_method} bound of the out-of-fold score",
-                                           "units": "1"})
-        ds["score_ci_high"] = ((dim,), hi, {"description": f"{confidence:.0%} {ci_method} bound of the out-of-fold score",
-                                            "units": "1"})
+        for name, bound in (("score_ci_low", lo), ("score_ci_high", hi)):
+            ds[name] = ((dim,), bound, {"description": f"{confidence:.0%} {ci_method} bound of the out-of-fold score",
+                                        "units": "1"})
     ds["snr"] = ((dim,), snr, {"description": "between / within variance of the projection on the probe direction",
                                "units": "1"})
     if n_permutations:
@@ -640,8 +669,3 @@ def probe_sites(features: Mapping[str, np.ndarray] | xr.Dataset | xr.DataArray, 
                                         "units": "1"})
     if weights is not None:
         ds["weights"] = ((dim, "feature"), weights, {"description": "probe weights in feature units (first class)"})
-    ds.attrs.update({"task": task, "metric": metric_name, "cv": cv, "grouped": int(groups is not None),
-                     "alpha": alpha, "C": C, "seeds": seeds, "n_bootstrap": n_bootstrap,
-                     "n_permutations": n_permutations, "ci_method": ci_method,
-                     "description": "linear probes per site"})
-    return ds
