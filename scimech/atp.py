@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -46,7 +47,15 @@ import xarray as xr
 from torch import nn
 
 from .attention import DecomposedMultiheadAttention
-from .hooks import HookSet, check_fired, first_tensor, override_forward, run_forward, slice_batch
+from .hooks import (
+    HookSet,
+    batch_size_of,
+    check_fired,
+    first_tensor,
+    override_forward,
+    run_forward,
+    slice_batch,
+)
 from .intervene import (
     _capturing,
     _metric_values,
@@ -240,7 +249,7 @@ def attribution_patching(model: nn.Module, clean: Any, corrupted: Any, sites: Se
     clean_v, corr_v, est_v, gd_v = [], [], [], []
     # one batch: the verification patches the base run kept here (no new reference runs)
     keep = bool(verify_top) and n_clean <= batch_size
-    reuse, path = None, {}
+    last: _Batch | None = None
     blocks: list[str] = []
     was = model.training
     model.eval()
@@ -252,52 +261,98 @@ def attribution_patching(model: nn.Module, clean: Any, corrupted: Any, sites: Se
                                  "(x = block(x)); none was found. Use graddrop=False.")
         for start in range(0, n_clean, batch_size):
             stop = min(start + batch_size, n_clean)
-            cb, xb = slice_batch(clean, start, stop), slice_batch(corrupted, start, stop)
-            tgt = None if target is None else target[start:stop]
-            src_batch, base_batch = (cb, xb) if direction == "denoising" else (xb, cb)
-            with torch.no_grad(), Recorder(model, resolved) as rec:
-                out_src = run_forward(model, src_batch, forward)
-            source = dict(rec.canonical)
-            check_fired({s.name: int(s.name in source) for s in resolved}, "attribution_patching")
-            state = {"dropped": None}
-            if keep:
-                reuse, path = _plan_reuse(model, base_batch, resolved, forward, True)
-            # gates first: a probe on a block's output then sits after its gate (outside the dropped block)
-            with torch.enable_grad(), _gates(model, blocks, state), _Probes(model, resolved, qk) as probes, \
-                    _capturing(model, reuse, stop - start):
-                out = run_forward(model, base_batch, forward)
-                check_fired({s.name: int(probes.point(s) in probes.base) for s in resolved}, "attribution_patching")
-                m = metric(out, tgt)
-                keys = list(probes.leaves)
-                leaves = [probes.leaves[k] for k in keys]
-                if not isinstance(m, torch.Tensor) or m.dim() != 1 or not m.requires_grad:
-                    raise ValueError(f"attribution patching needs a differentiable metric returning one value per "
-                                     f"sample; {metric.name!r} returned {type(m).__name__} "
-                                     f"{'without a gradient' if isinstance(m, torch.Tensor) else ''}.")
-                total = m.sum()
-                runs = [None, *range(len(blocks))]
-                per_run = []
-                for dropped in runs:
-                    state["dropped"] = dropped
-                    g = torch.autograd.grad(total, leaves, retain_graph=dropped != runs[-1], allow_unused=True)
-                    per_run.append(_estimates(resolved, probes, dict(zip(keys, g, strict=True)), source, qk))
-            base_m = m.detach().float().cpu()
-            src_m = _metric_values(metric, out_src, tgt)
-            clean_v.append(src_m if direction == "denoising" else base_m)
-            corr_v.append(base_m if direction == "denoising" else src_m)
-            est_v.append(per_run[0])
+            last = _estimate_batch(model, slice_batch(clean, start, stop), slice_batch(corrupted, start, stop),
+                                   None if target is None else target[start:stop], resolved, metric, qk, blocks,
+                                   direction=direction, forward=forward, keep=keep)
+            clean_v.append(last.source_metric if direction == "denoising" else last.base_metric)
+            corr_v.append(last.base_metric if direction == "denoising" else last.source_metric)
+            est_v.append(last.per_run[0])
             if blocks:
-                gd_v.append(torch.stack(per_run[1:]))
+                gd_v.append(torch.stack(last.per_run[1:]))
     finally:
         model.train(was)
     c, x = torch.cat(clean_v).numpy(), torch.cat(corr_v).numpy()
     effect = torch.cat(est_v, dim=1).numpy()
     base = x if direction == "denoising" else c
+    data, coords = _estimate_variables(sites, metric.name, c, x, base, effect, blocks, gd_v)
+    rank = data["rank"][1]
+    attrs = {"method": "attribution_patching", "estimator": "AtP*" if (qk or blocks) else "AtP",
+             "qk_fix_sites": ", ".join(qk) or "none", "graddrop_blocks": ", ".join(blocks) or "none",
+             "direction": direction, "metric": metric.name,
+             "description": "first-order (attribution patching) estimate of activation patching; "
+                            "Nanda 2022, Kramar et al. 2024 (AtP*)"}
+    if verify_top:
+        top = [sites[i] for i in np.argsort(rank)[:int(verify_top)]]
+        if keep:
+            exact_patched, path = _verify_kept_batch(model, resolved, top, last, metric, forward, max_rows), last.path
+        else:
+            ex = patching_sweep(model, clean, corrupted, top, metric, direction=direction, forward=forward,
+                                batch_size=batch_size, max_rows=max_rows, target=target, layouts=layouts, axes=axes)
+            exact_patched = {s: ex["patched"].sel(site=s).values for s in top}
+            path = {k: ex.attrs[k] for k in ("sweep_path", "sweep_path_note")}
+        data.update(_verified(sites, exact_patched, base, c, x))
+        attrs.update(verify_top=len(top), **path)
+    return xr.Dataset(data, coords=coords, attrs=attrs)
+
+
+@dataclass
+class _Batch:
+    """One batch of :func:`attribution_patching`: the metric on the source and base runs, the
+    estimates per gradient pass (all blocks, then each block dropped), and what the
+    verification of a single batch reuses (the source activations, the base input, the
+    recorded base run)."""
+
+    source_metric: torch.Tensor
+    base_metric: torch.Tensor
+    per_run: list[torch.Tensor]
+    source: dict
+    base_batch: Any
+    target: torch.Tensor | None
+    reuse: Any
+    path: dict
+
+
+def _estimate_batch(model, clean_batch, corrupted_batch, target, resolved, metric, qk, blocks, *, direction,
+                    forward, keep) -> _Batch:
+    src_batch, base_batch = (clean_batch, corrupted_batch) if direction == "denoising" else \
+        (corrupted_batch, clean_batch)
+    with torch.no_grad(), Recorder(model, resolved) as rec:
+        out_src = run_forward(model, src_batch, forward)
+    source = dict(rec.canonical)
+    check_fired({s.name: int(s.name in source) for s in resolved}, "attribution_patching")
+    state = {"dropped": None}
+    reuse, path = _plan_reuse(model, base_batch, resolved, forward, True) if keep else (None, {})
+    # gates first: a probe on a block's output then sits after its gate (outside the dropped block)
+    with torch.enable_grad(), _gates(model, blocks, state), _Probes(model, resolved, qk) as probes, \
+            _capturing(model, reuse, batch_size_of(clean_batch)):
+        out = run_forward(model, base_batch, forward)
+        check_fired({s.name: int(probes.point(s) in probes.base) for s in resolved}, "attribution_patching")
+        m = metric(out, target)
+        keys = list(probes.leaves)
+        leaves = [probes.leaves[k] for k in keys]
+        if not isinstance(m, torch.Tensor) or m.dim() != 1 or not m.requires_grad:
+            raise ValueError(f"attribution patching needs a differentiable metric returning one value per "
+                             f"sample; {metric.name!r} returned {type(m).__name__} "
+                             f"{'without a gradient' if isinstance(m, torch.Tensor) else ''}.")
+        total = m.sum()
+        runs = [None, *range(len(blocks))]
+        per_run = []
+        for dropped in runs:
+            state["dropped"] = dropped
+            g = torch.autograd.grad(total, leaves, retain_graph=dropped != runs[-1], allow_unused=True)
+            per_run.append(_estimates(resolved, probes, dict(zip(keys, g, strict=True)), source, qk))
+    return _Batch(_metric_values(metric, out_src, target), m.detach().float().cpu(), per_run, source, base_batch,
+                  target, reuse, path)
+
+
+def _estimate_variables(sites, metric_name, c, x, base, effect, blocks, gd_v) -> tuple[dict, dict]:
+    """The estimated variables (``patched``, ``effect``, ``normalized_effect``, ``score``,
+    ``rank``; with GradDrop ``graddrop_effect``) and their coords."""
     patched = base[None] + effect
     data = {
-        "clean": (("sample",), c, {"description": f"{metric.name} on the clean input"}),
-        "corrupted": (("sample",), x, {"description": f"{metric.name} on the corrupted input"}),
-        "patched": (("site", "sample"), patched, {"description": f"estimated {metric.name} with the site patched"}),
+        "clean": (("sample",), c, {"description": f"{metric_name} on the clean input"}),
+        "corrupted": (("sample",), x, {"description": f"{metric_name} on the corrupted input"}),
+        "patched": (("site", "sample"), patched, {"description": f"estimated {metric_name} with the site patched"}),
         "effect": (("site", "sample"), effect, {"description": "estimated patched minus the unpatched run"}),
         "normalized_effect": (("site", "sample"), normalized_effect(patched, c, x),
                               {"description": "estimated (patched - corrupted) / (clean - corrupted)"}),
@@ -313,35 +368,26 @@ def attribution_patching(model: nn.Module, clean: Any, corrupted: Any, sites: Se
         score = np.abs(dropped.mean(2)).sum(0) / (len(blocks) - 1)
     else:
         score = np.abs(effect.mean(1))
-    rank = _ranks(score)
     data["score"] = ("site", score, {"description": "ranking score: |mean estimated effect| (GradDrop: sum over "
                                                     "blocks of |mean effect without the block| / (L - 1))"})
-    data["rank"] = ("site", rank, {"description": "1 = largest score"})
-    attrs = {"method": "attribution_patching", "estimator": "AtP*" if (qk or blocks) else "AtP",
-             "qk_fix_sites": ", ".join(qk) or "none", "graddrop_blocks": ", ".join(blocks) or "none",
-             "direction": direction, "metric": metric.name,
-             "description": "first-order (attribution patching) estimate of activation patching; "
-                            "Nanda 2022, Kramar et al. 2024 (AtP*)"}
-    if verify_top:
-        top = [sites[i] for i in np.argsort(rank)[:int(verify_top)]]
-        if keep:
-            chosen = [r for r in resolved if r.name in top]
-            sub = None if reuse is None else _Reuse({r.name: reuse.plan[r.name] for r in chosen}, reuse.recorded)
-            model.eval()
-            try:
-                with torch.no_grad():
-                    rows = _patch_sites(model, chosen, base_batch, source, metric, tgt, forward, max_rows, sub)
-            finally:
-                model.train(was)
-            exact_patched = {r.name: rows[i].numpy() for i, r in enumerate(chosen)}
-        else:
-            ex = patching_sweep(model, clean, corrupted, top, metric, direction=direction, forward=forward,
-                                batch_size=batch_size, max_rows=max_rows, target=target, layouts=layouts, axes=axes)
-            exact_patched = {s: ex["patched"].sel(site=s).values for s in top}
-            path = {k: ex.attrs[k] for k in ("sweep_path", "sweep_path_note")}
-        data.update(_verified(sites, exact_patched, base, c, x))
-        attrs.update(verify_top=len(top), **path)
-    return xr.Dataset(data, coords=coords, attrs=attrs)
+    data["rank"] = ("site", _ranks(score), {"description": "1 = largest score"})
+    return data, coords
+
+
+def _verify_kept_batch(model, resolved, top, batch: _Batch, metric, forward, max_rows) -> dict[str, np.ndarray]:
+    """Exact patching of the ``top`` sites on the one batch whose base run was kept."""
+    chosen = [r for r in resolved if r.name in top]
+    reuse = batch.reuse
+    sub = None if reuse is None else _Reuse({r.name: reuse.plan[r.name] for r in chosen}, reuse.recorded)
+    was = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            rows = _patch_sites(model, chosen, batch.base_batch, batch.source, metric, batch.target, forward,
+                                max_rows, sub)
+    finally:
+        model.train(was)
+    return {r.name: rows[i].numpy() for i, r in enumerate(chosen)}
 
 
 def _ranks(score: np.ndarray) -> np.ndarray:
