@@ -388,23 +388,11 @@ def fit_cbm(model: ConceptBottleneck, train_batches: Callable[[int], Iterable[Ma
               "loss_kind": loss_kind, "decorrelation": decorrelation, "concepts": list(model.concept_names),
               "lam_schedule": repr(sched)}
     if checkpoint is not None and os.path.exists(checkpoint):
-        state = torch_load(checkpoint, weights_only=False)
-        saved = state.get("config", config)
-        if saved != config:
-            diff = {k: (saved.get(k), config[k]) for k in config if saved.get(k) != config[k]}
-            raise CheckpointError(f"The checkpoint {str(checkpoint)!r} was written by another run (saved, now): "
-                                  f"{diff}. Use a new checkpoint path or delete it to start afresh.")
-        model.load_state_dict(state["model"])
-        saved_stage = stages[state["epoch"] // epochs]
-        opt = torch.optim.AdamW(_stage_params(model, saved_stage), lr=lr, weight_decay=weight_decay)
-        opt.load_state_dict(state["opt"])
-        hist = state["hist"]
-        start = state["epoch"] + 1
+        opt, hist, start = _resume(checkpoint, config, model, stages, epochs, lr, weight_decay)
 
     def batches(src, ep):
         return src(ep) if callable(src) else src
 
-    K = model.concepts.n_prescribed
     show = progress if progress_bar is None else progress_bar
     for ep in _progress(range(start, total_epochs), desc=desc, disable=not show):
         stage = stages[ep // epochs]
@@ -413,39 +401,12 @@ def fit_cbm(model: ConceptBottleneck, train_batches: Callable[[int], Iterable[Ma
             opt = torch.optim.AdamW(_stage_params(model, stage), lr=lr, weight_decay=weight_decay)
         torch.manual_seed(seed * 100_003 + ep)
         lam = sched(local) if stage == "joint" else (1.0 if stage == "concepts" else 0.0)
-        model.train()
-        sums = np.zeros(3)
-        count = 0
-        for batch in batches(train_batches, ep):
-            _check_batch(batch)
-            if K and (lam > 0 or stage == "head_on_truth") and batch.get("c") is None:
-                raise DataValidationError(f"Regime {reg.name!r} (stage {stage!r}) supervises the concepts "
-                                          f"{model.concepts.prescribed}, but a batch has no 'c' (true concepts). "
-                                          "Add 'c' to the batches or use regime='prediction_only'.")
-            b = _to(batch, next(model.parameters()).device)
-            if stage == "head_on_truth":
-                y = _head_on_truth(model, b)
-                parts = cbm_loss(y, b["y"], y[:, :0], None, 0.0, valid=b.get("valid"), kind=loss_kind)
-            else:
-                out = model(b["x"])
-                y_hat = out.y
-                if stage == "head":
-                    y_hat = model.head(out.concepts.detach())
-                parts = cbm_loss(y_hat, b["y"], out.concepts, b.get("c") if K else None, lam,
-                                 valid=b.get("valid"), concept_mask=b.get("concept_mask"), kind=loss_kind,
-                                 decorrelation=decorrelation if stage == "joint" else 0.0, n_prescribed=K)
-            opt.zero_grad()
-            parts["total"].backward()
-            opt.step()
-            sums += [parts["total"].item(), parts["task"].item(), parts["concept"].item()]
-            count += 1
-        if count == 0:
-            raise DataValidationError("No training batches: the training split is empty.")
+        means = _train_epoch(model, opt, batches(train_batches, ep), reg.name, stage, lam, loss_kind, decorrelation)
         val = np.nan
         if val_batches is not None:
             val = _eval_task(model, batches(val_batches, ep), loss_kind)
         for k, v in zip(("lam", "train_loss", "train_task", "train_concept", "val_task", "stage"),
-                        (lam, *(sums / count), val, stage), strict=True):
+                        (lam, *means, val, stage), strict=True):
             hist[k].append(v)
         if checkpoint is not None:
             atomic_torch_save({"model": model.state_dict(), "opt": opt.state_dict(), "hist": hist, "epoch": ep,
@@ -458,6 +419,56 @@ def fit_cbm(model: ConceptBottleneck, train_batches: Callable[[int], Iterable[Ma
                     attrs={"regime": reg.name, "lr": lr, "epochs_per_stage": epochs, "seed": seed,
                            "description": "training history"})
     return ds
+
+
+def _resume(checkpoint, config: dict, model: ConceptBottleneck, stages: list[str], epochs: int, lr: float,
+            weight_decay: float):
+    """The optimiser, history and next epoch saved in ``checkpoint`` (loaded into ``model``);
+    a checkpoint of another run is refused."""
+    state = torch_load(checkpoint, weights_only=False)
+    saved = state.get("config", config)
+    if saved != config:
+        diff = {k: (saved.get(k), config[k]) for k in config if saved.get(k) != config[k]}
+        raise CheckpointError(f"The checkpoint {str(checkpoint)!r} was written by another run (saved, now): "
+                              f"{diff}. Use a new checkpoint path or delete it to start afresh.")
+    model.load_state_dict(state["model"])
+    stage = stages[state["epoch"] // epochs]
+    opt = torch.optim.AdamW(_stage_params(model, stage), lr=lr, weight_decay=weight_decay)
+    opt.load_state_dict(state["opt"])
+    return opt, state["hist"], state["epoch"] + 1
+
+
+def _train_epoch(model: ConceptBottleneck, opt, batches: Iterable[Mapping], regime: str, stage: str, lam: float,
+                 loss_kind: str, decorrelation: float) -> np.ndarray:
+    """One epoch of one stage; the mean total, task and concept losses over its batches."""
+    K = model.concepts.n_prescribed
+    model.train()
+    sums = np.zeros(3)
+    count = 0
+    for batch in batches:
+        _check_batch(batch)
+        if K and (lam > 0 or stage == "head_on_truth") and batch.get("c") is None:
+            raise DataValidationError(f"Regime {regime!r} (stage {stage!r}) supervises the concepts "
+                                      f"{model.concepts.prescribed}, but a batch has no 'c' (true concepts). "
+                                      "Add 'c' to the batches or use regime='prediction_only'.")
+        b = _to(batch, next(model.parameters()).device)
+        if stage == "head_on_truth":
+            y = _head_on_truth(model, b)
+            parts = cbm_loss(y, b["y"], y[:, :0], None, 0.0, valid=b.get("valid"), kind=loss_kind)
+        else:
+            out = model(b["x"])
+            y_hat = model.head(out.concepts.detach()) if stage == "head" else out.y
+            parts = cbm_loss(y_hat, b["y"], out.concepts, b.get("c") if K else None, lam,
+                             valid=b.get("valid"), concept_mask=b.get("concept_mask"), kind=loss_kind,
+                             decorrelation=decorrelation if stage == "joint" else 0.0, n_prescribed=K)
+        opt.zero_grad()
+        parts["total"].backward()
+        opt.step()
+        sums += [parts["total"].item(), parts["task"].item(), parts["concept"].item()]
+        count += 1
+    if count == 0:
+        raise DataValidationError("No training batches: the training split is empty.")
+    return sums / count
 
 
 def _stage_params(model: ConceptBottleneck, stage: str):
