@@ -319,7 +319,7 @@ def _estimate_batch(model, clean_batch, corrupted_batch, target, resolved, metri
     with torch.no_grad(), Recorder(model, resolved) as rec:
         out_src = run_forward(model, src_batch, forward)
     source = dict(rec.canonical)
-    check_fired({s.name: int(s.name in source) for s in resolved}, "attribution_patching")
+    rec.check_fired("attribution_patching")
     state = {"dropped": None}
     reuse, path = _plan_reuse(model, base_batch, resolved, forward, True) if keep else (None, {})
     # gates first: a probe on a block's output then sits after its gate (outside the dropped block)

@@ -79,7 +79,7 @@ def reference_activations(model: nn.Module, reference: Any, sites: Sequence[str]
         with torch.no_grad(), Recorder(model, sites, layouts=layouts, stop_early=True, axes=axes) as rec:
             for _, batch in iter_batches(reference, batch_size):
                 rec.forward(batch, forward)
-                check_fired({s: int(s in rec.canonical) for s in sites}, "reference activations for ablate")
+                rec.check_fired("reference activations for ablate")
                 for s in sites:
                     out[s].append(rec.canonical[s])
     finally:
@@ -479,7 +479,7 @@ def patching_sweep(model: nn.Module, clean: Any, corrupted: Any, sites: Sequence
                 with Recorder(model, resolved) as rec:         # the activations patched in
                     out_src = _metric_values(metric, run_forward(model, src, forward), tgt)
                 source = dict(rec.canonical)
-                check_fired({s.name: int(s.name in source) for s in resolved}, "patching_sweep")
+                rec.check_fired("patching_sweep")
                 with _capturing(model, reuse, b):              # the run patched into
                     out_base = _metric_values(metric, run_forward(model, base, forward), tgt)
                 clean_v.append(out_src if direction == "denoising" else out_base)

@@ -132,6 +132,12 @@ class Recorder:
                 self._cache = {k: v[-1] for k, v in self._calls.items()}
         return self._cache
 
+    def check_fired(self, what: str) -> None:
+        """Raise :class:`~scimech.errors.SiteNeverRanError` naming the sites that recorded nothing
+        in the last forward pass (``what``: the verb, for the message)."""
+        captured = self.canonical
+        check_fired({s.name: int(s.name in captured) for s in self.resolved}, what)
+
     @property
     def activations(self) -> dict[str, torch.Tensor]:
         """The captured tensors of the last forward pass, in the model's own axis order (as
@@ -325,7 +331,7 @@ def record(model: nn.Module, inputs: Any, sites: Sequence[str], *, batch_size: i
             site_attrs = _site_attrs(rec.resolved)
             for start, batch in batches:
                 rec.forward(batch, forward)
-                check_fired({s: int(s in rec.canonical) for s in sites}, "record")
+                rec.check_fired("record")
                 arrays = {s: _to_numpy(rec.canonical[s], dtype) for s in sites}
                 rows = batch_size_of(batch)
                 wrong = {s: a.shape for s, a in arrays.items() if a.ndim == 0 or a.shape[0] != rows}
