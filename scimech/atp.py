@@ -44,6 +44,7 @@ from typing import Any, Literal
 import numpy as np
 import torch
 import xarray as xr
+from scipy.stats import spearmanr
 from torch import nn
 
 from .attention import DecomposedMultiheadAttention
@@ -434,7 +435,6 @@ def ranking_agreement(estimated: xr.Dataset, exact: xr.Dataset, top: int = 8) ->
         ``top``; ``spearman``: Spearman rank correlation of the two scores over all sites;
         ``missed``: exact top sites the estimate ranked below ``top`` (comma-separated attr).
     """
-    from scipy.stats import spearmanr
 
     sites = list(exact["site"].values)
     est = estimated["score"].sel(site=sites).values

@@ -11,6 +11,7 @@ per-head output laid out head by head. :func:`decompose_attention` swaps every
 
 from __future__ import annotations
 
+import copy
 import math
 
 import torch
@@ -163,7 +164,6 @@ def decompose_attention(model: nn.Module, inplace: bool = True) -> nn.Module:
     nested-tensor packing of padded batches would bypass the decomposed attention. Outputs
     at real tokens are unchanged; at padded tokens torch's packed path returns zeros.
     """
-    import copy
 
     if not inplace:
         model = copy.deepcopy(model)

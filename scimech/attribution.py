@@ -8,6 +8,7 @@ captum's ``IntegratedGradients``, ``GradientShap``, ``LayerConductance`` and
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
@@ -47,7 +48,6 @@ def _submodule(model: nn.Module, path: str) -> nn.Module:
     try:
         return model.get_submodule(path)
     except AttributeError:
-        import difflib
 
         names = [n for n, _ in model.named_modules() if n]
         near = difflib.get_close_matches(path, names, n=5) or names[:5]

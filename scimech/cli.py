@@ -23,6 +23,9 @@ import time
 import traceback
 from pathlib import Path
 
+import pandas as pd
+
+from .errors import ScimechError
 from .options import whole
 from .report import Report
 from .study import FINDINGS_FILE, RECOVERY_FILE, apply_config, registered_studies
@@ -152,7 +155,6 @@ def _run_demo(args: argparse.Namespace) -> int:
         rows["seconds"].append(round(secs, 1))
         rows["planted truth"].append(truth)
         rows["report"].append(f"[{path}]({path})" if path else "")
-    import pandas as pd
 
     index.table(pd.DataFrame(rows).set_index("study"), caption="Studies")
     for name, (truth, found) in outcomes.items():
@@ -167,7 +169,6 @@ def _run_demo(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
-    from .errors import ScimechError
 
     try:
         args = parser.parse_args(argv)

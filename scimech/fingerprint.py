@@ -22,12 +22,15 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
+import sys
 import warnings
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from .results import atomic_write_text
 
 __all__ = ["fingerprint", "set_aside_stale", "read_fingerprint", "VOLATILE_ATTRS", "FINGERPRINT_FILE"]
 
@@ -194,7 +197,6 @@ def _feed(h, obj: Any, in_array: bool = False) -> None:
 
 def _is(obj: Any, module: str, name: str) -> bool:
     """``isinstance(obj, module.name)`` without importing ``module`` when nothing of it is in use."""
-    import sys
 
     mod = sys.modules.get(module)
     cls = getattr(mod, name, None) if mod is not None else None
@@ -249,7 +251,6 @@ def set_aside_stale(out_dir: str | os.PathLike, fp: str, name: str = FINGERPRINT
     Path or None
         Where the stale results went, or ``None`` when nothing was set aside.
     """
-    from .results import atomic_write_text
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -16,6 +16,7 @@ last site has fired.
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -250,7 +251,6 @@ def _site_dims(site: ResolvedSite, axes: Axes, ndim: int, stacked: bool) -> tupl
 def _unique_dims(dims: Mapping[str, list[str]], shapes: Mapping[str, tuple[int, ...]]) -> dict[str, list[str]]:
     """A shared dim name must mean one size: the most common size keeps the plain name, the
     other sites get theirs prefixed with the site name (``"<site>/feature"``)."""
-    from collections import Counter
 
     counts: dict[str, Counter] = {}
     for s, shp in shapes.items():

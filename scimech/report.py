@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
+import xarray as xr
 
 from .results import atomic_write_text, provenance
 
@@ -24,8 +26,6 @@ __all__ = ["Report"]
 
 
 def _to_frame(table: Any):
-    import pandas as pd
-    import xarray as xr
 
     if isinstance(table, pd.DataFrame):
         return table

@@ -23,6 +23,7 @@ import shutil
 import tempfile
 import warnings
 from collections.abc import Iterator, Mapping
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +49,6 @@ COMPLETE_MARKER = ".scimech-complete"
 
 def _version() -> str:
     try:
-        from importlib.metadata import version
 
         return version("scimech")
     except Exception:  # pragma: no cover - running from a source tree without install

@@ -7,6 +7,7 @@ would then depend on what ran before).
 
 from __future__ import annotations
 
+import inspect
 import warnings
 from collections.abc import Callable, Sequence
 
@@ -83,7 +84,6 @@ def bootstrap_ci(data: np.ndarray | Sequence[np.ndarray], statistic: Callable = 
 
 
 def _takes_axis(fn: Callable) -> bool:
-    import inspect
 
     if fn in (np.mean, np.median, np.std, np.var, np.sum):
         return True

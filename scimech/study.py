@@ -42,7 +42,11 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, Literal
 
+import yaml
+
+from .errors import ConfigError
 from .options import device, existing_path
+from .parallel import add_cluster_arguments, client_from_args
 from .results import atomic_write_text
 
 __all__ = ["Finding", "PlantedTruthRow", "Plan", "add_dry_run", "assess", "write_outcome", "recovery_line",
@@ -290,7 +294,6 @@ class Study(abc.ABC):
         if getattr(args, "dry_run", False):
             print(plan.text())
             return 0
-        from .parallel import client_from_args
 
         evidence = self.run(plan, client=client_from_args(args))
         write_outcome(plan.out, self.findings(evidence), self.recovery(evidence))
@@ -311,7 +314,6 @@ def add_study_options(parser: argparse.ArgumentParser, *, out_default: str | Non
     ``config_keys``: ``{key: what it sets}`` a ``--config`` file may hold beyond the command's
     options (the domain reads them from ``args.config_extra``).
     """
-    from .parallel import add_cluster_arguments
 
     g = parser.add_argument_group("study options (every study takes these)")
     g.add_argument("--out", type=Path, default=None if out_default is None else Path(out_default),
@@ -336,7 +338,6 @@ def add_study_options(parser: argparse.ArgumentParser, *, out_default: str | Non
 
 def read_config(path: str | Path) -> dict[str, Any]:
     """A ``--config`` file's mapping: TOML (``.toml``) or YAML (anything else), keys as strings."""
-    from .errors import ConfigError
 
     path = Path(path)
     text = path.read_text()
@@ -346,8 +347,6 @@ def read_config(path: str | Path) -> dict[str, Any]:
         except tomllib.TOMLDecodeError as err:
             raise ConfigError(f"{path}: not valid TOML ({err}).") from err
     else:
-        import yaml
-
         try:
             loaded = yaml.safe_load(text)
         except yaml.YAMLError as err:
@@ -360,7 +359,6 @@ def read_config(path: str | Path) -> dict[str, Any]:
 
 
 def _option_tokens(action: argparse.Action, key: str, value: Any, path: Path) -> list[str]:
-    from .errors import ConfigError
 
     flag = max(action.option_strings, key=len)
     if action.nargs == 0:  # a switch
@@ -382,7 +380,6 @@ def apply_config(root: argparse.ArgumentParser, argv: Sequence[str], args: argpa
     so a bad value in the file is refused exactly as on the command line. Keys the command
     declared in ``config_keys`` go to ``args.config_extra``; any other key is one clear error
     listing the keys the command takes."""
-    from .errors import ConfigError
 
     path = Path(args.config)
     values = read_config(path)
