@@ -1,21 +1,29 @@
-"""``scimech ocean synth | train | study | heatwaves | plot`` and the quick ``demo``.
+"""``scimech ocean synth | train | study | heatwaves | plot FOLDER`` and the quick ``demo``.
 
-Every command takes ``--config FILE.yaml`` (fields of :class:`~ocean.experiment.StudyConfig`;
-``synth:`` holds :class:`~ocean.synthetic.SynthConfig` fields) and ``--out``. ``train``,
-``study`` and ``heatwaves`` take ``--data PATH``: your zarr store or netCDF file, in the
-study's layout or with ORAS5 / NEMO / CMEMS names (:func:`ocean.data.open_store`).
+``study`` takes the options every study takes (:func:`scimech.study.add_study_options`:
+``--out --config --size {quick,medium,full} --data --device --cluster|--scheduler|--workers
+--dry-run``) and ``--seeds --regimes --epochs``. ``synth``, ``train`` and ``heatwaves`` take
+``--out``, ``--config`` and ``--size`` too (``train`` also ``--data`` and ``--device``,
+``heatwaves`` ``--data``). A ``--config`` file (YAML or TOML) is keyed by the command's
+option names (``seeds: [0, 1]``, ``epochs: 20``) plus the study settings that are not options
+(:data:`ocean.settings.CONFIG_KEYS`: ``synth:`` with :class:`~ocean.synthetic.SynthConfig`
+fields, ``lr``, ``window``, ``width``, ...); the command line wins over the file. ``--data
+PATH``: your zarr store or netCDF file, in the study's layout or with ORAS5 / NEMO / CMEMS
+names (:func:`ocean.data.open_store`).
+
+The commands import the study's modules (torch, xarray, dask, matplotlib) when they run, not
+when they are registered: ``scimech --help`` and every other command build this parser too.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import sys
-import time
 from pathlib import Path
 
-from scimech.options import existing_path, whole
-from scimech.study import Plan, add_dry_run
+from scimech.options import device, existing_path, whole
+from scimech.study import SIZES, add_study_options, print_outcome, write_outcome
+
+from .settings import CONFIG_KEYS, SYNTH_KEYS
 
 #: one line for `scimech --help` and `scimech demo` (the study contract, scimech.study)
 TITLE = "OceanCBM: concept bottleneck forecasts of mixed-layer heat content"
@@ -26,16 +34,25 @@ _DATA_HELP = ("your data: a zarr store or netCDF file in the study's layout or w
               "and units (mapped by ocean.data.open_store; see docs/ocean.md); default: the synthetic ocean")
 
 
-def _common(p: argparse.ArgumentParser, out_default: str) -> None:
-    p.add_argument("--config", type=existing_path(), default=None, help="YAML file of study settings")
-    p.add_argument("--out", type=Path, default=Path(out_default), help=f"output path (default: {out_default})")
-    p.add_argument("--full", action="store_true", help="full-size defaults (ORAS5-like; slow) instead of quick ones")
+
+def _settings_options(p: argparse.ArgumentParser, out_default: str, config_keys: dict[str, str]) -> None:
+    """``--out``, ``--config`` and ``--size`` of the ocean commands that are not ``study``, in the
+    shape :func:`scimech.study.add_study_options` gives ``study`` (``scimech.cli.main`` reads
+    the ``--config`` file)."""
+    p.add_argument("--out", type=Path, default=Path(out_default), metavar="PATH",
+                   help=f"output path (default: {out_default})")
+    p.add_argument("--config", type=existing_path("file"), default=None, metavar="FILE",
+                   help="YAML or TOML file keyed by option names and the study settings "
+                        f"({', '.join(config_keys)}); the command line wins over the file")
+    p.add_argument("--size", choices=SIZES, default="quick",
+                   help="the study's size whose defaults apply: quick, medium or full (see docs/ocean.md)")
+    for size in SIZES:  # short forms, as on `study`
+        p.add_argument(f"--{size}", dest="size", action="store_const", const=size, help=argparse.SUPPRESS)
+    p.set_defaults(config_extra={}, _config_keys=dict(config_keys))
 
 
 def register(subparsers) -> None:
     """Add the ``ocean`` command group to the ``scimech`` parser."""
-    from scimech.parallel import add_cluster_arguments
-
     p = subparsers.add_parser("ocean", help=TITLE,
                               description="OceanCBM on gridded ocean data: synthetic ocean, training, the "
                               "regimes x seeds study, marine heatwaves and figures.")
@@ -44,7 +61,7 @@ def register(subparsers) -> None:
 
     s = sub.add_parser("synth", help="write a synthetic mixed-layer ocean to zarr",
                        description="Generate the synthetic ocean (exact heat budget) and write a zarr v3 store.")
-    _common(s, "runs/ocean/ocean.zarr")
+    _settings_options(s, "runs/ocean/ocean.zarr", SYNTH_KEYS)
     s.add_argument("--members", type=whole(1), default=None)
     s.add_argument("--years", type=whole(1), default=None)
     s.add_argument("--grid", type=whole(2), nargs=2, metavar=("NY", "NX"), default=None)
@@ -54,8 +71,10 @@ def register(subparsers) -> None:
 
     t = sub.add_parser("train", help="train one regime / seed and print its skill",
                        description="Train one OceanCBM model on a zarr store (or the synthetic default).")
-    _common(t, "runs/ocean/train")
+    _settings_options(t, "runs/ocean/train", CONFIG_KEYS)
     t.add_argument("--data", type=existing_path(), default=None, help=_DATA_HELP)
+    t.add_argument("--device", type=device(), default="cpu",
+                   help="torch device for training and forward passes: cpu, cuda, cuda:N, mps or auto (default: cpu)")
     t.add_argument("--regime", default="mixed")
     t.add_argument("--seed", type=whole(0), default=0)
     t.add_argument("--epochs", type=whole(1), default=None)
@@ -63,38 +82,36 @@ def register(subparsers) -> None:
 
     st = sub.add_parser("study", help="regimes x seeds: skill, concept fidelity, cross-seed consistency",
                         description="Run the OceanCBM study (resumable: finished units are skipped) and write "
-                        "a report.")
-    _common(st, "runs/ocean/study")
-    st.add_argument("--data", type=existing_path(), default=None, help=_DATA_HELP)
-    st.add_argument("--seeds", type=whole(0), nargs="+", default=None)
-    st.add_argument("--regimes", nargs="+", default=None)
-    st.add_argument("--epochs", type=whole(1), default=None)
-    st.add_argument("--quick", action="store_true", help="quick defaults (the default unless --full)")
-    add_cluster_arguments(st)
-    add_dry_run(st)
+                        "a report. --size medium: 3 members x 16 years on a 20 x 28 grid, 5 seeds, width 16 "
+                        "(between quick and full; docs/ocean.md).")
+    add_study_options(st, out_default="runs/ocean/study", data_help=_DATA_HELP, config_keys=CONFIG_KEYS)
+    st.add_argument("--seeds", type=whole(0), nargs="+", default=None, help="default: the size's")
+    st.add_argument("--regimes", nargs="+", default=None, help="default: mixed prediction_only prescription_only")
+    st.add_argument("--epochs", type=whole(1), default=None, help="default: the size's")
     st.set_defaults(func=_study)
 
     h = sub.add_parser("heatwaves", help="Hobday marine heatwaves in MLHC vs SST",
                        description="Detect marine heatwaves (Hobday et al. 2016, any time step) in MLHC and SST.")
-    _common(h, "runs/ocean/heatwaves")
+    _settings_options(h, "runs/ocean/heatwaves", {"synth": CONFIG_KEYS["synth"]})
     h.add_argument("--data", type=existing_path(), default=None, help=_DATA_HELP)
     h.set_defaults(func=_heatwaves)
 
-    pl = sub.add_parser("plot", help="figures and report from a finished study folder")
-    pl.add_argument("--out", type=Path, default=Path("runs/ocean/study"), help="study folder")
+    pl = sub.add_parser("plot", help="figures and report from a finished study folder",
+                        description="Analyse the finished units of a study folder again and rewrite its "
+                        "findings, planted truth, figures and report.")
+    pl.add_argument("folder", type=Path, nargs="?", default=Path("runs/ocean/study"), metavar="FOLDER",
+                    help="a `scimech ocean study --out` folder or a `scimech demo` ocean folder "
+                         "(default: runs/ocean/study)")
     pl.set_defaults(func=_plot)
 
 
-def _cfg(args, **over):
-    from .experiment import load_config
-
-    return load_config(getattr(args, "config", None), quick=not getattr(args, "full", False), **over)
-
+# Each command imports what it needs when it runs (deliberately lazy: see the module docstring).
 
 def _synth(args) -> int:
     from . import data, synthetic
+    from .plan import config_from_args
 
-    cfg = _cfg(args)
+    cfg = config_from_args(args)
     syn = dict(cfg.synth)
     if args.members:
         syn["n_members"] = args.members
@@ -114,14 +131,20 @@ def _synth(args) -> int:
 
 
 def _train(args) -> int:
-    from .experiment import analyse, prepare_data, train_unit
+    import dataclasses
 
-    cfg = _cfg(args, data=str(args.data) if args.data else None, epochs=args.epochs)
-    path = prepare_data(cfg, args.out)
-    unit = train_unit(dataclasses.asdict(cfg), args.regime, args.seed, str(path), str(args.out / "checkpoints"),
-                      progress_bar=True)
     from scimech import results
 
+    from .evidence import analyse
+    from .plan import config_from_args
+    from .run import prepare_data
+    from .training import train_unit
+
+    cfg = config_from_args(args, data=str(args.data) if args.data else None, epochs=args.epochs,
+                           regimes=[args.regime], seeds=[args.seed])
+    path = prepare_data(cfg, args.out)
+    unit = train_unit(dataclasses.asdict(cfg), args.regime, args.seed, str(path), str(args.out / "checkpoints"),
+                      progress_bar=True, device=args.device)
     results.save(unit, args.out / f"{args.regime}_seed{args.seed}.nc", config=dataclasses.asdict(cfg), seed=args.seed)
     s = analyse({(args.regime, args.seed): unit})
     print(f"{args.regime} seed {args.seed}: RMSE {float(s.rmse[0, 0]):.1f} W m-2 (climatology "
@@ -130,58 +153,9 @@ def _train(args) -> int:
 
 
 def _study(args) -> int:
-    from scimech.parallel import client_from_args
+    from .study import OceanStudy
 
-    from .experiment import run_study
-    from .report import write_report
-
-    over = dict(data=str(args.data) if args.data else None, seeds=args.seeds, regimes=args.regimes,
-                epochs=args.epochs)
-    cfg = _cfg(args, **over)
-    if args.dry_run:
-        print(_plan(cfg, args.out).text())
-        return 0
-    client = client_from_args(args)
-    t0 = time.perf_counter()
-    summary, units = run_study(cfg, args.out, client=client, progress_bar=True)
-    md = write_report(args.out, summary, units, cfg, seconds=time.perf_counter() - t0)
-    print(summary[["cka_mean", "procrustes_mean", "free_abs_r_mean", "head_weight_cv_mean"]].to_dataframe())
-    _print_outcome(args.out)
-    print(f"Report: {md}")
-    return 0
-
-
-#: bench/RESULTS.md (ocean, `python -m bench.bench_scale`): one unit at 8 x 10 cells, 4 years, 2 members,
-#: 12 epochs took 3.88 s on one worker
-_BENCH_UNIT = (3.88, 8 * 10 * 4 * 2 * 12)
-
-
-def _plan(cfg, out) -> Plan:
-    """What ``scimech ocean study`` would run: regimes x seeds units, the data and their sizes."""
-    from .synthetic import SynthConfig
-
-    syn = {**dataclasses.asdict(SynthConfig()), **cfg.synth}
-    units = [f"{r}/seed={s}" for r in cfg.regimes for s in cfg.seeds]
-    sizes = {"regimes": ", ".join(cfg.regimes), "seeds": ", ".join(map(str, cfg.seeds)), "epochs": cfg.epochs}
-    if cfg.data:
-        sizes["data"] = cfg.data
-        per = None
-    else:
-        sizes["data"] = (f"synthetic ocean, {syn['n_members']} members x {syn['years']} years, "
-                         f"{syn['ny']} x {syn['nx']} grid")
-        work = syn["ny"] * syn["nx"] * syn["years"] * syn["n_members"] * cfg.epochs
-        per = _BENCH_UNIT[0] * work / _BENCH_UNIT[1]
-    return Plan("ocean study", units, sizes, per, "scaled by grid cells x years x members x epochs from "
-                "bench/RESULTS.md's 3.88 s unit", str(out))
-
-
-def _print_outcome(folder: Path) -> None:
-    """The planted-truth line and the findings :func:`ocean.report.write_outcome` wrote."""
-    for name in ("recovery.txt", "findings.txt"):
-        path = Path(folder) / name
-        if path.is_file():
-            lines = path.read_text().splitlines()
-            print("\n".join(lines[:1] if name == "recovery.txt" else lines))
+    return OceanStudy().execute(args)
 
 
 def _heatwaves(args) -> int:
@@ -189,12 +163,14 @@ def _heatwaves(args) -> int:
 
     from . import data, heatwaves, synthetic
     from .errors import require_vars
+    from .plan import config_from_args
 
+    cfg = config_from_args(args)
     if args.data:
         ds = data.open_store(args.data, validate_schema=False)
         require_vars(ds, ["mlhc", "sst"], where=f"heatwaves on {args.data}")
     else:
-        ds = synthetic.generate(synthetic.SynthConfig(**_cfg(args).synth))
+        ds = synthetic.generate(synthetic.SynthConfig(**cfg.synth))
     cmp = heatwaves.compare_mlhc_sst(ds[["mlhc", "sst"]].compute())
     path = results.save(cmp, Path(args.out) / "heatwaves.nc")
     print(f"MHW fraction MLHC {float(cmp.mhw_fraction_mlhc.mean()):.3f}, SST {float(cmp.mhw_fraction_sst.mean()):.3f}, "
@@ -203,52 +179,50 @@ def _heatwaves(args) -> int:
 
 
 def _plot(args) -> int:
-    from scimech import results
+    from .study import OceanStudy, load_evidence
 
-    from .experiment import StudyConfig, analyse
-    from .report import write_report
-
-    store = results.UnitStore(Path(args.out) / "units")
-    units = {}
-    for k in store.keys():
-        u = store.load(k)
-        units[(u.attrs["regime"], int(u.attrs["seed"]))] = u
-    if not units:
-        print(f"No finished units in {args.out}; run `scimech ocean study --out {args.out}` first.", file=sys.stderr)
-        return 2
-    first = next(iter(units.values()))
-    import json
-
-    cfg = StudyConfig(**json.loads(first.attrs["study_config"])) if "study_config" in first.attrs else StudyConfig()
-    data = Path(args.out) / "ocean.zarr"
-    md = write_report(args.out, analyse(units), units, cfg, data=data if data.exists() else None)
-    _print_outcome(args.out)
-    print(f"Report: {md}")
+    study, evidence = OceanStudy(), load_evidence(args.folder)
+    write_outcome(args.folder, study.findings(evidence), study.recovery(evidence))
+    path = _report(study, evidence, args.folder)
+    print_outcome(args.folder)
+    print(f"Report: {path}")
     return 0
+
+
+def _report(study, evidence, out: Path) -> Path:
+    from scimech.study import Plan
+
+    return study.report(evidence, Plan("ocean study", [], {}, out=str(out)))
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="scimech")
+    register(parser.add_subparsers(dest="command"))
+    return parser
 
 
 def demo(out_dir: Path, quick: bool = True) -> Path:
     """Run the quick study (3 regimes x 3 seeds on the synthetic ocean) and write a report.
 
-    Writes ``out_dir/report.md`` (+ html, figures), ``out_dir/recovery.txt`` (first line:
-    ``ocean planted truth: K of N recovered (...)``, then the planted truth vs what the
-    study found, :mod:`ocean.recovery`) and ``out_dir/findings.txt`` (one line per reference
-    finding with its verdict); the study's units and ``summary.nc`` go to ``out_dir/run``.
-    Returns the path of ``report.md``.
+    The same :class:`~ocean.study.OceanStudy` as ``scimech ocean study --size quick`` (``full``
+    with ``quick=False``). Writes ``out_dir/report.md`` (+ html, figures),
+    ``out_dir/recovery.txt`` (first line: ``ocean planted truth: K of N recovered (...)``, then
+    the planted truth vs what the study found, :mod:`ocean.recovery`) and
+    ``out_dir/findings.txt`` (one line per reference finding with its verdict); the study's
+    units and ``summary.nc`` go to ``out_dir/run``. Returns the path of ``report.md``.
     """
-    from .experiment import StudyConfig, run_study
-    from .report import write_report
+    from .study import OceanStudy
 
-    out_dir = Path(out_dir)
-    cfg = StudyConfig.quick() if quick else StudyConfig.full()
-    t0 = time.perf_counter()
-    summary, units = run_study(cfg, out_dir / "run")
-    return write_report(out_dir, summary, units, cfg, seconds=time.perf_counter() - t0, data=out_dir / "run" / "ocean.zarr")
+    args = _parser().parse_args(["ocean", "study", "--out", str(out_dir), "--size", "quick" if quick else "full"])
+    study = OceanStudy(run_subfolder="run", progress_bar=False)
+    plan = study.plan(args)
+    evidence = study.run(plan)
+    write_outcome(plan.out, study.findings(evidence), study.recovery(evidence))
+    return study.report(evidence, plan)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="scimech-ocean")
-    sub = parser.add_subparsers(dest="command")
-    register(sub)
-    args = parser.parse_args(["ocean", *(argv or [])])
-    return int(args.func(args) or 0)
+    """``scimech ocean ...`` (the same parser and ``--config`` handling as ``scimech``)."""
+    from scimech.cli import main as scimech_main  # scimech.cli loads this module to register it
+
+    return scimech_main(["ocean", *(argv or [])])

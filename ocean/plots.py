@@ -13,6 +13,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import xarray as xr  # noqa: E402
 
+from .evidence import SEASONS  # noqa: E402
+
 __all__ = ["map_panel", "maps_figure", "cka_heatmaps", "head_weights_figure", "ensemble_spread_figure",
            "seasonal_skill_maps", "attribution_figure", "skill_figure"]
 
@@ -129,8 +131,6 @@ def ensemble_spread_figure(ds: xr.Dataset, var: str = "mlhc") -> plt.Figure:
 
 def seasonal_skill_maps(unit: xr.Dataset) -> plt.Figure:
     """Anomaly correlation per point and season (test months of all members)."""
-    from .experiment import SEASONS
-
     mon = np.asarray([np.datetime64(t, "M").astype(int) % 12 + 1 for t in unit["time"].values])
     fig, axes = plt.subplots(1, 4, figsize=(16, 3), constrained_layout=True)
     pa = unit["y_pred"] - unit["y_clim"]

@@ -107,6 +107,145 @@ class _AR1:
         return self.state
 
 
+class _World:
+    """The synthetic ocean's grid, calendar, climatologies and stochastic drivers (drawn from
+    one generator in a fixed order, so a seed gives one ocean), and its daily heat budget."""
+
+    def __init__(self, cfg: SynthConfig):
+        self.cfg = cfg
+        rng = np.random.default_rng(cfg.seed)
+        self.lat = lat = np.linspace(cfg.lat[0], cfg.lat[1], cfg.ny)
+        self.lon = lon = np.linspace(cfg.lon[0], cfg.lon[1], cfg.nx)
+        self.mask = _land_mask(lat, lon)
+        self.ok = self.mask.astype(bool)
+        self.M = M = cfg.n_members
+        dates = pd.date_range(cfg.start, periods=int(round(cfg.years * 365.25)), freq="D")
+        # whole months only
+        month_start = dates.to_period("M")
+        last_full = month_start[-1] if dates[-1].is_month_end else month_start[-1] - 1
+        self.dates = dates = dates[month_start <= last_full]
+        self.ndays = len(dates)
+        self.doy = np.asarray(dates.day_of_year)
+        self.La, self.Lo = La, Lo = np.meshgrid(lat, lon, indexing="ij")
+        self.f = coriolis(La)
+        self.yrel = yrel = (La - lat[0]) / (lat[-1] - lat[0])
+        # climatologies
+        self.t_air_mean = 24.0 - 0.45 * (La - lat[0])
+        self.t_air_amp = 2.0 + 0.1 * (La - lat[0])
+        self.t_b_clim = 15.0 - 0.25 * (La - lat[0])
+        self.h_min, self.h_max = 20.0, 60.0 + 5.0 * (La - lat[0])
+        self.eta_gyre = 0.35 * np.sin(np.pi * yrel) * (1 - 0.5 * (Lo - lon[0]) / (lon[-1] - lon[0]))
+        self.tau_u_clim = -0.08 * np.cos(np.pi * yrel)  # trades in the south, westerlies in the north
+        # member-varying stochastic drivers
+        self.modes = modes = _modes(lat, lon, 6, rng)
+        self.weather = _AR1((M, modes.shape[0]), cfg.weather_tau_days, rng)
+        self.wind = _AR1((M, 2, modes.shape[0]), cfg.weather_tau_days, rng)
+        self.mldn = _AR1((M, modes.shape[0]), cfg.mld_tau_days, rng)
+        self.tbn = _AR1((M, modes.shape[0]), 60.0, rng)
+        self.e_lat = rng.uniform(lat[0] + 3, lat[-1] - 3, size=(M, cfg.n_eddies))
+        self.e_lon0 = rng.uniform(lon[0], lon[-1], size=(M, cfg.n_eddies))
+        self.e_sign = rng.choice([-1.0, 1.0], size=(M, cfg.n_eddies))
+        self.e_speed = cfg.eddy_speed_deg_day * rng.uniform(0.6, 1.4, size=(M, cfg.n_eddies))
+        # initial temperature
+        self.T0 = np.broadcast_to(self.t_air_mean, (M, *La.shape)).copy() + 0.3 * rng.standard_normal((M, *La.shape))
+
+    def mld_at(self, n, noise):
+        s = ((1 + np.cos(2 * np.pi * (self.doy[n] - 70) / 365.25)) / 2) ** 2
+        base = self.h_min + (self.h_max - self.h_min) * s
+        return np.maximum(10.0, base * np.exp(self.cfg.mld_noise * np.einsum("mk,kij->mij", noise, self.modes) / 2))
+
+    def eddies_at(self, n):
+        lon, La, Lo, cfg = self.lon, self.La, self.Lo, self.cfg
+        span = lon[-1] - lon[0]
+        pos = lon[0] + np.mod(self.e_lon0 - self.e_speed * n - lon[0], span)
+        d2 = ((La[None, None] - self.e_lat[..., None, None]) ** 2
+              + ((Lo[None, None] - pos[..., None, None]) * np.cos(np.deg2rad(La))[None, None]) ** 2)
+        return (cfg.eddy_amp * self.e_sign[..., None, None] * np.exp(-d2 / (2 * cfg.eddy_radius_deg**2))).sum(1)
+
+    def day(self, n: int, T: np.ndarray, h: np.ndarray) -> tuple[np.ndarray, dict, dict]:
+        """Day ``n`` from temperature ``T`` and mixed-layer depth ``h``: the next day's depth,
+        the budget terms (W m-2; 0 on land) and the fields stored."""
+        cfg, lat, lon, ok, modes = self.cfg, self.lat, self.lon, self.ok, self.modes
+        rc = RHO0 * CP0
+        dt = SECONDS_PER_DAY
+        h_next = self.mld_at(n + 1 if n + 1 < self.ndays else n, self.mldn.step())
+        w = self.weather.step()
+        wn = self.wind.step()
+        season = np.sin(2 * np.pi * (self.doy[n] - 80) / 365.25)
+        t_air = self.t_air_mean + self.t_air_amp * season
+        q_rad = 110.0 * season * (1.0 - 0.4 * self.yrel) + 10.0
+        q_surf = q_rad + cfg.weather_amp * np.einsum("mk,kij->mij", w, modes) / 2 - cfg.gamma * (T - t_air)
+        tauu = self.tau_u_clim + cfg.wind_noise * np.einsum("mk,kij->mij", wn[:, 0], modes) / 2
+        tauv = cfg.wind_noise * np.einsum("mk,kij->mij", wn[:, 1], modes) / 2
+        eta_e = self.eddies_at(n)
+        eta = self.eta_gyre + eta_e
+        t_b = self.t_b_clim + 0.5 * np.einsum("mk,kij->mij", self.tbn.step(), modes) / 2
+        t_b = np.minimum(t_b, T - 0.1)
+        f = self.f
+        u_ek, v_ek = tauv / (RHO0 * f * h), -tauu / (RHO0 * f * h)
+        u_g = -(G / f) * grid.ddy(eta, lat, lon, ok)
+        v_g = (G / f) * grid.ddx(eta, lat, lon, ok)
+        u_g, v_g = np.nan_to_num(u_g), np.nan_to_num(v_g)
+        q_ek = -rc * h * grid.upwind_advection(T, u_ek, v_ek, lat, lon, ok)
+        q_geo = -rc * h * grid.upwind_advection(T, u_g, v_g, lat, lon, ok)
+        dh = (h_next - h) / dt
+        q_entr = rc * dh * np.where(dh > 0, t_b, T)
+        q_diff = rc * cfg.kappa * grid.laplacian(T, lat, lon, ok, weight=h)
+        q_hid = cfg.hidden_coeff * eta_e
+        terms = {"q_surf": q_surf, "q_ekman": q_ek, "q_geo": q_geo, "q_entr": q_entr, "q_diff": q_diff,
+                 "q_hidden": q_hid}
+        for k in terms:
+            terms[k] = np.where(ok, terms[k], 0.0)
+        vals = {"sst": T, "zos": eta, "tauu": tauu, "tauv": tauv, "qnet": terms["q_surf"], "mld": h, "t_sub": t_b,
+                **terms}
+        return h_next, terms, vals
+
+
+def _integrate(world: _World) -> dict[str, np.ndarray]:
+    """Step the heat content daily (forward Euler) and sum every field over each output period.
+
+    Returns the period means (``means``), the exact tendency over each period
+    (``tendency``: (H_end - H_start) / duration), the days per period (``counts``) and the
+    period start times (``time``).
+    """
+    cfg, La, M, ndays, dates = world.cfg, world.La, world.M, world.ndays, world.dates
+    dt = SECONDS_PER_DAY
+    rc = RHO0 * CP0
+    T = world.T0
+    h_next = world.mld_at(0, world.mldn.state)
+    period = (dates.year - dates[0].year) * 12 + dates.month - dates[0].month if cfg.output == "monthly" \
+        else np.arange(ndays)
+    period = np.asarray(period)
+    P = int(period.max()) + 1
+    names = [*INPUTS, *CONCEPTS, "mlhc"]
+    sums = {k: np.zeros((M, P, *La.shape)) for k in names}
+    counts = np.bincount(period, minlength=P).astype(float)
+    H_start = np.zeros((M, P, *La.shape))
+    H_end = np.zeros((M, P, *La.shape))
+    h = h_next
+    H = rc * h * T
+    for n in range(ndays):
+        p = period[n]
+        if n == 0 or period[n - 1] != p:
+            H_start[:, p] = H
+        T = H / (rc * h)
+        h_next, terms, vals = world.day(n, T, h)
+        vals["mlhc"] = H
+        for k in names:
+            sums[k][:, p] += vals[k]
+        H = H + dt * sum(terms.values())
+        h = h_next
+        if n == ndays - 1 or period[n + 1] != p:
+            H_end[:, p] = H
+    means = {k: v / counts[None, :, None, None] for k, v in sums.items()}
+    tend = (H_end - H_start) / (counts[None, :, None, None] * dt)
+    if cfg.output == "monthly":
+        tcoord = pd.date_range(dates[0], periods=P, freq="MS").to_numpy()
+    else:
+        tcoord = dates.to_numpy()
+    return {"means": means, "tendency": tend, "counts": counts, "time": tcoord}
+
+
 def generate(config: SynthConfig | None = None, **overrides) -> xr.Dataset:
     """Run the synthetic mixed-layer ocean.
 
@@ -128,116 +267,14 @@ def generate(config: SynthConfig | None = None, **overrides) -> xr.Dataset:
         cfg = SynthConfig(**{**asdict(cfg), **overrides})
     if cfg.output not in ("monthly", "daily"):
         raise ValueError(f"output must be 'monthly' or 'daily'; got {cfg.output!r}.")
-    rng = np.random.default_rng(cfg.seed)
-    lat = np.linspace(cfg.lat[0], cfg.lat[1], cfg.ny)
-    lon = np.linspace(cfg.lon[0], cfg.lon[1], cfg.nx)
-    mask = _land_mask(lat, lon)
-    ok = mask.astype(bool)
-    M = cfg.n_members
-    dates = pd.date_range(cfg.start, periods=int(round(cfg.years * 365.25)), freq="D")
-    # whole months only
-    month_start = dates.to_period("M")
-    last_full = month_start[-1] if dates[-1].is_month_end else month_start[-1] - 1
-    dates = dates[month_start <= last_full]
-    ndays = len(dates)
-    doy = np.asarray(dates.day_of_year)
-    dt = SECONDS_PER_DAY
-    rc = RHO0 * CP0
+    world = _World(cfg)
+    return _dataset(world, _integrate(world))
 
-    La, Lo = np.meshgrid(lat, lon, indexing="ij")
-    f = coriolis(La)
-    yrel = (La - lat[0]) / (lat[-1] - lat[0])
-    # climatologies
-    t_air_mean = 24.0 - 0.45 * (La - lat[0])
-    t_air_amp = 2.0 + 0.1 * (La - lat[0])
-    t_b_clim = 15.0 - 0.25 * (La - lat[0])
-    h_min, h_max = 20.0, 60.0 + 5.0 * (La - lat[0])
-    eta_gyre = 0.35 * np.sin(np.pi * yrel) * (1 - 0.5 * (Lo - lon[0]) / (lon[-1] - lon[0]))
-    tau_u_clim = -0.08 * np.cos(np.pi * yrel)  # trades in the south, westerlies in the north
-    # member-varying stochastic drivers
-    modes = _modes(lat, lon, 6, rng)
-    weather = _AR1((M, modes.shape[0]), cfg.weather_tau_days, rng)
-    wind = _AR1((M, 2, modes.shape[0]), cfg.weather_tau_days, rng)
-    mldn = _AR1((M, modes.shape[0]), cfg.mld_tau_days, rng)
-    tbn = _AR1((M, modes.shape[0]), 60.0, rng)
-    e_lat = rng.uniform(lat[0] + 3, lat[-1] - 3, size=(M, cfg.n_eddies))
-    e_lon0 = rng.uniform(lon[0], lon[-1], size=(M, cfg.n_eddies))
-    e_sign = rng.choice([-1.0, 1.0], size=(M, cfg.n_eddies))
-    e_speed = cfg.eddy_speed_deg_day * rng.uniform(0.6, 1.4, size=(M, cfg.n_eddies))
-    span = lon[-1] - lon[0]
 
-    def mld_at(n, noise):
-        s = ((1 + np.cos(2 * np.pi * (doy[n] - 70) / 365.25)) / 2) ** 2
-        base = h_min + (h_max - h_min) * s
-        return np.maximum(10.0, base * np.exp(cfg.mld_noise * np.einsum("mk,kij->mij", noise, modes) / 2))
-
-    def eddies_at(n):
-        pos = lon[0] + np.mod(e_lon0 - e_speed * n - lon[0], span)
-        d2 = ((La[None, None] - e_lat[..., None, None]) ** 2
-              + ((Lo[None, None] - pos[..., None, None]) * np.cos(np.deg2rad(La))[None, None]) ** 2)
-        return (cfg.eddy_amp * e_sign[..., None, None] * np.exp(-d2 / (2 * cfg.eddy_radius_deg**2))).sum(1)
-
-    # initial state
-    T = np.broadcast_to(t_air_mean, (M, *La.shape)).copy() + 0.3 * rng.standard_normal((M, *La.shape))
-    h_next = mld_at(0, mldn.state)
-    period = (dates.year - dates[0].year) * 12 + dates.month - dates[0].month if cfg.output == "monthly" \
-        else np.arange(ndays)
-    period = np.asarray(period)
-    P = int(period.max()) + 1
-    names = [*INPUTS, *CONCEPTS, "mlhc"]
-    sums = {k: np.zeros((M, P, *La.shape)) for k in names}
-    counts = np.bincount(period, minlength=P).astype(float)
-    H_start = np.zeros((M, P, *La.shape))
-    H_end = np.zeros((M, P, *La.shape))
-    h = h_next
-    H = rc * h * T
-    for n in range(ndays):
-        p = period[n]
-        if n == 0 or period[n - 1] != p:
-            H_start[:, p] = H
-        T = H / (rc * h)
-        h_next = mld_at(n + 1 if n + 1 < ndays else n, mldn.step())
-        w = weather.step()
-        wn = wind.step()
-        season = np.sin(2 * np.pi * (doy[n] - 80) / 365.25)
-        t_air = t_air_mean + t_air_amp * season
-        q_rad = 110.0 * season * (1.0 - 0.4 * yrel) + 10.0
-        q_surf = q_rad + cfg.weather_amp * np.einsum("mk,kij->mij", w, modes) / 2 - cfg.gamma * (T - t_air)
-        tauu = tau_u_clim + cfg.wind_noise * np.einsum("mk,kij->mij", wn[:, 0], modes) / 2
-        tauv = cfg.wind_noise * np.einsum("mk,kij->mij", wn[:, 1], modes) / 2
-        eta_e = eddies_at(n)
-        eta = eta_gyre + eta_e
-        t_b = t_b_clim + 0.5 * np.einsum("mk,kij->mij", tbn.step(), modes) / 2
-        t_b = np.minimum(t_b, T - 0.1)
-        u_ek, v_ek = tauv / (RHO0 * f * h), -tauu / (RHO0 * f * h)
-        u_g = -(G / f) * grid.ddy(eta, lat, lon, ok)
-        v_g = (G / f) * grid.ddx(eta, lat, lon, ok)
-        u_g, v_g = np.nan_to_num(u_g), np.nan_to_num(v_g)
-        q_ek = -rc * h * grid.upwind_advection(T, u_ek, v_ek, lat, lon, ok)
-        q_geo = -rc * h * grid.upwind_advection(T, u_g, v_g, lat, lon, ok)
-        dh = (h_next - h) / dt
-        q_entr = rc * dh * np.where(dh > 0, t_b, T)
-        q_diff = rc * cfg.kappa * grid.laplacian(T, lat, lon, ok, weight=h)
-        q_hid = cfg.hidden_coeff * eta_e
-        terms = {"q_surf": q_surf, "q_ekman": q_ek, "q_geo": q_geo, "q_entr": q_entr, "q_diff": q_diff,
-                 "q_hidden": q_hid}
-        for k in terms:
-            terms[k] = np.where(ok, terms[k], 0.0)
-        vals = {"sst": T, "zos": eta, "tauu": tauu, "tauv": tauv, "qnet": terms["q_surf"], "mld": h, "t_sub": t_b,
-                "mlhc": H, **terms}
-        for k in names:
-            sums[k][:, p] += vals[k]
-        H = H + dt * sum(terms.values())
-        h = h_next
-        if n == ndays - 1 or period[n + 1] != p:
-            H_end[:, p] = H
-    means = {k: v / counts[None, :, None, None] for k, v in sums.items()}
-    tend = (H_end - H_start) / (counts[None, :, None, None] * dt)
-    if cfg.output == "monthly":
-        tcoord = pd.date_range(dates[0], periods=P, freq="MS").to_numpy()
-    else:
-        tcoord = dates.to_numpy()
-    land = ~ok
+def _dataset(world: _World, run: dict) -> xr.Dataset:
+    """The period means and tendency as a CF-labelled dataset (land NaN)."""
+    cfg, mask, means, tend, counts = world.cfg, world.mask, run["means"], run["tendency"], run["counts"]
+    land = ~world.ok
     data_vars = {}
     for k in [*INPUTS, *CONCEPTS, "mlhc"]:
         arr = np.where(land[None, None], np.nan, means[k]).astype(np.float64)
@@ -252,14 +289,14 @@ def generate(config: SynthConfig | None = None, **overrides) -> xr.Dataset:
     ds = xr.Dataset(
         data_vars,
         coords={
-            "member": ("member", np.arange(M), {"long_name": "ensemble member"}),
-            "time": ("time", tcoord, {"standard_name": "time", "long_name": "start of averaging period"}),
-            "lat": ("lat", lat, {"units": "degrees_north", "standard_name": "latitude"}),
-            "lon": ("lon", lon, {"units": "degrees_east", "standard_name": "longitude"}),
+            "member": ("member", np.arange(world.M), {"long_name": "ensemble member"}),
+            "time": ("time", run["time"], {"standard_name": "time", "long_name": "start of averaging period"}),
+            "lat": ("lat", world.lat, {"units": "degrees_north", "standard_name": "latitude"}),
+            "lon": ("lon", world.lon, {"units": "degrees_east", "standard_name": "longitude"}),
             "period_days": ("time", counts, {"units": "d", "long_name": "days averaged"}),
         },
         attrs={"title": "scimech synthetic mixed-layer ocean", "Conventions": "CF-1.10",
-               "source": "ocean.synthetic.generate", "rho0": RHO0, "cp0": CP0, "time_step_s": dt,
+               "source": "ocean.synthetic.generate", "rho0": RHO0, "cp0": CP0, "time_step_s": SECONDS_PER_DAY,
                "output": cfg.output, "config": str(asdict(cfg)),
                "description": "MLHC budget: dmlhc_dt = q_surf + q_ekman + q_geo + q_entr + q_diff + q_hidden"},
     )

@@ -5,14 +5,14 @@ import pandas as pd
 import pytest
 import xarray as xr
 
-from ocean import experiment, report
+from ocean import evidence, findings
 from ocean.synthetic import CONCEPTS, PRESCRIBED
 
 NS, NY, NX = 24, 4, 5
 
 
 def fake_unit(c_pred: np.ndarray, c_true: np.ndarray, regime: str, seed: int, head=None) -> xr.Dataset:
-    """A unit with the variables :func:`experiment.analyse` reads; y = sum of true concepts."""
+    """A unit with the variables :func:`evidence.analyse` reads; y = sum of true concepts."""
     names = [*PRESCRIBED, "free_0"][: c_pred.shape[1]]
     y = c_true.sum(1)
     return xr.Dataset(
@@ -40,7 +40,7 @@ def test_channel_agreement_is_the_signed_r_of_same_named_channels(truth):
     noisy = base + rng.standard_normal(base.shape)  # a third seed: unit noise on each channel
     units = {("mixed", 0): fake_unit(base, truth, "mixed", 0), ("mixed", 1): fake_unit(flipped, truth, "mixed", 1),
              ("mixed", 2): fake_unit(noisy, truth, "mixed", 2)}
-    s = experiment.analyse(units)
+    s = evidence.analyse(units)
     a = s["channel_agreement"].sel(regime="mixed")
     # hand computation: r(x, -x) = -1, r(x, x) = 1; 6 channels
     assert float(a.sel(seed=0, seed_other=1)) == pytest.approx((5 - 1) / 6, abs=1e-12)
@@ -59,7 +59,7 @@ def test_hidden_probe_finds_a_channel_equal_to_the_hidden_flux(truth):
     rng = np.random.default_rng(2)
     exact = truth.copy()  # free_0 = q_hidden exactly
     junk = rng.standard_normal(truth.shape)  # no channel knows q_hidden
-    s = experiment.analyse({("mixed", 0): fake_unit(exact, truth, "mixed", 0),
+    s = evidence.analyse({("mixed", 0): fake_unit(exact, truth, "mixed", 0),
                             ("prediction_only", 0): fake_unit(junk, truth, "prediction_only", 0)})
     assert float(s["hidden_probe_r2"].sel(regime="mixed", seed=0)) == pytest.approx(1.0, abs=1e-6)
     # 6 junk channels, 240 held-out points: R2 of an unrelated probe is about 0 (<= 0.05 by far)
@@ -74,10 +74,10 @@ def test_verdict_names_the_most_consistent_regime_per_measure(truth):
         units[("mixed", seed)] = fake_unit(truth + 0.01 * rng.standard_normal(truth.shape), truth, "mixed", seed)
         units[("prediction_only", seed)] = fake_unit(rng.standard_normal(truth.shape), truth, "prediction_only",
                                                      seed, head=rng.uniform(0.5, 1.5, 6))
-    s = experiment.analyse(units)
-    rank = report.consistency_ranking(s)
+    s = evidence.analyse(units)
+    rank = findings.consistency_ranking(s)
     assert rank.loc["channel agreement (signed r of the same channel)", "most consistent"] == "mixed"
-    text = report.verdict(s)
+    text = findings.verdict(s)
     assert "most consistent: mixed" in text
     # same skill (y_pred = y_true + 1 everywhere) and mixed first on agreement and CKA
     assert "is reproduced here" in text
@@ -91,8 +91,8 @@ def test_verdict_counts_pairwise_wins(truth):
         # prescription_only: the five named channels exactly the truth in both seeds (no free channel)
         units[("prescription_only", seed)] = fake_unit(truth[:, :5].copy(), truth, "prescription_only", seed,
                                                        head=np.ones(5))
-    s = experiment.analyse(units)
-    text = report.verdict(s)
+    s = evidence.analyse(units)
+    text = findings.verdict(s)
     # identical channels give agreement 1 and CKA 1 for prescription_only: mixed cannot beat it on those
     assert float(s["channel_agreement_mean"].sel(regime="prescription_only")) == pytest.approx(1.0, abs=1e-12)
     assert "NOT reproduced" in text and "than prescription_only on" in text

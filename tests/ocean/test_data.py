@@ -133,7 +133,7 @@ def test_budget_head_reproduces_the_target_from_the_true_concepts():
     # head started at the budget identity maps the true (normalised) concepts to the target
     import torch
 
-    from ocean import experiment
+    from ocean import training
     from ocean.model import build_model
 
     ds = synthetic.generate(n_members=1, years=3, ny=6, nx=8, seed=4, hidden_coeff=0.0)
@@ -142,7 +142,7 @@ def test_budget_head_reproduces_the_target_from_the_true_concepts():
     for scaling in ("own", "target"):
         norm = data.fit_normalizer(ds, s.train, window=3, lead=1, concept_scaling=scaling)
         model = build_model(3 * len(synthetic.INPUTS), synthetic.PRESCRIBED, 1, width=4, seed=0)
-        experiment._budget_head(model, norm, 1)
+        training._budget_head(model, norm, 1)
         item = data.WindowDataset(ds, s.test, norm, window=3, lead=1)[2]
         c = torch.cat([item["c"], torch.zeros(1, *item["c"].shape[1:])])[None]  # free concept = 0
         with torch.no_grad():

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ocean import experiment, report
+from ocean import evidence, findings, plan
 from ocean.synthetic import CONCEPTS
 
 from .test_analysis import NS, NX, NY, fake_unit
@@ -23,20 +23,20 @@ def _units(seeds):
 
 
 def test_one_seed_leaves_the_consistency_finding_not_assessed():
-    s = experiment.analyse(_units([0]))
+    s = evidence.analyse(_units([0]))
     assert np.isnan(float(s["channel_agreement_mean"].sel(regime="mixed")))   # no seed pair: no number
-    skill, consistency = report.findings(s)
+    skill, consistency = findings.findings(s)
     assert skill.verdict in ("REPRODUCED", "NOT reproduced")                 # skill needs one seed only
     assert consistency.verdict == "NOT ASSESSED"
     assert "seeds: 1 where at least 2 are needed" in consistency.reason
-    line = report.findings_lines(s)[1]
+    line = findings.findings_lines(s)[1]
     assert line.startswith("NOT ASSESSED: mixed supervision gives a more consistent bottleneck")
-    assert "NOT reproduced" not in report.verdict(s) and "NOT ASSESSED here" in report.verdict(s)
+    assert "NOT reproduced" not in findings.verdict(s) and "NOT ASSESSED here" in findings.verdict(s)
 
 
 def test_two_seeds_are_assessed():
-    s = experiment.analyse(_units([0, 1]))
-    assert report.findings(s)[1].verdict == "REPRODUCED"   # mixed's seeds agree, prediction-only's do not
+    s = evidence.analyse(_units([0, 1]))
+    assert findings.findings(s)[1].verdict == "REPRODUCED"   # mixed's seeds agree, prediction-only's do not
 
 
 def test_a_planted_truth_cell_without_an_interval_is_not_assessed():
@@ -71,5 +71,5 @@ def test_config_settings_out_of_range_are_refused_before_any_work(tmp_path):
         path = tmp_path / "c.yaml"
         path.write_text(text + "\n")
         with pytest.raises(ConfigError, match=why):
-            experiment.load_config(path)
-    assert experiment.load_config(None).epochs >= 1      # the defaults pass their own checks
+            plan.load_config(path)
+    assert plan.load_config(None).epochs >= 1      # the defaults pass their own checks

@@ -13,7 +13,9 @@ import pandas as pd
 import pytest
 import xarray as xr
 
-from ocean import data, experiment, recovery, report
+from ocean import data, evidence, findings, recovery, training
+from ocean import study as ocean_study
+from ocean.plan import StudyConfig
 from ocean.synthetic import CONCEPTS, PRESCRIBED
 
 from .test_training import planted_dataset
@@ -23,7 +25,7 @@ HIDDEN = CONCEPTS.index("q_hidden")
 
 
 def unit(c_pred, c_true, regime, seed=0, head=None, head_true=None) -> xr.Dataset:
-    """A unit with what :func:`recovery.recovery` reads (as :func:`experiment.train_unit` writes it)."""
+    """A unit with what :func:`recovery.recovery` reads (as :func:`training.train_unit` writes it)."""
     names = [*PRESCRIBED, "free_0"][: c_pred.shape[1]]
     u = xr.Dataset(
         {"c_true": (("sample", "true_concept", "lat", "lon"), c_true),
@@ -170,9 +172,9 @@ def tiny_world(hidden: str) -> xr.Dataset:
 def train_mixed(ds, tmp_path, name):
     store = data.write_zarr(data.validate(ds), tmp_path / f"{name}.zarr", time_chunk=10)
     # L2 and lambda 0.8 -> 0.5 as in test_training (converges in 25 epochs on this exact linear world)
-    cfg = experiment.StudyConfig(synth={}, window=2, lead=1, epochs=25, lr=5e-3, batch_size=8, width=16,
+    cfg = StudyConfig(synth={}, window=2, lead=1, epochs=25, lr=5e-3, batch_size=8, width=16,
                                  fractions=[0.6, 0.2, 0.2], loss="l2", lam_min=0.5)
-    return experiment.train_unit(dataclasses.asdict(cfg), "mixed", 0, str(store), str(tmp_path / f"ck_{name}"))
+    return training.train_unit(dataclasses.asdict(cfg), "mixed", 0, str(store), str(tmp_path / f"ck_{name}"))
 
 
 @pytest.fixture(scope="module")
@@ -182,7 +184,7 @@ def trained(tmp_path_factory):
 
 
 def test_the_free_concept_recovers_the_planted_flux_and_not_an_absent_one(trained):
-    on = experiment.analyse({("mixed", 0): trained["on"]})
+    on = evidence.analyse({("mixed", 0): trained["on"]})
     c = cell(on, "q_hidden in free_0")
     # measured 0.74 [0.70, 0.77]: the lower bound clears 0.5 with room
     assert bool(c["recovered"]), str(c["recovery_found"].values)
@@ -204,7 +206,7 @@ def test_the_ocean_demo_writes_the_planted_truth_line_and_findings(trained, tmp_
     units = {("mixed", 0): trained["on"], ("mixed", 1): trained["on"],
              ("prescription_only", 0): trained["off"].drop_sel(concept="free_0"),
              ("prescription_only", 1): trained["off"].drop_sel(concept="free_0")}
-    monkeypatch.setattr(experiment, "run_study", lambda cfg, out, **kw: (experiment.analyse(units), units))
+    monkeypatch.setattr(ocean_study, "run_study", lambda cfg, out, **kw: (evidence.analyse(units), units))
     cli.demo(tmp_path, quick=True)
     lines = (tmp_path / "recovery.txt").read_text().splitlines()
     assert re.fullmatch(r"ocean planted truth: \d+ of \d+ recovered \(.+\)", lines[0])
@@ -230,10 +232,10 @@ def test_findings_agree_with_the_verdict_and_the_numbers():
         units[("prediction_only", s)] = fake_unit(rng.standard_normal(t.shape), t, "prediction_only", s)
         # identical seeds: channel agreement and CKA 1, which mixed cannot beat
         units[("prescription_only", s)] = fake_unit(t[:, :5].copy(), t, "prescription_only", s, head=np.ones(5))
-    s = experiment.analyse(units)
-    f = report.findings(s)
+    s = evidence.analyse(units)
+    f = findings.findings(s)
     assert [x.verdict for x in f] == ["REPRODUCED", "REPRODUCED", "NOT reproduced"]  # beats prediction-only only
     assert "than prescription_only" in f[2].claim
-    lines = report.findings_lines(s)
+    lines = findings.findings_lines(s)
     assert lines[2].startswith("NOT reproduced: mixed supervision gives a more consistent bottleneck")
-    assert "NOT reproduced here" in report.verdict(s)  # all findings reproduced <=> the verdict's "reproduced"
+    assert "NOT reproduced here" in findings.verdict(s)  # all findings reproduced <=> the verdict's "reproduced"

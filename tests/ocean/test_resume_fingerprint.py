@@ -11,7 +11,8 @@ import warnings
 import numpy as np
 import pytest
 
-from ocean import data, experiment, synthetic
+from ocean import data, run, synthetic
+from ocean.plan import StudyConfig
 from scimech.fingerprint import read_fingerprint
 from scimech.results import UnitStore
 
@@ -27,16 +28,16 @@ def _boom(**kw):
 def test_a_changed_data_file_sets_the_units_aside(tmp_path, monkeypatch):
     ds = synthetic.generate(synthetic.SynthConfig(**SMALL))
     store = data.write_zarr(ds, tmp_path / "ocean.zarr", time_chunk=12)
-    cfg = experiment.StudyConfig(data=str(store), **STUDY)
+    cfg = StudyConfig(data=str(store), **STUDY)
     out = tmp_path / "run"
-    _, first = experiment.run_study(cfg, out)
+    _, first = run.run_study(cfg, out)
     fp = read_fingerprint(out)
     # the same data: resumed, nothing retrained, nothing set aside
-    train = experiment.train_unit
-    monkeypatch.setattr(experiment, "train_unit", _boom)
+    train = run.train_unit
+    monkeypatch.setattr(run, "train_unit", _boom)
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message=".*held a study of other data")
-        _, again = experiment.run_study(cfg, out)
+        _, again = run.run_study(cfg, out)
     assert not list(out.glob("stale-*")) and read_fingerprint(out) == fp
     np.testing.assert_array_equal(again[("mixed", 0)]["y_pred"].values, first[("mixed", 0)]["y_pred"].values)
     # one changed value in the file, same path and settings: the target at the last month, one ocean cell
@@ -45,9 +46,9 @@ def test_a_changed_data_file_sets_the_units_aside(tmp_path, monkeypatch):
     changed["dmlhc_dt"][0, -1, j, i] += 100.0
     shutil.rmtree(store)
     data.write_zarr(changed, store, time_chunk=12)
-    monkeypatch.setattr(experiment, "train_unit", train)
+    monkeypatch.setattr(run, "train_unit", train)
     with pytest.warns(UserWarning, match=rf"held a study of other data \(fingerprint {fp}, now \w+; changed: data\)"):
-        _, new = experiment.run_study(cfg, out)
+        _, new = run.run_study(cfg, out)
     stale = out / f"stale-{fp}"
     assert read_fingerprint(out) != fp and (stale / "summary.nc").exists()
     old_store = UnitStore(stale / "units")
@@ -59,17 +60,17 @@ def test_a_changed_data_file_sets_the_units_aside(tmp_path, monkeypatch):
 
 
 def test_a_changed_generator_sets_the_units_aside(tmp_path, monkeypatch):
-    cfg = experiment.StudyConfig(synth=SMALL, **STUDY)
+    cfg = StudyConfig(synth=SMALL, **STUDY)
     out = tmp_path / "run"
-    experiment.run_study(cfg, out)
+    run.run_study(cfg, out)
     fp = read_fingerprint(out)
     before = data.open_zarr(out / "ocean.zarr")["q_hidden"].values
     # the same settings, a generator whose hidden flux is twice as strong
     gen = synthetic.generate
-    monkeypatch.setattr(experiment, "generate",
+    monkeypatch.setattr(run, "generate",
                         lambda c: gen(dataclasses.replace(c, hidden_coeff=2 * c.hidden_coeff)))
     with pytest.warns(UserWarning, match=rf"fingerprint {fp}, now \w+; changed: data"):
-        _, units = experiment.run_study(cfg, out)
+        _, units = run.run_study(cfg, out)
     stale = out / f"stale-{fp}"
     np.testing.assert_array_equal(data.open_zarr(stale / "ocean.zarr")["q_hidden"].values, before)
     after = data.open_zarr(out / "ocean.zarr")["q_hidden"].values
@@ -78,20 +79,20 @@ def test_a_changed_generator_sets_the_units_aside(tmp_path, monkeypatch):
     assert not np.allclose(units[("mixed", 0)]["c_true"].values, old["c_true"].values, equal_nan=True)
     # rerun with the new generator unchanged: resumed
     fp2 = read_fingerprint(out)
-    monkeypatch.setattr(experiment, "train_unit", _boom)
+    monkeypatch.setattr(run, "train_unit", _boom)
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message=".*held a study of other data")
-        experiment.run_study(cfg, out)
+        run.run_study(cfg, out)
     assert read_fingerprint(out) == fp2 and sorted(p.name for p in out.glob("stale-*")) == [stale.name]
 
 
 def test_other_result_settings_set_the_units_aside(tmp_path):
     ds = synthetic.generate(synthetic.SynthConfig(**SMALL))
     store = data.write_zarr(ds, tmp_path / "ocean.zarr", time_chunk=12)
-    cfg = experiment.StudyConfig(data=str(store), **STUDY)
-    fp, parts = experiment.study_fingerprint(cfg, data.open_store(store))
+    cfg = StudyConfig(data=str(store), **STUDY)
+    fp, parts = run.study_fingerprint(cfg, data.open_store(store))
     # seeds, regimes and threads do not change a unit's result; the learning rate does
     same = dataclasses.replace(cfg, seeds=[0, 1], regimes=["mixed", "prediction_only"], torch_threads=0)
-    assert experiment.study_fingerprint(same, data.open_store(store)) == (fp, parts)
-    other_fp, other = experiment.study_fingerprint(dataclasses.replace(cfg, lr=1e-4), data.open_store(store))
+    assert run.study_fingerprint(same, data.open_store(store)) == (fp, parts)
+    other_fp, other = run.study_fingerprint(dataclasses.replace(cfg, lr=1e-4), data.open_store(store))
     assert other_fp != fp and other["data"] == parts["data"] and other["settings"] != parts["settings"]

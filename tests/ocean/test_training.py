@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 import xarray as xr
 
-from ocean import data, experiment
+from ocean import data, evidence, plan, run, training
+from ocean.plan import StudyConfig
 from ocean.synthetic import CONCEPTS, INPUTS, PRESCRIBED, VAR_ATTRS
 
 NT, NM, NY, NX = 100, 2, 8, 8
@@ -53,10 +54,10 @@ def store(tmp_path_factory):
 def test_mixed_training_recovers_planted_concepts(store, tmp_path):
     # L2 loss: the planted maps are exact linear functions, L2 converges in fewer steps than L1
     # lam 0.8 -> 0.5 keeps the concepts supervised to the end of this short run
-    cfg = experiment.StudyConfig(synth={}, window=2, lead=1, epochs=25, lr=5e-3, batch_size=8, width=16,
+    cfg = StudyConfig(synth={}, window=2, lead=1, epochs=25, lr=5e-3, batch_size=8, width=16,
                                  fractions=[0.6, 0.2, 0.2], loss="l2", lam_min=0.5)
-    unit = experiment.train_unit(dataclasses.asdict(cfg), "mixed", 0, str(store), str(tmp_path / "ck"))
-    s = experiment.analyse({("mixed", 0): unit})
+    unit = training.train_unit(dataclasses.asdict(cfg), "mixed", 0, str(store), str(tmp_path / "ck"))
+    s = evidence.analyse({("mixed", 0): unit})
     r = s["fidelity_r"].sel(regime="mixed", seed=0).to_series()
     # each planted concept is a 1-step-lagged copy of one input: a linear map the 3x3 convs
     # can represent exactly; r > 0.8 leaves room for the short training (25 epochs, ~120 samples)
@@ -70,9 +71,9 @@ def test_mixed_training_recovers_planted_concepts(store, tmp_path):
 
 
 def test_study_units_resume_and_skip(store, tmp_path, monkeypatch):
-    cfg = experiment.StudyConfig(data=str(store), window=2, lead=1, epochs=2, batch_size=8, width=4,
+    cfg = StudyConfig(data=str(store), window=2, lead=1, epochs=2, batch_size=8, width=4,
                                  regimes=["mixed", "prescription_only"], seeds=[0, 1], fractions=[0.6, 0.2, 0.2])
-    summary, units = experiment.run_study(cfg, tmp_path / "run")
+    summary, units = run.run_study(cfg, tmp_path / "run")
     assert set(units) == {("mixed", 0), ("mixed", 1), ("prescription_only", 0), ("prescription_only", 1)}
     assert summary["cka"].dims == ("regime", "seed", "seed_other")
     np.testing.assert_allclose(np.diagonal(summary["cka"].values, axis1=1, axis2=2), 1.0, rtol=1e-9)
@@ -82,8 +83,8 @@ def test_study_units_resume_and_skip(store, tmp_path, monkeypatch):
     def boom(**kw):
         raise AssertionError("a finished unit was retrained")
 
-    monkeypatch.setattr(experiment, "train_unit", boom)
-    again, _ = experiment.run_study(cfg, tmp_path / "run")
+    monkeypatch.setattr(run, "train_unit", boom)
+    again, _ = run.run_study(cfg, tmp_path / "run")
     np.testing.assert_allclose(again["rmse"].values, summary["rmse"].values)
 
 
@@ -93,9 +94,9 @@ def test_training_resumes_from_checkpoint(store, tmp_path, monkeypatch):
     from scimech import concepts
     from scimech.results import torch_load
 
-    cfg = experiment.StudyConfig(data=str(store), window=2, lead=1, epochs=3, batch_size=8, width=4,
+    cfg = StudyConfig(data=str(store), window=2, lead=1, epochs=3, batch_size=8, width=4,
                                  fractions=[0.6, 0.2, 0.2])
-    full = experiment.train_unit(dataclasses.asdict(cfg), "mixed", 1, str(store), str(tmp_path / "a"))
+    full = training.train_unit(dataclasses.asdict(cfg), "mixed", 1, str(store), str(tmp_path / "a"))
     # an interrupted run: killed right after the checkpoint of epoch 2 of 3 was written
     real_save, saved = concepts.atomic_torch_save, []
 
@@ -111,11 +112,11 @@ def test_training_resumes_from_checkpoint(store, tmp_path, monkeypatch):
 
     monkeypatch.setattr(concepts, "atomic_torch_save", save_then_die)
     with pytest.raises(Killed):
-        experiment.train_unit(dataclasses.asdict(cfg), "mixed", 1, str(store), str(tmp_path / "b"))
+        training.train_unit(dataclasses.asdict(cfg), "mixed", 1, str(store), str(tmp_path / "b"))
     ck = torch_load(tmp_path / "b" / "mixed_seed1.pt", weights_only=False)
     assert ck["epoch"] == 1 and saved == [0, 1]
     # the rerun trains only the missing epoch and ends where the uninterrupted run did
-    resumed = experiment.train_unit(dataclasses.asdict(cfg), "mixed", 1, str(store), str(tmp_path / "b"))
+    resumed = training.train_unit(dataclasses.asdict(cfg), "mixed", 1, str(store), str(tmp_path / "b"))
     assert saved == [0, 1, 2]
     np.testing.assert_allclose(resumed["y_pred"].values, full["y_pred"].values, rtol=1e-5, atol=1e-4)
     assert torch.is_tensor(ck["model"]["head.weight"])
@@ -127,23 +128,23 @@ def test_config_errors(tmp_path):
     p = tmp_path / "c.yaml"
     p.write_text("epochs: 3\nbogus: 1\n")
     with pytest.raises(ConfigError, match="bogus"):
-        experiment.load_config(p)
+        plan.load_config(p)
     p.write_text("regimes: [mixed, nonsense]\n")
     with pytest.raises(ConfigError, match="nonsense"):
-        experiment.load_config(p)
+        plan.load_config(p)
     p.write_text("synth: {years: 3, nope: 1}\n")
     with pytest.raises(ConfigError, match="nope"):
-        experiment.load_config(p)
+        plan.load_config(p)
     p.write_text("epochs: 3\nseeds: [4, 5]\n")
-    cfg = experiment.load_config(p)
+    cfg = plan.load_config(p)
     assert cfg.epochs == 3 and cfg.seeds == [4, 5]
     # a partial synth section changes only what it names; the grid stays the default one
     p.write_text("synth: {hidden_coeff: 2500.0}\n")
-    cfg = experiment.load_config(p)
+    cfg = plan.load_config(p)
     assert cfg.synth == {"years": 12, "ny": 12, "nx": 16, "hidden_coeff": 2500.0}
     p.write_text("synth:\n  null: 3\n")  # YAML reads the key as None: the error names it as written
     with pytest.raises(ConfigError, match="null"):
-        experiment.load_config(p)
+        plan.load_config(p)
     p.write_text("concept_scaling: per_point\n")
     with pytest.raises(ConfigError, match="concept_scaling"):
-        experiment.load_config(p)
+        plan.load_config(p)

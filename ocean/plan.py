@@ -1,0 +1,292 @@
+"""What the OceanCBM study runs: its settings, its sizes and the plan ``--dry-run`` prints.
+
+:class:`StudyConfig` holds every setting of the study; :data:`SIZES` the three sizes every
+study command takes (``--size quick | medium | full``):
+
+- ``quick`` (the default; the demo and the tests): 2 members x 12 years on a 12 x 16 grid,
+  3 regimes x 3 seeds, 30 epochs, width 8: about 2-3 minutes on 2 CPU cores;
+- ``medium`` (a verdict with usable intervals: 5 seeds, so 10 seed pairs per regime): 3 members
+  x 16 years on a 20 x 28 grid, 5 seeds, 30 epochs, width 16, learning rate 2e-3: each unit
+  about 6 times the work of a quick one, 15 units (roughly half an hour on 2 cores);
+- ``full`` (the reference's size, ORAS5-like): 5 members x 40 years on a 48 x 72 grid, 5 seeds,
+  40 epochs, width 32, batch 16, learning rate 1e-3, all cores per unit (hours on CPU).
+
+Settings come from the command line (``--seeds``, ``--regimes``, ``--epochs``, ``--data``,
+``--size``), from a ``--config`` file keyed by the same option names plus the settings that
+are not options (:data:`CONFIG_KEYS`: ``synth:``, ``lr``, ``window``, ...), or in Python from
+:func:`load_config` (a YAML file of :class:`StudyConfig` fields). Every path ends in
+:func:`make_config`, which checks each value (unknown keys, types, ranges) before any work.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from scimech.concepts import REGIMES
+from scimech.errors import ConfigError
+from scimech.options import number, whole
+from scimech.study import SIZES as SIZE_NAMES
+from scimech.study import Plan
+
+from .settings import CONFIG_KEYS
+from .synthetic import SynthConfig
+
+__all__ = ["StudyConfig", "SIZES", "CONFIG_KEYS", "load_config", "make_config", "config_from_args", "RunSettings",
+           "study_plan"]
+
+
+@dataclass
+class StudyConfig:
+    """Settings of the study (defaults: the quick size, a few minutes on 2 CPU cores).
+
+    ``synth`` overrides :class:`~ocean.synthetic.SynthConfig` fields; ``data`` points to
+    your own zarr store or netCDF file instead, in the study's layout or with ORAS5 / NEMO /
+    CMEMS names (:func:`ocean.data.open_store`; ``docs/ocean.md``).
+    """
+
+    synth: dict = field(default_factory=lambda: {"years": 12, "ny": 12, "nx": 16})
+    data: str | None = None
+    window: int = 6
+    lead: int = 1
+    target: str = "dmlhc_dt"
+    regimes: list = field(default_factory=lambda: ["mixed", "prediction_only", "prescription_only"])
+    seeds: list = field(default_factory=lambda: [0, 1, 2])
+    epochs: int = 30
+    lr: float = 3e-3
+    batch_size: int = 8
+    width: int = 8
+    n_free: int = 1
+    lam_max: float = 0.8
+    lam_min: float = 0.2
+    patch: list | None = None
+    time_chunk: int = 12
+    fractions: list = field(default_factory=lambda: [0.7, 0.1, 0.2])
+    loss: str = "l1"  # "l1" (OceanCBM) or "l2"
+    concept_scaling: str = "own"  # "target" (shared scale) or "own" (each concept by its own std)
+    torch_threads: int = 1  # intra-op threads per unit; 0 = torch's default (all cores). Small grids: 1 is fastest
+    head_init: str = "budget"  # "random" or "budget" (prescribed weights start at their budget-closure values)
+    decorrelation: float = 0.0  # weight of the free-vs-prescribed decorrelation penalty (leakage control)
+
+    @classmethod
+    def sized(cls, size: str = "quick", **kw) -> StudyConfig:
+        """The defaults of ``size`` (:data:`SIZES`), with ``kw`` replacing fields."""
+        if size not in SIZES:
+            raise ConfigError(f"Unknown size {size!r}; choose from {list(SIZES)}.")
+        return cls(**{**SIZES[size], **kw})
+
+    @classmethod
+    def quick(cls, **kw) -> StudyConfig:
+        return cls.sized("quick", **kw)
+
+    @classmethod
+    def medium(cls, **kw) -> StudyConfig:
+        """Between quick and full: 3 members, 16 years, 20 x 28 grid, 5 seeds, 30 epochs, width 16."""
+        return cls.sized("medium", **kw)
+
+    @classmethod
+    def full(cls, **kw) -> StudyConfig:
+        """ORAS5-like size: 5 members, 40 years, 48 x 72 grid, 5 seeds, 40 epochs."""
+        return cls.sized("full", **kw)
+
+
+#: the fields each size sets beyond :class:`StudyConfig`'s defaults (which are the quick size)
+SIZES: dict[str, dict[str, Any]] = {
+    "quick": {},
+    "medium": dict(synth={"n_members": 3, "years": 16, "ny": 20, "nx": 28}, seeds=[0, 1, 2, 3, 4], epochs=30,
+                   lr=2e-3, width=16, batch_size=8, torch_threads=1),
+    "full": dict(synth={"n_members": 5, "years": 40, "ny": 48, "nx": 72}, seeds=[0, 1, 2, 3, 4], epochs=40,
+                 lr=1e-3, width=32, batch_size=16, torch_threads=0),
+}
+assert tuple(SIZES) == SIZE_NAMES
+
+_CHOICES = {"concept_scaling": ("target", "own"), "head_init": ("random", "budget"), "loss": ("l1", "l2")}
+
+
+def _setting_ranges() -> dict:
+    """The constraint of every numeric study setting (the command-line options share them)."""
+    frac = number(0.0, maximum=1.0, strict=False)
+    return {"epochs": whole(1), "lr": number(0), "batch_size": whole(1), "width": whole(1), "n_free": whole(0),
+            "lam_max": frac, "lam_min": frac, "window": whole(1), "lead": whole(1), "time_chunk": whole(1),
+            "torch_threads": whole(0), "decorrelation": number(0, strict=False), "seeds": whole(0),
+            "fractions": number(0.0, maximum=1.0)}
+
+
+def _check_types(values: Mapping[str, Any], defaults: StudyConfig) -> None:
+    """Each value of the type of its default: ``epochs: many`` is an error."""
+    for key, value in values.items():
+        ref = getattr(defaults, key)
+        ok_num = isinstance(ref, (int, float)) and not isinstance(ref, bool) and isinstance(value, (int, float)) \
+            and not isinstance(value, bool) and (isinstance(ref, float) or float(value).is_integer())
+        if ref is not None and value is not None and not ok_num and not isinstance(value, type(ref)) \
+                and not (isinstance(ref, (list, tuple)) and isinstance(value, (list, tuple))):
+            raise ConfigError(f"Study setting {key!r} must be a {type(ref).__name__} like {ref!r}; got {value!r}.")
+
+
+def _check_ranges(cfg: StudyConfig) -> None:
+    """Every numeric setting within its constraint, one message form, before any work."""
+    for key, option in _setting_ranges().items():
+        value = getattr(cfg, key)
+        for v in (value if isinstance(value, (list, tuple)) else [value]):
+            try:
+                option(str(v))
+            except argparse.ArgumentTypeError as err:
+                raise ConfigError(f"The {key!r} setting of the ocean study {err}") from None
+    if not cfg.seeds:
+        raise ConfigError("The 'seeds' setting of the ocean study must list at least one seed. Got [] instead.")
+    if len(cfg.fractions) != 3 or abs(sum(cfg.fractions) - 1) > 1e-9:
+        raise ConfigError("The 'fractions' setting of the ocean study must be three shares (train, validation, "
+                          f"test) that add up to 1. Got {cfg.fractions!r} instead.")
+    if cfg.lam_min > cfg.lam_max:
+        raise ConfigError(f"The 'lam_min' setting of the ocean study must not exceed lam_max ({cfg.lam_max}). "
+                          f"Got {cfg.lam_min} instead.")
+
+
+def make_config(values: Mapping[str, Any], size: str = "quick") -> StudyConfig:
+    """A checked :class:`StudyConfig`: the defaults of ``size`` with ``values`` (field names) on top.
+
+    ``synth`` settings add to the size's grid rather than replace it. ``None`` values keep
+    the default.
+
+    Raises
+    ------
+    ConfigError
+        Unknown settings (study or synth), a value of the wrong type or out of its range,
+        an unknown regime or choice.
+    """
+    values = {k: v for k, v in values.items() if v is not None}
+    names = {f.name for f in dataclasses.fields(StudyConfig)}
+    unknown = sorted(set(values) - names)
+    if unknown:
+        raise ConfigError(f"Unknown study setting(s) {unknown}; valid ones are {sorted(names)}.")
+    defaults = StudyConfig.sized(size)
+    if "synth" in values and not isinstance(values["synth"], Mapping):
+        raise ConfigError(f"Study setting 'synth' must be a mapping of SynthConfig fields like "
+                          f"{defaults.synth!r}; got {values['synth']!r}.")
+    synth_names = {f.name for f in dataclasses.fields(SynthConfig)}
+    bad = sorted(map(str, set(values.get("synth", {})) - synth_names))
+    if bad:
+        raise ConfigError(f"Unknown synth setting(s) {bad}; valid ones are {sorted(synth_names)}.")
+    if "synth" in values:  # synth settings add to the defaults' grid, not replace it
+        values["synth"] = {**defaults.synth, **values["synth"]}
+    _check_types(values, defaults)
+    cfg = StudyConfig.sized(size, **values)
+    for key, allowed in _CHOICES.items():
+        if getattr(cfg, key) not in allowed:
+            raise ConfigError(f"Study setting {key!r} must be one of {list(allowed)}; got {getattr(cfg, key)!r}.")
+    bad_reg = [r for r in cfg.regimes if r not in REGIMES]
+    if bad_reg:
+        raise ConfigError(f"Unknown regime(s) {bad_reg}; choose from {sorted(REGIMES)}.")
+    _check_ranges(cfg)
+    return cfg
+
+
+def _non_string_keys(path: str | Path, section: str | None = None) -> list[str]:
+    """Keys of a YAML file (or of its ``section``) that YAML reads as true/false/null, as written."""
+    try:
+        node = yaml.compose(Path(path).read_text())
+    except yaml.YAMLError:
+        return []
+    if section is not None and node is not None:
+        node = next((v for k, v in node.value if k.value == section), None)
+    if node is None or not isinstance(node, yaml.MappingNode):
+        return []
+    return [k.value for k, _ in node.value if not isinstance(yaml.safe_load(k.value or "~"), str)]
+
+
+def _refuse_non_string_keys(path, loaded: Mapping, fields_of, what: str, section: str | None = None) -> None:
+    """YAML reads on/off/yes/no/true/null keys as bools/None: name them as written."""
+    if all(isinstance(k, str) for k in loaded):
+        return
+    raw = _non_string_keys(path, section) or [str(k) for k in loaded if not isinstance(k, str)]
+    names = sorted(f.name for f in dataclasses.fields(fields_of))
+    other = sorted(k for k in loaded if isinstance(k, str) and k not in names)
+    raise ConfigError(f"{path}: unknown {what} setting(s) {other + raw} ({raw} are read by YAML as "
+                      f"true/false/null, not as names); valid ones are {names}.")
+
+
+def load_config(path: str | Path | None = None, *, quick: bool = True, size: str | None = None,
+                **overrides) -> StudyConfig:
+    """A :class:`StudyConfig` from a YAML file (keys = field names) plus overrides.
+
+    ``size`` (``quick``, ``medium``, ``full``) gives the defaults; ``quick=False`` is the
+    older spelling of ``size="full"``.
+
+    Raises
+    ------
+    ConfigError
+        Unknown keys, unknown regimes, bad values or a file that is not a mapping.
+    """
+    values: dict[str, Any] = {}
+    if path is not None:
+        if not Path(path).is_file():
+            raise ConfigError(f"No config file at {str(path)!r}. Check the path (or omit --config for the defaults).")
+        try:
+            loaded = yaml.safe_load(Path(path).read_text()) or {}
+        except yaml.YAMLError as err:
+            raise ConfigError(f"{path}: not valid YAML ({err}).") from err
+        if not isinstance(loaded, Mapping):
+            raise ConfigError(f"{path}: the config must be a YAML mapping of StudyConfig fields; got {type(loaded).__name__}.")
+        _refuse_non_string_keys(path, loaded, StudyConfig, "study")
+        if isinstance(loaded.get("synth"), Mapping):
+            _refuse_non_string_keys(path, loaded["synth"], SynthConfig, "synth", section="synth")
+        values.update(loaded)
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    return make_config(values, size or ("quick" if quick else "full"))
+
+
+def config_from_args(args: argparse.Namespace, **options: Any) -> StudyConfig:
+    """The :class:`StudyConfig` of a ``scimech ocean`` command: the size's defaults, the
+    ``--config`` file's settings that are not options (``args.config_extra``), then the
+    options given (``options``: field name -> value, ``None`` = not given)."""
+    extra = dict(getattr(args, "config_extra", {}) or {})
+    if isinstance(extra.get("synth"), Mapping) and getattr(args, "config", None) is not None:
+        _refuse_non_string_keys(args.config, extra["synth"], SynthConfig, "synth", section="synth")
+    return make_config({**extra, **options}, getattr(args, "size", None) or "quick")
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """What a run needs beyond its :class:`StudyConfig` (:attr:`scimech.study.Plan.settings`).
+
+    ``run_dir``: where the data, units, checkpoints and ``summary.nc`` go (the ``--out``
+    folder, or a subfolder of the demo's); ``device``: torch device of training and forward
+    passes; ``progress_bar``: show training progress.
+    """
+
+    config: StudyConfig
+    run_dir: Path
+    device: str = "cpu"
+    progress_bar: bool = False
+
+
+#: bench/RESULTS.md (ocean, `python -m bench.bench_scale`): one unit at 8 x 10 cells, 4 years, 2 members,
+#: 12 epochs took 3.88 s on one worker
+_BENCH_UNIT = (3.88, 8 * 10 * 4 * 2 * 12)
+
+
+def study_plan(cfg: StudyConfig, out: str | Path, *, size: str = "quick", run_dir: str | Path | None = None,
+               device: str = "cpu", progress_bar: bool = False) -> Plan:
+    """What ``scimech ocean study`` would run: regimes x seeds units, the data and their sizes."""
+    syn = {**dataclasses.asdict(SynthConfig()), **cfg.synth}
+    units = [f"{r}/seed={s}" for r in cfg.regimes for s in cfg.seeds]
+    sizes = {"size": size, "regimes": ", ".join(cfg.regimes), "seeds": ", ".join(map(str, cfg.seeds)),
+             "epochs": cfg.epochs, "width": cfg.width}
+    if cfg.data:
+        sizes["data"] = cfg.data
+        per = None
+    else:
+        sizes["data"] = (f"synthetic ocean, {syn['n_members']} members x {syn['years']} years, "
+                         f"{syn['ny']} x {syn['nx']} grid")
+        work = syn["ny"] * syn["nx"] * syn["years"] * syn["n_members"] * cfg.epochs
+        per = _BENCH_UNIT[0] * work / _BENCH_UNIT[1]
+    sizes["device"] = device
+    settings = RunSettings(cfg, Path(run_dir if run_dir is not None else out), device, progress_bar)
+    return Plan("ocean study", units, sizes, per, "scaled by grid cells x years x members x epochs from "
+                "bench/RESULTS.md's 3.88 s unit", str(out), settings=settings)

@@ -1,0 +1,232 @@
+"""Your own data: ORAS5 / NEMO / CMEMS files mapped onto the study's layout.
+
+:func:`from_nemo` renames product variables (:data:`ocean.variables.PRODUCT_NAMES`), converts
+units and derives the inputs a product lacks (``sst``, ``mld``, ``t_sub`` from 3-D fields);
+:func:`open_store` opens a zarr store or netCDF file, maps it and validates it.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+import xarray as xr
+
+from scimech.errors import DataValidationError, DimensionError, MissingVariableError, UnitsError
+
+from . import budget
+from .validation import validate
+from .variables import DIMS, TEMPERATURES, VAR_ATTRS, rename_to_study, units_ok
+
+__all__ = ["from_nemo", "open_store"]
+
+_KELVIN = {"K", "kelvin", "Kelvin", "degK", "deg_K", "degree_Kelvin", "degrees_K", "degrees_Kelvin"}
+_LATLON_ATOL = 1e-4  # degrees (~10 m): float32 nav_lat / nav_lon of a regular grid vary by ~1e-5
+
+
+def _origin(name: str, renamed: Mapping[str, str]) -> str:
+    """``'thetao' (votemper)``: the study name and the product's own, for messages."""
+    old = [k for k, v in renamed.items() if v == name]
+    return f"{name!r}" + (f" ({old[0]})" if old else "")
+
+
+def _regular_grid(ds: xr.Dataset, notes: list[str]) -> xr.Dataset:
+    """1-D ``lat`` / ``lon`` dims from 1-D coordinates or 2-D ``nav_lat`` / ``nav_lon`` of a regular grid."""
+    if "lat" not in ds.variables or "lon" not in ds.variables:
+        raise MissingVariableError(
+            f"No latitude / longitude in the dataset (variables {sorted(map(str, ds.variables))}). Expected "
+            "'lat'/'lon', 'latitude'/'longitude' or NEMO's 'nav_lat'/'nav_lon'; pass names={'yours': 'lat', ...}.")
+    lat, lon = ds["lat"], ds["lon"]
+    if lat.ndim == 1 and lon.ndim == 1:
+        return ds.swap_dims({d: n for d, n in ((lat.dims[0], "lat"), (lon.dims[0], "lon")) if d != n})
+    if lat.ndim != 2 or lon.ndim != 2 or set(lat.dims) != set(lon.dims):
+        raise DimensionError(f"lat {lat.dims} and lon {lon.dims} must both be 1-D, or both 2-D on the same "
+                             "(y, x) dims (NEMO nav_lat / nav_lon).")
+    la, lo = lat.values.astype(float), lon.transpose(*lat.dims).values.astype(float)
+    if np.allclose(la, la[:, :1], atol=_LATLON_ATOL) and np.allclose(lo, lo[:1, :], atol=_LATLON_ATOL):
+        ydim, xdim = lat.dims
+        lat1, lon1 = la[:, 0], lo[0, :]
+    elif np.allclose(la, la[:1, :], atol=_LATLON_ATOL) and np.allclose(lo, lo[:, :1], atol=_LATLON_ATOL):
+        xdim, ydim = lat.dims
+        lat1, lon1 = la[0, :], lo[:, 0]
+    else:
+        raise DimensionError(
+            "lat / lon are 2-D and not a regular lat-lon grid (a curvilinear model grid such as NEMO's ORCA): "
+            "the study needs a regular grid. Regrid first (e.g. xesmf to a 1-degree grid) or select a region "
+            "where the grid is regular.")
+    notes.append(f"2-D lat/lon on ({ydim}, {xdim}) -> 1-D lat, lon")
+    out = ds.drop_vars(["lat", "lon"]).rename({ydim: "lat", xdim: "lon"})
+    return out.assign_coords(lat=("lat", lat1, {"units": "degrees_north", "standard_name": "latitude"}),
+                             lon=("lon", lon1, {"units": "degrees_east", "standard_name": "longitude"}))
+
+
+def _positive_down(da: xr.DataArray, what: str, notes: list[str]) -> xr.DataArray:
+    """Flip a depth-like variable given positive up (``positive: up`` or no positive value)."""
+    vals = np.asarray(da.values, float)
+    up = da.attrs.get("positive") == "up" or (np.isfinite(vals).any() and np.nanmax(vals) <= 0 and np.nanmin(vals) < 0)
+    if not up:
+        return da
+    notes.append(f"{what} positive up -> positive down")
+    return (-da).assign_attrs({**da.attrs, "positive": "down"})
+
+
+def _celsius(da: xr.DataArray, name: str, renamed: Mapping[str, str], notes: list[str]) -> xr.DataArray:
+    units = da.attrs.get("units")
+    if units in _KELVIN:
+        notes.append(f"{name} K -> degree_Celsius")
+        return (da.where(da > 0) - 273.15).assign_attrs({**da.attrs, "units": "degree_Celsius"})  # 0 K: land fill
+    if not units_ok(units, "degree_Celsius"):
+        raise UnitsError(f"Temperature {_origin(name, renamed)} has units {units!r}; expected kelvin ('K') or "
+                         "degrees Celsius ('degC', 'degree_Celsius'). Fix: convert it and set its units attribute.")
+    return da
+
+
+def _first_level_below(temp: np.ndarray, mld: np.ndarray, *, depth: np.ndarray) -> np.ndarray:
+    """Temperature at the first valid level deeper than ``mld`` (the deepest valid level when the
+    column is mixed to its bottom); NaN for land or an unknown MLD. ``temp`` has depth last."""
+    valid = np.isfinite(temp)
+    below = valid & (depth > mld[..., None])
+    deepest = (valid * np.arange(depth.size)).argmax(-1)
+    idx = np.where(below.any(-1), below.argmax(-1), deepest)
+    out = np.take_along_axis(temp, idx[..., None], -1)[..., 0]
+    return np.where(valid.any(-1) & np.isfinite(mld), out, np.nan)
+
+
+def from_nemo(ds: xr.Dataset, names: Mapping[str, str] | None = None) -> xr.Dataset:
+    """Map an ORAS5 / NEMO / CMEMS dataset onto the study's layout.
+
+    Renames product variables (:data:`ocean.variables.PRODUCT_NAMES`: ``votemper`` / ``thetao``
+    3-D temperature, ``vosaline`` / ``so`` salinity, ``somxl010`` / ``mlotst`` mixed-layer
+    depth, ``sohefldo`` / ``hfds`` net surface heat flux, ``sossheig`` / ``zos``,
+    ``sozotaux`` / ``tauuo``, ``sometauy`` / ``tauvo``, ``nav_lat`` / ``nav_lon``,
+    ``time_counter``, ``deptht``) and then:
+
+    - 2-D ``nav_lat`` / ``nav_lon`` of a regular grid become 1-D ``lat`` / ``lon`` dims (a
+      curvilinear grid is a :class:`~scimech.errors.DimensionError`: regrid first);
+    - temperatures in kelvin become degree_Celsius (0 K, a land fill, becomes NaN); depth and
+      MLD given positive up become positive down;
+    - missing inputs are derived from 3-D fields: ``sst`` = ``thetao`` at the shallowest level,
+      ``mld`` = the sigma0 threshold depth from ``thetao`` and ``so`` (TEOS-10,
+      :func:`ocean.budget.mixed_layer_depth`), ``t_sub`` = ``thetao`` at the first level
+      below the MLD (potential temperature);
+    - a ``member`` dim of length 1 is added when absent, and ``mask`` (1 = ocean) is taken
+      from ``tmaskutil`` or else from where ``sst`` is finite at the first time step;
+    - only the study's 2-D fields ``(member, time, lat, lon)`` and ``mask`` are kept.
+
+    The budget terms and the target are not in reanalysis products: give them under the
+    study's names (``q_surf``, ..., ``dmlhc_dt``; see :func:`ocean.budget.budget_terms`).
+
+    Parameters
+    ----------
+    ds
+        The product's dataset (lazy is fine).
+    names
+        More ``{your name: study name}`` renames, applied before the product table.
+
+    Returns
+    -------
+    xr.Dataset
+        Not validated (see :func:`open_store`); ``attrs["mapping"]`` lists what was changed
+        ("" when ``ds`` was already in the study's layout).
+
+    Raises
+    ------
+    DataValidationError
+        ``ds`` has no data variables or a dimension of length 0.
+    MissingVariableError, DimensionError, UnitsError
+        No latitude / longitude; a curvilinear grid; a temperature in other units than K or degC.
+    """
+    empty = [str(d) for d, n in ds.sizes.items() if n == 0]
+    if not ds.data_vars or empty:
+        raise DataValidationError(
+            f"The dataset is empty ({'no data variables' if not ds.data_vars else f'dims {empty} have length 0'}): "
+            "nothing to map. Check the file (an interrupted download or an empty time selection?).")
+    ds, renamed = rename_to_study(ds, names)
+    notes = [f"{a} -> {b}" for a, b in renamed.items()]
+    ds = _regular_grid(ds, notes)
+    if "depth" in ds.variables:
+        dunits = ds["depth"].attrs.get("units")
+        if dunits is not None and not units_ok(dunits, "m"):
+            raise UnitsError(f"Depth {_origin('depth', renamed)} has units {dunits!r}; expected metres ('m').")
+        ds = ds.assign_coords(depth=_positive_down(ds["depth"], "depth", notes)).sortby("depth")
+    for v in TEMPERATURES:
+        if v in ds:
+            ds[v] = _celsius(ds[v], v, renamed, notes)
+    if "mld" in ds:
+        ds["mld"] = _positive_down(ds["mld"], "mld", notes)
+    if "thetao" in ds and "depth" in ds["thetao"].dims:
+        if "sst" not in ds:
+            ds["sst"] = ds["thetao"].isel(depth=0, drop=True)
+            notes.append(f"sst = thetao at {float(ds['depth'][0]):g} m")
+        if "mld" not in ds and "so" in ds:
+            ds["mld"] = budget.mixed_layer_depth(budget.teos10(ds["thetao"], ds["so"])["sigma0"])
+            notes.append("mld = sigma0 threshold depth (0.03 kg m-3 from 10 m, TEOS-10) of thetao, so")
+        if "t_sub" not in ds and "mld" in ds:
+            ds["t_sub"] = xr.apply_ufunc(_first_level_below, ds["thetao"], ds["mld"], input_core_dims=[["depth"], []],
+                                         kwargs={"depth": ds["depth"].values.astype(float)}, dask="parallelized",
+                                         output_dtypes=[float], dask_gufunc_kwargs={"allow_rechunk": True})
+            notes.append("t_sub = thetao at the first level below mld")
+    if "member" not in ds.dims:
+        ds = ds.expand_dims(member=[0]) if "time" in ds.dims else ds
+        notes.append("member dim of length 1 added")
+    keep = {}
+    for v in ds.data_vars:
+        if set(ds[v].dims) == set(DIMS):
+            keep[v] = ds[v].transpose(*DIMS)
+            for k, val in VAR_ATTRS.get(str(v), {}).items():
+                keep[v].attrs.setdefault(k, val)
+    dropped = sorted(str(v) for v in ds.data_vars if v not in keep and v != "mask")
+    if dropped:
+        notes.append(f"dropped {dropped} (not (member, time, lat, lon) fields)")
+    out = xr.Dataset(keep, attrs=dict(ds.attrs))
+    if "mask" in ds:
+        m = ds["mask"]
+        m = m.isel({d: 0 for d in m.dims if d not in ("lat", "lon")}, drop=True)
+        out["mask"] = (m.fillna(0) > 0).astype(np.int8).transpose("lat", "lon")
+    elif "sst" in out:
+        out["mask"] = np.isfinite(out["sst"].isel(member=0, time=0, drop=True)).astype(np.int8)
+        notes.append("mask = where sst is finite at the first time step")
+    if "mask" in out:
+        out["mask"].attrs = {"long_name": "ocean mask", "flag_values": np.array([0, 1], np.int8),
+                             "flag_meanings": "land ocean", "units": "1"}
+    out.attrs["mapping"] = "; ".join(notes)
+    return out
+
+
+def open_store(path: str | os.PathLike, names: Mapping[str, str] | None = None, *, validate_schema: bool = True,
+               **kwargs) -> xr.Dataset:
+    """Open a zarr store or netCDF file in the study's layout or with ORAS5 / NEMO / CMEMS names.
+
+    The dataset is opened lazily, mapped by :func:`from_nemo` (``names``: more renames) and
+    checked by :func:`validate` (``kwargs``: its ``inputs``, ``concepts``, ``target``,
+    ``check_nans``; NaNs are not checked by default, that reads every value).
+
+    Raises
+    ------
+    DataValidationError
+        No file, a file that is not zarr or netCDF, or an empty one.
+    MissingVariableError, UnitsError, DimensionError
+        From :func:`from_nemo` and :func:`validate`, naming the variable and the fix.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise DataValidationError(f"No ocean data at {str(path)!r}: give a zarr store or a netCDF file "
+                                  "(or create one with `scimech ocean synth --out ...`).")
+    try:
+        if path.is_dir():
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # no consolidated metadata: read the groups
+                ds = xr.open_zarr(path, chunks={})
+        else:
+            ds = xr.open_dataset(path, chunks={})
+    except Exception as err:
+        raise DataValidationError(
+            f"Cannot open {str(path)!r} ({type(err).__name__}: {str(err)[:200]}): it is not a zarr store or a "
+            "netCDF file, or it is truncated. Check the download or rewrite it.") from err
+    ds = from_nemo(ds, names)
+    kwargs.setdefault("check_nans", False)
+    return validate(ds, **kwargs) if validate_schema else ds
+

@@ -1,0 +1,196 @@
+"""One unit of the study: train an OceanCBM model in one regime with one seed and keep its
+test-set predictions, concept maps and head weights (:func:`train_unit`).
+
+Training is checkpointed every epoch (:func:`scimech.concepts.fit_cbm`), so an interrupted
+unit resumes where it stopped; ``device`` moves the model and each batch to a torch device
+(the results on ``cpu`` are those of the CPU-only code).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import torch
+import xarray as xr
+
+from scimech.concepts import REGIMES, LambdaSchedule, fit_cbm
+
+from . import data as odata
+from .model import build_model
+from .plan import StudyConfig
+from .variables import CONCEPTS, INPUTS, PRESCRIBED
+
+__all__ = ["train_unit", "budget_weights", "unit_dataset"]
+
+
+def _setup(cfg: StudyConfig, path: Path):
+    ds = odata.open_zarr(path, target=cfg.target)
+    split = odata.chronological_split(ds.sizes["time"], window=cfg.window, lead=cfg.lead,
+                                      fractions=tuple(cfg.fractions))
+    norm = odata.fit_normalizer(ds, split.train, window=cfg.window, lead=cfg.lead, target=cfg.target,
+                                concept_scaling=cfg.concept_scaling)
+    return ds, split, norm
+
+
+def _dataset(ds, t, norm, cfg):
+    return odata.WindowDataset(ds, t, norm, window=cfg.window, lead=cfg.lead,
+                               patch=tuple(cfg.patch) if cfg.patch else None, max_blocks=64)
+
+
+
+@torch.no_grad()
+def _predict(model, loader, n_free: int):
+    """Forecasts, concepts (and forecasts with the free concepts zeroed) over the test batches,
+    on the model's device, with the truths they are scored against; numpy on the CPU."""
+    device = next(model.parameters()).device
+    ys, cs, y0, hs, ts, ms, vs, yt, ct = [], [], [], [], [], [], [], [], []
+    for b in loader:
+        x = b["x"].to(device)
+        out = model(x)
+        ys.append(out.y.cpu().numpy()[:, 0])
+        cs.append(out.concepts.cpu().numpy())
+        if n_free:
+            mask = torch.zeros(out.concepts.shape[1], dtype=torch.bool, device=device)
+            mask[-n_free:] = True
+            z = model(x, intervene={"values": torch.zeros_like(out.concepts), "mask": mask})
+            y0.append(z.y.cpu().numpy()[:, 0])
+        yt.append(b["y"].numpy()[:, 0])
+        ct.append(b["c"].numpy())
+        hs.append(b["hidden"].numpy()[:, 0])
+        ts.append(b["t"].numpy())
+        ms.append(b["member"].numpy())
+        vs.append(b["valid"].numpy()[:, 0])
+    cat = np.concatenate
+    return {"y": cat(ys), "c": cat(cs), "y0": cat(y0) if y0 else None, "hidden": cat(hs), "t": cat(ts),
+            "member": cat(ms), "valid": vs[0][0], "y_true": cat(yt), "c_true": cat(ct)}
+
+
+def budget_weights(norm: odata.Normalizer) -> list[float]:
+    """Head weights of the exact budget in normalised units: target = sum of the terms, so
+    the weight of term k is ``scale_k / scale`` (1 for every term with one shared scale)."""
+    return [norm.scale_of(name) / norm.scale for name in PRESCRIBED]
+
+
+def _budget_head(model, norm, n_free: int) -> None:
+    """Start the head at the budget identity (:func:`budget_weights`); free concepts at 0.1."""
+    with torch.no_grad():
+        w = model.head.weight.view(-1)
+        w[:len(PRESCRIBED)] = torch.tensor(budget_weights(norm), dtype=w.dtype)
+        w[len(PRESCRIBED):] = 0.1  # small, not 0: a zero weight would block the free concept's gradient
+        model.head.bias.zero_()
+
+
+def train_unit(config: dict, regime: str, seed: int, data_path: str, checkpoint_dir: str,
+               progress_bar: bool = False, device: str = "cpu") -> xr.Dataset:
+    """Train one ``(regime, seed)`` model and return its test-set predictions.
+
+    ``config``: the :class:`~ocean.plan.StudyConfig` as a dict (picklable for Dask workers);
+    ``device``: torch device of training and forward passes.
+
+    Returns
+    -------
+    xr.Dataset
+        dims ``sample`` (test windows), ``concept``, ``lat``, ``lon``: ``y_true``,
+        ``y_pred``, ``y_pred_free0`` (free concepts zeroed), ``y_clim`` (training
+        climatology), ``c_true`` (all true concepts incl. ``q_hidden``), ``c_pred``
+        (predicted concepts; prescribed ones in W m-2, free ones in target scale units),
+        ``head_weight`` (concept; normalised units), ``head_bias``, the training history
+        (``epoch``) and ``mask``.
+    """
+    cfg = StudyConfig(**config)
+    before = torch.get_num_threads()
+    if cfg.torch_threads > 0:
+        torch.set_num_threads(cfg.torch_threads)
+    try:
+        torch.manual_seed(seed)
+        ds, split, norm = _setup(cfg, Path(data_path))
+        model, hist, n_free = _fit(cfg, regime, seed, ds, split, norm, checkpoint_dir, progress_bar, device)
+        test = _dataset(ds, split.test, norm, cfg)
+        p = _predict(model, odata.make_batches(test, 64, shuffle=False)(0), n_free)
+        return unit_dataset(p, model, hist, ds, split, norm, cfg, config, regime, seed, n_free)
+    finally:
+        torch.set_num_threads(before)
+
+
+def _fit(cfg: StudyConfig, regime: str, seed: int, ds, split, norm, checkpoint_dir: str, progress_bar: bool,
+         device: str):
+    """Build the model (head at the budget identity when asked) and train it; resumable."""
+    n_free = 0 if REGIMES[regime].n_free == 0 else cfg.n_free
+    model = build_model(cfg.window * len(INPUTS), PRESCRIBED, n_free, width=cfg.width,
+                        units={k: "W m-2" for k in PRESCRIBED}, seed=seed)
+    if cfg.head_init == "budget":
+        _budget_head(model, norm, n_free)
+    model.to(device)
+    train = _dataset(ds, split.train, norm, cfg)
+    val = _dataset(ds, split.val, norm, cfg)
+    batches = odata.make_batches(train, cfg.batch_size, seed=seed)
+    val_loader = odata.make_batches(val, cfg.batch_size, shuffle=False)(0)
+    reg = REGIMES[regime]
+    sched = LambdaSchedule(cfg.lam_max, cfg.lam_min, cfg.epochs) if reg.lam_max not in (0.0, 1.0) else None
+    ckpt = Path(checkpoint_dir) / f"{regime}_seed{seed}.pt"
+    ckpt.parent.mkdir(parents=True, exist_ok=True)
+    hist = fit_cbm(model, batches, regime=regime, epochs=cfg.epochs, lr=cfg.lr, val_batches=val_loader,
+                   checkpoint=ckpt, seed=seed, lam_schedule=sched, progress_bar=progress_bar, loss_kind=cfg.loss,
+                   decorrelation=cfg.decorrelation,
+                   desc=f"{regime} seed {seed}")
+    return model, hist, n_free
+
+
+def unit_dataset(p: dict, model, hist: xr.Dataset, ds: xr.Dataset, split, norm, cfg: StudyConfig,
+                 config: dict, regime: str, seed: int, n_free: int) -> xr.Dataset:
+    """The unit's dataset from the test-set predictions ``p`` (:func:`_predict`), in W m-2."""
+    tgt = cfg.target
+    s = norm.scale
+    y_true = norm.y_inverse(tgt, p["y_true"])
+    y_pred = norm.y_inverse(tgt, p["y"])
+    c_pred = p["c"].astype(float) * s  # free concepts stay in target-scale units
+    for k, name in enumerate(PRESCRIBED):
+        c_pred[:, k] = norm.y_inverse(name, p["c"][:, k].astype(float))
+    c_true = np.concatenate([np.stack([norm.y_inverse(c, p["c_true"][:, k].astype(float))
+                                       for k, c in enumerate(PRESCRIBED)], 1),
+                             (p["hidden"] * norm.scale_of("q_hidden") + norm.mean.get("q_hidden", 0.0))[:, None]], 1)
+    times = ds["time"].values[p["t"] + cfg.lead]
+    # climatology of the target per calendar month and point, training split only
+    tr = ds[tgt].isel(time=split.train + cfg.lead)
+    clim = tr.groupby("time.month").mean(("member", "time")).compute()
+    months = xr.DataArray(np.asarray([np.datetime64(t, "M").astype(int) % 12 + 1 for t in times]), dims="sample")
+    y_clim = clim.sel(month=months).values
+    land = ~p["valid"].astype(bool)
+
+    def mapvar(a):
+        return np.where(land, np.nan, a)
+
+    names = model.concept_names
+    coords = {"sample": np.arange(len(times)), "time": ("sample", times), "member": ("sample", p["member"]),
+              "concept": names, "true_concept": list(CONCEPTS), "lat": ds["lat"].values, "lon": ds["lon"].values,
+              "epoch": hist["epoch"].values}
+    unit = xr.Dataset(
+        {
+            "y_true": (("sample", "lat", "lon"), mapvar(y_true), {"units": "W m-2", "long_name": f"true {tgt}"}),
+            "y_pred": (("sample", "lat", "lon"), mapvar(y_pred), {"units": "W m-2", "long_name": f"forecast {tgt}"}),
+            "y_clim": (("sample", "lat", "lon"), mapvar(y_clim), {"units": "W m-2",
+                                                                  "long_name": "training climatology"}),
+            "c_true": (("sample", "true_concept", "lat", "lon"), np.where(land[None, None], np.nan, c_true),
+                       {"units": "W m-2"}),
+            "c_pred": (("sample", "concept", "lat", "lon"), np.where(land[None, None], np.nan, c_pred),
+                       {"units": "W m-2", "long_name": "predicted concepts (free ones: target-scale units)"}),
+            "head_weight": ("concept", model.head_weights()[0].astype(float),
+                            {"long_name": "1x1 head weight (normalised units; truth = 1 for each budget term)"}),
+            "head_bias": ((), float(model.head.bias.detach()[0])),
+            "head_weight_true": ("concept", budget_weights(norm) + [np.nan] * n_free,
+                                 {"long_name": "head weight of the exact budget (target = sum of the terms)"}),
+            "mask": (("lat", "lon"), p["valid"].astype(np.int8)),
+            **{f"hist_{k}": ("epoch", hist[k].values) for k in ("lam", "train_loss", "train_task",
+                                                                "train_concept", "val_task")},
+        },
+        coords=coords,
+        attrs={"regime": regime, "seed": int(seed), "target": tgt, "scale_W_m2": float(s),
+               "study_config": json.dumps(config, default=str),
+               "description": f"OceanCBM unit: {regime}, seed {seed}, test split"},
+    )
+    if p["y0"] is not None:
+        unit["y_pred_free0"] = (("sample", "lat", "lon"), mapvar(norm.y_inverse(tgt, p["y0"])),
+                                {"units": "W m-2", "long_name": "forecast with the free concept zeroed"})
+    return unit
