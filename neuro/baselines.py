@@ -173,10 +173,14 @@ class _one_thread:
 
 
 class _Torch(_Base):
+    """A torch model: trained and run on ``device`` (``"cpu"`` by default; results on the CPU do
+    not depend on it being given)."""
+
     steps = 300
     hidden = 64
     lr = 3e-3
     seed = 0
+    device = "cpu"
 
     def _windows(self, series, stim):
         return make_windows(series, stim, self.context, self.horizon, stride=2, max_windows=4000, seed=self.seed)
@@ -199,17 +203,17 @@ class GRUForecaster(_Torch):
 
         torch.manual_seed(self.seed)
         N, K = series.shape[-1], stim.shape[-1]
-        self.net_ = torch.nn.GRU(N + K, self.hidden, batch_first=True)
-        self.out_ = torch.nn.Linear(self.hidden, N)
+        self.net_ = torch.nn.GRU(N + K, self.hidden, batch_first=True).to(self.device)
+        self.out_ = torch.nn.Linear(self.hidden, N).to(self.device)
         params = list(self.net_.parameters()) + list(self.out_.parameters())
         opt = torch.optim.Adam(params, lr=self.lr)
         L = min(64, series.shape[1] - 1)
         w = make_windows(series, stim, L, 1, stride=8, max_windows=2000, seed=self.seed)
-        xs = torch.as_tensor(np.concatenate([w.context, w.target], 1))
-        ss = torch.as_tensor(np.concatenate([w.stim_context, w.stim_future], 1))
+        xs = torch.as_tensor(np.concatenate([w.context, w.target], 1), device=self.device)
+        ss = torch.as_tensor(np.concatenate([w.stim_context, w.stim_future], 1), device=self.device)
         rng = np.random.default_rng(self.seed)
         for _ in range(self.steps):
-            b = torch.as_tensor(rng.choice(len(xs), min(32, len(xs)), replace=False))
+            b = torch.as_tensor(rng.choice(len(xs), min(32, len(xs)), replace=False), device=self.device)
             x, s = xs[b], ss[b]
             h, _ = self.net_(torch.cat([x[:, :-1], s[:, 1:]], -1))  # input x_t and s_{t+1}
             pred = x[:, :-1] + self.out_(h)
@@ -238,9 +242,9 @@ class GRUForecaster(_Torch):
         import torch
 
         with torch.no_grad():
-            return self._forward(torch.as_tensor(context, dtype=torch.float32),
-                                 torch.as_tensor(stim_context, dtype=torch.float32),
-                                 torch.as_tensor(stim_future, dtype=torch.float32)).numpy()
+            return self._forward(torch.as_tensor(context, dtype=torch.float32, device=self.device),
+                                 torch.as_tensor(stim_context, dtype=torch.float32, device=self.device),
+                                 torch.as_tensor(stim_future, dtype=torch.float32, device=self.device)).cpu().numpy()
 
 
 class TiDELite(_Torch):
@@ -260,16 +264,17 @@ class TiDELite(_Torch):
         N, K = series.shape[-1], stim.shape[-1]
         d_in = self.context * N + self.horizon * K
         self.enc_ = torch.nn.Sequential(torch.nn.Linear(d_in, self.hidden * 2), torch.nn.ReLU(),
-                                        torch.nn.Linear(self.hidden * 2, self.horizon * N))
-        self.skip_ = torch.nn.Linear(self.context, self.horizon)
+                                        torch.nn.Linear(self.hidden * 2, self.horizon * N)).to(self.device)
+        self.skip_ = torch.nn.Linear(self.context, self.horizon).to(self.device)
         params = list(self.enc_.parameters()) + list(self.skip_.parameters())
         opt = torch.optim.Adam(params, lr=self.lr)
         w = self._windows(series, stim)
         rng = np.random.default_rng(self.seed)
         for _ in range(self.steps):
             b = rng.choice(len(w), min(64, len(w)), replace=False)
-            pred = self._forward(torch.as_tensor(w.context[b]), torch.as_tensor(w.stim_future[b]))
-            loss = (pred - torch.as_tensor(w.target[b])).abs().mean()
+            pred = self._forward(torch.as_tensor(w.context[b], device=self.device),
+                                 torch.as_tensor(w.stim_future[b], device=self.device))
+            loss = (pred - torch.as_tensor(w.target[b], device=self.device)).abs().mean()
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -288,8 +293,8 @@ class TiDELite(_Torch):
         import torch
 
         with torch.no_grad():
-            return self._forward(torch.as_tensor(context, dtype=torch.float32),
-                                 torch.as_tensor(stim_future, dtype=torch.float32)).numpy()
+            return self._forward(torch.as_tensor(context, dtype=torch.float32, device=self.device),
+                                 torch.as_tensor(stim_future, dtype=torch.float32, device=self.device)).cpu().numpy()
 
 
 BASELINES = {c.name: c for c in (MeanBaseline, LastValue, StimulusEvoked, NLinear, DLinear, RidgeARX,

@@ -23,16 +23,19 @@ rows, ``tests/neuro/test_recovery.py``):
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 from scipy.stats import rankdata
 
 from scimech.stats import bootstrap_ci
+from scimech.study import PlantedTruthRow, recovery_line
 
-from .faithfulness import physiology_scores, tail_beat_scores
+from .faithfulness import tail_beat_scores
 from .sim.analysis import dominant_frequency, phase_difference
 
-__all__ = ["planted_truth", "summary_line", "format_table"]
+__all__ = ["TruthRow", "planted_truth", "summary_line", "format_table", "truth_frame", "recovery_text"]
 
 EDGE_AUROC_MIN = 0.75   # lower bound of the interval: clearly better than chance (0.5)
 SIGN_ACCURACY_MIN = 0.7  # lower bound: most true connections have the right sign
@@ -62,18 +65,31 @@ def _finite(v) -> bool:
         return False
 
 
-def _row(name, quantity, truth, found, low, high, criterion, ok):
-    """One planted-truth row; ``assessed`` is False when the estimate or its interval is not a
-    finite number: such a row reads NOT ASSESSED and is neither recovered nor missed."""
+@dataclass(frozen=True)
+class TruthRow(PlantedTruthRow):
+    """One planted property: ``truth`` names it (``edges``, ``signs``, ...), ``measure`` says what
+    was measured, ``planted`` is the simulator's value in words or a number, ``criterion`` the
+    rule in words (``threshold`` its number); ``recovered`` is ``None`` when the estimate or its
+    interval is not a finite number (NOT ASSESSED: neither recovered nor missed)."""
+
+    planted: object = ""
+    criterion: str = ""
+
+    @property
+    def assessed(self) -> bool:
+        return self.recovered is not None
+
+    @property
+    def verdict(self) -> str:
+        return "NOT ASSESSED" if self.recovered is None else "RECOVERED" if self.recovered else "MISSED"
+
+
+def _row(name, quantity, truth, found, low, high, criterion, ok, threshold=np.nan) -> TruthRow:
+    """One planted-truth row; not assessed (``recovered`` None) when the estimate or its interval
+    is not a finite number."""
     assessed = all(_finite(v) for v in (found, low, high))
-    return {"row": name, "quantity": quantity, "truth": truth, "found": found, "low": low, "high": high,
-            "criterion": criterion, "recovered": bool(ok) and assessed, "assessed": assessed}
-
-
-def _verdict(r) -> str:
-    if not getattr(r, "assessed", True):
-        return "NOT ASSESSED"
-    return "RECOVERED" if r.recovered else "MISSED"
+    return TruthRow(name, quantity, float(found), float(low), float(high), float(threshold),
+                    bool(ok) if assessed else None, planted=truth, criterion=criterion)
 
 
 def _per_window_physiology(traces, task):
@@ -104,7 +120,7 @@ def _median_ci(v, seed):
 
 
 def planted_truth(task, arrays: dict, *, long_task=None, long_arrays: dict | None = None, seed: int = 0
-                  ) -> pd.DataFrame:
+                  ) -> list[TruthRow]:
     """One row per planted property of the simulated circuit: truth, what ``arrays`` (a
     model's outputs from :func:`neuro.search.evaluate.predict_candidate` / the search's node
     file) show, a 95 % interval, the criterion and whether it is met.
@@ -131,13 +147,14 @@ def planted_truth(task, arrays: dict, *, long_task=None, long_arrays: dict | Non
                                    n_resamples=500, seed=seed)
         rows.append(_row("edges", "edge AUROC of |Jacobian| (which observed pairs are wired)",
                          f"{n_edges} of {n_pairs} pairs wired", est, lo, hi, f"lower bound >= {EDGE_AUROC_MIN}",
-                         np.isfinite(lo) and lo >= EDGE_AUROC_MIN))
+                         np.isfinite(lo) and lo >= EDGE_AUROC_MIN, EDGE_AUROC_MIN))
         s_true = np.sign(W[off][edge])
         s_found = np.sign(np.asarray(J, float)[off][edge])
         est, lo, hi = bootstrap_ci((s_found == s_true).astype(float), np.mean, method="percentile", seed=seed)
         rows.append(_row("signs", "sign accuracy of the Jacobian on true connections (Dale's law)",
                          f"{int((s_true < 0).sum())} inhibitory, {int((s_true > 0).sum())} excitatory",
-                         est, lo, hi, f"lower bound >= {SIGN_ACCURACY_MIN}", np.isfinite(lo) and lo >= SIGN_ACCURACY_MIN))
+                         est, lo, hi, f"lower bound >= {SIGN_ACCURACY_MIN}", np.isfinite(lo) and lo >= SIGN_ACCURACY_MIN,
+                         SIGN_ACCURACY_MIN))
     else:
         for name in ("edges", "signs"):
             rows.append(_row(name, "connectivity", "", np.nan, np.nan, np.nan, "not measured", False))
@@ -153,7 +170,7 @@ def planted_truth(task, arrays: dict, *, long_task=None, long_arrays: dict | Non
                                    method="percentile", n_resamples=1000, seed=seed)
         rows.append(_row("impulse", "response to a forward-grating pulse from rest (relative L2 distance; 1 = none)",
                          f"simulator response, peak {np.abs(t).max():.2f} z", est, lo, hi, "upper bound < 1",
-                         np.isfinite(hi) and hi < 1.0))
+                         np.isfinite(hi) and hi < 1.0, 1.0))
     else:
         rows.append(_row("impulse", "impulse response", "", np.nan, np.nan, np.nan, "not measured", False))
     swim = arrays.get("swim_pred")
@@ -165,14 +182,14 @@ def planted_truth(task, arrays: dict, *, long_task=None, long_arrays: dict | Non
         est, lo, hi = _median_ci(found[:, 0], seed)
         rows.append(_row("left_right", "left-right phase of the free run (cycles; 0.5 = alternation)",
                          round(float(tl), 3), est, lo, hi, f"within {LR_TOL} of the truth",
-                         np.isfinite(est) and abs(est - tl) <= LR_TOL))
+                         np.isfinite(est) and abs(est - tl) <= LR_TOL, LR_TOL))
         est, lo, hi = _median_ci(found[:, 1], seed)
         rows.append(_row("rostro_caudal", "rostro-caudal phase of the free run (cycles; > 0: rostral leads)",
                          round(float(tr_), 3), est, lo, hi, f"same sign, within {RC_TOL}",
-                         np.isfinite(est) and np.sign(est) == np.sign(tr_) and abs(est - tr_) <= RC_TOL))
+                         np.isfinite(est) and np.sign(est) == np.sign(tr_) and abs(est - tr_) <= RC_TOL, RC_TOL))
         est, lo, hi = _median_ci(found[:, 2], seed)
         rows.append(_row("frequency", "tail-beat frequency of the free run (Hz)", round(float(tf), 1), est, lo, hi,
-                         f"within {int(FREQ_TOL * 100)} %", np.isfinite(est) and abs(est - tf) <= FREQ_TOL * tf))
+                         f"within {int(FREQ_TOL * 100)} %", np.isfinite(est) and abs(est - tf) <= FREQ_TOL * tf, FREQ_TOL))
     if long_task is not None and long_arrays is not None and "swim_pred" in long_arrays \
             and "swim_target" in long_task.probes:
         tb = tail_beat_scores(long_arrays["swim_pred"], long_task.probes["swim_target"], long_task,
@@ -186,11 +203,8 @@ def planted_truth(task, arrays: dict, *, long_task=None, long_arrays: dict | Non
                          f"(fraction of swimming windows; median |phase error| {tb['tail_phase_error']:.2f} cycles, "
                          f"amplitude ratio {tb['tail_amplitude_ratio']:.2f})",
                          f"{len(hit)} swimming windows", est, lo, hi, ">= 0.5 of windows",
-                         np.isfinite(est) and est >= 0.5))
-    table = pd.DataFrame(rows).set_index("row")
-    phys = physiology_scores(swim, task) if swim is not None else {}
-    table.attrs["physiology"] = phys
-    return table
+                         np.isfinite(est) and est >= 0.5, 0.5))
+    return rows
 
 
 def _fmt(v):
@@ -199,22 +213,32 @@ def _fmt(v):
     return str(v)
 
 
-def summary_line(table: pd.DataFrame, label: str = "neuro") -> str:
-    """``neuro planted truth: K of N recovered (edges 0.99 [0.98, 1.00], ...)``: N counts the rows
-    that could be assessed; a row whose estimate or interval is not a number is marked NOT ASSESSED."""
-    assessed = table["assessed"] if "assessed" in table else pd.Series(True, index=table.index)
-    k, n = int((table["recovered"] & assessed).sum()), int(assessed.sum())
-    parts = [f"{name} {_fmt(r.found)} [{_fmt(r.low)}, {_fmt(r.high)}]"
-             + {"RECOVERED": "", "MISSED": " MISSED", "NOT ASSESSED": " NOT ASSESSED"}[_verdict(r)]
-             for name, r in table.iterrows()]
-    return f"{label} planted truth: {k} of {n} recovered ({'; '.join(parts)})"
+def summary_line(rows: list[TruthRow], label: str = "neuro") -> str:
+    """``neuro planted truth: K of N recovered (edges 0.99 [0.98, 1.00]; ...)``
+    (:func:`scimech.study.recovery_line`): N counts the rows that could be assessed; a row whose
+    estimate or interval is not a number is marked NOT ASSESSED."""
+    parts = [f"{r.truth} {_fmt(r.estimate)} [{_fmt(r.ci_low)}, {_fmt(r.ci_high)}]"
+             + {"RECOVERED": "", "MISSED": " MISSED", "NOT ASSESSED": " NOT ASSESSED"}[r.verdict] for r in rows]
+    return recovery_line(label, rows, "; ".join(parts))
 
 
-def format_table(table: pd.DataFrame) -> str:
+def format_table(rows: list[TruthRow]) -> str:
     """A plain-text table of :func:`planted_truth` (one row per planted property)."""
     head = ["property", "truth", "found", "95% interval", "criterion", "verdict", "what"]
-    body = [[name, _fmt(r.truth), _fmt(r.found), f"[{_fmt(r.low)}, {_fmt(r.high)}]", r.criterion,
-             _verdict(r), r.quantity] for name, r in table.iterrows()]
+    body = [[r.truth, _fmt(r.planted), _fmt(r.estimate), f"[{_fmt(r.ci_low)}, {_fmt(r.ci_high)}]", r.criterion,
+             r.verdict, r.measure] for r in rows]
     widths = [max(len(str(x)) for x in col) for col in zip(head, *body)]
     lines = ["  ".join(str(x).ljust(w) for x, w in zip(row, widths)).rstrip() for row in [head] + body]
     return "\n".join(lines)
+
+
+def recovery_text(rows: list[TruthRow]) -> str:
+    """``recovery.txt``: the summary line, a blank line, the table."""
+    return f"{summary_line(rows)}\n\n{format_table(rows)}\n"
+
+
+def truth_frame(rows: list[TruthRow]) -> pd.DataFrame:
+    """The rows as a table (``recovery.csv``): one row per property, indexed by its name."""
+    return pd.DataFrame([{"row": r.truth, "quantity": r.measure, "truth": r.planted, "found": r.estimate,
+                          "low": r.ci_low, "high": r.ci_high, "criterion": r.criterion,
+                          "recovered": bool(r.recovered), "assessed": r.assessed} for r in rows]).set_index("row")

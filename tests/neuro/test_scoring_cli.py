@@ -32,20 +32,39 @@ def test_cli_plot_reads_a_journal(tmp_path):
     assert (tmp_path / "t.png").stat().st_size > 1000
 
 
-def test_cli_study_budget_flags():
+def test_cli_plot_draws_every_search_of_a_study_folder(tmp_path, capsys):
+    from dataclasses import asdict
+
+    from scimech.cli import main
+
+    nodes = [Node(0, None, "draft", "x", "h0", status="ok", val=0.5), Node(1, 0, "improve", "z", "h2", status="ok",
+                                                                          val=0.4)]
+    for search in ("search_priors", "search_no_priors", "long_context/search_priors"):
+        (tmp_path / search).mkdir(parents=True)
+        (tmp_path / search / "journal.jsonl").write_text("".join(json.dumps(asdict(n)) + "\n" for n in nodes))
+    assert main(["neuro", "plot", str(tmp_path)]) == 0
+    drawn = json.loads(capsys.readouterr().out)["figures"]
+    assert sorted(drawn) == sorted(str(tmp_path / f"tree_{s}.png") for s in ("search_priors", "search_no_priors",
+                                                                             "long_context_search_priors"))
+    assert all((tmp_path / f"tree_{s}.png").stat().st_size > 1000 for s in ("search_priors",))
+    assert main(["neuro", "plot", str(tmp_path / "search_priors" / "missing")]) == 2  # not a folder: refused
+
+
+def test_cli_study_size_flags():
     from scimech.cli import build_parser
 
     args = build_parser().parse_args(["neuro", "study", "--medium", "--seeds", "2", "--long-context", "0"])
-    assert args.medium and args.seeds == 2 and args.long_context == 0
+    assert args.size == "medium" and args.seeds == 2 and args.long_context == 0
+    assert build_parser().parse_args(["neuro", "study", "--size", "full"]).size == "full"
     args = build_parser().parse_args(["neuro", "study"])
-    assert not args.medium and args.seeds is None and args.long_context == 256
+    assert args.size == "quick" and args.seeds is None and args.long_context == 256 and args.device == "cpu"
 
 
-def test_unknown_budget_names_the_choices(tmp_path):
+def test_unknown_size_names_the_choices(tmp_path):
     import pytest
 
     from neuro.study import run_study
     from scimech.errors import ConfigError
 
     with pytest.raises(ConfigError, match="medium"):
-        run_study(tmp_path, budget="huge")
+        run_study(tmp_path, size="huge")

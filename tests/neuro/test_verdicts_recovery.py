@@ -4,15 +4,20 @@ true wiring prior recovers the connectivity, one fitted with a shuffled prior do
 
 from __future__ import annotations
 
+import dataclasses
+from types import SimpleNamespace
+
 import numpy as np
-import pandas as pd
 import pytest
 
+from neuro.evidence import Evidence, SearchEvidence
 from neuro.faithfulness import tail_beat_scores
+from neuro.findings import findings
 from neuro.recovery import edge_auroc, format_table, planted_truth, summary_line
 from neuro.search.blocks import DEFAULTS, render
 from neuro.search.evaluate import run_candidate
 from neuro.verdicts import cluster_bootstrap, compare, verdict_better
+from scimech.study import Finding, PlantedTruthRow
 
 
 def test_cluster_bootstrap_covers_the_true_mean():
@@ -95,18 +100,18 @@ def test_planted_truth_rows_pass_with_the_true_prior_and_fail_with_a_shuffled_on
     wrong = true_mask[np.ix_(perm, perm)]  # same number of allowed edges, wrong units
     good = planted_truth(task, _fit_with_prior(task, true_mask))
     bad = planted_truth(task, _fit_with_prior(task, wrong))
-    assert good.loc["edges", "recovered"] and not bad.loc["edges", "recovered"]
-    assert bad.loc["edges", "found"] < 0.75 <= good.loc["edges", "low"]
+    good_edges, bad_edges = (next(r for r in rows if r.truth == "edges") for rows in (good, bad))
+    assert good_edges.recovered is True and bad_edges.recovered is False
+    assert bad_edges.estimate < 0.75 <= good_edges.ci_low
     line = summary_line(bad)
-    k = int(bad["recovered"].sum())
-    assert line.startswith(f"neuro planted truth: {k} of {int(bad['assessed'].sum())} recovered (") and "edges" in line
+    k = sum(r.recovered is True for r in bad)
+    n = sum(r.recovered is not None for r in bad)
+    assert line.startswith(f"neuro planted truth: {k} of {n} recovered (") and "edges" in line
     assert "MISSED" in format_table(bad) and "RECOVERED" in format_table(good)
 
 
-def _evidence(disc_shift, free_id_shift, free_ood_shift, seed=0):
+def _evidence(disc_shift, free_id_shift, free_ood_shift, seed=0, free_nodes=None, **changes):
     """Hand-made evidence: 3 seeds, 9 test trials x 10 windows, 5 OOD trials x 10 windows."""
-    from types import SimpleNamespace
-
     rng = np.random.default_rng(seed)
     trials = np.repeat(np.arange(9), 10)
     ood_trials = np.repeat(np.arange(5), 10)
@@ -115,33 +120,38 @@ def _evidence(disc_shift, free_id_shift, free_ood_shift, seed=0):
     node = SimpleNamespace(val=0.3, faith={"edge_auroc": 0.99, "sign_accuracy": 0.8, "impulse_distance": 0.7})
     free_node = SimpleNamespace(val=0.31, faith={"edge_auroc": 0.6, "sign_accuracy": 0.7, "impulse_distance": 0.9})
     ood = 0.4 + 0.05 * rng.random((1, 5))[:, ood_trials] + 0.01 * rng.random((3, 50))
-    return {"seeds": [0, 1, 2], "test_trials": trials, "ood_clusters": ood_trials, "best_baseline": "tide",
-            "baseline_test": base - disc_shift, "picks": ["priors"] * 3, "discovered_test": prior,
-            "priors/test": prior, "no priors/test": prior + free_id_shift, "priors/ood": ood,
-            "no priors/ood": ood + free_ood_shift, "priors/nodes": [node] * 3, "no priors/nodes": [free_node] * 3}
+    ev = Evidence(seeds=[0, 1, 2], test_trials=trials, ood_clusters=ood_trials, best_baseline="tide",
+                  baseline_test=base - disc_shift, picks=["priors"] * 3, discovered_test=prior,
+                  priors=SearchEvidence(prior, ood, [node] * 3, [{}] * 3),
+                  no_priors=SearchEvidence(prior + free_id_shift, ood + free_ood_shift, free_nodes or [free_node] * 3,
+                                           [{}] * 3))
+    return dataclasses.replace(ev, **changes)
+
+
+def _lines(ev):
+    found = findings(ev)
+    assert all(isinstance(f, Finding) for f in found)
+    return [f.line() for f in found]
 
 
 @pytest.mark.parametrize("disc_shift, word", [(-0.02, "REPRODUCED"), (0.02, "NOT reproduced"), (0.0, "UNDECIDED")])
 def test_findings_verdicts_follow_the_intervals(disc_shift, word):
-    from neuro.study import findings
-
-    lines = findings(_evidence(disc_shift, 0.0, 0.03))
+    found = findings(_evidence(disc_shift, 0.0, 0.03))
+    lines = [f.line() for f in found]
     assert lines[0].startswith(word)
+    assert found[0].verdict == ("REPRODUCED" if word == "REPRODUCED" else "NOT reproduced")  # the contract's three
     # unconstrained: same ID, worse OOD -> reproduced; worse both -> partly; better OOD -> not
     assert lines[1].startswith("REPRODUCED")
-    assert findings(_evidence(0.0, 0.03, 0.03))[1].startswith("PARTLY")
-    assert findings(_evidence(0.0, 0.0, -0.03))[1].startswith("NOT reproduced (the unconstrained search is better OOD)")
+    assert _lines(_evidence(0.0, 0.03, 0.03))[1].startswith("PARTLY")
+    assert _lines(_evidence(0.0, 0.0, -0.03))[1].startswith("NOT reproduced (the unconstrained search is better OOD)")
     assert lines[2].startswith("REPRODUCED") and lines[3].startswith("REPRODUCED")  # priors better in every seed
 
 
 def test_traces_without_a_wiring_prior_do_not_judge_the_priors():
     """Your traces with no prior: both searches were unconstrained, so even evidence that would
     read REPRODUCED (same ID, worse OOD) is not a verdict on wiring priors."""
-    from neuro.study import findings
-
-    ev = _evidence(0.0, 0.0, 0.03)
-    assert findings(ev)[1].startswith("REPRODUCED")
-    lines = findings({**ev, "no_prior": True})
+    assert _lines(_evidence(0.0, 0.0, 0.03))[1].startswith("REPRODUCED")
+    lines = _lines(_evidence(0.0, 0.0, 0.03, no_prior=True))
     assert lines[1].startswith("NOT ASSESSED: search with vs without wiring priors")
     assert lines[2].startswith("NOT ASSESSED: recovery of connectivity")
     assert not any(s.startswith(("REPRODUCED", "PARTLY")) for s in lines[1:])
@@ -151,29 +161,28 @@ def test_no_verdict_rests_on_a_nan():
     """A seed whose faithfulness could not be measured (NaN edge AUROC, impulse distance) and an
     interval that is not a number leave their findings NOT ASSESSED, naming the number, never
     "NOT reproduced" (before: NaN > x is False, which read as "NOT reproduced")."""
-    from types import SimpleNamespace
-
-    from neuro.study import findings
-
     ev = _evidence(0.0, 0.0, 0.03)
     gap = SimpleNamespace(val=0.31, faith={"edge_auroc": np.nan, "sign_accuracy": 0.7, "impulse_distance": np.nan})
-    lines = findings({**ev, "no priors/nodes": [ev["no priors/nodes"][0], gap, ev["no priors/nodes"][0]]})
+    found = findings(_evidence(0.0, 0.0, 0.03, free_nodes=[ev.no_priors.nodes[0], gap, ev.no_priors.nodes[0]]))
+    assert found[2].verdict == found[3].verdict == "NOT ASSESSED" and not found[2].assessed
+    lines = [f.line() for f in found]
     assert lines[2].startswith("NOT ASSESSED (edge AUROC without (seed 1) is not a finite number)")
     assert lines[3].startswith("NOT ASSESSED (impulse distance without (seed 1) is not a finite number)")
-    broken = ev["discovered_test"].copy()
+    broken = ev.discovered_test.copy()
     broken[1] = np.nan                                     # one seed's test scores are missing
-    first = findings({**ev, "discovered_test": broken})[0]
+    first = _lines(_evidence(0.0, 0.0, 0.03, discovered_test=broken))[0]
     assert first.startswith("NOT ASSESSED (ID test MAE a, ID test MAE diff, ID test MAE diff_low, ID test MAE diff_high "
                             "are not a finite number)")
 
 
 def test_a_planted_truth_row_without_a_number_is_not_assessed_not_missed():
-    from neuro.recovery import _row, format_table, summary_line
+    from neuro.recovery import _row
 
     rows = [_row("edges", "edge AUROC", "", 0.99, 0.98, 1.0, "lower bound >= 0.75", True),
             _row("signs", "sign accuracy", "", 0.5, 0.4, 0.6, "lower bound >= 0.7", False),
             _row("impulse", "impulse response", "", np.nan, np.nan, np.nan, "not measured", False)]
-    table = pd.DataFrame(rows).set_index("row")
+    assert [r.recovered for r in rows] == [True, False, None] and all(isinstance(r, PlantedTruthRow) for r in rows)
+    table = rows
     line = summary_line(table)
     assert line.startswith("neuro planted truth: 1 of 2 recovered (")     # the NaN row is not counted
     assert "impulse nan [nan, nan] NOT ASSESSED" in line and "signs 0.5 [0.4, 0.6] MISSED" in line

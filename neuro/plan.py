@@ -1,0 +1,132 @@
+"""Plan of the discovery study: the sizes (quick / medium / full), the settings one run needs,
+and the :class:`scimech.study.Plan` a dry run prints.
+
+Sizes (:data:`BUDGETS`): ``quick`` is the smoke test (one search seed, 12 nodes per search,
+a small priors search at the long context); ``medium`` answers the study's questions on two
+cores in about ten minutes (three search seeds, 3 trials per OOD suite, both searches at the
+long context); ``full`` is the full-size data and budget. ``medium`` uses the quick-size data.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+
+from scimech.errors import ConfigError
+from scimech.study import SIZES, Plan
+
+__all__ = ["BUDGETS", "SEEDED_BASELINES", "SEARCH_LABELS", "StudySettings", "study_plan", "BENCH_EVAL_SECONDS"]
+
+# nodes per search, search seeds, the long-context searches, wall-clock per search (s), OOD
+# trials, Adam steps of the GRU and TiDE baselines (TiDE's validation MAE is still falling at
+# 400 steps on the quick task: 0.333 at 100, 0.316 at 200, 0.304 at 400, 0.300-0.307 at 800)
+BUDGETS = {
+    "quick": dict(nodes=12, seeds=1, long_nodes=6, long_priors=(True,), search_seconds=90.0, ood_trials=1,
+                  torch_steps=100),
+    "medium": dict(nodes=24, seeds=3, long_nodes=10, long_priors=(True, False), search_seconds=240.0, ood_trials=3,
+                   torch_steps=800),
+    "full": dict(nodes=40, seeds=3, long_nodes=40, long_priors=(True, False), search_seconds=3600.0, ood_trials=3,
+                 torch_steps=1500),
+}
+assert tuple(BUDGETS) == SIZES
+#: baselines trained from a random start (torch): refitted for every search seed, run on ``device``
+SEEDED_BASELINES = ("gru", "tide")
+#: bench/RESULTS.md (neuro, `python -m bench.bench_scale`): one candidate evaluation (both sandbox
+#: stages) took 2.33 s on one worker at the quick sizes
+BENCH_EVAL_SECONDS = 2.33
+#: the two searches of every seed, by label: with and without the wiring prior
+SEARCH_LABELS = (("priors", True), ("no priors", False))
+
+
+@dataclass(frozen=True)
+class StudySettings:
+    """Everything one run of the study needs, resolved from a size and the options.
+
+    ``None`` in ``nodes``, ``long_nodes``, ``seeds`` or ``search_seconds`` means "the size's
+    default" (:data:`BUDGETS`); :meth:`resolved` fills them in. ``long_context`` 0 or ``None``
+    skips the long-context task. ``threads``: candidate evaluations of one search generation
+    run at once when no Dask client is given (each in its own sandbox process)."""
+
+    out: Path
+    size: str = "quick"
+    seed: int = 0
+    seeds: int | None = None
+    nodes: int | None = None
+    long_nodes: int | None = None
+    search_seconds: float | None = None
+    context: int = 4
+    horizon: int = 32
+    duration: float | None = None
+    max_windows: int = 400
+    generation: int = 2
+    long_context: int | None = 256
+    baselines: tuple[str, ...] | None = None   # None: every baseline (neuro.baselines.BASELINES)
+    device: str = "cpu"
+    threads: int = 1
+
+    def __post_init__(self):
+        if self.size not in BUDGETS:
+            raise ConfigError(f"size must be one of {sorted(BUDGETS)}; got {self.size!r}.")
+        object.__setattr__(self, "out", Path(self.out))
+
+    @property
+    def budget(self) -> dict:
+        return BUDGETS[self.size]
+
+    @property
+    def quick_data(self) -> bool:
+        """The quick-size data (3 s trials, 3 per ID condition), for ``quick`` and ``medium``."""
+        return self.size != "full"
+
+    @property
+    def seed_list(self) -> list[int]:
+        return [self.seed + k for k in range(int(self.seeds or self.budget["seeds"]))]
+
+    @property
+    def n_nodes(self) -> int:
+        return int(self.nodes or self.budget["nodes"])
+
+    @property
+    def n_long_nodes(self) -> int:
+        if self.long_nodes:
+            return int(self.long_nodes)
+        return min(self.budget["long_nodes"], self.n_nodes) if self.nodes else self.budget["long_nodes"]
+
+    @property
+    def seconds_per_search(self) -> float:
+        return float(self.search_seconds or self.budget["search_seconds"])
+
+    def record(self) -> dict:
+        """The settings that fix the results, as saved with the evidence (``evidence.nc`` attrs)."""
+        return dict(budget=self.size, seeds=self.seed_list, nodes=self.n_nodes, long_nodes=self.n_long_nodes,
+                    context=self.context, horizon=self.horizon, long_context=self.long_context or None,
+                    duration=self.duration, max_windows=self.max_windows, generation=self.generation,
+                    search_seconds=self.seconds_per_search)
+
+    def replace(self, **changes) -> StudySettings:
+        return dataclasses.replace(self, **changes)
+
+
+def study_plan(settings: StudySettings, *, data: str | None = None, proposer: str = "offline",
+               extra: dict | None = None) -> Plan:
+    """What the study would run: for each search seed, a search with and one without wiring
+    priors, each up to its node budget; the long-context searches (first seed only); the
+    baselines. ``extra`` is carried in :attr:`scimech.study.Plan.settings` with the settings."""
+    s = settings
+    seeds, nodes, long_nodes = s.seed_list, s.n_nodes, s.n_long_nodes
+    units = [f"seed {sd} {label} node {n}" for sd in seeds for label, _ in SEARCH_LABELS for n in range(nodes)]
+    if s.long_context:
+        units += [f"seed {seeds[0]} long-context {label} node {n}" for label, priors in SEARCH_LABELS
+                  if priors in s.budget["long_priors"] for n in range(long_nodes)]
+    sizes = {"budget": s.size, "search seeds": ", ".join(map(str, seeds)),
+             "nodes per search": f"{nodes} (long context {s.long_context}: {long_nodes})" if s.long_context
+             else nodes,
+             "wall-clock cap per search": f"{s.seconds_per_search:.0f} s",
+             "task": f"context {s.context}, horizon {s.horizon}, up to {s.max_windows} windows per split",
+             "data": data or "the simulator",
+             "baselines": ", ".join(s.baselines) if s.baselines else "all", "proposer": proposer,
+             "device": s.device}
+    return Plan("neuro study", units, sizes, BENCH_EVAL_SECONDS,
+                "one evaluation per node, bench/RESULTS.md's 2.33 s; baselines and simulation not included; "
+                "each search also stops at its wall-clock cap", str(s.out), settings={"study": s, **(extra or {})})

@@ -1,0 +1,140 @@
+"""The study's report (``report.md`` + html, figures) and the numbers saved beside it
+(``results.csv``, ``long_context.csv``, ``evidence.nc``, ``findings.json``, ``recovery.csv``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from scimech.report import Report
+from scimech.results import atomic_write_text
+
+from .baselines import fit_baseline
+from .evidence import evidence_dataset, node_arrays
+from .faithfulness import probe_model
+from .plots import plot_activity, plot_tail_angle, plot_tree, tail_readout
+from .recovery import format_table, summary_line, truth_frame
+from .run import COLS, StudyRun
+
+__all__ = ["write_report", "save_numbers", "recovery_note"]
+
+_LONG_COLS = ("val", "test", "ood_mean", "edge_auroc", "frequency", "tail_phase_error", "tail_amplitude_ratio",
+              "tail_beat_forecast")
+
+
+def recovery_note(run: StudyRun) -> str:
+    """``recovery.txt`` when there is no planted-truth table: why not."""
+    why = ("your traces have no planted circuit to recover" if run.task.true_weights is None
+           else "no structural-prior program finished")
+    return f"neuro planted truth: 0 of 0 recovered ({why})\n"
+
+
+def save_numbers(run: StudyRun, findings) -> None:
+    """The tables and the evidence behind the report, under the output folder."""
+    out = run.settings.out
+    run.table.to_csv(out / "results.csv")
+    if run.long_table is not None:
+        run.long_table.to_csv(out / "long_context.csv")
+    evidence_dataset(run.evidence, run.settings.record()).to_netcdf(out / "evidence.nc")
+    atomic_write_text(out / "findings.json", json.dumps([f.line() for f in findings], indent=1))
+    if run.planted is not None:
+        truth_frame(run.planted).to_csv(out / "recovery.csv")
+
+
+def _swim_predictions(task, searches: dict) -> tuple[np.ndarray, dict]:
+    """The first swimming probe window's true activity and each model's forecast of it
+    (the best program of each search in ``searches`` ``{label: TreeSearch}``, and ridge ARX)."""
+    target = task.probes["swim_target"][0][: task.horizon]
+    preds = {}
+    for label, ts in searches.items():
+        best = ts.best() if ts is not None else None
+        arrays = node_arrays(ts, best) if best is not None else {}
+        if "swim_pred" in arrays:
+            preds[f"discovered ({label})"] = arrays["swim_pred"][0][: task.horizon]
+    _, arrays = probe_model(fit_baseline("ridge_arx", task), task)
+    preds["ridge_arx"] = arrays["swim_pred"][0][: task.horizon]
+    return target, preds
+
+
+def _swim_figures(rep: Report, task, searches: dict, *, activity: bool, name: str, caption: str) -> None:
+    """The tail angle (and, with ``activity``, the activity of two MN and two V2a units) on a
+    swimming probe window: true vs each model's forecast."""
+    target, preds = _swim_predictions(task, searches)
+    if activity:
+        types = np.asarray(task.meta["type"])
+        units = [int(i) for t in ("MN", "V2a") for i in np.flatnonzero(types == t)[:2]]
+        rep.figure(plot_activity(target, preds, task.meta["name"], task.dt, units=tuple(units)), "activity",
+                   caption="Activity predicted vs true on a swimming window (z units)")
+    readout = tail_readout(task)
+    rep.figure(plot_tail_angle(readout(target[None])[0], {k: readout(v[None])[0] for k, v in preds.items()}, task.dt),
+               name, caption=caption)
+
+
+def _overview(run: StudyRun) -> str:
+    s, task, t = run.settings, run.task, run.seconds
+    return (f"Budget `{s.size}`: {len(s.seed_list)} search seed(s) {s.seed_list}, {s.n_nodes} nodes per search"
+            f"{f', {s.n_long_nodes} per long-context search' if run.long_task is not None else ''}. Task "
+            f"`{task.name}`: {task.n_neurons} observed units, context {task.context} and horizon {task.horizon} steps "
+            f"of {task.dt * 1000:.0f} ms; MAE in z units (per-neuron train z-score). {len(task.train_series)} "
+            f"training trials; ID val/test windows {len(task.val)}/{len(task.test)}; OOD suites "
+            f"{', '.join(f'{k} ({len(v)})' for k, v in task.ood.items())}. Simulation {t['simulation']:.0f} s, "
+            f"baselines {t['baselines']:.0f} s, searches {t['searches']:.0f} s, long context {t['long']:.0f} s. "
+            f"{run.long_note}")
+
+
+def _physiology(run: StudyRun) -> str:
+    p, segments = run.true_physiology, sorted({int(s) for s in run.task.meta["segment"] if s >= 0})
+    return (f"Simulator physiology (true swimming probes): left-right phase {p['lr_phase']:.2f} cycles "
+            f"(0.5 = antiphase), rostro-caudal phase {p['rc_phase']:.3f} cycles over {np.diff(segments)[0]} segments, "
+            f"dominant frequency {p['frequency']:.1f} Hz.")
+
+
+def _search_trees(rep: Report, run: StudyRun) -> None:
+    seed = run.settings.seed_list[0]
+    for label in ("priors", "no priors"):
+        ts = run.searches.get((label, seed))
+        if ts is None:
+            continue
+        rep.figure(plot_tree(ts.nodes, title=f"search tree ({label}, seed {seed})"), f"tree_{label.replace(' ', '_')}",
+                   caption=f"Search tree with {label}: ID validation MAE per node; failed nodes marked x")
+        summary = pd.DataFrame([{"id": n.id, "parent": n.parent, "op": n.op, "status": n.status, "val": n.val,
+                                 "quick_val": n.quick_val, "error": (n.error or "")[:60]} for n in ts.nodes])
+        rep.table(summary.set_index("id"), caption=f"Nodes of the search with {label} (seed {seed})")
+
+
+def write_report(run: StudyRun, findings) -> Path:
+    """``report.md`` (+ html, figures) under the output folder; returns its path."""
+    task, long_task = run.task, run.long_task
+    rep = Report(run.settings.out, title="Model discovery against a simulated larval zebrafish")
+    rep.text(_overview(run))
+    rep.heading("Which reference findings reproduce")
+    rep.text("\n".join(f"- {f.line()}" for f in findings))
+    if run.planted is not None:
+        rep.heading("Planted truth vs what the study found")
+        rep.text(f"The structural-prior search's pick (seed {run.planted_seed}, best ID validation over seeds) "
+                 f"against the simulated circuit; 95 % bootstrap intervals.\n\n"
+                 f"{summary_line(run.planted)}\n\n```\n{format_table(run.planted)}\n```")
+    if run.true_physiology:
+        rep.text(_physiology(run))
+    rep.table(run.table[[c for c in COLS if c in run.table.columns]].astype(float),
+              caption="ID / OOD MAE and faithfulness of every baseline and the best discovered programs "
+              "(selection used ID validation only)")
+    if run.long_table is not None:
+        rep.table(run.long_table[[c for c in _LONG_COLS if c in run.long_table.columns]].astype(float),
+                  caption=f"Context {long_task.context}: ID / OOD MAE and the tail beat of the free run (|phase "
+                  "error| in cycles, amplitude ratio, fraction of swimming windows forecast)")
+    _search_trees(rep, run)
+    seed = run.settings.seed_list[0]
+    if "swim_target" in task.probes:
+        _swim_figures(rep, task, {label: run.searches.get((label, seed)) for label in ("priors", "no priors")},
+                      activity=True, name="tail_angle",
+                      caption="Tail angle (rad) read out linearly from true vs predicted MN activity")
+    if long_task is not None and "swim_target" in long_task.probes:
+        _swim_figures(rep, long_task, run.long_searches, activity=False, name="tail_angle_long",
+                      caption=f"Context {long_task.context}: tail angle (rad) read out from true vs predicted "
+                      "activity after a context ending 50 ms into a bout")
+    return rep.write()

@@ -1,0 +1,339 @@
+"""Running the discovery study: the tasks (simulated, or your traces), the baselines, the tree
+searches with and without structural priors over several search seeds, and the long-context
+(256 steps) task for the tail beat.
+
+Units of work go through :func:`scimech.parallel.map_units` into
+:class:`scimech.results.UnitStore` folders under the output folder: one unit per baseline
+fit (``baselines/``) and one per candidate evaluation of each search
+(``search_<label>[_seed<s>]/units/``; the long context under ``long_context/``). With a Dask
+``client`` they run on its workers; rerunning with the same output folder redoes only
+unfinished units (and the searches resume from their journals). A folder holding a study of
+other data (a changed simulator, other traces or sizes: another :func:`task_fingerprint`) is
+set aside, never resumed.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import math
+import os
+import pickle
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from scimech.fingerprint import set_aside_stale
+from scimech.parallel import map_units
+from scimech.results import UnitStore, atomic_write_bytes
+
+from .baselines import BASELINES, fit_baseline
+from .evidence import Evidence, gather_evidence, node_arrays, prior_note
+from .faithfulness import faithfulness, physiology_scores, probe_model, true_impulse_response
+from .plan import SEARCH_LABELS, SEEDED_BASELINES, StudySettings
+from .recovery import TruthRow, planted_truth
+from .search.offline import OfflineProposer
+from .search.sandbox import SandboxLimits
+from .search.tree import TreeSearch
+from .tasks import OOD_SUITES, build_recording, build_task
+
+__all__ = ["COLS", "StudyRun", "run_baselines", "baseline_unit", "run_search", "run_study_units", "build_tasks",
+           "task_fingerprint", "score_row"]
+
+COLS = ["val", "test", "ood_mean", "id_ood_gap"] + [f"ood_{s}" for s in OOD_SUITES] + [
+    "sign_accuracy", "weight_correlation", "edge_auroc", "impulse_distance", "lr_phase", "rc_phase",
+    "frequency", "frequency_error", "tail_phase_error", "tail_amplitude_ratio", "tail_beat_forecast", "lesion_mae"]
+_WINDOW_SPLITS = ("test",) + tuple(f"ood_{s}" for s in OOD_SUITES)
+
+
+# ----------------------------------------------------------------------------- baselines
+def score_row(metrics: dict, faith: dict) -> dict:
+    """One row of the results table: ID / OOD MAE and the faithfulness scores."""
+    r = {"val": metrics.get("val"), "test": metrics.get("test")}
+    oods = [metrics.get(f"ood_{s}") for s in OOD_SUITES]
+    for s, v in zip(OOD_SUITES, oods):
+        r[f"ood_{s}"] = v
+    fin = [v for v in oods if v is not None and math.isfinite(v)]
+    r["ood_mean"] = float(np.mean(fin)) if fin else np.nan
+    r["id_ood_gap"] = r["ood_mean"] - r["test"] if r["test"] is not None else np.nan
+    r.update({k: faith.get(k) for k in COLS if k in faith})
+    return r
+
+
+def _fit_and_score(name: str, task, quick: bool, seed: int = 0, torch_steps: int | None = None,
+                   device: str = "cpu") -> dict:
+    kw = {}
+    if name in SEEDED_BASELINES:
+        kw.update(seed=seed, device=device)
+        steps = torch_steps or (100 if quick else None)
+        if steps:
+            kw["steps"] = int(steps)
+    t0 = time.perf_counter()
+    model = fit_baseline(name, task, **kw)
+    metrics, arrays = probe_model(model, task)
+    row = score_row(metrics, faithfulness(arrays, metrics, task))
+    row["seconds"] = time.perf_counter() - t0
+    row["window_mae"] = {sp: arrays[f"mae_window/{sp}"].tolist() for sp in _WINDOW_SPLITS
+                         if f"mae_window/{sp}" in arrays}
+    return row
+
+
+@functools.lru_cache(maxsize=2)
+def _load_task(path: str, stamp: tuple):
+    with open(path, "rb") as f:
+        return pickle.load(f)
+
+
+def baseline_unit(name: str, task_file: str, quick: bool, seed: int = 0, torch_steps: int | None = None,
+                  device: str = "cpu") -> dict:
+    """One baseline fit and its scores (a unit of :func:`run_baselines`, picklable).
+
+    ``task_file`` is the study's own pickled task (written by :func:`run_baselines` under the
+    output folder; loaded once per worker process)."""
+    st = os.stat(task_file)
+    return _fit_and_score(name, _load_task(task_file, (st.st_mtime_ns, st.st_size)), quick, seed, torch_steps, device)
+
+
+def _unit_key(name: str, steps, key_suffix: str, device: str) -> str:
+    if name not in SEEDED_BASELINES:
+        return f"{name}{key_suffix}"
+    on = "" if device == "cpu" else f"-{device.replace(':', '')}"  # a GPU fit is another result than a CPU one
+    return f"{name}-steps{steps}{key_suffix}{on}"
+
+
+def run_baselines(task, names=None, quick: bool = True, *, store=None, client=None, seed: int = 0,
+                  key_suffix: str = "", windows: dict | None = None, torch_steps: int | None = None,
+                  device: str = "cpu") -> pd.DataFrame:
+    """Fit and score baselines; one row per baseline (``seconds``: wall time of the fit, s).
+
+    With ``store`` (a :class:`scimech.results.UnitStore` or folder) each baseline is a unit of
+    :func:`scimech.parallel.map_units` (on ``client``'s workers if given): finished ones are
+    skipped on a rerun. ``seed`` seeds the baselines trained from a random start
+    (:data:`neuro.plan.SEEDED_BASELINES`, torch models on ``device``), trained for
+    ``torch_steps`` Adam steps (default 100 when ``quick``, else the class default; part of
+    their unit key); ``key_suffix`` is appended to the unit keys. A ``windows`` dict is filled
+    with ``{name: {split: per-window MAE}}`` (test and OOD windows).
+    """
+    names = list(names or BASELINES)
+    if store is None and client is None:
+        rows = {name: _fit_and_score(name, task, quick, seed, torch_steps, device) for name in names}
+    else:
+        store = store if isinstance(store, UnitStore) else UnitStore(store)
+        task_file = store.root / "task.pkl"
+        steps = torch_steps or (100 if quick else "default")
+        keys = {n: _unit_key(n, steps, key_suffix, device) for n in names}
+        if any(not store.done(keys[n]) for n in names):  # workers need the task; the parent's copy is the only one
+            if task.signal == "rates" and "impulse_true" not in task.probes:
+                # simulated once here, not once per worker (and again for the searches)
+                task.probes["impulse_true"] = true_impulse_response(task)
+            atomic_write_bytes(task_file, pickle.dumps(task, protocol=pickle.HIGHEST_PROTOCOL))
+        units = {keys[n]: dict(name=n, task_file=str(task_file.resolve()), quick=quick, seed=seed,
+                               torch_steps=torch_steps, device=device) for n in names}
+        done = map_units(baseline_unit, units, store, client=client, desc="baselines")
+        rows = {n: done[keys[n]] for n in names}
+    if windows is not None:
+        for n in names:
+            windows[n] = {k: np.asarray(v, float) for k, v in (rows[n].get("window_mae") or {}).items()}
+    table = pd.DataFrame({n: {k: (np.nan if v is None else v) for k, v in rows[n].items() if k != "window_mae"}
+                          for n in names}).T
+    order = [c for c in COLS if c in table.columns]  # the stored JSON has its keys sorted
+    return table[order + [c for c in table.columns if c not in order]]
+
+
+# ----------------------------------------------------------------------------- searches
+def run_search(task, out_dir: Path, priors: bool, *, max_nodes: int = 10, max_seconds: float = 120.0,
+               workers: int = 2, seed: int = 0, proposer=None, policy: str = "greedy", generation: int | None = None,
+               client=None, unit_store=None, baseline_scores: dict | None = None):
+    """One tree search (see :class:`neuro.search.tree.TreeSearch`); returns ``(search, nodes)``.
+
+    Without a ``proposer`` the offline one drafts from the baselines' structures, best first
+    when ``baseline_scores`` (``{name: ID validation MAE}``) are given. ``workers``: threads
+    evaluating a generation when no ``client`` is given."""
+    proposer = proposer or OfflineProposer(priors=priors, baseline_scores=baseline_scores, context=task.context)
+    ts = TreeSearch(task, proposer, out_dir, policy=policy, max_nodes=max_nodes, max_seconds=max_seconds,
+                    workers=workers, seed=seed, limits=SandboxLimits(wall_seconds=60, cpu_seconds=60),
+                    n_drafts=min(5, max(2, max_nodes // 2)), generation=generation, client=client,
+                    unit_store=unit_store)
+    nodes = ts.run()
+    return ts, nodes
+
+
+def node_row(node) -> dict:
+    """A search node's row of the results table."""
+    metrics = {"val": node.val, "test": node.test, **{f"ood_{k}": v for k, v in node.ood.items()}}
+    return score_row(metrics, node.faith)
+
+
+# ----------------------------------------------------------------------------- tasks and resumption
+def task_fingerprint(tasks) -> str:
+    """A hash of the tasks' data (every array a search or baseline sees) and names: results
+    computed for one fingerprint are not results for another."""
+    h = hashlib.sha256()
+    for t in tasks:
+        h.update(str(t.name).encode())
+        for k, v in sorted(t.data_arrays("full").items()):
+            a = np.ascontiguousarray(v)
+            h.update(f"{k}{a.shape}{a.dtype}".encode())
+            h.update(a.tobytes())
+    return h.hexdigest()[:16]
+
+
+def set_aside_stale_results(out_dir: Path, tasks) -> None:
+    """Resume only results of the same tasks: when ``out_dir`` holds a study of other data (a
+    changed simulator, other traces, other sizes), move it to ``out_dir/stale-<fingerprint>/``
+    (nothing is deleted) and start afresh (:func:`scimech.fingerprint.set_aside_stale`)."""
+    set_aside_stale(out_dir, task_fingerprint(tasks), name="task_fingerprint.txt", stacklevel=3)
+
+
+def build_tasks(s: StudySettings, task=None):
+    """``(task, long_task, long_note)``: the simulated task (or ``task``: your traces) and the
+    long-context task cut from the same recording (``None`` with a note when it is skipped)."""
+    rec = None
+    if task is None:
+        rec = build_recording(s.quick_data, duration=s.duration, seed=s.seed, ood_trials=s.budget["ood_trials"])
+        task = build_task(s.quick_data, context=s.context, horizon=s.horizon, seed=s.seed,
+                          max_windows=s.max_windows, recording=rec)
+    T = rec.sizes["time"] if rec is not None else 0  # your traces: the long context is cut from a simulation only
+    lc, need = s.long_context, (s.long_context or 0) + max(s.horizon, 64) + 20
+    if not lc:
+        return task, None, ""
+    if T >= need:
+        return task, build_task(s.quick_data, context=lc, horizon=s.horizon, seed=s.seed,
+                                max_windows=s.max_windows, recording=rec), ""
+    if T == 0:
+        return task, None, (f"The context-{lc} task was not run: it is cut from a simulated recording, not from "
+                            f"your traces (give --context {lc} to study them at that context).")
+    return task, None, f"The context-{lc} task was skipped: trials of {T} steps are too short (need at least {need})."
+
+
+# ----------------------------------------------------------------------------- the run
+@dataclass
+class StudyRun:
+    """What one run of the study produced: the evidence the findings rest on, and what the
+    report shows (tables, searches, the planted-truth rows, timings)."""
+
+    settings: StudySettings
+    task: object
+    long_task: object
+    evidence: Evidence
+    table: pd.DataFrame                      # baselines (first seed) and the best discovered programs
+    searches: dict                           # {(label, seed): TreeSearch}
+    long_table: pd.DataFrame | None = None
+    long_searches: dict = field(default_factory=dict)   # {label: TreeSearch} at the long context
+    planted: list[TruthRow] | None = None    # the structural-prior pick against the simulated circuit
+    planted_seed: int | None = None
+    true_physiology: dict = field(default_factory=dict)
+    long_note: str = ""
+    seconds: dict = field(default_factory=dict)         # simulation, baselines, searches, long context
+    findings: list | None = None             # read from the evidence once (neuro.findings)
+
+
+def _baselines_per_seed(s: StudySettings, task, out: Path, client) -> tuple[dict, dict]:
+    """Every baseline once; those trained from a random start once per search seed.
+    Returns ``(windows, tables)`` by seed."""
+    names, seeds = list(s.baselines or BASELINES), s.seed_list
+    windows, tables = {}, {}
+    for k, sd in enumerate(seeds):
+        todo = names if k == 0 else [n for n in names if n in SEEDED_BASELINES]
+        win = {}
+        tab = run_baselines(task, todo, quick=s.quick_data, store=out / "baselines", client=client, seed=sd,
+                            key_suffix="" if k == 0 else f"-seed{sd}", windows=win,
+                            torch_steps=s.budget["torch_steps"], device=s.device)
+        if k > 0:
+            win = {**{n: windows[seeds[0]][n] for n in names if n not in todo}, **win}
+            tab = pd.concat([tables[seeds[0]].drop(index=todo), tab]).loc[names]
+        windows[sd], tables[sd] = win, tab
+    return windows, tables
+
+
+def _searches(s: StudySettings, task, seeds, scores: dict, nodes: int, table: pd.DataFrame, *, folder_of, row_name,
+              client=None, proposer_factory=None, priors_flags=(True, False)) -> dict:
+    """The searches with and without priors (those in ``priors_flags``) for each seed, drafting
+    from ``scores[seed]`` (baseline ID validation MAE by name); each search's best program is
+    added to ``table`` as the row ``row_name(label, k, seed)``. Returns ``{(label, seed): TreeSearch}``."""
+    searches = {}
+    for k, sd in enumerate(seeds):
+        for label, priors in SEARCH_LABELS:
+            if priors not in priors_flags:
+                continue
+            folder = folder_of(label, k, sd)
+            prop = proposer_factory(priors) if proposer_factory else None
+            ts, _ = run_search(task, folder, priors, max_nodes=nodes, workers=s.threads, seed=sd, proposer=prop,
+                               max_seconds=s.seconds_per_search, generation=s.generation, client=client,
+                               unit_store=folder / "units", baseline_scores=scores[sd])
+            searches[(label, sd)] = ts
+            best = ts.best()
+            if best is not None:
+                table.loc[row_name(label, k, sd)] = pd.Series(node_row(best))
+    return searches
+
+
+def _val_scores(table: pd.DataFrame, names) -> dict:
+    return {n: float(table.loc[n, "val"]) for n in names}
+
+
+def _long_context(s: StudySettings, long_task, out: Path, client, proposer_factory):
+    """Baselines and small searches at the long context (first seed), for the tail beat."""
+    lt_dir, names, sd = out / "long_context", list(s.baselines or BASELINES), s.seed_list[0]
+    table = run_baselines(long_task, names, quick=s.quick_data, store=lt_dir / "baselines", client=client, seed=sd,
+                          torch_steps=s.budget["torch_steps"], device=s.device)
+    found = _searches(s, long_task, [sd], {sd: _val_scores(table, names)}, s.n_long_nodes, table,
+                      folder_of=lambda label, k, _: lt_dir / f"search_{label.replace(' ', '_')}",
+                      row_name=lambda label, k, _: f"discovered ({label})", client=client,
+                      proposer_factory=proposer_factory, priors_flags=s.budget["long_priors"])
+    return table, {label: ts for (label, _), ts in found.items()}
+
+
+def _planted_truth(s: StudySettings, task, long_task, ev: Evidence, long_searches: dict):
+    """The structural-prior search's pick (best ID validation over seeds) against the simulated circuit."""
+    if ev.priors is None or task.true_weights is None:
+        return None, None
+    k_best = int(np.argmin([n.val for n in ev.priors.nodes]))
+    long_arrays = None
+    if "priors" in long_searches and long_searches["priors"].best() is not None:
+        long_arrays = node_arrays(long_searches["priors"], long_searches["priors"].best())
+    rows = planted_truth(task, ev.priors.arrays[k_best], long_task=long_task if long_arrays else None,
+                         long_arrays=long_arrays, seed=s.seed)
+    return rows, s.seed_list[k_best]
+
+
+def run_study_units(s: StudySettings, *, client=None, task=None, proposer_factory=None) -> StudyRun:
+    """Run every unit of the study into a :class:`StudyRun` (resumable; see the module doc).
+
+    ``task``: your traces (:func:`neuro.data.from_traces`) instead of the simulator;
+    ``proposer_factory(priors) -> proposer`` instead of the offline proposer."""
+    out = s.out
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    task, long_task, long_note = build_tasks(s, task)
+    t_sim = time.perf_counter() - t0
+    set_aside_stale_results(out, [t for t in (task, long_task) if t is not None])
+    true_phys = physiology_scores(task.probes.get("swim_target"), task) if "swim_target" in task.probes else {}
+
+    seeds, names = s.seed_list, list(s.baselines or BASELINES)
+    base_windows, base_tables = _baselines_per_seed(s, task, out, client)
+    table = base_tables[seeds[0]].copy()
+    base_val = {n: float(np.mean([base_tables[sd].loc[n, "val"] for sd in seeds])) for n in names}
+    t_base = time.perf_counter() - t0 - t_sim
+
+    searches = _searches(
+        s, task, seeds, {sd: _val_scores(base_tables[sd], names) for sd in seeds}, s.n_nodes, table,
+        folder_of=lambda label, k, sd: out / (f"search_{label.replace(' ', '_')}" + ("" if k == 0 else f"_seed{sd}")),
+        row_name=lambda label, k, sd: f"discovered ({label})" + ("" if k == 0 else f" seed {sd}"),
+        client=client, proposer_factory=proposer_factory)
+    t_search = time.perf_counter() - t0 - t_sim - t_base
+
+    ev = gather_evidence(task, seeds, searches, base_windows, base_val)
+    ev.no_prior, ev.prior_note = prior_note(task)
+    long_table, long_searches, t_long = None, {}, 0.0
+    if long_task is not None:
+        t1 = time.perf_counter()
+        long_table, long_searches = _long_context(s, long_task, out, client, proposer_factory)
+        ev.long_table, ev.long_context = long_table, long_task.context
+        t_long = time.perf_counter() - t1
+    planted, planted_seed = _planted_truth(s, task, long_task, ev, long_searches)
+    return StudyRun(s, task, long_task, ev, table, searches, long_table, long_searches, planted, planted_seed,
+                    true_phys, long_note, dict(simulation=t_sim, baselines=t_base, searches=t_search, long=t_long))
