@@ -5,12 +5,17 @@ Mean over context, last value, stimulus-evoked (ridge on lagged stimulus), NLine
 DLinear (Zeng et al. 2023, channel-independent linear maps over the context), ridge ARX
 (a VAR with stimulus input, rolled out), a GRU and TiDE-lite (dense encoder-decoder with
 future covariates, Das et al. 2023). All are small; torch models train for a fixed number
-of steps on one thread.
+of steps on one thread, on ``device`` (``cpu`` by default; ``scimech neuro study --device``).
+
+torch is imported inside the torch models' methods, deliberately: it takes seconds to import
+and only GRU and TiDE-lite use it (the sandbox, the simulator and the other baselines do not).
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+from scimech.errors import ConfigError
 
 from .tasks import make_windows
 
@@ -303,8 +308,6 @@ BASELINES = {c.name: c for c in (MeanBaseline, LastValue, StimulusEvoked, NLinea
 
 def fit_baseline(name: str, task, **kw):
     """Fit the named baseline on a task's training trials."""
-    from scimech.errors import ConfigError
-
     if name not in BASELINES:
         raise ConfigError(f"Unknown baseline {name!r}; expected one of {sorted(BASELINES)}.")
     model = BASELINES[name](context=task.context, horizon=task.horizon, **kw)

@@ -147,6 +147,85 @@ def _train_trials(Z, S, pieces, min_len: int) -> tuple[np.ndarray, np.ndarray]:
     return np.stack([Z[a:b] for a, b in cuts]), np.stack([S[a:b] for a, b in cuts])
 
 
+def _finite_traces(ds: xr.Dataset) -> np.ndarray:
+    """The activity as float64, refusing NaN / inf (naming how many and where)."""
+    X = np.asarray(ds["activity"].values, np.float64)
+    bad = ~np.isfinite(X)
+    if bad.any():
+        per = bad.sum(0)
+        raise DataValidationError(f"The traces hold {int(bad.sum())} NaN/inf values ({int((per > 0).sum())} of "
+                                  f"{X.shape[1]} neurons, e.g. neuron {int(np.argmax(per))}). Fix: interpolate short "
+                                  "gaps or drop those neurons before building the task.")
+    return X
+
+
+def _sampling_interval(ds: xr.Dataset, dt: float | None) -> float:
+    """``dt``, else the ``time`` coordinate's median spacing, else ``attrs["dt"]`` (seconds)."""
+    if dt is not None:
+        return float(dt)
+    if "time" in ds.coords and ds.sizes["time"] > 1:
+        return float(np.median(np.diff(np.asarray(ds["time"].values, float))))
+    if "dt" in ds.attrs:
+        return float(ds.attrs["dt"])
+    raise ConfigError("No sampling interval: give dt= (seconds between samples), a 'time' coordinate in "
+                      "s, or attrs['dt'].")
+
+
+def _split_labels(ds: xr.Dataset, splits, trial: np.ndarray, cond: np.ndarray, held_out) -> np.ndarray:
+    """One split label per step (``train``, ``val``, ``test`` or an OOD suite); held-out
+    conditions become the suite :data:`HELD_OUT_SUITE`."""
+    T = len(cond)
+    unknown = sorted(set(held_out) - set(cond))
+    if unknown:
+        raise ConfigError(f"held_out conditions {unknown} do not occur; the conditions are {sorted(set(cond))}.")
+    if splits is None:
+        splits = np.asarray(ds["split"].values).astype(str) if "split" in ds else (0.7, 0.1, 0.2)
+    if isinstance(splits, (tuple, list)) and len(splits) == 3 and not isinstance(splits[0], str):
+        split = _split_by_fractions(_segments([trial, cond]), splits)
+    else:
+        split = np.asarray(splits).astype(str)
+        if split.shape != (T,):
+            raise DimensionError(f"splits has shape {split.shape}; expected one label per time step ({T},).")
+    split = np.where(np.isin(cond, list(held_out)), HELD_OUT_SUITE, split)
+    empty = [s for s in ID_SPLITS if not (split == s).any()]
+    if empty:
+        raise DataValidationError(f"No time step is labelled {empty}; the task needs train, val and test steps "
+                                  f"(labels found: {sorted(set(split))}).")
+    return split
+
+
+def _stimulus(ds: xr.Dataset, stimulus, cond: np.ndarray) -> np.ndarray:
+    """Stimulus covariates ``(time, feature)``: given, the file's, or a one-hot code of the condition."""
+    T = len(cond)
+    if stimulus is not None:
+        S = np.asarray(stimulus, np.float64)
+    elif "stimulus" in ds:
+        S = np.asarray(ds["stimulus"].transpose("time", ...).values, np.float64)
+    else:
+        names = sorted(set(cond))
+        S = (cond[:, None] == np.array(names)[None, :]).astype(np.float64)
+    if S.ndim != 2 or len(S) != T:
+        raise DimensionError(f"stimulus has shape {S.shape}; expected ({T}, features).")
+    if not np.isfinite(S).all():
+        raise DataValidationError(f"The stimulus covariates hold {int((~np.isfinite(S)).sum())} NaN/inf values.")
+    return S
+
+
+def _meta(ds: xr.Dataset, N: int, cond: np.ndarray, source, **stats) -> dict:
+    """The task's per-unit metadata: names, no cell types, the wiring prior (or every edge
+    allowed, no sign imposed), the z-scoring statistics and where the traces came from."""
+    mask = np.asarray(ds["prior_mask"].values, np.float32) if "prior_mask" in ds else np.ones((N, N), np.float32)
+    sign = np.asarray(ds["prior_sign"].values, np.float32) if "prior_sign" in ds else np.zeros(N, np.float32)
+    if mask.shape != (N, N) or sign.shape != (N,):
+        raise DimensionError(f"prior_mask {mask.shape} / prior_sign {sign.shape}: expected ({N}, {N}) / ({N},).")
+    neurons = np.asarray(ds["neuron"].values).astype(str) if "neuron" in ds.coords else np.arange(N).astype(str)
+    return dict(type=np.array(["unknown"] * N), side=np.array(["M"] * N), segment=np.full(N, -1),
+                region=np.array(["unknown"] * N), name=neurons, prior_mask=mask, prior_sign=sign,
+                type_code=np.zeros(N, int), side_code=np.full(N, 2), **stats, has_prior="prior_mask" in ds,
+                conditions=sorted(set(cond)),
+                source=str(source) if isinstance(source, (str, Path)) else type(source).__name__)
+
+
 def from_traces(source, *, conditions=None, splits=None, held_out: Sequence[str] = (), trials=None, stimulus=None,
                 dt: float | None = None, context: int = 4, horizon: int = 32, max_windows: int | None = 400,
                 seed: int = 0, stim_scale=None, min_std: float = 1e-6, name: str | None = None) -> ForecastTask:
@@ -196,54 +275,16 @@ def from_traces(source, *, conditions=None, splits=None, held_out: Sequence[str]
         Unknown held-out condition, bad fractions, segments too short for the windows, no dt.
     """
     ds = read_traces(source, conditions=conditions, dt=dt)
-    X = np.asarray(ds["activity"].values, np.float64)
+    X = _finite_traces(ds)
     T, N = X.shape
-    bad = ~np.isfinite(X)
-    if bad.any():
-        per = bad.sum(0)
-        raise DataValidationError(f"The traces hold {int(bad.sum())} NaN/inf values ({int((per > 0).sum())} of {N} "
-                                  f"neurons, e.g. neuron {int(np.argmax(per))}). Fix: interpolate short gaps or drop "
-                                  "those neurons before building the task.")
     cond = np.asarray(ds["condition"].values).astype(str)
-    if dt is None:
-        if "time" in ds.coords and T > 1:
-            dt = float(np.median(np.diff(np.asarray(ds["time"].values, float))))
-        elif "dt" in ds.attrs:
-            dt = float(ds.attrs["dt"])
-        else:
-            raise ConfigError("No sampling interval: give dt= (seconds between samples), a 'time' coordinate in "
-                              "s, or attrs['dt'].")
+    dt = _sampling_interval(ds, dt)
     trial = np.asarray(trials) if trials is not None else (np.asarray(ds["trial"].values) if "trial" in ds else
                                                            np.zeros(T, int))
     if trial.shape != (T,):
         raise DimensionError(f"trials has shape {trial.shape}; expected ({T},).")
-    unknown = sorted(set(held_out) - set(cond))
-    if unknown:
-        raise ConfigError(f"held_out conditions {unknown} do not occur; the conditions are {sorted(set(cond))}.")
-    if splits is None:
-        splits = np.asarray(ds["split"].values).astype(str) if "split" in ds else (0.7, 0.1, 0.2)
-    if isinstance(splits, (tuple, list)) and len(splits) == 3 and not isinstance(splits[0], str):
-        split = _split_by_fractions(_segments([trial, cond]), splits)
-    else:
-        split = np.asarray(splits).astype(str)
-        if split.shape != (T,):
-            raise DimensionError(f"splits has shape {split.shape}; expected one label per time step ({T},).")
-    split = np.where(np.isin(cond, list(held_out)), HELD_OUT_SUITE, split)
-    empty = [s for s in ID_SPLITS if not (split == s).any()]
-    if empty:
-        raise DataValidationError(f"No time step is labelled {empty}; the task needs train, val and test steps "
-                                  f"(labels found: {sorted(set(split))}).")
-    if stimulus is not None:
-        S = np.asarray(stimulus, np.float64)
-    elif "stimulus" in ds:
-        S = np.asarray(ds["stimulus"].transpose("time", ...).values, np.float64)
-    else:
-        names = sorted(set(cond))
-        S = (cond[:, None] == np.array(names)[None, :]).astype(np.float64)
-    if S.ndim != 2 or len(S) != T:
-        raise DimensionError(f"stimulus has shape {S.shape}; expected ({T}, features).")
-    if not np.isfinite(S).all():
-        raise DataValidationError(f"The stimulus covariates hold {int((~np.isfinite(S)).sum())} NaN/inf values.")
+    split = _split_labels(ds, splits, trial, cond, held_out)
+    S = _stimulus(ds, stimulus, cond)
     tr = split == "train"
     mu = X[tr].mean(0)
     sd = np.maximum(X[tr].std(0), min_std)
@@ -253,9 +294,8 @@ def from_traces(source, *, conditions=None, splits=None, held_out: Sequence[str]
         stim_scale = np.where(stim_scale > 0, stim_scale, 1.0)
     stim_scale = np.asarray(stim_scale, np.float64)
     Sz = (S / stim_scale).astype(np.float32)
-    segs = _segments([trial, cond, split])
     pieces = {}
-    for a, b in segs:
+    for a, b in _segments([trial, cond, split]):
         pieces.setdefault(split[a], []).append((a, b))
     stride = max(1, (horizon + context) // 4)
     train_series, train_stim = _train_trials(Z, Sz, pieces["train"], context + horizon)
@@ -266,16 +306,7 @@ def from_traces(source, *, conditions=None, splits=None, held_out: Sequence[str]
     for j, s in enumerate(suites):
         k = OOD_SUITES.index(s) if s in OOD_SUITES else len(OOD_SUITES) + j
         ood[s] = _windows(Z, Sz, pieces[s], context, horizon, stride, max_windows, seed + 3 + k)
-    mask = np.asarray(ds["prior_mask"].values, np.float32) if "prior_mask" in ds else np.ones((N, N), np.float32)
-    sign = np.asarray(ds["prior_sign"].values, np.float32) if "prior_sign" in ds else np.zeros(N, np.float32)
-    if mask.shape != (N, N) or sign.shape != (N,):
-        raise DimensionError(f"prior_mask {mask.shape} / prior_sign {sign.shape}: expected ({N}, {N}) / ({N},).")
-    neurons = np.asarray(ds["neuron"].values).astype(str) if "neuron" in ds.coords else np.arange(N).astype(str)
-    meta = dict(type=np.array(["unknown"] * N), side=np.array(["M"] * N), segment=np.full(N, -1),
-                region=np.array(["unknown"] * N), name=neurons, prior_mask=mask, prior_sign=sign,
-                type_code=np.zeros(N, int), side_code=np.full(N, 2), mean=mu, std=sd, stim_scale=stim_scale,
-                has_prior="prior_mask" in ds, conditions=sorted(set(cond)),
-                source=str(source) if isinstance(source, (str, Path)) else type(source).__name__)
+    meta = _meta(ds, N, cond, source, mean=mu, std=sd, stim_scale=stim_scale)
     return ForecastTask(name=name or f"traces-c{context}-h{horizon}", context=context, horizon=horizon,
                         signal="traces", dt=float(dt), train_series=train_series, train_stim=train_stim, val=val,
                         test=test, ood=ood, meta=meta, true_weights=None)

@@ -21,7 +21,10 @@ from __future__ import annotations
 import numpy as np
 from sklearn.metrics import roc_auc_score
 
+from .search.evaluate import run_candidate
 from .sim.analysis import dominant_frequency, phase_difference
+from .sim.simulator import Simulator
+from .sim.stimuli import Stimulus
 
 __all__ = ["connectivity_scores", "impulse_distance", "true_impulse_response", "physiology_scores",
            "tail_beat_scores", "faithfulness", "probe_model", "TAIL_BEAT_PHASE_TOL", "TAIL_BEAT_AMPLITUDE_MIN"]
@@ -50,9 +53,6 @@ def connectivity_scores(J: np.ndarray, W: np.ndarray) -> dict:
 def true_impulse_response(task, seed: int = 0) -> np.ndarray:
     """The simulator's response (z units, ``(H, N)``) to the probe pulse: pulse minus no pulse,
     same noise seed, from rest in a lit, closed-loop, stationary environment."""
-    from .sim.simulator import Simulator
-    from .sim.stimuli import Stimulus
-
     sf = task.probes["impulse_stim_future"]
     H = sf.shape[1]
     sim = Simulator(seed=seed)
@@ -232,8 +232,6 @@ def faithfulness(arrays: dict, metrics: dict, task) -> dict:
 
 def probe_model(model, task) -> tuple[dict, dict]:
     """Score an already fitted in-process model (a baseline) exactly as the sandbox does."""
-    from .search.evaluate import run_candidate
-
     data = task.data_arrays("full")
 
     class _Fitted:

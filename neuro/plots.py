@@ -1,4 +1,8 @@
-"""Figures: the search tree (failed nodes marked), activity and tail angle predicted vs true."""
+"""Figures: the search tree (failed nodes marked), activity and tail angle predicted vs true.
+
+matplotlib is imported inside each figure function, deliberately: the study's modules import
+this one, and a run that draws nothing (a dry run, a Dask worker) need not load it.
+"""
 
 from __future__ import annotations
 

@@ -27,6 +27,9 @@ import math
 import warnings
 
 import numpy as np
+from scipy.stats import norm
+from sklearn.gaussian_process import GaussianProcessRegressor
+from sklearn.gaussian_process.kernels import ConstantKernel, Matern, WhiteKernel
 
 from .blocks import (
     CHOICES_FREE,
@@ -77,8 +80,6 @@ def encode(g: dict, choices: dict) -> np.ndarray:
 
 def expected_improvement(mu: np.ndarray, sd: np.ndarray, best: float) -> np.ndarray:
     """Expected improvement below ``best`` of Gaussian predictions ``(mu, sd)`` (minimisation)."""
-    from scipy.stats import norm
-
     sd = np.maximum(sd, 1e-12)
     z = (best - mu) / sd
     return (best - mu) * norm.cdf(z) + sd * norm.pdf(z)
@@ -185,9 +186,6 @@ class OfflineProposer:
                 y.append(worst)
         if len(set(y)) < 3:  # too little to fit a surrogate: a random child
             return pool[int(rng.integers(len(pool)))]
-        from sklearn.gaussian_process import GaussianProcessRegressor
-        from sklearn.gaussian_process.kernels import ConstantKernel, Matern, WhiteKernel
-
         kernel = ConstantKernel(1.0, (1e-3, 1e2)) * Matern(length_scale=1.0, length_scale_bounds=(0.1, 10.0),
                                                              nu=2.5) + WhiteKernel(1e-3, (1e-6, 1e-1))
         gp = GaussianProcessRegressor(kernel=kernel, normalize_y=True, random_state=0)

@@ -40,6 +40,10 @@ from pathlib import Path
 
 import numpy as np
 
+from scimech.errors import ConfigError
+from scimech.parallel import map_units
+from scimech.results import UnitStore, atomic_write_text
+
 from ..faithfulness import faithfulness
 from .sandbox import SandboxLimits, run_in_sandbox, write_data
 from .scoring import selection_score, ucb_scores
@@ -179,9 +183,6 @@ class TreeSearch:
                  workers: int = 1, seed: int = 0, limits: SandboxLimits | None = None,
                  quick_threshold: float = 1.5, ucb_c: float = 0.5, generation: int | None = None, client=None,
                  unit_store=None):
-        from scimech.errors import ConfigError
-        from scimech.results import UnitStore
-
         if policy not in ("greedy", "ucb"):
             raise ConfigError(f"policy must be 'greedy' or 'ucb'; got {policy!r}.")
         if generation is not None and int(generation) < 1:
@@ -204,8 +205,6 @@ class TreeSearch:
         if self.journal.exists():  # drop a torn tail so the next append starts on a fresh line
             good = "".join(json.dumps(asdict(n)) + "\n" for n in self.nodes)
             if self.journal.read_text() != good:
-                from scimech.results import atomic_write_text
-
                 atomic_write_text(self.journal, good)
         self.cache = {n.hash: n for n in self.nodes if n.status != "duplicate"}
         self.data_full = write_data(task.data_arrays("full"), self.out / "data_full.npz")
@@ -270,8 +269,6 @@ class TreeSearch:
         if not todo:
             return
         if self.units is not None:
-            from scimech.parallel import map_units
-
             bq = self._best_quick()
             units = {_unit_key(n, bq): self._eval_kwargs(n, bq) for n in todo}
             if self.client is None and self.workers > 1 and len(units) > 1:

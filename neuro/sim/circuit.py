@@ -34,6 +34,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import xarray as xr
 
+from scimech.errors import ConfigError
+
 __all__ = ["CircuitParams", "Circuit", "SPINAL_TYPES", "BRAIN_UNITS"]
 
 SPINAL_TYPES = ("V2a", "V0d", "V1", "MN")
@@ -175,8 +177,6 @@ class CircuitParams:
 
 
 def _check(p: CircuitParams) -> None:
-    from scimech.errors import ConfigError
-
     K = len(p.module_names)
     fields = ("module_tau_r", "module_tau_a", "module_output", "module_recruit", "module_derecruit",
               "module_speedup")
@@ -324,8 +324,6 @@ class Circuit:
 
     def module_lesion_mask(self, modules: tuple[str, ...], sides: tuple[str, ...] = ("L", "R")) -> np.ndarray:
         """A ``(n_internal,)`` 0/1 mask silencing the named V2a speed modules (e.g. ``("fast",)``)."""
-        from scimech.errors import ConfigError
-
         bad = [m for m in modules if m not in self.p.module_names]
         if bad:
             raise ConfigError(f"Unknown V2a module(s) {bad}; expected some of {self.p.module_names}.")
@@ -418,8 +416,6 @@ class Circuit:
     def lesion_mask(self, populations: tuple[str, ...] = (), sides: tuple[str, ...] = ("L", "R"),
                     segments: tuple[int, ...] | None = None) -> np.ndarray:
         """A ``(n_spinal,)`` 0/1 mask silencing the named spinal populations (a knockout)."""
-        from scimech.errors import ConfigError
-
         bad = [t for t in populations if t not in SPINAL_TYPES]
         if bad:
             raise ConfigError(f"Unknown spinal population(s) {bad}; expected some of {SPINAL_TYPES}.")

@@ -10,10 +10,14 @@ connectivity, post x pre) and ``delays``. Neuron coords: ``region``, ``type``, `
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import numpy as np
 import xarray as xr
+from scipy.signal import fftconvolve
+
+from scimech import results
 
 from .body import BodyParams
 from .circuit import CircuitParams
@@ -40,8 +44,6 @@ def calcium_from_rates(rates: np.ndarray, dt: float, *, tau_rise: float = 0.05, 
     t = np.arange(int(5 * tau_decay / dt)) * dt
     k = np.exp(-t / tau_decay) - np.exp(-t / tau_rise)
     k /= k.sum()
-    from scipy.signal import fftconvolve
-
     shape = [1] * rates.ndim
     shape[-2] = len(k)
     c = fftconvolve(rates, k.reshape(shape), axes=-2)[..., :T, :]
@@ -130,16 +132,10 @@ def simulate(conditions: list[dict] | list[str], duration: float = 4.0, *, circu
 
 def save_recording(ds: xr.Dataset, path: str | Path) -> Path:
     """Save a recording to zarr (atomic, with provenance) via :func:`scimech.results.save`."""
-    import warnings
-
-    from scimech import results
-
     with warnings.catch_warnings():  # zarr v3 warns that fixed-length strings lack a spec
         warnings.simplefilter("ignore")
         return results.save(ds, Path(path))
 
 
 def load_recording(path: str | Path) -> xr.Dataset:
-    from scimech import results
-
     return results.load(Path(path)).load()

@@ -10,9 +10,12 @@ modules), ``commissural`` (a ``(B,)`` factor on all commissural weights, 0 = cut
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
+import scipy.sparse as sp
 from scipy.special import ndtr
 
 from scimech.errors import ConfigError
@@ -33,8 +36,6 @@ def _own(x, dtype=np.float64) -> np.ndarray:
 
 
 def _available_cores() -> int:
-    import os
-
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not on Linux
@@ -143,8 +144,6 @@ class Simulator:
         for s in range(2):
             for j, segs in enumerate(seg_of_joint):
                 self.mn_map[s, j, mn0 + s * n + segs] = 1.0 / len(segs)
-        import scipy.sparse as sp
-
         # internal units, stacked over delays: input = W_cat @ [r(t - d_0); r(t - d_1); ...]
         c = self.circuit
         Wi, Wc = c.internal_weights()
@@ -493,8 +492,6 @@ class Simulator:
 
     def _run_compiled(self, arr: dict, pert: Perturbation, record_every: int, st: SimState, out: dict,
                       T: int) -> SimState:
-        from concurrent.futures import ThreadPoolExecutor
-
         c = self.circuit
         B = st.q.shape[0]
         ns, ni = c.n_spinal, c.n_internal
