@@ -99,14 +99,16 @@ def bench_epoch() -> dict:
 
     import torch
 
-    from ocean import experiment
+    from ocean.plan import StudyConfig
+    from ocean.run import prepare_data
+    from ocean.training import train_unit
 
     torch.set_num_threads(1)
-    cfg = experiment.StudyConfig(epochs=2, seeds=[0], regimes=["mixed"])
+    cfg = StudyConfig(epochs=2, seeds=[0], regimes=["mixed"])
     with tempfile.TemporaryDirectory() as d:
-        path = experiment.prepare_data(cfg, Path(d))
+        path = prepare_data(cfg, Path(d))
         t0 = time.perf_counter()
-        u = experiment.train_unit(dataclasses.asdict(cfg), "mixed", 0, str(path), str(Path(d) / "ck"))
+        u = train_unit(dataclasses.asdict(cfg), "mixed", 0, str(path), str(Path(d) / "ck"))
         total = time.perf_counter() - t0
     return {"seconds_per_epoch": total / cfg.epochs, "epochs": cfg.epochs, "width": cfg.width,
             "samples": int(u.sizes["sample"]), "synth": cfg.synth}

@@ -5,19 +5,34 @@ Modules
 -------
 constants   physical constants (TEOS-10 rho0, cp0, g, Omega, R_earth) with sources
 variables   the study's variables: names, roles, CF units, and their ORAS5 / NEMO / CMEMS names
+grid        land-aware finite differences on the sphere
 synthetic   a mixed-layer ocean whose heat budget closes exactly (incl. a hidden process)
 budget      MLD, MLHC and budget terms from real model / reanalysis fields (gsw)
-data        CF validation, zarr I/O, your own stores (from_nemo, open_store), train-only
-            normalisation, windows, a torch Dataset
+data        the data layer in one import, gathered from:
+  validation  the schema check (dims, mask, CF units, NaNs at ocean points)
+  stores      zarr v3 stores: atomic writes, lazy reads
+  products    your own files: ORAS5 / NEMO / CMEMS names and units mapped (from_nemo, open_store)
+  samples     chronological splits, train-only normalisation, windows, a torch Dataset
 model       CPU-sized UNet encoder -> ConceptLayer(conv) -> 1x1 linear head
-experiment  regimes x seeds: skill, concept fidelity, cross-seed consistency
 heatwaves   Hobday et al. (2016) marine-heatwave detection for any time step
-grid        land-aware finite differences on the sphere
-report      the study report (scimech.report.Report)
-plots, cli  figures and the ``scimech ocean`` commands
+
+The study, one module per step (``scimech ocean study``; :mod:`ocean.study`):
+settings    the study settings a --config file holds beyond the options
+plan        StudyConfig, the sizes quick / medium / full, the checked settings, the Plan
+training    one (regime, seed) unit: train (checkpointed) and keep its test predictions
+run         the data (fingerprinted; stale results set aside) and every unit through
+            scimech.parallel.map_units, resumable
+evidence    the finished units analysed: skill, fidelity, cross-seed consistency, planted truth
+recovery    planted truth vs what the study found
+findings    the reference findings with their verdicts, and recovery.txt's text
+report      report.md / html and the outcome files; plots: the figures
+study       OceanStudy (scimech.study.Study): plan -> run -> findings / recovery -> report
+experiment  the study's Python names in one import (StudyConfig, run_study, analyse, ...)
+cli         the ``scimech ocean`` commands and the demo
 """
 
 from __future__ import annotations
 
-__all__ = ["constants", "variables", "grid", "synthetic", "budget", "data", "model", "experiment", "heatwaves", "plots",
-           "report", "cli"]
+__all__ = ["constants", "variables", "grid", "synthetic", "budget", "data", "validation", "stores", "products",
+           "samples", "model", "heatwaves", "settings", "plan", "training", "run", "evidence", "recovery", "findings",
+           "report", "plots", "study", "experiment", "cli"]

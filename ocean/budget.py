@@ -22,6 +22,8 @@ onto the study's layout.
 
 from __future__ import annotations
 
+import importlib.resources as resources
+
 import gsw
 import numpy as np
 import xarray as xr
@@ -263,8 +265,6 @@ def budget_terms(ds: xr.Dataset, *, threshold: float = 0.03, ref_depth: float = 
 
 def open_xoa_sample(name: str = "ibi-argo-7900573.nc") -> xr.Dataset:
     """Open a sample file shipped in the ``xoa`` wheel (CMEMS IBI by default), offline."""
-    import importlib.resources as resources
-
     path = resources.files("xoa") / "data_samples" / name
     with resources.as_file(path) as p:
         return xr.open_dataset(p).load()

@@ -18,10 +18,12 @@ when they are registered: ``scimech --help`` and every other command build this 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 
+from scimech import results
 from scimech.options import device, existing_path, whole
-from scimech.study import SIZES, add_study_options, print_outcome, write_outcome
+from scimech.study import SIZES, Plan, add_study_options, print_outcome, write_outcome
 
 from .settings import CONFIG_KEYS, SYNTH_KEYS
 
@@ -105,7 +107,8 @@ def register(subparsers) -> None:
     pl.set_defaults(func=_plot)
 
 
-# Each command imports what it needs when it runs (deliberately lazy: see the module docstring).
+# Each command imports the study's modules when it runs: deliberately lazy (torch, xarray, dask and
+# matplotlib cost seconds, and `scimech --help` and every other command register these commands too).
 
 def _synth(args) -> int:
     from . import data, synthetic
@@ -131,10 +134,6 @@ def _synth(args) -> int:
 
 
 def _train(args) -> int:
-    import dataclasses
-
-    from scimech import results
-
     from .evidence import analyse
     from .plan import config_from_args
     from .run import prepare_data
@@ -159,8 +158,6 @@ def _study(args) -> int:
 
 
 def _heatwaves(args) -> int:
-    from scimech import results
-
     from . import data, heatwaves, synthetic
     from .errors import require_vars
     from .plan import config_from_args
@@ -190,8 +187,6 @@ def _plot(args) -> int:
 
 
 def _report(study, evidence, out: Path) -> Path:
-    from scimech.study import Plan
-
     return study.report(evidence, Plan("ocean study", [], {}, out=str(out)))
 
 
