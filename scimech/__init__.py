@@ -37,7 +37,8 @@ _LAZY = {
     "decompose_attention": "attention", "HeadLayout": "sites", "list_sites": "sites",
 }
 
-_SUBMODULES = ("ablation", "atp", "attention", "attribution", "cli", "concepts", "errors", "geometry", "hooks",
+_SUBMODULES = ("ablation", "atp", "attention", "attribution", "cli", "concepts", "dictionary", "errors", "geometry",
+               "hooks",
                "intervene", "layout", "metrics", "parallel", "prefix", "probe", "progress", "report", "results",
                "sites", "stats", "study", "validate")
 

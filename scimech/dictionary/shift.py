@@ -1,0 +1,142 @@
+"""Faithfulness under distribution shift: the gap, and realignment without gradient updates.
+
+A dictionary trained on in-distribution activations spans the subspace the model used
+there. A shift (a warmer decade, a deeper survey, a stimulus never seen) can rotate the
+subspace the model actively uses; the dictionary then reconstructs, and explains, less.
+
+- :func:`active_subspace`: the leading eigenvectors of the activations' (uncentred)
+  second moment ``E[x x^T]`` holding a share ``energy`` of it.
+- :func:`faithfulness_gap`: the principal angles between the dictionary's span (the
+  active subspace of its reconstructions in distribution) and the out-of-distribution
+  active subspace, and the gap ``||sin(angles)||_2 / sqrt(r)`` in [0, 1] (0: the same
+  subspace; 1: orthogonal), with the fraction of variance the dictionary explains in and
+  out of distribution.
+- :func:`realign`: a new dictionary for the shifted activations from *unlabelled* shifted
+  activations alone, no gradient step: the orthogonal map taking the in-distribution
+  eigenbasis of ``E[x x^T]`` to the shifted one (each eigenvector's sign matched by the
+  sign of the third moment of the projections, which sparse, non-negative features make
+  non-zero) is applied to every feature direction and bias. A rotation of the active
+  subspace with distinct eigenvalues is undone exactly, up to sampling error.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import numpy as np
+import torch
+import xarray as xr
+from scipy.linalg import subspace_angles
+
+from .activations import rows
+from .saes import SparseDictionary
+
+__all__ = ["active_subspace", "faithfulness_gap", "realign", "explained_variance"]
+
+
+def _second_moment(x: torch.Tensor) -> np.ndarray:
+    x64 = x.double()
+    return (x64.T @ x64 / x64.shape[0]).numpy()
+
+
+def active_subspace(acts: Any, *, energy: float = 0.95, rank: int | None = None,
+                    feature_dim: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``(U, eigenvalues)``: the ``(d, r)`` orthonormal leading eigenvectors of ``E[x x^T]``
+    (``r = rank``, or the fewest holding a share ``energy`` of its trace) and all eigenvalues,
+    largest first."""
+    if not 0 < energy <= 1:
+        raise ValueError(f"energy must be in (0, 1]; got {energy}.")
+    vals, vecs = np.linalg.eigh(_second_moment(rows(acts, feature_dim)))
+    vals, vecs = vals[::-1].clip(min=0), vecs[:, ::-1]
+    if rank is None:
+        rank = int(np.searchsorted(np.cumsum(vals) / max(vals.sum(), 1e-300), energy) + 1)
+    return vecs[:, :min(rank, len(vals))], vals
+
+
+@torch.no_grad()
+def explained_variance(dictionary: SparseDictionary, acts: Any, feature_dim: str | None = None) -> float:
+    """Fraction of the activations' variance (about their mean) the reconstructions explain."""
+    x = rows(acts, feature_dim)
+    dictionary.eval()
+    device = next(dictionary.parameters()).device
+    recon = dictionary(x.to(device)).cpu()
+    sse = float((x - recon).double().pow(2).sum())
+    sst = float((x - x.mean(0)).double().pow(2).sum())
+    return 1.0 - sse / max(sst, 1e-300)
+
+
+@torch.no_grad()
+def faithfulness_gap(dictionary: SparseDictionary, in_distribution: Any, shifted: Any, *, energy: float = 0.95,
+                     feature_dim: str | None = None) -> xr.Dataset:
+    """The gap between the dictionary's span and the shifted activations' active subspace.
+
+    Returns
+    -------
+    xr.Dataset
+        ``gap`` (``||sin(angles)|| / sqrt(r)``), ``angle`` over ``component`` (principal
+        angles, degrees, largest first), ``control_gap`` (the same measure between the two
+        halves of the in-distribution activations: the gap sampling alone gives),
+        ``fve_in`` and ``fve_shifted`` (fraction of variance the dictionary explains), and
+        ``rank`` (dims of the active subspace) as attrs.
+    """
+    dictionary.eval()
+    device = next(dictionary.parameters()).device
+    x_in = rows(in_distribution, feature_dim)
+    span, _ = active_subspace(dictionary(x_in.to(device)).cpu(), energy=energy)
+    r = span.shape[1]
+    out, _ = active_subspace(shifted, rank=r, feature_dim=feature_dim)
+    angles = subspace_angles(span, out)
+    half = x_in.shape[0] // 2
+    a, _ = active_subspace(x_in[:half], rank=r)
+    b, _ = active_subspace(x_in[half:], rank=r)
+    control = subspace_angles(a, b)
+    ds = xr.Dataset(
+        {"gap": ((), _gap(angles), {"description": "||sin(principal angles)|| / sqrt(rank) between the dictionary's "
+                                                  "span and the shifted active subspace (0 same, 1 orthogonal)"}),
+         "control_gap": ((), _gap(control), {"description": "the same between two halves of the in-distribution "
+                                                            "activations (sampling alone)"}),
+         "angle": (("component",), np.degrees(angles), {"units": "degree", "description": "principal angles"}),
+         "fve_in": ((), explained_variance(dictionary, x_in), {"description": "fraction of variance explained, "
+                                                                             "in distribution"}),
+         "fve_shifted": ((), explained_variance(dictionary, shifted, feature_dim),
+                         {"description": "fraction of variance explained, shifted"})},
+        coords={"component": np.arange(len(angles))},
+        attrs={"rank": r, "energy": energy, "description": "faithfulness gap of a dictionary under a shift"})
+    return ds
+
+
+def _gap(angles: np.ndarray) -> float:
+    return float(np.sqrt(np.mean(np.sin(angles) ** 2))) if len(angles) else 0.0
+
+
+def _signed_eigenbasis(x: torch.Tensor) -> np.ndarray:
+    """Eigenvectors of ``E[x x^T]`` (largest first), each signed so that the third moment of
+    the projections is positive."""
+    vals, vecs = np.linalg.eigh(_second_moment(x))
+    vecs = vecs[:, ::-1]
+    skew = ((x.double().numpy() @ vecs) ** 3).mean(0)
+    return vecs * np.where(skew < 0, -1.0, 1.0)[None, :]
+
+
+@torch.no_grad()
+def realign(dictionary: SparseDictionary, in_distribution: Any, shifted: Any, *,
+            feature_dim: str | None = None) -> SparseDictionary:
+    """A copy of the dictionary moved onto the shifted activations' geometry, with no gradient
+    update: ``A = V_shifted V_in^T`` (signed eigenbases of ``E[x x^T]``, see the module
+    docstring) applied to every direction and bias. A transcoder is realigned on its input
+    side only."""
+    x_in, x_out = rows(in_distribution, feature_dim), rows(shifted, feature_dim)
+    if x_in.shape[1] != dictionary.d_in or x_out.shape[1] != dictionary.d_in:
+        raise ValueError(f"The dictionary reads width {dictionary.d_in}; the activations have {x_in.shape[1]} "
+                         f"and {x_out.shape[1]}.")
+    a = torch.as_tensor(_signed_eigenbasis(x_out) @ _signed_eigenbasis(x_in).T, dtype=torch.float32)
+    new = copy.deepcopy(dictionary).cpu()
+    a = a.to(new.W_enc.dtype)
+    # pre(x') = (x'/s - A b_pre) @ (A W_enc) + b_enc = pre(A^T x'): the encoder reads rotated inputs
+    new.W_enc.copy_(a @ new.W_enc)
+    new.b_pre.copy_(a @ new.b_pre)
+    if not new.transcoder:
+        new.W_dec.copy_(new.W_dec @ a.T)
+        new.b_dec.copy_(a @ new.b_dec)
+    return new.to(next(dictionary.parameters()).device).eval()
