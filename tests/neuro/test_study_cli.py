@@ -145,3 +145,36 @@ def test_a_changed_generator_under_unchanged_settings_is_never_resumed(tmp_path,
     again = pd.read_csv(out / "results.csv", index_col=0)
     assert again.loc["mean", "val"] == pytest.approx(want, rel=1e-6)
     assert again.loc["mean", "val"] != pytest.approx(first.loc["mean", "val"], rel=1e-3)
+
+
+def test_device_reaches_the_torch_baselines_only(small_task, monkeypatch):
+    """``--device`` goes to the models trained with torch (GRU, TiDE-lite) and not to the others;
+    a fit on another device is another unit (never resumed as the CPU one)."""
+    import neuro.run
+    from neuro.baselines import fit_baseline
+
+    asked = {}
+
+    def spy(name, task, **kw):
+        asked[name] = kw.get("device")
+        return fit_baseline(name, task, **{**kw, "device": "cpu"} if "device" in kw else kw)
+
+    monkeypatch.setattr(neuro.run, "fit_baseline", spy)
+    table = neuro.run.run_baselines(small_task, ["mean", "gru"], torch_steps=2, device="cuda:3")
+    assert asked == {"mean": None, "gru": "cuda:3"} and list(table.index) == ["mean", "gru"]
+    assert neuro.run._unit_key("gru", 2, "", "cuda:3") != neuro.run._unit_key("gru", 2, "", "cpu") == "gru-steps2"
+    assert neuro.run._unit_key("mean", 2, "", "cuda:3") == "mean"
+
+
+def test_the_demo_runs_the_study_commands_quick_default(tmp_path, monkeypatch):
+    """`scimech demo` (neuro.cli.demo) and `scimech neuro study` run the same NeuroStudy plan."""
+    import neuro.cli
+    from neuro.study import NeuroStudy
+
+    planned = []
+    monkeypatch.setattr(NeuroStudy, "complete", lambda self, plan, client=None, task=None: planned.append(plan))
+    neuro.cli.demo(tmp_path / "demo")
+    neuro.cli.demo(tmp_path / "demo", quick=False)
+    args = build_parser().parse_args([*STUDY, "--out", str(tmp_path / "demo")])
+    quick, full = planned
+    assert quick == NeuroStudy().plan(args) and quick.sizes["budget"] == "quick" and full.sizes["budget"] == "full"
