@@ -4,7 +4,9 @@ structural claim about a discovered model can be checked against it.
 :func:`planted_truth` scores one fitted model (the structural-prior search's pick) against
 the simulated larva, one row per planted property, each with an interval and a stated
 criterion; a row can fail (a model fitted with a wrong wiring prior fails the connectivity
-rows, ``tests/neuro/test_recovery.py``):
+rows, ``tests/neuro/test_verdicts_recovery.py``). Each row is a :class:`TruthRow`, a
+:class:`scimech.study.PlantedTruthRow` (the schema every study shares) with the planted
+value and the criterion in words:
 
 - ``edges``: which observed pairs are wired, edge AUROC of the model's one-step Jacobian
   ``|J|`` (bootstrap over pairs); recovered if the interval's lower bound is >= 0.75;
