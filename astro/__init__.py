@@ -1,10 +1,22 @@
 """astro: the AION-1 redshift head analysis on synthetic (or real) photometry and images.
 
-Modules: :mod:`astro.synthetic` (galaxies with truth), :mod:`astro.catalog` (your Legacy
-Survey DR10 catalogue and cut-outs), :mod:`astro.photoz` (classical
-photo-z and metrics), :mod:`astro.models` (a small AION stand-in and the AION-1 adapter,
-including its image codec), :mod:`astro.analysis` (the study), :mod:`astro.execution` (the
-study as resumable Dask units), :mod:`astro.plots`, :mod:`astro.cli`.
+The study, in the order it runs (``scimech astro study``, :class:`astro.study.AstroStudy`):
+
+* :mod:`astro.plan`: the options resolved and checked (galaxies, sizes, seed, device);
+* :mod:`astro.run`: the study as resumable Dask units (:mod:`astro.units`), in a run folder
+  :mod:`astro.resume` decides may be resumed; samples and checkpoints through :mod:`astro.files`,
+  the stand-in trained by :mod:`astro.training`;
+* :mod:`astro.evidence`: the four measurements of :mod:`astro.measures` (advantage, probes,
+  interventions, attenuation bias) on one model;
+* :mod:`astro.findings`: the reference study's four findings and the planted truth, tested
+  on the evidence;
+* :mod:`astro.report`: figures (:mod:`astro.plots`) and ``report.md``.
+
+Data and models: :mod:`astro.synthetic` (galaxies with truth), :mod:`astro.catalog` (your
+Legacy Survey DR10 catalogue and cut-outs), :mod:`astro.photoz` (classical photo-z and
+metrics), :mod:`astro.models` (a small AION stand-in, the planted stand-in and the AION-1
+adapter, including its image codec), :mod:`astro.constants`. The command line: :mod:`astro.cli`.
 """
 
-__all__ = ["constants", "synthetic", "catalog", "photoz", "analysis", "execution", "plots", "cli"]
+__all__ = ["constants", "synthetic", "catalog", "photoz", "models", "plan", "units", "files", "training", "resume",
+           "run", "measures", "evidence", "findings", "report", "study", "plots", "cli"]

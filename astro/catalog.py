@@ -27,15 +27,15 @@ from astropy.table import QTable
 
 from scimech.errors import DataValidationError, DimensionError, MissingVariableError, UnitsError
 
-from . import constants as C
+from . import constants
 from .synthetic import GalaxySample, SyntheticConfig
 
 __all__ = ["LEGACY_COLUMNS", "OPTIONAL_COLUMNS", "read_legacy_survey", "read_images"]
 
 #: study column -> (Legacy Survey column, unit of the study)
 LEGACY_COLUMNS: dict[str, tuple[str, u.UnitBase | None]] = {
-    **{f"flux_{b}": (f"FLUX_{b.upper()}", u.nmgy) for b in C.BANDS},
-    **{f"flux_ivar_{b}": (f"FLUX_IVAR_{b.upper()}", u.nmgy**-2) for b in C.BANDS},
+    **{f"flux_{b}": (f"FLUX_{b.upper()}", u.nmgy) for b in constants.BANDS},
+    **{f"flux_ivar_{b}": (f"FLUX_IVAR_{b.upper()}", u.nmgy**-2) for b in constants.BANDS},
     "shape_r": ("SHAPE_R", u.arcsec),
     "shape_e1": ("SHAPE_E1", None),
     "shape_e2": ("SHAPE_E2", None),
@@ -101,9 +101,9 @@ def read_images(path: str | Path) -> np.ndarray:
     except (OSError, ValueError, EOFError) as err:
         raise DataValidationError(f"{path} is not a readable .npy or FITS image cube ({type(err).__name__}: "
                                   f"{str(err)[:200]}).") from err
-    if cube.ndim != 4 or cube.shape[1] != len(C.BANDS):
+    if cube.ndim != 4 or cube.shape[1] != len(constants.BANDS):
         raise DimensionError(f"{path}: images have shape {cube.shape}; expected (N, 4, H, W) with the bands "
-                             f"{', '.join(C.BANDS)} on axis 1 (one cut-out per catalogue row).")
+                             f"{', '.join(constants.BANDS)} on axis 1 (one cut-out per catalogue row).")
     cube = np.asarray(cube, np.float32)
     if unit is not None:
         try:
@@ -196,7 +196,7 @@ def read_legacy_survey(path: str | Path, images: str | Path | None = None, *, st
         if stamp is not None:
             cube = _centre_crop(cube, int(stamp), Path(images))
     bad_ivar = np.zeros(n, bool)
-    for b in C.BANDS:
+    for b in constants.BANDS:
         iv = cols[f"flux_ivar_{b}"]
         bad_ivar |= ~(iv.filled(np.inf) > 0)            # masked counts as "masked", below
     masked = np.zeros(n, bool)
@@ -220,6 +220,6 @@ def read_legacy_survey(path: str | Path, images: str | Path | None = None, *, st
         vals = np.asarray(v.filled(np.nan))[keep]
         cat[k] = vals * unit if unit is not None else vals
     meta = dict(source=str(path), images=str(images) if images is not None else "", n_rows=n, n_rejected=n_rej,
-                rejected=rejected, survey="Legacy Surveys DR10", pixel_scale_arcsec=C.PIXEL_SCALE_ARCSEC,
+                rejected=rejected, survey="Legacy Surveys DR10", pixel_scale_arcsec=constants.PIXEL_SCALE_ARCSEC,
                 dusty_av=SyntheticConfig.dusty_av, extended_arcsec=SyntheticConfig.extended_arcsec)
     return GalaxySample(cat, None if cube is None else np.ascontiguousarray(cube[keep]), meta)

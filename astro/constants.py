@@ -15,6 +15,11 @@ NANOMAGGY_ZERO_POINT_MAG: float = 22.5
 #: Nanomaggies per maggy.
 NMGY_PER_MAGGY: float = 1e9
 
+#: Speed of light [Angstrom s-1] (exact, SI definition).
+SPEED_OF_LIGHT_ANGSTROM_S: float = 2.99792458e18
+#: Ten parsecs [cm], the distance of absolute magnitudes (1 pc = 3.0856775814913673e18 cm, IAU 2015).
+TEN_PARSEC_CM: float = 10 * 3.0856775814913673e18
+
 #: Legacy Surveys / DECam pixel scale [arcsec pixel-1] (Dey et al. 2019).
 PIXEL_SCALE_ARCSEC: float = 0.262
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import astropy.units as u
 import numpy as np
 import xarray as xr
 from scipy.optimize import nnls
@@ -25,8 +26,7 @@ from sklearn.utils.validation import check_is_fitted
 from scimech.errors import DataValidationError
 from scimech.stats import bootstrap_ci
 
-from . import constants as C
-from . import synthetic as S
+from . import constants, synthetic
 
 __all__ = ["dz", "bias", "sigma_nmad", "outlier_fraction", "photoz_metrics", "metrics_table",
            "colour_features", "flux_matrix", "TemplatePhotoZ", "ColourPhotoZ", "METRICS"]
@@ -55,10 +55,10 @@ def sigma_nmad(z_true, z_pred, axis=-1) -> float:
     """Normalised median absolute deviation of dz: ``1.4826 median|dz - median dz|``."""
     d = dz(z_true, z_pred)
     med = np.median(d, axis=axis, keepdims=True)
-    return C.NMAD_SCALE * np.median(np.abs(d - med), axis=axis)
+    return constants.NMAD_SCALE * np.median(np.abs(d - med), axis=axis)
 
 
-def outlier_fraction(z_true, z_pred, axis=-1, threshold: float = C.PHOTOZ_OUTLIER_DZ) -> float:
+def outlier_fraction(z_true, z_pred, axis=-1, threshold: float = constants.PHOTOZ_OUTLIER_DZ) -> float:
     """Fraction of galaxies with ``|dz| > threshold`` (0.15)."""
     return np.mean(np.abs(dz(z_true, z_pred)) > threshold, axis=axis)
 
@@ -110,18 +110,16 @@ def metrics_table(z_true, predictions: Mapping[str, np.ndarray], masks: Mapping[
                      "n": ("population", counts)}, coords=coords)
     ds.attrs.update(description="photo-z metrics with paired bootstrap intervals",
                     units="dimensionless", n_bootstrap=n_bootstrap, seed=seed, ci_method=method,
-                    outlier_threshold=C.PHOTOZ_OUTLIER_DZ)
+                    outlier_threshold=constants.PHOTOZ_OUTLIER_DZ)
     return ds
 
 
 # ---------------------------------------------------------------- features
 def flux_matrix(catalog, kind: str = "flux") -> tuple[np.ndarray, np.ndarray]:
     """``(flux [nmgy], ivar [nmgy-2])`` arrays of shape (N, 4) from a catalogue (g, r, i, z)."""
-    import astropy.units as u
-
     try:
-        f = np.stack([u.Quantity(catalog[f"{kind}_{b}"]).to_value(u.nmgy) for b in C.BANDS], 1)
-        iv = np.stack([u.Quantity(catalog[f"flux_ivar_{b}"]).to_value(u.nmgy**-2) for b in C.BANDS], 1)
+        f = np.stack([u.Quantity(catalog[f"{kind}_{b}"]).to_value(u.nmgy) for b in constants.BANDS], 1)
+        iv = np.stack([u.Quantity(catalog[f"flux_ivar_{b}"]).to_value(u.nmgy**-2) for b in constants.BANDS], 1)
     except KeyError as e:
         raise DataValidationError(f"catalogue lacks column {e}; need {kind}_g..z and flux_ivar_g..z "
                                   "(nanomaggies).") from None
@@ -130,7 +128,7 @@ def flux_matrix(catalog, kind: str = "flux") -> tuple[np.ndarray, np.ndarray]:
 
 def _asinh_mag(f, b=0.01):
     """Luptitude-like asinh magnitude [mag] (finite for f <= 0), softening b [nmgy]."""
-    return C.NANOMAGGY_ZERO_POINT_MAG - 2.5 / np.log(10) * (np.arcsinh(f / (2 * b)) + np.log(b))
+    return constants.NANOMAGGY_ZERO_POINT_MAG - 2.5 / np.log(10) * (np.arcsinh(f / (2 * b)) + np.log(b))
 
 
 def colour_features(catalog) -> np.ndarray:
@@ -181,14 +179,14 @@ class TemplatePhotoZ(BaseEstimator):
 
     def fit(self, X=None, y=None):
         """Precompute the model band fluxes (no training data needed; X, y are ignored)."""
-        wave, tmpl = S._unit_templates()
+        wave, tmpl = synthetic.unit_templates()
         zs = self._grid()
         sets = []
         for av in self.a_v_grid:
-            A = np.empty((zs.size, len(C.BANDS), tmpl.shape[0]))
+            A = np.empty((zs.size, len(constants.BANDS), tmpl.shape[0]))
             for i, z in enumerate(zs):
-                flam = np.stack([S.observed_sed(wave, t, z, a_v=av) for t in tmpl])
-                A[i] = S.ab_maggies(S.OBS_WAVE, flam).T * C.NMGY_PER_MAGGY
+                flam = np.stack([synthetic.observed_sed(wave, t, z, a_v=av) for t in tmpl])
+                A[i] = synthetic.ab_maggies(synthetic.OBS_WAVE, flam).T * constants.NMGY_PER_MAGGY
             sets.append(A)
         # (nz, n_av, 4, T): observed nmgy per unit rest 5500 A f_lambda at 10 pc [erg s-1 cm-2 A-1]
         self.models_ = np.stack(sets, 1)
@@ -200,17 +198,17 @@ class TemplatePhotoZ(BaseEstimator):
         check_is_fitted(self, "models_")
         f = np.atleast_2d(np.asarray(flux, float))
         iv = np.atleast_2d(np.asarray(ivar, float))
-        if f.shape != iv.shape or f.shape[1] != len(C.BANDS):
+        if f.shape != iv.shape or f.shape[1] != len(constants.BANDS):
             raise DataValidationError(f"flux and ivar must both be (N, 4) in g, r, i, z; got {f.shape}, {iv.shape}.")
         var = 1.0 / np.maximum(iv, 1e-30) + (self.floor * np.abs(f)) ** 2
         w = 1.0 / np.sqrt(var)
         mw = None
         if ebv_mw is not None:
             lam = np.array([5000., 6500., 7800., 9200.])  # DECam effective wavelengths [A]
-            mw = 10 ** (-0.4 * np.asarray(ebv_mw, float)[:, None] * S._mw_k(lam)[None])
+            mw = 10 ** (-0.4 * np.asarray(ebv_mw, float)[:, None] * synthetic.milky_way_k(lam)[None])
         nz, nav = self.models_.shape[:2]
         out = np.full((f.shape[0], nz), np.inf)
-        to_mag = 5500.0**2 / S._C_ANGSTROM_S / (C.AB_ZERO_POINT_JY * 1e-23)
+        to_mag = 5500.0**2 / constants.SPEED_OF_LIGHT_ANGSTROM_S / (constants.AB_ZERO_POINT_JY * 1e-23)
         for j in range(f.shape[0]):
             b = f[j] * w[j]
             scale = np.max(np.abs(b)) or 1.0

@@ -33,14 +33,14 @@ UNIT_REPEATS = 2           # timed runs per setting (order alternates between re
 
 
 def synth_section() -> list[str]:
-    from astro import synthetic as S
+    from astro import synthetic
 
-    S.make_galaxies(20, seed=0)                          # warm caches (templates, filters)
+    synthetic.make_galaxies(20, seed=0)                          # warm caches (templates, filters)
     rows = []
     for images in (False, True):
         n = 400
         t0 = time.perf_counter()
-        S.make_galaxies(n, seed=1, images=images)
+        synthetic.make_galaxies(n, seed=1, images=images)
         dt = time.perf_counter() - t0
         rows.append((images, n, dt, n / dt))
     lines = ["### Synthetic galaxies", "", "| images (4 x 24 x 24) | galaxies | seconds | galaxies/s |",
@@ -50,15 +50,15 @@ def synth_section() -> list[str]:
 
 
 def sweep_section() -> list[str]:
-    from astro import synthetic as S
-    from astro.models import aion as A
-    from astro.models import standin as M
+    from astro import synthetic
+    from astro.models import aion as aion_adapter
+    from astro.models import standin
     from scimech.intervene import ablate, ablation_sweep
 
-    train = S.make_galaxies(300, seed=2)
-    test = S.make_galaxies(256, seed=3)
-    codecs = M.fit_codecs(train.catalog)
-    ad = A.AIONRedshift(M.build(codecs=codecs).eval(), codecs, M.PatchTokenizer().fit(train.images))
+    train = synthetic.make_galaxies(300, seed=2)
+    test = synthetic.make_galaxies(256, seed=3)
+    codecs = standin.fit_codecs(train.catalog)
+    ad = aion_adapter.AIONRedshift(standin.build(codecs=codecs).eval(), codecs, standin.PatchTokenizer().fit(train.images))
     batch = ad.batch(ad.tokenize(test.catalog, test.images))
     sites = ad.head_sites()                               # every head of every encoder block
     metric = ad.z_metric()
@@ -82,10 +82,10 @@ def sweep_section() -> list[str]:
     err = max(float(np.abs(r["ablated"].values - ref).max()) for r in res.values())
     load0 = os.getloadavg()[0]
     t = interleaved(runs, rounds=3)
-    n_tok = sum(v.shape[1] for k, v in batch.items() if not k.startswith(A.MASK_PREFIX))
+    n_tok = sum(v.shape[1] for k, v in batch.items() if not k.startswith(aion_adapter.MASK_PREFIX))
     nv = t["naive"]
     names = {"naive": "naive loop: one forward per head (+ baseline)",
-             "default": "`scimech.ablation_sweep` as `astro.analysis.intervention_chunk` calls it (max_rows=256: one "
+             "default": "`scimech.ablation_sweep` as `astro.measures.intervention_chunk` calls it (max_rows=256: one "
                         "head per forward, prefix reused)",
              "tiled": "`scimech.ablation_sweep`, max_rows=1024 (4 heads per forward, prefix reused)",
              "full": "`scimech.ablation_sweep(reuse_prefix=False)`, max_rows=256 (full forward per head)"}
@@ -103,20 +103,20 @@ def sweep_section() -> list[str]:
 
 def _warm_worker(model_dir: str, train_path: str, test_path: str) -> int:
     """Imports and one tiny unit in this process, so start-up is not counted as unit time."""
-    from astro import execution as E
+    from astro.units import interventions_unit
 
-    E.interventions_unit(model_dir, train_path, test_path, 0, 8, 0, 0)
+    interventions_unit(model_dir, train_path, test_path, 0, 8, 0, 0)
     return os.getpid()
 
 
 def _run_units(units: dict, root: Path, tag: str, client) -> dict:
-    from astro import execution as E
+    from astro.units import interventions_unit
     from scimech.parallel import map_units
     from scimech.results import UnitStore
 
     store = UnitStore(Path(tempfile.mkdtemp(prefix=f"store-{tag}-", dir=root)))
     t0 = time.perf_counter()
-    got = map_units(E.interventions_unit, units, store, client=client, desc=f"bench {tag}")
+    got = map_units(interventions_unit, units, store, client=client, desc=f"bench {tag}")
     wall = time.perf_counter() - t0
     secs = [float(got[k].attrs["seconds"]) for k in units]
     z = np.concatenate([got[k]["z_ablated"].values for k in units], axis=-1)
@@ -124,12 +124,12 @@ def _run_units(units: dict, root: Path, tag: str, client) -> dict:
 
 
 def units_section() -> list[str]:
-    """The astro study's intervention units (astro.execution.interventions_unit) on serial /
+    """The astro study's intervention units (astro.units.interventions_unit) on serial /
     1 / 2 local Dask workers: wall time, speed-ups, per-unit seconds and per-task overhead."""
     import dask
 
-    from astro import analysis as AN
-    from astro import execution as E
+    from astro.measures import chunk_bounds
+    from astro.units import synth_unit, train_unit
     from scimech.parallel import get_client
 
     load0 = os.getloadavg()
@@ -137,12 +137,12 @@ def units_section() -> list[str]:
         root = Path(d)
         train_p, test_p, model_p = root / "train.fits", root / "test.fits", root / "model"
         t0 = time.perf_counter()
-        E.synth_unit(str(train_p), 300, 0)             # 256 of them are the mean/resample references
-        E.synth_unit(str(test_p), UNIT_TEST_N, 1000)
+        synth_unit(str(train_p), 300, 0)             # 256 of them are the mean/resample references
+        synth_unit(str(test_p), UNIT_TEST_N, 1000)
         # the unit's cost depends on the architecture, not on how well it was trained: 1 epoch
-        E.train_unit(str(train_p), str(model_p), 1, 64, 0)
+        train_unit(str(train_p), str(model_p), 1, 64, 0)
         t_setup = time.perf_counter() - t0
-        bounds = AN.chunk_bounds(UNIT_TEST_N, UNIT_CHUNK)
+        bounds = chunk_bounds(UNIT_TEST_N, UNIT_CHUNK)
         units = {f"interventions/block=0/rows={a:07d}-{b:07d}":
                  dict(model_dir=str(model_p), train_path=str(train_p), test_path=str(test_p), start=a, stop=b,
                       block=0, seed=0) for a, b in bounds}
@@ -178,7 +178,7 @@ def units_section() -> list[str]:
     t_u, o = per_unit("1m"), overhead("1m")
     t_gal = t_u / UNIT_CHUNK
     lines = [f"### Head-intervention units of the study ({n} units of {UNIT_CHUNK} test galaxies, block 0)", "",
-             f"Each unit is `astro.execution.interventions_unit` as `scimech astro study` maps it with "
+             f"Each unit is `astro.units.interventions_unit` as `scimech astro study` maps it with "
              f"`scimech.parallel.map_units`: load the checkpoint and the samples, tokenise, then zero / mean / "
              f"resample ablation and photometry-only patching of the {len(runs['serial'][0]['z'][0])} heads of the "
              f"block; single-threaded. Stand-in of the default size (trained 1 epoch: the cost depends on the "

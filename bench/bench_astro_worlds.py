@@ -23,32 +23,31 @@ N_TRAIN, N_TEST = 3000, 1500
 
 
 def _catalogue(s) -> np.ndarray:
-    from astro import photoz as P
+    from astro import photoz
 
     c = s.catalog
-    return np.column_stack([P.colour_features(c), np.log(c["shape_r"].value), c["shape_e1"], c["shape_e2"],
+    return np.column_stack([photoz.colour_features(c), np.log(c["shape_r"].value), c["shape_e1"], c["shape_e2"],
                             c["ebv"].value])
 
 
 def _apertures(s) -> np.ndarray:
-    from astro import photoz as P
+    from astro import photoz
 
     n = len(s.images)
     grid = s.images.reshape(n, 4, 6, 4, 6, 4).sum((3, 5)).transpose(0, 2, 3, 1)   # (n, 6, 6, band)
     inner = grid[:, 2:4, 2:4].sum((1, 2))
     outer = grid.sum((1, 2)) - inner
-    mi, mo = P._asinh_mag(inner), P._asinh_mag(outer)
+    mi, mo = photoz._asinh_mag(inner), photoz._asinh_mag(outer)
     return np.column_stack([mi[:, :3] - mi[:, 1:], mo[:, :3] - mo[:, 1:], mi[:, 1] - mo[:, 1]])
 
 
 def world_rows(world: str) -> list[str]:
     from sklearn.ensemble import HistGradientBoostingRegressor
 
-    from astro import photoz as P
-    from astro import synthetic as S
+    from astro import photoz, synthetic
 
-    train = S.make_galaxies(N_TRAIN, seed=0, world=world)
-    test = S.make_galaxies(N_TEST, seed=1000, world=world)
+    train = synthetic.make_galaxies(N_TRAIN, seed=0, world=world)
+    test = synthetic.make_galaxies(N_TEST, seed=1000, world=world)
     z0, z1 = np.asarray(train.catalog["z"], float), np.asarray(test.catalog["z"], float)
     pops = test.populations()
     inputs = {"catalogue": _catalogue,
@@ -57,18 +56,18 @@ def world_rows(world: str) -> list[str]:
     rows = []
     for name, feats in inputs.items():
         reg = HistGradientBoostingRegressor(max_iter=300, learning_rate=0.05, random_state=0)
-        d = np.abs(P.dz(z1, reg.fit(feats(train), z0).predict(feats(test))))
+        d = np.abs(photoz.dz(z1, reg.fit(feats(train), z0).predict(feats(test))))
         rows.append(f"| {world} | {name} | " + " | ".join(f"{d[m].mean():.4f}" for m in pops.values()) + " |")
     return rows
 
 
 def main(argv: list[str] | None = None) -> int:
-    from astro import synthetic as S
+    from astro import synthetic
 
     lines = ["mean|dz| of z predicted by gradient boosting (lower is better); the gain of the second row over "
              "the first is what the stamps add beyond the catalogue.", "",
              "| world | input | all | extended | compact | dusty | clean |", "|---|---|---|---|---|---|---|"]
-    for world in S.WORLDS:
+    for world in synthetic.WORLDS:
         lines += world_rows(world)
     write_section("astro_worlds", "astro: redshift information the image adds, per synthetic world", lines)
     return 0

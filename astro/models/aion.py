@@ -23,17 +23,27 @@ Sites: encoder block ``l`` head ``h`` is the scimech site ``"encoder.{l}.attn.he
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import astropy.units as u
 import numpy as np
 import torch
+from aion import modalities as aion_modalities
+from aion.codecs.config import MODALITY_CODEC_MAPPING
+from aion.modalities import LegacySurveyImage, Z
+from safetensors import safe_open
+from safetensors.torch import load_file, save_model
+from safetensors.torch import load_model as st_load
 from torch import nn
 
 from scimech.errors import CheckpointError, ConfigError, DataValidationError
+from scimech.hooks import batch_size_of, iter_batches
+from scimech.metrics import Metric
 
 __all__ = [
     "LEGACY_SCALARS", "IMAGE_KEY", "Z_KEY", "CONFIG_NAME", "WEIGHTS_NAME", "DES_BANDS", "save_checkpoint",
@@ -75,16 +85,12 @@ def site_to_head(site: str) -> tuple[int, int]:
 
 
 def _modality(name: str):
-    import aion.modalities as am
-
-    return getattr(am, name)
+    return getattr(aion_modalities, name)
 
 
 def _modality_for_key(token_key: str):
-    import aion.modalities as am
-
-    for name in am.__all__:
-        cls = getattr(am, name)
+    for name in aion_modalities.__all__:
+        cls = getattr(aion_modalities, name)
         if getattr(cls, "token_key", None) == token_key:
             return cls
     raise ConfigError(f"No aion modality has token_key '{token_key}'.")
@@ -104,8 +110,6 @@ def save_checkpoint(model: nn.Module, folder: str | Path, config: Mapping[str, A
     codecs
         ``{token_key: codec}``; each is saved under ``codecs/<modality.name>/``.
     """
-    from safetensors.torch import save_model
-
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     cfg = dict(config if config is not None else getattr(model, "_hub_mixin_config", None) or {})
@@ -152,8 +156,6 @@ def load_model(folder: str | Path, *, model_class: type | None = None, device: s
         Missing folder/files, unreadable config, or weights that do not match the config
         (missing or unexpected tensors are listed).
     """
-    from safetensors.torch import load_model as st_load
-
     folder = Path(folder)
     _require(folder, (CONFIG_NAME, WEIGHTS_NAME), "AION checkpoint")
     try:
@@ -189,9 +191,6 @@ def load_codecs(folder: str | Path, token_keys: Sequence[str]) -> dict[str, nn.M
     CheckpointError
         Naming every missing codec file and where it belongs.
     """
-    from aion.codecs.config import MODALITY_CODEC_MAPPING
-    from safetensors.torch import load_file
-
     folder = Path(folder)
     out: dict[str, nn.Module] = {}
     problems = []
@@ -263,12 +262,6 @@ def load_image_codec(folder: str | Path, *, device: str | torch.device = "cpu") 
         it belongs), the config is not JSON or lacks ``quantizer_levels``, or the weights are
         unreadable or do not match the config.
     """
-    import inspect
-
-    from aion.codecs.config import MODALITY_CODEC_MAPPING
-    from safetensors import safe_open
-    from safetensors.torch import load_model as st_load
-
     folder = Path(folder)
     mod = _modality_for_key(IMAGE_KEY)
     sub = _image_codec_dir(folder)
@@ -372,8 +365,6 @@ class ImageCodecTokenizer:
     @torch.no_grad()
     def __call__(self, images) -> torch.Tensor:
         """Tokens ``(N, n_tokens)`` (int64) of images ``(N, bands, H, W)`` [nanomaggy per pixel]."""
-        from aion.modalities import LegacySurveyImage
-
         x = self._prepare(images)
         dev = next(self.codec.parameters()).device
         out = []
@@ -411,6 +402,11 @@ def num_encoder_tokens(tokens: Mapping[str, torch.Tensor]) -> int:
 
 
 # ---------------------------------------------------------------- the adapter
+def model_device(model: nn.Module) -> torch.device:
+    """The device of a model's parameters (the CPU for a model without any)."""
+    return next((p.device for p in model.parameters()), torch.device("cpu"))
+
+
 class AIONRedshift:
     """Run an AION-style model on Legacy Survey inputs and read the redshift.
 
@@ -438,6 +434,11 @@ class AIONRedshift:
         self.model = model
         self.codecs = dict(codecs)
         self.image_tokenizer = image_tokenizer
+
+    def to(self, device: str | torch.device) -> AIONRedshift:
+        """Move the model to ``device`` (``--device``); batches follow it in :meth:`forward`. Returns self."""
+        self.model.to(device)
+        return self
 
     @classmethod
     def from_folder(cls, folder: str | Path, *, scalar_keys: Sequence[str] = tuple(LEGACY_SCALARS),
@@ -486,8 +487,6 @@ class AIONRedshift:
 
         ``keys`` defaults to every scalar with a codec, plus ``tok_image`` when images are given.
         """
-        import astropy.units as u
-
         keys = [k for k in self.codecs if k in LEGACY_SCALARS] if keys is None else list(keys)
         out: dict[str, torch.Tensor] = {}
         for key in keys:
@@ -529,12 +528,13 @@ class AIONRedshift:
     # -------- running
     def forward(self, model: nn.Module, batch: Mapping[str, Any]) -> torch.Tensor:
         """``tok_z`` logits (B, V) for a batch dict; usable as ``forward=`` of scimech calls."""
-        from aion.modalities import Z
-
         tokens, mask = self.split(batch)
+        dev = model_device(model)                # the batch follows the model (a no-op on the CPU)
+        tokens = {k: v.to(dev) for k, v in tokens.items()}
+        mask = {k: v.to(dev) for k, v in mask.items()}
         n_enc = num_encoder_tokens(tokens)       # always explicit: the default (256) truncates
         B = next(iter(tokens.values())).shape[0]
-        target = {Z_KEY: torch.zeros(B, Z.num_tokens, dtype=torch.bool)}
+        target = {Z_KEY: torch.zeros(B, Z.num_tokens, dtype=torch.bool, device=dev)}
         logits = model._forward(tokens, target_mask=target, input_mask=mask or None,
                                 num_decoder_tokens=Z.num_tokens, num_encoder_tokens=n_enc)[Z_KEY]
         return logits.reshape(B, -1)
@@ -555,19 +555,15 @@ class AIONRedshift:
 
     def z_metric(self):
         """A scimech metric: expected redshift per sample."""
-        from scimech.metrics import Metric
-
         return Metric(lambda out, target=None: self.expected_z(out), "expected_z")
 
     @torch.no_grad()
     def predict_z(self, batch: Mapping[str, Any], batch_size: int = 512) -> np.ndarray:
         """Expected redshift for every sample of a batch dict (see :meth:`batch`)."""
-        from scimech.hooks import batch_size_of, iter_batches
-
         self.model.eval()
         n = batch_size_of(batch)
         out = np.empty(n)
         for s, b in iter_batches(batch, batch_size):
             z = self.expected_z(self.forward(self.model, b))
-            out[s:s + len(z)] = z.numpy()
+            out[s:s + len(z)] = z.cpu().numpy()
         return out

@@ -36,8 +36,10 @@ from torch import nn
 
 from scimech.errors import CheckpointError, ConfigError
 
-from . import aion as A
-from .standin import StandinAION, StandinConfig, standin_config
+from .. import photoz
+from . import aion as aion_adapter  # this package's AION-1 adapter (not the aion package)
+from . import standin
+from .standin import StandinAION, StandinConfig, ordinal_init, standin_config
 
 __all__ = ["PlantedAION", "HeadMaskedAttention", "ColourReadout", "planted_config", "build_planted",
            "train_planted", "ROUTE_HEAD", "INERT_HEAD"]
@@ -82,7 +84,7 @@ class PlantedAION(StandinAION):
         inert = int(cfg.pop("inert_head", INERT_HEAD))
         super().__init__(cfg)
         heads = int(self.encoder[0].attn.num_heads)
-        if A.IMAGE_KEY not in self.encoder_embeddings:
+        if aion_adapter.IMAGE_KEY not in self.encoder_embeddings:
             raise ConfigError("a planted stand-in needs image tokens (tok_image) among its inputs.")
         if not (0 <= route < heads and 0 <= inert < heads) or route == inert:
             raise ConfigError(f"route_head ({route}) and inert_head ({inert}) must be two different heads of "
@@ -122,7 +124,7 @@ class PlantedAION(StandinAION):
                                   f"(max |w| {float(cols.abs().max()):.3g}); the planted truth does not hold. "
                                   "Retrain with astro.models.planted.train_planted.")
         return {"block": 0, "image_head": self.route_head, "inert_colour_head": self.inert_head,
-                "image_site": A.head_site(0, self.route_head), "inert_site": A.head_site(0, self.inert_head),
+                "image_site": aion_adapter.head_site(0, self.route_head), "inert_site": aion_adapter.head_site(0, self.inert_head),
                 "image_head_truth": ("the only head that sees image tokens: every effect of the image on the "
                                      "redshift passes through it"),
                 "inert_head_truth": ("output-projection columns zero (no causal effect, exactly); trained to "
@@ -135,7 +137,7 @@ class PlantedAION(StandinAION):
         if self.num_register_tokens:
             raise ConfigError("the planted stand-in does not support register tokens.")
         # visible image tokens (masked ones carry modality id -1 and are hidden anyway)
-        self._image_keys = mod_mask == self.modality_info[A.IMAGE_KEY]["id"]
+        self._image_keys = mod_mask == self.modality_info[aion_adapter.IMAGE_KEY]["id"]
         return tokens, emb, enc_mask, mod_mask
 
     def _image_key_mask(self, x: torch.Tensor) -> torch.Tensor:
@@ -169,8 +171,6 @@ def planted_config(cfg: StandinConfig | None = None, *, route_head: int = ROUTE_
 def build_planted(cfg: StandinConfig | None = None, seed: int = 0, codecs: dict[str, nn.Module] | None = None,
                   *, route_head: int = ROUTE_HEAD, inert_head: int = INERT_HEAD) -> PlantedAION:
     """A freshly initialised planted stand-in (seeded; smooth scalar embeddings as :func:`standin.build`)."""
-    from .standin import ordinal_init
-
     torch.manual_seed(seed)
     model = PlantedAION(planted_config(cfg, route_head=route_head, inert_head=inert_head))
     if codecs is not None:
@@ -200,7 +200,7 @@ class ColourReadout(nn.Module):
         self._act = args[0][:, : self._n, self._slice].mean(1)
 
     def loss(self, idx: torch.Tensor) -> torch.Tensor:
-        return ((self.linear(self._act) - self.target[idx]) ** 2).mean()
+        return ((self.linear(self._act) - self.target[idx].to(self._act.device)) ** 2).mean()
 
     def remove(self) -> None:
         self._handle.remove()
@@ -208,25 +208,22 @@ class ColourReadout(nn.Module):
 
 def train_planted(train, *, epochs: int, batch_size: int = 64, seed: int = 0, lr: float = 3e-3, n_views: int = 10,
                   image_features: str = "bands", colour_weight: float = 1.0, route_head: int = ROUTE_HEAD,
-                  inert_head: int = INERT_HEAD, log=None):
-    """Fit tokenizers on ``train`` and train a :class:`PlantedAION` (as :func:`astro.execution.train_standin`,
+                  inert_head: int = INERT_HEAD, log=None, device: str = "cpu"):
+    """Fit tokenizers on ``train`` and train a :class:`PlantedAION` (as :func:`astro.training.train_standin`,
     plus the colour read-out of the inert head). Returns ``(adapter, history)``."""
-    from .. import photoz as P
-    from . import standin as M
-
     t0 = time.perf_counter()
-    codecs = M.fit_codecs(train.catalog, seed=seed)
-    tok = M.PatchTokenizer(seed=seed, features=image_features).fit(train.images)
+    codecs = standin.fit_codecs(train.catalog, seed=seed)
+    tok = standin.PatchTokenizer(seed=seed, features=image_features).fit(train.images)
     model = build_planted(seed=seed, codecs=codecs, route_head=route_head, inert_head=inert_head)
-    ad = A.AIONRedshift(model, codecs, tok)
-    views = M.noisy_views(ad, train.catalog, train.images, n_views, seed=seed) if n_views > 1 else \
+    ad = aion_adapter.AIONRedshift(model, codecs, tok)
+    views = standin.noisy_views(ad, train.catalog, train.images, n_views, seed=seed) if n_views > 1 else \
         ad.tokenize(train.catalog, train.images)
-    n_scalar = sum(1 for k in (views[0] if isinstance(views, list) else views) if k in A.LEGACY_SCALARS)
-    readout = ColourReadout(model, P.colour_features(train.catalog)[:, :3], n_scalar)
+    n_scalar = sum(1 for k in (views[0] if isinstance(views, list) else views) if k in aion_adapter.LEGACY_SCALARS)
+    readout = ColourReadout(model, photoz.colour_features(train.catalog)[:, :3], n_scalar)
     try:
-        hist = M.train(ad, views, np.asarray(train.catalog["z"], float), epochs=epochs, batch_size=batch_size,
+        hist = standin.train(ad, views, np.asarray(train.catalog["z"], float), epochs=epochs, batch_size=batch_size,
                        seed=seed, lr=lr, aux_loss=lambda idx: colour_weight * readout.loss(idx),
-                       aux_params=list(readout.parameters()), log=log)
+                       aux_params=list(readout.parameters()), log=log, device=device)
     finally:
         readout.remove()
     model.planted_truth()                       # the inert columns stayed zero

@@ -31,15 +31,23 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
+import astropy.units as u
 import numpy as np
 import torch
 from aion import AION
+from aion.codecs import GridScalarCodec, LogScalarCodec, ScalarCodec
+from aion.fourm.decoder_embeddings import ImageTokenDecoderEmbedding
+from aion.fourm.encoder_embeddings import ImageTokenEncoderEmbedding
+from aion.fourm.fm import FourM
+from aion.fourm.fm_utils import LayerNorm
+from aion.fourm.modality_info import MODALITY_INFO
+from sklearn.cluster import MiniBatchKMeans
 from torch import nn
 
 from scimech.errors import CheckpointError, ConfigError
 
-from .. import constants as C
-from . import aion as A
+from .. import constants
+from . import aion as aion_adapter  # this package's AION-1 adapter (not the aion package)
 
 __all__ = ["StandinAION", "PatchTokenizer", "StandinConfig", "standin_config", "fit_codecs", "build",
            "train", "noisy_views", "noisy_catalog", "orient_images", "code_values", "ordinal_init", "save", "load"]
@@ -49,12 +57,6 @@ class StandinAION(AION):
     """``aion.AION`` with a coarse image token grid (config keys ``image_grid``, ``image_vocab``)."""
 
     def __init__(self, config: dict):
-        from aion.fourm.decoder_embeddings import ImageTokenDecoderEmbedding
-        from aion.fourm.encoder_embeddings import ImageTokenEncoderEmbedding
-        from aion.fourm.fm import FourM
-        from aion.fourm.fm_utils import LayerNorm
-        from aion.fourm.modality_info import MODALITY_INFO
-
         cfg = copy.deepcopy(dict(config))
         grid = int(cfg.pop("image_grid", 8))
         vocab = int(cfg.pop("image_vocab", 256))
@@ -64,8 +66,8 @@ class StandinAION(AION):
         if unknown:
             raise ConfigError(f"unknown AION modalities {unknown}; choose from {sorted(MODALITY_INFO)[:12]} ...")
         info = {m: dict(MODALITY_INFO[m]) for m in domains}
-        if A.IMAGE_KEY in info:
-            info[A.IMAGE_KEY].update(
+        if aion_adapter.IMAGE_KEY in info:
+            info[aion_adapter.IMAGE_KEY].update(
                 input_size=grid, patch_size=1, vocab_size=vocab,
                 encoder_embedding=partial(ImageTokenEncoderEmbedding, vocab_size=vocab, patch_size=1,
                                           image_size=(grid, grid)),
@@ -95,7 +97,7 @@ class StandinConfig:
 def standin_config(cfg: StandinConfig | None = None, *, image: bool = True) -> dict:
     """The AION config dict of the stand-in (Legacy Survey scalars [+ image] in, tok_z out)."""
     c = cfg or StandinConfig()
-    return dict(domains_in=[*A.LEGACY_SCALARS, *([A.IMAGE_KEY] if image else [])], domains_out=[A.Z_KEY],
+    return dict(domains_in=[*aion_adapter.LEGACY_SCALARS, *([aion_adapter.IMAGE_KEY] if image else [])], domains_out=[aion_adapter.Z_KEY],
                 dim=c.dim, encoder_depth=c.encoder_depth, decoder_depth=c.decoder_depth, num_heads=c.num_heads,
                 mlp_ratio=c.mlp_ratio, qkv_bias=True, proj_bias=True, mlp_bias=True, norm_bias=True,
                 act_layer="GELU", gated_mlp=False, qk_norm=False, image_grid=c.image_grid,
@@ -170,8 +172,8 @@ def ordinal_init(model: nn.Module, codecs: dict[str, nn.Module], *, n_basis: int
 
 def _table_params(model: nn.Module) -> list[nn.Parameter]:
     """The scalar token-embedding tables and the ``tok_z`` logit rows (smooth at init)."""
-    out = [e.token_emb.weight for k, e in model.encoder_embeddings.items() if k in A.LEGACY_SCALARS]
-    return out + [model.decoder_embeddings[A.Z_KEY].to_logits.weight]
+    out = [e.token_emb.weight for k, e in model.encoder_embeddings.items() if k in aion_adapter.LEGACY_SCALARS]
+    return out + [model.decoder_embeddings[aion_adapter.Z_KEY].to_logits.weight]
 
 
 # ---------------------------------------------------------------- tokenizers
@@ -198,7 +200,7 @@ class PatchTokenizer:
 
     def _features(self, images: np.ndarray) -> np.ndarray:
         x = np.asarray(images, np.float32)
-        if x.ndim != 4 or x.shape[1] != len(C.BANDS) or x.shape[2] % self.patch or x.shape[3] % self.patch:
+        if x.ndim != 4 or x.shape[1] != len(constants.BANDS) or x.shape[2] % self.patch or x.shape[3] % self.patch:
             raise ConfigError(f"images must be (N, 4, H, W) with H, W multiples of {self.patch}; got {x.shape}.")
         n, b, h, w = x.shape
         norm = np.maximum(x[:, 1].sum(axis=(1, 2)), 1e-3)[:, None, None, None]
@@ -210,8 +212,6 @@ class PatchTokenizer:
         return f
 
     def fit(self, images: np.ndarray) -> PatchTokenizer:
-        from sklearn.cluster import MiniBatchKMeans
-
         f = self._features(images)
         self.mean_, self.scale_ = f.mean(0), f.std(0) + 1e-6
         km = MiniBatchKMeans(self.vocab, random_state=self.seed, n_init=1, batch_size=4096, max_iter=50)
@@ -249,13 +249,10 @@ def fit_codecs(catalog, reservoir_size: int = 4096, seed: int = 0, codebook_size
     The stand-in uses smaller codebooks than AION-1 (1024): 128 quantile codes per scalar
     (about 0.04 mag per code in flux) and 256 linear z buckets on 0..1 (spacing 0.004).
     """
-    import astropy.units as u
-    from aion.codecs import GridScalarCodec, LogScalarCodec, ScalarCodec
-
     torch.manual_seed(seed)
     out: dict[str, nn.Module] = {}
-    for key, (mod_name, col, unit) in A.LEGACY_SCALARS.items():
-        name = A._modality(mod_name).name
+    for key, (mod_name, col, unit) in aion_adapter.LEGACY_SCALARS.items():
+        name = aion_adapter._modality(mod_name).name
         v = u.Quantity(catalog[col]).to_value(u.Unit(unit)) if unit else np.asarray(catalog[col], float)
         v = torch.as_tensor(np.asarray(v, np.float32))
         res = int(min(reservoir_size, len(v)))
@@ -265,7 +262,7 @@ def fit_codecs(catalog, reservoir_size: int = 4096, seed: int = 0, codebook_size
         codec.train()
         codec.quantizer(v[torch.randperm(len(v))[:res]])     # fills the reservoir -> CDF codebook
         out[key] = codec.eval()
-    out[A.Z_KEY] = GridScalarCodec("Z", codebook_size=z_codebook_size).eval()
+    out[aion_adapter.Z_KEY] = GridScalarCodec("Z", codebook_size=z_codebook_size).eval()
     return out
 
 
@@ -279,11 +276,28 @@ def _soft_targets(z: torch.Tensor, buckets: torch.Tensor, vocab: int, width: flo
     return out
 
 
-def train(adapter: A.AIONRedshift, tokens: dict[str, torch.Tensor] | list[dict[str, torch.Tensor]], z: np.ndarray, *,
+def _optimiser(model: nn.Module, aux_params, *, lr: float, table_lr: float, weight_decay: float, steps: int):
+    """AdamW over the model (the embedding tables at ``lr * table_lr``, frozen at 0) and the extra
+    parameters, with a one-cycle schedule of ``steps`` steps."""
+    tables = {id(p) for p in _table_params(model)}
+    groups = [{"params": [p for p in model.parameters() if id(p) not in tables] + list(aux_params), "lr": lr}]
+    if table_lr > 0:
+        groups.append({"params": [p for p in model.parameters() if id(p) in tables], "lr": lr * table_lr})
+    else:
+        for p in model.parameters():
+            if id(p) in tables:
+                p.requires_grad_(False)
+    opt = torch.optim.AdamW(groups, lr=lr, weight_decay=weight_decay)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=[gr["lr"] for gr in groups], total_steps=steps,
+                                                pct_start=0.1)
+    return opt, sched
+
+
+def train(adapter: aion_adapter.AIONRedshift, tokens: dict[str, torch.Tensor] | list[dict[str, torch.Tensor]], z: np.ndarray, *,
           mode: Literal["both", "phot", "multi"] = "both", epochs: int = 20, batch_size: int = 128,
           lr: float = 2e-3, weight_decay: float = 0.01, seed: int = 0, z_weight: float = 0.0,
           target_width: float = 0.01, val_fraction: float = 0.0, table_lr: float = 1.0, aux_loss=None,
-          aux_params=(), log=None) -> dict[str, Any]:
+          aux_params=(), log=None, device: str | torch.device = "cpu") -> dict[str, Any]:
     """Train the stand-in on ``tokens`` (dict from :meth:`AIONRedshift.tokenize`) and truth ``z``.
 
     Parameters
@@ -310,18 +324,23 @@ def train(adapter: A.AIONRedshift, tokens: dict[str, torch.Tensor] | list[dict[s
         forward pass with the batch's row numbers in ``z`` (e.g. a read-out of a recorded
         activation, :class:`astro.models.planted.ColourReadout`), and the extra parameters
         it trains (optimised with the model, not part of it).
+    device
+        Torch device of the training (``--device``): the model and the extra parameters move
+        there, each batch follows them; the trained model is left on it.
 
     Returns
     -------
     dict
         ``loss`` per epoch, ``seconds``, ``steps``.
     """
-    model = adapter.model
+    model = adapter.model.to(device)
+    for p in aux_params:
+        p.data = p.data.to(device)
     g = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)
     zt = torch.as_tensor(np.asarray(z, np.float32))
     buckets = adapter.buckets()
-    vocab = model.decoder_embeddings[A.Z_KEY].to_logits.out_features
+    vocab = model.decoder_embeddings[aion_adapter.Z_KEY].to_logits.out_features
     views = list(tokens) if isinstance(tokens, (list, tuple)) else [tokens]
     val = None
     rows = torch.arange(len(zt))
@@ -334,18 +353,8 @@ def train(adapter: A.AIONRedshift, tokens: dict[str, torch.Tensor] | list[dict[s
         views, zt = [{k: v[ti] for k, v in t.items()} for t in views], zt[ti]
     n = len(zt)
     steps = epochs * max(1, n // batch_size)
-    tables = {id(p) for p in _table_params(model)}
-    groups = [{"params": [p for p in model.parameters() if id(p) not in tables] + list(aux_params), "lr": lr}]
-    if table_lr > 0:
-        groups.append({"params": [p for p in model.parameters() if id(p) in tables], "lr": lr * table_lr})
-    else:
-        for p in model.parameters():
-            if id(p) in tables:
-                p.requires_grad_(False)
-    opt = torch.optim.AdamW(groups, lr=lr, weight_decay=weight_decay)
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=[gr["lr"] for gr in groups], total_steps=steps,
-                                                pct_start=0.1)
-    has_img = A.IMAGE_KEY in views[0]
+    opt, sched = _optimiser(model, aux_params, lr=lr, table_lr=table_lr, weight_decay=weight_decay, steps=steps)
+    has_img = aion_adapter.IMAGE_KEY in views[0]
     hist, t0, step = [], time.perf_counter(), 0
     vals: list[float] = []
     best: tuple[float, int, Any] = (np.inf, -1, None)
@@ -357,7 +366,7 @@ def train(adapter: A.AIONRedshift, tokens: dict[str, torch.Tensor] | list[dict[s
         for s in range(0, n - batch_size + 1, batch_size):
             idx = perm[s:s + batch_size]
             tb = {k: v[idx] for k, v in tokens.items()}
-            batch = A.AIONRedshift.batch(tb)
+            batch = aion_adapter.AIONRedshift.batch(tb)
             if has_img:
                 if mode == "phot":
                     hide = torch.ones(len(idx), dtype=torch.bool)
@@ -365,15 +374,15 @@ def train(adapter: A.AIONRedshift, tokens: dict[str, torch.Tensor] | list[dict[s
                     hide = torch.zeros(len(idx), dtype=torch.bool)
                 else:
                     hide = torch.rand(len(idx), generator=g) < 0.5
-                mk = A.MASK_PREFIX + A.IMAGE_KEY
+                mk = aion_adapter.MASK_PREFIX + aion_adapter.IMAGE_KEY
                 batch[mk] = hide[:, None].expand_as(batch[mk]).clone()
             logits = adapter.forward(model, batch)
-            target = _soft_targets(zt[idx], buckets, vocab, width=target_width)
+            target = _soft_targets(zt[idx].to(device), buckets.to(device), vocab, width=target_width)
             loss = -(target * torch.log_softmax(logits, dim=-1)).sum(1).mean()
             if aux_loss is not None:
                 loss = loss + aux_loss(rows[idx])
             if z_weight:
-                zb = zt[idx]
+                zb = zt[idx].to(device)
                 loss = loss + z_weight * (torch.abs(adapter.expected_z(logits) - zb) / (1 + zb)).mean()
             opt.zero_grad()
             loss.backward()
@@ -406,10 +415,8 @@ def noisy_catalog(catalog, rng: np.random.Generator, *, shapes: bool = True):
     standard deviation ``1 / sqrt(flux_ivar)`` [nmgy]); with ``shapes``, (e1, e2) rotated by a
     random position angle (orientation carries no redshift; |e| is kept) and ``shape_r`` and
     ``ebv`` scaled by log-normal factors of scatter :data:`SHAPE_SCATTER`, :data:`EBV_SCATTER`."""
-    import astropy.units as u
-
     cat = catalog.copy(copy_data=True)
-    for b in C.BANDS:
+    for b in constants.BANDS:
         iv = u.Quantity(cat[f"flux_ivar_{b}"]).to_value(u.nmgy**-2)
         sig = np.where(iv > 0, 1 / np.sqrt(np.maximum(iv, 1e-30)), 0.0)
         cat[f"flux_{b}"] = cat[f"flux_{b}"] + rng.normal(0, 1, len(cat)) * sig * u.nmgy
@@ -435,7 +442,7 @@ def orient_images(images: np.ndarray, i: int) -> np.ndarray:
     return np.ascontiguousarray(x[..., ::-1] if (i // 4) % 2 else x)
 
 
-def noisy_views(adapter: A.AIONRedshift, catalog, images, n_views: int, seed: int = 0,
+def noisy_views(adapter: aion_adapter.AIONRedshift, catalog, images, n_views: int, seed: int = 0,
                 shapes: bool = True, rotate_images: bool = True) -> list[dict[str, torch.Tensor]]:
     """Token dicts of ``catalog`` with the fluxes redrawn within their errors, ``n_views`` in all.
 
@@ -451,38 +458,38 @@ def noisy_views(adapter: A.AIONRedshift, catalog, images, n_views: int, seed: in
     for i in range(1, int(n_views)):
         cat = noisy_catalog(catalog, np.random.default_rng(seed + i), shapes=shapes)
         view = adapter.tokenize(cat)
-        if A.IMAGE_KEY in base:
-            view[A.IMAGE_KEY] = (torch.as_tensor(adapter.image_tokenizer(orient_images(images, i))).long()
-                                 if rotate_images else base[A.IMAGE_KEY])
+        if aion_adapter.IMAGE_KEY in base:
+            view[aion_adapter.IMAGE_KEY] = (torch.as_tensor(adapter.image_tokenizer(orient_images(images, i))).long()
+                                 if rotate_images else base[aion_adapter.IMAGE_KEY])
         out.append(view)
     return out
 
 
 @torch.no_grad()
-def _val_score(adapter: A.AIONRedshift, tokens: dict[str, torch.Tensor], z: torch.Tensor, has_img: bool) -> float:
+def _val_score(adapter: aion_adapter.AIONRedshift, tokens: dict[str, torch.Tensor], z: torch.Tensor, has_img: bool) -> float:
     """Mean of mean|dz| photometry-only and (with images) multimodal on a validation split."""
     adapter.model.eval()
     zs = z.numpy().astype(float)
-    modes = [[A.IMAGE_KEY], []] if has_img else [[]]
+    modes = [[aion_adapter.IMAGE_KEY], []] if has_img else [[]]
     scores = [np.mean(np.abs(adapter.predict_z(adapter.batch(tokens, masked=m)) - zs) / (1 + zs)) for m in modes]
     return float(np.mean(scores))
 
 
-def save(adapter: A.AIONRedshift, folder: str | Path, config: dict | None = None) -> Path:
+def save(adapter: aion_adapter.AIONRedshift, folder: str | Path, config: dict | None = None) -> Path:
     """Save model, codecs and the image tokenizer in the AION folder layout."""
     folder = Path(folder)
     codecs = dict(adapter.codecs)
     tok = adapter.image_tokenizer
-    if isinstance(tok, A.ImageCodecTokenizer):      # an aion ImageCodec: saved as codecs/image/
-        codecs[A.IMAGE_KEY] = tok.codec
-    A.save_checkpoint(adapter.model, folder, config=config, codecs=codecs)
+    if isinstance(tok, aion_adapter.ImageCodecTokenizer):      # an aion ImageCodec: saved as codecs/image/
+        codecs[aion_adapter.IMAGE_KEY] = tok.codec
+    aion_adapter.save_checkpoint(adapter.model, folder, config=config, codecs=codecs)
     if isinstance(tok, PatchTokenizer):
         tok.save(folder / "image_tokenizer.npz")
     return folder
 
 
-def load(folder: str | Path) -> A.AIONRedshift:
+def load(folder: str | Path) -> aion_adapter.AIONRedshift:
     """Load a stand-in saved by :func:`save` (strict weights, codecs, image tokenizer)."""
     folder = Path(folder)
     tok = PatchTokenizer.load(folder / "image_tokenizer.npz")
-    return A.AIONRedshift.from_folder(folder, image_tokenizer=tok)
+    return aion_adapter.AIONRedshift.from_folder(folder, image_tokenizer=tok)

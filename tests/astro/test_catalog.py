@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from astropy.io import fits
 
-from astro import constants as C
+from astro import constants
 from astro.catalog import read_legacy_survey
 from astro.synthetic import make_galaxies
 from scimech.errors import DataValidationError, DimensionError, MissingVariableError, UnitsError
@@ -34,9 +34,9 @@ def legacy_columns(cat, *, lower=False, drop=(), units=None, z=True, av=True):
     cols = [col("RELEASE", "I", np.full(N, 10000)), col("BRICKID", "J", np.arange(N)),
             col("OBJID", "J", np.arange(N)), col("TYPE", "3A", np.array(["EXP"] * N)),
             col("RA", "D", np.linspace(150, 151, N), "deg"), col("DEC", "D", np.linspace(2, 3, N), "deg")]
-    for b in C.BANDS:
+    for b in constants.BANDS:
         cols.append(col(f"FLUX_{b.upper()}", "E", cat[f"flux_{b}"].to_value(u.nmgy), units["flux"]))
-    for b in C.BANDS:
+    for b in constants.BANDS:
         iv = cat[f"flux_ivar_{b}"].to_value(u.nmgy**-2).copy()
         if b == "r":
             iv[BAD_IVAR] = 0.0  # no r-band measurement
@@ -82,7 +82,7 @@ def test_catalogue_and_cutouts_read_back_with_units(truth, tmp_path, cube_suffix
     assert s.meta["rejected"] == {"non-positive inverse variance": 1, "masked or non-finite value": 2}
     np.testing.assert_array_equal(s.catalog["row"], keep)
     cat = truth.catalog[keep]
-    for b in C.BANDS:  # float32 columns: 1e-6 relative is float32 round-off
+    for b in constants.BANDS:  # float32 columns: 1e-6 relative is float32 round-off
         assert s.catalog[f"flux_{b}"].unit == u.nmgy and s.catalog[f"flux_ivar_{b}"].unit == u.nmgy**-2
         np.testing.assert_allclose(s.catalog[f"flux_{b}"].value, cat[f"flux_{b}"].to_value(u.nmgy), rtol=1e-6)
         np.testing.assert_allclose(s.catalog[f"flux_ivar_{b}"].value, cat[f"flux_ivar_{b}"].value, rtol=1e-6)
@@ -134,13 +134,13 @@ def test_bad_inputs_are_one_clear_error_each(truth, tmp_path):
 
 
 def test_study_cli_runs_on_a_catalogue(truth, tmp_path, capsys):
-    from astro import cli
+    from astro import files
     from scimech.cli import main
 
     path = write_catalog(tmp_path / "dr10.fits", truth.catalog)
     cube = write_cube(tmp_path / "cutouts.npy", truth.images)
     out = tmp_path / "run"
-    args = ["astro", "study", "--catalog", str(path), "--images", str(cube), "--out", str(out), "--epochs", "1",
+    args = ["astro", "study", "--data", str(path), "--images", str(cube), "--out", str(out), "--epochs", "1",
             "--batch-size", "40", "--n-bootstrap", "20", "--chunk-size", "20"]
     assert main(args) == 0
     assert "Galaxies: the Legacy Survey catalogue" in (out / "report.md").read_text()
@@ -149,15 +149,15 @@ def test_study_cli_runs_on_a_catalogue(truth, tmp_path, capsys):
     kept = np.setdiff1d(np.arange(N), [BAD_IVAR, BAD_SHAPE, BAD_PIXEL])
     assert len(test) == round(0.25 * len(kept)) and not set(train) & set(test)
     np.testing.assert_array_equal(np.sort(np.concatenate([train, test])), kept)
-    res = cli.load_study(out / "study")
+    res = files.load_study(out / "study")
     np.testing.assert_array_equal(res["predictions"]["z_true"].values, np.asarray(truth.catalog["z"])[test])
     # without a redshift column the study says what it needs
     nz = write_catalog(tmp_path / "no_z.fits", truth.catalog, z=False)
-    assert main(["astro", "study", "--catalog", str(nz), "--out", str(tmp_path / "nz")]) == 2
+    assert main(["astro", "study", "--data", str(nz), "--out", str(tmp_path / "nz")]) == 2
     assert "needs a redshift column Z" in capsys.readouterr().err
 
 
 def read_rows(path):
-    from astro.execution import load_sample
+    from astro.files import load_sample
 
     return np.asarray(load_sample(path).catalog["row"])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from astro import cli
+from astro import files
 
 
 def test_cli_synth_train_study_plot(tmp_path):
@@ -18,11 +18,13 @@ def test_cli_synth_train_study_plot(tmp_path):
                  "--test", str(tmp_path / "test.zarr"), "--out", str(tmp_path / "run"), "--n-bootstrap", "20"]) == 0
     report = (tmp_path / "run" / "report.md").read_text()
     assert "Findings of the reference study" in report and "reproduced" in report.lower()
-    res = cli.load_study(tmp_path / "run" / "study")
+    res = files.load_study(tmp_path / "run" / "study")
     assert set(res["interventions"].intervention.values) == {"zero", "mean", "resample", "patch"}
     assert res["advantage"]["advantage"].dims == ("population",)
     assert np.isfinite(res["layers"]["score"].values).all()
-    assert main(["astro", "plot", "--study", str(tmp_path / "run" / "study")]) == 0
+    (tmp_path / "run" / "findings.txt").unlink()
+    assert main(["astro", "plot", str(tmp_path / "run")]) == 0      # the run folder (or its study/ subfolder)
+    assert (tmp_path / "run" / "findings.txt").read_text().startswith("1. ")
 
 
 def test_quickstart_notebook_runs(run_notebook):
@@ -35,10 +37,15 @@ def test_study_cli_bad_settings_are_clear_errors(tmp_path, capsys):
 
     assert main(["astro", "study", "--quick", "--chunk-size", "0", "--out", str(tmp_path / "a")]) == 2
     assert "argument --chunk-size: must be a whole number >= 1. Got '0' instead." in capsys.readouterr().err
-    assert main(["astro", "study", "--quick", "--full", "--out", str(tmp_path / "b")]) == 2
-    assert "one of --quick and --full" in capsys.readouterr().err
-    assert main(["astro", "study", "--quick", "--model", str(tmp_path), "--out", str(tmp_path / "c")]) == 2
-    assert "do not combine" in capsys.readouterr().err
+    assert main(["astro", "study", "--size", "huge", "--out", str(tmp_path / "b")]) == 2
+    assert "argument --size: invalid choice: 'huge'" in capsys.readouterr().err
+    assert main(["astro", "study", "--planted", "--model", str(tmp_path), "--out", str(tmp_path / "c")]) == 2
+    assert "argument --model: not allowed with argument --planted" in capsys.readouterr().err
+    assert main(["astro", "study", "--model", str(tmp_path), "--out", str(tmp_path / "c")]) == 2
+    assert "give all of --model, --train and --test" in capsys.readouterr().err
+    assert main(["astro", "study", "--data", str(tmp_path), "--train", str(tmp_path), "--out", str(tmp_path / "c")]) == 2
+    assert "folder without a catalogue" in capsys.readouterr().err
+    assert not (tmp_path / "b").exists() and not (tmp_path / "c").exists()
     assert main(["astro", "study", "--model", str(tmp_path / "none"), "--train", "t.fits", "--test", "s.fits",
                  "--out", str(tmp_path / "d")]) == 2
     assert "argument --model: must be an existing file or folder" in capsys.readouterr().err   # not a traceback

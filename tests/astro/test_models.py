@@ -10,28 +10,28 @@ import torch
 from aion import AION
 from aion.codecs import GridScalarCodec
 
-from astro import synthetic as S
-from astro.models import aion as A
-from astro.models import standin as M
+from astro import synthetic
+from astro.models import aion as aion_adapter
+from astro.models import standin
 from scimech.errors import CheckpointError
 from scimech.intervene import ablate, ablation_sweep
 
-TINY = dict(domains_in=[*A.LEGACY_SCALARS, "tok_image"], domains_out=["tok_z"], dim=32, encoder_depth=2,
+TINY = dict(domains_in=[*aion_adapter.LEGACY_SCALARS, "tok_image"], domains_out=["tok_z"], dim=32, encoder_depth=2,
             decoder_depth=1, num_heads=4, mlp_ratio=2.0, qkv_bias=True, proj_bias=True, mlp_bias=True,
             norm_bias=True, act_layer="GELU", gated_mlp=False, qk_norm=False)
 
 
 @pytest.fixture(scope="module")
 def sample():
-    return S.make_galaxies(40, seed=11, images=False)
+    return synthetic.make_galaxies(40, seed=11, images=False)
 
 
 @pytest.fixture(scope="module")
 def tiny(sample):
     torch.manual_seed(0)
     model = AION(TINY).eval()
-    codecs = M.fit_codecs(sample.catalog, reservoir_size=40, codebook_size=64)
-    ad = A.AIONRedshift(model, codecs)
+    codecs = standin.fit_codecs(sample.catalog, reservoir_size=40, codebook_size=64)
+    ad = aion_adapter.AIONRedshift(model, codecs)
     tokens = ad.tokenize(sample.catalog[:6])
     # the real AION image grid: 24 x 24 = 576 tokens (vocab 4375)
     tokens["tok_image"] = torch.randint(0, 4375, (6, 576), generator=torch.Generator().manual_seed(1))
@@ -40,48 +40,48 @@ def tiny(sample):
 
 def test_saved_and_reloaded_tiny_aion_gives_identical_outputs(tiny, tmp_path):
     ad, tokens = tiny
-    A.save_checkpoint(ad.model, tmp_path, config=TINY, codecs=ad.codecs)
-    ad2 = A.AIONRedshift.from_folder(tmp_path)
+    aion_adapter.save_checkpoint(ad.model, tmp_path, config=TINY, codecs=ad.codecs)
+    ad2 = aion_adapter.AIONRedshift.from_folder(tmp_path)
     assert type(ad2.model) is AION
     b = ad.batch(tokens)
     with torch.no_grad():
         torch.testing.assert_close(ad2.forward(ad2.model, b), ad.forward(ad.model, b), rtol=0, atol=0)
     torch.testing.assert_close(ad2.buckets(), ad.buckets(), rtol=0, atol=0)
     # reloaded codecs give the same tokens
-    for k in A.LEGACY_SCALARS:
+    for k in aion_adapter.LEGACY_SCALARS:
         assert torch.equal(ad2.tokenize(_cat(tiny), keys=[k])[k], tokens[k])
 
 
 def _cat(tiny):
-    return S.make_galaxies(40, seed=11, images=False).catalog[:6]
+    return synthetic.make_galaxies(40, seed=11, images=False).catalog[:6]
 
 
 def test_missing_checkpoint_pieces_give_clear_errors(tiny, tmp_path):
     ad, _ = tiny
     with pytest.raises(CheckpointError, match="does not exist"):
-        A.load_model(tmp_path / "nowhere")
-    A.save_checkpoint(ad.model, tmp_path, config=TINY, codecs=ad.codecs)
+        aion_adapter.load_model(tmp_path / "nowhere")
+    aion_adapter.save_checkpoint(ad.model, tmp_path, config=TINY, codecs=ad.codecs)
     shutil.rmtree(tmp_path / "codecs" / "FLUX_R")
     with pytest.raises(CheckpointError, match=r"tok_flux_r: .*codecs/FLUX_R/config\.json"):
-        A.AIONRedshift.from_folder(tmp_path)
+        aion_adapter.AIONRedshift.from_folder(tmp_path)
     (tmp_path / "model.safetensors").unlink()
     with pytest.raises(CheckpointError, match="missing model.safetensors"):
-        A.load_model(tmp_path)
+        aion_adapter.load_model(tmp_path)
 
 
 def test_strict_loading_rejects_weights_of_another_config(tiny, tmp_path):
     ad, _ = tiny
-    A.save_checkpoint(ad.model, tmp_path, config=TINY)
+    aion_adapter.save_checkpoint(ad.model, tmp_path, config=TINY)
     other = dict(TINY, encoder_depth=3)
     import json
 
     (tmp_path / "config.json").write_text(json.dumps(other))
     with pytest.raises(CheckpointError, match=r"does not match.*missing \['encoder\.2"):
-        A.load_model(tmp_path)
+        aion_adapter.load_model(tmp_path)
     (tmp_path / "model.safetensors").write_bytes(b"not a safetensors file")
     (tmp_path / "config.json").write_text(json.dumps(TINY))
     with pytest.raises(CheckpointError, match="corrupt or partial"):
-        A.load_model(tmp_path)
+        aion_adapter.load_model(tmp_path)
 
 
 def test_head_ablation_through_adapter_matches_manual_hook(tiny):
@@ -103,7 +103,7 @@ def test_head_ablation_through_adapter_matches_manual_hook(tiny):
     finally:
         h.remove()
     site = ad.head_sites(block)[head]
-    assert site == "encoder.0.attn.heads[2]" and A.site_to_head(site) == (0, 2)
+    assert site == "encoder.0.attn.heads[2]" and aion_adapter.site_to_head(site) == (0, 2)
     with torch.no_grad(), ablate(ad.model, [site], method="zero"):
         via = ad.forward(ad.model, b)
     torch.testing.assert_close(via, manual, rtol=1e-6, atol=1e-6)
@@ -129,7 +129,7 @@ def test_expected_z_uses_the_codec_buckets_read_at_run_time(tiny):
 
 def test_token_count_is_passed_explicitly(tiny):
     ad, tokens = tiny
-    n = A.num_encoder_tokens(tokens)
+    n = aion_adapter.num_encoder_tokens(tokens)
     assert n == 8 + 576 > 256
     ctx = ad.encode(tokens)
     assert ctx.shape[1] == n          # the library default (256) would silently drop 328 tokens
@@ -147,25 +147,25 @@ def test_masked_image_equals_absent_image(tiny):
 
 
 def test_standin_is_an_aion_with_a_coarse_grid_and_round_trips(sample, tmp_path):
-    s = S.make_galaxies(30, seed=4)
-    codecs = M.fit_codecs(s.catalog, reservoir_size=30, codebook_size=32, z_codebook_size=64)
-    model = M.build(codecs=codecs)
+    s = synthetic.make_galaxies(30, seed=4)
+    codecs = standin.fit_codecs(s.catalog, reservoir_size=30, codebook_size=32, z_codebook_size=64)
+    model = standin.build(codecs=codecs)
     assert isinstance(model, AION)
     assert model.encoder_embeddings["tok_image"].num_patches == 36
-    tok = M.PatchTokenizer(vocab=16).fit(s.images)
-    ad = A.AIONRedshift(model, codecs, tok)
+    tok = standin.PatchTokenizer(vocab=16).fit(s.images)
+    ad = aion_adapter.AIONRedshift(model, codecs, tok)
     T = ad.tokenize(s.catalog, s.images)
     assert T["tok_image"].shape == (30, 36) and int(T["tok_image"].max()) < 16
-    hist = M.train(ad, T, np.asarray(s.catalog["z"]), epochs=1, batch_size=10)
+    hist = standin.train(ad, T, np.asarray(s.catalog["z"]), epochs=1, batch_size=10)
     assert hist["steps"] == 3 and np.isfinite(hist["loss"]).all()
-    M.save(ad, tmp_path)
-    ad2 = M.load(tmp_path)
+    standin.save(ad, tmp_path)
+    ad2 = standin.load(tmp_path)
     assert type(ad2.model).__name__ == "StandinAION"
     b = ad.batch(T)
     np.testing.assert_array_equal(ad2.predict_z(ad2.batch(ad2.tokenize(s.catalog, s.images))), ad.predict_z(b))
     (tmp_path / "image_tokenizer.npz").unlink()
     with pytest.raises(CheckpointError, match="image tokenizer"):
-        M.load(tmp_path)
+        standin.load(tmp_path)
 
 
 # ---------------------------------------------------------------- the real image codec path
@@ -181,7 +181,7 @@ def _tiny_image_codec(seed=0, hidden_dims=8):
 
 @pytest.fixture(scope="module")
 def stamps():
-    s = S.make_galaxies(5, seed=21)                 # 24 x 24 px stamps [nanomaggy per pixel]
+    s = synthetic.make_galaxies(5, seed=21)                 # 24 x 24 px stamps [nanomaggy per pixel]
     return s.catalog, s.images
 
 
@@ -190,10 +190,10 @@ def test_image_codec_saved_and_loaded_gives_the_tokens_of_the_in_memory_codec(ti
 
     ad, _ = tiny
     codec = _tiny_image_codec()
-    A.save_checkpoint(ad.model, tmp_path, config=TINY, codecs={**ad.codecs, "tok_image": codec})
+    aion_adapter.save_checkpoint(ad.model, tmp_path, config=TINY, codecs={**ad.codecs, "tok_image": codec})
     assert (tmp_path / "codecs" / "image" / "config.json").is_file()
-    ad2 = A.AIONRedshift.from_folder(tmp_path)          # codecs/image/ is found and loaded
-    assert isinstance(ad2.image_tokenizer, A.ImageCodecTokenizer)
+    ad2 = aion_adapter.AIONRedshift.from_folder(tmp_path)          # codecs/image/ is found and loaded
+    assert isinstance(ad2.image_tokenizer, aion_adapter.ImageCodecTokenizer)
     for k, v in codec.state_dict().items():             # strict load: every tensor, bit for bit
         assert torch.equal(ad2.image_tokenizer.codec.state_dict()[k], v), k
     cat, images = stamps
@@ -203,7 +203,7 @@ def test_image_codec_saved_and_loaded_gives_the_tokens_of_the_in_memory_codec(ti
     # 96 px cut-out (72 px of sky = 0 nmgy split 36 / 36, so the centre stays at pixel 47.5)
     padded = np.pad(images, ((0, 0), (0, 0), (36, 36), (36, 36)))
     with torch.no_grad():
-        want = codec.encode(LegacySurveyImage(flux=torch.as_tensor(padded), bands=list(A.DES_BANDS))).long()
+        want = codec.encode(LegacySurveyImage(flux=torch.as_tensor(padded), bands=list(aion_adapter.DES_BANDS))).long()
     assert got.shape == (5, 576) and got.dtype == torch.long
     torch.testing.assert_close(got, want, rtol=0, atol=0)
     assert len(torch.unique(got)) > 1                  # a non-trivial token map
@@ -218,41 +218,41 @@ def test_missing_or_partial_image_codec_is_a_clear_error(tiny, tmp_path):
     import json
 
     ad, _ = tiny
-    A.save_checkpoint(ad.model, tmp_path, config=TINY, codecs=ad.codecs)
-    assert A.AIONRedshift.from_folder(tmp_path).image_tokenizer is None      # photometry only
+    aion_adapter.save_checkpoint(ad.model, tmp_path, config=TINY, codecs=ad.codecs)
+    assert aion_adapter.AIONRedshift.from_folder(tmp_path).image_tokenizer is None      # photometry only
     with pytest.raises(CheckpointError, match=r"missing .*codecs/image/config\.json.*codecs/image/ next to"):
-        A.AIONRedshift.from_folder(tmp_path, image_codec=True)
+        aion_adapter.AIONRedshift.from_folder(tmp_path, image_codec=True)
     codec = _tiny_image_codec()
-    A.save_checkpoint(ad.model, tmp_path, config=TINY, codecs={"tok_image": codec})
+    aion_adapter.save_checkpoint(ad.model, tmp_path, config=TINY, codecs={"tok_image": codec})
     sub = tmp_path / "codecs" / "image"
     weights = (sub / "model.safetensors").read_bytes()
     (sub / "model.safetensors").unlink()
     # a partial codec folder is an error even when the image codec was not asked for
     with pytest.raises(CheckpointError, match=r"missing .*codecs/image/model\.safetensors"):
-        A.AIONRedshift.from_folder(tmp_path)
+        aion_adapter.AIONRedshift.from_folder(tmp_path)
     (sub / "model.safetensors").write_bytes(weights[: len(weights) // 2])
     with pytest.raises(CheckpointError, match=r"codecs/image/model\.safetensors is corrupt or truncated"):
-        A.load_image_codec(tmp_path)
+        aion_adapter.load_image_codec(tmp_path)
     (sub / "model.safetensors").write_bytes(weights)
     cfg = json.loads((sub / "config.json").read_text())
     (sub / "config.json").write_text(json.dumps(dict(cfg, hidden_dims=16)))   # not these weights
     with pytest.raises(CheckpointError, match="does not match"):
-        A.load_image_codec(tmp_path)
+        aion_adapter.load_image_codec(tmp_path)
     (sub / "config.json").write_text(json.dumps({k: v for k, v in cfg.items() if k != "quantizer_levels"}))
     with pytest.raises(CheckpointError, match="no 'quantizer_levels'"):
-        A.load_image_codec(tmp_path)
+        aion_adapter.load_image_codec(tmp_path)
     (sub / "config.json").write_text("{not json")
     with pytest.raises(CheckpointError, match="corrupt or not a codec config"):
-        A.load_image_codec(tmp_path)
+        aion_adapter.load_image_codec(tmp_path)
     with pytest.raises(CheckpointError, match="does not exist"):
-        A.load_image_codec(tmp_path / "nowhere")
+        aion_adapter.load_image_codec(tmp_path / "nowhere")
 
 
 def test_image_codec_tokenizer_refuses_bad_images_and_token_counts(stamps):
     from scimech.errors import ConfigError, DataValidationError
 
     _, images = stamps
-    tok = A.ImageCodecTokenizer(_tiny_image_codec())
+    tok = aion_adapter.ImageCodecTokenizer(_tiny_image_codec())
     with pytest.raises(DataValidationError, match=r"\(N, 4, H, W\)"):
         tok(images[:, :3])
     bad = images.copy()
@@ -261,22 +261,22 @@ def test_image_codec_tokenizer_refuses_bad_images_and_token_counts(stamps):
         tok(bad)
     # 2 compressions of 96 px give 576 tokens: a model expecting another grid is told so
     with pytest.raises(ConfigError, match="gave 576 tokens per image, the model expects 36"):
-        A.ImageCodecTokenizer(_tiny_image_codec(), n_tokens=36)(images)
+        aion_adapter.ImageCodecTokenizer(_tiny_image_codec(), n_tokens=36)(images)
 
 
 def test_chunked_head_interventions_equal_one_chunk_for_per_sample_methods(tiny):
     """Zero and mean ablation and patching act on each galaxy alone: cutting the test set into
     chunks (the unit of Dask work) cannot change them. Resampling draws per chunk by design."""
-    from astro import analysis as AN
+    from astro import measures
 
     ad, tokens = tiny
     multi = ad.batch(tokens)
     phot = ad.batch(tokens, masked=["tok_image"])
     z = np.linspace(0.1, 0.9, 6)
     pops = {"all": np.ones(6, bool), "half": np.arange(6) < 3}
-    inp = AN.StudyInputs(multi, phot, multi, z, np.zeros(6), np.zeros((6, 3)), pops, z, z)
-    one = AN.head_interventions(ad, inp, 0)
-    chunked = AN.head_interventions(ad, inp, 0, chunk_size=4)          # chunks of 4 and 2
+    inp = measures.StudyInputs(multi, phot, multi, z, np.zeros(6), np.zeros((6, 3)), pops, z, z)
+    one = measures.head_interventions(ad, inp, 0)
+    chunked = measures.head_interventions(ad, inp, 0, chunk_size=4)          # chunks of 4 and 2
     for m in ("zero", "mean", "patch"):
         # batch composition only reorders float32 sums inside the forward (~1e-7 relative)
         np.testing.assert_allclose(chunked["z_ablated"].sel(intervention=m).values,
@@ -288,13 +288,15 @@ def test_chunked_head_interventions_equal_one_chunk_for_per_sample_methods(tiny)
 
 
 def test_a_run_folder_refuses_other_settings(tmp_path):
-    from astro import execution as E
+    from astro.plan import QUICK
+    from astro.resume import check_plan
+    from astro.run import run_resumable_study
     from scimech.errors import ConfigError
 
-    plan = dict(E.QUICK, seed=0, source="synthetic")
-    E._check_plan(tmp_path, plan)
-    E._check_plan(tmp_path, dict(plan, n_bootstrap=5, chunk_size=7))   # analysis-only settings may change
+    plan = dict(QUICK, seed=0, source="synthetic")
+    check_plan(tmp_path, plan)
+    check_plan(tmp_path, dict(plan, n_bootstrap=5, chunk_size=7))   # analysis-only settings may change
     with pytest.raises(ConfigError, match=r"n_train: 1600 there, 99 now.*another --out"):
-        E._check_plan(tmp_path, dict(plan, n_train=99))
+        check_plan(tmp_path, dict(plan, n_train=99))
     with pytest.raises(ConfigError, match="all of --model, --train and --test"):
-        E.run_study(tmp_path / "x", model=tmp_path)
+        run_resumable_study(tmp_path / "x", model=tmp_path)

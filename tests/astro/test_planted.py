@@ -12,11 +12,10 @@ import pytest
 import torch
 import xarray as xr
 
-from astro import analysis as AN
-from astro import synthetic as S
-from astro.models import aion as A
-from astro.models import planted as PL
-from astro.models import standin as M
+from astro import evidence, findings, measures, synthetic
+from astro.measures import interventions
+from astro.models import aion as aion_adapter
+from astro.models import planted, standin
 from scimech.errors import CheckpointError, ConfigError
 from scimech.intervene import ablate, patch
 from scimech.record import record
@@ -24,16 +23,16 @@ from scimech.record import record
 
 @pytest.fixture(scope="module")
 def tiny():
-    s = S.make_galaxies(40, seed=5, world="degenerate")
-    codecs = M.fit_codecs(s.catalog, reservoir_size=40, codebook_size=32, z_codebook_size=64)
-    model = PL.build_planted(codecs=codecs, seed=1)
+    s = synthetic.make_galaxies(40, seed=5, world="degenerate")
+    codecs = standin.fit_codecs(s.catalog, reservoir_size=40, codebook_size=32, z_codebook_size=64)
+    model = planted.build_planted(codecs=codecs, seed=1)
     with torch.no_grad():                       # an untrained model, but not a trivial one
         for p in model.parameters():
             p.add_(0.05 * torch.randn_like(p))
         model._inert_columns().zero_()
-    ad = A.AIONRedshift(model.eval(), codecs, M.PatchTokenizer(vocab=16, features="colours").fit(s.images))
+    ad = aion_adapter.AIONRedshift(model.eval(), codecs, standin.PatchTokenizer(vocab=16, features="colours").fit(s.images))
     tok = ad.tokenize(s.catalog, s.images)
-    return ad, ad.batch(tok), ad.batch(tok, masked=[A.IMAGE_KEY])
+    return ad, ad.batch(tok), ad.batch(tok, masked=[aion_adapter.IMAGE_KEY])
 
 
 def test_per_head_masks_equal_aion_attention_when_all_heads_share_one_mask():
@@ -41,7 +40,7 @@ def test_per_head_masks_equal_aion_attention_when_all_heads_share_one_mask():
 
     torch.manual_seed(0)
     ref = Attention(16, num_heads=4, qkv_bias=True).eval()
-    mine = PL.HeadMaskedAttention(16, num_heads=4, qkv_bias=True).eval()
+    mine = planted.HeadMaskedAttention(16, num_heads=4, qkv_bias=True).eval()
     mine.load_state_dict(ref.state_dict())
     x = torch.randn(3, 7, 16)
     mask = torch.zeros(3, 1, 7, dtype=torch.bool)
@@ -68,16 +67,16 @@ def test_the_image_reaches_the_redshift_only_through_the_image_head(tiny):
     with torch.no_grad():
         out_m, out_p = ad.forward(m, multi), ad.forward(m, phot)
     assert (out_m - out_p).abs().max() > 1e-3                   # the image matters ...
-    img = A.head_site(0, PL.ROUTE_HEAD)
+    img = aion_adapter.head_site(0, planted.ROUTE_HEAD)
     act = torch.as_tensor(record(m, phot, [img], forward=ad.forward)[img].values)
     with torch.no_grad(), patch(m, {img: act}):
         torch.testing.assert_close(ad.forward(m, multi), out_p, rtol=0, atol=0)   # ... through that head alone
     for h in (0, 2, 3):                                         # the other heads of block 0 never see it
-        site = A.head_site(0, h)
+        site = aion_adapter.head_site(0, h)
         np.testing.assert_array_equal(record(m, multi, [site], forward=ad.forward)[site].values[:, :8],
                                       record(m, phot, [site], forward=ad.forward)[site].values[:, :8])
     for method in ("zero", "mean", "resample"):                 # the inert head is cut from the output
-        with torch.no_grad(), ablate(m, [A.head_site(0, PL.INERT_HEAD)], method=method, reference=phot,
+        with torch.no_grad(), ablate(m, [aion_adapter.head_site(0, planted.INERT_HEAD)], method=method, reference=phot,
                                      forward=ad.forward):
             torch.testing.assert_close(ad.forward(m, multi), out_m, rtol=0, atol=0)
 
@@ -86,17 +85,17 @@ def test_planted_truth_checks_the_weights_and_survives_a_round_trip(tiny, tmp_pa
     ad, multi, _ = tiny
     truth = ad.model.planted_truth()
     assert (truth["image_head"], truth["inert_colour_head"], truth["block"]) == (1, 2, 0)
-    M.save(ad, tmp_path)
-    back = M.load(tmp_path)
-    assert type(back.model) is PL.PlantedAION and back.model.planted_truth() == truth
+    standin.save(ad, tmp_path)
+    back = standin.load(tmp_path)
+    assert type(back.model) is planted.PlantedAION and back.model.planted_truth() == truth
     with torch.no_grad():
         torch.testing.assert_close(back.forward(back.model, multi), ad.forward(ad.model, multi), rtol=0, atol=0)
         back.model._inert_columns()[0, 0] = 0.5                   # an edited checkpoint
     with pytest.raises(CheckpointError, match="inert head 2 are not zero"):
         back.model.planted_truth()
     with pytest.raises(ConfigError, match="two different heads"):
-        PL.PlantedAION(PL.planted_config(route_head=1, inert_head=1))
-    assert AN._planted_attrs(A.AIONRedshift(M.build(), ad.codecs)) == {"planted": 0}
+        planted.PlantedAION(planted.planted_config(route_head=1, inert_head=1))
+    assert evidence.planted_attrs(aion_adapter.AIONRedshift(standin.build(), ad.codecs)) == {"planted": 0}
 
 
 # ---------------------------------------------------------------- the study on a trained planted stand-in
@@ -109,50 +108,50 @@ N_TRAIN, N_TEST, EPOCHS = 1000, 400, 20
 
 @pytest.fixture(scope="module")
 def planted_study():
-    train = S.make_galaxies(N_TRAIN, seed=0, world="degenerate")
-    test = S.make_galaxies(N_TEST, seed=1000, world="degenerate")
-    ad, _ = PL.train_planted(train, epochs=EPOCHS, batch_size=64, seed=0, image_features="colours", n_views=4)
-    inp = AN.study_inputs(ad, train, test)
-    res = AN.run_study(ad, train, test, n_bootstrap=200, seed=0, block=0)
+    train = synthetic.make_galaxies(N_TRAIN, seed=0, world="degenerate")
+    test = synthetic.make_galaxies(N_TEST, seed=1000, world="degenerate")
+    ad, _ = planted.train_planted(train, epochs=EPOCHS, batch_size=64, seed=0, image_features="colours", n_views=4)
+    inp = measures.study_inputs(ad, train, test)
+    res = evidence.gather_evidence(ad, train, test, n_bootstrap=200, seed=0, block=0)
     return ad, inp, res
 
 
 def test_the_study_finds_both_planted_heads_under_every_method(planted_study):
     _, _, res = planted_study
-    f = AN.findings(res)
+    f = findings.findings(res)
     f3, f4 = f[2], f[3]
     # the image head: advantage lost with an interval above 0, larger than every other head's, per method
-    assert f4["head"] == PL.ROUTE_HEAD and set(f4["carries"]) == {"zero", "mean", "resample", "patch"}
+    assert f4["head"] == planted.ROUTE_HEAD and set(f4["carries"]) == {"zero", "mean", "resample", "patch"}
     assert all(f4["carries"].values()), f4["evidence"]
     # the inert colour head: the most selective colour probe, and no effect at all under any method
-    assert f3["head"] == PL.INERT_HEAD and f3["encodes_colours"], f3["evidence"]
+    assert f3["head"] == planted.INERT_HEAD and f3["encodes_colours"], f3["evidence"]
     assert all(f3["no_effect"].values()), f3["evidence"]
     for m, eff in f3["effects"].items():                      # cut from the output: exactly nothing per galaxy
         value, low, high = eff["delta_abs_dz"]
         assert abs(value) < 1e-12 and low == high == 0.0, m   # (the mean of two means rounds at 1e-17)
-    rows = AN.planted_recovery(res)
+    rows = findings.planted_recovery(res)
     assert [r["recovered"] for r in rows] == [True, True]
-    assert AN.recovery_line(rows).startswith("astro planted truth: 2 of 2 recovered (image head block0.h1")
+    assert findings.recovery_line(rows).startswith("astro planted truth: 2 of 2 recovered (image head block0.h1")
 
 
 def test_a_broken_ablation_makes_the_recovery_fail(planted_study, monkeypatch):
     """An ablation that does nothing (returns the activation unchanged): the image head no longer
     carries the advantage under zero / mean / resample, so it is not recovered; patching still sees it."""
     ad, inp, res = planted_study
-    real_sweep = AN.ablation_sweep
+    real_sweep = interventions.ablation_sweep
 
     def identity_sweep(model, inputs, sites, metric, *, method, reference=None, **kwargs):
         # every method becomes "multiply the activation by 1": the sweep runs, nothing is ablated
         return real_sweep(model, inputs, sites, metric, method="scale", factor=1.0, **kwargs)
 
-    monkeypatch.setattr(AN, "ablation_sweep", identity_sweep)
-    broken = dict(res, interventions=AN.head_interventions(ad, inp, 0, seed=0, n_bootstrap=200))
-    broken["interventions"].attrs.update(AN._planted_attrs(ad))
-    f4 = AN.findings(broken)[3]
+    monkeypatch.setattr(interventions, "ablation_sweep", identity_sweep)
+    broken = dict(res, interventions=measures.head_interventions(ad, inp, 0, seed=0, n_bootstrap=200))
+    broken["interventions"].attrs.update(evidence.planted_attrs(ad))
+    f4 = findings.findings(broken)[3]
     assert not any(f4["carries"][m] for m in ("zero", "mean", "resample"))
-    rows = AN.planted_recovery(broken)
+    rows = findings.planted_recovery(broken)
     assert not rows[0]["recovered"]
-    assert AN.recovery_line(rows).startswith("astro planted truth: 1 of 2 recovered (MISSED image head")
+    assert findings.recovery_line(rows).startswith("astro planted truth: 1 of 2 recovered (MISSED image head")
 
 
 def test_findings_on_a_constructed_result_follow_the_numbers():
@@ -177,7 +176,7 @@ def test_findings_on_a_constructed_result_follow_the_numbers():
                                  sample=np.arange(n)), attrs={"block": 0, "seed": 0})
     masks = {"all": np.ones(n, bool), "extended": z < 0.5, "compact": z >= 0.5, "dusty": np.arange(n) % 2 == 0,
              "clean": np.arange(n) % 2 == 1}
-    iv = AN.summarise_interventions(raw, z, masks, n_bootstrap=100)
+    iv = measures.summarise_interventions(raw, z, masks, n_bootstrap=100)
     # hand: head 3 loses the whole advantage (0.02); head 0 loses none ((0.07 - 0.05) = 0.02 is left)
     np.testing.assert_allclose(iv["advantage_lost"].sel(head=3).values, 0.02, atol=1e-12)
     np.testing.assert_allclose(iv["advantage_lost"].sel(head=0).values, 0.0, atol=1e-12)
@@ -187,18 +186,18 @@ def test_findings_on_a_constructed_result_follow_the_numbers():
     hp = xr.Dataset({"score": (("head", "target"), score), "score_low": (("head", "target"), score - 0.05),
                      "score_high": (("head", "target"), score + 0.05), "selectivity": (("head", "target"), score)},
                     coords=dict(head=np.arange(heads), target=["g-r", "r-i", "i-z", "z_template", "z", "a_v"]))
-    adv = AN.multimodal_advantage(z, {"photometry": z_phot, "multimodal": z_multi}, masks, n_bootstrap=100)
+    adv = measures.multimodal_advantage(z, {"photometry": z_phot, "multimodal": z_multi}, masks, n_bootstrap=100)
     layers = xr.Dataset({"gain": (("target", "layer"), [[0.2, 0.2], [0.1, 0.1]])},
                         coords=dict(target=["z", "a_v"], layer=[0, 1]))
     rad = xr.Dataset({"radial_score": ("head", [0.1, 0.9, 0.2, 0.3])}, coords=dict(head=np.arange(heads)))
     preds = {"photometry": z_phot, "multimodal": z_multi} | {f"multimodal_ablate_h{h}": zab[2, h] for h in range(4)}
-    bias = AN.attenuation_bias(z, rng.uniform(0, 2, n), rng.standard_normal((n, 3)), preds, masks)
+    bias = measures.attenuation_bias(z, rng.uniform(0, 2, n), rng.standard_normal((n, 3)), preds, masks)
     res = dict(advantage=adv, layers=layers, head_probes=hp, radial=rad, interventions=iv, bias=bias)
-    f = AN.findings(res)
+    f = findings.findings(res)
     assert f[2]["head"] == 1 and f[2]["encodes_colours"] and all(f[2]["no_effect"].values())
     assert f[3]["head"] == 3 and all(f[3]["carries"].values()) and f[3]["removes"]
     # the same with head 1 given an effect on the multimodal run: no longer "no effect"
     raw2 = raw.copy(deep=True)
     raw2["z_ablated"][:, 1] = z + sign * 0.05 * one             # +0.01 in mean|dz|: half the advantage
-    res["interventions"] = AN.summarise_interventions(raw2, z, masks, n_bootstrap=100)
-    assert not any(AN.findings(res)[2]["no_effect"].values())
+    res["interventions"] = measures.summarise_interventions(raw2, z, masks, n_bootstrap=100)
+    assert not any(findings.findings(res)[2]["no_effect"].values())

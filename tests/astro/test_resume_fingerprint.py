@@ -12,9 +12,11 @@ import warnings
 import numpy as np
 import pytest
 
-from astro import analysis as AN
-from astro import execution as E
-from astro import synthetic as S
+import astro.run
+from astro import synthetic
+from astro.files import load_sample, save_sample
+from astro.plan import DEFAULT_WORLD
+from astro.run import run_resumable_study
 from scimech.fingerprint import read_fingerprint
 from scimech.results import UnitStore
 
@@ -26,7 +28,8 @@ SMALL = dict(n_train=40, n_test=16, epochs=1, batch_size=20, n_bootstrap=5, chun
 @pytest.fixture
 def heads_only(monkeypatch):
     """The study's analysis cut to the resumable units: the head interventions of block 0."""
-    monkeypatch.setattr(AN, "run_study", lambda ad, train, test, *, intervene, **kw: {"interventions": intervene(0)})
+    monkeypatch.setattr(astro.run, "gather_evidence",
+                        lambda ad, train, test, *, intervene, **kw: {"interventions": intervene(0)})
 
 
 def _boom(**kw):
@@ -37,7 +40,7 @@ def _resumed(monkeypatch, run):
     """``run()`` with every unit function refusing to run and no stale warning allowed."""
     with monkeypatch.context() as m:
         for name in ("synth_unit", "train_unit", "interventions_unit", "catalog_unit"):
-            m.setattr(E, name, _boom)
+            m.setattr(astro.run, name, _boom)
         with warnings.catch_warnings():
             warnings.filterwarnings("error", message=".*held a study of other data")
             return run()
@@ -45,33 +48,33 @@ def _resumed(monkeypatch, run):
 
 def test_a_changed_generator_sets_the_units_aside(tmp_path, monkeypatch, heads_only):
     out = tmp_path / "run"
-    first, _ = E.run_study(out, sizes=SMALL, seed=0)
+    first, _ = run_resumable_study(out, sizes=SMALL, seed=0)
     fp = read_fingerprint(out)
     keys = UnitStore(out / "units").keys()
     assert {"synth/train", "synth/test", "train"} < set(keys)
-    again, _ = _resumed(monkeypatch, lambda: E.run_study(out, sizes=SMALL, seed=0))
+    again, _ = _resumed(monkeypatch, lambda: run_resumable_study(out, sizes=SMALL, seed=0))
     np.testing.assert_array_equal(again["interventions"]["z_ablated"].values,
                                   first["interventions"]["z_ablated"].values)
     assert not list(out.glob("stale-*"))
     # the same settings, a world whose dust is stronger: the generator changed
-    monkeypatch.setitem(S.WORLDS, E.DEFAULT_WORLD, dataclasses.replace(S.WORLDS[E.DEFAULT_WORLD], av_mean=0.9))
+    monkeypatch.setitem(synthetic.WORLDS, DEFAULT_WORLD, dataclasses.replace(synthetic.WORLDS[DEFAULT_WORLD], av_mean=0.9))
     with pytest.warns(UserWarning, match=rf"fingerprint {fp}, now \w+; changed: generator\)"):
-        new, _ = E.run_study(out, sizes=SMALL, seed=0)
+        new, _ = run_resumable_study(out, sizes=SMALL, seed=0)
     stale = out / f"stale-{fp}"
     assert UnitStore(stale / "units").keys() == keys and (stale / "plan.json").exists()
     assert read_fingerprint(out) not in (None, fp) and UnitStore(out / "units").keys() == keys
-    old_av = np.asarray(E.load_sample(stale / "train.fits").catalog["a_v"])
-    new_av = np.asarray(E.load_sample(out / "train.fits").catalog["a_v"])
+    old_av = np.asarray(load_sample(stale / "train.fits").catalog["a_v"])
+    new_av = np.asarray(load_sample(out / "train.fits").catalog["a_v"])
     assert not np.allclose(new_av, old_av)                              # drawn again, by the new generator
     assert not np.allclose(new["interventions"]["z_ablated"].values, first["interventions"]["z_ablated"].values)
     # rerun under the new generator: resumed
-    _resumed(monkeypatch, lambda: E.run_study(out, sizes=SMALL, seed=0))
+    _resumed(monkeypatch, lambda: run_resumable_study(out, sizes=SMALL, seed=0))
     assert [p.name for p in out.glob("stale-*")] == [stale.name]
 
 
 def test_one_changed_value_in_a_given_sample_sets_the_units_aside(tmp_path, monkeypatch, heads_only):
     made = tmp_path / "made"
-    E.run_study(made, sizes=SMALL, seed=0)
+    run_resumable_study(made, sizes=SMALL, seed=0)
     given = tmp_path / "given"
     given.mkdir()
     shutil.copytree(made / "model", given / "model")
@@ -79,15 +82,15 @@ def test_one_changed_value_in_a_given_sample_sets_the_units_aside(tmp_path, monk
         shutil.copy(made / name, given / name)
     files = dict(model=given / "model", train=given / "train.fits", test=given / "test.fits")
     out = tmp_path / "run"
-    first, _ = E.run_study(out, sizes=SMALL, seed=0, **files)
+    first, _ = run_resumable_study(out, sizes=SMALL, seed=0, **files)
     fp = read_fingerprint(out)
-    _resumed(monkeypatch, lambda: E.run_study(out, sizes=SMALL, seed=0, **files))
+    _resumed(monkeypatch, lambda: run_resumable_study(out, sizes=SMALL, seed=0, **files))
     # one galaxy's g flux doubled in the test file, same path and settings
-    test = E.load_sample(files["test"])
+    test = load_sample(files["test"])
     test.catalog["flux_g"][3] *= 2
-    E.save_sample(test, files["test"])
+    save_sample(test, files["test"])
     with pytest.warns(UserWarning, match=rf"fingerprint {fp}, now \w+; changed: test\)"):
-        new, _ = E.run_study(out, sizes=SMALL, seed=0, **files)
+        new, _ = run_resumable_study(out, sizes=SMALL, seed=0, **files)
     stale = out / f"stale-{fp}"
     assert len(UnitStore(stale / "units").keys()) == SMALL["n_test"] // SMALL["chunk_size"]
     assert files["test"].exists() and (given / "model").is_dir()         # the inputs are not moved

@@ -7,21 +7,21 @@ import astropy.units as u
 import numpy as np
 import torch
 
-from astro import synthetic as S
-from astro.models import aion as A
-from astro.models import standin as M
+from astro import synthetic
+from astro.models import aion as aion_adapter
+from astro.models import standin
 
 
 def _tiny(n=40, seed=5):
-    s = S.make_galaxies(n, seed=seed)
-    codecs = M.fit_codecs(s.catalog, reservoir_size=n, codebook_size=32, z_codebook_size=64)
-    ad = A.AIONRedshift(M.build(codecs=codecs), codecs, M.PatchTokenizer(vocab=16).fit(s.images))
+    s = synthetic.make_galaxies(n, seed=seed)
+    codecs = standin.fit_codecs(s.catalog, reservoir_size=n, codebook_size=32, z_codebook_size=64)
+    ad = aion_adapter.AIONRedshift(standin.build(codecs=codecs), codecs, standin.PatchTokenizer(vocab=16).fit(s.images))
     return s, ad
 
 
 def test_noisy_catalog_redraws_fluxes_within_errors_and_rotates_shapes():
-    s = S.make_galaxies(1500, seed=6, images=False)
-    cat = M.noisy_catalog(s.catalog, np.random.default_rng(0))
+    s = synthetic.make_galaxies(1500, seed=6, images=False)
+    cat = standin.noisy_catalog(s.catalog, np.random.default_rng(0))
     for b in "griz":
         sig = 1 / np.sqrt(u.Quantity(s.catalog[f"flux_ivar_{b}"]).to_value(u.nmgy**-2))
         pull = (u.Quantity(cat[f"flux_{b}"]) - u.Quantity(s.catalog[f"flux_{b}"])).to_value(u.nmgy) / sig
@@ -31,7 +31,7 @@ def test_noisy_catalog_redraws_fluxes_within_errors_and_rotates_shapes():
     e1 = np.hypot(np.asarray(cat["shape_e1"], float), np.asarray(cat["shape_e2"], float))
     np.testing.assert_allclose(e1, e0, rtol=1e-12, atol=1e-15)      # a rotation keeps |e|
     assert not np.allclose(np.asarray(cat["shape_e1"]), np.asarray(s.catalog["shape_e1"]))
-    for col, sc in (("shape_r", M.SHAPE_SCATTER), ("ebv", M.EBV_SCATTER)):
+    for col, sc in (("shape_r", standin.SHAPE_SCATTER), ("ebv", standin.EBV_SCATTER)):
         lr = np.log(u.Quantity(cat[col]).value / u.Quantity(s.catalog[col]).value)
         assert abs(np.std(lr) - sc) < 0.1 * sc      # std of 1500 draws: sc (1 +- 0.018)
     assert cat["flux_g"].unit == s.catalog["flux_g"].unit and cat["z"] is not s.catalog["z"]
@@ -40,7 +40,7 @@ def test_noisy_catalog_redraws_fluxes_within_errors_and_rotates_shapes():
 
 def test_noisy_views_start_with_the_measured_catalogue_and_turn_the_images():
     s, ad = _tiny()
-    views = M.noisy_views(ad, s.catalog, s.images, 3, seed=1)
+    views = standin.noisy_views(ad, s.catalog, s.images, 3, seed=1)
     ref = ad.tokenize(s.catalog, s.images)
     assert len(views) == 3 and all(set(v) == set(ref) for v in views)
     for k in ref:
@@ -49,14 +49,14 @@ def test_noisy_views_start_with_the_measured_catalogue_and_turn_the_images():
     # view 2: two quarter turns of the stamps = the 6x6 token grid turned by hand
     grid = ref["tok_image"].reshape(-1, 6, 6)
     torch.testing.assert_close(views[2]["tok_image"], torch.rot90(grid, 2, dims=(1, 2)).reshape(-1, 36))
-    shared = M.noisy_views(ad, s.catalog, s.images, 2, seed=1, rotate_images=False)
+    shared = standin.noisy_views(ad, s.catalog, s.images, 2, seed=1, rotate_images=False)
     torch.testing.assert_close(shared[1]["tok_image"], ref["tok_image"])
 
 
 def test_early_stopping_keeps_the_best_validation_epoch():
     s, ad = _tiny()
     z = np.asarray(s.catalog["z"], float)
-    hist = M.train(ad, ad.tokenize(s.catalog, s.images), z, epochs=3, batch_size=10, val_fraction=0.25,
+    hist = standin.train(ad, ad.tokenize(s.catalog, s.images), z, epochs=3, batch_size=10, val_fraction=0.25,
                    seed=0, lr=3e-2)
     vals = hist["val_mean_abs_dz"]
     assert hist["n_val"] == 10 and len(vals) == 3 and hist["best_epoch"] == int(np.argmin(vals)) + 1
@@ -72,8 +72,8 @@ def test_early_stopping_keeps_the_best_validation_epoch():
 def test_table_lr_zero_freezes_the_smooth_tables_only():
     s, ad = _tiny()
     before = {n: p.detach().clone() for n, p in ad.model.named_parameters()}
-    M.train(ad, ad.tokenize(s.catalog, s.images), np.asarray(s.catalog["z"]), epochs=1, batch_size=10, table_lr=0)
-    tables = {id(p) for p in M._table_params(ad.model)}
+    standin.train(ad, ad.tokenize(s.catalog, s.images), np.asarray(s.catalog["z"]), epochs=1, batch_size=10, table_lr=0)
+    tables = {id(p) for p in standin._table_params(ad.model)}
     for n, p in ad.model.named_parameters():
         if id(p) in tables:
             torch.testing.assert_close(p.detach(), before[n], rtol=0, atol=0)

@@ -7,26 +7,26 @@ import numpy as np
 import torch
 from aion import AION
 
-from astro import synthetic as S
-from astro.models import aion as A
-from astro.models import standin as M
+from astro import synthetic
+from astro.models import aion as aion_adapter
+from astro.models import standin
 from scimech import attribution_patching
 from scimech.intervene import ablate, ablation_sweep, patch, patching_sweep
 from scimech.record import Recorder
 
-TINY = dict(domains_in=[*A.LEGACY_SCALARS, "tok_image"], domains_out=["tok_z"], dim=32, encoder_depth=2,
+TINY = dict(domains_in=[*aion_adapter.LEGACY_SCALARS, "tok_image"], domains_out=["tok_z"], dim=32, encoder_depth=2,
             decoder_depth=1, num_heads=4, mlp_ratio=2.0, qkv_bias=True, proj_bias=True, mlp_bias=True,
             norm_bias=True, act_layer="GELU", gated_mlp=False, qk_norm=False)
 ATOL = 1e-6  # expected redshift (0..1) through a few float32 layers
 
 
 def test_aion_head_sweeps_reuse_the_prefix_and_equal_the_naive_loop():
-    sample = S.make_galaxies(12, seed=11, images=False)
+    sample = synthetic.make_galaxies(12, seed=11, images=False)
     torch.manual_seed(0)
-    ad = A.AIONRedshift(AION(TINY).eval(), M.fit_codecs(sample.catalog, reservoir_size=12, codebook_size=32))
+    ad = aion_adapter.AIONRedshift(AION(TINY).eval(), standin.fit_codecs(sample.catalog, reservoir_size=12, codebook_size=32))
     tokens = ad.tokenize(sample.catalog[:5])
     tokens["tok_image"] = torch.randint(0, 4375, (5, 576), generator=torch.Generator().manual_seed(1))  # 24 x 24
-    multi, phot = ad.batch(tokens), ad.batch(tokens, masked=[A.IMAGE_KEY])
+    multi, phot = ad.batch(tokens), ad.batch(tokens, masked=[aion_adapter.IMAGE_KEY])
     sites, metric = ad.head_sites(), ad.z_metric()
     kw = dict(forward=ad.forward, max_rows=10)   # 2 heads per tiled forward
 

@@ -7,8 +7,7 @@ import numpy as np
 import pytest
 import speclite.filters as sf
 
-from astro import constants as C
-from astro import synthetic as S
+from astro import constants, synthetic
 
 C_A = 2.99792458e18  # speed of light [A s-1]
 
@@ -27,25 +26,25 @@ def _calzetti_by_hand(lam_angstrom, rv=4.05):
 
 @pytest.fixture(scope="module")
 def eff_wave():
-    f = sf.load_filters(*C.SPECLITE_FILTERS)
+    f = sf.load_filters(*constants.SPECLITE_FILTERS)
     return np.array([x.effective_wavelength.to_value(u.AA) for x in f])
 
 
 def test_flat_fnu_3631_jy_is_ab_zero_in_every_band():
-    mags = S.ab_magnitudes(S.OBS_WAVE, _flat_fnu_flam(S.OBS_WAVE))[0]
+    mags = synthetic.ab_magnitudes(synthetic.OBS_WAVE, _flat_fnu_flam(synthetic.OBS_WAVE))[0]
     # AB magnitude is defined so; 1e-3 mag allows the quadrature of a 4 A sampled grid
     np.testing.assert_allclose(mags, 0.0, atol=1e-3)
-    np.testing.assert_allclose(S.nmgy_to_mag(S.mag_to_nmgy(np.array([18.0, 22.5]))), [18.0, 22.5])
-    assert S.nmgy_to_mag(np.array([1.0]))[0] == pytest.approx(22.5)
+    np.testing.assert_allclose(synthetic.nmgy_to_mag(synthetic.mag_to_nmgy(np.array([18.0, 22.5]))), [18.0, 22.5])
+    assert synthetic.nmgy_to_mag(np.array([1.0]))[0] == pytest.approx(22.5)
 
 
 @pytest.mark.parametrize("z", [0.1, 0.45, 0.8])
 def test_intrinsic_dust_reddens_g_minus_r_as_calzetti_at_redshifted_bands(z, eff_wave):
     wrest = np.linspace(1000, 12000, 6000)
     fr = _flat_fnu_flam(wrest)
-    m0 = S.ab_magnitudes(S.OBS_WAVE, S.observed_sed(wrest, fr, z, a_v=0.0, distance=False))[0]
+    m0 = synthetic.ab_magnitudes(synthetic.OBS_WAVE, synthetic.observed_sed(wrest, fr, z, a_v=0.0, distance=False))[0]
     a_v = 1.0
-    m1 = S.ab_magnitudes(S.OBS_WAVE, S.observed_sed(wrest, fr, z, a_v=a_v, distance=False))[0]
+    m1 = synthetic.ab_magnitudes(synthetic.OBS_WAVE, synthetic.observed_sed(wrest, fr, z, a_v=a_v, distance=False))[0]
     reddening = (m1[0] - m1[1]) - (m0[0] - m0[1])
     k = _calzetti_by_hand(eff_wave / (1 + z))
     expected = a_v * (k[0] - k[1])
@@ -55,76 +54,76 @@ def test_intrinsic_dust_reddens_g_minus_r_as_calzetti_at_redshifted_bands(z, eff
 
 
 def test_4000_angstrom_break_moves_redward_through_the_bands(eff_wave):
-    wave, tmpl = S._unit_templates()
+    wave, tmpl = synthetic.unit_templates()
     old = tmpl[0]                              # the oldest kcorrect template: strongest break
     zs = np.arange(0.02, 1.25, 0.01)
-    mags = np.array([S.ab_magnitudes(S.OBS_WAVE, S.observed_sed(wave, old, z, distance=False))[0] for z in zs])
+    mags = np.array([synthetic.ab_magnitudes(synthetic.OBS_WAVE, synthetic.observed_sed(wave, old, z, distance=False))[0] for z in zs])
     steepest = []
     for j in range(3):
         colour = mags[:, j] - mags[:, j + 1]
         steepest.append(zs[np.argmax(np.gradient(colour, zs))])
     # the colour of adjacent bands reddens fastest when the break sits between them
     assert steepest[0] < steepest[1] < steepest[2]
-    mid = (eff_wave[:-1] + eff_wave[1:]) / 2 / C.BREAK_4000_ANGSTROM - 1
+    mid = (eff_wave[:-1] + eff_wave[1:]) / 2 / constants.BREAK_4000_ANGSTROM - 1
     # 0.12 in z is ~500 A at the break: the break spans 3850-4100 A and the bands are broad
     np.testing.assert_allclose(steepest, mid, atol=0.12)
 
 
 def test_sersic_normalisation_is_the_analytic_total():
     # a large stamp holds (almost) all light: the analytic normalisation must give the flux back
-    img = S.sersic_image(np.array([10.0, 5.0]), np.array([3.0, 2.0]), np.array([1.0, 4.0]),
+    img = synthetic.sersic_image(np.array([10.0, 5.0]), np.array([3.0, 2.0]), np.array([1.0, 4.0]),
                          np.array([0.3, 0.1]), np.array([0.4, 1.0]), size=128, oversample=5)
     # n=4 profiles keep ~1-2% of their light beyond 20 r_e (64 px / 2 px = 32 r_e here: <1%)
     np.testing.assert_allclose(img.sum(axis=(1, 2)), [10.0, 5.0], rtol=0.015)
 
 
 def test_images_integrate_to_catalogue_flux_within_psf_and_noise():
-    cfg = S.SyntheticConfig(noise=False, image_size=48)
-    s = S.make_galaxies(40, seed=3, config=cfg)
-    flux = np.stack([s.catalog[f"flux_true_{b}"].to_value(u.nmgy) for b in C.BANDS], 1)
+    cfg = synthetic.SyntheticConfig(noise=False, image_size=48)
+    s = synthetic.make_galaxies(40, seed=3, config=cfg)
+    flux = np.stack([s.catalog[f"flux_true_{b}"].to_value(u.nmgy) for b in constants.BANDS], 1)
     tot = s.images.sum(axis=(2, 3))
     compact = (s.catalog["r_eff_disk"].to_value(u.arcsec) < 1.0) & (s.catalog["r_eff_bulge"].to_value(u.arcsec) < 1.0)
     assert compact.sum() >= 10
     # noiseless and compact: only PSF wings and Sersic tails leave a 12.6 arcsec stamp (< 4%)
     np.testing.assert_allclose(tot[compact], flux[compact], rtol=0.04)
-    noisy = S.make_galaxies(40, seed=3, config=S.SyntheticConfig(image_size=48))
-    sig = np.array([C.pixel_noise_nmgy(b) for b in C.BANDS]) * 48  # sqrt(48*48) pixels of sky noise
+    noisy = synthetic.make_galaxies(40, seed=3, config=synthetic.SyntheticConfig(image_size=48))
+    sig = np.array([constants.pixel_noise_nmgy(b) for b in constants.BANDS]) * 48  # sqrt(48*48) pixels of sky noise
     err = np.abs(noisy.images.sum(axis=(2, 3)) - flux)
     assert np.all(err[compact] < 5 * sig + 0.04 * flux[compact])
 
 
 def test_catalogue_units_truth_and_populations():
-    s = S.make_galaxies(60, seed=1)
+    s = synthetic.make_galaxies(60, seed=1)
     c = s.catalog
     assert c["flux_r"].unit == u.nmgy and c["shape_r"].unit == u.arcsec and c["a_v"].unit == u.mag
     for col in ("z", "a_v", "ebv", "r_eff_bulge", "r_eff_disk", "n_bulge", "n_disk", "bulge_frac"):
         assert col in c.colnames
-    assert np.all(S.nmgy_to_mag(c["flux_true_r"].value) < 23.0)       # r-band selection
+    assert np.all(synthetic.nmgy_to_mag(c["flux_true_r"].value) < 23.0)       # r-band selection
     assert np.all((np.asarray(c["z"]) >= 0.03) & (np.asarray(c["z"]) <= 1.0))
     pops = s.populations()
     np.testing.assert_array_equal(pops["dusty"], c["a_v"].value > 0.5)
     np.testing.assert_array_equal(pops["extended"], ~pops["compact"])
     assert s.images.shape == (60, 4, 24, 24)
     with pytest.raises(ValueError, match="positive"):
-        S.make_galaxies(0)
+        synthetic.make_galaxies(0)
 
 
 def test_dust_makes_galaxies_redder_and_fainter():
     # the same galaxies with and without dust: identical draws, only A_V differs
-    rng_cfg = S.SyntheticConfig(noise=False, av_mean=1e-6)
-    a = S.make_galaxies(30, seed=7, images=False, config=rng_cfg)
+    rng_cfg = synthetic.SyntheticConfig(noise=False, av_mean=1e-6)
+    a = synthetic.make_galaxies(30, seed=7, images=False, config=rng_cfg)
     fa = np.stack([a.catalog[f"flux_true_{b}"].value for b in "gr"], 1)
     assert np.all(np.asarray(a.catalog["a_v"].value) < 1e-3)
-    gr = S.nmgy_to_mag(fa[:, 0]) - S.nmgy_to_mag(fa[:, 1])
+    gr = synthetic.nmgy_to_mag(fa[:, 0]) - synthetic.nmgy_to_mag(fa[:, 1])
     assert np.all(np.isfinite(gr))
 
 
 @pytest.mark.parametrize("fmt", ["fits", "zarr"])
 def test_round_trip(tmp_path, fmt):
-    s = S.make_galaxies(12, seed=2)
+    s = synthetic.make_galaxies(12, seed=2)
     path = tmp_path / f"sample.{fmt}"
     (s.to_fits if fmt == "fits" else s.to_zarr)(path)
-    r = (S.GalaxySample.from_fits if fmt == "fits" else S.GalaxySample.from_zarr)(path)
+    r = (synthetic.GalaxySample.from_fits if fmt == "fits" else synthetic.GalaxySample.from_zarr)(path)
     np.testing.assert_array_equal(r.images, s.images)
     for col in s.catalog.colnames:
         a, b = s.catalog[col], r.catalog[col]
@@ -135,13 +134,13 @@ def test_round_trip(tmp_path, fmt):
 
 def test_missing_file_errors(tmp_path):
     with pytest.raises(FileNotFoundError, match="astro synth"):
-        S.GalaxySample.from_fits(tmp_path / "nope.fits")
+        synthetic.GalaxySample.from_fits(tmp_path / "nope.fits")
 
 
 # ---------------------------------------------------------------- damaged and interrupted files
 @pytest.fixture(scope="module")
 def small_sample():
-    return S.make_galaxies(12, seed=2)
+    return synthetic.make_galaxies(12, seed=2)
 
 
 @pytest.mark.parametrize("frac", [0.0, 0.05, 0.5, 0.93, 0.999])
@@ -153,8 +152,8 @@ def test_truncated_fits_is_a_clear_error(tmp_path, small_sample, frac):
     bad = tmp_path / "bad.fits"
     bad.write_bytes(raw[: int(frac * len(raw))])   # 0.93 tears the CATALOG header, 0.999 its last rows
     with pytest.raises(DataValidationError, match=r"bad\.fits.*(truncated|corrupt).*Delete .*bad\.fits"):
-        S.GalaxySample.from_fits(bad)
-    assert S.GalaxySample.from_fits(good).catalog["z"].shape == (12,)   # the intact file still reads
+        synthetic.GalaxySample.from_fits(bad)
+    assert synthetic.GalaxySample.from_fits(good).catalog["z"].shape == (12,)   # the intact file still reads
 
 
 def test_junk_fits_is_a_clear_error(tmp_path):
@@ -163,7 +162,7 @@ def test_junk_fits_is_a_clear_error(tmp_path):
     junk = tmp_path / "junk.fits"
     junk.write_bytes(b"SIMPLE? no, just some text that is not FITS\n" * 200)
     with pytest.raises(DataValidationError, match=r"junk\.fits is not a readable FITS sample.*astro synth"):
-        S.GalaxySample.from_fits(junk)
+        synthetic.GalaxySample.from_fits(junk)
 
 
 def _crash_after_writing(monkeypatch):
@@ -192,8 +191,8 @@ def test_interrupted_zarr_overwrite_keeps_the_previous_store(tmp_path, small_sam
     small_sample.to_zarr(path)
     _crash_after_writing(monkeypatch)
     with pytest.raises(RuntimeError, match="simulated crash"):
-        S.make_galaxies(5, seed=9).to_zarr(path)
-    back = S.GalaxySample.from_zarr(path)
+        synthetic.make_galaxies(5, seed=9).to_zarr(path)
+    back = synthetic.GalaxySample.from_zarr(path)
     assert len(back) == 12                            # still the old, complete sample
     np.testing.assert_array_equal(back.images, small_sample.images)
 
@@ -207,13 +206,13 @@ def test_sigkill_during_zarr_write_leaves_nothing_finished_looking(tmp_path):
 
     code = (
         "import os, signal, xarray as xr\n"
-        "from astro import synthetic as S\n"
+        "from astro import synthetic\n"
         "orig = xr.Dataset.to_zarr\n"
         "def killed(self, *a, **k):\n"
         "    orig(self, *a, **k)\n"
         "    os.kill(os.getpid(), signal.SIGKILL)\n"
         "xr.Dataset.to_zarr = killed\n"
-        f"S.make_galaxies(8, seed=1).to_zarr({str(tmp_path / 's.zarr')!r})\n"
+        f"synthetic.make_galaxies(8, seed=1).to_zarr({str(tmp_path / 's.zarr')!r})\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120)
     assert proc.returncode == -9, proc.stderr.decode()[-1000:]
@@ -221,9 +220,9 @@ def test_sigkill_during_zarr_write_leaves_nothing_finished_looking(tmp_path):
     leftovers = list(tmp_path.glob(".s.zarr.*.tmp/store.zarr"))
     assert len(leftovers) == 1                        # the torn store is a hidden temporary ...
     with pytest.raises(DataValidationError, match="no completion marker"):
-        S.GalaxySample.from_zarr(leftovers[0])        # ... and is refused even if opened by hand
-    S.GalaxySample(S.make_galaxies(3, seed=0).catalog).to_zarr(tmp_path / "s.zarr")   # a rerun works
-    assert len(S.GalaxySample.from_zarr(tmp_path / "s.zarr")) == 3
+        synthetic.GalaxySample.from_zarr(leftovers[0])        # ... and is refused even if opened by hand
+    synthetic.GalaxySample(synthetic.make_galaxies(3, seed=0).catalog).to_zarr(tmp_path / "s.zarr")   # a rerun works
+    assert len(synthetic.GalaxySample.from_zarr(tmp_path / "s.zarr")) == 3
 
 
 def test_zarr_store_without_marker_is_refused(tmp_path, small_sample):
@@ -233,13 +232,13 @@ def test_zarr_store_without_marker_is_refused(tmp_path, small_sample):
     path = small_sample.to_zarr(tmp_path / "s.zarr")
     (path / COMPLETE_MARKER).unlink()
     with pytest.raises(DataValidationError, match=r"s\.zarr has no completion marker.*Delete"):
-        S.GalaxySample.from_zarr(path)
+        synthetic.GalaxySample.from_zarr(path)
 
 
 # ---------------------------------------------------------------- worlds
 def test_cos_inclination_by_hand():
     # Hubble (1926): cos^2 i = (q^2 - q0^2) / (1 - q0^2); q0 = 0.2
-    np.testing.assert_allclose(S.cos_inclination(np.array([1.0, 0.6, 0.2, 0.1]), 0.2),
+    np.testing.assert_allclose(synthetic.cos_inclination(np.array([1.0, 0.6, 0.2, 0.1]), 0.2),
                                [1.0, np.sqrt((0.36 - 0.04) / 0.96), 0.0, 0.0])
 
 
@@ -251,8 +250,8 @@ def test_surface_brightness_dims_as_tolman():
     sb = []
     zs = np.array([0.1, 0.4, 0.9])
     for z in zs:
-        f = S.ab_maggies(S.OBS_WAVE, S.observed_sed(wrest, flat, z))[0]        # f_nu in every band
-        theta = S._arcsec_per_kpc(np.array([z]))[0] * 5.0                    # a 5 kpc galaxy [arcsec]
+        f = synthetic.ab_maggies(synthetic.OBS_WAVE, synthetic.observed_sed(wrest, flat, z))[0]        # f_nu in every band
+        theta = synthetic.arcsec_per_kpc(np.array([z]))[0] * 5.0                    # a 5 kpc galaxy [arcsec]
         sb.append(f / theta**2)
     sb = np.array(sb)
     expected = ((1 + zs[:, None]) / (1 + zs[0])) ** -3
@@ -261,22 +260,22 @@ def test_surface_brightness_dims_as_tolman():
 
 
 def test_standard_world_is_the_default_and_unknown_worlds_are_refused():
-    a = S.make_galaxies(20, seed=4, images=False)
-    b = S.make_galaxies(20, seed=4, images=False, world="standard")
+    a = synthetic.make_galaxies(20, seed=4, images=False)
+    b = synthetic.make_galaxies(20, seed=4, images=False, world="standard")
     np.testing.assert_array_equal(np.asarray(a.catalog["flux_r"]), np.asarray(b.catalog["flux_r"]))
     assert a.meta["world"] == "standard"
     # the standard world's disk sees the fixed fraction of the central A_V
-    np.testing.assert_allclose(a.catalog["a_v_disk"].value, S.DISK_DUST_FRACTION * a.catalog["a_v"].value)
+    np.testing.assert_allclose(a.catalog["a_v_disk"].value, synthetic.DISK_DUST_FRACTION * a.catalog["a_v"].value)
     from scimech.errors import ConfigError
 
     with pytest.raises(ConfigError, match="unknown synthetic world 'deep'.*degenerate"):
-        S.make_galaxies(5, world="deep")
+        synthetic.make_galaxies(5, world="deep")
     with pytest.raises(ConfigError, match="give one of them"):
-        S.make_galaxies(5, world="degenerate", config=S.SyntheticConfig())
+        synthetic.make_galaxies(5, world="degenerate", config=synthetic.SyntheticConfig())
 
 
 def test_degenerate_world_disk_dust_follows_the_path_length():
-    s = S.make_galaxies(300, seed=8, world="degenerate", images=False)
+    s = synthetic.make_galaxies(300, seed=8, world="degenerate", images=False)
     c = s.catalog
     assert s.meta["world"] == "degenerate"
     np.testing.assert_array_equal(c["a_v_bulge"].value, 0.0)                 # a clean bulge
@@ -300,9 +299,9 @@ def test_degenerate_world_image_shows_where_the_dust_is():
     from scipy.stats import spearmanr
 
     def render(av_mean):
-        cfg = S.world_config("degenerate")
+        cfg = synthetic.world_config("degenerate")
         cfg.noise, cfg.r_mag_limit, cfg.av_mean = False, 99.0, av_mean
-        return S.make_galaxies(200, seed=8, config=cfg)
+        return synthetic.make_galaxies(200, seed=8, config=cfg)
 
     dusty, clean = render(0.4), render(1e-9)
     np.testing.assert_allclose(dusty.catalog["z"], clean.catalog["z"])       # the same galaxies

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from astro.analysis import _all_finite, recovery_line
+from astro.findings import _all_finite, recovery_line
 
 
 def test_rows_without_finite_effects_are_not_counted():

@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from astro import analysis as AN
-from astro import synthetic as S
-from astro.execution import train_standin
+from astro import measures, synthetic
 from astro.models.aion import IMAGE_KEY
+from astro.training import train_standin
 
 
 def test_the_image_helps_in_the_degenerate_world():
-    train = S.make_galaxies(600, seed=0, world="degenerate")
-    test = S.make_galaxies(400, seed=1000, world="degenerate")
+    train = synthetic.make_galaxies(600, seed=0, world="degenerate")
+    test = synthetic.make_galaxies(400, seed=1000, world="degenerate")
     # 600 galaxies, 20 epochs of batch 64 over 4 noisy views; measured advantage 0.0070 [0.0054, 0.0087]
     # here, and lower ends 0.0054-0.0117 for training draws and seeds 0-5 (at 1000 galaxies, 0.017
     # [0.013, 0.021]): the interval stays well clear of 0, by more than three times its half-width
@@ -24,7 +23,7 @@ def test_the_image_helps_in_the_degenerate_world():
     tok = ad.tokenize(test.catalog, test.images)
     z = np.asarray(test.catalog["z"], float)
     preds = {"photometry": ad.predict_z(ad.batch(tok, masked=[IMAGE_KEY])), "multimodal": ad.predict_z(ad.batch(tok))}
-    adv = AN.multimodal_advantage(z, preds, test.populations(), n_bootstrap=500, seed=0)
+    adv = measures.multimodal_advantage(z, preds, test.populations(), n_bootstrap=500, seed=0)
     assert float(adv["advantage_low"].sel(population="all")) > 0, adv["advantage"].values
     # whether the gain is larger on extended / dusty galaxies is reported with an interval, not assumed
     assert set(adv.contrast.values) == {"extended - compact", "dusty - clean"}

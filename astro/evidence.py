@@ -1,0 +1,92 @@
+"""The study's evidence: the four measurements of :mod:`astro.measures` run in order on one
+model and one pair of samples, returned as named datasets (``advantage``, ``layers``,
+``head_probes``, ``radial``, ``interventions``, ``bias``, ``predictions``), the input of
+:mod:`astro.findings` and :mod:`astro.report`.
+
+"Photometry only" runs hide the image tokens with AION's input mask (same token positions
+as the multimodal run, so heads can be patched between the two).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import xarray as xr
+
+from .measures import (
+    attenuation_bias,
+    head_interventions,
+    head_probes,
+    head_radial_structure,
+    layer_probes,
+    localised_block,
+    multimodal_advantage,
+    study_inputs,
+    summarise_interventions,
+)
+from .models.aion import AIONRedshift
+
+__all__ = ["gather_evidence", "planted_attrs", "AstroEvidence"]
+
+
+@dataclass
+class AstroEvidence:
+    """What a run of the astro study hands to its findings and report: the named datasets of
+    :func:`gather_evidence` and the seconds each phase took."""
+
+    results: dict[str, xr.Dataset]
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def gather_evidence(adapter: AIONRedshift, train, test, *, n_bootstrap: int = 300, seed: int = 0,
+                    block: int | None = None, log=None, chunk_size: int | None = None,
+                    intervene: Callable[[int], xr.Dataset] | None = None) -> dict[str, xr.Dataset]:
+    """All four steps; returns named datasets (``advantage``, ``layers``, ``head_probes``,
+    ``radial``, ``interventions``, ``bias``, ``predictions``).
+
+    ``intervene(block)`` may supply the concatenated :func:`~astro.measures.intervention_chunk`
+    results of the head study (:mod:`astro.run` maps the chunks over Dask workers and a
+    resumable store); by default the chunks of ``chunk_size`` galaxies run here.
+    """
+    say = log or (lambda *_: None)
+    say("inputs and classical photo-z")
+    inp = study_inputs(adapter, train, test)
+    z_multi = adapter.predict_z(inp.multi)
+    z_phot = adapter.predict_z(inp.phot)
+    preds = {"photometry": z_phot, "multimodal": z_multi, "template": inp.z_template, "colour_knn": inp.z_colour}
+    say("advantage")
+    adv = multimodal_advantage(inp.z, preds, inp.populations, n_bootstrap=n_bootstrap, seed=seed)
+    say("layer probes")
+    layers = layer_probes(adapter, inp, n_bootstrap=min(n_bootstrap, 200))
+    blk = localised_block(layers) if block is None else block
+    say(f"head study in block {blk}")
+    hp = head_probes(adapter, inp, blk, n_bootstrap=min(n_bootstrap, 200))
+    rad = head_radial_structure(adapter, inp, blk)
+    if intervene is None:
+        iv = head_interventions(adapter, inp, blk, seed=seed, chunk_size=chunk_size, n_bootstrap=n_bootstrap)
+    else:
+        iv = summarise_interventions(intervene(blk), inp.z, inp.populations, n_bootstrap=n_bootstrap, seed=seed)
+    iv.attrs.update(planted_attrs(adapter))
+    bias_preds = {"photometry": z_phot, "multimodal": z_multi, "template": inp.z_template}
+    for h in range(adapter.num_heads):
+        bias_preds[f"multimodal_ablate_h{h}"] = iv["z_ablated"].sel(intervention="resample", head=h).values
+    bias = attenuation_bias(inp.z, inp.a_v, inp.colours, bias_preds, inp.populations, seed=seed)
+    pred_ds = xr.Dataset({k: ("sample", v) for k, v in preds.items()} | {"z_true": ("sample", inp.z),
+                         "a_v": ("sample", inp.a_v)} | {f"pop_{k}": ("sample", v) for k, v in inp.populations.items()},
+                         attrs={"description": "redshift predictions on the test set"})
+    return {"advantage": adv, "layers": layers, "head_probes": hp, "radial": rad, "interventions": iv,
+            "bias": bias, "predictions": pred_ds}
+
+
+def planted_attrs(adapter: AIONRedshift) -> dict[str, Any]:
+    """What the model says was planted in it (:meth:`astro.models.planted.PlantedAION.planted_truth`), as
+    netCDF attributes; ``planted = 0`` for a model without a planted mechanism (stand-in, AION-1)."""
+    truth = getattr(adapter.model, "planted_truth", None)
+    if truth is None:
+        return {"planted": 0}
+    t = truth()
+    return {"planted": 1, "planted_block": int(t["block"]), "planted_image_head": int(t["image_head"]),
+            "planted_inert_head": int(t["inert_colour_head"]), "planted_image_truth": t["image_head_truth"],
+            "planted_inert_truth": t["inert_head_truth"]}

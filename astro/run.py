@@ -1,0 +1,170 @@
+"""Running an astro study as resumable, distributable units (``scimech astro study``).
+
+The study is cut into the units of :mod:`astro.units`, each saved in a
+:class:`scimech.results.UnitStore` under ``<out>/units``, so a run can go to a Dask cluster
+and a rerun with the same ``--out`` redoes only the units that did not finish: the samples
+(``<out>/train.fits``, ``<out>/test.fits``), the stand-in (``<out>/model/``) and the head
+interventions over chunks of the test set. What remains (classical photo-z, metrics, probes,
+radial maps, the bias signatures: :func:`astro.evidence.gather_evidence`) is cheap and runs in
+the calling process from the saved files; the results are saved under ``<out>/study``.
+Which folder may be resumed is :mod:`astro.resume`'s call.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import xarray as xr
+
+from scimech.parallel import map_units
+from scimech.results import UnitStore
+
+from .evidence import gather_evidence
+from .files import load_adapter, load_sample, save_study
+from .measures import chunk_bounds
+from .plan import STANDIN_STAMP, StudySettings, resolve_settings
+from .resume import claim_folder
+from .units import catalog_unit, interventions_unit, synth_unit, train_unit
+
+__all__ = ["run_resumable_study", "run_settings"]
+
+Log = Callable[[str], None]
+
+
+def run_resumable_study(out: str | Path, *, sizes: Mapping[str, Any] | None = None, seed: int = 0,
+                        model: str | Path | None = None, train: str | Path | None = None,
+                        test: str | Path | None = None, image_tokenizer: str | Path | None = None,
+                        block: int | None = None, client=None, catalog: str | Path | None = None,
+                        images: str | Path | None = None, test_fraction: float = 0.25, world: str | None = None,
+                        planted: bool = False, image_features: str | None = None, device: str = "cpu",
+                        log: Log | None = None) -> tuple[dict[str, xr.Dataset], dict[str, float]]:
+    """The whole astro study as resumable units; results saved under ``out/study``.
+
+    Parameters
+    ----------
+    out
+        Run folder: ``units/`` (the unit store), ``plan.json``, samples and model when
+        synthesised here, ``study/*.nc``.
+    sizes
+        ``n_train``, ``n_test``, ``epochs``, ``batch_size`` (synthetic run), ``n_bootstrap``,
+        ``chunk_size`` (test galaxies per intervention unit); missing keys from
+        :data:`astro.plan.QUICK`.
+    model, train, test
+        An existing checkpoint folder and samples: then nothing is synthesised or trained.
+    catalog, images, test_fraction
+        Your Legacy Survey catalogue (and ``(N, 4, H, W)`` cut-outs) instead of synthetic
+        galaxies (:func:`astro.catalog.read_legacy_survey`; it needs ``Z`` and ``A_V``
+        columns): its rows are split at random (``seed``) into ``test_fraction`` test and
+        training galaxies; with ``model`` that checkpoint is studied, without it a stand-in
+        is trained on the training rows (cut-outs centre-cropped to 24 x 24 pixels).
+    client
+        A Dask client (``scimech.parallel.client_from_args``), or ``None`` to run the units
+        here one after the other.
+    world
+        The synthetic world (:data:`astro.synthetic.WORLDS`) of a synthetic run (default
+        :data:`astro.plan.DEFAULT_WORLD`).
+    planted
+        Train the planted stand-in (:class:`astro.models.planted.PlantedAION`) instead of
+        the stand-in; the report then compares what the study found with what was planted.
+    image_features
+        Features of the stand-in's patch tokenizer (``"bands"`` or ``"colours"``); default
+        :data:`astro.plan.IMAGE_FEATURES` of the world.
+    device
+        Torch device of the training and the forward passes (``"cpu"``, ``"cuda"``, ...).
+
+    Returns
+    -------
+    (results, timings)
+        The named datasets of :func:`astro.evidence.gather_evidence` and seconds per phase.
+    """
+    settings = resolve_settings(out, sizes=sizes, seed=seed, model=model, train=train, test=test,
+                                image_tokenizer=image_tokenizer, block=block, catalog=catalog, images=images,
+                                test_fraction=test_fraction, world=world, planted=planted,
+                                image_features=image_features, device=device)
+    return run_settings(settings, client=client, log=log)
+
+
+def run_settings(settings: StudySettings, *, client=None, log: Log | None = None
+                 ) -> tuple[dict[str, xr.Dataset], dict[str, float]]:
+    """Run resolved :class:`~astro.plan.StudySettings` (see :func:`run_resumable_study`)."""
+    say = log or (lambda *_: None)
+    s = settings
+    if s.source == "given":                              # bad inputs fail before the folder is claimed
+        adapter = load_adapter(s.model, s.image_tokenizer, device=s.device)
+        train_s, test_s = load_sample(s.train), load_sample(s.test)
+    claim_folder(s)
+    store = UnitStore(s.out / "units")
+    timings: dict[str, float] = {}
+    train, test, model = s.train, s.test, s.model
+    if s.source in ("synthetic", "catalog"):   # absolute paths: units may run on other machines sharing the filesystem
+        base = s.out.resolve()
+        train, test = base / "train.fits", base / "test.fits"
+        t = time.perf_counter()
+        if s.source == "synthetic":
+            _synthesise(s, train, test, store, client, say)
+            timings["synthesize"] = time.perf_counter() - t
+        else:
+            _split_catalogue(s, train, test, store, client, say)
+            timings["read catalogue"] = time.perf_counter() - t
+    if s.trains_standin:
+        t = time.perf_counter()
+        model = s.out.resolve() / "model"
+        say("train the stand-in (unit train)")
+        map_units(train_unit, {"train": dict(train_path=str(train), model_dir=str(model),
+                                             epochs=int(s.sizes["epochs"]), batch_size=int(s.sizes["batch_size"]),
+                                             seed=s.seed, planted=s.planted, image_features=s.image_features,
+                                             device=s.device)},
+                  store, client=client, desc="astro train")
+        timings["train"] = time.perf_counter() - t
+    t = time.perf_counter()
+    if s.source in ("synthetic", "catalog"):
+        adapter = load_adapter(Path(model).resolve(), s.image_tokenizer, device=s.device)
+        train_s, test_s = load_sample(train), load_sample(test)
+    intervene = _intervener(s, Path(model).resolve(), train, test, len(test_s), store, client, say)
+    res = gather_evidence(adapter, train_s, test_s, n_bootstrap=int(s.sizes["n_bootstrap"]), seed=s.seed,
+                          block=s.block, log=say, intervene=intervene)
+    timings["study"] = time.perf_counter() - t
+    save_study(res, s.out / "study", config=dict(s.record), seed=s.seed)
+    return res, timings
+
+
+def _synthesise(s: StudySettings, train: Path, test: Path, store: UnitStore, client, say: Log) -> None:
+    say("synthesise (units synth/train, synth/test)")
+    map_units(synth_unit, {"synth/train": dict(path=str(train), n=int(s.sizes["n_train"]), seed=s.seed, world=s.world),
+                           "synth/test": dict(path=str(test), n=int(s.sizes["n_test"]), seed=s.seed + 1000,
+                                              world=s.world)},
+              store, client=client, desc="astro synth")
+
+
+def _split_catalogue(s: StudySettings, train: Path, test: Path, store: UnitStore, client, say: Log) -> None:
+    say(f"read and split the catalogue {s.catalog} (unit catalog/split)")
+    got = map_units(catalog_unit, {"catalog/split": dict(
+        catalog=s.record["catalog"], images=s.record["images"], train_path=str(train), test_path=str(test),
+        test_fraction=s.test_fraction, seed=s.seed, stamp=None if s.model is not None else STANDIN_STAMP)},
+        store, client=client, desc="astro catalogue")["catalog/split"]
+    for w in got["warnings"]:
+        say(w)
+    say(f"{got['n_train']} training / {got['n_test']} test galaxies; {got['n_rejected']} rows dropped")
+
+
+def _intervener(s: StudySettings, model: Path, train: Path, test: Path, n_test: int, store: UnitStore, client,
+                say: Log) -> Callable[[int], xr.Dataset]:
+    """``intervene(block)``: the head interventions of a block as resumable units over chunks of the test set."""
+    tok = str(s.image_tokenizer) if s.image_tokenizer else None
+    chunk = s.sizes.get("chunk_size")
+
+    def intervene(blk: int) -> xr.Dataset:
+        units = {f"interventions/block={blk}/rows={a:07d}-{b:07d}":
+                 dict(model_dir=str(model), train_path=str(train), test_path=str(test), start=a, stop=b, block=int(blk),
+                      seed=s.seed, image_tokenizer=tok, device=s.device)
+                 for a, b in chunk_bounds(n_test, chunk)}
+        say(f"head interventions in block {blk}: {len(units)} units of <= {chunk} galaxies")
+        got = map_units(interventions_unit, units, store, client=client, desc="astro intervention chunks")
+        raw = xr.concat([got[k] for k in units], "sample", combine_attrs="drop")
+        raw.attrs.update(block=int(blk), seed=s.seed)
+        return raw
+
+    return intervene
