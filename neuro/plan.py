@@ -9,7 +9,6 @@ long context); ``full`` is the full-size data and budget. ``medium`` uses the qu
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -103,9 +102,6 @@ class StudySettings:
                     context=self.context, horizon=self.horizon, long_context=self.long_context or None,
                     duration=self.duration, max_windows=self.max_windows, generation=self.generation,
                     search_seconds=self.seconds_per_search)
-
-    def replace(self, **changes) -> StudySettings:
-        return dataclasses.replace(self, **changes)
 
 
 def study_plan(settings: StudySettings, *, data: str | None = None, proposer: str = "offline",
