@@ -84,7 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
     val.add_argument("--quick", action="store_true", help="small sizes (under half a minute on one core)")
     val.add_argument("--out", type=Path, default=Path("reports/validate"), help="output folder (default: reports/validate)")
     val.add_argument("--seed", type=whole(0), default=0, help="seed of the data, training and bootstrap (default: 0)")
-    val.add_argument("--cases", nargs="+", metavar="CASE", help="run only these planted cases (default: all: inert silent ablation_choice hidden_concept attribution)")
+    val.add_argument("--cases", nargs="+", metavar="CASE", help="run only these planted cases (default: all: inert silent ablation_choice hidden_concept attribution "
+                     "sparse_features shifted_subspace)")
     val.set_defaults(func=_run_validate)
 
     for name in studies:

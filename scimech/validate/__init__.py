@@ -9,7 +9,11 @@ bottleneck trained on a process only its free concept can carry), one per module
   correctly, about the same components;
 - :mod:`~scimech.validate.hidden_concept`: a hidden process carried by the free concept;
 - :mod:`~scimech.validate.known_attributions`: exact Integrated Gradients / GradientShap
-  attributions and top features.
+  attributions and top features;
+- :mod:`~scimech.validate.sparse_features`: a site composed of sparse planted directions,
+  which a dictionary must find (and not decoys);
+- :mod:`~scimech.validate.shifted_subspace`: a shift that rotates the active subspace, which
+  the faithfulness gap must see and realignment undo (and neither act on a control).
 
 The core's methods measure each model (:mod:`~scimech.validate.measure`) and decide with
 bootstrap intervals and stated thresholds; :func:`run` scores the decisions against the

@@ -36,6 +36,9 @@ __all__ = [
     "EFFECT_MIN_FRACTION",
     "ATTRIBUTION_MIN_FRACTION",
     "FIDELITY_MIN",
+    "DICTIONARY_MIN_COSINE",
+    "GAP_MIN",
+    "REALIGNMENT_MIN_GAIN",
     "METHODS",
     "STATISTICS",
     "interval",
@@ -57,9 +60,15 @@ ATTRIBUTION_MIN_FRACTION = 0.05
 """Mean |attribution| of a feature, as a fraction of the output's standard deviation."""
 FIDELITY_MIN = 0.9
 """|Pearson r| between a concept and the process planted in it."""
+DICTIONARY_MIN_COSINE = 0.9
+"""Cosine between a planted direction and the closest dictionary direction (about 26 degrees)."""
+GAP_MIN = 0.1
+"""Faithfulness gap (||sin principal angles|| / sqrt(rank)) that counts as a shifted subspace."""
+REALIGNMENT_MIN_GAIN = 0.02
+"""Fraction of shifted variance explained that realignment must add to count as restoring the fit."""
 
 METHODS = ("probe", "ablation_zero", "ablation_mean", "ablation_resample", "patching", "concept_fidelity",
-           "integrated_gradients", "gradient_shap")
+           "integrated_gradients", "gradient_shap", "dictionary_recovery", "faithfulness_gap", "realignment")
 STATISTICS = {
     "probe": "selectivity: held-out R2 minus control-task R2 of a linear probe for the tested feature",
     "ablation_zero": "mean absolute output change when the component is set to 0 (output units)",
@@ -71,6 +80,11 @@ STATISTICS = {
     "integrated_gradients": "mean absolute attribution of the feature, Integrated Gradients from a zero baseline "
                             "(output units)",
     "gradient_shap": "mean absolute attribution of the feature, GradientShap (output units)",
+    "dictionary_recovery": "cosine between the direction and the closest direction of a TopK dictionary trained on "
+                           "the site (interval: lowest to highest over training seeds)",
+    "faithfulness_gap": "||sin(principal angles)|| / sqrt(rank) between the dictionary's span and the shifted "
+                        "activations' active subspace",
+    "realignment": "fraction of the shifted variance explained after gradient-free realignment minus before",
 }
 
 

@@ -22,13 +22,21 @@ import xarray as xr
 from ..errors import ConfigError
 from ..report import Report
 from ..results import provenance, save
-from . import ablation_choice, hidden_concept, inert, known_attributions, silent
+from . import (
+    ablation_choice,
+    hidden_concept,
+    inert,
+    known_attributions,
+    shifted_subspace,
+    silent,
+    sparse_features,
+)
 from .measure import METHODS, STATISTICS, Settings
 
 __all__ = ["CASES", "run", "score", "missed", "write_report", "main"]
 
 CASES: dict[str, ModuleType] = {m.NAME: m for m in (inert, silent, ablation_choice, hidden_concept,
-                                                    known_attributions)}
+                                                    known_attributions, sparse_features, shifted_subspace)}
 """The planted cases by name, in the order they run and are reported."""
 
 _PER_CELL = ("estimate", "ci_low", "ci_high", "flagged", "truth", "expected", "threshold")

@@ -165,6 +165,34 @@ def test_an_under_resolved_integrated_gradients_fails_completeness(monkeypatch):
     assert int(ds.passed.sel(case="attribution")) == 0
 
 
+def test_a_dictionary_that_learned_nothing_misses_every_planted_feature(monkeypatch):
+    import scimech.validate.sparse_features as case
+    from scimech.dictionary import TopK
+
+    def untrained(acts, **kw):
+        return TopK(acts.shape[-1], kw["n_features"], k=kw["k"], seed=kw["seed"]).eval(), None
+
+    monkeypatch.setattr(case, "train_dictionary", untrained)
+    ds = sv.run(quick=True, cases=["sparse_features"])
+    lines = sv.missed(ds)
+    assert len(lines) == case.N_PLANTED and all("planted_" in line for line in lines)
+
+
+@pytest.mark.parametrize("broken", ["gap", "realignment"])
+def test_a_blind_gap_or_an_idle_realignment_fails_the_shift_case(monkeypatch, broken):
+    import scimech.validate.shifted_subspace as case
+
+    if broken == "gap":
+        real = case.faithfulness_gap
+        monkeypatch.setattr(case, "faithfulness_gap", lambda dic, a, b, **kw: real(dic, a, a, **kw))  # never shifted
+    else:
+        monkeypatch.setattr(case, "realign", lambda dic, a, b, **kw: dic)
+    lines = sv.missed(sv.run(quick=True, cases=["shifted_subspace"]))
+    technique = "faithfulness_gap" if broken == "gap" else "realignment"
+    assert lines == [f"shifted_subspace/rotated [{technique}]: " + lines[0].split(": ", 1)[1]]
+    assert "missed" in lines[0]
+
+
 def test_unknown_case_is_a_clear_error(capsys):
     with pytest.raises(ValueError, match="Unknown planted case.*inert"):
         sv.run(cases=["nope"])
