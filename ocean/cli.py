@@ -74,7 +74,7 @@ def register(subparsers) -> None:
     t = sub.add_parser("train", help="train one regime / seed and print its skill",
                        description="Train one OceanCBM model on a zarr store (or the synthetic default).")
     _settings_options(t, "runs/ocean/train", CONFIG_KEYS)
-    t.add_argument("--data", type=existing_path(), default=None, help=_DATA_HELP)
+    t.add_argument("--data", type=existing_path(), default=None, metavar="PATH", help=_DATA_HELP)
     t.add_argument("--device", type=device(), default="cpu",
                    help="torch device for training and forward passes: cpu, cuda, cuda:N, mps or auto (default: cpu)")
     t.add_argument("--regime", default="mixed")
@@ -85,7 +85,9 @@ def register(subparsers) -> None:
     st = sub.add_parser("study", help="regimes x seeds: skill, concept fidelity, cross-seed consistency",
                         description="Run the OceanCBM study (resumable: finished units are skipped) and write "
                         "a report. --size medium: 3 members x 16 years on a 20 x 28 grid, 5 seeds, width 16 "
-                        "(between quick and full; docs/ocean.md).")
+                        "(between quick and full; docs/ocean.md).",
+                        epilog="A --config file holds these options by name and the study settings that are "
+                               f"not options: {', '.join(CONFIG_KEYS)} (synth: SynthConfig fields; docs/ocean.md).")
     add_study_options(st, out_default="runs/ocean/study", data_help=_DATA_HELP, config_keys=CONFIG_KEYS)
     st.add_argument("--seeds", type=whole(0), nargs="+", default=None, help="default: the size's")
     st.add_argument("--regimes", nargs="+", default=None, help="default: mixed prediction_only prescription_only")
@@ -95,7 +97,7 @@ def register(subparsers) -> None:
     h = sub.add_parser("heatwaves", help="Hobday marine heatwaves in MLHC vs SST",
                        description="Detect marine heatwaves (Hobday et al. 2016, any time step) in MLHC and SST.")
     _settings_options(h, "runs/ocean/heatwaves", {"synth": CONFIG_KEYS["synth"]})
-    h.add_argument("--data", type=existing_path(), default=None, help=_DATA_HELP)
+    h.add_argument("--data", type=existing_path(), default=None, metavar="PATH", help=_DATA_HELP)
     h.set_defaults(func=_heatwaves)
 
     pl = sub.add_parser("plot", help="figures and report from a finished study folder",
