@@ -88,6 +88,10 @@ def build_parser() -> argparse.ArgumentParser:
                      "sparse_features shifted_subspace)")
     val.set_defaults(func=_run_validate)
 
+    from .dictionary.cli import register as register_dictionary
+
+    register_dictionary(sub)
+
     for name in studies:
         mod, err = _domain_cli(name)
         if mod is not None and hasattr(mod, "register"):

@@ -116,7 +116,7 @@ def device() -> Option:
 
             return "cuda" if torch.cuda.is_available() else "cpu"
         kind, _, index = name.partition(":")
-        if kind not in ("cpu", "cuda", "mps") or (index and not index.isdigit()):
+        if kind not in ("cpu", "cuda", "mps") or (index and (kind != "cuda" or not index.isdigit())):
             return None
         if not _available(name):
             raise argparse.ArgumentTypeError(

@@ -282,3 +282,32 @@ def test_quality_measures_by_hand(world):
     assert float(q.fve) == pytest.approx(fve, abs=1e-9)
     assert float(q.l0) == pytest.approx(float((dic.encode(x) > 0).sum(1).double().mean()))
     assert float(q.fve_ci_low) <= float(q.fve) <= float(q.fve_ci_high)
+
+
+def test_the_command_trains_scores_against_variables_and_measures_a_shift(tmp_path, world, capsys):
+    from scimech.cli import main
+    from scimech.results import load
+
+    x, _, codes = world
+    xr.DataArray(x.numpy().reshape(60, 100, 32), dims=("time", "cell", "unit"), name="acts").to_dataset() \
+        .to_netcdf(tmp_path / "acts.nc")
+    rot = torch.linalg.qr(torch.randn(32, 32, generator=torch.Generator().manual_seed(9)))[0]
+    xr.DataArray((x @ rot.T).numpy().reshape(60, 100, 32), dims=("time", "cell", "unit"), name="acts") \
+        .to_dataset().to_netcdf(tmp_path / "shifted.nc")
+    xr.Dataset({"c0": (("time", "cell"), codes[:, 0].numpy().reshape(60, 100))}).to_netcdf(tmp_path / "vars.nc")
+    d = tmp_path / "d"
+    assert main(["dictionary", "train", "--acts", str(tmp_path / "acts.nc"), "--out", str(d), "--k", "3",
+                 "--features", "96", "--epochs", "10", "--lr", "3e-3"]) == 0
+    assert main(["dictionary", "score", "--acts", str(tmp_path / "acts.nc"), "--dictionary", str(d / "dictionary.pt"),
+                 "--variables", str(tmp_path / "vars.nc"), "--out", str(d / "score")]) == 0
+    al = load(d / "score" / "alignment.nc")
+    assert float(abs(al.r.sel(variable="c0")).max()) > 0.9        # a feature is the planted code c0
+    assert main(["dictionary", "shift", "--acts", str(tmp_path / "acts.nc"), "--shifted", str(tmp_path / "shifted.nc"),
+                 "--dictionary", str(d / "dictionary.pt"), "--out", str(d / "shift")]) == 0
+    shift = load(d / "shift" / "shift.nc")
+    # a random rotation of the whole space: the fit collapses, and realignment restores it
+    assert float(shift.fve_shifted) < 0.5 < 0.9 < float(shift.fve_realigned)
+    assert float(shift.fve_realigned) == pytest.approx(float(shift.fve_in), abs=0.02)
+    capsys.readouterr()
+    assert main(["dictionary", "train", "--acts", str(tmp_path / "vars.nc"), "--out", str(d), "--site", "nope"]) == 2
+    assert "has no variable 'nope'" in capsys.readouterr().err

@@ -128,7 +128,10 @@ def test_a_good_value_parses(prefix, parser, action):
         args = build_parser().parse_args(_argv(prefix, parser, action, str(REPO)))
         assert getattr(args, action.dest) == REPO
         return
-    good = "0.5" if "fraction" in action.type.constraint else "3"
+    if "torch device" in action.type.constraint:
+        assert getattr(build_parser().parse_args(_argv(prefix, parser, action, "cpu")), action.dest) == "cpu"
+        return
+    good = "0.5" if "fraction" in action.type.constraint or "<= 1" in action.type.constraint else "3"
     args = build_parser().parse_args(_argv(prefix, parser, action, good))
     value = getattr(args, action.dest)
     assert value == pytest.approx(float(good)) or value == [pytest.approx(float(good))] * len(value)
