@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import argparse
 import re
-import warnings
 
 import numpy as np
-import pandas as pd
 import pytest
 import yaml
 
@@ -112,39 +110,41 @@ def test_size_medium_plans_sizes_between_quick_and_full(tmp_path, capsys):
 
 
 def test_a_changed_generator_under_unchanged_settings_is_never_resumed(tmp_path, monkeypatch):
-    """The same command twice, the simulator changed in between (a time-varying gain on its rates): the
-    first run's folder is set aside, and the baseline scores are those of the new data."""
+    """The same plan run twice, the simulator changed in between (a time-varying gain on its
+    rates): the first run's folder is set aside whole, and the scores are those of the new data."""
     import neuro.run
     from neuro.baselines import fit_baseline
+    from neuro.study import NeuroStudy
     from neuro.tasks import build_recording, build_task, evaluate
 
     out = tmp_path / "run"
-    argv = [*STUDY, "--out", str(out), "--duration", "0.6", "--max-windows", "30", "--nodes", "1", "--generation",
-            "1", "--long-context", "0", "--baselines", "mean", "--search-seconds", "600"]
-    assert main(argv) == 0
-    first = pd.read_csv(out / "results.csv", index_col=0)
+    args = build_parser().parse_args([*STUDY, "--out", str(out), "--duration", "0.6", "--max-windows", "30",
+                                      "--nodes", "1", "--generation", "1", "--long-context", "0", "--baselines",
+                                      "mean", "--search-seconds", "600"])
+    study = NeuroStudy()
+    plan = study.plan(args)
+    first = study.run(plan).table.loc["mean", "val"]
     old_fingerprint = (out / "task_fingerprint.txt").read_text().strip()
+    old_units = sorted(p.relative_to(out) for p in out.rglob("*.done.json"))
+    assert any(p.parts[0] == "baselines" for p in old_units) and any(p.parts[0] == "search_priors" for p in old_units)
+
+    made = []
 
     def changed(*args, **kw):   # another generator: same settings, other data
         rec = build_recording(*args, **kw)
-        return rec.assign(rates=rec["rates"] * (1.0 + 0.5 * np.sin(20.0 * rec["time"])))
+        made.append(rec.assign(rates=rec["rates"] * (1.0 + 0.5 * np.sin(20.0 * rec["time"]))))
+        return made[-1]
 
     monkeypatch.setattr(neuro.run, "build_recording", changed)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        assert main(argv) == 0
-    assert any("held a study of other data" in str(w.message) for w in caught)
+    with pytest.warns(UserWarning, match="held a study of other data"):
+        again = study.run(plan).table.loc["mean", "val"]
     stale = out / f"stale-{old_fingerprint}"
-    assert pd.read_csv(stale / "results.csv", index_col=0).equals(first)   # the old study, kept aside whole
-    assert (stale / "search_priors" / "journal.jsonl").exists()
+    assert sorted(p.relative_to(stale) for p in stale.rglob("*.done.json")) == old_units   # kept aside whole
     assert (out / "task_fingerprint.txt").read_text().strip() != old_fingerprint
     # independent truth: the mean baseline scored directly on the changed generator's task
-    task = build_task(True, duration=0.6, max_windows=30, seed=0, recording=changed(True, duration=0.6, seed=0,
-                                                                                    ood_trials=1))
+    task = build_task(True, duration=0.6, max_windows=30, seed=0, recording=made[0])
     want = float(evaluate(fit_baseline("mean", task), task, ("val",))["mae_mean"].sel(split="val"))
-    again = pd.read_csv(out / "results.csv", index_col=0)
-    assert again.loc["mean", "val"] == pytest.approx(want, rel=1e-6)
-    assert again.loc["mean", "val"] != pytest.approx(first.loc["mean", "val"], rel=1e-3)
+    assert again == pytest.approx(want, rel=1e-6) and again != pytest.approx(first, rel=1e-3)
 
 
 def test_device_reaches_the_torch_baselines_only(small_task, monkeypatch):
