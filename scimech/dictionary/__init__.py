@@ -10,6 +10,7 @@
   against domain variables with intervals and a shuffled control; top examples;
 - :mod:`~scimech.dictionary.interventions`: splice the reconstruction in, steer a feature or
   direction (in one pass or every step of a rollout), causal fidelity against ablation;
+- :mod:`~scimech.dictionary.plots`: features against variables, and the shift, as figures;
 - :mod:`~scimech.dictionary.shift`: the faithfulness gap under a distribution shift and the
   realignment from unlabelled shifted activations, with no gradient update.
 
@@ -18,6 +19,7 @@ See docs/dictionary.md.
 
 from .activations import encode
 from .interventions import splice, splice_fidelity, steer
+from .plots import plot_alignment, plot_shift
 from .quality import dictionary_quality, feature_alignment, top_examples
 from .saes import KINDS, BatchTopK, JumpReLU, SparseDictionary, TopK, build
 from .shift import active_subspace, explained_variance, faithfulness_gap, realign
@@ -26,4 +28,4 @@ from .train import load_dictionary, save_dictionary, train_dictionary
 __all__ = ["SparseDictionary", "TopK", "BatchTopK", "JumpReLU", "KINDS", "build", "train_dictionary",
            "save_dictionary", "load_dictionary", "encode", "dictionary_quality", "feature_alignment", "top_examples",
            "splice", "steer", "splice_fidelity", "active_subspace", "explained_variance", "faithfulness_gap",
-           "realign"]
+           "realign", "plot_alignment", "plot_shift"]

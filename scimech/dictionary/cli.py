@@ -15,6 +15,7 @@ from ..errors import DataValidationError
 from ..options import device, existing_path, number, whole
 from ..results import atomic_write_text, provenance, save
 from .activations import encode
+from .plots import plot_alignment, plot_shift
 from .quality import dictionary_quality, feature_alignment
 from .shift import explained_variance, faithfulness_gap, realign
 from .train import load_dictionary, save_dictionary, train_dictionary
@@ -69,6 +70,7 @@ def _score(args) -> int:
         variables = xr.open_zarr(args.variables) if args.variables.is_dir() else xr.open_dataset(args.variables)
         al = feature_alignment(encode(dic, acts, args.feature_dim), variables)
         save(al, args.out / "alignment.nc", config=vars_json(args))
+        plot_alignment(al, args.out / "alignment.png")
         best = abs(al.r).fillna(0).argmax("feature")
         for var in al.variable.values:
             f = int(al.feature[int(best.sel(variable=var))])
@@ -88,6 +90,7 @@ def _shift(args) -> int:
                             {"description": "fraction of shifted variance explained after realignment"})
     args.out.mkdir(parents=True, exist_ok=True)
     save(gap, args.out / "shift.nc", config=vars_json(args))
+    plot_shift(gap, args.out / "shift.png")
     save_dictionary(fixed, args.out / "realigned.pt")
     summary = {k: float(gap[k]) for k in ("gap", "control_gap", "fve_in", "fve_shifted", "fve_realigned")}
     atomic_write_text(args.out / "shift.json", json.dumps({**summary, **provenance()}, indent=1))

@@ -302,9 +302,11 @@ def test_the_command_trains_scores_against_variables_and_measures_a_shift(tmp_pa
                  "--variables", str(tmp_path / "vars.nc"), "--out", str(d / "score")]) == 0
     al = load(d / "score" / "alignment.nc")
     assert float(abs(al.r.sel(variable="c0")).max()) > 0.9        # a feature is the planted code c0
+    assert (d / "score" / "alignment.png").stat().st_size > 0
     assert main(["dictionary", "shift", "--acts", str(tmp_path / "acts.nc"), "--shifted", str(tmp_path / "shifted.nc"),
                  "--dictionary", str(d / "dictionary.pt"), "--out", str(d / "shift")]) == 0
     shift = load(d / "shift" / "shift.nc")
+    assert (d / "shift" / "shift.png").stat().st_size > 0
     # a random rotation of the whole space: the fit collapses, and realignment restores it
     assert float(shift.fve_shifted) < 0.5 < 0.9 < float(shift.fve_realigned)
     assert float(shift.fve_realigned) == pytest.approx(float(shift.fve_in), abs=0.02)
