@@ -64,11 +64,12 @@ def register(subparsers) -> None:
     s = sub.add_parser("synth", help="write a synthetic mixed-layer ocean to zarr",
                        description="Generate the synthetic ocean (exact heat budget) and write a zarr v3 store.")
     _settings_options(s, "runs/ocean/ocean.zarr", SYNTH_KEYS)
-    s.add_argument("--members", type=whole(1), default=None)
-    s.add_argument("--years", type=whole(1), default=None)
-    s.add_argument("--grid", type=whole(2), nargs=2, metavar=("NY", "NX"), default=None)
+    s.add_argument("--members", type=whole(1), default=None, help="ensemble members (default: the size's)")
+    s.add_argument("--years", type=whole(1), default=None, help="years (default: the size's)")
+    s.add_argument("--grid", type=whole(2), nargs=2, metavar=("NY", "NX"), default=None,
+                   help="grid points in latitude and longitude (default: the size's)")
     s.add_argument("--daily", action="store_true", help="daily output instead of monthly means")
-    s.add_argument("--seed", type=whole(0), default=None)
+    s.add_argument("--seed", type=whole(0), default=None, help="seed of the synthetic ocean (default: 0)")
     s.set_defaults(func=_synth)
 
     t = sub.add_parser("train", help="train one regime / seed and print its skill",
@@ -77,9 +78,10 @@ def register(subparsers) -> None:
     t.add_argument("--data", type=existing_path(), default=None, metavar="PATH", help=_DATA_HELP)
     t.add_argument("--device", type=device(), default="cpu",
                    help="torch device for training and forward passes: cpu, cuda, cuda:N, mps or auto (default: cpu)")
-    t.add_argument("--regime", default="mixed")
-    t.add_argument("--seed", type=whole(0), default=0)
-    t.add_argument("--epochs", type=whole(1), default=None)
+    t.add_argument("--regime", default="mixed", help="supervision regime (default: mixed; e.g. prediction_only, "
+                   "prescription_only, sequential)")
+    t.add_argument("--seed", type=whole(0), default=0, help="seed of the model and training (default: 0)")
+    t.add_argument("--epochs", type=whole(1), default=None, help="default: the size's")
     t.set_defaults(func=_train)
 
     st = sub.add_parser("study", help="regimes x seeds: skill, concept fidelity, cross-seed consistency",

@@ -32,7 +32,6 @@ import yaml
 from scimech.concepts import REGIMES
 from scimech.errors import ConfigError
 from scimech.options import number, whole
-from scimech.study import SIZES as SIZE_NAMES
 from scimech.study import Plan
 
 from .settings import CONFIG_KEYS
@@ -96,7 +95,8 @@ class StudyConfig:
         return cls.sized("full", **kw)
 
 
-#: the fields each size sets beyond :class:`StudyConfig`'s defaults (which are the quick size)
+#: the fields each size sets beyond :class:`StudyConfig`'s defaults (which are the quick size);
+#: the sizes are those of every study command (:data:`scimech.study.SIZES`)
 SIZES: dict[str, dict[str, Any]] = {
     "quick": {},
     "medium": dict(synth={"n_members": 3, "years": 16, "ny": 20, "nx": 28}, seeds=[0, 1, 2, 3, 4], epochs=30,
@@ -104,7 +104,6 @@ SIZES: dict[str, dict[str, Any]] = {
     "full": dict(synth={"n_members": 5, "years": 40, "ny": 48, "nx": 72}, seeds=[0, 1, 2, 3, 4], epochs=40,
                  lr=1e-3, width=32, batch_size=16, torch_threads=0),
 }
-assert tuple(SIZES) == SIZE_NAMES
 
 _CHOICES = {"concept_scaling": ("target", "own"), "head_init": ("random", "budget"), "loss": ("l1", "l2")}
 

@@ -13,6 +13,7 @@ from ocean.plan import SIZES, StudyConfig
 from ocean.settings import CONFIG_KEYS
 from ocean.study import OceanStudy
 from scimech.cli import build_parser, main
+from scimech.study import SIZES as STUDY_SIZES
 from scimech.study import apply_config
 
 
@@ -91,6 +92,10 @@ def test_size_medium_plans_sizes_between_quick_and_full(tmp_path, capsys):
     assert _dry_run_sizes(["ocean", "study", "--full", *out], capsys) == full
     assert _dry_run_sizes(["ocean", "study", "--quick", *out], capsys) == quick
     assert not (tmp_path / "x").exists()
+
+
+def test_the_sizes_are_the_study_contract_s():
+    assert tuple(SIZES) == STUDY_SIZES
 
 
 def test_config_keys_are_the_settings_that_are_not_options():
