@@ -113,3 +113,23 @@ def test_device_and_size_reach_the_plan(tmp_path):
 def test_plot_takes_a_folder_and_names_an_empty_one(tmp_path, capsys):
     assert main(["ocean", "plot", str(tmp_path)]) == 2
     assert f"No finished units in {tmp_path}" in capsys.readouterr().err
+
+
+def test_the_device_reaches_every_unit(tmp_path, monkeypatch):
+    from ocean import run
+
+    seen = {}
+
+    def capture(fn, units, store, client=None, **kw):
+        seen.update(units)
+        raise RuntimeError("stop before training")
+
+    monkeypatch.setattr(run, "map_units", capture)
+    conf = tmp_path / "tiny.yaml"
+    conf.write_text("synth: {n_members: 1, years: 3, ny: 6, nx: 8}\nseeds: [0, 1]\nregimes: [mixed]\n")
+    plan = OceanStudy().plan(_args(["ocean", "study", "--config", str(conf), "--device", "cpu",
+                                    "--out", str(tmp_path / "run")]))
+    with pytest.raises(RuntimeError, match="stop before training"):
+        OceanStudy().run(plan)
+    assert sorted(seen) == ["mixed/seed=0", "mixed/seed=1"]
+    assert {u["device"] for u in seen.values()} == {"cpu"} and {u["seed"] for u in seen.values()} == {0, 1}
