@@ -88,12 +88,13 @@ def reference_activations(model: nn.Module, reference: Any, sites: Sequence[str]
 
 
 def _replacement(m: Method, site: ResolvedSite, current: torch.Tensor, ref: torch.Tensor | None,
-                 factor: float | None, gen: torch.Generator) -> torch.Tensor:
-    """``m``'s replacement of one site's activation (a fresh resampling draw per call)."""
-    rows = None
+                 factor: float | None, gen: torch.Generator | None, rows: torch.Tensor | None = None) -> torch.Tensor:
+    """``m``'s replacement of one site's activation: resampling uses ``rows`` (reference rows,
+    one per sample) when given, else a fresh draw from ``gen``."""
     if m.needs_reference:
         check_reference(site.name, ref, current)
-        rows = draw_rows(gen, ref.shape[0], current.shape[0]) if m.name == "resample" else None
+        if m.name == "resample" and rows is None:
+            rows = draw_rows(gen, ref.shape[0], current.shape[0])
     return m.replace(current, ref, factor, rows)
 
 
@@ -364,10 +365,7 @@ def ablation_sweep(model: nn.Module, inputs: Any, sites: Sequence[str], metric: 
                              for s in resolved}
 
                 def make(i, s, cur, draws=draws):
-                    ref = refs.get(s.name)
-                    if m.needs_reference:
-                        check_reference(s.name, ref, cur)
-                    return m.replace(cur, ref, factor, draws.get(s.name))
+                    return _replacement(m, s, cur, refs.get(s.name), factor, None, draws.get(s.name))
 
                 _sweep_tiles(model, resolved, batch, b, make, metric, tgt, forward, k, row, reuse, "ablation_sweep")
                 abl_vals.append(row)
