@@ -295,7 +295,12 @@ class Study(abc.ABC):
             print(plan.text())
             return 0
 
-        evidence = self.run(plan, client=client_from_args(args))
+        client = client_from_args(args)
+        try:
+            evidence = self.run(plan, client=client)
+        finally:
+            if client is not None:
+                client.close()
         write_outcome(plan.out, self.findings(evidence), self.recovery(evidence))
         path = self.report(evidence, plan)
         print_outcome(plan.out)
@@ -322,7 +327,7 @@ def add_study_options(parser: argparse.ArgumentParser, *, out_default: str | Non
                    + ("" if out_default is None else f"; default: {out_default}"))
     g.add_argument("--config", type=existing_path("file"), default=None, metavar="FILE",
                    help="YAML or TOML file of option values, keyed by option name (e.g. `seeds: [0, 1]`, "
-                        "`n_train: 4000`); the command line wins over the file")
+                        "`workers: 4`); the command line wins over the file")
     g.add_argument("--size", choices=SIZES, default=default_size,
                    help=f"quick (minutes), medium (usable intervals) or full (the reference sizes); "
                         f"default: {default_size}")
@@ -352,9 +357,13 @@ def read_config(path: str | Path) -> dict[str, Any]:
         except yaml.YAMLError as err:
             raise ConfigError(f"{path}: not valid YAML ({err}).") from err
     loaded = {} if loaded is None else loaded
-    if not isinstance(loaded, Mapping) or not all(isinstance(k, str) for k in loaded):
+    if not isinstance(loaded, Mapping):
         raise ConfigError(f"{path}: a config file is a mapping of option names to values "
                           f"(e.g. `seeds: [0, 1]`); got {type(loaded).__name__}.")
+    odd = [k for k in loaded if not isinstance(k, str)]
+    if odd:  # YAML 1.1 reads on/off/yes/no (unquoted) as booleans, 1: as a number
+        raise ConfigError(f"{path}: key(s) {', '.join(map(repr, odd))} are not names (YAML reads unquoted on, off, "
+                          "yes, no as true/false and digits as numbers); write option names, quoted if need be.")
     return dict(loaded)
 
 

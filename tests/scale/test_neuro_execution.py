@@ -47,8 +47,8 @@ def assert_same_tree(a, b):
 
 # a tiny study: 0.6 s trials, 60 windows per split, 3 cheap baselines, 3 nodes per search in
 # generations of 2; a time budget far above the run time so only the node budget counts
-TINY = dict(quick=True, duration=0.6, max_windows=60, max_nodes=3, generation=2, search_seconds=600.0,
-            baselines=["mean", "last_value", "ridge_arx"], seed=0)
+TINY = dict(size="quick", duration=0.6, max_windows=60, nodes=3, generation=2, search_seconds=600.0,
+            baselines=("mean", "last_value", "ridge_arx"), seed=0)
 CLI = ["neuro", "study", "--duration", "0.6", "--max-windows", "60", "--nodes", "3", "--generation", "2",
        "--search-seconds", "600", "--baselines", "mean,last_value,ridge_arx", "--seed", "0"]
 SEARCHES = ("search_priors", "search_no_priors")
@@ -80,7 +80,7 @@ def serial(tmp_path_factory):
     from neuro.study import run_study
 
     out = tmp_path_factory.mktemp("neuro-exec") / "serial"
-    run_study(out, workers=1, **TINY)
+    run_study(out, threads=1, **TINY)
     return out
 
 
@@ -140,7 +140,7 @@ def test_results_of_other_data_are_set_aside_not_resumed(serial):
     shutil.copytree(serial, out)
     (out / "task_fingerprint.txt").write_text("0123456789abcdef\n")
     with pytest.warns(UserWarning, match="held a study of other data"):
-        run_study(out, workers=1, **TINY)
+        run_study(out, threads=1, **TINY)
     stale = out / "stale-0123456789abcdef"
     assert (stale / "results.csv").exists() and all((stale / s / "journal.jsonl").exists() for s in SEARCHES)
     assert (out / "task_fingerprint.txt").read_text().strip() == (serial / "task_fingerprint.txt").read_text().strip()
