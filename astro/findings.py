@@ -15,12 +15,13 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from scimech.study import Finding, assess
+from scimech.study import Finding, PlantedTruthRow, assess
+from scimech.study import recovery_line as shared_recovery_line
 
 from .measures import localised_block
 
 __all__ = ["findings", "advantage_finding", "layer_finding", "colour_head_finding", "image_head_finding",
-           "head_effects", "colour_heads", "planted_recovery", "recovery_line", "AstroFinding", "study_findings",
+           "head_effects", "colour_heads", "planted_recovery", "recovery_line", "PlantedHeadRow", "AstroFinding", "study_findings",
            "recovery_text"]
 
 
@@ -221,71 +222,101 @@ def image_head_finding(res: Mapping[str, xr.Dataset], advantages: Mapping[str, M
                           + f"; dz-vs-A_V slope on dusty: ablated {amp:.4f} vs photometry-only {ph:.4f}"))
 
 
-def planted_recovery(res: Mapping[str, xr.Dataset], *, null_effect: float = 0.25) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class PlantedHeadRow(PlantedTruthRow):
+    """One planted fact of a planted stand-in (:class:`scimech.study.PlantedTruthRow`, the schema
+    every study shares) with what the study found in words.
+
+    ``estimate`` / ``ci_low`` / ``ci_high`` / ``threshold``: for the image head its advantage lost
+    under resample ablation (all galaxies) and 0; for the inert colour head the widest bound of
+    its effect intervals (change of mean|dz|, advantage lost) under any intervention, the
+    smallest and largest bound, and the null band. ``recovered`` is the rule of
+    :func:`planted_recovery` (``None``: an effect interval is not a finite number).
+    ``found``: what the study found, ``summary``: the row's part of the recovery line,
+    ``head``: ``block{B}.h{H}``.
+    """
+
+    found: str = ""
+    summary: str = ""
+    head: str = ""
+
+    @property
+    def assessed(self) -> bool:
+        return self.recovered is not None
+
+
+def planted_recovery(res: Mapping[str, xr.Dataset], *, null_effect: float = 0.25) -> list[PlantedHeadRow]:
     """The planted truth of the model (if any) against what :func:`findings` found, one row per planted fact.
 
     The truth comes from the ``planted*`` attributes of ``res["interventions"]`` (written by
-    :func:`astro.evidence.gather_evidence` from :meth:`astro.models.planted.PlantedAION.planted_truth`); an empty
-    list for a model without a planted mechanism.
-
-    Rows: ``truth``, ``found``, ``recovered`` (bool), ``assessed`` (the head's effect
-    intervals are finite numbers; a row not assessed is neither recovered nor missed), ``head``. The image head is recovered
-    when finding 4 names it and it carries the advantage under every intervention; the
-    inert colour head when finding 3 names it, its colour probes have R2 intervals above 0
-    and it has no measurable effect under every intervention.
+    :func:`astro.evidence.gather_evidence` from :meth:`astro.models.planted.PlantedAION.planted_truth`);
+    an empty list for a model without a planted mechanism. A row is not assessed (``recovered``
+    ``None``, neither recovered nor missed) when the head's effect intervals are not finite
+    numbers. The image head is recovered when finding 4 names it and it carries the advantage
+    under every intervention; the inert colour head when finding 3 names it, its colour probes
+    have R2 intervals above 0 and it has no measurable effect under every intervention.
     """
     iv = res["interventions"]
     if not int(iv.attrs.get("planted", 0)):
         return []
     f = findings(res, null_effect=null_effect)
-    blk = int(iv.attrs.get("block", 0))
-    pb = int(iv.attrs["planted_block"])
-    img, inert = int(iv.attrs["planted_image_head"]), int(iv.attrs["planted_inert_head"])
-    f3, f4 = f[2], f[3]
-    rows = []
+    eps = null_effect * max(_advantages(res)["value"]["all"], 0.0)
+    return [_image_head_row(res, f[3]), _inert_head_row(res, f[2], eps)]
+
+
+def _image_head_row(res: Mapping[str, xr.Dataset], f4: Mapping[str, Any]) -> PlantedHeadRow:
+    iv = res["interventions"]
+    blk, pb, img = int(iv.attrs.get("block", 0)), int(iv.attrs["planted_block"]), int(iv.attrs["planted_image_head"])
     lost_img = head_effects(res, img)
     ok_img = blk == pb and f4["head"] == img and bool(f4["carries"]) and all(f4["carries"].values())
     fails = [m for m, ok in f4["carries"].items() if not ok]
     named = "" if f4["head"] == img else f" (the study named head {f4['head']})"
-    rows.append(dict(
-        truth=f"image head block{pb}.h{img}: {iv.attrs['planted_image_truth']}",
-        found=(f"block {blk}; finding 4 names head {f4['head']}; advantage lost by head {img}: "
-               + "; ".join(f"{m} {_ci_text(*v)}" for m, v in lost_img.items())
-               + (f"; not the largest with an interval above 0 under {fails}" if fails else "")),
-        recovered=bool(ok_img) and _all_finite(lost_img), assessed=_all_finite(lost_img), head=f"block{pb}.h{img}",
-        summary=(f"image head block{pb}.h{img}{named}: advantage lost "
-                 + ", ".join(f"{m} {_ci_text(*lost_img[m])}" for m in ("resample", "patch") if m in lost_img))))
+    found = (f"block {blk}; finding 4 names head {f4['head']}; advantage lost by head {img}: "
+             + "; ".join(f"{m} {_ci_text(*v)}" for m, v in lost_img.items())
+             + (f"; not the largest with an interval above 0 under {fails}" if fails else ""))
+    summary = (f"image head block{pb}.h{img}{named}: advantage lost "
+               + ", ".join(f"{m} {_ci_text(*lost_img[m])}" for m in ("resample", "patch") if m in lost_img))
+    estimate, low, high = lost_img.get("resample", (np.nan, np.nan, np.nan))
+    return PlantedHeadRow(f"image head block{pb}.h{img}: {iv.attrs['planted_image_truth']}",
+                          "advantage lost, resample ablation, all galaxies", estimate, low, high, 0.0,
+                          bool(ok_img) if _all_finite(lost_img) else None, found=found, summary=summary,
+                          head=f"block{pb}.h{img}")
+
+
+def _inert_head_row(res: Mapping[str, xr.Dataset], f3: Mapping[str, Any], eps: float) -> PlantedHeadRow:
+    iv = res["interventions"]
+    blk, pb = int(iv.attrs.get("block", 0)), int(iv.attrs["planted_block"])
+    inert = int(iv.attrs["planted_inert_head"])
     col, col_sel = colour_heads(res)
     d_inert = head_effects(res, inert, var="delta_abs_dz")
     l_inert = head_effects(res, inert) if np.isfinite(iv["advantage_lost"].values).all() else {}
-    worst = max(max(abs(v[1]), abs(v[2])) for v in [*d_inert.values(), *l_inert.values()])
+    effects = [*d_inert.values(), *l_inert.values()]
+    worst = max(max(abs(v[1]), abs(v[2])) for v in effects)
     ok_inert = blk == pb and f3["head"] == inert and f3["encodes_colours"] and bool(f3["no_effect"]) and all(
         f3["no_effect"].values())
     rest = np.delete(col_sel, inert)
     named = "" if f3["head"] == inert else f" (the study named head {f3['head']})"
-    rows.append(dict(
-        truth=f"inert colour head block{pb}.h{inert}: {iv.attrs['planted_inert_truth']}",
-        found=(f"block {blk}; finding 3 names head {f3['head']} (colour selectivity per head "
-               f"{np.round(col_sel, 3).tolist()}); encodes colours: {f3['encodes_colours']}; no effect under "
-               f"{[m for m, ok in f3['no_effect'].items() if ok]} of {list(f3['no_effect'])}; head {inert}'s "
-               f"effect intervals within +-{worst:.1e}"),
-        recovered=bool(ok_inert) and _all_finite({**d_inert, **l_inert}), assessed=_all_finite({**d_inert, **l_inert}),
-        head=f"block{pb}.h{inert}",
-        summary=(f"inert colour head block{pb}.h{inert}{named}: colour selectivity {col_sel[inert]:.3f} (others <= "
-                 f"{rest.max():.3f}), effects within +-{worst:.1e} under every intervention")))
-    return rows
+    found = (f"block {blk}; finding 3 names head {f3['head']} (colour selectivity per head "
+             f"{np.round(col_sel, 3).tolist()}); encodes colours: {f3['encodes_colours']}; no effect under "
+             f"{[m for m, ok in f3['no_effect'].items() if ok]} of {list(f3['no_effect'])}; head {inert}'s "
+             f"effect intervals within +-{worst:.1e}")
+    summary = (f"inert colour head block{pb}.h{inert}{named}: colour selectivity {col_sel[inert]:.3f} (others <= "
+               f"{rest.max():.3f}), effects within +-{worst:.1e} under every intervention")
+    return PlantedHeadRow(f"inert colour head block{pb}.h{inert}: {iv.attrs['planted_inert_truth']}",
+                          "widest bound of the head's effect intervals, any intervention", worst,
+                          min(v[1] for v in effects), max(v[2] for v in effects), eps,
+                          bool(ok_inert) if _all_finite({**d_inert, **l_inert}) else None, found=found,
+                          summary=summary, head=f"block{pb}.h{inert}")
 
 
-def recovery_line(rows: Sequence[Mapping[str, Any]], domain: str = "astro") -> str:
-    """One line: how many planted facts the study recovered, with the key numbers."""
+def recovery_line(rows: Sequence[PlantedHeadRow], domain: str = "astro") -> str:
+    """One line: how many planted facts the study recovered, with the key numbers
+    (:func:`scimech.study.recovery_line`; a row not assessed is named, not counted)."""
     if not rows:
         return (f"{domain} planted truth: none in this model (unplanted stand-in or a real checkpoint); run "
                 "`scimech astro study --quick --planted` to check that the study finds a planted mechanism")
-    assessed = [r for r in rows if r.get("assessed", True)]
-    n_ok = sum(bool(r["recovered"]) for r in assessed)
-    parts = [("NOT ASSESSED " if not r.get("assessed", True) else "" if r["recovered"] else "MISSED ") + r["summary"]
-             for r in rows]
-    return f"{domain} planted truth: {n_ok} of {len(assessed)} recovered ({'; '.join(parts)})"
+    parts = [("NOT ASSESSED " if not r.assessed else "" if r.recovered else "MISSED ") + r.summary for r in rows]
+    return shared_recovery_line(domain, rows, "; ".join(parts))
 
 
 def _all_finite(effects: Mapping[str, tuple]) -> bool:
@@ -320,7 +351,6 @@ def recovery_text(res: Mapping[str, xr.Dataset], *, null_effect: float = 0.25) -
     lines = [recovery_line(rows)]
     if rows:
         lines += ["", "planted truth | what the study found | recovered"]
-        lines += [f"{r['truth']} | {r['found']} | "
-                  + ("not assessed" if not r.get("assessed", True) else "yes" if r["recovered"] else "NO")
+        lines += [f"{r.truth} | {r.found} | " + ("not assessed" if not r.assessed else "yes" if r.recovered else "NO")
                   for r in rows]
     return "\n".join(lines) + "\n"

@@ -130,7 +130,7 @@ def test_the_study_finds_both_planted_heads_under_every_method(planted_study):
         value, low, high = eff["delta_abs_dz"]
         assert abs(value) < 1e-12 and low == high == 0.0, m   # (the mean of two means rounds at 1e-17)
     rows = findings.planted_recovery(res)
-    assert [r["recovered"] for r in rows] == [True, True]
+    assert [r.recovered for r in rows] == [True, True]
     assert findings.recovery_line(rows).startswith("astro planted truth: 2 of 2 recovered (image head block0.h1")
 
 
@@ -150,7 +150,8 @@ def test_a_broken_ablation_makes_the_recovery_fail(planted_study, monkeypatch):
     f4 = findings.findings(broken)[3]
     assert not any(f4["carries"][m] for m in ("zero", "mean", "resample"))
     rows = findings.planted_recovery(broken)
-    assert not rows[0]["recovered"]
+    assert rows[0].recovered is False
+    assert rows[0].estimate == pytest.approx(0.0, abs=1e-12)     # an ablation that does nothing removes nothing
     assert findings.recovery_line(rows).startswith("astro planted truth: 1 of 2 recovered (MISSED image head")
 
 
