@@ -83,11 +83,7 @@ class AstroStudy(Study):
         return plan_of(settings_from_args(args), args.size)
 
     def run(self, plan: Plan, client=None) -> AstroEvidence:
-        try:
-            res, timings = run_settings(plan.settings, client=client, log=_log)
-        finally:
-            if client is not None:      # the client execute() made for this run: closed with it
-                client.close()
+        res, timings = run_settings(plan.settings, client=client, log=_log)
         return AstroEvidence(res, timings)
 
     def findings(self, evidence: AstroEvidence) -> list[AstroFinding]:
