@@ -91,12 +91,17 @@ def _shift(args) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     save(gap, args.out / "shift.nc", config=vars_json(args))
     plot_shift(gap, args.out / "shift.png")
-    save_dictionary(fixed, args.out / "realigned.pt")
     summary = {k: float(gap[k]) for k in ("gap", "control_gap", "fve_in", "fve_shifted", "fve_realigned")}
     atomic_write_text(args.out / "shift.json", json.dumps({**summary, **provenance()}, indent=1))
     print(f"faithfulness gap {summary['gap']:.3f} (sampling control {summary['control_gap']:.3f}); variance "
           f"explained {summary['fve_in']:.3f} in distribution, {summary['fve_shifted']:.3f} shifted, "
           f"{summary['fve_realigned']:.3f} after realignment")
+    if bool(gap.beyond_sampling):
+        save_dictionary(fixed, args.out / "realigned.pt")
+        print(f"Realigned dictionary: {args.out / 'realigned.pt'}")
+    else:
+        print("The gap is within what sampling alone gives: no shift to realign for (no realigned.pt written; "
+              "realigning without a shift rotates the dictionary away from the data).")
     print(f"Saved: {args.out}")
     return 0
 

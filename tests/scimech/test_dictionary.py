@@ -247,6 +247,7 @@ def test_the_gap_sees_a_planted_rotation_and_realignment_restores_the_fit():
     assert float(gap.fve_shifted) < float(gap.fve_in) - 0.05
     control = faithfulness_gap(dic, x_in, codes.flip(0) @ directions, energy=0.999)   # no shift
     assert float(control.gap) < 0.05
+    assert float(gap.beyond_sampling) == 1 and float(control.beyond_sampling) == 0
     fixed = realign(dic, x_in, x_shift)
     after = faithfulness_gap(fixed, x_shift, x_shift, energy=0.999)
     assert float(after.fve_in) == pytest.approx(float(gap.fve_in), abs=0.01)
