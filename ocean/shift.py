@@ -34,6 +34,7 @@ from scimech.dictionary import (
     splice_fidelity,
     train_dictionary,
 )
+from scimech.options import device as device_option
 from scimech.options import number, whole
 from scimech.record import record
 from scimech.results import save
@@ -59,7 +60,8 @@ def _forecast(model, x):
 
 
 def run_shift(out: str | Path, *, shift: float = 3.0, seed: int = 0, k: int = 8, n_features: int = 64,
-              dict_epochs: int = 20, cfg: StudyConfig | None = None, n_bootstrap: int = 500) -> xr.Dataset:
+              dict_epochs: int = 20, cfg: StudyConfig | None = None, n_bootstrap: int = 500,
+              device: str = "cpu") -> xr.Dataset:
     """Train OceanCBM and a dictionary of its encoder in distribution; measure the gap and the
     fidelity on the ocean with a ``shift`` times stronger hidden flux (see the module docstring)."""
     out = Path(out)
@@ -71,15 +73,15 @@ def run_shift(out: str | Path, *, shift: float = 3.0, seed: int = 0, k: int = 8,
         stores[name] = odata.write_zarr(generate(SynthConfig(**{**syn, "hidden_coeff": coeff})),
                                         out / f"{name}.zarr", time_chunk=cfg.time_chunk)
     ds, split, norm = _setup(cfg, stores["in_distribution"])
-    model, _, _ = _fit(cfg, "mixed", seed, ds, split, norm, str(out / "checkpoints"), False, "cpu")
+    model, _, _ = _fit(cfg, "mixed", seed, ds, split, norm, str(out / "checkpoints"), False, device)
     model.eval()
-    train_x = _inputs(cfg, stores["in_distribution"], "train")
-    test = {name: _inputs(cfg, path, "test") for name, path in stores.items()}
+    train_x = _inputs(cfg, stores["in_distribution"], "train").to(device)
+    test = {name: _inputs(cfg, path, "test").to(device) for name, path in stores.items()}
     acts = {name: record(model, x, [SITE], forward=_forecast)[SITE] for name, x in
             (("train", train_x), *test.items())}
     dic, _ = train_dictionary(acts["train"], kind="topk", n_features=n_features, k=k, epochs=dict_epochs,
                               batch_size=256, lr=3e-3, seed=seed, feature_dim="channel" if "channel" in
-                              acts["train"].dims else None, checkpoint=out / "dictionary.pt")
+                              acts["train"].dims else None, checkpoint=out / "dictionary.pt", device=device)
     fdim = "channel" if "channel" in acts["train"].dims else None
     gap = faithfulness_gap(dic, acts["in_distribution"], acts["shifted"], feature_dim=fdim)
     fixed = realign(dic, acts["in_distribution"], acts["shifted"], feature_dim=fdim)
@@ -105,8 +107,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--shift", type=number(0.0), default=3.0, help="factor on the hidden eddy flux (default 3)")
     p.add_argument("--seed", type=whole(0), default=0)
     p.add_argument("--k", type=whole(1), default=8)
+    p.add_argument("--device", type=device_option(), default="cpu", help="cpu, cuda, cuda:N, mps or auto")
     args = p.parse_args(argv)
-    ds = run_shift(args.out, shift=args.shift, seed=args.seed, k=args.k)
+    ds = run_shift(args.out, shift=args.shift, seed=args.seed, k=args.k, device=args.device)
     rows = {k: float(ds[k]) for k in ("gap", "control_gap", "fve_in", "fve_shifted", "fve_realigned")}
     print(", ".join(f"{k} {v:.3f}" for k, v in rows.items()))
     for label in ("in", "shifted", "realigned"):
