@@ -72,16 +72,22 @@ def teos10(thetao: xr.DataArray, so: xr.DataArray) -> xr.Dataset:
     lat = thetao[latn] if latn else thetao["lat"]
     lon = thetao[_dim(thetao, "lon", "longitude", "x")]
     z = -thetao[zdim]
-    p = xr.apply_ufunc(gsw.p_from_z, z, lat)
-    sa = xr.apply_ufunc(gsw.SA_from_SP, so, p, lon, lat, dask="allowed")
-    ct = xr.apply_ufunc(gsw.CT_from_pt, sa, thetao, dask="allowed")
-    s0 = xr.apply_ufunc(gsw.sigma0, sa, ct, dask="allowed")
+    # keep_attrs=False: each output is labelled for what it is, not with the salinity's attributes
+    p = xr.apply_ufunc(gsw.p_from_z, z, lat, keep_attrs=False)
+    sa = xr.apply_ufunc(gsw.SA_from_SP, so, p, lon, lat, dask="allowed", keep_attrs=False)
+    ct = xr.apply_ufunc(gsw.CT_from_pt, sa, thetao, dask="allowed", keep_attrs=False)
+    s0 = xr.apply_ufunc(gsw.sigma0, sa, ct, dask="allowed", keep_attrs=False)
+    how = "TEOS-10 (gsw) from potential temperature and practical salinity"
     return xr.Dataset({
-        "SA": sa.assign_attrs(units="g kg-1", standard_name="sea_water_absolute_salinity"),
-        "CT": ct.assign_attrs(units="degree_Celsius", standard_name="sea_water_conservative_temperature"),
-        "p": p.assign_attrs(units="dbar", standard_name="sea_water_pressure_due_to_sea_water"),
+        "SA": sa.assign_attrs(units="g kg-1", standard_name="sea_water_absolute_salinity",
+                              long_name="Absolute Salinity", comment=f"gsw.SA_from_SP; {how}"),
+        "CT": ct.assign_attrs(units="degree_Celsius", standard_name="sea_water_conservative_temperature",
+                              long_name="Conservative Temperature", comment=f"gsw.CT_from_pt; {how}"),
+        "p": p.assign_attrs(units="dbar", standard_name="sea_water_pressure_due_to_sea_water",
+                            long_name="sea pressure", comment="gsw.p_from_z of the level depth"),
         "sigma0": s0.assign_attrs(units="kg m-3", standard_name="sea_water_sigma_theta",
-                                  long_name="potential density anomaly referenced to 0 dbar"),
+                                  long_name="potential density anomaly referenced to 0 dbar",
+                                  comment=f"gsw.sigma0; {how}"),
     })
 
 
@@ -130,10 +136,16 @@ def mixed_layer_depth(sigma0: xr.DataArray, *, threshold: float = 0.03, ref_dept
     depth = sigma0[zdim].values.astype(float)
     out = xr.apply_ufunc(_mld_column, sigma0, input_core_dims=[[zdim]], vectorize=True,
                          kwargs={"depth": depth, "threshold": threshold, "ref": ref_depth},
-                         dask="parallelized", output_dtypes=[float])
-    return out.rename("mld").assign_attrs(
-        units="m", standard_name="ocean_mixed_layer_thickness_defined_by_sigma_theta",
-        long_name=f"mixed-layer depth (sigma0 threshold {threshold} kg m-3 from {ref_depth} m)")
+                         dask="parallelized", output_dtypes=[float], keep_attrs=False)
+    out = out.rename("mld")
+    out.attrs = {"units": "m", "standard_name": "ocean_mixed_layer_thickness_defined_by_sigma_theta",
+                 "long_name": f"mixed-layer depth (sigma0 threshold {threshold} kg m-3 from {ref_depth} m)",
+                 "positive": "down",
+                 "comment": f"depth below {ref_depth} m where sigma0 first exceeds sigma0({ref_depth} m) + {threshold} "
+                            "kg m-3, linearly interpolated between levels (de Boyer Montegut et al. 2004); the "
+                            "deepest valid level when the column never does; sigma0 by TEOS-10 (gsw) when computed "
+                            "by ocean.budget.teos10 from thetao and so"}
+    return out
 
 
 def _ml_weights(depth: np.ndarray, mld: xr.DataArray, valid: xr.DataArray, zdim: str) -> xr.DataArray:
@@ -176,7 +188,11 @@ def mixed_layer_mean(field: xr.DataArray, mld: xr.DataArray) -> xr.DataArray:
     w = _ml_weights(field[zdim].values, mld, np.isfinite(field), zdim)
     tot = w.sum(zdim)
     out = (field.fillna(0.0) * w).sum(zdim) / tot.where(tot > 0)
-    return out.assign_attrs(units=field.attrs.get("units", ""), long_name=f"mixed-layer mean of {field.name}")
+    out.attrs = {"units": field.attrs.get("units", ""), "long_name": f"mixed-layer mean of {field.name}",
+                 "comment": "thickness-weighted over the cells in [0, h], the cell containing h counted partially"}
+    if "standard_name" in field.attrs:
+        out.attrs["standard_name"] = field.attrs["standard_name"]
+    return out
 
 
 def _horiz(da: xr.DataArray) -> tuple[str, str]:
@@ -203,12 +219,14 @@ def budget_terms(ds: xr.Dataset, *, threshold: float = 0.03, ref_depth: float = 
     Returns
     -------
     xr.Dataset
+        On the product's own dims and coordinates (``latitude`` / ``longitude`` stay so; the study's
+        names are used inside, ``attrs["renamed"]`` says which).
         ``mld`` (m), ``mlhc`` (J m-2), ``theta_ml`` (degree_Celsius) and the terms (W m-2):
         ``dmlhc_dt`` (centred in time), ``q_adv`` (resolved currents), ``q_geo``
         (geostrophic, from ``zos``), ``q_ekman`` (from wind stress), ``q_surf`` and
         ``residual`` = dmlhc_dt - the sum of the available terms.
     """
-    ds, _ = rename_to_study(ds)
+    ds, renamed = rename_to_study(ds)
     require_vars(ds, ["thetao", "so"], where="budget_terms")
     th = teos10(ds["thetao"], ds["so"])
     mld = mixed_layer_depth(th["sigma0"], threshold=threshold, ref_depth=ref_depth)
@@ -260,7 +278,16 @@ def budget_terms(ds: xr.Dataset, *, threshold: float = 0.03, ref_depth: float = 
             terms=",".join(terms))
     res.attrs.update({"rho0": RHO0, "cp0": CP0, "mld_threshold_kg_m3": threshold, "mld_ref_depth_m": ref_depth,
                       "description": "mixed-layer heat budget from 3-D fields (TEOS-10 via gsw)"})
-    return res
+    return _product_names(res, renamed)
+
+
+def _product_names(res: xr.Dataset, renamed: dict[str, str]) -> xr.Dataset:
+    """The result on the product's own dims and coordinates (``latitude``, ``time_counter``, ...): the
+    study's names are used inside only; ``attrs["renamed"]`` says which were used."""
+    back = {new: old for old, new in renamed.items() if new in res.dims or new in res.coords}
+    res.attrs["renamed"] = ("computed on the study's names, returned on the product's: "
+                            + ", ".join(f"{old} -> {new} -> {old}" for new, old in back.items())) if back else ""
+    return res.rename(back) if back else res
 
 
 def open_xoa_sample(name: str = "ibi-argo-7900573.nc") -> xr.Dataset:

@@ -24,6 +24,8 @@ from .variables import DIMS, TEMPERATURES, VAR_ATTRS, rename_to_study, units_ok
 __all__ = ["from_nemo", "open_store"]
 
 _KELVIN = {"K", "kelvin", "Kelvin", "degK", "deg_K", "degree_Kelvin", "degrees_K", "degrees_Kelvin"}
+#: variables whose standard_name the study's table would guess wrongly for a product that gives none
+_KIND_UNKNOWN = ("t_sub",)
 _LATLON_ATOL = 1e-4  # degrees (~10 m): float32 nav_lat / nav_lon of a regular grid vary by ~1e-5
 
 
@@ -95,6 +97,44 @@ def _first_level_below(temp: np.ndarray, mld: np.ndarray, *, depth: np.ndarray) 
     return np.where(valid.any(-1) & np.isfinite(mld), out, np.nan)
 
 
+def _temperature_kind(thetao: xr.DataArray) -> tuple[str, str]:
+    """(standard_name, words) of the 3-D temperature: conservative when the product says so, else
+    potential (what ``thetao`` / ``votemper`` hold in CMEMS and NEMO output)."""
+    if thetao.attrs.get("standard_name") == "sea_water_conservative_temperature":
+        return "sea_water_conservative_temperature", "conservative temperature"
+    return "sea_water_potential_temperature", "potential temperature"
+
+
+def _derive_from_3d(ds: xr.Dataset, renamed: Mapping[str, str], notes: list[str]) -> None:
+    """``sst``, ``mld`` and ``t_sub`` from 3-D ``thetao`` (and ``so``) when the product lacks them,
+    each labelled with what it holds and how it was computed (in place)."""
+    src = _origin("thetao", renamed)
+    std, words = _temperature_kind(ds["thetao"])
+    depth = ds["depth"].values.astype(float)
+    if "sst" not in ds:
+        sst = ds["thetao"].isel(depth=0, drop=True)
+        sst.attrs = {"units": "degree_Celsius", "standard_name": std,
+                     "long_name": f"{words} at the shallowest level ({depth[0]:g} m)",
+                     "comment": f"ocean.products.from_nemo: {src} at depth {depth[0]:g} m"}
+        ds["sst"] = sst
+        notes.append(f"sst = thetao at {depth[0]:g} m")
+    if "mld" not in ds and "so" in ds:
+        mld = budget.mixed_layer_depth(budget.teos10(ds["thetao"], ds["so"])["sigma0"])
+        mld.attrs["comment"] += f"; computed by ocean.products.from_nemo from {src} and {_origin('so', renamed)}"
+        ds["mld"] = mld
+        notes.append("mld = sigma0 threshold depth (0.03 kg m-3 from 10 m, TEOS-10) of thetao, so")
+    if "t_sub" not in ds and "mld" in ds:
+        t_sub = xr.apply_ufunc(_first_level_below, ds["thetao"], ds["mld"], input_core_dims=[["depth"], []],
+                               kwargs={"depth": depth}, dask="parallelized", output_dtypes=[float],
+                               dask_gufunc_kwargs={"allow_rechunk": True}, keep_attrs=False)
+        t_sub.attrs = {"units": "degree_Celsius", "standard_name": std,
+                       "long_name": f"{words} just below the mixed layer",
+                       "comment": f"ocean.products.from_nemo: {src} at the first level deeper than mld (the "
+                                  "deepest valid level where the column is mixed to its bottom); not converted"}
+        ds["t_sub"] = t_sub
+        notes.append(f"t_sub = thetao at the first level below mld ({words})")
+
+
 def from_nemo(ds: xr.Dataset, names: Mapping[str, str] | None = None) -> xr.Dataset:
     """Map an ORAS5 / NEMO / CMEMS dataset onto the study's layout.
 
@@ -158,17 +198,7 @@ def from_nemo(ds: xr.Dataset, names: Mapping[str, str] | None = None) -> xr.Data
     if "mld" in ds:
         ds["mld"] = _positive_down(ds["mld"], "mld", notes)
     if "thetao" in ds and "depth" in ds["thetao"].dims:
-        if "sst" not in ds:
-            ds["sst"] = ds["thetao"].isel(depth=0, drop=True)
-            notes.append(f"sst = thetao at {float(ds['depth'][0]):g} m")
-        if "mld" not in ds and "so" in ds:
-            ds["mld"] = budget.mixed_layer_depth(budget.teos10(ds["thetao"], ds["so"])["sigma0"])
-            notes.append("mld = sigma0 threshold depth (0.03 kg m-3 from 10 m, TEOS-10) of thetao, so")
-        if "t_sub" not in ds and "mld" in ds:
-            ds["t_sub"] = xr.apply_ufunc(_first_level_below, ds["thetao"], ds["mld"], input_core_dims=[["depth"], []],
-                                         kwargs={"depth": ds["depth"].values.astype(float)}, dask="parallelized",
-                                         output_dtypes=[float], dask_gufunc_kwargs={"allow_rechunk": True})
-            notes.append("t_sub = thetao at the first level below mld")
+        _derive_from_3d(ds, renamed, notes)
     if "member" not in ds.dims:
         ds = ds.expand_dims(member=[0]) if "time" in ds.dims else ds
         notes.append("member dim of length 1 added")
@@ -177,6 +207,8 @@ def from_nemo(ds: xr.Dataset, names: Mapping[str, str] | None = None) -> xr.Data
         if set(ds[v].dims) == set(DIMS):
             keep[v] = ds[v].transpose(*DIMS)
             for k, val in VAR_ATTRS.get(str(v), {}).items():
+                if k == "standard_name" and v in _KIND_UNKNOWN:
+                    continue  # a product's t_sub without a standard_name: potential or conservative is unknown
                 keep[v].attrs.setdefault(k, val)
     dropped = sorted(str(v) for v in ds.data_vars if v not in keep and v != "mask")
     if dropped:

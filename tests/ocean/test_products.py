@@ -158,3 +158,39 @@ def test_curvilinear_grid_is_refused(cf):
     bad["nav_lat"] = bad["nav_lat"] + 0.5 * np.arange(bad.sizes["x"])[None, :]  # rotated rows, as ORCA's north
     with pytest.raises(DimensionError, match="not a regular lat-lon grid.*Regrid"):
         data.from_nemo(bad)
+
+
+def _attr_text(da: xr.DataArray) -> str:
+    return " ".join(f"{k}={v}" for k, v in da.attrs.items())
+
+
+def test_derived_fields_are_labelled_for_what_they_are(cf):
+    got = data.from_nemo(budget.open_xoa_sample())  # thetao: sea_water_potential_temperature; so: unit_long PSU
+    mld = got["mld"].attrs
+    assert "Salinity" not in _attr_text(got["mld"]) and "unit_long" not in mld
+    assert mld["units"] == "m" and mld["standard_name"] == "ocean_mixed_layer_thickness_defined_by_sigma_theta"
+    assert "0.03 kg m-3" in mld["long_name"] and "'thetao' and 'so'" in mld["comment"]
+    for v in ("t_sub", "sst"):
+        assert got[v].attrs["standard_name"] == "sea_water_potential_temperature", v
+        assert "potential temperature" in got[v].attrs["long_name"]
+    # a NEMO product's votemper has no standard_name: t_sub is potential temperature and says so
+    nemo = nemo_layout(cf).drop_vars("somxl010")
+    got = data.from_nemo(nemo)
+    assert got["t_sub"].attrs["standard_name"] == "sea_water_potential_temperature"
+    assert "(votemper)" in got["t_sub"].attrs["comment"]
+    # a product that stores conservative temperature gets it labelled so
+    nemo["votemper"].attrs["standard_name"] = "sea_water_conservative_temperature"
+    assert data.from_nemo(nemo)["t_sub"].attrs["standard_name"] == "sea_water_conservative_temperature"
+    # a t_sub the product gives without a standard_name is not claimed to be either
+    t_sub = cf["t_sub"].isel(member=0, drop=True).rename(time="time_counter", lat="y", lon="x")
+    given = nemo_layout(cf).assign(t_sub=(t_sub.dims, t_sub.values, {"units": "degC"}))
+    assert "standard_name" not in data.from_nemo(given)["t_sub"].attrs
+
+
+def test_budget_terms_keep_the_products_coordinate_names():
+    ds = budget.open_xoa_sample()
+    b = budget.budget_terms(ds)
+    assert {"latitude", "longitude", "time"} <= set(b.dims) and not {"lat", "lon"} & set(b.variables)
+    np.testing.assert_array_equal(b["latitude"].values, ds["latitude"].values)
+    assert "latitude -> lat -> latitude" in b.attrs["renamed"]
+    assert "Salinity" not in _attr_text(b["mld"]) and "Salinity" not in _attr_text(b["theta_ml"])
