@@ -54,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
             "subcommand; `scimech demo` runs all of them quickly on built-in synthetic data."
         ),
         epilog="Examples:\n  scimech demo --out reports/demo\n  scimech ocean study --help\n"
-        "  scimech astro study --quick --out runs/astro",
+        "  scimech astro study --out runs/astro",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     from . import __version__

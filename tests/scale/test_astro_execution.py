@@ -2,7 +2,7 @@
 SIGKILL in the middle of a run followed by a rerun of the same command.
 
 Units: the two synthetic samples, the stand-in training, and the head interventions over
-four catalogue chunks of the test set (astro.execution)."""
+four catalogue chunks of the test set (astro.run, astro.units)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ import time
 import numpy as np
 import pytest
 
-from astro import execution as E
+from astro.files import STUDY_NAMES, load_study
+from astro.run import run_resumable_study
 from scimech.results import UnitStore
 
 # 100 training / 48 test galaxies, one epoch, four intervention chunks of 12 galaxies
@@ -23,7 +24,7 @@ TINY = dict(n_train=100, n_test=48, epochs=1, batch_size=25, n_bootstrap=20, chu
 CLI_SIZES = ["--n-train", "100", "--n-test", "48", "--epochs", "1", "--batch-size", "25", "--n-bootstrap", "20",
              "--chunk-size", "12"]
 N_CHUNKS = 4
-# Every unit runs single-threaded (astro.execution), so the samples, the trained model and the
+# Every unit runs single-threaded (astro.units), so the samples, the trained model and the
 # intervention chunks are bit-identical wherever they ran. The steps the calling process runs
 # (recording, probes, metrics) may use another thread count there (the CLI takes up to 2 torch
 # threads; here it is given 1, see ONE_THREAD), which reorders float32 sums: ~1e-7 relative on
@@ -41,13 +42,13 @@ ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THRE
 @pytest.fixture(scope="module")
 def serial(tmp_path_factory):
     root = tmp_path_factory.mktemp("astro_exec")
-    res, _ = E.run_study(root / "serial", sizes=TINY, seed=0)
+    res, _ = run_resumable_study(root / "serial", sizes=TINY, seed=0)
     return root, res
 
 
 def _assert_same(a, b):
-    assert set(a) == set(b) == set(E.STUDY_NAMES)
-    for name in E.STUDY_NAMES:
+    assert set(a) == set(b) == set(STUDY_NAMES)
+    for name in STUDY_NAMES:
         assert set(a[name].data_vars) == set(b[name].data_vars), name
         for v in a[name].data_vars:
             x, y = a[name][v].values, b[name][v].values
@@ -69,7 +70,7 @@ def test_serial_run_has_the_expected_units(serial):
 
 def test_local_cluster_equals_serial(serial, local_client):
     root, res = serial
-    dist, _ = E.run_study(root / "dask", sizes=TINY, seed=0, client=local_client)
+    dist, _ = run_resumable_study(root / "dask", sizes=TINY, seed=0, client=local_client)
     _assert_same(res, dist)
 
 
@@ -96,9 +97,9 @@ def test_sigkill_then_rerun_redoes_only_unfinished_units(serial):
               for k in before}
     rerun = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
-    assert "report:" in rerun.stdout
+    assert "Report:" in rerun.stdout
     assert len(chunks_done()) == N_CHUNKS
     for k, t in stamps.items():                                  # finished units were not redone
         path = store.path(k, "nc" if k.startswith("interventions/") else "json")
         assert path.stat().st_mtime_ns == t, k
-    _assert_same(res, E.load_study(out / "study"))
+    _assert_same(res, load_study(out / "study"))
