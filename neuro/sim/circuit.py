@@ -104,7 +104,19 @@ class CircuitParams:
         side with more drive, V0d/V1/MN asymmetry toward it.)
     turn_max : float
         Largest left-right drive asymmetry (turning), in drive units. The asymmetry is
-        chosen when a bout starts and held through it.
+        chosen when a bout starts.
+    turn_tau, turn_hold : float
+        The turn's asymmetry is phasic: at ``s`` seconds into a bout it is ``turn (turn_hold +
+        (1 - turn_hold) exp(-s / turn_tau))``, a strong unilateral push that shapes the bout's
+        first bend (a larger bend toward the turn, C-start-like at large asymmetry and drive)
+        and then a small residual, so the rest of the bout beats at the swim frequency of its
+        drive (routine turns: Budick & O'Malley 2000; Mirat et al. 2013). ``turn_hold = 1`` is
+        the old tonic asymmetry, which holds a bend of ~1 rad through the bout.
+    turn_hold_mn : float
+        ``turn_hold`` of the motor neurons' drive: after the first bend the rhythm-generating
+        populations (V2a, V0d, V1) return to nearly symmetric drive, so the beat stays regular,
+        while the motor neurons keep this fraction of the asymmetry, so the bends toward the
+        turn stay larger and the larva keeps steering through the bout.
     theta : float
         Firing threshold of spinal populations.
     w_* : float
@@ -171,6 +183,9 @@ class CircuitParams:
     module_speedup: tuple = (6.5, 6.4, 3.0)
     recruit_width: float = 0.01
     v2a_steer: float = 0.7
+    turn_tau: float = 0.012
+    turn_hold: float = 0.1
+    turn_hold_mn: float = 0.5
 
     def with_(self, **kw) -> CircuitParams:
         return replace(self, **kw)

@@ -232,7 +232,7 @@ def _rk4(q, qd, mL, mR, alpha_s, drag_s, h, bp, bvec, Ar, A, inertia, ln, S, w, 
 def run_trials(b0, b1, gx_, gy_, rot_, lum_, gain_, closed_, keys, first_step, drive_clamp, lesion, comm,
                drag, alpha, heading0, brain, scal, hist_l, ihist_l, ptrs, a, muscle, q, qd, extras,
                pending, cp, sy_ptr, sy_col, sy_w, sy_contra, vv_ptr, vv_col, vv_w,
-               pool, pool_w, imod, mod_w, i_tau_r, i_tau_a, i_theta, i_gad, i_wdrive, i_side, mod_on, mod_off, mod_speed,
+               pool, pool_w, imod, mod_w, i_tau_r, i_tau_a, i_theta, i_gad, i_wdrive, i_side, i_mn, mod_on, mod_off, mod_speed,
                mn_ptr, mn_idx, mn_w, bp, bvec, Ar, A, inertia, ln, m, substeps, nsub,
                record_every, rec_rates, rec_muscle, rec_q, rec_qd, rec_flow, rec_drive, rec_bout):
     """Run trials ``b0 .. b1 - 1`` for ``gx_.shape[1]`` steps, recording every ``record_every``.
@@ -267,6 +267,7 @@ def run_trials(b0, b1, gx_, gy_, rot_, lum_, gain_, closed_, keys, first_step, d
     dur_min, dur_max, refr_t = cp[8], cp[9], cp[10]
     drive_base, drive_gain, drive_max, turn_gain, rot_weight = cp[11], cp[12], cp[13], cp[14], cp[15]
     noise_sd, speed_gain, tau_muscle, width, turn_max, steer = cp[16], cp[17], cp[18], cp[19], cp[20], cp[21]
+    turn_tau, turn_hold, turn_hold_mn = cp[22], cp[23], cp[24]
     clamp = drive_clamp.shape[0] > 0
     n_pairs = (3 + ns + 1) // 2
     mtot = bp[9]
@@ -376,7 +377,7 @@ def run_trials(b0, b1, gx_, gy_, rot_, lum_, gain_, closed_, keys, first_step, d
             sc[S_ACC] = acc
             sc[S_LUMP] = lum
             sc[S_FLASH] = flash_tr
-            if start:  # the turn is chosen at the bout's start and held through it
+            if start:  # the turn is chosen at the bout's start
                 sc[S_TURN] = min(max(turn_gain * v0 / rot_weight * (bb[9] - bb[10]), -turn_max), turn_max)
             if clamp:
                 gate_target = 1.0
@@ -387,13 +388,23 @@ def run_trials(b0, b1, gx_, gy_, rot_, lum_, gain_, closed_, keys, first_step, d
             if clamp:
                 dL = drive_clamp[b]
                 dR = drive_clamp[b]
+                dLm = dL
+                dRm = dR
             else:
                 base = drive_base + drive_gain * v0 * 0.5 * (bb[7] + bb[8])
-                asym = sc[S_TURN]
+                # the turn is phasic: it shapes the first bend, then the rhythm generators keep a
+                # small residual and the motor neurons a larger one
+                pulse = math.exp(-(sc[S_LEN] - sc[S_LEFT]) / turn_tau)
+                asym = sc[S_TURN] * (turn_hold + (1.0 - turn_hold) * pulse)
+                asym_mn = sc[S_TURN] * (turn_hold_mn + (1.0 - turn_hold_mn) * pulse)
                 dL = min(max(base + asym, 0.0), drive_max)
                 dR = min(max(base - asym, 0.0), drive_max)
+                dLm = min(max(base + asym_mn, 0.0), drive_max)
+                dRm = min(max(base - asym_mn, 0.0), drive_max)
             dL *= gate
             dR *= gate
+            dLm *= gate
+            dRm *= gate
             dLv[j] = dL
             dRv[j] = dR
             fwdv[j] = fwd
@@ -405,7 +416,10 @@ def run_trials(b0, b1, gx_, gy_, rot_, lum_, gain_, closed_, keys, first_step, d
                 tune[k] = (1.0 / (1.0 + math.exp(-(d_mean - mod_on[k]) / width))
                            * (1.0 - 1.0 / (1.0 + math.exp(-(d_mean - mod_off[k]) / width))))
             for i in range(ni):
-                d_side = dL if i_side[i] == 0 else dR
+                if i_mn[i]:
+                    d_side = dLm if i_side[i] == 0 else dRm
+                else:
+                    d_side = dL if i_side[i] == 0 else dR
                 if imod[i] >= 0:  # V2a modules: recruited by the speed command, partly steered,
                     # and quicker above their recruitment threshold
                     d_in = (d_mean + steer * (d_side - d_mean)) * tune[imod[i]]

@@ -4,8 +4,9 @@ Variables (time in s): ``rates`` (latent activity of every unit), ``calcium`` (c
 observations of an observed subset: rates convolved with an indicator kernel, sampled at
 the imaging rate, plus noise), ``muscle``, ``tail_angle``, ``heading``, ``x``/``y``,
 ``speed``, ``stimulus`` (covariates), ``bout_start``, ``weights`` (true signed
-connectivity, post x pre) and ``delays``. Neuron coords: ``region``, ``type``, ``side``,
-``segment``, ``observed``.
+connectivity, post x pre) and ``delays``. Neuron coords: ``region``, ``type``, ``side``
+(``left``/``right``/``midline``; ``neuron_side``: L/R/M), ``segment``, ``observed``; the neurons
+are indexed by (type, side, segment): ``rec.sel(type="MN", side="left", segment=12)``.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from .circuit import CircuitParams
 from .simulator import Perturbation, Simulator
 from .stimuli import FEATURE_UNITS, FEATURES, stack_stimuli
 
-__all__ = ["simulate", "calcium_from_rates", "observed_subset", "save_recording", "load_recording"]
+__all__ = ["simulate", "calcium_from_rates", "observed_subset", "save_recording", "load_recording", "name_units",
+           "muscle_at"]
 
 
 def observed_subset(table: dict, every: int = 5, seed: int = 0) -> np.ndarray:
@@ -79,7 +81,8 @@ def simulate(conditions: list[dict] | list[str], duration: float = 4.0, *, circu
     sim = Simulator(circuit, body, seed=seed)
     stim = stack_stimuli(specs, duration, sim.dt)
     every = max(1, int(round(1.0 / (record_rate * sim.dt))))
-    out = sim.run(stim, perturbation, record_every=every)
+    # every trial keyed by its index in the table: the same trial alone or in any batch
+    out = sim.run(stim, perturbation, record_every=every, trials=np.arange(len(specs)))
     dt_rec = out["dt_rec"]
     B, T = out["rates"].shape[:2]
     table = sim.circuit.neuron_table()
@@ -99,15 +102,15 @@ def simulate(conditions: list[dict] | list[str], duration: float = 4.0, *, circu
             "rates": (("trial", "time", "neuron"), out["rates"], {"units": "1", "description": "latent population rate (0-1)"}),
             "calcium": (("trial", "frame", "observed_neuron"), calcium.astype(np.float32),
                         {"units": "1", "description": "calcium-like observation of observed units (indicator kernel, imaging rate, noise)"}),
-            "muscle": (("trial", "time", "side", "joint"), out["muscle"], {"units": "1", "description": "muscle activation"}),
-            "tail_angle": (("trial", "time"), out["tail_angle"], {"units": "rad", "description": "head-link minus tail-link angle (positive = tail to the right)"}),
+            "muscle": (("trial", "time", "body_side", "joint"), out["muscle"], {"units": "1", "description": "muscle activation"}),
+            "tail_angle": (("trial", "time"), out["tail_angle"], {"units": "rad", "description": "head-link minus tail-link angle (positive = body concave to the left, tail to the left)"}),
             "heading": (("trial", "time"), out["heading"], {"units": "rad", "description": "head direction, counter-clockwise from +x"}),
             "x": (("trial", "time"), out["q"][..., 0], {"units": "mm", "description": "head tip x"}),
             "y": (("trial", "time"), out["q"][..., 1], {"units": "mm", "description": "head tip y"}),
             "speed": (("trial", "time"), out["speed"], {"units": "mm s-1", "description": "forward speed of the centre of mass"}),
             "stimulus": (("trial", "time", "feature"), feats.astype(np.float32), {"description": "stimulus covariates"}),
             "bout_start": (("trial", "time"), out["bout_start"], {"description": "a swim bout starts in this interval"}),
-            "drive": (("trial", "time", "side"), out["drive"], {"units": "1", "description": "descending drive to the spinal cord"}),
+            "drive": (("trial", "time", "body_side"), out["drive"], {"units": "1", "description": "descending drive to the spinal cord (rhythm generators)"}),
             "weights": (("neuron", "pre_neuron"), W, {"units": "1", "description": "true signed weight post x pre (delays summed)"}),
             "delays": (("neuron", "pre_neuron"), D, {"units": "s", "description": "conduction delay of spinal connections"}),
         },
@@ -115,8 +118,11 @@ def simulate(conditions: list[dict] | list[str], duration: float = 4.0, *, circu
             "trial": np.arange(B), "time": ("time", time, {"units": "s"}), "frame": ("frame", t_img, {"units": "s"}),
             "neuron": nid, "pre_neuron": nid, "observed_neuron": nid[obs],
             "name": ("neuron", table["name"]), "region": ("neuron", table["region"]), "type": ("neuron", table["type"]),
-            "side": ["L", "R"], "neuron_side": ("neuron", table["side"]), "segment": ("neuron", table["segment"]),
+            "side": ("neuron", [_SIDE_NAMES[s] for s in table["side"]]), "neuron_side": ("neuron", table["side"]),
+            "segment": ("neuron", table["segment"]), "body_side": ["left", "right"],
             "observed": ("neuron", obs), "joint": np.arange(out["muscle"].shape[-1]),
+            "joint_segment": ("joint", [int(segs[0]) for segs in np.array_split(np.arange(sim.p.n_seg), out["muscle"].shape[-1])],
+                              {"description": "first spinal segment whose motor neurons drive the joint's muscles"}),
             "feature": list(FEATURES), "feature_units": ("feature", list(FEATURE_UNITS)),
             "condition": ("trial", [s["condition"] for s in specs]),
             "stim_speed": ("trial", [float(s.get("speed", 10.0)) for s in specs]),
@@ -127,15 +133,37 @@ def simulate(conditions: list[dict] | list[str], duration: float = 4.0, *, circu
     )
     if keep_body:
         ds["q"] = (("trial", "time", "q_dim"), out["q"])
-    return ds
+    return name_units(ds)
+
+
+_SIDE_NAMES = {"L": "left", "R": "right", "M": "midline"}
+_UNIT_KEYS = ["type", "side", "segment"]
+
+
+def name_units(ds: xr.Dataset) -> xr.Dataset:
+    """Index the neurons by (type, side, segment), so ``ds.sel(type="MN", side="left",
+    segment=12)`` picks a population (brain units: segment -1, side ``"midline"`` for the
+    unpaired ones), and the muscles by ``body_side`` and ``joint`` (``joint_segment``: the first
+    of the segments whose motor neurons drive a joint; ``muscle_at`` finds a segment's joint)."""
+    return ds.set_xindex(_UNIT_KEYS) if "type" not in ds.xindexes else ds
+
+
+def muscle_at(ds: xr.Dataset, side: str, segment: int) -> xr.DataArray:
+    """Muscle activation ``(trial, time)`` on ``side`` (``"left"``/``"right"``) at the joint whose
+    motor neurons include spinal ``segment``."""
+    js = ds["joint_segment"].values
+    return ds["muscle"].sel(body_side=side).isel(joint=int(np.searchsorted(js, segment, side="right") - 1))
 
 
 def save_recording(ds: xr.Dataset, path: str | Path) -> Path:
     """Save a recording to zarr (atomic, with provenance) via :func:`scimech.results.save`."""
+    if "type" in ds.xindexes:  # a multi-coordinate index is not stored: rebuilt on loading
+        ds = ds.drop_indexes(_UNIT_KEYS)
     with warnings.catch_warnings():  # zarr v3 warns that fixed-length strings lack a spec
         warnings.simplefilter("ignore")
         return results.save(ds, Path(path))
 
 
 def load_recording(path: str | Path) -> xr.Dataset:
-    return results.load(Path(path)).load()
+    ds = results.load(Path(path)).load()
+    return name_units(ds) if all(k in ds.coords for k in _UNIT_KEYS) else ds

@@ -134,6 +134,7 @@ class Simulator:
         self.body = Body(body)
         self.p = self.circuit.p
         self.dt = self.p.dt
+        self.seed = int(seed)
         self.rng = np.random.default_rng(seed)
         nj = self.body.n_joints
         n = self.p.n_seg
@@ -155,22 +156,51 @@ class Simulator:
         self._tables = None
 
     # ------------------------------------------------------------------ state
-    def initial_state(self, batch: int, heading: float | np.ndarray = 0.0) -> SimState:
+    def trial_rng(self, trial: int) -> np.random.Generator:
+        """The generator of trial ``trial`` (its index in the stimulus table): a
+        ``SeedSequence`` spawned from the simulator's seed with the trial's index as spawn key,
+        so a trial's draws do not depend on the other trials of its batch."""
+        return np.random.default_rng(np.random.SeedSequence(self.seed, spawn_key=(int(trial),)))
+
+    def initial_state(self, batch: int, heading: float | np.ndarray = 0.0, trials=None) -> SimState:
+        """The state of ``batch`` fish at rest.
+
+        ``trials``: the trials' indices in the stimulus table; each trial's initial rates, bout
+        accumulator and noise key then come from its own generator (:meth:`trial_rng`), so the
+        same trial gives the same result alone, in any batch or on any worker
+        (:func:`neuro.sim.recording.simulate` always keys its trials). ``None`` (the default
+        of a bare ``Simulator.run``) draws the batch in order from ``Simulator(seed=...)``'s
+        one generator, as before: a trial then depends on its position and batch.
+        """
         ni = self.circuit.n_internal
         H = self.circuit.max_delay + 2  # delays 0 .. max_delay plus the slot being written
         q, qd = self.body.initial_state(batch, heading)
-        r_int = self.rng.uniform(0, 0.05, size=(batch, ni))
+        if trials is None:
+            r_int = self.rng.uniform(0, 0.05, size=(batch, ni))
+            acc = self.rng.uniform(0, 0.8, batch)
+            keys = noise.draw_keys(self.rng, batch)
+        else:
+            trials = np.asarray(trials, int).reshape(-1)
+            if len(trials) != batch:
+                raise ConfigError(f"initial_state: {len(trials)} trial indices for a batch of {batch}; give one "
+                                  "per trial.")
+            r_int, acc, keys = np.empty((batch, ni)), np.empty(batch), np.empty(batch, np.uint64)
+            for b, tr in enumerate(trials):
+                g = self.trial_rng(tr)
+                r_int[b] = g.uniform(0, 0.05, size=ni)
+                acc[b] = g.uniform(0, 0.8)
+                keys[b] = noise.draw_keys(g, 1)[0]
         r0 = (self._pool @ r_int.T).T
         return SimState(
             brain=np.zeros((batch, len(BRAIN_UNITS))),
             r_hist=np.repeat(r0[None], H, 0), ptr=0,
             a=np.zeros((batch, ni)), r_internal_hist=np.repeat(r_int[None], H, 0),
-            bout_acc=self.rng.uniform(0, 0.8, batch), bout_left=np.zeros(batch),
+            bout_acc=acc, bout_left=np.zeros(batch),
             refractory=np.zeros(batch), bout_len=np.zeros(batch),
             lum_prev=np.ones(batch), flash_tr=np.zeros(batch), bout_turn=np.zeros(batch),
             muscle=np.zeros((batch, 2, self.body.n_joints)), q=q, qd=qd,
             heading0=np.broadcast_to(np.asarray(heading, float), (batch,)).copy(),
-            noise_key=noise.draw_keys(self.rng, batch),
+            noise_key=keys,
         )
 
     # ------------------------------------------------------------------ visual
@@ -251,26 +281,32 @@ class Simulator:
             gate_target = np.ones(B)
         b[:, _B["BOUT"]] += dt / 0.004 * (gate_target - b[:, _B["BOUT"]])
         gate = b[:, _B["BOUT"]]
-        # the turn is chosen when the bout starts (reticulospinal asymmetry then) and held through
-        # the bout: vision sets the direction of the next bout, it does not steer within the tail
-        # beat (a within-bout loop through the head's yaw would entrain the beat into slow bends)
+        # the turn is chosen when the bout starts (reticulospinal asymmetry then): vision sets the
+        # direction of the next bout, it does not steer within the tail beat (a within-bout loop
+        # through the head's yaw would entrain the beat into slow bends)
         asym_now = np.clip(p.turn_gain * v0 / p.rot_weight * (b[:, 9] - b[:, 10]), -p.turn_max, p.turn_max)
         bout_turn = np.where(start, asym_now, st.bout_turn if st.bout_turn is not None else 0.0)
         if pert.drive is not None:
-            dL = dR = np.broadcast_to(np.asarray(pert.drive, float), (B,))
+            dL = dR = dLm = dRm = np.broadcast_to(np.asarray(pert.drive, float), (B,))
         else:
             base = p.drive_base + p.drive_gain * v0 * 0.5 * (b[:, 7] + b[:, 8])
-            asym = bout_turn
-            dL = np.clip(base + asym, 0, p.drive_max)
-            dR = np.clip(base - asym, 0, p.drive_max)
-        dL, dR = dL * gate, dR * gate
+            # the turn is phasic: it shapes the bout's first bend, then the rhythm generators get
+            # a small residual (turn_hold) and the motor neurons a larger one (turn_hold_mn)
+            pulse = np.exp(-(bout_len - bout_left) / p.turn_tau)
+            asym = bout_turn * (p.turn_hold + (1.0 - p.turn_hold) * pulse)
+            asym_mn = bout_turn * (p.turn_hold_mn + (1.0 - p.turn_hold_mn) * pulse)
+            dL, dR = np.clip(base + asym, 0, p.drive_max), np.clip(base - asym, 0, p.drive_max)
+            dLm, dRm = np.clip(base + asym_mn, 0, p.drive_max), np.clip(base - asym_mn, 0, p.drive_max)
+        dL, dR, dLm, dRm = dL * gate, dR * gate, dLm * gate, dRm * gate
         # spinal CPG: drive through the modules' recruitment windows, spinal_substeps Euler steps
         # with delayed input among internal units (noise held over the step)
         c = self.circuit
         H = st.r_hist.shape[0]
         comm = np.broadcast_to(np.asarray(pert.commissural, float), (B,))[:, None]
         side, mod = c.internal_side, c.internal_module
-        d_int = np.where(side[None] == 0, dL[:, None], dR[:, None])
+        is_mn = c.unit_type[c.internal_pool][None] == 3
+        d_int = np.where(side[None] == 0, np.where(is_mn, dLm[:, None], dL[:, None]),
+                         np.where(is_mn, dRm[:, None], dR[:, None]))
         # V2a modules: the speed command (mean drive of both sides) through their recruitment
         # windows plus v2a_steer of the side's deviation from it; V0d, V1, MN: their side's drive
         d_mean = 0.5 * (dL + dR)
@@ -330,18 +366,21 @@ class Simulator:
         return np.ascontiguousarray(drag, float), np.ascontiguousarray(alpha, float)
 
     def run(self, stim: Stimulus, pert: Perturbation | None = None, record_every: int = 10,
-            state: SimState | None = None, heading: float = 0.0, engine: str = "auto"):
+            state: SimState | None = None, heading: float = 0.0, engine: str = "auto", trials=None):
         """Simulate a batched stimulus; returns a dict of recorded arrays ``(B, T_rec, ...)``.
 
         Recorded every ``record_every`` steps: ``rates`` (brain + spinal), ``muscle``,
-        ``q``/``qd`` (body), ``tail_angle`` (rad, positive = tail bent to the fish's right,
-        i.e. head-link angle minus tail-link angle), ``speed`` (forward COM speed, mm s-1),
+        ``q``/``qd`` (body), ``tail_angle`` (rad, head-link angle minus tail-link angle:
+        positive = body concave to the left, the tail to the fish's left), ``speed`` (forward COM speed, mm s-1),
         ``flow`` (forward, turn), ``drive``; ``bout_start`` is recorded at every step and
         pooled per record interval.
 
         ``engine``: ``"compiled"`` (numba; trials run in parallel on numba's threads),
         ``"numpy"`` (the reference: :meth:`step` once per time step) or ``"auto"``
         (compiled when numba is installed). Both give the same result up to round-off.
+        ``trials``: the trials' indices in the stimulus table, which key their initial states
+        and noise (see :meth:`initial_state`; ``None``: drawn in order for the batch); ignored
+        with ``state``.
         """
         if engine not in ("auto", "compiled", "numpy"):
             raise ConfigError(f"Unknown simulator engine {engine!r}; expected 'auto', 'compiled' or 'numpy'.")
@@ -352,7 +391,7 @@ class Simulator:
         pert = pert or Perturbation()
         B, T = stim.shape
         if state is None:
-            state = self.initial_state(B, heading)
+            state = self.initial_state(B, heading, trials)
         self._check_perturbation(pert, B)
         n_rec = T // record_every
         nb, ns = self.circuit.n_brain, self.circuit.n_spinal
@@ -470,7 +509,7 @@ class Simulator:
                          p.bout_rate_gain, p.bout_turn_gain, p.flash_gain, p.bout_duration_min,
                          p.bout_duration_max, p.bout_refractory, p.drive_base, p.drive_gain, p.drive_max,
                          p.turn_gain, p.rot_weight, p.noise, p.speed_gain, self.tau_muscle, p.recruit_width, p.turn_max,
-                         p.v2a_steer],
+                         p.v2a_steer, p.turn_tau, p.turn_hold, p.turn_hold_mn],
                         float),
             sy_ptr=sy_ptr, sy_col=sy_col, sy_w=sy_w, sy_contra=sy_contra,
             vv_ptr=vv_ptr, vv_col=vv_col, vv_w=vv_w,
@@ -479,6 +518,7 @@ class Simulator:
             i_tau_r=c.internal_tau_r.astype(float), i_tau_a=c.internal_tau_a.astype(float),
             i_theta=c.internal_theta.astype(float), i_gad=c.internal_adapt_gain.astype(float),
             i_wdrive=c.internal_drive_weight.astype(float), i_side=c.internal_side.astype(np.int64),
+            i_mn=(c.unit_type[c.internal_pool] == 3).astype(np.int64),
             mod_on=np.asarray(p.module_recruit, float), mod_off=np.asarray(p.module_derecruit, float),
             mod_speed=np.asarray(p.module_speedup, float),
             mn_ptr=mn_ptr.astype(np.int64), mn_idx=mc.astype(np.int64), mn_w=mm[mr, mc].astype(float),
@@ -530,7 +570,7 @@ class Simulator:
                 tb["cp"], tb["sy_ptr"], tb["sy_col"], tb["sy_w"], tb["sy_contra"],
                 tb["vv_ptr"], tb["vv_col"], tb["vv_w"], tb["pool"], tb["pool_w"], tb["imod"], tb["mod_w"],
                 tb["i_tau_r"], tb["i_tau_a"],
-                tb["i_theta"], tb["i_gad"], tb["i_wdrive"], tb["i_side"], tb["mod_on"], tb["mod_off"], tb["mod_speed"],
+                tb["i_theta"], tb["i_gad"], tb["i_wdrive"], tb["i_side"], tb["i_mn"], tb["mod_on"], tb["mod_off"], tb["mod_speed"],
                 tb["mn_ptr"], tb["mn_idx"], tb["mn_w"], tb["bp"], tb["bvec"], tb["Ar"], tb["A"], tb["inertia"],
                 tb["ln"], tb["m"], self.body.p.substeps, self.p.spinal_substeps,
                 int(record_every), out["rates"], out["muscle"], out["q"], out["qd"], out["flow"], out["drive"],
