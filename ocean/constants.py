@@ -9,13 +9,16 @@ Sources
   thermodynamic equation of seawater - 2010", eq. 3.3.3). ``gsw`` 3.6 does not export it.
 - ``G`` = 9.81 m s-2, ``OMEGA`` = 7.2921e-5 s-1 (Earth's rotation rate),
   ``R_EARTH`` = 6.371e6 m (mean radius).
+- ``KAPPA`` = 2000 m2 s-1: the lateral (horizontal) diffusivity of the synthetic ocean and the
+  default of :func:`ocean.concepts.lateral_diffusion` (a mesoscale eddy diffusivity of the order
+  used for 1-degree ocean models, Gent-McWilliams / Redi coefficients of 500-2000 m2 s-1).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["RHO0", "CP0", "G", "OMEGA", "R_EARTH", "SECONDS_PER_DAY", "coriolis"]
+__all__ = ["RHO0", "CP0", "G", "OMEGA", "R_EARTH", "SECONDS_PER_DAY", "KAPPA", "coriolis"]
 
 RHO0: float = 1026.0  # kg m-3
 CP0: float = 3991.86795711963  # J kg-1 K-1
@@ -23,6 +26,7 @@ G: float = 9.81  # m s-2
 OMEGA: float = 7.2921e-5  # s-1
 R_EARTH: float = 6.371e6  # m
 SECONDS_PER_DAY: float = 86400.0
+KAPPA: float = 2000.0  # m2 s-1
 
 
 def coriolis(lat_deg):

@@ -17,7 +17,8 @@ import xarray as xr
 
 from scimech.errors import DataValidationError, DimensionError, MissingVariableError, UnitsError
 
-from . import budget
+from . import budget, concepts
+from .constants import KAPPA
 from .validation import validate
 from .variables import DIMS, TEMPERATURES, VAR_ATTRS, rename_to_study, units_ok
 
@@ -133,9 +134,16 @@ def _derive_from_3d(ds: xr.Dataset, renamed: Mapping[str, str], notes: list[str]
                                   "deepest valid level where the column is mixed to its bottom); not converted"}
         ds["t_sub"] = t_sub
         notes.append(f"t_sub = thetao at the first level below mld ({words})")
+    if {"uo", "vo", "mld"} <= set(ds.variables) and "depth" in ds["uo"].dims and "depth" in ds["vo"].dims:
+        for c in ("u", "v"):
+            m = budget.mixed_layer_mean(ds[f"{c}o"].rename(f"{c}o"), ds["mld"])
+            m.attrs.update(long_name=f"mixed-layer mean of {_origin(c + 'o', renamed)}", units="m s-1")
+            ds[f"{c}_ml"] = m
+        notes.append("u_ml, v_ml = mixed-layer means of uo, vo")
 
 
-def from_nemo(ds: xr.Dataset, names: Mapping[str, str] | None = None) -> xr.Dataset:
+def from_nemo(ds: xr.Dataset, names: Mapping[str, str] | None = None, *, kappa: float = KAPPA,
+              scheme: str = "centred", advection: str = "centred") -> xr.Dataset:
     """Map an ORAS5 / NEMO / CMEMS dataset onto the study's layout.
 
     Renames product variables (:data:`ocean.variables.PRODUCT_NAMES`: ``votemper`` / ``thetao``
@@ -156,8 +164,14 @@ def from_nemo(ds: xr.Dataset, names: Mapping[str, str] | None = None) -> xr.Data
       from ``tmaskutil`` or else from where ``sst`` is finite at the first time step;
     - only the study's 2-D fields ``(member, time, lat, lon)`` and ``mask`` are kept.
 
-    The budget terms and the target are not in reanalysis products: give them under the
-    study's names (``q_surf``, ..., ``dmlhc_dt``; see :func:`ocean.budget.budget_terms`).
+    - the budget terms and the target a product lacks are computed from its fields by
+      :func:`ocean.concepts.complete` (``q_surf`` from ``qnet``, ``q_ekman`` from the wind stress,
+      ``q_geo`` from ``zos``, ``q_entr`` from ``mld``, ``t_sub`` and the mixed-layer currents
+      ``u_ml`` / ``v_ml`` (means of ``uo`` / ``vo`` over the mixed layer), ``q_diff`` with
+      diffusivity ``kappa``, ``mlhc = rho0 cp0 mld sst`` and ``dmlhc_dt``; ``scheme``: time
+      differences, ``"centred"`` for period means or ``"forward"`` for snapshots; ``advection``:
+      ``"centred"`` or ``"upwind"``, the synthetic ocean's). Terms given under the study's names
+      are kept as given.
 
     Parameters
     ----------
@@ -224,15 +238,21 @@ def from_nemo(ds: xr.Dataset, names: Mapping[str, str] | None = None) -> xr.Data
     if "mask" in out:
         out["mask"].attrs = {"long_name": "ocean mask", "flag_values": np.array([0, 1], np.int8),
                              "flag_meanings": "land ocean", "units": "1"}
+    if "mask" in out:
+        out, made = concepts.complete(out, kappa=kappa, scheme=scheme, advection=advection)
+        if made:
+            notes.append(f"computed {made} (ocean.concepts; kappa {kappa:g} m2 s-1, {scheme} time "
+                         f"differences, {advection} advection)")
     out.attrs["mapping"] = "; ".join(notes)
     return out
 
 
 def open_store(path: str | os.PathLike, names: Mapping[str, str] | None = None, *, validate_schema: bool = True,
-               **kwargs) -> xr.Dataset:
+               kappa: float = KAPPA, scheme: str = "centred", advection: str = "centred", **kwargs) -> xr.Dataset:
     """Open a zarr store or netCDF file in the study's layout or with ORAS5 / NEMO / CMEMS names.
 
-    The dataset is opened lazily, mapped by :func:`from_nemo` (``names``: more renames) and
+    The dataset is opened lazily, mapped by :func:`from_nemo` (``names``: more renames; ``kappa``,
+    ``scheme``, ``advection``: how missing budget terms are computed) and
     checked by :func:`validate` (``kwargs``: its ``inputs``, ``concepts``, ``target``,
     ``check_nans``; NaNs are not checked by default, that reads every value).
 
@@ -258,7 +278,7 @@ def open_store(path: str | os.PathLike, names: Mapping[str, str] | None = None, 
         raise DataValidationError(
             f"Cannot open {str(path)!r} ({type(err).__name__}: {str(err)[:200]}): it is not a zarr store or a "
             "netCDF file, or it is truncated. Check the download or rewrite it.") from err
-    ds = from_nemo(ds, names)
+    ds = from_nemo(ds, names, kappa=kappa, scheme=scheme, advection=advection)
     kwargs.setdefault("check_nans", False)
     return validate(ds, **kwargs) if validate_schema else ds
 

@@ -34,7 +34,7 @@ import pandas as pd
 import xarray as xr
 
 from . import grid
-from .constants import CP0, RHO0, SECONDS_PER_DAY, G, coriolis
+from .constants import CP0, KAPPA, RHO0, SECONDS_PER_DAY, G, coriolis
 from .variables import CONCEPTS, INPUTS, PRESCRIBED, TARGET, VAR_ATTRS
 
 # the variable tables live in ocean.variables; they are re-exported here for convenience
@@ -58,7 +58,7 @@ class SynthConfig:
     start: str = "2000-01-01"
     output: str = "monthly"  # "monthly" | "daily"
     seed: int = 0
-    kappa: float = 2000.0  # m2 s-1, horizontal diffusivity
+    kappa: float = KAPPA  # m2 s-1, horizontal diffusivity
     gamma: float = 15.0  # W m-2 K-1, air-sea feedback
     weather_amp: float = 60.0  # W m-2
     weather_tau_days: float = 30.0

@@ -55,9 +55,11 @@ def validate(ds: xr.Dataset, *, inputs: Sequence[str] = INPUTS, concepts: Sequen
             f"The ocean dataset lacks {', '.join(named)}. Expected inputs {list(inputs)}, concepts {list(concepts)}, "
             f"target {target!r} and 'mask'; got {sorted(map(str, ds.data_vars))}. Product names (ORAS5/NEMO, "
             "CMEMS) are mapped by ocean.data.from_nemo(ds) / open_store(path), or pass names={'yours': 'study'}."
-            + (f" The budget terms {terms} are not in reanalysis products: compute them (ocean.budget.budget_terms "
-               "gives q_surf, q_ekman, q_geo and dmlhc_dt from 3-D thetao, so, uo, vo, zos, tau) and add them "
-               "under these names." if terms else ""))
+            + (f" The budget terms {terms} are not in reanalysis products and this one lacks the fields to compute "
+               "them: ocean.data.from_nemo / open_store compute q_surf from qnet, q_ekman from tauu and tauv, q_geo "
+               "from zos, q_entr from mld, sst and t_sub (and uo, vo), q_diff from mld and sst, mlhc and dmlhc_dt "
+               "from mld and sst (ocean.concepts; 3-D thetao and so give sst, mld and t_sub). Add those fields, or "
+               "the terms under these names." if terms else ""))
     if tuple(ds["mask"].dims) != ("lat", "lon"):
         raise DimensionError(f"'mask' must have dims ('lat', 'lon'); got {ds['mask'].dims}. Fix: "
                              "ds['mask'] = ds['mask'].isel(time=0, member=0, drop=True) or transpose it.")

@@ -114,7 +114,7 @@ def test_xoa_cmems_sample_maps(tmp_path):
     # what the study still needs is named, with the product names and where budget terms come from
     path = tmp_path / "ibi.nc"
     ds.to_netcdf(path)
-    with pytest.raises(MissingVariableError, match=r"qnet \(sohefldo/hfds\).*budget_terms"):
+    with pytest.raises(MissingVariableError, match=r"qnet \(sohefldo/hfds\).*q_surf from qnet"):
         data.open_store(path)
 
 
