@@ -15,6 +15,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import xarray as xr
 from scipy.signal import fftconvolve
 
@@ -145,7 +146,11 @@ def name_units(ds: xr.Dataset) -> xr.Dataset:
     segment=12)`` picks a population (brain units: segment -1, side ``"midline"`` for the
     unpaired ones), and the muscles by ``body_side`` and ``joint`` (``joint_segment``: the first
     of the segments whose motor neurons drive a joint; ``muscle_at`` finds a segment's joint)."""
-    return ds.set_xindex(_UNIT_KEYS) if "type" not in ds.xindexes else ds
+    if "type" in ds.xindexes:
+        return ds
+    mi = pd.MultiIndex.from_arrays([ds[k].values for k in _UNIT_KEYS], names=_UNIT_KEYS)
+    return ds.drop_vars([*_UNIT_KEYS, "neuron"], errors="ignore").assign_coords(
+        xr.Coordinates.from_pandas_multiindex(mi, "neuron"))
 
 
 def muscle_at(ds: xr.Dataset, side: str, segment: int) -> xr.DataArray:
@@ -157,8 +162,8 @@ def muscle_at(ds: xr.Dataset, side: str, segment: int) -> xr.DataArray:
 
 def save_recording(ds: xr.Dataset, path: str | Path) -> Path:
     """Save a recording to zarr (atomic, with provenance) via :func:`scimech.results.save`."""
-    if "type" in ds.xindexes:  # a multi-coordinate index is not stored: rebuilt on loading
-        ds = ds.drop_indexes(_UNIT_KEYS)
+    if "type" in ds.xindexes:  # a multi-index is not stored: its levels are, and rebuilt on loading
+        ds = ds.reset_index("neuron").drop_vars("neuron", errors="ignore")
     with warnings.catch_warnings():  # zarr v3 warns that fixed-length strings lack a spec
         warnings.simplefilter("ignore")
         return results.save(ds, Path(path))

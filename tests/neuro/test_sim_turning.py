@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from neuro.sim import Simulator, compiled, stack_stimuli
-from neuro.sim.recording import muscle_at, simulate
+from neuro.sim.recording import load_recording, muscle_at, save_recording, simulate
 
 SEEDS = (101, 102)
 TURNING = ("grating_left", "grating_right", "turning")
@@ -98,8 +98,8 @@ def test_a_trial_alone_equals_the_same_trial_in_a_batch_of_21(engine):
     assert not np.allclose(batch["rates"][0, -1], batch["rates"][7, -1])  # trials 0 and 7: same stimulus
 
 
-def test_recording_names_neurons_and_muscles():
-    rec = simulate(["grating_fwd"], 0.05, record_rate=200.0)
+def test_recording_names_neurons_and_muscles(tmp_path):
+    rec = load_recording(save_recording(simulate(["grating_fwd"], 0.05, record_rate=200.0), tmp_path / "r.zarr"))
     mn = rec["rates"].sel(type="MN", side="left", segment=12)
     assert mn.sizes == {"trial": 1, "time": 10}
     nb = 12  # brain units first, then (type * 2 + side) * 30 + segment
