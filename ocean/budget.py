@@ -28,8 +28,8 @@ import gsw
 import numpy as np
 import xarray as xr
 
-from . import grid
-from .constants import CP0, RHO0, G, coriolis
+from . import concepts, grid
+from .constants import CP0, KAPPA, RHO0, G, coriolis
 from .errors import require_vars
 from .variables import rename_to_study
 
@@ -39,6 +39,7 @@ __all__ = [
     "mixed_layer_heat_content",
     "mixed_layer_mean",
     "level_bounds",
+    "first_level_below",
     "budget_terms",
     "open_xoa_sample",
 ]
@@ -195,6 +196,26 @@ def mixed_layer_mean(field: xr.DataArray, mld: xr.DataArray) -> xr.DataArray:
     return out
 
 
+def _first_below_column(temp: np.ndarray, mld: np.ndarray, *, depth: np.ndarray) -> np.ndarray:
+    """Temperature at the first valid level deeper than ``mld`` (the deepest valid level when the
+    column is mixed to its bottom); NaN for land or an unknown MLD. ``temp`` has depth last."""
+    valid = np.isfinite(temp)
+    below = valid & (depth > mld[..., None])
+    deepest = (valid * np.arange(depth.size)).argmax(-1)
+    idx = np.where(below.any(-1), below.argmax(-1), deepest)
+    out = np.take_along_axis(temp, idx[..., None], -1)[..., 0]
+    return np.where(valid.any(-1) & np.isfinite(mld), out, np.nan)
+
+
+def first_level_below(field: xr.DataArray, mld: xr.DataArray) -> xr.DataArray:
+    """``field`` at the first valid level deeper than ``mld`` (the deepest valid level where the column
+    is mixed to its bottom; NaN for land or an unknown MLD). No attributes: label the result."""
+    zdim = _dim(field, "depth", "deptht", "lev", "z")
+    return xr.apply_ufunc(_first_below_column, field, mld, input_core_dims=[[zdim], []],
+                          kwargs={"depth": field[zdim].values.astype(float)}, dask="parallelized",
+                          output_dtypes=[float], dask_gufunc_kwargs={"allow_rechunk": True}, keep_attrs=False)
+
+
 def _horiz(da: xr.DataArray) -> tuple[str, str]:
     return _dim(da, "lat", "latitude", "y"), _dim(da, "lon", "longitude", "x")
 
@@ -204,7 +225,7 @@ def _apply2d(fn, da: xr.DataArray, lat, lon) -> xr.DataArray:
 
 
 def budget_terms(ds: xr.Dataset, *, threshold: float = 0.03, ref_depth: float = 10.0,
-                 equator_mask_deg: float = 5.0) -> xr.Dataset:
+                 equator_mask_deg: float = 5.0, kappa: float = KAPPA) -> xr.Dataset:
     """Mixed-layer heat budget from 3-D fields.
 
     Parameters
@@ -223,8 +244,11 @@ def budget_terms(ds: xr.Dataset, *, threshold: float = 0.03, ref_depth: float = 
         names are used inside, ``attrs["renamed"]`` says which).
         ``mld`` (m), ``mlhc`` (J m-2), ``theta_ml`` (degree_Celsius) and the terms (W m-2):
         ``dmlhc_dt`` (centred in time), ``q_adv`` (resolved currents), ``q_geo``
-        (geostrophic, from ``zos``), ``q_ekman`` (from wind stress), ``q_surf`` and
-        ``residual`` = dmlhc_dt - the sum of the available terms.
+        (geostrophic, from ``zos``), ``q_ekman`` (from wind stress), ``q_surf``, and with two or
+        more time steps on a regular grid ``q_entr`` (with ``w_e``, m s-1, and ``t_below``: CT at the
+        first level below the MLD), ``q_diff`` (diffusivity ``kappa``) and, with currents,
+        ``q_mass = -rho0 cp0 T_ml div(h u)`` (:mod:`ocean.concepts`); ``residual`` = dmlhc_dt - the
+        sum of the available terms (q_geo and q_ekman are parts of q_adv when currents are given).
     """
     ds, renamed = rename_to_study(ds)
     require_vars(ds, ["thetao", "so"], where="budget_terms")
@@ -270,15 +294,36 @@ def budget_terms(ds: xr.Dataset, *, threshold: float = 0.03, ref_depth: float = 
     if "qnet" in ds:
         out["q_surf"] = ds["qnet"].assign_attrs(units="W m-2", long_name="net surface heat flux")
         terms.append("q_surf")
+    if "dmlhc_dt" in out and {"lat", "lon"} <= set(theta_ml.dims):
+        terms += _mixing_terms(out, th["CT"], u_ml if "q_adv" in out else None, v_ml if "q_adv" in out else None,
+                               kappa)
     res = xr.Dataset(out)
     if "dmlhc_dt" in res:
         known = sum((res[k].fillna(0.0) for k in terms), xr.zeros_like(res["dmlhc_dt"]))
         res["residual"] = (res["dmlhc_dt"] - known).where(ocean).assign_attrs(
-            units="W m-2", long_name="residual: entrainment, diffusion, vertical advection, unresolved",
+            units="W m-2", long_name="residual: vertical mixing and advection, what the terms leave out",
             terms=",".join(terms))
     res.attrs.update({"rho0": RHO0, "cp0": CP0, "mld_threshold_kg_m3": threshold, "mld_ref_depth_m": ref_depth,
                       "description": "mixed-layer heat budget from 3-D fields (TEOS-10 via gsw)"})
     return _product_names(res, renamed)
+
+
+def _mixing_terms(out: dict, ct: xr.DataArray, u_ml, v_ml, kappa: float) -> list[str]:
+    """``q_entr`` (with ``w_e``), ``q_diff`` and, with currents, ``q_mass`` into ``out``; the names of
+    the budget terms added (:mod:`ocean.concepts`: the synthetic ocean's definitions)."""
+    mld, theta_ml = out["mld"], out["theta_ml"]
+    t_below = first_level_below(ct, mld).assign_attrs(units="degree_Celsius", long_name="CT just below the mixed layer")
+    cur = {"u": u_ml, "v": v_ml} if u_ml is not None else {}
+    ent = concepts.entrainment(mld, theta_ml, t_below, **cur)
+    out.update(t_below=t_below, w_e=ent["w_e"], q_entr=ent["q_entr"],
+               q_diff=concepts.lateral_diffusion(theta_ml, mld, kappa=kappa))
+    if not cur:
+        return ["q_entr", "q_diff"]
+    # the heat-content form of flux-form advection: -div(rho0 cp0 h u T) = q_adv + q_mass
+    out["q_mass"] = (-RHO0 * CP0 * theta_ml * concepts.divergence(mld * u_ml, mld * v_ml)).assign_attrs(
+        units="W m-2", long_name="mixed-layer mass convergence at T_ml (with q_adv: flux-form advection)",
+        formula="q_mass = -rho0 cp0 T_ml div(h u); q_adv + q_mass = -div(rho0 cp0 h u T_ml)")
+    return ["q_entr", "q_diff", "q_mass"]
 
 
 def _product_names(res: xr.Dataset, renamed: dict[str, str]) -> xr.Dataset:

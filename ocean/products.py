@@ -87,17 +87,6 @@ def _celsius(da: xr.DataArray, name: str, renamed: Mapping[str, str], notes: lis
     return da
 
 
-def _first_level_below(temp: np.ndarray, mld: np.ndarray, *, depth: np.ndarray) -> np.ndarray:
-    """Temperature at the first valid level deeper than ``mld`` (the deepest valid level when the
-    column is mixed to its bottom); NaN for land or an unknown MLD. ``temp`` has depth last."""
-    valid = np.isfinite(temp)
-    below = valid & (depth > mld[..., None])
-    deepest = (valid * np.arange(depth.size)).argmax(-1)
-    idx = np.where(below.any(-1), below.argmax(-1), deepest)
-    out = np.take_along_axis(temp, idx[..., None], -1)[..., 0]
-    return np.where(valid.any(-1) & np.isfinite(mld), out, np.nan)
-
-
 def _temperature_kind(thetao: xr.DataArray) -> tuple[str, str]:
     """(standard_name, words) of the 3-D temperature: conservative when the product says so, else
     potential (what ``thetao`` / ``votemper`` hold in CMEMS and NEMO output)."""
@@ -125,9 +114,7 @@ def _derive_from_3d(ds: xr.Dataset, renamed: Mapping[str, str], notes: list[str]
         ds["mld"] = mld
         notes.append("mld = sigma0 threshold depth (0.03 kg m-3 from 10 m, TEOS-10) of thetao, so")
     if "t_sub" not in ds and "mld" in ds:
-        t_sub = xr.apply_ufunc(_first_level_below, ds["thetao"], ds["mld"], input_core_dims=[["depth"], []],
-                               kwargs={"depth": depth}, dask="parallelized", output_dtypes=[float],
-                               dask_gufunc_kwargs={"allow_rechunk": True}, keep_attrs=False)
+        t_sub = budget.first_level_below(ds["thetao"], ds["mld"])
         t_sub.attrs = {"units": "degree_Celsius", "standard_name": std,
                        "long_name": f"{words} just below the mixed layer",
                        "comment": f"ocean.products.from_nemo: {src} at the first level deeper than mld (the "

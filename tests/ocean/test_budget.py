@@ -80,3 +80,31 @@ def test_budget_needs_temperature_and_salinity():
     ds = budget.open_xoa_sample().drop_vars("so")
     with pytest.raises(MissingVariableError, match="so"):
         budget.budget_terms(ds)
+
+
+def test_real_file_entrainment_and_diffusion_close_the_listed_budget(ibi):
+    ds, b = ibi
+    assert b.residual.attrs["terms"] == "q_adv,q_entr,q_diff,q_mass"
+    known = sum(b[k] for k in ("q_adv", "q_entr", "q_diff", "q_mass"))
+    np.testing.assert_allclose(b["residual"].values, (b["dmlhc_dt"] - known).values, rtol=1e-12, atol=1e-6)
+    # w_e at an interior point by hand: dh/dt (two daily means) + div(h u) with centred differences
+    h, i, j = b["mld"].values, 3, 6
+    bounds = budget.level_bounds(ds["depth"].values.astype(float))
+
+    def ml_mean(field, ii, jj):
+        w = np.clip(np.minimum(bounds[1:], h[:, ii, jj, None]) - bounds[:-1], 0, None)
+        return (ds[field].values[:, :, ii, jj] * w).sum(1) / w.sum(1)
+
+    phi = np.deg2rad(ds["latitude"].values.astype(float))
+    lam = np.deg2rad(ds["longitude"].values.astype(float))
+    hu = {jj: h[:, i, jj] * ml_mean("uo", i, jj) for jj in (j - 1, j + 1)}
+    hv = {ii: h[:, ii, j] * np.cos(phi[ii]) * ml_mean("vo", ii, j) for ii in (i - 1, i + 1)}
+    div = ((hu[j + 1] - hu[j - 1]) / (lam[j + 1] - lam[j - 1])
+           + (hv[i + 1] - hv[i - 1]) / (phi[i + 1] - phi[i - 1])) / (6.371e6 * np.cos(phi[i]))
+    w_e = (h[1, i, j] - h[0, i, j]) / 86400.0 + div
+    np.testing.assert_allclose(b["w_e"].values[:, i, j], w_e, rtol=1e-6)
+    t_e = np.where(w_e > 0, b["t_below"].values[:, i, j], b["theta_ml"].values[:, i, j])
+    np.testing.assert_allclose(b["q_entr"].values[:, i, j], RHO0 * CP0 * w_e * t_e, rtol=1e-9)
+    np.testing.assert_allclose(b["q_mass"].values[:, i, j], -RHO0 * CP0 * b["theta_ml"].values[:, i, j] * div,
+                               rtol=1e-6)
+    assert b["q_diff"].attrs["units"] == "W m-2" and "kappa" in b["q_diff"].attrs["formula"]
