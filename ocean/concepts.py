@@ -1,4 +1,5 @@
-"""The study's prescribed concepts (W m-2) from a product's own 2-D fields, on a regular grid.
+"""The study's prescribed concepts (W m-2) from a product's own 2-D fields, on a regular or a
+curvilinear grid.
 
 Each term is a tendency of the mixed-layer heat content ``MLHC = rho0 cp0 h T_ml`` (J m-2), with
 the definitions and sign conventions of the synthetic ocean (:mod:`ocean.synthetic`), so that
@@ -17,7 +18,10 @@ the definitions and sign conventions of the synthetic ocean (:mod:`ocean.synthet
 - ``q_diff  = rho0 cp0 kappa div(h grad T_ml)``: lateral diffusion with diffusivity ``kappa``
   (the synthetic ocean's 2000 m2 s-1 by default), no flux through land (it only moves heat).
 
-Horizontal derivatives are land-aware centred differences on the sphere (:mod:`ocean.grid`);
+Horizontal derivatives are land-aware centred differences on the sphere: on the regular grid of the
+1-D ``lat`` / ``lon`` (:mod:`ocean.grid`), or, where the fields carry NEMO's scale factors ``e1t`` /
+``e2t`` as coordinates (and ``nav_lat`` for ``f``), on that orthogonal curvilinear grid with vectors
+(currents, wind stress) in grid-aligned components (:mod:`ocean.curvilinear`);
 time derivatives are centred (``scheme="centred"``, for period means: the mean over period ``p``
 of a tendency is ``(x[p+1] - x[p-1]) / (t[p+1] - t[p-1])`` to second order, one-sided at the
 ends) or forward (``"forward"``, for snapshots: ``(x[n+1] - x[n]) / dt``, NaN at the last step).
@@ -30,7 +34,7 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from . import grid
+from . import curvilinear, grid
 from .constants import CP0, KAPPA, RHO0, G, coriolis
 
 __all__ = ["time_tendency", "divergence", "entrainment", "lateral_diffusion", "ekman_advection",
@@ -39,16 +43,63 @@ __all__ = ["time_tendency", "divergence", "entrainment", "lateral_diffusion", "e
 RC = RHO0 * CP0
 
 
-def _latlon(da: xr.DataArray) -> tuple[np.ndarray, np.ndarray]:
-    return da["lat"].values.astype(float), da["lon"].values.astype(float)
+class _Regular:
+    """Operators of a regular lat-lon grid (:mod:`ocean.grid`), from the 1-D ``lat`` / ``lon``."""
+
+    def __init__(self, da: xr.DataArray):
+        self.lat, self.lon = da["lat"].values.astype(float), da["lon"].values.astype(float)
+        self.cos = np.cos(np.deg2rad(self.lat))[:, None]
+
+    def grad(self, f, ok):
+        return grid.ddx(f, self.lat, self.lon, ok), grid.ddy(f, self.lat, self.lon, ok)
+
+    def div(self, fx, fy, ok):
+        return grid.ddx(fx, self.lat, self.lon, ok) + grid.ddy(fy * self.cos, self.lat, self.lon, ok) / self.cos
+
+    def lap(self, f, w, ok):
+        return grid.laplacian(f, self.lat, self.lon, ok & np.isfinite(f), weight=w)
+
+    def upwind(self, f, u, v, ok):
+        return grid.upwind_advection(f, u, v, self.lat, self.lon, ok & np.isfinite(f))
+
+
+class _Curvilinear:
+    """Operators of an orthogonal curvilinear grid (:mod:`ocean.curvilinear`), from the ``e1t`` /
+    ``e2t`` coordinates (grid-aligned vector components)."""
+
+    def __init__(self, da: xr.DataArray):
+        self.e1, self.e2 = (da[k].transpose("lat", "lon").values.astype(float) for k in ("e1t", "e2t"))
+
+    def grad(self, f, ok):
+        return curvilinear.ddi(f, self.e1, ok), curvilinear.ddj(f, self.e2, ok)
+
+    def div(self, fx, fy, ok):
+        return curvilinear.divergence(fx, fy, self.e1, self.e2, ok)
+
+    def lap(self, f, w, ok):
+        return curvilinear.laplacian(f, self.e1, self.e2, ok, weight=w)
+
+    def upwind(self, f, u, v, ok):
+        return curvilinear.upwind_advection(f, u, v, self.e1, self.e2, ok)
+
+
+def _ops(da: xr.DataArray):
+    return _Curvilinear(da) if "e1t" in da.coords and "e2t" in da.coords else _Regular(da)
+
+
+def _latitude(da: xr.DataArray) -> xr.DataArray:
+    """Degrees north at each point: 2-D ``nav_lat`` on a curvilinear grid, else ``lat``."""
+    return da["nav_lat"] if "nav_lat" in da.coords else da["lat"]
 
 
 def _on_grid(fn, *arrays: xr.DataArray, mask) -> xr.DataArray:
-    """``fn(*numpy arrays, lat, lon, mask)`` on (..., lat, lon) blocks (lazy arrays stay lazy)."""
-    lat, lon = _latlon(arrays[0])
-    ok = np.ones((lat.size, lon.size), bool) if mask is None else np.asarray(mask, bool)
+    """``fn(*numpy arrays, ops, mask)`` on (..., lat, lon) blocks (lazy arrays stay lazy); ``ops`` the
+    grid's operators (curvilinear where the arrays carry ``e1t`` / ``e2t``)."""
+    ops = _ops(arrays[0])
+    shape = (arrays[0].sizes["lat"], arrays[0].sizes["lon"])
+    ok = np.ones(shape, bool) if mask is None else np.asarray(mask, bool)
     core = [["lat", "lon"]] * len(arrays)
-    return xr.apply_ufunc(lambda *a: fn(*a, lat, lon, ok), *arrays, input_core_dims=core,
+    return xr.apply_ufunc(lambda *a: fn(*a, ops, ok), *arrays, input_core_dims=core,
                           output_core_dims=[["lat", "lon"]], dask="parallelized", output_dtypes=[float],
                           dask_gufunc_kwargs={"allow_rechunk": True}, keep_attrs=False).transpose(*arrays[0].dims)
 
@@ -74,15 +125,12 @@ def time_tendency(da: xr.DataArray, scheme: str = "centred") -> xr.DataArray:
 
 def divergence(fx: xr.DataArray, fy: xr.DataArray, mask=None) -> xr.DataArray:
     """``div F = (1 / (R cos lat)) (d fx / d lon + d (fy cos lat) / d lat)`` (units of F per m)."""
-    def fn(a, b, lat, lon, ok):
-        cos = np.cos(np.deg2rad(lat))[:, None]
-        return grid.ddx(a, lat, lon, ok) + grid.ddy(b * cos, lat, lon, ok) / cos
-    return _on_grid(fn, fx, fy, mask=mask)
+    return _on_grid(lambda a, b, ops, ok: ops.div(a, b, ok), fx, fy, mask=mask)
 
 
 def _gradient(t: xr.DataArray, mask) -> tuple[xr.DataArray, xr.DataArray]:
-    return (_on_grid(lambda a, la, lo, ok: grid.ddx(a, la, lo, ok), t, mask=mask),
-            _on_grid(lambda a, la, lo, ok: grid.ddy(a, la, lo, ok), t, mask=mask))
+    return (_on_grid(lambda a, ops, ok: ops.grad(a, ok)[0], t, mask=mask),
+            _on_grid(lambda a, ops, ok: ops.grad(a, ok)[1], t, mask=mask))
 
 
 def entrainment(h: xr.DataArray, t_ml: xr.DataArray, t_below: xr.DataArray, *, u: xr.DataArray | None = None,
@@ -118,9 +166,7 @@ def entrainment(h: xr.DataArray, t_ml: xr.DataArray, t_below: xr.DataArray, *, u
 
 def lateral_diffusion(t_ml: xr.DataArray, h: xr.DataArray, *, kappa: float = KAPPA, mask=None) -> xr.DataArray:
     """``q_diff = rho0 cp0 kappa div(h grad T_ml)`` (W m-2), flux form, no flux through land."""
-    def fn(t, hh, lat, lon, ok):
-        return grid.laplacian(t, lat, lon, ok & np.isfinite(t), weight=hh)
-    q = RC * kappa * _on_grid(fn, t_ml, h, mask=mask)
+    q = RC * kappa * _on_grid(lambda t, hh, ops, ok: ops.lap(t, hh, ok), t_ml, h, mask=mask)
     return q.rename("q_diff").assign_attrs(
         units="W m-2", long_name="lateral diffusion term of the MLHC budget",
         formula="q_diff = rho0 cp0 kappa div(h grad T_ml), h averaged onto cell faces, no flux through land",
@@ -128,13 +174,13 @@ def lateral_diffusion(t_ml: xr.DataArray, h: xr.DataArray, *, kappa: float = KAP
 
 
 def _beyond_equator(da: xr.DataArray, equator_mask_deg: float) -> xr.DataArray:
-    return np.abs(da["lat"]) >= equator_mask_deg
+    return np.abs(_latitude(da)) >= equator_mask_deg
 
 
 def _advection(t_ml: xr.DataArray, u: xr.DataArray, v: xr.DataArray, mask, advection: str) -> xr.DataArray:
     """``u . grad T_ml`` (K s-1): centred differences, or first-order upwind (the synthetic ocean's)."""
     if advection == "upwind":
-        return _on_grid(lambda a, uu, vv, la, lo, ok: grid.upwind_advection(a, uu, vv, la, lo, ok & np.isfinite(a)),
+        return _on_grid(lambda a, uu, vv, ops, ok: ops.upwind(a, uu, vv, ok),
                         t_ml, u.broadcast_like(t_ml), v.broadcast_like(t_ml), mask=mask)
     if advection != "centred":
         raise ValueError(f"advection must be 'centred' or 'upwind'; got {advection!r}.")
@@ -146,7 +192,7 @@ def ekman_advection(t_ml: xr.DataArray, h: xr.DataArray, tauu: xr.DataArray, tau
                     equator_mask_deg: float = 5.0, advection: str = "centred") -> xr.DataArray:
     """``q_ekman = -rho0 cp0 h u_ek . grad T_ml``, ``u_ek = (tau x k) / (rho0 f h)`` (W m-2; 0 within
     ``equator_mask_deg``). ``advection``: ``"centred"`` differences or ``"upwind"``."""
-    f = coriolis(t_ml["lat"])
+    f = coriolis(_latitude(t_ml))
     u_ek, v_ek = tauv / (RHO0 * f * h), -tauu / (RHO0 * f * h)
     q = (-RC * h * _advection(t_ml, u_ek, v_ek, mask, advection)).where(_beyond_equator(t_ml, equator_mask_deg), 0.0)
     return q.transpose(*t_ml.dims).rename("q_ekman").assign_attrs(
@@ -160,7 +206,7 @@ def geostrophic_advection(t_ml: xr.DataArray, h: xr.DataArray, zos: xr.DataArray
     """``q_geo = -rho0 cp0 h u_g . grad T_ml``, ``u_g = (g / f) k x grad(eta)`` (W m-2; 0 within
     ``equator_mask_deg``). ``advection``: ``"centred"`` differences or ``"upwind"``."""
     dedx, dedy = _gradient(zos, mask)
-    f = coriolis(t_ml["lat"])
+    f = coriolis(_latitude(t_ml))
     u_g, v_g = -(G / f) * dedy, (G / f) * dedx
     q = (-RC * h * _advection(t_ml, u_g, v_g, mask, advection)).where(_beyond_equator(t_ml, equator_mask_deg), 0.0)
     return q.transpose(*t_ml.dims).rename("q_geo").assign_attrs(
