@@ -290,6 +290,74 @@ def swim_table(trials: int = 16, duration: float = 4.0, seed: int = 0) -> list[s
         n_bouts = int(((d[:, 1:] > 0.3) & (d[:, :-1] <= 0.3)).sum())
         lo, med, hi = np.percentile(fb, [10, 50, 90])
         lines.append(f"| {name} | {n_bouts / (trials * duration):.2f} | {med:.0f} | {lo:.0f}-{hi:.0f} | {speed:.1f} |")
+    return lines + [""] + drive_seed_table() + [""] + turning_table()
+
+
+def _spectral_peak(x, dt: float, pad: int = 16) -> float:
+    """Frequency (Hz, >= 3) of the largest peak of the Hann-windowed, zero-padded spectrum."""
+    import numpy as np
+
+    x = (x - x.mean()) * np.hanning(len(x))
+    f = np.fft.rfftfreq(len(x) * pad, dt)
+    P = np.abs(np.fft.rfft(x, len(x) * pad)) ** 2
+    return float(f[f >= 3][np.argmax(P[f >= 3])])
+
+
+def drive_seed_table(seeds=range(8)) -> list[str]:
+    """Tail beat per clamped drive over seeds: the tail angle's spectral peak (0.2-1.2 s)."""
+    import numpy as np
+
+    from neuro.sim import Perturbation, Simulator, stack_stimuli
+
+    drives = np.round(np.arange(0.1, 1.01, 0.1), 2)
+    f = np.array([[_spectral_peak(ta[200:], 1e-3) for ta in Simulator(seed=s).run(
+        stack_stimuli([dict(condition="dark")] * len(drives), 1.2, 1e-3), Perturbation(drive=drives),
+        record_every=1)["tail_angle"]] for s in seeds])
+    return [f"Clamped drive, darkness, seeds {seeds[0]}-{seeds[-1]}: the tail angle's spectral peak over 0.2-1.2 s "
+            "(Hann window, 16x zero padding), min-max over seeds:", "",
+            "| drive | " + " | ".join(f"{d:.1f}" for d in drives) + " |", "|---" * (len(drives) + 1) + "|",
+            "| tail beat (Hz) | " + " | ".join(f"{lo:.0f}-{hi:.0f}" for lo, hi in zip(f.min(0), f.max(0))) + " |"]
+
+
+def turning_table(seeds=(0, 1, 2, 3), duration: float = 3.0) -> list[str]:
+    """Turning bouts (left-right drive differing by > 0.2 at the start) under left/right gratings
+    and the turning stimulus: the first bend's direction (tail tip's side in the head frame)
+    against the stimulus, the tail angle's spectral peak after the first 60 ms, and the mean
+    tail angle after it (a held bend)."""
+    import numpy as np
+
+    from neuro.sim import Simulator, stack_stimuli
+
+    conds = ("grating_left", "grating_right", "turning")
+    rows = {c: [] for c in conds}
+    for seed in seeds:
+        sim = Simulator(seed=seed)
+        specs = [dict(condition=c, seed=seed + k, onset=0.0, on=1.2, off=0.3) for k, c in enumerate(conds * 2)]
+        stim = stack_stimuli(specs, duration, sim.dt)
+        o = sim.run(stim, record_every=1, trials=np.arange(len(specs)))
+        th = o["q"][..., 2:]
+        dx, dy = -(np.cos(th) * sim.body.l).sum(-1), -(np.sin(th) * sim.body.l).sum(-1)  # tail tip - head tip
+        lat = -dx * np.sin(th[..., 0]) + dy * np.cos(th[..., 0])  # + = the fish's left
+        want = np.sign(stim.gy + stim.rot)
+        for b, sp in enumerate(specs):
+            on = o["drive"][b].sum(-1) > 0.1
+            for s in np.flatnonzero(on[1:] & ~on[:-1]) + 1:
+                e = s + int(np.argmax(~on[s:])) if (~on[s:]).any() else len(on)
+                asym = np.abs(o["drive"][b, s:s + 20, 0] - o["drive"][b, s:s + 20, 1]).max()
+                if e - s < 100 or asym < 0.2 or want[b, s] == 0:
+                    continue
+                ta = o["tail_angle"][b, s:e]
+                k = int(np.argmax(np.abs(lat[b, s:s + 40])))
+                rows[sp["condition"]].append((np.sign(lat[b, s + k]) == want[b, s], _spectral_peak(ta[60:], sim.dt),
+                                              abs(ta[:40]).max(), abs(ta[60:].mean())))
+    lines = [f"Turning bouts, seeds {seeds[0]}-{seeds[-1]}, 2 trials x {duration:g} s per condition (closed loop): "
+             "first bend toward the stimulus, tail beat = the tail angle's spectral peak after the first 60 ms:", "",
+             "| condition | bouts | first bend toward the stimulus | tail beat min / median / max (Hz) "
+             "| first bend (rad) | mean tail angle after it (rad) |", "|---|---|---|---|---|---|"]
+    for c in conds:
+        r = np.array(rows[c], float)
+        lines.append(f"| {c} | {len(r)} | {int(r[:, 0].sum())} of {len(r)} | {r[:, 1].min():.1f} / "
+                     f"{np.median(r[:, 1]):.1f} / {r[:, 1].max():.1f} | {np.median(r[:, 2]):.2f} | {np.median(r[:, 3]):.2f} |")
     return lines
 
 
