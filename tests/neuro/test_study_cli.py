@@ -132,7 +132,8 @@ def test_a_changed_generator_under_unchanged_settings_is_never_resumed(tmp_path,
 
     def changed(*args, **kw):   # another generator: same settings, other data
         rec = build_recording(*args, **kw)
-        made.append(rec.assign(rates=rec["rates"] * (1.0 + 0.5 * np.sin(20.0 * rec["time"]))))
+        gain = 1.0 + 0.5 * np.sin(20.0 * rec["time"].values)[None, :, None]
+        made.append(rec.assign(rates=(rec["rates"].dims, rec["rates"].values * gain)))  # values: the index stays
         return made[-1]
 
     monkeypatch.setattr(neuro.run, "build_recording", changed)
