@@ -17,7 +17,7 @@ import xarray as xr
 
 from scimech.errors import DataValidationError, DimensionError, MissingVariableError, UnitsError
 
-from . import budget, concepts
+from . import budget, concepts, curvilinear
 from .constants import KAPPA
 from .validation import validate
 from .variables import DIMS, TEMPERATURES, VAR_ATTRS, rename_to_study, units_ok
@@ -48,6 +48,8 @@ def _regular_grid(ds: xr.Dataset, notes: list[str]) -> xr.Dataset:
     if lat.ndim != 2 or lon.ndim != 2 or set(lat.dims) != set(lon.dims):
         raise DimensionError(f"lat {lat.dims} and lon {lon.dims} must both be 1-D, or both 2-D on the same "
                              "(y, x) dims (NEMO nav_lat / nav_lon).")
+    if "e1t" in ds.variables and "e2t" in ds.variables:
+        return _curvilinear_grid(ds, notes)  # the model's own scale factors: its grid, however regular
     la, lo = lat.values.astype(float), lon.transpose(*lat.dims).values.astype(float)
     if np.allclose(la, la[:, :1], atol=_LATLON_ATOL) and np.allclose(lo, lo[:1, :], atol=_LATLON_ATOL):
         ydim, xdim = lat.dims
@@ -56,14 +58,41 @@ def _regular_grid(ds: xr.Dataset, notes: list[str]) -> xr.Dataset:
         xdim, ydim = lat.dims
         lat1, lon1 = la[0, :], lo[:, 0]
     else:
-        raise DimensionError(
-            "lat / lon are 2-D and not a regular lat-lon grid (a curvilinear model grid such as NEMO's ORCA): "
-            "the study needs a regular grid. Regrid first (e.g. xesmf to a 1-degree grid) or select a region "
-            "where the grid is regular.")
+        return _curvilinear_grid(ds, notes)
     notes.append(f"2-D lat/lon on ({ydim}, {xdim}) -> 1-D lat, lon")
     out = ds.drop_vars(["lat", "lon"]).rename({ydim: "lat", xdim: "lon"})
     return out.assign_coords(lat=("lat", lat1, {"units": "degrees_north", "standard_name": "latitude"}),
                              lon=("lon", lon1, {"units": "degrees_east", "standard_name": "longitude"}))
+
+
+def _curvilinear_grid(ds: xr.Dataset, notes: list[str]) -> xr.Dataset:
+    """A curvilinear grid kept as it is: its ``(y, x)`` dims become the study's ``(lat, lon)`` dims (grid
+    indices), 2-D ``nav_lat`` / ``nav_lon`` and the scale factors ``e1t`` / ``e2t`` (m; NEMO's mesh mask,
+    or great-circle distances between the T points when absent) become coordinates, and vectors are
+    taken along the grid's axes (NEMO's convention)."""
+    ydim, xdim = ds["lat"].dims
+    factors = {}
+    for k in ("e1t", "e2t"):
+        if k in ds.variables:
+            e = ds[k]
+            e = e.isel({d: 0 for d in e.dims if d not in (ydim, xdim)}, drop=True).transpose(ydim, xdim)
+            if e.attrs.get("units", "m") not in ("m", "meter", "metre", "meters", "metres"):
+                raise UnitsError(f"Scale factor {k!r} has units {e.attrs['units']!r}; expected metres ('m').")
+            factors[k] = e.values.astype(float)
+    la, lo = ds["lat"].transpose(ydim, xdim).values.astype(float), ds["lon"].transpose(ydim, xdim).values.astype(float)
+    if len(factors) < 2:
+        factors = dict(zip(("e1t", "e2t"), curvilinear.scale_factors(la, lo)))
+        notes.append("e1t, e2t = great-circle distances between T points (no scale factors in the product)")
+    out = ds.drop_vars([v for v in ("lat", "lon", "e1t", "e2t") if v in ds.variables]).rename({ydim: "lat", xdim: "lon"})
+    dims = ("lat", "lon")
+    out = out.assign_coords(
+        nav_lat=(dims, la, {"units": "degrees_north", "standard_name": "latitude"}),
+        nav_lon=(dims, lo, {"units": "degrees_east", "standard_name": "longitude"}),
+        e1t=(dims, factors["e1t"], {"units": "m", "long_name": "scale factor along i (T point)"}),
+        e2t=(dims, factors["e2t"], {"units": "m", "long_name": "scale factor along j (T point)"}))
+    notes.append(f"curvilinear grid: ({ydim}, {xdim}) -> (lat, lon) grid indices with 2-D nav_lat, nav_lon, e1t, "
+                 "e2t; vectors (tauu, tauv, uo, vo) along the grid's i, j axes")
+    return out
 
 
 def _positive_down(da: xr.DataArray, what: str, notes: list[str]) -> xr.DataArray:
@@ -139,8 +168,10 @@ def from_nemo(ds: xr.Dataset, names: Mapping[str, str] | None = None, *, kappa: 
     ``sozotaux`` / ``tauuo``, ``sometauy`` / ``tauvo``, ``nav_lat`` / ``nav_lon``,
     ``time_counter``, ``deptht``) and then:
 
-    - 2-D ``nav_lat`` / ``nav_lon`` of a regular grid become 1-D ``lat`` / ``lon`` dims (a
-      curvilinear grid is a :class:`~scimech.errors.DimensionError`: regrid first);
+    - 2-D ``nav_lat`` / ``nav_lon`` of a regular grid become 1-D ``lat`` / ``lon`` dims; a
+      curvilinear grid (or any grid given with NEMO's scale factors ``e1t`` / ``e2t``) is kept:
+      its ``(y, x)`` dims become ``(lat, lon)`` with 2-D ``nav_lat``, ``nav_lon``, ``e1t``, ``e2t``
+      coordinates (scale factors from the T-point positions when absent), vectors along the grid;
     - temperatures in kelvin become degree_Celsius (0 K, a land fill, becomes NaN); depth and
       MLD given positive up become positive down;
     - missing inputs are derived from 3-D fields: ``sst`` = ``thetao`` at the shallowest level,
@@ -178,7 +209,7 @@ def from_nemo(ds: xr.Dataset, names: Mapping[str, str] | None = None, *, kappa: 
     DataValidationError
         ``ds`` has no data variables or a dimension of length 0.
     MissingVariableError, DimensionError, UnitsError
-        No latitude / longitude; a curvilinear grid; a temperature in other units than K or degC.
+        No latitude / longitude; a temperature in other units than K or degC.
     """
     empty = [str(d) for d, n in ds.sizes.items() if n == 0]
     if not ds.data_vars or empty:

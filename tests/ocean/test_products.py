@@ -8,7 +8,7 @@ import xarray as xr
 
 from ocean import budget, data, synthetic
 from scimech.cli import main
-from scimech.errors import DataValidationError, DimensionError, MissingVariableError, UnitsError
+from scimech.errors import DataValidationError, MissingVariableError, UnitsError
 
 DEPTHT = np.array([0.5, 5.0, 15.0, 30.0, 60.0, 100.0, 200.0, 400.0])  # m, below every synthetic MLD (< 210 m)
 STUDY = [*synthetic.INPUTS, *synthetic.CONCEPTS, "dmlhc_dt", "mlhc"]
@@ -153,11 +153,16 @@ def test_empty_or_unreadable_file_is_one_clear_error(cf, tmp_path):
         data.open_store(tmp_path / "absent.nc")
 
 
-def test_curvilinear_grid_is_refused(cf):
+def test_curvilinear_grid_is_kept_with_scale_factors_from_its_positions(cf):
     bad = nemo_layout(cf)
     bad["nav_lat"] = bad["nav_lat"] + 0.5 * np.arange(bad.sizes["x"])[None, :]  # rotated rows, as ORCA's north
-    with pytest.raises(DimensionError, match="not a regular lat-lon grid.*Regrid"):
-        data.from_nemo(bad)
+    got = data.from_nemo(bad)
+    assert "curvilinear grid" in got.attrs["mapping"] and "great-circle" in got.attrs["mapping"]
+    np.testing.assert_array_equal(got["nav_lat"].values, bad["nav_lat"].values)
+    # e2t along j (the y dim): the distance between rows, here 6 degrees of latitude, by hand
+    dlat = float(cf["lat"][1] - cf["lat"][0])
+    np.testing.assert_allclose(got["e2t"].values[:, 0], 6.371e6 * np.deg2rad(dlat), rtol=1e-6)
+    assert got["sst"].dims == data.DIMS
 
 
 def _attr_text(da: xr.DataArray) -> str:
