@@ -119,10 +119,13 @@ def cmd_plot(args) -> int:
 
 def _add_synth(sub) -> None:
     s = sub.add_parser("synth", help="write synthetic galaxies (catalogue + images) to .fits or .zarr")
-    s.add_argument("--n", type=whole(1), default=2000)
-    s.add_argument("--seed", type=whole(0), default=0)
-    s.add_argument("--out", type=Path, required=True)
-    s.add_argument("--no-images", action="store_true")
+    s.add_argument("--n", type=whole(1), default=2000, metavar="N",
+                   help="galaxies to write (after the r-band selection; default 2000)")
+    s.add_argument("--seed", type=whole(0), default=0, help="seed of the draw (the sample is a function of it; default 0)")
+    s.add_argument("--out", type=Path, required=True, metavar="FILE",
+                   help="where to write them: .fits (catalogue table + IMAGES cube) or .zarr (a folder)")
+    s.add_argument("--no-images", action="store_true",
+                   help="catalogue only, no (N, 4, 24, 24) g, r, i, z cut-outs [nanomaggy per pixel]")
     s.add_argument("--world", default=DEFAULT_WORLD,
                    help=f"synthetic world: standard or degenerate (astro.synthetic.WORLDS; default {DEFAULT_WORLD})")
     s.set_defaults(func=cmd_synth)
@@ -130,11 +133,15 @@ def _add_synth(sub) -> None:
 
 def _add_train(sub) -> None:
     t = sub.add_parser("train", help="fit tokenizers and train the stand-in AION")
-    t.add_argument("--data", type=existing_path(), required=True)
-    t.add_argument("--out", type=Path, required=True)
-    t.add_argument("--epochs", type=whole(1), default=20)
-    t.add_argument("--batch-size", type=whole(1), default=64)
-    t.add_argument("--seed", type=whole(0), default=0)
+    t.add_argument("--data", type=existing_path(), required=True, metavar="FILE",
+                   help="training galaxies: a .fits or .zarr written by `scimech astro synth` (or by the study as "
+                        "<out>/train.fits), catalogue with z and optional cut-outs")
+    t.add_argument("--out", type=Path, required=True, metavar="FOLDER",
+                   help="checkpoint folder to write (config.json, model.safetensors, codecs/, image_tokenizer.npz, "
+                        "history.json); give it to `astro study --model`")
+    t.add_argument("--epochs", type=whole(1), default=20, help="passes over the training galaxies (default 20)")
+    t.add_argument("--batch-size", type=whole(1), default=64, help="galaxies per optimiser step (default 64)")
+    t.add_argument("--seed", type=whole(0), default=0, help="seed of the initialisation and batching (default 0)")
     t.add_argument("--planted", action="store_true", help="train the planted stand-in (astro.models.planted)")
     t.add_argument("--image-features", choices=("bands", "colours"), default=None,
                    help="features of the patch tokenizer (default: the sample's world's, astro.plan.IMAGE_FEATURES)")
@@ -158,35 +165,52 @@ def _add_study(sub) -> None:
                    help="(N, 4, H, W) g, r, i, z cut-outs in nanomaggies, one per row of --data (.npy or FITS)")
     g.add_argument("--test-fraction", type=fraction(), default=0.25,
                    help="share of the --data galaxies held out as the test set (default 0.25)")
-    g.add_argument("--train", type=existing_path(), help="training galaxies for the probes (a .fits or .zarr "
-                   "written by `scimech astro synth`, or your own in that layout); with --model and --test")
-    g.add_argument("--test", type=existing_path(), help="test galaxies for the probes and interventions (same layout)")
+    g.add_argument("--catalog", dest="data", type=existing_path(), default=None, metavar="FITS",
+                   help="the same as --data: your Legacy Survey catalogue (FITS) or a folder holding catalog.fits")
+    g.add_argument("--train", type=existing_path(), metavar="FILE",
+                   help="training galaxies for the probes and the reference set of the mean/resample ablations: a "
+                        ".fits or .zarr in the layout `scimech astro synth` writes (catalogue with flux_g..z "
+                        "[nanomaggy], shape_r [arcsec], shape_e1/e2, ebv [mag], z, a_v [mag]; cut-outs (N, 4, H, W) "
+                        "[nanomaggy per pixel]); with --model and --test, instead of --data")
+    g.add_argument("--test", type=existing_path(), metavar="FILE",
+                   help="test galaxies for the head interventions and the scores (same layout as --train); with "
+                        "--model and --train")
     g.add_argument("--world", default=None,
                    help=f"synthetic world: standard or degenerate (default {DEFAULT_WORLD}; astro.synthetic.WORLDS)")
     g.add_argument("--image-features", choices=("bands", "colours"), default=None,
                    help="patch-tokenizer features of the stand-in trained here (default: the world's, "
                         "astro.plan.IMAGE_FEATURES)")
-    g.add_argument("--image-tokenizer", type=existing_path(),
-                   help="a fitted image tokenizer (default: the one saved beside --model)")
+    g.add_argument("--image-tokenizer", type=existing_path(), metavar="NPZ",
+                   help="a stand-in patch tokenizer (image_tokenizer.npz written by `scimech astro train`) that "
+                        "turns the cut-outs into image tokens; default: the one in the --model folder, else the "
+                        "AION-1 folder's image codec (codecs/image/, 96x96 cut-outs -> 576 tokens), else none "
+                        "(photometry tokens only)")
     which = g.add_mutually_exclusive_group()
-    which.add_argument("--model", type=existing_path(),
-                       help="the model: an AION-1 folder (config.json, model.safetensors, codecs/image/) or a "
-                            "stand-in checkpoint written by `scimech astro train`")
+    which.add_argument("--model", type=existing_path(), metavar="FOLDER",
+                       help="the model, studied as it is (nothing is trained): an AION-1 folder (config.json and "
+                            "model.safetensors of aion.AION, codecs/<NAME>/{config.json,model.safetensors} for "
+                            "FLUX_G..Z, SHAPE_R, SHAPE_E1/E2, EBV, Z and optionally image, the layout of "
+                            "polymathic-ai/aion-base; see astro.models.aion_folder) or a stand-in checkpoint "
+                            "written by `scimech astro train`; with --data (split into train/test) or --train/--test")
     which.add_argument("--planted", action="store_true",
                        help="train the planted stand-in (image only through head 1 of block 0, head 2 an inert "
                             "colour head) and compare what the study finds with what was planted")
     a = st.add_argument_group("analysis")
-    a.add_argument("--block", type=whole(0), default=None, help="block for the head study (default: localised)")
-    a.add_argument("--seed", type=whole(0), default=0)
+    a.add_argument("--block", type=whole(0), default=None, metavar="B",
+                   help="encoder block whose heads are probed and ablated (0-based; default: the block the layer "
+                        "probes localise)")
+    a.add_argument("--seed", type=whole(0), default=0,
+                   help="seed of the draws, the train/test split, the resampling and the bootstrap (default 0)")
     sz = st.add_argument_group(
         "sizes (each overrides --size: "
         + ", ".join(f"{name} {s['n_train']}/{s['n_test']} galaxies"
                     for name, s in (("quick", QUICK), ("medium", MEDIUM), ("full", FULL))) + ")")
     sz.add_argument("--n-train", type=whole(1), default=None, metavar="N", help="synthetic training galaxies")
     sz.add_argument("--n-test", type=whole(1), default=None, metavar="N", help="synthetic test galaxies")
-    sz.add_argument("--epochs", type=whole(1), default=None)
-    sz.add_argument("--batch-size", type=whole(1), default=None)
-    sz.add_argument("--n-bootstrap", type=whole(0), default=None)
+    sz.add_argument("--epochs", type=whole(1), default=None, help="training epochs of a stand-in trained here")
+    sz.add_argument("--batch-size", type=whole(1), default=None, help="training batch of a stand-in trained here")
+    sz.add_argument("--n-bootstrap", type=whole(0), default=None, metavar="N",
+                    help="bootstrap resamples of every confidence interval")
     sz.add_argument("--chunk-size", type=whole(1), default=None, metavar="N",
                     help="test galaxies per intervention unit (the unit of Dask work and of resumption)")
     st.set_defaults(func=cmd_study)

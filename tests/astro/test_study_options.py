@@ -145,3 +145,22 @@ def test_data_takes_a_catalogue_or_a_folder_holding_one(tmp_path, capsys):
     assert "is a folder without a catalogue" in capsys.readouterr().err
     assert main([*STUDY, "--data", str(folder / "images.npy"), "--world", "standard", "--dry-run"]) == 2
     assert "--world and --planted shape a synthetic run" in capsys.readouterr().err
+
+
+def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
+    return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[name]
+
+
+def test_every_option_of_the_astro_commands_says_what_it_expects():
+    astro = _subparser(build_parser(), "astro")
+    for cmd in ("synth", "train", "study", "plot"):
+        bare = [a.option_strings or a.dest for a in _subparser(astro, cmd)._actions if not a.help]
+        assert bare == [], f"astro {cmd}: options without help {bare}"
+    study = {s: a.help for a in _subparser(astro, "study")._actions for s in a.option_strings}
+    assert "config.json" in study["--model"] and "codecs/<NAME>" in study["--model"]
+    assert "nanomaggy" in study["--train"] and "[arcsec]" in study["--train"]
+    assert "--train" in study["--test"]
+    assert "image_tokenizer.npz" in study["--image-tokenizer"] and "576 tokens" in study["--image-tokenizer"]
+    assert "(N, 4, H, W)" in study["--images"] and "nanomaggies" in study["--images"]
+    args = build_parser().parse_args(["astro", "study", "--catalog", __file__])   # --catalog is --data
+    assert args.data == Path(__file__)
