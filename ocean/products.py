@@ -150,12 +150,26 @@ def _derive_from_3d(ds: xr.Dataset, renamed: Mapping[str, str], notes: list[str]
                                   "deepest valid level where the column is mixed to its bottom); not converted"}
         ds["t_sub"] = t_sub
         notes.append(f"t_sub = thetao at the first level below mld ({words})")
-    if {"uo", "vo", "mld"} <= set(ds.variables) and "depth" in ds["uo"].dims and "depth" in ds["vo"].dims:
-        for c in ("u", "v"):
-            m = budget.mixed_layer_mean(ds[f"{c}o"].rename(f"{c}o"), ds["mld"])
+    if not {"uo", "vo", "mld"} <= set(ds.variables):
+        return
+    cur = {c: _on_t_levels(ds[f"{c}o"], ds["depth"]) for c in ("u", "v")}
+    if all(v is not None for v in cur.values()):
+        for c, da in cur.items():
+            m = budget.mixed_layer_mean(da.rename(f"{c}o"), ds["mld"])
             m.attrs.update(long_name=f"mixed-layer mean of {_origin(c + 'o', renamed)}", units="m s-1")
             ds[f"{c}_ml"] = m
-        notes.append("u_ml, v_ml = mixed-layer means of uo, vo")
+        notes.append("u_ml, v_ml = mixed-layer means of uo, vo (taken at the T points)")
+
+
+def _on_t_levels(da: xr.DataArray, depth: xr.DataArray) -> xr.DataArray | None:
+    """A current on the T levels: NEMO's U / V files use ``depthu`` / ``depthv``, the same levels as
+    ``deptht``; None when its levels are not the temperature's."""
+    if "depth" in da.dims:
+        return da
+    for d in ("depthu", "depthv"):
+        if d in da.dims and da.sizes[d] == depth.size and np.allclose(np.abs(da[d].values), depth.values):
+            return da.rename({d: "depth"}).assign_coords(depth=depth)
+    return None
 
 
 def from_nemo(ds: xr.Dataset, names: Mapping[str, str] | None = None, *, kappa: float = KAPPA,

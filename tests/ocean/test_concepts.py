@@ -159,9 +159,11 @@ class _ByHand:
         return -RC * self.h[:, i, j] * (u_g * self.ddx(T, i, j) + v_g * self.ddy(T, i, j))
 
 
-def test_ibi_sample_yields_every_concept_its_variables_allow():
+def test_ibi_sample_yields_every_concept_its_variables_allow(tmp_path):
     raw = budget.open_xoa_sample()  # thetao, so, uo, vo, zos: no heat flux, no wind stress
-    got = data.from_nemo(raw)
+    path = tmp_path / "ibi.nc"
+    raw.to_netcdf(path)
+    got = data.open_store(path, validate_schema=False).load()
     assert {"q_geo", "q_entr", "q_diff", "mlhc", "dmlhc_dt"} <= set(got.data_vars)
     assert not {"q_surf", "q_ekman"} & set(got.data_vars)
     g = got.isel(member=0)
@@ -178,3 +180,11 @@ def test_ibi_sample_yields_every_concept_its_variables_allow():
     for k in ("q_geo", "q_entr", "q_diff", "dmlhc_dt"):
         assert got[k].attrs["units"] == "W m-2" and got[k].attrs["formula"], k
     assert "computed ['mlhc', 'dmlhc_dt', 'q_geo', 'q_entr', 'q_diff']" in got.attrs["mapping"]
+
+
+def test_nemo_currents_on_their_own_depth_dims_enter_w_e():
+    raw = budget.open_xoa_sample()
+    nemo_like = raw.assign(uo=raw["uo"].rename(depth="depthu"), vo=raw["vo"].rename(depth="depthv"))
+    a, b = data.from_nemo(raw), data.from_nemo(nemo_like)
+    np.testing.assert_array_equal(b["u_ml"].values, a["u_ml"].values)
+    np.testing.assert_array_equal(b["q_entr"].values, a["q_entr"].values)
