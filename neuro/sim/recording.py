@@ -22,12 +22,12 @@ from scipy.signal import fftconvolve
 from scimech import results
 
 from .body import BodyParams
-from .circuit import CircuitParams
+from .circuit import Circuit, CircuitParams
 from .simulator import Perturbation, Simulator
 from .stimuli import FEATURE_UNITS, FEATURES, stack_stimuli
 
 __all__ = ["simulate", "calcium_from_rates", "observed_subset", "save_recording", "load_recording", "name_units",
-           "muscle_at"]
+           "muscle_at", "label_rates"]
 
 
 def observed_subset(table: dict, every: int = 5, seed: int = 0) -> np.ndarray:
@@ -151,6 +151,16 @@ def name_units(ds: xr.Dataset) -> xr.Dataset:
     mi = pd.MultiIndex.from_arrays([ds[k].values for k in _UNIT_KEYS], names=_UNIT_KEYS)
     return ds.drop_vars([*_UNIT_KEYS, "neuron"], errors="ignore").assign_coords(
         xr.Coordinates.from_pandas_multiindex(mi, "neuron"))
+
+
+def label_rates(circuit: Circuit, rates: np.ndarray) -> xr.DataArray:
+    """``rates`` ``(..., neuron)`` (e.g. ``Simulator.run(...)["rates"]``) as a DataArray whose last
+    axis is indexed by (type, side, segment): ``label_rates(sim.circuit, r).sel(type="MN",
+    side="left", segment=12)``."""
+    t = circuit.neuron_table()
+    mi = pd.MultiIndex.from_arrays([t["type"], [_SIDE_NAMES[s] for s in t["side"]], t["segment"]], names=_UNIT_KEYS)
+    dims = [f"dim_{i}" for i in range(np.ndim(rates) - 1)] + ["neuron"]
+    return xr.DataArray(rates, dims=dims, coords=xr.Coordinates.from_pandas_multiindex(mi, "neuron"))
 
 
 def muscle_at(ds: xr.Dataset, side: str, segment: int) -> xr.DataArray:

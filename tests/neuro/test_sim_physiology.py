@@ -14,14 +14,16 @@ from scipy.stats import spearmanr
 
 from neuro.sim import Perturbation, Simulator, stack_stimuli
 from neuro.sim.analysis import dominant_frequency, phase_difference, tail_beat_frequency
+from neuro.sim.recording import label_rates
 
-NB, NSEG = 12, 30
 DRIVES = np.array([0.35, 0.65, 1.0])
 SETTLE = 200  # first 200 ms discarded (onset transient)
+CIRCUIT = Simulator().circuit
 
 
 def _mn(r, side, seg):
-    return r[..., NB + (3 * 2 + side) * NSEG + seg]
+    """The motor-neuron rate of ``side`` (0 left, 1 right) in segment ``seg``, by name."""
+    return label_rates(CIRCUIT, r).sel(type="MN", side=("left", "right")[side], segment=seg).values
 
 
 @pytest.fixture(scope="module")

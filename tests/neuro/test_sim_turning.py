@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from neuro.sim import Simulator, compiled, stack_stimuli
-from neuro.sim.recording import load_recording, muscle_at, save_recording, simulate
+from neuro.sim.recording import label_rates, load_recording, muscle_at, save_recording, simulate
 
 SEEDS = (101, 102)
 TURNING = ("grating_left", "grating_right", "turning")
@@ -106,6 +106,9 @@ def test_recording_names_neurons_and_muscles(tmp_path):
     nb = 12  # brain units first, then (type * 2 + side) * 30 + segment
     np.testing.assert_array_equal(mn.values, rec["rates"].values[..., nb + (3 * 2 + 0) * 30 + 12])
     assert str(rec["name"].sel(type="V0d", side="right", segment=3).values) == "V0d_R03"
+    # the same index on Simulator.run's bare arrays
+    labelled = label_rates(Simulator().circuit, rec["rates"].values)
+    np.testing.assert_array_equal(labelled.sel(type="MN", side="left", segment=12).values, mn.values)
     # muscles: by side and joint; joint 4 takes the motor neurons of segments 12-14
     m = muscle_at(rec, "left", 13)
     np.testing.assert_array_equal(m.values, rec["muscle"].values[:, :, 0, 4])
