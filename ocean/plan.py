@@ -72,6 +72,7 @@ class StudyConfig:
     torch_threads: int = 1  # intra-op threads per unit; 0 = torch's default (all cores). Small grids: 1 is fastest
     head_init: str = "budget"  # "random" or "budget" (prescribed weights start at their budget-closure values)
     decorrelation: float = 0.0  # weight of the free-vs-prescribed decorrelation penalty (leakage control)
+    product: dict = field(default_factory=dict)  # how --data's missing budget terms are computed (PRODUCT_KEYS)
 
     @classmethod
     def sized(cls, size: str = "quick", **kw) -> StudyConfig:
@@ -147,6 +148,27 @@ def _check_ranges(cfg: StudyConfig) -> None:
                           f"Got {cfg.lam_min} instead.")
 
 
+#: the ``product:`` settings (keyword arguments of :func:`ocean.data.open_store`) and their checks
+PRODUCT_KEYS = {"kappa": "lateral diffusivity of q_diff (m2 s-1, > 0)",
+                "scheme": "time differences: centred (period means) or forward (snapshots)",
+                "advection": "horizontal differences of q_ekman, q_geo: centred or upwind"}
+
+
+def _check_product(value: Any) -> None:
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"Study setting 'product' must be a mapping like {{kappa: 1000.0, advection: upwind}}; "
+                          f"got {value!r}.")
+    bad = sorted(map(str, set(value) - set(PRODUCT_KEYS)))
+    if bad:
+        raise ConfigError(f"Unknown product setting(s) {bad}; valid ones are {sorted(PRODUCT_KEYS)}.")
+    kappa = value.get("kappa", 1.0)
+    if isinstance(kappa, bool) or not isinstance(kappa, (int, float)) or not kappa > 0:
+        raise ConfigError(f"The product setting 'kappa' must be a positive number (m2 s-1); got {kappa!r}.")
+    for key, allowed in (("scheme", ("centred", "forward")), ("advection", ("centred", "upwind"))):
+        if key in value and value[key] not in allowed:
+            raise ConfigError(f"The product setting {key!r} must be one of {list(allowed)}; got {value[key]!r}.")
+
+
 def make_config(values: Mapping[str, Any], size: str = "quick") -> StudyConfig:
     """A checked :class:`StudyConfig`: the defaults of ``size`` with ``values`` (field names) on top.
 
@@ -174,6 +196,8 @@ def make_config(values: Mapping[str, Any], size: str = "quick") -> StudyConfig:
         raise ConfigError(f"Unknown synth setting(s) {bad}; valid ones are {sorted(synth_names)}.")
     if "synth" in values:  # synth settings add to the defaults' grid, not replace it
         values["synth"] = {**defaults.synth, **values["synth"]}
+    if "product" in values:
+        _check_product(values["product"])
     _check_types(values, defaults)
     cfg = StudyConfig.sized(size, **values)
     for key, allowed in _CHOICES.items():

@@ -31,9 +31,9 @@ from .training import train_unit
 __all__ = ["study_fingerprint", "prepare_data", "run_study"]
 
 #: study settings that do not change a unit's result: units are keyed by regime and seed, the
-#: data enter the fingerprint by their values (not by path or generator settings), ``time_chunk``
+#: data enter the fingerprint by their values (not by path, generator or ``product`` settings), ``time_chunk``
 #: is storage and ``torch_threads`` only reorders float sums
-_NOT_IN_FINGERPRINT = ("regimes", "seeds", "data", "synth", "time_chunk", "torch_threads")
+_NOT_IN_FINGERPRINT = ("regimes", "seeds", "data", "synth", "product", "time_chunk", "torch_threads")
 
 
 def study_fingerprint(cfg: StudyConfig, ds: xr.Dataset) -> tuple[str, dict[str, str]]:
@@ -43,7 +43,7 @@ def study_fingerprint(cfg: StudyConfig, ds: xr.Dataset) -> tuple[str, dict[str, 
     (the synthetic ocean as generated now, or your store as mapped; every value, coordinate
     and attribute, so a changed generator or one changed value in your file changes it);
     ``settings``: the :class:`StudyConfig` fields that change a unit's result (all but
-    ``regimes``, ``seeds``, ``data``, ``synth``, ``time_chunk``, ``torch_threads``).
+    ``regimes``, ``seeds``, ``data``, ``synth``, ``product``, ``time_chunk``, ``torch_threads``).
     """
     settings = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in _NOT_IN_FINGERPRINT}
     parts = {"data": fingerprint(ds), "settings": fingerprint(settings)}
@@ -72,7 +72,7 @@ def prepare_data(cfg: StudyConfig, out: Path) -> Path:
     source = str(Path(cfg.data).resolve()) if cfg.data else None
     in_place = False
     if source is not None:
-        ds = odata.open_store(cfg.data, target=cfg.target)
+        ds = odata.open_store(cfg.data, target=cfg.target, **cfg.product)
         in_place = not ds.attrs.get("mapping") and Path(cfg.data).is_dir()
     if not in_place and (path / "zarr.json").exists():
         held = xr.open_zarr(path, consolidated=False).attrs.get("mapped_from")

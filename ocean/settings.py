@@ -19,6 +19,8 @@ CONFIG_KEYS = {
     "time_chunk": "time steps per zarr chunk", "fractions": "train, validation, test shares",
     "loss": "l1 or l2", "concept_scaling": "own or target", "torch_threads": "torch threads per unit (0: all)",
     "head_init": "budget or random", "decorrelation": "free-vs-prescribed decorrelation weight",
+    "product": "how the budget terms your --data lacks are computed: {kappa: m2 s-1, scheme: centred|forward, "
+               "advection: centred|upwind} (ocean.data.open_store)",
 }
 #: what ``scimech ocean synth`` reads from a settings file
 SYNTH_KEYS = {k: CONFIG_KEYS[k] for k in ("synth", "time_chunk")}

@@ -72,3 +72,19 @@ def test_the_study_runs_end_to_end_on_a_nemo_store(truth, tmp_path, capsys):
     assert (out / "report.md").exists() and (out / "findings.txt").exists()
     stored = xr.open_zarr(out / "ocean.zarr", consolidated=False)
     assert {"e1t", "e2t", "nav_lat"} <= set(stored.coords) and "q_hidden" not in stored
+
+
+def test_the_product_settings_reach_the_terms_and_are_checked(truth, tmp_path):
+    from ocean.plan import make_config
+    from ocean.run import prepare_data
+    from scimech.errors import ConfigError
+
+    store = tmp_path / "oras5_like.nc"
+    nemo.nemo_layout(truth).to_netcdf(store)
+    cfg = make_config({"data": str(store), "product": {"kappa": 500.0, "advection": "upwind"}})
+    mapped = xr.open_zarr(prepare_data(cfg, tmp_path / "run"), consolidated=False)
+    assert mapped["q_diff"].attrs["kappa_m2_s"] == 500.0 and mapped["q_geo"].attrs["advection"] == "upwind"
+    for bad, says in [({"kapa": 1.0}, r"Unknown product setting\(s\) \['kapa'\]"), ({"kappa": -1}, "positive"),
+                      ({"scheme": "backward"}, "'scheme' must be one of"), (3, "must be a mapping")]:
+        with pytest.raises(ConfigError, match=says):
+            make_config({"product": bad})
