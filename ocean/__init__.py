@@ -6,8 +6,12 @@ Modules
 constants   physical constants (TEOS-10 rho0, cp0, g, Omega, R_earth) with sources
 variables   the study's variables: names, roles, CF units, and their ORAS5 / NEMO / CMEMS names
 grid        land-aware finite differences on the sphere
+curvilinear the same on NEMO's orthogonal curvilinear grids, with the scale factors e1t / e2t
 synthetic   a mixed-layer ocean whose heat budget closes exactly (incl. a hidden process)
+nemo        the synthetic ocean written as a NEMO product (only product variables)
 budget      MLD, MLHC and budget terms from real model / reanalysis fields (gsw)
+concepts    the prescribed concepts (q_surf, q_ekman, q_geo, q_entr, q_diff) and the target
+            from a product's 2-D fields, with the synthetic ocean's definitions
 data        the data layer in one import, gathered from:
   validation  the schema check (dims, mask, CF units, NaNs at ocean points)
   stores      zarr v3 stores: atomic writes, lazy reads
@@ -33,6 +37,6 @@ cli         the ``scimech ocean`` commands and the demo
 
 from __future__ import annotations
 
-__all__ = ["constants", "variables", "grid", "synthetic", "budget", "data", "validation", "stores", "products",
+__all__ = ["constants", "variables", "grid", "curvilinear", "synthetic", "nemo", "budget", "concepts", "data", "validation", "stores", "products",
            "samples", "model", "heatwaves", "settings", "plan", "training", "run", "evidence", "recovery", "findings",
            "report", "plots", "study", "experiment", "cli"]
