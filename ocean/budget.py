@@ -28,8 +28,8 @@ import gsw
 import numpy as np
 import xarray as xr
 
-from . import concepts, grid
-from .constants import CP0, KAPPA, RHO0, G, coriolis
+from . import concepts
+from .constants import CP0, KAPPA, RHO0
 from .errors import require_vars
 from .variables import rename_to_study
 
@@ -69,9 +69,12 @@ def teos10(thetao: xr.DataArray, so: xr.DataArray) -> xr.Dataset:
         ``SA`` (g kg-1), ``CT`` (degree_Celsius), ``p`` (dbar), ``sigma0`` (kg m-3).
     """
     zdim = _dim(thetao, "depth", "deptht", "lev", "z")
-    latn = _dim(thetao, "lat", "latitude", "y") if any(d in thetao.dims for d in ("lat", "latitude", "y")) else None
-    lat = thetao[latn] if latn else thetao["lat"]
-    lon = thetao[_dim(thetao, "lon", "longitude", "x")]
+    if "nav_lat" in thetao.coords and "nav_lon" in thetao.coords:  # a curvilinear grid's 2-D positions
+        lat, lon = thetao["nav_lat"], thetao["nav_lon"]
+    else:
+        latn = _dim(thetao, "lat", "latitude", "y") if any(d in thetao.dims for d in ("lat", "latitude", "y")) else None
+        lat = thetao[latn] if latn else thetao["lat"]
+        lon = thetao[_dim(thetao, "lon", "longitude", "x")]
     z = -thetao[zdim]
     # keep_attrs=False: each output is labelled for what it is, not with the salinity's attributes
     p = xr.apply_ufunc(gsw.p_from_z, z, lat, keep_attrs=False)
@@ -216,14 +219,6 @@ def first_level_below(field: xr.DataArray, mld: xr.DataArray) -> xr.DataArray:
                           output_dtypes=[float], dask_gufunc_kwargs={"allow_rechunk": True}, keep_attrs=False)
 
 
-def _horiz(da: xr.DataArray) -> tuple[str, str]:
-    return _dim(da, "lat", "latitude", "y"), _dim(da, "lon", "longitude", "x")
-
-
-def _apply2d(fn, da: xr.DataArray, lat, lon) -> xr.DataArray:
-    return xr.apply_ufunc(lambda a: fn(a, lat, lon), da, dask="allowed")
-
-
 def budget_terms(ds: xr.Dataset, *, threshold: float = 0.03, ref_depth: float = 10.0,
                  equator_mask_deg: float = 5.0, kappa: float = KAPPA) -> xr.Dataset:
     """Mixed-layer heat budget from 3-D fields.
@@ -252,49 +247,42 @@ def budget_terms(ds: xr.Dataset, *, threshold: float = 0.03, ref_depth: float = 
     """
     ds, renamed = rename_to_study(ds)
     require_vars(ds, ["thetao", "so"], where="budget_terms")
+    notes: list[str] = []
+    if ds["lat"].ndim == 2:  # NEMO's nav_lat / nav_lon: a regular grid's 1-D dims, or the curvilinear grid kept
+        from .products import _regular_grid  # products imports this module
+
+        ds = _regular_grid(ds, notes)
+        renamed = {k: v for k, v in renamed.items() if v not in ("lat", "lon")}
     th = teos10(ds["thetao"], ds["so"])
     mld = mixed_layer_depth(th["sigma0"], threshold=threshold, ref_depth=ref_depth)
     mlhc = mixed_layer_heat_content(th["CT"], mld)
     theta_ml = mixed_layer_mean(th["CT"].rename("CT"), mld)
-    latn, lonn = _horiz(theta_ml)
-    lat = ds[latn].values.astype(float)
-    lon = ds[lonn].values.astype(float)
     ocean = np.isfinite(theta_ml)
     rc = RHO0 * CP0
     out = {"mld": mld, "mlhc": mlhc, "theta_ml": theta_ml}
-    dTdx = _apply2d(lambda a, la, lo: grid.ddx(a, la, lo, np.isfinite(a)), theta_ml, lat, lon)
-    dTdy = _apply2d(lambda a, la, lo: grid.ddy(a, la, lo, np.isfinite(a)), theta_ml, lat, lon)
-    f = xr.DataArray(coriolis(lat), dims=latn, coords={latn: ds[latn]})
-    eq = np.abs(ds[latn]) >= equator_mask_deg
+    dTdx, dTdy = concepts._gradient(theta_ml, None)
     terms = []
     if "time" in mlhc.dims and mlhc.sizes["time"] > 1:
-        secs = (ds["time"] - ds["time"][0]).dt.total_seconds() if np.issubdtype(ds["time"].dtype, np.datetime64) \
-            else ds["time"]
-        t = mlhc.assign_coords(time=secs.values)
-        tend = t.differentiate("time").assign_coords(time=ds["time"])
-        out["dmlhc_dt"] = tend.assign_attrs(units="W m-2", long_name="tendency of MLHC")
+        out["dmlhc_dt"] = concepts.time_tendency(mlhc).assign_attrs(
+            units="W m-2", long_name="tendency of MLHC", time_derivative="centred")
     if "uo" in ds and "vo" in ds:
         u_ml = mixed_layer_mean(ds["uo"].rename("uo"), mld)
         v_ml = mixed_layer_mean(ds["vo"].rename("vo"), mld)
         out["q_adv"] = (-rc * mld * (u_ml * dTdx + v_ml * dTdy)).assign_attrs(
-            units="W m-2", long_name="advection by mixed-layer mean currents")
+            units="W m-2", long_name="advection by mixed-layer mean currents", formula="-rho0 cp0 h u_ml . grad T_ml")
         terms.append("q_adv")
+    eq = {"equator_mask_deg": equator_mask_deg}
     if "zos" in ds:
-        eta = ds["zos"]
-        u_g = -(G / f) * _apply2d(lambda a, la, lo: grid.ddy(a, la, lo, np.isfinite(a)), eta, lat, lon)
-        v_g = (G / f) * _apply2d(lambda a, la, lo: grid.ddx(a, la, lo, np.isfinite(a)), eta, lat, lon)
-        out["q_geo"] = (-rc * mld * (u_g * dTdx + v_g * dTdy)).where(eq).assign_attrs(
-            units="W m-2", long_name="geostrophic advection (diagnostic; part of q_adv)")
+        q_geo = concepts.geostrophic_advection(theta_ml, mld, ds["zos"], **eq)
+        out["q_geo"] = q_geo.assign_attrs(long_name="geostrophic advection (diagnostic; part of q_adv)")
     if "tauu" in ds and "tauv" in ds:
-        # rho cp h u_ek . grad T with u_ek = (tau x k) / (rho f h): h cancels
-        q_ek = -CP0 * (ds["tauv"] * dTdx - ds["tauu"] * dTdy) / f
-        out["q_ekman"] = q_ek.where(eq).assign_attrs(units="W m-2", long_name="Ekman advection")
+        out["q_ekman"] = concepts.ekman_advection(theta_ml, mld, ds["tauu"], ds["tauv"], **eq)
         if "q_adv" not in terms:
             terms.append("q_ekman")
     if "qnet" in ds:
         out["q_surf"] = ds["qnet"].assign_attrs(units="W m-2", long_name="net surface heat flux")
         terms.append("q_surf")
-    if "dmlhc_dt" in out and {"lat", "lon"} <= set(theta_ml.dims):
+    if "dmlhc_dt" in out:
         terms += _mixing_terms(out, th["CT"], u_ml if "q_adv" in out else None, v_ml if "q_adv" in out else None,
                                kappa)
     res = xr.Dataset(out)
@@ -305,7 +293,7 @@ def budget_terms(ds: xr.Dataset, *, threshold: float = 0.03, ref_depth: float = 
             terms=",".join(terms))
     res.attrs.update({"rho0": RHO0, "cp0": CP0, "mld_threshold_kg_m3": threshold, "mld_ref_depth_m": ref_depth,
                       "description": "mixed-layer heat budget from 3-D fields (TEOS-10 via gsw)"})
-    return _product_names(res, renamed)
+    return _product_names(res, renamed, notes)
 
 
 def _mixing_terms(out: dict, ct: xr.DataArray, u_ml, v_ml, kappa: float) -> list[str]:
@@ -326,12 +314,15 @@ def _mixing_terms(out: dict, ct: xr.DataArray, u_ml, v_ml, kappa: float) -> list
     return ["q_entr", "q_diff", "q_mass"]
 
 
-def _product_names(res: xr.Dataset, renamed: dict[str, str]) -> xr.Dataset:
+def _product_names(res: xr.Dataset, renamed: dict[str, str], grid_notes: list[str] = ()) -> xr.Dataset:
     """The result on the product's own dims and coordinates (``latitude``, ``time_counter``, ...): the
-    study's names are used inside only; ``attrs["renamed"]`` says which were used."""
+    study's names are used inside only; ``attrs["renamed"]`` says which were used, and how a 2-D grid
+    was laid out (its dims stay ``lat`` / ``lon`` then)."""
     back = {new: old for old, new in renamed.items() if new in res.dims or new in res.coords}
-    res.attrs["renamed"] = ("computed on the study's names, returned on the product's: "
-                            + ", ".join(f"{old} -> {new} -> {old}" for new, old in back.items())) if back else ""
+    said = [f"{old} -> {new} -> {old}" for new, old in back.items()]
+    res.attrs["renamed"] = "; ".join(
+        (["computed on the study's names, returned on the product's: " + ", ".join(said)] if said else [])
+        + [f"kept on the study's names: {n}" for n in grid_notes])
     return res.rename(back) if back else res
 
 

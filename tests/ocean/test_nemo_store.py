@@ -88,3 +88,19 @@ def test_the_product_settings_reach_the_terms_and_are_checked(truth, tmp_path):
                       ({"scheme": "backward"}, "'scheme' must be one of"), (3, "must be a mapping")]:
         with pytest.raises(ConfigError, match=says):
             make_config({"product": bad})
+
+
+def test_budget_terms_of_3d_fields_on_the_turned_grid_are_the_regular_ones(truth):
+    from ocean import budget
+
+    short = truth.isel(time=slice(0, 4))
+    turned = budget.budget_terms(nemo.nemo_layout(short, rotate=True))
+    regular = budget.budget_terms(nemo.nemo_layout(short, rotate=False))
+    assert "curvilinear grid" in turned.attrs["renamed"] and "e1t" in turned.coords
+    back = unrotate(turned.rename(time_counter="time").expand_dims(member=[0]))
+    reg = regular.rename(time_counter="time").drop_vars(["nav_lat", "nav_lon", "e1t", "e2t"])
+    for k in ["mld", "mlhc", "dmlhc_dt", "q_geo", "q_ekman", "q_entr", "q_diff", "residual"]:
+        tol = 2e-3 if k in ("q_diff", "residual") else 1e-9  # q_diff's face factors, as above
+        np.testing.assert_allclose(back[k].transpose(*reg[k].dims).values, reg[k].values, rtol=0,
+                                   atol=tol * float(np.abs(reg[k]).max()), err_msg=k)
+    assert np.isfinite(regular["q_entr"].values[np.isfinite(regular["mld"].values)]).all()
