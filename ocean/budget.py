@@ -11,9 +11,12 @@ the cell containing ``h`` counted partially. (OceanCBM's public code takes the o
 bracketing the MLD instead; that is not the integral.)
 
 Budget terms (W m-2) from mixed-layer means: advection by the resolved currents,
-geostrophic advection from SSH, Ekman advection from wind stress, surface flux, and the
-residual ``dMLHC/dt - sum(terms)``. Geostrophic and Ekman terms are masked within
-``equator_mask_deg`` of the equator, where ``f -> 0``.
+geostrophic advection from SSH, Ekman advection from wind stress, surface flux, entrainment,
+lateral diffusion (:mod:`ocean.concepts`, the synthetic ocean's definitions) and the residual
+``dMLHC/dt - sum(terms)``. Geostrophic and Ekman terms are 0 within ``equator_mask_deg`` of the
+equator, where ``f -> 0``. NEMO's 2-D ``nav_lat`` / ``nav_lon`` are laid out as
+:func:`ocean.data.from_nemo` does: a curvilinear grid is kept and differentiated with its scale
+factors ``e1t`` / ``e2t`` (:mod:`ocean.curvilinear`).
 
 Product names (ORAS5 / NEMO ``votemper``, ``vosaline``, ``deptht``, ...) are renamed with
 :func:`ocean.variables.rename_to_study`; :func:`ocean.data.from_nemo` maps a whole product
