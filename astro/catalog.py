@@ -30,7 +30,7 @@ from scimech.errors import DataValidationError, DimensionError, MissingVariableE
 from . import constants
 from .synthetic import GalaxySample, SyntheticConfig
 
-__all__ = ["LEGACY_COLUMNS", "OPTIONAL_COLUMNS", "read_legacy_survey", "read_images"]
+__all__ = ["LEGACY_COLUMNS", "OPTIONAL_COLUMNS", "read_legacy_survey", "read_images", "write_legacy_survey"]
 
 #: study column -> (Legacy Survey column, unit of the study)
 LEGACY_COLUMNS: dict[str, tuple[str, u.UnitBase | None]] = {
@@ -223,3 +223,28 @@ def read_legacy_survey(path: str | Path, images: str | Path | None = None, *, st
                 rejected=rejected, survey="Legacy Surveys DR10", pixel_scale_arcsec=constants.PIXEL_SCALE_ARCSEC,
                 dusty_av=SyntheticConfig.dusty_av, extended_arcsec=SyntheticConfig.extended_arcsec)
     return GalaxySample(cat, None if cube is None else np.ascontiguousarray(cube[keep]), meta)
+
+
+#: TUNIT cards as DR10 sweep files spell them
+_TUNIT = {u.nmgy: "nanomaggy", u.nmgy**-2: "1/nanomaggy^2", u.arcsec: "arcsec", u.mag: "mag"}
+
+
+def write_legacy_survey(path: str | Path, catalog: QTable) -> Path:
+    """Write a study catalogue (``flux_g..z`` [nmgy], ``flux_ivar_g..z`` [nmgy-2], ``shape_r``
+    [arcsec], ``shape_e1/e2``, ``ebv`` [mag], and ``z``, ``a_v`` [mag] when present) as a
+    Legacy Survey DR10 FITS table: the survey's column names (:data:`LEGACY_COLUMNS`, float32
+    like a sweep file, TUNIT cards in the survey's units), ``Z`` (float64) and ``AV``; what
+    :func:`read_legacy_survey` reads back."""
+    path = Path(path)
+    cols = []
+    for k, (name, unit) in LEGACY_COLUMNS.items():
+        v = u.Quantity(catalog[k]).to_value(unit) if unit is not None else np.asarray(catalog[k], float)
+        cols.append(fits.Column(name=name, format="E", array=np.asarray(v, np.float32), unit=_TUNIT.get(unit)))
+    if "z" in catalog.colnames:
+        cols.append(fits.Column(name="Z", format="D", array=np.asarray(catalog["z"], float)))
+    if "a_v" in catalog.colnames:
+        cols.append(fits.Column(name="AV", format="E", array=np.asarray(u.Quantity(catalog["a_v"]).to_value(u.mag),
+                                                                         np.float32), unit="mag"))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fits.HDUList([fits.PrimaryHDU(), fits.BinTableHDU.from_columns(cols)]).writeto(path, overwrite=True)
+    return path

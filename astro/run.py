@@ -92,8 +92,10 @@ def run_settings(settings: StudySettings, *, client=None, log: Log | None = None
     """Run resolved :class:`~astro.plan.StudySettings` (see :func:`run_resumable_study`)."""
     say = log or (lambda *_: None)
     s = settings
-    if s.source == "given":                              # bad inputs fail before the folder is claimed
+    adapter = None
+    if s.model is not None:                              # bad inputs fail before the folder is claimed
         adapter = load_adapter(s.model, s.image_tokenizer, device=s.device)
+    if s.source == "given":
         train_s, test_s = load_sample(s.train), load_sample(s.test)
     claim_folder(s)
     store = UnitStore(s.out / "units")
@@ -121,7 +123,8 @@ def run_settings(settings: StudySettings, *, client=None, log: Log | None = None
         timings["train"] = time.perf_counter() - t
     t = time.perf_counter()
     if s.source in ("synthetic", "catalog"):
-        adapter = load_adapter(Path(model).resolve(), s.image_tokenizer, device=s.device)
+        if adapter is None:                              # the stand-in trained here
+            adapter = load_adapter(Path(model).resolve(), s.image_tokenizer, device=s.device)
         train_s, test_s = load_sample(train), load_sample(test)
     intervene = _intervener(s, Path(model).resolve(), train, test, len(test_s), store, client, say)
     res = gather_evidence(adapter, train_s, test_s, n_bootstrap=int(s.sizes["n_bootstrap"]), seed=s.seed,

@@ -39,6 +39,8 @@ from .training import train_standin
 
 __all__ = ["synth_unit", "catalog_unit", "train_unit", "interventions_unit", "single_thread", "STUDY_TRUTH"]
 
+#: test galaxies the probes need at least (5-fold cross-validation, 2 per fold)
+MIN_TEST = 10
 #: catalogue columns the study needs besides the survey's own
 STUDY_TRUTH = {"z": "a redshift column Z (or REDSHIFT, Z_SPEC), e.g. DESI spectroscopic redshifts joined to the rows",
                "a_v": "an attenuation column A_V (or AV) in mag, e.g. from the DESI FastSpecFit value-added catalogue"}
@@ -81,6 +83,10 @@ def catalog_unit(catalog: str, images: str | None, train_path: str, test_path: s
     if not 0 < n_test < n:
         raise ConfigError(f"--test-fraction {test_fraction} leaves {n_test} of {n} usable galaxies for the test "
                           "set; choose a fraction that keeps both sets non-empty.")
+    if n_test < MIN_TEST:
+        raise ConfigError(f"--test-fraction {test_fraction} leaves {n_test} of {n} usable galaxies for the test set; "
+                          f"the probes' 5-fold cross-validation needs at least {MIN_TEST} (2 per fold): raise "
+                          f"--test-fraction or bring more galaxies.")
     order = np.random.default_rng(seed).permutation(n)
     save_sample(s[np.sort(order[n_test:])], train_path)
     save_sample(s[np.sort(order[:n_test])], test_path)

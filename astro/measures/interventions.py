@@ -15,7 +15,7 @@ from scimech.intervene import ablation_sweep, patching_sweep, reference_activati
 from scimech.stats import bootstrap_ci
 
 from .. import photoz
-from ..models.aion import IMAGE_KEY, LEGACY_SCALARS, MASK_PREFIX, AIONRedshift
+from ..models.aion import IMAGE_KEY, LEGACY_SCALARS, MASK_PREFIX, AIONRedshift, rows_per_pass
 from .inputs import StudyInputs
 
 __all__ = ["chunk_bounds", "chunk_seed", "slice_batch", "intervention_chunk", "summarise_interventions",
@@ -73,6 +73,7 @@ def intervention_chunk(adapter: AIONRedshift, multi: Mapping[str, torch.Tensor],
     sites = adapter.head_sites(block)
     metric = adapter.z_metric()
     model, fwd = adapter.model, adapter.forward
+    batch_size = rows_per_pass(multi, batch_size)          # galaxies (rows) per forward pass: bounded tokens
     # the reference activations once for every method and both modes
     refs = (reference_activations(model, dict(reference), sites, forward=fwd, batch_size=batch_size)
             if any(m in ("mean", "resample") for m in methods) else {})
@@ -90,14 +91,14 @@ def intervention_chunk(adapter: AIONRedshift, multi: Mapping[str, torch.Tensor],
     for method in methods:
         for batch, ref, out in ((multi, refs, zs), (phot_run, refs_phot, zs_phot)):
             ds = ablation_sweep(model, dict(batch), sites, metric, method=method, reference=ref or None,
-                                forward=fwd, batch_size=batch_size, seed=chunk_seed(seed, start))
+                                forward=fwd, batch_size=batch_size, max_rows=batch_size, seed=chunk_seed(seed, start))
             out.append(ds["ablated"].values)
             if batch is multi:
                 base = ds["baseline"].values
             else:
                 phot_base = ds["baseline"].values
     pt = patching_sweep(model, dict(multi), dict(phot), sites, metric, direction="noising", forward=fwd,
-                        batch_size=batch_size)
+                        batch_size=batch_size, max_rows=batch_size)
     zs.append(pt["patched"].values)
     z_phot = pt["corrupted"].values
     phot_base = z_phot if phot_base is None else phot_base

@@ -14,7 +14,7 @@ from scimech.errors import DataValidationError
 from scimech.probe import probe_sites
 from scimech.record import record
 
-from ..models.aion import IMAGE_KEY, AIONRedshift
+from ..models.aion import IMAGE_KEY, AIONRedshift, rows_per_pass
 from .inputs import StudyInputs
 
 __all__ = ["record_blocks", "layer_probes", "localised_block", "head_probes", "head_radial_structure"]
@@ -25,9 +25,18 @@ def _pool(acts: np.ndarray, n_scalar: int, mode: str) -> np.ndarray:
     return acts[:, :n_scalar].mean(1) if mode == "photometry" else acts.mean(1)
 
 
-def record_blocks(adapter: AIONRedshift, batch, sites: Sequence[str], batch_size: int = 256) -> xr.Dataset:
-    return record(adapter.model, batch, list(sites), forward=adapter.forward, batch_size=batch_size,
-                  stop_early=True)
+def record_blocks(adapter: AIONRedshift, batch, sites: Sequence[str], batch_size: int | None = None,
+                  reduce=None) -> xr.Dataset:
+    """Activations at ``sites`` over a batch dict, streamed in passes of ``batch_size`` galaxies
+    (default :func:`rows_per_pass`); ``reduce`` (``scimech.record.record``'s) pools each pass's
+    tokens before the next, so only the pooled features of every galaxy are held."""
+    return record(adapter.model, batch, list(sites), forward=adapter.forward,
+                  batch_size=batch_size or rows_per_pass(batch), stop_early=True, reduce=reduce)
+
+
+def _pooler(n_scalar: int, mode: str):
+    """``reduce`` of :func:`record_blocks`: :func:`_pool` of one pass."""
+    return (lambda t: t[:, :n_scalar].mean(1)) if mode == "photometry" else "mean"
 
 
 def layer_probes(adapter: AIONRedshift, inp: StudyInputs, *, cv: int = 5, alpha: float = 1.0,
@@ -46,8 +55,8 @@ def layer_probes(adapter: AIONRedshift, inp: StudyInputs, *, cv: int = 5, alpha:
     score = np.zeros((2, 2, len(sites)))
     lo, hi = score.copy(), score.copy()
     for i, (mode, batch) in enumerate(modes.items()):
-        rec = record_blocks(adapter, batch, sites)
-        feats = {s: _pool(rec[s].values, inp.n_scalar_tokens, mode) for s in sites}
+        rec = record_blocks(adapter, batch, sites, reduce=_pooler(inp.n_scalar_tokens, mode))   # pooled per pass
+        feats = {s: rec[s].values for s in sites}
         for j, y in enumerate(targets.values()):
             res = probe_sites(feats, y, cv=cv, alpha=alpha, control=False, n_bootstrap=n_bootstrap, dim="layer",
                               coords=list(range(len(sites))))
@@ -71,9 +80,9 @@ def localised_block(layers: xr.Dataset, target: str = "z") -> int:
 
 
 # ---------------------------------------------------------------- 3. heads
-def _head_acts(adapter, batch, block):
+def _head_acts(adapter, batch, block, reduce=None):
     sites = adapter.head_sites(block)
-    rec = record_blocks(adapter, batch, sites)
+    rec = record_blocks(adapter, batch, sites, reduce=reduce)
     return sites, {s: rec[s].values for s in sites}
 
 
@@ -90,8 +99,7 @@ def head_probes(adapter: AIONRedshift, inp: StudyInputs, block: int, *, cv: int 
         control labels (the colours permuted among galaxies, Hewitt & Liang 2019); NaN for
         the other targets.
     """
-    sites, acts = _head_acts(adapter, inp.multi, block)
-    feats = {s: a[:, : inp.n_scalar_tokens].mean(1) for s, a in acts.items()}
+    sites, feats = _head_acts(adapter, inp.multi, block, reduce=_pooler(inp.n_scalar_tokens, "photometry"))
     targets = {"g-r": inp.colours[:, 0], "r-i": inp.colours[:, 1], "i-z": inp.colours[:, 2],
                "z_template": inp.z_template, "z": inp.z, "a_v": inp.a_v}
     out = np.full((4, len(sites), len(targets)), np.nan)
@@ -114,6 +122,32 @@ def head_probes(adapter: AIONRedshift, inp: StudyInputs, block: int, *, cv: int 
     return ds
 
 
+def _image_token_moments(adapter: AIONRedshift, inp: StudyInputs, block: int, n_img: int, max_rows: int = 20000):
+    """Per head of ``block``, from the image-token outputs (galaxies x tokens, dh) of the multimodal
+    run, streamed in passes (:func:`rows_per_pass`) so only (tokens, dh) sums and a row sample are held:
+    ``(sites, token_mean (n_img, dh), mean (dh,), rows)``; ``rows`` are every ``k``-th (galaxy, token)
+    row, ``k = max(1, galaxies * n_img // max_rows)``, in galaxy-major order."""
+    sites = adapter.head_sites(block)
+    a0 = inp.n_scalar_tokens
+    n = int(inp.multi[IMAGE_KEY].shape[0])
+    step = max(1, n * n_img // max_rows)
+    per = rows_per_pass(inp.multi)
+    sums: dict[str, np.ndarray] = {}
+    kept: dict[str, list[np.ndarray]] = {s: [] for s in sites}
+    for start in range(0, n, per):
+        part = {k: v[start:start + per] for k, v in inp.multi.items()}
+        rec = record_blocks(adapter, part, sites, batch_size=per, reduce=lambda t: t[:, a0:a0 + n_img])
+        for s in sites:
+            a = rec[s].values.astype(np.float64)                       # (galaxies, n_img, dh)
+            sums[s] = sums.get(s, 0.0) + a.sum(0)
+            flat = a.reshape(-1, a.shape[-1])
+            first = (-(start * n_img)) % step                         # the first kept row of this pass
+            kept[s].append(flat[first::step])
+    token_mean = {s: sums[s] / n for s in sites}
+    mean = {s: token_mean[s].mean(0) for s in sites}
+    return sites, token_mean, mean, {s: np.concatenate(kept[s]) for s in sites}
+
+
 def head_radial_structure(adapter: AIONRedshift, inp: StudyInputs, block: int, grid: int | None = None) -> xr.Dataset:
     """Each head's image-token output on the token grid and its radial organisation.
 
@@ -123,20 +157,16 @@ def head_radial_structure(adapter: AIONRedshift, inp: StudyInputs, block: int, g
     """
     if IMAGE_KEY not in inp.multi:
         raise DataValidationError("head_radial_structure needs image tokens in the inputs.")
-    sites, acts = _head_acts(adapter, inp.multi, block)
     n_img = inp.multi[IMAGE_KEY].shape[1]
     g = grid or int(round(np.sqrt(n_img)))
     yy, xx = np.mgrid[0:g, 0:g]
     r = np.hypot(yy - (g - 1) / 2, xx - (g - 1) / 2).ravel()
+    sites, token_mean, mean, rows = _image_token_moments(adapter, inp, block, n_img)
     maps = np.zeros((len(sites), g, g))
     score = np.zeros(len(sites))
     for i, s in enumerate(sites):
-        a = acts[s][:, inp.n_scalar_tokens:inp.n_scalar_tokens + n_img]     # (B, n_img, dh)
-        flat = a.reshape(-1, a.shape[-1])
-        flat = flat - flat.mean(0)
-        _, _, vt = np.linalg.svd(flat[:: max(1, len(flat) // 20000)], full_matrices=False)
-        proj = (a - a.reshape(-1, a.shape[-1]).mean(0)) @ vt[0]
-        m = proj.mean(0)
+        _, _, vt = np.linalg.svd(rows[s] - mean[s], full_matrices=False)
+        m = (token_mean[s] - mean[s]) @ vt[0]           # the mean over galaxies of each token's PC1 projection
         if np.corrcoef(m, r)[0, 1] < 0:   # PC sign is arbitrary: orient to increase outward
             m = -m
         maps[i] = m.reshape(g, g)

@@ -47,7 +47,7 @@ from scimech.metrics import Metric
 
 __all__ = [
     "LEGACY_SCALARS", "IMAGE_KEY", "Z_KEY", "CONFIG_NAME", "WEIGHTS_NAME", "DES_BANDS", "save_checkpoint",
-    "load_model", "load_codecs", "load_image_codec", "load_image_tokenizer", "ImageCodecTokenizer", "codec_buckets", "AIONRedshift", "head_site", "site_to_head", "num_encoder_tokens",
+    "load_model", "load_codecs", "rows_per_pass", "TOKENS_PER_PASS", "load_image_codec", "load_image_tokenizer", "ImageCodecTokenizer", "codec_buckets", "AIONRedshift", "head_site", "site_to_head", "num_encoder_tokens",
 ]
 
 CONFIG_NAME = "config.json"
@@ -402,6 +402,18 @@ def num_encoder_tokens(tokens: Mapping[str, torch.Tensor]) -> int:
 
 
 # ---------------------------------------------------------------- the adapter
+#: tokens x galaxies per forward pass of the study (AION-1's 8 + 576 tokens: 28 galaxies, the
+#: attention scores of 12 heads about 0.5 GB in float32); never more than the caller's maximum
+TOKENS_PER_PASS = 2 ** 14
+
+
+def rows_per_pass(batch: Mapping[str, Any], max_rows: int = 256) -> int:
+    """Galaxies per forward pass for a batch dict: :data:`TOKENS_PER_PASS` tokens, at most ``max_rows``
+    (the stand-in's 44 tokens: ``max_rows``)."""
+    n_tok = sum(int(np.prod(v.shape[1:])) or 1 for k, v in batch.items() if not k.startswith(MASK_PREFIX))
+    return int(max(1, min(int(max_rows), TOKENS_PER_PASS // max(1, n_tok))))
+
+
 def model_device(model: nn.Module) -> torch.device:
     """The device of a model's parameters (the CPU for a model without any)."""
     return next((p.device for p in model.parameters()), torch.device("cpu"))
@@ -559,8 +571,10 @@ class AIONRedshift:
 
     @torch.no_grad()
     def predict_z(self, batch: Mapping[str, Any], batch_size: int = 512) -> np.ndarray:
-        """Expected redshift for every sample of a batch dict (see :meth:`batch`)."""
+        """Expected redshift for every sample of a batch dict (see :meth:`batch`), in passes of at
+        most ``batch_size`` galaxies (:func:`rows_per_pass`: fewer when a galaxy has many tokens)."""
         self.model.eval()
+        batch_size = rows_per_pass(batch, batch_size)
         n = batch_size_of(batch)
         out = np.empty(n)
         for s, b in iter_batches(batch, batch_size):

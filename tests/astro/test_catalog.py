@@ -161,3 +161,20 @@ def read_rows(path):
     from astro.files import load_sample
 
     return np.asarray(load_sample(path).catalog["row"])
+
+
+def test_written_catalogue_reads_back_as_the_sample_it_was_written_from(truth, tmp_path):
+    from astro.catalog import LEGACY_COLUMNS, write_legacy_survey
+
+    path = write_legacy_survey(tmp_path / "written.fits", truth.catalog)
+    with fits.open(path) as hdul:                       # the survey's names and TUNITs, as a sweep file has them
+        cols = {c.name: c.unit for c in hdul[1].columns}
+    assert cols["FLUX_G"] == "nanomaggy" and cols["FLUX_IVAR_Z"] == "1/nanomaggy^2" and cols["SHAPE_R"] == "arcsec"
+    s = read_legacy_survey(path)
+    assert s.meta["n_rejected"] == 0 and len(s) == N
+    for k, (_, unit) in LEGACY_COLUMNS.items():        # float32 columns: float32 round-off
+        want = truth.catalog[k].to_value(unit) if unit is not None else np.asarray(truth.catalog[k], float)
+        got = s.catalog[k].to_value(unit) if unit is not None else np.asarray(s.catalog[k], float)
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+    np.testing.assert_array_equal(s.catalog["z"], np.asarray(truth.catalog["z"]))
+    np.testing.assert_allclose(s.catalog["a_v"].to_value(u.mag), truth.catalog["a_v"].to_value(u.mag), rtol=1e-6)
