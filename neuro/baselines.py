@@ -17,7 +17,7 @@ import numpy as np
 
 from scimech.errors import ConfigError
 
-from .tasks import make_windows
+from .tasks import BATCH_ELEMENTS, window_index
 
 __all__ = ["BASELINES", "MeanBaseline", "LastValue", "StimulusEvoked", "NLinear", "DLinear", "RidgeARX",
            "GRUForecaster", "TiDELite", "fit_baseline"]
@@ -29,6 +29,30 @@ def _ridge(X: np.ndarray, Y: np.ndarray, alpha: float) -> np.ndarray:
     R = alpha * np.eye(Xa.shape[1])
     R[-1, -1] = 0.0
     return np.linalg.solve(Xa.T @ Xa + R, Xa.T @ Y)
+
+
+def _ridge_chunks(pairs, alpha: float) -> np.ndarray:
+    """:func:`_ridge` over row chunks ``(X_b, Y_b)`` (the normal equations summed chunk by chunk;
+    one chunk gives exactly :func:`_ridge`'s numbers)."""
+    G = B = None
+    for X, Y in pairs:
+        Xa = np.concatenate([X, np.ones((len(X), 1))], 1)
+        G = Xa.T @ Xa if G is None else G + Xa.T @ Xa
+        B = Xa.T @ Y if B is None else B + Xa.T @ Y
+    R = alpha * np.eye(G.shape[0])
+    R[-1, -1] = 0.0
+    return np.linalg.solve(G + R, B)
+
+
+def _window_chunks(series, stim, context: int, horizon: int, stride: int, max_windows: int, seed: int = 0):
+    """The windows :func:`neuro.tasks.make_windows` would cut, as ``(context, target)`` chunks
+    of at most :data:`neuro.tasks.BATCH_ELEMENTS` values (never all windows at once)."""
+    n, T, N = series.shape
+    tr, st = window_index(n, T, context, horizon, stride, 0, max_windows, seed)
+    size = max(1, BATCH_ELEMENTS // ((context + horizon) * N))
+    for a in range(0, len(tr), size):
+        t, s0 = tr[a : a + size, None], st[a : a + size, None]
+        yield series[t, s0 + np.arange(context)], series[t, s0 + context + np.arange(horizon)]
 
 
 def _apply(X, W):
@@ -97,11 +121,13 @@ class NLinear(_Base):
     name = "nlinear"
 
     def fit(self, series, stim, meta=None):
-        w = make_windows(series, stim, self.context, self.horizon, stride=2, max_windows=2000)
-        last = w.context[:, -1:]
-        X = (w.context - last).transpose(0, 2, 1).reshape(-1, self.context)
-        Y = (w.target - last).transpose(0, 2, 1).reshape(-1, self.horizon)
-        self.W_ = _ridge(X, Y, 1e-3)
+        def pairs():
+            for ctx, tgt in _window_chunks(series, stim, self.context, self.horizon, 2, 2000):
+                last = ctx[:, -1:]
+                yield ((ctx - last).transpose(0, 2, 1).reshape(-1, self.context),
+                       (tgt - last).transpose(0, 2, 1).reshape(-1, self.horizon))
+
+        self.W_ = _ridge_chunks(pairs(), 1e-3)
         return self
 
     def predict(self, context, stim_context, stim_future):
@@ -122,11 +148,13 @@ class DLinear(_Base):
         return trend, c - trend
 
     def fit(self, series, stim, meta=None):
-        w = make_windows(series, stim, self.context, self.horizon, stride=2, max_windows=2000)
-        tr, re = self._split(w.context)
-        X = np.concatenate([tr, re], 1).transpose(0, 2, 1).reshape(-1, 2 * self.context)
-        Y = w.target.transpose(0, 2, 1).reshape(-1, self.horizon)
-        self.W_ = _ridge(X, Y, 1e-3)
+        def pairs():
+            for ctx, tgt in _window_chunks(series, stim, self.context, self.horizon, 2, 2000):
+                tr, re = self._split(ctx)
+                yield (np.concatenate([tr, re], 1).transpose(0, 2, 1).reshape(-1, 2 * self.context),
+                       tgt.transpose(0, 2, 1).reshape(-1, self.horizon))
+
+        self.W_ = _ridge_chunks(pairs(), 1e-3)
         return self
 
     def predict(self, context, stim_context, stim_future):
@@ -136,27 +164,92 @@ class DLinear(_Base):
 
 
 class RidgeARX(_Base):
-    """VAR(p) with stimulus input, ``x_{t+1} = sum_k A_k x_{t-k} + B s_{t+1} + c``, rolled out."""
+    """VAR(p) with stimulus input, ``x_{t+1} = sum_k A_k x_{t-k} + B s_{t+1} + c``, rolled out.
+
+    Above ``dense_max`` units a dense ``A_k`` (``N x N`` each) is out of reach (a 10,000-unit
+    VAR(2) has 2 x 10^8 weights and a 20,000-column normal matrix), so the VAR becomes
+    low-rank: unit ``i`` is driven by its own ``p`` lags and by the lags of the population's
+    first ``rank`` principal components (of the training series) and the stimulus,
+    ``x_{t+1,i} = sum_k a_ik x_{t-k,i} + sum_k b_ik . P^T x_{t-k} + B_i s_{t+1} + c_i``, one
+    ridge per unit (the search's ``lowrank`` recurrence). ``lowrank_`` says which was fitted."""
 
     name = "ridge_arx"
     order = 2
     alpha = 1.0
+    dense_max = 2048
+    rank = 64
 
     def fit(self, series, stim, meta=None):
         p = min(self.order, self.context)
         self.p_ = p
+        self.lowrank_ = series.shape[-1] > self.dense_max
+        if self.lowrank_:
+            return self._fit_lowrank(series, stim)
         X = np.concatenate([series[:, p - 1 - k : series.shape[1] - 1 - k] for k in range(p)]
                            + [stim[:, p:]], -1)
         Y = series[:, p:]
         self.W_ = _ridge(X.reshape(-1, X.shape[-1]), Y.reshape(-1, Y.shape[-1]), self.alpha)
         return self
 
+    def _shared(self, lags, u):
+        """Inputs every unit shares: the principal components' lags, the stimulus, 1."""
+        return np.concatenate([lag @ self.P_ for lag in lags] + [u, np.ones((len(u), 1), u.dtype)], -1)
+
+    def _fit_lowrank(self, series, stim):
+        from sklearn.utils.extmath import randomized_svd
+
+        n, T, N = series.shape
+        p = self.p_
+        flat = series.reshape(-1, N)
+        mean = flat.mean(0, dtype=np.float64).astype(np.float32)
+        r = min(self.rank, N, len(flat))
+        _, _, vt = randomized_svd(flat - mean, r, random_state=0)
+        self.P_ = np.ascontiguousarray(vt.T, np.float32)   # (N, r)
+        lags = [series[:, p - 1 - k : T - 1 - k].reshape(-1, N) for k in range(p)]
+        Y = series[:, p:].reshape(-1, N)
+        F = self._shared(lags, stim[:, p:].reshape(-1, stim.shape[-1])).astype(np.float64)
+        dF, d = F.shape[1], p + F.shape[1]
+        R = self.alpha * np.eye(d)
+        R[-1, -1] = 0.0                                   # the intercept (last shared column) is free
+        FF, FY = F.T @ F, F.T @ Y                         # (dF, dF), (dF, N)
+        aF = np.stack([lag.T @ F for lag in lags], 1)     # (N, p, dF)
+        self.W_own_ = np.empty((p, N))
+        self.W_shared_ = np.empty((dF, N))
+        step = max(1, BATCH_ELEMENTS // (4 * len(Y)))
+        for a in range(0, N, step):
+            b = min(a + step, N)
+            L = [lag[:, a:b].astype(np.float64) for lag in lags]
+            y = Y[:, a:b].astype(np.float64)
+            G = np.empty((b - a, d, d))
+            G[:, p:, p:] = FF
+            G[:, :p, p:] = aF[a:b]
+            G[:, p:, :p] = aF[a:b].transpose(0, 2, 1)
+            rhs = np.empty((b - a, d))
+            rhs[:, p:] = FY[:, a:b].T
+            for k in range(p):
+                rhs[:, k] = (L[k] * y).sum(0)
+                for m in range(p):
+                    G[:, k, m] = (L[k] * L[m]).sum(0)
+            w = np.linalg.solve(G + R, rhs[..., None])[..., 0]   # (units, d)
+            self.W_own_[:, a:b] = w[:, :p].T
+            self.W_shared_[:, a:b] = w[:, p:].T
+        self.W_own_ = self.W_own_.astype(np.float32)
+        self.W_shared_ = self.W_shared_.astype(np.float32)
+        return self
+
+    def _step(self, hist, u):
+        """One step ahead from ``hist`` (lags, newest last) and the stimulus ``u``."""
+        lags = [hist[-1 - k] for k in range(self.p_)]
+        if not self.lowrank_:
+            return _apply(np.concatenate(lags + [u], -1), self.W_)
+        own = sum(self.W_own_[k] * lags[k] for k in range(self.p_))
+        return own + self._shared(lags, u.astype(np.float32)) @ self.W_shared_
+
     def predict(self, context, stim_context, stim_future):
         hist = list(context[:, -self.p_ :].transpose(1, 0, 2))
         out = []
         for h in range(stim_future.shape[1]):
-            x = np.concatenate([hist[-1 - k] for k in range(self.p_)] + [stim_future[:, h]], -1)
-            y = np.clip(_apply(x, self.W_), -20, 20)
+            y = np.clip(self._step(hist, stim_future[:, h]), -20, 20)
             out.append(y)
             hist.append(y)
         return np.stack(out, 1)
@@ -188,7 +281,8 @@ class _Torch(_Base):
     device = "cpu"
 
     def _windows(self, series, stim):
-        return make_windows(series, stim, self.context, self.horizon, stride=2, max_windows=4000, seed=self.seed)
+        """``(trial, start)`` of the training windows (gathered batch by batch)."""
+        return window_index(series.shape[0], series.shape[1], self.context, self.horizon, 2, 0, 4000, self.seed)
 
 
 class GRUForecaster(_Torch):
@@ -213,13 +307,18 @@ class GRUForecaster(_Torch):
         params = list(self.net_.parameters()) + list(self.out_.parameters())
         opt = torch.optim.Adam(params, lr=self.lr)
         L = min(64, series.shape[1] - 1)
-        w = make_windows(series, stim, L, 1, stride=8, max_windows=2000, seed=self.seed)
-        xs = torch.as_tensor(np.concatenate([w.context, w.target], 1), device=self.device)
-        ss = torch.as_tensor(np.concatenate([w.stim_context, w.stim_future], 1), device=self.device)
+        # the windows make_windows would cut (L + 1 steps), gathered batch by batch from the
+        # series (2,000 windows of 10,000 units would be 5 GB as copies)
+        tr, st = window_index(series.shape[0], series.shape[1], L, 1, 8, 0, 2000, self.seed)
+        xs_all = torch.as_tensor(series, device=self.device)
+        ss_all = torch.as_tensor(stim, device=self.device)
+        tr_t, st_t = torch.as_tensor(tr, device=self.device), torch.as_tensor(st, device=self.device)
+        span = torch.arange(L + 1, device=self.device)
         rng = np.random.default_rng(self.seed)
         for _ in range(self.steps):
-            b = torch.as_tensor(rng.choice(len(xs), min(32, len(xs)), replace=False), device=self.device)
-            x, s = xs[b], ss[b]
+            b = torch.as_tensor(rng.choice(len(tr), min(32, len(tr)), replace=False), device=self.device)
+            rows, cols = tr_t[b][:, None], st_t[b][:, None] + span
+            x, s = xs_all[rows, cols], ss_all[rows, cols]
             h, _ = self.net_(torch.cat([x[:, :-1], s[:, 1:]], -1))  # input x_t and s_{t+1}
             pred = x[:, :-1] + self.out_(h)
             loss = (pred - x[:, 1:]).abs().mean()
@@ -273,13 +372,15 @@ class TiDELite(_Torch):
         self.skip_ = torch.nn.Linear(self.context, self.horizon).to(self.device)
         params = list(self.enc_.parameters()) + list(self.skip_.parameters())
         opt = torch.optim.Adam(params, lr=self.lr)
-        w = self._windows(series, stim)
+        tr, st = self._windows(series, stim)
+        C, H = self.context, self.horizon
         rng = np.random.default_rng(self.seed)
         for _ in range(self.steps):
-            b = rng.choice(len(w), min(64, len(w)), replace=False)
-            pred = self._forward(torch.as_tensor(w.context[b], device=self.device),
-                                 torch.as_tensor(w.stim_future[b], device=self.device))
-            loss = (pred - torch.as_tensor(w.target[b], device=self.device)).abs().mean()
+            b = rng.choice(len(tr), min(64, len(tr)), replace=False)
+            rows, s0 = tr[b][:, None], st[b][:, None]
+            pred = self._forward(torch.as_tensor(series[rows, s0 + np.arange(C)], device=self.device),
+                                 torch.as_tensor(stim[rows, s0 + C + np.arange(H)], device=self.device))
+            loss = (pred - torch.as_tensor(series[rows, s0 + C + np.arange(H)], device=self.device)).abs().mean()
             opt.zero_grad()
             loss.backward()
             opt.step()

@@ -35,9 +35,28 @@ import xarray as xr
 
 from scimech.errors import ConfigError, DataValidationError, DimensionError, MissingVariableError
 
-from .tasks import OOD_SUITES, ForecastTask, Windows
+from .tasks import OOD_SUITES, ForecastTask, LazyWindows
 
-__all__ = ["from_traces", "read_traces", "ID_SPLITS", "HELD_OUT_SUITE"]
+__all__ = ["from_traces", "read_traces", "ID_SPLITS", "HELD_OUT_SUITE", "PROTOCOLS", "ZAPBENCH"]
+
+#: neurons handled at once when z-scoring (float64 statistics over a block of columns)
+_COLUMN_BLOCK = 1024
+#: above this many neurons a task without a wiring prior keeps its all-ones prior as a
+#: broadcast view (no N x N array)
+_DENSE_PRIOR_MAX = 4096
+
+#: ZAPBench's forecasting protocol (Immer et al., "Forecasting Whole-Brain Neuronal Activity
+#: from Volumetric Video", ICLR 2025). The PyPI package ``zapbench`` (0.0.1) is an empty
+#: placeholder, so the constants are copied from the benchmark's own
+#: ``zapbench/constants.py`` (github.com/google-research/zapbench): ``CONDITION_PADDING``,
+#: ``VAL_FRACTION``, ``TEST_FRACTION``, ``MAX_CONTEXT_LENGTH``, ``PREDICTION_WINDOW_LENGTH``,
+#: ``CONDITION_NAMES`` and ``CONDITIONS_HOLDOUT`` (condition 3, ``taxis``). Contexts of 4 and
+#: 256 steps are the two the benchmark reports.
+ZAPBENCH = dict(condition_padding=1, val_fraction=0.1, test_fraction=0.2, max_context=256, horizon=32,
+                contexts=(4, 256), held_out=("taxis",),
+                condition_names=("gain", "dots", "flash", "taxis", "turning", "position", "open loop", "rotation",
+                                 "dark"))
+PROTOCOLS = (None, "zapbench")
 
 ID_SPLITS = ("train", "val", "test")
 #: OOD suite of the conditions given in ``held_out``
@@ -117,9 +136,21 @@ def _split_by_fractions(segments, fractions) -> np.ndarray:
     return out.astype(str)
 
 
-def _windows(Z, S, pieces, context: int, horizon: int, stride: int, max_windows: int | None, seed: int) -> Windows:
-    """Windows of every piece, enumerated and subsampled as :func:`neuro.tasks.make_windows` does."""
-    idx = [(i, s) for i, (a, b) in enumerate(pieces) for s in range(0, b - a - context - horizon + 1, stride)]
+def _windows(Z, S, pieces, context: int, horizon: int, stride: int, max_windows: int | None, seed: int,
+             reach: dict | None = None) -> LazyWindows:
+    """Windows of every piece, enumerated and subsampled as :func:`neuro.tasks.make_windows` does
+    (cut lazily from ``Z``: see :class:`neuro.tasks.LazyWindows`).
+
+    ``reach`` (ZAPBench): ``{piece start: earliest row its contexts may use}``; the forecast
+    then lies inside the piece and the context may reach back before it (into the same
+    condition's earlier steps), so every step of a piece is forecast once at stride 1."""
+    if reach is not None:
+        idx = []
+        for i, (a, b) in enumerate(pieces):
+            lo = max(a - context, reach.get(a, a))
+            idx += [(i, s) for s in range(lo - a, b - a - context - horizon + 1, stride)]
+    else:
+        idx = [(i, s) for i, (a, b) in enumerate(pieces) for s in range(0, b - a - context - horizon + 1, stride)]
     if not idx:
         lengths = sorted({b - a for a, b in pieces})
         raise ConfigError(f"No segment is long enough for context {context} + horizon {horizon} (segment lengths "
@@ -129,10 +160,8 @@ def _windows(Z, S, pieces, context: int, horizon: int, stride: int, max_windows:
         idx = [idx[k] for k in np.sort(rng.choice(len(idx), max_windows, replace=False))]
     tr = np.array([i for i, _ in idx])
     st = np.array([s for _, s in idx])
-    origin = np.array([pieces[i][0] for i in tr])[:, None] + st[:, None]
-    c = origin + np.arange(context)
-    f = origin + context + np.arange(horizon)
-    return Windows(Z[c], S[c], S[f], Z[f], tr, st)
+    origin = np.array([pieces[i][0] for i in tr]) + st
+    return LazyWindows(Z, S, origin, context, horizon, tr, st)
 
 
 def _train_trials(Z, S, pieces, min_len: int) -> tuple[np.ndarray, np.ndarray]:
@@ -147,16 +176,30 @@ def _train_trials(Z, S, pieces, min_len: int) -> tuple[np.ndarray, np.ndarray]:
     return np.stack([Z[a:b] for a, b in cuts]), np.stack([S[a:b] for a, b in cuts])
 
 
-def _finite_traces(ds: xr.Dataset) -> np.ndarray:
-    """The activity as float64, refusing NaN / inf (naming how many and where)."""
-    X = np.asarray(ds["activity"].values, np.float64)
-    bad = ~np.isfinite(X)
-    if bad.any():
-        per = bad.sum(0)
-        raise DataValidationError(f"The traces hold {int(bad.sum())} NaN/inf values ({int((per > 0).sum())} of "
-                                  f"{X.shape[1]} neurons, e.g. neuron {int(np.argmax(per))}). Fix: interpolate short "
+def _zscored(ds: xr.Dataset, train: np.ndarray, min_std: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(Z, mean, std)``: the activity z-scored per neuron with the training steps' statistics,
+    ``Z`` in float32; refuses NaN / inf (naming how many and where). Works through blocks of
+    neurons in float64, so the traces are never copied whole in float64."""
+    X = ds["activity"].values
+    T, N = X.shape
+    Z = np.empty((T, N), np.float32)
+    mu, sd = np.empty(N), np.empty(N)
+    per = np.zeros(N, np.int64)
+    for a in range(0, N, _COLUMN_BLOCK):
+        b = min(a + _COLUMN_BLOCK, N)
+        Xb = np.asarray(X[:, a:b], np.float64)
+        per[a:b] = (~np.isfinite(Xb)).sum(0)
+        if per[a:b].any():
+            continue
+        Xt = Xb[train]
+        mu[a:b] = Xt.mean(0)
+        sd[a:b] = np.maximum(Xt.std(0), min_std)
+        Z[:, a:b] = ((Xb - mu[a:b]) / sd[a:b]).astype(np.float32)
+    if per.any():
+        raise DataValidationError(f"The traces hold {int(per.sum())} NaN/inf values ({int((per > 0).sum())} of "
+                                  f"{N} neurons, e.g. neuron {int(np.argmax(per))}). Fix: interpolate short "
                                   "gaps or drop those neurons before building the task.")
-    return X
+    return Z, mu, sd
 
 
 def _sampling_interval(ds: xr.Dataset, dt: float | None) -> float:
@@ -194,6 +237,49 @@ def _split_labels(ds: xr.Dataset, splits, trial: np.ndarray, cond: np.ndarray, h
     return split
 
 
+_PADDING = "padding"
+
+
+def _zapbench(ds, splits, trial, cond, held_out, context: int, horizon: int):
+    """ZAPBench's splits (see :data:`ZAPBENCH`): ``(held_out, max_windows, stride, split, reach)``."""
+    z = ZAPBENCH
+    if splits is not None or "split" in ds:
+        raise ConfigError("protocol 'zapbench' makes its own splits (70/10/20 % of each condition in time); give "
+                          "no splits (and drop the file's 'split' variable) to use it.")
+    if horizon != z["horizon"] or not 1 <= context <= z["max_context"]:
+        raise ConfigError(f"protocol 'zapbench' forecasts {z['horizon']} steps from at most {z['max_context']} "
+                          f"(reported: {z['contexts']}); got context {context}, horizon {horizon}.")
+    held_out = tuple(held_out) or tuple(c for c in z["held_out"] if c in set(cond))
+    if not held_out:
+        raise ConfigError(f"protocol 'zapbench' holds one condition out ({z['held_out'][0]!r} in ZAPBench); this "
+                          f"recording has none of that name: give held_out (conditions {sorted(set(cond))}).")
+    unknown = sorted(set(held_out) - set(cond))
+    if unknown:
+        raise ConfigError(f"held_out conditions {unknown} do not occur; the conditions are {sorted(set(cond))}.")
+    T, pad = len(cond), z["condition_padding"]
+    split = np.full(T, _PADDING, dtype=object)
+    reach = {}
+    f_tr = 1.0 - z["val_fraction"] - z["test_fraction"]
+    for a, b in _segments([trial, cond]):
+        a2, b2 = a + pad, b - pad
+        if b2 <= a2:
+            continue
+        if cond[a] in held_out:
+            split[a2:b2] = HELD_OUT_SUITE
+            continue
+        n = b2 - a2
+        c1 = a2 + int(round(f_tr * n))
+        c2 = a2 + int(round((f_tr + z["val_fraction"]) * n))
+        split[a2:c1], split[c1:c2], split[c2:b2] = "train", "val", "test"
+        reach[c1] = reach[c2] = a2   # val and test contexts may start back in the condition
+    split = split.astype(str)
+    empty = [s for s in ID_SPLITS if not (split == s).any()]
+    if empty:
+        raise DataValidationError(f"No time step is labelled {empty} under protocol 'zapbench' (conditions too "
+                                  "short?).")
+    return held_out, None, 1, split, reach
+
+
 def _stimulus(ds: xr.Dataset, stimulus, cond: np.ndarray) -> np.ndarray:
     """Stimulus covariates ``(time, feature)``: given, the file's, or a one-hot code of the condition."""
     T = len(cond)
@@ -214,7 +300,12 @@ def _stimulus(ds: xr.Dataset, stimulus, cond: np.ndarray) -> np.ndarray:
 def _meta(ds: xr.Dataset, N: int, cond: np.ndarray, source, **stats) -> dict:
     """The task's per-unit metadata: names, no cell types, the wiring prior (or every edge
     allowed, no sign imposed), the z-scoring statistics and where the traces came from."""
-    mask = np.asarray(ds["prior_mask"].values, np.float32) if "prior_mask" in ds else np.ones((N, N), np.float32)
+    if "prior_mask" in ds:
+        mask = np.asarray(ds["prior_mask"].values, np.float32)
+    elif N > _DENSE_PRIOR_MAX:  # every edge allowed: a view, not N x N values
+        mask = np.broadcast_to(np.float32(1.0), (N, N))
+    else:
+        mask = np.ones((N, N), np.float32)
     sign = np.asarray(ds["prior_sign"].values, np.float32) if "prior_sign" in ds else np.zeros(N, np.float32)
     if mask.shape != (N, N) or sign.shape != (N,):
         raise DimensionError(f"prior_mask {mask.shape} / prior_sign {sign.shape}: expected ({N}, {N}) / ({N},).")
@@ -228,7 +319,8 @@ def _meta(ds: xr.Dataset, N: int, cond: np.ndarray, source, **stats) -> dict:
 
 def from_traces(source, *, conditions=None, splits=None, held_out: Sequence[str] = (), trials=None, stimulus=None,
                 dt: float | None = None, context: int = 4, horizon: int = 32, max_windows: int | None = 400,
-                seed: int = 0, stim_scale=None, min_std: float = 1e-6, name: str | None = None) -> ForecastTask:
+                seed: int = 0, stim_scale=None, min_std: float = 1e-6, name: str | None = None,
+                protocol: str | None = None) -> ForecastTask:
     """A forecasting task from your traces (see the module doc for the layout).
 
     Parameters
@@ -256,6 +348,16 @@ def from_traces(source, *, conditions=None, splits=None, held_out: Sequence[str]
     min_std
         Floor of the per-neuron standard deviation used to z-score (units of the traces).
 
+    protocol
+        ``"zapbench"``: ZAPBench's protocol (:data:`ZAPBENCH`): each condition loses one step
+        at either end, then its first 70 % trains, the next 10 % validates and the last 20 %
+        tests (``splits`` must be None); the held-out condition (default ``taxis``, else give
+        ``held_out``) is the OOD suite ``held_out_condition``; context at most 256 (the
+        benchmark reports 4 and 256), horizon 32; every window at stride 1
+        (``max_windows`` ignored), each forecast inside its split, its context reaching back
+        into the same condition's earlier steps. Windows are cut lazily (no memory until
+        scored, in chunks).
+
     Returns
     -------
     ForecastTask
@@ -274,21 +376,25 @@ def from_traces(source, *, conditions=None, splits=None, held_out: Sequence[str]
     ConfigError
         Unknown held-out condition, bad fractions, segments too short for the windows, no dt.
     """
+    if protocol not in PROTOCOLS:
+        raise ConfigError(f"protocol must be one of {[p for p in PROTOCOLS if p]} or None; got {protocol!r}.")
     ds = read_traces(source, conditions=conditions, dt=dt)
-    X = _finite_traces(ds)
-    T, N = X.shape
+    T, N = ds["activity"].shape
     cond = np.asarray(ds["condition"].values).astype(str)
     dt = _sampling_interval(ds, dt)
     trial = np.asarray(trials) if trials is not None else (np.asarray(ds["trial"].values) if "trial" in ds else
                                                            np.zeros(T, int))
     if trial.shape != (T,):
         raise DimensionError(f"trials has shape {trial.shape}; expected ({T},).")
-    split = _split_labels(ds, splits, trial, cond, held_out)
+    reach = None
+    if protocol == "zapbench":
+        held_out, max_windows, stride, split, reach = _zapbench(ds, splits, trial, cond, held_out, context, horizon)
+    else:
+        split = _split_labels(ds, splits, trial, cond, held_out)
+        stride = max(1, (horizon + context) // 4)
     S = _stimulus(ds, stimulus, cond)
     tr = split == "train"
-    mu = X[tr].mean(0)
-    sd = np.maximum(X[tr].std(0), min_std)
-    Z = ((X - mu) / sd).astype(np.float32)
+    Z, mu, sd = _zscored(ds, tr, min_std)
     if stim_scale is None:
         stim_scale = np.abs(S[tr]).max(0)
         stim_scale = np.where(stim_scale > 0, stim_scale, 1.0)
@@ -296,17 +402,20 @@ def from_traces(source, *, conditions=None, splits=None, held_out: Sequence[str]
     Sz = (S / stim_scale).astype(np.float32)
     pieces = {}
     for a, b in _segments([trial, cond, split]):
-        pieces.setdefault(split[a], []).append((a, b))
-    stride = max(1, (horizon + context) // 4)
+        if split[a] != _PADDING:
+            pieces.setdefault(split[a], []).append((a, b))
     train_series, train_stim = _train_trials(Z, Sz, pieces["train"], context + horizon)
-    val = _windows(Z, Sz, pieces["val"], context, horizon, stride, max_windows, seed + 1)
-    test = _windows(Z, Sz, pieces["test"], context, horizon, stride, max_windows, seed + 2)
+    val = _windows(Z, Sz, pieces["val"], context, horizon, stride, max_windows, seed + 1, reach)
+    test = _windows(Z, Sz, pieces["test"], context, horizon, stride, max_windows, seed + 2, reach)
     suites = [s for s in OOD_SUITES if s in pieces] + [s for s in pieces if s not in (*ID_SPLITS, *OOD_SUITES)]
     ood = {}
     for j, s in enumerate(suites):
         k = OOD_SUITES.index(s) if s in OOD_SUITES else len(OOD_SUITES) + j
-        ood[s] = _windows(Z, Sz, pieces[s], context, horizon, stride, max_windows, seed + 3 + k)
+        ood[s] = _windows(Z, Sz, pieces[s], context, horizon, stride, max_windows, seed + 3 + k, reach)
     meta = _meta(ds, N, cond, source, mean=mu, std=sd, stim_scale=stim_scale)
-    return ForecastTask(name=name or f"traces-c{context}-h{horizon}", context=context, horizon=horizon,
+    if protocol:
+        meta.update(protocol=protocol, held_out=tuple(held_out))
+    prefix = f"traces-{protocol}" if protocol else "traces"
+    return ForecastTask(name=name or f"{prefix}-c{context}-h{horizon}", context=context, horizon=horizon,
                         signal="traces", dt=float(dt), train_series=train_series, train_stim=train_stim, val=val,
                         test=test, ood=ood, meta=meta, true_weights=None)

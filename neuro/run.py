@@ -73,12 +73,45 @@ def _fit_and_score(name: str, task, quick: bool, seed: int = 0, torch_steps: int
             kw["steps"] = int(steps)
     t0 = time.perf_counter()
     model = fit_baseline(name, task, **kw)
-    metrics, arrays = probe_model(model, task)
+    # a simulated task: scored as the sandbox scores a program (Jacobian and probes included);
+    # recorded traces (no circuit to compare with): forecasts only, window chunk by chunk
+    metrics, arrays = probe_model(model, task) if task.true_weights is not None else score_forecasts(model, task)
     row = score_row(metrics, faithfulness(arrays, metrics, task))
     row["seconds"] = time.perf_counter() - t0
     row["window_mae"] = {sp: arrays[f"mae_window/{sp}"].tolist() for sp in _WINDOW_SPLITS
                          if f"mae_window/{sp}" in arrays}
+    row["step_mae"] = {k[4:]: arrays[k].tolist() for k in arrays if k.startswith("mae/")}
     return row
+
+
+def score_forecasts(model, task) -> tuple[dict, dict]:
+    """MAE of a fitted model's forecasts on every split, reading the windows chunk by chunk
+    (:meth:`neuro.tasks.LazyWindows.batches`): ``(metrics, arrays)`` as
+    :func:`neuro.search.evaluate.score_predictions` gives them (``mae/<split>`` per horizon
+    step, ``mae_window/<split>`` per window; OOD forecasts clipped, ID ones must be finite).
+    No Jacobian or probes: for recorded traces, where no circuit is known. A split read in one
+    chunk gives exactly the sandbox's numbers."""
+    metrics, arrays = {}, {}
+    for sp, w in task.windows().items():
+        total, count, per_window = None, 0, []
+        for b in w.batches():
+            pred = np.asarray(model.predict(b.context, b.stim_context, b.stim_future), dtype=float)
+            if pred.shape != b.target.shape:
+                raise ValueError(f"predict() returned shape {pred.shape} on {sp}; expected {b.target.shape}")
+            if sp.startswith("ood_"):
+                pred = np.where(np.isfinite(pred), np.clip(pred, -1e3, 1e3), 1e3)
+            elif not np.all(np.isfinite(pred)):
+                raise FloatingPointError(f"predict() returned non-finite values on {sp}")
+            err = np.abs(pred - b.target)
+            part = err.sum((0, 2))
+            total = part if total is None else total + part
+            count += err.shape[0] * err.shape[2]
+            per_window.append(err.mean((1, 2)))
+        mae = total / count
+        metrics[sp] = float(mae.mean())
+        arrays[f"mae/{sp}"] = mae
+        arrays[f"mae_window/{sp}"] = np.concatenate(per_window)
+    return metrics, arrays
 
 
 @functools.lru_cache(maxsize=2)
@@ -106,7 +139,7 @@ def _unit_key(name: str, steps, key_suffix: str, device: str) -> str:
 
 def run_baselines(task, names=None, quick: bool = True, *, store=None, client=None, seed: int = 0,
                   key_suffix: str = "", windows: dict | None = None, torch_steps: int | None = None,
-                  device: str = "cpu") -> pd.DataFrame:
+                  device: str = "cpu", steps_out: dict | None = None) -> pd.DataFrame:
     """Fit and score baselines; one row per baseline (``seconds``: wall time of the fit, s).
 
     With ``store`` (a :class:`scimech.results.UnitStore` or folder) each baseline is a unit of
@@ -115,7 +148,8 @@ def run_baselines(task, names=None, quick: bool = True, *, store=None, client=No
     (:data:`neuro.plan.SEEDED_BASELINES`, torch models on ``device``), trained for
     ``torch_steps`` Adam steps (default 100 when ``quick``, else the class default; part of
     their unit key); ``key_suffix`` is appended to the unit keys. A ``windows`` dict is filled
-    with ``{name: {split: per-window MAE}}`` (test and OOD windows).
+    with ``{name: {split: per-window MAE}}`` (test and OOD windows), a ``steps_out`` dict with
+    ``{name: {split: MAE per horizon step}}``.
     """
     names = list(names or BASELINES)
     if store is None and client is None:
@@ -137,8 +171,11 @@ def run_baselines(task, names=None, quick: bool = True, *, store=None, client=No
     if windows is not None:
         for n in names:
             windows[n] = {k: np.asarray(v, float) for k, v in (rows[n].get("window_mae") or {}).items()}
-    table = pd.DataFrame({n: {k: (np.nan if v is None else v) for k, v in rows[n].items() if k != "window_mae"}
-                          for n in names}).T
+    if steps_out is not None:
+        for n in names:
+            steps_out[n] = {k: np.asarray(v, float) for k, v in (rows[n].get("step_mae") or {}).items()}
+    table = pd.DataFrame({n: {k: (np.nan if v is None else v) for k, v in rows[n].items()
+                              if k not in ("window_mae", "step_mae")} for n in names}).T
     order = [c for c in COLS if c in table.columns]  # the stored JSON has its keys sorted
     return table[order + [c for c in table.columns if c not in order]]
 

@@ -34,7 +34,7 @@ from .sim.circuit import SPINAL_TYPES
 from .sim.recording import simulate
 from .sim.simulator import Perturbation
 
-__all__ = ["Windows", "ForecastTask", "build_task", "make_windows", "mae_per_step", "evaluate",
+__all__ = ["Windows", "LazyWindows", "window_index", "BATCH_ELEMENTS", "ForecastTask", "build_task", "make_windows", "mae_per_step", "evaluate",
            "ID_CONDITIONS", "OOD_SUITES", "prior_mask"]
 
 ID_CONDITIONS = (
@@ -44,6 +44,9 @@ ID_CONDITIONS = (
 )
 OOD_SUITES = ("held_out_condition", "fast_speed", "lesion", "fluid_shift", "open_loop")
 SWIM_WINDOWS_PER_TRIAL = 4  # swimming probe windows per test trial (faithfulness read-outs)
+#: activity values (windows x steps x neurons) held at once when windows are read in chunks
+#: (32 M float32 values: 128 MB); a task of today's simulated sizes is one chunk
+BATCH_ELEMENTS = 2**25
 
 
 @dataclass
@@ -67,6 +70,74 @@ class Windows:
 
     def as_dict(self, prefix: str) -> dict:
         return {f"{prefix}/{k}": getattr(self, k) for k in ("context", "stim_context", "stim_future", "target")}
+
+    def batches(self, max_elements: int = BATCH_ELEMENTS):
+        """The windows in order, in chunks (here one: they are in memory already)."""
+        yield self
+
+    def neurons(self, idx) -> Windows:
+        """The same windows restricted to the units ``idx``."""
+        return Windows(self.context[..., idx], self.stim_context, self.stim_future, self.target[..., idx], self.trial,
+                       self.start)
+
+
+class LazyWindows:
+    """Forecast windows cut on demand from one ``(time, neuron)`` array (recordings: ten
+    thousand neurons x hundreds of windows do not fit in memory as copies).
+
+    ``origin[k]`` is the row of ``Z`` where window ``k``'s context starts; the attributes of
+    :class:`Windows` (``context``, ``target``, ...) gather every window (use them on small
+    tasks), :meth:`batches` yields them in chunks of at most ``max_elements`` values."""
+
+    def __init__(self, Z: np.ndarray, S: np.ndarray, origin, context: int, horizon: int, trial, start):
+        self.Z, self.S = Z, S
+        self.origin = np.asarray(origin, np.int64)
+        self.C, self.H = int(context), int(horizon)
+        self.trial, self.start = np.asarray(trial), np.asarray(start)
+
+    def __len__(self) -> int:
+        return len(self.origin)
+
+    def _rows(self, lo: int, hi: int):
+        return self.origin[:, None] + np.arange(lo, hi)
+
+    @property
+    def context(self) -> np.ndarray:
+        return self.Z[self._rows(0, self.C)]
+
+    @property
+    def stim_context(self) -> np.ndarray:
+        return self.S[self._rows(0, self.C)]
+
+    @property
+    def stim_future(self) -> np.ndarray:
+        return self.S[self._rows(self.C, self.C + self.H)]
+
+    @property
+    def target(self) -> np.ndarray:
+        return self.Z[self._rows(self.C, self.C + self.H)]
+
+    def _take(self, sel) -> LazyWindows:
+        return LazyWindows(self.Z, self.S, self.origin[sel], self.C, self.H, self.trial[sel], self.start[sel])
+
+    def subset(self, n: int) -> LazyWindows:
+        return self._take(slice(0, n))
+
+    def as_dict(self, prefix: str) -> dict:
+        return {f"{prefix}/{k}": getattr(self, k) for k in ("context", "stim_context", "stim_future", "target")}
+
+    def batches(self, max_elements: int = BATCH_ELEMENTS):
+        """Consecutive chunks of windows, each :class:`Windows` in memory of at most
+        ``max_elements`` activity values (context + target) and at least one window."""
+        per = (self.C + self.H) * self.Z.shape[1]
+        size = max(1, int(max_elements) // max(per, 1))
+        for a in range(0, len(self), size):
+            w = self._take(slice(a, a + size))
+            yield Windows(w.context, w.stim_context, w.stim_future, w.target, w.trial, w.start)
+
+    def neurons(self, idx) -> LazyWindows:
+        return LazyWindows(np.ascontiguousarray(self.Z[:, idx]), self.S, self.origin, self.C, self.H, self.trial,
+                           self.start)
 
 
 @dataclass
@@ -109,6 +180,53 @@ class ForecastTask:
     def n_neurons(self) -> int:
         return self.train_series.shape[-1]
 
+    def windows(self) -> dict:
+        """``{split: windows}``: val, test and ``ood_<suite>`` for every OOD suite."""
+        return {"val": self.val, "test": self.test, **{f"ood_{k}": v for k, v in self.ood.items()}}
+
+    def neuron_subset(self, n: int, seed: int = 0) -> ForecastTask:
+        """The same task on ``n`` units drawn at random (``seed``; sorted), for the program
+        search at recording scale (its programs fit per unit or over every unit pair). Its
+        ``meta["neuron_index"]`` says which units; ``name`` gains ``-sub<n>``."""
+        N = self.n_neurons
+        if n >= N:
+            return self
+        idx = np.sort(np.random.default_rng(seed).choice(N, n, replace=False))
+        meta = {}
+        for k, v in self.meta.items():
+            a = v if isinstance(v, np.ndarray) else None
+            if k == "prior_mask":
+                meta[k] = np.ascontiguousarray(np.asarray(v)[np.ix_(idx, idx)], np.float32)
+            elif a is not None and a.ndim >= 1 and a.shape[0] == N:
+                meta[k] = a[idx]
+            else:
+                meta[k] = v
+        meta["neuron_index"] = idx
+        return ForecastTask(name=f"{self.name}-sub{n}", context=self.context, horizon=self.horizon,
+                            signal=self.signal, dt=self.dt, train_series=np.ascontiguousarray(self.train_series[..., idx]),
+                            train_stim=self.train_stim, val=self.val.neurons(idx), test=self.test.neurons(idx),
+                            ood={k: w.neurons(idx) for k, w in self.ood.items()}, meta=meta,
+                            true_weights=None if self.true_weights is None else self.true_weights[np.ix_(idx, idx)],
+                            recording=None, probes={})
+
+    def __getstate__(self):
+        # a broadcast array (the all-ones wiring prior of a large recording) is pickled as its
+        # value and shape, not as N x N copies
+        state = dict(self.__dict__)
+        meta = dict(state["meta"])
+        for k, v in meta.items():
+            if isinstance(v, np.ndarray) and v.ndim and v.size > 1 and 0 in v.strides:
+                meta[k] = ("__broadcast__", np.asarray(v.flat[0]), v.shape)
+        state["meta"] = meta
+        return state
+
+    def __setstate__(self, state):
+        meta = state["meta"]
+        for k, v in list(meta.items()):
+            if isinstance(v, tuple) and len(v) == 3 and isinstance(v[0], str) and v[0] == "__broadcast__":
+                meta[k] = np.broadcast_to(v[1], v[2])
+        self.__dict__.update(state)
+
     def data_arrays(self, stage: str = "full") -> dict:
         """Arrays a sandboxed candidate needs (numpy only), for :func:`numpy.savez`."""
         d = {"train/series": self.train_series, "train/stim": self.train_stim}
@@ -132,20 +250,26 @@ class ForecastTask:
         return d
 
 
-def make_windows(series: np.ndarray, stim: np.ndarray, context: int, horizon: int, stride: int,
-                 offset: int = 0, max_windows: int | None = None, seed: int = 0) -> Windows:
-    """Cut ``(n_trials, T, N)`` series into windows every ``stride`` steps."""
-    n, T, _ = series.shape
+def window_index(n: int, T: int, context: int, horizon: int, stride: int, offset: int = 0,
+                 max_windows: int | None = None, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """``(trial, start)`` of the windows :func:`make_windows` cuts from ``n`` trials of ``T`` steps."""
     starts = np.arange(offset, T - context - horizon + 1, stride)
     if len(starts) == 0:
         raise ConfigError(f"Trials of {T} steps are too short for context {context} + horizon {horizon}; "
                           "simulate longer trials or shorten the windows.")
-    idx = [(i, s) for i in range(n) for s in starts]
-    if max_windows is not None and len(idx) > max_windows:
-        rng = np.random.default_rng(seed)
-        idx = [idx[k] for k in np.sort(rng.choice(len(idx), max_windows, replace=False))]
-    tr = np.array([i for i, _ in idx])
-    st = np.array([s for _, s in idx])
+    tr = np.repeat(np.arange(n), len(starts))
+    st = np.tile(starts, n)
+    if max_windows is not None and len(tr) > max_windows:
+        keep = np.sort(np.random.default_rng(seed).choice(len(tr), max_windows, replace=False))
+        tr, st = tr[keep], st[keep]
+    return tr, st
+
+
+def make_windows(series: np.ndarray, stim: np.ndarray, context: int, horizon: int, stride: int,
+                 offset: int = 0, max_windows: int | None = None, seed: int = 0) -> Windows:
+    """Cut ``(n_trials, T, N)`` series into windows every ``stride`` steps."""
+    n, T, _ = series.shape
+    tr, st = window_index(n, T, context, horizon, stride, offset, max_windows, seed)
     sl_c = st[:, None] + np.arange(context)
     sl_f = st[:, None] + context + np.arange(horizon)
     return Windows(series[tr[:, None], sl_c], stim[tr[:, None], sl_c], stim[tr[:, None], sl_f],
