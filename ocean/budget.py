@@ -263,7 +263,7 @@ def budget_terms(ds: xr.Dataset, *, threshold: float = 0.03, ref_depth: float = 
     ocean = np.isfinite(theta_ml)
     rc = RHO0 * CP0
     out = {"mld": mld, "mlhc": mlhc, "theta_ml": theta_ml}
-    dTdx, dTdy = concepts._gradient(theta_ml, None)
+    dTdx, dTdy = concepts.gradient(theta_ml, None)
     terms = []
     if "time" in mlhc.dims and mlhc.sizes["time"] > 1:
         out["dmlhc_dt"] = concepts.time_tendency(mlhc).assign_attrs(

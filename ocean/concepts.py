@@ -37,8 +37,8 @@ import xarray as xr
 from . import curvilinear, grid
 from .constants import CP0, KAPPA, RHO0, G, coriolis
 
-__all__ = ["time_tendency", "divergence", "entrainment", "lateral_diffusion", "ekman_advection",
-           "geostrophic_advection", "heat_content"]
+__all__ = ["time_tendency", "gradient", "divergence", "entrainment", "lateral_diffusion", "ekman_advection",
+           "geostrophic_advection", "heat_content", "complete"]
 
 RC = RHO0 * CP0
 
@@ -128,7 +128,8 @@ def divergence(fx: xr.DataArray, fy: xr.DataArray, mask=None) -> xr.DataArray:
     return _on_grid(lambda a, b, ops, ok: ops.div(a, b, ok), fx, fy, mask=mask)
 
 
-def _gradient(t: xr.DataArray, mask) -> tuple[xr.DataArray, xr.DataArray]:
+def gradient(t: xr.DataArray, mask=None) -> tuple[xr.DataArray, xr.DataArray]:
+    """``grad t`` per metre: east / north components on a regular grid, along i / j on a curvilinear one."""
     return (_on_grid(lambda a, ops, ok: ops.grad(a, ok)[0], t, mask=mask),
             _on_grid(lambda a, ops, ok: ops.grad(a, ok)[1], t, mask=mask))
 
@@ -184,7 +185,7 @@ def _advection(t_ml: xr.DataArray, u: xr.DataArray, v: xr.DataArray, mask, advec
                         t_ml, u.broadcast_like(t_ml), v.broadcast_like(t_ml), mask=mask)
     if advection != "centred":
         raise ValueError(f"advection must be 'centred' or 'upwind'; got {advection!r}.")
-    dtdx, dtdy = _gradient(t_ml, mask)
+    dtdx, dtdy = gradient(t_ml, mask)
     return u * dtdx + v * dtdy
 
 
@@ -205,7 +206,7 @@ def geostrophic_advection(t_ml: xr.DataArray, h: xr.DataArray, zos: xr.DataArray
                           equator_mask_deg: float = 5.0, advection: str = "centred") -> xr.DataArray:
     """``q_geo = -rho0 cp0 h u_g . grad T_ml``, ``u_g = (g / f) k x grad(eta)`` (W m-2; 0 within
     ``equator_mask_deg``). ``advection``: ``"centred"`` differences or ``"upwind"``."""
-    dedx, dedy = _gradient(zos, mask)
+    dedx, dedy = gradient(zos, mask)
     f = coriolis(_latitude(t_ml))
     u_g, v_g = -(G / f) * dedy, (G / f) * dedx
     q = (-RC * h * _advection(t_ml, u_g, v_g, mask, advection)).where(_beyond_equator(t_ml, equator_mask_deg), 0.0)
