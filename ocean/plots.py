@@ -117,7 +117,8 @@ def head_weights_figure(summary: xr.Dataset) -> plt.Figure:
 def ensemble_spread_figure(ds: xr.Dataset, var: str = "mlhc") -> plt.Figure:
     """Ocean-mean time series: ensemble mean +/- one standard deviation over members."""
     mask = ds["mask"].astype(bool)
-    w = np.cos(np.deg2rad(ds["lat"])) * mask
+    # cell areas: the scale factors of a curvilinear grid (its lat / lon dims are grid indices), else cos(lat)
+    w = (ds["e1t"] * ds["e2t"] if "e1t" in ds.coords and "e2t" in ds.coords else np.cos(np.deg2rad(ds["lat"]))) * mask
     series = (ds[var].fillna(0) * w).sum(("lat", "lon")) / w.sum()
     mean, std = series.mean("member"), series.std("member")
     fig, ax = plt.subplots(figsize=(8, 3), constrained_layout=True)

@@ -104,3 +104,18 @@ def test_budget_terms_of_3d_fields_on_the_turned_grid_are_the_regular_ones(truth
         np.testing.assert_allclose(back[k].transpose(*reg[k].dims).values, reg[k].values, rtol=0,
                                    atol=tol * float(np.abs(reg[k]).max()), err_msg=k)
     assert np.isfinite(regular["q_entr"].values[np.isfinite(regular["mld"].values)]).all()
+
+
+def test_area_means_on_the_turned_grid_weigh_cells_by_their_scale_factors(truth, tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from ocean import plots
+
+    got = data.from_nemo(nemo.nemo_layout(truth))
+    fig = plots.ensemble_spread_figure(got)
+    line = fig.axes[0].lines[0].get_ydata()
+    # by hand: cos(latitude)-weighted (e1t e2t = R^2 dlat dlon cos(lat) here), not cos(grid index)
+    t = got["mlhc"].isel(member=0).values
+    w = np.cos(np.deg2rad(got["nav_lat"].values.astype(float))) * got["mask"].values
+    np.testing.assert_allclose(line, np.nansum(t * w, axis=(1, 2)) / w.sum(), rtol=1e-6)
