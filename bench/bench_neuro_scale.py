@@ -9,7 +9,8 @@ a step that blows up fails with MemoryError instead of taking the machine down:
 - ``from_traces``: the synthetic recording -> :func:`neuro.data.from_traces`;
 - ``windows``: every forecast window of val/test/OOD read once (what scoring touches);
 - one step per baseline: fit on the training trials, score on every split;
-- ``search``: a short tree search (offline proposer, ``--nodes`` nodes).
+- ``search``: a short tree search (offline proposer, ``--nodes`` nodes) on the units the
+  study searches (``StudySettings.search_neurons`` drawn at random when there are more).
 
 ``python -m bench.bench_neuro_scale`` (N 1000 and 10000, T 5000) writes
 bench/results/neuro_scale.md; ``--neurons``, ``--steps``, ``--only`` for a subset.
@@ -59,10 +60,13 @@ def _one(step: str, n: int, t: int, context: int, nodes: int, protocol: str | No
         row = _fit_and_score(step, task, quick=True)
         out["val_mae"], out["test_mae"] = row["val"], row["test"]
     elif step == "search":
+        from neuro.plan import StudySettings
         from neuro.run import run_search
 
-        with tempfile.TemporaryDirectory(dir="/tmp/neuro21" if Path("/tmp/neuro21").is_dir() else None) as d:
-            ts, nodes_ = run_search(task, Path(d), False, max_nodes=nodes, max_seconds=600, workers=1, seed=0,
+        sub = task.neuron_subset(StudySettings.search_neurons, 0)   # what the study searches on
+        out["search_neurons"] = sub.n_neurons
+        with tempfile.TemporaryDirectory() as d:
+            ts, nodes_ = run_search(sub, Path(d), False, max_nodes=nodes, max_seconds=600, workers=1, seed=0,
                                     generation=1)
             out["nodes"] = [(nd.status, nd.val, nd.error[:120]) for nd in nodes_]
     out["seconds"] = time.perf_counter() - t1 if step != "from_traces" else t_task
@@ -121,8 +125,12 @@ def main(argv=None) -> int:
             r = _measure(step, n, args.steps, args.context, args.nodes, args.cap_gb, args.protocol)
             print(json.dumps(r, default=str), flush=True)
             rows.append(r)
-    if args.no_write:
-        return 0
+            if not args.no_write:   # after every step: a long run leaves what it measured
+                _write(rows, args)
+    return 0
+
+
+def _write(rows, args) -> None:
     from bench.common import write_section
 
     lines = [f"Synthetic traces (`neuro.synthetic.latent_traces`, rank-8 latents + noise, 4 conditions, one held "
@@ -135,11 +143,10 @@ def main(argv=None) -> int:
     for r in rows:
         res = r.get("error") or (f"val MAE {r['val_mae']:.3f}" if r.get("val_mae") is not None else "") or (
             ", ".join(f"{s} {v:.3f}" if isinstance(v, float) else s for s, v, _ in r.get("nodes", [])))
-        lines.append(f"| {r['neurons']} | {r['step']} | {r.get('seconds', float('nan')):.1f} | "
+        lines.append(f"| {r.get('neurons')} | {r['step']} | {r.get('seconds', float('nan')):.1f} | "
                      f"{r.get('peak_rss_mb', float('nan')):.0f} | {r.get('children_peak_rss_mb', float('nan')):.0f} "
                      f"| {res} |")
     write_section("neuro_scale", "neuro at recording scale (issue 21)", lines)
-    return 0
 
 
 if __name__ == "__main__":

@@ -82,7 +82,8 @@ def _baselines(args) -> int:
 
         conditions = np.load(args.conditions) if args.conditions is not None else None
         task = from_traces(args.data, conditions=conditions, dt=args.dt, held_out=args.held_out or (),
-                           context=args.context, horizon=args.horizon, max_windows=args.max_windows, seed=args.seed)
+                           context=args.context, horizon=args.horizon, max_windows=args.max_windows, seed=args.seed,
+                           protocol=args.protocol)
     else:
         task = build_task(not args.full, context=args.context, horizon=args.horizon, seed=args.seed,
                           duration=args.duration, max_windows=args.max_windows)
@@ -102,7 +103,41 @@ def _baselines(args) -> int:
 def _study(args) -> int:
     from .study import NeuroStudy
 
-    return NeuroStudy().execute(args)
+    if getattr(args, "protocol", None) is None and args.search_neurons == StudySettings.search_neurons:
+        return NeuroStudy().execute(args)
+    from dataclasses import dataclass, replace
+
+    from .data import from_traces
+    from .study import Traces
+
+    @dataclass(frozen=True)
+    class ProtocolTraces(Traces):
+        """Your traces under a forecasting protocol (``--protocol``, :func:`neuro.data.from_traces`)."""
+
+        protocol: str | None = None
+
+        def task(self, s):
+            import numpy as np
+
+            conditions = np.load(self.conditions) if self.conditions is not None else None
+            return from_traces(self.path, conditions=conditions, dt=self.dt, held_out=self.held_out,
+                               context=s.context, horizon=s.horizon, max_windows=s.max_windows, seed=s.seed,
+                               protocol=self.protocol)
+
+    class ScaledStudy(NeuroStudy):
+        def plan(self, a):
+            plan = super().plan(a)
+            plan.settings["study"] = replace(plan.settings["study"], search_neurons=a.search_neurons)
+            tr = plan.settings.get("traces")
+            if tr is not None:
+                plan.settings["traces"] = ProtocolTraces(tr.path, tr.conditions, tr.dt, tr.held_out, a.protocol)
+            if a.protocol:
+                plan.sizes["protocol"] = a.protocol
+            return plan
+
+    if args.protocol and args.data is None:
+        raise SystemExit("scimech neuro study: --protocol applies to your traces (--data PATH).")
+    return ScaledStudy().execute(args)
 
 
 def _plot(args) -> int:
@@ -150,6 +185,10 @@ def _task_options(q, *, full_switch: bool) -> None:
                    "the file's time coordinate)")
     q.add_argument("--held-out", nargs="+", default=None, metavar="CONDITION",
                    help="with --data: conditions never trained on (the OOD suite held_out_condition)")
+    q.add_argument("--protocol", choices=("zapbench",), default=None,
+                   help="with --data: ZAPBench's protocol (each condition split 70/10/20 %% in time after one "
+                   "padding step at either end, the condition 'taxis' or --held-out held out, context <= 256 "
+                   "(4 or 256 reported), horizon 32, every window at stride 1; MAE per step in mae_per_step.csv)")
 
 
 def add_study_arguments(q: argparse.ArgumentParser) -> None:
@@ -171,6 +210,9 @@ def add_study_arguments(q: argparse.ArgumentParser) -> None:
     q.add_argument("--search-seconds", type=number(0), default=None,
                    help="wall-clock budget per search, s (default 90 quick, 240 medium, 3600 full); a node budget "
                    "is reproducible, a time budget is not")
+    q.add_argument("--search-neurons", type=whole(1), default=StudySettings.search_neurons,
+                   help="recordings with more units: the baselines run on every unit (baselines_all_neurons.csv), "
+                   "the rest of the study on this many drawn at random (default 512)")
     q.add_argument("--proposer", choices=("offline", "llm"), default="offline")
     q.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint (or SCIMECH_LLM_BASE_URL)")
     q.add_argument("--model", default=None, help="model name (or SCIMECH_LLM_MODEL)")

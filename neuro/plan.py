@@ -45,7 +45,11 @@ class StudySettings:
     ``None`` in ``nodes``, ``long_nodes``, ``seeds`` or ``search_seconds`` means "the size's
     default" (:data:`BUDGETS`); :meth:`resolved` fills them in. ``long_context`` 0 or ``None``
     skips the long-context task. ``threads``: candidate evaluations of one search generation
-    run at once when no Dask client is given (each in its own sandbox process)."""
+    run at once when no Dask client is given (each in its own sandbox process).
+    ``search_neurons``: a recording with more units has its baselines fitted and scored on
+    every unit (``baselines_all_neurons.csv``), and the rest of the study (baselines again,
+    searches, verdicts) runs on this many units drawn at random (seed ``seed``): the search's
+    programs fit per unit or over unit pairs, which does not scale to tens of thousands."""
 
     out: Path
     size: str = "quick"
@@ -63,6 +67,7 @@ class StudySettings:
     baselines: tuple[str, ...] | None = None   # None: every baseline (neuro.baselines.BASELINES)
     device: str = "cpu"
     threads: int = 1
+    search_neurons: int = 512   # recordings with more units: the study runs on this many drawn at random
 
     def __post_init__(self):
         if self.size not in BUDGETS:

@@ -38,9 +38,9 @@ from .recovery import TruthRow, planted_truth
 from .search.offline import OfflineProposer
 from .search.sandbox import SandboxLimits
 from .search.tree import TreeSearch
-from .tasks import OOD_SUITES, build_recording, build_task
+from .tasks import OOD_SUITES, WindowField, build_recording, build_task, is_constant_view
 
-__all__ = ["COLS", "StudyRun", "run_baselines", "baseline_unit", "run_search", "run_study_units", "build_tasks",
+__all__ = ["COLS", "StudyRun", "run_baselines", "score_forecasts", "write_step_mae", "baseline_unit", "run_search", "run_study_units", "build_tasks",
            "task_fingerprint", "score_row"]
 
 COLS = ["val", "test", "ood_mean", "id_ood_gap"] + [f"ood_{s}" for s in OOD_SUITES] + [
@@ -211,7 +211,15 @@ def task_fingerprint(tasks) -> str:
     h = hashlib.sha256()
     for t in tasks:
         h.update(str(t.name).encode())
-        for k, v in sorted(t.data_arrays("full").items()):
+        for k, v in sorted(t.data_arrays("full", lazy=True).items()):
+            if isinstance(v, WindowField):   # windows of a recording: hashed chunk by chunk, never all at once
+                h.update(f"{k}{v.shape}{v.dtype}".encode())
+                for c in v.chunks():
+                    h.update(c.tobytes())
+                continue
+            if is_constant_view(v):   # one value broadcast (the all-ones prior of a large recording)
+                h.update(f"{k}{v.shape}{v.dtype}broadcast{v.flat[0]!r}".encode())
+                continue
             a = np.ascontiguousarray(v)
             h.update(f"{k}{a.shape}{a.dtype}".encode())
             h.update(a.tobytes())
@@ -266,11 +274,12 @@ class StudyRun:
     long_note: str = ""
     seconds: dict = field(default_factory=dict)         # simulation, baselines, searches, long context
     findings: list | None = None             # read from the evidence once (neuro.findings)
+    all_neurons: pd.DataFrame | None = None  # a recording above settings.search_neurons: baselines on every unit
 
 
-def _baselines_per_seed(s: StudySettings, task, out: Path, client) -> tuple[dict, dict]:
+def _baselines_per_seed(s: StudySettings, task, out: Path, client, steps: dict | None = None) -> tuple[dict, dict]:
     """Every baseline once; those trained from a random start once per search seed.
-    Returns ``(windows, tables)`` by seed."""
+    Returns ``(windows, tables)`` by seed; ``steps`` gets the first seed's MAE per horizon step."""
     names, seeds = list(s.baselines or BASELINES), s.seed_list
     windows, tables = {}, {}
     for k, sd in enumerate(seeds):
@@ -278,7 +287,7 @@ def _baselines_per_seed(s: StudySettings, task, out: Path, client) -> tuple[dict
         win = {}
         tab = run_baselines(task, todo, quick=s.quick_data, store=out / "baselines", client=client, seed=sd,
                             key_suffix="" if k == 0 else f"-seed{sd}", windows=win,
-                            torch_steps=s.budget["torch_steps"], device=s.device)
+                            torch_steps=s.budget["torch_steps"], device=s.device, steps_out=steps if k == 0 else None)
         if k > 0:
             win = {**{n: windows[seeds[0]][n] for n in names if n not in todo}, **win}
             tab = pd.concat([tables[seeds[0]].drop(index=todo), tab]).loc[names]
@@ -348,10 +357,20 @@ def run_study_units(s: StudySettings, *, client=None, task=None, proposer_factor
     task, long_task, long_note = build_tasks(s, task)
     t_sim = time.perf_counter() - t0
     set_aside_stale_results(out, [t for t in (task, long_task) if t is not None])
+    seeds, names = s.seed_list, list(s.baselines or BASELINES)
+    all_neurons = None
+    if task.n_neurons > s.search_neurons:   # a recording: every unit for the baselines, a subset for the rest
+        all_steps = {}
+        all_neurons = run_baselines(task, names, quick=s.quick_data, store=out / "baselines_all_neurons",
+                                    client=client, seed=seeds[0], torch_steps=s.budget["torch_steps"],
+                                    device=s.device, steps_out=all_steps)
+        all_neurons.to_csv(out / "baselines_all_neurons.csv")
+        write_step_mae(out / "mae_per_step_all_neurons.csv", all_steps)
+        task = task.neuron_subset(s.search_neurons, s.seed)
     true_phys = physiology_scores(task.probes.get("swim_target"), task) if "swim_target" in task.probes else {}
 
-    seeds, names = s.seed_list, list(s.baselines or BASELINES)
-    base_windows, base_tables = _baselines_per_seed(s, task, out, client)
+    steps = {}
+    base_windows, base_tables = _baselines_per_seed(s, task, out, client, steps)
     table = base_tables[seeds[0]].copy()
     base_val = {n: float(np.mean([base_tables[sd].loc[n, "val"] for sd in seeds])) for n in names}
     t_base = time.perf_counter() - t0 - t_sim
@@ -362,6 +381,12 @@ def run_study_units(s: StudySettings, *, client=None, task=None, proposer_factor
         row_name=lambda label, k, sd: f"discovered ({label})" + ("" if k == 0 else f" seed {sd}"),
         client=client, proposer_factory=proposer_factory)
     t_search = time.perf_counter() - t0 - t_sim - t_base
+    for (label, sd), ts in searches.items():
+        best = ts.best()
+        if sd == seeds[0] and best is not None and (ts.out / f"node_{best.id:04d}.npz").exists():
+            with np.load(ts.out / f"node_{best.id:04d}.npz") as z:
+                steps[f"discovered ({label})"] = {k[4:]: z[k] for k in z.files if k.startswith("mae/")}
+    write_step_mae(out / "mae_per_step.csv", steps)
 
     ev = gather_evidence(task, seeds, searches, base_windows, base_val)
     ev.no_prior, ev.prior_note = prior_note(task)
@@ -373,4 +398,20 @@ def run_study_units(s: StudySettings, *, client=None, task=None, proposer_factor
         t_long = time.perf_counter() - t1
     planted, planted_seed = _planted_truth(s, task, long_task, ev, long_searches)
     return StudyRun(s, task, long_task, ev, table, searches, long_table, long_searches, planted, planted_seed,
-                    true_phys, long_note, dict(simulation=t_sim, baselines=t_base, searches=t_search, long=t_long))
+                    true_phys, long_note, dict(simulation=t_sim, baselines=t_base, searches=t_search, long=t_long),
+                    all_neurons=all_neurons)
+
+
+def write_step_mae(path: Path, steps: dict) -> Path:
+    """``{model: {split: MAE per horizon step}}`` as a CSV: one row per (model, split), columns
+    ``lead_1 ... lead_H`` (z units; ZAPBench reports this curve)."""
+    rows = {(m, sp): np.asarray(v, float) for m, by in steps.items() for sp, v in by.items()}
+    if not rows:
+        pd.DataFrame(columns=["model", "split"]).to_csv(path, index=False)
+        return path
+    H = max((len(v) for v in rows.values()), default=0)
+    table = pd.DataFrame([list(v) + [np.nan] * (H - len(v)) for v in rows.values()],
+                         index=pd.MultiIndex.from_tuples(list(rows), names=["model", "split"]),
+                         columns=[f"lead_{h + 1}" for h in range(H)])
+    table.to_csv(path)
+    return path

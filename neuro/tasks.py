@@ -71,7 +71,7 @@ class Windows:
     def as_dict(self, prefix: str) -> dict:
         return {f"{prefix}/{k}": getattr(self, k) for k in ("context", "stim_context", "stim_future", "target")}
 
-    def batches(self, max_elements: int = BATCH_ELEMENTS):
+    def batches(self, max_elements: int | None = None):
         """The windows in order, in chunks (here one: they are in memory already)."""
         yield self
 
@@ -123,12 +123,18 @@ class LazyWindows:
     def subset(self, n: int) -> LazyWindows:
         return self._take(slice(0, n))
 
-    def as_dict(self, prefix: str) -> dict:
-        return {f"{prefix}/{k}": getattr(self, k) for k in ("context", "stim_context", "stim_future", "target")}
+    def as_dict(self, prefix: str, lazy: bool = False) -> dict:
+        """The windows' arrays by ``<prefix>/<field>``; ``lazy``: as :class:`WindowField` (not gathered)."""
+        fields = ("context", "stim_context", "stim_future", "target")
+        if lazy:
+            return {f"{prefix}/{k}": WindowField(self, k) for k in fields}
+        return {f"{prefix}/{k}": getattr(self, k) for k in fields}
 
-    def batches(self, max_elements: int = BATCH_ELEMENTS):
+    def batches(self, max_elements: int | None = None):
         """Consecutive chunks of windows, each :class:`Windows` in memory of at most
-        ``max_elements`` activity values (context + target) and at least one window."""
+        ``max_elements`` activity values (context + target; default :data:`BATCH_ELEMENTS`)
+        and at least one window."""
+        max_elements = BATCH_ELEMENTS if max_elements is None else max_elements
         per = (self.C + self.H) * self.Z.shape[1]
         size = max(1, int(max_elements) // max(per, 1))
         for a in range(0, len(self), size):
@@ -138,6 +144,26 @@ class LazyWindows:
     def neurons(self, idx) -> LazyWindows:
         return LazyWindows(np.ascontiguousarray(self.Z[:, idx]), self.S, self.origin, self.C, self.H, self.trial,
                            self.start)
+
+
+def is_constant_view(v) -> bool:
+    """Whether ``v`` is one value broadcast to a shape (every axis longer than 1 of stride 0)."""
+    return isinstance(v, np.ndarray) and v.size > 1 and all(st == 0 for st, n in zip(v.strides, v.shape) if n > 1)
+
+
+class WindowField:
+    """One field of :class:`LazyWindows` (``shape``, ``dtype``, :meth:`chunks` along windows)."""
+
+    def __init__(self, windows: LazyWindows, field: str):
+        self.windows, self.field = windows, field
+        span = windows.C if field in ("context", "stim_context") else windows.H
+        width = (windows.S if field.startswith("stim") else windows.Z).shape[1]
+        self.shape = (len(windows), span, width)
+        self.dtype = (windows.S if field.startswith("stim") else windows.Z).dtype
+
+    def chunks(self):
+        for b in self.windows.batches():
+            yield np.ascontiguousarray(getattr(b, self.field))
 
 
 @dataclass
@@ -215,7 +241,7 @@ class ForecastTask:
         state = dict(self.__dict__)
         meta = dict(state["meta"])
         for k, v in meta.items():
-            if isinstance(v, np.ndarray) and v.ndim and v.size > 1 and 0 in v.strides:
+            if is_constant_view(v):
                 meta[k] = ("__broadcast__", np.asarray(v.flat[0]), v.shape)
         state["meta"] = meta
         return state
@@ -227,15 +253,20 @@ class ForecastTask:
                 meta[k] = np.broadcast_to(v[1], v[2])
         self.__dict__.update(state)
 
-    def data_arrays(self, stage: str = "full") -> dict:
-        """Arrays a sandboxed candidate needs (numpy only), for :func:`numpy.savez`."""
+    def data_arrays(self, stage: str = "full", lazy: bool = False) -> dict:
+        """Arrays a sandboxed candidate needs (numpy only), for :func:`numpy.savez`; ``lazy``:
+        the fields of lazy windows as :class:`WindowField` (read in chunks, e.g. to hash them)."""
         d = {"train/series": self.train_series, "train/stim": self.train_stim}
+
+        def fields(w, prefix):
+            return w.as_dict(prefix, lazy=True) if lazy and isinstance(w, LazyWindows) else w.as_dict(prefix)
+
         val = self.val if stage == "full" else self.val.subset(max(8, len(self.val) // 4))
-        d.update(val.as_dict("val"))
+        d.update(fields(val, "val"))
         if stage == "full":
-            d.update(self.test.as_dict("test"))
+            d.update(fields(self.test, "test"))
             for k, w in self.ood.items():
-                d.update(w.as_dict(f"ood_{k}"))
+                d.update(fields(w, f"ood_{k}"))
             for k, v in self.probes.items():
                 d[f"probe/{k}"] = v
         for k in ("prior_mask", "prior_sign", "type_code", "side_code", "segment"):
