@@ -212,7 +212,7 @@ def add_study_arguments(q: argparse.ArgumentParser) -> None:
                    "is reproducible, a time budget is not")
     q.add_argument("--search-neurons", type=whole(1), default=StudySettings.search_neurons,
                    help="recordings with more units: the baselines run on every unit (baselines_all_neurons.csv), "
-                   "the rest of the study on this many drawn at random (default 512)")
+                   "the rest of the study on this many drawn at random (default 128)")
     q.add_argument("--proposer", choices=("offline", "llm"), default="offline")
     q.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint (or SCIMECH_LLM_BASE_URL)")
     q.add_argument("--model", default=None, help="model name (or SCIMECH_LLM_MODEL)")

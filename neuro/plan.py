@@ -67,7 +67,7 @@ class StudySettings:
     baselines: tuple[str, ...] | None = None   # None: every baseline (neuro.baselines.BASELINES)
     device: str = "cpu"
     threads: int = 1
-    search_neurons: int = 512   # recordings with more units: the study runs on this many drawn at random
+    search_neurons: int = 128   # recordings with more units: the study runs on this many drawn at random
 
     def __post_init__(self):
         if self.size not in BUDGETS:

@@ -271,6 +271,8 @@ class ForecastTask:
                 d[f"probe/{k}"] = v
         for k in ("prior_mask", "prior_sign", "type_code", "side_code", "segment"):
             d[f"meta/{k}"] = self.meta[k]
+        if self.true_weights is None:   # recorded traces: no circuit, so no Jacobian to compute
+            d["meta/no_jacobian"] = np.array(True)
         d["meta/dt"] = np.array(self.dt)
         d["meta/context_steps"] = np.array(self.context)
         d["meta/horizon_steps"] = np.array(self.horizon)

@@ -73,7 +73,9 @@ def predict_candidate(ns, data, cfg):
         else:
             pred = _check(model.predict(c, sc, sf), shape, sp)
         arrays[f"pred/{sp}"] = pred
-    if cfg.get("stage") == "full":
+    # the Jacobian costs N forecasts of 16 windows (N^2 x 16 x H values): skipped for recorded
+    # traces (``meta/no_jacobian``), where no circuit is known to compare it with
+    if cfg.get("stage") == "full" and not bool(data.get("meta/no_jacobian", False)):
         c, sc, sf = data["val/context"][:16], data["val/stim_context"][:16], data["val/stim_future"][:16]
         n, C, N = c.shape
         eps = 0.05
