@@ -7,6 +7,7 @@ Examples::
     scimech astro study --config astro.yaml                  # options from a file (`n_train: 4000`, ...)
     scimech astro study --quick --cluster cluster.toml --out /scratch/$USER/astro   # SLURM / PBS
     scimech astro study --data dr10/ --out runs/astro/dr10   # your galaxies (catalog.fits [+ images.npy])
+    scimech astro study --model aion-base/ --catalog dr10.fits --images cutouts96.npy --out runs/astro/aion1
     scimech astro synth --n 4000 --seed 0 --out runs/astro/train.fits
     scimech astro synth --n 1000 --seed 1 --out runs/astro/test.fits
     scimech astro train --data runs/astro/train.fits --out runs/astro/model --epochs 20
@@ -32,7 +33,10 @@ astro.plan; each size can be set on its own (``--n-train`` ...).
 codecs/<NAME>/...); its image codec (``codecs/image/``) then tokenises the images (96x96
 Legacy Survey cut-outs in nanomaggies; smaller stamps are zero-padded), and without it the
 study runs on photometry tokens only. ``--image-tokenizer`` overrides it with a stand-in
-``image_tokenizer.npz``. ``--device`` runs the training and the forward passes there.
+``image_tokenizer.npz``. ``--device`` runs the training and the forward passes there. Nothing
+is trained then; activations are streamed in passes of bounded size. A folder in that layout
+with random weights (to try the pipeline, or to time it at the real size):
+astro.models.aion_folder.write_random_aion.
 """
 from __future__ import annotations
 
