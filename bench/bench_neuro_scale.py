@@ -130,7 +130,8 @@ def main(argv=None) -> int:
     return 0
 
 
-def _write(rows, args) -> None:
+def _write(rows, args, extra: list[str] = ()) -> None:
+    """bench/results/neuro_scale.md from the measured rows (``extra``: lines appended)."""
     from bench.common import write_section
 
     lines = [f"Synthetic traces (`neuro.synthetic.latent_traces`, rank-8 latents + noise, 4 conditions, one held "
@@ -146,7 +147,7 @@ def _write(rows, args) -> None:
         lines.append(f"| {r.get('neurons')} | {r['step']} | {r.get('seconds', float('nan')):.1f} | "
                      f"{r.get('peak_rss_mb', float('nan')):.0f} | {r.get('children_peak_rss_mb', float('nan')):.0f} "
                      f"| {res} |")
-    write_section("neuro_scale", "neuro at recording scale (issue 21)", lines)
+    write_section("neuro_scale", "neuro at recording scale (issue 21)", lines + list(extra))
 
 
 if __name__ == "__main__":
