@@ -46,7 +46,7 @@ def test_every_study_option_is_settable_from_a_config_file(tmp_path):
             "context": 8, "horizon": 16, "duration": 1.5, "max_windows": 50, "baselines": ("mean", "ridge_arx"),
             "conditions": labels, "dt": 0.01, "held_out": ["taxis", "dark"], "nodes": 5, "seeds": 2,
             "long_context": 0, "long_nodes": 3, "generation": 4, "search_seconds": 30.0, "proposer": "llm",
-            "base_url": "http://127.0.0.1:1/v1", "model": "m"}
+            "base_url": "http://127.0.0.1:1/v1", "model": "m", "protocol": "zapbench", "search_neurons": 64}
     text = {**want, "out": str(want["out"]), "data": str(traces), "conditions": str(labels),
             "baselines": "mean,ridge_arx"}
     argv = [*STUDY, "--config", str(_config(tmp_path, text))]
