@@ -92,7 +92,7 @@ def test_the_study_runs_on_the_folder_and_reports_every_head(folder, tmp_path):
     out = tmp_path / "run"
     data = folder / "data"
     argv = ["astro", "study", "--model", str(folder / "model"), "--catalog", str(data / "catalog.fits"),
-            "--images", str(data / "images.npy"), "--out", str(out), "--n-bootstrap", "10", "--chunk-size", "4"]
+            "--images", str(data / "images.npy"), "--out", str(out), "--n-bootstrap", "10", "--chunk-size", "10"]
     assert main(argv) == 0
     assert (out / "report.md").is_file() and not (out / "model").exists()      # nothing trained
     res = files.load_study(out / "study")
