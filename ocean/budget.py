@@ -34,6 +34,7 @@ import xarray as xr
 from . import concepts
 from .constants import CP0, KAPPA, RHO0
 from .errors import require_vars
+from .horizontal import regular_grid
 from .variables import rename_to_study
 
 __all__ = [
@@ -252,9 +253,7 @@ def budget_terms(ds: xr.Dataset, *, threshold: float = 0.03, ref_depth: float = 
     require_vars(ds, ["thetao", "so"], where="budget_terms")
     notes: list[str] = []
     if ds["lat"].ndim == 2:  # NEMO's nav_lat / nav_lon: a regular grid's 1-D dims, or the curvilinear grid kept
-        from .products import _regular_grid  # products imports this module
-
-        ds = _regular_grid(ds, notes)
+        ds = regular_grid(ds, notes)
         renamed = {k: v for k, v in renamed.items() if v not in ("lat", "lon")}
     th = teos10(ds["thetao"], ds["so"])
     mld = mixed_layer_depth(th["sigma0"], threshold=threshold, ref_depth=ref_depth)
