@@ -28,11 +28,13 @@ from pathlib import Path
 import xarray as xr
 
 from scimech.dictionary import (
+    add_fidelity,
     explained_variance,
     faithfulness_gap,
     plot_shift,
     realign,
     splice_fidelity,
+    summary_lines,
     train_dictionary,
 )
 from scimech.options import device as device_option
@@ -87,9 +89,7 @@ def run_shift(out: str | Path, *, shift: str = "redshift", n_train: int = 1200, 
                                     ("realigned", fixed, "shifted")):
         fid = splice_fidelity(adapter.model, batches[name], site, dictionary, forward=adapter.forward,
                               n_bootstrap=n_bootstrap, seed=seed)
-        for var in ("fidelity_vs_zero", "fidelity_vs_mean"):
-            for part in ("", "_ci_low", "_ci_high"):
-                gap[f"{var}{part}_{label}"] = fid[f"{var}{part}"]
+        add_fidelity(gap, label, fid)
     gap.attrs.update({"shift": f"{shift}: {SHIFTS[shift]}", "site": site, "k": k,
                       "description": "AION stand-in block dictionary under a survey shift"})
     save(gap, out / "shift.nc", config={"shift": shift, "n_train": n_train, "n_test": n_test, "epochs": epochs,
@@ -107,12 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", type=device_option(), default="cpu", help="cpu, cuda, cuda:N, mps or auto")
     args = p.parse_args(argv)
     ds = run_shift(args.out, shift=args.shift, seed=args.seed, epochs=args.epochs, device=args.device)
-    print(", ".join(f"{k} {float(ds[k]):.3f}" for k in ("gap", "control_gap", "beyond_sampling", "fve_in",
-                                                        "fve_shifted", "fve_realigned")))
-    for label in ("in", "shifted", "realigned"):
-        print(f"splice fidelity vs zero ablation, {label}: {float(ds[f'fidelity_vs_zero_{label}']):.3f} "
-              f"[{float(ds[f'fidelity_vs_zero_ci_low_{label}']):.3f}, "
-              f"{float(ds[f'fidelity_vs_zero_ci_high_{label}']):.3f}]")
+    print("\n".join(summary_lines(ds)))
     print(f"Saved: {args.out / 'shift.nc'}")
     return 0
 

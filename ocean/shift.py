@@ -27,11 +27,13 @@ import torch
 import xarray as xr
 
 from scimech.dictionary import (
+    add_fidelity,
     explained_variance,
     faithfulness_gap,
     plot_shift,
     realign,
     splice_fidelity,
+    summary_lines,
     train_dictionary,
 )
 from scimech.options import device as device_option
@@ -90,9 +92,7 @@ def run_shift(out: str | Path, *, shift: float = 3.0, seed: int = 0, k: int = 8,
     for label, dictionary, x in (("in", dic, test["in_distribution"]), ("shifted", dic, test["shifted"]),
                                  ("realigned", fixed, test["shifted"])):
         fid = splice_fidelity(model, x, SITE, dictionary, forward=_forecast, n_bootstrap=n_bootstrap, seed=seed)
-        for var in ("fidelity_vs_zero", "fidelity_vs_zero_ci_low", "fidelity_vs_zero_ci_high", "fidelity_vs_mean",
-                    "fidelity_vs_mean_ci_low", "fidelity_vs_mean_ci_high"):
-            gap[f"{var}_{label}"] = fid[var]
+        add_fidelity(gap, label, fid)
     gap.attrs.update({"shift": f"hidden eddy flux x {shift}", "site": SITE, "k": k, "n_features": n_features,
                       "description": "OceanCBM encoder dictionary under a stronger hidden flux"})
     save(gap, out / "shift.nc", config={"shift": shift, "k": k, "n_features": n_features, **dataclasses.asdict(cfg)},
@@ -110,12 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", type=device_option(), default="cpu", help="cpu, cuda, cuda:N, mps or auto")
     args = p.parse_args(argv)
     ds = run_shift(args.out, shift=args.shift, seed=args.seed, k=args.k, device=args.device)
-    rows = {k: float(ds[k]) for k in ("gap", "control_gap", "fve_in", "fve_shifted", "fve_realigned")}
-    print(", ".join(f"{k} {v:.3f}" for k, v in rows.items()))
-    for label in ("in", "shifted", "realigned"):
-        print(f"splice fidelity vs zero ablation, {label}: {float(ds[f'fidelity_vs_zero_{label}']):.3f} "
-              f"[{float(ds[f'fidelity_vs_zero_ci_low_{label}']):.3f}, "
-              f"{float(ds[f'fidelity_vs_zero_ci_high_{label}']):.3f}]")
+    print("\n".join(summary_lines(ds)))
     print(f"Saved: {args.out / 'shift.nc'}")
     return 0
 

@@ -22,10 +22,17 @@ from .interventions import splice, splice_fidelity, steer
 from .plots import plot_alignment, plot_shift
 from .quality import dictionary_quality, feature_alignment, top_examples
 from .saes import KINDS, BatchTopK, JumpReLU, SparseDictionary, TopK, build
-from .shift import active_subspace, explained_variance, faithfulness_gap, realign
+from .shift import (
+           active_subspace,
+           add_fidelity,
+           explained_variance,
+           faithfulness_gap,
+           realign,
+           summary_lines,
+)
 from .train import load_dictionary, save_dictionary, train_dictionary
 
 __all__ = ["SparseDictionary", "TopK", "BatchTopK", "JumpReLU", "KINDS", "build", "train_dictionary",
            "save_dictionary", "load_dictionary", "encode", "dictionary_quality", "feature_alignment", "top_examples",
            "splice", "steer", "splice_fidelity", "active_subspace", "explained_variance", "faithfulness_gap",
-           "realign", "plot_alignment", "plot_shift"]
+           "realign", "add_fidelity", "summary_lines", "plot_alignment", "plot_shift"]

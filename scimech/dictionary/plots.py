@@ -10,14 +10,29 @@ import xarray as xr
 __all__ = ["plot_alignment", "plot_shift"]
 
 
-def plot_alignment(alignment: xr.Dataset, path: str | Path, *, top: int = 12) -> Path:
-    """Heat map of the features' correlation with each variable (the ``top`` features with the
-    largest |r|), each cell's interval and the shuffled control printed in it."""
+def _pyplot():
+    """matplotlib's pyplot on the file backend (imported when a figure is drawn, not with the package)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    return plt
+
+
+def _save(fig, path: str | Path) -> Path:
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    _pyplot().close(fig)
+    return path
+
+
+def plot_alignment(alignment: xr.Dataset, path: str | Path, *, top: int = 12) -> Path:
+    """Heat map of the features' correlation with each variable (the ``top`` features with the
+    largest |r|), each cell's interval and the shuffled control printed in it."""
+    plt = _pyplot()
     strength = abs(alignment.r).max("variable").fillna(0)
     keep = alignment.feature.values[np.argsort(-strength.values, kind="stable")[:top]]
     al = alignment.sel(feature=keep)
@@ -34,22 +49,13 @@ def plot_alignment(alignment: xr.Dataset, path: str | Path, *, top: int = 12) ->
     ax.set_title(f"Features against variables (Pearson r, 95% interval)\nshuffled control: |r| <= {control:.2f}",
                  fontsize=9)
     fig.colorbar(im, ax=ax, label="r")
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def plot_shift(shift: xr.Dataset, path: str | Path) -> Path:
     """Two panels: the principal angles between the dictionary's span and the shifted active
     subspace; the variance explained in distribution, shifted, and after realignment."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = _pyplot()
     fig, (a, b) = plt.subplots(1, 2, figsize=(9, 3.4))
     a.bar(np.arange(shift.sizes["component"]), shift.angle.values, color="tab:purple")
     a.set_xlabel("principal angle (largest first)")
@@ -63,9 +69,4 @@ def plot_shift(shift: xr.Dataset, path: str | Path) -> Path:
     b.set_ylim(min(0.0, min(vals)), 1)
     b.set_ylabel("fraction of variance explained")
     b.set_title("the dictionary's fit", fontsize=9)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(fig, path)

@@ -34,7 +34,7 @@ from scipy.linalg import subspace_angles
 from .activations import rows
 from .saes import SparseDictionary
 
-__all__ = ["active_subspace", "faithfulness_gap", "realign", "explained_variance"]
+__all__ = ["active_subspace", "faithfulness_gap", "realign", "explained_variance", "add_fidelity", "summary_lines"]
 
 
 def _second_moment(x: torch.Tensor) -> np.ndarray:
@@ -199,3 +199,26 @@ def realign(dictionary: SparseDictionary, in_distribution: Any, shifted: Any, *,
     new = _moved(dictionary, maps[chosen]).to(device).eval()
     new.realignment = chosen
     return new
+
+
+FIDELITY_VARS = tuple(f"fidelity_vs_{a}{part}" for a in ("zero", "mean") for part in ("", "_ci_low", "_ci_high"))
+
+
+def add_fidelity(shift: xr.Dataset, label: str, fidelity: xr.Dataset) -> None:
+    """Copy a :func:`~scimech.dictionary.splice_fidelity` result into a shift result as
+    ``fidelity_vs_{zero,mean}[_ci_low|_ci_high]_{label}`` (``label``: in / shifted / realigned)."""
+    for var in FIDELITY_VARS:
+        shift[f"{var}_{label}"] = fidelity[var]
+
+
+def summary_lines(shift: xr.Dataset) -> list[str]:
+    """The gap, the fit and (where added) the splice fidelity of a shift result, as printed lines."""
+    keys = [k for k in ("gap", "control_gap", "beyond_sampling", "fve_in", "fve_shifted", "fve_realigned")
+            if k in shift]
+    lines = [", ".join(f"{k} {float(shift[k]):.3f}" for k in keys)]
+    for label in ("in", "shifted", "realigned"):
+        if f"fidelity_vs_zero_{label}" in shift:
+            lines.append(f"splice fidelity vs zero ablation, {label}: {float(shift[f'fidelity_vs_zero_{label}']):.3f} "
+                         f"[{float(shift[f'fidelity_vs_zero_ci_low_{label}']):.3f}, "
+                         f"{float(shift[f'fidelity_vs_zero_ci_high_{label}']):.3f}]")
+    return lines
