@@ -44,13 +44,18 @@ def _distance(lat1, lon1, lat2, lon2) -> np.ndarray:
 
 def scale_factors(nav_lat: np.ndarray, nav_lon: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(e1t, e2t)`` (m) from 2-D T-point positions (degrees): half the great-circle distance between
-    the neighbours along ``i`` / ``j`` (the distance to the one neighbour at an edge)."""
+    the neighbours along ``i`` / ``j`` (at an edge, extrapolated from the two nearest distances)."""
     la, lo = np.asarray(nav_lat, float), np.asarray(nav_lon, float)
 
     def along(axis):
         d = _distance(np.take(la, range(la.shape[axis] - 1), axis), np.take(lo, range(lo.shape[axis] - 1), axis),
                       np.take(la, range(1, la.shape[axis]), axis), np.take(lo, range(1, lo.shape[axis]), axis))
-        first, last = np.take(d, [0], axis), np.take(d, [-1], axis)
+        # at an edge, the spacing extrapolated linearly from the two nearest (second order on a
+        # stretched grid, where the one neighbour's distance is first order and puts an O(1)
+        # error into the Laplacian's first interior point); the one distance when there is one
+        n = d.shape[axis]
+        first = 1.5 * np.take(d, [0], axis) - 0.5 * np.take(d, [min(1, n - 1)], axis)
+        last = 1.5 * np.take(d, [-1], axis) - 0.5 * np.take(d, [max(-2, -n)], axis)
         inner = 0.5 * (np.take(d, range(d.shape[axis] - 1), axis) + np.take(d, range(1, d.shape[axis]), axis))
         return np.concatenate([first, inner, last], axis)
 
