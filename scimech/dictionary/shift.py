@@ -183,18 +183,19 @@ def realign(dictionary: SparseDictionary, in_distribution: Any, shifted: Any, *,
         raise ValueError(f"The dictionary reads width {dictionary.d_in}; the activations have {x_in.shape[1]} "
                          f"and {x_out.shape[1]}.")
     device = next(dictionary.parameters()).device
-    fit = judge = x_out  # three fixed candidates: choosing on the same rows barely flatters the winner
+    # the maps are estimated and judged on the same shifted rows: with three fixed candidates the
+    # choice barely flatters the winner
     maps = {"identity": np.eye(dictionary.d_in)}
     if method in ("auto", "subspace"):
         u_in, _ = active_subspace(x_in, energy=energy)
-        u_out, _ = active_subspace(fit, rank=u_in.shape[1])
+        u_out, _ = active_subspace(x_out, rank=u_in.shape[1])
         maps["subspace"] = _direct_rotation(u_in, u_out)
     if method in ("auto", "eigenbasis"):
-        maps["eigenbasis"] = _signed_eigenbasis(fit) @ _signed_eigenbasis(x_in).T
+        maps["eigenbasis"] = _signed_eigenbasis(x_out) @ _signed_eigenbasis(x_in).T
     if method != "auto":
         chosen = method
     else:
-        scores = {name: explained_variance(_moved(dictionary, a).to(device), judge) for name, a in maps.items()}
+        scores = {name: explained_variance(_moved(dictionary, a).to(device), x_out) for name, a in maps.items()}
         chosen = max(scores, key=scores.get)
     new = _moved(dictionary, maps[chosen]).to(device).eval()
     new.realignment = chosen
