@@ -9,7 +9,8 @@
 - :mod:`~scimech.dictionary.quality`: variance explained, L0, dead features; features
   against domain variables with intervals and a shuffled control; top examples;
 - :mod:`~scimech.dictionary.interventions`: splice the reconstruction in, steer a feature or
-  direction (in one pass or every step of a rollout), causal fidelity against ablation;
+  direction (in one pass or every step of a rollout), the effect of a steer on a forecast
+  step by step, causal fidelity against ablation;
 - :mod:`~scimech.dictionary.plots`: features against variables, and the shift, as figures;
 - :mod:`~scimech.dictionary.shift`: the faithfulness gap under a distribution shift and the
   realignment from unlabelled shifted activations, with no gradient update.
@@ -18,7 +19,7 @@ See docs/dictionary.md.
 """
 
 from .activations import encode
-from .interventions import splice, splice_fidelity, steer
+from .interventions import rollout_effect, splice, splice_fidelity, steer
 from .plots import plot_alignment, plot_shift
 from .quality import dictionary_quality, feature_alignment, top_examples
 from .saes import KINDS, BatchTopK, JumpReLU, SparseDictionary, TopK, build
@@ -34,5 +35,5 @@ from .train import load_dictionary, save_dictionary, train_dictionary
 
 __all__ = ["SparseDictionary", "TopK", "BatchTopK", "JumpReLU", "KINDS", "build", "train_dictionary",
            "save_dictionary", "load_dictionary", "encode", "dictionary_quality", "feature_alignment", "top_examples",
-           "splice", "steer", "splice_fidelity", "active_subspace", "explained_variance", "faithfulness_gap",
-           "realign", "add_fidelity", "summary_lines", "plot_alignment", "plot_shift"]
+           "splice", "steer", "splice_fidelity", "rollout_effect", "active_subspace", "explained_variance",
+           "faithfulness_gap", "realign", "add_fidelity", "summary_lines", "plot_alignment", "plot_shift"]

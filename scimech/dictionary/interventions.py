@@ -3,8 +3,12 @@
 - :func:`splice`: inside the block, the site's activation is replaced by the dictionary's
   reconstruction of it (the model then runs on what the dictionary explains).
 - :func:`steer`: inside the block, one feature (or any direction) at the site is clamped to
-  a value, scaled, or added to, in every forward pass, so an autoregressive rollout
-  (``for t in ...: x = model(x)``) is steered at every step.
+  a value, scaled, or added to, in every forward pass (or at the calls of the site named by
+  ``calls=``), so an autoregressive rollout (``for t in ...: x = model(x)``) is steered at
+  every step (or at the steps chosen);
+- :func:`rollout_effect`: the effect of such a steer on a forecast, step by step: the
+  baseline and steered forecasts and their difference as a labelled result, with a
+  bootstrap interval over samples of the effect's size at each step.
 - :func:`splice_fidelity`: how much of the model's output survives the splice, against
   zero and mean ablation of the whole site (1: the splice changes nothing; 0: as bad as
   zero ablation), with a bootstrap interval over samples.
@@ -15,7 +19,7 @@ every position (grid cell, token, window) read by the dictionary on its own.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, Literal
 
@@ -30,7 +34,7 @@ from ..sites import HeadLayout, ResolvedSite, resolve_site
 from ..stats import bootstrap_ci
 from .saes import SparseDictionary
 
-__all__ = ["splice", "steer", "splice_fidelity"]
+__all__ = ["splice", "steer", "splice_fidelity", "rollout_effect"]
 
 
 def _check_width(site: ResolvedSite, cur: torch.Tensor, width: int, what: str) -> None:
@@ -61,15 +65,22 @@ def splice(model: nn.Module, site: str, dictionary: SparseDictionary, *, layouts
 @contextmanager
 def steer(model: nn.Module, site: str, *, dictionary: SparseDictionary | None = None, feature: int | None = None,
           direction: torch.Tensor | np.ndarray | None = None, mode: Literal["clamp", "scale", "add"] = "clamp",
-          value: float = 0.0, layouts: Mapping[str, HeadLayout] | None = None, axes=None):
+          value: float = 0.0, calls: Sequence[int] | None = None, layouts: Mapping[str, HeadLayout] | None = None,
+          axes=None):
     """Steer the site along one feature or direction in every forward pass inside the block.
 
     ``dictionary`` and ``feature``: the feature's decoder direction, and its activation read
     by the dictionary's encoder; or ``direction``: any direction (its coordinate is the
     projection on the unit direction). ``mode``: ``"clamp"`` sets the coordinate to
     ``value``; ``"scale"`` multiplies it by ``value``; ``"add"`` adds ``value`` to it. The
-    rest of the activation (everything off that coordinate) is left as it is.
+    rest of the activation (everything off that coordinate) is left as it is. ``calls``: the
+    calls of the site's module inside the block to steer, counted from 0 on entering it (in a
+    rollout where the site runs once a step: the steps; default every call).
     """
+    if calls is not None:
+        calls = {int(c) for c in calls}
+        if any(c < 0 for c in calls):
+            raise ValueError(f"calls counts the site's calls from 0; got {sorted(calls)}.")
     if mode not in ("clamp", "scale", "add"):
         raise ValueError(f"mode must be 'clamp', 'scale' or 'add'; got {mode!r}.")
     if (dictionary is None) == (direction is None):
@@ -90,7 +101,12 @@ def steer(model: nn.Module, site: str, *, dictionary: SparseDictionary | None = 
             return dictionary.encode(flat.to(dictionary.W_dec.dtype))[:, int(feature)]
         return flat @ unit.to(flat.dtype)
 
+    seen = [0]
+
     def fn(s: ResolvedSite, t: torch.Tensor):
+        call, seen[0] = seen[0], seen[0] + 1
+        if calls is not None and call not in calls:
+            return None
         cur = s.select(t)
         _check_width(s, cur, unit.numel(), "The steering direction")
         flat = cur.reshape(-1, cur.shape[-1])
@@ -162,3 +178,72 @@ def splice_fidelity(model: nn.Module, inputs: Any, site: str, dictionary: Sparse
         data[f"fidelity_vs_{name}_ci_high"] = ((), float(hi), {"description": f"95% bound of {desc}"})
     return xr.Dataset(data, attrs={"site": site, "n_samples": int(d_splice.size), "kind": dictionary.kind,
                                    "description": "causal fidelity of a dictionary spliced into the model"})
+
+
+def _forecast_rows(out: Any) -> torch.Tensor:
+    out = out if isinstance(out, torch.Tensor) else out[0]
+    if out.dim() < 2:
+        raise ValueError(f"A rollout returns (batch, step, ...) forecasts; got shape {tuple(out.shape)}.")
+    return out.detach().float().reshape(out.shape[0], out.shape[1], -1).cpu()
+
+
+@torch.no_grad()
+def rollout_effect(model: nn.Module, inputs: Any, site: str, *, rollout: Callable | None = None,
+                   dictionary: SparseDictionary | None = None, feature: int | None = None,
+                   direction: torch.Tensor | np.ndarray | None = None, mode: Literal["clamp", "scale", "add"] = "add",
+                   value: float = 1.0, calls: Sequence[int] | None = None, batch_size: int = 256,
+                   n_bootstrap: int = 1000, seed: int = 0, layouts: Mapping[str, HeadLayout] | None = None,
+                   axes=None) -> xr.Dataset:
+    """The effect of steering a feature or direction at ``site`` on an autoregressive forecast.
+
+    ``rollout(model, batch)`` returns the forecast ``(batch, step, ...)`` (default
+    ``model(batch)``); it is run as it is (the baseline) and inside :func:`steer` with
+    ``dictionary``/``feature`` or ``direction``, ``mode``, ``value`` and ``calls`` (the calls
+    of the site's module to steer, counted from 0 in each rollout; default every call, i.e.
+    every step where the site runs once a step).
+
+    Returns
+    -------
+    xr.Dataset
+        ``baseline``, ``steered`` and ``effect`` (steered minus baseline) over ``(sample,
+        step, output)`` (the forecast's trailing dims flattened); ``effect_mean`` over
+        ``(step, output)`` (mean over samples); ``effect_rms`` over ``step`` (root mean square
+        over samples and outputs) with ``effect_rms_ci_low``/``_ci_high`` (95% percentile
+        bootstrap over samples); the steer's settings as attrs.
+    """
+    was = model.training
+    model.eval()
+    base, steered = [], []
+    try:
+        for _, batch in iter_batches(inputs, batch_size):
+            base.append(_forecast_rows(run_forward(model, batch, rollout)))
+            with steer(model, site, dictionary=dictionary, feature=feature, direction=direction, mode=mode,
+                       value=value, calls=calls, layouts=layouts, axes=axes):
+                steered.append(_forecast_rows(run_forward(model, batch, rollout)))
+    finally:
+        model.train(was)
+    b, s = torch.cat(base).double().numpy(), torch.cat(steered).double().numpy()
+    eff = s - b
+    per_sample = (eff ** 2).mean(2)                                  # (sample, step)
+    rms = np.sqrt(per_sample.mean(0))
+    lo = hi = np.full_like(rms, np.nan)
+    if n_bootstrap and len(eff) > 1:
+        rng = np.random.default_rng(seed)
+        boot = np.sqrt(np.stack([per_sample[rng.integers(0, len(eff), len(eff))].mean(0)
+                                 for _ in range(int(n_bootstrap))]))
+        lo, hi = np.quantile(boot, [0.025, 0.975], axis=0)
+    dims = ("sample", "step", "output")
+    coords = {"sample": np.arange(eff.shape[0]), "step": np.arange(eff.shape[1]), "output": np.arange(eff.shape[2])}
+    what = f"feature {int(feature)}" if dictionary is not None else "a direction"
+    return xr.Dataset(
+        {"baseline": (dims, b.astype(np.float32), {"description": "forecast without steering"}),
+         "steered": (dims, s.astype(np.float32), {"description": f"forecast with {what} steered ({mode} {value})"}),
+         "effect": (dims, eff.astype(np.float32), {"description": "steered minus baseline forecast"}),
+         "effect_mean": (("step", "output"), eff.mean(0), {"description": "mean effect over samples"}),
+         "effect_rms": (("step",), rms, {"description": "root mean square effect over samples and outputs"}),
+         "effect_rms_ci_low": (("step",), lo, {"description": "95% bound (percentile bootstrap over samples)"}),
+         "effect_rms_ci_high": (("step",), hi, {"description": "95% bound (percentile bootstrap over samples)"})},
+        coords=coords,
+        attrs={"site": site, "steered": what, "mode": mode, "value": float(value),
+               "calls": "every" if calls is None else ",".join(str(int(c)) for c in calls),
+               "description": "effect of steering at a site on an autoregressive forecast"})

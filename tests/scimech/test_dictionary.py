@@ -20,6 +20,7 @@ from scimech.dictionary import (
     feature_alignment,
     load_dictionary,
     realign,
+    rollout_effect,
     save_dictionary,
     splice,
     splice_fidelity,
@@ -217,6 +218,58 @@ def test_steering_clamps_scales_and_adds_along_a_direction_by_hand():
     with pytest.raises(ValueError, match="either"):
         with steer(model, "site"):
             pass
+
+
+class _LinearRecurrent(nn.Module):
+    """``x_t = site(A x_{t-1})`` for ``steps`` steps; the forecast is ``(x_1, ..., x_steps)``."""
+
+    def __init__(self, a: torch.Tensor, steps: int):
+        super().__init__()
+        self.step = nn.Linear(a.shape[0], a.shape[0], bias=False)
+        with torch.no_grad():
+            self.step.weight.copy_(a)
+        self.site = nn.Identity()
+        self.steps = steps
+
+    def forward(self, x):
+        out = []
+        for _ in range(self.steps):
+            x = self.site(self.step(x))
+            out.append(x)
+        return torch.stack(out, 1)
+
+
+def test_rollout_effect_of_adding_a_direction_each_step_is_the_geometric_sum_by_hand():
+    d, steps, v = 3, 6, 0.7
+    g = torch.Generator().manual_seed(0)
+    a = 0.8 * torch.linalg.qr(torch.randn(d, d, generator=g))[0]      # a damped rotation
+    model = _LinearRecurrent(a, steps).eval()
+    x0 = torch.randn(20, d, generator=g)
+    u = torch.tensor([1.0, 2.0, -1.0])
+    unit = u / u.norm()
+    res = rollout_effect(model, x0, "site", direction=u, mode="add", value=v, n_bootstrap=200)
+    assert res.effect.dims == ("sample", "step", "output") and res.sizes == {"sample": 20, "step": steps, "output": d}
+    # x_t = A x_{t-1} + v u: the effect after step k is v (I + A + ... + A^k) u, the same for every sample
+    want, power = [], torch.eye(d)
+    acc = torch.zeros(d)
+    for _ in range(steps):
+        acc = acc + power @ unit * v
+        want.append(acc.clone())
+        power = a @ power
+    want = torch.stack(want).double().numpy()
+    np.testing.assert_allclose(res.effect_mean.values, want, atol=1e-5)
+    np.testing.assert_allclose(res.effect_rms.values, np.sqrt((want ** 2).mean(1)), atol=1e-5)
+    np.testing.assert_allclose(res.effect.values, np.broadcast_to(want, (20, steps, d)), atol=1e-5)
+    with torch.no_grad():
+        np.testing.assert_allclose(res.baseline.values, model(x0).numpy(), atol=1e-6)
+    # a pulse at the first step only: the effect then decays as v A^k u
+    pulse = rollout_effect(model, x0, "site", direction=u, mode="add", value=v, calls=[0], n_bootstrap=0)
+    want_pulse = np.stack([(torch.linalg.matrix_power(a, k) @ unit * v).numpy() for k in range(steps)])
+    np.testing.assert_allclose(pulse.effect_mean.values, want_pulse, atol=1e-5)
+    assert pulse.attrs["calls"] == "0" and res.attrs["calls"] == "every"
+    # clamping the coordinate to its own value changes nothing
+    none = rollout_effect(model, x0[:1], "site", direction=u, mode="scale", value=1.0, n_bootstrap=0)
+    assert float(abs(none.effect).max()) < 1e-6
 
 
 def _rotation(d: int, i: int, j: int, angle: float) -> torch.Tensor:
