@@ -53,20 +53,49 @@ def plot_alignment(alignment: xr.Dataset, path: str | Path, *, top: int = 12) ->
 
 
 def plot_shift(shift: xr.Dataset, path: str | Path) -> Path:
-    """Two panels: the principal angles between the dictionary's span and the shifted active
-    subspace; the variance explained in distribution, shifted, and after realignment."""
+    """The principal angles between the dictionary's span and the shifted active subspace; the
+    variance explained in distribution, shifted, and after realignment, with the splice
+    fidelity against zero ablation and its 95% interval beside it where the result holds it
+    (:func:`~scimech.dictionary.add_fidelity`); and, where it holds ``effect_rms`` over
+    ``step`` (:func:`~scimech.dictionary.rollout_effect`), a third panel: the steer's effect on
+    the forecast per step, with its interval."""
     plt = _pyplot()
-    fig, (a, b) = plt.subplots(1, 2, figsize=(9, 3.4))
+    effect = "effect_rms" in shift
+    fig, axes = plt.subplots(1, 3 if effect else 2, figsize=(13 if effect else 9, 3.4))
+    a, b = axes[0], axes[1]
     a.bar(np.arange(shift.sizes["component"]), shift.angle.values, color="tab:purple")
     a.set_xlabel("principal angle (largest first)")
     a.set_ylabel("degrees")
     a.set_ylim(0, 90)
     a.set_title(f"gap {float(shift.gap):.2f} (sampling control {float(shift.control_gap):.2f})", fontsize=9)
-    names = ["in distribution", "shifted"] + (["realigned"] if "fve_realigned" in shift else [])
-    vals = [float(shift.fve_in), float(shift.fve_shifted)] + ([float(shift.fve_realigned)]
-                                                              if "fve_realigned" in shift else [])
-    b.bar(names, vals, color=["tab:blue", "tab:red", "tab:green"][:len(vals)])
-    b.set_ylim(min(0.0, min(vals)), 1)
-    b.set_ylabel("fraction of variance explained")
-    b.set_title("the dictionary's fit", fontsize=9)
+    labels = [lab for lab in ("in", "shifted", "realigned") if lab != "realigned" or "fve_realigned" in shift]
+    names = ["in distribution", "shifted", "realigned"][:len(labels)]
+    vals = [float(shift[f"fve_{lab}"]) for lab in labels]
+    x = np.arange(len(labels))
+    fidelity = all(f"fidelity_vs_zero_{lab}" in shift for lab in labels)
+    width = 0.4 if fidelity else 0.8
+    b.bar(x - width / 2 if fidelity else x, vals, width, color=["tab:blue", "tab:red", "tab:green"][:len(vals)],
+          label="variance explained")
+    low = min(0.0, min(vals))
+    if fidelity:
+        fid = np.array([float(shift[f"fidelity_vs_zero_{lab}"]) for lab in labels])
+        lo = np.array([float(shift[f"fidelity_vs_zero_ci_low_{lab}"]) for lab in labels])
+        hi = np.array([float(shift[f"fidelity_vs_zero_ci_high_{lab}"]) for lab in labels])
+        err = np.nan_to_num(np.stack([fid - lo, hi - fid]).clip(min=0))
+        b.bar(x + width / 2, fid, width, yerr=err, capsize=3, color="0.6", label="splice fidelity vs zero ablation")
+        b.legend(fontsize=7, loc="lower left")
+        low = min(low, float(fid.min()))
+    b.set_xticks(x, names)
+    b.set_ylim(low, 1.05 if fidelity else 1)
+    b.set_ylabel("fraction of variance explained" if not fidelity else "fraction")
+    b.set_title("the dictionary's fit" + (" and fidelity (95% interval)" if fidelity else ""), fontsize=9)
+    if effect:
+        c, steps = axes[2], shift.step.values
+        c.plot(steps, shift.effect_rms.values, color="tab:red")
+        if "effect_rms_ci_low" in shift:
+            c.fill_between(steps, shift.effect_rms_ci_low.values, shift.effect_rms_ci_high.values, color="tab:red",
+                           alpha=0.3)
+        c.set_xlabel("forecast step")
+        c.set_ylabel("rms change of the forecast")
+        c.set_title(str(shift.effect_rms.attrs.get("title", "the steer's effect on the forecast")), fontsize=9)
     return _save(fig, path)

@@ -1,0 +1,194 @@
+"""A dictionary of the GRU forecaster's hidden state under the held-out stimulus condition.
+
+The GRU baseline (:class:`neuro.baselines.GRUForecaster`) is trained on the training trials
+of the simulated zebrafish (the nine training stimulus conditions); :class:`GRURollout`
+runs the fitted GRU one step at a time with its hidden state as a site, ``state``, which
+runs once a context step and once a forecast step (the free run feeds back its own
+forecasts). A TopK dictionary (:mod:`scimech.dictionary`) is trained on that state over
+windows of the training trials. The shift is the study's held-out condition: ``turning``
+(whole-field rotation, a stimulus covariate the model never saw move), the out-of-distribution
+suite ``held_out_condition`` of :func:`neuro.tasks.build_task`. Measured (:func:`run_shift`),
+in distribution on the test windows (held-out trials of the training conditions) and shifted
+on the turning windows:
+
+- the faithfulness gap between the dictionary's span and the shifted active subspace, with
+  its sampling control and whether it is beyond it;
+- the variance of the hidden state the dictionary explains, in distribution, shifted, and
+  after gradient-free realignment (:func:`scimech.dictionary.realign`, ``auto``);
+- the splice fidelity (the whole free-run forecast with the state replaced by the
+  dictionary's reconstruction at every step, against zero and mean ablation of the state),
+  in distribution, shifted and realigned, with bootstrap intervals over windows;
+- a feature steered during the free run (:func:`scimech.dictionary.rollout_effect`): the
+  feature whose mean activation rises most on the turning windows, added at its mean
+  turning activation to every state that makes a forecast, on the in-distribution test
+  windows; the effect on the forecast per step (``effect_rms`` over ``step``, with an
+  interval) and per neuron type.
+
+``python -m neuro.shift --out runs/neuro/shift`` writes ``shift.nc`` (the gap, fit,
+fidelity and the steer's effect per step), ``rollout.nc`` (the baseline and steered
+forecasts), the hidden states (``acts_in_distribution.nc``, ``acts_shifted.nc``: sample,
+call, feature), ``dictionary.pt`` and ``shift.png``; about 40 s on 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+import torch
+import xarray as xr
+from torch import nn
+
+from scimech.dictionary import (
+    add_fidelity,
+    encode,
+    explained_variance,
+    faithfulness_gap,
+    plot_shift,
+    realign,
+    rollout_effect,
+    splice_fidelity,
+    summary_lines,
+    train_dictionary,
+)
+from scimech.options import whole
+from scimech.record import record
+from scimech.results import save
+
+from .baselines import GRUForecaster
+from .tasks import build_task, make_windows
+
+__all__ = ["GRURollout", "run_shift", "SITE"]
+
+SITE = "state"
+
+
+class GRURollout(nn.Module):
+    """A fitted :class:`~neuro.baselines.GRUForecaster` stepped one time step at a time: the
+    same forecasts, with the hidden state passing through ``self.state`` (an identity: the
+    site) after every update, in the context and in the free run.
+
+    ``forward(context, stim_context, stim_future)`` (``(n, C, N)``, ``(n, C, K)``, ``(n, H, K)``;
+    ``model(**batch)`` with a dict of them) returns the forecast ``(n, H, N)``. The site runs ``C + H - 1``
+    times: calls ``C - 1`` to ``C + H - 2`` are the states that make forecast steps 0 to H - 1."""
+
+    def __init__(self, fitted: GRUForecaster):
+        super().__init__()
+        gru = fitted.net_
+        self.cell = nn.GRUCell(gru.input_size, gru.hidden_size)
+        with torch.no_grad():
+            for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
+                getattr(self.cell, name).copy_(getattr(gru, f"{name}_l0"))
+        self.state = nn.Identity()
+        self.readout = fitted.out_
+        self.to("cpu")
+
+    def forward(self, context: torch.Tensor, stim_context: torch.Tensor, stim_future: torch.Tensor) -> torch.Tensor:
+        ctx, sc, sf = context, stim_context, stim_future
+        s_next = torch.cat([sc[:, 1:], sf[:, :1]], 1)   # the GRU reads x_t with s_{t+1}
+        h = ctx.new_zeros(ctx.shape[0], self.cell.hidden_size)
+        for t in range(ctx.shape[1]):
+            h = self.state(self.cell(torch.cat([ctx[:, t], s_next[:, t]], -1), h))
+        last, outs = ctx[:, -1], []
+        for k in range(sf.shape[1]):
+            y = last + self.readout(h)
+            outs.append(y)
+            if k + 1 < sf.shape[1]:
+                h = self.state(self.cell(torch.cat([y, sf[:, k + 1]], -1), h))
+            last = y
+        return torch.stack(outs, 1)
+
+
+def _batch(w) -> dict:
+    return {k: torch.as_tensor(np.asarray(getattr(w, k)), dtype=torch.float32)
+            for k in ("context", "stim_context", "stim_future")}
+
+
+def run_shift(out: str | Path, *, seed: int = 0, gru_steps: int = 400, k: int = 8, n_features: int = 128,
+              dict_epochs: int = 20, ood_trials: int = 3, max_windows: int = 400, n_bootstrap: int = 500,
+              duration: float | None = None) -> xr.Dataset:
+    """Train the GRU and a dictionary of its hidden state on the training conditions; measure
+    the gap, the fit and the fidelity on the held-out ``turning`` condition, and a feature's
+    effect on the free-run forecast (see the module docstring)."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    task = build_task(quick=True, seed=seed, ood_trials=ood_trials, max_windows=max_windows, duration=duration)
+    fitted = GRUForecaster(context=task.context, horizon=task.horizon, steps=gru_steps, seed=seed)
+    fitted.fit(task.train_series, task.train_stim, task.meta)
+    model = GRURollout(fitted).eval()
+    stride = max(1, (task.context + task.horizon) // 4)
+    train_w = make_windows(task.train_series, task.train_stim, task.context, task.horizon, stride,
+                           max_windows=max_windows, seed=seed)
+    batches = {"train": _batch(train_w), "in_distribution": _batch(task.test),
+               "shifted": _batch(task.ood["held_out_condition"])}
+    acts = {name: record(model, b, [SITE], repeat="stack")[SITE] for name, b in batches.items()}
+    dic, _ = train_dictionary(acts["train"], kind="topk", n_features=n_features, k=k, epochs=dict_epochs,
+                              batch_size=256, lr=3e-3, seed=seed, checkpoint=out / "dictionary.pt")
+    shift = faithfulness_gap(dic, acts["in_distribution"], acts["shifted"])
+    fixed = realign(dic, acts["in_distribution"], acts["shifted"])
+    shift["fve_realigned"] = ((), explained_variance(fixed, acts["shifted"]),
+                              {"description": "fraction of shifted variance explained after realignment"})
+    for label, dictionary, name in (("in", dic, "in_distribution"), ("shifted", dic, "shifted"),
+                                    ("realigned", fixed, "shifted")):
+        # mean ablation: the state's mean over every step of these windows (the site runs once a step)
+        states = torch.as_tensor(acts[name].values.reshape(-1, acts[name].shape[-1]))
+        fid = splice_fidelity(model, batches[name], SITE, dictionary, reference={SITE: states},
+                              n_bootstrap=n_bootstrap, seed=seed)
+        add_fidelity(shift, label, fid)
+
+    # the turning feature, added during the free run of in-distribution windows
+    codes = {name: encode(dic, acts[name]) for name in ("in_distribution", "shifted")}
+    rise = (codes["shifted"].mean(("sample", "call")) - codes["in_distribution"].mean(("sample", "call"))).values
+    feature = int(np.argmax(rise))
+    turning = codes["shifted"].isel(feature=feature).values
+    value = float(turning[turning > 0].mean()) if (turning > 0).any() else 1.0
+    free_run = range(task.context - 1, task.context + task.horizon - 1)
+    effect = rollout_effect(model, batches["in_distribution"], SITE, dictionary=dic, feature=feature, mode="add",
+                            value=value, calls=free_run, n_bootstrap=n_bootstrap, seed=seed)
+    types = np.asarray(task.meta["type"]).astype(str)
+    effect = effect.assign_coords(output=("output", np.arange(effect.sizes["output"])),
+                                  neuron_type=("output", types)).rename(output="neuron")
+    by_type = abs(effect.effect_mean).mean("step").groupby("neuron_type").mean()
+    for var in ("effect_rms", "effect_rms_ci_low", "effect_rms_ci_high"):
+        shift[var] = effect[var]
+    shift.effect_rms.attrs["title"] = f"feature {feature} added during the free run (95% interval)"
+    shift["effect_by_type"] = (("neuron_type",), by_type.values,
+                               {"description": "mean |effect| over steps and the neurons of each type (z units)"})
+    shift = shift.assign_coords(neuron_type=by_type.neuron_type.values)
+    shift["rise"] = (("feature",), rise, {"description": "mean activation on turning minus in distribution"})
+    shift.attrs.update({"shift": "held-out stimulus condition: turning", "site": SITE, "model": "GRU baseline",
+                        "k": k, "n_features": n_features, "steered_feature": feature, "steer_value": value,
+                        "steer_calls": f"{free_run.start}..{free_run.stop - 1} (every state that makes a forecast)",
+                        "description": "GRU hidden-state dictionary under the held-out turning condition"})
+    config = {"gru_steps": gru_steps, "k": k, "n_features": n_features, "dict_epochs": dict_epochs,
+              "ood_trials": ood_trials, "max_windows": max_windows, "duration": duration,
+              "context": task.context, "horizon": task.horizon}
+    save(shift, out / "shift.nc", config=config, seed=seed)
+    save(effect, out / "rollout.nc", config=config, seed=seed)
+    for name in ("in_distribution", "shifted"):   # for `scimech dictionary shift --acts ... --shifted ...`
+        save(acts[name], out / f"acts_{name}.nc", config=config, seed=seed)
+    plot_shift(shift, out / "shift.png")
+    return shift
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m neuro.shift", description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", type=Path, default=Path("runs/neuro/shift"))
+    p.add_argument("--seed", type=whole(0), default=0)
+    p.add_argument("--gru-steps", type=whole(1), default=400, help="Adam steps of the GRU (default 400)")
+    p.add_argument("--k", type=whole(1), default=8)
+    p.add_argument("--ood-trials", type=whole(1), default=3, help="turning trials (default 3)")
+    args = p.parse_args(argv)
+    ds = run_shift(args.out, seed=args.seed, gru_steps=args.gru_steps, k=args.k, ood_trials=args.ood_trials)
+    print("\n".join(summary_lines(ds)))
+    print(f"feature {ds.attrs['steered_feature']} (+{ds.attrs['steer_value']:.2f}) during the free run: rms forecast "
+          f"change {float(ds.effect_rms[0]):.3f} at step 0, {float(ds.effect_rms[-1]):.3f} "
+          f"[{float(ds.effect_rms_ci_low[-1]):.3f}, {float(ds.effect_rms_ci_high[-1]):.3f}] at step "
+          f"{int(ds.step[-1])}")
+    print(f"Saved: {args.out / 'shift.nc'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
