@@ -33,7 +33,8 @@ astro.plan; each size can be set on its own (``--n-train`` ...).
 codecs/<NAME>/...); its image codec (``codecs/image/``) then tokenises the images (96x96
 Legacy Survey cut-outs in nanomaggies; smaller stamps are zero-padded), and without it the
 study runs on photometry tokens only. ``--image-tokenizer`` overrides it with a stand-in
-``image_tokenizer.npz``. ``--device`` runs the training and the forward passes there. Nothing
+``image_tokenizer.npz``. ``--device`` runs the training and the forward passes there, ``--dtype
+bfloat16`` the transformer in half the memory (the codec and the probes' features stay float32). Nothing
 is trained then; activations are streamed in passes of bounded size. A folder in that layout
 with random weights (to try the pipeline, or to time it at the real size):
 astro.models.aion_folder.write_random_aion.
@@ -154,6 +155,11 @@ def _add_train(sub) -> None:
     t.set_defaults(func=cmd_train)
 
 
+#: the names ``--dtype`` takes (astro.models.aion.DTYPES, without importing torch for the parser); whether
+#: the device computes in one is checked with the other settings (astro.models.aion.check_dtype)
+_DTYPE_NAMES = ("float32", "bfloat16", "float16")
+
+
 def _add_study(sub) -> None:
     st = sub.add_parser("study", help="run the four-part study and write a report",
                         description="Run the four-part study (synthesise or read galaxies, train or load the model, "
@@ -199,6 +205,11 @@ def _add_study(sub) -> None:
     which.add_argument("--planted", action="store_true",
                        help="train the planted stand-in (image only through head 1 of block 0, head 2 an inert "
                             "colour head) and compare what the study finds with what was planted")
+    g.add_argument("--dtype", choices=_DTYPE_NAMES, default="float32",
+                   help="floating-point type of the studied transformer's forward passes: float32 (default), "
+                        "bfloat16 (half the weights' memory; on CPUs with bfloat16 matrix units also faster) or "
+                        "float16 (GPUs; refused where this torch cannot compute in it); the image codec, the "
+                        "redshift read-out and every activation a probe sees stay float32")
     a = st.add_argument_group("analysis")
     a.add_argument("--block", type=whole(0), default=None, metavar="B",
                    help="encoder block whose heads are probed and ablated (0-based; default: the block the layer "

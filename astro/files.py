@@ -35,8 +35,9 @@ def save_sample(sample: GalaxySample, path: str | Path) -> Path:
 
 
 def load_adapter(folder: str | Path, image_tokenizer: str | Path | None = None, *,
-                 device: str = "cpu") -> AIONRedshift:
-    """:class:`~astro.models.aion.AIONRedshift` from a stand-in or AION-1 checkpoint folder, on ``device``.
+                 device: str = "cpu", dtype: str = "float32") -> AIONRedshift:
+    """:class:`~astro.models.aion.AIONRedshift` from a stand-in or AION-1 checkpoint folder, on ``device``,
+    its transformer in ``dtype`` (:data:`astro.models.aion.DTYPES`).
 
     The image tokenizer is ``image_tokenizer`` (a stand-in ``.npz``) if given, else the
     folder's ``image_tokenizer.npz`` (stand-in), else its ``codecs/image/`` (AION-1), else none.
@@ -47,7 +48,7 @@ def load_adapter(folder: str | Path, image_tokenizer: str | Path | None = None, 
         raise ConfigError(f"--image-tokenizer {tok_path} does not exist; give the image_tokenizer.npz written "
                           "by `scimech astro train`, or leave it out to use the checkpoint's own.")
     tok = standin.PatchTokenizer.load(tok_path) if tok_path.is_file() else None
-    return AIONRedshift.from_folder(folder, image_tokenizer=tok, device=device)
+    return AIONRedshift.from_folder(folder, image_tokenizer=tok, device=device, dtype=dtype)
 
 
 def save_study(res: Mapping[str, xr.Dataset], out: Path, config: dict | None = None, seed: int = 0) -> None:

@@ -74,6 +74,7 @@ class StudySettings:
     image_tokenizer: Path | None = None
     block: int | None = None
     device: str = "cpu"
+    dtype: str = "float32"
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
@@ -131,7 +132,8 @@ def resolve_settings(out: str | Path, *, sizes: Mapping[str, Any] | None = None,
                      test: str | Path | None = None, image_tokenizer: str | Path | None = None,
                      block: int | None = None, catalog: str | Path | None = None, images: str | Path | None = None,
                      test_fraction: float = 0.25, world: str | None = None, planted: bool = False,
-                     image_features: str | None = None, device: str = "cpu") -> StudySettings:
+                     image_features: str | None = None, device: str = "cpu",
+                     dtype: str = "float32") -> StudySettings:
     """Check the options of a study and resolve them into :class:`StudySettings`; reads no data.
 
     The parameters are those of :func:`astro.run.run_resumable_study`. Raises ``ConfigError``
@@ -140,6 +142,9 @@ def resolve_settings(out: str | Path, *, sizes: Mapping[str, Any] | None = None,
     """
     out = Path(out)
     sz = check_sizes(sizes)
+    from .models.aion import check_dtype  # lazy: torch and aion
+
+    check_dtype(dtype, device)                            # unknown, or half precision the device lacks
     source = _source(model, train, test, catalog, images)
     if source != "synthetic" and (planted or world):
         raise ConfigError("--world and --planted shape a synthetic run; a catalogue or an existing study "
@@ -156,7 +161,8 @@ def resolve_settings(out: str | Path, *, sizes: Mapping[str, Any] | None = None,
     if feats not in ("bands", "colours"):
         raise ConfigError(f"image_features must be 'bands' or 'colours'; got {feats!r}.")
     record = dict(sz, seed=int(seed), source=source, image_tokenizer=str(image_tokenizer) if image_tokenizer else None,
-                  world=world if source == "synthetic" else None, planted=bool(planted), image_features=feats)
+                  world=world if source == "synthetic" else None, planted=bool(planted), image_features=feats,
+                  dtype=dtype)
     paths: dict[str, Path | None] = {}
     if source == "catalog":
         if not 0 < test_fraction < 1:
@@ -175,5 +181,5 @@ def resolve_settings(out: str | Path, *, sizes: Mapping[str, Any] | None = None,
                       n_test=None, epochs=None, batch_size=None, world=None, planted=None, image_features=None)
     return StudySettings(out=out, source=source, sizes=sz, seed=int(seed), record=record,
                          world=world if source == "synthetic" else None, planted=bool(planted), image_features=feats,
-                         test_fraction=float(test_fraction), block=block, device=device,
+                         test_fraction=float(test_fraction), block=block, device=device, dtype=dtype,
                          image_tokenizer=Path(image_tokenizer).resolve() if image_tokenizer else None, **paths)

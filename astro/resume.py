@@ -31,7 +31,7 @@ __all__ = ["PLAN_NAME", "PROBE_GALAXIES", "check_plan", "input_fingerprint", "cl
 PLAN_NAME = "plan.json"
 #: keys of a plan that decide what the units compute (the rest may change between reruns)
 PLAN_KEYS = ("source", "n_train", "n_test", "epochs", "batch_size", "seed", "model", "train", "test",
-             "image_tokenizer", "catalog", "images", "test_fraction", "world", "planted", "image_features")
+             "image_tokenizer", "catalog", "images", "test_fraction", "world", "planted", "image_features", "dtype")
 #: what a plan written before a key existed meant by it
 _PLAN_DEFAULTS = {"world": "standard", "planted": False, "image_features": "bands"}
 #: galaxies of the generator's draw a synthetic run's fingerprint hashes (the generator as it is now)
@@ -50,7 +50,7 @@ def check_plan(out: Path, plan: Mapping[str, Any], *, write: bool = True) -> Non
         except json.JSONDecodeError:
             old = None                        # a torn plan: nothing was run under it yet
         if old is not None:
-            old = {**(_PLAN_DEFAULTS if old.get("source") == "synthetic" else {}), **old}
+            old = {"dtype": "float32", **(_PLAN_DEFAULTS if old.get("source") == "synthetic" else {}), **old}
             diff = {k: (old.get(k), mine[k]) for k in PLAN_KEYS if old.get(k) != mine[k]}
             if diff:
                 what = ", ".join(f"{k}: {a!r} there, {b!r} now" for k, (a, b) in diff.items())

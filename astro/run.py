@@ -40,7 +40,7 @@ def run_resumable_study(out: str | Path, *, sizes: Mapping[str, Any] | None = No
                         block: int | None = None, client=None, catalog: str | Path | None = None,
                         images: str | Path | None = None, test_fraction: float = 0.25, world: str | None = None,
                         planted: bool = False, image_features: str | None = None, device: str = "cpu",
-                        log: Log | None = None) -> tuple[dict[str, xr.Dataset], dict[str, float]]:
+                        dtype: str = "float32", log: Log | None = None) -> tuple[dict[str, xr.Dataset], dict[str, float]]:
     """The whole astro study as resumable units; results saved under ``out/study``.
 
     Parameters
@@ -74,6 +74,10 @@ def run_resumable_study(out: str | Path, *, sizes: Mapping[str, Any] | None = No
         :data:`astro.plan.IMAGE_FEATURES` of the world.
     device
         Torch device of the training and the forward passes (``"cpu"``, ``"cuda"``, ...).
+    dtype
+        Floating-point type of the studied transformer's forward passes (``"float32"``,
+        ``"bfloat16"``, ``"float16"``; :data:`astro.models.aion.DTYPES`); a stand-in trained here is
+        trained in float32. Probes and read-outs see float32.
 
     Returns
     -------
@@ -83,7 +87,7 @@ def run_resumable_study(out: str | Path, *, sizes: Mapping[str, Any] | None = No
     settings = resolve_settings(out, sizes=sizes, seed=seed, model=model, train=train, test=test,
                                 image_tokenizer=image_tokenizer, block=block, catalog=catalog, images=images,
                                 test_fraction=test_fraction, world=world, planted=planted,
-                                image_features=image_features, device=device)
+                                image_features=image_features, device=device, dtype=dtype)
     return run_settings(settings, client=client, log=log)
 
 
@@ -94,7 +98,7 @@ def run_settings(settings: StudySettings, *, client=None, log: Log | None = None
     s = settings
     adapter = None
     if s.model is not None:                              # bad inputs fail before the folder is claimed
-        adapter = load_adapter(s.model, s.image_tokenizer, device=s.device)
+        adapter = load_adapter(s.model, s.image_tokenizer, device=s.device, dtype=s.dtype)
     if s.source == "given":
         train_s, test_s = load_sample(s.train), load_sample(s.test)
     claim_folder(s)
@@ -124,7 +128,7 @@ def run_settings(settings: StudySettings, *, client=None, log: Log | None = None
     t = time.perf_counter()
     if s.source in ("synthetic", "catalog"):
         if adapter is None:                              # the stand-in trained here
-            adapter = load_adapter(Path(model).resolve(), s.image_tokenizer, device=s.device)
+            adapter = load_adapter(Path(model).resolve(), s.image_tokenizer, device=s.device, dtype=s.dtype)
         train_s, test_s = load_sample(train), load_sample(test)
     intervene = _intervener(s, Path(model).resolve(), train, test, len(test_s), store, client, say)
     res = gather_evidence(adapter, train_s, test_s, n_bootstrap=int(s.sizes["n_bootstrap"]), seed=s.seed,
@@ -162,7 +166,7 @@ def _intervener(s: StudySettings, model: Path, train: Path, test: Path, n_test: 
     def intervene(blk: int) -> xr.Dataset:
         units = {f"interventions/block={blk}/rows={a:07d}-{b:07d}":
                  dict(model_dir=str(model), train_path=str(train), test_path=str(test), start=a, stop=b, block=int(blk),
-                      seed=s.seed, image_tokenizer=tok, device=s.device)
+                      seed=s.seed, image_tokenizer=tok, device=s.device, dtype=s.dtype)
                  for a, b in chunk_bounds(n_test, chunk)}
         say(f"head interventions in block {blk}: {len(units)} units of <= {chunk} galaxies")
         got = map_units(interventions_unit, units, store, client=client, desc="astro intervention chunks")

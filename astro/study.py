@@ -44,7 +44,8 @@ def settings_from_args(args: argparse.Namespace) -> StudySettings:
     return resolve_settings(args.out, sizes=sizes, seed=args.seed, model=args.model, train=args.train, test=args.test,
                             image_tokenizer=args.image_tokenizer, block=args.block, catalog=catalog, images=images,
                             test_fraction=args.test_fraction, world=args.world, planted=args.planted,
-                            image_features=args.image_features, device=args.device)
+                            image_features=args.image_features, device=args.device,
+                            dtype=getattr(args, "dtype", "float32"))
 
 
 def plan_of(settings: StudySettings, size: str | None = None) -> Plan:
@@ -65,6 +66,7 @@ def plan_of(settings: StudySettings, size: str | None = None) -> Plan:
     sizes["bootstrap resamples"] = sz["n_bootstrap"]
     sizes["block"] = "localised by the layer probes" if s.block is None else s.block
     sizes["device"] = s.device
+    sizes["dtype"] = s.dtype
     chunk = sz["chunk_size"]
     n_test = sz["n_test"] if s.source == "synthetic" else None
     units = ([f"galaxies {i}-{min(i + chunk, n_test) - 1}" for i in range(0, n_test, chunk)] if n_test

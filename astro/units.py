@@ -119,12 +119,12 @@ def train_unit(train_path: str, model_dir: str, epochs: int, batch_size: int, se
 def interventions_unit(model_dir: str, train_path: str, test_path: str, start: int, stop: int, block: int,
                        seed: int, n_reference: int = 256, batch_size: int = 256,
                        methods: tuple[str, ...] = ("zero", "mean", "resample"),
-                       image_tokenizer: str | None = None, device: str = "cpu") -> xr.Dataset:
-    """Head interventions of ``block`` on test galaxies ``start:stop``, on ``device``
+                       image_tokenizer: str | None = None, device: str = "cpu", dtype: str = "float32") -> xr.Dataset:
+    """Head interventions of ``block`` on test galaxies ``start:stop``, on ``device`` in ``dtype``
     (see :func:`astro.measures.intervention_chunk`)."""
     t0 = time.perf_counter()
     with single_thread():
-        ad = load_adapter(model_dir, image_tokenizer, device=device)
+        ad = load_adapter(model_dir, image_tokenizer, device=device, dtype=dtype)
         test = load_sample(test_path, rows=slice(int(start), int(stop)))
         train = load_sample(train_path, rows=slice(0, int(n_reference)))
         multi, phot, reference = study_batches(ad, train, test, n_reference=int(n_reference))

@@ -4,9 +4,11 @@ template photo-z, and the radial organisation of each head's image-token output.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 
 import numpy as np
+import torch
 import xarray as xr
 from scipy.stats import spearmanr
 
@@ -17,7 +19,37 @@ from scimech.record import record
 from ..models.aion import IMAGE_KEY, AIONRedshift, rows_per_pass
 from .inputs import StudyInputs
 
-__all__ = ["record_blocks", "layer_probes", "localised_block", "head_probes", "head_radial_structure"]
+__all__ = ["record_blocks", "layer_probes", "localised_block", "head_probes", "head_radial_structure",
+           "PrecisionWarning", "spread_over_rms"]
+
+
+class PrecisionWarning(UserWarning):
+    """The galaxies' differences in an activation are below what the model's ``--dtype`` resolves."""
+
+
+def spread_over_rms(features: np.ndarray) -> float:
+    """rms of the galaxy-to-galaxy differences of pooled features over their rms: the share of an
+    activation a probe can use, to set against the model dtype's resolution."""
+    f = np.asarray(features, np.float64)
+    return float(np.sqrt(np.mean((f - f.mean(0)) ** 2) / max(np.mean(f**2), 1e-300)))
+
+
+def _check_resolution(adapter: AIONRedshift, feats: dict[str, np.ndarray]) -> dict[str, float]:
+    """Each site's :func:`spread_over_rms`; a :class:`PrecisionWarning` when the model computes in a
+    half precision whose rounding (2**-8 of a value in bfloat16, 2**-11 in float16) is within 8 times
+    some site's spread: the probes would then read rounding, not galaxies."""
+    spread = {s: spread_over_rms(f) for s, f in feats.items()}
+    dtype = getattr(adapter, "dtype", torch.float32)
+    if dtype != torch.float32 and spread:
+        unit = torch.finfo(dtype).eps / 2
+        low = {s: r for s, r in spread.items() if r < 8 * unit}
+        if low:
+            worst = min(low, key=low.get)
+            warnings.warn(f"{len(low)} of {len(spread)} sites vary between galaxies by less than 8 roundings of "
+                          f"{str(dtype).removeprefix('torch.')} ({worst}: {low[worst]:.2%} of its rms, one rounding "
+                          f"{unit:.2%}); their probes would read rounding. Rerun with --dtype float32.",
+                          PrecisionWarning, stacklevel=3)
+    return spread
 
 
 def _pool(acts: np.ndarray, n_scalar: int, mode: str) -> np.ndarray:
@@ -35,8 +67,9 @@ def record_blocks(adapter: AIONRedshift, batch, sites: Sequence[str], batch_size
 
 
 def _pooler(n_scalar: int, mode: str):
-    """``reduce`` of :func:`record_blocks`: :func:`_pool` of one pass."""
-    return (lambda t: t[:, :n_scalar].mean(1)) if mode == "photometry" else "mean"
+    """``reduce`` of :func:`record_blocks`: :func:`_pool` of one pass, in float32 whatever the
+    model's ``--dtype`` (a bfloat16 mean over 584 tokens would keep 3 significant digits)."""
+    return (lambda t: t[:, :n_scalar].float().mean(1)) if mode == "photometry" else (lambda t: t.float().mean(1))
 
 
 def layer_probes(adapter: AIONRedshift, inp: StudyInputs, *, cv: int = 5, alpha: float = 1.0,
@@ -100,6 +133,7 @@ def head_probes(adapter: AIONRedshift, inp: StudyInputs, block: int, *, cv: int 
         the other targets.
     """
     sites, feats = _head_acts(adapter, inp.multi, block, reduce=_pooler(inp.n_scalar_tokens, "photometry"))
+    spread = _check_resolution(adapter, feats)
     targets = {"g-r": inp.colours[:, 0], "r-i": inp.colours[:, 1], "i-z": inp.colours[:, 2],
                "z_template": inp.z_template, "z": inp.z, "a_v": inp.a_v}
     out = np.full((4, len(sites), len(targets)), np.nan)
@@ -118,7 +152,10 @@ def head_probes(adapter: AIONRedshift, inp: StudyInputs, block: int, *, cv: int 
                      "score_high": (dims, out[2], {"units": "R2", "description": "95% percentile bootstrap bound"}),
                      "selectivity": (dims, out[3], {"units": "R2", "description": "R2 minus control-task R2"})},
                     coords=dict(head=np.arange(len(sites)), target=list(targets), site=("head", sites)))
-    ds.attrs.update(description=f"per-head probes in encoder block {block}", block=block, n_bootstrap=n_bootstrap)
+    ds["spread"] = ("head", [spread[s] for s in sites], {
+        "units": "1", "description": "rms of the galaxy-to-galaxy differences of the probed features over their rms"})
+    ds.attrs.update(description=f"per-head probes in encoder block {block}", block=block, n_bootstrap=n_bootstrap,
+                    dtype=str(getattr(adapter, "dtype", torch.float32)).removeprefix("torch."))
     return ds
 
 
@@ -136,7 +173,7 @@ def _image_token_moments(adapter: AIONRedshift, inp: StudyInputs, block: int, n_
     kept: dict[str, list[np.ndarray]] = {s: [] for s in sites}
     for start in range(0, n, per):
         part = {k: v[start:start + per] for k, v in inp.multi.items()}
-        rec = record_blocks(adapter, part, sites, batch_size=per, reduce=lambda t: t[:, a0:a0 + n_img])
+        rec = record_blocks(adapter, part, sites, batch_size=per, reduce=lambda t: t[:, a0:a0 + n_img].float())
         for s in sites:
             a = rec[s].values.astype(np.float64)                       # (galaxies, n_img, dh)
             sums[s] = sums.get(s, 0.0) + a.sum(0)

@@ -47,7 +47,7 @@ from scimech.metrics import Metric
 
 __all__ = [
     "LEGACY_SCALARS", "IMAGE_KEY", "Z_KEY", "CONFIG_NAME", "WEIGHTS_NAME", "DES_BANDS", "save_checkpoint",
-    "load_model", "load_codecs", "rows_per_pass", "TOKENS_PER_PASS", "load_image_codec", "load_image_tokenizer", "ImageCodecTokenizer", "codec_buckets", "AIONRedshift", "head_site", "site_to_head", "num_encoder_tokens",
+    "load_model", "load_codecs", "DTYPES", "check_dtype", "rows_per_pass", "TOKENS_PER_PASS", "load_image_codec", "load_image_tokenizer", "ImageCodecTokenizer", "codec_buckets", "AIONRedshift", "head_site", "site_to_head", "num_encoder_tokens",
 ]
 
 CONFIG_NAME = "config.json"
@@ -69,6 +69,33 @@ LEGACY_SCALARS: dict[str, tuple[str, str, str]] = {
 DES_BANDS: tuple[str, ...] = ("DES-G", "DES-R", "DES-I", "DES-Z")
 MASK_PREFIX = "mask/"
 _SITE = re.compile(r"^encoder\.(\d+)\.attn\.heads\[(\d+)\]$")
+#: ``--dtype`` names -> the transformer's floating-point type in the forward passes (``float32`` the
+#: default; the image codec, the redshift read-out and every activation handed to a probe stay float32)
+DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def _runs_in(dtype: torch.dtype, device: str | torch.device) -> bool:
+    """Whether the operations of a transformer block (matmul, layer norm, softmax attention) run in
+    ``dtype`` on ``device``: torch builds without half-precision CPU kernels raise on them."""
+    try:
+        x = torch.ones(2, 4, 8, dtype=dtype, device=device)
+        y = torch.nn.functional.layer_norm(x @ x.transpose(-1, -2) @ x, (8,))
+        torch.nn.functional.scaled_dot_product_attention(y, y, y)
+        return True
+    except (RuntimeError, NotImplementedError):
+        return False
+
+
+def check_dtype(name: str, device: str | torch.device = "cpu") -> torch.dtype:
+    """The torch dtype of a ``--dtype`` name, checked to run on ``device``; ``ConfigError`` (with the
+    fix) for an unknown name or a half precision the device cannot compute in."""
+    if name not in DTYPES:
+        raise ConfigError(f"dtype must be one of {', '.join(DTYPES)}; got {name!r}.")
+    if not _runs_in(DTYPES[name], device):
+        raise ConfigError(f"--dtype {name} does not run on {device} with this torch ({torch.__version__}): its "
+                          f"{name} matrix products are not implemented there. Use --dtype bfloat16 (half the "
+                          "memory, on CPUs too) or --dtype float32, or run on a GPU (--device cuda).")
+    return DTYPES[name]
 
 
 def head_site(block: int, head: int) -> str:
@@ -139,7 +166,8 @@ def _require(folder: Path, names: Sequence[str], what: str) -> None:
                               f"{', '.join(names)} there (as in the downloaded repository).")
 
 
-def load_model(folder: str | Path, *, model_class: type | None = None, device: str | torch.device = "cpu") -> nn.Module:
+def load_model(folder: str | Path, *, model_class: type | None = None, device: str | torch.device = "cpu",
+               dtype: str = "float32") -> nn.Module:
     """Build the AION transformer from ``config.json`` and load ``model.safetensors`` strictly.
 
     Parameters
@@ -149,6 +177,9 @@ def load_model(folder: str | Path, *, model_class: type | None = None, device: s
     model_class
         Class to build (default ``aion.AION``; the config key ``"scimech_class"`` may name
         ``"astro.models.standin.StandinAION"``).
+    dtype
+        Floating-point type of the weights and the forward passes (:data:`DTYPES`; cast after
+        loading, so the float32 file serves every dtype).
 
     Raises
     ------
@@ -180,7 +211,7 @@ def load_model(folder: str | Path, *, model_class: type | None = None, device: s
                               f"missing {sorted(missing)[:10]}{' ...' if len(missing) > 10 else ''}, "
                               f"unexpected {sorted(unexpected)[:10]}{' ...' if len(unexpected) > 10 else ''}. "
                               "Use the config.json that came with these weights.")
-    return model.to(device).eval()
+    return model.to(device=device, dtype=check_dtype(dtype, device)).eval()
 
 
 def load_codecs(folder: str | Path, token_keys: Sequence[str]) -> dict[str, nn.Module]:
@@ -452,9 +483,15 @@ class AIONRedshift:
         self.model.to(device)
         return self
 
+    @property
+    def dtype(self) -> torch.dtype:
+        """The floating-point type the transformer computes in (``--dtype``)."""
+        return next((p.dtype for p in self.model.parameters() if p.is_floating_point()), torch.float32)
+
     @classmethod
     def from_folder(cls, folder: str | Path, *, scalar_keys: Sequence[str] = tuple(LEGACY_SCALARS),
-                    image_tokenizer=None, image_codec: bool | None = None, device: str = "cpu") -> AIONRedshift:
+                    image_tokenizer=None, image_codec: bool | None = None, device: str = "cpu",
+                    dtype: str = "float32") -> AIONRedshift:
         """Load model + codecs (``scalar_keys`` and ``tok_z``) from a local checkpoint folder.
 
         Parameters
@@ -466,9 +503,14 @@ class AIONRedshift:
             :class:`ImageCodecTokenizer` and fails if it is missing or partial; ``None``
             (default) does so when ``codecs/image/`` exists (a partial one is an error) and
             runs on photometry only when it does not; ``False`` never loads it.
+        dtype
+            The transformer's floating-point type (:data:`DTYPES`: ``"bfloat16"`` halves its memory
+            and, on CPUs with bfloat16 matrix units, its time). The image codec stays float32 (its
+            codes are a rounding of its output: a lower precision would move galaxies across code
+            boundaries), as do the redshift read-out and the activations the probes see.
         """
         folder = Path(folder)
-        model = load_model(folder, device=device)
+        model = load_model(folder, device=device, dtype=dtype)
         codecs = load_codecs(folder, [*scalar_keys, Z_KEY])
         if image_tokenizer is None and (image_codec or (image_codec is None and _image_codec_dir(folder).exists())):
             image_tokenizer = load_image_tokenizer(folder, device=device)
@@ -562,7 +604,7 @@ class AIONRedshift:
     def expected_z(self, logits: torch.Tensor) -> torch.Tensor:
         """Point estimate: softmax over the codebook's logits times the bucket redshifts."""
         b = self.buckets().to(logits.device)
-        p = torch.softmax(logits[..., : b.numel()], dim=-1)
+        p = torch.softmax(logits[..., : b.numel()].float(), dim=-1)       # float32 whatever --dtype
         return p @ b
 
     def z_metric(self):
