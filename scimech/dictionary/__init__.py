@@ -29,6 +29,7 @@ from .shift import (
            explained_variance,
            faithfulness_gap,
            realign,
+           realignment_bound,
            summary_lines,
 )
 from .train import load_dictionary, save_dictionary, train_dictionary
@@ -36,4 +37,4 @@ from .train import load_dictionary, save_dictionary, train_dictionary
 __all__ = ["SparseDictionary", "TopK", "BatchTopK", "JumpReLU", "KINDS", "build", "train_dictionary",
            "save_dictionary", "load_dictionary", "encode", "dictionary_quality", "feature_alignment", "top_examples",
            "splice", "steer", "splice_fidelity", "rollout_effect", "active_subspace", "explained_variance",
-           "faithfulness_gap", "realign", "add_fidelity", "summary_lines", "plot_alignment", "plot_shift"]
+           "faithfulness_gap", "realign", "realignment_bound", "add_fidelity", "summary_lines", "plot_alignment", "plot_shift"]
