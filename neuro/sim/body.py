@@ -48,7 +48,12 @@ class BodyParams:
         Quadratic drag coefficients normal / tangential to a link, per mm of link length,
         nN s2 mm-3 (0.5 rho C_d h with rho = 1 mg mm-3).
     k_n, k_t : float
-        Linear drag coefficients per mm of link, nN s mm-2.
+        Linear (viscous) drag coefficients per mm of link, nN s mm-2. At a larva's Reynolds
+        numbers (~10-100 for a 0.4 mm-deep body moving sideways) viscous drag is of the order of
+        the quadratic part: resistive-force theory gives ~3.6 for water (1 nN s mm-2) on a 4 mm,
+        0.4 mm-deep body, and ``k_n = 2`` (0.02 before) damps the body's passive bending mode:
+        released from a bend, the body no longer rings at ~12 Hz (half the bend back after one
+        half cycle), which after a turn's large first bend read as a slow sway of the tail.
     c_rot : float
         Rotational drag coefficient of a link, nN mm s.
     drag_scale : float
@@ -71,7 +76,7 @@ class BodyParams:
     delta: float = 0.5
     c_n: float = 0.2
     c_t: float = 0.008
-    k_n: float = 0.02
+    k_n: float = 2.0
     k_t: float = 0.002
     c_rot: float = 1e-5
     drag_scale: float = 1.0

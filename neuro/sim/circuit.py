@@ -80,8 +80,11 @@ class CircuitParams:
         time constant to ``tau_a / (1 + speed_gain d)``.
     module_names, module_tau_r, module_tau_a : tuple
         The V2a speed modules and their rate and adaptation time constants, s (slow to fast;
-        with ``module_speedup``, each module paces the cord at ~15-26 Hz over drive 0.1-0.55,
-        ~40-54 Hz over 0.62-0.78 and ~72-76 Hz above 0.8).
+        with ``module_speedup``, each module paces the cord at ~18-30 Hz over drive 0.1-0.55,
+        ~40-50 Hz over 0.62-0.78 and ~72-75 Hz above 0.8). The slow module's adaptation (24
+        ms; 32 ms before) is near its own half cycle: slower adaptation left a side adapted long
+        after its burst, so the first cycles of a bout (and those after a turn's first bend)
+        were 25-50 % longer than the module's beat and bursts split into doublets.
     module_output : tuple
         Weight of each module's rate in its population's output (the recorded V2a rate is
         the weighted sum of its modules' rates; every V2a synapse sees that sum).
@@ -111,7 +114,9 @@ class CircuitParams:
         first bend (a larger bend toward the turn, C-start-like at large asymmetry and drive)
         and then a small residual, so the rest of the bout beats at the swim frequency of its
         drive (routine turns: Budick & O'Malley 2000; Mirat et al. 2013). ``turn_hold = 1`` is
-        the old tonic asymmetry, which holds a bend of ~1 rad through the bout.
+        the old tonic asymmetry, which holds a bend of ~1 rad through the bout; the default 0
+        gives the rhythm generators symmetric drive once the first bend is made (a residual
+        asymmetry on V2a slows the beat and steers away from the turn).
     turn_hold_mn : float
         ``turn_hold`` of the motor neurons' drive: after the first bend the rhythm-generating
         populations (V2a, V0d, V1) return to nearly symmetric drive, so the beat stays regular,
@@ -176,7 +181,7 @@ class CircuitParams:
     spinal_substeps: int = 2
     module_names: tuple = ("slow", "intermediate", "fast")
     module_tau_r: tuple = (0.0095, 0.0028, 0.0009)
-    module_tau_a: tuple = (0.032, 0.012, 0.0033)
+    module_tau_a: tuple = (0.024, 0.012, 0.0033)
     module_output: tuple = (1.0, 1.5, 2.5)
     module_recruit: tuple = (0.0, 0.6, 0.8)
     module_derecruit: tuple = (0.6, 0.8, float("inf"))
@@ -184,8 +189,8 @@ class CircuitParams:
     recruit_width: float = 0.01
     v2a_steer: float = 0.7
     turn_tau: float = 0.012
-    turn_hold: float = 0.1
-    turn_hold_mn: float = 0.5
+    turn_hold: float = 0.0
+    turn_hold_mn: float = 0.3
 
     def with_(self, **kw) -> CircuitParams:
         return replace(self, **kw)
