@@ -165,31 +165,24 @@ class Simulator:
     def initial_state(self, batch: int, heading: float | np.ndarray = 0.0, trials=None) -> SimState:
         """The state of ``batch`` fish at rest.
 
-        ``trials``: the trials' indices in the stimulus table; each trial's initial rates, bout
-        accumulator and noise key then come from its own generator (:meth:`trial_rng`), so the
-        same trial gives the same result alone, in any batch or on any worker
-        (:func:`neuro.sim.recording.simulate` always keys its trials). ``None`` (the default
-        of a bare ``Simulator.run``) draws the batch in order from ``Simulator(seed=...)``'s
-        one generator, as before: a trial then depends on its position and batch.
+        ``trials``: the trials' indices in the stimulus table (default ``0 .. batch - 1``); each
+        trial's initial rates, bout accumulator and noise key come from its own generator
+        (:meth:`trial_rng`), so the same trial gives the same result alone (``trials=[i]``), in
+        any batch or on any worker.
         """
         ni = self.circuit.n_internal
         H = self.circuit.max_delay + 2  # delays 0 .. max_delay plus the slot being written
         q, qd = self.body.initial_state(batch, heading)
-        if trials is None:
-            r_int = self.rng.uniform(0, 0.05, size=(batch, ni))
-            acc = self.rng.uniform(0, 0.8, batch)
-            keys = noise.draw_keys(self.rng, batch)
-        else:
-            trials = np.asarray(trials, int).reshape(-1)
-            if len(trials) != batch:
-                raise ConfigError(f"initial_state: {len(trials)} trial indices for a batch of {batch}; give one "
-                                  "per trial.")
-            r_int, acc, keys = np.empty((batch, ni)), np.empty(batch), np.empty(batch, np.uint64)
-            for b, tr in enumerate(trials):
-                g = self.trial_rng(tr)
-                r_int[b] = g.uniform(0, 0.05, size=ni)
-                acc[b] = g.uniform(0, 0.8)
-                keys[b] = noise.draw_keys(g, 1)[0]
+        trials = np.arange(batch) if trials is None else np.asarray(trials, int).reshape(-1)
+        if len(trials) != batch:
+            raise ConfigError(f"initial_state: {len(trials)} trial indices for a batch of {batch}; give one "
+                              "per trial.")
+        r_int, acc, keys = np.empty((batch, ni)), np.empty(batch), np.empty(batch, np.uint64)
+        for b, tr in enumerate(trials):
+            g = self.trial_rng(tr)
+            r_int[b] = g.uniform(0, 0.05, size=ni)
+            acc[b] = g.uniform(0, 0.8)
+            keys[b] = noise.draw_keys(g, 1)[0]
         r0 = (self._pool @ r_int.T).T
         return SimState(
             brain=np.zeros((batch, len(BRAIN_UNITS))),
@@ -379,8 +372,8 @@ class Simulator:
         ``"numpy"`` (the reference: :meth:`step` once per time step) or ``"auto"``
         (compiled when numba is installed). Both give the same result up to round-off.
         ``trials``: the trials' indices in the stimulus table, which key their initial states
-        and noise (see :meth:`initial_state`; ``None``: drawn in order for the batch); ignored
-        with ``state``.
+        and noise (see :meth:`initial_state`; default ``0 .. B - 1``, so a trial is the same
+        alone as in its batch when given its index, ``trials=[i]``); ignored with ``state``.
         """
         if engine not in ("auto", "compiled", "numpy"):
             raise ConfigError(f"Unknown simulator engine {engine!r}; expected 'auto', 'compiled' or 'numpy'.")

@@ -92,7 +92,7 @@ def test_a_trial_alone_equals_the_same_trial_in_a_batch_of_21(engine):
     specs = [dict(condition=c, seed=k, onset=0.0) for k, c in enumerate(conds)]
     sim = Simulator(seed=7)
     stim = stack_stimuli(specs, 0.06, sim.dt)
-    batch = sim.run(stim, record_every=2, trials=np.arange(21), engine=engine)
+    batch = sim.run(stim, record_every=2, engine=engine)  # by default a trial is keyed by its index
     for i in (0, 9, 20):
         one = stack_stimuli([specs[i]], 0.06, sim.dt)
         alone = Simulator(seed=7).run(one, record_every=2, trials=[i], engine=engine)
