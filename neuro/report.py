@@ -20,7 +20,7 @@ from .plots import plot_activity, plot_tail_angle, plot_tree, tail_readout
 from .recovery import format_table, summary_line, truth_frame
 from .run import COLS, StudyRun
 
-__all__ = ["write_report", "save_numbers", "recovery_note"]
+__all__ = ["write_report", "save_numbers", "recovery_note", "units_note"]
 
 _LONG_COLS = ("val", "test", "ood_mean", "edge_auroc", "frequency", "tail_phase_error", "tail_amplitude_ratio",
               "tail_beat_forecast")
@@ -86,6 +86,20 @@ def _overview(run: StudyRun) -> str:
             f"{run.long_note}")
 
 
+def units_note(run: StudyRun) -> str | None:
+    """What the study ran on when the recording has more units than it searches: how many of how
+    many, how they were chosen, where the list and the every-unit baselines are; None otherwise."""
+    if run.n_units_recorded is None or run.task.n_neurons >= run.n_units_recorded:
+        return None
+    n, total, s = run.task.n_neurons, run.n_units_recorded, run.settings
+    return (f"**A subset of the recording's units.** The recording has {total} units; the program search, the "
+            f"baselines it is compared with and every table and figure below use {n} of them ({n / total:.1%}), "
+            f"drawn uniformly at random without replacement (seed {s.seed}, `--search-neurons {s.search_neurons}`; "
+            f"their columns in `search_units.csv`). The baselines were also fitted and scored on all {total} units "
+            "(the table after this one, `baselines_all_neurons.csv`): compare the two to see whether the subset "
+            "is representative.")
+
+
 def _physiology(run: StudyRun) -> str:
     p, segments = run.true_physiology, sorted({int(s) for s in run.task.meta["segment"] if s >= 0})
     return (f"Simulator physiology (true swimming probes): left-right phase {p['lr_phase']:.2f} cycles "
@@ -109,8 +123,13 @@ def _search_trees(rep: Report, run: StudyRun) -> None:
 def write_report(run: StudyRun, findings) -> Path:
     """``report.md`` (+ html, figures) under the output folder; returns its path."""
     task, long_task = run.task, run.long_task
-    rep = Report(run.settings.out, title="Model discovery against a simulated larval zebrafish")
+    title = ("Model discovery on your recording" if task.signal == "traces"
+             else "Model discovery against a simulated larval zebrafish")
+    rep = Report(run.settings.out, title=title)
     rep.text(_overview(run))
+    subset = units_note(run)
+    if subset:
+        rep.text(subset)
     rep.heading("Which reference findings reproduce")
     rep.text("\n".join(f"- {f.line()}" for f in findings))
     if run.planted is not None:
@@ -122,7 +141,10 @@ def write_report(run: StudyRun, findings) -> Path:
         rep.text(_physiology(run))
     rep.table(run.table[[c for c in COLS if c in run.table.columns]].astype(float),
               caption="ID / OOD MAE and faithfulness of every baseline and the best discovered programs "
-              "(selection used ID validation only)")
+              "(selection used ID validation only)" + (f"; the {task.n_neurons} units searched" if subset else ""))
+    if subset:
+        rep.table(run.all_neurons[[c for c in COLS if c in run.all_neurons.columns]].astype(float),
+                  caption=f"The baselines on all {run.n_units_recorded} units of the recording (ID / OOD MAE)")
     if run.long_table is not None:
         rep.table(run.long_table[[c for c in _LONG_COLS if c in run.long_table.columns]].astype(float),
                   caption=f"Context {long_task.context}: ID / OOD MAE and the tail beat of the free run (|phase "

@@ -40,7 +40,7 @@ from .search.sandbox import SandboxLimits
 from .search.tree import TreeSearch
 from .tasks import OOD_SUITES, WindowField, build_recording, build_task, is_constant_view
 
-__all__ = ["COLS", "StudyRun", "run_baselines", "score_forecasts", "write_step_mae", "baseline_unit", "run_search", "run_study_units", "build_tasks",
+__all__ = ["COLS", "StudyRun", "run_baselines", "score_forecasts", "write_step_mae", "write_units", "baseline_unit", "run_search", "run_study_units", "build_tasks",
            "task_fingerprint", "score_row"]
 
 COLS = ["val", "test", "ood_mean", "id_ood_gap"] + [f"ood_{s}" for s in OOD_SUITES] + [
@@ -275,6 +275,7 @@ class StudyRun:
     seconds: dict = field(default_factory=dict)         # simulation, baselines, searches, long context
     findings: list | None = None             # read from the evidence once (neuro.findings)
     all_neurons: pd.DataFrame | None = None  # a recording above settings.search_neurons: baselines on every unit
+    n_units_recorded: int | None = None      # then the recording's units (the task has the subset's)
 
 
 def _baselines_per_seed(s: StudySettings, task, out: Path, client, steps: dict | None = None) -> tuple[dict, dict]:
@@ -358,7 +359,7 @@ def run_study_units(s: StudySettings, *, client=None, task=None, proposer_factor
     t_sim = time.perf_counter() - t0
     set_aside_stale_results(out, [t for t in (task, long_task) if t is not None])
     seeds, names = s.seed_list, list(s.baselines or BASELINES)
-    all_neurons = None
+    all_neurons, n_recorded = None, None
     if task.n_neurons > s.search_neurons:   # a recording: every unit for the baselines, a subset for the rest
         all_steps = {}
         all_neurons = run_baselines(task, names, quick=s.quick_data, store=out / "baselines_all_neurons",
@@ -366,7 +367,9 @@ def run_study_units(s: StudySettings, *, client=None, task=None, proposer_factor
                                     device=s.device, steps_out=all_steps)
         all_neurons.to_csv(out / "baselines_all_neurons.csv")
         write_step_mae(out / "mae_per_step_all_neurons.csv", all_steps)
+        n_recorded = task.n_neurons
         task = task.neuron_subset(s.search_neurons, s.seed)
+        write_units(out / "search_units.csv", task)
     true_phys = physiology_scores(task.probes.get("swim_target"), task) if "swim_target" in task.probes else {}
 
     steps = {}
@@ -399,7 +402,19 @@ def run_study_units(s: StudySettings, *, client=None, task=None, proposer_factor
     planted, planted_seed = _planted_truth(s, task, long_task, ev, long_searches)
     return StudyRun(s, task, long_task, ev, table, searches, long_table, long_searches, planted, planted_seed,
                     true_phys, long_note, dict(simulation=t_sim, baselines=t_base, searches=t_search, long=t_long),
-                    all_neurons=all_neurons)
+                    all_neurons=all_neurons, n_units_recorded=n_recorded)
+
+
+def write_units(path: Path, task) -> Path:
+    """The recording's units a subset task (:meth:`~neuro.tasks.ForecastTask.neuron_subset`) studies:
+    one row per unit, its 0-based column in the traces (``unit``) and its name where the task has names."""
+    idx = np.asarray(task.meta["neuron_index"], int)
+    table = pd.DataFrame({"unit": idx})
+    names = task.meta.get("name")
+    if names is not None and np.ndim(names) == 1 and len(names) == len(idx):
+        table["name"] = np.asarray(names).astype(str)
+    table.to_csv(path, index=False)
+    return path
 
 
 def write_step_mae(path: Path, steps: dict) -> Path:

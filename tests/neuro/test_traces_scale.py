@@ -259,3 +259,10 @@ def test_zapbench_study_cli_writes_mae_per_step(zap, tmp_path):
     all_steps = pd.read_csv(out / "mae_per_step_all_neurons.csv", index_col=[0, 1])
     np.testing.assert_allclose(all_steps.loc[("last_value", "test")].to_numpy(),
                                np.abs(w.context[:, -1:] - w.target).mean((0, 2)), atol=1e-6)
+    # the report says the study ran on a subset: how many of how many, how chosen, which (by hand: the draw)
+    report = (out / "report.md").read_text()
+    assert "The recording has 20 units" in report and "use 12 of them (60.0%)" in report
+    assert "drawn uniformly at random without replacement (seed 0, `--search-neurons 12`" in report
+    assert "The baselines on all 20 units of the recording" in report and report.startswith("# Model discovery on your")
+    want = np.sort(np.random.default_rng(0).choice(20, 12, replace=False))
+    np.testing.assert_array_equal(pd.read_csv(out / "search_units.csv")["unit"].to_numpy(), want)
