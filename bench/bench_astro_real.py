@@ -8,6 +8,14 @@ Run: ``python -m bench.bench_astro_real`` (writes bench/results/astro_real.md; a
 on 2 cores). ``--n-test`` sets the test galaxies (10 at least: the probes' 5 folds of 2).
 Each measurement runs in a fresh subprocess (``--child``) whose peak RSS is
 ``resource.getrusage(RUSAGE_SELF).ru_maxrss`` at its end.
+
+``--interventions --dtype float32 bfloat16`` measures instead, per dtype in a fresh process, the
+forward passes and the two interventions one by one on a handful of galaxies: the prediction
+(both modes), one head ablation sweep (zero, every head of the block, multimodal run) and the
+activation patching sweep (photometry-only activations into the multimodal run, every head),
+each as CPU seconds per galaxy (user + system, all threads: the machine is shared, so wall time
+is not the cost) and the process's peak RSS once that phase has run. Written to
+bench/results/astro_real_interventions.md.
 """
 
 from __future__ import annotations
@@ -91,9 +99,88 @@ def _phases(folder: Path, n_test: int, n_ref: int, block: int, threads: int, n_i
     return out
 
 
-def _run_child(folder: Path, n_test: int, n_ref: int, block: int, threads: int, n_iv: int) -> dict:
+def _interventions(folder: Path, n_iv: int, n_ref: int, block: int, threads: int, dtype: str) -> dict:
+    """CPU seconds and peak RSS of load, tokenise, predict, one ablation sweep and the patching sweep
+    of ``block`` on ``n_iv`` galaxies, the transformer in ``dtype`` (run inside the child)."""
+    import numpy as np
+    import torch
+
+    from astro.catalog import read_legacy_survey
+    from astro.models.aion import AIONRedshift, rows_per_pass
+    from scimech.intervene import ablation_sweep, patching_sweep
+
+    torch.set_num_threads(threads)
+    out: dict = {"threads": threads, "n_iv": n_iv, "n_ref": n_ref, "block": block, "dtype": dtype,
+                 "cpu_seconds": {}, "rss_mb": {}}
+
+    def phase(name, fn):
+        c = _cpu_seconds()
+        with torch.no_grad():
+            got = fn()
+        out["cpu_seconds"][name] = _cpu_seconds() - c
+        out["rss_mb"][name] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        return got
+
+    ad = phase("load", lambda: AIONRedshift.from_folder(folder / "model", dtype=dtype))
+    out["blocks"], out["heads"] = ad.num_blocks, ad.num_heads
+    s = read_legacy_survey(folder / "data" / "catalog.fits", folder / "data" / "images.npy")[:n_iv]
+    multi, phot = phase("tokenise", lambda: (lambda t: (ad.batch(t), ad.batch(t, masked=["tok_image"])))(
+        ad.tokenize(s.catalog, s.images)))
+    z = phase("predict", lambda: (ad.predict_z(multi), ad.predict_z(phot)))
+    sites, metric, per = ad.head_sites(block), ad.z_metric(), rows_per_pass(multi)
+    ab = phase("ablation", lambda: ablation_sweep(ad.model, dict(multi), sites, metric, method="zero",
+                                                  forward=ad.forward, batch_size=per, max_rows=per))
+    pt = phase("patching", lambda: patching_sweep(ad.model, dict(multi), dict(phot), sites, metric,
+                                                  direction="noising", forward=ad.forward, batch_size=per,
+                                                  max_rows=per))
+    assert np.isfinite(ab["ablated"].values).all() and np.isfinite(pt["patched"].values).all()
+    out["z_multi"], out["z_ablated"] = z[0].tolist(), ab["ablated"].values.tolist()
+    out["z_patched"] = pt["patched"].values.tolist()
+    out["load_avg"], out["cores"] = os.getloadavg()[1], os.cpu_count()
+    return out
+
+
+def _iv_lines(runs: list[dict], command: str) -> list[str]:
+    r0 = runs[0]
+    n = r0["n_iv"]
+    lines = [
+        f"Random-weight AION-1-B folder (real layout), {n} test galaxies (4 x 96 x 96 cut-outs, 8 + 576 tokens), "
+        f"interventions on the {r0['heads']} heads of block {r0['block']} of {r0['blocks']} (each re-runs the "
+        "encoder from that block on); CPU, "
+        f"{r0['threads']} threads, one fresh process per dtype. CPU seconds (user + system, all threads) per galaxy: "
+        "the machine was shared with other work, so wall time is not reported. Peak RSS: the process's "
+        "ru_maxrss once the phase has run (it includes the phases before it). The image codec is float32 in "
+        "every row.",
+        "",
+        f"Command: `{command}`",
+        "",
+        f"| dtype | load (CPU s) | tokenise | predict (both modes) | ablation sweep (zero, {r0['heads']} heads) | "
+        f"patching sweep ({r0['heads']} heads) | peak RSS after load | after ablation | after patching |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in runs:
+        c, m = r["cpu_seconds"], r["rss_mb"]
+        lines.append(f"| {r['dtype']} | {c['load']:.1f} | {c['tokenise'] / n:.2f} | {c['predict'] / n:.2f} | "
+                     f"{c['ablation'] / n:.1f} | {c['patching'] / n:.1f} | {m['load'] / 1024:.2f} GiB | "
+                     f"{m['ablation'] / 1024:.2f} GiB | {m['patching'] / 1024:.2f} GiB |")
+    if len(runs) > 1:
+        import numpy as np
+
+        ref = runs[0]
+        for r in runs[1:]:
+            dz = max(float(np.max(np.abs(np.subtract(r[k], ref[k])))) for k in ("z_multi", "z_ablated", "z_patched"))
+            lines += ["", f"{r['dtype']} against {ref['dtype']}: largest difference of an expected redshift "
+                      f"(clean, ablated or patched) {dz:.1e}; CPU time x{sum(r['cpu_seconds'].values()) / sum(ref['cpu_seconds'].values()):.2f} "
+                      f"of {ref['dtype']}'s over all phases (load avg {r['load_avg']:.1f} on {r['cores']} cores)."]
+    return lines
+
+
+def _run_child(folder: Path, n_test: int, n_ref: int, block: int, threads: int, n_iv: int,
+               dtype: str | None = None) -> dict:
     cmd = [sys.executable, "-m", "bench.bench_astro_real", "--child", str(folder), "--n-test", str(n_test),
            "--n-ref", str(n_ref), "--block", str(block), "--threads", str(threads), "--n-iv", str(n_iv)]
+    if dtype is not None:
+        cmd += ["--interventions", "--dtype", dtype]
     env = dict(os.environ, SCIMECH_QUIET="1", PYTHONWARNINGS="ignore")
     res = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False,
                          cwd=Path(__file__).resolve().parents[1])
@@ -160,9 +247,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--n-iv", type=int, default=2, help="test galaxies of the head interventions")
     p.add_argument("--folder", type=Path, default=None, help="reuse (or write) the base folder here")
+    p.add_argument("--interventions", action="store_true",
+                   help="per dtype: CPU seconds and peak RSS of predict, one ablation sweep and the patching sweep")
+    p.add_argument("--dtype", nargs="+", default=["float32"], choices=["float32", "bfloat16", "float16"],
+                   help="with --interventions: the transformer's dtypes, one fresh process each")
     a = p.parse_args(argv)
     if a.child is not None:
-        print(json.dumps(_phases(a.child, a.n_test, a.n_ref, a.block, a.threads, a.n_iv)))
+        got = (_interventions(a.child, a.n_iv, a.n_ref, a.block, a.threads, a.dtype[0]) if a.interventions
+               else _phases(a.child, a.n_test, a.n_ref, a.block, a.threads, a.n_iv))
+        print(json.dumps(got))
         return 0
     from astro.models.aion_folder import write_galaxies, write_random_aion
 
@@ -175,6 +268,21 @@ def main(argv: list[str] | None = None) -> int:
             write_s = time.perf_counter() - t
         if not (folder / "data" / "catalog.fits").is_file():
             write_galaxies(folder / "data", a.n_test + a.n_ref, seed=3)
+        if a.interventions:
+            runs = [_run_child(folder, a.n_test, a.n_ref, a.block, a.threads, a.n_iv, dtype=d) for d in a.dtype]
+            command = "python -m bench.bench_astro_real " + " ".join(argv if argv is not None else sys.argv[1:])
+            import platform
+
+            import scimech
+
+            text = "\n".join(["## astro: AION-1-B interventions and dtypes, CPU", "",
+                              f"(scimech {scimech.__version__}, Python {platform.python_version()})", "",
+                              *_iv_lines(runs, command), ""])
+            path = Path(__file__).resolve().parent / "results" / "astro_real_interventions.md"
+            path.parent.mkdir(exist_ok=True)
+            path.write_text(text)
+            sys.stdout.write(text)
+            return 0
         r = _run_child(folder, a.n_test, a.n_ref, a.block, a.threads, a.n_iv)
     write_section("astro_real", "astro: the head study on AION-1-B (random weights, real layout), CPU", _lines(r, write_s))
     return 0
