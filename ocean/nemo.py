@@ -8,8 +8,15 @@ on ``(time_counter, deptht, y, x)``, ``somxl010``, ``sohefldo``, ``sossheig``, `
 temperature below it (``t_sub``) deeper, so the MLD, ``sst`` and ``t_sub`` the study derives are the
 generator's. With ``rotate=True`` the grid is turned by 90 degrees (the index ``x`` runs north,
 ``y`` west; wind stress in grid-aligned components), a curvilinear grid whose derivatives must go
-through the scale factors. The budget terms and the target are left out: :func:`ocean.data.open_store`
-computes them (:mod:`ocean.concepts`).
+through the scale factors. With ``tilt=ANGLE`` (and ``rotate=False``) it is rotated on the sphere: the
+generator's latitudes and longitudes are read as those of a rotated pole (the sphere turned by
+``ANGLE`` degrees about the axis through the domain's centre), so ``nav_lat`` / ``nav_lon`` are
+geographic positions whose grid lines cross the meridians at about ``ANGLE`` degrees, the scale
+factors are the generator's (the rotation keeps distances) and the wind stress is along the grid
+lines. Its Coriolis parameter differs: the concepts take ``f`` at the geographic latitude
+(``nav_lat``), the generator at its own, so ``q_ekman`` and ``q_geo`` are the generator's times
+``f(generator latitude) / f(nav_lat)`` and every other term is the generator's. The budget terms and
+the target are left out: :func:`ocean.data.open_store` computes them (:mod:`ocean.concepts`).
 """
 
 from __future__ import annotations
@@ -19,14 +26,33 @@ import xarray as xr
 
 from .constants import R_EARTH
 
-__all__ = ["DEPTHT", "nemo_layout"]
+__all__ = ["DEPTHT", "nemo_layout", "tilted_positions"]
 
 #: model levels (m): below every synthetic MLD (< 210 m)
 DEPTHT = np.array([0.5, 5.0, 15.0, 30.0, 60.0, 100.0, 200.0, 400.0])
 
 
-def nemo_layout(ds: xr.Dataset, *, member: int = 0, rotate: bool = True) -> xr.Dataset:
-    """One member of a synthetic ocean (:func:`ocean.synthetic.generate`) as a NEMO product."""
+def tilted_positions(lat: np.ndarray, lon: np.ndarray, tilt: float, centre: tuple[float, float]
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """Geographic ``(lat, lon)`` (degrees) of points at ``(lat, lon)`` on a sphere turned by ``tilt`` degrees
+    (counter-clockwise seen from outside) about the axis through ``centre`` (lat, lon)."""
+    def unit(la, lo):
+        la, lo = np.deg2rad(la), np.deg2rad(lo)
+        return np.stack([np.cos(la) * np.cos(lo), np.cos(la) * np.sin(lo), np.sin(la)])
+
+    p, c = unit(np.asarray(lat, float), np.asarray(lon, float)), unit(*centre)
+    c = c.reshape(3, *([1] * (p.ndim - 1)))
+    a = np.deg2rad(tilt)
+    q = (p * np.cos(a) + np.cross(c, p, axis=0) * np.sin(a)
+         + c * (c * p).sum(0, keepdims=True) * (1 - np.cos(a)))           # Rodrigues' rotation
+    return np.rad2deg(np.arcsin(np.clip(q[2], -1, 1))), np.rad2deg(np.arctan2(q[1], q[0]))
+
+
+def nemo_layout(ds: xr.Dataset, *, member: int = 0, rotate: bool = True, tilt: float | None = None) -> xr.Dataset:
+    """One member of a synthetic ocean (:func:`ocean.synthetic.generate`) as a NEMO product (``rotate``:
+    the grid turned by 90 degrees; ``tilt``: rotated on the sphere by that many degrees, see the module doc)."""
+    if tilt is not None and rotate:
+        raise ValueError("tilt rotates the untransposed grid: pass rotate=False with it.")
     one = ds.isel(member=member, drop=True)
     east, north = one["tauu"], one["tauv"]
     dlat = np.deg2rad(float(np.diff(ds["lat"].values).mean()))
@@ -42,6 +68,8 @@ def nemo_layout(ds: xr.Dataset, *, member: int = 0, rotate: bool = True) -> xr.D
     lat2 = (nav_lon if rotate else nav_lat).transpose("y", "x").values
     lon2 = (nav_lat if rotate else nav_lon).transpose("y", "x").values
     e_lon = R_EARTH * np.cos(np.deg2rad(lat2)) * dlon
+    if tilt is not None:                        # the scale factors are the generator's; the positions turn
+        lat2, lon2 = tilted_positions(lat2, lon2, tilt, (float(ds["lat"].mean()), float(ds["lon"].mean())))
     e_lat = np.full(lat2.shape, R_EARTH * dlat)
     e1t, e2t = (e_lat, e_lon) if rotate else (e_lon, e_lat)
     one = one.drop_vars(["x", "y"]).rename(time="time_counter")
@@ -63,4 +91,6 @@ def nemo_layout(ds: xr.Dataset, *, member: int = 0, rotate: bool = True) -> xr.D
                 "deptht": ("deptht", DEPTHT, {"units": "m", "positive": "down"}),
                 "nav_lat": (grid2, lat2.astype(np.float32)), "nav_lon": (grid2, lon2.astype(np.float32))},
         attrs={"title": "scimech synthetic ocean in NEMO layout", "source": "ocean.nemo.nemo_layout",
-               "grid": "rotated by 90 degrees: x runs north, y west" if rotate else "regular"})
+               "grid": "rotated by 90 degrees: x runs north, y west" if rotate else (
+                   f"rotated on the sphere by {tilt:g} degrees about the domain's centre" if tilt is not None
+                   else "regular")})
