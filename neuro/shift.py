@@ -22,10 +22,12 @@ on the turning windows:
   feature whose mean activation rises most on the turning windows, added at its mean
   turning activation to every state that makes a forecast, on the in-distribution test
   windows; the effect on the forecast per step (``effect_rms`` over ``step``, with an
-  interval) and per neuron type.
+  interval) and per neuron type;
+- the quadratic bound of the realignment (:func:`scimech.dictionary.realignment_bound`) on
+  planted shifts of the in-distribution states: ``bound_C_*`` and ``bound_slope_*`` attrs.
 
 ``python -m neuro.shift --out runs/neuro/shift`` writes ``shift.nc`` (the gap, fit,
-fidelity and the steer's effect per step), ``rollout.nc`` (the baseline and steered
+fidelity and the steer's effect per step), ``bound.nc``, ``rollout.nc`` (the baseline and steered
 forecasts), the hidden states (``acts_in_distribution.nc``, ``acts_shifted.nc``: sample,
 call, feature), ``dictionary.pt`` and ``shift.png``; about 40 s on 2 cores.
 """
@@ -47,6 +49,7 @@ from scimech.dictionary import (
     faithfulness_gap,
     plot_shift,
     realign,
+    realignment_bound,
     rollout_effect,
     splice_fidelity,
     summary_lines,
@@ -62,6 +65,8 @@ from .tasks import build_task, make_windows
 __all__ = ["GRURollout", "run_shift", "SITE"]
 
 SITE = "state"
+#: shift sizes (largest rotation angle, radians) of the bound check (scimech.dictionary.realignment_bound)
+BOUND_EPS = (0.025, 0.05, 0.1, 0.2, 0.4)
 
 
 class GRURollout(nn.Module):
@@ -137,6 +142,11 @@ def run_shift(out: str | Path, *, seed: int = 0, gru_steps: int = 400, k: int = 
                               n_bootstrap=n_bootstrap, seed=seed)
         add_fidelity(shift, label, fid)
 
+    # the quadratic bound of the realignment, on planted shifts of the in-distribution states
+    bound = realignment_bound(dic, acts["in_distribution"], eps=BOUND_EPS, added=0.25, seed=seed)
+    for key in ("C_realigned", "slope_realigned", "C_original", "slope_original"):
+        shift.attrs[f"bound_{key}"] = bound.attrs[key]
+
     # the turning feature, added during the free run of in-distribution windows
     codes = {name: encode(dic, acts[name]) for name in ("in_distribution", "shifted")}
     rise = (codes["shifted"].mean(("sample", "call")) - codes["in_distribution"].mean(("sample", "call"))).values
@@ -166,6 +176,7 @@ def run_shift(out: str | Path, *, seed: int = 0, gru_steps: int = 400, k: int = 
               "context": task.context, "horizon": task.horizon}
     save(shift, out / "shift.nc", config=config, seed=seed)
     save(effect, out / "rollout.nc", config=config, seed=seed)
+    save(bound, out / "bound.nc", config=config, seed=seed)
     for name in ("in_distribution", "shifted"):   # for `scimech dictionary shift --acts ... --shifted ...`
         save(acts[name], out / f"acts_{name}.nc", config=config, seed=seed)
     plot_shift(shift, out / "shift.png")
@@ -186,6 +197,9 @@ def main(argv: list[str] | None = None) -> int:
           f"change {float(ds.effect_rms[0]):.3f} at step 0, {float(ds.effect_rms[-1]):.3f} "
           f"[{float(ds.effect_rms_ci_low[-1]):.3f}, {float(ds.effect_rms_ci_high[-1]):.3f}] at step "
           f"{int(ds.step[-1])}")
+    print(f"realignment's excess on planted shifts of the states: slope {ds.attrs['bound_slope_realigned']:.2f}, "
+          f"C {ds.attrs['bound_C_realigned']:.2f} (left as it is: slope {ds.attrs['bound_slope_original']:.2f}, "
+          f"C {ds.attrs['bound_C_original']:.2f})")
     print(f"Saved: {args.out / 'shift.nc'}")
     return 0
 

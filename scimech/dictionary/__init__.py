@@ -20,7 +20,7 @@ See docs/dictionary.md.
 
 from .activations import encode
 from .interventions import rollout_effect, splice, splice_fidelity, steer
-from .plots import plot_alignment, plot_shift
+from .plots import plot_alignment, plot_bound, plot_shift
 from .quality import dictionary_quality, feature_alignment, top_examples
 from .saes import KINDS, BatchTopK, JumpReLU, SparseDictionary, TopK, build
 from .shift import (
@@ -37,4 +37,5 @@ from .train import load_dictionary, save_dictionary, train_dictionary
 __all__ = ["SparseDictionary", "TopK", "BatchTopK", "JumpReLU", "KINDS", "build", "train_dictionary",
            "save_dictionary", "load_dictionary", "encode", "dictionary_quality", "feature_alignment", "top_examples",
            "splice", "steer", "splice_fidelity", "rollout_effect", "active_subspace", "explained_variance",
-           "faithfulness_gap", "realign", "realignment_bound", "add_fidelity", "summary_lines", "plot_alignment", "plot_shift"]
+           "faithfulness_gap", "realign", "realignment_bound", "add_fidelity", "summary_lines", "plot_alignment", "plot_shift",
+           "plot_bound"]

@@ -208,7 +208,7 @@ def realign(dictionary: SparseDictionary, in_distribution: Any, shifted: Any, *,
 
 def _loglog_slope(x: np.ndarray, y: np.ndarray) -> float:
     keep = (x > 0) & (y > 0)
-    return float(np.polyfit(np.log(x[keep]), np.log(y[keep]), 1)[0]) if keep.sum() >= 2 else float("nan")
+    return float(np.polyfit(np.log(x[keep]), np.log(y[keep]), 1)[0]) if keep.sum() >= 3 else float("nan")
 
 
 @torch.no_grad()
@@ -237,7 +237,8 @@ def realignment_bound(dictionary: SparseDictionary, acts: Any, *, eps: Any = (0.
     Attrs: ``C_realigned`` and ``C_original``, the largest ``excess / dsigma**2`` over the
     sizes (the constant of the quadratic bound on these sizes), and ``slope_realigned``,
     ``slope_original``, the least-squares slope of ``log excess`` on ``log dsigma`` over the
-    sizes where the excess is positive (2: quadratic; NaN when fewer than two are).
+    sizes where the excess is positive (2: quadratic; NaN when fewer than three are: an excess
+    at or below the sampling floor at most sizes has no slope to fit).
     """
     x = rows(acts, feature_dim).float()
     sizes = np.asarray(eps, float)
@@ -284,14 +285,17 @@ def realignment_bound(dictionary: SparseDictionary, acts: Any, *, eps: Any = (0.
         attrs=attrs)
 
 
-FIDELITY_VARS = tuple(f"fidelity_vs_{a}{part}" for a in ("zero", "mean") for part in ("", "_ci_low", "_ci_high"))
+FIDELITY_VARS = tuple(f"fidelity_vs_{a}{part}" for a in ("zero", "mean", "zero_median")
+                      for part in ("", "_ci_low", "_ci_high")) + ("share_below_zero",)
 
 
 def add_fidelity(shift: xr.Dataset, label: str, fidelity: xr.Dataset) -> None:
     """Copy a :func:`~scimech.dictionary.splice_fidelity` result into a shift result as
-    ``fidelity_vs_{zero,mean}[_ci_low|_ci_high]_{label}`` (``label``: in / shifted / realigned)."""
+    ``fidelity_vs_{zero,mean,zero_median}[_ci_low|_ci_high]_{label}`` and
+    ``share_below_zero_{label}`` (``label``: in / shifted / realigned)."""
     for var in FIDELITY_VARS:
-        shift[f"{var}_{label}"] = fidelity[var]
+        if var in fidelity:
+            shift[f"{var}_{label}"] = fidelity[var]
 
 
 def summary_lines(shift: xr.Dataset) -> list[str]:
@@ -301,7 +305,13 @@ def summary_lines(shift: xr.Dataset) -> list[str]:
     lines = [", ".join(f"{k} {float(shift[k]):.3f}" for k in keys)]
     for label in ("in", "shifted", "realigned"):
         if f"fidelity_vs_zero_{label}" in shift:
-            lines.append(f"splice fidelity vs zero ablation, {label}: {float(shift[f'fidelity_vs_zero_{label}']):.3f} "
-                         f"[{float(shift[f'fidelity_vs_zero_ci_low_{label}']):.3f}, "
-                         f"{float(shift[f'fidelity_vs_zero_ci_high_{label}']):.3f}]")
+            line = (f"splice fidelity vs zero ablation, {label}: {float(shift[f'fidelity_vs_zero_{label}']):.3f} "
+                    f"[{float(shift[f'fidelity_vs_zero_ci_low_{label}']):.3f}, "
+                    f"{float(shift[f'fidelity_vs_zero_ci_high_{label}']):.3f}]")
+            if f"fidelity_vs_zero_median_{label}" in shift:
+                line += (f"; of medians {float(shift[f'fidelity_vs_zero_median_{label}']):.3f} "
+                         f"[{float(shift[f'fidelity_vs_zero_median_ci_low_{label}']):.3f}, "
+                         f"{float(shift[f'fidelity_vs_zero_median_ci_high_{label}']):.3f}], below zero ablation in "
+                         f"{float(shift[f'share_below_zero_{label}']):.1%} of samples")
+            lines.append(line)
     return lines

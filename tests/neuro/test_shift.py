@@ -43,8 +43,11 @@ def test_tiny_shift_run_is_labelled_and_saved(tiny):
     for label in ("in", "shifted", "realigned"):
         lo, est, hi = (float(saved[f"fidelity_vs_zero{part}_{label}"]) for part in ("_ci_low", "", "_ci_high"))
         assert lo <= est <= hi
-    # the splice keeps more of the forecast than zeroing the state does (fidelity > 0), in and out
-    assert float(saved.fidelity_vs_zero_ci_low_in) > 0 and float(saved.fidelity_vs_zero_ci_low_shifted) > 0
+    # the splice keeps more of the forecast than zeroing the state does (fidelity > 0), in and out;
+    # medians, as a window where the spliced free run runs away can sink the ratio of means
+    for label in ("in", "shifted"):
+        assert float(saved[f"fidelity_vs_zero_median_ci_low_{label}"]) > 0
+        assert float(saved[f"share_below_zero_{label}"]) > 0.5
     # the steered feature moves the forecast, from the first forecast step on
     assert float(saved.effect_rms[0]) > 0 and np.all(saved.effect_rms_ci_low <= saved.effect_rms_ci_high)
 

@@ -193,6 +193,13 @@ def test_splicing_an_exact_dictionary_changes_nothing_and_a_wrong_one_is_scored_
     assert float(fid.change_splice) == pytest.approx(float(by_hand_splice), rel=1e-5)
     assert float(fid.fidelity_vs_zero) == pytest.approx(1 - float(by_hand_splice / by_hand_zero), rel=1e-5)
     assert float(fid.fidelity_vs_zero_ci_low) <= float(fid.fidelity_vs_zero) <= float(fid.fidelity_vs_zero_ci_high)
+    with torch.no_grad():   # the robust summaries: ratio of medians, share of samples below zero ablation
+        per_splice = (model.readout(torch.tanh(wrong(x))) - clean).pow(2).mean(1).numpy()
+        per_zero = (model.readout(torch.tanh(torch.zeros_like(x))) - clean).pow(2).mean(1).numpy()
+    assert float(fid.fidelity_vs_zero_median) == pytest.approx(1 - np.median(per_splice) / np.median(per_zero),
+                                                               rel=1e-4)
+    assert float(fid.share_below_zero) == pytest.approx(np.mean(per_splice < per_zero))
+    assert float(fid.fidelity_vs_zero_median_ci_low) <= float(fid.fidelity_vs_zero_median_ci_high)
     with splice(model, "site", exact):
         torch.testing.assert_close(model(x), model.readout(torch.tanh(x)), atol=1e-5, rtol=0)
 
