@@ -190,7 +190,7 @@ class CircuitParams:
     v2a_steer: float = 0.7
     turn_tau: float = 0.012
     turn_hold: float = 0.0
-    turn_hold_mn: float = 0.3
+    turn_hold_mn: float = 0.5
 
     def with_(self, **kw) -> CircuitParams:
         return replace(self, **kw)
