@@ -353,11 +353,13 @@ def turning_table(seeds=(0, 1, 2, 3), duration: float = 3.0) -> list[str]:
     lines = [f"Turning bouts, seeds {seeds[0]}-{seeds[-1]}, 2 trials x {duration:g} s per condition (closed loop): "
              "first bend toward the stimulus, tail beat = the tail angle's spectral peak after the first 60 ms:", "",
              "| condition | bouts | first bend toward the stimulus | tail beat min / median / max (Hz) "
-             "| first bend (rad) | mean tail angle after it (rad) |", "|---|---|---|---|---|---|"]
+             "| at 15-100 Hz | first bend (rad) | mean tail angle after it (rad) |", "|---|---|---|---|---|---|---|"]
     for c in conds:
         r = np.array(rows[c], float)
+        inside = int(((r[:, 1] >= 15) & (r[:, 1] <= 100)).sum())
         lines.append(f"| {c} | {len(r)} | {int(r[:, 0].sum())} of {len(r)} | {r[:, 1].min():.1f} / "
-                     f"{np.median(r[:, 1]):.1f} / {r[:, 1].max():.1f} | {np.median(r[:, 2]):.2f} | {np.median(r[:, 3]):.2f} |")
+                     f"{np.median(r[:, 1]):.1f} / {r[:, 1].max():.1f} | {inside} of {len(r)} | {np.median(r[:, 2]):.2f} "
+                     f"| {np.median(r[:, 3]):.2f} |")
     return lines
 
 
