@@ -168,6 +168,7 @@ def run_shift(out: str | Path, *, seed: int = 0, gru_steps: int = 400, k: int = 
     shift = shift.assign_coords(neuron_type=by_type.neuron_type.values)
     shift["rise"] = (("feature",), rise, {"description": "mean activation on turning minus in distribution"})
     shift.attrs.update({"shift": "held-out stimulus condition: turning", "site": SITE, "model": "GRU baseline",
+                        "realignment": fixed.realignment,
                         "k": k, "n_features": n_features, "steered_feature": feature, "steer_value": value,
                         "steer_calls": f"{free_run.start}..{free_run.stop - 1} (every state that makes a forecast)",
                         "description": "GRU hidden-state dictionary under the held-out turning condition"})

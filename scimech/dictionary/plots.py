@@ -126,6 +126,9 @@ def plot_bound(bound: xr.Dataset, path: str | Path) -> Path:
     c = bound.attrs["C_realigned"]
     if c > 0:
         ax.loglog(ds, c * ds ** 2, "--", color="0.4", label="C_realigned ||dSigma||^2")
+    from matplotlib.ticker import NullFormatter
+
+    ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("second-moment shift ||dSigma||_F / ||Sigma||_F")
     ax.set_ylabel("excess fraction of variance unexplained")
     ax.legend(fontsize=7)
