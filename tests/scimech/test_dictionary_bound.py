@@ -31,7 +31,7 @@ def world():
 
 def test_realignment_undoes_a_pure_rotation_and_the_original_pays_quadratically(world):
     x, dic = world
-    b = realignment_bound(dic, x, eps=(0.1, 0.4), added=0.0)
+    b = realignment_bound(dic, x, eps=(0.1, 0.2, 0.4), added=0.0)
     assert np.all(b.dsigma.values > 0.02)                           # the second moment did move
     assert np.all(b.excess_realigned.values < 1e-4)                 # and realignment took all of it back
     assert np.all(b.excess_original.values > 1e-3)
