@@ -29,7 +29,7 @@ on the turning windows:
 ``python -m neuro.shift --out runs/neuro/shift`` writes ``shift.nc`` (the gap, fit,
 fidelity and the steer's effect per step), ``bound.nc``, ``rollout.nc`` (the baseline and steered
 forecasts), the hidden states (``acts_in_distribution.nc``, ``acts_shifted.nc``: sample,
-call, feature), ``dictionary.pt`` and ``shift.png``; about 40 s on 2 cores.
+call, feature), ``dictionary.pt`` and ``shift.png``; about two minutes of CPU.
 """
 
 from __future__ import annotations
