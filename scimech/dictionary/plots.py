@@ -11,14 +11,13 @@ import xarray as xr
 __all__ = ["plot_alignment", "plot_shift", "plot_bound"]
 
 
-def _pyplot():
-    """matplotlib's pyplot on the file backend (imported when a figure is drawn, not with the package)."""
-    import matplotlib
+def _figure(**kw):
+    """A matplotlib Figure outside pyplot (imported when a figure is drawn, not with the package):
+    drawing one neither switches the session's backend (a notebook keeps showing its figures)
+    nor leaves a figure open."""
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+    return Figure(**kw)
 
 
 def _save(fig, path: str | Path) -> Path:
@@ -26,18 +25,17 @@ def _save(fig, path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
-    _pyplot().close(fig)
     return path
 
 
 def plot_alignment(alignment: xr.Dataset, path: str | Path, *, top: int = 12) -> Path:
     """Heat map of the features' correlation with each variable (the ``top`` features with the
     largest |r|), each cell's interval and the shuffled control printed in it."""
-    plt = _pyplot()
     strength = abs(alignment.r).max("variable").fillna(0)
     keep = alignment.feature.values[np.argsort(-strength.values, kind="stable")[:top]]
     al = alignment.sel(feature=keep)
-    fig, ax = plt.subplots(figsize=(1.6 + 1.4 * al.sizes["variable"], 0.9 + 0.42 * len(keep)))
+    fig = _figure(figsize=(1.6 + 1.4 * al.sizes["variable"], 0.9 + 0.42 * len(keep)))
+    ax = fig.subplots()
     im = ax.imshow(al.r.values, cmap="RdBu_r", vmin=-1, vmax=1, aspect="auto")
     for i in range(len(keep)):
         for j in range(al.sizes["variable"]):
@@ -60,9 +58,9 @@ def plot_shift(shift: xr.Dataset, path: str | Path) -> Path:
     (:func:`~scimech.dictionary.add_fidelity`; the ratio of medians where it is there); and, where it holds ``effect_rms`` over
     ``step`` (:func:`~scimech.dictionary.rollout_effect`), a third panel: the steer's effect on
     the forecast per step, with its interval."""
-    plt = _pyplot()
     effect = "effect_rms" in shift
-    fig, axes = plt.subplots(1, 3 if effect else 2, figsize=(13 if effect else 9, 3.4))
+    fig = _figure(figsize=(13 if effect else 9, 3.4))
+    axes = fig.subplots(1, 3 if effect else 2)
     a, b = axes[0], axes[1]
     a.bar(np.arange(shift.sizes["component"]), shift.angle.values, color="tab:purple")
     a.set_xlabel("principal angle (largest first)")
@@ -111,8 +109,8 @@ def plot_bound(bound: xr.Dataset, path: str | Path) -> Path:
     second-moment shift (:func:`~scimech.dictionary.realignment_bound`), with the line
     ``C_realigned * dsigma**2`` and each fitted slope in the legend; non-positive excesses
     (at the sampling floor) are drawn on the axis' floor as open markers."""
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(5.2, 4))
+    fig = _figure(figsize=(5.2, 4))
+    ax = fig.subplots()
     ds = bound.dsigma.values
     positive = [bound[f"excess_{n}"].values for n in ("realigned", "original")]
     floor = min([float(v[v > 0].min()) for v in positive if (v > 0).any()] or [1e-6]) / 3
