@@ -5,10 +5,13 @@ Maps show land in grey from the dataset's ``mask``.
 
 from __future__ import annotations
 
+import sys
+
 import cmocean
 import matplotlib
 
-matplotlib.use("Agg", force=False)
+if "ipykernel" not in sys.modules:  # figures go to files; a notebook keeps its inline backend
+    matplotlib.use("Agg", force=False)
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import xarray as xr  # noqa: E402
