@@ -13,7 +13,10 @@ a step that blows up fails with MemoryError instead of taking the machine down:
   study searches (``StudySettings.search_neurons`` drawn at random when there are more).
 
 ``python -m bench.bench_neuro_scale`` (N 1000 and 10000, T 5000) writes
-bench/results/neuro_scale.md; ``--neurons``, ``--steps``, ``--only`` for a subset.
+bench/results/neuro_scale.md (``neuro_scale_context<C>.md`` for another ``--context``);
+``--neurons``, ``--steps``, ``--only`` for a subset. Besides the wall seconds each step reports
+its CPU seconds (user + system of the process and its children: on a shared machine the
+wall time measures the other work too).
 """
 
 from __future__ import annotations
@@ -46,8 +49,8 @@ def _one(step: str, n: int, t: int, context: int, nodes: int, protocol: str | No
     t0 = time.perf_counter()
     task = _task(n, t, context, protocol)
     t_task = time.perf_counter() - t0
-    out = {"step": step, "neurons": n, "steps": t, "task_seconds": t_task}
-    t1 = time.perf_counter()
+    out = {"step": step, "neurons": n, "steps": t, "task_seconds": t_task, "task_cpu_seconds": _cpu()}
+    t1, c1 = time.perf_counter(), _cpu()
     if step == "windows":
         total = 0.0
         for w in (task.val, task.test, *task.ood.values()):
@@ -70,7 +73,14 @@ def _one(step: str, n: int, t: int, context: int, nodes: int, protocol: str | No
                                     generation=1)
             out["nodes"] = [(nd.status, nd.val, nd.error[:120]) for nd in nodes_]
     out["seconds"] = time.perf_counter() - t1 if step != "from_traces" else t_task
+    out["cpu_seconds"] = _cpu() - c1 if step != "from_traces" else out["task_cpu_seconds"]
     return out
+
+
+def _cpu() -> float:
+    """CPU seconds (user + system) of this process and its finished children so far."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def _measure(step, n, t, context, nodes, cap_gb, protocol) -> dict:
@@ -116,6 +126,7 @@ def main(argv=None) -> int:
     p.add_argument("--one", default=None, help=argparse.SUPPRESS)
     p.add_argument("--no-write", action="store_true", help="print, do not write bench/results/neuro_scale.md")
     args = p.parse_args(argv)
+    args.command = "python -m bench.bench_neuro_scale " + " ".join(sys.argv[1:] if argv is None else argv)
     if args.one:
         _child(args)
         return 0
@@ -134,20 +145,24 @@ def _write(rows, args, extra: list[str] = ()) -> None:
     """bench/results/neuro_scale.md from the measured rows (``extra``: lines appended)."""
     from bench.common import write_section
 
-    lines = [f"Synthetic traces (`neuro.synthetic.latent_traces`, rank-8 latents + noise, 4 conditions, one held "
+    lines = [f"Exact command: `{args.command.strip()}`", "",
+             f"Synthetic traces (`neuro.synthetic.latent_traces`, rank-8 latents + noise, 4 conditions, one held "
              f"out) of N neurons x {args.steps} steps; context {args.context}, horizon 32"
              + (f", protocol {args.protocol}" if args.protocol else "") + f"; search: {args.nodes} nodes. Each "
              f"step in its own process (address space capped at {args.cap_gb:g} GB); seconds of the step itself "
              "(building the task excluded, except for from_traces); peak RSS of that process (the traces and task "
              "included) and of its sandboxed children (the search's candidates).", "",
-             "| N | step | seconds | peak RSS (MB) | children peak RSS (MB) | result |", "|---|---|---|---|---|---|"]
+             "| N | step | seconds | CPU seconds | peak RSS (MB) | children peak RSS (MB) | result |",
+             "|---|---|---|---|---|---|---|"]
     for r in rows:
         res = r.get("error") or (f"val MAE {r['val_mae']:.3f}" if r.get("val_mae") is not None else "") or (
             ", ".join(f"{s} {v:.3f}" if isinstance(v, float) else s for s, v, _ in r.get("nodes", [])))
         lines.append(f"| {r.get('neurons')} | {r['step']} | {r.get('seconds', float('nan')):.1f} | "
+                     f"{r.get('cpu_seconds', float('nan')):.1f} | "
                      f"{r.get('peak_rss_mb', float('nan')):.0f} | {r.get('children_peak_rss_mb', float('nan')):.0f} "
                      f"| {res} |")
-    write_section("neuro_scale", "neuro at recording scale (issue 21)", lines + list(extra))
+    name = "neuro_scale" if args.context == 4 else f"neuro_scale_context{args.context}"
+    write_section(name, "neuro at recording scale (issue 21)", lines + list(extra))
 
 
 if __name__ == "__main__":
