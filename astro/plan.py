@@ -142,9 +142,10 @@ def resolve_settings(out: str | Path, *, sizes: Mapping[str, Any] | None = None,
     """
     out = Path(out)
     sz = check_sizes(sizes)
-    from .models.aion import check_dtype  # lazy: torch and aion
+    if dtype != "float32":                                # unknown, or half precision the device lacks
+        from .models.aion import check_dtype  # lazy: torch and aion
 
-    check_dtype(dtype, device)                            # unknown, or half precision the device lacks
+        check_dtype(dtype, device)
     source = _source(model, train, test, catalog, images)
     if source != "synthetic" and (planted or world):
         raise ConfigError("--world and --planted shape a synthetic run; a catalogue or an existing study "
