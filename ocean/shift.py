@@ -4,7 +4,8 @@ OceanCBM is trained (mixed supervision, one seed) on the synthetic ocean; a TopK
 (:mod:`scimech.dictionary`) is trained on its encoder's activations at every grid cell of
 the training windows. The shifted ocean is the same ocean (same seed, grid, weather) with
 the hidden eddy heat flux ``shift`` times stronger: the process only the free concept can
-carry. Measured (:func:`run_shift`), each on the test windows:
+carry. Its fields are normalised as the training ocean's (the model's input pipeline does not
+change with the world; normalising each ocean by itself would hide part of the shift). Measured (:func:`run_shift`), each on the test windows:
 
 - the faithfulness gap between the dictionary's span and the shifted encoder's active
   subspace, with its sampling control (two halves of the in-distribution activations);
@@ -23,7 +24,6 @@ import argparse
 import dataclasses
 from pathlib import Path
 
-import torch
 import xarray as xr
 
 from scimech.dictionary import (
@@ -44,21 +44,11 @@ from scimech.results import save
 from . import data as odata
 from .plan import StudyConfig
 from .synthetic import SynthConfig, generate
-from .training import _dataset, _fit, _setup
+from .training import train_model
 
-__all__ = ["run_shift"]
+__all__ = ["run_shift", "SITE"]
 
 SITE = "encoder"  # the UNet's output: (batch, width, lat, lon), channels first
-
-
-def _inputs(cfg: StudyConfig, store: Path, times: str) -> torch.Tensor:
-    ds, split, norm = _setup(cfg, store)
-    windows = _dataset(ds, getattr(split, times), norm, cfg)
-    return torch.cat([b["x"] for b in odata.make_batches(windows, 64, shuffle=False)(0)])
-
-
-def _forecast(model, x):
-    return model(x).y
 
 
 def run_shift(out: str | Path, *, shift: float = 3.0, seed: int = 0, k: int = 8, n_features: int = 64,
@@ -74,11 +64,11 @@ def run_shift(out: str | Path, *, shift: float = 3.0, seed: int = 0, k: int = 8,
     for name, coeff in (("in_distribution", syn["hidden_coeff"]), ("shifted", syn["hidden_coeff"] * shift)):
         stores[name] = odata.write_zarr(generate(SynthConfig(**{**syn, "hidden_coeff": coeff})),
                                         out / f"{name}.zarr", time_chunk=cfg.time_chunk)
-    ds, split, norm = _setup(cfg, stores["in_distribution"])
-    model, _, _ = _fit(cfg, "mixed", seed, ds, split, norm, str(out / "checkpoints"), False, device)
-    model.eval()
-    train_x = _inputs(cfg, stores["in_distribution"], "train").to(device)
-    test = {name: _inputs(cfg, path, "test").to(device) for name, path in stores.items()}
+    trained = train_model(cfg, stores["in_distribution"], seed=seed, checkpoint_dir=out / "checkpoints",
+                          device=device, progress_bar=False)
+    model, _forecast = trained.model, trained.forecast
+    train_x = trained.inputs("train").to(device)
+    test = {name: trained.inputs("test", path).to(device) for name, path in stores.items()}
     acts = {name: record(model, x, [SITE], forward=_forecast)[SITE] for name, x in
             (("train", train_x), *test.items())}
     dic, _ = train_dictionary(acts["train"], kind="topk", n_features=n_features, k=k, epochs=dict_epochs,

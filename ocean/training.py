@@ -9,6 +9,7 @@ unit resumes where it stopped; ``device`` moves the model and each batch to a to
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +23,7 @@ from .model import build_model
 from .plan import StudyConfig
 from .variables import CONCEPTS, INPUTS, PRESCRIBED
 
-__all__ = ["train_unit", "budget_weights", "unit_dataset"]
+__all__ = ["train_unit", "budget_weights", "unit_dataset", "train_model", "TrainedModel"]
 
 
 def _setup(cfg: StudyConfig, path: Path):
@@ -194,3 +195,50 @@ def unit_dataset(p: dict, model, hist: xr.Dataset, ds: xr.Dataset, split, norm, 
         unit["y_pred_free0"] = (("sample", "lat", "lon"), mapvar(norm.y_inverse(tgt, p["y0"])),
                                 {"units": "W m-2", "long_name": "forecast with the free concept zeroed"})
     return unit
+
+
+@dataclass
+class TrainedModel:
+    """An OceanCBM trained on a store as the study trains it (:func:`train_model`), with the
+    store's windows as the model reads them: what a notebook needs to record, splice or steer it.
+
+    ``model`` (eval mode), ``data`` (the opened store), ``split`` (chronological train / val /
+    test months), ``norm`` (the training split's normalisation; ``norm.y_inverse`` turns a
+    forecast back into W m-2) and ``config``.
+    """
+
+    model: torch.nn.Module
+    data: xr.Dataset
+    split: odata.Split
+    norm: odata.Normalizer
+    config: StudyConfig
+
+    def windows(self, part: str = "test", store: str | Path | None = None):
+        """The windows of one part of the split (``"train"``, ``"val"``, ``"test"``) as a
+        ``WindowDataset``; ``.items`` gives each window's (member, last input month, tile).
+        ``store``: another store on the same grid and calendar (a shifted ocean), normalised
+        as the training store."""
+        ds = self.data if store is None else odata.open_zarr(store, target=self.config.target)
+        return _dataset(ds, getattr(self.split, part), self.norm, self.config)
+
+    def inputs(self, part: str = "test", store: str | Path | None = None) -> torch.Tensor:
+        """The model's input tensor of those windows, in ``windows(part).items`` order."""
+        batches = odata.make_batches(self.windows(part, store), 64, shuffle=False)(0)
+        return torch.cat([b["x"] for b in batches])
+
+    @staticmethod
+    def forecast(model: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
+        """The forecast tensor (normalised units) of ``model`` on ``x``: the ``forward=`` to give
+        ``record`` or ``splice_fidelity`` (OceanCBM returns a structured output otherwise)."""
+        return model(x).y
+
+
+def train_model(config: StudyConfig, store: str | Path, *, regime: str = "mixed", seed: int = 0,
+                checkpoint_dir: str | Path, device: str = "cpu", progress_bar: bool = True) -> TrainedModel:
+    """Train OceanCBM on a store in one regime with one seed, exactly as a study unit does
+    (checkpointed every epoch in ``checkpoint_dir``; a second call resumes or reloads it)."""
+    if regime not in REGIMES:
+        raise ValueError(f"unknown regime {regime!r}; choose one of {sorted(REGIMES)}")
+    ds, split, norm = _setup(config, Path(store))
+    model, _, _ = _fit(config, regime, seed, ds, split, norm, str(checkpoint_dir), progress_bar, device)
+    return TrainedModel(model.eval(), ds, split, norm, config)
