@@ -163,6 +163,18 @@ class DLinear(_Base):
         return _apply(X, self.W_).transpose(0, 2, 1)
 
 
+def principal_axes(series: np.ndarray, rank: int) -> np.ndarray:
+    """The population's first ``rank`` principal axes over every step of ``series`` (trials,
+    time, units), as an ``(units, rank)`` float32 matrix (randomized SVD of the centred steps)."""
+    from sklearn.utils.extmath import randomized_svd
+
+    flat = series.reshape(-1, series.shape[-1])
+    mean = flat.mean(0, dtype=np.float64).astype(np.float32)
+    r = min(rank, flat.shape[1], len(flat))
+    _, _, vt = randomized_svd(flat - mean, r, random_state=0)
+    return np.ascontiguousarray(vt.T, np.float32)
+
+
 class RidgeARX(_Base):
     """VAR(p) with stimulus input, ``x_{t+1} = sum_k A_k x_{t-k} + B s_{t+1} + c``, rolled out.
 
@@ -196,15 +208,9 @@ class RidgeARX(_Base):
         return np.concatenate([lag @ self.P_ for lag in lags] + [u, np.ones((len(u), 1), u.dtype)], -1)
 
     def _fit_lowrank(self, series, stim):
-        from sklearn.utils.extmath import randomized_svd
-
         n, T, N = series.shape
         p = self.p_
-        flat = series.reshape(-1, N)
-        mean = flat.mean(0, dtype=np.float64).astype(np.float32)
-        r = min(self.rank, N, len(flat))
-        _, _, vt = randomized_svd(flat - mean, r, random_state=0)
-        self.P_ = np.ascontiguousarray(vt.T, np.float32)   # (N, r)
+        self.P_ = principal_axes(series, self.rank)        # (N, r)
         lags = [series[:, p - 1 - k : T - 1 - k].reshape(-1, N) for k in range(p)]
         Y = series[:, p:].reshape(-1, N)
         F = self._shared(lags, stim[:, p:].reshape(-1, stim.shape[-1])).astype(np.float64)
@@ -352,10 +358,18 @@ class GRUForecaster(_Torch):
 
 
 class TiDELite(_Torch):
-    """Dense encoder-decoder: [context, future covariates] -> MLP -> horizon (plus a linear skip)."""
+    """Dense encoder-decoder: [context, future covariates] -> MLP -> horizon (plus a linear skip).
+
+    Above ``dense_max`` units the MLP reads the context through the population's first
+    ``rank`` principal axes and forecasts their ``rank`` coordinates, mapped back to every unit
+    (plus a bias per unit): a dense first layer over ``context x units`` inputs (2.56 M at
+    context 256 and 10,000 units, 328 M weights) is out of memory and its fit diverges.
+    ``lowrank_`` says which was fitted."""
 
     name = "tide"
     steps = 200
+    dense_max = 2048
+    rank = 64
 
     def fit(self, series, stim, meta=None):
         with _one_thread():
@@ -366,11 +380,15 @@ class TiDELite(_Torch):
 
         torch.manual_seed(self.seed)
         N, K = series.shape[-1], stim.shape[-1]
-        d_in = self.context * N + self.horizon * K
+        self.lowrank_ = N > self.dense_max
+        self.P_ = torch.as_tensor(principal_axes(series, self.rank), device=self.device) if self.lowrank_ else None
+        width = self.P_.shape[1] if self.lowrank_ else N
+        d_in = self.context * width + self.horizon * K
         self.enc_ = torch.nn.Sequential(torch.nn.Linear(d_in, self.hidden * 2), torch.nn.ReLU(),
-                                        torch.nn.Linear(self.hidden * 2, self.horizon * N)).to(self.device)
+                                        torch.nn.Linear(self.hidden * 2, self.horizon * width)).to(self.device)
         self.skip_ = torch.nn.Linear(self.context, self.horizon).to(self.device)
-        params = list(self.enc_.parameters()) + list(self.skip_.parameters())
+        self.bias_ = torch.nn.Parameter(torch.zeros(N, device=self.device)) if self.lowrank_ else None
+        params = list(self.enc_.parameters()) + list(self.skip_.parameters()) + ([self.bias_] if self.lowrank_ else [])
         opt = torch.optim.Adam(params, lr=self.lr)
         tr, st = self._windows(series, stim)
         C, H = self.context, self.horizon
@@ -391,8 +409,11 @@ class TiDELite(_Torch):
 
         n, C, N = ctx.shape
         H = self.horizon
-        x = torch.cat([ctx.reshape(n, -1), sf[:, :H].reshape(n, -1)], -1)
-        y = self.enc_(x).reshape(n, H, N)
+        z = ctx @ self.P_ if getattr(self, "lowrank_", False) else ctx
+        x = torch.cat([z.reshape(n, -1), sf[:, :H].reshape(n, -1)], -1)
+        y = self.enc_(x).reshape(n, H, z.shape[-1])
+        if getattr(self, "lowrank_", False):
+            y = y @ self.P_.T + self.bias_
         return y + self.skip_(ctx.transpose(1, 2)).transpose(1, 2)
 
     def predict(self, context, stim_context, stim_future):

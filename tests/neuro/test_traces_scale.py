@@ -98,6 +98,27 @@ def test_lowrank_var_is_a_ridge_per_unit(small):
     assert x0.shape[0] == 2 * len(c)
 
 
+def test_lowrank_tide_reads_the_principal_axes(small):
+    """Above dense_max units TiDE-lite's first layer takes context x rank inputs, not context x
+    units (at 10,000 units and context 256 the dense layer needs 9 GB and diverges), and on
+    rank-3 traces it still forecasts better than each unit's mean."""
+    _, task = small
+    series, stim, v = task.train_series, task.train_stim, task.val
+    m = nb.TiDELite(4, 32, dense_max=10, rank=3).fit(series, stim)
+    assert m.lowrank_ and m.enc_[0].in_features == 4 * 3 + 32 * stim.shape[-1]
+    # the axes are the population's principal axes: orthonormal, spanning the top of the covariance
+    P = m.P_.numpy().astype(np.float64)
+    np.testing.assert_allclose(P.T @ P, np.eye(3), atol=1e-5)
+    flat = series.reshape(-1, series.shape[-1]).astype(np.float64)
+    top = np.linalg.eigh(np.cov(flat.T))[1][:, -3:]
+    assert np.linalg.svd(top.T @ P, compute_uv=False).min() > 0.99
+    pred = m.predict(v.context, v.stim_context, v.stim_future)
+    mean = nb.MeanBaseline(4, 32).fit(series, stim).predict(v.context, v.stim_context, v.stim_future)
+    assert pred.shape == v.target.shape
+    assert np.abs(pred - v.target).mean() < np.abs(mean - v.target).mean()
+    assert not nb.TiDELite(4, 32).fit(series, stim).lowrank_
+
+
 def test_dense_var_unchanged_below_dense_max(small):
     _, task = small
     m = nb.RidgeARX(4, 32).fit(task.train_series, task.train_stim)
