@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import sys
+
 import matplotlib
 
-matplotlib.use("Agg", force=False)
+if "ipykernel" not in sys.modules:  # figures go to files; a notebook keeps its inline backend
+    matplotlib.use("Agg", force=False)
 import matplotlib.colors as mcolors  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.ticker as mticker  # noqa: E402
