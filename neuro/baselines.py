@@ -293,11 +293,18 @@ class _Torch(_Base):
 
 class GRUForecaster(_Torch):
     """GRU over (activity, stimulus) trained on one-step prediction (teacher forcing) over
-    64-step chunks of the training trials; forecasts by rolling out its own predictions."""
+    64-step chunks of the training trials; forecasts by rolling out its own predictions.
+
+    Above ``dense_max`` units it reads the activity through the population's first ``rank``
+    principal axes and predicts each step's change in their coordinates, mapped back to every
+    unit (as TiDE-lite): dense input and output layers over 10,000 units learn little in the
+    steps it is given (val MAE 1.86 against 0.46 for the mean). ``lowrank_`` says which."""
 
     name = "gru"
     steps = 150
     hidden = 32
+    dense_max = 2048
+    rank = 64
 
     def fit(self, series, stim, meta=None):
         with _one_thread():
@@ -308,8 +315,11 @@ class GRUForecaster(_Torch):
 
         torch.manual_seed(self.seed)
         N, K = series.shape[-1], stim.shape[-1]
-        self.net_ = torch.nn.GRU(N + K, self.hidden, batch_first=True).to(self.device)
-        self.out_ = torch.nn.Linear(self.hidden, N).to(self.device)
+        self.lowrank_ = N > self.dense_max
+        self.P_ = torch.as_tensor(principal_axes(series, self.rank), device=self.device) if self.lowrank_ else None
+        width = self.P_.shape[1] if self.lowrank_ else N
+        self.net_ = torch.nn.GRU(width + K, self.hidden, batch_first=True).to(self.device)
+        self.out_ = torch.nn.Linear(self.hidden, width).to(self.device)
         params = list(self.net_.parameters()) + list(self.out_.parameters())
         opt = torch.optim.Adam(params, lr=self.lr)
         L = min(64, series.shape[1] - 1)
@@ -325,26 +335,35 @@ class GRUForecaster(_Torch):
             b = torch.as_tensor(rng.choice(len(tr), min(32, len(tr)), replace=False), device=self.device)
             rows, cols = tr_t[b][:, None], st_t[b][:, None] + span
             x, s = xs_all[rows, cols], ss_all[rows, cols]
-            h, _ = self.net_(torch.cat([x[:, :-1], s[:, 1:]], -1))  # input x_t and s_{t+1}
-            pred = x[:, :-1] + self.out_(h)
+            h, _ = self.net_(torch.cat([self._read(x[:, :-1]), s[:, 1:]], -1))  # input x_t and s_{t+1}
+            pred = x[:, :-1] + self._change(h)
             loss = (pred - x[:, 1:]).abs().mean()
             opt.zero_grad()
             loss.backward()
             opt.step()
         return self
 
+    def _read(self, x):
+        """The activity as the GRU reads it: every unit, or the principal axes' coordinates."""
+        return x @ self.P_ if getattr(self, "lowrank_", False) else x
+
+    def _change(self, h):
+        """The predicted change of every unit from the GRU's state."""
+        d = self.out_(h)
+        return d @ self.P_.T if getattr(self, "lowrank_", False) else d
+
     def _forward(self, ctx, sc, sf):
         import torch
 
         s_next = torch.cat([sc[:, 1:], sf[:, :1]], 1)
-        _, h = self.net_(torch.cat([ctx, s_next], -1))
+        _, h = self.net_(torch.cat([self._read(ctx), s_next], -1))
         last = ctx[:, -1]
         outs = []
         for k in range(sf.shape[1]):
-            y = last + self.out_(h[-1])
+            y = last + self._change(h[-1])
             outs.append(y)
             if k + 1 < sf.shape[1]:
-                _, h = self.net_(torch.cat([y, sf[:, k + 1]], -1)[:, None], h)
+                _, h = self.net_(torch.cat([self._read(y), sf[:, k + 1]], -1)[:, None], h)
             last = y
         return torch.stack(outs, 1)
 

@@ -87,20 +87,29 @@ class GRURollout(nn.Module):
                 getattr(self.cell, name).copy_(getattr(gru, f"{name}_l0"))
         self.state = nn.Identity()
         self.readout = fitted.out_
+        # above dense_max units the GRU reads and changes the principal axes' coordinates
+        self.register_buffer("axes", fitted.P_.detach().clone() if getattr(fitted, "lowrank_", False) else None)
         self.to("cpu")
+
+    def _read(self, x: torch.Tensor) -> torch.Tensor:
+        return x if self.axes is None else x @ self.axes
+
+    def _change(self, h: torch.Tensor) -> torch.Tensor:
+        d = self.readout(h)
+        return d if self.axes is None else d @ self.axes.T
 
     def forward(self, context: torch.Tensor, stim_context: torch.Tensor, stim_future: torch.Tensor) -> torch.Tensor:
         ctx, sc, sf = context, stim_context, stim_future
         s_next = torch.cat([sc[:, 1:], sf[:, :1]], 1)   # the GRU reads x_t with s_{t+1}
         h = ctx.new_zeros(ctx.shape[0], self.cell.hidden_size)
         for t in range(ctx.shape[1]):
-            h = self.state(self.cell(torch.cat([ctx[:, t], s_next[:, t]], -1), h))
+            h = self.state(self.cell(torch.cat([self._read(ctx[:, t]), s_next[:, t]], -1), h))
         last, outs = ctx[:, -1], []
         for k in range(sf.shape[1]):
-            y = last + self.readout(h)
+            y = last + self._change(h)
             outs.append(y)
             if k + 1 < sf.shape[1]:
-                h = self.state(self.cell(torch.cat([y, sf[:, k + 1]], -1), h))
+                h = self.state(self.cell(torch.cat([self._read(y), sf[:, k + 1]], -1), h))
             last = y
         return torch.stack(outs, 1)
 

@@ -13,10 +13,12 @@ from neuro.shift import GRURollout, run_shift
 from scimech.dictionary import load_dictionary
 
 
-def test_the_stepped_gru_forecasts_exactly_as_the_baseline():
+@pytest.mark.parametrize("dense_max", [2048, 3])  # 3: the low-rank GRU (5 units on 2 principal axes)
+def test_the_stepped_gru_forecasts_exactly_as_the_baseline(dense_max):
     g = np.random.default_rng(0)
     series, stim = g.standard_normal((2, 80, 5)).astype(np.float32), g.random((2, 80, 3)).astype(np.float32)
-    fitted = GRUForecaster(context=4, horizon=6, steps=3, hidden=8).fit(series, stim)
+    fitted = GRUForecaster(context=4, horizon=6, steps=3, hidden=8, dense_max=dense_max, rank=2).fit(series, stim)
+    assert fitted.lowrank_ == (dense_max == 3)
     ctx, sc, sf = series[:, :4], stim[:, :4], stim[:, 4:10]
     with torch.no_grad():
         got = GRURollout(fitted)(torch.as_tensor(ctx), torch.as_tensor(sc), torch.as_tensor(sf)).numpy()

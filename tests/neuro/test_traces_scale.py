@@ -119,6 +119,23 @@ def test_lowrank_tide_reads_the_principal_axes(small):
     assert not nb.TiDELite(4, 32).fit(series, stim).lowrank_
 
 
+def test_lowrank_gru_changes_only_the_principal_coordinates(small):
+    """Above dense_max units the GRU reads the principal axes' coordinates and its forecast
+    moves each unit only within their span: every step's change from the last context step
+    lies in span(P)."""
+    _, task = small
+    series, stim, v = task.train_series, task.train_stim, task.val
+    m = nb.GRUForecaster(4, 32, dense_max=10, rank=3, steps=60).fit(series, stim)
+    assert m.lowrank_ and m.net_.input_size == 3 + stim.shape[-1] and m.out_.out_features == 3
+    pred = m.predict(v.context, v.stim_context, v.stim_future)
+    assert pred.shape == v.target.shape and np.isfinite(pred).all()
+    P = m.P_.numpy().astype(np.float64)
+    moved = (pred - v.context[:, -1:]).reshape(-1, pred.shape[-1]).astype(np.float64)
+    outside = moved - moved @ P @ P.T
+    assert np.abs(outside).max() < 1e-4 * max(1.0, np.abs(moved).max())
+    assert not nb.GRUForecaster(4, 32, steps=2).fit(series, stim).lowrank_
+
+
 def test_dense_var_unchanged_below_dense_max(small):
     _, task = small
     m = nb.RidgeARX(4, 32).fit(task.train_series, task.train_stim)
