@@ -163,6 +163,11 @@ class DLinear(_Base):
         return _apply(X, self.W_).transpose(0, 2, 1)
 
 
+#: above this many units a baseline reads (and the torch ones forecast) the population's first
+#: ``LOW_RANK`` principal coordinates instead of every unit
+DENSE_MAX, LOW_RANK = 2048, 64
+
+
 def principal_axes(series: np.ndarray, rank: int) -> np.ndarray:
     """The population's first ``rank`` principal axes over every step of ``series`` (trials,
     time, units), as an ``(units, rank)`` float32 matrix (randomized SVD of the centred steps)."""
@@ -188,8 +193,8 @@ class RidgeARX(_Base):
     name = "ridge_arx"
     order = 2
     alpha = 1.0
-    dense_max = 2048
-    rank = 64
+    dense_max = DENSE_MAX
+    rank = LOW_RANK
 
     def fit(self, series, stim, meta=None):
         p = min(self.order, self.context)
@@ -285,6 +290,27 @@ class _Torch(_Base):
     lr = 3e-3
     seed = 0
     device = "cpu"
+    dense_max = DENSE_MAX
+    rank = LOW_RANK
+    lowrank_ = False
+    P_ = None
+
+    def _fit_axes(self, series) -> int:
+        """Above ``dense_max`` units, the population's first ``rank`` principal axes (``P_``,
+        units x rank) through which the model reads and forecasts; the width it then works in."""
+        import torch
+
+        self.lowrank_ = series.shape[-1] > self.dense_max
+        self.P_ = torch.as_tensor(principal_axes(series, self.rank), device=self.device) if self.lowrank_ else None
+        return self.P_.shape[1] if self.lowrank_ else series.shape[-1]
+
+    def _read(self, x):
+        """The activity as the model reads it: every unit, or the principal axes' coordinates."""
+        return x @ self.P_ if self.lowrank_ else x
+
+    def _unread(self, y):
+        """Back from the width the model works in to every unit."""
+        return y @ self.P_.T if self.lowrank_ else y
 
     def _windows(self, series, stim):
         """``(trial, start)`` of the training windows (gathered batch by batch)."""
@@ -303,8 +329,6 @@ class GRUForecaster(_Torch):
     name = "gru"
     steps = 150
     hidden = 32
-    dense_max = 2048
-    rank = 64
 
     def fit(self, series, stim, meta=None):
         with _one_thread():
@@ -314,10 +338,8 @@ class GRUForecaster(_Torch):
         import torch
 
         torch.manual_seed(self.seed)
-        N, K = series.shape[-1], stim.shape[-1]
-        self.lowrank_ = N > self.dense_max
-        self.P_ = torch.as_tensor(principal_axes(series, self.rank), device=self.device) if self.lowrank_ else None
-        width = self.P_.shape[1] if self.lowrank_ else N
+        K = stim.shape[-1]
+        width = self._fit_axes(series)
         self.net_ = torch.nn.GRU(width + K, self.hidden, batch_first=True).to(self.device)
         self.out_ = torch.nn.Linear(self.hidden, width).to(self.device)
         params = list(self.net_.parameters()) + list(self.out_.parameters())
@@ -343,14 +365,9 @@ class GRUForecaster(_Torch):
             opt.step()
         return self
 
-    def _read(self, x):
-        """The activity as the GRU reads it: every unit, or the principal axes' coordinates."""
-        return x @ self.P_ if getattr(self, "lowrank_", False) else x
-
     def _change(self, h):
         """The predicted change of every unit from the GRU's state."""
-        d = self.out_(h)
-        return d @ self.P_.T if getattr(self, "lowrank_", False) else d
+        return self._unread(self.out_(h))
 
     def _forward(self, ctx, sc, sf):
         import torch
@@ -387,8 +404,6 @@ class TiDELite(_Torch):
 
     name = "tide"
     steps = 200
-    dense_max = 2048
-    rank = 64
 
     def fit(self, series, stim, meta=None):
         with _one_thread():
@@ -399,9 +414,7 @@ class TiDELite(_Torch):
 
         torch.manual_seed(self.seed)
         N, K = series.shape[-1], stim.shape[-1]
-        self.lowrank_ = N > self.dense_max
-        self.P_ = torch.as_tensor(principal_axes(series, self.rank), device=self.device) if self.lowrank_ else None
-        width = self.P_.shape[1] if self.lowrank_ else N
+        width = self._fit_axes(series)
         d_in = self.context * width + self.horizon * K
         self.enc_ = torch.nn.Sequential(torch.nn.Linear(d_in, self.hidden * 2), torch.nn.ReLU(),
                                         torch.nn.Linear(self.hidden * 2, self.horizon * width)).to(self.device)
@@ -428,11 +441,11 @@ class TiDELite(_Torch):
 
         n, C, N = ctx.shape
         H = self.horizon
-        z = ctx @ self.P_ if getattr(self, "lowrank_", False) else ctx
+        z = self._read(ctx)
         x = torch.cat([z.reshape(n, -1), sf[:, :H].reshape(n, -1)], -1)
         y = self.enc_(x).reshape(n, H, z.shape[-1])
-        if getattr(self, "lowrank_", False):
-            y = y @ self.P_.T + self.bias_
+        if self.lowrank_:
+            y = self._unread(y) + self.bias_
         return y + self.skip_(ctx.transpose(1, 2)).transpose(1, 2)
 
     def predict(self, context, stim_context, stim_future):
