@@ -28,11 +28,8 @@ from pathlib import Path
 import xarray as xr
 
 from scimech.dictionary import (
-    add_fidelity,
-    explained_variance,
-    faithfulness_gap,
+    measure_shift,
     plot_shift,
-    realign,
     splice_fidelity,
     summary_lines,
     train_dictionary,
@@ -81,15 +78,10 @@ def run_shift(out: str | Path, *, shift: str = "redshift", n_train: int = 1200, 
     width = train_acts.shape[-1]
     dic, _ = train_dictionary(train_acts, kind="topk", n_features=n_features or 4 * width, k=k, epochs=20,
                               batch_size=256, lr=3e-3, seed=seed, checkpoint=out / "dictionary.pt", device=device)
-    gap = faithfulness_gap(dic, acts["in_distribution"], acts["shifted"])
-    fixed = realign(dic, acts["in_distribution"], acts["shifted"])
-    gap["fve_realigned"] = ((), explained_variance(fixed, acts["shifted"]),
-                            {"description": "fraction of shifted variance explained after realignment"})
-    for label, dictionary, name in (("in", dic, "in_distribution"), ("shifted", dic, "shifted"),
-                                    ("realigned", fixed, "shifted")):
-        fid = splice_fidelity(adapter.model, batches[name], site, dictionary, forward=adapter.forward,
-                              n_bootstrap=n_bootstrap, seed=seed)
-        add_fidelity(gap, label, fid)
+    gap, _ = measure_shift(dic, acts["in_distribution"], acts["shifted"],
+                           fidelity=lambda d, which: splice_fidelity(adapter.model, batches[which], site, d,
+                                                                     forward=adapter.forward,
+                                                                     n_bootstrap=n_bootstrap, seed=seed))
     gap.attrs.update({"shift": f"{shift}: {SHIFTS[shift]}", "site": site, "k": k,
                       "description": "AION stand-in block dictionary under a survey shift"})
     save(gap, out / "shift.nc", config={"shift": shift, "n_train": n_train, "n_test": n_test, "epochs": epochs,

@@ -43,12 +43,9 @@ import xarray as xr
 from torch import nn
 
 from scimech.dictionary import (
-    add_fidelity,
     encode,
-    explained_variance,
-    faithfulness_gap,
+    measure_shift,
     plot_shift,
-    realign,
     realignment_bound,
     rollout_effect,
     splice_fidelity,
@@ -139,17 +136,13 @@ def run_shift(out: str | Path, *, seed: int = 0, gru_steps: int = 400, k: int = 
     acts = {name: record(model, b, [SITE], repeat="stack")[SITE] for name, b in batches.items()}
     dic, _ = train_dictionary(acts["train"], kind="topk", n_features=n_features, k=k, epochs=dict_epochs,
                               batch_size=256, lr=3e-3, seed=seed, checkpoint=out / "dictionary.pt")
-    shift = faithfulness_gap(dic, acts["in_distribution"], acts["shifted"])
-    fixed = realign(dic, acts["in_distribution"], acts["shifted"])
-    shift["fve_realigned"] = ((), explained_variance(fixed, acts["shifted"]),
-                              {"description": "fraction of shifted variance explained after realignment"})
-    for label, dictionary, name in (("in", dic, "in_distribution"), ("shifted", dic, "shifted"),
-                                    ("realigned", fixed, "shifted")):
+    def fidelity(dictionary, which):
         # mean ablation: the state's mean over every step of these windows (the site runs once a step)
-        states = torch.as_tensor(acts[name].values.reshape(-1, acts[name].shape[-1]))
-        fid = splice_fidelity(model, batches[name], SITE, dictionary, reference={SITE: states},
-                              n_bootstrap=n_bootstrap, seed=seed)
-        add_fidelity(shift, label, fid)
+        states = torch.as_tensor(acts[which].values.reshape(-1, acts[which].shape[-1]))
+        return splice_fidelity(model, batches[which], SITE, dictionary, reference={SITE: states},
+                               n_bootstrap=n_bootstrap, seed=seed)
+
+    shift, fixed = measure_shift(dic, acts["in_distribution"], acts["shifted"], fidelity=fidelity)
 
     # the quadratic bound of the realignment, on planted shifts of the in-distribution states
     bound = realignment_bound(dic, acts["in_distribution"], eps=BOUND_EPS, added=0.25, seed=seed)
@@ -177,7 +170,6 @@ def run_shift(out: str | Path, *, seed: int = 0, gru_steps: int = 400, k: int = 
     shift = shift.assign_coords(neuron_type=by_type.neuron_type.values)
     shift["rise"] = (("feature",), rise, {"description": "mean activation on turning minus in distribution"})
     shift.attrs.update({"shift": "held-out stimulus condition: turning", "site": SITE, "model": "GRU baseline",
-                        "realignment": fixed.realignment,
                         "k": k, "n_features": n_features, "steered_feature": feature, "steer_value": value,
                         "steer_calls": f"{free_run.start}..{free_run.stop - 1} (every state that makes a forecast)",
                         "description": "GRU hidden-state dictionary under the held-out turning condition"})

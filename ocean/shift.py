@@ -27,11 +27,8 @@ from pathlib import Path
 import xarray as xr
 
 from scimech.dictionary import (
-    add_fidelity,
-    explained_variance,
-    faithfulness_gap,
+    measure_shift,
     plot_shift,
-    realign,
     splice_fidelity,
     summary_lines,
     train_dictionary,
@@ -75,14 +72,9 @@ def run_shift(out: str | Path, *, shift: float = 3.0, seed: int = 0, k: int = 8,
                               batch_size=256, lr=3e-3, seed=seed, feature_dim="channel" if "channel" in
                               acts["train"].dims else None, checkpoint=out / "dictionary.pt", device=device)
     fdim = "channel" if "channel" in acts["train"].dims else None
-    gap = faithfulness_gap(dic, acts["in_distribution"], acts["shifted"], feature_dim=fdim)
-    fixed = realign(dic, acts["in_distribution"], acts["shifted"], feature_dim=fdim)
-    gap["fve_realigned"] = ((), explained_variance(fixed, acts["shifted"], fdim),
-                            {"description": "fraction of shifted variance explained after realignment"})
-    for label, dictionary, x in (("in", dic, test["in_distribution"]), ("shifted", dic, test["shifted"]),
-                                 ("realigned", fixed, test["shifted"])):
-        fid = splice_fidelity(model, x, SITE, dictionary, forward=_forecast, n_bootstrap=n_bootstrap, seed=seed)
-        add_fidelity(gap, label, fid)
+    gap, _ = measure_shift(dic, acts["in_distribution"], acts["shifted"], feature_dim=fdim,
+                           fidelity=lambda d, which: splice_fidelity(model, test[which], SITE, d, forward=_forecast,
+                                                                     n_bootstrap=n_bootstrap, seed=seed))
     gap.attrs.update({"shift": f"hidden eddy flux x {shift}", "site": SITE, "k": k, "n_features": n_features,
                       "description": "OceanCBM encoder dictionary under a stronger hidden flux"})
     save(gap, out / "shift.nc", config={"shift": shift, "k": k, "n_features": n_features, **dataclasses.asdict(cfg)},

@@ -28,6 +28,7 @@ from .shift import (
            add_fidelity,
            explained_variance,
            faithfulness_gap,
+           measure_shift,
            realign,
            realignment_bound,
            summary_lines,
@@ -37,5 +38,5 @@ from .train import load_dictionary, save_dictionary, train_dictionary
 __all__ = ["SparseDictionary", "TopK", "BatchTopK", "JumpReLU", "KINDS", "build", "train_dictionary",
            "save_dictionary", "load_dictionary", "encode", "dictionary_quality", "feature_alignment", "top_examples",
            "splice", "steer", "splice_fidelity", "rollout_effect", "active_subspace", "explained_variance",
-           "faithfulness_gap", "realign", "realignment_bound", "add_fidelity", "summary_lines", "plot_alignment", "plot_shift",
-           "plot_bound"]
+           "faithfulness_gap", "realign", "realignment_bound", "measure_shift", "add_fidelity", "summary_lines",
+           "plot_alignment", "plot_shift", "plot_bound"]

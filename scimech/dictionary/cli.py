@@ -17,7 +17,7 @@ from ..results import atomic_write_text, provenance, save
 from .activations import encode
 from .plots import plot_alignment, plot_shift
 from .quality import dictionary_quality, feature_alignment
-from .shift import explained_variance, faithfulness_gap, realign
+from .shift import measure_shift
 from .train import load_dictionary, save_dictionary, train_dictionary
 
 __all__ = ["register"]
@@ -84,10 +84,7 @@ def _score(args) -> int:
 def _shift(args) -> int:
     dic = load_dictionary(args.dictionary, args.device)
     x_in, x_out = _open(args.acts, args.site), _open(args.shifted, args.site)
-    gap = faithfulness_gap(dic, x_in, x_out, energy=args.energy, feature_dim=args.feature_dim)
-    fixed = realign(dic, x_in, x_out, feature_dim=args.feature_dim)
-    gap["fve_realigned"] = ((), explained_variance(fixed, x_out, args.feature_dim),
-                            {"description": "fraction of shifted variance explained after realignment"})
+    gap, fixed = measure_shift(dic, x_in, x_out, energy=args.energy, feature_dim=args.feature_dim)
     args.out.mkdir(parents=True, exist_ok=True)
     save(gap, args.out / "shift.nc", config=vars_json(args))
     plot_shift(gap, args.out / "shift.png")

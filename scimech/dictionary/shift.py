@@ -27,6 +27,7 @@ subspace the model actively uses; the dictionary then reconstructs, and explains
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -38,7 +39,7 @@ from .activations import rows
 from .saes import SparseDictionary
 
 __all__ = ["active_subspace", "faithfulness_gap", "realign", "explained_variance", "add_fidelity", "summary_lines",
-           "realignment_bound"]
+           "realignment_bound", "measure_shift"]
 
 
 def _second_moment(x: torch.Tensor) -> np.ndarray:
@@ -197,11 +198,10 @@ def realign(dictionary: SparseDictionary, in_distribution: Any, shifted: Any, *,
     if method in ("auto", "eigenbasis"):
         maps["eigenbasis"] = _signed_eigenbasis(x_out) @ _signed_eigenbasis(x_in).T
     if method != "auto":
-        chosen = method
-    else:
-        scores = {name: explained_variance(_moved(dictionary, a).to(device), x_out) for name, a in maps.items()}
-        chosen = max(scores, key=scores.get)
-    new = _moved(dictionary, maps[chosen]).to(device).eval()
+        maps = {method: maps[method]}
+    moved = {name: _moved(dictionary, a).to(device) for name, a in maps.items()}
+    chosen = method if method != "auto" else max(moved, key=lambda name: explained_variance(moved[name], x_out))
+    new = moved[chosen].eval()
     new.realignment = chosen
     return new
 
@@ -296,6 +296,30 @@ def add_fidelity(shift: xr.Dataset, label: str, fidelity: xr.Dataset) -> None:
     for var in FIDELITY_VARS:
         if var in fidelity:
             shift[f"{var}_{label}"] = fidelity[var]
+
+
+def measure_shift(dictionary: SparseDictionary, in_distribution: Any, shifted: Any, *,
+                  fidelity: Callable[[SparseDictionary, str], xr.Dataset] | None = None, energy: float = 0.95,
+                  feature_dim: str | None = None) -> tuple[xr.Dataset, SparseDictionary]:
+    """The whole shift measurement of a dictionary: :func:`faithfulness_gap`, :func:`realign`
+    on the shifted activations and the variance the realigned dictionary explains
+    (``fve_realigned``; the map chosen in the ``realignment`` attr), and, given
+    ``fidelity(dictionary, which)`` (``which``: ``"in_distribution"`` or ``"shifted"``; a
+    :func:`~scimech.dictionary.splice_fidelity` result on those inputs), the splice fidelity
+    of the dictionary in distribution and shifted and of the realigned one shifted
+    (:func:`add_fidelity`, labels ``in``, ``shifted``, ``realigned``).
+
+    Returns the result and the realigned dictionary."""
+    result = faithfulness_gap(dictionary, in_distribution, shifted, energy=energy, feature_dim=feature_dim)
+    fixed = realign(dictionary, in_distribution, shifted, energy=energy, feature_dim=feature_dim)
+    result["fve_realigned"] = ((), explained_variance(fixed, shifted, feature_dim),
+                               {"description": "fraction of shifted variance explained after realignment"})
+    result.attrs["realignment"] = fixed.realignment
+    if fidelity is not None:
+        for label, dic, which in (("in", dictionary, "in_distribution"), ("shifted", dictionary, "shifted"),
+                                  ("realigned", fixed, "shifted")):
+            add_fidelity(result, label, fidelity(dic, which))
+    return result, fixed
 
 
 def summary_lines(shift: xr.Dataset) -> list[str]:
