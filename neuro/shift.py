@@ -133,7 +133,7 @@ def run_shift(out: str | Path, *, seed: int = 0, gru_steps: int = 400, k: int = 
                            max_windows=max_windows, seed=seed)
     batches = {"train": _batch(train_w), "in_distribution": _batch(task.test),
                "shifted": _batch(task.ood["held_out_condition"])}
-    acts = {name: record(model, b, [SITE], repeat="stack")[SITE] for name, b in batches.items()}
+    acts = {name: record(model, b, [SITE], calls="all")[SITE] for name, b in batches.items()}
     dic, _ = train_dictionary(acts["train"], kind="topk", n_features=n_features, k=k, epochs=dict_epochs,
                               batch_size=256, lr=3e-3, seed=seed, checkpoint=out / "dictionary.pt")
     def fidelity(dictionary, which):

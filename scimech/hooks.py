@@ -33,7 +33,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from .errors import SiteNeverRanError
+from .calls import CallPolicy, current_pass, forward_pass, repeat_message
+from .errors import SiteCalledTwiceError, SiteNeverRanError
 from .layout import batch_rows, current_rows
 from .sites import ResolvedSite
 
@@ -130,12 +131,20 @@ class HookSet:
     the user starts directly (``with ablate(...): model(x)``).
     """
 
-    def __init__(self, sites: Iterable[ResolvedSite], fn: HookFn, model: nn.Module | None = None):
+    def __init__(self, sites: Iterable[ResolvedSite], fn: HookFn, model: nn.Module | None = None,
+                 calls: CallPolicy | None = None, verb: str = "", last: Mapping[str, int] | None = None):
         self.sites = list(sites)
         self.fn = fn
         self.model = model
+        self.calls = calls          # None: every call, unchecked (internal plumbing)
+        self.verb = verb or "scimech"
+        self.last = dict(last or {})  # site -> index of its last call (calls='last', counted beforehand)
         self.fired: dict[str, int] = {s.name: 0 for s in self.sites}
         self.axes: dict = {}  # the layout met at each site
+        self.call = 0         # index of the call being handled, within its forward pass
+        self.passes: list[dict[str, int]] = []  # calls per site of each finished pass
+        self._pass = None
+        self._counts: dict[str, int] = {}
         self._handles: list = []
 
     def __enter__(self) -> HookSet:
@@ -149,9 +158,32 @@ class HookSet:
             raise
         return self
 
+    def _count(self, site: ResolvedSite) -> int:
+        """Index of this call of ``site`` within the forward pass under way."""
+        p = current_pass()
+        if p is None or p is not self._pass:
+            self._close_pass()
+            self._pass = p
+        k = self._counts.get(site.name, 0)
+        self._counts[site.name] = k + 1
+        return k
+
+    def _close_pass(self) -> None:
+        if self._counts:
+            self.passes.append(self._counts)
+        self._counts = {}
+
     def _apply(self, site: ResolvedSite, t: torch.Tensor) -> torch.Tensor | None:
         """Run ``fn`` on the canonical view of ``t``; the new tensor in ``t``'s layout, or None."""
         self.fired[site.name] = self.fired.get(site.name, 0) + 1
+        k = self._count(site)
+        pol = self.calls
+        if pol is not None:
+            if pol.mode == "error" and k >= 1:
+                raise SiteCalledTwiceError(repeat_message(site.name, site.module, self.model, self.verb))
+            if not pol.acts(k, self.last.get(site.name)):
+                return None
+        self.call = k
         view, axes = site.view(t, current_rows())
         self.axes[site.name] = axes
         new = self.fn(site, view)
@@ -196,8 +228,30 @@ class HookSet:
         return forward
 
     def check_fired(self, what: str) -> None:
-        """Raise :class:`SiteNeverRanError` if a site never ran (``what``: the verb, for the message)."""
+        """Raise :class:`SiteNeverRanError` if a site never ran, or never reached a call that
+        ``calls=`` asked for (``what``: the verb, for the message)."""
         check_fired(self.fired, what)
+        self._close_pass()
+        self._pass = None
+        pol = self.calls
+        if pol is None or pol.mode not in ("index", "last"):
+            return
+        for counts in self.passes:
+            for site in self.sites:
+                n = counts.get(site.name, 0)
+                if pol.mode == "index":
+                    missing = [i for i in pol.indices if i >= n]
+                    if missing:
+                        raise SiteNeverRanError(
+                            f"{what}: site {site.name!r} ran {n} time(s) in a forward pass, so call(s) {missing} "
+                            f"never happened there and nothing was changed at them (calls= counts from 0 within "
+                            "each pass). Choose calls below that count; record(..., calls='all') shows them.")
+                elif site.name in self.last and n != self.last[site.name] + 1:
+                    raise SiteNeverRanError(
+                        f"{what}: site {site.name!r} ran {self.last[site.name] + 1} times in the unchanged forward "
+                        f"pass but {n} times in the changed one (a number of calls that depends on the values, "
+                        "e.g. an adaptive solver's steps), so 'the last call' is not one step of both runs. "
+                        "Give a fixed call index (calls=k) or use a fixed-step solver.")
 
     def remove(self) -> None:
         while self._handles:
@@ -220,19 +274,24 @@ def check_fired(fired: Mapping[str, int], what: str) -> None:
 
 
 def _root_rows_hooks(model: nn.Module) -> list:
-    """Hooks on the model that set the batch size (rows of the first tensor input) for its forward pass."""
+    """Hooks on the model that set the batch size (rows of the first tensor input) for its
+    forward pass, and open a forward pass for call counting where none is open."""
     tokens: list = []
 
     def pre(module, args, kwargs):
-        try:
-            rows = batch_size_of((args, kwargs))
-        except TypeError:
-            rows = None
-        tokens.append(batch_rows(rows).__enter__())
+        rows = current_rows()   # inside a verb's forward (a rollout's later calls): keep its batch
+        if rows is None:
+            try:
+                rows = batch_size_of((args, kwargs))
+            except TypeError:
+                rows = None
+        tokens.append((batch_rows(rows).__enter__(), forward_pass(_root=True).__enter__()))
 
     def post(module, args, output):
         if tokens:
-            tokens.pop().__exit__(None, None, None)
+            rows, pas = tokens.pop()
+            pas.__exit__(None, None, None)
+            rows.__exit__(None, None, None)
 
     return [model.register_forward_pre_hook(pre, with_kwargs=True, prepend=True),
             model.register_forward_hook(post, always_call=True)]
@@ -247,7 +306,7 @@ def run_forward(model: nn.Module, batch: Any, forward: Callable | None = None) -
         rows = batch_size_of(batch)
     except TypeError:
         rows = None
-    with batch_rows(rows):
+    with batch_rows(rows), forward_pass():
         if forward is not None:
             return forward(model, batch)
         if isinstance(batch, Mapping):

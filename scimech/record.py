@@ -26,16 +26,32 @@ import torch
 import xarray as xr
 from torch import nn
 
+import warnings
+
+from .calls import Calls, CallPolicy, current_pass, parse_calls, repeat_message
 from .errors import DimensionError, SiteCalledTwiceError
 from .hooks import HookSet, StopForward, batch_size_of, check_fired, iter_batches, run_forward
 from .layout import Axes
 from .progress import progress as _progress
 from .sites import HeadLayout, ResolvedSite, resolve_site
 
-__all__ = ["Recorder", "record", "stack_sites", "Reduce", "Repeat"]
+__all__ = ["Recorder", "record", "stack_sites", "Reduce", "Repeat", "Calls"]
 
 Reduce = Literal["mean", "last", "first", "max"] | Callable[[torch.Tensor], torch.Tensor] | None
 Repeat = Literal["error", "stack", "last"]
+
+
+def _calls_from(calls, repeat, verb: str) -> CallPolicy:
+    """``calls=``, or the old ``repeat=`` spelling (``"stack"`` is ``calls="all"``) with a warning."""
+    if repeat is not None:
+        warnings.warn(f"{verb}: repeat= is renamed calls= (repeat='stack' is calls='all'); repeat= will be removed "
+                      "in the next release.", DeprecationWarning, stacklevel=3)
+        if calls not in (None, "error"):
+            raise ValueError(f"{verb}: give calls= or the old repeat=, not both.")
+        if repeat not in ("error", "stack", "last"):
+            raise ValueError(f"repeat must be 'error', 'stack' or 'last'; got {repeat!r}.")
+        calls = "all" if repeat == "stack" else repeat
+    return parse_calls("error" if calls is None else calls, verb)
 
 
 def _reduce(t: torch.Tensor, how: Reduce, head_split: bool) -> torch.Tensor:
@@ -75,16 +91,20 @@ class Recorder:
         ``None`` (keep positions), ``"mean"``, ``"max"``, ``"first"``, ``"last"`` or a
         callable applied to each ``(B, N, feature)`` activation, where every position axis
         of the site's layout (tokens, windows, grid points) is flattened into dim 1.
-    repeat
-        What to do when a site's module runs more than once in one forward pass (RNN
-        steps, solver stages, weight sharing): ``"error"`` (default), ``"stack"`` (a new
-        dim 1 indexes the calls) or ``"last"``.
+    calls
+        Which calls of a site that runs more than once in one forward pass (RNN or solver
+        steps, weight sharing, a rollout) are kept (:mod:`scimech.calls`): ``"error"``
+        (default), ``"all"`` (a new dim 1 indexes the calls), ``"last"``, an index ``k`` or a
+        list of indices (a dim 1 in their order). ``repeat=`` is the old spelling
+        (``"stack"`` = ``"all"``), deprecated.
     stop_early
         End each forward pass (an internal :class:`~scimech.hooks.StopForward`, swallowed
-        by the Recorder, :meth:`forward` and :func:`record`) once every site has fired. The
-        first pass inside the ``with`` block always runs to the end and counts how often
-        each site runs, so the ``repeat`` policy is enforced honestly; later passes stop
-        after that many calls of every site (the call pattern must not depend on the data).
+        by the Recorder, :meth:`forward` and :func:`record`) once every site has fired
+        enough. With ``calls="error"`` the first pass inside the ``with`` block runs to the
+        end (a second call would be an error), later ones stop after each site's first
+        call; with call indices every pass stops after the highest index; with ``"all"`` or
+        ``"last"`` passes never stop early (how many calls a pass makes can depend on the
+        data, as an adaptive solver's steps do).
     detach
         Store detached tensors (default); ``False`` keeps the graph (for gradients).
     layouts
@@ -96,27 +116,28 @@ class Recorder:
     Attributes
     ----------
     activations : dict[str, torch.Tensor]
-        The captured tensors of the last forward pass, by site (``repeat="stack"``: calls
+        The captured tensors of the last forward pass, by site (``calls="all"`` or a list: calls
         stacked on a new dim 1).
     """
 
-    def __init__(self, model: nn.Module, sites: Sequence[str | ResolvedSite], *, reduce: Reduce = None, repeat: Repeat = "error",
-                 stop_early: bool = False, detach: bool = True, layouts: Mapping[str, HeadLayout] | None = None,
-                 axes=None):
+    def __init__(self, model: nn.Module, sites: Sequence[str | ResolvedSite], *, reduce: Reduce = None,
+                 calls: Calls = "error", stop_early: bool = False, detach: bool = True,
+                 layouts: Mapping[str, HeadLayout] | None = None, axes=None, repeat: Repeat | None = None):
         if isinstance(sites, str):
             sites = [sites]
-        if repeat not in ("error", "stack", "last"):
-            raise ValueError(f"repeat must be 'error', 'stack' or 'last'; got {repeat!r}.")
+        self.calls = _calls_from(calls, repeat, "Recorder")
         if not sites:
             raise ValueError("Recorder needs at least one site; list candidates with scimech.list_sites(model).")
         self.model = model
         self.resolved: list[ResolvedSite] = [s if isinstance(s, ResolvedSite) else resolve_site(model, s, layouts, axes)
                                              for s in sites]
-        self.reduce, self.repeat, self.detach = reduce, repeat, detach
+        self.reduce, self.detach = reduce, detach
         self.stop_early = bool(stop_early)
         self._calls: dict[str, list[torch.Tensor]] = {}
         self._counts: dict[str, int] = {}
-        self._expected: dict[str, int] | None = None  # calls per site in one full pass, once known
+        self._pass = None
+        self._expected: dict[str, int] | None = None  # calls needed per site before a pass may stop
+        self.passes: list[dict[str, int]] = []        # calls per site of each finished pass
         self._cache: dict[str, torch.Tensor] | None = None
         self._hooks: HookSet | None = None
         self._axes: dict[str, Axes] = {}
@@ -127,7 +148,7 @@ class Recorder:
         """The captured tensors in each site's canonical layout ``(batch, [window], *positions,
         feature)`` (:mod:`scimech.layout`): what the interventions compute with."""
         if self._cache is None:
-            if self.repeat == "stack":
+            if self.calls.stacked:
                 self._cache = {k: torch.stack(v, dim=1) for k, v in self._calls.items()}
             else:
                 self._cache = {k: v[-1] for k, v in self._calls.items()}
@@ -149,17 +170,23 @@ class Recorder:
             if t is not None:
                 axes = self._axes.get(site.name)
                 out[site.name] = t if axes is None else t.permute(
-                    _site_dims(site, axes, t.dim(), self.repeat == "stack")[1])
+                    _site_dims(site, axes, t.dim(), self.calls.stacked)[1])
         return out
 
     # hooks ---------------------------------------------------------------------------
     def _capture(self, site: ResolvedSite, t: torch.Tensor) -> None:
+        p = current_pass()
+        if p is None or p is not self._pass:   # a new forward pass: forget the last one's calls
+            self._reset()
+            self._pass = p
         count = self._counts.get(site.name, 0)
-        if count and self.repeat == "error":
-            raise SiteCalledTwiceError(
-                f"Site {site.name!r} ({type(site.module).__name__}) ran more than once in one forward pass. "
-                "Choose repeat='stack' (keep every call) or repeat='last' in Recorder/record."
-            )
+        self._counts[site.name] = count + 1
+        pol = self.calls
+        if count and pol.mode == "error":
+            raise SiteCalledTwiceError(repeat_message(site.name, site.module, self.model, "Recorder / record"))
+        if pol.mode == "index" and count not in pol.indices:
+            self._maybe_stop()
+            return
         x = site.select(t)
         x = _reduce(x, self.reduce, site.head_split is not None)
         if self.detach:
@@ -168,36 +195,64 @@ class Recorder:
             # a view of the live tensor: copy it, or a later in-place op of the model
             # (ReLU(inplace=True), x += ...) would silently change what we recorded
             x = x.clone()
-        self._counts[site.name] = count + 1
-        if self.repeat == "stack":
+        if pol.stacked:
             self._calls.setdefault(site.name, []).append(x)
         else:
             self._calls[site.name] = [x]
         self._cache = None
+        self._maybe_stop()
+
+    def _maybe_stop(self) -> None:
         exp = self._expected
         if self.stop_early and exp is not None and all(self._counts.get(k, 0) >= n for k, n in exp.items()):
             raise StopForward
 
     def _reset(self, *_) -> None:
+        if self._counts:
+            self.passes.append(dict(self._counts))
         self._calls, self._counts, self._cache = {}, {}, None
 
+    def _end_pass(self) -> None:
+        self._pass = None
+
     def _finish(self, *_) -> None:
-        """A pass ran to the end: remember how often each site ran (enables the early stop)."""
-        if self._expected is None:
-            self._expected = {s.name: self._counts.get(s.name, 0) for s in self.resolved}
+        """A pass ran to the end: check the calls asked for, and (once) decide the early stop."""
+        self._pass = None
+        pol = self.calls
+        if pol.mode == "index":
+            for s in self.resolved:
+                n = self._counts.get(s.name, 0)
+                missing = [i for i in pol.indices if i >= n]
+                if n and missing:
+                    raise DimensionError(
+                        f"record: site {s.name!r} ran {n} time(s) in a forward pass, so call(s) {missing} do not "
+                        "exist (calls= counts from 0 within each pass). Choose indices below that count, or "
+                        "calls='all' / 'last'.")
+        if self._expected is None and self.stop_early:
+            if pol.mode == "error":
+                self._expected = {s.name: 1 for s in self.resolved}
+            elif pol.mode == "index":
+                self._expected = {s.name: max(pol.indices) + 1 for s in self.resolved}
 
     def __enter__(self) -> Recorder:
         self._expected = None
+        self.passes = []
         try:
-            # reset first and count last, around any site on the model itself
-            self._root_handles.append(self.model.register_forward_pre_hook(self._reset, prepend=True))
             self._hooks = HookSet(self.resolved, lambda s, t: self._capture(s, t), model=self.model).__enter__()
             self._axes = self._hooks.axes
-            self._root_handles.append(self.model.register_forward_hook(self._finish))
+            # before the HookSet's own hook closes the pass: a top-level model call ends a pass here
+            self._root_handles.append(self.model.register_forward_hook(self._root_done, prepend=True))
         except BaseException:
+            if self._hooks is not None:
+                self._hooks.remove()
             self._remove_root()
             raise
         return self
+
+    def _root_done(self, *_) -> None:
+        p = current_pass()
+        if p is not None and p.root and p is self._pass:
+            self._finish()
 
     def _remove_root(self) -> None:
         while self._root_handles:
@@ -219,7 +274,8 @@ class Recorder:
         return dict(self._axes)
 
     def forward(self, batch: Any, forward: Callable | None = None) -> Any:
-        """Run one batch (``forward(model, batch)`` or the default call), stopping early if asked.
+        """Run one batch (``forward(model, batch)`` or the default call) as one forward pass,
+        stopping early if asked.
 
         Returns the model's output, or ``None`` when the pass was stopped early.
         """
@@ -227,9 +283,15 @@ class Recorder:
         try:
             out = run_forward(self.model, batch, forward)
         except StopForward:
+            self._end_pass()
             return None
         self._finish()
         return out
+
+    @property
+    def last_counts(self) -> dict[str, int]:
+        """How often each site ran in the last forward pass (stopped passes: up to the stop)."""
+        return dict(self._counts)
 
 
 def _site_dims(site: ResolvedSite, axes: Axes, ndim: int, stacked: bool) -> tuple[list[str], list[int]]:
@@ -269,9 +331,10 @@ def _to_numpy(t: torch.Tensor, dtype: str) -> np.ndarray:
 
 
 def record(model: nn.Module, inputs: Any, sites: Sequence[str], *, batch_size: int = 256, reduce: Reduce = None,
-           repeat: Repeat = "error", forward: Callable | None = None, layouts: Mapping[str, HeadLayout] | None = None,
+           calls: Calls = "error", forward: Callable | None = None, layouts: Mapping[str, HeadLayout] | None = None,
            to_zarr: str | os.PathLike | None = None, stop_early: bool = True, progress: bool = False,
-           sample_coord: Sequence | np.ndarray | None = None, dtype: str = "float32", axes=None) -> xr.Dataset:
+           sample_coord: Sequence | np.ndarray | None = None, dtype: str = "float32", axes=None,
+           repeat: Repeat | None = None) -> xr.Dataset:
     """Record activations at ``sites`` over a dataset, batch by batch.
 
     Parameters
@@ -285,8 +348,8 @@ def record(model: nn.Module, inputs: Any, sites: Sequence[str], *, batch_size: i
         Site strings.
     batch_size
         Rows per forward pass when ``inputs`` is one big batch.
-    reduce, repeat, layouts, axes
-        As in :class:`Recorder`.
+    reduce, calls, layouts, axes
+        As in :class:`Recorder` (``repeat=``: the old spelling of ``calls=``, deprecated).
     forward
         ``forward(model, batch)``; default ``model(batch)`` / ``model(**batch)``.
     to_zarr
@@ -310,20 +373,23 @@ def record(model: nn.Module, inputs: Any, sites: Sequence[str], *, batch_size: i
         ``position, feature`` for a transformer, ``channel, y, x`` for a CNN, ``window,
         position, feature`` for windowed attention; ``head_dim`` replaces the feature axis
         of a head site (``head, head_dim`` for ``heads`` without an index); ``reduce``
-        removes the position axes; ``call`` follows ``sample`` with ``repeat="stack"``.
+        removes the position axes; ``call`` follows ``sample`` with ``calls="all"`` (coordinate:
+        the call index) or a list of indices (coordinate: those indices).
         Names are prefixed by the site where sizes differ. Attrs of each variable: its
         ``module``, ``port`` and ``axes``.
     """
     if isinstance(sites, str):
         sites = [sites]
+    policy = _calls_from(calls, repeat, "record")
     was_training = model.training
     model.eval()
     chunks: dict[str, list[np.ndarray]] = {s: [] for s in sites}
     store_path = Path(to_zarr) if to_zarr is not None else None
     dims: dict[str, list[str]] | None = None
+    first_calls: dict[str, int] | None = None
     n_done = 0
     try:
-        with torch.no_grad(), Recorder(model, sites, reduce=reduce, repeat=repeat, stop_early=stop_early,
+        with torch.no_grad(), Recorder(model, sites, reduce=reduce, calls=policy, stop_early=stop_early,
                                        layouts=layouts, axes=axes) as rec:
             batches = iter_batches(inputs, batch_size)
             if progress:
@@ -341,9 +407,19 @@ def record(model: nn.Module, inputs: Any, sites: Sequence[str], *, batch_size: i
                         f"batch of {rows} samples. record() needs activations batched on dim 0: use "
                         "batch_first=True modules, or a forward= that transposes sequence-first tensors."
                     )
+                if policy.stacked:
+                    n_calls = {s: a.shape[1] for s, a in arrays.items()}
+                    if first_calls is None:
+                        first_calls = n_calls
+                    elif n_calls != first_calls:
+                        raise DimensionError(
+                            f"record(calls={policy}): the sites ran {first_calls} times in the first batch but "
+                            f"{n_calls} in the batch starting at sample {start} (a number of calls that depends on "
+                            "the data, e.g. an adaptive solver's steps), so the calls cannot share one 'call' dim. "
+                            "Use calls='last' or calls=k, a fixed-step solver, or one batch (batch_size >= samples).")
                 if dims is None:
                     met = rec.axes
-                    plan = {r.name: _site_dims(r, met[r.name], arrays[r.name].ndim, repeat == "stack")
+                    plan = {r.name: _site_dims(r, met[r.name], arrays[r.name].ndim, policy.stacked)
                             for r in rec.resolved}
                     perms = {s: p for s, (_, p) in plan.items()}
                     site_attrs = {s: {**a, "axes": str(met[s])} for s, a in site_attrs.items()}
@@ -355,7 +431,7 @@ def record(model: nn.Module, inputs: Any, sites: Sequence[str], *, batch_size: i
                     n = next(iter(arrays.values())).shape[0]
                     ds = xr.Dataset({s: (("sample", *dims[s]), a) for s, a in arrays.items()},
                                     coords={"sample": np.arange(start, start + n)})
-                    ds = _with_attrs(ds, site_attrs, reduce, repeat)  # every write: appends rewrite attrs
+                    ds = _with_attrs(_call_coord(ds, policy), site_attrs, reduce, policy)  # appends rewrite attrs
                     if n_done == 0:
                         ds.to_zarr(store_path, mode="w", consolidated=False)
                     else:
@@ -376,7 +452,15 @@ def record(model: nn.Module, inputs: Any, sites: Sequence[str], *, batch_size: i
         ds = xr.Dataset({s: (("sample", *dims[s]), a) for s, a in data.items()}, coords={"sample": np.arange(n)})
     if sample_coord is not None:
         ds = ds.assign_coords(sample=np.asarray(sample_coord))
-    return _with_attrs(ds, site_attrs, reduce, repeat)
+    return _with_attrs(_call_coord(ds, policy), site_attrs, reduce, policy)
+
+
+def _call_coord(ds: xr.Dataset, policy: CallPolicy) -> xr.Dataset:
+    """The ``call`` coordinate: the call indices kept (``calls=[i, j]``) or 0..n-1 (``"all"``)."""
+    if "call" not in ds.dims:
+        return ds
+    n = ds.sizes["call"]
+    return ds.assign_coords(call=list(policy.indices) if policy.mode == "index" else np.arange(n))
 
 
 def _site_attrs(resolved: Sequence[ResolvedSite]) -> dict[str, dict[str, Any]]:
@@ -391,10 +475,10 @@ def _site_attrs(resolved: Sequence[ResolvedSite]) -> dict[str, dict[str, Any]]:
 
 
 def _with_attrs(ds: xr.Dataset, site_attrs: Mapping[str, Mapping[str, Any]], reduce: Reduce,
-                repeat: str) -> xr.Dataset:
+                calls: CallPolicy) -> xr.Dataset:
     for name, a in site_attrs.items():
         ds[name].attrs.update(a)
-    ds.attrs.update({"reduce": str(reduce), "repeat": repeat,
+    ds.attrs.update({"reduce": str(reduce), "calls": str(calls),
                      "description": "activations recorded at named sites of a model (scimech.record)"})
     return ds
 

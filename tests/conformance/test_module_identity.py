@@ -106,7 +106,7 @@ def shared():
 def test_record_of_a_module_called_twice_is_an_error(shared):
     model, x = shared
     with pytest.raises(SiteCalledTwiceError):
-        sm.record(model, x, ["shared"], repeat="error")
+        sm.record(model, x, ["shared"], calls="error")
 
 
 @pytest.mark.parametrize("method", ["zero", "scale"])
@@ -139,7 +139,7 @@ def test_fno_blocks_run_twice(fno):
         fno.model(x)
     assert len(calls) == 2
     with pytest.raises(SiteCalledTwiceError):
-        sm.record(fno.model, x, ["fno_blocks"], repeat="error", axes="batch channel y x")
+        sm.record(fno.model, x, ["fno_blocks"], calls="error", axes="batch channel y x")
     with torch.no_grad():
         with edit_output(fno.model.fno_blocks, lambda t: set_channel(t, 3, 0.0)):
             expect = npy(fno.model(x))
@@ -156,7 +156,7 @@ def test_vit_layer_calls_its_dropout_twice(vit):
         vit.model(x)
     assert len(calls) == 2
     with pytest.raises(SiteCalledTwiceError):
-        sm.record(vit.model, x, [s], repeat="error")
+        sm.record(vit.model, x, [s], calls="error")
     with torch.no_grad():
         with edit_output(vit.model.get_submodule(s), lambda t: set_cols(t, slice(0, 4), 0.0)):
             expect = npy(vit.metric(vit.model(x)))

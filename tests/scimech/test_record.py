@@ -6,7 +6,7 @@ import torch
 import xarray as xr
 from torch import nn
 
-from scimech.errors import SiteCalledTwiceError
+from scimech.errors import DimensionError, SiteCalledTwiceError
 from scimech.record import Recorder, record, stack_sites
 
 from .models import TinyTransformer, manual_heads
@@ -85,7 +85,7 @@ def test_repeat_policies():
     torch.manual_seed(0)
     m = Looped().eval()
     x = torch.randn(2, 4)
-    with pytest.raises(SiteCalledTwiceError, match="repeat='stack'"):
+    with pytest.raises(SiteCalledTwiceError, match="calls=.all."):
         with Recorder(m, ["cell"]):
             m(x)
     with torch.no_grad():
@@ -94,17 +94,48 @@ def test_repeat_policies():
             pre = m.cell(h)
             steps.append(pre)
             h = torch.tanh(pre)
-    with Recorder(m, ["cell"], repeat="stack") as rec, torch.no_grad():
+    with Recorder(m, ["cell"], calls="all") as rec, torch.no_grad():
         m(x)
     torch.testing.assert_close(rec.activations["cell"], torch.stack(steps, 1))
-    with Recorder(m, ["cell"], repeat="last") as rec, torch.no_grad():
+    with Recorder(m, ["cell"], calls="last") as rec, torch.no_grad():
         m(x)
     torch.testing.assert_close(rec.activations["cell"], steps[-1])
     # a second forward in the same block starts afresh (no error, no accumulation)
-    with Recorder(m, ["cell"], repeat="stack") as rec, torch.no_grad():
+    with Recorder(m, ["cell"], calls="all") as rec, torch.no_grad():
         m(x)
         m(x)
     assert rec.activations["cell"].shape == (2, 3, 4)
+    # one call, or a list of calls, by index (hand loop above is the truth)
+    with Recorder(m, ["cell"], calls=1) as rec, torch.no_grad():
+        m(x)
+    torch.testing.assert_close(rec.activations["cell"], steps[1])
+    with Recorder(m, ["cell"], calls=[2, 0]) as rec, torch.no_grad():
+        m(x)
+    torch.testing.assert_close(rec.activations["cell"], torch.stack([steps[0], steps[2]], 1))  # in call order
+    # the old spelling still works, with a warning naming the new one
+    with pytest.warns(DeprecationWarning, match="calls="):
+        with Recorder(m, ["cell"], repeat="stack") as rec, torch.no_grad():
+            m(x)
+    assert rec.activations["cell"].shape == (2, 3, 4)
+
+
+def test_record_calls_index_and_missing_call():
+    torch.manual_seed(0)
+    m = Looped().eval()
+    x = torch.randn(5, 4)
+    with torch.no_grad():
+        h, steps = x, []
+        for _ in range(3):
+            steps.append(m.cell(h))
+            h = torch.tanh(steps[-1])
+    ds = record(m, x, ["cell"], calls=[0, 2], batch_size=2)
+    assert ds["cell"].dims[:2] == ("sample", "call") and list(ds["call"].values) == [0, 2]
+    np.testing.assert_allclose(ds["cell"].values, torch.stack([steps[0], steps[2]], 1).numpy(), atol=1e-6)
+    one = record(m, x, ["cell"], calls=1, batch_size=2)
+    assert "call" not in one.dims
+    np.testing.assert_allclose(one["cell"].values, steps[1].numpy(), atol=1e-6)
+    with pytest.raises(DimensionError, match="call"):
+        record(m, x, ["cell"], calls=5)
 
 
 def test_dict_inputs_with_forward_function():
@@ -160,7 +191,7 @@ def test_record_stack_policy_iterable_batches_and_coords():
     torch.manual_seed(0)
     m = Looped().eval()
     batches = [torch.randn(3, 4), torch.randn(2, 4)]
-    ds = record(m, batches, ["cell"], repeat="stack", sample_coord=list("abcde"), progress=True)
+    ds = record(m, batches, ["cell"], calls="all", sample_coord=list("abcde"), progress=True)
     assert ds["cell"].dims == ("sample", "call", "feature") and ds["cell"].shape == (5, 3, 4)
     with torch.no_grad():
         h = torch.cat(batches)
@@ -169,7 +200,7 @@ def test_record_stack_policy_iterable_batches_and_coords():
             steps.append(m.cell(h))
             h = torch.tanh(steps[-1])
     np.testing.assert_allclose(ds["cell"].values, torch.stack(steps, 1).numpy(), atol=1e-6)
-    assert list(ds.sample.values) == list("abcde") and ds.attrs["repeat"] == "stack"
+    assert list(ds.sample.values) == list("abcde") and ds.attrs["calls"] == "all"
     with pytest.raises(SiteCalledTwiceError):
         record(m, batches, ["cell"])
 
