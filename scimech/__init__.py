@@ -35,12 +35,13 @@ _LAZY = {
     "Report": "report",
     "get_client": "parallel", "map_units": "parallel",
     "decompose_attention": "attention", "HeadLayout": "sites", "list_sites": "sites",
+    "forward_pass": "calls",
 }
 
-_SUBMODULES = ("ablation", "atp", "attention", "attribution", "cli", "concepts", "dictionary", "errors", "geometry",
+_SUBMODULES = ("ablation", "atp", "attention", "attribution", "calls", "cli", "concepts", "dictionary", "errors", "geometry",
                "hooks",
                "intervene", "layout", "metrics", "parallel", "prefix", "probe", "progress", "report", "results",
-               "sites", "stats", "study", "validate")
+               "sites", "stats", "study", "sweep", "validate")
 
 __all__ = ["__version__", *_LAZY]
 

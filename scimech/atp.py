@@ -48,6 +48,7 @@ from scipy.stats import spearmanr
 from torch import nn
 
 from .attention import DecomposedMultiheadAttention
+from .calls import CallPolicy, Calls, parse_calls
 from .hooks import (
     HookSet,
     batch_size_of,
@@ -57,20 +58,13 @@ from .hooks import (
     run_forward,
     slice_batch,
 )
-from .intervene import (
-    _capturing,
-    _metric_values,
-    _patch_sites,
-    _patching_inputs,
-    _plan_reuse,
-    _Reuse,
-    normalized_effect,
-    patching_sweep,
-)
+from .intervene import _patching_inputs, normalized_effect, patching_sweep
 from .metrics import Metric
 from .prefix import trace_calls
 from .record import Recorder
 from .sites import HeadLayout, ResolvedSite
+from .sweep import Reuse as _Reuse
+from .sweep import RowCheck, Target, capturing, metric_values, patch_sites, plan_reuse, source_at
 
 __all__ = ["attribution_patching", "ranking_agreement"]
 
@@ -109,8 +103,11 @@ class _Probes:
     """Zero tensors added at the sites (and at attention weights for the QK fix) during the
     base run: their gradients are the metric's gradients there, and the graph is unchanged."""
 
-    def __init__(self, model: nn.Module, resolved: Sequence[ResolvedSite], qk: Mapping[str, tuple]):
+    def __init__(self, model: nn.Module, resolved: Sequence[ResolvedSite], qk: Mapping[str, tuple],
+                 policy: CallPolicy | None = None, cut: bool = False):
         self.model = model
+        self.cut = cut   # calls after the first probed one take only their probe's gradient path
+        self.policy = policy or CallPolicy("error")
         self.by_point: dict[tuple[int, str], ResolvedSite] = {}
         for s in resolved:
             self.by_point.setdefault((id(s.module), s.port), s)
@@ -132,11 +129,18 @@ class _Probes:
         self._stack = ExitStack()
         try:
             def on_site(s: ResolvedSite, t: torch.Tensor) -> torch.Tensor:
-                key = self.point(s)
+                key = (*self.point(s), hooks.call)   # one probe per call of the site
                 self.base[key] = t.detach()
+                if self.cut and any(k[:2] == key[:2] for k in self.leaves):
+                    # an overwritten later call: its value no longer depends on the earlier calls
+                    return self._probe(key, t.detach())
                 return self._probe(key, t)
 
-            self._stack.enter_context(HookSet(self.by_point.values(), on_site, model=self.model))
+            # 'last' is known only after the pass: probe every call, keep the last in _estimates
+            pol = CallPolicy("all") if self.policy.mode == "last" else self.policy
+            hooks = self._stack.enter_context(HookSet(self.by_point.values(), on_site, model=self.model, calls=pol,
+                                                      verb="attribution_patching"))
+            self.hooks = hooks
             for path, attn in self.qk_attn.items():
                 orig = attn.attention_weights
 
@@ -177,12 +181,40 @@ def _gates(model: nn.Module, blocks: Sequence[str], state: dict) -> ExitStack:
     return stack
 
 
+def _first_order(g: torch.Tensor, delta: torch.Tensor) -> torch.Tensor:
+    """Per-sample first-order change of a real metric: ``sum Re(conj(g) * delta)``.
+
+    torch's gradient of a real function with respect to a complex tensor is the conjugate
+    Wirtinger form ``dL/dRe + i dL/dIm``, so the change for a complex step ``delta`` is
+    ``Re(conj(g) delta) = dL/dRe Re(delta) + dL/dIm Im(delta)``; for real tensors this is ``g * delta``.
+    """
+    prod = (g.conj() * delta).real if (g.is_complex() or delta.is_complex()) else g * delta
+    return prod.reshape(delta.shape[0], -1).sum(1)
+
+
 def _estimates(resolved: Sequence[ResolvedSite], probes: _Probes, grads: Mapping[Any, torch.Tensor | None],
                source: Mapping[str, torch.Tensor], qk: Mapping[str, tuple]) -> torch.Tensor:
-    """(site, sample) first-order effects from one set of probe gradients."""
+    """(site, sample) first-order effects from one set of probe gradients, summed over the
+    calls probed (each call against the source's same call)."""
     rows = []
+    pol = probes.policy
     for s in resolved:
-        key = probes.point(s)
+        point = probes.point(s)
+        keys = sorted(k for k in probes.base if k[:2] == point)
+        if pol.mode == "last":
+            keys = keys[-1:]
+        if s.name not in qk and pol.mode != "error":
+            est = None
+            for key in keys:
+                base, g = probes.base[key], grads.get(key)
+                src = source_at(source[s.name], pol, key[2]) if pol.mode != "last" else source[s.name][:, -1]
+                if g is None:
+                    continue
+                e = _first_order(s.select(g), src.to(base.dtype) - s.select(base))
+                est = e if est is None else est + e
+            rows.append((torch.zeros(probes.base[keys[0]].shape[0]) if est is None else est).detach().float().cpu())
+            continue
+        key = keys[0]
         base = probes.base[key]
         if s.name in qk:
             path, attn, which = qk[s.name]
@@ -199,7 +231,7 @@ def _estimates(resolved: Sequence[ResolvedSite], probes: _Probes, grads: Mapping
             if g is not None:
                 g = s.select(g)
             delta = source[s.name].to(base.dtype) - s.select(base)
-        est = torch.zeros(base.shape[0], device=base.device) if g is None else (delta * g).reshape(delta.shape[0], -1).sum(1)
+        est = torch.zeros(base.shape[0], device=base.device) if g is None else _first_order(g, delta)
         rows.append(est.detach().float().cpu())
     return torch.stack(rows)
 
@@ -210,7 +242,7 @@ def attribution_patching(model: nn.Module, clean: Any, corrupted: Any, sites: Se
                          batch_size: int = 64, target: torch.Tensor | None = None,
                          layouts: Mapping[str, HeadLayout] | None = None, qk_fix: bool = True,
                          graddrop: bool = False, verify_top: int = 0, max_rows: int = 256,
-                         axes=None) -> xr.Dataset:
+                         axes=None, calls: Calls = "error") -> xr.Dataset:
     """Estimated activation-patching effect of every site (AtP / AtP*), optionally verified.
 
     Parameters
@@ -227,6 +259,14 @@ def attribution_patching(model: nn.Module, clean: Any, corrupted: Any, sites: Se
         Rerun exact activation patching on the ``verify_top`` best-ranked sites.
     max_rows
         Rows per tiled forward pass of the verification.
+    calls
+        For sites that run several times per forward pass (:mod:`scimech.calls`): ``"error"``
+        (default), ``"all"``, ``"last"``, an index or a list. The estimate of patching several
+        calls is the sum of the first-order terms of each call (call ``c`` gets the source's
+        call ``c``); the QK fix applies to sites that run once.
+
+    Complex activations (spectral coefficients) use ``Re(conj(grad) * delta)``, the first-order
+    change of a real metric for a complex step (torch's gradient is the conjugate form).
 
     Returns
     -------
@@ -246,10 +286,11 @@ def attribution_patching(model: nn.Module, clean: Any, corrupted: Any, sites: Se
         raise ValueError(f"verify_top must be a whole number >= 0; got {verify_top!r}.")
     sites, metric, n_clean, target, resolved = _patching_inputs(model, clean, corrupted, sites, metric, direction,
                                                                 target, layouts, axes)
-    qk = {s.name: a for s in resolved if qk_fix and (a := _qk_attention(model, s)) is not None}
+    policy = parse_calls(calls, "attribution_patching")
+    qk = {s.name: a for s in resolved if qk_fix and policy.mode == "error" and (a := _qk_attention(model, s)) is not None}
     clean_v, corr_v, est_v, gd_v = [], [], [], []
     # one batch: the verification patches the base run kept here (no new reference runs)
-    keep = bool(verify_top) and n_clean <= batch_size
+    keep = bool(verify_top) and n_clean <= batch_size and policy.mode in ("error", "index")
     last: _Batch | None = None
     blocks: list[str] = []
     was = model.training
@@ -264,7 +305,7 @@ def attribution_patching(model: nn.Module, clean: Any, corrupted: Any, sites: Se
             stop = min(start + batch_size, n_clean)
             last = _estimate_batch(model, slice_batch(clean, start, stop), slice_batch(corrupted, start, stop),
                                    None if target is None else target[start:stop], resolved, metric, qk, blocks,
-                                   direction=direction, forward=forward, keep=keep)
+                                   direction=direction, forward=forward, keep=keep, policy=policy)
             clean_v.append(last.source_metric if direction == "denoising" else last.base_metric)
             corr_v.append(last.base_metric if direction == "denoising" else last.source_metric)
             est_v.append(last.per_run[0])
@@ -288,7 +329,8 @@ def attribution_patching(model: nn.Module, clean: Any, corrupted: Any, sites: Se
             exact_patched, path = _verify_kept_batch(model, resolved, top, last, metric, forward, max_rows), last.path
         else:
             ex = patching_sweep(model, clean, corrupted, top, metric, direction=direction, forward=forward,
-                                batch_size=batch_size, max_rows=max_rows, target=target, layouts=layouts, axes=axes)
+                                batch_size=batch_size, max_rows=max_rows, target=target, layouts=layouts, axes=axes,
+                                calls=policy)
             exact_patched = {s: ex["patched"].sel(site=s).values for s in top}
             path = {k: ex.attrs[k] for k in ("sweep_path", "sweep_path_note")}
         data.update(_verified(sites, exact_patched, base, c, x))
@@ -311,39 +353,55 @@ class _Batch:
     target: torch.Tensor | None
     reuse: Any
     path: dict
+    policy: CallPolicy
 
 
 def _estimate_batch(model, clean_batch, corrupted_batch, target, resolved, metric, qk, blocks, *, direction,
-                    forward, keep) -> _Batch:
+                    forward, keep, policy) -> _Batch:
     src_batch, base_batch = (clean_batch, corrupted_batch) if direction == "denoising" else \
         (corrupted_batch, clean_batch)
-    with torch.no_grad(), Recorder(model, resolved) as rec:
+    with torch.no_grad(), Recorder(model, resolved, calls="error" if policy.mode == "error" else "all") as rec:
         out_src = run_forward(model, src_batch, forward)
     source = dict(rec.canonical)
     rec.check_fired("attribution_patching")
     state = {"dropped": None}
-    reuse, path = _plan_reuse(model, base_batch, resolved, forward, True) if keep else (None, {})
-    # gates first: a probe on a block's output then sits after its gate (outside the dropped block)
-    with torch.enable_grad(), _gates(model, blocks, state), _Probes(model, resolved, qk) as probes, \
-            _capturing(model, reuse, batch_size_of(clean_batch)):
-        out = run_forward(model, base_batch, forward)
-        check_fired({s.name: int(probes.point(s) in probes.base) for s in resolved}, "attribution_patching")
-        m = metric(out, target)
-        keys = list(probes.leaves)
-        leaves = [probes.leaves[k] for k in keys]
-        if not isinstance(m, torch.Tensor) or m.dim() != 1 or not m.requires_grad:
-            raise ValueError(f"attribution patching needs a differentiable metric returning one value per "
-                             f"sample; {metric.name!r} returned {type(m).__name__} "
-                             f"{'without a gradient' if isinstance(m, torch.Tensor) else ''}.")
-        total = m.sum()
-        runs = [None, *range(len(blocks))]
-        per_run = []
-        for dropped in runs:
-            state["dropped"] = dropped
-            g = torch.autograd.grad(total, leaves, retain_graph=dropped != runs[-1], allow_unused=True)
-            per_run.append(_estimates(resolved, probes, dict(zip(keys, g, strict=True)), source, qk))
-    return _Batch(_metric_values(metric, out_src, target), m.detach().float().cpu(), per_run, source, base_batch,
-                  target, reuse, path)
+    reuse, path = plan_reuse(model, base_batch, resolved, forward, True) if keep else (None, {})
+    # several calls of a site patched at once: the patched run overwrites every one of them, so the
+    # gradient at call c must not flow through the later (overwritten) calls of the same site: each
+    # such site gets a backward pass of its own with its later calls cut from their inputs
+    multi = policy.mode == "all" or (policy.mode == "index" and len(policy.indices) > 1)
+    if multi and blocks:
+        raise ValueError("attribution_patching: graddrop=True with several calls of a site at once is not "
+                         "available; give one call (calls=k or calls='last') or graddrop=False.")
+    groups = [[s] for s in resolved] if multi else [list(resolved)]
+    rows: list[torch.Tensor] = []
+    per_run: list[torch.Tensor] = []
+    for group in groups:
+        with torch.enable_grad(), _gates(model, blocks, state), \
+                _Probes(model, group, qk, policy, cut=multi) as probes, \
+                capturing(model, reuse if group is groups[0] else None, batch_size_of(clean_batch)):
+            out = run_forward(model, base_batch, forward)
+            check_fired({s.name: int(any(k[:2] == probes.point(s) for k in probes.base)) for s in group},
+                        "attribution_patching")
+            m = metric(out, target)
+            keys = list(probes.leaves)
+            leaves = [probes.leaves[k] for k in keys]
+            if not isinstance(m, torch.Tensor) or m.dim() != 1 or not m.requires_grad:
+                raise ValueError(f"attribution patching needs a differentiable metric returning one value per "
+                                 f"sample; {metric.name!r} returned {type(m).__name__} "
+                                 f"{'without a gradient' if isinstance(m, torch.Tensor) else ''}.")
+            total = m.sum()
+            runs = [None, *range(len(blocks))]
+            per_run = []
+            for dropped in runs:
+                state["dropped"] = dropped
+                g = torch.autograd.grad(total, leaves, retain_graph=dropped != runs[-1], allow_unused=True)
+                per_run.append(_estimates(group, probes, dict(zip(keys, g, strict=True)), source, qk))
+        rows.append(per_run[0])
+    if multi:
+        per_run = [torch.cat(rows)]
+    return _Batch(metric_values(metric, out_src, target), m.detach().float().cpu(), per_run, source, base_batch,
+                  target, reuse, path, policy)
 
 
 def _estimate_variables(sites, metric_name, c, x, base, effect, blocks, gd_v) -> tuple[dict, dict]:
@@ -384,8 +442,9 @@ def _verify_kept_batch(model, resolved, top, batch: _Batch, metric, forward, max
     model.eval()
     try:
         with torch.no_grad():
-            rows = _patch_sites(model, chosen, batch.base_batch, batch.source, metric, batch.target, forward,
-                                max_rows, sub)
+            rows = patch_sites(model, [Target(r, batch.policy) for r in chosen], batch.base_batch, batch.source,
+                               metric, batch.target, forward, max_rows, sub, check=RowCheck(),
+                               baseline=batch.base_metric)
     finally:
         model.train(was)
     return {r.name: rows[i].numpy() for i, r in enumerate(chosen)}

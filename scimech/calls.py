@@ -29,13 +29,13 @@ from __future__ import annotations
 import contextvars
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Union
+from typing import Literal
 
 from torch import nn
 
 __all__ = ["Calls", "CallPolicy", "Pass", "parse_calls", "forward_pass", "current_pass", "aliases", "repeat_message"]
 
-Calls = Union[Literal["error", "all", "last"], int, Sequence[int]]
+Calls = Literal["error", "all", "last"] | int | Sequence[int]
 
 
 

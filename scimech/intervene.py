@@ -27,8 +27,7 @@ one) are taken from the unpatched run instead of being computed again for every 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
+from contextlib import contextmanager
 from typing import Any, Literal
 
 import numpy as np
@@ -37,21 +36,23 @@ import xarray as xr
 from torch import nn
 
 from .ablation import AblationMethod, Method, check_reference, draw_rows, resolve_method
+from .calls import CallPolicy, Calls, current_pass, parse_calls
 from .errors import DataValidationError
-from .hooks import (
-    HookSet,
-    batch_size_of,
-    check_fired,
-    is_one_batch,
-    iter_batches,
-    run_forward,
-    slice_batch,
-    tile_batch,
-)
+from .hooks import HookSet, batch_size_of, is_one_batch, iter_batches, run_forward, slice_batch
 from .metrics import Metric, as_metric
-from .prefix import Shortcut, recording_reused, reusing, trace_calls
 from .record import Recorder, _site_dims
 from .sites import HeadLayout, ResolvedSite, resolve_site
+from .sweep import (
+    RowCheck,
+    capturing,
+    count_calls,
+    metric_values,
+    patch_sites,
+    plan_reuse,
+    sites_per_forward,
+    sweep_tiles,
+    targets_for,
+)
 
 __all__ = ["ablate", "patch", "ablation_sweep", "patching_sweep", "AblationMethod", "reference_activations",
            "normalized_effect"]
@@ -64,10 +65,15 @@ def _as_list(sites: str | Sequence[str]) -> list[str]:
 
 def reference_activations(model: nn.Module, reference: Any, sites: Sequence[str], *, forward: Callable | None = None,
                           layouts: Mapping[str, HeadLayout] | None = None, batch_size: int = 256,
-                          axes=None) -> dict[str, torch.Tensor]:
+                          axes=None, calls: Calls = "error") -> dict[str, torch.Tensor]:
     """Activations at ``sites`` on reference inputs (for mean and resample ablation), in each
-    site's canonical layout ``(sample, [window], *positions, feature)`` on the model's device."""
+    site's canonical layout ``(sample, [window], *positions, feature)`` on the model's device.
+
+    ``calls`` (:mod:`scimech.calls`): for a site that runs several times per forward pass,
+    which calls to record; with ``"all"`` or a list the activations get a call axis (dim 1),
+    so that each call is replaced by the reference's same call."""
     sites = _as_list(sites)
+    policy = parse_calls(calls, "reference_activations")
     if isinstance(reference, Mapping) and all(s in reference for s in sites) and all(
         isinstance(reference[s], torch.Tensor) for s in sites
     ):
@@ -76,7 +82,8 @@ def reference_activations(model: nn.Module, reference: Any, sites: Sequence[str]
     was = model.training
     model.eval()
     try:
-        with torch.no_grad(), Recorder(model, sites, layouts=layouts, stop_early=True, axes=axes) as rec:
+        with torch.no_grad(), Recorder(model, sites, layouts=layouts, stop_early=True, axes=axes,
+                                       calls=policy) as rec:
             for _, batch in iter_batches(reference, batch_size):
                 rec.forward(batch, forward)
                 rec.check_fired("reference activations for ablate")
@@ -84,7 +91,30 @@ def reference_activations(model: nn.Module, reference: Any, sites: Sequence[str]
                     out[s].append(rec.canonical[s])
     finally:
         model.train(was)
+    if policy.stacked:
+        counts = {s: sorted({t.shape[1] for t in v}) for s, v in out.items()}
+        varying = {s: c for s, c in counts.items() if len(c) > 1}
+        if varying:
+            raise DataValidationError(
+                f"Reference inputs ran the site(s) {list(varying)} a different number of times per batch ({varying}; "
+                "a number of calls that depends on the data, e.g. an adaptive solver's steps), so there is no "
+                "reference for each call. Give the reference as one batch, fixed call indices (calls=k), or "
+                "reference activations {site: tensor} shaped like one call (used at every call).")
     return {s: torch.cat(v) for s, v in out.items()}
+
+
+def _ref_at(ref: torch.Tensor | None, cur: torch.Tensor, policy: CallPolicy | None, call: int, site: str):
+    """The reference for call ``call`` of a site: ``ref`` itself when it is shaped like one call,
+    else its call axis (dim 1) at the position of ``call`` among the calls recorded."""
+    if ref is None or policy is None or not policy.stacked or ref.dim() != cur.dim() + 1:
+        return ref
+    pos = call if policy.mode == "all" else (policy.indices.index(call) if call in policy.indices else -1)
+    if not 0 <= pos < ref.shape[1]:
+        raise DataValidationError(
+            f"Site {site!r}: the reference has {ref.shape[1]} call(s) but this forward pass reached call {call} (a "
+            "number of calls that depends on the data). Use fixed call indices (calls=k), or reference "
+            "activations {site: tensor} shaped like one call.")
+    return ref[:, pos]
 
 
 def _replacement(m: Method, site: ResolvedSite, current: torch.Tensor, ref: torch.Tensor | None,
@@ -101,7 +131,7 @@ def _replacement(m: Method, site: ResolvedSite, current: torch.Tensor, ref: torc
 @contextmanager
 def ablate(model: nn.Module, sites: str | Sequence[str], *, method: AblationMethod = "resample",
            reference: Any = None, factor: float | None = None, seed: int = 0, forward: Callable | None = None,
-           layouts: Mapping[str, HeadLayout] | None = None, axes=None):
+           layouts: Mapping[str, HeadLayout] | None = None, axes=None, calls: Calls = "error"):
     """Ablate activations at ``sites`` for every forward pass inside the block.
 
     Parameters
@@ -121,40 +151,63 @@ def ablate(model: nn.Module, sites: str | Sequence[str], *, method: AblationMeth
         Seed of the resampling draws.
     axes
         Activation layouts (:mod:`scimech.layout`), one string or a dict by site or module path.
+    calls
+        For a site that runs several times in one forward pass (:mod:`scimech.calls`):
+        ``"error"`` (default), ``"all"``, a call index or a list of them. Reference inputs
+        are recorded at the same calls, and call ``c`` is replaced from the reference's call
+        ``c``; reference activations ``{site: tensor}`` shaped like one call serve every call.
+        Resampling draws reference rows once per forward pass: a sample is driven by one
+        reference sample at every call.
 
-    A module that runs several times in one forward pass is ablated at every call. Leaving
-    the block raises :class:`~scimech.errors.SiteNeverRanError` if a site never ran in it:
-    an ablation that never happened has no effect to report.
+    Leaving the block raises :class:`~scimech.errors.SiteNeverRanError` if a site never ran
+    in it, or never reached a call asked for: an ablation that never happened has no effect
+    to report.
     """
     m = resolve_method(method, reference=reference, factor=factor, verb="ablate")
+    policy = parse_calls(calls, "ablate", allow_last=False)
     sites = _as_list(sites)
     resolved = [resolve_site(model, s, layouts, axes) for s in sites]
     refs: dict[str, torch.Tensor] = {}
     if m.needs_reference:
-        refs = reference_activations(model, reference, sites, forward=forward, layouts=layouts, axes=axes)
+        refs = reference_activations(model, reference, sites, forward=forward, layouts=layouts, axes=axes,
+                                     calls=policy)
     gen = torch.Generator(device="cpu").manual_seed(seed)
+    drawn: dict[str, tuple[object, torch.Tensor]] = {}   # site -> (forward pass, reference rows)
 
     def fn(site: ResolvedSite, t: torch.Tensor):
         cur = site.select(t)
-        new = _replacement(m, site, cur, refs.get(site.name), factor, gen)
+        ref = _ref_at(refs.get(site.name), cur, policy, hooks.call, site.name)
+        rows = None
+        if m.name == "resample":
+            check_reference(site.name, ref, cur)
+            p = current_pass()
+            if site.name not in drawn or drawn[site.name][0] is not p or drawn[site.name][1].shape[0] != cur.shape[0]:
+                drawn[site.name] = (p, draw_rows(gen, ref.shape[0], cur.shape[0]))
+            rows = drawn[site.name][1]
+        new = _replacement(m, site, cur, ref, factor, gen, rows)
         return site.replace(t, new)
 
-    with HookSet(resolved, fn, model=model) as hooks:
+    with HookSet(resolved, fn, model=model, calls=policy, verb="ablate") as hooks:
         yield
     hooks.check_fired("ablate")
 
 
 @contextmanager
 def patch(model: nn.Module, values: Mapping[str, torch.Tensor], layouts: Mapping[str, HeadLayout] | None = None,
-          axes=None):
+          axes=None, calls: Calls = "error"):
     """Set the activation at each site to the given tensor during the block.
 
     ``values[site]`` has the shape that :func:`~scimech.record.record` and
     :class:`~scimech.record.Recorder` give the site, in the model's axis order (``(B, N,
     head_dim)`` for one head of a transformer, ``(B, channel, y, x)`` for a CNN site). The
-    values are written at every call of the site's module. Leaving the block raises
-    :class:`~scimech.errors.SiteNeverRanError` if a site never ran in it.
+    ``calls`` (:mod:`scimech.calls`) says which calls of a site that runs several times per
+    forward pass are set: ``"error"`` (default), ``"all"``, an index or a list. A value shaped
+    like one call is written at every call chosen; with ``"all"`` or a list, a value with a
+    call axis after the sample axis (as ``record(..., calls=...)`` gives it) is written call by
+    call. Leaving the block raises :class:`~scimech.errors.SiteNeverRanError` if a site never
+    ran in it, or never reached a call asked for.
     """
+    policy = parse_calls(calls, "patch", allow_last=False)
     resolved = [resolve_site(model, s, layouts, axes) for s in values]
 
     def fn(site: ResolvedSite, t: torch.Tensor):
@@ -162,57 +215,17 @@ def patch(model: nn.Module, values: Mapping[str, torch.Tensor], layouts: Mapping
         perm = _site_dims(site, hooks.axes[site.name], cur.dim(), False)[1]   # canonical -> model order
         want = tuple(cur.shape[p] for p in perm)
         new = values[site.name]
+        if policy.stacked and new.dim() == len(want) + 1:
+            new = _ref_at(new, cur, policy, hooks.call, site.name)
         if tuple(new.shape) != want:
             raise DataValidationError(f"Patch for {site.name!r} has shape {tuple(new.shape)}; the site has {want} "
                                       "(the shape record() gives it).")
         inverse = [perm.index(i) for i in range(len(perm))]
         return site.replace(t, new.to(t.device).permute(inverse))
 
-    with HookSet(resolved, fn, model=model) as hooks:
+    with HookSet(resolved, fn, model=model, calls=policy, verb="patch") as hooks:
         yield
     hooks.check_fired("patch")
-
-
-@contextmanager
-def _tiled(model: nn.Module, resolved: Sequence[ResolvedSite], block: int, make: Callable, what: str):
-    """Hooks where tile ``i`` (rows ``i*block:(i+1)*block``) gets ``make(i, site, current)``.
-
-    Site ``i`` of ``resolved`` owns tile ``i``. Sites on the same module and port share one
-    hook, which copies the tensor once and writes each site's tile in place. A site that
-    never ran raises :class:`~scimech.errors.SiteNeverRanError` (``what``: the verb).
-    """
-    groups: dict[tuple[int, str], list[tuple[int, ResolvedSite]]] = {}
-    rows = block * len(resolved)
-    for i, site in enumerate(resolved):
-        groups.setdefault((id(site.module), site.port), []).append((i, site))
-
-    with ExitStack() as stack:
-        hooksets = []
-        for members in groups.values():
-            def fn(_s: ResolvedSite, t: torch.Tensor, _members=members):
-                if t.shape[0] != rows:
-                    raise DataValidationError(
-                        f"Site {_s.name!r} has a leading dim of {t.shape[0]}, but the tiled batch has {rows} rows. "
-                        "Sweeps need activations batched on dim 0: use batch_first=True modules, or a forward= "
-                        "that transposes sequence-first tensors."
-                    )
-                out = t.clone()
-                for i, s in _members:
-                    tile = out[i * block:(i + 1) * block]
-                    s.assign_(tile, make(i, s, s.select(tile)))
-                return out
-
-            hooksets.append((stack.enter_context(HookSet([members[0][1]], fn)), members))
-        yield
-        for h, members in hooksets:
-            check_fired({s.name: h.fired[members[0][1].name] for _, s in members}, what)
-
-
-def _metric_values(metric: Metric, out: Any, target: Any) -> torch.Tensor:
-    v = metric(out, target)
-    if not isinstance(v, torch.Tensor) or v.dim() != 1:
-        raise ValueError(f"The metric {metric.name!r} must return a 1-D tensor (one value per sample).")
-    return v.detach().float().cpu()
 
 
 def _full_target(target: Any, metric: Metric, n: int | None) -> Any:
@@ -224,112 +237,47 @@ def _full_target(target: Any, metric: Metric, n: int | None) -> Any:
     return t
 
 
-def _sites_per_forward(n_sites: int, batch: int, max_rows: int) -> int:
-    return max(1, min(n_sites, max_rows // max(batch, 1)))
-
-
-def _sweep_tiles(model: nn.Module, resolved: Sequence[ResolvedSite], batch: Any, b: int, make: Callable,
-                 metric: Metric, tgt: Any, forward: Callable | None, k: int, row: torch.Tensor,
-                 reuse: _Reuse | None = None, what: str = "patching_sweep") -> None:
-    """Fill ``row[j]`` with the metric of the run where site ``j`` gets ``make(...)``,
-    ``k`` sites per tiled forward (shared by the ablation and patching sweeps).
-
-    With ``reuse``, sites are grouped by the modules they can take from the unpatched run
-    (in a block model: by block), and each group's forwards reuse them (:mod:`scimech.prefix`).
-    """
-    groups: dict[Shortcut, list[int]] = {}
-    for j, site in enumerate(resolved):
-        groups.setdefault(reuse.plan[site.name] if reuse else Shortcut(), []).append(j)
-    recorded = reuse.recorded if reuse else {}
-    for shortcut, members in groups.items():
-        for g in range(0, len(members), k):
-            idx = members[g:g + k]
-            group = [resolved[j] for j in idx]
-            # reuse first, site hooks second: a site on a reused module patches its reused output
-            n = len(group)
-            with reusing(model, recorded, shortcut, n), _tiled(model, group, b, make, what):
-                out = run_forward(model, tile_batch(batch, n) if n > 1 else batch, forward)
-            vals = _metric_values(metric, out, tgt if tgt is None or n == 1 else tile_batch(tgt, n))
-            row[idx] = vals.reshape(len(group), b)
-
-
-@dataclass
-class _Reuse:
-    """What a sweep reuses: ``plan[site]``, and what was recorded for it in the current batch."""
-
-    plan: dict[str, Shortcut]
-    recorded: dict[tuple[str, str], Any] = field(default_factory=dict)
-
-    def n_modules(self) -> int:
-        return len({n for sc in self.plan.values() for n in sc.reused} |
-                   {sc.resume.outer for sc in self.plan.values() if sc.resume is not None})
-
-
-def _patch_sites(model: nn.Module, resolved: Sequence[ResolvedSite], base: Any, source: Mapping[str, torch.Tensor],
-                 metric: Metric, tgt: Any, forward: Callable | None, max_rows: int,
-                 reuse: _Reuse | None) -> torch.Tensor:
-    """(site, sample) metric of the ``base`` batch with each site set to ``source[site]``."""
-    b = batch_size_of(base)
-    row = torch.empty(len(resolved), b, device="cpu")  # results, bound for numpy
-    k = _sites_per_forward(len(resolved), b, max_rows)
-    _sweep_tiles(model, resolved, base, b, lambda i, s, cur: source[s.name].to(cur.dtype), metric, tgt, forward, k,
-                 row, reuse)
-    return row
-
-
-def _plan_reuse(model: nn.Module, batch: Any, resolved: Sequence[ResolvedSite], forward: Callable | None,
-                enabled: bool) -> tuple[_Reuse | None, dict[str, Any]]:
-    """Trace the model once and decide what each site's runs reuse; attrs saying which path runs."""
-    if not enabled:
-        return None, {"sweep_path": "batched", "sweep_path_note": "reuse_prefix=False"}
-    try:
-        trace = trace_calls(model, batch, forward)
-    except Exception as err:  # the optimisation is off; the sweep itself reports real errors
-        return None, {"sweep_path": "batched",
-                      "sweep_path_note": f"tracing the model failed ({type(err).__name__}: {err})"}
-    plan = {s.name: trace.shortcut(s) for s in resolved}
-    if not any(plan.values()):
-        return None, {"sweep_path": "batched", "sweep_path_note": "no module finishes before any site runs, so "
-                      "nothing can be reused (not a sequence of blocks, or the sites come first)"}
-    reuse = _Reuse(plan)
-    n_resumed = sum(sc.resume is not None for sc in plan.values())
-    return reuse, {"sweep_path": "prefix_reuse",
-                   "sweep_path_note": f"{len(resolved)} sites in {len(set(plan.values()))} groups reuse the unpatched "
-                                      f"run's outputs of {reuse.n_modules()} modules; {n_resumed} sites resume their "
-                                      "enclosing module at the site"}
-
-
-@contextmanager
-def _capturing(model: nn.Module, reuse: _Reuse | None, rows: int):
-    """Record the reused modules' outputs during the unpatched run of a batch."""
-    if reuse is None:
-        yield
-        return
-    with recording_reused(model, list(reuse.plan.values()), rows) as got:
-        yield
-    reuse.recorded = got
+def _by_call_dims(ds_vars: dict, n_sites: int, calls: list[int] | None) -> dict:
+    """Reshape (target, sample) variables to (site, call, sample) when the sweep ran by call."""
+    if calls is None:
+        return ds_vars
+    out = {}
+    for name, (dims, arr, attrs) in ds_vars.items():
+        if dims[:1] == ("site",):
+            arr = arr.reshape(n_sites, len(calls), *arr.shape[1:])
+            dims = ("site", "call", *dims[1:])
+        out[name] = (dims, arr, attrs)
+    return out
 
 
 def ablation_sweep(model: nn.Module, inputs: Any, sites: Sequence[str], metric: Metric | Callable | None = None, *,
                    method: AblationMethod = "resample", reference: Any = None, factor: float | None = None,
                    forward: Callable | None = None, batch_size: int = 256, max_rows: int = 256, seed: int = 0,
                    layouts: Mapping[str, HeadLayout] | None = None, target: torch.Tensor | None = None,
-                   reuse_prefix: bool = True, axes=None) -> xr.Dataset:
+                   reuse_prefix: bool = True, axes=None, calls: Calls = "error", by_call: bool = False) -> xr.Dataset:
     """Ablate each site in turn and measure a per-sample metric.
 
     Parameters are those of :func:`ablate` and :func:`patching_sweep`; sites share
-    tiled forward passes (``max_rows`` rows each) and reuse the unablated part of the
-    forward pass (``reuse_prefix``) as in :func:`patching_sweep`. With
-    ``method="resample"`` one draw of reference rows per batch serves every site.
+    tiled forward passes (``max_rows`` rows each, after a check that the rows of a batch
+    do not interact, :mod:`scimech.sweep`) and reuse the unablated part of the forward pass
+    (``reuse_prefix``) as in :func:`patching_sweep`. With ``method="resample"`` one draw of
+    reference rows per batch serves every site and every call.
+
+    ``calls`` (:mod:`scimech.calls`): ``"error"``, ``"all"``, ``"last"`` (the last call of
+    the unablated run; the ablated run must make as many), an index or a list.
+    ``by_call=True`` ablates each call alone (with ``calls="all"`` or a list): the effect of
+    each step of a rollout, on a ``call`` dim.
 
     Returns
     -------
     xr.Dataset
-        dims ``("site", "sample")``: ``baseline`` (no ablation, dim sample), ``ablated``,
-        ``effect = ablated - baseline``; attrs ``method``, ``metric``, ``factor``, ``seed``,
-        ``sweep_path``, ``sweep_path_note``.
+        dims ``("site", "sample")`` (``("site", "call", "sample")`` by call): ``baseline``
+        (no ablation, dim sample), ``ablated``, ``effect = ablated - baseline``; attrs
+        ``method``, ``metric``, ``factor``, ``seed``, ``calls``, ``sweep_path``,
+        ``sweep_path_note``, ``row_check``.
     """
     m = resolve_method(method, reference=reference, factor=factor, verb="ablation_sweep")
+    policy = parse_calls(calls, "ablation_sweep")
     sites = _as_list(sites)
     metric = as_metric(metric)
     n_inputs = batch_size_of(inputs) if is_one_batch(inputs) else None
@@ -337,10 +285,13 @@ def ablation_sweep(model: nn.Module, inputs: Any, sites: Sequence[str], metric: 
     resolved = [resolve_site(model, s, layouts, axes) for s in sites]
     refs = {}
     if m.needs_reference:
-        refs = reference_activations(model, reference, sites, forward=forward, layouts=layouts, axes=axes)
+        refs = reference_activations(model, reference, sites, forward=forward, layouts=layouts, axes=axes,
+                                     calls="all" if by_call and policy.mode == "all" else policy)
+    ref_policy = CallPolicy("all") if by_call and policy.mode == "all" else policy
     gen = torch.Generator(device="cpu").manual_seed(seed)
     base_vals, abl_vals = [], []
-    reuse, path = None, {}
+    reuse, path, check = None, {}, RowCheck()
+    targets, call_list = None, None
     was = model.training
     model.eval()
     try:
@@ -349,13 +300,18 @@ def ablation_sweep(model: nn.Module, inputs: Any, sites: Sequence[str], metric: 
                 b = batch_size_of(batch)
                 tgt = None if target is None else target[start:start + b]
                 if start == 0:
-                    reuse, path = _plan_reuse(model, batch, resolved, forward, reuse_prefix)
-                with _capturing(model, reuse, b):
-                    base_vals.append(_metric_values(metric, run_forward(model, batch, forward), tgt))
-                row = torch.empty(len(sites), b, device="cpu")  # results, bound for numpy
-                k = _sites_per_forward(len(sites), b, max_rows)
-                # one resampling draw per batch, shared by every site: sample j is replaced by the
-                # same reference sample at every site (a paired comparison across sites), and a
+                    reuse, path = plan_reuse(model, batch, resolved, forward, reuse_prefix)
+                counting = policy.mode == "last" or (by_call and policy.mode == "all")
+                with capturing(model, reuse, b), count_calls(resolved, counting) as counts:
+                    base = metric_values(metric, run_forward(model, batch, forward), tgt)
+                base_vals.append(base)
+                last = {s: n - 1 for s, n in counts.items()} if policy.mode == "last" else {}
+                if targets is None:
+                    targets, call_list = targets_for(resolved, policy, by_call, counts)
+                row = torch.empty(len(targets), b, device="cpu")  # results, bound for numpy
+                k = sites_per_forward(len(targets), b, max_rows)
+                # one resampling draw per batch, shared by every site and call: sample j is replaced by
+                # the same reference sample at every site (a paired comparison across sites), and a
                 # single-batch sweep equals ablate(model, site, seed=seed) site by site
                 draws = {}
                 if m.name == "resample":
@@ -364,26 +320,31 @@ def ablation_sweep(model: nn.Module, inputs: Any, sites: Sequence[str], metric: 
                     draws = {s.name: shared if shared is not None else draw_rows(gen, refs[s.name].shape[0], b)
                              for s in resolved}
 
-                def make(i, s, cur, draws=draws):
-                    return _replacement(m, s, cur, refs.get(s.name), factor, None, draws.get(s.name))
+                def make(i, s, cur, call, draws=draws):
+                    ref = _ref_at(refs.get(s.name), cur, ref_policy, call, s.name)
+                    return _replacement(m, s, cur, ref, factor, None, draws.get(s.name))
 
-                _sweep_tiles(model, resolved, batch, b, make, metric, tgt, forward, k, row, reuse, "ablation_sweep")
+                sweep_tiles(model, targets, batch, b, make, metric, tgt, forward, k, row, reuse, "ablation_sweep",
+                            last, check, base)
                 abl_vals.append(row)
     finally:
         model.train(was)
     baseline = torch.cat(base_vals).numpy()
     ablated = torch.cat(abl_vals, dim=1).numpy()
+    data = _by_call_dims({
+        "ablated": (("site", "sample"), ablated, {"description": f"{metric.name} with the site ablated"}),
+        "effect": (("site", "sample"), ablated - baseline[None], {"description": "ablated - baseline"}),
+    }, len(sites), call_list)
+    data["baseline"] = (("sample",), baseline, {"description": f"{metric.name} without ablation"})
+    coords = {"site": sites, "sample": np.arange(baseline.shape[0])}
+    if call_list is not None:
+        coords["call"] = call_list
     ds = xr.Dataset(
-        {
-            "baseline": (("sample",), baseline, {"description": f"{metric.name} without ablation"}),
-            "ablated": (("site", "sample"), ablated, {"description": f"{metric.name} with the site ablated"}),
-            "effect": (("site", "sample"), ablated - baseline[None], {"description": "ablated - baseline"}),
-        },
-        coords={"site": sites, "sample": np.arange(baseline.shape[0])},
+        data, coords=coords,
         attrs={"method": method, "metric": metric.name, "factor": "None" if factor is None else float(factor),
-               "seed": seed, "description": "ablation sweep", **path},
+               "seed": seed, "calls": str(policy), "description": "ablation sweep", **path, **check.attrs()},
     )
-    return ds
+    return ds[["baseline", "ablated", "effect"]]
 
 
 def _patching_inputs(model: nn.Module, clean: Any, corrupted: Any, sites: Sequence[str], metric, direction: str,
@@ -411,7 +372,7 @@ def patching_sweep(model: nn.Module, clean: Any, corrupted: Any, sites: Sequence
                    metric: Metric | Callable | None = None, *, direction: Literal["denoising", "noising"] = "denoising",
                    forward: Callable | None = None, batch_size: int = 64, max_rows: int = 256,
                    target: torch.Tensor | None = None, layouts: Mapping[str, HeadLayout] | None = None,
-                   reuse_prefix: bool = True, axes=None) -> xr.Dataset:
+                   reuse_prefix: bool = True, axes=None, calls: Calls = "error", by_call: bool = False) -> xr.Dataset:
     """Activation patching at each site, in one direction.
 
     Parameters
@@ -447,6 +408,13 @@ def patching_sweep(model: nn.Module, clean: Any, corrupted: Any, sites: Sequence
         are then grouped by block. The results are those of full forward passes up to
         float rounding; ``False`` runs every patched pass in full. The reused outputs of
         one batch are held in memory (about one activation per block).
+    calls
+        For sites that run several times per forward pass (:mod:`scimech.calls`):
+        ``"error"`` (default), ``"all"``, ``"last"`` (each run's last call), an index or a
+        list; call ``c`` of the run patched into gets call ``c`` of the source run.
+    by_call
+        Patch each call alone (``calls="all"`` or a list): a ``call`` dim, the effect of each
+        step of a rollout.
 
     Returns
     -------
@@ -455,13 +423,18 @@ def patching_sweep(model: nn.Module, clean: Any, corrupted: Any, sites: Sequence
         dim sample), ``patched``, ``effect`` (patched minus the unpatched run of the
         direction) and ``normalized_effect = (patched - corrupted) / (clean - corrupted)``
         (1: the clean behaviour, 0: the corrupted one; NaN where clean == corrupted);
-        attrs ``method``, ``direction``, ``metric``, ``sweep_path`` (``"prefix_reuse"`` or
-        ``"batched"``: which path ran) and ``sweep_path_note`` (what was reused, or why not).
+        attrs ``method``, ``direction``, ``metric``, ``calls``, ``sweep_path`` (``"prefix_reuse"``,
+        ``"batched"`` or ``"per_site"``: which path ran), ``sweep_path_note`` (what was
+        reused, or why not) and ``row_check`` (whether the rows of a tiled batch were found
+        independent, :mod:`scimech.sweep`).
     """
     sites, metric, n_clean, target, resolved = _patching_inputs(model, clean, corrupted, sites, metric, direction,
                                                                 target, layouts, axes)
+    policy = parse_calls(calls, "patching_sweep")
     clean_v, corr_v, patched_v = [], [], []
-    reuse, path = None, {}
+    reuse, path, check = None, {}, RowCheck()
+    targets, call_list = None, None
+    counting = policy.mode == "last" or (by_call and policy.mode == "all")
     was = model.training
     model.eval()
     try:
@@ -473,16 +446,21 @@ def patching_sweep(model: nn.Module, clean: Any, corrupted: Any, sites: Sequence
                 tgt = None if target is None else target[start:stop]
                 src, base = (cb, xb) if direction == "denoising" else (xb, cb)
                 if start == 0:
-                    reuse, path = _plan_reuse(model, base, resolved, forward, reuse_prefix)
-                with Recorder(model, resolved) as rec:         # the activations patched in
-                    out_src = _metric_values(metric, run_forward(model, src, forward), tgt)
+                    reuse, path = plan_reuse(model, base, resolved, forward, reuse_prefix)
+                # the activations patched in: every call kept where calls are chosen
+                with Recorder(model, resolved, calls="error" if policy.mode == "error" else "all") as rec:
+                    out_src = metric_values(metric, run_forward(model, src, forward), tgt)
                 source = dict(rec.canonical)
                 rec.check_fired("patching_sweep")
-                with _capturing(model, reuse, b):              # the run patched into
-                    out_base = _metric_values(metric, run_forward(model, base, forward), tgt)
+                with capturing(model, reuse, b), count_calls(resolved, counting) as counts:  # the run patched into
+                    out_base = metric_values(metric, run_forward(model, base, forward), tgt)
+                last = {s: n - 1 for s, n in counts.items()} if policy.mode == "last" else {}
+                if targets is None:
+                    targets, call_list = targets_for(resolved, policy, by_call, counts)
                 clean_v.append(out_src if direction == "denoising" else out_base)
                 corr_v.append(out_base if direction == "denoising" else out_src)
-                patched_v.append(_patch_sites(model, resolved, base, source, metric, tgt, forward, max_rows, reuse))
+                patched_v.append(patch_sites(model, targets, base, source, metric, tgt, forward, max_rows, reuse,
+                                             last, check, out_base))
     finally:
         model.train(was)
     c = torch.cat(clean_v).numpy()
@@ -490,17 +468,21 @@ def patching_sweep(model: nn.Module, clean: Any, corrupted: Any, sites: Sequence
     p = torch.cat(patched_v, dim=1).numpy()
     base = x if direction == "denoising" else c
     norm = normalized_effect(p, c, x)
-    return xr.Dataset(
-        {
-            "clean": (("sample",), c, {"description": f"{metric.name} on the clean input"}),
-            "corrupted": (("sample",), x, {"description": f"{metric.name} on the corrupted input"}),
-            "patched": (("site", "sample"), p, {"description": f"{metric.name} with the site patched"}),
-            "effect": (("site", "sample"), p - base[None], {"description": "patched minus the unpatched run"}),
-            "normalized_effect": (("site", "sample"), norm,
-                                  {"description": "(patched - corrupted) / (clean - corrupted)"}),
-        },
-        coords={"site": sites, "sample": np.arange(c.shape[0])},
-        attrs={"method": "activation_patching", "direction": direction, "metric": metric.name,
+    data = _by_call_dims({
+        "patched": (("site", "sample"), p, {"description": f"{metric.name} with the site patched"}),
+        "effect": (("site", "sample"), p - base[None], {"description": "patched minus the unpatched run"}),
+        "normalized_effect": (("site", "sample"), norm,
+                              {"description": "(patched - corrupted) / (clean - corrupted)"}),
+    }, len(sites), call_list)
+    data["clean"] = (("sample",), c, {"description": f"{metric.name} on the clean input"})
+    data["corrupted"] = (("sample",), x, {"description": f"{metric.name} on the corrupted input"})
+    coords = {"site": sites, "sample": np.arange(c.shape[0])}
+    if call_list is not None:
+        coords["call"] = call_list
+    ds = xr.Dataset(
+        data, coords=coords,
+        attrs={"method": "activation_patching", "direction": direction, "metric": metric.name, "calls": str(policy),
                "description": "denoising: corrupted run with clean activations (sufficiency); "
-                              "noising: clean run with corrupted activations (necessity)", **path},
+                              "noising: clean run with corrupted activations (necessity)", **path, **check.attrs()},
     )
+    return ds[["clean", "corrupted", "patched", "effect", "normalized_effect"]]

@@ -16,6 +16,7 @@ last site has fired.
 from __future__ import annotations
 
 import os
+import warnings
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -26,9 +27,7 @@ import torch
 import xarray as xr
 from torch import nn
 
-import warnings
-
-from .calls import Calls, CallPolicy, current_pass, parse_calls, repeat_message
+from .calls import CallPolicy, Calls, current_pass, parse_calls, repeat_message
 from .errors import DimensionError, SiteCalledTwiceError
 from .hooks import HookSet, StopForward, batch_size_of, check_fired, iter_batches, run_forward
 from .layout import Axes

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 import scimech as sm
-from scimech.errors import SiteCalledTwiceError
+from scimech.errors import SiteCalledTwiceError, SiteNeverRanError
 
 from .helpers import ATOL, capture, edit_output, npy, set_channel, set_cols, watch
 
@@ -126,9 +126,18 @@ def test_ablate_acts_on_every_call(shared, method):
         with edit_output(model.shared, first_call_only):
             once = npy(model(x))
         kwargs = {"factor": 3.0} if method == "scale" else {}
-        with sm.ablate(model, "shared.units[1]", method=method, **kwargs):
+        with sm.ablate(model, "shared.units[1]", method=method, calls="all", **kwargs):
             got = npy(model(x))
+        with sm.ablate(model, "shared.units[1]", method=method, calls=0, **kwargs):
+            got_first = npy(model(x))
+        with pytest.raises(SiteCalledTwiceError, match="calls="):   # the default assumes nothing
+            with sm.ablate(model, "shared.units[1]", method=method, **kwargs):
+                model(x)
+        with pytest.raises(SiteNeverRanError, match=r"\[2\]"):     # a call the pass never reaches
+            with sm.ablate(model, "shared.units[1]", method=method, calls=2, **kwargs):
+                model(x)
     np.testing.assert_allclose(got, expect, atol=ATOL)
+    np.testing.assert_allclose(got_first, once, atol=ATOL)
     assert np.abs(once - expect).max() > 1e-4  # editing one call only would be told apart
 
 
@@ -143,7 +152,7 @@ def test_fno_blocks_run_twice(fno):
     with torch.no_grad():
         with edit_output(fno.model.fno_blocks, lambda t: set_channel(t, 3, 0.0)):
             expect = npy(fno.model(x))
-        with sm.ablate(fno.model, "fno_blocks.channels[3]", method="zero", axes="batch channel y x"):
+        with sm.ablate(fno.model, "fno_blocks.channels[3]", method="zero", axes="batch channel y x", calls="all"):
             got = npy(fno.model(x))
     np.testing.assert_allclose(got, expect, atol=ATOL)
 
@@ -160,6 +169,6 @@ def test_vit_layer_calls_its_dropout_twice(vit):
     with torch.no_grad():
         with edit_output(vit.model.get_submodule(s), lambda t: set_cols(t, slice(0, 4), 0.0)):
             expect = npy(vit.metric(vit.model(x)))
-        with sm.ablate(vit.model, f"{s}.units[0,1,2,3]", method="zero"):
+        with sm.ablate(vit.model, f"{s}.units[0,1,2,3]", method="zero", calls="all"):
             got = npy(vit.metric(vit.model(x)))
     np.testing.assert_allclose(got, expect, atol=ATOL)

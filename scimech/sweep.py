@@ -1,0 +1,318 @@
+"""The machinery of the sweeps: tiled forward passes, the row check, prefix reuse, call targets.
+
+:func:`~scimech.intervene.ablation_sweep`, :func:`~scimech.intervene.patching_sweep` and the
+verification of :func:`~scimech.atp.attribution_patching` change one site per run. Rather
+than one forward pass per site, the batch is tiled: ``k`` copies in one pass, copy ``i``
+with site ``i`` changed. That is only right when the rows of a batch do not interact, which
+many scientific models break: message passing over a graph whose connectivity is passed
+separately (the copies run on another graph), an adaptive ODE solver (one step-size control
+for every row), batch statistics, attention or pooling across the batch. So the first tiled
+pass of a sweep carries one more copy, left unchanged, and its metric must equal the
+untiled run's (to 1e-5 of the metric's scale); where it does not, or where the tiled pass
+fails, every site gets a forward pass of its own, and the result says so in its attrs
+(``row_check``, ``sweep_path="per_site"``).
+
+A *target* is a site with the calls it changes (:mod:`scimech.calls`); with ``by_call`` a
+sweep has one target per (site, call), the effect of each step of a rollout.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from .calls import CallPolicy, repeat_message
+from .errors import DataValidationError, SiteCalledTwiceError, SiteNeverRanError
+from .hooks import HookSet, batch_size_of, check_fired, run_forward, tile_batch
+from .metrics import Metric
+from .prefix import Shortcut, recording_reused, reusing, trace_calls
+from .sites import ResolvedSite
+
+__all__ = ["Target", "Reuse", "RowCheck", "metric_values", "sites_per_forward", "sweep_tiles", "patch_sites",
+           "plan_reuse", "capturing", "count_calls", "targets_for"]
+
+#: how far the unchanged copy of the first tiled pass may differ from the untiled run, relative
+#: to the metric's scale: rounding of kernels that split rows differently is ~1e-7; rows coupled
+#: through an adaptive solver's step control differ by ~1e-4, through a graph by O(1)
+ROW_CHECK_RTOL = 1e-5
+
+
+@dataclass(frozen=True)
+class Target:
+    """One site of a sweep with the calls it changes (``policy``)."""
+
+    site: ResolvedSite
+    policy: CallPolicy
+
+
+def targets_for(resolved: Sequence[ResolvedSite], policy: CallPolicy, by_call: bool,
+                counts: Mapping[str, int] | None) -> tuple[list[Target], list[int] | None]:
+    """The targets of a sweep and, with ``by_call``, the call indices (one target per site and call)."""
+    if not by_call:
+        return [Target(s, policy) for s in resolved], None
+    if policy.mode == "index":
+        calls = list(policy.indices)
+    elif policy.mode == "all":
+        n = set((counts or {}).values())
+        if len(n) != 1:
+            raise DataValidationError(f"by_call=True with calls='all': the sites run different numbers of times per "
+                                      f"forward pass ({dict(counts or {})}); give the calls as a list.")
+        calls = list(range(n.pop()))
+    else:
+        raise ValueError("by_call=True needs calls='all' or a list of call indices (one effect per call).")
+    return [Target(s, CallPolicy("index", (c,))) for s in resolved for c in calls], calls
+
+
+@dataclass
+class RowCheck:
+    """Whether tiling is right for this model: ``None`` until checked, then the verdict."""
+
+    coupled: bool | None = None
+    note: str = ""
+
+    def attrs(self) -> dict[str, str]:
+        if self.coupled is None:
+            return {"row_check": "not needed: one site per forward pass, nothing tiled"}
+        if self.coupled:
+            return {"row_check": f"coupled: {self.note}", "sweep_path": "per_site",
+                    "sweep_path_note": "rows of a tiled batch interact, so every site ran in a forward pass of its "
+                                       "own (no tiling, no prefix reuse)"}
+        return {"row_check": f"independent: {self.note}"}
+
+
+@contextmanager
+def _tiled(targets: Sequence[Target], block: int, n_tiles: int, make: Callable, what: str, model: nn.Module,
+           last: Mapping[str, int]):
+    """Hooks where tile ``i`` (rows ``i*block:(i+1)*block``) gets ``make(i, site, current, call)``
+    at the calls target ``i`` changes; tiles beyond the targets are left unchanged.
+
+    Targets on the same module and port share one hook, which copies the tensor once and
+    writes each target's tile in place. A site that never ran, or never reached a call asked
+    for, raises :class:`~scimech.errors.SiteNeverRanError` (``what``: the verb).
+    """
+    groups: dict[tuple[int, str], list[tuple[int, Target]]] = {}
+    rows = block * n_tiles
+    for i, tg in enumerate(targets):
+        groups.setdefault((id(tg.site.module), tg.site.port), []).append((i, tg))
+
+    with ExitStack() as stack:
+        hooksets = []
+        for members in groups.values():
+            h = HookSet([members[0][1].site], None)
+
+            def fn(_s: ResolvedSite, t: torch.Tensor, _members=members, _h=h):
+                c = _h.call
+                acting = []
+                for i, tg in _members:
+                    if tg.policy.mode == "error" and c >= 1:
+                        raise SiteCalledTwiceError(repeat_message(tg.site.name, tg.site.module, model, what))
+                    if tg.policy.acts(c, last.get(tg.site.name)):
+                        acting.append((i, tg.site))
+                if not acting:
+                    return None
+                if t.shape[0] != rows:
+                    raise DataValidationError(
+                        f"Site {_s.name!r} has a leading dim of {t.shape[0]}, but the tiled batch has {rows} rows. "
+                        "Sweeps need activations batched on dim 0: use batch_first=True modules, or a forward= "
+                        "that transposes sequence-first tensors."
+                    )
+                out = t.clone()
+                for i, s in acting:
+                    tile = out[i * block:(i + 1) * block]
+                    s.assign_(tile, make(i, s, s.select(tile), c))
+                return out
+
+            h.fn = fn
+            hooksets.append((stack.enter_context(h), members))
+        yield
+        for h, members in hooksets:
+            name0 = members[0][1].site.name
+            check_fired({tg.site.name: h.fired[name0] for _, tg in members}, what)
+            h._close_pass()
+            for counts in h.passes:
+                n = counts.get(name0, 0)
+                for _, tg in members:
+                    pol = tg.policy
+                    if pol.mode == "index" and max(pol.indices) >= n:
+                        raise SiteNeverRanError(
+                            f"{what}: site {tg.site.name!r} ran {n} time(s) in a forward pass, so call(s) "
+                            f"{[i for i in pol.indices if i >= n]} never happened there (calls= counts from 0).")
+                    if pol.mode == "last" and tg.site.name in last and n != last[tg.site.name] + 1:
+                        raise SiteNeverRanError(
+                            f"{what}: site {tg.site.name!r} ran {last[tg.site.name] + 1} times in the unchanged run "
+                            f"but {n} times in the changed one (an adaptive solver's steps?), so 'the last call' is "
+                            "not one step of both runs. Give a fixed call index (calls=k).")
+
+
+def metric_values(metric: Metric, out: Any, target: Any) -> torch.Tensor:
+    v = metric(out, target)
+    if not isinstance(v, torch.Tensor) or v.dim() != 1:
+        raise ValueError(f"The metric {metric.name!r} must return a 1-D tensor (one value per sample).")
+    return v.detach().float().cpu()
+
+
+def sites_per_forward(n_sites: int, batch: int, max_rows: int) -> int:
+    return max(1, min(n_sites, max_rows // max(batch, 1)))
+
+
+def _close(a: torch.Tensor, b: torch.Tensor) -> tuple[bool, float]:
+    scale = max(1.0, float(b.abs().max())) if b.numel() else 1.0
+    diff = float((a - b).abs().max()) if a.numel() else 0.0
+    ok = a.shape == b.shape and bool(torch.isfinite(a).all() == torch.isfinite(b).all()) and diff <= ROW_CHECK_RTOL * scale
+    return ok, diff / scale
+
+
+def sweep_tiles(model: nn.Module, targets: Sequence[Target], batch: Any, b: int, make: Callable, metric: Metric,
+                tgt: Any, forward: Callable | None, k: int, row: torch.Tensor, reuse: Reuse | None = None,
+                what: str = "patching_sweep", last: Mapping[str, int] | None = None,
+                check: RowCheck | None = None, baseline: torch.Tensor | None = None) -> None:
+    """Fill ``row[j]`` with the metric of the run where target ``j`` gets ``make(...)``,
+    ``k`` targets per tiled forward (shared by the ablation and patching sweeps).
+
+    With ``reuse``, targets are grouped by the modules they can take from the unchanged run
+    (in a block model: by block), and each group's forwards reuse them (:mod:`scimech.prefix`).
+    ``check``: the sweep's row check; the first tiled pass carries an unchanged copy whose
+    metric must equal ``baseline`` (the untiled run), else ``k`` drops to 1 and no module is
+    reused from then on.
+    """
+    last = last or {}
+    if check is not None and check.coupled:
+        k, reuse = 1, None
+    groups: dict[Shortcut, list[int]] = {}
+    for j, tg in enumerate(targets):
+        groups.setdefault(reuse.plan[tg.site.name] if reuse else Shortcut(), []).append(j)
+    recorded = reuse.recorded if reuse else {}
+    pending = [(shortcut, members[g:g + k]) for shortcut, members in groups.items() for g in range(0, len(members), k)]
+    while pending:
+        shortcut, idx = pending.pop(0)
+        group = [targets[j] for j in idx]
+        n = len(group)
+        control = check is not None and check.coupled is None and n > 1 and baseline is not None
+        tiles = n + int(control)
+        try:
+            # reuse first, site hooks second: a site on a reused module patches its reused output
+            with reusing(model, recorded, shortcut, tiles), _tiled(group, b, tiles, make, what, model, last):
+                out = run_forward(model, tile_batch(batch, tiles) if tiles > 1 else batch, forward)
+            vals = metric_values(metric, out, tgt if tgt is None or tiles == 1 else tile_batch(tgt, tiles))
+            if control:
+                vals = vals.reshape(tiles, -1)
+                ok, rel = _close(vals[-1], baseline)
+                check.coupled = not ok
+                check.note = (f"an unchanged copy in the first tiled pass of {tiles} copies gave the untiled run's "
+                              f"{metric.name} to {rel:.1e} of its scale" if ok else
+                              f"an unchanged copy in a tiled pass of {tiles} copies changed {metric.name} by {rel:.1e} "
+                              "of its scale (rows interact: a graph passed separately, an adaptive solver, "
+                              "batch statistics or attention across the batch)")
+                vals = vals[:-1]
+        except (SiteCalledTwiceError, SiteNeverRanError):
+            raise
+        except Exception as err:  # noqa: BLE001 - a tiled pass that fails: the rows are not independent
+            if not control:
+                raise
+            check.coupled = True
+            check.note = f"the tiled forward pass failed ({type(err).__name__}: {str(err)[:160]})"
+        if check is not None and check.coupled:
+            # every target again, one forward pass each, nothing reused
+            pending = [(Shortcut(), [j]) for j in range(len(targets))]
+            recorded, k = {}, 1
+            check = None  # checked once; the rest runs plainly
+            continue
+        row[idx] = vals.reshape(n, -1)
+
+
+@dataclass
+class Reuse:
+    """What a sweep reuses: ``plan[site]``, and what was recorded for it in the current batch."""
+
+    plan: dict[str, Shortcut]
+    recorded: dict[tuple[str, str], Any] = field(default_factory=dict)
+
+    def n_modules(self) -> int:
+        return len({n for sc in self.plan.values() for n in sc.reused} |
+                   {sc.resume.outer for sc in self.plan.values() if sc.resume is not None})
+
+
+def source_at(source: torch.Tensor, policy: CallPolicy, call: int) -> torch.Tensor:
+    """The source activation for call ``call``: ``source`` recorded with every call stacked on
+    dim 1 (policies other than ``"error"``), or one call (``"error"``)."""
+    if policy.mode == "error":
+        return source
+    if policy.mode == "last":
+        return source[:, -1]
+    if call >= source.shape[1]:
+        raise DataValidationError(f"The source run has {source.shape[1]} call(s) of the site but the patched run "
+                                  f"reached call {call} (a number of calls that depends on the input).")
+    return source[:, call]
+
+
+def patch_sites(model: nn.Module, targets: Sequence[Target], base: Any, source: Mapping[str, torch.Tensor],
+                metric: Metric, tgt: Any, forward: Callable | None, max_rows: int, reuse: Reuse | None,
+                last: Mapping[str, int] | None = None, check: RowCheck | None = None,
+                baseline: torch.Tensor | None = None) -> torch.Tensor:
+    """(target, sample) metric of the ``base`` batch with each target set to ``source[site]``."""
+    b = batch_size_of(base)
+    n_out = len(baseline) if baseline is not None else b
+    row = torch.empty(len(targets), n_out, device="cpu")  # results, bound for numpy
+    k = sites_per_forward(len(targets), b, max_rows)
+    pol = {tg.site.name: tg.policy for tg in targets}
+
+    def make(i, s, cur, call):
+        src = source_at(source[s.name], CallPolicy("error") if pol[s.name].mode == "error" else pol[s.name], call)
+        return src.to(cur.dtype)
+
+    sweep_tiles(model, targets, base, b, make, metric, tgt, forward, k, row, reuse, "patching_sweep", last, check,
+                baseline)
+    return row
+
+
+def plan_reuse(model: nn.Module, batch: Any, resolved: Sequence[ResolvedSite], forward: Callable | None,
+               enabled: bool) -> tuple[Reuse | None, dict[str, Any]]:
+    """Trace the model once and decide what each site's runs reuse; attrs saying which path runs."""
+    if not enabled:
+        return None, {"sweep_path": "batched", "sweep_path_note": "reuse_prefix=False"}
+    try:
+        trace = trace_calls(model, batch, forward)
+    except Exception as err:  # the optimisation is off; the sweep itself reports real errors
+        return None, {"sweep_path": "batched",
+                      "sweep_path_note": f"tracing the model failed ({type(err).__name__}: {err})"}
+    plan = {s.name: trace.shortcut(s) for s in resolved}
+    if not any(plan.values()):
+        return None, {"sweep_path": "batched", "sweep_path_note": "no module finishes before any site runs, so "
+                      "nothing can be reused (not a sequence of blocks, or the sites come first)"}
+    reuse = Reuse(plan)
+    n_resumed = sum(sc.resume is not None for sc in plan.values())
+    return reuse, {"sweep_path": "prefix_reuse",
+                   "sweep_path_note": f"{len(resolved)} sites in {len(set(plan.values()))} groups reuse the unpatched "
+                                      f"run's outputs of {reuse.n_modules()} modules; {n_resumed} sites resume their "
+                                      "enclosing module at the site"}
+
+
+@contextmanager
+def capturing(model: nn.Module, reuse: Reuse | None, rows: int):
+    """Record the reused modules' outputs during the unpatched run of a batch."""
+    if reuse is None:
+        yield
+        return
+    with recording_reused(model, list(reuse.plan.values()), rows) as got:
+        yield
+    reuse.recorded = got
+
+
+@contextmanager
+def count_calls(resolved: Sequence[ResolvedSite], enabled: bool = True):
+    """Count the calls of each site in the forward passes of the block: yields a dict filled on
+    exit with the calls of each site in the last pass."""
+    got: dict[str, int] = {}
+    if not enabled:
+        yield got
+        return
+    with HookSet(resolved, lambda s, t: None) as h:
+        yield got
+    h._close_pass()
+    if h.passes:
+        got.update(h.passes[-1])
