@@ -54,6 +54,7 @@ from .hooks import (
     batch_size_of,
     check_fired,
     first_tensor,
+    is_graph_batch,
     override_forward,
     run_forward,
     slice_batch,
@@ -62,6 +63,7 @@ from .intervene import _patching_inputs, normalized_effect, patching_sweep
 from .metrics import Metric
 from .prefix import trace_calls
 from .record import Recorder
+from .samples import Samples, per_sample, require_samples, sample_index
 from .sites import HeadLayout, ResolvedSite
 from .sweep import Reuse as _Reuse
 from .sweep import RowCheck, Target, capturing, metric_values, patch_sites, plan_reuse, source_at
@@ -242,7 +244,7 @@ def attribution_patching(model: nn.Module, clean: Any, corrupted: Any, sites: Se
                          batch_size: int = 64, target: torch.Tensor | None = None,
                          layouts: Mapping[str, HeadLayout] | None = None, qk_fix: bool = True,
                          graddrop: bool = False, verify_top: int = 0, max_rows: int = 256,
-                         axes=None, calls: Calls = "error") -> xr.Dataset:
+                         axes=None, calls: Calls = "error", samples: Samples = None) -> xr.Dataset:
     """Estimated activation-patching effect of every site (AtP / AtP*), optionally verified.
 
     Parameters
@@ -264,6 +266,13 @@ def attribution_patching(model: nn.Module, clean: Any, corrupted: Any, sites: Se
         (default), ``"all"``, ``"last"``, an index or a list. The estimate of patching several
         calls is the sum of the first-order terms of each call (call ``c`` gets the source's
         call ``c``); the QK fix applies to sites that run once.
+
+    samples
+        Which rows are one sample (:mod:`scimech.samples`; a graph batch's own ``batch`` by
+        default). Per-row estimates are summed per sample, as is a metric that returns one
+        value per row. Without it the rows of the first batch are checked for interaction
+        (graph nodes, an adaptive solver): a per-row gradient of a summed metric would mix
+        rows that interact, so that is an error naming ``samples=``.
 
     Complex activations (spectral coefficients) use ``Re(conj(grad) * delta)``, the first-order
     change of a real metric for a complex step (torch's gradient is the conjugate form).
@@ -290,7 +299,8 @@ def attribution_patching(model: nn.Module, clean: Any, corrupted: Any, sites: Se
     qk = {s.name: a for s in resolved if qk_fix and policy.mode == "error" and (a := _qk_attention(model, s)) is not None}
     clean_v, corr_v, est_v, gd_v = [], [], [], []
     # one batch: the verification patches the base run kept here (no new reference runs)
-    keep = bool(verify_top) and n_clean <= batch_size and policy.mode in ("error", "index")
+    keep = bool(verify_top) and n_clean <= batch_size and policy.mode in ("error", "index") and samples is None \
+        and not is_graph_batch(clean)
     last: _Batch | None = None
     blocks: list[str] = []
     was = model.training
@@ -303,9 +313,13 @@ def attribution_patching(model: nn.Module, clean: Any, corrupted: Any, sites: Se
                                  "(x = block(x)); none was found. Use graddrop=False.")
         for start in range(0, n_clean, batch_size):
             stop = min(start + batch_size, n_clean)
+            if start == 0:
+                first_base = slice_batch(corrupted if direction == "denoising" else clean, start, stop)
+                require_samples(model, first_base, forward, samples, "attribution_patching",
+                                "A per-sample first-order effect")
             last = _estimate_batch(model, slice_batch(clean, start, stop), slice_batch(corrupted, start, stop),
                                    None if target is None else target[start:stop], resolved, metric, qk, blocks,
-                                   direction=direction, forward=forward, keep=keep, policy=policy)
+                                   direction=direction, forward=forward, keep=keep, policy=policy, samples=samples)
             clean_v.append(last.source_metric if direction == "denoising" else last.base_metric)
             corr_v.append(last.base_metric if direction == "denoising" else last.source_metric)
             est_v.append(last.per_run[0])
@@ -330,7 +344,7 @@ def attribution_patching(model: nn.Module, clean: Any, corrupted: Any, sites: Se
         else:
             ex = patching_sweep(model, clean, corrupted, top, metric, direction=direction, forward=forward,
                                 batch_size=batch_size, max_rows=max_rows, target=target, layouts=layouts, axes=axes,
-                                calls=policy)
+                                calls=policy, samples=samples)
             exact_patched = {s: ex["patched"].sel(site=s).values for s in top}
             path = {k: ex.attrs[k] for k in ("sweep_path", "sweep_path_note")}
         data.update(_verified(sites, exact_patched, base, c, x))
@@ -357,7 +371,7 @@ class _Batch:
 
 
 def _estimate_batch(model, clean_batch, corrupted_batch, target, resolved, metric, qk, blocks, *, direction,
-                    forward, keep, policy) -> _Batch:
+                    forward, keep, policy, samples=None) -> _Batch:
     src_batch, base_batch = (clean_batch, corrupted_batch) if direction == "denoising" else \
         (corrupted_batch, clean_batch)
     with torch.no_grad(), Recorder(model, resolved, calls="error" if policy.mode == "error" else "all") as rec:
@@ -400,8 +414,13 @@ def _estimate_batch(model, clean_batch, corrupted_batch, target, resolved, metri
         rows.append(per_run[0])
     if multi:
         per_run = [torch.cat(rows)]
-    return _Batch(metric_values(metric, out_src, target), m.detach().float().cpu(), per_run, source, base_batch,
-                  target, reuse, path, policy)
+    src_m, base_m = metric_values(metric, out_src, target), m.detach().float().cpu()
+    idx = sample_index(base_batch, samples)
+    if idx is not None:   # per-row values summed per sample
+        n = int(idx.max()) + 1
+        per_run = [per_sample(r.T, idx.cpu(), n).T for r in per_run]
+        src_m, base_m = per_sample(src_m, idx.cpu(), n), per_sample(base_m, idx.cpu(), n)
+    return _Batch(src_m, base_m, per_run, source, base_batch, target, reuse, path, policy)
 
 
 def _estimate_variables(sites, metric_name, c, x, base, effect, blocks, gd_v) -> tuple[dict, dict]:

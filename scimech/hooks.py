@@ -20,8 +20,12 @@ how often each of its sites ran; :meth:`HookSet.check_fired` raises
 reports "no effect" for an intervention that never happened.
 
 Inputs are any nesting of Tensors in dicts, lists, tuples (named or not) and dataclasses
-(a weather model's ``Batch``): :func:`map_tensors` walks them, and every tensor leaf is
-batched on dim 0.
+(a weather model's ``Batch``): :func:`map_tensors` walks them. The batch size is the rows
+of the first tensor leaf; a leaf whose first axis has another length (a grid's latitudes,
+static fields, a graph's ``edge_index``) is unbatched metadata, kept whole when a batch is
+sliced or tiled. A graph batch of PyTorch Geometric (any object with ``to_data_list``,
+``num_graphs`` and a ``from_data_list`` class method) is sliced by whole graphs and tiled as
+a disjoint union (the library's own ``from_data_list``, which offsets the edge indices).
 """
 
 from __future__ import annotations
@@ -330,9 +334,22 @@ def _leaf_tensors(obj: Any) -> Iterable[torch.Tensor]:
             yield from _leaf_tensors(getattr(obj, f.name))
 
 
+def is_graph_batch(batch: Any) -> bool:
+    """A batch of graphs in PyTorch Geometric's form (``Batch``)."""
+    return (hasattr(batch, "to_data_list") and hasattr(type(batch), "from_data_list")
+            and isinstance(getattr(batch, "num_graphs", None), int))
+
+
+def n_samples_of(batch: Any) -> int:
+    """Samples in ``batch``: graphs of a graph batch, else rows (:func:`batch_size_of`)."""
+    return batch.num_graphs if is_graph_batch(batch) else batch_size_of(batch)
+
+
 def batch_size_of(batch: Any) -> int:
     """Rows of the first Tensor (dim 0) found in ``batch``: a Tensor, or any nesting of dicts,
-    lists, tuples and dataclasses holding Tensors."""
+    lists, tuples and dataclasses holding Tensors (the nodes of a graph batch)."""
+    if is_graph_batch(batch):
+        return int(batch.num_nodes)
     for t in _leaf_tensors(batch):
         if t.dim() > 0:
             return t.shape[0]
@@ -362,30 +379,47 @@ def map_tensors(batch: Any, f: Callable[[torch.Tensor], torch.Tensor]) -> Any:
     return batch
 
 
+def _batched(batch: Any) -> Callable[[torch.Tensor], bool]:
+    """Which leaves of ``batch`` carry the batch on dim 0 (the others are unbatched metadata)."""
+    try:
+        rows = batch_size_of(batch)
+    except TypeError:
+        return lambda t: t.dim() > 0
+    return lambda t: t.dim() > 0 and t.shape[0] == rows
+
+
 def slice_batch(batch: Any, start: int, stop: int) -> Any:
-    """Rows ``start:stop`` of every Tensor in ``batch``."""
-    return map_tensors(batch, lambda t: t[start:stop])
+    """Samples ``start:stop`` of ``batch``: rows of every batched Tensor (unbatched leaves kept
+    whole), or whole graphs of a graph batch."""
+    if is_graph_batch(batch):
+        return type(batch).from_data_list(batch.to_data_list()[start:stop])
+    batched = _batched(batch)
+    return map_tensors(batch, lambda t: t[start:stop] if batched(t) else t)
 
 
 def tile_batch(batch: Any, times: int) -> Any:
-    """Repeat every Tensor of ``batch`` ``times`` times along dim 0 (block by block)."""
-    return map_tensors(batch, lambda t: t.repeat(times, *([1] * (t.dim() - 1))))
+    """``times`` copies of ``batch`` one after the other: every batched Tensor repeated along
+    dim 0 block by block (unbatched leaves kept whole), a graph batch as a disjoint union."""
+    if is_graph_batch(batch):
+        return type(batch).from_data_list(batch.to_data_list() * times)
+    batched = _batched(batch)
+    return map_tensors(batch, lambda t: t.repeat(times, *([1] * (t.dim() - 1))) if batched(t) else t)
 
 
 def is_one_batch(inputs: Any) -> bool:
     """Whether ``inputs`` is one batch (a Tensor, dict, tuple or dataclass) rather than an iterable of batches."""
-    return isinstance(inputs, (torch.Tensor, Mapping, tuple)) or (
+    return isinstance(inputs, (torch.Tensor, Mapping, tuple)) or is_graph_batch(inputs) or (
         dataclasses.is_dataclass(inputs) and not isinstance(inputs, type))
 
 
 def iter_batches(inputs: Any, batch_size: int):
     """Yield ``(start, batch)`` from a Tensor / dict / tuple batched on dim 0, or from an iterable of batches."""
     if is_one_batch(inputs):
-        n = batch_size_of(inputs)
+        n = n_samples_of(inputs)
         for start in range(0, n, batch_size):
             yield start, slice_batch(inputs, start, min(start + batch_size, n))
         return
     start = 0
     for batch in inputs:
         yield start, batch
-        start += batch_size_of(batch)
+        start += n_samples_of(batch)

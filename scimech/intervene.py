@@ -38,9 +38,18 @@ from torch import nn
 from .ablation import AblationMethod, Method, check_reference, draw_rows, resolve_method
 from .calls import CallPolicy, Calls, current_pass, parse_calls
 from .errors import DataValidationError
-from .hooks import HookSet, batch_size_of, is_one_batch, iter_batches, run_forward, slice_batch
+from .hooks import (
+    HookSet,
+    batch_size_of,
+    is_one_batch,
+    iter_batches,
+    n_samples_of,
+    run_forward,
+    slice_batch,
+)
 from .metrics import Metric, as_metric
 from .record import Recorder, _site_dims
+from .samples import Samples, per_sample, require_samples, sample_index
 from .sites import HeadLayout, ResolvedSite, resolve_site
 from .sweep import (
     RowCheck,
@@ -117,6 +126,30 @@ def _ref_at(ref: torch.Tensor | None, cur: torch.Tensor, policy: CallPolicy | No
     return ref[:, pos]
 
 
+def _check_samples(model: nn.Module, m: Method, reference: Any, sites: Sequence[str], forward: Callable | None,
+                   samples: Samples, verb: str) -> None:
+    """Mean and resample treat the rows of the reference and the run as samples: check it."""
+    if not m.needs_reference:
+        return
+    given = isinstance(reference, Mapping) and all(isinstance(reference.get(s), torch.Tensor) for s in sites)
+    if samples is None and not given and is_one_batch(reference):
+        n = n_samples_of(reference)
+        require_samples(model, slice_batch(reference, 0, min(n, 64)), forward, None, verb,
+                        f"method={m.name!r} (averaging or swapping rows as samples)")
+    if m.name == "resample":
+        if isinstance(samples, torch.Tensor):
+            idx = samples
+        elif is_one_batch(reference) and not given:
+            idx = sample_index(reference, samples)
+        else:
+            idx = None
+        if idx is not None and idx.unique().numel() != idx.numel():
+            raise DataValidationError(
+                f"{verb}: method='resample' with samples of several rows each (graphs, point clouds) would have to "
+                "match rows between samples of different sizes and orders; it is not available. Use method='mean' "
+                "(the mean over every reference row) or method='zero'.")
+
+
 def _replacement(m: Method, site: ResolvedSite, current: torch.Tensor, ref: torch.Tensor | None,
                  factor: float | None, gen: torch.Generator | None, rows: torch.Tensor | None = None) -> torch.Tensor:
     """``m``'s replacement of one site's activation: resampling uses ``rows`` (reference rows,
@@ -131,7 +164,8 @@ def _replacement(m: Method, site: ResolvedSite, current: torch.Tensor, ref: torc
 @contextmanager
 def ablate(model: nn.Module, sites: str | Sequence[str], *, method: AblationMethod = "resample",
            reference: Any = None, factor: float | None = None, seed: int = 0, forward: Callable | None = None,
-           layouts: Mapping[str, HeadLayout] | None = None, axes=None, calls: Calls = "error"):
+           layouts: Mapping[str, HeadLayout] | None = None, axes=None, calls: Calls = "error",
+           samples: Samples = None):
     """Ablate activations at ``sites`` for every forward pass inside the block.
 
     Parameters
@@ -158,6 +192,12 @@ def ablate(model: nn.Module, sites: str | Sequence[str], *, method: AblationMeth
         ``c``; reference activations ``{site: tensor}`` shaped like one call serve every call.
         Resampling draws reference rows once per forward pass: a sample is driven by one
         reference sample at every call.
+    samples
+        Which rows are one sample (:mod:`scimech.samples`): mean and resample treat rows as
+        samples, so without it the reference inputs are first checked for rows that interact
+        (graph nodes, an adaptive solver), and an error names ``samples=`` where they do.
+        With samples of several rows (graphs), ``"mean"`` is the mean over every reference
+        row; ``"resample"`` is refused.
 
     Leaving the block raises :class:`~scimech.errors.SiteNeverRanError` if a site never ran
     in it, or never reached a call asked for: an ablation that never happened has no effect
@@ -166,6 +206,7 @@ def ablate(model: nn.Module, sites: str | Sequence[str], *, method: AblationMeth
     m = resolve_method(method, reference=reference, factor=factor, verb="ablate")
     policy = parse_calls(calls, "ablate", allow_last=False)
     sites = _as_list(sites)
+    _check_samples(model, m, reference, sites, forward, samples, "ablate")
     resolved = [resolve_site(model, s, layouts, axes) for s in sites]
     refs: dict[str, torch.Tensor] = {}
     if m.needs_reference:
@@ -254,7 +295,8 @@ def ablation_sweep(model: nn.Module, inputs: Any, sites: Sequence[str], metric: 
                    method: AblationMethod = "resample", reference: Any = None, factor: float | None = None,
                    forward: Callable | None = None, batch_size: int = 256, max_rows: int = 256, seed: int = 0,
                    layouts: Mapping[str, HeadLayout] | None = None, target: torch.Tensor | None = None,
-                   reuse_prefix: bool = True, axes=None, calls: Calls = "error", by_call: bool = False) -> xr.Dataset:
+                   reuse_prefix: bool = True, axes=None, calls: Calls = "error", by_call: bool = False,
+                   samples: Samples = None) -> xr.Dataset:
     """Ablate each site in turn and measure a per-sample metric.
 
     Parameters are those of :func:`ablate` and :func:`patching_sweep`; sites share
@@ -266,7 +308,7 @@ def ablation_sweep(model: nn.Module, inputs: Any, sites: Sequence[str], metric: 
     ``calls`` (:mod:`scimech.calls`): ``"error"``, ``"all"``, ``"last"`` (the last call of
     the unablated run; the ablated run must make as many), an index or a list.
     ``by_call=True`` ablates each call alone (with ``calls="all"`` or a list): the effect of
-    each step of a rollout, on a ``call`` dim.
+    each step of a rollout, on a ``call`` dim. ``samples`` as in :func:`ablate`.
 
     Returns
     -------
@@ -279,8 +321,9 @@ def ablation_sweep(model: nn.Module, inputs: Any, sites: Sequence[str], metric: 
     m = resolve_method(method, reference=reference, factor=factor, verb="ablation_sweep")
     policy = parse_calls(calls, "ablation_sweep")
     sites = _as_list(sites)
+    _check_samples(model, m, reference, sites, forward, samples, "ablation_sweep")
     metric = as_metric(metric)
-    n_inputs = batch_size_of(inputs) if is_one_batch(inputs) else None
+    n_inputs = n_samples_of(inputs) if is_one_batch(inputs) else None
     target = _full_target(target, metric, n_inputs)
     resolved = [resolve_site(model, s, layouts, axes) for s in sites]
     refs = {}
@@ -298,17 +341,20 @@ def ablation_sweep(model: nn.Module, inputs: Any, sites: Sequence[str], metric: 
         with torch.no_grad():
             for start, batch in iter_batches(inputs, batch_size):
                 b = batch_size_of(batch)
-                tgt = None if target is None else target[start:start + b]
+                tgt = None if target is None else target[start:start + n_samples_of(batch)]
                 if start == 0:
                     reuse, path = plan_reuse(model, batch, resolved, forward, reuse_prefix)
                 counting = policy.mode == "last" or (by_call and policy.mode == "all")
+                idx = sample_index(batch, samples)
+                agg = None if idx is None else (lambda v, _i=idx: per_sample(v, _i))
                 with capturing(model, reuse, b), count_calls(resolved, counting) as counts:
                     base = metric_values(metric, run_forward(model, batch, forward), tgt)
+                base = base if agg is None else agg(base)
                 base_vals.append(base)
                 last = {s: n - 1 for s, n in counts.items()} if policy.mode == "last" else {}
                 if targets is None:
                     targets, call_list = targets_for(resolved, policy, by_call, counts)
-                row = torch.empty(len(targets), b, device="cpu")  # results, bound for numpy
+                row = torch.empty(len(targets), len(base), device="cpu")  # results, bound for numpy
                 k = sites_per_forward(len(targets), b, max_rows)
                 # one resampling draw per batch, shared by every site and call: sample j is replaced by
                 # the same reference sample at every site (a paired comparison across sites), and a
@@ -325,7 +371,7 @@ def ablation_sweep(model: nn.Module, inputs: Any, sites: Sequence[str], metric: 
                     return _replacement(m, s, cur, ref, factor, None, draws.get(s.name))
 
                 sweep_tiles(model, targets, batch, b, make, metric, tgt, forward, k, row, reuse, "ablation_sweep",
-                            last, check, base)
+                            last, check, base, agg)
                 abl_vals.append(row)
     finally:
         model.train(was)
@@ -354,7 +400,7 @@ def _patching_inputs(model: nn.Module, clean: Any, corrupted: Any, sites: Sequen
         raise ValueError(f"direction must be 'denoising' or 'noising'; got {direction!r}.")
     sites = _as_list(sites)
     metric = as_metric(metric)
-    n_clean, n_corr = batch_size_of(clean), batch_size_of(corrupted)
+    n_clean, n_corr = n_samples_of(clean), n_samples_of(corrupted)
     if n_clean != n_corr:
         raise DataValidationError(f"clean has {n_clean} rows and corrupted {n_corr}; patching needs pairs.")
     target = _full_target(target, metric, n_clean)
@@ -372,7 +418,8 @@ def patching_sweep(model: nn.Module, clean: Any, corrupted: Any, sites: Sequence
                    metric: Metric | Callable | None = None, *, direction: Literal["denoising", "noising"] = "denoising",
                    forward: Callable | None = None, batch_size: int = 64, max_rows: int = 256,
                    target: torch.Tensor | None = None, layouts: Mapping[str, HeadLayout] | None = None,
-                   reuse_prefix: bool = True, axes=None, calls: Calls = "error", by_call: bool = False) -> xr.Dataset:
+                   reuse_prefix: bool = True, axes=None, calls: Calls = "error", by_call: bool = False,
+                   samples: Samples = None) -> xr.Dataset:
     """Activation patching at each site, in one direction.
 
     Parameters
@@ -415,6 +462,9 @@ def patching_sweep(model: nn.Module, clean: Any, corrupted: Any, sites: Sequence
     by_call
         Patch each call alone (``calls="all"`` or a list): a ``call`` dim, the effect of each
         step of a rollout.
+    samples
+        Which rows are one sample (:mod:`scimech.samples`; a graph batch's own ``batch`` by
+        default): a metric that returns one value per row is summed per sample.
 
     Returns
     -------
@@ -442,25 +492,29 @@ def patching_sweep(model: nn.Module, clean: Any, corrupted: Any, sites: Sequence
             for start in range(0, n_clean, batch_size):
                 stop = min(start + batch_size, n_clean)
                 cb, xb = slice_batch(clean, start, stop), slice_batch(corrupted, start, stop)
-                b = stop - start
+                b = batch_size_of(cb)
                 tgt = None if target is None else target[start:stop]
                 src, base = (cb, xb) if direction == "denoising" else (xb, cb)
                 if start == 0:
                     reuse, path = plan_reuse(model, base, resolved, forward, reuse_prefix)
                 # the activations patched in: every call kept where calls are chosen
+                idx = sample_index(base, samples)
+                agg = None if idx is None else (lambda v, _i=idx: per_sample(v, _i))
                 with Recorder(model, resolved, calls="error" if policy.mode == "error" else "all") as rec:
                     out_src = metric_values(metric, run_forward(model, src, forward), tgt)
+                out_src = out_src if agg is None else agg(out_src)
                 source = dict(rec.canonical)
                 rec.check_fired("patching_sweep")
                 with capturing(model, reuse, b), count_calls(resolved, counting) as counts:  # the run patched into
                     out_base = metric_values(metric, run_forward(model, base, forward), tgt)
+                out_base = out_base if agg is None else agg(out_base)
                 last = {s: n - 1 for s, n in counts.items()} if policy.mode == "last" else {}
                 if targets is None:
                     targets, call_list = targets_for(resolved, policy, by_call, counts)
                 clean_v.append(out_src if direction == "denoising" else out_base)
                 corr_v.append(out_base if direction == "denoising" else out_src)
                 patched_v.append(patch_sites(model, targets, base, source, metric, tgt, forward, max_rows, reuse,
-                                             last, check, out_base))
+                                             last, check, out_base, agg))
     finally:
         model.train(was)
     c = torch.cat(clean_v).numpy()

@@ -30,6 +30,8 @@ for every site). Without one, a layout is inferred only where there is no guess 
   layer, or of a module containing such a layer whose output had this activation's shape
   (an ``nn.Sequential`` block of a U-Net): ``batch channel ...`` (spatial axes ``x``,
   ``y x``, ``z y x``);
+- the output of a torch ``Linear``, ``LayerNorm``, ``RMSNorm`` or ``Embedding`` of any rank:
+  the features are its last axis (``batch position_1 ... feature``);
 - anything else with 4 or more axes (a neural-operator block, a 4-D tensor of a custom
   module) is refused with a :class:`~scimech.errors.DimensionError` that names ``axes=``.
 
@@ -62,6 +64,8 @@ _CHANNEL_FIRST: tuple[type[nn.Module], ...] = (
     nn.AdaptiveAvgPool1d, nn.AdaptiveAvgPool2d, nn.AdaptiveAvgPool3d, nn.AdaptiveMaxPool1d,
     nn.AdaptiveMaxPool2d, nn.AdaptiveMaxPool3d, nn.Upsample, nn.PixelShuffle,
 )
+#: layers whose output's last axis is their feature axis, whatever the other axes are
+_LAST_AXIS_FEATURES: tuple[type[nn.Module], ...] = (nn.Linear, nn.Bilinear, nn.LayerNorm, nn.RMSNorm, nn.Embedding)
 #: layers that make channels-first tensors inside a container, with their spatial rank
 _RANKED: dict[type[nn.Module], int] = {
     nn.Conv1d: 1, nn.ConvTranspose1d: 1, nn.BatchNorm1d: 1, nn.InstanceNorm1d: 1,
@@ -223,6 +227,8 @@ def infer_axes(module: nn.Module, t: torch.Tensor, site: str = "") -> Axes:
         return Axes(("batch", "feature"))
     if nd == 3:
         return Axes(("batch", "position", "feature"))
+    if isinstance(module, _LAST_AXIS_FEATURES):   # a Linear / LayerNorm acts on the last axis: no guess
+        return Axes(("batch", *(f"position_{i}" for i in range(1, nd - 1)), "feature"))
     raise DimensionError(
         f"Site {site!r} ({type(module).__name__}) gives a {nd}-D activation {tuple(t.shape)}, and scimech cannot "
         "tell which axis holds the features. Declare its layout, e.g. "
@@ -234,8 +240,18 @@ def not_a_batch(site: str, shape: tuple[int, ...], rows: int) -> DimensionError:
     """The error for an activation whose first axis is not the batch of the forward pass."""
     hint = ""
     if shape[0] % rows == 0 and shape[0] > rows:
-        hint = (f" {shape[0]} = {rows} x {shape[0] // rows}: if each sample's windows are packed on the first axis "
-                f"(windowed attention such as Swin), declare axes={{{site!r}: 'batch*window position feature'}}.")
+        # name every axis after the first in the order of this shape; which one holds the features
+        # cannot be told from sizes, so both readings of a 3-D tensor are offered
+        rest = len(shape) - 1
+        if rest == 2:
+            example = ("'batch*window position feature' if the last axis holds the features, or "
+                       "'batch*window feature position' if the second does")
+        else:
+            names = " ".join(f"position_{i}" for i in range(1, rest)) + " feature"
+            example = f"'batch*window {names}' (move 'feature' to the axis that holds the features)"
+        hint = (f" {shape[0]} = {rows} x {shape[0] // rows}: if each sample's windows, channels or patches are "
+                f"packed on the first axis (windowed attention, a time-series transformer that packs channels into "
+                f"rows), declare axes={{{site!r}: ...}}: {example}.")
     return DimensionError(
         f"Site {site!r} has shape {shape}, whose first axis ({shape[0]} rows) is not the batch of {rows} samples."
         f"{hint} Sequence-first tensors: use batch_first=True modules, or a forward= that transposes them.")

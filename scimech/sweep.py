@@ -170,7 +170,8 @@ def _close(a: torch.Tensor, b: torch.Tensor) -> tuple[bool, float]:
 def sweep_tiles(model: nn.Module, targets: Sequence[Target], batch: Any, b: int, make: Callable, metric: Metric,
                 tgt: Any, forward: Callable | None, k: int, row: torch.Tensor, reuse: Reuse | None = None,
                 what: str = "patching_sweep", last: Mapping[str, int] | None = None,
-                check: RowCheck | None = None, baseline: torch.Tensor | None = None) -> None:
+                check: RowCheck | None = None, baseline: torch.Tensor | None = None,
+                per_sample: Callable[[torch.Tensor], torch.Tensor] | None = None) -> None:
     """Fill ``row[j]`` with the metric of the run where target ``j`` gets ``make(...)``,
     ``k`` targets per tiled forward (shared by the ablation and patching sweeps).
 
@@ -199,8 +200,10 @@ def sweep_tiles(model: nn.Module, targets: Sequence[Target], batch: Any, b: int,
             with reusing(model, recorded, shortcut, tiles), _tiled(group, b, tiles, make, what, model, last):
                 out = run_forward(model, tile_batch(batch, tiles) if tiles > 1 else batch, forward)
             vals = metric_values(metric, out, tgt if tgt is None or tiles == 1 else tile_batch(tgt, tiles))
+            vals = vals.reshape(tiles, -1)
+            if per_sample is not None:   # per-row values summed per sample, tile by tile
+                vals = torch.stack([per_sample(v) for v in vals])
             if control:
-                vals = vals.reshape(tiles, -1)
                 ok, rel = _close(vals[-1], baseline)
                 check.coupled = not ok
                 check.note = (f"an unchanged copy in the first tiled pass of {tiles} copies gave the untiled run's "
@@ -253,7 +256,8 @@ def source_at(source: torch.Tensor, policy: CallPolicy, call: int) -> torch.Tens
 def patch_sites(model: nn.Module, targets: Sequence[Target], base: Any, source: Mapping[str, torch.Tensor],
                 metric: Metric, tgt: Any, forward: Callable | None, max_rows: int, reuse: Reuse | None,
                 last: Mapping[str, int] | None = None, check: RowCheck | None = None,
-                baseline: torch.Tensor | None = None) -> torch.Tensor:
+                baseline: torch.Tensor | None = None,
+                per_sample: Callable[[torch.Tensor], torch.Tensor] | None = None) -> torch.Tensor:
     """(target, sample) metric of the ``base`` batch with each target set to ``source[site]``."""
     b = batch_size_of(base)
     n_out = len(baseline) if baseline is not None else b
@@ -266,7 +270,7 @@ def patch_sites(model: nn.Module, targets: Sequence[Target], base: Any, source: 
         return src.to(cur.dtype)
 
     sweep_tiles(model, targets, base, b, make, metric, tgt, forward, k, row, reuse, "patching_sweep", last, check,
-                baseline)
+                baseline, per_sample)
     return row
 
 

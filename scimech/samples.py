@@ -1,0 +1,123 @@
+"""Which rows of a batch are one sample, checked rather than assumed.
+
+Mean and resample ablation average or swap *samples*, and attribution patching gives a
+per-sample effect. Where the first axis of a batch holds nodes of graphs, points of point
+clouds or rows coupled by the model (an adaptive ODE solver's step-size control, batch
+statistics, attention across the batch), rows are not independent samples. So:
+
+- ``samples=`` says which rows belong to which sample: a 1-D integer tensor (one sample
+  index per row, like PyTorch Geometric's ``batch`` vector), the name of the input field
+  holding it (``"batch"``), or a callable ``batch -> tensor``. For a PyG graph batch it
+  defaults to the batch's own ``batch`` vector. ``torch.arange(n)`` declares every row its
+  own sample (accepting the coupling of, e.g., an adaptive solver).
+- Without it, :func:`rows_interact` checks on one batch that the first half of the rows
+  alone gives the outputs it gives within the whole batch; if not, the verb raises a
+  :class:`~scimech.errors.DataValidationError` naming ``samples=``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+from torch import nn
+
+from .errors import DataValidationError
+from .hooks import batch_size_of, is_graph_batch, map_tensors, run_forward, slice_batch
+
+__all__ = ["Samples", "sample_index", "rows_interact", "require_samples", "per_sample"]
+
+Samples = torch.Tensor | str | Callable[[Any], torch.Tensor] | None
+
+#: relative difference (to the output's scale) above which rows are taken to interact; kernel
+#: rounding on other batch sizes is ~1e-7, an adaptive solver's shared steps ~1e-4
+ROWS_RTOL = 1e-5
+
+
+def sample_index(batch: Any, samples: Samples) -> torch.Tensor | None:
+    """Each row's sample in ``batch`` (``None``: every row is its own sample)."""
+    if samples is None:
+        return batch.batch if is_graph_batch(batch) else None
+    if isinstance(samples, torch.Tensor):
+        idx = samples
+    elif isinstance(samples, str):
+        idx = batch[samples] if isinstance(batch, Mapping) else getattr(batch, samples, None)
+        if idx is None:
+            raise DataValidationError(f"samples={samples!r}: the input batch has no field {samples!r}; name the field "
+                                      "that holds each row's sample index, or pass the index tensor itself.")
+    elif callable(samples):
+        idx = samples(batch)
+    else:
+        raise TypeError(f"samples= must be a tensor, a field name or a callable; got {type(samples).__name__}.")
+    if not isinstance(idx, torch.Tensor) or idx.dim() != 1 or idx.is_floating_point():
+        raise DataValidationError("samples= must give a 1-D integer tensor: the sample of each row.")
+    rows = batch_size_of(batch)
+    if idx.shape[0] != rows:
+        raise DataValidationError(f"samples= gives {idx.shape[0]} row indices but the batch has {rows} rows.")
+    return idx.long()
+
+
+def per_sample(values: torch.Tensor, index: torch.Tensor | None, n: int | None = None) -> torch.Tensor:
+    """Per-row values summed per sample (``index``: each row's sample); values that are
+    already one per sample pass through."""
+    if index is None or values.shape[0] != index.shape[0]:
+        return values
+    n = int(index.max()) + 1 if n is None else n
+    out = torch.zeros(n, *values.shape[1:], dtype=values.dtype, device=values.device)
+    return out.index_add_(0, index.to(values.device), values)
+
+
+def _leaves(obj: Any) -> list[torch.Tensor]:
+    out: list[torch.Tensor] = []
+    map_tensors(obj, lambda t: out.append(t) or t)
+    return out
+
+
+def rows_interact(model: nn.Module, batch: Any, forward: Callable | None = None) -> str | None:
+    """Why the rows of ``batch`` are not independent samples, or ``None`` if the first half of
+    its rows alone gives the outputs it gives within the whole batch (one extra forward pass)."""
+    try:
+        b = batch_size_of(batch)
+    except TypeError:
+        return None
+    if b < 2 or is_graph_batch(batch):
+        return None
+    h = b // 2
+    with torch.no_grad():
+        full = _leaves(run_forward(model, batch, forward))
+        try:
+            half = _leaves(run_forward(model, slice_batch(batch, 0, h), forward))
+        except Exception as err:  # noqa: BLE001 - the rows cannot even run apart
+            return f"the first {h} of {b} rows cannot run without the others ({type(err).__name__}: {str(err)[:120]})"
+    pairs = [(f, s) for f, s in zip(full, half, strict=False) if f.dim() and f.shape[0] == b]
+    if not pairs or len(full) != len(half):
+        return f"the output is not batched on its first axis like the {b} input rows"
+    for f, s in pairs:
+        if s.shape != f[:h].shape:
+            return f"the first {h} rows alone give an output of shape {tuple(s.shape)}, not {tuple(f[:h].shape)}"
+        f, s = f[:h].detach(), s.detach()
+        if f.is_floating_point() or f.is_complex():
+            scale = max(1.0, float(f.abs().max())) if f.numel() else 1.0
+            diff = float((f - s).abs().max()) if f.numel() else 0.0
+            if not diff <= ROWS_RTOL * scale:
+                return (f"the first {h} of {b} rows alone give outputs that differ by {diff / scale:.1e} of their scale "
+                        "from the same rows within the whole batch")
+        elif not torch.equal(f, s):
+            return f"the first {h} of {b} rows alone give other outputs than within the whole batch"
+    return None
+
+
+def require_samples(model: nn.Module, batch: Any, forward: Callable | None, samples: Samples, verb: str,
+                    why: str) -> None:
+    """Raise a :class:`DataValidationError` naming ``samples=`` when rows interact and no
+    ``samples=`` says what a sample is."""
+    if samples is not None or is_graph_batch(batch):
+        return
+    reason = rows_interact(model, batch, forward)
+    if reason is not None:
+        raise DataValidationError(
+            f"{verb}: the rows of the first axis are not independent samples: {reason} (message passing over a "
+            "graph, an adaptive solver's step-size control, batch statistics or attention across the batch). "
+            f"{why} would mix them. Pass samples= (each row's sample index, e.g. a graph batch's `batch` vector, "
+            "or torch.arange(n) to declare every row its own sample and accept the coupling).")
