@@ -140,7 +140,7 @@ def run_shift(out: str | Path, *, seed: int = 0, gru_steps: int = 400, k: int = 
         # mean ablation: the state's mean over every step of these windows (the site runs once a step)
         states = torch.as_tensor(acts[which].values.reshape(-1, acts[which].shape[-1]))
         return splice_fidelity(model, batches[which], SITE, dictionary, reference={SITE: states},
-                               n_bootstrap=n_bootstrap, seed=seed)
+                               n_bootstrap=n_bootstrap, seed=seed, calls="all")
 
     shift, fixed = measure_shift(dic, acts["in_distribution"], acts["shifted"], fidelity=fidelity)
 

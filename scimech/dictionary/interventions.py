@@ -28,6 +28,7 @@ import torch
 import xarray as xr
 from torch import nn
 
+from ..calls import Calls, parse_calls
 from ..hooks import HookSet, iter_batches, run_forward
 from ..intervene import ablate
 from ..sites import HeadLayout, ResolvedSite, resolve_site
@@ -46,8 +47,12 @@ def _check_width(site: ResolvedSite, cur: torch.Tensor, width: int, what: str) -
 
 @contextmanager
 def splice(model: nn.Module, site: str, dictionary: SparseDictionary, *, layouts: Mapping[str, HeadLayout] | None = None,
-           axes=None):
-    """Replace the site's activation by the dictionary's reconstruction inside the block."""
+           axes=None, calls: Calls = "error"):
+    """Replace the site's activation by the dictionary's reconstruction inside the block.
+
+    ``calls`` (:mod:`scimech.calls`): for a site that runs several times per forward pass
+    (a recurrent state at every step), ``"all"``, an index or a list; ``"error"`` by default."""
+    policy = parse_calls(calls, "splice", allow_last=False)
     resolved = resolve_site(model, site, layouts, axes)
 
     def fn(s: ResolvedSite, t: torch.Tensor):
@@ -57,7 +62,7 @@ def splice(model: nn.Module, site: str, dictionary: SparseDictionary, *, layouts
             recon = dictionary(cur.reshape(-1, cur.shape[-1]).to(dictionary.W_dec.dtype))
         return s.replace(t, recon.reshape(cur.shape).to(cur.dtype))
 
-    with HookSet([resolved], fn, model=model) as hooks:
+    with HookSet([resolved], fn, model=model, calls=policy, verb="splice") as hooks:
         yield
     hooks.check_fired("splice")
 
@@ -137,7 +142,7 @@ def _outputs(model: nn.Module, inputs: Any, forward: Callable | None, batch_size
 
 def splice_fidelity(model: nn.Module, inputs: Any, site: str, dictionary: SparseDictionary, *, reference: Any = None,
                     forward: Callable | None = None, batch_size: int = 256, n_bootstrap: int = 1000, seed: int = 0,
-                    layouts: Mapping[str, HeadLayout] | None = None, axes=None) -> xr.Dataset:
+                    layouts: Mapping[str, HeadLayout] | None = None, axes=None, calls: Calls = "error") -> xr.Dataset:
     """Causal fidelity of the dictionary at ``site``: the model's output with the site spliced,
     zero-ablated and mean-ablated (``reference``: inputs for the mean, default ``inputs``),
     each as the mean squared change from the clean output per sample; fidelity
@@ -146,18 +151,18 @@ def splice_fidelity(model: nn.Module, inputs: Any, site: str, dictionary: Sparse
     (a recurrent model spliced at every step of a free run) dominate that mean, so the result
     also holds ``fidelity_vs_zero_median`` (``1 - median change(splice) / median change(zero
     ablation)``, percentile interval) and ``share_below_zero`` (the share of samples the splice
-    changes less than zero ablation).
+    changes less than zero ablation). ``calls``: the calls spliced and ablated, as in :func:`splice`.
     """
     was = model.training
     model.eval()
     try:
         clean = _outputs(model, inputs, forward, batch_size)
-        with splice(model, site, dictionary, layouts=layouts, axes=axes):
+        with splice(model, site, dictionary, layouts=layouts, axes=axes, calls=calls):
             spliced = _outputs(model, inputs, forward, batch_size)
-        with ablate(model, site, method="zero", layouts=layouts, axes=axes):
+        with ablate(model, site, method="zero", layouts=layouts, axes=axes, calls=calls):
             zeroed = _outputs(model, inputs, forward, batch_size)
         with ablate(model, site, method="mean", reference=inputs if reference is None else reference,
-                    forward=forward, layouts=layouts, axes=axes):
+                    forward=forward, layouts=layouts, axes=axes, calls=calls):
             meaned = _outputs(model, inputs, forward, batch_size)
     finally:
         model.train(was)
