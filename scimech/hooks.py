@@ -165,7 +165,7 @@ class HookSet:
     def _count(self, site: ResolvedSite) -> int:
         """Index of this call of ``site`` within the forward pass under way."""
         p = current_pass()
-        if p is None or p is not self._pass:
+        if p is not self._pass:
             self._close_pass()
             self._pass = p
         k = self._counts.get(site.name, 0)

@@ -175,7 +175,7 @@ class Recorder:
     # hooks ---------------------------------------------------------------------------
     def _capture(self, site: ResolvedSite, t: torch.Tensor) -> None:
         p = current_pass()
-        if p is None or p is not self._pass:   # a new forward pass: forget the last one's calls
+        if p is not self._pass:   # a new forward pass: forget the last one's calls
             self._reset()
             self._pass = p
         count = self._counts.get(site.name, 0)
