@@ -205,35 +205,24 @@ def _estimates(resolved: Sequence[ResolvedSite], probes: _Probes, grads: Mapping
         keys = sorted(k for k in probes.base if k[:2] == point)
         if pol.mode == "last":
             keys = keys[-1:]
-        if s.name not in qk and pol.mode != "error":
-            est = None
-            for key in keys:
-                base, g = probes.base[key], grads.get(key)
-                src = source_at(source[s.name], pol, key[2]) if pol.mode != "last" else source[s.name][:, -1]
-                if g is None:
-                    continue
-                e = _first_order(s.select(g), src.to(base.dtype) - s.select(base))
-                est = e if est is None else est + e
-            rows.append((torch.zeros(probes.base[keys[0]].shape[0]) if est is None else est).detach().float().cpu())
-            continue
-        key = keys[0]
-        base = probes.base[key]
-        if s.name in qk:
+        base = probes.base[keys[0]]
+        est = torch.zeros(base.shape[0], device=base.device)
+        if s.name in qk:   # one call (qk is only used under calls="error")
             path, attn, which = qk[s.name]
             call = probes.attn_calls[path]
             g = grads.get(("attn", path))
-            patched_full = s.replace(base, source[s.name])
-            new = attn.split_heads(patched_full)
+            new = attn.split_heads(s.replace(base, source[s.name]))
             q, k = (new, call["k"]) if which == "q" else (call["q"], new)
             with torch.no_grad():
                 a_new = call["orig"](q, k, call["attn_mask"], call["key_padding_mask"], call["is_causal"])
-            delta = a_new - call["weights"]
-        else:
-            g = grads.get(key)
             if g is not None:
-                g = s.select(g)
-            delta = source[s.name].to(base.dtype) - s.select(base)
-        est = torch.zeros(base.shape[0], device=base.device) if g is None else _first_order(g, delta)
+                est = _first_order(g, a_new - call["weights"])
+        else:              # every call probed, each against the source's same call
+            for key in keys:
+                base, g = probes.base[key], grads.get(key)
+                if g is not None:
+                    src = source_at(source[s.name], pol, key[2])
+                    est = est + _first_order(s.select(g), src.to(base.dtype) - s.select(base))
         rows.append(est.detach().float().cpu())
     return torch.stack(rows)
 

@@ -33,7 +33,8 @@ from typing import Literal
 
 from torch import nn
 
-__all__ = ["Calls", "CallPolicy", "Pass", "parse_calls", "forward_pass", "current_pass", "aliases", "repeat_message"]
+__all__ = ["Calls", "CallPolicy", "Pass", "parse_calls", "forward_pass", "current_pass", "aliases", "repeat_message",
+           "shortfall"]
 
 Calls = Literal["error", "all", "last"] | int | Sequence[int]
 
@@ -127,6 +128,23 @@ class forward_pass:
         if self._token is not None:
             _PASS.reset(self._token)
         return False
+
+
+def shortfall(policy: CallPolicy, n: int, last: int | None = None) -> str | None:
+    """What a forward pass that ran a site ``n`` times lacks for ``policy`` (``None``: nothing).
+
+    ``last``: the index of the site's last call in the unchanged run (``calls="last"``)."""
+    if policy.mode == "index":
+        missing = [i for i in policy.indices if i >= n]
+        if missing:
+            return (f"ran {n} time(s) in a forward pass, so call(s) {missing} never happened there and nothing was "
+                    "recorded or changed at them (calls= counts from 0 within each pass). Choose calls below that "
+                    "count; record(..., calls='all') shows them.")
+    elif policy.mode == "last" and last is not None and n != last + 1:
+        return (f"ran {last + 1} times in the unchanged forward pass but {n} times in the changed one (a number of "
+                "calls that depends on the values, e.g. an adaptive solver's steps), so 'the last call' is not one "
+                "step of both runs. Give a fixed call index (calls=k) or use a fixed-step solver.")
+    return None
 
 
 def current_pass() -> Pass | None:

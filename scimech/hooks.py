@@ -37,7 +37,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from .calls import CallPolicy, current_pass, forward_pass, repeat_message
+from .calls import CallPolicy, current_pass, forward_pass, repeat_message, shortfall
 from .errors import SiteCalledTwiceError, SiteNeverRanError
 from .layout import batch_rows, current_rows
 from .sites import ResolvedSite
@@ -166,16 +166,23 @@ class HookSet:
         """Index of this call of ``site`` within the forward pass under way."""
         p = current_pass()
         if p is not self._pass:
-            self._close_pass()
+            self.end_pass()
             self._pass = p
         k = self._counts.get(site.name, 0)
         self._counts[site.name] = k + 1
         return k
 
-    def _close_pass(self) -> None:
+    @property
+    def pass_counts(self) -> dict[str, int]:
+        """Calls of each site in the forward pass under way (or the last one, until :meth:`end_pass`)."""
+        return self._counts
+
+    def end_pass(self) -> None:
+        """Close the forward pass under way: its counts join :attr:`passes`."""
         if self._counts:
             self.passes.append(self._counts)
         self._counts = {}
+        self._pass = None
 
     def _apply(self, site: ResolvedSite, t: torch.Tensor) -> torch.Tensor | None:
         """Run ``fn`` on the canonical view of ``t``; the new tensor in ``t``'s layout, or None."""
@@ -235,27 +242,14 @@ class HookSet:
         """Raise :class:`SiteNeverRanError` if a site never ran, or never reached a call that
         ``calls=`` asked for (``what``: the verb, for the message)."""
         check_fired(self.fired, what)
-        self._close_pass()
-        self._pass = None
-        pol = self.calls
-        if pol is None or pol.mode not in ("index", "last"):
+        self.end_pass()
+        if self.calls is None:
             return
         for counts in self.passes:
             for site in self.sites:
-                n = counts.get(site.name, 0)
-                if pol.mode == "index":
-                    missing = [i for i in pol.indices if i >= n]
-                    if missing:
-                        raise SiteNeverRanError(
-                            f"{what}: site {site.name!r} ran {n} time(s) in a forward pass, so call(s) {missing} "
-                            f"never happened there and nothing was changed at them (calls= counts from 0 within "
-                            "each pass). Choose calls below that count; record(..., calls='all') shows them.")
-                elif site.name in self.last and n != self.last[site.name] + 1:
-                    raise SiteNeverRanError(
-                        f"{what}: site {site.name!r} ran {self.last[site.name] + 1} times in the unchanged forward "
-                        f"pass but {n} times in the changed one (a number of calls that depends on the values, "
-                        "e.g. an adaptive solver's steps), so 'the last call' is not one step of both runs. "
-                        "Give a fixed call index (calls=k) or use a fixed-step solver.")
+                lack = shortfall(self.calls, counts.get(site.name, 0), self.last.get(site.name))
+                if lack:
+                    raise SiteNeverRanError(f"{what}: site {site.name!r} {lack}")
 
     def remove(self) -> None:
         while self._handles:
@@ -320,18 +314,19 @@ def run_forward(model: nn.Module, batch: Any, forward: Callable | None = None) -
         return model(batch)
 
 
-def _leaf_tensors(obj: Any) -> Iterable[torch.Tensor]:
+def leaf_tensors(obj: Any) -> Iterable[torch.Tensor]:
+    """Every Tensor of a nested batch or output (dicts, lists, tuples, dataclasses), in order."""
     if isinstance(obj, torch.Tensor):
         yield obj
     elif isinstance(obj, Mapping):
         for v in obj.values():
-            yield from _leaf_tensors(v)
+            yield from leaf_tensors(v)
     elif isinstance(obj, (tuple, list)):
         for v in obj:
-            yield from _leaf_tensors(v)
+            yield from leaf_tensors(v)
     elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         for f in dataclasses.fields(obj):
-            yield from _leaf_tensors(getattr(obj, f.name))
+            yield from leaf_tensors(getattr(obj, f.name))
 
 
 def is_graph_batch(batch: Any) -> bool:
@@ -350,7 +345,7 @@ def batch_size_of(batch: Any) -> int:
     lists, tuples and dataclasses holding Tensors (the nodes of a graph batch)."""
     if is_graph_batch(batch):
         return int(batch.num_nodes)
-    for t in _leaf_tensors(batch):
+    for t in leaf_tensors(batch):
         if t.dim() > 0:
             return t.shape[0]
     raise TypeError(f"Cannot find a batch dimension in inputs of type {type(batch).__name__}; pass a Tensor, or a "

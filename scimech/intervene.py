@@ -72,6 +72,11 @@ def _as_list(sites: str | Sequence[str]) -> list[str]:
     return [sites] if isinstance(sites, str) else list(sites)
 
 
+def _given_activations(reference: Any, sites: Sequence[str]) -> bool:
+    """Whether ``reference`` is activations already recorded, ``{site: tensor}`` for every site."""
+    return isinstance(reference, Mapping) and all(isinstance(reference.get(s), torch.Tensor) for s in sites)
+
+
 def reference_activations(model: nn.Module, reference: Any, sites: Sequence[str], *, forward: Callable | None = None,
                           layouts: Mapping[str, HeadLayout] | None = None, batch_size: int = 256,
                           axes=None, calls: Calls = "error") -> dict[str, torch.Tensor]:
@@ -83,9 +88,7 @@ def reference_activations(model: nn.Module, reference: Any, sites: Sequence[str]
     so that each call is replaced by the reference's same call."""
     sites = _as_list(sites)
     policy = parse_calls(calls, "reference_activations")
-    if isinstance(reference, Mapping) and all(s in reference for s in sites) and all(
-        isinstance(reference[s], torch.Tensor) for s in sites
-    ):
+    if _given_activations(reference, sites):
         return {s: reference[s] for s in sites}
     out: dict[str, list[torch.Tensor]] = {s: [] for s in sites}
     was = model.training
@@ -131,7 +134,7 @@ def _check_samples(model: nn.Module, m: Method, reference: Any, sites: Sequence[
     """Mean and resample treat the rows of the reference and the run as samples: check it."""
     if not m.needs_reference:
         return
-    given = isinstance(reference, Mapping) and all(isinstance(reference.get(s), torch.Tensor) for s in sites)
+    given = _given_activations(reference, sites)
     if samples is None and not given and is_one_batch(reference):
         n = n_samples_of(reference)
         require_samples(model, slice_batch(reference, 0, min(n, 64)), forward, None, verb,
@@ -278,17 +281,20 @@ def _full_target(target: Any, metric: Metric, n: int | None) -> Any:
     return t
 
 
-def _by_call_dims(ds_vars: dict, n_sites: int, calls: list[int] | None) -> dict:
-    """Reshape (target, sample) variables to (site, call, sample) when the sweep ran by call."""
-    if calls is None:
-        return ds_vars
-    out = {}
-    for name, (dims, arr, attrs) in ds_vars.items():
-        if dims[:1] == ("site",):
-            arr = arr.reshape(n_sites, len(calls), *arr.shape[1:])
-            dims = ("site", "call", *dims[1:])
-        out[name] = (dims, arr, attrs)
-    return out
+def _sweep_dataset(per_sample: dict, per_target: dict, sites: Sequence[str], calls: list[int] | None,
+                   attrs: dict) -> xr.Dataset:
+    """A sweep's result: ``per_sample`` variables ``(name: (array, description))`` on dim
+    ``sample``, ``per_target`` ones on ``(site, sample)``, or ``(site, call, sample)`` when the
+    sweep ran by call (one target per site and call)."""
+    data = {k: (("sample",), a, {"description": d}) for k, (a, d) in per_sample.items()}
+    for k, (a, d) in per_target.items():
+        if calls is None:
+            data[k] = (("site", "sample"), a, {"description": d})
+        else:
+            data[k] = (("site", "call", "sample"), a.reshape(len(sites), len(calls), -1), {"description": d})
+    n = next(iter(per_sample.values()))[0].shape[0]
+    coords = {"site": list(sites), "sample": np.arange(n)} | ({} if calls is None else {"call": calls})
+    return xr.Dataset(data, coords=coords, attrs=attrs)
 
 
 def ablation_sweep(model: nn.Module, inputs: Any, sites: Sequence[str], metric: Metric | Callable | None = None, *,
@@ -377,20 +383,13 @@ def ablation_sweep(model: nn.Module, inputs: Any, sites: Sequence[str], metric: 
         model.train(was)
     baseline = torch.cat(base_vals).numpy()
     ablated = torch.cat(abl_vals, dim=1).numpy()
-    data = _by_call_dims({
-        "ablated": (("site", "sample"), ablated, {"description": f"{metric.name} with the site ablated"}),
-        "effect": (("site", "sample"), ablated - baseline[None], {"description": "ablated - baseline"}),
-    }, len(sites), call_list)
-    data["baseline"] = (("sample",), baseline, {"description": f"{metric.name} without ablation"})
-    coords = {"site": sites, "sample": np.arange(baseline.shape[0])}
-    if call_list is not None:
-        coords["call"] = call_list
-    ds = xr.Dataset(
-        data, coords=coords,
-        attrs={"method": method, "metric": metric.name, "factor": "None" if factor is None else float(factor),
-               "seed": seed, "calls": str(policy), "description": "ablation sweep", **path, **check.attrs()},
-    )
-    return ds[["baseline", "ablated", "effect"]]
+    return _sweep_dataset(
+        {"baseline": (baseline, f"{metric.name} without ablation")},
+        {"ablated": (ablated, f"{metric.name} with the site ablated"),
+         "effect": (ablated - baseline[None], "ablated - baseline")},
+        sites, call_list,
+        {"method": method, "metric": metric.name, "factor": "None" if factor is None else float(factor),
+         "seed": seed, "calls": str(policy), "description": "ablation sweep", **path, **check.attrs()})
 
 
 def _patching_inputs(model: nn.Module, clean: Any, corrupted: Any, sites: Sequence[str], metric, direction: str,
@@ -522,21 +521,12 @@ def patching_sweep(model: nn.Module, clean: Any, corrupted: Any, sites: Sequence
     p = torch.cat(patched_v, dim=1).numpy()
     base = x if direction == "denoising" else c
     norm = normalized_effect(p, c, x)
-    data = _by_call_dims({
-        "patched": (("site", "sample"), p, {"description": f"{metric.name} with the site patched"}),
-        "effect": (("site", "sample"), p - base[None], {"description": "patched minus the unpatched run"}),
-        "normalized_effect": (("site", "sample"), norm,
-                              {"description": "(patched - corrupted) / (clean - corrupted)"}),
-    }, len(sites), call_list)
-    data["clean"] = (("sample",), c, {"description": f"{metric.name} on the clean input"})
-    data["corrupted"] = (("sample",), x, {"description": f"{metric.name} on the corrupted input"})
-    coords = {"site": sites, "sample": np.arange(c.shape[0])}
-    if call_list is not None:
-        coords["call"] = call_list
-    ds = xr.Dataset(
-        data, coords=coords,
-        attrs={"method": "activation_patching", "direction": direction, "metric": metric.name, "calls": str(policy),
-               "description": "denoising: corrupted run with clean activations (sufficiency); "
-                              "noising: clean run with corrupted activations (necessity)", **path, **check.attrs()},
-    )
-    return ds[["clean", "corrupted", "patched", "effect", "normalized_effect"]]
+    return _sweep_dataset(
+        {"clean": (c, f"{metric.name} on the clean input"), "corrupted": (x, f"{metric.name} on the corrupted input")},
+        {"patched": (p, f"{metric.name} with the site patched"),
+         "effect": (p - base[None], "patched minus the unpatched run"),
+         "normalized_effect": (norm, "(patched - corrupted) / (clean - corrupted)")},
+        sites, call_list,
+        {"method": "activation_patching", "direction": direction, "metric": metric.name, "calls": str(policy),
+         "description": "denoising: corrupted run with clean activations (sufficiency); "
+                        "noising: clean run with corrupted activations (necessity)", **path, **check.attrs()})

@@ -27,8 +27,8 @@ import torch
 import xarray as xr
 from torch import nn
 
-from .calls import CallPolicy, Calls, current_pass, parse_calls, repeat_message
-from .errors import DimensionError, SiteCalledTwiceError
+from .calls import CallPolicy, Calls, current_pass, parse_calls, shortfall
+from .errors import DimensionError
 from .hooks import HookSet, StopForward, batch_size_of, check_fired, iter_batches, run_forward
 from .layout import Axes
 from .progress import progress as _progress
@@ -133,10 +133,8 @@ class Recorder:
         self.reduce, self.detach = reduce, detach
         self.stop_early = bool(stop_early)
         self._calls: dict[str, list[torch.Tensor]] = {}
-        self._counts: dict[str, int] = {}
         self._pass = None
         self._expected: dict[str, int] | None = None  # calls needed per site before a pass may stop
-        self.passes: list[dict[str, int]] = []        # calls per site of each finished pass
         self._cache: dict[str, torch.Tensor] | None = None
         self._hooks: HookSet | None = None
         self._axes: dict[str, Axes] = {}
@@ -174,18 +172,12 @@ class Recorder:
 
     # hooks ---------------------------------------------------------------------------
     def _capture(self, site: ResolvedSite, t: torch.Tensor) -> None:
+        """Keep one call (the HookSet counts the calls, raises a second one under ``"error"`` and
+        passes on only the calls ``calls=`` asks for)."""
         p = current_pass()
         if p is not self._pass:   # a new forward pass: forget the last one's calls
             self._reset()
             self._pass = p
-        count = self._counts.get(site.name, 0)
-        self._counts[site.name] = count + 1
-        pol = self.calls
-        if count and pol.mode == "error":
-            raise SiteCalledTwiceError(repeat_message(site.name, site.module, self.model, "Recorder / record"))
-        if pol.mode == "index" and count not in pol.indices:
-            self._maybe_stop()
-            return
         x = site.select(t)
         x = _reduce(x, self.reduce, site.head_split is not None)
         if self.detach:
@@ -194,39 +186,27 @@ class Recorder:
             # a view of the live tensor: copy it, or a later in-place op of the model
             # (ReLU(inplace=True), x += ...) would silently change what we recorded
             x = x.clone()
-        if pol.stacked:
+        if self.calls.stacked:
             self._calls.setdefault(site.name, []).append(x)
         else:
             self._calls[site.name] = [x]
         self._cache = None
-        self._maybe_stop()
-
-    def _maybe_stop(self) -> None:
         exp = self._expected
-        if self.stop_early and exp is not None and all(self._counts.get(k, 0) >= n for k, n in exp.items()):
+        if self.stop_early and exp is not None and all(self._hooks.pass_counts.get(k, 0) >= n for k, n in exp.items()):
             raise StopForward
 
-    def _reset(self, *_) -> None:
-        if self._counts:
-            self.passes.append(dict(self._counts))
-        self._calls, self._counts, self._cache = {}, {}, None
+    def _reset(self) -> None:
+        self._calls, self._cache = {}, None
 
-    def _end_pass(self) -> None:
-        self._pass = None
-
-    def _finish(self, *_) -> None:
+    def _finish(self) -> None:
         """A pass ran to the end: check the calls asked for, and (once) decide the early stop."""
         self._pass = None
         pol = self.calls
-        if pol.mode == "index":
-            for s in self.resolved:
-                n = self._counts.get(s.name, 0)
-                missing = [i for i in pol.indices if i >= n]
-                if n and missing:
-                    raise DimensionError(
-                        f"record: site {s.name!r} ran {n} time(s) in a forward pass, so call(s) {missing} do not "
-                        "exist (calls= counts from 0 within each pass). Choose indices below that count, or "
-                        "calls='all' / 'last'.")
+        for s in self.resolved:
+            n = self._hooks.pass_counts.get(s.name, 0)
+            lack = shortfall(pol, n) if n else None   # a site that never ran: check_fired says so
+            if lack:
+                raise DimensionError(f"record: site {s.name!r} {lack}")
         if self._expected is None and self.stop_early:
             if pol.mode == "error":
                 self._expected = {s.name: 1 for s in self.resolved}
@@ -235,9 +215,11 @@ class Recorder:
 
     def __enter__(self) -> Recorder:
         self._expected = None
-        self.passes = []
+        # 'last' keeps overwriting, so every call reaches _capture; the others the HookSet filters
+        policy = CallPolicy("all") if self.calls.mode == "last" else self.calls
         try:
-            self._hooks = HookSet(self.resolved, lambda s, t: self._capture(s, t), model=self.model).__enter__()
+            self._hooks = HookSet(self.resolved, lambda s, t: self._capture(s, t), model=self.model, calls=policy,
+                                  verb="Recorder / record").__enter__()
             self._axes = self._hooks.axes
             # before the HookSet's own hook closes the pass: a top-level model call ends a pass here
             self._root_handles.append(self.model.register_forward_hook(self._root_done, prepend=True))
@@ -279,18 +261,13 @@ class Recorder:
         Returns the model's output, or ``None`` when the pass was stopped early.
         """
         self._reset()
+        self._hooks.end_pass()
         try:
             out = run_forward(self.model, batch, forward)
         except StopForward:
-            self._end_pass()
             return None
         self._finish()
         return out
-
-    @property
-    def last_counts(self) -> dict[str, int]:
-        """How often each site ran in the last forward pass (stopped passes: up to the stop)."""
-        return dict(self._counts)
 
 
 def _site_dims(site: ResolvedSite, axes: Axes, ndim: int, stacked: bool) -> tuple[list[str], list[int]]:

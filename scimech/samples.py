@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from .errors import DataValidationError
-from .hooks import batch_size_of, is_graph_batch, map_tensors, run_forward, slice_batch
+from .hooks import batch_size_of, is_graph_batch, leaf_tensors, run_forward, slice_batch
 
 __all__ = ["Samples", "sample_index", "rows_interact", "require_samples", "per_sample"]
 
@@ -42,7 +42,7 @@ def sample_index(batch: Any, samples: Samples) -> torch.Tensor | None:
     if isinstance(samples, torch.Tensor):
         idx = samples
     elif isinstance(samples, str):
-        idx = batch[samples] if isinstance(batch, Mapping) else getattr(batch, samples, None)
+        idx = batch.get(samples) if isinstance(batch, Mapping) else getattr(batch, samples, None)
         if idx is None:
             raise DataValidationError(f"samples={samples!r}: the input batch has no field {samples!r}; name the field "
                                       "that holds each row's sample index, or pass the index tensor itself.")
@@ -68,12 +68,6 @@ def per_sample(values: torch.Tensor, index: torch.Tensor | None, n: int | None =
     return out.index_add_(0, index.to(values.device), values)
 
 
-def _leaves(obj: Any) -> list[torch.Tensor]:
-    out: list[torch.Tensor] = []
-    map_tensors(obj, lambda t: out.append(t) or t)
-    return out
-
-
 def rows_interact(model: nn.Module, batch: Any, forward: Callable | None = None) -> str | None:
     """Why the rows of ``batch`` are not independent samples, or ``None`` if the first half of
     its rows alone gives the outputs it gives within the whole batch (one extra forward pass)."""
@@ -85,9 +79,9 @@ def rows_interact(model: nn.Module, batch: Any, forward: Callable | None = None)
         return None
     h = b // 2
     with torch.no_grad():
-        full = _leaves(run_forward(model, batch, forward))
+        full = list(leaf_tensors(run_forward(model, batch, forward)))
         try:
-            half = _leaves(run_forward(model, slice_batch(batch, 0, h), forward))
+            half = list(leaf_tensors(run_forward(model, slice_batch(batch, 0, h), forward)))
         except Exception as err:  # noqa: BLE001 - the rows cannot even run apart
             return f"the first {h} of {b} rows cannot run without the others ({type(err).__name__}: {str(err)[:120]})"
     pairs = [(f, s) for f, s in zip(full, half, strict=False) if f.dim() and f.shape[0] == b]

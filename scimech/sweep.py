@@ -26,7 +26,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from .calls import CallPolicy, repeat_message
+from .calls import CallPolicy, repeat_message, shortfall
 from .errors import DataValidationError, SiteCalledTwiceError, SiteNeverRanError
 from .hooks import HookSet, batch_size_of, check_fired, run_forward, tile_batch
 from .metrics import Metric
@@ -133,20 +133,12 @@ def _tiled(targets: Sequence[Target], block: int, n_tiles: int, make: Callable, 
         for h, members in hooksets:
             name0 = members[0][1].site.name
             check_fired({tg.site.name: h.fired[name0] for _, tg in members}, what)
-            h._close_pass()
+            h.end_pass()
             for counts in h.passes:
-                n = counts.get(name0, 0)
                 for _, tg in members:
-                    pol = tg.policy
-                    if pol.mode == "index" and max(pol.indices) >= n:
-                        raise SiteNeverRanError(
-                            f"{what}: site {tg.site.name!r} ran {n} time(s) in a forward pass, so call(s) "
-                            f"{[i for i in pol.indices if i >= n]} never happened there (calls= counts from 0).")
-                    if pol.mode == "last" and tg.site.name in last and n != last[tg.site.name] + 1:
-                        raise SiteNeverRanError(
-                            f"{what}: site {tg.site.name!r} ran {last[tg.site.name] + 1} times in the unchanged run "
-                            f"but {n} times in the changed one (an adaptive solver's steps?), so 'the last call' is "
-                            "not one step of both runs. Give a fixed call index (calls=k).")
+                    lack = shortfall(tg.policy, counts.get(name0, 0), last.get(tg.site.name))
+                    if lack:
+                        raise SiteNeverRanError(f"{what}: site {tg.site.name!r} {lack}")
 
 
 def metric_values(metric: Metric, out: Any, target: Any) -> torch.Tensor:
@@ -219,11 +211,9 @@ def sweep_tiles(model: nn.Module, targets: Sequence[Target], batch: Any, b: int,
                 raise
             check.coupled = True
             check.note = f"the tiled forward pass failed ({type(err).__name__}: {str(err)[:160]})"
-        if check is not None and check.coupled:
-            # every target again, one forward pass each, nothing reused
+        if control and check.coupled:
+            # found just now: every target again, one forward pass each, nothing reused
             pending = [(Shortcut(), [j]) for j in range(len(targets))]
-            recorded, k = {}, 1
-            check = None  # checked once; the rest runs plainly
             continue
         row[idx] = vals.reshape(n, -1)
 
@@ -317,6 +307,6 @@ def count_calls(resolved: Sequence[ResolvedSite], enabled: bool = True):
         return
     with HookSet(resolved, lambda s, t: None) as h:
         yield got
-    h._close_pass()
+    h.end_pass()
     if h.passes:
         got.update(h.passes[-1])
