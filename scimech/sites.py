@@ -22,9 +22,12 @@ of heads). Layouts are found automatically for
 many heads it has (an integer ``num_heads`` / ``n_heads`` / ``nhead`` / ``n_head`` /
 ``num_attention_heads``, on itself or on its ``config`` / ``cfg``, or a ``head_dim`` with a
 query projection) and has an output projection child: ``proj``, ``out_proj``, ``o_proj``,
-``c_proj``, ``o``, ``out``, ``dense`` or ``output.dense``, an ``nn.Linear`` or a
-Hugging Face ``Conv1D`` (``nx`` / ``nf``). This covers AION-1, timm, Hugging Face GPT-2,
-ViT and Swin, and most hand-written attention. A torch ``nn.MultiheadAttention`` applies
+``c_proj``, ``o``, ``out``, ``to_out`` (or ``to_out.0``), ``dense`` or ``output.dense``, an
+``nn.Linear`` or a Hugging Face ``Conv1D`` (``nx`` / ``nf``). An attention wrapper takes the
+head count of its self-attention child, and a self-attention module without a projection
+of its own takes its wrapper's (the sibling ``output.dense`` of Hugging Face BERT and the
+rotary ESM protein models). This covers AION-1, timm, Hugging Face GPT-2, BERT, ESM, ViT
+and Swin, and most hand-written attention. A torch ``nn.MultiheadAttention`` applies
 its ``out_proj`` functionally, so no hook there ever fires: call
 :func:`scimech.attention.decompose_attention` on the model first.
 :func:`list_sites` warns, for each attention-like module whose heads it cannot split, why
@@ -59,7 +62,7 @@ __all__ = [
 
 Port = Literal["input", "output"]
 _HEAD_ATTRS = ("num_heads", "n_heads", "nhead", "n_head", "num_attention_heads")
-_PROJ_NAMES = ("proj", "out_proj", "o_proj", "c_proj", "o", "out", "dense", "output.dense")
+_PROJ_NAMES = ("proj", "out_proj", "o_proj", "c_proj", "o", "out", "to_out", "to_out.0", "dense", "output.dense")
 
 # a selector follows a dot (or starts the site): "mlp.hidden_units" is a module path
 _SITE_RE = re.compile(
@@ -268,6 +271,11 @@ def _head_count(module: nn.Module) -> int | None:
     width = getattr(q, "out_features", None) if q is not None else None
     if isinstance(dh, int) and dh > 0 and isinstance(width, int) and width % dh == 0:
         return width // dh
+    if _looks_like_attention(module):
+        # a wrapper whose self-attention child says it (BERT's and ESM's XAttention around XSelfAttention)
+        for child in module.children():
+            if _looks_like_attention(child) and (n := _head_count(child)) is not None:
+                return n
     return None
 
 
@@ -286,7 +294,10 @@ def proj_width(proj: nn.Module, port: Port = "input") -> int | None:
     return None
 
 
-def _find_proj(module: nn.Module, path: str) -> tuple[str, nn.Module] | None:
+def _find_proj(module: nn.Module, path: str, model: nn.Module | None = None) -> tuple[str, nn.Module] | None:
+    """The output projection of an attention module: a child named like one, else (``model``
+    given) a sibling's, where the module's parent is an attention wrapper that feeds the
+    module's output to that projection (BERT / ESM: ``attention.self`` and ``attention.output.dense``)."""
     for pname in _PROJ_NAMES:
         try:
             child = module.get_submodule(pname)
@@ -294,10 +305,15 @@ def _find_proj(module: nn.Module, path: str) -> tuple[str, nn.Module] | None:
             continue
         if proj_width(child) is not None:
             return (f"{path}.{pname}" if path else pname), child
+    parent_path, _, _ = path.rpartition(".")
+    if model is not None and path:
+        parent = model.get_submodule(parent_path) if parent_path else model
+        if parent is not module and _looks_like_attention(parent):
+            return _find_proj(parent, parent_path)
     return None
 
 
-def _cannot_split(path: str, module: nn.Module) -> str | None:
+def _cannot_split(path: str, module: nn.Module, model: nn.Module | None = None) -> str | None:
     """Why an attention-like module has no automatic head layout (``None`` if it has one
     or does not look like attention)."""
     if isinstance(module, nn.MultiheadAttention):
@@ -306,7 +322,7 @@ def _cannot_split(path: str, module: nn.Module) -> str | None:
     if not _looks_like_attention(module):
         return None
     heads = _head_count(module)
-    found = _find_proj(module, path)
+    found = _find_proj(module, path, model)
     if heads is not None and found is not None:
         return None
     proj_names = ", ".join(_PROJ_NAMES)
@@ -330,7 +346,7 @@ def _auto_layout(model: nn.Module, path: str, module: nn.Module) -> HeadLayout |
     heads = _head_count(module)
     if heads is None:
         return None
-    found = _find_proj(module, path)
+    found = _find_proj(module, path, model)
     if found is None:
         return None
     return HeadLayout(path, found[0], int(heads))
@@ -344,6 +360,8 @@ def find_head_layouts(model: nn.Module) -> dict[str, HeadLayout]:
     """
     out = {}
     for name, mod in model.named_modules():
+        if any(name.startswith(f"{p}.") for p in out):   # the self-attention inside a found wrapper: same heads
+            continue
         try:
             lay = _auto_layout(model, name, mod)
         except HeadLayoutError:
@@ -382,7 +400,7 @@ def resolve_site(model: nn.Module, site: str, layouts: Mapping[str, HeadLayout] 
                             axes=declared_axes(axes, site, spec.module), channels=spec.channels)
     layout = (layouts or {}).get(spec.module) or _auto_layout(model, spec.module, module)
     if layout is None:
-        why = _cannot_split(spec.module, module) or (
+        why = _cannot_split(spec.module, module, model) or (
             "it is not an attention module scimech recognises. Pass layouts={path: HeadLayout(attn=path, "
             "proj=path + '.proj', num_heads=H)}")
         raise HeadLayoutError(f"Site {site!r}: module {spec.module!r} ({type(module).__name__}) has no known head "
@@ -426,7 +444,7 @@ def list_sites(model: nn.Module, heads: bool = True) -> list[str]:
         for path, mod in model.named_modules():
             if path in layouts or (inside and path.startswith(inside)):
                 continue
-            why = _cannot_split(path, mod)
+            why = _cannot_split(path, mod, model)
             if why is not None:
                 warnings.warn(f"list_sites: no heads listed for {path!r} ({type(mod).__name__}): {why}.",
                               HeadLayoutWarning, stacklevel=2)

@@ -67,6 +67,39 @@ def vit():
     return SimpleNamespace(model=model, metric=metric, direction=w, position=0)
 
 
+def _encoder(model, seed: int):
+    """An encoder read through a random direction of its first token's last hidden state."""
+    w = _direction(32, seed)
+
+    def metric(out, target=None):
+        return out.last_hidden_state[:, 0] @ w
+
+    return SimpleNamespace(model=model, metric=metric, direction=w, position=0)
+
+
+@pytest.fixture(scope="module")
+def bert():
+    """BERT: heads in ``attention.self`` (the head count), projected by the sibling ``attention.output.dense``."""
+    from transformers import BertConfig, BertModel
+
+    torch.manual_seed(0)
+    cfg = BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, vocab_size=64,
+                     max_position_embeddings=16, attn_implementation="eager")
+    return _encoder(BertModel(cfg, add_pooling_layer=False).eval(), 3)
+
+
+@pytest.fixture(scope="module")
+def esm():
+    """ESM (a protein language model) with rotary position embeddings: the BERT layout of heads."""
+    from transformers import EsmConfig, EsmModel
+
+    torch.manual_seed(0)
+    cfg = EsmConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, vocab_size=33,
+                    max_position_embeddings=40, position_embedding_type="rotary", pad_token_id=1, mask_token_id=32,
+                    attn_implementation="eager")
+    return _encoder(EsmModel(cfg, add_pooling_layer=False).eval(), 4)
+
+
 @pytest.fixture(scope="module")
 def swin():
     from transformers import SwinConfig, SwinModel

@@ -1,6 +1,8 @@
-"""Head sites of Hugging Face GPT2Model (Conv1D ``c_proj``, ``num_heads``) and ViTModel
-(Linear ``o_proj``, ``num_attention_heads``), found without configuration; every verb
-against hand hooks on the projection's input (the heads' outputs side by side)."""
+"""Head sites of Hugging Face GPT2Model (Conv1D ``c_proj``, ``num_heads``), ViTModel
+(Linear ``o_proj``, ``num_attention_heads``), BertModel and the rotary EsmModel (the head
+count on ``attention.self``, the projection its sibling ``attention.output.dense``), found
+without configuration; every verb against hand hooks on the projection's input (the heads'
+outputs side by side)."""
 
 from __future__ import annotations
 
@@ -30,16 +32,34 @@ B, R = 4, 5
 HEADS = [(layer, head) for layer in range(2) for head in range(4)]  # both models: 2 layers, 4 heads of 8
 
 
-@pytest.fixture(scope="module", params=["gpt2", "vit"])
+@pytest.fixture(scope="module", params=["gpt2", "vit", "bert", "esm"])
 def case(request):
-    m = request.getfixturevalue(request.param)
+    return _case(request, request.param)
+
+
+@pytest.fixture(scope="module", params=["gpt2", "vit", "esm"])
+def linear_case(request):
+    """The models whose first MLP reaches the residual stream after block 0 by additions only
+    (BERT's post-LayerNorm block does not)."""
+    return _case(request, request.param)
+
+
+def _case(request, name):
+    m = request.getfixturevalue(name)
     g = torch.Generator().manual_seed(10)
-    if request.param == "gpt2":
+    if name == "gpt2":
         def draw(n):
             return torch.randint(0, 64, (n, 6), generator=g)
 
         paths = SimpleNamespace(attn="h.{}.attn", proj=lambda layer: m.model.h[layer].attn.c_proj, mlp="h.{}.mlp",
                                 positions=6)
+    elif name in ("bert", "esm"):
+        def draw(n):   # ESM: amino-acid tokens 4..23 (no pad, mask or special token)
+            return torch.randint(4, 24, (n, 6), generator=g)
+
+        paths = SimpleNamespace(attn="encoder.layer.{}.attention",
+                                proj=lambda layer: m.model.encoder.layer[layer].attention.output.dense,
+                                mlp="encoder.layer.{}.intermediate", positions=6)
     else:
         def draw(n):
             return torch.randn(n, 3, 16, 16, generator=g)
@@ -228,9 +248,10 @@ def test_attribution_patching_is_the_first_order_estimate(case, direction):
             np.testing.assert_allclose(res.effect.sel(site=site(case, layer, h)).values, expect, atol=ATOL)
 
 
-def test_attribution_patching_is_exact_where_the_path_is_linear(case):
+def test_attribution_patching_is_exact_where_the_path_is_linear(linear_case):
     """The first block's MLP output reaches ``hidden_states[1]`` (the residual stream after
     block 0) by an addition only, so the first-order estimate is the exact patching effect."""
+    case = linear_case
     mlp = case.mlp.format(0)
 
     def metric(out, target=None):
@@ -247,3 +268,34 @@ def test_attribution_patching_is_exact_where_the_path_is_linear(case):
         with edit_output(module, lambda t: src):
             patched = npy(metric(forward(case.model, case.corrupted)))
     np.testing.assert_allclose(res.effect.sel(site=mlp).values, patched - corrupted, atol=ATOL)
+
+
+class ToOutAttention(torch.nn.Module):
+    """Attention written in the diffusers / lucidrains style: ``heads`` and ``to_out = Sequential(Linear, Dropout)``."""
+
+    def __init__(self, dim=16, heads=4):
+        super().__init__()
+        self.num_heads = heads
+        self.to_qkv = torch.nn.Linear(dim, 3 * dim)
+        self.to_out = torch.nn.Sequential(torch.nn.Linear(dim, dim), torch.nn.Dropout(0.0))
+
+    def forward(self, x):
+        b, n, d = x.shape
+        q, k, v = (t.reshape(b, n, self.num_heads, -1).transpose(1, 2) for t in self.to_qkv(x).chunk(3, -1))
+        o = torch.softmax(q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5, -1) @ v
+        return self.to_out(o.transpose(1, 2).reshape(b, n, d))
+
+
+def test_heads_found_on_a_to_out_projection():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(ToOutAttention()).eval()
+    x = torch.randn(3, 5, 16, generator=torch.Generator().manual_seed(12))
+    assert "0.heads[2]" in sm.list_sites(model)
+    proj = model[0].to_out[0]
+    with torch.no_grad():
+        with edit_input(proj, lambda t: set_cols(t, slice(8, 12), 0.0)):   # head 2 of 4, head_dim 4
+            expect = npy(model(x))
+        with sm.ablate(model, "0.heads[2]", method="zero"):
+            got = npy(model(x))
+    np.testing.assert_allclose(got, expect, atol=ATOL)
+    assert np.abs(expect - npy(model(x).detach())).max() > 1e-3   # the ablation did something
