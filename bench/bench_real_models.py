@@ -91,6 +91,7 @@ def sweeps(m: dict[str, Any]) -> dict[str, Callable[[], dict[str, np.ndarray]]]:
     def ours():
         res = patching_sweep(hf, clean, corrupted, sites, metric, batch_size=BATCH)
         m["sweep_path_note"] = res.attrs.get("sweep_path_note", "")
+        m["row_check"] = res.attrs.get("row_check", "")   # the check that tiling does not mix rows (timed with it)
         return dict(patched=res.patched.values.reshape(N_LAYERS, HEADS, BATCH), clean=res.clean.values,
                     corrupted=res.corrupted.values)
 
@@ -168,7 +169,8 @@ def measure_sweeps(m: dict[str, Any]) -> list[str]:
               f"{diff('scimech', 'transformer_lens'):.1e}, scimech vs nnsight {diff('scimech', 'nnsight'):.1e}, "
               f"TransformerLens vs nnsight {diff('transformer_lens', 'nnsight'):.1e} (float32); mean |patched - "
               f"corrupted| per head spans {effect.min():.1e} to {effect.max():.1e}. scimech's sweep path: "
-              f"{m.get('sweep_path_note', '?')}. 1-minute load average {load0:.1f} before the timed rounds, "
+              f"{m.get('sweep_path_note', '?')}; row check (inside the timed sweep): {m.get('row_check', '?')}. "
+              f"1-minute load average {load0:.1f} before the timed rounds, "
               f"{load1:.1f} after, on {os.cpu_count()} cores.", ""]
     return lines
 
