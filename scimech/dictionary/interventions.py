@@ -79,8 +79,9 @@ def steer(model: nn.Module, site: str, *, dictionary: SparseDictionary | None = 
     projection on the unit direction). ``mode``: ``"clamp"`` sets the coordinate to
     ``value``; ``"scale"`` multiplies it by ``value``; ``"add"`` adds ``value`` to it. The
     rest of the activation (everything off that coordinate) is left as it is. ``calls``: the
-    calls of the site's module inside the block to steer, counted from 0 on entering it (in a
-    rollout where the site runs once a step: the steps; default every call).
+    calls of the site's module to steer, counted from 0 in each forward pass (in a rollout where
+    the site runs once a step: the steps; a pass is a model call, a ``forward=`` loop or
+    :func:`scimech.forward_pass`; default every call).
     """
     if calls is not None:
         calls = {int(c) for c in calls}
@@ -106,11 +107,8 @@ def steer(model: nn.Module, site: str, *, dictionary: SparseDictionary | None = 
             return dictionary.encode(flat.to(dictionary.W_dec.dtype))[:, int(feature)]
         return flat @ unit.to(flat.dtype)
 
-    seen = [0]
-
     def fn(s: ResolvedSite, t: torch.Tensor):
-        call, seen[0] = seen[0], seen[0] + 1
-        if calls is not None and call not in calls:
+        if calls is not None and hooks.call not in calls:
             return None
         cur = s.select(t)
         _check_width(s, cur, unit.numel(), "The steering direction")
@@ -121,7 +119,8 @@ def steer(model: nn.Module, site: str, *, dictionary: SparseDictionary | None = 
             step = (want - now).to(flat.dtype)[:, None] * unit.to(flat.device, flat.dtype)[None, :]
         return s.replace(t, (flat + step).reshape(cur.shape))
 
-    with HookSet([resolved], fn, model=model) as hooks:
+    hooks = HookSet([resolved], fn, model=model)
+    with hooks:
         yield
     hooks.check_fired("steer")
 

@@ -227,6 +227,39 @@ def test_steering_clamps_scales_and_adds_along_a_direction_by_hand():
             pass
 
 
+class _TwiceSite(nn.Module):
+    """The same site called twice per forward pass: ``readout(site(site(x) * 2))``."""
+
+    def __init__(self, d):
+        super().__init__()
+        self.site = nn.Identity()
+        self.readout = nn.Linear(d, 2)
+
+    def forward(self, x):
+        return self.readout(self.site(self.site(x) * 2.0))
+
+
+def test_steering_counts_calls_within_each_forward_pass():
+    d = 4
+    torch.manual_seed(0)
+    model = _TwiceSite(d).eval()
+    x = torch.randn(6, d, generator=torch.Generator().manual_seed(5))
+    u = torch.tensor([0.0, 0.0, 1.0, 0.0])
+    clamp_first = x.clone()
+    clamp_first[:, 2] = 0.0                                   # call 0 clamped, call 1 left as it is
+    want_first = model.readout(clamp_first * 2.0)
+    doubled = x * 2.0
+    doubled[:, 2] = 0.0                                        # call 1 clamped
+    want_second = model.readout(doubled)
+    with steer(model, "site", direction=u, mode="clamp", value=0.0, calls=[0]):
+        a, b = model(x), model(x)                              # two passes: call 0 of each is steered
+    torch.testing.assert_close(a, want_first.detach(), atol=1e-6, rtol=0)
+    torch.testing.assert_close(b, want_first.detach(), atol=1e-6, rtol=0)
+    with steer(model, "site", direction=u, mode="clamp", value=0.0, calls=[1]):
+        c = model(x)
+    torch.testing.assert_close(c, want_second.detach(), atol=1e-6, rtol=0)
+
+
 class _LinearRecurrent(nn.Module):
     """``x_t = site(A x_{t-1})`` for ``steps`` steps; the forecast is ``(x_1, ..., x_steps)``."""
 
