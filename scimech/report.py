@@ -5,6 +5,10 @@
 >>> rep.figure(fig, "cka", caption="Seed x seed linear CKA")
 >>> rep.table(skill_df, caption="Skill by regime")
 >>> rep.write()   # -> reports/ocean/report.md and report.html
+
+The HTML copy is rendered from the same Markdown (CommonMark plus tables, raw HTML escaped),
+so bold text, lists and links look in a browser as they do in a Markdown viewer. A relative
+link to ``x/report.md`` opens ``x/report.html`` instead when that file exists at ``write()``.
 """
 
 from __future__ import annotations
@@ -15,10 +19,12 @@ import html
 import os
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import numpy as np
 import pandas as pd
 import xarray as xr
+from markdown_it import MarkdownIt
 
 from .results import atomic_write_text, provenance
 
@@ -55,6 +61,72 @@ def _cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
+# HTML -------------------------------------------------------------------------------
+
+_CSS = ("body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;"
+        "line-height:1.5;color:#222}"
+        "table{border-collapse:collapse;margin:1em 0}"
+        "th,td{border:1px solid #ccc;padding:4px 10px;text-align:left;vertical-align:top}"
+        "th{background:#f2f2f2}.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}"
+        "caption{text-align:left;font-weight:bold;padding:.3em 0}"
+        "img{max-width:100%;height:auto}figure{margin:1em 0}figcaption{font-style:italic;color:#444}"
+        "code{background:#f2f2f2;padding:0 .2em}pre{background:#f6f6f6;padding:.6em;overflow-x:auto}"
+        ".meta{color:#666}")
+
+
+def _html_sibling(href: str, folder: Path | None) -> str:
+    """``sub/report.md`` -> ``sub/report.html`` if that file exists in ``folder``; other links unchanged."""
+    parts = urlsplit(href)
+    if folder is None or parts.scheme or parts.netloc or parts.path.startswith("/") \
+            or not parts.path.endswith(".md"):
+        return href
+    target = parts.path[:-len(".md")] + ".html"
+    if not (folder / unquote(target)).is_file():
+        return href
+    return urlunsplit(parts._replace(path=target))
+
+
+def _link_open(renderer, tokens, idx, options, env):
+    """markdown-it render rule for ``<a>``: point Markdown links at their HTML siblings."""
+    token = tokens[idx]
+    token.attrSet("href", _html_sibling(str(token.attrGet("href")), env.get("folder")))
+    return renderer.renderToken(tokens, idx, options, env)
+
+
+# CommonMark plus pipe tables; raw HTML in the text is shown as text, never injected
+_MD = MarkdownIt("commonmark", {"html": False}).enable("table")
+_MD.add_render_rule("link_open", _link_open)
+
+
+def _is_number(v: Any) -> bool:
+    """Numbers are right-aligned in tables; True/False are words, so they are not numbers here."""
+    return isinstance(v, (int, float, np.number)) and not isinstance(v, (bool, np.bool_))
+
+
+def _html_cell(v: Any, env: dict, tag: str = "td", num: bool | None = None) -> str:
+    """One table cell: text as inline Markdown (links, bold), numbers formatted as in report.md."""
+    num = _is_number(v) if num is None else num
+    body = _MD.renderInline(v, env) if isinstance(v, str) else html.escape(_fmt(v))
+    return f"<{tag} class='num'>{body}</{tag}>" if num else f"<{tag}>{body}</{tag}>"
+
+
+def _html_table(df: pd.DataFrame, caption: str, index: bool, env: dict) -> str:
+    """A table with one header row (the index name first, if ``index``); numeric columns right-aligned."""
+    cols = ([df.index] if index else []) + [df.iloc[:, k] for k in range(df.shape[1])]
+    names = ([df.index.name or ""] if index else []) + [str(c) for c in df.columns]
+    numeric = [len(col) > 0 and all(_is_number(v) for v in col) for col in cols]
+    head = "".join(_html_cell(n, env, "th", num) for n, num in zip(names, numeric))
+    rows = "".join("<tr>" + "".join(_html_cell(v, env) for v in row) + "</tr>\n"
+                   for row in df.itertuples(index=index, name=None))
+    cap = f"<caption>{_MD.renderInline(caption, env)}</caption>" if caption else ""
+    return f"<table>{cap}\n<thead><tr>{head}</tr></thead>\n<tbody>\n{rows}</tbody></table>"
+
+
+def _generated() -> str:
+    """The provenance line under the title (no final full stop)."""
+    return f"Generated {_dt.datetime.now(_dt.UTC):%Y-%m-%d %H:%M} UTC by scimech {provenance()['scimech_version']}"
+
+
 class Report:
     """Collect text, figures and tables; write ``report.md`` and ``report.html``.
 
@@ -78,7 +150,7 @@ class Report:
         return self
 
     def text(self, markdown: str) -> Report:
-        """A paragraph of Markdown."""
+        """A block of Markdown: paragraphs, **bold**, lists, [links](x/report.md), code, tables."""
         self._blocks.append(("text", markdown.strip()))
         return self
 
@@ -95,15 +167,14 @@ class Report:
         return path
 
     def table(self, table: Any, caption: str = "", index: bool = True) -> Report:
-        """A table from a DataFrame, dict or xarray object."""
+        """A table from a DataFrame, dict or xarray object; text cells may hold inline Markdown."""
         df = _to_frame(table)
         self._blocks.append(("table", (df, caption, index)))
         return self
 
     # writers ----------------------------------------------------------------------
     def _markdown(self) -> str:
-        lines = [f"# {self.title}", "", f"_Generated {_dt.datetime.now(_dt.UTC):%Y-%m-%d %H:%M} UTC "
-                 f"by scimech {provenance()['scimech_version']}._", ""]
+        lines = [f"# {self.title}", "", f"_{_generated()}._", ""]
         for kind, payload in self._blocks:
             if kind == "heading":
                 level, text = payload
@@ -130,28 +201,27 @@ class Report:
         return "\n".join(lines)
 
     def _html(self) -> str:
-        parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(self.title)}</title>",
-                 "<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto;line-height:1.4}"
-                 "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 8px;"
-                 "text-align:right}img{max-width:100%}figcaption{font-style:italic;color:#444}</style>"
-                 "</head><body>", f"<h1>{html.escape(self.title)}</h1>"]
+        """The report as one HTML page: Markdown rendered, figures embedded, links to .html siblings."""
+        env = {"folder": self.out_dir}
+        title = html.escape(self.title)
+        parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title>"
+                 f"<style>{_CSS}</style></head><body>", f"<h1>{_MD.renderInline(self.title, env)}</h1>",
+                 f"<p class='meta'>{html.escape(_generated())}.</p>"]
         for kind, payload in self._blocks:
             if kind == "heading":
                 level, text = payload
-                parts.append(f"<h{level}>{html.escape(text)}</h{level}>")
+                parts.append(f"<h{level}>{_MD.renderInline(text, env)}</h{level}>")
             elif kind == "text":
-                body = "<br>".join(html.escape(line) for line in payload.splitlines())
-                parts.append(f"<p>{body}</p>")
+                parts.append(_MD.render(payload, env))
             elif kind == "figure":
                 path, caption = payload
                 data = base64.b64encode(path.read_bytes()).decode()
-                parts.append(f"<figure><img src='data:image/png;base64,{data}'>"
-                             f"<figcaption>{html.escape(caption)}</figcaption></figure>")
+                alt = html.escape(caption or path.stem)
+                parts.append(f"<figure><img src='data:image/png;base64,{data}' alt='{alt}'>"
+                             f"<figcaption>{_MD.renderInline(caption, env)}</figcaption></figure>")
             elif kind == "table":
                 df, caption, index = payload
-                if caption:
-                    parts.append(f"<p><b>{html.escape(caption)}</b></p>")
-                parts.append(df.to_html(index=index, float_format=lambda v: f"{v:.4g}"))
+                parts.append(_html_table(df, caption, index, env))
         parts.append("</body></html>")
         return "\n".join(parts)
 
