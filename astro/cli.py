@@ -7,9 +7,9 @@ Examples::
     scimech astro study --config astro.yaml                  # options from a file (`n_train: 4000`, ...)
     scimech astro study --quick --cluster cluster.toml --out /scratch/$USER/astro   # SLURM / PBS
     scimech astro study --data dr10/ --out runs/astro/dr10   # your galaxies (catalog.fits [+ images.npy])
-    scimech astro study --model aion-base/ --catalog dr10.fits --images cutouts96.npy --out runs/astro/aion1
-    scimech astro synth --n 4000 --seed 0 --out runs/astro/train.fits
-    scimech astro synth --n 1000 --seed 1 --out runs/astro/test.fits
+    scimech astro study --model aion-base/ --data dr10.fits --images cutouts96.npy --out runs/astro/aion1
+    scimech astro synth --n-galaxies 4000 --seed 0 --out runs/astro/train.fits
+    scimech astro synth --n-galaxies 1000 --seed 1 --out runs/astro/test.fits
     scimech astro train --data runs/astro/train.fits --out runs/astro/model --epochs 20
     scimech astro study --model runs/astro/model --train runs/astro/train.fits \\
                         --test runs/astro/test.fits --out runs/astro/study
@@ -48,11 +48,12 @@ import sys
 import time
 from pathlib import Path
 
+from scimech import options
 from scimech.errors import ScimechError
-from scimech.options import device, existing_path, fraction, whole
+from scimech.options import Format, existing_path, fraction, input_path, whole
 from scimech.study import add_study_options
 
-from .plan import DEFAULT_WORLD, FULL, IMAGE_FEATURES, MEDIUM, QUICK
+from .plan import DATA_CATALOG_NAMES, DEFAULT_WORLD, FULL, IMAGE_FEATURES, MEDIUM, QUICK
 
 # The commands import what they run when they run (the ``# lazy`` imports below): the study pulls
 # torch, aion, astropy and scikit-learn (about 6 s), and `scimech --help`, like the parser of every
@@ -87,7 +88,7 @@ def cmd_synth(args) -> int:
     except ScimechError as err:
         print(f"scimech astro synth: {err}", file=sys.stderr)
         return 2
-    s = make_galaxies(args.n, seed=args.seed, images=not args.no_images, world=args.world)
+    s = make_galaxies(args.n_galaxies, seed=args.seed, images=not args.no_images, world=args.world)
     p = save_sample(s, args.out)
     print(f"wrote {len(s)} galaxies to {p} in {time.perf_counter() - t0:.1f} s")
     return 0
@@ -124,11 +125,12 @@ def cmd_plot(args) -> int:
 
 def _add_synth(sub) -> None:
     s = sub.add_parser("synth", help="write synthetic galaxies (catalogue + images) to .fits or .zarr")
-    s.add_argument("--n", type=whole(1), default=2000, metavar="N",
+    s.add_argument("--n-galaxies", type=whole(1), default=2000, metavar="N",
                    help="galaxies to write (after the r-band selection; default 2000)")
-    s.add_argument("--seed", type=whole(0), default=0, help="seed of the draw (the sample is a function of it; default 0)")
-    s.add_argument("--out", type=Path, required=True, metavar="FILE",
-                   help="where to write them: .fits (catalogue table + IMAGES cube) or .zarr (a folder)")
+    options.deprecated(s, "--n", "--n-galaxies", type=whole(1))
+    options.add(s, "seed", default=0, context="The sample is a function of it")
+    options.add(s, "out", kind="file", required=True,
+                context="Here: .fits (catalogue table + IMAGES cube) or .zarr (a folder)")
     s.add_argument("--no-images", action="store_true",
                    help="catalogue only, no (N, 4, 24, 24) g, r, i, z cut-outs [nanomaggy per pixel]")
     s.add_argument("--world", default=DEFAULT_WORLD,
@@ -138,26 +140,26 @@ def _add_synth(sub) -> None:
 
 def _add_train(sub) -> None:
     t = sub.add_parser("train", help="fit tokenizers and train the stand-in AION")
-    t.add_argument("--data", type=existing_path(), required=True, metavar="FILE",
-                   help="training galaxies: a .fits or .zarr written by `scimech astro synth` (or by the study as "
-                        "<out>/train.fits), catalogue with z and optional cut-outs")
-    t.add_argument("--out", type=Path, required=True, metavar="FOLDER",
-                   help="checkpoint folder to write (config.json, model.safetensors, codecs/, image_tokenizer.npz, "
-                        "history.json); give it to `astro study --model`")
-    t.add_argument("--epochs", type=whole(1), default=20, help="passes over the training galaxies (default 20)")
-    t.add_argument("--batch-size", type=whole(1), default=64, help="galaxies per optimiser step (default 64)")
-    t.add_argument("--seed", type=whole(0), default=0, help="seed of the initialisation and batching (default 0)")
+    options.add(t, "data", formats=_SAMPLE_FORMATS, required=True,
+                context="Here: training galaxies, a .fits or .zarr written by `scimech astro synth` (or by the study "
+                        "as <out>/train.fits), catalogue with z and optional cut-outs")
+    options.add(t, "out", required=True, context="Here: the checkpoint folder (config.json, model.safetensors, "
+                "codecs/, image_tokenizer.npz, history.json); give it to `astro study --model`")
+    options.add(t, "epochs", default=20)
+    options.add(t, "batch_size", default=64)
+    options.add(t, "seed", default=0)
     t.add_argument("--planted", action="store_true", help="train the planted stand-in (astro.models.planted)")
     t.add_argument("--image-features", choices=("bands", "colours"), default=None,
                    help="features of the patch tokenizer (default: the sample's world's, astro.plan.IMAGE_FEATURES)")
-    t.add_argument("--device", type=device(), default="cpu",
-                   help="torch device of the training: cpu, cuda, cuda:N, mps or auto (default: cpu)")
+    options.add(t, "device", default="cpu")
     t.set_defaults(func=cmd_train)
 
 
-#: the names ``--dtype`` takes (astro.models.aion.DTYPES, without importing torch for the parser); whether
-#: the device computes in one is checked with the other settings (astro.models.aion.check_dtype)
-_DTYPE_NAMES = ("float32", "bfloat16", "float16")
+#: what --train / --test / `astro train --data` read: a sample `scimech astro synth` writes
+_SAMPLE_FORMATS = ("fits", "zarr")
+#: what `astro study --data` reads: a Legacy Survey catalogue, or a folder holding one
+_CATALOGUE_FORMATS = ("fits", Format(f"a folder holding {' or '.join(DATA_CATALOG_NAMES)}",
+                                     lambda p: p.is_dir() and any((p / n).is_file() for n in DATA_CATALOG_NAMES)))
 
 
 def _add_study(sub) -> None:
@@ -169,20 +171,20 @@ def _add_study(sub) -> None:
                       data_help="your galaxies: a Legacy Survey DR10 catalogue (FITS: FLUX_G/R/I/Z, FLUX_IVAR_*, "
                                 "SHAPE_R, SHAPE_E1/E2, EBV, plus Z and A_V) or a folder holding catalog.fits and "
                                 "optionally images.npy / images.fits cut-outs; its rows are split into training and "
-                                "test galaxies (default: synthetic galaxies)")
+                                "test galaxies (default: synthetic galaxies)",
+                      data_formats=_CATALOGUE_FORMATS)
     g = st.add_argument_group("galaxies and model (default: synthetic galaxies, a stand-in trained here)")
-    g.add_argument("--images", type=existing_path(), default=None,
+    g.add_argument("--images", type=input_path("npy", "fits"), default=None,
                    help="(N, 4, H, W) g, r, i, z cut-outs in nanomaggies, one per row of --data (.npy or FITS)")
-    g.add_argument("--test-fraction", type=fraction(), default=0.25,
+    g.add_argument("--test-fraction", type=fraction(), default=0.25, metavar="F",
                    help="share of the --data galaxies held out as the test set (default 0.25)")
-    g.add_argument("--catalog", dest="data", type=existing_path(), default=None, metavar="FITS",
-                   help="the same as --data: your Legacy Survey catalogue (FITS) or a folder holding catalog.fits")
-    g.add_argument("--train", type=existing_path(), metavar="FILE",
+    options.deprecated(g, "--catalog", "--data", type=input_path(*_CATALOGUE_FORMATS))
+    g.add_argument("--train", type=input_path(*_SAMPLE_FORMATS), metavar="FILE",
                    help="training galaxies for the probes and the reference set of the mean/resample ablations: a "
                         ".fits or .zarr in the layout `scimech astro synth` writes (catalogue with flux_g..z "
                         "[nanomaggy], shape_r [arcsec], shape_e1/e2, ebv [mag], z, a_v [mag]; cut-outs (N, 4, H, W) "
                         "[nanomaggy per pixel]); with --model and --test, instead of --data")
-    g.add_argument("--test", type=existing_path(), metavar="FILE",
+    g.add_argument("--test", type=input_path(*_SAMPLE_FORMATS), metavar="FILE",
                    help="test galaxies for the head interventions and the scores (same layout as --train); with "
                         "--model and --train")
     g.add_argument("--world", default=None,
@@ -190,13 +192,13 @@ def _add_study(sub) -> None:
     g.add_argument("--image-features", choices=("bands", "colours"), default=None,
                    help="patch-tokenizer features of the stand-in trained here (default: the world's, "
                         "astro.plan.IMAGE_FEATURES)")
-    g.add_argument("--image-tokenizer", type=existing_path(), metavar="NPZ",
+    g.add_argument("--image-tokenizer", type=input_path("npz"), metavar="NPZ",
                    help="a stand-in patch tokenizer (image_tokenizer.npz written by `scimech astro train`) that "
                         "turns the cut-outs into image tokens; default: the one in the --model folder, else the "
                         "AION-1 folder's image codec (codecs/image/, 96x96 cut-outs -> 576 tokens), else none "
                         "(photometry tokens only)")
     which = g.add_mutually_exclusive_group()
-    which.add_argument("--model", type=existing_path(), metavar="FOLDER",
+    which.add_argument("--model", type=existing_path("folder"), metavar="FOLDER",
                        help="the model, studied as it is (nothing is trained): an AION-1 folder (config.json and "
                             "model.safetensors of aion.AION, codecs/<NAME>/{config.json,model.safetensors} for "
                             "FLUX_G..Z, SHAPE_R, SHAPE_E1/E2, EBV, Z and optionally image, the layout of "
@@ -205,30 +207,46 @@ def _add_study(sub) -> None:
     which.add_argument("--planted", action="store_true",
                        help="train the planted stand-in (image only through head 1 of block 0, head 2 an inert "
                             "colour head) and compare what the study finds with what was planted")
-    g.add_argument("--dtype", choices=_DTYPE_NAMES, default="float32",
-                   help="floating-point type of the studied transformer's forward passes: float32 (default), "
-                        "bfloat16 (half the weights' memory; on CPUs with bfloat16 matrix units also faster) or "
-                        "float16 (GPUs; refused where this torch cannot compute in it); the image codec, the "
-                        "redshift read-out and every activation a probe sees stay float32")
+    options.add(g, "dtype", default="float32",
+                context="Here: the studied transformer's; bfloat16 halves the weights' memory (on CPUs with bfloat16 "
+                        "matrix units also faster), float16 is for GPUs (refused where this torch cannot compute "
+                        "in it); the image codec, the redshift read-out and every activation a probe sees stay "
+                        "float32")
     a = st.add_argument_group("analysis")
     a.add_argument("--block", type=whole(0), default=None, metavar="B",
                    help="encoder block whose heads are probed and ablated (0-based; default: the block the layer "
                         "probes localise)")
-    a.add_argument("--seed", type=whole(0), default=0,
-                   help="seed of the draws, the train/test split, the resampling and the bootstrap (default 0)")
+    options.add(a, "seed", default=0, context="Here: the draws, the train/test split, the resampling and the "
+                "bootstrap")
     sz = st.add_argument_group(
         "sizes (each overrides --size: "
         + ", ".join(f"{name} {s['n_train']}/{s['n_test']} galaxies"
                     for name, s in (("quick", QUICK), ("medium", MEDIUM), ("full", FULL))) + ")")
     sz.add_argument("--n-train", type=whole(1), default=None, metavar="N", help="synthetic training galaxies")
     sz.add_argument("--n-test", type=whole(1), default=None, metavar="N", help="synthetic test galaxies")
-    sz.add_argument("--epochs", type=whole(1), default=None, help="training epochs of a stand-in trained here")
-    sz.add_argument("--batch-size", type=whole(1), default=None, help="training batch of a stand-in trained here")
+    options.add(sz, "epochs", context="Of a stand-in trained here")
+    options.add(sz, "batch_size", context="Of a stand-in trained here")
     sz.add_argument("--n-bootstrap", type=whole(0), default=None, metavar="N",
                     help="bootstrap resamples of every confidence interval")
     sz.add_argument("--chunk-size", type=whole(1), default=None, metavar="N",
                     help="test galaxies per intervention unit (the unit of Dask work and of resumption)")
     st.set_defaults(func=cmd_study)
+    synthetic, catalogue = "synthetic galaxies (no --data, --model)", "--data PATH (your catalogue)"
+    trained_here = "a stand-in trained here (no --model)"
+    given_galaxies = ("--data", "{fits}")        # examples: each option where it would do nothing
+    given_model = ("--model", "{folder}")
+    for flag, applies, need, example in (
+            ("--images", lambda a: a.data is not None, catalogue, ("--images", "{npy}")),
+            ("--test-fraction", lambda a: a.data is not None, catalogue, ("--test-fraction", "0.3")),
+            ("--n-train", lambda a: a.data is None and a.model is None, synthetic, (*given_galaxies, "--n-train", "9")),
+            ("--n-test", lambda a: a.data is None and a.model is None, synthetic, (*given_model, "--n-test", "9")),
+            ("--world", lambda a: a.data is None and a.model is None, synthetic, (*given_galaxies, "--world", "degenerate")),
+            ("--epochs", lambda a: a.model is None, trained_here, (*given_model, "--epochs", "3")),
+            ("--batch-size", lambda a: a.model is None, trained_here, (*given_model, "--batch-size", "8")),
+            ("--image-features", lambda a: a.model is None, trained_here, (*given_model, "--image-features", "colours")),
+            ("--train", lambda a: a.model is not None, "--model FOLDER (an existing study)", ("--train", "{fits}")),
+            ("--test", lambda a: a.model is not None, "--model FOLDER (an existing study)", ("--test", "{fits}"))):
+        options.needs(st, flag, applies, need, example)
 
 
 def register(subparsers) -> None:

@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
-from scimech.options import existing_path, number, whole
+from scimech import options
+from scimech.options import existing_path, input_path, number, whole
 from scimech.parallel import add_cluster_arguments, client_from_args
 from scimech.study import add_study_options
 
@@ -32,6 +34,7 @@ TITLE = "model discovery against a simulated larval zebrafish"
 
 __all__ = ["TITLE", "register", "demo", "study_parser"]
 
+_DATA_FORMATS = ("zarr", "netcdf", "npy")
 DATA_HELP = ("your traces instead of the simulator: a zarr store or netCDF file with activity (time, neuron) and "
              "condition (time) [split, trial, stimulus optional], or a .npy (time, neuron) array with --conditions "
              "and --dt (neuro.data.from_traces)")
@@ -66,7 +69,7 @@ def _simulate(args) -> int:
     from .sim.recording import save_recording
     from .tasks import build_recording
 
-    ds = build_recording(quick=not args.full, duration=args.duration, seed=args.seed)
+    ds = build_recording(quick=args.size != "full", duration=args.duration, seed=args.seed)
     print(save_recording(ds, args.out))
     return 0
 
@@ -85,13 +88,13 @@ def _baselines(args) -> int:
                            context=args.context, horizon=args.horizon, max_windows=args.max_windows, seed=args.seed,
                            protocol=args.protocol)
     else:
-        task = build_task(not args.full, context=args.context, horizon=args.horizon, seed=args.seed,
+        task = build_task(args.size != "full", context=args.context, horizon=args.horizon, seed=args.seed,
                           duration=args.duration, max_windows=args.max_windows)
     args.out.mkdir(parents=True, exist_ok=True)
     set_aside_stale_results(args.out, [task])  # fits of other data are never resumed
     client = client_from_args(args)
     try:
-        table = run_baselines(task, args.baselines, quick=not args.full, store=args.out, client=client)
+        table = run_baselines(task, args.baselines, quick=args.size != "full", store=args.out, client=client)
     finally:
         if client is not None:
             client.close()
@@ -102,6 +105,10 @@ def _baselines(args) -> int:
 
 def _study(args) -> int:
     from .study import NeuroStudy
+
+    if args.seeds is not None and len(args.seeds) == 1:  # --seeds N counted seeds here before
+        print(f"scimech neuro study: note: --seeds lists seed values (here: seed {args.seeds[0]} only), as in every "
+              "command; for several search seeds from --seed give --n-seeds N.", file=sys.stderr)
 
     if getattr(args, "protocol", None) is None and args.search_neurons == StudySettings.search_neurons:
         return NeuroStudy().execute(args)
@@ -135,8 +142,6 @@ def _study(args) -> int:
                 plan.sizes["protocol"] = a.protocol
             return plan
 
-    if args.protocol and args.data is None:
-        raise SystemExit("scimech neuro study: --protocol applies to your traces (--data PATH).")
     return ScaledStudy().execute(args)
 
 
@@ -167,11 +172,12 @@ def _plot(args) -> int:
     return 0
 
 
-def _task_options(q, *, full_switch: bool) -> None:
+def _task_options(q, *, sizes: bool) -> None:
     """The options of the forecasting task (simulated, or your traces with --data)."""
-    if full_switch:
-        q.add_argument("--full", action="store_true", help="full-size data instead of the quick ones")
-    q.add_argument("--seed", type=whole(0), default=StudySettings.seed)
+    if sizes:
+        options.add(q, "size", default="quick", choices=("quick", "full"),
+                    context="Here: the quick (3 s trials) or full (12 s) simulated data")
+    options.add(q, "seed", default=StudySettings.seed)
     q.add_argument("--context", type=whole(1), default=StudySettings.context, help="context, steps (default 4)")
     q.add_argument("--horizon", type=whole(1), default=StudySettings.horizon, help="horizon, steps (default 32)")
     q.add_argument("--duration", type=number(0), default=None, help="trial length, s (default 3 quick, 12 full)")
@@ -179,7 +185,7 @@ def _task_options(q, *, full_switch: bool) -> None:
                    help="forecast windows per split (default 400)")
     q.add_argument("--baselines", type=baseline_names, default=None, metavar="NAMES",
                    help="comma-separated baselines to fit (default: all)")
-    q.add_argument("--conditions", type=existing_path(), default=None, help="with a .npy --data: a .npy of one "
+    q.add_argument("--conditions", type=input_path("npy"), default=None, help="with a .npy --data: a .npy of one "
                    "stimulus-condition label per time step")
     q.add_argument("--dt", type=number(0), default=None, help="with --data: seconds between samples (default: "
                    "the file's time coordinate)")
@@ -191,15 +197,24 @@ def _task_options(q, *, full_switch: bool) -> None:
                    "(4 or 256 reported), horizon 32, every window at stride 1; MAE per step in mae_per_step.csv)")
 
 
+def _needs_data(q) -> None:
+    """--conditions, --dt, --held-out and --protocol act on your traces only."""
+    for flag, example in (("--conditions", ("--conditions", "{npy}")), ("--dt", ("--dt", "0.5")),
+                          ("--held-out", ("--held-out", "taxis")), ("--protocol", ("--protocol", "zapbench"))):
+        options.needs(q, flag, lambda a: a.data is not None, "--data PATH (your traces)", example)
+
+
 def add_study_arguments(q: argparse.ArgumentParser) -> None:
     """Every option of ``scimech neuro study`` (the shared study options and the search's own)."""
-    add_study_options(q, out_default="runs/neuro/study", data_help=DATA_HELP, default_size="quick")
-    _task_options(q, full_switch=False)
+    add_study_options(q, out_default="runs/neuro/study", data_help=DATA_HELP, default_size="quick",
+                      data_formats=_DATA_FORMATS)
+    _task_options(q, sizes=False)
     sizes = {k: "/".join(str(BUDGETS[s][k]) for s in BUDGETS) for k in ("nodes", "seeds", "long_nodes")}
     q.add_argument("--nodes", type=whole(1), default=None,
                    help=f"node budget per search (default quick/medium/full: {sizes['nodes']})")
-    q.add_argument("--seeds", type=whole(1), default=None,
-                   help=f"search seeds --seed, --seed+1, ... (default {sizes['seeds']})")
+    seeds = q.add_mutually_exclusive_group()
+    options.add(seeds, "seeds", context="Here: the search seeds")
+    options.add(seeds, "n_seeds", context=f"Here: search seeds --seed, --seed+1, ... (default {sizes['seeds']})")
     q.add_argument("--long-context", type=whole(0), default=StudySettings.long_context,
                    help="context of the long-context task for the tail beat (default 256; 0 skips it)")
     q.add_argument("--long-nodes", type=whole(1), default=None,
@@ -213,9 +228,18 @@ def add_study_arguments(q: argparse.ArgumentParser) -> None:
     q.add_argument("--search-neurons", type=whole(1), default=StudySettings.search_neurons,
                    help="recordings with more units: the baselines run on every unit (baselines_all_neurons.csv), "
                    "the rest of the study on this many drawn at random (default 128)")
-    q.add_argument("--proposer", choices=("offline", "llm"), default="offline")
-    q.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint (or SCIMECH_LLM_BASE_URL)")
-    q.add_argument("--model", default=None, help="model name (or SCIMECH_LLM_MODEL)")
+    q.add_argument("--proposer", choices=("offline", "llm"), default="offline",
+                   help="who proposes candidate programs: the offline proposer, or an LLM (default offline)")
+    q.add_argument("--base-url", default=None, help="with --proposer llm: OpenAI-compatible endpoint (or "
+                   "SCIMECH_LLM_BASE_URL)")
+    q.add_argument("--llm-model", default=None, help="with --proposer llm: the LLM's name (or SCIMECH_LLM_MODEL)")
+    options.deprecated(q, "--model", "--llm-model")
+    _needs_data(q)
+    for flag, example in (("--base-url", ("--base-url", "http://localhost:8000/v1")),
+                          ("--llm-model", ("--llm-model", "qwen"))):
+        options.needs(q, flag, lambda a: a.proposer == "llm", "--proposer llm", example)
+    options.needs(q, "--long-nodes", lambda a: bool(a.long_context), "--long-context above 0",
+                  ("--long-context", "0", "--long-nodes", "3"))
 
 
 def study_parser() -> argparse.ArgumentParser:
@@ -232,19 +256,21 @@ def register(subparsers) -> None:
     sub = p.add_subparsers(dest="neuro_command", metavar="COMMAND", required=True)
 
     s = sub.add_parser("simulate", help="simulate every ID/OOD trial and save a zarr recording")
-    s.add_argument("--full", action="store_true", help="full-size defaults instead of the quick ones")
-    s.add_argument("--seed", type=whole(0), default=0)
+    options.add(s, "size", default="quick", choices=("quick", "full"),
+                context="Here: the quick (3 s trials) or full (12 s) simulation")
+    options.add(s, "seed", default=0)
     s.add_argument("--duration", type=number(0), default=None, help="trial length, s")
-    s.add_argument("--out", type=Path, default=Path("runs/neuro/recording.zarr"))
+    options.add(s, "out", kind="file", default="runs/neuro/recording.zarr", context="Here: the zarr recording")
     s.set_defaults(func=_simulate)
 
     hlp = "fit and score the forecasting baselines (resumable)"
     b = sub.add_parser("baselines", help=hlp, description=f"{hlp[0].upper()}{hlp[1:]}. Units are stored under "
                        "--out; rerunning the same command redoes only unfinished ones.")
-    _task_options(b, full_switch=True)
-    b.add_argument("--out", type=Path, default=Path("runs/neuro/baselines"))
-    b.add_argument("--data", type=existing_path(), default=None, help=DATA_HELP)
+    _task_options(b, sizes=True)
+    options.add(b, "out", default="runs/neuro/baselines")
+    options.add(b, "data", formats=_DATA_FORMATS, context=DATA_HELP)
     add_cluster_arguments(b)
+    _needs_data(b)
     b.set_defaults(func=_baselines)
 
     hlp = "baselines + tree search with/without priors + report (resumable)"
@@ -257,6 +283,6 @@ def register(subparsers) -> None:
     pl = sub.add_parser("plot", help="draw the search trees of a study folder (or of one search folder)")
     pl.add_argument("folder", type=existing_path("folder"), metavar="FOLDER",
                     help="a study's --out folder, or one search folder holding journal.jsonl")
-    pl.add_argument("--out", type=Path, default=None,
-                    help="the figure (one search) or a folder for them (default: FOLDER/tree_<search>.png)")
+    options.add(pl, "out", kind="file", context="Here: the figure (one search) or a folder for them "
+                "(default: FOLDER/tree_<search>.png)")
     pl.set_defaults(func=_plot)

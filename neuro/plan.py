@@ -9,6 +9,8 @@ long context); ``full`` is the full-size data and budget. ``medium`` uses the qu
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,7 +44,8 @@ SEARCH_LABELS = (("priors", True), ("no priors", False))
 class StudySettings:
     """Everything one run of the study needs, resolved from a size and the options.
 
-    ``None`` in ``nodes``, ``long_nodes``, ``seeds`` or ``search_seconds`` means "the size's
+    ``seeds``: the search seeds (values); or ``n_seeds`` of them from ``seed`` (``seed``,
+    ``seed + 1``, ...). ``None`` in ``nodes``, ``long_nodes``, ``n_seeds`` or ``search_seconds`` means "the size's
     default" (:data:`BUDGETS`); :meth:`resolved` fills them in. ``long_context`` 0 or ``None``
     skips the long-context task. ``threads``: candidate evaluations of one search generation
     run at once when no Dask client is given (each in its own sandbox process).
@@ -54,7 +57,8 @@ class StudySettings:
     out: Path
     size: str = "quick"
     seed: int = 0
-    seeds: int | None = None
+    seeds: Sequence[int] | int | None = None
+    n_seeds: int | None = None
     nodes: int | None = None
     long_nodes: int | None = None
     search_seconds: float | None = None
@@ -73,6 +77,15 @@ class StudySettings:
         if self.size not in BUDGETS:
             raise ConfigError(f"size must be one of {sorted(BUDGETS)}; got {self.size!r}.")
         object.__setattr__(self, "out", Path(self.out))
+        if isinstance(self.seeds, int) and not isinstance(self.seeds, bool):
+            warnings.warn(f"seeds={self.seeds} as a count is deprecated: seeds lists seed values, as in every "
+                          f"scimech command; use n_seeds={self.seeds}.", FutureWarning, stacklevel=3)
+            object.__setattr__(self, "n_seeds", self.seeds)
+            object.__setattr__(self, "seeds", None)
+        elif self.seeds is not None:
+            object.__setattr__(self, "seeds", tuple(int(v) for v in self.seeds))
+            if not self.seeds or len(set(self.seeds)) != len(self.seeds):
+                raise ConfigError(f"seeds must be distinct seed values; got {list(self.seeds)}.")
 
     @property
     def budget(self) -> dict:
@@ -85,7 +98,9 @@ class StudySettings:
 
     @property
     def seed_list(self) -> list[int]:
-        return [self.seed + k for k in range(int(self.seeds or self.budget["seeds"]))]
+        if self.seeds is not None:
+            return list(self.seeds)
+        return [self.seed + k for k in range(int(self.n_seeds or self.budget["seeds"]))]
 
     @property
     def n_nodes(self) -> int:

@@ -87,14 +87,14 @@ class NeuroStudy(Study):
 
     def plan(self, args: argparse.Namespace) -> Plan:
         settings = StudySettings(
-            out=args.out, size=args.size, seed=args.seed, seeds=args.seeds, nodes=args.nodes,
+            out=args.out, size=args.size, seed=args.seed, seeds=args.seeds, n_seeds=args.n_seeds, nodes=args.nodes,
             long_nodes=args.long_nodes, search_seconds=args.search_seconds, context=args.context,
             horizon=args.horizon, duration=args.duration, max_windows=args.max_windows, generation=args.generation,
             long_context=args.long_context or None, baselines=args.baselines, device=args.device)
         traces = (Traces(Path(args.data), args.conditions, args.dt, tuple(args.held_out or ()))
                   if args.data is not None else None)
         return study_plan(settings, data=str(args.data) if args.data else None, proposer=args.proposer,
-                          extra={"traces": traces, "proposer": Proposer(args.proposer, args.base_url, args.model)})
+                          extra={"traces": traces, "proposer": Proposer(args.proposer, args.base_url, args.llm_model)})
 
     def run(self, plan: Plan, client=None, *, task=None) -> StudyRun:
         """The study's units; ``task`` (a :class:`neuro.tasks.ForecastTask`) replaces the plan's data."""

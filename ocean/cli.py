@@ -21,9 +21,9 @@ import argparse
 import dataclasses
 from pathlib import Path
 
-from scimech import results
-from scimech.options import device, existing_path, whole
-from scimech.study import SIZES, Plan, add_study_options, print_outcome, write_outcome
+from scimech import options, results
+from scimech.options import existing_path, whole
+from scimech.study import Plan, add_study_options, print_outcome, write_outcome
 
 from .settings import CONFIG_KEYS, SYNTH_KEYS
 
@@ -34,22 +34,17 @@ __all__ = ["TITLE", "register", "demo", "main"]
 
 _DATA_HELP = ("your data: a zarr store or netCDF file in the study's layout or with ORAS5 / NEMO / CMEMS names "
               "and units (mapped by ocean.data.open_store; see docs/ocean.md); default: the synthetic ocean")
+_DATA_FORMATS = ("zarr", "netcdf")
 
 
 
-def _settings_options(p: argparse.ArgumentParser, out_default: str, config_keys: dict[str, str]) -> None:
-    """``--out``, ``--config`` and ``--size`` of the ocean commands that are not ``study``, in the
-    shape :func:`scimech.study.add_study_options` gives ``study`` (``scimech.cli.main`` reads
-    the ``--config`` file)."""
-    p.add_argument("--out", type=Path, default=Path(out_default), metavar="PATH",
-                   help=f"output path (default: {out_default})")
-    p.add_argument("--config", type=existing_path("file"), default=None, metavar="FILE",
-                   help="YAML or TOML file keyed by option names and the study settings "
-                        f"({', '.join(config_keys)}); the command line wins over the file")
-    p.add_argument("--size", choices=SIZES, default="quick",
-                   help="the study's size whose defaults apply: quick, medium or full (see docs/ocean.md)")
-    for size in SIZES:  # short forms, as on `study`
-        p.add_argument(f"--{size}", dest="size", action="store_const", const=size, help=argparse.SUPPRESS)
+def _settings_options(p: argparse.ArgumentParser, out_default: str, config_keys: dict[str, str], *,
+                      out_kind: str = "folder") -> None:
+    """``--out``, ``--config`` and ``--size`` of the ocean commands that are not ``study``, from the
+    shared declarations (:mod:`scimech.options`; ``scimech.cli.main`` reads the ``--config`` file)."""
+    options.add(p, "out", default=out_default, kind=out_kind)
+    options.add(p, "config", context=f"Keys: the option names and the study settings ({', '.join(config_keys)})")
+    options.add(p, "size", default="quick", context="The size whose defaults apply (docs/ocean.md)")
     p.set_defaults(config_extra={}, _config_keys=dict(config_keys))
 
 
@@ -63,25 +58,24 @@ def register(subparsers) -> None:
 
     s = sub.add_parser("synth", help="write a synthetic mixed-layer ocean to zarr",
                        description="Generate the synthetic ocean (exact heat budget) and write a zarr v3 store.")
-    _settings_options(s, "runs/ocean/ocean.zarr", SYNTH_KEYS)
+    _settings_options(s, "runs/ocean/ocean.zarr", SYNTH_KEYS, out_kind="file")
     s.add_argument("--members", type=whole(1), default=None, help="ensemble members (default: the size's)")
     s.add_argument("--years", type=whole(1), default=None, help="years (default: the size's)")
     s.add_argument("--grid", type=whole(2), nargs=2, metavar=("NY", "NX"), default=None,
                    help="grid points in latitude and longitude (default: the size's)")
     s.add_argument("--daily", action="store_true", help="daily output instead of monthly means")
-    s.add_argument("--seed", type=whole(0), default=None, help="seed of the synthetic ocean (default: 0)")
+    options.add(s, "seed", context="Default: the config's synth seed, 0")
     s.set_defaults(func=_synth)
 
     t = sub.add_parser("train", help="train one regime / seed and print its skill",
                        description="Train one OceanCBM model on a zarr store (or the synthetic default).")
     _settings_options(t, "runs/ocean/train", CONFIG_KEYS)
-    t.add_argument("--data", type=existing_path(), default=None, metavar="PATH", help=_DATA_HELP)
-    t.add_argument("--device", type=device(), default="cpu",
-                   help="torch device for training and forward passes: cpu, cuda, cuda:N, mps or auto (default: cpu)")
+    options.add(t, "data", formats=_DATA_FORMATS, context=_DATA_HELP)
+    options.add(t, "device", default="cpu")
     t.add_argument("--regime", default="mixed", help="supervision regime (default: mixed; e.g. prediction_only, "
                    "prescription_only, sequential)")
-    t.add_argument("--seed", type=whole(0), default=0, help="seed of the model and training (default: 0)")
-    t.add_argument("--epochs", type=whole(1), default=None, help="default: the size's")
+    options.add(t, "seed", default=0)
+    options.add(t, "epochs", context="Default: the size's")
     t.set_defaults(func=_train)
 
     st = sub.add_parser("study", help="regimes x seeds: skill, concept fidelity, cross-seed consistency",
@@ -90,22 +84,23 @@ def register(subparsers) -> None:
                         "(between quick and full; docs/ocean.md).",
                         epilog="A --config file holds these options by name and the study settings that are "
                                f"not options: {', '.join(CONFIG_KEYS)} (synth: SynthConfig fields; docs/ocean.md).")
-    add_study_options(st, out_default="runs/ocean/study", data_help=_DATA_HELP, config_keys=CONFIG_KEYS)
-    st.add_argument("--seeds", type=whole(0), nargs="+", default=None, help="default: the size's")
+    add_study_options(st, out_default="runs/ocean/study", data_help=_DATA_HELP, config_keys=CONFIG_KEYS,
+                      data_formats=_DATA_FORMATS)
+    options.add(st, "seeds", context="Each seed trains every regime; default: the size's")
     st.add_argument("--regimes", nargs="+", default=None, help="default: mixed prediction_only prescription_only")
-    st.add_argument("--epochs", type=whole(1), default=None, help="default: the size's")
+    options.add(st, "epochs", context="Default: the size's")
     st.set_defaults(func=_study)
 
     h = sub.add_parser("heatwaves", help="Hobday marine heatwaves in MLHC vs SST",
                        description="Detect marine heatwaves (Hobday et al. 2016, any time step) in MLHC and SST.")
     _settings_options(h, "runs/ocean/heatwaves", {"synth": CONFIG_KEYS["synth"]})
-    h.add_argument("--data", type=existing_path(), default=None, metavar="PATH", help=_DATA_HELP)
+    options.add(h, "data", formats=_DATA_FORMATS, context=_DATA_HELP)
     h.set_defaults(func=_heatwaves)
 
     pl = sub.add_parser("plot", help="figures and report from a finished study folder",
                         description="Analyse the finished units of a study folder again and rewrite its "
                         "findings, planted truth, figures and report.")
-    pl.add_argument("folder", type=Path, nargs="?", default=Path("runs/ocean/study"), metavar="FOLDER",
+    pl.add_argument("folder", type=existing_path("folder"), nargs="?", default="runs/ocean/study", metavar="FOLDER",
                     help="a `scimech ocean study --out` folder or a `scimech demo` ocean folder "
                          "(default: runs/ocean/study)")
     pl.set_defaults(func=_plot)

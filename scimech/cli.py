@@ -25,8 +25,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from . import options
 from .errors import ScimechError
-from .options import whole
 from .report import Report
 from .study import FINDINGS_FILE, RECOVERY_FILE, apply_config, registered_studies
 
@@ -43,11 +43,21 @@ def _domain_cli(name: str):
 def _run_validate(args: argparse.Namespace) -> int:
     from .validate import main as validate_main
 
-    return validate_main(quick=args.quick, out=args.out, seed=args.seed, cases=args.cases)
+    return validate_main(quick=args.size == "quick", out=args.out, seed=args.seed, cases=args.cases)
+
+
+class CommandParser(argparse.ArgumentParser):
+    """argparse with one line per usage error (``scimech ocean study: error: argument --out: ...``),
+    not the usage block before it: the line names the option and what it needs; ``--help`` has
+    the rest. Every subcommand's parser is one of these (argparse makes subparsers of the
+    parent's class)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="scimech",
         description=(
             "Mechanistic interpretability for scientific models. Each study has its own "
@@ -68,10 +78,11 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run each domain study (ocean, astro, neuro) on its quick embedded default, "
         "write figures and a summary per study plus an index, and print where the report is.",
     )
-    demo.add_argument("--out", type=Path, default=Path("reports/demo"), help="report folder (default: reports/demo)")
+    options.add(demo, "out", default="reports/demo", context="Here: the report folder")
     studies = list(registered_studies())
     demo.add_argument("--domains", nargs="+", choices=studies, default=studies, help="which studies to run")
-    demo.add_argument("--full", action="store_true", help="full-size defaults instead of the quick ones (slow)")
+    options.add(demo, "size", default="quick", choices=("quick", "full"),
+                context="Here: every study's quick default, or its full size (slow)")
     demo.set_defaults(func=_run_demo)
 
     val = sub.add_parser(
@@ -81,9 +92,10 @@ def build_parser() -> argparse.ArgumentParser:
         "by construction, measured with probes, ablation, patching, concept bottlenecks and attribution. Writes "
         "validation.nc and report.md; exits 1 and prints the rows if any planted mechanism is missed.",
     )
-    val.add_argument("--quick", action="store_true", help="small sizes (under half a minute on one core)")
-    val.add_argument("--out", type=Path, default=Path("reports/validate"), help="output folder (default: reports/validate)")
-    val.add_argument("--seed", type=whole(0), default=0, help="seed of the data, training and bootstrap (default: 0)")
+    options.add(val, "size", default="full", choices=("quick", "full"),
+                context="Here: quick runs small sizes (under half a minute on one core)")
+    options.add(val, "out", default="reports/validate")
+    options.add(val, "seed", default=0)
     val.add_argument("--cases", nargs="+", metavar="CASE", help="run only these planted cases (default: all: inert silent ablation_choice hidden_concept attribution "
                      "sparse_features shifted_subspace)")
     val.set_defaults(func=_run_validate)
@@ -100,6 +112,52 @@ def build_parser() -> argparse.ArgumentParser:
             p = sub.add_parser(name, help=f"{name} study (unavailable)")
             p.set_defaults(func=lambda args, n=name, e=err: _unavailable(n, e))
     return parser
+
+
+def commands(parser: argparse.ArgumentParser | None = None, prefix: tuple[str, ...] = ()):
+    """``(name, parser)`` of every command and subcommand of ``scimech`` (an alias once)."""
+    parser = build_parser() if parser is None else parser
+    seen: set[int] = set()
+
+    def walk(p, words):
+        seen.add(id(p))
+        yield " ".join(("scimech", *words)), p
+        for action in p._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    if id(sub) not in seen:
+                        yield from walk(sub, (*words, name))
+
+    yield from walk(parser, prefix)
+
+
+def options_page() -> str:
+    """``docs/options.md``: the shared options and the options that act only in some context,
+    generated from the declarations (``python -m scimech.cli --options-page > docs/options.md``)."""
+    every = list(commands())
+    return (OPTIONS_PAGE_HEAD + "\n## The shared options\n\n" + options.vocabulary_table(every)
+            + "\n## Options that act only with another\n\nGiven without what they need, they are refused with "
+            "one line naming it (`scimech neuro study --held-out taxis`: `argument --held-out: does nothing here; it "
+            "needs --data PATH (your traces)`).\n\n" + options.needs_table(every))
+
+
+OPTIONS_PAGE_HEAD = """# Command-line options
+
+Generated from the declarations in `scimech/options.py` and the commands' parsers by
+`python -m scimech.cli --options-page > docs/options.md` (a test checks that it is current).
+
+One word means one thing in every `scimech` command: a shared option has the same meaning
+and type wherever it appears (a command may narrow it: its default, the formats its `--data`
+reads, the sizes it offers). Paths are checked where they are parsed, before any work:
+an output is probed for writing (nothing is created, so `--dry-run` writes nothing) and an
+input's first bytes must be the format the option reads (the error says what the file seems
+to be). A usage error is one line, exit status 2.
+
+Renamed options keep their old spelling for one release, with a warning naming the new one:
+`astro synth --n` is `--n-galaxies`, `astro study --catalog` is `--data`, `neuro study --model`
+(the LLM's name) is `--llm-model`. `neuro study --seeds` lists seed values, as everywhere
+(it counted seeds before; a count is `--n-seeds`).
+"""
 
 
 def _unavailable(name: str, err: str | None) -> int:
@@ -143,7 +201,7 @@ def _run_demo(args: argparse.Namespace) -> int:
         else:
             print(f"[scimech demo] {name}: {getattr(mod, 'TITLE', name)} ...", flush=True)
             try:
-                rep = mod.demo(out / name, quick=not args.full)
+                rep = mod.demo(out / name, quick=args.size != "full")
                 path = str(Path(rep).resolve().relative_to(out.resolve()))
             except Exception as exc:  # report the failure and go on with the other studies
                 status = f"failed: {type(exc).__name__}: {exc}"
@@ -159,7 +217,7 @@ def _run_demo(args: argparse.Namespace) -> int:
         rows["status"].append(status)
         rows["seconds"].append(round(secs, 1))
         rows["planted truth"].append(truth)
-        rows["report"].append(f"[{path}]({path})" if path else "")
+        rows["report"].append(f"[{name} report]({path})" if path else "")
 
     index.table(pd.DataFrame(rows).set_index("study"), caption="Studies")
     for name, (truth, found) in outcomes.items():
@@ -184,6 +242,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except SystemExit as exc:  # a usage error (exit 2, its one line already printed) or --help (0)
         return int(exc.code or 0)
+    refused = options.refused_in_context(args)  # an option given where it would do nothing
+    if refused:
+        print(refused, file=sys.stderr)
+        return 2
     if not getattr(args, "func", None):
         parser.print_help()
         return 0
@@ -196,4 +258,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":  # pragma: no cover
+    if sys.argv[1:] == ["--options-page"]:
+        print(options_page(), end="")
+        sys.exit(0)
     sys.exit(main())

@@ -1,24 +1,47 @@
 """Command-line options declared once with their constraint, checked before any work.
 
-Each function returns an ``argparse`` *type*: a callable that converts the text a user typed
-and raises :class:`argparse.ArgumentTypeError` when it breaks the constraint. argparse then
-stops at once with one line and exit status 2, before any data is read or any model built::
+Two layers:
 
-    scimech ocean train: error: argument --epochs: must be a whole number >= 1. Got '-1' instead.
+- **Types.** Each function below returns an ``argparse`` *type*: a callable that converts the
+  text a user typed and raises :class:`argparse.ArgumentTypeError` when it breaks the
+  constraint. argparse then stops at once with one line and exit status 2, before any data is
+  read or any model built::
 
-The constraint travels with the type (``.constraint``, ``.bad_examples``), so the tests can
-drive every option of every command with values that must be refused
-(``tests/scimech/test_options.py``).
+      scimech ocean train: error: argument --epochs: must be a whole number >= 1. Got '-1' instead.
+
+  The constraint travels with the type (``.constraint``, ``.bad_examples``), so the tests can
+  drive every option of every command with values that must be refused
+  (``tests/scimech/test_options.py``). Paths are checked where they are parsed:
+  :func:`output_path` writes a probe file where the output would go (a scratch folder on
+  another node, a read-only project folder or a full quota fails here, not after the first
+  hour), :func:`input_path` reads the first bytes of an input and names what it seems to be
+  when it is not the format the option reads.
+- **The shared vocabulary.** :data:`SHARED` declares the options every command spells the same
+  way (``--out``, ``--data``, ``--config``, ``--size``, ``--seed``, ``--seeds``, ``--epochs``,
+  ``--batch-size``, ``--device``, ``--dtype``, ``--workers`` ...), each with one meaning and one
+  type; commands add them with :func:`add` and may narrow them (a default, the formats an input
+  is read in, the sizes offered), never change their meaning. :func:`needs` declares an option
+  that acts only in some context (``--held-out`` only with ``--data``): given elsewhere it is
+  refused with one line naming what it needs (:func:`refused_in_context`).
+  :func:`deprecated` keeps an old spelling for one release with a warning naming the new one.
+  :func:`vocabulary_table` is the table of ``docs/options.md``, generated from the declarations.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
-from collections.abc import Callable
+import os
+import sys
+import tempfile
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-__all__ = ["whole", "number", "fraction", "existing_path", "device", "Option"]
+__all__ = ["whole", "number", "fraction", "existing_path", "device", "Option", "output_path", "input_path",
+           "Format", "FORMATS", "seems", "SHARED", "SharedOption", "add", "needs", "Needs", "refused_in_context",
+           "deprecated", "vocabulary_table", "needs_table", "SIZES"]
 
 
 class Option:
@@ -91,11 +114,11 @@ def existing_path(kind: str = "file or folder") -> Option:
 
 
 def _available(name: str) -> bool:
+    kind, _, index = name.partition(":")
+    if kind == "cpu":  # every machine has one: no torch import while parsing
+        return not index
     import torch
 
-    kind, _, index = name.partition(":")
-    if kind == "cpu":
-        return not index
     if kind == "cuda":
         if not torch.cuda.is_available():
             return False
@@ -135,3 +158,327 @@ def available_devices() -> list[str]:
     if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
         found.append("mps")
     return found
+
+
+# --- paths: checked where they are parsed --------------------------------------------------------
+
+def output_path(kind: str = "folder") -> Option:
+    """A place the command can write: ``kind`` ``"folder"`` (a results folder) or ``"file"``
+    (the one file or store the command writes).
+
+    Checked without leaving anything behind: the nearest folder that exists on the way to it
+    must be a folder, and a probe file must be writable there (then removed). Nothing is created
+    while parsing, so ``--dry-run`` writes nothing."""
+    constraint = f"a {kind} this machine can write"
+
+    def convert(text: str):
+        if not text.strip():
+            return None
+        path = Path(text).expanduser()
+        if kind == "folder" and path.is_file():
+            raise argparse.ArgumentTypeError(f"{text!r} is a file; expected {constraint} (results go into it).")
+        if kind == "file" and path.is_dir() and not _looks_like_store(path):
+            raise argparse.ArgumentTypeError(f"{text!r} is a folder; expected {constraint}.")
+        base = path if path.is_dir() else path.parent
+        while not base.exists() and base != base.parent:
+            base = base.parent
+        if not base.is_dir():
+            raise argparse.ArgumentTypeError(f"cannot create {text!r}: {str(base)!r} is a file; expected {constraint}.")
+        try:
+            fd, probe = tempfile.mkstemp(prefix=".scimech-write-probe-", dir=base)
+            try:
+                os.write(fd, b"0")
+            finally:
+                os.close(fd)
+                os.unlink(probe)
+        except OSError as err:
+            raise argparse.ArgumentTypeError(
+                f"cannot write to {text!r}: no file can be written in {str(base)!r} ({err.strerror or err}); "
+                f"expected {constraint} (a scratch or home folder).") from None
+        return path
+
+    option = Option(convert, constraint, ("", "/proc/scimech-no-such-place/out"))
+    option.output = kind
+    return option
+
+
+def _looks_like_store(path: Path) -> bool:
+    return any((path / name).exists() for name in ("zarr.json", ".zgroup", ".zarray"))
+
+
+@dataclass(frozen=True)
+class Format:
+    """A format an input option reads: its name in words and a test on the path."""
+
+    words: str
+    test: Callable[[Path], bool]
+
+
+def _head(path: Path, n: int = 512) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read(n)
+    except OSError:
+        return b""
+
+
+def _magic(*prefixes: bytes) -> Callable[[Path], bool]:
+    return lambda p: p.is_file() and _head(p).startswith(prefixes)
+
+
+def _text(p: Path) -> bool:
+    if not p.is_file():
+        return False
+    head = _head(p, 4096)
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as err:  # a multi-byte character cut at the end of the head is still text
+        if err.start < len(head) - 4:
+            return False
+    return b"\x00" not in head
+
+
+#: the formats inputs are read in, by name (``input_path("netcdf", "zarr")``)
+FORMATS: dict[str, Format] = {
+    "netcdf": Format("a netCDF file", _magic(b"CDF\x01", b"CDF\x02", b"CDF\x05", b"\x89HDF\r\n\x1a\n")),
+    "zarr": Format("a zarr store (a folder with zarr.json or .zgroup)", lambda p: p.is_dir() and _looks_like_store(p)),
+    "fits": Format("a FITS file", _magic(b"SIMPLE  =")),
+    "npy": Format("a NumPy .npy array", _magic(b"\x93NUMPY")),
+    "npz": Format("a NumPy .npz archive", _magic(b"PK\x03\x04", b"PK\x05\x06")),
+    "torch": Format("a torch checkpoint (.pt)", _magic(b"PK\x03\x04", b"\x80")),
+    "text": Format("a text file (YAML or TOML)", _text),
+    "folder": Format("a folder", lambda p: p.is_dir()),
+}
+
+
+def seems(path: str | Path) -> str:
+    """What ``path`` seems to be, in words, from its first bytes (for error messages)."""
+    p = Path(path)
+    if p.is_dir():
+        return "a zarr store" if _looks_like_store(p) else "a folder"
+    if not p.exists():
+        return "missing"
+    head = _head(p)
+    if not head:
+        return "an empty file"
+    for name in ("netcdf", "fits", "npy"):
+        if FORMATS[name].test(p):
+            return FORMATS[name].words
+    if head.startswith((b"PK\x03\x04", b"PK\x05\x06")):
+        return "a zip archive (an .npz or a torch checkpoint)"
+    if head.startswith(b"\x1f\x8b"):
+        return "a gzip-compressed file"
+    if head.startswith(b"\x80"):
+        return "a Python pickle"
+    if _text(p):
+        first = head.decode("utf-8", "replace").strip().splitlines()
+        return f"a text file starting {first[0][:40]!r}" if first else "a text file of blank lines"
+    return "binary data of an unknown kind"
+
+
+def input_path(*formats: str | Format) -> Option:
+    """An existing input in one of ``formats`` (names of :data:`FORMATS`, or :class:`Format`
+    objects a domain builds, e.g. "a folder holding catalog.fits"). The first bytes are read:
+    a file that exists but is not one of them is refused with what it seems to be."""
+    kinds = [FORMATS[f] if isinstance(f, str) else f for f in formats]
+    words = " or ".join(k.words for k in kinds)
+
+    def convert(text: str):
+        p = Path(text).expanduser()
+        if not text.strip():
+            return None
+        if not p.exists():
+            raise argparse.ArgumentTypeError(f"{text!r} does not exist; expected {words}.")
+        if not any(k.test(p) for k in kinds):
+            raise argparse.ArgumentTypeError(f"{text!r} is not {words}: it seems to be {seems(p)}.")
+        return p
+
+    option = Option(convert, words, ("", "/no/such/path/anywhere"))
+    option.formats = tuple(kinds)
+    return option
+
+
+# --- the shared vocabulary -----------------------------------------------------------------------
+
+#: the sizes every study command takes (``--size``): quick (seconds to a few minutes, the demo and
+#: the tests), medium (a verdict with usable intervals), full (the reference paper's sizes)
+SIZES = ("quick", "medium", "full")
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+@dataclass(frozen=True)
+class SharedOption:
+    """One option of the shared vocabulary: its flag, its meaning (one sentence, the docs table)
+    and how it is built (``build(**narrowing) -> add_argument keywords``)."""
+
+    flag: str
+    meaning: str
+    build: Callable[..., dict]
+
+    @property
+    def dest(self) -> str:
+        return self.flag.lstrip("-").replace("-", "_")
+
+
+def _out(kind: str = "folder") -> dict:
+    return dict(type=output_path(kind), metavar="FOLDER" if kind == "folder" else "PATH")
+
+
+def _inputs(*formats: str | Format) -> dict:
+    return dict(type=input_path(*formats) if formats else existing_path(), metavar="PATH")
+
+
+def _sizes(choices: Sequence[str] = SIZES) -> dict:
+    return dict(choices=tuple(choices))
+
+
+SHARED: dict[str, SharedOption] = {o.dest: o for o in (
+    SharedOption("--out", "where the command writes: its results folder (or the one file or store it writes); "
+                 "checked writable before any work", _out),
+    SharedOption("--data", "your data instead of the built-in synthetic world (the formats each command reads "
+                 "are checked before any work)", _inputs),
+    SharedOption("--config", "a YAML or TOML file of this command's option values keyed by option name; the "
+                 "command line wins over it", lambda: dict(type=input_path("text"), metavar="FILE")),
+    SharedOption("--size", "quick (minutes), medium (usable intervals) or full (the reference sizes); "
+                 "--quick, --medium and --full are short forms", _sizes),
+    SharedOption("--seed", "one seed: of the synthetic data, the initialisation and every random draw",
+                 lambda: dict(type=whole(0), metavar="N")),
+    SharedOption("--seeds", "seed values, one run each (--seeds 0 1 2: three runs); a count of seeds is "
+                 "--n-seeds", lambda: dict(type=whole(0), nargs="+", metavar="S")),
+    SharedOption("--n-seeds", "how many seeds: --seed, --seed+1, ... (where a command numbers its runs from --seed)",
+                 lambda: dict(type=whole(1), metavar="N")),
+    SharedOption("--epochs", "passes over the training data", lambda: dict(type=whole(1), metavar="N")),
+    SharedOption("--batch-size", "samples per optimiser step", lambda: dict(type=whole(1), metavar="N")),
+    SharedOption("--device", "torch device of training and forward passes: cpu, cuda, cuda:N, mps or auto "
+                 "(refused at once where the machine lacks it)", lambda: dict(type=device(), metavar="DEVICE")),
+    SharedOption("--dtype", "floating-point type of the studied model's forward passes: float32, bfloat16 or "
+                 "float16", lambda: dict(choices=DTYPES)),
+    SharedOption("--workers", "run units on a local Dask cluster of N worker processes (default: serial)",
+                 lambda: dict(type=whole(1), metavar="N")),
+    SharedOption("--cluster", "a TOML/YAML file with a [cluster] section (kind = local | slurm | pbs | threads | "
+                 "sync): units on that Dask cluster", lambda: dict(type=input_path("text"), metavar="CONFIG")),
+    SharedOption("--scheduler", "the address of a running Dask scheduler (tcp://host:8786)",
+                 lambda: dict(metavar="ADDRESS")),
+    SharedOption("--dry-run", "check the options and print what would run (units, sizes, estimated time); run "
+                 "and write nothing", lambda: dict(action="store_true")),
+)}
+
+
+def add(parser, name: str, *, context: str = "", default: Any = None, required: bool = False,
+        **narrowing) -> argparse.Action:
+    """Add the shared option ``name`` (a key of :data:`SHARED`) to ``parser`` (or an argument group).
+
+    ``context``: what it does in this command, appended to the shared meaning in ``--help``;
+    ``default``: this command's default (a string default is checked by the option's type, as a
+    typed value would be: a default output folder is probed too); ``narrowing``: what the
+    declaration lets a command choose (``kind="file"`` for ``--out``, the formats of ``--data``,
+    the ``choices`` of ``--size``). The meaning and type stay the shared ones. ``--size`` brings
+    its short forms ``--quick`` / ``--medium`` / ``--full``.
+    """
+    spec = SHARED[name]
+    if name == "data":
+        kwargs = spec.build(*narrowing.pop("formats", ()), **narrowing)
+    else:
+        kwargs = spec.build(**narrowing)
+    words = spec.meaning + (f". {context}" if context else "")
+    if default is not None and kwargs.get("action") != "store_true":
+        words += f" (default: {' '.join(map(str, default)) if isinstance(default, (list, tuple)) else default})"
+    kwargs["help"] = words.replace("%", "%%")
+    if kwargs.get("action") != "store_true":
+        kwargs["default"] = default
+    if required:
+        kwargs["required"] = True
+    action = parser.add_argument(spec.flag, **kwargs)
+    action.shared = name  # the tests check that every shared flag comes from here
+    if name == "size":
+        for size in kwargs["choices"]:
+            short = parser.add_argument(f"--{size}", dest="size", action="store_const", const=size,
+                                        help=argparse.SUPPRESS)
+            short.shared = name
+    return action
+
+
+@dataclass(frozen=True)
+class Needs:
+    """An option that acts only in some context: ``dest`` given (a value other than its default)
+    while ``applies(args)`` is false is refused with ``need`` (what it needs, in words).
+    ``example``: argv that must be refused (the option where it does nothing; the tests run each)."""
+
+    prog: str
+    flag: str
+    dest: str
+    default: Any
+    applies: Callable[[argparse.Namespace], bool]
+    need: str
+    example: tuple[str, ...]
+
+
+#: placeholders an example of :func:`needs` may hold for an input file of a format (``"{npy}"``)
+EXAMPLE_FILES = tuple(f"{{{name}}}" for name in FORMATS)
+
+
+def needs(parser: argparse.ArgumentParser, flag: str, applies: Callable[[argparse.Namespace], bool], need: str,
+          example: Sequence[str]) -> None:
+    """Declare that ``flag`` of ``parser`` acts only when ``applies(args)``; elsewhere it is refused
+    (``need``: e.g. ``"--data PATH (your traces)"``). ``example``: argv that must be refused: ``flag``
+    with a good value, in a context where it does nothing (an input file is written as its format's
+    placeholder, ``"{npy}"``, :data:`EXAMPLE_FILES`); the tests run every one."""
+    action = next(a for a in parser._actions if flag in a.option_strings)
+    prior = list(parser.get_default("_needs") or [])
+    prior.append(Needs(parser.prog, flag, action.dest, action.default, applies, need, tuple(example)))
+    parser.set_defaults(_needs=prior)
+
+
+def refused_in_context(args: argparse.Namespace) -> str | None:
+    """The usage error for the first option given where it would do nothing, or ``None``."""
+    for n in getattr(args, "_needs", None) or ():
+        if getattr(args, n.dest, n.default) != n.default and not n.applies(args):
+            return f"{n.prog}: error: argument {n.flag}: does nothing here; it needs {n.need}."
+    return None
+
+
+class _Deprecated(argparse.Action):
+    def __init__(self, option_strings, dest, new: str, nargs=None, **kwargs):
+        self.new = new
+        super().__init__(option_strings, dest, nargs=nargs, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"{parser.prog}: warning: {option_string} is deprecated and will be removed in the next release; "
+              f"use {self.new}.", file=sys.stderr)
+        setattr(namespace, self.dest, self.const if self.nargs == 0 else values)
+
+
+def deprecated(parser, old: str, new: str, *, dest: str | None = None, nargs=None, const=None, type=None) -> None:
+    """Keep ``old`` (a renamed option) for one release: it sets ``new``'s value, with a warning
+    naming ``new``; hidden from ``--help``."""
+    target = dest or new.split()[0].lstrip("-").replace("-", "_")
+    kw = dict(nargs=nargs) if nargs is not None else {}
+    if nargs == 0:
+        kw["const"] = const
+    parser.add_argument(old, dest=target, action=_Deprecated, new=new, type=type, help=argparse.SUPPRESS,
+                        default=argparse.SUPPRESS, **kw)
+
+
+def vocabulary_table(commands: Iterable[tuple[str, argparse.ArgumentParser]]) -> str:
+    """The Markdown table of the shared options: flag, meaning, and the commands that take each
+    (``commands``: ``(name, parser)`` pairs, e.g. every command of ``scimech``)."""
+    users: dict[str, list[str]] = {k: [] for k in SHARED}
+    for name, parser in commands:
+        for a in parser._actions:
+            shared = getattr(a, "shared", None)
+            if shared and a.option_strings == [SHARED[shared].flag] and name not in users[shared]:
+                users[shared].append(name)
+    rows = ["| option | meaning | commands |", "|---|---|---|"]
+    for key, spec in SHARED.items():
+        meaning = spec.meaning.replace("|", "\\|")
+        rows.append(f"| `{spec.flag}` | {meaning} | {', '.join(f'`{c}`' for c in users[key]) or '-'} |")
+    return "\n".join(rows) + "\n"
+
+
+def needs_table(commands: Iterable[tuple[str, argparse.ArgumentParser]]) -> str:
+    """The Markdown table of the options that act only in some context (:func:`needs`), per command."""
+    rows = ["| command | option | acts only with |", "|---|---|---|"]
+    for name, parser in commands:
+        for n in parser.get_default("_needs") or ():
+            rows.append(f"| `{name}` | `{n.flag}` | {n.need} |")
+    return "\n".join(rows) + "\n"

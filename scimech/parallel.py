@@ -46,7 +46,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .errors import ConfigError, ScimechError
-from .options import whole
 from .progress import progress
 from .results import UnitStore
 
@@ -709,14 +708,13 @@ def map_units(fn: Callable[..., Any], units: Mapping[str, Mapping[str, Any]], st
 
 
 def add_cluster_arguments(parser) -> None:
-    """Add ``--cluster CONFIG`` and ``--scheduler ADDRESS`` to a study's argparse parser."""
+    """Add ``--cluster CONFIG``, ``--scheduler ADDRESS`` and ``--workers N`` (one of them; the
+    shared declarations of :mod:`scimech.options`) to a study's argparse parser."""
+    from . import options
+
     group = parser.add_argument_group("execution (Dask; one of these, default: serial)").add_mutually_exclusive_group()
-    group.add_argument("--cluster", metavar="CONFIG", default=None,
-                       help="TOML/YAML file with a [cluster] section (kind = local | slurm | pbs | threads | sync)")
-    group.add_argument("--scheduler", metavar="ADDRESS", default=None,
-                       help="address of a running Dask scheduler, e.g. tcp://login1:8786")
-    group.add_argument("--workers", type=whole(1), default=None, metavar="N",
-                       help="run units on a local Dask cluster of N worker processes (default: serial)")
+    for name in ("cluster", "scheduler", "workers"):
+        options.add(group, name)
 
 
 def client_from_args(args):

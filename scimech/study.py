@@ -44,8 +44,9 @@ from typing import Any, Literal
 
 import yaml
 
+from . import options
 from .errors import ConfigError
-from .options import device, existing_path
+from .options import SIZES
 from .parallel import add_cluster_arguments, client_from_args
 from .results import atomic_write_text
 
@@ -57,9 +58,6 @@ RECOVERY_FILE = "recovery.txt"  # first line: "<study> planted truth: K of N rec
 FINDINGS_FILE = "findings.txt"  # one line per reference finding with its verdict
 #: the studies shipped with scimech (found without entry points in a checkout that is not installed)
 BUILTIN_STUDIES = {"ocean": "ocean.cli", "astro": "astro.cli", "neuro": "neuro.cli"}
-#: the sizes every study command takes (``--size``): quick (seconds to a few minutes, the demo and
-#: the tests), medium (a verdict with usable intervals), full (the reference paper's sizes)
-SIZES = ("quick", "medium", "full")
 
 Verdict = Literal["REPRODUCED", "NOT reproduced", "NOT ASSESSED"]
 
@@ -223,9 +221,7 @@ def _duration(seconds: float) -> str:
 
 def add_dry_run(parser) -> None:
     """Add ``--dry-run`` to a study command: check the options, print the :class:`Plan`, write nothing."""
-    parser.add_argument("--dry-run", action="store_true",
-                        help="check the options and print what would run (units, sizes, estimated time); "
-                             "run and write nothing")
+    options.add(parser, "dry_run")
 
 
 def registered_studies() -> dict[str, str]:
@@ -309,33 +305,27 @@ class Study(abc.ABC):
 
 
 def add_study_options(parser: argparse.ArgumentParser, *, out_default: str | None, data_help: str,
-                      default_size: str = "quick", config_keys: Mapping[str, str] | None = None) -> None:
-    """Add the options every ``scimech <study> study`` command shares.
+                      default_size: str = "quick", config_keys: Mapping[str, str] | None = None,
+                      data_formats: Sequence[str | options.Format] = ()) -> None:
+    """Add the options every ``scimech <study> study`` command shares (the declarations of
+    :data:`scimech.options.SHARED`).
 
-    ``--out`` (required when ``out_default`` is ``None``), ``--config FILE``, ``--size``
-    (``quick`` | ``medium`` | ``full``; ``--quick``/``--medium``/``--full`` are accepted as
-    short forms), ``--data PATH``, ``--device`` (refused at once when the machine lacks it),
+    ``--out`` (required when ``out_default`` is ``None``; probed for writing before any work),
+    ``--config FILE``, ``--size`` (``quick`` | ``medium`` | ``full``; ``--quick``/``--medium``/
+    ``--full`` are short forms), ``--data PATH`` (``data_formats``: the formats it is read in,
+    checked on its first bytes), ``--device`` (refused at once when the machine lacks it),
     ``--cluster``/``--scheduler``/``--workers`` (one of them) and ``--dry-run``.
     ``config_keys``: ``{key: what it sets}`` a ``--config`` file may hold beyond the command's
     options (the domain reads them from ``args.config_extra``).
     """
 
     g = parser.add_argument_group("study options (every study takes these)")
-    g.add_argument("--out", type=Path, default=None if out_default is None else Path(out_default),
-                   required=out_default is None, metavar="FOLDER",
-                   help="results folder (resumable: finished units are kept)"
-                   + ("" if out_default is None else f"; default: {out_default}"))
-    g.add_argument("--config", type=existing_path("file"), default=None, metavar="FILE",
-                   help="YAML or TOML file of option values, keyed by option name (e.g. `seeds: [0, 1]`, "
-                        "`workers: 4`); the command line wins over the file")
-    g.add_argument("--size", choices=SIZES, default=default_size,
-                   help=f"quick (minutes), medium (usable intervals) or full (the reference sizes); "
-                        f"default: {default_size}")
-    for size in SIZES:  # short forms
-        g.add_argument(f"--{size}", dest="size", action="store_const", const=size, help=argparse.SUPPRESS)
-    g.add_argument("--data", type=existing_path(), default=None, metavar="PATH", help=data_help)
-    g.add_argument("--device", type=device(), default="cpu",
-                   help="torch device for training and forward passes: cpu, cuda, cuda:N, mps or auto (default: cpu)")
+    options.add(g, "out", default=out_default, required=out_default is None,
+                context="Resumable: finished units are kept")
+    options.add(g, "config", context="e.g. `seeds: [0, 1]`, `workers: 4`")
+    options.add(g, "size", default=default_size)
+    options.add(g, "data", formats=tuple(data_formats), context=data_help)
+    options.add(g, "device", default="cpu")
     add_cluster_arguments(parser)
     add_dry_run(parser)
     parser.set_defaults(config_extra={}, _config_keys=dict(config_keys or {}))

@@ -30,5 +30,5 @@ def test_a_dry_run_still_refuses_bad_options(tmp_path, capsys):
     assert main(["ocean", "study", "--dry-run", "--epochs", "0", "--out", str(tmp_path / "x")]) == 2
     assert "--epochs: must be a whole number >= 1" in capsys.readouterr().err
     assert main(["ocean", "study", "--dry-run", "--data", str(tmp_path / "nowhere.zarr")]) == 2
-    assert "--data: must be an existing file or folder" in capsys.readouterr().err
+    assert "nowhere.zarr' does not exist; expected a zarr store" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()

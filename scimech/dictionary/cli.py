@@ -11,8 +11,9 @@ from pathlib import Path
 
 import xarray as xr
 
+from .. import options
 from ..errors import DataValidationError
-from ..options import device, existing_path, number, whole
+from ..options import input_path, number, whole
 from ..results import atomic_write_text, provenance, save
 from .activations import encode
 from .plots import plot_alignment, plot_shift
@@ -111,37 +112,45 @@ def register(subparsers) -> None:
     sub = p.add_subparsers(dest="dictionary_command", metavar="COMMAND")
     p.set_defaults(func=lambda a: (p.print_help(), 0)[1])
 
+    recording = input_path("netcdf", "zarr")
+
     def common(q, acts_help):
-        q.add_argument("--acts", type=existing_path(), required=True, help=acts_help)
+        q.add_argument("--acts", type=recording, required=True, metavar="PATH", help=acts_help)
         q.add_argument("--site", default=None, help="the recording's variable (default: its only one)")
         q.add_argument("--feature-dim", default=None, help="the axis the dictionary reads (default: the last dim)")
-        q.add_argument("--out", type=Path, required=True, help="output folder")
-        q.add_argument("--device", type=device(), default="cpu", help="cpu, cuda, cuda:N, mps or auto")
+        options.add(q, "out", required=True)
+        options.add(q, "device", default="cpu")
 
     t = sub.add_parser("train", help="train a dictionary (resumable: a checkpoint in --out)")
     common(t, "activations to train on (netCDF or zarr)")
     t.add_argument("--kind", choices=("topk", "batchtopk", "jumprelu"), default="topk")
     t.add_argument("--features", type=whole(1), default=None, help="dictionary size (default: 4 x width)")
     t.add_argument("--k", type=whole(1), default=8, help="active features per row (TopK kinds)")
-    t.add_argument("--target", type=existing_path(), default=None, help="a transcoder's output-site recording")
-    t.add_argument("--target-site", default=None)
-    t.add_argument("--epochs", type=whole(1), default=10)
-    t.add_argument("--batch-size", type=whole(1), default=256)
-    t.add_argument("--lr", type=number(0.0), default=1e-3)
-    t.add_argument("--seed", type=whole(0), default=0)
+    t.add_argument("--target", type=recording, default=None, metavar="PATH",
+                   help="a transcoder's output-site recording (netCDF or zarr)")
+    t.add_argument("--target-site", default=None, help="with --target: its variable (default: its only one)")
+    options.add(t, "epochs", default=10)
+    options.add(t, "batch_size", default=256)
+    t.add_argument("--lr", type=number(0.0), default=1e-3, help="learning rate (default 1e-3)")
+    options.add(t, "seed", default=0)
     t.set_defaults(func=_train)
+    options.needs(t, "--target-site", lambda a: a.target is not None, "--target PATH (a transcoder's output)",
+                  ("--target-site", "mlp_out"))
 
     s = sub.add_parser("score", help="quality, and features against domain variables")
     common(s, "activations to score on")
-    s.add_argument("--dictionary", type=existing_path("file"), required=True)
-    s.add_argument("--variables", type=existing_path(), default=None,
+    s.add_argument("--dictionary", type=input_path("torch"), required=True, metavar="FILE",
+                   help="a dictionary.pt written by `scimech dictionary train`")
+    s.add_argument("--variables", type=recording, default=None, metavar="PATH",
                    help="netCDF/zarr of domain variables on the recording's positions")
     s.set_defaults(func=_score)
 
     h = sub.add_parser("shift", help="faithfulness gap under a shift, and the realigned dictionary")
     common(h, "in-distribution activations")
-    h.add_argument("--shifted", type=existing_path(), required=True, help="shifted activations (same site)")
-    h.add_argument("--dictionary", type=existing_path("file"), required=True)
+    h.add_argument("--shifted", type=recording, required=True, metavar="PATH",
+                   help="shifted activations (same site; netCDF or zarr)")
+    h.add_argument("--dictionary", type=input_path("torch"), required=True, metavar="FILE",
+                   help="a dictionary.pt written by `scimech dictionary train`")
     h.add_argument("--energy", type=number(0.0, maximum=1.0), default=0.95,
                    help="share of E[x x^T] the active subspace holds (default 0.95)")
     h.set_defaults(func=_shift)

@@ -10,8 +10,8 @@ from astro import files
 def test_cli_synth_train_study_plot(tmp_path):
     from scimech.cli import main
 
-    assert main(["astro", "synth", "--n", "160", "--seed", "0", "--out", str(tmp_path / "train.fits")]) == 0
-    assert main(["astro", "synth", "--n", "60", "--seed", "1", "--out", str(tmp_path / "test.zarr")]) == 0
+    assert main(["astro", "synth", "--n-galaxies", "160", "--seed", "0", "--out", str(tmp_path / "train.fits")]) == 0
+    assert main(["astro", "synth", "--n", "60", "--seed", "1", "--out", str(tmp_path / "test.zarr")]) == 0  # old spelling
     assert main(["astro", "train", "--data", str(tmp_path / "train.fits"), "--out", str(tmp_path / "model"),
                  "--epochs", "1", "--batch-size", "40"]) == 0
     assert main(["astro", "study", "--model", str(tmp_path / "model"), "--train", str(tmp_path / "train.fits"),
@@ -43,12 +43,13 @@ def test_study_cli_bad_settings_are_clear_errors(tmp_path, capsys):
     assert "argument --model: not allowed with argument --planted" in capsys.readouterr().err
     assert main(["astro", "study", "--model", str(tmp_path), "--out", str(tmp_path / "c")]) == 2
     assert "give all of --model, --train and --test" in capsys.readouterr().err
-    assert main(["astro", "study", "--data", str(tmp_path), "--train", str(tmp_path), "--out", str(tmp_path / "c")]) == 2
-    assert "folder without a catalogue" in capsys.readouterr().err
+    assert main(["astro", "study", "--data", str(tmp_path), "--out", str(tmp_path / "c")]) == 2
+    assert "is not a FITS file or a folder holding catalog.fits or catalogue.fits: it seems to be a folder" \
+        in capsys.readouterr().err
     assert not (tmp_path / "b").exists() and not (tmp_path / "c").exists()
     assert main(["astro", "study", "--model", str(tmp_path / "none"), "--train", "t.fits", "--test", "s.fits",
                  "--out", str(tmp_path / "d")]) == 2
-    assert "argument --model: must be an existing file or folder" in capsys.readouterr().err   # not a traceback
+    assert "argument --model: must be an existing folder" in capsys.readouterr().err   # not a traceback
     assert not (tmp_path / "d").exists()                         # and the run folder is not claimed
 
 

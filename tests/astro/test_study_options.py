@@ -62,6 +62,19 @@ def _a_value(action, tmp_path):
         value = [c for c in action.choices if c != action.default][-1]
         return value, value
     constraint = getattr(action.type, "constraint", "")
+    if getattr(action.type, "output", None):
+        return str(tmp_path / "somewhere"), tmp_path / "somewhere"
+    for fmt in getattr(action.type, "formats", ()):       # an input read in a format: a file in the first one
+        path = tmp_path / f"{action.dest}.input"
+        path.write_bytes(b"SIMPLE  =" + b" " * 71)           # a FITS header's first card
+        if fmt.test(path):
+            return str(path), path
+        np.save(path.with_suffix(".npy"), np.zeros(2))
+        if fmt.test(path.with_suffix(".npy")):
+            return str(path.with_suffix(".npy")), path.with_suffix(".npy")
+        np.savez(path.with_suffix(".npz"), a=np.zeros(2))
+        if fmt.test(path.with_suffix(".npz")):
+            return str(path.with_suffix(".npz")), path.with_suffix(".npz")
     if constraint.startswith("an existing"):
         path = tmp_path / f"{action.dest}.txt"
         path.write_text("x")
@@ -134,24 +147,27 @@ def test_size_medium_plans_sizes_between_quick_and_full(tmp_path, capsys):
 def test_data_takes_a_catalogue_or_a_folder_holding_one(tmp_path, capsys):
     folder = tmp_path / "dr10"
     folder.mkdir()
-    (folder / "catalog.fits").write_bytes(b"")
-    (folder / "images.npy").write_bytes(b"")
+    (folder / "catalog.fits").write_bytes(b"SIMPLE  =" + b" " * 71)   # a FITS header's first card
+    np.save(folder / "images.npy", np.zeros((1, 4, 2, 2)))
     plan = _dry_run(capsys, "--data", str(folder), "--out", str(tmp_path / "run"))
     assert f"the catalogue {folder / 'catalog.fits'} with cut-outs {folder / 'images.npy'}, 25% held out" in plan
     plan = _dry_run(capsys, "--data", str(folder / "catalog.fits"), "--out", str(tmp_path / "run"))
     assert "with cut-outs" not in plan and f"the catalogue {folder / 'catalog.fits'}" in plan
+    assert main([*STUDY, "--data", str(folder / "catalog.fits"), "--world", "standard", "--dry-run"]) == 2
+    assert "argument --world: does nothing here; it needs synthetic galaxies" in capsys.readouterr().err
+    assert main([*STUDY, "--data", str(folder / "images.npy"), "--dry-run"]) == 2   # cut-outs, not a catalogue
+    err = capsys.readouterr().err
+    assert "is not a FITS file or a folder holding catalog.fits" in err and "it seems to be a NumPy .npy array" in err
     (folder / "catalog.fits").unlink()
     assert main([*STUDY, "--data", str(folder), "--dry-run"]) == 2
-    assert "is a folder without a catalogue" in capsys.readouterr().err
-    assert main([*STUDY, "--data", str(folder / "images.npy"), "--world", "standard", "--dry-run"]) == 2
-    assert "--world and --planted shape a synthetic run" in capsys.readouterr().err
+    assert "it seems to be a folder" in capsys.readouterr().err
 
 
 def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
     return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[name]
 
 
-def test_every_option_of_the_astro_commands_says_what_it_expects():
+def test_every_option_of_the_astro_commands_says_what_it_expects(tmp_path, capsys):
     astro = _subparser(build_parser(), "astro")
     for cmd in ("synth", "train", "study", "plot"):
         bare = [a.option_strings or a.dest for a in _subparser(astro, cmd)._actions if not a.help]
@@ -162,5 +178,7 @@ def test_every_option_of_the_astro_commands_says_what_it_expects():
     assert "--train" in study["--test"]
     assert "image_tokenizer.npz" in study["--image-tokenizer"] and "576 tokens" in study["--image-tokenizer"]
     assert "(N, 4, H, W)" in study["--images"] and "nanomaggies" in study["--images"]
-    args = build_parser().parse_args(["astro", "study", "--catalog", __file__])   # --catalog is --data
-    assert args.data == Path(__file__)
+    fits = tmp_path / "catalog.fits"
+    fits.write_bytes(b"SIMPLE  =" + b" " * 71)
+    args = build_parser().parse_args(["astro", "study", "--catalog", str(fits)])   # --catalog is --data (deprecated)
+    assert args.data == fits and "--catalog is deprecated" in capsys.readouterr().err

@@ -4,6 +4,7 @@ import json
 import math
 
 import numpy as np
+import pytest
 
 from neuro.search.scoring import rank_normalise, ucb_scores
 from neuro.search.tree import Node
@@ -53,9 +54,18 @@ def test_cli_plot_draws_every_search_of_a_study_folder(tmp_path, capsys):
 def test_cli_study_size_flags():
     from scimech.cli import build_parser
 
-    args = build_parser().parse_args(["neuro", "study", "--medium", "--seeds", "2", "--long-context", "0"])
-    assert args.size == "medium" and args.seeds == 2 and args.long_context == 0
+    args = build_parser().parse_args(["neuro", "study", "--medium", "--n-seeds", "2", "--long-context", "0"])
+    assert args.size == "medium" and args.n_seeds == 2 and args.seeds is None and args.long_context == 0
     assert build_parser().parse_args(["neuro", "study", "--size", "full"]).size == "full"
+    # --seeds lists seed values here as in every command (it counted them before); one or the other
+    from neuro.study import NeuroStudy
+
+    plan = NeuroStudy().plan(build_parser().parse_args(["neuro", "study", "--seeds", "4", "7", "--dry-run"]))
+    assert plan.settings["study"].seed_list == [4, 7]
+    plan = NeuroStudy().plan(build_parser().parse_args(["neuro", "study", "--seed", "5", "--n-seeds", "3"]))
+    assert plan.settings["study"].seed_list == [5, 6, 7]
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["neuro", "study", "--seeds", "1", "--n-seeds", "2"])
     args = build_parser().parse_args(["neuro", "study"])
     assert args.size == "quick" and args.seeds is None and args.long_context == 256 and args.device == "cpu"
 

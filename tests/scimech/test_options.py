@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import argparse
 import math
+import tempfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -45,10 +47,47 @@ OPTIONS = _checked_options()
 REPO = Path(__file__).resolve().parents[2]
 
 
+SAMPLES = Path(tempfile.mkdtemp(prefix="scimech-option-samples-"))
+
+
+def _write_samples(root: Path) -> dict[str, Path]:
+    """One small file (or folder) in each format an input option reads, by format name."""
+    (root / "store.zarr").mkdir()
+    (root / "store.zarr" / "zarr.json").write_text('{"zarr_format": 3, "node_type": "group"}')
+    (root / "catalogue").mkdir()
+    (root / "catalogue" / "catalog.fits").write_bytes(b"SIMPLE  =" + b" " * 71)
+    files = {"netcdf": b"CDF\x01" + bytes(60), "fits": b"SIMPLE  =" + b" " * 71, "npz": b"PK\x03\x04" + bytes(30),
+             "torch": b"PK\x03\x04" + bytes(30), "text": b"seeds: [0, 1]\n"}
+    for name, data in files.items():
+        (root / f"sample.{name}").write_bytes(data)
+    np.save(root / "sample.npy", np.zeros(3))
+    out = {name: root / f"sample.{name}" for name in files}
+    out.update(npy=root / "sample.npy", zarr=root / "store.zarr", folder=root / "catalogue")
+    return out
+
+
+SAMPLE_FILES = _write_samples(SAMPLES)
+
+
+def _good_input(a) -> str:
+    """A path the input option ``a`` reads (the first sample its type accepts)."""
+    for path in (*SAMPLE_FILES.values(), REPO):
+        try:
+            if a.type(str(path)) is not None:
+                return str(path)
+        except argparse.ArgumentTypeError:
+            continue
+    raise AssertionError(f"no sample file is accepted by {a.option_strings or a.dest}: {a.type.constraint}")
+
+
 def _placeholder(a) -> str:
-    """A value a required option accepts (an existing path for path options)."""
+    """A value a required option accepts (a sample file for input options, a writable path for outputs)."""
     if isinstance(a.type, Option):
-        return str(Path(__file__).resolve().parents[2]) if "existing" in a.type.constraint else "3"
+        if getattr(a.type, "formats", None) or "existing" in a.type.constraint:
+            return _good_input(a)
+        if getattr(a.type, "output", None):
+            return str(SAMPLES / "out" / "here")
+        return "3"
     return "placeholder"
 
 
@@ -61,7 +100,7 @@ def _argv(prefix, parser, action, value):
         if a.required and a.option_strings:
             argv += [a.option_strings[0], _placeholder(a)]
         elif not a.option_strings and a.nargs is None:
-            argv.append("placeholder")
+            argv.append(_placeholder(a))
     n = action.nargs if isinstance(action.nargs, int) else 1
     return [*argv, f"{action.option_strings[0]}={value}"] if n == 1 else [*argv, action.option_strings[0],
                                                                          *[value] * n]
@@ -75,9 +114,9 @@ def _refused(prefix, parser, action, value, capsys):
     assert err[-1].startswith(f"scimech {' '.join(prefix)}: error: argument {action.option_strings[0]}"), err[-1]
     if isinstance(action.nargs, int) and action.nargs > 1 and value.startswith("-"):
         # argparse reads '-x' (not a negative number) after a multi-value option as the next option
-        assert "expected" in err[-1] or f"must be {action.type.constraint}" in err[-1]
+        assert "expected" in err[-1] or action.type.constraint in err[-1]
     else:
-        assert f"must be {action.type.constraint}" in err[-1]
+        assert action.type.constraint in err[-1]
 
 
 def test_every_numeric_option_of_every_command_is_declared():
@@ -126,9 +165,15 @@ def test_positive_number_options_refuse_zero_negatives_and_nan(option, value, ca
 @pytest.mark.parametrize("prefix, parser, action", OPTIONS, ids=[f"{' '.join(p)} {a.option_strings[0]}"
                                                                  for p, _, a in OPTIONS])
 def test_a_good_value_parses(prefix, parser, action):
-    if "existing" in action.type.constraint:
-        args = build_parser().parse_args(_argv(prefix, parser, action, str(REPO)))
-        assert getattr(args, action.dest) == REPO
+    if getattr(action.type, "formats", None) or "existing" in action.type.constraint:
+        good = _good_input(action)
+        args = build_parser().parse_args(_argv(prefix, parser, action, good))
+        assert getattr(args, action.dest) == Path(good)
+        return
+    if getattr(action.type, "output", None):
+        good = str(SAMPLES / "results" / "run")
+        args = build_parser().parse_args(_argv(prefix, parser, action, good))
+        assert getattr(args, action.dest) == Path(good) and not (SAMPLES / "results").exists()  # nothing created
         return
     if "torch device" in action.type.constraint:
         assert getattr(build_parser().parse_args(_argv(prefix, parser, action, "cpu")), action.dest) == "cpu"

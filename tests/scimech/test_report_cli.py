@@ -58,11 +58,11 @@ def test_demo_reports_a_failing_study_without_stopping(tmp_path, monkeypatch, ca
 
     mods = {"ocean": Ok, "astro": Broken, "neuro": Ok}
     monkeypatch.setattr(cli, "_domain_cli", lambda name: (mods[name], None))
-    rc = cli._run_demo(type("A", (), {"out": tmp_path / "demo", "domains": ["ocean", "astro", "neuro"], "full": False}))
+    rc = cli._run_demo(type("A", (), {"out": tmp_path / "demo", "domains": ["ocean", "astro", "neuro"], "size": "quick"}))
     assert rc == 1
     index = (tmp_path / "demo" / "report.md").read_text()
     assert "failed: RuntimeError: boom" in index
-    assert "[ocean/report.md](ocean/report.md)" in index
+    assert "[ocean report](ocean/report.md)" in index
     assert "Report:" in capsys.readouterr().out
     assert np.isfinite(1.0)
 
@@ -106,7 +106,7 @@ def test_demo_prints_each_studys_planted_truth_line_then_its_findings(tmp_path, 
     os.utime(old, (1_000_000_000, 1_000_000_000))
     mods = {"ocean": Planted, "astro": Silent, "neuro": Silent}
     monkeypatch.setattr(cli, "_domain_cli", lambda name: (mods[name], None))
-    rc = cli._run_demo(type("A", (), {"out": out, "domains": ["ocean", "astro"], "full": False}))
+    rc = cli._run_demo(type("A", (), {"out": out, "domains": ["ocean", "astro"], "size": "quick"}))
     assert rc == 0
     printed = [line.strip() for line in capsys.readouterr().out.splitlines()]
     i = printed.index("[scimech demo] ocean: ok in 0 s")

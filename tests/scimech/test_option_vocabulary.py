@@ -1,0 +1,191 @@
+"""One option vocabulary across every command, paths checked where they are parsed, and options
+that act only with another refused elsewhere.
+
+The parser tree is walked (every ``scimech`` command and subcommand), so a new command or
+option is driven here without being listed: a shared flag must come from
+:data:`scimech.options.SHARED`, an input path must name the formats it reads, an output must be
+probed, and an option whose help says "with --X" must declare that it needs --X."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from scimech import options
+from scimech.cli import build_parser, commands, main, options_page
+from scimech.options import SHARED, Option
+
+from .test_options import SAMPLE_FILES, SAMPLES, _argv, _placeholder
+
+REPO = Path(__file__).resolve().parents[2]
+COMMANDS = list(commands())
+SHARED_FLAGS = {spec.flag: key for key, spec in SHARED.items()}
+
+
+def _actions():
+    for name, parser in COMMANDS:
+        for a in parser._actions:
+            if a.option_strings and not isinstance(a, options._Deprecated):
+                yield name, parser, a
+
+
+def test_every_shared_flag_comes_from_the_one_declaration():
+    """``--seeds`` (and every shared flag) is built by scimech.options.add wherever it appears: the
+    same meaning and type in every command."""
+    own_way = [(name, a.option_strings[0]) for name, _, a in _actions()
+               if set(a.option_strings) & set(SHARED_FLAGS) and getattr(a, "shared", None) is None]
+    assert own_way == []
+    # and the shared words are not spelled under another flag
+    for name, _, a in _actions():
+        if a.dest in SHARED and a.dest != "size":
+            assert a.option_strings == [SHARED[a.dest].flag], (name, a.option_strings)
+
+
+def test_seeds_lists_seed_values_in_every_command(tmp_path):
+    found = 0
+    for name, _parser, a in _actions():
+        if a.option_strings == ["--seeds"]:
+            found += 1
+            words = name.split()[1:]
+            args = build_parser().parse_args([*words, "--seeds", "3", "8", "--out", str(tmp_path / "o")])
+            assert args.seeds == [3, 8], name
+    assert found >= 2  # ocean study and neuro study
+
+
+def test_the_options_page_is_generated_from_the_declarations():
+    page = (REPO / "docs" / "options.md").read_text()
+    assert page == options_page(), "docs/options.md is stale: python -m scimech.cli --options-page > docs/options.md"
+    for spec in SHARED.values():
+        assert f"| `{spec.flag}` |" in page
+
+
+def _needs():
+    return [(name, n) for name, parser in COMMANDS for n in parser.get_default("_needs") or ()]
+
+
+NEEDS = _needs()
+
+
+def _required(parser) -> list[str]:
+    argv = []
+    for a in parser._actions:
+        if a.required and a.option_strings:
+            argv += [a.option_strings[0], _placeholder(a)]
+    return argv
+
+
+def _fill(example) -> list[str]:
+    """An example's argv with each format placeholder ({npy}, {fits}, ...) replaced by a sample file."""
+    return [str(SAMPLE_FILES[w[1:-1]]) if w in options.EXAMPLE_FILES else w for w in example]
+
+
+def test_every_command_with_context_options_declares_them():
+    declared = {(name, n.flag) for name, n in NEEDS}
+    assert {("scimech neuro study", "--held-out"), ("scimech neuro baselines", "--held-out"),
+            ("scimech astro study", "--images"), ("scimech dictionary train", "--target-site")} <= declared
+    # an option whose help says it acts "with --X" must declare it (a new one cannot be added without)
+    undeclared = [(name, a.option_strings[0]) for name, _, a in _actions()
+                  if re.match(r"with (a \S+ )?--[a-z]", a.help or "") and (name, a.option_strings[0]) not in declared]
+    assert undeclared == []
+
+
+@pytest.mark.parametrize("name, need", NEEDS, ids=[f"{n} {d.flag}" for n, d in NEEDS])
+def test_an_option_given_where_it_does_nothing_is_refused(name, need, capsys):
+    parser = dict(COMMANDS)[name]
+    argv = [*name.split()[1:], *_required(parser), *_fill(need.example)]
+    if "--out" not in argv and any(a.option_strings == ["--out"] for a in parser._actions):
+        argv += ["--out", str(SAMPLES / "never")]
+    if any(a.option_strings == ["--dry-run"] for a in parser._actions):
+        argv.append("--dry-run")  # refused before the plan; were it not, nothing would run
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"{name}: error: argument {need.flag}: does nothing here; it needs {need.need}."]
+    assert not (SAMPLES / "never").exists()
+
+
+def test_a_context_option_with_its_context_is_accepted(tmp_path):
+    """The refusal is not blanket: with what it needs, the same option parses."""
+    store = SAMPLE_FILES["zarr"]
+    for argv in (["neuro", "study", "--data", str(store), "--held-out", "taxis", "--dry-run"],
+                 ["neuro", "study", "--proposer", "llm", "--llm-model", "qwen"],
+                 ["astro", "study", "--data", str(SAMPLE_FILES["fits"]), "--test-fraction", "0.3"]):
+        args = build_parser().parse_args([*argv, "--out", str(tmp_path / "o")])
+        assert options.refused_in_context(args) is None, argv
+
+
+INPUTS = [(name, parser, a) for name, parser, a in _actions() if getattr(a.type, "formats", None)]
+OUTPUTS = [(name, parser, a) for name, parser, a in _actions() if getattr(a.type, "output", None)]
+
+
+def test_every_path_option_is_checked_where_it_is_parsed():
+    """Options that name a file or folder read or write it through a checked type."""
+    pathlike = [(name, a.option_strings[0]) for name, _, a in _actions()
+                if a.metavar in ("PATH", "FILE", "FOLDER", "NPZ", "FITS", "CONFIG") or a.type is Path]
+    unchecked = [(name, flag) for name, flag in pathlike
+                 if not any(flag in a.option_strings and isinstance(a.type, Option) for n, _, a in _actions()
+                            if n == name)]
+    assert unchecked == []
+    assert len(INPUTS) >= 15 and len(OUTPUTS) >= 15
+
+
+def _argv_with(name, parser, action, value) -> list[str]:
+    return _argv(tuple(name.split()[1:]), parser, action, value)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(option=st.sampled_from(INPUTS), content=st.binary(max_size=64))
+def test_an_input_in_the_wrong_format_is_refused_with_what_it_seems_to_be(option, content, capsys):
+    name, parser, action = option
+    path = SAMPLES / "junk.nc"
+    path.write_bytes(content)
+    if any(f.test(path) for f in action.type.formats):  # random bytes that happen to be the format
+        return
+    assert main(_argv_with(name, parser, action, str(path))) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"argument {action.option_strings[0]}:" in err[0] and "it seems to be" in err[0], err
+
+
+@pytest.mark.parametrize("name, parser, action", OUTPUTS, ids=[f"{n} {a.option_strings[0]}" for n, _, a in OUTPUTS])
+def test_an_output_that_cannot_be_written_is_refused(name, parser, action, capsys, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    for bad, words in ((str(blocker / "results"), "is a file"),
+                       ("/proc/scimech-no-such-place/out", "no file can be written in '/proc'")):
+        assert main(_argv_with(name, parser, action, bad)) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"argument {action.option_strings[0]}:" in err[0] and words in err[0], err
+
+
+def test_a_deprecated_spelling_still_works_and_names_the_new_one(tmp_path, capsys):
+    args = build_parser().parse_args(["astro", "synth", "--n", "12", "--out", str(tmp_path / "g.fits")])
+    assert args.n_galaxies == 12
+    err = capsys.readouterr().err
+    assert "--n is deprecated" in err and "use --n-galaxies" in err
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["ocean", "study", "--out", "/proc/forbidden/x"], "argument --out: cannot write to '/proc/forbidden/x'"),
+    (["neuro", "study", "--out", "/proc/forbidden/x"], "argument --out: cannot write to '/proc/forbidden/x'"),
+    (["dictionary", "train", "--acts", "{junk}", "--out", "{tmp}"], "argument --acts: '{junk}' is not a netCDF file"),
+    (["neuro", "study", "--held-out", "nosuch"], "argument --held-out: does nothing here; it needs --data PATH"),
+])
+def test_the_four_invocations_exit_2_with_one_line_and_no_traceback_in_seconds(argv, words, tmp_path):
+    junk = tmp_path / "junk.nc"
+    junk.write_text("this is not netCDF\n")
+    argv = [w.replace("{junk}", str(junk)).replace("{tmp}", str(tmp_path / "o")) for w in argv]
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "scimech.cli", *argv], capture_output=True, text=True, timeout=60,
+                          cwd=tmp_path)
+    seconds = time.perf_counter() - t0
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert words.replace("{junk}", str(junk)) in lines[0] and "Traceback" not in proc.stderr
+    assert seconds < 10, f"{argv}: {seconds:.1f} s"
+    assert not (tmp_path / "o").exists() and not (tmp_path / "runs").exists()
