@@ -34,6 +34,13 @@ class Method:
     needs_factor: bool = False
     description: str = ""
 
+    #: whether the method swaps whole samples between the run and the reference (it draws rows)
+    draws_rows = False
+
+    def draw(self, gen: torch.Generator, n_ref: int, n: int) -> torch.Tensor | None:
+        """The reference rows this method takes for ``n`` samples (``None``: it takes none)."""
+        return None
+
     def replace(self, current: torch.Tensor, ref: torch.Tensor | None, factor: float | None,
                 rows: torch.Tensor | None) -> torch.Tensor:
         """The replacement of ``current`` (the site's part of the activation).
@@ -60,6 +67,11 @@ class _Mean(Method):
 
 
 class _Resample(Method):
+    draws_rows = True
+
+    def draw(self, gen, n_ref, n):
+        return draw_rows(gen, n_ref, n)
+
     def replace(self, current, ref, factor, rows):  # whole reference samples
         return ref[rows.to(ref.device)].to(current.dtype)
 

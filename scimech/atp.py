@@ -48,25 +48,27 @@ from scipy.stats import spearmanr
 from torch import nn
 
 from .attention import DecomposedMultiheadAttention
+from .batches import batch_size_of, is_graph_batch, slice_batch
 from .calls import CallPolicy, Calls, parse_calls
-from .hooks import (
-    HookSet,
-    batch_size_of,
-    check_fired,
-    first_tensor,
-    is_graph_batch,
-    override_forward,
-    run_forward,
-    slice_batch,
-)
-from .intervene import _patching_inputs, normalized_effect, patching_sweep
+from .hooks import HookSet, check_fired, first_tensor, override_forward, run_forward
+from .intervene import patching_sweep
 from .metrics import Metric
-from .prefix import trace_calls
+from .prefix_reuse import trace_calls
 from .record import Recorder
 from .samples import Samples, per_sample, require_samples, sample_index
 from .sites import HeadLayout, ResolvedSite
 from .sweep import Reuse as _Reuse
-from .sweep import RowCheck, Target, capturing, metric_values, patch_sites, plan_reuse, source_at
+from .sweep import (
+    RowCheck,
+    Target,
+    capturing,
+    metric_values,
+    normalized_effect,
+    patch_sites,
+    patching_inputs,
+    plan_reuse,
+    source_at,
+)
 
 __all__ = ["attribution_patching", "ranking_agreement"]
 
@@ -282,7 +284,7 @@ def attribution_patching(model: nn.Module, clean: Any, corrupted: Any, sites: Se
     """
     if verify_top < 0 or int(verify_top) != verify_top:
         raise ValueError(f"verify_top must be a whole number >= 0; got {verify_top!r}.")
-    sites, metric, n_clean, target, resolved = _patching_inputs(model, clean, corrupted, sites, metric, direction,
+    sites, metric, n_clean, target, resolved = patching_inputs(model, clean, corrupted, sites, metric, direction,
                                                                 target, layouts, axes)
     policy = parse_calls(calls, "attribution_patching")
     qk = {s.name: a for s in resolved if qk_fix and policy.mode == "error" and (a := _qk_attention(model, s)) is not None}

@@ -35,20 +35,13 @@ import torch
 import xarray as xr
 from torch import nn
 
-from .ablation import AblationMethod, Method, check_reference, draw_rows, resolve_method
+from .ablation import AblationMethod, Method, check_reference, resolve_method
+from .batches import batch_size_of, is_one_batch, iter_batches, n_samples_of, slice_batch
 from .calls import CallPolicy, Calls, current_pass, parse_calls
 from .errors import DataValidationError
-from .hooks import (
-    HookSet,
-    batch_size_of,
-    is_one_batch,
-    iter_batches,
-    n_samples_of,
-    run_forward,
-    slice_batch,
-)
+from .hooks import HookSet, run_forward
 from .metrics import Metric, as_metric
-from .record import Recorder, _site_dims
+from .record import Recorder, site_dims
 from .samples import Samples, per_sample, require_samples, sample_index
 from .sites import HeadLayout, ResolvedSite, resolve_site
 from .sweep import (
@@ -56,9 +49,13 @@ from .sweep import (
     capturing,
     count_calls,
     metric_values,
+    normalized_effect,
     patch_sites,
+    patching_inputs,
     plan_reuse,
+    site_list,
     sites_per_forward,
+    sweep_target,
     sweep_tiles,
     targets_for,
 )
@@ -66,10 +63,6 @@ from .sweep import (
 __all__ = ["ablate", "patch", "ablation_sweep", "patching_sweep", "AblationMethod", "reference_activations",
            "normalized_effect"]
 
-
-
-def _as_list(sites: str | Sequence[str]) -> list[str]:
-    return [sites] if isinstance(sites, str) else list(sites)
 
 
 def _given_activations(reference: Any, sites: Sequence[str]) -> bool:
@@ -86,7 +79,7 @@ def reference_activations(model: nn.Module, reference: Any, sites: Sequence[str]
     ``calls`` (:mod:`scimech.calls`): for a site that runs several times per forward pass,
     which calls to record; with ``"all"`` or a list the activations get a call axis (dim 1),
     so that each call is replaced by the reference's same call."""
-    sites = _as_list(sites)
+    sites = site_list(sites)
     policy = parse_calls(calls, "reference_activations")
     if _given_activations(reference, sites):
         return {s: reference[s] for s in sites}
@@ -139,7 +132,7 @@ def _check_samples(model: nn.Module, m: Method, reference: Any, sites: Sequence[
         n = n_samples_of(reference)
         require_samples(model, slice_batch(reference, 0, min(n, 64)), forward, None, verb,
                         f"method={m.name!r} (averaging or swapping rows as samples)")
-    if m.name == "resample":
+    if m.draws_rows:
         if isinstance(samples, torch.Tensor):
             idx = samples
         elif is_one_batch(reference) and not given:
@@ -148,19 +141,19 @@ def _check_samples(model: nn.Module, m: Method, reference: Any, sites: Sequence[
             idx = None
         if idx is not None and idx.unique().numel() != idx.numel():
             raise DataValidationError(
-                f"{verb}: method='resample' with samples of several rows each (graphs, point clouds) would have to "
+                f"{verb}: method={m.name!r} with samples of several rows each (graphs, point clouds) would have to "
                 "match rows between samples of different sizes and orders; it is not available. Use method='mean' "
                 "(the mean over every reference row) or method='zero'.")
 
 
 def _replacement(m: Method, site: ResolvedSite, current: torch.Tensor, ref: torch.Tensor | None,
                  factor: float | None, gen: torch.Generator | None, rows: torch.Tensor | None = None) -> torch.Tensor:
-    """``m``'s replacement of one site's activation: resampling uses ``rows`` (reference rows,
-    one per sample) when given, else a fresh draw from ``gen``."""
+    """``m``'s replacement of one site's activation: a method that draws reference rows uses
+    ``rows`` (one per sample) when given, else draws afresh from ``gen``."""
     if m.needs_reference:
         check_reference(site.name, ref, current)
-        if m.name == "resample" and rows is None:
-            rows = draw_rows(gen, ref.shape[0], current.shape[0])
+        if rows is None:
+            rows = m.draw(gen, ref.shape[0], current.shape[0])
     return m.replace(current, ref, factor, rows)
 
 
@@ -208,7 +201,7 @@ def ablate(model: nn.Module, sites: str | Sequence[str], *, method: AblationMeth
     """
     m = resolve_method(method, reference=reference, factor=factor, verb="ablate")
     policy = parse_calls(calls, "ablate", allow_last=False)
-    sites = _as_list(sites)
+    sites = site_list(sites)
     _check_samples(model, m, reference, sites, forward, samples, "ablate")
     resolved = [resolve_site(model, s, layouts, axes) for s in sites]
     refs: dict[str, torch.Tensor] = {}
@@ -222,11 +215,11 @@ def ablate(model: nn.Module, sites: str | Sequence[str], *, method: AblationMeth
         cur = site.select(t)
         ref = _ref_at(refs.get(site.name), cur, policy, hooks.call, site.name)
         rows = None
-        if m.name == "resample":
+        if m.draws_rows:  # one draw per forward pass and site
             check_reference(site.name, ref, cur)
             p = current_pass()
             if site.name not in drawn or drawn[site.name][0] is not p or drawn[site.name][1].shape[0] != cur.shape[0]:
-                drawn[site.name] = (p, draw_rows(gen, ref.shape[0], cur.shape[0]))
+                drawn[site.name] = (p, m.draw(gen, ref.shape[0], cur.shape[0]))
             rows = drawn[site.name][1]
         new = _replacement(m, site, cur, ref, factor, gen, rows)
         return site.replace(t, new)
@@ -256,7 +249,7 @@ def patch(model: nn.Module, values: Mapping[str, torch.Tensor], layouts: Mapping
 
     def fn(site: ResolvedSite, t: torch.Tensor):
         cur = site.select(t)
-        perm = _site_dims(site, hooks.axes[site.name], cur.dim(), False)[1]   # canonical -> model order
+        perm = site_dims(site, hooks.axes[site.name], cur.dim(), False)[1]   # canonical -> model order
         want = tuple(cur.shape[p] for p in perm)
         new = values[site.name]
         if policy.stacked and new.dim() == len(want) + 1:
@@ -270,15 +263,6 @@ def patch(model: nn.Module, values: Mapping[str, torch.Tensor], layouts: Mapping
     with HookSet(resolved, fn, model=model, calls=policy, verb="patch") as hooks:
         yield
     hooks.check_fired("patch")
-
-
-def _full_target(target: Any, metric: Metric, n: int | None) -> Any:
-    """The per-sample target of a sweep: ``target=``, else the metric's own ``reference``."""
-    t = target if target is not None else getattr(metric, "reference", None)
-    if t is not None and n is not None and len(t) != n:
-        raise DataValidationError(f"target / metric reference has {len(t)} rows but the inputs have {n}; "
-                                  "give one row per input sample.")
-    return t
 
 
 def _sweep_dataset(per_sample: dict, per_target: dict, sites: Sequence[str], calls: list[int] | None,
@@ -326,11 +310,11 @@ def ablation_sweep(model: nn.Module, inputs: Any, sites: Sequence[str], metric: 
     """
     m = resolve_method(method, reference=reference, factor=factor, verb="ablation_sweep")
     policy = parse_calls(calls, "ablation_sweep")
-    sites = _as_list(sites)
+    sites = site_list(sites)
     _check_samples(model, m, reference, sites, forward, samples, "ablation_sweep")
     metric = as_metric(metric)
     n_inputs = n_samples_of(inputs) if is_one_batch(inputs) else None
-    target = _full_target(target, metric, n_inputs)
+    target = sweep_target(target, metric, n_inputs)
     resolved = [resolve_site(model, s, layouts, axes) for s in sites]
     refs = {}
     if m.needs_reference:
@@ -366,10 +350,10 @@ def ablation_sweep(model: nn.Module, inputs: Any, sites: Sequence[str], metric: 
                 # the same reference sample at every site (a paired comparison across sites), and a
                 # single-batch sweep equals ablate(model, site, seed=seed) site by site
                 draws = {}
-                if m.name == "resample":
+                if m.draws_rows:
                     sizes = {refs[s.name].shape[0] for s in resolved}
-                    shared = draw_rows(gen, sizes.pop(), b) if len(sizes) == 1 else None
-                    draws = {s.name: shared if shared is not None else draw_rows(gen, refs[s.name].shape[0], b)
+                    shared = m.draw(gen, sizes.pop(), b) if len(sizes) == 1 else None
+                    draws = {s.name: shared if shared is not None else m.draw(gen, refs[s.name].shape[0], b)
                              for s in resolved}
 
                 def make(i, s, cur, call, draws=draws):
@@ -390,27 +374,6 @@ def ablation_sweep(model: nn.Module, inputs: Any, sites: Sequence[str], metric: 
         sites, call_list,
         {"method": method, "metric": metric.name, "factor": "None" if factor is None else float(factor),
          "seed": seed, "calls": str(policy), "description": "ablation sweep", **path, **check.attrs()})
-
-
-def _patching_inputs(model: nn.Module, clean: Any, corrupted: Any, sites: Sequence[str], metric, direction: str,
-                     target: Any, layouts: Mapping[str, HeadLayout] | None, axes=None):
-    """Checked arguments of a patching run: ``(sites, metric, n, target, resolved sites)``."""
-    if direction not in ("denoising", "noising"):
-        raise ValueError(f"direction must be 'denoising' or 'noising'; got {direction!r}.")
-    sites = _as_list(sites)
-    metric = as_metric(metric)
-    n_clean, n_corr = n_samples_of(clean), n_samples_of(corrupted)
-    if n_clean != n_corr:
-        raise DataValidationError(f"clean has {n_clean} rows and corrupted {n_corr}; patching needs pairs.")
-    target = _full_target(target, metric, n_clean)
-    return sites, metric, n_clean, target, [resolve_site(model, s, layouts, axes) for s in sites]
-
-
-def normalized_effect(patched: np.ndarray, clean: np.ndarray, corrupted: np.ndarray) -> np.ndarray:
-    """``(patched - corrupted) / (clean - corrupted)`` per (site, sample); NaN where clean == corrupted."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        denom = clean - corrupted
-        return np.where(np.abs(denom) > 0, (patched - corrupted[None]) / denom[None], np.nan)
 
 
 def patching_sweep(model: nn.Module, clean: Any, corrupted: Any, sites: Sequence[str],
@@ -477,7 +440,7 @@ def patching_sweep(model: nn.Module, clean: Any, corrupted: Any, sites: Sequence
         reused, or why not) and ``row_check`` (whether the rows of a tiled batch were found
         independent, :mod:`scimech.sweep`).
     """
-    sites, metric, n_clean, target, resolved = _patching_inputs(model, clean, corrupted, sites, metric, direction,
+    sites, metric, n_clean, target, resolved = patching_inputs(model, clean, corrupted, sites, metric, direction,
                                                                 target, layouts, axes)
     policy = parse_calls(calls, "patching_sweep")
     clean_v, corr_v, patched_v = [], [], []

@@ -27,9 +27,10 @@ import torch
 import xarray as xr
 from torch import nn
 
+from .batches import batch_size_of, iter_batches
 from .calls import CallPolicy, Calls, current_pass, parse_calls, shortfall
 from .errors import DimensionError
-from .hooks import HookSet, StopForward, batch_size_of, check_fired, iter_batches, run_forward
+from .hooks import HookSet, StopForward, check_fired, run_forward
 from .layout import Axes
 from .progress import progress as _progress
 from .sites import HeadLayout, ResolvedSite, resolve_site
@@ -167,7 +168,7 @@ class Recorder:
             if t is not None:
                 axes = self._axes.get(site.name)
                 out[site.name] = t if axes is None else t.permute(
-                    _site_dims(site, axes, t.dim(), self.calls.stacked)[1])
+                    site_dims(site, axes, t.dim(), self.calls.stacked)[1])
         return out
 
     # hooks ---------------------------------------------------------------------------
@@ -270,7 +271,7 @@ class Recorder:
         return out
 
 
-def _site_dims(site: ResolvedSite, axes: Axes, ndim: int, stacked: bool) -> tuple[list[str], list[int]]:
+def site_dims(site: ResolvedSite, axes: Axes, ndim: int, stacked: bool) -> tuple[list[str], list[int]]:
     """Dims of a recorded site (after ``sample``, in the model's axis order) and the
     permutation from the canonical array to that order."""
     if site.head_split is not None:
@@ -395,7 +396,7 @@ def record(model: nn.Module, inputs: Any, sites: Sequence[str], *, batch_size: i
                             "Use calls='last' or calls=k, a fixed-step solver, or one batch (batch_size >= samples).")
                 if dims is None:
                     met = rec.axes
-                    plan = {r.name: _site_dims(r, met[r.name], arrays[r.name].ndim, policy.stacked)
+                    plan = {r.name: site_dims(r, met[r.name], arrays[r.name].ndim, policy.stacked)
                             for r in rec.resolved}
                     perms = {s: p for s, (_, p) in plan.items()}
                     site_attrs = {s: {**a, "axes": str(met[s])} for s, a in site_attrs.items()}

@@ -23,8 +23,9 @@ from typing import Any
 import torch
 from torch import nn
 
+from .batches import batch_size_of, is_graph_batch, leaf_tensors, slice_batch
 from .errors import DataValidationError
-from .hooks import batch_size_of, is_graph_batch, leaf_tensors, run_forward, slice_batch
+from .hooks import run_forward
 
 __all__ = ["Samples", "sample_index", "rows_interact", "require_samples", "per_sample"]
 

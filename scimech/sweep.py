@@ -23,18 +23,21 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
+from .batches import batch_size_of, n_samples_of, tile_batch
 from .calls import CallPolicy, repeat_message, shortfall
 from .errors import DataValidationError, SiteCalledTwiceError, SiteNeverRanError
-from .hooks import HookSet, batch_size_of, check_fired, run_forward, tile_batch
-from .metrics import Metric
-from .prefix import Shortcut, recording_reused, reusing, trace_calls
-from .sites import ResolvedSite
+from .hooks import HookSet, check_fired, run_forward
+from .metrics import Metric, as_metric
+from .prefix_reuse import Shortcut, recording_reused, reusing, trace_calls
+from .sites import HeadLayout, ResolvedSite, resolve_site
 
 __all__ = ["Target", "Reuse", "RowCheck", "metric_values", "sites_per_forward", "sweep_tiles", "patch_sites",
-           "plan_reuse", "capturing", "count_calls", "targets_for"]
+           "plan_reuse", "capturing", "count_calls", "targets_for", "site_list", "sweep_target", "patching_inputs",
+           "normalized_effect"]
 
 #: how far the unchanged copy of the first tiled pass may differ from the untiled run, relative
 #: to the metric's scale: rounding of kernels that split rows differently is ~1e-7; rows coupled
@@ -310,3 +313,38 @@ def count_calls(resolved: Sequence[ResolvedSite], enabled: bool = True):
     h.end_pass()
     if h.passes:
         got.update(h.passes[-1])
+
+
+def site_list(sites: str | Sequence[str]) -> list[str]:
+    """Site strings as a list (one string is one site)."""
+    return [sites] if isinstance(sites, str) else list(sites)
+
+
+def sweep_target(target: Any, metric: Metric, n: int | None) -> Any:
+    """The per-sample target of a sweep: ``target=``, else the metric's own ``reference``."""
+    t = target if target is not None else getattr(metric, "reference", None)
+    if t is not None and n is not None and len(t) != n:
+        raise DataValidationError(f"target / metric reference has {len(t)} rows but the inputs have {n}; "
+                                  "give one row per input sample.")
+    return t
+
+
+def patching_inputs(model: nn.Module, clean: Any, corrupted: Any, sites: Sequence[str], metric, direction: str,
+                    target: Any, layouts: Mapping[str, HeadLayout] | None, axes=None):
+    """Checked arguments of a patching run: ``(sites, metric, n, target, resolved sites)``."""
+    if direction not in ("denoising", "noising"):
+        raise ValueError(f"direction must be 'denoising' or 'noising'; got {direction!r}.")
+    sites = site_list(sites)
+    metric = as_metric(metric)
+    n_clean, n_corr = n_samples_of(clean), n_samples_of(corrupted)
+    if n_clean != n_corr:
+        raise DataValidationError(f"clean has {n_clean} rows and corrupted {n_corr}; patching needs pairs.")
+    target = sweep_target(target, metric, n_clean)
+    return sites, metric, n_clean, target, [resolve_site(model, s, layouts, axes) for s in sites]
+
+
+def normalized_effect(patched: np.ndarray, clean: np.ndarray, corrupted: np.ndarray) -> np.ndarray:
+    """``(patched - corrupted) / (clean - corrupted)`` per (site, sample); NaN where clean == corrupted."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        denom = clean - corrupted
+        return np.where(np.abs(denom) > 0, (patched - corrupted[None]) / denom[None], np.nan)

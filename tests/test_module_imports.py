@@ -219,3 +219,26 @@ def test_every_module_imports_in_a_fresh_process():
     modules = module_files(REPO, PACKAGES)
     failed = import_each_fresh(REPO, sorted(modules), third_party(modules))
     assert not failed, "\n\n".join(f"{m}:\n{tb}" for m, tb in failed.items())
+
+
+def _private_imports(root: Path, package: str) -> list[str]:
+    """``module: name`` for every private name (``_x``) a module of ``package`` imports from another
+    module of the repository (aliases such as ``progress as _progress`` import a public name)."""
+    found = []
+    for path in sorted((root / package).rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module != "__future__":
+                mod = node.module or ""
+                inside = node.level > 0 or mod.split(".")[0] in PACKAGES + ("mypkg",)
+                found += [f"{path.relative_to(root)}: {a.name}" for a in node.names
+                          if inside and a.name.startswith("_") and not a.name.startswith("__")]
+    return found
+
+
+def test_no_module_of_the_core_imports_a_private_name_of_another(tmp_path):
+    pkg = tmp_path / "mypkg"
+    pkg.mkdir()
+    (pkg / "a.py").write_text("def _helper():\n    return 1\n")
+    (pkg / "b.py").write_text("from .a import _helper\n")
+    assert _private_imports(tmp_path, "mypkg") == ["mypkg/b.py: _helper"]   # the check finds a planted one
+    assert _private_imports(REPO, "scimech") == []

@@ -41,8 +41,8 @@ from safetensors.torch import load_file, save_model
 from safetensors.torch import load_model as st_load
 from torch import nn
 
+from scimech.batches import batch_size_of, iter_batches
 from scimech.errors import CheckpointError, ConfigError, DataValidationError
-from scimech.hooks import batch_size_of, iter_batches
 from scimech.metrics import Metric
 
 __all__ = [

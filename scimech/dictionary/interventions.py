@@ -28,8 +28,9 @@ import torch
 import xarray as xr
 from torch import nn
 
+from ..batches import iter_batches
 from ..calls import Calls, parse_calls
-from ..hooks import HookSet, iter_batches, run_forward
+from ..hooks import HookSet, run_forward
 from ..intervene import ablate
 from ..sites import HeadLayout, ResolvedSite, resolve_site
 from ..stats import bootstrap_ci

@@ -17,6 +17,7 @@ import scimech.validate as sv
 from scimech import intervene as intervene_mod
 from scimech import probe as probe_mod
 from scimech import sites as sites_mod
+from scimech import sweep as sweep_mod
 from scimech.attribution import attribute
 from scimech.cli import main
 from scimech.results import load
@@ -143,6 +144,7 @@ def test_ablating_the_wrong_component_raises_false_alarms(monkeypatch):
         return real(model, site, layouts, axes)
 
     monkeypatch.setattr(intervene_mod, "resolve_site", wrong_site)
+    monkeypatch.setattr(sweep_mod, "resolve_site", wrong_site)   # the patching sweep's sites
     ds = sv.run(quick=True, cases=["inert"])
     lines = sv.missed(ds)
     assert len(lines) == len(CAUSAL)

@@ -13,7 +13,7 @@ from torch import nn
 from scimech import metrics
 from scimech.attention import decompose_attention
 from scimech.intervene import ablate, ablation_sweep, patch, patching_sweep
-from scimech.prefix import trace_calls
+from scimech.prefix_reuse import trace_calls
 from scimech.record import Recorder
 from scimech.sites import resolve_site
 

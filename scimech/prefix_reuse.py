@@ -41,7 +41,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from .hooks import map_tensors, override_forward, run_forward, slice_batch, tile_batch
+from .batches import map_tensors, slice_batch, tile_batch
+from .hooks import override_forward, run_forward
 from .sites import ResolvedSite
 
 __all__ = ["ModuleCall", "Resume", "Shortcut", "CallTrace", "trace_calls", "recording_reused", "reusing"]
