@@ -15,8 +15,8 @@ The study, in the order it runs (``scimech astro study``, :class:`astro.study.As
 Data and models: :mod:`astro.synthetic` (galaxies with truth), :mod:`astro.catalog` (your
 Legacy Survey DR10 catalogue and cut-outs), :mod:`astro.photoz` (classical photo-z and
 metrics), :mod:`astro.models` (a small AION stand-in, the planted stand-in and the AION-1
-adapter, including its image codec), :mod:`astro.constants`. The command line: :mod:`astro.cli`.
+adapter, including its image codec), :mod:`astro.constants`. The command line: :class:`astro.study.AstroStudy`.
 """
 
 __all__ = ["constants", "synthetic", "catalog", "photoz", "models", "plan", "units", "files", "training", "resume",
-           "run", "measures", "evidence", "findings", "report", "study", "plots", "cli"]
+           "run", "measures", "evidence", "findings", "report", "study", "plots"]

@@ -9,19 +9,18 @@ heads it named with the ``planted*`` attributes the planted model wrote.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import xarray as xr
 
-from scimech.study import Finding, PlantedTruthRow, assess
-from scimech.study import recovery_line as shared_recovery_line
+from scimech.verdicts import Finding, PlantedTruthRow, assess
+from scimech.verdicts import recovery_line as shared_recovery_line
 
 from .measures import localised_block
 
 __all__ = ["findings", "advantage_finding", "layer_finding", "colour_head_finding", "image_head_finding",
-           "head_effects", "colour_heads", "planted_recovery", "recovery_line", "PlantedHeadRow", "AstroFinding", "study_findings",
+           "head_effects", "colour_heads", "planted_recovery", "recovery_line", "study_findings",
            "recovery_text"]
 
 
@@ -222,30 +221,7 @@ def image_head_finding(res: Mapping[str, xr.Dataset], advantages: Mapping[str, M
                           + f"; dz-vs-A_V slope on dusty: ablated {amp:.4f} vs photometry-only {ph:.4f}"))
 
 
-@dataclass(frozen=True)
-class PlantedHeadRow(PlantedTruthRow):
-    """One planted fact of a planted stand-in (:class:`scimech.study.PlantedTruthRow`, the schema
-    every study shares) with what the study found in words.
-
-    ``estimate`` / ``ci_low`` / ``ci_high`` / ``threshold``: for the image head its advantage lost
-    under resample ablation (all galaxies) and 0; for the inert colour head the widest bound of
-    its effect intervals (change of mean|dz|, advantage lost) under any intervention, the
-    smallest and largest bound, and the null band. ``recovered`` is the rule of
-    :func:`planted_recovery` (``None``: an effect interval is not a finite number).
-    ``found``: what the study found, ``summary``: the row's part of the recovery line,
-    ``head``: ``block{B}.h{H}``.
-    """
-
-    found: str = ""
-    summary: str = ""
-    head: str = ""
-
-    @property
-    def assessed(self) -> bool:
-        return self.recovered is not None
-
-
-def planted_recovery(res: Mapping[str, xr.Dataset], *, null_effect: float = 0.25) -> list[PlantedHeadRow]:
+def planted_recovery(res: Mapping[str, xr.Dataset], *, null_effect: float = 0.25) -> list[PlantedTruthRow]:
     """The planted truth of the model (if any) against what :func:`findings` found, one row per planted fact.
 
     The truth comes from the ``planted*`` attributes of ``res["interventions"]`` (written by
@@ -264,7 +240,7 @@ def planted_recovery(res: Mapping[str, xr.Dataset], *, null_effect: float = 0.25
     return [_image_head_row(res, f[3]), _inert_head_row(res, f[2], eps)]
 
 
-def _image_head_row(res: Mapping[str, xr.Dataset], f4: Mapping[str, Any]) -> PlantedHeadRow:
+def _image_head_row(res: Mapping[str, xr.Dataset], f4: Mapping[str, Any]) -> PlantedTruthRow:
     iv = res["interventions"]
     blk, pb, img = int(iv.attrs.get("block", 0)), int(iv.attrs["planted_block"]), int(iv.attrs["planted_image_head"])
     lost_img = head_effects(res, img)
@@ -277,13 +253,13 @@ def _image_head_row(res: Mapping[str, xr.Dataset], f4: Mapping[str, Any]) -> Pla
     summary = (f"image head block{pb}.h{img}{named}: advantage lost "
                + ", ".join(f"{m} {_ci_text(*lost_img[m])}" for m in ("resample", "patch") if m in lost_img))
     estimate, low, high = lost_img.get("resample", (np.nan, np.nan, np.nan))
-    return PlantedHeadRow(f"image head block{pb}.h{img}: {iv.attrs['planted_image_truth']}",
+    return PlantedTruthRow(f"image head block{pb}.h{img}: {iv.attrs['planted_image_truth']}",
                           "advantage lost, resample ablation, all galaxies", estimate, low, high, 0.0,
                           bool(ok_img) if _all_finite(lost_img) else None, found=found, summary=summary,
-                          head=f"block{pb}.h{img}")
+                          label=f"block{pb}.h{img}")
 
 
-def _inert_head_row(res: Mapping[str, xr.Dataset], f3: Mapping[str, Any], eps: float) -> PlantedHeadRow:
+def _inert_head_row(res: Mapping[str, xr.Dataset], f3: Mapping[str, Any], eps: float) -> PlantedTruthRow:
     iv = res["interventions"]
     blk, pb = int(iv.attrs.get("block", 0)), int(iv.attrs["planted_block"])
     inert = int(iv.attrs["planted_inert_head"])
@@ -302,14 +278,14 @@ def _inert_head_row(res: Mapping[str, xr.Dataset], f3: Mapping[str, Any], eps: f
              f"effect intervals within +-{worst:.1e}")
     summary = (f"inert colour head block{pb}.h{inert}{named}: colour selectivity {col_sel[inert]:.3f} (others <= "
                f"{rest.max():.3f}), effects within +-{worst:.1e} under every intervention")
-    return PlantedHeadRow(f"inert colour head block{pb}.h{inert}: {iv.attrs['planted_inert_truth']}",
+    return PlantedTruthRow(f"inert colour head block{pb}.h{inert}: {iv.attrs['planted_inert_truth']}",
                           "widest bound of the head's effect intervals, any intervention", worst,
                           min(v[1] for v in effects), max(v[2] for v in effects), eps,
                           bool(ok_inert) if _all_finite({**d_inert, **l_inert}) else None, found=found,
-                          summary=summary, head=f"block{pb}.h{inert}")
+                          summary=summary, label=f"block{pb}.h{inert}")
 
 
-def recovery_line(rows: Sequence[PlantedHeadRow], domain: str = "astro") -> str:
+def recovery_line(rows: Sequence[PlantedTruthRow], domain: str = "astro") -> str:
     """One line: how many planted facts the study recovered, with the key numbers
     (:func:`scimech.study.recovery_line`; a row not assessed is named, not counted)."""
     if not rows:
@@ -324,24 +300,13 @@ def _all_finite(effects: Mapping[str, tuple]) -> bool:
     return bool(effects) and all(np.isfinite(np.asarray(v, float)).all() for v in effects.values() if v is not None)
 
 
-@dataclass(frozen=True)
-class AstroFinding(Finding):
-    """A :class:`scimech.study.Finding` numbered as the reference study numbers it; its line
-    (``findings.txt``) says when it was tested on the planted stand-in."""
-
-    number: int = 0
-    planted: bool = False
-
-    def line(self) -> str:
-        on = " (planted stand-in)" if self.planted else ""
-        return f"{self.number}. {self.verdict}{on}: {self.claim}" + (f" ({self.reason})" if not self.assessed else "")
-
-
-def study_findings(res: Mapping[str, xr.Dataset], *, null_effect: float = 0.25) -> list[AstroFinding]:
-    """:func:`findings` as :class:`AstroFinding` objects (the study contract's type)."""
-    planted = bool(planted_recovery(res, null_effect=null_effect))
-    return [AstroFinding(f["finding"], f["verdict"], f["evidence"], f["reason"], f["numbers"], number=i,
-                         planted=planted)
+def study_findings(res: Mapping[str, xr.Dataset], *, null_effect: float = 0.25) -> list[Finding]:
+    """:func:`findings` as :class:`scimech.verdicts.Finding` objects, numbered as the reference study
+    numbers them; the line says when they were tested on the planted stand-in, and leaves the
+    numbers to the report (``terse``)."""
+    on = " (planted stand-in)" if planted_recovery(res, null_effect=null_effect) else ""
+    return [Finding(f["finding"], f["verdict"], f["evidence"], f["reason"], f["numbers"], label=f"{i}. ",
+                    qualifier=on, terse=True)
             for i, f in enumerate(findings(res, null_effect=null_effect), 1)]
 
 

@@ -16,6 +16,7 @@ other sizes to every run. Each can be set on its own (``--n-train``, ``--epochs`
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,9 +25,10 @@ from typing import Any
 import numpy as np
 
 from scimech.errors import ConfigError
+from scimech.study import Plan
 
 __all__ = ["QUICK", "MEDIUM", "FULL", "SIZES", "SIZE_KEYS", "DEFAULT_WORLD", "IMAGE_FEATURES", "STANDIN_STAMP",
-           "StudySettings", "resolve_settings", "check_sizes", "data_files"]
+           "StudySettings", "resolve_settings", "check_sizes", "data_files", "settings_from_args", "plan_of"]
 
 #: sizes of the quick (demo/test), medium and full runs; ``chunk_size``: test galaxies per intervention unit
 QUICK = dict(n_train=1600, n_test=600, epochs=40, batch_size=64, n_bootstrap=200, chunk_size=150)
@@ -184,3 +186,49 @@ def resolve_settings(out: str | Path, *, sizes: Mapping[str, Any] | None = None,
                          world=world if source == "synthetic" else None, planted=bool(planted), image_features=feats,
                          test_fraction=float(test_fraction), block=block, device=device, dtype=dtype,
                          image_tokenizer=Path(image_tokenizer).resolve() if image_tokenizer else None, **paths)
+
+
+#: bench/RESULTS.md (astro, `python -m bench.bench_astro`): the four head interventions of one block cost
+#: 14 ms per test galaxy on one worker (a 60-galaxy unit 0.84 s)
+_BENCH_MS_PER_GALAXY = 14.0
+
+
+def settings_from_args(args: argparse.Namespace) -> StudySettings:
+    """:class:`~astro.plan.StudySettings` from the options of ``scimech astro study``: the
+    sizes of ``--size``, each overridden by its own option (``--n-train`` ...)."""
+    sizes = dict(SIZES[args.size])
+    sizes.update({k: getattr(args, k) for k in SIZE_KEYS if getattr(args, k, None) is not None})
+    catalog, images = data_files(args.data, args.images) if args.data is not None else (None, args.images)
+    return resolve_settings(args.out, sizes=sizes, seed=args.seed, model=args.model, train=args.train, test=args.test,
+                            image_tokenizer=args.image_tokenizer, block=args.block, catalog=catalog, images=images,
+                            test_fraction=args.test_fraction, world=args.world, planted=args.planted,
+                            image_features=args.image_features, device=args.device,
+                            dtype=getattr(args, "dtype", "float32"))
+
+
+def plan_of(settings: StudySettings, size: str | None = None) -> Plan:
+    """The :class:`~scimech.study.Plan` of resolved settings: the intervention units over the test galaxies."""
+    s, sz = settings, settings.sizes
+    if s.source == "catalog":
+        sizes = {"galaxies": f"the catalogue {s.catalog}" + (f" with cut-outs {s.images}" if s.images else "")
+                 + f", {s.test_fraction:.0%} held out for testing"}
+    elif s.source == "synthetic":
+        sizes = {"galaxies": f"synthetic, {sz['n_train']} training and {sz['n_test']} test, world {s.world}"
+                             + (" (planted stand-in)" if s.planted else "")}
+    else:
+        sizes = {"model": str(s.model), "training galaxies": str(s.train), "test galaxies": str(s.test)}
+    if s.trains_standin:
+        sizes["training"] = f"{sz['epochs']} epochs, batch {sz['batch_size']}"
+    if size:
+        sizes["size"] = size
+    sizes["bootstrap resamples"] = sz["n_bootstrap"]
+    sizes["block"] = "localised by the layer probes" if s.block is None else s.block
+    sizes["device"] = s.device
+    sizes["dtype"] = s.dtype
+    chunk = sz["chunk_size"]
+    n_test = sz["n_test"] if s.source == "synthetic" else None
+    units = ([f"galaxies {i}-{min(i + chunk, n_test) - 1}" for i in range(0, n_test, chunk)] if n_test
+             else [f"{chunk} test galaxies per unit (count known once the data are read)"])
+    return Plan("astro study", units, sizes, _BENCH_MS_PER_GALAXY * chunk / 1000 if n_test else None,
+                "head interventions only, from bench/RESULTS.md's 14 ms per galaxy; training not included",
+                str(s.out), settings=s)

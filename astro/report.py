@@ -48,7 +48,7 @@ def write_report(res: dict, out: Path, *, title: str = "AION-1 redshift head ana
     if rows:
         rep.text("## Planted truth vs what the study found\n\n" + recovery_line(rows))
         rep.table(pd.DataFrame([{"truth": r.truth, "found": r.found, "recovered": bool(r.recovered)} for r in rows],
-                               index=[r.head for r in rows]),
+                               index=[r.label for r in rows]),
                   caption="Planted truth vs what the study found (findings 3 and 4, every intervention)")
     fnd = findings(res)
     lines = ["## Findings of the reference study, tested here", ""]

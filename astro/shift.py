@@ -15,13 +15,12 @@ brighter: noisier stamps). Measured on test galaxies, in distribution and shifte
   dictionary's reconstruction, against zero and mean ablation of the block), with bootstrap
   intervals over galaxies.
 
-``python -m astro.shift --out runs/astro/shift [--shift redshift|depth]`` writes
+``scimech astro shift --out runs/astro/shift [--shift redshift|depth]`` (or ``python -m astro.shift``) writes
 ``shift.nc`` and ``shift.png``.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 from pathlib import Path
 
@@ -31,11 +30,8 @@ from scimech.dictionary import (
     measure_shift,
     plot_shift,
     splice_fidelity,
-    summary_lines,
     train_dictionary,
 )
-from scimech.options import device as device_option
-from scimech.options import whole
 from scimech.record import record
 from scimech.results import save
 
@@ -91,17 +87,12 @@ def run_shift(out: str | Path, *, shift: str = "redshift", n_train: int = 1200, 
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m astro.shift", description=__doc__.split("\n\n")[0])
-    p.add_argument("--out", type=Path, default=Path("runs/astro/shift"))
-    p.add_argument("--shift", choices=sorted(SHIFTS), default="redshift")
-    p.add_argument("--seed", type=whole(0), default=0)
-    p.add_argument("--epochs", type=whole(1), default=20, help="training epochs of the stand-in")
-    p.add_argument("--device", type=device_option(), default="cpu", help="cpu, cuda, cuda:N, mps or auto")
-    args = p.parse_args(argv)
-    ds = run_shift(args.out, shift=args.shift, seed=args.seed, epochs=args.epochs, device=args.device)
-    print("\n".join(summary_lines(ds)))
-    print(f"Saved: {args.out / 'shift.nc'}")
-    return 0
+    """``python -m astro.shift``: ``scimech astro shift`` (the same options and run)."""
+    import sys
+
+    from scimech.cli import main as scimech_main
+
+    return scimech_main(["astro", "shift", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

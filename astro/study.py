@@ -1,33 +1,67 @@
-"""The astro study on the study contract (:class:`scimech.study.Study`): plan from the options,
-run as resumable units, the four findings and the planted truth from the evidence, the report.
+"""The AION-1 redshift head study: one :class:`scimech.study.Study` class, ``scimech astro ...``.
 
-``scimech astro study`` is :meth:`AstroStudy.execute`; :func:`demo` (``scimech demo``) runs the
-same steps on the planted stand-in; :func:`redraw` (``scimech astro plot``) the last two on
-saved results.
+``scimech astro generate | study | redraw FOLDER | shift | train``.
+
+Examples::
+
+    scimech astro study --out runs/astro                     # synthesise + train + study, quick size
+    scimech astro study --size medium --workers 2 --out runs/astro-medium   # larger; units on 2 Dask workers
+    scimech astro study --config astro.yaml                  # options from a file (`n_train: 4000`, ...)
+    scimech astro study --quick --cluster cluster.toml --out /scratch/$USER/astro   # SLURM / PBS
+    scimech astro study --data dr10/ --out runs/astro/dr10   # your galaxies (catalog.fits [+ images.npy])
+    scimech astro study --model aion-base/ --data dr10.fits --images cutouts96.npy --out runs/astro/aion1
+    scimech astro generate --n-galaxies 4000 --seed 0 --out runs/astro/train.fits
+    scimech astro generate --n-galaxies 1000 --seed 1 --out runs/astro/test.fits
+    scimech astro train --data runs/astro/train.fits --out runs/astro/model --epochs 20
+    scimech astro study --model runs/astro/model --train runs/astro/train.fits \\
+                        --test runs/astro/test.fits --out runs/astro/study
+    scimech astro redraw runs/astro/study                      # redraw the report from saved results
+
+The study runs as resumable units (astro.run): the samples, the training, and the head
+interventions over chunks of the test set (``--chunk-size``). Rerunning the same command with
+the same ``--out`` redoes only the units that did not finish.
+
+Galaxies: synthetic by default (``--world``; ``--size`` sets how many); ``--data`` studies
+your Legacy Survey DR10 galaxies (astro.catalog.read_legacy_survey): a catalogue FITS file, or
+a folder holding ``catalog.fits`` and optionally ``images.npy`` / ``images.fits`` cut-outs
+(``--images`` names them elsewhere); without ``--model`` a stand-in is trained on a random 75%
+of them (``--test-fraction``) and studied on the rest. ``--model/--train/--test`` study an
+existing model on existing samples.
+
+``--size``: quick (1600 / 600 galaxies), medium (4000 / 1200) or full (8000 / 2000), see
+astro.plan; each size can be set on its own (``--n-train`` ...).
+
+``--model`` may also be a real AION-1 folder (config.json, model.safetensors,
+codecs/<NAME>/...); its image codec (``codecs/image/``) then tokenises the images (96x96
+Legacy Survey cut-outs in nanomaggies; smaller stamps are zero-padded), and without it the
+study runs on photometry tokens only. ``--image-tokenizer`` overrides it with a stand-in
+``image_tokenizer.npz``. ``--device`` runs the training and the forward passes there, ``--dtype
+bfloat16`` the transformer in half the memory (the codec and the probes' features stay float32). Nothing
+is trained then; activations are streamed in passes of bounded size. A folder in that layout
+with random weights (to try the pipeline, or to time it at the real size):
+astro.models.aion_folder.write_random_aion.
 """
-
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import sys
+import time
 from pathlib import Path
 
-import torch
+from scimech import options
+from scimech.errors import ScimechError
+from scimech.options import Format, existing_path, fraction, input_path, whole
+from scimech.study import Command, Plan, Study
 
-from scimech.study import Plan, Study, write_outcome
+from .plan import DATA_CATALOG_NAMES, DEFAULT_WORLD, FULL, IMAGE_FEATURES, MEDIUM, QUICK
 
-from .evidence import AstroEvidence
-from .files import load_study
-from .findings import AstroFinding, recovery_text, study_findings
-from .plan import FULL, QUICK, SIZE_KEYS, SIZES, StudySettings, data_files, resolve_settings
-from .report import galaxies_text, write_report
-from .run import run_settings
+# The commands import what they run when they run: the study pulls torch, aion, astropy and
+# scikit-learn (about 6 s), and `scimech --help`, like the parser of every `scimech` command,
+# imports this module.
 
-__all__ = ["AstroStudy", "demo", "redraw", "settings_from_args"]
-
-#: bench/RESULTS.md (astro, `python -m bench.bench_astro`): the four head interventions of one block cost
-#: 14 ms per test galaxy on one worker (a 60-galaxy unit 0.84 s)
-_BENCH_MS_PER_GALAXY = 14.0
+__all__ = ["AstroStudy"]
 
 
 def _log(msg: str) -> None:
@@ -35,96 +69,225 @@ def _log(msg: str) -> None:
         print(f"[astro] {msg}", flush=True)
 
 
-def settings_from_args(args: argparse.Namespace) -> StudySettings:
-    """:class:`~astro.plan.StudySettings` from the options of ``scimech astro study``: the
-    sizes of ``--size``, each overridden by its own option (``--n-train`` ...)."""
-    sizes = dict(SIZES[args.size])
-    sizes.update({k: getattr(args, k) for k in SIZE_KEYS if getattr(args, k, None) is not None})
-    catalog, images = data_files(args.data, args.images) if args.data is not None else (None, args.images)
-    return resolve_settings(args.out, sizes=sizes, seed=args.seed, model=args.model, train=args.train, test=args.test,
-                            image_tokenizer=args.image_tokenizer, block=args.block, catalog=catalog, images=images,
-                            test_fraction=args.test_fraction, world=args.world, planted=args.planted,
-                            image_features=args.image_features, device=args.device,
-                            dtype=getattr(args, "dtype", "float32"))
-
-
-def plan_of(settings: StudySettings, size: str | None = None) -> Plan:
-    """The :class:`~scimech.study.Plan` of resolved settings: the intervention units over the test galaxies."""
-    s, sz = settings, settings.sizes
-    if s.source == "catalog":
-        sizes = {"galaxies": f"the catalogue {s.catalog}" + (f" with cut-outs {s.images}" if s.images else "")
-                 + f", {s.test_fraction:.0%} held out for testing"}
-    elif s.source == "synthetic":
-        sizes = {"galaxies": f"synthetic, {sz['n_train']} training and {sz['n_test']} test, world {s.world}"
-                             + (" (planted stand-in)" if s.planted else "")}
-    else:
-        sizes = {"model": str(s.model), "training galaxies": str(s.train), "test galaxies": str(s.test)}
-    if s.trains_standin:
-        sizes["training"] = f"{sz['epochs']} epochs, batch {sz['batch_size']}"
-    if size:
-        sizes["size"] = size
-    sizes["bootstrap resamples"] = sz["n_bootstrap"]
-    sizes["block"] = "localised by the layer probes" if s.block is None else s.block
-    sizes["device"] = s.device
-    sizes["dtype"] = s.dtype
-    chunk = sz["chunk_size"]
-    n_test = sz["n_test"] if s.source == "synthetic" else None
-    units = ([f"galaxies {i}-{min(i + chunk, n_test) - 1}" for i in range(0, n_test, chunk)] if n_test
-             else [f"{chunk} test galaxies per unit (count known once the data are read)"])
-    return Plan("astro study", units, sizes, _BENCH_MS_PER_GALAXY * chunk / 1000 if n_test else None,
-                "head interventions only, from bench/RESULTS.md's 14 ms per galaxy; training not included",
-                str(s.out), settings=s)
+#: what --train / --test / `astro train --data` read: a sample `scimech astro generate` writes
+_SAMPLE_FORMATS = ("fits", "zarr")
+#: what `astro study --data` reads: a Legacy Survey catalogue, or a folder holding one
+_CATALOGUE_FORMATS = ("fits", Format(f"a folder holding {' or '.join(DATA_CATALOG_NAMES)}",
+                                     lambda p: p.is_dir() and any((p / n).is_file() for n in DATA_CATALOG_NAMES)))
 
 
 class AstroStudy(Study):
     """The AION-1 photometric-redshift head study: does the image's gain pass through one head?"""
 
     name = "astro"
+    title = "AION-1 photometric-redshift head analysis (photometry vs images)"
+    description = __doc__
+    out_default = "runs/astro"
+    data_help = ("your galaxies: a Legacy Survey DR10 catalogue (FITS: FLUX_G/R/I/Z, FLUX_IVAR_*, "
+                                "SHAPE_R, SHAPE_E1/E2, EBV, plus Z and A_V) or a folder holding catalog.fits and "
+                                "optionally images.npy / images.fits cut-outs; its rows are split into training and "
+                                "test galaxies (default: synthetic galaxies)")
+    data_formats = _CATALOGUE_FORMATS
+    generate_help = "write synthetic galaxies (catalogue + images) to .fits or .zarr"
+    shift_help = "a dictionary of the stand-in's activations under a shift of the galaxies (shift.nc, shift.png)"
+    renamed = {"synth": "generate", "plot": "redraw"}
+
+    # --- the study ----------------------------------------------------------------------------
+    def add_options(self, st: argparse.ArgumentParser) -> None:
+        g = st.add_argument_group("galaxies and model (default: synthetic galaxies, a stand-in trained here)")
+        g.add_argument("--images", type=input_path("npy", "fits"), default=None,
+                       help="(N, 4, H, W) g, r, i, z cut-outs in nanomaggies, one per row of --data (.npy or FITS)")
+        g.add_argument("--test-fraction", type=fraction(), default=0.25, metavar="F",
+                       help="share of the --data galaxies held out as the test set (default 0.25)")
+        options.deprecated(g, "--catalog", "--data", type=input_path(*_CATALOGUE_FORMATS))
+        g.add_argument("--train", type=input_path(*_SAMPLE_FORMATS), metavar="FILE",
+                       help="training galaxies for the probes and the reference set of the mean/resample ablations: a "
+                            ".fits or .zarr in the layout `scimech astro generate` writes (catalogue with flux_g..z "
+                            "[nanomaggy], shape_r [arcsec], shape_e1/e2, ebv [mag], z, a_v [mag]; cut-outs (N, 4, H, W) "
+                            "[nanomaggy per pixel]); with --model and --test, instead of --data")
+        g.add_argument("--test", type=input_path(*_SAMPLE_FORMATS), metavar="FILE",
+                       help="test galaxies for the head interventions and the scores (same layout as --train); with "
+                            "--model and --train")
+        g.add_argument("--world", default=None,
+                       help=f"synthetic world: standard or degenerate (default {DEFAULT_WORLD}; astro.synthetic.WORLDS)")
+        g.add_argument("--image-features", choices=("bands", "colours"), default=None,
+                       help="patch-tokenizer features of the stand-in trained here (default: the world's, "
+                            "astro.plan.IMAGE_FEATURES)")
+        g.add_argument("--image-tokenizer", type=input_path("npz"), metavar="NPZ",
+                       help="a stand-in patch tokenizer (image_tokenizer.npz written by `scimech astro train`) that "
+                            "turns the cut-outs into image tokens; default: the one in the --model folder, else the "
+                            "AION-1 folder's image codec (codecs/image/, 96x96 cut-outs -> 576 tokens), else none "
+                            "(photometry tokens only)")
+        which = g.add_mutually_exclusive_group()
+        which.add_argument("--model", type=existing_path("folder"), metavar="FOLDER",
+                           help="the model, studied as it is (nothing is trained): an AION-1 folder (config.json and "
+                                "model.safetensors of aion.AION, codecs/<NAME>/{config.json,model.safetensors} for "
+                                "FLUX_G..Z, SHAPE_R, SHAPE_E1/E2, EBV, Z and optionally image, the layout of "
+                                "polymathic-ai/aion-base; see astro.models.aion_folder) or a stand-in checkpoint "
+                                "written by `scimech astro train`; with --data (split into train/test) or --train/--test")
+        which.add_argument("--planted", action="store_true",
+                           help="train the planted stand-in (image only through head 1 of block 0, head 2 an inert "
+                                "colour head) and compare what the study finds with what was planted")
+        options.add(g, "dtype", default="float32",
+                    context="Here: the studied transformer's; bfloat16 halves the weights' memory (on CPUs with bfloat16 "
+                            "matrix units also faster), float16 is for GPUs (refused where this torch cannot compute "
+                            "in it); the image codec, the redshift read-out and every activation a probe sees stay "
+                            "float32")
+        a = st.add_argument_group("analysis")
+        a.add_argument("--block", type=whole(0), default=None, metavar="B",
+                       help="encoder block whose heads are probed and ablated (0-based; default: the block the layer "
+                            "probes localise)")
+        options.add(a, "seed", default=0, context="Here: the draws, the train/test split, the resampling and the "
+                    "bootstrap")
+        sz = st.add_argument_group(
+            "sizes (each overrides --size: "
+            + ", ".join(f"{name} {s['n_train']}/{s['n_test']} galaxies"
+                        for name, s in (("quick", QUICK), ("medium", MEDIUM), ("full", FULL))) + ")")
+        sz.add_argument("--n-train", type=whole(1), default=None, metavar="N", help="synthetic training galaxies")
+        sz.add_argument("--n-test", type=whole(1), default=None, metavar="N", help="synthetic test galaxies")
+        options.add(sz, "epochs", context="Of a stand-in trained here")
+        options.add(sz, "batch_size", context="Of a stand-in trained here")
+        sz.add_argument("--n-bootstrap", type=whole(0), default=None, metavar="N",
+                        help="bootstrap resamples of every confidence interval")
+        sz.add_argument("--chunk-size", type=whole(1), default=None, metavar="N",
+                        help="test galaxies per intervention unit (the unit of Dask work and of resumption)")
+        synthetic, catalogue = "synthetic galaxies (no --data, --model)", "--data PATH (your catalogue)"
+        trained_here = "a stand-in trained here (no --model)"
+        given_galaxies = ("--data", "{fits}")        # examples: each option where it would do nothing
+        given_model = ("--model", "{folder}")
+        for flag, applies, need, example in (
+                ("--images", lambda a: a.data is not None, catalogue, ("--images", "{npy}")),
+                ("--test-fraction", lambda a: a.data is not None, catalogue, ("--test-fraction", "0.3")),
+                ("--n-train", lambda a: a.data is None and a.model is None, synthetic, (*given_galaxies, "--n-train", "9")),
+                ("--n-test", lambda a: a.data is None and a.model is None, synthetic, (*given_model, "--n-test", "9")),
+                ("--world", lambda a: a.data is None and a.model is None, synthetic, (*given_galaxies, "--world", "degenerate")),
+                ("--epochs", lambda a: a.model is None, trained_here, (*given_model, "--epochs", "3")),
+                ("--batch-size", lambda a: a.model is None, trained_here, (*given_model, "--batch-size", "8")),
+                ("--image-features", lambda a: a.model is None, trained_here, (*given_model, "--image-features", "colours")),
+                ("--train", lambda a: a.model is not None, "--model FOLDER (an existing study)", ("--train", "{fits}")),
+                ("--test", lambda a: a.model is not None, "--model FOLDER (an existing study)", ("--test", "{fits}"))):
+            options.needs(st, flag, applies, need, example)
 
     def plan(self, args: argparse.Namespace) -> Plan:
+        from .plan import plan_of, settings_from_args
+
         return plan_of(settings_from_args(args), args.size)
 
-    def run(self, plan: Plan, client=None) -> AstroEvidence:
+    def run(self, plan: Plan, client=None):
+        from .evidence import AstroEvidence
+        from .run import run_settings
+
         res, timings = run_settings(plan.settings, client=client, log=_log)
         return AstroEvidence(res, timings)
 
-    def findings(self, evidence: AstroEvidence) -> list[AstroFinding]:
+    def findings(self, evidence):
+        from .findings import study_findings
+
         return study_findings(evidence.results)
 
-    def recovery(self, evidence: AstroEvidence) -> str:
+    def planted_truth(self, evidence) -> str:
+        from .findings import recovery_text
+
         return recovery_text(evidence.results)
 
-    def report(self, evidence: AstroEvidence, plan: Plan) -> Path:
+    def report(self, evidence, plan: Plan) -> Path:
+        from .report import galaxies_text, write_report
+
         galaxies = galaxies_text(plan.settings) if plan.settings is not None else None
         return write_report(evidence.results, Path(plan.out), timings=evidence.timings or None, galaxies=galaxies)
 
-    def outcome(self, evidence: AstroEvidence, plan: Plan) -> Path:
-        """``findings.txt``, ``recovery.txt`` and the report of a run into ``plan.out``; the report's path."""
-        write_outcome(plan.out, self.findings(evidence), self.recovery(evidence))
-        return self.report(evidence, plan)
+    def load(self, folder: Path):
+        """The saved results of a study folder (``<folder>/study/*.nc``, or the ``study/`` folder itself)."""
+        from .evidence import AstroEvidence
+        from .files import load_study
+
+        saved = folder / "study" if (folder / "study").is_dir() else folder
+        out = folder if saved != folder else folder.parent
+        return AstroEvidence(load_study(saved)), Plan("astro study", [], {}, out=str(out))
+
+    def demo_argv(self, out_dir: Path, quick: bool) -> list[str]:
+        """The demo studies the planted stand-in (:mod:`astro.models.planted`) in the default world, blind:
+        a mechanism the study is known to have to find (``scimech astro study --quick`` runs the unplanted one)."""
+        return [*super().demo_argv(out_dir, quick), "--planted"]
+
+    def demo(self, out_dir, quick: bool = True) -> Path:
+        import torch
+
+        torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
+        return super().demo(out_dir, quick)
+
+    # --- generate, shift and the astro's own command ------------------------------------------
+    def add_generate_options(self, s: argparse.ArgumentParser) -> None:
+        s.add_argument("--n-galaxies", type=whole(1), default=2000, metavar="N",
+                       help="galaxies to write (after the r-band selection; default 2000)")
+        options.deprecated(s, "--n", "--n-galaxies", type=whole(1))
+        options.add(s, "seed", default=0, context="The sample is a function of it")
+        options.add(s, "out", kind="file", required=True,
+                    context="Here: .fits (catalogue table + IMAGES cube) or .zarr (a folder)")
+        s.add_argument("--no-images", action="store_true",
+                       help="catalogue only, no (N, 4, 24, 24) g, r, i, z cut-outs [nanomaggy per pixel]")
+        s.add_argument("--world", default=DEFAULT_WORLD,
+                       help=f"synthetic world: standard or degenerate (astro.synthetic.WORLDS; default {DEFAULT_WORLD})")
+
+    def generate(self, args: argparse.Namespace) -> int:
+        from .files import save_sample  # lazy: see the top
+        from .synthetic import make_galaxies
+
+        t0 = time.perf_counter()
+        try:
+            make_galaxies(1, seed=0, images=False, world=args.world)     # an unknown world: a clear error, no work
+        except ScimechError as err:
+            print(f"scimech astro generate: {err}", file=sys.stderr)
+            return 2
+        s = make_galaxies(args.n_galaxies, seed=args.seed, images=not args.no_images, world=args.world)
+        p = save_sample(s, args.out)
+        print(f"wrote {len(s)} galaxies to {p} in {time.perf_counter() - t0:.1f} s")
+        return 0
+
+    def add_shift_options(self, p: argparse.ArgumentParser) -> None:
+        options.add(p, "out", default="runs/astro/shift")
+        p.add_argument("--shift", choices=("depth", "redshift"), default="redshift",
+                       help="the shift of the galaxies: redshift (z scaled by 0.7) or depth (1.5 mag deeper); "
+                            "astro.shift.SHIFTS (default redshift)")
+        options.add(p, "seed", default=0)
+        options.add(p, "epochs", default=20, context="Of the stand-in")
+        options.add(p, "device", default="cpu")
+
+    def run_shift(self, args: argparse.Namespace):
+        from .shift import run_shift
+
+        return run_shift(args.out, shift=args.shift, seed=args.seed, epochs=args.epochs, device=args.device)
+
+    def commands(self) -> list[Command]:
+        return [Command("train", "fit tokenizers and train the stand-in AION", _train_options, _train)]
 
 
-def redraw(folder: str | Path) -> Path:
-    """The report, ``findings.txt`` and ``recovery.txt`` of a study folder (``scimech astro plot``),
-    drawn again from its saved results (``<folder>/study/*.nc``)."""
-    folder = Path(folder)
-    saved = folder / "study" if (folder / "study").is_dir() else folder
-    out = folder if saved != folder else folder.parent
-    evidence = AstroEvidence(load_study(saved))
-    return AstroStudy().outcome(evidence, Plan("astro study", [], {}, out=str(out)))
+def _train_options(t: argparse.ArgumentParser) -> None:
+    options.add(t, "data", formats=_SAMPLE_FORMATS, required=True,
+                context="Here: training galaxies, a .fits or .zarr written by `scimech astro generate` (or by the study "
+                        "as <out>/train.fits), catalogue with z and optional cut-outs")
+    options.add(t, "out", required=True, context="Here: the checkpoint folder (config.json, model.safetensors, "
+                "codecs/, image_tokenizer.npz, history.json); give it to `astro study --model`")
+    options.add(t, "epochs", default=20)
+    options.add(t, "batch_size", default=64)
+    options.add(t, "seed", default=0)
+    t.add_argument("--planted", action="store_true", help="train the planted stand-in (astro.models.planted)")
+    t.add_argument("--image-features", choices=("bands", "colours"), default=None,
+                   help="features of the patch tokenizer (default: the sample's world's, astro.plan.IMAGE_FEATURES)")
+    options.add(t, "device", default="cpu")
 
 
-def demo(out_dir: Path, quick: bool = True) -> Path:
-    """Run the whole astro study on the planted stand-in (quick sizes by default) and return the report path.
+def _train(args) -> int:
+    from .files import load_sample  # lazy: see the top
+    from .models import standin
+    from .training import train_standin
 
-    The demo shows the study finding a mechanism it is known to contain: the planted stand-in
-    (:mod:`astro.models.planted`) in the default world, studied blind. Besides the report it
-    writes ``recovery.txt`` (a one-line summary of the planted truth's recovery, then the
-    table) and ``findings.txt`` (one line per reference finding with its verdict) in
-    ``out_dir``. ``scimech astro study --quick`` runs the unplanted stand-in.
-    """
-    torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
-    study = AstroStudy()
-    plan = plan_of(resolve_settings(Path(out_dir), sizes=QUICK if quick else FULL, planted=True),
-                   "quick" if quick else "full")
-    return study.outcome(study.run(plan), plan)
+    train = load_sample(args.data)
+    feats = args.image_features or IMAGE_FEATURES.get(str(train.meta.get("world", "standard")), "bands")
+    ad, hist = train_standin(train, epochs=args.epochs, batch_size=args.batch_size, seed=args.seed, log=_log,
+                             planted=args.planted, image_features=feats, device=args.device)
+    ad.to("cpu")
+    standin.save(ad, args.out)
+    (Path(args.out) / "history.json").write_text(json.dumps(hist))
+    print(f"trained in {hist['seconds']:.0f} s ({hist['steps']} steps); saved to {args.out}")
+    return 0

@@ -71,12 +71,9 @@ class Evidence:
 
 
 def node_arrays(search, node) -> dict:
-    """The arrays a search saved for one node (``node_<id>.npz``), ``{}`` if none."""
-    f = search.out / f"node_{node.id:04d}.npz"
-    if not f.exists():
-        return {}
-    with np.load(f) as z:
-        return {k: z[k] for k in z.files}
+    """The arrays a search saved for one node (:meth:`neuro.search.tree.TreeSearch.node_arrays`),
+    ``{}`` if none."""
+    return search.node_arrays(node)
 
 
 def _ood_windows(task, per_split: dict) -> tuple[np.ndarray | None, np.ndarray | None]:

@@ -1,57 +1,39 @@
 """Which of the reference study's findings reproduce, read from the :class:`neuro.evidence.Evidence`.
 
 Intervals are 95 % two-level bootstrap intervals over search seeds and test trials
-(:func:`neuro.verdicts.cluster_bootstrap`); a verdict never overrides its interval, and a
+(:func:`scimech.stats.cluster_bootstrap`); a verdict never overrides its interval, and a
 verdict never rests on a number that is not there (:func:`scimech.study.assess`: such a
 finding reads ``NOT ASSESSED (<which number>)``).
 
-Each finding is a :class:`scimech.study.Finding` (a :class:`NeuroFinding`: the contract's
+Each finding is a :class:`scimech.study.Finding` (a :class:`Finding`: the contract's
 verdict, REPRODUCED / NOT reproduced / NOT ASSESSED, plus the line's own wording of it,
 e.g. ``UNDECIDED (the interval holds 0)`` or ``PARTLY reproduced``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import pandas as pd
 
-from scimech.study import Finding, assess
+from scimech.verdicts import Finding, assess
 
 from .evidence import Evidence
 from .verdicts import compare, verdict_better
 
-__all__ = ["NeuroFinding", "findings", "tail_beat_finding"]
+__all__ = ["findings", "tail_beat_finding"]
 
 
-@dataclass(frozen=True)
-class NeuroFinding(Finding):
-    """A :class:`scimech.study.Finding` whose line words its verdict as the study does.
-
-    ``wording``: the verdict as the line says it (default: ``verdict``), e.g. ``NOT reproduced
-    (the baseline is better)``; ``note``: sentences after the finding's own."""
-
-    wording: str = ""
-    note: str = ""
-
-    def line(self) -> str:
-        if not self.wording:
-            return super().line() + self.note
-        return f"{self.wording}: {self.claim}" + (f" ({self.evidence})." if self.evidence else ".") + self.note
-
-
-def _judged(claim: str, verdict: str, wording: str, evidence: str, numbers: dict, note: str = "") -> NeuroFinding:
+def _judged(claim: str, verdict: str, wording: str, evidence: str, numbers: dict, note: str = "") -> Finding:
     """The finding, or ``NOT ASSESSED (...)`` naming the numbers that are missing or NaN."""
     checked = assess(claim, True, numbers=numbers)
     if not checked.assessed:
-        return NeuroFinding(claim, "NOT ASSESSED", evidence, checked.reason, checked.numbers,
+        return Finding(claim, "NOT ASSESSED", evidence, checked.reason, checked.numbers,
                             wording=f"NOT ASSESSED ({checked.reason})", note=note)
-    return NeuroFinding(claim, verdict, evidence, "", checked.numbers, wording=wording, note=note)
+    return Finding(claim, verdict, evidence, "", checked.numbers, wording=wording, note=note)
 
 
-def _not_assessed(claim: str, reason: str) -> NeuroFinding:
-    return NeuroFinding(claim, "NOT ASSESSED", reason=reason)
+def _not_assessed(claim: str, reason: str) -> Finding:
+    return Finding(claim, "NOT ASSESSED", reason=reason)
 
 
 def _fmt_ci(c: dict, key: str) -> str:
@@ -88,7 +70,7 @@ def _seed_values(ev: Evidence, label: str, key: str) -> np.ndarray:
     return found.seed_values(key) if found is not None else np.array([])
 
 
-def discovered_beat_baselines(ev: Evidence) -> NeuroFinding:
+def discovered_beat_baselines(ev: Evidence) -> Finding:
     """Discovered programs (the pick per seed) vs the best baseline, ID test MAE (and OOD)."""
     S = len(ev.seeds)
     scope = f"{S} search seed{'s' if S > 1 else ''} x {len(np.unique(ev.test_trials))} test trials"
@@ -109,7 +91,7 @@ def discovered_beat_baselines(ev: Evidence) -> NeuroFinding:
                    _interval_numbers(c, "ID test MAE"), note=ood)
 
 
-def priors_generalise(ev: Evidence) -> NeuroFinding | None:
+def priors_generalise(ev: Evidence) -> Finding | None:
     """The unconstrained search does well ID but worse OOD than the search with wiring priors."""
     cid = compare(ev.no_priors.test, ev.priors.test, ev.test_trials)
     if ev.priors.ood is None or ev.no_priors.ood is None:
@@ -130,7 +112,7 @@ def priors_generalise(ev: Evidence) -> NeuroFinding | None:
                    {**_interval_numbers(cid, "ID test MAE"), **_interval_numbers(cood, "OOD MAE")})
 
 
-def priors_recover_connectivity(ev: Evidence) -> NeuroFinding:
+def priors_recover_connectivity(ev: Evidence) -> Finding:
     """Edge AUROC and sign accuracy of the Jacobian, with vs without priors, in every seed."""
     pa, fa = _seed_values(ev, "priors", "edge_auroc"), _seed_values(ev, "no priors", "edge_auroc")
     ps, fs = _seed_values(ev, "priors", "sign_accuracy"), _seed_values(ev, "no priors", "sign_accuracy")
@@ -146,7 +128,7 @@ def priors_recover_connectivity(ev: Evidence) -> NeuroFinding:
                                   "sign accuracy with priors": ps, "sign accuracy without": fs}))
 
 
-def priors_recover_impulse(ev: Evidence) -> NeuroFinding:
+def priors_recover_impulse(ev: Evidence) -> Finding:
     """Distance of the impulse response to the simulator's, with vs without priors, in every seed."""
     pi, fi = _seed_values(ev, "priors", "impulse_distance"), _seed_values(ev, "no priors", "impulse_distance")
     ok = np.isfinite(pi) & np.isfinite(fi)
@@ -159,7 +141,7 @@ def priors_recover_impulse(ev: Evidence) -> NeuroFinding:
                    _seed_numbers({"impulse distance with priors": pi, "impulse distance without": fi}))
 
 
-def tail_beat_finding(long_table: pd.DataFrame, context: int) -> NeuroFinding:
+def tail_beat_finding(long_table: pd.DataFrame, context: int) -> Finding:
     """At the long context, does any model's free run forecast the tail beat (YES / NO)?"""
     fc = long_table["tail_beat_forecast"].astype(float) if "tail_beat_forecast" in long_table else pd.Series(dtype=float)
     yes = [n for n, v in fc.items() if np.isfinite(v) and v >= 0.5]
@@ -171,7 +153,7 @@ def tail_beat_finding(long_table: pd.DataFrame, context: int) -> NeuroFinding:
              "of the swimming windows" if yes else
              f"at context {context}, no model's free run forecasts the tail beat in half of the swimming windows"
              + (f" (closest: {best})" if best is not None else ""))
-    return NeuroFinding(claim, "REPRODUCED" if yes else "NOT reproduced",
+    return Finding(claim, "REPRODUCED" if yes else "NOT reproduced",
                         "fraction of swimming probe windows whose free-run tail angle is within 1/8 cycle and at "
                         f"least half the amplitude of the true beat: {detail}", wording="YES" if yes else "NO")
 
@@ -179,7 +161,7 @@ def tail_beat_finding(long_table: pd.DataFrame, context: int) -> NeuroFinding:
 _NO_CIRCUIT = ("recovery of connectivity and impulse responses", "no true circuit behind recorded traces")
 
 
-def findings(ev: Evidence) -> list[NeuroFinding]:
+def findings(ev: Evidence) -> list[Finding]:
     """The reference findings with their verdicts (see the module doc)."""
     if ev.discovered_test is None:
         return [_not_assessed("the reference findings", "no discovered model finished")]

@@ -17,7 +17,8 @@ from pathlib import Path
 from scimech.errors import ConfigError
 from scimech.study import SIZES, Plan
 
-__all__ = ["BUDGETS", "SEEDED_BASELINES", "SEARCH_LABELS", "StudySettings", "study_plan", "BENCH_EVAL_SECONDS"]
+__all__ = ["BUDGETS", "SEEDED_BASELINES", "SEARCH_LABELS", "StudySettings", "study_plan", "BENCH_EVAL_SECONDS", "Traces",
+           "Proposer"]
 
 # nodes per search, search seeds, the long-context searches, wall-clock per search (s), OOD
 # trials, Adam steps of the GRU and TiDE baselines (TiDE's validation MAE is still falling at
@@ -146,3 +147,43 @@ def study_plan(settings: StudySettings, *, data: str | None = None, proposer: st
     return Plan("neuro study", units, sizes, BENCH_EVAL_SECONDS,
                 "one evaluation per node, bench/RESULTS.md's 2.33 s; baselines and simulation not included; "
                 "each search also stops at its wall-clock cap", str(s.out), settings={"study": s, **(extra or {})})
+
+
+@dataclass(frozen=True)
+class Traces:
+    """Your recording instead of the simulator (``--data``; :func:`neuro.data.from_traces`)."""
+
+    path: Path
+    conditions: Path | None = None
+    dt: float | None = None
+    held_out: tuple[str, ...] = ()
+    protocol: str | None = None   # a forecasting protocol (``"zapbench"``, :func:`neuro.data.from_traces`)
+
+    def task(self, s: StudySettings):
+        import numpy as np
+
+        from .data import from_traces
+
+        conditions = np.load(self.conditions) if self.conditions is not None else None
+        extra = {"protocol": self.protocol} if self.protocol else {}
+        return from_traces(self.path, conditions=conditions, dt=self.dt, held_out=self.held_out, context=s.context,
+                           horizon=s.horizon, max_windows=s.max_windows, seed=s.seed, **extra)
+
+
+@dataclass(frozen=True)
+class Proposer:
+    """Who proposes the programs: the offline proposer, or an LLM behind an OpenAI-compatible endpoint."""
+
+    kind: str = "offline"
+    base_url: str | None = None
+    model: str | None = None
+
+    def factory(self):
+        """``priors -> proposer``, or ``None`` for the offline proposer (the search's default)."""
+        if self.kind != "llm":
+            return None
+        # lazy: the LLM client needs the optional `openai` package and is only used with --proposer llm
+        from .search.llm import ChatClient, LLMProposer
+
+        client = ChatClient(base_url=self.base_url, model=self.model)
+        return lambda priors: LLMProposer(client, priors=priors)

@@ -4,8 +4,8 @@ structural claim about a discovered model can be checked against it.
 :func:`planted_truth` scores one fitted model (the structural-prior search's pick) against
 the simulated larva, one row per planted property, each with an interval and a stated
 criterion; a row can fail (a model fitted with a wrong wiring prior fails the connectivity
-rows, ``tests/neuro/test_verdicts_recovery.py``). Each row is a :class:`TruthRow`, a
-:class:`scimech.study.PlantedTruthRow` (the schema every study shares) with the planted
+rows, ``tests/neuro/test_verdicts_recovery.py``). Each row is a
+:class:`scimech.verdicts.PlantedTruthRow` (the one row type every study shares) with the planted
 value and the criterion in words:
 
 - ``edges``: which observed pairs are wired, edge AUROC of the model's one-step Jacobian
@@ -25,19 +25,17 @@ value and the criterion in words:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import pandas as pd
 from scipy.stats import rankdata
 
 from scimech.stats import bootstrap_ci
-from scimech.study import PlantedTruthRow, recovery_line
+from scimech.verdicts import PlantedTruthRow, finite, recovery_line
 
 from .faithfulness import tail_beat_scores
 from .sim.analysis import dominant_frequency, phase_difference
 
-__all__ = ["TruthRow", "planted_truth", "summary_line", "format_table", "truth_frame", "recovery_text"]
+__all__ = ["planted_truth", "summary_line", "format_table", "truth_frame", "recovery_text"]
 
 EDGE_AUROC_MIN = 0.75   # lower bound of the interval: clearly better than chance (0.5)
 SIGN_ACCURACY_MIN = 0.7  # lower bound: most true connections have the right sign
@@ -60,37 +58,11 @@ def edge_auroc(edge, score) -> float:
     return float((ranks[pos].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
 
 
-def _finite(v) -> bool:
-    try:
-        return bool(np.isfinite(float(v)))
-    except (TypeError, ValueError):
-        return False
-
-
-@dataclass(frozen=True)
-class TruthRow(PlantedTruthRow):
-    """One planted property: ``truth`` names it (``edges``, ``signs``, ...), ``measure`` says what
-    was measured, ``planted`` is the simulator's value in words or a number, ``criterion`` the
-    rule in words (``threshold`` its number); ``recovered`` is ``None`` when the estimate or its
-    interval is not a finite number (NOT ASSESSED: neither recovered nor missed)."""
-
-    planted: object = ""
-    criterion: str = ""
-
-    @property
-    def assessed(self) -> bool:
-        return self.recovered is not None
-
-    @property
-    def verdict(self) -> str:
-        return "NOT ASSESSED" if self.recovered is None else "RECOVERED" if self.recovered else "MISSED"
-
-
-def _row(name, quantity, truth, found, low, high, criterion, ok, threshold=np.nan) -> TruthRow:
+def _row(name, quantity, truth, found, low, high, criterion, ok, threshold=np.nan) -> PlantedTruthRow:
     """One planted-truth row; not assessed (``recovered`` None) when the estimate or its interval
     is not a finite number."""
-    assessed = all(_finite(v) for v in (found, low, high))
-    return TruthRow(name, quantity, float(found), float(low), float(high), float(threshold),
+    assessed = all(finite(v) for v in (found, low, high))
+    return PlantedTruthRow(name, quantity, float(found), float(low), float(high), float(threshold),
                     bool(ok) if assessed else None, planted=truth, criterion=criterion)
 
 
@@ -122,7 +94,7 @@ def _median_ci(v, seed):
 
 
 def planted_truth(task, arrays: dict, *, long_task=None, long_arrays: dict | None = None, seed: int = 0
-                  ) -> list[TruthRow]:
+                  ) -> list[PlantedTruthRow]:
     """One row per planted property of the simulated circuit: truth, what ``arrays`` (a
     model's outputs from :func:`neuro.search.evaluate.predict_candidate` / the search's node
     file) show, a 95 % interval, the criterion and whether it is met.
@@ -215,7 +187,7 @@ def _fmt(v):
     return str(v)
 
 
-def summary_line(rows: list[TruthRow], label: str = "neuro") -> str:
+def summary_line(rows: list[PlantedTruthRow], label: str = "neuro") -> str:
     """``neuro planted truth: K of N recovered (edges 0.99 [0.98, 1.00]; ...)``
     (:func:`scimech.study.recovery_line`): N counts the rows that could be assessed; a row whose
     estimate or interval is not a number is marked NOT ASSESSED."""
@@ -224,7 +196,7 @@ def summary_line(rows: list[TruthRow], label: str = "neuro") -> str:
     return recovery_line(label, rows, "; ".join(parts))
 
 
-def format_table(rows: list[TruthRow]) -> str:
+def format_table(rows: list[PlantedTruthRow]) -> str:
     """A plain-text table of :func:`planted_truth` (one row per planted property)."""
     head = ["property", "truth", "found", "95% interval", "criterion", "verdict", "what"]
     body = [[r.truth, _fmt(r.planted), _fmt(r.estimate), f"[{_fmt(r.ci_low)}, {_fmt(r.ci_high)}]", r.criterion,
@@ -234,12 +206,12 @@ def format_table(rows: list[TruthRow]) -> str:
     return "\n".join(lines)
 
 
-def recovery_text(rows: list[TruthRow]) -> str:
+def recovery_text(rows: list[PlantedTruthRow]) -> str:
     """``recovery.txt``: the summary line, a blank line, the table."""
     return f"{summary_line(rows)}\n\n{format_table(rows)}\n"
 
 
-def truth_frame(rows: list[TruthRow]) -> pd.DataFrame:
+def truth_frame(rows: list[PlantedTruthRow]) -> pd.DataFrame:
     """The rows as a table (``recovery.csv``): one row per property, indexed by its name."""
     return pd.DataFrame([{"row": r.truth, "quantity": r.measure, "truth": r.planted, "found": r.estimate,
                           "low": r.ci_low, "high": r.ci_high, "criterion": r.criterion,

@@ -5,7 +5,10 @@ searches with and without structural priors over several search seeds, and the l
 Units of work go through :func:`scimech.parallel.map_units` into
 :class:`scimech.results.UnitStore` folders under the output folder: one unit per baseline
 fit (``baselines/``) and one per candidate evaluation of each search
-(``search_<label>[_seed<s>]/units/``; the long context under ``long_context/``). With a Dask
+(``search_<label>[_seed<s>]/units/``; the long context under ``long_context/``). The arrays
+the units read and write (the tasks, the searches' data, every evaluated program's outputs)
+are in the study's store, ``store/`` (:class:`neuro.store.ArrayStore`), each written once
+and read from there by the units; the units' records hold scores. With a Dask
 ``client`` they run on its workers; rerunning with the same output folder redoes only
 unfinished units (and the searches resume from their journals). A folder holding a study of
 other data (a changed simulator, other traces or sizes: another :func:`task_fingerprint`) is
@@ -14,11 +17,8 @@ set aside, never resumed.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import math
-import os
-import pickle
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,17 +28,20 @@ import pandas as pd
 
 from scimech.fingerprint import set_aside_stale
 from scimech.parallel import map_units
-from scimech.results import UnitStore, atomic_write_bytes
+from scimech.results import UnitStore
+from scimech.verdicts import PlantedTruthRow
 
 from .baselines import BASELINES, fit_baseline
 from .evidence import Evidence, gather_evidence, node_arrays, prior_note
 from .faithfulness import faithfulness, physiology_scores, probe_model, true_impulse_response
 from .plan import SEARCH_LABELS, SEEDED_BASELINES, StudySettings
-from .recovery import TruthRow, planted_truth
+from .recovery import planted_truth
 from .search.offline import OfflineProposer
 from .search.sandbox import SandboxLimits
 from .search.tree import TreeSearch
+from .store import ArrayStore
 from .tasks import OOD_SUITES, WindowField, build_recording, build_task, is_constant_view
+from .taskstore import load_task, save_task
 
 __all__ = ["COLS", "StudyRun", "run_baselines", "score_forecasts", "write_step_mae", "write_units", "baseline_unit", "run_search", "run_study_units", "build_tasks",
            "task_fingerprint", "score_row"]
@@ -114,20 +117,13 @@ def score_forecasts(model, task) -> tuple[dict, dict]:
     return metrics, arrays
 
 
-@functools.lru_cache(maxsize=2)
-def _load_task(path: str, stamp: tuple):
-    with open(path, "rb") as f:
-        return pickle.load(f)
-
-
 def baseline_unit(name: str, task_file: str, quick: bool, seed: int = 0, torch_steps: int | None = None,
                   device: str = "cpu") -> dict:
     """One baseline fit and its scores (a unit of :func:`run_baselines`, picklable).
 
-    ``task_file`` is the study's own pickled task (written by :func:`run_baselines` under the
-    output folder; loaded once per worker process)."""
-    st = os.stat(task_file)
-    return _fit_and_score(name, _load_task(task_file, (st.st_mtime_ns, st.st_size)), quick, seed, torch_steps, device)
+    ``task_file`` is the task's manifest in the study's store (written once by
+    :func:`run_baselines`, :func:`neuro.taskstore.save_task`; read once per worker process)."""
+    return _fit_and_score(name, load_task(task_file), quick, seed, torch_steps, device)
 
 
 def _unit_key(name: str, steps, key_suffix: str, device: str) -> str:
@@ -139,12 +135,14 @@ def _unit_key(name: str, steps, key_suffix: str, device: str) -> str:
 
 def run_baselines(task, names=None, quick: bool = True, *, store=None, client=None, seed: int = 0,
                   key_suffix: str = "", windows: dict | None = None, torch_steps: int | None = None,
-                  device: str = "cpu", steps_out: dict | None = None) -> pd.DataFrame:
+                  device: str = "cpu", steps_out: dict | None = None, array_store=None) -> pd.DataFrame:
     """Fit and score baselines; one row per baseline (``seconds``: wall time of the fit, s).
 
     With ``store`` (a :class:`scimech.results.UnitStore` or folder) each baseline is a unit of
     :func:`scimech.parallel.map_units` (on ``client``'s workers if given): finished ones are
-    skipped on a rerun. ``seed`` seeds the baselines trained from a random start
+    skipped on a rerun. The units read the task from ``array_store`` (a
+    :class:`neuro.store.ArrayStore` or folder; default ``<store>/store``), where it is written
+    once when a unit is left to run. ``seed`` seeds the baselines trained from a random start
     (:data:`neuro.plan.SEEDED_BASELINES`, torch models on ``device``), trained for
     ``torch_steps`` Adam steps (default 100 when ``quick``, else the class default; part of
     their unit key); ``key_suffix`` is appended to the unit keys. A ``windows`` dict is filled
@@ -156,15 +154,15 @@ def run_baselines(task, names=None, quick: bool = True, *, store=None, client=No
         rows = {name: _fit_and_score(name, task, quick, seed, torch_steps, device) for name in names}
     else:
         store = store if isinstance(store, UnitStore) else UnitStore(store)
-        task_file = store.root / "task.pkl"
         steps = torch_steps or (100 if quick else "default")
         keys = {n: _unit_key(n, steps, key_suffix, device) for n in names}
+        task_file = ""
         if any(not store.done(keys[n]) for n in names):  # workers need the task; the parent's copy is the only one
             if task.signal == "rates" and "impulse_true" not in task.probes:
                 # simulated once here, not once per worker (and again for the searches)
                 task.probes["impulse_true"] = true_impulse_response(task)
-            atomic_write_bytes(task_file, pickle.dumps(task, protocol=pickle.HIGHEST_PROTOCOL))
-        units = {keys[n]: dict(name=n, task_file=str(task_file.resolve()), quick=quick, seed=seed,
+            task_file = str(save_task(task, array_store or store.root / "store"))
+        units = {keys[n]: dict(name=n, task_file=task_file, quick=quick, seed=seed,
                                torch_steps=torch_steps, device=device) for n in names}
         done = map_units(baseline_unit, units, store, client=client, desc="baselines")
         rows = {n: done[keys[n]] for n in names}
@@ -183,17 +181,18 @@ def run_baselines(task, names=None, quick: bool = True, *, store=None, client=No
 # ----------------------------------------------------------------------------- searches
 def run_search(task, out_dir: Path, priors: bool, *, max_nodes: int = 10, max_seconds: float = 120.0,
                workers: int = 2, seed: int = 0, proposer=None, policy: str = "greedy", generation: int | None = None,
-               client=None, unit_store=None, baseline_scores: dict | None = None):
+               client=None, unit_store=None, baseline_scores: dict | None = None, array_store=None):
     """One tree search (see :class:`neuro.search.tree.TreeSearch`); returns ``(search, nodes)``.
 
     Without a ``proposer`` the offline one drafts from the baselines' structures, best first
     when ``baseline_scores`` (``{name: ID validation MAE}``) are given. ``workers``: threads
-    evaluating a generation when no ``client`` is given."""
+    evaluating a generation when no ``client`` is given. ``array_store``: where the search's
+    data and its nodes' arrays go (default ``out_dir/store``)."""
     proposer = proposer or OfflineProposer(priors=priors, baseline_scores=baseline_scores, context=task.context)
     ts = TreeSearch(task, proposer, out_dir, policy=policy, max_nodes=max_nodes, max_seconds=max_seconds,
                     workers=workers, seed=seed, limits=SandboxLimits(wall_seconds=60, cpu_seconds=60),
                     n_drafts=min(5, max(2, max_nodes // 2)), generation=generation, client=client,
-                    unit_store=unit_store)
+                    unit_store=unit_store, store=array_store)
     nodes = ts.run()
     return ts, nodes
 
@@ -268,7 +267,7 @@ class StudyRun:
     searches: dict                           # {(label, seed): TreeSearch}
     long_table: pd.DataFrame | None = None
     long_searches: dict = field(default_factory=dict)   # {label: TreeSearch} at the long context
-    planted: list[TruthRow] | None = None    # the structural-prior pick against the simulated circuit
+    planted: list[PlantedTruthRow] | None = None    # the structural-prior pick against the simulated circuit
     planted_seed: int | None = None
     true_physiology: dict = field(default_factory=dict)
     long_note: str = ""
@@ -276,6 +275,11 @@ class StudyRun:
     findings: list | None = None             # read from the evidence once (neuro.findings)
     all_neurons: pd.DataFrame | None = None  # a recording above settings.search_neurons: baselines on every unit
     n_units_recorded: int | None = None      # then the recording's units (the task has the subset's)
+
+
+def study_store(s: StudySettings) -> ArrayStore:
+    """The study's store, ``<out>/store``: every array its units read or write, written once."""
+    return ArrayStore(s.out / "store")
 
 
 def _baselines_per_seed(s: StudySettings, task, out: Path, client, steps: dict | None = None) -> tuple[dict, dict]:
@@ -288,7 +292,8 @@ def _baselines_per_seed(s: StudySettings, task, out: Path, client, steps: dict |
         win = {}
         tab = run_baselines(task, todo, quick=s.quick_data, store=out / "baselines", client=client, seed=sd,
                             key_suffix="" if k == 0 else f"-seed{sd}", windows=win,
-                            torch_steps=s.budget["torch_steps"], device=s.device, steps_out=steps if k == 0 else None)
+                            torch_steps=s.budget["torch_steps"], device=s.device, steps_out=steps if k == 0 else None,
+                            array_store=study_store(s))
         if k > 0:
             win = {**{n: windows[seeds[0]][n] for n in names if n not in todo}, **win}
             tab = pd.concat([tables[seeds[0]].drop(index=todo), tab]).loc[names]
@@ -310,7 +315,7 @@ def _searches(s: StudySettings, task, seeds, scores: dict, nodes: int, table: pd
             prop = proposer_factory(priors) if proposer_factory else None
             ts, _ = run_search(task, folder, priors, max_nodes=nodes, workers=s.threads, seed=sd, proposer=prop,
                                max_seconds=s.seconds_per_search, generation=s.generation, client=client,
-                               unit_store=folder / "units", baseline_scores=scores[sd])
+                               unit_store=folder / "units", baseline_scores=scores[sd], array_store=study_store(s))
             searches[(label, sd)] = ts
             best = ts.best()
             if best is not None:
@@ -326,7 +331,7 @@ def _long_context(s: StudySettings, long_task, out: Path, client, proposer_facto
     """Baselines and small searches at the long context (first seed), for the tail beat."""
     lt_dir, names, sd = out / "long_context", list(s.baselines or BASELINES), s.seed_list[0]
     table = run_baselines(long_task, names, quick=s.quick_data, store=lt_dir / "baselines", client=client, seed=sd,
-                          torch_steps=s.budget["torch_steps"], device=s.device)
+                          torch_steps=s.budget["torch_steps"], device=s.device, array_store=study_store(s))
     found = _searches(s, long_task, [sd], {sd: _val_scores(table, names)}, s.n_long_nodes, table,
                       folder_of=lambda label, k, _: lt_dir / f"search_{label.replace(' ', '_')}",
                       row_name=lambda label, k, _: f"discovered ({label})", client=client,
@@ -364,7 +369,7 @@ def run_study_units(s: StudySettings, *, client=None, task=None, proposer_factor
         all_steps = {}
         all_neurons = run_baselines(task, names, quick=s.quick_data, store=out / "baselines_all_neurons",
                                     client=client, seed=seeds[0], torch_steps=s.budget["torch_steps"],
-                                    device=s.device, steps_out=all_steps)
+                                    device=s.device, steps_out=all_steps, array_store=study_store(s))
         all_neurons.to_csv(out / "baselines_all_neurons.csv")
         write_step_mae(out / "mae_per_step_all_neurons.csv", all_steps)
         n_recorded = task.n_neurons
@@ -386,9 +391,9 @@ def run_study_units(s: StudySettings, *, client=None, task=None, proposer_factor
     t_search = time.perf_counter() - t0 - t_sim - t_base
     for (label, sd), ts in searches.items():
         best = ts.best()
-        if sd == seeds[0] and best is not None and (ts.out / f"node_{best.id:04d}.npz").exists():
-            with np.load(ts.out / f"node_{best.id:04d}.npz") as z:
-                steps[f"discovered ({label})"] = {k[4:]: z[k] for k in z.files if k.startswith("mae/")}
+        arrays = node_arrays(ts, best) if sd == seeds[0] and best is not None else {}
+        if arrays:
+            steps[f"discovered ({label})"] = {k[4:]: v for k, v in arrays.items() if k.startswith("mae/")}
     write_step_mae(out / "mae_per_step.csv", steps)
 
     ev = gather_evidence(task, seeds, searches, base_windows, base_val)

@@ -26,7 +26,7 @@ on the turning windows:
 - the quadratic bound of the realignment (:func:`scimech.dictionary.realignment_bound`) on
   planted shifts of the in-distribution states: ``bound_C_*`` and ``bound_slope_*`` attrs.
 
-``python -m neuro.shift --out runs/neuro/shift`` writes ``shift.nc`` (the gap, fit,
+``scimech neuro shift --out runs/neuro/shift`` (or ``python -m neuro.shift``) writes ``shift.nc`` (the gap, fit,
 fidelity and the steer's effect per step), ``bound.nc``, ``rollout.nc`` (the baseline and steered
 forecasts), the hidden states (``acts_in_distribution.nc``, ``acts_shifted.nc``: sample,
 call, feature), ``dictionary.pt`` and ``shift.png``; about two minutes of CPU.
@@ -34,7 +34,6 @@ call, feature), ``dictionary.pt`` and ``shift.png``; about two minutes of CPU.
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import numpy as np
@@ -49,10 +48,8 @@ from scimech.dictionary import (
     realignment_bound,
     rollout_effect,
     splice_fidelity,
-    summary_lines,
     train_dictionary,
 )
-from scimech.options import whole
 from scimech.record import record
 from scimech.results import save
 
@@ -186,24 +183,12 @@ def run_shift(out: str | Path, *, seed: int = 0, gru_steps: int = 400, k: int = 
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m neuro.shift", description=__doc__.split("\n\n")[0])
-    p.add_argument("--out", type=Path, default=Path("runs/neuro/shift"))
-    p.add_argument("--seed", type=whole(0), default=0)
-    p.add_argument("--gru-steps", type=whole(1), default=400, help="Adam steps of the GRU (default 400)")
-    p.add_argument("--k", type=whole(1), default=8)
-    p.add_argument("--ood-trials", type=whole(1), default=3, help="turning trials (default 3)")
-    args = p.parse_args(argv)
-    ds = run_shift(args.out, seed=args.seed, gru_steps=args.gru_steps, k=args.k, ood_trials=args.ood_trials)
-    print("\n".join(summary_lines(ds)))
-    print(f"feature {ds.attrs['steered_feature']} (+{ds.attrs['steer_value']:.2f}) during the free run: rms forecast "
-          f"change {float(ds.effect_rms[0]):.3f} at step 0, {float(ds.effect_rms[-1]):.3f} "
-          f"[{float(ds.effect_rms_ci_low[-1]):.3f}, {float(ds.effect_rms_ci_high[-1]):.3f}] at step "
-          f"{int(ds.step[-1])}")
-    print(f"realignment's excess on planted shifts of the states: slope {ds.attrs['bound_slope_realigned']:.2f}, "
-          f"C {ds.attrs['bound_C_realigned']:.2f} (left as it is: slope {ds.attrs['bound_slope_original']:.2f}, "
-          f"C {ds.attrs['bound_C_original']:.2f})")
-    print(f"Saved: {args.out / 'shift.nc'}")
-    return 0
+    """``python -m neuro.shift``: ``scimech neuro shift`` (the same options and run)."""
+    import sys
+
+    from scimech.cli import main as scimech_main
+
+    return scimech_main(["neuro", "shift", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ from .sim.recording import simulate
 from .sim.simulator import Perturbation
 
 __all__ = ["Windows", "LazyWindows", "window_index", "BATCH_ELEMENTS", "ForecastTask", "build_task", "make_windows", "mae_per_step", "evaluate",
-           "ID_CONDITIONS", "OOD_SUITES", "prior_mask"]
+           "ID_CONDITIONS", "OOD_SUITES", "prior_mask", "quick_stage"]
 
 ID_CONDITIONS = (
     dict(condition="grating_fwd", speed=5.0), dict(condition="grating_fwd", speed=10.0),
@@ -261,7 +261,7 @@ class ForecastTask:
         def fields(w, prefix):
             return w.as_dict(prefix, lazy=True) if lazy and isinstance(w, LazyWindows) else w.as_dict(prefix)
 
-        val = self.val if stage == "full" else self.val.subset(max(8, len(self.val) // 4))
+        val = self.val if stage == "full" else self.val.subset(_quick_windows(len(self.val)))
         d.update(fields(val, "val"))
         if stage == "full":
             d.update(fields(self.test, "test"))
@@ -277,10 +277,36 @@ class ForecastTask:
         d["meta/context_steps"] = np.array(self.context)
         d["meta/horizon_steps"] = np.array(self.horizon)
         if stage != "full":  # the quick stage fits on a quarter of the training trials
-            n = max(1, len(self.train_series) // 4)
+            n = _quick_trials(len(self.train_series))
             d["train/series"] = self.train_series[:n]
             d["train/stim"] = self.train_stim[:n]
         return d
+
+
+def _quick_trials(n: int) -> int:
+    """Training trials of the quick stage: the first quarter (at least one)."""
+    return max(1, n // 4)
+
+
+def _quick_windows(n: int) -> int:
+    """Validation windows of the quick stage: the first quarter (at least 8)."""
+    return max(8, n // 4)
+
+
+def quick_stage(data: dict) -> dict:
+    """The quick stage's data cut from the full stage's (both as
+    :meth:`ForecastTask.data_arrays` gives them): the first quarter of the training trials and
+    of the validation windows, the metadata, no test, OOD or probe arrays. Equal, array for
+    array, to ``data_arrays("quick")`` of the task ``data`` came from."""
+    n_train, n_val = _quick_trials(len(data["train/series"])), _quick_windows(len(data["val/context"]))
+    out = {}
+    for k, v in data.items():
+        head = k.split("/", 1)[0]
+        if head in ("train", "val"):
+            out[k] = v[: n_train if head == "train" else n_val]
+        elif head == "meta":
+            out[k] = v
+    return out
 
 
 def window_index(n: int, T: int, context: int, horizon: int, stride: int, offset: int = 0,

@@ -30,13 +30,13 @@ evidence    the finished units analysed: skill, fidelity, cross-seed consistency
 recovery    planted truth vs what the study found
 findings    the reference findings with their verdicts, and recovery.txt's text
 report      report.md / html and the outcome files; plots: the figures
-study       OceanStudy (scimech.study.Study): plan -> run -> findings / recovery -> report
+study       OceanStudy (scimech.study.Study): the ``scimech ocean`` commands, plan -> run -> findings /
+            planted truth -> report, the demo
 experiment  the study's Python names in one import (StudyConfig, run_study, analyse, ...)
-cli         the ``scimech ocean`` commands and the demo
 """
 
 from __future__ import annotations
 
 __all__ = ["constants", "variables", "grid", "curvilinear", "synthetic", "nemo", "budget", "concepts", "data", "validation", "stores", "products",
            "samples", "model", "heatwaves", "settings", "plan", "training", "run", "evidence", "recovery", "findings",
-           "report", "plots", "study", "experiment", "cli"]
+           "report", "plots", "study", "experiment"]

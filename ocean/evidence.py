@@ -16,19 +16,25 @@
 from __future__ import annotations
 
 import itertools
+import json
 import warnings
 from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import xarray as xr
 from sklearn.linear_model import RidgeCV
 
+from scimech import results
+from scimech.errors import ConfigError
 from scimech.geometry import linear_cka, pairwise, procrustes_distance
 
+from .plan import StudyConfig
 from .recovery import recovery
 from .variables import PRESCRIBED, VAR_ATTRS
 
-__all__ = ["analyse", "SEASONS"]
+__all__ = ["analyse", "SEASONS", "Evidence", "load_evidence", "store_of"]
 
 SEASONS = {"DJF": (12, 1, 2), "MAM": (3, 4, 5), "JJA": (6, 7, 8), "SON": (9, 10, 11)}
 CONCEPT_COLUMNS = [*PRESCRIBED, "free_0"]
@@ -284,3 +290,48 @@ def _summary_dataset(ev: dict, regimes: list, seeds: list) -> xr.Dataset:
     )
     return ds
 
+
+@dataclass
+class Evidence:
+    """What a run hands to the findings and the report: the ``summary`` (:func:`ocean.evidence.analyse`),
+    the finished ``units`` by ``(regime, seed)``, the settings, the wall time and the study's
+    zarr store (``None`` when it is not there)."""
+
+    summary: xr.Dataset
+    units: dict[tuple[str, int], xr.Dataset]
+    config: StudyConfig
+    seconds: float | None = None
+    data: Path | None = None
+
+
+def store_of(run_dir: Path, cfg: StudyConfig) -> Path | None:
+    """The zarr store a run read: ``run_dir/ocean.zarr``, or your store read in place."""
+    for path in (run_dir / "ocean.zarr", Path(cfg.data) if cfg.data else None):
+        if path is not None and path.is_dir():
+            return path
+    return None
+
+
+def load_evidence(folder: str | Path) -> Evidence:
+    """The evidence of a finished (or partly finished) study folder: its units analysed anew.
+
+    Reads ``folder/units`` (a ``scimech ocean study --out`` folder) or ``folder/run/units``
+    (a ``scimech demo`` folder).
+
+    Raises
+    ------
+    ConfigError
+        No finished units in the folder.
+    """
+    folder = Path(folder)
+    run_dir = folder if (folder / "units").is_dir() or not (folder / "run" / "units").is_dir() else folder / "run"
+    store = results.UnitStore(run_dir / "units")
+    units = {}
+    for k in store.keys():
+        u = store.load(k)
+        units[(u.attrs["regime"], int(u.attrs["seed"]))] = u
+    if not units:
+        raise ConfigError(f"No finished units in {folder}; run `scimech ocean study --out {folder}` first.")
+    first = next(iter(units.values()))
+    cfg = StudyConfig(**json.loads(first.attrs["study_config"])) if "study_config" in first.attrs else StudyConfig()
+    return Evidence(analyse(units), units, cfg, None, store_of(run_dir, cfg))

@@ -1,6 +1,7 @@
 """The study report: ``report.md`` / ``report.html`` with the verdict, the planted truth,
-skill, fidelity, consistency and figures (:class:`scimech.report.Report`), and the outcome
-files ``findings.txt`` / ``recovery.txt`` (:func:`write_outcome`)."""
+skill, fidelity, consistency and figures (:class:`scimech.report.Report`). The outcome files
+``findings.txt`` / ``recovery.txt`` are written by the study contract
+(:meth:`scimech.study.Study.outcome`)."""
 
 from __future__ import annotations
 
@@ -17,32 +18,23 @@ import xarray as xr
 from scimech.attribution import attribute
 from scimech.report import Report
 from scimech.results import torch_load
-from scimech.study import write_outcome as write_study_outcome
 
 from . import data as odata
 from . import plots
-from .findings import consistency_ranking, findings, findings_lines, recovery_text, verdict
+from .findings import consistency_ranking, findings_lines, verdict
 from .model import build_model
 from .plan import StudyConfig
 from .recovery import recovery_table, summary_line
 from .variables import INPUTS, PRESCRIBED
 
-__all__ = ["write_report", "write_outcome"]
-
-
-def write_outcome(out: str | Path, summary: xr.Dataset) -> list[Path]:
-    """Write ``out/recovery.txt`` (first line: ``ocean planted truth: K of N recovered (...)``,
-    then the table) and ``out/findings.txt`` (one line per reference finding and its verdict),
-    the two files ``scimech demo`` prints."""
-    return write_study_outcome(out, findings(summary), recovery_text(summary))
+__all__ = ["write_report"]
 
 
 def write_report(out: str | Path, summary: xr.Dataset, units: Mapping[tuple[str, int], xr.Dataset], cfg, *,
                  seconds: float | None = None, data: str | Path | None = None) -> Path:
     """Write ``out/report.md`` (+ html) with skill, fidelity, consistency and figures.
 
-    The outcome files are written apart (:func:`write_outcome`, or
-    :meth:`scimech.study.Study.execute`). ``data``: the study's zarr store, for the ensemble
+    The outcome files are written apart (:meth:`scimech.study.Study.outcome`). ``data``: the study's zarr store, for the ensemble
     and attribution figures.
     """
     out = Path(out)

@@ -15,12 +15,11 @@ change with the world; normalising each ocean by itself would hide part of the s
   reconstruction, against zero and mean ablation of the encoder), in distribution, shifted
   and realigned, with bootstrap intervals over samples.
 
-``python -m ocean.shift --out runs/ocean/shift`` writes ``shift.nc`` and ``shift.png``.
+``scimech ocean shift --out runs/ocean/shift`` (or ``python -m ocean.shift``) writes ``shift.nc`` and ``shift.png``.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 from pathlib import Path
 
@@ -30,11 +29,8 @@ from scimech.dictionary import (
     measure_shift,
     plot_shift,
     splice_fidelity,
-    summary_lines,
     train_dictionary,
 )
-from scimech.options import device as device_option
-from scimech.options import number, whole
 from scimech.record import record
 from scimech.results import save
 
@@ -84,17 +80,12 @@ def run_shift(out: str | Path, *, shift: float = 3.0, seed: int = 0, k: int = 8,
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m ocean.shift", description=__doc__.split("\n\n")[0])
-    p.add_argument("--out", type=Path, default=Path("runs/ocean/shift"))
-    p.add_argument("--shift", type=number(0.0), default=3.0, help="factor on the hidden eddy flux (default 3)")
-    p.add_argument("--seed", type=whole(0), default=0)
-    p.add_argument("--k", type=whole(1), default=8)
-    p.add_argument("--device", type=device_option(), default="cpu", help="cpu, cuda, cuda:N, mps or auto")
-    args = p.parse_args(argv)
-    ds = run_shift(args.out, shift=args.shift, seed=args.seed, k=args.k, device=args.device)
-    print("\n".join(summary_lines(ds)))
-    print(f"Saved: {args.out / 'shift.nc'}")
-    return 0
+    """``python -m ocean.shift``: ``scimech ocean shift`` (the same options and run)."""
+    import sys
+
+    from scimech.cli import main as scimech_main
+
+    return scimech_main(["ocean", "shift", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

@@ -1,61 +1,51 @@
-"""The OceanCBM study on the study contract (:class:`scimech.study.Study`).
+"""The OceanCBM study: one :class:`scimech.study.Study` class, ``scimech ocean ...``.
 
-The pipeline, one module a step:
+``scimech ocean generate | study | redraw FOLDER | shift | train | heatwaves``. The pipeline,
+one module a step (imported when a command runs, not when ``scimech --help`` is built):
 
 - :mod:`ocean.plan`: settings and sizes -> :class:`scimech.study.Plan` (``--dry-run`` prints it);
 - :mod:`ocean.run`: the data (synthetic or yours, fingerprinted) and the ``(regime, seed)``
   units (:mod:`ocean.training`) through :func:`scimech.parallel.map_units`, resumable;
-- :mod:`ocean.evidence`: the finished units analysed into one summary;
-- :mod:`ocean.findings`: the reference findings and the planted-truth text
-  (:mod:`ocean.recovery`);
+- :mod:`ocean.evidence`: the finished units analysed into one summary (:class:`ocean.evidence.Evidence`);
+- :mod:`ocean.findings`: the reference findings and the planted-truth text (:mod:`ocean.recovery`);
 - :mod:`ocean.report`: ``report.md`` / ``.html`` and figures.
 
-:class:`OceanStudy` ties them together; ``scimech ocean study`` is ``OceanStudy().execute(args)``
-and ``scimech demo`` runs the same class on the quick size (:func:`ocean.cli.demo`).
+``study`` takes the options every study takes (:func:`scimech.options.add_study_options`) and
+``--seeds --regimes --epochs``. A ``--config`` file (YAML or TOML) is keyed by the command's
+option names (``seeds: [0, 1]``, ``epochs: 20``) plus the study settings that are not options
+(:data:`ocean.settings.CONFIG_KEYS`: ``synth:`` with :class:`~ocean.synthetic.SynthConfig`
+fields, ``lr``, ``window``, ``width``, ...); the command line wins over the file. ``--data
+PATH``: your zarr store or netCDF file, in the study's layout or with ORAS5 / NEMO / CMEMS
+names (:func:`ocean.data.open_store`).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import time
-from dataclasses import dataclass
+import dataclasses
 from pathlib import Path
 
-import xarray as xr
+from scimech import options
+from scimech.options import whole
+from scimech.study import Command, Plan, Study
 
-from scimech import results
-from scimech.errors import ConfigError
-from scimech.study import Finding, Plan, Study
+from .settings import CONFIG_KEYS, SYNTH_KEYS
 
-from .evidence import analyse
-from .findings import findings, recovery_text
-from .plan import StudyConfig, config_from_args, study_plan
-from .report import write_report
-from .run import run_study
+__all__ = ["OceanStudy"]
 
-__all__ = ["OceanStudy", "Evidence", "load_evidence"]
+_DATA_HELP = ("your data: a zarr store or netCDF file in the study's layout or with ORAS5 / NEMO / CMEMS names "
+              "and units (mapped by ocean.data.open_store; see docs/ocean.md); default: the synthetic ocean")
+_DATA_FORMATS = ("zarr", "netcdf")
 
 
-@dataclass
-class Evidence:
-    """What a run hands to the findings and the report: the ``summary`` (:func:`ocean.evidence.analyse`),
-    the finished ``units`` by ``(regime, seed)``, the settings, the wall time and the study's
-    zarr store (``None`` when it is not there)."""
-
-    summary: xr.Dataset
-    units: dict[tuple[str, int], xr.Dataset]
-    config: StudyConfig
-    seconds: float | None = None
-    data: Path | None = None
-
-
-def _store_of(run_dir: Path, cfg: StudyConfig) -> Path | None:
-    """The zarr store a run read: ``run_dir/ocean.zarr``, or your store read in place."""
-    for path in (run_dir / "ocean.zarr", Path(cfg.data) if cfg.data else None):
-        if path is not None and path.is_dir():
-            return path
-    return None
+def _settings_options(p: argparse.ArgumentParser, out_default: str, config_keys: dict[str, str], *,
+                      out_kind: str = "folder") -> None:
+    """``--out``, ``--config`` and ``--size`` of the ocean commands that are not ``study``, from the
+    shared declarations (``scimech.cli.main`` reads the ``--config`` file)."""
+    options.add(p, "out", default=out_default, kind=out_kind)
+    options.add(p, "config", context=f"Keys: the option names and the study settings ({', '.join(config_keys)})")
+    options.add(p, "size", default="quick", context="The size whose defaults apply (docs/ocean.md)")
+    p.set_defaults(config_extra={}, _config_keys=dict(config_keys))
 
 
 class OceanStudy(Study):
@@ -67,12 +57,31 @@ class OceanStudy(Study):
     """
 
     name = "ocean"
+    title = "OceanCBM: concept bottleneck forecasts of mixed-layer heat content"
+    description = ("OceanCBM on gridded ocean data: the regimes x seeds study (resumable: finished units are "
+                   "skipped) with its report; the synthetic ocean, one training run, marine heatwaves. "
+                   "--size medium: 3 members x 16 years on a 20 x 28 grid, 5 seeds, width 16 (docs/ocean.md).")
+    out_default = "runs/ocean/study"
+    data_help = _DATA_HELP
+    data_formats = _DATA_FORMATS
+    config_keys = CONFIG_KEYS
+    generate_help = "write a synthetic mixed-layer ocean (exact heat budget) to a zarr v3 store"
+    shift_help = "a dictionary of OceanCBM's encoder under a stronger hidden eddy flux (shift.nc, shift.png)"
+    renamed = {"synth": "generate", "plot": "redraw"}
 
     def __init__(self, run_subfolder: str | None = None, progress_bar: bool = True):
         self.run_subfolder = run_subfolder
         self.progress_bar = progress_bar
 
+    # --- the study ----------------------------------------------------------------------------
+    def add_options(self, st: argparse.ArgumentParser) -> None:
+        options.add(st, "seeds", context="Each seed trains every regime; default: the size's")
+        st.add_argument("--regimes", nargs="+", default=None, help="default: mixed prediction_only prescription_only")
+        options.add(st, "epochs", context="Default: the size's")
+
     def plan(self, args: argparse.Namespace) -> Plan:
+        from .plan import config_from_args, study_plan  # lazy: the pipeline (see the module's doc)
+
         cfg = config_from_args(args, data=str(args.data) if args.data else None, seeds=args.seeds,
                                regimes=args.regimes, epochs=args.epochs)
         out = Path(args.out)
@@ -80,43 +89,144 @@ class OceanStudy(Study):
         return study_plan(cfg, out, size=args.size, run_dir=run_dir, device=args.device,
                           progress_bar=self.progress_bar)
 
-    def run(self, plan: Plan, client=None) -> Evidence:
+    def run(self, plan: Plan, client=None):
+        import time
+
+        from .evidence import Evidence, store_of
+        from .run import run_study
+
         s = plan.settings
         t0 = time.perf_counter()
         summary, units = run_study(s.config, s.run_dir, client=client, progress_bar=s.progress_bar, device=s.device)
-        return Evidence(summary, units, s.config, time.perf_counter() - t0, _store_of(s.run_dir, s.config))
+        return Evidence(summary, units, s.config, time.perf_counter() - t0, store_of(s.run_dir, s.config))
 
-    def findings(self, evidence: Evidence) -> list[Finding]:
+    def findings(self, evidence):
+        from .findings import findings
+
         return findings(evidence.summary)
 
-    def recovery(self, evidence: Evidence) -> str | None:
+    def planted_truth(self, evidence) -> str | None:
+        from .findings import recovery_text
+
         return recovery_text(evidence.summary)
 
-    def report(self, evidence: Evidence, plan: Plan) -> Path:
+    def report(self, evidence, plan: Plan) -> Path:
+        from .report import write_report
+
         return write_report(plan.out, evidence.summary, evidence.units, evidence.config, seconds=evidence.seconds,
                             data=evidence.data)
 
+    def load(self, folder: Path):
+        """The finished units of ``folder`` analysed anew (a study folder, or a demo's ``run/``)."""
+        from .evidence import load_evidence
 
-def load_evidence(folder: str | Path) -> Evidence:
-    """The evidence of a finished (or partly finished) study folder: its units analysed anew.
+        return load_evidence(folder), Plan("ocean study", [], {}, out=str(folder))
 
-    Reads ``folder/units`` (a ``scimech ocean study --out`` folder) or ``folder/run/units``
-    (a ``scimech demo`` folder).
+    def demo(self, out_dir, quick: bool = True) -> Path:
+        """The study on the quick size: the units and ``summary.nc`` under ``out_dir/run``, the report,
+        ``recovery.txt`` and ``findings.txt`` in ``out_dir``."""
+        return Study.demo(OceanStudy(run_subfolder="run", progress_bar=False), out_dir, quick)
 
-    Raises
-    ------
-    ConfigError
-        No finished units in the folder.
-    """
-    folder = Path(folder)
-    run_dir = folder if (folder / "units").is_dir() or not (folder / "run" / "units").is_dir() else folder / "run"
-    store = results.UnitStore(run_dir / "units")
-    units = {}
-    for k in store.keys():
-        u = store.load(k)
-        units[(u.attrs["regime"], int(u.attrs["seed"]))] = u
-    if not units:
-        raise ConfigError(f"No finished units in {folder}; run `scimech ocean study --out {folder}` first.")
-    first = next(iter(units.values()))
-    cfg = StudyConfig(**json.loads(first.attrs["study_config"])) if "study_config" in first.attrs else StudyConfig()
-    return Evidence(analyse(units), units, cfg, None, _store_of(run_dir, cfg))
+    # --- generate, shift and the ocean's own commands -----------------------------------------
+    def add_generate_options(self, s: argparse.ArgumentParser) -> None:
+        _settings_options(s, "runs/ocean/ocean.zarr", SYNTH_KEYS, out_kind="file")
+        s.add_argument("--members", type=whole(1), default=None, help="ensemble members (default: the size's)")
+        s.add_argument("--years", type=whole(1), default=None, help="years (default: the size's)")
+        s.add_argument("--grid", type=whole(2), nargs=2, metavar=("NY", "NX"), default=None,
+                       help="grid points in latitude and longitude (default: the size's)")
+        s.add_argument("--daily", action="store_true", help="daily output instead of monthly means")
+        options.add(s, "seed", context="Default: the config's synth seed, 0")
+
+    def generate(self, args: argparse.Namespace) -> int:
+        from . import data, synthetic
+        from .plan import config_from_args
+
+        cfg = config_from_args(args)
+        syn = dict(cfg.synth)
+        for key, value in (("n_members", args.members), ("years", args.years), ("seed", args.seed)):
+            if value is not None:
+                syn[key] = value
+        if args.grid:
+            syn["ny"], syn["nx"] = args.grid
+        if args.daily:
+            syn["output"] = "daily"
+        ds = synthetic.generate(synthetic.SynthConfig(**syn))
+        path = data.write_zarr(ds, args.out, time_chunk=cfg.time_chunk)
+        res = float(abs(synthetic.budget_residual(ds)).max())
+        print(f"wrote {path} {dict(ds.sizes)}; max |budget residual| = {res:.2e} W m-2")
+        return 0
+
+    def add_shift_options(self, p: argparse.ArgumentParser) -> None:
+        options.add(p, "out", default="runs/ocean/shift")
+        p.add_argument("--shift", type=options.number(0.0), default=3.0,
+                       help="factor on the hidden eddy flux (default 3)")
+        options.add(p, "seed", default=0)
+        p.add_argument("--k", type=whole(1), default=8, help="active features per row of the TopK dictionary "
+                       "(default 8)")
+        options.add(p, "device", default="cpu")
+
+    def run_shift(self, args: argparse.Namespace):
+        from .shift import run_shift
+
+        return run_shift(args.out, shift=args.shift, seed=args.seed, k=args.k, device=args.device)
+
+    def commands(self) -> list[Command]:
+        return [Command("train", "train one regime / seed and print its skill", _train_options, _train,
+                        "Train one OceanCBM model on a zarr store (or the synthetic default)."),
+                Command("heatwaves", "Hobday marine heatwaves in MLHC vs SST", _heatwaves_options, _heatwaves,
+                        "Detect marine heatwaves (Hobday et al. 2016, any time step) in MLHC and SST.")]
+
+
+def _train_options(t: argparse.ArgumentParser) -> None:
+    _settings_options(t, "runs/ocean/train", CONFIG_KEYS)
+    options.add(t, "data", formats=_DATA_FORMATS, context=_DATA_HELP)
+    options.add(t, "device", default="cpu")
+    t.add_argument("--regime", default="mixed", help="supervision regime (default: mixed; e.g. prediction_only, "
+                   "prescription_only, sequential)")
+    options.add(t, "seed", default=0)
+    options.add(t, "epochs", context="Default: the size's")
+
+
+def _train(args) -> int:
+    from scimech import results
+
+    from .evidence import analyse
+    from .plan import config_from_args
+    from .run import prepare_data
+    from .training import train_unit
+
+    cfg = config_from_args(args, data=str(args.data) if args.data else None, epochs=args.epochs,
+                           regimes=[args.regime], seeds=[args.seed])
+    path = prepare_data(cfg, args.out)
+    unit = train_unit(dataclasses.asdict(cfg), args.regime, args.seed, str(path), str(args.out / "checkpoints"),
+                      progress_bar=True, device=args.device)
+    results.save(unit, args.out / f"{args.regime}_seed{args.seed}.nc", config=dataclasses.asdict(cfg), seed=args.seed)
+    s = analyse({(args.regime, args.seed): unit})
+    print(f"{args.regime} seed {args.seed}: RMSE {float(s.rmse[0, 0]):.1f} W m-2 (climatology "
+          f"{float(s.rmse_climatology[0, 0]):.1f}), ACC {float(s.acc[0, 0]):.3f}")
+    return 0
+
+
+def _heatwaves_options(h: argparse.ArgumentParser) -> None:
+    _settings_options(h, "runs/ocean/heatwaves", {"synth": CONFIG_KEYS["synth"]})
+    options.add(h, "data", formats=_DATA_FORMATS, context=_DATA_HELP)
+
+
+def _heatwaves(args) -> int:
+    from scimech import results
+
+    from . import data, heatwaves, synthetic
+    from .errors import require_vars
+    from .plan import config_from_args
+
+    cfg = config_from_args(args)
+    if args.data:
+        ds = data.open_store(args.data, validate_schema=False)
+        require_vars(ds, ["mlhc", "sst"], where=f"heatwaves on {args.data}")
+    else:
+        ds = synthetic.generate(synthetic.SynthConfig(**cfg.synth))
+    cmp = heatwaves.compare_mlhc_sst(ds[["mlhc", "sst"]].compute())
+    path = results.save(cmp, Path(args.out) / "heatwaves.nc")
+    print(f"MHW fraction MLHC {float(cmp.mhw_fraction_mlhc.mean()):.3f}, SST {float(cmp.mhw_fraction_sst.mean()):.3f}, "
+          f"Jaccard {float(cmp.jaccard.mean()):.3f}; wrote {path}")
+    return 0

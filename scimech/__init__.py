@@ -38,10 +38,10 @@ _LAZY = {
     "forward_pass": "calls",
 }
 
-_SUBMODULES = ("ablation", "atp", "attention", "attribution", "calls", "cli", "concepts", "dictionary", "errors", "geometry",
-               "hooks",
-               "intervene", "layout", "metrics", "parallel", "prefix", "probe", "progress", "report", "results",
-               "sites", "stats", "study", "sweep", "validate")
+_SUBMODULES = ("ablation", "atp", "attention", "attribution", "batches", "calls", "cli", "concepts", "config",
+               "dictionary", "errors", "geometry", "hooks", "intervene", "layout", "metrics", "options", "parallel",
+               "prefix_reuse", "probe", "progress", "record", "report", "results", "samples", "sites", "stats",
+               "study", "sweep", "validate", "verdicts")
 
 __all__ = ["__version__", *_LAZY]
 

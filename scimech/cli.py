@@ -4,11 +4,11 @@
 report folder; ``scimech validate`` runs the planted-mechanism suite (:mod:`scimech.validate`);
 ``scimech <study> ...`` commands come from the studies installed (the entry-point group
 ``scimech.studies``, :func:`scimech.study.registered_studies`: ocean, astro and neuro ship
-with scimech), each a module with ``TITLE``, ``register(subparsers)`` and
-``demo(out_dir, quick=True)``. The core imports them lazily and never depends on them.
+with scimech), each a :class:`scimech.study.Study` class that answers the same verbs. The core
+never depends on them.
 
 A study's demo leaves two plain-text files in its ``out_dir``
-(:func:`scimech.study.write_outcome`): ``recovery.txt`` (first line: ``<study> planted
+(:func:`scimech.verdicts.write_outcome`): ``recovery.txt`` (first line: ``<study> planted
 truth: K of N recovered (...)``, how much of the mechanism planted in its synthetic world it
 found) and ``findings.txt`` (one line per reference finding and its verdict). ``scimech
 demo`` prints them after each study and puts them in the index.
@@ -17,25 +17,24 @@ demo`` prints them after each study and puts them in the index.
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 import time
 import traceback
 from pathlib import Path
 
-import pandas as pd
-
 from . import options
+from .config import apply_config
 from .errors import ScimechError
-from .report import Report
-from .study import FINDINGS_FILE, RECOVERY_FILE, apply_config, registered_studies
+from .study import load_study, registered_studies
+from .verdicts import FINDINGS_FILE, RECOVERY_FILE
 
 __all__ = ["main", "build_parser"]
 
 
-def _domain_cli(name: str):
+def _study(name: str):
+    """The study ``name`` (an instance), or ``None`` and why it could not be loaded."""
     try:
-        return importlib.import_module(registered_studies()[name]), None
+        return load_study(name), None
     except Exception as err:  # a broken study must not break the others
         return None, f"{type(err).__name__}: {err}"
 
@@ -105,9 +104,9 @@ def build_parser() -> argparse.ArgumentParser:
     register_dictionary(sub)
 
     for name in studies:
-        mod, err = _domain_cli(name)
-        if mod is not None and hasattr(mod, "register"):
-            mod.register(sub)
+        study, err = _study(name)
+        if study is not None:
+            study.register(sub)
         else:
             p = sub.add_parser(name, help=f"{name} study (unavailable)")
             p.set_defaults(func=lambda args, n=name, e=err: _unavailable(n, e))
@@ -181,6 +180,10 @@ def _study_outcome(name: str, folder: Path, since: float) -> tuple[str, list[str
 
 
 def _run_demo(args: argparse.Namespace) -> int:
+    import pandas as pd  # lazy: the parser of every command is built from this module
+
+    from .report import Report
+
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     index = Report(out, title="scimech demo")
@@ -192,16 +195,16 @@ def _run_demo(args: argparse.Namespace) -> int:
     outcomes = {}
     failed = 0
     for name in args.domains:
-        mod, err = _domain_cli(name)
+        study, err = _study(name)
         t0, started = time.perf_counter(), time.time()
         status, path = "ok", ""
-        if mod is None or not hasattr(mod, "demo"):
-            status = f"unavailable ({err or 'no demo()'})"
+        if study is None:
+            status = f"unavailable ({err})"
             failed += 1
         else:
-            print(f"[scimech demo] {name}: {getattr(mod, 'TITLE', name)} ...", flush=True)
+            print(f"[scimech demo] {name}: {study.title} ...", flush=True)
             try:
-                rep = mod.demo(out / name, quick=args.size != "full")
+                rep = study.demo(out / name, quick=args.size != "full")
                 path = str(Path(rep).resolve().relative_to(out.resolve()))
             except Exception as exc:  # report the failure and go on with the other studies
                 status = f"failed: {type(exc).__name__}: {exc}"
@@ -229,6 +232,17 @@ def _run_demo(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _warn_renamed(argv: list[str]) -> None:
+    """A study command called by its old name (``scimech ocean synth``): one line naming the new one."""
+    words = [w for w in argv if not w.startswith("-")][:2]
+    if len(words) == 2 and words[0] in registered_studies():
+        study, _ = _study(words[0])
+        new = study.renamed.get(words[1]) if study is not None else None
+        if new:
+            print(f"scimech {words[0]}: warning: `{words[1]}` is deprecated and will be removed in the next release; "
+                  f"use `scimech {words[0]} {new}`.", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -242,6 +256,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except SystemExit as exc:  # a usage error (exit 2, its one line already printed) or --help (0)
         return int(exc.code or 0)
+    _warn_renamed(argv)
     refused = options.refused_in_context(args)  # an option given where it would do nothing
     if refused:
         print(refused, file=sys.stderr)

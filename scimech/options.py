@@ -34,14 +34,15 @@ import math
 import os
 import sys
 import tempfile
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 __all__ = ["whole", "number", "fraction", "existing_path", "device", "Option", "output_path", "input_path",
            "Format", "FORMATS", "seems", "SHARED", "SharedOption", "add", "needs", "Needs", "refused_in_context",
-           "deprecated", "vocabulary_table", "needs_table", "SIZES"]
+           "deprecated", "vocabulary_table", "needs_table", "SIZES", "add_study_options", "add_dry_run",
+           "add_cluster_arguments"]
 
 
 class Option:
@@ -482,3 +483,42 @@ def needs_table(commands: Iterable[tuple[str, argparse.ArgumentParser]]) -> str:
         for n in parser.get_default("_needs") or ():
             rows.append(f"| `{name}` | `{n.flag}` | {n.need} |")
     return "\n".join(rows) + "\n"
+
+
+# --- the option groups every study command shares ------------------------------------------------
+
+def add_cluster_arguments(parser) -> None:
+    """Add ``--cluster CONFIG``, ``--scheduler ADDRESS`` and ``--workers N`` (one of them) to a
+    command whose units run through :func:`scimech.parallel.map_units`."""
+    group = parser.add_argument_group("execution (Dask; one of these, default: serial)").add_mutually_exclusive_group()
+    for name in ("cluster", "scheduler", "workers"):
+        add(group, name)
+
+
+def add_dry_run(parser) -> None:
+    """Add ``--dry-run`` to a study command: check the options, print the plan, write nothing."""
+    add(parser, "dry_run")
+
+
+def add_study_options(parser: argparse.ArgumentParser, *, out_default: str | None, data_help: str,
+                      default_size: str = "quick", config_keys: Mapping[str, str] | None = None,
+                      data_formats: Sequence[str | Format] = ()) -> None:
+    """Add the options every ``scimech <study> study`` command shares.
+
+    ``--out`` (required when ``out_default`` is ``None``; probed for writing before any work),
+    ``--config FILE``, ``--size`` (``quick`` | ``medium`` | ``full``; ``--quick``/``--medium``/
+    ``--full`` are short forms), ``--data PATH`` (``data_formats``: the formats it is read in,
+    checked on its first bytes), ``--device`` (refused at once when the machine lacks it),
+    ``--cluster``/``--scheduler``/``--workers`` (one of them) and ``--dry-run``.
+    ``config_keys``: ``{key: what it sets}`` a ``--config`` file may hold beyond the command's
+    options (the study reads them from ``args.config_extra``).
+    """
+    g = parser.add_argument_group("study options (every study takes these)")
+    add(g, "out", default=out_default, required=out_default is None, context="Resumable: finished units are kept")
+    add(g, "config", context="e.g. `seeds: [0, 1]`, `workers: 4`")
+    add(g, "size", default=default_size)
+    add(g, "data", formats=tuple(data_formats), context=data_help)
+    add(g, "device", default="cpu")
+    add_cluster_arguments(parser)
+    add_dry_run(parser)
+    parser.set_defaults(config_extra={}, _config_keys=dict(config_keys or {}))

@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .errors import ConfigError, ScimechError
+from .options import add_cluster_arguments  # noqa: F401  (its home: scimech.options)
 from .progress import progress
 from .results import UnitStore
 
@@ -705,16 +706,6 @@ def map_units(fn: Callable[..., Any], units: Mapping[str, Mapping[str, Any]], st
             fut.release()
             next(bar, None)
     return {k: store.load(k) for k in units}
-
-
-def add_cluster_arguments(parser) -> None:
-    """Add ``--cluster CONFIG``, ``--scheduler ADDRESS`` and ``--workers N`` (one of them; the
-    shared declarations of :mod:`scimech.options`) to a study's argparse parser."""
-    from . import options
-
-    group = parser.add_argument_group("execution (Dask; one of these, default: serial)").add_mutually_exclusive_group()
-    for name in ("cluster", "scheduler", "workers"):
-        options.add(group, name)
 
 
 def client_from_args(args):

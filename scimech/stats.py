@@ -17,7 +17,7 @@ from scipy import stats as _st
 
 from .errors import DataValidationError
 
-__all__ = ["bootstrap_ci", "over_seeds", "summarize_over"]
+__all__ = ["bootstrap_ci", "over_seeds", "summarize_over", "cluster_bootstrap", "compare"]
 
 
 def bootstrap_ci(data: np.ndarray | Sequence[np.ndarray], statistic: Callable = np.mean, *, n_resamples: int = 1000,
@@ -122,3 +122,45 @@ def summarize_over(da: xr.DataArray, dim: str = "seed", confidence: float = 0.95
     return xr.Dataset({"mean": mean, "std": std, "ci_low": bounds.isel(bound=0, drop=True),
                        "ci_high": bounds.isel(bound=1, drop=True)},
                       attrs={"over": dim, "confidence": confidence, "n": int(da.sizes[dim])})
+
+
+def cluster_bootstrap(values: np.ndarray, clusters: np.ndarray, *, n_resamples: int = 2000,
+                      confidence: float = 0.95, seed: int = 0) -> tuple[float, float, float]:
+    """Mean and percentile interval of ``values (n_seeds, n_windows)`` resampling seeds and
+    clusters (``clusters (n_windows,)``, e.g. the trial of each window) with replacement: a
+    two-level bootstrap for samples that are not independent (overlapping windows of one trial,
+    cells of one eddy), over independent runs (seeds).
+
+    The statistic is the mean over seeds of the mean over clusters of each cluster's mean
+    window value (each trial weighs the same).
+    """
+    v = np.atleast_2d(np.asarray(values, float))
+    clusters = np.asarray(clusters)
+    if v.shape[1] != len(clusters):
+        raise ValueError(f"values have {v.shape[1]} windows but clusters label {len(clusters)}.")
+    labels = np.unique(clusters)
+    cm = np.stack([v[:, clusters == c].mean(1) for c in labels], 1)  # (S, U)
+    est = float(cm.mean())
+    S, U = cm.shape
+    if S * U < 2:
+        return est, np.nan, np.nan
+    rng = np.random.default_rng(seed)
+    si = rng.integers(S, size=(n_resamples, S))
+    ui = rng.integers(U, size=(n_resamples, U))
+    boot = cm[si[:, :, None], ui[:, None, :]].mean((1, 2))
+    lo, hi = np.quantile(boot, [(1 - confidence) / 2, (1 + confidence) / 2])
+    return est, float(lo), float(hi)
+
+
+def compare(a: np.ndarray, b: np.ndarray, clusters: np.ndarray, **kw) -> dict:
+    """Mean of ``a``, of ``b`` and of ``a - b`` with intervals (:func:`cluster_bootstrap`);
+    ``a`` and ``b`` are ``(n_seeds, n_windows)`` or ``(n_windows,)`` (broadcast over seeds)."""
+    a = np.atleast_2d(np.asarray(a, float))
+    b = np.atleast_2d(np.asarray(b, float))
+    a, b = np.broadcast_arrays(a, b)
+    out = {}
+    for name, v in (("a", a), ("b", b), ("diff", a - b)):
+        est, lo, hi = cluster_bootstrap(v, clusters, **kw)
+        out[name], out[f"{name}_low"], out[f"{name}_high"] = est, lo, hi
+    out["n_seeds"], out["n_clusters"] = a.shape[0], len(np.unique(clusters))
+    return out

@@ -1,192 +1,69 @@
-"""The study contract: what every domain study (ocean, astro, neuro, yours) hands back.
+"""The study contract: a study is one class.
 
-A study turns data and a model into *findings* (reference claims, each with a verdict
-computed from the run's own numbers) and a *planted-truth* table (how much of the
-mechanism built into its synthetic world it recovered). This module holds the pieces every
-study shares, so that none writes them its own way:
+A domain study (ocean, astro, neuro, yours) is a subclass of :class:`Study` named by the
+entry-point group ``scimech.studies`` (as xarray finds its backends)::
 
-- :class:`Finding`: one claim, its verdict and the numbers behind it. :func:`assess` gives a
-  verdict only from finite numbers: a finding whose inputs are missing or NaN (one seed
-  where consistency across seeds is asked, an empty test split) reads ``NOT ASSESSED`` with
-  the reason, never ``NOT reproduced``.
-- :class:`PlantedTruthRow`: one row of the planted-truth table, in the schema
-  :mod:`scimech.validate` uses (truth, estimate, interval, threshold, verdict).
-- :func:`write_outcome`: ``recovery.txt`` (first line ``<study> planted truth: K of N
-  recovered (...)``, then the table) and ``findings.txt`` (one line per finding), written
-  atomically: the two files ``scimech demo`` prints.
-- :func:`registered_studies`: the studies installed, found through the entry-point group
-  ``scimech.studies`` (as xarray finds its backends). A study is a module with
-  ``TITLE`` (one line), ``register(subparsers)`` (its ``scimech <name> ...`` commands) and
-  ``demo(out_dir, quick=True) -> report path``. A package of yours becomes a study by
-  declaring ``[project.entry-points."scimech.studies"] mine = "mypkg.cli"``.
-- :class:`Study`: the shape of a study command, ``plan -> run -> findings / recovery ->
-  report``; :meth:`Study.execute` is the one driver every ``scimech <study> study`` command
-  calls (dry run, Dask client, outcome files, printed outcome), so no domain writes it again.
-- :func:`add_study_options`: the options every study command shares (``--out``, ``--config``,
-  ``--size {quick,medium,full}``, ``--data``, ``--device``, ``--cluster``/``--scheduler``/
-  ``--workers``, ``--dry-run``), and :func:`apply_config`: a ``--config`` file (YAML or TOML)
-  whose keys are the command's own options, checked by the same argparse types as the
-  command line, which wins over it.
+    [project.entry-points."scimech.studies"]
+    weather = "mypkg.study:WeatherStudy"
+
+It supplies its ``name``, ``title``, options (:meth:`Study.add_options`), and the steps
+``plan -> run -> findings / planted_truth -> report``, plus ``load(folder)`` (a finished
+folder's evidence). The base class provides the rest once: the ``scimech <name>`` command
+group with the same verbs in every domain (``generate``, ``study``, ``redraw``, ``shift``, then
+the study's own :class:`Command` s), the dry run, the Dask client, the outcome files
+(``findings.txt``, ``recovery.txt``: :mod:`scimech.verdicts`), printing, ``demo`` and
+``redraw``.
+
+The study's module is imported to build ``scimech --help``: a study imports its pipeline
+(torch, xarray, ...) inside its methods, so that the parser of every command stays fast and
+a bad option is refused before any heavy import.
 """
 
 from __future__ import annotations
 
 import abc
 import argparse
-import math
-import tomllib
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from importlib import import_module
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any, Literal
-
-import yaml
+from typing import Any, ClassVar, Generic, TypeVar
 
 from . import options
-from .errors import ConfigError
-from .options import SIZES
-from .parallel import add_cluster_arguments, client_from_args
-from .results import atomic_write_text
+from .config import apply_config, read_config  # noqa: F401  (re-exported: the config files' home is scimech.config)
+from .options import SIZES, add_dry_run, add_study_options  # noqa: F401  (re-exported)
+from .verdicts import (  # noqa: F401  (re-exported: the verdicts' home is scimech.verdicts)
+    FINDINGS_FILE,
+    RECOVERY_FILE,
+    Finding,
+    PlantedTruthRow,
+    Verdict,
+    assess,
+    print_outcome,
+    recovery_line,
+    write_outcome,
+)
 
-__all__ = ["Finding", "PlantedTruthRow", "Plan", "add_dry_run", "assess", "write_outcome", "recovery_line",
-           "registered_studies", "load_study", "RECOVERY_FILE", "FINDINGS_FILE", "BUILTIN_STUDIES", "SIZES",
-           "Study", "add_study_options", "apply_config", "read_config", "print_outcome"]
+__all__ = ["Study", "Plan", "Command", "registered_studies", "load_study", "BUILTIN_STUDIES", "VERBS",
+           "Finding", "PlantedTruthRow", "assess", "recovery_line", "write_outcome", "print_outcome",
+           "add_study_options", "apply_config", "read_config", "SIZES", "RECOVERY_FILE", "FINDINGS_FILE"]
 
-RECOVERY_FILE = "recovery.txt"  # first line: "<study> planted truth: K of N recovered (...)", then the table
-FINDINGS_FILE = "findings.txt"  # one line per reference finding with its verdict
 #: the studies shipped with scimech (found without entry points in a checkout that is not installed)
-BUILTIN_STUDIES = {"ocean": "ocean.cli", "astro": "astro.cli", "neuro": "neuro.cli"}
+BUILTIN_STUDIES = {"ocean": "ocean.study:OceanStudy", "astro": "astro.study:AstroStudy",
+                   "neuro": "neuro.study:NeuroStudy"}
+#: the verbs every study answers, in this order (then the study's own commands)
+VERBS = ("generate", "study", "redraw", "shift")
 
-Verdict = Literal["REPRODUCED", "NOT reproduced", "NOT ASSESSED"]
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One reference finding tested on a run's numbers.
-
-    ``claim``: the finding as the reference states it; ``verdict``: ``"REPRODUCED"``,
-    ``"NOT reproduced"`` or ``"NOT ASSESSED"``; ``evidence``: the numbers it rests on, in
-    words; ``reason``: why it could not be assessed (``NOT ASSESSED`` only).
-    """
-
-    claim: str
-    verdict: Verdict
-    evidence: str = ""
-    reason: str = ""
-    numbers: Mapping[str, float] = field(default_factory=dict)
-
-    @property
-    def assessed(self) -> bool:
-        return self.verdict != "NOT ASSESSED"
-
-    def line(self) -> str:
-        """The line ``findings.txt`` and ``scimech demo`` print."""
-        if not self.assessed:
-            return f"NOT ASSESSED: {self.claim} ({self.reason})."
-        return f"{self.verdict}: {self.claim}" + (f" ({self.evidence})." if self.evidence else ".")
-
-
-def _finite(v: Any) -> bool:
-    try:
-        return v is not None and math.isfinite(float(v))
-    except (TypeError, ValueError):
-        return False
-
-
-def assess(claim: str, holds: bool | None, evidence: str = "", *, numbers: Mapping[str, Any] | None = None,
-           minimum: Mapping[str, tuple[int, int]] | None = None) -> Finding:
-    """A :class:`Finding` whose verdict rests only on numbers that are there.
-
-    Parameters
-    ----------
-    claim
-        The finding, as the reference states it.
-    holds
-        Whether the run's numbers support it (``None``: no rule could be applied).
-    evidence
-        The numbers in words, for the line.
-    numbers
-        The estimates and interval bounds the verdict used, by name: any missing or non-finite
-        one makes the finding ``NOT ASSESSED`` (naming which), whatever ``holds`` says.
-    minimum
-        ``{what: (have, need)}`` counts the rule needs (e.g. ``{"seeds": (1, 2)}``): too few
-        makes the finding ``NOT ASSESSED``.
-    """
-    numbers = dict(numbers or {})
-    problems = [f"{what}: {have} where at least {need} are needed" for what, (have, need) in (minimum or {}).items()
-                if have < need]
-    bad = [k for k, v in numbers.items() if not _finite(v)]
-    if bad:
-        problems.append(f"{', '.join(bad)} {'is' if len(bad) == 1 else 'are'} not a finite number")
-    if holds is None and not problems:
-        problems.append("no rule applied")
-    if problems:
-        return Finding(claim, "NOT ASSESSED", evidence, "; ".join(problems), numbers)
-    return Finding(claim, "REPRODUCED" if holds else "NOT reproduced", evidence, "", numbers)
+Settings = TypeVar("Settings")
 
 
 @dataclass(frozen=True)
-class PlantedTruthRow:
-    """One row of a planted-truth table (the schema of :mod:`scimech.validate`).
-
-    ``recovered`` is ``True`` / ``False``, or ``None`` when the estimate or its interval is
-    not a finite number (the row reads "not assessed" and is not counted as recovered or
-    missed). ``counted``: rows that are contrasts (a regime not built to recover the truth)
-    are reported but not counted.
-    """
-
-    truth: str
-    measure: str
-    estimate: float
-    ci_low: float
-    ci_high: float
-    threshold: float
-    recovered: bool | None
-    counted: bool = True
-
-    @classmethod
-    def from_interval(cls, truth: str, measure: str, estimate: float, ci_low: float, ci_high: float,
-                      threshold: float, *, above: bool = True, counted: bool = True) -> PlantedTruthRow:
-        """Recovered when the whole interval clears ``threshold`` (above it, or below with
-        ``above=False``); not assessed when a bound is not finite."""
-        if not all(_finite(v) for v in (estimate, ci_low, ci_high, threshold)):
-            rec = None
-        else:
-            rec = bool(ci_low > threshold) if above else bool(ci_high < threshold)
-        return cls(truth, measure, float(estimate), float(ci_low), float(ci_high), float(threshold), rec, counted)
-
-
-def recovery_line(study: str, rows: Iterable[PlantedTruthRow], detail: str = "") -> str:
-    """``"<study> planted truth: K of N recovered (detail)"``; rows not assessed are named, not counted."""
-    rows = [r for r in rows if r.counted]
-    k = sum(r.recovered is True for r in rows)
-    n = sum(r.recovered is not None for r in rows)
-    skipped = len(rows) - n
-    extra = [detail] if detail else []
-    if skipped:
-        extra.append(f"{skipped} not assessed")
-    return f"{study} planted truth: {k} of {n} recovered" + (f" ({'; '.join(extra)})" if extra else "")
-
-
-def write_outcome(out: str | Path, findings: Sequence[Finding | str], recovery: str | None = None) -> list[Path]:
-    """Write ``out/findings.txt`` (one line per finding) and, when given, ``out/recovery.txt``
-    (its first line is the :func:`recovery_line`, then whatever table and notes the study
-    adds), atomically. Returns the paths written."""
-    out = Path(out)
-    written = []
-    if recovery is not None:
-        written.append(atomic_write_text(out / RECOVERY_FILE, recovery.rstrip("\n") + "\n"))
-    lines = [f.line() if isinstance(f, Finding) else str(f) for f in findings]
-    written.append(atomic_write_text(out / FINDINGS_FILE, "".join(f"{line}\n" for line in lines)))
-    return written
-
-
-@dataclass(frozen=True)
-class Plan:
+class Plan(Generic[Settings]):
     """What a study command would run (``--dry-run``): its units of work, their sizes and an
-    estimated time, rough and scaled from a measured benchmark (``basis`` says which)."""
+    estimated time, rough and scaled from a measured benchmark (``basis`` says which).
+    ``settings``: what the run needs beyond that, typed by the study (``Plan[StudyConfig]``)."""
 
     study: str
     units: Sequence[str]
@@ -194,8 +71,7 @@ class Plan:
     seconds_per_unit: float | None = None
     basis: str = ""
     out: str = ""
-    #: what the run needs beyond the above (the resolved settings: a config object, paths, a device)
-    settings: Any = None
+    settings: Settings | None = None
 
     def text(self) -> str:
         shown = list(self.units[:6]) + (["..."] if len(self.units) > 6 else [])
@@ -219,49 +95,51 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def add_dry_run(parser) -> None:
-    """Add ``--dry-run`` to a study command: check the options, print the :class:`Plan`, write nothing."""
-    options.add(parser, "dry_run")
+@dataclass(frozen=True)
+class Command:
+    """A study's own subcommand (``scimech ocean heatwaves``): its name, one line of help, its
+    options (``add_options(parser)``) and what it runs (``run(args) -> exit status``)."""
 
-
-def registered_studies() -> dict[str, str]:
-    """``{name: module}`` of every installed study (entry-point group ``scimech.studies``),
-    the built-in ones first; in an uninstalled checkout, the built-in ones."""
-    found = {ep.name: ep.value for ep in entry_points(group="scimech.studies")}
-    ordered = {k: found.pop(k, v) for k, v in BUILTIN_STUDIES.items()}
-    return {**ordered, **dict(sorted(found.items()))}
-
-
-def load_study(name: str):
-    """The study module registered as ``name`` (its ``TITLE``, ``register``, ``demo``)."""
-    studies = registered_studies()
-    if name not in studies:
-        raise KeyError(f"No study {name!r}; installed: {', '.join(studies)}.")
-    return import_module(studies[name])
-
-
-def print_outcome(folder: str | Path) -> None:
-    """Print the planted-truth line of ``recovery.txt`` and every line of ``findings.txt``."""
-    for name, first_only in ((RECOVERY_FILE, True), (FINDINGS_FILE, False)):
-        path = Path(folder) / name
-        if path.is_file():
-            lines = path.read_text().splitlines()
-            print("\n".join(lines[:1] if first_only else lines))
+    name: str
+    help: str
+    add_options: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+    description: str = ""
 
 
 class Study(abc.ABC):
-    """A domain study: ``plan`` what to run from the parsed options, ``run`` it into evidence,
-    read ``findings`` and the planted-truth ``recovery`` from the evidence, write a ``report``.
+    """A domain study. A subclass supplies:
 
-    A subclass implements the five steps; :meth:`execute` is the ``scimech <name> study``
-    command built from them (the same for every study): ``--dry-run`` prints the plan and
-    stops; otherwise the Dask client asked for is made, the plan run, ``findings.txt`` and
-    ``recovery.txt`` written (:func:`write_outcome`), the report written, and the outcome
-    printed with the report's path.
+    - ``name`` (the ``scimech <name>`` group), ``title`` (one line), ``description``;
+    - ``out_default``, ``data_help``, ``data_formats``, ``config_keys``: its shared study options;
+    - :meth:`add_options`: the options of ``scimech <name> study`` beyond the shared ones;
+    - :meth:`plan`, :meth:`run`, :meth:`findings`, :meth:`planted_truth`, :meth:`report` and
+      :meth:`load`;
+    - optionally :meth:`add_generate_options` / :meth:`generate` (write the synthetic data),
+      :meth:`add_shift_options` / :meth:`run_shift` (the distribution-shift run), :meth:`commands`
+      (its own subcommands), :attr:`renamed` (old command names kept for one release).
+
+    The base class provides :meth:`register` (the command group), :meth:`execute` (the
+    ``study`` command: dry run, Dask client, outcome files, printed outcome), :meth:`complete`,
+    :meth:`outcome`, :meth:`demo` and :meth:`redraw`.
     """
 
-    #: the ``scimech <name>`` command group
-    name: str = ""
+    name: ClassVar[str] = ""
+    title: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    out_default: ClassVar[str | None] = None
+    data_help: ClassVar[str] = "your data instead of the synthetic world"
+    data_formats: ClassVar[tuple] = ()
+    config_keys: ClassVar[Mapping[str, str]] = {}
+    generate_help: ClassVar[str] = "write the study's synthetic data"
+    shift_help: ClassVar[str] = "the distribution-shift run: a dictionary's faithfulness in and out of distribution"
+    #: ``{old command name: new one}``: accepted for one release, with a warning naming the new one
+    renamed: ClassVar[Mapping[str, str]] = {}
+
+    # --- what a study supplies ----------------------------------------------------------------
+    def add_options(self, parser: argparse.ArgumentParser) -> None:
+        """The options of ``scimech <name> study`` beyond the shared ones (:func:`add_study_options`)."""
+        return None
 
     @abc.abstractmethod
     def plan(self, args: argparse.Namespace) -> Plan:
@@ -276,7 +154,7 @@ class Study(abc.ABC):
         """The reference findings, each with a verdict from the evidence's numbers."""
 
     @abc.abstractmethod
-    def recovery(self, evidence: Any) -> str | None:
+    def planted_truth(self, evidence: Any) -> str | None:
         """``recovery.txt``'s text (first line: :func:`recovery_line`), or ``None`` on data with no
         planted truth (a real product)."""
 
@@ -284,141 +162,160 @@ class Study(abc.ABC):
     def report(self, evidence: Any, plan: Plan) -> Path:
         """Write figures and ``report.md`` into ``plan.out``; return the report's path."""
 
+    @abc.abstractmethod
+    def load(self, folder: Path) -> tuple[Any, Plan]:
+        """The evidence of a finished study folder and the plan to redraw it into (``redraw``)."""
+
+    def add_generate_options(self, parser: argparse.ArgumentParser) -> None:
+        """The options of ``scimech <name> generate``."""
+        return None
+
+    def generate(self, args: argparse.Namespace) -> int:
+        """``scimech <name> generate``: write the study's synthetic data."""
+        print(f"scimech {self.name} generate: this study has no synthetic data to write.", file=sys.stderr)
+        return 2
+
+    def add_shift_options(self, parser: argparse.ArgumentParser) -> None:
+        """The options of ``scimech <name> shift``."""
+        return None
+
+    def run_shift(self, args: argparse.Namespace):
+        """The distribution-shift run with the options of :meth:`add_shift_options`: a dataset
+        whose summary :func:`scimech.dictionary.summary_lines` prints (``None``: no shift run)."""
+        return None
+
+    def shift_lines(self, result) -> list[str]:
+        """Lines the ``shift`` command prints after the shared summary."""
+        return []
+
+    def shift(self, args: argparse.Namespace) -> int:
+        """``scimech <name> shift``: :meth:`run_shift`, its summary and where it was saved."""
+        result = self.run_shift(args)
+        if result is None:
+            print(f"scimech {self.name} shift: this study has no shift run.", file=sys.stderr)
+            return 2
+        from .dictionary import summary_lines  # lazy: torch
+
+        print("\n".join([*summary_lines(result), *self.shift_lines(result)]))
+        print(f"Saved: {Path(args.out) / 'shift.nc'}")
+        return 0
+
+    def commands(self) -> list[Command]:
+        """The study's own subcommands, after the shared verbs."""
+        return []
+
+    def demo_argv(self, out_dir: Path, quick: bool) -> list[str]:
+        """The ``study`` options of the demo (default: ``--out DIR --size quick|full``)."""
+        return ["--out", str(out_dir), "--size", "quick" if quick else "full"]
+
+    # --- what the base class provides ---------------------------------------------------------
+    def add_study_arguments(self, parser: argparse.ArgumentParser) -> None:
+        """Every option of ``scimech <name> study``: the shared ones, then the study's own."""
+        add_study_options(parser, out_default=self.out_default, data_help=self.data_help,
+                          config_keys=self.config_keys, data_formats=self.data_formats)
+        self.add_options(parser)
+
+    def study_parser(self) -> argparse.ArgumentParser:
+        """``scimech <name> study``'s options on a parser of its own."""
+        parser = argparse.ArgumentParser(prog=f"scimech {self.name} study")
+        self.add_study_arguments(parser)
+        return parser
+
+    def register(self, subparsers) -> argparse.ArgumentParser:
+        """Add ``scimech <name>`` and its commands: the shared verbs (:data:`VERBS`) in that order,
+        then the study's own; old names of :attr:`renamed` as aliases."""
+        group = subparsers.add_parser(self.name, help=self.title, description=self.description or self.title,
+                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+        sub = group.add_subparsers(dest=f"{self.name}_command", metavar="COMMAND")
+        group.set_defaults(func=lambda a: (group.print_help(), 0)[1])
+        old = {new: [o for o, n in self.renamed.items() if n == new] for new in self.renamed.values()}
+
+        def add(name, help, description=""):
+            return sub.add_parser(name, help=help, description=description or help[0].upper() + help[1:] + ".",
+                                  aliases=old.get(name, []))
+
+        g = add("generate", self.generate_help)
+        self.add_generate_options(g)
+        g.set_defaults(func=self.generate)
+        s = add("study", "run the study (resumable) and write its findings, planted truth and report",
+                self.description)
+        self.add_study_arguments(s)
+        s.set_defaults(func=self.execute)
+        r = add("redraw", "the findings, planted truth, figures and report of a finished study folder, drawn "
+                "again from its saved results")
+        r.add_argument("folder", type=options.existing_path("folder"), metavar="FOLDER",
+                       help=f"a `scimech {self.name} study --out` folder or a `scimech demo` {self.name} folder")
+        r.set_defaults(func=lambda a: self._redraw_command(a.folder))
+        h = add("shift", self.shift_help)
+        self.add_shift_options(h)
+        h.set_defaults(func=self.shift)
+        for c in self.commands():
+            p = add(c.name, c.help, c.description)
+            c.add_options(p)
+            p.set_defaults(func=c.run)
+        return group
+
     def execute(self, args: argparse.Namespace) -> int:
         """The ``study`` command: dry run, or run, write the outcome and the report, print them."""
         plan = self.plan(args)
         if getattr(args, "dry_run", False):
             print(plan.text())
             return 0
+        from .parallel import client_from_args  # lazy: dask
 
         client = client_from_args(args)
         try:
-            evidence = self.run(plan, client=client)
+            path = self.complete(plan, client=client)
         finally:
             if client is not None:
                 client.close()
-        write_outcome(plan.out, self.findings(evidence), self.recovery(evidence))
-        path = self.report(evidence, plan)
         print_outcome(plan.out)
         print(f"Report: {path}")
         return 0
 
+    def complete(self, plan: Plan, client=None) -> Path:
+        """Run the plan and write its outcome and report; returns the report's path."""
+        return self.outcome(self.run(plan, client=client), plan)
 
-def add_study_options(parser: argparse.ArgumentParser, *, out_default: str | None, data_help: str,
-                      default_size: str = "quick", config_keys: Mapping[str, str] | None = None,
-                      data_formats: Sequence[str | options.Format] = ()) -> None:
-    """Add the options every ``scimech <study> study`` command shares (the declarations of
-    :data:`scimech.options.SHARED`).
+    def outcome(self, evidence: Any, plan: Plan) -> Path:
+        """``findings.txt``, ``recovery.txt`` and the report of ``evidence`` into ``plan.out``."""
+        write_outcome(plan.out, self.findings(evidence), self.planted_truth(evidence))
+        return self.report(evidence, plan)
 
-    ``--out`` (required when ``out_default`` is ``None``; probed for writing before any work),
-    ``--config FILE``, ``--size`` (``quick`` | ``medium`` | ``full``; ``--quick``/``--medium``/
-    ``--full`` are short forms), ``--data PATH`` (``data_formats``: the formats it is read in,
-    checked on its first bytes), ``--device`` (refused at once when the machine lacks it),
-    ``--cluster``/``--scheduler``/``--workers`` (one of them) and ``--dry-run``.
-    ``config_keys``: ``{key: what it sets}`` a ``--config`` file may hold beyond the command's
-    options (the domain reads them from ``args.config_extra``).
-    """
+    def demo(self, out_dir: str | Path, quick: bool = True) -> Path:
+        """The study on its quick default (``quick=False``: full size) into ``out_dir``; the report's path."""
+        return self.complete(self.plan(self.study_parser().parse_args(self.demo_argv(Path(out_dir), quick))))
 
-    g = parser.add_argument_group("study options (every study takes these)")
-    options.add(g, "out", default=out_default, required=out_default is None,
-                context="Resumable: finished units are kept")
-    options.add(g, "config", context="e.g. `seeds: [0, 1]`, `workers: 4`")
-    options.add(g, "size", default=default_size)
-    options.add(g, "data", formats=tuple(data_formats), context=data_help)
-    options.add(g, "device", default="cpu")
-    add_cluster_arguments(parser)
-    add_dry_run(parser)
-    parser.set_defaults(config_extra={}, _config_keys=dict(config_keys or {}))
+    def redraw(self, folder: str | Path) -> Path:
+        """The outcome and report of a finished folder, drawn again from its saved results."""
+        evidence, plan = self.load(Path(folder))
+        return self.outcome(evidence, plan)
+
+    def _redraw_command(self, folder: Path) -> int:
+        path = self.redraw(folder)
+        print_outcome(Path(path).parent)
+        print(f"Report: {path}")
+        return 0
 
 
-def read_config(path: str | Path) -> dict[str, Any]:
-    """A ``--config`` file's mapping: TOML (``.toml``) or YAML (anything else), keys as strings."""
-
-    path = Path(path)
-    text = path.read_text()
-    if path.suffix.lower() == ".toml":
-        try:
-            loaded = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as err:
-            raise ConfigError(f"{path}: not valid TOML ({err}).") from err
-    else:
-        try:
-            loaded = yaml.safe_load(text)
-        except yaml.YAMLError as err:
-            raise ConfigError(f"{path}: not valid YAML ({err}).") from err
-    loaded = {} if loaded is None else loaded
-    if not isinstance(loaded, Mapping):
-        raise ConfigError(f"{path}: a config file is a mapping of option names to values "
-                          f"(e.g. `seeds: [0, 1]`); got {type(loaded).__name__}.")
-    odd = [k for k in loaded if not isinstance(k, str)]
-    if odd:  # YAML 1.1 reads on/off/yes/no (unquoted) as booleans, 1: as a number
-        raise ConfigError(f"{path}: key(s) {', '.join(map(repr, odd))} are not names (YAML reads unquoted on, off, "
-                          "yes, no as true/false and digits as numbers); write option names, quoted if need be.")
-    return dict(loaded)
+def registered_studies() -> dict[str, str]:
+    """``{name: "module:Class"}`` of every installed study (entry-point group ``scimech.studies``),
+    the built-in ones first; in an uninstalled checkout, the built-in ones."""
+    found = {ep.name: ep.value for ep in entry_points(group="scimech.studies")}
+    ordered = {k: found.pop(k, v) for k, v in BUILTIN_STUDIES.items()}
+    return {**ordered, **dict(sorted(found.items()))}
 
 
-def _option_tokens(action: argparse.Action, key: str, value: Any, path: Path) -> list[str]:
-
-    flag = max(action.option_strings, key=len)
-    if action.nargs == 0:  # a switch
-        if not isinstance(value, bool):
-            raise ConfigError(f"{path}: {key} is a switch: give true or false, not {value!r}.")
-        return [flag] if value == isinstance(action, argparse._StoreTrueAction) else []
-    values = list(value) if isinstance(value, (list, tuple)) else [value]
-    if isinstance(value, (list, tuple)) and action.nargs in (None, "?"):
-        raise ConfigError(f"{path}: {key} takes one value, not a list ({value!r}).")
-    if any(isinstance(v, (Mapping, list, tuple)) for v in values):
-        raise ConfigError(f"{path}: {key}: {value!r} is not a value the option takes.")
-    return [flag, *("true" if v is True else "false" if v is False else str(v) for v in values)]
-
-
-def apply_config(root: argparse.ArgumentParser, argv: Sequence[str], args: argparse.Namespace) -> argparse.Namespace:
-    """``args`` with the ``--config`` file's values filled in: each key is one of the command's
-    options (``n_train`` or ``n-train``), turned into that option on the command line *before*
-    what the user typed (so the command line wins) and parsed by the same argparse types,
-    so a bad value in the file is refused exactly as on the command line. Keys the command
-    declared in ``config_keys`` go to ``args.config_extra``; any other key is one clear error
-    listing the keys the command takes."""
-
-    path = Path(args.config)
-    values = read_config(path)
-    parser = _subparser_for(root, argv)
-    actions = {a.dest: a for a in parser._actions if a.option_strings and a.help != argparse.SUPPRESS}
-    for hidden in ("help", "config", "dry_run"):
-        actions.pop(hidden, None)
-    extra_keys = dict(getattr(args, "_config_keys", {}) or {})
-    tokens, extra = [], {}
-    for key, value in values.items():
-        dest = key.replace("-", "_")
-        if dest in actions:
-            tokens += _option_tokens(actions[dest], key, value, path)
-        elif key in extra_keys:
-            extra[key] = value
-        else:
-            known = sorted(actions) + sorted(extra_keys)
-            raise ConfigError(f"{path}: unknown key {key!r}; `{parser.prog}` takes: {', '.join(known)}.")
-    prog_words = parser.prog.split()[1:]
-    at = _index_after(list(argv), prog_words)
-    new = root.parse_args([*argv[:at], *tokens, *argv[at:]])
-    new.config_extra = extra
-    return new
-
-
-def _subparser_for(root: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.ArgumentParser:
-    """The (sub)parser that handles the command ``argv`` names."""
-    parser = root
-    for word in argv:
-        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-        if not subs or word not in subs[0].choices:
-            if word.startswith("-"):
-                break
-            continue
-        parser = subs[0].choices[word]
-    return parser
-
-
-def _index_after(argv: list[str], words: list[str]) -> int:
-    at = 0
-    for word in words:
-        at = argv.index(word, at) + 1
-    return at
+def load_study(name: str) -> Study:
+    """The study registered as ``name``: an instance of its :class:`Study` class."""
+    studies = registered_studies()
+    if name not in studies:
+        raise KeyError(f"No study {name!r}; installed: {', '.join(studies)}.")
+    module, _, attr = studies[name].partition(":")
+    if not attr:
+        raise TypeError(f"The entry point of study {name!r} names a module ({module}); it must name its Study class "
+                        f"as 'module:Class' (e.g. {name} = \"{module}:{name.title()}Study\").")
+    cls = getattr(import_module(module), attr)
+    if not (isinstance(cls, type) and issubclass(cls, Study)):
+        raise TypeError(f"{studies[name]} is not a scimech.study.Study subclass.")
+    return cls()

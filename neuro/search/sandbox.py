@@ -43,9 +43,11 @@ from pathlib import Path
 
 import numpy as np
 
+from ..store import ArrayStore
+from ..tasks import quick_stage
 from .evaluate import candidate_inputs, held_out, score_predictions
 
-__all__ = ["SandboxLimits", "SandboxResult", "run_in_sandbox", "write_data"]
+__all__ = ["SandboxLimits", "SandboxResult", "run_in_sandbox", "write_data", "save_data", "read_data"]
 
 HERE = Path(__file__).resolve().parent
 
@@ -78,11 +80,28 @@ def write_data(arrays: dict, path: Path) -> Path:
     return path
 
 
+def save_data(full: dict, store: ArrayStore, stage: str = "full") -> Path:
+    """A task's full data dict (:meth:`neuro.tasks.ForecastTask.data_arrays`) in a study's
+    store, as the data file of one evaluation stage: its arrays are written once whatever
+    the stage (the quick stage is cut from them when read, :func:`neuro.tasks.quick_stage`);
+    returns the manifest's path (``data-<stage>-<hash>.json``)."""
+    return store.save(f"data-{stage}", full, stage=stage)
+
+
+def read_data(path: str | os.PathLike) -> dict:
+    """The data dict of a data file: an ``.npz`` (:func:`write_data`), used as it is, or a
+    store manifest (:func:`save_data`), cut to its stage."""
+    if str(path).endswith(".json"):
+        data, attrs = ArrayStore.load(path)
+        return quick_stage(data) if attrs.get("stage") == "quick" else data
+    with np.load(path) as z:
+        return {k: z[k] for k in z.files}
+
+
 @functools.lru_cache(maxsize=4)
 def _split_data(path: str, stamp: tuple) -> tuple[dict, dict]:
     """(candidate inputs, held-out targets) of a data file, cached per file version."""
-    with np.load(path) as z:
-        data = {k: z[k] for k in z.files}
+    data = read_data(path)
     return candidate_inputs(data), held_out(data)
 
 
@@ -90,8 +109,9 @@ def run_in_sandbox(code: str, data_file: str | os.PathLike, limits: SandboxLimit
                    stage: str = "full") -> SandboxResult:
     """Run ``code`` (a program defining ``Model``) on ``data_file`` under ``limits``.
 
-    ``data_file`` is a full task data file (:func:`write_data` of
-    :meth:`neuro.tasks.ForecastTask.data_arrays`, targets included). Only its inputs are given
+    ``data_file`` is a task data file, targets included (:func:`write_data` of
+    :meth:`neuro.tasks.ForecastTask.data_arrays`, or a study store's :func:`save_data`;
+    read by :func:`read_data`). Only its inputs are given
     to the candidate; its forecasts are scored here against the targets (``metrics``: split ->
     MAE in z units; ``arrays``: MAE per step and the faithfulness read-outs).
     """

@@ -17,6 +17,11 @@ deduplicated by the hash of (code, task, seed): a repeat reuses the cached resul
 Budgets: ``max_nodes`` and ``max_seconds``. Every finished node is appended to
 ``journal.jsonl`` (flushed and fsynced); rerunning with the same ``out_dir`` resumes.
 
+Data: the task's data file and every node's output arrays (MAE per step and per window,
+Jacobian, free runs) live in an :class:`neuro.store.ArrayStore` (``store``; default
+``out_dir/store``; a study shares one among all its searches), each array written once; a
+node records where its arrays are (``Node.arrays``, read back by :meth:`TreeSearch.node_arrays`).
+
 Execution: a *generation* is ``generation`` nodes proposed from the same tree and evaluated
 independently (each in its own sandbox process), then appended together. The tree depends on
 ``generation`` and ``seed`` only, not on where the evaluations run: serially, on a thread
@@ -24,7 +29,8 @@ pool of ``workers`` (the default), or as Dask tasks through
 :func:`scimech.parallel.map_units` when a ``client`` (or a ``unit_store``) is given. In the
 Dask case every evaluation is a unit of a :class:`scimech.results.UnitStore` (default
 ``out_dir/units``), so a search killed mid-generation redoes only the evaluations that had not
-finished. Data files live in ``out_dir``, which must be on a file system the workers share.
+finished; a unit's record holds the evaluation's scores and the refs of its arrays, which the
+unit writes to the store. The store must be on a file system the workers share.
 """
 
 from __future__ import annotations
@@ -45,10 +51,11 @@ from scimech.parallel import map_units
 from scimech.results import UnitStore, atomic_write_text
 
 from ..faithfulness import faithfulness
-from .sandbox import SandboxLimits, run_in_sandbox, write_data
+from ..store import ArrayStore, is_ref
+from .sandbox import SandboxLimits, run_in_sandbox, save_data
 from .scoring import selection_score, ucb_scores
 
-__all__ = ["Node", "TreeSearch", "load_journal", "evaluate_candidate"]
+__all__ = ["Node", "TreeSearch", "load_journal", "evaluate_candidate", "evaluation_unit"]
 
 
 @dataclass
@@ -68,6 +75,7 @@ class Node:
     wall_seconds: float = 0.0
     debug_depth: int = 0
     network_guard: str = ""
+    arrays: dict = field(default_factory=dict)   # {name: ref} of its output arrays in the search's store
 
     def view(self) -> dict:
         """What a proposer may see: no OOD, no faithfulness."""
@@ -99,7 +107,8 @@ def evaluate_candidate(code: str, data_quick: str, data_full: str, limits: dict,
     code
         The program's source.
     data_quick, data_full
-        Paths of the quick and full data files (:meth:`neuro.tasks.ForecastTask.data_arrays`).
+        Paths of the quick and full data files (:meth:`neuro.tasks.ForecastTask.data_arrays`
+        as :func:`~neuro.search.sandbox.read_data` reads them: ``.npz`` or store manifests).
     limits
         :class:`~neuro.search.sandbox.SandboxLimits` fields as a dict (picklable, JSON-able).
     best_quick
@@ -142,6 +151,21 @@ def evaluate_candidate(code: str, data_quick: str, data_full: str, limits: dict,
     return out
 
 
+def evaluation_unit(store: str, **kwargs) -> dict:
+    """:func:`evaluate_candidate` as a unit of work: its output arrays (:func:`_float64`) written to
+    the :class:`~neuro.store.ArrayStore` at ``store``, the result holding their refs in their
+    place (``arrays``: ``{name: ref}``), so the unit's record holds scores, never the arrays."""
+    res = evaluate_candidate(**kwargs)
+    res["arrays"] = ArrayStore(store).put(_float64(res["arrays"]))
+    return res
+
+
+def _float64(arrays: dict) -> dict:
+    """Output arrays as they are stored and scored: float64 in C order (one layout, whatever
+    the program returned)."""
+    return {k: np.array(v, dtype=float, order="C") for k, v in arrays.items()}
+
+
 def _unit_key(node: Node, best_quick: float | None) -> str:
     """Store key of a node's evaluation: its id, program hash and pruning threshold input."""
     bq = hashlib.sha256(repr(best_quick).encode()).hexdigest()[:6]
@@ -158,7 +182,7 @@ class TreeSearch:
     proposer
         An object with ``propose(op, parent_view, other_view, rng) -> code``.
     out_dir
-        Folder of the journal, data files and node arrays.
+        Folder of the journal (and, by default, of the store and the evaluations' units).
     policy
         ``"greedy"`` (AIDE) or ``"ucb"``.
     max_nodes, max_seconds
@@ -176,13 +200,16 @@ class TreeSearch:
         A :class:`scimech.results.UnitStore` (or folder) for the evaluations; default
         ``out_dir/units`` when a client is given. Given without a client, evaluations run
         serially but are still stored (resumable mid-generation).
+    store
+        The :class:`neuro.store.ArrayStore` (or folder) of the task's data and the nodes'
+        arrays; default ``out_dir/store``.
     """
 
     def __init__(self, task, proposer, out_dir, *, policy: str = "greedy", max_nodes: int = 20,
                  max_seconds: float = 600.0, n_drafts: int = 5, debug_prob: float = 0.5, max_debug_depth: int = 3,
                  workers: int = 1, seed: int = 0, limits: SandboxLimits | None = None,
                  quick_threshold: float = 1.5, ucb_c: float = 0.5, generation: int | None = None, client=None,
-                 unit_store=None):
+                 unit_store=None, store=None):
         if policy not in ("greedy", "ucb"):
             raise ConfigError(f"policy must be 'greedy' or 'ucb'; got {policy!r}.")
         if generation is not None and int(generation) < 1:
@@ -207,8 +234,10 @@ class TreeSearch:
             if self.journal.read_text() != good:
                 atomic_write_text(self.journal, good)
         self.cache = {n.hash: n for n in self.nodes if n.status != "duplicate"}
-        self.data_full = write_data(task.data_arrays("full"), self.out / "data_full.npz")
-        self.data_quick = write_data(task.data_arrays("quick"), self.out / "data_quick.npz")
+        self.store = store if isinstance(store, ArrayStore) else ArrayStore(store or self.out / "store")
+        full = task.data_arrays("full")
+        self.data_full = save_data(full, self.store, "full")
+        self.data_quick = save_data(full, self.store, "quick")   # the same arrays, cut when read
 
     # ---------------------------------------------------------------- policy
     def _hash(self, code: str) -> str:
@@ -240,11 +269,24 @@ class TreeSearch:
         return min(qs) if qs else None
 
     def _eval_kwargs(self, node: Node, best_quick: float | None) -> dict:
-        return dict(code=node.code, data_quick=str(self.data_quick), data_full=str(self.data_full),
-                    limits=asdict(self.limits), best_quick=best_quick, quick_threshold=self.quick_threshold)
+        return dict(store=str(self.store.root), code=node.code, data_quick=str(self.data_quick),
+                    data_full=str(self.data_full), limits=asdict(self.limits), best_quick=best_quick,
+                    quick_threshold=self.quick_threshold)
+
+    def node_arrays(self, node: Node) -> dict:
+        """The output arrays of an evaluated node (``{}`` for one that has none: failed,
+        pruned, a duplicate), as :func:`evaluation_unit` stored them."""
+        if node.arrays:
+            return self.store.get(node.arrays)
+        legacy = self.out / f"node_{node.id:04d}.npz"   # a search run before the store held them
+        if legacy.exists():
+            with np.load(legacy) as z:
+                return {k: z[k] for k in z.files}
+        return {}
 
     def _finish(self, node: Node, res: dict) -> Node:
-        """Copy an evaluation into its node; faithfulness is scored here, against the task."""
+        """Copy an evaluation (:func:`evaluation_unit`'s result) into its node; faithfulness is
+        scored here, against the task."""
         node.network_guard = res.get("network_guard", "")
         node.wall_seconds = float(res.get("wall_seconds", 0.0))
         node.quick_val = res.get("quick_val")
@@ -253,17 +295,28 @@ class TreeSearch:
         if node.status != "ok":
             return node
         node.val, node.test, node.ood = res["val"], res["test"], dict(res["ood"])
-        arrays = {k: np.asarray(v, dtype=float) for k, v in res["arrays"].items()}
+        node.arrays = res["arrays"]
+        if not all(is_ref(r) for r in node.arrays.values()):   # a unit stored before its arrays moved out
+            node.arrays = self.store.put(_float64(node.arrays))
+        arrays = self.store.get(node.arrays)
         try:
             node.faith = {k: (float(v) if v is not None else None) for k, v in
                           faithfulness(arrays, res["metrics"], self.task).items()}
         except Exception as err:  # faithfulness must never kill the search
             node.faith = {"error": f"{type(err).__name__}: {err}"}
-        np.savez(self.out / f"node_{node.id:04d}.npz", **arrays)
         return node
 
     def _evaluate(self, node: Node) -> Node:
-        return self._finish(node, evaluate_candidate(**self._eval_kwargs(node, self._best_quick())))
+        return self._finish(node, evaluation_unit(**self._eval_kwargs(node, self._best_quick())))
+
+    def _redo_units_without_arrays(self, keys) -> None:
+        """Forget the stored evaluations whose arrays are no longer in the store (a store
+        deleted or moved): their units are redone, never finished without their arrays."""
+        for key in keys:
+            if self.units.done(key):
+                refs = self.units.load(key).get("arrays") or {}
+                if refs and all(is_ref(r) for r in refs.values()) and not self.store.has(refs):
+                    self.units.discard(key)
 
     def _evaluate_generation(self, todo: list[Node]) -> None:
         if not todo:
@@ -271,16 +324,17 @@ class TreeSearch:
         if self.units is not None:
             bq = self._best_quick()
             units = {_unit_key(n, bq): self._eval_kwargs(n, bq) for n in todo}
+            self._redo_units_without_arrays(units)
             if self.client is None and self.workers > 1 and len(units) > 1:
                 # no Dask: a thread pool, one unit per call (each unit has its own record file)
                 def one(item):
-                    return map_units(evaluate_candidate, dict([item]), self.units, client=None,
+                    return map_units(evaluation_unit, dict([item]), self.units, client=None,
                                      desc="candidate evaluation")
 
                 with ThreadPoolExecutor(self.workers) as ex:
                     res = {k: v for part in ex.map(one, units.items()) for k, v in part.items()}
             else:
-                res = map_units(evaluate_candidate, units, self.units, client=self.client,
+                res = map_units(evaluation_unit, units, self.units, client=self.client,
                                 desc="candidate evaluations")
             for node, key in zip(todo, units):
                 self._finish(node, res[key])

@@ -18,22 +18,28 @@
 See docs/dictionary.md.
 """
 
-from .activations import encode
-from .interventions import rollout_effect, splice, splice_fidelity, steer
-from .plots import plot_alignment, plot_bound, plot_shift
-from .quality import dictionary_quality, feature_alignment, top_examples
-from .saes import KINDS, BatchTopK, JumpReLU, SparseDictionary, TopK, build
-from .shift import (
-           active_subspace,
-           add_fidelity,
-           explained_variance,
-           faithfulness_gap,
-           measure_shift,
-           realign,
-           realignment_bound,
-           summary_lines,
-)
-from .train import load_dictionary, save_dictionary, train_dictionary
+# the names load their modules (torch, matplotlib) on first use: `scimech --help` registers this
+# package's commands (scimech.dictionary.cli) without importing torch
+_LAZY = {
+    "encode": "activations", "rollout_effect": "interventions", "splice": "interventions",
+    "splice_fidelity": "interventions", "steer": "interventions", "plot_alignment": "plots", "plot_bound": "plots",
+    "plot_shift": "plots", "dictionary_quality": "quality", "feature_alignment": "quality", "top_examples": "quality",
+    "KINDS": "saes", "BatchTopK": "saes", "JumpReLU": "saes", "SparseDictionary": "saes", "TopK": "saes",
+    "build": "saes", "active_subspace": "shift", "add_fidelity": "shift", "explained_variance": "shift",
+    "faithfulness_gap": "shift", "measure_shift": "shift", "realign": "shift", "realignment_bound": "shift",
+    "summary_lines": "shift", "load_dictionary": "train", "save_dictionary": "train", "train_dictionary": "train",
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'scimech.dictionary' has no attribute {name!r}")
+
 
 __all__ = ["SparseDictionary", "TopK", "BatchTopK", "JumpReLU", "KINDS", "build", "train_dictionary",
            "save_dictionary", "load_dictionary", "encode", "dictionary_quality", "feature_alignment", "top_examples",

@@ -9,22 +9,19 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import xarray as xr
-
 from .. import options
 from ..errors import DataValidationError
 from ..options import input_path, number, whole
-from ..results import atomic_write_text, provenance, save
-from .activations import encode
-from .plots import plot_alignment, plot_shift
-from .quality import dictionary_quality, feature_alignment
-from .shift import measure_shift
-from .train import load_dictionary, save_dictionary, train_dictionary
+
+# the commands import what they run when they run (torch, xarray, matplotlib): `scimech --help` and every
+# other command register these too
 
 __all__ = ["register"]
 
 
-def _open(path: Path, site: str | None) -> xr.DataArray:
+def _open(path: Path, site: str | None):
+    import xarray as xr
+
     ds = xr.open_zarr(path) if path.is_dir() else xr.open_dataset(path)
     names = [str(v) for v in ds.data_vars]
     if site is None:
@@ -37,6 +34,10 @@ def _open(path: Path, site: str | None) -> xr.DataArray:
 
 
 def _train(args) -> int:
+    from ..results import save
+    from .quality import dictionary_quality
+    from .train import save_dictionary, train_dictionary
+
     acts = _open(args.acts, args.site)
     target = None if args.target is None else _open(args.target, args.target_site)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -60,6 +61,14 @@ def vars_json(args) -> dict:
 
 
 def _score(args) -> int:
+    import xarray as xr
+
+    from ..results import save
+    from .activations import encode
+    from .plots import plot_alignment
+    from .quality import dictionary_quality, feature_alignment
+    from .train import load_dictionary
+
     dic = load_dictionary(args.dictionary, args.device)
     acts = _open(args.acts, args.site)
     quality = dictionary_quality(dic, acts, feature_dim=args.feature_dim)
@@ -83,6 +92,11 @@ def _score(args) -> int:
 
 
 def _shift(args) -> int:
+    from ..results import atomic_write_text, provenance, save
+    from .plots import plot_shift
+    from .shift import measure_shift
+    from .train import load_dictionary, save_dictionary
+
     dic = load_dictionary(args.dictionary, args.device)
     x_in, x_out = _open(args.acts, args.site), _open(args.shifted, args.site)
     gap, fixed = measure_shift(dic, x_in, x_out, energy=args.energy, feature_dim=args.feature_dim)

@@ -10,7 +10,7 @@ from astro import files
 def test_cli_synth_train_study_plot(tmp_path):
     from scimech.cli import main
 
-    assert main(["astro", "synth", "--n-galaxies", "160", "--seed", "0", "--out", str(tmp_path / "train.fits")]) == 0
+    assert main(["astro", "generate", "--n-galaxies", "160", "--seed", "0", "--out", str(tmp_path / "train.fits")]) == 0
     assert main(["astro", "synth", "--n", "60", "--seed", "1", "--out", str(tmp_path / "test.zarr")]) == 0  # old spelling
     assert main(["astro", "train", "--data", str(tmp_path / "train.fits"), "--out", str(tmp_path / "model"),
                  "--epochs", "1", "--batch-size", "40"]) == 0
@@ -23,7 +23,7 @@ def test_cli_synth_train_study_plot(tmp_path):
     assert res["advantage"]["advantage"].dims == ("population",)
     assert np.isfinite(res["layers"]["score"].values).all()
     (tmp_path / "run" / "findings.txt").unlink()
-    assert main(["astro", "plot", str(tmp_path / "run")]) == 0      # the run folder (or its study/ subfolder)
+    assert main(["astro", "redraw", str(tmp_path / "run")]) == 0      # the run folder (or its study/ subfolder)
     assert (tmp_path / "run" / "findings.txt").read_text().startswith("1. ")
 
 

@@ -169,7 +169,7 @@ def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentP
 
 def test_every_option_of_the_astro_commands_says_what_it_expects(tmp_path, capsys):
     astro = _subparser(build_parser(), "astro")
-    for cmd in ("synth", "train", "study", "plot"):
+    for cmd in ("generate", "train", "study", "redraw", "shift"):
         bare = [a.option_strings or a.dest for a in _subparser(astro, cmd)._actions if not a.help]
         assert bare == [], f"astro {cmd}: options without help {bare}"
     study = {s: a.help for a in _subparser(astro, "study")._actions for s in a.option_strings}

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import math
 
-from astro.findings import PlantedHeadRow, _all_finite, recovery_line
+from astro.findings import _all_finite, recovery_line
+from scimech.verdicts import PlantedTruthRow
 
 
-def _row(summary: str, recovered: bool | None) -> PlantedHeadRow:
-    return PlantedHeadRow(summary.split(":")[0], "advantage lost", 0.9, 0.8, 1.0, 0.0, recovered, summary=summary)
+def _row(summary: str, recovered: bool | None) -> PlantedTruthRow:
+    return PlantedTruthRow(summary.split(":")[0], "advantage lost", 0.9, 0.8, 1.0, 0.0, recovered, summary=summary)
 
 
 def test_rows_without_finite_effects_are_not_counted():

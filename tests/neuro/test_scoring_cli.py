@@ -28,7 +28,7 @@ def test_cli_plot_reads_a_journal(tmp_path):
     from dataclasses import asdict
 
     (tmp_path / "journal.jsonl").write_text("".join(json.dumps(asdict(n)) + "\n" for n in nodes))
-    args = build_parser().parse_args(["neuro", "plot", str(tmp_path), "--out", str(tmp_path / "t.png")])
+    args = build_parser().parse_args(["neuro", "trees", str(tmp_path), "--out", str(tmp_path / "t.png")])
     assert args.func(args) == 0
     assert (tmp_path / "t.png").stat().st_size > 1000
 
@@ -43,12 +43,12 @@ def test_cli_plot_draws_every_search_of_a_study_folder(tmp_path, capsys):
     for search in ("search_priors", "search_no_priors", "long_context/search_priors"):
         (tmp_path / search).mkdir(parents=True)
         (tmp_path / search / "journal.jsonl").write_text("".join(json.dumps(asdict(n)) + "\n" for n in nodes))
-    assert main(["neuro", "plot", str(tmp_path)]) == 0
+    assert main(["neuro", "trees", str(tmp_path)]) == 0
     drawn = json.loads(capsys.readouterr().out)["figures"]
     assert sorted(drawn) == sorted(str(tmp_path / f"tree_{s}.png") for s in ("search_priors", "search_no_priors",
                                                                              "long_context_search_priors"))
     assert all((tmp_path / f"tree_{s}.png").stat().st_size > 1000 for s in ("search_priors",))
-    assert main(["neuro", "plot", str(tmp_path / "search_priors" / "missing")]) == 2  # not a folder: refused
+    assert main(["neuro", "plot", str(tmp_path / "search_priors" / "missing")]) == 2  # the old name  # not a folder: refused
 
 
 def test_cli_study_size_flags():

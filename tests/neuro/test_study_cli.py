@@ -44,24 +44,25 @@ def test_every_study_option_is_settable_from_a_config_file(tmp_path):
     # key in the file -> the value the command must see (written by hand, not read back from the parser)
     want = {"out": tmp_path / "run", "size": "medium", "data": traces, "device": "cpu", "workers": 2, "seed": 3,
             "context": 8, "horizon": 16, "duration": 1.5, "max_windows": 50, "baselines": ("mean", "ridge_arx"),
-            "conditions": labels, "dt": 0.01, "held_out": ["taxis", "dark"], "nodes": 5, "seeds": 2,
+            "conditions": labels, "dt": 0.01, "held_out": ["taxis", "dark"], "nodes": 5, "seeds": [2, 5],
             "long_context": 0, "long_nodes": 3, "generation": 4, "search_seconds": 30.0, "proposer": "llm",
-            "base_url": "http://127.0.0.1:1/v1", "model": "m", "protocol": "zapbench", "search_neurons": 64}
+            "base_url": "http://127.0.0.1:1/v1", "llm_model": "m", "protocol": "zapbench", "search_neurons": 64}
     text = {**want, "out": str(want["out"]), "data": str(traces), "conditions": str(labels),
             "baselines": "mean,ridge_arx"}
     argv = [*STUDY, "--config", str(_config(tmp_path, text))]
     args = apply_config(build_parser(), argv, build_parser().parse_args(argv))
     assert {k: getattr(args, k) for k in want} == want
-    for key, value in (("cluster", str(cluster)), ("scheduler", "tcp://127.0.0.1:8786")):   # one of three at a time
+    for key, value in (("cluster", cluster), ("scheduler", "tcp://127.0.0.1:8786"),   # one of three at a time
+                       ("n_seeds", 4)):                                                 # --seeds or --n-seeds
         argv = [*STUDY, "--config", str(_config(tmp_path, {key: str(value)}, f"{key}.yaml"))]
         assert getattr(apply_config(build_parser(), argv, build_parser().parse_args(argv)), key) == value
     # every option of the command is among those just set (a new option must be added here)
     options = {a.dest for a in _study_parser()._actions if a.option_strings and a.help != argparse.SUPPRESS}
-    assert options - {"help", "config", "dry_run"} == set(want) | {"cluster", "scheduler"}
+    assert options - {"help", "config", "dry_run"} == set(want) | {"cluster", "scheduler", "n_seeds"}
 
 
 def test_the_command_line_wins_over_the_config_file(tmp_path, capsys):
-    path = _config(tmp_path, {"nodes": 5, "seeds": 2, "size": "medium", "long_context": 0})
+    path = _config(tmp_path, {"nodes": 5, "n_seeds": 2, "size": "medium", "long_context": 0})
     text = _dry_run(["--config", str(path), "--nodes", "7", "--out", str(tmp_path / "run")], capsys)
     assert "nodes per search: 7\n" in text                 # the command line's
     assert "search seeds: 0, 1\n" in text and "budget: medium" in text   # the file's
@@ -168,14 +169,13 @@ def test_device_reaches_the_torch_baselines_only(small_task, monkeypatch):
 
 
 def test_the_demo_runs_the_study_commands_quick_default(tmp_path, monkeypatch):
-    """`scimech demo` (neuro.cli.demo) and `scimech neuro study` run the same NeuroStudy plan."""
-    import neuro.cli
+    """`scimech demo` (NeuroStudy.demo) and `scimech neuro study` run the same NeuroStudy plan."""
     from neuro.study import NeuroStudy
 
     planned = []
     monkeypatch.setattr(NeuroStudy, "complete", lambda self, plan, client=None, task=None: planned.append(plan))
-    neuro.cli.demo(tmp_path / "demo")
-    neuro.cli.demo(tmp_path / "demo", quick=False)
+    NeuroStudy().demo(tmp_path / "demo")
+    NeuroStudy().demo(tmp_path / "demo", quick=False)
     args = build_parser().parse_args([*STUDY, "--out", str(tmp_path / "demo")])
     quick, full = planned
     assert quick == NeuroStudy().plan(args) and quick.sizes["budget"] == "quick" and full.sizes["budget"] == "full"

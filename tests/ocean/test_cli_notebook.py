@@ -8,7 +8,7 @@ from scimech.cli import main
 
 def test_synth_command_writes_a_closing_budget(tmp_path, capsys):
     out = tmp_path / "o.zarr"
-    rc = main(["ocean", "synth", "--out", str(out), "--members", "1", "--years", "2", "--grid", "6", "8"])
+    rc = main(["ocean", "generate", "--out", str(out), "--members", "1", "--years", "2", "--grid", "6", "8"])
     assert rc == 0
     assert "max |budget residual|" in capsys.readouterr().out
     ds = xr.open_zarr(out, consolidated=False)

@@ -14,6 +14,7 @@ import pytest
 import xarray as xr
 
 from ocean import data, evidence, findings, recovery, training
+from ocean import run as ocean_run
 from ocean import study as ocean_study
 from ocean.plan import StudyConfig
 from ocean.synthetic import CONCEPTS, PRESCRIBED
@@ -201,13 +202,11 @@ def test_the_free_concept_recovers_the_planted_flux_and_not_an_absent_one(traine
 
 
 def test_the_ocean_demo_writes_the_planted_truth_line_and_findings(trained, tmp_path, monkeypatch):
-    from ocean import cli
-
     units = {("mixed", 0): trained["on"], ("mixed", 1): trained["on"],
              ("prescription_only", 0): trained["off"].drop_sel(concept="free_0"),
              ("prescription_only", 1): trained["off"].drop_sel(concept="free_0")}
-    monkeypatch.setattr(ocean_study, "run_study", lambda cfg, out, **kw: (evidence.analyse(units), units))
-    cli.demo(tmp_path, quick=True)
+    monkeypatch.setattr(ocean_run, "run_study", lambda cfg, out, **kw: (evidence.analyse(units), units))
+    ocean_study.OceanStudy().demo(tmp_path, quick=True)
     lines = (tmp_path / "recovery.txt").read_text().splitlines()
     assert re.fullmatch(r"ocean planted truth: \d+ of \d+ recovered \(.+\)", lines[0])
     assert "hidden flux in the mixed free concept" in lines[0] and ": recovered" in lines[0]

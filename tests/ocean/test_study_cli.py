@@ -110,8 +110,8 @@ def test_device_and_size_reach_the_plan(tmp_path):
     assert plan.settings.config.seeds == [0, 1, 2, 3, 4] and plan.settings.config.width == 16
 
 
-def test_plot_takes_a_folder_and_names_an_empty_one(tmp_path, capsys):
-    assert main(["ocean", "plot", str(tmp_path)]) == 2
+def test_redraw_takes_a_folder_and_names_an_empty_one(tmp_path, capsys):
+    assert main(["ocean", "redraw", str(tmp_path)]) == 2
     assert f"No finished units in {tmp_path}" in capsys.readouterr().err
 
 

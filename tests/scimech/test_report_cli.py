@@ -45,6 +45,8 @@ def test_demo_reports_a_failing_study_without_stopping(tmp_path, monkeypatch, ca
     import scimech.cli as cli
 
     class Ok:
+        title = "ok study"
+
         @staticmethod
         def demo(out, quick=True):
             rep = Report(out, "ok study")
@@ -52,12 +54,14 @@ def test_demo_reports_a_failing_study_without_stopping(tmp_path, monkeypatch, ca
             return rep.write()
 
     class Broken:
+        title = "broken study"
+
         @staticmethod
         def demo(out, quick=True):
             raise RuntimeError("boom")
 
     mods = {"ocean": Ok, "astro": Broken, "neuro": Ok}
-    monkeypatch.setattr(cli, "_domain_cli", lambda name: (mods[name], None))
+    monkeypatch.setattr(cli, "_study", lambda name: (mods[name], None))
     rc = cli._run_demo(type("A", (), {"out": tmp_path / "demo", "domains": ["ocean", "astro", "neuro"], "size": "quick"}))
     assert rc == 1
     index = (tmp_path / "demo" / "report.md").read_text()
@@ -86,6 +90,8 @@ def test_demo_prints_each_studys_planted_truth_line_then_its_findings(tmp_path, 
     out = tmp_path / "demo"
 
     class Planted:  # writes both files, as every study's demo should
+        title = "planted"
+
         @staticmethod
         def demo(folder, quick=True):
             folder.mkdir(parents=True, exist_ok=True)
@@ -95,6 +101,8 @@ def test_demo_prints_each_studys_planted_truth_line_then_its_findings(tmp_path, 
             return Report(folder, "planted").write()
 
     class Silent:  # writes a report and nothing else
+        title = "silent"
+
         @staticmethod
         def demo(folder, quick=True):
             return Report(folder, "silent").write()
@@ -105,7 +113,7 @@ def test_demo_prints_each_studys_planted_truth_line_then_its_findings(tmp_path, 
     old.write_text("astro planted truth: 9 of 9 recovered (stale)\n")
     os.utime(old, (1_000_000_000, 1_000_000_000))
     mods = {"ocean": Planted, "astro": Silent, "neuro": Silent}
-    monkeypatch.setattr(cli, "_domain_cli", lambda name: (mods[name], None))
+    monkeypatch.setattr(cli, "_study", lambda name: (mods[name], None))
     rc = cli._run_demo(type("A", (), {"out": out, "domains": ["ocean", "astro"], "size": "quick"}))
     assert rc == 0
     printed = [line.strip() for line in capsys.readouterr().out.splitlines()]

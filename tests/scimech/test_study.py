@@ -64,33 +64,116 @@ def test_the_shipped_studies_are_registered_and_follow_the_contract():
     studies = registered_studies()
     assert list(studies)[:3] == ["ocean", "astro", "neuro"]
     for name in ("ocean", "astro", "neuro"):
-        mod = load_study(name)
-        assert isinstance(mod.TITLE, str) and mod.TITLE
-        assert callable(mod.register) and callable(mod.demo)
+        study = load_study(name)
+        assert isinstance(study, Study) and study.name == name and study.title
     with pytest.raises(KeyError, match="installed: ocean, astro, neuro"):
         load_study("weather")
 
 
-def test_a_study_of_yours_is_found_through_its_entry_point(tmp_path, monkeypatch):
-    """A package declaring [project.entry-points."scimech.studies"] appears in `scimech --help`."""
+def test_every_domain_answers_the_same_verbs_in_the_same_order():
+    from scimech.cli import build_parser
+    from scimech.study import VERBS
+
+    root = build_parser()
+    groups = next(a for a in root._actions if isinstance(a, argparse._SubParsersAction)).choices
+    for name in ("ocean", "astro", "neuro"):
+        verbs = next(a for a in groups[name]._actions if isinstance(a, argparse._SubParsersAction))
+        listed = [c.dest for c in verbs._choices_actions]           # as `scimech <domain> --help` lists them
+        assert listed[:4] == list(VERBS), (name, listed)
+        helps = {c.dest: c.help for c in verbs._choices_actions}
+        assert helps["study"].startswith("run the study") and helps["redraw"].startswith("the findings, planted")
+
+
+WEATHER = """
+from pathlib import Path
+from scimech.study import Plan, Study, assess
+
+
+class WeatherStudy(Study):
+    name = "weather"
+    title = "weather: a toy study"
+    out_default = "runs/weather"
+
+    def add_options(self, parser):
+        parser.add_argument("--days", type=int, default=3)
+
+    def plan(self, args):
+        return Plan("weather study", [f"day {d}" for d in range(args.days)], {"days": args.days}, out=str(args.out),
+                    settings=args.days)
+
+    def run(self, plan, client=None):
+        return [d * 2 for d in range(plan.settings)]
+
+    def findings(self, evidence):
+        return [assess("every value is even", all(v % 2 == 0 for v in evidence), numbers={"n": len(evidence)})]
+
+    def planted_truth(self, evidence):
+        return None
+
+    def report(self, evidence, plan):
+        path = Path(plan.out) / "report.md"
+        path.write_text(str(evidence))
+        return path
+
+    def load(self, folder):
+        values = eval((folder / "report.md").read_text())
+        return values, Plan("weather study", [], {}, out=str(folder))
+"""
+
+
+def test_a_study_of_yours_is_one_class_found_through_its_entry_point(tmp_path, monkeypatch, capsys):
+    """A package declaring [project.entry-points."scimech.studies"] answers every verb: no code outside its class."""
     pkg = tmp_path / "mystudy"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
-    (pkg / "cli.py").write_text(
-        "TITLE = 'weather: a toy study'\n"
-        "def register(sub):\n    sub.add_parser('weather', help=TITLE).set_defaults(func=lambda a: 0)\n"
-        "def demo(out_dir, quick=True):\n    return out_dir\n")
+    (pkg / "study.py").write_text(WEATHER)
     dist = tmp_path / "mystudy-0.1.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: mystudy\nVersion: 0.1\n")
-    (dist / "entry_points.txt").write_text("[scimech.studies]\nweather = mystudy.cli\n")
+    (dist / "entry_points.txt").write_text("[scimech.studies]\nweather = mystudy.study:WeatherStudy\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    assert registered_studies()["weather"] == "mystudy.cli"
-    from scimech.cli import build_parser
+    try:
+        assert registered_studies()["weather"] == "mystudy.study:WeatherStudy"
+        from scimech.cli import build_parser, main
 
-    assert "weather: a toy study" in build_parser().format_help()
-    sys.modules.pop("mystudy.cli", None)
-    sys.modules.pop("mystudy", None)
+        assert "weather: a toy study" in build_parser().format_help()
+        out = tmp_path / "run"
+        assert main(["weather", "study", "--days", "4", "--out", str(out)]) == 0
+        assert (out / "findings.txt").read_text() == "REPRODUCED: every value is even.\n"
+        assert not (out / "recovery.txt").exists()                      # no planted truth: no file
+        assert "Report:" in capsys.readouterr().out
+        (out / "findings.txt").unlink()
+        assert main(["weather", "redraw", str(out)]) == 0               # redraw: the base class, from load()
+        assert (out / "findings.txt").read_text() == "REPRODUCED: every value is even.\n"
+        assert main(["weather", "study", "--days", "2", "--out", str(tmp_path / "dry"), "--dry-run"]) == 0
+        assert "units of work: 2 (day 0, day 1)" in capsys.readouterr().out and not (tmp_path / "dry").exists()
+        assert main(["weather", "generate"]) == 2                         # a verb it does not fill in: one line
+        assert "this study has no synthetic data" in capsys.readouterr().err
+        demo = load_study("weather").demo(tmp_path / "demo")
+        assert demo == tmp_path / "demo" / "report.md" and (tmp_path / "demo" / "findings.txt").is_file()
+    finally:
+        sys.modules.pop("mystudy.study", None)
+        sys.modules.pop("mystudy", None)
+
+
+def test_an_entry_point_naming_a_module_is_refused_with_the_fix(tmp_path, monkeypatch):
+    (tmp_path / "oldstudy.py").write_text("TITLE = 'old'\n")
+    dist = tmp_path / "oldstudy-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: oldstudy\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[scimech.studies]\nold = oldstudy\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(TypeError, match="must name its Study class as 'module:Class'"):
+        load_study("old")
+    sys.modules.pop("oldstudy", None)
+
+
+def test_an_old_command_name_still_runs_and_names_the_new_one(tmp_path, capsys):
+    from scimech.cli import main
+
+    assert main(["ocean", "plot", str(tmp_path)]) == 2     # an empty folder: refused, but by the redraw command
+    err = capsys.readouterr().err
+    assert "`plot` is deprecated" in err and "use `scimech ocean redraw`" in err and "No finished units" in err
 
 
 def test_submodules_are_reachable_as_attributes_and_api_names_stay_functions():
@@ -191,7 +274,10 @@ class _Squares(Study):
     def findings(self, evidence):
         return [assess("squares are even for even k", all(v % 2 == 0 for k, v in evidence.items() if k % 2 == 0))]
 
-    def recovery(self, evidence):
+    def load(self, folder):
+        raise NotImplementedError
+
+    def planted_truth(self, evidence):
         rows = [PlantedTruthRow.from_interval(f"k={k}", "k^2", v, v, v, k * k - 0.5) for k, v in evidence.items()]
         return recovery_line("toy", rows)
 

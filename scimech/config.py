@@ -1,0 +1,114 @@
+"""``--config FILE``: a YAML or TOML file of a command's option values, keyed by option name.
+
+:func:`apply_config` turns each key into that option on the command line *before* what the
+user typed (so the command line wins) and parses it with the same argparse types, so a bad
+value in the file is refused exactly as on the command line. :func:`read_config` reads the
+mapping (TOML for ``.toml``, YAML otherwise).
+"""
+
+from __future__ import annotations
+
+import argparse
+import tomllib
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .errors import ConfigError
+
+__all__ = ["read_config", "apply_config"]
+
+
+def read_config(path: str | Path) -> dict[str, Any]:
+    """A ``--config`` file's mapping: TOML (``.toml``) or YAML (anything else), keys as strings."""
+
+    path = Path(path)
+    text = path.read_text()
+    if path.suffix.lower() == ".toml":
+        try:
+            loaded = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as err:
+            raise ConfigError(f"{path}: not valid TOML ({err}).") from err
+    else:
+        try:
+            loaded = yaml.safe_load(text)
+        except yaml.YAMLError as err:
+            raise ConfigError(f"{path}: not valid YAML ({err}).") from err
+    loaded = {} if loaded is None else loaded
+    if not isinstance(loaded, Mapping):
+        raise ConfigError(f"{path}: a config file is a mapping of option names to values "
+                          f"(e.g. `seeds: [0, 1]`); got {type(loaded).__name__}.")
+    odd = [k for k in loaded if not isinstance(k, str)]
+    if odd:  # YAML 1.1 reads on/off/yes/no (unquoted) as booleans, 1: as a number
+        raise ConfigError(f"{path}: key(s) {', '.join(map(repr, odd))} are not names (YAML reads unquoted on, off, "
+                          "yes, no as true/false and digits as numbers); write option names, quoted if need be.")
+    return dict(loaded)
+
+
+def _option_tokens(action: argparse.Action, key: str, value: Any, path: Path) -> list[str]:
+
+    flag = max(action.option_strings, key=len)
+    if action.nargs == 0:  # a switch
+        if not isinstance(value, bool):
+            raise ConfigError(f"{path}: {key} is a switch: give true or false, not {value!r}.")
+        return [flag] if value == isinstance(action, argparse._StoreTrueAction) else []
+    values = list(value) if isinstance(value, (list, tuple)) else [value]
+    if isinstance(value, (list, tuple)) and action.nargs in (None, "?"):
+        raise ConfigError(f"{path}: {key} takes one value, not a list ({value!r}).")
+    if any(isinstance(v, (Mapping, list, tuple)) for v in values):
+        raise ConfigError(f"{path}: {key}: {value!r} is not a value the option takes.")
+    return [flag, *("true" if v is True else "false" if v is False else str(v) for v in values)]
+
+
+def apply_config(root: argparse.ArgumentParser, argv: Sequence[str], args: argparse.Namespace) -> argparse.Namespace:
+    """``args`` with the ``--config`` file's values filled in: each key is one of the command's
+    options (``n_train`` or ``n-train``), turned into that option on the command line *before*
+    what the user typed (so the command line wins) and parsed by the same argparse types,
+    so a bad value in the file is refused exactly as on the command line. Keys the command
+    declared in ``config_keys`` go to ``args.config_extra``; any other key is one clear error
+    listing the keys the command takes."""
+
+    path = Path(args.config)
+    values = read_config(path)
+    parser = _subparser_for(root, argv)
+    actions = {a.dest: a for a in parser._actions if a.option_strings and a.help != argparse.SUPPRESS}
+    for hidden in ("help", "config", "dry_run"):
+        actions.pop(hidden, None)
+    extra_keys = dict(getattr(args, "_config_keys", {}) or {})
+    tokens, extra = [], {}
+    for key, value in values.items():
+        dest = key.replace("-", "_")
+        if dest in actions:
+            tokens += _option_tokens(actions[dest], key, value, path)
+        elif key in extra_keys:
+            extra[key] = value
+        else:
+            known = sorted(actions) + sorted(extra_keys)
+            raise ConfigError(f"{path}: unknown key {key!r}; `{parser.prog}` takes: {', '.join(known)}.")
+    prog_words = parser.prog.split()[1:]
+    at = _index_after(list(argv), prog_words)
+    new = root.parse_args([*argv[:at], *tokens, *argv[at:]])
+    new.config_extra = extra
+    return new
+
+
+def _subparser_for(root: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.ArgumentParser:
+    """The (sub)parser that handles the command ``argv`` names."""
+    parser = root
+    for word in argv:
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if not subs or word not in subs[0].choices:
+            if word.startswith("-"):
+                break
+            continue
+        parser = subs[0].choices[word]
+    return parser
+
+
+def _index_after(argv: list[str], words: list[str]) -> int:
+    at = 0
+    for word in words:
+        at = argv.index(word, at) + 1
+    return at
