@@ -18,7 +18,7 @@ from scimech.errors import ConfigError
 from scimech.study import SIZES, Plan
 
 __all__ = ["BUDGETS", "SEEDED_BASELINES", "SEARCH_LABELS", "StudySettings", "study_plan", "BENCH_EVAL_SECONDS", "Traces",
-           "Proposer"]
+           "Proposer", "RunSettings"]
 
 # nodes per search, search seeds, the long-context searches, wall-clock per search (s), OOD
 # trials, Adam steps of the GRU and TiDE baselines (TiDE's validation MAE is still falling at
@@ -125,11 +125,21 @@ class StudySettings:
                     search_seconds=self.seconds_per_search)
 
 
+@dataclass(frozen=True)
+class RunSettings:
+    """What a run of the study needs (:attr:`scimech.study.Plan.settings` of ``Plan[RunSettings]``):
+    the resolved settings, your traces (``None``: the simulator) and who proposes the programs."""
+
+    study: StudySettings
+    traces: Traces | None = None
+    proposer: Proposer | None = None
+
+
 def study_plan(settings: StudySettings, *, data: str | None = None, proposer: str = "offline",
-               extra: dict | None = None) -> Plan:
+               traces: Traces | None = None, proposer_spec: Proposer | None = None) -> Plan[RunSettings]:
     """What the study would run: for each search seed, a search with and one without wiring
     priors, each up to its node budget; the long-context searches (first seed only); the
-    baselines. ``extra`` is carried in :attr:`scimech.study.Plan.settings` with the settings."""
+    baselines. ``traces`` and ``proposer_spec`` are carried in the plan's :class:`RunSettings`."""
     s = settings
     seeds, nodes, long_nodes = s.seed_list, s.n_nodes, s.n_long_nodes
     units = [f"seed {sd} {label} node {n}" for sd in seeds for label, _ in SEARCH_LABELS for n in range(nodes)]
@@ -146,7 +156,8 @@ def study_plan(settings: StudySettings, *, data: str | None = None, proposer: st
              "device": s.device}
     return Plan("neuro study", units, sizes, BENCH_EVAL_SECONDS,
                 "one evaluation per node, bench/RESULTS.md's 2.33 s; baselines and simulation not included; "
-                "each search also stops at its wall-clock cap", str(s.out), settings={"study": s, **(extra or {})})
+                "each search also stops at its wall-clock cap", str(s.out),
+                settings=RunSettings(s, traces, proposer_spec))
 
 
 @dataclass(frozen=True)

@@ -157,7 +157,7 @@ class NeuroStudy(Study):
         traces = (Traces(Path(args.data), args.conditions, args.dt, tuple(args.held_out or ()), args.protocol)
                   if args.data is not None else None)
         plan = study_plan(settings, data=str(args.data) if args.data else None, proposer=args.proposer,
-                          extra={"traces": traces, "proposer": Proposer(args.proposer, args.base_url, args.llm_model)})
+                          traces=traces, proposer_spec=Proposer(args.proposer, args.base_url, args.llm_model))
         if args.protocol:
             plan.sizes["protocol"] = args.protocol
         return plan
@@ -167,10 +167,10 @@ class NeuroStudy(Study):
         from .plan import Proposer
         from .run import run_study_units
 
-        s, traces = plan.settings["study"], plan.settings.get("traces")
+        s, traces = plan.settings.study, plan.settings.traces
         if task is None and traces is not None:
             task = traces.task(s)
-        proposer = plan.settings.get("proposer") or Proposer()
+        proposer = plan.settings.proposer or Proposer()
         return run_study_units(s, client=client, task=task, proposer_factory=proposer.factory())
 
     def findings(self, run):

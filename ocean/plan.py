@@ -27,9 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from scimech.concepts import REGIMES
+from scimech.config import keys_as_written, read_config
 from scimech.errors import ConfigError
 from scimech.options import number, whole
 from scimech.study import Plan
@@ -210,24 +209,11 @@ def make_config(values: Mapping[str, Any], size: str = "quick") -> StudyConfig:
     return cfg
 
 
-def _non_string_keys(path: str | Path, section: str | None = None) -> list[str]:
-    """Keys of a YAML file (or of its ``section``) that YAML reads as true/false/null, as written."""
-    try:
-        node = yaml.compose(Path(path).read_text())
-    except yaml.YAMLError:
-        return []
-    if section is not None and node is not None:
-        node = next((v for k, v in node.value if k.value == section), None)
-    if node is None or not isinstance(node, yaml.MappingNode):
-        return []
-    return [k.value for k, _ in node.value if not isinstance(yaml.safe_load(k.value or "~"), str)]
-
-
 def _refuse_non_string_keys(path, loaded: Mapping, fields_of, what: str, section: str | None = None) -> None:
     """YAML reads on/off/yes/no/true/null keys as bools/None: name them as written."""
     if all(isinstance(k, str) for k in loaded):
         return
-    raw = _non_string_keys(path, section) or [str(k) for k in loaded if not isinstance(k, str)]
+    raw = keys_as_written(path, section) or [str(k) for k in loaded if not isinstance(k, str)]
     names = sorted(f.name for f in dataclasses.fields(fields_of))
     other = sorted(k for k in loaded if isinstance(k, str) and k not in names)
     raise ConfigError(f"{path}: unknown {what} setting(s) {other + raw} ({raw} are read by YAML as "
@@ -236,7 +222,8 @@ def _refuse_non_string_keys(path, loaded: Mapping, fields_of, what: str, section
 
 def load_config(path: str | Path | None = None, *, quick: bool = True, size: str | None = None,
                 **overrides) -> StudyConfig:
-    """A :class:`StudyConfig` from a YAML file (keys = field names) plus overrides.
+    """A :class:`StudyConfig` from a YAML or TOML file (keys = field names; :func:`scimech.config.read_config`)
+    plus overrides.
 
     ``size`` (``quick``, ``medium``, ``full``) gives the defaults; ``quick=False`` is the
     older spelling of ``size="full"``.
@@ -250,13 +237,7 @@ def load_config(path: str | Path | None = None, *, quick: bool = True, size: str
     if path is not None:
         if not Path(path).is_file():
             raise ConfigError(f"No config file at {str(path)!r}. Check the path (or omit --config for the defaults).")
-        try:
-            loaded = yaml.safe_load(Path(path).read_text()) or {}
-        except yaml.YAMLError as err:
-            raise ConfigError(f"{path}: not valid YAML ({err}).") from err
-        if not isinstance(loaded, Mapping):
-            raise ConfigError(f"{path}: the config must be a YAML mapping of StudyConfig fields; got {type(loaded).__name__}.")
-        _refuse_non_string_keys(path, loaded, StudyConfig, "study")
+        loaded = read_config(path)   # YAML or TOML, a mapping keyed by names (scimech.config)
         if isinstance(loaded.get("synth"), Mapping):
             _refuse_non_string_keys(path, loaded["synth"], SynthConfig, "synth", section="synth")
         values.update(loaded)

@@ -18,7 +18,7 @@ import yaml
 
 from .errors import ConfigError
 
-__all__ = ["read_config", "apply_config"]
+__all__ = ["read_config", "apply_config", "keys_as_written"]
 
 
 def read_config(path: str | Path) -> dict[str, Any]:
@@ -42,9 +42,25 @@ def read_config(path: str | Path) -> dict[str, Any]:
                           f"(e.g. `seeds: [0, 1]`); got {type(loaded).__name__}.")
     odd = [k for k in loaded if not isinstance(k, str)]
     if odd:  # YAML 1.1 reads on/off/yes/no (unquoted) as booleans, 1: as a number
-        raise ConfigError(f"{path}: key(s) {', '.join(map(repr, odd))} are not names (YAML reads unquoted on, off, "
-                          "yes, no as true/false and digits as numbers); write option names, quoted if need be.")
+        written = keys_as_written(path) or odd
+        raise ConfigError(f"{path}: key(s) {', '.join(map(repr, written))} are not names (YAML reads unquoted on, off, "
+                          "yes, no, null as true/false/null and digits as numbers); write option names, quoted if "
+                          "need be.")
     return dict(loaded)
+
+
+def keys_as_written(path: str | Path, section: str | None = None) -> list[str]:
+    """The keys of a YAML file (or of its mapping ``section``) that YAML does not read as names
+    (``off`` -> false, ``null`` -> None, ``1`` -> 1), as they are written in the file."""
+    try:
+        node = yaml.compose(Path(path).read_text())
+    except yaml.YAMLError:
+        return []
+    if section is not None and node is not None and isinstance(node, yaml.MappingNode):
+        node = next((v for k, v in node.value if k.value == section), None)
+    if node is None or not isinstance(node, yaml.MappingNode):
+        return []
+    return [k.value for k, _ in node.value if not isinstance(yaml.safe_load(k.value or "~"), str)]
 
 
 def _option_tokens(action: argparse.Action, key: str, value: Any, path: Path) -> list[str]:

@@ -102,7 +102,7 @@ def test_head_probes_warn_when_the_galaxies_differ_by_less_than_the_rounding(fol
 def test_the_study_runs_in_bfloat16_and_remembers_it(folder, tmp_path):
     out = tmp_path / "run"
     data = folder / "data"
-    argv = ["astro", "study", "--model", str(folder / "model"), "--catalog", str(data / "catalog.fits"),
+    argv = ["astro", "study", "--model", str(folder / "model"), "--data", str(data / "catalog.fits"),
             "--images", str(data / "images.npy"), "--out", str(out), "--n-bootstrap", "10", "--chunk-size", "10",
             "--dtype", "bfloat16"]
     with pytest.warns(probes.PrecisionWarning, match="Rerun with --dtype float32"):   # init-scale embeddings
@@ -117,7 +117,7 @@ def test_the_study_runs_in_bfloat16_and_remembers_it(folder, tmp_path):
 
 def test_a_dtype_that_cannot_run_is_refused_in_one_line(folder, tmp_path, capsys, monkeypatch):
     data = folder / "data"
-    base = ["astro", "study", "--model", str(folder / "model"), "--catalog", str(data / "catalog.fits"),
+    base = ["astro", "study", "--model", str(folder / "model"), "--data", str(data / "catalog.fits"),
             "--images", str(data / "images.npy"), "--out", str(tmp_path / "a")]
     assert main([*base, "--dtype", "float64"]) == 2
     err = capsys.readouterr().err.strip().splitlines()           # argparse's usage, then one error line

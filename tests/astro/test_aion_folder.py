@@ -1,6 +1,6 @@
 """A real-layout AION-1 folder with random weights (astro.models.aion_folder) studied end to end:
 the base shape is the package's own AION-1-B, the tiny folder's codec turns 96x96 cut-outs into
-576 tokens, `scimech astro study --model DIR --catalog FITS --images FILE` reports every head
+576 tokens, `scimech astro study --model DIR --data FITS --images FILE` reports every head
 of the configured shape, a saved ablation equals a hand-hooked one on one galaxy, activations
 are streamed pass by pass with the results of one full recording, a folder missing a part is
 one clear error before any work."""
@@ -91,7 +91,7 @@ def _zero_head_by_hand(ad, batch, block, head):
 def test_the_study_runs_on_the_folder_and_reports_every_head(folder, tmp_path):
     out = tmp_path / "run"
     data = folder / "data"
-    argv = ["astro", "study", "--model", str(folder / "model"), "--catalog", str(data / "catalog.fits"),
+    argv = ["astro", "study", "--model", str(folder / "model"), "--data", str(data / "catalog.fits"),
             "--images", str(data / "images.npy"), "--out", str(out), "--n-bootstrap", "10", "--chunk-size", "10"]
     assert main(argv) == 0
     assert (out / "report.md").is_file() and not (out / "model").exists()      # nothing trained
@@ -143,7 +143,7 @@ def test_a_folder_missing_a_part_is_one_clear_error_before_any_work(folder, tmp_
     broken = tmp_path / "model"
     shutil.copytree(folder / "model", broken)
     shutil.rmtree(broken / "codecs" / "FLUX_G")
-    base = ["astro", "study", "--model", str(broken), "--catalog", str(data / "catalog.fits"),
+    base = ["astro", "study", "--model", str(broken), "--data", str(data / "catalog.fits"),
             "--images", str(data / "images.npy")]
     assert main([*base, "--out", str(tmp_path / "a")]) == 2
     assert "tok_flux_g: " in capsys.readouterr().err and not (tmp_path / "a").exists()

@@ -61,9 +61,9 @@ def test_cli_study_size_flags():
     from neuro.study import NeuroStudy
 
     plan = NeuroStudy().plan(build_parser().parse_args(["neuro", "study", "--seeds", "4", "7", "--dry-run"]))
-    assert plan.settings["study"].seed_list == [4, 7]
+    assert plan.settings.study.seed_list == [4, 7]
     plan = NeuroStudy().plan(build_parser().parse_args(["neuro", "study", "--seed", "5", "--n-seeds", "3"]))
-    assert plan.settings["study"].seed_list == [5, 6, 7]
+    assert plan.settings.study.seed_list == [5, 6, 7]
     with pytest.raises(SystemExit):
         build_parser().parse_args(["neuro", "study", "--seeds", "1", "--n-seeds", "2"])
     args = build_parser().parse_args(["neuro", "study"])

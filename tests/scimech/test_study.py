@@ -232,7 +232,7 @@ def test_declared_keys_go_to_config_extra_and_unknown_keys_are_one_error(tmp_pat
         _parse(["toy", "study"], "wrkers: 2\n", tmp_path)
     with pytest.raises(ConfigError, match="switch"):
         _parse(["toy", "study"], "planted: maybe\n", tmp_path)
-    with pytest.raises(ConfigError, match=r"key\(s\) False are not names"):   # YAML 1.1 reads `off` as false
+    with pytest.raises(ConfigError, match=r"key\(s\) 'off' are not names"):   # YAML 1.1 reads `off` as false
         _parse(["toy", "study"], "off: 3\n", tmp_path)
     with pytest.raises(ConfigError, match="not valid YAML"):
         _parse(["toy", "study"], "seeds: [1, 2\n", tmp_path)
