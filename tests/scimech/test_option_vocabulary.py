@@ -189,3 +189,36 @@ def test_the_four_invocations_exit_2_with_one_line_and_no_traceback_in_seconds(a
     assert words.replace("{junk}", str(junk)) in lines[0] and "Traceback" not in proc.stderr
     assert seconds < 10, f"{argv}: {seconds:.1f} s"
     assert not (tmp_path / "o").exists() and not (tmp_path / "runs").exists()
+
+
+_DATA_ONLY = {"--conditions": "{npy}", "--dt": "0.5", "--held-out": "taxis", "--protocol": "zapbench"}
+_TRAINED_HERE = {"--epochs": "3", "--batch-size": "8", "--image-features": "colours"}
+
+
+@settings(max_examples=40, deadline=None)
+@given(chosen=st.sets(st.sampled_from(sorted(_DATA_ONLY))), with_data=st.booleans(),
+       command=st.sampled_from(["study", "baselines"]))
+def test_combinations_of_trace_options_are_refused_exactly_without_data(chosen, with_data, command):
+    """By hand: a traces-only option is refused iff --data is missing, whatever else is given."""
+    argv = ["neuro", command, "--out", str(SAMPLES / "never")]
+    for flag in sorted(chosen):
+        argv += [flag, *_fill([_DATA_ONLY[flag]])]
+    if with_data:
+        argv += ["--data", str(SAMPLE_FILES["zarr"])]
+    refused = options.refused_in_context(build_parser().parse_args(argv))
+    assert (refused is not None) == (bool(chosen) and not with_data)
+    if refused:
+        assert refused.split("argument ")[1].split(":")[0] in chosen and "--data PATH" in refused
+
+
+@settings(max_examples=40, deadline=None)
+@given(chosen=st.sets(st.sampled_from(sorted(_TRAINED_HERE))), with_model=st.booleans())
+def test_combinations_of_training_options_are_refused_exactly_with_a_model(chosen, with_model):
+    """By hand: an option of the stand-in trained here is refused iff --model brings the model."""
+    argv = ["astro", "study", "--out", str(SAMPLES / "never")]
+    for flag in sorted(chosen):
+        argv += [flag, _TRAINED_HERE[flag]]
+    if with_model:
+        argv += ["--model", str(SAMPLE_FILES["folder"])]
+    refused = options.refused_in_context(build_parser().parse_args(argv))
+    assert (refused is not None) == (bool(chosen) and with_model)
