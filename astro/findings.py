@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from scimech.verdicts import Finding, PlantedTruthRow, assess
+from scimech.verdicts import Finding, PlantedTruthRow, assess, text_table
 from scimech.verdicts import recovery_line as shared_recovery_line
 
 from .measures import localised_block
@@ -315,7 +315,7 @@ def recovery_text(res: Mapping[str, xr.Dataset], *, null_effect: float = 0.25) -
     rows = planted_recovery(res, null_effect=null_effect)
     lines = [recovery_line(rows)]
     if rows:
-        lines += ["", "planted truth | what the study found | recovered"]
-        lines += [f"{r.truth} | {r.found} | " + ("not assessed" if not r.assessed else "yes" if r.recovered else "NO")
-                  for r in rows]
+        lines += ["", text_table(["planted truth", "what the study found", "recovered"],
+                                 [[r.truth, r.found, "not assessed" if not r.assessed else "yes" if r.recovered else "NO"]
+                                  for r in rows], sep=" | ", aligned=False)]
     return "\n".join(lines) + "\n"

@@ -122,7 +122,7 @@ class StudySettings:
         return dict(budget=self.size, seeds=self.seed_list, nodes=self.n_nodes, long_nodes=self.n_long_nodes,
                     context=self.context, horizon=self.horizon, long_context=self.long_context or None,
                     duration=self.duration, max_windows=self.max_windows, generation=self.generation,
-                    search_seconds=self.seconds_per_search)
+                    search_seconds=self.seconds_per_search, baselines=list(self.baselines) if self.baselines else None)
 
 
 @dataclass(frozen=True)

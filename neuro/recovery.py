@@ -30,7 +30,7 @@ import pandas as pd
 from scipy.stats import rankdata
 
 from scimech.stats import bootstrap_ci
-from scimech.verdicts import PlantedTruthRow, finite, recovery_line
+from scimech.verdicts import PlantedTruthRow, finite, recovery_line, text_table
 
 from .faithfulness import tail_beat_scores
 from .sim.analysis import dominant_frequency, phase_difference
@@ -201,9 +201,7 @@ def format_table(rows: list[PlantedTruthRow]) -> str:
     head = ["property", "truth", "found", "95% interval", "criterion", "verdict", "what"]
     body = [[r.truth, _fmt(r.planted), _fmt(r.estimate), f"[{_fmt(r.ci_low)}, {_fmt(r.ci_high)}]", r.criterion,
              r.verdict, r.measure] for r in rows]
-    widths = [max(len(str(x)) for x in col) for col in zip(head, *body)]
-    lines = ["  ".join(str(x).ljust(w) for x, w in zip(row, widths)).rstrip() for row in [head] + body]
-    return "\n".join(lines)
+    return text_table(head, body)
 
 
 def recovery_text(rows: list[PlantedTruthRow]) -> str:

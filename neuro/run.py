@@ -347,6 +347,8 @@ def _planted_truth(s: StudySettings, task, long_task, ev: Evidence, long_searche
     long_arrays = None
     if "priors" in long_searches and long_searches["priors"].best() is not None:
         long_arrays = node_arrays(long_searches["priors"], long_searches["priors"].best())
+    if task.signal == "rates" and "impulse_true" not in task.probes:  # set by the baselines only when one ran
+        task.probes["impulse_true"] = true_impulse_response(task)      # (a study resumed whole still needs it)
     rows = planted_truth(task, ev.priors.arrays[k_best], long_task=long_task if long_arrays else None,
                          long_arrays=long_arrays, seed=s.seed)
     return rows, s.seed_list[k_best]

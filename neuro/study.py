@@ -211,7 +211,8 @@ class NeuroStudy(Study):
         s = StudySettings(out=folder, size=rec["budget"], seeds=rec["seeds"], nodes=rec["nodes"],
                           long_nodes=rec["long_nodes"], search_seconds=rec["search_seconds"], context=rec["context"],
                           horizon=rec["horizon"], duration=rec["duration"], max_windows=rec["max_windows"],
-                          generation=rec["generation"], long_context=rec["long_context"], seed=rec["seeds"][0])
+                          generation=rec["generation"], long_context=rec["long_context"], seed=rec["seeds"][0],
+                          baselines=tuple(rec["baselines"]) if rec.get("baselines") else None)
         tasks = [t for t in build_tasks(s)[:2] if t is not None]
         if read_fingerprint(folder, "task_fingerprint.txt") != task_fingerprint(tasks):  # your traces, or changed
             raise ConfigError(f"{folder} is not a study of the simulator at these settings (your traces, or another "

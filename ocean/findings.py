@@ -12,7 +12,7 @@ from __future__ import annotations
 import pandas as pd
 import xarray as xr
 
-from scimech.study import Finding, assess
+from scimech.verdicts import Finding, assess, text_table
 
 from .recovery import recovery_table, summary_line
 
@@ -148,15 +148,6 @@ def findings_lines(summary: xr.Dataset) -> list[str]:
     return [f.line() for f in findings(summary)]
 
 
-def _plain_table(df: pd.DataFrame) -> str:
-    """A left-aligned plain-text table (header, rule, rows) for a terminal or a .txt file."""
-    cols = [str(c) for c in df.columns]
-    cells = [[str(v) for v in row] for row in df.itertuples(index=False)]
-    width = [max(len(c), *(len(r[k]) for r in cells)) if cells else len(c) for k, c in enumerate(cols)]
-    line = lambda vals: "  ".join(v.ljust(w) for v, w in zip(vals, width)).rstrip()  # noqa: E731
-    return "\n".join([line(cols), line(["-" * w for w in width]), *(line(r) for r in cells)])
-
-
 
 def recovery_text(summary: xr.Dataset) -> str | None:
     """The text of ``recovery.txt``: :func:`ocean.recovery.summary_line`, the table, a note per
@@ -167,8 +158,9 @@ def recovery_text(summary: xr.Dataset) -> str | None:
     notes = [f"{t}: {d}. Measure: {m}; interval: {i}; recovered when {c}." for t, d, m, i, c in zip(
         summary["truth"].values, summary["truth_description"].values, summary["recovery_measure"].values,
         summary["recovery_interval"].values, summary["recovery_criterion"].values)]
+    shown = tab.drop(columns=["measure", "interval", "criterion"])
     text = [summary_line(summary), "",
-            _plain_table(tab.drop(columns=["measure", "interval", "criterion"])), "",
+            text_table([str(c) for c in shown.columns], list(shown.itertuples(index=False)), rule=True), "",
             *notes, "Rows with expected 'no (contrast)' are regimes not built to recover the truth: "
             "reported, not counted."]
     return "\n".join(text)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 __all__ = ["Finding", "PlantedTruthRow", "Verdict", "assess", "recovery_line", "write_outcome", "print_outcome",
-           "RECOVERY_FILE", "FINDINGS_FILE", "finite"]
+           "RECOVERY_FILE", "FINDINGS_FILE", "finite", "text_table"]
 
 RECOVERY_FILE = "recovery.txt"  # first line: "<study> planted truth: K of N recovered (...)", then the table
 FINDINGS_FILE = "findings.txt"  # one line per reference finding with its verdict
@@ -193,3 +193,17 @@ def print_outcome(folder: str | Path) -> None:
         if path.is_file():
             lines = path.read_text().splitlines()
             print("\n".join(lines[:1] if first_only else lines))
+
+
+def text_table(header: Sequence[str], rows: Sequence[Sequence[Any]], *, rule: bool = False, sep: str = "  ",
+               aligned: bool = True) -> str:
+    """The plain-text table of ``recovery.txt``: one line per row, cells joined by ``sep``; ``aligned``:
+    each column left-aligned to its widest cell (header included); ``rule``: a line of dashes under
+    the header. Trailing blanks are cut."""
+    cells = [[str(v) for v in row] for row in (header, *rows)]
+    if not aligned:
+        return "\n".join(sep.join(row).rstrip() for row in cells)
+    width = [max(len(row[k]) for row in cells) for k in range(len(header))]
+    line = lambda vals: sep.join(v.ljust(w) for v, w in zip(vals, width)).rstrip()  # noqa: E731
+    lines = [line(cells[0])] + ([line(["-" * w for w in width])] if rule else []) + [line(r) for r in cells[1:]]
+    return "\n".join(lines)

@@ -164,3 +164,21 @@ def test_study_writes_planted_truth_and_findings(serial):
     ev = xr.open_dataset(serial / "evidence.nc")
     assert ev["baseline_test"].dims == ("seed", "test_window") and list(ev["seed"].values) == [0]
     assert "context-256 task was skipped" in (serial / "report.md").read_text()  # 0.6 s trials are too short
+
+
+def test_redraw_of_a_finished_study_writes_the_same_outcome_and_runs_nothing(serial, tmp_path):
+    """`scimech neuro redraw` reads the study back from its units: the same findings and planted truth,
+    byte for byte, and no unit run again (the planted truth's reference response is rebuilt too)."""
+    import shutil
+
+    from neuro.study import NeuroStudy
+
+    out = tmp_path / "copy"
+    shutil.copytree(serial, out)
+    before = _records(out)
+    for name in ("findings.txt", "recovery.txt"):
+        (out / name).unlink()
+    NeuroStudy().redraw(out)
+    for name in ("findings.txt", "recovery.txt"):
+        assert (out / name).read_bytes() == (serial / name).read_bytes(), name
+    assert _records(out) == before

@@ -303,3 +303,14 @@ def test_execute_with_dry_run_prints_the_plan_and_writes_nothing(tmp_path, capsy
     text = capsys.readouterr().out
     assert "units of work: 3 (k=1, k=2, k=3)" in text and "about 2 s on one worker" in text
     assert not (tmp_path / "x").exists()
+
+
+def test_the_planted_truth_table_is_laid_out_by_hand():
+    from scimech.verdicts import text_table
+
+    assert text_table(["truth", "found"], [["edges", 0.9], ["a longer truth", "x"]], rule=True) == (
+        "truth           found\n"
+        "--------------  -----\n"
+        "edges           0.9\n"
+        "a longer truth  x")
+    assert text_table(["a", "b"], [["1", "two words"]], sep=" | ", aligned=False) == "a | b\n1 | two words"
