@@ -155,7 +155,7 @@ def resolve_settings(out: str | Path, *, sizes: Mapping[str, Any] | None = None,
     if source == "given" and image_features:
         raise ConfigError("--image-features shapes the stand-in trained here; an existing study brings its model.")
     # lazy: astro.synthetic pulls astropy and scipy (about 2 s), and the parser of every `scimech`
-    # command imports this module (astro.cli) for its defaults
+    # command imports this module (astro.study) for its defaults
     from .synthetic import world_config
 
     world = world or DEFAULT_WORLD

@@ -73,6 +73,7 @@ class StudySettings:
     device: str = "cpu"
     threads: int = 1
     search_neurons: int = 128   # recordings with more units: the study runs on this many drawn at random
+    read_only: bool = False     # redraw: a search resumed from its journal proposes no new node
 
     def __post_init__(self):
         if self.size not in BUDGETS:
@@ -122,7 +123,8 @@ class StudySettings:
         return dict(budget=self.size, seeds=self.seed_list, nodes=self.n_nodes, long_nodes=self.n_long_nodes,
                     context=self.context, horizon=self.horizon, long_context=self.long_context or None,
                     duration=self.duration, max_windows=self.max_windows, generation=self.generation,
-                    search_seconds=self.seconds_per_search, baselines=list(self.baselines) if self.baselines else None)
+                    search_seconds=self.seconds_per_search, baselines=list(self.baselines) if self.baselines else None,
+                    seed=self.seed, device=self.device, search_neurons=self.search_neurons)
 
 
 @dataclass(frozen=True)

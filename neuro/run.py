@@ -314,7 +314,8 @@ def _searches(s: StudySettings, task, seeds, scores: dict, nodes: int, table: pd
             folder = folder_of(label, k, sd)
             prop = proposer_factory(priors) if proposer_factory else None
             ts, _ = run_search(task, folder, priors, max_nodes=nodes, workers=s.threads, seed=sd, proposer=prop,
-                               max_seconds=s.seconds_per_search, generation=s.generation, client=client,
+                               max_seconds=0.0 if s.read_only else s.seconds_per_search, generation=s.generation,
+                               client=client,
                                unit_store=folder / "units", baseline_scores=scores[sd], array_store=study_store(s))
             searches[(label, sd)] = ts
             best = ts.best()

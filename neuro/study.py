@@ -194,7 +194,8 @@ class NeuroStudy(Study):
 
     def load(self, folder: Path):
         """A finished study folder read back: its settings from ``evidence.nc``, every unit resumed from
-        the folder (nothing finished is run again; the simulated task is rebuilt from its seed)."""
+        the folder (nothing finished is run again, and a search proposes no new node; the simulated
+        task is rebuilt from its seed and must have the folder's fingerprint)."""
         import xarray as xr
 
         from scimech.fingerprint import read_fingerprint
@@ -208,11 +209,16 @@ class NeuroStudy(Study):
                               f"study with --out {folder} first.")
         with xr.open_dataset(path) as ev:
             rec = json.loads(ev.attrs["config"])
+        if "seed" not in rec:
+            raise ConfigError(f"{path} was written by an older scimech that did not record every setting the study "
+                              f"ran with; rerun `scimech neuro study` with its options and --out {folder} (finished "
+                              "units are kept) to redraw it.")
         s = StudySettings(out=folder, size=rec["budget"], seeds=rec["seeds"], nodes=rec["nodes"],
                           long_nodes=rec["long_nodes"], search_seconds=rec["search_seconds"], context=rec["context"],
                           horizon=rec["horizon"], duration=rec["duration"], max_windows=rec["max_windows"],
-                          generation=rec["generation"], long_context=rec["long_context"], seed=rec["seeds"][0],
-                          baselines=tuple(rec["baselines"]) if rec.get("baselines") else None)
+                          generation=rec["generation"], long_context=rec["long_context"], seed=rec["seed"],
+                          baselines=tuple(rec["baselines"]) if rec.get("baselines") else None,
+                          device=rec["device"], search_neurons=rec["search_neurons"], read_only=True)
         tasks = [t for t in build_tasks(s)[:2] if t is not None]
         if read_fingerprint(folder, "task_fingerprint.txt") != task_fingerprint(tasks):  # your traces, or changed
             raise ConfigError(f"{folder} is not a study of the simulator at these settings (your traces, or another "
@@ -309,7 +315,7 @@ def _baselines(args) -> int:
 def _trees_options(pl: argparse.ArgumentParser) -> None:
     pl.add_argument("folder", type=existing_path("folder"), metavar="FOLDER",
                     help="a study's --out folder, or one search folder holding journal.jsonl")
-    options.add(pl, "out", kind="file", context="Here: the figure (one search) or a folder for them "
+    options.add(pl, "out", kind="file or folder", context="Here: the figure (one search) or a folder for them "
                 "(default: FOLDER/tree_<search>.png)")
 
 

@@ -24,7 +24,7 @@ arXiv:2403.00745) fixes the two failures that matter most:
 - **GradDrop** (``graddrop=True``): a site's direct effect and its effect through later
   layers can cancel in the gradient although they do not cancel in the patched run. For
   a model made of residual blocks (found from its call structure:
-  :meth:`scimech.prefix.CallTrace.blocks`), the gradient is recomputed ``L`` times with the
+  :meth:`scimech.prefix_reuse.CallTrace.blocks`), the gradient is recomputed ``L`` times with the
   gradient through block ``l``'s own computation dropped (only its skip path kept), and
   the site's score is ``sum_l |mean estimate without l| / (L - 1)``: a magnitude for
   ranking, not a signed effect. It costs ``L`` more backward passes.

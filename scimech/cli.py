@@ -103,13 +103,21 @@ def build_parser() -> argparse.ArgumentParser:
 
     register_dictionary(sub)
 
+    reserved = {"demo", "validate", "dictionary"}
     for name in studies:
+        if name in reserved:  # a study may not hide one of scimech's own commands
+            continue
         study, err = _study(name)
         if study is not None:
-            study.register(sub)
-        else:
-            p = sub.add_parser(name, help=f"{name} study (unavailable)")
-            p.set_defaults(func=lambda args, n=name, e=err: _unavailable(n, e))
+            try:
+                study.register(sub)
+                continue
+            except Exception as exc:  # a broken study must not break the others
+                err = f"{type(exc).__name__}: {exc}"
+                sub.choices.pop(name, None)
+                sub._choices_actions[:] = [c for c in sub._choices_actions if c.dest != name]
+        p = sub.add_parser(name, help=f"{name} study (unavailable)")
+        p.set_defaults(func=lambda args, n=name, e=err: _unavailable(n, e))
     return parser
 
 

@@ -88,43 +88,39 @@ def apply_config(root: argparse.ArgumentParser, argv: Sequence[str], args: argpa
 
     path = Path(args.config)
     values = read_config(path)
-    parser = _subparser_for(root, argv)
+    parser, at = _subparser_for(root, argv)
     actions = {a.dest: a for a in parser._actions if a.option_strings and a.help != argparse.SUPPRESS}
     for hidden in ("help", "config", "dry_run"):
         actions.pop(hidden, None)
     extra_keys = dict(getattr(args, "_config_keys", {}) or {})
+    renamed = {a.option_strings[0].lstrip("-").replace("-", "_"): a for a in parser._actions
+               if a.option_strings and type(a).__name__ == "_Deprecated"}   # old spellings, for one release
     tokens, extra = [], {}
     for key, value in values.items():
         dest = key.replace("-", "_")
         if dest in actions:
             tokens += _option_tokens(actions[dest], key, value, path)
+        elif dest in renamed:  # parsed as the old flag: the same warning as on the command line
+            tokens += _option_tokens(renamed[dest], key, value, path)
         elif key in extra_keys:
             extra[key] = value
         else:
             known = sorted(actions) + sorted(extra_keys)
             raise ConfigError(f"{path}: unknown key {key!r}; `{parser.prog}` takes: {', '.join(known)}.")
-    prog_words = parser.prog.split()[1:]
-    at = _index_after(list(argv), prog_words)
     new = root.parse_args([*argv[:at], *tokens, *argv[at:]])
     new.config_extra = extra
     return new
 
 
-def _subparser_for(root: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.ArgumentParser:
-    """The (sub)parser that handles the command ``argv`` names."""
-    parser = root
-    for word in argv:
+def _subparser_for(root: argparse.ArgumentParser, argv: Sequence[str]) -> tuple[argparse.ArgumentParser, int]:
+    """The (sub)parser that handles the command ``argv`` names (an alias included), and the index in
+    ``argv`` just after its last command word (where a config file's options go)."""
+    parser, at = root, 0
+    for i, word in enumerate(argv):
         subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
         if not subs or word not in subs[0].choices:
             if word.startswith("-"):
                 break
             continue
-        parser = subs[0].choices[word]
-    return parser
-
-
-def _index_after(argv: list[str], words: list[str]) -> int:
-    at = 0
-    for word in words:
-        at = argv.index(word, at) + 1
-    return at
+        parser, at = subs[0].choices[word], i + 1
+    return parser, at

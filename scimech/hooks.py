@@ -20,7 +20,8 @@ how often each of its sites ran; :meth:`HookSet.check_fired` raises
 reports "no effect" for an intervention that never happened.
 
 Inputs are any nesting of Tensors in dicts, lists, tuples and dataclasses; how a batch is
-measured, sliced and tiled is :mod:`scimech.batches`.
+measured, sliced and tiled is :mod:`scimech.batches` (its functions are still importable from
+here, as before).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from .batches import batch_size_of
+from .batches import batch_size_of, is_one_batch, iter_batches, map_tensors, slice_batch, tile_batch  # noqa: F401
 from .calls import CallPolicy, current_pass, forward_pass, repeat_message, shortfall
 from .errors import SiteCalledTwiceError, SiteNeverRanError
 from .layout import batch_rows, current_rows

@@ -19,7 +19,7 @@ activations patched in (is the site sufficient to restore the behaviour?); *nois
 the clean input with corrupted activations patched in (is it necessary?). Sweeps are
 batched: the batch is tiled once per site and each tile gets its own site patched, so a
 sweep over S sites costs about S/k forwards of k-fold batches rather than S forwards and
-S host synchronisations. They also reuse the unpatched prefix (:mod:`scimech.prefix`):
+S host synchronisations. They also reuse the unpatched prefix (:mod:`scimech.prefix_reuse`):
 the modules that finish before a site (in a block model, the blocks before the patched
 one) are taken from the unpatched run instead of being computed again for every site.
 """
@@ -413,7 +413,7 @@ def patching_sweep(model: nn.Module, clean: Any, corrupted: Any, sites: Sequence
     reuse_prefix
         Take from the unpatched run the outputs of every module that finished before a
         site (in a model made of blocks: the blocks before the patched one), so that each
-        patched forward pass only computes from the site on (:mod:`scimech.prefix`). Sites
+        patched forward pass only computes from the site on (:mod:`scimech.prefix_reuse`). Sites
         are then grouped by block. The results are those of full forward passes up to
         float rounding; ``False`` runs every patched pass in full. The reused outputs of
         one batch are held in memory (about one activation per block).

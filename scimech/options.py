@@ -164,8 +164,8 @@ def available_devices() -> list[str]:
 # --- paths: checked where they are parsed --------------------------------------------------------
 
 def output_path(kind: str = "folder") -> Option:
-    """A place the command can write: ``kind`` ``"folder"`` (a results folder) or ``"file"``
-    (the one file or store the command writes).
+    """A place the command can write: ``kind`` ``"folder"`` (a results folder), ``"file"`` (the one
+    file or store the command writes) or ``"file or folder"``.
 
     Checked without leaving anything behind: the nearest folder that exists on the way to it
     must be a folder, and a probe file must be writable there (then removed). Nothing is created
@@ -178,7 +178,7 @@ def output_path(kind: str = "folder") -> Option:
         path = Path(text).expanduser()
         if kind == "folder" and path.is_file():
             raise argparse.ArgumentTypeError(f"{text!r} is a file; expected {constraint} (results go into it).")
-        if kind == "file" and path.is_dir() and not _looks_like_store(path):
+        if kind == "file" and path.is_dir() and not _looks_like_store(path) and any(path.iterdir()):
             raise argparse.ArgumentTypeError(f"{text!r} is a folder; expected {constraint}.")
         base = path if path.is_dir() else path.parent
         while not base.exists() and base != base.parent:
@@ -227,6 +227,26 @@ def _magic(*prefixes: bytes) -> Callable[[Path], bool]:
     return lambda p: p.is_file() and _head(p).startswith(prefixes)
 
 
+def _fits(p: Path) -> bool:
+    """A FITS file, or one compressed with gzip or bzip2 (astropy reads ``.fits.gz`` and ``.fits.bz2``)."""
+    if not p.is_file():
+        return False
+    head = _head(p, 16)
+    if head.startswith(b"SIMPLE  ="):
+        return True
+    import bz2
+    import gzip
+
+    opener = gzip.open if head.startswith(b"\x1f\x8b") else bz2.open if head.startswith(b"BZh") else None
+    if opener is None:
+        return False
+    try:
+        with opener(p, "rb") as f:
+            return f.read(9) == b"SIMPLE  ="
+    except (OSError, EOFError):
+        return False
+
+
 def _text(p: Path) -> bool:
     if not p.is_file():
         return False
@@ -243,7 +263,7 @@ def _text(p: Path) -> bool:
 FORMATS: dict[str, Format] = {
     "netcdf": Format("a netCDF file", _magic(b"CDF\x01", b"CDF\x02", b"CDF\x05", b"\x89HDF\r\n\x1a\n")),
     "zarr": Format("a zarr store (a folder with zarr.json or .zgroup)", lambda p: p.is_dir() and _looks_like_store(p)),
-    "fits": Format("a FITS file", _magic(b"SIMPLE  =")),
+    "fits": Format("a FITS file (.fits, .fits.gz, .fits.bz2)", _fits),
     "npy": Format("a NumPy .npy array", _magic(b"\x93NUMPY")),
     "npz": Format("a NumPy .npz archive", _magic(b"PK\x03\x04", b"PK\x05\x06")),
     "torch": Format("a torch checkpoint (.pt)", _magic(b"PK\x03\x04", b"\x80")),
@@ -425,8 +445,14 @@ def needs(parser: argparse.ArgumentParser, flag: str, applies: Callable[[argpars
     with a good value, in a context where it does nothing (an input file is written as its format's
     placeholder, ``"{npy}"``, :data:`EXAMPLE_FILES`); the tests run every one."""
     action = next(a for a in parser._actions if flag in a.option_strings)
+    default = action.default
+    if isinstance(default, str) and callable(action.type):  # compared with parsed values: convert it as argparse does
+        try:
+            default = action.type(default)
+        except (argparse.ArgumentTypeError, TypeError, ValueError):
+            pass
     prior = list(parser.get_default("_needs") or [])
-    prior.append(Needs(parser.prog, flag, action.dest, action.default, applies, need, tuple(example)))
+    prior.append(Needs(parser.prog, flag, action.dest, default, applies, need, tuple(example)))
     parser.set_defaults(_needs=prior)
 
 

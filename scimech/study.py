@@ -33,6 +33,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 from . import options
 from .config import apply_config, read_config  # noqa: F401  (re-exported: the config files' home is scimech.config)
+from .errors import ConfigError
 from .options import SIZES, add_dry_run, add_study_options  # noqa: F401  (re-exported)
 from .verdicts import (  # noqa: F401  (re-exported: the verdicts' home is scimech.verdicts)
     FINDINGS_FILE,
@@ -244,12 +245,17 @@ class Study(abc.ABC):
         r = add("redraw", "the findings, planted truth, figures and report of a finished study folder, drawn "
                 "again from its saved results")
         r.add_argument("folder", type=options.existing_path("folder"), metavar="FOLDER",
-                       help=f"a `scimech {self.name} study --out` folder or a `scimech demo` {self.name} folder")
+                       nargs="?" if self.out_default else None, default=self.out_default,
+                       help=f"a `scimech {self.name} study --out` folder or a `scimech demo` {self.name} folder"
+                            + (f" (default: {self.out_default})" if self.out_default else ""))
         r.set_defaults(func=lambda a: self._redraw_command(a.folder))
         h = add("shift", self.shift_help)
         self.add_shift_options(h)
         h.set_defaults(func=self.shift)
         for c in self.commands():
+            if c.name in VERBS or c.name in self.renamed:
+                raise ValueError(f"Study {self.name!r}: its command {c.name!r} takes the name of a shared verb "
+                                 f"({', '.join(VERBS)}) or of an old name; give it its own name.")
             p = add(c.name, c.help, c.description)
             c.add_options(p)
             p.set_defaults(func=c.run)
@@ -284,7 +290,12 @@ class Study(abc.ABC):
 
     def demo(self, out_dir: str | Path, quick: bool = True) -> Path:
         """The study on its quick default (``quick=False``: full size) into ``out_dir``; the report's path."""
-        return self.complete(self.plan(self.study_parser().parse_args(self.demo_argv(Path(out_dir), quick))))
+        try:
+            args = self.study_parser().parse_args(self.demo_argv(Path(out_dir), quick))
+        except SystemExit as exc:  # a usage error in the demo's own options: the study's fault, reported as such
+            raise ConfigError(f"Study {self.name!r}: its demo options {self.demo_argv(Path(out_dir), quick)} do not "
+                              f"parse (exit {exc.code}); fix demo_argv.") from None
+        return self.complete(self.plan(args))
 
     def redraw(self, folder: str | Path) -> Path:
         """The outcome and report of a finished folder, drawn again from its saved results."""

@@ -171,7 +171,7 @@ def sweep_tiles(model: nn.Module, targets: Sequence[Target], batch: Any, b: int,
     ``k`` targets per tiled forward (shared by the ablation and patching sweeps).
 
     With ``reuse``, targets are grouped by the modules they can take from the unchanged run
-    (in a block model: by block), and each group's forwards reuse them (:mod:`scimech.prefix`).
+    (in a block model: by block), and each group's forwards reuse them (:mod:`scimech.prefix_reuse`).
     ``check``: the sweep's row check; the first tiled pass carries an unchanged copy whose
     metric must equal ``baseline`` (the untiled run), else ``k`` drops to 1 and no module is
     reused from then on.

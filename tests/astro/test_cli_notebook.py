@@ -44,7 +44,7 @@ def test_study_cli_bad_settings_are_clear_errors(tmp_path, capsys):
     assert main(["astro", "study", "--model", str(tmp_path), "--out", str(tmp_path / "c")]) == 2
     assert "give all of --model, --train and --test" in capsys.readouterr().err
     assert main(["astro", "study", "--data", str(tmp_path), "--out", str(tmp_path / "c")]) == 2
-    assert "is not a FITS file or a folder holding catalog.fits or catalogue.fits: it seems to be a folder" \
+    assert "is not a FITS file (.fits, .fits.gz, .fits.bz2) or a folder holding catalog.fits or catalogue.fits: it seems to be a folder" \
         in capsys.readouterr().err
     assert not (tmp_path / "b").exists() and not (tmp_path / "c").exists()
     assert main(["astro", "study", "--model", str(tmp_path / "none"), "--train", "t.fits", "--test", "s.fits",

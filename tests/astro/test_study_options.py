@@ -157,7 +157,7 @@ def test_data_takes_a_catalogue_or_a_folder_holding_one(tmp_path, capsys):
     assert "argument --world: does nothing here; it needs synthetic galaxies" in capsys.readouterr().err
     assert main([*STUDY, "--data", str(folder / "images.npy"), "--dry-run"]) == 2   # cut-outs, not a catalogue
     err = capsys.readouterr().err
-    assert "is not a FITS file or a folder holding catalog.fits" in err and "it seems to be a NumPy .npy array" in err
+    assert "is not a FITS file (.fits, .fits.gz, .fits.bz2) or a folder holding catalog.fits" in err and "it seems to be a NumPy .npy array" in err
     (folder / "catalog.fits").unlink()
     assert main([*STUDY, "--data", str(folder), "--dry-run"]) == 2
     assert "it seems to be a folder" in capsys.readouterr().err

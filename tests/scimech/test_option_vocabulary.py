@@ -8,6 +8,7 @@ probed, and an option whose help says "with --X" must declare that it needs --X.
 
 from __future__ import annotations
 
+import argparse
 import re
 import subprocess
 import sys
@@ -222,3 +223,42 @@ def test_combinations_of_training_options_are_refused_exactly_with_a_model(chose
         argv += ["--model", str(SAMPLE_FILES["folder"])]
     refused = options.refused_in_context(build_parser().parse_args(argv))
     assert (refused is not None) == (bool(chosen) and with_model)
+
+
+def test_compressed_fits_and_an_empty_output_folder_are_accepted(tmp_path):
+    import bz2
+    import gzip
+
+    header = b"SIMPLE  =" + b" " * 71
+    (tmp_path / "c.fits.gz").write_bytes(gzip.compress(header))
+    (tmp_path / "c.fits.bz2").write_bytes(bz2.compress(header))
+    (tmp_path / "other.gz").write_bytes(gzip.compress(b"not fits at all"))
+    fits = options.input_path("fits")
+    assert fits(str(tmp_path / "c.fits.gz")) == tmp_path / "c.fits.gz"
+    assert fits(str(tmp_path / "c.fits.bz2")) == tmp_path / "c.fits.bz2"
+    with pytest.raises(argparse.ArgumentTypeError, match="gzip-compressed"):
+        fits(str(tmp_path / "other.gz"))
+    (tmp_path / "empty").mkdir()
+    assert options.output_path("file")(str(tmp_path / "empty")) == tmp_path / "empty"    # a store to be
+    assert options.output_path("file or folder")(str(tmp_path)) == tmp_path              # neuro trees --out
+
+
+def test_a_renamed_option_in_a_config_file_still_applies_with_the_warning(tmp_path, capsys):
+    from scimech.config import apply_config
+
+    conf = tmp_path / "c.yaml"
+    conf.write_text("model: qwen\nproposer: llm\n")
+    argv = ["neuro", "study", "--config", str(conf), "--out", str(tmp_path / "o")]
+    args = apply_config(build_parser(), argv, build_parser().parse_args(argv))
+    assert args.llm_model == "qwen" and "--model is deprecated" in capsys.readouterr().err
+    old = ["neuro", "discover", "--config", str(conf), "--out", str(tmp_path / "o")]   # an old command name too
+    assert apply_config(build_parser(), old, build_parser().parse_args(old)).llm_model == "qwen"
+
+
+def test_a_context_option_with_a_typed_string_default_is_compared_parsed():
+    parser = argparse.ArgumentParser(prog="x")
+    parser.add_argument("--out", type=options.output_path(), default=str(SAMPLES / "x"))
+    parser.add_argument("--data", default=None)
+    options.needs(parser, "--out", lambda a: a.data is not None, "--data", ("--out", str(SAMPLES / "y")))
+    assert options.refused_in_context(parser.parse_args([])) is None          # the default: not "given"
+    assert options.refused_in_context(parser.parse_args(["--out", str(SAMPLES / "y")])) is not None

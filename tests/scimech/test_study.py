@@ -314,3 +314,22 @@ def test_the_planted_truth_table_is_laid_out_by_hand():
         "edges           0.9\n"
         "a longer truth  x")
     assert text_table(["a", "b"], [["1", "two words"]], sep=" | ", aligned=False) == "a | b\n1 | two words"
+
+
+def test_a_study_command_may_not_take_a_shared_verb_and_a_broken_demo_is_a_config_error(tmp_path):
+    from scimech.study import Command
+
+    class Clash(_Squares):
+        name = "clash"
+
+        def commands(self):
+            return [Command("shift", "mine", lambda p: None, lambda a: 0)]
+
+        def demo_argv(self, out_dir, quick):
+            return ["--no-such-option"]
+
+    root = argparse.ArgumentParser(prog="scimech")
+    with pytest.raises(ValueError, match="takes the name of a shared verb"):
+        Clash().register(root.add_subparsers())
+    with pytest.raises(ConfigError, match="demo options"):
+        Clash().demo(tmp_path)
