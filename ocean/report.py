@@ -17,7 +17,7 @@ import xarray as xr
 
 from scimech.attribution import attribute
 from scimech.report import Report
-from scimech.results import torch_load
+from scimech.results import load_state
 
 from . import data as odata
 from . import plots
@@ -122,10 +122,10 @@ def _attribution(out: Path, ds: xr.Dataset, cfg, unit: xr.Dataset):
     regime, seed = unit.attrs["regime"], int(unit.attrs["seed"])
     if "study_config" in unit.attrs:
         cfg = StudyConfig(**json.loads(unit.attrs["study_config"]))
-    ckpt = Path(out) / "run" / "checkpoints" / f"{regime}_seed{seed}.pt"
+    ckpt = Path(out) / "run" / "checkpoints" / f"{regime}_seed{seed}.safetensors"
     if not ckpt.exists():
-        ckpt = Path(out) / "checkpoints" / f"{regime}_seed{seed}.pt"
-    state = torch_load(ckpt, weights_only=False)
+        ckpt = Path(out) / "checkpoints" / f"{regime}_seed{seed}.safetensors"
+    state = load_state(ckpt)
     n_free = int(sum(str(c).startswith("free") for c in unit["concept"].values))
     model = build_model(cfg.window * len(INPUTS), PRESCRIBED, n_free, width=cfg.width)
     model.load_state_dict(state["model"])

@@ -130,7 +130,7 @@ def _fit(cfg: StudyConfig, regime: str, seed: int, ds, split, norm, checkpoint_d
     val_loader = odata.make_batches(val, cfg.batch_size, shuffle=False)(0)
     reg = REGIMES[regime]
     sched = LambdaSchedule(cfg.lam_max, cfg.lam_min, cfg.epochs) if reg.lam_max not in (0.0, 1.0) else None
-    ckpt = Path(checkpoint_dir) / f"{regime}_seed{seed}.pt"
+    ckpt = Path(checkpoint_dir) / f"{regime}_seed{seed}.safetensors"
     ckpt.parent.mkdir(parents=True, exist_ok=True)
     hist = fit_cbm(model, batches, regime=regime, epochs=cfg.epochs, lr=cfg.lr, val_batches=val_loader,
                    checkpoint=ckpt, seed=seed, lam_schedule=sched, progress_bar=progress_bar, loss_kind=cfg.loss,

@@ -36,7 +36,7 @@ from torch import nn
 
 from .errors import CheckpointError, ConfigError, DataValidationError
 from .progress import progress as _progress
-from .results import atomic_torch_save, torch_load
+from .results import load_state, save_state
 
 __all__ = [
     "ConceptLayer",
@@ -409,9 +409,8 @@ def fit_cbm(model: ConceptBottleneck, train_batches: Callable[[int], Iterable[Ma
                         (lam, *means, val, stage), strict=True):
             hist[k].append(v)
         if checkpoint is not None:
-            atomic_torch_save({"model": model.state_dict(), "opt": opt.state_dict(), "hist": hist, "epoch": ep,
-                               "config": config},
-                              checkpoint)
+            save_checkpoint({"model": model.state_dict(), "opt": opt.state_dict(), "hist": hist, "epoch": ep,
+                             "config": config}, checkpoint)
     model.eval()
     n = len(hist["lam"])
     ds = xr.Dataset({k: ("epoch", np.asarray(hist[k], float)) for k in hist if k != "stage"},
@@ -421,11 +420,17 @@ def fit_cbm(model: ConceptBottleneck, train_batches: Callable[[int], Iterable[Ma
     return ds
 
 
+def save_checkpoint(state: Mapping, path) -> None:
+    """One epoch's training state (model, optimiser, history, epoch, settings) in a safetensors file
+    (:func:`scimech.results.save_state`: no pickle), atomically."""
+    save_state(state, path)
+
+
 def _resume(checkpoint, config: dict, model: ConceptBottleneck, stages: list[str], epochs: int, lr: float,
             weight_decay: float):
     """The optimiser, history and next epoch saved in ``checkpoint`` (loaded into ``model``);
     a checkpoint of another run is refused."""
-    state = torch_load(checkpoint, weights_only=False)
+    state = load_state(checkpoint)
     saved = state.get("config", config)
     if saved != config:
         diff = {k: (saved.get(k), config[k]) for k in config if saved.get(k) != config[k]}

@@ -40,6 +40,8 @@ __all__ = [
     "atomic_write_text",
     "atomic_torch_save",
     "torch_load",
+    "save_state",
+    "load_state",
     "UnitStore",
     "COMPLETE_MARKER",
 ]
@@ -283,6 +285,71 @@ def torch_load(path: str | os.PathLike, *, weights_only: bool = True) -> Any:
             f"The checkpoint {str(path)!r} is corrupt or truncated ({type(err).__name__}: {err}). "
             "Delete it to start that unit afresh."
         ) from err
+
+
+def save_state(state: Any, path: str | os.PathLike) -> Path:
+    """A training state (nested dicts, lists and tuples of tensors, numbers, strings and None: a
+    model's and an optimiser's ``state_dict``, a history, a config) in one safetensors file,
+    atomically: the tensors as safetensors, everything else as JSON in its metadata. No pickle,
+    so loading it runs no code (:func:`load_state`)."""
+    from safetensors.torch import save as st_save
+
+    tensors: dict[str, Any] = {}
+    meta = json.dumps(_encode_state(state, tensors))
+    return atomic_write_bytes(path, st_save(tensors, metadata={"scimech_state": meta}))
+
+
+def load_state(path: str | os.PathLike) -> Any:
+    """The state :func:`save_state` wrote, tensors on the CPU; a missing, corrupt or foreign file is a
+    :class:`CheckpointError`."""
+    from safetensors import safe_open
+
+    path = Path(path)
+    if not path.exists():
+        raise CheckpointError(f"No checkpoint at {str(path)!r}. Check the path or train first.")
+    try:
+        with safe_open(str(path), framework="pt", device="cpu") as f:
+            meta = (f.metadata() or {}).get("scimech_state")
+            tensors = {k: f.get_tensor(k) for k in f.keys()}
+        if meta is None:
+            raise ValueError("no scimech state in its metadata")
+        return _decode_state(json.loads(meta), tensors)
+    except Exception as err:
+        raise CheckpointError(
+            f"The checkpoint {str(path)!r} is corrupt, truncated or not a scimech state file ({type(err).__name__}: "
+            f"{err}). Delete it to start that unit afresh.") from err
+
+
+def _encode_state(obj: Any, tensors: dict) -> Any:
+    import torch
+
+    if isinstance(obj, torch.Tensor):
+        key = f"t{len(tensors)}"
+        tensors[key] = obj.detach().cpu().contiguous().clone()
+        return {"__tensor__": key}
+    if isinstance(obj, Mapping):
+        return {"__items__": [[_encode_state(k, tensors), _encode_state(v, tensors)] for k, v in obj.items()]}
+    if isinstance(obj, tuple):
+        return {"__tuple__": [_encode_state(v, tensors) for v in obj]}
+    if isinstance(obj, list):
+        return [_encode_state(v, tensors) for v in obj]
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return obj
+    raise TypeError(f"save_state: a {type(obj).__name__} is not a tensor, number, string or container of them.")
+
+
+def _decode_state(obj: Any, tensors: Mapping) -> Any:
+    if isinstance(obj, dict):
+        if "__tensor__" in obj:
+            return tensors[obj["__tensor__"]]
+        if "__tuple__" in obj:
+            return tuple(_decode_state(v, tensors) for v in obj["__tuple__"])
+        return {_decode_state(k, tensors): _decode_state(v, tensors) for k, v in obj["__items__"]}
+    if isinstance(obj, list):
+        return [_decode_state(v, tensors) for v in obj]
+    return obj
 
 
 def _sha256(path: Path) -> str:

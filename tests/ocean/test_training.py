@@ -92,13 +92,13 @@ def test_training_resumes_from_checkpoint(store, tmp_path, monkeypatch):
     import torch
 
     from scimech import concepts
-    from scimech.results import torch_load
+    from scimech.results import load_state
 
     cfg = StudyConfig(data=str(store), window=2, lead=1, epochs=3, batch_size=8, width=4,
                                  fractions=[0.6, 0.2, 0.2])
     full = training.train_unit(dataclasses.asdict(cfg), "mixed", 1, str(store), str(tmp_path / "a"))
     # an interrupted run: killed right after the checkpoint of epoch 2 of 3 was written
-    real_save, saved = concepts.atomic_torch_save, []
+    real_save, saved = concepts.save_checkpoint, []
 
     class Killed(Exception):
         pass
@@ -110,10 +110,12 @@ def test_training_resumes_from_checkpoint(store, tmp_path, monkeypatch):
             raise Killed
         return out
 
-    monkeypatch.setattr(concepts, "atomic_torch_save", save_then_die)
+    monkeypatch.setattr(concepts, "save_checkpoint", save_then_die)
     with pytest.raises(Killed):
         training.train_unit(dataclasses.asdict(cfg), "mixed", 1, str(store), str(tmp_path / "b"))
-    ck = torch_load(tmp_path / "b" / "mixed_seed1.pt", weights_only=False)
+    path = tmp_path / "b" / "mixed_seed1.safetensors"
+    ck = load_state(path)
+    assert path.read_bytes()[8:9] == b"{"          # a safetensors header, not a pickle (b"PK" zip / b"\x80")
     assert ck["epoch"] == 1 and saved == [0, 1]
     # the rerun trains only the missing epoch and ends where the uninterrupted run did
     resumed = training.train_unit(dataclasses.asdict(cfg), "mixed", 1, str(store), str(tmp_path / "b"))

@@ -97,7 +97,7 @@ def test_joint_training_recovers_concepts_and_resumes(tmp_path):
     ck2 = tmp_path / "ck2.pt"
     import scimech.concepts as C
 
-    orig = C.atomic_torch_save
+    orig = C.save_checkpoint
     calls = {"n": 0}
 
     def crash_after_10(obj, path):
@@ -106,13 +106,13 @@ def test_joint_training_recovers_concepts_and_resumes(tmp_path):
         if calls["n"] == 10:
             raise KeyboardInterrupt
 
-    C.atomic_torch_save = crash_after_10
+    C.save_checkpoint = crash_after_10
     try:
         with pytest.raises(KeyboardInterrupt):
             fit_cbm(b, batches, regime="mixed", epochs=20, lr=1e-2, seed=2, checkpoint=ck2,
                     lam_schedule=LambdaSchedule(0.8, 0.2, 20))
     finally:
-        C.atomic_torch_save = orig
+        C.save_checkpoint = orig
     b2 = _model(n_free=1, seed=99)  # a fresh process would rebuild the model differently
     fit_cbm(b2, batches, regime="mixed", epochs=20, lr=1e-2, seed=2, checkpoint=ck2,
             lam_schedule=LambdaSchedule(0.8, 0.2, 20))
