@@ -73,7 +73,7 @@ def run_shift(out: str | Path, *, shift: str = "redshift", n_train: int = 1200, 
         acts[name], batches[name] = _acts(adapter, sample, site)
     width = train_acts.shape[-1]
     dic, _ = train_dictionary(train_acts, kind="topk", n_features=n_features or 4 * width, k=k, epochs=20,
-                              batch_size=256, lr=3e-3, seed=seed, checkpoint=out / "dictionary.pt", device=device)
+                              batch_size=256, lr=3e-3, seed=seed, checkpoint=out / "dictionary.safetensors", device=device)
     gap, _ = measure_shift(dic, acts["in_distribution"], acts["shifted"],
                            fidelity=lambda d, which: splice_fidelity(adapter.model, batches[which], site, d,
                                                                      forward=adapter.forward,

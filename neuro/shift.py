@@ -29,7 +29,7 @@ on the turning windows:
 ``scimech neuro shift --out runs/neuro/shift`` (or ``python -m neuro.shift``) writes ``shift.nc`` (the gap, fit,
 fidelity and the steer's effect per step), ``bound.nc``, ``rollout.nc`` (the baseline and steered
 forecasts), the hidden states (``acts_in_distribution.nc``, ``acts_shifted.nc``: sample,
-call, feature), ``dictionary.pt`` and ``shift.png``; about two minutes of CPU.
+call, feature), ``dictionary.safetensors`` and ``shift.png``; about two minutes of CPU.
 """
 
 from __future__ import annotations
@@ -132,7 +132,7 @@ def run_shift(out: str | Path, *, seed: int = 0, gru_steps: int = 400, k: int = 
                "shifted": _batch(task.ood["held_out_condition"])}
     acts = {name: record(model, b, [SITE], calls="all")[SITE] for name, b in batches.items()}
     dic, _ = train_dictionary(acts["train"], kind="topk", n_features=n_features, k=k, epochs=dict_epochs,
-                              batch_size=256, lr=3e-3, seed=seed, checkpoint=out / "dictionary.pt")
+                              batch_size=256, lr=3e-3, seed=seed, checkpoint=out / "dictionary.safetensors")
     def fidelity(dictionary, which):
         # mean ablation: the state's mean over every step of these windows (the site runs once a step)
         states = torch.as_tensor(acts[which].values.reshape(-1, acts[which].shape[-1]))

@@ -66,7 +66,7 @@ def run_shift(out: str | Path, *, shift: float = 3.0, seed: int = 0, k: int = 8,
             (("train", train_x), *test.items())}
     dic, _ = train_dictionary(acts["train"], kind="topk", n_features=n_features, k=k, epochs=dict_epochs,
                               batch_size=256, lr=3e-3, seed=seed, feature_dim="channel" if "channel" in
-                              acts["train"].dims else None, checkpoint=out / "dictionary.pt", device=device)
+                              acts["train"].dims else None, checkpoint=out / "dictionary.safetensors", device=device)
     fdim = "channel" if "channel" in acts["train"].dims else None
     gap, _ = measure_shift(dic, acts["in_distribution"], acts["shifted"], feature_dim=fdim,
                            fidelity=lambda d, which: splice_fidelity(model, test[which], SITE, d, forward=_forecast,

@@ -267,6 +267,7 @@ FORMATS: dict[str, Format] = {
     "npy": Format("a NumPy .npy array", _magic(b"\x93NUMPY")),
     "npz": Format("a NumPy .npz archive", _magic(b"PK\x03\x04", b"PK\x05\x06")),
     "torch": Format("a torch checkpoint (.pt)", _magic(b"PK\x03\x04", b"\x80")),
+    "state": Format("a scimech state file (.safetensors)", lambda p: p.is_file() and _head(p, 9)[8:9] == b"{"),
     "text": Format("a text file (YAML or TOML)", _text),
     "folder": Format("a folder", lambda p: p.is_dir()),
 }
@@ -285,6 +286,8 @@ def seems(path: str | Path) -> str:
     for name in ("netcdf", "fits", "npy"):
         if FORMATS[name].test(p):
             return FORMATS[name].words
+    if head[8:9] == b"{" and b"__metadata__" in head or FORMATS["state"].test(p) and not _text(p):
+        return "a safetensors file"
     if head.startswith((b"PK\x03\x04", b"PK\x05\x06")):
         return "a zip archive (an .npz or a torch checkpoint)"
     if head.startswith(b"\x1f\x8b"):

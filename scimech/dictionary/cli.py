@@ -43,16 +43,16 @@ def _train(args) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     dic, history = train_dictionary(acts, kind=args.kind, n_features=args.features, k=args.k, target=target,
                                     feature_dim=args.feature_dim, epochs=args.epochs, batch_size=args.batch_size,
-                                    lr=args.lr, seed=args.seed, checkpoint=args.out / "checkpoint.pt",
+                                    lr=args.lr, seed=args.seed, checkpoint=args.out / "checkpoint.safetensors",
                                     device=args.device, progress=True)
-    save_dictionary(dic, args.out / "dictionary.pt")
+    save_dictionary(dic, args.out / "dictionary.safetensors")
     quality = dictionary_quality(dic, acts, target=target, feature_dim=args.feature_dim)
     save(history, args.out / "history.nc", config=vars_json(args), seed=args.seed)
     save(quality, args.out / "quality.nc", config=vars_json(args), seed=args.seed)
     print(f"{dic.kind} dictionary, {dic.n_features} features: variance explained {float(quality.fve):.3f} "
           f"[{float(quality.fve_ci_low):.3f}, {float(quality.fve_ci_high):.3f}], L0 {float(quality.l0):.1f}, "
           f"dead {float(quality.dead_fraction):.0%}")
-    print(f"Saved: {args.out / 'dictionary.pt'}")
+    print(f"Saved: {args.out / 'dictionary.safetensors'}")
     return 0
 
 
@@ -109,10 +109,10 @@ def _shift(args) -> int:
           f"explained {summary['fve_in']:.3f} in distribution, {summary['fve_shifted']:.3f} shifted, "
           f"{summary['fve_realigned']:.3f} after realignment")
     if bool(gap.beyond_sampling):
-        save_dictionary(fixed, args.out / "realigned.pt")
-        print(f"Realigned dictionary: {args.out / 'realigned.pt'}")
+        save_dictionary(fixed, args.out / "realigned.safetensors")
+        print(f"Realigned dictionary: {args.out / 'realigned.safetensors'}")
     else:
-        print("The gap is within what sampling alone gives: no shift to realign for (no realigned.pt written; "
+        print("The gap is within what sampling alone gives: no shift to realign for (no realigned.safetensors written; "
               "realigning without a shift rotates the dictionary away from the data).")
     print(f"Saved: {args.out}")
     return 0
@@ -153,8 +153,8 @@ def register(subparsers) -> None:
 
     s = sub.add_parser("score", help="quality, and features against domain variables")
     common(s, "activations to score on")
-    s.add_argument("--dictionary", type=input_path("torch"), required=True, metavar="FILE",
-                   help="a dictionary.pt written by `scimech dictionary train`")
+    s.add_argument("--dictionary", type=input_path("state", "torch"), required=True, metavar="FILE",
+                   help="a dictionary.safetensors written by `scimech dictionary train`")
     s.add_argument("--variables", type=recording, default=None, metavar="PATH",
                    help="netCDF/zarr of domain variables on the recording's positions")
     s.set_defaults(func=_score)
@@ -163,8 +163,8 @@ def register(subparsers) -> None:
     common(h, "in-distribution activations")
     h.add_argument("--shifted", type=recording, required=True, metavar="PATH",
                    help="shifted activations (same site; netCDF or zarr)")
-    h.add_argument("--dictionary", type=input_path("torch"), required=True, metavar="FILE",
-                   help="a dictionary.pt written by `scimech dictionary train`")
+    h.add_argument("--dictionary", type=input_path("state", "torch"), required=True, metavar="FILE",
+                   help="a dictionary.safetensors written by `scimech dictionary train`")
     h.add_argument("--energy", type=number(0.0, maximum=1.0), default=0.95,
                    help="share of E[x x^T] the active subspace holds (default 0.95)")
     h.set_defaults(func=_shift)

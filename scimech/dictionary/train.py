@@ -14,7 +14,9 @@ the same ``checkpoint`` resumes, and refuses a checkpoint written with other set
 from __future__ import annotations
 
 import os
+import warnings
 from itertools import zip_longest
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -23,7 +25,7 @@ import xarray as xr
 
 from ..errors import CheckpointError, DataValidationError
 from ..progress import progress as _progress
-from ..results import atomic_torch_save, torch_load
+from ..results import load_state, save_state, torch_load
 from .activations import chunks, width
 from .saes import SparseDictionary, TopK, build
 
@@ -139,9 +141,8 @@ def train_dictionary(acts: Any, *, kind: str = "topk", n_features: int | None = 
         for name in HISTORY:
             history[name].append(sums[name])
         if checkpoint is not None:
-            atomic_torch_save({"state": dic.state_dict(), "opt": opt.state_dict(), "epoch": epoch,
-                               "history": history, "since_fired": since_fired.cpu(), "settings": settings},
-                              checkpoint)
+            save_state({"state": dic.state_dict(), "opt": opt.state_dict(), "epoch": epoch,
+                        "history": history, "since_fired": since_fired.cpu(), "settings": settings}, checkpoint)
     dic.eval()
     ds = xr.Dataset({name: ("epoch", np.asarray(history[name], float)) for name in HISTORY},
                     coords={"epoch": np.arange(len(history["loss"]))},
@@ -150,7 +151,7 @@ def train_dictionary(acts: Any, *, kind: str = "topk", n_features: int | None = 
 
 
 def _resume(checkpoint, settings, dic, opt, device):
-    state = torch_load(checkpoint, weights_only=False)
+    state = load_state(checkpoint)
     saved = state.get("settings", {})
     if saved != settings:
         diff = {k: (saved.get(k), v) for k, v in settings.items() if saved.get(k) != v}
@@ -209,14 +210,21 @@ def _epoch(dic, opt, acts, target, feature_dim, batch_size, gen, since_fired, de
 
 
 def save_dictionary(dic: SparseDictionary, path: str | os.PathLike) -> None:
-    """Save a dictionary (its settings and weights) atomically."""
+    """Save a dictionary (its settings and weights) atomically, as safetensors with its settings as
+    JSON (:func:`scimech.results.save_state`: no pickle)."""
     extra = {k: getattr(dic, k) for k in ("l0_coefficient", "bandwidth") if hasattr(dic, k)}
-    atomic_torch_save({"config": {**dic.config(), **extra}, "state": dic.state_dict()}, path)
+    save_state({"config": {**dic.config(), **extra}, "state": dic.state_dict()}, path)
 
 
 def load_dictionary(path: str | os.PathLike, device: str | torch.device = "cpu") -> SparseDictionary:
-    """A dictionary saved by :func:`save_dictionary` (or a training checkpoint)."""
-    state = torch_load(path, weights_only=False)
+    """A dictionary saved by :func:`save_dictionary` (or a training checkpoint). A torch file an older
+    scimech wrote is still read, with torch's weights-only loader (no code runs), and a warning."""
+    if Path(path).is_file() and Path(path).read_bytes()[:2] == b"PK":   # torch's zip format: an older save
+        warnings.warn(f"{path} was saved by an older scimech (a torch pickle); save it again with save_dictionary "
+                      "(safetensors).", FutureWarning, stacklevel=2)
+        state = torch_load(path, weights_only=True)
+    else:
+        state = load_state(path)
     try:
         cfg = dict(state.get("config") or state["settings"])
         kind = cfg.pop("kind")

@@ -35,7 +35,7 @@ def tiny(tmp_path_factory):
 
 def test_tiny_shift_run_is_labelled_and_saved(tiny):
     out, ds = tiny
-    for name in ("shift.nc", "rollout.nc", "shift.png", "dictionary.pt", "acts_shifted.nc"):
+    for name in ("shift.nc", "rollout.nc", "shift.png", "dictionary.safetensors", "acts_shifted.nc"):
         assert (out / name).exists()
     saved = xr.load_dataset(out / "shift.nc")
     assert float(saved.gap) == pytest.approx(float(ds.gap))
@@ -56,7 +56,7 @@ def test_tiny_shift_run_is_labelled_and_saved(tiny):
 
 def test_the_gap_is_the_principal_angles_computed_independently(tiny):
     out, ds = tiny
-    dic = load_dictionary(out / "dictionary.pt")
+    dic = load_dictionary(out / "dictionary.safetensors")
     x_in = xr.load_dataarray(out / "acts_in_distribution.nc").values.reshape(-1, dic.d_in)
     x_out = xr.load_dataarray(out / "acts_shifted.nc").values.reshape(-1, dic.d_in)
     with torch.no_grad():

@@ -28,6 +28,7 @@ from scimech.dictionary import (
     train_dictionary,
 )
 from scimech.errors import CheckpointError, DataValidationError
+from scimech.results import load_state, save_state
 
 #: a planted direction counts as recovered when a decoder row has cosine > 0.9 with it
 RECOVERY_COSINE = 0.9
@@ -116,9 +117,9 @@ def test_training_resumes_exactly_and_refuses_another_runs_checkpoint(tmp_path):
     with pytest.raises(CheckpointError, match="other settings"):
         train_dictionary(x, epochs=4, checkpoint=tmp_path / "b.pt", **kw)  # (epochs differ: another run)
     # ... resumed by the same run: the saved state of 2 epochs then 2 more gives the same weights
-    state = torch.load(tmp_path / "b.pt", weights_only=False)
+    state = load_state(tmp_path / "b.pt")
     state["settings"]["epochs"] = 4
-    torch.save(state, tmp_path / "b.pt")
+    save_state(state, tmp_path / "b.pt")
     resumed, rhist = train_dictionary(x, epochs=4, checkpoint=tmp_path / "b.pt", **kw)
     torch.testing.assert_close(resumed.W_dec, whole.W_dec, atol=0, rtol=0)
     np.testing.assert_array_equal(rhist.loss.values, hist.loss.values)
@@ -127,6 +128,10 @@ def test_training_resumes_exactly_and_refuses_another_runs_checkpoint(tmp_path):
     (tmp_path / "bad.pt").write_bytes(b"not a checkpoint")
     with pytest.raises(CheckpointError):
         load_dictionary(tmp_path / "bad.pt")
+    # a dictionary an older scimech saved with torch.save is still read (weights only), with a warning
+    torch.save({"config": {**whole.config()}, "state": whole.state_dict()}, tmp_path / "old.pt")
+    with pytest.warns(FutureWarning, match="older scimech"):
+        torch.testing.assert_close(load_dictionary(tmp_path / "old.pt")(x), whole(x))
 
 
 def test_nan_rows_are_refused_with_the_fix():
@@ -392,13 +397,13 @@ def test_the_command_trains_scores_against_variables_and_measures_a_shift(tmp_pa
     d = tmp_path / "d"
     assert main(["dictionary", "train", "--acts", str(tmp_path / "acts.nc"), "--out", str(d), "--k", "3",
                  "--features", "96", "--epochs", "10", "--lr", "3e-3"]) == 0
-    assert main(["dictionary", "score", "--acts", str(tmp_path / "acts.nc"), "--dictionary", str(d / "dictionary.pt"),
+    assert main(["dictionary", "score", "--acts", str(tmp_path / "acts.nc"), "--dictionary", str(d / "dictionary.safetensors"),
                  "--variables", str(tmp_path / "vars.nc"), "--out", str(d / "score")]) == 0
     al = load(d / "score" / "alignment.nc")
     assert float(abs(al.r.sel(variable="c0")).max()) > 0.9        # a feature is the planted code c0
     assert (d / "score" / "alignment.png").stat().st_size > 0
     assert main(["dictionary", "shift", "--acts", str(tmp_path / "acts.nc"), "--shifted", str(tmp_path / "shifted.nc"),
-                 "--dictionary", str(d / "dictionary.pt"), "--out", str(d / "shift")]) == 0
+                 "--dictionary", str(d / "dictionary.safetensors"), "--out", str(d / "shift")]) == 0
     shift = load(d / "shift" / "shift.nc")
     assert (d / "shift" / "shift.png").stat().st_size > 0
     # a random rotation of the whole space: the fit collapses, and realignment restores it
