@@ -21,7 +21,7 @@ def _blocks(path: Path) -> list[str]:
     return re.findall(r"```python\n(.*?)```", path.read_text(), flags=re.S)
 
 
-@pytest.mark.parametrize("doc", ["README.md", "docs/scaling.md", "docs/dictionary.md"])
+@pytest.mark.parametrize("doc", ["README.md", "docs/scaling.md", "docs/dictionary.md", "docs/adding_a_study.md"])
 def test_python_blocks_run(doc, tmp_path, monkeypatch, capsys):
     path = REPO / doc
     blocks = _blocks(path)
