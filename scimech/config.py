@@ -94,7 +94,7 @@ def apply_config(root: argparse.ArgumentParser, argv: Sequence[str], args: argpa
         actions.pop(hidden, None)
     extra_keys = dict(getattr(args, "_config_keys", {}) or {})
     renamed = {a.option_strings[0].lstrip("-").replace("-", "_"): a for a in parser._actions
-               if a.option_strings and type(a).__name__ == "_Deprecated"}   # old spellings, for one release
+               if a.option_strings and getattr(a, "deprecated_for", None)}   # old spellings, for one release
     tokens, extra = [], {}
     for key, value in values.items():
         dest = key.replace("-", "_")

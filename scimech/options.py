@@ -247,6 +247,14 @@ def _fits(p: Path) -> bool:
         return False
 
 
+def _safetensors(p: Path) -> bool:
+    """A safetensors file: an 8-byte little-endian header length that fits the file, then its JSON header."""
+    if not p.is_file():
+        return False
+    head = _head(p, 9)
+    return len(head) == 9 and head[8:9] == b"{" and 8 + int.from_bytes(head[:8], "little") <= p.stat().st_size
+
+
 def _text(p: Path) -> bool:
     if not p.is_file():
         return False
@@ -267,7 +275,7 @@ FORMATS: dict[str, Format] = {
     "npy": Format("a NumPy .npy array", _magic(b"\x93NUMPY")),
     "npz": Format("a NumPy .npz archive", _magic(b"PK\x03\x04", b"PK\x05\x06")),
     "torch": Format("a torch checkpoint (.pt)", _magic(b"PK\x03\x04", b"\x80")),
-    "state": Format("a scimech state file (.safetensors)", lambda p: p.is_file() and _head(p, 9)[8:9] == b"{"),
+    "state": Format("a scimech state file (.safetensors)", lambda p: _safetensors(p)),
     "text": Format("a text file (YAML or TOML)", _text),
     "folder": Format("a folder", lambda p: p.is_dir()),
 }
@@ -286,7 +294,7 @@ def seems(path: str | Path) -> str:
     for name in ("netcdf", "fits", "npy"):
         if FORMATS[name].test(p):
             return FORMATS[name].words
-    if head[8:9] == b"{" and b"__metadata__" in head or FORMATS["state"].test(p) and not _text(p):
+    if _safetensors(p):
         return "a safetensors file"
     if head.startswith((b"PK\x03\x04", b"PK\x05\x06")):
         return "a zip archive (an .npz or a torch checkpoint)"
@@ -348,7 +356,7 @@ def _out(kind: str = "folder") -> dict:
     return dict(type=output_path(kind), metavar="FOLDER" if kind == "folder" else "PATH")
 
 
-def _inputs(*formats: str | Format) -> dict:
+def _inputs(formats: Sequence[str | Format] = ()) -> dict:
     return dict(type=input_path(*formats) if formats else existing_path(), metavar="PATH")
 
 
@@ -400,10 +408,7 @@ def add(parser, name: str, *, context: str = "", default: Any = None, required: 
     its short forms ``--quick`` / ``--medium`` / ``--full``.
     """
     spec = SHARED[name]
-    if name == "data":
-        kwargs = spec.build(*narrowing.pop("formats", ()), **narrowing)
-    else:
-        kwargs = spec.build(**narrowing)
+    kwargs = spec.build(**narrowing)
     words = spec.meaning + (f". {context}" if context else "")
     if default is not None and kwargs.get("action") != "store_true":
         words += f" (default: {' '.join(map(str, default)) if isinstance(default, (list, tuple)) else default})"
@@ -469,12 +474,12 @@ def refused_in_context(args: argparse.Namespace) -> str | None:
 
 class _Deprecated(argparse.Action):
     def __init__(self, option_strings, dest, new: str, nargs=None, **kwargs):
-        self.new = new
+        self.deprecated_for = new   # also read by scimech.config: a config key with the old name still applies
         super().__init__(option_strings, dest, nargs=nargs, **kwargs)
 
     def __call__(self, parser, namespace, values, option_string=None):
         print(f"{parser.prog}: warning: {option_string} is deprecated and will be removed in the next release; "
-              f"use {self.new}.", file=sys.stderr)
+              f"use {self.deprecated_for}.", file=sys.stderr)
         setattr(namespace, self.dest, self.const if self.nargs == 0 else values)
 
 
