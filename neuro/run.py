@@ -355,15 +355,16 @@ def _planted_truth(s: StudySettings, task, long_task, ev: Evidence, long_searche
     return rows, s.seed_list[k_best]
 
 
-def run_study_units(s: StudySettings, *, client=None, task=None, proposer_factory=None) -> StudyRun:
+def run_study_units(s: StudySettings, *, client=None, task=None, proposer_factory=None, tasks=None) -> StudyRun:
     """Run every unit of the study into a :class:`StudyRun` (resumable; see the module doc).
 
     ``task``: your traces (:func:`neuro.data.from_traces`) instead of the simulator;
-    ``proposer_factory(priors) -> proposer`` instead of the offline proposer."""
+    ``proposer_factory(priors) -> proposer`` instead of the offline proposer; ``tasks``: what
+    :func:`build_tasks` returned for ``s``, when the caller built them already."""
     out = s.out
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    task, long_task, long_note = build_tasks(s, task)
+    task, long_task, long_note = tasks if tasks is not None else build_tasks(s, task)
     t_sim = time.perf_counter() - t0
     set_aside_stale_results(out, [t for t in (task, long_task) if t is not None])
     seeds, names = s.seed_list, list(s.baselines or BASELINES)

@@ -219,12 +219,13 @@ class NeuroStudy(Study):
                           generation=rec["generation"], long_context=rec["long_context"], seed=rec["seed"],
                           baselines=tuple(rec["baselines"]) if rec.get("baselines") else None,
                           device=rec["device"], search_neurons=rec["search_neurons"], read_only=True)
-        tasks = [t for t in build_tasks(s)[:2] if t is not None]
+        built = build_tasks(s)                                      # simulated once, checked, then studied
+        tasks = [t for t in built[:2] if t is not None]
         if read_fingerprint(folder, "task_fingerprint.txt") != task_fingerprint(tasks):  # your traces, or changed
             raise ConfigError(f"{folder} is not a study of the simulator at these settings (your traces, or another "
                               f"simulator version): rerun `scimech neuro study` with its options and --out {folder} "
                               "(finished units are kept) to redraw it.")
-        return run_study_units(s), study_plan(s)
+        return run_study_units(s, tasks=built), study_plan(s)
 
     # --- generate, shift and the neuro study's own commands -----------------------------------
     def add_generate_options(self, s: argparse.ArgumentParser) -> None:
