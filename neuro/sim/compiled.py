@@ -229,19 +229,28 @@ def _rk4(q, qd, mL, mR, alpha_s, drag_s, h, bp, bvec, Ar, A, inertia, ln, S, w, 
 
 
 @_jit
-def run_trials(b0, b1, gx_, gy_, rot_, lum_, gain_, closed_, keys, first_step, drive_clamp, lesion, comm,
-               drag, alpha, heading0, brain, scal, hist_l, ihist_l, ptrs, a, muscle, q, qd, extras,
+def run_trials(b0, b1, t0, nt, external, ctrl, gx_, gy_, rot_, lum_, gain_, closed_, keys, first_step, drive_clamp,
+               lesion, comm, drag, alpha, heading0, brain, scal, HL, IHL, AB, ptrs, muscle, q, qd, extras,
                pending, cp, sy_ptr, sy_col, sy_w, sy_contra, vv_ptr, vv_col, vv_w,
                pool, pool_w, imod, mod_w, i_tau_r, i_tau_a, i_theta, i_gad, i_wdrive, i_side, i_mn, mod_on, mod_off, mod_speed,
                mn_ptr, mn_idx, mn_w, bp, bvec, Ar, A, inertia, ln, m, substeps, nsub,
                record_every, rec_rates, rec_muscle, rec_q, rec_qd, rec_flow, rec_drive, rec_bout):
-    """Run trials ``b0 .. b1 - 1`` for ``gx_.shape[1]`` steps, recording every ``record_every``.
+    """Run trials ``b0 .. b1 - 1`` for steps ``t0 .. t0 + nt - 1`` of the run, recording every
+    ``record_every`` (step ``t`` fills record ``(t + 1) // record_every - 1``).
 
-    Stimulus arrays ``(B, T)``; state arrays are updated in place. ``hist_l`` ``(B, H *
-    n_spinal)`` holds the lesioned population rates of the last ``H`` spinal steps as a ring
-    with the newest row at ``ptrs[b]`` (``H`` = longest delay + 2, so the slot being written is
-    never read), ``ihist_l`` ``(B, H * n_internal)`` the same for the internal units;
-    ``lesion`` ``(B, n_internal)``. New rates are lesioned already, so the rings equal the
+    Stimulus arrays ``(B, T)``; state arrays are updated in place. The block's spinal state is
+    held with the trials innermost (the sums vectorise over trials) and kept by the caller
+    between calls: ``HL`` ``(H * n_spinal, b1 - b0)`` holds the lesioned population rates of the
+    last ``H`` spinal steps as a ring with the newest row at ``ptrs[b0]`` (``H`` = longest delay
+    + 2, so the slot being written is never read), ``IHL`` ``(H * n_internal, b1 - b0)`` the same
+    for the internal units, ``AB`` ``(n_internal, b1 - b0)`` their adaptation; ``lesion`` ``(B,
+    n_internal)``.
+
+    ``external``: 0 integrates the chain body here (RK4, :class:`neuro.sim.body.Body`) and
+    records ``q``/``qd``; 1 leaves the body to the caller (MuJoCo, :mod:`neuro.sim.mjbody`): each
+    step writes the muscles' actuator controls into ``ctrl`` ``(B, 2 n_joints)`` (per joint
+    ``alpha_scale (M_R - M_L)`` then ``M_L + M_R``), reads the body from ``q``/``qd`` as the
+    caller left it, and records neither. New rates are lesioned already, so the rings equal the
     reference's plain ones once ``H`` spinal steps have passed. Sparse weights: every
     connection but V2a -> V2a (``sy_``; ``sy_contra`` marks the commissural ones) with rows
     per recorded unit, and V2a -> V2a (``vv_``) with rows per recorded unit and columns
@@ -250,10 +259,9 @@ def run_trials(b0, b1, gx_, gy_, rot_, lum_, gain_, closed_, keys, first_step, d
     rate for each ring position. Recorded rates are the ``pool_w``-weighted sums of their
     internal units.
     """
-    T = gx_.shape[1]
     ns = sy_ptr.shape[0] - 1
     H = sy_col.shape[0]
-    ni = a.shape[1]
+    ni = AB.shape[0]
     K = mod_on.shape[0]
     N = ln.shape[0]
     nj = N - 1
@@ -283,10 +291,6 @@ def run_trials(b0, b1, gx_, gy_, rot_, lum_, gain_, closed_, keys, first_step, d
     z = np.empty(2 * n_pairs)
     k_r = hs / i_tau_r  # Euler factors h / tau
     k_a = hs / i_tau_a
-    # the spinal cord of the block's trials, trials innermost (the sums vectorise over trials)
-    HL = np.empty((H * ns, Bb))
-    IHL = np.empty((H * ni, Bb))
-    AB = np.empty((ni, Bb))
     LB = np.empty((ni, Bb))
     EXT = np.empty((ni, Bb))
     KA = np.empty((ni, Bb))
@@ -300,13 +304,10 @@ def run_trials(b0, b1, gx_, gy_, rot_, lum_, gain_, closed_, keys, first_step, d
     fwdv = np.empty(Bb)
     turnv = np.empty(Bb)
     startv = np.zeros(Bb, np.bool_)
-    HL[:] = hist_l[b0:b1].T
-    IHL[:] = ihist_l[b0:b1].T
-    AB[:] = a[b0:b1].T
     LB[:] = lesion[b0:b1].T
     CB[:] = comm[b0:b1]
     ptr = ptrs[b0]
-    for t in range(T):
+    for t in range(t0, t0 + nt):
         # ---- per trial: eyes, brain, bout generator, descending drive, spinal input
         for j in range(Bb):
             b = b0 + j
@@ -505,9 +506,14 @@ def run_trials(b0, b1, gx_, gy_, rot_, lum_, gain_, closed_, keys, first_step, d
             for jj in range(nj):
                 mL[jj] = mb[0, jj]
                 mR[jj] = mb[1, jj]
-            for _ in range(substeps):
-                _rk4(qb, qdb, mL, mR, alpha[b], drag[b], dt / substeps, bp, bvec, Ar, A, inertia, ln, Sw, ww,
-                     kq, kv, qt, qdt)
+            if external:
+                for jj in range(nj):
+                    ctrl[b, 2 * jj] = alpha[b] * (mR[jj] - mL[jj])
+                    ctrl[b, 2 * jj + 1] = mL[jj] + mR[jj]
+            else:
+                for _ in range(substeps):
+                    _rk4(qb, qdb, mL, mR, alpha[b], drag[b], dt / substeps, bp, bvec, Ar, A, inertia, ln, Sw, ww,
+                         kq, kv, qt, qdt)
             ex_ = extras[b]
             ex_[X_FWD] = fwdv[j]
             ex_[X_TURN] = turnv[j]
@@ -525,9 +531,10 @@ def run_trials(b0, b1, gx_, gy_, rot_, lum_, gain_, closed_, keys, first_step, d
                 for k in range(nj):
                     rec_muscle[b, jr, 0, k] = mb[0, k]
                     rec_muscle[b, jr, 1, k] = mb[1, k]
-                for k in range(N + 2):
-                    rec_q[b, jr, k] = qb[k]
-                    rec_qd[b, jr, k] = qdb[k]
+                if not external:
+                    for k in range(N + 2):
+                        rec_q[b, jr, k] = qb[k]
+                        rec_qd[b, jr, k] = qdb[k]
                 rec_flow[b, jr, 0] = fwdv[j]
                 rec_flow[b, jr, 1] = turnv[j]
                 rec_drive[b, jr, 0] = dLv[j]
@@ -535,6 +542,32 @@ def run_trials(b0, b1, gx_, gy_, rot_, lum_, gain_, closed_, keys, first_step, d
                 rec_bout[b, jr] = pending[b]
                 pending[b] = False
     ptrs[b0:b1] = ptr
-    hist_l[b0:b1] = HL.T
-    ihist_l[b0:b1] = IHL.T
-    a[b0:b1] = AB.T
+
+
+@_jit
+def mujoco_to_chain(qpos, qvel, q, qd):
+    """MuJoCo's ``qpos``/``qvel`` (head x, y, yaw, joint angles) -> the chain's ``q``/``qd``
+    (head x, y, absolute link angles), in place (:func:`neuro.sim.mjbody.to_chain`)."""
+    B, n = q.shape
+    for b in range(B):
+        q[b, 0] = qpos[b, 0]
+        q[b, 1] = qpos[b, 1]
+        qd[b, 0] = qvel[b, 0]
+        qd[b, 1] = qvel[b, 1]
+        th = 0.0
+        om = 0.0
+        for k in range(2, n):
+            th += qpos[b, k]
+            om += qvel[b, k]
+            q[b, k] = th
+            qd[b, k] = om
+
+
+@_jit
+def record_body(q, qd, rec_q, rec_qd, jr):
+    """Copy the body state of every trial into record ``jr``."""
+    B, n = q.shape
+    for b in range(B):
+        for k in range(n):
+            rec_q[b, jr, k] = q[b, k]
+            rec_qd[b, jr, k] = qd[b, k]

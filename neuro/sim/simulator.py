@@ -20,7 +20,7 @@ from scipy.special import ndtr
 
 from scimech.errors import ConfigError
 
-from . import compiled, noise
+from . import compiled, mjbody, noise
 from .body import Body, BodyParams
 from .circuit import BRAIN_UNITS, Circuit, CircuitParams
 from .stimuli import Stimulus
@@ -126,9 +126,15 @@ class Simulator:
     tau_muscle = 0.005
 
     def __init__(self, circuit: CircuitParams | None = None, body: BodyParams | None = None, seed: int = 0,
-                 threads: int | None = None):
+                 threads: int | None = None, physics: str = "chain"):
         if threads is not None and int(threads) < 1:
             raise ConfigError(f"threads={threads}; give a positive number of threads (or None for all cores).")
+        if physics not in ("mujoco", "chain"):
+            raise ConfigError(f"physics={physics!r}; expected 'mujoco' (the body on MuJoCo with its fluid model) or "
+                              "'chain' (the hand-written chain with resistive drag, kept as a reference).")
+        if physics == "mujoco" and not mjbody.AVAILABLE:  # pragma: no cover - mujoco-core is a dependency
+            raise ConfigError("physics='mujoco' needs MuJoCo (pip install mujoco-core); or use physics='chain'.")
+        self.physics = physics
         self.threads = int(threads) if threads is not None else _available_cores()
         self.circuit = Circuit(circuit)
         self.body = Body(body)
@@ -331,16 +337,35 @@ class Simulator:
         muscle = st.muscle + dt / self.tau_muscle * (mn - st.muscle)
         drag, alpha = self._body_scales(pert, B)
         q, qd = st.q, st.qd
-        nsub = self.body.p.substeps
-        for _ in range(nsub):
-            q, qd = self.body.step(q, qd, muscle[:, 0], muscle[:, 1], dt / nsub, drag_scale=drag[:, None],
-                                   alpha_scale=alpha[:, None], integrator="rk4")
+        if self.physics == "mujoco":
+            q, qd = self._mujoco_step(q, qd, muscle, drag, alpha)
+        else:
+            nsub = self.body.p.substeps
+            for _ in range(nsub):
+                q, qd = self.body.step(q, qd, muscle[:, 0], muscle[:, 1], dt / nsub, drag_scale=drag[:, None],
+                                       alpha_scale=alpha[:, None], integrator="rk4")
         return SimState(brain=b, r_hist=r_hist, ptr=ptr, a=a_new, bout_acc=acc, bout_left=bout_left,
                         refractory=refractory, bout_len=bout_len, lum_prev=lum, flash_tr=flash_tr,
                         muscle=muscle, q=q, qd=qd, heading0=st.heading0, t=st.t + dt,
                         extras={"flow_fwd": fwd, "flow_turn": turn, "drive_L": dL, "drive_R": dR,
                                 "bout_start": start}, r_internal_hist=hist, noise_key=st.noise_key,
                         n_step=st.n_step + 1, bout_turn=bout_turn)
+
+    mujoco_substeps = 2  # MuJoCo steps of 0.5 ms per simulator step of 1 ms (muscle controls held)
+
+    def _mujoco_batch(self, drag: np.ndarray, threads: int = 1) -> mjbody.BatchBody:
+        return mjbody.BatchBody(self.body.p, drag, self.dt, self.mujoco_substeps, threads=threads)
+
+    def _mujoco_step(self, q, qd, muscle, drag, alpha):
+        """One step of the MuJoCo body for every trial (the reference path: one simulation at a
+        time, each started from the chain coordinates)."""
+        body = self._mujoco_batch(drag)
+        body.set_state(q, qd)
+        mL, mR = muscle[:, 0], muscle[:, 1]
+        body.ctrl[:, 0::2] = alpha[:, None] * (mR - mL)
+        body.ctrl[:, 1::2] = mL + mR
+        body.step()
+        return body.chain_state()
 
     def _internal_lesion(self, pert: Perturbation, B: int) -> np.ndarray:
         """``(B, n_internal)`` 0/1 mask: population lesions (to all their modules) times module lesions."""
@@ -555,10 +580,30 @@ class Simulator:
         keys = _own(st.noise_key, np.uint64)
         stim = [_own(np.asarray(arr[k], f64)[:, :T]) for k in ("gx", "gy", "rot", "lum", "gain", "closed")]
 
-        def work(b0: int, b1: int) -> None:
+        # blocks of <= 32 trials (the kernel vectorises over a block's trials), spread over the
+        # threads; the kernel releases the GIL. Each block keeps its spinal state with the trials
+        # innermost between the kernel's calls.
+        n_blk = -(-B // 32)
+        n_thr = max(1, min(self.threads, n_blk))
+        edges = np.linspace(0, B, max(n_blk, n_thr) + 1).astype(int)
+        blocks = [(b0, b1) for b0, b1 in zip(edges[:-1], edges[1:]) if b1 > b0]
+        spinal = {blk: (np.ascontiguousarray(hist_l[blk[0]:blk[1]].T), np.ascontiguousarray(ihist_l[blk[0]:blk[1]].T),
+                        np.ascontiguousarray(state["a"][blk[0]:blk[1]].T)) for blk in blocks}
+        external = self.physics == "mujoco"
+        body = None
+        if external:
+            body = self._mujoco_batch(drag, threads=self.threads)
+            body.set_state(state["q"], state["qd"])
+            ctrl = body.ctrl
+        else:
+            ctrl = np.zeros((1, 1))
+
+        def work(blk, t0: int, nt: int) -> None:
+            b0, b1 = blk
+            HL, IHL, AB = spinal[blk]
             compiled.run_trials(
-                b0, b1, *stim, keys, int(st.n_step), clamp, les, comm, drag, alpha, heading0,
-                state["brain"], scal, hist_l, ihist_l, ptrs, state["a"], state["muscle"], state["q"],
+                b0, b1, t0, nt, int(external), ctrl, *stim, keys, int(st.n_step), clamp, les, comm, drag, alpha,
+                heading0, state["brain"], scal, HL, IHL, AB, ptrs, state["muscle"], state["q"],
                 state["qd"], extras, pending,
                 tb["cp"], tb["sy_ptr"], tb["sy_col"], tb["sy_w"], tb["sy_contra"],
                 tb["vv_ptr"], tb["vv_col"], tb["vv_w"], tb["pool"], tb["pool_w"], tb["imod"], tb["mod_w"],
@@ -569,18 +614,32 @@ class Simulator:
                 int(record_every), out["rates"], out["muscle"], out["q"], out["qd"], out["flow"], out["drive"],
                 out["bout_start"])
 
-        # blocks of <= 32 trials (the kernel vectorises over a block's trials), spread over the
-        # threads; the kernel releases the GIL
-        n_blk = -(-B // 32)
-        n_thr = max(1, min(self.threads, n_blk))
-        edges = np.linspace(0, B, max(n_blk, n_thr) + 1).astype(int)
-        blocks = [(b0, b1) for b0, b1 in zip(edges[:-1], edges[1:]) if b1 > b0]
-        if n_thr == 1:
-            for b0, b1 in blocks:
-                work(b0, b1)
-        else:
-            with ThreadPoolExecutor(n_thr) as ex:
-                list(ex.map(lambda blk: work(*blk), blocks))
+        ex = ThreadPoolExecutor(n_thr) if n_thr > 1 else None
+        try:
+            if not external:  # the chain body is integrated inside the kernel: one call per block
+                if ex is None:
+                    for blk in blocks:
+                        work(blk, 0, T)
+                else:
+                    list(ex.map(lambda blk: work(blk, 0, T), blocks))
+            else:  # closed loop through MuJoCo, one millisecond at a time
+                for t in range(T):
+                    if ex is None:
+                        for blk in blocks:
+                            work(blk, t, 1)
+                    else:
+                        list(ex.map(lambda blk: work(blk, t, 1), blocks))
+                    body.step()
+                    compiled.mujoco_to_chain(body.qpos, body.qvel, state["q"], state["qd"])
+                    if (t + 1) % record_every == 0:
+                        compiled.record_body(state["q"], state["qd"], out["q"], out["qd"], (t + 1) // record_every - 1)
+        finally:
+            if ex is not None:
+                ex.shutdown()
+        for (b0, b1), (HL, IHL, AB) in spinal.items():
+            hist_l[b0:b1] = HL.T
+            ihist_l[b0:b1] = IHL.T
+            state["a"][b0:b1] = AB.T
         ptr = int(ptrs[0]) if B else st.ptr
         # the rings hold lesioned rates; slots not written in this run keep the input state's
         r_hist = np.ascontiguousarray(hist_l.reshape(B, H, ns).transpose(1, 0, 2))
