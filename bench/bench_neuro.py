@@ -3,7 +3,9 @@ workers (per-evaluation time, overhead, a SLURM estimate).
 
 Run as ``python -m bench.bench_neuro``; writes ``bench/results/neuro.md``
 (``python -m bench.bench_neuro --sim [--old-rev REV]``: the simulator table only,
-``bench/results/neuro_sim.md``; ``python -m bench.bench_neuro --swim``: tail-beat frequencies
+``bench/results/neuro_sim.md``; ``python -m bench.bench_neuro --physics``: the MuJoCo body
+against the chain, speed and kinematics, ``bench/results/neuro_physics.md``;
+``python -m bench.bench_neuro --swim``: tail-beat frequencies
 of free-swimming bouts and of clamped drives, ``bench/results/neuro_swim.md``).
 
 Simulator: aggregated simulated seconds per wall second (trials x trial length / wall time)
@@ -38,11 +40,12 @@ REPEATS = 4    # generations timed per setting (different proposer seeds; the or
                # settings alternates between repeats so a drifting machine load biases none)
 
 
-def sim_rate(batch: int, duration: float = 0.3, engine: str = "compiled", threads: int = 2) -> tuple[float, float]:
+def sim_rate(batch: int, duration: float = 0.3, engine: str = "compiled", threads: int = 2,
+             physics: str = "chain") -> tuple[float, float]:
     """Aggregated simulated s per wall s, and CPU microseconds per trial-step."""
     from neuro.sim import Simulator, stack_stimuli
 
-    sim = Simulator(seed=0, threads=threads)
+    sim = Simulator(seed=0, threads=threads, physics=physics)
     stim = stack_stimuli([dict(condition="grating_fwd", onset=0.0)] * batch, duration, sim.dt)
     t0, c0 = time.perf_counter(), time.process_time()
     sim.run(stim, record_every=5, engine=engine)
@@ -363,6 +366,116 @@ def turning_table(seeds=(0, 1, 2, 3), duration: float = 3.0) -> list[str]:
     return lines
 
 
+def physics_table(trials=(64, 1024), repeats: int = 3) -> list[str]:
+    """Markdown lines: the MuJoCo body against the hand-written chain, same circuit, same run."""
+    for ph in ("chain", "mujoco"):
+        sim_rate(2, 0.01, physics=ph)  # compile or load the cached machine code outside the timings
+    load0 = os.getloadavg()
+    rows = []
+    for B in trials:
+        dur = 0.3 if B <= 64 else 0.1
+        rates = {"chain": [], "mujoco": []}
+        cpu = {"chain": [], "mujoco": []}
+        for r in range(repeats):
+            for ph in (("chain", "mujoco") if r % 2 == 0 else ("mujoco", "chain")):
+                rate, c = sim_rate(B, dur, threads=2, physics=ph)
+                rates[ph].append(rate)
+                cpu[ph].append(c)
+        ch, mj = statistics.median(rates["chain"]), statistics.median(rates["mujoco"])
+        rows.append(f"| {B} | {ch:.1f} | {mj:.1f} | {mj / ch:.2f} | {statistics.median(cpu['chain']):.1f} | "
+                    f"{statistics.median(cpu['mujoco']):.1f} |")
+    load1 = os.getloadavg()
+    import mujoco
+
+    return [
+        "### The body on MuJoCo against the hand-written chain",
+        "",
+        f"Command: `python -m bench.bench_neuro --physics` (MuJoCo {mujoco.__version__}, mujoco-core wheel; "
+        f"{os.cpu_count()} cores shared with other jobs; load average {load0[0]:.2f} at the start, "
+        f"{load1[0]:.2f} at the end). Compiled circuit on 2 threads in both; `physics='chain'`: the RK4 chain "
+        "inside the numba kernel; `physics='mujoco'`: the circuit's kernel and a `mujoco.batch.Batch` (2 threads, "
+        "two 0.5 ms Euler steps per 1 ms) in turn every millisecond. Forward-grating trials of 0.3 s (0.1 s at "
+        f"1024 trials); median of {repeats} runs, the two interleaved.",
+        "",
+        "| trials | chain: sim s per wall s | MuJoCo: sim s per wall s | MuJoCo / chain | chain: CPU us per "
+        "trial-step | MuJoCo: CPU us per trial-step |",
+        "|---|---|---|---|---|---|",
+        *rows,
+        "",
+    ]
+
+
+def kinematics_table(seeds=(101, 102)) -> list[str]:
+    """Markdown lines: the larva's kinematics on each body (clamped drives, then turning bouts)."""
+    import numpy as np
+
+    from neuro.sim import Perturbation, Simulator, stack_stimuli
+    from neuro.sim.analysis import phase_difference, tail_beat_frequency
+
+    drives = np.array([0.35, 0.45, 0.55, 0.65, 0.75, 0.85, 1.0])
+
+    def zero_crossings(x, dt):
+        x = x - x.mean()
+        up = np.flatnonzero((x[:-1] < 0) & (x[1:] >= 0))
+        return (len(up) - 1) / ((up[-1] - up[0]) * dt) if len(up) > 2 else float("nan")
+
+    lines = ["### Kinematics of the larva on each body",
+             "",
+             "Command: `python -m bench.bench_neuro --kinematics`. Clamped drive (0.8 s, first 0.3 s left out): "
+             "tail-beat frequency from the tail angle's spectrum and from its upward zero crossings, body wave "
+             "(phase lags of the joint angles summed head to tail, cycles), forward speed (mean centre-of-mass "
+             "speed along the head's heading) and distance per tail beat. Turning bouts: seeds "
+             f"{', '.join(map(str, seeds))}, gratings and rotating stimuli (1.2 s on), heading change from the bout's "
+             "start to 50 ms after its end, signed toward the stimulus.",
+             ""]
+    for physics in ("chain", "mujoco"):
+        sim = Simulator(seed=0, physics=physics)
+        out = sim.run(stack_stimuli([dict(condition="dark")] * len(drives), 0.8, sim.dt), Perturbation(drive=drives),
+                      record_every=1)
+        ta = out["tail_angle"][:, 300:]
+        phi = np.diff(out["q"][:, 300:, 2:], axis=-1)
+        lines += [f"`physics='{physics}'`", "",
+                  "| drive | tail beat, spectrum (Hz) | tail beat, zero crossings (Hz) | body wave (cycles) | "
+                  "speed (mm/s) | mm per beat |", "|---|---|---|---|---|---|"]
+        for b, d in enumerate(drives):
+            f1 = tail_beat_frequency(ta[b], sim.dt)
+            f2 = zero_crossings(ta[b], sim.dt)
+            wave = sum(phase_difference(phi[b, :, j], phi[b, :, j + 1], sim.dt) for j in range(phi.shape[-1] - 1))
+            v = float(out["speed"][b, 300:].mean())
+            lines.append(f"| {d:.2f} | {f1:.1f} | {f2:.1f} | {wave:.2f} | {v:.1f} | {v / f1:.2f} |")
+        turns = []
+        for seed in seeds:
+            sim = Simulator(seed=seed, physics=physics)
+            specs = [dict(condition=c, seed=seed + k, onset=0.0, on=1.2, off=0.3)
+                     for k, c in enumerate(("grating_left", "grating_right", "turning") * 2)]
+            stim = stack_stimuli(specs, 3.0, sim.dt)
+            o = sim.run(stim, record_every=1, trials=np.arange(len(specs)))
+            want = np.sign(stim.gy + stim.rot)
+            for b in range(len(specs)):
+                on = o["drive"][b].sum(-1) > 0.1
+                for s0 in np.flatnonzero(on[1:] & ~on[:-1]) + 1:
+                    e = s0 + int(np.argmax(~on[s0:])) if (~on[s0:]).any() else len(on)
+                    asym = np.abs(o["drive"][b, s0:s0 + 20, 0] - o["drive"][b, s0:s0 + 20, 1]).max()
+                    if e - s0 < 100 or asym < 0.2 or want[b, s0] == 0:
+                        continue
+                    e2 = min(e + 50, o["heading"].shape[1] - 1)
+                    turns.append((o["heading"][b, e2] - o["heading"][b, s0]) * want[b, s0])
+        t = np.array(turns)
+        lines += ["", f"Turning bouts: {len(t)}; heading change toward the stimulus: median {np.median(t):.3f} rad "
+                  f"(5-95 %: {np.percentile(t, 5):.3f} to {np.percentile(t, 95):.3f}); toward it in "
+                  f"{100 * np.mean(t > 0):.0f} % of bouts; 0.3-0.8 rad in {100 * np.mean((t > 0.3) & (t < 0.8)):.0f} %.",
+                  ""]
+    return lines
+
+
+def main_physics() -> int:
+    text = "\n".join(physics_table() + kinematics_table())
+    print(text)
+    (HERE / "results").mkdir(exist_ok=True)
+    (HERE / "results" / "neuro_physics.md").write_text(text)
+    return 0
+
+
 def main_swim() -> int:
     text = "\n".join(swim_table()) + "\n"
     print(text)
@@ -374,4 +487,6 @@ def main_swim() -> int:
 if __name__ == "__main__":
     args = sys.argv[1:]
     rev = args[args.index("--old-rev") + 1] if "--old-rev" in args else None
+    if "--physics" in args or "--kinematics" in args:
+        sys.exit(main_physics())
     sys.exit(main_swim() if "--swim" in args else main_sim(rev) if "--sim" in args else main())
