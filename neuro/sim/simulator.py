@@ -628,7 +628,7 @@ class Simulator:
                         for blk in blocks:
                             work(blk, t, 1)
                     else:
-                        list(ex.map(lambda blk: work(blk, t, 1), blocks))
+                        list(ex.map(lambda blk, t=t: work(blk, t, 1), blocks))
                     body.step()
                     compiled.mujoco_to_chain(body.qpos, body.qvel, state["q"], state["qd"])
                     if (t + 1) % record_every == 0:
