@@ -21,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
 import xarray as xr
+import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
