@@ -226,7 +226,8 @@ class Model:
         lags = [context[:, C - 1 - min(k, C - 1)] for k in range(p)]
         out = []
         for h in range(stim_future.shape[1]):
-            x = self._step(lags, SF[:, C + h])
+            # an unstable recurrence stops at +-20 z (as the baselines' rollouts do), not at inf
+            x = np.clip(self._step(lags, SF[:, C + h]), -20.0, 20.0)
             out.append(x)
             lags = [x] + lags[:-1]
         return np.stack(out, 1)

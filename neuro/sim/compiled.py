@@ -571,3 +571,63 @@ def record_body(q, qd, rec_q, rec_qd, jr):
         for k in range(n):
             rec_q[b, jr, k] = q[b, k]
             rec_qd[b, jr, k] = qd[b, k]
+
+
+@_jit
+def viscous_qfrc(q, qd, ln, k_n, k_t, drag, qfrc):
+    """The water's viscous (linear) drag on every link as MuJoCo generalised forces, in place.
+
+    Per link, ``F = -drag l (k_t v_t t + k_n v_n n)`` at the link's centre (``t`` along the link,
+    ``n`` across it; :func:`neuro.sim.mjbody.linear_drag`), projected on MuJoCo's coordinates of
+    the larva: head x and y (the sums of the forces), the yaw hinge at the head tip and the joint
+    hinges (the moments, about each hinge, of the forces on the links behind it). ``q``/``qd`` in
+    chain coordinates; ``qfrc`` ``(B, N + 2)``.
+    """
+    B = q.shape[0]
+    N = ln.shape[0]
+    for b in range(B):
+        px = 0.0  # position of the current link's front (a hinge), relative to the head tip
+        py = 0.0
+        vx = qd[b, 0]
+        vy = qd[b, 1]
+        fx = np.empty(N)
+        fy = np.empty(N)
+        cx = np.empty(N)
+        cy = np.empty(N)
+        hx_ = np.empty(N)  # hinge positions (front of each link)
+        hy_ = np.empty(N)
+        for k in range(N):
+            c = math.cos(q[b, 2 + k])
+            s = math.sin(q[b, 2 + k])
+            hx_[k] = px
+            hy_[k] = py
+            l = ln[k]
+            dx = l * s * qd[b, 2 + k]
+            dy = -l * c * qd[b, 2 + k]
+            ux = vx + 0.5 * dx
+            uy = vy + 0.5 * dy
+            vt = ux * c + uy * s
+            vn = -ux * s + uy * c
+            ft = -drag[b] * l * k_t * vt
+            fn = -drag[b] * l * k_n * vn
+            fx[k] = ft * c - fn * s
+            fy[k] = ft * s + fn * c
+            cx[k] = px - 0.5 * l * c
+            cy[k] = py - 0.5 * l * s
+            px -= l * c
+            py -= l * s
+            vx += dx
+            vy += dy
+        sx = 0.0
+        sy = 0.0
+        for k in range(N):
+            sx += fx[k]
+            sy += fy[k]
+        qfrc[b, 0] = sx
+        qfrc[b, 1] = sy
+        # moment about hinge j of the forces on links j .. N - 1 (hinge 0 = the yaw at the head tip)
+        for j in range(N):
+            mz = 0.0
+            for k in range(j, N):
+                mz += (cx[k] - hx_[j]) * fy[k] - (cy[k] - hy_[j]) * fx[k]
+            qfrc[b, 2 + j] = mz

@@ -2,11 +2,11 @@
 
 The body is an MJCF chain of ``n_links`` rigid links from head (link 0) to tail, free to move
 in the horizontal plane: the head link carries two slide joints (x, y) and a yaw hinge, and
-every following link hangs on a hinge about the vertical axis at its front end. Each link is
-an ellipsoid with the length, width and height of its stretch of a ~4 mm, 5 dpf larva (the
-median fin fold included in the height, since the fin is what pushes sideways on the water);
-the masses are those of :class:`neuro.sim.body.BodyParams` (about 0.2 mg in all, tapering to
-the tail).
+every following link hangs on a hinge about the vertical axis at its front end. Each link has
+the length, width and height of its stretch of a ~4 mm, 5 dpf larva (:class:`LarvaShape`; the
+median fin fold included in the height, since the fin is what pushes sideways on the water),
+drawn as an ellipsoid; the masses are those of :class:`neuro.sim.body.BodyParams` (about 0.2 mg
+in all, tapering to the tail).
 
 **Muscles.** The Ekeberg (1993) torque at joint ``j`` is built from MuJoCo's own elements, so
 the engine integrates all of it (the joint damping implicitly)::
@@ -18,31 +18,34 @@ The motor actuator's control is ``alpha_scale (M_R - M_L)`` (gear ``alpha``); th
 actuator's control is ``M_L + M_R`` with gain ``-beta phi_j`` (MuJoCo's affine gain in the
 actuator length, which is the joint angle).
 
-**Water.** MuJoCo's ellipsoid fluid model (``fluidshape="ellipsoid"``, density 1 mg mm-3 and
-viscosity 1 mg mm-1 s-1, water at ~20 C in the units mm, mg, s) gives every link added mass,
-quadratic (blunt and slender) drag, Kutta lift and Magnus force, plus Stokes' linear drag. A
-swimming larva lives at Reynolds numbers of about 10-1000 (4 mm body, 5-40 mm/s routine swims
-to ~100 mm/s at the tail tip; McHenry & Lauder 2005, Müller & van Leeuwen 2004): the
-intermediate regime where inertial forces (the quadratic drag, added mass and lift) and
-viscous forces (the linear drag) are of the same order, which is the pair this model adds up.
-What it misses: the model is stateless and per link, so there is no wake, no vortex shed by
-one link meeting the next, and no flow between links, which a resolved CFD would give; the
-recoil of the head and the thrust of a whole body wave are the sum of per-link forces.
+**Water.** MuJoCo's inertia fluid model (see :class:`Water`): per link and per axis of the
+link, quadratic drag on the face of a box with the link's length and height; the links behind
+the head are thin boxes whose drag along the body is the small tangential drag of a slender
+body. So the force across a link is ~25x the force along it, as in
+resistive-force theory, and a travelling wave of bending drives the larva forward. A swimming
+larva lives at Reynolds numbers of about 30-1000 (4 mm body, 5-20 mm/s routine swims, up to
+~100 mm/s at the tail tip; McHenry & Lauder 2005, Müller & van Leeuwen 2004), the intermediate
+regime where the pressure (quadratic) drag across the body dominates and the viscous drag along
+it is a boundary layer's, which is this per-axis model. MuJoCo's other fluid model (ellipsoids
+with added mass, drag, Kutta and Magnus lift) was measured and not kept: its drag acts along each
+link's velocity, so the only force across the body is the Kutta lift; with its default
+coefficient the larva swam backward at low drive, and calibrated to swim forward it turned away
+from the stimulus in every turning bout (median -0.15 rad; ``bench/RESULTS.md``).
 
-**What it misses, measured.** MuJoCo applies only the velocity-dependent part of the added-mass
-force; the part proportional to acceleration (``-m_A dv/dt``), which would enter the mass
-matrix, is left out (a body pushed through still water accelerates as if the water had no mass:
-``tests/neuro/test_mujoco_body.py``). Without it the water has no memory of the body's
-acceleration, so a bend and the unbend that follows nearly cancel (Purcell's scallop theorem in
-the viscous limit): a turning bout turns the fish by a few hundredths of a radian, where a larva's
-routine turn is ~0.5 rad; and the reactive (Lighthill) part of the thrust is absent. The model is
-also stateless and per link: no wake, no vortex shed by one link meeting the next.
+**What it misses.** Added mass (neither MuJoCo model puts the entrained water's inertia in the
+mass matrix; with the ellipsoid model's velocity terms the answer was the same), the wake, and
+any flow between links: the model is stateless and per link. MuJoCo's linear (Stokes) term is
+isotropic and would resist motion along the body as much as across it, so it is left out
+(:attr:`Water.viscosity` 0) and the viscous drag of resistive-force theory (across the body
+1000x along it) is applied per link as an external force (:func:`linear_drag`, as generalised
+forces).
 
 **Integration.** MuJoCo's semi-implicit Euler at 0.5 ms (two steps per simulator step, muscle
-controls held). Measured on an open-loop swim (28 Hz, 0.6 s) against a 0.05 ms run, the largest
-error in any coordinate is 0.08 mm at 0.5 ms and 0.18 mm at 1 ms, converging at first order;
-``implicitfast`` (the integrator MuJoCo recommends with fluid forces) was further off at 0.25 ms
-(0.33 mm) and costs twice as much per step.
+controls held; joint damping implicit). Measured on an open-loop swim (28 Hz, 0.6 s) with the
+ellipsoid model against a 0.05 ms run, the largest error in any coordinate was 0.08 mm at 0.5 ms
+and 0.18 mm at 1 ms, converging at first order; ``implicitfast`` was further off at 0.25 ms
+(0.33 mm) and costs twice as much per step. A trial whose state blows up (MuJoCo resets it) is a
+:class:`SimulationError`, not a silent restart.
 
 **Units.** mm, mg, s: force nN, torque nN mm.
 
@@ -60,11 +63,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scimech.errors import ConfigError
+from scimech.errors import ConfigError, ScimechError
 
 from .body import BodyParams
 
-__all__ = ["LarvaShape", "Water", "viscous_factor", "larva_mjcf", "BatchBody", "to_chain", "to_mujoco", "AVAILABLE"]
+__all__ = ["LarvaShape", "Water", "water_of", "link_boxes", "linear_drag", "larva_mjcf", "BatchBody", "to_chain", "to_mujoco", "AVAILABLE"]
 
 try:
     import mujoco  # noqa: F401
@@ -103,58 +106,72 @@ class LarvaShape:
 
 @dataclass(frozen=True)
 class Water:
-    """The water of MuJoCo's ellipsoid fluid model, in mm, mg, s.
+    """The water of MuJoCo's fluid model, in mm, mg, s.
+
+    MuJoCo's *inertia* fluid model: each link meets the water as a box, and each component of
+    the link's velocity in the link's frame is resisted by the face normal to it, ``f_i = -2 rho
+    r_j r_k |v_i| v_i`` (the box's half-sizes ``r``), the same per-axis quadratic drag as
+    resistive-force theory's normal and tangential coefficients. The boxes: length and height
+    of each stretch of the body (fin fold included); the head's own width; behind the head, a
+    thickness that makes the drag along the link the tangential drag ``tangential`` per mm (the
+    links behind the head are hidden from the water in front by the link ahead: flow along the
+    body is friction, not pressure drag). MuJoCo derives the box from the link's inertia, so the
+    links' inertias are those of these boxes with the links' masses.
 
     Attributes
     ----------
     density : float
         mg mm-3 (water: 1).
     viscosity : float
-        Viscosity of water, mg mm-1 s-1 (1 at ~20 C). The model gives every link the Stokes drag
-        of an isolated sphere of the link's mean radius, which for 11 touching links is several
-        times the viscous drag of one slender body; :func:`larva_mjcf` scales the viscosity it
-        hands to MuJoCo so that the chain's total linear drag equals slender-body theory's
-        tangential resistance ``2 pi mu L / (ln(2L/a) - 1/2)`` (Gray & Hancock 1955; ``a`` the
-        mean half-height), see :func:`viscous_factor`.
-    blunt, slender, angular, kutta, magnus : float
-        The model's five coefficients per link (``fluidcoef``): blunt and slender quadratic drag,
-        angular drag, Kutta and Magnus lift. The model's drag acts along the link's velocity
-        (only its size depends on the link's orientation), so the force normal to the body that
-        drives undulatory swimming comes from the Kutta lift alone. With the default ``kutta=1``
-        (tuned for flapping insect wings) the larva swims backward at low drive; ``kutta=4`` is
-        calibrated so that a clamped swim at drive 0.55 (~28 Hz) reaches ~10 mm/s, a larval
-        routine swim (5-20 mm/s). ``slender`` at 0.02: behind the head, flow along the body is
-        skin friction, not pressure drag.
-    shielded : float
-        Width of the links behind the head in the fluid model, as a fraction of their width: their
-        front is hidden by the link ahead, so they meet the water with their sides (length x height)
-        and not head-on. The head link keeps its width.
+        Viscosity of the model's linear (Stokes) term, mg mm-1 s-1. The term is isotropic (the
+        Stokes drag of a sphere of the link's mean half-size), so it resists motion along the
+        body as much as across it; with water's viscosity, rescaled so that the chain's total
+        equals slender-body theory's tangential resistance (``2 pi mu L / (ln(2L/a) - 1/2)``,
+        Gray & Hancock 1955; factor 0.28), the larva swims 0.4-3.4 mm/s at 25-45 Hz, below
+        larval routine swims (5-20 mm/s). At a larva's Reynolds numbers (~30-300 for the body,
+        the tail's sideways motion included) the quadratic drag dominates the force across the
+        body, so the default leaves the linear term out (0); give water's 1 to have it.
+    tangential : float
+        Quadratic drag along a link behind the head, nN s2 mm-3 per mm of link
+        (:attr:`neuro.sim.body.BodyParams.c_t`).
+    normal_linear, tangential_linear : float
+        Viscous (linear) drag across and along each link, nN s mm-2 per mm of link
+        (:attr:`neuro.sim.body.BodyParams.k_n`, ``k_t``; resistive-force theory gives ~3.6 across
+        a 4 mm, 0.4 mm-deep body in water). MuJoCo's own linear term is isotropic, so these are
+        applied as forces at each link's centre (``xfrc_applied``), computed from the body's state
+        at the start of each simulator step (1 ms; the drag's time constant, link mass over
+        drag, is ~25 ms). Without the force across the body, turning bouts lose their direction:
+        the optomotor test's left- and right-grating fish end 0.0-0.1 rad apart, 0.2-0.35 with it.
+    blunt_head : bool
+        Give the head link its own width in the water (its frontal pressure drag). Off by
+        default: measured, the blunt head's drag also takes the direction out of the turning bouts
+        (left- and right-grating fish no longer separate in the optomotor test), so the head is
+        a slender link like the others, as on the chain body.
     """
 
     density: float = 1.0
-    viscosity: float = 1.0
-    blunt: float = 0.5
-    slender: float = 0.02
-    angular: float = 1.5
-    kutta: float = 4.0
-    magnus: float = 1.0
-    shielded: float = 0.1
+    viscosity: float = 0.0
+    tangential: float = 0.008
+    normal_linear: float = 2.0
+    tangential_linear: float = 0.002
+    blunt_head: bool = False
 
 
-def viscous_factor(params: BodyParams, shape: LarvaShape, water: Water) -> float:
-    """The factor on the viscosity that makes the sum of the links' Stokes drags (``6 pi mu
-    r_D`` each, ``r_D`` the mean semi-axis of the link's fluid ellipsoid) equal slender-body
-    theory's tangential resistance of the whole body, ``2 pi mu L / (ln(2L/a) - 1/2)`` with ``a``
-    the body's mean half-height."""
+def water_of(params: BodyParams) -> Water:
+    """The water with the drag coefficients of the chain body's parameters (one source for both)."""
+    return Water(tangential=params.c_t, normal_linear=params.k_n, tangential_linear=params.k_t)
+
+
+def link_boxes(params: BodyParams, shape: LarvaShape, water: Water) -> np.ndarray:
+    """Half-sizes ``(n_links, 3)`` (along, across, vertical; mm) of the links' fluid boxes."""
     N = params.n_links
     ln = params.length / N
-    mid = (np.arange(N) + 0.5) / N
-    width, height = shape.at(mid)
-    fw = width * np.where(np.arange(N) == 0, 1.0, water.shielded)
-    r_d = (ln / 2 + fw / 2 + height / 2) / 3
-    a = float(np.mean(height)) / 2
-    slender = 2 * math.pi * params.length / (math.log(2 * params.length / a) - 0.5)
-    return slender / float(np.sum(6 * math.pi * r_d))
+    width, height = shape.at((np.arange(N) + 0.5) / N)
+    rz = height / 2
+    ry = water.tangential * ln / (2 * water.density * rz)
+    if water.blunt_head:
+        ry[0] = width[0] / 2
+    return np.stack([np.full(N, ln / 2), ry, rz], axis=1)
 
 
 def larva_mjcf(params: BodyParams | None = None, shape: LarvaShape | None = None, drag_scale: float = 1.0,
@@ -164,18 +181,15 @@ def larva_mjcf(params: BodyParams | None = None, shape: LarvaShape | None = None
 
     p = params or BodyParams()
     shape = shape or LarvaShape()
+    water = water or water_of(p)
     if drag_scale < 0 or not math.isfinite(drag_scale):
         raise ConfigError(f"drag_scale={drag_scale}; give a finite factor >= 0 on the water's density and viscosity.")
     N = p.n_links
     ln = p.length / N
     taper = np.linspace(1.0, p.taper, N)
     mass = p.mass * taper / taper.sum()
-    mid = (np.arange(N) + 0.5) / N
-    width, height = shape.at(mid)
-    water = water or Water()
-    fluid = (f'fluidshape="ellipsoid" fluidcoef="{water.blunt:.17g} {water.slender:.17g} {water.angular:.17g} '
-             f'{water.kutta:.17g} {water.magnus:.17g}"') if drag_scale > 0 else ""
-    fluid_width = width * np.where(np.arange(N) == 0, 1.0, water.shielded)
+    width, height = shape.at((np.arange(N) + 0.5) / N)
+    box = link_boxes(p, shape, water)
     lines = []
     indent = "    "
     for k in range(N):
@@ -189,8 +203,15 @@ def larva_mjcf(params: BodyParams | None = None, shape: LarvaShape | None = None
         else:
             lines.append(f'{pad}  <joint name="j{k - 1}" type="hinge" axis="0 0 1" '
                          f'stiffness="{p.beta * p.gamma:.17g}" damping="{p.delta:.17g}"/>')
+        rx, ry, rz = box[k]
+        m = mass[k]
+        inertia = (m / 3 * (ry**2 + rz**2), m / 3 * (rx**2 + rz**2), m / 3 * (rx**2 + ry**2))
+        lines.append(f'{pad}  <inertial pos="{-ln / 2:.17g} 0 0" mass="{m:.17g}" '
+                     f'diaginertia="{inertia[0]:.17g} {inertia[1]:.17g} {inertia[2]:.17g}"/>')
+        # the larva's outline, for drawing only (no mass, no contacts)
         lines.append(f'{pad}  <geom name="g{k}" type="ellipsoid" pos="{-ln / 2:.17g} 0 0" '
-                     f'size="{ln / 2:.17g} {fluid_width[k] / 2:.17g} {height[k] / 2:.17g}" mass="{mass[k]:.17g}" {fluid}/>')
+                     f'size="{ln / 2:.17g} {width[k] / 2:.17g} {height[k] / 2:.17g}" mass="0" contype="0" '
+                     'conaffinity="0"/>')
     for k in reversed(range(N)):
         lines.append(f"{indent * (k + 2)}</body>")
     acts = []
@@ -200,10 +221,9 @@ def larva_mjcf(params: BodyParams | None = None, shape: LarvaShape | None = None
                     'biastype="none"/>')
     return "\n".join([
         '<mujoco model="larva">',
-        '  <compiler angle="radian" autolimits="true"/>',
+        '  <compiler angle="radian" autolimits="true" inertiafromgeom="false"/>',
         f'  <option timestep="{timestep:.17g}" integrator="Euler" gravity="0 0 0" '
-        f'density="{water.density * drag_scale:.17g}" '
-        f'viscosity="{water.viscosity * viscous_factor(p, shape, water) * drag_scale:.17g}">',
+        f'density="{water.density * drag_scale:.17g}" viscosity="{water.viscosity * drag_scale:.17g}">',
         '    <flag contact="disable" warmstart="disable"/>',
         "  </option>",
         "  <worldbody>",
@@ -214,6 +234,25 @@ def larva_mjcf(params: BodyParams | None = None, shape: LarvaShape | None = None
         "  </actuator>",
         "</mujoco>",
     ])
+
+
+def linear_drag(q: np.ndarray, qd: np.ndarray, lengths: np.ndarray, water: Water,
+                drag_scale: np.ndarray) -> np.ndarray:
+    """World-frame viscous forces ``(B, n_links, 2)`` on each link's centre (nN):
+    ``-l (k_t v_t t + k_n v_n n)`` with ``t`` along the link, ``n`` across it, ``v`` the link
+    centre's velocity (chain coordinates)."""
+    th, thd = q[:, 2:], qd[:, 2:]
+    c, s = np.cos(th), np.sin(th)
+    # link centre velocities: head tip velocity plus the links in front and half the link itself
+    hx, hy = lengths * s * thd, -lengths * c * thd
+    vx = qd[:, :1] + np.cumsum(hx, axis=1) - 0.5 * hx
+    vy = qd[:, 1:2] + np.cumsum(hy, axis=1) - 0.5 * hy
+    vt = vx * c + vy * s
+    vn = -vx * s + vy * c
+    k = np.asarray(drag_scale, float).reshape(-1, 1)
+    ft = -k * lengths * water.tangential_linear * vt
+    fn = -k * lengths * water.normal_linear * vn
+    return np.stack([ft * c - fn * s, ft * s + fn * c], axis=-1)
 
 
 def to_mujoco(q: np.ndarray, qd: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -232,6 +271,10 @@ def to_chain(qpos: np.ndarray, qvel: np.ndarray) -> tuple[np.ndarray, np.ndarray
     q[:, 2:] = np.cumsum(np.asarray(qpos, float)[:, 2:], axis=1)
     qd[:, 2:] = np.cumsum(np.asarray(qvel, float)[:, 2:], axis=1)
     return q, qd
+
+
+class SimulationError(ScimechError, RuntimeError):
+    """The physics engine could not simulate a trial (its state blew up)."""
 
 
 @functools.lru_cache(maxsize=32)
@@ -255,29 +298,59 @@ class BatchBody:
         import mujoco
         from mujoco import batch as mjbatch
 
-        drag_scale = np.asarray(drag_scale, float).reshape(-1)
+        drag_scale = np.ascontiguousarray(drag_scale, float).reshape(-1)
         self.B = len(drag_scale)
         self.substeps = int(substeps)
         h = dt / self.substeps
-        models = {float(v): _model(params, shape or LarvaShape(), float(v), h, water or Water())
-                  for v in np.unique(drag_scale)}
+        water = water or water_of(params)
+        models = {float(v): _model(params, shape or LarvaShape(), float(v), h, water) for v in np.unique(drag_scale)}
         first = models[float(drag_scale[0])]
         self.batch = mjbatch.Batch(first, nsim=self.B, nthread=max(1, int(threads)))
         if len(models) > 1:
             self.batch.set_models([models[float(v)] for v in drag_scale])
         self.batch.reset(stage=mujoco.mjtStage.mjSTAGE_NONE.value)
+        self._unstable = [int(w) for w in (mujoco.mjtWarning.mjWARN_BADQPOS, mujoco.mjtWarning.mjWARN_BADQVEL,
+                                           mujoco.mjtWarning.mjWARN_BADQACC)]
+        self.water = water
+        self.drag_scale = drag_scale
+        self.lengths = np.full(params.n_links, params.length / params.n_links)
+        self.qfrc = self.batch.bind("qfrc_applied")  # the water's viscous drag (see set_drag)
         self.qpos = self.batch.bind("qpos")
         self.qvel = self.batch.bind("qvel")
         self.ctrl = self.batch.bind("ctrl")
         self._models = models
 
     def set_state(self, q: np.ndarray, qd: np.ndarray) -> None:
+        """Set every trial's body (chain coordinates) and the viscous forces of that state."""
         qpos, qvel = to_mujoco(q, qd)
         self.qpos[...] = qpos
         self.qvel[...] = qvel
+        self.set_drag(q, qd)
+
+    def set_drag(self, q: np.ndarray, qd: np.ndarray) -> None:
+        """The viscous forces of state ``q``, ``qd`` (chain coordinates), as generalised forces
+        held over the next simulator step (:func:`neuro.sim.compiled.viscous_qfrc`; the forces
+        of :func:`linear_drag` projected on the hinges, tested against MuJoCo's ``mj_applyFT``)."""
+        from . import compiled
+
+        out = np.empty((self.B, self.qfrc.shape[1]))
+        compiled.viscous_qfrc(np.ascontiguousarray(q), np.ascontiguousarray(qd), self.lengths,
+                              self.water.normal_linear, self.water.tangential_linear, self.drag_scale, out)
+        self.qfrc[...] = out
 
     def step(self) -> None:
         self.batch.step(nstep=self.substeps)
+
+    def check(self) -> None:
+        """Raise :class:`SimulationError` if any trial blew up since the batch was made (MuJoCo
+        counts the warnings per simulation and keeps them)."""
+        bad = self.batch.warning[:, self._unstable, 1].any(axis=1)
+        if bad.any():  # MuJoCo resets a simulation whose state blew up: say so rather than go on
+            trials = np.flatnonzero(bad)
+            raise SimulationError(
+                f"MuJoCo's larva became unstable (NaN or huge accelerations) in trial(s) {trials[:5].tolist()}"
+                f"{' ...' if len(trials) > 5 else ''}; MuJoCo reset them, so their numbers would be wrong. Lower "
+                "the muscle or drive perturbation, or raise Simulator.mujoco_substeps (a smaller MuJoCo step).")
 
     def chain_state(self) -> tuple[np.ndarray, np.ndarray]:
         return to_chain(self.qpos, self.qvel)

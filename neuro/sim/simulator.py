@@ -126,7 +126,7 @@ class Simulator:
     tau_muscle = 0.005
 
     def __init__(self, circuit: CircuitParams | None = None, body: BodyParams | None = None, seed: int = 0,
-                 threads: int | None = None, physics: str = "chain"):
+                 threads: int | None = None, physics: str = "mujoco"):
         if threads is not None and int(threads) < 1:
             raise ConfigError(f"threads={threads}; give a positive number of threads (or None for all cores).")
         if physics not in ("mujoco", "chain"):
@@ -365,6 +365,7 @@ class Simulator:
         body.ctrl[:, 0::2] = alpha[:, None] * (mR - mL)
         body.ctrl[:, 1::2] = mL + mR
         body.step()
+        body.check()
         return body.chain_state()
 
     def _internal_lesion(self, pert: Perturbation, B: int) -> np.ndarray:
@@ -631,8 +632,10 @@ class Simulator:
                         list(ex.map(lambda blk, t=t: work(blk, t, 1), blocks))
                     body.step()
                     compiled.mujoco_to_chain(body.qpos, body.qvel, state["q"], state["qd"])
+                    body.set_drag(state["q"], state["qd"])
                     if (t + 1) % record_every == 0:
                         compiled.record_body(state["q"], state["qd"], out["q"], out["qd"], (t + 1) // record_every - 1)
+                body.check()
         finally:
             if ex is not None:
                 ex.shutdown()

@@ -7,9 +7,9 @@ coordinate change is the chain's definition (absolute link angles = yaw + the jo
 before the link); a trial gives the same numbers alone as in its batch and on any number of
 threads (``mujoco.batch`` is documented bit-identical to one MjData per simulation); the
 compiled closed loop (the circuit in numba, the body in the batch) agrees with the reference
-path (one step at a time) up to round-off. The last test pins what MuJoCo's fluid model leaves
-out (the acceleration part of the added mass), which the docs give as the reason turning bouts
-do not turn like a larva's.
+path (one step at a time) up to round-off; the water's force on each axis of a link is the
+face normal to it (summed by hand from the outline). The last test pins what MuJoCo's fluid
+models leave out (the acceleration part of the added mass), as the docs say.
 """
 
 import numpy as np
@@ -37,7 +37,56 @@ def test_the_mjcf_has_the_larva_s_length_masses_and_joints():
     d = mujoco.MjData(m)
     mujoco.mj_forward(m, d)
     assert d.xpos[-1, 0] == pytest.approx(-(P.length - P.length / P.n_links), abs=1e-12)
-    assert m.opt.density == 1.0 and 0 < m.opt.viscosity < 1.0  # water; viscosity rescaled (see Water)
+    assert m.opt.density == 1.0 and m.opt.viscosity == 0.0  # water; no isotropic Stokes term (see Water)
+
+
+def test_the_water_resists_each_axis_of_a_link_by_its_own_face():
+    # the straight larva moving at 10 mm/s along its axis, then across it: MuJoCo's inertia model
+    # gives each link -2 rho r_j r_k |v| v on the face normal to the motion. Along the body: c_t
+    # per mm of every link (slender links, the head too by default); across it: each link's
+    # length x height. Summed here from the outline, not read from the model
+    m = _model()
+    d = mujoco.MjData(m)
+    shape = mjbody.LarvaShape()
+    N, ln = P.n_links, P.length / P.n_links
+    w, h = shape.at((np.arange(N) + 0.5) / N)
+    v = 10.0
+    d.qvel[0] = v
+    mujoco.mj_forward(m, d)
+    along = P.c_t * ln * N * v**2
+    assert d.qfrc_fluid[0] == pytest.approx(-along, rel=1e-9)
+    d.qvel[:] = 0
+    d.qvel[1] = v
+    mujoco.mj_forward(m, d)
+    across = (2 * (ln / 2) * (h / 2)).sum() * v**2
+    assert d.qfrc_fluid[1] == pytest.approx(-across, rel=1e-9)
+    # the anisotropy that makes a travelling wave swim (37-56x per link here)
+    assert across / along > 20
+    # a blunt head adds its frontal face (width x height) along the body
+    blunt = mujoco.MjModel.from_xml_string(mjbody.larva_mjcf(P, water=mjbody.Water(blunt_head=True)))
+    d = mujoco.MjData(blunt)
+    d.qvel[0] = v
+    mujoco.mj_forward(blunt, d)
+    assert d.qfrc_fluid[0] == pytest.approx(-(along - P.c_t * ln * v**2 + 2 * (w[0] / 2) * (h[0] / 2) * v**2), rel=1e-9)
+
+
+def test_viscous_drag_by_hand():
+    water = mjbody.water_of(P)
+    N, ln = P.n_links, P.length / P.n_links
+    lengths = np.full(N, ln)
+    q = np.zeros((3, N + 2))  # straight, head tip at the origin, heading +x (the body along -x)
+    qd = np.zeros((3, N + 2))
+    qd[0, 1] = 5.0  # sideways at 5 mm/s
+    qd[1, 0] = 5.0  # forward at 5 mm/s
+    qd[2, 2:] = 2.0  # the whole body turning about the head tip at 2 rad/s
+    f = mjbody.linear_drag(q, qd, lengths, water, np.array([1.0, 1.0, 0.5]))
+    np.testing.assert_allclose(f[0, :, 1], -ln * P.k_n * 5.0, rtol=1e-12)
+    np.testing.assert_allclose(f[0, :, 0], 0.0, atol=1e-12)
+    np.testing.assert_allclose(f[1, :, 0], -ln * P.k_t * 5.0, rtol=1e-12)
+    # link k's centre is (k + 1/2) l behind the tip: it moves at -(k + 1/2) l omega sideways
+    # (y), against which the water pushes +; drag_scale 0.5 halves it
+    expect = 0.5 * ln * P.k_n * (np.arange(N) + 0.5) * ln * 2.0
+    np.testing.assert_allclose(f[2, :, 1], expect, rtol=1e-12)
 
 
 def test_actuators_and_springs_give_the_ekeberg_torque():
@@ -164,7 +213,8 @@ def test_mujoco_leaves_out_the_acceleration_part_of_added_mass():
     # a single ellipsoid in water with every drag and lift coefficient at 0: a constant push
     # accelerates it as if the water had no mass (v = F t / m), where potential flow adds the
     # virtual mass rho V kappa / (2 - kappa) (~0.34 mg here) to its 1 mg. If a MuJoCo release adds
-    # it, this test fails and docs/neuro.md's account of the turning bouts must be revisited.
+    # it, this test fails and the account of added mass in neuro/sim/mjbody.py and docs/neuro.md
+    # must be revisited.
     xml = """<mujoco><option density="1" viscosity="0" gravity="0 0 0" timestep="0.001"/>
     <worldbody><body><joint type="slide" axis="0 1 0"/>
     <geom type="ellipsoid" size="1 0.2 0.5" mass="1" fluidshape="ellipsoid" fluidcoef="0 0 0 0 0"/>
