@@ -224,3 +224,25 @@ def test_mujoco_leaves_out_the_acceleration_part_of_added_mass():
     d.qfrc_applied[0] = 1.0
     mujoco.mj_step(m, d, nstep=100)
     assert d.qvel[0] == pytest.approx(0.1, rel=1e-9)
+
+
+def test_viscous_generalised_forces_are_mujoco_s_projection_of_the_link_forces():
+    # the compiled projection of the link forces on the hinges against MuJoCo's own mj_applyFT
+    # (the engine's Jacobians) of the same Cartesian forces at the links' centres of mass
+    m = _model(drag_scale=0.0)
+    d = mujoco.MjData(m)
+    rng = np.random.default_rng(0)
+    d.qpos[:] = rng.normal(0, 0.3, m.nq)
+    d.qvel[:] = rng.normal(0, 5, m.nv)
+    mujoco.mj_forward(m, d)
+    q, qd = mjbody.to_chain(d.qpos[None], d.qvel[None])
+    water = mjbody.water_of(P)
+    lengths = np.full(P.n_links, P.length / P.n_links)
+    F = mjbody.linear_drag(q, qd, lengths, water, np.array([1.3]))[0]
+    want = np.zeros(m.nv)
+    for k in range(P.n_links):
+        mujoco.mj_applyFT(m, d, np.array([F[k, 0], F[k, 1], 0.0]), np.zeros(3), d.xipos[k + 1], k + 1, want)
+    got = np.zeros((1, m.nv))
+    compiled.viscous_qfrc(q, qd, lengths, water.normal_linear, water.tangential_linear, np.array([1.3]), got)
+    assert np.abs(want).max() > 1.0
+    np.testing.assert_allclose(got[0], want, rtol=0, atol=1e-12)  # measured 6e-15
