@@ -405,6 +405,67 @@ def physics_table(trials=(64, 1024), repeats: int = 3) -> list[str]:
     ]
 
 
+def kinematics_figures(out_dir: Path, seeds=(101, 102)) -> list[Path]:
+    """Two figures of the MuJoCo larva: the tail angle at clamped drives, and the head's path
+    through turning bouts (toward the stimulus = up)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from neuro.sim import Perturbation, Simulator, stack_stimuli
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    drives = np.array([0.35, 0.55, 0.75, 0.9])
+    sim = Simulator(seed=0)
+    out = sim.run(stack_stimuli([dict(condition="dark")] * len(drives), 0.6, sim.dt), Perturbation(drive=drives),
+                  record_every=1)
+    t = np.arange(out["tail_angle"].shape[1]) * sim.dt * 1e3
+    fig, axes = plt.subplots(len(drives), 1, figsize=(7, 6), sharex=True)
+    for ax, b in zip(axes, range(len(drives))):
+        ax.plot(t, out["tail_angle"][b], lw=0.8, color="k")
+        ax.set_ylabel(f"drive {drives[b]:.2f}\n(rad)", fontsize=8)
+        ax.axhline(0, color="0.7", lw=0.5)
+    axes[-1].set_xlabel("time (ms)")
+    axes[0].set_title("Tail angle of the MuJoCo larva at clamped drives (head link minus tail link)")
+    fig.tight_layout()
+    tail = out_dir / "neuro_body_tail_angle.png"
+    fig.savefig(tail, dpi=120)
+    plt.close(fig)
+    fig, ax = plt.subplots(figsize=(6, 6))
+    for seed in seeds:
+        sim = Simulator(seed=seed)
+        specs = [dict(condition=c, seed=seed + k, onset=0.0, on=1.2, off=0.3)
+                 for k, c in enumerate(("grating_left", "grating_right", "turning") * 2)]
+        stim = stack_stimuli(specs, 3.0, sim.dt)
+        o = sim.run(stim, record_every=1, trials=np.arange(len(specs)))
+        want = np.sign(stim.gy + stim.rot)
+        for b in range(len(specs)):
+            on = o["drive"][b].sum(-1) > 0.1
+            for s0 in np.flatnonzero(on[1:] & ~on[:-1]) + 1:
+                e = s0 + int(np.argmax(~on[s0:])) if (~on[s0:]).any() else len(on)
+                if e - s0 < 100 or want[b, s0] == 0:
+                    continue
+                e2 = min(e + 50, o["q"].shape[1] - 1)
+                xy = o["q"][b, s0:e2, :2] - o["q"][b, s0, :2]
+                h0 = o["heading"][b, s0]
+                rot = np.array([[np.cos(-h0), -np.sin(-h0)], [np.sin(-h0), np.cos(-h0)]])
+                xy = xy @ rot.T
+                xy[:, 1] *= want[b, s0]  # toward the stimulus = up
+                ax.plot(xy[:, 0], xy[:, 1], lw=0.8, alpha=0.7)
+    ax.axhline(0, color="0.7", lw=0.5)
+    ax.set_aspect("equal")
+    ax.set_xlabel("mm along the heading at the bout's start")
+    ax.set_ylabel("mm toward the stimulus")
+    ax.set_title("Head paths of turning bouts (MuJoCo larva)")
+    fig.tight_layout()
+    paths = out_dir / "neuro_turning_bouts.png"
+    fig.savefig(paths, dpi=120)
+    plt.close(fig)
+    return [tail, paths]
+
+
 def kinematics_table(seeds=(101, 102)) -> list[str]:
     """Markdown lines: the larva's kinematics on each body (clamped drives, then turning bouts)."""
     import numpy as np
@@ -469,7 +530,9 @@ def kinematics_table(seeds=(101, 102)) -> list[str]:
 
 
 def main_physics() -> int:
-    text = "\n".join(physics_table() + kinematics_table())
+    figs = kinematics_figures(HERE.parent / "docs" / "figures")
+    text = "\n".join(physics_table() + kinematics_table()
+                     + ["Figures: " + ", ".join(f"`docs/figures/{f.name}`" for f in figs) + "."])
     print(text)
     (HERE / "results").mkdir(exist_ok=True)
     (HERE / "results" / "neuro_physics.md").write_text(text)
