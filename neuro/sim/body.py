@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-__all__ = ["BodyParams", "Body"]
+__all__ = ["BodyParams", "Body", "LarvaShape", "link_masses"]
 
 
 @dataclass(frozen=True)
@@ -39,8 +39,11 @@ class BodyParams:
         Body mass, mg (water density 1 mg mm-3 times a ~0.2 mm3 body).
     n_links : int
         Rigid links; joints = ``n_links - 1``.
-    taper : float
-        Tail-to-head ratio of link mass (the larva tapers toward the tail).
+    taper : float | None
+        ``None`` (default): each link's mass is the body's mass shared in proportion to the
+        volume of its stretch of the larva (:class:`LarvaShape`, elliptical cross-sections), so
+        the head and trunk weigh ~9x a tail link. A number: the older linear taper, tail-to-head
+        ratio of link mass.
     alpha, beta, gamma, delta : float
         Ekeberg muscle gain (nN mm), activity-dependent stiffness (nN mm rad-1), tonic
         stiffness (unitless) and damping (nN mm s rad-1).
@@ -69,7 +72,7 @@ class BodyParams:
     length: float = 4.0
     mass: float = 0.2
     n_links: int = 11
-    taper: float = 0.35
+    taper: float | None = None
     alpha: float = 200.0
     beta: float = 400.0
     gamma: float = 1.0
@@ -87,6 +90,44 @@ class BodyParams:
         return replace(self, **kw)
 
 
+@dataclass(frozen=True)
+class LarvaShape:
+    """Outline of a 5 dpf larva, mm: width and height at the head, at the widest trunk point and
+    at the tail tip, linearly interpolated along the body (height with the median fin fold).
+
+    Values read from lateral and dorsal images of 5 dpf larvae (standard length ~3.9 mm; head
+    width ~0.5 mm across the eyes; trunk ~0.35 mm wide; body plus fin fold ~0.45 mm high over the
+    trunk, narrowing to ~0.3 mm at the caudal fin): Kimmel et al. 1995 (staging series),
+    Parichy et al. 2009 (standardized staging by size).
+    """
+
+    head_width: float = 0.5
+    trunk_width: float = 0.35
+    tail_width: float = 0.08
+    head_height: float = 0.42
+    trunk_height: float = 0.45
+    tail_height: float = 0.30
+    trunk_at: float = 0.3  # fraction of the length from the head where the trunk is widest
+
+    def at(self, s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Width and height at body fractions ``s`` (0 = head tip, 1 = tail tip)."""
+        s = np.asarray(s, float)
+        xs = [0.0, self.trunk_at, 1.0]
+        return (np.interp(s, xs, [self.head_width, self.trunk_width, self.tail_width]),
+                np.interp(s, xs, [self.head_height, self.trunk_height, self.tail_height]))
+
+
+def link_masses(p: BodyParams) -> np.ndarray:
+    """Mass of each link, mg (see :attr:`BodyParams.taper`)."""
+    N = p.n_links
+    if p.taper is not None:
+        w = np.linspace(1.0, p.taper, N)
+        return p.mass * w / w.sum()
+    width, height = LarvaShape().at((np.arange(N) + 0.5) / N)
+    vol = width * height  # elliptical cross-section x the same link length
+    return p.mass * vol / vol.sum()
+
+
 class Body:
     """Chain mechanics vectorised over a batch of trials.
 
@@ -99,8 +140,7 @@ class Body:
         self.N = N
         self.n_joints = N - 1
         self.l = np.full(N, p.length / N)
-        w = np.linspace(1.0, p.taper, N)
-        self.m = p.mass * w / w.sum()
+        self.m = link_masses(p)
         self.I = self.m * self.l**2 / 12.0 * (1.0 + p.added_mass)
         L = np.zeros((N, N))
         for i in range(N):

@@ -5,8 +5,8 @@ in the horizontal plane: the head link carries two slide joints (x, y) and a yaw
 every following link hangs on a hinge about the vertical axis at its front end. Each link has
 the length, width and height of its stretch of a ~4 mm, 5 dpf larva (:class:`LarvaShape`; the
 median fin fold included in the height, since the fin is what pushes sideways on the water),
-drawn as an ellipsoid; the masses are those of :class:`neuro.sim.body.BodyParams` (about 0.2 mg
-in all, tapering to the tail).
+drawn as an ellipsoid; the masses are those of :func:`neuro.sim.body.link_masses` (0.2 mg in
+all, shared in proportion to each stretch's volume, so the head and trunk carry most of it).
 
 **Muscles.** The Ekeberg (1993) torque at joint ``j`` is built from MuJoCo's own elements, so
 the engine integrates all of it (the joint damping implicitly)::
@@ -29,8 +29,9 @@ regime where the pressure (quadratic) drag across the body dominates and the vis
 it is a boundary layer's, which is this per-axis model. MuJoCo's other fluid model (ellipsoids
 with added mass, drag, Kutta and Magnus lift) was measured and not kept: its drag acts along each
 link's velocity, so the only force across the body is the Kutta lift; with its default
-coefficient the larva swam backward at low drive, and calibrated to swim forward it turned away
-from the stimulus in every turning bout (median -0.15 rad; ``bench/RESULTS.md``).
+coefficient (1) the larva swam backward at drives 0.35-0.55, and with 4 (swimming forward at
+7-18 mm/s) it turned away from the stimulus in every one of 38 turning bouts (median -0.15 rad,
+seeds 101-102, the measure of ``python -m bench.bench_neuro --kinematics``).
 
 **What it misses.** Added mass (neither MuJoCo model puts the entrained water's inertia in the
 mass matrix; with the ellipsoid model's velocity terms the answer was the same), the wake, and
@@ -65,7 +66,7 @@ import numpy as np
 
 from scimech.errors import ConfigError, ScimechError
 
-from .body import BodyParams
+from .body import BodyParams, LarvaShape, link_masses
 
 __all__ = ["LarvaShape", "Water", "water_of", "link_boxes", "linear_drag", "larva_mjcf", "BatchBody", "to_chain", "to_mujoco", "AVAILABLE"]
 
@@ -75,33 +76,6 @@ try:
     AVAILABLE = True
 except ImportError:  # pragma: no cover - mujoco-core is a dependency
     AVAILABLE = False
-
-
-@dataclass(frozen=True)
-class LarvaShape:
-    """Outline of a 5 dpf larva, mm: width and height at the head, at the widest trunk point and
-    at the tail tip, linearly interpolated along the body (height with the median fin fold).
-
-    Values read from lateral and dorsal images of 5 dpf larvae (standard length ~3.9 mm; head
-    width ~0.5 mm across the eyes; trunk ~0.35 mm wide; body plus fin fold ~0.45 mm high over the
-    trunk, narrowing to ~0.3 mm at the caudal fin): Kimmel et al. 1995 (staging series),
-    Parichy et al. 2009 (standardized staging by size).
-    """
-
-    head_width: float = 0.5
-    trunk_width: float = 0.35
-    tail_width: float = 0.08
-    head_height: float = 0.42
-    trunk_height: float = 0.45
-    tail_height: float = 0.30
-    trunk_at: float = 0.3  # fraction of the length from the head where the trunk is widest
-
-    def at(self, s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Width and height at body fractions ``s`` (0 = head tip, 1 = tail tip)."""
-        s = np.asarray(s, float)
-        xs = [0.0, self.trunk_at, 1.0]
-        return (np.interp(s, xs, [self.head_width, self.trunk_width, self.tail_width]),
-                np.interp(s, xs, [self.head_height, self.trunk_height, self.tail_height]))
 
 
 @dataclass(frozen=True)
@@ -186,8 +160,7 @@ def larva_mjcf(params: BodyParams | None = None, shape: LarvaShape | None = None
         raise ConfigError(f"drag_scale={drag_scale}; give a finite factor >= 0 on the water's density and viscosity.")
     N = p.n_links
     ln = p.length / N
-    taper = np.linspace(1.0, p.taper, N)
-    mass = p.mass * taper / taper.sum()
+    mass = link_masses(p)
     width, height = shape.at((np.arange(N) + 0.5) / N)
     box = link_boxes(p, shape, water)
     lines = []
