@@ -447,6 +447,15 @@ class Simulator:
                     out["bout_start"][:, j] = pending
                     pending[:] = False
         q, qd = out["q"], out["qd"]
+        if not (np.isfinite(q).all() and np.isfinite(qd).all()):
+            bad = np.flatnonzero(~np.isfinite(q).all(axis=(1, 2)) | ~np.isfinite(qd).all(axis=(1, 2)))
+            raise mjbody.SimulationError(
+                f"The {self.physics} body blew up (non-finite positions) in trial(s) {bad[:5].tolist()}; its "
+                "numbers would be wrong. "
+                + ("The hand-written chain is explicit (RK4 at 1 ms) and is stable with its linear mass taper: "
+                   "use Simulator(physics='mujoco') (the default), or BodyParams(taper=0.35) for the chain."
+                   if self.physics == "chain" else
+                   "Lower the perturbation, or raise Simulator.mujoco_substeps (a smaller MuJoCo step)."))
         out["tail_angle"] = q[..., 2] - q[..., -1]
         out["heading"] = q[..., 2]
         Bq = q.reshape(-1, q.shape[-1])
