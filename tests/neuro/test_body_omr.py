@@ -42,9 +42,9 @@ def test_optomotor_response_forward_and_turning():
     assert np.all(bouts[:, 0] >= 2), bouts
     # a grating moving to the fish's left turns it left (heading up), to the right turns it right:
     # over four fish a condition (the k-th left and the k-th right fish paired) every left fish ends
-    # turned further left than its pair, by > 0.15 rad on average. Measured over seeds 1-3 (12
-    # pairs): pairs 0.17-0.45 rad apart after 3 s, mean differences 0.24-0.28 rad, means +0.09 to
-    # +0.17 (left) and -0.10 to -0.19 (right) -- a few degrees per turning bout, where larvae turn
+    # turned further left than its pair, by > 0.15 rad on average. Measured on the MuJoCo body
+    # (seed 1): pairs 0.16-0.47 rad apart after 3 s, means +0.145 (left) and -0.143 (right); on the
+    # chain over seeds 1-3, 0.17-0.45 rad -- a few degrees per turning bout, where larvae turn
     # 20-60 degrees per routine turn (docs/neuro.md: the model's weak turns)
     assert np.all(heading[:, 1] > heading[:, 2]), heading
     assert heading[:, 1].mean() - heading[:, 2].mean() > 0.15, heading
