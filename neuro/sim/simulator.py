@@ -600,13 +600,8 @@ class Simulator:
         spinal = {blk: (np.ascontiguousarray(hist_l[blk[0]:blk[1]].T), np.ascontiguousarray(ihist_l[blk[0]:blk[1]].T),
                         np.ascontiguousarray(state["a"][blk[0]:blk[1]].T)) for blk in blocks}
         external = self.physics == "mujoco"
-        body = None
-        if external:
-            body = self._mujoco_batch(drag, threads=self.threads)
-            body.set_state(state["q"], state["qd"])
-            ctrl = body.ctrl
-        else:
-            ctrl = np.zeros((1, 1))
+        # the muscles' actuator controls, written by the kernel (MuJoCo body only)
+        ctrl = np.zeros((B, 2 * self.body.n_joints)) if external else np.zeros((1, 1))
 
         def work(blk, t0: int, nt: int) -> None:
             b0, b1 = blk
@@ -632,19 +627,35 @@ class Simulator:
                         work(blk, 0, T)
                 else:
                     list(ex.map(lambda blk: work(blk, 0, T), blocks))
-            else:  # closed loop through MuJoCo, one millisecond at a time
-                for t in range(T):
-                    if ex is None:
-                        for blk in blocks:
+            else:
+                # closed loop through MuJoCo, one millisecond at a time. Trials are independent, so
+                # each thread takes a contiguous group of blocks with its own MuJoCo batch and runs
+                # it through the whole trial: no synchronisation between threads per step
+                groups = [g for g in np.array_split(np.arange(len(blocks)), n_thr) if len(g)]
+
+                def run_group(g) -> None:
+                    mine = [blocks[i] for i in g]
+                    lo, hi = mine[0][0], mine[-1][1]
+                    q, qd = state["q"][lo:hi], state["qd"][lo:hi]
+                    body = self._mujoco_batch(drag[lo:hi], threads=1)
+                    body.set_state(q, qd)
+                    for t in range(T):
+                        for blk in mine:
                             work(blk, t, 1)
-                    else:
-                        list(ex.map(lambda blk, t=t: work(blk, t, 1), blocks))
-                    body.step()
-                    compiled.mujoco_to_chain(body.qpos, body.qvel, state["q"], state["qd"])
-                    body.set_drag(state["q"], state["qd"])
-                    if (t + 1) % record_every == 0:
-                        compiled.record_body(state["q"], state["qd"], out["q"], out["qd"], (t + 1) // record_every - 1)
-                body.check()
+                        body.ctrl[...] = ctrl[lo:hi]
+                        body.step()
+                        compiled.mujoco_to_chain(body.qpos, body.qvel, q, qd)
+                        body.set_drag(q, qd)
+                        if (t + 1) % record_every == 0:
+                            jr = (t + 1) // record_every - 1
+                            compiled.record_body(q, qd, out["q"][lo:hi], out["qd"][lo:hi], jr)
+                    body.check()
+
+                if ex is None:
+                    for g in groups:
+                        run_group(g)
+                else:
+                    list(ex.map(run_group, groups))
         finally:
             if ex is not None:
                 ex.shutdown()
