@@ -402,8 +402,8 @@ def physics_table(trials=(64, 1024), repeats: int = 3) -> list[str]:
         f"{os.cpu_count()} cores shared with other jobs; load average {load0[0]:.2f} at the start, "
         f"{load1[0]:.2f} at the end). Compiled circuit on 2 threads in both; `physics='chain'`: the RK4 chain "
         "inside the numba kernel, with the linear mass taper it is validated in; `physics='mujoco'`: the "
-        "circuit's kernel and a `mujoco.batch.Batch` (2 threads, "
-        "two 0.5 ms Euler steps per 1 ms) in turn every millisecond. Forward-grating trials of 0.3 s (0.1 s at "
+        "circuit's kernel and a `mujoco.batch.Batch` in turn every millisecond (two 0.5 ms Euler steps per 1 ms), "
+        "each of the 2 threads running its own group of trials with its own batch. Forward-grating trials of 0.3 s (0.1 s at "
         f"1024 trials); median of {repeats} runs, the two interleaved.",
         "",
         "| trials | chain: sim s per wall s | MuJoCo: sim s per wall s | MuJoCo / chain | chain: CPU us per "
