@@ -130,11 +130,21 @@ def simulate(conditions: list[dict] | list[str], duration: float = 4.0, *, circu
             "suite": ("trial", [suite] * B),
         },
         attrs={"dt": dt_rec, "dt_sim": sim.dt, "dt_imaging": dt_img, "duration": duration, "seed": seed,
-               "description": "simulated larval zebrafish (simZFish-like) recording"},
+               "description": "simulated larval zebrafish (simZFish-like) recording",
+               "body_physics": _physics(sim)},
     )
     if keep_body:
         ds["q"] = (("trial", "time", "q_dim"), out["q"])
     return name_units(ds)
+
+
+def _physics(sim) -> str:
+    """Which body engine simulated the recording (provenance)."""
+    if sim.physics == "mujoco":
+        from importlib.metadata import version
+
+        return f"mujoco-core {version('mujoco-core')} (neuro.sim.mjbody)"
+    return "hand-written chain (neuro.sim.body)"
 
 
 _SIDE_NAMES = {"L": "left", "R": "right", "M": "midline"}

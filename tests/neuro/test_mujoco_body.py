@@ -253,3 +253,12 @@ def test_viscous_generalised_forces_are_mujoco_s_projection_of_the_link_forces()
     compiled.viscous_qfrc(q, qd, lengths, water.normal_linear, water.tangential_linear, np.array([1.3]), got)
     assert np.abs(want).max() > 1.0
     np.testing.assert_allclose(got[0], want, rtol=0, atol=1e-12)  # measured 6e-15
+
+
+def test_a_recording_names_the_body_engine_that_made_it():
+    from importlib.metadata import version
+
+    from neuro.sim.recording import simulate
+
+    ds = simulate(["dark"], 0.02, record_rate=200.0)
+    assert ds.attrs["body_physics"] == f"mujoco-core {version('mujoco-core')} (neuro.sim.mjbody)"
