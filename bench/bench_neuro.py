@@ -330,6 +330,32 @@ def drive_seed_table(seeds=range(8)) -> list[str]:
             "| tail beat (Hz) | " + " | ".join(f"{lo:.0f}-{hi:.0f}" for lo, hi in zip(f.min(0), f.max(0))) + " |"]
 
 
+def _turning_bouts(sim, seed: int, duration: float = 3.0):
+    """Simulate left/right gratings and the turning stimulus (2 trials each) and find the turning
+    bouts: a bout of >= 100 ms whose left-right drive differs by > 0.2 at its start, with the
+    stimulus on. Returns the run's output, the trials' specs and ``(trial, start, end, want)``
+    per bout (``want`` +1: the stimulus asks for a left turn)."""
+    import numpy as np
+
+    from neuro.sim import stack_stimuli
+
+    conds = ("grating_left", "grating_right", "turning")
+    specs = [dict(condition=c, seed=seed + k, onset=0.0, on=1.2, off=0.3) for k, c in enumerate(conds * 2)]
+    stim = stack_stimuli(specs, duration, sim.dt)
+    o = sim.run(stim, record_every=1, trials=np.arange(len(specs)))
+    want = np.sign(stim.gy + stim.rot)
+    bouts = []
+    for b in range(len(specs)):
+        on = o["drive"][b].sum(-1) > 0.1
+        for s in np.flatnonzero(on[1:] & ~on[:-1]) + 1:
+            e = s + int(np.argmax(~on[s:])) if (~on[s:]).any() else len(on)
+            asym = np.abs(o["drive"][b, s:s + 20, 0] - o["drive"][b, s:s + 20, 1]).max()
+            if e - s < 100 or asym < 0.2 or want[b, s] == 0:
+                continue
+            bouts.append((b, int(s), int(e), float(want[b, s])))
+    return o, specs, bouts
+
+
 def turning_table(seeds=(0, 1, 2, 3), duration: float = 3.0) -> list[str]:
     """Turning bouts (left-right drive differing by > 0.2 at the start) under left/right gratings
     and the turning stimulus: the first bend's direction (tail tip's side in the head frame)
@@ -337,30 +363,21 @@ def turning_table(seeds=(0, 1, 2, 3), duration: float = 3.0) -> list[str]:
     tail angle after it (a held bend)."""
     import numpy as np
 
-    from neuro.sim import Simulator, stack_stimuli
+    from neuro.sim import Simulator
 
     conds = ("grating_left", "grating_right", "turning")
     rows = {c: [] for c in conds}
     for seed in seeds:
         sim = Simulator(seed=seed)
-        specs = [dict(condition=c, seed=seed + k, onset=0.0, on=1.2, off=0.3) for k, c in enumerate(conds * 2)]
-        stim = stack_stimuli(specs, duration, sim.dt)
-        o = sim.run(stim, record_every=1, trials=np.arange(len(specs)))
+        o, specs, bouts = _turning_bouts(sim, seed, duration)
         th = o["q"][..., 2:]
         dx, dy = -(np.cos(th) * sim.body.l).sum(-1), -(np.sin(th) * sim.body.l).sum(-1)  # tail tip - head tip
         lat = -dx * np.sin(th[..., 0]) + dy * np.cos(th[..., 0])  # + = the fish's left
-        want = np.sign(stim.gy + stim.rot)
-        for b, sp in enumerate(specs):
-            on = o["drive"][b].sum(-1) > 0.1
-            for s in np.flatnonzero(on[1:] & ~on[:-1]) + 1:
-                e = s + int(np.argmax(~on[s:])) if (~on[s:]).any() else len(on)
-                asym = np.abs(o["drive"][b, s:s + 20, 0] - o["drive"][b, s:s + 20, 1]).max()
-                if e - s < 100 or asym < 0.2 or want[b, s] == 0:
-                    continue
-                ta = o["tail_angle"][b, s:e]
-                k = int(np.argmax(np.abs(lat[b, s:s + 40])))
-                rows[sp["condition"]].append((np.sign(lat[b, s + k]) == want[b, s], _spectral_peak(ta[60:], sim.dt),
-                                              abs(ta[:40]).max(), abs(ta[60:].mean())))
+        for b, s, e, want in bouts:
+            ta = o["tail_angle"][b, s:e]
+            k = int(np.argmax(np.abs(lat[b, s:s + 40])))
+            rows[specs[b]["condition"]].append((np.sign(lat[b, s + k]) == want, _spectral_peak(ta[60:], sim.dt),
+                                                abs(ta[:40]).max(), abs(ta[60:].mean())))
     lines = [f"Turning bouts, seeds {seeds[0]}-{seeds[-1]}, 2 trials x {duration:g} s per condition (closed loop): "
              "first bend toward the stimulus, tail beat = the tail angle's spectral peak after the first 60 ms:", "",
              "| condition | bouts | first bend toward the stimulus | tail beat min / median / max (Hz) "
@@ -444,25 +461,15 @@ def kinematics_figures(out_dir: Path, seeds=(101, 102)) -> list[Path]:
     plt.close(fig)
     fig, ax = plt.subplots(figsize=(6, 6))
     for seed in seeds:
-        sim = Simulator(seed=seed)
-        specs = [dict(condition=c, seed=seed + k, onset=0.0, on=1.2, off=0.3)
-                 for k, c in enumerate(("grating_left", "grating_right", "turning") * 2)]
-        stim = stack_stimuli(specs, 3.0, sim.dt)
-        o = sim.run(stim, record_every=1, trials=np.arange(len(specs)))
-        want = np.sign(stim.gy + stim.rot)
-        for b in range(len(specs)):
-            on = o["drive"][b].sum(-1) > 0.1
-            for s0 in np.flatnonzero(on[1:] & ~on[:-1]) + 1:
-                e = s0 + int(np.argmax(~on[s0:])) if (~on[s0:]).any() else len(on)
-                if e - s0 < 100 or want[b, s0] == 0:
-                    continue
-                e2 = min(e + 50, o["q"].shape[1] - 1)
-                xy = o["q"][b, s0:e2, :2] - o["q"][b, s0, :2]
-                h0 = o["heading"][b, s0]
-                rot = np.array([[np.cos(-h0), -np.sin(-h0)], [np.sin(-h0), np.cos(-h0)]])
-                xy = xy @ rot.T
-                xy[:, 1] *= want[b, s0]  # toward the stimulus = up
-                ax.plot(xy[:, 0], xy[:, 1], lw=0.8, alpha=0.7)
+        o, _, bouts = _turning_bouts(Simulator(seed=seed), seed)
+        for b, s0, e, want in bouts:
+            e2 = min(e + 50, o["q"].shape[1] - 1)
+            xy = o["q"][b, s0:e2, :2] - o["q"][b, s0, :2]
+            h0 = o["heading"][b, s0]
+            rot = np.array([[np.cos(-h0), -np.sin(-h0)], [np.sin(-h0), np.cos(-h0)]])
+            xy = xy @ rot.T
+            xy[:, 1] *= want  # toward the stimulus = up
+            ax.plot(xy[:, 0], xy[:, 1], lw=0.8, alpha=0.7)
     ax.axhline(0, color="0.7", lw=0.5)
     ax.set_aspect("equal")
     ax.set_xlabel("mm along the heading at the bout's start")
@@ -516,21 +523,10 @@ def kinematics_table(seeds=(101, 102)) -> list[str]:
             lines.append(f"| {d:.2f} | {f1:.1f} | {f2:.1f} | {wave:.2f} | {v:.1f} | {v / f1:.2f} |")
         turns = []
         for seed in seeds:
-            sim = Simulator(seed=seed, physics=physics, body=body)
-            specs = [dict(condition=c, seed=seed + k, onset=0.0, on=1.2, off=0.3)
-                     for k, c in enumerate(("grating_left", "grating_right", "turning") * 2)]
-            stim = stack_stimuli(specs, 3.0, sim.dt)
-            o = sim.run(stim, record_every=1, trials=np.arange(len(specs)))
-            want = np.sign(stim.gy + stim.rot)
-            for b in range(len(specs)):
-                on = o["drive"][b].sum(-1) > 0.1
-                for s0 in np.flatnonzero(on[1:] & ~on[:-1]) + 1:
-                    e = s0 + int(np.argmax(~on[s0:])) if (~on[s0:]).any() else len(on)
-                    asym = np.abs(o["drive"][b, s0:s0 + 20, 0] - o["drive"][b, s0:s0 + 20, 1]).max()
-                    if e - s0 < 100 or asym < 0.2 or want[b, s0] == 0:
-                        continue
-                    e2 = min(e + 50, o["heading"].shape[1] - 1)
-                    turns.append((o["heading"][b, e2] - o["heading"][b, s0]) * want[b, s0])
+            o, _, bouts = _turning_bouts(Simulator(seed=seed, physics=physics, body=body), seed)
+            for b, s0, e, want in bouts:
+                e2 = min(e + 50, o["heading"].shape[1] - 1)
+                turns.append((o["heading"][b, e2] - o["heading"][b, s0]) * want)
         t = np.array(turns)
         lines += ["", f"Turning bouts: {len(t)}; heading change toward the stimulus: median {np.median(t):.3f} rad "
                   f"(5-95 %: {np.percentile(t, 5):.3f} to {np.percentile(t, 95):.3f}); toward it in "
