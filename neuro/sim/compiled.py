@@ -585,17 +585,17 @@ def viscous_qfrc(q, qd, ln, k_n, k_t, drag, qfrc):
     """
     B = q.shape[0]
     N = ln.shape[0]
+    fx = np.empty(N)
+    fy = np.empty(N)
+    cx = np.empty(N)
+    cy = np.empty(N)
+    hx_ = np.empty(N)  # hinge positions (front of each link)
+    hy_ = np.empty(N)
     for b in range(B):
         px = 0.0  # position of the current link's front (a hinge), relative to the head tip
         py = 0.0
         vx = qd[b, 0]
         vy = qd[b, 1]
-        fx = np.empty(N)
-        fy = np.empty(N)
-        cx = np.empty(N)
-        cy = np.empty(N)
-        hx_ = np.empty(N)  # hinge positions (front of each link)
-        hy_ = np.empty(N)
         for k in range(N):
             c = math.cos(q[b, 2 + k])
             s = math.sin(q[b, 2 + k])

@@ -60,6 +60,7 @@ convert exactly between those and MuJoCo's (``x, y``, yaw ``= theta_0`` and join
 from __future__ import annotations
 
 import functools
+import importlib.util
 import math
 from dataclasses import dataclass
 
@@ -71,12 +72,8 @@ from .body import BodyParams, LarvaShape, link_masses
 
 __all__ = ["LarvaShape", "Water", "water_of", "link_boxes", "linear_drag", "larva_mjcf", "BatchBody", "to_chain", "to_mujoco", "AVAILABLE"]
 
-try:
-    import mujoco  # noqa: F401
-
-    AVAILABLE = True
-except ImportError:  # pragma: no cover - mujoco-core is a dependency
-    AVAILABLE = False
+# whether MuJoCo is installed, without importing it (~0.2 s) whenever neuro.sim is imported
+AVAILABLE = importlib.util.find_spec("mujoco") is not None
 
 
 @dataclass(frozen=True)
@@ -87,10 +84,10 @@ class Water:
     the link's velocity in the link's frame is resisted by the face normal to it, ``f_i = -2 rho
     r_j r_k |v_i| v_i`` (the box's half-sizes ``r``), the same per-axis quadratic drag as
     resistive-force theory's normal and tangential coefficients. The boxes: length and height
-    of each stretch of the body (fin fold included); the head's own width; behind the head, a
-    thickness that makes the drag along the link the tangential drag ``tangential`` per mm (the
-    links behind the head are hidden from the water in front by the link ahead: flow along the
-    body is friction, not pressure drag). MuJoCo derives the box from the link's inertia, so the
+    of each stretch of the body (fin fold included), and a thickness that makes the drag along
+    the link the tangential drag ``tangential`` per mm (the links behind the head are hidden from
+    the water in front by the link ahead: flow along the body is friction, not pressure drag; the
+    head too unless ``blunt_head``, which gives it its own width). MuJoCo derives the box from the link's inertia, so the
     links' inertias are those of these boxes with the links' masses.
 
     Attributes
@@ -113,8 +110,8 @@ class Water:
         Viscous (linear) drag across and along each link, nN s mm-2 per mm of link
         (:attr:`neuro.sim.body.BodyParams.k_n`, ``k_t``; resistive-force theory gives ~3.6 across
         a 4 mm, 0.4 mm-deep body in water). MuJoCo's own linear term is isotropic, so these are
-        applied as forces at each link's centre (``xfrc_applied``), computed from the body's state
-        at the start of each simulator step (1 ms; the drag's time constant, link mass over
+        applied as forces at each link's centre (passed to MuJoCo as generalised forces,
+        ``qfrc_applied``), computed from the body's state at the start of each simulator step (1 ms; the drag's time constant, link mass over
         drag, is ~25 ms). Without the force across the body, turning bouts lose their direction:
         the optomotor test's left- and right-grating fish end 0.0-0.1 rad apart, 0.2-0.35 with it.
     blunt_head : bool
@@ -307,10 +304,8 @@ class BatchBody:
         of :func:`linear_drag` projected on the hinges, tested against MuJoCo's ``mj_applyFT``)."""
         from . import compiled
 
-        out = np.empty((self.B, self.qfrc.shape[1]))
         compiled.viscous_qfrc(np.ascontiguousarray(q), np.ascontiguousarray(qd), self.lengths,
-                              self.water.normal_linear, self.water.tangential_linear, self.drag_scale, out)
-        self.qfrc[...] = out
+                              self.water.normal_linear, self.water.tangential_linear, self.drag_scale, self.qfrc)
 
     def step(self) -> None:
         self.batch.step(nstep=self.substeps)

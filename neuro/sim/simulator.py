@@ -619,46 +619,37 @@ class Simulator:
                 int(record_every), out["rates"], out["muscle"], out["q"], out["qd"], out["flow"], out["drive"],
                 out["bout_start"])
 
-        ex = ThreadPoolExecutor(n_thr) if n_thr > 1 else None
-        try:
-            if not external:  # the chain body is integrated inside the kernel: one call per block
-                if ex is None:
-                    for blk in blocks:
-                        work(blk, 0, T)
-                else:
-                    list(ex.map(lambda blk: work(blk, 0, T), blocks))
-            else:
-                # closed loop through MuJoCo, one millisecond at a time. Trials are independent, so
-                # each thread takes a contiguous group of blocks with its own MuJoCo batch and runs
-                # it through the whole trial: no synchronisation between threads per step
-                groups = [g for g in np.array_split(np.arange(len(blocks)), n_thr) if len(g)]
+        def run_group(g) -> None:
+            """Closed loop through MuJoCo, one millisecond at a time, for a contiguous group of
+            blocks with its own MuJoCo batch: trials are independent, so each thread runs its group
+            through the whole trial with no synchronisation between threads per step."""
+            mine = [blocks[i] for i in g]
+            lo, hi = mine[0][0], mine[-1][1]
+            q, qd = state["q"][lo:hi], state["qd"][lo:hi]
+            body = self._mujoco_batch(drag[lo:hi], threads=1)
+            body.set_state(q, qd)
+            for t in range(T):
+                for blk in mine:
+                    work(blk, t, 1)
+                body.ctrl[...] = ctrl[lo:hi]
+                body.step()
+                compiled.mujoco_to_chain(body.qpos, body.qvel, q, qd)
+                body.set_drag(q, qd)
+                if (t + 1) % record_every == 0:
+                    jr = (t + 1) // record_every - 1
+                    compiled.record_body(q, qd, out["q"][lo:hi], out["qd"][lo:hi], jr)
+            body.check()
 
-                def run_group(g) -> None:
-                    mine = [blocks[i] for i in g]
-                    lo, hi = mine[0][0], mine[-1][1]
-                    q, qd = state["q"][lo:hi], state["qd"][lo:hi]
-                    body = self._mujoco_batch(drag[lo:hi], threads=1)
-                    body.set_state(q, qd)
-                    for t in range(T):
-                        for blk in mine:
-                            work(blk, t, 1)
-                        body.ctrl[...] = ctrl[lo:hi]
-                        body.step()
-                        compiled.mujoco_to_chain(body.qpos, body.qvel, q, qd)
-                        body.set_drag(q, qd)
-                        if (t + 1) % record_every == 0:
-                            jr = (t + 1) // record_every - 1
-                            compiled.record_body(q, qd, out["q"][lo:hi], out["qd"][lo:hi], jr)
-                    body.check()
-
-                if ex is None:
-                    for g in groups:
-                        run_group(g)
-                else:
-                    list(ex.map(run_group, groups))
-        finally:
-            if ex is not None:
-                ex.shutdown()
+        if external:
+            task, items = run_group, [g for g in np.array_split(np.arange(len(blocks)), n_thr) if len(g)]
+        else:  # the chain body is integrated inside the kernel: one call per block
+            task, items = (lambda blk: work(blk, 0, T)), blocks
+        if n_thr == 1:
+            for item in items:
+                task(item)
+        else:
+            with ThreadPoolExecutor(n_thr) as ex:
+                list(ex.map(task, items))
         for (b0, b1), (HL, IHL, AB) in spinal.items():
             hist_l[b0:b1] = HL.T
             ihist_l[b0:b1] = IHL.T
