@@ -290,6 +290,7 @@ class _BatchJobs:
         self._queue: dict[str, tuple[str, str]] | None = None
         self._queue_at = -1e9
         self._no_worker_since: float | None = time.monotonic()
+        self._running_said = 0  # the count of running jobs last printed
         self._line, self._line_at = "", 0.0
         self.cluster = self.client = None
 
@@ -419,8 +420,9 @@ class _BatchJobs:
         up = {n for n in jobs if any(w == str(n) or w.startswith(f"{n}-") for w in connected)}
         self._ever_connected |= {str(jobs[n].job_id) for n in up if getattr(jobs[n], "job_id", None)}
         if up:
-            if self._no_worker_since is not None:
+            if len(up) != self._running_said and not self.stopping:  # each job that starts or ends, once
                 self._say(f"{len(up)} of {len(jobs)} {self.label} jobs running", force=True)
+                self._running_said = len(up)
             self._no_worker_since, self._early_ends, self._line = None, [], ""
             self.first_worker.set()
         elif self._no_worker_since is None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import filecmp
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -44,7 +45,9 @@ def test_map_units_on_slurm_equals_serial_and_leaves_an_empty_queue(tmp_path, cl
     got = tools.run_driver(tmp_path / "slurm", "--cluster", str(cluster_file()), "--sleep", "0.5")
     assert got.returncode == 0, got.stderr
     assert json.loads(got.stdout) == serial  # the same floats, not just close ones
-    assert "2 of 2 SLURM jobs running" in got.stderr
+    # the units may all be done before the second job starts: the first count line is what is certain
+    counts = re.findall(r"scimech: (\d) of (\d) SLURM jobs running", got.stderr)
+    assert counts and counts[0][1] == "2" and [int(n) for n, _ in counts] == sorted(int(n) for n, _ in counts), got.stderr
     assert not tools.wait_queue_empty(15)
     assert list((tmp_path / "logs").glob("scimech-*.err")), "worker logs are in log_directory"
 
@@ -52,7 +55,6 @@ def test_map_units_on_slurm_equals_serial_and_leaves_an_empty_queue(tmp_path, cl
 @pytest.mark.timeout(300)
 def test_the_scaling_guides_cluster_file_runs_as_written(tmp_path, tools, slurm):
     """docs/scaling.md's example cluster file, only its partition set to this SLURM's."""
-    import re
 
     doc = (Path(tools.driver).resolve().parents[1] / "docs" / "scaling.md").read_text()
     example = re.findall(r"```toml\n(.*?)```", doc, flags=re.S)[0]
