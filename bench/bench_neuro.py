@@ -6,7 +6,9 @@ Run as ``python -m bench.bench_neuro``; writes ``bench/results/neuro.md``
 ``bench/results/neuro_sim.md``; ``python -m bench.bench_neuro --physics``: the MuJoCo body
 against the chain, speed and kinematics, ``bench/results/neuro_physics.md``;
 ``python -m bench.bench_neuro --swim``: tail-beat frequencies
-of free-swimming bouts and of clamped drives, ``bench/results/neuro_swim.md``).
+of free-swimming bouts and of clamped drives, ``bench/results/neuro_swim.md``;
+``python -m bench.bench_neuro --bend``: how much of one prescribed C-bend's head swing the
+MuJoCo larva keeps as heading, ``bench/results/neuro_bend.md``).
 
 Simulator: aggregated simulated seconds per wall second (trials x trial length / wall time)
 of ``Simulator.run`` on forward-grating trials (free swimming, closed loop, dt = 1 ms, RK4
@@ -545,6 +547,75 @@ def main_physics() -> int:
     return 0
 
 
+def prescribed_bend(C: float = 0.1, rise: float = 0.01, fall: float = 0.04, unbend_travel: float = 0.0,
+                    head_mass: float = 1.0, duration: float = 0.15, h: float = 2e-5) -> tuple[float, float]:
+    """The MuJoCo larva's head swing and final heading after one prescribed C-bend: every joint
+    bends to ``C`` rad (a ~1 rad C at 0.1) over ``rise`` s and back over ``fall`` s (the
+    unbending starting ``unbend_travel`` s later per body length toward the tail), the joints
+    held to that path by stiff servo torques, the water as in the simulator (MuJoCo's inertia
+    model and the viscous drag). Returns ``(largest head yaw, head yaw at the end)``, rad."""
+    import mujoco
+    import numpy as np
+
+    from neuro.sim import compiled
+    from neuro.sim.body import BodyParams
+    from neuro.sim.mjbody import larva_mjcf, to_chain, water_of
+
+    p = BodyParams()
+    m = mujoco.MjModel.from_xml_string(larva_mjcf(p, timestep=h))
+    m.jnt_stiffness[:] = 0
+    m.dof_damping[:] = 0
+    m.body_mass[1] *= head_mass
+    m.body_inertia[1] *= head_mass
+    d = mujoco.MjData(m)
+    N, water = p.n_links, water_of(p)
+    s = np.arange(1, N) / N
+    lengths = np.full(N, p.length / N)
+    extra = np.zeros((1, N + 2))
+    peak = 0.0
+    for i in range(int(duration / h)):
+        t = i * h
+        tf = t - rise - unbend_travel * s  # time into the unbending, per joint
+        g = np.where(t < rise, np.sin(np.pi / 2 * t / rise),
+                     np.where(tf < 0, 1.0, np.where(tf < fall, np.cos(np.pi / 2 * tf / fall), 0.0)))
+        d.qfrc_applied[:] = 0.0
+        d.qfrc_applied[3:] = 5000.0 * (C * g - d.qpos[3:]) - 1.5 * d.qvel[3:]  # servo, nN mm per rad
+        q, qd = to_chain(d.qpos[None], d.qvel[None])
+        compiled.viscous_qfrc(q, qd, lengths, water.normal_linear, water.tangential_linear, np.ones(1), extra)
+        d.qfrc_applied[:] += extra[0]
+        mujoco.mj_step(m, d)
+        peak = max(peak, abs(float(d.qpos[2])))
+    return peak, abs(float(d.qpos[2]))
+
+
+def prescribed_bend_table() -> list[str]:
+    """Markdown lines: how much of a C-bend's head swing the MuJoCo larva keeps as heading."""
+    cases = [("bend 10 ms, unbend 40 ms", {}),
+             ("bend 5 ms, unbend 80 ms", dict(rise=0.005, fall=0.08)),
+             ("bend 5 ms, unbend 80 ms, head link 3x heavier", dict(rise=0.005, fall=0.08, head_mass=3.0)),
+             ("bend 10 ms, unbend 20 ms travelling head to tail (60 ms per body length)",
+              dict(fall=0.02, unbend_travel=0.06)),
+             ("half the bend (0.5 rad), 10 ms / 40 ms", dict(C=0.05))]
+    lines = ["### One prescribed C-bend on the MuJoCo larva",
+             "",
+             "Command: `python -m bench.bench_neuro --bend`. Every joint driven along the same path (0.1 rad "
+             "each, a ~1 rad C, by stiff servo torques), then straightened; water as in the simulator. How much "
+             "of the head's swing stays as heading once the body is straight:",
+             "", "| bend | largest head yaw (rad) | heading kept (rad) | kept |", "|---|---|---|---|"]
+    for name, kw in cases:
+        peak, end = prescribed_bend(**kw)
+        lines.append(f"| {name} | {peak:.3f} | {end:.3f} | {100 * end / peak:.0f} % |")
+    return lines
+
+
+def main_bend() -> int:
+    text = "\n".join(prescribed_bend_table()) + "\n"
+    print(text)
+    (HERE / "results").mkdir(exist_ok=True)
+    (HERE / "results" / "neuro_bend.md").write_text(text)
+    return 0
+
+
 def main_swim() -> int:
     text = "\n".join(swim_table()) + "\n"
     print(text)
@@ -558,4 +629,6 @@ if __name__ == "__main__":
     rev = args[args.index("--old-rev") + 1] if "--old-rev" in args else None
     if "--physics" in args or "--kinematics" in args:
         sys.exit(main_physics())
+    if "--bend" in args:
+        sys.exit(main_bend())
     sys.exit(main_swim() if "--swim" in args else main_sim(rev) if "--sim" in args else main())
