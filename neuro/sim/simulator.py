@@ -580,7 +580,10 @@ class Simulator:
             scal[:, col] = v
         ih = st.r_internal_hist if st.r_internal_hist is not None else st.r_hist[:, :, c.internal_pool]
         ihist_l = (ih.transpose(1, 0, 2) * les[:, None, :]).reshape(B, H * ni)
-        hist_l = _own((ihist_l.reshape(B * H, ni) @ self._pool.T.toarray()).reshape(B, H * ns))
+        # the recorded rates of the ring: the sparse product sums each unit's modules in one fixed
+        # order, whatever the number of trials (a dense BLAS product blocks its sums by the
+        # matrix's shape, so a trial's last bits would depend on how many trials run with it)
+        hist_l = _own(np.asarray((self._pool @ ihist_l.reshape(B * H, ni).T).T).reshape(B, H * ns))
         ihist_l = _own(ihist_l)
         ptrs = np.full(B, st.ptr, np.int64)
         state = {k: _own(getattr(st, k)) for k in ("brain", "a", "muscle", "q", "qd")}

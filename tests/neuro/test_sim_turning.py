@@ -12,7 +12,7 @@ table, not of the other trials of its batch.
 import numpy as np
 import pytest
 
-from neuro.sim import Simulator, compiled, stack_stimuli
+from neuro.sim import Perturbation, Simulator, compiled, stack_stimuli
 from neuro.sim.recording import label_rates, load_recording, muscle_at, save_recording, simulate
 
 SEEDS = (101, 102, 103)
@@ -101,6 +101,29 @@ def test_a_trial_alone_equals_the_same_trial_in_a_batch_of_21(engine):
             np.testing.assert_allclose(alone[k][0], batch[k][i], rtol=0, atol=1e-9, err_msg=f"{k} trial {i}")
     # the recording keys its trials by their index: a sub-table that keeps a trial's index keeps it
     assert not np.allclose(batch["rates"][0, -1], batch["rates"][7, -1])  # trials 0 and 7: same stimulus
+
+
+
+@pytest.mark.skipif(not compiled.AVAILABLE, reason="the compiled engine needs numba")
+@pytest.mark.parametrize("delay", [0.00025, 0.0003, 0.0005])
+def test_a_trial_alone_is_bit_for_bit_the_trial_in_its_batch_whatever_the_ring_length(delay):
+    # the conduction delay sets the length of the spinal ring (max delay + 2 slots: 4 at 0.25-0.3 ms
+    # per segment, 6 at 0.5 ms); the ring's recorded rates are the modules' weighted sums, which a
+    # dense BLAS product blocked by the number of trials x slots (1 trial alone differed from 2 in
+    # the last bit at 4 slots, and the difference grew through the closed loop); compared on the
+    # float64 state the kernel hands back, not on the float32 recording
+    from neuro.sim.body import BodyParams
+    from neuro.sim.circuit import CircuitParams
+
+    def run(trials):
+        sim = Simulator(seed=3, physics="chain", body=BodyParams(taper=0.35), circuit=CircuitParams(delay_per_seg=delay))
+        stim = stack_stimuli([dict(condition="flash", onset=0.0)] * len(trials), 0.1, sim.dt)
+        return sim.run(stim, Perturbation(drive=0.9), record_every=1, trials=trials, engine="compiled")["state"]
+
+    alone, batch = run([6]), run([5, 6, 7])
+    np.testing.assert_array_equal(alone.r_hist[:, 0], batch.r_hist[:, 1])
+    np.testing.assert_array_equal(alone.q[0], batch.q[1])
+    np.testing.assert_array_equal(alone.qd[0], batch.qd[1])
 
 
 def test_recording_names_neurons_and_muscles(tmp_path):
