@@ -76,15 +76,19 @@ class CircuitParams:
     g_adapt : float
         Adaptation gain of V2a and MN (V0d and V1: 0.4 of it).
     speed_gain : float
-        Legacy stand-in for speed modules (0 = off): drive ``d`` shortens every adaptation
-        time constant to ``tau_a / (1 + speed_gain d)``.
+        Drive ``d`` shortens every adaptation time constant to ``tau_a / (1 + speed_gain d)``
+        (0 = off): with ``module_speedup`` it makes the beat rise smoothly with drive within
+        each module and across the hand-over from one module to the next.
     module_names, module_tau_r, module_tau_a : tuple
         The V2a speed modules and their rate and adaptation time constants, s (slow to fast;
-        with ``module_speedup``, each module paces the cord at ~18-30 Hz over drive 0.1-0.55,
-        ~40-50 Hz over 0.62-0.78 and ~72-75 Hz above 0.8). The slow module's adaptation (24
-        ms; 32 ms before) is near its own half cycle: slower adaptation left a side adapted long
-        after its burst, so the first cycles of a bout (and those after a turn's first bend)
-        were 25-50 % longer than the module's beat and bursts split into doublets.
+        with ``module_speedup`` and ``speed_gain``, the tail beats at ~14-19 Hz at drive 0.1,
+        rises through 22-24 Hz at 0.2 and 37-40 Hz at 0.55 to 57-64 Hz at 0.8, and the fast
+        module beats at ~74 Hz at 0.9, seeds 0-7; no step between drives 0.05 apart larger
+        than 10 Hz, where the modules with fixed kinetics jumped 28 -> 42 and 45 -> 72 Hz).
+        The time constants, speed-ups, recruitment thresholds, ``speed_gain``,
+        ``delay_per_seg`` and ``drive_gradient`` were searched together for that smooth rise,
+        spectral and zero-crossing beats within 2 Hz, a body wave of about one cycle and
+        co-activation after a commissural cut.
     module_output : tuple
         Weight of each module's rate in its population's output (the recorded V2a rate is
         the weighted sum of its modules' rates; every V2a synapse sees that sum).
@@ -130,11 +134,15 @@ class CircuitParams:
         (commissural inhibition), ``w_v1`` V1->ipsilateral V2a/MN (ascending),
         ``w_desc``/``w_asc`` descending/ascending V2a->V2a coupling per segment.
     delay_per_seg : float
-        Conduction delay per segment of intersegmental connections, s.
+        Conduction delay per segment of intersegmental connections, s (0.3 ms: a fixed delay
+        makes the lag grow with the beat frequency, 0.5 ms gave 0.6 cycles of body wave at 25 Hz
+        and 1.2-1.7 above 40 Hz).
     reach : int
         Intersegmental reach, segments.
     drive_gradient : float
-        Fractional drop of the descending drive from head to tail (rostral leads).
+        Fractional drop of the descending drive from head to tail (rostral leads). The gradient
+        sets a phase lag that does not grow with frequency, the delay one that does; together
+        the body wave stays at ~0.7-1.3 cycles over drives 0.2-0.8 (larvae keep about one wave).
     noise : float
         Standard deviation of the input noise of spinal populations, per sqrt(s) (scaled by
         ``sqrt(tau_r)`` so it is unitless per unit).
@@ -154,10 +162,10 @@ class CircuitParams:
     w_v1: float = 0.3
     w_desc: float = 0.6
     w_asc: float = 0.05
-    delay_per_seg: float = 0.0005
-    speed_gain: float = 0.0
+    delay_per_seg: float = 0.0003
+    speed_gain: float = 2.3
     reach: int = 4
-    drive_gradient: float = 0.2
+    drive_gradient: float = 0.36
     noise: float = 0.02
     # brain
     tau_visual: float = 0.05
@@ -180,12 +188,12 @@ class CircuitParams:
     # construction keeps its meaning)
     spinal_substeps: int = 2
     module_names: tuple = ("slow", "intermediate", "fast")
-    module_tau_r: tuple = (0.0095, 0.0028, 0.0009)
-    module_tau_a: tuple = (0.024, 0.012, 0.0033)
+    module_tau_r: tuple = (0.0109, 0.0033, 0.0014)
+    module_tau_a: tuple = (0.028, 0.0098, 0.008)
     module_output: tuple = (1.0, 1.5, 2.5)
-    module_recruit: tuple = (0.0, 0.6, 0.8)
-    module_derecruit: tuple = (0.6, 0.8, float("inf"))
-    module_speedup: tuple = (6.5, 6.4, 3.0)
+    module_recruit: tuple = (0.0, 0.583, 0.813)
+    module_derecruit: tuple = (0.583, 0.813, float("inf"))
+    module_speedup: tuple = (6.4, 3.65, 5.55)
     recruit_width: float = 0.01
     v2a_steer: float = 0.7
     turn_tau: float = 0.012
