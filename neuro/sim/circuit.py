@@ -196,7 +196,7 @@ class CircuitParams:
     module_speedup: tuple = (6.4, 3.65, 5.55)
     recruit_width: float = 0.01
     v2a_steer: float = 0.7
-    turn_tau: float = 0.012
+    turn_tau: float = 0.035
     turn_hold: float = 0.0
     turn_hold_mn: float = 0.5
 
