@@ -35,7 +35,7 @@ def read_config(path: str | Path) -> dict[str, Any]:
         try:
             loaded = yaml.safe_load(text)
         except yaml.YAMLError as err:
-            raise ConfigError(f"{path}: not valid YAML ({err}).") from err
+            raise ConfigError(f"{path}: not valid YAML ({err}); a file not named .toml is read as YAML.") from err
     loaded = {} if loaded is None else loaded
     if not isinstance(loaded, Mapping):
         raise ConfigError(f"{path}: a config file is a mapping of option names to values "

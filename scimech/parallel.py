@@ -39,7 +39,6 @@ import subprocess
 import sys
 import threading
 import time
-import tomllib
 import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -77,19 +76,12 @@ def read_cluster_config(path: str | os.PathLike) -> dict:
     ConfigError
         Missing file, no ``cluster`` section, an unknown key or kind.
     """
+    from .config import read_config
+
     path = Path(path)
     if not path.exists():
         raise ConfigError(f"No cluster config at {str(path)!r}.")
-    text = path.read_text()
-    try:
-        if path.suffix in (".yaml", ".yml"):
-            import yaml
-
-            data = yaml.safe_load(text) or {}
-        else:
-            data = tomllib.loads(text)
-    except Exception as err:
-        raise ConfigError(f"Cannot parse {str(path)!r}: {err}") from err
+    data = read_config(path)  # the same TOML / YAML rules as every --config file
     section = data.get("cluster")
     if not isinstance(section, dict):
         raise ConfigError(f"{str(path)!r} has no [cluster] section; write e.g.\n[cluster]\nkind = \"slurm\"")

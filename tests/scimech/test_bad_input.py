@@ -77,8 +77,15 @@ def test_unknown_cluster_keys_are_named(tmp_path, key):
 def test_unparseable_config_is_config_error(tmp_path):
     p = tmp_path / "c.toml"
     p.write_text("[cluster\nkind=")
-    with pytest.raises(ConfigError, match="Cannot parse"):
+    with pytest.raises(ConfigError, match="not valid TOML"):
         read_cluster_config(p)
+    # the suffix decides, as for every --config file: anything not named .toml is YAML
+    y = tmp_path / "c.yaml"
+    y.write_text("cluster: {kind: local")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        read_cluster_config(y)
+    y.write_text("cluster:\n  kind: local\n")
+    assert read_cluster_config(y) == {"kind": "local"}
 
 
 def test_failed_save_keeps_previous_result(tmp_path):
