@@ -25,14 +25,14 @@ system (writers of the same array write the same bytes).
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
-from scimech.results import atomic_write_text
+from scimech.results import atomic_write_bytes, atomic_write_text
 
 __all__ = ["ArrayStore", "is_ref"]
 
@@ -98,14 +98,9 @@ class ArrayStore:
         file = f"{h.hexdigest()[:32]}.npy"
         path = self.root / "arrays" / file
         if not path.exists():
-            fd, tmp = tempfile.mkstemp(prefix=f".{file}.", suffix=".tmp", dir=path.parent)
-            try:
-                with os.fdopen(fd, "wb") as f:
-                    np.save(f, a, allow_pickle=False)
-                os.replace(tmp, path)
-            finally:
-                if os.path.exists(tmp):
-                    os.remove(tmp)
+            buf = io.BytesIO()
+            np.save(buf, a, allow_pickle=False)
+            atomic_write_bytes(path, buf.getvalue())
         return {"file": file, **extra}
 
     def has(self, refs: dict) -> bool:
