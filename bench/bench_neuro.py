@@ -161,6 +161,14 @@ def generation(task, client, seed: int, root: Path) -> dict:
             "val": [n.val for n in nodes]}
 
 
+def _publish(name: str, text: str) -> int:
+    """Print a table and write it to ``bench/results/<name>.md``."""
+    print(text)
+    (HERE / "results").mkdir(exist_ok=True)
+    (HERE / "results" / f"{name}.md").write_text(text)
+    return 0
+
+
 def main() -> int:
     from neuro.faithfulness import true_impulse_response
     from neuro.tasks import build_task
@@ -254,18 +262,12 @@ def main() -> int:
                  f"{math.ceil(M / G) * wall(1):.0f} |")
     lines.append("")
     text = "\n".join(lines)
-    print(text)
-    (HERE / "results").mkdir(exist_ok=True)
-    (HERE / "results" / "neuro.md").write_text(text)
-    return 0
+    return _publish("neuro", text)
 
 
 def main_sim(old_rev: str | None = None) -> int:
     text = "\n".join(sim_table(old_rev=old_rev))
-    print(text)
-    (HERE / "results").mkdir(exist_ok=True)
-    (HERE / "results" / "neuro_sim.md").write_text(text)
-    return 0
+    return _publish("neuro_sim", text)
 
 
 def swim_table(trials: int = 16, duration: float = 4.0, seed: int = 0) -> list[str]:
@@ -541,10 +543,7 @@ def main_physics() -> int:
     figs = kinematics_figures(HERE.parent / "docs" / "figures")
     text = "\n".join(physics_table() + kinematics_table()
                      + ["Figures: " + ", ".join(f"`docs/figures/{f.name}`" for f in figs) + "."])
-    print(text)
-    (HERE / "results").mkdir(exist_ok=True)
-    (HERE / "results" / "neuro_physics.md").write_text(text)
-    return 0
+    return _publish("neuro_physics", text)
 
 
 def prescribed_bend(C: float = 0.1, rise: float = 0.01, fall: float = 0.04, unbend_travel: float = 0.0,
@@ -610,18 +609,12 @@ def prescribed_bend_table() -> list[str]:
 
 def main_bend() -> int:
     text = "\n".join(prescribed_bend_table()) + "\n"
-    print(text)
-    (HERE / "results").mkdir(exist_ok=True)
-    (HERE / "results" / "neuro_bend.md").write_text(text)
-    return 0
+    return _publish("neuro_bend", text)
 
 
 def main_swim() -> int:
     text = "\n".join(swim_table()) + "\n"
-    print(text)
-    (HERE / "results").mkdir(exist_ok=True)
-    (HERE / "results" / "neuro_swim.md").write_text(text)
-    return 0
+    return _publish("neuro_swim", text)
 
 
 if __name__ == "__main__":
