@@ -419,6 +419,7 @@ class _BatchJobs:
             self.first_worker.set()
         elif self._no_worker_since is None:
             self._no_worker_since = now
+            self._running_said = 0  # no worker left: the next one to connect is said again
         if self.kind == "slurm" and (not up or now - self._queue_at >= _QUEUE_EVERY):
             self._queue, self._queue_at = await self._squeue(), now
 
