@@ -47,7 +47,10 @@ millisecond on 0.6 s clamped swims at drives 0.35, 0.7 and 0.9: the head's large
 is 0.08-0.27 mm (1.6 % of the 5-16 mm swum) and the tail angle's 0.02-0.06 rad at two steps, twice
 that at one step, half at four (first order). ``implicitfast``, which MuJoCo recommends with fluid
 forces, costs twice as much per step and was no more accurate here. A trial whose state blows up
-(MuJoCo resets it) is a :class:`SimulationError`, not a silent restart.
+(MuJoCo resets it) or whose muscle command is NaN or huge (MuJoCo zeroes the trial's controls) is a
+:class:`SimulationError` naming the trial, not a silent restart or a still larva; MuJoCo's warning
+text goes into the error rather than into a ``MUJOCO_LOG.TXT`` in the working folder
+(:func:`engine_warnings`).
 
 **Units.** mm, mg, s: force nN, torque nN mm.
 
@@ -59,6 +62,7 @@ convert exactly between those and MuJoCo's (``x, y``, yaw ``= theta_0`` and join
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.util
 import math
@@ -70,7 +74,7 @@ from scimech.errors import ConfigError, ScimechError
 
 from .body import BodyParams, LarvaShape, link_masses
 
-__all__ = ["LarvaShape", "Water", "water_of", "link_boxes", "linear_drag", "larva_mjcf", "BatchBody", "to_chain", "to_mujoco", "AVAILABLE"]
+__all__ = ["LarvaShape", "Water", "water_of", "link_boxes", "linear_drag", "larva_mjcf", "BatchBody", "SimulationError", "engine_warnings", "to_chain", "to_mujoco", "AVAILABLE"]
 
 # whether MuJoCo is installed, without importing it (~0.2 s) whenever neuro.sim is imported
 AVAILABLE = importlib.util.find_spec("mujoco") is not None
@@ -248,6 +252,29 @@ class SimulationError(ScimechError, RuntimeError):
     """The physics engine could not simulate a trial (its state blew up)."""
 
 
+# MuJoCo's warnings while the larva is stepped (see engine_warnings); the newest last
+_WARNINGS: list[str] = []
+
+
+@contextlib.contextmanager
+def engine_warnings():
+    """Collect MuJoCo's warnings while the block runs, instead of MuJoCo's default of printing
+    them and appending them to ``MUJOCO_LOG.TXT`` in the working folder (a file a study would
+    otherwise leave in the user's folder). A trial that blew up is found from MuJoCo's per-trial
+    warning counters (:meth:`BatchBody.check`), which name the trial; the collected text goes
+    into that error. The handler is process-wide in MuJoCo, so it is set here, on the calling
+    thread, around the whole run (not per step on worker threads) and the previous one is put back."""
+    import mujoco
+
+    previous = mujoco.get_mju_user_warning()
+    _WARNINGS.clear()
+    mujoco.set_mju_user_warning(_WARNINGS.append)
+    try:
+        yield _WARNINGS
+    finally:
+        mujoco.set_mju_user_warning(previous)
+
+
 @functools.lru_cache(maxsize=32)
 def _model(params: BodyParams, shape: LarvaShape, drag_scale: float, timestep: float, water: Water):
     """The compiled model (read only; shared by every batch that uses it)."""
@@ -280,8 +307,10 @@ class BatchBody:
         if len(models) > 1:
             self.batch.set_models([models[float(v)] for v in drag_scale])
         self.batch.reset(stage=mujoco.mjtStage.mjSTAGE_NONE.value)
+        # a state that blew up (MuJoCo resets the trial), or a muscle command that was NaN or huge
+        # (MuJoCo sets every control of the trial to 0 for that step: the larva stops beating)
         self._unstable = [int(w) for w in (mujoco.mjtWarning.mjWARN_BADQPOS, mujoco.mjtWarning.mjWARN_BADQVEL,
-                                           mujoco.mjtWarning.mjWARN_BADQACC)]
+                                           mujoco.mjtWarning.mjWARN_BADQACC, mujoco.mjtWarning.mjWARN_BADCTRL)]
         self.water = water
         self.drag_scale = drag_scale
         self.lengths = np.full(params.n_links, params.length / params.n_links)
@@ -317,9 +346,11 @@ class BatchBody:
         if bad.any():  # MuJoCo resets a simulation whose state blew up: say so rather than go on
             trials = np.flatnonzero(bad)
             raise SimulationError(
-                f"MuJoCo's larva became unstable (NaN or huge accelerations) in trial(s) {trials[:5].tolist()}"
-                f"{' ...' if len(trials) > 5 else ''}; MuJoCo reset them, so their numbers would be wrong. Lower "
-                "the muscle or drive perturbation, or raise Simulator.mujoco_substeps (a smaller MuJoCo step).")
+                f"MuJoCo's larva became unstable (NaN or huge muscle commands, velocities or accelerations) in "
+                f"trial(s) {trials[:5].tolist()}{' ...' if len(trials) > 5 else ''}; MuJoCo reset them or zeroed "
+                "their muscles, so their numbers would be wrong. Lower "
+                "the muscle or drive perturbation, or raise Simulator.mujoco_substeps (a smaller MuJoCo step)."
+                + (f" MuJoCo said: {_WARNINGS[0]}" if _WARNINGS else ""))
 
     def chain_state(self) -> tuple[np.ndarray, np.ndarray]:
         return to_chain(self.qpos, self.qvel)

@@ -10,6 +10,7 @@ modules), ``commissural`` (a ``(B,)`` factor on all commissural weights, 0 = cut
 
 from __future__ import annotations
 
+import contextlib
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -364,8 +365,9 @@ class Simulator:
         mL, mR = muscle[:, 0], muscle[:, 1]
         body.ctrl[:, 0::2] = alpha[:, None] * (mR - mL)
         body.ctrl[:, 1::2] = mL + mR
-        body.step()
-        body.check()
+        with mjbody.engine_warnings():
+            body.step()
+            body.check()
         return body.chain_state()
 
     def _internal_lesion(self, pert: Perturbation, B: int) -> np.ndarray:
@@ -641,18 +643,21 @@ class Simulator:
                 if (t + 1) % record_every == 0:
                     jr = (t + 1) // record_every - 1
                     compiled.record_body(q, qd, out["q"][lo:hi], out["qd"][lo:hi], jr)
+                if (t + 1) % 250 == 0:  # a trial that blew up stops the run within 0.25 simulated s
+                    body.check()
             body.check()
 
         if external:
             task, items = run_group, [g for g in np.array_split(np.arange(len(blocks)), n_thr) if len(g)]
         else:  # the chain body is integrated inside the kernel: one call per block
             task, items = (lambda blk: work(blk, 0, T)), blocks
-        if n_thr == 1:
-            for item in items:
-                task(item)
-        else:
-            with ThreadPoolExecutor(n_thr) as ex:
-                list(ex.map(task, items))
+        with mjbody.engine_warnings() if external else contextlib.nullcontext():
+            if n_thr == 1:
+                for item in items:
+                    task(item)
+            else:
+                with ThreadPoolExecutor(n_thr) as ex:
+                    list(ex.map(task, items))
         for (b0, b1), (HL, IHL, AB) in spinal.items():
             hist_l[b0:b1] = HL.T
             ihist_l[b0:b1] = IHL.T

@@ -262,3 +262,24 @@ def test_a_recording_names_the_body_engine_that_made_it():
 
     ds = simulate(["dark"], 0.02, record_rate=200.0)
     assert ds.attrs["body_physics"] == f"mujoco-core {version('mujoco-core')} (neuro.sim.mjbody)"
+
+
+@pytest.mark.parametrize("engine", ["compiled", "numpy"])
+@pytest.mark.parametrize("scale, said", [(1e6, "QACC"), (1e12, "CTRL")])
+def test_a_trial_that_blows_up_is_an_error_naming_it_and_leaves_no_log_file(engine, scale, said, tmp_path, monkeypatch,
+                                                                            capfd):
+    # muscles 1e6 times too strong make MuJoCo's state blow up in that trial only (MuJoCo resets
+    # it); at 1e12 the muscle command itself is "huge" and MuJoCo sets the trial's controls to 0
+    # (the larva would lie still). By default MuJoCo prints a warning and appends it to
+    # MUJOCO_LOG.TXT in the working folder. The simulator must stop with an error naming the
+    # trial, and leave no file behind.
+    monkeypatch.chdir(tmp_path)
+    stim = stack_stimuli([dict(condition="dark")] * 3, 0.1, 1e-3)  # the drive reaches the muscles after ~5 ms
+    pert = Perturbation(drive=0.7, muscle_scale=np.array([1.0, scale, 1.0]))
+    with pytest.raises(mjbody.SimulationError, match=rf"trial\(s\) \[1\].*MuJoCo said: .*{said}"):
+        Simulator(seed=0, physics="mujoco").run(stim, pert, record_every=1, engine=engine)
+    assert list(tmp_path.iterdir()) == []
+    assert "MuJoCo" not in capfd.readouterr().out
+    import mujoco
+
+    assert mujoco.get_mju_user_warning() is None  # MuJoCo's own handler is put back
