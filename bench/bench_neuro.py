@@ -552,7 +552,8 @@ def prescribed_bend(C: float = 0.1, rise: float = 0.01, fall: float = 0.04, unbe
     bends to ``C`` rad (a ~1 rad C at 0.1) over ``rise`` s and back over ``fall`` s (the
     unbending starting ``unbend_travel`` s later per body length toward the tail), the joints
     held to that path by stiff servo torques, the water as in the simulator (MuJoCo's inertia
-    model and the viscous drag). Returns ``(largest head yaw, head yaw at the end)``, rad."""
+    model and the viscous drag). Returns ``(largest head yaw, head yaw at the end)``, rad, signed
+    so that the largest swing is positive (a kept heading > 0 turns the fish the way its head swung)."""
     import mujoco
     import numpy as np
 
@@ -583,8 +584,8 @@ def prescribed_bend(C: float = 0.1, rise: float = 0.01, fall: float = 0.04, unbe
         compiled.viscous_qfrc(q, qd, lengths, water.normal_linear, water.tangential_linear, np.ones(1), extra)
         d.qfrc_applied[:] += extra[0]
         mujoco.mj_step(m, d)
-        peak = max(peak, abs(float(d.qpos[2])))
-    return peak, abs(float(d.qpos[2]))
+        peak = float(d.qpos[2]) if abs(d.qpos[2]) > abs(peak) else peak
+    return abs(peak), float(d.qpos[2]) * np.sign(peak)
 
 
 def prescribed_bend_table() -> list[str]:
@@ -594,12 +595,16 @@ def prescribed_bend_table() -> list[str]:
              ("bend 5 ms, unbend 80 ms, head link 3x heavier", dict(rise=0.005, fall=0.08, head_mass=3.0)),
              ("bend 10 ms, unbend 20 ms travelling head to tail (60 ms per body length)",
               dict(fall=0.02, unbend_travel=0.06)),
-             ("half the bend (0.5 rad), 10 ms / 40 ms", dict(C=0.05))]
+             ("half the bend (0.5 rad), 10 ms / 40 ms", dict(C=0.05)),
+             ("1.5 rad C, 10 ms / 40 ms", dict(C=0.15)),
+             ("2 rad C, 10 ms / 40 ms", dict(C=0.2)),
+             ("2 rad C, 5 ms / 80 ms", dict(C=0.2, rise=0.005, fall=0.08)),
+             ("2.5 rad C (the muscles' largest static bend), 5 ms / 80 ms", dict(C=0.25, rise=0.005, fall=0.08))]
     lines = ["### One prescribed C-bend on the MuJoCo larva",
              "",
              "Command: `python -m bench.bench_neuro --bend`. Every joint driven along the same path (0.1 rad "
              "each, a ~1 rad C, by stiff servo torques), then straightened; water as in the simulator. How much "
-             "of the head's swing stays as heading once the body is straight:",
+             "of the head's swing stays as heading once the body is straight (> 0: the way the head swung):",
              "", "| bend | largest head yaw (rad) | heading kept (rad) | kept |", "|---|---|---|---|"]
     for name, kw in cases:
         peak, end = prescribed_bend(**kw)
