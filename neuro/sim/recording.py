@@ -11,6 +11,7 @@ are indexed by (type, side, segment): ``rec.sel(type="MN", side="left", segment=
 
 from __future__ import annotations
 
+import math
 import warnings
 from pathlib import Path
 
@@ -20,6 +21,7 @@ import xarray as xr
 from scipy.signal import fftconvolve
 
 from scimech import results
+from scimech.errors import ConfigError
 
 from .body import BodyParams
 from .circuit import Circuit, CircuitParams
@@ -76,12 +78,37 @@ def simulate(conditions: list[dict] | list[str], duration: float = 4.0, *, circu
     suite
         Label stored per trial (``"id"``, ``"lesion"``, ...).
     """
+    if isinstance(conditions, (str, dict)) or not len(conditions):
+        raise ConfigError(f"simulate takes a non-empty list of conditions, one per trial (e.g. ['grating_fwd', "
+                          f"'dark']); got {conditions!r}.")
     specs = [dict(condition=c) if isinstance(c, str) else dict(c) for c in conditions]
     for i, s in enumerate(specs):
         s.setdefault("seed", seed * 1000 + i)
     sim = Simulator(circuit, body, seed=seed)
+    fastest = 1.0 / sim.dt
+    for name, rate in (("record_rate", record_rate), ("imaging_rate", imaging_rate)):
+        if not (isinstance(rate, (int, float, np.number)) and math.isfinite(rate) and 0 < rate <= fastest):
+            raise ConfigError(f"{name}={rate!r}; give a rate in Hz above 0 and at most the simulation's "
+                              f"{fastest:g} Hz (one sample per {sim.dt} s step).")
+    if imaging_rate > record_rate:
+        raise ConfigError(f"imaging_rate={imaging_rate} Hz is faster than record_rate={record_rate} Hz: the calcium "
+                          "frames are averages of the recorded rates. Give imaging_rate <= record_rate.")
+    if isinstance(observe_every, bool) or not isinstance(observe_every, (int, np.integer)) or observe_every < 1:
+        raise ConfigError(f"observe_every={observe_every!r}; give a positive whole number (every how many spinal "
+                          "segments a unit is observed in calcium).")
     stim = stack_stimuli(specs, duration, sim.dt)
     every = max(1, int(round(1.0 / (record_rate * sim.dt))))
+    if stim.shape[1] < every:
+        raise ConfigError(f"duration={duration} s is shorter than one recorded sample at record_rate={record_rate} Hz "
+                          f"(one every {every * sim.dt:g} s); give a longer duration or a faster record_rate.")
+    step_img = int(round(1.0 / (imaging_rate * every * sim.dt)))
+    if stim.shape[1] // every < max(1, step_img):
+        warnings.warn(f"duration={duration} s holds less than one calcium frame at imaging_rate={imaging_rate} Hz "
+                      f"(one every {1.0 / imaging_rate:g} s): the recording's calcium is empty. Give a longer "
+                      "duration or a faster imaging rate to have calcium.", stacklevel=2)
+    if not math.isclose(every * sim.dt * record_rate, 1.0, rel_tol=1e-6):
+        warnings.warn(f"record_rate={record_rate} Hz is not a whole number of {sim.dt} s steps; recording at "
+                      f"{1.0 / (every * sim.dt):g} Hz (the Dataset's attrs['dt'] says so).", stacklevel=2)
     # every trial keyed by its index in the table: the same trial alone or in any batch
     out = sim.run(stim, perturbation, record_every=every, trials=np.arange(len(specs)))
     dt_rec = out["dt_rec"]

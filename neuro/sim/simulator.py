@@ -11,6 +11,7 @@ modules), ``commissural`` (a ``(B,)`` factor on all commissural weights, 0 = cut
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -41,6 +42,25 @@ def _available_cores() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not on Linux
         return os.cpu_count() or 1
+
+
+_STIM_KEYS = ("gx", "gy", "rot", "lum", "gain", "closed")
+_MEANING = {"commissural": "1 = intact commissural V0d weights, 0 = cut", "drag_scale": "1 = water, 0 = no drag",
+            "muscle_scale": "1 = the muscles' gain, 0 = paralysed", "drive": "the clamped descending drive, 0 to drive_max"}
+
+
+def _trial_indices(trials) -> np.ndarray:
+    """``trials`` as distinct non-negative integer indices (each keys a trial's state and noise)."""
+    t = np.asarray(trials).reshape(-1)
+    if t.size and (not np.issubdtype(t.dtype, np.number) or not np.isfinite(t.astype(float)).all()
+                   or (t != np.round(t)).any() or (t < 0).any()):
+        raise ConfigError(f"trials={np.asarray(trials).tolist()[:8]}; give non-negative integer indices (a trial's "
+                          "index in the stimulus table keys its initial state and noise).")
+    t = t.astype(np.int64)
+    if len(np.unique(t)) != len(t):
+        raise ConfigError(f"trials={t.tolist()[:8]} repeats an index: trials with the same index are the same "
+                          "fish (same initial state, same noise), not replicates. Give distinct indices.")
+    return t
 
 
 @dataclass
@@ -141,6 +161,9 @@ class Simulator:
         self.body = Body(body)
         self.p = self.circuit.p
         self.dt = self.p.dt
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+            raise ConfigError(f"seed={seed!r}; give a non-negative integer (it seeds every trial's initial state "
+                              "and noise).")
         self.seed = int(seed)
         self.rng = np.random.default_rng(seed)
         nj = self.body.n_joints
@@ -180,10 +203,14 @@ class Simulator:
         ni = self.circuit.n_internal
         H = self.circuit.max_delay + 2  # delays 0 .. max_delay plus the slot being written
         q, qd = self.body.initial_state(batch, heading)
-        trials = np.arange(batch) if trials is None else np.asarray(trials, int).reshape(-1)
+        trials = np.arange(batch) if trials is None else _trial_indices(trials)
         if len(trials) != batch:
             raise ConfigError(f"initial_state: {len(trials)} trial indices for a batch of {batch}; give one "
                               "per trial.")
+        h = np.asarray(heading, float)
+        if h.ndim > 1 or h.size not in (1, batch) or not np.isfinite(h).all():
+            raise ConfigError(f"heading has shape {h.shape} and values {h.reshape(-1)[:3].tolist()}...; give one "
+                              f"finite angle (rad) or one per trial ({batch}).")
         r_int, acc, keys = np.empty((batch, ni)), np.empty(batch), np.empty(batch, np.uint64)
         for b, tr in enumerate(trials):
             g = self.trial_rng(tr)
@@ -240,6 +267,23 @@ class Simulator:
 
         ``stim`` holds ``(B,)`` arrays gx, gy, rot, lum, gain, closed.
         """
+        pert = pert or Perturbation()
+        B = st.q.shape[0]
+        self._check_state(st, B)
+        self._check_perturbation(pert, B)
+        missing = [k for k in _STIM_KEYS if k not in stim]
+        if missing:
+            raise ConfigError(f"step: the stimulus lacks {missing}; give a dict of ({B},) arrays with keys {_STIM_KEYS} "
+                              "(one time step of a Stimulus: {k: getattr(stim, k)[:, i]}).")
+        for k in _STIM_KEYS:
+            v = np.asarray(stim[k], float)
+            if v.shape not in ((), (B,)) or not np.isfinite(v).all():
+                raise ConfigError(f"step: stimulus[{k!r}] has shape {v.shape}{' and non-finite values' if v.shape in ((), (B,)) else ''}; "
+                                  f"give a finite value or {B} finite values (one per trial) for this time step.")
+        return self._step(st, stim, pert)
+
+    def _step(self, st: SimState, stim: dict, pert: Perturbation | None = None) -> SimState:
+        """:meth:`step` without the checks (called once per time step by :meth:`run`)."""
         p, dt = self.p, self.dt
         pert = pert or Perturbation()
         B = st.q.shape[0]
@@ -402,6 +446,9 @@ class Simulator:
         ``trials``: the trials' indices in the stimulus table, which key their initial states
         and noise (see :meth:`initial_state`; default ``0 .. B - 1``, so a trial is the same
         alone as in its batch when given its index, ``trials=[i]``); ignored with ``state``.
+        Every step of the stimulus is simulated; when ``record_every`` does not divide its length,
+        the last, shorter interval is simulated (``out["state"]`` is at the stimulus's end) but not
+        recorded.
         """
         if engine not in ("auto", "compiled", "numpy"):
             raise ConfigError(f"Unknown simulator engine {engine!r}; expected 'auto', 'compiled' or 'numpy'.")
@@ -410,10 +457,17 @@ class Simulator:
         if engine == "compiled" and not compiled.AVAILABLE:
             raise ConfigError("engine='compiled' needs numba (pip install numba); use engine='numpy'.")
         pert = pert or Perturbation()
-        B, T = stim.shape
+        B, T = self._check_stimulus(stim)
+        if isinstance(record_every, bool) or not isinstance(record_every, (int, np.integer)) or record_every < 1:
+            raise ConfigError(f"record_every={record_every!r}; give a positive whole number of steps.")
+        if record_every > T:
+            raise ConfigError(f"record_every={record_every} is longer than the stimulus ({T} steps of {self.dt} s): "
+                              "nothing would be recorded. Give a longer stimulus or a smaller record_every.")
+        self._check_perturbation(pert, B)
         if state is None:
             state = self.initial_state(B, heading, trials)
-        self._check_perturbation(pert, B)
+        else:
+            self._check_state(state, B)
         n_rec = T // record_every
         nb, ns = self.circuit.n_brain, self.circuit.n_spinal
         out = {
@@ -425,15 +479,17 @@ class Simulator:
             "drive": np.zeros((B, n_rec, 2), np.float32),
             "bout_start": np.zeros((B, n_rec), bool),
         }
-        keys = ("gx", "gy", "rot", "lum", "gain", "closed")
-        arr = {k: getattr(stim, k) for k in keys}
+        keys = _STIM_KEYS
+        arr = {k: np.asarray(getattr(stim, k), float) for k in keys}
+        # every step is simulated (the state returned is at the stimulus's end); a last interval
+        # shorter than record_every is not recorded (the kernel records only complete intervals)
         if engine == "compiled":
-            st = self._run_compiled(arr, pert, record_every, state, out, n_rec * record_every)
+            st = self._run_compiled(arr, pert, record_every, state, out, T)
         else:
             st = state
             pending = np.zeros(B, bool)
-            for i in range(n_rec * record_every):
-                st = self.step(st, {k: arr[k][:, i] for k in keys}, pert)
+            for i in range(T):
+                st = self._step(st, {k: arr[k][:, i] for k in keys}, pert)
                 pending |= st.extras["bout_start"]
                 if (i + 1) % record_every == 0:
                     j = (i + 1) // record_every - 1
@@ -470,6 +526,48 @@ class Simulator:
         out["state"] = st
         return out
 
+    def _check_stimulus(self, stim) -> tuple[int, int]:
+        """``(B, T)`` of a :class:`Stimulus` whose six arrays share that 2-D shape, are finite and
+        were built at this simulator's step; anything else is a :class:`ConfigError`."""
+        if isinstance(stim, dict) or not all(hasattr(stim, k) for k in _STIM_KEYS):
+            raise ConfigError(f"run() takes a Stimulus of (trials, steps) arrays, got {type(stim).__name__}; build one "
+                              "with stack_stimuli([dict(condition=...), ...], duration, sim.dt) (make_stimulus gives "
+                              "one trial's arrays, for step()).")
+        shapes = {k: np.shape(getattr(stim, k)) for k in _STIM_KEYS}
+        first = shapes["gx"]
+        if len(first) != 2 or any(v != first for v in shapes.values()):
+            raise ConfigError(f"The stimulus's arrays must share one (trials, steps) shape; got {shapes}.")
+        B, T = first
+        if len(stim.condition) != B:
+            raise ConfigError(f"The stimulus has {B} trials but {len(stim.condition)} condition names; give one per trial.")
+        for k in _STIM_KEYS:
+            v = np.asarray(getattr(stim, k), float)
+            if not np.isfinite(v).all():
+                bad = np.flatnonzero(~np.isfinite(v).all(axis=1))
+                raise ConfigError(f"Stimulus.{k} has NaN or infinite values in trial(s) {bad[:5].tolist()}; a "
+                                  "stimulus must be finite (check the speed or the arrays it was built from).")
+        dt = getattr(stim, "dt", None)
+        if dt is not None and not math.isclose(dt, self.dt, rel_tol=1e-9):
+            raise ConfigError(f"The stimulus was built at dt={dt} s but the simulator steps at dt={self.dt} s: its "
+                              "time would be stretched. Build it with stack_stimuli(..., dt=sim.dt).")
+        return B, T
+
+    def _check_state(self, st: SimState, B: int) -> None:
+        """A state given to :meth:`run` or :meth:`step` must hold ``B`` trials of this circuit and body."""
+        ns, ni, H = self.circuit.n_spinal, self.circuit.n_internal, self.circuit.max_delay + 2
+        want = {"q": (B, self.body.N + 2), "qd": (B, self.body.N + 2), "r_hist": (H, B, ns),
+                "a": (B, ni), "muscle": (B, 2, self.body.n_joints)}
+        if st.r_internal_hist is not None:
+            want["r_internal_hist"] = (H, B, ni)
+        got = {k: np.shape(getattr(st, k)) for k in want}
+        wrong = {k: (got[k], want[k]) for k in want if got[k] != want[k]}
+        if wrong:
+            trials = got["q"][0] if len(got["q"]) else "?"
+            raise ConfigError(
+                f"The state holds {trials} trial(s) of a circuit and body that do not match this run ({B} trials; "
+                + "; ".join(f"{k} {g} where {w} is expected" for k, (g, w) in wrong.items())
+                + "). Continue a run with the state it returned, from the same Simulator and the same trials.")
+
     def _check_perturbation(self, pert: Perturbation, B: int) -> None:
         ns = self.circuit.n_spinal
         if pert.lesion is not None and np.shape(pert.lesion) not in ((B, ns), (ns,)):
@@ -485,9 +583,18 @@ class Simulator:
                 raise ConfigError(f"Perturbation.{name} must be a 0/1 mask (0 silences a unit); got other values.")
         for name in ("commissural", "drag_scale", "muscle_scale", "drive"):
             v = getattr(pert, name)
-            if v is not None and np.ndim(v) and np.size(v) not in (1, B):
-                raise ConfigError(f"Perturbation.{name} has {np.size(v)} values for {B} trials; give one "
-                                  "value or one per trial.")
+            if v is None:
+                continue
+            if np.ndim(v) > 1 or (np.ndim(v) and np.size(v) not in (1, B)):
+                raise ConfigError(f"Perturbation.{name} has shape {np.shape(v)} for {B} trials; give one "
+                                  "value or a 1-D array of one per trial.")
+            a = np.asarray(v, float)
+            if not np.isfinite(a).all() or (a < 0).any():
+                raise ConfigError(f"Perturbation.{name} has {'NaN or infinite' if not np.isfinite(a).all() else 'negative'} "
+                                  f"values; give finite factors >= 0 ({_MEANING[name]}).")
+            if name == "drive" and (a > self.p.drive_max).any():
+                raise ConfigError(f"Perturbation.drive={a.max():g} exceeds the descending drive's range [0, "
+                                  f"{self.p.drive_max:g}] (CircuitParams.drive_max); give a clamped drive in that range.")
 
     # ------------------------------------------------------------------ compiled path
     def _compiled_tables(self) -> dict:

@@ -10,6 +10,7 @@ tail-to-head, which drives the optomotor response) and one along +y moves to the
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,6 +43,9 @@ class Stimulus:
         1 where the projection of the grating follows the fish's heading (closed loop), else 0.
     condition : list[str]
         Condition name per trial.
+    dt : float | None
+        The step the arrays were built at, s (:func:`stack_stimuli` sets it; ``Simulator.run``
+        refuses a stimulus built at another step, whose time it would stretch).
     """
 
     gx: np.ndarray
@@ -51,6 +55,7 @@ class Stimulus:
     gain: np.ndarray
     closed: np.ndarray
     condition: list
+    dt: float | None = None
 
     @property
     def shape(self):
@@ -84,9 +89,22 @@ def make_stimulus(condition: str, duration: float, dt: float, *, speed: float = 
     seed
         Seed of the random parts (flash times, gain levels).
     """
-    if condition not in CONDITIONS:
+    if not isinstance(condition, str) or condition not in CONDITIONS:
         raise ConfigError(f"Unknown stimulus condition {condition!r}; expected one of {CONDITIONS}.")
+    for name, v, ok, want in (("duration", duration, lambda x: x > 0, "> 0 s"), ("dt", dt, lambda x: x > 0, "> 0 s"),
+                              ("speed", speed, lambda x: True, "finite (mm s-1)"),
+                              ("on", on, lambda x: x > 0, "> 0 s"), ("off", off, lambda x: x >= 0, ">= 0 s"),
+                              ("onset", onset, lambda x: True, "finite (s)")):
+        try:
+            good = math.isfinite(v) and ok(v)
+        except TypeError:
+            good = False
+        if not good:
+            raise ConfigError(f"make_stimulus({condition!r}): {name}={v!r}; give a number {want}.")
     T = int(round(duration / dt))
+    if T < 1:
+        raise ConfigError(f"make_stimulus({condition!r}): duration={duration} s is shorter than one step "
+                          f"(dt={dt} s); give a longer duration.")
     t = np.arange(T) * dt
     rng = np.random.default_rng(seed)
     phase = (t - onset) % (on + off)
@@ -125,6 +143,18 @@ def make_stimulus(condition: str, duration: float, dt: float, *, speed: float = 
 
 def stack_stimuli(specs: list[dict], duration: float, dt: float) -> Stimulus:
     """Build a batched :class:`Stimulus` from a list of ``make_stimulus`` keyword dicts."""
-    trials = [make_stimulus(duration=duration, dt=dt, **s) for s in specs]
+    if isinstance(specs, (str, dict)) or not len(specs):
+        raise ConfigError(f"stack_stimuli takes a non-empty list of dicts such as [dict(condition='grating_fwd')], "
+                          f"one per trial; got {specs!r}.")
+    trials = []
+    for i, spec in enumerate(specs):
+        if not isinstance(spec, dict) or "condition" not in spec:
+            raise ConfigError(f"stack_stimuli: trial {i}'s spec {spec!r} is not a dict with a 'condition' "
+                              f"(e.g. dict(condition='grating_fwd', speed=10.0)).")
+        try:
+            trials.append(make_stimulus(duration=duration, dt=dt, **spec))
+        except TypeError as e:  # a misspelt or unknown key
+            raise ConfigError(f"stack_stimuli: trial {i}'s spec {spec!r}: {e}; its keys are those of "
+                              "make_stimulus (condition, speed, on, off, onset, seed).") from None
     st = {k: np.stack([tr[k] for tr in trials]) for k in trials[0]}
-    return Stimulus(condition=[s["condition"] for s in specs], **st)
+    return Stimulus(condition=[s["condition"] for s in specs], dt=float(dt), **st)

@@ -260,7 +260,7 @@ def test_a_recording_names_the_body_engine_that_made_it():
 
     from neuro.sim.recording import simulate
 
-    ds = simulate(["dark"], 0.02, record_rate=200.0)
+    ds = simulate(["dark"], 0.02, record_rate=200.0, imaging_rate=100.0)
     assert ds.attrs["body_physics"] == f"mujoco-core {version('mujoco-core')} (neuro.sim.mjbody)"
 
 

@@ -130,3 +130,133 @@ def test_bad_simulator_input_names_the_problem():
         sim.run(stim, engine="torch")
     with pytest.raises(ConfigError, match="threads"):
         Simulator(threads=0)
+
+
+# Each case below once returned a number or crashed inside numpy, numba or the C heap (a state of
+# 2 trials given to a run of 3 read past its arrays; one of 3 trials given to a run of 2 aborted
+# the interpreter). Each must now be a ConfigError that names what to give instead.
+
+
+def _stim(n=2, duration=0.02, dt=1e-3):
+    return stack_stimuli([dict(condition="grating_fwd")] * n, duration, dt)
+
+
+@pytest.mark.parametrize("engine", ["compiled", "numpy"])
+@pytest.mark.parametrize("case, match", [
+    (lambda sim: sim.run(_stim(2), Perturbation(drive=0.5), state=sim.initial_state(3)), "state holds 3"),
+    (lambda sim: sim.run(_stim(3), Perturbation(drive=0.5), state=sim.initial_state(2)), "state holds 2"),
+    (lambda sim: sim.run(_stim(2), Perturbation(drive=np.array([np.nan, 0.5]))), "drive has NaN"),
+    (lambda sim: sim.run(_stim(2), Perturbation(drive=np.array([np.inf, 0.5]))), "drive has NaN or infinite"),
+    (lambda sim: sim.run(_stim(2), Perturbation(commissural=np.array([np.nan, 1.0]))), "commissural has NaN"),
+    (lambda sim: sim.run(_stim(2), Perturbation(drive=5.0)), r"drive=5 exceeds .*drive_max"),
+    (lambda sim: sim.run(_stim(2), Perturbation(drive=-1.0)), "drive has negative"),
+    (lambda sim: sim.run(_stim(2), Perturbation(commissural=-1.0)), "commissural has negative"),
+    (lambda sim: sim.run(_stim(2), Perturbation(muscle_scale=-1.0)), "muscle_scale has negative"),
+    (lambda sim: sim.run(_stim(4), Perturbation(drive=np.full((2, 2), 0.5))), r"drive has shape \(2, 2\)"),
+    (lambda sim: sim.run(_stim(2, dt=5e-4)), "built at dt=0.0005"),
+    (lambda sim: sim.run(_stim(2), record_every=0), "record_every=0"),
+    (lambda sim: sim.run(_stim(2), record_every=2.5), "record_every=2.5"),
+    (lambda sim: sim.run(_stim(2), record_every=50), "longer than the stimulus"),
+    (lambda sim: sim.run(_stim(2), trials=[0, 0]), "repeats an index"),
+    (lambda sim: sim.run(_stim(2), trials=[-1, 0]), "non-negative integer"),
+    (lambda sim: sim.run(_stim(2), trials=[0.7, 1.2]), "non-negative integer"),
+    (lambda sim: sim.run(_stim(2), heading=np.array([0.0, np.nan])), "finite angle"),
+])
+def test_a_run_refuses_what_it_cannot_simulate(engine, case, match):
+    from scimech.errors import ConfigError
+
+    sim = Simulator(seed=0)
+    with pytest.raises(ConfigError, match=match):
+        case(_EngineSim(sim, engine))
+
+
+class _EngineSim:
+    """The simulator with its run() on one engine (the checks must hold on both)."""
+
+    def __init__(self, sim, engine):
+        self.sim, self.engine = sim, engine
+
+    def run(self, *a, **k):
+        return self.sim.run(*a, engine=self.engine, **k)
+
+    def __getattr__(self, name):
+        return getattr(self.sim, name)
+
+
+def test_a_stimulus_that_is_not_one_shape_or_not_finite_is_refused():
+    from neuro.sim import Stimulus, make_stimulus
+    from scimech.errors import ConfigError
+
+    sim = Simulator(seed=0)
+    z = np.zeros((2, 100))
+    parts = dict(gx=z, gy=np.zeros((2, 50)), rot=z, lum=z + 1, gain=z + 1, closed=z + 1)
+    with pytest.raises(ConfigError, match="share one"):  # the kernel read past gy's end
+        sim.run(Stimulus(condition=["a", "b"], **parts))
+    parts["gy"] = z
+    with pytest.raises(ConfigError, match="3 condition names"):
+        sim.run(Stimulus(condition=["a", "b", "c"], **parts))
+    s = _stim(2)
+    s.gx[0, 5:] = np.nan
+    with pytest.raises(ConfigError, match=r"gx has NaN .* trial\(s\) \[0\]"):
+        sim.run(s)
+    with pytest.raises(ConfigError, match="takes a Stimulus"):
+        sim.run(make_stimulus("grating_fwd", 0.02, 1e-3))
+    with pytest.raises(ConfigError, match="speed=nan"):
+        make_stimulus("grating_fwd", 0.1, 1e-3, speed=np.nan)
+    for kw, m in [(dict(duration=-1.0), "duration"), (dict(dt=0.0), "dt=0.0"), (dict(on=0.0), "on=0.0"),
+                  (dict(duration=1e-4), "shorter than one step")]:
+        with pytest.raises(ConfigError, match=m):
+            make_stimulus("gain_change", **{"duration": 0.1, "dt": 1e-3, **kw})
+    with pytest.raises(ConfigError, match="non-empty list"):
+        stack_stimuli([], 0.1, 1e-3)
+    with pytest.raises(ConfigError, match="trial 1's spec .*spede"):
+        stack_stimuli([dict(condition="dark"), dict(condition="dark", spede=3.0)], 0.1, 1e-3)
+    with pytest.raises(ConfigError, match="seed=-1"):
+        Simulator(seed=-1)
+
+
+def test_step_checks_what_run_checks():
+    from scimech.errors import ConfigError
+
+    sim = Simulator(seed=0)
+    st = sim.initial_state(2)
+    stim = {k: np.zeros(2) for k in ("gx", "gy", "rot", "lum", "gain")}
+    with pytest.raises(ConfigError, match=r"lacks \['closed'\]"):
+        sim.step(st, stim)
+    stim["closed"] = np.ones(2)
+    with pytest.raises(ConfigError, match="0/1 mask"):
+        sim.step(st, stim, Perturbation(lesion=np.full(sim.circuit.n_spinal, 0.5), drive=0.5))
+    with pytest.raises(ConfigError, match=r"stimulus\['gx'\] has shape \(3,\)"):
+        sim.step(st, {**stim, "gx": np.zeros(3)})
+    sim.step(st, stim)  # and the well-formed step runs
+
+
+def test_a_run_simulates_every_step_and_records_complete_intervals():
+    # 100 steps recorded every 7: 14 samples, and the state is at the stimulus's end (t = 0.1 s),
+    # so a continuation starts where the stimulus stopped (it used to stop at 98 steps)
+    sim = Simulator(seed=0)
+    out = sim.run(_stim(2, 0.1), record_every=7)
+    assert out["q"].shape[1] == 14
+    assert out["state"].n_step == 100 and out["state"].t == pytest.approx(0.1)
+    ref = Simulator(seed=0).run(_stim(2, 0.1), record_every=1)
+    np.testing.assert_allclose(out["q"][:, -1], ref["q"][:, 97], rtol=0, atol=1e-12)  # sample 14 = step 98
+    np.testing.assert_allclose(out["state"].q, ref["q"][:, -1], rtol=0, atol=1e-12)
+
+
+def test_simulate_refuses_rates_it_cannot_record():
+    from neuro.sim.recording import simulate
+    from scimech.errors import ConfigError
+
+    for kw, m in [(dict(record_rate=0.0), "record_rate=0.0"), (dict(record_rate=-100.0), "record_rate=-100.0"),
+                  (dict(record_rate=2000.0), "at most"), (dict(imaging_rate=float("nan")), "imaging_rate=nan"),
+                  (dict(imaging_rate=300.0), "faster than record_rate"), (dict(observe_every=0), "observe_every=0")]:
+        with pytest.raises(ConfigError, match=m):
+            simulate(["dark"], 0.05, **kw)
+    with pytest.raises(ConfigError, match="shorter than one recorded sample"):
+        simulate(["dark"], 0.004)
+    with pytest.raises(ConfigError, match="non-empty list"):
+        simulate("grating_fwd", 0.05)
+    with pytest.warns(UserWarning, match="calcium is empty"):
+        simulate(["dark"], 0.02)
+    with pytest.warns(UserWarning, match="recording at 333.333 Hz"):
+        simulate(["dark"], 0.03, record_rate=300.0, imaging_rate=100.0)

@@ -126,7 +126,7 @@ def test_a_trial_alone_is_bit_for_bit_the_trial_in_its_batch_whatever_the_ring_l
 
 
 def test_recording_names_neurons_and_muscles(tmp_path):
-    rec = load_recording(save_recording(simulate(["grating_fwd"], 0.05, record_rate=200.0), tmp_path / "r.zarr"))
+    rec = load_recording(save_recording(simulate(["grating_fwd"], 0.05, record_rate=200.0, imaging_rate=100.0), tmp_path / "r.zarr"))
     mn = rec["rates"].sel(type="MN", side="left", segment=12)
     assert mn.sizes == {"trial": 1, "time": 10}
     nb = 12  # brain units first, then (type * 2 + side) * 30 + segment
