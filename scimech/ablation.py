@@ -36,6 +36,18 @@ class Method:
 
     #: whether the method swaps whole samples between the run and the reference (it draws rows)
     draws_rows = False
+    #: whether it computes new values (a mean, a product), which integer codes, indices and masks
+    #: cannot hold: torch would round them back to the site's dtype
+    computes_values = False
+
+    def check_dtype(self, site: str, t: torch.Tensor) -> None:
+        """Refuse a method that computes new values on a site that cannot hold them."""
+        if self.computes_values and not (t.is_floating_point() or t.is_complex()):
+            raise DataValidationError(
+                f"method={self.name!r} at {site!r}: the activation is {str(t.dtype).removeprefix('torch.')} (codes, "
+                f"indices or a mask), which cannot hold {'a mean' if self.name == 'mean' else 'a scaled value'}; torch "
+                "would round it back (0.5 x True is True, 0.5 x 3 is 1). Use method='resample' (whole reference "
+                "samples) or method='zero', or patch the site with patching_sweep.")
 
     def draw(self, gen: torch.Generator, n_ref: int, n: int) -> torch.Tensor | None:
         """The reference rows this method takes for ``n`` samples (``None``: it takes none)."""
@@ -57,11 +69,15 @@ class _Zero(Method):
 
 
 class _Scale(Method):
+    computes_values = True
+
     def replace(self, current, ref, factor, rows):
         return current * factor
 
 
 class _Mean(Method):
+    computes_values = True
+
     def replace(self, current, ref, factor, rows):  # per position and window: samples averaged, nothing else
         return ref.mean(dim=0, keepdim=True).expand_as(current).to(current.dtype)
 

@@ -50,6 +50,7 @@ from torch import nn
 from .attention import DecomposedMultiheadAttention
 from .batches import batch_size_of, is_graph_batch, slice_batch
 from .calls import CallPolicy, Calls, parse_calls
+from .errors import DataValidationError
 from .hooks import HookSet, check_fired, first_tensor, override_forward, run_forward
 from .intervene import patching_sweep
 from .metrics import Metric
@@ -125,6 +126,12 @@ class _Probes:
         return id(site.module), site.port
 
     def _probe(self, key: Any, t: torch.Tensor) -> torch.Tensor:
+        if not (t.is_floating_point() or t.is_complex()):
+            site = self.by_point.get(key[:2])
+            raise DataValidationError(
+                f"attribution_patching at {site.name if site else key[1]!r}: the activation is "
+                f"{str(t.dtype).removeprefix('torch.')} (codes, indices or a mask), and a gradient needs a floating "
+                "activation. Use patching_sweep for this site (exact effects, no gradient).")
         z = torch.zeros_like(t, requires_grad=True)
         self.leaves[key] = z
         return t + z

@@ -150,6 +150,7 @@ def _replacement(m: Method, site: ResolvedSite, current: torch.Tensor, ref: torc
                  factor: float | None, gen: torch.Generator | None, rows: torch.Tensor | None = None) -> torch.Tensor:
     """``m``'s replacement of one site's activation: a method that draws reference rows uses
     ``rows`` (one per sample) when given, else draws afresh from ``gen``."""
+    m.check_dtype(site.name, current)
     if m.needs_reference:
         check_reference(site.name, ref, current)
         if rows is None:

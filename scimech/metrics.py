@@ -23,8 +23,13 @@ def _pick(out: Any, key: Any) -> torch.Tensor:
         out = out[key]
     elif isinstance(out, dict) and len(out) == 1:
         out = next(iter(out.values()))
+    elif hasattr(out, "y") and not isinstance(out, torch.Tensor):  # e.g. a concept-bottleneck output
+        out = out.y
     elif isinstance(out, (tuple, list)):
-        out = out[0]
+        if sum(isinstance(o, torch.Tensor) for o in out) > 1:  # which output is measured is the user's choice
+            raise TypeError(f"The model returns a {type(out).__name__} of {len(out)} outputs; pass key= (e.g. key=0) "
+                            "to say which one the metric measures.")
+        out = next((o for o in out if isinstance(o, torch.Tensor)), out[0] if len(out) else out)
     if hasattr(out, "y") and not isinstance(out, torch.Tensor):  # e.g. a concept-bottleneck output
         out = out.y
     if not isinstance(out, torch.Tensor):

@@ -71,7 +71,8 @@ def per_sample(values: torch.Tensor, index: torch.Tensor | None, n: int | None =
 
 def rows_interact(model: nn.Module, batch: Any, forward: Callable | None = None) -> str | None:
     """Why the rows of ``batch`` are not independent samples, or ``None`` if the first half of
-    its rows alone gives the outputs it gives within the whole batch (one extra forward pass)."""
+    its rows alone gives the outputs it gives within the whole batch (one extra forward pass,
+    in eval mode like the verbs; the model's mode is restored)."""
     try:
         b = batch_size_of(batch)
     except TypeError:
@@ -79,12 +80,20 @@ def rows_interact(model: nn.Module, batch: Any, forward: Callable | None = None)
     if b < 2 or is_graph_batch(batch):
         return None
     h = b // 2
-    with torch.no_grad():
-        full = list(leaf_tensors(run_forward(model, batch, forward)))
-        try:
-            half = list(leaf_tensors(run_forward(model, slice_batch(batch, 0, h), forward)))
-        except Exception as err:  # noqa: BLE001 - the rows cannot even run apart
-            return f"the first {h} of {b} rows cannot run without the others ({type(err).__name__}: {str(err)[:120]})"
+    # in eval mode, as the verbs record and sweep (a train-mode check would update batch-norm
+    # running statistics and find the rows coupled by batch statistics the verbs never use)
+    was = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            full = list(leaf_tensors(run_forward(model, batch, forward)))
+            try:
+                half = list(leaf_tensors(run_forward(model, slice_batch(batch, 0, h), forward)))
+            except Exception as err:  # noqa: BLE001 - the rows cannot even run apart
+                return (f"the first {h} of {b} rows cannot run without the others ({type(err).__name__}: "
+                        f"{str(err)[:120]})")
+    finally:
+        model.train(was)
     pairs = [(f, s) for f, s in zip(full, half, strict=False) if f.dim() and f.shape[0] == b]
     if not pairs or len(full) != len(half):
         return f"the output is not batched on its first axis like the {b} input rows"

@@ -137,9 +137,18 @@ class ResolvedSite:
     head_split: tuple[int, int] | None = None
     axes: Axes | None = None
     channels: bool = False
+    sequence_first: str | None = None
 
     def layout(self, t: torch.Tensor) -> Axes:
         """The layout of the hooked tensor ``t``: declared, else inferred (or a clear error)."""
+        if self.axes is None and self.sequence_first is not None:
+            # a (sequence, batch, ...) tensor whose sequence length equals the batch size passes every
+            # shape check, and its time steps would be taken for samples: refuse it whatever the sizes
+            raise DimensionError(
+                f"Site {self.name!r} is inside {self.sequence_first}, which runs sequence-first (batch_first=False): "
+                "its activations are (sequence, batch, ...), and scimech needs the samples on the first axis. Build "
+                "the module with batch_first=True (transposing its input in the model's forward), or choose a site "
+                "outside it.")
         axes = self.axes if self.axes is not None else infer_axes(self.module, t, self.name)
         if self.channels and axes.feature_name != "channel":
             raise DimensionError(
@@ -371,6 +380,40 @@ def find_head_layouts(model: nn.Module) -> dict[str, HeadLayout]:
     return out
 
 
+def _batch_first(m: nn.Module) -> bool | None:
+    """Whether ``m`` lays its tensors out batch-first, for the torch modules that have a choice
+    (``None``: a module without one)."""
+    if isinstance(m, (nn.RNNBase, nn.MultiheadAttention, nn.Transformer)) or type(m).__name__ == \
+            "DecomposedMultiheadAttention":
+        return bool(m.batch_first)
+    if isinstance(m, (nn.TransformerEncoderLayer, nn.TransformerDecoderLayer)):
+        return bool(m.self_attn.batch_first)
+    if isinstance(m, (nn.TransformerEncoder, nn.TransformerDecoder)) and len(m.layers):
+        return _batch_first(m.layers[0])
+    return None
+
+
+def sequence_first_owner(model: nn.Module, path: str) -> str | None:
+    """The module (``'path' (Type)``) that makes the tensors at module ``path`` sequence-first:
+    the nearest of the module and its ancestors that chooses a layout, if it chose
+    ``batch_first=False`` (the projections inside a :class:`~scimech.attention.DecomposedMultiheadAttention`
+    work batch-first whatever its own inputs are)."""
+    parts = path.split(".") if path else []
+    for k in range(len(parts), -1, -1):
+        p = ".".join(parts[:k])
+        try:
+            m = model.get_submodule(p) if p else model
+        except AttributeError:
+            return None
+        bf = _batch_first(m)
+        if bf is None:
+            continue
+        if type(m).__name__ == "DecomposedMultiheadAttention" and k < len(parts):
+            return None
+        return None if bf else f"{p or 'the model'!r} ({type(m).__name__})"
+    return None
+
+
 def resolve_site(model: nn.Module, site: str, layouts: Mapping[str, HeadLayout] | None = None,
                  axes=None) -> ResolvedSite:
     """Bind a site string to a module of ``model``.
@@ -391,13 +434,15 @@ def resolve_site(model: nn.Module, site: str, layouts: Mapping[str, HeadLayout] 
         try:
             mod = model.get_submodule(literal)
             return ResolvedSite(site, literal, mod, "output", None,
-                                axes=declared_axes(axes, site, literal))
+                                axes=declared_axes(axes, site, literal),
+                                sequence_first=sequence_first_owner(model, literal))
         except AttributeError:
             pass
     module = _get_module(model, spec.module, site)
     if spec.heads is None and not spec.all_heads:
         return ResolvedSite(site, spec.module, module, spec.port, spec.units,
-                            axes=declared_axes(axes, site, spec.module), channels=spec.channels)
+                            axes=declared_axes(axes, site, spec.module), channels=spec.channels,
+                            sequence_first=sequence_first_owner(model, spec.module))
     layout = (layouts or {}).get(spec.module) or _auto_layout(model, spec.module, module)
     if layout is None:
         why = _cannot_split(spec.module, module, model) or (
@@ -420,13 +465,15 @@ def resolve_site(model: nn.Module, site: str, layouts: Mapping[str, HeadLayout] 
     ax = declared_axes(axes, site, spec.module) or declared_axes(axes, site, layout.proj)
     if spec.all_heads:
         return ResolvedSite(site, layout.proj, proj, layout.port, None, tuple(range(layout.num_heads)), dh,
-                            head_split=(layout.num_heads, dh), axes=ax)
+                            head_split=(layout.num_heads, dh), axes=ax,
+                            sequence_first=sequence_first_owner(model, layout.proj))
     bad = [h for h in spec.heads if not 0 <= h < layout.num_heads]
     if bad:
         raise HeadLayoutError(f"Site {site!r}: head(s) {bad} out of range; {spec.module!r} has "
                               f"{layout.num_heads} heads (0..{layout.num_heads - 1}).")
     index = tuple(i for h in spec.heads for i in range(h * dh, (h + 1) * dh))
-    return ResolvedSite(site, layout.proj, proj, layout.port, index, spec.heads, dh, axes=ax)
+    return ResolvedSite(site, layout.proj, proj, layout.port, index, spec.heads, dh, axes=ax,
+                        sequence_first=sequence_first_owner(model, layout.proj))
 
 
 def list_sites(model: nn.Module, heads: bool = True) -> list[str]:

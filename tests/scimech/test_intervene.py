@@ -315,3 +315,74 @@ def test_dict_inputs_with_forward_function():
         h = torch.cat([mean_a.expand(5, -1, -1), model.embed["b"](clean["b"])], dim=1)
         expect = model.readout["z"](model.encoder[0](h).mean(1)).squeeze(-1)
     np.testing.assert_allclose(abl.ablated.sel(site="embed.a").values, expect.numpy(), atol=ATOL)
+
+
+class _Codes(nn.Module):
+    """h -> a bool mask or integer codes (a site that holds no real values) -> embedding readout."""
+
+    def __init__(self, kind):
+        super().__init__()
+        self.kind, self.inp, self.emb, self.out = kind, nn.Linear(3, 4), nn.Embedding(5, 4), nn.Linear(4, 1)
+        self.gate = _Gate(kind)
+
+    def forward(self, x):
+        h = self.inp(x)
+        g = self.gate(h)
+        e = self.emb(g) if self.kind == "codes" else h * g
+        return self.out(e).sum(1).squeeze(-1)
+
+
+class _Gate(nn.Module):
+    def __init__(self, kind):
+        super().__init__()
+        self.kind = kind
+
+    def forward(self, h):
+        if self.kind == "codes":
+            return torch.bucketize(h, torch.tensor([-1.0, -0.3, 0.3, 1.0]))   # int64 in 0..4
+        return h > 0
+
+
+@pytest.mark.parametrize("kind", ["codes", "mask"])
+def test_methods_that_compute_values_refuse_sites_that_cannot_hold_them(kind):
+    # scale by 0.5 used to be rounded back to the site's dtype (0.5 x True is True: no change at
+    # all; 0.5 x 3 is 1), mean crashed inside torch; resample and zero act on whole values
+    from scimech.atp import attribution_patching
+
+    torch.manual_seed(0)
+    model = _Codes(kind).eval()
+    x, ref = torch.randn(6, 2, 3), torch.randn(6, 2, 3)
+    for method, kw in [("scale", dict(factor=0.5)), ("mean", dict(reference=ref))]:
+        with pytest.raises(DataValidationError, match=rf"method='{method}' at 'gate'.*(int64|bool).*method='resample'"):
+            with torch.no_grad(), ablate(model, ["gate"], method=method, **kw):
+                model(x)
+    with pytest.raises(DataValidationError, match="attribution_patching at 'gate'.*patching_sweep"):
+        attribution_patching(model, ref, x, ["gate"], metrics.output())
+    # zero ablation still acts, and equals the hand-made zeroed forward
+    with torch.no_grad():
+        h = model.gate.register_forward_hook(lambda m, a, o: torch.zeros_like(o))
+        truth = model(x)
+        h.remove()
+        with ablate(model, ["gate"], method="zero"):
+            got = model(x)
+    torch.testing.assert_close(got, truth, rtol=0, atol=0)
+
+
+def test_a_metric_on_a_tuple_of_outputs_asks_which_one():
+    class Two(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(3, 2)
+
+        def forward(self, x):
+            h = self.lin(x)
+            return h[:, 0], h[:, 1]
+
+    model = Two().eval()
+    x = torch.randn(4, 3)
+    with pytest.raises(TypeError, match="tuple of 2 outputs; pass key="):
+        ablation_sweep(model, x, ["lin"], metrics.output(), method="zero")
+    with torch.no_grad():
+        want = model(x)[1]
+    got = metrics.output(key=1)(model(x))
+    torch.testing.assert_close(got, want)

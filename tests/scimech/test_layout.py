@@ -64,14 +64,85 @@ def test_time_first_activations_are_never_taken_for_samples(method):
     model = SeqFirst().eval()
     x = torch.randn(3, 7, 3)            # 3 samples, 7 steps: the GRU's first axis is time (7)
     # the reference set (5 samples) is refused when it is recorded, before any draw over time
-    with pytest.raises(DimensionError, match=r"\(7, 5, 4\).*not the batch of 5 samples"):
+    seq_first = r"'gru' \(GRU\), which runs sequence-first \(batch_first=False\)"
+    with pytest.raises(DimensionError, match=seq_first):
         with sm.ablate(model, ["gru"], method=method, reference=torch.randn(5, 7, 3)):
             model(x)
-    with pytest.raises(DimensionError, match="not the batch of 3 samples"):
+    with pytest.raises(DimensionError, match=seq_first):
         with sm.ablate(model, ["gru"], method="zero"):
             model(x)
-    with pytest.raises(DimensionError, match="not the batch"):
+    with pytest.raises(DimensionError, match=seq_first):
         sm.ablation_sweep(model, x, ["gru"], method="zero")
+    # a layout that is not inferred from the module is checked against the batch as before
+    with pytest.raises(DimensionError, match=r"\(7, 3, 4\).*not the batch of 3 samples"):
+        sm.record(model, x, ["gru"], axes={"gru": "batch position feature"})
+
+
+class SeqFirstInput(nn.Module):
+    """The model of the sequence-first case with the GRU's input recorded: (T, B, 8)."""
+
+    def __init__(self):
+        super().__init__()
+        self.inp, self.rnn, self.out = nn.Linear(3, 8), nn.GRU(8, 8), nn.Linear(8, 1)
+
+    def forward(self, x):
+        o, _ = self.rnn(self.inp(x).transpose(0, 1))
+        return self.out(o[-1]).squeeze(-1)
+
+
+def test_time_first_activations_are_refused_when_the_sequence_is_as_long_as_the_batch():
+    # 5 samples of 5 steps: every shape check passes, and mean ablation used to average each
+    # sample over its time steps ([0.2498 0.2756 ...]) instead of each step over the samples
+    g = torch.Generator().manual_seed(0)
+    x, ref = torch.randn(5, 5, 3, generator=g), torch.randn(5, 5, 3, generator=g)
+    model = SeqFirstInput().eval()
+    with pytest.raises(DimensionError, match=r"'rnn' \(GRU\), which runs sequence-first"):
+        with torch.no_grad(), sm.ablate(model, ["rnn:input"], method="mean", reference=ref):
+            model(x)
+    with pytest.raises(DimensionError, match="sequence-first"):
+        sm.record(model, x, ["rnn:input"])
+    layer = nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0)   # batch_first=False
+    enc = nn.TransformerEncoder(layer, 1, enable_nested_tensor=False).eval()
+    with pytest.raises(DimensionError, match=r"'layers.0' \(TransformerEncoderLayer\)"):
+        sm.record(enc, torch.randn(4, 4, 8), ["layers.0.linear1"])
+    mha = nn.MultiheadAttention(8, 2).eval()
+    with pytest.raises(DimensionError, match=r"\(MultiheadAttention\), which runs sequence-first"):
+        sm.record(_Wrap(mha), torch.randn(4, 4, 8), ["mha"])
+
+
+class _Wrap(nn.Module):
+    def __init__(self, mha):
+        super().__init__()
+        self.mha = mha
+
+    def forward(self, x):
+        return self.mha(x, x, x, need_weights=False)[0]
+
+
+def test_batch_first_modules_with_as_many_steps_as_samples_are_ablated_over_samples():
+    # the same model built batch-first: mean ablation of the GRU's input replaces each step by
+    # its mean over the reference samples (computed by hand with a forward hook)
+    class BF(SeqFirstInput):
+        def __init__(self):
+            super().__init__()
+            self.rnn = nn.GRU(8, 8, batch_first=True)
+
+        def forward(self, x):
+            o, _ = self.rnn(self.inp(x))
+            return self.out(o[:, -1]).squeeze(-1)
+
+    torch.manual_seed(0)
+    model = BF().eval()
+    g = torch.Generator().manual_seed(1)
+    x, ref = torch.randn(5, 5, 3, generator=g), torch.randn(5, 5, 3, generator=g)
+    with torch.no_grad():
+        mean_in = model.inp(ref).mean(0, keepdim=True)      # (1, T, 8): each step over the samples
+        h = model.rnn.register_forward_pre_hook(lambda m, a: (mean_in.expand_as(a[0]),))
+        truth = model(x)
+        h.remove()
+        with sm.ablate(model, ["rnn:input"], method="mean", reference=ref):
+            got = model(x)
+    torch.testing.assert_close(got, truth, rtol=0, atol=1e-6)
 
 
 @pytest.mark.parametrize("text, why", [

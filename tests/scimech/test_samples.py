@@ -41,3 +41,30 @@ def test_rows_interact_tells_a_row_wise_model_from_a_batch_coupled_one():
     assert rows_interact(nn.Linear(3, 2).eval(), x) is None
     why = rows_interact(BatchMean(), x)
     assert why is not None and "differ" in why
+
+
+def test_the_row_check_of_a_train_mode_model_leaves_its_batch_norm_untouched():
+    # the check used to run in train mode: it updated the running statistics, and refused the
+    # sweep because batch statistics couple rows, though every verb runs the model in eval mode
+    import scimech as sm
+    from scimech import metrics
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 8), nn.Linear(8, 1)).train()
+    model[1].running_mean.uniform_(-1, 1)   # statistics a training run would have left
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    g = torch.Generator().manual_seed(1)
+    x, ref = torch.randn(16, 4, generator=g), torch.randn(32, 4, generator=g)
+    ds = sm.ablation_sweep(model, x, ["3"], metrics.output(0), method="mean", reference=ref)
+    for k, v in model.state_dict().items():
+        assert torch.equal(v, before[k]), k
+    assert model.training                  # the mode is given back
+    # the effect equals the hand-made eval-mode mean ablation of module 3
+    model.eval()
+    with torch.no_grad():
+        mean3 = model[:4](ref).mean(0, keepdim=True)
+        clean = model(x)[:, 0]
+        h = model[3].register_forward_hook(lambda m, a, o: mean3.expand_as(o))
+        ablated = model(x)[:, 0]
+        h.remove()
+    np.testing.assert_allclose(ds["effect"].sel(site="3").values, (ablated - clean).numpy(), atol=1e-6)
