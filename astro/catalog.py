@@ -98,7 +98,7 @@ def read_images(path: str | Path) -> np.ndarray:
                 unit = _unit(hdu.header.get("BUNIT"))
     except DataValidationError:
         raise
-    except (OSError, ValueError, EOFError) as err:
+    except (OSError, ValueError, EOFError, TypeError) as err:   # TypeError: astropy on a truncated file
         raise DataValidationError(f"{path} is not a readable .npy or FITS image cube ({type(err).__name__}: "
                                   f"{str(err)[:200]}).") from err
     if cube.ndim != 4 or cube.shape[1] != len(constants.BANDS):
@@ -204,9 +204,16 @@ def read_legacy_survey(path: str | Path, images: str | Path | None = None, *, st
         masked |= np.ma.getmaskarray(v)
     if cube is not None:
         masked |= ~np.isfinite(cube).all(axis=(1, 2, 3))
+    # a negative redshift is a star or a "no redshift" sentinel (-1, -99), not a galaxy's (at
+    # z = -1 the training targets' width 0.01 (1 + z) is 0 and the loss is NaN)
+    bad_z = np.zeros(n, bool)
+    if "z" in cols:
+        bad_z = np.asarray(cols["z"].filled(0.0), float) < 0
     rejected = {"non-positive inverse variance": int((bad_ivar & ~masked).sum()),
                 "masked or non-finite value": int(masked.sum())}
-    keep = ~(bad_ivar | masked)
+    if (bad_z & ~masked & ~bad_ivar).any():
+        rejected["negative redshift (a star, or a sentinel such as -1)"] = int((bad_z & ~masked & ~bad_ivar).sum())
+    keep = ~(bad_ivar | masked | bad_z)
     n_rej = int(n - keep.sum())
     if not keep.any():
         raise DataValidationError(f"{path}: none of the {n} rows is usable ({rejected}).")

@@ -72,7 +72,9 @@ def prepare_data(cfg: StudyConfig, out: Path) -> Path:
     source = str(Path(cfg.data).resolve()) if cfg.data else None
     in_place = False
     if source is not None:
-        ds = odata.open_store(cfg.data, target=cfg.target, **cfg.product)
+        # NaN/inf at ocean points are refused here (the training reader would fill them with the
+        # mean): one read of every value, which the training repeats many times anyway
+        ds = odata.open_store(cfg.data, target=cfg.target, check_nans=True, **cfg.product)
         in_place = not ds.attrs.get("mapping") and Path(cfg.data).is_dir()
     if not in_place and (path / "zarr.json").exists():
         held = xr.open_zarr(path, consolidated=False).attrs.get("mapped_from")

@@ -6,6 +6,7 @@ All take representations as ``(n_samples, n_features)`` arrays whose rows corres
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping
 
 import numpy as np
@@ -36,6 +37,11 @@ def linear_cka(X, Y) -> float:
     1 for identical (or rotated) representations.
     """
     X, Y = _check_pair(X, Y)
+    if len(X) < max(X.shape[1], Y.shape[1]):
+        warnings.warn(f"linear_cka on {len(X)} samples of {X.shape[1]} and {Y.shape[1]} features: with fewer samples "
+                      "than features this (biased) estimator is high even for unrelated representations (~0.9 "
+                      "for independent Gaussians at n=50, d=500). Compare against a baseline (shuffled samples) or use "
+                      "more samples.", stacklevel=2)
     X = X - X.mean(0)
     Y = Y - Y.mean(0)
     num = np.linalg.norm(Y.T @ X, "fro") ** 2
@@ -89,12 +95,17 @@ def readout_alignment(direction, W) -> float:
     W = np.atleast_2d(np.asarray(W, float))
     if W.shape[1] != d.size:
         raise DataValidationError(f"W has {W.shape[1]} columns but the direction has {d.size} entries.")
+    if not (np.isfinite(d).all() and np.isfinite(W).all()):
+        raise DataValidationError("The probe direction or W has NaN or infinite entries; give finite weights.")
     if not np.any(d):
         raise DataValidationError("The probe direction is zero.")
-    Q, _ = np.linalg.qr(W.T)  # orthonormal basis of the row space
-    rank = np.linalg.matrix_rank(W)
-    Q = Q[:, :rank]
-    return float(np.linalg.norm(Q.T @ d) / np.linalg.norm(d))
+    # an orthonormal basis of the row space: the right singular vectors of the non-zero singular
+    # values (a QR of W^T spans it only when the first rank rows are independent; dead or
+    # repeated readout units break that)
+    _, sv, Vt = np.linalg.svd(W, full_matrices=False)
+    tol = sv.max(initial=0.0) * max(W.shape) * np.finfo(float).eps
+    V = Vt[sv > tol]
+    return float(np.linalg.norm(V @ d) / np.linalg.norm(d))
 
 
 def pairwise(reps: Mapping, fn: Callable = linear_cka, dim: str = "seed") -> xr.DataArray:

@@ -17,6 +17,7 @@ the representation encodes from what the probe can memorise.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
 from numbers import Integral, Real
 from typing import Any, Literal
@@ -257,8 +258,19 @@ def signal_to_noise(X, y, direction, task: Task = "classification") -> float:
     """
     X = np.asarray(X, float).reshape(len(X), -1)
     d = np.asarray(direction, float).ravel()
-    s = X @ (d / np.linalg.norm(d))
     y = np.asarray(y)
+    if len(y) != len(X) or d.size != X.shape[1]:
+        raise DataValidationError(f"signal_to_noise: X is {X.shape}, y has {len(y)} values and the direction "
+                                  f"{d.size}; give one target per row of X and one direction weight per feature.")
+    if not (np.isfinite(X).all() and np.isfinite(d).all()):
+        raise DataValidationError("signal_to_noise: X or the direction has NaN/inf values; drop those samples first.")
+    if not np.any(d):
+        raise DataValidationError("signal_to_noise: the direction is zero (a probe on constant features?).")
+    if task not in ("regression", "classification"):
+        raise ValueError(f"task must be 'regression' or 'classification'; got {task!r}.")
+    if task == "classification":
+        _looks_continuous(y)
+    s = X @ (d / np.linalg.norm(d))
     if task == "regression":
         r = np.corrcoef(s, y.astype(float))[0, 1]
         r2 = r * r
@@ -316,9 +328,13 @@ def _feature_arrays(features: Any, dim: str) -> dict[str, np.ndarray]:
 
 
 def _r2_axis(y, p, axis=-1):
+    """R2 along ``axis``; a constant ``y`` scores 1 if predicted exactly, else 0 (as
+    :func:`sklearn.metrics.r2_score`), never -inf."""
     ss_res = np.sum((y - p) ** 2, axis=axis)
     ss_tot = np.sum((y - np.mean(y, axis=axis, keepdims=True)) ** 2, axis=axis)
-    return 1 - ss_res / ss_tot
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r2 = 1 - ss_res / ss_tot
+    return np.where(ss_tot > 0, r2, np.where(ss_res == 0, 1.0, 0.0))
 
 
 def _acc_axis(y, p, axis=-1):
@@ -347,6 +363,13 @@ def _splits(task: Task, cv: int, y: np.ndarray, groups, seed: int) -> list[tuple
     return splits
 
 
+def _looks_continuous(y: np.ndarray) -> None:
+    """Refuse a float target with mostly distinct values as classes (a regression target)."""
+    if y.dtype.kind == "f" and len(y) >= 10 and len(np.unique(y)) > len(y) // 2:
+        raise DataValidationError(f"task='classification' but y is continuous ({len(np.unique(y))} distinct values "
+                                  f"in {len(y)} samples); use task='regression', or bin y into classes first.")
+
+
 def _check_inputs(feats: dict[str, np.ndarray], y: np.ndarray, task: Task, groups, cv: int) -> None:
     n = len(y)
     if y.ndim != 1:
@@ -365,9 +388,16 @@ def _check_inputs(feats: dict[str, np.ndarray], y: np.ndarray, task: Task, group
                                       "from the features and y first.")
     if task == "regression" and not np.all(np.isfinite(y)):
         raise DataValidationError("y has NaN/inf values; drop those samples (and their features) first.")
+    if task == "regression" and n and np.ptp(y) == 0:
+        raise DataValidationError(f"y is constant ({y[0]:g} for every sample): R2 is undefined, there is nothing to "
+                                  "probe. Check that the targets were gathered for these samples.")
     if task == "classification":
         if y.dtype.kind == "f" and not np.all(np.isfinite(y)):
             raise DataValidationError("y has NaN class labels; drop those samples (and their features) first.")
+        if y.dtype.kind == "O" and any(v is None for v in y):
+            raise DataValidationError("y has missing (None) class labels; drop those samples (and their features) "
+                                      "first.")
+        _looks_continuous(y)
         _, counts = np.unique(y, return_counts=True)
         if len(counts) < 2:
             raise DataValidationError(f"Classification needs at least 2 classes; y has only {np.unique(y)}.")
@@ -524,7 +554,8 @@ def probe_sites(features: Mapping[str, np.ndarray] | xr.Dataset | xr.DataArray, 
     if coords is not None:
         if len(coords) != len(names):
             raise ValueError(f"coords has {len(coords)} values but there are {len(names)} sites.")
-        ds = ds.assign_coords(site=(dim, names))
+        # the site names are kept beside the given values (under site_name when the dim is "site")
+        ds = ds.assign_coords({("site" if dim != "site" else "site_name"): (dim, names)})
     metric_name = "r2" if task == "regression" else "accuracy"
     _add_fold_scores(ds, dim, metric_name, score, ctrl if control else None, srand if rand is not None else None)
     _add_site_statistics(ds, dim, feats, y, oof, params=params, groups=groups, cv=cv, seed=seeds[0],
@@ -537,8 +568,43 @@ def probe_sites(features: Mapping[str, np.ndarray] | xr.Dataset | xr.DataArray, 
     return ds
 
 
+def _aligned_target(features, y):
+    """``y`` in the features' sample order when both carry ``sample`` coordinates (xarray);
+    samples that do not match are an error rather than a silent pairing by position."""
+    if not (isinstance(y, xr.DataArray) and "sample" in y.dims and "sample" in y.coords):
+        return y
+    fs = features.coords.get("sample") if isinstance(features, (xr.Dataset, xr.DataArray)) else None
+    if fs is None:
+        return y.values
+    want, have = np.asarray(fs.values), np.asarray(y["sample"].values)
+    if np.array_equal(want, have):
+        return y.values
+    if len(want) == len(have) and set(want.tolist()) == set(have.tolist()):
+        return y.sel(sample=want).values      # the same samples in another order: aligned
+    raise DataValidationError(
+        f"y's sample coordinates do not match the features' ({len(have)} vs {len(want)} samples, "
+        f"{len(set(have.tolist()) & set(want.tolist()))} in common); give y for the recorded samples "
+        "(e.g. y.sel(sample=features.sample)).")
+
+
+def _warn_repeated_rows(feats: dict[str, np.ndarray], groups) -> None:
+    """Identical feature rows without groups= may fall in train and test folds (a leak)."""
+    if groups is not None:
+        return
+    for name, X in feats.items():
+        rows = np.ascontiguousarray(X).reshape(len(X), -1)
+        n_unique = len(np.unique(rows.view(np.dtype((np.void, rows.dtype.itemsize * rows.shape[1]))).ravel()))
+        if n_unique < len(rows):
+            warnings.warn(f"Site {name!r} has {len(rows) - n_unique} repeated feature rows: identical samples (the "
+                          "same object recorded twice, augmentations) can fall in the training and the test folds "
+                          "and inflate the held-out score. Pass groups= (e.g. the object id) to keep repeats in one "
+                          "fold.", stacklevel=4)
+            return
+
+
 def _probe_inputs(features, y, *, task, groups, cv, seeds, control_groups, dim, random_baseline, ci_method):
     """The sites' features, the targets and groups as arrays, checked (:func:`probe_sites`)."""
+    y = _aligned_target(features, y)
     feats = _as_features(features, dim)
     if not feats:
         raise DataValidationError("probe_sites got no sites.")
@@ -555,6 +621,7 @@ def _probe_inputs(features, y, *, task, groups, cv, seeds, control_groups, dim, 
         y = y.astype(float)
     groups = None if groups is None else np.asarray(groups)
     _check_inputs(feats, y, task, groups, cv)
+    _warn_repeated_rows(feats, groups)
     cgroups = groups if control_groups is None else np.asarray(control_groups)
     if cgroups is not None and len(cgroups) != n:
         raise DataValidationError(f"control_groups has {len(cgroups)} entries but y has {n}.")
@@ -642,15 +709,26 @@ def _add_site_statistics(ds: xr.Dataset, dim: str, feats, y, oof, *, params, gro
     def stat(a, b, axis=-1):
         return metric(a, b, axis=axis)
 
+    oof_score = np.array([float(metric(y, oof[s])) for s in range(S)])
     for s, X in enumerate(feats.values()):
         if n_bootstrap:
-            try:
-                res = stats.bootstrap((y, oof[s]), stat, paired=True, vectorized=True, n_resamples=n_bootstrap,
-                                      confidence_level=confidence, method=ci_method, batch=50,
-                                      random_state=np.random.default_rng(seed))
-                lo[s], hi[s] = res.confidence_interval
-            except (ValueError, FloatingPointError, ZeroDivisionError):  # degenerate (e.g. perfect scores)
-                pass
+            for method in dict.fromkeys((ci_method, "percentile")):
+                try:
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore", stats.DegenerateDataWarning)
+                        res = stats.bootstrap((y, oof[s]), stat, paired=True, vectorized=True, n_resamples=n_bootstrap,
+                                              confidence_level=confidence, method=method, batch=50,
+                                              random_state=np.random.default_rng(seed))
+                    lo[s], hi[s] = res.confidence_interval
+                except (ValueError, FloatingPointError, ZeroDivisionError):
+                    lo[s] = hi[s] = np.nan
+                if np.isfinite(lo[s]) and np.isfinite(hi[s]):
+                    break
+                # degenerate for BCa (every resample scores the same, e.g. a perfect probe): percentile
+                if method == ci_method and ci_method != "percentile":
+                    warnings.warn(f"The {ci_method} interval of site {list(feats)[s]!r} is degenerate (the "
+                                  "resampled scores do not vary, e.g. a perfect probe); using the percentile interval.",
+                                  stacklevel=3)
         full = LinearProbe(**params).fit(X, y)
         snr[s] = signal_to_noise(X, y, full.direction_, task)
         if weights is not None:
@@ -658,12 +736,19 @@ def _add_site_statistics(ds: xr.Dataset, dim: str, feats, y, oof, *, params, gro
         if n_permutations:
             _, pval[s] = permutation_test(X, y, task=task, groups=groups, cv=cv, n_permutations=n_permutations,
                                           seed=seed, alpha=params["alpha"], C=params["C"])
+    ds["score_oof"] = ((dim,), oof_score, {"description": "score of the pooled out-of-fold predictions (first "
+                                                          "seed): the statistic score_ci_low/high bound",
+                                           "units": "1"})
     if n_bootstrap:
         for name, bound in (("score_ci_low", lo), ("score_ci_high", hi)):
-            ds[name] = ((dim,), bound, {"description": f"{confidence:.0%} {ci_method} bound of the out-of-fold score",
+            ds[name] = ((dim,), bound, {"description": f"{confidence:.0%} {ci_method} bound of score_oof (the pooled "
+                                                       "out-of-fold score, first seed; score_mean is the mean of the "
+                                                       "per-fold scores and may lie outside it)",
                                         "units": "1"})
-    ds["snr"] = ((dim,), snr, {"description": "between / within variance of the projection on the probe direction",
-                               "units": "1"})
+    ds["snr"] = ((dim,), snr, {"description": "between / within variance of the projection on the probe direction, "
+                                              "in-sample (the probe fit on every sample): it grows with the number "
+                                              "of features against samples even on noise; the held-out measure is "
+                                              "score", "units": "1"})
     if n_permutations:
         ds["p_value"] = ((dim,), pval, {"description": f"permutation test, {n_permutations} permutations",
                                         "units": "1"})

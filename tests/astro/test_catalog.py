@@ -178,3 +178,25 @@ def test_written_catalogue_reads_back_as_the_sample_it_was_written_from(truth, t
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
     np.testing.assert_array_equal(s.catalog["z"], np.asarray(truth.catalog["z"]))
     np.testing.assert_allclose(s.catalog["a_v"].to_value(u.mag), truth.catalog["a_v"].to_value(u.mag), rtol=1e-6)
+
+
+def test_negative_redshifts_are_dropped_and_a_truncated_cube_is_named(truth, tmp_path):
+    # z = -1 is the usual "no redshift" sentinel: kept, it made the stand-in's training loss NaN
+    # (its targets' width 0.01 (1 + z) is 0); a cube cut short raised astropy's TypeError
+    from copy import deepcopy
+
+    cat = deepcopy(truth.catalog)
+    z = np.asarray(cat["z"], float).copy()
+    z[[50, 51, 52]] = -1.0       # rows no other check drops
+    z[53] = -0.05
+    cat["z"] = z
+    with pytest.warns(UserWarning, match="negative redshift"):
+        s = read_legacy_survey(write_catalog(tmp_path / "z.fits", cat))
+    assert s.meta["rejected"]["negative redshift (a star, or a sentinel such as -1)"] == 4
+    assert not {50, 51, 52, 53} & set(np.asarray(s.catalog["row"]).tolist())
+    assert (np.asarray(s.catalog["z"]) >= 0).all()
+    cube = write_cube(tmp_path / "cube.fits", truth.images)
+    data = cube.read_bytes()
+    (tmp_path / "cut.fits").write_bytes(data[: int(len(data) * 0.6)])
+    with pytest.raises(DataValidationError, match="cut.fits is not a readable .npy or FITS image cube"):
+        read_legacy_survey(write_catalog(tmp_path / "good.fits", truth.catalog), tmp_path / "cut.fits")

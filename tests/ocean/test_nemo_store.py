@@ -146,3 +146,23 @@ def test_area_means_on_the_turned_grid_weigh_cells_by_their_scale_factors(truth,
     t = got["mlhc"].isel(member=0).values
     w = np.cos(np.deg2rad(got["nav_lat"].values.astype(float))) * got["mask"].values
     np.testing.assert_allclose(line, np.nansum(t * w, axis=(1, 2)) / w.sum(), rtol=1e-6)
+
+
+def test_a_store_with_nan_at_ocean_points_is_refused_before_the_study_reads_it(truth, tmp_path):
+    # the training reader fills NaN with the mean (0 after normalising): NaN heat fluxes at ocean
+    # points used to be trained on as zeros without a word
+    from ocean.plan import make_config
+    from ocean.run import prepare_data
+    from scimech.errors import DataValidationError
+
+    ds = nemo.nemo_layout(truth)
+    q = [v for v in ds.data_vars if v.lower() in ("sohefldo", "qnet")][0]
+    vals = ds[q].values.copy()
+    first = vals.reshape(-1, *vals.shape[-2:])[0]
+    iy, ix = np.argwhere(np.isfinite(first) & (first != 0))[0]     # an ocean cell (land is NaN or 0)
+    vals.reshape(-1, *vals.shape[-2:])[0, iy, ix] = np.nan           # at the first time
+    ds[q] = (ds[q].dims, vals, ds[q].attrs)
+    store = tmp_path / "nan.nc"
+    ds.to_netcdf(store)
+    with pytest.raises(DataValidationError, match="NaN/inf values at ocean points"):
+        prepare_data(make_config({"data": str(store)}), tmp_path / "run")

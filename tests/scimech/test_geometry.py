@@ -79,6 +79,19 @@ def test_readout_alignment_rank_deficient_and_rotated():
         readout_alignment([1.0, 0.0], W)
 
 
+def test_readout_alignment_with_dead_and_repeated_readout_units():
+    # a dead unit first (a zero row) or a repeated unit: the row space is still spanned by the
+    # others, and a direction inside it is fully read out; the truth is |pinv(W) W d| / |d|
+    assert readout_alignment([0.0, 1.0, 0.0], [[0.0, 0.0, 0.0], [0.0, 1.0, 0.0]]) == pytest.approx(1.0)
+    r = np.random.default_rng(5).normal(size=(3, 16))
+    W = np.vstack([r[0], r[0], r[1], r[2]])
+    for d in (r.T @ [1.0, 2.0, 3.0], np.random.default_rng(6).normal(size=16)):
+        truth = np.linalg.norm(np.linalg.pinv(W) @ W @ d) / np.linalg.norm(d)
+        assert readout_alignment(d, W) == pytest.approx(truth, abs=1e-10)
+    with pytest.raises(DataValidationError, match="NaN"):
+        readout_alignment([1.0, np.nan, 0.0], np.eye(3))
+
+
 def test_pairwise_non_symmetric_function_and_errors():
     rng = np.random.default_rng(4)
     reps = {"a": rng.normal(size=(20, 3)), "b": rng.normal(size=(20, 3))}

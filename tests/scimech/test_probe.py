@@ -291,3 +291,93 @@ def test_score_interval_equals_scipy_bootstrap_of_sklearn_out_of_fold_prediction
     assert res.score_ci_low.item() == pytest.approx(lo, rel=1e-8)
     assert res.score_ci_high.item() == pytest.approx(hi, rel=1e-8)
     assert res.score_ci_low.attrs["description"].startswith(f"95% {ci_method}")
+
+
+def test_a_fold_with_a_constant_target_scores_as_sklearn_r2_score():
+    # three of the 40 targets are 1: folds whose test targets are all 0 used to score -inf
+    from sklearn.metrics import r2_score
+
+    from scimech.probe import _r2_axis
+
+    X = np.random.default_rng(2).normal(size=(40, 3))
+    y = np.zeros(40)
+    y[:3] = 1
+    ds = probe_sites({"a": X}, y, n_bootstrap=0, control=False)
+    assert np.isfinite(ds["score"].values).all()
+    assert np.isfinite(ds["score_mean"].values[0])
+    for yt, yp in [(np.zeros(5), np.zeros(5)), (np.zeros(5), np.arange(5.0)), (np.arange(5.0), np.ones(5))]:
+        assert float(_r2_axis(yt, yp)) == pytest.approx(r2_score(yt, yp))
+
+
+def test_targets_a_probe_cannot_score_are_refused():
+    from scimech.errors import DataValidationError
+    from scimech.probe import signal_to_noise
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 3))
+    with pytest.raises(DataValidationError, match="y is constant"):
+        probe_sites({"a": X}, np.ones(40), n_bootstrap=0)
+    with pytest.raises(DataValidationError, match="continuous.*task='regression'"):
+        probe_sites({"a": X}, X[:, 0], task="classification", n_bootstrap=0)
+    with pytest.raises(DataValidationError, match="None"):
+        probe_sites({"a": X}, np.array(["a", "b", None, "a"] * 10, dtype=object), task="classification")
+    with pytest.raises(DataValidationError, match="continuous"):
+        signal_to_noise(X, X[:, 0] + 0.1, [1.0, 0.0, 0.0])           # the classification default on a float y
+    with pytest.raises(DataValidationError, match="direction is zero"):
+        signal_to_noise(X, X[:, 0], np.zeros(3), task="regression")
+    with pytest.raises(DataValidationError, match="one target per row"):
+        signal_to_noise(X, X[:20, 0], [1.0, 0.0, 0.0], task="regression")
+
+
+def test_the_interval_bounds_the_statistic_it_is_reported_with():
+    # the interval was read as score_mean's, which it is not (5 of 20 weak-signal datasets put
+    # score_mean outside it); score_oof is the pooled out-of-fold score it bounds, computed here
+    # with scikit-learn from the same folds
+    from sklearn.metrics import r2_score
+
+    r = np.random.default_rng(19)
+    X = r.normal(size=(60, 5))
+    y = 0.5 * X[:, 0] + r.normal(size=60)
+    ds = probe_sites({"a": X}, y, n_bootstrap=300, control=False)
+    oof = np.zeros(60)
+    for tr, te in KFold(5, shuffle=True, random_state=0).split(X):
+        oof[te] = make_pipeline(StandardScaler(), Ridge(alpha=1.0)).fit(X[tr], y[tr]).predict(X[te])
+    assert ds["score_oof"].values[0] == pytest.approx(r2_score(y, oof), abs=1e-10)
+    assert ds["score_ci_low"].values[0] <= ds["score_oof"].values[0] <= ds["score_ci_high"].values[0]
+    # a perfect probe: BCa is degenerate, the percentile interval is given (with a warning)
+    cls = np.repeat([0, 1], 20)
+    Xp = r.normal(size=(40, 2)) + 5.0 * cls[:, None]      # classes 5 sd apart: every fold scores 1
+    with pytest.warns(UserWarning, match="degenerate"):
+        perfect = probe_sites({"a": Xp}, cls, task="classification", n_bootstrap=100, control=False)
+    assert perfect["score_ci_low"].values[0] == perfect["score_ci_high"].values[0] == 1.0
+
+
+def test_repeated_rows_without_groups_are_warned_and_xarray_targets_are_aligned():
+    r = np.random.default_rng(2)
+    u, yu = r.normal(size=(40, 30)), r.normal(size=40)
+    with pytest.warns(UserWarning, match="160 repeated feature rows.*groups="):
+        probe_sites({"a": np.repeat(u, 5, 0)}, np.repeat(yu, 5), n_bootstrap=0, control=False)
+    n = 50
+    X = r.normal(size=(n, 4))
+    y = X @ [1.0, -1.0, 0.5, 0.0] + 0.1 * r.normal(size=n)
+    feat = xr.Dataset({"a": (("sample", "feature"), X)}, coords={"sample": np.arange(n)})
+    p = r.permutation(n)
+    shuffled = xr.DataArray(y[p], dims="sample", coords={"sample": p})
+    a = probe_sites(feat, shuffled, n_bootstrap=0, control=False)
+    b = probe_sites(feat, y, n_bootstrap=0, control=False)
+    np.testing.assert_allclose(a["score"].values, b["score"].values)      # paired by sample, not by position
+    from scimech.errors import DataValidationError
+
+    with pytest.raises(DataValidationError, match="sample coordinates do not match"):
+        probe_sites(feat, xr.DataArray(y, dims="sample", coords={"sample": np.arange(n) + 1000}), n_bootstrap=0)
+    ds = probe_sites({"a": X, "b": X}, y, coords=["L0", "L1"], n_bootstrap=0, control=False)
+    assert list(ds["site"].values) == ["L0", "L1"] and list(ds["site_name"].values) == ["a", "b"]
+
+
+def test_linear_cka_warns_with_fewer_samples_than_features():
+    from scimech.geometry import linear_cka
+
+    r = np.random.default_rng(0)
+    with pytest.warns(UserWarning, match="fewer samples than features"):
+        high = linear_cka(r.normal(size=(50, 500)), r.normal(size=(50, 500)))
+    assert high > 0.8       # the bias the warning names (independent Gaussians)
