@@ -352,6 +352,10 @@ def train(adapter: aion_adapter.AIONRedshift, tokens: dict[str, torch.Tensor] | 
         val = ({k: v[vi] for k, v in views[0].items()}, zt[vi])
         views, zt = [{k: v[ti] for k, v in t.items()} for t in views], zt[ti]
     n = len(zt)
+    if n < batch_size:  # the epoch loop takes whole batches only: nothing would be trained
+        raise ConfigError(f"{n} training galaxies (after the validation split) are fewer than batch_size="
+                          f"{batch_size}: not one training step would be taken. Lower the batch size (--batch-size) "
+                          "to at most the number of training galaxies, or give more galaxies.")
     steps = epochs * max(1, n // batch_size)
     opt, sched = _optimiser(model, aux_params, lr=lr, table_lr=table_lr, weight_decay=weight_decay, steps=steps)
     has_img = aion_adapter.IMAGE_KEY in views[0]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import astropy.units as u
 import numpy as np
+import pytest
 import torch
 
 from astro import synthetic
@@ -80,3 +81,14 @@ def test_table_lr_zero_freezes_the_smooth_tables_only():
         assert p.requires_grad, n
     moved = [n for n, p in ad.model.named_parameters() if id(p) not in tables and not torch.equal(p, before[n])]
     assert any("encoder.0.attn.qkv" in n for n in moved)
+
+
+def test_fewer_galaxies_than_a_batch_is_refused_rather_than_left_untrained():
+    # the epoch loop takes whole batches: 60 galaxies at batch_size 64 took no step and reported a
+    # loss of 0.0 per epoch, and a study would have gone on with an untrained model
+    from astro.synthetic import make_galaxies
+    from astro.training import train_standin
+    from scimech.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="fewer than batch_size=64: not one training step"):
+        train_standin(make_galaxies(60, seed=0), epochs=1, batch_size=64, n_views=1)
