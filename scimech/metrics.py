@@ -23,9 +23,7 @@ def _pick(out: Any, key: Any) -> torch.Tensor:
         out = out[key]
     elif isinstance(out, dict) and len(out) == 1:
         out = next(iter(out.values()))
-    elif hasattr(out, "y") and not isinstance(out, torch.Tensor):  # e.g. a concept-bottleneck output
-        out = out.y
-    elif isinstance(out, (tuple, list)):
+    elif isinstance(out, (tuple, list)) and not hasattr(out, "y"):  # a named tuple with .y: below
         if sum(isinstance(o, torch.Tensor) for o in out) > 1:  # which output is measured is the user's choice
             raise TypeError(f"The model returns a {type(out).__name__} of {len(out)} outputs; pass key= (e.g. key=0) "
                             "to say which one the metric measures.")

@@ -46,6 +46,7 @@ from typing import Literal
 import torch
 from torch import nn
 
+from .attention import DecomposedMultiheadAttention
 from .errors import DimensionError, HeadLayoutError, SiteNotFoundError
 from .layout import Axes, declared_axes, infer_axes
 
@@ -346,8 +347,6 @@ def _cannot_split(path: str, module: nn.Module, model: nn.Module | None = None) 
 
 
 def _auto_layout(model: nn.Module, path: str, module: nn.Module) -> HeadLayout | None:
-    from .attention import DecomposedMultiheadAttention
-
     if isinstance(module, DecomposedMultiheadAttention):
         return HeadLayout(path, f"{path}.out_proj" if path else "out_proj", module.num_heads)
     if isinstance(module, nn.MultiheadAttention):
@@ -383,8 +382,7 @@ def find_head_layouts(model: nn.Module) -> dict[str, HeadLayout]:
 def _batch_first(m: nn.Module) -> bool | None:
     """Whether ``m`` lays its tensors out batch-first, for the torch modules that have a choice
     (``None``: a module without one)."""
-    if isinstance(m, (nn.RNNBase, nn.MultiheadAttention, nn.Transformer)) or type(m).__name__ == \
-            "DecomposedMultiheadAttention":
+    if isinstance(m, (nn.RNNBase, nn.MultiheadAttention, nn.Transformer, DecomposedMultiheadAttention)):
         return bool(m.batch_first)
     if isinstance(m, (nn.TransformerEncoderLayer, nn.TransformerDecoderLayer)):
         return bool(m.self_attn.batch_first)
@@ -408,7 +406,7 @@ def sequence_first_owner(model: nn.Module, path: str) -> str | None:
         bf = _batch_first(m)
         if bf is None:
             continue
-        if type(m).__name__ == "DecomposedMultiheadAttention" and k < len(parts):
+        if isinstance(m, DecomposedMultiheadAttention) and k < len(parts):
             return None
         return None if bf else f"{p or 'the model'!r} ({type(m).__name__})"
     return None

@@ -38,6 +38,11 @@ def observed_subset(table: dict, every: int = 5, seed: int = 0) -> np.ndarray:
     return (seg < 0) | ((seg % every) == 2)
 
 
+def _imaging_step(imaging_rate: float, dt: float) -> int:
+    """Recorded samples averaged into one calcium frame."""
+    return max(1, int(round(1.0 / (imaging_rate * dt))))
+
+
 def calcium_from_rates(rates: np.ndarray, dt: float, *, tau_rise: float = 0.05, tau_decay: float = 0.5,
                        imaging_rate: float = 10.0, noise: float = 0.02, seed: int = 0) -> tuple[np.ndarray, float]:
     """Calcium-like traces: rates (..., T, N) convolved with a double-exponential kernel (s),
@@ -52,7 +57,7 @@ def calcium_from_rates(rates: np.ndarray, dt: float, *, tau_rise: float = 0.05, 
     shape = [1] * rates.ndim
     shape[-2] = len(k)
     c = fftconvolve(rates, k.reshape(shape), axes=-2)[..., :T, :]
-    step = max(1, int(round(1.0 / (imaging_rate * dt))))
+    step = _imaging_step(imaging_rate, dt)
     n = T // step
     c = c[..., : n * step, :].reshape(*c.shape[:-2], n, step, c.shape[-1]).mean(-2)
     rng = np.random.default_rng(seed)
@@ -101,8 +106,7 @@ def simulate(conditions: list[dict] | list[str], duration: float = 4.0, *, circu
     if stim.shape[1] < every:
         raise ConfigError(f"duration={duration} s is shorter than one recorded sample at record_rate={record_rate} Hz "
                           f"(one every {every * sim.dt:g} s); give a longer duration or a faster record_rate.")
-    step_img = int(round(1.0 / (imaging_rate * every * sim.dt)))
-    if stim.shape[1] // every < max(1, step_img):
+    if stim.shape[1] // every < _imaging_step(imaging_rate, every * sim.dt):
         warnings.warn(f"duration={duration} s holds less than one calcium frame at imaging_rate={imaging_rate} Hz "
                       f"(one every {1.0 / imaging_rate:g} s): the recording's calcium is empty. Give a longer "
                       "duration or a faster imaging rate to have calcium.", stacklevel=2)
