@@ -35,7 +35,7 @@ from scimech.verdicts import PlantedTruthRow, finite, recovery_line, text_table
 from .faithfulness import tail_beat_scores
 from .sim.analysis import dominant_frequency, phase_difference
 
-__all__ = ["planted_truth", "summary_line", "format_table", "truth_frame", "recovery_text"]
+__all__ = ["planted_truth", "summary_line", "format_table", "report_table", "truth_frame", "recovery_text"]
 
 EDGE_AUROC_MIN = 0.75   # lower bound of the interval: clearly better than chance (0.5)
 SIGN_ACCURACY_MIN = 0.7  # lower bound: most true connections have the right sign
@@ -196,12 +196,22 @@ def summary_line(rows: list[PlantedTruthRow], label: str = "neuro") -> str:
     return recovery_line(label, rows, "; ".join(parts))
 
 
+_HEAD = ["property", "truth", "found", "95% interval", "criterion", "verdict", "what"]
+
+
+def _body(rows: list[PlantedTruthRow]) -> list[list[str]]:
+    return [[r.truth, _fmt(r.planted), _fmt(r.estimate), f"[{_fmt(r.ci_low)}, {_fmt(r.ci_high)}]", r.criterion,
+             r.verdict, r.measure] for r in rows]
+
+
 def format_table(rows: list[PlantedTruthRow]) -> str:
     """A plain-text table of :func:`planted_truth` (one row per planted property)."""
-    head = ["property", "truth", "found", "95% interval", "criterion", "verdict", "what"]
-    body = [[r.truth, _fmt(r.planted), _fmt(r.estimate), f"[{_fmt(r.ci_low)}, {_fmt(r.ci_high)}]", r.criterion,
-             r.verdict, r.measure] for r in rows]
-    return text_table(head, body)
+    return text_table(_HEAD, _body(rows))
+
+
+def report_table(rows: list[PlantedTruthRow]) -> pd.DataFrame:
+    """The table of :func:`format_table` as a DataFrame of the same text cells, for the report."""
+    return pd.DataFrame(_body(rows), columns=_HEAD).set_index("property")
 
 
 def recovery_text(rows: list[PlantedTruthRow]) -> str:

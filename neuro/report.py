@@ -17,7 +17,7 @@ from .baselines import fit_baseline
 from .evidence import evidence_dataset, node_arrays
 from .faithfulness import probe_model
 from .plots import plot_activity, plot_tail_angle, plot_tree, tail_readout
-from .recovery import format_table, summary_line, truth_frame
+from .recovery import report_table, summary_line, truth_frame
 from .run import COLS, StudyRun
 
 __all__ = ["write_report", "save_numbers", "recovery_note", "units_note"]
@@ -136,7 +136,9 @@ def write_report(run: StudyRun, findings) -> Path:
         rep.heading("Planted truth vs what the study found")
         rep.text(f"The structural-prior search's pick (seed {run.planted_seed}, best ID validation over seeds) "
                  f"against the simulated circuit; 95 % bootstrap intervals.\n\n"
-                 f"{summary_line(run.planted)}\n\n```\n{format_table(run.planted)}\n```")
+                 f"{summary_line(run.planted)}")
+        rep.table(report_table(run.planted), caption="Planted truth per property (found: the estimate with its "
+                  "95 % interval)")
     if run.true_physiology:
         rep.text(_physiology(run))
     rep.table(run.table[[c for c in COLS if c in run.table.columns]].astype(float),

@@ -17,6 +17,7 @@ demo`` prints them after each study and puts them in the index.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import time
 import traceback
@@ -233,11 +234,16 @@ def _run_demo(args: argparse.Namespace) -> int:
     index.table(pd.DataFrame(rows).set_index("study"), caption="Studies")
     for name, (truth, found) in outcomes.items():
         index.heading(name, level=3)
-        index.text("\n".join([f"**{truth}**", *(f"- {line}" for line in found)] if found
+        index.text("\n".join([f"**{truth}**", *(f"- {_list_item(line)}" for line in found)] if found
                              else [f"**{truth}**", "- findings: not reported"]))
     md = index.write()
     print(f"\nReport: {md.resolve()}\n(HTML: {md.with_suffix('.html').resolve()})")
     return 1 if failed else 0
+
+
+def _list_item(line: str) -> str:
+    """A finding as one bullet's text: a leading ``3.`` stays the finding's number, not a nested list."""
+    return re.sub(r"^(\d+)([.)]) ", r"\1\\\2 ", line)
 
 
 def _warn_renamed(argv: list[str]) -> None:

@@ -31,18 +31,21 @@ from .results import atomic_write_text, provenance
 __all__ = ["Report"]
 
 
-def _to_frame(table: Any):
-
+def _to_frame(table: Any) -> pd.DataFrame:
+    """The table as a DataFrame whose index is one column (a MultiIndex's levels become columns)."""
     if isinstance(table, pd.DataFrame):
+        if isinstance(table.index, pd.MultiIndex):  # one column per level, not a column of tuples
+            names = [n or f"level {k}" for k, n in enumerate(table.index.names)]
+            return table.rename_axis(names).reset_index().set_index(names[0])
         return table
     if isinstance(table, pd.Series):
-        return table.to_frame()
+        return _to_frame(table.to_frame())
     if isinstance(table, xr.DataArray):
-        return table.to_dataframe(name=table.name or "value").drop(
+        return _to_frame(table.to_dataframe(name=table.name or "value").drop(
             columns=[c for c in table.coords if c not in table.dims], errors="ignore"
-        ) if table.ndim else pd.DataFrame({table.name or "value": [table.item()]})
+        )) if table.ndim else pd.DataFrame({table.name or "value": [table.item()]})
     if isinstance(table, xr.Dataset):
-        return table.to_dataframe()
+        return _to_frame(table.to_dataframe())
     if isinstance(table, dict):
         return pd.DataFrame(table)
     raise TypeError(f"Report.table takes a DataFrame, Series, dict or xarray object; got {type(table).__name__}.")
@@ -68,7 +71,7 @@ _CSS = ("body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;
         "table{border-collapse:collapse;margin:1em 0}"
         "th,td{border:1px solid #ccc;padding:4px 10px;text-align:left;vertical-align:top}"
         "th{background:#f2f2f2}.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}"
-        "caption{text-align:left;font-weight:bold;padding:.3em 0}"
+        "caption{text-align:left;font-weight:bold;padding:.3em 0}.wide{overflow-x:auto;margin:1em 0}.wide table{margin:0}"
         "img{max-width:100%;height:auto}figure{margin:1em 0}figcaption{font-style:italic;color:#444}"
         "code{background:#f2f2f2;padding:0 .2em}pre{background:#f6f6f6;padding:.6em;overflow-x:auto}"
         ".meta{color:#666}")
@@ -110,16 +113,30 @@ def _html_cell(v: Any, env: dict, tag: str = "td", num: bool | None = None) -> s
     return f"<{tag} class='num'>{body}</{tag}>" if num else f"<{tag}>{body}</{tag}>"
 
 
+def _numeric_text(v: Any) -> bool:
+    """A number written as text (``'0.999'``, ``'nan'``), as a report's pre-formatted cells are."""
+    try:
+        float(v)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
 def _html_table(df: pd.DataFrame, caption: str, index: bool, env: dict) -> str:
-    """A table with one header row (the index name first, if ``index``); numeric columns right-aligned."""
+    """A table with one header row (the index name first, if ``index``); numeric columns right-aligned.
+
+    A column is numeric when every cell is a number or a number written as text; a wide table
+    scrolls inside its own box instead of widening the page."""
     cols = ([df.index] if index else []) + [df.iloc[:, k] for k in range(df.shape[1])]
     names = ([df.index.name or ""] if index else []) + [str(c) for c in df.columns]
-    numeric = [len(col) > 0 and all(_is_number(v) for v in col) for col in cols]
+    numeric = [len(col) > 0 and all(_is_number(v) or (isinstance(v, str) and _numeric_text(v)) for v in col)
+               for col in cols]
     head = "".join(_html_cell(n, env, "th", num) for n, num in zip(names, numeric))
-    rows = "".join("<tr>" + "".join(_html_cell(v, env) for v in row) + "</tr>\n"
+    rows = "".join("<tr>" + "".join(_html_cell(v, env, "td", num) for v, num in zip(row, numeric)) + "</tr>\n"
                    for row in df.itertuples(index=index, name=None))
     cap = f"<caption>{_MD.renderInline(caption, env)}</caption>" if caption else ""
-    return f"<table>{cap}\n<thead><tr>{head}</tr></thead>\n<tbody>\n{rows}</tbody></table>"
+    return (f"<div class='wide'><table>{cap}\n<thead><tr>{head}</tr></thead>\n<tbody>\n{rows}</tbody>"
+            "</table></div>")
 
 
 def _generated() -> str:

@@ -131,3 +131,41 @@ def test_a_link_without_an_html_sibling_keeps_pointing_at_markdown(tmp_path):
     rep.write()
     html = Path(tmp_path / "rep" / "report.html").read_text()
     assert 'href="../only.md"' in html and 'href="https://example.org/a.md"' in html
+
+
+def _table_of(tmp_path, table, **kw):
+    rep = Report(tmp_path, title="t")
+    rep.table(table, **kw)
+    rep.write()
+    parsed = _Page()
+    parsed.feed((tmp_path / "report.html").read_text())
+    (out,) = parsed.tables
+    return out, (tmp_path / "report.md").read_text()
+
+
+def test_a_multiindex_is_one_column_per_level_not_tuples(tmp_path):
+    frame = pd.DataFrame({"mode": ["phot", "phot", "multi"], "population": ["all", "dusty", "all"],
+                          "bias": [0.1, -0.2, 0.3]}).set_index(["mode", "population"])
+    table, md = _table_of(tmp_path, frame)
+    assert ["".join(t) for _, _, t in table["head"]] == ["mode", "population", "bias"]
+    assert ["".join(t) for _, _, t in table["body"][1]] == ["phot", "dusty", "-0.2"]
+    assert "('phot'" not in md and "| mode | population | bias |" in md
+
+
+def test_numbers_written_as_text_are_right_aligned_like_numbers(tmp_path):
+    frame = pd.DataFrame({"what": ["edges", "signs"], "found": ["0.999", "nan"], "interval": ["[0.9, 1]", "[0, 1]"]})
+    table, _ = _table_of(tmp_path, frame, index=False)
+    for row in [table["head"], *table["body"]]:  # what and interval are text; found holds numbers
+        assert [("num" in classes) for _, classes, _ in row] == [False, True, False]
+
+
+def test_a_numbered_finding_in_the_demo_index_stays_one_bullet(tmp_path):
+    from scimech.cli import _list_item
+
+    rep = Report(tmp_path, title="t")
+    rep.text("\n".join(f"- {_list_item(line)}" for line in ["1. NOT reproduced: a", "2) REPRODUCED: b", "plain"]))
+    rep.write()
+    parsed = _Page()
+    parsed.feed((tmp_path / "report.html").read_text())
+    assert parsed.tags.count("li") == 3 and "ol" not in parsed.tags
+    assert "1. NOT reproduced: a" in _visible_lines(parsed) and "2) REPRODUCED: b" in _visible_lines(parsed)
