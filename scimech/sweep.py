@@ -10,7 +10,9 @@ for every row), batch statistics, attention or pooling across the batch. So the 
 pass of a sweep carries one more copy, left unchanged, and its metric must equal the
 untiled run's (to 1e-5 of the metric's scale); where it does not, or where the tiled pass
 fails, every site gets a forward pass of its own, and the result says so in its attrs
-(``row_check``, ``sweep_path="per_site"``).
+(``row_check``, ``sweep_path="per_site"``). Before any site is changed, the first batch runs
+unchanged once more: a model whose output on the same input changes between passes (state
+kept across calls, random draws) would add that change to every effect, and is refused.
 
 A *target* is a site with the calls it changes (:mod:`scimech.calls`); with ``by_call`` a
 sweep has one target per (site, call), the effect of each step of a rollout.
@@ -77,6 +79,8 @@ class RowCheck:
 
     coupled: bool | None = None
     note: str = ""
+    #: whether an unchanged pass was repeated and gave the baseline again (once per sweep)
+    repeated: bool = False
 
     def attrs(self) -> dict[str, str]:
         if self.coupled is None:
@@ -162,6 +166,25 @@ def _close(a: torch.Tensor, b: torch.Tensor) -> tuple[bool, float]:
     return ok, diff / scale
 
 
+def _check_repeatable(model: nn.Module, batch: Any, forward: Callable | None, metric: Metric, tgt: Any,
+                      baseline: torch.Tensor, per_sample: Callable | None, what: str) -> None:
+    """Run the unchanged batch again: a sweep's effect is its run minus the baseline, which is
+    only the site's effect when the same input gives the same output in a later pass. A model
+    that keeps state across calls (a call counter, a cache, a running normaliser updated in
+    eval mode) or samples at random would add its drift to every effect, so it is refused."""
+    again = metric_values(metric, run_forward(model, batch, forward), tgt)
+    if per_sample is not None:
+        again = per_sample(again)
+    ok, rel = _close(again, baseline)
+    if not ok:
+        raise DataValidationError(
+            f"{what}: the unchanged model gave another {metric.name} on the same batch in a second forward pass "
+            f"({rel:.1e} of its scale; allowed {ROW_CHECK_RTOL:.0e}): it keeps state across calls (a counter, a "
+            "cache, a running normaliser) or draws random numbers, so every effect would include that drift. Pass a "
+            "forward= that resets the state and seeds any randomness before each pass (forward=lambda m, x: "
+            "(m.reset(), m(x))[1]), or make the model's forward deterministic.")
+
+
 def sweep_tiles(model: nn.Module, targets: Sequence[Target], batch: Any, b: int, make: Callable, metric: Metric,
                 tgt: Any, forward: Callable | None, k: int, row: torch.Tensor, reuse: Reuse | None = None,
                 what: str = "patching_sweep", last: Mapping[str, int] | None = None,
@@ -177,6 +200,9 @@ def sweep_tiles(model: nn.Module, targets: Sequence[Target], batch: Any, b: int,
     reused from then on.
     """
     last = last or {}
+    if check is not None and not check.repeated and baseline is not None:
+        _check_repeatable(model, batch, forward, metric, tgt, baseline, per_sample, what)
+        check.repeated = True
     if check is not None and check.coupled:
         k, reuse = 1, None
     groups: dict[Shortcut, list[int]] = {}

@@ -1,0 +1,62 @@
+"""A model whose output on the same input changes between passes (state kept across calls):
+every sweep's effect would include that drift, so the sweeps refuse it, naming forward=, and
+give the hand-computed effects once forward= resets the state."""
+
+import pytest
+import torch
+from torch import nn
+
+from scimech.errors import DataValidationError
+from scimech.intervene import ablation_sweep, patching_sweep
+
+
+class CountingModel(nn.Module):
+    """Adds 0.1 x the number of calls so far to its output (a stand-in for a cache or a running
+    normaliser updated in eval mode)."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(4, 4), nn.Linear(4, 4)
+        self.n = 0
+
+    def forward(self, x):
+        self.n += 1
+        return self.b(torch.relu(self.a(x))) + 0.1 * self.n
+
+
+def _metric(out, target):
+    return out.sum(-1)
+
+
+def _resetting(model, x):
+    model.n = 0
+    return model(x)
+
+
+@pytest.fixture
+def model_and_inputs():
+    torch.manual_seed(0)
+    return CountingModel(), torch.randn(8, 4), torch.randn(8, 4)
+
+
+@pytest.mark.parametrize("sites", [["a"], ["a", "b"]])
+def test_sweeps_refuse_a_model_whose_unchanged_output_drifts_and_name_forward(model_and_inputs, sites):
+    model, x, corrupted = model_and_inputs
+    with pytest.raises(DataValidationError, match="second forward pass.*forward="):
+        ablation_sweep(model, x, sites, metric=_metric, method="zero")
+    with pytest.raises(DataValidationError, match="second forward pass.*forward="):
+        patching_sweep(model, x, corrupted, sites, metric=_metric)
+
+
+def test_with_a_resetting_forward_the_sweeps_give_the_hand_computed_effects(model_and_inputs):
+    model, x, corrupted = model_and_inputs
+    with torch.no_grad():  # by hand: the model's layers called directly, with the state reset (+0.1)
+        clean = model.b(torch.relu(model.a(x))) + 0.1
+        zero_a = model.b(torch.relu(torch.zeros_like(model.a(x)))) + 0.1
+        zero_b = torch.zeros_like(clean) + 0.1
+        patched_a = model.b(torch.relu(model.a(corrupted))) + 0.1
+    sweep = ablation_sweep(model, x, ["a", "b"], metric=_metric, method="zero", forward=_resetting)
+    torch.testing.assert_close(torch.from_numpy(sweep.effect.sel(site="a").values), (zero_a - clean).sum(-1))
+    torch.testing.assert_close(torch.from_numpy(sweep.effect.sel(site="b").values), (zero_b - clean).sum(-1))
+    patch = patching_sweep(model, x, corrupted, ["a"], metric=_metric, forward=_resetting, direction="noising")
+    torch.testing.assert_close(torch.from_numpy(patch.patched.sel(site="a").values), patched_a.sum(-1))
