@@ -414,16 +414,50 @@ def _check_inputs(feats: dict[str, np.ndarray], y: np.ndarray, task: Task, group
         raise DataValidationError(f"{n} samples are too few for cv={cv}: need at least {2 * cv} (2 per fold).")
 
 
-def _permute(y: np.ndarray, groups, rng: np.random.Generator) -> np.ndarray:
-    """Permute labels under the null; whole groups are the exchangeable units when y is constant per group."""
-    if groups is None:
-        return rng.permutation(y)
+def _group_index(groups: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The groups, each row's group and each group's first row."""
     uniq, inv = np.unique(groups, return_inverse=True)
     first = np.zeros(len(uniq), dtype=int)
-    first[inv[::-1]] = np.arange(len(y))[::-1]  # index of each group's first sample
+    first[inv[::-1]] = np.arange(len(inv))[::-1]
+    return uniq, inv, first
+
+
+def _permute(y: np.ndarray, groups, rng: np.random.Generator) -> np.ndarray:
+    """Permute labels under the null, with whole groups as the exchangeable units.
+
+    ``y`` constant within groups: the group labels are permuted among groups. ``y`` varying
+    within groups: each group's labels move as one block, in their order, to another group of
+    the same size (whole-block permutation, Winkler et al. 2016, NeuroImage 123:253), so the
+    labels keep their dependence within a group; a free permutation would break it and give
+    a null far above the grouped score (p near 1 whatever the probe finds)."""
+    if groups is None:
+        return rng.permutation(y)
+    uniq, inv, first = _group_index(groups)
     if np.array_equal(y, y[first][inv]):  # constant within groups: permute group labels among groups
         return y[first][rng.permutation(len(uniq))][inv]
-    return rng.permutation(y)
+    members = [np.flatnonzero(inv == g) for g in range(len(uniq))]
+    out = y.copy()
+    sizes = np.array([len(m) for m in members])
+    for size in np.unique(sizes):
+        same = np.flatnonzero(sizes == size)
+        for dst, src in zip(same, same[rng.permutation(len(same))], strict=True):
+            out[members[dst]] = y[members[src]]
+    return out
+
+
+def _check_block_permutable(y: np.ndarray, groups) -> None:
+    """A label that varies within groups can only be permuted between groups of one size."""
+    if groups is None:
+        return
+    uniq, inv, first = _group_index(groups)
+    if np.array_equal(y, y[first][inv]):
+        return
+    counts = np.bincount(inv)
+    if not (np.unique(counts, return_counts=True)[1] > 1).any():
+        raise DataValidationError(
+            "permutation_test: y varies within groups, so whole groups' labels must be permuted as blocks between "
+            f"groups of the same size, but no two of the {len(uniq)} groups have the same size. Give groups of equal "
+            "size (e.g. the same number of windows per recording), or a y constant within each group.")
 
 
 def _cv_score(X, y, splits, task: Task, **params) -> float:
@@ -437,8 +471,9 @@ def permutation_test(X, y, *, task: Task = "regression", groups=None, cv: int = 
     """Cross-validated probe score and its permutation-test p-value.
 
     The folds are fixed by ``seed``; under the null the labels are permuted (at group
-    level when ``y`` is constant within each group, so a group's samples keep one label)
-    and the probe refitted. ``p = (1 + #{null >= score}) / (1 + n_permutations)``.
+    level when ``y`` is constant within each group, so a group's samples keep one label;
+    when it varies within groups, each group's labels move as one block to a group of the
+    same size) and the probe refitted. ``p = (1 + #{null >= score}) / (1 + n_permutations)``.
     (Unlike ``sklearn.model_selection.permutation_test_score``, which permutes *within*
     groups and so leaves group-constant labels unchanged.)
 
@@ -466,6 +501,7 @@ def permutation_test(X, y, *, task: Task = "regression", groups=None, cv: int = 
     _check_inputs({"X": X}, y, task, groups, cv)
     if not isinstance(n_permutations, (int, np.integer)) or n_permutations < 1:
         raise ValueError(f"n_permutations must be an int >= 1; got {n_permutations!r}.")
+    _check_block_permutable(y, groups)
     splits = _splits(task, cv, y, groups, seed)
     params = {"alpha": alpha, "C": C}
     rng = np.random.default_rng(seed)

@@ -381,3 +381,32 @@ def test_linear_cka_warns_with_fewer_samples_than_features():
     with pytest.warns(UserWarning, match="fewer samples than features"):
         high = linear_cka(r.normal(size=(50, 500)), r.normal(size=(50, 500)))
     assert high > 0.8       # the bias the warning names (independent Gaussians)
+
+
+def _clustered(seed, signal=0.0, n_groups=12, per=8, d=5):
+    """Null data with group structure in both X and y (a recording's windows share its state)."""
+    r = np.random.default_rng(seed)
+    g = np.repeat(np.arange(n_groups), per)
+    y = r.normal(size=n_groups)[g] + 0.5 * r.normal(size=len(g))
+    X = r.normal(size=(n_groups, d))[g] + r.normal(size=(len(g), d))
+    X[:, 0] += signal * y
+    return X, y, g
+
+
+def test_grouped_permutation_p_is_uniform_under_the_null_when_y_varies_within_groups():
+    # 50 null datasets, 19 permutations each: a valid p-value has mean ~0.5 (sd of the mean 0.04)
+    # and P(p <= 0.05) <= 0.05; permuting labels freely gave a mean p of 0.99 here (power zero)
+    ps = np.array([permutation_test(X, y, groups=g, n_permutations=19, seed=s)[1]
+                   for s in range(50) for X, y, g in [_clustered(s)]])
+    assert 0.38 <= ps.mean() <= 0.62
+    assert (ps <= 0.05).mean() <= 0.12
+    planted = [permutation_test(X, y, groups=g, n_permutations=19, seed=s)[1]
+               for s in range(10) for X, y, g in [_clustered(s, signal=2.0)]]
+    assert sum(p <= 0.05 for p in planted) >= 9
+
+
+def test_grouped_permutation_refuses_y_varying_within_groups_of_all_different_sizes():
+    X, y, _ = _clustered(0)
+    sizes = np.repeat(np.arange(12), np.arange(1, 13))[:len(y)]   # groups of 1, 2, 3, ... rows
+    with pytest.raises(DataValidationError, match="same size"):
+        permutation_test(X[:len(sizes)], y[:len(sizes)], groups=sizes, cv=3, n_permutations=5)
