@@ -35,7 +35,7 @@ _LAZY = {
     "Report": "report",
     "get_client": "parallel", "map_units": "parallel",
     "decompose_attention": "attention", "HeadLayout": "sites", "list_sites": "sites",
-    "forward_pass": "calls",
+    "forward_pass": "calls", "FixedMesh": "samples",
 }
 
 _SUBMODULES = ("ablation", "atp", "attention", "attribution", "batches", "calls", "cli", "concepts", "config",

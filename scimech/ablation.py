@@ -8,6 +8,8 @@ form, for :func:`~scimech.intervene.ablate` and :func:`~scimech.intervene.ablati
 All methods act on the canonical view of a site's activation, ``(batch, [window],
 *positions, feature)`` (:mod:`scimech.layout`): the reference set is averaged over samples
 only, and a resampled sample takes one reference sample whole (every position and window).
+Where a sample is several rows of the same mesh (:class:`~scimech.samples.FixedMesh`), the
+mean is taken per node and a resampled sample takes a reference sample's rows node for node.
 """
 
 from __future__ import annotations
@@ -49,46 +51,57 @@ class Method:
                 "would round it back (0.5 x True is True, 0.5 x 3 is 1). Use method='resample' (whole reference "
                 "samples) or method='zero', or patch the site with patching_sweep.")
 
-    def draw(self, gen: torch.Generator, n_ref: int, n: int) -> torch.Tensor | None:
-        """The reference rows this method takes for ``n`` samples (``None``: it takes none)."""
+    def draw(self, gen: torch.Generator, n_ref: int, n: int, nodes: int = 1) -> torch.Tensor | None:
+        """The reference rows this method takes for ``n`` rows (``None``: it takes none);
+        ``nodes``: rows per sample of a fixed mesh (:class:`~scimech.samples.FixedMesh`)."""
         return None
 
     def replace(self, current: torch.Tensor, ref: torch.Tensor | None, factor: float | None,
-                rows: torch.Tensor | None) -> torch.Tensor:
+                rows: torch.Tensor | None, nodes: int = 1) -> torch.Tensor:
         """The replacement of ``current`` (the site's part of the activation).
 
         ``ref``: reference activations (samples on dim 0); ``rows``: for resampling, the
-        reference row drawn for each sample (:func:`draw_rows`).
+        reference row drawn for each row (:meth:`draw`); ``nodes``: rows per sample of a
+        fixed mesh, row ``k`` of every sample the same node.
         """
         raise NotImplementedError
 
 
 class _Zero(Method):
-    def replace(self, current, ref, factor, rows):
+    def replace(self, current, ref, factor, rows, nodes=1):
         return torch.zeros_like(current)
 
 
 class _Scale(Method):
     computes_values = True
 
-    def replace(self, current, ref, factor, rows):
+    def replace(self, current, ref, factor, rows, nodes=1):
         return current * factor
 
 
 class _Mean(Method):
     computes_values = True
 
-    def replace(self, current, ref, factor, rows):  # per position and window: samples averaged, nothing else
-        return ref.mean(dim=0, keepdim=True).expand_as(current).to(current.dtype)
+    def replace(self, current, ref, factor, rows, nodes=1):  # per position and window: samples averaged
+        if nodes == 1:
+            return ref.mean(dim=0, keepdim=True).expand_as(current).to(current.dtype)
+        per_node = by_node(ref, nodes, "reference").mean(dim=0)   # each node over the reference samples
+        n = by_node(current, nodes, "run").shape[0]
+        return per_node.repeat(n, *([1] * (per_node.dim() - 1))).to(current.dtype)
 
 
 class _Resample(Method):
     draws_rows = True
 
-    def draw(self, gen, n_ref, n):
-        return draw_rows(gen, n_ref, n)
+    def draw(self, gen, n_ref, n, nodes=1):
+        if nodes == 1:
+            return draw_rows(gen, n_ref, n)
+        for rows, what in ((n_ref, "reference"), (n, "run")):
+            _whole_samples(rows, nodes, what)
+        picked = draw_rows(gen, n_ref // nodes, n // nodes)     # a reference sample for each sample
+        return (picked[:, None] * nodes + torch.arange(nodes)).reshape(-1)   # its rows, node for node
 
-    def replace(self, current, ref, factor, rows):  # whole reference samples
+    def replace(self, current, ref, factor, rows, nodes=1):  # whole reference samples
         return ref[rows.to(ref.device)].to(current.dtype)
 
 
@@ -122,6 +135,18 @@ def check_reference(site: str, ref: torch.Tensor, current: torch.Tensor) -> None
             f"Reference activations at {site!r} have shape {tuple(ref.shape[1:])} per sample but the run has "
             f"{tuple(current.shape[1:])} (a different sequence length or grid?). Use reference inputs shaped like "
             "the inputs.")
+
+
+def _whole_samples(rows: int, nodes: int, what: str) -> None:
+    if rows % nodes:
+        raise DataValidationError(f"samples=FixedMesh(nodes={nodes}): the {what} activation has {rows} rows, not a "
+                                  f"whole number of samples of {nodes} rows; give the rows of one sample as nodes=.")
+
+
+def by_node(t: torch.Tensor, nodes: int, what: str) -> torch.Tensor:
+    """``(samples * nodes, ...)`` rows as ``(samples, nodes, ...)`` (a fixed mesh's rows, sample by sample)."""
+    _whole_samples(t.shape[0], nodes, what)
+    return t.reshape(t.shape[0] // nodes, nodes, *t.shape[1:])
 
 
 def draw_rows(gen: torch.Generator, n_ref: int, n: int) -> torch.Tensor:

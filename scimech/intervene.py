@@ -42,7 +42,7 @@ from .errors import DataValidationError
 from .hooks import HookSet, run_forward
 from .metrics import Metric, as_metric
 from .record import Recorder, site_dims
-from .samples import Samples, per_sample, require_samples, sample_index
+from .samples import FixedMesh, Samples, mesh_nodes, per_sample, require_samples, sample_index
 from .sites import HeadLayout, ResolvedSite, resolve_site
 from .sweep import (
     RowCheck,
@@ -132,7 +132,7 @@ def _check_samples(model: nn.Module, m: Method, reference: Any, sites: Sequence[
         n = n_samples_of(reference)
         require_samples(model, slice_batch(reference, 0, min(n, 64)), forward, None, verb,
                         f"method={m.name!r} (averaging or swapping rows as samples)")
-    if m.draws_rows:
+    if m.draws_rows and not isinstance(samples, FixedMesh):
         if isinstance(samples, torch.Tensor):
             idx = samples
         elif is_one_batch(reference) and not given:
@@ -143,19 +143,22 @@ def _check_samples(model: nn.Module, m: Method, reference: Any, sites: Sequence[
             raise DataValidationError(
                 f"{verb}: method={m.name!r} with samples of several rows each (graphs, point clouds) would have to "
                 "match rows between samples of different sizes and orders; it is not available. Use method='mean' "
-                "(the mean over every reference row) or method='zero'.")
+                "(the mean over every reference row) or method='zero'; where every sample is the same mesh, pass "
+                "samples=scimech.FixedMesh(nodes) to swap whole samples node for node.")
 
 
 def _replacement(m: Method, site: ResolvedSite, current: torch.Tensor, ref: torch.Tensor | None,
-                 factor: float | None, gen: torch.Generator | None, rows: torch.Tensor | None = None) -> torch.Tensor:
+                 factor: float | None, gen: torch.Generator | None, rows: torch.Tensor | None = None,
+                 nodes: int = 1) -> torch.Tensor:
     """``m``'s replacement of one site's activation: a method that draws reference rows uses
-    ``rows`` (one per sample) when given, else draws afresh from ``gen``."""
+    ``rows`` (one per row) when given, else draws afresh from ``gen``; ``nodes``: rows per
+    sample of a fixed mesh."""
     m.check_dtype(site.name, current)
     if m.needs_reference:
         check_reference(site.name, ref, current)
         if rows is None:
-            rows = m.draw(gen, ref.shape[0], current.shape[0])
-    return m.replace(current, ref, factor, rows)
+            rows = m.draw(gen, ref.shape[0], current.shape[0], nodes)
+    return m.replace(current, ref, factor, rows, nodes)
 
 
 @contextmanager
@@ -194,7 +197,9 @@ def ablate(model: nn.Module, sites: str | Sequence[str], *, method: AblationMeth
         samples, so without it the reference inputs are first checked for rows that interact
         (graph nodes, an adaptive solver), and an error names ``samples=`` where they do.
         With samples of several rows (graphs), ``"mean"`` is the mean over every reference
-        row; ``"resample"`` is refused.
+        row; ``"resample"`` is refused. With ``samples=FixedMesh(nodes)`` (every sample the
+        same mesh, ``nodes`` rows in one node order), ``"mean"`` is each node's mean over the
+        reference samples and ``"resample"`` swaps whole samples node for node.
 
     Leaving the block raises :class:`~scimech.errors.SiteNeverRanError` if a site never ran
     in it, or never reached a call asked for: an ablation that never happened has no effect
@@ -211,6 +216,7 @@ def ablate(model: nn.Module, sites: str | Sequence[str], *, method: AblationMeth
                                      calls=policy)
     gen = torch.Generator(device="cpu").manual_seed(seed)
     drawn: dict[str, tuple[object, torch.Tensor]] = {}   # site -> (forward pass, reference rows)
+    nodes = mesh_nodes(samples)
 
     def fn(site: ResolvedSite, t: torch.Tensor):
         cur = site.select(t)
@@ -220,9 +226,9 @@ def ablate(model: nn.Module, sites: str | Sequence[str], *, method: AblationMeth
             check_reference(site.name, ref, cur)
             p = current_pass()
             if site.name not in drawn or drawn[site.name][0] is not p or drawn[site.name][1].shape[0] != cur.shape[0]:
-                drawn[site.name] = (p, m.draw(gen, ref.shape[0], cur.shape[0]))
+                drawn[site.name] = (p, m.draw(gen, ref.shape[0], cur.shape[0], nodes))
             rows = drawn[site.name][1]
-        new = _replacement(m, site, cur, ref, factor, gen, rows)
+        new = _replacement(m, site, cur, ref, factor, gen, rows, nodes)
         return site.replace(t, new)
 
     with HookSet(resolved, fn, model=model, calls=policy, verb="ablate") as hooks:
@@ -323,6 +329,7 @@ def ablation_sweep(model: nn.Module, inputs: Any, sites: Sequence[str], metric: 
                                      calls="all" if by_call and policy.mode == "all" else policy)
     ref_policy = CallPolicy("all") if by_call and policy.mode == "all" else policy
     gen = torch.Generator(device="cpu").manual_seed(seed)
+    nodes = mesh_nodes(samples)
     base_vals, abl_vals = [], []
     reuse, path, check = None, {}, RowCheck()
     targets, call_list = None, None
@@ -353,13 +360,13 @@ def ablation_sweep(model: nn.Module, inputs: Any, sites: Sequence[str], metric: 
                 draws = {}
                 if m.draws_rows:
                     sizes = {refs[s.name].shape[0] for s in resolved}
-                    shared = m.draw(gen, sizes.pop(), b) if len(sizes) == 1 else None
-                    draws = {s.name: shared if shared is not None else m.draw(gen, refs[s.name].shape[0], b)
+                    shared = m.draw(gen, sizes.pop(), b, nodes) if len(sizes) == 1 else None
+                    draws = {s.name: shared if shared is not None else m.draw(gen, refs[s.name].shape[0], b, nodes)
                              for s in resolved}
 
                 def make(i, s, cur, call, draws=draws):
                     ref = _ref_at(refs.get(s.name), cur, ref_policy, call, s.name)
-                    return _replacement(m, s, cur, ref, factor, None, draws.get(s.name))
+                    return _replacement(m, s, cur, ref, factor, None, draws.get(s.name), nodes)
 
                 sweep_tiles(model, targets, batch, b, make, metric, tgt, forward, k, row, reuse, "ablation_sweep",
                             last, check, base, agg)

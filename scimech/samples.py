@@ -10,6 +10,12 @@ statistics, attention across the batch), rows are not independent samples. So:
   holding it (``"batch"``), or a callable ``batch -> tensor``. For a PyG graph batch it
   defaults to the batch's own ``batch`` vector. ``torch.arange(n)`` declares every row its
   own sample (accepting the coupling of, e.g., an adaptive solver).
+- ``samples=FixedMesh(nodes)`` declares that every sample is the same mesh or grid:
+  ``nodes`` consecutive rows, row ``k`` of every sample the same node (a weather model's
+  icosahedral mesh, an ocean model's grid cells flattened to rows). Mean ablation then
+  averages each node over the reference samples, and resampling swaps whole samples node
+  for node; with a plain sample index, a sample's rows are nodes with no correspondence
+  across samples, so mean pools every reference row and resampling is refused.
 - Without it, :func:`rows_interact` checks on one batch that the first half of the rows
   alone gives the outputs it gives within the whole batch; if not, the verb raises a
   :class:`~scimech.errors.DataValidationError` naming ``samples=``.
@@ -18,6 +24,7 @@ statistics, attention across the batch), rows are not independent samples. So:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -27,9 +34,29 @@ from .batches import batch_size_of, is_graph_batch, leaf_tensors, slice_batch
 from .errors import DataValidationError
 from .hooks import run_forward
 
-__all__ = ["Samples", "sample_index", "rows_interact", "require_samples", "per_sample"]
+__all__ = ["Samples", "FixedMesh", "mesh_nodes", "sample_index", "rows_interact", "require_samples", "per_sample"]
 
-Samples = torch.Tensor | str | Callable[[Any], torch.Tensor] | None
+
+@dataclass(frozen=True)
+class FixedMesh:
+    """Every sample is the same mesh or grid: ``nodes`` consecutive rows of the first axis,
+    row ``k`` of every sample the same node. Mean ablation averages each node over the
+    reference samples; resampling replaces a sample by a whole reference sample, node for node."""
+
+    nodes: int
+
+    def __post_init__(self):
+        if isinstance(self.nodes, bool) or not isinstance(self.nodes, int) or self.nodes < 1:
+            raise ValueError(f"FixedMesh(nodes=...) takes the number of rows of one sample, a whole number >= 1; "
+                             f"got {self.nodes!r}.")
+
+
+Samples = torch.Tensor | str | Callable[[Any], torch.Tensor] | FixedMesh | None
+
+
+def mesh_nodes(samples: Samples) -> int:
+    """Rows per sample when ``samples`` is a :class:`FixedMesh`, else 1 (a row is matched to no other)."""
+    return samples.nodes if isinstance(samples, FixedMesh) else 1
 
 #: relative difference (to the output's scale) above which rows are taken to interact; kernel
 #: rounding on other batch sizes is ~1e-7, an adaptive solver's shared steps ~1e-4
@@ -40,6 +67,8 @@ def sample_index(batch: Any, samples: Samples) -> torch.Tensor | None:
     """Each row's sample in ``batch`` (``None``: every row is its own sample)."""
     if samples is None:
         return batch.batch if is_graph_batch(batch) else None
+    if isinstance(samples, FixedMesh):
+        return _mesh_index(batch, samples.nodes)
     if isinstance(samples, torch.Tensor):
         idx = samples
     elif isinstance(samples, str):
@@ -57,6 +86,19 @@ def sample_index(batch: Any, samples: Samples) -> torch.Tensor | None:
     if idx.shape[0] != rows:
         raise DataValidationError(f"samples= gives {idx.shape[0]} row indices but the batch has {rows} rows.")
     return idx.long()
+
+
+def _mesh_index(batch: Any, nodes: int) -> torch.Tensor:
+    rows = batch_size_of(batch)
+    if rows % nodes:
+        raise DataValidationError(f"samples=FixedMesh(nodes={nodes}): the batch has {rows} rows, not a whole number of "
+                                  f"samples of {nodes} rows; give the rows of one sample as nodes=.")
+    idx = torch.arange(rows) // nodes
+    if is_graph_batch(batch) and not torch.equal(batch.batch.cpu(), idx):
+        raise DataValidationError(f"samples=FixedMesh(nodes={nodes}): the graphs of this batch are not all {nodes} "
+                                  "nodes; FixedMesh is for samples that are the same mesh (pass samples=None to pool "
+                                  "every reference node in mean ablation).")
+    return idx
 
 
 def per_sample(values: torch.Tensor, index: torch.Tensor | None, n: int | None = None) -> torch.Tensor:

@@ -222,6 +222,54 @@ def test_pyg_mesh_resample_of_multi_row_samples_is_refused(gcn, verb):
                               reference=gcn.batch(gcn.mesh_ref), forward=fwd)
 
 
+@pytest.mark.parametrize("verb", ["ablate", "ablation_sweep"])
+def test_fixed_mesh_mean_ablation_is_each_nodes_mean_over_reference_meshes(gcn, verb):
+    """samples=FixedMesh(6): mean ablation replaces node k of every mesh by node k's mean over
+    the reference meshes (hand: reference meshes run alone, stacked, averaged per node)."""
+    m = gcn.model
+    ref = torch.stack([out_alone(m, m.conv1, d) for d in gcn.mesh_ref])  # (R, 6, HID)
+    per_node = ref[:, :, 3].mean(0)                                       # (6,)
+    truth = per_graph(m, gcn.mesh, m.conv1, lambda t: set_cols(t, slice(3, 4), per_node[:, None]))
+    b = gcn.batch(gcn.mesh)
+    if verb == "ablate":
+        with torch.no_grad(), sm.ablate(m, "conv1.units[3]", method="mean", reference=gcn.batch(gcn.mesh_ref),
+                                        forward=fwd, samples=sm.FixedMesh(6)):
+            got = npy(fwd(m, b))
+    else:
+        got = sm.ablation_sweep(m, b, ["conv1.units[3]"], metric, method="mean", reference=gcn.batch(gcn.mesh_ref),
+                                forward=fwd, samples=sm.FixedMesh(6)).ablated.sel(site="conv1.units[3]").values
+    np.testing.assert_allclose(got, truth, atol=ATOL)
+    pooled = per_graph(m, gcn.mesh, m.conv1, lambda t: set_cols(t, slice(3, 4), ref[:, :, 3].mean()))
+    assert np.abs(truth - pooled).max() > 1e-4   # the two definitions are told apart on this data
+
+
+def test_fixed_mesh_resample_swaps_whole_reference_meshes_node_for_node(gcn):
+    """samples=FixedMesh(6): resampling gives each mesh one reference mesh's activation, node for
+    node. With one reference mesh the truth is fixed; with three, each mesh's result is one of
+    the three hand-made swaps (never a mixture of nodes from several reference meshes)."""
+    m = gcn.model
+    b = gcn.batch(gcn.mesh)
+    alone = [out_alone(m, m.conv1, d) for d in gcn.mesh_ref]
+    swaps = np.stack([per_graph(m, gcn.mesh, m.conv1, lambda t, r=r: r.clone()) for r in alone])  # (R, graphs)
+    one = sm.ablation_sweep(m, b, ["conv1"], metric, method="resample", reference=gcn.batch(gcn.mesh_ref[:1]),
+                            forward=fwd, samples=sm.FixedMesh(6))
+    np.testing.assert_allclose(one.ablated.sel(site="conv1").values, swaps[0], atol=ATOL)
+    for seed in range(3):
+        with torch.no_grad(), sm.ablate(m, "conv1", method="resample", reference=gcn.batch(gcn.mesh_ref),
+                                        forward=fwd, samples=sm.FixedMesh(6), seed=seed):
+            got = npy(fwd(m, b))
+        match = np.abs(swaps - got[None]).min(axis=0)
+        np.testing.assert_allclose(match, 0.0, atol=ATOL)
+
+
+def test_fixed_mesh_on_graphs_of_other_sizes_is_refused(gcn):
+    with pytest.raises(DataValidationError, match="FixedMesh"):
+        sm.ablation_sweep(gcn.model, gcn.batch(gcn.var), ["conv1"], metric, method="mean",
+                          reference=gcn.batch(gcn.var_ref), forward=fwd, samples=sm.FixedMesh(4))
+    with pytest.raises(ValueError, match="nodes"):
+        sm.FixedMesh(0)
+
+
 def test_pyg_resample_with_unequal_node_counts_is_refused(gcn):
     """Resample replaces all rows of a sample by one reference sample's rows: with graphs of
     different node counts that cannot be done, a DataValidationError."""
