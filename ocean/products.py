@@ -164,7 +164,8 @@ def from_nemo(ds: xr.Dataset, names: Mapping[str, str] | None = None, *, kappa: 
     DataValidationError
         ``ds`` has no data variables or a dimension of length 0.
     MissingVariableError, DimensionError, UnitsError
-        No latitude / longitude; a temperature in other units than K or degC.
+        No latitude / longitude; a temperature in other units than K or degC; a field with no
+        ``units`` attribute (its scale is never assumed).
     """
     empty = [str(d) for d, n in ds.sizes.items() if n == 0]
     if not ds.data_vars or empty:
@@ -190,13 +191,23 @@ def from_nemo(ds: xr.Dataset, names: Mapping[str, str] | None = None, *, kappa: 
         ds = ds.expand_dims(member=[0]) if "time" in ds.dims else ds
         notes.append("member dim of length 1 added")
     keep = {}
+    unitless = []
     for v in ds.data_vars:
         if set(ds[v].dims) == set(DIMS):
             keep[v] = ds[v].transpose(*DIMS)
             for k, val in VAR_ATTRS.get(str(v), {}).items():
                 if k == "standard_name" and v in _KIND_UNKNOWN:
                     continue  # a product's t_sub without a standard_name: potential or conservative is unknown
+                if k == "units" and "units" not in keep[v].attrs:
+                    unitless.append(f"{_origin(str(v), renamed)} (expected {val!r})")  # never assumed: cm read as m
+                    continue
                 keep[v].attrs.setdefault(k, val)
+    if unitless:
+        one = len(unitless) == 1
+        raise UnitsError(f"{', '.join(unitless)} {'has' if one else 'have'} no units attribute, so "
+                         f"{'its' if one else 'their'} scale cannot be checked (a mixed-layer depth in cm would be read as 100x too deep). "
+                         "Fix: set each one's units, e.g. ds['mld'].attrs['units'] = 'm', converting the values "
+                         "first if needed.")
     dropped = sorted(str(v) for v in ds.data_vars if v not in keep and v != "mask")
     if dropped:
         notes.append(f"dropped {dropped} (not (member, time, lat, lon) fields)")

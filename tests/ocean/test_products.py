@@ -129,6 +129,18 @@ def test_wrong_units_are_one_clear_error(cf):
         data.from_nemo(bad)
 
 
+def test_a_field_without_units_is_refused_not_assumed(cf):
+    """A mixed-layer depth in cm with no units attribute was labelled 'm' and read 100x too deep."""
+    bad = nemo_layout(cf)
+    bad["somxl010"] = bad["somxl010"] * 100.0   # in cm, with no units
+    bad["somxl010"].attrs.clear()
+    bad["sohefldo"].attrs.pop("units")
+    with pytest.raises(UnitsError, match=r"'mld' \(somxl010\) \(expected 'm'\), 'qnet' \(sohefldo\) "
+                       r"\(expected 'W m-2'\) have no units attribute"):
+        data.from_nemo(bad)
+    assert data.from_nemo(nemo_layout(cf))["mld"].attrs["units"] == "m"   # given units are kept
+
+
 def test_missing_variable_is_one_clear_error(cf, tmp_path):
     path = tmp_path / "no_flux.nc"
     nemo_layout(cf).drop_vars("sohefldo").to_netcdf(path)
