@@ -18,6 +18,7 @@ from .variables import (
     DIMS,
     EXPECTED_UNITS,
     INPUTS,
+    PLAUSIBLE,
     PRESCRIBED,
     product_names_of,
     units_ok,
@@ -27,7 +28,7 @@ __all__ = ["validate"]
 
 
 def validate(ds: xr.Dataset, *, inputs: Sequence[str] = INPUTS, concepts: Sequence[str] = PRESCRIBED,
-             target: str = "dmlhc_dt", check_nans: bool = True) -> xr.Dataset:
+             target: str = "dmlhc_dt", check_nans: bool = True, check_ranges: bool | None = None) -> xr.Dataset:
     """Check a dataset against the ocean schema; raise a clear error on the first problem.
 
     Raises
@@ -35,7 +36,10 @@ def validate(ds: xr.Dataset, *, inputs: Sequence[str] = INPUTS, concepts: Sequen
     MissingVariableError
         A required variable (or ``mask``) is absent.
     UnitsError
-        A variable's ``units`` attribute is missing or not the expected CF unit.
+        A variable's ``units`` attribute is missing or not the expected CF unit; with
+        ``check_ranges`` (default: as ``check_nans``; both read every value), an input's values
+        at ocean points outside what an ocean gives (:data:`~ocean.variables.PLAUSIBLE`: SST in
+        K labelled degC, an MLD in cm).
     DimensionError
         A variable's dims are not ``(member, time, lat, lon)`` (``mask``: ``(lat, lon)``).
     DataValidationError
@@ -79,12 +83,22 @@ def validate(ds: xr.Dataset, *, inputs: Sequence[str] = INPUTS, concepts: Sequen
         raise DataValidationError(f"Time is not strictly increasing (at index {bad + 1}: {t[bad]} -> {t[bad + 1]}). "
                                   "Fix: ds = ds.sortby('time') and drop duplicate times.")
     mask = ds["mask"].astype(bool)
-    if check_nans:
-        checks = {v: (~np.isfinite(ds[v]) & mask).sum() for v in [*inputs, *concepts, target]}
-        counts = dask.compute(checks)[0]
+    check_ranges = check_nans if check_ranges is None else check_ranges
+    if check_nans or check_ranges:
+        checks = {v: (~np.isfinite(ds[v]) & mask).sum() for v in [*inputs, *concepts, target]} if check_nans else {}
+        ranged = [v for v in inputs if v in PLAUSIBLE] if check_ranges else []
+        bounds = {v: (ds[v].where(mask).min(), ds[v].where(mask).max()) for v in ranged}
+        counts, bounds = dask.compute(checks, bounds)
         for v, n in counts.items():
             if int(n) > 0:
                 raise DataValidationError(
                     f"Variable {v!r} has {int(n)} NaN/inf values at ocean points (mask == 1). Fix: fill them "
                     "(e.g. ds[v].interpolate_na('time')) or set those points to land in 'mask'.")
+        for v, (lo, hi) in bounds.items():
+            low, high, hint = PLAUSIBLE[v]
+            if float(lo) < low or float(hi) > high:
+                raise UnitsError(
+                    f"Variable {v!r} ({ds[v].attrs.get('units')}) ranges over [{float(lo):.4g}, {float(hi):.4g}] at "
+                    f"ocean points; an ocean's {v} lies within [{low:g}, {high:g}]: {hint}. Land filled with a "
+                    "number instead of NaN also does this: set those points to 0 in 'mask'.")
     return ds

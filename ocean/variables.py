@@ -23,7 +23,7 @@ from collections.abc import Mapping
 import xarray as xr
 
 __all__ = ["DIMS", "INPUTS", "CONCEPTS", "PRESCRIBED", "TARGET", "VAR_ATTRS", "EXPECTED_UNITS", "UNIT_ALIASES",
-           "PRODUCT_NAMES", "TEMPERATURES", "units_ok", "product_names_of", "rename_to_study"]
+           "PRODUCT_NAMES", "PLAUSIBLE", "TEMPERATURES", "units_ok", "product_names_of", "rename_to_study"]
 
 DIMS = ("member", "time", "lat", "lon")
 INPUTS = ("sst", "zos", "tauu", "tauv", "qnet", "mld", "t_sub")
@@ -56,6 +56,21 @@ VAR_ATTRS: dict[str, dict[str, str]] = {
     "q_hidden": {"units": "W m-2", "long_name": "hidden eddy-driven heat flux (never prescribed)"},
 }
 EXPECTED_UNITS: dict[str, str] = {k: v["units"] for k, v in VAR_ATTRS.items()}
+
+#: bounds on an ocean input at ocean points, in the study's units, that catch a unit mix-up
+#: (SST in K labelled degC, an MLD in cm or given positive up, a sea surface height in cm, a
+#: wind stress in mN m-2) or a land fill value inside the mask, with what a value outside
+#: suggests. They are wider than the real ocean's (SST -2..36 degC) because the synthetic
+#: ocean, which has no sea ice, goes below freezing (-10 degC) and above 40 degC.
+PLAUSIBLE: dict[str, tuple[float, float, str]] = {
+    "sst": (-30.0, 80.0, "kelvin labelled degree_Celsius? convert with K - 273.15"),
+    "t_sub": (-30.0, 80.0, "kelvin labelled degree_Celsius? convert with K - 273.15"),
+    "mld": (0.0, 6000.0, "a depth in cm, or positive up? give metres, positive down"),
+    "qnet": (-3000.0, 3000.0, "a flux accumulated over the time step (J m-2)? divide by its seconds"),
+    "tauu": (-10.0, 10.0, "a stress in mN m-2? give N m-2"),
+    "tauv": (-10.0, 10.0, "a stress in mN m-2? give N m-2"),
+    "zos": (-10.0, 10.0, "a height in cm or mm? give metres"),
+}
 
 #: accepted spellings of each CF unit
 UNIT_ALIASES: dict[str, set[str]] = {

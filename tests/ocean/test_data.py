@@ -36,6 +36,29 @@ def test_wrong_units(ds):
     data.validate(ok)
 
 
+@pytest.mark.parametrize("var, change, words", [
+    ("sst", lambda x: x + 273.15, "kelvin labelled"),          # K values under a degC label
+    ("mld", lambda x: x * 100.0, "in cm"),                     # cm values under an m label
+    ("mld", lambda x: -x, "positive up"),
+    ("zos", lambda x: x * 100.0, "in cm"),
+    ("tauu", lambda x: x * 1000.0, "mN m-2"),                  # a few x 0.1 N m-2 -> hundreds
+])
+def test_values_outside_what_an_ocean_gives_are_a_units_error(ds, var, change, words):
+    bad = ds.copy()
+    bad[var] = change(bad[var]).assign_attrs(ds[var].attrs)
+    with pytest.raises(UnitsError, match=f"'{var}'.*ranges over.*{words}"):
+        data.validate(bad)
+    data.validate(bad, check_nans=False)   # the values are only read with check_nans (they are not read lazily)
+
+
+def test_land_filled_with_a_number_inside_the_mask_is_named(ds):
+    bad = ds.copy(deep=True)
+    land = np.argwhere(ds["mask"].values == 1)[0]
+    bad["sst"][:, :, land[0], land[1]] = 1e20   # a fill value at a point the mask calls ocean
+    with pytest.raises(UnitsError, match="Land filled with a number"):
+        data.validate(bad)
+
+
 def test_wrong_dims(ds):
     with pytest.raises(DimensionError, match="expand_dims"):
         data.validate(ds.isel(member=0))

@@ -26,7 +26,9 @@ def planted_dataset(seed=0) -> xr.Dataset:
     t = pd.date_range("2000-01-01", periods=NT, freq="MS")
     dv = {}
     for k, v in enumerate(INPUTS):
-        dv[v] = (("member", "time", "lat", "lon"), smooth[k], dict(VAR_ATTRS[v]))
+        # an ocean's mixed layer is tens of metres deep: the standardised field shifted by 50 m (the inputs'
+        # train-only normaliser removes the shift, so the planted relations below are unchanged)
+        dv[v] = (("member", "time", "lat", "lon"), smooth[k] + (50.0 if v == "mld" else 0.0), dict(VAR_ATTRS[v]))
     for c in CONCEPTS:
         src = smooth[INPUTS.index(SOURCES[c])]
         arr = np.zeros_like(src)
