@@ -174,7 +174,7 @@ def save(
     path.parent.mkdir(parents=True, exist_ok=True)
     suffix = path.suffix.lower()
     if suffix == ".nc":
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        fd, tmp = _sibling_tmp(path)
         os.close(fd)
         try:
             ds.to_netcdf(tmp, engine="netcdf4")
@@ -240,11 +240,31 @@ def load(path: str | os.PathLike) -> xr.Dataset:
         ) from err
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+#: the permission bits a new file gets in this process (the umask read once: setting it to read
+#: it is not thread-safe)
+_FILE_MODE = 0o666 & ~_umask()
+
+
+def _sibling_tmp(path: Path) -> tuple[int, str]:
+    """A temporary file beside ``path`` with the permissions a plainly created file gets:
+    ``mkstemp`` makes it 0600, which would leave results unreadable by the user's group."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.fchmod(fd, _FILE_MODE)
+    return fd, tmp
+
+
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
-    """Write bytes to ``path`` via a temporary sibling and ``os.replace``."""
+    """Write bytes to ``path`` via a temporary sibling and ``os.replace`` (permissions as for
+    any new file under the umask)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = _sibling_tmp(path)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -388,8 +408,7 @@ class UnitStore:
     """
 
     def __init__(self, root: str | os.PathLike, fmt: str = "nc"):
-        self.root = Path(root)
-        (self.root / "units").mkdir(parents=True, exist_ok=True)
+        self.root = Path(root)   # created by the first save: reading a folder writes nothing into it
         if fmt not in ("nc", "zarr"):
             raise ValueError(f"UnitStore fmt must be 'nc' or 'zarr'; got {fmt!r}.")
         self.fmt = fmt

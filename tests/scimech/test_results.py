@@ -127,3 +127,19 @@ def test_a_training_state_round_trips_exactly_without_a_pickle(tmp_path):
     torch.save(state, tmp_path / "old.pt")                                     # a pickle is not read
     with pytest.raises(CheckpointError, match="not a scimech state file"):
         load_state(tmp_path / "old.pt")
+
+
+def test_results_get_the_permissions_of_any_new_file_not_mkstemps_0600(tmp_path):
+    """On a cluster a group reads a results folder; mkstemp's 0600 made every result private."""
+    import os
+    import stat
+
+    from scimech.results import atomic_write_text
+
+    plain = tmp_path / "plain.txt"
+    plain.write_text("x")                      # what the umask gives a new file
+    expected = stat.S_IMODE(plain.stat().st_mode)
+    atomic_write_text(tmp_path / "findings.txt", "x")
+    save(xr.Dataset({"v": ("x", np.arange(3.0))}), tmp_path / "r.nc")
+    for name in ("findings.txt", "r.nc"):
+        assert stat.S_IMODE(os.stat(tmp_path / name).st_mode) == expected, name
