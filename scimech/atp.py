@@ -51,7 +51,15 @@ from .attention import DecomposedMultiheadAttention
 from .batches import batch_size_of, is_graph_batch, slice_batch
 from .calls import CallPolicy, Calls, parse_calls
 from .errors import DataValidationError
-from .hooks import HookSet, check_fired, first_tensor, override_forward, run_forward
+from .hooks import (
+    HookSet,
+    check_fired,
+    first_tensor,
+    override_forward,
+    restore_modes,
+    run_forward,
+    to_eval,
+)
 from .intervene import patching_sweep
 from .metrics import Metric
 from .prefix_reuse import trace_calls
@@ -63,6 +71,7 @@ from .sweep import (
     RowCheck,
     Target,
     capturing,
+    check_source,
     metric_values,
     normalized_effect,
     patch_sites,
@@ -220,6 +229,7 @@ def _estimates(resolved: Sequence[ResolvedSite], probes: _Probes, grads: Mapping
             path, attn, which = qk[s.name]
             call = probes.attn_calls[path]
             g = grads.get(("attn", path))
+            check_source(s.name, source[s.name], s.select(base), "attribution_patching")
             new = attn.split_heads(s.replace(base, source[s.name]))
             q, k = (new, call["k"]) if which == "q" else (call["q"], new)
             with torch.no_grad():
@@ -229,8 +239,9 @@ def _estimates(resolved: Sequence[ResolvedSite], probes: _Probes, grads: Mapping
         else:              # every call probed, each against the source's same call
             for key in keys:
                 base, g = probes.base[key], grads.get(key)
+                src = source_at(source[s.name], pol, key[2])
+                check_source(s.name, src, s.select(base), "attribution_patching")
                 if g is not None:
-                    src = source_at(source[s.name], pol, key[2])
                     est = est + _first_order(s.select(g), src.to(base.dtype) - s.select(base))
         rows.append(est.detach().float().cpu())
     return torch.stack(rows)
@@ -301,8 +312,7 @@ def attribution_patching(model: nn.Module, clean: Any, corrupted: Any, sites: Se
         and not is_graph_batch(clean)
     last: _Batch | None = None
     blocks: list[str] = []
-    was = model.training
-    model.eval()
+    was = to_eval(model)
     try:
         if graddrop:
             blocks = trace_calls(model, corrupted if direction == "denoising" else clean, forward).blocks(model)
@@ -318,13 +328,15 @@ def attribution_patching(model: nn.Module, clean: Any, corrupted: Any, sites: Se
             last = _estimate_batch(model, slice_batch(clean, start, stop), slice_batch(corrupted, start, stop),
                                    None if target is None else target[start:stop], resolved, metric, qk, blocks,
                                    direction=direction, forward=forward, keep=keep, policy=policy, samples=samples)
+            if start == 0:
+                _check_unreached(model, resolved, last, metric, forward, max_rows, samples)
             clean_v.append(last.source_metric if direction == "denoising" else last.base_metric)
             corr_v.append(last.base_metric if direction == "denoising" else last.source_metric)
             est_v.append(last.per_run[0])
             if blocks:
                 gd_v.append(torch.stack(last.per_run[1:]))
     finally:
-        model.train(was)
+        restore_modes(was)
     c, x = torch.cat(clean_v).numpy(), torch.cat(corr_v).numpy()
     effect = torch.cat(est_v, dim=1).numpy()
     base = x if direction == "denoising" else c
@@ -366,6 +378,53 @@ class _Batch:
     reuse: Any
     path: dict
     policy: CallPolicy
+    #: sites the metric's gradient never reached (autograd gave no gradient at any call)
+    unreached: tuple[str, ...] = ()
+
+
+def _unreached(group, probes, grads: Mapping[Any, torch.Tensor | None], qk) -> list[str]:
+    """The sites of ``group`` with no gradient at any call probed: their estimate would be 0."""
+    out = []
+    for s in group:
+        if s.name in qk:
+            got = grads.get(("attn", qk[s.name][0])) is not None
+        else:
+            got = any(grads.get(k) is not None for k in probes.base if k[:2] == probes.point(s))
+        if not got:
+            out.append(s.name)
+    return out
+
+
+def _check_unreached(model, resolved, batch: _Batch, metric, forward, max_rows: int, samples) -> None:
+    """A site the gradient never reaches has a first-order estimate of 0. That is its effect
+    when nothing downstream uses it; under ``torch.no_grad()``, after a ``.detach()`` or in a
+    reentrant checkpoint inside the model it is not. So those sites are patched exactly once on
+    the first batch, and a non-zero effect is refused rather than reported as 0."""
+    if not batch.unreached:
+        return
+    names = ", ".join(repr(n) for n in batch.unreached)
+    if batch.policy.mode not in ("error", "index"):
+        raise DataValidationError(
+            f"attribution_patching: the metric's gradient never reaches {names} (torch.no_grad(), .detach() or a "
+            "reentrant checkpoint inside the model, or an unused output), so the estimate would be 0 whatever the "
+            "site does. Measure it exactly with patching_sweep(..., calls=...) instead.")
+    chosen = [r for r in resolved if r.name in batch.unreached]
+    idx = sample_index(batch.base_batch, samples)
+    agg = None if idx is None else (lambda v, _i=idx: per_sample(v, _i))
+    with torch.no_grad():
+        rows = patch_sites(model, [Target(r, batch.policy) for r in chosen], batch.base_batch, batch.source, metric,
+                           batch.target, forward, max_rows, None, baseline=batch.base_metric, per_sample=agg)
+    scale = max(1.0, float(batch.base_metric.abs().max()))
+    moved = {r.name: float((row - batch.base_metric).abs().max()) for r, row in zip(chosen, rows, strict=True)}
+    moved = {k: v for k, v in moved.items() if v > 1e-5 * scale}
+    if moved:
+        raise DataValidationError(
+            f"attribution_patching: the metric's gradient never reaches {', '.join(map(repr, moved))}, yet patching "
+            f"{'it' if len(moved) == 1 else 'them'} changes the metric by up to {max(moved.values()):.3g} on the first "
+            "batch: the site runs under torch.no_grad(), after a .detach() or inside a reentrant checkpoint "
+            "(torch.utils.checkpoint(..., use_reentrant=True)), where no gradient flows, and a first-order estimate "
+            "of 0 would be wrong. Measure these sites with patching_sweep (exact), or let the gradient through "
+            "(use_reentrant=False).")
 
 
 def _estimate_batch(model, clean_batch, corrupted_batch, target, resolved, metric, qk, blocks, *, direction,
@@ -388,6 +447,7 @@ def _estimate_batch(model, clean_batch, corrupted_batch, target, resolved, metri
     groups = [[s] for s in resolved] if multi else [list(resolved)]
     rows: list[torch.Tensor] = []
     per_run: list[torch.Tensor] = []
+    unreached: list[str] = []
     for group in groups:
         with torch.enable_grad(), _gates(model, blocks, state), \
                 _Probes(model, group, qk, policy, cut=multi) as probes, \
@@ -408,7 +468,10 @@ def _estimate_batch(model, clean_batch, corrupted_batch, target, resolved, metri
             for dropped in runs:
                 state["dropped"] = dropped
                 g = torch.autograd.grad(total, leaves, retain_graph=dropped != runs[-1], allow_unused=True)
-                per_run.append(_estimates(group, probes, dict(zip(keys, g, strict=True)), source, qk))
+                grads = dict(zip(keys, g, strict=True))
+                if dropped is None:
+                    unreached += _unreached(group, probes, grads, qk)
+                per_run.append(_estimates(group, probes, grads, source, qk))
         rows.append(per_run[0])
     if multi:
         per_run = [torch.cat(rows)]
@@ -418,7 +481,7 @@ def _estimate_batch(model, clean_batch, corrupted_batch, target, resolved, metri
         n = int(idx.max()) + 1
         per_run = [per_sample(r.T, idx.cpu(), n).T for r in per_run]
         src_m, base_m = per_sample(src_m, idx.cpu(), n), per_sample(base_m, idx.cpu(), n)
-    return _Batch(src_m, base_m, per_run, source, base_batch, target, reuse, path, policy)
+    return _Batch(src_m, base_m, per_run, source, base_batch, target, reuse, path, policy, tuple(unreached))
 
 
 def _estimate_variables(sites, metric_name, c, x, base, effect, blocks, gd_v) -> tuple[dict, dict]:
@@ -455,15 +518,14 @@ def _verify_kept_batch(model, resolved, top, batch: _Batch, metric, forward, max
     chosen = [r for r in resolved if r.name in top]
     reuse = batch.reuse
     sub = None if reuse is None else _Reuse({r.name: reuse.plan[r.name] for r in chosen}, reuse.recorded)
-    was = model.training
-    model.eval()
+    was = to_eval(model)
     try:
         with torch.no_grad():
             rows = patch_sites(model, [Target(r, batch.policy) for r in chosen], batch.base_batch, batch.source,
                                metric, batch.target, forward, max_rows, sub, check=RowCheck(),
                                baseline=batch.base_metric)
     finally:
-        model.train(was)
+        restore_modes(was)
     return {r.name: rows[i].numpy() for i, r in enumerate(chosen)}
 
 

@@ -18,6 +18,7 @@ import xarray as xr
 from torch import nn
 
 from .errors import DimensionError, SiteNotFoundError
+from .hooks import restore_modes, to_eval
 
 __all__ = ["attribute", "Method"]
 
@@ -96,8 +97,7 @@ def attribute(model: nn.Module, inputs: torch.Tensor, *, method: Method = "gradi
     from captum import attr as ca
 
     wrapped = _Scalarised(model, forward, reduce_output)
-    was = model.training
-    model.eval()
+    was = to_eval(model)
     inputs = inputs.detach().clone().requires_grad_(True)
     np_state = np.random.get_state()
     try:
@@ -125,7 +125,7 @@ def attribute(model: nn.Module, inputs: torch.Tensor, *, method: Method = "gradi
                              f"'layer_feature_ablation'; got {method!r}.")
     finally:
         np.random.set_state(np_state)  # leave the caller's numpy stream as it was
-        model.train(was)
+        restore_modes(was)
     arr = res.detach().cpu().numpy()
     if dims is None:
         dims = ["sample", *[f"dim_{i}" for i in range(1, arr.ndim)]]

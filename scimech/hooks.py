@@ -38,7 +38,8 @@ from .errors import SiteCalledTwiceError, SiteNeverRanError
 from .layout import batch_rows, current_rows
 from .sites import ResolvedSite
 
-__all__ = ["HookSet", "StopForward", "first_tensor", "override_forward", "run_forward", "check_fired"]
+__all__ = ["HookSet", "StopForward", "first_tensor", "override_forward", "run_forward", "check_fired", "to_eval",
+           "restore_modes"]
 
 #: modules whose fused inference path a hook on them or on a submodule switches off
 _FAST_PATH_MODULES: tuple[type[nn.Module], ...] = (nn.TransformerEncoderLayer,)
@@ -288,6 +289,21 @@ def _root_rows_hooks(model: nn.Module) -> list:
 
     return [model.register_forward_pre_hook(pre, with_kwargs=True, prepend=True),
             model.register_forward_hook(post, always_call=True)]
+
+
+def to_eval(model: nn.Module) -> list[tuple[nn.Module, bool]]:
+    """Put ``model`` in eval mode, as every verb measures; returns each module's own mode for
+    :func:`restore_modes` (a model training with a frozen batch norm kept in eval gets exactly
+    that back, which ``model.train(was)`` would not give)."""
+    modes = [(m, m.training) for m in model.modules()]
+    model.eval()
+    return modes
+
+
+def restore_modes(modes: list[tuple[nn.Module, bool]]) -> None:
+    """Give every module the mode :func:`to_eval` found it in."""
+    for module, training in modes:
+        module.training = training
 
 
 def run_forward(model: nn.Module, batch: Any, forward: Callable | None = None) -> Any:

@@ -39,7 +39,7 @@ from .ablation import AblationMethod, Method, check_reference, resolve_method
 from .batches import batch_size_of, is_one_batch, iter_batches, n_samples_of, slice_batch
 from .calls import CallPolicy, Calls, current_pass, parse_calls
 from .errors import DataValidationError
-from .hooks import HookSet, run_forward
+from .hooks import HookSet, restore_modes, run_forward, to_eval
 from .metrics import Metric, as_metric
 from .record import Recorder, site_dims
 from .samples import FixedMesh, Samples, mesh_nodes, per_sample, require_samples, sample_index
@@ -84,8 +84,7 @@ def reference_activations(model: nn.Module, reference: Any, sites: Sequence[str]
     if _given_activations(reference, sites):
         return {s: reference[s] for s in sites}
     out: dict[str, list[torch.Tensor]] = {s: [] for s in sites}
-    was = model.training
-    model.eval()
+    was = to_eval(model)
     try:
         with torch.no_grad(), Recorder(model, sites, layouts=layouts, stop_early=True, axes=axes,
                                        calls=policy) as rec:
@@ -95,7 +94,7 @@ def reference_activations(model: nn.Module, reference: Any, sites: Sequence[str]
                 for s in sites:
                     out[s].append(rec.canonical[s])
     finally:
-        model.train(was)
+        restore_modes(was)
     if policy.stacked:
         counts = {s: sorted({t.shape[1] for t in v}) for s, v in out.items()}
         varying = {s: c for s, c in counts.items() if len(c) > 1}
@@ -333,8 +332,7 @@ def ablation_sweep(model: nn.Module, inputs: Any, sites: Sequence[str], metric: 
     base_vals, abl_vals = [], []
     reuse, path, check = None, {}, RowCheck()
     targets, call_list = None, None
-    was = model.training
-    model.eval()
+    was = to_eval(model)
     try:
         with torch.no_grad():
             for start, batch in iter_batches(inputs, batch_size):
@@ -372,7 +370,7 @@ def ablation_sweep(model: nn.Module, inputs: Any, sites: Sequence[str], metric: 
                             last, check, base, agg)
                 abl_vals.append(row)
     finally:
-        model.train(was)
+        restore_modes(was)
     baseline = torch.cat(base_vals).numpy()
     ablated = torch.cat(abl_vals, dim=1).numpy()
     return _sweep_dataset(
@@ -455,8 +453,7 @@ def patching_sweep(model: nn.Module, clean: Any, corrupted: Any, sites: Sequence
     reuse, path, check = None, {}, RowCheck()
     targets, call_list = None, None
     counting = policy.mode == "last" or (by_call and policy.mode == "all")
-    was = model.training
-    model.eval()
+    was = to_eval(model)
     try:
         with torch.no_grad():
             for start in range(0, n_clean, batch_size):
@@ -486,7 +483,7 @@ def patching_sweep(model: nn.Module, clean: Any, corrupted: Any, sites: Sequence
                 patched_v.append(patch_sites(model, targets, base, source, metric, tgt, forward, max_rows, reuse,
                                              last, check, out_base, agg))
     finally:
-        model.train(was)
+        restore_modes(was)
     c = torch.cat(clean_v).numpy()
     x = torch.cat(corr_v).numpy()
     p = torch.cat(patched_v, dim=1).numpy()

@@ -30,7 +30,7 @@ from torch import nn
 from .batches import batch_size_of, iter_batches
 from .calls import CallPolicy, Calls, current_pass, parse_calls, shortfall
 from .errors import DimensionError
-from .hooks import HookSet, StopForward, check_fired, run_forward
+from .hooks import HookSet, StopForward, check_fired, restore_modes, run_forward, to_eval
 from .layout import Axes
 from .progress import progress as _progress
 from .sites import HeadLayout, ResolvedSite, resolve_site
@@ -358,8 +358,7 @@ def record(model: nn.Module, inputs: Any, sites: Sequence[str], *, batch_size: i
     if isinstance(sites, str):
         sites = [sites]
     policy = _calls_from(calls, repeat, "record")
-    was_training = model.training
-    model.eval()
+    was_training = to_eval(model)
     chunks: dict[str, list[np.ndarray]] = {s: [] for s in sites}
     store_path = Path(to_zarr) if to_zarr is not None else None
     dims: dict[str, list[str]] | None = None
@@ -418,7 +417,7 @@ def record(model: nn.Module, inputs: Any, sites: Sequence[str], *, batch_size: i
                     for s, a in arrays.items():
                         chunks[s].append(a)
     finally:
-        model.train(was_training)
+        restore_modes(was_training)
     if dims is None:
         raise ValueError("record() got no inputs: the dataset is empty.")
     if store_path is not None:

@@ -32,7 +32,7 @@ from torch import nn
 
 from .batches import batch_size_of, is_graph_batch, leaf_tensors, slice_batch
 from .errors import DataValidationError
-from .hooks import run_forward
+from .hooks import restore_modes, run_forward, to_eval
 
 __all__ = ["Samples", "FixedMesh", "mesh_nodes", "sample_index", "rows_interact", "require_samples", "per_sample"]
 
@@ -124,8 +124,7 @@ def rows_interact(model: nn.Module, batch: Any, forward: Callable | None = None)
     h = b // 2
     # in eval mode, as the verbs record and sweep (a train-mode check would update batch-norm
     # running statistics and find the rows coupled by batch statistics the verbs never use)
-    was = model.training
-    model.eval()
+    was = to_eval(model)
     try:
         with torch.no_grad():
             full = list(leaf_tensors(run_forward(model, batch, forward)))
@@ -135,7 +134,7 @@ def rows_interact(model: nn.Module, batch: Any, forward: Callable | None = None)
                 return (f"the first {h} of {b} rows cannot run without the others ({type(err).__name__}: "
                         f"{str(err)[:120]})")
     finally:
-        model.train(was)
+        restore_modes(was)
     pairs = [(f, s) for f, s in zip(full, half, strict=False) if f.dim() and f.shape[0] == b]
     if not pairs or len(full) != len(half):
         return f"the output is not batched on its first axis like the {b} input rows"

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .batches import batch_size_of, n_samples_of, tile_batch
+from .batches import batch_size_of, is_graph_batch, n_samples_of, tile_batch
 from .calls import CallPolicy, repeat_message, shortfall
 from .errors import DataValidationError, SiteCalledTwiceError, SiteNeverRanError
 from .hooks import HookSet, check_fired, run_forward
@@ -37,7 +37,7 @@ from .metrics import Metric, as_metric
 from .prefix_reuse import Shortcut, recording_reused, reusing, trace_calls
 from .sites import HeadLayout, ResolvedSite, resolve_site
 
-__all__ = ["Target", "Reuse", "RowCheck", "metric_values", "sites_per_forward", "sweep_tiles", "patch_sites",
+__all__ = ["Target", "Reuse", "RowCheck", "check_source", "metric_values", "sites_per_forward", "sweep_tiles", "patch_sites",
            "plan_reuse", "capturing", "count_calls", "targets_for", "site_list", "sweep_target", "patching_inputs",
            "normalized_effect"]
 
@@ -259,6 +259,16 @@ class Reuse:
                    {sc.resume.outer for sc in self.plan.values() if sc.resume is not None})
 
 
+def check_source(site: str, src: torch.Tensor, cur: torch.Tensor, verb: str) -> None:
+    """Patching pairs row ``i`` of the source run with row ``i`` of the run patched into: the
+    two activations must have one shape (torch would broadcast a length-1 sequence silently)."""
+    if tuple(src.shape) != tuple(cur.shape):
+        raise DataValidationError(
+            f"{verb}: the source run's activation at {site!r} has shape {tuple(src.shape)} but the run patched into "
+            f"has {tuple(cur.shape)}. Clean and corrupted inputs are paired row for row and must give one shape per "
+            "sample: the same sequence length (pad them to one length), the same grid, graphs with the same nodes.")
+
+
 def source_at(source: torch.Tensor, policy: CallPolicy, call: int) -> torch.Tensor:
     """The source activation for call ``call``: ``source`` recorded with every call stacked on
     dim 1 (policies other than ``"error"``), or one call (``"error"``)."""
@@ -286,6 +296,7 @@ def patch_sites(model: nn.Module, targets: Sequence[Target], base: Any, source: 
 
     def make(i, s, cur, call):
         src = source_at(source[s.name], CallPolicy("error") if pol[s.name].mode == "error" else pol[s.name], call)
+        check_source(s.name, src, cur, "patching_sweep")
         return src.to(cur.dtype)
 
     sweep_tiles(model, targets, base, b, make, metric, tgt, forward, k, row, reuse, "patching_sweep", last, check,
@@ -365,6 +376,14 @@ def patching_inputs(model: nn.Module, clean: Any, corrupted: Any, sites: Sequenc
     n_clean, n_corr = n_samples_of(clean), n_samples_of(corrupted)
     if n_clean != n_corr:
         raise DataValidationError(f"clean has {n_clean} rows and corrupted {n_corr}; patching needs pairs.")
+    if is_graph_batch(clean) and is_graph_batch(corrupted):
+        sizes = [np.bincount(b.batch.cpu().numpy(), minlength=b.num_graphs) for b in (clean, corrupted)]
+        if not np.array_equal(*sizes):
+            bad = int(np.flatnonzero(sizes[0] != sizes[1])[0])
+            raise DataValidationError(
+                f"Graph {bad} has {sizes[0][bad]} nodes in clean and {sizes[1][bad]} in corrupted: patching sets each "
+                "node of a clean graph from the same node of its corrupted pair, so paired graphs need the same nodes "
+                "(the same graph with other features).")
     target = sweep_target(target, metric, n_clean)
     return sites, metric, n_clean, target, [resolve_site(model, s, layouts, axes) for s in sites]
 

@@ -30,7 +30,7 @@ from torch import nn
 
 from ..batches import iter_batches
 from ..calls import Calls, parse_calls
-from ..hooks import HookSet, run_forward
+from ..hooks import HookSet, restore_modes, run_forward, to_eval
 from ..intervene import ablate
 from ..sites import HeadLayout, ResolvedSite, resolve_site
 from ..stats import bootstrap_ci
@@ -153,8 +153,7 @@ def splice_fidelity(model: nn.Module, inputs: Any, site: str, dictionary: Sparse
     ablation)``, percentile interval) and ``share_below_zero`` (the share of samples the splice
     changes less than zero ablation). ``calls``: the calls spliced and ablated, as in :func:`splice`.
     """
-    was = model.training
-    model.eval()
+    was = to_eval(model)
     try:
         clean = _outputs(model, inputs, forward, batch_size)
         with splice(model, site, dictionary, layouts=layouts, axes=axes, calls=calls):
@@ -165,7 +164,7 @@ def splice_fidelity(model: nn.Module, inputs: Any, site: str, dictionary: Sparse
                     forward=forward, layouts=layouts, axes=axes, calls=calls):
             meaned = _outputs(model, inputs, forward, batch_size)
     finally:
-        model.train(was)
+        restore_modes(was)
 
     def change(out: torch.Tensor) -> np.ndarray:
         return (out - clean).pow(2).mean(1).double().numpy()
@@ -238,8 +237,7 @@ def rollout_effect(model: nn.Module, inputs: Any, site: str, *, rollout: Callabl
         over samples and outputs) with ``effect_rms_ci_low``/``_ci_high`` (95% percentile
         bootstrap over samples); the steer's settings as attrs.
     """
-    was = model.training
-    model.eval()
+    was = to_eval(model)
     base, steered = [], []
     try:
         for _, batch in iter_batches(inputs, batch_size):
@@ -248,7 +246,7 @@ def rollout_effect(model: nn.Module, inputs: Any, site: str, *, rollout: Callabl
                        value=value, calls=calls, layouts=layouts, axes=axes):
                 steered.append(_forecast_rows(run_forward(model, batch, rollout)))
     finally:
-        model.train(was)
+        restore_modes(was)
     b, s = torch.cat(base).double().numpy(), torch.cat(steered).double().numpy()
     eff = s - b
     per_sample = (eff ** 2).mean(2)                                  # (sample, step)

@@ -278,6 +278,16 @@ def test_pyg_resample_with_unequal_node_counts_is_refused(gcn):
                           reference=gcn.batch(gcn.var_ref), forward=fwd)
 
 
+def test_pyg_pairs_with_other_node_counts_are_refused(gcn):
+    """Equal node totals but other graph sizes paired nodes of different graphs silently."""
+    g = torch.Generator().manual_seed(3)
+    clean = gcn.batch(graphs([4, 5, 6], g))
+    corrupted = gcn.batch(graphs([5, 6, 4], g))   # 15 nodes each
+    for verb in (sm.patching_sweep, sm.attribution_patching):
+        with pytest.raises(DataValidationError, match="Graph 0 has 4 nodes in clean and 5 in corrupted"):
+            verb(gcn.model, clean, corrupted, ["conv1"], metric, forward=fwd)
+
+
 def test_pyg_batch_attribution_patching(gcn):
     """AtP on a Batch: per graph, the gradient of that graph's metric at ``conv2``'s output
     (the corrupted graph run alone) dotted with clean - corrupted over the graph's nodes."""

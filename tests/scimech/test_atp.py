@@ -14,6 +14,7 @@ from torch import nn
 
 from scimech import attribution_patching, metrics, patching_sweep, ranking_agreement
 from scimech.attention import DecomposedMultiheadAttention
+from scimech.errors import DataValidationError
 
 from .models import TinyTransformer
 
@@ -174,3 +175,35 @@ def test_bad_calls_are_clear():
     with pytest.raises(ValueError, match="verify_top"):
         attribution_patching(model, x, x.flip(0), ["attn.heads[0]"], verify_top=-1)
     assert all("forward" not in m.__dict__ and "attention_weights" not in m.__dict__ for m in model.modules())
+
+
+class _Branches(nn.Module):
+    """``used`` feeds the output through torch.no_grad() (no gradient, a real effect);
+    ``unused`` is computed and never read (no gradient, no effect)."""
+
+    def __init__(self, no_grad: bool):
+        super().__init__()
+        torch.manual_seed(0)
+        self.used, self.unused, self.head = nn.Linear(4, 4), nn.Linear(4, 4), nn.Linear(4, 1)
+        self.no_grad = no_grad
+
+    def forward(self, x):
+        self.unused(x)
+        if self.no_grad:
+            with torch.no_grad():
+                h = self.used(x)
+        else:
+            h = self.used(x)
+        return self.head(torch.tanh(h)).squeeze(-1) + x.sum(-1)
+
+
+def test_a_site_the_gradient_cannot_reach_is_refused_not_estimated_as_zero():
+    clean, corrupted = torch.randn(6, 4), torch.randn(6, 4)
+    metric = lambda out, target=None: out  # noqa: E731
+    with pytest.raises(DataValidationError, match=r"never reaches 'used'.*patching_sweep"):
+        attribution_patching(_Branches(no_grad=True), clean, corrupted, ["used", "unused"], metric)
+    # an output nothing reads: its estimate 0 is its exact effect (patching it changes nothing)
+    got = attribution_patching(_Branches(no_grad=False), clean, corrupted, ["used", "unused"], metric)
+    exact = patching_sweep(_Branches(no_grad=False), clean, corrupted, ["used", "unused"], metric)
+    np.testing.assert_allclose(got.effect.sel(site="unused").values, 0.0)
+    np.testing.assert_allclose(exact.effect.sel(site="unused").values, 0.0, atol=1e-6)

@@ -386,3 +386,16 @@ def test_a_metric_on_a_tuple_of_outputs_asks_which_one():
         want = model(x)[1]
     got = metrics.output(key=1)(model(x))
     torch.testing.assert_close(got, want)
+
+
+def test_patching_refuses_sources_of_another_shape_instead_of_broadcasting():
+    """A length-1 clean sequence against length-9 corrupted ones was broadcast to every position."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 8), nn.Tanh(), nn.Linear(8, 1))
+    clean, corrupted = torch.randn(4, 1, 8), torch.randn(4, 9, 8)
+    metric = lambda out, target=None: out.sum((1, 2))  # noqa: E731
+    from scimech import attribution_patching
+
+    for verb in (patching_sweep, attribution_patching):
+        with pytest.raises(DataValidationError, match=r"shape \(4, 1, 8\) but the run patched into has \(4, 9, 8\)"):
+            verb(model, clean, corrupted, ["0"], metric)
