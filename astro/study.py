@@ -222,7 +222,7 @@ class AstroStudy(Study):
                        help="galaxies to write (after the r-band selection; default 2000)")
         options.deprecated(s, "--n", "--n-galaxies", type=whole(1))
         options.add(s, "seed", default=0, context="The sample is a function of it")
-        options.add(s, "out", kind="file", required=True,
+        options.add(s, "out", kind="file", suffixes=(".fits", ".zarr"), required=True,
                     context="Here: .fits (catalogue table + IMAGES cube) or .zarr (a folder)")
         s.add_argument("--no-images", action="store_true",
                        help="catalogue only, no (N, 4, 24, 24) g, r, i, z cut-outs [nanomaggy per pixel]")

@@ -233,7 +233,8 @@ class NeuroStudy(Study):
                     context="Here: the quick (3 s trials) or full (12 s) simulation")
         options.add(s, "seed", default=0)
         s.add_argument("--duration", type=number(0), default=None, help="trial length, s")
-        options.add(s, "out", kind="file", default="runs/neuro/recording.zarr", context="Here: the zarr recording")
+        options.add(s, "out", kind="file", suffixes=(".zarr", ".nc"), default="runs/neuro/recording.zarr",
+                    context="Here: the recording (zarr, or netCDF for a .nc name)")
 
     def generate(self, args: argparse.Namespace) -> int:
         from .sim.recording import save_recording

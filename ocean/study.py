@@ -39,10 +39,10 @@ _DATA_FORMATS = ("zarr", "netcdf")
 
 
 def _settings_options(p: argparse.ArgumentParser, out_default: str, config_keys: dict[str, str], *,
-                      out_kind: str = "folder") -> None:
+                      out_kind: str = "folder", suffixes: tuple[str, ...] | None = None) -> None:
     """``--out``, ``--config`` and ``--size`` of the ocean commands that are not ``study``, from the
     shared declarations (``scimech.cli.main`` reads the ``--config`` file)."""
-    options.add(p, "out", default=out_default, kind=out_kind)
+    options.add(p, "out", default=out_default, kind=out_kind, suffixes=suffixes)
     options.add(p, "config", context=f"Keys: the option names and the study settings ({', '.join(config_keys)})")
     options.add(p, "size", default="quick", context="The size whose defaults apply (docs/ocean.md)")
     p.set_defaults(config_extra={}, _config_keys=dict(config_keys))
@@ -129,7 +129,7 @@ class OceanStudy(Study):
 
     # --- generate, shift and the ocean's own commands -----------------------------------------
     def add_generate_options(self, s: argparse.ArgumentParser) -> None:
-        _settings_options(s, "runs/ocean/ocean.zarr", SYNTH_KEYS, out_kind="file")
+        _settings_options(s, "runs/ocean/ocean.zarr", SYNTH_KEYS, out_kind="file", suffixes=(".zarr",))
         s.add_argument("--members", type=whole(1), default=None, help="ensemble members (default: the size's)")
         s.add_argument("--years", type=whole(1), default=None, help="years (default: the size's)")
         s.add_argument("--grid", type=whole(2), nargs=2, metavar=("NY", "NX"), default=None,

@@ -52,6 +52,11 @@ class CommandParser(argparse.ArgumentParser):
     the rest. Every subcommand's parser is one of these (argparse makes subparsers of the
     parent's class)."""
 
+    def __init__(self, *args, **kwargs):
+        # no abbreviations: `--seed` must never be read as `--seeds` where only `--seeds` exists
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str):
         self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
 
@@ -75,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser(
         "demo",
         help="run every study on its quick default and write a report folder",
-        description="Run each domain study (ocean, astro, neuro) on its quick embedded default, "
+        description=f"Run each study ({', '.join(registered_studies())}) on its quick embedded default, "
         "write figures and a summary per study plus an index, and print where the report is.",
     )
     options.add(demo, "out", default="reports/demo", context="Here: the report folder")
@@ -107,6 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
     reserved = {"demo", "validate", "dictionary"}
     for name in studies:
         if name in reserved:  # a study may not hide one of scimech's own commands
+            print(f"scimech: the study {name!r} is not loaded: its name is one of scimech's own commands "
+                  f"({', '.join(sorted(reserved))}); rename its scimech.studies entry point.", file=sys.stderr)
             continue
         study, err = _study(name)
         if study is not None:
@@ -117,7 +124,9 @@ def build_parser() -> argparse.ArgumentParser:
                 err = f"{type(exc).__name__}: {exc}"
                 sub.choices.pop(name, None)
                 sub._choices_actions[:] = [c for c in sub._choices_actions if c.dest != name]
-        p = sub.add_parser(name, help=f"{name} study (unavailable)")
+        p = sub.add_parser(name, help=f"{name} study (unavailable)", add_help=False)
+        # whatever follows the study's name, the one thing to say is why it could not be loaded
+        p.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
         p.set_defaults(func=lambda args, n=name, e=err: _unavailable(n, e))
     return parser
 
@@ -159,7 +168,12 @@ and type wherever it appears (a command may narrow it: its default, the formats 
 reads, the sizes it offers). Paths are checked where they are parsed, before any work:
 an output is probed for writing (nothing is created, so `--dry-run` writes nothing) and an
 input's first bytes must be the format the option reads (the error says what the file seems
-to be). A usage error is one line, exit status 2.
+to be). An output that is one file or store must end in what is written (`.zarr`, `.nc`,
+`.fits`), and a file of another kind already there is refused, never replaced. A folder
+argument (`redraw FOLDER`, `--model`) must be a folder. `--cluster` is read and checked
+(its `[cluster]` kind, keys, and cores and memory for SLURM / PBS) and `--scheduler` must
+answer, both when parsed. Options are never abbreviated (`--seed` is not read as `--seeds`),
+and the values of `--seeds` must differ. A usage error is one line, exit status 2.
 
 Renamed options keep their old spelling for one release, with a warning naming the new one:
 `astro synth --n` is `--n-galaxies`, `astro study --catalog` is `--data`, `neuro study --model`

@@ -30,6 +30,7 @@ Two layers:
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import sys
@@ -106,10 +107,14 @@ def fraction() -> Option:
 
 
 def existing_path(kind: str = "file or folder") -> Option:
-    """A path that exists (a file or a folder: zarr stores are folders)."""
+    """A path that exists (a file or a folder: zarr stores are folders); ``kind="folder"``: a folder."""
     def convert(text: str):
         p = Path(text)
-        return p if text.strip() and p.exists() else None
+        if not (text.strip() and p.exists()):
+            return None
+        if kind == "folder" and not p.is_dir():
+            raise argparse.ArgumentTypeError(f"{text!r} is {seems(p)}; expected an existing folder.")
+        return p
 
     return Option(convert, f"an existing {kind}", ("", "/no/such/path/anywhere"))
 
@@ -163,19 +168,43 @@ def available_devices() -> list[str]:
 
 # --- paths: checked where they are parsed --------------------------------------------------------
 
-def output_path(kind: str = "folder") -> Option:
+#: what a file or store written under each name ending is, by its format name in :data:`FORMATS`
+WRITTEN = {".zarr": "zarr", ".nc": "netcdf", ".fits": "fits"}
+
+
+def _replaceable(path: Path, text: str, suffixes: tuple[str, ...]) -> None:
+    """A file or store the command writes: a name ending it writes, and nothing of another kind
+    already there (writing a zarr store over a text file of that name would delete the file)."""
+    suffix = path.suffix.lower()
+    if suffix not in suffixes:
+        raise argparse.ArgumentTypeError(f"{text!r} does not end in {' or '.join(suffixes)}: the name says what is "
+                                         "written (e.g. runs/data" + suffixes[0] + ").")
+    if not path.exists():
+        return
+    fmt = WRITTEN.get(suffix)
+    empty_folder = path.is_dir() and not any(path.iterdir())
+    if fmt is not None and not FORMATS[fmt].test(path) and not (fmt == "zarr" and empty_folder):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} exists and is {seems(path)}, not {FORMATS[fmt].words}: writing there would replace it. Remove "
+            "it or choose another name.")
+
+
+def output_path(kind: str = "folder", suffixes: tuple[str, ...] | None = None) -> Option:
     """A place the command can write: ``kind`` ``"folder"`` (a results folder), ``"file"`` (the one
-    file or store the command writes) or ``"file or folder"``.
+    file or store the command writes) or ``"file or folder"``; ``suffixes``: the name endings of
+    the file or store written (``(".zarr", ".nc")``), checked with what is already there.
 
     Checked without leaving anything behind: the nearest folder that exists on the way to it
     must be a folder, and a probe file must be writable there (then removed). Nothing is created
     while parsing, so ``--dry-run`` writes nothing."""
-    constraint = f"a {kind} this machine can write"
+    constraint = f"a {kind} this machine can write" + (f" (ending in {' or '.join(suffixes)})" if suffixes else "")
 
     def convert(text: str):
         if not text.strip():
             return None
         path = Path(text).expanduser()
+        if suffixes:
+            _replaceable(path, text, suffixes)
         if kind == "folder" and path.is_file():
             raise argparse.ArgumentTypeError(f"{text!r} is a file; expected {constraint} (results go into it).")
         if kind == "file" and path.is_dir() and not _looks_like_store(path) and any(path.iterdir()):
@@ -198,9 +227,23 @@ def output_path(kind: str = "folder") -> Option:
                 f"expected {constraint} (a scratch or home folder).") from None
         return path
 
-    option = Option(convert, constraint, ("", "/proc/scimech-no-such-place/out"))
+    option = Option(convert, constraint, ("", "/proc/scimech-no-such-place/out" + (suffixes or ("",))[0]))
     option.output = kind
+    option.suffixes = tuple(suffixes or ())
     return option
+
+
+def _zarr_group(path: Path) -> bool:
+    """A zarr group (what xarray opens as a dataset): v3 ``zarr.json`` of a group, or v2 ``.zgroup``;
+    a lone array (``.zarray``) is not a dataset."""
+    if not path.is_dir():
+        return False
+    if (path / ".zgroup").exists():
+        return True
+    try:
+        return json.loads((path / "zarr.json").read_text()).get("node_type") == "group"
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def _looks_like_store(path: Path) -> bool:
@@ -225,6 +268,29 @@ def _head(path: Path, n: int = 512) -> bytes:
 
 def _magic(*prefixes: bytes) -> Callable[[Path], bool]:
     return lambda p: p.is_file() and _head(p).startswith(prefixes)
+
+
+def _zip_members(p: Path) -> list[str] | None:
+    """The member names of a zip file (``None``: not a readable zip)."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(p) as z:
+            return z.namelist()
+    except (OSError, zipfile.BadZipFile):
+        return None
+
+
+def _zip_with(suffix: str) -> Callable[[Path], bool]:
+    """A zip whose members include one ending in ``suffix`` (torch: ``data.pkl``; NumPy: ``.npy``).
+    A zip that cannot be read (a truncated header) passes, to be named by its reader."""
+    def test(p: Path) -> bool:
+        if not (p.is_file() and _head(p).startswith((b"PK\x03\x04", b"PK\x05\x06"))):
+            return False
+        names = _zip_members(p)
+        return names is None or any(n.endswith(suffix) for n in names)
+
+    return test
 
 
 def _fits(p: Path) -> bool:
@@ -270,11 +336,11 @@ def _text(p: Path) -> bool:
 #: the formats inputs are read in, by name (``input_path("netcdf", "zarr")``)
 FORMATS: dict[str, Format] = {
     "netcdf": Format("a netCDF file", _magic(b"CDF\x01", b"CDF\x02", b"CDF\x05", b"\x89HDF\r\n\x1a\n")),
-    "zarr": Format("a zarr store (a folder with zarr.json or .zgroup)", lambda p: p.is_dir() and _looks_like_store(p)),
+    "zarr": Format("a zarr store (a folder with zarr.json or .zgroup)", lambda p: _zarr_group(p)),
     "fits": Format("a FITS file (.fits, .fits.gz, .fits.bz2)", _fits),
     "npy": Format("a NumPy .npy array", _magic(b"\x93NUMPY")),
-    "npz": Format("a NumPy .npz archive", _magic(b"PK\x03\x04", b"PK\x05\x06")),
-    "torch": Format("a torch checkpoint (.pt)", _magic(b"PK\x03\x04", b"\x80")),
+    "npz": Format("a NumPy .npz archive", _zip_with(".npy")),
+    "torch": Format("a torch checkpoint (.pt)", lambda p: _magic(b"\x80")(p) or _zip_with("data.pkl")(p)),
     "state": Format("a scimech state file (.safetensors)", lambda p: _safetensors(p)),
     "text": Format("a text file (YAML or TOML)", _text),
     "folder": Format("a folder", lambda p: p.is_dir()),
@@ -285,7 +351,9 @@ def seems(path: str | Path) -> str:
     """What ``path`` seems to be, in words, from its first bytes (for error messages)."""
     p = Path(path)
     if p.is_dir():
-        return "a zarr store" if _looks_like_store(p) else "a folder"
+        if _zarr_group(p):
+            return "a zarr store"
+        return "a zarr array, not a store of variables" if _looks_like_store(p) else "a folder"
     if not p.exists():
         return "missing"
     head = _head(p)
@@ -297,7 +365,10 @@ def seems(path: str | Path) -> str:
     if _safetensors(p):
         return "a safetensors file"
     if head.startswith((b"PK\x03\x04", b"PK\x05\x06")):
-        return "a zip archive (an .npz or a torch checkpoint)"
+        names = _zip_members(p) or []
+        if any(n.endswith("data.pkl") for n in names):
+            return "a torch checkpoint"
+        return "a NumPy .npz archive" if any(n.endswith(".npy") for n in names) else "a zip archive"
     if head.startswith(b"\x1f\x8b"):
         return "a gzip-compressed file"
     if head.startswith(b"\x80"):
@@ -352,8 +423,64 @@ class SharedOption:
         return self.flag.lstrip("-").replace("-", "_")
 
 
-def _out(kind: str = "folder") -> dict:
-    return dict(type=output_path(kind), metavar="FOLDER" if kind == "folder" else "PATH")
+def cluster_file() -> Option:
+    """A TOML / YAML file with a valid ``[cluster]`` section (its kind, keys and, for SLURM / PBS,
+    cores and memory), read where it is parsed rather than when the first unit is submitted."""
+    text_file = input_path("text")
+
+    def convert(text: str):
+        if not text.strip() or not Path(text).is_file():
+            return None
+        path = text_file(text)
+        from .errors import ConfigError
+        from .parallel import jobqueue_kwargs, read_cluster_config
+
+        try:
+            section = read_cluster_config(path)
+            if section.get("kind", "local") in ("slurm", "pbs"):
+                jobqueue_kwargs(section, section["kind"])
+        except ConfigError as err:
+            raise argparse.ArgumentTypeError(f"{text!r}: {' '.join(str(err).split())}") from None
+        return path
+
+    return Option(convert, "an existing TOML/YAML file with a [cluster] section", ("", "/no/such/cluster.toml"))
+
+
+def scheduler_address() -> Option:
+    """``tcp://host:port`` (or ``tls://``, or ``host:port``) of a Dask scheduler that answers now:
+    a wrong address fails here in two seconds, not after Dask's 30 s connection timeout."""
+    import re
+    import socket
+
+    def convert(text: str):
+        m = re.fullmatch(r"(?:(tcp|tls)://)?\[?([^\]/:]+|[0-9a-fA-F:]+)\]?:(\d{1,5})", text.strip())
+        if not m:
+            return None
+        host, port = m.group(2), int(m.group(3))
+        try:
+            socket.create_connection((host, port), timeout=2.0).close()
+        except OSError as err:
+            raise argparse.ArgumentTypeError(
+                f"no Dask scheduler answers at {text!r} ({err.strerror or err}). Start one (`dask scheduler`) and "
+                "give the address it prints, or use --workers N for a local cluster.") from None
+        return text.strip() if m.group(1) else f"tcp://{text.strip()}"
+
+    return Option(convert, "a Dask scheduler address: tcp://host:port", ("", "notanaddress", "tcp://host"))
+
+
+class _Distinct(argparse.Action):
+    """A list option whose values must differ (a seed given twice is the same run, not a replicate)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        repeated = sorted({v for v in values if list(values).count(v) > 1})
+        if repeated:
+            parser.error(f"argument {option_string}: {', '.join(map(str, repeated))} given twice; the values must "
+                         "differ (the same seed twice is the same run, not a replicate)")
+        setattr(namespace, self.dest, values)
+
+
+def _out(kind: str = "folder", suffixes: tuple[str, ...] | None = None) -> dict:
+    return dict(type=output_path(kind, suffixes), metavar="FOLDER" if kind == "folder" else "PATH")
 
 
 def _inputs(formats: Sequence[str | Format] = ()) -> dict:
@@ -371,12 +498,12 @@ SHARED: dict[str, SharedOption] = {o.dest: o for o in (
                  "are checked before any work)", _inputs),
     SharedOption("--config", "a YAML or TOML file of this command's option values keyed by option name; the "
                  "command line wins over it", lambda: dict(type=input_path("text"), metavar="FILE")),
-    SharedOption("--size", "quick (minutes), medium (usable intervals) or full (the reference sizes); "
-                 "--quick, --medium and --full are short forms", _sizes),
+    SharedOption("--size", "quick (minutes), medium (usable intervals) or full (the reference sizes); each size the "
+                 "command offers has a short form (--quick)", _sizes),
     SharedOption("--seed", "one seed: of the synthetic data, the initialisation and every random draw",
                  lambda: dict(type=whole(0), metavar="N")),
     SharedOption("--seeds", "seed values, one run each (--seeds 0 1 2: three runs); a count of seeds is "
-                 "--n-seeds", lambda: dict(type=whole(0), nargs="+", metavar="S")),
+                 "--n-seeds", lambda: dict(type=whole(0), nargs="+", metavar="S", action=_Distinct)),
     SharedOption("--n-seeds", "how many seeds: --seed, --seed+1, ... (where a command numbers its runs from --seed)",
                  lambda: dict(type=whole(1), metavar="N")),
     SharedOption("--epochs", "passes over the training data", lambda: dict(type=whole(1), metavar="N")),
@@ -388,9 +515,9 @@ SHARED: dict[str, SharedOption] = {o.dest: o for o in (
     SharedOption("--workers", "run units on a local Dask cluster of N worker processes (default: serial)",
                  lambda: dict(type=whole(1), metavar="N")),
     SharedOption("--cluster", "a TOML/YAML file with a [cluster] section (kind = local | slurm | pbs | threads | "
-                 "sync): units on that Dask cluster", lambda: dict(type=input_path("text"), metavar="CONFIG")),
+                 "sync): units on that Dask cluster", lambda: dict(type=cluster_file(), metavar="CONFIG")),
     SharedOption("--scheduler", "the address of a running Dask scheduler (tcp://host:8786)",
-                 lambda: dict(metavar="ADDRESS")),
+                 lambda: dict(type=scheduler_address(), metavar="ADDRESS")),
     SharedOption("--dry-run", "check the options and print what would run (units, sizes, estimated time); run "
                  "and write nothing", lambda: dict(action="store_true")),
 )}
@@ -410,6 +537,8 @@ def add(parser, name: str, *, context: str = "", default: Any = None, required: 
     spec = SHARED[name]
     kwargs = spec.build(**narrowing)
     words = spec.meaning + (f". {context}" if context else "")
+    if name == "size":
+        words += f" (short forms: {', '.join('--' + c for c in kwargs['choices'])})"
     if default is not None and kwargs.get("action") != "store_true":
         words += f" (default: {' '.join(map(str, default)) if isinstance(default, (list, tuple)) else default})"
     kwargs["help"] = words.replace("%", "%%")

@@ -81,7 +81,11 @@ def read_cluster_config(path: str | os.PathLike) -> dict:
     path = Path(path)
     if not path.exists():
         raise ConfigError(f"No cluster config at {str(path)!r}.")
-    data = read_config(path)  # the same TOML / YAML rules as every --config file
+    try:
+        data = read_config(path)  # the same TOML / YAML rules as every --config file
+    except ConfigError as err:
+        raise ConfigError(f"{str(path)!r} is not a cluster file ({' '.join(str(err).split())[:160]}); write a TOML "
+                          "or YAML file with a [cluster] section, e.g.\n[cluster]\nkind = \"slurm\"") from None
     section = data.get("cluster")
     if not isinstance(section, dict):
         raise ConfigError(f"{str(path)!r} has no [cluster] section; write e.g.\n[cluster]\nkind = \"slurm\"")

@@ -198,7 +198,9 @@ class Study(abc.ABC):
         from .dictionary import summary_lines  # lazy: torch
 
         print("\n".join([*summary_lines(result), *self.shift_lines(result)]))
-        print(f"Saved: {Path(args.out) / 'shift.nc'}")
+        saved = Path(args.out) / "shift.nc" if getattr(args, "out", None) else None
+        print(f"Saved: {saved}" if saved is not None and saved.exists() else
+              "Not saved: add --out in add_shift_options and write shift.nc there in run_shift.")
         return 0
 
     def commands(self) -> list[Command]:
@@ -218,7 +220,7 @@ class Study(abc.ABC):
 
     def study_parser(self) -> argparse.ArgumentParser:
         """``scimech <name> study``'s options on a parser of its own."""
-        parser = argparse.ArgumentParser(prog=f"scimech {self.name} study")
+        parser = argparse.ArgumentParser(prog=f"scimech {self.name} study", allow_abbrev=False)
         self.add_study_arguments(parser)
         return parser
 
@@ -235,7 +237,10 @@ class Study(abc.ABC):
             return sub.add_parser(name, help=help, description=description or help[0].upper() + help[1:] + ".",
                                   aliases=old.get(name, []))
 
-        g = add("generate", self.generate_help)
+        def has(method: str) -> bool:  # the study gives this verb (else it answers that it has none)
+            return getattr(type(self), method) is not getattr(Study, method)
+
+        g = add("generate", self.generate_help if has("generate") else "(none: this study has no synthetic data)")
         self.add_generate_options(g)
         g.set_defaults(func=self.generate)
         s = add("study", "run the study (resumable) and write its findings, planted truth and report",
@@ -249,7 +254,7 @@ class Study(abc.ABC):
                        help=f"a `scimech {self.name} study --out` folder or a `scimech demo` {self.name} folder"
                             + (f" (default: {self.out_default})" if self.out_default else ""))
         r.set_defaults(func=lambda a: self._redraw_command(a.folder))
-        h = add("shift", self.shift_help)
+        h = add("shift", self.shift_help if has("run_shift") else "(none: this study has no shift run)")
         self.add_shift_options(h)
         h.set_defaults(func=self.shift)
         for c in self.commands():

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 from .. import options
-from ..errors import DataValidationError
+from ..errors import ConfigError, DataValidationError
 from ..options import input_path, number, whole
 
 # the commands import what they run when they run (torch, xarray, matplotlib): `scimech --help` and every
@@ -40,6 +40,11 @@ def _train(args) -> int:
 
     acts = _open(args.acts, args.site)
     target = None if args.target is None else _open(args.target, args.target_site)
+    width = acts.sizes.get(args.feature_dim or acts.dims[-1])
+    n_features = args.features or (4 * width if width else None)
+    if args.kind != "jumprelu" and n_features is not None and args.k > n_features:
+        raise ConfigError(f"--k {args.k} active features per row is more than the dictionary's {n_features} features "
+                          f"(--features{'' if args.features else ', default 4 x width'}); give --k <= --features.")
     args.out.mkdir(parents=True, exist_ok=True)
     dic, history = train_dictionary(acts, kind=args.kind, n_features=args.features, k=args.k, target=target,
                                     feature_dim=args.feature_dim, epochs=args.epochs, batch_size=args.batch_size,

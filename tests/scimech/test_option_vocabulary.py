@@ -157,8 +157,9 @@ def test_an_input_in_the_wrong_format_is_refused_with_what_it_seems_to_be(option
 def test_an_output_that_cannot_be_written_is_refused(name, parser, action, capsys, tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("x")
-    for bad, words in ((str(blocker / "results"), "is a file"),
-                       ("/proc/scimech-no-such-place/out", "no file can be written in '/proc'")):
+    suffix = (action.type.suffixes or ("",))[0]   # a name the option writes, so the place is what is refused
+    for bad, words in ((str(blocker / f"results{suffix}"), "is a file"),
+                       (f"/proc/scimech-no-such-place/out{suffix}", "no file can be written in '/proc'")):
         assert main(_argv_with(name, parser, action, bad)) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and f"argument {action.option_strings[0]}:" in err[0] and words in err[0], err
@@ -190,6 +191,50 @@ def test_the_four_invocations_exit_2_with_one_line_and_no_traceback_in_seconds(a
     assert words.replace("{junk}", str(junk)) in lines[0] and "Traceback" not in proc.stderr
     assert seconds < 10, f"{argv}: {seconds:.1f} s"
     assert not (tmp_path / "o").exists() and not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("argv, words", [
+    # an existing file of another kind where a store would be written: refused, the file kept
+    (["ocean", "generate", "--out", "{notes}"], "does not end in .zarr"),
+    (["ocean", "generate", "--out", "{notes_zarr}"], "exists and is a text file"),
+    (["neuro", "generate", "--out", "{tmp}/rec.out"], "does not end in .zarr or .nc"),
+    (["astro", "generate", "--out", "{tmp}"], "does not end in .fits or .zarr"),
+    (["ocean", "redraw", "{notes}"], "expected an existing folder"),
+    (["astro", "study", "--model", "{notes}", "--dry-run"], "expected an existing folder"),
+    (["ocean", "study", "--seed", "3", "--dry-run"], "unrecognized arguments: --seed"),   # never read as --seeds
+    (["ocean", "study", "--seeds", "0", "0", "--dry-run"], "argument --seeds: 0 given twice"),
+    (["ocean", "study", "--scheduler", "notanaddress", "--dry-run"], "must be a Dask scheduler address"),
+    (["ocean", "study", "--scheduler", "tcp://127.0.0.1:{closed}", "--dry-run"], "no Dask scheduler answers"),
+    (["ocean", "study", "--cluster", "{notes}", "--dry-run"], "is not a cluster file"),
+    (["ocean", "study", "--cluster", "{badkind}", "--dry-run"], "kind must be one of"),
+    (["dictionary", "train", "--acts", "{acts}", "--out", "{tmp}/d", "--features", "4", "--k", "8"],
+     "--k 8 active features per row is more than the dictionary's 4 features"),
+])
+def test_mistakes_a_scientist_makes_exit_2_with_one_line_and_leave_files_alone(argv, words, tmp_path):
+    import socket
+
+    import numpy as np
+    import xarray as xr
+
+    notes, notes_zarr, badkind = tmp_path / "notes.txt", tmp_path / "notes.zarr", tmp_path / "bad.toml"
+    for f in (notes, notes_zarr):
+        f.write_text("field notes\n")
+    badkind.write_text('[cluster]\nkind = "slurmm"\n')
+    acts = tmp_path / "acts.nc"
+    xr.Dataset({"a": (("sample", "feature"), np.zeros((20, 4)))}).to_netcdf(acts)
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        closed = server.getsockname()[1]   # a port nothing listens on once the server is closed
+    fill = {"{notes}": notes, "{notes_zarr}": notes_zarr, "{tmp}": tmp_path, "{badkind}": badkind, "{acts}": acts,
+            "{closed}": closed}
+    for k, v in fill.items():
+        argv = [w.replace(k, str(v)) for w in argv]
+    proc = subprocess.run([sys.executable, "-m", "scimech.cli", *argv], capture_output=True, text=True, timeout=60,
+                          cwd=tmp_path)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert words in lines[0], lines[0]
+    assert notes.read_text() == notes_zarr.read_text() == "field notes\n"
+    assert not (tmp_path / "d").exists() and not (tmp_path / "runs").exists()
 
 
 _DATA_ONLY = {"--conditions": "{npy}", "--dt": "0.5", "--held-out": "taxis", "--protocol": "zapbench"}

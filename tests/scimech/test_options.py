@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import socket
 import tempfile
 from pathlib import Path
 
@@ -62,7 +63,9 @@ def _write_samples(root: Path) -> dict[str, Path]:
         (root / f"sample.{name}").write_bytes(data)
     np.save(root / "sample.npy", np.zeros(3))
     out = {name: root / f"sample.{name}" for name in files}
-    out.update(npy=root / "sample.npy", zarr=root / "store.zarr", folder=root / "catalogue")
+    (root / "cluster.toml").write_text('[cluster]\nkind = "local"\n')
+    out.update(npy=root / "sample.npy", zarr=root / "store.zarr", folder=root / "catalogue",
+               cluster=root / "cluster.toml")
     return out
 
 
@@ -86,7 +89,7 @@ def _placeholder(a) -> str:
         if getattr(a.type, "formats", None) or "existing" in a.type.constraint:
             return _good_input(a)
         if getattr(a.type, "output", None):
-            return str(SAMPLES / "out" / "here")
+            return str(SAMPLES / "out" / ("here" + (a.type.suffixes or ("",))[0]))
         return "3"
     return "placeholder"
 
@@ -171,9 +174,14 @@ def test_a_good_value_parses(prefix, parser, action):
         assert getattr(args, action.dest) == Path(good)
         return
     if getattr(action.type, "output", None):
-        good = str(SAMPLES / "results" / "run")
+        good = str(SAMPLES / "results" / ("run" + (action.type.suffixes or ("",))[0]))
         args = build_parser().parse_args(_argv(prefix, parser, action, good))
         assert getattr(args, action.dest) == Path(good) and not (SAMPLES / "results").exists()  # nothing created
+        return
+    if "scheduler" in action.type.constraint:   # an address that answers: a socket listening here
+        with socket.create_server(("127.0.0.1", 0)) as server:
+            good = f"tcp://127.0.0.1:{server.getsockname()[1]}"
+            assert getattr(build_parser().parse_args(_argv(prefix, parser, action, good)), action.dest) == good
         return
     if "torch device" in action.type.constraint:
         assert getattr(build_parser().parse_args(_argv(prefix, parser, action, "cpu")), action.dest) == "cpu"
