@@ -64,7 +64,7 @@ from .intervene import patching_sweep
 from .metrics import Metric
 from .prefix_reuse import trace_calls
 from .record import Recorder
-from .samples import Samples, per_sample, require_samples, sample_index
+from .samples import Samples, check_batching, per_sample, require_samples, sample_index
 from .sites import HeadLayout, ResolvedSite
 from .sweep import Reuse as _Reuse
 from .sweep import (
@@ -304,6 +304,7 @@ def attribution_patching(model: nn.Module, clean: Any, corrupted: Any, sites: Se
         raise ValueError(f"verify_top must be a whole number >= 0; got {verify_top!r}.")
     sites, metric, n_clean, target, resolved = patching_inputs(model, clean, corrupted, sites, metric, direction,
                                                                 target, layouts, axes)
+    check_batching(clean, samples, batch_size, "attribution_patching")
     policy = parse_calls(calls, "attribution_patching")
     qk = {s.name: a for s in resolved if qk_fix and policy.mode == "error" and (a := _qk_attention(model, s)) is not None}
     clean_v, corr_v, est_v, gd_v = [], [], [], []

@@ -42,7 +42,16 @@ from .errors import DataValidationError
 from .hooks import HookSet, restore_modes, run_forward, to_eval
 from .metrics import Metric, as_metric
 from .record import Recorder, site_dims
-from .samples import FixedMesh, Samples, mesh_nodes, per_sample, require_samples, sample_index
+from .samples import (
+    FixedMesh,
+    Samples,
+    check_batching,
+    mesh_nodes,
+    per_sample,
+    reference_chunk,
+    require_samples,
+    sample_index,
+)
 from .sites import HeadLayout, ResolvedSite, resolve_site
 from .sweep import (
     RowCheck,
@@ -212,6 +221,7 @@ def ablate(model: nn.Module, sites: str | Sequence[str], *, method: AblationMeth
     refs: dict[str, torch.Tensor] = {}
     if m.needs_reference:
         refs = reference_activations(model, reference, sites, forward=forward, layouts=layouts, axes=axes,
+                                     batch_size=reference_chunk(reference, samples),
                                      calls=policy)
     gen = torch.Generator(device="cpu").manual_seed(seed)
     drawn: dict[str, tuple[object, torch.Tensor]] = {}   # site -> (forward pass, reference rows)
@@ -318,6 +328,7 @@ def ablation_sweep(model: nn.Module, inputs: Any, sites: Sequence[str], metric: 
     policy = parse_calls(calls, "ablation_sweep")
     sites = site_list(sites)
     _check_samples(model, m, reference, sites, forward, samples, "ablation_sweep")
+    check_batching(inputs, samples, batch_size, "ablation_sweep")
     metric = as_metric(metric)
     n_inputs = n_samples_of(inputs) if is_one_batch(inputs) else None
     target = sweep_target(target, metric, n_inputs)
@@ -325,6 +336,7 @@ def ablation_sweep(model: nn.Module, inputs: Any, sites: Sequence[str], metric: 
     refs = {}
     if m.needs_reference:
         refs = reference_activations(model, reference, sites, forward=forward, layouts=layouts, axes=axes,
+                                     batch_size=reference_chunk(reference, samples),
                                      calls="all" if by_call and policy.mode == "all" else policy)
     ref_policy = CallPolicy("all") if by_call and policy.mode == "all" else policy
     gen = torch.Generator(device="cpu").manual_seed(seed)
@@ -448,6 +460,7 @@ def patching_sweep(model: nn.Module, clean: Any, corrupted: Any, sites: Sequence
     """
     sites, metric, n_clean, target, resolved = patching_inputs(model, clean, corrupted, sites, metric, direction,
                                                                 target, layouts, axes)
+    check_batching(clean, samples, batch_size, "patching_sweep")
     policy = parse_calls(calls, "patching_sweep")
     clean_v, corr_v, patched_v = [], [], []
     reuse, path, check = None, {}, RowCheck()

@@ -30,11 +30,12 @@ from typing import Any
 import torch
 from torch import nn
 
-from .batches import batch_size_of, is_graph_batch, leaf_tensors, slice_batch
+from .batches import batch_size_of, is_graph_batch, is_one_batch, leaf_tensors, slice_batch
 from .errors import DataValidationError
 from .hooks import restore_modes, run_forward, to_eval
 
-__all__ = ["Samples", "FixedMesh", "mesh_nodes", "sample_index", "rows_interact", "require_samples", "per_sample"]
+__all__ = ["Samples", "FixedMesh", "mesh_nodes", "sample_index", "rows_interact", "require_samples", "per_sample",
+           "check_batching", "reference_chunk"]
 
 
 @dataclass(frozen=True)
@@ -99,6 +100,47 @@ def _mesh_index(batch: Any, nodes: int) -> torch.Tensor:
                                   "nodes; FixedMesh is for samples that are the same mesh (pass samples=None to pool "
                                   "every reference node in mean ablation).")
     return idx
+
+
+def check_batching(inputs: Any, samples: Samples, batch_size: int, verb: str, what: str = "inputs") -> None:
+    """Batches are cut by rows. Where ``samples=`` says a sample is several rows (and the
+    inputs are not a graph batch, which is cut by whole graphs), a cut inside a sample would
+    split it, and an index or connectivity field of the whole batch would not fit the part:
+    one batch of more rows than ``batch_size`` is refused, except a fixed mesh cut at whole
+    meshes (``batch_size`` a multiple of its nodes)."""
+    if samples is None or not is_one_batch(inputs) or is_graph_batch(inputs):
+        return
+    if isinstance(samples, torch.Tensor) and samples.unique().numel() == samples.numel():
+        return   # every row its own sample
+    rows = batch_size_of(inputs)
+    if rows <= batch_size:
+        return
+    if isinstance(samples, FixedMesh) and batch_size % samples.nodes == 0 and not _has_unbatched(inputs):
+        return
+    raise DataValidationError(
+        f"{verb}: the {what} are one batch of {rows} rows with samples of several rows (samples=), and batches of "
+        f"batch_size={batch_size} rows would cut samples apart (and the parts would not fit a sample index or an "
+        f"edge_index of the whole batch). Pass batch_size={rows} (one batch)"
+        + (f" or a multiple of FixedMesh's {samples.nodes} nodes" if isinstance(samples, FixedMesh)
+           and not _has_unbatched(inputs) else "")
+        + ", or give the inputs as a list of batches of whole samples.")
+
+
+def reference_chunk(reference: Any, samples: Samples, default: int = 256) -> int:
+    """Rows per forward pass when recording reference activations: ``default``, except where a
+    sample is several rows (``samples=``): the whole reference in one pass, or whole meshes."""
+    if samples is None or not is_one_batch(reference) or is_graph_batch(reference):
+        return default
+    if isinstance(samples, FixedMesh) and not _has_unbatched(reference):
+        return max(1, default // samples.nodes) * samples.nodes
+    return max(default, batch_size_of(reference))
+
+
+def _has_unbatched(batch: Any) -> bool:
+    """Whether a leaf of ``batch`` is not batched on dim 0 (metadata kept whole when the batch
+    is cut: an ``edge_index`` over every row would not fit a part)."""
+    rows = batch_size_of(batch)
+    return any(t.dim() == 0 or t.shape[0] != rows for t in leaf_tensors(batch))
 
 
 def per_sample(values: torch.Tensor, index: torch.Tensor | None, n: int | None = None) -> torch.Tensor:

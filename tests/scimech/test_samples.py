@@ -68,3 +68,38 @@ def test_the_row_check_of_a_train_mode_model_leaves_its_batch_norm_untouched():
         ablated = model(x)[:, 0]
         h.remove()
     np.testing.assert_allclose(ds["effect"].sel(site="3").values, (ablated - clean).numpy(), atol=1e-6)
+
+
+class _PointClouds(nn.Module):
+    """Per-point MLP, then the mean over each cloud's points (``batch``: each point's cloud)."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.mlp = nn.Sequential(nn.Linear(3, 8), nn.Tanh())
+        self.head = nn.Linear(8, 1)
+
+    def forward(self, pos, batch):
+        h = self.mlp(pos)
+        n = int(batch.max()) + 1
+        pooled = torch.zeros(n, h.shape[1]).index_add_(0, batch, h) / torch.bincount(batch, minlength=n)[:, None]
+        return self.head(pooled).squeeze(-1)
+
+
+def test_samples_of_several_rows_are_never_cut_into_batches():
+    """8 clouds in 340 points: batches of 256 rows split cloud 6 and gave 15 'samples'."""
+    import scimech as sm
+
+    g = torch.Generator().manual_seed(1)
+    sizes = [30, 50, 40, 45, 35, 60, 50, 30]
+    batch = torch.repeat_interleave(torch.arange(8), torch.tensor(sizes))
+    data = {"pos": torch.randn(340, 3, generator=g), "batch": batch}
+    model = _PointClouds()
+    metric = lambda out, target=None: out  # noqa: E731
+    with pytest.raises(DataValidationError, match="batch_size=340"):
+        sm.ablation_sweep(model, data, ["mlp"], metric, method="zero", samples="batch", batch_size=256)
+    res = sm.ablation_sweep(model, data, ["mlp"], metric, method="zero", samples="batch", batch_size=340)
+    with torch.no_grad():   # by hand: the pooled activation is zero, so each cloud gives the head's bias
+        truth = model.head(torch.zeros(8, 8)).squeeze(-1)
+    assert res.ablated.shape == (1, 8)
+    np.testing.assert_allclose(res.ablated.sel(site="mlp").values, truth.numpy(), atol=1e-6)
