@@ -64,7 +64,14 @@ from .intervene import patching_sweep
 from .metrics import Metric
 from .prefix_reuse import trace_calls
 from .record import Recorder
-from .samples import Samples, check_batching, per_sample, require_samples, sample_index
+from .samples import (
+    Samples,
+    check_batching,
+    check_repeatable,
+    per_sample,
+    require_samples,
+    sample_index,
+)
 from .sites import HeadLayout, ResolvedSite
 from .sweep import Reuse as _Reuse
 from .sweep import (
@@ -324,6 +331,7 @@ def attribution_patching(model: nn.Module, clean: Any, corrupted: Any, sites: Se
             stop = min(start + batch_size, n_clean)
             if start == 0:
                 first_base = slice_batch(corrupted if direction == "denoising" else clean, start, stop)
+                check_repeatable(model, first_base, forward, "attribution_patching")
                 require_samples(model, first_base, forward, samples, "attribution_patching",
                                 "A per-sample first-order effect")
             last = _estimate_batch(model, slice_batch(clean, start, stop), slice_batch(corrupted, start, stop),

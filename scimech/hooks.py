@@ -34,7 +34,7 @@ from torch import nn
 
 from .batches import batch_size_of, is_one_batch, iter_batches, map_tensors, slice_batch, tile_batch  # noqa: F401
 from .calls import CallPolicy, current_pass, forward_pass, repeat_message, shortfall
-from .errors import SiteCalledTwiceError, SiteNeverRanError
+from .errors import DataValidationError, SiteCalledTwiceError, SiteNeverRanError
 from .layout import batch_rows, current_rows
 from .sites import ResolvedSite
 
@@ -109,17 +109,34 @@ def override_forward(module: nn.Module, make: Callable[[Callable], Callable]) ->
 HookFn = Callable[[ResolvedSite, torch.Tensor], torch.Tensor | None]
 
 
+def _first_parameter(module: nn.Module) -> str | None:
+    """The name of the first parameter of ``module.forward`` (its input, however it is passed)."""
+    import inspect
+
+    try:
+        params = list(inspect.signature(module.forward).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    first = params[0] if params else None
+    return first.name if first is not None and first.kind in (first.POSITIONAL_ONLY, first.POSITIONAL_OR_KEYWORD,
+                                                              first.KEYWORD_ONLY) else None
+
+
 def _on_input(fn: HookFn, site: ResolvedSite, args: tuple, kwargs: dict) -> tuple[tuple, dict] | None:
-    """Apply ``fn`` to a module's input: the first positional argument, else (input passed by
-    keyword, e.g. ``forward(x=...)``) the first tensor keyword. New ``(args, kwargs)`` or None."""
+    """Apply ``fn`` to a module's input: its first positional argument, or, passed by keyword
+    (``block(cond=c, x=h)``), the argument of ``forward``'s first parameter, whatever the order
+    of the keywords. New ``(args, kwargs)`` or None."""
     if args:
         new = fn(site, first_tensor(args[0]))
         return None if new is None else ((_replace_first(args[0], new), *args[1:]), kwargs)
-    for k, v in kwargs.items():
-        if isinstance(v, torch.Tensor):
-            new = fn(site, v)
-            return None if new is None else (args, {**kwargs, k: new})
-    return None
+    name = _first_parameter(site.module)
+    if name is None or name not in kwargs:
+        raise DataValidationError(
+            f"Site {site.name!r}: the module was called with keywords only ({', '.join(kwargs) or 'none'}) and none "
+            f"is the first parameter of its forward ({name!r}); name the input you mean by a module that takes it "
+            "first, or record the module's output instead.")
+    new = fn(site, first_tensor(kwargs[name]))
+    return None if new is None else (args, {**kwargs, name: _replace_first(kwargs[name], new)})
 
 
 class HookSet:

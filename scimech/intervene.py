@@ -46,6 +46,7 @@ from .samples import (
     FixedMesh,
     Samples,
     check_batching,
+    check_repeatable,
     mesh_nodes,
     per_sample,
     reference_chunk,
@@ -138,8 +139,9 @@ def _check_samples(model: nn.Module, m: Method, reference: Any, sites: Sequence[
     given = _given_activations(reference, sites)
     if samples is None and not given and is_one_batch(reference):
         n = n_samples_of(reference)
-        require_samples(model, slice_batch(reference, 0, min(n, 64)), forward, None, verb,
-                        f"method={m.name!r} (averaging or swapping rows as samples)")
+        first = slice_batch(reference, 0, min(n, 64))
+        check_repeatable(model, first, forward, verb)   # drift first: it would look like rows that interact
+        require_samples(model, first, forward, None, verb, f"method={m.name!r} (averaging or swapping rows as samples)")
     if m.draws_rows and not isinstance(samples, FixedMesh):
         if isinstance(samples, torch.Tensor):
             idx = samples

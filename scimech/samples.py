@@ -35,6 +35,7 @@ from .errors import DataValidationError
 from .hooks import restore_modes, run_forward, to_eval
 
 __all__ = ["Samples", "FixedMesh", "mesh_nodes", "sample_index", "rows_interact", "require_samples", "per_sample",
+           "check_repeatable",
            "check_batching", "reference_chunk"]
 
 
@@ -193,6 +194,32 @@ def rows_interact(model: nn.Module, batch: Any, forward: Callable | None = None)
         elif not torch.equal(f, s):
             return f"the first {h} of {b} rows alone give other outputs than within the whole batch"
     return None
+
+
+def check_repeatable(model: nn.Module, batch: Any, forward: Callable | None, verb: str) -> None:
+    """Two unchanged passes on ``batch`` (eval mode) must give the same outputs: a model that
+    keeps state across calls (a counter, a cache, a running normaliser) or draws random numbers
+    would add its drift to every effect, and would look like rows that interact."""
+    was = to_eval(model)
+    try:
+        with torch.no_grad():
+            one = list(leaf_tensors(run_forward(model, batch, forward)))
+            two = list(leaf_tensors(run_forward(model, batch, forward)))
+    finally:
+        restore_modes(was)
+    for a, b in zip(one, two, strict=False):
+        if a.is_floating_point() or a.is_complex():
+            scale = max(1.0, float(a.abs().max())) if a.numel() else 1.0
+            diff = float((a - b).abs().max()) if a.numel() and a.shape == b.shape else float("inf")
+            ok = diff <= ROWS_RTOL * scale
+        else:
+            ok = a.shape == b.shape and torch.equal(a, b)
+        if not ok:
+            raise DataValidationError(
+                f"{verb}: the unchanged model gave other outputs on the same batch in a second forward pass: it "
+                "keeps state across calls (a counter, a cache, a running normaliser) or draws random numbers, so "
+                "every effect would include that drift. Pass a forward= that resets the state and seeds any "
+                "randomness before each pass, or make the model's forward deterministic.")
 
 
 def require_samples(model: nn.Module, batch: Any, forward: Callable | None, samples: Samples, verb: str,

@@ -399,3 +399,37 @@ def test_patching_refuses_sources_of_another_shape_instead_of_broadcasting():
     for verb in (patching_sweep, attribution_patching):
         with pytest.raises(DataValidationError, match=r"shape \(4, 1, 8\) but the run patched into has \(4, 9, 8\)"):
             verb(model, clean, corrupted, ["0"], metric)
+
+
+class _Conditioned(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin, self.film = nn.Linear(4, 4), nn.Linear(2, 4)
+
+    def forward(self, x, cond):
+        return self.lin(x) * self.film(cond)
+
+
+class _CallsByKeyword(nn.Module):
+    """Calls its block with keywords, the conditioning first: ``block(cond=c, x=h)``."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.block, self.head = _Conditioned(), nn.Linear(4, 1)
+
+    def forward(self, x):
+        return self.head(self.block(cond=x[:, :2], x=x)).squeeze(-1)
+
+
+def test_an_input_passed_by_keyword_is_the_first_parameter_not_the_first_keyword():
+    from scimech import record
+
+    model, x = _CallsByKeyword(), torch.randn(6, 4)
+    got = record(model, x, ["block:input"])["block:input"].values
+    np.testing.assert_allclose(got, x.numpy())                       # x, not cond (6, 2)
+    with torch.no_grad(), ablate(model, "block:input", method="zero"):
+        ablated = model(x)
+    with torch.no_grad():
+        truth = model.head(model.block.lin(torch.zeros_like(x)) * model.block.film(x[:, :2])).squeeze(-1)
+    torch.testing.assert_close(ablated, truth)

@@ -60,3 +60,22 @@ def test_with_a_resetting_forward_the_sweeps_give_the_hand_computed_effects(mode
     torch.testing.assert_close(torch.from_numpy(sweep.effect.sel(site="b").values), (zero_b - clean).sum(-1))
     patch = patching_sweep(model, x, corrupted, ["a"], metric=_metric, forward=_resetting, direction="noising")
     torch.testing.assert_close(torch.from_numpy(patch.patched.sel(site="a").values), patched_a.sum(-1))
+
+
+def test_attribution_patching_and_mean_ablation_name_the_drift_not_the_rows(model_and_inputs):
+    """The drift of a stateful model looked like rows that interact, and the error offered
+    samples=, with which the corrupted metric came out 0.5 off (the +0.1 of five more calls)."""
+    from scimech import ablate, attribution_patching
+
+    model, x, corrupted = model_and_inputs
+    with pytest.raises(DataValidationError, match="second forward pass.*forward="):
+        attribution_patching(model, x, corrupted, ["a"], _metric)
+    with pytest.raises(DataValidationError, match="second forward pass.*forward="):
+        attribution_patching(model, x, corrupted, ["a"], _metric, samples=torch.arange(8))
+    with pytest.raises(DataValidationError, match="second forward pass.*forward="), ablate(model, "a", method="mean",
+                                                                                        reference=x):
+        pass
+    got = attribution_patching(model, x, corrupted, ["a"], _metric, forward=_resetting)   # the fix it names
+    with torch.no_grad():
+        clean = (model.b(torch.relu(model.a(x))) + 0.1).sum(-1)
+    torch.testing.assert_close(torch.from_numpy(got.clean.values), clean)
