@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import socket
 from pathlib import Path
 
 import numpy as np
@@ -75,6 +76,14 @@ def _a_value(action, tmp_path):
         np.savez(path.with_suffix(".npz"), a=np.zeros(2))
         if fmt.test(path.with_suffix(".npz")):
             return str(path.with_suffix(".npz")), path.with_suffix(".npz")
+    if action.dest == "cluster":
+        path = tmp_path / "cluster.toml"
+        path.write_text("[cluster]\nkind = 'sync'\n")
+        return str(path), path
+    if constraint.startswith("an existing folder"):
+        path = tmp_path / action.dest
+        path.mkdir(exist_ok=True)
+        return str(path), path
     if constraint.startswith("an existing"):
         path = tmp_path / f"{action.dest}.txt"
         path.write_text("x")
@@ -87,7 +96,12 @@ def _a_value(action, tmp_path):
         return "cpu", "cpu"                      # the one device every machine has (a bad one: below)
     if action.type is Path:
         return str(tmp_path / "somewhere"), tmp_path / "somewhere"
-    return "tcp://node1:8786" if action.dest == "scheduler" else "standard", None
+    return _SCHEDULER if action.dest == "scheduler" else "standard", None
+
+
+# --scheduler must answer when it is parsed: a socket listening here for this module's tests
+_LISTENING = socket.create_server(("127.0.0.1", 0))
+_SCHEDULER = f"tcp://127.0.0.1:{_LISTENING.getsockname()[1]}"
 
 
 def test_every_study_option_is_settable_in_a_config_file(tmp_path):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import socket
 
 import numpy as np
 import pytest
@@ -52,10 +53,12 @@ def test_every_study_option_is_settable_from_a_config_file(tmp_path):
     argv = [*STUDY, "--config", str(_config(tmp_path, text))]
     args = apply_config(build_parser(), argv, build_parser().parse_args(argv))
     assert {k: getattr(args, k) for k in want} == want
-    for key, value in (("cluster", cluster), ("scheduler", "tcp://127.0.0.1:8786"),   # one of three at a time
-                       ("n_seeds", 4)):                                                 # --seeds or --n-seeds
-        argv = [*STUDY, "--config", str(_config(tmp_path, {key: str(value)}, f"{key}.yaml"))]
-        assert getattr(apply_config(build_parser(), argv, build_parser().parse_args(argv)), key) == value
+    with socket.create_server(("127.0.0.1", 0)) as server:   # --scheduler must answer when it is parsed
+        scheduler = f"tcp://127.0.0.1:{server.getsockname()[1]}"
+        for key, value in (("cluster", cluster), ("scheduler", scheduler),   # one of three at a time
+                           ("n_seeds", 4)):                                   # --seeds or --n-seeds
+            argv = [*STUDY, "--config", str(_config(tmp_path, {key: str(value)}, f"{key}.yaml"))]
+            assert getattr(apply_config(build_parser(), argv, build_parser().parse_args(argv)), key) == value
     # every option of the command is among those just set (a new option must be added here)
     options = {a.dest for a in _study_parser()._actions if a.option_strings and a.help != argparse.SUPPRESS}
     assert options - {"help", "config", "dry_run"} == set(want) | {"cluster", "scheduler", "n_seeds"}
