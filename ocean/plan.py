@@ -206,6 +206,7 @@ def make_config(values: Mapping[str, Any], size: str = "quick") -> StudyConfig:
     if bad_reg:
         raise ConfigError(f"Unknown regime(s) {bad_reg}; choose from {sorted(REGIMES)}.")
     _check_ranges(cfg)
+    SynthConfig(**{**dataclasses.asdict(SynthConfig()), **cfg.synth})   # its settings checked before any work
     return cfg
 
 

@@ -33,6 +33,8 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from scimech.errors import ConfigError
+
 from . import grid
 from .constants import CP0, KAPPA, RHO0, SECONDS_PER_DAY, G, coriolis
 from .variables import CONCEPTS, INPUTS, PRESCRIBED, TARGET, VAR_ATTRS
@@ -71,6 +73,36 @@ class SynthConfig:
     eddy_speed_deg_day: float = 0.08  # westward drift
     hidden_coeff: float = 1000.0  # W m-2 per m of eddy SSH (~120 W m-2 rms: a strong eddy flux)
     extras: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        """Every setting within what the generator can make, named when it is not (a negative grid
+        size failed deep inside numpy; a dry run printed a negative time)."""
+        def bad(name, want):
+            raise ConfigError(f"The synth setting {name!r} must be {want}; got {getattr(self, name)!r}.")
+
+        def number(v):
+            return isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v)
+
+        for name, low in (("n_members", 1), ("years", 1), ("ny", 3), ("nx", 3), ("n_eddies", 0), ("seed", 0)):
+            v = getattr(self, name)
+            if not (isinstance(v, int) and not isinstance(v, bool) and v >= low):
+                bad(name, f"a whole number >= {low}")
+        for name in ("weather_tau_days", "mld_tau_days", "eddy_radius_deg"):
+            if not (number(getattr(self, name)) and getattr(self, name) > 0):
+                bad(name, "a positive number")
+        for name in ("kappa", "gamma", "weather_amp", "wind_noise", "mld_noise", "eddy_amp"):
+            if not (number(getattr(self, name)) and getattr(self, name) >= 0):
+                bad(name, "a number >= 0")
+        for name in ("eddy_speed_deg_day", "hidden_coeff"):
+            if not number(getattr(self, name)):
+                bad(name, "a finite number")
+        if self.output not in ("monthly", "daily"):
+            bad("output", "'monthly' or 'daily'")
+        for name, limit in (("lat", 90.0), ("lon", 360.0)):
+            v = getattr(self, name)
+            if not (isinstance(v, (list, tuple)) and len(v) == 2 and all(number(x) for x in v)
+                    and -limit <= v[0] < v[1] <= limit):
+                bad(name, f"two increasing numbers (south, north / west, east) within +-{limit:g} degrees")
 
 
 def _land_mask(lat: np.ndarray, lon: np.ndarray) -> np.ndarray:

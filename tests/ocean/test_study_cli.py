@@ -51,6 +51,9 @@ def test_config_file_with_options_and_a_synth_section_the_command_line_winning(t
     ("fractions: [0.5, 0.5, 0.5]\n", "add up to 1"),
     ("synth: {years: 3, nope: 1}\n", "Unknown synth setting(s) ['nope']"),
     ("synth:\n  off: 3\n", "['off'] are read by YAML as true/false/null"),
+    ("synth: {ny: -3}\n", "synth setting 'ny' must be a whole number >= 3"),      # failed deep in numpy
+    ("synth: {lat: [50, 20]}\n", "synth setting 'lat' must be two increasing numbers"),
+    ("synth: {output: weekly}\n", "synth setting 'output' must be 'monthly' or 'daily'"),
 ])
 def test_a_bad_value_in_the_file_is_refused_before_any_work(tmp_path, capsys, text, says):
     conf = tmp_path / "bad.yaml"
