@@ -63,7 +63,8 @@ def keys_as_written(path: str | Path, section: str | None = None) -> list[str]:
     return [k.value for k, _ in node.value if not isinstance(yaml.safe_load(k.value or "~"), str)]
 
 
-def _option_tokens(action: argparse.Action, key: str, value: Any, path: Path) -> list[str]:
+def _option_tokens(action: argparse.Action, key: str, value: Any, path: Path,
+                   parser: argparse.ArgumentParser | None = None) -> list[str]:
 
     flag = max(action.option_strings, key=len)
     if action.nargs == 0:  # a switch
@@ -75,7 +76,19 @@ def _option_tokens(action: argparse.Action, key: str, value: Any, path: Path) ->
         raise ConfigError(f"{path}: {key} takes one value, not a list ({value!r}).")
     if any(isinstance(v, (Mapping, list, tuple)) for v in values):
         raise ConfigError(f"{path}: {key}: {value!r} is not a value the option takes.")
-    return [flag, *("true" if v is True else "false" if v is False else str(v) for v in values)]
+    tokens = ["true" if v is True else "false" if v is False else str(v) for v in values]
+    for token in tokens:  # checked here, so that the error names the file (the flag may not have been typed)
+        try:
+            parsed = action.type(token) if action.type is not None else token
+            if action.choices is not None and parsed not in action.choices:
+                raise argparse.ArgumentTypeError(f"invalid choice: {token!r} (choose from "
+                                                 f"{', '.join(map(repr, action.choices))})")
+        except (argparse.ArgumentTypeError, TypeError, ValueError) as err:
+            message = f"argument {flag}: {err} (from {key}: in the --config file {path})"
+            if parser is None:
+                raise ConfigError(message) from None
+            parser.error(message)
+    return [flag, *tokens]
 
 
 def apply_config(root: argparse.ArgumentParser, argv: Sequence[str], args: argparse.Namespace) -> argparse.Namespace:
@@ -99,9 +112,9 @@ def apply_config(root: argparse.ArgumentParser, argv: Sequence[str], args: argpa
     for key, value in values.items():
         dest = key.replace("-", "_")
         if dest in actions:
-            tokens += _option_tokens(actions[dest], key, value, path)
+            tokens += _option_tokens(actions[dest], key, value, path, parser)
         elif dest in renamed:  # parsed as the old flag: the same warning as on the command line
-            tokens += _option_tokens(renamed[dest], key, value, path)
+            tokens += _option_tokens(renamed[dest], key, value, path, parser)
         elif key in extra_keys:
             extra[key] = value
         else:

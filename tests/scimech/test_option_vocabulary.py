@@ -209,6 +209,8 @@ def test_the_four_invocations_exit_2_with_one_line_and_no_traceback_in_seconds(a
     (["ocean", "study", "--cluster", "{badkind}", "--dry-run"], "kind must be one of"),
     (["dictionary", "train", "--acts", "{acts}", "--out", "{tmp}/d", "--features", "4", "--k", "8"],
      "--k 8 active features per row is more than the dictionary's 4 features"),
+    # a bad value in the file is named with the file, even where the command line sets the option too
+    (["astro", "study", "--config", "{ep0}", "--epochs", "3", "--dry-run"], "(from epochs: in the --config file"),
 ])
 def test_mistakes_a_scientist_makes_exit_2_with_one_line_and_leave_files_alone(argv, words, tmp_path):
     import socket
@@ -220,12 +222,13 @@ def test_mistakes_a_scientist_makes_exit_2_with_one_line_and_leave_files_alone(a
     for f in (notes, notes_zarr):
         f.write_text("field notes\n")
     badkind.write_text('[cluster]\nkind = "slurmm"\n')
+    (tmp_path / "ep0.yaml").write_text("epochs: 0\n")
     acts = tmp_path / "acts.nc"
     xr.Dataset({"a": (("sample", "feature"), np.zeros((20, 4)))}).to_netcdf(acts)
     with socket.create_server(("127.0.0.1", 0)) as server:
         closed = server.getsockname()[1]   # a port nothing listens on once the server is closed
     fill = {"{notes}": notes, "{notes_zarr}": notes_zarr, "{tmp}": tmp_path, "{badkind}": badkind, "{acts}": acts,
-            "{closed}": closed}
+            "{closed}": closed, "{ep0}": tmp_path / "ep0.yaml"}
     for k, v in fill.items():
         argv = [w.replace(k, str(v)) for w in argv]
     proc = subprocess.run([sys.executable, "-m", "scimech.cli", *argv], capture_output=True, text=True, timeout=60,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import socket
 import sys
 from pathlib import Path
 
@@ -249,10 +250,12 @@ def test_a_device_the_machine_lacks_and_two_schedulers_are_refused(capsys):
     import torch
 
     missing = "mps" if torch.cuda.is_available() else "cuda"
-    for argv in (["--device", missing], ["--device", "gpu"], ["--workers", "2", "--scheduler", "tcp://h:1"]):
-        with pytest.raises(SystemExit) as exc:
-            _parse(["toy", "study", *argv])
-        assert exc.value.code == 2
+    with socket.create_server(("127.0.0.1", 0)) as server:   # a scheduler address that answers
+        scheduler = f"tcp://127.0.0.1:{server.getsockname()[1]}"
+        for argv in (["--device", missing], ["--device", "gpu"], ["--workers", "2", "--scheduler", scheduler]):
+            with pytest.raises(SystemExit) as exc:
+                _parse(["toy", "study", *argv])
+            assert exc.value.code == 2
     err = capsys.readouterr().err
     assert "is not on this machine (it has: cpu" in err or torch.cuda.is_available()
     assert "not allowed with argument" in err
