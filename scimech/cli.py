@@ -274,7 +274,7 @@ def _warn_renamed(argv: list[str]) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
-
+    _warn_renamed(argv)   # before parsing: `--help` and a usage error of an old command name say it too
     try:
         args = parser.parse_args(argv)
         if getattr(args, "config", None) is not None and hasattr(args, "config_extra"):
@@ -284,7 +284,6 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except SystemExit as exc:  # a usage error (exit 2, its one line already printed) or --help (0)
         return int(exc.code or 0)
-    _warn_renamed(argv)
     refused = options.refused_in_context(args)  # an option given where it would do nothing
     if refused:
         print(refused, file=sys.stderr)
