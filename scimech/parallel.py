@@ -45,11 +45,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .errors import ConfigError, ScimechError
-from .options import add_cluster_arguments  # noqa: F401  (its home: scimech.options)
 from .progress import progress
 from .results import UnitStore
 
-__all__ = ["get_client", "jobqueue_kwargs", "read_cluster_config", "map_units", "add_cluster_arguments",
+__all__ = ["get_client", "jobqueue_kwargs", "read_cluster_config", "map_units",
            "client_from_args", "ClusterKind", "ClusterError"]
 
 ClusterKind = Literal["sync", "threads", "local", "slurm", "pbs"]
@@ -708,7 +707,7 @@ def map_units(fn: Callable[..., Any], units: Mapping[str, Mapping[str, Any]], st
 
 
 def client_from_args(args):
-    """The Dask client asked for by :func:`add_cluster_arguments` flags (``None``: serial)."""
+    """The Dask client asked for by :func:`scimech.options.add_cluster_arguments` flags (``None``: serial)."""
     if getattr(args, "scheduler", None):
         return get_client(scheduler=args.scheduler)
     if getattr(args, "cluster", None):
