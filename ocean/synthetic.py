@@ -83,11 +83,11 @@ class SynthConfig:
         def number(v):
             return isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v)
 
-        for name, low in (("n_members", 1), ("years", 1), ("ny", 3), ("nx", 3), ("n_eddies", 0), ("seed", 0)):
+        for name, low in (("n_members", 1), ("ny", 3), ("nx", 3), ("n_eddies", 0), ("seed", 0)):
             v = getattr(self, name)
             if not (isinstance(v, int) and not isinstance(v, bool) and v >= low):
                 bad(name, f"a whole number >= {low}")
-        for name in ("weather_tau_days", "mld_tau_days", "eddy_radius_deg"):
+        for name in ("years", "weather_tau_days", "mld_tau_days", "eddy_radius_deg"):   # years: 0.17 is two months
             if not (number(getattr(self, name)) and getattr(self, name) > 0):
                 bad(name, "a positive number")
         for name in ("kappa", "gamma", "weather_amp", "wind_noise", "mld_noise", "eddy_amp"):
