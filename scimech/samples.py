@@ -35,8 +35,7 @@ from .errors import DataValidationError
 from .hooks import restore_modes, run_forward, to_eval
 
 __all__ = ["Samples", "FixedMesh", "mesh_nodes", "sample_index", "rows_interact", "require_samples", "per_sample",
-           "check_repeatable",
-           "check_batching", "reference_chunk"]
+           "check_repeatable", "drift_error", "check_batching", "reference_chunk"]
 
 
 @dataclass(frozen=True)
@@ -215,11 +214,16 @@ def check_repeatable(model: nn.Module, batch: Any, forward: Callable | None, ver
         else:
             ok = a.shape == b.shape and torch.equal(a, b)
         if not ok:
-            raise DataValidationError(
-                f"{verb}: the unchanged model gave other outputs on the same batch in a second forward pass: it "
-                "keeps state across calls (a counter, a cache, a running normaliser) or draws random numbers, so "
-                "every effect would include that drift. Pass a forward= that resets the state and seeds any "
-                "randomness before each pass, or make the model's forward deterministic.")
+            raise drift_error(verb, "other outputs")
+
+
+def drift_error(verb: str, what: str) -> DataValidationError:
+    """The one message for a model whose unchanged output drifts between passes."""
+    return DataValidationError(
+        f"{verb}: the unchanged model gave {what} on the same batch in a second forward pass: it keeps state across "
+        "calls (a counter, a cache, a running normaliser) or draws random numbers, so every effect would include "
+        "that drift. Pass a forward= that resets the state and seeds any randomness before each pass "
+        "(forward=lambda m, x: (m.reset(), m(x))[1]), or make the model's forward deterministic.")
 
 
 def require_samples(model: nn.Module, batch: Any, forward: Callable | None, samples: Samples, verb: str,

@@ -35,10 +35,11 @@ from .errors import DataValidationError, SiteCalledTwiceError, SiteNeverRanError
 from .hooks import HookSet, check_fired, run_forward
 from .metrics import Metric, as_metric
 from .prefix_reuse import Shortcut, recording_reused, reusing, trace_calls
+from .samples import drift_error
 from .sites import HeadLayout, ResolvedSite, resolve_site
 
-__all__ = ["Target", "Reuse", "RowCheck", "check_source", "metric_values", "sites_per_forward", "sweep_tiles", "patch_sites",
-           "plan_reuse", "capturing", "count_calls", "targets_for", "site_list", "sweep_target", "patching_inputs",
+__all__ = ["Target", "Reuse", "RowCheck", "check_source", "metric_values", "sites_per_forward", "sweep_tiles",
+           "patch_sites", "plan_reuse", "capturing", "count_calls", "targets_for", "site_list", "sweep_target", "patching_inputs",
            "normalized_effect"]
 
 #: how far the unchanged copy of the first tiled pass may differ from the untiled run, relative
@@ -177,12 +178,7 @@ def _check_repeatable(model: nn.Module, batch: Any, forward: Callable | None, me
         again = per_sample(again)
     ok, rel = _close(again, baseline)
     if not ok:
-        raise DataValidationError(
-            f"{what}: the unchanged model gave another {metric.name} on the same batch in a second forward pass "
-            f"({rel:.1e} of its scale; allowed {ROW_CHECK_RTOL:.0e}): it keeps state across calls (a counter, a "
-            "cache, a running normaliser) or draws random numbers, so every effect would include that drift. Pass a "
-            "forward= that resets the state and seeds any randomness before each pass (forward=lambda m, x: "
-            "(m.reset(), m(x))[1]), or make the model's forward deterministic.")
+        raise drift_error(what, f"another {metric.name} ({rel:.1e} of its scale; allowed {ROW_CHECK_RTOL:.0e})")
 
 
 def sweep_tiles(model: nn.Module, targets: Sequence[Target], batch: Any, b: int, make: Callable, metric: Metric,
