@@ -284,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except SystemExit as exc:  # a usage error (exit 2, its one line already printed) or --help (0)
         return int(exc.code or 0)
-    refused = options.refused_in_context(args)  # an option given where it would do nothing
+    refused = options.refused_in_context(args, argv)  # an option given where it would do nothing
     if refused:
         print(refused, file=sys.stderr)
         return 2

@@ -593,10 +593,13 @@ def needs(parser: argparse.ArgumentParser, flag: str, applies: Callable[[argpars
     parser.set_defaults(_needs=prior)
 
 
-def refused_in_context(args: argparse.Namespace) -> str | None:
-    """The usage error for the first option given where it would do nothing, or ``None``."""
+def refused_in_context(args: argparse.Namespace, argv: Sequence[str] = ()) -> str | None:
+    """The usage error for the first option given where it would do nothing, or ``None``: given
+    means a value other than its default, or typed in ``argv`` (its default typed is given too)."""
+    typed = {w.split("=", 1)[0] for w in argv if w.startswith("--")}
     for n in getattr(args, "_needs", None) or ():
-        if getattr(args, n.dest, n.default) != n.default and not n.applies(args):
+        given = getattr(args, n.dest, n.default) != n.default or n.flag in typed
+        if given and not n.applies(args):
             return f"{n.prog}: error: argument {n.flag}: does nothing here; it needs {n.need}."
     return None
 

@@ -209,6 +209,8 @@ def test_the_four_invocations_exit_2_with_one_line_and_no_traceback_in_seconds(a
     (["ocean", "study", "--cluster", "{badkind}", "--dry-run"], "kind must be one of"),
     (["dictionary", "train", "--acts", "{acts}", "--out", "{tmp}/d", "--features", "4", "--k", "8"],
      "--k 8 active features per row is more than the dictionary's 4 features"),
+    # an option typed at its default where it does nothing is refused like any other value
+    (["astro", "study", "--test-fraction", "0.25", "--dry-run"], "argument --test-fraction: does nothing here"),
     # a bad value in the file is named with the file, even where the command line sets the option too
     (["astro", "study", "--config", "{ep0}", "--epochs", "3", "--dry-run"], "(from epochs: in the --config file"),
 ])
