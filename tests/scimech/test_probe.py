@@ -394,12 +394,12 @@ def _clustered(seed, signal=0.0, n_groups=12, per=8, d=5):
 
 
 def test_grouped_permutation_p_is_uniform_under_the_null_when_y_varies_within_groups():
-    # 50 null datasets, 19 permutations each: a valid p-value has mean ~0.5 (sd of the mean 0.04)
-    # and P(p <= 0.05) <= 0.05; permuting labels freely gave a mean p of 0.99 here (power zero)
+    # 30 null datasets, 19 permutations each: a valid p-value has mean ~0.5 (sd of the mean 0.053,
+    # the band is 3 sd) and P(p <= 0.05) <= 0.05; permuting labels freely gave a mean p of 0.98 here
     ps = np.array([permutation_test(X, y, groups=g, n_permutations=19, seed=s)[1]
-                   for s in range(50) for X, y, g in [_clustered(s)]])
-    assert 0.38 <= ps.mean() <= 0.62
-    assert (ps <= 0.05).mean() <= 0.12
+                   for s in range(30) for X, y, g in [_clustered(s)]])
+    assert 0.34 <= ps.mean() <= 0.66
+    assert (ps <= 0.05).mean() <= 0.15
     planted = [permutation_test(X, y, groups=g, n_permutations=19, seed=s)[1]
                for s in range(10) for X, y, g in [_clustered(s, signal=2.0)]]
     assert sum(p <= 0.05 for p in planted) >= 9
