@@ -27,6 +27,7 @@ trades with red-noise weather. Latitudes default to 25-55 N (no equatorial singu
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -81,11 +82,11 @@ class SynthConfig:
             raise ConfigError(f"The synth setting {name!r} must be {want}; got {getattr(self, name)!r}.")
 
         def number(v):
-            return isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v)
+            return isinstance(v, numbers.Real) and not isinstance(v, bool) and np.isfinite(v)
 
         for name, low in (("n_members", 1), ("ny", 3), ("nx", 3), ("n_eddies", 0), ("seed", 0)):
             v = getattr(self, name)
-            if not (isinstance(v, int) and not isinstance(v, bool) and v >= low):
+            if not (isinstance(v, numbers.Integral) and not isinstance(v, bool) and v >= low):
                 bad(name, f"a whole number >= {low}")
         for name in ("years", "weather_tau_days", "mld_tau_days", "eddy_radius_deg"):   # years: 0.17 is two months
             if not (number(getattr(self, name)) and getattr(self, name) > 0):

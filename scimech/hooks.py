@@ -114,7 +114,7 @@ def _first_parameter(module: nn.Module) -> str | None:
     import inspect
 
     try:
-        params = list(inspect.signature(module.forward).parameters.values())
+        params = list(inspect.signature(type(module).forward).parameters.values())[1:]   # not scimech's wrapper; no self
     except (TypeError, ValueError):
         return None
     first = params[0] if params else None
@@ -130,7 +130,11 @@ def _on_input(fn: HookFn, site: ResolvedSite, args: tuple, kwargs: dict) -> tupl
         new = fn(site, first_tensor(args[0]))
         return None if new is None else ((_replace_first(args[0], new), *args[1:]), kwargs)
     name = _first_parameter(site.module)
-    if name is None or name not in kwargs:
+    if name is None:  # forward(*args, **kwargs): no first parameter to go by, the first tensor keyword
+        name = next((k for k, v in kwargs.items() if isinstance(v, torch.Tensor)), None)
+        if name is None:
+            return None
+    if name not in kwargs:
         raise DataValidationError(
             f"Site {site.name!r}: the module was called with keywords only ({', '.join(kwargs) or 'none'}) and none "
             f"is the first parameter of its forward ({name!r}); name the input you mean by a module that takes it "

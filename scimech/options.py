@@ -453,7 +453,7 @@ def scheduler_address() -> Option:
     import socket
 
     def convert(text: str):
-        m = re.fullmatch(r"(?:(tcp|tls)://)?\[?([^\]/:]+|[0-9a-fA-F:]+)\]?:(\d{1,5})", text.strip())
+        m = re.fullmatch(r"(?i:(tcp|tls|ucx|ws|wss)://)?\[?([^\]/:]+|[0-9a-fA-F:]+)\]?:(\d{1,5})", text.strip())
         if not m:
             return None
         host, port = m.group(2), int(m.group(3))
