@@ -9,8 +9,8 @@ entry-point group ``scimech.studies`` (as xarray finds its backends)::
 It supplies its ``name``, ``title``, options (:meth:`Study.add_options`), and the steps
 ``plan -> run -> findings / planted_truth -> report``, plus ``load(folder)`` (a finished
 folder's evidence). The base class provides the rest once: the ``scimech <name>`` command
-group with the same verbs in every domain (``generate``, ``study``, ``redraw``, ``shift``, then
-the study's own :class:`Command` s), the dry run, the Dask client, the outcome files
+group with the same verbs in every domain (``generate``, ``study``, ``redraw``, ``shift``,
+``inspect``, then the study's own :class:`Command` s), the dry run, the Dask client, the outcome files
 (``findings.txt``, ``recovery.txt``: :mod:`scimech.verdicts`), printing, ``demo`` and
 ``redraw``.
 
@@ -55,7 +55,7 @@ __all__ = ["Study", "Plan", "Command", "registered_studies", "load_study", "BUIL
 BUILTIN_STUDIES = {"ocean": "ocean.study:OceanStudy", "astro": "astro.study:AstroStudy",
                    "neuro": "neuro.study:NeuroStudy"}
 #: the verbs every study answers, in this order (then the study's own commands)
-VERBS = ("generate", "study", "redraw", "shift")
+VERBS = ("generate", "study", "redraw", "shift", "inspect")
 
 Settings = TypeVar("Settings")
 
@@ -117,7 +117,9 @@ class Study(abc.ABC):
     - :meth:`plan`, :meth:`run`, :meth:`findings`, :meth:`planted_truth`, :meth:`report` and
       :meth:`load`;
     - optionally :meth:`add_generate_options` / :meth:`generate` (write the synthetic data),
-      :meth:`add_shift_options` / :meth:`run_shift` (the distribution-shift run), :meth:`commands`
+      :meth:`add_shift_options` / :meth:`run_shift` (the distribution-shift run),
+      :meth:`add_inspect_options` / :meth:`inspect` (what its reader reads from a product, said back
+      as a :class:`scimech.reading.Reading` without running anything), :meth:`commands`
       (its own subcommands), :attr:`renamed` (old command names kept for one release).
 
     The base class provides :meth:`register` (the command group), :meth:`execute` (the
@@ -203,6 +205,24 @@ class Study(abc.ABC):
               "Not saved: add --out in add_shift_options and write shift.nc there in run_shift.")
         return 0
 
+    def add_inspect_options(self, parser: argparse.ArgumentParser) -> None:
+        """The options of ``scimech <name> inspect`` beyond ``PATH`` and ``--json``."""
+
+    def inspect(self, path: Path, args: argparse.Namespace):
+        """``scimech <name> inspect PATH``: read the product at ``path`` as the study would and return
+        a :class:`scimech.reading.Reading` of what was read (no model, no torch, seconds)."""
+        raise NotImplementedError
+
+    def _inspect_command(self, args: argparse.Namespace) -> int:
+        if getattr(type(self), "inspect") is getattr(Study, "inspect"):
+            print(f"scimech {self.name} inspect: this study reads no product of yours.", file=sys.stderr)
+            return 2
+        reading = self.inspect(Path(args.path), args)
+        print(reading.text())
+        if args.json:
+            print(f"Saved: {reading.save(args.json)}")
+        return 0
+
     def commands(self) -> list[Command]:
         """The study's own subcommands, after the shared verbs."""
         return []
@@ -257,6 +277,14 @@ class Study(abc.ABC):
         h = add("shift", self.shift_help if has("run_shift") else "(none: this study has no shift run)")
         self.add_shift_options(h)
         h.set_defaults(func=self.shift)
+        i = add("inspect", "what the study reads from your product (variables, units, signs, calendar, grid, "
+                "mask, rows dropped), said back without running it" if has("inspect")
+                else "(none: this study reads no product of yours)")
+        i.add_argument("path", type=options.existing_path("path"), metavar="PATH",
+                       help="the product: a file or store, as given to `study --data`")
+        i.add_argument("--json", metavar="FILE", default=None, help="also write the table as JSON to FILE")
+        self.add_inspect_options(i)
+        i.set_defaults(func=self._inspect_command)
         for c in self.commands():
             if c.name in VERBS or c.name in self.renamed:
                 raise ValueError(f"Study {self.name!r}: its command {c.name!r} takes the name of a shared verb "
