@@ -34,7 +34,7 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from . import curvilinear, grid
+from . import curvilinear, grid, timeaxis
 from .constants import CP0, KAPPA, RHO0, G, coriolis
 
 __all__ = ["time_tendency", "gradient", "divergence", "entrainment", "lateral_diffusion", "ekman_advection",
@@ -105,16 +105,19 @@ def _on_grid(fn, *arrays: xr.DataArray, mask) -> xr.DataArray:
 
 
 def _seconds(time: xr.DataArray) -> np.ndarray:
-    if np.issubdtype(time.dtype, np.datetime64):
-        return (time - time[0]).dt.total_seconds().values.astype(float)
-    return time.values.astype(float)
+    """Seconds after the first stamp, in the stamps' own calendar (datetime64, cftime or numbers as seconds)."""
+    return timeaxis.seconds_since_start(time)
 
 
 def time_tendency(da: xr.DataArray, scheme: str = "centred") -> xr.DataArray:
-    """``d da / dt`` per second along ``time`` (see the module's note on ``scheme``)."""
+    """``d da / dt`` per second along ``time`` (see the module's note on ``scheme``), in any CF calendar;
+    a lazy array chunked along time (one step per chunk, as CMIP6 and CMEMS files are) is rechunked
+    into one time chunk first, since a difference needs the neighbouring steps."""
     if scheme not in ("centred", "forward"):
         raise ValueError(f"scheme must be 'centred' or 'forward'; got {scheme!r}.")
     secs = _seconds(da["time"])
+    if da.chunks is not None:
+        da = da.chunk({"time": -1})
     x = da.assign_coords(time=secs)
     if scheme == "centred":
         out = x.differentiate("time")
