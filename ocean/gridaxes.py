@@ -1,0 +1,469 @@
+"""The horizontal grid of an ocean product as it comes, read with xgcm and xnemogcm and said back.
+
+:func:`read_grid` takes a product's dataset as opened (before the study renames its variables) and
+returns it on the study's horizontal dims ``(lat, lon)``:
+
+- **axes**: latitude and longitude found by name (``lat`` / ``latitude`` / NEMO's ``nav_lat`` and
+  ``gphit`` / MOM's ``geolat`` and ``yh`` ...) or else by CF ``standard_name`` / ``units`` (cf_xarray);
+  2-D positions of a regular grid become 1-D ``lat`` / ``lon``; a curvilinear grid is kept with its
+  scale factors (:func:`curvilinear_grid`);
+- **longitudes unwrapped** (``numpy.unwrap`` with period 360): a box crossing Greenwich on 0..360 or
+  the dateline on -180..180 gets monotonic longitudes, so no difference spans the jump;
+- **periodic longitude** detected: a grid whose columns go once round the globe (the gap across the
+  seam is one grid spacing) is periodic in ``X``; xgcm's ``padding="periodic"`` then makes the seam
+  an ordinary neighbour in every operator (:mod:`ocean.horizontal`); a duplicated halo column (NEMO's
+  ORCA) is dropped first;
+- **staggered fields** (MOM's ``xq`` / ``yq``, MOM5's ``xu_ocean`` / ``yu_ocean``, NEMO's U / V points
+  on ``x_u`` / ``y_v`` or xnemogcm's ``x_f`` / ``y_f``) brought to the T points by xgcm's ``interp``
+  (the mean of the two neighbouring faces; a face that is NaN counts as no flow), never dropped;
+- **metrics** from a NEMO mesh mask when one is given (``e1t`` / ``e2t`` in m, ``e3t_0`` / ``e3t``,
+  the 3-D ``tmask`` whose surface level is the 2-D ocean mask, or ``tmaskutil``), placed by xnemogcm's
+  table of Arakawa points;
+- **mask**: ``mask`` (lat, lon), 1 = ocean, from the mesh mask, else from the product's ``tmaskutil`` /
+  ``tmask`` / ``mask``; absent when the product has none (the reader then takes it from the data).
+
+What the study's operators need travels with the data as coordinate attributes, so it survives
+``xr.Dataset.isel``, arithmetic and a zarr or netCDF write and read (:data:`PERIODIC_ATTR`): on a
+regular grid the 1-D ``lon`` coordinate (degrees east, monotonic) carries ``periodic = 1`` when the grid
+wraps; on a curvilinear grid the 2-D ``nav_lon`` does, beside the ``e1t`` / ``e2t`` coordinates.
+Latitudes are kept in the product's order: the operators use signed spacings, so a grid stored
+north to south is differenced (and upwinded) the right way.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+import xgcm
+from xnemogcm.tools import get_domcfg_points
+
+from scimech.errors import DimensionError, MissingVariableError, UnitsError
+from scimech.reading import Reading
+
+from . import curvilinear
+
+__all__ = ["PERIODIC_ATTR", "read_grid", "regular_grid", "curvilinear_grid", "is_periodic"]
+
+#: attribute of the longitude coordinate (``lon``, or ``nav_lon`` on a curvilinear grid): 1 when the grid is
+#: periodic in longitude (an integer, so that netCDF and zarr keep it)
+PERIODIC_ATTR = "periodic"
+
+_LATLON_ATOL = 1e-4  # degrees (~10 m): float32 nav_lat / nav_lon of a regular grid vary by ~1e-5
+_LAT_NAMES = ("lat", "latitude", "nav_lat", "gphit", "geolat", "yh", "yt_ocean", "TLAT", "y_c")
+_LON_NAMES = ("lon", "longitude", "nav_lon", "glamt", "geolon", "xh", "xt_ocean", "TLONG", "x_c")
+#: staggered horizontal dims by name and the side of the T point they sit on when their coordinate
+#: does not say (NEMO and xnemogcm: U / V / F points are east / north of T, ``right``; MOM6's
+#: non-symmetric ``xq`` / ``yq`` too; MOM5's ``xu_ocean`` / ``yu_ocean`` are the north-east corners)
+_STAGGERED = {"xq": ("X", "right"), "yq": ("Y", "right"), "x_u": ("X", "right"), "x_f": ("X", "right"),
+              "y_v": ("Y", "right"), "y_f": ("Y", "right"), "xu_ocean": ("X", "right"),
+              "yu_ocean": ("Y", "right"), "x_grid_U": ("X", "right"), "y_grid_V": ("Y", "right")}
+#: 2-D positions of staggered points: dropped once their fields are at T points
+_STAGGERED_POSITIONS = {"glamu", "glamv", "glamf", "gphiu", "gphiv", "gphif", "geolon_u", "geolat_u",
+                        "geolon_v", "geolat_v", "geolon_c", "geolat_c", "ULAT", "ULONG", "nav_lat_grid_U",
+                        "nav_lon_grid_U", "nav_lat_grid_V", "nav_lon_grid_V"}
+_METRES = ("m", "meter", "metre", "meters", "metres")
+
+
+def _first(ds: xr.Dataset, names: tuple[str, ...], cf_key: str, exclude: set[str]) -> str | None:
+    for n in names:
+        if n in ds.variables:
+            return n
+    try:
+        import cf_xarray  # noqa: F401  (registers ds.cf)
+
+        found = [str(n) for n in ds.cf.coordinates.get(cf_key, []) if str(n) not in exclude]
+    except Exception:  # a dataset cf_xarray cannot parse has no CF axes to give
+        found = []
+    return found[0] if found else None
+
+
+def _find_axes(ds: xr.Dataset) -> tuple[str, str]:
+    lat = _first(ds, _LAT_NAMES, "latitude", _STAGGERED_POSITIONS | set(_STAGGERED))
+    lon = _first(ds, _LON_NAMES, "longitude", _STAGGERED_POSITIONS | set(_STAGGERED))
+    if lat is None or lon is None:
+        raise MissingVariableError(
+            f"No latitude / longitude in the dataset (variables {sorted(map(str, ds.variables))}). Expected "
+            "'lat'/'lon', 'latitude'/'longitude', NEMO's 'nav_lat'/'nav_lon' or a coordinate with standard_name "
+            "latitude / longitude; pass names={'yours': 'lat', ...} or set the standard_name attributes.")
+    return lat, lon
+
+
+def _squeeze_mesh(mm: xr.Dataset) -> xr.Dataset:
+    """A mesh mask as NEMO writes it: a time dim of length 1 dropped, ``z`` named ``nav_lev``."""
+    for d in ("t", "time", "time_counter"):
+        if d in mm.dims and mm.sizes[d] == 1:
+            mm = mm.isel({d: 0}, drop=True)
+    return mm
+
+
+def _merge_mesh_mask(ds: xr.Dataset, mm: xr.Dataset, ydim: str, xdim: str, facts: dict) -> xr.Dataset:
+    """The mesh mask's T-point metrics and mask on the product's (y, x) dims (xnemogcm's table of points)."""
+    mm = _squeeze_mesh(mm)
+    points = get_domcfg_points()
+    my, mx = "y", "x"
+    if my not in mm.dims or mx not in mm.dims:
+        raise DimensionError(f"The mesh mask has dims {dict(mm.sizes)}; expected NEMO's (y, x) (and z or nav_lev). "
+                             "Fix: pass the mesh_mask.nc (or domain_cfg.nc) written by NEMO for this grid.")
+    if (mm.sizes[my], mm.sizes[mx]) != (ds.sizes[ydim], ds.sizes[xdim]):
+        raise DimensionError(
+            f"The mesh mask's grid is {mm.sizes[my]} x {mm.sizes[mx]} (y, x) but the product's is "
+            f"{ds.sizes[ydim]} x {ds.sizes[xdim]} ({ydim}, {xdim}). Fix: pass the mesh mask of this product's grid "
+            "(the same configuration and any sub-region cut the same way).")
+    zdim = next((d for d in ("z", "nav_lev") if d in mm.dims), None)
+    taken = []
+    out = ds.copy()
+    for name in ("e1t", "e2t"):
+        if name in mm.variables and points.get(name) == "T":
+            e = mm[name]
+            units = e.attrs.get("units", "m")
+            if units not in _METRES:
+                raise UnitsError(f"Mesh mask scale factor {name!r} has units {units!r}; expected metres ('m').")
+            out[name] = e.rename({my: ydim, mx: xdim}).reset_coords(drop=True).astype(float)
+            taken.append(name)
+    for name in ("e3t_0", "e3t"):
+        if name in mm.variables and zdim and zdim in mm[name].dims:
+            out["e3t"] = mm[name].rename({my: ydim, mx: xdim}).reset_coords(drop=True).astype(float).assign_attrs(
+                units="m", long_name=f"cell thickness at T points ({name} of the mesh mask)")
+            taken.append(name)
+            break
+    mask = None
+    if "tmaskutil" in mm.variables:
+        mask, how = mm["tmaskutil"], "tmaskutil of the mesh mask"
+    elif "tmask" in mm.variables:
+        mask = mm["tmask"]
+        if zdim and zdim in mask.dims:
+            mask, how = mask.isel({zdim: 0}, drop=True), "the surface level of the mesh mask's 3-D tmask"
+        else:
+            how = "tmask of the mesh mask"
+    if mask is not None:
+        out["mask"] = mask.rename({my: ydim, mx: xdim}).reset_coords(drop=True)
+        facts["mask from"] = how
+        taken.append("tmaskutil" if "utility" in how or how.startswith("tmaskutil") else "tmask")
+    for pos in ("glamt", "gphit"):
+        if pos in mm.variables and not any(n in ds.variables for n in (_LON_NAMES if "glam" in pos else _LAT_NAMES)):
+            out = out.assign_coords({pos: mm[pos].rename({my: ydim, mx: xdim}).reset_coords(drop=True)})
+            taken.append(pos)
+    facts["mesh mask"] = ", ".join(taken) if taken else "given, but it has none of e1t, e2t, e3t_0, tmask"
+    return out
+
+
+def _t_dims(ds: xr.Dataset, lat: str, lon: str) -> tuple[str, str]:
+    la, lo = ds[lat], ds[lon]
+    if la.ndim == 1 and lo.ndim == 1:
+        return la.dims[0], lo.dims[0]
+    if la.ndim != 2 or lo.ndim != 2 or set(la.dims) != set(lo.dims):
+        raise DimensionError(f"{lat} {la.dims} and {lon} {lo.dims} must both be 1-D, or both 2-D on the same "
+                             "(y, x) dims (NEMO nav_lat / nav_lon).")
+    return la.dims[0], la.dims[1]
+
+
+def _position(ds: xr.Dataset, dim: str, centre: str, default: str) -> str:
+    """Where a staggered dim's points sit relative to the T points: from its coordinate's values when it
+    has one (``outer``: one more point; ``left`` / ``right``: half a cell before / after), else by name."""
+    n, m = ds.sizes[dim], ds.sizes[centre]
+    if n == m + 1:
+        return "outer"
+    if n != m:
+        raise DimensionError(f"Staggered dim {dim!r} has {n} points but the T points' {centre!r} have {m}; "
+                             f"expected {m} or {m + 1}. Fix: select the same region on both grids.")
+    if dim in ds.coords and centre in ds.coords and ds[dim].ndim == 1 and ds[centre].ndim == 1:
+        s, c = np.asarray(ds[dim].values, float), np.asarray(ds[centre].values, float)
+        if np.all(np.isfinite(s)) and np.all(np.isfinite(c)) and not np.allclose(s, c):
+            step = np.sign(np.nanmean(np.diff(c))) if m > 1 else 1.0
+            return "right" if np.nanmedian((s - c) * step) > 0 else "left"
+    return default
+
+
+def _staggered_dims(ds: xr.Dataset, ydim: str, xdim: str) -> dict[str, tuple[str, str, str]]:
+    """``{dim: (axis, centre dim, position)}`` for each staggered horizontal dim a data variable uses."""
+    found = {}
+    used = {d for v in ds.data_vars.values() for d in v.dims}
+    for d in used:
+        d = str(d)
+        if d in (ydim, xdim):
+            continue
+        if d in _STAGGERED:
+            axis, default = _STAGGERED[d]
+        elif d in ds.coords and ds[d].ndim == 1 and ds[d].attrs.get("axis") in ("X", "Y") and d not in ds[d].attrs.get(
+                "bounds", ""):
+            axis, default = ds[d].attrs["axis"], "right"
+        else:
+            continue
+        centre = xdim if axis == "X" else ydim
+        found[d] = (axis, centre, _position(ds, d, centre, default))
+    return found
+
+
+def _to_t_points(ds: xr.Dataset, stag: dict[str, tuple[str, str, str]], periodic: bool, reading: Reading | None,
+                 facts: dict) -> xr.Dataset:
+    """Each variable on a staggered dim interpolated to the T points with xgcm (NaN faces count as no flow)."""
+    if not stag:
+        return ds
+    coords: dict[str, dict[str, str]] = {}
+    sizes = {}
+    for d, (axis, centre, pos) in stag.items():
+        coords.setdefault(axis, {"center": centre})[pos] = d
+        sizes[d], sizes[centre] = ds.sizes[d], ds.sizes[centre]
+    gds = xr.Dataset(coords={d: (d, np.arange(n)) for d, n in sizes.items()})
+    padding = {a: ("periodic" if a == "X" and periodic else "extend") for a in coords}
+    grid = xgcm.Grid(gds, coords=coords, padding=padding, autoparse_metadata=False)
+    out = ds
+    said = []
+    for name, da in ds.data_vars.items():
+        dims = [d for d in da.dims if d in stag]
+        if not dims:
+            continue
+        bare = xr.DataArray(da.data, dims=da.dims, attrs=da.attrs)
+        flow = bare.fillna(0.0)
+        weight = xr.ones_like(bare).where(np.isfinite(bare), 0.0)
+        axes = [stag[d][0] for d in dims]
+        to = {a: "center" for a in axes}
+        value, count = grid.interp(flow, axes, to=to), grid.interp(weight, axes, to=to)
+        value = value.where(count > 0)
+        keep = {k: c for k, c in da.coords.items() if not set(c.dims) & set(dims)}
+        value = value.assign_coords(keep).assign_attrs(da.attrs)
+        where = ", ".join(f"{d} ({stag[d][2]} of {stag[d][1]})" for d in dims)
+        value.attrs["grid_position"] = f"interpolated to T points from {where} by xgcm"
+        out = out.drop_vars(name).assign({name: value})
+        said.append(f"{name} on {where}")
+        if reading is not None:
+            reading.add(str(name), f"{name} on {', '.join(dims)}", "grid position", da.attrs.get("units", ""),
+                        da.attrs.get("units", ""), f"interpolated to T points by xgcm ({where})")
+    drop = [v for v in out.variables if set(out[v].dims) & set(stag) or v in _STAGGERED_POSITIONS]
+    out = out.drop_vars(drop)
+    facts["staggered"] = ("; ".join(said) + " -> T points (xgcm interp: mean of the two neighbouring faces, NaN "
+                          "faces as no flow, " + ("periodic" if periodic else "edge extended") + " at the ends)")
+    return out
+
+
+def _unwrap(lon: np.ndarray) -> np.ndarray:
+    """Longitudes (degrees) without jumps of 360 along the last axis."""
+    return np.unwrap(np.asarray(lon, float), period=360.0, axis=-1)
+
+
+def is_periodic(lon: np.ndarray) -> bool:
+    """Whether 1-D monotonic longitudes (degrees) go once round the globe: the gap from the last
+    column back to the first (plus or minus 360) is a grid spacing (within half a spacing)."""
+    lon = np.asarray(lon, float)
+    if lon.size < 3:
+        return False
+    d = np.diff(lon)
+    step = np.median(np.abs(d))
+    seam = abs(lon[0] + np.sign(d.mean()) * 360.0 - lon[-1])
+    return bool(step > 0 and abs(seam - step) <= 0.5 * step)
+
+
+def _regular_axes(lat1: np.ndarray, lon1: np.ndarray, facts: dict, notes: list[str]) -> tuple[np.ndarray, bool, slice]:
+    """Unwrapped longitudes, whether periodic, and the columns to keep (a duplicated halo dropped)."""
+    raw = np.asarray(lon1, float)
+    lon = _unwrap(raw)
+    keep = slice(None)
+    if lon.size > 2 and np.isclose(abs(lon[-1] - lon[0]), 360.0, atol=_LATLON_ATOL):
+        keep = slice(0, lon.size - 1)  # the last column repeats the first (a cyclic halo)
+        notes.append("last longitude column repeats the first (+360): dropped")
+        lon = lon[keep]
+    if not np.allclose(lon, raw[keep]):
+        jump = "Greenwich on 0..360" if raw.min() >= 0 else "the dateline on -180..180"
+        facts["longitude"] = (f"{raw[0]:g}..{raw[-1]:g} crosses {jump}: unwrapped to {lon[0]:g}..{lon[-1]:g} "
+                              "(numpy.unwrap, period 360)")
+        notes.append(f"longitudes unwrapped to {lon[0]:g}..{lon[-1]:g} (they crossed {jump})")
+    else:
+        facts["longitude"] = f"{lon[0]:g}..{lon[-1]:g}, monotonic as given"
+    periodic = is_periodic(lon)
+    facts["periodic in longitude"] = (f"yes: {lon.size} columns go round the globe, the seam is a neighbour (xgcm "
+                                      "padding='periodic')" if periodic else "no: the first and last columns are edges")
+    lat = np.asarray(lat1, float)
+    facts["latitude order"] = ("descending (north to south): kept, operators use signed spacings"
+                               if lat.size > 1 and lat[-1] < lat[0] else "ascending")
+    return lon, periodic, keep
+
+
+def regular_grid(ds: xr.Dataset, notes: list[str], facts: dict | None = None) -> xr.Dataset:
+    """1-D ``lat`` / ``lon`` dims from 1-D coordinates or 2-D ``nav_lat`` / ``nav_lon`` of a regular grid, with
+    longitudes unwrapped and periodicity detected; a curvilinear grid goes to :func:`curvilinear_grid`.
+
+    ``ds`` has its latitude and longitude named ``lat`` and ``lon``; ``notes`` gets a line per change.
+    """
+    facts = {} if facts is None else facts
+    if "lat" not in ds.variables or "lon" not in ds.variables:
+        _find_axes(ds)  # raises the one-line error naming what was looked for
+        raise MissingVariableError("No 'lat' / 'lon' in the dataset: pass names={'yours': 'lat', ...}.")
+    lat, lon = ds["lat"], ds["lon"]
+    if lat.ndim == 1 and lon.ndim == 1:
+        ds = ds.swap_dims({d: n for d, n in ((lat.dims[0], "lat"), (lon.dims[0], "lon")) if d != n})
+        lat1, lon1 = ds["lat"].values, ds["lon"].values
+    else:
+        _t_dims(ds, "lat", "lon")
+        if "e1t" in ds.variables and "e2t" in ds.variables:
+            return curvilinear_grid(ds, notes, facts)  # the model's own scale factors: its grid, however regular
+        la, lo = lat.values.astype(float), _unwrap(lon.transpose(*lat.dims).values.astype(float))
+        if np.allclose(la, la[:, :1], atol=_LATLON_ATOL) and np.allclose(lo, lo[:1, :], atol=_LATLON_ATOL):
+            ydim, xdim = lat.dims
+            lat1, lon1 = la[:, 0], lo[0, :]
+        elif np.allclose(la, la[:1, :], atol=_LATLON_ATOL) and np.allclose(lo, lo[:, :1], atol=_LATLON_ATOL):
+            xdim, ydim = lat.dims
+            lat1, lon1 = la[0, :], lo[:, 0]
+        else:
+            return curvilinear_grid(ds, notes, facts)
+        notes.append(f"2-D lat/lon on ({ydim}, {xdim}) -> 1-D lat, lon")
+        ds = ds.drop_vars(["lat", "lon"]).rename({ydim: "lat", xdim: "lon"})
+        ds = ds.assign_coords(lat=("lat", lat1), lon=("lon", lon1))
+    lon_u, periodic, keep = _regular_axes(lat1, lon1, facts, notes)
+    ds = ds.isel(lon=keep)
+    facts.setdefault("type", "regular latitude-longitude (1-D lat, lon)")
+    facts.setdefault("metrics", "spherical, from the coordinates: dx = R cos(lat) dlon, dy = R dlat (R = 6371 km)")
+    lat_attrs = {**ds["lat"].attrs, "units": "degrees_north", "standard_name": "latitude", "axis": "Y"}
+    lon_attrs = {**{k: v for k, v in ds["lon"].attrs.items() if k != "valid_range"}, "units": "degrees_east",
+                 "standard_name": "longitude", "axis": "X", PERIODIC_ATTR: int(periodic)}
+    return ds.assign_coords(lat=("lat", np.asarray(ds["lat"].values, float), lat_attrs),
+                            lon=("lon", lon_u, lon_attrs))
+
+
+def _curvilinear_periodic(la: np.ndarray, lo: np.ndarray, e1t: np.ndarray) -> bool:
+    """Whether a (y, x) grid's last column neighbours its first: their great-circle distance is one
+    scale factor ``e1t`` (within half of it) on every row."""
+    if la.shape[1] < 3:
+        return False
+    d = curvilinear._distance(la[:, -1], lo[:, -1], la[:, 0], lo[:, 0])
+    e = 0.5 * (e1t[:, -1] + e1t[:, 0])
+    return bool(np.all(np.abs(d - e) <= 0.5 * e))
+
+
+def curvilinear_grid(ds: xr.Dataset, notes: list[str], facts: dict | None = None) -> xr.Dataset:
+    """A curvilinear grid kept as it is: its ``(y, x)`` dims become the study's ``(lat, lon)`` dims (grid
+    indices), 2-D ``nav_lat`` / ``nav_lon`` and the scale factors ``e1t`` / ``e2t`` (m; NEMO's mesh mask,
+    or great-circle distances between the T points when absent) become coordinates, and vectors are
+    taken along the grid's axes (NEMO's convention). A grid whose last column neighbours its first is
+    periodic (``nav_lon.attrs['periodic'] = 1``); NEMO's ORCA halo (columns 0 and -1 repeating -2 and 1)
+    is dropped first."""
+    facts = {} if facts is None else facts
+    ydim, xdim = ds["lat"].dims
+    la, lo = ds["lat"].transpose(ydim, xdim).values.astype(float), ds["lon"].transpose(ydim, xdim).values.astype(float)
+    nx = la.shape[1]
+    if nx > 4 and np.allclose(la[:, 0], la[:, -2]) and np.allclose((lo[:, 0] - lo[:, -2] + 180) % 360 - 180, 0) \
+            and np.allclose(la[:, -1], la[:, 1]) and np.allclose((lo[:, -1] - lo[:, 1] + 180) % 360 - 180, 0):
+        ds = ds.isel({xdim: slice(1, nx - 1)})
+        la, lo = la[:, 1:-1], lo[:, 1:-1]
+        notes.append("ORCA halo columns (0 and -1 repeat -2 and 1) dropped")
+    factors = {}
+    for k in ("e1t", "e2t"):
+        if k in ds.variables:
+            e = ds[k]
+            e = e.isel({d: 0 for d in e.dims if d not in (ydim, xdim)}, drop=True).transpose(ydim, xdim)
+            if e.attrs.get("units", "m") not in _METRES:
+                raise UnitsError(f"Scale factor {k!r} has units {e.attrs['units']!r}; expected metres ('m').")
+            factors[k] = e.values.astype(float)
+    if len(factors) < 2:
+        factors = dict(zip(("e1t", "e2t"), curvilinear.scale_factors(la, lo)))
+        notes.append("e1t, e2t = great-circle distances between T points (no scale factors in the product)")
+        facts.setdefault("metrics", "e1t, e2t: great-circle distances between the T points (no scale factors given)")
+    else:
+        facts.setdefault("metrics", "e1t, e2t as given (m); at U / V faces the mean of the two T points'")
+    periodic = _curvilinear_periodic(la, lo, factors["e1t"])
+    facts["type"] = "curvilinear (y, x) -> (lat, lon) grid indices, vectors along the grid's i, j axes"
+    facts["periodic in longitude"] = ("yes: the last column neighbours the first (xgcm padding='periodic')"
+                                      if periodic else "no: the first and last columns are edges")
+    out = ds.drop_vars([v for v in ("lat", "lon", "e1t", "e2t") if v in ds.variables]).rename({ydim: "lat", xdim: "lon"})
+    dims = ("lat", "lon")
+    out = out.assign_coords(
+        nav_lat=(dims, la, {"units": "degrees_north", "standard_name": "latitude"}),
+        nav_lon=(dims, lo, {"units": "degrees_east", "standard_name": "longitude", PERIODIC_ATTR: int(periodic)}),
+        e1t=(dims, factors["e1t"], {"units": "m", "long_name": "scale factor along i (T point)"}),
+        e2t=(dims, factors["e2t"], {"units": "m", "long_name": "scale factor along j (T point)"}))
+    notes.append(f"curvilinear grid: ({ydim}, {xdim}) -> (lat, lon) grid indices with 2-D nav_lat, nav_lon, e1t, "
+                 "e2t; vectors (tauu, tauv, uo, vo) along the grid's i, j axes")
+    return out
+
+
+def _mask(ds: xr.Dataset, facts: dict) -> xr.Dataset:
+    """``mask`` (lat, lon), 1 = ocean, int8, from the mesh mask or the product's own mask variable."""
+    if "mask" not in ds:
+        for name in ("tmaskutil", "tmask", "mask", "sftof"):
+            if name in ds.data_vars and {"lat", "lon"} <= set(ds[name].dims):
+                m = ds[name]
+                extra = [d for d in m.dims if d not in ("lat", "lon")]
+                how = name
+                if extra:
+                    how = f"{name} at its first {', '.join(map(str, extra))} (the surface level)"
+                    m = m.isel({d: 0 for d in extra}, drop=True)
+                if name == "sftof":  # CMIP6 sea area percentage
+                    m = m >= 50
+                ds = ds.drop_vars(name).assign(mask=m.reset_coords(drop=True))
+                facts["mask from"] = f"the product's {how}"
+                break
+    if "mask" not in ds:
+        facts.setdefault("mask from", "none in the product or a mesh mask: taken from where the data are finite")
+        return ds
+    m = ds["mask"].transpose("lat", "lon")
+    m = (m.fillna(0) > 0).astype(np.int8)
+    ocean = int(m.sum())
+    facts["ocean cells"] = str(ocean)
+    facts["land cells"] = str(int(m.size - ocean))
+    return ds.assign(mask=m.assign_attrs(long_name="ocean mask", flag_values=np.array([0, 1], np.int8),
+                                         flag_meanings="land ocean", units="1"))
+
+
+def read_grid(ds: xr.Dataset, reading: Reading | None = None, *, mesh_mask: xr.Dataset | None = None) -> xr.Dataset:
+    """A product's dataset on the study's horizontal grid (see the module docstring), said back in ``reading``.
+
+    Parameters
+    ----------
+    ds : xr.Dataset
+        The product as opened (lazy is fine), its variables under their own names; the time axis
+        already read.
+    reading : scimech.reading.Reading, optional
+        Filled with the ``grid`` facts (type, longitude range and unwrapping, periodic, latitude
+        order, staggered variables and where they were brought, metrics and where from), the
+        ``mask`` facts (from where, ocean and land cells) and a row per interpolated variable.
+    mesh_mask : xr.Dataset, optional
+        NEMO's ``mesh_mask.nc`` / ``domain_cfg.nc`` for this grid: ``e1t``, ``e2t`` (m), ``e3t_0``,
+        ``tmask`` (3-D; its surface level is the ocean mask) or ``tmaskutil``.
+
+    Returns
+    -------
+    xr.Dataset
+        Horizontal dims ``(lat, lon)``: 1-D ``lat`` (degrees north) and unwrapped ``lon`` (degrees east,
+        ``attrs['periodic']`` 1 or 0) on a regular grid; grid indices with 2-D ``nav_lat``, ``nav_lon``,
+        ``e1t``, ``e2t`` coordinates on a curvilinear one. Every field at T points; ``mask`` (lat, lon)
+        when the product or the mesh mask has one; ``e3t`` (m) from the mesh mask.
+
+    Raises
+    ------
+    MissingVariableError
+        No latitude / longitude.
+    DimensionError
+        Latitude and longitude on different dims; a mesh mask of another grid; a staggered dim whose
+        length is not the T points' (or one more).
+    UnitsError
+        Scale factors not in metres.
+    """
+    facts: dict[str, str] = {}
+    notes: list[str] = []
+    lat, lon = _find_axes(ds)
+    ydim, xdim = _t_dims(ds, lat, lon)
+    if mesh_mask is not None:
+        ds = _merge_mesh_mask(ds, mesh_mask, ydim, xdim, facts)
+        if lat not in ds.variables:
+            lat, lon = _find_axes(ds)
+    facts["latitude, longitude"] = f"{lat}, {lon}"
+    stag = _staggered_dims(ds, ydim, xdim)
+    if stag:
+        periodic = ds[lon].ndim == 1 and is_periodic(_unwrap(ds[lon].values))
+        ds = _to_t_points(ds, stag, periodic, reading, facts)
+    else:
+        facts["staggered"] = "none: every field at the T points"
+    ds = ds.rename({v: k for k, v in (("lat", lat), ("lon", lon)) if v != k})
+    ds = regular_grid(ds, notes, facts)
+    ds = _mask(ds, facts)
+    if "e3t" in ds:
+        facts["vertical metrics"] = "e3t (m) from the mesh mask"
+    if reading is not None:
+        for k in ("type", "latitude, longitude", "longitude", "periodic in longitude", "latitude order", "staggered",
+                  "metrics", "mesh mask", "vertical metrics"):
+            if k in facts:
+                reading.fact("grid", k, facts[k])
+        for k in ("mask from", "ocean cells", "land cells"):
+            if k in facts:
+                reading.fact("mask", k.replace("mask from", "from"), facts[k])
+    ds.attrs["grid"] = "; ".join(notes) if notes else "as given"
+    return ds
