@@ -214,7 +214,7 @@ def _run_demo(args: argparse.Namespace) -> int:
                "Each study's synthetic world is built with a known mechanism; the first line under each study "
                "says how much of that planted truth the study recovered, then come the reference findings "
                "tested on the run's numbers.")
-    rows = {"study": [], "status": [], "seconds": [], "planted truth": [], "report": []}
+    rows: dict[str, list] = {"study": [], "status": [], "seconds": [], "planted truth": [], "report": []}
     outcomes = {}
     failed = 0
     for name in args.domains:

@@ -90,6 +90,7 @@ class ConceptLayer(nn.Module):
         self.units = {name: (units or {}).get(name, "1") for name in self.concept_names}
         self.kind = kind
         k = len(self.concept_names)
+        self.map: nn.Linear | nn.Conv2d
         if kind == "linear":
             self.map = nn.Linear(in_channels, k)
         elif kind == "conv":
@@ -140,7 +141,7 @@ class ConceptBottleneck(nn.Module):
 
     def head_weights(self) -> np.ndarray:
         """(out_features, K+F) weights of a linear / 1x1 head."""
-        w = self.head.weight.detach().cpu().numpy()
+        w = self.head.get_parameter("weight").detach().cpu().numpy()
         return w.reshape(w.shape[0], w.shape[1])
 
     def forward(self, x: torch.Tensor, *, intervene: Mapping[str, torch.Tensor] | None = None) -> CBMOutput:
@@ -444,7 +445,7 @@ def _resume(checkpoint, config: dict, model: ConceptBottleneck, stages: list[str
 
 
 def _train_epoch(model: ConceptBottleneck, opt, batches: Iterable[Mapping], regime: str, stage: str, lam: float,
-                 loss_kind: str, decorrelation: float) -> np.ndarray:
+                 loss_kind: Literal["l1", "l2"], decorrelation: float) -> np.ndarray:
     """One epoch of one stage; the mean total, task and concept losses over its batches."""
     K = model.concepts.n_prescribed
     model.train()
@@ -483,7 +484,7 @@ def _stage_params(model: ConceptBottleneck, stage: str):
 
 
 @torch.no_grad()
-def _eval_task(model: ConceptBottleneck, batches: Iterable[Mapping], loss_kind: str) -> float:
+def _eval_task(model: ConceptBottleneck, batches: Iterable[Mapping], loss_kind: Literal["l1", "l2"]) -> float:
     model.eval()
     tot, n = 0.0, 0
     for batch in batches:
@@ -535,7 +536,8 @@ def intervention_efficacy(model: ConceptBottleneck, batches: Callable[[], Iterab
     src = batches if callable(batches) else (lambda: batches)
     names = list(concepts or model.concepts.prescribed)
     cases = ["none", *names, "all"] if len(names) > 1 else ["none", *names]
-    mae, rmse = [], []
+    mae: list[float] = []
+    rmse: list[float] = []
     for case in cases:
         which = None if case == "none" else (names if case == "all" else [case])
         errs = []
@@ -549,9 +551,9 @@ def intervention_efficacy(model: ConceptBottleneck, batches: Callable[[], Iterab
         e = np.concatenate(errs)
         mae.append(np.abs(e).mean())
         rmse.append(np.sqrt((e**2).mean()))
-    mae = np.asarray(mae)
-    return xr.Dataset({"mae": ("intervention", mae), "rmse": ("intervention", np.asarray(rmse)),
-                       "efficacy": ("intervention", 1 - mae / mae[0],
+    mae_ = np.asarray(mae)
+    return xr.Dataset({"mae": ("intervention", mae_), "rmse": ("intervention", np.asarray(rmse)),
+                       "efficacy": ("intervention", 1 - mae_ / mae_[0],
                                     {"description": "1 - MAE(intervened) / MAE(no intervention)"})},
                       coords={"intervention": cases},
                       attrs={"description": "test-time concept interventions with true concept values"})

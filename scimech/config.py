@@ -79,7 +79,7 @@ def _option_tokens(action: argparse.Action, key: str, value: Any, path: Path,
     tokens = ["true" if v is True else "false" if v is False else str(v) for v in values]
     for token in tokens:  # checked here, so that the error names the file (the flag may not have been typed)
         try:
-            parsed = action.type(token) if action.type is not None else token
+            parsed = action.type(token) if callable(action.type) else token
             if action.choices is not None and parsed not in action.choices:
                 raise argparse.ArgumentTypeError(f"invalid choice: {token!r} (choose from "
                                                  f"{', '.join(map(repr, action.choices))})")

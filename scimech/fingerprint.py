@@ -275,7 +275,8 @@ def set_aside_stale(out_dir: str | os.PathLike, fp: str, name: str = FINGERPRINT
         dest.mkdir()
         for p in previous:
             os.replace(p, dest / p.name)
-        changed = [k for k in (parts or {}) if k in old_parts and old_parts[k] != parts[k]]
+        new_parts = parts or {}
+        changed = [k for k in new_parts if k in old_parts and old_parts[k] != new_parts[k]]
         why = f"; changed: {', '.join(changed)}" if changed else ""
         warnings.warn(f"{out_dir} held a study of other data (fingerprint {old or 'unknown'}, now {fp}{why}); "
                       f"moved it to {dest} and started afresh: none of its results are resumed.",

@@ -49,6 +49,11 @@ __all__ = ["whole", "number", "fraction", "existing_path", "device", "Option", "
 class Option:
     """An argparse type with its constraint in words and values it must refuse."""
 
+    # set only by the factories that make one, so that `getattr(option, "output", None)` tells them apart
+    output: str                  # output_path: what is written there
+    suffixes: tuple[str, ...]    # output_path: the name endings accepted
+    formats: tuple[Format, ...]  # data_path: the formats accepted
+
     def __init__(self, convert: Callable[[str], object], constraint: str, bad_examples: tuple[str, ...]):
         self.convert, self.constraint, self.bad_examples = convert, constraint, bad_examples
         self.__name__ = constraint  # argparse names the type in some messages

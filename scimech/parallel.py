@@ -287,7 +287,8 @@ class _BatchJobs:
         self._no_worker_since: float | None = time.monotonic()
         self._running_said = 0  # the count of running jobs last printed
         self._line, self._line_at = "", 0.0
-        self.cluster = self.client = None
+        self.cluster: Any = None  # a dask-jobqueue cluster once started
+        self.client: Any = None
 
     # ---- the study's thread
     def start(self):
@@ -456,8 +457,8 @@ class _BatchJobs:
             if ended:
                 if job_id not in self._ever_connected:
                     self._early_ends.append(job_id)
-                state = (self._queue or {}).get(job_id, ("ended", ""))[0].lower()
-                self._say(f"{self.label} job {job_id} {state}: submitting a replacement", force=True)
+                how = (self._queue or {}).get(job_id, ("ended", ""))[0].lower()
+                self._say(f"{self.label} job {job_id} {how}: submitting a replacement", force=True)
                 self._replace(n)
         if len(self._early_ends) >= _EARLY_ENDS:
             return self._fail(self._early_end_message())
@@ -623,7 +624,11 @@ def _on_signal(signum, frame) -> None:
               f"exit status {code}", file=sys.stderr, flush=True)
     _EXIT[0] = code
     # shutting the cluster down must not hang the exit: a hard stop after 30 s
-    threading.Thread(target=lambda: (time.sleep(30), os._exit(code)), daemon=True).start()
+    def hard_stop() -> None:
+        time.sleep(30)
+        os._exit(code)
+
+    threading.Thread(target=hard_stop, daemon=True).start()
     raise SystemExit(code)
 
 

@@ -47,6 +47,9 @@ Task = Literal["regression", "classification"]
 
 
 class _ProbeMixin:
+    standardize: bool
+    pipeline_: Any  # the fitted sklearn Pipeline
+
     def _pipeline(self, final):
         return make_pipeline(StandardScaler(), final) if self.standardize else make_pipeline(final)
 

@@ -113,7 +113,7 @@ def _jsonable(obj: Any) -> Any:
 
 
 def _netcdf_safe_attrs(attrs: Mapping[str, Any]) -> dict:
-    out = {}
+    out: dict[str, Any] = {}
     for k, v in attrs.items():
         if isinstance(v, bool):
             out[k] = int(v)
@@ -183,9 +183,9 @@ def save(
             if os.path.exists(tmp):
                 os.remove(tmp)
     elif suffix == ".zarr":
-        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+        tmp_dir = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
         try:
-            store = tmp / "store.zarr"
+            store = tmp_dir / "store.zarr"
             ds.to_zarr(store, mode="w", consolidated=False)
             (store / COMPLETE_MARKER).write_text(ds.attrs.get("created", ""))
             if path.exists():
@@ -198,7 +198,7 @@ def save(
             else:
                 os.replace(store, path)
         finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+            shutil.rmtree(tmp_dir, ignore_errors=True)
     else:
         raise ValueError(
             f"Cannot tell the format of {str(path)!r}: expected a name ending in '.nc' or '.zarr'."
@@ -479,12 +479,13 @@ class UnitStore:
     def load(self, key: str) -> Any:
         """The stored result of unit ``key``."""
         key = str(key)
-        if not self.done(key):
+        entry = self._entry(key) if self.done(key) else None
+        if entry is None:
             raise CheckpointError(
                 f"Unit {key!r} is not finished in {str(self.root)!r} "
                 f"(finished: {self.keys()[:10]}). Run it first."
             )
-        path = self.root / self._entry(key)["file"]
+        path = self.root / entry["file"]
         if path.suffix == ".json":
             return json.loads(path.read_text())
         return load(path)

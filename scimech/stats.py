@@ -10,6 +10,7 @@ from __future__ import annotations
 import inspect
 import warnings
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import xarray as xr
@@ -97,7 +98,8 @@ def over_seeds(results: Sequence[xr.Dataset | xr.DataArray], seeds: Sequence[int
     """Concatenate per-seed results along a new ``seed`` dim."""
     if len(results) != len(seeds):
         raise ValueError(f"{len(results)} results but {len(seeds)} seeds.")
-    return xr.concat(list(results), dim=xr.DataArray(list(seeds), dims="seed", name="seed"))
+    items: list[Any] = list(results)  # Datasets or DataArrays: xarray's overloads take one kind at a time
+    return xr.concat(items, dim=xr.DataArray(list(seeds), dims="seed", name="seed"))
 
 
 def summarize_over(da: xr.DataArray, dim: str = "seed", confidence: float = 0.95, n_resamples: int = 1000,

@@ -207,6 +207,7 @@ class Study(abc.ABC):
 
     def add_inspect_options(self, parser: argparse.ArgumentParser) -> None:
         """The options of ``scimech <name> inspect`` beyond ``PATH`` and ``--json``."""
+        return None
 
     def inspect(self, path: Path, args: argparse.Namespace):
         """``scimech <name> inspect PATH``: read the product at ``path`` as the study would and return
@@ -214,7 +215,7 @@ class Study(abc.ABC):
         raise NotImplementedError
 
     def _inspect_command(self, args: argparse.Namespace) -> int:
-        if getattr(type(self), "inspect") is getattr(Study, "inspect"):
+        if type(self).inspect is Study.inspect:
             print(f"scimech {self.name} inspect: this study reads no product of yours.", file=sys.stderr)
             return 2
         reading = self.inspect(Path(args.path), args)

@@ -26,7 +26,7 @@ __all__ = ["rows", "chunks", "width", "encode", "feature_dim_of"]
 def feature_dim_of(da: xr.DataArray, feature_dim: str | None) -> str:
     """The DataArray's feature axis: ``feature_dim``, else its last dim."""
     if feature_dim is None:
-        return da.dims[-1]
+        return str(da.dims[-1])
     if feature_dim not in da.dims:
         raise DataValidationError(f"The activations have dims {da.dims}, not {feature_dim!r}; pass feature_dim= "
                                   "naming the axis the dictionary reads.")

@@ -84,18 +84,18 @@ def steer(model: nn.Module, site: str, *, dictionary: SparseDictionary | None = 
     the site runs once a step: the steps; a pass is a model call, a ``forward=`` loop or
     :func:`scimech.forward_pass`; default every call).
     """
-    if calls is not None:
-        calls = {int(c) for c in calls}
-        if any(c < 0 for c in calls):
-            raise ValueError(f"calls counts the site's calls from 0; got {sorted(calls)}.")
+    steered_calls = None if calls is None else {int(c) for c in calls}
+    if steered_calls is not None and any(c < 0 for c in steered_calls):
+        raise ValueError(f"calls counts the site's calls from 0; got {sorted(steered_calls)}.")
     if mode not in ("clamp", "scale", "add"):
         raise ValueError(f"mode must be 'clamp', 'scale' or 'add'; got {mode!r}.")
     if (dictionary is None) == (direction is None):
         raise ValueError("Give either dictionary= and feature=, or direction=.")
+    index = -1 if feature is None else int(feature)
     if dictionary is not None:
-        if feature is None or not 0 <= int(feature) < dictionary.n_features:
+        if not 0 <= index < dictionary.n_features:
             raise ValueError(f"feature must be an index below {dictionary.n_features}; got {feature!r}.")
-        unit = dictionary.W_dec[int(feature)].detach() * dictionary.scale_out
+        unit = dictionary.W_dec[index].detach() * dictionary.scale_out
     else:
         unit = torch.as_tensor(np.asarray(direction), dtype=torch.float32).flatten()
         if not torch.isfinite(unit).all() or float(unit.norm()) == 0:
@@ -105,11 +105,11 @@ def steer(model: nn.Module, site: str, *, dictionary: SparseDictionary | None = 
 
     def coordinate(flat: torch.Tensor) -> torch.Tensor:
         if dictionary is not None:
-            return dictionary.encode(flat.to(dictionary.W_dec.dtype))[:, int(feature)]
+            return dictionary.encode(flat.to(dictionary.W_dec.dtype))[:, index]
         return flat @ unit.to(flat.dtype)
 
     def fn(s: ResolvedSite, t: torch.Tensor):
-        if calls is not None and hooks.call not in calls:
+        if steered_calls is not None and hooks.call not in steered_calls:
             return None
         cur = s.select(t)
         _check_width(s, cur, unit.numel(), "The steering direction")
@@ -259,7 +259,7 @@ def rollout_effect(model: nn.Module, inputs: Any, site: str, *, rollout: Callabl
         lo, hi = np.quantile(boot, [0.025, 0.975], axis=0)
     dims = ("sample", "step", "output")
     coords = {"sample": np.arange(eff.shape[0]), "step": np.arange(eff.shape[1]), "output": np.arange(eff.shape[2])}
-    what = f"feature {int(feature)}" if dictionary is not None else "a direction"
+    what = f"feature {feature if feature is None else int(feature)}" if dictionary is not None else "a direction"
     return xr.Dataset(
         {"baseline": (dims, b.astype(np.float32), {"description": "forecast without steering"}),
          "steered": (dims, s.astype(np.float32), {"description": f"forecast with {what} steered ({mode} {value})"}),

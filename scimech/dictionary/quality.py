@@ -133,7 +133,7 @@ def top_examples(features: xr.DataArray, feature: int, n: int = 8, *, over: str 
     """The ``n`` positions (along ``over``, default the first dim) where ``feature`` is most
     active (its maximum over the other positions), largest first: index these in the inputs
     to draw them."""
-    over = over or next(d for d in features.dims if d != "feature")
+    over = over or str(next(d for d in features.dims if d != "feature"))
     a = features.sel(feature=feature)
     peak = a.max([d for d in a.dims if d != over]) if a.ndim > 1 else a
     order = np.argsort(-peak.values, kind="stable")[:n]

@@ -55,6 +55,12 @@ class SparseDictionary(nn.Module):
     """
 
     kind: ClassVar[str] = ""
+    #: on a dictionary moved by :func:`scimech.dictionary.realign`: the map it was moved with
+    realignment: str
+    # buffers (register_buffer), typed for the type checker
+    b_pre: torch.Tensor
+    scale: torch.Tensor
+    scale_out: torch.Tensor
 
     def __init__(self, d_in: int, n_features: int, *, d_out: int | None = None, k: int = 8, seed: int = 0,
                  **extra: Any):
@@ -147,6 +153,7 @@ class BatchTopK(SparseDictionary):
     in use (Bussmann et al. 2024)."""
 
     kind = "batchtopk"
+    threshold: torch.Tensor  # a buffer
 
     def __init__(self, *args, threshold_momentum: float = 0.01, **kw):
         super().__init__(*args, **kw)

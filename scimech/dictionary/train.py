@@ -119,7 +119,7 @@ def train_dictionary(acts: Any, *, kind: str = "topk", n_features: int | None = 
     d_in = width(acts, feature_dim)
     x0 = _first_rows(acts, feature_dim, "activations")
     y0 = None if target is None else _first_rows(target, None, "target activations")
-    d_out = d_in if target is None else int(y0.shape[1])
+    d_out = d_in if y0 is None else int(y0.shape[1])
     dic = build(kind, d_in, n_features or 4 * d_in, d_out=d_out if target is not None else None, k=k, seed=seed,
                 **kind_options)
     _init_from_data(dic, x0, y0)

@@ -21,6 +21,8 @@ the L1 loss (``loss_kind="l1"``) ``h`` now and then settles in a prescribed conc
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 import torch
 import xarray as xr
@@ -68,7 +70,7 @@ def build_model(seed: int) -> ConceptBottleneck:
     return ConceptBottleneck(encoder, ConceptLayer(16, ["a", "b"], n_free=1))
 
 
-def train(settings: Settings, decorrelation: float = 1.0, loss_kind: str = "l2") -> ConceptBottleneck:
+def train(settings: Settings, decorrelation: float = 1.0, loss_kind: Literal["l1", "l2"] = "l2") -> ConceptBottleneck:
     """Train the bottleneck on its own sample (``2 n`` inputs) in the mixed regime.
 
     ``loss_kind="l2"``: with OceanCBM's L1 loss and lambda decaying to 0.2 the hidden
@@ -95,7 +97,7 @@ def _abs_r(u, v, axis=-1):
     return np.abs((u * v).sum(axis=axis) / np.sqrt((u * u).sum(axis=axis) * (v * v).sum(axis=axis)))
 
 
-def measure(settings: Settings, decorrelation: float = 1.0, loss_kind: str = "l2") -> xr.Dataset:
+def measure(settings: Settings, decorrelation: float = 1.0, loss_kind: Literal["l1", "l2"] = "l2") -> xr.Dataset:
     """Train, then probe the concepts for h, check each concept's fidelity, and ablate each concept.
 
     ``decorrelation`` and ``loss_kind`` are those of :func:`train`; the suite uses the

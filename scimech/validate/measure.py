@@ -25,7 +25,7 @@ import xarray as xr
 from torch import nn
 
 from .. import metrics
-from ..intervene import ablation_sweep, patching_sweep
+from ..intervene import AblationMethod, ablation_sweep, patching_sweep
 from ..probe import probe_sites
 from ..record import record
 from ..stats import bootstrap_ci
@@ -185,7 +185,7 @@ def _effect_rows(effect: xr.DataArray, components: Sequence[str], method: str, t
 
 
 def ablation_rows(model: nn.Module, x: torch.Tensor, reference: torch.Tensor, sites: Mapping[str, str],
-                  method: str, threshold: float, settings: Settings) -> xr.Dataset:
+                  method: AblationMethod, threshold: float, settings: Settings) -> xr.Dataset:
     """Ablate each component (:func:`scimech.intervene.ablation_sweep`) and measure mean |output change|."""
     res = ablation_sweep(model, x, list(sites.values()), metrics.output(), method=method, reference=reference,
                          seed=settings.seed)
@@ -204,7 +204,8 @@ def causal_rows(model: nn.Module, x: torch.Tensor, reference: torch.Tensor, comp
     sites = {c: c for c in components}
     with torch.no_grad():
         tau = EFFECT_MIN_FRACTION * float(model(x).std())
-    rows = [ablation_rows(model, x, reference, sites, m, tau, settings) for m in ("zero", "mean", "resample")]
+    methods: tuple[AblationMethod, ...] = ("zero", "mean", "resample")
+    rows = [ablation_rows(model, x, reference, sites, m, tau, settings) for m in methods]
     rows.append(patching_rows(model, x, sites, tau, settings))
     return rows
 

@@ -72,8 +72,10 @@ def measure(settings: Settings) -> xr.Dataset:
             gains.append(explained_variance(realign(dic, x_in, sample), sample) - explained_variance(dic, sample))
         gap_rows.append((gaps[0], *np.percentile(gaps[1:], [2.5, 97.5])))
         gain_rows.append((gains[0], *np.percentile(gains[1:], [2.5, 97.5])))
-    gap_ds = decisions(names, "faithfulness_gap", *np.array(gap_rows).T, GAP_MIN)
-    gain_ds = decisions(names, "realignment", *np.array(gain_rows).T, REALIGNMENT_MIN_GAIN)
+    gap, gap_lo, gap_hi = np.array(gap_rows).T
+    gain, gain_lo, gain_hi = np.array(gain_rows).T
+    gap_ds = decisions(names, "faithfulness_gap", gap, gap_lo, gap_hi, GAP_MIN)
+    gain_ds = decisions(names, "realignment", gain, gain_lo, gain_hi, REALIGNMENT_MIN_GAIN)
     truth = {"rotated": True, "unshifted": False}
     return case_dataset([gap_ds, gain_ds], {"faithfulness_gap": truth, "realignment": truth}, truth,
                         expected={("faithfulness_gap", "rotated"): math.sin(ANGLE) / 2,

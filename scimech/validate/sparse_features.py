@@ -71,13 +71,13 @@ def measure(settings: Settings) -> xr.Dataset:
     codes = _codes(max(10 * settings.n, 5000), settings.seed)
     acts = record(model, codes, ["site"])["site"]
     seeds = (settings.seed, settings.seed + 1, settings.seed + 2)
-    cos = []
+    per_seed = []
     for s in seeds:
         dic, _ = train_dictionary(acts, kind="topk", n_features=4 * N_PLANTED, k=ACTIVE, epochs=20, batch_size=128,
                                   lr=3e-3, seed=s)
         rows = dic.W_dec.detach()
-        cos.append(torch.cat([planted, decoys]).matmul(rows.T).max(1).values.numpy())
-    cos = np.stack(cos)
+        per_seed.append(torch.cat([planted, decoys]).matmul(rows.T).max(1).values.numpy())
+    cos = np.stack(per_seed)
     names = [f"planted_{i}" for i in range(N_PLANTED)] + [f"decoy_{i}" for i in range(N_DECOYS)]
     rows_ds = decisions(names, "dictionary_recovery", cos.mean(0), cos.min(0), cos.max(0), DICTIONARY_MIN_COSINE)
     truth = {name: name.startswith("planted") for name in names}
