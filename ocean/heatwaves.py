@@ -9,7 +9,12 @@ data, where the pooling window becomes the month itself, smoothing is off, the m
 duration is one month and no gap is joined (override any of them in steps).
 
 Phase of the year: day of year for daily data (29 February shares 28 February's phase,
-later days shift by one in leap years, so phases run 1..365), month for monthly data.
+later days shift by one in leap years, so phases run 1..365; 1..360 in a ``360_day`` calendar),
+month for monthly data. Dates are read in the product's own CF calendar (xarray + cftime:
+``noleap``, ``360_day``, ``all_leap``, ``julian``, ...), the time axis is checked first
+(:func:`ocean.timeaxis.time_axis`: a gap or an irregular step is refused) and the baseline must hold
+every phase of the year at least once (one full year; Hobday et al. use 30), else the climatology
+is refused with the length needed.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ import pandas as pd
 import xarray as xr
 
 from scimech.errors import DataValidationError
+
+from . import timeaxis
 
 __all__ = ["HobdayParams", "detect", "detect_grid", "compare_mlhc_sst", "phase_of_year"]
 
@@ -36,26 +43,56 @@ class HobdayParams:
     max_gap_days: float = 2.0
 
 
-def phase_of_year(time: pd.DatetimeIndex, steps_per_year: int) -> np.ndarray:
-    """Phase index 0..steps_per_year-1: day of year (365-day) or month."""
+def _dates(time) -> xr.DataArray:
+    """Dates as a 1-D DataArray (``.dt`` works for datetime64 and cftime alike)."""
+    return time if isinstance(time, xr.DataArray) else xr.DataArray(np.asarray(time), dims="time")
+
+
+def phase_of_year(time: pd.DatetimeIndex | xr.CFTimeIndex | xr.DataArray, steps_per_year: int) -> np.ndarray:
+    """Phase index 0..n-1 of each date: its month (``steps_per_year=12``), or its day of year
+    (``365`` / ``366``: 29 February shares 28 February's phase, n = 365; ``360``: a ``360_day``
+    calendar's day, n = 360), in the dates' own calendar."""
+    t = _dates(time)
     if steps_per_year == 12:
-        return time.month.to_numpy() - 1
-    if steps_per_year in (365, 366):
-        doy = np.asarray(time.day_of_year)
-        leap = time.is_leap_year & (doy > 59)
+        return t.dt.month.values.astype(int) - 1
+    if steps_per_year in (360, 365, 366):
+        doy = t.dt.dayofyear.values.astype(int)
+        if t.dt.calendar == "360_day":
+            return doy - 1
+        leap = t.dt.is_leap_year.values & (doy > 59)
         return np.where(leap, doy - 2, doy - 1)
     raise DataValidationError(f"steps_per_year must be 12 (monthly) or 365 (daily); got {steps_per_year}.")
 
 
-def _infer_spy(time: pd.DatetimeIndex) -> int:
-    if len(time) < 3:
-        raise DataValidationError("A heatwave series needs at least 3 time steps.")
-    step = np.median(np.diff(time.values).astype("timedelta64[s]").astype(float)) / 86400.0
-    if 0.9 <= step <= 1.1:
-        return 365
-    if 27 <= step <= 32:
+def _infer_spy(time: xr.DataArray) -> int:
+    """12 for monthly, 365 for daily (360 in a ``360_day`` calendar), from :func:`ocean.timeaxis.time_axis`."""
+    ax = timeaxis.time_axis(time.to_dataset(name="_t") if time.name is None else time)
+    if (ax.unit, ax.size) == ("month", 1):
         return 12
-    raise DataValidationError(f"Cannot infer the time step (median {step:.2f} days): pass steps_per_year=12 or 365.")
+    if (ax.unit, ax.size) == ("day", 1):
+        return 360 if ax.calendar == "360_day" else 365
+    raise DataValidationError(f"Marine heatwaves are read from daily or monthly data; this series is {ax.describe}. "
+                              "Fix: resample it (e.g. series.resample(time='1D').mean()) or pass steps_per_year=12 "
+                              "or 365.")
+
+
+def _phases_and_baseline(time: xr.DataArray, baseline, spy: int) -> tuple[np.ndarray, int, np.ndarray]:
+    """(phase of each step, number of phases, baseline flag), a baseline lacking a phase refused."""
+    phase = phase_of_year(time, spy)
+    nph = 12 if spy == 12 else (360 if spy == 360 else 365)
+    base = np.ones(len(time), bool)
+    if baseline is not None:  # label slicing: partial dates and cftime calendars alike
+        pos = xr.DataArray(np.arange(len(time)), dims="time", coords={"time": time.values})
+        base[:] = False
+        base[pos.sel(time=slice(*baseline)).values] = True
+    missing = nph - len(np.unique(phase[base]))
+    if missing:
+        what = "months" if spy == 12 else "days of the year"
+        raise DataValidationError(
+            f"The heatwave climatology needs every phase of the year in its baseline: {int(base.sum())} "
+            f"{'monthly' if spy == 12 else 'daily'} steps leave {missing} {what} without a value. Give at least one "
+            f"full year ({nph} steps; Hobday et al. 2016 use 30 years), or a longer baseline.")
+    return phase, nph, base
 
 
 def _runs(flag: np.ndarray) -> list[tuple[int, int]]:
@@ -79,6 +116,16 @@ def _steps(days: float, spy: int, override: int | None, minimum: int) -> int:
     return max(minimum, int(round(days * spy / 365.25)))
 
 
+def _checked_time(da: xr.DataArray) -> xr.DataArray:
+    """``da``'s time coordinate, increasing, at least 3 steps (a gap or irregular step refused later)."""
+    time = da["time"]
+    if len(time) < 3:
+        raise DataValidationError("A heatwave series needs at least 3 time steps.")
+    if not time.to_index().is_monotonic_increasing:
+        raise DataValidationError("Time must increase monotonically; sort with series.sortby('time').")
+    return time
+
+
 def detect(series: xr.DataArray, *, baseline: tuple[str, str] | None = None, steps_per_year: int | None = None,
            params: HobdayParams | None = None, window_steps: int | None = None, smooth_steps: int | None = None,
            min_duration_steps: int | None = None, max_gap_steps: int | None = None) -> xr.Dataset:
@@ -87,11 +134,15 @@ def detect(series: xr.DataArray, *, baseline: tuple[str, str] | None = None, ste
     Parameters
     ----------
     series
-        1-D DataArray over ``time`` (datetime64), e.g. SST (degree_Celsius) or MLHC (J m-2).
+        1-D DataArray over ``time`` (datetime64 or cftime dates, any CF calendar), e.g. SST
+        (degree_Celsius) or MLHC (J m-2).
     baseline
-        ``(start, end)`` dates of the climatology period (default: the whole series).
+        ``(start, end)`` dates of the climatology period, inclusive (``"1983"``, ``"2012-12"``: partial
+        dates take the whole year or month; default: the whole series). It must hold every phase of
+        the year (one full year at least).
     steps_per_year
-        12 (monthly) or 365 (daily); inferred from the time axis when omitted.
+        12 (monthly) or 365 (daily; 360 in a ``360_day`` calendar); inferred from the time axis when
+        omitted (:func:`ocean.timeaxis.time_axis`, which refuses a gap or an irregular step).
     params
         Lengths in days (:class:`HobdayParams`); ``*_steps`` arguments override them.
 
@@ -106,13 +157,10 @@ def detect(series: xr.DataArray, *, baseline: tuple[str, str] | None = None, ste
     if not isinstance(series, xr.DataArray) or series.dims != ("time",):
         raise DataValidationError("detect() takes a 1-D DataArray with dim 'time'; use detect_grid for maps.")
     p = params or HobdayParams()
-    time = pd.DatetimeIndex(series["time"].values)
-    if not time.is_monotonic_increasing:
-        raise DataValidationError("Time must increase monotonically; sort with series.sortby('time').")
+    time = _checked_time(series)
     spy = steps_per_year or _infer_spy(time)
     x = np.asarray(series.values, float)
-    phase = phase_of_year(time, spy)
-    nph = 12 if spy == 12 else 365
+    phase, nph, base = _phases_and_baseline(time, baseline, spy)
     win = _steps(p.window_days, spy, window_steps, 1)
     half = win // 2
     smooth = _steps(p.smooth_days, spy, smooth_steps, 1)
@@ -120,9 +168,6 @@ def detect(series: xr.DataArray, *, baseline: tuple[str, str] | None = None, ste
         smooth += 1
     min_dur = _steps(p.min_duration_days, spy, min_duration_steps, 1)
     max_gap = _steps(p.max_gap_days, spy, max_gap_steps, 0)
-    base = np.ones(len(time), bool)
-    if baseline is not None:
-        base = (time >= pd.Timestamp(baseline[0])) & (time <= pd.Timestamp(baseline[1]))
     if not np.isfinite(x[base]).any():
         nan = np.full(len(time), np.nan)
         return _pack(series, nan, nan, np.zeros(len(time), bool), [], x, spy, min_dur, max_gap, win, smooth)
@@ -193,6 +238,8 @@ def detect_grid(da: xr.DataArray, **kwargs) -> xr.Dataset:
     """
     if "time" not in da.dims:
         raise DataValidationError(f"detect_grid needs a 'time' dim; got {da.dims}.")
+    time = _checked_time(da)   # the time axis and the baseline checked once, before the loop over points
+    _phases_and_baseline(time, kwargs.get("baseline"), kwargs.get("steps_per_year") or _infer_spy(time))
     other = [d for d in da.dims if d != "time"]
     stacked = da.transpose("time", *other).stack(point=other) if other else da.expand_dims(point=[0], axis=1)
     vals = stacked.values

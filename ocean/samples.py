@@ -17,15 +17,15 @@ from dataclasses import dataclass, field
 
 import dask
 import numpy as np
-import pandas as pd
 import torch
 import xarray as xr
 
 from scimech.errors import DataValidationError
 
+from . import timeaxis
 from .variables import CONCEPTS, INPUTS, PRESCRIBED
 
-__all__ = ["Split", "chronological_split", "Normalizer", "fit_normalizer", "ChunkedReader", "WindowDataset",
+__all__ = ["Split", "chronological_split", "steps_needed", "Normalizer", "fit_normalizer", "ChunkedReader", "WindowDataset",
            "make_batches"]
 
 @dataclass
@@ -42,27 +42,70 @@ class Split:
         return {"train": self.train, "val": self.val, "test": self.test}
 
 
+def _cut(n_time: int, window: int, lead: int, fractions) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The three splits' window end indices (possibly empty)."""
+    ts = np.arange(window - 1, n_time - lead)
+    gap = window + lead - 1
+    n = len(ts)
+    a = int(round(fractions[0] * n))
+    b = int(round((fractions[0] + fractions[1]) * n))
+    return ts[:a], ts[a + gap:b], ts[b + gap:]
+
+
+def _enough(n_time: int, window: int, lead: int, fractions, train_min: int) -> bool:
+    tr, va, te = _cut(n_time, window, lead, fractions)
+    return len(va) > 0 and len(te) > 0 and len(tr) >= max(1, train_min)
+
+
+def steps_needed(*, window: int = 6, lead: int = 1, fractions: Sequence[float] = (0.8, 0.1, 0.1),
+                 train_min: int = 1) -> int:
+    """The fewest time steps for which :func:`chronological_split` gives non-empty validation and
+    test splits and at least ``train_min`` training samples (a year of steps, for the training
+    climatology of the target): the smallest ``n`` from which every record of ``n`` steps or more
+    (up to ``n + 2 / min(fractions)``, where rounding no longer matters) splits so.
+
+    Parameters
+    ----------
+    window, lead : int
+        Input steps per sample and steps ahead of the forecast (in the product's own steps).
+    fractions : sequence of 3 floats
+        Train, validation and test shares.
+    train_min : int
+        The fewest training samples (window ends).
+    """
+    slack = int(np.ceil(2 / min(fractions)))
+    n = window + lead
+    while not all(_enough(m, window, lead, fractions, train_min) for m in range(n, n + slack + 1)):
+        n += 1
+    return n
+
+
 def chronological_split(n_time: int, *, window: int = 6, lead: int = 1,
-                        fractions: tuple[float, float, float] = (0.8, 0.1, 0.1)) -> Split:
+                        fractions: tuple[float, float, float] = (0.8, 0.1, 0.1), train_min: int = 1,
+                        time=None) -> Split:
     """Chronological train / val / test split of window end indices.
 
     Samples are ``t = window-1 .. n_time-1-lead``; they are cut by ``fractions`` in time
     order and ``window + lead - 1`` samples are dropped at the start of val and test, so
-    no input or target step is shared between splits.
+    no input or target step is shared between splits. A record too short for non-empty
+    validation and test splits (and ``train_min`` training samples) is refused with the length
+    needed (:func:`steps_needed`), in the product's own steps when ``time`` (its
+    :class:`ocean.timeaxis.TimeAxis`) is given: an empty split is never scored (a loss of 0.0).
     """
     if window < 1 or lead < 1:
         raise DataValidationError(f"window and lead must be >= 1; got window={window}, lead={lead}.")
-    ts = np.arange(window - 1, n_time - lead)
-    gap = window + lead - 1
-    if len(ts) < 3 * (gap + 1):
-        raise DataValidationError(f"Only {n_time} time steps: too few for window={window}, lead={lead} and three "
-                                  "splits. Use more years of data or a shorter window.")
     if abs(sum(fractions) - 1) > 1e-9 or min(fractions) <= 0:
         raise DataValidationError(f"fractions must be positive and sum to 1; got {fractions}.")
-    n = len(ts)
-    a = int(round(fractions[0] * n))
-    b = int(round((fractions[0] + fractions[1]) * n))
-    return Split(ts[:a], ts[a + gap:b], ts[b + gap:], window, lead)
+    if not _enough(n_time, window, lead, fractions, train_min):
+        needed = max(steps_needed(window=window, lead=lead, fractions=fractions, train_min=train_min), n_time + 1)
+        why = (f"window={window}, lead={lead} and fractions {tuple(float(f) for f in fractions)} (non-empty "
+               f"validation and test splits" + (f", {train_min} training samples" if train_min > 1 else "") + ")")
+        fix = "a shorter window, or larger validation and test shares"
+        if time is not None:
+            timeaxis.check_length(time, needed, why, fix)
+        raise DataValidationError(f"Only {n_time} time steps: too few for {why}; they need at least {needed} time "
+                                  f"steps. Fix: give a longer record, or {fix}.")
+    return Split(*_cut(n_time, window, lead, fractions), window, lead)
 
 
 @dataclass
@@ -221,7 +264,7 @@ class WindowDataset(torch.utils.data.Dataset):
         # order: member, time, tile -> consecutive items share blocks
         self.items = [(m, int(t), tile) for m in members for t in t_index for tile in tiles]
         self.mask = ds["mask"].values.astype(bool)
-        self.times = pd.DatetimeIndex(ds["time"].values)
+        self.times = ds.indexes["time"]   # DatetimeIndex, or CFTimeIndex in a noleap / 360_day ... calendar
 
     def __len__(self) -> int:
         return len(self.items)
