@@ -61,15 +61,14 @@ from .hooks import (
     to_eval,
 )
 from .intervene import patching_sweep
-from .metrics import Metric
+from .metrics import Metric, result_values
+from .model_profile import ModelProfile, require
 from .prefix_reuse import trace_calls
 from .record import Recorder
 from .samples import (
     Samples,
     check_batching,
-    check_repeatable,
     per_sample,
-    require_samples,
     sample_index,
 )
 from .sites import HeadLayout, ResolvedSite
@@ -250,7 +249,7 @@ def _estimates(resolved: Sequence[ResolvedSite], probes: _Probes, grads: Mapping
                 check_source(s.name, src, s.select(base), "attribution_patching")
                 if g is not None:
                     est = est + _first_order(s.select(g), src.to(base.dtype) - s.select(base))
-        rows.append(est.detach().float().cpu())
+        rows.append(result_values(est))
     return torch.stack(rows)
 
 
@@ -329,16 +328,16 @@ def attribution_patching(model: nn.Module, clean: Any, corrupted: Any, sites: Se
                                  "(x = block(x)); none was found. Use graddrop=False.")
         for start in range(0, n_clean, batch_size):
             stop = min(start + batch_size, n_clean)
-            if start == 0:
+            if start == 0:   # what the estimate assumes: measured once per model, forward and input signature
                 first_base = slice_batch(corrupted if direction == "denoising" else clean, start, stop)
-                check_repeatable(model, first_base, forward, "attribution_patching")
-                require_samples(model, first_base, forward, samples, "attribution_patching",
-                                "A per-sample first-order effect")
+                prof = require(model, first_base, verb="attribution_patching", needs={"repeatable", "rows"},
+                               forward=forward, samples=samples, why="A per-sample first-order effect")
             last = _estimate_batch(model, slice_batch(clean, start, stop), slice_batch(corrupted, start, stop),
                                    None if target is None else target[start:stop], resolved, metric, qk, blocks,
-                                   direction=direction, forward=forward, keep=keep, policy=policy, samples=samples)
+                                   direction=direction, forward=forward, keep=keep, policy=policy, samples=samples,
+                                   prof=prof)
             if start == 0:
-                _check_unreached(model, resolved, last, metric, forward, max_rows, samples)
+                _check_unreached(model, resolved, last, metric, forward, max_rows, samples, prof)
             clean_v.append(last.source_metric if direction == "denoising" else last.base_metric)
             corr_v.append(last.base_metric if direction == "denoising" else last.source_metric)
             est_v.append(last.per_run[0])
@@ -359,7 +358,8 @@ def attribution_patching(model: nn.Module, clean: Any, corrupted: Any, sites: Se
     if verify_top:
         top = [sites[i] for i in np.argsort(rank)[:int(verify_top)]]
         if keep:
-            exact_patched, path = _verify_kept_batch(model, resolved, top, last, metric, forward, max_rows), last.path
+            exact_patched = _verify_kept_batch(model, resolved, top, last, metric, forward, max_rows, prof)
+            path = last.path
         else:
             ex = patching_sweep(model, clean, corrupted, top, metric, direction=direction, forward=forward,
                                 batch_size=batch_size, max_rows=max_rows, target=target, layouts=layouts, axes=axes,
@@ -404,7 +404,8 @@ def _unreached(group, probes, grads: Mapping[Any, torch.Tensor | None], qk) -> l
     return out
 
 
-def _check_unreached(model, resolved, batch: _Batch, metric, forward, max_rows: int, samples) -> None:
+def _check_unreached(model, resolved, batch: _Batch, metric, forward, max_rows: int, samples,
+                     prof: ModelProfile) -> None:
     """A site the gradient never reaches has a first-order estimate of 0. That is its effect
     when nothing downstream uses it; under ``torch.no_grad()``, after a ``.detach()`` or in a
     reentrant checkpoint inside the model it is not. So those sites are patched exactly once on
@@ -420,7 +421,7 @@ def _check_unreached(model, resolved, batch: _Batch, metric, forward, max_rows: 
     chosen = [r for r in resolved if r.name in batch.unreached]
     idx = sample_index(batch.base_batch, samples)
     agg = None if idx is None else (lambda v, _i=idx: per_sample(v, _i))
-    with torch.no_grad():
+    with prof.grad():
         rows = patch_sites(model, [Target(r, batch.policy) for r in chosen], batch.base_batch, batch.source, metric,
                            batch.target, forward, max_rows, None, baseline=batch.base_metric, per_sample=agg)
     scale = max(1.0, float(batch.base_metric.abs().max()))
@@ -437,10 +438,10 @@ def _check_unreached(model, resolved, batch: _Batch, metric, forward, max_rows: 
 
 
 def _estimate_batch(model, clean_batch, corrupted_batch, target, resolved, metric, qk, blocks, *, direction,
-                    forward, keep, policy, samples=None) -> _Batch:
+                    forward, keep, policy, samples=None, prof: ModelProfile) -> _Batch:
     src_batch, base_batch = (clean_batch, corrupted_batch) if direction == "denoising" else \
         (corrupted_batch, clean_batch)
-    with torch.no_grad(), Recorder(model, resolved, calls="error" if policy.mode == "error" else "all") as rec:
+    with prof.grad(), Recorder(model, resolved, calls="error" if policy.mode == "error" else "all") as rec:
         out_src = run_forward(model, src_batch, forward)
     source = dict(rec.canonical)
     rec.check_fired("attribution_patching")
@@ -467,6 +468,19 @@ def _estimate_batch(model, clean_batch, corrupted_batch, target, resolved, metri
             m = metric(out, target)
             keys = list(probes.leaves)
             leaves = [probes.leaves[k] for k in keys]
+            if isinstance(m, torch.Tensor) and m.is_complex():
+                raise DataValidationError(
+                    f"attribution_patching: the metric {metric.name!r} is complex ({str(m.dtype).removeprefix('torch.')}"
+                    "), and a gradient ranks sites by the change of a real number. Measure a real part of it: "
+                    "metrics.output(part='real'), 'imag', 'abs' or 'angle', or a metric returning a real tensor; "
+                    "patching_sweep keeps a complex metric as it is.")
+            if isinstance(m, torch.Tensor) and m.dim() == 1 and not m.requires_grad and prof.needs_grad:
+                raise DataValidationError(
+                    f"attribution_patching: the metric {metric.name!r} has no gradient with respect to the sites: the "
+                    "model computes its output with torch.autograd.grad inside forward (forces from an energy), and "
+                    "without create_graph=True that output is cut from the graph. Call torch.autograd.grad(..., "
+                    "create_graph=True) in the model's forward (or in a forward= passed here), or measure the sites "
+                    "exactly with patching_sweep, which needs no graph.")
             if not isinstance(m, torch.Tensor) or m.dim() != 1 or not m.requires_grad:
                 raise ValueError(f"attribution patching needs a differentiable metric returning one value per "
                                  f"sample; {metric.name!r} returned {type(m).__name__} "
@@ -484,7 +498,7 @@ def _estimate_batch(model, clean_batch, corrupted_batch, target, resolved, metri
         rows.append(per_run[0])
     if multi:
         per_run = [torch.cat(rows)]
-    src_m, base_m = metric_values(metric, out_src, target), m.detach().float().cpu()
+    src_m, base_m = metric_values(metric, out_src, target), result_values(m)
     idx = sample_index(base_batch, samples)
     if idx is not None:   # per-row values summed per sample
         n = int(idx.max()) + 1
@@ -522,16 +536,17 @@ def _estimate_variables(sites, metric_name, c, x, base, effect, blocks, gd_v) ->
     return data, coords
 
 
-def _verify_kept_batch(model, resolved, top, batch: _Batch, metric, forward, max_rows) -> dict[str, np.ndarray]:
+def _verify_kept_batch(model, resolved, top, batch: _Batch, metric, forward, max_rows,
+                       prof: ModelProfile) -> dict[str, np.ndarray]:
     """Exact patching of the ``top`` sites on the one batch whose base run was kept."""
     chosen = [r for r in resolved if r.name in top]
     reuse = batch.reuse
     sub = None if reuse is None else _Reuse({r.name: reuse.plan[r.name] for r in chosen}, reuse.recorded)
     was = to_eval(model)
     try:
-        with torch.no_grad():
+        with prof.grad():
             rows = patch_sites(model, [Target(r, batch.policy) for r in chosen], batch.base_batch, batch.source,
-                               metric, batch.target, forward, max_rows, sub, check=RowCheck(),
+                               metric, batch.target, forward, max_rows, sub, check=RowCheck.of(prof),
                                baseline=batch.base_metric)
     finally:
         restore_modes(was)

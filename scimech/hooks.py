@@ -61,6 +61,11 @@ def first_tensor(obj: Any) -> torch.Tensor:
     )
 
 
+def _overlapping(t: torch.Tensor) -> bool:
+    """Whether elements of ``t`` share memory (a stride of 0 on an axis longer than 1: ``expand``)."""
+    return any(st == 0 and n > 1 for st, n in zip(t.stride(), t.shape, strict=True))
+
+
 def _replace_first(obj: Any, new: torch.Tensor) -> Any:
     if isinstance(obj, torch.Tensor):
         return new
@@ -218,7 +223,9 @@ class HookSet:
         if new is None:
             return None
         out = axes.restore(new)
-        if t.is_contiguous() and not out.is_contiguous():
+        if (t.is_contiguous() and not out.is_contiguous()) or _overlapping(out):
+            # an expanded tensor (a mean broadcast over the batch) is copied: the model may write
+            # into the site's output in place (out += x), which memory shared by rows cannot take
             out = out.contiguous()
         return out
 

@@ -41,16 +41,15 @@ from .calls import CallPolicy, Calls, current_pass, parse_calls
 from .errors import DataValidationError
 from .hooks import HookSet, restore_modes, run_forward, to_eval
 from .metrics import Metric, as_metric
+from .model_profile import forward_folded, require
 from .record import Recorder, site_dims
 from .samples import (
     FixedMesh,
     Samples,
     check_batching,
-    check_repeatable,
     mesh_nodes,
     per_sample,
     reference_chunk,
-    require_samples,
     sample_index,
 )
 from .sites import HeadLayout, ResolvedSite, resolve_site
@@ -96,10 +95,10 @@ def reference_activations(model: nn.Module, reference: Any, sites: Sequence[str]
     out: dict[str, list[torch.Tensor]] = {s: [] for s in sites}
     was = to_eval(model)
     try:
-        with torch.no_grad(), Recorder(model, sites, layouts=layouts, stop_early=True, axes=axes,
-                                       calls=policy) as rec:
+        with Recorder(model, sites, layouts=layouts, stop_early=True, axes=axes, calls=policy) as rec:
             for _, batch in iter_batches(reference, batch_size):
-                rec.forward(batch, forward)
+                # under no_grad, unless the forward takes gradients itself (the model's profile)
+                forward_folded(model, batch, forward, lambda _b=batch: rec.forward(_b, forward))
                 rec.check_fired("reference activations for ablate")
                 for s in sites:
                     out[s].append(rec.canonical[s])
@@ -140,8 +139,9 @@ def _check_samples(model: nn.Module, m: Method, reference: Any, sites: Sequence[
     if samples is None and not given and is_one_batch(reference):
         n = n_samples_of(reference)
         first = slice_batch(reference, 0, min(n, 64))
-        check_repeatable(model, first, forward, verb)   # drift first: it would look like rows that interact
-        require_samples(model, first, forward, None, verb, f"method={m.name!r} (averaging or swapping rows as samples)")
+        # drift first (it would look like rows that interact), then the rows: once per model and signature
+        require(model, first, verb=verb, needs={"repeatable", "rows"}, forward=forward,
+                why=f"method={m.name!r} (averaging or swapping rows as samples)")
     if m.draws_rows and not isinstance(samples, FixedMesh):
         if isinstance(samples, torch.Tensor):
             idx = samples
@@ -276,7 +276,9 @@ def patch(model: nn.Module, values: Mapping[str, torch.Tensor], layouts: Mapping
             raise DataValidationError(f"Patch for {site.name!r} has shape {tuple(new.shape)}; the site has {want} "
                                       "(the shape record() gives it).")
         inverse = [perm.index(i) for i in range(len(perm))]
-        return site.replace(t, new.to(t.device).permute(inverse))
+        # a copy: a model that writes into the site's output in place (out += x) must not change the
+        # values given here, which the next forward pass in the block uses again
+        return site.replace(t, new.to(t.device, copy=True).permute(inverse))
 
     with HookSet(resolved, fn, model=model, calls=policy, verb="patch") as hooks:
         yield
@@ -346,10 +348,14 @@ def ablation_sweep(model: nn.Module, inputs: Any, sites: Sequence[str], metric: 
     base_vals, abl_vals = [], []
     reuse, path, check = None, {}, RowCheck()
     targets, call_list = None, None
+    prof = None
     was = to_eval(model)
     try:
-        with torch.no_grad():
-            for start, batch in iter_batches(inputs, batch_size):
+        for start, batch in iter_batches(inputs, batch_size):
+            if prof is None:   # what the sweep assumes, measured once per model, forward and input signature
+                prof = require(model, batch, verb="ablation_sweep", needs={"repeatable"}, forward=forward)
+                check = RowCheck.of(prof)
+            with prof.grad():
                 b = batch_size_of(batch)
                 tgt = None if target is None else target[start:start + n_samples_of(batch)]
                 if start == 0:
@@ -364,7 +370,7 @@ def ablation_sweep(model: nn.Module, inputs: Any, sites: Sequence[str], metric: 
                 last = {s: n - 1 for s, n in counts.items()} if policy.mode == "last" else {}
                 if targets is None:
                     targets, call_list = targets_for(resolved, policy, by_call, counts)
-                row = torch.empty(len(targets), len(base), device="cpu")  # results, bound for numpy
+                row = torch.empty(len(targets), len(base), device="cpu", dtype=base.dtype)  # in the metric's precision
                 k = sites_per_forward(len(targets), b, max_rows)
                 # one resampling draw per batch, shared by every site and call: sample j is replaced by
                 # the same reference sample at every site (a paired comparison across sites), and a
@@ -468,15 +474,19 @@ def patching_sweep(model: nn.Module, clean: Any, corrupted: Any, sites: Sequence
     reuse, path, check = None, {}, RowCheck()
     targets, call_list = None, None
     counting = policy.mode == "last" or (by_call and policy.mode == "all")
+    prof = None
     was = to_eval(model)
     try:
-        with torch.no_grad():
-            for start in range(0, n_clean, batch_size):
-                stop = min(start + batch_size, n_clean)
-                cb, xb = slice_batch(clean, start, stop), slice_batch(corrupted, start, stop)
+        for start in range(0, n_clean, batch_size):
+            stop = min(start + batch_size, n_clean)
+            cb, xb = slice_batch(clean, start, stop), slice_batch(corrupted, start, stop)
+            src, base = (cb, xb) if direction == "denoising" else (xb, cb)
+            if prof is None:   # what the sweep assumes, measured once per model, forward and input signature
+                prof = require(model, base, verb="patching_sweep", needs={"repeatable"}, forward=forward)
+                check = RowCheck.of(prof)
+            with prof.grad():
                 b = batch_size_of(cb)
                 tgt = None if target is None else target[start:stop]
-                src, base = (cb, xb) if direction == "denoising" else (xb, cb)
                 if start == 0:
                     reuse, path = plan_reuse(model, base, resolved, forward, reuse_prefix)
                 # the activations patched in: every call kept where calls are chosen

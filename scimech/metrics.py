@@ -15,7 +15,9 @@ from typing import Any
 
 import torch
 
-__all__ = ["Metric", "output", "output_shift", "mse_to_target", "logit_difference", "as_metric"]
+__all__ = ["Metric", "output", "output_shift", "mse_to_target", "logit_difference", "as_metric", "result_values"]
+
+_PARTS = {"real": torch.real, "imag": torch.imag, "abs": torch.abs, "angle": torch.angle}
 
 
 def _pick(out: Any, key: Any) -> torch.Tensor:
@@ -51,16 +53,38 @@ class Metric:
         return self.fn(out, target)
 
 
-def output(index: int | tuple | None = None, key: Any = None) -> Metric:
-    """The model output itself (mean over non-batch dims, or the element at ``index``)."""
+def result_values(v: torch.Tensor) -> torch.Tensor:
+    """Per-sample metric values as results keep them: detached, on the CPU, in the model's
+    precision (float64 stays float64, complex stays complex, never cut to its real part);
+    bfloat16, float16 and integers as float32."""
+    v = v.detach()
+    if not (v.is_complex() or v.dtype == torch.float64):
+        v = v.float()
+    return v.cpu()
+
+
+def output(index: int | tuple | None = None, key: Any = None, part: str | None = None) -> Metric:
+    """The model output itself (mean over non-batch dims, or the element at ``index``).
+
+    ``part`` of a complex output (a spectral operator's coefficients): ``"real"``, ``"imag"``,
+    ``"abs"`` or ``"angle"``, taken per element before the mean. Without it a complex output
+    gives a complex metric (its effects are complex); verbs that need a real number
+    (attribution patching's gradient) refuse it and name ``part=``.
+    """
+    if part is not None and part not in _PARTS:
+        raise ValueError(f"The 'part' option of metrics.output must be one of {tuple(_PARTS)} or None. "
+                         f"Got {part!r} instead.")
 
     def fn(out, target=None):
         t = _pick(out, key)
         if index is not None:
             t = t[(slice(None), *((index,) if isinstance(index, int) else index))]
+        if part is not None:
+            t = _PARTS[part](t) if t.is_complex() or part != "imag" else torch.zeros_like(t)
         return _per_sample(t)
 
-    return Metric(fn, f"output[{index}]" if index is not None else "output")
+    name = f"output[{index}]" if index is not None else "output"
+    return Metric(fn, name if part is None else f"{name}.{part}")
 
 
 def output_shift(reference: torch.Tensor | None = None, key: Any = None) -> Metric:

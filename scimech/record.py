@@ -32,6 +32,7 @@ from .calls import CallPolicy, Calls, current_pass, parse_calls, shortfall
 from .errors import DimensionError
 from .hooks import HookSet, StopForward, check_fired, restore_modes, run_forward, to_eval
 from .layout import Axes
+from .model_profile import forward_folded
 from .progress import progress as _progress
 from .sites import HeadLayout, ResolvedSite, resolve_site
 
@@ -365,14 +366,16 @@ def record(model: nn.Module, inputs: Any, sites: Sequence[str], *, batch_size: i
     first_calls: dict[str, int] | None = None
     n_done = 0
     try:
-        with torch.no_grad(), Recorder(model, sites, reduce=reduce, calls=policy, stop_early=stop_early,
-                                       layouts=layouts, axes=axes) as rec:
+        with Recorder(model, sites, reduce=reduce, calls=policy, stop_early=stop_early, layouts=layouts,
+                      axes=axes) as rec:
             batches = iter_batches(inputs, batch_size)
             if progress:
                 batches = _progress(batches, desc="recording")
             site_attrs = _site_attrs(rec.resolved)
             for start, batch in batches:
-                rec.forward(batch, forward)
+                # under no_grad, unless the forward takes gradients itself: found by the first pass
+                # and kept in the model's profile (scimech.model_profile), no pass of its own
+                forward_folded(model, batch, forward, lambda _b=batch: rec.forward(_b, forward))
                 rec.check_fired("record")
                 arrays = {s: _to_numpy(rec.canonical[s], dtype) for s in sites}
                 rows = batch_size_of(batch)

@@ -16,8 +16,9 @@ statistics, attention across the batch), rows are not independent samples. So:
   averages each node over the reference samples, and resampling swaps whole samples node
   for node; with a plain sample index, a sample's rows are nodes with no correspondence
   across samples, so mean pools every reference row and resampling is refused.
-- Without it, :func:`rows_interact` checks on one batch that the first half of the rows
-  alone gives the outputs it gives within the whole batch; if not, the verb raises a
+- Without it, the model's profile (:mod:`scimech.model_profile`, the one home of the check)
+  finds on one batch whether the first half of the rows alone gives the outputs it gives
+  within the whole batch; if not, the verb raises a
   :class:`~scimech.errors.DataValidationError` naming ``samples=``.
 """
 
@@ -29,14 +30,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch import nn
 
-from .batches import batch_size_of, is_graph_batch, is_one_batch, leaf_tensors, slice_batch
+from .batches import batch_size_of, is_graph_batch, is_one_batch, leaf_tensors
 from .errors import DataValidationError
-from .hooks import restore_modes, run_forward, to_eval
+from .model_profile import rows_interact  # noqa: F401 - its old home; the check lives in model_profile
 
-__all__ = ["Samples", "FixedMesh", "mesh_nodes", "sample_index", "rows_interact", "require_samples", "per_sample",
-           "check_repeatable", "drift_error", "check_batching", "reference_chunk"]
+__all__ = ["Samples", "FixedMesh", "mesh_nodes", "sample_index", "per_sample", "check_batching", "reference_chunk"]
 
 
 @dataclass(frozen=True)
@@ -59,10 +58,6 @@ Samples = torch.Tensor | str | Callable[[Any], torch.Tensor] | FixedMesh | None
 def mesh_nodes(samples: Samples) -> int:
     """Rows per sample when ``samples`` is a :class:`FixedMesh`, else 1 (a row is matched to no other)."""
     return samples.nodes if isinstance(samples, FixedMesh) else 1
-
-#: relative difference (to the output's scale) above which rows are taken to interact; kernel
-#: rounding on other batch sizes is ~1e-7, an adaptive solver's shared steps ~1e-4
-ROWS_RTOL = 1e-5
 
 
 def sample_index(batch: Any, samples: Samples) -> torch.Tensor | None:
@@ -154,114 +149,3 @@ def per_sample(values: torch.Tensor, index: torch.Tensor | None, n: int | None =
     n = int(index.max()) + 1 if n is None else n
     out = torch.zeros(n, *values.shape[1:], dtype=values.dtype, device=values.device)
     return out.index_add_(0, index.to(values.device), values)
-
-
-def rows_interact(model: nn.Module, batch: Any, forward: Callable | None = None) -> str | None:
-    """Why the rows of ``batch`` are not independent samples, or ``None`` if the first half of
-    its rows alone gives the outputs it gives within the whole batch (one extra forward pass,
-    in eval mode like the verbs; the model's mode is restored)."""
-    try:
-        b = batch_size_of(batch)
-    except TypeError:
-        return None
-    if b < 2 or is_graph_batch(batch):
-        return None
-    h = b // 2
-    # in eval mode, as the verbs record and sweep (a train-mode check would update batch-norm
-    # running statistics and find the rows coupled by batch statistics the verbs never use)
-    was = to_eval(model)
-    try:
-        with torch.no_grad():
-            full = list(leaf_tensors(run_forward(model, batch, forward)))
-            try:
-                half = list(leaf_tensors(run_forward(model, slice_batch(batch, 0, h), forward)))
-            except Exception as err:  # noqa: BLE001 - the rows cannot even run apart
-                return (f"the first {h} of {b} rows cannot run without the others ({type(err).__name__}: "
-                        f"{str(err)[:120]})")
-    finally:
-        restore_modes(was)
-    pairs = [(f, s) for f, s in zip(full, half, strict=False) if f.dim() and f.shape[0] == b]
-    if not pairs or len(full) != len(half):
-        return f"the output is not batched on its first axis like the {b} input rows"
-    for f, s in pairs:
-        if s.shape != f[:h].shape:
-            return f"the first {h} rows alone give an output of shape {tuple(s.shape)}, not {tuple(f[:h].shape)}"
-        f, s = f[:h].detach(), s.detach()
-        if f.is_floating_point() or f.is_complex():
-            if not _same_run(f, s):   # NaN where the other has NaN (land points) is the same output
-                fin = torch.isfinite(f) & torch.isfinite(s)
-                scale = max(1.0, float(f[fin].abs().max())) if fin.any() else 1.0
-                diff = float((f[fin] - s[fin]).abs().max()) if fin.any() else float("nan")
-                return (f"the first {h} of {b} rows alone give outputs that differ by {diff / scale:.1e} of their scale "
-                        "from the same rows within the whole batch")
-        elif not torch.equal(f, s):
-            return f"the first {h} of {b} rows alone give other outputs than within the whole batch"
-    return None
-
-
-def check_repeatable(model: nn.Module, batch: Any, forward: Callable | None, verb: str) -> None:
-    """Two unchanged passes on ``batch`` (eval mode) must give the same outputs: a model that
-    keeps state across calls (a counter, a cache, a running normaliser) or draws random numbers
-    would add its drift to every effect, and would look like rows that interact."""
-    was = to_eval(model)
-    try:
-        with torch.no_grad():
-            one = list(leaf_tensors(run_forward(model, batch, forward)))
-            two = list(leaf_tensors(run_forward(model, batch, forward)))
-    finally:
-        restore_modes(was)
-    for a, b in zip(one, two, strict=False):
-        if a.is_floating_point() or a.is_complex():
-            ok = a.shape == b.shape and _same_run(a, b)
-        else:
-            ok = a.shape == b.shape and torch.equal(a, b)
-        if not ok:
-            raise drift_error(verb, "other outputs")
-
-
-def repeat_rtol(dtype: torch.dtype) -> float:
-    """How far two unchanged passes may differ, relative to the output's scale: kernels that
-    sum in another order (GPU atomics, scatter) move float32 by ~1e-7 and bfloat16 / float16 by
-    ~1e-2; a state kept across calls moves it by the state's effect."""
-    return 5e-2 if dtype in (torch.bfloat16, torch.float16) else ROWS_RTOL
-
-
-def _same_run(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Two passes' outputs agree: NaN where the other has NaN (land points), else within :func:`repeat_rtol`."""
-    rtol = repeat_rtol(a.dtype)
-    nan_a, nan_b = torch.isnan(a), torch.isnan(b)
-    if not torch.equal(nan_a, nan_b):
-        return False
-    a, b = a[~nan_a], b[~nan_b]
-    finite = torch.isfinite(a) & torch.isfinite(b)
-    if not torch.equal(a[~finite], b[~finite]):
-        return False
-    a, b = a[finite].double(), b[finite].double()
-    if not a.numel():
-        return True
-    scale = max(1.0, float(a.abs().max()))
-    return float((a - b).abs().max()) <= rtol * scale
-
-
-def drift_error(verb: str, what: str) -> DataValidationError:
-    """The one message for a model whose unchanged output drifts between passes."""
-    return DataValidationError(
-        f"{verb}: the unchanged model gave {what} on the same batch in a second forward pass: it keeps state across "
-        "calls (a counter, a cache, a running normaliser) or draws random numbers, so every effect would include "
-        "that drift. Pass a forward= that resets the state and seeds any randomness before each pass "
-        "(forward=lambda m, x: (m.reset(), m(x))[1]), or make the model's forward deterministic.")
-
-
-def require_samples(model: nn.Module, batch: Any, forward: Callable | None, samples: Samples, verb: str,
-                    why: str) -> None:
-    """Raise a :class:`DataValidationError` naming ``samples=`` when rows interact and no
-    ``samples=`` says what a sample is."""
-    if samples is not None or is_graph_batch(batch):
-        return
-    reason = rows_interact(model, batch, forward)
-    if reason is not None:
-        raise DataValidationError(
-            f"{verb}: the rows of the first axis are not independent samples: {reason} (message passing over a "
-            "graph, an adaptive solver's step-size control, batch statistics or attention across the batch). "
-            f"{why} would mix them. Pass samples= (each row's sample index, e.g. a graph batch's `batch` vector, "
-            "or torch.arange(n) to declare every row its own sample and accept the coupling).")

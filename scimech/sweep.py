@@ -33,9 +33,9 @@ from .batches import batch_size_of, is_graph_batch, n_samples_of, tile_batch
 from .calls import CallPolicy, repeat_message, shortfall
 from .errors import DataValidationError, SiteCalledTwiceError, SiteNeverRanError
 from .hooks import HookSet, check_fired, run_forward
-from .metrics import Metric, as_metric
+from .metrics import Metric, as_metric, result_values
+from .model_profile import ModelProfile, same_values, tolerance
 from .prefix_reuse import Shortcut, recording_reused, reusing, trace_calls
-from .samples import drift_error
 from .sites import HeadLayout, ResolvedSite, resolve_site
 
 __all__ = ["Target", "Reuse", "RowCheck", "check_source", "metric_values", "sites_per_forward", "sweep_tiles",
@@ -80,8 +80,22 @@ class RowCheck:
 
     coupled: bool | None = None
     note: str = ""
-    #: whether an unchanged pass was repeated and gave the baseline again (once per sweep)
-    repeated: bool = False
+    #: the model's profile, which keeps the verdict for later sweeps (:mod:`scimech.model_profile`)
+    profile: ModelProfile | None = None
+
+    @classmethod
+    def of(cls, profile: ModelProfile | None) -> RowCheck:
+        """A row check that starts from the verdict a profile keeps (none yet: checked in the first tiled pass)."""
+        check = cls(profile=profile)
+        if profile is not None and profile.tiling is not None:
+            check.coupled, check.note = profile.tiling
+        return check
+
+    def settle(self, coupled: bool, note: str) -> None:
+        """The verdict, kept in the profile."""
+        self.coupled, self.note = coupled, note
+        if self.profile is not None:
+            self.profile.tiling = (coupled, note)
 
     def attrs(self) -> dict[str, str]:
         if self.coupled is None:
@@ -150,10 +164,12 @@ def _tiled(targets: Sequence[Target], block: int, n_tiles: int, make: Callable, 
 
 
 def metric_values(metric: Metric, out: Any, target: Any) -> torch.Tensor:
+    """The metric's per-sample values on the CPU, in the model's precision (float64 and complex
+    kept; bfloat16, float16 and integers as float32, the precision numpy results need)."""
     v = metric(out, target)
     if not isinstance(v, torch.Tensor) or v.dim() != 1:
         raise ValueError(f"The metric {metric.name!r} must return a 1-D tensor (one value per sample).")
-    return v.detach().float().cpu()
+    return result_values(v)
 
 
 def sites_per_forward(n_sites: int, batch: int, max_rows: int) -> int:
@@ -161,30 +177,10 @@ def sites_per_forward(n_sites: int, batch: int, max_rows: int) -> int:
 
 
 def _close(a: torch.Tensor, b: torch.Tensor) -> tuple[bool, float]:
-    scale = max(1.0, float(b.abs().max())) if b.numel() else 1.0
-    diff = float((a - b).abs().max()) if a.numel() else 0.0
-    ok = a.shape == b.shape and bool(torch.isfinite(a).all() == torch.isfinite(b).all()) and diff <= ROW_CHECK_RTOL * scale
-    return ok, diff / scale
-
-
-def _low_precision(model: nn.Module) -> bool:
-    """bfloat16 / float16 weights: two unchanged passes may differ by ~1e-2 (summation order on a
-    GPU), more than the sweeps' 1e-5; their drift is judged by :func:`scimech.samples.check_repeatable`."""
-    return any(p.dtype in (torch.bfloat16, torch.float16) for p in model.parameters())
-
-
-def _check_repeatable(model: nn.Module, batch: Any, forward: Callable | None, metric: Metric, tgt: Any,
-                      baseline: torch.Tensor, per_sample: Callable | None, what: str) -> None:
-    """Run the unchanged batch again: a sweep's effect is its run minus the baseline, which is
-    only the site's effect when the same input gives the same output in a later pass. A model
-    that keeps state across calls (a call counter, a cache, a running normaliser updated in
-    eval mode) or samples at random would add its drift to every effect, so it is refused."""
-    again = metric_values(metric, run_forward(model, batch, forward), tgt)
-    if per_sample is not None:
-        again = per_sample(again)
-    ok, rel = _close(again, baseline)
-    if not ok and not _low_precision(model):
-        raise drift_error(what, f"another {metric.name} ({rel:.1e} of its scale; allowed {ROW_CHECK_RTOL:.0e})")
+    """The unchanged copy of a tiled pass against the untiled run: NaN at the same places (land
+    points) agree; the rest within :data:`ROW_CHECK_RTOL`, or the model's dtype tolerance where
+    that is larger (bfloat16 / float16: another batch size sums in another order)."""
+    return same_values(a, b, max(ROW_CHECK_RTOL, tolerance(a.dtype)))
 
 
 def sweep_tiles(model: nn.Module, targets: Sequence[Target], batch: Any, b: int, make: Callable, metric: Metric,
@@ -202,9 +198,6 @@ def sweep_tiles(model: nn.Module, targets: Sequence[Target], batch: Any, b: int,
     reused from then on.
     """
     last = last or {}
-    if check is not None and not check.repeated and baseline is not None:
-        _check_repeatable(model, batch, forward, metric, tgt, baseline, per_sample, what)
-        check.repeated = True
     if check is not None and check.coupled:
         k, reuse = 1, None
     groups: dict[Shortcut, list[int]] = {}
@@ -228,20 +221,19 @@ def sweep_tiles(model: nn.Module, targets: Sequence[Target], batch: Any, b: int,
                 vals = torch.stack([per_sample(v) for v in vals])
             if control:
                 ok, rel = _close(vals[-1], baseline)
-                check.coupled = not ok
-                check.note = (f"an unchanged copy in the first tiled pass of {tiles} copies gave the untiled run's "
-                              f"{metric.name} to {rel:.1e} of its scale" if ok else
-                              f"an unchanged copy in a tiled pass of {tiles} copies changed {metric.name} by {rel:.1e} "
-                              "of its scale (rows interact: a graph passed separately, an adaptive solver, "
-                              "batch statistics or attention across the batch)")
+                check.settle(not ok,
+                             f"an unchanged copy in the first tiled pass of {tiles} copies gave the untiled run's "
+                             f"{metric.name} to {rel:.1e} of its scale" if ok else
+                             f"an unchanged copy in a tiled pass of {tiles} copies changed {metric.name} by {rel:.1e} "
+                             "of its scale (rows interact: a graph passed separately, an adaptive solver, "
+                             "batch statistics or attention across the batch)")
                 vals = vals[:-1]
         except (SiteCalledTwiceError, SiteNeverRanError):
             raise
         except Exception as err:  # noqa: BLE001 - a tiled pass that fails: the rows are not independent
             if not control:
                 raise
-            check.coupled = True
-            check.note = f"the tiled forward pass failed ({type(err).__name__}: {str(err)[:160]})"
+            check.settle(True, f"the tiled forward pass failed ({type(err).__name__}: {str(err)[:160]})")
         if control and check.coupled:
             # found just now: every target again, one forward pass each, nothing reused
             pending = [(Shortcut(), [j]) for j in range(len(targets))]
@@ -292,7 +284,8 @@ def patch_sites(model: nn.Module, targets: Sequence[Target], base: Any, source: 
     """(target, sample) metric of the ``base`` batch with each target set to ``source[site]``."""
     b = batch_size_of(base)
     n_out = len(baseline) if baseline is not None else b
-    row = torch.empty(len(targets), n_out, device="cpu")  # results, bound for numpy
+    # results, bound for numpy, in the metric's precision
+    row = torch.empty(len(targets), n_out, device="cpu", dtype=torch.float32 if baseline is None else baseline.dtype)
     k = sites_per_forward(len(targets), b, max_rows)
     pol = {tg.site.name: tg.policy for tg in targets}
 
