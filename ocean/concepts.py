@@ -18,10 +18,12 @@ the definitions and sign conventions of the synthetic ocean (:mod:`ocean.synthet
 - ``q_diff  = rho0 cp0 kappa div(h grad T_ml)``: lateral diffusion with diffusivity ``kappa``
   (the synthetic ocean's 2000 m2 s-1 by default), no flux through land (it only moves heat).
 
-Horizontal derivatives are land-aware centred differences on the sphere: on the regular grid of the
-1-D ``lat`` / ``lon`` (:mod:`ocean.grid`), or, where the fields carry NEMO's scale factors ``e1t`` /
-``e2t`` as coordinates (and ``nav_lat`` for ``f``), on that orthogonal curvilinear grid with vectors
-(currents, wind stress) in grid-aligned components (:mod:`ocean.curvilinear`);
+Horizontal derivatives are land-aware centred differences on the sphere, on xgcm
+(:class:`ocean.horizontal.HorizontalGrid`): on the regular grid of the 1-D ``lat`` / ``lon`` (either
+direction; periodic in longitude where ``lon.attrs['periodic'] == 1``, as :func:`ocean.gridaxes.read_grid`
+marks a global grid), or, where the fields carry NEMO's scale factors ``e1t`` / ``e2t`` as coordinates
+(and ``nav_lat`` for ``f``), on that orthogonal curvilinear grid with vectors (currents, wind stress) in
+grid-aligned components (periodic where ``nav_lon.attrs['periodic'] == 1``);
 time derivatives are centred (``scheme="centred"``, for period means: the mean over period ``p``
 of a tendency is ``(x[p+1] - x[p-1]) / (t[p+1] - t[p-1])`` to second order, one-sided at the
 ends) or forward (``"forward"``, for snapshots: ``(x[n+1] - x[n]) / dt``, NaN at the last step).
@@ -34,57 +36,14 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from . import curvilinear, grid, timeaxis
+from . import timeaxis
 from .constants import CP0, KAPPA, RHO0, G, coriolis
+from .horizontal import HorizontalGrid
 
 __all__ = ["time_tendency", "gradient", "divergence", "entrainment", "lateral_diffusion", "ekman_advection",
            "geostrophic_advection", "heat_content", "complete"]
 
 RC = RHO0 * CP0
-
-
-class _Regular:
-    """Operators of a regular lat-lon grid (:mod:`ocean.grid`), from the 1-D ``lat`` / ``lon``."""
-
-    def __init__(self, da: xr.DataArray):
-        self.lat, self.lon = da["lat"].values.astype(float), da["lon"].values.astype(float)
-        self.cos = np.cos(np.deg2rad(self.lat))[:, None]
-
-    def grad(self, f, ok):
-        return grid.ddx(f, self.lat, self.lon, ok), grid.ddy(f, self.lat, self.lon, ok)
-
-    def div(self, fx, fy, ok):
-        return grid.ddx(fx, self.lat, self.lon, ok) + grid.ddy(fy * self.cos, self.lat, self.lon, ok) / self.cos
-
-    def lap(self, f, w, ok):
-        return grid.laplacian(f, self.lat, self.lon, ok & np.isfinite(f), weight=w)
-
-    def upwind(self, f, u, v, ok):
-        return grid.upwind_advection(f, u, v, self.lat, self.lon, ok & np.isfinite(f))
-
-
-class _Curvilinear:
-    """Operators of an orthogonal curvilinear grid (:mod:`ocean.curvilinear`), from the ``e1t`` /
-    ``e2t`` coordinates (grid-aligned vector components)."""
-
-    def __init__(self, da: xr.DataArray):
-        self.e1, self.e2 = (da[k].transpose("lat", "lon").values.astype(float) for k in ("e1t", "e2t"))
-
-    def grad(self, f, ok):
-        return curvilinear.ddi(f, self.e1, ok), curvilinear.ddj(f, self.e2, ok)
-
-    def div(self, fx, fy, ok):
-        return curvilinear.divergence(fx, fy, self.e1, self.e2, ok)
-
-    def lap(self, f, w, ok):
-        return curvilinear.laplacian(f, self.e1, self.e2, ok, weight=w)
-
-    def upwind(self, f, u, v, ok):
-        return curvilinear.upwind_advection(f, u, v, self.e1, self.e2, ok)
-
-
-def _ops(da: xr.DataArray):
-    return _Curvilinear(da) if "e1t" in da.coords and "e2t" in da.coords else _Regular(da)
 
 
 def _latitude(da: xr.DataArray) -> xr.DataArray:
@@ -93,15 +52,9 @@ def _latitude(da: xr.DataArray) -> xr.DataArray:
 
 
 def _on_grid(fn, *arrays: xr.DataArray, mask) -> xr.DataArray:
-    """``fn(*numpy arrays, ops, mask)`` on (..., lat, lon) blocks (lazy arrays stay lazy); ``ops`` the
-    grid's operators (curvilinear where the arrays carry ``e1t`` / ``e2t``)."""
-    ops = _ops(arrays[0])
-    shape = (arrays[0].sizes["lat"], arrays[0].sizes["lon"])
-    ok = np.ones(shape, bool) if mask is None else np.asarray(mask, bool)
-    core = [["lat", "lon"]] * len(arrays)
-    return xr.apply_ufunc(lambda *a: fn(*a, ops, ok), *arrays, input_core_dims=core,
-                          output_core_dims=[["lat", "lon"]], dask="parallelized", output_dtypes=[float],
-                          dask_gufunc_kwargs={"allow_rechunk": True}, keep_attrs=False).transpose(*arrays[0].dims)
+    """``fn(grid, *arrays)`` with ``grid`` the :class:`ocean.horizontal.HorizontalGrid` of the first array (its
+    coordinates say regular or curvilinear, periodic or not); land (``mask`` 0, or NaN) as NaN; lazy stays lazy."""
+    return HorizontalGrid(arrays[0]).apply(fn, *arrays, mask=mask)
 
 
 def _seconds(time: xr.DataArray) -> np.ndarray:
@@ -128,13 +81,13 @@ def time_tendency(da: xr.DataArray, scheme: str = "centred") -> xr.DataArray:
 
 def divergence(fx: xr.DataArray, fy: xr.DataArray, mask=None) -> xr.DataArray:
     """``div F = (1 / (R cos lat)) (d fx / d lon + d (fy cos lat) / d lat)`` (units of F per m)."""
-    return _on_grid(lambda a, b, ops, ok: ops.div(a, b, ok), fx, fy, mask=mask)
+    return _on_grid(lambda g, a, b: g.divergence(a, b), fx, fy, mask=mask)
 
 
 def gradient(t: xr.DataArray, mask=None) -> tuple[xr.DataArray, xr.DataArray]:
     """``grad t`` per metre: east / north components on a regular grid, along i / j on a curvilinear one."""
-    return (_on_grid(lambda a, ops, ok: ops.grad(a, ok)[0], t, mask=mask),
-            _on_grid(lambda a, ops, ok: ops.grad(a, ok)[1], t, mask=mask))
+    return (_on_grid(lambda g, a: g.derivative(a, "X"), t, mask=mask),
+            _on_grid(lambda g, a: g.derivative(a, "Y"), t, mask=mask))
 
 
 def entrainment(h: xr.DataArray, t_ml: xr.DataArray, t_below: xr.DataArray, *, u: xr.DataArray | None = None,
@@ -170,7 +123,7 @@ def entrainment(h: xr.DataArray, t_ml: xr.DataArray, t_below: xr.DataArray, *, u
 
 def lateral_diffusion(t_ml: xr.DataArray, h: xr.DataArray, *, kappa: float = KAPPA, mask=None) -> xr.DataArray:
     """``q_diff = rho0 cp0 kappa div(h grad T_ml)`` (W m-2), flux form, no flux through land."""
-    q = RC * kappa * _on_grid(lambda t, hh, ops, ok: ops.lap(t, hh, ok), t_ml, h, mask=mask)
+    q = RC * kappa * _on_grid(lambda g, t, hh: g.diffusion(t, hh), t_ml, h, mask=mask)
     return q.rename("q_diff").assign_attrs(
         units="W m-2", long_name="lateral diffusion term of the MLHC budget",
         formula="q_diff = rho0 cp0 kappa div(h grad T_ml), h averaged onto cell faces, no flux through land",
@@ -184,8 +137,7 @@ def _beyond_equator(da: xr.DataArray, equator_mask_deg: float) -> xr.DataArray:
 def _advection(t_ml: xr.DataArray, u: xr.DataArray, v: xr.DataArray, mask, advection: str) -> xr.DataArray:
     """``u . grad T_ml`` (K s-1): centred differences, or first-order upwind (the synthetic ocean's)."""
     if advection == "upwind":
-        return _on_grid(lambda a, uu, vv, ops, ok: ops.upwind(a, uu, vv, ok),
-                        t_ml, u.broadcast_like(t_ml), v.broadcast_like(t_ml), mask=mask)
+        return _on_grid(lambda g, a, uu, vv: g.upwind(a, uu, vv), t_ml, u, v, mask=mask)
     if advection != "centred":
         raise ValueError(f"advection must be 'centred' or 'upwind'; got {advection!r}.")
     dtdx, dtdy = gradient(t_ml, mask)

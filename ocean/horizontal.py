@@ -1,75 +1,166 @@
-"""A product's horizontal grid as the study reads it: 1-D ``lat`` / ``lon`` dims for a regular
-grid (from 1-D coordinates, or 2-D ``nav_lat`` / ``nav_lon`` that are regular), or a
-curvilinear grid kept as it is with its scale factors (:mod:`ocean.curvilinear`)."""
+"""The study's horizontal operators on xgcm: gradient, divergence, flux-form ``div(w grad f)`` and upwind
+advection of fields on ``(..., lat, lon)``, land-aware, on a regular or a curvilinear grid, periodic or not.
+
+:class:`HorizontalGrid` reads what it needs from the coordinates of the field it is given, as
+:func:`ocean.gridaxes.read_grid` leaves them (so they survive a zarr write and read):
+
+- a regular grid: 1-D ``lat`` / ``lon`` in degrees (monotonic, either direction); the spacings
+  ``dx = R cos(lat) dlon``, ``dy = R dlat`` are signed, so a latitude stored north to south is
+  differenced, and upwinded, the right way;
+- a curvilinear grid: 2-D ``e1t`` / ``e2t`` coordinates (m), the distance between two T points the
+  mean of their scale factors (NEMO's ``e1u = (e1t[i] + e1t[i+1]) / 2``), vectors along the grid's axes;
+- ``lon.attrs['periodic'] == 1`` (``nav_lon`` on a curvilinear grid): the X axis wraps, xgcm's
+  ``padding="periodic"``; otherwise ``"fill"`` with NaN, so an edge is a missing neighbour like land.
+
+xgcm does the differences and interpolations to the cell faces (``Grid.diff`` / ``Grid.interp`` to the
+``left`` and ``right`` positions of each axis, with its padding); what xgcm has no operator for is
+written here on top of them, a few lines each: the fall-back from a centred to a one-sided difference
+at a coast (xgcm's ``derivative`` differences to a face, never back to the centre with a land-aware
+choice), the zero flux through land faces of the Laplacian, and the upstream choice of first-order
+upwind advection (the synthetic ocean's scheme). On a uniform grid these are the formulas of
+:mod:`ocean.grid` (the numpy operators the synthetic ocean steps with), to round-off.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 import xarray as xr
+import xgcm
 
-from scimech.errors import DimensionError, MissingVariableError, UnitsError
+from .constants import R_EARTH
+from .gridaxes import PERIODIC_ATTR, curvilinear_grid, regular_grid
 
-from . import curvilinear
+__all__ = ["HorizontalGrid", "regular_grid", "curvilinear_grid"]
 
-__all__ = ["regular_grid", "curvilinear_grid"]
-
-_LATLON_ATOL = 1e-4  # degrees (~10 m): float32 nav_lat / nav_lon of a regular grid vary by ~1e-5
-
-
-def regular_grid(ds: xr.Dataset, notes: list[str]) -> xr.Dataset:
-    """1-D ``lat`` / ``lon`` dims from 1-D coordinates or 2-D ``nav_lat`` / ``nav_lon`` of a regular grid."""
-    if "lat" not in ds.variables or "lon" not in ds.variables:
-        raise MissingVariableError(
-            f"No latitude / longitude in the dataset (variables {sorted(map(str, ds.variables))}). Expected "
-            "'lat'/'lon', 'latitude'/'longitude' or NEMO's 'nav_lat'/'nav_lon'; pass names={'yours': 'lat', ...}.")
-    lat, lon = ds["lat"], ds["lon"]
-    if lat.ndim == 1 and lon.ndim == 1:
-        return ds.swap_dims({d: n for d, n in ((lat.dims[0], "lat"), (lon.dims[0], "lon")) if d != n})
-    if lat.ndim != 2 or lon.ndim != 2 or set(lat.dims) != set(lon.dims):
-        raise DimensionError(f"lat {lat.dims} and lon {lon.dims} must both be 1-D, or both 2-D on the same "
-                             "(y, x) dims (NEMO nav_lat / nav_lon).")
-    if "e1t" in ds.variables and "e2t" in ds.variables:
-        return curvilinear_grid(ds, notes)  # the model's own scale factors: its grid, however regular
-    la, lo = lat.values.astype(float), lon.transpose(*lat.dims).values.astype(float)
-    if np.allclose(la, la[:, :1], atol=_LATLON_ATOL) and np.allclose(lo, lo[:1, :], atol=_LATLON_ATOL):
-        ydim, xdim = lat.dims
-        lat1, lon1 = la[:, 0], lo[0, :]
-    elif np.allclose(la, la[:1, :], atol=_LATLON_ATOL) and np.allclose(lo, lo[:, :1], atol=_LATLON_ATOL):
-        xdim, ydim = lat.dims
-        lat1, lon1 = la[0, :], lo[:, 0]
-    else:
-        return curvilinear_grid(ds, notes)
-    notes.append(f"2-D lat/lon on ({ydim}, {xdim}) -> 1-D lat, lon")
-    out = ds.drop_vars(["lat", "lon"]).rename({ydim: "lat", xdim: "lon"})
-    return out.assign_coords(lat=("lat", lat1, {"units": "degrees_north", "standard_name": "latitude"}),
-                             lon=("lon", lon1, {"units": "degrees_east", "standard_name": "longitude"}))
+_DIM = {"X": "lon", "Y": "lat"}
 
 
-def curvilinear_grid(ds: xr.Dataset, notes: list[str]) -> xr.Dataset:
-    """A curvilinear grid kept as it is: its ``(y, x)`` dims become the study's ``(lat, lon)`` dims (grid
-    indices), 2-D ``nav_lat`` / ``nav_lon`` and the scale factors ``e1t`` / ``e2t`` (m; NEMO's mesh mask,
-    or great-circle distances between the T points when absent) become coordinates, and vectors are
-    taken along the grid's axes (NEMO's convention)."""
-    ydim, xdim = ds["lat"].dims
-    factors = {}
-    for k in ("e1t", "e2t"):
-        if k in ds.variables:
-            e = ds[k]
-            e = e.isel({d: 0 for d in e.dims if d not in (ydim, xdim)}, drop=True).transpose(ydim, xdim)
-            if e.attrs.get("units", "m") not in ("m", "meter", "metre", "meters", "metres"):
-                raise UnitsError(f"Scale factor {k!r} has units {e.attrs['units']!r}; expected metres ('m').")
-            factors[k] = e.values.astype(float)
-    la, lo = ds["lat"].transpose(ydim, xdim).values.astype(float), ds["lon"].transpose(ydim, xdim).values.astype(float)
-    if len(factors) < 2:
-        factors = dict(zip(("e1t", "e2t"), curvilinear.scale_factors(la, lo)))
-        notes.append("e1t, e2t = great-circle distances between T points (no scale factors in the product)")
-    out = ds.drop_vars([v for v in ("lat", "lon", "e1t", "e2t") if v in ds.variables]).rename({ydim: "lat", xdim: "lon"})
-    dims = ("lat", "lon")
-    out = out.assign_coords(
-        nav_lat=(dims, la, {"units": "degrees_north", "standard_name": "latitude"}),
-        nav_lon=(dims, lo, {"units": "degrees_east", "standard_name": "longitude"}),
-        e1t=(dims, factors["e1t"], {"units": "m", "long_name": "scale factor along i (T point)"}),
-        e2t=(dims, factors["e2t"], {"units": "m", "long_name": "scale factor along j (T point)"}))
-    notes.append(f"curvilinear grid: ({ydim}, {xdim}) -> (lat, lon) grid indices with 2-D nav_lat, nav_lon, e1t, "
-                 "e2t; vectors (tauu, tauv, uo, vo) along the grid's i, j axes")
+def _bare(da: xr.DataArray) -> xr.DataArray:
+    """``da`` without coordinates, its (lat, lon) in one chunk (xgcm pads along whole axes)."""
+    out = xr.DataArray(da.data, dims=da.dims)
+    if out.chunks is not None:
+        out = out.chunk({"lat": -1, "lon": -1})
     return out
+
+
+class HorizontalGrid:
+    """The horizontal operators of the grid a field lies on (see the module docstring).
+
+    Parameters
+    ----------
+    like : xr.DataArray
+        A field on ``(..., lat, lon)`` with the coordinates :func:`ocean.gridaxes.read_grid` gives.
+    """
+
+    def __init__(self, like: xr.DataArray):
+        self.curvilinear = "e1t" in like.coords and "e2t" in like.coords
+        xcoord = like.coords.get("nav_lon" if self.curvilinear else "lon")
+        self.periodic = xcoord is not None and int(xcoord.attrs.get(PERIODIC_ATTR, 0)) == 1
+        ny, nx = like.sizes["lat"], like.sizes["lon"]
+        pos = {f"{d}{s}": (f"{d}{s}", np.arange(n)) for d, n in (("lat", ny), ("lon", nx))
+               for s in ("", "_left", "_right")}
+        self.grid = xgcm.Grid(
+            xr.Dataset(coords=pos), autoparse_metadata=False, fill_value=np.nan,
+            coords={a: {"center": d, "left": f"{d}_left", "right": f"{d}_right"} for a, d in _DIM.items()},
+            padding={"X": "periodic" if self.periodic else "fill", "Y": "fill"})
+        if self.curvilinear:
+            e1 = _bare(like["e1t"].transpose("lat", "lon")).astype(float)
+            e2 = _bare(like["e2t"].transpose("lat", "lon")).astype(float)
+            self.e1, self.e2 = e1, e2                                     # cell widths at T (m)
+            self.step = {a: {s: self._face(e, a, s) for s in ("left", "right")} for a, e in (("X", e1), ("Y", e2))}
+            self.face_len = {"X": {s: self._face(e2, "X", s) for s in ("left", "right")},
+                             "Y": {s: self._face(e1, "Y", s) for s in ("left", "right")}}
+        else:
+            lat = np.deg2rad(np.asarray(like["lat"].values, float))
+            lam = xr.DataArray(np.deg2rad(np.asarray(like["lon"].values, float)), dims="lon")
+            phi = xr.DataArray(lat, dims="lat")
+            cos = np.cos(phi)
+            dlam = {s: self._wrap(self._face(lam, "X", s, diff=True)) for s in ("left", "right")}
+            dphi = {s: self._face(phi, "Y", s, diff=True) for s in ("left", "right")}
+            wlam = self._width(dlam)                                    # cell width in longitude (rad, signed)
+            wphi = self._width(dphi)
+            self.e1 = (R_EARTH * cos * wlam).transpose("lat", "lon")   # cell widths at T (m, signed)
+            self.e2 = (R_EARTH * wphi * xr.ones_like(lam)).transpose("lat", "lon")
+            self.step = {"X": {s: (R_EARTH * cos * dlam[s]).transpose("lat", "lon") for s in dlam},
+                         "Y": {s: (R_EARTH * dphi[s] * xr.ones_like(lam)).transpose("lat", "lon") for s in dphi}}
+            cos_face = {s: np.cos(self._face(phi, "Y", s)) for s in ("left", "right")}
+            self.face_len = {"X": {s: self.e2 for s in ("left", "right")},
+                             "Y": {s: (R_EARTH * cos_face[s] * wlam).transpose("lat", "lon") for s in cos_face}}
+
+    # --- xgcm to the faces and back --------------------------------------------------------
+    def _face(self, a: xr.DataArray, axis: str, side: str, diff: bool = False) -> xr.DataArray:
+        """``a`` interpolated (or differenced) to the ``side`` face of each T point, on the T point's index."""
+        dim = _DIM[axis]
+        op = self.grid.diff if diff else self.grid.interp
+        return op(a, axis, to=side).rename({f"{dim}_{side}": dim}).transpose(*a.dims)
+
+    @staticmethod
+    def _wrap(d: xr.DataArray) -> xr.DataArray:
+        """Longitude steps (rad) into (-pi, pi]: the step across a periodic seam is one spacing."""
+        return (d + np.pi) % (2 * np.pi) - np.pi
+
+    @staticmethod
+    def _width(d: dict[str, xr.DataArray]) -> xr.DataArray:
+        """Cell width from the steps to both neighbours (the one step at an edge)."""
+        left, right = d["left"], d["right"]
+        both = 0.5 * (left + right)
+        return both.where(np.isfinite(both), left.fillna(0) + right.fillna(0))
+
+    def _steps(self, f: xr.DataArray, axis: str) -> tuple[xr.DataArray, xr.DataArray]:
+        """Differences to the left and right neighbours along ``axis`` (NaN: land, or beyond an edge)."""
+        return self._face(f, axis, "left", diff=True), self._face(f, axis, "right", diff=True)
+
+    # --- operators -------------------------------------------------------------------------
+    def derivative(self, f: xr.DataArray, axis: str) -> xr.DataArray:
+        """``df/dx`` (``axis="X"``) or ``df/dy`` (``"Y"``) per metre: centred where both neighbours are ocean,
+        one-sided where one is, zero where none is; NaN where ``f`` is."""
+        bwd, fwd = self._steps(f, axis)
+        sl, sr = self.step[axis]["left"], self.step[axis]["right"]
+        hb, hf = np.isfinite(bwd), np.isfinite(fwd)
+        out = xr.where(hb & hf, (bwd + fwd) / (sl + sr), xr.where(hf, fwd / sr, xr.where(hb, bwd / sl, 0.0)))
+        return out.where(np.isfinite(f))
+
+    def divergence(self, fx: xr.DataArray, fy: xr.DataArray) -> xr.DataArray:
+        """``(d(e2 F_x)/dx) / e2 + (d(e1 F_y)/dy) / e1`` (units of F per m): the divergence of a vector field
+        on an orthogonal grid with cell widths ``e1``, ``e2`` (on the sphere ``e1`` is ``R cos(lat) dlon``)."""
+        ok = np.isfinite(fx) & np.isfinite(fy)
+        fx, fy = fx.where(ok), fy.where(ok)
+        return self.derivative(self.e2 * fx, "X") / self.e2 + self.derivative(self.e1 * fy, "Y") / self.e1
+
+    def diffusion(self, f: xr.DataArray, w: xr.DataArray | None = None) -> xr.DataArray:
+        """Flux-form ``div(w grad f)`` (``w = 1``: the Laplacian; units of ``w f`` per m2), ``w`` averaged onto
+        the faces, no flux through a face with land or the edge on either side: its area integral vanishes."""
+        w = xr.ones_like(f) if w is None else w.where(np.isfinite(f))
+        total = 0.0
+        for axis in ("X", "Y"):
+            bwd, fwd = self._steps(f, axis)
+            flux = {}
+            for side, d in (("left", bwd), ("right", fwd)):
+                wf = self._face(w, axis, side)
+                flux[side] = (wf * d / self.step[axis][side] * self.face_len[axis][side]).fillna(0.0)
+            total = total + (flux["right"] - flux["left"])
+        return (total / (self.e1 * self.e2)).where(np.isfinite(f))
+
+    def upwind(self, f: xr.DataArray, u: xr.DataArray, v: xr.DataArray) -> xr.DataArray:
+        """``u df/dx + v df/dy`` with first-order upwind differences (units of f per s): the difference to the
+        upstream neighbour, zero where that is land or beyond an edge."""
+        out = 0.0
+        for axis, c in (("X", u), ("Y", v)):
+            bwd, fwd = self._steps(f, axis)
+            width = self.e1 if axis == "X" else self.e2
+            from_behind = (c * np.sign(width)) > 0       # flowing towards higher indices: upstream is i - 1
+            grad = xr.where(from_behind, (bwd / self.step[axis]["left"]).fillna(0.0),
+                            (fwd / self.step[axis]["right"]).fillna(0.0))
+            out = out + c * grad
+        return out.where(np.isfinite(f))
+
+    # --- DataArrays in, DataArrays out -----------------------------------------------------
+    def apply(self, fn, *fields: xr.DataArray, mask=None) -> xr.DataArray:
+        """``fn(self, *bare fields)`` with land (``mask`` 0, or NaN) as NaN, on the first field's dims and coords."""
+        first = fields[0]
+        bare = [_bare(a.broadcast_like(first).transpose(*first.dims)) for a in fields]
+        if mask is not None:
+            ok = xr.DataArray(np.asarray(mask, bool), dims=("lat", "lon"))
+            bare = [b.where(ok) for b in bare]
+        out = fn(self, *bare).transpose(*first.dims)
+        return xr.DataArray(out.data, dims=first.dims, coords=first.coords)
