@@ -17,8 +17,10 @@ import torch
 import xarray as xr
 
 from scimech.concepts import REGIMES, LambdaSchedule, fit_cbm
+from scimech.errors import DataValidationError
 
 from . import data as odata
+from . import heatwaves, timeaxis
 from .model import build_model
 from .plan import StudyConfig
 from .variables import CONCEPTS, INPUTS, PRESCRIBED
@@ -28,8 +30,9 @@ __all__ = ["train_unit", "budget_weights", "unit_dataset", "train_model", "Train
 
 def _setup(cfg: StudyConfig, path: Path):
     ds = odata.open_zarr(path, target=cfg.target)
+    axis = timeaxis.time_axis(ds)
     split = odata.chronological_split(ds.sizes["time"], window=cfg.window, lead=cfg.lead,
-                                      fractions=tuple(cfg.fractions))
+                                      fractions=tuple(cfg.fractions), train_min=year_of_steps(axis), time=axis)
     norm = odata.fit_normalizer(ds, split.train, window=cfg.window, lead=cfg.lead, target=cfg.target,
                                 concept_scaling=cfg.concept_scaling)
     return ds, split, norm
@@ -66,6 +69,35 @@ def _predict(model, loader, n_free: int):
     cat = np.concatenate
     return {"y": cat(ys), "c": cat(cs), "y0": cat(y0) if y0 else None, "hidden": cat(hs), "t": cat(ts),
             "member": cat(ms), "valid": vs[0][0], "y_true": cat(yt), "c_true": cat(ct)}
+
+
+def year_of_steps(axis: timeaxis.TimeAxis) -> int:
+    """Time steps in one year of the product (12 monthly, 365 daily, 360 daily in a ``360_day``
+    calendar, 73 5-daily): the training split must hold a year for the climatology of the target."""
+    return int(np.ceil(axis.steps_per_year - 1e-9))
+
+
+def _phase(time: xr.DataArray, axis: timeaxis.TimeAxis) -> np.ndarray:
+    """Phase of the year of each date, in its own calendar: its month (1..12) for monthly or coarser
+    data, its day of year (1..365, 29 February with 28 February; 1..360 in a ``360_day`` calendar) for
+    daily or finer data."""
+    if axis.unit in ("month", "year"):
+        return time.dt.month.values.astype(int)
+    return heatwaves.phase_of_year(time, 360 if axis.calendar == "360_day" else 365) + 1
+
+
+def _climatology(target: xr.DataArray, train_steps: np.ndarray, steps: np.ndarray) -> np.ndarray:
+    """The training split's mean of the target per phase of the year and point (:func:`_phase`), at
+    the time steps ``steps``: the climatology forecast the model is scored against."""
+    phase = _phase(target["time"], timeaxis.time_axis(target))
+    tr = target.isel(time=train_steps).assign_coords(phase=("time", phase[train_steps]))
+    clim = tr.groupby("phase").mean(("member", "time")).compute()
+    absent = sorted(set(phase[steps].tolist()) - set(clim["phase"].values.tolist()))
+    if absent:
+        raise DataValidationError(
+            f"The training split holds no step of {len(absent)} phase(s) of the year that the test split has, so the "
+            "climatology forecast cannot be scored. Fix: give a longer record (the training split must span a year).")
+    return clim.sel(phase=xr.DataArray(phase[steps], dims="sample")).values
 
 
 def budget_weights(norm: odata.Normalizer) -> list[float]:
@@ -153,11 +185,7 @@ def unit_dataset(p: dict, model, hist: xr.Dataset, ds: xr.Dataset, split, norm, 
                                        for k, c in enumerate(PRESCRIBED)], 1),
                              (p["hidden"] * norm.scale_of("q_hidden") + norm.mean.get("q_hidden", 0.0))[:, None]], 1)
     times = ds["time"].values[p["t"] + cfg.lead]
-    # climatology of the target per calendar month and point, training split only
-    tr = ds[tgt].isel(time=split.train + cfg.lead)
-    clim = tr.groupby("time.month").mean(("member", "time")).compute()
-    months = xr.DataArray(np.asarray([np.datetime64(t, "M").astype(int) % 12 + 1 for t in times]), dims="sample")
-    y_clim = clim.sel(month=months).values
+    y_clim = _climatology(ds[tgt], split.train + cfg.lead, p["t"] + cfg.lead)
     land = ~p["valid"].astype(bool)
 
     def mapvar(a):
@@ -203,7 +231,7 @@ class TrainedModel:
     store's windows as the model reads them: what a notebook needs to record, splice or steer it.
 
     ``model`` (eval mode), ``data`` (the opened store), ``split`` (chronological train / val /
-    test months), ``norm`` (the training split's normalisation; ``norm.y_inverse`` turns a
+    test time steps), ``norm`` (the training split's normalisation; ``norm.y_inverse`` turns a
     forecast back into W m-2) and ``config``.
     """
 
@@ -215,7 +243,7 @@ class TrainedModel:
 
     def windows(self, part: str = "test", store: str | Path | None = None):
         """The windows of one part of the split (``"train"``, ``"val"``, ``"test"``) as a
-        ``WindowDataset``; ``.items`` gives each window's (member, last input month, tile).
+        ``WindowDataset``; ``.items`` gives each window's (member, last input step, tile).
         ``store``: another store on the same grid and calendar (a shifted ocean), normalised
         as the training store."""
         ds = self.data if store is None else odata.open_zarr(store, target=self.config.target)
