@@ -1,18 +1,29 @@
-"""Real galaxies for the study: a Legacy Survey DR10 catalogue (and image cut-outs) as a
-:class:`~astro.synthetic.GalaxySample`.
+"""Real galaxies for the study: a Legacy Survey DR10 catalogue (and image cut-outs), with DESI
+redshifts joined to its rows, as a :class:`~astro.synthetic.GalaxySample`, and what was read
+said back as a :class:`scimech.reading.Reading` (``sample.meta["reading"]``; ``scimech astro
+inspect``).
 
-:func:`read_legacy_survey` reads a FITS table with the Tractor / sweep columns ``FLUX_G``,
-``FLUX_R``, ``FLUX_I``, ``FLUX_Z`` (nanomaggies), ``FLUX_IVAR_G..Z`` (nanomaggy^-2),
-``SHAPE_R`` (arcsec), ``SHAPE_E1``, ``SHAPE_E2`` and ``EBV`` (mag), any case, and optionally
-a redshift (``Z``, ``REDSHIFT`` or ``Z_SPEC``, e.g. DESI spectroscopic redshifts joined to
-the rows; needed to train and to score) and an attenuation (``A_V`` or ``AV``, mag, e.g. from
-the DESI FastSpecFit value-added catalogue; the study's dust steps need it). Cut-outs are an
-``(N, 4, H, W)`` g, r, i, z cube in nanomaggies per pixel at 0.262"/pixel, one per catalogue
-row, from ``.npy`` or FITS.
+Columns (any case; read by :mod:`astropy.io.fits`, TUNIT cards converted by :mod:`astropy.units`,
+absent ones taken as the survey's units), as the DR10 catalogue pages list them
+(legacysurvey.org/dr10/catalogs): ``FLUX_G``, ``FLUX_R``, ``FLUX_I``, ``FLUX_Z`` (nanomaggies),
+``FLUX_IVAR_G..Z`` (nanomaggy^-2), ``SHAPE_R`` (arcsec), ``SHAPE_E1``, ``SHAPE_E2`` and ``EBV``
+(mag); optionally ``MW_TRANSMISSION_G..Z``, the identity ``RELEASE``, ``BRICKID``, ``OBJID``;
+and from a DESI redshift catalogue (the ``ZCATALOG`` columns of the DESI data model,
+desidatamodel.readthedocs.io) ``TARGETID``, ``Z``, ``ZERR``, ``ZWARN``, ``SPECTYPE`` (a redshift
+also as ``REDSHIFT`` or ``Z_SPEC``) and an attenuation ``A_V`` / ``AV`` (mag, e.g. FastSpecFit).
+Cut-outs: :mod:`astro.cutouts` (band order from the header, units, pixel scale, fluxes
+cross-checked against the catalogue's).
 
-Rows with a non-positive inverse variance in any band, or a masked / non-finite value in any
-column read (or pixel), are dropped; their count is in ``meta["n_rejected"]`` (by reason in
-``meta["rejected"]``) and in a warning.
+Rows dropped, each counted under its first reason (``meta["rejected"]``, a warning and the
+reading): a masked / non-finite value in any column read (or pixel); a non-positive inverse
+variance in any band; ``ZWARN != 0`` (DESI's redshift warning bits: the redshift is not
+trusted); ``SPECTYPE`` other than ``GALAXY`` (a star or quasar in a galaxy study); a negative
+redshift (a star, or a sentinel such as -1).
+
+Milky Way extinction: with ``MW_TRANSMISSION_G..Z`` the fluxes (and cut-outs) are divided by
+the transmission and the inverse variances multiplied by its square (``meta["mw_corrected"]``);
+the template photo-z then takes E(B-V) = 0, so nothing is corrected twice. Without them the
+fluxes stay as observed and the template photo-z attenuates its models by ``EBV``.
 """
 
 from __future__ import annotations
@@ -26,11 +37,15 @@ from astropy.io import fits
 from astropy.table import QTable
 
 from scimech.errors import DataValidationError, DimensionError, MissingVariableError, UnitsError
+from scimech.reading import Reading
 
 from . import constants
+from .cutouts import check_fluxes, parse_unit, read_cube, read_images
+from .split import duplicates, identity_columns, object_groups
 from .synthetic import GalaxySample, SyntheticConfig
 
-__all__ = ["LEGACY_COLUMNS", "OPTIONAL_COLUMNS", "read_legacy_survey", "read_images", "write_legacy_survey"]
+__all__ = ["LEGACY_COLUMNS", "OPTIONAL_COLUMNS", "MW_COLUMNS", "read_legacy_survey", "read_images",
+           "write_legacy_survey", "PRODUCT"]
 
 #: study column -> (Legacy Survey column, unit of the study)
 LEGACY_COLUMNS: dict[str, tuple[str, u.UnitBase | None]] = {
@@ -46,71 +61,32 @@ OPTIONAL_COLUMNS: dict[str, tuple[tuple[str, ...], u.UnitBase | None]] = {
     "z": (("Z", "REDSHIFT", "Z_SPEC"), None),
     "a_v": (("A_V", "AV"), u.mag),
 }
-_SPELLINGS = {"nanomaggies": "nanomaggy", "nanomaggies^-2": "nanomaggy^-2"}
+#: band -> the Milky Way transmission column (DR10 catalogues: 10^(-A_b / 2.5), A_b = R_b E(B-V))
+MW_COLUMNS = {b: f"MW_TRANSMISSION_{b.upper()}" for b in constants.BANDS}
+#: what the reader reads, in words (the reading's product line)
+PRODUCT = "Legacy Surveys DR10 catalogue (Tractor / sweep columns)"
+_QUANTITY = {"flux": "flux", "flux_ivar": "flux inverse variance"}
 
 
-def _unit(text: str | None) -> u.UnitBase | None:
-    if not text or not text.strip():
-        return None
-    t = text.strip()
-    for a, b in _SPELLINGS.items():
-        t = t.replace(a, b)
-    try:
-        return u.Unit(t, format="generic")
-    except ValueError:
-        return u.UnrecognizedUnit(t)
-
-
-def _column(hdu: fits.BinTableHDU, name: str, unit: u.UnitBase | None, path: Path) -> np.ndarray:
-    """Values of column ``name`` in ``unit`` (its TUNIT converted; no TUNIT: the survey's own unit)."""
+def _column(hdu: fits.BinTableHDU, name: str, unit: u.UnitBase | None, path: Path
+            ) -> tuple[np.ndarray, str, str]:
+    """Values of column ``name`` in ``unit`` (its TUNIT converted; no TUNIT: the survey's own unit),
+    the TUNIT as found and the conversion made (``""`` when none)."""
     values = np.ma.masked_invalid(np.ma.asarray(hdu.data[name], dtype=float))
     idx = [c.name for c in hdu.columns].index(name)
-    got = _unit(hdu.columns[idx].unit)
+    found = hdu.columns[idx].unit or ""
+    got = parse_unit(found)
     if unit is None or got is None or got == u.dimensionless_unscaled:
         if unit is not None and got == u.dimensionless_unscaled:
             raise UnitsError(f"{path}: column {name} is dimensionless; expected {unit}. Fix its TUNIT card.")
-        return values
+        return values, found, ""
     try:
         factor = got.to(unit)
     except u.UnitConversionError as err:
         raise UnitsError(f"{path}: column {name} is in {got}, which does not convert to {unit} (the Legacy "
                          f"Survey unit; 1 nanomaggy = 3.631e-6 Jy, m_AB = 22.5 - 2.5 log10 f). Convert the "
                          "column or fix its TUNIT card.") from err
-    return values * factor
-
-
-def read_images(path: str | Path) -> np.ndarray:
-    """An ``(N, 4, H, W)`` cut-out cube [nanomaggy per pixel] from ``.npy`` or FITS (the first
-    image HDU with data; ``BUNIT``, when present, must convert to nanomaggies)."""
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"No image cube at {path}; give an (N, 4, H, W) .npy or FITS file.")
-    try:
-        if path.suffix == ".npy":
-            cube = np.load(path, mmap_mode="r")
-            unit = None
-        else:
-            with fits.open(path) as hdul:
-                hdu = next((h for h in hdul if h.is_image and h.data is not None), None)
-                if hdu is None:
-                    raise DataValidationError(f"{path} holds no image data; expected an (N, 4, H, W) cube.")
-                cube = np.asarray(hdu.data)
-                unit = _unit(hdu.header.get("BUNIT"))
-    except DataValidationError:
-        raise
-    except (OSError, ValueError, EOFError, TypeError) as err:   # TypeError: astropy on a truncated file
-        raise DataValidationError(f"{path} is not a readable .npy or FITS image cube ({type(err).__name__}: "
-                                  f"{str(err)[:200]}).") from err
-    if cube.ndim != 4 or cube.shape[1] != len(constants.BANDS):
-        raise DimensionError(f"{path}: images have shape {cube.shape}; expected (N, 4, H, W) with the bands "
-                             f"{', '.join(constants.BANDS)} on axis 1 (one cut-out per catalogue row).")
-    cube = np.asarray(cube, np.float32)
-    if unit is not None:
-        try:
-            cube = cube * np.float32(unit.to(u.nmgy))
-        except u.UnitConversionError as err:
-            raise UnitsError(f"{path}: BUNIT {unit} does not convert to nanomaggies per pixel.") from err
-    return cube
+    return values * factor, found, "" if factor == 1 else f"{got} -> {unit} (x {factor:.6g})"
 
 
 def _centre_crop(cube: np.ndarray, size: int, path: Path) -> np.ndarray:
@@ -122,114 +98,251 @@ def _centre_crop(cube: np.ndarray, size: int, path: Path) -> np.ndarray:
     return cube[..., y0:y0 + size, x0:x0 + size]
 
 
+def _table(hdul: fits.HDUList, path: Path) -> tuple[fits.BinTableHDU, int, dict[str, str]]:
+    """The first table HDU, its row count and ``{UPPER: name}`` of its columns."""
+    hdu = next((h for h in hdul if isinstance(h, fits.BinTableHDU)), None)
+    if hdu is None:
+        raise DataValidationError(f"{path} has no table HDU (found {[h.name for h in hdul]}); expected a Legacy Survey "
+                                  "catalogue (a FITS binary table).")
+    n = int(hdu.header.get("NAXIS2", 0))
+    if n == 0:
+        raise DataValidationError(f"{path}: the catalogue table is empty (0 rows).")
+    return hdu, n, {c.name.upper(): c.name for c in hdu.columns}
+
+
+def _mw_transmission(hdu, names: dict[str, str], path: Path) -> dict[str, np.ndarray] | None:
+    """``{band: transmission}`` from ``MW_TRANSMISSION_G..Z``, or ``None`` when the table has none."""
+    have = {b: c for b, c in MW_COLUMNS.items() if c in names}
+    if not have:
+        return None
+    if len(have) < len(MW_COLUMNS):
+        lacking = [c for b, c in MW_COLUMNS.items() if b not in have]
+        raise MissingVariableError(f"{path} has {sorted(have.values())} but not {lacking}: correcting some bands for "
+                                   "Milky Way extinction and not others would bend the colours. Give all four "
+                                   "MW_TRANSMISSION columns, or none (the template photo-z then uses EBV).")
+    out = {}
+    for b, c in have.items():
+        t = np.ma.masked_invalid(np.ma.asarray(hdu.data[names[c]], dtype=float))
+        bad = np.ma.filled((t <= 0) | (t > 1 + 1e-6), False)
+        if bad.any():
+            raise UnitsError(f"{path}: {c} has {int(bad.sum())} values outside 0 < T <= 1 (e.g. "
+                             f"{float(t[bad][0]):.4g}); it is a transmission, 10^(-A/2.5), not an extinction in "
+                             "magnitudes: convert with T = 10**(-0.4 * A).")
+        out[b] = t
+    return out
+
+
 def read_legacy_survey(path: str | Path, images: str | Path | None = None, *, stamp: int | None = None
                        ) -> GalaxySample:
-    """A Legacy Survey DR10 catalogue (and cut-outs) as the study's sample.
+    """A Legacy Survey DR10 catalogue (and cut-outs) as the study's sample; see the module docstring.
 
     Parameters
     ----------
     path
         FITS file whose first table HDU has the columns of :data:`LEGACY_COLUMNS` (names in any
         case; TUNIT cards converted, absent ones taken as the survey's units) and optionally
-        those of :data:`OPTIONAL_COLUMNS`.
+        those of :data:`OPTIONAL_COLUMNS`, :data:`MW_COLUMNS`, an identity
+        (:data:`astro.split.IDENTITIES`) and DESI's ``ZERR``, ``ZWARN``, ``SPECTYPE``.
     images
-        ``(N, 4, H, W)`` cut-outs [nanomaggy per pixel], one per row of the table (``.npy`` or FITS).
+        Cut-outs, one per row of the table (``.npy`` or FITS; :func:`astro.cutouts.read_cube`),
+        cross-checked against the catalogue's fluxes (:func:`astro.cutouts.check_fluxes`).
     stamp
         Centre-crop the cut-outs to ``stamp x stamp`` pixels (the stand-in's grid is 24).
 
     Returns
     -------
     GalaxySample
-        ``catalog``: QTable with ``row`` (index in the file), ``flux_g..z`` [nmgy],
-        ``flux_ivar_g..z`` [nmgy-2], ``shape_r`` [arcsec], ``shape_e1``, ``shape_e2``, ``ebv``
-        [mag], and ``z``, ``a_v`` [mag] when the file has them; ``images`` or None; ``meta``
-        with ``source``, ``n_rows``, ``n_rejected`` and ``rejected`` (count per reason).
+        ``catalog``: QTable with ``row`` (index in the file), ``object`` (rows of one object share
+        it), ``flux_g..z`` [nmgy], ``flux_ivar_g..z`` [nmgy-2] (both corrected for Milky Way
+        extinction when the table has ``MW_TRANSMISSION_*``), ``shape_r`` [arcsec], ``shape_e1``,
+        ``shape_e2``, ``ebv`` [mag], and ``z``, ``a_v`` [mag] when the file has them; ``images``
+        [nanomaggy per pixel] or None; ``meta`` with ``source``, ``n_rows``, ``n_rejected``,
+        ``rejected`` (count per reason), ``identity``, ``mw_corrected`` and ``reading``.
 
     Raises
     ------
     FileNotFoundError
         No file at ``path`` or ``images``.
     MissingVariableError
-        A required column is absent (all are named).
+        A required column is absent (all are named), or only some ``MW_TRANSMISSION`` columns.
     UnitsError
-        A column's unit does not convert to the survey's.
+        A column's unit does not convert to the survey's; a transmission outside (0, 1]; cut-outs
+        whose fluxes are beyond :data:`astro.cutouts.CUBE_FLUX_FACTOR` of the catalogue's.
     DimensionError
         The image cube is not ``(N, 4, H, W)`` with N = the table's rows.
     DataValidationError
-        Not a FITS table, no rows, or no row left after the rejections.
+        Not a FITS table, no rows, no row left after the rejections, or cut-outs in another band
+        or row order than the catalogue's.
     """
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"No catalogue at {path}; give a FITS table with Legacy Survey columns.")
+    reading = Reading(PRODUCT, str(path))
     try:
         with fits.open(path) as hdul:
-            hdu = next((h for h in hdul if isinstance(h, fits.BinTableHDU)), None)
-            if hdu is None:
-                raise DataValidationError(f"{path} has no table HDU (found {[h.name for h in hdul]}); expected "
-                                          "a Legacy Survey catalogue (a FITS binary table).")
-            n = int(hdu.header.get("NAXIS2", 0))
-            if n == 0:
-                raise DataValidationError(f"{path}: the catalogue table is empty (0 rows).")
-            names = {c.name.upper(): c.name for c in hdu.columns}
+            hdu, n, names = _table(hdul, path)
             missing = [col for col, _ in LEGACY_COLUMNS.values() if col not in names]
             if missing:
                 raise MissingVariableError(
                     f"{path} lacks the Legacy Survey column(s) {missing} (has {sorted(names)}). The study needs "
                     f"{[c for c, _ in LEGACY_COLUMNS.values()]}: the g, r, i, z fluxes and inverse variances, "
                     "the shape (SHAPE_R, SHAPE_E1, SHAPE_E2) and the Milky-Way E(B-V).")
-            cols = {k: _column(hdu, names[col], unit, path) for k, (col, unit) in LEGACY_COLUMNS.items()}
+            cols, found = {}, {}
+            for k, (col, unit) in LEGACY_COLUMNS.items():
+                cols[k], *found[k] = _column(hdu, names[col], unit, path)
+                found[k] = (names[col], *found[k])
             for k, (cands, unit) in OPTIONAL_COLUMNS.items():
-                found = next((names[c] for c in cands if c in names), None)
-                if found is not None:
-                    cols[k] = _column(hdu, found, unit, path)
-    except (DataValidationError, FileNotFoundError):
+                name = next((names[c] for c in cands if c in names), None)
+                if name is not None:
+                    cols[k], *rest = _column(hdu, name, unit, path)
+                    found[k] = (name, *rest)
+            ident = identity_columns(names)
+            groups = (object_groups({c: np.asarray(hdu.data[names[c]]) for c in ident}) if ident
+                      else np.arange(n))
+            mw = _mw_transmission(hdu, names, path)
+            zwarn = np.asarray(hdu.data[names["ZWARN"]]).astype(np.int64) if "ZWARN" in names else None
+            spectype = (np.char.strip(np.char.upper(np.asarray(hdu.data[names["SPECTYPE"]]).astype(str)))
+                        if "SPECTYPE" in names else None)
+            zerr = _column(hdu, names["ZERR"], None, path) if "ZERR" in names else None
+    except (DataValidationError, FileNotFoundError, MissingVariableError, UnitsError):
         raise
     except (OSError, ValueError, TypeError, KeyError, EOFError) as err:
         raise DataValidationError(f"{path} is not a readable FITS catalogue ({type(err).__name__}: "
                                   f"{str(err)[:200]}).") from err
     cube = None
     if images is not None:
-        cube = read_images(images)
-        if len(cube) != n:
-            raise DimensionError(f"{images} holds {len(cube)} cut-outs but {path} has {n} rows; give one "
+        cube = read_cube(images)
+        if len(cube.data) != n:
+            raise DimensionError(f"{images} holds {len(cube.data)} cut-outs but {path} has {n} rows; give one "
                                  "(4, H, W) cut-out per catalogue row, in the same order.")
-        if stamp is not None:
-            cube = _centre_crop(cube, int(stamp), Path(images))
-    bad_ivar = np.zeros(n, bool)
-    for b in constants.BANDS:
-        iv = cols[f"flux_ivar_{b}"]
-        bad_ivar |= ~(iv.filled(np.inf) > 0)            # masked counts as "masked", below
     masked = np.zeros(n, bool)
     for v in cols.values():
         masked |= np.ma.getmaskarray(v)
+    if mw is not None:
+        for t in mw.values():
+            masked |= np.ma.getmaskarray(t)
     if cube is not None:
-        masked |= ~np.isfinite(cube).all(axis=(1, 2, 3))
-    # a negative redshift is a star or a "no redshift" sentinel (-1, -99), not a galaxy's (at
-    # z = -1 the training targets' width 0.01 (1 + z) is 0 and the loss is NaN)
-    bad_z = np.zeros(n, bool)
-    if "z" in cols:
-        bad_z = np.asarray(cols["z"].filled(0.0), float) < 0
-    rejected = {"non-positive inverse variance": int((bad_ivar & ~masked).sum()),
-                "masked or non-finite value": int(masked.sum())}
-    if (bad_z & ~masked & ~bad_ivar).any():
-        rejected["negative redshift (a star, or a sentinel such as -1)"] = int((bad_z & ~masked & ~bad_ivar).sum())
-    keep = ~(bad_ivar | masked | bad_z)
-    n_rej = int(n - keep.sum())
+        masked |= ~np.isfinite(cube.data).all(axis=(1, 2, 3))
+    bad_ivar = np.zeros(n, bool)
+    for b in constants.BANDS:
+        bad_ivar |= ~(cols[f"flux_ivar_{b}"].filled(np.inf) > 0)     # masked counts as "masked", above
+    # reasons in order; each row counted under the first that applies
+    reasons: list[tuple[str, np.ndarray]] = [("masked or non-finite value", masked),
+                                             ("non-positive inverse variance", bad_ivar)]
+    if zwarn is not None:
+        reasons.append(("ZWARN != 0 (DESI redshift warning)", zwarn != 0))
+    if spectype is not None:
+        reasons.append(("SPECTYPE not GALAXY", spectype != "GALAXY"))
+    if "z" in cols:    # a negative redshift is a star or a sentinel (-1, -99): the targets' width 0.01 (1 + z) is 0
+        reasons.append(("negative redshift (a star, or a sentinel such as -1)",
+                        np.asarray(cols["z"].filled(0.0), float) < 0))
+    dropped = np.zeros(n, bool)
+    rejected = {}
+    for why, bad in reasons:
+        count = int((bad & ~dropped).sum())
+        if count or why in ("masked or non-finite value", "non-positive inverse variance"):
+            rejected[why] = count
+        dropped |= bad
+    keep = ~dropped
+    n_rej = int(dropped.sum())
     if not keep.any():
         raise DataValidationError(f"{path}: none of the {n} rows is usable ({rejected}).")
     if n_rej:
         warnings.warn(f"{path}: dropped {n_rej} of {n} rows ({', '.join(f'{k}: {v}' for k, v in rejected.items() if v)})",
                       stacklevel=2)
+    flux = np.stack([np.asarray(cols[f"flux_{b}"].filled(np.nan)) for b in constants.BANDS], 1)
+    ivar = np.stack([np.asarray(cols[f"flux_ivar_{b}"].filled(np.nan)) for b in constants.BANDS], 1)
+    bands_facts = {"catalogue": "g, r, i, z (" + ", ".join(LEGACY_COLUMNS[f"flux_{b}"][0] for b in constants.BANDS) + ")"}
+    data = None
+    if cube is not None:
+        bands_facts["cut-outs"] = (", ".join(cube.bands_found) + f" ({cube.bands_source})"
+                                   + ("; reordered to g, r, i, z" if cube.reordered else ""))
+        bands_facts["pixel scale"] = (f"{cube.pixel_scale:.4g}\"/pixel ({cube.pixel_scale_source})" if cube.pixel_scale
+                                      else f"not in the header; {constants.PIXEL_SCALE_ARCSEC}\"/pixel assumed")
+        bands_facts.update(check_fluxes(cube.data[keep], flux[keep], ivar[keep], str(images)))
+        data = cube.data[keep]
+        if stamp is not None:
+            data = _centre_crop(data, int(stamp), Path(images))
+    if mw is not None:          # Milky Way extinction: observed / transmission (and the cut-outs alike)
+        trans = np.stack([np.asarray(mw[b].filled(np.nan)) for b in constants.BANDS], 1)
+        for k, b in enumerate(constants.BANDS):
+            cols[f"flux_{b}"] = np.ma.asarray(flux[:, k] / trans[:, k])
+            cols[f"flux_ivar_{b}"] = np.ma.asarray(ivar[:, k] * trans[:, k] ** 2)
+        if data is not None:
+            data = data / trans[keep][:, :, None, None].astype(np.float32)
     cat = QTable()
     cat["row"] = np.flatnonzero(keep)
+    cat["object"] = np.asarray(groups)[keep]
     for k, v in cols.items():
         unit = LEGACY_COLUMNS.get(k, OPTIONAL_COLUMNS.get(k, (None, None)))[1]
-        vals = np.asarray(v.filled(np.nan))[keep]
+        vals = np.asarray(np.ma.filled(v, np.nan))[keep]
         cat[k] = vals * unit if unit is not None else vals
+    identity = "+".join(ident) if ident else "row (no TARGETID or BRICKID + OBJID column)"
     meta = dict(source=str(path), images=str(images) if images is not None else "", n_rows=n, n_rejected=n_rej,
                 rejected=rejected, survey="Legacy Surveys DR10", pixel_scale_arcsec=constants.PIXEL_SCALE_ARCSEC,
-                dusty_av=SyntheticConfig.dusty_av, extended_arcsec=SyntheticConfig.extended_arcsec)
-    return GalaxySample(cat, None if cube is None else np.ascontiguousarray(cube[keep]), meta)
+                dusty_av=SyntheticConfig.dusty_av, extended_arcsec=SyntheticConfig.extended_arcsec,
+                identity=identity, mw_corrected=mw is not None)
+    _fill_reading(reading, found, mw is not None, ident, zwarn is not None, spectype is not None, zerr, cube, images)
+    dup_rows, dup_objects = duplicates(cat["object"])
+    reading.fact("rows", "read", n)
+    for why, count in rejected.items():
+        reading.fact("rows", f"dropped: {why}", count)
+    reading.fact("rows", "kept", int(keep.sum()))
+    reading.fact("rows", "objects", f"{len(np.unique(cat['object']))} by {identity}")
+    reading.fact("rows", "duplicates", f"{dup_rows} rows share their object with another row ({dup_objects} objects); "
+                 "each object's rows are kept together on one side of the split" if dup_rows else "none")
+    for k, v in bands_facts.items():
+        reading.fact("bands", k, v)
+    if "z" not in cols:
+        reading.note("No redshift column (Z, REDSHIFT or Z_SPEC): `astro inspect` reads the catalogue, but the study "
+                     "needs one to train and score (e.g. DESI redshifts joined to the rows).")
+    if "a_v" not in cols:
+        reading.note("No attenuation column (A_V or AV): the study's dust populations, probes and bias need one "
+                     "(e.g. from the DESI FastSpecFit value-added catalogue).")
+    meta["reading"] = reading
+    return GalaxySample(cat, None if data is None else np.ascontiguousarray(data, np.float32), meta)
+
+
+def _fill_reading(reading: Reading, found: dict, mw: bool, ident: tuple, zwarn: bool, spectype: bool, zerr,
+                  cube, images) -> None:
+    """The quantity rows of the reading: each column that served, its units as found and as used."""
+    def unit_text(unit) -> str:
+        return "" if unit is None else "nanomaggy" if unit == u.nmgy else "nanomaggy^-2" if unit == u.nmgy**-2 else str(unit)
+
+    for k, (_, unit) in LEGACY_COLUMNS.items():
+        name, tunit, conv = found[k]
+        if mw and k.startswith("flux_ivar_"):
+            conv = "; ".join(filter(None, [conv, f"x MW_TRANSMISSION_{k[-1].upper()}^2 (Milky Way extinction)"]))
+        elif mw and k.startswith("flux_"):
+            conv = "; ".join(filter(None, [conv, f"/ MW_TRANSMISSION_{k[-1].upper()} (Milky Way extinction)"]))
+        found_unit = tunit or (f"(none: {unit_text(unit)} assumed)" if unit is not None else "")
+        reading.add(k, name, "name", found_unit, unit_text(unit), conv)
+    if mw:
+        reading.add("milky_way_extinction", "MW_TRANSMISSION_G/R/I/Z", "name", "", "transmission",
+                    "fluxes and cut-outs divided by it; the template photo-z takes E(B-V) = 0 (not corrected twice)")
+    else:
+        reading.add("milky_way_extinction", "EBV", "name", "mag", "mag",
+                    "fluxes not corrected (no MW_TRANSMISSION columns); the template photo-z attenuates its models by "
+                    "EBV (Fitzpatrick 1999, R_V = 3.1)")
+    for k, label in (("z", "redshift"), ("a_v", "a_v")):
+        if k in found:
+            name, tunit, conv = found[k]
+            reading.add(label, name, "name", tunit, "mag" if k == "a_v" else "", conv)
+        else:
+            reading.add(label, "", "absent", "", "", "the study needs it")
+    if zerr is not None:
+        reading.add("redshift_error", "ZERR", "name", zerr[1], "", "read, not used")
+    if zwarn:
+        reading.add("redshift_warning", "ZWARN", "name", "", "", "rows with ZWARN != 0 dropped")
+    if spectype:
+        reading.add("spectral_type", "SPECTYPE", "name", "", "", "rows other than GALAXY dropped")
+    reading.add("identity", "+".join(ident) if ident else "", "name" if ident else "absent", "", "",
+                "the train/test split keeps each object's rows together" if ident else "each row its own object")
+    if cube is not None:
+        reading.add("images", str(images), "option", cube.unit_found or "(none: nanomaggy assumed)",
+                    "nanomaggy per pixel", "; ".join(filter(None, [cube.conversion, "bands reordered to g, r, i, z"
+                                                                 if cube.reordered else "",
+                                                                 "/ MW_TRANSMISSION per band" if mw else ""])))
 
 
 #: TUNIT cards as DR10 sweep files spell them

@@ -20,6 +20,7 @@ from typing import Any
 import xarray as xr
 
 from scimech.parallel import map_units
+from scimech.reading import Reading
 from scimech.results import UnitStore
 
 from .evidence import gather_evidence
@@ -29,7 +30,10 @@ from .plan import STANDIN_STAMP, StudySettings, resolve_settings
 from .resume import claim_folder
 from .units import catalog_unit, interventions_unit, synth_unit, train_unit
 
-__all__ = ["run_resumable_study", "run_settings"]
+__all__ = ["run_resumable_study", "run_settings", "READING_FILE"]
+
+#: what the reader read from a catalogue (scimech.reading.Reading as JSON), in the run folder
+READING_FILE = "reading.json"
 
 Log = Callable[[str], None]
 
@@ -134,6 +138,7 @@ def run_settings(settings: StudySettings, *, client=None, log: Log | None = None
     res = gather_evidence(adapter, train_s, test_s, n_bootstrap=int(s.sizes["n_bootstrap"]), seed=s.seed,
                           block=s.block, log=say, intervene=intervene)
     timings["study"] = time.perf_counter() - t
+    res["predictions"].attrs["galaxies"] = s.source       # "catalog": real data, no planted truth to report
     save_study(res, s.out / "study", config=dict(s.record), seed=s.seed)
     return res, timings
 
@@ -154,6 +159,8 @@ def _split_catalogue(s: StudySettings, train: Path, test: Path, store: UnitStore
         store, client=client, desc="astro catalogue")["catalog/split"]
     for w in got["warnings"]:
         say(w)
+    if "reading" in got:      # what was read, said back: the report on real data opens with it
+        Reading.from_dict(got["reading"]).save(s.out / READING_FILE)
     say(f"{got['n_train']} training / {got['n_test']} test galaxies; {got['n_rejected']} rows dropped")
 
 

@@ -185,16 +185,53 @@ class AstroStudy(Study):
 
         return study_findings(evidence.results)
 
-    def planted_truth(self, evidence) -> str:
+    def planted_truth(self, evidence) -> str | None:
+        """``recovery.txt``; ``None`` for a study of your catalogue (real galaxies have no planted truth)."""
         from .findings import recovery_text
 
+        if evidence.results["predictions"].attrs.get("galaxies") == "catalog":
+            return None
         return recovery_text(evidence.results)
 
     def report(self, evidence, plan: Plan) -> Path:
+        from scimech.reading import Reading
+
         from .report import galaxies_text, write_report
+        from .run import READING_FILE
 
         galaxies = galaxies_text(plan.settings) if plan.settings is not None else None
-        return write_report(evidence.results, Path(plan.out), timings=evidence.timings or None, galaxies=galaxies)
+        read = Path(plan.out) / READING_FILE
+        return write_report(evidence.results, Path(plan.out), timings=evidence.timings or None, galaxies=galaxies,
+                            reading=Reading.load(read) if read.is_file() else None)
+
+    # --- what is read from your catalogue ------------------------------------------------------
+    def add_inspect_options(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--images", type=input_path("npy", "fits"), default=None,
+                            help="(N, 4, H, W) cut-outs, one per catalogue row (.npy or FITS): their band order, "
+                                 "units and pixel scale are read and their fluxes checked against the catalogue's")
+        parser.add_argument("--test-fraction", type=fraction(), default=0.25, metavar="F",
+                            help="share of the objects the study would hold out for testing (default 0.25)")
+        options.add(parser, "seed", default=0, context="Here: the train/test split the study would make")
+
+    def inspect(self, path: Path, args: argparse.Namespace):
+        """What ``scimech astro study --data PATH`` reads from a Legacy Survey catalogue (and cut-outs), said
+        back as a :class:`scimech.reading.Reading`: the columns, units and conversions, the rows dropped and
+        why, the band order, and the split by object identity. No torch, no model."""
+        import warnings
+
+        from .catalog import read_legacy_survey
+        from .plan import data_files
+        from .split import split_catalogue
+
+        catalog, images = data_files(path, getattr(args, "images", None))
+        with warnings.catch_warnings():            # the dropped rows are in the reading
+            warnings.simplefilter("ignore", UserWarning)
+            sample = read_legacy_survey(catalog, images)
+        try:
+            split_catalogue(sample, getattr(args, "test_fraction", 0.25), getattr(args, "seed", 0))
+        except ScimechError as err:                # a catalogue too small to split is still read back
+            sample.meta["reading"].fact("split", "not possible", str(err))
+        return sample.meta["reading"]
 
     def load(self, folder: Path):
         """The saved results of a study folder (``<folder>/study/*.nc``, or the ``study/`` folder itself)."""

@@ -23,24 +23,22 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 import xarray as xr
 from threadpoolctl import threadpool_limits
 
-from scimech.errors import ConfigError, MissingVariableError
+from scimech.errors import MissingVariableError
 
 from .catalog import read_legacy_survey
 from .files import load_adapter, load_sample, save_sample
 from .measures import intervention_chunk, study_batches
 from .models import standin
+from .split import MIN_TEST, split_catalogue  # noqa: F401  (MIN_TEST: re-exported)
 from .synthetic import make_galaxies
 from .training import train_standin
 
 __all__ = ["synth_unit", "catalog_unit", "train_unit", "interventions_unit", "single_thread", "STUDY_TRUTH"]
 
-#: test galaxies the probes need at least (5-fold cross-validation, 2 per fold)
-MIN_TEST = 10
 #: catalogue columns the study needs besides the survey's own
 STUDY_TRUTH = {"z": "a redshift column Z (or REDSHIFT, Z_SPEC), e.g. DESI spectroscopic redshifts joined to the rows",
                "a_v": "an attenuation column A_V (or AV) in mag, e.g. from the DESI FastSpecFit value-added catalogue"}
@@ -69,8 +67,10 @@ def synth_unit(path: str, n: int, seed: int, world: str = "standard") -> dict[st
 
 def catalog_unit(catalog: str, images: str | None, train_path: str, test_path: str, test_fraction: float,
                  seed: int, stamp: int | None) -> dict[str, Any]:
-    """Read a Legacy Survey catalogue (and cut-outs), split its rows at random (``seed``) into
-    ``test_fraction`` test and the rest training galaxies, and write both samples."""
+    """Read a Legacy Survey catalogue (and cut-outs), split its *objects* at random (``seed``) into
+    ``test_fraction`` test and the rest training galaxies (:func:`astro.split.split_by_object`: the
+    rows of one object stay on one side), and write both samples. The result carries the reading
+    (``reading``: :meth:`scimech.reading.Reading.to_dict`, its ``split`` section filled)."""
     with warnings.catch_warnings(record=True) as caught:   # the dropped-rows count goes into the result
         warnings.simplefilter("always")
         s = read_legacy_survey(catalog, images, stamp=stamp)
@@ -78,20 +78,12 @@ def catalog_unit(catalog: str, images: str | None, train_path: str, test_path: s
     if lacking:
         raise MissingVariableError(f"{catalog}: the study scores redshifts and reads dust, so it needs "
                                    f"{'; '.join(lacking)}.")
-    n = len(s)
-    n_test = int(round(test_fraction * n))
-    if not 0 < n_test < n:
-        raise ConfigError(f"--test-fraction {test_fraction} leaves {n_test} of {n} usable galaxies for the test "
-                          "set; choose a fraction that keeps both sets non-empty.")
-    if n_test < MIN_TEST:
-        raise ConfigError(f"--test-fraction {test_fraction} leaves {n_test} of {n} usable galaxies for the test set; "
-                          f"the probes' 5-fold cross-validation needs at least {MIN_TEST} (2 per fold): raise "
-                          f"--test-fraction or bring more galaxies.")
-    order = np.random.default_rng(seed).permutation(n)
-    save_sample(s[np.sort(order[n_test:])], train_path)
-    save_sample(s[np.sort(order[:n_test])], test_path)
-    return {"n_train": n - n_test, "n_test": n_test, "n_rejected": int(s.meta["n_rejected"]),
-            "rejected": s.meta["rejected"], "warnings": [str(w.message) for w in caught]}
+    train, test = split_catalogue(s, test_fraction, seed)
+    save_sample(s[train], train_path)
+    save_sample(s[test], test_path)
+    return {"n_train": len(train), "n_test": len(test), "n_rejected": int(s.meta["n_rejected"]),
+            "rejected": s.meta["rejected"], "warnings": [str(w.message) for w in caught],
+            "reading": s.meta["reading"].to_dict()}
 
 
 def train_unit(train_path: str, model_dir: str, epochs: int, batch_size: int, seed: int, planted: bool = False,
