@@ -22,10 +22,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import pandas as pd
 
 from scimech.concepts import REGIMES
 from scimech.config import keys_as_written, read_config
@@ -33,11 +36,12 @@ from scimech.errors import ConfigError
 from scimech.options import number, whole
 from scimech.study import Plan
 
+from . import timeaxis
 from .settings import CONFIG_KEYS
 from .synthetic import SynthConfig
 
 __all__ = ["StudyConfig", "SIZES", "CONFIG_KEYS", "load_config", "make_config", "config_from_args", "RunSettings",
-           "study_plan"]
+           "study_plan", "check_record"]
 
 
 @dataclass
@@ -276,10 +280,70 @@ class RunSettings:
 _BENCH_UNIT = (3.88, 8 * 10 * 4 * 2 * 12)
 
 
+def _synthetic_axis(syn: Mapping[str, Any]) -> timeaxis.TimeAxis:
+    """The synthetic ocean's time axis without running it: whole months of ``years`` x 365.25 days
+    from ``start`` (:func:`ocean.synthetic.generate`), monthly or daily."""
+    days = pd.date_range(syn["start"], periods=int(round(syn["years"] * 365.25)), freq="D")
+    last = days[-1].to_period("M") - (0 if days[-1].is_month_end else 1)
+    days = days[days.to_period("M") <= last]
+    monthly = syn["output"] == "monthly"
+    time = days[days.day == 1] if monthly else days
+    first, end = (str(time[0].date()), str(time[-1].date())) if len(time) else ("-", "-")
+    return timeaxis.TimeAxis("time", "proleptic_gregorian", "month" if monthly else "day", 1, "MS" if monthly else "D",
+                             len(time), first, end, 365.2425 * 86400 / 12 if monthly else 86400.0)
+
+
+def _data_axis(path: str) -> timeaxis.TimeAxis | None:
+    """The time axis of your data, its time coordinate read alone (no values of any field); ``None``
+    when the file cannot be opened (:func:`ocean.data.open_store` then says why)."""
+    import xarray as xr
+
+    try:
+        if Path(path).is_dir():
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # no consolidated metadata
+                ds = xr.open_zarr(path, decode_times=False, chunks={})
+        else:
+            ds = xr.open_dataset(path, decode_times=False, chunks={})
+    except Exception:
+        return None
+    return timeaxis.time_axis(ds)
+
+
+def check_record(cfg: StudyConfig, axis: timeaxis.TimeAxis) -> None:
+    """Refuse, before any work, a record too short for the study: the chronological split of
+    ``window`` and ``lead`` (:func:`ocean.samples.steps_needed`) must leave non-empty validation
+    and test splits and a year of training samples (the climatology forecast is per phase of the
+    year). The message gives the length needed in the product's own steps.
+
+    Raises
+    ------
+    DataValidationError
+        The record is shorter than that.
+    """
+    from .samples import steps_needed
+
+    fractions = tuple(float(f) for f in cfg.fractions)
+    needed = steps_needed(window=cfg.window, lead=cfg.lead, fractions=fractions, train_min=axis.year_steps)
+    timeaxis.check_length(
+        axis, needed, f"window={cfg.window} ({axis.words(cfg.window)} of inputs), lead={cfg.lead} "
+        f"({axis.words(cfg.lead)} ahead) and fractions {fractions} (non-empty validation and test splits, a "
+        f"training split of a year)", "a shorter window, or larger validation and test shares (fractions)")
+
+
 def study_plan(cfg: StudyConfig, out: str | Path, *, size: str = "quick", run_dir: str | Path | None = None,
                device: str = "cpu", progress_bar: bool = False) -> Plan:
-    """What ``scimech ocean study`` would run: regimes x seeds units, the data and their sizes."""
+    """What ``scimech ocean study`` would run: regimes x seeds units, the data and their sizes.
+
+    The record's time axis is read first (your data's time coordinate alone, or the synthetic
+    ocean's from its settings) and a record too short for the split is refused here, before any
+    work (:func:`check_record`); a gap or an irregular step in your data too
+    (:func:`ocean.timeaxis.time_axis`).
+    """
     syn = {**dataclasses.asdict(SynthConfig()), **cfg.synth}
+    axis = _data_axis(cfg.data) if cfg.data else _synthetic_axis(syn)
+    if axis is not None:
+        check_record(cfg, axis)
     units = [f"{r}/seed={s}" for r in cfg.regimes for s in cfg.seeds]
     sizes = {"size": size, "regimes": ", ".join(cfg.regimes), "seeds": ", ".join(map(str, cfg.seeds)),
              "epochs": cfg.epochs, "width": cfg.width}
@@ -291,6 +355,9 @@ def study_plan(cfg: StudyConfig, out: str | Path, *, size: str = "quick", run_di
                          f"{syn['ny']} x {syn['nx']} grid")
         work = syn["ny"] * syn["nx"] * syn["years"] * syn["n_members"] * cfg.epochs
         per = _BENCH_UNIT[0] * work / _BENCH_UNIT[1]
+    if axis is not None:
+        sizes["time"] = (f"{axis.n} steps, {axis.describe}, {axis.calendar} calendar; window {axis.words(cfg.window)}, "
+                         f"lead {axis.words(cfg.lead)}")
     sizes["device"] = device
     settings = RunSettings(cfg, Path(run_dir if run_dir is not None else out), device, progress_bar)
     return Plan("ocean study", units, sizes, per, "scaled by grid cells x years x members x epochs from "

@@ -83,6 +83,12 @@ class TimeAxis:
             return 12.0 / (self.size * (12 if self.unit == "year" else 1))
         return year / self.step_seconds
 
+    @property
+    def year_steps(self) -> int:
+        """Time steps in one year, rounded up (12 monthly, 365 daily, 360 daily in a ``360_day``
+        calendar, 73 5-daily): what a climatology per phase of the year needs at least."""
+        return int(np.ceil(self.steps_per_year - 1e-9))
+
     def words(self, n: int) -> str:
         """``n`` steps in the product's own frequency (:func:`step_words`)."""
         return _words(self.unit, self.size * int(n))

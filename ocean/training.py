@@ -32,7 +32,7 @@ def _setup(cfg: StudyConfig, path: Path):
     ds = odata.open_zarr(path, target=cfg.target)
     axis = timeaxis.time_axis(ds)
     split = odata.chronological_split(ds.sizes["time"], window=cfg.window, lead=cfg.lead,
-                                      fractions=tuple(cfg.fractions), train_min=year_of_steps(axis), time=axis)
+                                      fractions=tuple(cfg.fractions), train_min=axis.year_steps, time=axis)
     norm = odata.fit_normalizer(ds, split.train, window=cfg.window, lead=cfg.lead, target=cfg.target,
                                 concept_scaling=cfg.concept_scaling)
     return ds, split, norm
@@ -69,12 +69,6 @@ def _predict(model, loader, n_free: int):
     cat = np.concatenate
     return {"y": cat(ys), "c": cat(cs), "y0": cat(y0) if y0 else None, "hidden": cat(hs), "t": cat(ts),
             "member": cat(ms), "valid": vs[0][0], "y_true": cat(yt), "c_true": cat(ct)}
-
-
-def year_of_steps(axis: timeaxis.TimeAxis) -> int:
-    """Time steps in one year of the product (12 monthly, 365 daily, 360 daily in a ``360_day``
-    calendar, 73 5-daily): the training split must hold a year for the climatology of the target."""
-    return int(np.ceil(axis.steps_per_year - 1e-9))
 
 
 def _phase(time: xr.DataArray, axis: timeaxis.TimeAxis) -> np.ndarray:
