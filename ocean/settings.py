@@ -12,7 +12,8 @@ __all__ = ["CONFIG_KEYS", "SYNTH_KEYS"]
 #: of ``scimech ocean study`` (``seeds``, ``regimes``, ``epochs``, ``data`` are)
 CONFIG_KEYS = {
     "synth": "synthetic ocean settings (ocean.synthetic.SynthConfig fields), added to the size's grid",
-    "window": "months of inputs per sample", "lead": "months ahead of the forecast",
+    "window": "time steps of inputs per sample (in the data's own step: months for monthly data, days for daily)",
+    "lead": "time steps ahead of the forecast (1: the next step of the data, a month for monthly data)",
     "target": "dmlhc_dt (W m-2) or mlhc", "lr": "learning rate", "batch_size": "samples per batch",
     "width": "UNet width", "n_free": "free concepts", "lam_max": "concept-loss weight at the start",
     "lam_min": "concept-loss weight at the end", "patch": "[py, px] tiles instead of the whole grid",
