@@ -221,7 +221,7 @@ def _to_t_points(ds: xr.Dataset, stag: dict[str, tuple[str, str, str]], periodic
         value, count = grid.interp(flow, axes, to=to), grid.interp(weight, axes, to=to)
         value = value.where(count > 0)
         keep = {k: c for k, c in da.coords.items() if not set(c.dims) & set(dims)}
-        value = value.assign_coords(keep).assign_attrs(da.attrs)
+        value = xr.DataArray(value.data, dims=value.dims).assign_coords(keep).assign_attrs(da.attrs)
         where = ", ".join(f"{d} ({stag[d][2]} of {stag[d][1]})" for d in dims)
         value.attrs["grid_position"] = f"interpolated to T points from {where} by xgcm"
         out = out.drop_vars(name).assign({name: value})
