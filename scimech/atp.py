@@ -443,8 +443,8 @@ def _estimate_batch(model, clean_batch, corrupted_batch, target, resolved, metri
         (corrupted_batch, clean_batch)
     with prof.grad(), Recorder(model, resolved, calls="error" if policy.mode == "error" else "all") as rec:
         out_src = run_forward(model, src_batch, forward)
-    source = dict(rec.canonical)
     rec.check_fired("attribution_patching")
+    source = dict(rec.canonical) if policy.mode == "error" else rec.per_call   # call by call: shapes may change
     state = {"dropped": None}
     reuse, path = plan_reuse(model, base_batch, resolved, forward, True) if keep else (None, {})
     # several calls of a site patched at once: the patched run overwrites every one of them, so the

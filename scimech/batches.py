@@ -4,9 +4,9 @@ Inputs are any nesting of Tensors in dicts, lists, tuples (named or not) and dat
 (a weather model's ``Batch``): :func:`map_tensors` walks them. The batch size is the rows
 of the first tensor leaf; a leaf whose first axis has another length (a grid's latitudes,
 static fields, a graph's ``edge_index``) is unbatched metadata, kept whole when a batch is
-sliced or tiled. A graph batch of PyTorch Geometric (any object with ``to_data_list``,
-``num_graphs`` and a ``from_data_list`` class method) is sliced by whole graphs and tiled as
-a disjoint union (the library's own ``from_data_list``, which offsets the edge indices).
+sliced or tiled. A graph batch of PyTorch Geometric (an instance of its ``Batch`` class,
+recognised by class) is sliced by whole graphs and tiled as a disjoint union (the library's
+own ``from_data_list``, which offsets the edge indices).
 """
 
 from __future__ import annotations
@@ -37,9 +37,11 @@ def leaf_tensors(obj: Any) -> Iterable[torch.Tensor]:
 
 
 def is_graph_batch(batch: Any) -> bool:
-    """A batch of graphs in PyTorch Geometric's form (``Batch``)."""
-    return (hasattr(batch, "to_data_list") and hasattr(type(batch), "from_data_list")
-            and isinstance(getattr(batch, "num_graphs", None), int))
+    """A batch of graphs of PyTorch Geometric (an instance of ``torch_geometric.data.Batch``),
+    recognised by its class, not by a method name: another library's batch with a
+    ``to_data_list`` (MACE's, DGL's) is cut and tiled as any other nesting of tensors."""
+    return any(c.__name__ == "Batch" and c.__module__.startswith("torch_geometric.")
+               for c in type(batch).__mro__)
 
 
 def n_samples_of(batch: Any) -> int:

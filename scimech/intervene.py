@@ -495,8 +495,9 @@ def patching_sweep(model: nn.Module, clean: Any, corrupted: Any, sites: Sequence
                 with Recorder(model, resolved, calls="error" if policy.mode == "error" else "all") as rec:
                     out_src = metric_values(metric, run_forward(model, src, forward), tgt)
                 out_src = out_src if agg is None else agg(out_src)
-                source = dict(rec.canonical)
                 rec.check_fired("patching_sweep")
+                # call by call where calls are chosen: calls of changing shape are patched each from its own
+                source = dict(rec.canonical) if policy.mode == "error" else rec.per_call
                 with capturing(model, reuse, b), count_calls(resolved, counting) as counts:  # the run patched into
                     out_base = metric_values(metric, run_forward(model, base, forward), tgt)
                 out_base = out_base if agg is None else agg(out_base)

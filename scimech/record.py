@@ -148,16 +148,23 @@ class Recorder:
         feature)`` (:mod:`scimech.layout`): what the interventions compute with."""
         if self._cache is None:
             if self.calls.stacked:
+                for k, v in self._calls.items():
+                    _one_shape(k, v, self.calls)
                 self._cache = {k: torch.stack(v, dim=1) for k, v in self._calls.items()}
             else:
                 self._cache = {k: v[-1] for k, v in self._calls.items()}
         return self._cache
 
+    @property
+    def per_call(self) -> dict[str, list[torch.Tensor]]:
+        """The captured tensors of the last forward pass, call by call (canonical layout), with
+        no call axis: calls of changing shape (a decoder's growing sequence) kept as they are."""
+        return {k: list(v) for k, v in self._calls.items()}
+
     def check_fired(self, what: str) -> None:
         """Raise :class:`~scimech.errors.SiteNeverRanError` naming the sites that recorded nothing
         in the last forward pass (``what``: the verb, for the message)."""
-        captured = self.canonical
-        check_fired({s.name: int(s.name in captured) for s in self.resolved}, what)
+        check_fired({s.name: int(s.name in self._calls) for s in self.resolved}, what)
 
     @property
     def activations(self) -> dict[str, torch.Tensor]:
@@ -270,6 +277,22 @@ class Recorder:
             return None
         self._finish()
         return out
+
+
+def _one_shape(site: str, calls: Sequence[torch.Tensor], policy: CallPolicy) -> None:
+    """Calls stacked on one call axis must have one shape; else name the call selections that work."""
+    shapes = [tuple(t.shape) for t in calls]
+    if len(set(shapes)) <= 1:
+        return
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for i, shp in enumerate(shapes):
+        groups.setdefault(shp, []).append(i)
+    same = max(groups.values(), key=len)
+    raise DimensionError(
+        f"Site {site!r}: its calls in one forward pass have different shapes ({', '.join(map(str, shapes[:6]))}"
+        f"{', ...' if len(shapes) > 6 else ''}; a decoder's growing sequence, attention over another axis), so they "
+        f"cannot share one 'call' axis with calls={policy}. Choose calls of one shape: calls={same if len(same) > 1 else same[0]}"
+        f" (shape {shapes[same[0]]}), calls='last' or one call index; or run the verb once per call.")
 
 
 def site_dims(site: ResolvedSite, axes: Axes, ndim: int, stacked: bool) -> tuple[list[str], list[int]]:

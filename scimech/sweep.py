@@ -263,17 +263,19 @@ def check_source(site: str, src: torch.Tensor, cur: torch.Tensor, verb: str) -> 
             "sample: the same sequence length (pad them to one length), the same grid, graphs with the same nodes.")
 
 
-def source_at(source: torch.Tensor, policy: CallPolicy, call: int) -> torch.Tensor:
-    """The source activation for call ``call``: ``source`` recorded with every call stacked on
-    dim 1 (policies other than ``"error"``), or one call (``"error"``)."""
+def source_at(source: torch.Tensor | Sequence[torch.Tensor], policy: CallPolicy, call: int) -> torch.Tensor:
+    """The source activation for call ``call``: ``source`` recorded call by call (a list, policies
+    other than ``"error"``; calls may change shape), with every call stacked on dim 1, or one
+    call (``"error"``)."""
     if policy.mode == "error":
         return source
+    calls = source if isinstance(source, (list, tuple)) else source.unbind(1)
     if policy.mode == "last":
-        return source[:, -1]
-    if call >= source.shape[1]:
-        raise DataValidationError(f"The source run has {source.shape[1]} call(s) of the site but the patched run "
+        return calls[-1]
+    if call >= len(calls):
+        raise DataValidationError(f"The source run has {len(calls)} call(s) of the site but the patched run "
                                   f"reached call {call} (a number of calls that depends on the input).")
-    return source[:, call]
+    return calls[call]
 
 
 def patch_sites(model: nn.Module, targets: Sequence[Target], base: Any, source: Mapping[str, torch.Tensor],
