@@ -38,6 +38,7 @@ from .horizontal import regular_grid
 from .variables import rename_to_study
 
 __all__ = [
+    "salinity_kind",
     "teos10",
     "mixed_layer_depth",
     "mixed_layer_heat_content",
@@ -56,16 +57,31 @@ def _dim(da: xr.DataArray | xr.Dataset, *cands: str) -> str:
     raise KeyError(f"none of the dims {cands} in {tuple(da.dims)}")
 
 
+def salinity_kind(so: xr.DataArray) -> str:
+    """``"absolute"`` or ``"practical"``: what ``so`` holds, from its CF ``standard_name`` (the reader,
+    :mod:`ocean.products`, sets ``sea_water_absolute_salinity`` for g/kg and mass fractions) else its units
+    (``g kg-1`` / ``g/kg``: absolute; PSU, ``1``, ``1e-3``, ``0.001``: practical)."""
+    std = so.attrs.get("standard_name", "")
+    if std == "sea_water_absolute_salinity":
+        return "absolute"
+    if std == "sea_water_practical_salinity":
+        return "practical"
+    units = str(so.attrs.get("units", "")).replace(" ", "").lower()
+    return "absolute" if units in ("gkg-1", "g/kg", "gram/kilogram", "gkg**-1") else "practical"
+
+
 def teos10(thetao: xr.DataArray, so: xr.DataArray) -> xr.Dataset:
     """Absolute Salinity, Conservative Temperature, sea pressure and sigma0 (gsw).
 
     Parameters
     ----------
     thetao
-        Potential temperature (degree_Celsius), with a depth dim (m, positive down) and
+        Potential temperature (degree_Celsius; conservative temperature when its ``standard_name`` is
+        ``sea_water_conservative_temperature``), with a depth dim (m, positive down) and
         ``lat`` / ``latitude`` and ``lon`` / ``longitude`` coordinates.
     so
-        Practical salinity (PSU, "1e-3").
+        Practical salinity (PSU, "1e-3"), or Absolute Salinity (g kg-1) when its ``standard_name`` is
+        ``sea_water_absolute_salinity`` or its units are g/kg (:func:`salinity_kind`).
 
     Returns
     -------
@@ -82,15 +98,24 @@ def teos10(thetao: xr.DataArray, so: xr.DataArray) -> xr.Dataset:
     z = -thetao[zdim]
     # keep_attrs=False: each output is labelled for what it is, not with the salinity's attributes
     p = xr.apply_ufunc(gsw.p_from_z, z, lat, keep_attrs=False)
-    sa = xr.apply_ufunc(gsw.SA_from_SP, so, p, lon, lat, dask="allowed", keep_attrs=False)
-    ct = xr.apply_ufunc(gsw.CT_from_pt, sa, thetao, dask="allowed", keep_attrs=False)
+    absolute = salinity_kind(so) == "absolute"
+    conservative = thetao.attrs.get("standard_name") == "sea_water_conservative_temperature"
+    sa = so.copy(data=so.data) if absolute else xr.apply_ufunc(gsw.SA_from_SP, so, p, lon, lat, dask="allowed",
+                                                               keep_attrs=False)
+    sa.attrs = {}
+    ct = thetao.copy() if conservative else xr.apply_ufunc(gsw.CT_from_pt, sa, thetao, dask="allowed",
+                                                           keep_attrs=False)
+    ct.attrs = {}
     s0 = xr.apply_ufunc(gsw.sigma0, sa, ct, dask="allowed", keep_attrs=False)
-    how = "TEOS-10 (gsw) from potential temperature and practical salinity"
+    how = ("TEOS-10 (gsw) from " + ("conservative" if conservative else "potential") + " temperature and "
+           + ("Absolute Salinity" if absolute else "practical salinity"))
     return xr.Dataset({
         "SA": sa.assign_attrs(units="g kg-1", standard_name="sea_water_absolute_salinity",
-                              long_name="Absolute Salinity", comment=f"gsw.SA_from_SP; {how}"),
+                              long_name="Absolute Salinity",
+                              comment=f"{'as given' if absolute else 'gsw.SA_from_SP'}; {how}"),
         "CT": ct.assign_attrs(units="degree_Celsius", standard_name="sea_water_conservative_temperature",
-                              long_name="Conservative Temperature", comment=f"gsw.CT_from_pt; {how}"),
+                              long_name="Conservative Temperature",
+                              comment=f"{'as given' if conservative else 'gsw.CT_from_pt'}; {how}"),
         "p": p.assign_attrs(units="dbar", standard_name="sea_water_pressure_due_to_sea_water",
                             long_name="sea pressure", comment="gsw.p_from_z of the level depth"),
         "sigma0": s0.assign_attrs(units="kg m-3", standard_name="sea_water_sigma_theta",

@@ -23,7 +23,8 @@ from collections.abc import Mapping
 import xarray as xr
 
 __all__ = ["DIMS", "INPUTS", "CONCEPTS", "PRESCRIBED", "TARGET", "VAR_ATTRS", "EXPECTED_UNITS", "UNIT_ALIASES",
-           "PRODUCT_NAMES", "PLAUSIBLE", "TEMPERATURES", "units_ok", "product_names_of", "rename_to_study"]
+           "PRODUCT_NAMES", "PLAUSIBLE", "TEMPERATURES", "STANDARD_NAMES", "FIELD_UNITS", "UPWARD", "DOWNWARD",
+           "ENSEMBLE_DIMS", "units_ok", "product_names_of", "rename_to_study"]
 
 DIMS = ("member", "time", "lat", "lon")
 INPUTS = ("sst", "zos", "tauu", "tauv", "qnet", "mld", "t_sub")
@@ -82,6 +83,39 @@ UNIT_ALIASES: dict[str, set[str]] = {
     "m": {"m", "meter", "meters", "metre", "metres"},
 }
 
+#: CF standard names (CF standard name table v84) of each quantity the study reads, in order of preference:
+#: the reader (:mod:`ocean.products`) finds a product's variable by these through cf_xarray before any name
+STANDARD_NAMES: dict[str, tuple[str, ...]] = {
+    "sst": ("sea_surface_temperature", "sea_surface_skin_temperature", "sea_surface_subskin_temperature",
+            "sea_surface_foundation_temperature"),
+    "zos": ("sea_surface_height_above_geoid", "sea_surface_height_above_mean_sea_level", "sea_surface_height"),
+    "tauu": ("surface_downward_eastward_stress", "surface_downward_x_stress", "surface_upward_eastward_stress",
+             "surface_upward_x_stress"),
+    "tauv": ("surface_downward_northward_stress", "surface_downward_y_stress", "surface_upward_northward_stress",
+             "surface_upward_y_stress"),
+    "qnet": ("surface_downward_heat_flux_in_sea_water", "surface_net_downward_total_heat_flux",
+             "surface_upward_heat_flux_in_air", "surface_net_upward_total_heat_flux", "surface_upward_heat_flux_in_sea_water"),
+    "mld": ("ocean_mixed_layer_thickness_defined_by_sigma_theta", "ocean_mixed_layer_thickness_defined_by_sigma_t",
+            "ocean_mixed_layer_thickness_defined_by_temperature", "ocean_mixed_layer_thickness"),
+    "thetao": ("sea_water_potential_temperature", "sea_water_conservative_temperature"),
+    "so": ("sea_water_salinity", "sea_water_practical_salinity", "sea_water_absolute_salinity"),
+    "uo": ("sea_water_x_velocity", "eastward_sea_water_velocity"),
+    "vo": ("sea_water_y_velocity", "northward_sea_water_velocity"),
+    "mask": ("sea_binary_mask",),
+}
+#: standard names whose vertical direction is up or down (a flux or stress positive into the sea is the
+#: study's convention): an upward one is negated, and a ``positive`` attribute that says otherwise is refused
+UPWARD = frozenset(n for names in STANDARD_NAMES.values() for n in names if "_upward_" in n)
+DOWNWARD = frozenset(n for names in STANDARD_NAMES.values() for n in names if "_downward_" in n)
+#: the units the study works in, for the fields the reader converts (pint spellings; the 2-D fields' CF units
+#: are :data:`EXPECTED_UNITS`)
+FIELD_UNITS: dict[str, str] = {"sst": "degree_Celsius", "t_sub": "degree_Celsius", "thetao": "degree_Celsius",
+                               "zos": "m", "mld": "m", "tauu": "N m-2", "tauv": "N m-2", "qnet": "W m-2",
+                               "uo": "m s-1", "vo": "m s-1", "depth": "m"}
+#: dims that hold ensemble members (CF ``standard_name: realization``, CMIP6 / intake-esm, ECMWF): read as the
+#: study's ``member`` dim
+ENSEMBLE_DIMS = ("realization", "member_id", "number", "ensemble", "ens", "member")
+
 #: ORAS5 / NEMO and CMEMS / CMIP names -> names of the study (first match wins when a
 #: product has two, e.g. ``somxl010`` over ``somxl030``)
 PRODUCT_NAMES: dict[str, str] = {
@@ -101,18 +135,40 @@ PRODUCT_NAMES: dict[str, str] = {
     "tauvo": "tauv",
     "sowsc": "wsc",
     "tmaskutil": "mask",
+    # MOM6 (native names) and CESM POP2 history files
+    "SST": "sst",
+    "SSH": "zos",
+    "MLD_003": "mld",
+    "HMXL": "mld",
+    "net_heat_surface": "qnet",
+    "SHF": "qnet",
+    "taux": "tauu",
+    "TAUX": "tauu",
+    "tauy": "tauv",
+    "TAUY": "tauv",
     # 3-D fields (kept under their CMEMS names)
     "votemper": "thetao",
     "vosaline": "so",
     "vozocrtx": "uo",
     "vomecrty": "vo",
+    "temp": "thetao",
+    "TEMP": "thetao",
+    "salt": "so",
+    "SALT": "so",
     # coordinates and dims
     "time_counter": "time",
     "deptht": "depth",
+    "lev": "depth",  # CMIP6 (out_name of olevel)
+    "z_l": "depth",  # MOM6 layer centres
+    "z_t": "depth",  # POP2 (centimetres)
     "nav_lat": "lat",
     "nav_lon": "lon",
     "latitude": "lat",
     "longitude": "lon",
+    "xh": "lon",  # MOM6 tracer points
+    "yh": "lat",
+    "TLAT": "lat",  # POP2 T points
+    "TLONG": "lon",
     "member_id": "member",
     "number": "member",
 }
@@ -130,7 +186,8 @@ def product_names_of(name: str) -> list[str]:
     return [k for k, v in PRODUCT_NAMES.items() if v == name]
 
 
-def rename_to_study(ds: xr.Dataset, names: Mapping[str, str] | None = None) -> tuple[xr.Dataset, dict[str, str]]:
+def rename_to_study(ds: xr.Dataset, names: Mapping[str, str] | None = None, *, cf_units: bool = True
+                    ) -> tuple[xr.Dataset, dict[str, str]]:
     """Rename product variables and dims to the study's names; CF spellings of the units.
 
     Parameters
@@ -141,6 +198,9 @@ def rename_to_study(ds: xr.Dataset, names: Mapping[str, str] | None = None) -> t
     names
         More ``{your name: study name}`` renames; they take precedence over
         :data:`PRODUCT_NAMES`.
+    cf_units
+        Respell the units attributes the CF way (``False``: leave them as found, for a reader that
+        converts them itself and says what it found).
 
     Returns
     -------
@@ -158,7 +218,7 @@ def rename_to_study(ds: xr.Dataset, names: Mapping[str, str] | None = None) -> t
             ren[old] = new
             taken.add(new)
     out = ds.rename(ren)
-    for v in out.variables:
+    for v in out.variables if cf_units else ():
         u = out[v].attrs.get("units")
         for cf, spellings in UNIT_ALIASES.items():
             if u in spellings and u != cf:

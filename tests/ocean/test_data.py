@@ -11,7 +11,7 @@ from scimech.errors import DataValidationError, DimensionError, MissingVariableE
 
 @pytest.fixture(scope="module")
 def ds():
-    return synthetic.generate(n_members=2, years=4, ny=6, nx=8, seed=2)
+    return synthetic.generate(n_members=2, years=7, ny=6, nx=8, seed=2)  # 7 years: window 6 needs 74 steps
 
 
 def test_valid_dataset_passes(ds):

@@ -91,7 +91,8 @@ def test_on_a_grid_rotated_on_the_sphere_the_terms_are_the_generators(truth, tmp
 
 def test_the_study_runs_end_to_end_on_a_nemo_store(truth, tmp_path, capsys):
     store = tmp_path / "oras5_like.zarr"
-    nemo.nemo_layout(synthetic.generate(n_members=1, years=4, ny=6, nx=8, seed=3), rotate=False, tilt=25.0).to_zarr(
+    # 7 years: the quick size (window 6, a training year, validation and test) needs 75 months
+    nemo.nemo_layout(synthetic.generate(n_members=1, years=7, ny=6, nx=8, seed=3), rotate=False, tilt=25.0).to_zarr(
         store, zarr_format=3, consolidated=False)
     out = tmp_path / "study"
     assert main(["ocean", "study", "--data", str(store), "--out", str(out), "--seeds", "0", "--regimes", "mixed",

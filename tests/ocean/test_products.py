@@ -65,7 +65,7 @@ def test_nemo_store_round_trips_to_the_synthetic_fields(cf, tmp_path, fmt):
     ds.to_netcdf(path) if fmt == "nc" else ds.to_zarr(path, zarr_format=3, consolidated=False)
     got = data.open_store(path, check_nans=True)
     assert_same_fields(got, cf)
-    assert "votemper -> thetao" in got.attrs["mapping"] and "thetao K -> degree_Celsius" in got.attrs["mapping"]
+    assert "votemper -> thetao" in got.attrs["mapping"] and "thetao: K -> degree_Celsius (pint)" in got.attrs["mapping"]
 
 
 def test_depth_positive_up_and_celsius_map_the_same(cf):
@@ -80,7 +80,8 @@ def test_a_study_layout_store_is_left_as_it_is(cf):
     assert_same_fields(got, cf)
 
 
-def test_train_cli_reads_a_nemo_file(cf, tmp_path, capsys):
+def test_train_cli_reads_a_nemo_file(tmp_path, capsys):
+    cf = synthetic.generate(n_members=1, years=4, ny=6, nx=8, seed=5)  # 4 years: a training year and the splits
     nc = tmp_path / "oras5.nc"
     nemo_layout(cf).to_netcdf(nc)
     cfg = tmp_path / "c.yaml"
@@ -114,18 +115,19 @@ def test_xoa_cmems_sample_maps(tmp_path):
     # what the study still needs is named, with the product names and where budget terms come from
     path = tmp_path / "ibi.nc"
     ds.to_netcdf(path)
-    with pytest.raises(MissingVariableError, match=r"qnet \(sohefldo/hfds\).*q_surf from qnet"):
+    with pytest.raises(MissingVariableError, match=r"qnet \(sohefldo/hfds[^)]*\).*q_surf from qnet"):
         data.open_store(path)
 
 
 def test_wrong_units_are_one_clear_error(cf):
+    """Units of another dimension are refused naming the variable; units pint converts are converted."""
     bad = nemo_layout(cf)
-    bad["votemper"].attrs["units"] = "degF"
-    with pytest.raises(UnitsError, match=r"'thetao' \(votemper\) has units 'degF'"):
+    bad["votemper"].attrs["units"] = "m"
+    with pytest.raises(UnitsError, match=r"'thetao' \(votemper\) has units 'm', which are not 'degree_Celsius'"):
         data.from_nemo(bad)
     bad = nemo_layout(cf)
-    bad["deptht"].attrs["units"] = "cm"
-    with pytest.raises(UnitsError, match="Depth 'depth' \\(deptht\\) has units 'cm'"):
+    bad["deptht"].attrs["units"] = "degC"
+    with pytest.raises(UnitsError, match="Depth 'depth' \\(deptht\\) has units 'degC'"):
         data.from_nemo(bad)
 
 
@@ -144,7 +146,7 @@ def test_a_field_without_units_is_refused_not_assumed(cf):
 def test_missing_variable_is_one_clear_error(cf, tmp_path):
     path = tmp_path / "no_flux.nc"
     nemo_layout(cf).drop_vars("sohefldo").to_netcdf(path)
-    with pytest.raises(MissingVariableError, match=r"lacks qnet \(sohefldo/hfds\)\. "):
+    with pytest.raises(MissingVariableError, match=r"lacks qnet \(sohefldo/hfds[^)]*\)\. "):
         data.open_store(path)
     with pytest.raises(MissingVariableError, match="No latitude / longitude"):
         data.from_nemo(nemo_layout(cf).drop_vars(["nav_lat", "nav_lon"]))
