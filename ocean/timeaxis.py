@@ -101,7 +101,7 @@ class TimeAxis:
         if self.size != 1:
             adj = {"month": f"{self.size}-monthly", "year": f"{self.size}-yearly", "day": f"{self.size}-daily",
                    "hour": f"{self.size}-hourly"}.get(self.unit, f"every {_words(self.unit, self.size)}")
-        return f"{adj} ({self.freq})"
+        return f"{adj} ({self.freq.replace(' (', ', ').rstrip(')')})"
 
 
 def _words(unit: str, count: int) -> str:
@@ -170,7 +170,7 @@ def seconds_since_start(time: xr.DataArray) -> np.ndarray:
         .astype(np.int64).astype(float) / 1e9
 
 
-def _month_axis(dec: xr.DataArray, name: str, cal: str, secs: np.ndarray) -> tuple[str, int, str]:
+def _month_axis(dec: xr.DataArray, name: str) -> tuple[str, int, str]:
     """(unit, size, freq) of a monthly / yearly axis; a gap or irregular step refused."""
     month = (dec.dt.year.values.astype(int) * 12 + dec.dt.month.values.astype(int) - 1)
     dm = np.diff(month)
@@ -179,8 +179,10 @@ def _month_axis(dec: xr.DataArray, name: str, cal: str, secs: np.ndarray) -> tup
     day = dec.dt.day.values
     ends = dec.dt.days_in_month.values == day
     spread = day.max() - day.min()
-    if k < 1 or np.any(dm % k) or np.any(dm < 1) or (spread > 3 and not ends.all()):
-        bad = int(np.nonzero((dm % k != 0) | (dm < 1))[0][0]) if k >= 1 and np.any((dm % k) | (dm < 1)) else 0
+    if k < 1 or np.any(dm % k) or np.any(dm < 1) or (spread > 3 and not ends.all()) or 2 * counts.max() < dm.size:
+        odd = (dm < 1) | (dm % max(k, 1) != 0)
+        odd = odd if odd.any() else (dm != k)
+        bad = int(np.argmax(odd)) if odd.any() else max(int(np.argmax(np.abs(day - day[0]) > 3)) - 1, 0)
         raise DataValidationError(
             f"Time {name!r} has irregular steps ({_iso(dec.values[bad])} -> {_iso(dec.values[bad + 1])}, stamps on days "
             f"{day.min()}..{day.max()} of the month): the study needs one step per {_words('month', max(k, 1))}. "
@@ -193,8 +195,12 @@ def _month_axis(dec: xr.DataArray, name: str, cal: str, secs: np.ndarray) -> tup
             f"Time {name!r} has a gap: {miss // 12:04d}-{miss % 12 + 1:02d} is missing (after {_iso(dec.values[i])}; "
             f"{n_miss} missing step(s) in all), so windows and leads would straddle it. " + _FIX_GAP)
     freq = xr.infer_freq(dec) if len(dec) >= 3 else None
+    if freq is not None:  # a 360_day calendar's months are also "30D": keep only a calendar-month alias
+        f_unit, f_size = _unit_of(freq)
+        freq = freq if f_unit in ("month", "year") and f_size * (12 if f_unit == "year" else 1) == k else None
     unit, size = ("year", k // 12) if k % 12 == 0 else ("month", k)
-    return unit, size, freq or f"{'' if k == 1 else k}M (mid-month)"
+    stamps = "mid-month" if (day > 1).all() and not ends.all() else "stamps"
+    return unit, size, freq or f"{'' if k == 1 else k}M ({stamps})"
 
 
 def _unit_of_seconds(seconds: int) -> tuple[str, int]:
@@ -211,8 +217,8 @@ def _seconds_axis(dec: xr.DataArray, name: str, secs: np.ndarray) -> tuple[str, 
     r = np.round(ds_).astype(np.int64)
     vals, counts = np.unique(r, return_counts=True)
     s = int(vals[np.argmax(counts)])
-    if s <= 0 or np.any(r <= 0) or np.any(r % s):
-        bad = int(np.nonzero((r <= 0) | (r % max(s, 1) != 0))[0][0])
+    if s <= 0 or np.any(r <= 0) or np.any(r % s) or 2 * counts.max() < r.size:  # the step: most steps' length
+        bad = int(np.nonzero((r <= 0) | (r % max(s, 1) != 0) | (r != s))[0][0])
         raise DataValidationError(
             f"Time {name!r} has irregular steps ({_iso(dec.values[bad])} -> {_iso(dec.values[bad + 1])}; most steps "
             f"are {s} s): the study needs a regular step. Fix: resample to one, e.g. ds.resample(time='1D').mean().")
@@ -257,7 +263,7 @@ def time_axis(ds: xr.Dataset | xr.DataArray) -> TimeAxis:
             f"Fix: ds.sortby({name!r}) and drop duplicates (ds.drop_duplicates({name!r})).")
     cal = _calendar(var, dec)
     if np.median(step) >= 27 * 86400:
-        unit, size, freq = _month_axis(dec, name, cal, secs)
+        unit, size, freq = _month_axis(dec, name)
     else:
         unit, size, freq = _seconds_axis(dec, name, secs)
     return TimeAxis(name, cal, unit, size, freq, int(dec.size), _iso(dec.values[0]), _iso(dec.values[-1]),
