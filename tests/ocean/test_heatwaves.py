@@ -6,6 +6,7 @@ import pytest
 import xarray as xr
 
 from ocean import heatwaves
+from scimech.errors import DataValidationError
 
 
 def _daily(events, years=20, amp=4.0):
@@ -79,3 +80,51 @@ def test_bad_time_axis():
     t = pd.to_datetime(["2000-01-03", "2000-01-01", "2000-01-02"])
     with pytest.raises(DataValidationError, match="monotonic"):
         heatwaves.detect(xr.DataArray([1.0, 2, 3], dims="time", coords={"time": t}))
+
+
+def _noleap_daily(events, years=20, amp=4.0, calendar="noleap"):
+    """The background of :func:`_daily` on a model calendar's days (cftime), day of year counted in it."""
+    t = xr.date_range("1990-01-01", periods=(360 if calendar == "360_day" else 365) * years, freq="D",
+                      calendar=calendar, use_cftime=True)
+    doy = np.array([d.dayofyr for d in t])
+    x = 15 + 3 * np.sin(2 * np.pi * doy / 365.0) + 0.3 * np.where(np.arange(len(t)) % 2 == 1, 1.0, -1.0)
+    for s, e in events:
+        x[s:e + 1] += amp
+    return xr.DataArray(x, dims="time", coords={"time": np.asarray(t)}, attrs={"units": "degree_Celsius"})
+
+
+@pytest.mark.parametrize("calendar", ["noleap", "360_day", "all_leap"])
+def test_daily_planted_events_found_in_model_calendars(calendar):
+    # CMIP6 models run in noleap / 360_day calendars: the same planted events as in the Gregorian case
+    planted = [(1001, 1011), (3001, 3005), (5001, 5031), (6001, 6003)]
+    r = heatwaves.detect(_noleap_daily(planted, calendar=calendar))
+    got = list(zip(r["start_index"].values.tolist(), r["end_index"].values.tolist()))
+    assert got == planted[:3]
+    assert r.attrs["steps_per_year"] == (360 if calendar == "360_day" else 365)
+
+
+def test_phase_of_year_in_model_calendars():
+    # hand counts: 1 March is day 60 of a noleap year (phase 59); day 61 of a leap year in all_leap, where
+    # 29 February shares 28 February's phase (58) and 1 March takes phase 59; 360_day: 3 March is day 63
+    def phase(date, cal):
+        return heatwaves.phase_of_year(xr.DataArray(np.asarray(xr.date_range(date, periods=1, calendar=cal,
+                                                                              use_cftime=True)), dims="time"), 365)[0]
+    assert phase("2001-03-01", "noleap") == 59
+    assert (phase("2001-02-29", "all_leap"), phase("2001-03-01", "all_leap")) == (58, 59)
+    assert phase("2001-03-03", "360_day") == 62
+
+
+def test_less_than_a_year_of_daily_data_is_refused():
+    # 200 days leave 165 days of the year without a climatology (it was silently NaN there: no heatwave
+    # could ever be found on those days)
+    with pytest.raises(DataValidationError, match=r"165 days of the year without a value.*full year \(365 steps"):
+        heatwaves.detect(_daily([], years=200 / 365.25))
+
+
+def test_a_gap_in_the_series_is_refused():
+    # a missing day would join the days either side of it into one run of consecutive steps
+    s = _daily([], years=3)
+    with pytest.raises(DataValidationError, match=r"gap: 1991-01-01 is missing"):
+        heatwaves.detect(s.drop_isel(time=365))
+    with pytest.raises(DataValidationError, match="gap"):
+        heatwaves.detect_grid(s.drop_isel(time=365).expand_dims(lat=[0.0, 1.0]).transpose("time", "lat"))
