@@ -36,11 +36,12 @@ _LAZY = {
     "get_client": "parallel", "map_units": "parallel",
     "decompose_attention": "attention", "HeadLayout": "sites", "list_sites": "sites",
     "forward_pass": "calls", "FixedMesh": "samples",
+    "profile": "model_profile", "ModelProfile": "model_profile",
 }
 
 _SUBMODULES = ("ablation", "atp", "attention", "attribution", "batches", "calls", "cli", "concepts", "config",
-               "dictionary", "errors", "geometry", "hooks", "intervene", "layout", "metrics", "options", "parallel",
-               "prefix_reuse", "probe", "progress", "record", "report", "results", "samples", "sites", "stats",
+               "dictionary", "errors", "geometry", "hooks", "intervene", "layout", "metrics", "model_profile", "options",
+               "parallel", "prefix_reuse", "probe", "progress", "record", "report", "results", "samples", "sites", "stats",
                "study", "sweep", "validate", "verdicts")
 
 __all__ = ["__version__", *_LAZY]

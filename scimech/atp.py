@@ -434,7 +434,10 @@ def _check_unreached(model, resolved, batch: _Batch, metric, forward, max_rows: 
             "batch: the site runs under torch.no_grad(), after a .detach() or inside a reentrant checkpoint "
             "(torch.utils.checkpoint(..., use_reentrant=True)), where no gradient flows, and a first-order estimate "
             "of 0 would be wrong. Measure these sites with patching_sweep (exact), or let the gradient through "
-            "(use_reentrant=False).")
+            "(use_reentrant=False)." + (
+                " This model takes a gradient inside its forward (forces from an energy): where the output is that "
+                "gradient, a shift of a site after which the energy is linear does not change it to first order, "
+                "so choose sites before the last nonlinearity." if prof.needs_grad else ""))
 
 
 def _estimate_batch(model, clean_batch, corrupted_batch, target, resolved, metric, qk, blocks, *, direction,

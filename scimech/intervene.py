@@ -75,8 +75,31 @@ __all__ = ["ablate", "patch", "ablation_sweep", "patching_sweep", "AblationMetho
 
 
 def _given_activations(reference: Any, sites: Sequence[str]) -> bool:
-    """Whether ``reference`` is activations already recorded, ``{site: tensor}`` for every site."""
-    return isinstance(reference, Mapping) and all(isinstance(reference.get(s), torch.Tensor) for s in sites)
+    """Whether ``reference`` is activations already recorded for every site: ``{site: tensor}``,
+    ``{site: DataArray}`` or the Dataset that :func:`~scimech.record.record` returned."""
+    return isinstance(reference, (Mapping, xr.Dataset)) and all(
+        isinstance(reference.get(s), (torch.Tensor, xr.DataArray)) for s in sites)
+
+
+#: the dims of a recorded activation that make up its feature axis (last in the canonical layout)
+_FEATURE_DIMS = ("feature", "channel", "head", "head_dim")
+
+
+def _canonical_recorded(value: torch.Tensor | xr.DataArray, site: str) -> torch.Tensor:
+    """A recorded activation in the canonical layout ``(sample, [call], [window], *positions,
+    feature)``: a DataArray from :func:`~scimech.record.record` is read by its dims (stored in the
+    model's order, ``sample, channel, y, x`` for a channels-first site, even where channel, y and x
+    have one size); a tensor is taken as canonical already."""
+    if not isinstance(value, xr.DataArray):
+        return value
+    base = [str(d).split("/", 1)[1] if str(d).startswith(f"{site}/") else str(d) for d in value.dims]
+    if not base or base[0] != "sample":
+        raise DataValidationError(f"reference[{site!r}]: a DataArray of recorded activations has 'sample' as its first "
+                                  f"dim, as record() gives it; got dims {tuple(value.dims)}.")
+    lead = [i for i, d in enumerate(base) if d in ("sample", "call")]
+    feat = [i for i, d in enumerate(base) if d in _FEATURE_DIMS]
+    pos = [i for i in range(len(base)) if i not in lead and i not in feat]
+    return torch.from_numpy(np.ascontiguousarray(value.values.transpose(lead + pos + feat)))
 
 
 def reference_activations(model: nn.Module, reference: Any, sites: Sequence[str], *, forward: Callable | None = None,
@@ -91,7 +114,7 @@ def reference_activations(model: nn.Module, reference: Any, sites: Sequence[str]
     sites = site_list(sites)
     policy = parse_calls(calls, "reference_activations")
     if _given_activations(reference, sites):
-        return {s: reference[s] for s in sites}
+        return {s: _canonical_recorded(reference[s], s) for s in sites}
     out: dict[str, list[torch.Tensor]] = {s: [] for s in sites}
     was = to_eval(model)
     try:
@@ -187,8 +210,10 @@ def ablate(model: nn.Module, sites: str | Sequence[str], *, method: AblationMeth
     method
         ``"resample"`` (default), ``"mean"``, ``"zero"`` or ``"scale"``.
     reference
-        For mean/resample: reference *inputs* (Tensor / dict, recorded here) or a dict
-        ``{site: activations}`` already recorded.
+        For mean/resample: reference *inputs* (Tensor / dict, recorded here), or activations
+        already recorded: the Dataset :func:`~scimech.record.record` returned, ``{site:
+        DataArray}`` (read by its dims, in the site's own layout) or ``{site: tensor}`` in the
+        canonical layout ``(sample, [window], *positions, feature)``.
     factor
         For ``"scale"``: the multiplier.
     seed
