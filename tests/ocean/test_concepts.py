@@ -141,15 +141,17 @@ class _ByHand:
         t_b = np.array([_first_below(self.th[n, :, i, j], self.depth, h[n, i, j]) for n in range(2)])
         return RC * w_e * np.where(w_e > 0, t_b, self.th[:, 0, i, j])
 
-    def q_diff(self, i, j):  # flux form, h averaged onto the faces
-        h, phi, T = self.h, self.phi, self.th[:, 0]
+    def q_diff(self, i, j):  # flux form, h averaged onto the faces, each face's own spacing (finite volumes)
+        h, phi, lam, T = self.h, self.phi, self.lam, self.th[:, 0]
         cos = np.cos(phi[i])
-        dl, dp = np.diff(self.lam).mean(), np.diff(phi).mean()
-        east = 0.5 * (h[:, i, j] + h[:, i, j + 1]) * (T[:, i, j + 1] - T[:, i, j])
-        west = 0.5 * (h[:, i, j - 1] + h[:, i, j]) * (T[:, i, j] - T[:, i, j - 1])
-        north = 0.5 * (h[:, i, j] + h[:, i + 1, j]) * np.cos(0.5 * (phi[i] + phi[i + 1])) * (T[:, i + 1, j] - T[:, i, j])
-        south = 0.5 * (h[:, i - 1, j] + h[:, i, j]) * np.cos(0.5 * (phi[i - 1] + phi[i])) * (T[:, i, j] - T[:, i - 1, j])
-        lap = ((east - west) / (dl**2 * cos**2) + (north - south) / (dp**2 * cos)) / R_EARTH**2
+        width_l, width_p = 0.5 * (lam[j + 1] - lam[j - 1]), 0.5 * (phi[i + 1] - phi[i - 1])  # the cell (rad)
+        east = 0.5 * (h[:, i, j] + h[:, i, j + 1]) * (T[:, i, j + 1] - T[:, i, j]) / (lam[j + 1] - lam[j])
+        west = 0.5 * (h[:, i, j - 1] + h[:, i, j]) * (T[:, i, j] - T[:, i, j - 1]) / (lam[j] - lam[j - 1])
+        north = (0.5 * (h[:, i, j] + h[:, i + 1, j]) * np.cos(0.5 * (phi[i] + phi[i + 1]))
+                 * (T[:, i + 1, j] - T[:, i, j]) / (phi[i + 1] - phi[i]))
+        south = (0.5 * (h[:, i - 1, j] + h[:, i, j]) * np.cos(0.5 * (phi[i - 1] + phi[i]))
+                 * (T[:, i, j] - T[:, i - 1, j]) / (phi[i] - phi[i - 1]))
+        lap = ((east - west) / (width_l * cos**2) + (north - south) / (width_p * cos)) / R_EARTH**2
         return RC * KAPPA * lap
 
     def q_geo(self, i, j):
