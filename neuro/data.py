@@ -17,7 +17,13 @@ The neutral layout (zarr or netCDF; or a ``.npy`` array plus the labels as argum
 ``prior_mask (neuron, pre_neuron)``, ``prior_sign (neuron)``, optional
     a wiring prior (allowed edges post x pre; the sign of each presynaptic unit) for the
     search with priors; without them every edge is allowed and no sign imposed;
-``time`` coordinate in s (or ``attrs["dt"]``); ``neuron`` coordinate: names.
+``time`` coordinate with its units (``ms``, ``s``, ``min``, CF ``"seconds since ..."``; or
+``attrs["dt"]`` in s, or ``dt=``); ``neuron`` coordinate: names.
+
+A bare zarr array of traces (ZAPBench's layout, :mod:`neuro.zapbench`) is read too, with the
+conditions from ``conditions=`` or a file beside it. How each convention is read, and what is
+refused, is :mod:`neuro.reader`'s; what was read is said back as a
+:class:`scimech.reading.Reading` (``task.meta["reading"]``, :func:`inspect_traces`).
 
 Segments are runs of constant (trial, condition, split). Windows are cut from each segment
 exactly as :func:`neuro.tasks.make_windows` cuts a simulated trial (same stride, same
@@ -27,17 +33,27 @@ the task :func:`neuro.tasks.build_task` builds from it.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import xarray as xr
 
-from scimech.errors import ConfigError, DataValidationError, DimensionError, MissingVariableError
+from scimech.errors import ConfigError, DataValidationError, DimensionError
+from scimech.reading import Reading
 
-from .tasks import OOD_SUITES, ForecastTask, LazyWindows
+from .reader import read_recording
+from .zapbench import ZAPBENCH
 
-__all__ = ["from_traces", "read_traces", "ID_SPLITS", "HELD_OUT_SUITE", "PROTOCOLS", "ZAPBENCH"]
+if TYPE_CHECKING:
+    from .tasks import ForecastTask, LazyWindows
+
+# neuro.tasks (and the simulator it imports, about 2 s) is imported where a task is built, so that
+# reading and inspecting traces stay fast
+
+__all__ = ["from_traces", "read_traces", "inspect_traces", "ID_SPLITS", "HELD_OUT_SUITE", "PROTOCOLS", "ZAPBENCH"]
 
 #: neurons handled at once when z-scoring (float64 statistics over a block of columns)
 _COLUMN_BLOCK = 1024
@@ -46,16 +62,7 @@ _COLUMN_BLOCK = 1024
 _DENSE_PRIOR_MAX = 4096
 
 #: ZAPBench's forecasting protocol (Immer et al., "Forecasting Whole-Brain Neuronal Activity
-#: from Volumetric Video", ICLR 2025). The PyPI package ``zapbench`` (0.0.1) is an empty
-#: placeholder, so the constants are copied from the benchmark's own
-#: ``zapbench/constants.py`` (github.com/google-research/zapbench): ``CONDITION_PADDING``,
-#: ``VAL_FRACTION``, ``TEST_FRACTION``, ``MAX_CONTEXT_LENGTH``, ``PREDICTION_WINDOW_LENGTH``,
-#: ``CONDITION_NAMES`` and ``CONDITIONS_HOLDOUT`` (condition 3, ``taxis``). Contexts of 4 and
-#: 256 steps are the two the benchmark reports.
-ZAPBENCH = dict(condition_padding=1, val_fraction=0.1, test_fraction=0.2, max_context=256, horizon=32,
-                contexts=(4, 256), held_out=("taxis",),
-                condition_names=("gain", "dots", "flash", "taxis", "turning", "position", "open loop", "rotation",
-                                 "dark"))
+#: from Volumetric Video", ICLR 2025), its constants with their source in :mod:`neuro.zapbench`.
 PROTOCOLS = (None, "zapbench")
 
 ID_SPLITS = ("train", "val", "test")
@@ -64,51 +71,10 @@ HELD_OUT_SUITE = "held_out_condition"
 
 
 def read_traces(source, *, conditions=None, dt: float | None = None) -> xr.Dataset:
-    """The neutral layout as a Dataset, from a path (``.zarr``, ``.nc``, ``.npy``), a Dataset,
-    or an ``(time, neuron)`` array (then ``conditions`` and ``dt`` are needed)."""
-    if isinstance(source, (str, Path)):
-        path = Path(source)
-        if not path.exists():
-            raise FileNotFoundError(f"No traces at {path}; give a zarr store, a netCDF file or a .npy array.")
-        try:
-            if path.suffix == ".npy":
-                source = np.load(path)
-            elif path.is_dir():
-                source = xr.open_zarr(path).load()
-            else:
-                source = xr.load_dataset(path)
-        except Exception as err:
-            raise DataValidationError(f"Cannot read traces from {path} ({type(err).__name__}: {str(err)[:200]}): "
-                                      "give a zarr store, a netCDF file or a .npy (time, neuron) array.") from err
-    if isinstance(source, xr.Dataset):
-        ds = source
-    else:
-        arr = np.asarray(source)
-        if arr.ndim != 2:
-            raise DimensionError(f"Traces have shape {arr.shape}; expected ('time', 'neuron').")
-        ds = xr.Dataset({"activity": (("time", "neuron"), arr)})
-    if "activity" not in ds:
-        raise MissingVariableError(f"No 'activity' (time, neuron) variable among {sorted(map(str, ds.data_vars))}; "
-                                   "name your traces 'activity'.")
-    act = ds["activity"]
-    if set(act.dims) != {"time", "neuron"}:
-        raise DimensionError(f"'activity' has dims {act.dims}; expected ('time', 'neuron'). Rename or transpose "
-                             "(e.g. ds['activity'].transpose('time', 'neuron')).")
-    ds = ds.assign(activity=act.transpose("time", "neuron"))
-    if ds.sizes["time"] == 0 or ds.sizes["neuron"] == 0:
-        raise DataValidationError(f"The traces are empty ({dict(ds['activity'].sizes)}).")
-    if conditions is not None:
-        labels = np.asarray(conditions)
-        if labels.shape != (ds.sizes["time"],):
-            raise DimensionError(f"conditions has shape {labels.shape}; expected one label per time step "
-                                 f"({ds.sizes['time']},).")
-        ds = ds.assign(condition=("time", labels.astype(str)))
-    if "condition" not in ds:
-        raise MissingVariableError("No stimulus conditions: give conditions= (one label per time step) or a "
-                                   "'condition' (time) variable in the file.")
-    if dt is not None:
-        ds.attrs["dt"] = float(dt)
-    return ds
+    """The neutral layout as a Dataset, from a path (zarr store or bare zarr array, ``.nc``,
+    ``.npy``), a Dataset, or an ``(time, neuron)`` array: :func:`neuro.reader.read_recording`
+    without its :class:`~scimech.reading.Reading`."""
+    return read_recording(source, conditions=conditions, dt=dt)[0]
 
 
 def _segments(keys: list[np.ndarray]) -> list[tuple[int, int]]:
@@ -161,6 +127,8 @@ def _windows(Z, S, pieces, context: int, horizon: int, stride: int, max_windows:
     tr = np.array([i for i, _ in idx])
     st = np.array([s for _, s in idx])
     origin = np.array([pieces[i][0] for i in tr]) + st
+    from .tasks import LazyWindows
+
     return LazyWindows(Z, S, origin, context, horizon, tr, st)
 
 
@@ -202,18 +170,6 @@ def _zscored(ds: xr.Dataset, train: np.ndarray, min_std: float) -> tuple[np.ndar
     return Z, mu, sd
 
 
-def _sampling_interval(ds: xr.Dataset, dt: float | None) -> float:
-    """``dt``, else the ``time`` coordinate's median spacing, else ``attrs["dt"]`` (seconds)."""
-    if dt is not None:
-        return float(dt)
-    if "time" in ds.coords and ds.sizes["time"] > 1:
-        return float(np.median(np.diff(np.asarray(ds["time"].values, float))))
-    if "dt" in ds.attrs:
-        return float(ds.attrs["dt"])
-    raise ConfigError("No sampling interval: give dt= (seconds between samples), a 'time' coordinate in "
-                      "s, or attrs['dt'].")
-
-
 def _split_labels(ds: xr.Dataset, splits, trial: np.ndarray, cond: np.ndarray, held_out) -> np.ndarray:
     """One split label per step (``train``, ``val``, ``test`` or an OOD suite); held-out
     conditions become the suite :data:`HELD_OUT_SUITE`."""
@@ -223,7 +179,7 @@ def _split_labels(ds: xr.Dataset, splits, trial: np.ndarray, cond: np.ndarray, h
         raise ConfigError(f"held_out conditions {unknown} do not occur; the conditions are {sorted(set(cond))}.")
     if splits is None:
         splits = np.asarray(ds["split"].values).astype(str) if "split" in ds else (0.7, 0.1, 0.2)
-    if isinstance(splits, (tuple, list)) and len(splits) == 3 and not isinstance(splits[0], str):
+    if _are_fractions(splits):
         split = _split_by_fractions(_segments([trial, cond]), splits)
     else:
         split = np.asarray(splits).astype(str)
@@ -278,6 +234,55 @@ def _zapbench(ds, splits, trial, cond, held_out, context: int, horizon: int):
         raise DataValidationError(f"No time step is labelled {empty} under protocol 'zapbench' (conditions too "
                                   "short?).")
     return held_out, None, 1, split, reach
+
+
+def _assign_splits(ds: xr.Dataset, reading: Reading, *, protocol, splits, trials, held_out, context: int,
+                   horizon: int, max_windows):
+    """``(held_out, max_windows, stride, split, reach, trial)`` of the traces under ``protocol``
+    (see :func:`from_traces`); the splits and segments said back in ``reading``."""
+    if protocol not in PROTOCOLS:
+        raise ConfigError(f"protocol must be one of {[p for p in PROTOCOLS if p]} or None; got {protocol!r}.")
+    T = ds.sizes["time"]
+    cond = np.asarray(ds["condition"].values).astype(str)
+    trial = np.asarray(trials) if trials is not None else (np.asarray(ds["trial"].values) if "trial" in ds else
+                                                           np.zeros(T, int))
+    if trial.shape != (T,):
+        raise DimensionError(f"trials has shape {trial.shape}; expected ({T},).")
+    reach = None
+    if protocol == "zapbench":
+        held_out, max_windows, stride, split, reach = _zapbench(ds, splits, trial, cond, held_out, context, horizon)
+        how = ("ZAPBench's protocol: one padding step at either end of each condition, then 70 / 10 / 20 % "
+               "train / val / test in time")
+    else:
+        split = _split_labels(ds, splits, trial, cond, held_out)
+        stride = max(1, (horizon + context) // 4)
+        how = ("labels given (splits=)" if splits is not None and not _are_fractions(splits)
+               else "the file's 'split' variable" if splits is None and "split" in ds
+               else f"fractions {tuple(splits or (0.7, 0.1, 0.2))} of each condition run, in time")
+    reading.fact("conditions", "segments", f"{len(_segments([trial, cond]))} (runs of one trial and condition; "
+                 "windows never cross them)")
+    labels, counts = np.unique(split, return_counts=True)
+    reading.add("split", "split" if "file's" in how else "", "name" if "file's" in how else "derived", "", "", "")
+    reading.fact("splits", "how", how)
+    reading.fact("splits", "held out", ", ".join(held_out) or "none")
+    reading.fact("splits", "steps", ", ".join(f"{k} {c}" for k, c in zip(labels, counts)))
+    return held_out, max_windows, stride, split, reach, trial
+
+
+def _are_fractions(splits) -> bool:
+    return isinstance(splits, (tuple, list)) and len(splits) == 3 and not isinstance(splits[0], str)
+
+
+def inspect_traces(source, *, conditions=None, dt: float | None = None, held_out: Sequence[str] = (), splits=None,
+                   protocol: str | None = None, context: int = 4, horizon: int = 32) -> Reading:
+    """What :func:`from_traces` would read from ``source``, said back without building the task
+    (no z-scoring, no windows, no torch): the traces, time, conditions, stimulus, splits and
+    the neurons dropped (``scimech neuro inspect PATH``). Arguments as :func:`from_traces`; the
+    same refusals."""
+    ds, reading = read_recording(source, conditions=conditions, dt=dt)
+    _assign_splits(ds, reading, protocol=protocol, splits=splits, trials=None, held_out=held_out, context=context,
+                   horizon=horizon, max_windows=None)
+    return reading
 
 
 def _stimulus(ds: xr.Dataset, stimulus, cond: np.ndarray) -> np.ndarray:
@@ -376,22 +381,13 @@ def from_traces(source, *, conditions=None, splits=None, held_out: Sequence[str]
     ConfigError
         Unknown held-out condition, bad fractions, segments too short for the windows, no dt.
     """
-    if protocol not in PROTOCOLS:
-        raise ConfigError(f"protocol must be one of {[p for p in PROTOCOLS if p]} or None; got {protocol!r}.")
-    ds = read_traces(source, conditions=conditions, dt=dt)
+    ds, reading = read_recording(source, conditions=conditions, dt=dt)
     T, N = ds["activity"].shape
     cond = np.asarray(ds["condition"].values).astype(str)
-    dt = _sampling_interval(ds, dt)
-    trial = np.asarray(trials) if trials is not None else (np.asarray(ds["trial"].values) if "trial" in ds else
-                                                           np.zeros(T, int))
-    if trial.shape != (T,):
-        raise DimensionError(f"trials has shape {trial.shape}; expected ({T},).")
-    reach = None
-    if protocol == "zapbench":
-        held_out, max_windows, stride, split, reach = _zapbench(ds, splits, trial, cond, held_out, context, horizon)
-    else:
-        split = _split_labels(ds, splits, trial, cond, held_out)
-        stride = max(1, (horizon + context) // 4)
+    dt = float(ds.attrs["dt"])
+    held_out, max_windows, stride, split, reach, trial = _assign_splits(
+        ds, reading, protocol=protocol, splits=splits, trials=trials, held_out=held_out, context=context,
+        horizon=horizon, max_windows=max_windows)
     S = _stimulus(ds, stimulus, cond)
     tr = split == "train"
     Z, mu, sd = _zscored(ds, tr, min_std)
@@ -407,12 +403,15 @@ def from_traces(source, *, conditions=None, splits=None, held_out: Sequence[str]
     train_series, train_stim = _train_trials(Z, Sz, pieces["train"], context + horizon)
     val = _windows(Z, Sz, pieces["val"], context, horizon, stride, max_windows, seed + 1, reach)
     test = _windows(Z, Sz, pieces["test"], context, horizon, stride, max_windows, seed + 2, reach)
+    from .tasks import OOD_SUITES, ForecastTask
+
     suites = [s for s in OOD_SUITES if s in pieces] + [s for s in pieces if s not in (*ID_SPLITS, *OOD_SUITES)]
     ood = {}
     for j, s in enumerate(suites):
         k = OOD_SUITES.index(s) if s in OOD_SUITES else len(OOD_SUITES) + j
         ood[s] = _windows(Z, Sz, pieces[s], context, horizon, stride, max_windows, seed + 3 + k, reach)
     meta = _meta(ds, N, cond, source, mean=mu, std=sd, stim_scale=stim_scale)
+    meta["reading"] = json.dumps(reading.to_dict())
     if protocol:
         meta.update(protocol=protocol, held_out=tuple(held_out))
     prefix = f"traces-{protocol}" if protocol else "traces"

@@ -167,19 +167,16 @@ class Traces:
     """Your recording instead of the simulator (``--data``; :func:`neuro.data.from_traces`)."""
 
     path: Path
-    conditions: Path | None = None
+    conditions: Path | str | None = None   # a file of labels or step ranges, or "zapbench" (neuro.reader)
     dt: float | None = None
     held_out: tuple[str, ...] = ()
     protocol: str | None = None   # a forecasting protocol (``"zapbench"``, :func:`neuro.data.from_traces`)
 
     def task(self, s: StudySettings):
-        import numpy as np
-
         from .data import from_traces
 
-        conditions = np.load(self.conditions) if self.conditions is not None else None
         extra = {"protocol": self.protocol} if self.protocol else {}
-        return from_traces(self.path, conditions=conditions, dt=self.dt, held_out=self.held_out, context=s.context,
+        return from_traces(self.path, conditions=self.conditions, dt=self.dt, held_out=self.held_out, context=s.context,
                            horizon=s.horizon, max_windows=s.max_windows, seed=s.seed, **extra)
 
 

@@ -20,17 +20,16 @@ from .plots import plot_activity, plot_tail_angle, plot_tree, tail_readout
 from .recovery import report_table, summary_line, truth_frame
 from .run import COLS, StudyRun
 
-__all__ = ["write_report", "save_numbers", "recovery_note", "units_note"]
+__all__ = ["write_report", "save_numbers", "recovery_note", "units_note", "reading_of"]
 
 _LONG_COLS = ("val", "test", "ood_mean", "edge_auroc", "frequency", "tail_phase_error", "tail_amplitude_ratio",
               "tail_beat_forecast")
 
 
 def recovery_note(run: StudyRun) -> str:
-    """``recovery.txt`` when there is no planted-truth table: why not."""
-    why = ("your traces have no planted circuit to recover" if run.task.true_weights is None
-           else "no structural-prior program finished")
-    return f"neuro planted truth: 0 of 0 recovered ({why})\n"
+    """``recovery.txt`` of a simulated study with no planted-truth table: why not (your traces
+    have no planted truth and no ``recovery.txt``)."""
+    return "neuro planted truth: 0 of 0 recovered (no structural-prior program finished)\n"
 
 
 def save_numbers(run: StudyRun, findings) -> None:
@@ -74,6 +73,22 @@ def _swim_figures(rep: Report, task, searches: dict, *, activity: bool, name: st
                name, caption=caption)
 
 
+def reading_of(task):
+    """The :class:`scimech.reading.Reading` of recorded traces (``task.meta["reading"]``), or None."""
+    from scimech.reading import Reading
+
+    text = task.meta.get("reading") if task.signal == "traces" else None
+    return Reading.from_dict(json.loads(text)) if text else None
+
+
+def _sampling(task) -> str:
+    """Your traces: the sampling and the horizon in seconds, as the product gives them."""
+    if task.signal != "traces":
+        return ""
+    return (f" The traces are sampled every {task.dt:.4g} s ({1 / task.dt:.3g} Hz): the context spans "
+            f"{task.context * task.dt:.4g} s and the horizon forecasts {task.horizon * task.dt:.4g} s ahead.")
+
+
 def _overview(run: StudyRun) -> str:
     s, task, t = run.settings, run.task, run.seconds
     return (f"Budget `{s.size}`: {len(s.seed_list)} search seed(s) {s.seed_list}, {s.n_nodes} nodes per search"
@@ -83,7 +98,7 @@ def _overview(run: StudyRun) -> str:
             f"training trials; ID val/test windows {len(task.val)}/{len(task.test)}; OOD suites "
             f"{', '.join(f'{k} ({len(v)})' for k, v in task.ood.items())}. Simulation {t['simulation']:.0f} s, "
             f"baselines {t['baselines']:.0f} s, searches {t['searches']:.0f} s, long context {t['long']:.0f} s. "
-            f"{run.long_note}")
+            f"{run.long_note}{_sampling(task)}")
 
 
 def units_note(run: StudyRun) -> str | None:
@@ -126,6 +141,9 @@ def write_report(run: StudyRun, findings) -> Path:
     title = ("Model discovery on your recording" if task.signal == "traces"
              else "Model discovery against a simulated larval zebrafish")
     rep = Report(run.settings.out, title=title)
+    reading = reading_of(task)
+    if reading is not None:   # a product of yours: what was read from it comes first
+        rep.text(reading.markdown())
     rep.text(_overview(run))
     subset = units_note(run)
     if subset:

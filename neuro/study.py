@@ -38,13 +38,36 @@ from scimech.options import add_cluster_arguments, existing_path, input_path, nu
 from scimech.study import Command, Plan, Study
 
 from .plan import BUDGETS, StudySettings
+from .zapbench import zarr_node
 
 __all__ = ["NeuroStudy", "run_study"]
 
-_DATA_FORMATS = ("zarr", "netcdf", "npy")
-DATA_HELP = ("your traces instead of the simulator: a zarr store or netCDF file with activity (time, neuron) and "
-             "condition (time) [split, trial, stimulus optional], or a .npy (time, neuron) array with --conditions "
-             "and --dt (neuro.data.from_traces)")
+#: a bare zarr array of traces (ZAPBench's layout: one (time, neuron) array, no group; neuro.zapbench)
+ZARR_ARRAY = options.Format("a zarr array of (time, neuron) traces (ZAPBench's layout)",
+                            lambda p: zarr_node(p) == "array")
+_DATA_FORMATS = ("zarr", "netcdf", "npy", ZARR_ARRAY)
+#: a file of condition labels (or step ranges), read by neuro.reader
+CONDITION_FILE = options.Format("a conditions file (.csv, .tsv, .json or .txt: a label per step, or start/stop "
+                                "step ranges)", lambda p: p.suffix.lower() in (".csv", ".tsv", ".json", ".txt")
+                                and options.FORMATS["text"].test(p))
+DATA_HELP = ("your traces instead of the simulator: a zarr store or netCDF file with activity (time, neuron), a "
+             "time coordinate with units and condition (time) [split, trial, stimulus optional]; a bare zarr array "
+             "(ZAPBench's layout) or a .npy (time, neuron) array with --conditions and --dt "
+             "(neuro.data.from_traces; `scimech neuro inspect PATH` says what is read)")
+
+
+def conditions_source(text: str):
+    """``--conditions``: a file of labels or step ranges, or the word ``zapbench`` (ZAPBench's
+    published condition offsets; argparse type)."""
+    if text.strip().lower() == "zapbench":
+        return "zapbench"
+    return _CONDITION_FILES(text)
+
+
+_CONDITION_FILES = input_path("npy", CONDITION_FILE)
+_CONDITIONS = options.Option(conditions_source, f"{_CONDITION_FILES.constraint}, or the word zapbench",
+                             _CONDITION_FILES.bad_examples)
+_CONDITIONS.formats = _CONDITION_FILES.formats
 
 
 def baseline_names(text: str) -> tuple[str, ...]:
@@ -72,16 +95,25 @@ def _task_options(q, *, sizes: bool) -> None:
                    help="forecast windows per split (default 400)")
     q.add_argument("--baselines", type=baseline_names, default=None, metavar="NAMES",
                    help="comma-separated baselines to fit (default: all)")
-    q.add_argument("--conditions", type=input_path("npy"), default=None, help="with a .npy --data: a .npy of one "
-                   "stimulus-condition label per time step")
-    q.add_argument("--dt", type=number(0), default=None, help="with --data: seconds between samples (default: "
-                   "the file's time coordinate)")
+    _data_options(q)
     q.add_argument("--held-out", nargs="+", default=None, metavar="CONDITION",
                    help="with --data: conditions never trained on (the OOD suite held_out_condition)")
     q.add_argument("--protocol", choices=("zapbench",), default=None,
                    help="with --data: ZAPBench's protocol (each condition split 70/10/20 %% in time after one "
                    "padding step at either end, the condition 'taxis' or --held-out held out, context <= 256 "
                    "(4 or 256 reported), horizon 32, every window at stride 1; MAE per step in mae_per_step.csv)")
+
+
+def _data_options(q) -> None:
+    """--conditions and --dt: how your traces are read (study, baselines and inspect)."""
+    q.add_argument("--conditions", type=_CONDITIONS, default=None, metavar="FILE",
+                   help="with --data: the stimulus condition of each time step, from a file (.npy or .txt: a label "
+                   "per step; .csv/.tsv: a 'condition' column, with 'start' and 'stop' for step ranges; .json: "
+                   "labels or ZAPBench's condition_offsets and condition_names) or 'zapbench' (ZAPBench's "
+                   "offsets); default: the file's 'condition', else conditions.csv (.json, .npy, .txt) beside it")
+    q.add_argument("--dt", type=number(0), default=None, help="with --data: seconds between samples, for traces "
+                   "whose time axis has no units or that have none (default: the time coordinate, read with its "
+                   "units)")
 
 
 def _needs_data(q) -> None:
@@ -180,11 +212,13 @@ class NeuroStudy(Study):
             run.findings = findings(run.evidence)
         return run.findings
 
-    def planted_truth(self, run) -> str:
+    def planted_truth(self, run) -> str | None:
         from .recovery import recovery_text
         from .report import recovery_note
 
-        return recovery_text(run.planted) if run.planted is not None else recovery_note(run)
+        if run.planted is not None:
+            return recovery_text(run.planted)
+        return None if run.task.signal == "traces" else recovery_note(run)   # your traces: nothing was planted
 
     def report(self, run, plan: Plan) -> Path:
         from .report import save_numbers, write_report
@@ -226,6 +260,26 @@ class NeuroStudy(Study):
                               f"simulator version): rerun `scimech neuro study` with its options and --out {folder} "
                               "(finished units are kept) to redraw it.")
         return run_study_units(s, tasks=built), study_plan(s)
+
+    # --- inspect: what is read from your traces ---------------------------------------------------
+    def add_inspect_options(self, parser: argparse.ArgumentParser) -> None:
+        _data_options(parser)
+        parser.add_argument("--held-out", nargs="+", default=None, metavar="CONDITION",
+                            help="conditions never trained on (the OOD suite held_out_condition)")
+        parser.add_argument("--protocol", choices=("zapbench",), default=None,
+                            help="the splits of ZAPBench's protocol (as `study --protocol zapbench`)")
+        parser.add_argument("--context", type=whole(1), default=StudySettings.context,
+                            help="context, steps (default 4)")
+        parser.add_argument("--horizon", type=whole(1), default=StudySettings.horizon,
+                            help="horizon, steps (default 32)")
+
+    def inspect(self, path: Path, args: argparse.Namespace):
+        """What ``study --data PATH`` would read, as a :class:`scimech.reading.Reading` (no torch,
+        no task built): :func:`neuro.data.inspect_traces`."""
+        from .data import inspect_traces
+
+        return inspect_traces(path, conditions=args.conditions, dt=args.dt, held_out=tuple(args.held_out or ()),
+                              protocol=args.protocol, context=args.context, horizon=args.horizon)
 
     # --- generate, shift and the neuro study's own commands -----------------------------------
     def add_generate_options(self, s: argparse.ArgumentParser) -> None:
@@ -288,12 +342,9 @@ def _baselines(args) -> int:
     from .tasks import build_task
 
     if args.data is not None:
-        import numpy as np
-
         from .data import from_traces
 
-        conditions = np.load(args.conditions) if args.conditions is not None else None
-        task = from_traces(args.data, conditions=conditions, dt=args.dt, held_out=args.held_out or (),
+        task = from_traces(args.data, conditions=args.conditions, dt=args.dt, held_out=args.held_out or (),
                            context=args.context, horizon=args.horizon, max_windows=args.max_windows, seed=args.seed,
                            protocol=args.protocol)
     else:

@@ -39,4 +39,4 @@ def latent_traces(n_neurons: int, n_steps: int, *, rank: int = 8, conditions=("a
         b = min(a + 2048, n_neurons)
         X[:, a:b] = z @ load[:, a:b] + noise * rng.standard_normal((n_steps, b - a))
     return xr.Dataset({"activity": (("time", "neuron"), X), "condition": ("time", label)},
-                      coords={"time": np.arange(n_steps) * dt, "neuron": np.arange(n_neurons)})
+                      coords={"time": ("time", np.arange(n_steps) * dt, {"units": "s"}), "neuron": np.arange(n_neurons)})

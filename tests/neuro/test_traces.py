@@ -103,8 +103,12 @@ def test_bad_inputs_are_one_clear_error_each(sim_task, tmp_path):
     with pytest.raises(DimensionError, match="one label per time step"):
         from_traces(layout["activity"].values, conditions=layout["condition"].values[:-1], dt=0.005)
     bad = layout.copy(deep=True)
-    bad["activity"][10, 3] = np.nan
-    with pytest.raises(DataValidationError, match="1 NaN/inf values .*neuron 3"):
+    bad["activity"][10, 3] = np.nan   # a neuron with a NaN is dropped, named, never z-scored as NaN
+    with pytest.warns(UserWarning, match="1 of 60 neurons dropped"):
+        task = from_traces(bad)
+    assert task.n_neurons == 59 and str(layout["neuron"].values[3]) not in set(task.meta["name"])
+    bad["activity"][10, :] = np.nan   # a frame lost in every neuron: refused, never joined over
+    with pytest.raises(DataValidationError, match="Time steps 10 are NaN/inf in every neuron"):
         from_traces(bad)
     with pytest.raises(MissingVariableError, match="No stimulus conditions"):
         from_traces(layout.drop_vars("condition"))

@@ -274,7 +274,7 @@ def test_zapbench_long_context_and_refusals(zap):
     assert ZAPBENCH["horizon"] == 32 and ZAPBENCH["contexts"] == (4, 256)
 
 
-def test_zapbench_study_cli_writes_mae_per_step(zap, tmp_path):
+def test_zapbench_study_cli_writes_mae_per_step(zap, tmp_path, capsys):
     from scimech.cli import main
 
     path = tmp_path / "rec.nc"
@@ -304,3 +304,11 @@ def test_zapbench_study_cli_writes_mae_per_step(zap, tmp_path):
     assert "The baselines on all 20 units of the recording" in report and report.startswith("# Model discovery on your")
     want = np.sort(np.random.default_rng(0).choice(20, 12, replace=False))
     np.testing.assert_array_equal(pd.read_csv(out / "search_units.csv")["unit"].to_numpy(), want)
+    # a recording's report opens with what was read from it, names the product and its sampling, and has no
+    # planted truth (none was planted): no recovery.txt, no planted-truth line printed
+    head = report.split("## ", 2)[1]
+    assert head.startswith("What was read") and "**Product:** netCDF file" in head
+    assert "- dt used: 1 s (1 Hz)" in head and "| time | time | coordinate | s | s |" in head
+    assert "sampled every 1 s (1 Hz): the context spans 4 s and the horizon forecasts 32 s ahead" in report
+    assert "planted" not in report.lower() and not (out / "recovery.txt").exists()
+    assert "planted truth" not in capsys.readouterr().out
