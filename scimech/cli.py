@@ -267,8 +267,8 @@ def _warn_renamed(argv: list[str]) -> None:
         study, _ = _study(words[0])
         new = study.renamed.get(words[1]) if study is not None else None
         if new:
-            print(f"scimech {words[0]}: warning: `{words[1]}` is deprecated and will be removed in the next release; "
-                  f"use `scimech {words[0]} {new}`.", file=sys.stderr)
+            print(f"scimech {words[0]}: warning: "
+                  f"{options.removal_notice(f'`{words[1]}`', f'`scimech {words[0]} {new}`')}", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:

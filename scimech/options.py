@@ -23,7 +23,8 @@ Two layers:
   is read in, the sizes offered), never change their meaning. :func:`needs` declares an option
   that acts only in some context (``--held-out`` only with ``--data``): given elsewhere it is
   refused with one line naming what it needs (:func:`refused_in_context`).
-  :func:`deprecated` keeps an old spelling for one release with a warning naming the new one.
+  :func:`deprecated` keeps an old spelling for one release with a warning naming the new one and
+  the release that removes the old one (:data:`REMOVED_IN`; CHANGELOG.md lists every one).
   :func:`vocabulary_table` is the table of ``docs/options.md``, generated from the declarations.
 """
 
@@ -43,7 +44,16 @@ from typing import Any
 __all__ = ["whole", "number", "fraction", "existing_path", "device", "Option", "output_path", "input_path",
            "Format", "FORMATS", "seems", "SHARED", "SharedOption", "add", "needs", "Needs", "refused_in_context",
            "deprecated", "vocabulary_table", "needs_table", "SIZES", "add_study_options", "add_dry_run",
-           "add_cluster_arguments"]
+           "add_cluster_arguments", "REMOVED_IN", "removal_notice"]
+
+#: the release that removes the spellings deprecated in this one (old option spellings, old command
+#: names, ``repeat=``); CHANGELOG.md's "Deprecated" entries name the same release
+REMOVED_IN = "0.2.0"
+
+
+def removal_notice(old: str, new: str) -> str:
+    """One wording for every deprecated spelling: ``old`` is deprecated, removed in :data:`REMOVED_IN`."""
+    return f"{old} is deprecated and will be removed in scimech {REMOVED_IN}; use {new}."
 
 
 class Option:
@@ -615,8 +625,7 @@ class _Deprecated(argparse.Action):
         super().__init__(option_strings, dest, nargs=nargs, **kwargs)
 
     def __call__(self, parser, namespace, values, option_string=None):
-        print(f"{parser.prog}: warning: {option_string} is deprecated and will be removed in the next release; "
-              f"use {self.deprecated_for}.", file=sys.stderr)
+        print(f"{parser.prog}: warning: {removal_notice(option_string, self.deprecated_for)}", file=sys.stderr)
         setattr(namespace, self.dest, self.const if self.nargs == 0 else values)
 
 

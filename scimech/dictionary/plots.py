@@ -30,7 +30,7 @@ def _save(fig, path: str | Path) -> Path:
 
 def plot_alignment(alignment: xr.Dataset, path: str | Path, *, top: int = 12) -> Path:
     """Heat map of the features' correlation with each variable (the ``top`` features with the
-    largest |r|), each cell's interval and the shuffled control printed in it."""
+    largest ``|r|``), each cell's interval and the shuffled control printed in it."""
     strength = abs(alignment.r).max("variable").fillna(0)
     keep = alignment.feature.values[np.argsort(-strength.values, kind="stable")[:top]]
     al = alignment.sel(feature=keep)
