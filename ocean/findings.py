@@ -16,7 +16,7 @@ from scimech.verdicts import Finding, assess, text_table
 
 from .recovery import recovery_table, summary_line
 
-__all__ = ["CONSISTENCY", "KEY_MEASURES", "MAX_SKILL_SPREAD", "consistency_ranking", "verdict", "findings",
+__all__ = ["CONSISTENCY", "KEY_MEASURES", "MAX_SKILL_SPREAD", "consistency_ranking", "verdict", "findings", "no_planted_truth",
            "findings_lines", "recovery_text"]
 
 
@@ -164,3 +164,11 @@ def recovery_text(summary: xr.Dataset) -> str | None:
             *notes, "Rows with expected 'no (contrast)' are regimes not built to recover the truth: "
             "reported, not counted."]
     return "\n".join(text)
+
+
+def no_planted_truth(data: str) -> str:
+    """The text of ``recovery.txt`` for a study of your own product: it has no planted truth, so nothing is
+    scored as recovered or missed (the planted-truth rows belong to the synthetic ocean)."""
+    return (f"ocean planted truth: none (your product {data} has no planted truth; the recovery rows score the "
+            "synthetic ocean's built-in answers only)\n\nThe findings (findings.txt) are measured on your product; "
+            "none of them is compared with a planted answer.")

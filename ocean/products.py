@@ -86,7 +86,8 @@ def find_variables(ds: xr.Dataset, names: Mapping[str, str] | None = None,
     study = {*VAR_ATTRS, *FIELD_UNITS, *STANDARD_NAMES, "u_ml", "v_ml"}  # a variable under a study name serves it
     for q, stds in STANDARD_NAMES.items():
         if q in how or (q in ds.data_vars and q not in table):
-            how.setdefault(q, "name")
+            std = ds[q].attrs.get("standard_name") if q in ds.data_vars else None
+            how.setdefault(q, f"name and standard_name ({std})" if std in stds else "name")
             continue
         for std in stds:
             cands = [v for v in by_std.get(std, []) if v in ds.data_vars and v not in table and v not in study]
@@ -102,8 +103,8 @@ def find_variables(ds: xr.Dataset, names: Mapping[str, str] | None = None,
             if new in STANDARD_NAMES or new in FIELD_UNITS:
                 reading.add(new, old, how[new], ds[old].attrs.get("units", "(none)"))
         for q in how:
-            if how[q] == "name" and q in ds.data_vars and q in FIELD_UNITS:
-                reading.add(q, q, "name", ds[q].attrs.get("units", "(none)"))
+            if how[q].startswith("name") and q in ds.data_vars and q in FIELD_UNITS:
+                reading.add(q, q, how[q], ds[q].attrs.get("units", "(none)"))
     return table
 
 
@@ -488,7 +489,10 @@ def from_nemo(ds: xr.Dataset, names: Mapping[str, str] | None = None, *, kappa: 
     dropped = sorted(str(v) for v in ds.data_vars if v not in keep and v != "mask")
     if dropped:
         notes.append(f"dropped {dropped} (not (member, time, lat, lon) fields)")
-        reading.fact("rows", "variables not read", ", ".join(f"{v} {tuple(map(str, ds[v].dims))}" for v in dropped))
+        unread = [v for v in dropped if v not in ("thetao", "so", "uo", "vo", "e3t") and "bnds" not in v
+                  and "bound" not in v]
+        if unread:
+            reading.fact("rows", "variables not read", ", ".join(f"{v} {tuple(map(str, ds[v].dims))}" for v in unread))
     out = xr.Dataset(keep, attrs=dict(ds.attrs))
     if "mask" not in ds and "tmask" in ds:
         ds["mask"] = ds["tmask"]

@@ -82,9 +82,9 @@ def say_back(out: xr.Dataset, reading: Reading, notes: Sequence[str] = ()) -> Re
     order = {q: i for i, q in enumerate([*INPUTS, *PRESCRIBED, "mlhc", "dmlhc_dt", "thetao", "so", "uo", "vo",
                                          "depth", "mask"])}
     reading.rows.sort(key=lambda r: order.get(r.quantity, len(order)))
-    if "mask" in out:
+    if "mask" in out and "ocean cells" not in reading.sections.get("mask", {}):
         n = int(out["mask"].sum())
-        reading.fact("mask", "ocean points", f"{n} of {out['mask'].size}")
+        reading.fact("mask", "ocean cells", f"{n} of {out['mask'].size}")
         said = [s for s in notes if s.startswith("mask")]
         reading.sections.setdefault("mask", {}).setdefault("from", said[0] if said else "the product's mask")
     if "member" in out.dims:

@@ -24,6 +24,7 @@ from . import plots
 from .findings import consistency_ranking, findings_lines, verdict
 from .model import build_model
 from .plan import StudyConfig
+from .reading import product_words
 from .recovery import recovery_table, summary_line
 from .variables import INPUTS, PRESCRIBED
 
@@ -40,16 +41,27 @@ def write_report(out: str | Path, summary: xr.Dataset, units: Mapping[tuple[str,
     out = Path(out)
     rep = Report(out, title="OceanCBM study (scimech ocean)")
     cfgd = dataclasses.asdict(cfg) if dataclasses.is_dataclass(cfg) else dict(cfg)
-    rep.text(
-        "Concept bottleneck forecasts of the mixed-layer heat content tendency (dMLHC/dt, W m-2) one month ahead "
-        f"from {cfgd.get('window')} months of inputs, on the synthetic mixed-layer ocean (exact heat budget; the "
-        "hidden eddy heat flux `q_hidden` is never prescribed). Regimes x seeds: "
-        f"{cfgd.get('regimes')} x {cfgd.get('seeds')}; {cfgd.get('epochs')} epochs each."
-        + (f" Wall time {seconds:.0f} s." if seconds else ""))
+    runs = (f" Regimes x seeds: {cfgd.get('regimes')} x {cfgd.get('seeds')}; {cfgd.get('epochs')} epochs each."
+            + (f" Wall time {seconds:.0f} s." if seconds else ""))
+    real = bool(cfgd.get("data"))
+    if real:
+        reading, lead, window = _what_was_read(cfgd, data)
+        rep.text(reading.markdown())
+        rep.text(
+            f"Concept bottleneck forecasts of the mixed-layer heat content tendency (dMLHC/dt, W m-2) {lead} ahead "
+            f"from {window} of inputs, on your product {product_words(reading)} "
+            f"({reading.sections.get('time', {}).get('frequency', 'frequency not read')}). The budget concepts are "
+            "computed from the product's own fields (ocean.concepts, as in the table above); a real product has no "
+            "planted truth, so nothing here is scored against one." + runs)
+    else:
+        rep.text(
+            "Concept bottleneck forecasts of the mixed-layer heat content tendency (dMLHC/dt, W m-2) one month ahead "
+            f"from {cfgd.get('window')} months of inputs, on the synthetic mixed-layer ocean (exact heat budget; the "
+            "hidden eddy heat flux `q_hidden` is never prescribed)." + runs)
     rep.heading("Verdict (measured)")
     rep.text(verdict(summary))
     rep.text("\n".join(f"- {line}" for line in findings_lines(summary)))
-    if "recovered" in summary:
+    if "recovered" in summary and not real:
         rep.heading("Planted truth vs what the study found")
         rep.text(f"**{summary_line(summary)}.** The synthetic ocean is built with answers: the hidden eddy heat "
                  "flux `q_hidden` is in the target but never prescribed (only the free concept can carry it), each "
@@ -76,12 +88,15 @@ def write_report(out: str | Path, summary: xr.Dataset, units: Mapping[tuple[str,
     rep.table(summary["acc_season"].mean("seed").to_pandas(), caption="Anomaly correlation per season")
     rep.heading("Concept fidelity")
     rep.table(summary["fidelity_r"].mean("seed").to_pandas(),
-              caption="Pearson r of predicted vs true concept (free_0: vs q_hidden); mean over seeds")
+              caption="Pearson r of predicted vs true concept (free_0: " + ("no truth on a product" if real else
+                                                                            "vs q_hidden") + "); mean over seeds")
     rep.table(summary["fidelity_r2"].mean("seed").to_pandas(), caption="R2 of predicted prescribed concepts")
-    rep.table(pd.DataFrame({"|r| free vs q_hidden": summary["free_hidden_abs_r"].mean("seed").to_series(),
-                            "best |r| any channel vs q_hidden": summary["hidden_best_abs_r"].mean("seed").to_series(),
-                            "probe R2 (all channels) vs q_hidden": summary["hidden_probe_r2"].mean("seed").to_series()}),
-              caption="Where the hidden process went")
+    if not real:  # q_hidden is the synthetic ocean's: a product has none
+        rep.table(pd.DataFrame({"|r| free vs q_hidden": summary["free_hidden_abs_r"].mean("seed").to_series(),
+                                "best |r| any channel vs q_hidden": summary["hidden_best_abs_r"].mean("seed").to_series(),
+                                "probe R2 (all channels) vs q_hidden":
+                                    summary["hidden_probe_r2"].mean("seed").to_series()}),
+                  caption="Where the hidden process went")
     rep.heading("Cross-seed consistency")
     rep.table(consistency_ranking(summary), caption="Each consistency measure and the regime it ranks first")
     rep.table(summary["concept_agreement"].to_pandas(),
@@ -93,9 +108,10 @@ def write_report(out: str | Path, summary: xr.Dataset, units: Mapping[tuple[str,
                             "CV head weights (prescribed)": summary["head_weight_cv_mean"].to_series()}),
               caption="Mean over seed pairs")
     heads = summary["head_weight"].mean("seed").to_pandas()
-    if "head_weight_true" in summary:
+    if "head_weight_true" in summary and not real:
         heads.loc["exact budget"] = summary["head_weight_true"].to_series()
-    rep.table(heads, caption="Head weights (normalised units; mean over seeds; last row: the exact budget)")
+    rep.table(heads, caption="Head weights (normalised units; mean over seeds" + ("" if real else
+                                                                                  "; last row: the exact budget") + ")")
     rep.figure(plots.skill_figure(summary), "skill", caption="Skill per regime and season")
     rep.figure(plots.cka_heatmaps(summary, "channel_agreement"), "channel_agreement",
                caption="Seed x seed channel agreement (signed r of the same named channel, mean over channels)")
@@ -103,11 +119,11 @@ def write_report(out: str | Path, summary: xr.Dataset, units: Mapping[tuple[str,
     rep.figure(plots.head_weights_figure(summary), "head_weights", caption="Head weights per regime (dots: seeds)")
     first = units.get(("mixed", min(s for r, s in units if r == "mixed"))) if any(r == "mixed" for r, _ in units) \
         else next(iter(units.values()))
-    rep.figure(plots.maps_figure(first), "maps", caption="Truth, forecast, RMSE and concept maps (land grey)")
-    rep.figure(plots.seasonal_skill_maps(first), "seasonal_skill", caption="Seasonal anomaly-correlation maps")
+    _figure(rep, lambda: plots.maps_figure(first), "maps", "Truth, forecast, RMSE and concept maps (land grey)")
+    _figure(rep, lambda: plots.seasonal_skill_maps(first), "seasonal_skill", "Seasonal anomaly-correlation maps")
     if data is not None and Path(data).exists():
         ds = odata.open_zarr(data)
-        rep.figure(plots.ensemble_spread_figure(ds), "ensemble", caption="Ensemble mean +/- spread of MLHC")
+        _figure(rep, lambda: plots.ensemble_spread_figure(ds), "ensemble", "Ensemble mean +/- spread of MLHC")
         try:
             fig = _attribution(out, ds, cfg, first)
             rep.figure(fig, "attribution", caption="GradientShap |attribution| per input variable (captum)")
@@ -115,6 +131,32 @@ def write_report(out: str | Path, summary: xr.Dataset, units: Mapping[tuple[str,
             rep.text(f"Attribution maps could not be made: {type(err).__name__}: {err}")
     return rep.write()
 
+
+
+def _figure(rep: Report, make, name: str, caption: str) -> None:
+    """A figure, or where it could not be drawn (a product's calendar the plot cannot label) one line saying so;
+    the report is kept either way."""
+    try:
+        fig = make()
+    except (TypeError, ValueError) as err:
+        rep.text(f"Figure '{name}' ({caption}) could not be drawn: {type(err).__name__}: {err}")
+        return
+    rep.figure(fig, name, caption=caption)
+
+
+def _what_was_read(cfgd: Mapping, data: str | Path | None):
+    """The reading of your product (kept by the mapped store, else read again: seconds, no training) and the
+    lead and window in the product's own frequency (:func:`ocean.timeaxis.step_words`)."""
+    from .reading import inspect, reading_of
+    from .timeaxis import step_words
+
+    store = odata.open_zarr(data, validate_schema=False) if data is not None and Path(data).exists() else None
+    reading = reading_of(store) if store is not None else None
+    if reading is None:
+        product = dict(cfgd.get("product") or {})
+        reading = inspect(cfgd["data"], **{k: product[k] for k in ("select", "member", "mesh_mask") if k in product})
+    freq = store if store is not None else "MS"
+    return reading, step_words(freq, int(cfgd.get("lead", 1))), step_words(freq, int(cfgd.get("window", 1)))
 
 
 def _attribution(out: Path, ds: xr.Dataset, cfg, unit: xr.Dataset):

@@ -38,6 +38,37 @@ _DATA_HELP = ("your data: a zarr store or netCDF file in the study's layout or w
 _DATA_FORMATS = ("zarr", "netcdf")
 
 
+def _select(text: str) -> tuple[str, int]:
+    """``DIM=INDEX`` of ``--select`` (argparse type)."""
+    dim, eq, index = text.partition("=")
+    if not eq or not dim.strip() or not index.strip().lstrip("-").isdigit():
+        raise argparse.ArgumentTypeError(f"--select takes DIM=INDEX (e.g. --select experiment=0); got {text!r}")
+    return dim.strip(), int(index)
+
+
+def _product_options(p: argparse.ArgumentParser) -> None:
+    """How your product's extra dims and mesh mask are read (``study --data`` and ``inspect``)."""
+    p.add_argument("--member", type=whole(0), default=None, metavar="INDEX",
+                   help="with --data: read only this member of the product's ensemble dim (realization, member_id, "
+                        "number; default: every member, each a member of the study)")
+    p.add_argument("--select", type=_select, action="append", default=None, metavar="DIM=INDEX",
+                   help="with --data: read index INDEX of the product's extra dim DIM (repeat for several dims)")
+    p.add_argument("--mesh-mask", default=None, metavar="FILE", type=options.existing_path("--mesh-mask"),
+                   help="with --data: NEMO's mesh_mask.nc for the product's grid (e1t, e2t, e3t_0, tmask)")
+
+
+def _product_reading(args: argparse.Namespace) -> dict:
+    """The open_store keywords of --member, --select and --mesh-mask (only those given)."""
+    out: dict = {}
+    if getattr(args, "select", None):
+        out["select"] = dict(args.select)
+    if getattr(args, "member", None) is not None:
+        out["member"] = int(args.member)
+    if getattr(args, "mesh_mask", None):
+        out["mesh_mask"] = str(args.mesh_mask)
+    return out
+
+
 def _settings_options(p: argparse.ArgumentParser, out_default: str, config_keys: dict[str, str], *,
                       out_kind: str = "folder", suffixes: tuple[str, ...] | None = None) -> None:
     """``--out``, ``--config`` and ``--size`` of the ocean commands that are not ``study``, from the
@@ -78,12 +109,20 @@ class OceanStudy(Study):
         options.add(st, "seeds", context="Each seed trains every regime; default: the size's")
         st.add_argument("--regimes", nargs="+", default=None, help="default: mixed prediction_only prescription_only")
         options.add(st, "epochs", context="Default: the size's")
+        _product_options(st)
 
     def plan(self, args: argparse.Namespace) -> Plan:
         from .plan import config_from_args, study_plan  # lazy: the pipeline (see the module's doc)
 
         cfg = config_from_args(args, data=str(args.data) if args.data else None, seeds=args.seeds,
                                regimes=args.regimes, epochs=args.epochs)
+        chosen = _product_reading(args)
+        if chosen and not args.data:
+            from scimech.errors import ConfigError
+
+            raise ConfigError(f"--{next(iter(chosen)).replace('_', '-')} reads your product: it acts only with --data.")
+        if chosen:
+            cfg = dataclasses.replace(cfg, product={**cfg.product, **chosen})
         out = Path(args.out)
         run_dir = out / self.run_subfolder if self.run_subfolder else out
         return study_plan(cfg, out, size=args.size, run_dir=run_dir, device=args.device,
@@ -106,8 +145,10 @@ class OceanStudy(Study):
         return findings(evidence.summary)
 
     def planted_truth(self, evidence) -> str | None:
-        from .findings import recovery_text
+        from .findings import no_planted_truth, recovery_text
 
+        if getattr(evidence.config, "data", None):  # your product: nothing was planted in it
+            return no_planted_truth(evidence.config.data)
         return recovery_text(evidence.summary)
 
     def report(self, evidence, plan: Plan) -> Path:
@@ -126,6 +167,16 @@ class OceanStudy(Study):
         """The study on the quick size: the units and ``summary.nc`` under ``out_dir/run``, the report,
         ``recovery.txt`` and ``findings.txt`` in ``out_dir``."""
         return Study.demo(OceanStudy(run_subfolder="run", progress_bar=False), out_dir, quick)
+
+    # --- inspect ------------------------------------------------------------------------------
+    def add_inspect_options(self, parser: argparse.ArgumentParser) -> None:
+        _product_options(parser)
+
+    def inspect(self, path: Path, args: argparse.Namespace):
+        """What ``scimech ocean study --data PATH`` would read from your product (no torch, no training)."""
+        from .reading import inspect
+
+        return inspect(path, **_product_reading(args))
 
     # --- generate, shift and the ocean's own commands -----------------------------------------
     def add_generate_options(self, s: argparse.ArgumentParser) -> None:
