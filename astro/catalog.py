@@ -68,6 +68,11 @@ PRODUCT = "Legacy Surveys DR10 catalogue (Tractor / sweep columns)"
 _QUANTITY = {"flux": "flux", "flux_ivar": "flux inverse variance"}
 
 
+def _unit_text(unit: u.UnitBase | None) -> str:
+    """A unit as the survey spells it (``nanomaggy``, ``nanomaggy^-2``)."""
+    return "" if unit is None else "nanomaggy" if unit == u.nmgy else "nanomaggy^-2" if unit == u.nmgy**-2 else str(unit)
+
+
 def _column(hdu: fits.BinTableHDU, name: str, unit: u.UnitBase | None, path: Path
             ) -> tuple[np.ndarray, str, str]:
     """Values of column ``name`` in ``unit`` (its TUNIT converted; no TUNIT: the survey's own unit),
@@ -86,7 +91,7 @@ def _column(hdu: fits.BinTableHDU, name: str, unit: u.UnitBase | None, path: Pat
         raise UnitsError(f"{path}: column {name} is in {got}, which does not convert to {unit} (the Legacy "
                          f"Survey unit; 1 nanomaggy = 3.631e-6 Jy, m_AB = 22.5 - 2.5 log10 f). Convert the "
                          "column or fix its TUNIT card.") from err
-    return values * factor, found, "" if factor == 1 else f"{got} -> {unit} (x {factor:.6g})"
+    return values * factor, found, "" if factor == 1 else f"{found.strip()} -> {_unit_text(unit)} (x {factor:.6g})"
 
 
 def _centre_crop(cube: np.ndarray, size: int, path: Path) -> np.ndarray:
@@ -306,17 +311,14 @@ def read_legacy_survey(path: str | Path, images: str | Path | None = None, *, st
 def _fill_reading(reading: Reading, found: dict, mw: bool, ident: tuple, zwarn: bool, spectype: bool, zerr,
                   cube, images) -> None:
     """The quantity rows of the reading: each column that served, its units as found and as used."""
-    def unit_text(unit) -> str:
-        return "" if unit is None else "nanomaggy" if unit == u.nmgy else "nanomaggy^-2" if unit == u.nmgy**-2 else str(unit)
-
     for k, (_, unit) in LEGACY_COLUMNS.items():
         name, tunit, conv = found[k]
         if mw and k.startswith("flux_ivar_"):
             conv = "; ".join(filter(None, [conv, f"x MW_TRANSMISSION_{k[-1].upper()}^2 (Milky Way extinction)"]))
         elif mw and k.startswith("flux_"):
             conv = "; ".join(filter(None, [conv, f"/ MW_TRANSMISSION_{k[-1].upper()} (Milky Way extinction)"]))
-        found_unit = tunit or (f"(none: {unit_text(unit)} assumed)" if unit is not None else "")
-        reading.add(k, name, "name", found_unit, unit_text(unit), conv)
+        found_unit = tunit or (f"(none: {_unit_text(unit)} assumed)" if unit is not None else "")
+        reading.add(k, name, "name", found_unit, _unit_text(unit), conv)
     if mw:
         reading.add("milky_way_extinction", "MW_TRANSMISSION_G/R/I/Z", "name", "", "transmission",
                     "fluxes and cut-outs divided by it; the template photo-z takes E(B-V) = 0 (not corrected twice)")

@@ -53,6 +53,11 @@ PIXEL_SCALE_TOLERANCE = 0.02
 #: median absolute deviation of ln(cut-out sum / catalogue flux) above which the rows do not follow
 #: the catalogue's (measured 0.02-0.06 on synthetic galaxies; shuffled rows give about 1)
 MAX_ROW_SCATTER = 0.5
+#: nanomaggies <-> Jy: the AB zero point of the Legacy Surveys' fluxes (1 nanomaggy = 3.631e-6 Jy, m_AB = 22.5 - 2.5 log10 f)
+AB_ZERO_POINT = u.zero_point_flux(3631 * u.Jy)
+#: another band order is taken over the one read when it follows the catalogue this much more tightly (sum of the
+#: moved bands' scatters; measured on synthetic galaxies with i and z swapped: 1.6)
+BAND_ORDER_MARGIN = 1.3
 _SPELLINGS = {"nanomaggies": "nanomaggy", "maggies": "maggy"}
 
 
@@ -185,13 +190,13 @@ def read_cube(path: str | Path) -> Cube:
     conversion = ""
     if unit is not None:
         try:
-            factor = unit.to(u.nmgy)
+            factor = unit.to(u.nmgy, equivalencies=AB_ZERO_POINT)
         except u.UnitConversionError as err:
             raise UnitsError(f"{path}: BUNIT {unit} does not convert to nanomaggies per pixel (1 nanomaggy = "
                              "3.631e-6 Jy); fix BUNIT or convert the cube.") from err
         if factor != 1:
             data = data * np.float32(factor)
-            conversion = f"{unit} -> nanomaggy (x {factor:.6g})"
+            conversion = f"{str(header.get('BUNIT')).strip()} -> nanomaggy (x {factor:.6g})"
     scale, scale_source = _pixel_scale(header) if header is not None else (None, "")
     if scale is not None and abs(scale / constants.PIXEL_SCALE_ARCSEC - 1) > PIXEL_SCALE_TOLERANCE:
         raise DataValidationError(f"{path}: the cut-outs are at {scale:.4g}\"/pixel ({scale_source}); the study's "
@@ -262,8 +267,8 @@ def check_fluxes(images: np.ndarray, flux: np.ndarray, ivar: np.ndarray, where: 
     from scipy.optimize import linear_sum_assignment
 
     _, best = linear_sum_assignment(scatter)
-    diagonal = float(np.trace(scatter))
-    if (best != np.arange(len(bands))).any() and diagonal > 1.5 * float(scatter[np.arange(len(bands)), best].sum()):
+    moved = np.flatnonzero(best != np.arange(len(bands)))       # the bands another order would explain better
+    if moved.size and scatter[moved, moved].sum() > BAND_ORDER_MARGIN * scatter[moved, best[moved]].sum():
         seen = ", ".join(bands[j] for j in best)
         raise DataValidationError(
             f"{where}: the cut-outs' bands follow the catalogue's {seen}, not g, r, i, z (median absolute deviation "

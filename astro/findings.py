@@ -14,14 +14,14 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from scimech.verdicts import Finding, PlantedTruthRow, assess, text_table
+from scimech.verdicts import Finding, PlantedTruthRow, assess, planted_wording, text_table
 from scimech.verdicts import recovery_line as shared_recovery_line
 
 from .measures import localised_block
 
 __all__ = ["findings", "advantage_finding", "layer_finding", "colour_head_finding", "image_head_finding",
-           "head_effects", "colour_heads", "planted_recovery", "recovery_line", "study_findings",
-           "recovery_text"]
+           "head_effects", "colour_heads", "planted_recovery", "planted_findings", "verdict_wording",
+           "recovery_line", "study_findings", "recovery_text"]
 
 
 def _ci_text(v: float, lo: float, hi: float, fmt: str = ".4f") -> str:
@@ -300,14 +300,54 @@ def _all_finite(effects: Mapping[str, tuple]) -> bool:
     return bool(effects) and all(np.isfinite(np.asarray(v, float)).all() for v in effects.values() if v is not None)
 
 
+def planted_findings(res: Mapping[str, xr.Dataset], fnd: Sequence[Mapping[str, Any]] | None = None, *,
+                     null_effect: float = 0.25) -> dict[int, tuple[bool | None, str]]:
+    """On a planted model, ``{finding index: (recovered, note)}`` of each reference finding that was
+    planted in it (empty for a model without a planted mechanism); the rest are not planted.
+
+    Finding 2 (the gain in the first block) is planted when the planted block is block 0, and
+    recovered when its verdict holds; finding 3 is the inert colour head, finding 4 the image
+    head, each recovered as its :func:`planted_recovery` row says. ``note``: what the finding's
+    own verdict says when it differs (finding 3's radial organisation was not planted).
+    """
+    rows = planted_recovery(res, null_effect=null_effect)
+    if not rows:
+        return {}
+    fnd = findings(res, null_effect=null_effect) if fnd is None else fnd
+    planted = {2: rows[1].recovered, 3: rows[0].recovered}
+    if int(res["interventions"].attrs.get("planted_block", -1)) == 0:
+        planted[1] = None if fnd[1]["verdict"] == "NOT ASSESSED" else fnd[1]["verdict"] == "REPRODUCED"
+    out = {}
+    for i, recovered in sorted(planted.items()):
+        own = fnd[i]["verdict"]
+        differs = recovered is not None and own != "NOT ASSESSED" and (own == "REPRODUCED") != recovered
+        out[i] = (recovered, f"; as the reference states it (with what was not planted): {own}" if differs else "")
+    return out
+
+
+def verdict_wording(res: Mapping[str, xr.Dataset], fnd: Sequence[Mapping[str, Any]] | None = None, *,
+                    null_effect: float = 0.25) -> list[tuple[str, str, str]]:
+    """Per finding, ``(wording, qualifier, note)`` of its line: on a planted model a planted finding reads
+    :func:`scimech.verdicts.planted_wording` (never "REPRODUCED"), the others their verdict qualified
+    ``(planted stand-in)``; on any other model, the verdict."""
+    fnd = findings(res, null_effect=null_effect) if fnd is None else fnd
+    planted = planted_findings(res, fnd, null_effect=null_effect)
+    if not planted_recovery(res, null_effect=null_effect):
+        return [("", "", "")] * len(fnd)
+    return [(planted_wording(planted[i][0]), "", planted[i][1]) if i in planted else ("", " (planted stand-in)", "")
+            for i in range(len(fnd))]
+
+
 def study_findings(res: Mapping[str, xr.Dataset], *, null_effect: float = 0.25) -> list[Finding]:
     """:func:`findings` as :class:`scimech.verdicts.Finding` objects, numbered as the reference study
-    numbers them; the line says when they were tested on the planted stand-in, and leaves the
-    numbers to the report (``terse``)."""
-    on = " (planted stand-in)" if planted_recovery(res, null_effect=null_effect) else ""
+    numbers them; on the planted stand-in a finding that was planted reads "planted: recovered" or
+    "planted: missed" (:func:`verdict_wording`), the others say they were tested on it; the numbers
+    are left to the report (``terse``)."""
+    fnd = findings(res, null_effect=null_effect)
+    words = verdict_wording(res, fnd, null_effect=null_effect)
     return [Finding(f["finding"], f["verdict"], f["evidence"], f["reason"], f["numbers"], label=f"{i}. ",
-                    qualifier=on, terse=True)
-            for i, f in enumerate(findings(res, null_effect=null_effect), 1)]
+                    wording=w, qualifier=q, note=note, terse=True)
+            for i, (f, (w, q, note)) in enumerate(zip(fnd, words), 1)]
 
 
 def recovery_text(res: Mapping[str, xr.Dataset], *, null_effect: float = 0.25) -> str:

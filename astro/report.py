@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from scimech.reading import Reading
 from scimech.report import Report
 
 from . import plots
-from .findings import findings, planted_recovery, recovery_line
+from .findings import findings, planted_recovery, recovery_line, verdict_wording
 from .plan import StudySettings
 
 __all__ = ["write_report", "galaxies_text"]
@@ -29,14 +30,18 @@ def galaxies_text(settings: StudySettings) -> str | None:
 
 
 def write_report(res: dict, out: Path, *, title: str = "AION-1 redshift head analysis (stand-in)",
-                 timings: dict | None = None, galaxies: str | None = None) -> Path:
+                 timings: dict | None = None, galaxies: str | None = None, reading: Reading | None = None) -> Path:
     """Figures, tables, the plain list of which findings reproduce, and (for a planted stand-in)
     the planted truth against what the study found.
 
-    ``galaxies`` says what the study ran on (default: the synthetic galaxies of the stand-in)."""
+    ``galaxies`` says what the study ran on (default: the synthetic galaxies of the stand-in);
+    ``reading``: what was read from your catalogue (:func:`astro.catalog.read_legacy_survey`),
+    the report's opening section."""
     iv = res["interventions"]
     planted = bool(int(iv.attrs.get("planted", 0)))
     rep = Report(out, title=title.replace("(stand-in)", "(planted stand-in)") if planted else title)
+    if reading is not None:
+        rep.text(reading.markdown())
     rep.text((galaxies or "Stand-in: a small `aion.AION` subclass (coarse 6x6 image-token grid) trained on "
               "synthetic galaxies (kcorrect SEDs, Calzetti dust, DECam photometry, bulge+disk Sersic images).")
              + " 'photometry' hides the image tokens with AION's input mask; 'multimodal' shows them."
@@ -52,9 +57,9 @@ def write_report(res: dict, out: Path, *, title: str = "AION-1 redshift head ana
                   caption="Planted truth vs what the study found (findings 3 and 4, every intervention)")
     fnd = findings(res)
     lines = ["## Findings of the reference study, tested here", ""]
-    for f in fnd:
+    for f, (wording, qualifier, note) in zip(fnd, verdict_wording(res, fnd)):
         why = f" ({f['reason']})" if f["verdict"] == "NOT ASSESSED" else ""
-        lines.append(f"- **{f['verdict']}**{why}: {f['finding']}. Evidence: {f['evidence']}.")
+        lines.append(f"- **{wording or f['verdict']}**{qualifier}{why}: {f['finding']}{note}. Evidence: {f['evidence']}.")
     rep.text("\n".join(lines))
     adv = res["advantage"]
     tab = adv["value"].sel(metric=["sigma_nmad", "outlier_fraction", "bias", "mean_abs_dz"]).to_dataframe().unstack("metric")

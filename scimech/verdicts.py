@@ -4,6 +4,8 @@
   gives a verdict only from finite numbers: a finding whose inputs are missing or NaN (one
   seed where consistency across seeds is asked, an empty test split) reads ``NOT ASSESSED``
   with the reason, never ``NOT reproduced``.
+- :data:`PLANTED_WORDING`: a finding that was planted in the model reads ``planted: recovered`` or
+  ``planted: missed`` (never ``REPRODUCED``).
 - :class:`PlantedTruthRow`: one row of the planted-truth table (how much of the mechanism built
   into a synthetic world a study recovered), in the schema :mod:`scimech.validate` uses.
 - :func:`recovery_line`, :func:`write_outcome`, :func:`print_outcome`: ``recovery.txt`` (first
@@ -20,12 +22,21 @@ from pathlib import Path
 from typing import Any, Literal
 
 __all__ = ["Finding", "PlantedTruthRow", "Verdict", "assess", "recovery_line", "write_outcome", "print_outcome",
-           "RECOVERY_FILE", "FINDINGS_FILE", "finite", "text_table"]
+           "RECOVERY_FILE", "FINDINGS_FILE", "finite", "text_table", "PLANTED_WORDING", "planted_wording"]
 
 RECOVERY_FILE = "recovery.txt"  # first line: "<study> planted truth: K of N recovered (...)", then the table
 FINDINGS_FILE = "findings.txt"  # one line per reference finding with its verdict
 
 Verdict = Literal["REPRODUCED", "NOT reproduced", "NOT ASSESSED"]
+
+#: how a reference finding reads on a model where it was planted: "REPRODUCED" would credit the
+#: reference with what was built in; the line says whether the study recovered it (``Finding.wording``)
+PLANTED_WORDING = {True: "planted: recovered", False: "planted: missed", None: "planted: not assessed"}
+
+
+def planted_wording(recovered: bool | None) -> str:
+    """``"planted: recovered"``, ``"planted: missed"`` or (``None``) ``"planted: not assessed"``."""
+    return PLANTED_WORDING[None if recovered is None else bool(recovered)]
 
 
 @dataclass(frozen=True)
@@ -39,9 +50,10 @@ class Finding:
 
     How its line reads: ``label`` goes before the verdict (``"1. "``: the reference's
     numbering); ``wording`` says the verdict as the study words it (``NOT reproduced (the
-    baseline is better)``; default: the verdict); ``qualifier`` follows it (``" (planted
-    stand-in)"``); ``note`` follows the line; ``terse`` leaves the evidence to the report (the
-    line keeps only the reason a finding was not assessed).
+    baseline is better)``; a finding planted in the model: :func:`planted_wording`; default:
+    the verdict); ``qualifier`` follows it (``" (planted stand-in)"``); ``note`` follows the
+    line; ``terse`` leaves the evidence to the report (the line keeps only the reason a finding
+    was not assessed, and the note).
     """
 
     claim: str
@@ -63,7 +75,7 @@ class Finding:
         """The line ``findings.txt`` and ``scimech demo`` print."""
         head = f"{self.label}{self.wording or self.verdict}{self.qualifier}: {self.claim}"
         if self.terse:
-            return head + (f" ({self.reason})" if not self.assessed else "")
+            return head + (f" ({self.reason})" if not self.assessed else "") + self.note
         if not self.assessed and not self.wording:
             return f"{head} ({self.reason})." + self.note
         return head + (f" ({self.evidence})." if self.evidence else ".") + self.note

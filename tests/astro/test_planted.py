@@ -155,8 +155,9 @@ def test_a_broken_ablation_makes_the_recovery_fail(planted_study, monkeypatch):
     assert findings.recovery_line(rows).startswith("astro planted truth: 1 of 2 recovered (MISSED image head")
 
 
-def test_findings_on_a_constructed_result_follow_the_numbers():
-    """Findings 3 and 4 read heads off hand-made effects: no model, so what they pick is known."""
+def constructed_result(radial=(0.1, 0.9, 0.2, 0.3)):
+    """Hand-made evidence of 4 heads: head 1 the colour head without effect, head 3 carries the advantage
+    (no model, so what the findings pick is known). Returns ``(res, raw, z, sign, one, masks)``."""
     heads = 4
     rng = np.random.default_rng(0)
     n = 300
@@ -190,10 +191,16 @@ def test_findings_on_a_constructed_result_follow_the_numbers():
     adv = measures.multimodal_advantage(z, {"photometry": z_phot, "multimodal": z_multi}, masks, n_bootstrap=100)
     layers = xr.Dataset({"gain": (("target", "layer"), [[0.2, 0.2], [0.1, 0.1]])},
                         coords=dict(target=["z", "a_v"], layer=[0, 1]))
-    rad = xr.Dataset({"radial_score": ("head", [0.1, 0.9, 0.2, 0.3])}, coords=dict(head=np.arange(heads)))
+    rad = xr.Dataset({"radial_score": ("head", list(radial))}, coords=dict(head=np.arange(heads)))
     preds = {"photometry": z_phot, "multimodal": z_multi} | {f"multimodal_ablate_h{h}": zab[2, h] for h in range(4)}
     bias = measures.attenuation_bias(z, rng.uniform(0, 2, n), rng.standard_normal((n, 3)), preds, masks)
     res = dict(advantage=adv, layers=layers, head_probes=hp, radial=rad, interventions=iv, bias=bias)
+    return res, raw, z, sign, one, masks
+
+
+def test_findings_on_a_constructed_result_follow_the_numbers():
+    """Findings 3 and 4 read heads off hand-made effects: no model, so what they pick is known."""
+    res, raw, z, sign, one, masks = constructed_result()
     f = findings.findings(res)
     assert f[2]["head"] == 1 and f[2]["encodes_colours"] and all(f[2]["no_effect"].values())
     assert f[3]["head"] == 3 and all(f[3]["carries"].values()) and f[3]["removes"]
@@ -202,3 +209,42 @@ def test_findings_on_a_constructed_result_follow_the_numbers():
     raw2["z_ablated"][:, 1] = z + sign * 0.05 * one             # +0.01 in mean|dz|: half the advantage
     res["interventions"] = measures.summarise_interventions(raw2, z, masks, n_bootstrap=100)
     assert not any(findings.findings(res)[2]["no_effect"].values())
+
+
+# ---------------------------------------------------------------- how a planted finding reads
+PLANTED = dict(planted=1, planted_block=0, planted_image_head=3, planted_inert_head=1,
+               planted_image_truth="carries the image's gain", planted_inert_truth="encodes colours, no effect")
+
+
+def test_a_planted_finding_reads_recovered_or_missed_never_reproduced():
+    """On a planted model, findings 2-4 (block 0, the inert colour head, the image head: all built in)
+    read "planted: recovered" / "planted: missed" as the planted-truth rows say; finding 1 (the world's)
+    keeps its verdict, qualified. The verdicts and numbers themselves are unchanged."""
+    res, *_ = constructed_result()
+    before = [(f.verdict, dict(f.numbers)) for f in findings.study_findings(res)]
+    unplanted = [f.line() for f in findings.study_findings(res)]
+    assert all("planted" not in line for line in unplanted)          # a model with nothing planted: as before
+    assert unplanted[2].startswith("3. REPRODUCED: ")                  # hand-made: head 1 encodes, no effect, radial
+    res["interventions"].attrs.update(PLANTED)
+    lines = [f.line() for f in findings.study_findings(res)]
+    assert [r.recovered for r in findings.planted_recovery(res)] == [True, True]
+    assert lines[1].startswith("2. planted: recovered: layerwise probing")
+    assert lines[2].startswith("3. planted: recovered: one head encodes colours")
+    assert lines[3].startswith("4. planted: recovered: another head")
+    assert lines[0].startswith("1. ") and "(planted stand-in)" in lines[0] and "planted:" not in lines[0]
+    assert not any("REPRODUCED" in line for line in lines[1:])
+    assert [(f.verdict, dict(f.numbers)) for f in findings.study_findings(res)] == before
+    # the study names another image head than the one planted: missed
+    res["interventions"].attrs.update(planted_image_head=2)
+    assert findings.study_findings(res)[3].line().startswith("4. planted: missed: another head")
+
+
+def test_a_planted_finding_says_when_the_reference_claim_differs():
+    """Finding 3's radial organisation was not planted: with the inert head found but not radial, the
+    line reads "planted: recovered" and says that, as the reference states it, it is NOT reproduced."""
+    res, *_ = constructed_result(radial=(0.9, 0.1, 0.8, 0.7))          # head 1 below the median radial score
+    res["interventions"].attrs.update(PLANTED)
+    assert findings.findings(res)[2]["verdict"] == "NOT reproduced"
+    line = findings.study_findings(res)[2].line()
+    assert line.startswith("3. planted: recovered: ")
+    assert line.endswith("as the reference states it (with what was not planted): NOT reproduced")
