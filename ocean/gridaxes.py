@@ -166,6 +166,9 @@ def _position(ds: xr.Dataset, dim: str, centre: str, default: str) -> str:
     if n != m:
         raise DimensionError(f"Staggered dim {dim!r} has {n} points but the T points' {centre!r} have {m}; "
                              f"expected {m} or {m + 1}. Fix: select the same region on both grids.")
+    shift = ds[dim].attrs.get("c_grid_axis_shift") if dim in ds.coords else None
+    if shift is not None:  # the COMODO attribute xgcm and xnemogcm write: +0.5 right of the centre, -0.5 left
+        return "right" if float(shift) > 0 else "left"
     if dim in ds.coords and centre in ds.coords and ds[dim].ndim == 1 and ds[centre].ndim == 1:
         s, c = np.asarray(ds[dim].values, float), np.asarray(ds[centre].values, float)
         if np.all(np.isfinite(s)) and np.all(np.isfinite(c)) and not np.allclose(s, c):
@@ -174,7 +177,28 @@ def _position(ds: xr.Dataset, dim: str, centre: str, default: str) -> str:
     return default
 
 
-def _staggered_dims(ds: xr.Dataset, ydim: str, xdim: str) -> dict[str, tuple[str, str, str]]:
+#: 2-D positions that put a variable on the T points' own (y, x) dims at U (east face) or V (north face)
+#: points: NEMO's mesh-mask names and those of its grid_U / grid_V files
+_U_POSITIONS = {"glamu", "gphiu", "nav_lon_grid_U", "nav_lat_grid_U"}
+_V_POSITIONS = {"glamv", "gphiv", "nav_lon_grid_V", "nav_lat_grid_V"}
+
+
+def _faces_on_t_dims(ds: xr.Dataset, ydim: str, xdim: str) -> tuple[xr.Dataset, dict[str, tuple[str, str]]]:
+    """A variable on the T points' dims whose coordinates are U (V) positions is on the east (north) faces:
+    its x (y) dim renamed ``<x>_U`` (``<y>_V``) so that it is interpolated like any staggered dim."""
+    extra: dict[str, tuple[str, str]] = {}
+    for name, da in list(ds.data_vars.items()):
+        coords = set(map(str, da.coords))
+        for positions, dim, axis, tag in ((_U_POSITIONS, xdim, "X", "U"), (_V_POSITIONS, ydim, "Y", "V")):
+            if coords & positions and dim in da.dims:
+                new = f"{dim}_{tag}"
+                ds = ds.drop_vars(name).assign({name: da.reset_coords(drop=True).rename({dim: new})})
+                extra[new] = (axis, "right")
+    return ds, extra
+
+
+def _staggered_dims(ds: xr.Dataset, ydim: str, xdim: str, extra: dict[str, tuple[str, str]] | None = None
+                    ) -> dict[str, tuple[str, str, str]]:
     """``{dim: (axis, centre dim, position)}`` for each staggered horizontal dim a data variable uses."""
     found = {}
     used = {d for v in ds.data_vars.values() for d in v.dims}
@@ -182,8 +206,9 @@ def _staggered_dims(ds: xr.Dataset, ydim: str, xdim: str) -> dict[str, tuple[str
         d = str(d)
         if d in (ydim, xdim):
             continue
-        if d in _STAGGERED:
-            axis, default = _STAGGERED[d]
+        known = {**_STAGGERED, **(extra or {})}
+        if d in known:
+            axis, default = known[d]
         elif d in ds.coords and ds[d].ndim == 1 and ds[d].attrs.get("axis") in ("X", "Y") and d not in ds[d].attrs.get(
                 "bounds", ""):
             axis, default = ds[d].attrs["axis"], "right"
@@ -446,7 +471,8 @@ def read_grid(ds: xr.Dataset, reading: Reading | None = None, *, mesh_mask: xr.D
         if lat not in ds.variables:
             lat, lon = _find_axes(ds)
     facts["latitude, longitude"] = f"{lat}, {lon}"
-    stag = _staggered_dims(ds, ydim, xdim)
+    ds, same_dims = _faces_on_t_dims(ds, ydim, xdim)
+    stag = _staggered_dims(ds, ydim, xdim, same_dims)
     if stag:
         periodic = ds[lon].ndim == 1 and is_periodic(_unwrap(ds[lon].values))
         ds = _to_t_points(ds, stag, periodic, reading, facts)

@@ -269,6 +269,20 @@ def test_nemo_u_v_points_without_coordinates_are_east_and_north_of_t():
     np.testing.assert_allclose(vt[0], v[0], rtol=1e-12)
 
 
+def test_nemo_u_points_on_the_t_dims_are_known_by_their_glamu_positions():
+    # a grid_U file merged with the T file: uo on (y, x) like the tracers, but at the U positions glamu
+    ny, nx = 4, 6
+    u = np.random.default_rng(1).normal(size=(ny, nx))
+    lat, lon = np.meshgrid(np.arange(ny) * 1.0 + 30, np.arange(nx) * 1.0 + 300, indexing="ij")
+    ds = xr.Dataset({"uo": (("y", "x"), u, {"units": "m/s"}), "tos": (("y", "x"), np.ones((ny, nx)), {"units": "degC"})},
+                    coords={"nav_lat": (("y", "x"), lat), "nav_lon": (("y", "x"), lon),
+                            "glamu": (("y", "x"), lon + 0.5), "gphiu": (("y", "x"), lat)})
+    reading = Reading("NEMO T + U")
+    out = _read_grid(ds, reading)
+    np.testing.assert_allclose(out["uo"].transpose("lat", "lon").values[:, 1:], 0.5 * (u[:, :-1] + u[:, 1:]), rtol=1e-12)
+    assert "glamu" not in out.variables and "uo" in reading.sections["grid"]["staggered"]
+
+
 # --- a NEMO mesh mask --------------------------------------------------------------------------
 
 def _nemo(ny=6, nx=7, nz=3):
