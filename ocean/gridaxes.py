@@ -294,6 +294,13 @@ def _regular_axes(lat1: np.ndarray, lon1: np.ndarray, facts: dict, notes: list[s
         notes.append(f"longitudes unwrapped to {lon[0]:g}..{lon[-1]:g} (they crossed {jump})")
     else:
         facts["longitude"] = f"{lon[0]:g}..{lon[-1]:g}, monotonic as given"
+    for name, values in (("longitude", lon), ("latitude", np.asarray(lat1, float))):
+        steps = np.diff(values)
+        if values.size > 1 and not (np.all(steps > 0) or np.all(steps < 0)):
+            raise DimensionError(
+                f"The {name}s are not monotonic{' after unwrapping' if name == 'longitude' else ''} "
+                f"({values[:4].round(3).tolist()} ...): differences between neighbours would span the globe. "
+                f"Fix: sort them first, e.g. ds.sortby('{name[:3]}'), or give one region.")
     periodic = is_periodic(lon)
     facts["periodic in longitude"] = (f"yes: {lon.size} columns go round the globe, the seam is a neighbour (xgcm "
                                       "padding='periodic')" if periodic else "no: the first and last columns are edges")
@@ -464,12 +471,13 @@ def read_grid(ds: xr.Dataset, reading: Reading | None = None, *, mesh_mask: xr.D
     """
     facts: dict[str, str] = {}
     notes: list[str] = []
+    if mesh_mask is not None and _first(ds, _LAT_NAMES, "latitude", set()) is None and {"y", "x"} <= set(ds.dims):
+        ds = _merge_mesh_mask(ds, mesh_mask, "y", "x", facts)  # the positions from the mesh mask's glamt / gphit
+        mesh_mask = None
     lat, lon = _find_axes(ds)
     ydim, xdim = _t_dims(ds, lat, lon)
     if mesh_mask is not None:
         ds = _merge_mesh_mask(ds, mesh_mask, ydim, xdim, facts)
-        if lat not in ds.variables:
-            lat, lon = _find_axes(ds)
     facts["latitude, longitude"] = f"{lat}, {lon}"
     ds, same_dims = _faces_on_t_dims(ds, ydim, xdim)
     stag = _staggered_dims(ds, ydim, xdim, same_dims)

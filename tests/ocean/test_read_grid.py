@@ -362,3 +362,33 @@ def test_latitude_and_longitude_found_by_their_cf_standard_names():
     assert reading.sections["grid"]["latitude, longitude"] == "yc, xc"
     assert "unwrapped" in reading.sections["grid"]["longitude"]
     np.testing.assert_allclose(out["lon"].values, np.arange(330.0, 392.5, 2.5))
+
+
+def test_positions_from_the_mesh_mask_when_the_product_has_none():
+    ds, mesh, tmask = _nemo()
+    lat, lon = ds["nav_lat"].values, ds["nav_lon"].values
+    bare = ds.drop_vars(["nav_lat", "nav_lon"])
+    mesh = mesh.assign(glamt=(("t", "y", "x"), lon[None]), gphit=(("t", "y", "x"), lat[None]))
+    out = _read_grid(bare, mesh_mask=mesh)
+    np.testing.assert_array_equal(out["nav_lat"].values, lat)
+    np.testing.assert_array_equal(out["mask"].values, tmask[0])
+
+
+def test_unsorted_longitudes_are_refused_naming_the_fix():
+    lon = np.array([10.0, 12.5, 5.0, 7.5, 15.0])
+    with pytest.raises(DimensionError, match=r"not monotonic.*sortby\('lon'\)"):
+        _read_grid(_product(LAT, lon, t=_cos))
+
+
+def test_orca_halo_columns_are_dropped_and_the_grid_is_periodic():
+    # NEMO's ORCA grids repeat columns: column 0 is column n-2 and column n-1 is column 1 (jperio = 4 / 6)
+    lat, lon = np.meshgrid(LAT_G, GLOBAL, indexing="ij")
+    lat, lon = np.c_[lat[:, -1:], lat, lat[:, :1]], np.c_[lon[:, -1:], lon, lon[:, :1]]
+    t = _cos(np.deg2rad(lat), np.deg2rad(lon))
+    ds = xr.Dataset({"t": (("y", "x"), t), "h": (("y", "x"), np.ones_like(t)),
+                     "e1t": (("y", "x"), R_EARTH * np.cos(np.deg2rad(lat)) * np.deg2rad(2.5), {"units": "m"}),
+                     "e2t": (("y", "x"), np.full(t.shape, R_EARTH * np.deg2rad(2.0)), {"units": "m"})},
+                    coords={"nav_lat": (("y", "x"), lat), "nav_lon": (("y", "x"), lon)})
+    out = _read_grid(ds)
+    assert out.sizes["lon"] == GLOBAL.size and out["nav_lon"].attrs["periodic"] == 1
+    np.testing.assert_array_equal(out["nav_lon"].values[0], GLOBAL)
