@@ -1,7 +1,7 @@
 """scimech.model_profile: what every verb assumes, measured once, consulted by every verb alike.
 
-- a bfloat16 model whose output drifts +1 per call is refused by every verb (the sweeps let
-  it through with an "effect" that was pure drift);
+- (a bfloat16 model whose output drifts +1 per call, refused by every verb alike:
+  tests/scimech/test_stateful_models.py);
 - NaN at the same land rows in every pass is not drift, in any verb (the sweeps refused it);
 - scimech.profile shows calls, shapes, dtype, layout, rows, repeatability, grad and in-place
   writes, each checked against the model's code or a plain hook;
@@ -18,7 +18,6 @@ from torch import nn
 
 import scimech
 from scimech import ablate, attribution_patching, metrics
-from scimech.errors import DataValidationError
 from scimech.intervene import ablation_sweep, patching_sweep
 from scimech.model_profile import ModelProfile, require, same_values
 
@@ -27,36 +26,8 @@ from scimech.model_profile import ModelProfile, require, same_values
 ATOL = 1e-5
 
 
-class Drifting(nn.Module):
-    """Adds the number of calls so far to its output (a state kept across calls)."""
-
-    def __init__(self):
-        super().__init__()
-        self.a, self.b = nn.Linear(4, 4), nn.Linear(4, 4)
-        self.n = 0
-
-    def forward(self, x):
-        self.n += 1
-        return self.b(torch.relu(self.a(x))) + self.n
-
-
 def _sum(out, target=None):
     return out.float().sum(-1)
-
-
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
-def test_a_drifting_model_is_refused_by_every_verb_in_any_precision(dtype):
-    torch.manual_seed(0)
-    model = Drifting().to(dtype).eval()
-    x, corrupted = torch.randn(8, 4, dtype=dtype), torch.randn(8, 4, dtype=dtype)
-    for run in (lambda: patching_sweep(model, x, corrupted, ["a"], metric=_sum),
-                lambda: ablation_sweep(model, x, ["a", "b"], metric=_sum, method="zero"),
-                lambda: attribution_patching(model, x, corrupted, ["a"], _sum)):
-        with pytest.raises(DataValidationError, match="second forward pass.*forward="):
-            run()
-    with pytest.raises(DataValidationError, match="second forward pass.*forward="), \
-            ablate(model, "a", method="mean", reference=x):
-        pass
 
 
 class Land(nn.Module):

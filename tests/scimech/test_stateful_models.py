@@ -11,21 +11,41 @@ from scimech.intervene import ablation_sweep, patching_sweep
 
 
 class CountingModel(nn.Module):
-    """Adds 0.1 x the number of calls so far to its output (a stand-in for a cache or a running
-    normaliser updated in eval mode)."""
+    """Adds ``step`` x the number of calls so far to its output (a stand-in for a cache or a
+    running normaliser updated in eval mode)."""
 
-    def __init__(self):
+    def __init__(self, step: float = 0.1):
         super().__init__()
         self.a, self.b = nn.Linear(4, 4), nn.Linear(4, 4)
-        self.n = 0
+        self.n, self.step = 0, step
 
     def forward(self, x):
         self.n += 1
-        return self.b(torch.relu(self.a(x))) + 0.1 * self.n
+        return self.b(torch.relu(self.a(x))) + self.step * self.n
 
 
 def _metric(out, target):
-    return out.sum(-1)
+    return out.float().sum(-1)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_a_drift_of_one_per_call_is_refused_by_every_verb_in_any_precision(dtype):
+    """A bfloat16 model drifting +1 per call passed both sweeps with an 'effect' that was pure
+    drift (about 2.5), where ablate and attribution patching refused it: one check now (the
+    model profile), with the tolerance of the dtype."""
+    from scimech import ablate, attribution_patching
+
+    torch.manual_seed(0)
+    model = CountingModel(step=1.0).to(dtype).eval()
+    x, corrupted = torch.randn(8, 4, dtype=dtype), torch.randn(8, 4, dtype=dtype)
+    for run in (lambda: patching_sweep(model, x, corrupted, ["a"], metric=_metric),
+                lambda: ablation_sweep(model, x, ["a", "b"], metric=_metric, method="zero"),
+                lambda: attribution_patching(model, x, corrupted, ["a"], _metric)):
+        with pytest.raises(DataValidationError, match="second forward pass.*forward="):
+            run()
+    with pytest.raises(DataValidationError, match="second forward pass.*forward="), \
+            ablate(model, "a", method="mean", reference=x):
+        pass
 
 
 def _resetting(model, x):
