@@ -43,7 +43,7 @@ from .variables import (
     rename_to_study,
 )
 
-__all__ = ["from_nemo", "open_store", "find_variables"]
+__all__ = ["from_nemo", "open_store", "open_product", "find_variables", "read_axes"]
 
 #: spellings pint (cf-xarray's registry) does not read, as it reads them; salinity scales are handled apart
 _PINT_SPELLING = {"degrees_C": "degC", "degree_C": "degC", "deg C": "degC", "°C": "degC", "degrees_K": "K",
@@ -600,19 +600,20 @@ def open_store(path: str | os.PathLike, names: Mapping[str, str] | None = None, 
         From :func:`from_nemo` and :func:`validate`, naming the variable and the fix.
     """
     path = Path(path)
-    ds = _open(path)
+    ds = open_product(path)
     _refuse_empty(ds)
     reading = reading if reading is not None else Reading(describe_product(ds), str(path))
     reading.source = reading.source or str(path)
-    mesh = _open(Path(mesh_mask)) if isinstance(mesh_mask, (str, os.PathLike)) else mesh_mask
+    mesh = open_product(Path(mesh_mask)) if isinstance(mesh_mask, (str, os.PathLike)) else mesh_mask
     ds = from_nemo(ds, names, kappa=kappa, scheme=scheme, advection=advection, select=select, member=member,
                    reading=reading, mesh_mask=mesh)
     kwargs.setdefault("check_nans", False)
     return validate(ds, **kwargs) if validate_schema else ds
 
 
-def _open(path: Path) -> xr.Dataset:
+def open_product(path: str | os.PathLike) -> xr.Dataset:
     """A zarr store or netCDF file, lazily; refused in one line when absent or unreadable."""
+    path = Path(path)
     if not path.exists():
         raise DataValidationError(f"No ocean data at {str(path)!r}: give a zarr store or a netCDF file "
                                   "(or create one with `scimech ocean synth --out ...`).")

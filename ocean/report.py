@@ -147,16 +147,17 @@ def _figure(rep: Report, make, name: str, caption: str) -> None:
 def _what_was_read(cfgd: Mapping, data: str | Path | None):
     """The reading of your product (kept by the mapped store, else read again: seconds, no training) and the
     lead and window in the product's own frequency (:func:`ocean.timeaxis.step_words`)."""
+    from .products import open_product
     from .reading import inspect, reading_of
-    from .timeaxis import step_words
+    from .timeaxis import read_time, step_words
 
     store = odata.open_zarr(data, validate_schema=False) if data is not None and Path(data).exists() else None
     reading = reading_of(store) if store is not None else None
     if reading is None:
         product = dict(cfgd.get("product") or {})
         reading = inspect(cfgd["data"], **{k: product[k] for k in ("select", "member", "mesh_mask") if k in product})
-    freq = store if store is not None else "MS"
-    return reading, step_words(freq, int(cfgd.get("lead", 1))), step_words(freq, int(cfgd.get("window", 1)))
+    timed = store if store is not None else read_time(open_product(Path(cfgd["data"])))
+    return reading, step_words(timed, int(cfgd.get("lead", 1))), step_words(timed, int(cfgd.get("window", 1)))
 
 
 def _attribution(out: Path, ds: xr.Dataset, cfg, unit: xr.Dataset):

@@ -98,6 +98,16 @@ def test_the_study_runs_end_to_end_on_a_nemo_store(truth, tmp_path, capsys):
     assert main(["ocean", "study", "--data", str(store), "--out", str(out), "--seeds", "0", "--regimes", "mixed",
                  "--epochs", "1"]) == 0
     assert (out / "report.md").exists() and (out / "findings.txt").exists()
+    # the report on a product opens with what was read, names it, its frequency and the lead in its own steps,
+    # and carries no planted truth (it has none): it said "the synthetic mixed-layer ocean" and "2 of 6 recovered"
+    report = (out / "report.md").read_text()
+    opening = report.split("## What was read", 1)
+    assert len(opening) == 2 and "## " not in opening[0].replace("# OceanCBM", "")
+    assert "| sst | votemper at the shallowest level" in report or "| sst | thetao at the shallowest level" in report
+    assert "1 month ahead from 6 months of inputs, on your product NEMO / ORAS5 output" in report
+    assert "synthetic mixed-layer ocean" not in report and "Planted truth" not in report and "q_hidden" not in report
+    recovery = (out / "recovery.txt").read_text().splitlines()
+    assert recovery[0].startswith("ocean planted truth: none") and "recovered" not in recovery[0].split("(")[0]
     stored = xr.open_zarr(out / "ocean.zarr", consolidated=False)
     assert {"e1t", "e2t", "nav_lat"} <= set(stored.coords) and "q_hidden" not in stored
 

@@ -1,0 +1,101 @@
+"""`scimech ocean inspect PATH`: what the study reads from a CMIP6-like and a NEMO-like file, said back as
+a table (and JSON) in seconds without torch; the same reading opens a study report on real data, which
+names the product, its frequency and the lead in the product's own steps."""
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))  # the fixtures beside this file (pytest runs --import-mode=importlib)
+import product_fixtures as pf  # noqa: E402
+
+from scimech.cli import main  # noqa: E402
+from scimech.reading import Reading  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+#: the issue's bound for the inspect command on a small file, interpreter start included
+SECONDS = 10.0
+
+
+@pytest.fixture(scope="module")
+def truth():
+    return pf.truth(years=3)
+
+
+def _inspect_in_a_fresh_interpreter(args: list[str]) -> tuple[str, float]:
+    """Run `scimech ocean inspect ARGS` in a new interpreter; its output and wall time. It fails unless torch
+    stayed unimported."""
+    code = ("import sys; from scimech.cli import main; rc = main(['ocean', 'inspect', *sys.argv[1:]]); "
+            "assert 'torch' not in sys.modules, 'torch imported'; sys.exit(rc)")
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    seconds = time.perf_counter() - t0
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout, seconds
+
+
+def test_inspect_a_cmip6_file_prints_the_table_and_json_without_torch(truth, tmp_path):
+    path = pf.write_netcdf(pf.cmip6(truth, calendar="noleap"), tmp_path / "thetao_Omon.nc")
+    out, seconds = _inspect_in_a_fresh_interpreter([str(path), "--json", str(tmp_path / "read.json")])
+    assert seconds < SECONDS, f"inspect took {seconds:.1f} s"
+    assert "Read: CMIP6 Omon" in out and "calendar: noleap" in out and "frequency: monthly" in out
+    reading = Reading.load(tmp_path / "read.json")
+    rows = {r.quantity: r for r in reading.rows}
+    # what the fixture holds, from the CMOR table: tos, hfds, mlotst by standard name, lev by axis Z
+    assert (rows["sst"].variable, rows["qnet"].variable, rows["mld"].variable, rows["depth"].variable) == \
+        ("tos", "hfds", "mlotst", "lev")
+    assert rows["so"].units_found == "0.001" and rows["so"].units_used == "1"
+    assert rows["t_sub"].found_by == "derived" and reading.sections["time"]["calendar"] == "noleap"
+
+
+def test_inspect_a_nemo_file_with_its_mesh_mask(truth, tmp_path):
+    path = pf.write_netcdf(pf.oras5(truth, kelvin=True), tmp_path / "oras5.nc")
+    mesh = tmp_path / "mesh_mask.nc"
+    pf.mesh_mask(truth).to_netcdf(mesh)
+    out, seconds = _inspect_in_a_fresh_interpreter([str(path), "--mesh-mask", str(mesh), "--json",
+                                                    str(tmp_path / "r.json")])
+    assert seconds < SECONDS, f"inspect took {seconds:.1f} s"
+    reading = Reading.load(tmp_path / "r.json")
+    assert reading.product.startswith("NEMO / ORAS5")
+    assert reading.row("sst").variable == "sosstsst" and reading.row("sst").conversion == "K -> degree_Celsius (pint)"
+    # the truth's land: 10 of 48 points (hand count of ocean.synthetic's mask for this grid)
+    assert int((truth["mask"] == 0).sum()) == int(reading.sections["mask"]["land cells"])
+    assert "mesh mask" in reading.sections["mask"]["from"]
+
+
+def test_inspect_says_what_a_product_lacks(truth, tmp_path):
+    """GLORYS12 carries no surface fluxes: qnet, tauu, tauv and the terms made from them are missing rows."""
+    path = pf.write_netcdf(pf.cmems(truth, forcing=False), tmp_path / "glorys.nc")
+    assert main(["ocean", "inspect", str(path), "--json", str(tmp_path / "g.json")]) == 0
+    missing = {r.quantity for r in Reading.load(tmp_path / "g.json").rows if r.found_by == "missing"}
+    assert missing == {"tauu", "tauv", "qnet", "q_surf", "q_ekman"}
+
+
+def test_inspect_options_choose_a_member_and_refuse_a_wrong_one(truth, tmp_path, capsys):
+    path = pf.write_netcdf(pf.cmip6(truth, realization=3, with_3d=False), tmp_path / "ens.nc")
+    assert main(["ocean", "inspect", str(path), "--member", "2", "--json", str(tmp_path / "e.json")]) == 0
+    ens = Reading.load(tmp_path / "e.json").sections["dims"]["ensemble"]
+    assert "'realization'" in ens and "index 2 chosen by --member" in ens
+    assert main(["ocean", "inspect", str(path), "--member", "3"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].endswith("--member 3: 'realization' has 3 members (indices 0..2).") and "Traceback" not in "\n".join(err)
+    assert main(["ocean", "inspect", str(path), "--select", "lev=0"]) == 2
+    assert "the product has no dim 'lev'" in capsys.readouterr().err
+
+
+def test_a_report_on_daily_data_states_the_lead_in_days(tmp_path):
+    """The report's words for the lead and window come from the product's own frequency (daily here), where
+    the report said "one month ahead from 6 months of inputs" whatever the data."""
+    from ocean import synthetic
+    from ocean.report import _what_was_read
+
+    daily = synthetic.generate(n_members=1, years=1, ny=4, nx=5, seed=1, output="daily")
+    product = daily.isel(member=0).rename(time="time_counter", sst="tos")[["tos", "zos", "qnet", "mld"]]
+    path = tmp_path / "daily.nc"
+    product.drop_vars("period_days").to_netcdf(path)
+    reading, lead, window = _what_was_read({"data": str(path), "window": 5, "lead": 2}, None)
+    assert (lead, window) == ("2 days", "5 days")
+    assert reading.sections["time"]["frequency"].startswith("daily")
