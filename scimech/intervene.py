@@ -194,6 +194,20 @@ def _replacement(m: Method, site: ResolvedSite, current: torch.Tensor, ref: torc
     return m.replace(current, ref, factor, rows, nodes)
 
 
+def _unambiguous(site: ResolvedSite, axes, cur: torch.Tensor, ref: torch.Tensor) -> None:
+    """A tensor of reference activations is read in the canonical layout (features last); where
+    the site's own order differs (channels first) and both orders have one shape (channel, y
+    and x of one size), the tensor could be either, and reading it would be a guess: refused."""
+    perm = site_dims(site, axes, cur.dim(), False)[1]
+    own = tuple(cur.shape[p] for p in perm)
+    if perm != sorted(perm) and own == tuple(cur.shape) and tuple(ref.shape[1:]) == own[1:]:
+        raise DataValidationError(
+            f"ablate at {site.name!r}: the reference tensor of shape {tuple(ref.shape)} could be in the site's own "
+            f"order ('{axes}', as record() stores it) or in the canonical order with the features last, which have one "
+            "shape here; reading it would be a guess. Give the DataArray or Dataset that record() returned "
+            f"(reference=ds or {{{site.name!r}: ds[{site.name!r}]}}), whose dims say the order, or reference inputs.")
+
+
 @contextmanager
 def ablate(model: nn.Module, sites: str | Sequence[str], *, method: AblationMethod = "resample",
            reference: Any = None, factor: float | None = None, seed: int = 0, forward: Callable | None = None,
@@ -253,10 +267,14 @@ def ablate(model: nn.Module, sites: str | Sequence[str], *, method: AblationMeth
     gen = torch.Generator(device="cpu").manual_seed(seed)
     drawn: dict[str, tuple[object, torch.Tensor]] = {}   # site -> (forward pass, reference rows)
     nodes = mesh_nodes(samples)
+    # plain tensors given as reference activations: their layout is checked where it could be guessed
+    raw = {s for s in sites if _given_activations(reference, sites) and isinstance(reference[s], torch.Tensor)}
 
     def fn(site: ResolvedSite, t: torch.Tensor):
         cur = site.select(t)
         ref = _ref_at(refs.get(site.name), cur, policy, hooks.call, site.name)
+        if site.name in raw and ref is not None:
+            _unambiguous(site, hooks.axes[site.name], cur, ref)
         rows = None
         if m.draws_rows:  # one draw per forward pass and site
             check_reference(site.name, ref, cur)

@@ -289,6 +289,15 @@ def test_record_output_is_a_mean_ablation_reference_in_its_own_layout(given):
     torch.testing.assert_close(got, truth, rtol=0, atol=ATOL)
 
 
+def test_a_plain_tensor_whose_layout_could_be_either_order_is_refused_naming_the_dataarray():
+    torch.manual_seed(0)
+    model, x, ref = Conv().eval(), torch.randn(3, 4, 4, 4), torch.randn(10, 4, 4, 4)
+    ds = scimech.record(model, ref, ["conv"])
+    with pytest.raises(DataValidationError, match=r"reference=ds"), torch.no_grad(), \
+            ablate(model, "conv", method="mean", reference={"conv": torch.from_numpy(ds["conv"].values)}):
+        model(x)
+
+
 # -- calls of changing shape ----------------------------------------------------------------------
 
 class Decoder(nn.Module):
