@@ -61,6 +61,8 @@ _STAGGERED = {"xq": ("X", "right"), "yq": ("Y", "right"), "x_u": ("X", "right"),
 _STAGGERED_POSITIONS = {"glamu", "glamv", "glamf", "gphiu", "gphiv", "gphif", "geolon_u", "geolat_u",
                         "geolon_v", "geolat_v", "geolon_c", "geolat_c", "ULAT", "ULONG", "nav_lat_grid_U",
                         "nav_lon_grid_U", "nav_lat_grid_V", "nav_lon_grid_V"}
+#: the vertical dims of T-point fields (NEMO, CMIP6, MOM6, POP): the mesh mask's levels take the product's name
+_LEVEL_DIMS = ("deptht", "depth", "lev", "olevel", "z_l", "z_t", "nav_lev", "z")
 _METRES = ("m", "meter", "metre", "meters", "metres")
 
 
@@ -120,10 +122,11 @@ def _merge_mesh_mask(ds: xr.Dataset, mm: xr.Dataset, ydim: str, xdim: str, facts
                 raise UnitsError(f"Mesh mask scale factor {name!r} has units {units!r}; expected metres ('m').")
             out[name] = e.rename({my: ydim, mx: xdim}).reset_coords(drop=True).astype(float)
             taken.append(name)
+    levels = next((str(d) for d in ds.dims if str(d) in _LEVEL_DIMS and zdim and ds.sizes[d] == mm.sizes[zdim]), zdim)
     for name in ("e3t_0", "e3t"):
         if name in mm.variables and zdim and zdim in mm[name].dims:
-            out["e3t"] = mm[name].rename({my: ydim, mx: xdim}).reset_coords(drop=True).astype(float).assign_attrs(
-                units="m", long_name=f"cell thickness at T points ({name} of the mesh mask)")
+            e3 = mm[name].rename({my: ydim, mx: xdim, zdim: levels}).reset_coords(drop=True).astype(float)
+            out["e3t"] = e3.assign_attrs(units="m", long_name=f"cell thickness at T points ({name} of the mesh mask)")
             taken.append(name)
             break
     mask = None
@@ -238,13 +241,9 @@ def _to_t_points(ds: xr.Dataset, stag: dict[str, tuple[str, str, str]], periodic
         dims = [d for d in da.dims if d in stag]
         if not dims:
             continue
-        bare = xr.DataArray(da.data, dims=da.dims, attrs=da.attrs)
-        flow = bare.fillna(0.0)
-        weight = xr.ones_like(bare).where(np.isfinite(bare), 0.0)
-        axes = [stag[d][0] for d in dims]
-        to = {a: "center" for a in axes}
-        value, count = grid.interp(flow, axes, to=to), grid.interp(weight, axes, to=to)
-        value = value.where(count > 0)
+        value = xr.DataArray(da.data, dims=da.dims)
+        for d in dims:  # one axis at a time (a corner field: both)
+            value = _interp_to_centre(grid, value, d, *stag[d], periodic=periodic)
         keep = {k: c for k, c in da.coords.items() if not set(c.dims) & set(dims)}
         value = xr.DataArray(value.data, dims=value.dims).assign_coords(keep).assign_attrs(da.attrs)
         where = ", ".join(f"{d} ({stag[d][2]} of {stag[d][1]})" for d in dims)
@@ -257,8 +256,28 @@ def _to_t_points(ds: xr.Dataset, stag: dict[str, tuple[str, str, str]], periodic
     drop = [v for v in out.variables if set(out[v].dims) & set(stag) or v in _STAGGERED_POSITIONS]
     out = out.drop_vars(drop)
     facts["staggered"] = ("; ".join(said) + " -> T points (xgcm interp: mean of the two neighbouring faces, NaN "
-                          "faces as no flow, " + ("periodic" if periodic else "edge extended") + " at the ends)")
+                          "faces as no flow; " + ("periodic" if periodic else "at an edge cell with one face, "
+                                                  "extrapolated linearly from the two nearest") + ")")
     return out
+
+
+def _interp_to_centre(grid: xgcm.Grid, da: xr.DataArray, dim: str, axis: str, centre: str, position: str, *,
+                      periodic: bool) -> xr.DataArray:
+    """``da`` from its staggered ``dim`` to the T points: xgcm's mean of the two faces of each cell (a NaN face
+    counts as no flow); the edge cell of a grid with one face fewer than it needs gets the face values
+    extrapolated linearly from the two nearest (second order, as the mean is)."""
+    flow = da.fillna(0.0)
+    value = grid.interp(flow, axis, to="center")
+    count = grid.interp(xr.ones_like(da).where(np.isfinite(da), 0.0), axis, to="center")
+    value = value.where(count > 0)
+    n = da.sizes[dim]
+    if position in ("left", "right") and not (periodic and axis == "X") and n > 1:
+        first, second, edge = (0, 1, 0) if position == "right" else (n - 1, n - 2, n - 1)
+        outer = 1.5 * da.isel({dim: first}, drop=True) - 0.5 * da.isel({dim: second}, drop=True)
+        outer = outer.fillna(da.isel({dim: first}, drop=True))
+        at_edge = xr.DataArray(np.arange(value.sizes[centre]) == edge, dims=centre)
+        value = xr.where(at_edge, outer, value).transpose(*value.dims)
+    return xr.DataArray(value.data, dims=value.dims)
 
 
 def _unwrap(lon: np.ndarray) -> np.ndarray:

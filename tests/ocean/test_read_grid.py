@@ -217,17 +217,18 @@ def test_staggered_currents_are_brought_to_t_points_not_dropped(symmetric):
     reading = Reading("MOM-like")
     out = _read_grid(ds, reading)
     assert out["uo"].dims == ("time", "lat", "lon") and out["vo"].dims == ("time", "lat", "lon")
-    # by hand: the mean of the two faces of each T cell (at the edge of the non-symmetric grid the
-    # missing west / south face is taken equal to the one there is)
+    # by hand: the mean of the two faces of each T cell; at the west / south edge of the non-symmetric grid
+    # the missing face extrapolated linearly from the two nearest: T = 1.5 face[0] - 0.5 face[1]
     xh, yh = ds["xh"].values, ds["yh"].values
     la, lo = np.meshgrid(np.deg2rad(yh), np.deg2rad(xh), indexing="ij")
     dl, dp = np.deg2rad(1.25), np.deg2rad(1.0)
     u_t = 0.5 * (u_fn(la, lo - dl) + u_fn(la, lo + dl))
     v_t = 0.5 * (v_fn(la - dp, lo) + v_fn(la + dp, lo))
-    cols = slice(None) if symmetric else slice(1, None)
-    rows = slice(None) if symmetric else slice(1, None)
-    np.testing.assert_allclose(out["uo"].isel(time=0).values[:, cols], u_t[:, cols], rtol=1e-12)
-    np.testing.assert_allclose(out["vo"].isel(time=0).values[rows], v_t[rows], rtol=1e-12, atol=1e-15)
+    if not symmetric:
+        u_t[:, 0] = 1.5 * u_fn(la[:, 0], lo[:, 0] + dl) - 0.5 * u_fn(la[:, 0], lo[:, 0] + 3 * dl)
+        v_t[0] = 1.5 * v_fn(la[0] + dp, lo[0]) - 0.5 * v_fn(la[0] + 3 * dp, lo[0])
+    np.testing.assert_allclose(out["uo"].isel(time=0).values, u_t, rtol=1e-12)
+    np.testing.assert_allclose(out["vo"].isel(time=0).values, v_t, rtol=1e-12, atol=1e-15)
     assert "interpolated to T points by xgcm" in reading.row("uo").conversion
     assert "uo" in reading.sections["grid"]["staggered"] and "vo" in reading.sections["grid"]["staggered"]
 
@@ -260,13 +261,13 @@ def test_nemo_u_v_points_without_coordinates_are_east_and_north_of_t():
                     coords={"nav_lat": (("y", "x"), lat), "nav_lon": (("y", "x"), lon)})
     out = _read_grid(ds)
     # NEMO: U(i) is the east face of T(i), V(j) the north face of T(j); at T: the mean of the faces
-    # either side; the west / south edge has only one face (taken for both)
+    # either side; the west / south edge has only one face: extrapolated linearly from the two nearest
     ut = out["vozocrtx"].transpose("lat", "lon").values
     vt = out["vomecrty"].transpose("lat", "lon").values
     np.testing.assert_allclose(ut[:, 1:], 0.5 * (u[:, :-1] + u[:, 1:]), rtol=1e-12)
     np.testing.assert_allclose(vt[1:, :], 0.5 * (v[:-1, :] + v[1:, :]), rtol=1e-12)
-    np.testing.assert_allclose(ut[:, 0], u[:, 0], rtol=1e-12)
-    np.testing.assert_allclose(vt[0], v[0], rtol=1e-12)
+    np.testing.assert_allclose(ut[:, 0], 1.5 * u[:, 0] - 0.5 * u[:, 1], rtol=1e-12)
+    np.testing.assert_allclose(vt[0], 1.5 * v[0] - 0.5 * v[1], rtol=1e-12)
 
 
 def test_nemo_u_points_on_the_t_dims_are_known_by_their_glamu_positions():
