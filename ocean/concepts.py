@@ -69,8 +69,8 @@ def time_tendency(da: xr.DataArray, scheme: str = "centred") -> xr.DataArray:
     if scheme not in ("centred", "forward"):
         raise ValueError(f"scheme must be 'centred' or 'forward'; got {scheme!r}.")
     secs = _seconds(da["time"])
-    if da.chunks is not None:
-        da = da.chunk({"time": -1})
+    if da.chunks is not None and len(da.chunks[da.get_axis_num("time")]) > 1:
+        da = da.chunk({d: -1 if d == "time" else "auto" for d in da.dims})   # other dims split to keep chunks small
     x = da.assign_coords(time=secs)
     if scheme == "centred":
         out = x.differentiate("time")
