@@ -308,8 +308,10 @@ def _nemo(ny=6, nx=7, nz=3):
 
 def test_metrics_and_mask_come_from_the_nemo_mesh_mask():
     ds, mesh, tmask = _nemo()
+    ds["votemper"] = (("time_counter", "deptht", "y", "x"), np.ones((1, 3, 6, 7)), {"units": "degC"})
     reading = Reading("NEMO-like")
     out = _read_grid(ds, reading, mesh_mask=mesh)
+    assert out["e3t"].dims == ("deptht", "lat", "lon")  # the mesh mask's levels on the product's level dim
     np.testing.assert_array_equal(out["e1t"].values, mesh["e1t"].isel(t=0).values)
     # a field linear in the distance along i has the gradient 2e-5 K m-1 only if the distances are e1
     dx, _ = concepts.gradient(out["sosstsst"].isel(time_counter=0), out["mask"].values)
