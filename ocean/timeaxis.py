@@ -95,7 +95,7 @@ class TimeAxis:
 
     @property
     def describe(self) -> str:
-        """The frequency in words: ``"monthly (MS: month starts)"``, ``"5-daily (5D)"``."""
+        """The frequency in words: ``"monthly (MS)"``, ``"monthly (M, mid-month)"``, ``"5-daily (5D)"``."""
         adj = {"month": "monthly", "year": "yearly", "day": "daily", "hour": "hourly", "minute": "every minute",
                "second": "every second"}[self.unit]
         if self.size != 1:
