@@ -48,7 +48,7 @@ ZARR_ARRAY = options.Format("a zarr array of (time, neuron) traces (ZAPBench's l
 _DATA_FORMATS = ("zarr", "netcdf", "npy", ZARR_ARRAY)
 #: a file of condition labels (or step ranges), read by neuro.reader
 CONDITION_FILE = options.Format("a conditions file (.csv, .tsv, .json or .txt: a label per step, or start/stop "
-                                "step ranges)", lambda p: p.suffix.lower() in (".csv", ".tsv", ".json", ".txt")
+                                "step ranges), or the word zapbench", lambda p: p.suffix.lower() in (".csv", ".tsv", ".json", ".txt")
                                 and options.FORMATS["text"].test(p))
 DATA_HELP = ("your traces instead of the simulator: a zarr store or netCDF file with activity (time, neuron), a "
              "time coordinate with units and condition (time) [split, trial, stimulus optional]; a bare zarr array "
@@ -61,12 +61,11 @@ def conditions_source(text: str):
     published condition offsets; argparse type)."""
     if text.strip().lower() == "zapbench":
         return "zapbench"
-    return _CONDITION_FILES(text)
+    return _CONDITION_FILES.convert(text)   # its refusals say what the file seems to be; '' falls to ours
 
 
 _CONDITION_FILES = input_path("npy", CONDITION_FILE)
-_CONDITIONS = options.Option(conditions_source, f"{_CONDITION_FILES.constraint}, or the word zapbench",
-                             _CONDITION_FILES.bad_examples)
+_CONDITIONS = options.Option(conditions_source, _CONDITION_FILES.constraint, _CONDITION_FILES.bad_examples)
 _CONDITIONS.formats = _CONDITION_FILES.formats
 
 
@@ -104,14 +103,15 @@ def _task_options(q, *, sizes: bool) -> None:
                    "(4 or 256 reported), horizon 32, every window at stride 1; MAE per step in mae_per_step.csv)")
 
 
-def _data_options(q) -> None:
-    """--conditions and --dt: how your traces are read (study, baselines and inspect)."""
+def _data_options(q, *, data: bool = True) -> None:
+    """--conditions and --dt: how your traces are read (study and baselines with --data; inspect)."""
+    with_data = "with --data: " if data else ""
     q.add_argument("--conditions", type=_CONDITIONS, default=None, metavar="FILE",
-                   help="with --data: the stimulus condition of each time step, from a file (.npy or .txt: a label "
+                   help=f"{with_data}the stimulus condition of each time step, from a file (.npy or .txt: a label "
                    "per step; .csv/.tsv: a 'condition' column, with 'start' and 'stop' for step ranges; .json: "
                    "labels or ZAPBench's condition_offsets and condition_names) or 'zapbench' (ZAPBench's "
                    "offsets); default: the file's 'condition', else conditions.csv (.json, .npy, .txt) beside it")
-    q.add_argument("--dt", type=number(0), default=None, help="with --data: seconds between samples, for traces "
+    q.add_argument("--dt", type=number(0), default=None, help=f"{with_data}seconds between samples, for traces "
                    "whose time axis has no units or that have none (default: the time coordinate, read with its "
                    "units)")
 
@@ -263,7 +263,7 @@ class NeuroStudy(Study):
 
     # --- inspect: what is read from your traces ---------------------------------------------------
     def add_inspect_options(self, parser: argparse.ArgumentParser) -> None:
-        _data_options(parser)
+        _data_options(parser, data=False)
         parser.add_argument("--held-out", nargs="+", default=None, metavar="CONDITION",
                             help="conditions never trained on (the OOD suite held_out_condition)")
         parser.add_argument("--protocol", choices=("zapbench",), default=None,
