@@ -184,19 +184,27 @@ def _position(ds: xr.Dataset, dim: str, centre: str, default: str) -> str:
 #: points: NEMO's mesh-mask names and those of its grid_U / grid_V files
 _U_POSITIONS = {"glamu", "gphiu", "nav_lon_grid_U", "nav_lat_grid_U"}
 _V_POSITIONS = {"glamv", "gphiv", "nav_lon_grid_V", "nav_lat_grid_V"}
+#: ... and at the north-east corners: NEMO's F points, POP's B-grid U points (ULAT / ULONG), MOM's corners
+_CORNER_POSITIONS = {"glamf", "gphif", "ULAT", "ULONG", "geolon_c", "geolat_c"}
 
 
 def _faces_on_t_dims(ds: xr.Dataset, ydim: str, xdim: str) -> tuple[xr.Dataset, dict[str, tuple[str, str]]]:
-    """A variable on the T points' dims whose coordinates are U (V) positions is on the east (north) faces:
-    its x (y) dim renamed ``<x>_U`` (``<y>_V``) so that it is interpolated like any staggered dim."""
+    """A variable on the T points' dims whose coordinates are U (V) positions is on the east (north) faces,
+    one with corner positions on both: its x (y) dim renamed ``<x>_U`` (``<y>_V``) so that it is interpolated
+    like any staggered dim."""
     extra: dict[str, tuple[str, str]] = {}
     for name, da in list(ds.data_vars.items()):
         coords = set(map(str, da.coords))
-        for positions, dim, axis, tag in ((_U_POSITIONS, xdim, "X", "U"), (_V_POSITIONS, ydim, "Y", "V")):
-            if coords & positions and dim in da.dims:
-                new = f"{dim}_{tag}"
-                ds = ds.drop_vars(name).assign({name: da.reset_coords(drop=True).rename({dim: new})})
-                extra[new] = (axis, "right")
+        faces = []
+        if coords & (_U_POSITIONS | _CORNER_POSITIONS):
+            faces.append((xdim, "X", "U"))
+        if coords & (_V_POSITIONS | _CORNER_POSITIONS):
+            faces.append((ydim, "Y", "V"))
+        faces = [f for f in faces if f[0] in da.dims]
+        if faces:
+            ds = ds.drop_vars(name).assign({name: da.reset_coords(drop=True).rename(
+                {dim: f"{dim}_{tag}" for dim, _, tag in faces})})
+            extra.update({f"{dim}_{tag}": (axis, "right") for dim, axis, tag in faces})
     return ds, extra
 
 

@@ -395,3 +395,17 @@ def test_orca_halo_columns_are_dropped_and_the_grid_is_periodic():
     out = _read_grid(ds)
     assert out.sizes["lon"] == GLOBAL.size and out["nav_lon"].attrs["periodic"] == 1
     np.testing.assert_array_equal(out["nav_lon"].values[0], GLOBAL)
+
+
+def test_pop_b_grid_velocities_at_the_corners_are_brought_to_t_points():
+    # POP2: UVEL on the tracers' (nlat, nlon) dims but at the north-east corners ULAT / ULONG (a B grid)
+    ny, nx = 4, 5
+    u = np.random.default_rng(2).normal(size=(ny, nx))
+    tlat, tlon = np.meshgrid(np.arange(ny) * 1.0 + 10, np.arange(nx) * 1.0 + 200, indexing="ij")
+    ds = xr.Dataset({"UVEL": (("nlat", "nlon"), u, {"units": "cm/s"}),
+                     "TEMP": (("nlat", "nlon"), np.ones((ny, nx)), {"units": "degC"})},
+                    coords={"TLAT": (("nlat", "nlon"), tlat), "TLONG": (("nlat", "nlon"), tlon),
+                            "ULAT": (("nlat", "nlon"), tlat + 0.5), "ULONG": (("nlat", "nlon"), tlon + 0.5)})
+    out = _read_grid(ds)
+    corners = 0.25 * (u[:-1, :-1] + u[:-1, 1:] + u[1:, :-1] + u[1:, 1:])  # the four corners of each T cell
+    np.testing.assert_allclose(out["UVEL"].transpose("lat", "lon").values[1:, 1:], corners, rtol=1e-12)
