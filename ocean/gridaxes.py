@@ -122,6 +122,8 @@ def _merge_mesh_mask(ds: xr.Dataset, mm: xr.Dataset, ydim: str, xdim: str, facts
                 raise UnitsError(f"Mesh mask scale factor {name!r} has units {units!r}; expected metres ('m').")
             out[name] = e.rename({my: ydim, mx: xdim}).reset_coords(drop=True).astype(float)
             taken.append(name)
+    if {"e1t", "e2t"} <= set(taken):
+        facts["metrics"] = "e1t, e2t from the mesh mask (m); at U / V faces the mean of the two T points'"
     levels = next((str(d) for d in ds.dims if str(d) in _LEVEL_DIMS and zdim and ds.sizes[d] == mm.sizes[zdim]), zdim)
     for name in ("e3t_0", "e3t"):
         if name in mm.variables and zdim and zdim in mm[name].dims:
