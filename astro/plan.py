@@ -211,7 +211,7 @@ def plan_of(settings: StudySettings, size: str | None = None) -> Plan:
     s, sz = settings, settings.sizes
     if s.source == "catalog":
         sizes = {"galaxies": f"the catalogue {s.catalog}" + (f" with cut-outs {s.images}" if s.images else "")
-                 + f", {s.test_fraction:.0%} held out for testing"}
+                 + f", {s.test_fraction:.0%} of its objects held out for testing"}
     elif s.source == "synthetic":
         sizes = {"galaxies": f"synthetic, {sz['n_train']} training and {sz['n_test']} test, world {s.world}"
                              + (" (planted stand-in)" if s.planted else "")}

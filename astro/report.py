@@ -25,7 +25,8 @@ def galaxies_text(settings: StudySettings) -> str | None:
         return None
     return (f"Galaxies: the Legacy Survey catalogue {s.catalog}"
             + (f" with the cut-outs {s.images}" if s.images else " (photometry only)")
-            + f", split at random (seed {s.seed}) into training and {s.test_fraction:.0%} test rows; "
+            + f", its objects split at random (seed {s.seed}) into training and {s.test_fraction:.0%} test galaxies, "
+            + "each object's rows on one side; "
             + (f"model {s.model}." if s.model else "a stand-in `aion.AION` trained on the training rows."))
 
 

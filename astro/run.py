@@ -61,7 +61,7 @@ def run_resumable_study(out: str | Path, *, sizes: Mapping[str, Any] | None = No
     catalog, images, test_fraction
         Your Legacy Survey catalogue (and ``(N, 4, H, W)`` cut-outs) instead of synthetic
         galaxies (:func:`astro.catalog.read_legacy_survey`; it needs ``Z`` and ``A_V``
-        columns): its rows are split at random (``seed``) into ``test_fraction`` test and
+        columns): its objects are split at random (``seed``) into ``test_fraction`` test and
         training galaxies; with ``model`` that checkpoint is studied, without it a stand-in
         is trained on the training rows (cut-outs centre-cropped to 24 x 24 pixels).
     client

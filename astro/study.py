@@ -1,6 +1,6 @@
 """The AION-1 redshift head study: one :class:`scimech.study.Study` class, ``scimech astro ...``.
 
-``scimech astro generate | study | redraw FOLDER | shift | train``.
+``scimech astro generate | study | redraw FOLDER | shift | inspect CATALOGUE | train``.
 
 Examples::
 
@@ -16,6 +16,7 @@ Examples::
     scimech astro study --model runs/astro/model --train runs/astro/train.fits \\
                         --test runs/astro/test.fits --out runs/astro/study
     scimech astro redraw runs/astro/study                      # redraw the report from saved results
+    scimech astro inspect dr10.fits --images cutouts.fits      # what --data would read, said back (no torch)
 
 The study runs as resumable units (astro.run): the samples, the training, and the head
 interventions over chunks of the test set (``--chunk-size``). Rerunning the same command with
@@ -25,7 +26,7 @@ Galaxies: synthetic by default (``--world``; ``--size`` sets how many); ``--data
 your Legacy Survey DR10 galaxies (astro.catalog.read_legacy_survey): a catalogue FITS file, or
 a folder holding ``catalog.fits`` and optionally ``images.npy`` / ``images.fits`` cut-outs
 (``--images`` names them elsewhere); without ``--model`` a stand-in is trained on a random 75%
-of them (``--test-fraction``) and studied on the rest. ``--model/--train/--test`` study an
+of its objects (``--test-fraction``; the rows of one object stay together) and studied on the rest. ``--model/--train/--test`` study an
 existing model on existing samples.
 
 ``--size``: quick (1600 / 600 galaxies), medium (4000 / 1200) or full (8000 / 2000), see

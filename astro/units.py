@@ -1,7 +1,7 @@
 """The resumable units of the astro study, each a task of :func:`scimech.parallel.map_units`:
 
 * ``synth/train``, ``synth/test``: :func:`synth_unit`, the synthetic samples;
-* ``catalog/split``: :func:`catalog_unit`, your catalogue split at random into those two files;
+* ``catalog/split``: :func:`catalog_unit`, your catalogue's objects split at random into those two files;
 * ``train``: :func:`train_unit`, the stand-in AION (written to a temporary sibling and moved
   into place, so a killed training leaves no model that looks finished);
 * ``interventions/block=B/rows=A-Z``: :func:`interventions_unit`, the head study of block ``B``

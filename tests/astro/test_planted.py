@@ -132,6 +132,10 @@ def test_the_study_finds_both_planted_heads_under_every_method(planted_study):
     rows = findings.planted_recovery(res)
     assert [r.recovered for r in rows] == [True, True]
     assert findings.recovery_line(rows).startswith("astro planted truth: 2 of 2 recovered (image head block0.h1")
+    # what was planted reads recovered, never REPRODUCED (findings.txt and the demo print these lines)
+    lines = [f.line() for f in findings.study_findings(res)]
+    assert lines[2].startswith("3. planted: recovered") and lines[3].startswith("4. planted: recovered"), lines
+    assert not any("REPRODUCED" in line for line in lines[1:]), lines
 
 
 def test_a_broken_ablation_makes_the_recovery_fail(planted_study, monkeypatch):

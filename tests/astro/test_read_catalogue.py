@@ -264,3 +264,8 @@ def test_study_report_on_a_catalogue_opens_with_the_reading_and_has_no_planted_t
     assert "planted" not in report.lower()
     assert not (out / "recovery.txt").exists()
     assert "planted" not in (out / "findings.txt").read_text().lower()
+    assert "each object's rows on one side" in report
+    # redrawn from the saved results: the same opening, still no planted truth
+    (out / "report.md").unlink()
+    assert main(["astro", "redraw", str(out)]) == 0
+    assert (out / "report.md").read_text().count("## What was read") == 1 and not (out / "recovery.txt").exists()

@@ -164,7 +164,7 @@ def test_data_takes_a_catalogue_or_a_folder_holding_one(tmp_path, capsys):
     (folder / "catalog.fits").write_bytes(b"SIMPLE  =" + b" " * 71)   # a FITS header's first card
     np.save(folder / "images.npy", np.zeros((1, 4, 2, 2)))
     plan = _dry_run(capsys, "--data", str(folder), "--out", str(tmp_path / "run"))
-    assert f"the catalogue {folder / 'catalog.fits'} with cut-outs {folder / 'images.npy'}, 25% held out" in plan
+    assert f"the catalogue {folder / 'catalog.fits'} with cut-outs {folder / 'images.npy'}, 25% of its objects held out" in plan
     plan = _dry_run(capsys, "--data", str(folder / "catalog.fits"), "--out", str(tmp_path / "run"))
     assert "with cut-outs" not in plan and f"the catalogue {folder / 'catalog.fits'}" in plan
     assert main([*STUDY, "--data", str(folder / "catalog.fits"), "--world", "standard", "--dry-run"]) == 2
