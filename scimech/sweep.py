@@ -273,8 +273,11 @@ def source_at(source: torch.Tensor | Sequence[torch.Tensor], policy: CallPolicy,
     if policy.mode == "last":
         return calls[-1]
     if call >= len(calls):
-        raise DataValidationError(f"The source run has {len(calls)} call(s) of the site but the patched run "
-                                  f"reached call {call} (a number of calls that depends on the input).")
+        raise DataValidationError(
+            f"The source run has {len(calls)} call(s) of the site but the patched run reached call {call} (a number "
+            "of calls that depends on the input, as an adaptive solver's steps): there is no source for that call. "
+            f"Patch the calls both runs make, calls={list(range(len(calls)))} (later calls run unpatched), or "
+            "calls='last', or use a fixed-step solver.")
     return calls[call]
 
 

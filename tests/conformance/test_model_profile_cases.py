@@ -345,3 +345,36 @@ def test_recording_calls_of_changing_shape_names_the_selection_that_works():
         model(x)
         h.remove()
     np.testing.assert_allclose(ds["step"].values, seen[-1].numpy(), atol=ATOL)
+
+
+class Adaptive(nn.Module):
+    """A solver whose number of steps depends on the input: 2 steps, or 3 where the batch's
+    inputs are large (an adaptive step control shared by the batch)."""
+
+    def __init__(self):
+        super().__init__()
+        self.step = nn.Linear(4, 4)
+
+    def forward(self, x):
+        h = x
+        for _ in range(3 if float(x.abs().mean()) > 1.0 else 2):
+            h = h + 0.5 * torch.tanh(self.step(h))
+        return h
+
+
+def test_a_patched_run_with_more_calls_than_the_source_names_the_calls_both_make():
+    torch.manual_seed(0)
+    model = Adaptive().eval()
+    clean, corrupted = 0.1 * torch.randn(4, 4), 3.0 * torch.randn(4, 4)     # 2 steps, 3 steps
+    with pytest.raises(DataValidationError, match=r"calls=\[0, 1\]"):
+        patching_sweep(model, clean, corrupted, ["step"], metric=_sum, calls="all")
+    got = patching_sweep(model, clean, corrupted, ["step"], metric=_sum, calls=[0, 1])   # the fix it names
+    with torch.no_grad():
+        src = []
+        h = model.step.register_forward_hook(lambda m, a, out: src.append(out.clone()))
+        model(clean)
+        h.remove()
+        h = _hooked(model.step, lambda out, c: src[c] if c < 2 else out)
+        truth = _sum(model(corrupted))
+        h.remove()
+    np.testing.assert_allclose(got.patched.sel(site="step").values, truth.numpy(), atol=ATOL)
