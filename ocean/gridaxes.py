@@ -32,6 +32,7 @@ north to south is differenced (and upwinded) the right way.
 
 from __future__ import annotations
 
+import cf_xarray  # noqa: F401  (registers the ds.cf accessor)
 import numpy as np
 import xarray as xr
 import xgcm
@@ -71,8 +72,6 @@ def _first(ds: xr.Dataset, names: tuple[str, ...], cf_key: str, exclude: set[str
         if n in ds.variables:
             return n
     try:
-        import cf_xarray  # noqa: F401  (registers ds.cf)
-
         found = [str(n) for n in ds.cf.coordinates.get(cf_key, []) if str(n) not in exclude]
     except Exception:  # a dataset cf_xarray cannot parse has no CF axes to give
         found = []
@@ -91,7 +90,7 @@ def _find_axes(ds: xr.Dataset) -> tuple[str, str]:
 
 
 def _squeeze_mesh(mm: xr.Dataset) -> xr.Dataset:
-    """A mesh mask as NEMO writes it: a time dim of length 1 dropped, ``z`` named ``nav_lev``."""
+    """A mesh mask as NEMO writes it, its time dim of length 1 (``t``, ``time_counter``) dropped."""
     for d in ("t", "time", "time_counter"):
         if d in mm.dims and mm.sizes[d] == 1:
             mm = mm.isel({d: 0}, drop=True)
