@@ -129,7 +129,7 @@ def test_the_device_reaches_every_unit(tmp_path, monkeypatch):
 
     monkeypatch.setattr(run, "map_units", capture)
     conf = tmp_path / "tiny.yaml"
-    conf.write_text("synth: {n_members: 1, years: 3, ny: 6, nx: 8}\nseeds: [0, 1]\nregimes: [mixed]\n")
+    conf.write_text("synth: {n_members: 1, years: 7, ny: 6, nx: 8}\nseeds: [0, 1]\nregimes: [mixed]\n")
     plan = OceanStudy().plan(_args(["ocean", "study", "--config", str(conf), "--device", "cpu",
                                     "--out", str(tmp_path / "run")]))
     with pytest.raises(RuntimeError, match="stop before training"):
