@@ -153,6 +153,10 @@ def _merge_mesh_mask(ds: xr.Dataset, mm: xr.Dataset, ydim: str, xdim: str, facts
 
 def _t_dims(ds: xr.Dataset, lat: str, lon: str) -> tuple[str, str]:
     la, lo = ds[lat], ds[lon]
+    if la.ndim == 1 and lo.ndim == 1 and la.dims == lo.dims:
+        raise DimensionError(f"{lat} and {lon} share the one dim {la.dims[0]!r}: an unstructured mesh or a list of "
+                             "points, not a (lat, lon) grid. Fix: regrid onto a latitude-longitude grid first "
+                             "(e.g. with xesmf or cdo remapbil).")
     if la.ndim == 1 and lo.ndim == 1:
         return la.dims[0], lo.dims[0]
     if la.ndim != 2 or lo.ndim != 2 or set(la.dims) != set(lo.dims):

@@ -409,3 +409,11 @@ def test_pop_b_grid_velocities_at_the_corners_are_brought_to_t_points():
     out = _read_grid(ds)
     corners = 0.25 * (u[:-1, :-1] + u[:-1, 1:] + u[1:, :-1] + u[1:, 1:])  # the four corners of each T cell
     np.testing.assert_allclose(out["UVEL"].transpose("lat", "lon").values[1:, 1:], corners, rtol=1e-12)
+
+
+def test_points_on_one_dim_are_refused_as_not_a_grid():
+    n = 5
+    ds = xr.Dataset({"tos": (("cell",), np.ones(n), {"units": "degC"})},
+                    coords={"lat": ("cell", np.linspace(0, 10, n)), "lon": ("cell", np.linspace(0, 20, n))})
+    with pytest.raises(DimensionError, match="not a \\(lat, lon\\) grid.*regrid"):
+        _read_grid(ds)
