@@ -11,7 +11,6 @@ from pathlib import Path
 
 import numpy as np
 
-from neuro.reader import read_recording
 from scimech.cli import main
 from scimech.reading import Reading
 
@@ -19,6 +18,14 @@ from . import product_fixtures as pf
 
 REPO = Path(__file__).resolve().parents[2]
 
+
+
+def read_recording(*args, **kwargs):
+    """:func:`neuro.reader.read_recording`, imported when called (so that each test fails on its own
+    where the reader is missing, rather than the whole file at import)."""
+    from neuro.reader import read_recording as read
+
+    return read(*args, **kwargs)
 
 def test_inspect_prints_the_reading_and_writes_it_as_json(tmp_path, capsys):
     path = pf.bare_array(tmp_path / "traces")

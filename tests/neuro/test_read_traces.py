@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 import xarray as xr
 
-from neuro.data import from_traces, inspect_traces
-from neuro.reader import read_recording
+import neuro.data as nd
+from neuro.data import from_traces
 from scimech.errors import (
     ConfigError,
     DataValidationError,
@@ -28,6 +28,14 @@ from . import product_fixtures as pf
 DT = pf.STEP_MS / 1000.0   # 914 ms, by hand
 SMALL = dict(context=2, horizon=2, max_windows=20)   # windows that fit the 5-step val split of a 50-step block
 
+
+
+def read_recording(*args, **kwargs):
+    """:func:`neuro.reader.read_recording`, imported when called (so that each test fails on its own
+    where the reader is missing, rather than the whole file at import)."""
+    from neuro.reader import read_recording as read
+
+    return read(*args, **kwargs)
 
 def _reading(task) -> Reading:
     return Reading.from_dict(json.loads(task.meta["reading"]))
@@ -213,7 +221,7 @@ def test_group_stores_and_netcdf_say_what_they_are(fmt, tmp_path):
         ds.to_netcdf(path)
     else:
         path = pf.group(tmp_path / "rec.zarr", ds, zarr_format=int(fmt[-1]))
-    reading = inspect_traces(path, held_out=["taxis"])
+    reading = nd.inspect_traces(path, held_out=["taxis"])
     assert reading.product.startswith({"zarr2": "zarr v2 group", "zarr3": "zarr v3 group",
                                        "netcdf": "netCDF file"}[fmt])
     xr.testing.assert_equal(read_recording(path)[0]["activity"].load().drop_vars("neuron"),
