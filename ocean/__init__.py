@@ -15,7 +15,11 @@ concepts    the prescribed concepts (q_surf, q_ekman, q_geo, q_entr, q_diff) and
 data        the data layer in one import, gathered from:
   validation  the schema check (dims, mask, CF units, NaNs at ocean points)
   stores      zarr v3 stores: atomic writes, lazy reads
-  products    your own files: ORAS5 / NEMO / CMEMS names and units mapped (from_nemo, open_store)
+  products    your own files: variables by CF standard_name (cf_xarray), units (pint-xarray), signs,
+              salinity kinds and extra dims read onto the study's layout (from_nemo, open_store)
+  timeaxis    the product's time axis: CF calendars (cftime), frequency, gaps, record length
+  gridaxes    the product's horizontal grid (xgcm, xnemogcm): periodic, unwrapped, staggered, mesh mask
+  reading     what was read, said back (scimech.reading.Reading): `scimech ocean inspect`, report openings
   samples     chronological splits, train-only normalisation, windows, a torch Dataset
 model       CPU-sized UNet encoder -> ConceptLayer(conv) -> 1x1 linear head
 heatwaves   Hobday et al. (2016) marine-heatwave detection for any time step
@@ -38,5 +42,6 @@ experiment  the study's Python names in one import (StudyConfig, run_study, anal
 from __future__ import annotations
 
 __all__ = ["constants", "variables", "grid", "curvilinear", "synthetic", "nemo", "budget", "concepts", "data", "validation", "stores", "products",
+           "timeaxis", "gridaxes", "reading",
            "samples", "model", "heatwaves", "settings", "plan", "training", "run", "evidence", "recovery", "findings",
            "report", "plots", "study", "experiment"]

@@ -43,7 +43,7 @@ from .variables import (
     rename_to_study,
 )
 
-__all__ = ["from_nemo", "open_store", "open_product", "find_variables", "read_axes"]
+__all__ = ["from_nemo", "open_store", "open_product", "inspect", "find_variables", "read_axes"]
 
 #: spellings pint (cf-xarray's registry) does not read, as it reads them; salinity scales are handled apart
 _PINT_SPELLING = {"degrees_C": "degC", "degree_C": "degC", "deg C": "degC", "°C": "degC", "degrees_K": "K",
@@ -639,3 +639,16 @@ def read_axes(ds: xr.Dataset, reading: Reading, *, mesh_mask: xr.Dataset | None 
     from .gridaxes import read_grid
 
     return read_grid(ds, reading, mesh_mask=mesh_mask)
+
+
+def inspect(path: str | os.PathLike, names: Mapping[str, str] | None = None, *, select: Mapping[str, int] | None = None,
+            member: int | None = None, mesh_mask: str | os.PathLike | None = None) -> Reading:
+    """Read the product at ``path`` as ``scimech ocean study --data`` would and say what was read.
+
+    Nothing is trained or computed beyond what the reader needs (no torch). Quantities the study needs
+    that the product lacks are rows marked ``missing``; a convention that cannot be read is refused as the
+    study would refuse it (the same one-line error).
+    """
+    reading = Reading("", str(path))
+    open_store(path, names, validate_schema=False, select=select, member=member, mesh_mask=mesh_mask, reading=reading)
+    return reading

@@ -4,16 +4,16 @@
 attributes, NEMO's ``nav_lat`` / ``time_counter``, Copernicus Marine's ``latitude`` / ``longitude``,
 MOM6's ``xh`` / ``yh``, POP's ``TLAT`` / ``z_t``); :func:`say_back` completes the reading that
 :func:`ocean.products.from_nemo` filled while it read (a row for every quantity the study needs: the
-variable that served it, or how it was derived, or that it is missing; the mask); :func:`inspect`
-reads a file as ``scimech ocean study --data`` would, without running anything (and without torch),
-for ``scimech ocean inspect PATH``; :func:`reading_of` gives back the reading a mapped store keeps.
+variable that served it, or how it was derived, or that it is missing; the mask);
+:func:`reading_of` gives back the reading a mapped store keeps. :func:`ocean.products.inspect` reads a
+file as ``scimech ocean study --data`` would, for ``scimech ocean inspect PATH``.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import xarray as xr
@@ -22,7 +22,7 @@ from scimech.reading import Reading
 
 from .variables import CONCEPTS, INPUTS, PRESCRIBED
 
-__all__ = ["describe_product", "say_back", "inspect", "reading_of", "product_words"]
+__all__ = ["describe_product", "say_back", "reading_of", "product_words"]
 
 #: how each quantity the study needs is made when the product does not give it (ocean.concepts, ocean.budget)
 _DERIVED = {
@@ -89,21 +89,6 @@ def say_back(out: xr.Dataset, reading: Reading, notes: Sequence[str] = ()) -> Re
         reading.sections.setdefault("mask", {}).setdefault("from", said[0] if said else "the product's mask")
     if "member" in out.dims:
         reading.sections.setdefault("dims", {}).setdefault("member", f"{out.sizes['member']}")
-    return reading
-
-
-def inspect(path: str | os.PathLike, names: Mapping[str, str] | None = None, *, select: Mapping[str, int] | None = None,
-            member: int | None = None, mesh_mask: str | os.PathLike | None = None) -> Reading:
-    """Read the product at ``path`` as ``scimech ocean study --data`` would and say what was read.
-
-    Nothing is trained or computed beyond what the reader needs (no torch). Quantities the study needs
-    that the product lacks are rows marked ``missing``; a convention that cannot be read is refused as the
-    study would refuse it (the same one-line error).
-    """
-    from .products import open_store
-
-    reading = Reading("", str(path))
-    open_store(path, names, validate_schema=False, select=select, member=member, mesh_mask=mesh_mask, reading=reading)
     return reading
 
 

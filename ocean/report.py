@@ -147,8 +147,8 @@ def _figure(rep: Report, make, name: str, caption: str) -> None:
 def _what_was_read(cfgd: Mapping, data: str | Path | None):
     """The reading of your product (kept by the mapped store, else read again: seconds, no training) and the
     lead and window in the product's own frequency (:func:`ocean.timeaxis.step_words`)."""
-    from .products import open_product
-    from .reading import inspect, reading_of
+    from .products import inspect, open_product
+    from .reading import reading_of
     from .timeaxis import read_time, step_words
 
     store = odata.open_zarr(data, validate_schema=False) if data is not None and Path(data).exists() else None

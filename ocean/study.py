@@ -174,7 +174,7 @@ class OceanStudy(Study):
 
     def inspect(self, path: Path, args: argparse.Namespace):
         """What ``scimech ocean study --data PATH`` would read from your product (no torch, no training)."""
-        from .reading import inspect
+        from .products import inspect
 
         return inspect(path, **_product_reading(args))
 
