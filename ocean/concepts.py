@@ -54,7 +54,7 @@ def _latitude(da: xr.DataArray) -> xr.DataArray:
 def _on_grid(fn, *arrays: xr.DataArray, mask) -> xr.DataArray:
     """``fn(grid, *arrays)`` with ``grid`` the :class:`ocean.horizontal.HorizontalGrid` of the first array (its
     coordinates say regular or curvilinear, periodic or not); land (``mask`` 0, or NaN) as NaN; lazy stays lazy."""
-    return HorizontalGrid(arrays[0]).apply(fn, *arrays, mask=mask)
+    return HorizontalGrid.of(arrays[0]).apply(fn, *arrays, mask=mask)
 
 
 def _seconds(time: xr.DataArray) -> np.ndarray:

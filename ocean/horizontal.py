@@ -23,6 +23,8 @@ upwind advection (the synthetic ocean's scheme). On a uniform grid these are the
 
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 import xarray as xr
 import xgcm
@@ -33,6 +35,7 @@ from .gridaxes import PERIODIC_ATTR, curvilinear_grid, regular_grid
 __all__ = ["HorizontalGrid", "regular_grid", "curvilinear_grid"]
 
 _DIM = {"X": "lon", "Y": "lat"}
+_CACHE: dict[str, HorizontalGrid] = {}  # the last few grids built, by a digest of their coordinates
 
 
 def _bare(da: xr.DataArray) -> xr.DataArray:
@@ -86,6 +89,24 @@ class HorizontalGrid:
             cos_face = {s: np.cos(self._face(phi, "Y", s)) for s in ("left", "right")}
             self.face_len = {"X": {s: self.e2 for s in ("left", "right")},
                              "Y": {s: (R_EARTH * cos_face[s] * wlam).transpose("lat", "lon") for s in cos_face}}
+
+    @classmethod
+    def of(cls, like: xr.DataArray) -> HorizontalGrid:
+        """The grid of ``like``, built once per grid (its coordinates and periodicity) and reused: building
+        one takes tens of xgcm calls, and each budget term asks for it again."""
+        curvilinear = "e1t" in like.coords and "e2t" in like.coords
+        names = ("e1t", "e2t", "nav_lon") if curvilinear else ("lat", "lon")
+        digest = hashlib.blake2b(digest_size=16)
+        for n in names:
+            c = like.coords[n]
+            digest.update(np.ascontiguousarray(np.asarray(c.values, float)).tobytes())
+            digest.update(repr((n, c.shape, c.attrs.get(PERIODIC_ATTR, 0))).encode())
+        key = digest.hexdigest()
+        if key not in _CACHE:
+            while len(_CACHE) >= 8:
+                _CACHE.pop(next(iter(_CACHE)))
+            _CACHE[key] = cls(like)
+        return _CACHE[key]
 
     # --- xgcm to the faces and back --------------------------------------------------------
     def _face(self, a: xr.DataArray, axis: str, side: str, diff: bool = False) -> xr.DataArray:
