@@ -120,7 +120,8 @@ class Study(abc.ABC):
       :meth:`add_shift_options` / :meth:`run_shift` (the distribution-shift run),
       :meth:`add_inspect_options` / :meth:`inspect` (what its reader reads from a product, said back
       as a :class:`scimech.reading.Reading` without running anything), :meth:`commands`
-      (its own subcommands), :attr:`renamed` (old command names kept for one release).
+      (its own subcommands), :attr:`renamed` (old command names kept for one release, until
+      :data:`scimech.options.REMOVED_IN`).
 
     The base class provides :meth:`register` (the command group), :meth:`execute` (the
     ``study`` command: dry run, Dask client, outcome files, printed outcome), :meth:`complete`,
@@ -136,7 +137,8 @@ class Study(abc.ABC):
     config_keys: ClassVar[Mapping[str, str]] = {}
     generate_help: ClassVar[str] = "write the study's synthetic data"
     shift_help: ClassVar[str] = "the distribution-shift run: a dictionary's faithfulness in and out of distribution"
-    #: ``{old command name: new one}``: accepted for one release, with a warning naming the new one
+    #: ``{old command name: new one}``: accepted for one release, with a warning naming the new one and
+    #: the release that removes the old (:data:`scimech.options.REMOVED_IN`); list each in CHANGELOG.md
     renamed: ClassVar[Mapping[str, str]] = {}
 
     # --- what a study supplies ----------------------------------------------------------------
@@ -283,7 +285,8 @@ class Study(abc.ABC):
                 else "(none: this study reads no product of yours)")
         i.add_argument("path", type=options.existing_path("path"), metavar="PATH",
                        help="the product: a file or store, as given to `study --data`")
-        i.add_argument("--json", metavar="FILE", default=None, help="also write the table as JSON to FILE")
+        i.add_argument("--json", metavar="FILE", default=None, type=options.output_path("file", (".json",)),
+                       help="also write the table as JSON to FILE (a name ending in .json)")
         self.add_inspect_options(i)
         i.set_defaults(func=self._inspect_command)
         for c in self.commands():
