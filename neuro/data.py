@@ -331,9 +331,11 @@ def from_traces(source, *, conditions=None, splits=None, held_out: Sequence[str]
     Parameters
     ----------
     source
-        A zarr store / netCDF file / ``.npy`` path, an ``xr.Dataset`` or a ``(time, neuron)`` array.
+        A zarr store or bare zarr array (ZAPBench's layout) / netCDF file / ``.npy`` path, an
+        ``xr.Dataset`` or a ``(time, neuron)`` array (read by :func:`neuro.reader.read_recording`).
     conditions
-        One stimulus-condition label per time step (default: the file's ``condition``).
+        One stimulus-condition label per time step, a file of them or of step ranges, or
+        ``"zapbench"`` (default: the file's ``condition``, else a conditions file beside it).
     splits
         One label per time step (``train``, ``val``, ``test`` or an OOD suite name), or three
         fractions (train, val, test) applied in time within each segment (default: the
@@ -344,7 +346,9 @@ def from_traces(source, *, conditions=None, splits=None, held_out: Sequence[str]
         A trial number per step; stimulus covariates ``(time, feature)`` (default: the file's,
         else a one-hot code of the condition).
     dt
-        Seconds between samples (default: the ``time`` coordinate's spacing or ``attrs["dt"]``).
+        Seconds between samples (default: the ``time`` coordinate's step, read with its units;
+        else ``attrs["dt"]``). Needed for a time axis without units or traces without one;
+        refused when it disagrees with a coordinate that has units.
     context, horizon, max_windows, seed
         As :func:`neuro.tasks.build_task`: window lengths in samples, windows per split,
         seed of their subsampling (val ``seed + 1``, test ``seed + 2``, OOD suites after).
@@ -368,18 +372,24 @@ def from_traces(source, *, conditions=None, splits=None, held_out: Sequence[str]
     ForecastTask
         ``signal = "traces"``, no ground truth (``true_weights`` None, no probes): the
         baselines and the search score ID / OOD forecasts; faithfulness to a circuit needs
-        a simulator.
+        a simulator. ``meta["reading"]``: what was read, a :class:`scimech.reading.Reading`
+        as JSON. Neurons with NaN / inf values or constant are dropped (a warning names them).
 
     Raises
     ------
     DimensionError
         Traces not ``(time, neuron)``; labels or covariates of another length.
     DataValidationError
-        Empty traces; NaN / inf in the traces or covariates; a split without steps.
+        Empty traces; a time step NaN in every neuron; NaN / inf in the covariates; a split
+        without steps; an irregular or non-increasing time axis; condition ranges that leave
+        steps out.
+    UnitsError
+        A time coordinate whose units are not a time.
     MissingVariableError
         No conditions.
     ConfigError
-        Unknown held-out condition, bad fractions, segments too short for the windows, no dt.
+        Unknown held-out condition, bad fractions, segments too short for the windows, no dt
+        (a time axis without units, or none), ``dt`` against the coordinate.
     """
     ds, reading = read_recording(source, conditions=conditions, dt=dt)
     T, N = ds["activity"].shape

@@ -400,17 +400,24 @@ def _drop_neurons(ds: xr.Dataset, reading: Reading) -> xr.Dataset:
     """Drop (and name) neurons with NaN / inf values or constant over the recording; refuse a time
     step that is NaN in every neuron."""
     act = ds["activity"]
-    finite = np.isfinite(act)
-    stats = xr.Dataset({"bad": (~finite).sum("time"), "row_bad": (~finite).all("neuron"),
-                        "hi": act.where(finite).max("time"), "lo": act.where(finite).min("time")}).compute()
-    rows = np.flatnonzero(stats["row_bad"].values)
+    T, N = act.shape
+    bad, row_bad = np.zeros(N, np.int64), np.ones(T, bool)
+    hi, lo = np.full(N, np.nan), np.full(N, np.nan)
+    step = max(act.chunks[1][0], _NEURON_BLOCK) if act.chunks else _NEURON_BLOCK   # whole dask chunks
+    for a in range(0, N, step):   # blocks of neurons: memory of one block, never of the whole recording
+        X = np.asarray(act[:, a:a + step].values)
+        fin = np.isfinite(X)
+        bad[a:a + X.shape[1]] = (~fin).sum(0)
+        row_bad &= ~fin.any(1)
+        ok = fin.all(0)
+        if ok.any():
+            hi[a:a + X.shape[1]][ok], lo[a:a + X.shape[1]][ok] = X[:, ok].max(0), X[:, ok].min(0)
+    rows = np.flatnonzero(row_bad)
     if rows.size:
         raise DataValidationError(f"Time steps {_listed(rows)} are NaN/inf in every neuron (dropped frames?): fill "
                                   "them (e.g. ds.interpolate_na('time')) or cut the recording there; dropping them "
                                   "would join the steps on either side.")
-    bad = stats["bad"].values
-    const = (bad == 0) & (stats["hi"].values == stats["lo"].values)
-    N = ds.sizes["neuron"]
+    const = (bad == 0) & (hi == lo)
     names = np.asarray(ds["neuron"].values) if "neuron" in ds.coords else None
     nan_idx, const_idx = np.flatnonzero(bad > 0), np.flatnonzero(const)
     reading.fact("rows", "time steps dropped", "none (a dropped step would join the steps on either side)")

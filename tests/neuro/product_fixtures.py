@@ -47,12 +47,13 @@ def traces(seed: int = 0) -> np.ndarray:
     return x.astype(np.float32)
 
 
-def bare_array(path: Path, X: np.ndarray | None = None, dimension_names=("t", "f")) -> Path:
-    """ZAPBench's layout: one zarr v3 array, no group, no coordinates."""
+def bare_array(path: Path, X: np.ndarray | None = None, dimension_names=("t", "f"), chunks=(64, 16)) -> Path:
+    """ZAPBench's layout: one zarr v3 array, no group, no coordinates (``chunks``: small by default, so
+    that reading crosses chunks)."""
     import zarr
 
     X = traces() if X is None else X
-    arr = zarr.create_array(path, shape=X.shape, dtype=X.dtype, chunks=(64, 16), dimension_names=dimension_names)
+    arr = zarr.create_array(path, shape=X.shape, dtype=X.dtype, chunks=chunks, dimension_names=dimension_names)
     arr[:] = X
     return path
 

@@ -47,7 +47,7 @@ def test_inspect_prints_the_reading_and_writes_it_as_json(tmp_path, capsys):
 def test_inspect_imports_no_torch_and_answers_in_seconds(tmp_path):
     # ZAPBench-like: a bare zarr v3 array (t, f), its conditions beside as ZAPBench gives them, 8 MB of traces
     X = np.random.default_rng(0).normal(size=(1000, 2000)).astype(np.float32)
-    path = pf.bare_array(tmp_path / "traces", X)
+    path = pf.bare_array(tmp_path / "traces", X, chunks=(250, 500))
     offsets = [0, 300, 550, 800, 1000]
     (tmp_path / "traces.conditions.json").write_text(json.dumps({"condition_offsets": offsets,
                                                                  "condition_names": list(pf.NAMES)}))
