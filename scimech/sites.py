@@ -205,6 +205,47 @@ class ResolvedSite:
         return out
 
 
+def _irrep_blocks(irreps) -> list[tuple[int, int, str]] | None:
+    """``(start, stop, name)`` of every irrep copy of an e3nn ``Irreps`` (or its string,
+    ``"8x0e+4x1o"``): a copy of ``l`` spans ``2l + 1`` features; ``None`` where it is not one."""
+    terms: list[tuple[int, int, str]] = []
+    try:
+        if isinstance(irreps, str):
+            for part in irreps.replace(" ", "").split("+"):
+                mul, _, ir = part.rpartition("x")
+                terms.append((int(mul or 1), 2 * int(ir[:-1]) + 1, ir))
+        else:
+            for mul, ir in irreps:
+                terms.append((int(mul), int(ir.dim), str(ir)))
+    except (TypeError, ValueError, AttributeError):
+        return None
+    blocks, start = [], 0
+    for mul, dim, name in terms:
+        for _ in range(mul):
+            blocks.append((start, start + dim, name))
+            start += dim
+    return blocks
+
+
+def _whole_irreps(site: str, module: nn.Module, port: str, units: tuple[int, ...]) -> None:
+    """``units[...]`` of an equivariant module (``irreps_out`` / ``irreps_in``, as e3nn's) must
+    select whole irreps: a vector's or tensor's components alone are not features, and ablating
+    some of them breaks the equivariance."""
+    irreps = getattr(module, "irreps_in" if port == "input" else "irreps_out", None)
+    blocks = _irrep_blocks(irreps) if irreps is not None else None
+    if not blocks:
+        return
+    chosen = set(units)
+    cut = [(a, b, n) for a, b, n in blocks if chosen & set(range(a, b)) and not set(range(a, b)) <= chosen]
+    if cut:
+        a, b, n = cut[0]
+        raise DimensionError(
+            f"Site {site!r}: the module's features are irreps ({irreps}), and units[...] takes part of the {n} irrep "
+            f"at features {a}..{b - 1}: a component of a vector or tensor alone is not a feature, and changing it "
+            f"breaks the model's equivariance. Select whole irreps, e.g. units[{','.join(map(str, range(a, b)))}] "
+            f"(irreps at features {', '.join(f'{x}..{y - 1}' for x, y, _ in blocks[:4])}{', ...' if len(blocks) > 4 else ''}).")
+
+
 def parse_site(text: str) -> SiteSpec:
     """Parse a site string (see the module docstring for the grammar)."""
     if not isinstance(text, str):
@@ -437,6 +478,8 @@ def resolve_site(model: nn.Module, site: str, layouts: Mapping[str, HeadLayout] 
         except AttributeError:
             pass
     module = _get_module(model, spec.module, site)
+    if spec.units is not None:
+        _whole_irreps(site, module, spec.port, spec.units)
     if spec.heads is None and not spec.all_heads:
         return ResolvedSite(site, spec.module, module, spec.port, spec.units,
                             axes=declared_axes(axes, site, spec.module), channels=spec.channels,

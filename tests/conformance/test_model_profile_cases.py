@@ -378,3 +378,39 @@ def test_a_patched_run_with_more_calls_than_the_source_names_the_calls_both_make
         truth = _sum(model(corrupted))
         h.remove()
     np.testing.assert_allclose(got.patched.sel(site="step").values, truth.numpy(), atol=ATOL)
+
+
+# -- irreps: units[...] by whole irreps -----------------------------------------------------------
+
+class Equivariant(nn.Module):
+    """A layer whose output is ``2x0e + 1x1o`` (two scalars, then one vector), as e3nn declares it."""
+
+    irreps_out = "2x0e+1x1o"
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 5)
+
+    def forward(self, x):
+        return self.lin(x)
+
+
+class OnIrreps(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.eq = Equivariant()
+
+    def forward(self, x):
+        return self.eq(x).pow(2).sum(-1, keepdim=True)
+
+
+def test_units_of_an_irreps_tensor_are_whole_irreps_or_refused():
+    torch.manual_seed(0)
+    model, x = OnIrreps().eval(), torch.randn(4, 3)
+    with pytest.raises(DimensionError, match=r"units\[2,3,4\]"):
+        ablation_sweep(model, x, ["eq.units[2]"], metric=_sum, method="zero")    # one component of the vector
+    got = ablation_sweep(model, x, ["eq.units[2,3,4]"], metric=_sum, method="zero")   # the whole vector
+    with torch.no_grad():
+        out = model.eq(x)
+        truth = out[:, :2].pow(2).sum(-1) - out.pow(2).sum(-1)      # by hand: the vector's norm removed
+    np.testing.assert_allclose(got.effect.sel(site="eq.units[2,3,4]").values, truth.numpy(), atol=ATOL)
