@@ -43,7 +43,7 @@ from scimech.reading import Reading
 
 from . import curvilinear
 
-__all__ = ["PERIODIC_ATTR", "read_grid", "regular_grid", "curvilinear_grid", "is_periodic"]
+__all__ = ["PERIODIC_ATTR", "FACE_FACTORS", "read_grid", "regular_grid", "curvilinear_grid", "is_periodic"]
 
 #: attribute of the longitude coordinate (``lon``, or ``nav_lon`` on a curvilinear grid): 1 when the grid is
 #: periodic in longitude (an integer, so that netCDF and zarr keep it)
@@ -62,6 +62,8 @@ _STAGGERED = {"xq": ("X", "right"), "yq": ("Y", "right"), "x_u": ("X", "right"),
 _STAGGERED_POSITIONS = {"glamu", "glamv", "glamf", "gphiu", "gphiv", "gphif", "geolon_u", "geolat_u",
                         "geolon_v", "geolat_v", "geolon_c", "geolat_c", "ULAT", "ULONG", "nav_lat_grid_U",
                         "nav_lon_grid_U", "nav_lat_grid_V", "nav_lon_grid_V"}
+#: NEMO's scale factors at the U points (east faces) and V points (north faces), on the T points' index
+FACE_FACTORS = ("e1u", "e2u", "e1v", "e2v")
 #: the vertical dims of T-point fields (NEMO, CMIP6, MOM6, POP): the mesh mask's levels take the product's name
 _LEVEL_DIMS = ("deptht", "depth", "lev", "olevel", "z_l", "z_t", "nav_lev", "z")
 _METRES = ("m", "meter", "metre", "meters", "metres")
@@ -113,8 +115,8 @@ def _merge_mesh_mask(ds: xr.Dataset, mm: xr.Dataset, ydim: str, xdim: str, facts
     zdim = next((d for d in ("z", "nav_lev") if d in mm.dims), None)
     taken = []
     out = ds.copy()
-    for name in ("e1t", "e2t"):
-        if name in mm.variables and points.get(name) == "T":
+    for name in ("e1t", "e2t") + FACE_FACTORS:
+        if name in mm.variables and points.get(name) == ("T" if name.endswith("t") else name[-1].upper()):
             e = mm[name]
             units = e.attrs.get("units", "m")
             if units not in _METRES:
@@ -122,7 +124,9 @@ def _merge_mesh_mask(ds: xr.Dataset, mm: xr.Dataset, ydim: str, xdim: str, facts
             out[name] = e.rename({my: ydim, mx: xdim}).reset_coords(drop=True).astype(float)
             taken.append(name)
     if {"e1t", "e2t"} <= set(taken):
-        facts["metrics"] = "e1t, e2t from the mesh mask (m); at U / V faces the mean of the two T points'"
+        facts["metrics"] = ("e1t, e2t from the mesh mask (m); " + (
+            "e1u, e2u, e1v, e2v at the faces" if set(FACE_FACTORS) <= set(taken)
+            else "at U / V faces the mean of the two T points'"))
     levels = next((str(d) for d in ds.dims if str(d) in _LEVEL_DIMS and zdim and ds.sizes[d] == mm.sizes[zdim]), zdim)
     for name in ("e3t_0", "e3t"):
         if name in mm.variables and zdim and zdim in mm[name].dims:
@@ -410,30 +414,37 @@ def curvilinear_grid(ds: xr.Dataset, notes: list[str], facts: dict | None = None
         la, lo = la[:, 1:-1], lo[:, 1:-1]
         notes.append("ORCA halo columns (0 and -1 repeat -2 and 1) dropped")
     factors = {}
-    for k in ("e1t", "e2t"):
+    for k in ("e1t", "e2t") + FACE_FACTORS:
         if k in ds.variables:
             e = ds[k]
             e = e.isel({d: 0 for d in e.dims if d not in (ydim, xdim)}, drop=True).transpose(ydim, xdim)
             if e.attrs.get("units", "m") not in _METRES:
                 raise UnitsError(f"Scale factor {k!r} has units {e.attrs['units']!r}; expected metres ('m').")
             factors[k] = e.values.astype(float)
+    faces = {k: factors.pop(k) for k in FACE_FACTORS if k in factors}
+    faces = faces if len(faces) == len(FACE_FACTORS) else {}
     if len(factors) < 2:
         factors = dict(zip(("e1t", "e2t"), curvilinear.scale_factors(la, lo)))
         notes.append("e1t, e2t = great-circle distances between T points (no scale factors in the product)")
         facts.setdefault("metrics", "e1t, e2t: great-circle distances between the T points (no scale factors given)")
     else:
         facts.setdefault("metrics", "e1t, e2t as given (m); at U / V faces the mean of the two T points'")
+    if faces:
+        facts["metrics"] = facts["metrics"].split("; at U / V faces")[0] + "; e1u, e2u, e1v, e2v at the faces"
     periodic = _curvilinear_periodic(la, lo, factors["e1t"])
     facts["type"] = "curvilinear (y, x) -> (lat, lon) grid indices, vectors along the grid's i, j axes"
     facts["periodic in longitude"] = ("yes: the last column neighbours the first (xgcm padding='periodic')"
                                       if periodic else "no: the first and last columns are edges")
-    out = ds.drop_vars([v for v in ("lat", "lon", "e1t", "e2t") if v in ds.variables]).rename({ydim: "lat", xdim: "lon"})
+    out = ds.drop_vars([v for v in ("lat", "lon", "e1t", "e2t") + FACE_FACTORS if v in ds.variables]).rename(
+        {ydim: "lat", xdim: "lon"})
     dims = ("lat", "lon")
     out = out.assign_coords(
         nav_lat=(dims, la, {"units": "degrees_north", "standard_name": "latitude"}),
         nav_lon=(dims, lo, {"units": "degrees_east", "standard_name": "longitude", PERIODIC_ATTR: int(periodic)}),
         e1t=(dims, factors["e1t"], {"units": "m", "long_name": "scale factor along i (T point)"}),
         e2t=(dims, factors["e2t"], {"units": "m", "long_name": "scale factor along j (T point)"}))
+    out = out.assign_coords({k: (dims, v, {"units": "m", "long_name": f"scale factor {k} at the {k[-1].upper()} point "
+                                          "(U: the cell's east face, V: its north face)"}) for k, v in faces.items()})
     notes.append(f"curvilinear grid: ({ydim}, {xdim}) -> (lat, lon) grid indices with 2-D nav_lat, nav_lon, e1t, "
                  "e2t; vectors (tauu, tauv, uo, vo) along the grid's i, j axes")
     return out

@@ -30,7 +30,7 @@ import xarray as xr
 import xgcm
 
 from .constants import R_EARTH
-from .gridaxes import PERIODIC_ATTR, curvilinear_grid, regular_grid
+from .gridaxes import FACE_FACTORS, PERIODIC_ATTR, curvilinear_grid, regular_grid
 
 __all__ = ["HorizontalGrid", "regular_grid", "curvilinear_grid"]
 
@@ -70,9 +70,14 @@ class HorizontalGrid:
             e1 = _bare(like["e1t"].transpose("lat", "lon")).astype(float)
             e2 = _bare(like["e2t"].transpose("lat", "lon")).astype(float)
             self.e1, self.e2 = e1, e2                                     # cell widths at T (m)
-            self.step = {a: {s: self._face(e, a, s) for s in ("left", "right")} for a, e in (("X", e1), ("Y", e2))}
-            self.face_len = {"X": {s: self._face(e2, "X", s) for s in ("left", "right")},
-                             "Y": {s: self._face(e1, "Y", s) for s in ("left", "right")}}
+            if all(k in like.coords for k in FACE_FACTORS):             # NEMO's own U / V factors (mesh mask)
+                e1u, e2u, e1v, e2v = (_bare(like[k].transpose("lat", "lon")).astype(float) for k in FACE_FACTORS)
+                self.step = {"X": self._sides(e1u, "X"), "Y": self._sides(e2v, "Y")}
+                self.face_len = {"X": self._sides(e2u, "X"), "Y": self._sides(e1v, "Y")}
+            else:                                                        # the mean of the two T points'
+                self.step = {a: {s: self._face(e, a, s) for s in ("left", "right")} for a, e in (("X", e1), ("Y", e2))}
+                self.face_len = {"X": {s: self._face(e2, "X", s) for s in ("left", "right")},
+                                 "Y": {s: self._face(e1, "Y", s) for s in ("left", "right")}}
         else:
             lat = np.deg2rad(np.asarray(like["lat"].values, float))
             lam = xr.DataArray(np.deg2rad(np.asarray(like["lon"].values, float)), dims="lon")
@@ -95,7 +100,8 @@ class HorizontalGrid:
         """The grid of ``like``, built once per grid (its coordinates and periodicity) and reused: building
         one takes tens of xgcm calls, and each budget term asks for it again."""
         curvilinear = "e1t" in like.coords and "e2t" in like.coords
-        names = ("e1t", "e2t", "nav_lon") if curvilinear else ("lat", "lon")
+        names = ("e1t", "e2t", "nav_lon") + tuple(k for k in FACE_FACTORS if k in like.coords) if curvilinear \
+            else ("lat", "lon")
         digest = hashlib.blake2b(digest_size=16)
         for n in names:
             c = like.coords[n]
@@ -114,6 +120,13 @@ class HorizontalGrid:
         dim = _DIM[axis]
         op = self.grid.diff if diff else self.grid.interp
         return op(a, axis, to=side).rename({f"{dim}_{side}": dim}).transpose(*a.dims)
+
+    def _sides(self, right: xr.DataArray, axis: str) -> dict[str, xr.DataArray]:
+        """A factor given at each T point's right face (NEMO's U / V points), and at its left face: the right
+        face of the point before (across the seam on a periodic axis, NaN before the first point)."""
+        dim = _DIM[axis]
+        left = right.roll({dim: 1}) if axis == "X" and self.periodic else right.shift({dim: 1})
+        return {"right": right, "left": left}
 
     @staticmethod
     def _wrap(d: xr.DataArray) -> xr.DataArray:

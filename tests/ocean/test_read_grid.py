@@ -417,3 +417,30 @@ def test_points_on_one_dim_are_refused_as_not_a_grid():
                     coords={"lat": ("cell", np.linspace(0, 10, n)), "lon": ("cell", np.linspace(0, 20, n))})
     with pytest.raises(DimensionError, match="not a \\(lat, lon\\) grid.*regrid"):
         _read_grid(ds)
+
+
+def test_nemo_face_scale_factors_of_the_mesh_mask_are_the_distances_between_t_points():
+    # NEMO's e1u is the distance from T(i) to T(i+1); here it differs from the mean of e1t (a grid whose
+    # T points are not centred in their cells): a field linear in that distance has its gradient exactly
+    ds, mesh, tmask = _nemo()
+    ny, nx = tmask.shape[1:]
+    e1u = 4e4 + 9e3 * np.arange(nx) ** 1.5 * np.ones((ny, 1))                     # m, T(i) -> T(i+1)
+    e2v = np.full((ny, nx), 3.3e4)
+    x_pos = np.r_[0.0, np.cumsum(e1u[0, :-1])]
+    y_pos = np.r_[0.0, np.cumsum(e2v[:-1, 0])]
+    temp = 2e-5 * x_pos[None, :] - 1e-5 * y_pos[:, None]
+    ds["sosstsst"] = (("time_counter", "y", "x"), temp[None], {"units": "degC"})
+    faces = {"e1u": e1u, "e2u": np.full((ny, nx), 3e4), "e1v": mesh["e1t"].values[0], "e2v": e2v}
+    mesh = mesh.assign({k: (("t", "y", "x"), v[None]) for k, v in faces.items()})
+    reading = Reading("NEMO-like")
+    out = _read_grid(ds, reading, mesh_mask=mesh)
+    assert "e1u, e2u, e1v, e2v at the faces" in reading.sections["grid"]["metrics"]
+    ocean = np.ones((ny, nx), bool)
+    dx, dy = concepts.gradient(out["sosstsst"].isel(time_counter=0))
+    np.testing.assert_allclose(dx.values[ocean], 2e-5, rtol=1e-12)
+    np.testing.assert_allclose(dy.values[ocean], -1e-5, rtol=1e-12)
+    # diffusion only moves heat: its integral over the cells e1t e2t vanishes (land included)
+    h = xr.full_like(out["sosstsst"], 30.0)
+    q = concepts.lateral_diffusion(out["sosstsst"] ** 2, h, mask=out["mask"].values).isel(time_counter=0)
+    area = (out["e1t"] * out["e2t"]).values
+    assert abs(np.nansum(q.values * area)) < 1e-12 * np.nansum(np.abs(q.values) * area)
