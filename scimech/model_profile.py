@@ -229,10 +229,32 @@ def signature(batch: Any) -> tuple:
 
 
 def _forward_key(forward: Callable | None) -> tuple:
+    """Who ``forward`` is: a function by its code, the objects its closure holds and its
+    defaults (a ``lambda m, b: m(**b)`` written afresh in every call is the same forward), a
+    bound method by its function and object, any other callable by itself."""
     if forward is None:
         return ("default",)
     func, owner = getattr(forward, "__func__", forward), getattr(forward, "__self__", None)
-    return ("forward", id(func), id(owner))
+    code = getattr(func, "__code__", None)
+    if code is None:
+        return ("forward", id(func), id(owner))
+    cells = tuple(id(c.cell_contents) for c in (func.__closure__ or ()) if _filled(c))
+    return ("code", id(code), cells, tuple(map(id, func.__defaults__ or ())), id(owner))
+
+
+def _filled(cell) -> bool:
+    try:
+        _ = cell.cell_contents
+    except ValueError:   # an empty cell
+        return False
+    return True
+
+
+def _anchor(forward: Callable | None):
+    """What a cached profile keeps a weak reference to, to tell a live forward from a dead one
+    whose ids were reused: the function's code, else the callable."""
+    func = getattr(forward, "__func__", forward)
+    return getattr(func, "__code__", func)
 
 
 def _cached(model: nn.Module, batch: Any, forward: Callable | None, create: bool = True) -> ModelProfile | None:
@@ -247,14 +269,13 @@ def _cached(model: nn.Module, batch: Any, forward: Callable | None, create: bool
     entry = per_model.get(key)
     if entry is not None:
         ref, prof = entry
-        if ref is None or ref() is getattr(forward, "__func__", forward):
+        if ref is None or ref() is _anchor(forward):
             return prof
     if not create:
         return None
     prof = ModelProfile(sig)
-    func = getattr(forward, "__func__", forward)
     try:
-        ref = None if forward is None else weakref.ref(func)
+        ref = None if forward is None else weakref.ref(_anchor(forward))
     except TypeError:   # a forward that cannot be weakly referenced: its profile is not kept
         return prof
     for k in [k for k, (r, _) in per_model.items() if (k[0] == key[0] and k[1] == sig) or (r is not None and

@@ -135,8 +135,13 @@ def test_a_profile_is_measured_once_and_again_after_a_parameter_changes():
     with torch.no_grad():
         model[0].weight.add_(0.1)            # a new parameter version: measured again
     assert require(model, x, verb="test", needs={"repeatable"}) is not first and len(calls) == n + 2
+    current = require(model, x, verb="test", needs={"repeatable"})
     other = require(model, x, verb="test", needs={"repeatable"}, forward=lambda m, b: m(b))   # its own profile
-    assert other is not first
+    assert other is not current
+    n = len(calls)
+    for _ in range(2):   # the same lambda written afresh (in a notebook cell, in a loop): measured once
+        assert require(model, x, verb="test", needs={"repeatable"}, forward=lambda m, b: m(b) * 1) is not current
+    assert len(calls) == n + 2
 
 
 def test_same_values_treats_nan_at_the_same_places_as_equal_and_scales_by_dtype():
