@@ -262,7 +262,10 @@ def _assign_splits(ds: xr.Dataset, reading: Reading, *, protocol, splits, trials
     reading.fact("conditions", "segments", f"{len(_segments([trial, cond]))} (runs of one trial and condition; "
                  "windows never cross them)")
     labels, counts = np.unique(split, return_counts=True)
-    reading.add("split", "split" if "file's" in how else "", "name" if "file's" in how else "derived", "", "", "")
+    from_file = splits is None and "split" in ds and protocol != "zapbench"
+    reading.add("split", "split" if from_file else "", "name" if from_file else "option" if splits is not None
+                else "derived", "", "train / val / test" + (" / held out" if held_out else ""),
+                "" if from_file else how.split(":")[0])
     reading.fact("splits", "how", how)
     reading.fact("splits", "held out", ", ".join(held_out) or "none")
     reading.fact("splits", "steps", ", ".join(f"{k} {c}" for k, c in zip(labels, counts)))
