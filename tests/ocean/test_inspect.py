@@ -99,3 +99,27 @@ def test_a_report_on_daily_data_states_the_lead_in_days(tmp_path):
     reading, lead, window = _what_was_read({"data": str(path), "window": 5, "lead": 2}, None)
     assert (lead, window) == ("2 days", "5 days")
     assert reading.sections["time"]["frequency"].startswith("daily")
+
+
+def test_study_data_member_and_select_reach_the_reader(tmp_path):
+    """`scimech ocean study --data F --member 1 --select experiment=1` maps that member of that experiment."""
+    import xarray as xr
+
+    from ocean.run import prepare_data
+    from ocean.study import OceanStudy
+
+    truth = pf.truth(years=7, ny=4, nx=5)  # the quick size's window, a training year and the splits need 75 months
+    ds = pf.cmip6(truth, realization=2)   # thetao, so on lev: t_sub is derived
+    ds["tos"] = ds["tos"] + xr.DataArray([0.0, 1.0], dims="realization")
+    ds = xr.concat([ds, ds.assign(tos=ds["tos"] + 10.0)], dim="experiment")
+    ds["time_bnds"] = ds["time_bnds"].isel(experiment=0, drop=True)
+    path = tmp_path / "ens.nc"
+    ds.to_netcdf(path)  # contiguous (one-step chunks, tested above, cost dask overhead only)
+    study = OceanStudy()
+    args = study.study_parser().parse_args(["--data", str(path), "--member", "1", "--select", "experiment=1",
+                                            "--out", str(tmp_path / "out")])
+    plan = study.plan(args)
+    store = xr.open_zarr(prepare_data(plan.settings.config, tmp_path / "out"), consolidated=False)
+    assert store.sizes["member"] == 1
+    # member 1 (+1 degC) of experiment 1 (+10 degC): 11 degC above the truth, to float64 round-off
+    assert abs(store["sst"] - truth["sst"].values - 11.0).max() < 1e-9
