@@ -32,7 +32,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.run_all
 
 # hooks of .pre-commit-config.yaml that `make lint` leaves out: they rewrite files, and the tree has not
-# been through `make format` yet (`ruff format --check` would change 289 files, end-of-file 11)
+# been through `make format` yet (`ruff format --check` would change most Python files)
 PRECOMMIT_SKIP ?= ruff-format,end-of-file-fixer
 
 # ruff, the type checker on the core (the strictness of [tool.mypy] in pyproject.toml), then the
