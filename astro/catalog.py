@@ -44,7 +44,7 @@ from .cutouts import check_fluxes, parse_unit, read_cube, read_images
 from .split import duplicates, identity_columns, object_groups
 from .synthetic import GalaxySample, SyntheticConfig
 
-__all__ = ["LEGACY_COLUMNS", "OPTIONAL_COLUMNS", "MW_COLUMNS", "read_legacy_survey", "read_images",
+__all__ = ["LEGACY_COLUMNS", "OPTIONAL_COLUMNS", "MW_COLUMNS", "DESI_COLUMNS", "read_legacy_survey", "read_images",
            "write_legacy_survey", "PRODUCT"]
 
 #: study column -> (Legacy Survey column, unit of the study)
@@ -63,6 +63,8 @@ OPTIONAL_COLUMNS: dict[str, tuple[tuple[str, ...], u.UnitBase | None]] = {
 }
 #: band -> the Milky Way transmission column (DR10 catalogues: 10^(-A_b / 2.5), A_b = R_b E(B-V))
 MW_COLUMNS = {b: f"MW_TRANSMISSION_{b.upper()}" for b in constants.BANDS}
+#: DESI redshift catalogue columns the reader uses when they are joined to the rows (DESI data model, ZCATALOG)
+DESI_COLUMNS = ("TARGETID", "Z", "ZERR", "ZWARN", "SPECTYPE")
 #: what the reader reads, in words (the reading's product line)
 PRODUCT = "Legacy Surveys DR10 catalogue (Tractor / sweep columns)"
 _QUANTITY = {"flux": "flux", "flux_ivar": "flux inverse variance"}
@@ -288,6 +290,11 @@ def read_legacy_survey(path: str | Path, images: str | Path | None = None, *, st
                 dusty_av=SyntheticConfig.dusty_av, extended_arcsec=SyntheticConfig.extended_arcsec,
                 identity=identity, mw_corrected=mw is not None)
     _fill_reading(reading, found, mw is not None, ident, zwarn is not None, spectype is not None, zerr, cube, images)
+    desi = [c for c in DESI_COLUMNS if c in names]
+    if desi:
+        reading.product += f" with DESI redshift catalogue columns ({', '.join(desi)})"
+    if cube is not None:
+        reading.product += f" and {len(cube.data)} cut-outs of {cube.data.shape[-2]}x{cube.data.shape[-1]} pixels"
     dup_rows, dup_objects = duplicates(cat["object"])
     reading.fact("rows", "read", n)
     for why, count in rejected.items():
@@ -321,7 +328,8 @@ def _fill_reading(reading: Reading, found: dict, mw: bool, ident: tuple, zwarn: 
         reading.add(k, name, "name", found_unit, _unit_text(unit), conv)
     if mw:
         reading.add("milky_way_extinction", "MW_TRANSMISSION_G/R/I/Z", "name", "", "transmission",
-                    "fluxes and cut-outs divided by it; the template photo-z takes E(B-V) = 0 (not corrected twice)")
+                    "fluxes" + (" and cut-outs" if cube is not None else "") + " divided by it, inverse variances "
+                    "multiplied by its square; the template photo-z takes E(B-V) = 0 (not corrected twice)")
     else:
         reading.add("milky_way_extinction", "EBV", "name", "mag", "mag",
                     "fluxes not corrected (no MW_TRANSMISSION columns); the template photo-z attenuates its models by "
