@@ -53,7 +53,7 @@ _PRACTICAL = {"psu", "pss", "pss-78", "pss78", "1e-3", "0.001", "10-3", "1.e-3",
               "practical salinity unit", "1"}
 _ABSOLUTE = {"g/kg", "g kg-1", "g kg**-1", "gram/kilogram", "g.kg-1", "g kg^-1", "gram kilogram-1"}
 _FRACTION = {"kg/kg", "kg kg-1", "kg kg**-1", "kg.kg-1", "kilogram/kilogram"}
-#: dims a field may carry besides the study's (bounds, NEMO's mesh dims): never read as data
+#: the fields whose dims must be the study's (an extra dim is chosen by ``select`` or refused, never dropped)
 _QUANTITIES_WITH_DIMS_CHECKED = ("sst", "zos", "tauu", "tauv", "qnet", "mld", "t_sub", "thetao", "so")
 #: variables whose standard_name the study's table would guess wrongly for a product that gives none
 _KIND_UNKNOWN = ("t_sub",)

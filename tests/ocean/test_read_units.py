@@ -284,3 +284,14 @@ def test_a_mask_that_counts_land_as_ocean_is_refused_naming_the_mask(truth):
     land = int((truth["mask"] == 0).sum())
     with pytest.raises(DataValidationError, match=rf"The mask .* counts {land} point\(s\) as ocean where sst is NaN"):
         read(ds)
+
+
+def test_conservative_temperature_is_used_as_ct_not_converted_again(truth):
+    """A product storing Conservative Temperature (standard_name says so) reaches gsw.sigma0 as CT."""
+    ds = pf.cmip6(truth).isel(time=slice(0, 2))
+    thetao = ds["thetao"].rename(lev="depth").assign_attrs(standard_name="sea_water_conservative_temperature")
+    so = ds["so"].rename(lev="depth").assign_attrs(units="g kg-1", standard_name="sea_water_absolute_salinity")
+    got = budget.teos10(thetao, so)
+    ct = float(thetao[1, 2, 2, 3])
+    assert float(got["CT"][1, 2, 2, 3]) == ct
+    assert float(got["sigma0"][1, 2, 2, 3]) == pytest.approx(float(gsw.sigma0(35.0, ct)), rel=1e-12)
