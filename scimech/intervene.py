@@ -41,7 +41,7 @@ from .calls import CallPolicy, Calls, current_pass, parse_calls
 from .errors import DataValidationError
 from .hooks import HookSet, restore_modes, run_forward, to_eval
 from .metrics import Metric, as_metric
-from .model_profile import forward_folded, require
+from .model_profile import forward_folded, profile_of, require
 from .record import Recorder, site_dims
 from .samples import (
     FixedMesh,
@@ -395,9 +395,9 @@ def ablation_sweep(model: nn.Module, inputs: Any, sites: Sequence[str], metric: 
     was = to_eval(model)
     try:
         for start, batch in iter_batches(inputs, batch_size):
-            if prof is None:   # what the sweep assumes, measured once per model, forward and input signature
-                prof = require(model, batch, verb="ablation_sweep", needs={"repeatable"}, forward=forward)
-                check = RowCheck.of(prof)
+            # what the sweep assumes (scimech.model_profile), measured once per model, forward and input
+            # signature, with the unablated pass below as its first pass
+            prof = profile_of(model, batch, forward) if prof is None else prof
             with prof.grad():
                 b = batch_size_of(batch)
                 tgt = None if target is None else target[start:start + n_samples_of(batch)]
@@ -407,7 +407,12 @@ def ablation_sweep(model: nn.Module, inputs: Any, sites: Sequence[str], metric: 
                 idx = sample_index(batch, samples)
                 agg = None if idx is None else (lambda v, _i=idx: per_sample(v, _i))
                 with capturing(model, reuse, b), count_calls(resolved, counting) as counts:
-                    base = metric_values(metric, run_forward(model, batch, forward), tgt)
+                    out = forward_folded(model, batch, forward, lambda _b=batch: run_forward(model, _b, forward), prof)
+                if start == 0:
+                    require(model, batch, verb="ablation_sweep", needs={"repeatable"}, forward=forward, outputs=out)
+                    check = RowCheck.of(prof)
+            with prof.grad():
+                base = metric_values(metric, out, tgt)
                 base = base if agg is None else agg(base)
                 base_vals.append(base)
                 last = {s: n - 1 for s, n in counts.items()} if policy.mode == "last" else {}
@@ -524,9 +529,9 @@ def patching_sweep(model: nn.Module, clean: Any, corrupted: Any, sites: Sequence
             stop = min(start + batch_size, n_clean)
             cb, xb = slice_batch(clean, start, stop), slice_batch(corrupted, start, stop)
             src, base = (cb, xb) if direction == "denoising" else (xb, cb)
-            if prof is None:   # what the sweep assumes, measured once per model, forward and input signature
-                prof = require(model, base, verb="patching_sweep", needs={"repeatable"}, forward=forward)
-                check = RowCheck.of(prof)
+            # what the sweep assumes (scimech.model_profile), measured once per model, forward and input
+            # signature, with the unpatched run patched into as its first pass
+            prof = profile_of(model, base, forward) if prof is None else prof
             with prof.grad():
                 b = batch_size_of(cb)
                 tgt = None if target is None else target[start:stop]
@@ -536,13 +541,19 @@ def patching_sweep(model: nn.Module, clean: Any, corrupted: Any, sites: Sequence
                 idx = sample_index(base, samples)
                 agg = None if idx is None else (lambda v, _i=idx: per_sample(v, _i))
                 with Recorder(model, resolved, calls="error" if policy.mode == "error" else "all") as rec:
-                    out_src = metric_values(metric, run_forward(model, src, forward), tgt)
-                out_src = out_src if agg is None else agg(out_src)
+                    out_src = forward_folded(model, src, forward, lambda _s=src: run_forward(model, _s, forward), prof)
                 rec.check_fired("patching_sweep")
                 # call by call where calls are chosen: calls of changing shape are patched each from its own
                 source = dict(rec.canonical) if policy.mode == "error" else rec.per_call
                 with capturing(model, reuse, b), count_calls(resolved, counting) as counts:  # the run patched into
-                    out_base = metric_values(metric, run_forward(model, base, forward), tgt)
+                    out = forward_folded(model, base, forward, lambda _b=base: run_forward(model, _b, forward), prof)
+                if start == 0:
+                    require(model, base, verb="patching_sweep", needs={"repeatable"}, forward=forward, outputs=out)
+                    check = RowCheck.of(prof)
+            with prof.grad():   # the autograd mode the first pass found
+                out_src = metric_values(metric, out_src, tgt)
+                out_src = out_src if agg is None else agg(out_src)
+                out_base = metric_values(metric, out, tgt)
                 out_base = out_base if agg is None else agg(out_base)
                 last = {s: n - 1 for s, n in counts.items()} if policy.mode == "last" else {}
                 if targets is None:

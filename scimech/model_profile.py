@@ -51,7 +51,7 @@ from .batches import batch_size_of, is_graph_batch, leaf_tensors, slice_batch
 from .errors import DataValidationError
 from .hooks import first_tensor, restore_modes, run_forward, to_eval
 
-__all__ = ["ModelProfile", "SiteFacts", "require", "profile", "forward_folded", "tolerance", "same_values",
+__all__ = ["ModelProfile", "SiteFacts", "require", "profile", "profile_of", "forward_folded", "tolerance", "same_values",
            "drift_error", "rows_error", "forget", "signature", "rows_interact", "NEEDS"]
 
 #: what a verb may ask :func:`require` for
@@ -400,8 +400,10 @@ def _rows_reason(model: nn.Module, batch: Any, forward: Callable | None, full: l
 
 
 def _measure(model: nn.Module, batch: Any, forward: Callable | None, prof: ModelProfile, needs: set[str],
-             resolved: Sequence = ()) -> None:
-    """Fill what ``needs`` asks of ``prof`` and it lacks (eval mode; the model's modes restored)."""
+             resolved: Sequence = (), outputs: Any = None) -> None:
+    """Fill what ``needs`` asks of ``prof`` and it lacks (eval mode; the model's modes restored).
+    ``outputs``: the output of an unchanged pass of ``batch`` the verb ran itself (its first
+    pass, through :func:`forward_folded`), which stands for the first measuring pass."""
     rows_wanted = "rows" in needs and prof.rows_interact is None and not is_graph_batch(batch)
     want_first = ((prof.repeatable is None and ("repeatable" in needs or rows_wanted)) or rows_wanted
                   or prof.needs_grad is None or bool(resolved))
@@ -413,9 +415,13 @@ def _measure(model: nn.Module, batch: Any, forward: Callable | None, prof: Model
         prof.rows = None
     was = to_eval(model)
     try:
-        with _Observer(resolved) as seen:
-            one = _outputs(forward_folded(model, batch, forward, lambda: run_forward(model, batch, forward), prof))
-        prof.passes += 1
+        if outputs is not None and prof.needs_grad is not None and not resolved:
+            one = _outputs(outputs)   # the verb's own first pass: folded in
+        else:
+            with _Observer(resolved) as seen:
+                one = _outputs(forward_folded(model, batch, forward, lambda: run_forward(model, batch, forward),
+                                              prof))
+            prof.passes += 1
         if resolved:
             prof.sites.update(seen.facts())
         floats = [t for t in one if t.is_floating_point() or t.is_complex()]
@@ -442,7 +448,8 @@ def _measure(model: nn.Module, batch: Any, forward: Callable | None, prof: Model
 
 
 def require(subject: nn.Module | ModelProfile, batch: Any = None, *, verb: str, needs: Iterable[str] = ("grad",),
-            forward: Callable | None = None, samples: Any = None, why: str = "", sites: Sequence = ()) -> ModelProfile:
+            forward: Callable | None = None, samples: Any = None, why: str = "", sites: Sequence = (),
+            outputs: Any = None) -> ModelProfile:
     """The profile of ``subject`` on ``batch``'s signature, measured where it lacks what
     ``needs`` asks, and checked: the one place where a verb's assumptions are refused.
 
@@ -466,6 +473,12 @@ def require(subject: nn.Module | ModelProfile, batch: Any = None, *, verb: str, 
         The verb's ``samples=``: given, the rows are not checked (the user said what a sample is).
     why
         For ``"rows"``: what the verb does with rows as samples (for the message).
+    sites
+        For ``"sites"``: resolved sites.
+    outputs
+        The output of an unchanged pass of ``batch`` that the verb ran itself under
+        :func:`forward_folded` (its own first pass): it stands for the first measuring pass,
+        so a drift check costs one pass more than the verb's own work, once.
 
     Returns
     -------
@@ -488,7 +501,7 @@ def require(subject: nn.Module | ModelProfile, batch: Any = None, *, verb: str, 
             needs.discard("rows")
         prof = _cached(subject, batch, forward)
         new = [s for s in sites if s.name not in prof.sites] if "sites" in needs else []
-        _measure(subject, batch, forward, prof, needs, new)
+        _measure(subject, batch, forward, prof, needs, new, outputs)
     if "repeatable" in needs or ("rows" in needs and samples is None):
         if prof.repeatable is False:
             raise drift_error(verb, prof.repeat_note)
@@ -509,6 +522,13 @@ def _samples_text(samples: Any, batch: Any, prof: ModelProfile) -> str:
     if isinstance(samples, torch.Tensor):
         return f"declared: {int(samples.unique().numel())} samples in {samples.shape[0]} rows"
     return f"declared: {samples!r}"
+
+
+def profile_of(model: nn.Module, batch: Any, forward: Callable | None = None) -> ModelProfile:
+    """The cached profile of ``model`` for ``forward=`` and ``batch``'s signature, as far as it
+    is measured (a new, empty one the first time): what a verb's own first pass fills through
+    :func:`forward_folded` and ``require(..., outputs=...)``."""
+    return _cached(model, batch, forward)
 
 
 def profile(model: nn.Module, inputs: Any, sites: str | Sequence[str], *, forward: Callable | None = None,
