@@ -407,11 +407,9 @@ def _drop_neurons(ds: xr.Dataset, reading: Reading) -> xr.Dataset:
     for a in range(0, N, step):   # blocks of neurons: memory of one block, never of the whole recording
         X = np.asarray(act[:, a:a + step].values)
         fin = np.isfinite(X)
-        bad[a:a + X.shape[1]] = (~fin).sum(0)
+        bad[a:a + X.shape[1]] = T - fin.sum(0)
         row_bad &= ~fin.any(1)
-        ok = fin.all(0)
-        if ok.any():
-            hi[a:a + X.shape[1]][ok], lo[a:a + X.shape[1]][ok] = X[:, ok].max(0), X[:, ok].min(0)
+        hi[a:a + X.shape[1]], lo[a:a + X.shape[1]] = X.max(0), X.min(0)   # NaN where bad: those are dropped
     rows = np.flatnonzero(row_bad)
     if rows.size:
         raise DataValidationError(f"Time steps {_listed(rows)} are NaN/inf in every neuron (dropped frames?): fill "
