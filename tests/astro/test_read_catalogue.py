@@ -221,6 +221,39 @@ def test_mw_corrected_sample_keeps_the_flag_through_the_study_files(galaxies, tm
     assert back.meta["identity"] == "RELEASE+BRICKID+OBJID"
 
 
+def test_template_photoz_takes_no_ebv_once_the_fluxes_are_corrected(galaxies, tmp_path, monkeypatch):
+    """Not corrected twice: with MW_TRANSMISSION applied the template photo-z is given no E(B-V); without,
+    it is given the catalogue's EBV (the model that sees them is not needed to check the wiring)."""
+    from astro.measures import inputs
+
+    seen = []
+
+    class Template:                                   # records what the study hands the template fit
+        def __init__(self, **kw):
+            pass
+
+        def fit(self):
+            return self
+
+        def predict(self, flux, ivar, ebv_mw=None):
+            seen.append(ebv_mw)
+            return np.zeros(len(flux))
+
+    class Adapter:                                    # no tokens needed for the yardsticks
+        def tokenize(self, catalog, images):
+            return {}
+
+        def batch(self, tokens, masked=()):
+            return {}
+
+    monkeypatch.setattr(inputs.photoz, "TemplatePhotoZ", Template)
+    for mw in (True, False):
+        s = read(write_dr10(tmp_path / f"mw_{mw}.fits", galaxies.catalog, mw=mw))
+        inputs.study_inputs(Adapter(), s, s)
+    assert seen[0] is None
+    np.testing.assert_allclose(seen[1], galaxies.catalog["ebv"].to_value(u.mag), rtol=1e-6)   # float32 column
+
+
 def test_some_mw_transmission_columns_or_magnitudes_are_refused(galaxies, tmp_path):
     cat = galaxies.catalog
     partial = write_table(tmp_path / "partial.fits", dr10_columns(cat, drop=("MW_TRANSMISSION_I",)))
