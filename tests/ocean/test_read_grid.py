@@ -444,3 +444,15 @@ def test_nemo_face_scale_factors_of_the_mesh_mask_are_the_distances_between_t_po
     q = concepts.lateral_diffusion(out["sosstsst"] ** 2, h, mask=out["mask"].values).isel(time_counter=0)
     area = (out["e1t"] * out["e2t"]).values
     assert abs(np.nansum(q.values * area)) < 1e-12 * np.nansum(np.abs(q.values) * area)
+
+
+def test_lateral_diffusion_on_a_stretched_latitude_grid_uses_each_cells_own_spacing():
+    # latitudes 1.5 to 2.9 degrees apart (as grids refined towards the equator are): finite volumes with each
+    # face's own spacing stay second order (measured 6.5e-4 of the maximum; the mean spacing was 36 % off)
+    j = np.arange(18.0)
+    lat = 10 + 1.5 * j + 0.04 * j**2
+    ds = _read_grid(_product(lat, np.arange(200.0, 240.0, 2.5), t=_cos, h=lambda la, lo: 1.0 + 0 * la))
+    got = concepts.lateral_diffusion(ds["t"], ds["h"]).isel(time=0).values
+    truth = RC * KAPPA * (-2.0 * _cos(*_rad(ds)) / R_EARTH**2)
+    inner = (slice(1, -1), slice(1, -1))
+    np.testing.assert_allclose(got[inner], truth[inner], rtol=0, atol=3 * D2 * np.abs(truth).max())
