@@ -291,7 +291,7 @@ def read_legacy_survey(path: str | Path, images: str | Path | None = None, *, st
                 identity=identity, mw_corrected=mw is not None)
     _fill_reading(reading, found, mw is not None, ident, zwarn is not None, spectype is not None, zerr, cube, images)
     desi = [c for c in DESI_COLUMNS if c in names]
-    if desi:
+    if set(desi) - {"Z"}:                         # a Z alone is any redshift, not DESI's catalogue
         reading.product += f" with DESI redshift catalogue columns ({', '.join(desi)})"
     if cube is not None:
         reading.product += f" and {len(cube.data)} cut-outs of {cube.data.shape[-2]}x{cube.data.shape[-1]} pixels"
