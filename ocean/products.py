@@ -473,6 +473,7 @@ def from_nemo(ds: xr.Dataset, names: Mapping[str, str] | None = None, *, kappa: 
         ds = _depth_axis(ds, renamed, reading, notes)
     ds = _read_units(ds, renamed, reading, notes)
     _refuse_extra_dims(ds, renamed)
+    given = set(map(str, ds.data_vars))
     if "thetao" in ds and "depth" in ds["thetao"].dims:
         _derive_from_3d(ds, renamed, notes)
     if "member" not in ds.dims:
@@ -508,13 +509,14 @@ def from_nemo(ds: xr.Dataset, names: Mapping[str, str] | None = None, *, kappa: 
     if "mask" in out:
         out["mask"].attrs = {"long_name": "ocean mask", "flag_values": np.array([0, 1], np.int8),
                              "flag_meanings": "land ocean", "units": "1"}
+    made = []
     if "mask" in out:
         out, made = concepts.complete(out, kappa=kappa, scheme=scheme, advection=advection)
         if made:
             notes.append(f"computed {made} (ocean.concepts; kappa {kappa:g} m2 s-1, {scheme} time "
                          f"differences, {advection} advection)")
     out.attrs["mapping"] = "; ".join(notes)
-    say_back(out, reading, notes)
+    say_back(out, reading, notes, given=given - set(made))
     out.attrs["reading"] = json.dumps(reading.to_dict())
     return out
 

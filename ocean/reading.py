@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 
 import xarray as xr
@@ -66,14 +66,18 @@ def product_words(reading: Reading) -> str:
     return reading.product.split(" (")[0] if reading.product else "your product"
 
 
-def say_back(out: xr.Dataset, reading: Reading, notes: Sequence[str] = ()) -> Reading:
+def say_back(out: xr.Dataset, reading: Reading, notes: Sequence[str] = (), given: Collection[str] = ()) -> Reading:
     """Complete ``reading`` from the mapped dataset ``out``: a row for each quantity the study needs that the
-    reader did not find itself (derived, with how, or missing), the units it is used in, and the mask."""
+    reader did not find itself (given under the study's name, derived with how, or missing), the units it is
+    used in, and the mask. ``given``: the study's names the product itself holds."""
     have = {r.quantity for r in reading.rows}
     for q in [*INPUTS, *PRESCRIBED, "mlhc", "dmlhc_dt"]:
         if q in have:
             continue
-        if q in out.data_vars:
+        if q in out.data_vars and q in given:
+            units = out[q].attrs.get("units", "")
+            reading.add(q, q, "name", units, units, "as given")
+        elif q in out.data_vars:
             reading.add(q, _DERIVED.get(q, q), "derived", "", out[q].attrs.get("units", ""),
                         "computed by ocean.concepts" if q in CONCEPTS or q in ("mlhc", "dmlhc_dt")
                         else "computed from the 3-D fields")

@@ -123,3 +123,15 @@ def test_study_data_member_and_select_reach_the_reader(tmp_path):
     assert store.sizes["member"] == 1
     # member 1 (+1 degC) of experiment 1 (+10 degC): 11 degC above the truth, to float64 round-off
     assert abs(store["sst"] - truth["sst"].values - 11.0).max() < 1e-9
+
+
+def test_terms_a_store_gives_are_said_as_given_and_those_computed_as_derived(truth):
+    from ocean import data
+
+    given, computed = Reading(""), Reading("")
+    data.from_nemo(truth, reading=given)                       # the synthetic ocean stores every term
+    data.from_nemo(pf.cmip6(truth), reading=computed)          # a CMIP6 file stores none
+    for q in ("q_surf", "q_entr", "dmlhc_dt"):
+        assert (given.row(q).found_by, given.row(q).conversion) == ("name", "as given")
+        assert computed.row(q).found_by == "derived" and computed.row(q).conversion == "computed by ocean.concepts"
+    assert given.product.startswith("a dataset in the study's layout") and computed.product.startswith("CMIP6 Omon")
