@@ -136,8 +136,9 @@ def _old_commands() -> list[tuple[str, str, str]]:
     return [(study, old, new) for study in registered_studies() for old, new in load_study(study).renamed.items()]
 
 
-def _old_options() -> list[tuple[str, argparse.ArgumentParser, argparse.Action]]:
-    return [(name, parser, action) for name, parser in commands(build_parser()) for action in parser._actions
+def _old_options() -> list:
+    return [pytest.param(name, parser, action, id=f"{name} {action.option_strings[0]}")
+            for name, parser in commands(build_parser()) for action in parser._actions
             if getattr(action, "deprecated_for", None)]
 
 
@@ -154,10 +155,8 @@ def test_an_old_command_name_warns_naming_the_new_one_and_the_removal_release(st
     assert f"`scimech {study} {old}`" in _section("0.1.0", "Deprecated")   # and the changelog lists it
 
 
-@pytest.mark.parametrize("command, parser, action", _old_options(),
-                         ids=lambda v: v if isinstance(v, str) else "")
-def test_an_old_option_spelling_warns_naming_the_new_one_and_the_removal_release(command, parser, action,
-                                                                               capsys):
+@pytest.mark.parametrize("command, parser, action", _old_options())
+def test_an_old_option_spelling_warns_naming_the_new_one_and_the_removal_release(command, parser, action, capsys):
     old = action.option_strings[0]
     namespace = argparse.Namespace()
     action(parser, namespace, "3", old)
