@@ -138,7 +138,8 @@ def run_settings(settings: StudySettings, *, client=None, log: Log | None = None
     res = gather_evidence(adapter, train_s, test_s, n_bootstrap=int(s.sizes["n_bootstrap"]), seed=s.seed,
                           block=s.block, log=say, intervene=intervene)
     timings["study"] = time.perf_counter() - t
-    res["predictions"].attrs["galaxies"] = s.source       # "catalog": real data, no planted truth to report
+    if "predictions" in res:                             # "catalog": real galaxies, no planted truth to report
+        res["predictions"].attrs["galaxies"] = s.source
     save_study(res, s.out / "study", config=dict(s.record), seed=s.seed)
     return res, timings
 

@@ -190,7 +190,7 @@ class AstroStudy(Study):
         """``recovery.txt``; ``None`` for a study of your catalogue (real galaxies have no planted truth)."""
         from .findings import recovery_text
 
-        if evidence.results["predictions"].attrs.get("galaxies") == "catalog":
+        if "predictions" in evidence.results and evidence.results["predictions"].attrs.get("galaxies") == "catalog":
             return None
         return recovery_text(evidence.results)
 
