@@ -13,10 +13,12 @@ The study, in the order it runs (``scimech astro study``, :class:`astro.study.As
 * :mod:`astro.report`: figures (:mod:`astro.plots`) and ``report.md``.
 
 Data and models: :mod:`astro.synthetic` (galaxies with truth), :mod:`astro.catalog` (your
-Legacy Survey DR10 catalogue and cut-outs), :mod:`astro.photoz` (classical photo-z and
+Legacy Survey DR10 catalogue, DESI redshift columns, what was read said back), :mod:`astro.cutouts`
+(your cut-outs: band order, units, pixel scale, fluxes against the catalogue's), :mod:`astro.split`
+(training and test galaxies by object identity), :mod:`astro.photoz` (classical photo-z and
 metrics), :mod:`astro.models` (a small AION stand-in, the planted stand-in and the AION-1
 adapter, including its image codec), :mod:`astro.constants`. The command line: :class:`astro.study.AstroStudy`.
 """
 
-__all__ = ["constants", "synthetic", "catalog", "photoz", "models", "plan", "units", "files", "training", "resume",
+__all__ = ["constants", "synthetic", "catalog", "cutouts", "split", "photoz", "models", "plan", "units", "files", "training", "resume",
            "run", "measures", "evidence", "findings", "report", "study", "plots"]
