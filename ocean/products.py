@@ -124,8 +124,8 @@ def _choose_dims(ds: xr.Dataset, select: Mapping[str, int] | None, member: int |
            or (d in ds.coords and ds[d].attrs.get("standard_name") == "realization")]
     if len(ens) > 1:
         raise DimensionError(f"The product has two ensemble dims {ens}; the study reads one as its 'member'. Fix: "
-                             f"choose one of the other with --select {ens[0]}=INDEX (open_store(..., "
-                             f"select={{{ens[0]!r}: INDEX}})).")
+                             f"keep one index of the first with --select {ens[0]}=INDEX (open_store(..., "
+                             f"select={{{ens[0]!r}: INDEX}})); the other becomes the study's member.")
     if not ens:
         if member is not None:
             raise ConfigError(f"--member {member}: the product has no ensemble dim (one of {list(ENSEMBLE_DIMS)} or "
