@@ -44,6 +44,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import pandas as pd
 import torch
 from torch import nn
 
@@ -51,7 +52,7 @@ from .batches import batch_size_of, is_graph_batch, leaf_tensors, slice_batch
 from .errors import DataValidationError
 from .hooks import first_tensor, restore_modes, run_forward, to_eval
 
-__all__ = ["ModelProfile", "SiteFacts", "require", "profile", "profile_of", "forward_folded", "tolerance", "same_values",
+__all__ = ["ModelProfile", "SiteFacts", "ProfileTable", "require", "profile", "profile_of", "forward_folded", "tolerance", "same_values",
            "drift_error", "rows_error", "forget", "signature", "rows_interact", "NEEDS"]
 
 #: what a verb may ask :func:`require` for
@@ -512,6 +513,17 @@ def require(subject: nn.Module | ModelProfile, batch: Any = None, *, verb: str, 
 
 # -- shown to the user ---------------------------------------------------------------------------
 
+class ProfileTable(pd.DataFrame):
+    """The profile as a table: a DataFrame whose repr shows every column (a notebook's first look)."""
+
+    @property
+    def _constructor(self):
+        return ProfileTable
+
+    def __repr__(self) -> str:
+        return self.to_string()
+
+
 def _samples_text(samples: Any, batch: Any, prof: ModelProfile) -> str:
     if samples is None:
         if is_graph_batch(batch):
@@ -552,15 +564,13 @@ def profile(model: nn.Module, inputs: Any, sites: str | Sequence[str], *, forwar
 
     Returns
     -------
-    pandas.DataFrame
-        Indexed by ``site``: ``calls`` (per forward pass), ``shapes`` (of each call, the model's
+    ProfileTable
+        A pandas DataFrame (its repr shows every column) indexed by ``site``: ``calls`` (per forward pass), ``shapes`` (of each call, the model's
         own layout), ``dtype``, ``tolerance`` (how far two passes may differ, relative),
         ``layout`` (its axes) and ``layout_from`` (``declared`` / ``inferred``), ``samples``
         (what a row is), ``repeatable``, ``needs_grad``, ``in_place`` (the model writes into
         the site's output). ``.attrs["profile"]`` is the :class:`ModelProfile`.
     """
-    import pandas as pd
-
     from .batches import is_one_batch, iter_batches
     from .sites import resolve_site
 
@@ -579,7 +589,7 @@ def profile(model: nn.Module, inputs: Any, sites: str | Sequence[str], *, forwar
                      "layout": f.layout, "layout_from": f.layout_from,
                      "samples": _samples_text(samples, batch, prof), "repeatable": prof.repeatable,
                      "needs_grad": prof.needs_grad, "in_place": f.in_place})
-    table = pd.DataFrame(rows).set_index("site")
+    table = ProfileTable(pd.DataFrame(rows).set_index("site"))
     table.attrs["profile"] = prof
     return table
 

@@ -104,6 +104,7 @@ def test_the_profile_table_says_what_the_model_does_at_each_site():
     assert table["repeatable"].all() and not table["needs_grad"].any()
     assert table.loc["a", "samples"] == "rows independent"
     assert isinstance(table.attrs["profile"], ModelProfile) and "shared" in repr(table.attrs["profile"])
+    assert all(col in repr(table) for col in table.columns)      # a notebook sees every column
 
 
 def test_the_profile_names_rows_that_interact():
