@@ -247,7 +247,7 @@ def not_a_batch(site: str, shape: tuple[int, ...], rows: int) -> DimensionError:
             example = ("'batch*window position feature' if the last axis holds the features, or "
                        "'batch*window feature position' if the second does")
         else:
-            names = " ".join(f"position_{i}" for i in range(1, rest)) + " feature"
+            names = " ".join([*(f"position_{i}" for i in range(1, rest)), "feature"])
             example = f"'batch*window {names}' (move 'feature' to the axis that holds the features)"
         hint = (f" {shape[0]} = {rows} x {shape[0] // rows}: if each sample's windows, channels or patches are "
                 f"packed on the first axis (windowed attention, a time-series transformer that packs channels into "
