@@ -58,7 +58,8 @@ def _product_options(p: argparse.ArgumentParser) -> None:
 
 
 def _product_reading(args: argparse.Namespace) -> dict:
-    """The open_store keywords of --member, --select and --mesh-mask (only those given)."""
+    """The open_store keywords of --member, --select and --mesh-mask (only those given); refused without
+    --data (a command's PATH for inspect), which they read."""
     out: dict = {}
     if getattr(args, "select", None):
         out["select"] = dict(args.select)
@@ -66,6 +67,10 @@ def _product_reading(args: argparse.Namespace) -> dict:
         out["member"] = int(args.member)
     if getattr(args, "mesh_mask", None):
         out["mesh_mask"] = str(args.mesh_mask)
+    if out and not (getattr(args, "data", None) or getattr(args, "path", None)):
+        from scimech.errors import ConfigError
+
+        raise ConfigError(f"--{next(iter(out)).replace('_', '-')} reads your product: it acts only with --data.")
     return out
 
 
@@ -117,10 +122,6 @@ class OceanStudy(Study):
         cfg = config_from_args(args, data=str(args.data) if args.data else None, seeds=args.seeds,
                                regimes=args.regimes, epochs=args.epochs)
         chosen = _product_reading(args)
-        if chosen and not args.data:
-            from scimech.errors import ConfigError
-
-            raise ConfigError(f"--{next(iter(chosen)).replace('_', '-')} reads your product: it acts only with --data.")
         if chosen:
             cfg = dataclasses.replace(cfg, product={**cfg.product, **chosen})
         out = Path(args.out)
@@ -236,6 +237,7 @@ def _train_options(t: argparse.ArgumentParser) -> None:
                    "prescription_only, sequential)")
     options.add(t, "seed", default=0)
     options.add(t, "epochs", context="Default: the size's")
+    _product_options(t)
 
 
 def _train(args) -> int:
@@ -248,6 +250,9 @@ def _train(args) -> int:
 
     cfg = config_from_args(args, data=str(args.data) if args.data else None, epochs=args.epochs,
                            regimes=[args.regime], seeds=[args.seed])
+    chosen = _product_reading(args)
+    if chosen:
+        cfg = dataclasses.replace(cfg, product={**cfg.product, **chosen})
     path = prepare_data(cfg, args.out)
     unit = train_unit(dataclasses.asdict(cfg), args.regime, args.seed, str(path), str(args.out / "checkpoints"),
                       progress_bar=True, device=args.device)
@@ -261,6 +266,7 @@ def _train(args) -> int:
 def _heatwaves_options(h: argparse.ArgumentParser) -> None:
     _settings_options(h, "runs/ocean/heatwaves", {"synth": CONFIG_KEYS["synth"]})
     options.add(h, "data", formats=_DATA_FORMATS, context=_DATA_HELP)
+    _product_options(h)
 
 
 def _heatwaves(args) -> int:
@@ -271,8 +277,9 @@ def _heatwaves(args) -> int:
     from .plan import config_from_args
 
     cfg = config_from_args(args)
+    chosen = _product_reading(args)
     if args.data:
-        ds = data.open_store(args.data, validate_schema=False)
+        ds = data.open_store(args.data, validate_schema=False, **chosen)
         require_vars(ds, ["mlhc", "sst"], where=f"heatwaves on {args.data}")
     else:
         ds = synthetic.generate(synthetic.SynthConfig(**cfg.synth))

@@ -135,3 +135,10 @@ def test_terms_a_store_gives_are_said_as_given_and_those_computed_as_derived(tru
         assert (given.row(q).found_by, given.row(q).conversion) == ("name", "as given")
         assert computed.row(q).found_by == "derived" and computed.row(q).conversion == "computed by ocean.concepts"
     assert given.product.startswith("a dataset in the study's layout") and computed.product.startswith("CMIP6 Omon")
+
+
+@pytest.mark.parametrize("command", ["study", "train", "heatwaves"])
+def test_product_options_without_data_are_refused(command, tmp_path, capsys):
+    """--member / --select / --mesh-mask read your product: without --data they would be silently ignored."""
+    assert main(["ocean", command, "--select", "experiment=0", "--out", str(tmp_path / "o")]) == 2
+    assert capsys.readouterr().err.strip().endswith("--select reads your product: it acts only with --data.")
