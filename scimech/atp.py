@@ -330,8 +330,8 @@ def attribution_patching(model: nn.Module, clean: Any, corrupted: Any, sites: Se
             stop = min(start + batch_size, n_clean)
             if start == 0:   # what the estimate assumes: measured once per model, forward and input signature
                 first_base = slice_batch(corrupted if direction == "denoising" else clean, start, stop)
-                prof = require(model, first_base, verb="attribution_patching", needs={"repeatable", "rows"},
-                               forward=forward, samples=samples, why="A per-sample first-order effect")
+                prof = require(model, first_base, verb="attribution_patching", needs={"repeatable", "rows", "packing"},
+                               forward=forward, samples=samples, why="A per-sample first-order effect", sites=resolved)
             last = _estimate_batch(model, slice_batch(clean, start, stop), slice_batch(corrupted, start, stop),
                                    None if target is None else target[start:stop], resolved, metric, qk, blocks,
                                    direction=direction, forward=forward, keep=keep, policy=policy, samples=samples,

@@ -409,7 +409,8 @@ def ablation_sweep(model: nn.Module, inputs: Any, sites: Sequence[str], metric: 
                 with capturing(model, reuse, b), count_calls(resolved, counting) as counts:
                     out = forward_folded(model, batch, forward, lambda _b=batch: run_forward(model, _b, forward), prof)
                 if start == 0:
-                    require(model, batch, verb="ablation_sweep", needs={"repeatable"}, forward=forward, outputs=out)
+                    require(model, batch, verb="ablation_sweep", needs={"repeatable", "packing"}, forward=forward,
+                            outputs=out, sites=resolved)
                     check = RowCheck.of(prof)
             with prof.grad():
                 base = metric_values(metric, out, tgt)
@@ -548,7 +549,8 @@ def patching_sweep(model: nn.Module, clean: Any, corrupted: Any, sites: Sequence
                 with capturing(model, reuse, b), count_calls(resolved, counting) as counts:  # the run patched into
                     out = forward_folded(model, base, forward, lambda _b=base: run_forward(model, _b, forward), prof)
                 if start == 0:
-                    require(model, base, verb="patching_sweep", needs={"repeatable"}, forward=forward, outputs=out)
+                    require(model, base, verb="patching_sweep", needs={"repeatable", "packing"}, forward=forward,
+                            outputs=out, sites=resolved)
                     check = RowCheck.of(prof)
             with prof.grad():   # the autograd mode the first pass found
                 out_src = metric_values(metric, out_src, tgt)

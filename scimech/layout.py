@@ -251,7 +251,8 @@ def not_a_batch(site: str, shape: tuple[int, ...], rows: int) -> DimensionError:
             example = f"'batch*window {names}' (move 'feature' to the axis that holds the features)"
         hint = (f" {shape[0]} = {rows} x {shape[0] // rows}: if each sample's windows, channels or patches are "
                 f"packed on the first axis (windowed attention, a time-series transformer that packs channels into "
-                f"rows), declare axes={{{site!r}: ...}}: {example}.")
+                f"rows), declare axes={{{site!r}: ...}}: {example} (the verbs check on the data that the rows "
+                "are packed sample by sample; a mixture of experts that sorts tokens by expert is not).")
     return DimensionError(
         f"Site {site!r} has shape {shape}, whose first axis ({shape[0]} rows) is not the batch of {rows} samples."
         f"{hint} Sequence-first tensors: use batch_first=True modules, or a forward= that transposes them.")

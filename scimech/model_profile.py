@@ -29,6 +29,10 @@ What is measured, on the first batch a verb sees (in eval mode, as the verbs run
   each call's shape, dtype, layout (declared by ``axes=`` or inferred) and whether the model
   changes the site's output in place after it is produced (then the verbs hand the model
   copies of what they put there, never a tensor they keep).
+- **packing** (a site declared ``batch*window ...``, rows packed sample by sample): the first
+  half of the samples alone must give the first rows of the whole batch's activation; a
+  mixture of experts that sorts tokens by expert across the batch does not, and is refused
+  (``record``, the sweeps and attribution patching ask for it).
 - **tiling**: whether rows of a tiled batch interact, the verdict of a sweep's first tiled
   pass (:mod:`scimech.sweep`), kept so that a later sweep skips the control copy.
 
@@ -49,14 +53,14 @@ import torch
 from torch import nn
 
 from .batches import batch_size_of, is_graph_batch, leaf_tensors, slice_batch
-from .errors import DataValidationError
+from .errors import DataValidationError, DimensionError
 from .hooks import first_tensor, restore_modes, run_forward, to_eval
 
 __all__ = ["ModelProfile", "SiteFacts", "ProfileTable", "require", "profile", "profile_of", "forward_folded", "tolerance", "same_values",
            "drift_error", "rows_error", "forget", "signature", "rows_interact", "NEEDS"]
 
 #: what a verb may ask :func:`require` for
-NEEDS = frozenset({"grad", "repeatable", "rows", "sites"})
+NEEDS = frozenset({"grad", "repeatable", "rows", "sites", "packing"})
 
 #: relative difference (to the output's scale) above which two float32 passes or the rows of a
 #: batch differ: kernel rounding on other batch sizes is ~1e-7, an adaptive solver's shared steps ~1e-4
@@ -131,6 +135,9 @@ class SiteFacts:
     layout: str
     layout_from: str
     in_place: bool
+    #: for a declared 'batch*window' layout: whether the rows are packed sample by sample
+    #: (``"sample by sample"``, ``"not sample by sample: ..."``, ``"not checked: ..."``; None: not asked)
+    packing: str | None = None
 
     @property
     def changing_shape(self) -> bool:
@@ -371,15 +378,16 @@ def _outputs(out: Any) -> list[torch.Tensor]:
 
 
 def _rows_reason(model: nn.Module, batch: Any, forward: Callable | None, full: list[torch.Tensor],
-                 prof: ModelProfile) -> str:
+                 prof: ModelProfile, observer: _Observer | None = None) -> str:
     """Why the rows of ``batch`` are not independent samples (``""``: they are), given the
-    outputs ``full`` of the whole batch: the first half of the rows runs alone."""
+    outputs ``full`` of the whole batch: the first half of the rows runs alone (``observer``:
+    hooks that watch sites in that pass)."""
     b = prof.rows
     if b is None or b < 2:
         return ""
     h = b // 2
     try:
-        with prof.grad():
+        with prof.grad(), (observer if observer is not None else _Observer(())):
             half = _outputs(run_forward(model, slice_batch(batch, 0, h), forward))
     except Exception as err:  # noqa: BLE001 - the rows cannot even run apart
         return f"the first {h} of {b} rows cannot run without the others ({type(err).__name__}: {str(err)[:120]})"
@@ -405,6 +413,8 @@ def _measure(model: nn.Module, batch: Any, forward: Callable | None, prof: Model
     """Fill what ``needs`` asks of ``prof`` and it lacks (eval mode; the model's modes restored).
     ``outputs``: the output of an unchanged pass of ``batch`` the verb ran itself (its first
     pass, through :func:`forward_folded`), which stands for the first measuring pass."""
+    if "packing" in needs:   # checked on the values of a half batch: drift and rows first
+        needs = needs | {"repeatable"}
     rows_wanted = "rows" in needs and prof.rows_interact is None and not is_graph_batch(batch)
     want_first = ((prof.repeatable is None and ("repeatable" in needs or rows_wanted)) or rows_wanted
                   or prof.needs_grad is None or bool(resolved))
@@ -442,10 +452,37 @@ def _measure(model: nn.Module, batch: Any, forward: Callable | None, prof: Model
                                         f"for {str(a.dtype).removeprefix('torch.')})" if rel != float("inf") else
                                         "other outputs (NaN or infinities at other places, or another shape)")
                     break
-        if rows_wanted and prof.repeatable:
-            prof.rows_interact = _rows_reason(model, batch, forward, one, prof)
+        packed = [r for r in resolved if r.axes is not None and r.axes.windowed] if "packing" in needs else []
+        half_seen = _Observer(packed) if packed else None
+        if (rows_wanted or packed) and prof.repeatable and (prof.rows_interact is None or packed):
+            prof.rows_interact = _rows_reason(model, batch, forward, one, prof, half_seen)
+        for r in packed:
+            prof.sites[r.name].packing = _packing(r, seen, half_seen, prof)
     finally:
         restore_modes(was)
+
+
+def _packing(site, full: _Observer, half: _Observer, prof: ModelProfile) -> str:
+    """Whether a site declared ``batch*window`` holds its rows sample by sample: the first half
+    of the samples alone must give the first rows of the whole batch's activation (a mixture of
+    experts that sorts tokens by expert across the batch does not)."""
+    if prof.repeatable is False:
+        return "not checked: two unchanged passes differ"
+    if prof.rows_interact:
+        return "not checked: the rows of the batch interact"
+    got_full, got_half, b = full.seen[site.name], half.seen[site.name], prof.rows or 0
+    if not got_full or not got_half or b < 2:
+        return "not checked: the site did not run in both passes"
+    t, u = got_full[0][0].detach(), got_half[0][0].detach()
+    n, h = t.shape[0], b // 2
+    if n % b or u.shape[0] != h * (n // b):
+        return (f"not sample by sample: {b} samples give {n} rows and {h} samples {u.shape[0]}, not "
+                f"{h} x {n // b if n % b == 0 else n / b:g}")
+    ok, rel = same_values(t[:u.shape[0]], u)
+    if not ok:
+        return (f"not sample by sample: the first {h} samples alone give other rows (by {rel:.1e} of their scale) "
+                f"than the first {u.shape[0]} rows of the whole batch")
+    return "sample by sample"
 
 
 def require(subject: nn.Module | ModelProfile, batch: Any = None, *, verb: str, needs: Iterable[str] = ("grad",),
@@ -501,13 +538,28 @@ def require(subject: nn.Module | ModelProfile, batch: Any = None, *, verb: str, 
         if samples is not None:
             needs.discard("rows")
         prof = _cached(subject, batch, forward)
-        new = [s for s in sites if s.name not in prof.sites] if "sites" in needs else []
-        _measure(subject, batch, forward, prof, needs, new, outputs)
+        if "packing" in needs:
+            sites = [s for s in sites if s.axes is not None and s.axes.windowed]
+            needs = needs | {"sites"} if sites else needs - {"packing"}
+        new = [s for s in sites if s.name not in prof.sites or ("packing" in needs and
+                                                               prof.sites[s.name].packing is None)]
+        new = new if "sites" in needs else []
+        if new or needs - {"sites", "packing"}:
+            _measure(subject, batch, forward, prof, needs, new, outputs)
     if "repeatable" in needs or ("rows" in needs and samples is None):
         if prof.repeatable is False:
             raise drift_error(verb, prof.repeat_note)
     if "rows" in needs and samples is None and prof.rows_interact:
         raise rows_error(verb, prof.rows_interact, why or "Treating rows as samples")
+    for s in sites if "packing" in needs else ():
+        packing = prof.sites[s.name].packing or ""
+        if packing.startswith("not sample by sample"):
+            raise DimensionError(
+                f"{verb}: site {s.name!r} is declared '{s.axes}', rows packed sample by sample, but they are "
+                f"{packing} (a mixture of experts sorts tokens by expert across the batch; a model may gather rows "
+                "from several samples). Its rows would be labelled as other samples'. Choose a site where the rows "
+                "are in sample order again (after the experts' outputs are put back), or one whose first axis is the "
+                "batch.")
     return prof
 
 
@@ -569,7 +621,8 @@ def profile(model: nn.Module, inputs: Any, sites: str | Sequence[str], *, forwar
         own layout), ``dtype``, ``tolerance`` (how far two passes may differ, relative),
         ``layout`` (its axes) and ``layout_from`` (``declared`` / ``inferred``), ``samples``
         (what a row is), ``repeatable``, ``needs_grad``, ``in_place`` (the model writes into
-        the site's output). ``.attrs["profile"]`` is the :class:`ModelProfile`.
+        the site's output), ``packing`` (for a declared ``batch*window`` layout: whether the rows
+        are packed sample by sample, checked on a half batch). ``.attrs["profile"]`` is the :class:`ModelProfile`.
     """
     from .batches import is_one_batch, iter_batches
     from .sites import resolve_site
@@ -578,9 +631,10 @@ def profile(model: nn.Module, inputs: Any, sites: str | Sequence[str], *, forwar
     batch = inputs if is_one_batch(inputs) else next(iter(b for _, b in iter_batches(inputs, 1 << 30)))
     resolved = [resolve_site(model, s, layouts, axes) for s in names]
     prof = _cached(model, batch, forward)
-    _measure(model, batch, forward, prof, {"repeatable", "rows", "grad", "sites"} - ({"rows"} if samples is not None
-                                                                                    else set()),
-             [s for s in resolved if s.name not in prof.sites])
+    needs = {"repeatable", "rows", "grad", "sites", "packing"} - ({"rows"} if samples is not None else set())
+    _measure(model, batch, forward, prof, needs,
+             [s for s in resolved if s.name not in prof.sites or (prof.sites[s.name].packing is None and
+                                                                   s.axes is not None and s.axes.windowed)])
     rows = []
     for s in names:
         f = prof.sites[s]
@@ -588,7 +642,7 @@ def profile(model: nn.Module, inputs: Any, sites: str | Sequence[str], *, forwar
                      "dtype": f.dtype, "tolerance": tolerance(getattr(torch, f.dtype, None)),
                      "layout": f.layout, "layout_from": f.layout_from,
                      "samples": _samples_text(samples, batch, prof), "repeatable": prof.repeatable,
-                     "needs_grad": prof.needs_grad, "in_place": f.in_place})
+                     "needs_grad": prof.needs_grad, "in_place": f.in_place, "packing": f.packing or "-"})
     table = ProfileTable(pd.DataFrame(rows).set_index("site"))
     table.attrs["profile"] = prof
     return table

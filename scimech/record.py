@@ -15,6 +15,7 @@ last site has fired.
 
 from __future__ import annotations
 
+import itertools
 import os
 import warnings
 from collections import Counter
@@ -32,7 +33,7 @@ from .calls import CallPolicy, Calls, current_pass, parse_calls, shortfall
 from .errors import DimensionError
 from .hooks import HookSet, StopForward, check_fired, restore_modes, run_forward, to_eval
 from .layout import Axes
-from .model_profile import forward_folded
+from .model_profile import forward_folded, require
 from .progress import progress as _progress
 from .sites import HeadLayout, ResolvedSite, resolve_site
 
@@ -389,9 +390,16 @@ def record(model: nn.Module, inputs: Any, sites: Sequence[str], *, batch_size: i
     first_calls: dict[str, int] | None = None
     n_done = 0
     try:
-        with Recorder(model, sites, reduce=reduce, calls=policy, stop_early=stop_early, layouts=layouts,
+        resolved = [resolve_site(model, s, layouts, axes) for s in sites]
+        batches = iter_batches(inputs, batch_size)
+        if any(r.axes is not None and r.axes.windowed for r in resolved):
+            # rows declared packed sample by sample ('batch*window ...'): checked once on the first batch
+            first = next(batches, None)
+            if first is not None:
+                require(model, first[1], verb="record", needs={"packing"}, forward=forward, sites=resolved)
+                batches = itertools.chain([first], batches)
+        with Recorder(model, resolved, reduce=reduce, calls=policy, stop_early=stop_early, layouts=layouts,
                       axes=axes) as rec:
-            batches = iter_batches(inputs, batch_size)
             if progress:
                 batches = _progress(batches, desc="recording")
             site_attrs = _site_attrs(rec.resolved)

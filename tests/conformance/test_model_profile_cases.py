@@ -414,3 +414,35 @@ def test_units_of_an_irreps_tensor_are_whole_irreps_or_refused():
         out = model.eq(x)
         truth = out[:, :2].pow(2).sum(-1) - out.pow(2).sum(-1)      # by hand: the vector's norm removed
     np.testing.assert_allclose(got.effect.sel(site="eq.units[2,3,4]").values, truth.numpy(), atol=ATOL)
+
+
+# -- rows declared packed sample by sample: checked on the data -----------------------------------
+
+class Experts(nn.Module):
+    """Tokens of every sample routed to two experts: the rows are sorted by expert across the
+    batch (a mixture of experts), so row r of the expert's input is not sample r // tokens's."""
+
+    def __init__(self, sort: bool = True):
+        super().__init__()
+        self.router, self.expert = nn.Linear(4, 2), nn.Linear(4, 4)
+        self.sort = sort
+
+    def forward(self, x):                           # x: (B, N, 4)
+        rows = x.reshape(-1, x.shape[-1])          # (B*N, 4), sample by sample
+        order = torch.argsort(self.router(rows).argmax(-1), stable=True) if self.sort else torch.arange(len(rows))
+        out = torch.empty_like(rows)
+        out[order] = self.expert(rows[order])       # the expert sees the rows sorted by expert
+        return out.reshape(x.shape)
+
+
+def test_rows_declared_packed_sample_by_sample_are_checked_on_the_data():
+    torch.manual_seed(0)
+    x = torch.randn(6, 4, 4)
+    axes = {"expert": "batch*window feature"}       # 24 rows = 6 samples x 4 tokens, as the hint offers
+    with pytest.raises(DimensionError, match="not sample by sample"):
+        scimech.record(Experts().eval(), x, ["expert"], axes=axes)
+    model = Experts(sort=False).eval()               # rows left in sample order: the declared layout holds
+    ds = scimech.record(model, x, ["expert"], axes=axes)
+    with torch.no_grad():
+        hand = model.expert(x.reshape(-1, 4)).reshape(6, 4, 4)
+    np.testing.assert_allclose(ds["expert"].values, hand.numpy(), atol=ATOL)
