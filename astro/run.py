@@ -12,6 +12,7 @@ Which folder may be resumed is :mod:`astro.resume`'s call.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -161,7 +162,8 @@ def _split_catalogue(s: StudySettings, train: Path, test: Path, store: UnitStore
     for w in got["warnings"]:
         say(w)
     if "reading" in got:      # what was read, said back: the report on real data opens with it
-        Reading.from_dict(got["reading"]).save(s.out / READING_FILE)
+        reading = got["reading"]
+        Reading.from_dict(json.loads(reading) if isinstance(reading, str) else reading).save(s.out / READING_FILE)
     say(f"{got['n_train']} training / {got['n_test']} test galaxies; {got['n_rejected']} rows dropped")
 
 

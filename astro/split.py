@@ -28,7 +28,7 @@ IDENTITIES: tuple[tuple[str, ...], ...] = (("TARGETID",), ("RELEASE", "BRICKID",
                                            ("RELEASE", "BRICKID", "BRICK_OBJID"), ("BRICKID", "OBJID"),
                                            ("BRICKID", "BRICK_OBJID"))
 
-#: test galaxies the probes need at least (5-fold cross-validation, 2 per fold)
+#: test objects the probes need at least (5-fold cross-validation by object, 2 per fold)
 MIN_TEST = 10
 
 
@@ -82,16 +82,17 @@ def split_catalogue(sample, test_fraction: float, seed: int) -> tuple[np.ndarray
     n = len(sample)
     groups = np.asarray(sample.catalog["object"])
     train, test = split_by_object(groups, test_fraction, seed)
-    if len(test) < MIN_TEST:
-        raise ConfigError(f"--test-fraction {test_fraction} leaves {len(test)} of {n} usable galaxies for the test set; "
-                          f"the probes' 5-fold cross-validation needs at least {MIN_TEST} (2 per fold): raise "
-                          f"--test-fraction or bring more galaxies.")
+    n_test_objects = len(np.unique(groups[test]))
+    if n_test_objects < MIN_TEST:       # the probes' folds keep each object's rows together
+        raise ConfigError(f"--test-fraction {test_fraction} leaves {n_test_objects} objects ({len(test)} of {n} usable "
+                          f"rows) for the test set; the probes' 5-fold cross-validation needs at least {MIN_TEST} "
+                          "(2 per fold): raise --test-fraction or bring more galaxies.")
     reading = sample.meta.get("reading")
     if reading is not None:
         n_obj = len(np.unique(groups))
         reading.fact("split", "by", f"object identity {sample.meta.get('identity', 'row')} (scikit-learn "
                      "GroupShuffleSplit: no object in both sets)")
-        reading.fact("split", "test", f"{len(np.unique(groups[test]))} of {n_obj} objects ({test_fraction:.0%}, rounded "
+        reading.fact("split", "test", f"{n_test_objects} of {n_obj} objects ({test_fraction:.0%}, rounded "
                      f"up), {len(test)} rows; seed {seed}")
         reading.fact("split", "training", f"{len(np.unique(groups[train]))} objects, {len(train)} rows")
     return train, test

@@ -83,7 +83,7 @@ def catalog_unit(catalog: str, images: str | None, train_path: str, test_path: s
     save_sample(s[test], test_path)
     return {"n_train": len(train), "n_test": len(test), "n_rejected": int(s.meta["n_rejected"]),
             "rejected": s.meta["rejected"], "warnings": [str(w.message) for w in caught],
-            "reading": s.meta["reading"].to_dict()}
+            "reading": json.dumps(s.meta["reading"].to_dict())}     # a string: the store keeps its order
 
 
 def train_unit(train_path: str, model_dir: str, epochs: int, batch_size: int, seed: int, planted: bool = False,

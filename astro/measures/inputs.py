@@ -30,6 +30,7 @@ class StudyInputs:
     z_template: np.ndarray
     z_colour: np.ndarray
     extra: dict[str, Any] = field(default_factory=dict)
+    groups: np.ndarray | None = None         # (N,) object of each test row (a catalogue's; None: one object per row)
 
     @property
     def n_scalar_tokens(self) -> int:
@@ -57,4 +58,6 @@ def study_inputs(adapter: AIONRedshift, train, test, *, n_reference: int = 256, 
     ebv = None if test.meta.get("mw_corrected") else np.asarray(test.catalog["ebv"].value)
     z_t = tp.predict(f, iv, ebv)
     cp = photoz.ColourPhotoZ().fit(photoz.colour_features(train.catalog), np.asarray(train.catalog["z"], float))
-    return StudyInputs(multi, phot, reference, z, a_v, X[:, :3], test.populations(), z_t, cp.predict(X))
+    # rows of one object (a catalogue's repeats) stay in one probe fold (scimech.probe_sites groups=)
+    groups = np.asarray(test.catalog["object"]) if "object" in test.catalog.colnames else None
+    return StudyInputs(multi, phot, reference, z, a_v, X[:, :3], test.populations(), z_t, cp.predict(X), groups=groups)

@@ -92,7 +92,7 @@ def layer_probes(adapter: AIONRedshift, inp: StudyInputs, *, cv: int = 5, alpha:
         feats = {s: rec[s].values for s in sites}
         for j, y in enumerate(targets.values()):
             res = probe_sites(feats, y, cv=cv, alpha=alpha, control=False, n_bootstrap=n_bootstrap, dim="layer",
-                              coords=list(range(len(sites))))
+                              coords=list(range(len(sites))), groups=inp.groups)
             score[i, j] = res["score_mean"].values
             lo[i, j] = res["score_ci_low"].values if "score_ci_low" in res else np.nan
             hi[i, j] = res["score_ci_high"].values if "score_ci_high" in res else np.nan
@@ -140,7 +140,7 @@ def head_probes(adapter: AIONRedshift, inp: StudyInputs, block: int, *, cv: int 
     for j, (name, y) in enumerate(targets.items()):
         colour = name in ("g-r", "r-i", "i-z")           # interval and control task for the colours only
         res = probe_sites(feats, y, cv=cv, alpha=alpha, control=colour, n_bootstrap=n_bootstrap if colour else 0,
-                          ci_method="percentile")
+                          ci_method="percentile", groups=inp.groups)
         out[0, :, j] = res["score_mean"].values
         if colour:
             out[1, :, j] = res["score_ci_low"].values if "score_ci_low" in res else np.nan

@@ -252,6 +252,14 @@ def test_template_photoz_takes_no_ebv_once_the_fluxes_are_corrected(galaxies, tm
         inputs.study_inputs(Adapter(), s, s)
     assert seen[0] is None
     np.testing.assert_allclose(seen[1], galaxies.catalog["ebv"].to_value(u.mag), rtol=1e-6)   # float32 column
+    # the probes' folds get each test row's object: rows of one object share a group, others do not
+    rows = repeat_rows(N, REPEATED, seed=1)
+    path = write_dr10(tmp_path / "repeats.fits", galaxies.catalog, rows)
+    inp = inputs.study_inputs(Adapter(), read(path), read(path))
+    ident = identities(path)
+    same_group = inp.groups[:, None] == inp.groups[None, :]
+    same_object = np.array([[a == b for b in ident] for a in ident])
+    np.testing.assert_array_equal(same_group, same_object)
 
 
 def test_some_mw_transmission_columns_or_magnitudes_are_refused(galaxies, tmp_path):
