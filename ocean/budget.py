@@ -277,8 +277,11 @@ def budget_terms(ds: xr.Dataset, *, threshold: float = 0.03, ref_depth: float = 
     ds, renamed = rename_to_study(ds)
     require_vars(ds, ["thetao", "so"], where="budget_terms")
     notes: list[str] = []
-    if ds["lat"].ndim == 2:  # NEMO's nav_lat / nav_lon: a regular grid's 1-D dims, or the curvilinear grid kept
-        ds = regular_grid(ds, notes)
+    # longitudes unwrapped and a periodic longitude marked on any grid; NEMO's nav_lat / nav_lon: a regular grid's
+    # 1-D dims, or the curvilinear grid kept
+    two_d = ds["lat"].ndim == 2
+    ds = regular_grid(ds, notes)
+    if two_d:
         renamed = {k: v for k, v in renamed.items() if v not in ("lat", "lon")}
     th = teos10(ds["thetao"], ds["so"])
     mld = mixed_layer_depth(th["sigma0"], threshold=threshold, ref_depth=ref_depth)

@@ -94,7 +94,8 @@ def _nan(*shape) -> np.ndarray:
 
 
 def _months(times) -> np.ndarray:
-    return np.asarray([np.datetime64(t, "M").astype(int) % 12 + 1 for t in times])
+    # the month of each time in any calendar (a 360_day 30 February has no numpy datetime64)
+    return xr.DataArray(np.asarray(times), dims="t").dt.month.values
 
 
 def _unit_measures(u: xr.Dataset, ev: dict, i: int, j: int) -> None:

@@ -154,7 +154,10 @@ def _check_ranges(cfg: StudyConfig) -> None:
 #: the ``product:`` settings (keyword arguments of :func:`ocean.data.open_store`) and their checks
 PRODUCT_KEYS = {"kappa": "lateral diffusivity of q_diff (m2 s-1, > 0)",
                 "scheme": "time differences: centred (period means) or forward (snapshots)",
-                "advection": "horizontal differences of q_ekman, q_geo: centred or upwind"}
+                "advection": "horizontal differences of q_ekman, q_geo: centred or upwind",
+                "member": "one member of the product's ensemble dim (an index >= 0; default every member)",
+                "select": "an index for each extra dim of the product ({dim: index}, e.g. {experiment: 0})",
+                "mesh_mask": "NEMO's mesh_mask.nc for the product's grid (a path)"}
 
 
 def _check_product(value: Any) -> None:
@@ -170,6 +173,17 @@ def _check_product(value: Any) -> None:
     for key, allowed in (("scheme", ("centred", "forward")), ("advection", ("centred", "upwind"))):
         if key in value and value[key] not in allowed:
             raise ConfigError(f"The product setting {key!r} must be one of {list(allowed)}; got {value[key]!r}.")
+    member = value.get("member", 0)
+    if isinstance(member, bool) or not isinstance(member, int) or member < 0:
+        raise ConfigError(f"The product setting 'member' must be an index >= 0; got {member!r}.")
+    select = value.get("select", {})
+    if not isinstance(select, Mapping) or not all(isinstance(k, str) and isinstance(v, int)
+                                                  and not isinstance(v, bool) and v >= 0 for k, v in select.items()):
+        raise ConfigError(f"The product setting 'select' must map each extra dim to an index >= 0, like "
+                          f"{{experiment: 0}}; got {select!r}.")
+    if "mesh_mask" in value and not Path(str(value["mesh_mask"])).exists():
+        raise ConfigError(f"The product setting 'mesh_mask' must be the path of NEMO's mesh_mask.nc; "
+                          f"{value['mesh_mask']!r} does not exist.")
 
 
 def make_config(values: Mapping[str, Any], size: str = "quick") -> StudyConfig:

@@ -49,7 +49,7 @@ def maps_figure(unit: xr.Dataset, sample: int = 0) -> plt.Figure:
     fig, axes = plt.subplots(nrow, ncol, figsize=(4 * ncol, 3 * nrow), constrained_layout=True)
     axes = axes.ravel()
     s = unit.isel(sample=sample)
-    when = np.datetime_as_string(s["time"].values, unit="M")
+    when = s["time"].dt.strftime("%Y-%m").values  # any calendar (cftime dates of a noleap CMIP6 file too)
     map_panel(axes[0], s["y_true"], mask, cmap=cmocean.cm.balance, symmetric=True, title=f"true dMLHC/dt {when}")
     map_panel(axes[1], s["y_pred"], mask, cmap=cmocean.cm.balance, symmetric=True, title="forecast")
     rmse = np.sqrt(((unit["y_pred"] - unit["y_true"]) ** 2).mean("sample"))

@@ -46,15 +46,21 @@ def _select(text: str) -> tuple[str, int]:
     return dim.strip(), int(index)
 
 
-def _product_options(p: argparse.ArgumentParser) -> None:
-    """How your product's extra dims and mesh mask are read (``study --data`` and ``inspect``)."""
+def _product_options(p: argparse.ArgumentParser, *, with_data: bool = True) -> None:
+    """How your product's extra dims and mesh mask are read: on ``study`` / ``train`` / ``heatwaves`` with
+    ``--data`` (refused without it), on ``inspect`` for its PATH (``with_data=False``)."""
+    when = "with --data: " if with_data else ""
     p.add_argument("--member", type=whole(0), default=None, metavar="INDEX",
-                   help="with --data: read only this member of the product's ensemble dim (realization, member_id, "
+                   help=f"{when}read only this member of the product's ensemble dim (realization, member_id, "
                         "number; default: every member, each a member of the study)")
     p.add_argument("--select", type=_select, action="append", default=None, metavar="DIM=INDEX",
-                   help="with --data: read index INDEX of the product's extra dim DIM (repeat for several dims)")
-    p.add_argument("--mesh-mask", default=None, metavar="FILE", type=options.existing_path("--mesh-mask"),
-                   help="with --data: NEMO's mesh_mask.nc for the product's grid (e1t, e2t, e3t_0, tmask)")
+                   help=f"{when}read index INDEX of the product's extra dim DIM (repeat for several dims)")
+    p.add_argument("--mesh-mask", default=None, metavar="FILE", type=options.input_path("netcdf"),
+                   help=f"{when}NEMO's mesh_mask.nc for the product's grid (e1t, e2t, e3t_0, tmask)")
+    if with_data:
+        for flag, example in (("--member", ("--member", "0")), ("--select", ("--select", "experiment=0")),
+                              ("--mesh-mask", ("--mesh-mask", "{netcdf}"))):
+            options.needs(p, flag, lambda a: a.data is not None, "--data PATH (your product)", example)
 
 
 def _product_reading(args: argparse.Namespace) -> dict:
@@ -171,7 +177,7 @@ class OceanStudy(Study):
 
     # --- inspect ------------------------------------------------------------------------------
     def add_inspect_options(self, parser: argparse.ArgumentParser) -> None:
-        _product_options(parser)
+        _product_options(parser, with_data=False)
 
     def inspect(self, path: Path, args: argparse.Namespace):
         """What ``scimech ocean study --data PATH`` would read from your product (no torch, no training)."""

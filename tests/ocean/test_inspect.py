@@ -141,4 +141,5 @@ def test_terms_a_store_gives_are_said_as_given_and_those_computed_as_derived(tru
 def test_product_options_without_data_are_refused(command, tmp_path, capsys):
     """--member / --select / --mesh-mask read your product: without --data they would be silently ignored."""
     assert main(["ocean", command, "--select", "experiment=0", "--out", str(tmp_path / "o")]) == 2
-    assert capsys.readouterr().err.strip().endswith("--select reads your product: it acts only with --data.")
+    assert capsys.readouterr().err.strip() == (f"scimech ocean {command}: error: argument --select: does nothing "
+                                               "here; it needs --data PATH (your product).")
