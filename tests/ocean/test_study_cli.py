@@ -136,3 +136,19 @@ def test_the_device_reaches_every_unit(tmp_path, monkeypatch):
         OceanStudy().run(plan)
     assert sorted(seen) == ["mixed/seed=0", "mixed/seed=1"]
     assert {u["device"] for u in seen.values()} == {"cpu"} and {u["seed"] for u in seen.values()} == {0, 1}
+
+
+def test_product_reading_settings_in_a_config_file_are_checked(tmp_path):
+    """--member / --select / --mesh-mask have config-file twins under product:, each checked."""
+    from ocean.plan import make_config
+    from scimech.errors import ConfigError
+
+    mesh = tmp_path / "mesh_mask.nc"
+    mesh.write_bytes(b"CDF\x01")
+    cfg = make_config({"product": {"member": 1, "select": {"experiment": 0}, "mesh_mask": str(mesh)}})
+    assert cfg.product == {"member": 1, "select": {"experiment": 0}, "mesh_mask": str(mesh)}
+    for bad, words in (({"member": -1}, "'member' must be an index >= 0"),
+                       ({"select": {"experiment": "a"}}, "'select' must map each extra dim"),
+                       ({"mesh_mask": str(tmp_path / "none.nc")}, "does not exist")):
+        with pytest.raises(ConfigError, match=words):
+            make_config({"product": bad})
