@@ -41,7 +41,7 @@ from scimech.errors import (
 )
 from scimech.reading import Reading
 
-from .zapbench import NEURON_DIMS, TIME_DIMS, ZAPBENCH, zarr_node
+from .zapbench import NEURON_DIMS, TIME_DIMS, TRIAL_DIMS, ZAPBENCH, zarr_node
 
 __all__ = ["read_recording", "CONDITION_SUFFIXES", "JITTER"]
 
@@ -67,6 +67,9 @@ def _open(source, reading: Reading) -> xr.Dataset:
         path = Path(source)
         if not path.exists():
             raise FileNotFoundError(f"No traces at {path}; give a zarr store or array, a netCDF file or a .npy array.")
+        if path.is_file() and path.stat().st_size == 0:
+            raise DataValidationError(f"{path} is empty (0 bytes): an interrupted copy or export? Write the traces "
+                                      "again (a zarr store or array, a netCDF file or a .npy (time, neuron) array).")
         node = zarr_node(path)
         try:
             if path.suffix == ".npy":
@@ -88,6 +91,8 @@ def _open(source, reading: Reading) -> xr.Dataset:
                                           "or .zarray); give a zarr store, a zarr array or a netCDF file.")
             ds = xr.open_dataset(path)
             reading.product = f"netCDF file (variables {', '.join(sorted(map(str, ds.data_vars)))})"
+            if not ds.data_vars:
+                ds.attrs["_groups"] = _groups(path)
             return ds
         except (DataValidationError, ConfigError):
             raise
@@ -103,9 +108,27 @@ def _open(source, reading: Reading) -> xr.Dataset:
     return _from_array(arr, reading, "(none: an array)")
 
 
+def _groups(path: Path) -> str:
+    """The groups of a netCDF4 / HDF5 file whose root holds no variables (CaImAn's ``/estimates``),
+    said in the refusal with how to read one."""
+    try:
+        groups = {k: sorted(map(str, g.data_vars)) for k, g in xr.open_groups(path).items() if g.data_vars}
+    except Exception:   # noqa: BLE001 - a hint only: the refusal stands without it
+        return ""
+    if not groups:
+        return ""
+    first = next(iter(groups))
+    return (" (the file's root holds no variables; its groups: " + "; ".join(f"{k}: {', '.join(v)}" for k, v in
+            groups.items()) + f". Write the traces as a file of their own, e.g. xr.open_dataset(path, "
+            f"group={first.strip('/')!r}) renamed to activity (time, neuron), then .to_netcdf(...))")
+
+
 def _from_array(arr, reading: Reading, how: str) -> xr.Dataset:
     if arr.ndim != 2:
-        raise DimensionError(f"Traces have shape {arr.shape}; expected ('time', 'neuron').")
+        raise DimensionError(f"Traces have shape {arr.shape}; expected ('time', 'neuron')" + (
+            ": an array names no axes, so trials (trial, time, neuron) are read only from a Dataset, e.g. "
+            "xr.Dataset({'activity': (('trial', 'time', 'neuron'), arr)}).to_netcdf('traces.nc')." if arr.ndim == 3
+            else "."))
     reading.fact("traces", "dims", f"axis 0 time, axis 1 neuron {how}")
     return xr.Dataset({"activity": (("time", "neuron"), arr)})
 
@@ -142,21 +165,54 @@ def _bare_zarr(path: Path, reading: Reading) -> xr.Dataset:
 
 
 # ----------------------------------------------------------------------------- traces
+def _role(dim) -> str | None:
+    """``"time"``, ``"neuron"`` or ``"trial"`` for an axis name a pipeline writes (suite2p's
+    ``frames`` / ``neurons``, CaImAn's ``component``, ZAPBench's ``t`` / ``f``), else None."""
+    d = str(dim).lower()
+    return ("time" if d in TIME_DIMS else "neuron" if d in NEURON_DIMS else "trial" if d in TRIAL_DIMS
+            else None)
+
+
+def _traces_dims(v: xr.DataArray) -> dict | None:
+    """``{dim: role}`` when ``v``'s axes are one time, one neuron and at most one trial axis, else None."""
+    roles = {d: _role(d) for d in v.dims}
+    got = sorted(map(str, roles.values()))
+    return roles if got in (["neuron", "time"], ["neuron", "time", "trial"]) else None
+
+
 def _activity(ds: xr.Dataset, reading: Reading) -> xr.Dataset:
     name, found = "activity", "name"
     if "activity" not in ds:
-        two = [str(v) for v in ds.data_vars if set(ds[v].dims) == {"time", "neuron"}]
+        two = [str(v) for v in ds.data_vars if _traces_dims(ds[v]) is not None]
         if len(two) != 1:
-            raise MissingVariableError(f"No 'activity' (time, neuron) variable among "
-                                       f"{sorted(map(str, ds.data_vars))}; name your traces 'activity'.")
-        name, found = two[0], "the only (time, neuron) variable"
+            among = [f"{v} {tuple(map(str, ds[v].dims))}" for v in sorted(map(str, ds.data_vars))]
+            raise MissingVariableError(
+                f"No 'activity' (time, neuron) variable among [{', '.join(among)}]" + ds.attrs.get("_groups", "") +
+                (f": {len(two)} could be the traces ({', '.join(two)}); " if two else
+                 f" (no variable has a time axis, one of {TIME_DIMS}, and a neuron axis, one of {NEURON_DIMS}); ") +
+                "name your traces 'activity' with dims ('time', 'neuron'), e.g. "
+                "ds.rename({'F': 'activity', 'frames': 'time', 'neurons': 'neuron'}).")
+        name, found = two[0], f"the only variable with a time and a neuron axis {tuple(map(str, ds[two[0]].dims))}"
         ds = ds.rename({name: "activity"})
+    roles = _traces_dims(ds["activity"])
+    if roles is None:
+        raise DimensionError(f"'activity' has dims {ds['activity'].dims}; expected a time axis (one of {TIME_DIMS}) "
+                             f"and a neuron axis (one of {NEURON_DIMS}), and at most a trial axis (one of "
+                             f"{TRIAL_DIMS}): rename them, e.g. ds.rename({{'frame': 'time', 'cell': 'neuron'}}).")
+    renamed = {d: r for d, r in roles.items() if d != r}
+    if renamed:
+        clash = [r for r in renamed.values() if r in ds.variables or r in ds.dims]
+        if clash:
+            raise DimensionError(f"'activity' has dims {ds['activity'].dims}; expected {tuple(roles.values())}, but "
+                                 f"the file already has {clash} as another axis or variable, so the axes cannot be "
+                                 "renamed for you: rename them yourself (ds.rename(...)) so that the traces and the "
+                                 "other variables agree.")
+        ds = ds.rename(renamed)
+        reading.fact("traces", "axes renamed", ", ".join(f"{d} -> {r}" for d, r in renamed.items()) +
+                     " (the axis names of imaging pipelines: suite2p's frames / neurons, CaImAn's component ...)")
     act = ds["activity"]
-    if set(act.dims) != {"time", "neuron"}:
-        raise DimensionError(f"'activity' has dims {act.dims}; expected ('time', 'neuron'). Rename or transpose "
-                             "(e.g. ds['activity'].transpose('time', 'neuron')).")
-    ds = ds.assign(activity=act.transpose("time", "neuron"))
-    T, N = ds.sizes["time"], ds.sizes["neuron"]
+    ds = ds.assign(activity=act.transpose(*(("trial",) if "trial" in act.dims else ()), "time", "neuron"))
+    T, N = ds.sizes["time"] * ds.sizes.get("trial", 1), ds.sizes["neuron"]
     if T == 0 or N == 0:
         raise DataValidationError(f"The traces are empty ({dict(ds['activity'].sizes)}).")
     reading.add("activity", ds.attrs.get("source_array", name), found, act.attrs.get("units", ""),
@@ -166,6 +222,31 @@ def _activity(ds: xr.Dataset, reading: Reading) -> xr.Dataset:
     reading.fact("traces", "neurons", N)
     reading.fact("traces", "time steps", T)
     return ds
+
+
+def _stack_trials(ds: xr.Dataset, reading: Reading) -> xr.Dataset:
+    """``activity (trial, time, neuron)`` read as the trials one after another: ``activity (time,
+    neuron)`` with a ``trial`` label per step (windows never cross trials); each variable with a
+    trial or time axis stacked the same way (a ``condition (trial)`` repeated over its trial's
+    steps). The per-trial time coordinate has been read already (:func:`_sampling`) and is dropped."""
+    if "trial" not in ds["activity"].dims:
+        return ds
+    R, T = ds.sizes["trial"], ds.sizes["time"]
+    labels = np.asarray(ds["trial"].values) if "trial" in ds.coords else np.arange(R)
+    grid = xr.DataArray(np.zeros((R, T), np.int8), dims=("trial", "time"))
+    out = {}
+    for name, v in ds.data_vars.items():
+        if "trial" in v.dims or "time" in v.dims:
+            v = v.broadcast_like(grid).transpose("trial", "time", ...)
+            out[name] = (("time",) + v.dims[2:], v.data.reshape((R * T,) + v.shape[2:]), v.attrs)
+        else:
+            out[name] = v
+    out["trial"] = ("time", np.repeat(labels, T))
+    coords = {k: c for k, c in ds.coords.items() if not {"trial", "time"} & set(c.dims)}
+    reading.fact("traces", "trials", f"{R} trials of {T} steps, read one after another (a trial label per step; "
+                 "windows never cross trials)")
+    reading.fact("time", "duration", f"{R} trials x {T} steps")
+    return xr.Dataset(out, coords=coords, attrs=ds.attrs)
 
 
 # ----------------------------------------------------------------------------- time
@@ -186,27 +267,37 @@ def _seconds_per_unit(units: str) -> float:
                          "'seconds since <date>', or give dt= (seconds between samples).") from None
 
 
-def _time_steps(t: xr.DataArray) -> tuple[np.ndarray, str, str] | None:
-    """``(steps in s, units as found, how read)`` of a time coordinate, or None when it has no units."""
+def _resolution(v: np.ndarray, seconds: float) -> float:
+    """The rounding of stored float times, in s: one unit in the last place at their largest
+    magnitude (float32 seconds 5,000 s into a session are stored to 0.5 ms); 0 for integers."""
+    if not np.issubdtype(v.dtype, np.floating) or not v.size:
+        return 0.0
+    return float(np.spacing(np.abs(v).max())) * seconds
+
+
+def _time_steps(t: xr.DataArray) -> tuple[np.ndarray, str, str, float] | None:
+    """``(steps in s, units as found, how read, rounding of the stored times in s)`` of a time
+    coordinate, or None when it has no units."""
     v = t.values
     if np.issubdtype(v.dtype, np.number) and " since " in str(t.attrs.get("units", "")):
         decoded = xr.decode_cf(xr.Dataset({"t": t.variable.to_base_variable()}))["t"]   # an in-memory Dataset
         decoded.encoding.setdefault("units", t.attrs["units"])
         decoded.encoding.setdefault("calendar", t.attrs.get("calendar", "standard"))
-        return _time_steps(decoded)
+        steps, units, how, _ = _time_steps(decoded)
+        return steps, units, how, _resolution(v, _seconds_per_unit(str(t.attrs["units"]).split(" since ")[0]))
     if np.issubdtype(v.dtype, np.datetime64):
         steps = np.diff(v) / np.timedelta64(1, "s")
         return (steps, str(t.encoding.get("units", "datetime64")),
-                f"CF time decoded by xarray ({t.encoding.get('calendar', 'standard')} calendar) -> s")
+                f"CF time decoded by xarray ({t.encoding.get('calendar', 'standard')} calendar) -> s", 0.0)
     if np.issubdtype(v.dtype, np.timedelta64):
         return (np.diff(v) / np.timedelta64(1, "s"), str(t.encoding.get("units", "timedelta64")),
-                "CF duration decoded by xarray (timedelta64) -> s")
+                "CF duration decoded by xarray (timedelta64) -> s", 0.0)
     if v.dtype == object and len(v) and hasattr(v[0], "calendar"):   # cftime: a non-standard CF calendar
         import pandas as pd
 
         steps = np.asarray(pd.to_timedelta(np.diff(v)).total_seconds(), float)
         return (steps, str(t.encoding.get("units", "")),
-                f"CF time decoded by xarray through cftime ({v[0].calendar} calendar) -> s")
+                f"CF time decoded by xarray through cftime ({v[0].calendar} calendar) -> s", 0.0)
     if not np.issubdtype(v.dtype, np.number):
         raise UnitsError(f"The time coordinate holds {v.dtype} values, not times; give numbers with units "
                          "(e.g. attrs units 's'), CF times, or drop it and give dt= (seconds between samples).")
@@ -214,7 +305,19 @@ def _time_steps(t: xr.DataArray) -> tuple[np.ndarray, str, str] | None:
     if units is None or str(units).strip() in ("", "1"):
         return None
     factor = _seconds_per_unit(str(units))
-    return np.diff(np.asarray(v, float)) * factor, str(units), f"{units} -> s (pint, cf-xarray's unit registry)"
+    return (np.diff(np.asarray(v, float)) * factor, str(units), f"{units} -> s (pint, cf-xarray's unit registry)",
+            _resolution(v, factor))
+
+
+def _no_time(v: np.ndarray, steps: np.ndarray) -> np.ndarray:
+    """The steps whose time is NaN / NaT (from the values where they are float or datetime, else
+    from the steps on either side)."""
+    if v.dtype.kind in "fc":
+        return np.flatnonzero(np.isnan(v))
+    if v.dtype.kind in "mM":
+        return np.flatnonzero(np.isnat(v))
+    bad = ~np.isfinite(steps)
+    return np.flatnonzero(np.r_[bad, False] & np.r_[True, bad]) if bad.any() else np.array([], int)
 
 
 def _sampling(ds: xr.Dataset, dt: float | None, reading: Reading) -> float:
@@ -231,18 +334,32 @@ def _sampling(ds: xr.Dataset, dt: float | None, reading: Reading) -> float:
             reading.add("time", "time", "option dt=", "(none)", "s", "the coordinate has no units: not used")
             reading.fact("time", "how decoded", "dt= given; the time coordinate has no units and was not used")
         else:
-            steps, units, how = read
+            steps, units, how, res = read
+            lost = _no_time(ds["time"].values, steps)
+            if lost.size:
+                raise DataValidationError(f"The time coordinate has no value (NaN / NaT) at steps {_listed(lost)} "
+                                          "(frames marked lost?): fill those times (a regular clock: t0 + k * dt) "
+                                          "and the traces there (ds.interpolate_na('time')), or drop the coordinate "
+                                          "and give dt=.")
             bad = np.flatnonzero(steps <= 0)
             if bad.size:
                 raise DataValidationError(f"The time coordinate does not increase at step {int(bad[0]) + 1} "
                                           f"({steps[bad[0]]:.6g} s; {bad.size} such steps): sort it "
                                           "(ds.sortby('time')) and drop repeated times before reading.")
             med = float(np.median(steps))
+            if res > 0.5 * med:
+                raise DataValidationError(
+                    f"The time coordinate ({ds['time'].dtype}, {units}) is stored to {res:.3g} s, coarser than half "
+                    f"its step ({med:.3g} s), so its steps cannot be checked: store the times as float64 or CF "
+                    "'seconds since <date>', or drop the coordinate and give dt=.")
             worst = int(np.argmax(np.abs(steps - med)))
-            if abs(steps[worst] - med) > JITTER * med:
+            rounded = abs(steps[worst] - med) > JITTER * med   # only within the rounding of the stored times
+            if abs(steps[worst] - med) > JITTER * med + res:
                 raise DataValidationError(
                     f"The time axis is irregular: steps from {steps.min():.6g} to {steps.max():.6g} s (median "
-                    f"{med:.6g} s; {steps[worst]:.6g} s at step {worst + 1}), but forecasts count steps: resample it "
+                    f"{med:.6g} s; {steps[worst]:.6g} s at step {worst + 1}"
+                    + (f", {steps[worst] / med:.3g} steps: {round(steps[worst] / med) - 1} samples lost?"
+                       if steps[worst] > 1.5 * med else "") + "), but forecasts count steps: resample it "
                     f"onto a regular grid first (e.g. ds.interp(time=...) every {med:.6g} s) or cut it at the gap.")
             if dt is not None and abs(dt - med) > JITTER * med:
                 raise ConfigError(f"dt={dt:g} s but the time coordinate ({units}) steps every {med:.6g} s: drop dt= "
@@ -251,8 +368,13 @@ def _sampling(ds: xr.Dataset, dt: float | None, reading: Reading) -> float:
             reading.fact("time", "units found", units)
             reading.fact("time", "how decoded", how)
             reading.fact("time", "steps (s)", f"{steps.min():.6g} to {steps.max():.6g} (regular within "
-                         f"{JITTER:.0%} of the median)")
+                         f"{JITTER:.0%} of the median" + (f" plus the {res:.3g} s rounding of the stored "
+                                                         f"{ds['time'].dtype} times)" if rounded else ")"))
             dt = med
+            if rounded:   # the median is one of the rounded steps; the mean step is not biased by the rounding
+                dt = float(steps.sum()) / len(steps)
+                reading.note(f"The time coordinate is stored as {ds['time'].dtype}, rounded to {res:.3g} s "
+                             f"({res / dt:.1%} of a step): dt is the mean step over the recording.")
     elif "dt" in ds.attrs and dt is None:
         dt = float(ds.attrs["dt"])
         reading.add("time", "attrs['dt']", "attribute", "s (this layout's convention)", "s", "")
@@ -262,21 +384,70 @@ def _sampling(ds: xr.Dataset, dt: float | None, reading: Reading) -> float:
         reading.fact("time", "how decoded", "dt= given (the traces have no time coordinate)")
     else:
         raise ConfigError("No sampling interval: the traces have no time coordinate (ZAPBench's bare array has "
-                          "none); give dt= (--dt, seconds between samples), or a 'time' coordinate with units.")
+                          "none); give dt= (--dt, seconds between samples), or a 'time' coordinate with units."
+                          + _rate_hint(ds))
     dt = float(dt)
     if not np.isfinite(dt) or dt <= 0:
         raise ConfigError(f"The sampling interval must be a positive number of seconds; got {dt}.")
     reading.fact("time", "dt used", f"{dt:.6g} s ({1 / dt:.4g} Hz)")
+    _plausible(dt, reading)
     reading.fact("time", "duration", f"{T * dt:.6g} s ({T} steps)")
     return dt
 
 
+#: attributes in which imaging pipelines store a frame rate in Hz (suite2p's ``fs`` ...): named in the
+#: refusal when there is no sampling interval, never read silently (a unit is never assumed)
+RATE_ATTRS = ("fs", "frame_rate", "framerate", "fps", "sampling_rate", "sampling_frequency", "volume_rate", "rate")
+#: sampling intervals of neuronal recordings, s: 10 kHz (electrophysiology, voltage imaging) to 0.1 Hz
+#: (a larval zebrafish light-sheet volume is ~1 s; two-photon frames 0.03-0.3 s)
+PLAUSIBLE_DT = (1e-4, 10.0)
+
+
+def _rate_hint(ds: xr.Dataset) -> str:
+    for attrs in (ds.attrs, ds["activity"].attrs):
+        for k, v in attrs.items():
+            if str(k).lower() in RATE_ATTRS and np.ndim(v) == 0 and isinstance(v, (int, float, np.number)) and v > 0:
+                return (f" The file's attribute {k} = {float(v):g} looks like a rate in Hz (suite2p's fs is frames "
+                        f"per second per plane): if so, give dt={1 / float(v):.6g} (--dt {1 / float(v):.6g}).")
+    return ""
+
+
+def _plausible(dt: float, reading: Reading) -> None:
+    """Warn (and note in the reading) when ``dt`` is outside :data:`PLAUSIBLE_DT`: most often a
+    time axis in ms labelled 's', or in s labelled 'ms'."""
+    lo, hi = PLAUSIBLE_DT
+    if lo <= dt <= hi:
+        return
+    guess = (f"time values in ms labelled 's' (if so, set units 'ms': dt would be {dt / 1000:.6g} s, "
+             f"{1000 / dt:.4g} Hz)" if dt > hi else
+             f"time values in s labelled 'ms' (if so, set units 's': dt would be {dt * 1000:.6g} s, "
+             f"{1 / (dt * 1000):.4g} Hz)")
+    msg = (f"dt = {dt:.6g} s ({1 / dt:.4g} Hz) is outside the sampling of neuronal recordings (0.1 Hz to 10 kHz; "
+           f"a larval zebrafish light-sheet volume ~1 Hz, two-photon 3-30 Hz): check the time units; the usual "
+           f"cause is {guess}.")
+    reading.note(msg)
+    warnings.warn("neuro: " + msg, UserWarning, stacklevel=4)
+
+
 # ----------------------------------------------------------------------------- conditions
-def _from_ranges(rows, T: int, where: str) -> np.ndarray:
+def _from_ranges(rows, T: int, where: str, dt: float | None = None) -> np.ndarray:
     """One label per step from ``(name, start, stop)`` step ranges that cover ``0..T`` once each."""
+    rows = list(rows)
     labels = np.full(T, None, object)
+    ends = [float(b) for _, _, b in rows if _number(b)]
+    in_seconds = (dt is not None and ends and max(ends) != T and dt != 1
+                  and abs(max(ends) - T * dt) <= dt)
+    hint = (f" The ranges end at {max(ends):g}, the recording's duration in seconds ({T} steps of {dt:g} s): "
+            "start and stop count steps; give seconds as BIDS columns onset and duration (s) with "
+            "trial_type, or convert to steps (round(seconds / dt))." if in_seconds else "")
     for name, a, b in rows:
-        a, b = int(a), int(b)
+        if not (_number(a) and _number(b)) or float(a) != int(float(a)) or float(b) != int(float(b)):
+            raise DataValidationError(f"{where}: condition {name!r} spans [{a}, {b}): start and stop must be whole "
+                                      "0-based step numbers (stop exclusive)." + (hint or " For times in seconds "
+                                      "give BIDS columns onset and duration (s) with trial_type."))
+        if _missing(name):
+            raise DataValidationError(f"{where}: a range [{a}, {b}) has no condition name; name every range.")
+        a, b = int(float(a)), int(float(b))
         if not 0 <= a < b <= T:
             raise DataValidationError(f"{where}: condition {name!r} spans steps [{a}, {b}), outside the traces' "
                                       f"{T} steps; give ranges of 0-based steps, stop exclusive, within [0, {T}).")
@@ -287,8 +458,36 @@ def _from_ranges(rows, T: int, where: str) -> np.ndarray:
     missing = np.flatnonzero(np.equal(labels, None))
     if missing.size:
         raise DataValidationError(f"{where}: steps {_listed(missing)} have no condition (the ranges must cover all "
-                                  f"{T} steps); label them (e.g. 'rest') or cut the traces.")
+                                  f"{T} steps); label them (e.g. 'rest') or cut the traces." + hint)
     return labels.astype(str)
+
+
+def _number(x) -> bool:
+    try:
+        return np.isfinite(float(x))
+    except (TypeError, ValueError):
+        return False
+
+
+def _missing(x) -> bool:
+    """A label that is no label: None, NaN (a blank CSV cell read by pandas), or an empty string."""
+    return x is None or (isinstance(x, float) and np.isnan(x)) or str(x).strip().lower() in ("", "nan", "none")
+
+
+def _from_events(table, T: int, where: str, dt: float, cols: dict) -> np.ndarray:
+    """BIDS events (``onset``, ``duration`` in s from the first sample, ``trial_type``) as step ranges:
+    ``round(onset / dt)`` to ``round((onset + duration) / dt)``."""
+    name = cols.get("trial_type", cols.get("condition"))
+    if name is None:
+        raise DataValidationError(f"{where}: BIDS events need a 'trial_type' (or 'condition') column naming each "
+                                  "event's condition.")
+    rows = []
+    for cond, onset, dur in table[[name, cols["onset"], cols["duration"]]].itertuples(index=False):
+        if not (_number(onset) and _number(dur)):
+            raise DataValidationError(f"{where}: event {cond!r} has onset {onset!r} and duration {dur!r}; both must "
+                                      "be numbers of seconds.")
+        rows.append((cond, int(round(float(onset) / dt)), int(round((float(onset) + float(dur)) / dt))))
+    return _from_ranges(rows, T, where + " (BIDS onset / duration in s, at dt = " + f"{dt:g} s)")
 
 
 def _zapbench_labels(T: int) -> np.ndarray:
@@ -299,7 +498,7 @@ def _zapbench_labels(T: int) -> np.ndarray:
     return _from_ranges(zip(names, off[:-1], off[1:]), T, "ZAPBench's condition offsets")
 
 
-def _conditions_file(path: Path, T: int) -> np.ndarray:
+def _conditions_file(path: Path, T: int, dt: float | None = None) -> np.ndarray:
     """Labels from a file: ``.npy`` / ``.txt`` (a label per step), ``.csv`` / ``.tsv`` (pandas: a
     ``condition`` column, with ``start`` and ``stop`` for step ranges), ``.json`` (a list of
     labels, or ZAPBench's ``condition_offsets`` with ``condition_names``)."""
@@ -308,9 +507,9 @@ def _conditions_file(path: Path, T: int) -> np.ndarray:
         raise ConfigError(f"conditions file {path.name}: expected one of {', '.join(CONDITION_SUFFIXES)}.")
     try:
         if suffix == ".npy":
-            return np.asarray(np.load(path, allow_pickle=False)).astype(str)
+            return np.asarray(np.load(path, allow_pickle=False))
         if suffix == ".txt":
-            return np.array([s.strip() for s in path.read_text().splitlines() if s.strip()])
+            return np.array([s.strip() for s in path.read_text().splitlines() if s.strip()], object)
         if suffix == ".json":
             data = json.loads(path.read_text())
             if isinstance(data, dict) and "condition_offsets" in data:
@@ -322,30 +521,38 @@ def _conditions_file(path: Path, T: int) -> np.ndarray:
                 if off[-1] != T:
                     raise DataValidationError(f"{path.name}: the condition_offsets end at step {off[-1]}; the traces "
                                               f"have {T} steps (the last offset is the end of the recording).")
-                return _from_ranges(zip(names, off[:-1], off[1:]), T, path.name)
+                return _from_ranges(zip(names, off[:-1], off[1:]), T, path.name, dt)
             labels = data.get("condition") if isinstance(data, dict) else data
             if not isinstance(labels, list):
                 raise DataValidationError(f"{path.name}: expected a list of labels, {{'condition': [...]}}, or "
                                           "{'condition_offsets': [...], 'condition_names': [...]}.")
-            return np.asarray(labels).astype(str)
+            return np.asarray(labels, object)
         import pandas as pd
 
-        table = pd.read_csv(path, sep="\t" if suffix == ".tsv" else ",")
+        # a blank line inside a label-per-step column is a step without a label, not nothing
+        table = pd.read_csv(path, sep="\t" if suffix == ".tsv" else ",", skip_blank_lines=False)
+        blank = table.isna().all(axis=1).to_numpy()
+        end = len(table) - int(np.argmin(blank[::-1])) if not blank.all() else 0
+        table = table.iloc[:end]   # blank lines at the end of the file
     except (DataValidationError, ConfigError):
         raise
     except Exception as err:
         raise DataValidationError(f"Cannot read conditions from {path} ({type(err).__name__}: {str(err)[:160]}).") \
             from err
     cols = {str(c).strip().lower(): c for c in table.columns}
+    if "onset" in cols and "duration" in cols:
+        return _from_events(table[~table.isna().all(axis=1)], T, path.name, dt, cols)
     if "condition" not in cols:
         raise DataValidationError(f"{path.name} has columns {list(map(str, table.columns))}; expected a 'condition' "
-                                  "column (a row per step), with 'start' and 'stop' columns for step ranges.")
+                                  "column (a row per step), with 'start' and 'stop' columns for step ranges, or "
+                                  "BIDS events (onset, duration in s, trial_type).")
     if "start" in cols or "stop" in cols:
         if not ("start" in cols and "stop" in cols):
             raise DataValidationError(f"{path.name}: step ranges need both 'start' and 'stop' columns.")
+        table = table[~table.isna().all(axis=1)]   # blank lines between ranges
         return _from_ranges(table[[cols["condition"], cols["start"], cols["stop"]]].itertuples(index=False), T,
-                            path.name)
-    return table[cols["condition"]].astype(str).to_numpy()
+                            path.name, dt)
+    return table[cols["condition"]].to_numpy(object)
 
 
 def _beside(path: Path) -> list[Path]:
@@ -355,7 +562,7 @@ def _beside(path: Path) -> list[Path]:
     return [path.parent / n for n in names if (path.parent / n).is_file()]
 
 
-def _conditions(ds: xr.Dataset, conditions, source, reading: Reading) -> xr.Dataset:
+def _conditions(ds: xr.Dataset, conditions, source, reading: Reading, dt: float | None = None) -> xr.Dataset:
     T = ds.sizes["time"]
     where, found = None, None
     if isinstance(conditions, str) and conditions.strip().lower() == "zapbench":
@@ -364,7 +571,7 @@ def _conditions(ds: xr.Dataset, conditions, source, reading: Reading) -> xr.Data
         path = Path(conditions)
         if not path.is_file():
             raise ConfigError(f"conditions file {path} does not exist.")
-        labels, where, found = _conditions_file(path, T), str(path), "option (file)"
+        labels, where, found = _conditions_file(path, T, dt), str(path), "option (file)"
     elif conditions is not None:
         labels, where, found = np.asarray(conditions), "conditions= (labels given)", "option"
     elif "condition" in ds:
@@ -375,18 +582,35 @@ def _conditions(ds: xr.Dataset, conditions, source, reading: Reading) -> xr.Data
             raise ConfigError(f"Several condition files beside {Path(source).name}: "
                               f"{', '.join(p.name for p in near)}; give one with conditions= (--conditions FILE).")
         if not near:
-            raise MissingVariableError("No stimulus conditions: give conditions= (--conditions FILE: a label per "
-                                       "step, or start/stop ranges; or 'zapbench'), a 'condition' (time) variable "
-                                       "in the file, or a conditions.csv beside the store.")
-        labels, where, found = _conditions_file(near[0], T), f"{near[0]} (beside the store)", "file beside"
+            stem = Path(str(source)).stem.lower()
+            others = (sorted(p.name for p in Path(source).parent.iterdir() if p.suffix.lower() in CONDITION_SUFFIXES
+                             and p.is_file() and (p.name.lower().startswith(stem) or any(
+                                 w in p.name.lower() for w in ("cond", "stim", "event", "label"))))
+                      if isinstance(source, (str, Path)) else [])
+            raise MissingVariableError(
+                "No stimulus conditions: give conditions= (--conditions FILE: a label per step, or start/stop "
+                "ranges; or 'zapbench'), a 'condition' (time) variable in the file, or a conditions.csv beside the "
+                f"store (or {Path(str(source)).stem}.conditions.csv)."
+                + (f" Beside it, not read (other names): {', '.join(others[:_SHOWN])}." if others else ""))
+        labels, where, found = _conditions_file(near[0], T, dt), f"{near[0]} (beside the store)", "file beside"
     if labels is not None:
         labels = np.asarray(labels)
         if labels.shape != (T,):
-            raise DimensionError(f"conditions has shape {labels.shape}; expected one label per time step ({T},).")
+            N = ds.sizes["neuron"]
+            flip = (f" The traces were read as {T} steps x {N} neurons, and {N} labels were given: is the array "
+                    "stored (neuron, time), as suite2p's F.npy is? Save it transposed (np.save(path, "
+                    "np.load(path).T)) or name its axes." if labels.shape == (N,) and N != T else "")
+            raise DimensionError(f"conditions has shape {labels.shape}; expected one label per time step ({T},)."
+                                 + flip)
         if "condition" in ds:
             reading.note("The file's own 'condition' variable was replaced by the conditions given.")
         ds = ds.assign(condition=("time", labels.astype(str)))
-    cond = np.asarray(ds["condition"].values).astype(str)
+    raw = np.asarray(ds["condition"].values)
+    gone = np.flatnonzero([_missing(x) for x in raw]) if raw.dtype.kind in "OUSf" else np.array([], int)
+    if gone.size:
+        raise DataValidationError(f"Steps {_listed(gone)} have no condition label (blank, NaN or 'nan' in "
+                                  f"{where}): label every step (e.g. 'rest') or cut the traces there.")
+    cond = raw.astype(str)
     names, counts = np.unique(cond, return_counts=True)
     reading.add("condition", "condition" if found == "name" else "", found, "", "label per step", "")
     reading.fact("conditions", "where from", where)
@@ -485,7 +709,8 @@ def read_recording(source, *, conditions=None, dt: float | None = None) -> tuple
     ds = _open(source, reading)
     ds = _activity(ds, reading)
     step = _sampling(ds, None if dt is None else float(dt), reading)
-    ds = _conditions(ds, conditions, source, reading)
+    ds = _stack_trials(ds, reading)
+    ds = _conditions(ds, conditions, source, reading, step)
     ds = _drop_neurons(ds, reading)
     _extras(ds, reading)
     return ds.assign_attrs(dt=step), reading

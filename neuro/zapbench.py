@@ -18,7 +18,7 @@ coordinate and no condition labels: the conditions are the step ranges of
 
 from __future__ import annotations
 
-__all__ = ["ZAPBENCH", "TIME_DIMS", "NEURON_DIMS", "zarr_node"]
+__all__ = ["ZAPBENCH", "TIME_DIMS", "NEURON_DIMS", "TRIAL_DIMS", "zarr_node"]
 
 ZAPBENCH = dict(condition_padding=1, val_fraction=0.1, test_fraction=0.2, max_context=256, horizon=32,
                 contexts=(4, 256), held_out=("taxis",),
@@ -29,7 +29,9 @@ ZAPBENCH = dict(condition_padding=1, val_fraction=0.1, test_fraction=0.2, max_co
 #: names a bare array's axes may carry (zarr v3 ``dimension_names``, or xarray's v2
 #: ``_ARRAY_DIMENSIONS``) for time and for neurons; ZAPBench's own are ``t`` and ``f``
 TIME_DIMS = ("time", "t", "frame", "frames")
-NEURON_DIMS = ("neuron", "neurons", "f", "cell", "cells", "unit", "units", "roi", "rois")
+NEURON_DIMS = ("neuron", "neurons", "f", "cell", "cells", "unit", "units", "roi", "rois", "component", "components")
+#: names of a trials axis, ``activity (trial, time, neuron)``: the trials are read one after another
+TRIAL_DIMS = ("trial", "trials", "repeat", "repeats")
 
 
 def zarr_node(path) -> str | None:
