@@ -205,6 +205,17 @@ class ResolvedSite:
         return out
 
 
+def _hook_heads(module: nn.Module) -> tuple[int, int] | None:
+    """``(n_heads, d_head)`` of a TransformerLens hook point whose hooks see a flat ``(batch,
+    pos, n_heads * d_head)`` tensor as ``(batch, pos, n_heads, d_head)`` (the bridge's ``hook_z``,
+    ``hook_q``...: its ``hook_conversion``); ``None`` for any other module."""
+    if not type(module).__module__.startswith("transformer_lens"):
+        return None
+    conv = getattr(module, "hook_conversion", None)
+    n, dh = getattr(conv, "n_heads", None), getattr(conv, "d_head", None)
+    return (n, dh) if isinstance(n, int) and isinstance(dh, int) and n > 0 and dh > 0 else None
+
+
 def _irrep_blocks(irreps) -> list[tuple[int, int, str]] | None:
     """``(start, stop, name)`` of every irrep copy of an e3nn ``Irreps`` (or its string,
     ``"8x0e+4x1o"``): a copy of ``l`` spans ``2l + 1`` features; ``None`` where it is not one."""
@@ -480,6 +491,20 @@ def resolve_site(model: nn.Module, site: str, layouts: Mapping[str, HeadLayout] 
     module = _get_module(model, spec.module, site)
     if spec.units is not None:
         _whole_irreps(site, module, spec.port, spec.units)
+    split = _hook_heads(module) if spec.units is None and not spec.channels else None
+    if split is not None:   # a TransformerLens hook point that shows its hooks (batch, pos, head, d_head)
+        n, dh = split
+        ax = declared_axes(axes, site, spec.module)
+        seq = sequence_first_owner(model, spec.module)
+        if spec.heads is None:
+            return ResolvedSite(site, spec.module, module, spec.port, None, tuple(range(n)), dh, head_split=(n, dh),
+                                axes=ax, sequence_first=seq)
+        bad = [h for h in spec.heads if not 0 <= h < n]
+        if bad:
+            raise HeadLayoutError(f"Site {site!r}: head(s) {bad} out of range; {spec.module!r} has {n} heads "
+                                  f"(0..{n - 1}).")
+        index = tuple(i for h in spec.heads for i in range(h * dh, (h + 1) * dh))
+        return ResolvedSite(site, spec.module, module, spec.port, index, spec.heads, dh, axes=ax, sequence_first=seq)
     if spec.heads is None and not spec.all_heads:
         return ResolvedSite(site, spec.module, module, spec.port, spec.units,
                             axes=declared_axes(axes, site, spec.module), channels=spec.channels,

@@ -90,3 +90,26 @@ def test_noising_equals_run_with_hooks_on_hook_z(gpt2, tl):
                 logits = tl.bridge.run_with_hooks(tl.clean, fwd_hooks=[(name, put)])
                 np.testing.assert_allclose(res.patched.sel(site=f"h.{layer}.attn.heads[{h}]").values,
                                            npy(tl_metric(logits)), atol=ATOL)
+
+
+def test_the_bridges_own_hook_z_is_recorded_and_ablated_by_head_as_tl_shows_it(tl):
+    """The bridge's hook_z module sees a flat (batch, pos, head * d_head) tensor that TL's hooks
+    and cache see as (batch, pos, head, d_head): scimech reads it TL's way."""
+    ds = sm.record(tl.bridge, tl.clean, ["blocks.0.attn.hook_z", "blocks.0.attn.hook_z.heads[1]"])
+    with torch.no_grad():
+        _, cache = tl.bridge.run_with_cache(tl.clean)
+    z = npy(cache["blocks.0.attn.hook_z"])
+    assert ds["blocks.0.attn.hook_z"].dims == ("sample", "position", "head", "head_dim")
+    np.testing.assert_allclose(ds["blocks.0.attn.hook_z"].values, z, atol=ATOL)
+    np.testing.assert_allclose(ds["blocks.0.attn.hook_z.heads[1]"].values, z[:, :, 1], atol=ATOL)
+
+    def zero_head(value, hook):
+        value = value.clone()
+        value[:, :, 1] = 0.0
+        return value
+
+    with torch.no_grad():
+        truth = tl_metric(tl.bridge.run_with_hooks(tl.clean, fwd_hooks=[("blocks.0.attn.hook_z", zero_head)]))
+        with sm.ablate(tl.bridge, "blocks.0.attn.hook_z.heads[1]", method="zero"):
+            got = tl_metric(tl.bridge(tl.clean))
+    np.testing.assert_allclose(npy(got), npy(truth), atol=ATOL)
