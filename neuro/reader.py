@@ -8,16 +8,28 @@ line that names the fix:
 - a zarr group or netCDF file: xarray (``open_zarr`` / ``open_dataset``); a bare zarr array of
   traces (ZAPBench's layout, :mod:`neuro.zapbench`): zarr-python, wrapped lazily by dask, its axes
   named by the array's ``dimension_names`` (or, without them, ZAPBench's order ``(t, f)``);
+- the traces' axes: ``time`` / ``neuron`` or the names pipelines write (``TIME_DIMS``,
+  ``NEURON_DIMS`` of :mod:`neuro.zapbench`: suite2p's ``frames`` / ``neurons``, CaImAn's ``component``,
+  ``cell``, ``roi``), in any order, renamed and said back; ``(trial, time, neuron)`` is read as the
+  trials one after another with a ``trial`` label per step; a file whose root holds no variables
+  is refused naming its groups (CaImAn's HDF5 ``/estimates``); an empty (0-byte) file is refused;
 - time: CF ``"<units> since <date>"`` and durations decoded by xarray (datetime64 /
   timedelta64, any CF calendar through cftime); a number with a ``units`` attribute (``ms``,
   ``s``, ``min`` ...) converted by pint with cf-xarray's unit registry; no units, or units
-  that are not a time: refused unless ``dt=`` is given; a time axis that goes back or whose
-  steps differ by more than :data:`JITTER` of the median: refused (windows count steps);
+  that are not a time: refused unless ``dt=`` is given; a time axis that goes back, has NaN / NaT
+  times, or whose steps differ by more than :data:`JITTER` of the median (plus the rounding of
+  stored float times: float32 seconds late in a session) is refused, naming the step and the
+  samples lost (windows count steps); without any time, a frame rate in the attributes (suite2p's
+  ``fs``) is named in the refusal, never read silently; a ``dt`` outside :data:`PLAUSIBLE_DT`
+  (0.1 Hz to 10 kHz) is warned about and noted, naming the likely unit mix-up (ms labelled 's');
 - conditions: the file's ``condition`` variable, ``conditions=`` (labels, or a file:
   ``.npy`` / ``.txt`` labels, ``.csv`` / ``.tsv`` read by pandas with a ``condition`` column
-  and optional ``start`` / ``stop`` step ranges, ``.json`` labels or ZAPBench's
-  ``condition_offsets`` / ``condition_names``; or ``"zapbench"``: its published offsets), else
-  one file named ``conditions.<ext>`` or ``<stem>.conditions.<ext>`` beside the store;
+  and optional ``start`` / ``stop`` step ranges (whole steps; ranges that end at the duration in
+  seconds are refused as seconds), BIDS events (``onset`` / ``duration`` in s, ``trial_type``:
+  rounded to the nearest step), ``.json`` labels or ZAPBench's ``condition_offsets`` /
+  ``condition_names``; or ``"zapbench"``: its published offsets), else one file named
+  ``conditions.<ext>`` or ``<stem>.conditions.<ext>`` beside the store (other likely files beside
+  it are named in the refusal); a step without a label (blank, NaN) is refused;
 - neurons with NaN / inf values, or constant over the whole recording, are dropped and named
   (a warning and the reading's ``rows`` section); a time step that is NaN in every neuron is
   refused (dropping it would join the steps on either side).
@@ -43,7 +55,7 @@ from scimech.reading import Reading
 
 from .zapbench import NEURON_DIMS, TIME_DIMS, TRIAL_DIMS, ZAPBENCH, zarr_node
 
-__all__ = ["read_recording", "CONDITION_SUFFIXES", "JITTER"]
+__all__ = ["read_recording", "CONDITION_SUFFIXES", "JITTER", "PLAUSIBLE_DT", "RATE_ATTRS"]
 
 #: the files a condition label list may come in (``conditions=`` a path, or one beside the store)
 CONDITION_SUFFIXES = (".csv", ".tsv", ".json", ".npy", ".txt")

@@ -108,7 +108,8 @@ def _data_options(q, *, data: bool = True) -> None:
     with_data = "with --data: " if data else ""
     q.add_argument("--conditions", type=_CONDITIONS, default=None, metavar="FILE",
                    help=f"{with_data}the stimulus condition of each time step, from a file (.npy or .txt: a label "
-                   "per step; .csv/.tsv: a 'condition' column, with 'start' and 'stop' for step ranges; .json: "
+                   "per step; .csv/.tsv: a 'condition' column, with 'start' and 'stop' for step ranges, or BIDS events: "
+                   "onset and duration in s with trial_type; .json: "
                    "labels or ZAPBench's condition_offsets and condition_names) or 'zapbench' (ZAPBench's "
                    "offsets); default: the file's 'condition', else conditions.csv (.json, .npy, .txt) beside it")
     q.add_argument("--dt", type=number(0), default=None, help=f"{with_data}seconds between samples, for traces "
