@@ -196,6 +196,16 @@ def _activity(ds: xr.Dataset, reading: Reading) -> xr.Dataset:
     name, found = "activity", "name"
     if "activity" not in ds:
         two = [str(v) for v in ds.data_vars if _traces_dims(ds[v]) is not None]
+        extra = {str(v): [str(d) for d in ds[v].dims if _role(d) is None] for v in ds.data_vars
+                 if {"time", "neuron"} <= {_role(d) for d in ds[v].dims}}
+        if not two and len(extra) == 1:   # e.g. suite2p's planes: F (plane, neurons, frames)
+            (v, dims), = extra.items()
+            raise DimensionError(
+                f"{v} {tuple(map(str, ds[v].dims))} has a time and a neuron axis and also {dims}, which is not a "
+                f"trial axis (one of {TRIAL_DIMS}): select one (ds = ds.isel({dims[0]}=0)) or join them along "
+                f"the neuron axis (a = ds[{v!r}].stack(neuron=({dims[0]!r}, "
+                f"{[str(d) for d in ds[v].dims if _role(d) == 'neuron'][0]!r})); ds = ds.drop_vars({v!r})."
+                "assign(activity=a.drop_vars(list(a['neuron'].coords)))), then write the file again.")
         if len(two) != 1:
             among = [f"{v} {tuple(map(str, ds[v].dims))}" for v in sorted(map(str, ds.data_vars))]
             raise MissingVariableError(
@@ -482,8 +492,18 @@ def _number(x) -> bool:
 
 
 def _missing(x) -> bool:
-    """A label that is no label: None, NaN (a blank CSV cell read by pandas), or an empty string."""
-    return x is None or (isinstance(x, float) and np.isnan(x)) or str(x).strip().lower() in ("", "nan", "none")
+    """A label that is no label: None (JSON null), NaN (a blank CSV cell read by pandas), an empty
+    string or 'nan' (a NaN made a string); a condition named 'none' is a label."""
+    return x is None or (isinstance(x, float) and np.isnan(x)) or str(x).strip().lower() in ("", "nan")
+
+
+def _labelled(labels: np.ndarray, where: str) -> None:
+    """Refuse steps without a condition label (see :func:`_missing`)."""
+    gone = (np.flatnonzero([_missing(x) for x in labels.ravel()]) if labels.dtype.kind in "OUSf"
+            else np.array([], int))
+    if gone.size:
+        raise DataValidationError(f"Steps {_listed(gone)} have no condition label (blank, null, NaN or 'nan' in "
+                                  f"{where}): label every step (e.g. 'rest') or cut the traces there.")
 
 
 def _from_events(table, T: int, where: str, dt: float, cols: dict) -> np.ndarray:
@@ -607,6 +627,7 @@ def _conditions(ds: xr.Dataset, conditions, source, reading: Reading, dt: float 
         labels, where, found = _conditions_file(near[0], T, dt), f"{near[0]} (beside the store)", "file beside"
     if labels is not None:
         labels = np.asarray(labels)
+        _labelled(labels, where)
         if labels.shape != (T,):
             N = ds.sizes["neuron"]
             flip = (f" The traces were read as {T} steps x {N} neurons, and {N} labels were given: is the array "
@@ -617,12 +638,9 @@ def _conditions(ds: xr.Dataset, conditions, source, reading: Reading, dt: float 
         if "condition" in ds:
             reading.note("The file's own 'condition' variable was replaced by the conditions given.")
         ds = ds.assign(condition=("time", labels.astype(str)))
-    raw = np.asarray(ds["condition"].values)
-    gone = np.flatnonzero([_missing(x) for x in raw]) if raw.dtype.kind in "OUSf" else np.array([], int)
-    if gone.size:
-        raise DataValidationError(f"Steps {_listed(gone)} have no condition label (blank, NaN or 'nan' in "
-                                  f"{where}): label every step (e.g. 'rest') or cut the traces there.")
-    cond = raw.astype(str)
+    else:
+        _labelled(np.asarray(ds["condition"].values), where)
+    cond = np.asarray(ds["condition"].values).astype(str)
     names, counts = np.unique(cond, return_counts=True)
     reading.add("condition", "condition" if found == "name" else "", found, "", "label per step", "")
     reading.fact("conditions", "where from", where)

@@ -13,6 +13,7 @@ with ``trial_type`` (BIDS specification, "Task events").
 
 from __future__ import annotations
 
+import json
 import warnings
 
 import numpy as np
@@ -222,3 +223,40 @@ def test_the_cli_says_back_a_suite2p_file(tmp_path, capsys):
     assert "axes renamed: neurons -> neuron, frames -> time" in text
     assert "dt used: 0.0333333 s (30 Hz)" in text   # 1 / 30 s, by hand
     assert "how many: 3: dark (100 steps), dots (80 steps), flash (120 steps)" in text
+
+
+def test_a_condition_named_none_is_a_label_and_a_json_null_is_not(tmp_path):
+    np.save(tmp_path / "traces.npy", _traces())
+    labels = ["none"] * 100 + [str(c) for c in COND[100:]]   # "none": the no-stimulus condition
+    (tmp_path / "labels.json").write_text(json.dumps(labels))
+    out, _ = _read(tmp_path / "traces.npy", conditions=tmp_path / "labels.json", dt=0.5)
+    assert dict(zip(*np.unique(out["condition"].values, return_counts=True))) == {"none": 100, "flash": 120,
+                                                                                  "dots": 80}
+    labels[7] = None
+    (tmp_path / "null.json").write_text(json.dumps(labels))
+    with pytest.raises(DataValidationError, match=r"Steps 7 have no condition label"):   # before: condition "None"
+        _read(tmp_path / "traces.npy", conditions=tmp_path / "null.json", dt=0.5)
+
+
+def test_suite2p_planes_are_refused_with_a_fix_that_works(tmp_path):
+    X = _traces()
+    ds = xr.Dataset({"F": (("plane", "neurons", "frames"), np.stack([X.T, 2 * X.T])), "condition": ("frames", COND)})
+    path = _netcdf(tmp_path / "planes.nc", ds)
+    with pytest.raises(DimensionError, match=r"also \['plane'\], which is not a trial axis") as err:
+        _read(path, dt=1 / 30)
+    # the fix the message gives, run as written: the planes' neurons side by side
+    fix = str(err.value).split("the neuron axis (")[1].rsplit("), then write", 1)[0]
+    ds = xr.open_dataset(path)
+    exec(fix, {"ds": ds}, scope := {"ds": ds})
+    out, _ = _read(_netcdf(tmp_path / "joined.nc", scope["ds"]), dt=1 / 30)
+    np.testing.assert_array_equal(out["activity"].values, np.concatenate([X, 2 * X], axis=1))
+
+
+def test_a_t_coordinate_and_roi_axis_as_a_pipeline_writes_them(tmp_path):
+    X = _traces()
+    ds = xr.Dataset({"dff": (("t", "roi"), X), "condition": ("t", COND)},
+                    coords={"t": ("t", np.arange(T) * 0.25, {"units": "s"})})
+    out, reading = _read(_netcdf(tmp_path / "dff.nc", ds))
+    np.testing.assert_array_equal(out["activity"].values, X)
+    assert out.attrs["dt"] == 0.25   # 4 Hz, by hand
+    assert reading.row("activity").variable == "dff"
