@@ -32,6 +32,8 @@ north to south is differenced (and upwinded) the right way.
 
 from __future__ import annotations
 
+import warnings
+
 import cf_xarray  # noqa: F401  (registers the ds.cf accessor)
 import numpy as np
 import xarray as xr
@@ -67,6 +69,9 @@ FACE_FACTORS = ("e1u", "e2u", "e1v", "e2v")
 #: the vertical dims of T-point fields (NEMO, CMIP6, MOM6, POP): the mesh mask's levels take the product's name
 _LEVEL_DIMS = ("deptht", "depth", "lev", "olevel", "z_l", "z_t", "nav_lev", "z")
 _METRES = ("m", "meter", "metre", "meters", "metres")
+#: the mesh mask's glamt / gphit beside a product's own positions (read by :func:`_mend_positions`, then dropped)
+_MESH_SUFFIX = "_of_mesh_mask"
+_MESH_POS = ("gphit" + _MESH_SUFFIX, "glamt" + _MESH_SUFFIX)
 
 
 def _first(ds: xr.Dataset, names: tuple[str, ...], cf_key: str, exclude: set[str]) -> str | None:
@@ -148,8 +153,13 @@ def _merge_mesh_mask(ds: xr.Dataset, mm: xr.Dataset, ydim: str, xdim: str, facts
         facts["mask from"] = how
         taken.append("tmaskutil" if "utility" in how or how.startswith("tmaskutil") else "tmask")
     for pos in ("glamt", "gphit"):
-        if pos in mm.variables and not any(n in ds.variables for n in (_LON_NAMES if "glam" in pos else _LAT_NAMES)):
-            out = out.assign_coords({pos: mm[pos].rename({my: ydim, mx: xdim}).reset_coords(drop=True)})
+        if pos not in mm.variables:
+            continue
+        given = any(n in ds.variables for n in (_LON_NAMES if "glam" in pos else _LAT_NAMES))
+        # the product's own positions first; the mesh mask's kept aside to mend the (0, 0) of eliminated land
+        out = out.assign_coords({f"{pos}{_MESH_SUFFIX}" if given else pos:
+                                 mm[pos].rename({my: ydim, mx: xdim}).reset_coords(drop=True)})
+        if not given:
             taken.append(pos)
     facts["mesh mask"] = ", ".join(taken) if taken else "given, but it has none of e1t, e2t, e3t_0, tmask"
     return out
@@ -346,6 +356,77 @@ def _regular_axes(lat1: np.ndarray, lon1: np.ndarray, facts: dict, notes: list[s
     return lon, periodic, keep
 
 
+def _bad_positions(la: np.ndarray, lo: np.ndarray) -> np.ndarray:
+    """Points of a 2-D grid whose position is no grid position: NaN, or (0, 0) where a neighbour is (0, 0) too
+    (two cells cannot share a position) or where every neighbour is more than 3 grid spacings away. NEMO writes
+    0 at the positions of the land processors it eliminated (``jpni x jpnj`` domains with no ocean); a true
+    grid point at (0, 0) has its neighbours a spacing away."""
+    bad = ~(np.isfinite(la) & np.isfinite(lo))
+    zero = (la == 0) & (lo == 0) & ~bad
+    if not zero.any():
+        return bad
+    pla = np.pad(np.where(bad, np.nan, la), 1, constant_values=np.nan)
+    plo = np.pad(np.where(bad, np.nan, lo), 1, constant_values=np.nan)
+    pz = np.pad(zero, 1)
+    ny, nx = la.shape
+    shared = np.zeros_like(zero)
+    near = np.full(la.shape, np.inf)
+    spacing = []
+    with np.errstate(invalid="ignore"):
+        for dy, dx in ((-1, 0), (1, 0), (0, -1), (0, 1)):
+            sl = (slice(1 + dy, 1 + dy + ny), slice(1 + dx, 1 + dx + nx))
+            shared |= pz[sl] & zero
+            d = curvilinear._distance(la, lo, pla[sl], plo[sl])
+            ok = np.isfinite(d) & ~pz[sl]
+            near = np.where(ok, np.minimum(near, d), near)
+            spacing.append(d[ok & ~zero & ~bad])
+    step = np.median(np.concatenate(spacing)) if sum(a.size for a in spacing) else np.inf
+    return bad | (zero & (shared | (near > 3 * step)))
+
+
+def _mend_positions(ds: xr.Dataset, notes: list[str], facts: dict) -> xr.Dataset:
+    """2-D ``lat`` / ``lon`` with their (0, 0) or NaN points (:func:`_bad_positions`) mended: from the mesh mask's
+    ``gphit`` / ``glamt``, else from the rows and columns of a regular grid, else left NaN where the scale factors
+    ``e1t`` / ``e2t`` are given (the positions then only set ``f`` on land); refused otherwise, since the distances
+    next to them, and every derivative there, would be wrong."""
+    dims = ds["lat"].dims
+    la = ds["lat"].values.astype(float)
+    lo = ds["lon"].transpose(*dims).values.astype(float)
+    mesh = {k: ds[k].transpose(*dims).values.astype(float) for k in _MESH_POS if k in ds.variables}
+    ds = ds.drop_vars([k for k in _MESH_POS if k in ds.variables])
+    bad = _bad_positions(la, lo)
+    if not bad.any():
+        return ds
+    n = int(bad.sum())
+    good = ~bad
+    la_g, lo_g = np.where(good, la, np.nan), np.where(good, lo, np.nan)
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows: checked below
+        rows, cols = np.nanmedian(la_g, axis=1), np.nanmedian(lo_g, axis=0)
+    regular = bool(np.all(np.isfinite(rows)) and np.all(np.isfinite(cols))
+                   and np.allclose(la[good], np.broadcast_to(rows[:, None], la.shape)[good], atol=_LATLON_ATOL)
+                   and np.allclose((lo - cols[None, :] + 180.0)[good] % 360.0 - 180.0, 0.0, atol=_LATLON_ATOL))
+    if len(mesh) == 2 and not _bad_positions(mesh[_MESH_POS[0]], mesh[_MESH_POS[1]])[bad].any():
+        la[bad], lo[bad] = mesh[_MESH_POS[0]][bad], mesh[_MESH_POS[1]][bad]
+        how = "taken from the mesh mask's gphit, glamt"
+    elif regular:
+        la = np.broadcast_to(rows[:, None], la.shape).copy()
+        lo = np.where(bad, np.broadcast_to(cols[None, :], lo.shape), lo)
+        how = "taken from their row's latitude and column's longitude (the other points form a regular grid)"
+    elif "e1t" in ds.variables and "e2t" in ds.variables:
+        la[bad], lo[bad] = np.nan, np.nan
+        how = "left unknown (NaN): the scale factors e1t, e2t are given, so no distance depends on them"
+    else:
+        raise DimensionError(
+            f"{n} point(s) of the 2-D latitude / longitude are (0, 0) or NaN (NEMO writes 0 where it eliminated land "
+            "processors), so the grid spacing next to them cannot be read and every derivative there would be wrong. "
+            "Fix: give the grid's mesh mask (--mesh-mask mesh_mask.nc; open_store(..., mesh_mask=...)): its e1t, e2t "
+            "and glamt, gphit are complete.")
+    facts["positions"] = (f"{n} point(s) at (0, 0) or NaN (NEMO's eliminated land processors): {how}")
+    notes.append(f"{n} latitude / longitude point(s) at (0, 0) or NaN {how}")
+    return ds.assign_coords(lat=(dims, la, ds["lat"].attrs), lon=(dims, lo, ds["lon"].attrs))
+
+
 def regular_grid(ds: xr.Dataset, notes: list[str], facts: dict | None = None) -> xr.Dataset:
     """1-D ``lat`` / ``lon`` dims from 1-D coordinates or 2-D ``nav_lat`` / ``nav_lon`` of a regular grid, with
     longitudes unwrapped and periodicity detected; a curvilinear grid goes to :func:`curvilinear_grid`.
@@ -362,6 +443,8 @@ def regular_grid(ds: xr.Dataset, notes: list[str], facts: dict | None = None) ->
         lat1, lon1 = ds["lat"].values, ds["lon"].values
     else:
         _t_dims(ds, "lat", "lon")
+        ds = _mend_positions(ds, notes, facts)
+        lat, lon = ds["lat"], ds["lon"]
         if "e1t" in ds.variables and "e2t" in ds.variables:
             return curvilinear_grid(ds, notes, facts)  # the model's own scale factors: its grid, however regular
         la, lo = lat.values.astype(float), _unwrap(lon.transpose(*lat.dims).values.astype(float))
@@ -535,7 +618,8 @@ def read_grid(ds: xr.Dataset, reading: Reading | None = None, *, mesh_mask: xr.D
     if "e3t" in ds:
         facts["vertical metrics"] = "e3t (m) from the mesh mask"
     if reading is not None:
-        for k in ("type", "latitude, longitude", "longitude", "periodic in longitude", "latitude order", "staggered",
+        for k in ("type", "latitude, longitude", "positions", "longitude", "periodic in longitude", "latitude order",
+                  "staggered",
                   "metrics", "mesh mask", "vertical metrics"):
             if k in facts:
                 reading.fact("grid", k, facts[k])

@@ -17,6 +17,7 @@ refuses a record too short for what is asked of it, giving the length needed.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,6 +35,7 @@ _NAMES = ("time", "time_counter", "t", "Time", "TIME")
 _CMIP_FREQ = {"mon": ("month", 1), "monC": ("month", 1), "day": ("day", 1), "yr": ("year", 1), "yrPt": ("year", 1),
               "dec": ("year", 10), "1hr": ("hour", 1), "1hrPt": ("hour", 1), "3hr": ("hour", 3),
               "3hrPt": ("hour", 3), "6hr": ("hour", 6), "6hrPt": ("hour", 6), "subhrPt": ("minute", 30)}
+_NOLEAP = ("noleap", "365_day")
 _FIX_GAP = ("Fix: fill the missing step(s) (e.g. ds.interp(time=...) or the product's own gap-free version), or "
             "select a gap-free period with ds.sel(time=slice(start, end)).")
 
@@ -134,9 +136,27 @@ def _decoded(var: xr.DataArray, name: str) -> xr.DataArray:
         raise DataValidationError(
             f"Time {name!r} is {var.dtype} with units {units!r}, not CF dates, so its dates cannot be read. Fix: set "
             f"ds[{name!r}].attrs['units'] = 'days since YYYY-MM-DD' (and 'calendar') as the product defines it.")
+    cal = str(var.attrs.get("calendar", "standard"))
+    unit = str(units).split(" since ")[0].strip().lower()
+    if unit in ("month", "months", "year", "years", "common_year", "common_years") and not (
+            unit.startswith("month") and cal == "360_day") and not (unit.startswith("common") and cal in _NOLEAP):
+        # CF (4.4) and cftime: a month is a fixed 30 days only in the 360_day calendar (a 'common_year' 365 days
+        # only in noleap); elsewhere udunits' 'month' is 1/12 of 365.242198781 days, never a calendar month
+        rule = ("CF and cftime read 'months since' only in the 360_day calendar, where a month is 30 days"
+                if unit.startswith("month") else "cftime reads 'years since' in no calendar (udunits' year is "
+                "365.242198781 days; 'common_years since' in noleap)")
+        start, freq = str(units).split(" since ")[1].strip()[:10], "MS" if unit.startswith("month") else "YS"
+        raise DataValidationError(
+            f"Time {name!r} in {units!r} with calendar {cal!r} cannot be decoded: {rule}. Fix: open with "
+            f"decode_times=False and set the dates, e.g. ds[{name!r}] = xr.date_range('{start}', "
+            f"periods=ds.sizes[{name!r}], freq='{freq}', calendar={cal!r}, use_cftime=True), or re-encode the "
+            "times as 'days since ...'.")
     try:
-        dec = xr.coders.CFDatetimeCoder(use_cftime=None).decode(var.variable, name=name)
-    except Exception as err:  # xarray / cftime refuse e.g. 'months since' in a real calendar
+        with warnings.catch_warnings():  # dates before 1582-10-15 or beyond datetime64: cftime objects, said so
+            warnings.simplefilter("ignore", xr.SerializationWarning)
+            dec = xr.coders.CFDatetimeCoder(use_cftime=None).decode(var.variable, name=name)
+            dec = xr.Variable(dec.dims, np.asarray(dec.values))  # decoded here (xarray decodes lazily)
+    except Exception as err:  # xarray / cftime refuse what they cannot decode
         raise DataValidationError(
             f"Time {name!r} (units {units!r}, calendar {var.attrs.get('calendar', 'standard')!r}) cannot be decoded "
             f"({type(err).__name__}: {str(err)[:120]}). Fix: give units 'days since ...' in a CF calendar.") from None
@@ -311,18 +331,67 @@ def read_time(ds: xr.Dataset, reading=None) -> xr.Dataset:
     """
     ax = time_axis(ds)
     var = ds[ax.name]
+    coding = {k: var.attrs.get(k, var.encoding.get(k)) for k in ("units", "calendar")}
     if not (np.issubdtype(var.dtype, np.datetime64) or var.dtype == object):
         dec = _decoded(var, ax.name)
         ds = ds.assign_coords({ax.name: (var.dims, dec.values, {k: v for k, v in var.attrs.items()
                                                                  if k not in ("units", "calendar")})})
         ds[ax.name].encoding.update({"units": var.attrs["units"], "calendar": ax.calendar})
+    ds, stamps = _period_ends_to_middles(ds, ax.name, coding)
+    if stamps:
+        ax = time_axis(ds)
     if reading is not None:
         for key, value in (("coordinate", ax.name), ("calendar", ax.calendar), ("frequency", ax.describe),
                            ("step", ax.words(1)), ("first", ax.first), ("last", ax.last),
                            ("length", f"{ax.n} steps ({ax.words(ax.n)}, {ax.n / ax.steps_per_year:.1f} years)"),
                            ("gaps", "none"), ("chunking", _chunking(ds, ax.name))):
             reading.fact("time", key, value)
+        if stamps:
+            reading.fact("time", "stamps", stamps)
     return ds
+
+
+def _seconds_between(later, earlier) -> np.ndarray:
+    """``later - earlier`` in seconds, elementwise, for datetime64 or cftime arrays."""
+    later, earlier = np.asarray(later), np.asarray(earlier)
+    if later.dtype == object or earlier.dtype == object:
+        return np.array([(a - b).total_seconds() for a, b in zip(later.ravel(), earlier.ravel())], float)
+    return ((later.astype("datetime64[ns]") - earlier.astype("datetime64[ns]")) / np.timedelta64(1, "s")).ravel()
+
+
+def _period_ends_to_middles(ds: xr.Dataset, name: str, coding: dict) -> tuple[xr.Dataset, str]:
+    """Stamps at the end of each averaging period (CESM's history files: the January mean stamped
+    1 February 00:00, its ``time_bound`` January's first and last instants) moved to the middle of their
+    CF bounds, so that a month is read as the month it averages; ``(ds, what was done)``, ``""`` when the
+    stamps are not the periods' ends or there are no bounds."""
+    var = ds[name]
+    bname = var.attrs.get("bounds") or var.encoding.get("bounds")
+    if not bname or bname not in ds.variables or ds[bname].ndim != 2 or ds[bname].shape[0] != var.size:
+        return ds, ""
+    b = ds[bname]
+    if not (np.issubdtype(b.dtype, np.datetime64) or b.dtype == object):
+        if not coding.get("units") or " since " not in str(coding["units"]):
+            return ds, ""
+        b = xr.DataArray(xr.coders.CFDatetimeCoder(use_cftime=None).decode(
+            xr.Variable(b.dims, b.values, {k: v for k, v in coding.items() if v}), name=bname), dims=b.dims)
+    dim = b.dims[1]
+    lo, hi = b.isel({dim: 0}).values, b.isel({dim: 1}).values
+    try:
+        at_end = _seconds_between(hi, var.values)
+        length = _seconds_between(hi, lo)
+    except TypeError:  # bounds in another calendar than the stamps: left as they are
+        return ds, ""
+    if not (np.all(np.abs(at_end) < 1.0) and np.all(length > 0)):
+        return ds, ""
+    if var.dtype == object:
+        mid = np.array([a + (c - a) / 2 for a, c in zip(lo, hi)])
+    else:
+        mid = np.asarray(lo, "datetime64[ns]") + (np.asarray(hi, "datetime64[ns]") - np.asarray(lo, "datetime64[ns]")) / 2
+    out = ds.assign_coords({name: (var.dims, mid, var.attrs)})
+    out[name].encoding.update(var.encoding)
+    return out, (f"at the end of each period ({_iso(var.values[0])} ends the first, {bname!r} "
+                 f"{_iso(lo[0])}..{_iso(hi[0])}): read at the middle of their bounds, so each step is dated "
+                 "by the period it averages (CESM history files stamp a month's mean at its end)")
 
 
 def _unit_of(freq: str) -> tuple[str, int]:

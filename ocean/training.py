@@ -74,10 +74,14 @@ def _predict(model, loader, n_free: int):
 def _phase(time: xr.DataArray, axis: timeaxis.TimeAxis) -> np.ndarray:
     """Phase of the year of each date, in its own calendar: its month (1..12) for monthly or coarser
     data, its day of year (1..365, 29 February with 28 February; 1..360 in a ``360_day`` calendar) for
-    daily or finer data."""
+    daily or finer data, and its step of the year for steps of several days (5-daily data: the
+    pentad 1..73 that holds its day of year). Continuous 5-day stamps fall one day later in the year
+    after each leap year, so a phase by day of year would differ between the training and test years."""
     if axis.unit in ("month", "year"):
         return time.dt.month.values.astype(int)
-    return heatwaves.phase_of_year(time, 360 if axis.calendar == "360_day" else 365) + 1
+    doy = heatwaves.phase_of_year(time, 360 if axis.calendar == "360_day" else 365)
+    days = axis.size if axis.unit == "day" else 1
+    return doy // days + 1
 
 
 def _climatology(target: xr.DataArray, train_steps: np.ndarray, steps: np.ndarray) -> np.ndarray:
