@@ -297,6 +297,24 @@ def _resolution(v: np.ndarray, seconds: float) -> float:
     return float(np.spacing(np.abs(v).max())) * seconds
 
 
+def _encoded_resolution(v: np.ndarray, encoding: dict) -> float:
+    """The rounding, in s, of datetimes that xarray decoded from floats (``encoding`` as it keeps
+    it: ``dtype``, ``units`` "<unit> since <date>"): float32 days since 1970 are whole minutes."""
+    units, dtype = str(encoding.get("units", "")), encoding.get("dtype")
+    if " since " not in units or dtype is None or not np.issubdtype(np.dtype(dtype), np.floating) or not v.size:
+        return 0.0
+    import pandas as pd
+
+    try:
+        unit, ref = units.split(" since ", 1)
+        seconds = _seconds_per_unit(unit.strip())
+        span = max(abs((v.max() - np.datetime64(pd.Timestamp(ref).tz_localize(None))) / np.timedelta64(1, "s")),
+                   abs((v.min() - np.datetime64(pd.Timestamp(ref).tz_localize(None))) / np.timedelta64(1, "s")))
+    except (ValueError, TypeError, UnitsError):   # a reference date pandas cannot read: no rounding known
+        return 0.0
+    return float(np.spacing(np.asarray(span / seconds, dtype=np.dtype(dtype)))) * seconds
+
+
 def _time_steps(t: xr.DataArray) -> tuple[np.ndarray, str, str, float] | None:
     """``(steps in s, units as found, how read, rounding of the stored times in s)`` of a time
     coordinate, or None when it has no units."""
@@ -310,7 +328,8 @@ def _time_steps(t: xr.DataArray) -> tuple[np.ndarray, str, str, float] | None:
     if np.issubdtype(v.dtype, np.datetime64):
         steps = np.diff(v) / np.timedelta64(1, "s")
         return (steps, str(t.encoding.get("units", "datetime64")),
-                f"CF time decoded by xarray ({t.encoding.get('calendar', 'standard')} calendar) -> s", 0.0)
+                f"CF time decoded by xarray ({t.encoding.get('calendar', 'standard')} calendar) -> s",
+                _encoded_resolution(v, t.encoding))
     if np.issubdtype(v.dtype, np.timedelta64):
         return (np.diff(v) / np.timedelta64(1, "s"), str(t.encoding.get("units", "timedelta64")),
                 "CF duration decoded by xarray (timedelta64) -> s", 0.0)
@@ -346,34 +365,42 @@ def _sampling(ds: xr.Dataset, dt: float | None, reading: Reading) -> float:
     """The sampling interval in s, read from the time coordinate with its units (or ``dt=``, or
     ``attrs["dt"]``), checked and said back."""
     T = ds.sizes["time"]
-    if "time" in ds.coords and T > 1:
-        read = _time_steps(ds["time"])
+    tname, found = "time", "coordinate"
+    if "time" not in ds.coords:   # one coordinate along time of another name (a lab's 'timestamps')
+        along = [str(c) for c in ds.coords if ds[c].dims == ("time",)]
+        if len(along) == 1:
+            tname, found = along[0], "the only coordinate along time"
+            reading.note(f"The time axis is read from the coordinate {tname!r} (the file has no 'time').")
+    if tname in ds.coords and T > 1:
+        read = _time_steps(ds[tname])
         if read is None:
             if dt is None:
                 raise ConfigError("The time coordinate has no units attribute, so its steps cannot be read (s? ms? "
                                   "frames?): give dt= (--dt, seconds between samples) or set time.attrs['units'] "
                                   "(e.g. 'ms', 's', or CF 'seconds since 2024-01-01').")
-            reading.add("time", "time", "option dt=", "(none)", "s", "the coordinate has no units: not used")
+            reading.add("time", tname, "option dt=", "(none)", "s", "the coordinate has no units: not used")
             reading.fact("time", "how decoded", "dt= given; the time coordinate has no units and was not used")
         else:
             steps, units, how, res = read
-            lost = _no_time(ds["time"].values, steps)
+            lost = _no_time(ds[tname].values, steps)
             if lost.size:
                 raise DataValidationError(f"The time coordinate has no value (NaN / NaT) at steps {_listed(lost)} "
                                           "(frames marked lost?): fill those times (a regular clock: t0 + k * dt) "
                                           "and the traces there (ds.interpolate_na('time')), or drop the coordinate "
                                           "and give dt=.")
+            mean = float(np.sum(steps)) / len(steps)
+            if res > 0.5 * max(mean, 0.0):   # float32 CF days: whole minutes
+                raise DataValidationError(
+                    f"The time coordinate ({np.dtype(ds[tname].encoding.get('dtype', ds[tname].dtype))}, {units}) is "
+                    f"stored to {res:.3g} s, coarser than half "
+                    f"a step (the steps average {mean:.3g} s), so its steps cannot be told apart: store the times "
+                    "as float64 or CF 'seconds since <date>', or drop the coordinate and give dt=.")
             bad = np.flatnonzero(steps <= 0)
             if bad.size:
                 raise DataValidationError(f"The time coordinate does not increase at step {int(bad[0]) + 1} "
                                           f"({steps[bad[0]]:.6g} s; {bad.size} such steps): sort it "
                                           "(ds.sortby('time')) and drop repeated times before reading.")
             med = float(np.median(steps))
-            if res > 0.5 * med:
-                raise DataValidationError(
-                    f"The time coordinate ({ds['time'].dtype}, {units}) is stored to {res:.3g} s, coarser than half "
-                    f"its step ({med:.3g} s), so its steps cannot be checked: store the times as float64 or CF "
-                    "'seconds since <date>', or drop the coordinate and give dt=.")
             worst = int(np.argmax(np.abs(steps - med)))
             rounded = abs(steps[worst] - med) > JITTER * med   # only within the rounding of the stored times
             if abs(steps[worst] - med) > JITTER * med + res:
@@ -386,16 +413,16 @@ def _sampling(ds: xr.Dataset, dt: float | None, reading: Reading) -> float:
             if dt is not None and abs(dt - med) > JITTER * med:
                 raise ConfigError(f"dt={dt:g} s but the time coordinate ({units}) steps every {med:.6g} s: drop dt= "
                                   "(the coordinate is read with its units) or fix the coordinate.")
-            reading.add("time", "time", "coordinate", units, "s", how)
+            reading.add("time", tname, found, units, "s", how)
             reading.fact("time", "units found", units)
             reading.fact("time", "how decoded", how)
             reading.fact("time", "steps (s)", f"{steps.min():.6g} to {steps.max():.6g} (regular within "
                          f"{JITTER:.0%} of the median" + (f" plus the {res:.3g} s rounding of the stored "
-                                                         f"{ds['time'].dtype} times)" if rounded else ")"))
+                                                         f"{ds[tname].dtype} times)" if rounded else ")"))
             dt = med
             if rounded:   # the median is one of the rounded steps; the mean step is not biased by the rounding
-                dt = float(steps.sum()) / len(steps)
-                reading.note(f"The time coordinate is stored as {ds['time'].dtype}, rounded to {res:.3g} s "
+                dt = mean
+                reading.note(f"The time coordinate is stored as {ds[tname].dtype}, rounded to {res:.3g} s "
                              f"({res / dt:.1%} of a step): dt is the mean step over the recording.")
     elif "dt" in ds.attrs and dt is None:
         dt = float(ds.attrs["dt"])
@@ -632,7 +659,9 @@ def _conditions(ds: xr.Dataset, conditions, source, reading: Reading, dt: float 
             N = ds.sizes["neuron"]
             flip = (f" The traces were read as {T} steps x {N} neurons, and {N} labels were given: is the array "
                     "stored (neuron, time), as suite2p's F.npy is? Save it transposed (np.save(path, "
-                    "np.load(path).T)) or name its axes." if labels.shape == (N,) and N != T else "")
+                    "np.load(path).T)) or name its axes." if labels.shape == (N,) and N != T else
+                    f" One label too many: a header line ({str(labels[0])!r})? Drop it, or use a .csv with a "
+                    "'condition' column." if labels.shape == (T + 1,) else "")
             raise DimensionError(f"conditions has shape {labels.shape}; expected one label per time step ({T},)."
                                  + flip)
         if "condition" in ds:

@@ -260,3 +260,26 @@ def test_a_t_coordinate_and_roi_axis_as_a_pipeline_writes_them(tmp_path):
     np.testing.assert_array_equal(out["activity"].values, X)
     assert out.attrs["dt"] == 0.25   # 4 Hz, by hand
     assert reading.row("activity").variable == "dff"
+
+
+def test_float32_cf_days_are_refused_as_too_coarse_not_as_unsorted(tmp_path):
+    t = (19997.0 + np.arange(T) / 30.0 / 86400).astype(np.float32)   # float32 days since 1970: 2**-9 d = 169 s
+    path = _netcdf(tmp_path / "days.nc", _neutral(t, {"units": "days since 1970-01-01"}))
+    # before: "does not increase at step 1 ... sort it" (the decoded times repeat)
+    with pytest.raises(DataValidationError, match=r"\(float32, days since 1970-01-01\) is stored to 169 s"):
+        _read(path)
+
+
+def test_a_timestamps_coordinate_is_read_and_said(tmp_path):
+    ds = _neutral(np.arange(T) * 0.2, {"units": "s"}).rename({"time": "timestamps"}).rename_dims(
+        {"timestamps": "time"})
+    out, reading = _read(_netcdf(tmp_path / "ts.nc", ds))   # before: "no time coordinate; give dt="
+    assert out.attrs["dt"] == pytest.approx(0.2, rel=1e-12)
+    assert reading.row("time").variable == "timestamps"
+
+
+def test_a_label_file_with_a_header_line_is_named(tmp_path):
+    np.save(tmp_path / "traces.npy", _traces())
+    (tmp_path / "labels.txt").write_text("condition\n" + "\n".join(COND) + "\n")
+    with pytest.raises(DimensionError, match=r"One label too many: a header line \('condition'\)\?"):
+        _read(tmp_path / "traces.npy", conditions=tmp_path / "labels.txt", dt=0.5)
