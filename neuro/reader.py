@@ -14,7 +14,8 @@ line that names the fix:
   trials one after another with a ``trial`` label per step; a file whose root holds no variables
   is refused naming its groups (CaImAn's HDF5 ``/estimates``); an empty (0-byte) file is refused;
 - time: CF ``"<units> since <date>"`` and durations decoded by xarray (datetime64 /
-  timedelta64, any CF calendar through cftime); a number with a ``units`` attribute (``ms``,
+  timedelta64, any CF calendar through cftime; the one coordinate along time when none is
+  named ``time``); a number with a ``units`` attribute (``ms``,
   ``s``, ``min`` ...) converted by pint with cf-xarray's unit registry; no units, or units
   that are not a time: refused unless ``dt=`` is given; a time axis that goes back, has NaN / NaT
   times, or whose steps differ by more than :data:`JITTER` of the median (plus the rounding of
