@@ -72,8 +72,8 @@ HELD_OUT_SUITE = "held_out_condition"
 
 def read_traces(source, *, conditions=None, dt: float | None = None) -> xr.Dataset:
     """The neutral layout as a Dataset, from a path (zarr store or bare zarr array, ``.nc``,
-    ``.npy``), a Dataset, or an ``(time, neuron)`` array: :func:`neuro.reader.read_recording`
-    without its :class:`~scimech.reading.Reading`."""
+    ``.npy``), a Dataset or DataArray, or a ``(time, neuron)`` array:
+    :func:`neuro.reader.read_recording` without its :class:`~scimech.reading.Reading`."""
     return read_recording(source, conditions=conditions, dt=dt)[0]
 
 
@@ -335,7 +335,8 @@ def from_traces(source, *, conditions=None, splits=None, held_out: Sequence[str]
     ----------
     source
         A zarr store or bare zarr array (ZAPBench's layout) / netCDF file / ``.npy`` path, an
-        ``xr.Dataset`` or a ``(time, neuron)`` array (read by :func:`neuro.reader.read_recording`).
+        ``xr.Dataset``, an ``xr.DataArray`` (its axis names and coordinates read) or a ``(time,
+        neuron)`` array (read by :func:`neuro.reader.read_recording`).
     conditions
         One stimulus-condition label per time step, a file of them or of step ranges, or
         ``"zapbench"`` (default: the file's ``condition``, else a conditions file beside it).

@@ -116,6 +116,9 @@ def _open(source, reading: Reading) -> xr.Dataset:
     if isinstance(source, xr.Dataset):
         reading.product = f"xarray Dataset in memory (variables {', '.join(sorted(map(str, source.data_vars)))})"
         return source
+    if isinstance(source, xr.DataArray):   # its axis names and coordinates (time with units) are read, not dropped
+        reading.product = f"xarray DataArray in memory {tuple(map(str, source.dims))} {source.shape}"
+        return source.to_dataset(name="activity")
     arr = np.asarray(source)
     reading.product = f"array in memory {arr.shape}"
     return _from_array(arr, reading, "(none: an array)")
@@ -748,7 +751,8 @@ def read_recording(source, *, conditions=None, dt: float | None = None) -> tuple
     ----------
     source
         A zarr store or bare zarr array (a folder), a netCDF file, a ``.npy`` array, an
-        ``xr.Dataset`` or a ``(time, neuron)`` array.
+        ``xr.Dataset``, an ``xr.DataArray`` of the traces (its axis names and coordinates read) or a
+        ``(time, neuron)`` array.
     conditions
         One label per time step, a file of them (``.npy``, ``.txt``, ``.csv``, ``.tsv``, ``.json``;
         or step ranges), or ``"zapbench"`` (ZAPBench's condition offsets). Default: the file's

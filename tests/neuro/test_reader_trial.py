@@ -283,3 +283,13 @@ def test_a_label_file_with_a_header_line_is_named(tmp_path):
     (tmp_path / "labels.txt").write_text("condition\n" + "\n".join(COND) + "\n")
     with pytest.raises(DimensionError, match=r"One label too many: a header line \('condition'\)\?"):
         _read(tmp_path / "traces.npy", conditions=tmp_path / "labels.txt", dt=0.5)
+
+
+def test_a_dataarray_keeps_its_axis_names_and_time_coordinate():
+    X = _traces()
+    da = xr.DataArray(X.T, dims=("neuron", "time"), coords={"time": ("time", np.arange(T) * 33.3, {"units": "ms"})})
+    out, _ = _read(da, conditions=COND)   # before: read as a bare (12 steps x 300 neurons) array, no time
+    np.testing.assert_array_equal(out["activity"].values, X)
+    assert out.attrs["dt"] == pytest.approx(0.0333, rel=1e-12)   # 33.3 ms, by hand
+    with pytest.raises(ConfigError, match=r"dt=1 s but the time coordinate \(ms\) steps every 0.0333 s"):
+        _read(da, conditions=COND, dt=1.0)   # before: dt=1 used, the coordinate silently ignored
