@@ -25,8 +25,10 @@ marks a global grid), or, where the fields carry NEMO's scale factors ``e1t`` / 
 (and ``nav_lat`` for ``f``), on that orthogonal curvilinear grid with vectors (currents, wind stress) in
 grid-aligned components (periodic where ``nav_lon.attrs['periodic'] == 1``);
 time derivatives are centred (``scheme="centred"``, for period means: the mean over period ``p``
-of a tendency is ``(x[p+1] - x[p-1]) / (t[p+1] - t[p-1])`` to second order, one-sided at the
-ends) or forward (``"forward"``, for snapshots: ``(x[n+1] - x[n]) / dt``, NaN at the last step).
+of a tendency is ``(x[p+1] - x[p-1]) / (t[p+1] - t[p-1])`` to second order on even steps; on the
+uneven steps of calendar months, the three-point derivative of ``xarray.DataArray.differentiate``,
+``(a^2 x[p+1] + (b^2 - a^2) x[p] - b^2 x[p-1]) / (a b (a + b))`` with ``a``, ``b`` the steps before
+and after, in seconds of the product's calendar; one-sided at the ends) or forward (``"forward"``, for snapshots: ``(x[n+1] - x[n]) / dt``, NaN at the last step).
 The Ekman and geostrophic terms are set to 0 within ``equator_mask_deg`` of the equator, where
 ``f -> 0`` (said in their attrs).
 """

@@ -439,6 +439,7 @@ def regular_grid(ds: xr.Dataset, notes: list[str], facts: dict | None = None) ->
         raise MissingVariableError("No 'lat' / 'lon' in the dataset: pass names={'yours': 'lat', ...}.")
     lat, lon = ds["lat"], ds["lon"]
     if lat.ndim == 1 and lon.ndim == 1:
+        ds = ds.drop_vars([k for k in _MESH_POS if k in ds.variables])  # 1-D positions have no (0, 0) to mend
         ds = ds.swap_dims({d: n for d, n in ((lat.dims[0], "lat"), (lon.dims[0], "lon")) if d != n})
         lat1, lon1 = ds["lat"].values, ds["lon"].values
     else:

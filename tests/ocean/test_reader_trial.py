@@ -497,3 +497,14 @@ def test_a_true_grid_point_at_0_0_is_kept():
     assert "positions" not in reading.sections["grid"]
     np.testing.assert_array_equal(out["lat"].values, lat)
     np.testing.assert_array_equal(out["lon"].values, lon)
+
+
+def test_a_mesh_mask_beside_1d_positions_leaves_no_positions_of_its_own_behind(truth):
+    # CMEMS-like 1-D latitude / longitude with a mesh mask that has glamt / gphit: read as before, nothing added
+    ds = pf.cmems(truth.isel(lat=slice(0, 6), lon=slice(0, 8)))
+    mm = pf.mesh_mask(truth.isel(lat=slice(0, 6), lon=slice(0, 8)))
+    mm["glamt"] = (("t", "y", "x"), mm["nav_lon"].values[None].astype(float))
+    mm["gphit"] = (("t", "y", "x"), mm["nav_lat"].values[None].astype(float))
+    out = read_grid(ds, mesh_mask=mm)
+    assert sorted(map(str, out.coords)) == ["depth", "lat", "lon", "time"]
+    np.testing.assert_array_equal(out["e1t"].values, mm["e1t"].values[0])
