@@ -84,8 +84,11 @@ def _open(source, reading: Reading) -> xr.Dataset:
             raise DataValidationError(f"{path} is empty (0 bytes): an interrupted copy or export? Write the traces "
                                       "again (a zarr store or array, a netCDF file or a .npy (time, neuron) array).")
         node = zarr_node(path)
+        hint = _OTHER_FORMATS.get(path.suffix.lower()) if node is None else None
+        if hint:
+            raise DataValidationError(f"{path.name}: {hint}")
         try:
-            if path.suffix == ".npy":
+            if path.suffix.lower() == ".npy":
                 arr = np.load(path, mmap_mode="r")
                 reading.product = f".npy array {arr.shape}"
                 return _from_array(arr, reading, "(none: a .npy array)")
@@ -119,9 +122,43 @@ def _open(source, reading: Reading) -> xr.Dataset:
     if isinstance(source, xr.DataArray):   # its axis names and coordinates (time with units) are read, not dropped
         reading.product = f"xarray DataArray in memory {tuple(map(str, source.dims))} {source.shape}"
         return source.to_dataset(name="activity")
+    if type(source).__name__ == "DataFrame" and hasattr(source, "index"):   # pandas: time index, a column per neuron
+        return _from_frame(source, reading)
     arr = np.asarray(source)
     reading.product = f"array in memory {arr.shape}"
     return _from_array(arr, reading, "(none: an array)")
+
+
+#: formats scientists keep traces in that the reader does not open, each with a way in that works
+_OTHER_FORMATS = {
+    ".csv": "traces in a text table are not read (no units, no axes): load it with pandas (time index, a column "
+            "per neuron) and pass the DataFrame to from_traces, or save np.save('traces.npy', df.to_numpy()) "
+            "and give --dt.",
+    ".tsv": "traces in a text table are not read (no units, no axes): load it with pandas (sep='\\t') and pass "
+            "the DataFrame to from_traces, or save np.save('traces.npy', df.to_numpy()) and give --dt.",
+    ".npz": "an .npz holds several named arrays: save the traces alone, e.g. np.save('traces.npy', "
+            "np.load(path)['F'].T) for suite2p-like (neuron, frame) arrays, and give --dt.",
+    ".mat": "MATLAB files are not read: load it (scipy.io.loadmat, or h5py for v7.3) and save the traces as "
+            ".npy (time, neuron) with --dt, or as a netCDF with activity (time, neuron).",
+    ".nwb": "NWB files are not read: take the RoiResponseSeries with pynwb (its data (time, roi) and rate) and "
+            "save it as a netCDF with activity (time, neuron) and a time coordinate in s, or .npy with --dt.",
+}
+
+
+def _from_frame(df, reading: Reading) -> xr.Dataset:
+    """A pandas DataFrame of traces: rows are time steps (a Datetime / Timedelta index is the time
+    coordinate; any other index is not used), columns are neurons (their names)."""
+    import pandas as pd
+
+    reading.product = f"pandas DataFrame in memory {df.shape}"
+    coords = {"neuron": np.asarray(df.columns).astype(str)}
+    if isinstance(df.index, (pd.DatetimeIndex, pd.TimedeltaIndex)):
+        coords["time"] = df.index.to_numpy()
+        how = f"rows are time (the {type(df.index).__name__} is the time coordinate), columns are neurons"
+    else:
+        how = f"rows are time (the {type(df.index).__name__} has no unit: not used), columns are neurons"
+    reading.fact("traces", "dims", how)
+    return xr.Dataset({"activity": (("time", "neuron"), df.to_numpy())}, coords=coords)
 
 
 def _groups(path: Path) -> str:

@@ -293,3 +293,29 @@ def test_a_dataarray_keeps_its_axis_names_and_time_coordinate():
     assert out.attrs["dt"] == pytest.approx(0.0333, rel=1e-12)   # 33.3 ms, by hand
     with pytest.raises(ConfigError, match=r"dt=1 s but the time coordinate \(ms\) steps every 0.0333 s"):
         _read(da, conditions=COND, dt=1.0)   # before: dt=1 used, the coordinate silently ignored
+
+
+def test_a_pandas_frame_of_traces_with_a_timedelta_index():
+    import pandas as pd
+
+    X = _traces()
+    df = pd.DataFrame(X, index=pd.to_timedelta(np.arange(T) * 250, unit="ms"), columns=[f"roi{k}" for k in range(N)])
+    out, _ = _read(df, conditions=COND)   # before: the index dropped, "no time coordinate; give dt="
+    np.testing.assert_array_equal(out["activity"].values, X)
+    assert out.attrs["dt"] == 0.25
+    assert list(out["neuron"].values) == [f"roi{k}" for k in range(N)]
+    with pytest.raises(ConfigError, match="give dt="):   # a RangeIndex says nothing of time
+        _read(df.reset_index(drop=True), conditions=COND)
+
+
+@pytest.mark.parametrize(("suffix", "says"), [(".csv", "pass the DataFrame to from_traces"),
+                                              (".npz", r"np\.load\(path\)\['F'\]\.T"),
+                                              (".mat", "scipy.io.loadmat"), (".nwb", "RoiResponseSeries")])
+def test_formats_not_read_are_refused_with_a_way_in(tmp_path, suffix, says):
+    path = tmp_path / f"traces{suffix}"
+    if suffix == ".npz":
+        np.savez(path, F=_traces().T)
+    else:
+        path.write_text("1,2\n3,4\n")
+    with pytest.raises(DataValidationError, match=says):   # before: xarray's "did not find a match in any of ..."
+        _read(path, dt=1.0)
