@@ -63,11 +63,38 @@ OPTIONAL_COLUMNS: dict[str, tuple[tuple[str, ...], u.UnitBase | None]] = {
 }
 #: band -> the Milky Way transmission column (DR10 catalogues: 10^(-A_b / 2.5), A_b = R_b E(B-V))
 MW_COLUMNS = {b: f"MW_TRANSMISSION_{b.upper()}" for b in constants.BANDS}
+#: DECam A_b / E(B-V) the DR10 catalogue page gives for MW_TRANSMISSION (Schlafly & Finkbeiner 2011 at airmass 1.3,
+#: also used for BASS and MzLS); the transmission columns are checked against EBV with them
+MW_R_DECAM = {"g": 3.214, "r": 2.165, "i": 1.592, "z": 1.211}
+#: -2.5 log10(T) may differ from R_b E(B-V) by this [mag] + 10 % (float32 rounding, coefficients of other releases)
+MW_EBV_TOLERANCE_MAG = 0.02
 #: DESI redshift catalogue columns the reader uses when they are joined to the rows (DESI data model, ZCATALOG)
 DESI_COLUMNS = ("TARGETID", "Z", "ZERR", "ZWARN", "SPECTYPE")
 #: what the reader reads, in words (the reading's product line)
 PRODUCT = "Legacy Surveys DR10 catalogue (Tractor / sweep columns)"
 _QUANTITY = {"flux": "flux", "flux_ivar": "flux inverse variance"}
+
+
+#: rows dropped because another row holds the same source (DR10 catalogue page, DESI data model)
+REASON_BRICK_PRIMARY = ("BRICK_PRIMARY False (outside its brick: the neighbouring brick holds the same source; "
+                        "DR10 sweeps keep only BRICK_PRIMARY)")
+REASON_DUP = "TYPE DUP (a Gaia source fit by another source's model: no optical flux of its own, DR10)"
+REASON_ZCAT_PRIMARY = "ZCAT_PRIMARY False (another spectrum of this TARGETID is DESI's best redshift)"
+
+
+def _flag(values) -> np.ndarray:
+    """A FITS logical (or 0/1, 'T'/'F') column as booleans."""
+    a = np.asarray(values)
+    if a.dtype.kind in "SU":
+        return np.char.strip(np.char.upper(a.astype(str))) == "T"
+    return a.astype(bool)
+
+
+def _missing_hint(missing: list[str]) -> str:
+    """Why such columns are absent, for the refusal."""
+    if set(missing) <= {"FLUX_I", "FLUX_IVAR_I"}:
+        return ("DR9 and the DR10 north (BASS / MzLS) have no i band; the DR10 south sweeps (DECam) have FLUX_I. ")
+    return ""
 
 
 def _unit_text(unit: u.UnitBase | None) -> str:
@@ -105,20 +132,30 @@ def _centre_crop(cube: np.ndarray, size: int, path: Path) -> np.ndarray:
     return cube[..., y0:y0 + size, x0:x0 + size]
 
 
-def _table(hdul: fits.HDUList, path: Path) -> tuple[fits.BinTableHDU, int, dict[str, str]]:
-    """The first table HDU, its row count and ``{UPPER: name}`` of its columns."""
-    hdu = next((h for h in hdul if isinstance(h, fits.BinTableHDU)), None)
-    if hdu is None:
+def _table(hdul: fits.HDUList, path: Path) -> tuple[fits.BinTableHDU, int, dict[str, str], str]:
+    """The first table HDU holding the survey's fluxes (else the first table HDU, for the refusal), its row
+    count, ``{UPPER: name}`` of its columns and where it was found (``"HDU 2 (CATALOG)"``)."""
+    tables = [(i, h) for i, h in enumerate(hdul) if isinstance(h, fits.BinTableHDU)]
+    if not tables:
         raise DataValidationError(f"{path} has no table HDU (found {[h.name for h in hdul]}); expected a Legacy Survey "
                                   "catalogue (a FITS binary table).")
+    needed = {col for col, _ in LEGACY_COLUMNS.values()}
+    index, hdu = next(((i, h) for i, h in tables if needed <= {c.name.upper() for c in h.columns}), tables[0])
     n = int(hdu.header.get("NAXIS2", 0))
     if n == 0:
-        raise DataValidationError(f"{path}: the catalogue table is empty (0 rows).")
-    return hdu, n, {c.name.upper(): c.name for c in hdu.columns}
+        raise DataValidationError(f"{path}: the catalogue table (HDU {index}) is empty (0 rows); give a catalogue "
+                                  "with at least one galaxy.")
+    return hdu, n, {c.name.upper(): c.name for c in hdu.columns}, f"HDU {index} ({hdu.name or 'no EXTNAME'})"
 
 
-def _mw_transmission(hdu, names: dict[str, str], path: Path) -> dict[str, np.ndarray] | None:
-    """``{band: transmission}`` from ``MW_TRANSMISSION_G..Z``, or ``None`` when the table has none."""
+def _mw_transmission(hdu, names: dict[str, str], path: Path, ebv: np.ma.MaskedArray) -> dict[str, np.ndarray] | None:
+    """``{band: transmission}`` from ``MW_TRANSMISSION_G..Z``, or ``None`` when the table has none.
+
+    DR10 writes ``T_b = 10^(-0.4 R_b E(B-V))`` with the DECam ``R_b`` of :data:`MW_R_DECAM` (also for BASS and
+    MzLS) and notes that ``T`` "can slightly exceed unity owing to noise in the SFD98 maps, although it is never
+    below 0": ``T <= 0`` is refused, ``T > 1`` only where the row's ``EBV`` does not explain it, and so is a
+    column that does not follow the table's ``EBV`` on most rows (an extinction in magnitudes stored under the
+    name, which lies in (0, 1] too)."""
     have = {b: c for b, c in MW_COLUMNS.items() if c in names}
     if not have:
         return None
@@ -128,13 +165,28 @@ def _mw_transmission(hdu, names: dict[str, str], path: Path) -> dict[str, np.nda
                                    "Milky Way extinction and not others would bend the colours. Give all four "
                                    "MW_TRANSMISSION columns, or none (the template photo-z then uses EBV).")
     out = {}
+    e = np.asarray(ebv.filled(np.nan), float)
     for b, c in have.items():
         t = np.ma.masked_invalid(np.ma.asarray(hdu.data[names[c]], dtype=float))
-        bad = np.ma.filled((t <= 0) | (t > 1 + 1e-6), False)
+        tv = np.asarray(t.filled(np.nan), float)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            a_read = -2.5 * np.log10(tv)
+        a_ebv = MW_R_DECAM[b] * e
+        follows = np.abs(a_read - a_ebv) <= MW_EBV_TOLERANCE_MAG + 0.1 * np.abs(a_ebv)     # False where either is NaN
+        bad = (tv <= 0) | ((tv > 1 + 1e-6) & ~follows)
         if bad.any():
-            raise UnitsError(f"{path}: {c} has {int(bad.sum())} values outside 0 < T <= 1 (e.g. "
-                             f"{float(t[bad][0]):.4g}); it is a transmission, 10^(-A/2.5), not an extinction in "
-                             "magnitudes: convert with T = 10**(-0.4 * A).")
+            raise UnitsError(f"{path}: {c} has {int(bad.sum())} values outside 0 < T <= 1 that the row's EBV does not "
+                             f"explain (e.g. {float(tv[bad][0]):.4g}; DR10's T exceeds 1 only where the SFD98 E(B-V) is "
+                             "negative); it is a transmission, 10^(-A/2.5), not an extinction in magnitudes: convert "
+                             "with T = 10**(-0.4 * A).")
+        ok = np.isfinite(a_read) & np.isfinite(a_ebv)
+        if ok.any() and (~follows[ok]).mean() > 0.5:
+            raise UnitsError(
+                f"{path}: {c} does not follow the table's EBV: -2.5 log10(T) differs from {MW_R_DECAM[b]} x EBV "
+                f"(DR10's DECam coefficient) on {int((~follows[ok]).sum())} of {int(ok.sum())} rows (median "
+                f"{np.median(a_read[ok]):.3g} vs {np.median(a_ebv[ok]):.3g} mag); it seems to hold something else "
+                "(an extinction A in magnitudes: convert with T = 10**(-0.4 * A)), or drop the MW_TRANSMISSION "
+                "columns (the template photo-z then uses EBV).")
         out[b] = t
     return out
 
@@ -187,11 +239,14 @@ def read_legacy_survey(path: str | Path, images: str | Path | None = None, *, st
     reading = Reading(PRODUCT, str(path))
     try:
         with fits.open(path) as hdul:
-            hdu, n, names = _table(hdul, path)
+            hdu, n, names, where = _table(hdul, path)
             missing = [col for col, _ in LEGACY_COLUMNS.values() if col not in names]
             if missing:
                 raise MissingVariableError(
-                    f"{path} lacks the Legacy Survey column(s) {missing} (has {sorted(names)}). The study needs "
+                    f"{path} lacks the Legacy Survey column(s) {missing} (has {sorted(names)} in {where}"
+                    + ("; no other table of the file has them either" if sum(isinstance(h, fits.BinTableHDU)
+                                                                            for h in hdul) > 1 else "")
+                    + f"). {_missing_hint(missing)}The study needs "
                     f"{[c for c, _ in LEGACY_COLUMNS.values()]}: the g, r, i, z fluxes and inverse variances, "
                     "the shape (SHAPE_R, SHAPE_E1, SHAPE_E2) and the Milky-Way E(B-V).")
             cols, found = {}, {}
@@ -206,7 +261,10 @@ def read_legacy_survey(path: str | Path, images: str | Path | None = None, *, st
             ident = identity_columns(names)
             groups = (object_groups({c: np.asarray(hdu.data[names[c]]) for c in ident}) if ident
                       else np.arange(n))
-            mw = _mw_transmission(hdu, names, path)
+            mw = _mw_transmission(hdu, names, path, cols["ebv"])
+            types = (np.char.strip(np.char.upper(np.asarray(hdu.data[names["TYPE"]]).astype(str)))
+                     if "TYPE" in names else None)
+            primary = {c: _flag(hdu.data[names[c]]) for c in ("BRICK_PRIMARY", "ZCAT_PRIMARY") if c in names}
             zwarn = np.asarray(hdu.data[names["ZWARN"]]).astype(np.int64) if "ZWARN" in names else None
             spectype = (np.char.strip(np.char.upper(np.asarray(hdu.data[names["SPECTYPE"]]).astype(str)))
                         if "SPECTYPE" in names else None)
@@ -216,6 +274,15 @@ def read_legacy_survey(path: str | Path, images: str | Path | None = None, *, st
     except (OSError, ValueError, TypeError, KeyError, EOFError) as err:
         raise DataValidationError(f"{path} is not a readable FITS catalogue ({type(err).__name__}: "
                                   f"{str(err)[:200]}).") from err
+    n_psf_shape = 0
+    if types is not None:      # a point source has no size: DR10 writes SHAPE_R = SHAPE_E1 = SHAPE_E2 = 0 for TYPE PSF
+        psf = types == "PSF"
+        for k in ("shape_r", "shape_e1", "shape_e2"):
+            fill = psf & np.ma.getmaskarray(cols[k])
+            n_psf_shape = max(n_psf_shape, int(fill.sum()))
+            if fill.any():
+                v = np.ma.array(cols[k].filled(0.0), mask=np.ma.getmaskarray(cols[k]) & ~fill)
+                cols[k] = v
     cube = None
     if images is not None:
         cube = read_cube(images)
@@ -233,9 +300,16 @@ def read_legacy_survey(path: str | Path, images: str | Path | None = None, *, st
     bad_ivar = np.zeros(n, bool)
     for b in constants.BANDS:
         bad_ivar |= ~(cols[f"flux_ivar_{b}"].filled(np.inf) > 0)     # masked counts as "masked", above
-    # reasons in order; each row counted under the first that applies
-    reasons: list[tuple[str, np.ndarray]] = [("masked or non-finite value", masked),
-                                             ("non-positive inverse variance", bad_ivar)]
+    # reasons in order; each row counted under the first that applies: first the rows that repeat another row's
+    # source (DR10: BRICK_PRIMARY; DUP; DESI: ZCAT_PRIMARY), then what cannot be read
+    reasons: list[tuple[str, np.ndarray]] = []
+    if "BRICK_PRIMARY" in primary:
+        reasons.append((REASON_BRICK_PRIMARY, ~primary["BRICK_PRIMARY"]))
+    if types is not None:
+        reasons.append((REASON_DUP, types == "DUP"))
+    if "ZCAT_PRIMARY" in primary:
+        reasons.append((REASON_ZCAT_PRIMARY, ~primary["ZCAT_PRIMARY"]))
+    reasons += [("masked or non-finite value", masked), ("non-positive inverse variance", bad_ivar)]
     if zwarn is not None:
         reasons.append(("ZWARN != 0 (DESI redshift warning)", zwarn != 0))
     if spectype is not None:
@@ -245,7 +319,10 @@ def read_legacy_survey(path: str | Path, images: str | Path | None = None, *, st
                         np.asarray(cols["z"].filled(0.0), float) < 0))
     dropped = np.zeros(n, bool)
     rejected = {}
+    ivar_rows = bad_ivar.copy()
     for why, bad in reasons:
+        if why == "non-positive inverse variance":
+            ivar_rows = bad & ~dropped          # the rows this reason drops (per band in the reading)
         count = int((bad & ~dropped).sum())
         if count or why in ("masked or non-finite value", "non-positive inverse variance"):
             rejected[why] = count
@@ -263,7 +340,8 @@ def read_legacy_survey(path: str | Path, images: str | Path | None = None, *, st
     data = None
     if cube is not None:
         bands_facts["cut-outs"] = (", ".join(cube.bands_found) + f" ({cube.bands_source})"
-                                   + ("; reordered to g, r, i, z" if cube.reordered else ""))
+                                   + ("; reordered to g, r, i, z" if cube.reordered else "")
+                                   + (f"; {cube.layout}" if cube.layout else ""))
         bands_facts["pixel scale"] = (f"{cube.pixel_scale:.4g}\"/pixel ({cube.pixel_scale_source})" if cube.pixel_scale
                                       else f"not in the header; {constants.PIXEL_SCALE_ARCSEC}\"/pixel assumed")
         bands_facts.update(check_fluxes(cube.data[keep], flux[keep], ivar[keep], str(images)))
@@ -300,6 +378,22 @@ def read_legacy_survey(path: str | Path, images: str | Path | None = None, *, st
     for why, count in rejected.items():
         reading.fact("rows", f"dropped: {why}", count)
     reading.fact("rows", "kept", int(keep.sum()))
+    reading.fact("rows", "table", where)
+    for b in constants.BANDS:
+        zero = int((ivar_rows & ~(cols[f"flux_ivar_{b}"].filled(np.inf) > 0)).sum())
+        if zero:
+            reading.fact("rows", f"dropped for FLUX_IVAR_{b.upper()} <= 0", f"{zero} (no measurement in {b}"
+                         + ("; DR10's i-band imaging covers part of the south only" if b == "i" else "") + ")")
+    if types is not None:
+        kinds = {t: int(((types == t) & keep).sum()) for t in np.unique(types[keep])}
+        reading.fact("rows", "TYPE (kept)", ", ".join(f"{t} {c}" for t, c in sorted(kinds.items())))
+        if kinds.get("PSF"):
+            reading.note(f"{kinds['PSF']} kept rows are TYPE PSF (point sources: stars, quasars or compact galaxies)"
+                         + ("; SPECTYPE keeps only DESI galaxies" if spectype is not None else
+                            "; without a spectroscopic class (SPECTYPE) stars among them are not removed"))
+    if n_psf_shape:
+        reading.fact("rows", "PSF shape", f"{n_psf_shape} TYPE PSF rows with a non-finite SHAPE_R/E1/E2 read as 0 "
+                     "(a point source; DR10 writes 0)")
     reading.fact("rows", "objects", f"{len(np.unique(cat['object']))} by {identity}")
     reading.fact("rows", "duplicates", f"{dup_rows} rows share their object with another row ({dup_objects} objects); "
                  "each object's rows are kept together on one side of the split" if dup_rows else "none")

@@ -73,6 +73,7 @@ class Cube:
     conversion: str = ""
     pixel_scale: float | None = None
     pixel_scale_source: str = ""
+    layout: str = ""
 
     @property
     def reordered(self) -> bool:
@@ -132,6 +133,38 @@ def _pixel_scale(header: fits.Header) -> tuple[float | None, str]:
     return None, ""
 
 
+def _hdu_band(hdu) -> str | None:
+    """The band one image HDU holds: its ``BAND`` / ``FILTER`` card, else an ``EXTNAME`` naming a band
+    (``'G'``, ``'IMAGE_G'``, ``'DECam-g'``); ``None`` when it names none."""
+    for key in ("BAND", "FILTER"):
+        if key in hdu.header and str(hdu.header[key]).strip():
+            return _band_name(hdu.header[key])
+    name = _band_name(hdu.name or "")
+    return name if name in constants.BANDS else None
+
+
+def _per_band_hdus(hdul, path: Path) -> tuple[np.ndarray, fits.Header, list[str], str] | None:
+    """An ``(N, bands, H, W)`` cube stacked from 3-D image HDUs holding one band each (``(N, H, W)``, the band
+    named by :func:`_hdu_band`), with the first one's header; ``None`` when the file is not laid out so."""
+    hdus = [h for h in hdul if h.is_image and h.data is not None]
+    if len(hdus) < 2 or any(h.data.ndim != 3 or h.data.shape != hdus[0].data.shape for h in hdus):
+        return None
+    bands = [_hdu_band(h) for h in hdus]
+    if any(b is None for b in bands):
+        unnamed = [h.name or "(no EXTNAME)" for h, b in zip(hdus, bands) if b is None]
+        raise DataValidationError(f"{path}: {len(hdus)} image HDUs of {hdus[0].data.shape} look like one band each, "
+                                  f"but {unnamed} name no band; give each a BAND card (BAND = 'g') or an EXTNAME "
+                                  "of its band, or stack them into one (N, 4, H, W) cube.")
+    units = {str(h.header.get("BUNIT", "")).strip() for h in hdus}
+    if len(units) > 1:
+        raise UnitsError(f"{path}: the band HDUs carry different BUNIT cards {sorted(units)}; put them in one unit.")
+    header = hdus[0].header.copy()
+    header.pop("BANDS", None)
+    cube = np.stack([np.asarray(h.data) for h in hdus], axis=1)
+    return cube, header, bands, "one image HDU per band (" + ", ".join(
+        f"{h.name or '?'}: {b}" for h, b in zip(hdus, bands)) + ")"
+
+
 def read_cube(path: str | Path) -> Cube:
     """A cut-out cube from ``.npy`` or FITS (the first image HDU with data) in the study's bands
     g, r, i, z [nanomaggy per pixel]; see the module docstring for what is read.
@@ -150,26 +183,39 @@ def read_cube(path: str | Path) -> Cube:
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"No image cube at {path}; give an (N, 4, H, W) .npy or FITS file.")
-    header = None
+    header, per_band, layout = None, None, ""
     try:
         if path.suffix == ".npy":
             cube = np.load(path, mmap_mode="r")
         else:
             with fits.open(path) as hdul:
-                hdu = next((h for h in hdul if h.is_image and h.data is not None), None)
-                if hdu is None:
-                    raise DataValidationError(f"{path} holds no image data; expected an (N, 4, H, W) cube.")
-                cube = np.asarray(hdu.data)
-                header = hdu.header.copy()
-    except DataValidationError:
+                per_band = _per_band_hdus(hdul, path)
+                if per_band is not None:
+                    cube, header, _, layout = per_band
+                else:
+                    hdu = next((h for h in hdul if h.is_image and h.data is not None), None)
+                    if hdu is None:
+                        raise DataValidationError(f"{path} holds no image data; expected an (N, 4, H, W) cube.")
+                    cube = np.asarray(hdu.data)
+                    header = hdu.header.copy()
+    except (DataValidationError, UnitsError):
         raise
     except (OSError, ValueError, EOFError, TypeError) as err:   # TypeError: astropy on a truncated file
         raise DataValidationError(f"{path} is not a readable .npy or FITS image cube ({type(err).__name__}: "
                                   f"{str(err)[:200]}).") from err
-    found = header_bands(header, cube.shape[1]) if header is not None and cube.ndim == 4 else None
+    found = None
+    if per_band is not None:
+        found, layout = (per_band[2], layout), ""        # the layout is the bands' source
+    elif header is not None and cube.ndim == 4:
+        found = header_bands(header, cube.shape[1]) or header_bands(header, cube.shape[-1])
+    n_bands = len(found[0]) if found is not None else len(constants.BANDS)
+    if cube.ndim == 4 and cube.shape[1] != n_bands and cube.shape[-1] == n_bands:     # channels last (N, H, W, bands)
+        cube = np.moveaxis(cube, -1, 1)
+        layout = f"channels last {tuple(np.moveaxis(cube, 1, -1).shape)} read as (N, bands, H, W)"
     if cube.ndim != 4 or (found is None and cube.shape[1] != len(constants.BANDS)):
         raise DimensionError(f"{path}: images have shape {cube.shape}; expected (N, 4, H, W) with the bands "
-                             f"{', '.join(constants.BANDS)} on axis 1 (one cut-out per catalogue row).")
+                             f"{', '.join(constants.BANDS)} on axis 1 (one cut-out per catalogue row; channels "
+                             "last (N, H, W, 4) is read too).")
     if found is None:
         bands, source = list(constants.BANDS), ("assumed g, r, i, z: a .npy carries no header" if header is None else
                                                 "assumed g, r, i, z: the header names no bands (BANDS, BAND0..)")
@@ -203,7 +249,7 @@ def read_cube(path: str | Path) -> Cube:
                                   f"images are at the Legacy Survey's {constants.PIXEL_SCALE_ARCSEC}\"/pixel (the "
                                   "stand-in's token grid and AION-1's codec assume it): cut them with pixscale=0.262.")
     return Cube(data, tuple(bands), source, "" if unit is None else str(header.get("BUNIT")), conversion, scale,
-                scale_source)
+                scale_source, layout)
 
 
 def read_images(path: str | Path) -> np.ndarray:
