@@ -14,13 +14,20 @@ also as ``REDSHIFT`` or ``Z_SPEC``) and an attenuation ``A_V`` / ``AV`` (mag, e.
 Cut-outs: :mod:`astro.cutouts` (band order from the header, units, pixel scale, fluxes
 cross-checked against the catalogue's).
 
+The table: the first table HDU holding the flux columns (a file may carry others before it).
+
 Rows dropped, each counted under its first reason (``meta["rejected"]``, a warning and the
-reading): a masked / non-finite value in any column read (or pixel); a non-positive inverse
-variance in any band; ``ZWARN != 0`` (DESI's redshift warning bits: the redshift is not
+reading): first the rows that repeat another row's source: ``BRICK_PRIMARY`` False (a Tractor
+catalogue's source outside its brick, which the neighbouring brick holds too; DR10 sweeps keep only
+``BRICK_PRIMARY``), ``TYPE`` ``DUP`` (a Gaia source fit by another source's model, with no optical
+flux of its own) and DESI's ``ZCAT_PRIMARY`` False (another spectrum of the ``TARGETID`` is the best
+one); then a masked / non-finite value in any column read (or pixel; a ``TYPE`` ``PSF`` row's missing
+``SHAPE_R/E1/E2`` is read as 0, a point source's size); a non-positive inverse
+variance in any band (counted per band in the reading); ``ZWARN != 0`` (DESI's redshift warning bits: the redshift is not
 trusted); ``SPECTYPE`` other than ``GALAXY`` (a star or quasar in a galaxy study); a negative
 redshift (a star, or a sentinel such as -1).
 
-Milky Way extinction: with ``MW_TRANSMISSION_G..Z`` the fluxes (and cut-outs) are divided by
+Milky Way extinction: with ``MW_TRANSMISSION_G..Z`` (checked against ``EBV``: :func:`_mw_transmission`) the fluxes (and cut-outs) are divided by
 the transmission and the inverse variances multiplied by its square (``meta["mw_corrected"]``);
 the template photo-z then takes E(B-V) = 0, so nothing is corrected twice. Without them the
 fluxes stay as observed and the template photo-z attenuates its models by ``EBV``.

@@ -12,6 +12,8 @@ Conventions read (astropy reads them: :mod:`astropy.io.fits` headers, :mod:`astr
   word is the band: ``'g DECam SDSS c0001 ...'``). The cube is reordered to the catalogue's
   g, r, i, z; a ``.npy`` has no header, so its order is taken as g, r, i, z and checked against
   the catalogue's fluxes (below).
+* **layout**: ``(N, bands, H, W)``; channels last ``(N, H, W, bands)`` is moved to it; a FITS file of
+  ``(N, H, W)`` image HDUs, one per band named by ``BAND`` / ``FILTER`` or its ``EXTNAME``, is stacked.
 * **units**: ``BUNIT`` converted to nanomaggies (``maggy``, ``Jy`` ...); no ``BUNIT``: nanomaggies
   (the survey's unit), checked below.
 * **pixel scale**: ``PIXSCALE`` [arcsec], else the WCS (``CD1_1`` / ``CDELT1``); it must be the
