@@ -45,7 +45,8 @@ from scimech.reading import Reading
 
 from . import curvilinear
 
-__all__ = ["PERIODIC_ATTR", "FACE_FACTORS", "read_grid", "regular_grid", "curvilinear_grid", "is_periodic"]
+__all__ = ["PERIODIC_ATTR", "FACE_FACTORS", "read_grid", "regular_grid", "curvilinear_grid", "is_periodic",
+           "axis_angles"]
 
 #: attribute of the longitude coordinate (``lon``, or ``nav_lon`` on a curvilinear grid): 1 when the grid is
 #: periodic in longitude (an integer, so that netCDF and zarr keep it)
@@ -497,6 +498,14 @@ def curvilinear_grid(ds: xr.Dataset, notes: list[str], facts: dict | None = None
         ds = ds.isel({xdim: slice(1, nx - 1)})
         la, lo = la[:, 1:-1], lo[:, 1:-1]
         notes.append("ORCA halo columns (0 and -1 repeat -2 and 1) dropped")
+    ai, aj = axis_angles(la, lo)
+    if np.nanmedian(np.sin(aj - ai)) < 0:  # j turns clockwise from i: rows north to south, a left-handed grid
+        ds = ds.isel({ydim: slice(None, None, -1)})
+        ds = ds.drop_vars([k for k in FACE_FACTORS if k in ds.variables])  # U / V faces would sit on the wrong side
+        la, lo = la[::-1], lo[::-1]
+        facts["j axis"] = ("the rows ran north to south (j clockwise from i): reversed, so that i, j are right-handed "
+                           "as the operators' cross products (Ekman, geostrophic) need; vectors kept as given")
+        notes.append("rows reversed (they ran north to south on a curvilinear grid)")
     factors = {}
     for k in ("e1t", "e2t") + FACE_FACTORS:
         if k in ds.variables:
@@ -532,6 +541,63 @@ def curvilinear_grid(ds: xr.Dataset, notes: list[str], facts: dict | None = None
     notes.append(f"curvilinear grid: ({ydim}, {xdim}) -> (lat, lon) grid indices with 2-D nav_lat, nav_lon, e1t, "
                  "e2t; vectors (tauu, tauv, uo, vo) along the grid's i, j axes")
     return out
+
+
+def axis_angles(la: np.ndarray, lo: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Angles (radians, counter-clockwise from east) of a 2-D grid's i axis (along the last dim) and j axis
+    (along the first) at each point, from its positions in degrees: ``atan2(dlat, cos(lat) dlon)`` of centred
+    differences (one-sided at the edges; longitudes unwrapped along each axis); 0 along an axis of one point."""
+    la, lo = np.asarray(la, float), np.asarray(lo, float)
+    coslat = np.cos(np.deg2rad(la))
+    out = []
+    for axis in (1, 0):
+        if la.shape[axis] < 2:
+            out.append(np.full(la.shape, np.pi / 2 * (axis == 0)))
+            continue
+        dlat = np.gradient(la, axis=axis)
+        dlon = np.gradient(np.unwrap(lo, period=360.0, axis=axis), axis=axis)
+        out.append(np.arctan2(dlat, coslat * dlon))
+    return out[0], out[1]
+
+
+#: east / north vector pairs by CF standard name -> the names of the same vectors along a grid's x / y axes
+_EAST_NORTH = {
+    ("surface_downward_eastward_stress", "surface_downward_northward_stress"):
+        ("surface_downward_x_stress", "surface_downward_y_stress"),
+    ("surface_upward_eastward_stress", "surface_upward_northward_stress"):
+        ("surface_upward_x_stress", "surface_upward_y_stress"),
+    ("eastward_sea_water_velocity", "northward_sea_water_velocity"): ("sea_water_x_velocity", "sea_water_y_velocity"),
+}
+
+
+def _vectors_to_grid(ds: xr.Dataset, facts: dict) -> xr.Dataset:
+    """On a curvilinear grid, vectors given east / north (their CF standard names) turned to the grid's i / j axes,
+    the components its operators take (:func:`axis_angles`); a pair without its partner is refused."""
+    ai, aj = axis_angles(ds["nav_lat"].values, ds["nav_lon"].values)
+    cos_i, sin_i, cos_j, sin_j = (xr.DataArray(f(a), dims=("lat", "lon")) for a in (ai, aj) for f in (np.cos, np.sin))
+    said = []
+    for (east_std, north_std), (x_std, y_std) in _EAST_NORTH.items():
+        east = [str(v) for v in ds.data_vars if ds[v].attrs.get("standard_name") == east_std]
+        north = [str(v) for v in ds.data_vars if ds[v].attrs.get("standard_name") == north_std]
+        if not east and not north:
+            continue
+        if len(east) != 1 or len(north) != 1:
+            raise DimensionError(
+                f"On this curvilinear grid the east / north vectors must be turned to the grid's axes, which needs one "
+                f"{east_std!r} and one {north_std!r}; got {east or 'none'} and {north or 'none'}. Fix: give both "
+                "components of the vector (and drop any duplicate), or give them along the grid (x / y names).")
+        u, v = ds[east[0]], ds[north[0]]
+        turned = "turned from east / north to the grid's i / j axes (angles from nav_lat / nav_lon)"
+        ds = ds.assign({east[0]: (u * cos_i + v * sin_i).assign_attrs({**u.attrs, "standard_name": x_std,
+                                                                       "grid_rotation": turned}),
+                        north[0]: (u * cos_j + v * sin_j).assign_attrs({**v.attrs, "standard_name": y_std,
+                                                                        "grid_rotation": turned})})
+        said.append(f"{east[0]}, {north[0]}")
+    if said:
+        deg = np.rad2deg(ai[np.isfinite(ai)])
+        facts["vectors"] = (f"{'; '.join(said)} given east / north: turned to the grid's i / j axes (the i axis "
+                            f"{deg.min():.1f}..{deg.max():.1f} degrees from east, from nav_lat / nav_lon)")
+    return ds
 
 
 def _mask(ds: xr.Dataset, facts: dict) -> xr.Dataset:
@@ -615,12 +681,14 @@ def read_grid(ds: xr.Dataset, reading: Reading | None = None, *, mesh_mask: xr.D
         facts["staggered"] = "none: every field at the T points"
     ds = ds.rename({v: k for k, v in (("lat", lat), ("lon", lon)) if v != k})
     ds = regular_grid(ds, notes, facts)
+    if "e1t" in ds.coords and "nav_lat" in ds.coords:
+        ds = _vectors_to_grid(ds, facts)
     ds = _mask(ds, facts)
     if "e3t" in ds:
         facts["vertical metrics"] = "e3t (m) from the mesh mask"
     if reading is not None:
-        for k in ("type", "latitude, longitude", "positions", "longitude", "periodic in longitude", "latitude order",
-                  "staggered",
+        for k in ("type", "latitude, longitude", "positions", "j axis", "longitude", "periodic in longitude",
+                  "latitude order", "vectors", "staggered",
                   "metrics", "mesh mask", "vertical metrics"):
             if k in facts:
                 reading.fact("grid", k, facts[k])

@@ -437,6 +437,19 @@ def test_nemo_mesh_mask_with_only_a_3d_tmask(tmp_path, truth):
     assert "3-D tmask" in reading.sections["mask"]["from"]
 
 
+def _assert_curvilinear_terms(one: xr.Dataset, lat, lon) -> None:
+    """The terms of a regular grid read as curvilinear against this file's differences at interior points
+    with four ocean neighbours: float32 positions (1e-6), face factors the mean of two T points' (q_diff,
+    O(dlat^2), 1e-3)."""
+    own = _own_terms(one, lat, lon)
+    m = one["mask"].values.astype(bool)
+    ok = m & np.roll(m, 1, 1) & np.roll(m, -1, 1) & np.roll(m, 1, 0) & np.roll(m, -1, 0)
+    ok[[0, -1]] = ok[:, [0, -1]] = False
+    for k, tol in (("q_geo", 1e-6), ("q_ekman", 1e-6), ("q_diff", 1e-3)):
+        sel = np.broadcast_to(ok, own[k].shape)
+        np.testing.assert_allclose(one[k].values[sel], own[k][sel], rtol=0, atol=tol * np.abs(own[k][sel]).max())
+
+
 def _zeroed(truth, where):
     ds = pf.oras5(truth, with_3d=True)
     la, lo = ds["nav_lat"].values.copy(), ds["nav_lon"].values.copy()
@@ -457,15 +470,7 @@ def test_nemo_positions_zeroed_on_land_are_mended_from_the_mesh_mask(tmp_path, t
     np.testing.assert_allclose(out["nav_lat"].values[land], mm["gphit"].values[0][land])
     # q_geo read 36 % off next to the zeroed points (half the great-circle distance to (0, 0) as a spacing);
     # the mesh mask's e1t / e2t, float32 positions and face factors as the mean of two T points' (O(dlat^2))
-    lat = truth["lat"].values
-    one = out.isel(member=0)
-    own = _own_terms(one, lat, truth["lon"].values)
-    m = one["mask"].values.astype(bool)
-    ok = m & np.roll(m, 1, 1) & np.roll(m, -1, 1) & np.roll(m, 1, 0) & np.roll(m, -1, 0)
-    ok[[0, -1]] = ok[:, [0, -1]] = False
-    for k, tol in (("q_geo", 1e-6), ("q_ekman", 1e-6), ("q_diff", 1e-3)):
-        sel = np.broadcast_to(ok, own[k].shape)
-        np.testing.assert_allclose(one[k].values[sel], own[k][sel], rtol=0, atol=tol * np.abs(own[k][sel]).max())
+    _assert_curvilinear_terms(out.isel(member=0), truth["lat"].values, truth["lon"].values)
 
 
 def test_nemo_positions_zeroed_inside_a_regular_grid_are_mended_from_its_rows_and_columns(tmp_path, truth):
@@ -508,3 +513,90 @@ def test_a_mesh_mask_beside_1d_positions_leaves_no_positions_of_its_own_behind(t
     out = read_grid(ds, mesh_mask=mm)
     assert sorted(map(str, out.coords)) == ["depth", "lat", "lon", "time"]
     np.testing.assert_array_equal(out["e1t"].values, mm["e1t"].values[0])
+
+
+def _rotated_product(pole_lon: float, stress_names: tuple[str, str], *, north_to_south: bool = False) -> xr.Dataset:
+    """A CORDEX-like CMIP-named product on a rotated-pole grid: analytic T, sea level and wind stress
+    (east / north components by physics), 3 months, constant mixed layer."""
+    rlat, rlon = np.arange(20.0, 36.1, 0.5), np.arange(20.0, 36.1, 0.5)
+    RL, RO = np.meshgrid(rlat, rlon, indexing="ij")
+    lat, lon = _rotate(RL, RO, 20.0, pole_lon)     # the i axis 22..43 degrees from east
+    fields = _rotated_fields(lat, lon)
+    time = xr.date_range("2000-01-01", periods=3, freq="MS", calendar="360_day", use_cftime=True)
+    dims = ("time", "rlat", "rlon")
+    three = lambda a: np.repeat(a[None], 3, 0)  # noqa: E731
+    ds = xr.Dataset(
+        {"tos": (dims, three(fields["t"]), {"standard_name": "sea_surface_temperature", "units": "degC"}),
+         "zos": (dims, three(fields["eta"]), {"standard_name": "sea_surface_height_above_geoid", "units": "m"}),
+         "mlotst": (dims, np.full((3, *lat.shape), 40.0), {"standard_name": "ocean_mixed_layer_thickness_defined_by_sigma_t",
+                                                           "units": "m"}),
+         "tauuo": (dims, three(fields["tau_e"]), {"standard_name": stress_names[0], "units": "N m-2"}),
+         "tauvo": (dims, three(fields["tau_n"]), {"standard_name": stress_names[1], "units": "N m-2"})},
+        coords={"time": time, "rlat": ("rlat", rlat, {"standard_name": "grid_latitude", "units": "degrees"}),
+                "rlon": ("rlon", rlon, {"standard_name": "grid_longitude", "units": "degrees"}),
+                "lat": (("rlat", "rlon"), lat, {"standard_name": "latitude", "units": "degrees_north"}),
+                "lon": (("rlat", "rlon"), lon, {"standard_name": "longitude", "units": "degrees_east"})})
+    return ds.isel(rlat=slice(None, None, -1)) if north_to_south else ds
+
+
+def _rotated_fields(lat, lon) -> dict:
+    """T, sea level, an east / north wind stress and T's east / north gradient (per metre), analytic."""
+    la, lo = np.deg2rad(lat), np.deg2rad(lon)
+    t = 15 + 5 * (np.cos(la) * np.cos(lo) + 0.3 * np.sin(2 * la) * np.sin(lo))
+    dt_e = 5 * (-np.cos(la) * np.sin(lo) + 0.3 * np.sin(2 * la) * np.cos(lo)) / (R_EARTH * np.cos(la))
+    dt_n = 5 * (-np.sin(la) * np.cos(lo) + 0.6 * np.cos(2 * la) * np.sin(lo)) / R_EARTH
+    return {"t": t, "eta": 0.0 * t, "tau_e": 0.1 * np.cos(la), "tau_n": 0.05 + 0.05 * np.sin(lo), "dt_e": dt_e,
+            "dt_n": dt_n}
+
+
+@pytest.mark.parametrize("north_to_south", [False, True], ids=["rows-south-to-north", "rows-north-to-south"])
+@pytest.mark.parametrize("pole_lon", [-162.0, -31.0], ids=["indian-ocean", "across-the-dateline"])
+def test_eastward_northward_stress_on_a_rotated_grid_gives_the_geographic_ekman_term(tmp_path, pole_lon, north_to_south):
+    # the operators work along the grid's i / j axes: east / north stresses used as grid components were
+    # off by the grid's turn from east (here 22-43 degrees: q_ekman 5-17 % off); rows north to south flipped the cross product's sign
+    ds = _rotated_product(pole_lon, ("surface_downward_eastward_stress", "surface_downward_northward_stress"),
+                          north_to_south=north_to_south)
+    reading = Reading("")
+    out = open_store(pf.write_netcdf(ds, tmp_path / "cordex.nc"), validate_schema=False, reading=reading)
+    assert "turned to the grid's i / j axes" in reading.sections["grid"]["vectors"]
+    one = out.isel(member=0, time=1)
+    f = _rotated_fields(one["nav_lat"].values, one["nav_lon"].values)
+    # q_ekman = -rho0 cp0 h u_ek . grad T, u_ek = (tau_n, -tau_e) / (rho0 f h), all east / north, analytic
+    fc = 2 * OMEGA * np.sin(np.deg2rad(one["nav_lat"].values))
+    want = -CP0 * (f["tau_n"] * f["dt_e"] - f["tau_e"] * f["dt_n"]) / fc
+    inner = (slice(1, -1), slice(1, -1))
+    # second order at 0.5 degrees (~1e-4 of the gradient) and the grid's angles from centred differences
+    np.testing.assert_allclose(one["q_ekman"].values[inner], want[inner], rtol=0, atol=1e-3 * np.abs(want).max())
+
+
+def test_stress_along_the_grid_is_not_turned(tmp_path):
+    ds = _rotated_product(-162.0, ("surface_downward_x_stress", "surface_downward_y_stress"))
+    reading = Reading("")
+    out = open_store(pf.write_netcdf(ds, tmp_path / "cordex_xy.nc"), validate_schema=False, reading=reading)
+    assert "vectors" not in reading.sections["grid"]
+    np.testing.assert_array_equal(out["tauu"].isel(member=0).values, ds["tauuo"].values)
+
+
+def test_an_eastward_stress_without_its_northward_partner_is_refused(tmp_path):
+    ds = _rotated_product(-162.0, ("surface_downward_eastward_stress", "surface_downward_y_stress"))
+    with pytest.raises(DimensionError, match=r"one 'surface_downward_eastward_stress' and one .*Fix: give both") as err:
+        open_store(pf.write_netcdf(ds, tmp_path / "cordex_half.nc"), validate_schema=False)
+    assert "\n" not in str(err.value)
+
+
+def test_a_curvilinear_grid_stored_north_to_south_keeps_the_geostrophic_sign(tmp_path, truth):
+    # an ORAS5-like regular grid given with its scale factors (read as curvilinear), rows north to south:
+    # q_geo and q_ekman came out with the wrong sign (200 % off): the grid's i, j were left-handed
+    lat, lon = truth["lat"].values, truth["lon"].values
+    la2 = np.meshgrid(lat, lon, indexing="ij")[0]
+    ds = pf.oras5(truth, with_3d=True)
+    ds["e1t"] = (("y", "x"), R_EARTH * np.cos(np.deg2rad(la2)) * np.deg2rad(np.diff(lon).mean()), {"units": "m"})
+    ds["e2t"] = (("y", "x"), np.full(la2.shape, R_EARTH * np.deg2rad(np.diff(lat).mean())), {"units": "m"})
+    reading = Reading("")
+    out = open_store(pf.write_netcdf(ds.isel(y=slice(None, None, -1)), tmp_path / "oras5_ns.nc"),
+                     validate_schema=False, reading=reading)
+    assert "reversed" in reading.sections["grid"]["j axis"]
+    assert out["nav_lat"].values[0, 0] < out["nav_lat"].values[-1, 0]
+    # float32 nav_lat; face factors the mean of two T points' (O(dlat^2) in q_diff)
+    one = out.isel(member=0)
+    _assert_curvilinear_terms(one, one["nav_lat"].values[:, 0].astype(float), lon)
