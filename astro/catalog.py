@@ -48,7 +48,7 @@ from scimech.reading import Reading
 
 from . import constants
 from .cutouts import check_fluxes, parse_unit, read_cube, read_images
-from .split import duplicates, identity_columns, object_groups
+from .split import MATCH_RADIUS_ARCSEC, duplicates, identity_columns, join_positions, object_groups
 from .synthetic import GalaxySample, SyntheticConfig
 
 __all__ = ["LEGACY_COLUMNS", "OPTIONAL_COLUMNS", "MW_COLUMNS", "DESI_COLUMNS", "read_legacy_survey", "read_images",
@@ -117,6 +117,9 @@ def _column(hdu: fits.BinTableHDU, name: str, unit: u.UnitBase | None, path: Pat
     idx = [c.name for c in hdu.columns].index(name)
     found = hdu.columns[idx].unit or ""
     got = parse_unit(found)
+    if unit is not None and isinstance(got, u.UnrecognizedUnit):     # a unitless column's card is not read
+        raise UnitsError(f"{path}: column {name} has TUNIT '{found.strip()}', which astropy does not read as a unit; "
+                         f"fix its TUNIT card (the survey's: '{_TUNIT.get(unit, _unit_text(unit))}') or remove it (the survey's unit is then assumed).")
     if unit is None or got is None or got == u.dimensionless_unscaled:
         if unit is not None and got == u.dimensionless_unscaled:
             raise UnitsError(f"{path}: column {name} is dimensionless; expected {unit}. Fix its TUNIT card.")
@@ -268,6 +271,10 @@ def read_legacy_survey(path: str | Path, images: str | Path | None = None, *, st
             ident = identity_columns(names)
             groups = (object_groups({c: np.asarray(hdu.data[names[c]]) for c in ident}) if ident
                       else np.arange(n))
+            n_joined = 0
+            if {"RA", "DEC", "RELEASE"} <= set(names):     # north and south photometry of one galaxy
+                groups, n_joined = join_positions(groups, hdu.data[names["RA"]], hdu.data[names["DEC"]],
+                                                  hdu.data[names["RELEASE"]])
             mw = _mw_transmission(hdu, names, path, cols["ebv"])
             types = (np.char.strip(np.char.upper(np.asarray(hdu.data[names["TYPE"]]).astype(str)))
                      if "TYPE" in names else None)
@@ -370,6 +377,8 @@ def read_legacy_survey(path: str | Path, images: str | Path | None = None, *, st
         vals = np.asarray(np.ma.filled(v, np.nan))[keep]
         cat[k] = vals * unit if unit is not None else vals
     identity = "+".join(ident) if ident else "row (no TARGETID or BRICKID + OBJID column)"
+    if n_joined:
+        identity += f", and RA/DEC within {MATCH_RADIUS_ARCSEC:g}\" across RELEASEs"
     meta = dict(source=str(path), images=str(images) if images is not None else "", n_rows=n, n_rejected=n_rej,
                 rejected=rejected, survey="Legacy Surveys DR10", pixel_scale_arcsec=constants.PIXEL_SCALE_ARCSEC,
                 dusty_av=SyntheticConfig.dusty_av, extended_arcsec=SyntheticConfig.extended_arcsec,
@@ -402,6 +411,10 @@ def read_legacy_survey(path: str | Path, images: str | Path | None = None, *, st
         reading.fact("rows", "PSF shape", f"{n_psf_shape} TYPE PSF rows with a non-finite SHAPE_R/E1/E2 read as 0 "
                      "(a point source; DR10 writes 0)")
     reading.fact("rows", "objects", f"{len(np.unique(cat['object']))} by {identity}")
+    if n_joined:
+        reading.fact("rows", "one source in two releases", f"{n_joined} rows of different RELEASE within "
+                     f"{MATCH_RADIUS_ARCSEC:g}\" of each other (DR10 south and north photometry of one galaxy) joined "
+                     "as one object")
     reading.fact("rows", "duplicates", f"{dup_rows} rows share their object with another row ({dup_objects} objects); "
                  "each object's rows are kept together on one side of the split" if dup_rows else "none")
     for k, v in bands_facts.items():

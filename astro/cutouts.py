@@ -83,17 +83,29 @@ class Cube:
 
 
 def parse_unit(text: str | None) -> u.UnitBase | None:
-    """An astropy unit of a FITS unit card (``nanomaggies`` and ``maggies`` spelled as astropy knows them);
-    ``None`` for no card, an :class:`~astropy.units.UnrecognizedUnit` for one astropy cannot read."""
+    """An astropy unit of a FITS unit card (``nanomaggies`` and ``maggies`` spelled as astropy knows them; a card
+    astropy cannot read is tried again in lower case with plural words made singular: ``NANOMAGGY``,
+    ``arcseconds``, ``magnitudes``); ``None`` for no card, an :class:`~astropy.units.UnrecognizedUnit` for one
+    still unread."""
     if not text or not str(text).strip():
         return None
     t = str(text).strip()
-    for a, b in _SPELLINGS.items():
-        t = t.replace(a, b)
-    try:
-        return u.Unit(t, format="generic")
-    except ValueError:
-        return u.UnrecognizedUnit(t)
+    for attempt in (t, _singular(t.lower())):
+        for a, b in _SPELLINGS.items():
+            attempt = attempt.replace(a, b)
+        try:
+            return u.Unit(attempt, format="generic")
+        except ValueError:
+            continue
+    return u.UnrecognizedUnit(t)
+
+
+def _singular(text: str) -> str:
+    """``'arcseconds'`` -> ``'arcsec'``, ``'magnitudes'`` -> ``'mag'``, ``'nanomaggies'`` -> ``'nanomaggy'``."""
+    words = {"arcseconds": "arcsec", "arcsecond": "arcsec", "arcminutes": "arcmin", "arcminute": "arcmin",
+             "degrees": "deg", "degree": "deg", "magnitudes": "mag", "magnitude": "mag", "pixels": "pix",
+             "pixel": "pix"}
+    return re.sub(r"[a-z]+", lambda m: words.get(m.group(0), m.group(0)), text)
 
 
 def _band_name(value) -> str:
@@ -234,6 +246,12 @@ def read_cube(path: str | Path) -> Cube:
                                       + "; the study needs one plane each of g, r, i, z: cut the cut-outs in "
                                       "those bands (bands=griz).")
     unit = parse_unit(header.get("BUNIT")) if header is not None else None
+    if isinstance(unit, u.UnrecognizedUnit):
+        raise UnitsError(f"{path}: BUNIT '{header.get('BUNIT')}' is not a unit astropy reads; set BUNIT = 'nanomaggy' "
+                         "(or 'maggy', 'Jy') or remove it (nanomaggies are then assumed and checked).")
+    per_pixel = unit is not None and (unit * u.pix).is_equivalent(u.nmgy, equivalencies=AB_ZERO_POINT)
+    if per_pixel:                      # 'nanomaggy / pixel': the cube's own convention, said per pixel
+        unit = unit * u.pix
     data = np.asarray(cube, np.float32)[:, [bands.index(b) for b in constants.BANDS]]
     conversion = ""
     if unit is not None:

@@ -11,6 +11,13 @@ object identity:
 * ``RELEASE`` + ``BRICKID`` + ``OBJID`` (the Legacy Survey Tractor / sweep catalogues: ``OBJID``
   numbers the sources within a brick of a release; DESI target files call it ``BRICK_OBJID``), else
 * ``BRICKID`` + ``OBJID``, else each row its own object (the reading says so).
+
+One galaxy can also carry two identities: the DR10 south (DECam, ``RELEASE`` 10000+) and the north
+(BASS / MzLS, ``RELEASE`` 9010, 9011, from DR9) overlap around Dec 32.375 deg, and sweeps of both
+concatenated hold such a galaxy twice under other ``RELEASE``, ``BRICKID`` and ``OBJID``.
+:func:`join_positions` makes rows of *different* releases within :data:`MATCH_RADIUS_ARCSEC` of each
+other one object (astropy's :meth:`~astropy.coordinates.SkyCoord.search_around_sky`); sources of
+one release that close are two deblended sources and stay two.
 """
 
 from __future__ import annotations
@@ -21,12 +28,17 @@ import numpy as np
 
 from scimech.errors import ConfigError
 
-__all__ = ["IDENTITIES", "MIN_TEST", "split_catalogue", "identity_columns", "object_groups", "split_by_object", "duplicates"]
+__all__ = ["IDENTITIES", "MIN_TEST", "MATCH_RADIUS_ARCSEC", "split_catalogue", "identity_columns", "object_groups",
+           "join_positions", "split_by_object", "duplicates"]
 
 #: the identities looked for, first match wins
 IDENTITIES: tuple[tuple[str, ...], ...] = (("TARGETID",), ("RELEASE", "BRICKID", "OBJID"),
                                            ("RELEASE", "BRICKID", "BRICK_OBJID"), ("BRICKID", "OBJID"),
                                            ("BRICKID", "BRICK_OBJID"))
+
+#: rows of different releases closer than this [arcsec] are one source (north and south photometry of one galaxy
+#: agree to about 0.1", both tied to Gaia)
+MATCH_RADIUS_ARCSEC = 0.5
 
 #: test objects the probes need at least (5-fold cross-validation by object, 2 per fold)
 MIN_TEST = 10
@@ -45,6 +57,37 @@ def object_groups(columns: Mapping[str, np.ndarray]) -> np.ndarray:
         raise ValueError("no identity column")
     _, groups = np.unique(np.stack(arrays, axis=1), axis=0, return_inverse=True)
     return groups.ravel()
+
+
+def join_positions(groups: np.ndarray, ra: np.ndarray, dec: np.ndarray, release: np.ndarray,
+                   radius_arcsec: float = MATCH_RADIUS_ARCSEC) -> tuple[np.ndarray, int]:
+    """``groups`` with the rows of different ``release`` within ``radius_arcsec`` of each other made one
+    object (transitively), and how many rows were joined to another release's source.
+
+    ``ra``, ``dec`` in degrees; rows with a non-finite position keep their group."""
+    import astropy.units as u
+    from astropy.coordinates import SkyCoord
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    groups = np.asarray(groups)
+    ra, dec, release = np.asarray(ra, float), np.asarray(dec, float), np.asarray(release)
+    ok = np.flatnonzero(np.isfinite(ra) & np.isfinite(dec))
+    if len(np.unique(release[ok])) < 2:
+        return groups, 0
+    sky = SkyCoord(ra[ok] * u.deg, dec[ok] * u.deg)
+    i, j, _, _ = sky.search_around_sky(sky, radius_arcsec * u.arcsec)
+    i, j = ok[i], ok[j]
+    other = release[i] != release[j]
+    i, j = i[other], j[other]
+    if not len(i):
+        return groups, 0
+    _, dense = np.unique(groups, return_inverse=True)
+    dense = dense.ravel()
+    m = int(dense.max()) + 1
+    graph = coo_matrix((np.ones(len(i)), (dense[i], dense[j])), shape=(m, m))
+    _, label = connected_components(graph, directed=False)
+    return label[dense], len(np.unique(np.concatenate([i, j])))
 
 
 def duplicates(groups: np.ndarray) -> tuple[int, int]:

@@ -268,3 +268,46 @@ def test_inspect_answers_each_trial_file_or_refuses_it_in_one_line(galaxies, tmp
             assert "Traceback" not in done.stderr
         else:
             assert f"kept: {N}" in done.stdout
+
+
+def test_north_and_south_photometry_of_one_galaxy_is_one_object(galaxies, tmp_path):
+    # DR10 south (RELEASE 10000) and north (9010) sweeps concatenated: 8 galaxies of the overlap twice, under other
+    # RELEASE, BRICKID and OBJID, 0.05" apart
+    rows = np.concatenate([np.arange(N), np.arange(8)])
+    cols = dr10_columns(galaxies.catalog, rows)
+    rel, bid, ra = (column(cols, c).array.copy() for c in ("RELEASE", "BRICKID", "RA"))
+    rel[N:], bid[N:], ra[N:] = 9010, bid[N:] + 7, ra[N:] + 0.05 / 3600
+    cols = setcol(setcol(setcol(cols, "RELEASE", rel), "BRICKID", bid), "RA", ra)
+    s = read(write_table(tmp_path / "north_south.fits", cols))
+    assert len(s) == N + 8 and len(np.unique(s.catalog["object"])) == N
+    assert s.meta["reading"].sections["rows"]["one source in two releases"].startswith("16 rows")
+    train, test = split_catalogue(s, 0.25, 0)
+    src = rows[np.asarray(s.catalog["row"])]                   # the galaxy each row was written from
+    assert not set(src[train]) & set(src[test])
+    # two deblended sources of one release 0.05" apart stay two
+    rel[N:] = 10000
+    s = read(write_table(tmp_path / "one_release.fits", setcol(cols, "RELEASE", rel)))
+    assert len(np.unique(s.catalog["object"])) == N + 8
+
+
+@pytest.mark.parametrize("column_name, tunit", [("SHAPE_R", "arcseconds"), ("FLUX_G", "NANOMAGGY"), ("EBV", "magnitude")])
+def test_unit_cards_in_other_spellings_are_read(galaxies, tmp_path, column_name, tunit):
+    cols = [fits.Column(name=c.name, format=c.format, array=c.array, unit=tunit if c.name == column_name else c.unit)
+            for c in dr10_columns(galaxies.catalog, mw=False)]
+    s = read(write_table(tmp_path / "spelled.fits", cols))
+    key = {"SHAPE_R": "shape_r", "FLUX_G": "flux_g", "EBV": "ebv"}[column_name]
+    np.testing.assert_allclose(np.asarray(u.Quantity(s.catalog[key]).value),
+                               np.asarray(u.Quantity(galaxies.catalog[key]).value), rtol=1e-6)
+
+
+def test_unit_cards_astropy_cannot_read_are_refused_in_one_line(galaxies, tmp_path):
+    cols = [fits.Column(name=c.name, format=c.format, array=c.array, unit="nanomaggies per object" if c.name == "FLUX_R"
+                        else c.unit) for c in dr10_columns(galaxies.catalog)]
+    with pytest.raises(UnitsError, match=r"FLUX_R has TUNIT 'nanomaggies per object'.*fix its TUNIT card \(the "
+                                         r"survey's: 'nanomaggy'\)"):
+        read(write_table(tmp_path / "junk_unit.fits", cols))
+    cat = write_table(tmp_path / "cat.fits", dr10_columns(galaxies.catalog, mw=False))
+    s = read(cat, write_cube(tmp_path / "per_pixel.fits", galaxies.images, bunit="nanomaggy/pixel"))
+    np.testing.assert_array_equal(s.images, galaxies.images.astype(np.float32))
+    with pytest.raises(UnitsError, match=r"BUNIT 'counts' is not a unit astropy reads; set BUNIT = 'nanomaggy'"):
+        read(cat, write_cube(tmp_path / "counts.fits", galaxies.images, bunit="counts"))
