@@ -321,7 +321,7 @@ def _data_axis(path: str) -> timeaxis.TimeAxis | None:
             ds = xr.open_dataset(path, decode_times=False, chunks={})
     except Exception:
         return None
-    return timeaxis.time_axis(ds)
+    return timeaxis.time_axis(timeaxis.read_time(ds))  # as the study reads it (CESM's end-of-month stamps moved)
 
 
 def check_record(cfg: StudyConfig, axis: timeaxis.TimeAxis) -> None:

@@ -600,3 +600,12 @@ def test_a_curvilinear_grid_stored_north_to_south_keeps_the_geostrophic_sign(tmp
     # float32 nav_lat; face factors the mean of two T points' (O(dlat^2) in q_diff)
     one = out.isel(member=0)
     _assert_curvilinear_terms(one, one["nav_lat"].values[:, 0].astype(float), lon)
+
+
+def test_the_dry_run_dates_cesm_month_ends_as_the_study_does(tmp_path, truth):
+    from ocean.plan import StudyConfig, study_plan
+
+    path = _pop_stamped_at_month_ends(truth, tmp_path)
+    # 36 months: too short for the default split, refused before any work, dated by the months averaged
+    with pytest.raises(DataValidationError, match=r"record is 36 months \(36 steps, 2000-01-16T12:00:00\.\."):
+        study_plan(StudyConfig(data=str(path)), tmp_path / "run")
