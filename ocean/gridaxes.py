@@ -330,9 +330,14 @@ def _regular_axes(lat1: np.ndarray, lon1: np.ndarray, facts: dict, notes: list[s
     raw = np.asarray(lon1, float)
     lon = _unwrap(raw)
     keep = slice(None)
-    if lon.size > 2 and np.isclose(abs(lon[-1] - lon[0]), 360.0, atol=_LATLON_ATOL):
-        keep = slice(0, lon.size - 1)  # the last column repeats the first (a cyclic halo)
-        notes.append("last longitude column repeats the first (+360): dropped")
+    # columns a full turn or more from the first repeat earlier ones (a cyclic halo: one column, 0 and 360, or
+    # two, -1 .. 361 on a 1-degree grid): dropped, so that no longitude is read twice and the grid wraps
+    over = np.abs(lon - lon[0]) >= 360.0 - _LATLON_ATOL
+    n_rep = int(over.sum())
+    if lon.size > 2 and 0 < n_rep < lon.size // 2 and over[lon.size - n_rep:].all():
+        keep = slice(0, lon.size - n_rep)
+        notes.append(f"last {n_rep} longitude column(s) repeat the first (+360): dropped" if n_rep > 1
+                     else "last longitude column repeats the first (+360): dropped")
         lon = lon[keep]
     if not np.allclose(lon, raw[keep]):
         jump = "Greenwich on 0..360" if raw.min() >= 0 else "the dateline on -180..180"

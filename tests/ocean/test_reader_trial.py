@@ -609,3 +609,20 @@ def test_the_dry_run_dates_cesm_month_ends_as_the_study_does(tmp_path, truth):
     # 36 months: too short for the default split, refused before any work, dated by the months averaged
     with pytest.raises(DataValidationError, match=r"record is 36 months \(36 steps, 2000-01-16T12:00:00\.\."):
         study_plan(StudyConfig(data=str(path)), tmp_path / "run")
+
+
+def test_a_global_grid_with_a_two_column_halo_reads_each_longitude_once_and_wraps():
+    # a 1-degree global grid written with a halo column each side (-1 .. 361, 363 columns): -1 and 359,
+    # 0 and 360, 1 and 361 are the same meridians; read once each, periodic, the analytic gradient at every column
+    lon = np.arange(-1.0, 361.5, 1.0)
+    lat = np.arange(-20.0, 21.0, 2.0)
+    la, lo = np.meshgrid(np.deg2rad(lat), np.deg2rad(lon), indexing="ij")
+    ds = xr.Dataset({"tos": (("time", "lat", "lon"), (np.cos(la) * np.cos(lo))[None], {"units": "degC"})},
+                    coords={"time": [0.0], "lat": lat, "lon": lon})
+    out = read_grid(ds)
+    assert out.sizes["lon"] == 360 and out["lon"].attrs["periodic"] == 1
+    from ocean import concepts
+    gx, _ = concepts.gradient(out["tos"].isel(time=0))
+    la, lo = np.meshgrid(np.deg2rad(lat), np.deg2rad(out["lon"].values), indexing="ij")
+    truth_x = -np.sin(lo) / R_EARTH
+    np.testing.assert_allclose(gx.values, truth_x, rtol=0, atol=1e-4 * np.abs(truth_x).max())
