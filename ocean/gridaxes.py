@@ -11,8 +11,17 @@ returns it on the study's horizontal dims ``(lat, lon)``:
   the dateline on -180..180 gets monotonic longitudes, so no difference spans the jump;
 - **periodic longitude** detected: a grid whose columns go once round the globe (the gap across the
   seam is one grid spacing) is periodic in ``X``; xgcm's ``padding="periodic"`` then makes the seam
-  an ordinary neighbour in every operator (:mod:`ocean.horizontal`); a duplicated halo column (NEMO's
-  ORCA) is dropped first;
+  an ordinary neighbour in every operator (:mod:`ocean.horizontal`); columns that repeat the first ones
+  (+360: one, 0 and 360, or a halo of several, -1 .. 361) and NEMO's ORCA halo are dropped first;
+- **positions** a product could not give: NEMO writes (0, 0) at the land processors it eliminated; such
+  points (and NaN ones) are mended from the mesh mask's ``glamt`` / ``gphit``, else from the rows and
+  columns of a regular grid, else left unknown where ``e1t`` / ``e2t`` are given, and refused otherwise
+  (a spacing measured to (0, 0) put q_geo 36 % off next to land);
+- **vectors on a curvilinear grid** along its ``i`` / ``j`` axes, the components the operators take: a
+  pair given east / north (CF ``surface_downward_eastward_stress`` / ``..._northward_...``,
+  ``eastward_sea_water_velocity`` / ``northward_...``) is turned by the local angles of the grid's axes
+  (:func:`axis_angles`, from the positions); a grid whose rows run north to south (``j`` clockwise
+  from ``i``) has its rows reversed, since the Ekman and geostrophic cross products need right-handed axes;
 - **staggered fields** (MOM's ``xq`` / ``yq``, MOM5's ``xu_ocean`` / ``yu_ocean``, NEMO's U / V points
   on ``x_u`` / ``y_v`` or xnemogcm's ``x_f`` / ``y_f``) brought to the T points by xgcm's ``interp``
   (the mean of the two neighbouring faces; a face that is NaN counts as no flow), never dropped;
@@ -26,8 +35,8 @@ What the study's operators need travels with the data as coordinate attributes, 
 ``xr.Dataset.isel``, arithmetic and a zarr or netCDF write and read (:data:`PERIODIC_ATTR`): on a
 regular grid the 1-D ``lon`` coordinate (degrees east, monotonic) carries ``periodic = 1`` when the grid
 wraps; on a curvilinear grid the 2-D ``nav_lon`` does, beside the ``e1t`` / ``e2t`` coordinates.
-Latitudes are kept in the product's order: the operators use signed spacings, so a grid stored
-north to south is differenced (and upwinded) the right way.
+On a regular grid latitudes are kept in the product's order: the operators use signed spacings, so a
+grid stored north to south is differenced (and upwinded) the right way.
 """
 
 from __future__ import annotations

@@ -7,7 +7,10 @@
 for mid-month stamps as CMIP6 monthly means carry), refuses a gap naming the first missing step,
 refuses irregular steps, and says what it read in a :class:`scimech.reading.Reading` (section
 ``time``). Dates stay in the product's own calendar: a ``360_day`` month is 30 days, a ``noleap``
-February 28, and nothing is converted to the Gregorian calendar.
+February 28, and nothing is converted to the Gregorian calendar. Stamps at the end of each averaging
+period (CESM history files: the January mean stamped 1 February) are moved to the middle of their CF
+bounds, and said so; ``months since`` outside the ``360_day`` calendar (and ``years since``) are refused
+with CF's rule and a fix that runs.
 
 :func:`seconds_since_start` gives the time differences every tendency needs (calendar-aware);
 :func:`step_words` states a number of steps in the product's own frequency ("1 month",

@@ -25,6 +25,10 @@ Files tried (what was found; "fixed" cases are regressions of fixes made with th
 | MOM6 with xq of nx + 1 (symmetric) and nx | right |
 | NEMO mesh mask with only a 3-D tmask | right |
 | NEMO positions (0, 0) on eliminated land processors | was wrong (q_geo 36 % off next to land); fixed |
+| rotated grid with east / north wind stress (CF eastward / northward names) | was wrong (q_ekman 5-17 % off); fixed |
+| a curvilinear grid (scale factors given) stored north to south | was wrong (q_geo, q_ekman of the wrong sign); fixed |
+| a global 1-degree grid with a two-column halo (-1 .. 361) | was wrong (meridians read twice, not periodic); fixed |
+| the dry run (study_plan) on CESM's end-of-month stamps | was wrong (dated a month late); fixed |
 """
 
 import subprocess
