@@ -491,7 +491,7 @@ def from_nemo(ds: xr.Dataset, names: Mapping[str, str] | None = None, *, kappa: 
     if dropped:
         notes.append(f"dropped {dropped} (not (member, time, lat, lon) fields)")
         unread = [v for v in dropped if v not in ("thetao", "so", "uo", "vo", "e3t") and "bnds" not in v
-                  and "bound" not in v]
+                  and "bound" not in v and "vertices" not in v]
         if unread:
             reading.fact("rows", "variables not read", ", ".join(f"{v} {tuple(map(str, ds[v].dims))}" for v in unread))
     out = xr.Dataset(keep, attrs=dict(ds.attrs))
@@ -619,12 +619,20 @@ def open_product(path: str | os.PathLike) -> xr.Dataset:
     if not path.exists():
         raise DataValidationError(f"No ocean data at {str(path)!r}: give a zarr store or a netCDF file "
                                   "(or create one with `scimech ocean synth --out ...`).")
-    try:
+    def opened(**kw) -> xr.Dataset:
         if path.is_dir():
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)  # no consolidated metadata: read the groups
-                return xr.open_zarr(path, chunks={})
-        return xr.open_dataset(path, chunks={})
+                return xr.open_zarr(path, chunks={}, **kw)
+        return xr.open_dataset(path, chunks={}, **kw)
+
+    try:
+        try:
+            return opened()
+        except ValueError as err:  # a time xarray cannot decode ("months since" in a standard calendar):
+            if "decode time" not in str(err):  # read it raw; ocean.timeaxis.read_time decodes it or refuses it
+                raise                          # naming CF's rule and the fix
+            return opened(decode_times=False)
     except Exception as err:
         raise DataValidationError(
             f"Cannot open {str(path)!r} ({type(err).__name__}: {str(err)[:200]}): it is not a zarr store or a "

@@ -630,3 +630,18 @@ def test_a_global_grid_with_a_two_column_halo_reads_each_longitude_once_and_wrap
     la, lo = np.meshgrid(np.deg2rad(lat), np.deg2rad(out["lon"].values), indexing="ij")
     truth_x = -np.sin(lo) / R_EARTH
     np.testing.assert_allclose(gx.values, truth_x, rtol=0, atol=1e-4 * np.abs(truth_x).max())
+
+
+def test_a_file_with_months_since_in_a_real_calendar_is_refused_by_cf_rule_not_as_unreadable(tmp_path):
+    """xarray cannot decode it on open; the reader opens the time raw and refuses it by CF's rule."""
+    from ocean.products import open_store
+
+    ds = xr.Dataset({"sst": (("time", "lat", "lon"), np.zeros((24, 2, 3)), {"units": "degC"})},
+                    coords={"time": ("time", np.arange(24, dtype=np.int64),
+                                     {"units": "months since 1990-01-01", "calendar": "standard"}),
+                            "lat": ("lat", [0.0, 1.0]), "lon": ("lon", [0.0, 1.0, 2.0])})
+    path = tmp_path / "months.nc"
+    ds.to_netcdf(path)
+    with pytest.raises(DataValidationError, match="only in the 360_day calendar") as err:
+        open_store(path)
+    assert "truncated" not in str(err.value)
