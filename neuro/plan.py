@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from scimech.errors import ConfigError
+from scimech.options import removal_notice
 from scimech.study import SIZES, Plan
 
 __all__ = ["BUDGETS", "SEEDED_BASELINES", "SEARCH_LABELS", "StudySettings", "study_plan", "BENCH_EVAL_SECONDS", "Traces",
@@ -80,8 +81,8 @@ class StudySettings:
             raise ConfigError(f"size must be one of {sorted(BUDGETS)}; got {self.size!r}.")
         object.__setattr__(self, "out", Path(self.out))
         if isinstance(self.seeds, int) and not isinstance(self.seeds, bool):
-            warnings.warn(f"seeds={self.seeds} as a count is deprecated: seeds lists seed values, as in every "
-                          f"scimech command; use n_seeds={self.seeds}.", FutureWarning, stacklevel=3)
+            warnings.warn(removal_notice(f"seeds={self.seeds} as a count", f"n_seeds={self.seeds} (seeds lists seed "
+                                         "values, as in every scimech command)"), FutureWarning, stacklevel=3)
             object.__setattr__(self, "n_seeds", self.seeds)
             object.__setattr__(self, "seeds", None)
         elif self.seeds is not None:

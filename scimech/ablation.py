@@ -51,9 +51,9 @@ class Method:
                 "would round it back (0.5 x True is True, 0.5 x 3 is 1). Use method='resample' (whole reference "
                 "samples) or method='zero', or patch the site with patching_sweep.")
 
-    def draw(self, gen: torch.Generator, n_ref: int, n: int, nodes: int = 1) -> torch.Tensor | None:
-        """The reference rows this method takes for ``n`` rows (``None``: it takes none);
-        ``nodes``: rows per sample of a fixed mesh (:class:`~scimech.samples.FixedMesh`)."""
+    def draw(self, gen: torch.Generator | None, n_ref: int, n: int, nodes: int = 1) -> torch.Tensor | None:
+        """The reference rows this method takes for ``n`` rows (``None``: it takes none), drawn from
+        ``gen`` (``None``: torch's default generator); ``nodes``: rows per sample of a fixed mesh (:class:`~scimech.samples.FixedMesh`)."""
         return None
 
     def replace(self, current: torch.Tensor, ref: torch.Tensor | None, factor: float | None,
@@ -149,7 +149,7 @@ def by_node(t: torch.Tensor, nodes: int, what: str) -> torch.Tensor:
     return t.reshape(t.shape[0] // nodes, nodes, *t.shape[1:])
 
 
-def draw_rows(gen: torch.Generator, n_ref: int, n: int) -> torch.Tensor:
+def draw_rows(gen: torch.Generator | None, n_ref: int, n: int) -> torch.Tensor:
     """``n`` reference rows drawn uniformly with replacement, on the CPU generator (the same draw
     whatever device the model is on)."""
     return torch.randint(0, n_ref, (n,), generator=gen, device="cpu")

@@ -39,7 +39,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import numpy as np
 import torch
@@ -131,7 +131,7 @@ class _Probes:
         self.by_point: dict[tuple[int, str], ResolvedSite] = {}
         for s in resolved:
             self.by_point.setdefault((id(s.module), s.port), s)
-        self.base: dict[tuple[int, str], torch.Tensor] = {}
+        self.base: dict[tuple[int, str, int], torch.Tensor] = {}   # (module, port, call) -> its activation
         self.leaves: dict[Any, torch.Tensor] = {}
         self.attn_calls: dict[str, dict[str, Any]] = {}
         self.qk_attn = {path: attn for path, attn, _ in qk.values()}
@@ -184,9 +184,8 @@ class _Probes:
             raise
         return self
 
-    def __exit__(self, *exc) -> bool:
+    def __exit__(self, *exc) -> None:
         self._stack.close()
-        return False
 
 
 def _gates(model: nn.Module, blocks: Sequence[str], state: dict) -> ExitStack:
@@ -219,9 +218,10 @@ def _first_order(g: torch.Tensor, delta: torch.Tensor) -> torch.Tensor:
 
 
 def _estimates(resolved: Sequence[ResolvedSite], probes: _Probes, grads: Mapping[Any, torch.Tensor | None],
-               source: Mapping[str, torch.Tensor], qk: Mapping[str, tuple]) -> torch.Tensor:
+               source: Mapping[str, torch.Tensor | Sequence[torch.Tensor]], qk: Mapping[str, tuple]) -> torch.Tensor:
     """(site, sample) first-order effects from one set of probe gradients, summed over the
-    calls probed (each call against the source's same call)."""
+    calls probed (each call against the source's same call; ``source[site]``: one call, or the
+    calls stacked on dim 1 or listed, :func:`~scimech.sweep.source_at`)."""
     rows = []
     pol = probes.policy
     for s in resolved:
@@ -235,8 +235,9 @@ def _estimates(resolved: Sequence[ResolvedSite], probes: _Probes, grads: Mapping
             path, attn, which = qk[s.name]
             call = probes.attn_calls[path]
             g = grads.get(("attn", path))
-            check_source(s.name, source[s.name], s.select(base), "attribution_patching")
-            new = attn.split_heads(s.replace(base, source[s.name]))
+            one = cast(torch.Tensor, source[s.name])   # calls="error": one tensor, the site's one call
+            check_source(s.name, one, s.select(base), "attribution_patching")
+            new = attn.split_heads(s.replace(base, one))
             q, k = (new, call["k"]) if which == "q" else (call["q"], new)
             with torch.no_grad():
                 a_new = call["orig"](q, k, call["attn_mask"], call["key_padding_mask"], call["is_causal"])
@@ -350,14 +351,16 @@ def attribution_patching(model: nn.Module, clean: Any, corrupted: Any, sites: Se
     base = x if direction == "denoising" else c
     data, coords = _estimate_variables(sites, metric.name, c, x, base, effect, blocks, gd_v)
     rank = data["rank"][1]
-    attrs = {"method": "attribution_patching", "estimator": "AtP*" if (qk or blocks) else "AtP",
-             "qk_fix_sites": ", ".join(qk) or "none", "graddrop_blocks": ", ".join(blocks) or "none",
-             "direction": direction, "metric": metric.name,
-             "description": "first-order (attribution patching) estimate of activation patching; "
-                            "Nanda 2022, Kramar et al. 2024 (AtP*)"}
+    attrs: dict[str, Any] = {
+        "method": "attribution_patching", "estimator": "AtP*" if (qk or blocks) else "AtP",
+        "qk_fix_sites": ", ".join(qk) or "none", "graddrop_blocks": ", ".join(blocks) or "none",
+        "direction": direction, "metric": metric.name,
+        "description": "first-order (attribution patching) estimate of activation patching; "
+                       "Nanda 2022, Kramar et al. 2024 (AtP*)"}
     if verify_top:
         top = [sites[i] for i in np.argsort(rank)[:int(verify_top)]]
         if keep:
+            assert last is not None  # keep: the one batch, estimated above
             exact_patched = _verify_kept_batch(model, resolved, top, last, metric, forward, max_rows, prof)
             path = last.path
         else:
@@ -514,7 +517,7 @@ def _estimate_variables(sites, metric_name, c, x, base, effect, blocks, gd_v) ->
     """The estimated variables (``patched``, ``effect``, ``normalized_effect``, ``score``,
     ``rank``; with GradDrop ``graddrop_effect``) and their coords."""
     patched = base[None] + effect
-    data = {
+    data: dict[str, tuple[str | tuple[str, ...], Any, dict[str, str]]] = {
         "clean": (("sample",), c, {"description": f"{metric_name} on the clean input"}),
         "corrupted": (("sample",), x, {"description": f"{metric_name} on the corrupted input"}),
         "patched": (("site", "sample"), patched, {"description": f"estimated {metric_name} with the site patched"}),

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import math
+from typing import TypeVar, overload
 
 import torch
 import torch.nn.functional as F
@@ -143,6 +144,15 @@ class DecomposedMultiheadAttention(nn.Module):
         return out, weights
 
 
+ModelT = TypeVar("ModelT", bound=nn.Module)
+
+
+# an nn.MultiheadAttention given itself comes back as its decomposed replacement (not an
+# nn.MultiheadAttention); any other model comes back as itself, its attention replaced inside
+@overload
+def decompose_attention(model: nn.MultiheadAttention, inplace: bool = True) -> DecomposedMultiheadAttention: ...
+@overload
+def decompose_attention(model: ModelT, inplace: bool = True) -> ModelT: ...
 def decompose_attention(model: nn.Module, inplace: bool = True) -> nn.Module:
     """Replace every ``nn.MultiheadAttention`` in ``model`` by a :class:`DecomposedMultiheadAttention`.
 
@@ -156,7 +166,8 @@ def decompose_attention(model: nn.Module, inplace: bool = True) -> nn.Module:
     Returns
     -------
     nn.Module
-        The model with hookable attention; ``<path>.heads[h]`` sites then work on it.
+        The model (of its own type; a :class:`DecomposedMultiheadAttention` where ``model`` is an
+        ``nn.MultiheadAttention``) with hookable attention; ``<path>.heads[h]`` sites then work on it.
 
     Notes
     -----
@@ -170,10 +181,10 @@ def decompose_attention(model: nn.Module, inplace: bool = True) -> nn.Module:
     if isinstance(model, nn.MultiheadAttention):
         return DecomposedMultiheadAttention.from_torch(model)
     targets = [(name, mod) for name, mod in model.named_modules() if isinstance(mod, nn.MultiheadAttention)]
-    for name, mod in targets:
+    for name, mha in targets:
         parent_name, _, child = name.rpartition(".")
         parent = model.get_submodule(parent_name) if parent_name else model
-        setattr(parent, child, DecomposedMultiheadAttention.from_torch(mod))
+        setattr(parent, child, DecomposedMultiheadAttention.from_torch(mha))
     if targets:
         for mod in model.modules():
             # torch's encoder packs padded batches into nested tensors when the first layer

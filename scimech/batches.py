@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -67,11 +67,14 @@ def map_tensors(batch: Any, f: Callable[[torch.Tensor], torch.Tensor]) -> Any:
     if isinstance(batch, torch.Tensor):
         return f(batch)
     if isinstance(batch, Mapping):
-        items = {k: map_tensors(v, f) for k, v in batch.items()}
+        mapped = {k: map_tensors(v, f) for k, v in batch.items()}
+        # the abstract Mapping takes no arguments, but a concrete mapping class is rebuilt from a dict
+        # (dict itself, OrderedDict, Hugging Face's BatchEncoding); one that is not falls back to a dict
+        rebuild = cast(Callable[[dict[Any, Any]], Any], type(batch))
         try:  # keep dict subclasses (Hugging Face's BatchEncoding, OrderedDict)
-            return type(batch)(items)
+            return rebuild(mapped)
         except TypeError:
-            return items
+            return mapped
     if isinstance(batch, tuple):
         items = [map_tensors(v, f) for v in batch]
         return type(batch)(*items) if hasattr(batch, "_fields") else tuple(items)

@@ -36,9 +36,6 @@ from torch import nn
 __all__ = ["Calls", "CallPolicy", "Pass", "parse_calls", "forward_pass", "current_pass", "aliases", "repeat_message",
            "shortfall"]
 
-Calls = Literal["error", "all", "last"] | int | Sequence[int]
-
-
 
 class Pass:
     """One forward pass under way (an identity); ``root``: opened by a hook on the model itself
@@ -80,6 +77,11 @@ class CallPolicy:
         if self.mode == "index":
             return str(list(self.indices)) if self.is_list else str(self.indices[0])
         return self.mode
+
+
+#: What ``calls=`` takes: a mode, a call index or a list of them, or a :class:`CallPolicy` already
+#: parsed (as the verbs hand it on to one another).
+Calls = Literal["error", "all", "last"] | int | Sequence[int] | CallPolicy
 
 
 def parse_calls(value, verb: str, *, allow_last: bool = True) -> CallPolicy:
@@ -124,10 +126,9 @@ class forward_pass:
         self._token = _PASS.set(Pass(self._root)) if _PASS.get() is None else None
         return self
 
-    def __exit__(self, *exc) -> bool:
+    def __exit__(self, *exc) -> None:
         if self._token is not None:
             _PASS.reset(self._token)
-        return False
 
 
 def shortfall(policy: CallPolicy, n: int, last: int | None = None) -> str | None:

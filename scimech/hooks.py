@@ -26,6 +26,7 @@ here, as before).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -33,7 +34,7 @@ import torch
 from torch import nn
 
 from .batches import batch_size_of, is_one_batch, iter_batches, map_tensors, slice_batch, tile_batch  # noqa: F401
-from .calls import CallPolicy, current_pass, forward_pass, repeat_message, shortfall
+from .calls import CallPolicy, Pass, current_pass, forward_pass, repeat_message, shortfall
 from .errors import DataValidationError, SiteCalledTwiceError, SiteNeverRanError
 from .layout import batch_rows, current_rows
 from .sites import ResolvedSite
@@ -86,7 +87,7 @@ class _Override:
         def forward(*args, **kwargs):
             return (wrapped if self.active else inner)(*args, **kwargs)
 
-        forward._scimech_override = self
+        forward.__dict__["_scimech_override"] = self  # found by remove() to unwind overrides out of order
         module.__dict__["forward"] = forward
 
     def remove(self) -> None:
@@ -169,7 +170,7 @@ class HookSet:
         self.axes: dict = {}  # the layout met at each site
         self.call = 0         # index of the call being handled, within its forward pass
         self.passes: list[dict[str, int]] = []  # calls per site of each finished pass
-        self._pass = None
+        self._pass: Pass | None = None
         self._counts: dict[str, int] = {}
         self._handles: list = []
 
@@ -232,7 +233,7 @@ class HookSet:
     def _attach(self, site: ResolvedSite):
         apply = self._apply
         if isinstance(site.module, _FAST_PATH_MODULES):
-            return override_forward(site.module, lambda inner, _site=site: self._wrapped(_site, inner))
+            return override_forward(site.module, functools.partial(self._wrapped, site))
         if site.port == "input":
             def pre_hook(module, args, kwargs, _site=site):
                 return _on_input(apply, _site, args, kwargs)
@@ -251,16 +252,16 @@ class HookSet:
         """``inner`` with the hook function applied to its input or output (no torch hook)."""
         apply = self._apply
         if site.port == "input":
-            def forward(*args, **kwargs):
+            def forward_input(*args, **kwargs):
                 changed = _on_input(apply, site, args, kwargs)
                 return inner(*args, **kwargs) if changed is None else inner(*changed[0], **changed[1])
-            return forward
+            return forward_input
 
-        def forward(*args, **kwargs):
+        def forward_output(*args, **kwargs):
             out = inner(*args, **kwargs)
             new = apply(site, first_tensor(out))
             return out if new is None else _replace_first(out, new)
-        return forward
+        return forward_output
 
     def check_fired(self, what: str) -> None:
         """Raise :class:`SiteNeverRanError` if a site never ran, or never reached a call that
@@ -279,9 +280,8 @@ class HookSet:
         while self._handles:
             self._handles.pop().remove()
 
-    def __exit__(self, *exc) -> bool:
+    def __exit__(self, *exc) -> None:
         self.remove()
-        return False
 
 
 def check_fired(fired: Mapping[str, int], what: str) -> None:

@@ -26,6 +26,7 @@ one) are taken from the unpatched run instead of being computed again for every 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, Literal
@@ -54,6 +55,7 @@ from .samples import (
 )
 from .sites import HeadLayout, ResolvedSite, resolve_site
 from .sweep import (
+    Reuse,
     RowCheck,
     capturing,
     count_calls,
@@ -121,7 +123,7 @@ def reference_activations(model: nn.Module, reference: Any, sites: Sequence[str]
         with Recorder(model, sites, layouts=layouts, stop_early=True, axes=axes, calls=policy) as rec:
             for _, batch in iter_batches(reference, batch_size):
                 # under no_grad, unless the forward takes gradients itself (the model's profile)
-                forward_folded(model, batch, forward, lambda _b=batch: rec.forward(_b, forward))
+                forward_folded(model, batch, forward, functools.partial(rec.forward, batch, forward))
                 rec.check_fired("reference activations for ablate")
                 for s in sites:
                     out[s].append(rec.canonical[s])
@@ -166,6 +168,7 @@ def _check_samples(model: nn.Module, m: Method, reference: Any, sites: Sequence[
         require(model, first, verb=verb, needs={"repeatable", "rows"}, forward=forward,
                 why=f"method={m.name!r} (averaging or swapping rows as samples)")
     if m.draws_rows and not isinstance(samples, FixedMesh):
+        idx: torch.Tensor | None
         if isinstance(samples, torch.Tensor):
             idx = samples
         elif is_one_batch(reference) and not given:
@@ -188,6 +191,7 @@ def _replacement(m: Method, site: ResolvedSite, current: torch.Tensor, ref: torc
     sample of a fixed mesh."""
     m.check_dtype(site.name, current)
     if m.needs_reference:
+        assert ref is not None  # the verbs refuse a method that needs a reference when none is given
         check_reference(site.name, ref, current)
         if rows is None:
             rows = m.draw(gen, ref.shape[0], current.shape[0], nodes)
@@ -280,7 +284,9 @@ def ablate(model: nn.Module, sites: str | Sequence[str], *, method: AblationMeth
             check_reference(site.name, ref, cur)
             p = current_pass()
             if site.name not in drawn or drawn[site.name][0] is not p or drawn[site.name][1].shape[0] != cur.shape[0]:
-                drawn[site.name] = (p, m.draw(gen, ref.shape[0], cur.shape[0], nodes))
+                picked = m.draw(gen, ref.shape[0], cur.shape[0], nodes)
+                assert picked is not None  # a method that draws rows returns the rows it drew
+                drawn[site.name] = (p, picked)
             rows = drawn[site.name][1]
         new = _replacement(m, site, cur, ref, factor, gen, rows, nodes)
         return site.replace(t, new)
@@ -333,7 +339,8 @@ def _sweep_dataset(per_sample: dict, per_target: dict, sites: Sequence[str], cal
     """A sweep's result: ``per_sample`` variables ``(name: (array, description))`` on dim
     ``sample``, ``per_target`` ones on ``(site, sample)``, or ``(site, call, sample)`` when the
     sweep ran by call (one target per site and call)."""
-    data = {k: (("sample",), a, {"description": d}) for k, (a, d) in per_sample.items()}
+    data: dict[str, tuple[tuple[str, ...], Any, dict[str, Any]]] = {
+        k: (("sample",), a, {"description": d}) for k, (a, d) in per_sample.items()}
     for k, (a, d) in per_target.items():
         if calls is None:
             data[k] = (("site", "sample"), a, {"description": d})
@@ -389,7 +396,9 @@ def ablation_sweep(model: nn.Module, inputs: Any, sites: Sequence[str], metric: 
     gen = torch.Generator(device="cpu").manual_seed(seed)
     nodes = mesh_nodes(samples)
     base_vals, abl_vals = [], []
-    reuse, path, check = None, {}, RowCheck()
+    reuse: Reuse | None = None
+    path: dict[str, Any] = {}
+    check = RowCheck()
     targets, call_list = None, None
     prof = None
     was = to_eval(model)
@@ -405,9 +414,9 @@ def ablation_sweep(model: nn.Module, inputs: Any, sites: Sequence[str], metric: 
                     reuse, path = plan_reuse(model, batch, resolved, forward, reuse_prefix)
                 counting = policy.mode == "last" or (by_call and policy.mode == "all")
                 idx = sample_index(batch, samples)
-                agg = None if idx is None else (lambda v, _i=idx: per_sample(v, _i))
+                agg = None if idx is None else functools.partial(per_sample, index=idx)
                 with capturing(model, reuse, b), count_calls(resolved, counting) as counts:
-                    out = forward_folded(model, batch, forward, lambda _b=batch: run_forward(model, _b, forward), prof)
+                    out = forward_folded(model, batch, forward, functools.partial(run_forward, model, batch, forward), prof)
                 if start == 0:
                     require(model, batch, verb="ablation_sweep", needs={"repeatable", "packing"}, forward=forward,
                             outputs=out, sites=resolved)
@@ -520,7 +529,9 @@ def patching_sweep(model: nn.Module, clean: Any, corrupted: Any, sites: Sequence
     check_batching(clean, samples, batch_size, "patching_sweep")
     policy = parse_calls(calls, "patching_sweep")
     clean_v, corr_v, patched_v = [], [], []
-    reuse, path, check = None, {}, RowCheck()
+    reuse: Reuse | None = None
+    path: dict[str, Any] = {}
+    check = RowCheck()
     targets, call_list = None, None
     counting = policy.mode == "last" or (by_call and policy.mode == "all")
     prof = None
@@ -540,14 +551,14 @@ def patching_sweep(model: nn.Module, clean: Any, corrupted: Any, sites: Sequence
                     reuse, path = plan_reuse(model, base, resolved, forward, reuse_prefix)
                 # the activations patched in: every call kept where calls are chosen
                 idx = sample_index(base, samples)
-                agg = None if idx is None else (lambda v, _i=idx: per_sample(v, _i))
+                agg = None if idx is None else functools.partial(per_sample, index=idx)
                 with Recorder(model, resolved, calls="error" if policy.mode == "error" else "all") as rec:
-                    out_src = forward_folded(model, src, forward, lambda _s=src: run_forward(model, _s, forward), prof)
+                    out_src = forward_folded(model, src, forward, functools.partial(run_forward, model, src, forward), prof)
                 rec.check_fired("patching_sweep")
                 # call by call where calls are chosen: calls of changing shape are patched each from its own
                 source = dict(rec.canonical) if policy.mode == "error" else rec.per_call
                 with capturing(model, reuse, b), count_calls(resolved, counting) as counts:  # the run patched into
-                    out = forward_folded(model, base, forward, lambda _b=base: run_forward(model, _b, forward), prof)
+                    out = forward_folded(model, base, forward, functools.partial(run_forward, model, base, forward), prof)
                 if start == 0:
                     require(model, base, verb="patching_sweep", needs={"repeatable", "packing"}, forward=forward,
                             outputs=out, sites=resolved)

@@ -273,6 +273,5 @@ class batch_rows:
         self._token = _ROWS.set(self.rows)
         return self
 
-    def __exit__(self, *exc) -> bool:
+    def __exit__(self, *exc) -> None:
         _ROWS.reset(self._token)
-        return False

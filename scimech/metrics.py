@@ -141,7 +141,7 @@ def as_metric(metric: Metric | Callable | None) -> Metric:
     if isinstance(metric, Metric):
         return metric
     if callable(metric):
-        name = getattr(metric, "name", None) or getattr(metric, "__name__", "metric")
+        name: str = getattr(metric, "name", None) or getattr(metric, "__name__", None) or "metric"
 
         try:
             takes_target = len(inspect.signature(metric).parameters) >= 2

@@ -265,13 +265,13 @@ def _anchor(forward: Callable | None):
     return getattr(func, "__code__", func)
 
 
-def _cached(model: nn.Module, batch: Any, forward: Callable | None, create: bool = True) -> ModelProfile | None:
+def _cached(model: nn.Module, batch: Any, forward: Callable | None) -> ModelProfile:
     """The profile of ``(model, forward, signature of batch, parameter version)`` from the cache
-    (a new, empty one with ``create``)."""
+    (a new, empty one, cached, the first time)."""
     try:
-        per_model = _CACHE.setdefault(model, {}) if create else _CACHE.get(model, {})
+        per_model = _CACHE.setdefault(model, {})
     except TypeError:   # a model that cannot be weakly referenced: measured afresh each time
-        return ModelProfile(signature(batch)) if create else None
+        return ModelProfile(signature(batch))
     sig = signature(batch)
     key = (_forward_key(forward), sig, _version(model))
     entry = per_model.get(key)
@@ -279,8 +279,6 @@ def _cached(model: nn.Module, batch: Any, forward: Callable | None, create: bool
         ref, prof = entry
         if ref is None or ref() is _anchor(forward):
             return prof
-    if not create:
-        return None
     prof = ModelProfile(sig)
     try:
         ref = None if forward is None else weakref.ref(_anchor(forward))
@@ -356,10 +354,9 @@ class _Observer:
                 self._handles.append(s.module.register_forward_hook(post))
         return self
 
-    def __exit__(self, *exc) -> bool:
+    def __exit__(self, *exc) -> None:
         while self._handles:
             self._handles.pop().remove()
-        return False
 
     def facts(self) -> dict[str, SiteFacts]:
         out = {}
@@ -456,8 +453,9 @@ def _measure(model: nn.Module, batch: Any, forward: Callable | None, prof: Model
         half_seen = _Observer(packed) if packed else None
         if (rows_wanted or packed) and prof.repeatable and (prof.rows_interact is None or packed):
             prof.rows_interact = _rows_reason(model, batch, forward, one, prof, half_seen)
-        for r in packed:
-            prof.sites[r.name].packing = _packing(r, seen, half_seen, prof)
+        if half_seen is not None:   # some sites are declared packed
+            for r in packed:
+                prof.sites[r.name].packing = _packing(r, seen, half_seen, prof)
     finally:
         restore_modes(was)
 

@@ -115,7 +115,12 @@ def _rebuild(structure: Any, t: torch.Tensor) -> Any:
 
 def _leaves(obj: Any) -> list[torch.Tensor]:
     out: list[torch.Tensor] = []
-    map_tensors(obj, lambda t: out.append(t) or t)
+
+    def keep(t: torch.Tensor) -> torch.Tensor:
+        out.append(t)
+        return t
+
+    map_tensors(obj, keep)
     return out
 
 
@@ -294,7 +299,8 @@ def trace_calls(model: nn.Module, batch: Any, forward: Callable | None = None) -
 
 
 @contextmanager
-def recording_reused(model: nn.Module, shortcuts: Sequence[Shortcut], rows: int) -> Iterator[dict[str, Any]]:
+def recording_reused(model: nn.Module, shortcuts: Sequence[Shortcut],
+                     rows: int) -> Iterator[dict[tuple[str, str], Any]]:
     """During the forward passes in the block, record what ``shortcuts`` take from the run.
 
     Yields a dict filled on exit: ``("output", name)`` -> (copies of) the outputs of the
@@ -341,12 +347,15 @@ def reusing(model: nn.Module, recorded: Mapping[tuple[str, str], Any], shortcut:
     def tiled(obj):
         return tile_batch(obj, times) if times > 1 else map_tensors(obj, torch.clone)
 
+    def returning(out: Any) -> Callable[[Callable], Callable]:
+        """A replacement forward that returns ``out`` tiled, whatever it is called with."""
+        return lambda inner: lambda *a, **k: tiled(out)
+
     with ExitStack() as stack:
         for name in shortcut.reused:
             if ("output", name) in recorded:
                 out = recorded["output", name]
-                stack.callback(override_forward(model.get_submodule(name),
-                                                lambda inner, _out=out: lambda *a, **k: tiled(_out)).remove)
+                stack.callback(override_forward(model.get_submodule(name), returning(out)).remove)
         r = shortcut.resume
         if r is not None and ("input", r.inner) in recorded:
             x, inner_mod = recorded["input", r.inner], model.get_submodule(r.inner)

@@ -15,11 +15,12 @@ last site has fired.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import warnings
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -29,11 +30,12 @@ import xarray as xr
 from torch import nn
 
 from .batches import batch_size_of, iter_batches
-from .calls import CallPolicy, Calls, current_pass, parse_calls, shortfall
+from .calls import CallPolicy, Calls, Pass, current_pass, parse_calls, shortfall
 from .errors import DimensionError
 from .hooks import HookSet, StopForward, check_fired, restore_modes, run_forward, to_eval
 from .layout import Axes
 from .model_profile import forward_folded, require
+from .options import removal_notice
 from .progress import progress as _progress
 from .sites import HeadLayout, ResolvedSite, resolve_site
 
@@ -46,8 +48,8 @@ Repeat = Literal["error", "stack", "last"]
 def _calls_from(calls, repeat, verb: str) -> CallPolicy:
     """``calls=``, or the old ``repeat=`` spelling (``"stack"`` is ``calls="all"``) with a warning."""
     if repeat is not None:
-        warnings.warn(f"{verb}: repeat= is renamed calls= (repeat='stack' is calls='all'); repeat= will be removed "
-                      "in the next release.", DeprecationWarning, stacklevel=3)
+        notice = removal_notice("repeat=", "calls= (repeat='stack' is calls='all')")
+        warnings.warn(f"{verb}: {notice}", DeprecationWarning, stacklevel=3)
         if calls not in (None, "error"):
             raise ValueError(f"{verb}: give calls= or the old repeat=, not both.")
         if repeat not in ("error", "stack", "last"):
@@ -136,7 +138,7 @@ class Recorder:
         self.reduce, self.detach = reduce, detach
         self.stop_early = bool(stop_early)
         self._calls: dict[str, list[torch.Tensor]] = {}
-        self._pass = None
+        self._pass: Pass | None = None
         self._expected: dict[str, int] | None = None  # calls needed per site before a pass may stop
         self._cache: dict[str, torch.Tensor] | None = None
         self._hooks: HookSet | None = None
@@ -202,8 +204,16 @@ class Recorder:
             self._calls[site.name] = [x]
         self._cache = None
         exp = self._expected
-        if self.stop_early and exp is not None and all(self._hooks.pass_counts.get(k, 0) >= n for k, n in exp.items()):
+        if self.stop_early and exp is not None and all(self._live().pass_counts.get(k, 0) >= n
+                                                        for k, n in exp.items()):
             raise StopForward
+
+    def _live(self) -> HookSet:
+        """The hooks of the ``with`` block: a Recorder records only inside one."""
+        if self._hooks is None:
+            raise RuntimeError("A Recorder records inside its with block: `with Recorder(model, sites) as rec: "
+                               "rec.forward(batch)`.")
+        return self._hooks
 
     def _reset(self) -> None:
         self._calls, self._cache = {}, None
@@ -213,7 +223,7 @@ class Recorder:
         self._pass = None
         pol = self.calls
         for s in self.resolved:
-            n = self._hooks.pass_counts.get(s.name, 0)
+            n = self._live().pass_counts.get(s.name, 0)
             lack = shortfall(pol, n) if n else None   # a site that never ran: check_fired says so
             if lack:
                 raise DimensionError(f"record: site {s.name!r} {lack}")
@@ -271,7 +281,7 @@ class Recorder:
         Returns the model's output, or ``None`` when the pass was stopped early.
         """
         self._reset()
-        self._hooks.end_pass()
+        self._live().end_pass()
         try:
             out = run_forward(self.model, batch, forward)
         except StopForward:
@@ -406,7 +416,7 @@ def record(model: nn.Module, inputs: Any, sites: Sequence[str], *, batch_size: i
             for start, batch in batches:
                 # under no_grad, unless the forward takes gradients itself: found by the first pass
                 # and kept in the model's profile (scimech.model_profile), no pass of its own
-                forward_folded(model, batch, forward, lambda _b=batch: rec.forward(_b, forward))
+                forward_folded(model, batch, forward, functools.partial(rec.forward, batch, forward))
                 rec.check_fired("record")
                 arrays = {s: _to_numpy(rec.canonical[s], dtype) for s in sites}
                 rows = batch_size_of(batch)
@@ -508,12 +518,12 @@ def stack_sites(ds: xr.Dataset, sites: Sequence[str] | None = None, dim: str = "
     coord
         Its coordinate values (default: the site names).
     """
-    sites = list(sites or ds.data_vars)
-    arrays = [ds[s] for s in sites]
+    names: list[Hashable] = list(sites) if sites else list(ds.data_vars)
+    arrays = [ds[s] for s in names]
     shapes = {a.shape for a in arrays}
     if len(shapes) > 1:
-        raise ValueError(f"stack_sites needs sites of one shape; got {dict(zip(sites, [a.shape for a in arrays]))}.")
+        raise ValueError(f"stack_sites needs sites of one shape; got {dict(zip(names, [a.shape for a in arrays]))}.")
     out = xr.concat([a.drop_attrs() if hasattr(a, "drop_attrs") else a for a in arrays], dim=dim)
-    out = out.assign_coords({dim: list(coord) if coord is not None else sites})
-    out = out.assign_coords(site=(dim, sites))
+    out = out.assign_coords({dim: list(coord) if coord is not None else names})
+    out = out.assign_coords(site=(dim, names))
     return out.rename("activation")

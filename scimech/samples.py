@@ -66,6 +66,7 @@ def sample_index(batch: Any, samples: Samples) -> torch.Tensor | None:
         return batch.batch if is_graph_batch(batch) else None
     if isinstance(samples, FixedMesh):
         return _mesh_index(batch, samples.nodes)
+    idx: object   # checked to be a 1-D integer tensor below, whatever gave it
     if isinstance(samples, torch.Tensor):
         idx = samples
     elif isinstance(samples, str):

@@ -41,7 +41,7 @@ import re
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, cast
 
 import torch
 from torch import nn
@@ -223,8 +223,8 @@ def _irrep_blocks(irreps) -> list[tuple[int, int, str]] | None:
     try:
         if isinstance(irreps, str):
             for part in irreps.replace(" ", "").split("+"):
-                mul, _, ir = part.rpartition("x")
-                terms.append((int(mul or 1), 2 * int(ir[:-1]) + 1, ir))
+                count, _, ir = part.rpartition("x")
+                terms.append((int(count or 1), 2 * int(ir[:-1]) + 1, ir))
         else:
             for mul, ir in irreps:
                 terms.append((int(mul), int(ir.dim), str(ir)))
@@ -269,7 +269,8 @@ def parse_site(text: str) -> SiteSpec:
         )
     path = m.group("path").rstrip(".")
     sel, idx = m.group("sel"), m.group("idx")
-    port = m.group("port") or "output"
+    # the pattern admits only ":input" or ":output"
+    port = cast(Port, m.group("port") or "output")
     indices = None
     if idx is not None:
         try:
@@ -318,7 +319,7 @@ def _head_count(module: nn.Module) -> int | None:
     """Heads of an attention module: an int attribute, on the module or (for a module named
     like attention) its config, or (``head_dim`` given) the width of its query projection
     divided by it. A whole layer or model that merely carries a config is not attention."""
-    owners = [module]
+    owners: list[object] = [module]
     if _looks_like_attention(module):
         owners += [getattr(module, "config", None), getattr(module, "cfg", None)]
     for owner in owners:
@@ -418,7 +419,7 @@ def find_head_layouts(model: nn.Module) -> dict[str, HeadLayout]:
     A module whose own projection child is found is the attention (its ``proj`` is not
     itself taken for an attention module: only modules with a head count qualify).
     """
-    out = {}
+    out: dict[str, HeadLayout] = {}
     for name, mod in model.named_modules():
         if any(name.startswith(f"{p}.") for p in out):   # the self-attention inside a found wrapper: same heads
             continue
@@ -533,6 +534,7 @@ def resolve_site(model: nn.Module, site: str, layouts: Mapping[str, HeadLayout] 
         return ResolvedSite(site, layout.proj, proj, layout.port, None, tuple(range(layout.num_heads)), dh,
                             head_split=(layout.num_heads, dh), axes=ax,
                             sequence_first=sequence_first_owner(model, layout.proj))
+    assert spec.heads is not None  # a heads site names its heads unless it takes them all (handled above)
     bad = [h for h in spec.heads if not 0 <= h < layout.num_heads]
     if bad:
         raise HeadLayoutError(f"Site {site!r}: head(s) {bad} out of range; {spec.module!r} has "

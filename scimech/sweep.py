@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -125,7 +125,8 @@ def _tiled(targets: Sequence[Target], block: int, n_tiles: int, make: Callable, 
     with ExitStack() as stack:
         hooksets = []
         for members in groups.values():
-            h = HookSet([members[0][1].site], None)
+            # the tiling hook function needs its HookSet (the call under way): set just below
+            h = HookSet([members[0][1].site], _unchanged)
 
             def fn(_s: ResolvedSite, t: torch.Tensor, _members=members, _h=h):
                 c = _h.call
@@ -176,6 +177,11 @@ def sites_per_forward(n_sites: int, batch: int, max_rows: int) -> int:
     return max(1, min(n_sites, max_rows // max(batch, 1)))
 
 
+def _unchanged(site: ResolvedSite, t: torch.Tensor) -> None:
+    """A hook function that leaves every activation as it is."""
+    return None
+
+
 def _close(a: torch.Tensor, b: torch.Tensor) -> tuple[bool, float]:
     """The unchanged copy of a tiled pass against the untiled run: NaN at the same places (land
     points) agree; the rest within :data:`ROW_CHECK_RTOL`, or the model's dtype tolerance where
@@ -220,6 +226,7 @@ def sweep_tiles(model: nn.Module, targets: Sequence[Target], batch: Any, b: int,
             if per_sample is not None:   # per-row values summed per sample, tile by tile
                 vals = torch.stack([per_sample(v) for v in vals])
             if control:
+                assert check is not None and baseline is not None  # as control says
                 ok, rel = _close(vals[-1], baseline)
                 check.settle(not ok,
                              f"an unchanged copy in the first tiled pass of {tiles} copies gave the untiled run's "
@@ -233,8 +240,9 @@ def sweep_tiles(model: nn.Module, targets: Sequence[Target], batch: Any, b: int,
         except Exception as err:  # noqa: BLE001 - a tiled pass that fails: the rows are not independent
             if not control:
                 raise
+            assert check is not None  # as control says
             check.settle(True, f"the tiled forward pass failed ({type(err).__name__}: {str(err)[:160]})")
-        if control and check.coupled:
+        if control and check is not None and check.coupled:
             # found just now: every target again, one forward pass each, nothing reused
             pending = [(Shortcut(), [j]) for j in range(len(targets))]
             continue
@@ -268,8 +276,8 @@ def source_at(source: torch.Tensor | Sequence[torch.Tensor], policy: CallPolicy,
     other than ``"error"``; calls may change shape), with every call stacked on dim 1, or one
     call (``"error"``)."""
     if policy.mode == "error":
-        return source
-    calls = source if isinstance(source, (list, tuple)) else source.unbind(1)
+        return cast(torch.Tensor, source)  # one call's activation: "error" records no more
+    calls = source.unbind(1) if isinstance(source, torch.Tensor) else source
     if policy.mode == "last":
         return calls[-1]
     if call >= len(calls):
@@ -281,12 +289,14 @@ def source_at(source: torch.Tensor | Sequence[torch.Tensor], policy: CallPolicy,
     return calls[call]
 
 
-def patch_sites(model: nn.Module, targets: Sequence[Target], base: Any, source: Mapping[str, torch.Tensor],
+def patch_sites(model: nn.Module, targets: Sequence[Target], base: Any,
+                source: Mapping[str, torch.Tensor | Sequence[torch.Tensor]],
                 metric: Metric, tgt: Any, forward: Callable | None, max_rows: int, reuse: Reuse | None,
                 last: Mapping[str, int] | None = None, check: RowCheck | None = None,
                 baseline: torch.Tensor | None = None,
                 per_sample: Callable[[torch.Tensor], torch.Tensor] | None = None) -> torch.Tensor:
-    """(target, sample) metric of the ``base`` batch with each target set to ``source[site]``."""
+    """(target, sample) metric of the ``base`` batch with each target set to ``source[site]`` (one
+    tensor, every call stacked on dim 1, or a list of the calls: :func:`source_at`)."""
     b = batch_size_of(base)
     n_out = len(baseline) if baseline is not None else b
     # results, bound for numpy, in the metric's precision
@@ -367,7 +377,8 @@ def sweep_target(target: Any, metric: Metric, n: int | None) -> Any:
 
 
 def patching_inputs(model: nn.Module, clean: Any, corrupted: Any, sites: Sequence[str], metric, direction: str,
-                    target: Any, layouts: Mapping[str, HeadLayout] | None, axes=None):
+                    target: Any, layouts: Mapping[str, HeadLayout] | None,
+                    axes=None) -> tuple[list[str], Metric, int, Any, list[ResolvedSite]]:
     """Checked arguments of a patching run: ``(sites, metric, n, target, resolved sites)``."""
     if direction not in ("denoising", "noising"):
         raise ValueError(f"direction must be 'denoising' or 'noising'; got {direction!r}.")
@@ -378,7 +389,7 @@ def patching_inputs(model: nn.Module, clean: Any, corrupted: Any, sites: Sequenc
         raise DataValidationError(f"clean has {n_clean} rows and corrupted {n_corr}; patching needs pairs.")
     if is_graph_batch(clean) and is_graph_batch(corrupted):
         sizes = [np.bincount(b.batch.cpu().numpy(), minlength=b.num_graphs) for b in (clean, corrupted)]
-        if not np.array_equal(*sizes):
+        if not np.array_equal(sizes[0], sizes[1]):
             bad = int(np.flatnonzero(sizes[0] != sizes[1])[0])
             raise DataValidationError(
                 f"Graph {bad} has {sizes[0][bad]} nodes in clean and {sizes[1][bad]} in corrupted: patching sets each "

@@ -14,6 +14,7 @@ import tomllib
 from importlib import metadata
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from scimech import options
@@ -165,3 +166,37 @@ def test_an_old_option_spelling_warns_naming_the_new_one_and_the_removal_release
     assert f"{old} is deprecated and will be removed in scimech {options.REMOVED_IN}; " \
            f"use {action.deprecated_for}." in err
     assert f"`{command} {old}`" in _section("0.1.0", "Deprecated")
+
+
+def _removal_release(changelog_entry_start: str) -> str:
+    """The release that removes a deprecation, as the changelog's "Deprecated" entry states it."""
+    entry = next(e for e in re.split(r"^- ", _section("0.1.0", "Deprecated"), flags=re.M)
+                 if e.startswith(changelog_entry_start))
+    return re.search(r"removed in (\d+\.\d+\.\d+)", entry).group(1)
+
+
+def test_repeat_warns_naming_calls_and_the_release_the_changelog_says_removes_it():
+    import torch
+    from torch import nn
+
+    from scimech.record import Recorder, record
+
+    release = _removal_release("`repeat=`")
+    model = nn.Sequential(nn.Linear(3, 2))
+    x = torch.randn(5, 3, generator=torch.Generator().manual_seed(0))
+    wording = rf"repeat= is deprecated and will be removed in scimech {re.escape(release)}; use calls="
+    with pytest.warns(DeprecationWarning, match=wording):
+        ds = record(model, x, ["0"], repeat="stack")
+    with torch.no_grad():   # it still records, as calls="all" does: every call on a call axis
+        np.testing.assert_allclose(ds["0"].values[:, 0], model[0](x).numpy(), rtol=1e-6)
+    with pytest.warns(DeprecationWarning, match=wording), Recorder(model, ["0"], repeat="error"):
+        pass
+
+
+def test_neuro_seeds_as_a_count_warns_naming_n_seeds_and_the_release_the_changelog_says_removes_it(tmp_path):
+    from neuro.plan import StudySettings
+
+    release = _removal_release("`neuro.plan.StudySettings(seeds=N)`")
+    with pytest.warns(FutureWarning, match=rf"removed in scimech {re.escape(release)}; use n_seeds=3"):
+        settings = StudySettings(out=tmp_path, seeds=3)
+    assert settings.n_seeds == 3 and settings.seeds is None
