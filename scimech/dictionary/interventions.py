@@ -19,6 +19,7 @@ every position (grid cell, token, window) read by the dictionary on its own.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, Literal
@@ -32,6 +33,8 @@ from ..batches import iter_batches
 from ..calls import Calls, parse_calls
 from ..hooks import HookSet, restore_modes, run_forward, to_eval
 from ..intervene import ablate
+from ..metrics import result_values
+from ..model_profile import ModelProfile, forward_folded, profile_of, require
 from ..sites import HeadLayout, ResolvedSite, resolve_site
 from ..stats import bootstrap_ci
 from .saes import SparseDictionary
@@ -59,8 +62,9 @@ def splice(model: nn.Module, site: str, dictionary: SparseDictionary, *, layouts
     def fn(s: ResolvedSite, t: torch.Tensor):
         cur = s.select(t)
         _check_width(s, cur, dictionary.d_in, "The dictionary")
-        with torch.no_grad():
-            recon = dictionary(cur.reshape(-1, cur.shape[-1]).to(dictionary.W_dec.dtype))
+        # under the verbs' autograd mode: no graph in a plain pass; where the forward takes gradients
+        # itself (forces of a potential), they flow through the reconstruction as through the site
+        recon = dictionary(cur.reshape(-1, cur.shape[-1]).to(dictionary.W_dec.dtype))
         return s.replace(t, recon.reshape(cur.shape).to(cur.dtype))
 
     with HookSet([resolved], fn, model=model, calls=policy, verb="splice") as hooks:
@@ -130,13 +134,18 @@ def _median_ratio(a, b, axis=-1):
     return 1.0 - np.median(a, axis=axis) / np.median(b, axis=axis)
 
 
-@torch.no_grad()
-def _outputs(model: nn.Module, inputs: Any, forward: Callable | None, batch_size: int) -> torch.Tensor:
+def _outputs(model: nn.Module, inputs: Any, forward: Callable | None, batch_size: int, prof: ModelProfile,
+             first: list[Any] | None = None) -> torch.Tensor:
+    """The model's outputs on ``inputs``, one row per sample, in the model's precision (float64 and
+    complex kept), each pass under the autograd mode the model needs (its profile's, found by the
+    first pass where unknown); ``first`` receives the first batch's output as the model gave it."""
     parts = []
     for _, batch in iter_batches(inputs, batch_size):
-        out = run_forward(model, batch, forward)
+        out = forward_folded(model, batch, forward, functools.partial(run_forward, model, batch, forward), prof)
+        if first is not None and not first:
+            first.append(out)
         out = out if isinstance(out, torch.Tensor) else out[0]
-        parts.append(out.detach().float().reshape(out.shape[0], -1).cpu())
+        parts.append(result_values(out).reshape(out.shape[0], -1))
     return torch.cat(parts)
 
 
@@ -152,22 +161,35 @@ def splice_fidelity(model: nn.Module, inputs: Any, site: str, dictionary: Sparse
     also holds ``fidelity_vs_zero_median`` (``1 - median change(splice) / median change(zero
     ablation)``, percentile interval) and ``share_below_zero`` (the share of samples the splice
     changes less than zero ablation). ``calls``: the calls spliced and ablated, as in :func:`splice`.
+
+    What it assumes of the model is its profile's (:mod:`scimech.model_profile`): two unchanged
+    passes agree (a model that drifts is refused, as by the sweeps), and the forward passes run
+    under ``torch.enable_grad`` where the forward takes gradients itself. Changes are taken in the
+    model's precision (float64 kept; a complex output's change is its squared modulus).
     """
     was = to_eval(model)
     try:
-        clean = _outputs(model, inputs, forward, batch_size)
+        first_batch = next((b for _, b in iter_batches(inputs, batch_size)), None)
+        if first_batch is None:
+            raise ValueError("splice_fidelity: inputs holds no batch; give at least one sample.")
+        prof = profile_of(model, first_batch, forward)
+        first: list[Any] = []
+        clean = _outputs(model, inputs, forward, batch_size, prof, first)
+        # the clean pass of the first batch stands for the profile's first measuring pass
+        require(model, first_batch, verb="splice_fidelity", needs={"repeatable"}, forward=forward, outputs=first[0])
         with splice(model, site, dictionary, layouts=layouts, axes=axes, calls=calls):
-            spliced = _outputs(model, inputs, forward, batch_size)
+            spliced = _outputs(model, inputs, forward, batch_size, prof)
         with ablate(model, site, method="zero", layouts=layouts, axes=axes, calls=calls):
-            zeroed = _outputs(model, inputs, forward, batch_size)
+            zeroed = _outputs(model, inputs, forward, batch_size, prof)
         with ablate(model, site, method="mean", reference=inputs if reference is None else reference,
                     forward=forward, layouts=layouts, axes=axes, calls=calls):
-            meaned = _outputs(model, inputs, forward, batch_size)
+            meaned = _outputs(model, inputs, forward, batch_size, prof)
     finally:
         restore_modes(was)
 
     def change(out: torch.Tensor) -> np.ndarray:
-        return (out - clean).pow(2).mean(1).double().numpy()
+        # |change|^2: the square itself for a real output, the squared modulus for a complex one
+        return (out - clean).abs().pow(2).mean(1).double().numpy()
 
     d_splice, d_zero, d_mean = change(spliced), change(zeroed), change(meaned)
     data: dict[str, Any] = {

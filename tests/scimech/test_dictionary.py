@@ -28,6 +28,7 @@ from scimech.dictionary import (
     train_dictionary,
 )
 from scimech.errors import CheckpointError, DataValidationError
+from scimech.intervene import patching_sweep
 from scimech.results import load_state, save_state
 
 #: a planted direction counts as recovered when a decoder row has cosine > 0.9 with it
@@ -207,6 +208,106 @@ def test_splicing_an_exact_dictionary_changes_nothing_and_a_wrong_one_is_scored_
     assert float(fid.fidelity_vs_zero_median_ci_low) <= float(fid.fidelity_vs_zero_median_ci_high)
     with splice(model, "site", exact):
         torch.testing.assert_close(model(x), model.readout(torch.tanh(x)), atol=1e-5, rtol=0)
+
+
+def _two_feature_world(d: int = 8, n: int = 200):
+    """Rows ``x = codes @ basis``: two active, non-negative features of an orthonormal basis."""
+    basis = torch.linalg.qr(torch.randn(d, d, generator=torch.Generator().manual_seed(0)))[0].T
+    codes = torch.zeros(n, d)
+    codes[:, :2] = torch.rand(n, 2, generator=torch.Generator().manual_seed(1)) + 0.2
+    return codes @ basis, basis
+
+
+class _DriftingSiteModel(_SiteModel):
+    """Its output drifts by +1 at every call (a counter it keeps)."""
+
+    def __init__(self, d):
+        super().__init__(d)
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        return super().forward(x) + self.calls
+
+
+def test_splice_fidelity_refuses_a_drifting_model_as_the_sweeps_do_and_the_fix_named_works():
+    x, basis = _two_feature_world()
+    model = _DriftingSiteModel(x.shape[1]).eval()
+    exact = _exact_dictionary(basis, k=2)
+    with torch.no_grad():   # the drift, by hand: a second unchanged pass is 1 higher everywhere
+        torch.testing.assert_close(model(x) - model(x), torch.full((x.shape[0], 2), -1.0))
+    with pytest.raises(DataValidationError) as refused:
+        splice_fidelity(model, x, "site", exact, n_bootstrap=0)
+    with pytest.raises(DataValidationError) as swept:
+        patching_sweep(model, x, x.flip(0), ["site"])
+    for err, verb in ((refused, "splice_fidelity"), (swept, "patching_sweep")):
+        message = str(err.value)
+        assert message.startswith(f"{verb}: the unchanged model gave other outputs"), message
+        assert "keeps state across calls" in message and "forward=" in message
+    # the fix the message names: a forward that resets the state before each pass
+    fid = splice_fidelity(model, x, "site", exact, n_bootstrap=0,
+                          forward=lambda m, b: (setattr(m, "calls", 0), m(b))[1])
+    assert float(fid.change_splice) < 1e-10            # an exact dictionary changes nothing
+    with torch.no_grad():
+        model.calls = 0
+        clean = model(x)
+        model.calls = 0
+        zero = model.readout(torch.tanh(torch.zeros_like(x))) + 1
+    assert float(fid.change_zero) == pytest.approx(float((zero - clean).pow(2).mean()), rel=1e-5)
+
+
+def test_splice_fidelity_of_a_float64_model_is_taken_in_float64():
+    x, basis = _two_feature_world()
+    x = x.double()
+    model = _SiteModel(x.shape[1]).double().eval()
+    with torch.no_grad():
+        model.readout.bias.fill_(1e5)   # outputs near 1e5: float32 keeps steps of 2**-7 there
+    wrong = _exact_dictionary(basis.roll(1, dims=0), k=1).double()   # drops one of the two features
+    fid = splice_fidelity(model, x, "site", wrong, n_bootstrap=0)
+    with torch.no_grad():   # by hand, in float64
+        clean = model(x)
+        by_hand_splice = (model.readout(torch.tanh(wrong(x))) - clean).pow(2).mean(1).mean()
+        by_hand_zero = (model.readout(torch.tanh(torch.zeros_like(x))) - clean).pow(2).mean(1).mean()
+        as_float32 = (model.readout(torch.tanh(wrong(x))).float() - clean.float()).pow(2).mean(1).mean()
+    assert float(fid.change_splice) == pytest.approx(float(by_hand_splice), rel=1e-9)
+    assert float(fid.change_zero) == pytest.approx(float(by_hand_zero), rel=1e-9)
+    assert float(fid.fidelity_vs_zero) == pytest.approx(1 - float(by_hand_splice / by_hand_zero), rel=1e-9)
+    # the precision matters here: the same change through float32 is off by far more than that
+    assert abs(float(as_float32) / float(by_hand_splice) - 1) > 1e-6
+
+
+class _ForceModel(nn.Module):
+    """Forces by autograd inside forward (an interatomic potential's way): ``-dE/dx`` with
+    ``E = sum(w * tanh(site(x)))``; no gradient reaching ``x`` is a force of 0."""
+
+    def __init__(self, d):
+        super().__init__()
+        self.site = nn.Identity()
+        self.w = nn.Parameter(torch.linspace(-1.0, 1.0, d))
+
+    def forward(self, x):
+        x = x.detach().requires_grad_(True)
+        energy = (torch.tanh(self.site(x)) * self.w).sum()
+        (g,) = torch.autograd.grad(energy, x, allow_unused=True)
+        return -(g if g is not None else torch.zeros_like(x))
+
+
+def test_splice_fidelity_runs_a_forward_that_takes_gradients_under_autograd():
+    x, basis = _two_feature_world()
+    model = _ForceModel(x.shape[1]).eval()
+    wrong = _exact_dictionary(basis.roll(1, dims=0), k=1)
+    fid = splice_fidelity(model, x, "site", wrong, n_bootstrap=0)
+    # by hand: the force is -w * (1 - tanh(h)^2) pulled back through the map h(x)
+    xg = x.clone().requires_grad_(True)
+    clean = -torch.autograd.grad((torch.tanh(xg) * model.w).sum(), xg)[0]
+    xg = x.clone().requires_grad_(True)
+    spliced = -torch.autograd.grad((torch.tanh(wrong(xg)) * model.w).sum(), xg)[0]
+    clean, spliced = clean.detach(), spliced.detach()
+    torch.testing.assert_close(clean, -model.w.detach() * (1 - torch.tanh(x) ** 2))   # the closed form
+    assert float(fid.change_splice) == pytest.approx(float((spliced - clean).pow(2).mean()), rel=1e-5)
+    # zero and mean ablation leave the energy constant in x: a force of 0
+    assert float(fid.change_zero) == pytest.approx(float(clean.pow(2).mean()), rel=1e-5)
+    assert float(fid.change_mean) == pytest.approx(float(clean.pow(2).mean()), rel=1e-5)
 
 
 def test_steering_clamps_scales_and_adds_along_a_direction_by_hand():
