@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sys as _sys
 import types as _types
+import typing as _typing
 
 try:
     from importlib.metadata import version as _version
@@ -45,6 +46,39 @@ _SUBMODULES = ("ablation", "atp", "attention", "attribution", "batches", "calls"
                "study", "sweep", "validate", "verdicts")
 
 __all__ = ["__version__", *_LAZY]
+
+if _typing.TYPE_CHECKING:  # what `sm.<name>` is, for type checkers and editors (imported lazily at run time)
+    from .atp import attribution_patching as attribution_patching
+    from .atp import ranking_agreement as ranking_agreement
+    from .attention import decompose_attention as decompose_attention
+    from .attribution import attribute as attribute
+    from .calls import forward_pass as forward_pass
+    from .concepts import ConceptBottleneck as ConceptBottleneck
+    from .concepts import ConceptLayer as ConceptLayer
+    from .geometry import linear_cka as linear_cka
+    from .geometry import principal_angles as principal_angles
+    from .geometry import procrustes_distance as procrustes_distance
+    from .intervene import ablate as ablate
+    from .intervene import ablation_sweep as ablation_sweep
+    from .intervene import patch as patch
+    from .intervene import patching_sweep as patching_sweep
+    from .model_profile import ModelProfile as ModelProfile
+    from .model_profile import profile as profile
+    from .parallel import get_client as get_client
+    from .parallel import map_units as map_units
+    from .probe import LinearProbe as LinearProbe
+    from .probe import probe_sites as probe_sites
+    from .record import Recorder as Recorder
+    from .record import record as record
+    from .record import stack_sites as stack_sites
+    from .report import Report as Report
+    from .results import UnitStore as UnitStore
+    from .results import load as load
+    from .results import save as save
+    from .samples import FixedMesh as FixedMesh
+    from .sites import HeadLayout as HeadLayout
+    from .sites import list_sites as list_sites
+    from .stats import bootstrap_ci as bootstrap_ci
 
 
 def __getattr__(name: str):

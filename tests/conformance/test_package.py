@@ -68,3 +68,20 @@ def test_everything_runs_on_the_cpu_with_numpy_results(unet):
     assert out.device.type == "cpu"
     assert {p.device.type for p in model.parameters()} == {"cpu"}
     assert {b.device.type for b in model.buffers()} == {"cpu"}
+
+
+def test_type_checkers_see_every_lazy_name_as_the_object_it_is_at_run_time():
+    """``sm.<name>`` is imported lazily; the ``TYPE_CHECKING`` block that tells mypy and editors
+    what each name is must list exactly the lazy names, each from the module it is loaded from
+    (read from the source with ast, checked against what ``sm.<name>`` returns)."""
+    import ast
+    import importlib
+
+    tree = ast.parse((REPO / "scimech" / "__init__.py").read_text())
+    block = next(node for node in tree.body if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test))
+    declared = {alias.asname or alias.name: (node.module, alias.name)
+                for node in block.body if isinstance(node, ast.ImportFrom) for alias in node.names}
+    assert set(declared) == set(sm.__all__) - {"__version__"}
+    for name, (module, original) in declared.items():
+        assert name == original
+        assert getattr(sm, name) is getattr(importlib.import_module(f"scimech.{module}"), original), name
