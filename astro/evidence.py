@@ -17,12 +17,13 @@ import xarray as xr
 
 from .measures import (
     attenuation_bias,
-    head_interventions,
     head_probes,
     head_radial_structure,
+    intervention_chunks,
     layer_probes,
     localised_block,
     multimodal_advantage,
+    site_profile_dataset,
     study_inputs,
     summarise_interventions,
 )
@@ -44,7 +45,9 @@ def gather_evidence(adapter: AIONRedshift, train, test, *, n_bootstrap: int = 30
                     block: int | None = None, log=None, chunk_size: int | None = None,
                     intervene: Callable[[int], xr.Dataset] | None = None) -> dict[str, xr.Dataset]:
     """All four steps; returns named datasets (``advantage``, ``layers``, ``head_probes``,
-    ``radial``, ``interventions``, ``bias``, ``predictions``).
+    ``radial``, ``interventions``, ``bias``, ``predictions``, and ``site_profile``: what the
+    verbs of the head study assumed about the model, :mod:`astro.measures.assumptions`, where
+    the intervention chunks carry it).
 
     ``intervene(block)`` may supply the concatenated :func:`~astro.measures.intervention_chunk`
     results of the head study (:mod:`astro.run` maps the chunks over Dask workers and a
@@ -64,10 +67,10 @@ def gather_evidence(adapter: AIONRedshift, train, test, *, n_bootstrap: int = 30
     say(f"head study in block {blk}")
     hp = head_probes(adapter, inp, blk, n_bootstrap=min(n_bootstrap, 200))
     rad = head_radial_structure(adapter, inp, blk)
-    if intervene is None:
-        iv = head_interventions(adapter, inp, blk, seed=seed, chunk_size=chunk_size, n_bootstrap=n_bootstrap)
-    else:
-        iv = summarise_interventions(intervene(blk), inp.z, inp.populations, n_bootstrap=n_bootstrap, seed=seed)
+    raw = (intervention_chunks(adapter, inp, blk, seed=seed, chunk_size=chunk_size) if intervene is None
+           else intervene(blk))
+    iv = summarise_interventions(raw, inp.z, inp.populations, n_bootstrap=n_bootstrap, seed=seed)
+    site_profile = site_profile_dataset(raw)
     iv.attrs.update(planted_attrs(adapter))
     bias_preds = {"photometry": z_phot, "multimodal": z_multi, "template": inp.z_template}
     for h in range(adapter.num_heads):
@@ -76,8 +79,9 @@ def gather_evidence(adapter: AIONRedshift, train, test, *, n_bootstrap: int = 30
     pred_ds = xr.Dataset({k: ("sample", v) for k, v in preds.items()} | {"z_true": ("sample", inp.z),
                          "a_v": ("sample", inp.a_v)} | {f"pop_{k}": ("sample", v) for k, v in inp.populations.items()},
                          attrs={"description": "redshift predictions on the test set"})
-    return {"advantage": adv, "layers": layers, "head_probes": hp, "radial": rad, "interventions": iv,
-            "bias": bias, "predictions": pred_ds}
+    res = {"advantage": adv, "layers": layers, "head_probes": hp, "radial": rad, "interventions": iv,
+           "bias": bias, "predictions": pred_ds}
+    return res if site_profile is None else res | {"site_profile": site_profile}
 
 
 def planted_attrs(adapter: AIONRedshift) -> dict[str, Any]:

@@ -15,10 +15,12 @@ from .models import standin
 from .models.aion import AIONRedshift
 from .synthetic import GalaxySample
 
-__all__ = ["load_sample", "save_sample", "load_adapter", "save_study", "load_study", "STUDY_NAMES"]
+__all__ = ["load_sample", "save_sample", "load_adapter", "save_study", "load_study", "STUDY_NAMES", "OPTIONAL_NAMES"]
 
 #: the parts of a study's results, one ``<name>.nc`` each (:func:`save_study`)
 STUDY_NAMES = ("advantage", "layers", "head_probes", "radial", "interventions", "bias", "predictions")
+#: parts a study folder may lack (written by later versions): loaded where present
+OPTIONAL_NAMES = ("site_profile",)
 
 
 def load_sample(path: str | Path, rows: slice | None = None) -> GalaxySample:
@@ -60,5 +62,8 @@ def save_study(res: Mapping[str, xr.Dataset], out: Path, config: dict | None = N
 
 
 def load_study(out: Path) -> dict[str, xr.Dataset]:
-    """The parts written by :func:`save_study` (``CheckpointError`` naming a missing one)."""
-    return {n: results.load(Path(out) / f"{n}.nc") for n in STUDY_NAMES}
+    """The parts written by :func:`save_study` (``CheckpointError`` naming a missing one; those of
+    :data:`OPTIONAL_NAMES` where present)."""
+    out = Path(out)
+    return ({n: results.load(out / f"{n}.nc") for n in STUDY_NAMES}
+            | {n: results.load(out / f"{n}.nc") for n in OPTIONAL_NAMES if (out / f"{n}.nc").exists()})

@@ -13,9 +13,13 @@ from scimech.report import Report
 
 from . import plots
 from .findings import findings, planted_recovery, recovery_line, verdict_wording
+from .measures.assumptions import site_profile_table
 from .plan import StudySettings
 
 __all__ = ["write_report", "galaxies_text"]
+
+#: the heading of the section on what the verbs assumed
+ASSUMED = "## What the verbs assumed about the model"
 
 
 def galaxies_text(settings: StudySettings) -> str | None:
@@ -62,6 +66,7 @@ def write_report(res: dict, out: Path, *, title: str = "AION-1 redshift head ana
         why = f" ({f['reason']})" if f["verdict"] == "NOT ASSESSED" else ""
         lines.append(f"- **{wording or f['verdict']}**{qualifier}{why}: {f['finding']}{note}. Evidence: {f['evidence']}.")
     rep.text("\n".join(lines))
+    _assumptions(rep, res)
     adv = res["advantage"]
     tab = adv["value"].sel(metric=["sigma_nmad", "outlier_fraction", "bias", "mean_abs_dz"]).to_dataframe().unstack("metric")
     rep.table(tab["value"].round(4), caption="Photo-z metrics per mode and population (bootstrap CIs in advantage.nc)")
@@ -99,3 +104,22 @@ def write_report(res: dict, out: Path, *, title: str = "AION-1 redshift head ana
     if timings:
         rep.table(pd.DataFrame({"seconds": timings}).round(1), caption="Timings")
     return rep.write()
+
+
+def _assumptions(rep: Report, res: dict) -> None:
+    """The profile of the sites the head study intervened on (:mod:`astro.measures.assumptions`),
+    before any table of numbers; a line where the run's saved units predate it."""
+    ds = res.get("site_profile")
+    if ds is None:
+        rep.text(f"{ASSUMED}\n\nNot recorded: this run's intervention units were saved before the study recorded "
+                 "the model profile of the sites it intervened on (rerun with a new --out to record it).")
+        return
+    table, line = site_profile_table(ds)
+    rep.text(f"{ASSUMED}\n\nThe head ablations and patching of block {int(ds.attrs.get('block', -1))} rest on these "
+             "facts about the model at the sites they intervened on (`scimech.profile`): calls per forward pass, "
+             "the shape of each call, the dtype and the tolerance two passes may differ by in it, the layout "
+             "(declared or inferred), whether the rows are independent galaxies, whether two unchanged passes "
+             "agree, whether the forward needs autograd and whether the model writes into the site's output. "
+             + line)
+    rep.table(table, caption="What the verbs assumed, per input signature they ran and site intervened on",
+              index=False)

@@ -27,6 +27,7 @@ from scimech.results import UnitStore
 from .evidence import gather_evidence
 from .files import load_adapter, load_sample, save_study
 from .measures import chunk_bounds
+from .measures.assumptions import ATTR
 from .plan import STANDIN_STAMP, StudySettings, resolve_settings
 from .resume import claim_folder
 from .units import catalog_unit, interventions_unit, synth_unit, train_unit
@@ -182,6 +183,9 @@ def _intervener(s: StudySettings, model: Path, train: Path, test: Path, n_test: 
         got = map_units(interventions_unit, units, store, client=client, desc="astro intervention chunks")
         raw = xr.concat([got[k] for k in units], "sample", combine_attrs="drop")
         raw.attrs.update(block=int(blk), seed=s.seed)
+        first = got[next(iter(units))].attrs       # the chunk at galaxy 0 measured what the verbs assumed
+        if ATTR in first:
+            raw.attrs[ATTR] = first[ATTR]
         return raw
 
     return intervene

@@ -2,7 +2,8 @@
 :mod:`~astro.measures.inputs` (the tokenised test galaxies and the classical yardsticks),
 :mod:`~astro.measures.advantage` (1: the multimodal advantage), :mod:`~astro.measures.probes`
 (2: layer probes; 3: head probes and radial maps), :mod:`~astro.measures.interventions` (3:
-head ablation and patching), :mod:`~astro.measures.bias` (4: attenuation bias). Each works on
+head ablation and patching; :mod:`~astro.measures.assumptions`: what those verbs assumed about the
+model), :mod:`~astro.measures.bias` (4: attenuation bias). Each works on
 the :class:`~astro.models.aion.AIONRedshift` adapter, so the same code runs on the stand-in
 and on AION-1; :mod:`astro.evidence` runs them in order. Their public names are importable
 from here.
@@ -11,6 +12,7 @@ from here.
 from __future__ import annotations
 
 from .advantage import CONTRASTS, multimodal_advantage
+from .assumptions import measure_site_profile, site_profile_dataset, site_profile_table
 from .bias import attenuation_bias, colour_cells
 from .inputs import StudyInputs, study_batches, study_inputs
 from .interventions import (
@@ -18,6 +20,7 @@ from .interventions import (
     chunk_seed,
     head_interventions,
     intervention_chunk,
+    intervention_chunks,
     slice_batch,
     summarise_interventions,
 )
@@ -25,5 +28,5 @@ from .probes import head_probes, head_radial_structure, layer_probes, localised_
 
 __all__ = ["StudyInputs", "study_inputs", "study_batches", "multimodal_advantage", "CONTRASTS", "record_blocks",
            "layer_probes", "localised_block", "head_probes", "head_radial_structure", "chunk_bounds", "chunk_seed",
-           "slice_batch", "intervention_chunk", "summarise_interventions", "head_interventions", "colour_cells",
-           "attenuation_bias"]
+           "slice_batch", "intervention_chunk", "intervention_chunks", "summarise_interventions", "head_interventions",
+           "colour_cells", "attenuation_bias", "measure_site_profile", "site_profile_dataset", "site_profile_table"]

@@ -16,10 +16,11 @@ from scimech.stats import bootstrap_ci
 
 from .. import photoz
 from ..models.aion import IMAGE_KEY, LEGACY_SCALARS, MASK_PREFIX, AIONRedshift, rows_per_pass
+from .assumptions import ATTR, measure_site_profile
 from .inputs import StudyInputs
 
-__all__ = ["chunk_bounds", "chunk_seed", "slice_batch", "intervention_chunk", "summarise_interventions",
-           "head_interventions"]
+__all__ = ["chunk_bounds", "chunk_seed", "slice_batch", "intervention_chunk", "intervention_chunks",
+           "summarise_interventions", "head_interventions"]
 
 
 def chunk_bounds(n: int, chunk_size: int | None) -> list[tuple[int, int]]:
@@ -50,7 +51,7 @@ def slice_batch(batch: Mapping[str, torch.Tensor], start: int, stop: int) -> dic
 def intervention_chunk(adapter: AIONRedshift, multi: Mapping[str, torch.Tensor], phot: Mapping[str, torch.Tensor],
                        reference: Mapping[str, torch.Tensor], block: int, *,
                        methods: Sequence[str] = ("zero", "mean", "resample"), seed: int = 0,
-                       batch_size: int = 256, start: int = 0) -> xr.Dataset:
+                       batch_size: int = 256, start: int = 0, site_profile: bool | None = None) -> xr.Dataset:
     """Expected redshift of one catalogue chunk with each head of ``block`` intervened.
 
     The unit of work of the head study: chunks are independent, so they run anywhere
@@ -68,7 +69,10 @@ def intervention_chunk(adapter: AIONRedshift, multi: Mapping[str, torch.Tensor],
         ablations plus ``"patch"`` (the head's activation from the photometry-only run,
         i.e. noising); ``z_ablated_phot``: the photometry-only run with the same ablations
         (for ``"patch"`` the photometry-only run itself); ``z_multi``, ``z_phot`` (sample).
-        ``sample`` counts from ``start``.
+        ``sample`` counts from ``start``. With ``site_profile`` (default: the chunk that starts
+        at galaxy 0, so once per study) the attribute :data:`astro.measures.assumptions.ATTR`
+        holds what the verbs assumed about the model at the head sites, measured after them on
+        the first batch they ran per input signature (:func:`~astro.measures.assumptions.measure_site_profile`).
     """
     sites = adapter.head_sites(block)
     metric = adapter.z_metric()
@@ -105,6 +109,11 @@ def intervention_chunk(adapter: AIONRedshift, multi: Mapping[str, torch.Tensor],
     zs_phot.append(np.broadcast_to(phot_base, zs[-1].shape))
     z_multi = pt["clean"].values if base is None else base
     n = len(z_multi)
+    attrs = {"block": block, "seed": seed, "chunk_start": start, "description": "per-head interventions, one chunk"}
+    if (start == 0) if site_profile is None else site_profile:
+        attrs[ATTR] = measure_site_profile(model, {"multimodal": slice_batch(multi, 0, batch_size),
+                                                   "photometry only": slice_batch(phot_run, 0, batch_size)},
+                                           sites, fwd)
     return xr.Dataset(
         {"z_ablated": (("intervention", "head", "sample"), np.stack(zs),
                        {"description": "expected z, photometry + image, with the head intervened"}),
@@ -116,7 +125,7 @@ def intervention_chunk(adapter: AIONRedshift, multi: Mapping[str, torch.Tensor],
          "z_phot": ("sample", z_phot, {"description": "expected z, photometry only"})},
         coords=dict(intervention=[*methods, "patch"], head=np.arange(len(sites)), sample=np.arange(start, start + n),
                     site=("head", sites)),
-        attrs={"block": block, "seed": seed, "chunk_start": start, "description": "per-head interventions, one chunk"})
+        attrs=attrs)
 
 
 def _mean_ci(values: np.ndarray, n_bootstrap: int, seed: int) -> tuple[float, float, float]:
@@ -204,8 +213,17 @@ def head_interventions(adapter: AIONRedshift, inp: StudyInputs, block: int, *,
         ``z_ablated_phot``, ``z_multi``, ``z_phot``; ``delta_abs_dz``, ``advantage_lost`` (with
         bootstrap bounds) and ``advantage_left`` (intervention, head, population).
     """
+    return summarise_interventions(intervention_chunks(adapter, inp, block, methods=methods, seed=seed,
+                                                       batch_size=batch_size, chunk_size=chunk_size),
+                                   inp.z, inp.populations, n_bootstrap=n_bootstrap, seed=seed)
+
+
+def intervention_chunks(adapter: AIONRedshift, inp: StudyInputs, block: int, *,
+                        methods: Sequence[str] = ("zero", "mean", "resample"), seed: int = 0,
+                        batch_size: int = 256, chunk_size: int | None = None) -> xr.Dataset:
+    """:func:`intervention_chunk` over chunks of ``chunk_size`` test galaxies (default: one chunk),
+    here, concatenated along ``sample``; the attributes are the first chunk's (its site profile)."""
     chunks = [intervention_chunk(adapter, slice_batch(inp.multi, a, b), slice_batch(inp.phot, a, b), inp.reference,
                                  block, methods=methods, seed=seed, batch_size=batch_size, start=a)
               for a, b in chunk_bounds(len(inp.z), chunk_size)]
-    return summarise_interventions(xr.concat(chunks, "sample"), inp.z, inp.populations, n_bootstrap=n_bootstrap,
-                                   seed=seed)
+    return xr.concat(chunks, "sample", combine_attrs="override")
