@@ -18,8 +18,9 @@ from .synthetic import GalaxySample
 __all__ = ["load_sample", "save_sample", "load_adapter", "save_study", "load_study", "STUDY_NAMES", "OPTIONAL_NAMES"]
 
 #: the parts of a study's results, one ``<name>.nc`` each (:func:`save_study`)
-STUDY_NAMES = ("advantage", "layers", "head_probes", "radial", "interventions", "bias", "predictions")
-#: parts a study folder may lack (written by later versions): loaded where present
+STUDY_NAMES = ("advantage", "layers", "head_probes", "radial", "interventions", "bias", "predictions",
+               "site_profile")
+#: parts a study folder may lack (its intervention units saved before they were recorded): loaded where present
 OPTIONAL_NAMES = ("site_profile",)
 
 
@@ -65,5 +66,5 @@ def load_study(out: Path) -> dict[str, xr.Dataset]:
     """The parts written by :func:`save_study` (``CheckpointError`` naming a missing one; those of
     :data:`OPTIONAL_NAMES` where present)."""
     out = Path(out)
-    return ({n: results.load(out / f"{n}.nc") for n in STUDY_NAMES}
-            | {n: results.load(out / f"{n}.nc") for n in OPTIONAL_NAMES if (out / f"{n}.nc").exists()})
+    return {n: results.load(out / f"{n}.nc") for n in STUDY_NAMES
+            if n not in OPTIONAL_NAMES or (out / f"{n}.nc").exists()}
