@@ -5,7 +5,8 @@
 * ``train``: :func:`train_unit`, the stand-in AION (written to a temporary sibling and moved
   into place, so a killed training leaves no model that looks finished);
 * ``interventions/block=B/rows=A-Z``: :func:`interventions_unit`, the head study of block ``B``
-  on test galaxies ``A:Z``, the part that grows with the catalogue.
+  on test galaxies ``A:Z``, the part that grows with the catalogue; the unit at galaxy 0 also
+  saves what its verbs assumed about the model (:mod:`astro.measures.assumptions`).
 
 Units run single-threaded (torch and the BLAS / OpenMP pools), so their results do not depend
 on where they ran; parallelism comes from running several units at once.
