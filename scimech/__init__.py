@@ -45,44 +45,6 @@ _LAZY = {
 
 _SUBPACKAGES = ("analysis", "capture", "causal", "errors", "run", "studies")
 
-# the module paths of scimech 0.1, moved into the subpackages: `scimech.metrics` still gives the module
-# (scimech.causal.metrics) with a DeprecationWarning until scimech 0.3.0 (the files are shims: scimech/_moved.py)
-_MOVED = {
-    "ablation": "causal.ablation",
-    "atp": "causal.atp",
-    "attention": "capture.attention",
-    "attribution": "analysis.attribution",
-    "batches": "capture.batches",
-    "calls": "capture.calls",
-    "cli": "run.cli",
-    "concepts": "analysis.concepts",
-    "config": "run.config",
-    "dictionary": "analysis.dictionary",
-    "fingerprint": "run.fingerprint",
-    "geometry": "analysis.geometry",
-    "hooks": "capture.hooks",
-    "intervene": "causal.intervene",
-    "layout": "capture.layout",
-    "metrics": "causal.metrics",
-    "model_profile": "causal.model_profile",
-    "options": "run.options",
-    "parallel": "run.parallel",
-    "prefix_reuse": "causal.prefix_reuse",
-    "probe": "analysis.probe",
-    "progress": "run.progress",
-    "reading": "studies.reading",
-    "record": "capture.record",
-    "report": "studies.report",
-    "results": "run.results",
-    "samples": "causal.samples",
-    "sites": "capture.sites",
-    "stats": "analysis.stats",
-    "study": "studies.contract",
-    "sweep": "causal.sweep",
-    "validate": "studies.validate",
-    "verdicts": "studies.verdicts",
-}
-
 __all__ = ["__version__", *_LAZY]
 
 if _typing.TYPE_CHECKING:  # what `sm.<name>` is, for type checkers and editors (imported lazily at run time)
@@ -131,13 +93,15 @@ def __getattr__(name: str):
         import importlib
 
         return importlib.import_module(f".{name}", __name__)
-    if name in _MOVED:  # `scimech.metrics`: the moved module, and the warning its old path gives
+    from ._moved import MOVED
+
+    if name in MOVED:  # `scimech.metrics`: the moved module, and the warning its old path gives
         import importlib
         import warnings
 
-        warnings.warn(f"scimech.{name} moved to scimech.{_MOVED[name]}; the old path will be removed in scimech 0.3.0",
+        warnings.warn(f"scimech.{name} moved to scimech.{MOVED[name]}; the old path will be removed in scimech 0.3.0",
                       DeprecationWarning, stacklevel=2)
-        return importlib.import_module(f".{_MOVED[name]}", __name__)
+        return importlib.import_module(f".{MOVED[name]}", __name__)
     raise AttributeError(f"module 'scimech' has no attribute {name!r}")
 
 

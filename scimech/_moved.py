@@ -9,15 +9,52 @@ file: otherwise Python would search the moved package's ``__path__`` and load a 
 
 from __future__ import annotations
 
-import importlib.abc
 import importlib.machinery
 import sys
 from collections.abc import Sequence
 from importlib.machinery import ModuleSpec
 from types import ModuleType
 
+#: ``{old module under scimech: its new home}``: ``scimech.metrics`` (an attribute of the package) still
+#: gives the module scimech.causal.metrics, with a DeprecationWarning, until scimech 0.3.0
+MOVED = {
+    "ablation": "causal.ablation",
+    "atp": "causal.atp",
+    "attention": "capture.attention",
+    "attribution": "analysis.attribution",
+    "batches": "capture.batches",
+    "calls": "capture.calls",
+    "cli": "run.cli",
+    "concepts": "analysis.concepts",
+    "config": "run.config",
+    "dictionary": "analysis.dictionary",
+    "fingerprint": "run.fingerprint",
+    "geometry": "analysis.geometry",
+    "hooks": "capture.hooks",
+    "intervene": "causal.intervene",
+    "layout": "capture.layout",
+    "metrics": "causal.metrics",
+    "model_profile": "causal.model_profile",
+    "options": "run.options",
+    "parallel": "run.parallel",
+    "prefix_reuse": "causal.prefix_reuse",
+    "probe": "analysis.probe",
+    "progress": "run.progress",
+    "reading": "studies.reading",
+    "record": "capture.record",
+    "report": "studies.report",
+    "results": "run.results",
+    "samples": "causal.samples",
+    "sites": "capture.sites",
+    "stats": "analysis.stats",
+    "study": "studies.contract",
+    "sweep": "causal.sweep",
+    "validate": "studies.validate",
+    "verdicts": "studies.verdicts",
+}
 
-class OldSubmodules(importlib.abc.MetaPathFinder):
+
+class OldSubmodules:  # a meta path finder (importlib.abc.MetaPathFinder's protocol, without importing it)
     """Finds ``<prefix>.<name>`` in ``directory`` (the old package folder, holding the shims)."""
 
     def __init__(self, prefix: str, directory: str) -> None:

@@ -186,13 +186,27 @@ def _feed(h, obj: Any, in_array: bool = False) -> None:
         for d in sorted(_digest(x) for x in obj):
             h.update(d)
     elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        _tag(h, b"D", f"{type(obj).__module__}.{type(obj).__qualname__}".encode())
+        _tag(h, b"D", f"{_home(type(obj).__module__)}.{type(obj).__qualname__}".encode())
         _feed(h, {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)})
     elif in_array:  # an element of an object array (a cftime date, ...): its text
         _tag(h, b"R", f"{type(obj).__qualname__}:{obj!s}".encode())
     else:
         raise TypeError(f"fingerprint() does not know how to hash a {type(obj).__module__}.{type(obj).__qualname__}; "
                         "pass what of it matters (its arrays, a dict of its settings, or the path of its file).")
+
+
+def _home(module: str) -> str:
+    """A module's name as fingerprints spell it: a class of a module that moved into a subpackage
+    (``scimech.studies.reading``) by its scimech 0.1 path (``scimech.reading``), so that a run folder
+    from before the move is still current (a fingerprint names a dataclass's module)."""
+    if module.startswith("scimech."):
+        from scimech._moved import MOVED
+
+        old = {f"scimech.{new}": f"scimech.{old}" for old, new in MOVED.items()}
+        head = next((n for n in old if module == n or module.startswith(n + ".")), None)
+        if head is not None:
+            return old[head] + module[len(head):]
+    return module
 
 
 def _is(obj: Any, module: str, name: str) -> bool:
