@@ -1,6 +1,6 @@
 """Real galaxies for the study: a Legacy Survey DR10 catalogue (and image cut-outs), with DESI
 redshifts joined to its rows, as a :class:`~astro.synthetic.GalaxySample`, and what was read
-said back as a :class:`scimech.reading.Reading` (``sample.meta["reading"]``; ``scimech astro
+said back as a :class:`scimech.studies.reading.Reading` (``sample.meta["reading"]``; ``scimech astro
 inspect``).
 
 Columns (any case; read by :mod:`astropy.io.fits`, TUNIT cards converted by :mod:`astropy.units`,
@@ -44,7 +44,7 @@ from astropy.io import fits
 from astropy.table import QTable
 
 from scimech.errors import DataValidationError, DimensionError, MissingVariableError, UnitsError
-from scimech.reading import Reading
+from scimech.studies.reading import Reading
 
 from . import constants
 from .cutouts import check_fluxes, parse_unit, read_cube, read_images

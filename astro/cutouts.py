@@ -66,7 +66,7 @@ _SPELLINGS = {"nanomaggies": "nanomaggy", "maggies": "maggy"}
 @dataclass
 class Cube:
     """A cut-out cube read: ``data`` ``(N, 4, H, W)`` [nanomaggy per pixel] in the study's band
-    order (g, r, i, z), and what was found on the way (for :class:`scimech.reading.Reading`)."""
+    order (g, r, i, z), and what was found on the way (for :class:`scimech.studies.reading.Reading`)."""
 
     data: np.ndarray
     bands_found: tuple[str, ...]

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import xarray as xr
 
-from scimech import results
 from scimech.errors import ConfigError
+from scimech.run import results
 
 from .models import standin
 from .models.aion import AIONRedshift

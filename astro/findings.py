@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from scimech.verdicts import Finding, PlantedTruthRow, assess, planted_wording, text_table
-from scimech.verdicts import recovery_line as shared_recovery_line
+from scimech.studies.verdicts import Finding, PlantedTruthRow, assess, planted_wording, text_table
+from scimech.studies.verdicts import recovery_line as shared_recovery_line
 
 from .measures import localised_block
 
@@ -69,7 +69,7 @@ def findings(res: Mapping[str, xr.Dataset], *, null_effect: float = 0.25) -> lis
     -------
     list of dict
         ``finding``, ``verdict`` ("REPRODUCED", "NOT reproduced" or "NOT ASSESSED" when a
-        number it rests on is missing or not finite, :func:`scimech.study.assess`),
+        number it rests on is missing or not finite, :func:`scimech.studies.contract.assess`),
         ``reason`` (why not assessed), ``reproduced`` (the verdict is REPRODUCED),
         ``evidence``, ``numbers``, ``line``; findings 3 and 4 also ``head``, the
         per-intervention effects and checks (``no_effect`` / ``carries``).
@@ -77,7 +77,7 @@ def findings(res: Mapping[str, xr.Dataset], *, null_effect: float = 0.25) -> lis
     adv = _advantages(res)
     f3 = colour_head_finding(res, adv, null_effect)
     out = [advantage_finding(res, adv), layer_finding(res), f3, image_head_finding(res, adv, f3["head"], null_effect)]
-    for f in out:  # a verdict only from finite numbers (scimech.study.assess): NaN never reads "NOT reproduced"
+    for f in out:  # a verdict only from finite numbers (scimech.studies.contract.assess): NaN never reads "NOT reproduced"
         judged = assess(f["finding"], f["reproduced"], f["evidence"], numbers=f["numbers"])
         f.update(verdict=judged.verdict, reason=judged.reason, reproduced=judged.verdict == "REPRODUCED",
                  line=judged.line())
@@ -287,7 +287,7 @@ def _inert_head_row(res: Mapping[str, xr.Dataset], f3: Mapping[str, Any], eps: f
 
 def recovery_line(rows: Sequence[PlantedTruthRow], domain: str = "astro") -> str:
     """One line: how many planted facts the study recovered, with the key numbers
-    (:func:`scimech.study.recovery_line`; a row not assessed is named, not counted)."""
+    (:func:`scimech.studies.contract.recovery_line`; a row not assessed is named, not counted)."""
     if not rows:
         return (f"{domain} planted truth: none in this model (unplanted stand-in or a real checkpoint); run "
                 "`scimech astro study --quick --planted` to check that the study finds a planted mechanism")
@@ -328,7 +328,7 @@ def planted_findings(res: Mapping[str, xr.Dataset], fnd: Sequence[Mapping[str, A
 def verdict_wording(res: Mapping[str, xr.Dataset], fnd: Sequence[Mapping[str, Any]] | None = None, *,
                     null_effect: float = 0.25) -> list[tuple[str, str, str]]:
     """Per finding, ``(wording, qualifier, note)`` of its line: on a planted model a planted finding reads
-    :func:`scimech.verdicts.planted_wording` (never "REPRODUCED"), the others their verdict qualified
+    :func:`scimech.studies.verdicts.planted_wording` (never "REPRODUCED"), the others their verdict qualified
     ``(planted stand-in)``; on any other model, the verdict."""
     fnd = findings(res, null_effect=null_effect) if fnd is None else fnd
     planted = planted_findings(res, fnd, null_effect=null_effect)
@@ -339,7 +339,7 @@ def verdict_wording(res: Mapping[str, xr.Dataset], fnd: Sequence[Mapping[str, An
 
 
 def study_findings(res: Mapping[str, xr.Dataset], *, null_effect: float = 0.25) -> list[Finding]:
-    """:func:`findings` as :class:`scimech.verdicts.Finding` objects, numbered as the reference study
+    """:func:`findings` as :class:`scimech.studies.verdicts.Finding` objects, numbered as the reference study
     numbers them; on the planted stand-in a finding that was planted reads "planted: recovered" or
     "planted: missed" (:func:`verdict_wording`), the others say they were tested on it; the numbers
     are left to the report (``terse``)."""

@@ -23,8 +23,8 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.validation import check_is_fitted
 
+from scimech.analysis.stats import bootstrap_ci
 from scimech.errors import DataValidationError
-from scimech.stats import bootstrap_ci
 
 from . import constants, synthetic
 

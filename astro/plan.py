@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from scimech.errors import ConfigError
-from scimech.study import Plan
+from scimech.studies.contract import Plan
 
 __all__ = ["QUICK", "MEDIUM", "FULL", "SIZES", "SIZE_KEYS", "DEFAULT_WORLD", "IMAGE_FEATURES", "STANDIN_STAMP",
            "StudySettings", "resolve_settings", "check_sizes", "data_files", "settings_from_args", "plan_of"]
@@ -207,7 +207,7 @@ def settings_from_args(args: argparse.Namespace) -> StudySettings:
 
 
 def plan_of(settings: StudySettings, size: str | None = None) -> Plan:
-    """The :class:`~scimech.study.Plan` of resolved settings: the intervention units over the test galaxies."""
+    """The :class:`~scimech.studies.contract.Plan` of resolved settings: the intervention units over the test galaxies."""
     s, sz = settings, settings.sizes
     if s.source == "catalog":
         sizes = {"galaxies": f"the catalogue {s.catalog}" + (f" with cut-outs {s.images}" if s.images else "")

@@ -1,6 +1,6 @@
 """The astro study's report: figures, tables, the plain list of which findings reproduce and
 (for a planted stand-in) the planted truth against what the study found, as ``report.md`` and
-``report.html`` (:class:`scimech.report.Report`)."""
+``report.html`` (:class:`scimech.studies.report.Report`)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from scimech.reading import Reading
-from scimech.report import Report
+from scimech.studies.reading import Reading
+from scimech.studies.report import Report
 
 from . import plots
 from .findings import findings, planted_recovery, recovery_line, verdict_wording

@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 
 from scimech.errors import ConfigError
-from scimech.fingerprint import fingerprint, set_aside_stale
-from scimech.results import atomic_write_text
+from scimech.run.fingerprint import fingerprint, set_aside_stale
+from scimech.run.results import atomic_write_text
 
 from .plan import StudySettings
 from .synthetic import GalaxySample, make_galaxies, world_config

@@ -1,7 +1,7 @@
 """Running an astro study as resumable, distributable units (``scimech astro study``).
 
 The study is cut into the units of :mod:`astro.units`, each saved in a
-:class:`scimech.results.UnitStore` under ``<out>/units``, so a run can go to a Dask cluster
+:class:`scimech.run.results.UnitStore` under ``<out>/units``, so a run can go to a Dask cluster
 and a rerun with the same ``--out`` redoes only the units that did not finish: the samples
 (``<out>/train.fits``, ``<out>/test.fits``), the stand-in (``<out>/model/``) and the head
 interventions over chunks of the test set. What remains (classical photo-z, metrics, probes,
@@ -20,9 +20,9 @@ from typing import Any
 
 import xarray as xr
 
-from scimech.parallel import map_units
-from scimech.reading import Reading
-from scimech.results import UnitStore
+from scimech.run.parallel import map_units
+from scimech.run.results import UnitStore
+from scimech.studies.reading import Reading
 
 from .evidence import gather_evidence
 from .files import load_adapter, load_sample, save_study
@@ -34,7 +34,7 @@ from .units import catalog_unit, interventions_unit, synth_unit, train_unit
 
 __all__ = ["run_resumable_study", "run_settings", "READING_FILE"]
 
-#: what the reader read from a catalogue (scimech.reading.Reading as JSON), in the run folder
+#: what the reader read from a catalogue (scimech.studies.reading.Reading as JSON), in the run folder
 READING_FILE = "reading.json"
 
 Log = Callable[[str], None]
@@ -67,7 +67,7 @@ def run_resumable_study(out: str | Path, *, sizes: Mapping[str, Any] | None = No
         training galaxies; with ``model`` that checkpoint is studied, without it a stand-in
         is trained on the training rows (cut-outs centre-cropped to 24 x 24 pixels).
     client
-        A Dask client (``scimech.parallel.client_from_args``), or ``None`` to run the units
+        A Dask client (``scimech.run.parallel.client_from_args``), or ``None`` to run the units
         here one after the other.
     world
         The synthetic world (:data:`astro.synthetic.WORLDS`) of a synthetic run (default

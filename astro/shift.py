@@ -1,7 +1,7 @@
 """A dictionary of the AION stand-in's last encoder block under a shift of the survey.
 
 The stand-in AION (:func:`astro.training.train_standin`) is trained on the standard
-synthetic world; a TopK dictionary (:mod:`scimech.dictionary`) is trained on its last
+synthetic world; a TopK dictionary (:mod:`scimech.analysis.dictionary`) is trained on its last
 encoder block's output at every token of the training galaxies. The shifted galaxies are
 drawn from the same world but either at higher redshift (``z_scale`` 0.45 -> 0.7: more
 galaxies near the top of the Z codec's range) or with shallower imaging (sky noise 1.5 mag
@@ -26,14 +26,14 @@ from pathlib import Path
 
 import xarray as xr
 
-from scimech.dictionary import (
+from scimech.analysis.dictionary import (
     measure_shift,
     plot_shift,
     splice_fidelity,
     train_dictionary,
 )
-from scimech.record import record
-from scimech.results import save
+from scimech.capture.record import record
+from scimech.run.results import save
 
 from .synthetic import make_galaxies
 from .synthetic.worlds import world_config
@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m astro.shift``: ``scimech astro shift`` (the same options and run)."""
     import sys
 
-    from scimech.cli import main as scimech_main
+    from scimech.run.cli import main as scimech_main
 
     return scimech_main(["astro", "shift", *(sys.argv[1:] if argv is None else argv)])
 

@@ -1,4 +1,4 @@
-"""The AION-1 redshift head study: one :class:`scimech.study.Study` class, ``scimech astro ...``.
+"""The AION-1 redshift head study: one :class:`scimech.studies.contract.Study` class, ``scimech astro ...``.
 
 ``scimech astro generate | study | redraw FOLDER | shift | inspect CATALOGUE | train``.
 
@@ -51,10 +51,10 @@ import sys
 import time
 from pathlib import Path
 
-from scimech import options
 from scimech.errors import ScimechError
-from scimech.options import Format, existing_path, fraction, input_path, whole
-from scimech.study import Command, Plan, Study
+from scimech.run import options
+from scimech.run.options import Format, existing_path, fraction, input_path, whole
+from scimech.studies.contract import Command, Plan, Study
 
 from .plan import DATA_CATALOG_NAMES, DEFAULT_WORLD, FULL, IMAGE_FEATURES, MEDIUM, QUICK
 
@@ -195,7 +195,7 @@ class AstroStudy(Study):
         return recovery_text(evidence.results)
 
     def report(self, evidence, plan: Plan) -> Path:
-        from scimech.reading import Reading
+        from scimech.studies.reading import Reading
 
         from .report import galaxies_text, write_report
         from .run import READING_FILE
@@ -216,7 +216,7 @@ class AstroStudy(Study):
 
     def inspect(self, path: Path, args: argparse.Namespace):
         """What ``scimech astro study --data PATH`` reads from a Legacy Survey catalogue (and cut-outs), said
-        back as a :class:`scimech.reading.Reading`: the columns, units and conversions, the rows dropped and
+        back as a :class:`scimech.studies.reading.Reading`: the columns, units and conversions, the rows dropped and
         why, the band order, and the split by object identity. No torch, no model."""
         import warnings
 

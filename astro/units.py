@@ -1,4 +1,4 @@
-"""The resumable units of the astro study, each a task of :func:`scimech.parallel.map_units`:
+"""The resumable units of the astro study, each a task of :func:`scimech.run.parallel.map_units`:
 
 * ``synth/train``, ``synth/test``: :func:`synth_unit`, the synthetic samples;
 * ``catalog/split``: :func:`catalog_unit`, your catalogue's objects split at random into those two files;
@@ -71,7 +71,7 @@ def catalog_unit(catalog: str, images: str | None, train_path: str, test_path: s
     """Read a Legacy Survey catalogue (and cut-outs), split its *objects* at random (``seed``) into
     ``test_fraction`` test and the rest training galaxies (:func:`astro.split.split_by_object`: the
     rows of one object stay on one side), and write both samples. The result carries the reading
-    (``reading``: :meth:`scimech.reading.Reading.to_dict`, its ``split`` section filled)."""
+    (``reading``: :meth:`scimech.studies.reading.Reading.to_dict`, its ``split`` section filled)."""
     with warnings.catch_warnings(record=True) as caught:   # the dropped-rows count goes into the result
         warnings.simplefilter("always")
         s = read_legacy_survey(catalog, images, stamp=stamp)

@@ -53,7 +53,7 @@ def sweep_section() -> list[str]:
     from astro import synthetic
     from astro.models import aion as aion_adapter
     from astro.models import standin
-    from scimech.intervene import ablate, ablation_sweep
+    from scimech.causal.intervene import ablate, ablation_sweep
 
     train = synthetic.make_galaxies(300, seed=2)
     test = synthetic.make_galaxies(256, seed=3)
@@ -111,8 +111,8 @@ def _warm_worker(model_dir: str, train_path: str, test_path: str) -> int:
 
 def _run_units(units: dict, root: Path, tag: str, client) -> dict:
     from astro.units import interventions_unit
-    from scimech.parallel import map_units
-    from scimech.results import UnitStore
+    from scimech.run.parallel import map_units
+    from scimech.run.results import UnitStore
 
     store = UnitStore(Path(tempfile.mkdtemp(prefix=f"store-{tag}-", dir=root)))
     t0 = time.perf_counter()
@@ -130,7 +130,7 @@ def units_section() -> list[str]:
 
     from astro.measures import chunk_bounds
     from astro.units import synth_unit, train_unit
-    from scimech.parallel import get_client
+    from scimech.run.parallel import get_client
 
     load0 = os.getloadavg()
     with tempfile.TemporaryDirectory() as d:
@@ -179,7 +179,7 @@ def units_section() -> list[str]:
     t_gal = t_u / UNIT_CHUNK
     lines = [f"### Head-intervention units of the study ({n} units of {UNIT_CHUNK} test galaxies, block 0)", "",
              f"Each unit is `astro.units.interventions_unit` as `scimech astro study` maps it with "
-             f"`scimech.parallel.map_units`: load the checkpoint and the samples, tokenise, then zero / mean / "
+             f"`scimech.run.parallel.map_units`: load the checkpoint and the samples, tokenise, then zero / mean / "
              f"resample ablation and photometry-only patching of the {len(runs['serial'][0]['z'][0])} heads of the "
              f"block; single-threaded. Stand-in of the default size (trained 1 epoch: the cost depends on the "
              f"architecture, not on the training); setup (samples + model) {t_setup:.0f} s, not timed. Every "
@@ -200,7 +200,7 @@ def units_section() -> list[str]:
     lines += ["", f"- per unit on 1 worker (+ mmap threshold) t_u = {t_u:.2f} s ({t_gal * 1e3:.1f} ms per galaxy for all "
               f"{len(runs['serial'][0]['z'])} interventions x heads); overhead per task on that worker (Dask "
               f"round trip, unit-store write and read back) o = {o:.2f} s, without Dask {overhead('serial'):.2f} s;",
-              f"- inside a worker of `scimech.parallel.get_client` a unit takes {per_unit(1):.2f} s, in this "
+              f"- inside a worker of `scimech.run.parallel.get_client` a unit takes {per_unit(1):.2f} s, in this "
               f"process {per_unit('serial'):.2f} s. Dask's nanny sets MALLOC_TRIM_THRESHOLD_=65536, which fixes "
               f"glibc's mmap threshold at 128 KiB (each torch activation a fresh mmap with page faults: 2.5x slower "
               f"units when first measured); `get_client` now also sets MALLOC_MMAP_THRESHOLD_=33554432 for its "

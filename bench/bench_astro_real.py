@@ -107,7 +107,7 @@ def _interventions(folder: Path, n_iv: int, n_ref: int, block: int, threads: int
 
     from astro.catalog import read_legacy_survey
     from astro.models.aion import AIONRedshift, rows_per_pass
-    from scimech.intervene import ablation_sweep, patching_sweep
+    from scimech.causal.intervene import ablation_sweep, patching_sweep
 
     torch.set_num_threads(threads)
     out: dict = {"threads": threads, "n_iv": n_iv, "n_ref": n_ref, "block": block, "dtype": dtype,

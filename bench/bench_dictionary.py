@@ -56,7 +56,7 @@ def run_one(method: str) -> dict:
         atoms = torch.as_tensor(model.components_, dtype=torch.float32)
         recon = torch.as_tensor(model.transform(x.numpy()) @ model.components_, dtype=torch.float32)
     else:
-        from scimech.dictionary import train_dictionary
+        from scimech.analysis.dictionary import train_dictionary
 
         dic, _ = train_dictionary(x, kind=method, n_features=N_FEATURES, k=K, epochs=EPOCHS, batch_size=BATCH,
                                   lr=3e-3)

@@ -172,7 +172,7 @@ def _publish(name: str, text: str) -> int:
 def main() -> int:
     from neuro.faithfulness import true_impulse_response
     from neuro.tasks import build_task
-    from scimech.parallel import get_client
+    from scimech.run.parallel import get_client
 
     sim_lines = sim_table()
     load0 = os.getloadavg()

@@ -26,10 +26,11 @@ import torch
 
 from bench.bench_recording import interleaved
 from bench.common import write_section
-from scimech import attribution_patching, metrics, ranking_agreement
-from scimech.attention import decompose_attention
-from scimech.intervene import patch, patching_sweep
-from scimech.record import Recorder
+from scimech import attribution_patching, ranking_agreement
+from scimech.capture.attention import decompose_attention
+from scimech.capture.record import Recorder
+from scimech.causal import metrics
+from scimech.causal.intervene import patch, patching_sweep
 
 N_LAYERS, HEADS, WIDTH, BATCH, TOKENS, ROUNDS, THREADS, TOP = 6, 8, 64, 16, 32, 9, 1, 8
 

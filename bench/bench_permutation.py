@@ -16,8 +16,8 @@ from __future__ import annotations
 import numpy as np
 
 from bench.common import write_section
-from scimech import probe
-from scimech.probe import permutation_test
+from scimech.analysis import probe
+from scimech.analysis.probe import permutation_test
 
 
 def clustered(seed: int, signal: float = 0.0, n_groups: int = 12, per: int = 8, d: int = 5):

@@ -3,7 +3,7 @@
 Run: ``python -m bench.bench_probing`` (``--quick`` for a 2k-sample smoke run). Writes
 ``bench/results/probing.md``.
 
-What is timed: :func:`scimech.probe.probe_sites` on 12 float32 layers of 20 000 x 256
+What is timed: :func:`scimech.analysis.probe.probe_sites` on 12 float32 layers of 20 000 x 256
 features with a planted signal that grows with depth: 5-fold ridge probes, the
 Hewitt & Liang control task on every fold, a full fit per layer (weights, SNR) and, in a
 second run, the BCa bootstrap interval of the out-of-fold R2. Peak memory is measured two
@@ -24,7 +24,7 @@ import psutil
 from threadpoolctl import threadpool_limits
 
 from bench.common import write_section
-from scimech.probe import probe_sites
+from scimech.analysis.probe import probe_sites
 
 
 class PeakRSS:

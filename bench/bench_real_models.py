@@ -82,7 +82,8 @@ def sweeps(m: dict[str, Any]) -> dict[str, Callable[[], dict[str, np.ndarray]]]:
     import nnsight
     from transformer_lens import patching as tl_patching
 
-    from scimech import metrics, patching_sweep
+    from scimech import patching_sweep
+    from scimech.causal import metrics
 
     hf, tl, clean, corrupted = m["hf"], m["tl"], m["clean"], m["corrupted"]
     sites = head_sites()

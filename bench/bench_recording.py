@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from bench.common import write_section
-from scimech.record import Recorder
+from scimech.capture.record import Recorder
 
 N_BLOCKS, WIDTH, HEADS, BATCH, TOKENS, ROUNDS, THREADS = 6, 128, 8, 64, 64, 25, 1
 

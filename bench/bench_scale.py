@@ -6,7 +6,7 @@ Units are the domains' own: ``ocean.experiment.train_unit`` (one ``(regime, seed
 OceanCBM training on a small synthetic ocean) and ``neuro.search.sandbox.run_in_sandbox``
 (one candidate program of a generation, rendered by the offline proposer, evaluated in its
 own sandboxed process on a quick simulated task). Each is mapped with
-``scimech.parallel.map_units`` into a fresh ``UnitStore``, serially in this process and on
+``scimech.run.parallel.map_units`` into a fresh ``UnitStore``, serially in this process and on
 ``get_client("local", n_workers=k)`` for k = 1, 2. Workers import the domain packages
 before the clock starts (a warm-up task), so the wall times measure the units, not
 worker start-up; cluster start-up is reported on its own.
@@ -84,8 +84,8 @@ def _pid(res) -> int:
 
 def run_map(fn, units: dict, workers: int | None, warm: tuple[str, ...]) -> dict:
     """Wall time of ``map_units`` over ``units`` (fresh store), serial or on ``workers`` processes."""
-    from scimech.parallel import get_client, map_units
-    from scimech.results import UnitStore
+    from scimech.run.parallel import get_client, map_units
+    from scimech.run.results import UnitStore
 
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
         client, start = None, 0.0
@@ -203,7 +203,7 @@ def main() -> None:
         f"Machine: {os.cpu_count()} cores (shared with other jobs: 1-min load average {load0[0]:.1f} at the start, "
         f"{load1[0]:.1f} at the end), torch single-threaded per process. Total {time.perf_counter() - t_all:.0f} s.",
         "",
-        "Wall time of `scimech.parallel.map_units` over all units into a fresh `UnitStore` (units saved atomically as "
+        "Wall time of `scimech.run.parallel.map_units` over all units into a fresh `UnitStore` (units saved atomically as "
         "they finish); workers warmed (domain imports) before the clock starts. Speed-up vs serial = serial wall / "
         "wall; vs 1 worker = 1-worker wall / wall.",
         "",

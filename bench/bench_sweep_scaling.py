@@ -61,7 +61,8 @@ def runs(m: dict[str, Any], heads: list[tuple[int, int]], verb: str) -> dict[str
     """The four ways of one sweep; each returns the changed runs' metric, (site, sample)."""
     import nnsight
 
-    from scimech import ablation_sweep, metrics, patching_sweep
+    from scimech import ablation_sweep, patching_sweep
+    from scimech.causal import metrics
 
     hf, tl, clean, corrupted = m["hf"], m["tl"], m["clean"], m["corrupted"]
     base = corrupted if verb == "patching" else clean          # the run that is changed

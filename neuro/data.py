@@ -23,7 +23,7 @@ The neutral layout (zarr or netCDF; or a ``.npy`` array plus the labels as argum
 A bare zarr array of traces (ZAPBench's layout, :mod:`neuro.zapbench`) is read too, with the
 conditions from ``conditions=`` or a file beside it. How each convention is read, and what is
 refused, is :mod:`neuro.reader`'s; what was read is said back as a
-:class:`scimech.reading.Reading` (``task.meta["reading"]``, :func:`inspect_traces`).
+:class:`scimech.studies.reading.Reading` (``task.meta["reading"]``, :func:`inspect_traces`).
 
 Segments are runs of constant (trial, condition, split). Windows are cut from each segment
 exactly as :func:`neuro.tasks.make_windows` cuts a simulated trial (same stride, same
@@ -42,7 +42,7 @@ import numpy as np
 import xarray as xr
 
 from scimech.errors import ConfigError, DataValidationError, DimensionError
-from scimech.reading import Reading
+from scimech.studies.reading import Reading
 
 from .reader import read_recording
 from .zapbench import ZAPBENCH
@@ -73,7 +73,7 @@ HELD_OUT_SUITE = "held_out_condition"
 def read_traces(source, *, conditions=None, dt: float | None = None) -> xr.Dataset:
     """The neutral layout as a Dataset, from a path (zarr store or bare zarr array, ``.nc``,
     ``.npy``), a Dataset or DataArray, or a ``(time, neuron)`` array:
-    :func:`neuro.reader.read_recording` without its :class:`~scimech.reading.Reading`."""
+    :func:`neuro.reader.read_recording` without its :class:`~scimech.studies.reading.Reading`."""
     return read_recording(source, conditions=conditions, dt=dt)[0]
 
 
@@ -376,7 +376,7 @@ def from_traces(source, *, conditions=None, splits=None, held_out: Sequence[str]
     ForecastTask
         ``signal = "traces"``, no ground truth (``true_weights`` None, no probes): the
         baselines and the search score ID / OOD forecasts; faithfulness to a circuit needs
-        a simulator. ``meta["reading"]``: what was read, a :class:`scimech.reading.Reading`
+        a simulator. ``meta["reading"]``: what was read, a :class:`scimech.studies.reading.Reading`
         as JSON. Neurons with NaN / inf values or constant are dropped (a warning names them).
 
     Raises

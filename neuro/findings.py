@@ -1,11 +1,11 @@
 """Which of the reference study's findings reproduce, read from the :class:`neuro.evidence.Evidence`.
 
 Intervals are 95 % two-level bootstrap intervals over search seeds and test trials
-(:func:`scimech.stats.cluster_bootstrap`); a verdict never overrides its interval, and a
-verdict never rests on a number that is not there (:func:`scimech.study.assess`: such a
+(:func:`scimech.analysis.stats.cluster_bootstrap`); a verdict never overrides its interval, and a
+verdict never rests on a number that is not there (:func:`scimech.studies.contract.assess`: such a
 finding reads ``NOT ASSESSED (<which number>)``).
 
-Each finding is a :class:`scimech.study.Finding` (a :class:`Finding`: the contract's
+Each finding is a :class:`scimech.studies.contract.Finding` (a :class:`Finding`: the contract's
 verdict, REPRODUCED / NOT reproduced / NOT ASSESSED, plus the line's own wording of it,
 e.g. ``UNDECIDED (the interval holds 0)`` or ``PARTLY reproduced``).
 """
@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from scimech.verdicts import Finding, assess
+from scimech.studies.verdicts import Finding, assess
 
 from .evidence import Evidence
 from .verdicts import compare, verdict_better

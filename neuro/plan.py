@@ -1,5 +1,5 @@
 """Plan of the discovery study: the sizes (quick / medium / full), the settings one run needs,
-and the :class:`scimech.study.Plan` a dry run prints.
+and the :class:`scimech.studies.contract.Plan` a dry run prints.
 
 Sizes (:data:`BUDGETS`): ``quick`` is the smoke test (one search seed, 12 nodes per search,
 a small priors search at the long context); ``medium`` answers the study's questions on two
@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from scimech.errors import ConfigError
-from scimech.options import removal_notice
-from scimech.study import SIZES, Plan
+from scimech.run.options import removal_notice
+from scimech.studies.contract import SIZES, Plan
 
 __all__ = ["BUDGETS", "SEEDED_BASELINES", "SEARCH_LABELS", "StudySettings", "study_plan", "BENCH_EVAL_SECONDS", "Traces",
            "Proposer", "RunSettings"]
@@ -130,7 +130,7 @@ class StudySettings:
 
 @dataclass(frozen=True)
 class RunSettings:
-    """What a run of the study needs (:attr:`scimech.study.Plan.settings` of ``Plan[RunSettings]``):
+    """What a run of the study needs (:attr:`scimech.studies.contract.Plan.settings` of ``Plan[RunSettings]``):
     the resolved settings, your traces (``None``: the simulator) and who proposes the programs."""
 
     study: StudySettings

@@ -1,6 +1,6 @@
 """A recording of neuronal activity read as it comes, and said back: :func:`read_recording` gives
 the neutral layout of :mod:`neuro.data` (``activity (time, neuron)``, ``condition (time)``,
-``attrs["dt"]`` in s) and a :class:`scimech.reading.Reading` of everything it read.
+``attrs["dt"]`` in s) and a :class:`scimech.studies.reading.Reading` of everything it read.
 
 Each convention is read by the library made for it, and what cannot be read is refused in one
 line that names the fix:
@@ -52,7 +52,7 @@ from scimech.errors import (
     MissingVariableError,
     UnitsError,
 )
-from scimech.reading import Reading
+from scimech.studies.reading import Reading
 
 from .zapbench import NEURON_DIMS, TIME_DIMS, TRIAL_DIMS, ZAPBENCH, zarr_node
 

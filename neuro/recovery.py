@@ -5,7 +5,7 @@ structural claim about a discovered model can be checked against it.
 the simulated larva, one row per planted property, each with an interval and a stated
 criterion; a row can fail (a model fitted with a wrong wiring prior fails the connectivity
 rows, ``tests/neuro/test_verdicts_recovery.py``). Each row is a
-:class:`scimech.verdicts.PlantedTruthRow` (the one row type every study shares) with the planted
+:class:`scimech.studies.verdicts.PlantedTruthRow` (the one row type every study shares) with the planted
 value and the criterion in words:
 
 - ``edges``: which observed pairs are wired, edge AUROC of the model's one-step Jacobian
@@ -29,8 +29,8 @@ import numpy as np
 import pandas as pd
 from scipy.stats import rankdata
 
-from scimech.stats import bootstrap_ci
-from scimech.verdicts import PlantedTruthRow, finite, recovery_line, text_table
+from scimech.analysis.stats import bootstrap_ci
+from scimech.studies.verdicts import PlantedTruthRow, finite, recovery_line, text_table
 
 from .faithfulness import tail_beat_scores
 from .sim.analysis import dominant_frequency, phase_difference
@@ -189,7 +189,7 @@ def _fmt(v):
 
 def summary_line(rows: list[PlantedTruthRow], label: str = "neuro") -> str:
     """``neuro planted truth: K of N recovered (edges 0.99 [0.98, 1.00]; ...)``
-    (:func:`scimech.study.recovery_line`): N counts the rows that could be assessed; a row whose
+    (:func:`scimech.studies.contract.recovery_line`): N counts the rows that could be assessed; a row whose
     estimate or interval is not a number is marked NOT ASSESSED."""
     parts = [f"{r.truth} {_fmt(r.estimate)} [{_fmt(r.ci_low)}, {_fmt(r.ci_high)}]"
              + {"RECOVERED": "", "MISSED": " MISSED", "NOT ASSESSED": " NOT ASSESSED"}[r.verdict] for r in rows]

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from scimech.report import Report
-from scimech.results import atomic_write_text
+from scimech.run.results import atomic_write_text
+from scimech.studies.report import Report
 
 from .baselines import fit_baseline
 from .evidence import evidence_dataset, node_arrays
@@ -74,8 +74,8 @@ def _swim_figures(rep: Report, task, searches: dict, *, activity: bool, name: st
 
 
 def reading_of(task):
-    """The :class:`scimech.reading.Reading` of recorded traces (``task.meta["reading"]``), or None."""
-    from scimech.reading import Reading
+    """The :class:`scimech.studies.reading.Reading` of recorded traces (``task.meta["reading"]``), or None."""
+    from scimech.studies.reading import Reading
 
     text = task.meta.get("reading") if task.signal == "traces" else None
     return Reading.from_dict(json.loads(text)) if text else None

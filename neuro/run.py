@@ -2,8 +2,8 @@
 searches with and without structural priors over several search seeds, and the long-context
 (256 steps) task for the tail beat.
 
-Units of work go through :func:`scimech.parallel.map_units` into
-:class:`scimech.results.UnitStore` folders under the output folder: one unit per baseline
+Units of work go through :func:`scimech.run.parallel.map_units` into
+:class:`scimech.run.results.UnitStore` folders under the output folder: one unit per baseline
 fit (``baselines/``) and one per candidate evaluation of each search
 (``search_<label>[_seed<s>]/units/``; the long context under ``long_context/``). The arrays
 the units read and write (the tasks, the searches' data, every evaluated program's outputs)
@@ -26,10 +26,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from scimech.fingerprint import set_aside_stale
-from scimech.parallel import map_units
-from scimech.results import UnitStore
-from scimech.verdicts import PlantedTruthRow
+from scimech.run.fingerprint import set_aside_stale
+from scimech.run.parallel import map_units
+from scimech.run.results import UnitStore
+from scimech.studies.verdicts import PlantedTruthRow
 
 from .baselines import BASELINES, fit_baseline
 from .evidence import Evidence, gather_evidence, node_arrays, prior_note
@@ -138,8 +138,8 @@ def run_baselines(task, names=None, quick: bool = True, *, store=None, client=No
                   device: str = "cpu", steps_out: dict | None = None, array_store=None) -> pd.DataFrame:
     """Fit and score baselines; one row per baseline (``seconds``: wall time of the fit, s).
 
-    With ``store`` (a :class:`scimech.results.UnitStore` or folder) each baseline is a unit of
-    :func:`scimech.parallel.map_units` (on ``client``'s workers if given): finished ones are
+    With ``store`` (a :class:`scimech.run.results.UnitStore` or folder) each baseline is a unit of
+    :func:`scimech.run.parallel.map_units` (on ``client``'s workers if given): finished ones are
     skipped on a rerun. The units read the task from ``array_store`` (a
     :class:`neuro.store.ArrayStore` or folder; default ``<store>/store``), where it is written
     once when a unit is left to run. ``seed`` seeds the baselines trained from a random start
@@ -228,7 +228,7 @@ def task_fingerprint(tasks) -> str:
 def set_aside_stale_results(out_dir: Path, tasks) -> None:
     """Resume only results of the same tasks: when ``out_dir`` holds a study of other data (a
     changed simulator, other traces, other sizes), move it to ``out_dir/stale-<fingerprint>/``
-    (nothing is deleted) and start afresh (:func:`scimech.fingerprint.set_aside_stale`)."""
+    (nothing is deleted) and start afresh (:func:`scimech.run.fingerprint.set_aside_stale`)."""
     set_aside_stale(out_dir, task_fingerprint(tasks), name="task_fingerprint.txt", stacklevel=3)
 
 

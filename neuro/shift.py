@@ -4,7 +4,7 @@ The GRU baseline (:class:`neuro.baselines.GRUForecaster`) is trained on the trai
 of the simulated zebrafish (the nine training stimulus conditions); :class:`GRURollout`
 runs the fitted GRU one step at a time with its hidden state as a site, ``state``, which
 runs once a context step and once a forecast step (the free run feeds back its own
-forecasts). A TopK dictionary (:mod:`scimech.dictionary`) is trained on that state over
+forecasts). A TopK dictionary (:mod:`scimech.analysis.dictionary`) is trained on that state over
 windows of the training trials. The shift is the study's held-out condition: ``turning``
 (whole-field rotation, a stimulus covariate the model never saw move), the out-of-distribution
 suite ``held_out_condition`` of :func:`neuro.tasks.build_task`. Measured (:func:`run_shift`),
@@ -14,16 +14,16 @@ on the turning windows:
 - the faithfulness gap between the dictionary's span and the shifted active subspace, with
   its sampling control and whether it is beyond it;
 - the variance of the hidden state the dictionary explains, in distribution, shifted, and
-  after gradient-free realignment (:func:`scimech.dictionary.realign`, ``auto``);
+  after gradient-free realignment (:func:`scimech.analysis.dictionary.realign`, ``auto``);
 - the splice fidelity (the whole free-run forecast with the state replaced by the
   dictionary's reconstruction at every step, against zero and mean ablation of the state),
   in distribution, shifted and realigned, with bootstrap intervals over windows;
-- a feature steered during the free run (:func:`scimech.dictionary.rollout_effect`): the
+- a feature steered during the free run (:func:`scimech.analysis.dictionary.rollout_effect`): the
   feature whose mean activation rises most on the turning windows, added at its mean
   turning activation to every state that makes a forecast, on the in-distribution test
   windows; the effect on the forecast per step (``effect_rms`` over ``step``, with an
   interval) and per neuron type;
-- the quadratic bound of the realignment (:func:`scimech.dictionary.realignment_bound`) on
+- the quadratic bound of the realignment (:func:`scimech.analysis.dictionary.realignment_bound`) on
   planted shifts of the in-distribution states: ``bound_C_*`` and ``bound_slope_*`` attrs.
 
 ``scimech neuro shift --out runs/neuro/shift`` (or ``python -m neuro.shift``) writes ``shift.nc`` (the gap, fit,
@@ -41,7 +41,7 @@ import torch
 import xarray as xr
 from torch import nn
 
-from scimech.dictionary import (
+from scimech.analysis.dictionary import (
     encode,
     measure_shift,
     plot_shift,
@@ -50,8 +50,8 @@ from scimech.dictionary import (
     splice_fidelity,
     train_dictionary,
 )
-from scimech.record import record
-from scimech.results import save
+from scimech.capture.record import record
+from scimech.run.results import save
 
 from .baselines import GRUForecaster
 from .tasks import build_task, make_windows
@@ -59,7 +59,7 @@ from .tasks import build_task, make_windows
 __all__ = ["GRURollout", "run_shift", "SITE"]
 
 SITE = "state"
-#: shift sizes (largest rotation angle, radians) of the bound check (scimech.dictionary.realignment_bound)
+#: shift sizes (largest rotation angle, radians) of the bound check (scimech.analysis.dictionary.realignment_bound)
 BOUND_EPS = (0.025, 0.05, 0.1, 0.2, 0.4)
 
 
@@ -186,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m neuro.shift``: ``scimech neuro shift`` (the same options and run)."""
     import sys
 
-    from scimech.cli import main as scimech_main
+    from scimech.run.cli import main as scimech_main
 
     return scimech_main(["neuro", "shift", *(sys.argv[1:] if argv is None else argv)])
 

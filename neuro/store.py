@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from scimech.results import atomic_write_bytes, atomic_write_text
+from scimech.run.results import atomic_write_bytes, atomic_write_text
 
 __all__ = ["ArrayStore", "is_ref"]
 

@@ -1,4 +1,4 @@
-"""The discovery study: one :class:`scimech.study.Study` class, ``scimech neuro ...``.
+"""The discovery study: one :class:`scimech.studies.contract.Study` class, ``scimech neuro ...``.
 
 ``scimech neuro generate | study | redraw FOLDER | shift | baselines | trees FOLDER``: the
 simulator -> splits -> baselines -> tree searches with and without structural priors over
@@ -32,10 +32,10 @@ import json
 import sys
 from pathlib import Path
 
-from scimech import options
 from scimech.errors import ConfigError
-from scimech.options import add_cluster_arguments, existing_path, input_path, number, whole
-from scimech.study import Command, Plan, Study
+from scimech.run import options
+from scimech.run.options import add_cluster_arguments, existing_path, input_path, number, whole
+from scimech.studies.contract import Command, Plan, Study
 
 from .plan import BUDGETS, StudySettings
 from .zapbench import zarr_node
@@ -233,7 +233,7 @@ class NeuroStudy(Study):
         task is rebuilt from its seed and must have the folder's fingerprint)."""
         import xarray as xr
 
-        from scimech.fingerprint import read_fingerprint
+        from scimech.run.fingerprint import read_fingerprint
 
         from .plan import study_plan
         from .run import build_tasks, run_study_units, task_fingerprint
@@ -275,7 +275,7 @@ class NeuroStudy(Study):
                             help="horizon, steps (default 32)")
 
     def inspect(self, path: Path, args: argparse.Namespace):
-        """What ``study --data PATH`` would read, as a :class:`scimech.reading.Reading` (no torch,
+        """What ``study --data PATH`` would read, as a :class:`scimech.studies.reading.Reading` (no torch,
         no task built): :func:`neuro.data.inspect_traces`."""
         from .data import inspect_traces
 
@@ -351,7 +351,7 @@ def _baselines(args) -> int:
     else:
         task = build_task(args.size != "full", context=args.context, horizon=args.horizon, seed=args.seed,
                           duration=args.duration, max_windows=args.max_windows)
-    from scimech.parallel import client_from_args
+    from scimech.run.parallel import client_from_args
 
     args.out.mkdir(parents=True, exist_ok=True)
     set_aside_stale_results(args.out, [task])  # fits of other data are never resumed

@@ -5,14 +5,14 @@ independent), and over search seeds: :func:`cluster_bootstrap` resamples seeds a
 with replacement (a two-level bootstrap) and returns a percentile interval of the mean
 difference. A verdict follows from the interval, never from a threshold on the estimate
 alone: a difference whose interval holds 0 is reported as undecided. The bootstrap is
-:func:`scimech.stats.cluster_bootstrap` (generic: any study with clustered samples).
+:func:`scimech.analysis.stats.cluster_bootstrap` (generic: any study with clustered samples).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from scimech.stats import cluster_bootstrap, compare  # noqa: F401  (generic: their home is scimech.stats)
+from scimech.analysis.stats import cluster_bootstrap, compare  # noqa: F401  (generic: their home is scimech.analysis.stats)
 
 __all__ = ["cluster_bootstrap", "compare", "verdict_better"]
 

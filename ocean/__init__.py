@@ -19,7 +19,7 @@ data        the data layer in one import, gathered from:
               salinity kinds and extra dims read onto the study's layout (from_nemo, open_store)
   timeaxis    the product's time axis: CF calendars (cftime), frequency, gaps, record length
   gridaxes    the product's horizontal grid (xgcm, xnemogcm): periodic, unwrapped, staggered, mesh mask
-  reading     what was read, said back (scimech.reading.Reading): `scimech ocean inspect`, report openings
+  reading     what was read, said back (scimech.studies.reading.Reading): `scimech ocean inspect`, report openings
   samples     chronological splits, train-only normalisation, windows, a torch Dataset
 model       CPU-sized UNet encoder -> ConceptLayer(conv) -> 1x1 linear head
 heatwaves   Hobday et al. (2016) marine-heatwave detection for any time step
@@ -29,12 +29,12 @@ settings    the study settings a --config file holds beyond the options
 plan        StudyConfig, the sizes quick / medium / full, the checked settings, the Plan
 training    one (regime, seed) unit: train (checkpointed) and keep its test predictions
 run         the data (fingerprinted; stale results set aside) and every unit through
-            scimech.parallel.map_units, resumable
+            scimech.run.parallel.map_units, resumable
 evidence    the finished units analysed: skill, fidelity, cross-seed consistency, planted truth
 recovery    planted truth vs what the study found
 findings    the reference findings with their verdicts, and recovery.txt's text
 report      report.md / html and the outcome files; plots: the figures
-study       OceanStudy (scimech.study.Study): the ``scimech ocean`` commands, plan -> run -> findings /
+study       OceanStudy (scimech.studies.contract.Study): the ``scimech ocean`` commands, plan -> run -> findings /
             planted truth -> report, the demo
 experiment  the study's Python names in one import (StudyConfig, run_study, analyse, ...)
 """

@@ -26,9 +26,9 @@ import numpy as np
 import xarray as xr
 from sklearn.linear_model import RidgeCV
 
-from scimech import results
+from scimech.analysis.geometry import linear_cka, pairwise, procrustes_distance
 from scimech.errors import ConfigError
-from scimech.geometry import linear_cka, pairwise, procrustes_distance
+from scimech.run import results
 
 from .plan import StudyConfig
 from .recovery import recovery

@@ -1,6 +1,6 @@
 """The reference study's findings, each tested on a run's numbers, and the planted-truth text.
 
-:func:`findings` gives one :class:`scimech.study.Finding` per claim of the reference (similar
+:func:`findings` gives one :class:`scimech.studies.contract.Finding` per claim of the reference (similar
 skill across regimes; a more consistent bottleneck across seeds for ``mixed`` than for each
 other regime), :func:`verdict` the paragraph the report opens with, and
 :func:`recovery_text` the text of ``recovery.txt`` (first line: ``ocean planted truth: K of
@@ -12,7 +12,7 @@ from __future__ import annotations
 import pandas as pd
 import xarray as xr
 
-from scimech.verdicts import Finding, assess, text_table
+from scimech.studies.verdicts import Finding, assess, text_table
 
 from .recovery import recovery_table, summary_line
 
@@ -110,11 +110,11 @@ def findings(summary: xr.Dataset) -> list[Finding]:
        regime: higher channel agreement *and* higher linear CKA (one finding per regime).
        Consistency across seeds needs at least two seeds: with fewer, or with a measure that
        is not a finite number, the finding reads NOT ASSESSED with the reason
-       (:func:`scimech.study.assess`), never "NOT reproduced".
+       (:func:`scimech.studies.contract.assess`), never "NOT reproduced".
 
     Returns
     -------
-    list of scimech.study.Finding
+    list of scimech.studies.contract.Finding
         In that order; all of them reproduced is what :func:`verdict` calls reproduced.
     """
     regs = [str(r) for r in summary["regime"].values]

@@ -50,7 +50,7 @@ import xgcm
 from xnemogcm.tools import get_domcfg_points
 
 from scimech.errors import DimensionError, MissingVariableError, UnitsError
-from scimech.reading import Reading
+from scimech.studies.reading import Reading
 
 from . import curvilinear
 
@@ -650,7 +650,7 @@ def read_grid(ds: xr.Dataset, reading: Reading | None = None, *, mesh_mask: xr.D
     ds : xr.Dataset
         The product as opened (lazy is fine), its variables under their own names; the time axis
         already read.
-    reading : scimech.reading.Reading, optional
+    reading : scimech.studies.reading.Reading, optional
         Filled with the ``grid`` facts (type, longitude range and unwrapping, periodic, latitude
         order, staggered variables and where they were brought, metrics and where from), the
         ``mask`` facts (from where, ocean and land cells) and a row per interpolated variable.

@@ -2,7 +2,7 @@
 
 The head is linear (a 1x1 convolution, no activation), so the forecast at each point is
 ``sum_k w_k c_k + b``: each concept's contribution is exactly its weight times its map.
-Built on :class:`scimech.concepts.ConceptBottleneck`.
+Built on :class:`scimech.analysis.concepts.ConceptBottleneck`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from scimech.concepts import ConceptBottleneck, ConceptLayer
+from scimech.analysis.concepts import ConceptBottleneck, ConceptLayer
 
 __all__ = ["UNet", "build_model"]
 

@@ -30,11 +30,11 @@ from typing import Any
 
 import pandas as pd
 
-from scimech.concepts import REGIMES
-from scimech.config import keys_as_written, read_config
+from scimech.analysis.concepts import REGIMES
 from scimech.errors import ConfigError
-from scimech.options import number, whole
-from scimech.study import Plan
+from scimech.run.config import keys_as_written, read_config
+from scimech.run.options import number, whole
+from scimech.studies.contract import Plan
 
 from . import timeaxis
 from .settings import CONFIG_KEYS
@@ -100,7 +100,7 @@ class StudyConfig:
 
 
 #: the fields each size sets beyond :class:`StudyConfig`'s defaults (which are the quick size);
-#: the sizes are those of every study command (:data:`scimech.study.SIZES`)
+#: the sizes are those of every study command (:data:`scimech.studies.contract.SIZES`)
 SIZES: dict[str, dict[str, Any]] = {
     "quick": {},
     "medium": dict(synth={"n_members": 3, "years": 16, "ny": 20, "nx": 28}, seeds=[0, 1, 2, 3, 4], epochs=30,
@@ -241,7 +241,7 @@ def _refuse_non_string_keys(path, loaded: Mapping, fields_of, what: str, section
 
 def load_config(path: str | Path | None = None, *, quick: bool = True, size: str | None = None,
                 **overrides) -> StudyConfig:
-    """A :class:`StudyConfig` from a YAML or TOML file (keys = field names; :func:`scimech.config.read_config`)
+    """A :class:`StudyConfig` from a YAML or TOML file (keys = field names; :func:`scimech.run.config.read_config`)
     plus overrides.
 
     ``size`` (``quick``, ``medium``, ``full``) gives the defaults; ``quick=False`` is the
@@ -256,7 +256,7 @@ def load_config(path: str | Path | None = None, *, quick: bool = True, size: str
     if path is not None:
         if not Path(path).is_file():
             raise ConfigError(f"No config file at {str(path)!r}. Check the path (or omit --config for the defaults).")
-        loaded = read_config(path)   # YAML or TOML, a mapping keyed by names (scimech.config)
+        loaded = read_config(path)   # YAML or TOML, a mapping keyed by names (scimech.run.config)
         if isinstance(loaded.get("synth"), Mapping):
             _refuse_non_string_keys(path, loaded["synth"], SynthConfig, "synth", section="synth")
         values.update(loaded)
@@ -276,7 +276,7 @@ def config_from_args(args: argparse.Namespace, **options: Any) -> StudyConfig:
 
 @dataclass(frozen=True)
 class RunSettings:
-    """What a run needs beyond its :class:`StudyConfig` (:attr:`scimech.study.Plan.settings`).
+    """What a run needs beyond its :class:`StudyConfig` (:attr:`scimech.studies.contract.Plan.settings`).
 
     ``run_dir``: where the data, units, checkpoints and ``summary.nc`` go (the ``--out``
     folder, or a subfolder of the demo's); ``device``: torch device of training and forward

@@ -6,7 +6,7 @@ becomes the study's ``member``), converts units with pint-xarray and cf-xarray's
 (a missing unit is refused unless CF defines the quantity as dimensionless), turns upward fluxes and
 depths given positive up into the study's conventions, tells practical from Absolute Salinity and
 mass fractions, and derives the inputs a product lacks (``sst``, ``mld``, ``t_sub`` from 3-D
-fields); every choice is said back in a :class:`scimech.reading.Reading` (:mod:`ocean.reading`).
+fields); every choice is said back in a :class:`scimech.studies.reading.Reading` (:mod:`ocean.reading`).
 :func:`open_store` opens a zarr store or netCDF file, reads its time axis (:mod:`ocean.timeaxis`)
 and grid (:mod:`ocean.gridaxes`) first, maps it and validates it.
 """
@@ -23,7 +23,7 @@ import numpy as np
 import xarray as xr
 
 from scimech.errors import ConfigError, DataValidationError, DimensionError, UnitsError
-from scimech.reading import Reading, ReadRow
+from scimech.studies.reading import Reading, ReadRow
 
 from . import budget, concepts
 from .constants import KAPPA
@@ -455,7 +455,7 @@ def from_nemo(ds: xr.Dataset, names: Mapping[str, str] | None = None, *, kappa: 
     ConfigError
         ``select`` or ``member`` names a dim or an index the product does not have.
 
-    ``reading``: filled with what was read (:class:`scimech.reading.Reading`); it is also kept, as JSON, in
+    ``reading``: filled with what was read (:class:`scimech.studies.reading.Reading`); it is also kept, as JSON, in
     the result's ``attrs["reading"]``.
     """
     _refuse_empty(ds)

@@ -1,4 +1,4 @@
-"""What the ocean reader read from a product, said back: the ocean's :class:`scimech.reading.Reading`.
+"""What the ocean reader read from a product, said back: the ocean's :class:`scimech.studies.reading.Reading`.
 
 :func:`describe_product` names the product from its own attributes and layout (CMIP6's global
 attributes, NEMO's ``nav_lat`` / ``time_counter``, Copernicus Marine's ``latitude`` / ``longitude``,
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import xarray as xr
 
-from scimech.reading import Reading
+from scimech.studies.reading import Reading
 
 from .variables import CONCEPTS, INPUTS, PRESCRIBED
 

@@ -35,8 +35,8 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from scimech.concepts import REGIMES
-from scimech.stats import bootstrap_ci
+from scimech.analysis.concepts import REGIMES
+from scimech.analysis.stats import bootstrap_ci
 
 from .synthetic import CONCEPTS, PRESCRIBED
 
@@ -199,7 +199,7 @@ def recovery(units: Mapping[tuple[str, int], xr.Dataset], *, min_r: float = 0.5,
     block
         Months per bootstrap block (consecutive months of one member).
     confidence, n_resamples, seed
-        Of the percentile bootstrap (:func:`scimech.stats.bootstrap_ci`).
+        Of the percentile bootstrap (:func:`scimech.analysis.stats.bootstrap_ci`).
 
     Returns
     -------

@@ -1,7 +1,7 @@
 """The study report: ``report.md`` / ``report.html`` with the verdict, the planted truth,
-skill, fidelity, consistency and figures (:class:`scimech.report.Report`). The outcome files
+skill, fidelity, consistency and figures (:class:`scimech.studies.report.Report`). The outcome files
 ``findings.txt`` / ``recovery.txt`` are written by the study contract
-(:meth:`scimech.study.Study.outcome`)."""
+(:meth:`scimech.studies.contract.Study.outcome`)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ import pandas as pd
 import torch
 import xarray as xr
 
-from scimech.attribution import attribute
-from scimech.report import Report
-from scimech.results import load_state
+from scimech.analysis.attribution import attribute
+from scimech.run.results import load_state
+from scimech.studies.report import Report
 
 from . import data as odata
 from . import plots
@@ -35,7 +35,7 @@ def write_report(out: str | Path, summary: xr.Dataset, units: Mapping[tuple[str,
                  seconds: float | None = None, data: str | Path | None = None) -> Path:
     """Write ``out/report.md`` (+ html) with skill, fidelity, consistency and figures.
 
-    The outcome files are written apart (:meth:`scimech.study.Study.outcome`). ``data``: the study's zarr store, for the ensemble
+    The outcome files are written apart (:meth:`scimech.studies.contract.Study.outcome`). ``data``: the study's zarr store, for the ensemble
     and attribution figures.
     """
     out = Path(out)

@@ -1,8 +1,8 @@
 """Running the study: the data it reads, the units it trains, resumption that never mixes data.
 
 :func:`run_study` trains every ``(regime, seed)`` unit (:func:`ocean.training.train_unit`)
-through :func:`scimech.parallel.map_units` (serially or on a Dask client) into
-:class:`scimech.results.UnitStore`, so a rerun on the same output folder skips finished
+through :func:`scimech.run.parallel.map_units` (serially or on a Dask client) into
+:class:`scimech.run.results.UnitStore`, so a rerun on the same output folder skips finished
 units made from the same data and settings. The folder is keyed by
 :func:`study_fingerprint` (the data as generated or read now, and the settings that change
 a unit's result); results of other data or settings are set aside by :func:`prepare_data`,
@@ -17,10 +17,10 @@ from pathlib import Path
 
 import xarray as xr
 
-from scimech import results
 from scimech.errors import ConfigError
-from scimech.fingerprint import fingerprint, set_aside_stale
-from scimech.parallel import map_units
+from scimech.run import results
+from scimech.run.fingerprint import fingerprint, set_aside_stale
+from scimech.run.parallel import map_units
 
 from . import data as odata
 from .evidence import analyse
@@ -39,7 +39,7 @@ _NOT_IN_FINGERPRINT = ("regimes", "seeds", "data", "synth", "product", "time_chu
 def study_fingerprint(cfg: StudyConfig, ds: xr.Dataset) -> tuple[str, dict[str, str]]:
     """The fingerprint an output folder of the study is keyed by, and its parts.
 
-    ``data``: :func:`scimech.fingerprint.fingerprint` of ``ds``, the dataset the units read
+    ``data``: :func:`scimech.run.fingerprint.fingerprint` of ``ds``, the dataset the units read
     (the synthetic ocean as generated now, or your store as mapped; every value, coordinate
     and attribute, so a changed generator or one changed value in your file changes it);
     ``settings``: the :class:`StudyConfig` fields that change a unit's result (all but

@@ -1,7 +1,7 @@
 """A dictionary of OceanCBM's encoder under a shift: a stronger hidden eddy flux.
 
 OceanCBM is trained (mixed supervision, one seed) on the synthetic ocean; a TopK dictionary
-(:mod:`scimech.dictionary`) is trained on its encoder's activations at every grid cell of
+(:mod:`scimech.analysis.dictionary`) is trained on its encoder's activations at every grid cell of
 the training windows. The shifted ocean is the same ocean (same seed, grid, weather) with
 the hidden eddy heat flux ``shift`` times stronger: the process only the free concept can
 carry. Its fields are normalised as the training ocean's (the model's input pipeline does not
@@ -25,14 +25,14 @@ from pathlib import Path
 
 import xarray as xr
 
-from scimech.dictionary import (
+from scimech.analysis.dictionary import (
     measure_shift,
     plot_shift,
     splice_fidelity,
     train_dictionary,
 )
-from scimech.record import record
-from scimech.results import save
+from scimech.capture.record import record
+from scimech.run.results import save
 
 from . import data as odata
 from .plan import StudyConfig
@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m ocean.shift``: ``scimech ocean shift`` (the same options and run)."""
     import sys
 
-    from scimech.cli import main as scimech_main
+    from scimech.run.cli import main as scimech_main
 
     return scimech_main(["ocean", "shift", *(sys.argv[1:] if argv is None else argv)])
 

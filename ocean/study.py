@@ -1,16 +1,16 @@
-"""The OceanCBM study: one :class:`scimech.study.Study` class, ``scimech ocean ...``.
+"""The OceanCBM study: one :class:`scimech.studies.contract.Study` class, ``scimech ocean ...``.
 
 ``scimech ocean generate | study | redraw FOLDER | shift | train | heatwaves``. The pipeline,
 one module a step (imported when a command runs, not when ``scimech --help`` is built):
 
-- :mod:`ocean.plan`: settings and sizes -> :class:`scimech.study.Plan` (``--dry-run`` prints it);
+- :mod:`ocean.plan`: settings and sizes -> :class:`scimech.studies.contract.Plan` (``--dry-run`` prints it);
 - :mod:`ocean.run`: the data (synthetic or yours, fingerprinted) and the ``(regime, seed)``
-  units (:mod:`ocean.training`) through :func:`scimech.parallel.map_units`, resumable;
+  units (:mod:`ocean.training`) through :func:`scimech.run.parallel.map_units`, resumable;
 - :mod:`ocean.evidence`: the finished units analysed into one summary (:class:`ocean.evidence.Evidence`);
 - :mod:`ocean.findings`: the reference findings and the planted-truth text (:mod:`ocean.recovery`);
 - :mod:`ocean.report`: ``report.md`` / ``.html`` and figures.
 
-``study`` takes the options every study takes (:func:`scimech.options.add_study_options`) and
+``study`` takes the options every study takes (:func:`scimech.run.options.add_study_options`) and
 ``--seeds --regimes --epochs``. A ``--config`` file (YAML or TOML) is keyed by the command's
 option names (``seeds: [0, 1]``, ``epochs: 20``) plus the study settings that are not options
 (:data:`ocean.settings.CONFIG_KEYS`: ``synth:`` with :class:`~ocean.synthetic.SynthConfig`
@@ -25,9 +25,9 @@ import argparse
 import dataclasses
 from pathlib import Path
 
-from scimech import options
-from scimech.options import whole
-from scimech.study import Command, Plan, Study
+from scimech.run import options
+from scimech.run.options import whole
+from scimech.studies.contract import Command, Plan, Study
 
 from .settings import CONFIG_KEYS, SYNTH_KEYS
 
@@ -83,7 +83,7 @@ def _product_reading(args: argparse.Namespace) -> dict:
 def _settings_options(p: argparse.ArgumentParser, out_default: str, config_keys: dict[str, str], *,
                       out_kind: str = "folder", suffixes: tuple[str, ...] | None = None) -> None:
     """``--out``, ``--config`` and ``--size`` of the ocean commands that are not ``study``, from the
-    shared declarations (``scimech.cli.main`` reads the ``--config`` file)."""
+    shared declarations (``scimech.run.cli.main`` reads the ``--config`` file)."""
     options.add(p, "out", default=out_default, kind=out_kind, suffixes=suffixes)
     options.add(p, "config", context=f"Keys: the option names and the study settings ({', '.join(config_keys)})")
     options.add(p, "size", default="quick", context="The size whose defaults apply (docs/ocean.md)")
@@ -247,7 +247,7 @@ def _train_options(t: argparse.ArgumentParser) -> None:
 
 
 def _train(args) -> int:
-    from scimech import results
+    from scimech.run import results
 
     from .evidence import analyse
     from .plan import config_from_args
@@ -276,7 +276,7 @@ def _heatwaves_options(h: argparse.ArgumentParser) -> None:
 
 
 def _heatwaves(args) -> int:
-    from scimech import results
+    from scimech.run import results
 
     from . import data, heatwaves, synthetic
     from .errors import require_vars

@@ -5,7 +5,7 @@
 ``366_day``, ``360_day``, ``julian``), finds the step (monthly, daily, 5-daily, hourly, yearly;
 :func:`xarray.infer_freq` where the stamps fall on calendar boundaries, and whole calendar months
 for mid-month stamps as CMIP6 monthly means carry), refuses a gap naming the first missing step,
-refuses irregular steps, and says what it read in a :class:`scimech.reading.Reading` (section
+refuses irregular steps, and says what it read in a :class:`scimech.studies.reading.Reading` (section
 ``time``). Dates stay in the product's own calendar: a ``360_day`` month is 30 days, a ``noleap``
 February 28, and nothing is converted to the Gregorian calendar. Stamps at the end of each averaging
 period (CESM history files: the January mean stamped 1 February) are moved to the middle of their CF
@@ -317,7 +317,7 @@ def read_time(ds: xr.Dataset, reading=None) -> xr.Dataset:
     ----------
     ds : xr.Dataset
         The product as opened (lazy is fine), with CF times or times already decoded.
-    reading : scimech.reading.Reading, optional
+    reading : scimech.studies.reading.Reading, optional
         Filled with the section ``time``: coordinate, calendar, frequency, step, first, last,
         length, gaps, chunking.
 

@@ -1,7 +1,7 @@
 """One unit of the study: train an OceanCBM model in one regime with one seed and keep its
 test-set predictions, concept maps and head weights (:func:`train_unit`).
 
-Training is checkpointed every epoch (:func:`scimech.concepts.fit_cbm`), so an interrupted
+Training is checkpointed every epoch (:func:`scimech.analysis.concepts.fit_cbm`), so an interrupted
 unit resumes where it stopped; ``device`` moves the model and each batch to a torch device
 (the results on ``cpu`` are those of the CPU-only code).
 """
@@ -16,7 +16,7 @@ import numpy as np
 import torch
 import xarray as xr
 
-from scimech.concepts import REGIMES, LambdaSchedule, fit_cbm
+from scimech.analysis.concepts import REGIMES, LambdaSchedule, fit_cbm
 from scimech.errors import DataValidationError
 
 from . import data as odata

@@ -1,11 +1,14 @@
 """scimech: mechanistic interpretability for scientific models.
 
-The domain-agnostic core. Record activations at named sites of any ``torch.nn.Module``
-(:mod:`scimech.record`), probe them (:mod:`scimech.probe`), ablate and patch them
-(:mod:`scimech.intervene`), build concept bottlenecks (:mod:`scimech.concepts`), compare
-representations (:mod:`scimech.geometry`), and save labelled results with provenance
-(:mod:`scimech.results`). Domain studies live in the sibling packages ``ocean``,
-``astro`` and ``neuro``; the core never imports them.
+The domain-agnostic core, in subpackages by concern: :mod:`scimech.capture` (named sites,
+layouts, hooks, ``record`` -> xarray), :mod:`scimech.causal` (the model profile, ablation and
+patching, the sweeps, attribution patching), :mod:`scimech.analysis` (probes, concept
+bottlenecks, geometry, statistics, sparse dictionaries), :mod:`scimech.studies` (the Study
+contract, verdicts, reports, planted-mechanism validation) and :mod:`scimech.run` (Dask, options,
+config, the CLI, labelled results with provenance). ``import scimech as sm`` gives the verbs
+(``sm.record``, ``sm.ablate``, ...), imported lazily. Domain studies live in the sibling packages
+``ocean``, ``astro`` and ``neuro``; the core never imports them. The module paths of scimech 0.1
+(``scimech.sites``, ``scimech.study``, ...) are shims until scimech 0.3.0.
 """
 
 from __future__ import annotations
@@ -23,62 +26,59 @@ except Exception:  # pragma: no cover
 
 _LAZY = {
     # name: module
-    "Recorder": "record", "record": "record", "stack_sites": "record",
-    "ablate": "intervene", "patch": "intervene", "ablation_sweep": "intervene",
-    "patching_sweep": "intervene",
-    "attribution_patching": "atp", "ranking_agreement": "atp",
-    "LinearProbe": "probe", "probe_sites": "probe",
-    "ConceptLayer": "concepts", "ConceptBottleneck": "concepts",
-    "linear_cka": "geometry", "procrustes_distance": "geometry", "principal_angles": "geometry",
-    "bootstrap_ci": "stats",
-    "attribute": "attribution",
-    "save": "results", "load": "results", "UnitStore": "results",
-    "Report": "report",
-    "get_client": "parallel", "map_units": "parallel",
-    "decompose_attention": "attention", "HeadLayout": "sites", "list_sites": "sites",
-    "forward_pass": "calls", "FixedMesh": "samples",
-    "profile": "model_profile", "ModelProfile": "model_profile",
+    "Recorder": "capture.record", "record": "capture.record", "stack_sites": "capture.record",
+    "ablate": "causal.intervene", "patch": "causal.intervene", "ablation_sweep": "causal.intervene",
+    "patching_sweep": "causal.intervene",
+    "attribution_patching": "causal.atp", "ranking_agreement": "causal.atp",
+    "LinearProbe": "analysis.probe", "probe_sites": "analysis.probe",
+    "ConceptLayer": "analysis.concepts", "ConceptBottleneck": "analysis.concepts",
+    "linear_cka": "analysis.geometry", "procrustes_distance": "analysis.geometry", "principal_angles": "analysis.geometry",
+    "bootstrap_ci": "analysis.stats",
+    "attribute": "analysis.attribution",
+    "save": "run.results", "load": "run.results", "UnitStore": "run.results",
+    "Report": "studies.report",
+    "get_client": "run.parallel", "map_units": "run.parallel",
+    "decompose_attention": "capture.attention", "HeadLayout": "capture.sites", "list_sites": "capture.sites",
+    "forward_pass": "capture.calls", "FixedMesh": "causal.samples",
+    "profile": "causal.model_profile", "ModelProfile": "causal.model_profile",
 }
 
-_SUBMODULES = ("ablation", "atp", "attention", "attribution", "batches", "calls", "cli", "concepts", "config",
-               "dictionary", "errors", "geometry", "hooks", "intervene", "layout", "metrics", "model_profile", "options",
-               "parallel", "prefix_reuse", "probe", "progress", "record", "report", "results", "samples", "sites", "stats",
-               "study", "sweep", "validate", "verdicts")
+_SUBPACKAGES = ("analysis", "capture", "causal", "errors", "run", "studies")
 
 __all__ = ["__version__", *_LAZY]
 
 if _typing.TYPE_CHECKING:  # what `sm.<name>` is, for type checkers and editors (imported lazily at run time)
-    from .atp import attribution_patching as attribution_patching
-    from .atp import ranking_agreement as ranking_agreement
-    from .attention import decompose_attention as decompose_attention
-    from .attribution import attribute as attribute
-    from .calls import forward_pass as forward_pass
-    from .concepts import ConceptBottleneck as ConceptBottleneck
-    from .concepts import ConceptLayer as ConceptLayer
-    from .geometry import linear_cka as linear_cka
-    from .geometry import principal_angles as principal_angles
-    from .geometry import procrustes_distance as procrustes_distance
-    from .intervene import ablate as ablate
-    from .intervene import ablation_sweep as ablation_sweep
-    from .intervene import patch as patch
-    from .intervene import patching_sweep as patching_sweep
-    from .model_profile import ModelProfile as ModelProfile
-    from .model_profile import profile as profile
-    from .parallel import get_client as get_client
-    from .parallel import map_units as map_units
-    from .probe import LinearProbe as LinearProbe
-    from .probe import probe_sites as probe_sites
-    from .record import Recorder as Recorder
-    from .record import record as record
-    from .record import stack_sites as stack_sites
-    from .report import Report as Report
-    from .results import UnitStore as UnitStore
-    from .results import load as load
-    from .results import save as save
-    from .samples import FixedMesh as FixedMesh
-    from .sites import HeadLayout as HeadLayout
-    from .sites import list_sites as list_sites
-    from .stats import bootstrap_ci as bootstrap_ci
+    from .analysis.attribution import attribute as attribute
+    from .analysis.concepts import ConceptBottleneck as ConceptBottleneck
+    from .analysis.concepts import ConceptLayer as ConceptLayer
+    from .analysis.geometry import linear_cka as linear_cka
+    from .analysis.geometry import principal_angles as principal_angles
+    from .analysis.geometry import procrustes_distance as procrustes_distance
+    from .analysis.probe import LinearProbe as LinearProbe
+    from .analysis.probe import probe_sites as probe_sites
+    from .analysis.stats import bootstrap_ci as bootstrap_ci
+    from .capture.attention import decompose_attention as decompose_attention
+    from .capture.calls import forward_pass as forward_pass
+    from .capture.record import Recorder as Recorder
+    from .capture.record import record as record
+    from .capture.record import stack_sites as stack_sites
+    from .capture.sites import HeadLayout as HeadLayout
+    from .capture.sites import list_sites as list_sites
+    from .causal.atp import attribution_patching as attribution_patching
+    from .causal.atp import ranking_agreement as ranking_agreement
+    from .causal.intervene import ablate as ablate
+    from .causal.intervene import ablation_sweep as ablation_sweep
+    from .causal.intervene import patch as patch
+    from .causal.intervene import patching_sweep as patching_sweep
+    from .causal.model_profile import ModelProfile as ModelProfile
+    from .causal.model_profile import profile as profile
+    from .causal.samples import FixedMesh as FixedMesh
+    from .run.parallel import get_client as get_client
+    from .run.parallel import map_units as map_units
+    from .run.results import UnitStore as UnitStore
+    from .run.results import load as load
+    from .run.results import save as save
+    from .studies.report import Report as Report
 
 
 def __getattr__(name: str):
@@ -89,10 +89,19 @@ def __getattr__(name: str):
         value = getattr(mod, name)
         globals()[name] = value  # resolved once; later look-ups skip __getattr__
         return value
-    if name in _SUBMODULES:  # `import scimech; scimech.metrics.logit_diff(...)` without importing it first
+    if name in _SUBPACKAGES:  # `import scimech; scimech.causal.metrics.logit_diff(...)` without importing it first
         import importlib
 
         return importlib.import_module(f".{name}", __name__)
+    from ._moved import MOVED
+
+    if name in MOVED:  # `scimech.metrics`: the moved module, and the warning its old path gives
+        import importlib
+        import warnings
+
+        warnings.warn(f"scimech.{name} moved to scimech.{MOVED[name]}; the old path will be removed in scimech 0.3.0",
+                      DeprecationWarning, stacklevel=2)
+        return importlib.import_module(f".{MOVED[name]}", __name__)
     raise AttributeError(f"module 'scimech' has no attribute {name!r}")
 
 
@@ -100,11 +109,10 @@ class _Package(_types.ModuleType):
     """The package keeps its API functions when a submodule of the same name is imported.
 
     The import system binds every imported submodule as an attribute of its package, so
-    ``import scimech.record`` (done by any module that uses recording) would turn
-    ``scimech.record`` from the function into the module. For the names of the API that are
+    ``import scimech.record`` (the old path of :mod:`scimech.capture.record`, a shim until
+    scimech 0.3.0) would turn ``scimech.record`` from the function into the module. For the names of the API that are
     also submodule names, that binding is skipped: ``scimech.record`` is always the function,
-    and the module stays reachable as ``sys.modules["scimech.record"]`` or by
-    ``from scimech.record import ...``.
+    and the module is :mod:`scimech.capture.record`.
     """
 
     def __setattr__(self, name: str, value) -> None:

@@ -1,43 +1,10 @@
-"""Progress bars for long work (tqdm), quiet in tests and non-interactive logs on request.
+"""Moved to :mod:`scimech.run.progress`; this path is kept until scimech 0.3.0."""
 
-Set ``SCIMECH_QUIET=1`` to silence every bar (the test suite does).
-"""
+import sys
+import warnings
 
-from __future__ import annotations
+from scimech.run import progress as _moved
 
-import os
-from collections.abc import Iterable, Iterator
-from typing import TypeVar
-
-from tqdm.auto import tqdm
-
-__all__ = ["progress", "quiet"]
-
-T = TypeVar("T")
-
-
-def quiet() -> bool:
-    """True when progress output is switched off (``SCIMECH_QUIET=1``)."""
-    return os.environ.get("SCIMECH_QUIET", "0") not in ("", "0", "false", "False")
-
-
-def progress(iterable: Iterable[T], desc: str | None = None, total: int | None = None, **kw) -> Iterator[T]:
-    """Wrap an iterable in a progress bar.
-
-    Parameters
-    ----------
-    iterable
-        What to iterate over.
-    desc
-        Label shown before the bar, e.g. ``"training mixed seed 0"``.
-    total
-        Number of items when ``len(iterable)`` is unknown.
-    """
-    if total is None:
-        try:
-            total = len(iterable)  # type: ignore[arg-type]
-        except TypeError:
-            total = None
-    disable = bool(kw.pop("disable", False)) or quiet()
-    leave = kw.pop("leave", False)
-    return iter(tqdm(iterable, desc=desc, total=total, disable=disable, dynamic_ncols=True, leave=leave, **kw))
+warnings.warn("scimech.progress moved to scimech.run.progress; the old path will be removed in scimech 0.3.0",
+              DeprecationWarning, stacklevel=2)
+sys.modules[__name__] = _moved

@@ -88,7 +88,7 @@ def local_client():
     modules in its two workers costs ~10 CPU-seconds, paid once instead of once per file. The
     units of each study are separate tasks with their own inputs and output folders, so nothing
     one study leaves in the workers enters another's results."""
-    from scimech.parallel import get_client
+    from scimech.run.parallel import get_client
 
     client = get_client("local", n_workers=2)
     yield client

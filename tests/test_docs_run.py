@@ -116,13 +116,13 @@ def _documented() -> set[str]:
 
 def test_the_api_reference_documents_every_public_name():
     import scimech
-    import scimech.dictionary
-    import scimech.metrics
+    import scimech.analysis.dictionary
+    import scimech.causal.metrics
 
     public = {f"scimech.{n}" for n in scimech.__all__ if n != "__version__"}
-    public |= {f"scimech.dictionary.{n}" for n in scimech.dictionary.__all__
-               if callable(getattr(scimech.dictionary, n))}
-    public |= {f"scimech.metrics.{n}" for n in scimech.metrics.__all__}
+    public |= {f"scimech.analysis.dictionary.{n}" for n in scimech.analysis.dictionary.__all__
+               if callable(getattr(scimech.analysis.dictionary, n))}
+    public |= {f"scimech.causal.metrics.{n}" for n in scimech.causal.metrics.__all__}
     entry_points = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["entry-points"]
     studies = {v.replace(":", ".") for v in entry_points["scimech.studies"].values()}
     missing = (public | studies) - _documented()

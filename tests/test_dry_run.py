@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from scimech.cli import main
+from scimech.run.cli import main
 
 
 @pytest.mark.parametrize("argv, units", [

@@ -17,9 +17,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from scimech import options
-from scimech.cli import build_parser, commands, main
-from scimech.study import load_study, registered_studies
+from scimech.run import options
+from scimech.run.cli import build_parser, commands, main
+from scimech.studies.contract import load_study, registered_studies
 
 REPO = Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
@@ -179,7 +179,7 @@ def test_repeat_warns_naming_calls_and_the_release_the_changelog_says_removes_it
     import torch
     from torch import nn
 
-    from scimech.record import Recorder, record
+    from scimech.capture.record import Recorder, record
 
     release = _removal_release("`repeat=`")
     model = nn.Sequential(nn.Linear(3, 2))

@@ -1,4 +1,4 @@
-"""A tiny study through scimech.parallel, serially or on a cluster file; used by test_slurm.py.
+"""A tiny study through scimech.run.parallel, serially or on a cluster file; used by test_slurm.py.
 
     python tests_slurm/driver.py --out DIR [--cluster cluster.toml] [--units 6] [--sleep 2]
 
@@ -18,7 +18,7 @@ import numpy as np
 import xarray as xr
 
 from scimech.errors import ScimechError
-from scimech.parallel import get_client, map_units
+from scimech.run.parallel import get_client, map_units
 
 
 def unit(x: float, seed: int, sleep: float) -> xr.Dataset:

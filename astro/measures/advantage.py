@@ -8,7 +8,7 @@ from collections.abc import Mapping
 import numpy as np
 import xarray as xr
 
-from scimech.stats import bootstrap_ci
+from scimech.analysis.stats import bootstrap_ci
 
 from .. import photoz
 

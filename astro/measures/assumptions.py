@@ -23,8 +23,8 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from scimech.model_profile import profile, profile_of
-from scimech.sites import resolve_site
+from scimech.capture.sites import resolve_site
+from scimech.causal.model_profile import profile, profile_of
 
 __all__ = ["ATTR", "RUNS", "measure_site_profile", "site_profile_dataset", "site_profile_table"]
 

@@ -1,5 +1,5 @@
 """Step 3 (interventions): zero / mean / resample ablation and photometry-only -> multimodal
-patching of every head of a block (``scimech.intervene``), chunk by chunk over the test
+patching of every head of a block (``scimech.causal.intervene``), chunk by chunk over the test
 galaxies (the unit of resumable work), and the effects per population with bootstrap intervals."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import numpy as np
 import torch
 import xarray as xr
 
+from scimech.analysis.stats import bootstrap_ci
+from scimech.causal.intervene import ablation_sweep, patching_sweep, reference_activations
 from scimech.errors import DataValidationError
-from scimech.intervene import ablation_sweep, patching_sweep, reference_activations
-from scimech.stats import bootstrap_ci
 
 from .. import photoz
 from ..models.aion import IMAGE_KEY, LEGACY_SCALARS, MASK_PREFIX, AIONRedshift, rows_per_pass
@@ -55,7 +55,7 @@ def intervention_chunk(adapter: AIONRedshift, multi: Mapping[str, torch.Tensor],
     """Expected redshift of one catalogue chunk with each head of ``block`` intervened.
 
     The unit of work of the head study: chunks are independent, so they run anywhere
-    (``scimech.parallel.map_units``) and are concatenated along ``sample``.
+    (``scimech.run.parallel.map_units``) and are concatenated along ``sample``.
 
     Every ablation runs in both modes (the same replacement values and resampling draws),
     so the multimodal advantage *with the head ablated* can be compared with the advantage

@@ -1,5 +1,5 @@
 """Steps 2 and 3 (probes): ridge probes of z and A_V on each encoder block (``scimech.record`` +
-``scimech.probe``), the block where the image's gain appears, per-head probes of colours and
+``scimech.analysis.probe``), the block where the image's gain appears, per-head probes of colours and
 template photo-z, and the radial organisation of each head's image-token output."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import torch
 import xarray as xr
 from scipy.stats import spearmanr
 
+from scimech.analysis.probe import probe_sites
+from scimech.capture.record import record
 from scimech.errors import DataValidationError
-from scimech.probe import probe_sites
-from scimech.record import record
 
 from ..models.aion import IMAGE_KEY, AIONRedshift, rows_per_pass
 from .inputs import StudyInputs
@@ -60,7 +60,7 @@ def _pool(acts: np.ndarray, n_scalar: int, mode: str) -> np.ndarray:
 def record_blocks(adapter: AIONRedshift, batch, sites: Sequence[str], batch_size: int | None = None,
                   reduce=None) -> xr.Dataset:
     """Activations at ``sites`` over a batch dict, streamed in passes of ``batch_size`` galaxies
-    (default :func:`rows_per_pass`); ``reduce`` (``scimech.record.record``'s) pools each pass's
+    (default :func:`rows_per_pass`); ``reduce`` (``scimech.capture.record.record``'s) pools each pass's
     tokens before the next, so only the pooled features of every galaxy are held."""
     return record(adapter.model, batch, list(sites), forward=adapter.forward,
                   batch_size=batch_size or rows_per_pass(batch), stop_early=True, reduce=reduce)

@@ -41,9 +41,9 @@ from safetensors.torch import load_file, save_model
 from safetensors.torch import load_model as st_load
 from torch import nn
 
-from scimech.batches import batch_size_of, iter_batches
+from scimech.capture.batches import batch_size_of, iter_batches
+from scimech.causal.metrics import Metric
 from scimech.errors import CheckpointError, ConfigError, DataValidationError
-from scimech.metrics import Metric
 
 __all__ = [
     "LEGACY_SCALARS", "IMAGE_KEY", "Z_KEY", "CONFIG_NAME", "WEIGHTS_NAME", "DES_BANDS", "save_checkpoint",

@@ -19,7 +19,7 @@ from astropy.io import fits
 from astropy.table import QTable
 
 from scimech.errors import DataValidationError, MissingVariableError
-from scimech.results import COMPLETE_MARKER
+from scimech.run.results import COMPLETE_MARKER
 
 from .. import constants
 from .worlds import SyntheticConfig
@@ -140,7 +140,7 @@ class GalaxySample:
         """Write an xarray/zarr store: ``images (galaxy, band, y, x)`` and one variable per column.
 
         The store is written to a hidden temporary sibling, gets the completion marker of
-        :mod:`scimech.results` (``.scimech-complete``) last, and is then moved into place
+        :mod:`scimech.run.results` (``.scimech-complete``) last, and is then moved into place
         with ``os.replace``; an existing store at ``path`` is kept until the new one is
         complete. A crash at any point leaves the old store or none under ``path``, never a
         partial one, and :meth:`from_zarr` refuses a store without the marker.

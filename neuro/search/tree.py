@@ -26,8 +26,8 @@ Execution: a *generation* is ``generation`` nodes proposed from the same tree an
 independently (each in its own sandbox process), then appended together. The tree depends on
 ``generation`` and ``seed`` only, not on where the evaluations run: serially, on a thread
 pool of ``workers`` (the default), or as Dask tasks through
-:func:`scimech.parallel.map_units` when a ``client`` (or a ``unit_store``) is given. In the
-Dask case every evaluation is a unit of a :class:`scimech.results.UnitStore` (default
+:func:`scimech.run.parallel.map_units` when a ``client`` (or a ``unit_store``) is given. In the
+Dask case every evaluation is a unit of a :class:`scimech.run.results.UnitStore` (default
 ``out_dir/units``), so a search killed mid-generation redoes only the evaluations that had not
 finished; a unit's record holds the evaluation's scores and the refs of its arrays, which the
 unit writes to the store. The store must be on a file system the workers share.
@@ -47,8 +47,8 @@ from pathlib import Path
 import numpy as np
 
 from scimech.errors import ConfigError
-from scimech.parallel import map_units
-from scimech.results import UnitStore, atomic_write_text
+from scimech.run.parallel import map_units
+from scimech.run.results import UnitStore, atomic_write_text
 
 from ..faithfulness import faithfulness
 from ..store import ArrayStore, is_ref
@@ -194,10 +194,10 @@ class TreeSearch:
         Nodes proposed per generation (default ``workers``). Together with ``seed`` it fixes
         the tree, whatever executes the evaluations.
     client
-        A Dask client (:func:`scimech.parallel.get_client`): a generation's evaluations run as
-        tasks on its workers through :func:`scimech.parallel.map_units`.
+        A Dask client (:func:`scimech.run.parallel.get_client`): a generation's evaluations run as
+        tasks on its workers through :func:`scimech.run.parallel.map_units`.
     unit_store
-        A :class:`scimech.results.UnitStore` (or folder) for the evaluations; default
+        A :class:`scimech.run.results.UnitStore` (or folder) for the evaluations; default
         ``out_dir/units`` when a client is given. Given without a client, evaluations run
         serially but are still stored (resumable mid-generation).
     store

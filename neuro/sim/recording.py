@@ -20,8 +20,8 @@ import pandas as pd
 import xarray as xr
 from scipy.signal import fftconvolve
 
-from scimech import results
 from scimech.errors import ConfigError
+from scimech.run import results
 
 from .body import BodyParams
 from .circuit import Circuit, CircuitParams
@@ -212,7 +212,7 @@ def muscle_at(ds: xr.Dataset, side: str, segment: int) -> xr.DataArray:
 
 
 def save_recording(ds: xr.Dataset, path: str | Path) -> Path:
-    """Save a recording to zarr (atomic, with provenance) via :func:`scimech.results.save`."""
+    """Save a recording to zarr (atomic, with provenance) via :func:`scimech.run.results.save`."""
     if "type" in ds.xindexes:  # a multi-index is not stored: its levels are, and rebuilt on loading
         ds = ds.reset_index("neuron").drop_vars("neuron", errors="ignore")
     with warnings.catch_warnings():  # zarr v3 warns that fixed-length strings lack a spec

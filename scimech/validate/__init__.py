@@ -1,33 +1,12 @@
-"""Planted-mechanism validation: does scimech find a mechanism that is known to be there?
+"""Moved to :mod:`scimech.studies.validate`; this path is kept until scimech 0.3.0."""
 
-Small models whose mechanism is known by construction (hand-set weights, or a concept
-bottleneck trained on a process only its free concept can carry), one per module:
+import sys
+import warnings
 
-- :mod:`~scimech.validate.inert`: a component a probe sees but nothing downstream reads;
-- :mod:`~scimech.validate.silent`: components the output needs but a linear probe cannot see;
-- :mod:`~scimech.validate.ablation_choice`: zero, mean and resample ablation disagree, each
-  correctly, about the same components;
-- :mod:`~scimech.validate.hidden_concept`: a hidden process carried by the free concept;
-- :mod:`~scimech.validate.known_attributions`: exact Integrated Gradients / GradientShap
-  attributions and top features;
-- :mod:`~scimech.validate.sparse_features`: a site composed of sparse planted directions,
-  which a dictionary must find (and not decoys);
-- :mod:`~scimech.validate.shifted_subspace`: a shift that rotates the active subspace, which
-  the faithfulness gap must see and realignment undo (and neither act on a control).
+from scimech._moved import keep_old_submodules
+from scimech.studies import validate as _moved
 
-The core's methods measure each model (:mod:`~scimech.validate.measure`) and decide with
-bootstrap intervals and stated thresholds; :func:`run` scores the decisions against the
-planted truth (precision and recall per case and method) and :func:`missed` lists what
-was wrong. The suite tests the methods: a broken probe or ablation makes rows fail.
-
->>> import scimech.validate as sv                        # doctest: +SKIP
->>> ds = sv.run(quick=True, out="reports/validate")      # validation.nc + report.md
->>> sv.missed(ds)                                        # [] when every planted row is recovered
-"""
-
-from __future__ import annotations
-
-from .measure import Settings
-from .suite import CASES, main, missed, run, score, write_report
-
-__all__ = ["run", "missed", "score", "write_report", "main", "CASES", "Settings"]
+warnings.warn("scimech.validate moved to scimech.studies.validate; the old path will be removed in scimech 0.3.0",
+              DeprecationWarning, stacklevel=2)
+keep_old_submodules(__name__, __path__[0])  # scimech.validate.<module> finds its shim too
+sys.modules[__name__] = _moved

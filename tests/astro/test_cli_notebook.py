@@ -8,7 +8,7 @@ from astro import files
 
 
 def test_cli_synth_train_study_plot(tmp_path):
-    from scimech.cli import main
+    from scimech.run.cli import main
 
     assert main(["astro", "generate", "--n-galaxies", "160", "--seed", "0", "--out", str(tmp_path / "train.fits")]) == 0
     assert main(["astro", "synth", "--n", "60", "--seed", "1", "--out", str(tmp_path / "test.zarr")]) == 0  # old spelling
@@ -33,7 +33,7 @@ def test_quickstart_notebook_runs(run_notebook):
 
 
 def test_study_cli_bad_settings_are_clear_errors(tmp_path, capsys):
-    from scimech.cli import main
+    from scimech.run.cli import main
 
     assert main(["astro", "study", "--quick", "--chunk-size", "0", "--out", str(tmp_path / "a")]) == 2
     assert "argument --chunk-size: must be a whole number >= 1. Got '0' instead." in capsys.readouterr().err

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from astro.synthetic import make_galaxies
-from scimech.reading import Reading
+from scimech.studies.reading import Reading
 
 from .product_fixtures import repeat_rows, write_cube, write_dr10
 
@@ -31,7 +31,7 @@ def files(tmp_path_factory):
 
 def run_cli(args: list[str]) -> tuple[subprocess.CompletedProcess, float]:
     """The CLI in a fresh interpreter; it prints whether torch was imported, last."""
-    code = ("import sys\nfrom scimech.cli import main\nrc = main(sys.argv[1:])\n"
+    code = ("import sys\nfrom scimech.run.cli import main\nrc = main(sys.argv[1:])\n"
             "print('TORCH', 'torch' in sys.modules)\nsys.exit(rc)")
     t = time.perf_counter()
     done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120)

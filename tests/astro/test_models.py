@@ -13,8 +13,8 @@ from aion.codecs import GridScalarCodec
 from astro import synthetic
 from astro.models import aion as aion_adapter
 from astro.models import standin
+from scimech.causal.intervene import ablate, ablation_sweep
 from scimech.errors import CheckpointError
-from scimech.intervene import ablate, ablation_sweep
 
 TINY = dict(domains_in=[*aion_adapter.LEGACY_SCALARS, "tok_image"], domains_out=["tok_z"], dim=32, encoder_depth=2,
             decoder_depth=1, num_heads=4, mlp_ratio=2.0, qkv_bias=True, proj_bias=True, mlp_bias=True,

@@ -16,9 +16,9 @@ from astro import evidence, findings, measures, synthetic
 from astro.measures import interventions
 from astro.models import aion as aion_adapter
 from astro.models import planted, standin
+from scimech.capture.record import record
+from scimech.causal.intervene import ablate, patch
 from scimech.errors import CheckpointError, ConfigError
-from scimech.intervene import ablate, patch
-from scimech.record import record
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ from astro.measures.assumptions import ATTR
 from astro.models import aion as aion_adapter
 from astro.models import standin
 from astro.report import ASSUMED, _assumptions
-from scimech.report import Report
+from scimech.studies.report import Report
 
 #: a tiny AION: width 32 and 4 heads, so a head is 8 units of the 32 its attention projection reads
 DIM, HEADS = 32, 4

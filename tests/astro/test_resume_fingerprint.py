@@ -17,8 +17,8 @@ from astro import synthetic
 from astro.files import load_sample, save_sample
 from astro.plan import DEFAULT_WORLD
 from astro.run import run_resumable_study
-from scimech.fingerprint import read_fingerprint
-from scimech.results import UnitStore
+from scimech.run.fingerprint import read_fingerprint
+from scimech.run.results import UnitStore
 
 # HIERARCH cards for the samples' long meta keys: astropy says so once per key, harmlessly
 pytestmark = pytest.mark.filterwarnings("ignore::astropy.io.fits.verify.VerifyWarning")

@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from scimech.cli import build_parser, main
-from scimech.study import apply_config
+from scimech.run.cli import build_parser, main
+from scimech.studies.contract import apply_config
 
 STUDY = ["astro", "study"]
 

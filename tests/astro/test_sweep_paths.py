@@ -11,8 +11,8 @@ from astro import synthetic
 from astro.models import aion as aion_adapter
 from astro.models import standin
 from scimech import attribution_patching
-from scimech.intervene import ablate, ablation_sweep, patch, patching_sweep
-from scimech.record import Recorder
+from scimech.capture.record import Recorder
+from scimech.causal.intervene import ablate, ablation_sweep, patch, patching_sweep
 
 TINY = dict(domains_in=[*aion_adapter.LEGACY_SCALARS, "tok_image"], domains_out=["tok_z"], dim=32, encoder_depth=2,
             decoder_depth=1, num_heads=4, mlp_ratio=2.0, qkv_bias=True, proj_bias=True, mlp_bias=True,

@@ -227,7 +227,7 @@ def test_sigkill_during_zarr_write_leaves_nothing_finished_looking(tmp_path):
 
 def test_zarr_store_without_marker_is_refused(tmp_path, small_sample):
     from scimech.errors import DataValidationError
-    from scimech.results import COMPLETE_MARKER
+    from scimech.run.results import COMPLETE_MARKER
 
     path = small_sample.to_zarr(tmp_path / "s.zarr")
     (path / COMPLETE_MARKER).unlink()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from astro.findings import _all_finite, recovery_line
-from scimech.verdicts import PlantedTruthRow
+from scimech.studies.verdicts import PlantedTruthRow
 
 
 def _row(summary: str, recovered: bool | None) -> PlantedTruthRow:

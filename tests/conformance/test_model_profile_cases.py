@@ -22,9 +22,9 @@ import torch
 from torch import nn
 
 import scimech
-from scimech import metrics
+from scimech.causal import metrics
+from scimech.causal.intervene import ablate, ablation_sweep, patch, patching_sweep
 from scimech.errors import DataValidationError, DimensionError
-from scimech.intervene import ablate, ablation_sweep, patch, patching_sweep
 
 # float32 models of two layers: scimech's tiled passes round like the hand loop to ~1e-7
 # relative on values of order 1; 1e-5 is far above that and far below any effect (~0.1-1)

@@ -23,8 +23,8 @@ model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh()).eval()
 x = torch.randn(5, 3)
 first = sm.record(model, x, ["0"])
 second = sm.record(model, x, ["0"])          # the first lazy import must not rebind sm.record
-import scimech.record                        # nor may importing the submodule by name
-from scimech.record import Recorder
+import scimech.capture.record                        # nor may importing the submodule by name
+from scimech.capture.record import Recorder
 third = sm.record(model, x, ["1"])
 assert not isinstance(sm.record, types.ModuleType), sm.record
 assert (first["0"].values == second["0"].values).all()
@@ -39,7 +39,7 @@ def test_record_can_be_called_twice_in_a_fresh_process():
 
 
 def test_record_is_the_function_in_this_process():
-    import scimech.record  # noqa: F401  (binds the submodule as an attribute on first import)
+    import scimech.capture.record  # noqa: F401  (binds the submodule as an attribute on first import)
 
     assert callable(sm.record) and not isinstance(sm.record, types.ModuleType)
     model = torch.nn.Linear(3, 2)

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from scimech.cli import main
-from scimech.reading import Reading
+from scimech.run.cli import main
+from scimech.studies.reading import Reading
 
 from . import product_fixtures as pf
 
@@ -51,7 +51,7 @@ def test_inspect_imports_no_torch_and_answers_in_seconds(tmp_path):
     offsets = [0, 300, 550, 800, 1000]
     (tmp_path / "traces.conditions.json").write_text(json.dumps({"condition_offsets": offsets,
                                                                  "condition_names": list(pf.NAMES)}))
-    code = ("import sys, json; from scimech.cli import main; "
+    code = ("import sys, json; from scimech.run.cli import main; "
             f"rc = main(['neuro', 'inspect', {str(path)!r}, '--dt', '0.914', '--json', {str(tmp_path / 'r.json')!r}]); "
             "print(json.dumps({'rc': rc, 'torch': 'torch' in sys.modules}))")
     t0 = time.perf_counter()

@@ -21,7 +21,7 @@ from scimech.errors import (
     MissingVariableError,
     UnitsError,
 )
-from scimech.reading import Reading
+from scimech.studies.reading import Reading
 
 from . import product_fixtures as pf
 

@@ -10,7 +10,7 @@ from scipy.linalg import subspace_angles
 
 from neuro.baselines import GRUForecaster
 from neuro.shift import GRURollout, run_shift
-from scimech.dictionary import load_dictionary
+from scimech.analysis.dictionary import load_dictionary
 
 
 @pytest.mark.parametrize("dense_max", [2048, 3])  # 3: the low-rank GRU (5 units on 2 principal axes)

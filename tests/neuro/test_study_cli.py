@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import yaml
 
-from scimech.cli import build_parser, main
-from scimech.study import apply_config
+from scimech.run.cli import build_parser, main
+from scimech.studies.contract import apply_config
 
 STUDY = ["neuro", "study"]
 

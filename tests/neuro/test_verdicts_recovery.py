@@ -17,7 +17,7 @@ from neuro.recovery import edge_auroc, format_table, planted_truth, summary_line
 from neuro.search.blocks import DEFAULTS, render
 from neuro.search.evaluate import run_candidate
 from neuro.verdicts import cluster_bootstrap, compare, verdict_better
-from scimech.study import Finding, PlantedTruthRow
+from scimech.studies.contract import Finding, PlantedTruthRow
 
 
 def test_cluster_bootstrap_covers_the_true_mean():

@@ -3,7 +3,7 @@
 import numpy as np
 import xarray as xr
 
-from scimech.cli import main
+from scimech.run.cli import main
 
 
 def test_synth_command_writes_a_closing_budget(tmp_path, capsys):

@@ -17,7 +17,7 @@ import xarray as xr
 from ocean import concepts
 from ocean.constants import CP0, KAPPA, R_EARTH, RHO0, G, coriolis
 from scimech.errors import DimensionError
-from scimech.reading import Reading
+from scimech.studies.reading import Reading
 
 RC = RHO0 * CP0
 D2 = 1e-3  # relative tolerance of a second-order difference on these 2-degree grids (errors ~3e-4)

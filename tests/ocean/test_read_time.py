@@ -15,7 +15,7 @@ from ocean import concepts, samples
 from ocean.plan import StudyConfig, check_record, study_plan
 from ocean.timeaxis import read_time, step_words, time_axis
 from scimech.errors import DataValidationError
-from scimech.reading import Reading
+from scimech.studies.reading import Reading
 
 # days in each month of 1900, counted by hand from each calendar's definition (CF conventions 4.4.1):
 # 1900 is a leap year in the Julian calendar only (divisible by 4), not in the Gregorian ones (a

@@ -17,7 +17,7 @@ import product_fixtures as pf  # noqa: E402
 
 from ocean import budget, data  # noqa: E402
 from scimech.errors import ConfigError, DataValidationError, DimensionError, UnitsError  # noqa: E402
-from scimech.reading import Reading  # noqa: E402
+from scimech.studies.reading import Reading  # noqa: E402
 
 # values pass through float64 unchanged or through one multiplication / offset (pint): 1e-12 relative
 RTOL = 1e-12

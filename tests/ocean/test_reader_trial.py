@@ -48,7 +48,7 @@ from ocean.gridaxes import read_grid
 from ocean.products import open_store
 from ocean.timeaxis import read_time, time_axis
 from scimech.errors import DataValidationError, DimensionError
-from scimech.reading import Reading
+from scimech.studies.reading import Reading
 
 sys.path.insert(0, str(Path(__file__).parent))
 import product_fixtures as pf  # noqa: E402

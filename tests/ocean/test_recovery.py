@@ -138,7 +138,7 @@ def test_head_weights_against_the_budget_and_the_counting_of_contrasts(truth):
 
 
 def test_the_result_is_labelled_and_round_trips(truth, tmp_path):
-    from scimech import results
+    from scimech.run import results
 
     rec = recovery.recovery({("mixed", 0): unit(truth.copy(), truth, "mixed")}, n_resamples=200)
     back = results.load(results.save(rec, tmp_path / "rec.nc"))

@@ -13,8 +13,8 @@ import pytest
 
 from ocean import data, run, synthetic
 from ocean.plan import StudyConfig
-from scimech.fingerprint import read_fingerprint
-from scimech.results import UnitStore
+from scimech.run.fingerprint import read_fingerprint
+from scimech.run.results import UnitStore
 
 SMALL = dict(n_members=1, years=3, ny=8, nx=10)
 STUDY = dict(window=2, lead=1, epochs=1, batch_size=8, width=4, regimes=["mixed"], seeds=[0],

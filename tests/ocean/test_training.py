@@ -94,8 +94,8 @@ def test_study_units_resume_and_skip(store, tmp_path, monkeypatch):
 def test_training_resumes_from_checkpoint(store, tmp_path, monkeypatch):
     import torch
 
-    from scimech import concepts
-    from scimech.results import load_state
+    from scimech.analysis import concepts
+    from scimech.run.results import load_state
 
     cfg = StudyConfig(data=str(store), window=2, lead=1, epochs=3, batch_size=8, width=4,
                                  fractions=[0.6, 0.2, 0.2])

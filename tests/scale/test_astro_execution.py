@@ -17,7 +17,7 @@ import pytest
 
 from astro.files import STUDY_NAMES, load_study
 from astro.run import run_resumable_study
-from scimech.results import UnitStore
+from scimech.run.results import UnitStore
 
 # 100 training / 48 test galaxies, one epoch, four intervention chunks of 12 galaxies
 TINY = dict(n_train=100, n_test=48, epochs=1, batch_size=25, n_bootstrap=20, chunk_size=12)
@@ -77,7 +77,7 @@ def test_local_cluster_equals_serial(serial, local_client):
 def test_sigkill_then_rerun_redoes_only_unfinished_units(serial):
     root, res = serial
     out = root / "killed"
-    cmd = [sys.executable, "-m", "scimech.cli", "astro", "study", "--quick", *CLI_SIZES, "--out", str(out)]
+    cmd = [sys.executable, "-m", "scimech.run.cli", "astro", "study", "--quick", *CLI_SIZES, "--out", str(out)]
     env = {**os.environ, "SCIMECH_QUIET": "1", "MPLBACKEND": "Agg", **ONE_THREAD}
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     store = UnitStore(out / "units")

@@ -310,7 +310,7 @@ def test_unknown_synth_keys_are_named(tmp_path_factory, key):
 @given(regime=NAME)
 def test_unknown_regimes_are_named(regime):
     from ocean.experiment import load_config
-    from scimech.concepts import REGIMES
+    from scimech.analysis.concepts import REGIMES
 
     if regime in REGIMES:
         return

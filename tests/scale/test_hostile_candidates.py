@@ -49,7 +49,7 @@ def test_deleting_outside_the_sandbox_is_blocked(data_file, tmp_path):
     assert victim.read_text() == "precious"
 
 
-@pytest.mark.parametrize("module", ["neuro.tasks", "neuro.search.tree", "scimech.results"])
+@pytest.mark.parametrize("module", ["neuro.tasks", "neuro.search.tree", "scimech.run.results"])
 def test_importing_search_internals_is_blocked(data_file, module):
     r = run_in_sandbox(f"import {module}\n" + MODEL, data_file, stage="quick")
     assert not r.ok and "importing" in r.error and module.split(".")[0] in r.error

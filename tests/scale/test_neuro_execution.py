@@ -105,7 +105,7 @@ def test_study_on_a_local_cluster_equals_serial(serial, local_client):
 
 def test_sigkill_then_rerun_equals_uninterrupted(serial):
     out = serial.parent / "killed"
-    cmd = [sys.executable, "-m", "scimech.cli", *CLI, "--out", str(out)]
+    cmd = [sys.executable, "-m", "scimech.run.cli", *CLI, "--out", str(out)]
     env = {**os.environ, "SCIMECH_QUIET": "1", "MPLBACKEND": "Agg", "OPENBLAS_NUM_THREADS": "1",
            "OMP_NUM_THREADS": "1"}
     total = len(_records(serial))

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from ocean import data, experiment, synthetic
-from scimech.results import UnitStore
+from scimech.run.results import UnitStore
 
 # Same seeds and data: training is deterministic up to float32 summation order, which can
 # differ between processes with different thread counts; 1e-3 W m-2 on forecasts of order
@@ -56,7 +56,7 @@ def test_sigkill_then_rerun_equals_uninterrupted(setup):
     conf = root / "study.yaml"
     conf.write_text(yaml.safe_dump({k: v for k, v in dataclasses.asdict(cfg).items() if k != "synth"}))
     out = root / "killed"
-    cmd = [sys.executable, "-m", "scimech.cli", "ocean", "study", "--config", str(conf), "--out", str(out)]
+    cmd = [sys.executable, "-m", "scimech.run.cli", "ocean", "study", "--config", str(conf), "--out", str(out)]
     env = {**os.environ, "SCIMECH_QUIET": "1", "MPLBACKEND": "Agg", **ONE_THREAD}
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     store = UnitStore(out / "units")

@@ -12,8 +12,9 @@ import pytest
 import torch
 from torch import nn
 
-from scimech import attribution_patching, metrics, patching_sweep, ranking_agreement
-from scimech.attention import DecomposedMultiheadAttention
+from scimech import attribution_patching, patching_sweep, ranking_agreement
+from scimech.capture.attention import DecomposedMultiheadAttention
+from scimech.causal import metrics
 from scimech.errors import DataValidationError
 
 from .models import TinyTransformer

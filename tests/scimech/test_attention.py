@@ -6,9 +6,9 @@ import pytest
 import torch
 from torch import nn
 
-from scimech.attention import DecomposedMultiheadAttention, decompose_attention
+from scimech.capture.attention import DecomposedMultiheadAttention, decompose_attention
+from scimech.capture.record import Recorder
 from scimech.errors import HeadLayoutError
-from scimech.record import Recorder
 
 # Both sides run in float32 with a different summation order (torch fuses q/k/v into one
 # GEMM and may use SDPA); on O(1) activations the rounding differences stay well below

@@ -5,7 +5,7 @@ import pytest
 import torch
 from torch import nn
 
-from scimech.attribution import attribute
+from scimech.analysis.attribution import attribute
 from scimech.errors import DimensionError, SiteNotFoundError
 
 

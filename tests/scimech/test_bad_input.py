@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scimech.errors import CheckpointError, ConfigError
-from scimech.parallel import read_cluster_config
-from scimech.results import UnitStore, load, save, torch_load
+from scimech.run.parallel import read_cluster_config
+from scimech.run.results import UnitStore, load, save, torch_load
 
 SETTINGS = dict(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
@@ -64,7 +64,7 @@ def test_truncated_zarr_store_never_loads_silently(tmp_path, victim, keep):
 @settings(**SETTINGS)
 @given(key=st.text(alphabet="abcdefghijklmnopqrstuvwxyz_", min_size=1, max_size=12))
 def test_unknown_cluster_keys_are_named(tmp_path, key):
-    from scimech.parallel import _CLUSTER_KEYS
+    from scimech.run.parallel import _CLUSTER_KEYS
 
     if key in _CLUSTER_KEYS:
         return

@@ -5,7 +5,7 @@ import pytest
 import torch
 from torch import nn
 
-from scimech.concepts import (
+from scimech.analysis.concepts import (
     REGIMES,
     ConceptBottleneck,
     ConceptLayer,
@@ -95,7 +95,7 @@ def test_joint_training_recovers_concepts_and_resumes(tmp_path):
             lam_schedule=LambdaSchedule(0.8, 0.2, 20))
     b = _model(n_free=1, seed=3)
     ck2 = tmp_path / "ck2.pt"
-    import scimech.concepts as C
+    import scimech.analysis.concepts as C
 
     orig = C.save_checkpoint
     calls = {"n": 0}

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 import scimech as sm
-from scimech.attention import decompose_attention
+from scimech.capture.attention import decompose_attention
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""scimech.dictionary against planted truths, hand computations and conservation laws."""
+"""scimech.analysis.dictionary against planted truths, hand computations and conservation laws."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import torch
 import xarray as xr
 from torch import nn
 
-from scimech.dictionary import (
+from scimech.analysis.dictionary import (
     BatchTopK,
     JumpReLU,
     TopK,
@@ -27,9 +27,9 @@ from scimech.dictionary import (
     steer,
     train_dictionary,
 )
+from scimech.causal.intervene import patching_sweep
 from scimech.errors import CheckpointError, DataValidationError
-from scimech.intervene import patching_sweep
-from scimech.results import load_state, save_state
+from scimech.run.results import load_state, save_state
 
 #: a planted direction counts as recovered when a decoder row has cosine > 0.9 with it
 RECOVERY_COSINE = 0.9
@@ -485,8 +485,8 @@ def test_quality_measures_by_hand(world):
 
 
 def test_the_command_trains_scores_against_variables_and_measures_a_shift(tmp_path, world, capsys):
-    from scimech.cli import main
-    from scimech.results import load
+    from scimech.run.cli import main
+    from scimech.run.results import load
 
     x, _, codes = world
     xr.DataArray(x.numpy().reshape(60, 100, 32), dims=("time", "cell", "unit"), name="acts").to_dataset() \

@@ -1,5 +1,5 @@
 """The realignment's excess loss is bounded quadratically by the second-moment shift (issue 18,
-item 5), measured on a planted world with :func:`scimech.dictionary.realignment_bound`.
+item 5), measured on a planted world with :func:`scimech.analysis.dictionary.realignment_bound`.
 
 Tolerances: the slopes come from four sizes over a factor 8 (eps 0.05 to 0.4 rad). With
 antithetic noise the odd terms cancel; what is left at the smallest size is the auto choice's
@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scimech.dictionary import realignment_bound, train_dictionary
+from scimech.analysis.dictionary import realignment_bound, train_dictionary
 
 from .test_dictionary import planted
 

@@ -11,14 +11,14 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from scimech.parallel import get_client, map_units
-from scimech.results import UnitStore
+from scimech.run.parallel import get_client, map_units
+from scimech.run.results import UnitStore
 
 SCRIPT = textwrap.dedent(
     """
     import sys, time
     import numpy as np, xarray as xr
-    from scimech.parallel import map_units
+    from scimech.run.parallel import map_units
 
     def unit(i, delay):
         time.sleep(delay)

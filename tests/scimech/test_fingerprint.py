@@ -1,4 +1,4 @@
-"""scimech.fingerprint: equal inputs hash equal, any change in value, coordinate, dtype or
+"""scimech.run.fingerprint: equal inputs hash equal, any change in value, coordinate, dtype or
 file content hashes differently; a folder of another fingerprint is set aside, never resumed."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 import torch
 import xarray as xr
 
-from scimech.fingerprint import fingerprint, read_fingerprint, set_aside_stale
+from scimech.run.fingerprint import fingerprint, read_fingerprint, set_aside_stale
 
 
 def ds(values=None, lat=None, attrs=None) -> xr.Dataset:

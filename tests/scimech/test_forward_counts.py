@@ -1,7 +1,7 @@
 """How many forward (and backward) passes each verb runs, counted by a wrapper around the model.
 
 The counts documented in docs/core_api.md ("Forward passes per verb"): a verb's own work, plus
-the model profile's one-time measurement (scimech.model_profile: a pass, its repeat, and where
+the model profile's one-time measurement (scimech.causal.model_profile: a pass, its repeat, and where
 rows must be samples the first half of the rows) the first time a model, forward and input
 signature is met; a second verb on the same model and inputs pays nothing for it.
 """
@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 import scimech
-from scimech import metrics
+from scimech.causal import metrics
 
 #: the profile's one-time measurement: a pass and its repeat (drift), + half a batch (rows as samples);
 #: a sweep's own unchanged pass serves as the first, so a sweep pays the repeat only

@@ -6,14 +6,14 @@ from scipy.spatial import procrustes as scipy_procrustes
 from scipy.stats import ortho_group
 from threadpoolctl import threadpool_limits
 
-from scimech.errors import DataValidationError
-from scimech.geometry import (
+from scimech.analysis.geometry import (
     linear_cka,
     pairwise,
     principal_angles,
     procrustes_distance,
     readout_alignment,
 )
+from scimech.errors import DataValidationError
 
 
 @pytest.fixture(autouse=True)

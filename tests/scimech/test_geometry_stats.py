@@ -6,14 +6,14 @@ import xarray as xr
 from scipy import stats as st
 from scipy.stats import ortho_group
 
-from scimech.geometry import (
+from scimech.analysis.geometry import (
     linear_cka,
     pairwise,
     principal_angles,
     procrustes_distance,
     readout_alignment,
 )
-from scimech.stats import bootstrap_ci, over_seeds, summarize_over
+from scimech.analysis.stats import bootstrap_ci, over_seeds, summarize_over
 
 
 def _hsic_cka(X, Y):

@@ -4,10 +4,11 @@ hooks the user registered survive (the captum test_hook_removal idea)."""
 import pytest
 import torch
 
-from scimech import attribution_patching, metrics
+from scimech import attribution_patching
+from scimech.capture.record import Recorder, record
+from scimech.causal import metrics
+from scimech.causal.intervene import ablate, ablation_sweep, patch, patching_sweep
 from scimech.errors import HeadLayoutError, SiteNotFoundError
-from scimech.intervene import ablate, ablation_sweep, patch, patching_sweep
-from scimech.record import Recorder, record
 
 from .models import TinyTransformer
 

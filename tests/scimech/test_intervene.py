@@ -5,11 +5,11 @@ import pytest
 import torch
 from torch import nn
 
-from scimech import metrics
-from scimech.attention import decompose_attention
+from scimech.capture.attention import decompose_attention
+from scimech.capture.record import Recorder
+from scimech.causal import metrics
+from scimech.causal.intervene import ablate, ablation_sweep, patch, patching_sweep
 from scimech.errors import DataValidationError
-from scimech.intervene import ablate, ablation_sweep, patch, patching_sweep
-from scimech.record import Recorder
 
 from .models import Block, MHAModel, TinyTransformer, manual_heads
 
@@ -347,7 +347,7 @@ class _Gate(nn.Module):
 def test_methods_that_compute_values_refuse_sites_that_cannot_hold_them(kind):
     # scale by 0.5 used to be rounded back to the site's dtype (0.5 x True is True: no change at
     # all; 0.5 x 3 is 1), mean crashed inside torch; resample and zero act on whole values
-    from scimech.atp import attribution_patching
+    from scimech.causal.atp import attribution_patching
 
     torch.manual_seed(0)
     model = _Codes(kind).eval()

@@ -1,4 +1,4 @@
-"""Activation layouts (scimech.layout): the axes each verb acts on, and the checks it makes.
+"""Activation layouts (scimech.capture.layout): the axes each verb acts on, and the checks it makes.
 
 Hand-computed cases: a spectral layer whose activation is complex, a sequence-first module
 whose first axis is time, malformed layout strings, an attention module without a layout.
@@ -15,9 +15,9 @@ import torch
 from torch import nn
 
 import scimech as sm
+from scimech.capture.layout import Axes, parse_axes
+from scimech.capture.sites import HeadLayoutWarning
 from scimech.errors import DimensionError
-from scimech.layout import Axes, parse_axes
-from scimech.sites import HeadLayoutWarning
 
 
 class Spectral(nn.Module):

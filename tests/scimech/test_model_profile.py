@@ -1,4 +1,4 @@
-"""scimech.model_profile: what every verb assumes, measured once, consulted by every verb alike.
+"""scimech.causal.model_profile: what every verb assumes, measured once, consulted by every verb alike.
 
 - (a bfloat16 model whose output drifts +1 per call, refused by every verb alike:
   tests/scimech/test_stateful_models.py);
@@ -17,9 +17,10 @@ import torch
 from torch import nn
 
 import scimech
-from scimech import ablate, attribution_patching, metrics
-from scimech.intervene import ablation_sweep, patching_sweep
-from scimech.model_profile import ModelProfile, require, same_values
+from scimech import ablate, attribution_patching
+from scimech.causal import metrics
+from scimech.causal.intervene import ablation_sweep, patching_sweep
+from scimech.causal.model_profile import ModelProfile, require, same_values
 
 # float32 models of two layers: tiled passes round like a hand loop to ~1e-7; 1e-5 is far
 # below the effects (~0.1-1)

@@ -3,7 +3,7 @@ that act only with another refused elsewhere.
 
 The parser tree is walked (every ``scimech`` command and subcommand), so a new command or
 option is driven here without being listed: a shared flag must come from
-:data:`scimech.options.SHARED`, an input path must name the formats it reads, an output must be
+:data:`scimech.run.options.SHARED`, an input path must name the formats it reads, an output must be
 probed, and an option whose help says "with --X" must declare that it needs --X."""
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scimech import options
-from scimech.cli import build_parser, commands, main, options_page
-from scimech.options import SHARED, Option
+from scimech.run import options
+from scimech.run.cli import build_parser, commands, main, options_page
+from scimech.run.options import SHARED, Option
 
 from .test_options import SAMPLE_FILES, SAMPLES, _argv, _placeholder
 
@@ -38,7 +38,7 @@ def _actions():
 
 
 def test_every_shared_flag_comes_from_the_one_declaration():
-    """``--seeds`` (and every shared flag) is built by scimech.options.add wherever it appears: the
+    """``--seeds`` (and every shared flag) is built by scimech.run.options.add wherever it appears: the
     same meaning and type in every command."""
     own_way = [(name, a.option_strings[0]) for name, _, a in _actions()
                if set(a.option_strings) & set(SHARED_FLAGS) and getattr(a, "shared", None) is None]
@@ -62,7 +62,7 @@ def test_seeds_lists_seed_values_in_every_command(tmp_path):
 
 def test_the_options_page_is_generated_from_the_declarations():
     page = (REPO / "docs" / "options.md").read_text()
-    assert page == options_page(), "docs/options.md is stale: python -m scimech.cli --options-page > docs/options.md"
+    assert page == options_page(), "docs/options.md is stale: python -m scimech.run.cli --options-page > docs/options.md"
     for spec in SHARED.values():
         assert f"| `{spec.flag}` |" in page
 
@@ -183,7 +183,7 @@ def test_the_four_invocations_exit_2_with_one_line_and_no_traceback_in_seconds(a
     junk.write_text("this is not netCDF\n")
     argv = [w.replace("{junk}", str(junk)).replace("{tmp}", str(tmp_path / "o")) for w in argv]
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "scimech.cli", *argv], capture_output=True, text=True, timeout=60,
+    proc = subprocess.run([sys.executable, "-m", "scimech.run.cli", *argv], capture_output=True, text=True, timeout=60,
                           cwd=tmp_path)
     seconds = time.perf_counter() - t0
     lines = proc.stderr.strip().splitlines()
@@ -295,7 +295,7 @@ def test_compressed_fits_and_an_empty_output_folder_are_accepted(tmp_path):
 
 
 def test_a_renamed_option_in_a_config_file_still_applies_with_the_warning(tmp_path, capsys):
-    from scimech.config import apply_config
+    from scimech.run.config import apply_config
 
     conf = tmp_path / "c.yaml"
     conf.write_text("model: qwen\nproposer: llm\n")

@@ -2,7 +2,7 @@
 naming the option and its constraint, and exit status 2 (argparse's usage error).
 
 The parser tree is walked (``scimech --help`` and every subcommand, the studies included), so a
-new option declared with a :mod:`scimech.options` type is driven here without being listed."""
+new option declared with a :mod:`scimech.run.options` type is driven here without being listed."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scimech.cli import build_parser
-from scimech.options import Option
+from scimech.run.cli import build_parser
+from scimech.run.options import Option
 
 
 def _commands(parser: argparse.ArgumentParser, prefix=(), seen=None):

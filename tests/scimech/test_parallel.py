@@ -9,8 +9,8 @@ import pytest
 import xarray as xr
 
 from scimech.errors import ConfigError
-from scimech.parallel import get_client, map_units, read_cluster_config
-from scimech.results import UnitStore
+from scimech.run.parallel import get_client, map_units, read_cluster_config
+from scimech.run.results import UnitStore
 
 
 def square_unit(x: float, seed: int) -> xr.Dataset:
@@ -53,7 +53,7 @@ def test_workers_get_the_malloc_setting(tmp_path):
     # batch jobs: the job script exports it (dask-jobqueue builds the script; no scheduler needed)
     from dask_jobqueue import SLURMCluster
 
-    from scimech.parallel import get_client, jobqueue_kwargs
+    from scimech.run.parallel import get_client, jobqueue_kwargs
 
     cfg = read_cluster_config(_write(tmp_path, '[cluster]\nkind="slurm"\ncores=2\nmemory="4GB"\n'))
     cluster = SLURMCluster(**jobqueue_kwargs(cfg))
@@ -122,7 +122,7 @@ def _fake_slurm(tmp_path, monkeypatch, sbatch: str, squeue: str) -> Path:
 
 
 def test_a_refused_sbatch_is_the_study_error_not_a_background_traceback(tmp_path, monkeypatch, capfd):
-    from scimech.parallel import ClusterError
+    from scimech.run.parallel import ClusterError
 
     log = _fake_slurm(tmp_path, monkeypatch,
                       sbatch='echo "sbatch: error: invalid partition specified: normal" >&2; exit 1', squeue="true")
@@ -137,7 +137,7 @@ def test_a_refused_sbatch_is_the_study_error_not_a_background_traceback(tmp_path
 
 
 def test_jobs_that_can_never_start_end_the_wait_with_the_reason(tmp_path, monkeypatch, capfd):
-    from scimech.parallel import ClusterError
+    from scimech.run.parallel import ClusterError
 
     log = _fake_slurm(tmp_path, monkeypatch, sbatch='echo "Submitted batch job 41"',
                       squeue='echo "41 PENDING PartitionConfig"')
@@ -149,7 +149,7 @@ def test_jobs_that_can_never_start_end_the_wait_with_the_reason(tmp_path, monkey
 
 
 def test_pending_jobs_are_reported_then_time_out(tmp_path, monkeypatch, capfd):
-    from scimech.parallel import ClusterError
+    from scimech.run.parallel import ClusterError
 
     log = _fake_slurm(tmp_path, monkeypatch, sbatch='echo "Submitted batch job 7"', squeue='echo "7 PENDING Priority"')
     cfg = _write(tmp_path, '[cluster]\nkind="slurm"\ncores=1\nmemory="1GB"\njobs=1\nstart_timeout=6\n')
@@ -181,7 +181,7 @@ def test_importing_dask_jobqueue_leaves_ctrl_c_a_keyboardinterrupt():
             "time.sleep(20)\n")
     before = subprocess.run([sys.executable, "-c", code.format("")], capture_output=True, text=True, timeout=120)
     assert before.returncode == 0  # the upstream bug this works around (fix the test when it is released)
-    after = subprocess.run([sys.executable, "-c", code.format("from scimech.parallel import _restore_sigint\n"
+    after = subprocess.run([sys.executable, "-c", code.format("from scimech.run.parallel import _restore_sigint\n"
                                                               "_restore_sigint()")],
                            capture_output=True, text=True, timeout=120)
     assert after.returncode == -signal.SIGINT and "KeyboardInterrupt" in after.stderr
@@ -192,7 +192,7 @@ def test_the_scaling_guide_documents_every_cluster_key_and_its_example_is_valid(
     accepted keys names every key the check accepts (tests_slurm runs the example on SLURM)."""
     import re
 
-    from scimech.parallel import _CLUSTER_KEYS
+    from scimech.run.parallel import _CLUSTER_KEYS
 
     text = (Path(__file__).resolve().parents[2] / "docs" / "scaling.md").read_text()
     examples = re.findall(r"```toml\n(.*?)```", text, flags=re.S)

@@ -10,12 +10,12 @@ import pytest
 import torch
 from torch import nn
 
-from scimech import metrics
-from scimech.attention import decompose_attention
-from scimech.intervene import ablate, ablation_sweep, patch, patching_sweep
-from scimech.prefix_reuse import trace_calls
-from scimech.record import Recorder
-from scimech.sites import resolve_site
+from scimech.capture.attention import decompose_attention
+from scimech.capture.record import Recorder
+from scimech.capture.sites import resolve_site
+from scimech.causal import metrics
+from scimech.causal.intervene import ablate, ablation_sweep, patch, patching_sweep
+from scimech.causal.prefix_reuse import trace_calls
 
 from .models import Block, TinyTransformer
 

@@ -11,14 +11,14 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.utils.estimator_checks import check_estimator
 from threadpoolctl import threadpool_limits
 
-from scimech.errors import DataValidationError, DimensionError, NotFittedError
-from scimech.probe import (
+from scimech.analysis.probe import (
     LinearProbe,
     control_labels,
     permutation_test,
     probe_sites,
     signal_to_noise,
 )
+from scimech.errors import DataValidationError, DimensionError, NotFittedError
 
 
 @pytest.fixture(autouse=True)
@@ -297,7 +297,7 @@ def test_a_fold_with_a_constant_target_scores_as_sklearn_r2_score():
     # three of the 40 targets are 1: folds whose test targets are all 0 used to score -inf
     from sklearn.metrics import r2_score
 
-    from scimech.probe import _r2_axis
+    from scimech.analysis.probe import _r2_axis
 
     X = np.random.default_rng(2).normal(size=(40, 3))
     y = np.zeros(40)
@@ -310,8 +310,8 @@ def test_a_fold_with_a_constant_target_scores_as_sklearn_r2_score():
 
 
 def test_targets_a_probe_cannot_score_are_refused():
+    from scimech.analysis.probe import signal_to_noise
     from scimech.errors import DataValidationError
-    from scimech.probe import signal_to_noise
 
     rng = np.random.default_rng(0)
     X = rng.normal(size=(40, 3))
@@ -375,7 +375,7 @@ def test_repeated_rows_without_groups_are_warned_and_xarray_targets_are_aligned(
 
 
 def test_linear_cka_warns_with_fewer_samples_than_features():
-    from scimech.geometry import linear_cka
+    from scimech.analysis.geometry import linear_cka
 
     r = np.random.default_rng(0)
     with pytest.warns(UserWarning, match="fewer samples than features"):

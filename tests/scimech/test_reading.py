@@ -1,4 +1,4 @@
-"""scimech.reading: what a reader read, said back (terminal, Markdown, JSON, a notebook table), and
+"""scimech.studies.reading: what a reader read, said back (terminal, Markdown, JSON, a notebook table), and
 the ``inspect`` verb every study answers."""
 
 import argparse
@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from scimech.reading import Reading
-from scimech.study import Study
+from scimech.studies.contract import Study
+from scimech.studies.reading import Reading
 
 
 def _reading() -> Reading:

@@ -6,8 +6,8 @@ import torch
 import xarray as xr
 from torch import nn
 
+from scimech.capture.record import Recorder, record, stack_sites
 from scimech.errors import DimensionError, SiteCalledTwiceError
-from scimech.record import Recorder, record, stack_sites
 
 from .models import TinyTransformer, manual_heads
 
@@ -256,9 +256,9 @@ class SeqFirstInside(nn.Module):
 
 
 def test_sequence_first_activations_are_an_error():
-    from scimech import metrics
+    from scimech.causal import metrics
+    from scimech.causal.intervene import patching_sweep
     from scimech.errors import DimensionError
-    from scimech.intervene import patching_sweep
 
     torch.manual_seed(0)
     m = SeqFirstInside().eval()
@@ -304,7 +304,7 @@ def test_recording_torch_encoder_layers_keeps_their_fused_fast_path(monkeypatch)
 
 
 def test_forward_overrides_nest_and_unwind_in_any_order():
-    from scimech.hooks import override_forward
+    from scimech.capture.hooks import override_forward
 
     model = _encoder(1)
     lay = model.layers[0]

@@ -10,8 +10,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from scimech.cli import main
-from scimech.report import Report
+from scimech.run.cli import main
+from scimech.studies.report import Report
 
 
 def test_report_writes_markdown_html_and_figures(tmp_path):
@@ -31,7 +31,7 @@ def test_report_writes_markdown_html_and_figures(tmp_path):
 
 
 def test_help_lists_domains_and_demo():
-    out = subprocess.run([sys.executable, "-m", "scimech.cli", "--help"], capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, "-m", "scimech.run.cli", "--help"], capture_output=True, text=True, check=True)
     for word in ("demo", "ocean", "astro", "neuro"):
         assert word in out.stdout
 
@@ -42,7 +42,7 @@ def test_no_command_prints_help(capsys):
 
 
 def test_demo_reports_a_failing_study_without_stopping(tmp_path, monkeypatch, capsys):
-    import scimech.cli as cli
+    import scimech.run.cli as cli
 
     class Ok:
         title = "ok study"
@@ -72,7 +72,7 @@ def test_demo_reports_a_failing_study_without_stopping(tmp_path, monkeypatch, ca
 
 
 def test_cli_turns_a_user_error_into_a_message_and_exit_code_2(tmp_path, capsys):
-    from scimech.cli import main
+    from scimech.run.cli import main
 
     bad = tmp_path / "c.yaml"
     bad.write_text("epochs: 3\nbogus: 1\n")  # an unknown study setting: a ConfigError inside the command
@@ -85,7 +85,7 @@ def test_cli_turns_a_user_error_into_a_message_and_exit_code_2(tmp_path, capsys)
 def test_demo_prints_each_studys_planted_truth_line_then_its_findings(tmp_path, monkeypatch, capsys):
     import os
 
-    import scimech.cli as cli
+    import scimech.run.cli as cli
 
     out = tmp_path / "demo"
 

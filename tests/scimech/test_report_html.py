@@ -10,7 +10,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
 
-from scimech.report import Report
+from scimech.studies.report import Report
 
 # tags that start a new line of visible text
 _LINE_BREAKS = {"br", "p", "li", "ul", "ol", "tr", "td", "th", "figcaption", "h1", "h2", "h3", "h4", "h5", "h6"}
@@ -160,7 +160,7 @@ def test_numbers_written_as_text_are_right_aligned_like_numbers(tmp_path):
 
 
 def test_a_numbered_finding_in_the_demo_index_stays_one_bullet(tmp_path):
-    from scimech.cli import _list_item
+    from scimech.run.cli import _list_item
 
     rep = Report(tmp_path, title="t")
     rep.text("\n".join(f"- {_list_item(line)}" for line in ["1. NOT reproduced: a", "2) REPRODUCED: b", "plain"]))

@@ -7,7 +7,14 @@ import pytest
 import xarray as xr
 
 from scimech.errors import CheckpointError
-from scimech.results import COMPLETE_MARKER, UnitStore, atomic_torch_save, load, save, torch_load
+from scimech.run.results import (
+    COMPLETE_MARKER,
+    UnitStore,
+    atomic_torch_save,
+    load,
+    save,
+    torch_load,
+)
 
 
 def _result():
@@ -98,7 +105,7 @@ def test_a_training_state_round_trips_exactly_without_a_pickle(tmp_path):
     import torch
 
     from scimech.errors import CheckpointError
-    from scimech.results import load_state, save_state
+    from scimech.run.results import load_state, save_state
 
     model = torch.nn.Linear(3, 2)
     opt = torch.optim.AdamW(model.parameters(), lr=0.1)
@@ -134,7 +141,7 @@ def test_results_get_the_permissions_of_any_new_file_not_mkstemps_0600(tmp_path)
     import os
     import stat
 
-    from scimech.results import atomic_write_text
+    from scimech.run.results import atomic_write_text
 
     plain = tmp_path / "plain.txt"
     plain.write_text("x")                      # what the umask gives a new file

@@ -1,12 +1,12 @@
-"""scimech.samples: which rows are one sample, and the check that rows are independent."""
+"""scimech.causal.samples: which rows are one sample, and the check that rows are independent."""
 
 import numpy as np
 import pytest
 import torch
 from torch import nn
 
+from scimech.causal.samples import per_sample, rows_interact, sample_index
 from scimech.errors import DataValidationError
-from scimech.samples import per_sample, rows_interact, sample_index
 
 
 def test_per_sample_sums_rows_like_numpy_bincount():
@@ -47,7 +47,7 @@ def test_the_row_check_of_a_train_mode_model_leaves_its_batch_norm_untouched():
     # the check used to run in train mode: it updated the running statistics, and refused the
     # sweep because batch statistics couple rows, though every verb runs the model in eval mode
     import scimech as sm
-    from scimech import metrics
+    from scimech.causal import metrics
 
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 8), nn.Linear(8, 1)).train()

@@ -4,9 +4,15 @@ import pytest
 import torch
 from torch import nn
 
-from scimech.attention import decompose_attention
+from scimech.capture.attention import decompose_attention
+from scimech.capture.sites import (
+    HeadLayout,
+    find_head_layouts,
+    list_sites,
+    parse_site,
+    resolve_site,
+)
 from scimech.errors import HeadLayoutError, SiteNotFoundError
-from scimech.sites import HeadLayout, find_head_layouts, list_sites, parse_site, resolve_site
 
 from .models import MHAModel, TinyTransformer
 

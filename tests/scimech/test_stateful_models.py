@@ -6,8 +6,8 @@ import pytest
 import torch
 from torch import nn
 
+from scimech.causal.intervene import ablation_sweep, patching_sweep
 from scimech.errors import DataValidationError
-from scimech.intervene import ablation_sweep, patching_sweep
 
 
 class CountingModel(nn.Module):

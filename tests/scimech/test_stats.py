@@ -6,8 +6,8 @@ import xarray as xr
 from scipy import stats as st
 from threadpoolctl import threadpool_limits
 
+from scimech.analysis.stats import bootstrap_ci, over_seeds, summarize_over
 from scimech.errors import DataValidationError
-from scimech.stats import bootstrap_ci, over_seeds, summarize_over
 
 
 @pytest.fixture(autouse=True)

@@ -1,4 +1,4 @@
-"""The study contract (scimech.study): verdicts only from numbers that are there, one writer
+"""The study contract (scimech.studies.contract): verdicts only from numbers that are there, one writer
 for the files `scimech demo` prints, studies found through entry points."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from scimech.errors import ConfigError
-from scimech.study import (
+from scimech.studies.contract import (
     FINDINGS_FILE,
     RECOVERY_FILE,
     Plan,
@@ -72,8 +72,8 @@ def test_the_shipped_studies_are_registered_and_follow_the_contract():
 
 
 def test_every_domain_answers_the_same_verbs_in_the_same_order():
-    from scimech.cli import build_parser
-    from scimech.study import VERBS
+    from scimech.run.cli import build_parser
+    from scimech.studies.contract import VERBS
 
     root = build_parser()
     groups = next(a for a in root._actions if isinstance(a, argparse._SubParsersAction)).choices
@@ -87,7 +87,7 @@ def test_every_domain_answers_the_same_verbs_in_the_same_order():
 
 WEATHER = """
 from pathlib import Path
-from scimech.study import Plan, Study, assess
+from scimech.studies.contract import Plan, Study, assess
 
 
 class WeatherStudy(Study):
@@ -135,7 +135,7 @@ def test_a_study_of_yours_is_one_class_found_through_its_entry_point(tmp_path, m
     monkeypatch.syspath_prepend(str(tmp_path))
     try:
         assert registered_studies()["weather"] == "mystudy.study:WeatherStudy"
-        from scimech.cli import build_parser, main
+        from scimech.run.cli import build_parser, main
 
         assert "weather: a toy study" in build_parser().format_help()
         out = tmp_path / "run"
@@ -170,7 +170,7 @@ def test_an_entry_point_naming_a_module_is_refused_with_the_fix(tmp_path, monkey
 
 
 def test_an_old_command_name_still_runs_and_names_the_new_one(tmp_path, capsys):
-    from scimech.cli import main
+    from scimech.run.cli import main
 
     assert main(["ocean", "plot", str(tmp_path)]) == 2     # an empty folder: refused, but by the redraw command
     err = capsys.readouterr().err
@@ -180,8 +180,8 @@ def test_an_old_command_name_still_runs_and_names_the_new_one(tmp_path, capsys):
 def test_submodules_are_reachable_as_attributes_and_api_names_stay_functions():
     import subprocess
 
-    code = ("import scimech, inspect; assert inspect.ismodule(scimech.metrics); assert callable(scimech.record); "
-            "import scimech.record; assert callable(scimech.record) and not inspect.ismodule(scimech.record)")
+    code = ("import scimech, inspect; assert inspect.ismodule(scimech.causal.metrics); assert callable(scimech.record); "
+            "import scimech.capture.record; assert callable(scimech.record) and not inspect.ismodule(scimech.record)")
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
@@ -309,7 +309,7 @@ def test_execute_with_dry_run_prints_the_plan_and_writes_nothing(tmp_path, capsy
 
 
 def test_the_planted_truth_table_is_laid_out_by_hand():
-    from scimech.verdicts import text_table
+    from scimech.studies.verdicts import text_table
 
     assert text_table(["truth", "found"], [["edges", 0.9], ["a longer truth", "x"]], rule=True) == (
         "truth           found\n"
@@ -320,7 +320,7 @@ def test_the_planted_truth_table_is_laid_out_by_hand():
 
 
 def test_a_study_command_may_not_take_a_shared_verb_and_a_broken_demo_is_a_config_error(tmp_path):
-    from scimech.study import Command
+    from scimech.studies.contract import Command
 
     class Clash(_Squares):
         name = "clash"

@@ -13,15 +13,21 @@ import numpy as np
 import pytest
 import torch
 
-import scimech.validate as sv
-from scimech import intervene as intervene_mod
-from scimech import probe as probe_mod
-from scimech import sites as sites_mod
-from scimech import sweep as sweep_mod
-from scimech.attribution import attribute
-from scimech.cli import main
-from scimech.results import load
-from scimech.validate import ablation_choice, hidden_concept, inert, known_attributions, silent
+import scimech.studies.validate as sv
+from scimech.analysis import probe as probe_mod
+from scimech.analysis.attribution import attribute
+from scimech.capture import sites as sites_mod
+from scimech.causal import intervene as intervene_mod
+from scimech.causal import sweep as sweep_mod
+from scimech.run.cli import main
+from scimech.run.results import load
+from scimech.studies.validate import (
+    ablation_choice,
+    hidden_concept,
+    inert,
+    known_attributions,
+    silent,
+)
 
 CAUSAL = ("ablation_zero", "ablation_mean", "ablation_resample", "patching")
 N_QUICK = 512  # samples per case at --quick
@@ -153,7 +159,7 @@ def test_ablating_the_wrong_component_raises_false_alarms(monkeypatch):
 
 
 def test_an_under_resolved_integrated_gradients_fails_completeness(monkeypatch):
-    from scimech import attribution as attribution_mod
+    from scimech.analysis import attribution as attribution_mod
 
     real = attribution_mod.attribute
 
@@ -168,8 +174,8 @@ def test_an_under_resolved_integrated_gradients_fails_completeness(monkeypatch):
 
 
 def test_a_dictionary_that_learned_nothing_misses_every_planted_feature(monkeypatch):
-    import scimech.validate.sparse_features as case
-    from scimech.dictionary import TopK
+    import scimech.studies.validate.sparse_features as case
+    from scimech.analysis.dictionary import TopK
 
     def untrained(acts, **kw):
         return TopK(acts.shape[-1], kw["n_features"], k=kw["k"], seed=kw["seed"]).eval(), None
@@ -182,7 +188,7 @@ def test_a_dictionary_that_learned_nothing_misses_every_planted_feature(monkeypa
 
 @pytest.mark.parametrize("broken", ["gap", "realignment"])
 def test_a_blind_gap_or_an_idle_realignment_fails_the_shift_case(monkeypatch, broken):
-    import scimech.validate.shifted_subspace as case
+    import scimech.studies.validate.shifted_subspace as case
 
     if broken == "gap":
         real = case.faithfulness_gap

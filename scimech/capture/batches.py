@@ -1,0 +1,132 @@
+"""Batches of inputs: how many samples a batch holds, and how it is sliced and tiled.
+
+Inputs are any nesting of Tensors in dicts, lists, tuples (named or not) and dataclasses
+(a weather model's ``Batch``): :func:`map_tensors` walks them. The batch size is the rows
+of the first tensor leaf; a leaf whose first axis has another length (a grid's latitudes,
+static fields, a graph's ``edge_index``) is unbatched metadata, kept whole when a batch is
+sliced or tiled. A graph batch of PyTorch Geometric (an instance of its ``Batch`` class,
+recognised by class) is sliced by whole graphs and tiled as a disjoint union (the library's
+own ``from_data_list``, which offsets the edge indices).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, cast
+
+import torch
+
+__all__ = ["leaf_tensors", "is_graph_batch", "n_samples_of", "batch_size_of", "map_tensors", "slice_batch",
+           "tile_batch", "is_one_batch", "iter_batches"]
+
+
+def leaf_tensors(obj: Any) -> Iterable[torch.Tensor]:
+    """Every Tensor of a nested batch or output (dicts, lists, tuples, dataclasses), in order."""
+    if isinstance(obj, torch.Tensor):
+        yield obj
+    elif isinstance(obj, Mapping):
+        for v in obj.values():
+            yield from leaf_tensors(v)
+    elif isinstance(obj, (tuple, list)):
+        for v in obj:
+            yield from leaf_tensors(v)
+    elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        for f in dataclasses.fields(obj):
+            yield from leaf_tensors(getattr(obj, f.name))
+
+
+def is_graph_batch(batch: Any) -> bool:
+    """A batch of graphs of PyTorch Geometric (an instance of ``torch_geometric.data.Batch``),
+    recognised by its class, not by a method name: another library's batch with a
+    ``to_data_list`` (MACE's, DGL's) is cut and tiled as any other nesting of tensors."""
+    return any(c.__name__ == "Batch" and c.__module__.startswith("torch_geometric.")
+               for c in type(batch).__mro__)
+
+
+def n_samples_of(batch: Any) -> int:
+    """Samples in ``batch``: graphs of a graph batch, else rows (:func:`batch_size_of`)."""
+    return batch.num_graphs if is_graph_batch(batch) else batch_size_of(batch)
+
+
+def batch_size_of(batch: Any) -> int:
+    """Rows of the first Tensor (dim 0) found in ``batch``: a Tensor, or any nesting of dicts,
+    lists, tuples and dataclasses holding Tensors (the nodes of a graph batch)."""
+    if is_graph_batch(batch):
+        return int(batch.num_nodes)
+    for t in leaf_tensors(batch):
+        if t.dim() > 0:
+            return t.shape[0]
+    raise TypeError(f"Cannot find a batch dimension in inputs of type {type(batch).__name__}; pass a Tensor, or a "
+                    "dict / tuple / list / dataclass of Tensors batched on dim 0.")
+
+
+def map_tensors(batch: Any, f: Callable[[torch.Tensor], torch.Tensor]) -> Any:
+    """``batch`` with ``f`` applied to every Tensor leaf (dicts, lists, tuples, named tuples and
+    dataclasses are rebuilt; other leaves are kept as they are)."""
+    if isinstance(batch, torch.Tensor):
+        return f(batch)
+    if isinstance(batch, Mapping):
+        mapped = {k: map_tensors(v, f) for k, v in batch.items()}
+        # the abstract Mapping takes no arguments, but a concrete mapping class is rebuilt from a dict
+        # (dict itself, OrderedDict, Hugging Face's BatchEncoding); one that is not falls back to a dict
+        rebuild = cast(Callable[[dict[Any, Any]], Any], type(batch))
+        try:  # keep dict subclasses (Hugging Face's BatchEncoding, OrderedDict)
+            return rebuild(mapped)
+        except TypeError:
+            return mapped
+    if isinstance(batch, tuple):
+        items = [map_tensors(v, f) for v in batch]
+        return type(batch)(*items) if hasattr(batch, "_fields") else tuple(items)
+    if isinstance(batch, list):
+        return [map_tensors(v, f) for v in batch]
+    if dataclasses.is_dataclass(batch) and not isinstance(batch, type):
+        changes = {fl.name: map_tensors(getattr(batch, fl.name), f) for fl in dataclasses.fields(batch) if fl.init}
+        return dataclasses.replace(batch, **changes)
+    return batch
+
+
+def _batched(batch: Any) -> Callable[[torch.Tensor], bool]:
+    """Which leaves of ``batch`` carry the batch on dim 0 (the others are unbatched metadata)."""
+    try:
+        rows = batch_size_of(batch)
+    except TypeError:
+        return lambda t: t.dim() > 0
+    return lambda t: t.dim() > 0 and t.shape[0] == rows
+
+
+def slice_batch(batch: Any, start: int, stop: int) -> Any:
+    """Samples ``start:stop`` of ``batch``: rows of every batched Tensor (unbatched leaves kept
+    whole), or whole graphs of a graph batch."""
+    if is_graph_batch(batch):
+        return type(batch).from_data_list(batch.to_data_list()[start:stop])
+    batched = _batched(batch)
+    return map_tensors(batch, lambda t: t[start:stop] if batched(t) else t)
+
+
+def tile_batch(batch: Any, times: int) -> Any:
+    """``times`` copies of ``batch`` one after the other: every batched Tensor repeated along
+    dim 0 block by block (unbatched leaves kept whole), a graph batch as a disjoint union."""
+    if is_graph_batch(batch):
+        return type(batch).from_data_list(batch.to_data_list() * times)
+    batched = _batched(batch)
+    return map_tensors(batch, lambda t: t.repeat(times, *([1] * (t.dim() - 1))) if batched(t) else t)
+
+
+def is_one_batch(inputs: Any) -> bool:
+    """Whether ``inputs`` is one batch (a Tensor, dict, tuple or dataclass) rather than an iterable of batches."""
+    return isinstance(inputs, (torch.Tensor, Mapping, tuple)) or is_graph_batch(inputs) or (
+        dataclasses.is_dataclass(inputs) and not isinstance(inputs, type))
+
+
+def iter_batches(inputs: Any, batch_size: int):
+    """Yield ``(start, batch)`` from a Tensor / dict / tuple batched on dim 0, or from an iterable of batches."""
+    if is_one_batch(inputs):
+        n = n_samples_of(inputs)
+        for start in range(0, n, batch_size):
+            yield start, slice_batch(inputs, start, min(start + batch_size, n))
+        return
+    start = 0
+    for batch in inputs:
+        yield start, batch
+        start += n_samples_of(batch)

@@ -1,0 +1,536 @@
+"""Recording activations at named sites of any ``nn.Module`` into xarray.
+
+>>> with Recorder(model, ["encoder.0.attn.heads[3]", "encoder.1"]) as rec:   # doctest: +SKIP
+...     model(x)
+>>> rec.activations["encoder.1"].shape
+
+>>> ds = record(model, inputs, ["encoder.0", "encoder.1"], reduce="mean")    # doctest: +SKIP
+>>> ds["encoder.1"].dims      # ('sample', 'feature')
+
+Only the named sites are kept (never a cache of everything); ``reduce`` shrinks each
+activation over positions before it is stored; ``to_zarr`` streams batch by batch to
+disk for recordings larger than memory; ``stop_early`` ends each forward pass after the
+last site has fired.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import os
+import warnings
+from collections import Counter
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import torch
+import xarray as xr
+from torch import nn
+
+from scimech.capture.batches import batch_size_of, iter_batches
+from scimech.capture.calls import CallPolicy, Calls, Pass, current_pass, parse_calls, shortfall
+from scimech.capture.hooks import (
+    HookSet,
+    StopForward,
+    check_fired,
+    restore_modes,
+    run_forward,
+    to_eval,
+)
+from scimech.capture.layout import Axes
+from scimech.capture.sites import HeadLayout, ResolvedSite, resolve_site
+from scimech.causal.model_profile import forward_folded, require
+from scimech.errors import DimensionError
+from scimech.run.options import removal_notice
+from scimech.run.progress import progress as _progress
+
+__all__ = ["Recorder", "record", "stack_sites", "Reduce", "Repeat", "Calls"]
+
+Reduce = Literal["mean", "last", "first", "max"] | Callable[[torch.Tensor], torch.Tensor] | None
+Repeat = Literal["error", "stack", "last"]
+
+
+def _calls_from(calls, repeat, verb: str) -> CallPolicy:
+    """``calls=``, or the old ``repeat=`` spelling (``"stack"`` is ``calls="all"``) with a warning."""
+    if repeat is not None:
+        notice = removal_notice("repeat=", "calls= (repeat='stack' is calls='all')")
+        warnings.warn(f"{verb}: {notice}", DeprecationWarning, stacklevel=3)
+        if calls not in (None, "error"):
+            raise ValueError(f"{verb}: give calls= or the old repeat=, not both.")
+        if repeat not in ("error", "stack", "last"):
+            raise ValueError(f"repeat must be 'error', 'stack' or 'last'; got {repeat!r}.")
+        calls = "all" if repeat == "stack" else repeat
+    return parse_calls("error" if calls is None else calls, verb)
+
+
+def _reduce(t: torch.Tensor, how: Reduce, head_split: bool) -> torch.Tensor:
+    """Reduce over the positions of a canonical ``(B, *positions, feature)`` tensor (``(B,
+    *positions, head, head_dim)`` with ``head_split``): every position axis (windows, tokens,
+    grid points) is flattened into one, dim 1, and reduced; the features are kept."""
+    if how is None:
+        return t
+    trailing = 2 if head_split else 1
+    last_pos = t.dim() - 1 - trailing
+    if last_pos < 1:
+        return t
+    t = t.flatten(1, last_pos)
+    if callable(how):
+        return how(t)
+    if how == "mean":
+        return t.mean(dim=1)
+    if how == "max":
+        return t.amax(dim=1)
+    if how == "last":
+        return t[:, -1]
+    if how == "first":
+        return t[:, 0]
+    raise ValueError(f"reduce must be None, 'mean', 'max', 'first', 'last' or a callable; got {how!r}.")
+
+
+class Recorder:
+    """Capture activations at named sites during forward passes.
+
+    Parameters
+    ----------
+    model
+        Any ``nn.Module``.
+    sites
+        Site strings (see :mod:`scimech.capture.sites`), or sites already resolved.
+    reduce
+        ``None`` (keep positions), ``"mean"``, ``"max"``, ``"first"``, ``"last"`` or a
+        callable applied to each ``(B, N, feature)`` activation, where every position axis
+        of the site's layout (tokens, windows, grid points) is flattened into dim 1.
+    calls
+        Which calls of a site that runs more than once in one forward pass (RNN or solver
+        steps, weight sharing, a rollout) are kept (:mod:`scimech.capture.calls`): ``"error"``
+        (default), ``"all"`` (a new dim 1 indexes the calls), ``"last"``, an index ``k`` or a
+        list of indices (a dim 1 in their order). ``repeat=`` is the old spelling
+        (``"stack"`` = ``"all"``), deprecated.
+    stop_early
+        End each forward pass (an internal :class:`~scimech.capture.hooks.StopForward`, swallowed
+        by the Recorder, :meth:`forward` and :func:`record`) once every site has fired
+        enough. With ``calls="error"`` the first pass inside the ``with`` block runs to the
+        end (a second call would be an error), later ones stop after each site's first
+        call; with call indices every pass stops after the highest index; with ``"all"`` or
+        ``"last"`` passes never stop early (how many calls a pass makes can depend on the
+        data, as an adaptive solver's steps do).
+    detach
+        Store detached tensors (default); ``False`` keeps the graph (for gradients).
+    layouts
+        Extra :class:`~scimech.capture.sites.HeadLayout` by attention-module path.
+    axes
+        Activation layouts (:mod:`scimech.capture.layout`): one string for every site, or a dict by
+        site or module path, e.g. ``{"unet.down.0": "batch channel y x"}``.
+
+    Attributes
+    ----------
+    activations : dict[str, torch.Tensor]
+        The captured tensors of the last forward pass, by site (``calls="all"`` or a list: calls
+        stacked on a new dim 1).
+    """
+
+    def __init__(self, model: nn.Module, sites: Sequence[str | ResolvedSite], *, reduce: Reduce = None,
+                 calls: Calls = "error", stop_early: bool = False, detach: bool = True,
+                 layouts: Mapping[str, HeadLayout] | None = None, axes=None, repeat: Repeat | None = None):
+        if isinstance(sites, str):
+            sites = [sites]
+        self.calls = _calls_from(calls, repeat, "Recorder")
+        if not sites:
+            raise ValueError("Recorder needs at least one site; list candidates with scimech.list_sites(model).")
+        self.model = model
+        self.resolved: list[ResolvedSite] = [s if isinstance(s, ResolvedSite) else resolve_site(model, s, layouts, axes)
+                                             for s in sites]
+        self.reduce, self.detach = reduce, detach
+        self.stop_early = bool(stop_early)
+        self._calls: dict[str, list[torch.Tensor]] = {}
+        self._pass: Pass | None = None
+        self._expected: dict[str, int] | None = None  # calls needed per site before a pass may stop
+        self._cache: dict[str, torch.Tensor] | None = None
+        self._hooks: HookSet | None = None
+        self._axes: dict[str, Axes] = {}
+        self._root_handles: list = []
+
+    @property
+    def canonical(self) -> dict[str, torch.Tensor]:
+        """The captured tensors in each site's canonical layout ``(batch, [window], *positions,
+        feature)`` (:mod:`scimech.capture.layout`): what the interventions compute with."""
+        if self._cache is None:
+            if self.calls.stacked:
+                for k, v in self._calls.items():
+                    _one_shape(k, v, self.calls)
+                self._cache = {k: torch.stack(v, dim=1) for k, v in self._calls.items()}
+            else:
+                self._cache = {k: v[-1] for k, v in self._calls.items()}
+        return self._cache
+
+    @property
+    def per_call(self) -> dict[str, list[torch.Tensor]]:
+        """The captured tensors of the last forward pass, call by call (canonical layout), with
+        no call axis: calls of changing shape (a decoder's growing sequence) kept as they are."""
+        return {k: list(v) for k, v in self._calls.items()}
+
+    def check_fired(self, what: str) -> None:
+        """Raise :class:`~scimech.errors.SiteNeverRanError` naming the sites that recorded nothing
+        in the last forward pass (``what``: the verb, for the message)."""
+        check_fired({s.name: int(s.name in self._calls) for s in self.resolved}, what)
+
+    @property
+    def activations(self) -> dict[str, torch.Tensor]:
+        """The captured tensors of the last forward pass, in the model's own axis order (as
+        :func:`record` stores them: ``(batch, channel, y, x)`` for a CNN site)."""
+        out = {}
+        for site in self.resolved:
+            t = self.canonical.get(site.name)
+            if t is not None:
+                axes = self._axes.get(site.name)
+                out[site.name] = t if axes is None else t.permute(
+                    site_dims(site, axes, t.dim(), self.calls.stacked)[1])
+        return out
+
+    # hooks ---------------------------------------------------------------------------
+    def _capture(self, site: ResolvedSite, t: torch.Tensor) -> None:
+        """Keep one call (the HookSet counts the calls, raises a second one under ``"error"`` and
+        passes on only the calls ``calls=`` asks for)."""
+        p = current_pass()
+        if p is not self._pass:   # a new forward pass: forget the last one's calls
+            self._reset()
+            self._pass = p
+        x = site.select(t)
+        x = _reduce(x, self.reduce, site.head_split is not None)
+        if self.detach:
+            x = x.detach()
+        if x.untyped_storage().data_ptr() == t.untyped_storage().data_ptr():
+            # a view of the live tensor: copy it, or a later in-place op of the model
+            # (ReLU(inplace=True), x += ...) would silently change what we recorded
+            x = x.clone()
+        if self.calls.stacked:
+            self._calls.setdefault(site.name, []).append(x)
+        else:
+            self._calls[site.name] = [x]
+        self._cache = None
+        exp = self._expected
+        if self.stop_early and exp is not None and all(self._live().pass_counts.get(k, 0) >= n
+                                                        for k, n in exp.items()):
+            raise StopForward
+
+    def _live(self) -> HookSet:
+        """The hooks of the ``with`` block: a Recorder records only inside one."""
+        if self._hooks is None:
+            raise RuntimeError("A Recorder records inside its with block: `with Recorder(model, sites) as rec: "
+                               "rec.forward(batch)`.")
+        return self._hooks
+
+    def _reset(self) -> None:
+        self._calls, self._cache = {}, None
+
+    def _finish(self) -> None:
+        """A pass ran to the end: check the calls asked for, and (once) decide the early stop."""
+        self._pass = None
+        pol = self.calls
+        for s in self.resolved:
+            n = self._live().pass_counts.get(s.name, 0)
+            lack = shortfall(pol, n) if n else None   # a site that never ran: check_fired says so
+            if lack:
+                raise DimensionError(f"record: site {s.name!r} {lack}")
+        if self._expected is None and self.stop_early:
+            if pol.mode == "error":
+                self._expected = {s.name: 1 for s in self.resolved}
+            elif pol.mode == "index":
+                self._expected = {s.name: max(pol.indices) + 1 for s in self.resolved}
+
+    def __enter__(self) -> Recorder:
+        self._expected = None
+        # 'last' keeps overwriting, so every call reaches _capture; the others the HookSet filters
+        policy = CallPolicy("all") if self.calls.mode == "last" else self.calls
+        try:
+            self._hooks = HookSet(self.resolved, lambda s, t: self._capture(s, t), model=self.model, calls=policy,
+                                  verb="Recorder / record").__enter__()
+            self._axes = self._hooks.axes
+            # before the HookSet's own hook closes the pass: a top-level model call ends a pass here
+            self._root_handles.append(self.model.register_forward_hook(self._root_done, prepend=True))
+        except BaseException:
+            if self._hooks is not None:
+                self._hooks.remove()
+            self._remove_root()
+            raise
+        return self
+
+    def _root_done(self, *_) -> None:
+        p = current_pass()
+        if p is not None and p.root and p is self._pass:
+            self._finish()
+
+    def _remove_root(self) -> None:
+        while self._root_handles:
+            self._root_handles.pop().remove()
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        try:
+            if self._hooks is not None:
+                self._hooks.remove()
+                self._hooks = None
+        finally:
+            self._remove_root()
+        # the early stop we raised ourselves ends the block quietly; anything else propagates
+        return exc_type is not None and issubclass(exc_type, StopForward) and self.stop_early
+
+    @property
+    def axes(self) -> dict[str, Axes]:
+        """The layout of each site's activation, as met in the forward passes so far."""
+        return dict(self._axes)
+
+    def forward(self, batch: Any, forward: Callable | None = None) -> Any:
+        """Run one batch (``forward(model, batch)`` or the default call) as one forward pass,
+        stopping early if asked.
+
+        Returns the model's output, or ``None`` when the pass was stopped early.
+        """
+        self._reset()
+        self._live().end_pass()
+        try:
+            out = run_forward(self.model, batch, forward)
+        except StopForward:
+            return None
+        self._finish()
+        return out
+
+
+def _one_shape(site: str, calls: Sequence[torch.Tensor], policy: CallPolicy) -> None:
+    """Calls stacked on one call axis must have one shape; else name the call selections that work."""
+    shapes = [tuple(t.shape) for t in calls]
+    if len(set(shapes)) <= 1:
+        return
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for i, shp in enumerate(shapes):
+        groups.setdefault(shp, []).append(i)
+    same = max(groups.values(), key=len)
+    raise DimensionError(
+        f"Site {site!r}: its calls in one forward pass have different shapes ({', '.join(map(str, shapes[:6]))}"
+        f"{', ...' if len(shapes) > 6 else ''}; a decoder's growing sequence, attention over another axis), so they "
+        f"cannot share one 'call' axis with calls={policy}. Choose calls of one shape: calls={same if len(same) > 1 else same[0]}"
+        f" (shape {shapes[same[0]]}), calls='last' or one call index; or run the verb once per call.")
+
+
+def site_dims(site: ResolvedSite, axes: Axes, ndim: int, stacked: bool) -> tuple[list[str], list[int]]:
+    """Dims of a recorded site (after ``sample``, in the model's axis order) and the
+    permutation from the canonical array to that order."""
+    if site.head_split is not None:
+        tail: tuple[str, ...] = ("head", "head_dim")
+    elif site.heads is not None:
+        tail = ("head_dim",)
+    else:
+        tail = (axes.feature_name,)
+    if not stacked:
+        dims, perm = axes.storage(ndim, tail)
+        return dims[1:], perm
+    dims, perm = axes.storage(ndim - 1, tail)   # the call axis sits right after the sample
+    return ["call", *dims[1:]], [0, 1, *[p + 1 for p in perm[1:]]]
+
+
+def _unique_dims(dims: Mapping[str, list[str]], shapes: Mapping[str, tuple[int, ...]]) -> dict[str, list[str]]:
+    """A shared dim name must mean one size: the most common size keeps the plain name, the
+    other sites get theirs prefixed with the site name (``"<site>/feature"``)."""
+
+    counts: dict[str, Counter] = {}
+    for s, shp in shapes.items():
+        for d, n in zip(dims[s], shp, strict=True):
+            counts.setdefault(d, Counter())[n] += 1
+    keep = {d: c.most_common(1)[0][0] for d, c in counts.items()}
+    return {s: [d if keep[d] == n else f"{s}/{d}" for d, n in zip(dims[s], shapes[s], strict=True)]
+            for s in shapes}
+
+
+def _to_numpy(t: torch.Tensor, dtype: str) -> np.ndarray:
+    """Real activations as ``dtype``; complex ones (spectral layers) as complex64, never cut to their real part."""
+    if t.is_complex():
+        return t.to(torch.complex64).cpu().numpy()
+    return t.float().cpu().numpy().astype(dtype, copy=False)
+
+
+def record(model: nn.Module, inputs: Any, sites: Sequence[str], *, batch_size: int = 256, reduce: Reduce = None,
+           calls: Calls = "error", forward: Callable | None = None, layouts: Mapping[str, HeadLayout] | None = None,
+           to_zarr: str | os.PathLike | None = None, stop_early: bool = True, progress: bool = False,
+           sample_coord: Sequence | np.ndarray | None = None, dtype: str = "float32", axes=None,
+           repeat: Repeat | None = None) -> xr.Dataset:
+    """Record activations at ``sites`` over a dataset, batch by batch.
+
+    Parameters
+    ----------
+    model
+        The model; switched to ``eval`` for the recording and restored afterwards.
+    inputs
+        A Tensor, or any nesting of dicts, tuples, lists and dataclasses of Tensors batched on
+        dim 0, or an iterable of such batches.
+    sites
+        Site strings.
+    batch_size
+        Rows per forward pass when ``inputs`` is one big batch.
+    reduce, calls, layouts, axes
+        As in :class:`Recorder` (``repeat=``: the old spelling of ``calls=``, deprecated).
+    forward
+        ``forward(model, batch)``; default ``model(batch)`` / ``model(**batch)``.
+    to_zarr
+        Stream to a zarr store at this path (appended batch by batch) and return it opened
+        lazily: recordings larger than memory.
+    stop_early
+        End each forward pass after the last site fired, from the second batch on (the first
+        runs to the end to count how often each site runs): saves the rest of the network
+        on every batch but the first.
+    sample_coord
+        Values of the ``sample`` coordinate (default 0..n-1).
+
+    dtype
+        Storage dtype of real activations; complex activations are kept complex (complex64).
+
+    Returns
+    -------
+    xr.Dataset
+        One variable per site (named by the site), dims ``("sample", ...)`` followed by the
+        axes of the site's layout in the model's order (:mod:`scimech.capture.layout`): e.g.
+        ``position, feature`` for a transformer, ``channel, y, x`` for a CNN, ``window,
+        position, feature`` for windowed attention; ``head_dim`` replaces the feature axis
+        of a head site (``head, head_dim`` for ``heads`` without an index); ``reduce``
+        removes the position axes; ``call`` follows ``sample`` with ``calls="all"`` (coordinate:
+        the call index) or a list of indices (coordinate: those indices).
+        Names are prefixed by the site where sizes differ. Attrs of each variable: its
+        ``module``, ``port`` and ``axes``.
+    """
+    if isinstance(sites, str):
+        sites = [sites]
+    policy = _calls_from(calls, repeat, "record")
+    was_training = to_eval(model)
+    chunks: dict[str, list[np.ndarray]] = {s: [] for s in sites}
+    store_path = Path(to_zarr) if to_zarr is not None else None
+    dims: dict[str, list[str]] | None = None
+    first_calls: dict[str, int] | None = None
+    n_done = 0
+    try:
+        resolved = [resolve_site(model, s, layouts, axes) for s in sites]
+        batches = iter_batches(inputs, batch_size)
+        if any(r.axes is not None and r.axes.windowed for r in resolved):
+            # rows declared packed sample by sample ('batch*window ...'): checked once on the first batch
+            first = next(batches, None)
+            if first is not None:
+                require(model, first[1], verb="record", needs={"packing"}, forward=forward, sites=resolved)
+                batches = itertools.chain([first], batches)
+        with Recorder(model, resolved, reduce=reduce, calls=policy, stop_early=stop_early, layouts=layouts,
+                      axes=axes) as rec:
+            if progress:
+                batches = _progress(batches, desc="recording")
+            site_attrs = _site_attrs(rec.resolved)
+            for start, batch in batches:
+                # under no_grad, unless the forward takes gradients itself: found by the first pass
+                # and kept in the model's profile (scimech.causal.model_profile), no pass of its own
+                forward_folded(model, batch, forward, functools.partial(rec.forward, batch, forward))
+                rec.check_fired("record")
+                arrays = {s: _to_numpy(rec.canonical[s], dtype) for s in sites}
+                rows = batch_size_of(batch)
+                wrong = {s: a.shape for s, a in arrays.items() if a.ndim == 0 or a.shape[0] != rows}
+                if wrong:
+                    raise DimensionError(
+                        f"Site(s) {list(wrong)} have shapes {list(wrong.values())}, whose first dim is not the "
+                        f"batch of {rows} samples. record() needs activations batched on dim 0: use "
+                        "batch_first=True modules, or a forward= that transposes sequence-first tensors."
+                    )
+                if policy.stacked:
+                    n_calls = {s: a.shape[1] for s, a in arrays.items()}
+                    if first_calls is None:
+                        first_calls = n_calls
+                    elif n_calls != first_calls:
+                        raise DimensionError(
+                            f"record(calls={policy}): the sites ran {first_calls} times in the first batch but "
+                            f"{n_calls} in the batch starting at sample {start} (a number of calls that depends on "
+                            "the data, e.g. an adaptive solver's steps), so the calls cannot share one 'call' dim. "
+                            "Use calls='last' or calls=k, a fixed-step solver, or one batch (batch_size >= samples).")
+                if dims is None:
+                    met = rec.axes
+                    plan = {r.name: site_dims(r, met[r.name], arrays[r.name].ndim, policy.stacked)
+                            for r in rec.resolved}
+                    perms = {s: p for s, (_, p) in plan.items()}
+                    site_attrs = {s: {**a, "axes": str(met[s])} for s, a in site_attrs.items()}
+                    arrays = {s: a.transpose(perms[s]) for s, a in arrays.items()}
+                    dims = _unique_dims({s: d for s, (d, _) in plan.items()}, {s: a.shape[1:] for s, a in arrays.items()})
+                else:
+                    arrays = {s: a.transpose(perms[s]) for s, a in arrays.items()}
+                if store_path is not None:
+                    n = next(iter(arrays.values())).shape[0]
+                    ds = xr.Dataset({s: (("sample", *dims[s]), a) for s, a in arrays.items()},
+                                    coords={"sample": np.arange(start, start + n)})
+                    ds = _with_attrs(_call_coord(ds, policy), site_attrs, reduce, policy)  # appends rewrite attrs
+                    if n_done == 0:
+                        ds.to_zarr(store_path, mode="w", consolidated=False)
+                    else:
+                        ds.to_zarr(store_path, append_dim="sample", consolidated=False)
+                    n_done += n
+                else:
+                    for s, a in arrays.items():
+                        chunks[s].append(a)
+    finally:
+        restore_modes(was_training)
+    if dims is None:
+        raise ValueError("record() got no inputs: the dataset is empty.")
+    if store_path is not None:
+        ds = xr.open_zarr(store_path, consolidated=False)
+    else:
+        data = {s: np.concatenate(chunks[s], axis=0) for s in sites}
+        n = next(iter(data.values())).shape[0]
+        ds = xr.Dataset({s: (("sample", *dims[s]), a) for s, a in data.items()}, coords={"sample": np.arange(n)})
+    if sample_coord is not None:
+        ds = ds.assign_coords(sample=np.asarray(sample_coord))
+    return _with_attrs(_call_coord(ds, policy), site_attrs, reduce, policy)
+
+
+def _call_coord(ds: xr.Dataset, policy: CallPolicy) -> xr.Dataset:
+    """The ``call`` coordinate: the call indices kept (``calls=[i, j]``) or 0..n-1 (``"all"``)."""
+    if "call" not in ds.dims:
+        return ds
+    n = ds.sizes["call"]
+    return ds.assign_coords(call=list(policy.indices) if policy.mode == "index" else np.arange(n))
+
+
+def _site_attrs(resolved: Sequence[ResolvedSite]) -> dict[str, dict[str, Any]]:
+    out = {}
+    for r in resolved:
+        a: dict[str, Any] = {"module": r.module_path, "port": r.port, "description": f"activation at site {r.name}"}
+        if r.heads is not None:
+            a["heads"] = list(r.heads)
+            a["head_dim"] = r.head_dim
+        out[r.name] = a
+    return out
+
+
+def _with_attrs(ds: xr.Dataset, site_attrs: Mapping[str, Mapping[str, Any]], reduce: Reduce,
+                calls: CallPolicy) -> xr.Dataset:
+    for name, a in site_attrs.items():
+        ds[name].attrs.update(a)
+    ds.attrs.update({"reduce": str(reduce), "calls": str(calls),
+                     "description": "activations recorded at named sites of a model (scimech.record)"})
+    return ds
+
+
+def stack_sites(ds: xr.Dataset, sites: Sequence[str] | None = None, dim: str = "layer",
+                coord: Sequence | None = None) -> xr.DataArray:
+    """Stack same-shaped site variables along a new dim (e.g. one per encoder block).
+
+    Parameters
+    ----------
+    ds
+        A recording from :func:`record`.
+    sites
+        Which variables (default: all).
+    dim
+        Name of the new dim (``"layer"``).
+    coord
+        Its coordinate values (default: the site names).
+    """
+    names: list[Hashable] = list(sites) if sites else list(ds.data_vars)
+    arrays = [ds[s] for s in names]
+    shapes = {a.shape for a in arrays}
+    if len(shapes) > 1:
+        raise ValueError(f"stack_sites needs sites of one shape; got {dict(zip(names, [a.shape for a in arrays]))}.")
+    out = xr.concat([a.drop_attrs() if hasattr(a, "drop_attrs") else a for a in arrays], dim=dim)
+    out = out.assign_coords({dim: list(coord) if coord is not None else names})
+    out = out.assign_coords(site=(dim, names))
+    return out.rename("activation")

@@ -1,0 +1,12 @@
+"""Causal: the model profile (what every verb assumes, measured once), ablation methods, metrics,
+``ablate`` / ``patch``, the sweeps, prefix reuse, attribution patching and what a row (sample) is."""
+
+_MODULES = ("ablation", "atp", "intervene", "metrics", "model_profile", "prefix_reuse", "samples", "sweep")
+
+
+def __getattr__(name: str):
+    if name in _MODULES:  # `scimech.causal.ablation` without importing it first
+        import importlib
+
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

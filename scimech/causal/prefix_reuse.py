@@ -1,0 +1,365 @@
+"""Reusing the unpatched part of a forward pass in patching and ablation sweeps.
+
+When a sweep intervenes at a site, every module that *finished* before the site's value
+was produced computes exactly what it computed in the unpatched run of the same inputs:
+nothing it read has changed yet. In a model built from a sequence of blocks (an
+``nn.ModuleList`` or ``nn.Sequential`` of blocks, ``nn.TransformerEncoder``, AION's
+encoder) that is every block before the patched one. A sweep records those modules'
+outputs once per batch, in the unpatched run it does anyway, and in each patched forward
+pass replaces their ``forward`` by a function returning the recorded output (tiled like
+the batch): only the blocks from the patched site on are computed again.
+
+Inside the patched block the same reasoning goes one step further. A head site is the
+input of the attention's output projection; when the attention module returns exactly
+what its output projection returned (the same tensor object, as torch's and AION's
+attention do), the patched attention output is the projection of the recorded projection
+input with the site's part replaced. The attention module is then replaced by that one
+call ("resumed" at its projection): queries, keys, values and the softmax of the patched
+block are not computed again either.
+
+Which modules qualify is read from the model's own call structure, not from its class:
+one traced forward pass on two copies of one input row records the order in which modules
+start and finish, how often each runs, whether every tensor it returns is batched on dim 0
+(two identical rows in, two identical rows out) and which tensor objects it receives and
+returns. A module is reused for a site when it ran exactly once, finished before the
+site's module started (for an output site: before it finished, the module itself
+included) and returns batched tensors; of nested qualifying modules only the outermost is
+replaced. A module that changes its input in place (``nn.ReLU(inplace=True)``) never
+qualifies, since skipping it would skip that change. Models with no such module (one
+block called in a loop, weights shared between steps) reuse nothing and run as before.
+The results are those of the full forward passes up to float rounding (the reused
+outputs were computed on ``b`` rows rather than on the tiled batch).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from scimech.capture.batches import map_tensors, slice_batch, tile_batch
+from scimech.capture.hooks import override_forward, run_forward
+from scimech.capture.sites import ResolvedSite
+
+__all__ = ["ModuleCall", "Resume", "Shortcut", "CallTrace", "trace_calls", "recording_reused", "reusing"]
+
+
+@dataclass
+class ModuleCall:
+    """One module's part in a traced forward pass.
+
+    ``start`` / ``end``: positions of its (first) call's start and end among all the start
+    and end events of the pass; ``calls``: how often it ran; ``batched``: every tensor it
+    returned has the batch on dim 0 (and it changed none of its inputs in place, ``in_place``);
+    ``inputs`` / ``output``: the first tensor it received and returned (held for
+    :meth:`CallTrace.blocks`); ``replayable``: called with one batched tensor and nothing
+    else; ``out_version``: the version counter of ``output`` when it returned;
+    ``structure``: its output is a Tensor (``"tensor"``), or a tuple / list of a Tensor
+    followed by ``None`` (``(type, length)``), else ``None``.
+    """
+
+    name: str
+    start: int
+    end: int
+    calls: int
+    batched: bool
+    inputs: tuple = ()
+    output: Any = None
+    in_place: bool = False
+    replayable: bool = False
+    out_version: int = -1
+    structure: Any = None
+
+
+@dataclass(frozen=True)
+class Resume:
+    """Replace module ``outer`` by a call of its descendant ``inner`` on ``inner``'s recorded
+    input: ``outer`` returns what ``inner`` returns (``structure`` as in :class:`ModuleCall`)."""
+
+    outer: str
+    inner: str
+    structure: Any
+
+
+@dataclass(frozen=True)
+class Shortcut:
+    """What one site's patched runs take from the unpatched run: the outputs of ``reused``
+    modules, and optionally a module resumed at the site's module."""
+
+    reused: tuple[str, ...] = ()
+    resume: Resume | None = None
+
+    def __bool__(self) -> bool:
+        return bool(self.reused) or self.resume is not None
+
+
+def _structure(output: Any) -> Any:
+    if isinstance(output, torch.Tensor):
+        return "tensor"
+    if isinstance(output, (tuple, list)) and output and isinstance(output[0], torch.Tensor) and \
+            all(o is None for o in output[1:]):
+        return type(output), len(output)
+    return None
+
+
+def _rebuild(structure: Any, t: torch.Tensor) -> Any:
+    if structure == "tensor":
+        return t
+    kind, n = structure
+    return kind([t, *([None] * (n - 1))])
+
+
+def _leaves(obj: Any) -> list[torch.Tensor]:
+    out: list[torch.Tensor] = []
+
+    def keep(t: torch.Tensor) -> torch.Tensor:
+        out.append(t)
+        return t
+
+    map_tensors(obj, keep)
+    return out
+
+
+def _two_equal_rows(obj: Any) -> bool:
+    """Every tensor in ``obj`` has 2 rows on dim 0 and they agree (the batch of the trace)."""
+    leaves = _leaves(obj)
+    if not leaves:
+        return False
+    for t in leaves:
+        if t.dim() == 0 or t.shape[0] != 2:
+            return False
+        a, b = t[0].detach(), t[1].detach()
+        if torch.equal(a, b):
+            continue
+        if not (a.is_floating_point() or a.is_complex()):
+            return False
+        # identical rows give identical results up to the rounding of how a kernel splits its
+        # rows; a position or a feature taken for the batch differs at O(1)
+        scale = float(a.abs().max()) if a.numel() else 0.0
+        if not torch.allclose(a, b, rtol=1e-4, atol=1e-6 * max(scale, 1.0), equal_nan=True):
+            return False
+    return True
+
+
+class CallTrace:
+    """The call structure of one forward pass: which modules ran, when, how often.
+
+    Built by :func:`trace_calls`; :meth:`shortcut` says what a site's patched runs
+    may take from the unpatched run.
+    """
+
+    def __init__(self, calls: Mapping[str, ModuleCall], names: Mapping[int, str] | None = None):
+        self.calls = dict(calls)
+        self.names = dict(names or {})  # id(module) -> the path the trace knows it by
+        self._shortcuts: dict[tuple[str, str], Shortcut] = {}
+
+    def name_of(self, site: ResolvedSite) -> str:
+        """The traced path of the site's module: the same module reached by another path (an
+        alias: a block registered twice) is the same traced module."""
+        return self.names.get(id(site.module), site.module_path)
+
+    def cut(self, site: ResolvedSite) -> int:
+        """Modules that finished before this event cannot see the site's new value."""
+        call = self.calls.get(self.name_of(site))
+        if call is None:
+            return 0
+        if site.port == "output" and call.calls == 1:
+            return call.end + 1
+        return call.start
+
+    def resume(self, site: ResolvedSite) -> Resume | None:
+        """The outermost ancestor of the site's module that returns exactly what the site's
+        module returned (same tensor object, unchanged), if the site's module can be replayed."""
+        path = self.name_of(site)
+        inner = self.calls.get(path)
+        if inner is None or inner.calls != 1 or not inner.replayable or inner.output is None:
+            return None
+        best = None
+        parts = path.split(".")
+        for i in range(len(parts) - 1, 0, -1):
+            outer = self.calls.get(".".join(parts[:i]))
+            if (outer is None or outer.calls != 1 or outer.structure is None or outer.output is not inner.output
+                    or outer.out_version != inner.out_version):
+                break
+            best = Resume(outer.name, inner.name, outer.structure)
+        return best
+
+    def shortcut(self, site: ResolvedSite) -> Shortcut:
+        """What the site's patched runs can take from the unpatched run.
+
+        ``reused``: the outermost modules that ran once, returned batched tensors and
+        finished before the site (inside a resumed module: none, it does not run).
+        """
+        key = (self.name_of(site), site.port)
+        if key in self._shortcuts:      # every head of one attention shares its module and port
+            return self._shortcuts[key]
+        cut = self.cut(site)
+        resume = self.resume(site)
+        chosen: list[str] = []
+        taken: set[str] = set() if resume is None else {resume.outer}
+        for name, c in sorted(self.calls.items(), key=lambda kv: kv[1].start):
+            if c.start >= cut:
+                break
+            if c.calls != 1 or not c.batched or c.end >= cut:
+                continue
+            parts = name.split(".")
+            if any(".".join(parts[:i]) in taken for i in range(1, len(parts))):
+                continue
+            chosen.append(name)
+            taken.add(name)
+        self._shortcuts[key] = Shortcut(tuple(chosen), resume)
+        return self._shortcuts[key]
+
+    def blocks(self, model: nn.Module) -> list[str]:
+        """The longest chain of sibling modules where each one's input is the previous one's output.
+
+        Children of an ``nn.ModuleList`` / ``nn.Sequential`` that ran once each, in order,
+        with ``x = block(x)`` between them (the same tensor object): the layers of a
+        residual stack. Empty if there is no chain of two or more.
+        """
+        best: list[str] = []
+        for name, mod in model.named_modules():
+            if not isinstance(mod, (nn.ModuleList, nn.Sequential)) or len(mod) < 2:
+                continue
+            chain: list[str] = []
+            for kid in (f"{name}.{k}" if name else k for k in mod._modules):
+                c = self.calls.get(kid)
+                if c is None or c.calls != 1 or not c.inputs or c.output is None:
+                    chain = []
+                    continue
+                prev = self.calls[chain[-1]] if chain else None
+                if prev is not None and not (c.start > prev.end and c.inputs[0] is prev.output):
+                    chain = []
+                chain.append(kid)
+                if len(chain) > len(best):
+                    best = list(chain)
+        return best if len(best) >= 2 else []
+
+
+def trace_calls(model: nn.Module, batch: Any, forward: Callable | None = None) -> CallTrace:
+    """Trace the module calls of one forward pass on two copies of the first row of ``batch``.
+
+    The pass runs with hooks on every submodule (so torch's fused paths are off and every
+    submodule that can run does) and without gradients.
+    """
+    probe = tile_batch(slice_batch(batch, 0, 1), 2)
+    counter = [0]
+    calls: dict[str, ModuleCall] = {}
+    handles = []
+
+    versions: dict[str, list[tuple[torch.Tensor, int]]] = {}
+
+    def pre(name):
+        def hook(module, args, kwargs):
+            counter[0] += 1
+            c = calls.get(name)
+            if c is None:
+                given = _leaves((args, kwargs))
+                calls[name] = c = ModuleCall(name, counter[0], -1, 1, False, tuple(given[:1]))
+                c.replayable = (len(args) == 1 and not kwargs and isinstance(args[0], torch.Tensor)
+                                and _two_equal_rows(args[0]))
+                versions[name] = [(t, t._version) for t in given]
+            else:
+                c.calls += 1
+        return hook
+
+    def post(name):
+        def hook(module, args, output):
+            counter[0] += 1
+            c = calls[name]
+            if c.end < 0:
+                c.end = counter[0]
+                lv = _leaves(output)
+                c.output = lv[0] if lv else None
+                c.out_version = lv[0]._version if lv else -1
+                c.structure = _structure(output)
+                # a module that changes its input in place (ReLU(inplace=True)) has an effect
+                # beyond its output: replacing it by its output would drop that effect
+                c.in_place = any(t._version != v for t, v in versions.pop(name))
+                c.batched = not c.in_place and _two_equal_rows(output)
+        return hook
+
+    names: dict[int, str] = {}
+    try:
+        for name, mod in model.named_modules():   # each module once, under its first path
+            if name:
+                names[id(mod)] = name
+                handles.append(mod.register_forward_pre_hook(pre(name), with_kwargs=True))
+                handles.append(mod.register_forward_hook(post(name)))
+        with torch.inference_mode(False), torch.no_grad():   # version counters need ordinary tensors
+            run_forward(model, map_tensors(probe, torch.clone), forward)
+    finally:
+        for h in handles:
+            h.remove()
+    return CallTrace(calls, names)
+
+
+@contextmanager
+def recording_reused(model: nn.Module, shortcuts: Sequence[Shortcut],
+                     rows: int) -> Iterator[dict[tuple[str, str], Any]]:
+    """During the forward passes in the block, record what ``shortcuts`` take from the run.
+
+    Yields a dict filled on exit: ``("output", name)`` -> (copies of) the outputs of the
+    reused modules, ``("input", name)`` -> the input of each resumed inner module. Values
+    whose tensors are not all batched on dim 0 with ``rows`` rows are left out, as are those
+    of modules that ran more than once.
+    """
+    got: dict[tuple[str, str], Any] = {}
+    seen: dict[str, int] = {}
+    outs = {n for sc in shortcuts for n in sc.reused}
+    ins = {sc.resume.inner for sc in shortcuts if sc.resume is not None}
+
+    def batched(obj) -> bool:
+        leaves = _leaves(obj)
+        return bool(leaves) and all(t.dim() and t.shape[0] == rows for t in leaves)
+
+    def make(name):
+        def wrap(inner):
+            def forward(*args, **kwargs):
+                seen[name] = seen.get(name, 0) + 1
+                if name in ins and args and batched(args[0]):
+                    got["input", name] = args[0].detach().clone()
+                out = inner(*args, **kwargs)
+                if name in outs and batched(out):
+                    got["output", name] = map_tensors(out, lambda t: t.detach().clone())
+                return out
+            return forward
+        return wrap
+
+    with ExitStack() as stack:
+        for name in sorted(outs | ins):
+            stack.callback(override_forward(model.get_submodule(name), make(name)).remove)
+        yield got
+    for key in list(got):
+        if seen.get(key[1]) != 1:
+            del got[key]
+
+
+@contextmanager
+def reusing(model: nn.Module, recorded: Mapping[tuple[str, str], Any], shortcut: Shortcut, times: int):
+    """Within the block, apply ``shortcut`` to forward passes of a batch tiled ``times`` times:
+    the reused modules return their recorded outputs (tiled), and a resumed module runs only
+    its inner module on the recorded input (tiled). Whatever was not recorded computes as usual."""
+    def tiled(obj):
+        return tile_batch(obj, times) if times > 1 else map_tensors(obj, torch.clone)
+
+    def returning(out: Any) -> Callable[[Callable], Callable]:
+        """A replacement forward that returns ``out`` tiled, whatever it is called with."""
+        return lambda inner: lambda *a, **k: tiled(out)
+
+    with ExitStack() as stack:
+        for name in shortcut.reused:
+            if ("output", name) in recorded:
+                out = recorded["output", name]
+                stack.callback(override_forward(model.get_submodule(name), returning(out)).remove)
+        r = shortcut.resume
+        if r is not None and ("input", r.inner) in recorded:
+            x, inner_mod = recorded["input", r.inner], model.get_submodule(r.inner)
+            stack.callback(override_forward(
+                model.get_submodule(r.outer),
+                lambda inner: lambda *a, **k: _rebuild(r.structure, inner_mod(tiled(x)))).remove)
+        yield

@@ -1,0 +1,406 @@
+"""The machinery of the sweeps: tiled forward passes, the row check, prefix reuse, call targets.
+
+:func:`~scimech.causal.intervene.ablation_sweep`, :func:`~scimech.causal.intervene.patching_sweep` and the
+verification of :func:`~scimech.causal.atp.attribution_patching` change one site per run. Rather
+than one forward pass per site, the batch is tiled: ``k`` copies in one pass, copy ``i``
+with site ``i`` changed. That is only right when the rows of a batch do not interact, which
+many scientific models break: message passing over a graph whose connectivity is passed
+separately (the copies run on another graph), an adaptive ODE solver (one step-size control
+for every row), batch statistics, attention or pooling across the batch. So the first tiled
+pass of a sweep carries one more copy, left unchanged, and its metric must equal the
+untiled run's (to 1e-5 of the metric's scale); where it does not, or where the tiled pass
+fails, every site gets a forward pass of its own, and the result says so in its attrs
+(``row_check``, ``sweep_path="per_site"``). Before any site is changed, the first batch runs
+unchanged once more: a model whose output on the same input changes between passes (state
+kept across calls, random draws) would add that change to every effect, and is refused.
+
+A *target* is a site with the calls it changes (:mod:`scimech.capture.calls`); with ``by_call`` a
+sweep has one target per (site, call), the effect of each step of a rollout.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import numpy as np
+import torch
+from torch import nn
+
+from scimech.capture.batches import batch_size_of, is_graph_batch, n_samples_of, tile_batch
+from scimech.capture.calls import CallPolicy, repeat_message, shortfall
+from scimech.capture.hooks import HookSet, check_fired, run_forward
+from scimech.capture.sites import HeadLayout, ResolvedSite, resolve_site
+from scimech.causal.metrics import Metric, as_metric, result_values
+from scimech.causal.model_profile import ModelProfile, same_values, tolerance
+from scimech.causal.prefix_reuse import Shortcut, recording_reused, reusing, trace_calls
+from scimech.errors import DataValidationError, SiteCalledTwiceError, SiteNeverRanError
+
+__all__ = ["Target", "Reuse", "RowCheck", "check_source", "metric_values", "sites_per_forward", "sweep_tiles",
+           "patch_sites", "plan_reuse", "capturing", "count_calls", "targets_for", "site_list", "sweep_target", "patching_inputs",
+           "normalized_effect"]
+
+#: how far the unchanged copy of the first tiled pass may differ from the untiled run, relative
+#: to the metric's scale: rounding of kernels that split rows differently is ~1e-7; rows coupled
+#: through an adaptive solver's step control differ by ~1e-4, through a graph by O(1)
+ROW_CHECK_RTOL = 1e-5
+
+
+@dataclass(frozen=True)
+class Target:
+    """One site of a sweep with the calls it changes (``policy``)."""
+
+    site: ResolvedSite
+    policy: CallPolicy
+
+
+def targets_for(resolved: Sequence[ResolvedSite], policy: CallPolicy, by_call: bool,
+                counts: Mapping[str, int] | None) -> tuple[list[Target], list[int] | None]:
+    """The targets of a sweep and, with ``by_call``, the call indices (one target per site and call)."""
+    if not by_call:
+        return [Target(s, policy) for s in resolved], None
+    if policy.mode == "index":
+        calls = list(policy.indices)
+    elif policy.mode == "all":
+        n = set((counts or {}).values())
+        if len(n) != 1:
+            raise DataValidationError(f"by_call=True with calls='all': the sites run different numbers of times per "
+                                      f"forward pass ({dict(counts or {})}); give the calls as a list.")
+        calls = list(range(n.pop()))
+    else:
+        raise ValueError("by_call=True needs calls='all' or a list of call indices (one effect per call).")
+    return [Target(s, CallPolicy("index", (c,))) for s in resolved for c in calls], calls
+
+
+@dataclass
+class RowCheck:
+    """Whether tiling is right for this model: ``None`` until checked, then the verdict."""
+
+    coupled: bool | None = None
+    note: str = ""
+    #: the model's profile, which keeps the verdict for later sweeps (:mod:`scimech.causal.model_profile`)
+    profile: ModelProfile | None = None
+
+    @classmethod
+    def of(cls, profile: ModelProfile | None) -> RowCheck:
+        """A row check that starts from the verdict a profile keeps (none yet: checked in the first tiled pass)."""
+        check = cls(profile=profile)
+        if profile is not None and profile.tiling is not None:
+            check.coupled, check.note = profile.tiling
+        return check
+
+    def settle(self, coupled: bool, note: str) -> None:
+        """The verdict, kept in the profile."""
+        self.coupled, self.note = coupled, note
+        if self.profile is not None:
+            self.profile.tiling = (coupled, note)
+
+    def attrs(self) -> dict[str, str]:
+        if self.coupled is None:
+            return {"row_check": "not needed: one site per forward pass, nothing tiled"}
+        if self.coupled:
+            return {"row_check": f"coupled: {self.note}", "sweep_path": "per_site",
+                    "sweep_path_note": "rows of a tiled batch interact, so every site ran in a forward pass of its "
+                                       "own (no tiling, no prefix reuse)"}
+        return {"row_check": f"independent: {self.note}"}
+
+
+@contextmanager
+def _tiled(targets: Sequence[Target], block: int, n_tiles: int, make: Callable, what: str, model: nn.Module,
+           last: Mapping[str, int]):
+    """Hooks where tile ``i`` (rows ``i*block:(i+1)*block``) gets ``make(i, site, current, call)``
+    at the calls target ``i`` changes; tiles beyond the targets are left unchanged.
+
+    Targets on the same module and port share one hook, which copies the tensor once and
+    writes each target's tile in place. A site that never ran, or never reached a call asked
+    for, raises :class:`~scimech.errors.SiteNeverRanError` (``what``: the verb).
+    """
+    groups: dict[tuple[int, str], list[tuple[int, Target]]] = {}
+    rows = block * n_tiles
+    for i, tg in enumerate(targets):
+        groups.setdefault((id(tg.site.module), tg.site.port), []).append((i, tg))
+
+    with ExitStack() as stack:
+        hooksets = []
+        for members in groups.values():
+            # the tiling hook function needs its HookSet (the call under way): set just below
+            h = HookSet([members[0][1].site], _unchanged)
+
+            def fn(_s: ResolvedSite, t: torch.Tensor, _members=members, _h=h):
+                c = _h.call
+                acting = []
+                for i, tg in _members:
+                    if tg.policy.mode == "error" and c >= 1:
+                        raise SiteCalledTwiceError(repeat_message(tg.site.name, tg.site.module, model, what))
+                    if tg.policy.acts(c, last.get(tg.site.name)):
+                        acting.append((i, tg.site))
+                if not acting:
+                    return None
+                if t.shape[0] != rows:
+                    raise DataValidationError(
+                        f"Site {_s.name!r} has a leading dim of {t.shape[0]}, but the tiled batch has {rows} rows. "
+                        "Sweeps need activations batched on dim 0: use batch_first=True modules, or a forward= "
+                        "that transposes sequence-first tensors."
+                    )
+                out = t.clone()
+                for i, s in acting:
+                    tile = out[i * block:(i + 1) * block]
+                    s.assign_(tile, make(i, s, s.select(tile), c))
+                return out
+
+            h.fn = fn
+            hooksets.append((stack.enter_context(h), members))
+        yield
+        for h, members in hooksets:
+            name0 = members[0][1].site.name
+            check_fired({tg.site.name: h.fired[name0] for _, tg in members}, what)
+            h.end_pass()
+            for counts in h.passes:
+                for _, tg in members:
+                    lack = shortfall(tg.policy, counts.get(name0, 0), last.get(tg.site.name))
+                    if lack:
+                        raise SiteNeverRanError(f"{what}: site {tg.site.name!r} {lack}")
+
+
+def metric_values(metric: Metric, out: Any, target: Any) -> torch.Tensor:
+    """The metric's per-sample values on the CPU, in the model's precision (float64 and complex
+    kept; bfloat16, float16 and integers as float32, the precision numpy results need)."""
+    v = metric(out, target)
+    if not isinstance(v, torch.Tensor) or v.dim() != 1:
+        raise ValueError(f"The metric {metric.name!r} must return a 1-D tensor (one value per sample).")
+    return result_values(v)
+
+
+def sites_per_forward(n_sites: int, batch: int, max_rows: int) -> int:
+    return max(1, min(n_sites, max_rows // max(batch, 1)))
+
+
+def _unchanged(site: ResolvedSite, t: torch.Tensor) -> None:
+    """A hook function that leaves every activation as it is."""
+    return None
+
+
+def _close(a: torch.Tensor, b: torch.Tensor) -> tuple[bool, float]:
+    """The unchanged copy of a tiled pass against the untiled run: NaN at the same places (land
+    points) agree; the rest within :data:`ROW_CHECK_RTOL`, or the model's dtype tolerance where
+    that is larger (bfloat16 / float16: another batch size sums in another order)."""
+    return same_values(a, b, max(ROW_CHECK_RTOL, tolerance(a.dtype)))
+
+
+def sweep_tiles(model: nn.Module, targets: Sequence[Target], batch: Any, b: int, make: Callable, metric: Metric,
+                tgt: Any, forward: Callable | None, k: int, row: torch.Tensor, reuse: Reuse | None = None,
+                what: str = "patching_sweep", last: Mapping[str, int] | None = None,
+                check: RowCheck | None = None, baseline: torch.Tensor | None = None,
+                per_sample: Callable[[torch.Tensor], torch.Tensor] | None = None) -> None:
+    """Fill ``row[j]`` with the metric of the run where target ``j`` gets ``make(...)``,
+    ``k`` targets per tiled forward (shared by the ablation and patching sweeps).
+
+    With ``reuse``, targets are grouped by the modules they can take from the unchanged run
+    (in a block model: by block), and each group's forwards reuse them (:mod:`scimech.causal.prefix_reuse`).
+    ``check``: the sweep's row check; the first tiled pass carries an unchanged copy whose
+    metric must equal ``baseline`` (the untiled run), else ``k`` drops to 1 and no module is
+    reused from then on.
+    """
+    last = last or {}
+    if check is not None and check.coupled:
+        k, reuse = 1, None
+    groups: dict[Shortcut, list[int]] = {}
+    for j, tg in enumerate(targets):
+        groups.setdefault(reuse.plan[tg.site.name] if reuse else Shortcut(), []).append(j)
+    recorded = reuse.recorded if reuse else {}
+    pending = [(shortcut, members[g:g + k]) for shortcut, members in groups.items() for g in range(0, len(members), k)]
+    while pending:
+        shortcut, idx = pending.pop(0)
+        group = [targets[j] for j in idx]
+        n = len(group)
+        control = check is not None and check.coupled is None and n > 1 and baseline is not None
+        tiles = n + int(control)
+        try:
+            # reuse first, site hooks second: a site on a reused module patches its reused output
+            with reusing(model, recorded, shortcut, tiles), _tiled(group, b, tiles, make, what, model, last):
+                out = run_forward(model, tile_batch(batch, tiles) if tiles > 1 else batch, forward)
+            vals = metric_values(metric, out, tgt if tgt is None or tiles == 1 else tile_batch(tgt, tiles))
+            vals = vals.reshape(tiles, -1)
+            if per_sample is not None:   # per-row values summed per sample, tile by tile
+                vals = torch.stack([per_sample(v) for v in vals])
+            if control:
+                assert check is not None and baseline is not None  # as control says
+                ok, rel = _close(vals[-1], baseline)
+                check.settle(not ok,
+                             f"an unchanged copy in the first tiled pass of {tiles} copies gave the untiled run's "
+                             f"{metric.name} to {rel:.1e} of its scale" if ok else
+                             f"an unchanged copy in a tiled pass of {tiles} copies changed {metric.name} by {rel:.1e} "
+                             "of its scale (rows interact: a graph passed separately, an adaptive solver, "
+                             "batch statistics or attention across the batch)")
+                vals = vals[:-1]
+        except (SiteCalledTwiceError, SiteNeverRanError):
+            raise
+        except Exception as err:  # noqa: BLE001 - a tiled pass that fails: the rows are not independent
+            if not control:
+                raise
+            assert check is not None  # as control says
+            check.settle(True, f"the tiled forward pass failed ({type(err).__name__}: {str(err)[:160]})")
+        if control and check is not None and check.coupled:
+            # found just now: every target again, one forward pass each, nothing reused
+            pending = [(Shortcut(), [j]) for j in range(len(targets))]
+            continue
+        row[idx] = vals.reshape(n, -1)
+
+
+@dataclass
+class Reuse:
+    """What a sweep reuses: ``plan[site]``, and what was recorded for it in the current batch."""
+
+    plan: dict[str, Shortcut]
+    recorded: dict[tuple[str, str], Any] = field(default_factory=dict)
+
+    def n_modules(self) -> int:
+        return len({n for sc in self.plan.values() for n in sc.reused} |
+                   {sc.resume.outer for sc in self.plan.values() if sc.resume is not None})
+
+
+def check_source(site: str, src: torch.Tensor, cur: torch.Tensor, verb: str) -> None:
+    """Patching pairs row ``i`` of the source run with row ``i`` of the run patched into: the
+    two activations must have one shape (torch would broadcast a length-1 sequence silently)."""
+    if tuple(src.shape) != tuple(cur.shape):
+        raise DataValidationError(
+            f"{verb}: the source run's activation at {site!r} has shape {tuple(src.shape)} but the run patched into "
+            f"has {tuple(cur.shape)}. Clean and corrupted inputs are paired row for row and must give one shape per "
+            "sample: the same sequence length (pad them to one length), the same grid, graphs with the same nodes.")
+
+
+def source_at(source: torch.Tensor | Sequence[torch.Tensor], policy: CallPolicy, call: int) -> torch.Tensor:
+    """The source activation for call ``call``: ``source`` recorded call by call (a list, policies
+    other than ``"error"``; calls may change shape), with every call stacked on dim 1, or one
+    call (``"error"``)."""
+    if policy.mode == "error":
+        return cast(torch.Tensor, source)  # one call's activation: "error" records no more
+    calls = source.unbind(1) if isinstance(source, torch.Tensor) else source
+    if policy.mode == "last":
+        return calls[-1]
+    if call >= len(calls):
+        raise DataValidationError(
+            f"The source run has {len(calls)} call(s) of the site but the patched run reached call {call} (a number "
+            "of calls that depends on the input, as an adaptive solver's steps): there is no source for that call. "
+            f"Patch the calls both runs make, calls={list(range(len(calls)))} (later calls run unpatched), or "
+            "calls='last', or use a fixed-step solver.")
+    return calls[call]
+
+
+def patch_sites(model: nn.Module, targets: Sequence[Target], base: Any,
+                source: Mapping[str, torch.Tensor | Sequence[torch.Tensor]],
+                metric: Metric, tgt: Any, forward: Callable | None, max_rows: int, reuse: Reuse | None,
+                last: Mapping[str, int] | None = None, check: RowCheck | None = None,
+                baseline: torch.Tensor | None = None,
+                per_sample: Callable[[torch.Tensor], torch.Tensor] | None = None) -> torch.Tensor:
+    """(target, sample) metric of the ``base`` batch with each target set to ``source[site]`` (one
+    tensor, every call stacked on dim 1, or a list of the calls: :func:`source_at`)."""
+    b = batch_size_of(base)
+    n_out = len(baseline) if baseline is not None else b
+    # results, bound for numpy, in the metric's precision
+    row = torch.empty(len(targets), n_out, device="cpu", dtype=torch.float32 if baseline is None else baseline.dtype)
+    k = sites_per_forward(len(targets), b, max_rows)
+    pol = {tg.site.name: tg.policy for tg in targets}
+
+    def make(i, s, cur, call):
+        src = source_at(source[s.name], CallPolicy("error") if pol[s.name].mode == "error" else pol[s.name], call)
+        check_source(s.name, src, cur, "patching_sweep")
+        return src.to(cur.dtype)
+
+    sweep_tiles(model, targets, base, b, make, metric, tgt, forward, k, row, reuse, "patching_sweep", last, check,
+                baseline, per_sample)
+    return row
+
+
+def plan_reuse(model: nn.Module, batch: Any, resolved: Sequence[ResolvedSite], forward: Callable | None,
+               enabled: bool) -> tuple[Reuse | None, dict[str, Any]]:
+    """Trace the model once and decide what each site's runs reuse; attrs saying which path runs."""
+    if not enabled:
+        return None, {"sweep_path": "batched", "sweep_path_note": "reuse_prefix=False"}
+    try:
+        trace = trace_calls(model, batch, forward)
+    except Exception as err:  # the optimisation is off; the sweep itself reports real errors
+        return None, {"sweep_path": "batched",
+                      "sweep_path_note": f"tracing the model failed ({type(err).__name__}: {err})"}
+    plan = {s.name: trace.shortcut(s) for s in resolved}
+    if not any(plan.values()):
+        return None, {"sweep_path": "batched", "sweep_path_note": "no module finishes before any site runs, so "
+                      "nothing can be reused (not a sequence of blocks, or the sites come first)"}
+    reuse = Reuse(plan)
+    n_resumed = sum(sc.resume is not None for sc in plan.values())
+    return reuse, {"sweep_path": "prefix_reuse",
+                   "sweep_path_note": f"{len(resolved)} sites in {len(set(plan.values()))} groups reuse the unpatched "
+                                      f"run's outputs of {reuse.n_modules()} modules; {n_resumed} sites resume their "
+                                      "enclosing module at the site"}
+
+
+@contextmanager
+def capturing(model: nn.Module, reuse: Reuse | None, rows: int):
+    """Record the reused modules' outputs during the unpatched run of a batch."""
+    if reuse is None:
+        yield
+        return
+    with recording_reused(model, list(reuse.plan.values()), rows) as got:
+        yield
+    reuse.recorded = got
+
+
+@contextmanager
+def count_calls(resolved: Sequence[ResolvedSite], enabled: bool = True):
+    """Count the calls of each site in the forward passes of the block: yields a dict filled on
+    exit with the calls of each site in the last pass."""
+    got: dict[str, int] = {}
+    if not enabled:
+        yield got
+        return
+    with HookSet(resolved, lambda s, t: None) as h:
+        yield got
+    h.end_pass()
+    if h.passes:
+        got.update(h.passes[-1])
+
+
+def site_list(sites: str | Sequence[str]) -> list[str]:
+    """Site strings as a list (one string is one site)."""
+    return [sites] if isinstance(sites, str) else list(sites)
+
+
+def sweep_target(target: Any, metric: Metric, n: int | None) -> Any:
+    """The per-sample target of a sweep: ``target=``, else the metric's own ``reference``."""
+    t = target if target is not None else getattr(metric, "reference", None)
+    if t is not None and n is not None and len(t) != n:
+        raise DataValidationError(f"target / metric reference has {len(t)} rows but the inputs have {n}; "
+                                  "give one row per input sample.")
+    return t
+
+
+def patching_inputs(model: nn.Module, clean: Any, corrupted: Any, sites: Sequence[str], metric, direction: str,
+                    target: Any, layouts: Mapping[str, HeadLayout] | None,
+                    axes=None) -> tuple[list[str], Metric, int, Any, list[ResolvedSite]]:
+    """Checked arguments of a patching run: ``(sites, metric, n, target, resolved sites)``."""
+    if direction not in ("denoising", "noising"):
+        raise ValueError(f"direction must be 'denoising' or 'noising'; got {direction!r}.")
+    sites = site_list(sites)
+    metric = as_metric(metric)
+    n_clean, n_corr = n_samples_of(clean), n_samples_of(corrupted)
+    if n_clean != n_corr:
+        raise DataValidationError(f"clean has {n_clean} rows and corrupted {n_corr}; patching needs pairs.")
+    if is_graph_batch(clean) and is_graph_batch(corrupted):
+        sizes = [np.bincount(b.batch.cpu().numpy(), minlength=b.num_graphs) for b in (clean, corrupted)]
+        if not np.array_equal(sizes[0], sizes[1]):
+            bad = int(np.flatnonzero(sizes[0] != sizes[1])[0])
+            raise DataValidationError(
+                f"Graph {bad} has {sizes[0][bad]} nodes in clean and {sizes[1][bad]} in corrupted: patching sets each "
+                "node of a clean graph from the same node of its corrupted pair, so paired graphs need the same nodes "
+                "(the same graph with other features).")
+    target = sweep_target(target, metric, n_clean)
+    return sites, metric, n_clean, target, [resolve_site(model, s, layouts, axes) for s in sites]
+
+
+def normalized_effect(patched: np.ndarray, clean: np.ndarray, corrupted: np.ndarray) -> np.ndarray:
+    """``(patched - corrupted) / (clean - corrupted)`` per (site, sample); NaN where clean == corrupted."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        denom = clean - corrupted
+        return np.where(np.abs(denom) > 0, (patched - corrupted[None]) / denom[None], np.nan)
