@@ -31,20 +31,16 @@ demo: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m bench.run_all
 
-# hooks of .pre-commit-config.yaml that `make lint` leaves out: they rewrite files, and the tree has not
-# been through `make format` yet (`ruff format --check` would change most Python files)
-PRECOMMIT_SKIP ?= ruff-format,end-of-file-fixer
-
 # ruff, the type checker on the core (the strictness of [tool.mypy] in pyproject.toml), then the
-# pre-commit hooks on every tracked file
+# pre-commit hooks on every tracked file (ruff format --check among them: `make format` first)
 lint: $(STAMP)
 	$(BIN)/ruff check scimech ocean astro neuro tests bench
 	$(BIN)/mypy
-	SKIP=$(PRECOMMIT_SKIP) $(BIN)/pre-commit run --all-files
+	$(BIN)/pre-commit run --all-files --show-diff-on-failure
 
 # the formatter over the whole tree (the pre-commit hook formats only the files committed)
 format: $(STAMP)
-	$(BIN)/ruff format scimech ocean astro neuro tests bench
+	$(BIN)/ruff format .
 
 # the documentation site: the guides and the API reference from the docstrings, warnings as errors
 $(DOCS_STAMP): $(STAMP)

@@ -20,5 +20,24 @@ metrics), :mod:`astro.models` (a small AION stand-in, the planted stand-in and t
 adapter, including its image codec), :mod:`astro.constants`. The command line: :class:`astro.study.AstroStudy`.
 """
 
-__all__ = ["constants", "synthetic", "catalog", "cutouts", "split", "photoz", "models", "plan", "units", "files", "training", "resume",
-           "run", "measures", "evidence", "findings", "report", "study", "plots"]
+__all__ = [
+    "constants",
+    "synthetic",
+    "catalog",
+    "cutouts",
+    "split",
+    "photoz",
+    "models",
+    "plan",
+    "units",
+    "files",
+    "training",
+    "resume",
+    "run",
+    "measures",
+    "evidence",
+    "findings",
+    "report",
+    "study",
+    "plots",
+]

@@ -51,8 +51,16 @@ from .cutouts import check_fluxes, parse_unit, read_cube, read_images
 from .split import MATCH_RADIUS_ARCSEC, duplicates, identity_columns, join_positions, object_groups
 from .synthetic import GalaxySample, SyntheticConfig
 
-__all__ = ["LEGACY_COLUMNS", "OPTIONAL_COLUMNS", "MW_COLUMNS", "DESI_COLUMNS", "read_legacy_survey", "read_images",
-           "write_legacy_survey", "PRODUCT"]
+__all__ = [
+    "LEGACY_COLUMNS",
+    "OPTIONAL_COLUMNS",
+    "MW_COLUMNS",
+    "DESI_COLUMNS",
+    "read_legacy_survey",
+    "read_images",
+    "write_legacy_survey",
+    "PRODUCT",
+]
 
 #: study column -> (Legacy Survey column, unit of the study)
 LEGACY_COLUMNS: dict[str, tuple[str, u.UnitBase | None]] = {
@@ -83,8 +91,10 @@ _QUANTITY = {"flux": "flux", "flux_ivar": "flux inverse variance"}
 
 
 #: rows dropped because another row holds the same source (DR10 catalogue page, DESI data model)
-REASON_BRICK_PRIMARY = ("BRICK_PRIMARY False (outside its brick: the neighbouring brick holds the same source; "
-                        "DR10 sweeps keep only BRICK_PRIMARY)")
+REASON_BRICK_PRIMARY = (
+    "BRICK_PRIMARY False (outside its brick: the neighbouring brick holds the same source; "
+    "DR10 sweeps keep only BRICK_PRIMARY)"
+)
 REASON_DUP = "TYPE DUP (a Gaia source fit by another source's model: no optical flux of its own, DR10)"
 REASON_ZCAT_PRIMARY = "ZCAT_PRIMARY False (another spectrum of this TARGETID is DESI's best redshift)"
 
@@ -100,26 +110,29 @@ def _flag(values) -> np.ndarray:
 def _missing_hint(missing: list[str]) -> str:
     """Why such columns are absent, for the refusal."""
     if set(missing) <= {"FLUX_I", "FLUX_IVAR_I"}:
-        return ("DR9 and the DR10 north (BASS / MzLS) have no i band; the DR10 south sweeps (DECam) have FLUX_I. ")
+        return "DR9 and the DR10 north (BASS / MzLS) have no i band; the DR10 south sweeps (DECam) have FLUX_I. "
     return ""
 
 
 def _unit_text(unit: u.UnitBase | None) -> str:
     """A unit as the survey spells it (``nanomaggy``, ``nanomaggy^-2``)."""
-    return "" if unit is None else "nanomaggy" if unit == u.nmgy else "nanomaggy^-2" if unit == u.nmgy**-2 else str(unit)
+    return (
+        "" if unit is None else "nanomaggy" if unit == u.nmgy else "nanomaggy^-2" if unit == u.nmgy**-2 else str(unit)
+    )
 
 
-def _column(hdu: fits.BinTableHDU, name: str, unit: u.UnitBase | None, path: Path
-            ) -> tuple[np.ndarray, str, str]:
+def _column(hdu: fits.BinTableHDU, name: str, unit: u.UnitBase | None, path: Path) -> tuple[np.ndarray, str, str]:
     """Values of column ``name`` in ``unit`` (its TUNIT converted; no TUNIT: the survey's own unit),
     the TUNIT as found and the conversion made (``""`` when none)."""
     values = np.ma.masked_invalid(np.ma.asarray(hdu.data[name], dtype=float))
     idx = [c.name for c in hdu.columns].index(name)
     found = hdu.columns[idx].unit or ""
     got = parse_unit(found)
-    if unit is not None and isinstance(got, u.UnrecognizedUnit):     # a unitless column's card is not read
-        raise UnitsError(f"{path}: column {name} has TUNIT '{found.strip()}', which astropy does not read as a unit; "
-                         f"fix its TUNIT card (the survey's: '{_TUNIT.get(unit, _unit_text(unit))}') or remove it (the survey's unit is then assumed).")
+    if unit is not None and isinstance(got, u.UnrecognizedUnit):  # a unitless column's card is not read
+        raise UnitsError(
+            f"{path}: column {name} has TUNIT '{found.strip()}', which astropy does not read as a unit; "
+            f"fix its TUNIT card (the survey's: '{_TUNIT.get(unit, _unit_text(unit))}') or remove it (the survey's unit is then assumed)."
+        )
     if unit is None or got is None or got == u.dimensionless_unscaled:
         if unit is not None and got == u.dimensionless_unscaled:
             raise UnitsError(f"{path}: column {name} is dimensionless; expected {unit}. Fix its TUNIT card.")
@@ -127,19 +140,22 @@ def _column(hdu: fits.BinTableHDU, name: str, unit: u.UnitBase | None, path: Pat
     try:
         factor = got.to(unit)
     except u.UnitConversionError as err:
-        raise UnitsError(f"{path}: column {name} is in {got}, which does not convert to {unit} (the Legacy "
-                         f"Survey unit; 1 nanomaggy = 3.631e-6 Jy, m_AB = 22.5 - 2.5 log10 f). Convert the "
-                         "column or fix its TUNIT card.") from err
+        raise UnitsError(
+            f"{path}: column {name} is in {got}, which does not convert to {unit} (the Legacy "
+            f"Survey unit; 1 nanomaggy = 3.631e-6 Jy, m_AB = 22.5 - 2.5 log10 f). Convert the "
+            "column or fix its TUNIT card."
+        ) from err
     return values * factor, found, "" if factor == 1 else f"{found.strip()} -> {_unit_text(unit)} (x {factor:.6g})"
 
 
 def _centre_crop(cube: np.ndarray, size: int, path: Path) -> np.ndarray:
     h, w = cube.shape[-2:]
     if h < size or w < size:
-        raise DimensionError(f"{path}: cut-outs are {h}x{w} pixels, smaller than the {size}x{size} the model "
-                             "needs; cut larger stamps.")
+        raise DimensionError(
+            f"{path}: cut-outs are {h}x{w} pixels, smaller than the {size}x{size} the model needs; cut larger stamps."
+        )
     y0, x0 = (h - size) // 2, (w - size) // 2
-    return cube[..., y0:y0 + size, x0:x0 + size]
+    return cube[..., y0 : y0 + size, x0 : x0 + size]
 
 
 def _table(hdul: fits.HDUList, path: Path) -> tuple[fits.BinTableHDU, int, dict[str, str], str]:
@@ -147,14 +163,17 @@ def _table(hdul: fits.HDUList, path: Path) -> tuple[fits.BinTableHDU, int, dict[
     count, ``{UPPER: name}`` of its columns and where it was found (``"HDU 2 (CATALOG)"``)."""
     tables = [(i, h) for i, h in enumerate(hdul) if isinstance(h, fits.BinTableHDU)]
     if not tables:
-        raise DataValidationError(f"{path} has no table HDU (found {[h.name for h in hdul]}); expected a Legacy Survey "
-                                  "catalogue (a FITS binary table).")
+        raise DataValidationError(
+            f"{path} has no table HDU (found {[h.name for h in hdul]}); expected a Legacy Survey "
+            "catalogue (a FITS binary table)."
+        )
     needed = {col for col, _ in LEGACY_COLUMNS.values()}
     index, hdu = next(((i, h) for i, h in tables if needed <= {c.name.upper() for c in h.columns}), tables[0])
     n = int(hdu.header.get("NAXIS2", 0))
     if n == 0:
-        raise DataValidationError(f"{path}: the catalogue table (HDU {index}) is empty (0 rows); give a catalogue "
-                                  "with at least one galaxy.")
+        raise DataValidationError(
+            f"{path}: the catalogue table (HDU {index}) is empty (0 rows); give a catalogue with at least one galaxy."
+        )
     return hdu, n, {c.name.upper(): c.name for c in hdu.columns}, f"HDU {index} ({hdu.name or 'no EXTNAME'})"
 
 
@@ -171,9 +190,11 @@ def _mw_transmission(hdu, names: dict[str, str], path: Path, ebv: np.ma.MaskedAr
         return None
     if len(have) < len(MW_COLUMNS):
         lacking = [c for b, c in MW_COLUMNS.items() if b not in have]
-        raise MissingVariableError(f"{path} has {sorted(have.values())} but not {lacking}: correcting some bands for "
-                                   "Milky Way extinction and not others would bend the colours. Give all four "
-                                   "MW_TRANSMISSION columns, or none (the template photo-z then uses EBV).")
+        raise MissingVariableError(
+            f"{path} has {sorted(have.values())} but not {lacking}: correcting some bands for "
+            "Milky Way extinction and not others would bend the colours. Give all four "
+            "MW_TRANSMISSION columns, or none (the template photo-z then uses EBV)."
+        )
     out = {}
     e = np.asarray(ebv.filled(np.nan), float)
     for b, c in have.items():
@@ -182,13 +203,15 @@ def _mw_transmission(hdu, names: dict[str, str], path: Path, ebv: np.ma.MaskedAr
         with np.errstate(divide="ignore", invalid="ignore"):
             a_read = -2.5 * np.log10(tv)
         a_ebv = MW_R_DECAM[b] * e
-        follows = np.abs(a_read - a_ebv) <= MW_EBV_TOLERANCE_MAG + 0.1 * np.abs(a_ebv)     # False where either is NaN
+        follows = np.abs(a_read - a_ebv) <= MW_EBV_TOLERANCE_MAG + 0.1 * np.abs(a_ebv)  # False where either is NaN
         bad = (tv <= 0) | ((tv > 1 + 1e-6) & ~follows)
         if bad.any():
-            raise UnitsError(f"{path}: {c} has {int(bad.sum())} values outside 0 < T <= 1 that the row's EBV does not "
-                             f"explain (e.g. {float(tv[bad][0]):.4g}; DR10's T exceeds 1 only where the SFD98 E(B-V) is "
-                             "negative); it is a transmission, 10^(-A/2.5), not an extinction in magnitudes: convert "
-                             "with T = 10**(-0.4 * A).")
+            raise UnitsError(
+                f"{path}: {c} has {int(bad.sum())} values outside 0 < T <= 1 that the row's EBV does not "
+                f"explain (e.g. {float(tv[bad][0]):.4g}; DR10's T exceeds 1 only where the SFD98 E(B-V) is "
+                "negative); it is a transmission, 10^(-A/2.5), not an extinction in magnitudes: convert "
+                "with T = 10**(-0.4 * A)."
+            )
         ok = np.isfinite(a_read) & np.isfinite(a_ebv)
         if ok.any() and (~follows[ok]).mean() > 0.5:
             raise UnitsError(
@@ -196,13 +219,13 @@ def _mw_transmission(hdu, names: dict[str, str], path: Path, ebv: np.ma.MaskedAr
                 f"(DR10's DECam coefficient) on {int((~follows[ok]).sum())} of {int(ok.sum())} rows (median "
                 f"{np.median(a_read[ok]):.3g} vs {np.median(a_ebv[ok]):.3g} mag); it seems to hold something else "
                 "(an extinction A in magnitudes: convert with T = 10**(-0.4 * A)), or drop the MW_TRANSMISSION "
-                "columns (the template photo-z then uses EBV).")
+                "columns (the template photo-z then uses EBV)."
+            )
         out[b] = t
     return out
 
 
-def read_legacy_survey(path: str | Path, images: str | Path | None = None, *, stamp: int | None = None
-                       ) -> GalaxySample:
+def read_legacy_survey(path: str | Path, images: str | Path | None = None, *, stamp: int | None = None) -> GalaxySample:
     """A Legacy Survey DR10 catalogue (and cut-outs) as the study's sample; see the module docstring.
 
     Parameters
@@ -254,11 +277,15 @@ def read_legacy_survey(path: str | Path, images: str | Path | None = None, *, st
             if missing:
                 raise MissingVariableError(
                     f"{path} lacks the Legacy Survey column(s) {missing} (has {sorted(names)} in {where}"
-                    + ("; no other table of the file has them either" if sum(isinstance(h, fits.BinTableHDU)
-                                                                            for h in hdul) > 1 else "")
+                    + (
+                        "; no other table of the file has them either"
+                        if sum(isinstance(h, fits.BinTableHDU) for h in hdul) > 1
+                        else ""
+                    )
                     + f"). {_missing_hint(missing)}The study needs "
                     f"{[c for c, _ in LEGACY_COLUMNS.values()]}: the g, r, i, z fluxes and inverse variances, "
-                    "the shape (SHAPE_R, SHAPE_E1, SHAPE_E2) and the Milky-Way E(B-V).")
+                    "the shape (SHAPE_R, SHAPE_E1, SHAPE_E2) and the Milky-Way E(B-V)."
+                )
             cols, found = {}, {}
             for k, (col, unit) in LEGACY_COLUMNS.items():
                 cols[k], *found[k] = _column(hdu, names[col], unit, path)
@@ -269,27 +296,34 @@ def read_legacy_survey(path: str | Path, images: str | Path | None = None, *, st
                     cols[k], *rest = _column(hdu, name, unit, path)
                     found[k] = (name, *rest)
             ident = identity_columns(names)
-            groups = (object_groups({c: np.asarray(hdu.data[names[c]]) for c in ident}) if ident
-                      else np.arange(n))
+            groups = object_groups({c: np.asarray(hdu.data[names[c]]) for c in ident}) if ident else np.arange(n)
             n_joined = 0
-            if {"RA", "DEC", "RELEASE"} <= set(names):     # north and south photometry of one galaxy
-                groups, n_joined = join_positions(groups, hdu.data[names["RA"]], hdu.data[names["DEC"]],
-                                                  hdu.data[names["RELEASE"]])
+            if {"RA", "DEC", "RELEASE"} <= set(names):  # north and south photometry of one galaxy
+                groups, n_joined = join_positions(
+                    groups, hdu.data[names["RA"]], hdu.data[names["DEC"]], hdu.data[names["RELEASE"]]
+                )
             mw = _mw_transmission(hdu, names, path, cols["ebv"])
-            types = (np.char.strip(np.char.upper(np.asarray(hdu.data[names["TYPE"]]).astype(str)))
-                     if "TYPE" in names else None)
+            types = (
+                np.char.strip(np.char.upper(np.asarray(hdu.data[names["TYPE"]]).astype(str)))
+                if "TYPE" in names
+                else None
+            )
             primary = {c: _flag(hdu.data[names[c]]) for c in ("BRICK_PRIMARY", "ZCAT_PRIMARY") if c in names}
             zwarn = np.asarray(hdu.data[names["ZWARN"]]).astype(np.int64) if "ZWARN" in names else None
-            spectype = (np.char.strip(np.char.upper(np.asarray(hdu.data[names["SPECTYPE"]]).astype(str)))
-                        if "SPECTYPE" in names else None)
+            spectype = (
+                np.char.strip(np.char.upper(np.asarray(hdu.data[names["SPECTYPE"]]).astype(str)))
+                if "SPECTYPE" in names
+                else None
+            )
             zerr = _column(hdu, names["ZERR"], None, path) if "ZERR" in names else None
     except (DataValidationError, FileNotFoundError, MissingVariableError, UnitsError):
         raise
     except (OSError, ValueError, TypeError, KeyError, EOFError) as err:
-        raise DataValidationError(f"{path} is not a readable FITS catalogue ({type(err).__name__}: "
-                                  f"{str(err)[:200]}).") from err
+        raise DataValidationError(
+            f"{path} is not a readable FITS catalogue ({type(err).__name__}: {str(err)[:200]})."
+        ) from err
     n_psf_shape = 0
-    if types is not None:      # a point source has no size: DR10 writes SHAPE_R = SHAPE_E1 = SHAPE_E2 = 0 for TYPE PSF
+    if types is not None:  # a point source has no size: DR10 writes SHAPE_R = SHAPE_E1 = SHAPE_E2 = 0 for TYPE PSF
         psf = types == "PSF"
         for k in ("shape_r", "shape_e1", "shape_e2"):
             fill = psf & np.ma.getmaskarray(cols[k])
@@ -301,8 +335,10 @@ def read_legacy_survey(path: str | Path, images: str | Path | None = None, *, st
     if images is not None:
         cube = read_cube(images)
         if len(cube.data) != n:
-            raise DimensionError(f"{images} holds {len(cube.data)} cut-outs but {path} has {n} rows; give one "
-                                 "(4, H, W) cut-out per catalogue row, in the same order.")
+            raise DimensionError(
+                f"{images} holds {len(cube.data)} cut-outs but {path} has {n} rows; give one "
+                "(4, H, W) cut-out per catalogue row, in the same order."
+            )
     masked = np.zeros(n, bool)
     for v in cols.values():
         masked |= np.ma.getmaskarray(v)
@@ -313,7 +349,7 @@ def read_legacy_survey(path: str | Path, images: str | Path | None = None, *, st
         masked |= ~np.isfinite(cube.data).all(axis=(1, 2, 3))
     bad_ivar = np.zeros(n, bool)
     for b in constants.BANDS:
-        bad_ivar |= ~(cols[f"flux_ivar_{b}"].filled(np.inf) > 0)     # masked counts as "masked", above
+        bad_ivar |= ~(cols[f"flux_ivar_{b}"].filled(np.inf) > 0)  # masked counts as "masked", above
     # reasons in order; each row counted under the first that applies: first the rows that repeat another row's
     # source (DR10: BRICK_PRIMARY; DUP; DESI: ZCAT_PRIMARY), then what cannot be read
     reasons: list[tuple[str, np.ndarray]] = []
@@ -328,15 +364,16 @@ def read_legacy_survey(path: str | Path, images: str | Path | None = None, *, st
         reasons.append(("ZWARN != 0 (DESI redshift warning)", zwarn != 0))
     if spectype is not None:
         reasons.append(("SPECTYPE not GALAXY", spectype != "GALAXY"))
-    if "z" in cols:    # a negative redshift is a star or a sentinel (-1, -99): the targets' width 0.01 (1 + z) is 0
-        reasons.append(("negative redshift (a star, or a sentinel such as -1)",
-                        np.asarray(cols["z"].filled(0.0), float) < 0))
+    if "z" in cols:  # a negative redshift is a star or a sentinel (-1, -99): the targets' width 0.01 (1 + z) is 0
+        reasons.append(
+            ("negative redshift (a star, or a sentinel such as -1)", np.asarray(cols["z"].filled(0.0), float) < 0)
+        )
     dropped = np.zeros(n, bool)
     rejected = {}
     ivar_rows = bad_ivar.copy()
     for why, bad in reasons:
         if why == "non-positive inverse variance":
-            ivar_rows = bad & ~dropped          # the rows this reason drops (per band in the reading)
+            ivar_rows = bad & ~dropped  # the rows this reason drops (per band in the reading)
         count = int((bad & ~dropped).sum())
         if count or why in ("masked or non-finite value", "non-positive inverse variance"):
             rejected[why] = count
@@ -346,23 +383,33 @@ def read_legacy_survey(path: str | Path, images: str | Path | None = None, *, st
     if not keep.any():
         raise DataValidationError(f"{path}: none of the {n} rows is usable ({rejected}).")
     if n_rej:
-        warnings.warn(f"{path}: dropped {n_rej} of {n} rows ({', '.join(f'{k}: {v}' for k, v in rejected.items() if v)})",
-                      stacklevel=2)
+        warnings.warn(
+            f"{path}: dropped {n_rej} of {n} rows ({', '.join(f'{k}: {v}' for k, v in rejected.items() if v)})",
+            stacklevel=2,
+        )
     flux = np.stack([np.asarray(cols[f"flux_{b}"].filled(np.nan)) for b in constants.BANDS], 1)
     ivar = np.stack([np.asarray(cols[f"flux_ivar_{b}"].filled(np.nan)) for b in constants.BANDS], 1)
-    bands_facts = {"catalogue": "g, r, i, z (" + ", ".join(LEGACY_COLUMNS[f"flux_{b}"][0] for b in constants.BANDS) + ")"}
+    bands_facts = {
+        "catalogue": "g, r, i, z (" + ", ".join(LEGACY_COLUMNS[f"flux_{b}"][0] for b in constants.BANDS) + ")"
+    }
     data = None
     if cube is not None:
-        bands_facts["cut-outs"] = (", ".join(cube.bands_found) + f" ({cube.bands_source})"
-                                   + ("; reordered to g, r, i, z" if cube.reordered else "")
-                                   + (f"; {cube.layout}" if cube.layout else ""))
-        bands_facts["pixel scale"] = (f"{cube.pixel_scale:.4g}\"/pixel ({cube.pixel_scale_source})" if cube.pixel_scale
-                                      else f"not in the header; {constants.PIXEL_SCALE_ARCSEC}\"/pixel assumed")
+        bands_facts["cut-outs"] = (
+            ", ".join(cube.bands_found)
+            + f" ({cube.bands_source})"
+            + ("; reordered to g, r, i, z" if cube.reordered else "")
+            + (f"; {cube.layout}" if cube.layout else "")
+        )
+        bands_facts["pixel scale"] = (
+            f'{cube.pixel_scale:.4g}"/pixel ({cube.pixel_scale_source})'
+            if cube.pixel_scale
+            else f'not in the header; {constants.PIXEL_SCALE_ARCSEC}"/pixel assumed'
+        )
         bands_facts.update(check_fluxes(cube.data[keep], flux[keep], ivar[keep], str(images)))
         data = cube.data[keep]
         if stamp is not None:
             data = _centre_crop(data, int(stamp), Path(images))
-    if mw is not None:          # Milky Way extinction: observed / transmission (and the cut-outs alike)
+    if mw is not None:  # Milky Way extinction: observed / transmission (and the cut-outs alike)
         trans = np.stack([np.asarray(mw[b].filled(np.nan)) for b in constants.BANDS], 1)
         for k, b in enumerate(constants.BANDS):
             cols[f"flux_{b}"] = np.ma.asarray(flux[:, k] / trans[:, k])
@@ -378,14 +425,23 @@ def read_legacy_survey(path: str | Path, images: str | Path | None = None, *, st
         cat[k] = vals * unit if unit is not None else vals
     identity = "+".join(ident) if ident else "row (no TARGETID or BRICKID + OBJID column)"
     if n_joined:
-        identity += f", and RA/DEC within {MATCH_RADIUS_ARCSEC:g}\" across RELEASEs"
-    meta = dict(source=str(path), images=str(images) if images is not None else "", n_rows=n, n_rejected=n_rej,
-                rejected=rejected, survey="Legacy Surveys DR10", pixel_scale_arcsec=constants.PIXEL_SCALE_ARCSEC,
-                dusty_av=SyntheticConfig.dusty_av, extended_arcsec=SyntheticConfig.extended_arcsec,
-                identity=identity, mw_corrected=mw is not None)
+        identity += f', and RA/DEC within {MATCH_RADIUS_ARCSEC:g}" across RELEASEs'
+    meta = dict(
+        source=str(path),
+        images=str(images) if images is not None else "",
+        n_rows=n,
+        n_rejected=n_rej,
+        rejected=rejected,
+        survey="Legacy Surveys DR10",
+        pixel_scale_arcsec=constants.PIXEL_SCALE_ARCSEC,
+        dusty_av=SyntheticConfig.dusty_av,
+        extended_arcsec=SyntheticConfig.extended_arcsec,
+        identity=identity,
+        mw_corrected=mw is not None,
+    )
     _fill_reading(reading, found, mw is not None, ident, zwarn is not None, spectype is not None, zerr, cube, images)
     desi = [c for c in DESI_COLUMNS if c in names]
-    if set(desi) - {"Z"}:                         # a Z alone is any redshift, not DESI's catalogue
+    if set(desi) - {"Z"}:  # a Z alone is any redshift, not DESI's catalogue
         reading.product += f" with DESI redshift catalogue columns ({', '.join(desi)})"
     if cube is not None:
         reading.product += f" and {len(cube.data)} cut-outs of {cube.data.shape[-2]}x{cube.data.shape[-1]} pixels"
@@ -398,39 +454,67 @@ def read_legacy_survey(path: str | Path, images: str | Path | None = None, *, st
     for b in constants.BANDS:
         zero = int((ivar_rows & ~(cols[f"flux_ivar_{b}"].filled(np.inf) > 0)).sum())
         if zero:
-            reading.fact("rows", f"dropped for FLUX_IVAR_{b.upper()} <= 0", f"{zero} (no measurement in {b}"
-                         + ("; DR10's i-band imaging covers part of the south only" if b == "i" else "") + ")")
+            reading.fact(
+                "rows",
+                f"dropped for FLUX_IVAR_{b.upper()} <= 0",
+                f"{zero} (no measurement in {b}"
+                + ("; DR10's i-band imaging covers part of the south only" if b == "i" else "")
+                + ")",
+            )
     if types is not None:
         kinds = {t: int(((types == t) & keep).sum()) for t in np.unique(types[keep])}
         reading.fact("rows", "TYPE (kept)", ", ".join(f"{t} {c}" for t, c in sorted(kinds.items())))
         if kinds.get("PSF"):
-            reading.note(f"{kinds['PSF']} kept rows are TYPE PSF (point sources: stars, quasars or compact galaxies)"
-                         + ("; SPECTYPE keeps only DESI galaxies" if spectype is not None else
-                            "; without a spectroscopic class (SPECTYPE) stars among them are not removed"))
+            reading.note(
+                f"{kinds['PSF']} kept rows are TYPE PSF (point sources: stars, quasars or compact galaxies)"
+                + (
+                    "; SPECTYPE keeps only DESI galaxies"
+                    if spectype is not None
+                    else "; without a spectroscopic class (SPECTYPE) stars among them are not removed"
+                )
+            )
     if n_psf_shape:
-        reading.fact("rows", "PSF shape", f"{n_psf_shape} TYPE PSF rows with a non-finite SHAPE_R/E1/E2 read as 0 "
-                     "(a point source; DR10 writes 0)")
+        reading.fact(
+            "rows",
+            "PSF shape",
+            f"{n_psf_shape} TYPE PSF rows with a non-finite SHAPE_R/E1/E2 read as 0 (a point source; DR10 writes 0)",
+        )
     reading.fact("rows", "objects", f"{len(np.unique(cat['object']))} by {identity}")
     if n_joined:
-        reading.fact("rows", "one source in two releases", f"{n_joined} rows of different RELEASE within "
-                     f"{MATCH_RADIUS_ARCSEC:g}\" of each other (DR10 south and north photometry of one galaxy) joined "
-                     "as one object")
-    reading.fact("rows", "duplicates", f"{dup_rows} rows share their object with another row ({dup_objects} objects); "
-                 "each object's rows are kept together on one side of the split" if dup_rows else "none")
+        reading.fact(
+            "rows",
+            "one source in two releases",
+            f"{n_joined} rows of different RELEASE within "
+            f'{MATCH_RADIUS_ARCSEC:g}" of each other (DR10 south and north photometry of one galaxy) joined '
+            "as one object",
+        )
+    reading.fact(
+        "rows",
+        "duplicates",
+        f"{dup_rows} rows share their object with another row ({dup_objects} objects); "
+        "each object's rows are kept together on one side of the split"
+        if dup_rows
+        else "none",
+    )
     for k, v in bands_facts.items():
         reading.fact("bands", k, v)
     if "z" not in cols:
-        reading.note("No redshift column (Z, REDSHIFT or Z_SPEC): `astro inspect` reads the catalogue, but the study "
-                     "needs one to train and score (e.g. DESI redshifts joined to the rows).")
+        reading.note(
+            "No redshift column (Z, REDSHIFT or Z_SPEC): `astro inspect` reads the catalogue, but the study "
+            "needs one to train and score (e.g. DESI redshifts joined to the rows)."
+        )
     if "a_v" not in cols:
-        reading.note("No attenuation column (A_V or AV): the study's dust populations, probes and bias need one "
-                     "(e.g. from the DESI FastSpecFit value-added catalogue).")
+        reading.note(
+            "No attenuation column (A_V or AV): the study's dust populations, probes and bias need one "
+            "(e.g. from the DESI FastSpecFit value-added catalogue)."
+        )
     meta["reading"] = reading
     return GalaxySample(cat, None if data is None else np.ascontiguousarray(data, np.float32), meta)
 
 
-def _fill_reading(reading: Reading, found: dict, mw: bool, ident: tuple, zwarn: bool, spectype: bool, zerr,
-                  cube, images) -> None:
+def _fill_reading(
+    reading: Reading, found: dict, mw: bool, ident: tuple, zwarn: bool, spectype: bool, zerr, cube, images
+) -> None:
     """The quantity rows of the reading: each column that served, its units as found and as used."""
     for k, (_, unit) in LEGACY_COLUMNS.items():
         name, tunit, conv = found[k]
@@ -441,13 +525,25 @@ def _fill_reading(reading: Reading, found: dict, mw: bool, ident: tuple, zwarn: 
         found_unit = tunit or (f"(none: {_unit_text(unit)} assumed)" if unit is not None else "")
         reading.add(k, name, "name", found_unit, _unit_text(unit), conv)
     if mw:
-        reading.add("milky_way_extinction", "MW_TRANSMISSION_G/R/I/Z", "name", "", "transmission",
-                    "fluxes" + (" and cut-outs" if cube is not None else "") + " divided by it, inverse variances "
-                    "multiplied by its square; the template photo-z takes E(B-V) = 0 (not corrected twice)")
+        reading.add(
+            "milky_way_extinction",
+            "MW_TRANSMISSION_G/R/I/Z",
+            "name",
+            "",
+            "transmission",
+            "fluxes" + (" and cut-outs" if cube is not None else "") + " divided by it, inverse variances "
+            "multiplied by its square; the template photo-z takes E(B-V) = 0 (not corrected twice)",
+        )
     else:
-        reading.add("milky_way_extinction", "EBV", "name", "mag", "mag",
-                    "fluxes not corrected (no MW_TRANSMISSION columns); the template photo-z attenuates its models by "
-                    "EBV (Fitzpatrick 1999, R_V = 3.1)")
+        reading.add(
+            "milky_way_extinction",
+            "EBV",
+            "name",
+            "mag",
+            "mag",
+            "fluxes not corrected (no MW_TRANSMISSION columns); the template photo-z attenuates its models by "
+            "EBV (Fitzpatrick 1999, R_V = 3.1)",
+        )
     for k, label in (("z", "redshift"), ("a_v", "a_v")):
         if k in found:
             name, tunit, conv = found[k]
@@ -460,13 +556,32 @@ def _fill_reading(reading: Reading, found: dict, mw: bool, ident: tuple, zwarn: 
         reading.add("redshift_warning", "ZWARN", "name", "", "", "rows with ZWARN != 0 dropped")
     if spectype:
         reading.add("spectral_type", "SPECTYPE", "name", "", "", "rows other than GALAXY dropped")
-    reading.add("identity", "+".join(ident) if ident else "", "name" if ident else "absent", "", "",
-                "the train/test split keeps each object's rows together" if ident else "each row its own object")
+    reading.add(
+        "identity",
+        "+".join(ident) if ident else "",
+        "name" if ident else "absent",
+        "",
+        "",
+        "the train/test split keeps each object's rows together" if ident else "each row its own object",
+    )
     if cube is not None:
-        reading.add("images", str(images), "option", cube.unit_found or "(none: nanomaggy assumed)",
-                    "nanomaggy per pixel", "; ".join(filter(None, [cube.conversion, "bands reordered to g, r, i, z"
-                                                                 if cube.reordered else "",
-                                                                 "/ MW_TRANSMISSION per band" if mw else ""])))
+        reading.add(
+            "images",
+            str(images),
+            "option",
+            cube.unit_found or "(none: nanomaggy assumed)",
+            "nanomaggy per pixel",
+            "; ".join(
+                filter(
+                    None,
+                    [
+                        cube.conversion,
+                        "bands reordered to g, r, i, z" if cube.reordered else "",
+                        "/ MW_TRANSMISSION per band" if mw else "",
+                    ],
+                )
+            ),
+        )
 
 
 #: TUNIT cards as DR10 sweep files spell them
@@ -487,8 +602,14 @@ def write_legacy_survey(path: str | Path, catalog: QTable) -> Path:
     if "z" in catalog.colnames:
         cols.append(fits.Column(name="Z", format="D", array=np.asarray(catalog["z"], float)))
     if "a_v" in catalog.colnames:
-        cols.append(fits.Column(name="AV", format="E", array=np.asarray(u.Quantity(catalog["a_v"]).to_value(u.mag),
-                                                                         np.float32), unit="mag"))
+        cols.append(
+            fits.Column(
+                name="AV",
+                format="E",
+                array=np.asarray(u.Quantity(catalog["a_v"]).to_value(u.mag), np.float32),
+                unit="mag",
+            )
+        )
     path.parent.mkdir(parents=True, exist_ok=True)
     fits.HDUList([fits.PrimaryHDU(), fits.BinTableHDU.from_columns(cols)]).writeto(path, overwrite=True)
     return path

@@ -41,8 +41,17 @@ from scimech.errors import DataValidationError, DimensionError, UnitsError
 
 from . import constants
 
-__all__ = ["Cube", "read_cube", "read_images", "parse_unit", "header_bands", "check_fluxes", "CUBE_FLUX_FACTOR", "MIN_SNR",
-           "MIN_CHECK_ROWS"]
+__all__ = [
+    "Cube",
+    "read_cube",
+    "read_images",
+    "parse_unit",
+    "header_bands",
+    "check_fluxes",
+    "CUBE_FLUX_FACTOR",
+    "MIN_SNR",
+    "MIN_CHECK_ROWS",
+]
 
 #: the cut-outs' summed flux may differ from the catalogue's by at most this factor (either way)
 CUBE_FLUX_FACTOR = 3.0
@@ -102,9 +111,18 @@ def parse_unit(text: str | None) -> u.UnitBase | None:
 
 def _singular(text: str) -> str:
     """``'arcseconds'`` -> ``'arcsec'``, ``'magnitudes'`` -> ``'mag'``, ``'nanomaggies'`` -> ``'nanomaggy'``."""
-    words = {"arcseconds": "arcsec", "arcsecond": "arcsec", "arcminutes": "arcmin", "arcminute": "arcmin",
-             "degrees": "deg", "degree": "deg", "magnitudes": "mag", "magnitude": "mag", "pixels": "pix",
-             "pixel": "pix"}
+    words = {
+        "arcseconds": "arcsec",
+        "arcsecond": "arcsec",
+        "arcminutes": "arcmin",
+        "arcminute": "arcmin",
+        "degrees": "deg",
+        "degree": "deg",
+        "magnitudes": "mag",
+        "magnitude": "mag",
+        "pixels": "pix",
+        "pixel": "pix",
+    }
     return re.sub(r"[a-z]+", lambda m: words.get(m.group(0), m.group(0)), text)
 
 
@@ -142,7 +160,7 @@ def _pixel_scale(header: fits.Header) -> tuple[float | None, str]:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FITSFixedWarning)
             w = WCS(header, naxis=[1, 2])
-        scales = proj_plane_pixel_scales(w) * 3600.0          # degrees -> arcsec
+        scales = proj_plane_pixel_scales(w) * 3600.0  # degrees -> arcsec
         return float(np.mean(scales)), "WCS (CD / CDELT, astropy.wcs)"
     return None, ""
 
@@ -166,17 +184,23 @@ def _per_band_hdus(hdul, path: Path) -> tuple[np.ndarray, fits.Header, list[str]
     bands = [_hdu_band(h) for h in hdus]
     if any(b is None for b in bands):
         unnamed = [h.name or "(no EXTNAME)" for h, b in zip(hdus, bands) if b is None]
-        raise DataValidationError(f"{path}: {len(hdus)} image HDUs of {hdus[0].data.shape} look like one band each, "
-                                  f"but {unnamed} name no band; give each a BAND card (BAND = 'g') or an EXTNAME "
-                                  "of its band, or stack them into one (N, 4, H, W) cube.")
+        raise DataValidationError(
+            f"{path}: {len(hdus)} image HDUs of {hdus[0].data.shape} look like one band each, "
+            f"but {unnamed} name no band; give each a BAND card (BAND = 'g') or an EXTNAME "
+            "of its band, or stack them into one (N, 4, H, W) cube."
+        )
     units = {str(h.header.get("BUNIT", "")).strip() for h in hdus}
     if len(units) > 1:
         raise UnitsError(f"{path}: the band HDUs carry different BUNIT cards {sorted(units)}; put them in one unit.")
     header = hdus[0].header.copy()
     header.pop("BANDS", None)
     cube = np.stack([np.asarray(h.data) for h in hdus], axis=1)
-    return cube, header, bands, "one image HDU per band (" + ", ".join(
-        f"{h.name or '?'}: {b}" for h, b in zip(hdus, bands)) + ")"
+    return (
+        cube,
+        header,
+        bands,
+        "one image HDU per band (" + ", ".join(f"{h.name or '?'}: {b}" for h, b in zip(hdus, bands)) + ")",
+    )
 
 
 def read_cube(path: str | Path) -> Cube:
@@ -214,43 +238,59 @@ def read_cube(path: str | Path) -> Cube:
                     header = hdu.header.copy()
     except (DataValidationError, UnitsError):
         raise
-    except (OSError, ValueError, EOFError, TypeError) as err:   # TypeError: astropy on a truncated file
-        raise DataValidationError(f"{path} is not a readable .npy or FITS image cube ({type(err).__name__}: "
-                                  f"{str(err)[:200]}).") from err
+    except (OSError, ValueError, EOFError, TypeError) as err:  # TypeError: astropy on a truncated file
+        raise DataValidationError(
+            f"{path} is not a readable .npy or FITS image cube ({type(err).__name__}: {str(err)[:200]})."
+        ) from err
     found = None
     if per_band is not None:
-        found, layout = (per_band[2], layout), ""        # the layout is the bands' source
+        found, layout = (per_band[2], layout), ""  # the layout is the bands' source
     elif header is not None and cube.ndim == 4:
         found = header_bands(header, cube.shape[1]) or header_bands(header, cube.shape[-1])
     n_bands = len(found[0]) if found is not None else len(constants.BANDS)
-    if cube.ndim == 4 and cube.shape[1] != n_bands and cube.shape[-1] == n_bands:     # channels last (N, H, W, bands)
+    if cube.ndim == 4 and cube.shape[1] != n_bands and cube.shape[-1] == n_bands:  # channels last (N, H, W, bands)
         cube = np.moveaxis(cube, -1, 1)
         layout = f"channels last {tuple(np.moveaxis(cube, 1, -1).shape)} read as (N, bands, H, W)"
     if cube.ndim != 4 or (found is None and cube.shape[1] != len(constants.BANDS)):
-        raise DimensionError(f"{path}: images have shape {cube.shape}; expected (N, 4, H, W) with the bands "
-                             f"{', '.join(constants.BANDS)} on axis 1 (one cut-out per catalogue row; channels "
-                             "last (N, H, W, 4) is read too).")
+        raise DimensionError(
+            f"{path}: images have shape {cube.shape}; expected (N, 4, H, W) with the bands "
+            f"{', '.join(constants.BANDS)} on axis 1 (one cut-out per catalogue row; channels "
+            "last (N, H, W, 4) is read too)."
+        )
     if found is None:
-        bands, source = list(constants.BANDS), ("assumed g, r, i, z: a .npy carries no header" if header is None else
-                                                "assumed g, r, i, z: the header names no bands (BANDS, BAND0..)")
+        bands, source = (
+            list(constants.BANDS),
+            (
+                "assumed g, r, i, z: a .npy carries no header"
+                if header is None
+                else "assumed g, r, i, z: the header names no bands (BANDS, BAND0..)"
+            ),
+        )
     else:
         bands, source = found
         if len(bands) != cube.shape[1]:
-            raise DimensionError(f"{path}: the header's {source} names {len(bands)} bands but the cube has "
-                                 f"{cube.shape[1]} on axis 1; fix the header or the cube.")
+            raise DimensionError(
+                f"{path}: the header's {source} names {len(bands)} bands but the cube has "
+                f"{cube.shape[1]} on axis 1; fix the header or the cube."
+            )
         lacking = [b for b in constants.BANDS if b not in bands]
         twice = sorted({b for b in bands if bands.count(b) > 1})
         if lacking or twice:
-            raise DataValidationError(f"{path}: the header's {source} gives the bands {bands}"
-                                      + (f", without {lacking}" if lacking else "") + (f", {twice} twice" if twice else "")
-                                      + "; the study needs one plane each of g, r, i, z: cut the cut-outs in "
-                                      "those bands (bands=griz).")
+            raise DataValidationError(
+                f"{path}: the header's {source} gives the bands {bands}"
+                + (f", without {lacking}" if lacking else "")
+                + (f", {twice} twice" if twice else "")
+                + "; the study needs one plane each of g, r, i, z: cut the cut-outs in "
+                "those bands (bands=griz)."
+            )
     unit = parse_unit(header.get("BUNIT")) if header is not None else None
     if isinstance(unit, u.UnrecognizedUnit):
-        raise UnitsError(f"{path}: BUNIT '{header.get('BUNIT')}' is not a unit astropy reads; set BUNIT = 'nanomaggy' "
-                         "(or 'maggy', 'Jy') or remove it (nanomaggies are then assumed and checked).")
+        raise UnitsError(
+            f"{path}: BUNIT '{header.get('BUNIT')}' is not a unit astropy reads; set BUNIT = 'nanomaggy' "
+            "(or 'maggy', 'Jy') or remove it (nanomaggies are then assumed and checked)."
+        )
     per_pixel = unit is not None and (unit * u.pix).is_equivalent(u.nmgy, equivalencies=AB_ZERO_POINT)
-    if per_pixel:                      # 'nanomaggy / pixel': the cube's own convention, said per pixel
+    if per_pixel:  # 'nanomaggy / pixel': the cube's own convention, said per pixel
         unit = unit * u.pix
     data = np.asarray(cube, np.float32)[:, [bands.index(b) for b in constants.BANDS]]
     conversion = ""
@@ -258,18 +298,30 @@ def read_cube(path: str | Path) -> Cube:
         try:
             factor = unit.to(u.nmgy, equivalencies=AB_ZERO_POINT)
         except u.UnitConversionError as err:
-            raise UnitsError(f"{path}: BUNIT {unit} does not convert to nanomaggies per pixel (1 nanomaggy = "
-                             "3.631e-6 Jy); fix BUNIT or convert the cube.") from err
+            raise UnitsError(
+                f"{path}: BUNIT {unit} does not convert to nanomaggies per pixel (1 nanomaggy = "
+                "3.631e-6 Jy); fix BUNIT or convert the cube."
+            ) from err
         if factor != 1:
             data = data * np.float32(factor)
             conversion = f"{str(header.get('BUNIT')).strip()} -> nanomaggy (x {factor:.6g})"
     scale, scale_source = _pixel_scale(header) if header is not None else (None, "")
     if scale is not None and abs(scale / constants.PIXEL_SCALE_ARCSEC - 1) > PIXEL_SCALE_TOLERANCE:
-        raise DataValidationError(f"{path}: the cut-outs are at {scale:.4g}\"/pixel ({scale_source}); the study's "
-                                  f"images are at the Legacy Survey's {constants.PIXEL_SCALE_ARCSEC}\"/pixel (the "
-                                  "stand-in's token grid and AION-1's codec assume it): cut them with pixscale=0.262.")
-    return Cube(data, tuple(bands), source, "" if unit is None else str(header.get("BUNIT")), conversion, scale,
-                scale_source, layout)
+        raise DataValidationError(
+            f"{path}: the cut-outs are at {scale:.4g}\"/pixel ({scale_source}); the study's "
+            f"images are at the Legacy Survey's {constants.PIXEL_SCALE_ARCSEC}\"/pixel (the "
+            "stand-in's token grid and AION-1's codec assume it): cut them with pixscale=0.262."
+        )
+    return Cube(
+        data,
+        tuple(bands),
+        source,
+        "" if unit is None else str(header.get("BUNIT")),
+        conversion,
+        scale,
+        scale_source,
+        layout,
+    )
 
 
 def read_images(path: str | Path) -> np.ndarray:
@@ -280,16 +332,20 @@ def read_images(path: str | Path) -> np.ndarray:
 
 def _likely_cause(ratio: float) -> str:
     """The unit mix-up a flux ratio (cut-out sum / catalogue flux) points to."""
-    for factor, cause in ((1e-9, "the cut-outs are in maggies (1 maggy = 1e9 nanomaggies): set BUNIT = 'maggy'"),
-                          (3.631e-6, "the cut-outs are in Jy (1 nanomaggy = 3.631e-6 Jy): set BUNIT = 'Jy'"),
-                          (3.631e-3, "the cut-outs are in mJy: set BUNIT = 'mJy'"),
-                          (3.631, "the cut-outs are in uJy: set BUNIT = 'uJy'")):
+    for factor, cause in (
+        (1e-9, "the cut-outs are in maggies (1 maggy = 1e9 nanomaggies): set BUNIT = 'maggy'"),
+        (3.631e-6, "the cut-outs are in Jy (1 nanomaggy = 3.631e-6 Jy): set BUNIT = 'Jy'"),
+        (3.631e-3, "the cut-outs are in mJy: set BUNIT = 'mJy'"),
+        (3.631, "the cut-outs are in uJy: set BUNIT = 'uJy'"),
+    ):
         for f, side in ((factor, ""), (1 / factor, " (or the catalogue's fluxes are)")):
             if abs(np.log10(ratio / f)) < 0.3:
                 return cause + side
-    return ("neither maggies (1e9) nor Jy (2.75e5): check the cube's units (BUNIT), its pixel scale (a sum over "
-            "pixels scales as the pixel area, 4x for 0.524\"/pixel), and that it holds whole galaxies in the "
-            "catalogue's rows")
+    return (
+        "neither maggies (1e9) nor Jy (2.75e5): check the cube's units (BUNIT), its pixel scale (a sum over "
+        'pixels scales as the pixel area, 4x for 0.524"/pixel), and that it holds whole galaxies in the '
+        "catalogue's rows"
+    )
 
 
 def check_fluxes(images: np.ndarray, flux: np.ndarray, ivar: np.ndarray, where: str) -> dict[str, str]:
@@ -324,34 +380,41 @@ def check_fluxes(images: np.ndarray, flux: np.ndarray, ivar: np.ndarray, where: 
         ok = np.isfinite(total).all(1) & (snr > MIN_SNR).all(1) & (total > 0).all(1)
     n = int(ok.sum())
     if n < MIN_CHECK_ROWS:
-        return {"flux cross-check": f"not made: {n} galaxies with S/N > {MIN_SNR:g} in every band "
-                                    f"(needs {MIN_CHECK_ROWS})"}
-    log_ratio = np.log(total[ok][:, :, None] / np.asarray(flux, float)[ok][:, None, :])   # (n, cube band, cat band)
+        return {
+            "flux cross-check": f"not made: {n} galaxies with S/N > {MIN_SNR:g} in every band (needs {MIN_CHECK_ROWS})"
+        }
+    log_ratio = np.log(total[ok][:, :, None] / np.asarray(flux, float)[ok][:, None, :])  # (n, cube band, cat band)
     centre = np.median(log_ratio, axis=0)
     scatter = np.median(np.abs(log_ratio - centre), axis=0)
     ratio = np.exp(np.diag(centre))
     from scipy.optimize import linear_sum_assignment
 
     _, best = linear_sum_assignment(scatter)
-    moved = np.flatnonzero(best != np.arange(len(bands)))       # the bands another order would explain better
+    moved = np.flatnonzero(best != np.arange(len(bands)))  # the bands another order would explain better
     if moved.size and scatter[moved, moved].sum() > BAND_ORDER_MARGIN * scatter[moved, best[moved]].sum():
         seen = ", ".join(bands[j] for j in best)
         raise DataValidationError(
             f"{where}: the cut-outs' bands follow the catalogue's {seen}, not g, r, i, z (median absolute deviation "
             f"of log(sum / flux) per band: {np.round(np.diag(scatter), 3).tolist()} as read, "
             f"{np.round(scatter[np.arange(len(bands)), best], 3).tolist()} as {seen}): put the planes in g, r, i, z "
-            f"order (cube[:, {np.argsort(best).tolist()}]) or name them in the FITS header (BANDS = 'griz').")
+            f"order (cube[:, {np.argsort(best).tolist()}]) or name them in the FITS header (BANDS = 'griz')."
+        )
     if np.median(np.diag(scatter)) > MAX_ROW_SCATTER:
         raise DataValidationError(
             f"{where}: the cut-outs do not follow the catalogue's fluxes row by row (median absolute deviation of "
             f"log(sum / flux) {np.round(np.diag(scatter), 2).tolist()}, {MAX_ROW_SCATTER} at most): give one cut-out "
-            "per catalogue row, in the catalogue's order.")
+            "per catalogue row, in the catalogue's order."
+        )
     for b, r in zip(bands, ratio):
         if not 1 / CUBE_FLUX_FACTOR <= r <= CUBE_FLUX_FACTOR:
             raise UnitsError(
                 f"{where}: the cut-outs' summed {b} flux is {r:.3g} x the catalogue's FLUX_{b.upper()} (median over {n} "
                 f"galaxies with S/N > {MIN_SNR:g}; allowed 1/{CUBE_FLUX_FACTOR:g}..{CUBE_FLUX_FACTOR:g}); likely "
-                f"cause: {_likely_cause(r)}.")
-    return {"flux cross-check": "cut-out sum / catalogue flux, median over " + f"{n} galaxies with S/N > {MIN_SNR:g}: "
-            + ", ".join(f"{b} {r:.3f}" for b, r in zip(bands, ratio))
-            + f" (allowed 1/{CUBE_FLUX_FACTOR:g}..{CUBE_FLUX_FACTOR:g}); band order confirmed by the fluxes"}
+                f"cause: {_likely_cause(r)}."
+            )
+    return {
+        "flux cross-check": "cut-out sum / catalogue flux, median over "
+        + f"{n} galaxies with S/N > {MIN_SNR:g}: "
+        + ", ".join(f"{b} {r:.3f}" for b, r in zip(bands, ratio))
+        + f" (allowed 1/{CUBE_FLUX_FACTOR:g}..{CUBE_FLUX_FACTOR:g}); band order confirmed by the fluxes"
+    }

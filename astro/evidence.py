@@ -41,9 +41,18 @@ class AstroEvidence:
     timings: dict[str, float] = field(default_factory=dict)
 
 
-def gather_evidence(adapter: AIONRedshift, train, test, *, n_bootstrap: int = 300, seed: int = 0,
-                    block: int | None = None, log=None, chunk_size: int | None = None,
-                    intervene: Callable[[int], xr.Dataset] | None = None) -> dict[str, xr.Dataset]:
+def gather_evidence(
+    adapter: AIONRedshift,
+    train,
+    test,
+    *,
+    n_bootstrap: int = 300,
+    seed: int = 0,
+    block: int | None = None,
+    log=None,
+    chunk_size: int | None = None,
+    intervene: Callable[[int], xr.Dataset] | None = None,
+) -> dict[str, xr.Dataset]:
     """All four steps; returns named datasets (``advantage``, ``layers``, ``head_probes``,
     ``radial``, ``interventions``, ``bias``, ``predictions``, and ``site_profile``: what the
     verbs of the head study assumed about the model, :mod:`astro.measures.assumptions`, where
@@ -67,8 +76,11 @@ def gather_evidence(adapter: AIONRedshift, train, test, *, n_bootstrap: int = 30
     say(f"head study in block {blk}")
     hp = head_probes(adapter, inp, blk, n_bootstrap=min(n_bootstrap, 200))
     rad = head_radial_structure(adapter, inp, blk)
-    raw = (intervention_chunks(adapter, inp, blk, seed=seed, chunk_size=chunk_size) if intervene is None
-           else intervene(blk))
+    raw = (
+        intervention_chunks(adapter, inp, blk, seed=seed, chunk_size=chunk_size)
+        if intervene is None
+        else intervene(blk)
+    )
     iv = summarise_interventions(raw, inp.z, inp.populations, n_bootstrap=n_bootstrap, seed=seed)
     site_profile = site_profile_dataset(raw)
     iv.attrs.update(planted_attrs(adapter))
@@ -76,11 +88,21 @@ def gather_evidence(adapter: AIONRedshift, train, test, *, n_bootstrap: int = 30
     for h in range(adapter.num_heads):
         bias_preds[f"multimodal_ablate_h{h}"] = iv["z_ablated"].sel(intervention="resample", head=h).values
     bias = attenuation_bias(inp.z, inp.a_v, inp.colours, bias_preds, inp.populations, seed=seed)
-    pred_ds = xr.Dataset({k: ("sample", v) for k, v in preds.items()} | {"z_true": ("sample", inp.z),
-                         "a_v": ("sample", inp.a_v)} | {f"pop_{k}": ("sample", v) for k, v in inp.populations.items()},
-                         attrs={"description": "redshift predictions on the test set"})
-    res = {"advantage": adv, "layers": layers, "head_probes": hp, "radial": rad, "interventions": iv,
-           "bias": bias, "predictions": pred_ds}
+    pred_ds = xr.Dataset(
+        {k: ("sample", v) for k, v in preds.items()}
+        | {"z_true": ("sample", inp.z), "a_v": ("sample", inp.a_v)}
+        | {f"pop_{k}": ("sample", v) for k, v in inp.populations.items()},
+        attrs={"description": "redshift predictions on the test set"},
+    )
+    res = {
+        "advantage": adv,
+        "layers": layers,
+        "head_probes": hp,
+        "radial": rad,
+        "interventions": iv,
+        "bias": bias,
+        "predictions": pred_ds,
+    }
     return res if site_profile is None else res | {"site_profile": site_profile}
 
 
@@ -91,6 +113,11 @@ def planted_attrs(adapter: AIONRedshift) -> dict[str, Any]:
     if truth is None:
         return {"planted": 0}
     t = truth()
-    return {"planted": 1, "planted_block": int(t["block"]), "planted_image_head": int(t["image_head"]),
-            "planted_inert_head": int(t["inert_colour_head"]), "planted_image_truth": t["image_head_truth"],
-            "planted_inert_truth": t["inert_head_truth"]}
+    return {
+        "planted": 1,
+        "planted_block": int(t["block"]),
+        "planted_image_head": int(t["image_head"]),
+        "planted_inert_head": int(t["inert_colour_head"]),
+        "planted_image_truth": t["image_head_truth"],
+        "planted_inert_truth": t["inert_head_truth"],
+    }

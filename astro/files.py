@@ -18,8 +18,7 @@ from .synthetic import GalaxySample
 __all__ = ["load_sample", "save_sample", "load_adapter", "save_study", "load_study", "STUDY_NAMES", "OPTIONAL_NAMES"]
 
 #: the parts of a study's results, one ``<name>.nc`` each (:func:`save_study`)
-STUDY_NAMES = ("advantage", "layers", "head_probes", "radial", "interventions", "bias", "predictions",
-               "site_profile")
+STUDY_NAMES = ("advantage", "layers", "head_probes", "radial", "interventions", "bias", "predictions", "site_profile")
 #: parts a study folder may lack (its intervention units saved before they were recorded): loaded where present
 OPTIONAL_NAMES = ("site_profile",)
 
@@ -37,8 +36,9 @@ def save_sample(sample: GalaxySample, path: str | Path) -> Path:
     return sample.to_zarr(path) if path.suffix == ".zarr" else sample.to_fits(path)
 
 
-def load_adapter(folder: str | Path, image_tokenizer: str | Path | None = None, *,
-                 device: str = "cpu", dtype: str = "float32") -> AIONRedshift:
+def load_adapter(
+    folder: str | Path, image_tokenizer: str | Path | None = None, *, device: str = "cpu", dtype: str = "float32"
+) -> AIONRedshift:
     """:class:`~astro.models.aion.AIONRedshift` from a stand-in or AION-1 checkpoint folder, on ``device``,
     its transformer in ``dtype`` (:data:`astro.models.aion.DTYPES`).
 
@@ -48,8 +48,10 @@ def load_adapter(folder: str | Path, image_tokenizer: str | Path | None = None, 
     folder = Path(folder)
     tok_path = Path(image_tokenizer) if image_tokenizer else folder / "image_tokenizer.npz"
     if image_tokenizer and not tok_path.is_file():
-        raise ConfigError(f"--image-tokenizer {tok_path} does not exist; give the image_tokenizer.npz written "
-                          "by `scimech astro train`, or leave it out to use the checkpoint's own.")
+        raise ConfigError(
+            f"--image-tokenizer {tok_path} does not exist; give the image_tokenizer.npz written "
+            "by `scimech astro train`, or leave it out to use the checkpoint's own."
+        )
     tok = standin.PatchTokenizer.load(tok_path) if tok_path.is_file() else None
     return AIONRedshift.from_folder(folder, image_tokenizer=tok, device=device, dtype=dtype)
 
@@ -66,5 +68,6 @@ def load_study(out: Path) -> dict[str, xr.Dataset]:
     """The parts written by :func:`save_study` (``CheckpointError`` naming a missing one; those of
     :data:`OPTIONAL_NAMES` where present)."""
     out = Path(out)
-    return {n: results.load(out / f"{n}.nc") for n in STUDY_NAMES
-            if n not in OPTIONAL_NAMES or (out / f"{n}.nc").exists()}
+    return {
+        n: results.load(out / f"{n}.nc") for n in STUDY_NAMES if n not in OPTIONAL_NAMES or (out / f"{n}.nc").exists()
+    }

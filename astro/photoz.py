@@ -28,8 +28,19 @@ from scimech.errors import DataValidationError
 
 from . import constants, synthetic
 
-__all__ = ["dz", "bias", "sigma_nmad", "outlier_fraction", "photoz_metrics", "metrics_table",
-           "colour_features", "flux_matrix", "TemplatePhotoZ", "ColourPhotoZ", "METRICS"]
+__all__ = [
+    "dz",
+    "bias",
+    "sigma_nmad",
+    "outlier_fraction",
+    "photoz_metrics",
+    "metrics_table",
+    "colour_features",
+    "flux_matrix",
+    "TemplatePhotoZ",
+    "ColourPhotoZ",
+    "METRICS",
+]
 
 
 # ---------------------------------------------------------------- metrics
@@ -77,8 +88,15 @@ def photoz_metrics(z_true, z_pred) -> dict[str, float]:
     return {k: float(f(zt, zp)) for k, f in METRICS.items()}
 
 
-def metrics_table(z_true, predictions: Mapping[str, np.ndarray], masks: Mapping[str, np.ndarray], *,
-                  n_bootstrap: int = 500, seed: int = 0, method: str = "percentile") -> xr.Dataset:
+def metrics_table(
+    z_true,
+    predictions: Mapping[str, np.ndarray],
+    masks: Mapping[str, np.ndarray],
+    *,
+    n_bootstrap: int = 500,
+    seed: int = 0,
+    method: str = "percentile",
+) -> xr.Dataset:
     """Metrics per prediction (``mode``) and population, with bootstrap intervals.
 
     Returns
@@ -101,16 +119,31 @@ def metrics_table(z_true, predictions: Mapping[str, np.ndarray], masks: Mapping[
             for k, name in enumerate(mets):
                 f = METRICS[name]
                 val[i, j, k], lo[i, j, k], hi[i, j, k] = bootstrap_ci(
-                    (zt[sel], zp[sel]), lambda a, b, axis=-1, f=f: f(a, b, axis=axis),
-                    n_resamples=n_bootstrap, seed=seed, paired=True, method=method)
+                    (zt[sel], zp[sel]),
+                    lambda a, b, axis=-1, f=f: f(a, b, axis=axis),
+                    n_resamples=n_bootstrap,
+                    seed=seed,
+                    paired=True,
+                    method=method,
+                )
     coords = dict(mode=modes, population=pops, metric=mets)
-    ds = xr.Dataset({"value": (("mode", "population", "metric"), val),
-                     "ci_low": (("mode", "population", "metric"), lo),
-                     "ci_high": (("mode", "population", "metric"), hi),
-                     "n": ("population", counts)}, coords=coords)
-    ds.attrs.update(description="photo-z metrics with paired bootstrap intervals",
-                    units="dimensionless", n_bootstrap=n_bootstrap, seed=seed, ci_method=method,
-                    outlier_threshold=constants.PHOTOZ_OUTLIER_DZ)
+    ds = xr.Dataset(
+        {
+            "value": (("mode", "population", "metric"), val),
+            "ci_low": (("mode", "population", "metric"), lo),
+            "ci_high": (("mode", "population", "metric"), hi),
+            "n": ("population", counts),
+        },
+        coords=coords,
+    )
+    ds.attrs.update(
+        description="photo-z metrics with paired bootstrap intervals",
+        units="dimensionless",
+        n_bootstrap=n_bootstrap,
+        seed=seed,
+        ci_method=method,
+        outlier_threshold=constants.PHOTOZ_OUTLIER_DZ,
+    )
     return ds
 
 
@@ -121,8 +154,9 @@ def flux_matrix(catalog, kind: str = "flux") -> tuple[np.ndarray, np.ndarray]:
         f = np.stack([u.Quantity(catalog[f"{kind}_{b}"]).to_value(u.nmgy) for b in constants.BANDS], 1)
         iv = np.stack([u.Quantity(catalog[f"flux_ivar_{b}"]).to_value(u.nmgy**-2) for b in constants.BANDS], 1)
     except KeyError as e:
-        raise DataValidationError(f"catalogue lacks column {e}; need {kind}_g..z and flux_ivar_g..z "
-                                  "(nanomaggies).") from None
+        raise DataValidationError(
+            f"catalogue lacks column {e}; need {kind}_g..z and flux_ivar_g..z (nanomaggies)."
+        ) from None
     return f, iv
 
 
@@ -167,8 +201,13 @@ class TemplatePhotoZ(BaseEstimator):
     DECam effective wavelengths when ``ebv_mw`` [mag] is given.
     """
 
-    def __init__(self, z_grid=None, a_v_grid=(0.0,), floor: float = 0.02,
-                 abs_mag_prior: tuple[float, float] | None = (-21.0, 1.0)):
+    def __init__(
+        self,
+        z_grid=None,
+        a_v_grid=(0.0,),
+        floor: float = 0.02,
+        abs_mag_prior: tuple[float, float] | None = (-21.0, 1.0),
+    ):
         self.z_grid = z_grid
         self.a_v_grid = a_v_grid
         self.floor = floor
@@ -204,7 +243,7 @@ class TemplatePhotoZ(BaseEstimator):
         w = 1.0 / np.sqrt(var)
         mw = None
         if ebv_mw is not None:
-            lam = np.array([5000., 6500., 7800., 9200.])  # DECam effective wavelengths [A]
+            lam = np.array([5000.0, 6500.0, 7800.0, 9200.0])  # DECam effective wavelengths [A]
             mw = 10 ** (-0.4 * np.asarray(ebv_mw, float)[:, None] * synthetic.milky_way_k(lam)[None])
         nz, nav = self.models_.shape[:2]
         out = np.full((f.shape[0], nz), np.inf)
@@ -237,7 +276,7 @@ class TemplatePhotoZ(BaseEstimator):
         zbest = zs[i].astype(float)
         inner = (i > 0) & (i < zs.size - 1)
         for j in np.flatnonzero(inner):
-            c0, c1, c2 = chi[j, i[j] - 1:i[j] + 2]
+            c0, c1, c2 = chi[j, i[j] - 1 : i[j] + 2]
             den = c0 - 2 * c1 + c2
             if den > 0:
                 step = zs[i[j] + 1] - zs[i[j]]

@@ -27,8 +27,22 @@ import numpy as np
 from scimech.errors import ConfigError
 from scimech.studies.contract import Plan
 
-__all__ = ["QUICK", "MEDIUM", "FULL", "SIZES", "SIZE_KEYS", "DEFAULT_WORLD", "IMAGE_FEATURES", "STANDIN_STAMP",
-           "StudySettings", "resolve_settings", "check_sizes", "data_files", "settings_from_args", "plan_of"]
+__all__ = [
+    "QUICK",
+    "MEDIUM",
+    "FULL",
+    "SIZES",
+    "SIZE_KEYS",
+    "DEFAULT_WORLD",
+    "IMAGE_FEATURES",
+    "STANDIN_STAMP",
+    "StudySettings",
+    "resolve_settings",
+    "check_sizes",
+    "data_files",
+    "settings_from_args",
+    "plan_of",
+]
 
 #: sizes of the quick (demo/test), medium and full runs; ``chunk_size``: test galaxies per intervention unit
 QUICK = dict(n_train=1600, n_test=600, epochs=40, batch_size=64, n_bootstrap=200, chunk_size=150)
@@ -106,9 +120,11 @@ def data_files(data: str | Path, images: str | Path | None = None) -> tuple[Path
         return data, None if images is None else Path(images)
     found = [data / n for n in DATA_CATALOG_NAMES if (data / n).is_file()]
     if not found:
-        raise ConfigError(f"--data {data} is a folder without a catalogue; put your Legacy Survey catalogue there "
-                          f"as {' or '.join(DATA_CATALOG_NAMES)} (cut-outs as {' or '.join(DATA_IMAGE_NAMES)}), "
-                          "or give the catalogue file itself.")
+        raise ConfigError(
+            f"--data {data} is a folder without a catalogue; put your Legacy Survey catalogue there "
+            f"as {' or '.join(DATA_CATALOG_NAMES)} (cut-outs as {' or '.join(DATA_IMAGE_NAMES)}), "
+            "or give the catalogue file itself."
+        )
     if images is None:
         images = next((data / n for n in DATA_IMAGE_NAMES if (data / n).is_file()), None)
     return found[0], None if images is None else Path(images)
@@ -118,24 +134,39 @@ def _source(model, train, test, catalog, images) -> str:
     given = [x is not None for x in (model, train, test)]
     if catalog is not None:
         if train is not None or test is not None:
-            raise ConfigError("--data (a catalogue) replaces --train and --test (its rows are split into both); "
-                              "give one or the other.")
+            raise ConfigError(
+                "--data (a catalogue) replaces --train and --test (its rows are split into both); "
+                "give one or the other."
+            )
         return "catalog"
     if images is not None:
         raise ConfigError("--images goes with --data (one cut-out per catalogue row).")
     if any(given) and not all(given):
-        raise ConfigError("give all of --model, --train and --test (an existing study), or none of them "
-                          "(synthesise and train here).")
+        raise ConfigError(
+            "give all of --model, --train and --test (an existing study), or none of them (synthesise and train here)."
+        )
     return "given" if all(given) else "synthetic"
 
 
-def resolve_settings(out: str | Path, *, sizes: Mapping[str, Any] | None = None, seed: int = 0,
-                     model: str | Path | None = None, train: str | Path | None = None,
-                     test: str | Path | None = None, image_tokenizer: str | Path | None = None,
-                     block: int | None = None, catalog: str | Path | None = None, images: str | Path | None = None,
-                     test_fraction: float = 0.25, world: str | None = None, planted: bool = False,
-                     image_features: str | None = None, device: str = "cpu",
-                     dtype: str = "float32") -> StudySettings:
+def resolve_settings(
+    out: str | Path,
+    *,
+    sizes: Mapping[str, Any] | None = None,
+    seed: int = 0,
+    model: str | Path | None = None,
+    train: str | Path | None = None,
+    test: str | Path | None = None,
+    image_tokenizer: str | Path | None = None,
+    block: int | None = None,
+    catalog: str | Path | None = None,
+    images: str | Path | None = None,
+    test_fraction: float = 0.25,
+    world: str | None = None,
+    planted: bool = False,
+    image_features: str | None = None,
+    device: str = "cpu",
+    dtype: str = "float32",
+) -> StudySettings:
     """Check the options of a study and resolve them into :class:`StudySettings`; reads no data.
 
     The parameters are those of :func:`astro.run.run_resumable_study`. Raises ``ConfigError``
@@ -144,14 +175,16 @@ def resolve_settings(out: str | Path, *, sizes: Mapping[str, Any] | None = None,
     """
     out = Path(out)
     sz = check_sizes(sizes)
-    if dtype != "float32":                                # unknown, or half precision the device lacks
+    if dtype != "float32":  # unknown, or half precision the device lacks
         from .models.aion import check_dtype  # lazy: torch and aion
 
         check_dtype(dtype, device)
     source = _source(model, train, test, catalog, images)
     if source != "synthetic" and (planted or world):
-        raise ConfigError("--world and --planted shape a synthetic run; a catalogue or an existing study "
-                          "(--model/--train/--test) brings its own galaxies.")
+        raise ConfigError(
+            "--world and --planted shape a synthetic run; a catalogue or an existing study "
+            "(--model/--train/--test) brings its own galaxies."
+        )
     if source == "given" and image_features:
         raise ConfigError("--image-features shapes the stand-in trained here; an existing study brings its model.")
     # lazy: astro.synthetic pulls astropy and scipy (about 2 s), and the parser of every `scimech`
@@ -159,13 +192,20 @@ def resolve_settings(out: str | Path, *, sizes: Mapping[str, Any] | None = None,
     from .synthetic import world_config
 
     world = world or DEFAULT_WORLD
-    world_config(world)                                   # an unknown world fails before anything runs
+    world_config(world)  # an unknown world fails before anything runs
     feats = image_features or (IMAGE_FEATURES.get(world, "bands") if source == "synthetic" else "bands")
     if feats not in ("bands", "colours"):
         raise ConfigError(f"image_features must be 'bands' or 'colours'; got {feats!r}.")
-    record = dict(sz, seed=int(seed), source=source, image_tokenizer=str(image_tokenizer) if image_tokenizer else None,
-                  world=world if source == "synthetic" else None, planted=bool(planted), image_features=feats,
-                  dtype=dtype)
+    record = dict(
+        sz,
+        seed=int(seed),
+        source=source,
+        image_tokenizer=str(image_tokenizer) if image_tokenizer else None,
+        world=world if source == "synthetic" else None,
+        planted=bool(planted),
+        image_features=feats,
+        dtype=dtype,
+    )
     paths: dict[str, Path | None] = {}
     if source == "catalog":
         if not 0 < test_fraction < 1:
@@ -173,19 +213,49 @@ def resolve_settings(out: str | Path, *, sizes: Mapping[str, Any] | None = None,
         for f in (catalog, images, model):
             if f is not None and not Path(f).exists():
                 raise FileNotFoundError(f"No file or folder at {f}.")
-        paths = dict(catalog=Path(catalog).resolve(), images=Path(images).resolve() if images else None,
-                     model=Path(model).resolve() if model is not None else None)
-        record.update(catalog=str(paths["catalog"]), images=str(paths["images"]) if images else None,
-                      test_fraction=float(test_fraction), n_train=None, n_test=None,
-                      model=str(paths["model"]) if model is not None else None)
+        paths = dict(
+            catalog=Path(catalog).resolve(),
+            images=Path(images).resolve() if images else None,
+            model=Path(model).resolve() if model is not None else None,
+        )
+        record.update(
+            catalog=str(paths["catalog"]),
+            images=str(paths["images"]) if images else None,
+            test_fraction=float(test_fraction),
+            n_train=None,
+            n_test=None,
+            model=str(paths["model"]) if model is not None else None,
+        )
     if source == "given":
         paths = dict(model=Path(model).resolve(), train=Path(train).resolve(), test=Path(test).resolve())
-        record.update(model=str(paths["model"]), train=str(paths["train"]), test=str(paths["test"]), n_train=None,
-                      n_test=None, epochs=None, batch_size=None, world=None, planted=None, image_features=None)
-    return StudySettings(out=out, source=source, sizes=sz, seed=int(seed), record=record,
-                         world=world if source == "synthetic" else None, planted=bool(planted), image_features=feats,
-                         test_fraction=float(test_fraction), block=block, device=device, dtype=dtype,
-                         image_tokenizer=Path(image_tokenizer).resolve() if image_tokenizer else None, **paths)
+        record.update(
+            model=str(paths["model"]),
+            train=str(paths["train"]),
+            test=str(paths["test"]),
+            n_train=None,
+            n_test=None,
+            epochs=None,
+            batch_size=None,
+            world=None,
+            planted=None,
+            image_features=None,
+        )
+    return StudySettings(
+        out=out,
+        source=source,
+        sizes=sz,
+        seed=int(seed),
+        record=record,
+        world=world if source == "synthetic" else None,
+        planted=bool(planted),
+        image_features=feats,
+        test_fraction=float(test_fraction),
+        block=block,
+        device=device,
+        dtype=dtype,
+        image_tokenizer=Path(image_tokenizer).resolve() if image_tokenizer else None,
+        **paths,
+    )
 
 
 #: bench/RESULTS.md (astro, `python -m bench.bench_astro`): the four head interventions of one block cost
@@ -199,22 +269,40 @@ def settings_from_args(args: argparse.Namespace) -> StudySettings:
     sizes = dict(SIZES[args.size])
     sizes.update({k: getattr(args, k) for k in SIZE_KEYS if getattr(args, k, None) is not None})
     catalog, images = data_files(args.data, args.images) if args.data is not None else (None, args.images)
-    return resolve_settings(args.out, sizes=sizes, seed=args.seed, model=args.model, train=args.train, test=args.test,
-                            image_tokenizer=args.image_tokenizer, block=args.block, catalog=catalog, images=images,
-                            test_fraction=args.test_fraction, world=args.world, planted=args.planted,
-                            image_features=args.image_features, device=args.device,
-                            dtype=getattr(args, "dtype", "float32"))
+    return resolve_settings(
+        args.out,
+        sizes=sizes,
+        seed=args.seed,
+        model=args.model,
+        train=args.train,
+        test=args.test,
+        image_tokenizer=args.image_tokenizer,
+        block=args.block,
+        catalog=catalog,
+        images=images,
+        test_fraction=args.test_fraction,
+        world=args.world,
+        planted=args.planted,
+        image_features=args.image_features,
+        device=args.device,
+        dtype=getattr(args, "dtype", "float32"),
+    )
 
 
 def plan_of(settings: StudySettings, size: str | None = None) -> Plan:
     """The :class:`~scimech.studies.contract.Plan` of resolved settings: the intervention units over the test galaxies."""
     s, sz = settings, settings.sizes
     if s.source == "catalog":
-        sizes = {"galaxies": f"the catalogue {s.catalog}" + (f" with cut-outs {s.images}" if s.images else "")
-                 + f", {s.test_fraction:.0%} of its objects held out for testing"}
+        sizes = {
+            "galaxies": f"the catalogue {s.catalog}"
+            + (f" with cut-outs {s.images}" if s.images else "")
+            + f", {s.test_fraction:.0%} of its objects held out for testing"
+        }
     elif s.source == "synthetic":
-        sizes = {"galaxies": f"synthetic, {sz['n_train']} training and {sz['n_test']} test, world {s.world}"
-                             + (" (planted stand-in)" if s.planted else "")}
+        sizes = {
+            "galaxies": f"synthetic, {sz['n_train']} training and {sz['n_test']} test, world {s.world}"
+            + (" (planted stand-in)" if s.planted else "")
+        }
     else:
         sizes = {"model": str(s.model), "training galaxies": str(s.train), "test galaxies": str(s.test)}
     if s.trains_standin:
@@ -227,8 +315,17 @@ def plan_of(settings: StudySettings, size: str | None = None) -> Plan:
     sizes["dtype"] = s.dtype
     chunk = sz["chunk_size"]
     n_test = sz["n_test"] if s.source == "synthetic" else None
-    units = ([f"galaxies {i}-{min(i + chunk, n_test) - 1}" for i in range(0, n_test, chunk)] if n_test
-             else [f"{chunk} test galaxies per unit (count known once the data are read)"])
-    return Plan("astro study", units, sizes, _BENCH_MS_PER_GALAXY * chunk / 1000 if n_test else None,
-                "head interventions only, from bench/RESULTS.md's 14 ms per galaxy; training not included",
-                str(s.out), settings=s)
+    units = (
+        [f"galaxies {i}-{min(i + chunk, n_test) - 1}" for i in range(0, n_test, chunk)]
+        if n_test
+        else [f"{chunk} test galaxies per unit (count known once the data are read)"]
+    )
+    return Plan(
+        "astro study",
+        units,
+        sizes,
+        _BENCH_MS_PER_GALAXY * chunk / 1000 if n_test else None,
+        "head interventions only, from bench/RESULTS.md's 14 ms per galaxy; training not included",
+        str(s.out),
+        settings=s,
+    )

@@ -75,22 +75,45 @@ def head_heatmap(hp: xr.Dataset, iv: xr.Dataset | None = None, population: str =
     """
     heads = hp["head"].values
     r2 = hp["score"].transpose("head", "target").values
-    panels = [dict(data=r2, labels=[str(t) for t in hp.target.values], xlabel="probe target",
-                   title="Probe R2 (multimodal run)", cmap="viridis", lims=_lims(r2),
-                   norm=None, cbar="probe R2 (cross-validated)\n1: perfect, <= 0: no signal")]
+    panels = [
+        dict(
+            data=r2,
+            labels=[str(t) for t in hp.target.values],
+            xlabel="probe target",
+            title="Probe R2 (multimodal run)",
+            cmap="viridis",
+            lims=_lims(r2),
+            norm=None,
+            cbar="probe R2 (cross-validated)\n1: perfect, <= 0: no signal",
+        )
+    ]
     if iv is not None:
         left = iv["advantage_left"].sel(population=population).transpose("head", "intervention").values
         effect = 1.0 - left
         half = np.nanmax(np.abs(effect)) if np.isfinite(effect).any() else 0.0
         half = half if half > 0 else 1.0
-        panels.append(dict(data=effect, labels=[str(m) for m in iv.intervention.values], xlabel="intervention",
-                           title=f"Intervention effect ({population} galaxies)", cmap="RdBu_r", lims=(-half, half),
-                           norm=mcolors.SymLogNorm(linthresh=1.0, linscale=1.0, vmin=-half, vmax=half),
-                           cbar=f"share of the {population} advantage lost\n0: no effect, 1: all of it"))
+        panels.append(
+            dict(
+                data=effect,
+                labels=[str(m) for m in iv.intervention.values],
+                xlabel="intervention",
+                title=f"Intervention effect ({population} galaxies)",
+                cmap="RdBu_r",
+                lims=(-half, half),
+                norm=mcolors.SymLogNorm(linthresh=1.0, linscale=1.0, vmin=-half, vmax=half),
+                cbar=f"share of the {population} advantage lost\n0: no effect, 1: all of it",
+            )
+        )
     widths = [max(p["data"].shape[1], 2) for p in panels]
-    fig, axes = plt.subplots(1, len(panels), figsize=(2.2 + 0.75 * sum(widths) + 1.6 * len(panels),
-                                                      max(3.2, 1.4 + 0.45 * len(heads))),
-                             sharey=True, width_ratios=widths, layout="constrained", squeeze=False)
+    fig, axes = plt.subplots(
+        1,
+        len(panels),
+        figsize=(2.2 + 0.75 * sum(widths) + 1.6 * len(panels), max(3.2, 1.4 + 0.45 * len(heads))),
+        sharey=True,
+        width_ratios=widths,
+        layout="constrained",
+        squeeze=False,
+    )
     for ax, p in zip(axes[0], panels):
         cmap = plt.get_cmap(p["cmap"]).with_extremes(bad="0.85")
         lims = dict(vmin=p["lims"][0], vmax=p["lims"][1]) if p["norm"] is None else dict(norm=p["norm"])
@@ -100,14 +123,24 @@ def head_heatmap(hp: xr.Dataset, iv: xr.Dataset | None = None, population: str =
         for (i, j), v in np.ndenumerate(p["data"]):
             rgb = np.asarray(im.cmap(im.norm(v))[:3]) if np.isfinite(v) else np.ones(3)
             dark = float(rgb @ [0.299, 0.587, 0.114]) < 0.5
-            ax.text(j, i, f"{v:.2f}" if np.isfinite(v) else "n/a", ha="center", va="center", fontsize=7,
-                    color="w" if dark else "k")
+            ax.text(
+                j,
+                i,
+                f"{v:.2f}" if np.isfinite(v) else "n/a",
+                ha="center",
+                va="center",
+                fontsize=7,
+                color="w" if dark else "k",
+            )
         cbar = fig.colorbar(im, ax=ax, label=p["cbar"], shrink=0.9)
         if p["norm"] is not None:  # plain numbers, not powers of ten, on the symmetric-log bar
             half = p["lims"][1]
             inner = min(half, 1.0)
-            ticks = [t for t in mticker.MaxNLocator(4, symmetric=True).tick_values(-inner, inner)
-                     if abs(t) <= inner * (1 + 1e-9)]
+            ticks = [
+                t
+                for t in mticker.MaxNLocator(4, symmetric=True).tick_values(-inner, inner)
+                if abs(t) <= inner * (1 + 1e-9)
+            ]
             cbar.set_ticks(sorted(set(ticks) | ({-half, half} if half > 1.25 else set())))
             cbar.ax.yaxis.set_major_formatter(mticker.FuncFormatter(lambda v, _: f"{v:.2g}"))
             cbar.ax.yaxis.set_minor_locator(mticker.NullLocator())

@@ -27,15 +27,24 @@ def galaxies_text(settings: StudySettings) -> str | None:
     s = settings
     if s.source != "catalog":
         return None
-    return (f"Galaxies: the Legacy Survey catalogue {s.catalog}"
-            + (f" with the cut-outs {s.images}" if s.images else " (photometry only)")
-            + f", its objects split at random (seed {s.seed}) into training and {s.test_fraction:.0%} test galaxies, "
-            + "each object's rows on one side; "
-            + (f"model {s.model}." if s.model else "a stand-in `aion.AION` trained on the training rows."))
+    return (
+        f"Galaxies: the Legacy Survey catalogue {s.catalog}"
+        + (f" with the cut-outs {s.images}" if s.images else " (photometry only)")
+        + f", its objects split at random (seed {s.seed}) into training and {s.test_fraction:.0%} test galaxies, "
+        + "each object's rows on one side; "
+        + (f"model {s.model}." if s.model else "a stand-in `aion.AION` trained on the training rows.")
+    )
 
 
-def write_report(res: dict, out: Path, *, title: str = "AION-1 redshift head analysis (stand-in)",
-                 timings: dict | None = None, galaxies: str | None = None, reading: Reading | None = None) -> Path:
+def write_report(
+    res: dict,
+    out: Path,
+    *,
+    title: str = "AION-1 redshift head analysis (stand-in)",
+    timings: dict | None = None,
+    galaxies: str | None = None,
+    reading: Reading | None = None,
+) -> Path:
     """Figures, tables, the plain list of which findings reproduce, and (for a planted stand-in)
     the planted truth against what the study found.
 
@@ -47,60 +56,117 @@ def write_report(res: dict, out: Path, *, title: str = "AION-1 redshift head ana
     rep = Report(out, title=title.replace("(stand-in)", "(planted stand-in)") if planted else title)
     if reading is not None:
         rep.text(reading.markdown())
-    rep.text((galaxies or "Stand-in: a small `aion.AION` subclass (coarse 6x6 image-token grid) trained on "
-              "synthetic galaxies (kcorrect SEDs, Calzetti dust, DECam photometry, bulge+disk Sersic images).")
-             + " 'photometry' hides the image tokens with AION's input mask; 'multimodal' shows them."
-             + (" This is the *planted* stand-in: image tokens reach the redshift only through one head of "
-                "block 0, and another head of block 0 encodes colours but is cut from the output "
-                "(astro.models.planted); the study is run blind to that and compared with it below." if planted
-                else ""))
+    rep.text(
+        (
+            galaxies
+            or "Stand-in: a small `aion.AION` subclass (coarse 6x6 image-token grid) trained on "
+            "synthetic galaxies (kcorrect SEDs, Calzetti dust, DECam photometry, bulge+disk Sersic images)."
+        )
+        + " 'photometry' hides the image tokens with AION's input mask; 'multimodal' shows them."
+        + (
+            " This is the *planted* stand-in: image tokens reach the redshift only through one head of "
+            "block 0, and another head of block 0 encodes colours but is cut from the output "
+            "(astro.models.planted); the study is run blind to that and compared with it below."
+            if planted
+            else ""
+        )
+    )
     rows = planted_recovery(res)
     if rows:
         rep.text("## Planted truth vs what the study found\n\n" + recovery_line(rows))
-        rep.table(pd.DataFrame([{"truth": r.truth, "found": r.found, "recovered": bool(r.recovered)} for r in rows],
-                               index=[r.label for r in rows]),
-                  caption="Planted truth vs what the study found (findings 3 and 4, every intervention)")
+        rep.table(
+            pd.DataFrame(
+                [{"truth": r.truth, "found": r.found, "recovered": bool(r.recovered)} for r in rows],
+                index=[r.label for r in rows],
+            ),
+            caption="Planted truth vs what the study found (findings 3 and 4, every intervention)",
+        )
     fnd = findings(res)
     lines = ["## Findings of the reference study, tested here", ""]
     for f, (wording, qualifier, note) in zip(fnd, verdict_wording(res, fnd)):
         why = f" ({f['reason']})" if f["verdict"] == "NOT ASSESSED" else ""
-        lines.append(f"- **{wording or f['verdict']}**{qualifier}{why}: {f['finding']}{note}. Evidence: {f['evidence']}.")
+        lines.append(
+            f"- **{wording or f['verdict']}**{qualifier}{why}: {f['finding']}{note}. Evidence: {f['evidence']}."
+        )
     rep.text("\n".join(lines))
     _assumptions(rep, res)
     adv = res["advantage"]
-    tab = adv["value"].sel(metric=["sigma_nmad", "outlier_fraction", "bias", "mean_abs_dz"]).to_dataframe().unstack("metric")
+    tab = (
+        adv["value"]
+        .sel(metric=["sigma_nmad", "outlier_fraction", "bias", "mean_abs_dz"])
+        .to_dataframe()
+        .unstack("metric")
+    )
     rep.table(tab["value"].round(4), caption="Photo-z metrics per mode and population (bootstrap CIs in advantage.nc)")
-    rep.table(pd.DataFrame({"advantage": adv["advantage"].values, "ci_low": adv["advantage_low"].values,
-                            "ci_high": adv["advantage_high"].values, "n": adv["n"].values},
-                           index=adv.population.values).round(4),
-              caption="Multimodal advantage: mean|dz| photometry-only minus multimodal (paired bootstrap 95% CI)")
+    rep.table(
+        pd.DataFrame(
+            {
+                "advantage": adv["advantage"].values,
+                "ci_low": adv["advantage_low"].values,
+                "ci_high": adv["advantage_high"].values,
+                "n": adv["n"].values,
+            },
+            index=adv.population.values,
+        ).round(4),
+        caption="Multimodal advantage: mean|dz| photometry-only minus multimodal (paired bootstrap 95% CI)",
+    )
     if "advantage_difference" in adv:
-        rep.table(pd.DataFrame({"difference": adv["advantage_difference"].values,
-                                "ci_low": adv["advantage_difference_low"].values,
-                                "ci_high": adv["advantage_difference_high"].values},
-                               index=adv.contrast.values).round(4),
-                  caption="Is the advantage larger on extended / dusty galaxies? (two-sample bootstrap 95% CI)")
+        rep.table(
+            pd.DataFrame(
+                {
+                    "difference": adv["advantage_difference"].values,
+                    "ci_low": adv["advantage_difference_low"].values,
+                    "ci_high": adv["advantage_difference_high"].values,
+                },
+                index=adv.contrast.values,
+            ).round(4),
+            caption="Is the advantage larger on extended / dusty galaxies? (two-sample bootstrap 95% CI)",
+        )
     if "advantage_lost_low" in iv:
-        eff = iv[["advantage_lost", "advantage_lost_low", "advantage_lost_high", "delta_abs_dz", "delta_abs_dz_low",
-                  "delta_abs_dz_high"]].sel(population="all").to_dataframe()
-        rep.table(eff.drop(columns=[c for c in eff.columns if c not in iv.data_vars]).round(4),
-                  caption="Per head and intervention, all galaxies: advantage lost (advantage minus the advantage "
-                          "with the head intervened in both modes) and change of the multimodal mean|dz|, "
-                          "95% bootstrap intervals")
+        eff = (
+            iv[
+                [
+                    "advantage_lost",
+                    "advantage_lost_low",
+                    "advantage_lost_high",
+                    "delta_abs_dz",
+                    "delta_abs_dz_low",
+                    "delta_abs_dz_high",
+                ]
+            ]
+            .sel(population="all")
+            .to_dataframe()
+        )
+        rep.table(
+            eff.drop(columns=[c for c in eff.columns if c not in iv.data_vars]).round(4),
+            caption="Per head and intervention, all galaxies: advantage lost (advantage minus the advantage "
+            "with the head intervened in both modes) and change of the multimodal mean|dz|, "
+            "95% bootstrap intervals",
+        )
     rep.figure(plots.z_scatter(res["predictions"]), "z_scatter", "z true vs predicted per mode")
     rep.figure(plots.metrics_by_population(adv), "metrics_by_population", "sigma_NMAD by population")
     rep.figure(plots.layer_curves(res["layers"]), "layer_curves", "Layerwise probe R2 (z, A_V), both modes")
-    rep.figure(plots.head_heatmap(res["head_probes"], iv), "head_heatmap",
-               f"Heads of block {res['head_probes'].attrs.get('block')}: probe R2 and intervention effect (share of the dusty advantage lost)")
+    rep.figure(
+        plots.head_heatmap(res["head_probes"], iv),
+        "head_heatmap",
+        f"Heads of block {res['head_probes'].attrs.get('block')}: probe R2 and intervention effect (share of the dusty advantage lost)",
+    )
     rep.figure(plots.radial_maps(res["radial"]), "radial_maps", "Each head's image-token output on the token grid")
     h2 = int(fnd[3]["head"])
     rep.figure(plots.dz_vs_av(res["predictions"], iv, h2), "dz_vs_av", f"dz vs A_V (head {h2} resample-ablated)")
-    rep.table(res["bias"].to_dataframe().round(4), caption="Attenuation-bias signatures (dilution in colour cells; "
-              "slope of dz on A_V)")
-    rep.table(iv["advantage_left"].sel(population=["all", "extended", "dusty"]).to_dataframe()
-              ["advantage_left"].unstack("population").round(3),
-              caption="Fraction of the multimodal advantage left after each intervention (multimodal run "
-                      "intervened vs the untouched photometry-only run)")
+    rep.table(
+        res["bias"].to_dataframe().round(4),
+        caption="Attenuation-bias signatures (dilution in colour cells; slope of dz on A_V)",
+    )
+    rep.table(
+        iv["advantage_left"]
+        .sel(population=["all", "extended", "dusty"])
+        .to_dataframe()["advantage_left"]
+        .unstack("population")
+        .round(3),
+        caption="Fraction of the multimodal advantage left after each intervention (multimodal run "
+        "intervened vs the untouched photometry-only run)",
+    )
     if timings:
         rep.table(pd.DataFrame({"seconds": timings}).round(1), caption="Timings")
     return rep.write()
@@ -111,15 +177,17 @@ def _assumptions(rep: Report, res: dict) -> None:
     before any table of numbers; a line where the run's saved units predate it."""
     ds = res.get("site_profile")
     if ds is None:
-        rep.text(f"{ASSUMED}\n\nNot recorded: this run's intervention units were saved before the study recorded "
-                 "the model profile of the sites it intervened on (rerun with a new --out to record it).")
+        rep.text(
+            f"{ASSUMED}\n\nNot recorded: this run's intervention units were saved before the study recorded "
+            "the model profile of the sites it intervened on (rerun with a new --out to record it)."
+        )
         return
     table, line = site_profile_table(ds)
-    rep.text(f"{ASSUMED}\n\nThe head ablations and patching of block {int(ds.attrs.get('block', -1))} rest on these "
-             "facts about the model at the sites they intervened on (`scimech.profile`): calls per forward pass, "
-             "the shape of each call, the dtype and the tolerance two passes may differ by in it, the layout "
-             "(declared or inferred), whether the rows are independent galaxies, whether two unchanged passes "
-             "agree, whether the forward needs autograd and whether the model writes into the site's output. "
-             + line)
-    rep.table(table, caption="What the verbs assumed, per input signature they ran and site intervened on",
-              index=False)
+    rep.text(
+        f"{ASSUMED}\n\nThe head ablations and patching of block {int(ds.attrs.get('block', -1))} rest on these "
+        "facts about the model at the sites they intervened on (`scimech.profile`): calls per forward pass, "
+        "the shape of each call, the dtype and the tolerance two passes may differ by in it, the layout "
+        "(declared or inferred), whether the rows are independent galaxies, whether two unchanged passes "
+        "agree, whether the forward needs autograd and whether the model writes into the site's output. " + line
+    )
+    rep.table(table, caption="What the verbs assumed, per input signature they ran and site intervened on", index=False)

@@ -30,8 +30,25 @@ __all__ = ["PLAN_NAME", "PROBE_GALAXIES", "check_plan", "input_fingerprint", "cl
 
 PLAN_NAME = "plan.json"
 #: keys of a plan that decide what the units compute (the rest may change between reruns)
-PLAN_KEYS = ("source", "n_train", "n_test", "epochs", "batch_size", "seed", "model", "train", "test",
-             "image_tokenizer", "catalog", "images", "test_fraction", "world", "planted", "image_features", "dtype")
+PLAN_KEYS = (
+    "source",
+    "n_train",
+    "n_test",
+    "epochs",
+    "batch_size",
+    "seed",
+    "model",
+    "train",
+    "test",
+    "image_tokenizer",
+    "catalog",
+    "images",
+    "test_fraction",
+    "world",
+    "planted",
+    "image_features",
+    "dtype",
+)
 #: what a plan written before a key existed meant by it
 _PLAN_DEFAULTS = {"world": "standard", "planted": False, "image_features": "bands"}
 #: galaxies of the generator's draw a synthetic run's fingerprint hashes (the generator as it is now)
@@ -48,14 +65,16 @@ def check_plan(out: Path, plan: Mapping[str, Any], *, write: bool = True) -> Non
         try:
             old = json.loads(path.read_text())
         except json.JSONDecodeError:
-            old = None                        # a torn plan: nothing was run under it yet
+            old = None  # a torn plan: nothing was run under it yet
         if old is not None:
             old = {"dtype": "float32", **(_PLAN_DEFAULTS if old.get("source") == "synthetic" else {}), **old}
             diff = {k: (old.get(k), mine[k]) for k in PLAN_KEYS if old.get(k) != mine[k]}
             if diff:
                 what = ", ".join(f"{k}: {a!r} there, {b!r} now" for k, (a, b) in diff.items())
-                raise ConfigError(f"{out} holds a study run with other settings ({what}); its finished units would "
-                                  "be mixed with this run's. Use another --out, or delete that folder to start afresh.")
+                raise ConfigError(
+                    f"{out} holds a study run with other settings ({what}); its finished units would "
+                    "be mixed with this run's. Use another --out, or delete that folder to start afresh."
+                )
             return
     if write:
         out.mkdir(parents=True, exist_ok=True)
@@ -94,7 +113,7 @@ def claim_folder(settings: StudySettings) -> None:
     its results set aside when they were made from other data under the same settings."""
     out, plan = settings.out, settings.record
     fp, parts = input_fingerprint(plan)
-    check_plan(out, plan, write=False)                   # other settings: refused
+    check_plan(out, plan, write=False)  # other settings: refused
     inputs = [plan[k] for k in _INPUT_KEYS if plan.get(k)]
-    set_aside_stale(out, fp, parts=parts, keep=inputs)   # other data under the same settings: set aside
+    set_aside_stale(out, fp, parts=parts, keep=inputs)  # other data under the same settings: set aside
     check_plan(out, plan)

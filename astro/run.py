@@ -40,13 +40,27 @@ READING_FILE = "reading.json"
 Log = Callable[[str], None]
 
 
-def run_resumable_study(out: str | Path, *, sizes: Mapping[str, Any] | None = None, seed: int = 0,
-                        model: str | Path | None = None, train: str | Path | None = None,
-                        test: str | Path | None = None, image_tokenizer: str | Path | None = None,
-                        block: int | None = None, client=None, catalog: str | Path | None = None,
-                        images: str | Path | None = None, test_fraction: float = 0.25, world: str | None = None,
-                        planted: bool = False, image_features: str | None = None, device: str = "cpu",
-                        dtype: str = "float32", log: Log | None = None) -> tuple[dict[str, xr.Dataset], dict[str, float]]:
+def run_resumable_study(
+    out: str | Path,
+    *,
+    sizes: Mapping[str, Any] | None = None,
+    seed: int = 0,
+    model: str | Path | None = None,
+    train: str | Path | None = None,
+    test: str | Path | None = None,
+    image_tokenizer: str | Path | None = None,
+    block: int | None = None,
+    client=None,
+    catalog: str | Path | None = None,
+    images: str | Path | None = None,
+    test_fraction: float = 0.25,
+    world: str | None = None,
+    planted: bool = False,
+    image_features: str | None = None,
+    device: str = "cpu",
+    dtype: str = "float32",
+    log: Log | None = None,
+) -> tuple[dict[str, xr.Dataset], dict[str, float]]:
     """The whole astro study as resumable units; results saved under ``out/study``.
 
     Parameters
@@ -90,20 +104,35 @@ def run_resumable_study(out: str | Path, *, sizes: Mapping[str, Any] | None = No
     (results, timings)
         The named datasets of :func:`astro.evidence.gather_evidence` and seconds per phase.
     """
-    settings = resolve_settings(out, sizes=sizes, seed=seed, model=model, train=train, test=test,
-                                image_tokenizer=image_tokenizer, block=block, catalog=catalog, images=images,
-                                test_fraction=test_fraction, world=world, planted=planted,
-                                image_features=image_features, device=device, dtype=dtype)
+    settings = resolve_settings(
+        out,
+        sizes=sizes,
+        seed=seed,
+        model=model,
+        train=train,
+        test=test,
+        image_tokenizer=image_tokenizer,
+        block=block,
+        catalog=catalog,
+        images=images,
+        test_fraction=test_fraction,
+        world=world,
+        planted=planted,
+        image_features=image_features,
+        device=device,
+        dtype=dtype,
+    )
     return run_settings(settings, client=client, log=log)
 
 
-def run_settings(settings: StudySettings, *, client=None, log: Log | None = None
-                 ) -> tuple[dict[str, xr.Dataset], dict[str, float]]:
+def run_settings(
+    settings: StudySettings, *, client=None, log: Log | None = None
+) -> tuple[dict[str, xr.Dataset], dict[str, float]]:
     """Run resolved :class:`~astro.plan.StudySettings` (see :func:`run_resumable_study`)."""
     say = log or (lambda *_: None)
     s = settings
     adapter = None
-    if s.model is not None:                              # bad inputs fail before the folder is claimed
+    if s.model is not None:  # bad inputs fail before the folder is claimed
         adapter = load_adapter(s.model, s.image_tokenizer, device=s.device, dtype=s.dtype)
     if s.source == "given":
         train_s, test_s = load_sample(s.train), load_sample(s.test)
@@ -111,7 +140,7 @@ def run_settings(settings: StudySettings, *, client=None, log: Log | None = None
     store = UnitStore(s.out / "units")
     timings: dict[str, float] = {}
     train, test, model = s.train, s.test, s.model
-    if s.source in ("synthetic", "catalog"):   # absolute paths: units may run on other machines sharing the filesystem
+    if s.source in ("synthetic", "catalog"):  # absolute paths: units may run on other machines sharing the filesystem
         base = s.out.resolve()
         train, test = base / "train.fits", base / "test.fits"
         t = time.perf_counter()
@@ -125,22 +154,43 @@ def run_settings(settings: StudySettings, *, client=None, log: Log | None = None
         t = time.perf_counter()
         model = s.out.resolve() / "model"
         say("train the stand-in (unit train)")
-        map_units(train_unit, {"train": dict(train_path=str(train), model_dir=str(model),
-                                             epochs=int(s.sizes["epochs"]), batch_size=int(s.sizes["batch_size"]),
-                                             seed=s.seed, planted=s.planted, image_features=s.image_features,
-                                             device=s.device)},
-                  store, client=client, desc="astro train")
+        map_units(
+            train_unit,
+            {
+                "train": dict(
+                    train_path=str(train),
+                    model_dir=str(model),
+                    epochs=int(s.sizes["epochs"]),
+                    batch_size=int(s.sizes["batch_size"]),
+                    seed=s.seed,
+                    planted=s.planted,
+                    image_features=s.image_features,
+                    device=s.device,
+                )
+            },
+            store,
+            client=client,
+            desc="astro train",
+        )
         timings["train"] = time.perf_counter() - t
     t = time.perf_counter()
     if s.source in ("synthetic", "catalog"):
-        if adapter is None:                              # the stand-in trained here
+        if adapter is None:  # the stand-in trained here
             adapter = load_adapter(Path(model).resolve(), s.image_tokenizer, device=s.device, dtype=s.dtype)
         train_s, test_s = load_sample(train), load_sample(test)
     intervene = _intervener(s, Path(model).resolve(), train, test, len(test_s), store, client, say)
-    res = gather_evidence(adapter, train_s, test_s, n_bootstrap=int(s.sizes["n_bootstrap"]), seed=s.seed,
-                          block=s.block, log=say, intervene=intervene)
+    res = gather_evidence(
+        adapter,
+        train_s,
+        test_s,
+        n_bootstrap=int(s.sizes["n_bootstrap"]),
+        seed=s.seed,
+        block=s.block,
+        log=say,
+        intervene=intervene,
+    )
     timings["study"] = time.perf_counter() - t
-    if "predictions" in res:                             # "catalog": real galaxies, no planted truth to report
+    if "predictions" in res:  # "catalog": real galaxies, no planted truth to report
         res["predictions"].attrs["galaxies"] = s.source
     save_study(res, s.out / "study", config=dict(s.record), seed=s.seed)
     return res, timings
@@ -148,42 +198,73 @@ def run_settings(settings: StudySettings, *, client=None, log: Log | None = None
 
 def _synthesise(s: StudySettings, train: Path, test: Path, store: UnitStore, client, say: Log) -> None:
     say("synthesise (units synth/train, synth/test)")
-    map_units(synth_unit, {"synth/train": dict(path=str(train), n=int(s.sizes["n_train"]), seed=s.seed, world=s.world),
-                           "synth/test": dict(path=str(test), n=int(s.sizes["n_test"]), seed=s.seed + 1000,
-                                              world=s.world)},
-              store, client=client, desc="astro synth")
+    map_units(
+        synth_unit,
+        {
+            "synth/train": dict(path=str(train), n=int(s.sizes["n_train"]), seed=s.seed, world=s.world),
+            "synth/test": dict(path=str(test), n=int(s.sizes["n_test"]), seed=s.seed + 1000, world=s.world),
+        },
+        store,
+        client=client,
+        desc="astro synth",
+    )
 
 
 def _split_catalogue(s: StudySettings, train: Path, test: Path, store: UnitStore, client, say: Log) -> None:
     say(f"read and split the catalogue {s.catalog} (unit catalog/split)")
-    got = map_units(catalog_unit, {"catalog/split": dict(
-        catalog=s.record["catalog"], images=s.record["images"], train_path=str(train), test_path=str(test),
-        test_fraction=s.test_fraction, seed=s.seed, stamp=None if s.model is not None else STANDIN_STAMP)},
-        store, client=client, desc="astro catalogue")["catalog/split"]
+    got = map_units(
+        catalog_unit,
+        {
+            "catalog/split": dict(
+                catalog=s.record["catalog"],
+                images=s.record["images"],
+                train_path=str(train),
+                test_path=str(test),
+                test_fraction=s.test_fraction,
+                seed=s.seed,
+                stamp=None if s.model is not None else STANDIN_STAMP,
+            )
+        },
+        store,
+        client=client,
+        desc="astro catalogue",
+    )["catalog/split"]
     for w in got["warnings"]:
         say(w)
-    if "reading" in got:      # what was read, said back: the report on real data opens with it
+    if "reading" in got:  # what was read, said back: the report on real data opens with it
         reading = got["reading"]
         Reading.from_dict(json.loads(reading) if isinstance(reading, str) else reading).save(s.out / READING_FILE)
     say(f"{got['n_train']} training / {got['n_test']} test galaxies; {got['n_rejected']} rows dropped")
 
 
-def _intervener(s: StudySettings, model: Path, train: Path, test: Path, n_test: int, store: UnitStore, client,
-                say: Log) -> Callable[[int], xr.Dataset]:
+def _intervener(
+    s: StudySettings, model: Path, train: Path, test: Path, n_test: int, store: UnitStore, client, say: Log
+) -> Callable[[int], xr.Dataset]:
     """``intervene(block)``: the head interventions of a block as resumable units over chunks of the test set."""
     tok = str(s.image_tokenizer) if s.image_tokenizer else None
     chunk = s.sizes.get("chunk_size")
 
     def intervene(blk: int) -> xr.Dataset:
-        units = {f"interventions/block={blk}/rows={a:07d}-{b:07d}":
-                 dict(model_dir=str(model), train_path=str(train), test_path=str(test), start=a, stop=b, block=int(blk),
-                      seed=s.seed, image_tokenizer=tok, device=s.device, dtype=s.dtype)
-                 for a, b in chunk_bounds(n_test, chunk)}
+        units = {
+            f"interventions/block={blk}/rows={a:07d}-{b:07d}": dict(
+                model_dir=str(model),
+                train_path=str(train),
+                test_path=str(test),
+                start=a,
+                stop=b,
+                block=int(blk),
+                seed=s.seed,
+                image_tokenizer=tok,
+                device=s.device,
+                dtype=s.dtype,
+            )
+            for a, b in chunk_bounds(n_test, chunk)
+        }
         say(f"head interventions in block {blk}: {len(units)} units of <= {chunk} galaxies")
         got = map_units(interventions_unit, units, store, client=client, desc="astro intervention chunks")
         raw = xr.concat([got[k] for k in units], "sample", combine_attrs="drop")
         raw.attrs.update(block=int(blk), seed=s.seed)
-        first = got[next(iter(units))].attrs       # the chunk at galaxy 0 measured what the verbs assumed
+        first = got[next(iter(units))].attrs  # the chunk at galaxy 0 measured what the verbs assumed
         if ATTR in first:
             raw.attrs[ATTR] = first[ATTR]
         return raw

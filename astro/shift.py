@@ -50,9 +50,19 @@ def _acts(adapter, sample, site: str) -> xr.DataArray:
     return record(adapter.model, batch, [site], forward=adapter.forward)[site], batch
 
 
-def run_shift(out: str | Path, *, shift: str = "redshift", n_train: int = 1200, n_test: int = 400, epochs: int = 20,
-              seed: int = 0, k: int = 8, n_features: int | None = None, n_bootstrap: int = 500,
-              device: str = "cpu") -> xr.Dataset:
+def run_shift(
+    out: str | Path,
+    *,
+    shift: str = "redshift",
+    n_train: int = 1200,
+    n_test: int = 400,
+    epochs: int = 20,
+    seed: int = 0,
+    k: int = 8,
+    n_features: int | None = None,
+    n_bootstrap: int = 500,
+    device: str = "cpu",
+) -> xr.Dataset:
     """Train the stand-in and a dictionary of its last block in the standard world; measure the
     gap and the fidelity on galaxies of the ``shift`` world (see the module docstring)."""
     if shift not in SHIFTS:
@@ -62,8 +72,10 @@ def run_shift(out: str | Path, *, shift: str = "redshift", n_train: int = 1200, 
     standard = world_config("standard")
     shifted_cfg = dataclasses.replace(standard, **SHIFTS[shift])
     train = make_galaxies(n_train, seed=seed, config=standard)
-    tests = {"in_distribution": make_galaxies(n_test, seed=seed + 1, config=standard),
-             "shifted": make_galaxies(n_test, seed=seed + 1, config=shifted_cfg)}
+    tests = {
+        "in_distribution": make_galaxies(n_test, seed=seed + 1, config=standard),
+        "shifted": make_galaxies(n_test, seed=seed + 1, config=shifted_cfg),
+    }
     adapter, _ = train_standin(train, epochs=epochs, seed=seed, device=device)
     adapter.model.eval()
     site = adapter.block_sites()[-1]
@@ -72,16 +84,40 @@ def run_shift(out: str | Path, *, shift: str = "redshift", n_train: int = 1200, 
     for name, sample in tests.items():
         acts[name], batches[name] = _acts(adapter, sample, site)
     width = train_acts.shape[-1]
-    dic, _ = train_dictionary(train_acts, kind="topk", n_features=n_features or 4 * width, k=k, epochs=20,
-                              batch_size=256, lr=3e-3, seed=seed, checkpoint=out / "dictionary.safetensors", device=device)
-    gap, _ = measure_shift(dic, acts["in_distribution"], acts["shifted"],
-                           fidelity=lambda d, which: splice_fidelity(adapter.model, batches[which], site, d,
-                                                                     forward=adapter.forward,
-                                                                     n_bootstrap=n_bootstrap, seed=seed))
-    gap.attrs.update({"shift": f"{shift}: {SHIFTS[shift]}", "site": site, "k": k,
-                      "description": "AION stand-in block dictionary under a survey shift"})
-    save(gap, out / "shift.nc", config={"shift": shift, "n_train": n_train, "n_test": n_test, "epochs": epochs,
-                                        "k": k}, seed=seed)
+    dic, _ = train_dictionary(
+        train_acts,
+        kind="topk",
+        n_features=n_features or 4 * width,
+        k=k,
+        epochs=20,
+        batch_size=256,
+        lr=3e-3,
+        seed=seed,
+        checkpoint=out / "dictionary.safetensors",
+        device=device,
+    )
+    gap, _ = measure_shift(
+        dic,
+        acts["in_distribution"],
+        acts["shifted"],
+        fidelity=lambda d, which: splice_fidelity(
+            adapter.model, batches[which], site, d, forward=adapter.forward, n_bootstrap=n_bootstrap, seed=seed
+        ),
+    )
+    gap.attrs.update(
+        {
+            "shift": f"{shift}: {SHIFTS[shift]}",
+            "site": site,
+            "k": k,
+            "description": "AION stand-in block dictionary under a survey shift",
+        }
+    )
+    save(
+        gap,
+        out / "shift.nc",
+        config={"shift": shift, "n_train": n_train, "n_test": n_test, "epochs": epochs, "k": k},
+        seed=seed,
+    )
     plot_shift(gap, out / "shift.png")
     return gap
 

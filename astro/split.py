@@ -28,13 +28,26 @@ import numpy as np
 
 from scimech.errors import ConfigError
 
-__all__ = ["IDENTITIES", "MIN_TEST", "MATCH_RADIUS_ARCSEC", "split_catalogue", "identity_columns", "object_groups",
-           "join_positions", "split_by_object", "duplicates"]
+__all__ = [
+    "IDENTITIES",
+    "MIN_TEST",
+    "MATCH_RADIUS_ARCSEC",
+    "split_catalogue",
+    "identity_columns",
+    "object_groups",
+    "join_positions",
+    "split_by_object",
+    "duplicates",
+]
 
 #: the identities looked for, first match wins
-IDENTITIES: tuple[tuple[str, ...], ...] = (("TARGETID",), ("RELEASE", "BRICKID", "OBJID"),
-                                           ("RELEASE", "BRICKID", "BRICK_OBJID"), ("BRICKID", "OBJID"),
-                                           ("BRICKID", "BRICK_OBJID"))
+IDENTITIES: tuple[tuple[str, ...], ...] = (
+    ("TARGETID",),
+    ("RELEASE", "BRICKID", "OBJID"),
+    ("RELEASE", "BRICKID", "BRICK_OBJID"),
+    ("BRICKID", "OBJID"),
+    ("BRICKID", "BRICK_OBJID"),
+)
 
 #: rows of different releases closer than this [arcsec] are one source (north and south photometry of one galaxy
 #: agree to about 0.1", both tied to Gaia)
@@ -59,8 +72,9 @@ def object_groups(columns: Mapping[str, np.ndarray]) -> np.ndarray:
     return groups.ravel()
 
 
-def join_positions(groups: np.ndarray, ra: np.ndarray, dec: np.ndarray, release: np.ndarray,
-                   radius_arcsec: float = MATCH_RADIUS_ARCSEC) -> tuple[np.ndarray, int]:
+def join_positions(
+    groups: np.ndarray, ra: np.ndarray, dec: np.ndarray, release: np.ndarray, radius_arcsec: float = MATCH_RADIUS_ARCSEC
+) -> tuple[np.ndarray, int]:
     """``groups`` with the rows of different ``release`` within ``radius_arcsec`` of each other made one
     object (transitively), and how many rows were joined to another release's source.
 
@@ -108,14 +122,21 @@ def split_by_object(groups: np.ndarray, test_fraction: float, seed: int) -> tupl
     groups = np.asarray(groups)
     n_objects = len(np.unique(groups))
     if n_objects < 2:
-        raise ConfigError(f"the catalogue holds {n_objects} object(s) once rows of one object are kept together; "
-                          "a training and a test set need at least 2: bring more galaxies.")
+        raise ConfigError(
+            f"the catalogue holds {n_objects} object(s) once rows of one object are kept together; "
+            "a training and a test set need at least 2: bring more galaxies."
+        )
     try:
-        train, test = next(GroupShuffleSplit(n_splits=1, test_size=test_fraction, random_state=seed)
-                           .split(np.zeros(len(groups)), groups=groups))
-    except ValueError as err:     # sklearn: a test or training set of 0 objects
-        raise ConfigError(f"--test-fraction {test_fraction} of {n_objects} objects leaves the training or the test set "
-                          f"empty ({err}); choose a fraction that keeps both non-empty.") from None
+        train, test = next(
+            GroupShuffleSplit(n_splits=1, test_size=test_fraction, random_state=seed).split(
+                np.zeros(len(groups)), groups=groups
+            )
+        )
+    except ValueError as err:  # sklearn: a test or training set of 0 objects
+        raise ConfigError(
+            f"--test-fraction {test_fraction} of {n_objects} objects leaves the training or the test set "
+            f"empty ({err}); choose a fraction that keeps both non-empty."
+        ) from None
     return np.sort(train), np.sort(test)
 
 
@@ -126,16 +147,25 @@ def split_catalogue(sample, test_fraction: float, seed: int) -> tuple[np.ndarray
     groups = np.asarray(sample.catalog["object"])
     train, test = split_by_object(groups, test_fraction, seed)
     n_test_objects = len(np.unique(groups[test]))
-    if n_test_objects < MIN_TEST:       # the probes' folds keep each object's rows together
-        raise ConfigError(f"--test-fraction {test_fraction} leaves {n_test_objects} objects ({len(test)} of {n} usable "
-                          f"rows) for the test set; the probes' 5-fold cross-validation needs at least {MIN_TEST} "
-                          "(2 per fold): raise --test-fraction or bring more galaxies.")
+    if n_test_objects < MIN_TEST:  # the probes' folds keep each object's rows together
+        raise ConfigError(
+            f"--test-fraction {test_fraction} leaves {n_test_objects} objects ({len(test)} of {n} usable "
+            f"rows) for the test set; the probes' 5-fold cross-validation needs at least {MIN_TEST} "
+            "(2 per fold): raise --test-fraction or bring more galaxies."
+        )
     reading = sample.meta.get("reading")
     if reading is not None:
         n_obj = len(np.unique(groups))
-        reading.fact("split", "by", f"object identity {sample.meta.get('identity', 'row')} (scikit-learn "
-                     "GroupShuffleSplit: no object in both sets)")
-        reading.fact("split", "test", f"{n_test_objects} of {n_obj} objects ({test_fraction:.0%}, rounded "
-                     f"up), {len(test)} rows; seed {seed}")
+        reading.fact(
+            "split",
+            "by",
+            f"object identity {sample.meta.get('identity', 'row')} (scikit-learn "
+            "GroupShuffleSplit: no object in both sets)",
+        )
+        reading.fact(
+            "split",
+            "test",
+            f"{n_test_objects} of {n_obj} objects ({test_fraction:.0%}, rounded up), {len(test)} rows; seed {seed}",
+        )
         reading.fact("split", "training", f"{len(np.unique(groups[train]))} objects, {len(train)} rows")
     return train, test

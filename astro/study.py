@@ -42,6 +42,7 @@ is trained then; activations are streamed in passes of bounded size. A folder in
 with random weights (to try the pipeline, or to time it at the real size):
 astro.models.aion_folder.write_random_aion.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -73,8 +74,13 @@ def _log(msg: str) -> None:
 #: what --train / --test / `astro train --data` read: a sample `scimech astro generate` writes
 _SAMPLE_FORMATS = ("fits", "zarr")
 #: what `astro study --data` reads: a Legacy Survey catalogue, or a folder holding one
-_CATALOGUE_FORMATS = ("fits", Format(f"a folder holding {' or '.join(DATA_CATALOG_NAMES)}",
-                                     lambda p: p.is_dir() and any((p / n).is_file() for n in DATA_CATALOG_NAMES)))
+_CATALOGUE_FORMATS = (
+    "fits",
+    Format(
+        f"a folder holding {' or '.join(DATA_CATALOG_NAMES)}",
+        lambda p: p.is_dir() and any((p / n).is_file() for n in DATA_CATALOG_NAMES),
+    ),
+)
 
 
 class AstroStudy(Study):
@@ -84,10 +90,12 @@ class AstroStudy(Study):
     title = "AION-1 photometric-redshift head analysis (photometry vs images)"
     description = __doc__
     out_default = "runs/astro"
-    data_help = ("your galaxies: a Legacy Survey DR10 catalogue (FITS: FLUX_G/R/I/Z, FLUX_IVAR_*, "
-                                "SHAPE_R, SHAPE_E1/E2, EBV, plus Z and A_V) or a folder holding catalog.fits and "
-                                "optionally images.npy / images.fits cut-outs; its rows are split into training and "
-                                "test galaxies (default: synthetic galaxies)")
+    data_help = (
+        "your galaxies: a Legacy Survey DR10 catalogue (FITS: FLUX_G/R/I/Z, FLUX_IVAR_*, "
+        "SHAPE_R, SHAPE_E1/E2, EBV, plus Z and A_V) or a folder holding catalog.fits and "
+        "optionally images.npy / images.fits cut-outs; its rows are split into training and "
+        "test galaxies (default: synthetic galaxies)"
+    )
     data_formats = _CATALOGUE_FORMATS
     generate_help = "write synthetic galaxies (catalogue + images) to .fits or .zarr"
     shift_help = "a dictionary of the stand-in's activations under a shift of the galaxies (shift.nc, shift.png)"
@@ -96,77 +104,147 @@ class AstroStudy(Study):
     # --- the study ----------------------------------------------------------------------------
     def add_options(self, st: argparse.ArgumentParser) -> None:
         g = st.add_argument_group("galaxies and model (default: synthetic galaxies, a stand-in trained here)")
-        g.add_argument("--images", type=input_path("npy", "fits"), default=None,
-                       help="(N, 4, H, W) g, r, i, z cut-outs in nanomaggies, one per row of --data (.npy or FITS)")
-        g.add_argument("--test-fraction", type=fraction(), default=0.25, metavar="F",
-                       help="share of the --data galaxies held out as the test set (default 0.25)")
+        g.add_argument(
+            "--images",
+            type=input_path("npy", "fits"),
+            default=None,
+            help="(N, 4, H, W) g, r, i, z cut-outs in nanomaggies, one per row of --data (.npy or FITS)",
+        )
+        g.add_argument(
+            "--test-fraction",
+            type=fraction(),
+            default=0.25,
+            metavar="F",
+            help="share of the --data galaxies held out as the test set (default 0.25)",
+        )
         options.deprecated(g, "--catalog", "--data", type=input_path(*_CATALOGUE_FORMATS))
-        g.add_argument("--train", type=input_path(*_SAMPLE_FORMATS), metavar="FILE",
-                       help="training galaxies for the probes and the reference set of the mean/resample ablations: a "
-                            ".fits or .zarr in the layout `scimech astro generate` writes (catalogue with flux_g..z "
-                            "[nanomaggy], shape_r [arcsec], shape_e1/e2, ebv [mag], z, a_v [mag]; cut-outs (N, 4, H, W) "
-                            "[nanomaggy per pixel]); with --model and --test, instead of --data")
-        g.add_argument("--test", type=input_path(*_SAMPLE_FORMATS), metavar="FILE",
-                       help="test galaxies for the head interventions and the scores (same layout as --train); with "
-                            "--model and --train")
-        g.add_argument("--world", default=None,
-                       help=f"synthetic world: standard or degenerate (default {DEFAULT_WORLD}; astro.synthetic.WORLDS)")
-        g.add_argument("--image-features", choices=("bands", "colours"), default=None,
-                       help="patch-tokenizer features of the stand-in trained here (default: the world's, "
-                            "astro.plan.IMAGE_FEATURES)")
-        g.add_argument("--image-tokenizer", type=input_path("npz"), metavar="NPZ",
-                       help="a stand-in patch tokenizer (image_tokenizer.npz written by `scimech astro train`) that "
-                            "turns the cut-outs into image tokens; default: the one in the --model folder, else the "
-                            "AION-1 folder's image codec (codecs/image/, 96x96 cut-outs -> 576 tokens), else none "
-                            "(photometry tokens only)")
+        g.add_argument(
+            "--train",
+            type=input_path(*_SAMPLE_FORMATS),
+            metavar="FILE",
+            help="training galaxies for the probes and the reference set of the mean/resample ablations: a "
+            ".fits or .zarr in the layout `scimech astro generate` writes (catalogue with flux_g..z "
+            "[nanomaggy], shape_r [arcsec], shape_e1/e2, ebv [mag], z, a_v [mag]; cut-outs (N, 4, H, W) "
+            "[nanomaggy per pixel]); with --model and --test, instead of --data",
+        )
+        g.add_argument(
+            "--test",
+            type=input_path(*_SAMPLE_FORMATS),
+            metavar="FILE",
+            help="test galaxies for the head interventions and the scores (same layout as --train); with "
+            "--model and --train",
+        )
+        g.add_argument(
+            "--world",
+            default=None,
+            help=f"synthetic world: standard or degenerate (default {DEFAULT_WORLD}; astro.synthetic.WORLDS)",
+        )
+        g.add_argument(
+            "--image-features",
+            choices=("bands", "colours"),
+            default=None,
+            help="patch-tokenizer features of the stand-in trained here (default: the world's, "
+            "astro.plan.IMAGE_FEATURES)",
+        )
+        g.add_argument(
+            "--image-tokenizer",
+            type=input_path("npz"),
+            metavar="NPZ",
+            help="a stand-in patch tokenizer (image_tokenizer.npz written by `scimech astro train`) that "
+            "turns the cut-outs into image tokens; default: the one in the --model folder, else the "
+            "AION-1 folder's image codec (codecs/image/, 96x96 cut-outs -> 576 tokens), else none "
+            "(photometry tokens only)",
+        )
         which = g.add_mutually_exclusive_group()
-        which.add_argument("--model", type=existing_path("folder"), metavar="FOLDER",
-                           help="the model, studied as it is (nothing is trained): an AION-1 folder (config.json and "
-                                "model.safetensors of aion.AION, codecs/<NAME>/{config.json,model.safetensors} for "
-                                "FLUX_G..Z, SHAPE_R, SHAPE_E1/E2, EBV, Z and optionally image, the layout of "
-                                "polymathic-ai/aion-base; see astro.models.aion_folder) or a stand-in checkpoint "
-                                "written by `scimech astro train`; with --data (split into train/test) or --train/--test")
-        which.add_argument("--planted", action="store_true",
-                           help="train the planted stand-in (image only through head 1 of block 0, head 2 an inert "
-                                "colour head) and compare what the study finds with what was planted")
-        options.add(g, "dtype", default="float32",
-                    context="Here: the studied transformer's; bfloat16 halves the weights' memory (on CPUs with bfloat16 "
-                            "matrix units also faster), float16 is for GPUs (refused where this torch cannot compute "
-                            "in it); the image codec, the redshift read-out and every activation a probe sees stay "
-                            "float32")
+        which.add_argument(
+            "--model",
+            type=existing_path("folder"),
+            metavar="FOLDER",
+            help="the model, studied as it is (nothing is trained): an AION-1 folder (config.json and "
+            "model.safetensors of aion.AION, codecs/<NAME>/{config.json,model.safetensors} for "
+            "FLUX_G..Z, SHAPE_R, SHAPE_E1/E2, EBV, Z and optionally image, the layout of "
+            "polymathic-ai/aion-base; see astro.models.aion_folder) or a stand-in checkpoint "
+            "written by `scimech astro train`; with --data (split into train/test) or --train/--test",
+        )
+        which.add_argument(
+            "--planted",
+            action="store_true",
+            help="train the planted stand-in (image only through head 1 of block 0, head 2 an inert "
+            "colour head) and compare what the study finds with what was planted",
+        )
+        options.add(
+            g,
+            "dtype",
+            default="float32",
+            context="Here: the studied transformer's; bfloat16 halves the weights' memory (on CPUs with bfloat16 "
+            "matrix units also faster), float16 is for GPUs (refused where this torch cannot compute "
+            "in it); the image codec, the redshift read-out and every activation a probe sees stay "
+            "float32",
+        )
         a = st.add_argument_group("analysis")
-        a.add_argument("--block", type=whole(0), default=None, metavar="B",
-                       help="encoder block whose heads are probed and ablated (0-based; default: the block the layer "
-                            "probes localise)")
-        options.add(a, "seed", default=0, context="Here: the draws, the train/test split, the resampling and the "
-                    "bootstrap")
+        a.add_argument(
+            "--block",
+            type=whole(0),
+            default=None,
+            metavar="B",
+            help="encoder block whose heads are probed and ablated (0-based; default: the block the layer "
+            "probes localise)",
+        )
+        options.add(
+            a, "seed", default=0, context="Here: the draws, the train/test split, the resampling and the bootstrap"
+        )
         sz = st.add_argument_group(
             "sizes (each overrides --size: "
-            + ", ".join(f"{name} {s['n_train']}/{s['n_test']} galaxies"
-                        for name, s in (("quick", QUICK), ("medium", MEDIUM), ("full", FULL))) + ")")
+            + ", ".join(
+                f"{name} {s['n_train']}/{s['n_test']} galaxies"
+                for name, s in (("quick", QUICK), ("medium", MEDIUM), ("full", FULL))
+            )
+            + ")"
+        )
         sz.add_argument("--n-train", type=whole(1), default=None, metavar="N", help="synthetic training galaxies")
         sz.add_argument("--n-test", type=whole(1), default=None, metavar="N", help="synthetic test galaxies")
         options.add(sz, "epochs", context="Of a stand-in trained here")
         options.add(sz, "batch_size", context="Of a stand-in trained here")
-        sz.add_argument("--n-bootstrap", type=whole(0), default=None, metavar="N",
-                        help="bootstrap resamples of every confidence interval")
-        sz.add_argument("--chunk-size", type=whole(1), default=None, metavar="N",
-                        help="test galaxies per intervention unit (the unit of Dask work and of resumption)")
+        sz.add_argument(
+            "--n-bootstrap",
+            type=whole(0),
+            default=None,
+            metavar="N",
+            help="bootstrap resamples of every confidence interval",
+        )
+        sz.add_argument(
+            "--chunk-size",
+            type=whole(1),
+            default=None,
+            metavar="N",
+            help="test galaxies per intervention unit (the unit of Dask work and of resumption)",
+        )
         synthetic, catalogue = "synthetic galaxies (no --data, --model)", "--data PATH (your catalogue)"
         trained_here = "a stand-in trained here (no --model)"
-        given_galaxies = ("--data", "{fits}")        # examples: each option where it would do nothing
+        given_galaxies = ("--data", "{fits}")  # examples: each option where it would do nothing
         given_model = ("--model", "{folder}")
         for flag, applies, need, example in (
-                ("--images", lambda a: a.data is not None, catalogue, ("--images", "{npy}")),
-                ("--test-fraction", lambda a: a.data is not None, catalogue, ("--test-fraction", "0.3")),
-                ("--n-train", lambda a: a.data is None and a.model is None, synthetic, (*given_galaxies, "--n-train", "9")),
-                ("--n-test", lambda a: a.data is None and a.model is None, synthetic, (*given_model, "--n-test", "9")),
-                ("--world", lambda a: a.data is None and a.model is None, synthetic, (*given_galaxies, "--world", "degenerate")),
-                ("--epochs", lambda a: a.model is None, trained_here, (*given_model, "--epochs", "3")),
-                ("--batch-size", lambda a: a.model is None, trained_here, (*given_model, "--batch-size", "8")),
-                ("--image-features", lambda a: a.model is None, trained_here, (*given_model, "--image-features", "colours")),
-                ("--train", lambda a: a.model is not None, "--model FOLDER (an existing study)", ("--train", "{fits}")),
-                ("--test", lambda a: a.model is not None, "--model FOLDER (an existing study)", ("--test", "{fits}"))):
+            ("--images", lambda a: a.data is not None, catalogue, ("--images", "{npy}")),
+            ("--test-fraction", lambda a: a.data is not None, catalogue, ("--test-fraction", "0.3")),
+            ("--n-train", lambda a: a.data is None and a.model is None, synthetic, (*given_galaxies, "--n-train", "9")),
+            ("--n-test", lambda a: a.data is None and a.model is None, synthetic, (*given_model, "--n-test", "9")),
+            (
+                "--world",
+                lambda a: a.data is None and a.model is None,
+                synthetic,
+                (*given_galaxies, "--world", "degenerate"),
+            ),
+            ("--epochs", lambda a: a.model is None, trained_here, (*given_model, "--epochs", "3")),
+            ("--batch-size", lambda a: a.model is None, trained_here, (*given_model, "--batch-size", "8")),
+            (
+                "--image-features",
+                lambda a: a.model is None,
+                trained_here,
+                (*given_model, "--image-features", "colours"),
+            ),
+            ("--train", lambda a: a.model is not None, "--model FOLDER (an existing study)", ("--train", "{fits}")),
+            ("--test", lambda a: a.model is not None, "--model FOLDER (an existing study)", ("--test", "{fits}")),
+        ):
             options.needs(st, flag, applies, need, example)
 
     def plan(self, args: argparse.Namespace) -> Plan:
@@ -202,16 +280,30 @@ class AstroStudy(Study):
 
         galaxies = galaxies_text(plan.settings) if plan.settings is not None else None
         read = Path(plan.out) / READING_FILE
-        return write_report(evidence.results, Path(plan.out), timings=evidence.timings or None, galaxies=galaxies,
-                            reading=Reading.load(read) if read.is_file() else None)
+        return write_report(
+            evidence.results,
+            Path(plan.out),
+            timings=evidence.timings or None,
+            galaxies=galaxies,
+            reading=Reading.load(read) if read.is_file() else None,
+        )
 
     # --- what is read from your catalogue ------------------------------------------------------
     def add_inspect_options(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--images", type=input_path("npy", "fits"), default=None,
-                            help="(N, 4, H, W) cut-outs, one per catalogue row (.npy or FITS): their band order, "
-                                 "units and pixel scale are read and their fluxes checked against the catalogue's")
-        parser.add_argument("--test-fraction", type=fraction(), default=0.25, metavar="F",
-                            help="share of the objects the study would hold out for testing (default 0.25)")
+        parser.add_argument(
+            "--images",
+            type=input_path("npy", "fits"),
+            default=None,
+            help="(N, 4, H, W) cut-outs, one per catalogue row (.npy or FITS): their band order, "
+            "units and pixel scale are read and their fluxes checked against the catalogue's",
+        )
+        parser.add_argument(
+            "--test-fraction",
+            type=fraction(),
+            default=0.25,
+            metavar="F",
+            help="share of the objects the study would hold out for testing (default 0.25)",
+        )
         options.add(parser, "seed", default=0, context="Here: the train/test split the study would make")
 
     def inspect(self, path: Path, args: argparse.Namespace):
@@ -225,12 +317,12 @@ class AstroStudy(Study):
         from .split import split_catalogue
 
         catalog, images = data_files(path, getattr(args, "images", None))
-        with warnings.catch_warnings():            # the dropped rows are in the reading
+        with warnings.catch_warnings():  # the dropped rows are in the reading
             warnings.simplefilter("ignore", UserWarning)
             sample = read_legacy_survey(catalog, images)
         try:
             split_catalogue(sample, getattr(args, "test_fraction", 0.25), getattr(args, "seed", 0))
-        except ScimechError as err:                # a catalogue too small to split is still read back
+        except ScimechError as err:  # a catalogue too small to split is still read back
             sample.meta["reading"].fact("split", "not possible", str(err))
         return sample.meta["reading"]
 
@@ -256,16 +348,33 @@ class AstroStudy(Study):
 
     # --- generate, shift and the astro's own command ------------------------------------------
     def add_generate_options(self, s: argparse.ArgumentParser) -> None:
-        s.add_argument("--n-galaxies", type=whole(1), default=2000, metavar="N",
-                       help="galaxies to write (after the r-band selection; default 2000)")
+        s.add_argument(
+            "--n-galaxies",
+            type=whole(1),
+            default=2000,
+            metavar="N",
+            help="galaxies to write (after the r-band selection; default 2000)",
+        )
         options.deprecated(s, "--n", "--n-galaxies", type=whole(1))
         options.add(s, "seed", default=0, context="The sample is a function of it")
-        options.add(s, "out", kind="file", suffixes=(".fits", ".zarr"), required=True,
-                    context="Here: .fits (catalogue table + IMAGES cube) or .zarr (a folder)")
-        s.add_argument("--no-images", action="store_true",
-                       help="catalogue only, no (N, 4, 24, 24) g, r, i, z cut-outs [nanomaggy per pixel]")
-        s.add_argument("--world", default=DEFAULT_WORLD,
-                       help=f"synthetic world: standard or degenerate (astro.synthetic.WORLDS; default {DEFAULT_WORLD})")
+        options.add(
+            s,
+            "out",
+            kind="file",
+            suffixes=(".fits", ".zarr"),
+            required=True,
+            context="Here: .fits (catalogue table + IMAGES cube) or .zarr (a folder)",
+        )
+        s.add_argument(
+            "--no-images",
+            action="store_true",
+            help="catalogue only, no (N, 4, 24, 24) g, r, i, z cut-outs [nanomaggy per pixel]",
+        )
+        s.add_argument(
+            "--world",
+            default=DEFAULT_WORLD,
+            help=f"synthetic world: standard or degenerate (astro.synthetic.WORLDS; default {DEFAULT_WORLD})",
+        )
 
     def generate(self, args: argparse.Namespace) -> int:
         from .files import save_sample  # lazy: see the top
@@ -273,7 +382,7 @@ class AstroStudy(Study):
 
         t0 = time.perf_counter()
         try:
-            make_galaxies(1, seed=0, images=False, world=args.world)     # an unknown world: a clear error, no work
+            make_galaxies(1, seed=0, images=False, world=args.world)  # an unknown world: a clear error, no work
         except ScimechError as err:
             print(f"scimech astro generate: {err}", file=sys.stderr)
             return 2
@@ -284,9 +393,13 @@ class AstroStudy(Study):
 
     def add_shift_options(self, p: argparse.ArgumentParser) -> None:
         options.add(p, "out", default="runs/astro/shift")
-        p.add_argument("--shift", choices=("depth", "redshift"), default="redshift",
-                       help="the shift of the galaxies: redshift (z scaled by 0.7) or depth (1.5 mag deeper); "
-                            "astro.shift.SHIFTS (default redshift)")
+        p.add_argument(
+            "--shift",
+            choices=("depth", "redshift"),
+            default="redshift",
+            help="the shift of the galaxies: redshift (z scaled by 0.7) or depth (1.5 mag deeper); "
+            "astro.shift.SHIFTS (default redshift)",
+        )
         options.add(p, "seed", default=0)
         options.add(p, "epochs", default=20, context="Of the stand-in")
         options.add(p, "device", default="cpu")
@@ -301,17 +414,31 @@ class AstroStudy(Study):
 
 
 def _train_options(t: argparse.ArgumentParser) -> None:
-    options.add(t, "data", formats=_SAMPLE_FORMATS, required=True,
-                context="Here: training galaxies, a .fits or .zarr written by `scimech astro generate` (or by the study "
-                        "as <out>/train.fits), catalogue with z and optional cut-outs")
-    options.add(t, "out", required=True, context="Here: the checkpoint folder (config.json, model.safetensors, "
-                "codecs/, image_tokenizer.npz, history.json); give it to `astro study --model`")
+    options.add(
+        t,
+        "data",
+        formats=_SAMPLE_FORMATS,
+        required=True,
+        context="Here: training galaxies, a .fits or .zarr written by `scimech astro generate` (or by the study "
+        "as <out>/train.fits), catalogue with z and optional cut-outs",
+    )
+    options.add(
+        t,
+        "out",
+        required=True,
+        context="Here: the checkpoint folder (config.json, model.safetensors, "
+        "codecs/, image_tokenizer.npz, history.json); give it to `astro study --model`",
+    )
     options.add(t, "epochs", default=20)
     options.add(t, "batch_size", default=64)
     options.add(t, "seed", default=0)
     t.add_argument("--planted", action="store_true", help="train the planted stand-in (astro.models.planted)")
-    t.add_argument("--image-features", choices=("bands", "colours"), default=None,
-                   help="features of the patch tokenizer (default: the sample's world's, astro.plan.IMAGE_FEATURES)")
+    t.add_argument(
+        "--image-features",
+        choices=("bands", "colours"),
+        default=None,
+        help="features of the patch tokenizer (default: the sample's world's, astro.plan.IMAGE_FEATURES)",
+    )
     options.add(t, "device", default="cpu")
 
 
@@ -322,8 +449,16 @@ def _train(args) -> int:
 
     train = load_sample(args.data)
     feats = args.image_features or IMAGE_FEATURES.get(str(train.meta.get("world", "standard")), "bands")
-    ad, hist = train_standin(train, epochs=args.epochs, batch_size=args.batch_size, seed=args.seed, log=_log,
-                             planted=args.planted, image_features=feats, device=args.device)
+    ad, hist = train_standin(
+        train,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        seed=args.seed,
+        log=_log,
+        planted=args.planted,
+        image_features=feats,
+        device=args.device,
+    )
     ad.to("cpu")
     standin.save(ad, args.out)
     (Path(args.out) / "history.json").write_text(json.dumps(hist))

@@ -41,8 +41,10 @@ from .training import train_standin
 __all__ = ["synth_unit", "catalog_unit", "train_unit", "interventions_unit", "single_thread", "STUDY_TRUTH"]
 
 #: catalogue columns the study needs besides the survey's own
-STUDY_TRUTH = {"z": "a redshift column Z (or REDSHIFT, Z_SPEC), e.g. DESI spectroscopic redshifts joined to the rows",
-               "a_v": "an attenuation column A_V (or AV) in mag, e.g. from the DESI FastSpecFit value-added catalogue"}
+STUDY_TRUTH = {
+    "z": "a redshift column Z (or REDSHIFT, Z_SPEC), e.g. DESI spectroscopic redshifts joined to the rows",
+    "a_v": "an attenuation column A_V (or AV) in mag, e.g. from the DESI FastSpecFit value-added catalogue",
+}
 
 
 @contextmanager
@@ -66,53 +68,92 @@ def synth_unit(path: str, n: int, seed: int, world: str = "standard") -> dict[st
     return {"file": str(path), "n": len(s), "seed": int(seed), "world": world, "seconds": time.perf_counter() - t0}
 
 
-def catalog_unit(catalog: str, images: str | None, train_path: str, test_path: str, test_fraction: float,
-                 seed: int, stamp: int | None) -> dict[str, Any]:
+def catalog_unit(
+    catalog: str,
+    images: str | None,
+    train_path: str,
+    test_path: str,
+    test_fraction: float,
+    seed: int,
+    stamp: int | None,
+) -> dict[str, Any]:
     """Read a Legacy Survey catalogue (and cut-outs), split its *objects* at random (``seed``) into
     ``test_fraction`` test and the rest training galaxies (:func:`astro.split.split_by_object`: the
     rows of one object stay on one side), and write both samples. The result carries the reading
     (``reading``: :meth:`scimech.studies.reading.Reading.to_dict`, its ``split`` section filled)."""
-    with warnings.catch_warnings(record=True) as caught:   # the dropped-rows count goes into the result
+    with warnings.catch_warnings(record=True) as caught:  # the dropped-rows count goes into the result
         warnings.simplefilter("always")
         s = read_legacy_survey(catalog, images, stamp=stamp)
     lacking = [why for k, why in STUDY_TRUTH.items() if k not in s.catalog.colnames]
     if lacking:
-        raise MissingVariableError(f"{catalog}: the study scores redshifts and reads dust, so it needs "
-                                   f"{'; '.join(lacking)}.")
+        raise MissingVariableError(
+            f"{catalog}: the study scores redshifts and reads dust, so it needs {'; '.join(lacking)}."
+        )
     train, test = split_catalogue(s, test_fraction, seed)
     save_sample(s[train], train_path)
     save_sample(s[test], test_path)
-    return {"n_train": len(train), "n_test": len(test), "n_rejected": int(s.meta["n_rejected"]),
-            "rejected": s.meta["rejected"], "warnings": [str(w.message) for w in caught],
-            "reading": json.dumps(s.meta["reading"].to_dict())}     # a string: the store keeps its order
+    return {
+        "n_train": len(train),
+        "n_test": len(test),
+        "n_rejected": int(s.meta["n_rejected"]),
+        "rejected": s.meta["rejected"],
+        "warnings": [str(w.message) for w in caught],
+        "reading": json.dumps(s.meta["reading"].to_dict()),
+    }  # a string: the store keeps its order
 
 
-def train_unit(train_path: str, model_dir: str, epochs: int, batch_size: int, seed: int, planted: bool = False,
-               image_features: str = "bands", device: str = "cpu") -> dict[str, Any]:
+def train_unit(
+    train_path: str,
+    model_dir: str,
+    epochs: int,
+    batch_size: int,
+    seed: int,
+    planted: bool = False,
+    image_features: str = "bands",
+    device: str = "cpu",
+) -> dict[str, Any]:
     """Train the stand-in (or the planted stand-in) on ``train_path`` (on ``device``) and move the
     checkpoint into ``model_dir`` when complete."""
     model_dir = Path(model_dir)
     with single_thread():
-        ad, hist = train_standin(load_sample(train_path), epochs=int(epochs), batch_size=int(batch_size),
-                                 seed=int(seed), planted=bool(planted), image_features=image_features, device=device)
-    ad.to("cpu")                                          # checkpoints are saved from the CPU
+        ad, hist = train_standin(
+            load_sample(train_path),
+            epochs=int(epochs),
+            batch_size=int(batch_size),
+            seed=int(seed),
+            planted=bool(planted),
+            image_features=image_features,
+            device=device,
+        )
+    ad.to("cpu")  # checkpoints are saved from the CPU
     model_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{model_dir.name}.", suffix=".tmp", dir=model_dir.parent))
     try:
         standin.save(ad, tmp / "model")
         (tmp / "model" / "history.json").write_text(json.dumps(hist))
         if model_dir.exists():
-            os.replace(model_dir, tmp / "previous")      # same folder: atomic; removed with tmp
+            os.replace(model_dir, tmp / "previous")  # same folder: atomic; removed with tmp
         os.replace(tmp / "model", model_dir)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return hist
 
 
-def interventions_unit(model_dir: str, train_path: str, test_path: str, start: int, stop: int, block: int,
-                       seed: int, n_reference: int = 256, batch_size: int = 256,
-                       methods: tuple[str, ...] = ("zero", "mean", "resample"),
-                       image_tokenizer: str | None = None, device: str = "cpu", dtype: str = "float32") -> xr.Dataset:
+def interventions_unit(
+    model_dir: str,
+    train_path: str,
+    test_path: str,
+    start: int,
+    stop: int,
+    block: int,
+    seed: int,
+    n_reference: int = 256,
+    batch_size: int = 256,
+    methods: tuple[str, ...] = ("zero", "mean", "resample"),
+    image_tokenizer: str | None = None,
+    device: str = "cpu",
+    dtype: str = "float32",
+) -> xr.Dataset:
     """Head interventions of ``block`` on test galaxies ``start:stop``, on ``device`` in ``dtype``
     (see :func:`astro.measures.intervention_chunk`)."""
     t0 = time.perf_counter()
@@ -121,7 +162,16 @@ def interventions_unit(model_dir: str, train_path: str, test_path: str, start: i
         test = load_sample(test_path, rows=slice(int(start), int(stop)))
         train = load_sample(train_path, rows=slice(0, int(n_reference)))
         multi, phot, reference = study_batches(ad, train, test, n_reference=int(n_reference))
-        ds = intervention_chunk(ad, multi, phot, reference, int(block), methods=tuple(methods), seed=int(seed),
-                                batch_size=int(batch_size), start=int(start))
+        ds = intervention_chunk(
+            ad,
+            multi,
+            phot,
+            reference,
+            int(block),
+            methods=tuple(methods),
+            seed=int(seed),
+            batch_size=int(batch_size),
+            start=int(start),
+        )
     ds.attrs["seconds"] = time.perf_counter() - t0
     return ds

@@ -62,8 +62,7 @@ def _phases(folder: Path, n_test: int, n_ref: int, block: int, threads: int, n_i
     from astro.models.aion_folder import n_parameters
 
     torch.set_num_threads(threads)
-    out: dict = {"threads": threads, "n_test": n_test, "n_ref": n_ref, "block": block, "n_iv": n_iv,
-                 "blocks": None}
+    out: dict = {"threads": threads, "n_test": n_test, "n_ref": n_ref, "block": block, "n_iv": n_iv, "blocks": None}
     t = time.perf_counter()
     ad = AIONRedshift.from_folder(folder / "model")
     out["load_s"] = time.perf_counter() - t
@@ -72,22 +71,26 @@ def _phases(folder: Path, n_test: int, n_ref: int, block: int, threads: int, n_i
     out["codec_params"] = n_parameters(ad.image_tokenizer.codec)
     out["rss_model_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     s = read_legacy_survey(folder / "data" / "catalog.fits", folder / "data" / "images.npy")
-    train, test = s[n_test:n_test + n_ref], s[:n_test]
+    train, test = s[n_test : n_test + n_ref], s[:n_test]
     box: dict = {}
 
     def interventions():
         few = [{k: v[:n_iv] for k, v in b.items()} for b in (box["inp"].multi, box["inp"].phot)]
-        iv = intervention_chunk(ad, *few, box["inp"].reference, block)      # per galaxy alike: on n_iv of them
+        iv = intervention_chunk(ad, *few, box["inp"].reference, block)  # per galaxy alike: on n_iv of them
         assert np.isfinite(iv["z_ablated"].values).all()
 
-    phases = {"tokenise": lambda: box.update(inp=study_inputs(ad, train, test)),   # + classical photo-z
-              "predict": lambda: (ad.predict_z(box["inp"].multi), ad.predict_z(box["inp"].phot)),
-              "layer probes": lambda: layer_probes(ad, box["inp"], n_bootstrap=20),
-              "head probes + radial": lambda: (head_probes(ad, box["inp"], block, n_bootstrap=20),
-                                               head_radial_structure(ad, box["inp"], block)),
-              "interventions": interventions}
+    phases = {
+        "tokenise": lambda: box.update(inp=study_inputs(ad, train, test)),  # + classical photo-z
+        "predict": lambda: (ad.predict_z(box["inp"].multi), ad.predict_z(box["inp"].phot)),
+        "layer probes": lambda: layer_probes(ad, box["inp"], n_bootstrap=20),
+        "head probes + radial": lambda: (
+            head_probes(ad, box["inp"], block, n_bootstrap=20),
+            head_radial_structure(ad, box["inp"], block),
+        ),
+        "interventions": interventions,
+    }
     out["seconds"], out["cpu_seconds"], out["flops"] = {}, {}, {}
-    for name, fn in phases.items():      # torch's counter: matmuls, convolutions, attention (negligible overhead)
+    for name, fn in phases.items():  # torch's counter: matmuls, convolutions, attention (negligible overhead)
         with torch.no_grad(), FlopCounterMode(display=False) as fc:
             t, c = time.perf_counter(), _cpu_seconds()
             fn()
@@ -110,8 +113,15 @@ def _interventions(folder: Path, n_iv: int, n_ref: int, block: int, threads: int
     from scimech.causal.intervene import ablation_sweep, patching_sweep
 
     torch.set_num_threads(threads)
-    out: dict = {"threads": threads, "n_iv": n_iv, "n_ref": n_ref, "block": block, "dtype": dtype,
-                 "cpu_seconds": {}, "rss_mb": {}}
+    out: dict = {
+        "threads": threads,
+        "n_iv": n_iv,
+        "n_ref": n_ref,
+        "block": block,
+        "dtype": dtype,
+        "cpu_seconds": {},
+        "rss_mb": {},
+    }
 
     def phase(name, fn):
         c = _cpu_seconds()
@@ -124,15 +134,32 @@ def _interventions(folder: Path, n_iv: int, n_ref: int, block: int, threads: int
     ad = phase("load", lambda: AIONRedshift.from_folder(folder / "model", dtype=dtype))
     out["blocks"], out["heads"] = ad.num_blocks, ad.num_heads
     s = read_legacy_survey(folder / "data" / "catalog.fits", folder / "data" / "images.npy")[:n_iv]
-    multi, phot = phase("tokenise", lambda: (lambda t: (ad.batch(t), ad.batch(t, masked=["tok_image"])))(
-        ad.tokenize(s.catalog, s.images)))
+    multi, phot = phase(
+        "tokenise",
+        lambda: (lambda t: (ad.batch(t), ad.batch(t, masked=["tok_image"])))(ad.tokenize(s.catalog, s.images)),
+    )
     z = phase("predict", lambda: (ad.predict_z(multi), ad.predict_z(phot)))
     sites, metric, per = ad.head_sites(block), ad.z_metric(), rows_per_pass(multi)
-    ab = phase("ablation", lambda: ablation_sweep(ad.model, dict(multi), sites, metric, method="zero",
-                                                  forward=ad.forward, batch_size=per, max_rows=per))
-    pt = phase("patching", lambda: patching_sweep(ad.model, dict(multi), dict(phot), sites, metric,
-                                                  direction="noising", forward=ad.forward, batch_size=per,
-                                                  max_rows=per))
+    ab = phase(
+        "ablation",
+        lambda: ablation_sweep(
+            ad.model, dict(multi), sites, metric, method="zero", forward=ad.forward, batch_size=per, max_rows=per
+        ),
+    )
+    pt = phase(
+        "patching",
+        lambda: patching_sweep(
+            ad.model,
+            dict(multi),
+            dict(phot),
+            sites,
+            metric,
+            direction="noising",
+            forward=ad.forward,
+            batch_size=per,
+            max_rows=per,
+        ),
+    )
     assert np.isfinite(ab["ablated"].values).all() and np.isfinite(pt["patched"].values).all()
     out["z_multi"], out["z_ablated"] = z[0].tolist(), ab["ablated"].values.tolist()
     out["z_patched"] = pt["patched"].values.tolist()
@@ -160,30 +187,52 @@ def _iv_lines(runs: list[dict], command: str) -> list[str]:
     ]
     for r in runs:
         c, m = r["cpu_seconds"], r["rss_mb"]
-        lines.append(f"| {r['dtype']} | {c['load']:.1f} | {c['tokenise'] / n:.2f} | {c['predict'] / n:.2f} | "
-                     f"{c['ablation'] / n:.1f} | {c['patching'] / n:.1f} | {m['load'] / 1024:.2f} GiB | "
-                     f"{m['ablation'] / 1024:.2f} GiB | {m['patching'] / 1024:.2f} GiB |")
+        lines.append(
+            f"| {r['dtype']} | {c['load']:.1f} | {c['tokenise'] / n:.2f} | {c['predict'] / n:.2f} | "
+            f"{c['ablation'] / n:.1f} | {c['patching'] / n:.1f} | {m['load'] / 1024:.2f} GiB | "
+            f"{m['ablation'] / 1024:.2f} GiB | {m['patching'] / 1024:.2f} GiB |"
+        )
     if len(runs) > 1:
         import numpy as np
 
         ref = runs[0]
         for r in runs[1:]:
             dz = max(float(np.max(np.abs(np.subtract(r[k], ref[k])))) for k in ("z_multi", "z_ablated", "z_patched"))
-            lines += ["", f"{r['dtype']} against {ref['dtype']}: largest difference of an expected redshift "
-                      f"(clean, ablated or patched) {dz:.1e}; CPU time x{sum(r['cpu_seconds'].values()) / sum(ref['cpu_seconds'].values()):.2f} "
-                      f"of {ref['dtype']}'s over all phases (load avg {r['load_avg']:.1f} on {r['cores']} cores)."]
+            lines += [
+                "",
+                f"{r['dtype']} against {ref['dtype']}: largest difference of an expected redshift "
+                f"(clean, ablated or patched) {dz:.1e}; CPU time x{sum(r['cpu_seconds'].values()) / sum(ref['cpu_seconds'].values()):.2f} "
+                f"of {ref['dtype']}'s over all phases (load avg {r['load_avg']:.1f} on {r['cores']} cores).",
+            ]
     return lines
 
 
-def _run_child(folder: Path, n_test: int, n_ref: int, block: int, threads: int, n_iv: int,
-               dtype: str | None = None) -> dict:
-    cmd = [sys.executable, "-m", "bench.bench_astro_real", "--child", str(folder), "--n-test", str(n_test),
-           "--n-ref", str(n_ref), "--block", str(block), "--threads", str(threads), "--n-iv", str(n_iv)]
+def _run_child(
+    folder: Path, n_test: int, n_ref: int, block: int, threads: int, n_iv: int, dtype: str | None = None
+) -> dict:
+    cmd = [
+        sys.executable,
+        "-m",
+        "bench.bench_astro_real",
+        "--child",
+        str(folder),
+        "--n-test",
+        str(n_test),
+        "--n-ref",
+        str(n_ref),
+        "--block",
+        str(block),
+        "--threads",
+        str(threads),
+        "--n-iv",
+        str(n_iv),
+    ]
     if dtype is not None:
         cmd += ["--interventions", "--dtype", dtype]
     env = dict(os.environ, SCIMECH_QUIET="1", PYTHONWARNINGS="ignore")
-    res = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False,
-                         cwd=Path(__file__).resolve().parents[1])
+    res = subprocess.run(
+        cmd, capture_output=True, text=True, env=env, check=False, cwd=Path(__file__).resolve().parents[1]
+    )
     if res.returncode != 0:
         raise RuntimeError(f"child failed:\n{res.stderr[-3000:]}")
     return json.loads(res.stdout.strip().splitlines()[-1])
@@ -191,14 +240,15 @@ def _run_child(folder: Path, n_test: int, n_ref: int, block: int, threads: int, 
 
 def _lines(r: dict, write_s: float | None) -> list[str]:
     n = r["n_test"]
-    count = {"tokenise": n + r["n_ref"], "interventions": r["n_iv"]}       # galaxies each phase ran on
+    count = {"tokenise": n + r["n_ref"], "interventions": r["n_iv"]}  # galaxies each phase ran on
     per = {k: v / count.get(k, n) for k, v in r["seconds"].items()}
     total = sum(per.values())
-    fl = {k: v / count.get(k, n) for k, v in r["flops"].items()}       # FLOPs per galaxy
+    fl = {k: v / count.get(k, n) for k, v in r["flops"].items()}  # FLOPs per galaxy
     fl_all = sum(fl.values())
     lines = [
         f"Random-weight AION-1-B folder in the real layout ({r['params'] / 1e6:.0f} M transformer parameters, "
-        f"image codec {r['codec_params'] / 1e6:.1f} M" + (f"; written in {write_s:.0f} s" if write_s else "")
+        f"image codec {r['codec_params'] / 1e6:.1f} M"
+        + (f"; written in {write_s:.0f} s" if write_s else "")
         + f"), {n} test galaxies (4 x 96 x 96 cut-outs, 8 + 576 tokens each) and {r['n_ref']} reference "
         f"galaxies; head interventions (zero, mean, resample, patch; both modes) of block {r['block']} of "
         f"{r['blocks']} on {r['n_iv']} of the test galaxies (per galaxy alike; each intervention re-runs the "
@@ -212,11 +262,16 @@ def _lines(r: dict, write_s: float | None) -> list[str]:
     cpu = {k: v / count.get(k, n) for k, v in r["cpu_seconds"].items()}
     for k, v in r["seconds"].items():
         lines.append(f"| {k} | {v:.1f} | {per[k]:.2f} | {cpu[k]:.2f} | {fl[k] / 1e9:.0f} |")
-    lines.append(f"| **total** | {sum(r['seconds'].values()):.1f} | **{total:.2f}** | **{sum(cpu.values()):.2f}** "
-                 f"| **{fl_all / 1e9:.0f}** |")
-    lines += ["", f"Seconds are wall-clock on a shared machine (load {r['load_avg']:.1f} on {r['cores']} cores while it "
-              f"ran); CPU seconds (user + system, all threads) are what the work took, about {r['threads']} times "
-              "the wall-clock time it would take alone."]
+    lines.append(
+        f"| **total** | {sum(r['seconds'].values()):.1f} | **{total:.2f}** | **{sum(cpu.values()):.2f}** "
+        f"| **{fl_all / 1e9:.0f}** |"
+    )
+    lines += [
+        "",
+        f"Seconds are wall-clock on a shared machine (load {r['load_avg']:.1f} on {r['cores']} cores while it "
+        f"ran); CPU seconds (user + system, all threads) are what the work took, about {r['threads']} times "
+        "the wall-clock time it would take alone.",
+    ]
     node_s = N_PAPER * fl_all / (GPU_FLOPS * GPUS_PER_NODE)
     lines += [
         "",
@@ -247,14 +302,25 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--n-iv", type=int, default=2, help="test galaxies of the head interventions")
     p.add_argument("--folder", type=Path, default=None, help="reuse (or write) the base folder here")
-    p.add_argument("--interventions", action="store_true",
-                   help="per dtype: CPU seconds and peak RSS of predict, one ablation sweep and the patching sweep")
-    p.add_argument("--dtype", nargs="+", default=["float32"], choices=["float32", "bfloat16", "float16"],
-                   help="with --interventions: the transformer's dtypes, one fresh process each")
+    p.add_argument(
+        "--interventions",
+        action="store_true",
+        help="per dtype: CPU seconds and peak RSS of predict, one ablation sweep and the patching sweep",
+    )
+    p.add_argument(
+        "--dtype",
+        nargs="+",
+        default=["float32"],
+        choices=["float32", "bfloat16", "float16"],
+        help="with --interventions: the transformer's dtypes, one fresh process each",
+    )
     a = p.parse_args(argv)
     if a.child is not None:
-        got = (_interventions(a.child, a.n_iv, a.n_ref, a.block, a.threads, a.dtype[0]) if a.interventions
-               else _phases(a.child, a.n_test, a.n_ref, a.block, a.threads, a.n_iv))
+        got = (
+            _interventions(a.child, a.n_iv, a.n_ref, a.block, a.threads, a.dtype[0])
+            if a.interventions
+            else _phases(a.child, a.n_test, a.n_ref, a.block, a.threads, a.n_iv)
+        )
         print(json.dumps(got))
         return 0
     from astro.models.aion_folder import write_galaxies, write_random_aion
@@ -275,16 +341,25 @@ def main(argv: list[str] | None = None) -> int:
 
             import scimech
 
-            text = "\n".join(["## astro: AION-1-B interventions and dtypes, CPU", "",
-                              f"(scimech {scimech.__version__}, Python {platform.python_version()})", "",
-                              *_iv_lines(runs, command), ""])
+            text = "\n".join(
+                [
+                    "## astro: AION-1-B interventions and dtypes, CPU",
+                    "",
+                    f"(scimech {scimech.__version__}, Python {platform.python_version()})",
+                    "",
+                    *_iv_lines(runs, command),
+                    "",
+                ]
+            )
             path = Path(__file__).resolve().parent / "results" / "astro_real_interventions.md"
             path.parent.mkdir(exist_ok=True)
             path.write_text(text)
             sys.stdout.write(text)
             return 0
         r = _run_child(folder, a.n_test, a.n_ref, a.block, a.threads, a.n_iv)
-    write_section("astro_real", "astro: the head study on AION-1-B (random weights, real layout), CPU", _lines(r, write_s))
+    write_section(
+        "astro_real", "astro: the head study on AION-1-B (random weights, real layout), CPU", _lines(r, write_s)
+    )
     return 0
 
 

@@ -26,15 +26,16 @@ def _catalogue(s) -> np.ndarray:
     from astro import photoz
 
     c = s.catalog
-    return np.column_stack([photoz.colour_features(c), np.log(c["shape_r"].value), c["shape_e1"], c["shape_e2"],
-                            c["ebv"].value])
+    return np.column_stack(
+        [photoz.colour_features(c), np.log(c["shape_r"].value), c["shape_e1"], c["shape_e2"], c["ebv"].value]
+    )
 
 
 def _apertures(s) -> np.ndarray:
     from astro import photoz
 
     n = len(s.images)
-    grid = s.images.reshape(n, 4, 6, 4, 6, 4).sum((3, 5)).transpose(0, 2, 3, 1)   # (n, 6, 6, band)
+    grid = s.images.reshape(n, 4, 6, 4, 6, 4).sum((3, 5)).transpose(0, 2, 3, 1)  # (n, 6, 6, band)
     inner = grid[:, 2:4, 2:4].sum((1, 2))
     outer = grid.sum((1, 2)) - inner
     mi, mo = photoz._asinh_mag(inner), photoz._asinh_mag(outer)
@@ -50,9 +51,11 @@ def world_rows(world: str) -> list[str]:
     test = synthetic.make_galaxies(N_TEST, seed=1000, world=world)
     z0, z1 = np.asarray(train.catalog["z"], float), np.asarray(test.catalog["z"], float)
     pops = test.populations()
-    inputs = {"catalogue": _catalogue,
-              "catalogue + stamp apertures": lambda s: np.column_stack([_catalogue(s), _apertures(s)]),
-              "catalogue + true A_V": lambda s: np.column_stack([_catalogue(s), s.catalog["a_v"].value])}
+    inputs = {
+        "catalogue": _catalogue,
+        "catalogue + stamp apertures": lambda s: np.column_stack([_catalogue(s), _apertures(s)]),
+        "catalogue + true A_V": lambda s: np.column_stack([_catalogue(s), s.catalog["a_v"].value]),
+    }
     rows = []
     for name, feats in inputs.items():
         reg = HistGradientBoostingRegressor(max_iter=300, learning_rate=0.05, random_state=0)
@@ -64,9 +67,13 @@ def world_rows(world: str) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     from astro import synthetic
 
-    lines = ["mean|dz| of z predicted by gradient boosting (lower is better); the gain of the second row over "
-             "the first is what the stamps add beyond the catalogue.", "",
-             "| world | input | all | extended | compact | dusty | clean |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        "mean|dz| of z predicted by gradient boosting (lower is better); the gain of the second row over "
+        "the first is what the stamps add beyond the catalogue.",
+        "",
+        "| world | input | all | extended | compact | dusty | clean |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for world in synthetic.WORLDS:
         lines += world_rows(world)
     write_section("astro_worlds", "astro: redshift information the image adds, per synthetic world", lines)

@@ -48,9 +48,15 @@ def run_one(method: str) -> dict:
     if method == "sklearn":
         from sklearn.decomposition import MiniBatchDictionaryLearning
 
-        model = MiniBatchDictionaryLearning(n_components=N_FEATURES, batch_size=BATCH, max_iter=EPOCHS,
-                                            transform_algorithm="omp", transform_n_nonzero_coefs=K,
-                                            fit_algorithm="cd", random_state=0)
+        model = MiniBatchDictionaryLearning(
+            n_components=N_FEATURES,
+            batch_size=BATCH,
+            max_iter=EPOCHS,
+            transform_algorithm="omp",
+            transform_n_nonzero_coefs=K,
+            fit_algorithm="cd",
+            random_state=0,
+        )
         model.fit(x.numpy())
         seconds = time.perf_counter() - t0
         atoms = torch.as_tensor(model.components_, dtype=torch.float32)
@@ -58,8 +64,7 @@ def run_one(method: str) -> dict:
     else:
         from scimech.analysis.dictionary import train_dictionary
 
-        dic, _ = train_dictionary(x, kind=method, n_features=N_FEATURES, k=K, epochs=EPOCHS, batch_size=BATCH,
-                                  lr=3e-3)
+        dic, _ = train_dictionary(x, kind=method, n_features=N_FEATURES, k=K, epochs=EPOCHS, batch_size=BATCH, lr=3e-3)
         seconds = time.perf_counter() - t0
         atoms = dic.W_dec.detach()
         with torch.no_grad():
@@ -68,12 +73,23 @@ def run_one(method: str) -> dict:
     cos = (directions @ atoms.T).max(1).values
     fve = 1 - float((x - recon).pow(2).sum() / (x - x.mean(0)).pow(2).sum())
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return {"method": method, "seconds": seconds, "rows_per_s": N * EPOCHS / seconds, "peak_mib": peak_mib,
-            "fve": fve, "recovered": int((cos > 0.9).sum()), "median_cos": float(np.median(cos.numpy()))}
+    return {
+        "method": method,
+        "seconds": seconds,
+        "rows_per_s": N * EPOCHS / seconds,
+        "peak_mib": peak_mib,
+        "fve": fve,
+        "recovered": int((cos > 0.9).sum()),
+        "median_cos": float(np.median(cos.numpy())),
+    }
 
 
-LABELS = {"topk": "scimech TopK", "batchtopk": "scimech BatchTopK", "jumprelu": "scimech JumpReLU",
-          "sklearn": "scikit-learn MiniBatchDictionaryLearning (OMP, 4 atoms)"}
+LABELS = {
+    "topk": "scimech TopK",
+    "batchtopk": "scimech BatchTopK",
+    "jumprelu": "scimech JumpReLU",
+    "sklearn": "scikit-learn MiniBatchDictionaryLearning (OMP, 4 atoms)",
+}
 
 
 def main() -> None:
@@ -82,20 +98,31 @@ def main() -> None:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
     rows = []
     for method in ("topk", "batchtopk", "jumprelu", "sklearn"):
-        out = subprocess.run([sys.executable, "-m", "bench.bench_dictionary", "--one", method], capture_output=True,
-                             text=True, env=env, check=True)
+        out = subprocess.run(
+            [sys.executable, "-m", "bench.bench_dictionary", "--one", method],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=True,
+        )
         rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
     base = next(r for r in rows if r["method"] == "sklearn")
-    lines = [f"{N} rows of width {D}, each a non-negative sum of {K} of {N_TRUE} planted unit directions (+ noise "
-             f"{NOISE}); {N_FEATURES} dictionary features, {EPOCHS} epochs (scikit-learn: max_iter={EPOCHS}) in "
-             f"batches of {BATCH}; one thread, each method in its own process (peak resident memory includes the "
-             "interpreter, torch and the activations).", "",
-             "| method | wall s | rows/s | vs scikit-learn | peak MiB | variance explained | planted recovered "
-             "(cos > 0.9) | median best cosine |", "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"{N} rows of width {D}, each a non-negative sum of {K} of {N_TRUE} planted unit directions (+ noise "
+        f"{NOISE}); {N_FEATURES} dictionary features, {EPOCHS} epochs (scikit-learn: max_iter={EPOCHS}) in "
+        f"batches of {BATCH}; one thread, each method in its own process (peak resident memory includes the "
+        "interpreter, torch and the activations).",
+        "",
+        "| method | wall s | rows/s | vs scikit-learn | peak MiB | variance explained | planted recovered "
+        "(cos > 0.9) | median best cosine |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
-        lines.append(f"| {LABELS[r['method']]} | {r['seconds']:.1f} | {r['rows_per_s']:.0f} | "
-                     f"{r['rows_per_s'] / base['rows_per_s']:.1f}x | {r['peak_mib']:.0f} | {r['fve']:.3f} | "
-                     f"{r['recovered']} / {N_TRUE} | {r['median_cos']:.3f} |")
+        lines.append(
+            f"| {LABELS[r['method']]} | {r['seconds']:.1f} | {r['rows_per_s']:.0f} | "
+            f"{r['rows_per_s'] / base['rows_per_s']:.1f}x | {r['peak_mib']:.0f} | {r['fve']:.3f} | "
+            f"{r['recovered']} / {N_TRUE} | {r['median_cos']:.3f} |"
+        )
     lines += ["", f"1-minute load average at the end: {os.getloadavg()[0]:.1f} (2 shared cores: read the ratios)."]
     write_section("dictionary", "Sparse dictionaries: throughput, memory and recovery vs scikit-learn", lines)
 

@@ -37,9 +37,9 @@ from pathlib import Path
 import scimech
 
 HERE = Path(__file__).resolve().parent
-G = 4          # candidates per generation
-REPEATS = 4    # generations timed per setting (different proposer seeds; the order of the
-               # settings alternates between repeats so a drifting machine load biases none)
+G = 4  # candidates per generation
+REPEATS = 4  # generations timed per setting (different proposer seeds; the order of the
+# settings alternates between repeats so a drifting machine load biases none)
 
 
 def _chain_reference():
@@ -50,8 +50,9 @@ def _chain_reference():
     return BodyParams(taper=0.35)
 
 
-def sim_rate(batch: int, duration: float = 0.3, engine: str = "compiled", threads: int = 2,
-             physics: str = "mujoco") -> tuple[float, float]:
+def sim_rate(
+    batch: int, duration: float = 0.3, engine: str = "compiled", threads: int = 2, physics: str = "mujoco"
+) -> tuple[float, float]:
     """Aggregated simulated s per wall s, and CPU microseconds per trial-step."""
     from neuro.sim import Simulator, stack_stimuli
 
@@ -80,8 +81,14 @@ def old_rate(tree: Path, batch: int, duration: float) -> float:
     import subprocess
 
     env = dict(os.environ, PYTHONPATH=f"{tree}{os.pathsep}{HERE.parent}", OMP_NUM_THREADS="1")
-    out = subprocess.run([sys.executable, "-c", _OLD, str(batch), str(duration)], env=env, cwd=tree,
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", _OLD, str(batch), str(duration)],
+        env=env,
+        cwd=tree,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return float(out.stdout.strip().splitlines()[-1])
 
 
@@ -93,8 +100,9 @@ def sim_table(trials=(1, 64, 256, 1024), repeats: int = 3, old_rev: str | None =
     tmp = tempfile.TemporaryDirectory()
     tree = Path(tmp.name)
     if old_rev:
-        archive = subprocess.run(["git", "archive", old_rev, "neuro"], cwd=HERE.parent, capture_output=True,
-                                 check=True).stdout
+        archive = subprocess.run(
+            ["git", "archive", old_rev, "neuro"], cwd=HERE.parent, capture_output=True, check=True
+        ).stdout
         subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
     load0 = os.getloadavg()
     rows = []
@@ -133,9 +141,12 @@ def sim_table(trials=(1, 64, 256, 1024), repeats: int = 3, old_rev: str | None =
         f"RK4 body, spinal cord in 0.5 ms substeps with 3 V2a speed modules; median of {repeats} runs "
         "(numpy paths: 2 runs up to 64 trials, 1 beyond), compiled and numpy interleaved. CPU time per "
         "trial-step: process CPU time of the 2-thread runs / (trials x steps)."
-        + (f" Old numpy simulator: `neuro/sim` at git revision {old_rev} (before the compiled path and "
-           "the speed modules: one V2a population per segment and side, 1 ms spinal step), in a subprocess."
-           if old_rev else ""),
+        + (
+            f" Old numpy simulator: `neuro/sim` at git revision {old_rev} (before the compiled path and "
+            "the speed modules: one V2a population per segment and side, 1 ms spinal step), in a subprocess."
+            if old_rev
+            else ""
+        ),
         "",
         "| trials | compiled, 2 threads | compiled, 1 thread | CPU us per trial-step (compiled) | "
         "numpy reference (same model) | compiled / reference |" + old_cols[0],
@@ -151,14 +162,28 @@ def generation(task, client, seed: int, root: Path) -> dict:
     from neuro.search.sandbox import SandboxLimits
     from neuro.search.tree import TreeSearch
 
-    ts = TreeSearch(task, OfflineProposer(priors=bool(seed % 2)), root / f"gen-{seed}-{id(client)}", max_nodes=G,
-                    generation=G, n_drafts=G, seed=seed, workers=1, client=client, quick_threshold=1e9,
-                    limits=SandboxLimits(wall_seconds=120, cpu_seconds=120))
+    ts = TreeSearch(
+        task,
+        OfflineProposer(priors=bool(seed % 2)),
+        root / f"gen-{seed}-{id(client)}",
+        max_nodes=G,
+        generation=G,
+        n_drafts=G,
+        seed=seed,
+        workers=1,
+        client=client,
+        quick_threshold=1e9,
+        limits=SandboxLimits(wall_seconds=120, cpu_seconds=120),
+    )
     t0 = time.perf_counter()
     nodes = ts.run()
     wall = time.perf_counter() - t0
-    return {"wall": wall, "evals": [n.wall_seconds for n in nodes], "status": [n.status for n in nodes],
-            "val": [n.val for n in nodes]}
+    return {
+        "wall": wall,
+        "evals": [n.wall_seconds for n in nodes],
+        "status": [n.status for n in nodes],
+        "val": [n.val for n in nodes],
+    }
 
 
 def _publish(name: str, text: str) -> int:
@@ -258,8 +283,9 @@ def main() -> int:
         w = n * c
         gens = math.ceil(M / w)
         lines.append(f"| {n} | {w} | {gens} | {startup + gens * (t_e1 + o):.0f} |")
-    lines.append(f"| (this machine, 1 worker, generation {G}) | 1 | {math.ceil(M / G)} | "
-                 f"{math.ceil(M / G) * wall(1):.0f} |")
+    lines.append(
+        f"| (this machine, 1 worker, generation {G}) | 1 | {math.ceil(M / G)} | {math.ceil(M / G) * wall(1):.0f} |"
+    )
     lines.append("")
     text = "\n".join(lines)
     return _publish("neuro", text)
@@ -281,22 +307,31 @@ def swim_table(trials: int = 16, duration: float = 4.0, seed: int = 0) -> list[s
 
     sim = Simulator(seed=seed)
     drives = np.round(np.arange(0.1, 1.01, 0.1), 2)
-    out = sim.run(stack_stimuli([dict(condition="dark")] * len(drives), 1.2, sim.dt), Perturbation(drive=drives),
-                  record_every=1)
+    out = sim.run(
+        stack_stimuli([dict(condition="dark")] * len(drives), 1.2, sim.dt), Perturbation(drive=drives), record_every=1
+    )
     bend = out["muscle"][:, 200:, 0, 5] - out["muscle"][:, 200:, 1, 5]
     f = bout_tail_beats(np.ones_like(bend), bend, sim.dt, skip=0.0)  # clamped: one bout per trial
-    lines = [f"Simulated larva, `python -m bench.bench_neuro --swim` (scimech {scimech.__version__}, seed {seed}).",
-             "", "Clamped drive, darkness, 1 s after a 0.2 s onset (zero crossings of the mid-body muscle "
-             "activation, resolution 1 Hz):", "",
-             "| drive | " + " | ".join(f"{d:.1f}" for d in drives) + " |",
-             "|---" * (len(drives) + 1) + "|",
-             "| tail beat (Hz) | " + " | ".join(f"{x:.0f}" for x in f) + " |", "",
-             f"Free swimming, {trials} trials x {duration:g} s per condition (closed loop), bouts >= 100 ms:", "",
-             "| condition | bouts per s | tail beat median (Hz) | 10-90 % (Hz) | speed in bouts (mm/s) |",
-             "|---|---|---|---|---|"]
-    for name, cond in (("darkness", dict(condition="dark")),
-                       ("forward grating 10 mm/s", dict(condition="grating_fwd", speed=10.0)),
-                       ("forward grating 30 mm/s", dict(condition="grating_fwd", speed=30.0))):
+    lines = [
+        f"Simulated larva, `python -m bench.bench_neuro --swim` (scimech {scimech.__version__}, seed {seed}).",
+        "",
+        "Clamped drive, darkness, 1 s after a 0.2 s onset (zero crossings of the mid-body muscle "
+        "activation, resolution 1 Hz):",
+        "",
+        "| drive | " + " | ".join(f"{d:.1f}" for d in drives) + " |",
+        "|---" * (len(drives) + 1) + "|",
+        "| tail beat (Hz) | " + " | ".join(f"{x:.0f}" for x in f) + " |",
+        "",
+        f"Free swimming, {trials} trials x {duration:g} s per condition (closed loop), bouts >= 100 ms:",
+        "",
+        "| condition | bouts per s | tail beat median (Hz) | 10-90 % (Hz) | speed in bouts (mm/s) |",
+        "|---|---|---|---|---|",
+    ]
+    for name, cond in (
+        ("darkness", dict(condition="dark")),
+        ("forward grating 10 mm/s", dict(condition="grating_fwd", speed=10.0)),
+        ("forward grating 30 mm/s", dict(condition="grating_fwd", speed=30.0)),
+    ):
         o = sim.run(stack_stimuli([dict(cond, seed=k) for k in range(trials)], duration, sim.dt), record_every=1)
         d = o["drive"].mean(-1)
         fb = bout_tail_beats(d, o["muscle"][:, :, 0, 5] - o["muscle"][:, :, 1, 5], sim.dt)
@@ -325,13 +360,27 @@ def drive_seed_table(seeds=range(8)) -> list[str]:
     from neuro.sim import Perturbation, Simulator, stack_stimuli
 
     drives = np.round(np.arange(0.1, 1.01, 0.1), 2)
-    f = np.array([[_spectral_peak(ta[200:], 1e-3) for ta in Simulator(seed=s).run(
-        stack_stimuli([dict(condition="dark")] * len(drives), 1.2, 1e-3), Perturbation(drive=drives),
-        record_every=1)["tail_angle"]] for s in seeds])
-    return [f"Clamped drive, darkness, seeds {seeds[0]}-{seeds[-1]}: the tail angle's spectral peak over 0.2-1.2 s "
-            "(Hann window, 16x zero padding), min-max over seeds:", "",
-            "| drive | " + " | ".join(f"{d:.1f}" for d in drives) + " |", "|---" * (len(drives) + 1) + "|",
-            "| tail beat (Hz) | " + " | ".join(f"{lo:.0f}-{hi:.0f}" for lo, hi in zip(f.min(0), f.max(0))) + " |"]
+    f = np.array(
+        [
+            [
+                _spectral_peak(ta[200:], 1e-3)
+                for ta in Simulator(seed=s).run(
+                    stack_stimuli([dict(condition="dark")] * len(drives), 1.2, 1e-3),
+                    Perturbation(drive=drives),
+                    record_every=1,
+                )["tail_angle"]
+            ]
+            for s in seeds
+        ]
+    )
+    return [
+        f"Clamped drive, darkness, seeds {seeds[0]}-{seeds[-1]}: the tail angle's spectral peak over 0.2-1.2 s "
+        "(Hann window, 16x zero padding), min-max over seeds:",
+        "",
+        "| drive | " + " | ".join(f"{d:.1f}" for d in drives) + " |",
+        "|---" * (len(drives) + 1) + "|",
+        "| tail beat (Hz) | " + " | ".join(f"{lo:.0f}-{hi:.0f}" for lo, hi in zip(f.min(0), f.max(0))) + " |",
+    ]
 
 
 def _turning_bouts(sim, seed: int, duration: float = 3.0):
@@ -353,7 +402,7 @@ def _turning_bouts(sim, seed: int, duration: float = 3.0):
         on = o["drive"][b].sum(-1) > 0.1
         for s in np.flatnonzero(on[1:] & ~on[:-1]) + 1:
             e = s + int(np.argmax(~on[s:])) if (~on[s:]).any() else len(on)
-            asym = np.abs(o["drive"][b, s:s + 20, 0] - o["drive"][b, s:s + 20, 1]).max()
+            asym = np.abs(o["drive"][b, s : s + 20, 0] - o["drive"][b, s : s + 20, 1]).max()
             if e - s < 100 or asym < 0.2 or want[b, s] == 0:
                 continue
             bouts.append((b, int(s), int(e), float(want[b, s])))
@@ -379,19 +428,31 @@ def turning_table(seeds=(0, 1, 2, 3), duration: float = 3.0) -> list[str]:
         lat = -dx * np.sin(th[..., 0]) + dy * np.cos(th[..., 0])  # + = the fish's left
         for b, s, e, want in bouts:
             ta = o["tail_angle"][b, s:e]
-            k = int(np.argmax(np.abs(lat[b, s:s + 40])))
-            rows[specs[b]["condition"]].append((np.sign(lat[b, s + k]) == want, _spectral_peak(ta[60:], sim.dt),
-                                                abs(ta[:40]).max(), abs(ta[60:].mean())))
-    lines = [f"Turning bouts, seeds {seeds[0]}-{seeds[-1]}, 2 trials x {duration:g} s per condition (closed loop): "
-             "first bend toward the stimulus, tail beat = the tail angle's spectral peak after the first 60 ms:", "",
-             "| condition | bouts | first bend toward the stimulus | tail beat min / median / max (Hz) "
-             "| at 15-100 Hz | first bend (rad) | mean tail angle after it (rad) |", "|---|---|---|---|---|---|---|"]
+            k = int(np.argmax(np.abs(lat[b, s : s + 40])))
+            rows[specs[b]["condition"]].append(
+                (
+                    np.sign(lat[b, s + k]) == want,
+                    _spectral_peak(ta[60:], sim.dt),
+                    abs(ta[:40]).max(),
+                    abs(ta[60:].mean()),
+                )
+            )
+    lines = [
+        f"Turning bouts, seeds {seeds[0]}-{seeds[-1]}, 2 trials x {duration:g} s per condition (closed loop): "
+        "first bend toward the stimulus, tail beat = the tail angle's spectral peak after the first 60 ms:",
+        "",
+        "| condition | bouts | first bend toward the stimulus | tail beat min / median / max (Hz) "
+        "| at 15-100 Hz | first bend (rad) | mean tail angle after it (rad) |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for c in conds:
         r = np.array(rows[c], float)
         inside = int(((r[:, 1] >= 15) & (r[:, 1] <= 100)).sum())
-        lines.append(f"| {c} | {len(r)} | {int(r[:, 0].sum())} of {len(r)} | {r[:, 1].min():.1f} / "
-                     f"{np.median(r[:, 1]):.1f} / {r[:, 1].max():.1f} | {inside} of {len(r)} | {np.median(r[:, 2]):.2f} "
-                     f"| {np.median(r[:, 3]):.2f} |")
+        lines.append(
+            f"| {c} | {len(r)} | {int(r[:, 0].sum())} of {len(r)} | {r[:, 1].min():.1f} / "
+            f"{np.median(r[:, 1]):.1f} / {r[:, 1].max():.1f} | {inside} of {len(r)} | {np.median(r[:, 2]):.2f} "
+            f"| {np.median(r[:, 3]):.2f} |"
+        )
     return lines
 
 
@@ -406,13 +467,15 @@ def physics_table(trials=(64, 1024), repeats: int = 3) -> list[str]:
         rates = {"chain": [], "mujoco": []}
         cpu = {"chain": [], "mujoco": []}
         for r in range(repeats):
-            for ph in (("chain", "mujoco") if r % 2 == 0 else ("mujoco", "chain")):
+            for ph in ("chain", "mujoco") if r % 2 == 0 else ("mujoco", "chain"):
                 rate, c = sim_rate(B, dur, threads=2, physics=ph)
                 rates[ph].append(rate)
                 cpu[ph].append(c)
         ch, mj = statistics.median(rates["chain"]), statistics.median(rates["mujoco"])
-        rows.append(f"| {B} | {ch:.1f} | {mj:.1f} | {mj / ch:.2f} | {statistics.median(cpu['chain']):.1f} | "
-                    f"{statistics.median(cpu['mujoco']):.1f} |")
+        rows.append(
+            f"| {B} | {ch:.1f} | {mj:.1f} | {mj / ch:.2f} | {statistics.median(cpu['chain']):.1f} | "
+            f"{statistics.median(cpu['mujoco']):.1f} |"
+        )
     load1 = os.getloadavg()
     import mujoco
 
@@ -449,8 +512,9 @@ def kinematics_figures(out_dir: Path, seeds=(101, 102)) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     drives = np.array([0.35, 0.55, 0.75, 0.9])
     sim = Simulator(seed=0)
-    out = sim.run(stack_stimuli([dict(condition="dark")] * len(drives), 0.6, sim.dt), Perturbation(drive=drives),
-                  record_every=1)
+    out = sim.run(
+        stack_stimuli([dict(condition="dark")] * len(drives), 0.6, sim.dt), Perturbation(drive=drives), record_every=1
+    )
     t = np.arange(out["tail_angle"].shape[1]) * sim.dt * 1e3
     fig, axes = plt.subplots(len(drives), 1, figsize=(7, 6), sharex=True)
     for ax, b in zip(axes, range(len(drives))):
@@ -500,25 +564,34 @@ def kinematics_table(seeds=(101, 102)) -> list[str]:
         up = np.flatnonzero((x[:-1] < 0) & (x[1:] >= 0))
         return (len(up) - 1) / ((up[-1] - up[0]) * dt) if len(up) > 2 else float("nan")
 
-    lines = ["### Kinematics of the larva on each body",
-             "",
-             "Command: `python -m bench.bench_neuro --kinematics`. Clamped drive (0.8 s, first 0.3 s left out): "
-             "tail-beat frequency from the tail angle's spectrum and from its upward zero crossings, body wave "
-             "(phase lags of the joint angles summed head to tail, cycles), forward speed (mean centre-of-mass "
-             "speed along the head's heading) and distance per tail beat. Turning bouts: seeds "
-             f"{', '.join(map(str, seeds))}, gratings and rotating stimuli (1.2 s on), heading change from the bout's "
-             "start to 50 ms after its end, signed toward the stimulus.",
-             ""]
+    lines = [
+        "### Kinematics of the larva on each body",
+        "",
+        "Command: `python -m bench.bench_neuro --kinematics`. Clamped drive (0.8 s, first 0.3 s left out): "
+        "tail-beat frequency from the tail angle's spectrum and from its upward zero crossings, body wave "
+        "(phase lags of the joint angles summed head to tail, cycles), forward speed (mean centre-of-mass "
+        "speed along the head's heading) and distance per tail beat. Turning bouts: seeds "
+        f"{', '.join(map(str, seeds))}, gratings and rotating stimuli (1.2 s on), heading change from the bout's "
+        "start to 50 ms after its end, signed toward the stimulus.",
+        "",
+    ]
     for physics in ("chain", "mujoco"):
         body = _chain_reference() if physics == "chain" else None
         sim = Simulator(seed=0, physics=physics, body=body)
-        out = sim.run(stack_stimuli([dict(condition="dark")] * len(drives), 0.8, sim.dt), Perturbation(drive=drives),
-                      record_every=1)
+        out = sim.run(
+            stack_stimuli([dict(condition="dark")] * len(drives), 0.8, sim.dt),
+            Perturbation(drive=drives),
+            record_every=1,
+        )
         ta = out["tail_angle"][:, 300:]
         phi = np.diff(out["q"][:, 300:, 2:], axis=-1)
-        lines += [f"`physics='{physics}'`" + (" (`BodyParams(taper=0.35)`)" if physics == "chain" else ""), "",
-                  "| drive | tail beat, spectrum (Hz) | tail beat, zero crossings (Hz) | body wave (cycles) | "
-                  "speed (mm/s) | mm per beat |", "|---|---|---|---|---|---|"]
+        lines += [
+            f"`physics='{physics}'`" + (" (`BodyParams(taper=0.35)`)" if physics == "chain" else ""),
+            "",
+            "| drive | tail beat, spectrum (Hz) | tail beat, zero crossings (Hz) | body wave (cycles) | "
+            "speed (mm/s) | mm per beat |",
+            "|---|---|---|---|---|---|",
+        ]
         for b, d in enumerate(drives):
             f1 = tail_beat_frequency(ta[b], sim.dt)
             f2 = zero_crossings(ta[b], sim.dt)
@@ -532,22 +605,33 @@ def kinematics_table(seeds=(101, 102)) -> list[str]:
                 e2 = min(e + 50, o["heading"].shape[1] - 1)
                 turns.append((o["heading"][b, e2] - o["heading"][b, s0]) * want)
         t = np.array(turns)
-        lines += ["", f"Turning bouts: {len(t)}; heading change toward the stimulus: median {np.median(t):.3f} rad "
-                  f"(5-95 %: {np.percentile(t, 5):.3f} to {np.percentile(t, 95):.3f}); toward it in "
-                  f"{100 * np.mean(t > 0):.0f} % of bouts; 0.3-0.8 rad in {100 * np.mean((t > 0.3) & (t < 0.8)):.0f} %.",
-                  ""]
+        lines += [
+            "",
+            f"Turning bouts: {len(t)}; heading change toward the stimulus: median {np.median(t):.3f} rad "
+            f"(5-95 %: {np.percentile(t, 5):.3f} to {np.percentile(t, 95):.3f}); toward it in "
+            f"{100 * np.mean(t > 0):.0f} % of bouts; 0.3-0.8 rad in {100 * np.mean((t > 0.3) & (t < 0.8)):.0f} %.",
+            "",
+        ]
     return lines
 
 
 def main_physics() -> int:
     figs = kinematics_figures(HERE.parent / "docs" / "figures")
-    text = "\n".join(physics_table() + kinematics_table()
-                     + ["Figures: " + ", ".join(f"`docs/figures/{f.name}`" for f in figs) + "."])
+    text = "\n".join(
+        physics_table() + kinematics_table() + ["Figures: " + ", ".join(f"`docs/figures/{f.name}`" for f in figs) + "."]
+    )
     return _publish("neuro_physics", text)
 
 
-def prescribed_bend(C: float = 0.1, rise: float = 0.01, fall: float = 0.04, unbend_travel: float = 0.0,
-                    head_mass: float = 1.0, duration: float = 0.15, h: float = 2e-5) -> tuple[float, float]:
+def prescribed_bend(
+    C: float = 0.1,
+    rise: float = 0.01,
+    fall: float = 0.04,
+    unbend_travel: float = 0.0,
+    head_mass: float = 1.0,
+    duration: float = 0.15,
+    h: float = 2e-5,
+) -> tuple[float, float]:
     """The MuJoCo larva's head swing and final heading after one prescribed C-bend: every joint
     bends to ``C`` rad (a ~1 rad C at 0.1) over ``rise`` s and back over ``fall`` s (the
     unbending starting ``unbend_travel`` s later per body length toward the tail), the joints
@@ -576,8 +660,11 @@ def prescribed_bend(C: float = 0.1, rise: float = 0.01, fall: float = 0.04, unbe
     for i in range(int(duration / h)):
         t = i * h
         tf = t - rise - unbend_travel * s  # time into the unbending, per joint
-        g = np.where(t < rise, np.sin(np.pi / 2 * t / rise),
-                     np.where(tf < 0, 1.0, np.where(tf < fall, np.cos(np.pi / 2 * tf / fall), 0.0)))
+        g = np.where(
+            t < rise,
+            np.sin(np.pi / 2 * t / rise),
+            np.where(tf < 0, 1.0, np.where(tf < fall, np.cos(np.pi / 2 * tf / fall), 0.0)),
+        )
         d.qfrc_applied[:] = 0.0
         d.qfrc_applied[3:] = 5000.0 * (C * g - d.qpos[3:]) - 1.5 * d.qvel[3:]  # servo, nN mm per rad
         q, qd = to_chain(d.qpos[None], d.qvel[None])
@@ -590,22 +677,30 @@ def prescribed_bend(C: float = 0.1, rise: float = 0.01, fall: float = 0.04, unbe
 
 def prescribed_bend_table() -> list[str]:
     """Markdown lines: how much of a C-bend's head swing the MuJoCo larva keeps as heading."""
-    cases = [("bend 10 ms, unbend 40 ms", {}),
-             ("bend 5 ms, unbend 80 ms", dict(rise=0.005, fall=0.08)),
-             ("bend 5 ms, unbend 80 ms, head link 3x heavier", dict(rise=0.005, fall=0.08, head_mass=3.0)),
-             ("bend 10 ms, unbend 20 ms travelling head to tail (60 ms per body length)",
-              dict(fall=0.02, unbend_travel=0.06)),
-             ("half the bend (0.5 rad), 10 ms / 40 ms", dict(C=0.05)),
-             ("1.5 rad C, 10 ms / 40 ms", dict(C=0.15)),
-             ("2 rad C, 10 ms / 40 ms", dict(C=0.2)),
-             ("2 rad C, 5 ms / 80 ms", dict(C=0.2, rise=0.005, fall=0.08)),
-             ("2.5 rad C (the muscles' largest static bend), 5 ms / 80 ms", dict(C=0.25, rise=0.005, fall=0.08))]
-    lines = ["### One prescribed C-bend on the MuJoCo larva",
-             "",
-             "Command: `python -m bench.bench_neuro --bend`. Every joint driven along the same path (0.1 rad "
-             "each, a ~1 rad C, by stiff servo torques), then straightened; water as in the simulator. How much "
-             "of the head's swing stays as heading once the body is straight (> 0: the way the head swung):",
-             "", "| bend | largest head yaw (rad) | heading kept (rad) | kept |", "|---|---|---|---|"]
+    cases = [
+        ("bend 10 ms, unbend 40 ms", {}),
+        ("bend 5 ms, unbend 80 ms", dict(rise=0.005, fall=0.08)),
+        ("bend 5 ms, unbend 80 ms, head link 3x heavier", dict(rise=0.005, fall=0.08, head_mass=3.0)),
+        (
+            "bend 10 ms, unbend 20 ms travelling head to tail (60 ms per body length)",
+            dict(fall=0.02, unbend_travel=0.06),
+        ),
+        ("half the bend (0.5 rad), 10 ms / 40 ms", dict(C=0.05)),
+        ("1.5 rad C, 10 ms / 40 ms", dict(C=0.15)),
+        ("2 rad C, 10 ms / 40 ms", dict(C=0.2)),
+        ("2 rad C, 5 ms / 80 ms", dict(C=0.2, rise=0.005, fall=0.08)),
+        ("2.5 rad C (the muscles' largest static bend), 5 ms / 80 ms", dict(C=0.25, rise=0.005, fall=0.08)),
+    ]
+    lines = [
+        "### One prescribed C-bend on the MuJoCo larva",
+        "",
+        "Command: `python -m bench.bench_neuro --bend`. Every joint driven along the same path (0.1 rad "
+        "each, a ~1 rad C, by stiff servo torques), then straightened; water as in the simulator. How much "
+        "of the head's swing stays as heading once the body is straight (> 0: the way the head swung):",
+        "",
+        "| bend | largest head yaw (rad) | heading kept (rad) | kept |",
+        "|---|---|---|---|",
+    ]
     for name, kw in cases:
         peak, end = prescribed_bend(**kw)
         lines.append(f"| {name} | {peak:.3f} | {end:.3f} | {100 * end / peak:.0f} % |")

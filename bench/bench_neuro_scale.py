@@ -54,7 +54,7 @@ def _one(step: str, n: int, t: int, context: int, nodes: int, protocol: str | No
     if step == "windows":
         total = 0.0
         for w in (task.val, task.test, *task.ood.values()):
-            for b in (w.batches() if hasattr(w, "batches") else [w]):
+            for b in w.batches() if hasattr(w, "batches") else [w]:
                 total += float(b.target.sum()) + float(b.context.sum())
         out["windows"] = {k: len(w) for k, w in (("val", task.val), ("test", task.test), *task.ood.items())}
     elif step in BASELINE_STEPS:
@@ -66,11 +66,12 @@ def _one(step: str, n: int, t: int, context: int, nodes: int, protocol: str | No
         from neuro.plan import StudySettings
         from neuro.run import run_search
 
-        sub = task.neuron_subset(StudySettings.search_neurons, 0)   # what the study searches on
+        sub = task.neuron_subset(StudySettings.search_neurons, 0)  # what the study searches on
         out["search_neurons"] = sub.n_neurons
         with tempfile.TemporaryDirectory() as d:
-            ts, nodes_ = run_search(sub, Path(d), False, max_nodes=nodes, max_seconds=600, workers=1, seed=0,
-                                    generation=1)
+            ts, nodes_ = run_search(
+                sub, Path(d), False, max_nodes=nodes, max_seconds=600, workers=1, seed=0, generation=1
+            )
             out["nodes"] = [(nd.status, nd.val, nd.error[:120]) for nd in nodes_]
     out["seconds"] = time.perf_counter() - t1 if step != "from_traces" else t_task
     out["cpu_seconds"] = _cpu() - c1 if step != "from_traces" else out["task_cpu_seconds"]
@@ -84,8 +85,23 @@ def _cpu() -> float:
 
 
 def _measure(step, n, t, context, nodes, cap_gb, protocol) -> dict:
-    cmd = [sys.executable, "-m", "bench.bench_neuro_scale", "--one", step, "--neurons", str(n), "--steps", str(t),
-           "--context", str(context), "--nodes", str(nodes), "--cap-gb", str(cap_gb)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "bench.bench_neuro_scale",
+        "--one",
+        step,
+        "--neurons",
+        str(n),
+        "--steps",
+        str(t),
+        "--context",
+        str(context),
+        "--nodes",
+        str(nodes),
+        "--cap-gb",
+        str(cap_gb),
+    ]
     if protocol:
         cmd += ["--protocol", protocol]
     t0 = time.perf_counter()
@@ -136,7 +152,7 @@ def main(argv=None) -> int:
             r = _measure(step, n, args.steps, args.context, args.nodes, args.cap_gb, args.protocol)
             print(json.dumps(r, default=str), flush=True)
             rows.append(r)
-            if not args.no_write:   # after every step: a long run leaves what it measured
+            if not args.no_write:  # after every step: a long run leaves what it measured
                 _write(rows, args)
     return 0
 
@@ -145,22 +161,32 @@ def _write(rows, args, extra: list[str] = ()) -> None:
     """bench/results/neuro_scale.md from the measured rows (``extra``: lines appended)."""
     from bench.common import write_section
 
-    lines = [f"Exact command: `{args.command.strip()}`", "",
-             f"Synthetic traces (`neuro.synthetic.latent_traces`, rank-8 latents + noise, 4 conditions, one held "
-             f"out) of N neurons x {args.steps} steps; context {args.context}, horizon 32"
-             + (f", protocol {args.protocol}" if args.protocol else "") + f"; search: {args.nodes} nodes. Each "
-             f"step in its own process (address space capped at {args.cap_gb:g} GB); seconds of the step itself "
-             "(building the task excluded, except for from_traces); peak RSS of that process (the traces and task "
-             "included) and of its sandboxed children (the search's candidates).", "",
-             "| N | step | seconds | CPU seconds | peak RSS (MB) | children peak RSS (MB) | result |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        f"Exact command: `{args.command.strip()}`",
+        "",
+        f"Synthetic traces (`neuro.synthetic.latent_traces`, rank-8 latents + noise, 4 conditions, one held "
+        f"out) of N neurons x {args.steps} steps; context {args.context}, horizon 32"
+        + (f", protocol {args.protocol}" if args.protocol else "")
+        + f"; search: {args.nodes} nodes. Each "
+        f"step in its own process (address space capped at {args.cap_gb:g} GB); seconds of the step itself "
+        "(building the task excluded, except for from_traces); peak RSS of that process (the traces and task "
+        "included) and of its sandboxed children (the search's candidates).",
+        "",
+        "| N | step | seconds | CPU seconds | peak RSS (MB) | children peak RSS (MB) | result |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
-        res = r.get("error") or (f"val MAE {r['val_mae']:.3f}" if r.get("val_mae") is not None else "") or (
-            ", ".join(f"{s} {v:.3f}" if isinstance(v, float) else s for s, v, _ in r.get("nodes", [])))
-        lines.append(f"| {r.get('neurons')} | {r['step']} | {r.get('seconds', float('nan')):.1f} | "
-                     f"{r.get('cpu_seconds', float('nan')):.1f} | "
-                     f"{r.get('peak_rss_mb', float('nan')):.0f} | {r.get('children_peak_rss_mb', float('nan')):.0f} "
-                     f"| {res} |")
+        res = (
+            r.get("error")
+            or (f"val MAE {r['val_mae']:.3f}" if r.get("val_mae") is not None else "")
+            or (", ".join(f"{s} {v:.3f}" if isinstance(v, float) else s for s, v, _ in r.get("nodes", [])))
+        )
+        lines.append(
+            f"| {r.get('neurons')} | {r['step']} | {r.get('seconds', float('nan')):.1f} | "
+            f"{r.get('cpu_seconds', float('nan')):.1f} | "
+            f"{r.get('peak_rss_mb', float('nan')):.0f} | {r.get('children_peak_rss_mb', float('nan')):.0f} "
+            f"| {res} |"
+        )
     name = "neuro_scale" if args.context == 4 else f"neuro_scale_context{args.context}"
     write_section(name, "neuro at recording scale (issue 21)", lines + list(extra))
 

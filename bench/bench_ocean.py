@@ -76,8 +76,9 @@ def bench_loader(tmp: Path, base) -> dict:
     m = min(60, n)
     for i in range(m):
         mem, t, (iy, ix, py, px) = wd.items[i]
-        sub = raw[list(INPUTS) + ["dmlhc_dt"]].isel(member=mem, time=slice(t - 5, t + 2), lat=slice(iy, iy + py),
-                                                    lon=slice(ix, ix + px))
+        sub = raw[list(INPUTS) + ["dmlhc_dt"]].isel(
+            member=mem, time=slice(t - 5, t + 2), lat=slice(iy, iy + py), lon=slice(ix, ix + px)
+        )
         _ = sub.to_array().values
     plain = m / (time.perf_counter() - t0)
     return {"loader": loader, "plain": plain, "n": n, "grid": (base.sizes["lat"], base.sizes["lon"])}
@@ -87,8 +88,9 @@ def bench_memory(tmp: Path, base) -> list[tuple[float, float]]:
     rows = []
     for rep in (1, 2, 4, 8):
         path = _store(tmp, rep, base)
-        out = subprocess.run([sys.executable, "-c", CHILD, str(path), "300"], capture_output=True, text=True,
-                             cwd=HERE.parent, check=True)
+        out = subprocess.run(
+            [sys.executable, "-c", CHILD, str(path), "300"], capture_output=True, text=True, cwd=HERE.parent, check=True
+        )
         rss, size = map(float, out.stdout.split()[-2:])
         rows.append((size, rss))
     return rows
@@ -110,8 +112,13 @@ def bench_epoch() -> dict:
         t0 = time.perf_counter()
         u = train_unit(dataclasses.asdict(cfg), "mixed", 0, str(path), str(Path(d) / "ck"))
         total = time.perf_counter() - t0
-    return {"seconds_per_epoch": total / cfg.epochs, "epochs": cfg.epochs, "width": cfg.width,
-            "samples": int(u.sizes["sample"]), "synth": cfg.synth}
+    return {
+        "seconds_per_epoch": total / cfg.epochs,
+        "epochs": cfg.epochs,
+        "width": cfg.width,
+        "samples": int(u.sizes["sample"]),
+        "synth": cfg.synth,
+    }
 
 
 def main() -> int:

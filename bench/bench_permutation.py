@@ -30,18 +30,33 @@ def clustered(seed: int, signal: float = 0.0, n_groups: int = 12, per: int = 8, 
 
 
 def calibration(n_null: int = 200, n_planted: int = 20) -> dict[str, float]:
-    ps = np.array([permutation_test(X, y, groups=g, n_permutations=19, seed=s)[1]
-                   for s in range(n_null) for X, y, g in [clustered(s)]])
-    planted = np.array([permutation_test(X, y, groups=g, n_permutations=19, seed=s)[1]
-                        for s in range(n_planted) for X, y, g in [clustered(s, 2.0)]])
-    return {"mean p": ps.mean(), "P(p<=0.05)": (ps <= 0.05).mean(), "P(p<=0.25)": (ps <= 0.25).mean(),
-            "P(p<=0.5)": (ps <= 0.5).mean(), "power at 0.05": (planted <= 0.05).mean()}
+    ps = np.array(
+        [
+            permutation_test(X, y, groups=g, n_permutations=19, seed=s)[1]
+            for s in range(n_null)
+            for X, y, g in [clustered(s)]
+        ]
+    )
+    planted = np.array(
+        [
+            permutation_test(X, y, groups=g, n_permutations=19, seed=s)[1]
+            for s in range(n_planted)
+            for X, y, g in [clustered(s, 2.0)]
+        ]
+    )
+    return {
+        "mean p": ps.mean(),
+        "P(p<=0.05)": (ps <= 0.05).mean(),
+        "P(p<=0.25)": (ps <= 0.25).mean(),
+        "P(p<=0.5)": (ps <= 0.5).mean(),
+        "power at 0.05": (planted <= 0.05).mean(),
+    }
 
 
 def main() -> None:
     grouped = calibration()
     block = probe._permute
-    probe._permute = lambda y, groups, rng: rng.permutation(y)   # the free permutation, for comparison
+    probe._permute = lambda y, groups, rng: rng.permutation(y)  # the free permutation, for comparison
     try:
         free = calibration()
     finally:
@@ -49,9 +64,12 @@ def main() -> None:
     lines = ["| permutation of the labels | " + " | ".join(grouped) + " |", "|---" * (len(grouped) + 1) + "|"]
     for name, row in (("whole groups' blocks (scimech)", grouped), ("free (rows exchanged)", free)):
         lines.append(f"| {name} | " + " | ".join(f"{v:.3f}" for v in row.values()) + " |")
-    lines += ["", "200 null datasets of 12 groups x 8 rows (labels varying within groups, a random effect per group "
-              "in features and labels), 19 permutations each; power on 20 datasets with the label planted in one "
-              "feature. A valid test has mean p ~0.5 and P(p <= k/20) <= k/20."]
+    lines += [
+        "",
+        "200 null datasets of 12 groups x 8 rows (labels varying within groups, a random effect per group "
+        "in features and labels), 19 permutations each; power on 20 datasets with the label planted in one "
+        "feature. A valid test has mean p ~0.5 and P(p <= k/20) <= k/20.",
+    ]
     write_section("permutation", "Grouped permutation test: calibration on clustered null data", lines)
 
 

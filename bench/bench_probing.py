@@ -80,8 +80,12 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="2 000 samples instead of 20 000 (smoke run)")
     ap.add_argument("--n-bootstrap", type=int, default=200)
-    ap.add_argument("--threads", type=int, default=1,
-                    help="BLAS threads (threadpoolctl); 0 = library default. On shared cores 1 is much faster.")
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="BLAS threads (threadpoolctl); 0 = library default. On shared cores 1 is much faster.",
+    )
     args = ap.parse_args(argv)
     if args.threads:
         with threadpool_limits(args.threads):
@@ -119,7 +123,7 @@ def run(args) -> None:
         f"percentile [{res_p.score_ci_low.values[-1]:.3f}, {res_p.score_ci_high.values[-1]:.3f}].",
         "",
         "BCa's jackknife is O(n^2) per site (scipy resamples n leave-one-out sets), so at 20k samples it "
-        "dominates; `ci_method=\"percentile\"` costs O(resamples x n).",
+        'dominates; `ci_method="percentile"` costs O(resamples x n).',
     ]
     write_section("probing", "Layerwise probing", lines)
 

@@ -44,7 +44,7 @@ from bench.bench_recording import interleaved
 from bench.common import write_section
 
 N_LAYERS, HEADS, WIDTH, VOCAB, BATCH, TOKENS, ROUNDS, REC_ROUNDS, THREADS = 12, 12, 768, 1000, 8, 16, 3, 15, 1
-TOKEN_A, TOKEN_B = 11, 17       # the logit difference logit[A] - logit[B] at the last position
+TOKEN_A, TOKEN_B = 11, 17  # the logit difference logit[A] - logit[B] at the last position
 
 
 def build() -> dict[str, Any]:
@@ -53,9 +53,19 @@ def build() -> dict[str, Any]:
     from transformers import GPT2Config, GPT2LMHeadModel
 
     torch.manual_seed(0)
-    cfg = GPT2Config(vocab_size=VOCAB, n_positions=64, n_embd=WIDTH, n_layer=N_LAYERS, n_head=HEADS,
-                     attn_pdrop=0.0, resid_pdrop=0.0, embd_pdrop=0.0, use_cache=False, bos_token_id=0,
-                     eos_token_id=0)
+    cfg = GPT2Config(
+        vocab_size=VOCAB,
+        n_positions=64,
+        n_embd=WIDTH,
+        n_layer=N_LAYERS,
+        n_head=HEADS,
+        attn_pdrop=0.0,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        use_cache=False,
+        bos_token_id=0,
+        eos_token_id=0,
+    )
     cfg._attn_implementation = "eager"  # what the bridge runs (its hooks need the attention pattern)
     hf = GPT2LMHeadModel(cfg).eval()
     # the bridge replaces the wrapped model's submodules in place: give it its own copy
@@ -92,16 +102,20 @@ def sweeps(m: dict[str, Any]) -> dict[str, Callable[[], dict[str, np.ndarray]]]:
     def ours():
         res = patching_sweep(hf, clean, corrupted, sites, metric, batch_size=BATCH)
         m["sweep_path_note"] = res.attrs.get("sweep_path_note", "")
-        m["row_check"] = res.attrs.get("row_check", "")   # the check that tiling does not mix rows (timed with it)
-        return dict(patched=res.patched.values.reshape(N_LAYERS, HEADS, BATCH), clean=res.clean.values,
-                    corrupted=res.corrupted.values)
+        m["row_check"] = res.attrs.get("row_check", "")  # the check that tiling does not mix rows (timed with it)
+        return dict(
+            patched=res.patched.values.reshape(N_LAYERS, HEADS, BATCH),
+            clean=res.clean.values,
+            corrupted=res.corrupted.values,
+        )
 
     @torch.no_grad()
     def transformer_lens():
         logits, cache = tl.run_with_cache(clean, names_filter=lambda n: n.endswith("attn.hook_z"))
         with contextlib.redirect_stderr(io.StringIO()):  # its progress bar
-            res = tl_patching.get_act_patch_attn_head_out_all_pos(tl, corrupted, cache, logit_diff, reduce="none",
-                                                                   baseline=True)
+            res = tl_patching.get_act_patch_attn_head_out_all_pos(
+                tl, corrupted, cache, logit_diff, reduce="none", baseline=True
+            )
         return dict(patched=res.values.numpy(), clean=logit_diff(logits).numpy(), corrupted=res.baseline.numpy())
 
     wrapped = nnsight.NNsight(hf)
@@ -137,6 +151,7 @@ def measure_sweeps(m: dict[str, Any]) -> list[str]:
         def run():
             out = fn()
             got.setdefault(name, out)  # the warm-up call's results are the ones compared
+
         return run
 
     load0 = os.getloadavg()[0]
@@ -153,26 +168,35 @@ def measure_sweeps(m: dict[str, Any]) -> list[str]:
         "nnsight": "nnsight, one trace per head",
     }
     s = t["scimech"]
-    lines = [f"**(a) Head patching, all {N_LAYERS * HEADS} heads** (denoising; metric: logit[{TOKEN_A}] - "
-             f"logit[{TOKEN_B}] at the last position, per sample). Medians of {ROUNDS} interleaved rounds after a "
-             "warm-up round: wall seconds per sweep (25th-75th percentile) and process CPU seconds.", "",
-             "| run | wall s | wall: this / scimech | CPU s | CPU: this / scimech |", "|---|---|---|---|---|"]
+    lines = [
+        f"**(a) Head patching, all {N_LAYERS * HEADS} heads** (denoising; metric: logit[{TOKEN_A}] - "
+        f"logit[{TOKEN_B}] at the last position, per sample). Medians of {ROUNDS} interleaved rounds after a "
+        "warm-up round: wall seconds per sweep (25th-75th percentile) and process CPU seconds.",
+        "",
+        "| run | wall s | wall: this / scimech | CPU s | CPU: this / scimech |",
+        "|---|---|---|---|---|",
+    ]
     for k, r in t.items():
-        lines.append(f"| {names[k]} | {r['wall']:.2f} [{r['lo']:.2f}-{r['hi']:.2f}] | {r['wall'] / s['wall']:.2f}x | "
-                     f"{r['cpu']:.2f} | {r['cpu'] / s['cpu']:.2f}x |")
+        lines.append(
+            f"| {names[k]} | {r['wall']:.2f} [{r['lo']:.2f}-{r['hi']:.2f}] | {r['wall'] / s['wall']:.2f}x | "
+            f"{r['cpu']:.2f} | {r['cpu'] / s['cpu']:.2f}x |"
+        )
     tw, nw = t["transformer_lens"]["wall"] / s["wall"], t["nnsight"]["wall"] / s["wall"]
-    lines += ["",
-              f"scimech is {tw:.2f}x faster than TransformerLens (target 1.5x: "
-              f"{'met' if tw >= 1.5 else 'not met'}) and {nw:.2f}x faster than nnsight (target 1.2x: "
-              f"{'met' if nw >= 1.2 else 'not met'}) in wall time; CPU time "
-              f"{t['transformer_lens']['cpu'] / s['cpu']:.2f}x and {t['nnsight']['cpu'] / s['cpu']:.2f}x.",
-              f"Max |difference| of the per-sample patched, clean and corrupted metrics: scimech vs TransformerLens "
-              f"{diff('scimech', 'transformer_lens'):.1e}, scimech vs nnsight {diff('scimech', 'nnsight'):.1e}, "
-              f"TransformerLens vs nnsight {diff('transformer_lens', 'nnsight'):.1e} (float32); mean |patched - "
-              f"corrupted| per head spans {effect.min():.1e} to {effect.max():.1e}. scimech's sweep path: "
-              f"{m.get('sweep_path_note', '?')}; row check (inside the timed sweep): {m.get('row_check', '?')}. "
-              f"1-minute load average {load0:.1f} before the timed rounds, "
-              f"{load1:.1f} after, on {os.cpu_count()} cores.", ""]
+    lines += [
+        "",
+        f"scimech is {tw:.2f}x faster than TransformerLens (target 1.5x: "
+        f"{'met' if tw >= 1.5 else 'not met'}) and {nw:.2f}x faster than nnsight (target 1.2x: "
+        f"{'met' if nw >= 1.2 else 'not met'}) in wall time; CPU time "
+        f"{t['transformer_lens']['cpu'] / s['cpu']:.2f}x and {t['nnsight']['cpu'] / s['cpu']:.2f}x.",
+        f"Max |difference| of the per-sample patched, clean and corrupted metrics: scimech vs TransformerLens "
+        f"{diff('scimech', 'transformer_lens'):.1e}, scimech vs nnsight {diff('scimech', 'nnsight'):.1e}, "
+        f"TransformerLens vs nnsight {diff('transformer_lens', 'nnsight'):.1e} (float32); mean |patched - "
+        f"corrupted| per head spans {effect.min():.1e} to {effect.max():.1e}. scimech's sweep path: "
+        f"{m.get('sweep_path_note', '?')}; row check (inside the timed sweep): {m.get('row_check', '?')}. "
+        f"1-minute load average {load0:.1f} before the timed rounds, "
+        f"{load1:.1f} after, on {os.cpu_count()} cores.",
+        "",
+    ]
     return lines
 
 
@@ -183,10 +207,12 @@ def recordings(m: dict[str, Any]) -> dict[str, Callable[[], list[torch.Tensor]]]
     from scimech import Recorder, record
 
     hf, tl, x = m["hf"], m["tl"], m["clean"]
-    sites = [f"transformer.h.{li}" for li in range(N_LAYERS)] + \
-            [f"transformer.h.{li}.attn.heads" for li in range(N_LAYERS)]
-    tl_names = [f"blocks.{li}.hook_resid_post" for li in range(N_LAYERS)] + \
-               [f"blocks.{li}.attn.hook_z" for li in range(N_LAYERS)]
+    sites = [f"transformer.h.{li}" for li in range(N_LAYERS)] + [
+        f"transformer.h.{li}.attn.heads" for li in range(N_LAYERS)
+    ]
+    tl_names = [f"blocks.{li}.hook_resid_post" for li in range(N_LAYERS)] + [
+        f"blocks.{li}.attn.hook_z" for li in range(N_LAYERS)
+    ]
     wanted = set(tl_names)
     wrapped = nnsight.NNsight(hf)
 
@@ -220,16 +246,24 @@ def recordings(m: dict[str, Any]) -> dict[str, Callable[[], list[torch.Tensor]]]
         _, cache = tl.run_with_cache(x, names_filter=lambda n: n in wanted)
         return [cache[n] for n in tl_names]
 
-    return {"plain": plain, "record": ours_record, "recorder": ours_recorder, "nnsight": nnsight_save,
-            "transformer_lens": tl_cache}
+    return {
+        "plain": plain,
+        "record": ours_record,
+        "recorder": ours_recorder,
+        "nnsight": nnsight_save,
+        "transformer_lens": tl_cache,
+    }
 
 
 def measure_recording(m: dict[str, Any]) -> list[str]:
     runs = recordings(m)
     got = {k: fn() for k, fn in runs.items() if k != "plain"}
     ref = got["recorder"]
-    diffs = {k: max(float((a.float() - b.float()).abs().max()) for a, b in zip(v, ref, strict=True))
-             for k, v in got.items() if k != "recorder"}
+    diffs = {
+        k: max(float((a.float() - b.float()).abs().max()) for a, b in zip(v, ref, strict=True))
+        for k, v in got.items()
+        if k != "recorder"
+    }
     load0 = os.getloadavg()[0]
     t = interleaved(runs, rounds=REC_ROUNDS)
     load1 = os.getloadavg()[0]
@@ -242,17 +276,26 @@ def measure_recording(m: dict[str, Any]) -> list[str]:
         "transformer_lens": f"TransformerLens bridge `run_with_cache`, names filter of {n} hooks",
     }
     p = t["plain"]
-    lines = [f"**(b) Recording {N_LAYERS} block outputs and {N_LAYERS} attention-head inputs** (the input of "
-             f"`c_proj` as (head, head_dim); TransformerLens: `hook_resid_post`, `attn.hook_z`). Medians of "
-             f"{REC_ROUNDS} interleaved rounds, per forward.", "",
-             "| run | wall ms | wall ratio to plain | CPU ms | CPU ratio to plain |", "|---|---|---|---|---|"]
+    lines = [
+        f"**(b) Recording {N_LAYERS} block outputs and {N_LAYERS} attention-head inputs** (the input of "
+        f"`c_proj` as (head, head_dim); TransformerLens: `hook_resid_post`, `attn.hook_z`). Medians of "
+        f"{REC_ROUNDS} interleaved rounds, per forward.",
+        "",
+        "| run | wall ms | wall ratio to plain | CPU ms | CPU ratio to plain |",
+        "|---|---|---|---|---|",
+    ]
     for k, r in t.items():
-        lines.append(f"| {names[k]} | {r['wall'] * 1e3:.1f} [{r['lo'] * 1e3:.1f}-{r['hi'] * 1e3:.1f}] | "
-                     f"{r['wall'] / p['wall']:.3f} | {r['cpu'] * 1e3:.1f} | {r['cpu'] / p['cpu']:.3f} |")
-    lines += ["",
-              "Max |difference| of the recorded tensors to scimech's Recorder: " +
-              ", ".join(f"{k} {v:.1e}" for k, v in diffs.items()) +
-              f". 1-minute load average {load0:.1f} before, {load1:.1f} after.", ""]
+        lines.append(
+            f"| {names[k]} | {r['wall'] * 1e3:.1f} [{r['lo'] * 1e3:.1f}-{r['hi'] * 1e3:.1f}] | "
+            f"{r['wall'] / p['wall']:.3f} | {r['cpu'] * 1e3:.1f} | {r['cpu'] / p['cpu']:.3f} |"
+        )
+    lines += [
+        "",
+        "Max |difference| of the recorded tensors to scimech's Recorder: "
+        + ", ".join(f"{k} {v:.1e}" for k, v in diffs.items())
+        + f". 1-minute load average {load0:.1f} before, {load1:.1f} after.",
+        "",
+    ]
     return lines
 
 
@@ -260,21 +303,25 @@ def main() -> None:
     torch.set_num_threads(THREADS)
     m = build()
     tl_kind = type(m["tl"]).__name__
-    head = [f"Model: `transformers.GPT2LMHeadModel` at GPT-2-small shape ({N_LAYERS} layers x {HEADS} heads, width "
-            f"{WIDTH}, vocabulary {VOCAB}), random weights from `GPT2Config` (seed 0), eager attention, no KV cache; "
-            f"batch {BATCH} x {TOKENS} tokens (corrupted: the first {TOKENS // 2} tokens redrawn). CPU, torch threads "
-            f"{THREADS}. Versions: torch {torch.__version__}, transformers {version('transformers')}, "
-            f"transformer-lens {version('transformer-lens')}, nnsight {version('nnsight')}.",
-            "",
-            f"TransformerLens model: a `{tl_kind}` built with `transformer_lens.model_bridge.sources."
-            "build_bridge_from_module(copy.deepcopy(hf), 'GPT2LMHeadModel', hf_config=hf.config)` (no hub access; "
-            "the bridge wraps the HF modules and replaces them in place, hence the copy), default mode: the HF "
-            "weights as they are, no LayerNorm folding. Its logits equal the HF model's to "
-            f"{m['tl_vs_hf']:.1e} (max |difference|). The machine is shared with other jobs: wall times carry that "
-            "noise, CPU times less.", ""]
+    head = [
+        f"Model: `transformers.GPT2LMHeadModel` at GPT-2-small shape ({N_LAYERS} layers x {HEADS} heads, width "
+        f"{WIDTH}, vocabulary {VOCAB}), random weights from `GPT2Config` (seed 0), eager attention, no KV cache; "
+        f"batch {BATCH} x {TOKENS} tokens (corrupted: the first {TOKENS // 2} tokens redrawn). CPU, torch threads "
+        f"{THREADS}. Versions: torch {torch.__version__}, transformers {version('transformers')}, "
+        f"transformer-lens {version('transformer-lens')}, nnsight {version('nnsight')}.",
+        "",
+        f"TransformerLens model: a `{tl_kind}` built with `transformer_lens.model_bridge.sources."
+        "build_bridge_from_module(copy.deepcopy(hf), 'GPT2LMHeadModel', hf_config=hf.config)` (no hub access; "
+        "the bridge wraps the HF modules and replaces them in place, hence the copy), default mode: the HF "
+        "weights as they are, no LayerNorm folding. Its logits equal the HF model's to "
+        f"{m['tl_vs_hf']:.1e} (max |difference|). The machine is shared with other jobs: wall times carry that "
+        "noise, CPU times less.",
+        "",
+    ]
     body = measure_sweeps(m) + measure_recording(m)
-    write_section("real_models", "GPT-2-small shape: head patching and recording vs TransformerLens and nnsight",
-                  head + body)
+    write_section(
+        "real_models", "GPT-2-small shape: head patching and recording vs TransformerLens and nnsight", head + body
+    )
 
 
 if __name__ == "__main__":

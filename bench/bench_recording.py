@@ -60,8 +60,13 @@ def interleaved(runs: dict[str, Callable[[], object]], rounds: int) -> dict[str,
     out = {}
     for k in runs:
         q = statistics.quantiles(wall[k], n=4)
-        out[k] = {"wall": statistics.median(wall[k]), "lo": q[0], "hi": q[2], "cpu": statistics.median(cpu[k]),
-                  "faults": statistics.median(faults[k])}
+        out[k] = {
+            "wall": statistics.median(wall[k]),
+            "lo": q[0],
+            "hi": q[2],
+            "cpu": statistics.median(cpu[k]),
+            "faults": statistics.median(faults[k]),
+        }
     return out
 
 
@@ -119,34 +124,55 @@ def main() -> None:
     if "--measure" in sys.argv:
         print(json.dumps(measure()))
         return
-    settings = {"glibc defaults": {}, "freed memory kept for reuse (" + ", ".join(
-        f"{k}={v}" for k, v in KEEP_FREED.items()) + ")": KEEP_FREED}
-    names = {"plain": "plain forward", "ours": f"scimech Recorder, {N_BLOCKS} blocks",
-             "nnsight": f"nnsight trace, {N_BLOCKS} blocks saved"}
-    lines = [f"Model: {N_BLOCKS}-block nn.TransformerEncoder (width {WIDTH}, {HEADS} heads), batch {BATCH} x "
-             f"{TOKENS} tokens, CPU, {THREADS} threads, inference (no grad); medians of {ROUNDS} interleaved rounds, "
-             "wall time with its 25th-75th percentile, process CPU time (all threads) and minor page faults per "
-             "forward. Each allocator setting runs in a fresh process. The machine is shared with other jobs: wall "
-             "times and their ratios carry that noise, CPU times less, page faults none.", ""]
+    settings = {
+        "glibc defaults": {},
+        "freed memory kept for reuse (" + ", ".join(f"{k}={v}" for k, v in KEEP_FREED.items()) + ")": KEEP_FREED,
+    }
+    names = {
+        "plain": "plain forward",
+        "ours": f"scimech Recorder, {N_BLOCKS} blocks",
+        "nnsight": f"nnsight trace, {N_BLOCKS} blocks saved",
+    }
+    lines = [
+        f"Model: {N_BLOCKS}-block nn.TransformerEncoder (width {WIDTH}, {HEADS} heads), batch {BATCH} x "
+        f"{TOKENS} tokens, CPU, {THREADS} threads, inference (no grad); medians of {ROUNDS} interleaved rounds, "
+        "wall time with its 25th-75th percentile, process CPU time (all threads) and minor page faults per "
+        "forward. Each allocator setting runs in a fresh process. The machine is shared with other jobs: wall "
+        "times and their ratios carry that noise, CPU times less, page faults none.",
+        "",
+    ]
     notes = []
     for label, env in settings.items():
-        out = subprocess.run([sys.executable, "-m", "bench.bench_recording", "--measure"], check=True,
-                             capture_output=True, text=True, env={**os.environ, **env})
+        out = subprocess.run(
+            [sys.executable, "-m", "bench.bench_recording", "--measure"],
+            check=True,
+            capture_output=True,
+            text=True,
+            env={**os.environ, **env},
+        )
         res = json.loads(out.stdout.strip().splitlines()[-1])
         t = res["times"]
         p = t["plain"]
-        lines += [f"**{label}** (1-minute load average {res['load'][0]:.1f} before, {res['load'][1]:.1f} after, on "
-                  f"{os.cpu_count()} cores)", "",
-                  "| run | wall ms / forward | wall ratio | CPU ms / forward | CPU ratio | page faults / forward |",
-                  "|---|---|---|---|---|---|"]
+        lines += [
+            f"**{label}** (1-minute load average {res['load'][0]:.1f} before, {res['load'][1]:.1f} after, on "
+            f"{os.cpu_count()} cores)",
+            "",
+            "| run | wall ms / forward | wall ratio | CPU ms / forward | CPU ratio | page faults / forward |",
+            "|---|---|---|---|---|---|",
+        ]
         for k, r in t.items():
-            lines.append(f"| {names[k]} | {r['wall'] * 1e3:.1f} [{r['lo'] * 1e3:.1f}-{r['hi'] * 1e3:.1f}] | "
-                         f"{r['wall'] / p['wall']:.3f} | {r['cpu'] * 1e3:.1f} | {r['cpu'] / p['cpu']:.3f} | "
-                         f"{r['faults']:.0f} |")
+            lines.append(
+                f"| {names[k]} | {r['wall'] * 1e3:.1f} [{r['lo'] * 1e3:.1f}-{r['hi'] * 1e3:.1f}] | "
+                f"{r['wall'] / p['wall']:.3f} | {r['cpu'] * 1e3:.1f} | {r['cpu'] / p['cpu']:.3f} | "
+                f"{r['faults']:.0f} |"
+            )
         lines.append("")
         if "nnsight" in t:
-            lines += [f"scimech / nnsight: wall {t['ours']['wall'] / t['nnsight']['wall']:.3f}, CPU "
-                      f"{t['ours']['cpu'] / t['nnsight']['cpu']:.3f}.", ""]
+            lines += [
+                f"scimech / nnsight: wall {t['ours']['wall'] / t['nnsight']['wall']:.3f}, CPU "
+                f"{t['ours']['cpu'] / t['nnsight']['cpu']:.3f}.",
+                "",
+            ]
         notes.append(res["nn_note"])
     lines += ["Target: scimech within 1.05x of plain and not slower than nnsight. " + notes[0]]
     write_section("recording", "Recording overhead", lines)

@@ -32,9 +32,17 @@ from bench.common import write_section
 
 OCEAN_REGIMES = ["mixed", "prediction_only"]
 OCEAN_SEEDS = [0, 1]
-OCEAN_CFG = dict(synth={"years": 4, "ny": 8, "nx": 10}, window=3, epochs=12, width=6, batch_size=8,
-                 regimes=OCEAN_REGIMES, seeds=OCEAN_SEEDS, fractions=[0.6, 0.2, 0.2])
-NEURO_CANDIDATES = 8          # one generation of the tree search
+OCEAN_CFG = dict(
+    synth={"years": 4, "ny": 8, "nx": 10},
+    window=3,
+    epochs=12,
+    width=6,
+    batch_size=8,
+    regimes=OCEAN_REGIMES,
+    seeds=OCEAN_SEEDS,
+    fractions=[0.6, 0.2, 0.2],
+)
+NEURO_CANDIDATES = 8  # one generation of the tree search
 NOOP_UNITS = 30
 WORKERS = (1, 2)
 
@@ -57,8 +65,13 @@ def neuro_unit(code: str, data_file: str, stage: str = "full") -> dict:
 
     t0 = time.perf_counter()
     r = run_in_sandbox(code, data_file, SandboxLimits(wall_seconds=120, cpu_seconds=120), stage=stage)
-    return {"ok": r.ok, "status": r.status, "val": r.metrics.get("val"), "unit_seconds": time.perf_counter() - t0,
-            "worker_pid": os.getpid()}
+    return {
+        "ok": r.ok,
+        "status": r.status,
+        "val": r.metrics.get("val"),
+        "unit_seconds": time.perf_counter() - t0,
+        "worker_pid": os.getpid(),
+    }
 
 
 def noop_unit(i: int) -> dict:
@@ -116,9 +129,17 @@ def ocean_units(data_dir: Path) -> dict:
 
     cfg = StudyConfig(**OCEAN_CFG)
     path = prepare_data(cfg, data_dir)  # the synthetic ocean, written once, shared by all units
-    return {f"{r}/seed={s}": dict(config=dataclasses.asdict(cfg), regime=r, seed=s, data_path=str(path),
-                                  checkpoint_dir=str(data_dir / f"ck-{r}-{s}-{{run}}"))
-            for r in OCEAN_REGIMES for s in OCEAN_SEEDS}
+    return {
+        f"{r}/seed={s}": dict(
+            config=dataclasses.asdict(cfg),
+            regime=r,
+            seed=s,
+            data_path=str(path),
+            checkpoint_dir=str(data_dir / f"ck-{r}-{s}-{{run}}"),
+        )
+        for r in OCEAN_REGIMES
+        for s in OCEAN_SEEDS
+    }
 
 
 def _fresh_checkpoints(units: dict, run: str) -> dict:
@@ -139,18 +160,23 @@ def neuro_units(data_dir: Path) -> dict:
 
 def _fmt_row(name: str, r: dict, serial_wall: float, one_wall: float) -> str:
     per = r["per_unit"]
-    return (f"| {name} | {r['wall']:.1f} | {serial_wall / r['wall']:.2f} | {one_wall / r['wall']:.2f} | "
-            f"{statistics.mean(per):.2f} | {min(per):.2f}-{max(per):.2f} | {len(r['pids'])} | "
-            f"{r['start']:.1f} |")
+    return (
+        f"| {name} | {r['wall']:.1f} | {serial_wall / r['wall']:.2f} | {one_wall / r['wall']:.2f} | "
+        f"{statistics.mean(per):.2f} | {min(per):.2f}-{max(per):.2f} | {len(r['pids'])} | "
+        f"{r['start']:.1f} |"
+    )
 
 
 def _table(runs: dict) -> list[str]:
     """The markdown table of one study's runs: serial, then each LocalCluster size."""
     rows = [("serial (no Dask)", runs["serial"])]
     rows += [(f"LocalCluster, {k} worker{'s' if k > 1 else ''}", runs[k]) for k in WORKERS]
-    return ["| run | wall (s) | speed-up vs serial | vs 1 worker | mean unit (s) | unit range (s) | processes used | "
-            "cluster start (s) |", "|---|---|---|---|---|---|---|---|",
-            *[_fmt_row(name, r, runs["serial"]["wall"], runs[1]["wall"]) for name, r in rows]]
+    return [
+        "| run | wall (s) | speed-up vs serial | vs 1 worker | mean unit (s) | unit range (s) | processes used | "
+        "cluster start (s) |",
+        "|---|---|---|---|---|---|---|---|",
+        *[_fmt_row(name, r, runs["serial"]["wall"], runs[1]["wall"]) for name, r in rows],
+    ]
 
 
 def estimate(U: int, t_u: float, o: float, startup: float, nodes: int, cores: int) -> float:
@@ -178,15 +204,17 @@ def main() -> None:
         t0 = time.perf_counter()
         ounits = ocean_units(tmp / "ocean")
         t_odata = time.perf_counter() - t0
-        ocean = {"serial": run_map(ocean_unit, _fresh_checkpoints(ounits, "serial"), None,
-                                   ("ocean.experiment",))}
+        ocean = {"serial": run_map(ocean_unit, _fresh_checkpoints(ounits, "serial"), None, ("ocean.experiment",))}
         for k in WORKERS:
             ocean[k] = run_map(ocean_unit, _fresh_checkpoints(ounits, f"w{k}"), k, ("ocean.experiment",))
         # same seeds, same data: every run must give the same predictions (float tolerance;
         # single-threaded torch in workers vs this process may differ in the last bits)
         ref = ocean["serial"]["results"]
-        worst = max(float(np.nanmax(np.abs(ocean[k]["results"][u]["y_pred"].values - ref[u]["y_pred"].values)))
-                    for k in WORKERS for u in ref)
+        worst = max(
+            float(np.nanmax(np.abs(ocean[k]["results"][u]["y_pred"].values - ref[u]["y_pred"].values)))
+            for k in WORKERS
+            for u in ref
+        )
 
         t0 = time.perf_counter()
         nunits = neuro_units(tmp)
@@ -213,9 +241,15 @@ def main() -> None:
         "",
     ]
     lines += _table(runs=ocean)
-    lines += ["", "`map_units` runs each unit's own xarray/dask reductions with the synchronous scheduler inside its "
-              "worker (nested graphs on the cluster made units several times slower).", "", f"Largest |difference| of test predictions between the serial and the Dask runs: {worst:.2e} "
-              "W m-2 (same seeds; identical units).", ""]
+    lines += [
+        "",
+        "`map_units` runs each unit's own xarray/dask reductions with the synchronous scheduler inside its "
+        "worker (nested graphs on the cluster made units several times slower).",
+        "",
+        f"Largest |difference| of test predictions between the serial and the Dask runs: {worst:.2e} "
+        "W m-2 (same seeds; identical units).",
+        "",
+    ]
     lines += [
         f"### Neuro tree-search generation: {len(nunits)} candidate evaluations",
         f"Offline-proposer programs (alternating with / without wiring priors), each run by "
@@ -256,9 +290,12 @@ def main() -> None:
         oc = estimate(100, t_oc, o, startup, n, cores)
         ne = startup + 50 * (estimate(8, t_ne, o, 0.0, n, cores))
         lines.append(f"| {n} | {oc:.0f} | {ne:.0f} |")
-    lines += ["", "Units are independent, so on a cluster the wall time falls as ceil(U / (N c)) until U / (N c) "
-              "reaches 1; then the slowest unit and the job start-up dominate. On this shared 2-core machine the "
-              "2-worker speed-up is bounded by 2 and by whatever else is running (see the load average)."]
+    lines += [
+        "",
+        "Units are independent, so on a cluster the wall time falls as ceil(U / (N c)) until U / (N c) "
+        "reaches 1; then the slowest unit and the job start-up dominate. On this shared 2-core machine the "
+        "2-worker speed-up is bounded by 2 and by whatever else is running (see the load average).",
+    ]
     write_section("scale", "Scale-out: 1 vs 2 local Dask workers, and an estimate for SLURM", lines)
 
 

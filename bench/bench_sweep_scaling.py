@@ -65,7 +65,7 @@ def runs(m: dict[str, Any], heads: list[tuple[int, int]], verb: str) -> dict[str
     from scimech.causal import metrics
 
     hf, tl, clean, corrupted = m["hf"], m["tl"], m["clean"], m["corrupted"]
-    base = corrupted if verb == "patching" else clean          # the run that is changed
+    base = corrupted if verb == "patching" else clean  # the run that is changed
     metric = metrics.logit_difference(TOKEN_A, TOKEN_B, key="logits")
     sites = [f"transformer.h.{li}.attn.heads[{h}]" for li, h in heads]
     layers = sorted({li for li, _ in heads})
@@ -79,14 +79,18 @@ def runs(m: dict[str, Any], heads: list[tuple[int, int]], verb: str) -> dict[str
     def naive():
         cache: dict[int, torch.Tensor] = {}
         if verb == "patching":
-            hooks = [hf.transformer.h[li].attn.c_proj.register_forward_pre_hook(
-                lambda mod, a, li=li: cache.__setitem__(li, a[0].clone())) for li in layers]
+            hooks = [
+                hf.transformer.h[li].attn.c_proj.register_forward_pre_hook(
+                    lambda mod, a, li=li: cache.__setitem__(li, a[0].clone())
+                )
+                for li in layers
+            ]
             try:
                 hf(clean)
             finally:
                 for h in hooks:
                     h.remove()
-        logit_diff(hf(base).logits)                             # the unchanged run's metric
+        logit_diff(hf(base).logits)  # the unchanged run's metric
         out = []
         for li, h in heads:
             sl = slice(h * DH, (h + 1) * DH)
@@ -128,6 +132,7 @@ def runs(m: dict[str, Any], heads: list[tuple[int, int]], verb: str) -> dict[str
         logit_diff(tl(base))
         out = []
         for li, h in heads:
+
             def change(z, hook, li=li, h=h):
                 sel = (slice(None), slice(None), h) if z.ndim == 4 else (..., slice(h * DH, (h + 1) * DH))
                 z[sel] = cache[f"blocks.{li}.attn.hook_z"][sel] if verb == "patching" else 0.0
@@ -141,12 +146,15 @@ def runs(m: dict[str, Any], heads: list[tuple[int, int]], verb: str) -> dict[str
 
 
 def measure(m: dict[str, Any], verb: str) -> list[str]:
-    lines = [f"**{verb}_sweep** (GPT-2-small shape, batch {BATCH}; {'denoising: clean head outputs into the corrupted run' if verb == 'patching' else 'zero ablation of each head'}). Wall and CPU seconds per sweep "
-             f"(medians of {ROUNDS} interleaved rounds after a warm-up); ratios are this tool's time over scimech's "
-             "(above 1: scimech is faster).", "",
-             "| sites | naive loop wall / CPU s | scimech wall / CPU s | naive / scimech (wall, CPU) | "
-             "nnsight / scimech (wall, CPU) | TransformerLens / scimech (wall, CPU) | max diff vs naive |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        f"**{verb}_sweep** (GPT-2-small shape, batch {BATCH}; {'denoising: clean head outputs into the corrupted run' if verb == 'patching' else 'zero ablation of each head'}). Wall and CPU seconds per sweep "
+        f"(medians of {ROUNDS} interleaved rounds after a warm-up); ratios are this tool's time over scimech's "
+        "(above 1: scimech is faster).",
+        "",
+        "| sites | naive loop wall / CPU s | scimech wall / CPU s | naive / scimech (wall, CPU) | "
+        "nnsight / scimech (wall, CPU) | TransformerLens / scimech (wall, CPU) | max diff vs naive |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for n in SIZES:
         heads = spread(n)
         fns = runs(m, heads, verb)
@@ -156,6 +164,7 @@ def measure(m: dict[str, Any], verb: str) -> list[str]:
         def keeping(name, fn, got=got, rows=rows):
             def run():
                 got.setdefault(name, np.asarray(fn()).reshape(rows, BATCH))
+
             return run
 
         t = interleaved({k: keeping(k, fn) for k, fn in fns.items()}, rounds=ROUNDS)
@@ -165,9 +174,11 @@ def measure(m: dict[str, Any], verb: str) -> list[str]:
             return f"{t[k]['wall'] / s['wall']:.2f}x, {t[k]['cpu'] / s['cpu']:.2f}x"
 
         diff = max(float(np.abs(got[k] - got["naive loop"]).max()) for k in got)
-        lines.append(f"| {len(heads)} | {t['naive loop']['wall']:.2f} / {t['naive loop']['cpu']:.2f} | "
-                     f"{s['wall']:.2f} / {s['cpu']:.2f} | {ratio('naive loop')} | {ratio('nnsight')} | "
-                     f"{ratio('TransformerLens')} | {diff:.1e} |")
+        lines.append(
+            f"| {len(heads)} | {t['naive loop']['wall']:.2f} / {t['naive loop']['cpu']:.2f} | "
+            f"{s['wall']:.2f} / {s['cpu']:.2f} | {ratio('naive loop')} | {ratio('nnsight')} | "
+            f"{ratio('TransformerLens')} | {diff:.1e} |"
+        )
     return lines + [""]
 
 
@@ -177,16 +188,21 @@ def main() -> None:
     torch.set_num_threads(THREADS)
     m = build()
     load0 = os.getloadavg()[0]
-    lines = [f"Model: `transformers.GPT2LMHeadModel` at GPT-2-small shape ({N_LAYERS} layers x {HEADS} heads, width "
-             f"{WIDTH}), random weights, eager attention; CPU, torch threads {THREADS}. Versions: torch "
-             f"{torch.__version__}, transformers {version('transformers')}, transformer-lens "
-             f"{version('transformer-lens')}, nnsight {version('nnsight')}, scimech {version('scimech')}.", ""]
+    lines = [
+        f"Model: `transformers.GPT2LMHeadModel` at GPT-2-small shape ({N_LAYERS} layers x {HEADS} heads, width "
+        f"{WIDTH}), random weights, eager attention; CPU, torch threads {THREADS}. Versions: torch "
+        f"{torch.__version__}, transformers {version('transformers')}, transformer-lens "
+        f"{version('transformer-lens')}, nnsight {version('nnsight')}, scimech {version('scimech')}.",
+        "",
+    ]
     for verb in ("patching", "ablation"):
         lines += measure(m, verb)
-    lines.append(f"1-minute load average {load0:.1f} before, {os.getloadavg()[0]:.1f} after, on {os.cpu_count()} "
-                 "cores.")
-    write_section("sweep_scaling", "Sweeps at 1, 8, 48 and 144 sites vs a naive loop, nnsight and TransformerLens",
-                  lines)
+    lines.append(
+        f"1-minute load average {load0:.1f} before, {os.getloadavg()[0]:.1f} after, on {os.cpu_count()} cores."
+    )
+    write_section(
+        "sweep_scaling", "Sweeps at 1, 8, 48 and 144 sites vs a naive loop, nnsight and TransformerLens", lines
+    )
 
 
 if __name__ == "__main__":

@@ -28,8 +28,16 @@ def write_section(name: str, title: str, lines: list[str]) -> Path:
     import scimech
 
     cmd = "python -m bench.bench_" + name
-    text = "\n".join([f"## {title}", "", f"Command: `{cmd}` (scimech {scimech.__version__}, "
-                      f"Python {platform.python_version()})", "", *lines, ""])
+    text = "\n".join(
+        [
+            f"## {title}",
+            "",
+            f"Command: `{cmd}` (scimech {scimech.__version__}, Python {platform.python_version()})",
+            "",
+            *lines,
+            "",
+        ]
+    )
     out = HERE / "results" / f"{name}.md"
     out.parent.mkdir(exist_ok=True)
     out.write_text(text)

@@ -42,7 +42,7 @@ autodoc_member_order = "bysource"
 autodoc_typehints = "signature"
 autodoc_preserve_defaults = True
 autodoc_default_options = {"members": False}
-numpydoc_show_class_members = False   # classes list their documented members themselves (:members:)
+numpydoc_show_class_members = False  # classes list their documented members themselves (:members:)
 numpydoc_class_members_toctree = False
 numpydoc_xref_param_type = False
 

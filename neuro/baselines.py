@@ -19,8 +19,18 @@ from scimech.errors import ConfigError
 
 from .tasks import BATCH_ELEMENTS, window_index
 
-__all__ = ["BASELINES", "MeanBaseline", "LastValue", "StimulusEvoked", "NLinear", "DLinear", "RidgeARX",
-           "GRUForecaster", "TiDELite", "fit_baseline"]
+__all__ = [
+    "BASELINES",
+    "MeanBaseline",
+    "LastValue",
+    "StimulusEvoked",
+    "NLinear",
+    "DLinear",
+    "RidgeARX",
+    "GRUForecaster",
+    "TiDELite",
+    "fit_baseline",
+]
 
 
 def _ridge(X: np.ndarray, Y: np.ndarray, alpha: float) -> np.ndarray:
@@ -124,8 +134,10 @@ class NLinear(_Base):
         def pairs():
             for ctx, tgt in _window_chunks(series, stim, self.context, self.horizon, 2, 2000):
                 last = ctx[:, -1:]
-                yield ((ctx - last).transpose(0, 2, 1).reshape(-1, self.context),
-                       (tgt - last).transpose(0, 2, 1).reshape(-1, self.horizon))
+                yield (
+                    (ctx - last).transpose(0, 2, 1).reshape(-1, self.context),
+                    (tgt - last).transpose(0, 2, 1).reshape(-1, self.horizon),
+                )
 
         self.W_ = _ridge_chunks(pairs(), 1e-3)
         return self
@@ -151,8 +163,10 @@ class DLinear(_Base):
         def pairs():
             for ctx, tgt in _window_chunks(series, stim, self.context, self.horizon, 2, 2000):
                 tr, re = self._split(ctx)
-                yield (np.concatenate([tr, re], 1).transpose(0, 2, 1).reshape(-1, 2 * self.context),
-                       tgt.transpose(0, 2, 1).reshape(-1, self.horizon))
+                yield (
+                    np.concatenate([tr, re], 1).transpose(0, 2, 1).reshape(-1, 2 * self.context),
+                    tgt.transpose(0, 2, 1).reshape(-1, self.horizon),
+                )
 
         self.W_ = _ridge_chunks(pairs(), 1e-3)
         return self
@@ -202,8 +216,7 @@ class RidgeARX(_Base):
         self.lowrank_ = series.shape[-1] > self.dense_max
         if self.lowrank_:
             return self._fit_lowrank(series, stim)
-        X = np.concatenate([series[:, p - 1 - k : series.shape[1] - 1 - k] for k in range(p)]
-                           + [stim[:, p:]], -1)
+        X = np.concatenate([series[:, p - 1 - k : series.shape[1] - 1 - k] for k in range(p)] + [stim[:, p:]], -1)
         Y = series[:, p:]
         self.W_ = _ridge(X.reshape(-1, X.shape[-1]), Y.reshape(-1, Y.shape[-1]), self.alpha)
         return self
@@ -215,15 +228,15 @@ class RidgeARX(_Base):
     def _fit_lowrank(self, series, stim):
         n, T, N = series.shape
         p = self.p_
-        self.P_ = principal_axes(series, self.rank)        # (N, r)
+        self.P_ = principal_axes(series, self.rank)  # (N, r)
         lags = [series[:, p - 1 - k : T - 1 - k].reshape(-1, N) for k in range(p)]
         Y = series[:, p:].reshape(-1, N)
         F = self._shared(lags, stim[:, p:].reshape(-1, stim.shape[-1])).astype(np.float64)
         dF, d = F.shape[1], p + F.shape[1]
         R = self.alpha * np.eye(d)
-        R[-1, -1] = 0.0                                   # the intercept (last shared column) is free
-        FF, FY = F.T @ F, F.T @ Y                         # (dF, dF), (dF, N)
-        aF = np.stack([lag.T @ F for lag in lags], 1)     # (N, p, dF)
+        R[-1, -1] = 0.0  # the intercept (last shared column) is free
+        FF, FY = F.T @ F, F.T @ Y  # (dF, dF), (dF, N)
+        aF = np.stack([lag.T @ F for lag in lags], 1)  # (N, p, dF)
         self.W_own_ = np.empty((p, N))
         self.W_shared_ = np.empty((dF, N))
         step = max(1, BATCH_ELEMENTS // (4 * len(Y)))
@@ -241,7 +254,7 @@ class RidgeARX(_Base):
                 rhs[:, k] = (L[k] * y).sum(0)
                 for m in range(p):
                     G[:, k, m] = (L[k] * L[m]).sum(0)
-            w = np.linalg.solve(G + R, rhs[..., None])[..., 0]   # (units, d)
+            w = np.linalg.solve(G + R, rhs[..., None])[..., 0]  # (units, d)
             self.W_own_[:, a:b] = w[:, :p].T
             self.W_shared_[:, a:b] = w[:, p:].T
         self.W_own_ = self.W_own_.astype(np.float32)
@@ -388,9 +401,15 @@ class GRUForecaster(_Torch):
         import torch
 
         with torch.no_grad():
-            return self._forward(torch.as_tensor(context, dtype=torch.float32, device=self.device),
-                                 torch.as_tensor(stim_context, dtype=torch.float32, device=self.device),
-                                 torch.as_tensor(stim_future, dtype=torch.float32, device=self.device)).cpu().numpy()
+            return (
+                self._forward(
+                    torch.as_tensor(context, dtype=torch.float32, device=self.device),
+                    torch.as_tensor(stim_context, dtype=torch.float32, device=self.device),
+                    torch.as_tensor(stim_future, dtype=torch.float32, device=self.device),
+                )
+                .cpu()
+                .numpy()
+            )
 
 
 class TiDELite(_Torch):
@@ -416,8 +435,11 @@ class TiDELite(_Torch):
         N, K = series.shape[-1], stim.shape[-1]
         width = self._fit_axes(series)
         d_in = self.context * width + self.horizon * K
-        self.enc_ = torch.nn.Sequential(torch.nn.Linear(d_in, self.hidden * 2), torch.nn.ReLU(),
-                                        torch.nn.Linear(self.hidden * 2, self.horizon * width)).to(self.device)
+        self.enc_ = torch.nn.Sequential(
+            torch.nn.Linear(d_in, self.hidden * 2),
+            torch.nn.ReLU(),
+            torch.nn.Linear(self.hidden * 2, self.horizon * width),
+        ).to(self.device)
         self.skip_ = torch.nn.Linear(self.context, self.horizon).to(self.device)
         self.bias_ = torch.nn.Parameter(torch.zeros(N, device=self.device)) if self.lowrank_ else None
         params = list(self.enc_.parameters()) + list(self.skip_.parameters()) + ([self.bias_] if self.lowrank_ else [])
@@ -428,8 +450,10 @@ class TiDELite(_Torch):
         for _ in range(self.steps):
             b = rng.choice(len(tr), min(64, len(tr)), replace=False)
             rows, s0 = tr[b][:, None], st[b][:, None]
-            pred = self._forward(torch.as_tensor(series[rows, s0 + np.arange(C)], device=self.device),
-                                 torch.as_tensor(stim[rows, s0 + C + np.arange(H)], device=self.device))
+            pred = self._forward(
+                torch.as_tensor(series[rows, s0 + np.arange(C)], device=self.device),
+                torch.as_tensor(stim[rows, s0 + C + np.arange(H)], device=self.device),
+            )
             loss = (pred - torch.as_tensor(series[rows, s0 + C + np.arange(H)], device=self.device)).abs().mean()
             opt.zero_grad()
             loss.backward()
@@ -452,12 +476,19 @@ class TiDELite(_Torch):
         import torch
 
         with torch.no_grad():
-            return self._forward(torch.as_tensor(context, dtype=torch.float32, device=self.device),
-                                 torch.as_tensor(stim_future, dtype=torch.float32, device=self.device)).cpu().numpy()
+            return (
+                self._forward(
+                    torch.as_tensor(context, dtype=torch.float32, device=self.device),
+                    torch.as_tensor(stim_future, dtype=torch.float32, device=self.device),
+                )
+                .cpu()
+                .numpy()
+            )
 
 
-BASELINES = {c.name: c for c in (MeanBaseline, LastValue, StimulusEvoked, NLinear, DLinear, RidgeARX,
-                                 GRUForecaster, TiDELite)}
+BASELINES = {
+    c.name: c for c in (MeanBaseline, LastValue, StimulusEvoked, NLinear, DLinear, RidgeARX, GRUForecaster, TiDELite)
+}
 
 
 def fit_baseline(name: str, task, **kw):

@@ -91,8 +91,9 @@ def _segments(keys: list[np.ndarray]) -> list[tuple[int, int]]:
 def _split_by_fractions(segments, fractions) -> np.ndarray:
     f = np.asarray(fractions, float)
     if f.shape != (3,) or np.any(f < 0) or abs(f.sum() - 1) > 1e-9:
-        raise ConfigError(f"splits must be three fractions (train, val, test) summing to 1, or a label per step; "
-                          f"got {fractions}.")
+        raise ConfigError(
+            f"splits must be three fractions (train, val, test) summing to 1, or a label per step; got {fractions}."
+        )
     total = segments[-1][1]
     out = np.empty(total, object)
     for a, b in segments:
@@ -102,8 +103,9 @@ def _split_by_fractions(segments, fractions) -> np.ndarray:
     return out.astype(str)
 
 
-def _windows(Z, S, pieces, context: int, horizon: int, stride: int, max_windows: int | None, seed: int,
-             reach: dict | None = None) -> LazyWindows:
+def _windows(
+    Z, S, pieces, context: int, horizon: int, stride: int, max_windows: int | None, seed: int, reach: dict | None = None
+) -> LazyWindows:
     """Windows of every piece, enumerated and subsampled as :func:`neuro.tasks.make_windows` does
     (cut lazily from ``Z``: see :class:`neuro.tasks.LazyWindows`).
 
@@ -119,8 +121,10 @@ def _windows(Z, S, pieces, context: int, horizon: int, stride: int, max_windows:
         idx = [(i, s) for i, (a, b) in enumerate(pieces) for s in range(0, b - a - context - horizon + 1, stride)]
     if not idx:
         lengths = sorted({b - a for a, b in pieces})
-        raise ConfigError(f"No segment is long enough for context {context} + horizon {horizon} (segment lengths "
-                          f"{lengths[:5]}{'...' if len(lengths) > 5 else ''}); shorten the windows.")
+        raise ConfigError(
+            f"No segment is long enough for context {context} + horizon {horizon} (segment lengths "
+            f"{lengths[:5]}{'...' if len(lengths) > 5 else ''}); shorten the windows."
+        )
     if max_windows is not None and len(idx) > max_windows:
         rng = np.random.default_rng(seed)
         idx = [idx[k] for k in np.sort(rng.choice(len(idx), max_windows, replace=False))]
@@ -137,8 +141,9 @@ def _train_trials(Z, S, pieces, min_len: int) -> tuple[np.ndarray, np.ndarray]:
     holds a window; longer segments are cut into whole trials of L steps (the rest dropped)."""
     lengths = [b - a for a, b in pieces if b - a >= min_len]
     if not lengths:
-        raise ConfigError(f"No training segment is long enough for context + horizon = {min_len} steps; shorten "
-                          "the windows.")
+        raise ConfigError(
+            f"No training segment is long enough for context + horizon = {min_len} steps; shorten the windows."
+        )
     L = min(lengths)
     cuts = [(a + k * L, a + (k + 1) * L) for a, b in pieces if b - a >= min_len for k in range((b - a) // L)]
     return np.stack([Z[a:b] for a, b in cuts]), np.stack([S[a:b] for a, b in cuts])
@@ -164,9 +169,11 @@ def _zscored(ds: xr.Dataset, train: np.ndarray, min_std: float) -> tuple[np.ndar
         sd[a:b] = np.maximum(Xt.std(0), min_std)
         Z[:, a:b] = ((Xb - mu[a:b]) / sd[a:b]).astype(np.float32)
     if per.any():
-        raise DataValidationError(f"The traces hold {int(per.sum())} NaN/inf values ({int((per > 0).sum())} of "
-                                  f"{N} neurons, e.g. neuron {int(np.argmax(per))}). Fix: interpolate short "
-                                  "gaps or drop those neurons before building the task.")
+        raise DataValidationError(
+            f"The traces hold {int(per.sum())} NaN/inf values ({int((per > 0).sum())} of "
+            f"{N} neurons, e.g. neuron {int(np.argmax(per))}). Fix: interpolate short "
+            "gaps or drop those neurons before building the task."
+        )
     return Z, mu, sd
 
 
@@ -188,8 +195,10 @@ def _split_labels(ds: xr.Dataset, splits, trial: np.ndarray, cond: np.ndarray, h
     split = np.where(np.isin(cond, list(held_out)), HELD_OUT_SUITE, split)
     empty = [s for s in ID_SPLITS if not (split == s).any()]
     if empty:
-        raise DataValidationError(f"No time step is labelled {empty}; the task needs train, val and test steps "
-                                  f"(labels found: {sorted(set(split))}).")
+        raise DataValidationError(
+            f"No time step is labelled {empty}; the task needs train, val and test steps "
+            f"(labels found: {sorted(set(split))})."
+        )
     return split
 
 
@@ -200,15 +209,21 @@ def _zapbench(ds, splits, trial, cond, held_out, context: int, horizon: int):
     """ZAPBench's splits (see :data:`ZAPBENCH`): ``(held_out, max_windows, stride, split, reach)``."""
     z = ZAPBENCH
     if splits is not None or "split" in ds:
-        raise ConfigError("protocol 'zapbench' makes its own splits (70/10/20 % of each condition in time); give "
-                          "no splits (and drop the file's 'split' variable) to use it.")
+        raise ConfigError(
+            "protocol 'zapbench' makes its own splits (70/10/20 % of each condition in time); give "
+            "no splits (and drop the file's 'split' variable) to use it."
+        )
     if horizon != z["horizon"] or not 1 <= context <= z["max_context"]:
-        raise ConfigError(f"protocol 'zapbench' forecasts {z['horizon']} steps from at most {z['max_context']} "
-                          f"(reported: {z['contexts']}); got context {context}, horizon {horizon}.")
+        raise ConfigError(
+            f"protocol 'zapbench' forecasts {z['horizon']} steps from at most {z['max_context']} "
+            f"(reported: {z['contexts']}); got context {context}, horizon {horizon}."
+        )
     held_out = tuple(held_out) or tuple(c for c in z["held_out"] if c in set(cond))
     if not held_out:
-        raise ConfigError(f"protocol 'zapbench' holds one condition out ({z['held_out'][0]!r} in ZAPBench); this "
-                          f"recording has none of that name: give held_out (conditions {sorted(set(cond))}).")
+        raise ConfigError(
+            f"protocol 'zapbench' holds one condition out ({z['held_out'][0]!r} in ZAPBench); this "
+            f"recording has none of that name: give held_out (conditions {sorted(set(cond))})."
+        )
     unknown = sorted(set(held_out) - set(cond))
     if unknown:
         raise ConfigError(f"held_out conditions {unknown} do not occur; the conditions are {sorted(set(cond))}.")
@@ -227,45 +242,64 @@ def _zapbench(ds, splits, trial, cond, held_out, context: int, horizon: int):
         c1 = a2 + int(round(f_tr * n))
         c2 = a2 + int(round((f_tr + z["val_fraction"]) * n))
         split[a2:c1], split[c1:c2], split[c2:b2] = "train", "val", "test"
-        reach[c1] = reach[c2] = a2   # val and test contexts may start back in the condition
+        reach[c1] = reach[c2] = a2  # val and test contexts may start back in the condition
     split = split.astype(str)
     empty = [s for s in ID_SPLITS if not (split == s).any()]
     if empty:
-        raise DataValidationError(f"No time step is labelled {empty} under protocol 'zapbench' (conditions too "
-                                  "short?).")
+        raise DataValidationError(
+            f"No time step is labelled {empty} under protocol 'zapbench' (conditions too short?)."
+        )
     return held_out, None, 1, split, reach
 
 
-def _assign_splits(ds: xr.Dataset, reading: Reading, *, protocol, splits, trials, held_out, context: int,
-                   horizon: int, max_windows):
+def _assign_splits(
+    ds: xr.Dataset, reading: Reading, *, protocol, splits, trials, held_out, context: int, horizon: int, max_windows
+):
     """``(held_out, max_windows, stride, split, reach, trial)`` of the traces under ``protocol``
     (see :func:`from_traces`); the splits and segments said back in ``reading``."""
     if protocol not in PROTOCOLS:
         raise ConfigError(f"protocol must be one of {[p for p in PROTOCOLS if p]} or None; got {protocol!r}.")
     T = ds.sizes["time"]
     cond = np.asarray(ds["condition"].values).astype(str)
-    trial = np.asarray(trials) if trials is not None else (np.asarray(ds["trial"].values) if "trial" in ds else
-                                                           np.zeros(T, int))
+    trial = (
+        np.asarray(trials)
+        if trials is not None
+        else (np.asarray(ds["trial"].values) if "trial" in ds else np.zeros(T, int))
+    )
     if trial.shape != (T,):
         raise DimensionError(f"trials has shape {trial.shape}; expected ({T},).")
     reach = None
     if protocol == "zapbench":
         held_out, max_windows, stride, split, reach = _zapbench(ds, splits, trial, cond, held_out, context, horizon)
-        how = ("ZAPBench's protocol: one padding step at either end of each condition, then 70 / 10 / 20 % "
-               "train / val / test in time")
+        how = (
+            "ZAPBench's protocol: one padding step at either end of each condition, then 70 / 10 / 20 % "
+            "train / val / test in time"
+        )
     else:
         split = _split_labels(ds, splits, trial, cond, held_out)
         stride = max(1, (horizon + context) // 4)
-        how = ("labels given (splits=)" if splits is not None and not _are_fractions(splits)
-               else "the file's 'split' variable" if splits is None and "split" in ds
-               else f"fractions {tuple(splits or (0.7, 0.1, 0.2))} of each condition run, in time")
-    reading.fact("conditions", "segments", f"{len(_segments([trial, cond]))} (runs of one trial and condition; "
-                 "windows never cross them)")
+        how = (
+            "labels given (splits=)"
+            if splits is not None and not _are_fractions(splits)
+            else "the file's 'split' variable"
+            if splits is None and "split" in ds
+            else f"fractions {tuple(splits or (0.7, 0.1, 0.2))} of each condition run, in time"
+        )
+    reading.fact(
+        "conditions",
+        "segments",
+        f"{len(_segments([trial, cond]))} (runs of one trial and condition; windows never cross them)",
+    )
     labels, counts = np.unique(split, return_counts=True)
     from_file = splits is None and "split" in ds and protocol != "zapbench"
-    reading.add("split", "split" if from_file else "", "name" if from_file else "option" if splits is not None
-                else "derived", "", "train / val / test" + (" / held out" if held_out else ""),
-                "" if from_file else how.split(":")[0])
+    reading.add(
+        "split",
+        "split" if from_file else "",
+        "name" if from_file else "option" if splits is not None else "derived",
+        "",
+        "train / val / test" + (" / held out" if held_out else ""),
+        "" if from_file else how.split(":")[0],
+    )
     reading.fact("splits", "how", how)
     reading.fact("splits", "held out", ", ".join(held_out) or "none")
     reading.fact("splits", "steps", ", ".join(f"{k} {c}" for k, c in zip(labels, counts)))
@@ -276,15 +310,33 @@ def _are_fractions(splits) -> bool:
     return isinstance(splits, (tuple, list)) and len(splits) == 3 and not isinstance(splits[0], str)
 
 
-def inspect_traces(source, *, conditions=None, dt: float | None = None, held_out: Sequence[str] = (), splits=None,
-                   protocol: str | None = None, context: int = 4, horizon: int = 32) -> Reading:
+def inspect_traces(
+    source,
+    *,
+    conditions=None,
+    dt: float | None = None,
+    held_out: Sequence[str] = (),
+    splits=None,
+    protocol: str | None = None,
+    context: int = 4,
+    horizon: int = 32,
+) -> Reading:
     """What :func:`from_traces` would read from ``source``, said back without building the task
     (no z-scoring, no windows, no torch): the traces, time, conditions, stimulus, splits and
     the neurons dropped (``scimech neuro inspect PATH``). Arguments as :func:`from_traces`; the
     same refusals."""
     ds, reading = read_recording(source, conditions=conditions, dt=dt)
-    _assign_splits(ds, reading, protocol=protocol, splits=splits, trials=None, held_out=held_out, context=context,
-                   horizon=horizon, max_windows=None)
+    _assign_splits(
+        ds,
+        reading,
+        protocol=protocol,
+        splits=splits,
+        trials=None,
+        held_out=held_out,
+        context=context,
+        horizon=horizon,
+        max_windows=None,
+    )
     return reading
 
 
@@ -318,17 +370,41 @@ def _meta(ds: xr.Dataset, N: int, cond: np.ndarray, source, **stats) -> dict:
     if mask.shape != (N, N) or sign.shape != (N,):
         raise DimensionError(f"prior_mask {mask.shape} / prior_sign {sign.shape}: expected ({N}, {N}) / ({N},).")
     neurons = np.asarray(ds["neuron"].values).astype(str) if "neuron" in ds.coords else np.arange(N).astype(str)
-    return dict(type=np.array(["unknown"] * N), side=np.array(["M"] * N), segment=np.full(N, -1),
-                region=np.array(["unknown"] * N), name=neurons, prior_mask=mask, prior_sign=sign,
-                type_code=np.zeros(N, int), side_code=np.full(N, 2), **stats, has_prior="prior_mask" in ds,
-                conditions=sorted(set(cond)),
-                source=str(source) if isinstance(source, (str, Path)) else type(source).__name__)
+    return dict(
+        type=np.array(["unknown"] * N),
+        side=np.array(["M"] * N),
+        segment=np.full(N, -1),
+        region=np.array(["unknown"] * N),
+        name=neurons,
+        prior_mask=mask,
+        prior_sign=sign,
+        type_code=np.zeros(N, int),
+        side_code=np.full(N, 2),
+        **stats,
+        has_prior="prior_mask" in ds,
+        conditions=sorted(set(cond)),
+        source=str(source) if isinstance(source, (str, Path)) else type(source).__name__,
+    )
 
 
-def from_traces(source, *, conditions=None, splits=None, held_out: Sequence[str] = (), trials=None, stimulus=None,
-                dt: float | None = None, context: int = 4, horizon: int = 32, max_windows: int | None = 400,
-                seed: int = 0, stim_scale=None, min_std: float = 1e-6, name: str | None = None,
-                protocol: str | None = None) -> ForecastTask:
+def from_traces(
+    source,
+    *,
+    conditions=None,
+    splits=None,
+    held_out: Sequence[str] = (),
+    trials=None,
+    stimulus=None,
+    dt: float | None = None,
+    context: int = 4,
+    horizon: int = 32,
+    max_windows: int | None = 400,
+    seed: int = 0,
+    stim_scale=None,
+    min_std: float = 1e-6,
+    name: str | None = None,
+    protocol: str | None = None,
+) -> ForecastTask:
     """A forecasting task from your traces (see the module doc for the layout).
 
     Parameters
@@ -400,8 +476,16 @@ def from_traces(source, *, conditions=None, splits=None, held_out: Sequence[str]
     cond = np.asarray(ds["condition"].values).astype(str)
     dt = float(ds.attrs["dt"])
     held_out, max_windows, stride, split, reach, trial = _assign_splits(
-        ds, reading, protocol=protocol, splits=splits, trials=trials, held_out=held_out, context=context,
-        horizon=horizon, max_windows=max_windows)
+        ds,
+        reading,
+        protocol=protocol,
+        splits=splits,
+        trials=trials,
+        held_out=held_out,
+        context=context,
+        horizon=horizon,
+        max_windows=max_windows,
+    )
     S = _stimulus(ds, stimulus, cond)
     tr = split == "train"
     Z, mu, sd = _zscored(ds, tr, min_std)
@@ -429,6 +513,17 @@ def from_traces(source, *, conditions=None, splits=None, held_out: Sequence[str]
     if protocol:
         meta.update(protocol=protocol, held_out=tuple(held_out))
     prefix = f"traces-{protocol}" if protocol else "traces"
-    return ForecastTask(name=name or f"{prefix}-c{context}-h{horizon}", context=context, horizon=horizon,
-                        signal="traces", dt=float(dt), train_series=train_series, train_stim=train_stim, val=val,
-                        test=test, ood=ood, meta=meta, true_weights=None)
+    return ForecastTask(
+        name=name or f"{prefix}-c{context}-h{horizon}",
+        context=context,
+        horizon=horizon,
+        signal="traces",
+        dt=float(dt),
+        train_series=train_series,
+        train_stim=train_stim,
+        val=val,
+        test=test,
+        ood=ood,
+        meta=meta,
+        true_weights=None,
+    )

@@ -116,9 +116,13 @@ def gather_evidence(task, seeds, searches: dict, base_windows: dict, base_val: d
     """
     best_base = min(base_val, key=base_val.get)
     b_ood = [_ood_windows(task, base_windows[s][best_base])[0] for s in seeds]
-    ev = Evidence(seeds=list(seeds), best_baseline=best_base, test_trials=np.asarray(task.test.trial),
-                  baseline_test=np.stack([base_windows[s][best_base]["test"] for s in seeds]),
-                  baseline_ood=np.stack(b_ood) if all(o is not None for o in b_ood) else None)
+    ev = Evidence(
+        seeds=list(seeds),
+        best_baseline=best_base,
+        test_trials=np.asarray(task.test.trial),
+        baseline_test=np.stack([base_windows[s][best_base]["test"] for s in seeds]),
+        baseline_ood=np.stack(b_ood) if all(o is not None for o in b_ood) else None,
+    )
     for label in LABELS:
         found, clusters = _search_evidence(task, seeds, searches, label)
         if found is not None:
@@ -166,6 +170,7 @@ def evidence_dataset(ev: Evidence, config: dict) -> xr.Dataset:
     ds = xr.Dataset(data, coords=coords)
     for v in ds.data_vars:
         ds[v].attrs.update(units="z", description="mean absolute error of one forecast window (z-scored activity)")
-    ds.attrs.update(version=__version__, best_baseline=ev.best_baseline, config=json.dumps(config),
-                    picks=json.dumps(ev.picks))
+    ds.attrs.update(
+        version=__version__, best_baseline=ev.best_baseline, config=json.dumps(config), picks=json.dumps(ev.picks)
+    )
     return ds

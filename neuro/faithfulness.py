@@ -26,15 +26,24 @@ from .sim.analysis import dominant_frequency, phase_difference
 from .sim.simulator import Simulator
 from .sim.stimuli import Stimulus
 
-__all__ = ["connectivity_scores", "impulse_distance", "true_impulse_response", "physiology_scores",
-           "tail_beat_scores", "faithfulness", "probe_model", "TAIL_BEAT_PHASE_TOL", "TAIL_BEAT_AMPLITUDE_MIN"]
+__all__ = [
+    "connectivity_scores",
+    "impulse_distance",
+    "true_impulse_response",
+    "physiology_scores",
+    "tail_beat_scores",
+    "faithfulness",
+    "probe_model",
+    "TAIL_BEAT_PHASE_TOL",
+    "TAIL_BEAT_AMPLITUDE_MIN",
+]
 
-TAIL_BEAT_PHASE_TOL = 0.125    # cycles (45 degrees): a forecast beat is within 1/8 cycle of the true one
+TAIL_BEAT_PHASE_TOL = 0.125  # cycles (45 degrees): a forecast beat is within 1/8 cycle of the true one
 TAIL_BEAT_AMPLITUDE_MIN = 0.5  # and at least half as large (a decay to rest has ratio ~0)
-TAIL_BEAT_MIN_HZ = 15.0        # a probe window is a swimming one if its true tail angle beats at >= 15 Hz
-TAIL_BEAT_MIN_RAD = 0.05       # with an amplitude of at least 0.05 rad (turns are single slow bends)
-TAIL_BEAT_MIN_SHARE = 0.4      # and the beat carries >= 40 % of the window's variance (a pure sinusoid
-                               # carries ~100 %; an irregular wiggle, whose phase is undefined, ~10-20 %)
+TAIL_BEAT_MIN_HZ = 15.0  # a probe window is a swimming one if its true tail angle beats at >= 15 Hz
+TAIL_BEAT_MIN_RAD = 0.05  # with an amplitude of at least 0.05 rad (turns are single slow bends)
+TAIL_BEAT_MIN_SHARE = 0.4  # and the beat carries >= 40 % of the window's variance (a pure sinusoid
+# carries ~100 %; an irregular wiggle, whose phase is undefined, ~10-20 %)
 
 
 def connectivity_scores(J: np.ndarray, W: np.ndarray) -> dict:
@@ -65,8 +74,15 @@ def true_impulse_response(task, seed: int = 0) -> np.ndarray:
     arr[:, :, 4] = 1.0
     pulse = np.repeat(sf[1, :, 0], every) * scale[0]
     arr[1, rest:, 0] = pulse
-    stim = Stimulus(gx=arr[..., 0], gy=arr[..., 1], rot=arr[..., 2], lum=arr[..., 3], gain=arr[..., 4],
-                    closed=np.ones((2, T)), condition=["rest", "pulse"])
+    stim = Stimulus(
+        gx=arr[..., 0],
+        gy=arr[..., 1],
+        rot=arr[..., 2],
+        lum=arr[..., 3],
+        gain=arr[..., 4],
+        closed=np.ones((2, T)),
+        condition=["rest", "pulse"],
+    )
     st = sim.initial_state(2)
     st.bout_acc[:] = 0.0
     sim.rng = np.random.default_rng(seed)
@@ -120,8 +136,11 @@ def physiology_scores(traces: np.ndarray, task, ref: np.ndarray | None = None) -
         rc.append(phase_difference(x[:, L], x[:, C], dt, f))
         if ref is not None:
             fref.append(dominant_frequency(ref[k][:, L], dt, fmin=10.0, fmax=min(100.0, 0.45 / dt)))
-    out = {"lr_phase": float(np.median(lr)) if lr else np.nan, "rc_phase": float(np.median(rc)) if rc else np.nan,
-           "frequency": float(np.median(fr)) if fr else np.nan}
+    out = {
+        "lr_phase": float(np.median(lr)) if lr else np.nan,
+        "rc_phase": float(np.median(rc)) if rc else np.nan,
+        "frequency": float(np.median(fr)) if fr else np.nan,
+    }
     if ref is not None and fr:
         fr_, fref_ = np.array(fr), np.array(fref)
         out["frequency_error"] = float(np.median(np.abs(fr_ - fref_) / fref_))
@@ -157,15 +176,19 @@ def tail_angle(acts: np.ndarray, task, context: np.ndarray | None = None) -> np.
     mn = np.flatnonzero(np.asarray(task.meta["type"]) == "MN")
     a = np.asarray(acts, float)[..., mn]
     n, H, _ = a.shape
-    head = (np.asarray(context, float)[:, -(lags - 1):, mn] if context is not None and lags > 1
-            else np.repeat(a[:, :1], lags - 1, 1))
+    head = (
+        np.asarray(context, float)[:, -(lags - 1) :, mn]
+        if context is not None and lags > 1
+        else np.repeat(a[:, :1], lags - 1, 1)
+    )
     pad = np.concatenate([head, a], 1)
     X = np.concatenate([pad[:, lags - 1 - k : lags - 1 - k + H] for k in range(lags)], -1)
     return X @ w[:-1] + w[-1]
 
 
-def tail_beat_scores(pred: np.ndarray, target: np.ndarray, task, context: np.ndarray | None = None,
-                     steps: int | None = None) -> dict:
+def tail_beat_scores(
+    pred: np.ndarray, target: np.ndarray, task, context: np.ndarray | None = None, steps: int | None = None
+) -> dict:
     """Does a free run forecast the tail beat? Per swimming window, the tail angle read out from
     the predicted and the true activity over the first ``steps`` (default: the task horizon),
     less the first ``lags - 1`` steps whose readout still sees the context (a forecast would
@@ -187,9 +210,10 @@ def tail_beat_scores(pred: np.ndarray, target: np.ndarray, task, context: np.nda
         a_t = np.sum((tt[k] - tt[k].mean()) * basis) if basis is not None else 0.0
         # a window counts only if the fish beats its tail in it (not a single bend of a turn)
         amp_t = 2 * np.abs(a_t) / steps
-        share = amp_t ** 2 / 2 / max(float(np.var(tt[k])), 1e-12)  # variance carried by the beat
-        beating = (np.isfinite(f0) and f0 >= TAIL_BEAT_MIN_HZ and amp_t >= TAIL_BEAT_MIN_RAD
-                   and share >= TAIL_BEAT_MIN_SHARE)
+        share = amp_t**2 / 2 / max(float(np.var(tt[k])), 1e-12)  # variance carried by the beat
+        beating = (
+            np.isfinite(f0) and f0 >= TAIL_BEAT_MIN_HZ and amp_t >= TAIL_BEAT_MIN_RAD and share >= TAIL_BEAT_MIN_SHARE
+        )
         if not beating or not np.all(np.isfinite(tp[k])):
             ph.append(np.nan), amp.append(np.nan), freq.append(f0 if beating else np.nan)
             continue
@@ -200,10 +224,15 @@ def tail_beat_scores(pred: np.ndarray, target: np.ndarray, task, context: np.nda
     ph, amp = np.array(ph), np.array(amp)
     ok = np.isfinite(ph)
     hit = ok & (np.abs(ph) <= TAIL_BEAT_PHASE_TOL) & (amp >= TAIL_BEAT_AMPLITUDE_MIN)
-    return {"phase_error": ph, "amplitude_ratio": amp, "beat_frequency": np.array(freq), "forecast": hit,
-            "tail_phase_error": float(np.median(np.abs(ph[ok]))) if ok.any() else np.nan,
-            "tail_amplitude_ratio": float(np.median(amp[ok])) if ok.any() else np.nan,
-            "tail_beat_forecast": float(np.mean(hit[ok])) if ok.any() else np.nan}
+    return {
+        "phase_error": ph,
+        "amplitude_ratio": amp,
+        "beat_frequency": np.array(freq),
+        "forecast": hit,
+        "tail_phase_error": float(np.median(np.abs(ph[ok]))) if ok.any() else np.nan,
+        "tail_amplitude_ratio": float(np.median(amp[ok])) if ok.any() else np.nan,
+        "tail_beat_forecast": float(np.mean(hit[ok])) if ok.any() else np.nan,
+    }
 
 
 def faithfulness(arrays: dict, metrics: dict, task) -> dict:
@@ -212,7 +241,7 @@ def faithfulness(arrays: dict, metrics: dict, task) -> dict:
     A task without ground truth (``true_weights`` None: your recorded traces, see
     :func:`neuro.data.from_traces`) gets NaN connectivity and impulse scores."""
     out = {}
-    if task.true_weights is None:   # recorded data: no true circuit to compare with
+    if task.true_weights is None:  # recorded data: no true circuit to compare with
         out.update(sign_accuracy=np.nan, weight_correlation=np.nan, edge_auroc=np.nan, impulse_distance=np.nan)
     elif "jacobian" in arrays:
         out.update(connectivity_scores(arrays["jacobian"], task.true_weights))
@@ -223,8 +252,9 @@ def faithfulness(arrays: dict, metrics: dict, task) -> dict:
     if "swim_pred" in arrays and "swim_target" in task.probes:
         out.update(physiology_scores(arrays["swim_pred"], task, ref=task.probes["swim_target"]))
         if task.recording is not None and "tail_angle" in task.recording:
-            tb = tail_beat_scores(arrays["swim_pred"], task.probes["swim_target"], task,
-                                  context=task.probes.get("swim_context"))
+            tb = tail_beat_scores(
+                arrays["swim_pred"], task.probes["swim_target"], task, context=task.probes.get("swim_context")
+            )
             out.update({k: tb[k] for k in ("tail_phase_error", "tail_amplitude_ratio", "tail_beat_forecast")})
     out["lesion_mae"] = float(metrics.get("ood_lesion", np.nan))
     return out

@@ -27,8 +27,15 @@ def _judged(claim: str, verdict: str, wording: str, evidence: str, numbers: dict
     """The finding, or ``NOT ASSESSED (...)`` naming the numbers that are missing or NaN."""
     checked = assess(claim, True, numbers=numbers)
     if not checked.assessed:
-        return Finding(claim, "NOT ASSESSED", evidence, checked.reason, checked.numbers,
-                            wording=f"NOT ASSESSED ({checked.reason})", note=note)
+        return Finding(
+            claim,
+            "NOT ASSESSED",
+            evidence,
+            checked.reason,
+            checked.numbers,
+            wording=f"NOT ASSESSED ({checked.reason})",
+            note=note,
+        )
     return Finding(claim, verdict, evidence, "", checked.numbers, wording=wording, note=note)
 
 
@@ -77,18 +84,28 @@ def discovered_beat_baselines(ev: Evidence) -> Finding:
     c = compare(ev.discovered_test, ev.baseline_test, ev.test_trials)
     v = verdict_better(c)
     verdict = {"a better": "REPRODUCED", "b better": "NOT reproduced", "undecided": "NOT reproduced"}[v]
-    wording = {"a better": "REPRODUCED", "b better": "NOT reproduced (the baseline is better)",
-               "undecided": "UNDECIDED (the interval holds 0)"}[v]
+    wording = {
+        "a better": "REPRODUCED",
+        "b better": "NOT reproduced (the baseline is better)",
+        "undecided": "UNDECIDED (the interval holds 0)",
+    }[v]
     ood = ""
     if ev.discovered_ood is not None and ev.baseline_ood is not None:
         co = compare(ev.discovered_ood, ev.baseline_ood, ev.ood_clusters)
-        ood = (f" Out of distribution the same programs score {_fmt_ci(co, 'a')} vs {_fmt_ci(co, 'b')} "
-               f"(difference {_fmt_ci(co, 'diff')}, {len(np.unique(ev.ood_clusters))} OOD trials).")
+        ood = (
+            f" Out of distribution the same programs score {_fmt_ci(co, 'a')} vs {_fmt_ci(co, 'b')} "
+            f"(difference {_fmt_ci(co, 'diff')}, {len(np.unique(ev.ood_clusters))} OOD trials)."
+        )
     picks = ", ".join(sorted(set(ev.picks)))
-    return _judged("discovered programs beat the baselines in distribution", verdict, wording,
-                   f"ID test MAE of the best discovered program per seed [{picks}] {_fmt_ci(c, 'a')} vs best "
-                   f"baseline [{ev.best_baseline}] {_fmt_ci(c, 'b')}; difference {_fmt_ci(c, 'diff')}; {scope}",
-                   _interval_numbers(c, "ID test MAE"), note=ood)
+    return _judged(
+        "discovered programs beat the baselines in distribution",
+        verdict,
+        wording,
+        f"ID test MAE of the best discovered program per seed [{picks}] {_fmt_ci(c, 'a')} vs best "
+        f"baseline [{ev.best_baseline}] {_fmt_ci(c, 'b')}; difference {_fmt_ci(c, 'diff')}; {scope}",
+        _interval_numbers(c, "ID test MAE"),
+        note=ood,
+    )
 
 
 def priors_generalise(ev: Evidence) -> Finding | None:
@@ -100,16 +117,24 @@ def priors_generalise(ev: Evidence) -> Finding | None:
     cood = compare(ev.no_priors.ood, ev.priors.ood, ev.ood_clusters)
     vood = verdict_better(cood)
     free_worse_ood, free_fine_id = vood == "b better", vid != "b better"
-    wording = ("REPRODUCED" if (free_worse_ood and free_fine_id) else
-               "PARTLY reproduced (priors better both ID and OOD)" if free_worse_ood else
-               "NOT reproduced (priors not worse ID, and not better OOD)" if vood == "undecided"
-               else "NOT reproduced (the unconstrained search is better OOD)")
-    return _judged("unconstrained search does well in distribution but worse on novel conditions than search "
-                   "with wiring priors", "REPRODUCED" if wording == "REPRODUCED" else "NOT reproduced", wording,
-                   f"ID test MAE without vs with priors {_fmt_ci(cid, 'a')} vs {_fmt_ci(cid, 'b')}, difference "
-                   f"{_fmt_ci(cid, 'diff')}; OOD MAE {_fmt_ci(cood, 'a')} vs {_fmt_ci(cood, 'b')}, difference "
-                   f"{_fmt_ci(cood, 'diff')} over {len(np.unique(ev.ood_clusters))} OOD trials",
-                   {**_interval_numbers(cid, "ID test MAE"), **_interval_numbers(cood, "OOD MAE")})
+    wording = (
+        "REPRODUCED"
+        if (free_worse_ood and free_fine_id)
+        else "PARTLY reproduced (priors better both ID and OOD)"
+        if free_worse_ood
+        else "NOT reproduced (priors not worse ID, and not better OOD)"
+        if vood == "undecided"
+        else "NOT reproduced (the unconstrained search is better OOD)"
+    )
+    return _judged(
+        "unconstrained search does well in distribution but worse on novel conditions than search with wiring priors",
+        "REPRODUCED" if wording == "REPRODUCED" else "NOT reproduced",
+        wording,
+        f"ID test MAE without vs with priors {_fmt_ci(cid, 'a')} vs {_fmt_ci(cid, 'b')}, difference "
+        f"{_fmt_ci(cid, 'diff')}; OOD MAE {_fmt_ci(cood, 'a')} vs {_fmt_ci(cood, 'b')}, difference "
+        f"{_fmt_ci(cood, 'diff')} over {len(np.unique(ev.ood_clusters))} OOD trials",
+        {**_interval_numbers(cid, "ID test MAE"), **_interval_numbers(cood, "OOD MAE")},
+    )
 
 
 def priors_recover_connectivity(ev: Evidence) -> Finding:
@@ -120,42 +145,71 @@ def priors_recover_connectivity(ev: Evidence) -> Finding:
     sg_all = bool(np.all(ps > fs)) and len(ps) > 0
     auc_any, sg_any = bool(np.any(pa > fa)), bool(np.any(ps > fs))
     wording = "REPRODUCED" if (auc_all and sg_all) else "PARTLY reproduced" if (auc_any or sg_any) else "NOT reproduced"
-    return _judged("priors recover effective connectivity better", "REPRODUCED" if wording == "REPRODUCED"
-                   else "NOT reproduced", wording,
-                   f"edge AUROC {_span(pa)} vs {_span(fa)}; sign accuracy {_span(ps)} vs {_span(fs)}; reproduced if "
-                   f"better on both in every seed; the wiring prior allows {ev.prior_note}",
-                   _seed_numbers({"edge AUROC with priors": pa, "edge AUROC without": fa,
-                                  "sign accuracy with priors": ps, "sign accuracy without": fs}))
+    return _judged(
+        "priors recover effective connectivity better",
+        "REPRODUCED" if wording == "REPRODUCED" else "NOT reproduced",
+        wording,
+        f"edge AUROC {_span(pa)} vs {_span(fa)}; sign accuracy {_span(ps)} vs {_span(fs)}; reproduced if "
+        f"better on both in every seed; the wiring prior allows {ev.prior_note}",
+        _seed_numbers(
+            {
+                "edge AUROC with priors": pa,
+                "edge AUROC without": fa,
+                "sign accuracy with priors": ps,
+                "sign accuracy without": fs,
+            }
+        ),
+    )
 
 
 def priors_recover_impulse(ev: Evidence) -> Finding:
     """Distance of the impulse response to the simulator's, with vs without priors, in every seed."""
     pi, fi = _seed_values(ev, "priors", "impulse_distance"), _seed_values(ev, "no priors", "impulse_distance")
     ok = np.isfinite(pi) & np.isfinite(fi)
-    wording = ("REPRODUCED" if ok.all() and np.all(pi < fi) else
-               "PARTLY reproduced" if np.any(pi[ok] < fi[ok]) else "NOT reproduced")
-    return _judged("priors recover impulse responses better", "REPRODUCED" if wording == "REPRODUCED"
-                   else "NOT reproduced", wording,
-                   f"relative distance to the simulator's response {_span(pi)} vs {_span(fi)}; 1 = no response; "
-                   "reproduced if better in every seed",
-                   _seed_numbers({"impulse distance with priors": pi, "impulse distance without": fi}))
+    wording = (
+        "REPRODUCED"
+        if ok.all() and np.all(pi < fi)
+        else "PARTLY reproduced"
+        if np.any(pi[ok] < fi[ok])
+        else "NOT reproduced"
+    )
+    return _judged(
+        "priors recover impulse responses better",
+        "REPRODUCED" if wording == "REPRODUCED" else "NOT reproduced",
+        wording,
+        f"relative distance to the simulator's response {_span(pi)} vs {_span(fi)}; 1 = no response; "
+        "reproduced if better in every seed",
+        _seed_numbers({"impulse distance with priors": pi, "impulse distance without": fi}),
+    )
 
 
 def tail_beat_finding(long_table: pd.DataFrame, context: int) -> Finding:
     """At the long context, does any model's free run forecast the tail beat (YES / NO)?"""
-    fc = long_table["tail_beat_forecast"].astype(float) if "tail_beat_forecast" in long_table else pd.Series(dtype=float)
+    fc = (
+        long_table["tail_beat_forecast"].astype(float) if "tail_beat_forecast" in long_table else pd.Series(dtype=float)
+    )
     yes = [n for n, v in fc.items() if np.isfinite(v) and v >= 0.5]
     best = fc.astype(float).idxmax() if fc.notna().any() else None
-    detail = "; ".join(f"{n} {fc[n]:.2f} (|phase error| {float(long_table.loc[n, 'tail_phase_error']):.2f} cycles, "
-                       f"amplitude {float(long_table.loc[n, 'tail_amplitude_ratio']):.2f})"
-                       for n in fc.index if np.isfinite(fc[n]))
-    claim = (f"at context {context}, the free run of {', '.join(yes)} forecasts the tail beat in at least half "
-             "of the swimming windows" if yes else
-             f"at context {context}, no model's free run forecasts the tail beat in half of the swimming windows"
-             + (f" (closest: {best})" if best is not None else ""))
-    return Finding(claim, "REPRODUCED" if yes else "NOT reproduced",
-                        "fraction of swimming probe windows whose free-run tail angle is within 1/8 cycle and at "
-                        f"least half the amplitude of the true beat: {detail}", wording="YES" if yes else "NO")
+    detail = "; ".join(
+        f"{n} {fc[n]:.2f} (|phase error| {float(long_table.loc[n, 'tail_phase_error']):.2f} cycles, "
+        f"amplitude {float(long_table.loc[n, 'tail_amplitude_ratio']):.2f})"
+        for n in fc.index
+        if np.isfinite(fc[n])
+    )
+    claim = (
+        f"at context {context}, the free run of {', '.join(yes)} forecasts the tail beat in at least half "
+        "of the swimming windows"
+        if yes
+        else f"at context {context}, no model's free run forecasts the tail beat in half of the swimming windows"
+        + (f" (closest: {best})" if best is not None else "")
+    )
+    return Finding(
+        claim,
+        "REPRODUCED" if yes else "NOT reproduced",
+        "fraction of swimming probe windows whose free-run tail angle is within 1/8 cycle and at "
+        f"least half the amplitude of the true beat: {detail}",
+        wording="YES" if yes else "NO",
+    )
 
 
 _NO_CIRCUIT = ("recovery of connectivity and impulse responses", "no true circuit behind recorded traces")
@@ -168,9 +222,14 @@ def findings(ev: Evidence) -> list[Finding]:
     out = [discovered_beat_baselines(ev)]
     long = [tail_beat_finding(ev.long_table, ev.long_context)] if ev.long_table is not None else []
     if ev.no_prior:
-        out.append(_not_assessed("search with vs without wiring priors", "these traces came without a wiring prior, "
-                                 "so both searches were unconstrained; give prior_mask / prior_sign to "
-                                 "neuro.data.from_traces"))
+        out.append(
+            _not_assessed(
+                "search with vs without wiring priors",
+                "these traces came without a wiring prior, "
+                "so both searches were unconstrained; give prior_mask / prior_sign to "
+                "neuro.data.from_traces",
+            )
+        )
         out.append(_not_assessed(*_NO_CIRCUIT))
         return out + long
     if ev.priors is None or ev.no_priors is None:

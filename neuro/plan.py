@@ -18,19 +18,37 @@ from scimech.errors import ConfigError
 from scimech.run.options import removal_notice
 from scimech.studies.contract import SIZES, Plan
 
-__all__ = ["BUDGETS", "SEEDED_BASELINES", "SEARCH_LABELS", "StudySettings", "study_plan", "BENCH_EVAL_SECONDS", "Traces",
-           "Proposer", "RunSettings"]
+__all__ = [
+    "BUDGETS",
+    "SEEDED_BASELINES",
+    "SEARCH_LABELS",
+    "StudySettings",
+    "study_plan",
+    "BENCH_EVAL_SECONDS",
+    "Traces",
+    "Proposer",
+    "RunSettings",
+]
 
 # nodes per search, search seeds, the long-context searches, wall-clock per search (s), OOD
 # trials, Adam steps of the GRU and TiDE baselines (TiDE's validation MAE is still falling at
 # 400 steps on the quick task: 0.333 at 100, 0.316 at 200, 0.304 at 400, 0.300-0.307 at 800)
 BUDGETS = {
-    "quick": dict(nodes=12, seeds=1, long_nodes=6, long_priors=(True,), search_seconds=90.0, ood_trials=1,
-                  torch_steps=100),
-    "medium": dict(nodes=24, seeds=3, long_nodes=10, long_priors=(True, False), search_seconds=240.0, ood_trials=3,
-                   torch_steps=800),
-    "full": dict(nodes=40, seeds=3, long_nodes=40, long_priors=(True, False), search_seconds=3600.0, ood_trials=3,
-                 torch_steps=1500),
+    "quick": dict(
+        nodes=12, seeds=1, long_nodes=6, long_priors=(True,), search_seconds=90.0, ood_trials=1, torch_steps=100
+    ),
+    "medium": dict(
+        nodes=24, seeds=3, long_nodes=10, long_priors=(True, False), search_seconds=240.0, ood_trials=3, torch_steps=800
+    ),
+    "full": dict(
+        nodes=40,
+        seeds=3,
+        long_nodes=40,
+        long_priors=(True, False),
+        search_seconds=3600.0,
+        ood_trials=3,
+        torch_steps=1500,
+    ),
 }
 assert tuple(BUDGETS) == SIZES
 #: baselines trained from a random start (torch): refitted for every search seed, run on ``device``
@@ -70,19 +88,25 @@ class StudySettings:
     max_windows: int = 400
     generation: int = 2
     long_context: int | None = 256
-    baselines: tuple[str, ...] | None = None   # None: every baseline (neuro.baselines.BASELINES)
+    baselines: tuple[str, ...] | None = None  # None: every baseline (neuro.baselines.BASELINES)
     device: str = "cpu"
     threads: int = 1
-    search_neurons: int = 128   # recordings with more units: the study runs on this many drawn at random
-    read_only: bool = False     # redraw: a search resumed from its journal proposes no new node
+    search_neurons: int = 128  # recordings with more units: the study runs on this many drawn at random
+    read_only: bool = False  # redraw: a search resumed from its journal proposes no new node
 
     def __post_init__(self):
         if self.size not in BUDGETS:
             raise ConfigError(f"size must be one of {sorted(BUDGETS)}; got {self.size!r}.")
         object.__setattr__(self, "out", Path(self.out))
         if isinstance(self.seeds, int) and not isinstance(self.seeds, bool):
-            warnings.warn(removal_notice(f"seeds={self.seeds} as a count", f"n_seeds={self.seeds} (seeds lists seed "
-                                         "values, as in every scimech command)"), FutureWarning, stacklevel=3)
+            warnings.warn(
+                removal_notice(
+                    f"seeds={self.seeds} as a count",
+                    f"n_seeds={self.seeds} (seeds lists seed values, as in every scimech command)",
+                ),
+                FutureWarning,
+                stacklevel=3,
+            )
             object.__setattr__(self, "n_seeds", self.seeds)
             object.__setattr__(self, "seeds", None)
         elif self.seeds is not None:
@@ -121,11 +145,23 @@ class StudySettings:
 
     def record(self) -> dict:
         """The settings that fix the results, as saved with the evidence (``evidence.nc`` attrs)."""
-        return dict(budget=self.size, seeds=self.seed_list, nodes=self.n_nodes, long_nodes=self.n_long_nodes,
-                    context=self.context, horizon=self.horizon, long_context=self.long_context or None,
-                    duration=self.duration, max_windows=self.max_windows, generation=self.generation,
-                    search_seconds=self.seconds_per_search, baselines=list(self.baselines) if self.baselines else None,
-                    seed=self.seed, device=self.device, search_neurons=self.search_neurons)
+        return dict(
+            budget=self.size,
+            seeds=self.seed_list,
+            nodes=self.n_nodes,
+            long_nodes=self.n_long_nodes,
+            context=self.context,
+            horizon=self.horizon,
+            long_context=self.long_context or None,
+            duration=self.duration,
+            max_windows=self.max_windows,
+            generation=self.generation,
+            search_seconds=self.seconds_per_search,
+            baselines=list(self.baselines) if self.baselines else None,
+            seed=self.seed,
+            device=self.device,
+            search_neurons=self.search_neurons,
+        )
 
 
 @dataclass(frozen=True)
@@ -138,8 +174,14 @@ class RunSettings:
     proposer: Proposer | None = None
 
 
-def study_plan(settings: StudySettings, *, data: str | None = None, proposer: str = "offline",
-               traces: Traces | None = None, proposer_spec: Proposer | None = None) -> Plan[RunSettings]:
+def study_plan(
+    settings: StudySettings,
+    *,
+    data: str | None = None,
+    proposer: str = "offline",
+    traces: Traces | None = None,
+    proposer_spec: Proposer | None = None,
+) -> Plan[RunSettings]:
     """What the study would run: for each search seed, a search with and one without wiring
     priors, each up to its node budget; the long-context searches (first seed only); the
     baselines. ``traces`` and ``proposer_spec`` are carried in the plan's :class:`RunSettings`."""
@@ -147,20 +189,33 @@ def study_plan(settings: StudySettings, *, data: str | None = None, proposer: st
     seeds, nodes, long_nodes = s.seed_list, s.n_nodes, s.n_long_nodes
     units = [f"seed {sd} {label} node {n}" for sd in seeds for label, _ in SEARCH_LABELS for n in range(nodes)]
     if s.long_context:
-        units += [f"seed {seeds[0]} long-context {label} node {n}" for label, priors in SEARCH_LABELS
-                  if priors in s.budget["long_priors"] for n in range(long_nodes)]
-    sizes = {"budget": s.size, "search seeds": ", ".join(map(str, seeds)),
-             "nodes per search": f"{nodes} (long context {s.long_context}: {long_nodes})" if s.long_context
-             else nodes,
-             "wall-clock cap per search": f"{s.seconds_per_search:.0f} s",
-             "task": f"context {s.context}, horizon {s.horizon}, up to {s.max_windows} windows per split",
-             "data": data or "the simulator",
-             "baselines": ", ".join(s.baselines) if s.baselines else "all", "proposer": proposer,
-             "device": s.device}
-    return Plan("neuro study", units, sizes, BENCH_EVAL_SECONDS,
-                "one evaluation per node, bench/RESULTS.md's 2.33 s; baselines and simulation not included; "
-                "each search also stops at its wall-clock cap", str(s.out),
-                settings=RunSettings(s, traces, proposer_spec))
+        units += [
+            f"seed {seeds[0]} long-context {label} node {n}"
+            for label, priors in SEARCH_LABELS
+            if priors in s.budget["long_priors"]
+            for n in range(long_nodes)
+        ]
+    sizes = {
+        "budget": s.size,
+        "search seeds": ", ".join(map(str, seeds)),
+        "nodes per search": f"{nodes} (long context {s.long_context}: {long_nodes})" if s.long_context else nodes,
+        "wall-clock cap per search": f"{s.seconds_per_search:.0f} s",
+        "task": f"context {s.context}, horizon {s.horizon}, up to {s.max_windows} windows per split",
+        "data": data or "the simulator",
+        "baselines": ", ".join(s.baselines) if s.baselines else "all",
+        "proposer": proposer,
+        "device": s.device,
+    }
+    return Plan(
+        "neuro study",
+        units,
+        sizes,
+        BENCH_EVAL_SECONDS,
+        "one evaluation per node, bench/RESULTS.md's 2.33 s; baselines and simulation not included; "
+        "each search also stops at its wall-clock cap",
+        str(s.out),
+        settings=RunSettings(s, traces, proposer_spec),
+    )
 
 
 @dataclass(frozen=True)
@@ -168,17 +223,26 @@ class Traces:
     """Your recording instead of the simulator (``--data``; :func:`neuro.data.from_traces`)."""
 
     path: Path
-    conditions: Path | str | None = None   # a file of labels or step ranges, or "zapbench" (neuro.reader)
+    conditions: Path | str | None = None  # a file of labels or step ranges, or "zapbench" (neuro.reader)
     dt: float | None = None
     held_out: tuple[str, ...] = ()
-    protocol: str | None = None   # a forecasting protocol (``"zapbench"``, :func:`neuro.data.from_traces`)
+    protocol: str | None = None  # a forecasting protocol (``"zapbench"``, :func:`neuro.data.from_traces`)
 
     def task(self, s: StudySettings):
         from .data import from_traces
 
         extra = {"protocol": self.protocol} if self.protocol else {}
-        return from_traces(self.path, conditions=self.conditions, dt=self.dt, held_out=self.held_out, context=s.context,
-                           horizon=s.horizon, max_windows=s.max_windows, seed=s.seed, **extra)
+        return from_traces(
+            self.path,
+            conditions=self.conditions,
+            dt=self.dt,
+            held_out=self.held_out,
+            context=s.context,
+            horizon=s.horizon,
+            max_windows=s.max_windows,
+            seed=s.seed,
+            **extra,
+        )
 
 
 @dataclass(frozen=True)

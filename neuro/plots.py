@@ -27,12 +27,18 @@ def plot_tree(nodes, title: str = "search tree", ax=None):
     for n in nodes:
         if n.parent is not None and n.parent in y:
             ax.plot([n.parent, n.id], [y[n.parent], y[n.id]], color="0.7", lw=0.8, zorder=1)
-    style = {"ok": ("o", "tab:blue"), "duplicate": ("s", "tab:gray"), "pruned": ("v", "tab:orange"),
-             "failed": ("x", "tab:red")}
+    style = {
+        "ok": ("o", "tab:blue"),
+        "duplicate": ("s", "tab:gray"),
+        "pruned": ("v", "tab:orange"),
+        "failed": ("x", "tab:red"),
+    }
     for st, (m, c) in style.items():
         sel = [n for n in nodes if n.status == st]
         if sel:
-            ax.scatter([n.id for n in sel], [y[n.id] for n in sel], marker=m, color=c, label=f"{st} ({len(sel)})", zorder=2)
+            ax.scatter(
+                [n.id for n in sel], [y[n.id] for n in sel], marker=m, color=c, label=f"{st} ({len(sel)})", zorder=2
+            )
     ax.set_xlabel("node")
     ax.set_ylabel("ID validation MAE (z)")
     ax.set_title(title)

@@ -37,11 +37,11 @@ from .sim.analysis import dominant_frequency, phase_difference
 
 __all__ = ["planted_truth", "summary_line", "format_table", "report_table", "truth_frame", "recovery_text"]
 
-EDGE_AUROC_MIN = 0.75   # lower bound of the interval: clearly better than chance (0.5)
+EDGE_AUROC_MIN = 0.75  # lower bound of the interval: clearly better than chance (0.5)
 SIGN_ACCURACY_MIN = 0.7  # lower bound: most true connections have the right sign
-LR_TOL = 0.15            # cycles
-RC_TOL = 0.10            # cycles
-FREQ_TOL = 0.20          # relative
+LR_TOL = 0.15  # cycles
+RC_TOL = 0.10  # cycles
+FREQ_TOL = 0.20  # relative
 
 
 def edge_auroc(edge, score) -> float:
@@ -62,8 +62,17 @@ def _row(name, quantity, truth, found, low, high, criterion, ok, threshold=np.na
     """One planted-truth row; not assessed (``recovered`` None) when the estimate or its interval
     is not a finite number."""
     assessed = all(finite(v) for v in (found, low, high))
-    return PlantedTruthRow(name, quantity, float(found), float(low), float(high), float(threshold),
-                    bool(ok) if assessed else None, planted=truth, criterion=criterion)
+    return PlantedTruthRow(
+        name,
+        quantity,
+        float(found),
+        float(low),
+        float(high),
+        float(threshold),
+        bool(ok) if assessed else None,
+        planted=truth,
+        criterion=criterion,
+    )
 
 
 def _per_window_physiology(traces, task):
@@ -93,8 +102,9 @@ def _median_ci(v, seed):
     return bootstrap_ci(v, np.median, method="percentile", seed=seed)
 
 
-def planted_truth(task, arrays: dict, *, long_task=None, long_arrays: dict | None = None, seed: int = 0
-                  ) -> list[PlantedTruthRow]:
+def planted_truth(
+    task, arrays: dict, *, long_task=None, long_arrays: dict | None = None, seed: int = 0
+) -> list[PlantedTruthRow]:
     """One row per planted property of the simulated circuit: truth, what ``arrays`` (a
     model's outputs from :func:`neuro.search.evaluate.predict_candidate` / the search's node
     file) show, a 95 % interval, the criterion and whether it is met.
@@ -117,18 +127,38 @@ def planted_truth(task, arrays: dict, *, long_task=None, long_arrays: dict | Non
     J = arrays.get("jacobian")
     if J is not None and np.all(np.isfinite(J)):
         j = np.abs(np.asarray(J, float)[off])
-        est, lo, hi = bootstrap_ci((edge.astype(float), j), edge_auroc, paired=True, method="percentile",
-                                   n_resamples=500, seed=seed)
-        rows.append(_row("edges", "edge AUROC of |Jacobian| (which observed pairs are wired)",
-                         f"{n_edges} of {n_pairs} pairs wired", est, lo, hi, f"lower bound >= {EDGE_AUROC_MIN}",
-                         np.isfinite(lo) and lo >= EDGE_AUROC_MIN, EDGE_AUROC_MIN))
+        est, lo, hi = bootstrap_ci(
+            (edge.astype(float), j), edge_auroc, paired=True, method="percentile", n_resamples=500, seed=seed
+        )
+        rows.append(
+            _row(
+                "edges",
+                "edge AUROC of |Jacobian| (which observed pairs are wired)",
+                f"{n_edges} of {n_pairs} pairs wired",
+                est,
+                lo,
+                hi,
+                f"lower bound >= {EDGE_AUROC_MIN}",
+                np.isfinite(lo) and lo >= EDGE_AUROC_MIN,
+                EDGE_AUROC_MIN,
+            )
+        )
         s_true = np.sign(W[off][edge])
         s_found = np.sign(np.asarray(J, float)[off][edge])
         est, lo, hi = bootstrap_ci((s_found == s_true).astype(float), np.mean, method="percentile", seed=seed)
-        rows.append(_row("signs", "sign accuracy of the Jacobian on true connections (Dale's law)",
-                         f"{int((s_true < 0).sum())} inhibitory, {int((s_true > 0).sum())} excitatory",
-                         est, lo, hi, f"lower bound >= {SIGN_ACCURACY_MIN}", np.isfinite(lo) and lo >= SIGN_ACCURACY_MIN,
-                         SIGN_ACCURACY_MIN))
+        rows.append(
+            _row(
+                "signs",
+                "sign accuracy of the Jacobian on true connections (Dale's law)",
+                f"{int((s_true < 0).sum())} inhibitory, {int((s_true > 0).sum())} excitatory",
+                est,
+                lo,
+                hi,
+                f"lower bound >= {SIGN_ACCURACY_MIN}",
+                np.isfinite(lo) and lo >= SIGN_ACCURACY_MIN,
+                SIGN_ACCURACY_MIN,
+            )
+        )
     else:
         for name in ("edges", "signs"):
             rows.append(_row(name, "connectivity", "", np.nan, np.nan, np.nan, "not measured", False))
@@ -138,13 +168,29 @@ def planted_truth(task, arrays: dict, *, long_task=None, long_arrays: dict | Non
         m = np.asarray(imp[1] - imp[0], float)
         t = np.asarray(true_imp, float)
         h = min(len(m), len(t))
-        err = ((m[:h] - t[:h]) ** 2).sum(0)   # per unit
+        err = ((m[:h] - t[:h]) ** 2).sum(0)  # per unit
         nrm = (t[:h] ** 2).sum(0)
-        est, lo, hi = bootstrap_ci((err, nrm), lambda e, n: np.sqrt(e.sum() / max(n.sum(), 1e-18)), paired=True,
-                                   method="percentile", n_resamples=1000, seed=seed)
-        rows.append(_row("impulse", "response to a forward-grating pulse from rest (relative L2 distance; 1 = none)",
-                         f"simulator response, peak {np.abs(t).max():.2f} z", est, lo, hi, "upper bound < 1",
-                         np.isfinite(hi) and hi < 1.0, 1.0))
+        est, lo, hi = bootstrap_ci(
+            (err, nrm),
+            lambda e, n: np.sqrt(e.sum() / max(n.sum(), 1e-18)),
+            paired=True,
+            method="percentile",
+            n_resamples=1000,
+            seed=seed,
+        )
+        rows.append(
+            _row(
+                "impulse",
+                "response to a forward-grating pulse from rest (relative L2 distance; 1 = none)",
+                f"simulator response, peak {np.abs(t).max():.2f} z",
+                est,
+                lo,
+                hi,
+                "upper bound < 1",
+                np.isfinite(hi) and hi < 1.0,
+                1.0,
+            )
+        )
     else:
         rows.append(_row("impulse", "impulse response", "", np.nan, np.nan, np.nan, "not measured", False))
     swim = arrays.get("swim_pred")
@@ -154,30 +200,79 @@ def planted_truth(task, arrays: dict, *, long_task=None, long_arrays: dict | Non
         found = _per_window_physiology(swim, task)
         tl, tr_, tf = (np.nanmedian(truth[:, k]) for k in range(3))
         est, lo, hi = _median_ci(found[:, 0], seed)
-        rows.append(_row("left_right", "left-right phase of the free run (cycles; 0.5 = alternation)",
-                         round(float(tl), 3), est, lo, hi, f"within {LR_TOL} of the truth",
-                         np.isfinite(est) and abs(est - tl) <= LR_TOL, LR_TOL))
+        rows.append(
+            _row(
+                "left_right",
+                "left-right phase of the free run (cycles; 0.5 = alternation)",
+                round(float(tl), 3),
+                est,
+                lo,
+                hi,
+                f"within {LR_TOL} of the truth",
+                np.isfinite(est) and abs(est - tl) <= LR_TOL,
+                LR_TOL,
+            )
+        )
         est, lo, hi = _median_ci(found[:, 1], seed)
-        rows.append(_row("rostro_caudal", "rostro-caudal phase of the free run (cycles; > 0: rostral leads)",
-                         round(float(tr_), 3), est, lo, hi, f"same sign, within {RC_TOL}",
-                         np.isfinite(est) and np.sign(est) == np.sign(tr_) and abs(est - tr_) <= RC_TOL, RC_TOL))
+        rows.append(
+            _row(
+                "rostro_caudal",
+                "rostro-caudal phase of the free run (cycles; > 0: rostral leads)",
+                round(float(tr_), 3),
+                est,
+                lo,
+                hi,
+                f"same sign, within {RC_TOL}",
+                np.isfinite(est) and np.sign(est) == np.sign(tr_) and abs(est - tr_) <= RC_TOL,
+                RC_TOL,
+            )
+        )
         est, lo, hi = _median_ci(found[:, 2], seed)
-        rows.append(_row("frequency", "tail-beat frequency of the free run (Hz)", round(float(tf), 1), est, lo, hi,
-                         f"within {int(FREQ_TOL * 100)} %", np.isfinite(est) and abs(est - tf) <= FREQ_TOL * tf, FREQ_TOL))
-    if long_task is not None and long_arrays is not None and "swim_pred" in long_arrays \
-            and "swim_target" in long_task.probes:
-        tb = tail_beat_scores(long_arrays["swim_pred"], long_task.probes["swim_target"], long_task,
-                              context=long_task.probes.get("swim_context"))
+        rows.append(
+            _row(
+                "frequency",
+                "tail-beat frequency of the free run (Hz)",
+                round(float(tf), 1),
+                est,
+                lo,
+                hi,
+                f"within {int(FREQ_TOL * 100)} %",
+                np.isfinite(est) and abs(est - tf) <= FREQ_TOL * tf,
+                FREQ_TOL,
+            )
+        )
+    if (
+        long_task is not None
+        and long_arrays is not None
+        and "swim_pred" in long_arrays
+        and "swim_target" in long_task.probes
+    ):
+        tb = tail_beat_scores(
+            long_arrays["swim_pred"],
+            long_task.probes["swim_target"],
+            long_task,
+            context=long_task.probes.get("swim_context"),
+        )
         hit = tb["forecast"][np.isfinite(tb["phase_error"])].astype(float)
         if len(hit) >= 2:
             est, lo, hi = bootstrap_ci(hit, np.mean, method="percentile", seed=seed)
         else:
             est, lo, hi = (float(hit.mean()) if len(hit) else np.nan), np.nan, np.nan
-        rows.append(_row("tail_beat", f"free run forecasts the tail beat at context {long_task.context} "
-                         f"(fraction of swimming windows; median |phase error| {tb['tail_phase_error']:.2f} cycles, "
-                         f"amplitude ratio {tb['tail_amplitude_ratio']:.2f})",
-                         f"{len(hit)} swimming windows", est, lo, hi, ">= 0.5 of windows",
-                         np.isfinite(est) and est >= 0.5, 0.5))
+        rows.append(
+            _row(
+                "tail_beat",
+                f"free run forecasts the tail beat at context {long_task.context} "
+                f"(fraction of swimming windows; median |phase error| {tb['tail_phase_error']:.2f} cycles, "
+                f"amplitude ratio {tb['tail_amplitude_ratio']:.2f})",
+                f"{len(hit)} swimming windows",
+                est,
+                lo,
+                hi,
+                ">= 0.5 of windows",
+                np.isfinite(est) and est >= 0.5,
+                0.5,
+            )
+        )
     return rows
 
 
@@ -191,8 +286,11 @@ def summary_line(rows: list[PlantedTruthRow], label: str = "neuro") -> str:
     """``neuro planted truth: K of N recovered (edges 0.99 [0.98, 1.00]; ...)``
     (:func:`scimech.studies.contract.recovery_line`): N counts the rows that could be assessed; a row whose
     estimate or interval is not a number is marked NOT ASSESSED."""
-    parts = [f"{r.truth} {_fmt(r.estimate)} [{_fmt(r.ci_low)}, {_fmt(r.ci_high)}]"
-             + {"RECOVERED": "", "MISSED": " MISSED", "NOT ASSESSED": " NOT ASSESSED"}[r.verdict] for r in rows]
+    parts = [
+        f"{r.truth} {_fmt(r.estimate)} [{_fmt(r.ci_low)}, {_fmt(r.ci_high)}]"
+        + {"RECOVERED": "", "MISSED": " MISSED", "NOT ASSESSED": " NOT ASSESSED"}[r.verdict]
+        for r in rows
+    ]
     return recovery_line(label, rows, "; ".join(parts))
 
 
@@ -200,8 +298,18 @@ _HEAD = ["property", "truth", "found", "95% interval", "criterion", "verdict", "
 
 
 def _body(rows: list[PlantedTruthRow]) -> list[list[str]]:
-    return [[r.truth, _fmt(r.planted), _fmt(r.estimate), f"[{_fmt(r.ci_low)}, {_fmt(r.ci_high)}]", r.criterion,
-             r.verdict, r.measure] for r in rows]
+    return [
+        [
+            r.truth,
+            _fmt(r.planted),
+            _fmt(r.estimate),
+            f"[{_fmt(r.ci_low)}, {_fmt(r.ci_high)}]",
+            r.criterion,
+            r.verdict,
+            r.measure,
+        ]
+        for r in rows
+    ]
 
 
 def format_table(rows: list[PlantedTruthRow]) -> str:
@@ -221,6 +329,19 @@ def recovery_text(rows: list[PlantedTruthRow]) -> str:
 
 def truth_frame(rows: list[PlantedTruthRow]) -> pd.DataFrame:
     """The rows as a table (``recovery.csv``): one row per property, indexed by its name."""
-    return pd.DataFrame([{"row": r.truth, "quantity": r.measure, "truth": r.planted, "found": r.estimate,
-                          "low": r.ci_low, "high": r.ci_high, "criterion": r.criterion,
-                          "recovered": bool(r.recovered), "assessed": r.assessed} for r in rows]).set_index("row")
+    return pd.DataFrame(
+        [
+            {
+                "row": r.truth,
+                "quantity": r.measure,
+                "truth": r.planted,
+                "found": r.estimate,
+                "low": r.ci_low,
+                "high": r.ci_high,
+                "criterion": r.criterion,
+                "recovered": bool(r.recovered),
+                "assessed": r.assessed,
+            }
+            for r in rows
+        ]
+    ).set_index("row")

@@ -22,8 +22,16 @@ from .run import COLS, StudyRun
 
 __all__ = ["write_report", "save_numbers", "recovery_note", "units_note", "reading_of"]
 
-_LONG_COLS = ("val", "test", "ood_mean", "edge_auroc", "frequency", "tail_phase_error", "tail_amplitude_ratio",
-              "tail_beat_forecast")
+_LONG_COLS = (
+    "val",
+    "test",
+    "ood_mean",
+    "edge_auroc",
+    "frequency",
+    "tail_phase_error",
+    "tail_amplitude_ratio",
+    "tail_beat_forecast",
+)
 
 
 def recovery_note(run: StudyRun) -> str:
@@ -66,11 +74,17 @@ def _swim_figures(rep: Report, task, searches: dict, *, activity: bool, name: st
     if activity:
         types = np.asarray(task.meta["type"])
         units = [int(i) for t in ("MN", "V2a") for i in np.flatnonzero(types == t)[:2]]
-        rep.figure(plot_activity(target, preds, task.meta["name"], task.dt, units=tuple(units)), "activity",
-                   caption="Activity predicted vs true on a swimming window (z units)")
+        rep.figure(
+            plot_activity(target, preds, task.meta["name"], task.dt, units=tuple(units)),
+            "activity",
+            caption="Activity predicted vs true on a swimming window (z units)",
+        )
     readout = tail_readout(task)
-    rep.figure(plot_tail_angle(readout(target[None])[0], {k: readout(v[None])[0] for k, v in preds.items()}, task.dt),
-               name, caption=caption)
+    rep.figure(
+        plot_tail_angle(readout(target[None])[0], {k: readout(v[None])[0] for k, v in preds.items()}, task.dt),
+        name,
+        caption=caption,
+    )
 
 
 def reading_of(task):
@@ -85,20 +99,24 @@ def _sampling(task) -> str:
     """Your traces: the sampling and the horizon in seconds, as the product gives them."""
     if task.signal != "traces":
         return ""
-    return (f" The traces are sampled every {task.dt:.4g} s ({1 / task.dt:.3g} Hz): the context spans "
-            f"{task.context * task.dt:.4g} s and the horizon forecasts {task.horizon * task.dt:.4g} s ahead.")
+    return (
+        f" The traces are sampled every {task.dt:.4g} s ({1 / task.dt:.3g} Hz): the context spans "
+        f"{task.context * task.dt:.4g} s and the horizon forecasts {task.horizon * task.dt:.4g} s ahead."
+    )
 
 
 def _overview(run: StudyRun) -> str:
     s, task, t = run.settings, run.task, run.seconds
-    return (f"Budget `{s.size}`: {len(s.seed_list)} search seed(s) {s.seed_list}, {s.n_nodes} nodes per search"
-            f"{f', {s.n_long_nodes} per long-context search' if run.long_task is not None else ''}. Task "
-            f"`{task.name}`: {task.n_neurons} observed units, context {task.context} and horizon {task.horizon} steps "
-            f"of {task.dt * 1000:.0f} ms; MAE in z units (per-neuron train z-score). {len(task.train_series)} "
-            f"training trials; ID val/test windows {len(task.val)}/{len(task.test)}; OOD suites "
-            f"{', '.join(f'{k} ({len(v)})' for k, v in task.ood.items())}. Simulation {t['simulation']:.0f} s, "
-            f"baselines {t['baselines']:.0f} s, searches {t['searches']:.0f} s, long context {t['long']:.0f} s. "
-            f"{run.long_note}{_sampling(task)}")
+    return (
+        f"Budget `{s.size}`: {len(s.seed_list)} search seed(s) {s.seed_list}, {s.n_nodes} nodes per search"
+        f"{f', {s.n_long_nodes} per long-context search' if run.long_task is not None else ''}. Task "
+        f"`{task.name}`: {task.n_neurons} observed units, context {task.context} and horizon {task.horizon} steps "
+        f"of {task.dt * 1000:.0f} ms; MAE in z units (per-neuron train z-score). {len(task.train_series)} "
+        f"training trials; ID val/test windows {len(task.val)}/{len(task.test)}; OOD suites "
+        f"{', '.join(f'{k} ({len(v)})' for k, v in task.ood.items())}. Simulation {t['simulation']:.0f} s, "
+        f"baselines {t['baselines']:.0f} s, searches {t['searches']:.0f} s, long context {t['long']:.0f} s. "
+        f"{run.long_note}{_sampling(task)}"
+    )
 
 
 def units_note(run: StudyRun) -> str | None:
@@ -107,19 +125,23 @@ def units_note(run: StudyRun) -> str | None:
     if run.n_units_recorded is None or run.task.n_neurons >= run.n_units_recorded:
         return None
     n, total, s = run.task.n_neurons, run.n_units_recorded, run.settings
-    return (f"**A subset of the recording's units.** The recording has {total} units; the program search, the "
-            f"baselines it is compared with and every table and figure below use {n} of them ({n / total:.1%}), "
-            f"drawn uniformly at random without replacement (seed {s.seed}, `--search-neurons {s.search_neurons}`; "
-            f"their columns in `search_units.csv`). The baselines were also fitted and scored on all {total} units "
-            "(the table after this one, `baselines_all_neurons.csv`): compare the two to see whether the subset "
-            "is representative.")
+    return (
+        f"**A subset of the recording's units.** The recording has {total} units; the program search, the "
+        f"baselines it is compared with and every table and figure below use {n} of them ({n / total:.1%}), "
+        f"drawn uniformly at random without replacement (seed {s.seed}, `--search-neurons {s.search_neurons}`; "
+        f"their columns in `search_units.csv`). The baselines were also fitted and scored on all {total} units "
+        "(the table after this one, `baselines_all_neurons.csv`): compare the two to see whether the subset "
+        "is representative."
+    )
 
 
 def _physiology(run: StudyRun) -> str:
     p, segments = run.true_physiology, sorted({int(s) for s in run.task.meta["segment"] if s >= 0})
-    return (f"Simulator physiology (true swimming probes): left-right phase {p['lr_phase']:.2f} cycles "
-            f"(0.5 = antiphase), rostro-caudal phase {p['rc_phase']:.3f} cycles over {np.diff(segments)[0]} segments, "
-            f"dominant frequency {p['frequency']:.1f} Hz.")
+    return (
+        f"Simulator physiology (true swimming probes): left-right phase {p['lr_phase']:.2f} cycles "
+        f"(0.5 = antiphase), rostro-caudal phase {p['rc_phase']:.3f} cycles over {np.diff(segments)[0]} segments, "
+        f"dominant frequency {p['frequency']:.1f} Hz."
+    )
 
 
 def _search_trees(rep: Report, run: StudyRun) -> None:
@@ -128,21 +150,39 @@ def _search_trees(rep: Report, run: StudyRun) -> None:
         ts = run.searches.get((label, seed))
         if ts is None:
             continue
-        rep.figure(plot_tree(ts.nodes, title=f"search tree ({label}, seed {seed})"), f"tree_{label.replace(' ', '_')}",
-                   caption=f"Search tree with {label}: ID validation MAE per node; failed nodes marked x")
-        summary = pd.DataFrame([{"id": n.id, "parent": n.parent, "op": n.op, "status": n.status, "val": n.val,
-                                 "quick_val": n.quick_val, "error": (n.error or "")[:60]} for n in ts.nodes])
+        rep.figure(
+            plot_tree(ts.nodes, title=f"search tree ({label}, seed {seed})"),
+            f"tree_{label.replace(' ', '_')}",
+            caption=f"Search tree with {label}: ID validation MAE per node; failed nodes marked x",
+        )
+        summary = pd.DataFrame(
+            [
+                {
+                    "id": n.id,
+                    "parent": n.parent,
+                    "op": n.op,
+                    "status": n.status,
+                    "val": n.val,
+                    "quick_val": n.quick_val,
+                    "error": (n.error or "")[:60],
+                }
+                for n in ts.nodes
+            ]
+        )
         rep.table(summary.set_index("id"), caption=f"Nodes of the search with {label} (seed {seed})")
 
 
 def write_report(run: StudyRun, findings) -> Path:
     """``report.md`` (+ html, figures) under the output folder; returns its path."""
     task, long_task = run.task, run.long_task
-    title = ("Model discovery on your recording" if task.signal == "traces"
-             else "Model discovery against a simulated larval zebrafish")
+    title = (
+        "Model discovery on your recording"
+        if task.signal == "traces"
+        else "Model discovery against a simulated larval zebrafish"
+    )
     rep = Report(run.settings.out, title=title)
     reading = reading_of(task)
-    if reading is not None:   # a product of yours: what was read from it comes first
+    if reading is not None:  # a product of yours: what was read from it comes first
         rep.text(reading.markdown())
     rep.text(_overview(run))
     subset = units_note(run)
@@ -152,31 +192,51 @@ def write_report(run: StudyRun, findings) -> Path:
     rep.text("\n".join(f"- {f.line()}" for f in findings))
     if run.planted is not None:
         rep.heading("Planted truth vs what the study found")
-        rep.text(f"The structural-prior search's pick (seed {run.planted_seed}, best ID validation over seeds) "
-                 f"against the simulated circuit; 95 % bootstrap intervals.\n\n"
-                 f"{summary_line(run.planted)}")
-        rep.table(report_table(run.planted), caption="Planted truth per property (found: the estimate with its "
-                  "95 % interval)")
+        rep.text(
+            f"The structural-prior search's pick (seed {run.planted_seed}, best ID validation over seeds) "
+            f"against the simulated circuit; 95 % bootstrap intervals.\n\n"
+            f"{summary_line(run.planted)}"
+        )
+        rep.table(
+            report_table(run.planted), caption="Planted truth per property (found: the estimate with its 95 % interval)"
+        )
     if run.true_physiology:
         rep.text(_physiology(run))
-    rep.table(run.table[[c for c in COLS if c in run.table.columns]].astype(float),
-              caption="ID / OOD MAE and faithfulness of every baseline and the best discovered programs "
-              "(selection used ID validation only)" + (f"; the {task.n_neurons} units searched" if subset else ""))
+    rep.table(
+        run.table[[c for c in COLS if c in run.table.columns]].astype(float),
+        caption="ID / OOD MAE and faithfulness of every baseline and the best discovered programs "
+        "(selection used ID validation only)" + (f"; the {task.n_neurons} units searched" if subset else ""),
+    )
     if subset:
-        rep.table(run.all_neurons[[c for c in COLS if c in run.all_neurons.columns]].astype(float),
-                  caption=f"The baselines on all {run.n_units_recorded} units of the recording (ID / OOD MAE)")
+        rep.table(
+            run.all_neurons[[c for c in COLS if c in run.all_neurons.columns]].astype(float),
+            caption=f"The baselines on all {run.n_units_recorded} units of the recording (ID / OOD MAE)",
+        )
     if run.long_table is not None:
-        rep.table(run.long_table[[c for c in _LONG_COLS if c in run.long_table.columns]].astype(float),
-                  caption=f"Context {long_task.context}: ID / OOD MAE and the tail beat of the free run (|phase "
-                  "error| in cycles, amplitude ratio, fraction of swimming windows forecast)")
+        rep.table(
+            run.long_table[[c for c in _LONG_COLS if c in run.long_table.columns]].astype(float),
+            caption=f"Context {long_task.context}: ID / OOD MAE and the tail beat of the free run (|phase "
+            "error| in cycles, amplitude ratio, fraction of swimming windows forecast)",
+        )
     _search_trees(rep, run)
     seed = run.settings.seed_list[0]
     if "swim_target" in task.probes:
-        _swim_figures(rep, task, {label: run.searches.get((label, seed)) for label in ("priors", "no priors")},
-                      activity=True, name="tail_angle",
-                      caption="Tail angle (rad) read out linearly from true vs predicted MN activity")
+        _swim_figures(
+            rep,
+            task,
+            {label: run.searches.get((label, seed)) for label in ("priors", "no priors")},
+            activity=True,
+            name="tail_angle",
+            caption="Tail angle (rad) read out linearly from true vs predicted MN activity",
+        )
     if long_task is not None and "swim_target" in long_task.probes:
-        _swim_figures(rep, long_task, run.long_searches, activity=False, name="tail_angle_long",
-                      caption=f"Context {long_task.context}: tail angle (rad) read out from true vs predicted "
-                      "activity after a context ending 50 ms into a bout")
+        _swim_figures(
+            rep,
+            long_task,
+            run.long_searches,
+            activity=False,
+            name="tail_angle_long",
+            caption=f"Context {long_task.context}: tail angle (rad) read out from true vs predicted "
+            "activity after a context ending 50 ms into a bout",
+        )
     return rep.write()

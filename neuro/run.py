@@ -43,12 +43,39 @@ from .store import ArrayStore
 from .tasks import OOD_SUITES, WindowField, build_recording, build_task, is_constant_view
 from .taskstore import load_task, save_task
 
-__all__ = ["COLS", "StudyRun", "run_baselines", "score_forecasts", "write_step_mae", "write_units", "baseline_unit", "run_search", "run_study_units", "build_tasks",
-           "task_fingerprint", "score_row"]
+__all__ = [
+    "COLS",
+    "StudyRun",
+    "run_baselines",
+    "score_forecasts",
+    "write_step_mae",
+    "write_units",
+    "baseline_unit",
+    "run_search",
+    "run_study_units",
+    "build_tasks",
+    "task_fingerprint",
+    "score_row",
+]
 
-COLS = ["val", "test", "ood_mean", "id_ood_gap"] + [f"ood_{s}" for s in OOD_SUITES] + [
-    "sign_accuracy", "weight_correlation", "edge_auroc", "impulse_distance", "lr_phase", "rc_phase",
-    "frequency", "frequency_error", "tail_phase_error", "tail_amplitude_ratio", "tail_beat_forecast", "lesion_mae"]
+COLS = (
+    ["val", "test", "ood_mean", "id_ood_gap"]
+    + [f"ood_{s}" for s in OOD_SUITES]
+    + [
+        "sign_accuracy",
+        "weight_correlation",
+        "edge_auroc",
+        "impulse_distance",
+        "lr_phase",
+        "rc_phase",
+        "frequency",
+        "frequency_error",
+        "tail_phase_error",
+        "tail_amplitude_ratio",
+        "tail_beat_forecast",
+        "lesion_mae",
+    ]
+)
 _WINDOW_SPLITS = ("test",) + tuple(f"ood_{s}" for s in OOD_SUITES)
 
 
@@ -66,8 +93,9 @@ def score_row(metrics: dict, faith: dict) -> dict:
     return r
 
 
-def _fit_and_score(name: str, task, quick: bool, seed: int = 0, torch_steps: int | None = None,
-                   device: str = "cpu") -> dict:
+def _fit_and_score(
+    name: str, task, quick: bool, seed: int = 0, torch_steps: int | None = None, device: str = "cpu"
+) -> dict:
     kw = {}
     if name in SEEDED_BASELINES:
         kw.update(seed=seed, device=device)
@@ -81,8 +109,9 @@ def _fit_and_score(name: str, task, quick: bool, seed: int = 0, torch_steps: int
     metrics, arrays = probe_model(model, task) if task.true_weights is not None else score_forecasts(model, task)
     row = score_row(metrics, faithfulness(arrays, metrics, task))
     row["seconds"] = time.perf_counter() - t0
-    row["window_mae"] = {sp: arrays[f"mae_window/{sp}"].tolist() for sp in _WINDOW_SPLITS
-                         if f"mae_window/{sp}" in arrays}
+    row["window_mae"] = {
+        sp: arrays[f"mae_window/{sp}"].tolist() for sp in _WINDOW_SPLITS if f"mae_window/{sp}" in arrays
+    }
     row["step_mae"] = {k[4:]: arrays[k].tolist() for k in arrays if k.startswith("mae/")}
     return row
 
@@ -117,8 +146,9 @@ def score_forecasts(model, task) -> tuple[dict, dict]:
     return metrics, arrays
 
 
-def baseline_unit(name: str, task_file: str, quick: bool, seed: int = 0, torch_steps: int | None = None,
-                  device: str = "cpu") -> dict:
+def baseline_unit(
+    name: str, task_file: str, quick: bool, seed: int = 0, torch_steps: int | None = None, device: str = "cpu"
+) -> dict:
     """One baseline fit and its scores (a unit of :func:`run_baselines`, picklable).
 
     ``task_file`` is the task's manifest in the study's store (written once by
@@ -133,9 +163,21 @@ def _unit_key(name: str, steps, key_suffix: str, device: str) -> str:
     return f"{name}-steps{steps}{key_suffix}{on}"
 
 
-def run_baselines(task, names=None, quick: bool = True, *, store=None, client=None, seed: int = 0,
-                  key_suffix: str = "", windows: dict | None = None, torch_steps: int | None = None,
-                  device: str = "cpu", steps_out: dict | None = None, array_store=None) -> pd.DataFrame:
+def run_baselines(
+    task,
+    names=None,
+    quick: bool = True,
+    *,
+    store=None,
+    client=None,
+    seed: int = 0,
+    key_suffix: str = "",
+    windows: dict | None = None,
+    torch_steps: int | None = None,
+    device: str = "cpu",
+    steps_out: dict | None = None,
+    array_store=None,
+) -> pd.DataFrame:
     """Fit and score baselines; one row per baseline (``seconds``: wall time of the fit, s).
 
     With ``store`` (a :class:`scimech.run.results.UnitStore` or folder) each baseline is a unit of
@@ -162,8 +204,10 @@ def run_baselines(task, names=None, quick: bool = True, *, store=None, client=No
                 # simulated once here, not once per worker (and again for the searches)
                 task.probes["impulse_true"] = true_impulse_response(task)
             task_file = str(save_task(task, array_store or store.root / "store"))
-        units = {keys[n]: dict(name=n, task_file=task_file, quick=quick, seed=seed,
-                               torch_steps=torch_steps, device=device) for n in names}
+        units = {
+            keys[n]: dict(name=n, task_file=task_file, quick=quick, seed=seed, torch_steps=torch_steps, device=device)
+            for n in names
+        }
         done = map_units(baseline_unit, units, store, client=client, desc="baselines")
         rows = {n: done[keys[n]] for n in names}
     if windows is not None:
@@ -172,16 +216,34 @@ def run_baselines(task, names=None, quick: bool = True, *, store=None, client=No
     if steps_out is not None:
         for n in names:
             steps_out[n] = {k: np.asarray(v, float) for k, v in (rows[n].get("step_mae") or {}).items()}
-    table = pd.DataFrame({n: {k: (np.nan if v is None else v) for k, v in rows[n].items()
-                              if k not in ("window_mae", "step_mae")} for n in names}).T
+    table = pd.DataFrame(
+        {
+            n: {k: (np.nan if v is None else v) for k, v in rows[n].items() if k not in ("window_mae", "step_mae")}
+            for n in names
+        }
+    ).T
     order = [c for c in COLS if c in table.columns]  # the stored JSON has its keys sorted
     return table[order + [c for c in table.columns if c not in order]]
 
 
 # ----------------------------------------------------------------------------- searches
-def run_search(task, out_dir: Path, priors: bool, *, max_nodes: int = 10, max_seconds: float = 120.0,
-               workers: int = 2, seed: int = 0, proposer=None, policy: str = "greedy", generation: int | None = None,
-               client=None, unit_store=None, baseline_scores: dict | None = None, array_store=None):
+def run_search(
+    task,
+    out_dir: Path,
+    priors: bool,
+    *,
+    max_nodes: int = 10,
+    max_seconds: float = 120.0,
+    workers: int = 2,
+    seed: int = 0,
+    proposer=None,
+    policy: str = "greedy",
+    generation: int | None = None,
+    client=None,
+    unit_store=None,
+    baseline_scores: dict | None = None,
+    array_store=None,
+):
     """One tree search (see :class:`neuro.search.tree.TreeSearch`); returns ``(search, nodes)``.
 
     Without a ``proposer`` the offline one drafts from the baselines' structures, best first
@@ -189,10 +251,22 @@ def run_search(task, out_dir: Path, priors: bool, *, max_nodes: int = 10, max_se
     evaluating a generation when no ``client`` is given. ``array_store``: where the search's
     data and its nodes' arrays go (default ``out_dir/store``)."""
     proposer = proposer or OfflineProposer(priors=priors, baseline_scores=baseline_scores, context=task.context)
-    ts = TreeSearch(task, proposer, out_dir, policy=policy, max_nodes=max_nodes, max_seconds=max_seconds,
-                    workers=workers, seed=seed, limits=SandboxLimits(wall_seconds=60, cpu_seconds=60),
-                    n_drafts=min(5, max(2, max_nodes // 2)), generation=generation, client=client,
-                    unit_store=unit_store, store=array_store)
+    ts = TreeSearch(
+        task,
+        proposer,
+        out_dir,
+        policy=policy,
+        max_nodes=max_nodes,
+        max_seconds=max_seconds,
+        workers=workers,
+        seed=seed,
+        limits=SandboxLimits(wall_seconds=60, cpu_seconds=60),
+        n_drafts=min(5, max(2, max_nodes // 2)),
+        generation=generation,
+        client=client,
+        unit_store=unit_store,
+        store=array_store,
+    )
     nodes = ts.run()
     return ts, nodes
 
@@ -211,12 +285,12 @@ def task_fingerprint(tasks) -> str:
     for t in tasks:
         h.update(str(t.name).encode())
         for k, v in sorted(t.data_arrays("full", lazy=True).items()):
-            if isinstance(v, WindowField):   # windows of a recording: hashed chunk by chunk, never all at once
+            if isinstance(v, WindowField):  # windows of a recording: hashed chunk by chunk, never all at once
                 h.update(f"{k}{v.shape}{v.dtype}".encode())
                 for c in v.chunks():
                     h.update(c.tobytes())
                 continue
-            if is_constant_view(v):   # one value broadcast (the all-ones prior of a large recording)
+            if is_constant_view(v):  # one value broadcast (the all-ones prior of a large recording)
                 h.update(f"{k}{v.shape}{v.dtype}broadcast{v.flat[0]!r}".encode())
                 continue
             a = np.ascontiguousarray(v)
@@ -238,18 +312,30 @@ def build_tasks(s: StudySettings, task=None):
     rec = None
     if task is None:
         rec = build_recording(s.quick_data, duration=s.duration, seed=s.seed, ood_trials=s.budget["ood_trials"])
-        task = build_task(s.quick_data, context=s.context, horizon=s.horizon, seed=s.seed,
-                          max_windows=s.max_windows, recording=rec)
+        task = build_task(
+            s.quick_data, context=s.context, horizon=s.horizon, seed=s.seed, max_windows=s.max_windows, recording=rec
+        )
     T = rec.sizes["time"] if rec is not None else 0  # your traces: the long context is cut from a simulation only
     lc, need = s.long_context, (s.long_context or 0) + max(s.horizon, 64) + 20
     if not lc:
         return task, None, ""
     if T >= need:
-        return task, build_task(s.quick_data, context=lc, horizon=s.horizon, seed=s.seed,
-                                max_windows=s.max_windows, recording=rec), ""
+        return (
+            task,
+            build_task(
+                s.quick_data, context=lc, horizon=s.horizon, seed=s.seed, max_windows=s.max_windows, recording=rec
+            ),
+            "",
+        )
     if T == 0:
-        return task, None, (f"The context-{lc} task was not run: it is cut from a simulated recording, not from "
-                            f"your traces (give --context {lc} to study them at that context).")
+        return (
+            task,
+            None,
+            (
+                f"The context-{lc} task was not run: it is cut from a simulated recording, not from "
+                f"your traces (give --context {lc} to study them at that context)."
+            ),
+        )
     return task, None, f"The context-{lc} task was skipped: trials of {T} steps are too short (need at least {need})."
 
 
@@ -263,18 +349,18 @@ class StudyRun:
     task: object
     long_task: object
     evidence: Evidence
-    table: pd.DataFrame                      # baselines (first seed) and the best discovered programs
-    searches: dict                           # {(label, seed): TreeSearch}
+    table: pd.DataFrame  # baselines (first seed) and the best discovered programs
+    searches: dict  # {(label, seed): TreeSearch}
     long_table: pd.DataFrame | None = None
-    long_searches: dict = field(default_factory=dict)   # {label: TreeSearch} at the long context
-    planted: list[PlantedTruthRow] | None = None    # the structural-prior pick against the simulated circuit
+    long_searches: dict = field(default_factory=dict)  # {label: TreeSearch} at the long context
+    planted: list[PlantedTruthRow] | None = None  # the structural-prior pick against the simulated circuit
     planted_seed: int | None = None
     true_physiology: dict = field(default_factory=dict)
     long_note: str = ""
-    seconds: dict = field(default_factory=dict)         # simulation, baselines, searches, long context
-    findings: list | None = None             # read from the evidence once (neuro.findings)
+    seconds: dict = field(default_factory=dict)  # simulation, baselines, searches, long context
+    findings: list | None = None  # read from the evidence once (neuro.findings)
     all_neurons: pd.DataFrame | None = None  # a recording above settings.search_neurons: baselines on every unit
-    n_units_recorded: int | None = None      # then the recording's units (the task has the subset's)
+    n_units_recorded: int | None = None  # then the recording's units (the task has the subset's)
 
 
 def study_store(s: StudySettings) -> ArrayStore:
@@ -290,10 +376,20 @@ def _baselines_per_seed(s: StudySettings, task, out: Path, client, steps: dict |
     for k, sd in enumerate(seeds):
         todo = names if k == 0 else [n for n in names if n in SEEDED_BASELINES]
         win = {}
-        tab = run_baselines(task, todo, quick=s.quick_data, store=out / "baselines", client=client, seed=sd,
-                            key_suffix="" if k == 0 else f"-seed{sd}", windows=win,
-                            torch_steps=s.budget["torch_steps"], device=s.device, steps_out=steps if k == 0 else None,
-                            array_store=study_store(s))
+        tab = run_baselines(
+            task,
+            todo,
+            quick=s.quick_data,
+            store=out / "baselines",
+            client=client,
+            seed=sd,
+            key_suffix="" if k == 0 else f"-seed{sd}",
+            windows=win,
+            torch_steps=s.budget["torch_steps"],
+            device=s.device,
+            steps_out=steps if k == 0 else None,
+            array_store=study_store(s),
+        )
         if k > 0:
             win = {**{n: windows[seeds[0]][n] for n in names if n not in todo}, **win}
             tab = pd.concat([tables[seeds[0]].drop(index=todo), tab]).loc[names]
@@ -301,8 +397,20 @@ def _baselines_per_seed(s: StudySettings, task, out: Path, client, steps: dict |
     return windows, tables
 
 
-def _searches(s: StudySettings, task, seeds, scores: dict, nodes: int, table: pd.DataFrame, *, folder_of, row_name,
-              client=None, proposer_factory=None, priors_flags=(True, False)) -> dict:
+def _searches(
+    s: StudySettings,
+    task,
+    seeds,
+    scores: dict,
+    nodes: int,
+    table: pd.DataFrame,
+    *,
+    folder_of,
+    row_name,
+    client=None,
+    proposer_factory=None,
+    priors_flags=(True, False),
+) -> dict:
     """The searches with and without priors (those in ``priors_flags``) for each seed, drafting
     from ``scores[seed]`` (baseline ID validation MAE by name); each search's best program is
     added to ``table`` as the row ``row_name(label, k, seed)``. Returns ``{(label, seed): TreeSearch}``."""
@@ -313,10 +421,21 @@ def _searches(s: StudySettings, task, seeds, scores: dict, nodes: int, table: pd
                 continue
             folder = folder_of(label, k, sd)
             prop = proposer_factory(priors) if proposer_factory else None
-            ts, _ = run_search(task, folder, priors, max_nodes=nodes, workers=s.threads, seed=sd, proposer=prop,
-                               max_seconds=0.0 if s.read_only else s.seconds_per_search, generation=s.generation,
-                               client=client,
-                               unit_store=folder / "units", baseline_scores=scores[sd], array_store=study_store(s))
+            ts, _ = run_search(
+                task,
+                folder,
+                priors,
+                max_nodes=nodes,
+                workers=s.threads,
+                seed=sd,
+                proposer=prop,
+                max_seconds=0.0 if s.read_only else s.seconds_per_search,
+                generation=s.generation,
+                client=client,
+                unit_store=folder / "units",
+                baseline_scores=scores[sd],
+                array_store=study_store(s),
+            )
             searches[(label, sd)] = ts
             best = ts.best()
             if best is not None:
@@ -331,12 +450,30 @@ def _val_scores(table: pd.DataFrame, names) -> dict:
 def _long_context(s: StudySettings, long_task, out: Path, client, proposer_factory):
     """Baselines and small searches at the long context (first seed), for the tail beat."""
     lt_dir, names, sd = out / "long_context", list(s.baselines or BASELINES), s.seed_list[0]
-    table = run_baselines(long_task, names, quick=s.quick_data, store=lt_dir / "baselines", client=client, seed=sd,
-                          torch_steps=s.budget["torch_steps"], device=s.device, array_store=study_store(s))
-    found = _searches(s, long_task, [sd], {sd: _val_scores(table, names)}, s.n_long_nodes, table,
-                      folder_of=lambda label, k, _: lt_dir / f"search_{label.replace(' ', '_')}",
-                      row_name=lambda label, k, _: f"discovered ({label})", client=client,
-                      proposer_factory=proposer_factory, priors_flags=s.budget["long_priors"])
+    table = run_baselines(
+        long_task,
+        names,
+        quick=s.quick_data,
+        store=lt_dir / "baselines",
+        client=client,
+        seed=sd,
+        torch_steps=s.budget["torch_steps"],
+        device=s.device,
+        array_store=study_store(s),
+    )
+    found = _searches(
+        s,
+        long_task,
+        [sd],
+        {sd: _val_scores(table, names)},
+        s.n_long_nodes,
+        table,
+        folder_of=lambda label, k, _: lt_dir / f"search_{label.replace(' ', '_')}",
+        row_name=lambda label, k, _: f"discovered ({label})",
+        client=client,
+        proposer_factory=proposer_factory,
+        priors_flags=s.budget["long_priors"],
+    )
     return table, {label: ts for (label, _), ts in found.items()}
 
 
@@ -349,9 +486,14 @@ def _planted_truth(s: StudySettings, task, long_task, ev: Evidence, long_searche
     if "priors" in long_searches and long_searches["priors"].best() is not None:
         long_arrays = node_arrays(long_searches["priors"], long_searches["priors"].best())
     if task.signal == "rates" and "impulse_true" not in task.probes:  # set by the baselines only when one ran
-        task.probes["impulse_true"] = true_impulse_response(task)      # (a study resumed whole still needs it)
-    rows = planted_truth(task, ev.priors.arrays[k_best], long_task=long_task if long_arrays else None,
-                         long_arrays=long_arrays, seed=s.seed)
+        task.probes["impulse_true"] = true_impulse_response(task)  # (a study resumed whole still needs it)
+    rows = planted_truth(
+        task,
+        ev.priors.arrays[k_best],
+        long_task=long_task if long_arrays else None,
+        long_arrays=long_arrays,
+        seed=s.seed,
+    )
     return rows, s.seed_list[k_best]
 
 
@@ -369,11 +511,20 @@ def run_study_units(s: StudySettings, *, client=None, task=None, proposer_factor
     set_aside_stale_results(out, [t for t in (task, long_task) if t is not None])
     seeds, names = s.seed_list, list(s.baselines or BASELINES)
     all_neurons, n_recorded = None, None
-    if task.n_neurons > s.search_neurons:   # a recording: every unit for the baselines, a subset for the rest
+    if task.n_neurons > s.search_neurons:  # a recording: every unit for the baselines, a subset for the rest
         all_steps = {}
-        all_neurons = run_baselines(task, names, quick=s.quick_data, store=out / "baselines_all_neurons",
-                                    client=client, seed=seeds[0], torch_steps=s.budget["torch_steps"],
-                                    device=s.device, steps_out=all_steps, array_store=study_store(s))
+        all_neurons = run_baselines(
+            task,
+            names,
+            quick=s.quick_data,
+            store=out / "baselines_all_neurons",
+            client=client,
+            seed=seeds[0],
+            torch_steps=s.budget["torch_steps"],
+            device=s.device,
+            steps_out=all_steps,
+            array_store=study_store(s),
+        )
         all_neurons.to_csv(out / "baselines_all_neurons.csv")
         write_step_mae(out / "mae_per_step_all_neurons.csv", all_steps)
         n_recorded = task.n_neurons
@@ -388,10 +539,17 @@ def run_study_units(s: StudySettings, *, client=None, task=None, proposer_factor
     t_base = time.perf_counter() - t0 - t_sim
 
     searches = _searches(
-        s, task, seeds, {sd: _val_scores(base_tables[sd], names) for sd in seeds}, s.n_nodes, table,
+        s,
+        task,
+        seeds,
+        {sd: _val_scores(base_tables[sd], names) for sd in seeds},
+        s.n_nodes,
+        table,
         folder_of=lambda label, k, sd: out / (f"search_{label.replace(' ', '_')}" + ("" if k == 0 else f"_seed{sd}")),
         row_name=lambda label, k, sd: f"discovered ({label})" + ("" if k == 0 else f" seed {sd}"),
-        client=client, proposer_factory=proposer_factory)
+        client=client,
+        proposer_factory=proposer_factory,
+    )
     t_search = time.perf_counter() - t0 - t_sim - t_base
     for (label, sd), ts in searches.items():
         best = ts.best()
@@ -409,9 +567,23 @@ def run_study_units(s: StudySettings, *, client=None, task=None, proposer_factor
         ev.long_table, ev.long_context = long_table, long_task.context
         t_long = time.perf_counter() - t1
     planted, planted_seed = _planted_truth(s, task, long_task, ev, long_searches)
-    return StudyRun(s, task, long_task, ev, table, searches, long_table, long_searches, planted, planted_seed,
-                    true_phys, long_note, dict(simulation=t_sim, baselines=t_base, searches=t_search, long=t_long),
-                    all_neurons=all_neurons, n_units_recorded=n_recorded)
+    return StudyRun(
+        s,
+        task,
+        long_task,
+        ev,
+        table,
+        searches,
+        long_table,
+        long_searches,
+        planted,
+        planted_seed,
+        true_phys,
+        long_note,
+        dict(simulation=t_sim, baselines=t_base, searches=t_search, long=t_long),
+        all_neurons=all_neurons,
+        n_units_recorded=n_recorded,
+    )
 
 
 def write_units(path: Path, task) -> Path:
@@ -434,8 +606,10 @@ def write_step_mae(path: Path, steps: dict) -> Path:
         pd.DataFrame(columns=["model", "split"]).to_csv(path, index=False)
         return path
     H = max((len(v) for v in rows.values()), default=0)
-    table = pd.DataFrame([list(v) + [np.nan] * (H - len(v)) for v in rows.values()],
-                         index=pd.MultiIndex.from_tuples(list(rows), names=["model", "split"]),
-                         columns=[f"lead_{h + 1}" for h in range(H)])
+    table = pd.DataFrame(
+        [list(v) + [np.nan] * (H - len(v)) for v in rows.values()],
+        index=pd.MultiIndex.from_tuples(list(rows), names=["model", "split"]),
+        columns=[f"lead_{h + 1}" for h in range(H)],
+    )
     table.to_csv(path)
     return path

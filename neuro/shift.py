@@ -94,7 +94,7 @@ class GRURollout(nn.Module):
 
     def forward(self, context: torch.Tensor, stim_context: torch.Tensor, stim_future: torch.Tensor) -> torch.Tensor:
         ctx, sc, sf = context, stim_context, stim_future
-        s_next = torch.cat([sc[:, 1:], sf[:, :1]], 1)   # the GRU reads x_t with s_{t+1}
+        s_next = torch.cat([sc[:, 1:], sf[:, :1]], 1)  # the GRU reads x_t with s_{t+1}
         h = ctx.new_zeros(ctx.shape[0], self.cell.hidden_size)
         for t in range(ctx.shape[1]):
             h = self.state(self.cell(torch.cat([self._read(ctx[:, t]), s_next[:, t]], -1), h))
@@ -109,13 +109,25 @@ class GRURollout(nn.Module):
 
 
 def _batch(w) -> dict:
-    return {k: torch.as_tensor(np.asarray(getattr(w, k)), dtype=torch.float32)
-            for k in ("context", "stim_context", "stim_future")}
+    return {
+        k: torch.as_tensor(np.asarray(getattr(w, k)), dtype=torch.float32)
+        for k in ("context", "stim_context", "stim_future")
+    }
 
 
-def run_shift(out: str | Path, *, seed: int = 0, gru_steps: int = 400, k: int = 8, n_features: int = 128,
-              dict_epochs: int = 20, ood_trials: int = 3, max_windows: int = 400, n_bootstrap: int = 500,
-              duration: float | None = None) -> xr.Dataset:
+def run_shift(
+    out: str | Path,
+    *,
+    seed: int = 0,
+    gru_steps: int = 400,
+    k: int = 8,
+    n_features: int = 128,
+    dict_epochs: int = 20,
+    ood_trials: int = 3,
+    max_windows: int = 400,
+    n_bootstrap: int = 500,
+    duration: float | None = None,
+) -> xr.Dataset:
     """Train the GRU and a dictionary of its hidden state on the training conditions; measure
     the gap, the fit and the fidelity on the held-out ``turning`` condition, and a feature's
     effect on the free-run forecast (see the module docstring)."""
@@ -126,18 +138,40 @@ def run_shift(out: str | Path, *, seed: int = 0, gru_steps: int = 400, k: int = 
     fitted.fit(task.train_series, task.train_stim, task.meta)
     model = GRURollout(fitted).eval()
     stride = max(1, (task.context + task.horizon) // 4)
-    train_w = make_windows(task.train_series, task.train_stim, task.context, task.horizon, stride,
-                           max_windows=max_windows, seed=seed)
-    batches = {"train": _batch(train_w), "in_distribution": _batch(task.test),
-               "shifted": _batch(task.ood["held_out_condition"])}
+    train_w = make_windows(
+        task.train_series, task.train_stim, task.context, task.horizon, stride, max_windows=max_windows, seed=seed
+    )
+    batches = {
+        "train": _batch(train_w),
+        "in_distribution": _batch(task.test),
+        "shifted": _batch(task.ood["held_out_condition"]),
+    }
     acts = {name: record(model, b, [SITE], calls="all")[SITE] for name, b in batches.items()}
-    dic, _ = train_dictionary(acts["train"], kind="topk", n_features=n_features, k=k, epochs=dict_epochs,
-                              batch_size=256, lr=3e-3, seed=seed, checkpoint=out / "dictionary.safetensors")
+    dic, _ = train_dictionary(
+        acts["train"],
+        kind="topk",
+        n_features=n_features,
+        k=k,
+        epochs=dict_epochs,
+        batch_size=256,
+        lr=3e-3,
+        seed=seed,
+        checkpoint=out / "dictionary.safetensors",
+    )
+
     def fidelity(dictionary, which):
         # mean ablation: the state's mean over every step of these windows (the site runs once a step)
         states = torch.as_tensor(acts[which].values.reshape(-1, acts[which].shape[-1]))
-        return splice_fidelity(model, batches[which], SITE, dictionary, reference={SITE: states},
-                               n_bootstrap=n_bootstrap, seed=seed, calls="all")
+        return splice_fidelity(
+            model,
+            batches[which],
+            SITE,
+            dictionary,
+            reference={SITE: states},
+            n_bootstrap=n_bootstrap,
+            seed=seed,
+            calls="all",
+        )
 
     shift, fixed = measure_shift(dic, acts["in_distribution"], acts["shifted"], fidelity=fidelity)
 
@@ -153,30 +187,61 @@ def run_shift(out: str | Path, *, seed: int = 0, gru_steps: int = 400, k: int = 
     turning = codes["shifted"].isel(feature=feature).values
     value = float(turning[turning > 0].mean()) if (turning > 0).any() else 1.0
     free_run = range(task.context - 1, task.context + task.horizon - 1)
-    effect = rollout_effect(model, batches["in_distribution"], SITE, dictionary=dic, feature=feature, mode="add",
-                            value=value, calls=free_run, n_bootstrap=n_bootstrap, seed=seed)
+    effect = rollout_effect(
+        model,
+        batches["in_distribution"],
+        SITE,
+        dictionary=dic,
+        feature=feature,
+        mode="add",
+        value=value,
+        calls=free_run,
+        n_bootstrap=n_bootstrap,
+        seed=seed,
+    )
     types = np.asarray(task.meta["type"]).astype(str)
-    effect = effect.assign_coords(output=("output", np.arange(effect.sizes["output"])),
-                                  neuron_type=("output", types)).rename(output="neuron")
+    effect = effect.assign_coords(
+        output=("output", np.arange(effect.sizes["output"])), neuron_type=("output", types)
+    ).rename(output="neuron")
     by_type = abs(effect.effect_mean).mean("step").groupby("neuron_type").mean()
     for var in ("effect_rms", "effect_rms_ci_low", "effect_rms_ci_high"):
         shift[var] = effect[var]
     shift.effect_rms.attrs["title"] = f"feature {feature} added during the free run (95% interval)"
-    shift["effect_by_type"] = (("neuron_type",), by_type.values,
-                               {"description": "mean |effect| over steps and the neurons of each type (z units)"})
+    shift["effect_by_type"] = (
+        ("neuron_type",),
+        by_type.values,
+        {"description": "mean |effect| over steps and the neurons of each type (z units)"},
+    )
     shift = shift.assign_coords(neuron_type=by_type.neuron_type.values)
     shift["rise"] = (("feature",), rise, {"description": "mean activation on turning minus in distribution"})
-    shift.attrs.update({"shift": "held-out stimulus condition: turning", "site": SITE, "model": "GRU baseline",
-                        "k": k, "n_features": n_features, "steered_feature": feature, "steer_value": value,
-                        "steer_calls": f"{free_run.start}..{free_run.stop - 1} (every state that makes a forecast)",
-                        "description": "GRU hidden-state dictionary under the held-out turning condition"})
-    config = {"gru_steps": gru_steps, "k": k, "n_features": n_features, "dict_epochs": dict_epochs,
-              "ood_trials": ood_trials, "max_windows": max_windows, "duration": duration,
-              "context": task.context, "horizon": task.horizon}
+    shift.attrs.update(
+        {
+            "shift": "held-out stimulus condition: turning",
+            "site": SITE,
+            "model": "GRU baseline",
+            "k": k,
+            "n_features": n_features,
+            "steered_feature": feature,
+            "steer_value": value,
+            "steer_calls": f"{free_run.start}..{free_run.stop - 1} (every state that makes a forecast)",
+            "description": "GRU hidden-state dictionary under the held-out turning condition",
+        }
+    )
+    config = {
+        "gru_steps": gru_steps,
+        "k": k,
+        "n_features": n_features,
+        "dict_epochs": dict_epochs,
+        "ood_trials": ood_trials,
+        "max_windows": max_windows,
+        "duration": duration,
+        "context": task.context,
+        "horizon": task.horizon,
+    }
     save(shift, out / "shift.nc", config=config, seed=seed)
     save(effect, out / "rollout.nc", config=config, seed=seed)
     save(bound, out / "bound.nc", config=config, seed=seed)
-    for name in ("in_distribution", "shifted"):   # for `scimech dictionary shift --acts ... --shifted ...`
+    for name in ("in_distribution", "shifted"):  # for `scimech dictionary shift --acts ... --shifted ...`
         save(acts[name], out / f"acts_{name}.nc", config=config, seed=seed)
     plot_shift(shift, out / "shift.png")
     return shift

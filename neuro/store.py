@@ -81,11 +81,13 @@ class ArrayStore:
         extra = {}
         if _is_broadcast(a):
             extra["broadcast_to"] = list(a.shape)
-            a = np.asarray(a.flat[0])   # keeps the dtype
+            a = np.asarray(a.flat[0])  # keeps the dtype
         if a.dtype == object:
             if not all(isinstance(x, str) for x in a.flat):
-                raise TypeError("ArrayStore stores arrays of numbers, booleans or strings; got an object array "
-                                "holding something else (it would need a pickle).")
+                raise TypeError(
+                    "ArrayStore stores arrays of numbers, booleans or strings; got an object array "
+                    "holding something else (it would need a pickle)."
+                )
             extra["object"] = True
             a = a.astype(str)
         # the memory layout is kept as a pickle keeps it (Fortran order stays Fortran order):

@@ -15,8 +15,17 @@ import xarray as xr
 __all__ = ["latent_traces"]
 
 
-def latent_traces(n_neurons: int, n_steps: int, *, rank: int = 8, conditions=("a", "b", "c", "d"),
-                  noise: float = 0.5, dt: float = 1.0 / 1.0, seed: int = 0, dtype=np.float32) -> xr.Dataset:
+def latent_traces(
+    n_neurons: int,
+    n_steps: int,
+    *,
+    rank: int = 8,
+    conditions=("a", "b", "c", "d"),
+    noise: float = 0.5,
+    dt: float = 1.0 / 1.0,
+    seed: int = 0,
+    dtype=np.float32,
+) -> xr.Dataset:
     """``activity (time, neuron)`` = ``latents (time, rank) @ loadings (rank, neuron)`` + noise,
     with ``condition (time)`` in consecutive equal blocks and a ``time`` coordinate (s).
 
@@ -38,5 +47,7 @@ def latent_traces(n_neurons: int, n_steps: int, *, rank: int = 8, conditions=("a
     for a in range(0, n_neurons, 2048):
         b = min(a + 2048, n_neurons)
         X[:, a:b] = z @ load[:, a:b] + noise * rng.standard_normal((n_steps, b - a))
-    return xr.Dataset({"activity": (("time", "neuron"), X), "condition": ("time", label)},
-                      coords={"time": ("time", np.arange(n_steps) * dt, {"units": "s"}), "neuron": np.arange(n_neurons)})
+    return xr.Dataset(
+        {"activity": (("time", "neuron"), X), "condition": ("time", label)},
+        coords={"time": ("time", np.arange(n_steps) * dt, {"units": "s"}), "neuron": np.arange(n_neurons)},
+    )

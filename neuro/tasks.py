@@ -34,13 +34,32 @@ from .sim.circuit import SPINAL_TYPES
 from .sim.recording import simulate
 from .sim.simulator import Perturbation
 
-__all__ = ["Windows", "LazyWindows", "window_index", "BATCH_ELEMENTS", "ForecastTask", "build_task", "make_windows", "mae_per_step", "evaluate",
-           "ID_CONDITIONS", "OOD_SUITES", "prior_mask", "quick_stage"]
+__all__ = [
+    "Windows",
+    "LazyWindows",
+    "window_index",
+    "BATCH_ELEMENTS",
+    "ForecastTask",
+    "build_task",
+    "make_windows",
+    "mae_per_step",
+    "evaluate",
+    "ID_CONDITIONS",
+    "OOD_SUITES",
+    "prior_mask",
+    "quick_stage",
+]
 
 ID_CONDITIONS = (
-    dict(condition="grating_fwd", speed=5.0), dict(condition="grating_fwd", speed=10.0),
-    dict(condition="grating_fwd", speed=15.0), dict(condition="grating_left"), dict(condition="grating_right"),
-    dict(condition="flash"), dict(condition="dark"), dict(condition="gain_change"), dict(condition="grating_bwd"),
+    dict(condition="grating_fwd", speed=5.0),
+    dict(condition="grating_fwd", speed=10.0),
+    dict(condition="grating_fwd", speed=15.0),
+    dict(condition="grating_left"),
+    dict(condition="grating_right"),
+    dict(condition="flash"),
+    dict(condition="dark"),
+    dict(condition="gain_change"),
+    dict(condition="grating_bwd"),
 )
 OOD_SUITES = ("held_out_condition", "fast_speed", "lesion", "fluid_shift", "open_loop")
 SWIM_WINDOWS_PER_TRIAL = 4  # swimming probe windows per test trial (faithfulness read-outs)
@@ -65,8 +84,9 @@ class Windows:
         return len(self.context)
 
     def subset(self, n: int) -> Windows:
-        return Windows(*(a[:n] for a in (self.context, self.stim_context, self.stim_future, self.target,
-                                          self.trial, self.start)))
+        return Windows(
+            *(a[:n] for a in (self.context, self.stim_context, self.stim_future, self.target, self.trial, self.start))
+        )
 
     def as_dict(self, prefix: str) -> dict:
         return {f"{prefix}/{k}": getattr(self, k) for k in ("context", "stim_context", "stim_future", "target")}
@@ -77,8 +97,9 @@ class Windows:
 
     def neurons(self, idx) -> Windows:
         """The same windows restricted to the units ``idx``."""
-        return Windows(self.context[..., idx], self.stim_context, self.stim_future, self.target[..., idx], self.trial,
-                       self.start)
+        return Windows(
+            self.context[..., idx], self.stim_context, self.stim_future, self.target[..., idx], self.trial, self.start
+        )
 
 
 class LazyWindows:
@@ -142,8 +163,9 @@ class LazyWindows:
             yield Windows(w.context, w.stim_context, w.stim_future, w.target, w.trial, w.start)
 
     def neurons(self, idx) -> LazyWindows:
-        return LazyWindows(np.ascontiguousarray(self.Z[:, idx]), self.S, self.origin, self.C, self.H, self.trial,
-                           self.start)
+        return LazyWindows(
+            np.ascontiguousarray(self.Z[:, idx]), self.S, self.origin, self.C, self.H, self.trial, self.start
+        )
 
 
 def is_constant_view(v) -> bool:
@@ -228,12 +250,22 @@ class ForecastTask:
             else:
                 meta[k] = v
         meta["neuron_index"] = idx
-        return ForecastTask(name=f"{self.name}-sub{n}", context=self.context, horizon=self.horizon,
-                            signal=self.signal, dt=self.dt, train_series=np.ascontiguousarray(self.train_series[..., idx]),
-                            train_stim=self.train_stim, val=self.val.neurons(idx), test=self.test.neurons(idx),
-                            ood={k: w.neurons(idx) for k, w in self.ood.items()}, meta=meta,
-                            true_weights=None if self.true_weights is None else self.true_weights[np.ix_(idx, idx)],
-                            recording=None, probes={})
+        return ForecastTask(
+            name=f"{self.name}-sub{n}",
+            context=self.context,
+            horizon=self.horizon,
+            signal=self.signal,
+            dt=self.dt,
+            train_series=np.ascontiguousarray(self.train_series[..., idx]),
+            train_stim=self.train_stim,
+            val=self.val.neurons(idx),
+            test=self.test.neurons(idx),
+            ood={k: w.neurons(idx) for k, w in self.ood.items()},
+            meta=meta,
+            true_weights=None if self.true_weights is None else self.true_weights[np.ix_(idx, idx)],
+            recording=None,
+            probes={},
+        )
 
     def __getstate__(self):
         # a broadcast array (the all-ones wiring prior of a large recording) is pickled as its
@@ -271,7 +303,7 @@ class ForecastTask:
                 d[f"probe/{k}"] = v
         for k in ("prior_mask", "prior_sign", "type_code", "side_code", "segment"):
             d[f"meta/{k}"] = self.meta[k]
-        if self.true_weights is None:   # recorded traces: no circuit, so no Jacobian to compute
+        if self.true_weights is None:  # recorded traces: no circuit, so no Jacobian to compute
             d["meta/no_jacobian"] = np.array(True)
         d["meta/dt"] = np.array(self.dt)
         d["meta/context_steps"] = np.array(self.context)
@@ -309,13 +341,23 @@ def quick_stage(data: dict) -> dict:
     return out
 
 
-def window_index(n: int, T: int, context: int, horizon: int, stride: int, offset: int = 0,
-                 max_windows: int | None = None, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def window_index(
+    n: int,
+    T: int,
+    context: int,
+    horizon: int,
+    stride: int,
+    offset: int = 0,
+    max_windows: int | None = None,
+    seed: int = 0,
+) -> tuple[np.ndarray, np.ndarray]:
     """``(trial, start)`` of the windows :func:`make_windows` cuts from ``n`` trials of ``T`` steps."""
     starts = np.arange(offset, T - context - horizon + 1, stride)
     if len(starts) == 0:
-        raise ConfigError(f"Trials of {T} steps are too short for context {context} + horizon {horizon}; "
-                          "simulate longer trials or shorten the windows.")
+        raise ConfigError(
+            f"Trials of {T} steps are too short for context {context} + horizon {horizon}; "
+            "simulate longer trials or shorten the windows."
+        )
     tr = np.repeat(np.arange(n), len(starts))
     st = np.tile(starts, n)
     if max_windows is not None and len(tr) > max_windows:
@@ -324,19 +366,29 @@ def window_index(n: int, T: int, context: int, horizon: int, stride: int, offset
     return tr, st
 
 
-def make_windows(series: np.ndarray, stim: np.ndarray, context: int, horizon: int, stride: int,
-                 offset: int = 0, max_windows: int | None = None, seed: int = 0) -> Windows:
+def make_windows(
+    series: np.ndarray,
+    stim: np.ndarray,
+    context: int,
+    horizon: int,
+    stride: int,
+    offset: int = 0,
+    max_windows: int | None = None,
+    seed: int = 0,
+) -> Windows:
     """Cut ``(n_trials, T, N)`` series into windows every ``stride`` steps."""
     n, T, _ = series.shape
     tr, st = window_index(n, T, context, horizon, stride, offset, max_windows, seed)
     sl_c = st[:, None] + np.arange(context)
     sl_f = st[:, None] + context + np.arange(horizon)
-    return Windows(series[tr[:, None], sl_c], stim[tr[:, None], sl_c], stim[tr[:, None], sl_f],
-                   series[tr[:, None], sl_f], tr, st)
+    return Windows(
+        series[tr[:, None], sl_c], stim[tr[:, None], sl_c], stim[tr[:, None], sl_f], series[tr[:, None], sl_f], tr, st
+    )
 
 
-def prior_mask(types: np.ndarray, sides: np.ndarray, segments: np.ndarray, reach: int = 4
-               ) -> tuple[np.ndarray, np.ndarray]:
+def prior_mask(
+    types: np.ndarray, sides: np.ndarray, segments: np.ndarray, reach: int = 4
+) -> tuple[np.ndarray, np.ndarray]:
     """Anatomical wiring prior among units (post x pre): allowed edges and their sign.
 
     Type-level rules only (no weights): the visual pathway is feed-forward (DS -> BIN ->
@@ -349,8 +401,13 @@ def prior_mask(types: np.ndarray, sides: np.ndarray, segments: np.ndarray, reach
     sign = np.zeros(n)
     for j in range(n):
         sign[j] = -1.0 if types[j] in ("V0d", "V1") else 1.0
-    brain_next = {"DS": ("BIN",), "BIN": ("nMLF", "RS", "BOUT"), "nMLF": SPINAL_TYPES, "RS": SPINAL_TYPES,
-                  "BOUT": SPINAL_TYPES}
+    brain_next = {
+        "DS": ("BIN",),
+        "BIN": ("nMLF", "RS", "BOUT"),
+        "nMLF": SPINAL_TYPES,
+        "RS": SPINAL_TYPES,
+        "BOUT": SPINAL_TYPES,
+    }
     for i in range(n):
         for j in range(n):
             ti, tj = types[i], types[j]
@@ -370,22 +427,35 @@ def prior_mask(types: np.ndarray, sides: np.ndarray, segments: np.ndarray, reach
 def _specs(quick: bool, ood_trials: int | None = None):
     n_rep = 3 if quick else 6
     id_specs = [dict(s, seed=100 * r + k) for r in range(n_rep) for k, s in enumerate(ID_CONDITIONS)]
-    split = ["train" if r < n_rep - 2 else ("val" if r == n_rep - 2 else "test")
-             for r in range(n_rep) for _ in ID_CONDITIONS]
+    split = [
+        "train" if r < n_rep - 2 else ("val" if r == n_rep - 2 else "test") for r in range(n_rep) for _ in ID_CONDITIONS
+    ]
     n_ood = int(ood_trials) if ood_trials else (1 if quick else 3)
     ood = []
     for r in range(n_ood):
-        ood += [("held_out_condition", dict(condition="turning", speed=10.0, seed=900 + r)),
-                ("fast_speed", dict(condition="grating_fwd", speed=30.0, seed=910 + r)),
-                ("lesion", dict(condition="grating_fwd", speed=10.0, seed=920 + r)),
-                ("fluid_shift", dict(condition="grating_fwd", speed=10.0, seed=930 + r)),
-                ("open_loop", dict(condition="open_loop", speed=10.0, seed=940 + r))]
+        ood += [
+            ("held_out_condition", dict(condition="turning", speed=10.0, seed=900 + r)),
+            ("fast_speed", dict(condition="grating_fwd", speed=30.0, seed=910 + r)),
+            ("lesion", dict(condition="grating_fwd", speed=10.0, seed=920 + r)),
+            ("fluid_shift", dict(condition="grating_fwd", speed=10.0, seed=930 + r)),
+            ("open_loop", dict(condition="open_loop", speed=10.0, seed=940 + r)),
+        ]
     return id_specs, split, ood
 
 
-def build_task(quick: bool = True, *, context: int = 4, horizon: int = 32, signal: str = "rates",
-               duration: float | None = None, seed: int = 0, recording: xr.Dataset | None = None,
-               obs_noise: float = 0.01, max_windows: int = 400, ood_trials: int | None = None) -> ForecastTask:
+def build_task(
+    quick: bool = True,
+    *,
+    context: int = 4,
+    horizon: int = 32,
+    signal: str = "rates",
+    duration: float | None = None,
+    seed: int = 0,
+    recording: xr.Dataset | None = None,
+    obs_noise: float = 0.01,
+    max_windows: int = 400,
+    ood_trials: int | None = None,
+) -> ForecastTask:
     """Simulate (or reuse) a recording and build the splits.
 
     Parameters
@@ -442,15 +512,36 @@ def build_task(quick: bool = True, *, context: int = 4, horizon: int = 32, signa
     segs = ds["segment"].values[obs]
     M, sign = prior_mask(types, sides, segs)
     type_names = sorted(set(types))
-    meta = dict(type=types, side=sides, segment=segs, region=ds["region"].values[obs],
-                name=ds["name"].values[obs], prior_mask=M.astype(np.float32), prior_sign=sign.astype(np.float32),
-                type_code=np.array([type_names.index(t) for t in types]),
-                side_code=np.array([{"L": 0, "R": 1, "M": 2}[s] for s in sides]), mean=mu, std=sd,
-                stim_scale=s_scale)
+    meta = dict(
+        type=types,
+        side=sides,
+        segment=segs,
+        region=ds["region"].values[obs],
+        name=ds["name"].values[obs],
+        prior_mask=M.astype(np.float32),
+        prior_sign=sign.astype(np.float32),
+        type_code=np.array([type_names.index(t) for t in types]),
+        side_code=np.array([{"L": 0, "R": 1, "M": 2}[s] for s in sides]),
+        mean=mu,
+        std=sd,
+        stim_scale=s_scale,
+    )
     W = ds["weights"].values[np.ix_(obs, obs)]
-    task = ForecastTask(name=f"zfish-{signal}-c{context}-h{horizon}", context=context, horizon=horizon,
-                        signal=signal, dt=dt, train_series=Z[tr], train_stim=Sz[tr], val=val, test=test, ood=ood,
-                        meta=meta, true_weights=W, recording=ds)
+    task = ForecastTask(
+        name=f"zfish-{signal}-c{context}-h{horizon}",
+        context=context,
+        horizon=horizon,
+        signal=signal,
+        dt=dt,
+        train_series=Z[tr],
+        train_stim=Sz[tr],
+        val=val,
+        test=test,
+        ood=ood,
+        meta=meta,
+        true_weights=W,
+        recording=ds,
+    )
     task.probes = _probe_windows(task, Z, Sz, split)
     return task
 
@@ -504,8 +595,9 @@ def _probe_windows(task: ForecastTask, Z, Sz, split) -> dict:
     return out
 
 
-def build_recording(quick: bool = True, duration: float | None = None, seed: int = 0,
-                    ood_trials: int | None = None) -> xr.Dataset:
+def build_recording(
+    quick: bool = True, duration: float | None = None, seed: int = 0, ood_trials: int | None = None
+) -> xr.Dataset:
     """One batched simulation with every ID and OOD trial; ``split`` and ``suite`` label them
     (``ood_trials`` per OOD suite: default 1 quick, 3 full)."""
     id_specs, split, ood = _specs(quick, ood_trials)
@@ -541,7 +633,10 @@ def evaluate(model, task: ForecastTask, splits: tuple[str, ...] | None = None) -
     for _k, w in windows.items():
         pred = model.predict(w.context, w.stim_context, w.stim_future)
         rows.append(mae_per_step(pred, w.target))
-    mae = xr.DataArray(np.array(rows), dims=("split", "lead"),
-                       coords={"split": list(windows), "lead": np.arange(1, task.horizon + 1)},
-                       attrs={"units": "z", "description": "mean absolute error per horizon step (z-scored activity)"})
+    mae = xr.DataArray(
+        np.array(rows),
+        dims=("split", "lead"),
+        coords={"split": list(windows), "lead": np.arange(1, task.horizon + 1)},
+        attrs={"units": "z", "description": "mean absolute error per horizon step (z-scored activity)"},
+    )
     return xr.Dataset({"mae": mae, "mae_mean": mae.mean("lead")})

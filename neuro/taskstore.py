@@ -95,9 +95,18 @@ def save_task(task: ForecastTask, store: ArrayStore | str | os.PathLike) -> Path
         if k in task.recording.variables:
             arrays[f"recording/{k}"] = task.recording[k].values
             recording[k] = list(task.recording[k].dims)
-    attrs = dict(name=task.name, context=task.context, horizon=task.horizon, signal=task.signal, dt=task.dt,
-                 splits=splits, ood=list(task.ood), meta=meta, probes=list(task.probes),
-                 recording=recording if task.recording is not None else None)
+    attrs = dict(
+        name=task.name,
+        context=task.context,
+        horizon=task.horizon,
+        signal=task.signal,
+        dt=task.dt,
+        splits=splits,
+        ood=list(task.ood),
+        meta=meta,
+        probes=list(task.probes),
+        recording=recording if task.recording is not None else None,
+    )
     return store.save(f"task-{task.name}", arrays, **attrs)
 
 
@@ -111,8 +120,19 @@ def load_task(manifest: str | os.PathLike) -> ForecastTask:
     recording = None
     if a["recording"] is not None:
         recording = xr.Dataset({k: (tuple(dims), arrays[f"recording/{k}"]) for k, dims in a["recording"].items()})
-    return ForecastTask(name=a["name"], context=a["context"], horizon=a["horizon"], signal=a["signal"], dt=a["dt"],
-                        train_series=arrays["train/series"], train_stim=arrays["train/stim"], val=windows["val"],
-                        test=windows["test"], ood={s: windows[f"ood_{s}"] for s in a["ood"]}, meta=meta,
-                        true_weights=arrays.get("true_weights"), recording=recording,
-                        probes={k: arrays[f"probe/{k}"] for k in a["probes"]})
+    return ForecastTask(
+        name=a["name"],
+        context=a["context"],
+        horizon=a["horizon"],
+        signal=a["signal"],
+        dt=a["dt"],
+        train_series=arrays["train/series"],
+        train_stim=arrays["train/stim"],
+        val=windows["val"],
+        test=windows["test"],
+        ood={s: windows[f"ood_{s}"] for s in a["ood"]},
+        meta=meta,
+        true_weights=arrays.get("true_weights"),
+        recording=recording,
+        probes={k: arrays[f"probe/{k}"] for k in a["probes"]},
+    )

@@ -20,11 +20,17 @@ from __future__ import annotations
 
 __all__ = ["ZAPBENCH", "TIME_DIMS", "NEURON_DIMS", "TRIAL_DIMS", "zarr_node"]
 
-ZAPBENCH = dict(condition_padding=1, val_fraction=0.1, test_fraction=0.2, max_context=256, horizon=32,
-                contexts=(4, 256), held_out=("taxis",),
-                condition_names=("gain", "dots", "flash", "taxis", "turning", "position", "open loop", "rotation",
-                                 "dark"),
-                condition_offsets=(0, 649, 2422, 3078, 3735, 5047, 5638, 6623, 7279, 7879))
+ZAPBENCH = dict(
+    condition_padding=1,
+    val_fraction=0.1,
+    test_fraction=0.2,
+    max_context=256,
+    horizon=32,
+    contexts=(4, 256),
+    held_out=("taxis",),
+    condition_names=("gain", "dots", "flash", "taxis", "turning", "position", "open loop", "rotation", "dark"),
+    condition_offsets=(0, 649, 2422, 3078, 3735, 5047, 5638, 6623, 7279, 7879),
+)
 
 #: names a bare array's axes may carry (zarr v3 ``dimension_names``, or xarray's v2
 #: ``_ARRAY_DIMENSIONS``) for time and for neurons; ZAPBench's own are ``t`` and ``f``

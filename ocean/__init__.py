@@ -41,7 +41,34 @@ experiment  the study's Python names in one import (StudyConfig, run_study, anal
 
 from __future__ import annotations
 
-__all__ = ["constants", "variables", "grid", "curvilinear", "synthetic", "nemo", "budget", "concepts", "data", "validation", "stores", "products",
-           "timeaxis", "gridaxes", "reading",
-           "samples", "model", "heatwaves", "settings", "plan", "training", "run", "evidence", "recovery", "findings",
-           "report", "plots", "study", "experiment"]
+__all__ = [
+    "constants",
+    "variables",
+    "grid",
+    "curvilinear",
+    "synthetic",
+    "nemo",
+    "budget",
+    "concepts",
+    "data",
+    "validation",
+    "stores",
+    "products",
+    "timeaxis",
+    "gridaxes",
+    "reading",
+    "samples",
+    "model",
+    "heatwaves",
+    "settings",
+    "plan",
+    "training",
+    "run",
+    "evidence",
+    "recovery",
+    "findings",
+    "report",
+    "plots",
+    "study",
+    "experiment",
+]

@@ -100,28 +100,49 @@ def teos10(thetao: xr.DataArray, so: xr.DataArray) -> xr.Dataset:
     p = xr.apply_ufunc(gsw.p_from_z, z, lat, keep_attrs=False)
     absolute = salinity_kind(so) == "absolute"
     conservative = thetao.attrs.get("standard_name") == "sea_water_conservative_temperature"
-    sa = so.copy(data=so.data) if absolute else xr.apply_ufunc(gsw.SA_from_SP, so, p, lon, lat, dask="allowed",
-                                                               keep_attrs=False)
+    sa = (
+        so.copy(data=so.data)
+        if absolute
+        else xr.apply_ufunc(gsw.SA_from_SP, so, p, lon, lat, dask="allowed", keep_attrs=False)
+    )
     sa.attrs = {}
-    ct = thetao.copy() if conservative else xr.apply_ufunc(gsw.CT_from_pt, sa, thetao, dask="allowed",
-                                                           keep_attrs=False)
+    ct = thetao.copy() if conservative else xr.apply_ufunc(gsw.CT_from_pt, sa, thetao, dask="allowed", keep_attrs=False)
     ct.attrs = {}
     s0 = xr.apply_ufunc(gsw.sigma0, sa, ct, dask="allowed", keep_attrs=False)
-    how = ("TEOS-10 (gsw) from " + ("conservative" if conservative else "potential") + " temperature and "
-           + ("Absolute Salinity" if absolute else "practical salinity"))
-    return xr.Dataset({
-        "SA": sa.assign_attrs(units="g kg-1", standard_name="sea_water_absolute_salinity",
-                              long_name="Absolute Salinity",
-                              comment=f"{'as given' if absolute else 'gsw.SA_from_SP'}; {how}"),
-        "CT": ct.assign_attrs(units="degree_Celsius", standard_name="sea_water_conservative_temperature",
-                              long_name="Conservative Temperature",
-                              comment=f"{'as given' if conservative else 'gsw.CT_from_pt'}; {how}"),
-        "p": p.assign_attrs(units="dbar", standard_name="sea_water_pressure_due_to_sea_water",
-                            long_name="sea pressure", comment="gsw.p_from_z of the level depth"),
-        "sigma0": s0.assign_attrs(units="kg m-3", standard_name="sea_water_sigma_theta",
-                                  long_name="potential density anomaly referenced to 0 dbar",
-                                  comment=f"gsw.sigma0; {how}"),
-    })
+    how = (
+        "TEOS-10 (gsw) from "
+        + ("conservative" if conservative else "potential")
+        + " temperature and "
+        + ("Absolute Salinity" if absolute else "practical salinity")
+    )
+    return xr.Dataset(
+        {
+            "SA": sa.assign_attrs(
+                units="g kg-1",
+                standard_name="sea_water_absolute_salinity",
+                long_name="Absolute Salinity",
+                comment=f"{'as given' if absolute else 'gsw.SA_from_SP'}; {how}",
+            ),
+            "CT": ct.assign_attrs(
+                units="degree_Celsius",
+                standard_name="sea_water_conservative_temperature",
+                long_name="Conservative Temperature",
+                comment=f"{'as given' if conservative else 'gsw.CT_from_pt'}; {how}",
+            ),
+            "p": p.assign_attrs(
+                units="dbar",
+                standard_name="sea_water_pressure_due_to_sea_water",
+                long_name="sea pressure",
+                comment="gsw.p_from_z of the level depth",
+            ),
+            "sigma0": s0.assign_attrs(
+                units="kg m-3",
+                standard_name="sea_water_sigma_theta",
+                long_name="potential density anomaly referenced to 0 dbar",
+                comment=f"gsw.sigma0; {how}",
+            ),
+        }
+    )
 
 
 def level_bounds(depth: np.ndarray) -> np.ndarray:
@@ -167,17 +188,27 @@ def mixed_layer_depth(sigma0: xr.DataArray, *, threshold: float = 0.03, ref_dept
     """
     zdim = _dim(sigma0, "depth", "deptht", "lev", "z")
     depth = sigma0[zdim].values.astype(float)
-    out = xr.apply_ufunc(_mld_column, sigma0, input_core_dims=[[zdim]], vectorize=True,
-                         kwargs={"depth": depth, "threshold": threshold, "ref": ref_depth},
-                         dask="parallelized", output_dtypes=[float], keep_attrs=False)
+    out = xr.apply_ufunc(
+        _mld_column,
+        sigma0,
+        input_core_dims=[[zdim]],
+        vectorize=True,
+        kwargs={"depth": depth, "threshold": threshold, "ref": ref_depth},
+        dask="parallelized",
+        output_dtypes=[float],
+        keep_attrs=False,
+    )
     out = out.rename("mld")
-    out.attrs = {"units": "m", "standard_name": "ocean_mixed_layer_thickness_defined_by_sigma_theta",
-                 "long_name": f"mixed-layer depth (sigma0 threshold {threshold} kg m-3 from {ref_depth} m)",
-                 "positive": "down",
-                 "comment": f"depth below {ref_depth} m where sigma0 first exceeds sigma0({ref_depth} m) + {threshold} "
-                            "kg m-3, linearly interpolated between levels (de Boyer Montegut et al. 2004); the "
-                            "deepest valid level when the column never does; sigma0 by TEOS-10 (gsw) when computed "
-                            "by ocean.budget.teos10 from thetao and so"}
+    out.attrs = {
+        "units": "m",
+        "standard_name": "ocean_mixed_layer_thickness_defined_by_sigma_theta",
+        "long_name": f"mixed-layer depth (sigma0 threshold {threshold} kg m-3 from {ref_depth} m)",
+        "positive": "down",
+        "comment": f"depth below {ref_depth} m where sigma0 first exceeds sigma0({ref_depth} m) + {threshold} "
+        "kg m-3, linearly interpolated between levels (de Boyer Montegut et al. 2004); the "
+        "deepest valid level when the column never does; sigma0 by TEOS-10 (gsw) when computed "
+        "by ocean.budget.teos10 from thetao and so",
+    }
     return out
 
 
@@ -190,8 +221,9 @@ def _ml_weights(depth: np.ndarray, mld: xr.DataArray, valid: xr.DataArray, zdim:
     return w.where(valid, 0.0)
 
 
-def mixed_layer_heat_content(ct: xr.DataArray, mld: xr.DataArray, *, rho: float | xr.DataArray = RHO0,
-                             cp: float = CP0) -> xr.DataArray:
+def mixed_layer_heat_content(
+    ct: xr.DataArray, mld: xr.DataArray, *, rho: float | xr.DataArray = RHO0, cp: float = CP0
+) -> xr.DataArray:
     """MLHC = integral from -h to 0 of rho cp Theta dz (J m-2).
 
     Parameters
@@ -211,8 +243,11 @@ def mixed_layer_heat_content(ct: xr.DataArray, mld: xr.DataArray, *, rho: float 
     integrand = (rho * cp * ct).fillna(0.0)
     out = (integrand * w).sum(zdim)
     out = out.where(np.isfinite(mld))
-    return out.rename("mlhc").assign_attrs(units="J m-2", long_name="mixed-layer heat content",
-                                           description="integral over the mixed layer of rho cp Theta dz")
+    return out.rename("mlhc").assign_attrs(
+        units="J m-2",
+        long_name="mixed-layer heat content",
+        description="integral over the mixed layer of rho cp Theta dz",
+    )
 
 
 def mixed_layer_mean(field: xr.DataArray, mld: xr.DataArray) -> xr.DataArray:
@@ -221,8 +256,11 @@ def mixed_layer_mean(field: xr.DataArray, mld: xr.DataArray) -> xr.DataArray:
     w = _ml_weights(field[zdim].values, mld, np.isfinite(field), zdim)
     tot = w.sum(zdim)
     out = (field.fillna(0.0) * w).sum(zdim) / tot.where(tot > 0)
-    out.attrs = {"units": field.attrs.get("units", ""), "long_name": f"mixed-layer mean of {field.name}",
-                 "comment": "thickness-weighted over the cells in [0, h], the cell containing h counted partially"}
+    out.attrs = {
+        "units": field.attrs.get("units", ""),
+        "long_name": f"mixed-layer mean of {field.name}",
+        "comment": "thickness-weighted over the cells in [0, h], the cell containing h counted partially",
+    }
     if "standard_name" in field.attrs:
         out.attrs["standard_name"] = field.attrs["standard_name"]
     return out
@@ -243,13 +281,27 @@ def first_level_below(field: xr.DataArray, mld: xr.DataArray) -> xr.DataArray:
     """``field`` at the first valid level deeper than ``mld`` (the deepest valid level where the column
     is mixed to its bottom; NaN for land or an unknown MLD). No attributes: label the result."""
     zdim = _dim(field, "depth", "deptht", "lev", "z")
-    return xr.apply_ufunc(_first_below_column, field, mld, input_core_dims=[[zdim], []],
-                          kwargs={"depth": field[zdim].values.astype(float)}, dask="parallelized",
-                          output_dtypes=[float], dask_gufunc_kwargs={"allow_rechunk": True}, keep_attrs=False)
+    return xr.apply_ufunc(
+        _first_below_column,
+        field,
+        mld,
+        input_core_dims=[[zdim], []],
+        kwargs={"depth": field[zdim].values.astype(float)},
+        dask="parallelized",
+        output_dtypes=[float],
+        dask_gufunc_kwargs={"allow_rechunk": True},
+        keep_attrs=False,
+    )
 
 
-def budget_terms(ds: xr.Dataset, *, threshold: float = 0.03, ref_depth: float = 10.0,
-                 equator_mask_deg: float = 5.0, kappa: float = KAPPA) -> xr.Dataset:
+def budget_terms(
+    ds: xr.Dataset,
+    *,
+    threshold: float = 0.03,
+    ref_depth: float = 10.0,
+    equator_mask_deg: float = 5.0,
+    kappa: float = KAPPA,
+) -> xr.Dataset:
     """Mixed-layer heat budget from 3-D fields.
 
     Parameters
@@ -294,12 +346,14 @@ def budget_terms(ds: xr.Dataset, *, threshold: float = 0.03, ref_depth: float = 
     terms = []
     if "time" in mlhc.dims and mlhc.sizes["time"] > 1:
         out["dmlhc_dt"] = concepts.time_tendency(mlhc).assign_attrs(
-            units="W m-2", long_name="tendency of MLHC", time_derivative="centred")
+            units="W m-2", long_name="tendency of MLHC", time_derivative="centred"
+        )
     if "uo" in ds and "vo" in ds:
         u_ml = mixed_layer_mean(ds["uo"].rename("uo"), mld)
         v_ml = mixed_layer_mean(ds["vo"].rename("vo"), mld)
         out["q_adv"] = (-rc * mld * (u_ml * dTdx + v_ml * dTdy)).assign_attrs(
-            units="W m-2", long_name="advection by mixed-layer mean currents", formula="-rho0 cp0 h u_ml . grad T_ml")
+            units="W m-2", long_name="advection by mixed-layer mean currents", formula="-rho0 cp0 h u_ml . grad T_ml"
+        )
         terms.append("q_adv")
     eq = {"equator_mask_deg": equator_mask_deg}
     if "zos" in ds:
@@ -313,16 +367,28 @@ def budget_terms(ds: xr.Dataset, *, threshold: float = 0.03, ref_depth: float = 
         out["q_surf"] = ds["qnet"].assign_attrs(units="W m-2", long_name="net surface heat flux")
         terms.append("q_surf")
     if "dmlhc_dt" in out:
-        terms += _mixing_terms(out, th["CT"], u_ml if "q_adv" in out else None, v_ml if "q_adv" in out else None,
-                               kappa)
+        terms += _mixing_terms(out, th["CT"], u_ml if "q_adv" in out else None, v_ml if "q_adv" in out else None, kappa)
     res = xr.Dataset(out)
     if "dmlhc_dt" in res:
         known = sum((res[k].fillna(0.0) for k in terms), xr.zeros_like(res["dmlhc_dt"]))
-        res["residual"] = (res["dmlhc_dt"] - known).where(ocean).assign_attrs(
-            units="W m-2", long_name="residual: vertical mixing and advection, what the terms leave out",
-            terms=",".join(terms))
-    res.attrs.update({"rho0": RHO0, "cp0": CP0, "mld_threshold_kg_m3": threshold, "mld_ref_depth_m": ref_depth,
-                      "description": "mixed-layer heat budget from 3-D fields (TEOS-10 via gsw)"})
+        res["residual"] = (
+            (res["dmlhc_dt"] - known)
+            .where(ocean)
+            .assign_attrs(
+                units="W m-2",
+                long_name="residual: vertical mixing and advection, what the terms leave out",
+                terms=",".join(terms),
+            )
+        )
+    res.attrs.update(
+        {
+            "rho0": RHO0,
+            "cp0": CP0,
+            "mld_threshold_kg_m3": threshold,
+            "mld_ref_depth_m": ref_depth,
+            "description": "mixed-layer heat budget from 3-D fields (TEOS-10 via gsw)",
+        }
+    )
     return _product_names(res, renamed, notes)
 
 
@@ -333,14 +399,20 @@ def _mixing_terms(out: dict, ct: xr.DataArray, u_ml, v_ml, kappa: float) -> list
     t_below = first_level_below(ct, mld).assign_attrs(units="degree_Celsius", long_name="CT just below the mixed layer")
     cur = {"u": u_ml, "v": v_ml} if u_ml is not None else {}
     ent = concepts.entrainment(mld, theta_ml, t_below, **cur)
-    out.update(t_below=t_below, w_e=ent["w_e"], q_entr=ent["q_entr"],
-               q_diff=concepts.lateral_diffusion(theta_ml, mld, kappa=kappa))
+    out.update(
+        t_below=t_below,
+        w_e=ent["w_e"],
+        q_entr=ent["q_entr"],
+        q_diff=concepts.lateral_diffusion(theta_ml, mld, kappa=kappa),
+    )
     if not cur:
         return ["q_entr", "q_diff"]
     # the heat-content form of flux-form advection: -div(rho0 cp0 h u T) = q_adv + q_mass
     out["q_mass"] = (-RHO0 * CP0 * theta_ml * concepts.divergence(mld * u_ml, mld * v_ml)).assign_attrs(
-        units="W m-2", long_name="mixed-layer mass convergence at T_ml (with q_adv: flux-form advection)",
-        formula="q_mass = -rho0 cp0 T_ml div(h u); q_adv + q_mass = -div(rho0 cp0 h u T_ml)")
+        units="W m-2",
+        long_name="mixed-layer mass convergence at T_ml (with q_adv: flux-form advection)",
+        formula="q_mass = -rho0 cp0 T_ml div(h u); q_adv + q_mass = -div(rho0 cp0 h u T_ml)",
+    )
     return ["q_entr", "q_diff", "q_mass"]
 
 
@@ -352,7 +424,8 @@ def _product_names(res: xr.Dataset, renamed: dict[str, str], grid_notes: list[st
     said = [f"{old} -> {new} -> {old}" for new, old in back.items()]
     res.attrs["renamed"] = "; ".join(
         (["computed on the study's names, returned on the product's: " + ", ".join(said)] if said else [])
-        + [f"kept on the study's names: {n}" for n in grid_notes])
+        + [f"kept on the study's names: {n}" for n in grid_notes]
+    )
     return res.rename(back) if back else res
 
 

@@ -42,8 +42,17 @@ from . import timeaxis
 from .constants import CP0, KAPPA, RHO0, G, coriolis
 from .horizontal import HorizontalGrid
 
-__all__ = ["time_tendency", "gradient", "divergence", "entrainment", "lateral_diffusion", "ekman_advection",
-           "geostrophic_advection", "heat_content", "complete"]
+__all__ = [
+    "time_tendency",
+    "gradient",
+    "divergence",
+    "entrainment",
+    "lateral_diffusion",
+    "ekman_advection",
+    "geostrophic_advection",
+    "heat_content",
+    "complete",
+]
 
 RC = RHO0 * CP0
 
@@ -72,7 +81,7 @@ def time_tendency(da: xr.DataArray, scheme: str = "centred") -> xr.DataArray:
         raise ValueError(f"scheme must be 'centred' or 'forward'; got {scheme!r}.")
     secs = _seconds(da["time"])
     if da.chunks is not None and len(da.chunks[da.get_axis_num("time")]) > 1:
-        da = da.chunk({d: -1 if d == "time" else "auto" for d in da.dims})   # other dims split to keep chunks small
+        da = da.chunk({d: -1 if d == "time" else "auto" for d in da.dims})  # other dims split to keep chunks small
     x = da.assign_coords(time=secs)
     if scheme == "centred":
         out = x.differentiate("time")
@@ -88,12 +97,22 @@ def divergence(fx: xr.DataArray, fy: xr.DataArray, mask=None) -> xr.DataArray:
 
 def gradient(t: xr.DataArray, mask=None) -> tuple[xr.DataArray, xr.DataArray]:
     """``grad t`` per metre: east / north components on a regular grid, along i / j on a curvilinear one."""
-    return (_on_grid(lambda g, a: g.derivative(a, "X"), t, mask=mask),
-            _on_grid(lambda g, a: g.derivative(a, "Y"), t, mask=mask))
+    return (
+        _on_grid(lambda g, a: g.derivative(a, "X"), t, mask=mask),
+        _on_grid(lambda g, a: g.derivative(a, "Y"), t, mask=mask),
+    )
 
 
-def entrainment(h: xr.DataArray, t_ml: xr.DataArray, t_below: xr.DataArray, *, u: xr.DataArray | None = None,
-                v: xr.DataArray | None = None, mask=None, scheme: str = "centred") -> xr.Dataset:
+def entrainment(
+    h: xr.DataArray,
+    t_ml: xr.DataArray,
+    t_below: xr.DataArray,
+    *,
+    u: xr.DataArray | None = None,
+    v: xr.DataArray | None = None,
+    mask=None,
+    scheme: str = "centred",
+) -> xr.Dataset:
     """Entrainment velocity ``w_e`` (m s-1) and ``q_entr = rho0 cp0 w_e T_e`` (W m-2).
 
     ``h`` mixed-layer depth (m), ``t_ml`` / ``t_below`` the temperatures of the mixed layer and
@@ -110,16 +129,27 @@ def entrainment(h: xr.DataArray, t_ml: xr.DataArray, t_below: xr.DataArray, *, u
         formula_w = "w_e = dh/dt + div(h u), u the mixed-layer mean current"
     t_e = xr.where(w_e > 0, t_below, t_ml)
     q = (RC * w_e * t_e).transpose(*h.dims)
-    w_e = w_e.transpose(*h.dims).rename("w_e").assign_attrs(
-        units="m s-1", long_name="entrainment velocity (positive: the mixed layer takes in water from below)",
-        formula=formula_w, time_derivative=scheme)
+    w_e = (
+        w_e.transpose(*h.dims)
+        .rename("w_e")
+        .assign_attrs(
+            units="m s-1",
+            long_name="entrainment velocity (positive: the mixed layer takes in water from below)",
+            formula=formula_w,
+            time_derivative=scheme,
+        )
+    )
     q = q.rename("q_entr").assign_attrs(
-        units="W m-2", long_name="entrainment / detrainment term of the MLHC budget",
+        units="W m-2",
+        long_name="entrainment / detrainment term of the MLHC budget",
         formula="q_entr = rho0 cp0 w_e T_e; T_e = T_below where w_e > 0 (entrained water), T_ml where "
-                "w_e <= 0 (water left behind); " + formula_w,
+        "w_e <= 0 (water left behind); " + formula_w,
         temperature_form="rho0 cp0 h dT_ml/dt gets -rho0 cp0 max(w_e, 0) (T_ml - T_below); q_entr adds "
-                         "rho0 cp0 w_e T_ml, the change of h at fixed T_ml",
-        rho0=RHO0, cp0=CP0, time_derivative=scheme)
+        "rho0 cp0 w_e T_ml, the change of h at fixed T_ml",
+        rho0=RHO0,
+        cp0=CP0,
+        time_derivative=scheme,
+    )
     return xr.Dataset({"w_e": w_e, "q_entr": q})
 
 
@@ -127,9 +157,13 @@ def lateral_diffusion(t_ml: xr.DataArray, h: xr.DataArray, *, kappa: float = KAP
     """``q_diff = rho0 cp0 kappa div(h grad T_ml)`` (W m-2), flux form, no flux through land."""
     q = RC * kappa * _on_grid(lambda g, t, hh: g.diffusion(t, hh), t_ml, h, mask=mask)
     return q.rename("q_diff").assign_attrs(
-        units="W m-2", long_name="lateral diffusion term of the MLHC budget",
+        units="W m-2",
+        long_name="lateral diffusion term of the MLHC budget",
         formula="q_diff = rho0 cp0 kappa div(h grad T_ml), h averaged onto cell faces, no flux through land",
-        kappa_m2_s=kappa, rho0=RHO0, cp0=CP0)
+        kappa_m2_s=kappa,
+        rho0=RHO0,
+        cp0=CP0,
+    )
 
 
 def _beyond_equator(da: xr.DataArray, equator_mask_deg: float) -> xr.DataArray:
@@ -146,45 +180,90 @@ def _advection(t_ml: xr.DataArray, u: xr.DataArray, v: xr.DataArray, mask, advec
     return u * dtdx + v * dtdy
 
 
-def ekman_advection(t_ml: xr.DataArray, h: xr.DataArray, tauu: xr.DataArray, tauv: xr.DataArray, *, mask=None,
-                    equator_mask_deg: float = 5.0, advection: str = "centred") -> xr.DataArray:
+def ekman_advection(
+    t_ml: xr.DataArray,
+    h: xr.DataArray,
+    tauu: xr.DataArray,
+    tauv: xr.DataArray,
+    *,
+    mask=None,
+    equator_mask_deg: float = 5.0,
+    advection: str = "centred",
+) -> xr.DataArray:
     """``q_ekman = -rho0 cp0 h u_ek . grad T_ml``, ``u_ek = (tau x k) / (rho0 f h)`` (W m-2; 0 within
     ``equator_mask_deg``). ``advection``: ``"centred"`` differences or ``"upwind"``."""
     f = coriolis(_latitude(t_ml))
     u_ek, v_ek = tauv / (RHO0 * f * h), -tauu / (RHO0 * f * h)
     q = (-RC * h * _advection(t_ml, u_ek, v_ek, mask, advection)).where(_beyond_equator(t_ml, equator_mask_deg), 0.0)
-    return q.transpose(*t_ml.dims).rename("q_ekman").assign_attrs(
-        units="W m-2", long_name="Ekman advection term of the MLHC budget",
-        formula="q_ekman = -rho0 cp0 h u_ek . grad T_ml, u_ek = (tau x k) / (rho0 f h)", advection=advection,
-        equator=f"0 within {equator_mask_deg} degrees of the equator (f -> 0)")
+    return (
+        q.transpose(*t_ml.dims)
+        .rename("q_ekman")
+        .assign_attrs(
+            units="W m-2",
+            long_name="Ekman advection term of the MLHC budget",
+            formula="q_ekman = -rho0 cp0 h u_ek . grad T_ml, u_ek = (tau x k) / (rho0 f h)",
+            advection=advection,
+            equator=f"0 within {equator_mask_deg} degrees of the equator (f -> 0)",
+        )
+    )
 
 
-def geostrophic_advection(t_ml: xr.DataArray, h: xr.DataArray, zos: xr.DataArray, *, mask=None,
-                          equator_mask_deg: float = 5.0, advection: str = "centred") -> xr.DataArray:
+def geostrophic_advection(
+    t_ml: xr.DataArray,
+    h: xr.DataArray,
+    zos: xr.DataArray,
+    *,
+    mask=None,
+    equator_mask_deg: float = 5.0,
+    advection: str = "centred",
+) -> xr.DataArray:
     """``q_geo = -rho0 cp0 h u_g . grad T_ml``, ``u_g = (g / f) k x grad(eta)`` (W m-2; 0 within
     ``equator_mask_deg``). ``advection``: ``"centred"`` differences or ``"upwind"``."""
     dedx, dedy = gradient(zos, mask)
     f = coriolis(_latitude(t_ml))
     u_g, v_g = -(G / f) * dedy, (G / f) * dedx
     q = (-RC * h * _advection(t_ml, u_g, v_g, mask, advection)).where(_beyond_equator(t_ml, equator_mask_deg), 0.0)
-    return q.transpose(*t_ml.dims).rename("q_geo").assign_attrs(
-        units="W m-2", long_name="geostrophic advection term of the MLHC budget",
-        formula="q_geo = -rho0 cp0 h u_g . grad T_ml, u_g = (g / f) k x grad(zos)", advection=advection,
-        equator=f"0 within {equator_mask_deg} degrees of the equator (f -> 0)")
+    return (
+        q.transpose(*t_ml.dims)
+        .rename("q_geo")
+        .assign_attrs(
+            units="W m-2",
+            long_name="geostrophic advection term of the MLHC budget",
+            formula="q_geo = -rho0 cp0 h u_g . grad T_ml, u_g = (g / f) k x grad(zos)",
+            advection=advection,
+            equator=f"0 within {equator_mask_deg} degrees of the equator (f -> 0)",
+        )
+    )
 
 
 def heat_content(h: xr.DataArray, t_ml: xr.DataArray, scheme: str = "centred") -> xr.Dataset:
     """``mlhc = rho0 cp0 h T_ml`` (J m-2) and its tendency ``dmlhc_dt`` (W m-2)."""
-    mlhc = (RC * h * t_ml).rename("mlhc").assign_attrs(
-        units="J m-2", long_name="mixed-layer heat content", formula="mlhc = rho0 cp0 h T_ml")
-    tend = time_tendency(mlhc, scheme).rename("dmlhc_dt").assign_attrs(
-        units="W m-2", long_name="tendency of mixed-layer heat content", formula="d(mlhc)/dt",
-        time_derivative=scheme)
+    mlhc = (
+        (RC * h * t_ml)
+        .rename("mlhc")
+        .assign_attrs(units="J m-2", long_name="mixed-layer heat content", formula="mlhc = rho0 cp0 h T_ml")
+    )
+    tend = (
+        time_tendency(mlhc, scheme)
+        .rename("dmlhc_dt")
+        .assign_attrs(
+            units="W m-2",
+            long_name="tendency of mixed-layer heat content",
+            formula="d(mlhc)/dt",
+            time_derivative=scheme,
+        )
+    )
     return xr.Dataset({"mlhc": mlhc, "dmlhc_dt": tend})
 
 
-def complete(ds: xr.Dataset, *, kappa: float = KAPPA, scheme: str = "centred", advection: str = "centred",
-             equator_mask_deg: float = 5.0) -> tuple[xr.Dataset, list[str]]:
+def complete(
+    ds: xr.Dataset,
+    *,
+    kappa: float = KAPPA,
+    scheme: str = "centred",
+    advection: str = "centred",
+    equator_mask_deg: float = 5.0,
+) -> tuple[xr.Dataset, list[str]]:
     """Add the concepts and target a study-layout dataset lacks but its fields allow.
 
     ``ds`` has dims ``(member, time, lat, lon)`` and a ``mask``; ``T_ml`` is ``sst`` (a
@@ -201,21 +280,30 @@ def complete(ds: xr.Dataset, *, kappa: float = KAPPA, scheme: str = "centred", a
     made: dict[str, xr.DataArray] = {}
     T, h = ds.get("sst"), ds.get("mld")
     if "q_surf" not in have and "qnet" in have:
-        made["q_surf"] = ds["qnet"].rename("q_surf").assign_attrs(
-            units="W m-2", long_name="surface heat flux term of the MLHC budget", formula="q_surf = qnet")
+        made["q_surf"] = (
+            ds["qnet"]
+            .rename("q_surf")
+            .assign_attrs(units="W m-2", long_name="surface heat flux term of the MLHC budget", formula="q_surf = qnet")
+        )
     if T is not None and h is not None:
         if "mlhc" not in have:
             made["mlhc"] = heat_content(h, T, scheme)["mlhc"]
         if "dmlhc_dt" not in have:
-            made["dmlhc_dt"] = heat_content(h, T, scheme)["dmlhc_dt"] if "mlhc" not in have else \
-                time_tendency(ds["mlhc"], scheme).assign_attrs(units="W m-2", formula="d(mlhc)/dt",
-                                                                long_name="tendency of mixed-layer heat content")
+            made["dmlhc_dt"] = (
+                heat_content(h, T, scheme)["dmlhc_dt"]
+                if "mlhc" not in have
+                else time_tendency(ds["mlhc"], scheme).assign_attrs(
+                    units="W m-2", formula="d(mlhc)/dt", long_name="tendency of mixed-layer heat content"
+                )
+            )
         if "q_ekman" not in have and {"tauu", "tauv"} <= have:
-            made["q_ekman"] = ekman_advection(T, h, ds["tauu"], ds["tauv"], mask=mask, advection=advection,
-                                              equator_mask_deg=equator_mask_deg)
+            made["q_ekman"] = ekman_advection(
+                T, h, ds["tauu"], ds["tauv"], mask=mask, advection=advection, equator_mask_deg=equator_mask_deg
+            )
         if "q_geo" not in have and "zos" in have:
-            made["q_geo"] = geostrophic_advection(T, h, ds["zos"], mask=mask, advection=advection,
-                                                  equator_mask_deg=equator_mask_deg)
+            made["q_geo"] = geostrophic_advection(
+                T, h, ds["zos"], mask=mask, advection=advection, equator_mask_deg=equator_mask_deg
+            )
         if "q_entr" not in have and "t_sub" in have:
             cur = {"u": ds["u_ml"], "v": ds["v_ml"]} if {"u_ml", "v_ml"} <= have else {}
             made["q_entr"] = entrainment(h, T, ds["t_sub"], mask=mask, scheme=scheme, **cur)["q_entr"]

@@ -30,8 +30,12 @@ def scale_factors(nav_lat: np.ndarray, nav_lon: np.ndarray) -> tuple[np.ndarray,
     la, lo = np.asarray(nav_lat, float), np.asarray(nav_lon, float)
 
     def along(axis):
-        d = _distance(np.take(la, range(la.shape[axis] - 1), axis), np.take(lo, range(lo.shape[axis] - 1), axis),
-                      np.take(la, range(1, la.shape[axis]), axis), np.take(lo, range(1, lo.shape[axis]), axis))
+        d = _distance(
+            np.take(la, range(la.shape[axis] - 1), axis),
+            np.take(lo, range(lo.shape[axis] - 1), axis),
+            np.take(la, range(1, la.shape[axis]), axis),
+            np.take(lo, range(1, lo.shape[axis]), axis),
+        )
         # at an edge, the spacing extrapolated linearly from the two nearest (second order on a
         # stretched grid, where the one neighbour's distance is first order and puts an O(1)
         # error into the Laplacian's first interior point); the one distance when there is one

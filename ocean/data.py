@@ -30,6 +30,20 @@ from .stores import open_zarr, write_zarr
 from .validation import validate
 from .variables import DIMS, EXPECTED_UNITS
 
-__all__ = ["DIMS", "EXPECTED_UNITS", "validate", "write_zarr", "open_zarr", "from_nemo", "open_store", "inspect", "Split",
-           "chronological_split",
-           "Normalizer", "fit_normalizer", "WindowDataset", "ChunkedReader", "make_batches"]
+__all__ = [
+    "DIMS",
+    "EXPECTED_UNITS",
+    "validate",
+    "write_zarr",
+    "open_zarr",
+    "from_nemo",
+    "open_store",
+    "inspect",
+    "Split",
+    "chronological_split",
+    "Normalizer",
+    "fit_normalizer",
+    "WindowDataset",
+    "ChunkedReader",
+    "make_batches",
+]

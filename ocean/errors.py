@@ -18,4 +18,5 @@ def require_vars(ds: xr.Dataset, names: Iterable[str], *, where: str = "") -> No
         raise MissingVariableError(
             f"{where + ': ' if where else ''}missing variable(s) {missing}; the dataset has "
             f"{sorted(map(str, ds.data_vars))}. Rename yours (ocean.data.from_nemo maps ORAS5/NEMO/CMEMS names) "
-            "or add them.")
+            "or add them."
+        )

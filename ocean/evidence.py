@@ -39,8 +39,16 @@ __all__ = ["analyse", "SEASONS", "Evidence", "load_evidence", "store_of"]
 SEASONS = {"DJF": (12, 1, 2), "MAM": (3, 4, 5), "JJA": (6, 7, 8), "SON": (9, 10, 11)}
 CONCEPT_COLUMNS = [*PRESCRIBED, "free_0"]
 #: per-unit measures over (regime, seed)
-_PER_UNIT = ("rmse", "acc", "rmse_free0", "delta_rmse_free0", "free_hidden_abs_r", "hidden_best_abs_r",
-             "rmse_climatology", "hidden_probe_r2")
+_PER_UNIT = (
+    "rmse",
+    "acc",
+    "rmse_free0",
+    "delta_rmse_free0",
+    "free_hidden_abs_r",
+    "hidden_best_abs_r",
+    "rmse_climatology",
+    "hidden_probe_r2",
+)
 
 
 def _corr(a: np.ndarray, b: np.ndarray) -> float:
@@ -146,8 +154,10 @@ def _regime_consistency(units: Mapping[tuple[str, int], xr.Dataset], reg: str, i
     pr = pairwise(reps, procrustes_distance).values
     zs = {k: (v - v.mean(0)) / np.where(v.std(0) > 0, v.std(0), 1.0) for k, v in reps.items()}
     cz = pairwise(zs, linear_cka).values
-    chans = {s: units[(reg, s)]["c_pred"].transpose("concept", ...).values.reshape(
-        units[(reg, s)].sizes["concept"], -1) for s in have}
+    chans = {
+        s: units[(reg, s)]["c_pred"].transpose("concept", ...).values.reshape(units[(reg, s)].sizes["concept"], -1)
+        for s in have
+    }
     names_i = list(units[(reg, have[0])]["concept"].values)
     per_pair = {}
     for a, b in itertools.product(range(len(have)), repeat=2):
@@ -187,7 +197,7 @@ def _head_spread(head: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         hm = np.nanmean(head, 1)
         hs = np.nanstd(head, 1)
         head_cv = hs / np.abs(hm)
-        cv_mean = np.nanmean(head_cv[:, :len(PRESCRIBED)], 1) if head.shape[0] else np.zeros(0)
+        cv_mean = np.nanmean(head_cv[:, : len(PRESCRIBED)], 1) if head.shape[0] else np.zeros(0)
     return head_cv, cv_mean
 
 
@@ -205,10 +215,17 @@ def analyse(units: Mapping[tuple[str, int], xr.Dataset]) -> xr.Dataset:
     regimes = list(dict.fromkeys(r for r, _ in units))
     seeds = sorted({s for _, s in units})
     R, S, C = len(regimes), len(seeds), len(CONCEPT_COLUMNS)
-    ev = {"m": {k: _nan(R, S) for k in _PER_UNIT}, "acc_season": _nan(R, S, 4), "rmse_season": _nan(R, S, 4),
-          "fid_r": _nan(R, S, C), "fid_r2": _nan(R, S, C), "head": _nan(R, S, C), "head_true": _nan(C),
-          **{k: _nan(R, S, S) for k in ("cka", "proc", "free_r", "cka_std", "agree")},
-          "concept_agree": _nan(R, C)}
+    ev = {
+        "m": {k: _nan(R, S) for k in _PER_UNIT},
+        "acc_season": _nan(R, S, 4),
+        "rmse_season": _nan(R, S, 4),
+        "fid_r": _nan(R, S, C),
+        "fid_r2": _nan(R, S, C),
+        "head": _nan(R, S, C),
+        "head_true": _nan(C),
+        **{k: _nan(R, S, S) for k in ("cka", "proc", "free_r", "cka_std", "agree")},
+        "concept_agree": _nan(R, C),
+    }
     for (reg, seed), u in units.items():
         _unit_measures(u, ev, regimes.index(reg), seeds.index(seed))
     for i, reg in enumerate(regimes):
@@ -220,10 +237,12 @@ def _summary_dataset(ev: dict, regimes: list, seeds: list) -> xr.Dataset:
     """The summary's variables, each with its units and long name."""
     m, S = ev["m"], len(seeds)
     head_cv, cv_mean = _head_spread(ev["head"])
-    acc_season, rmse_season, fid_r, fid_r2, head, head_true = (ev[k] for k in (
-        "acc_season", "rmse_season", "fid_r", "fid_r2", "head", "head_true"))
-    cka, proc, free_r, cka_std, agree, concept_agree = (ev[k] for k in (
-        "cka", "proc", "free_r", "cka_std", "agree", "concept_agree"))
+    acc_season, rmse_season, fid_r, fid_r2, head, head_true = (
+        ev[k] for k in ("acc_season", "rmse_season", "fid_r", "fid_r2", "head", "head_true")
+    )
+    cka, proc, free_r, cka_std, agree, concept_agree = (
+        ev[k] for k in ("cka", "proc", "free_r", "cka_std", "agree", "concept_agree")
+    )
 
     def offdiag_mean(arr):
         return _offdiag_mean(arr, S)
@@ -235,59 +254,116 @@ def _summary_dataset(ev: dict, regimes: list, seeds: list) -> xr.Dataset:
     ds = xr.Dataset(
         {
             "rmse": (dims_rs, m["rmse"], {"units": "W m-2", "long_name": "RMSE of the MLHC tendency forecast"}),
-            "rmse_climatology": (dims_rs, m["rmse_climatology"], {"units": "W m-2",
-                                                                  "long_name": "RMSE of the climatology forecast"}),
+            "rmse_climatology": (
+                dims_rs,
+                m["rmse_climatology"],
+                {"units": "W m-2", "long_name": "RMSE of the climatology forecast"},
+            ),
             "acc": (dims_rs, m["acc"], {"units": "1", "long_name": "anomaly correlation"}),
             "acc_season": ((*dims_rs, "season"), acc_season, {"units": "1"}),
             "rmse_season": ((*dims_rs, "season"), rmse_season, {"units": "W m-2"}),
             "rmse_free0": (dims_rs, m["rmse_free0"], {"units": "W m-2", "long_name": "RMSE, free concept zeroed"}),
-            "delta_rmse_free0": (dims_rs, m["delta_rmse_free0"],
-                                 {"units": "W m-2", "long_name": "RMSE increase when the free concept is zeroed"}),
-            "fidelity_r": ((*dims_rs, "concept"), fid_r, {"units": "1",
-                           "long_name": "Pearson r of predicted vs true concept (free_0: vs q_hidden)"}),
+            "delta_rmse_free0": (
+                dims_rs,
+                m["delta_rmse_free0"],
+                {"units": "W m-2", "long_name": "RMSE increase when the free concept is zeroed"},
+            ),
+            "fidelity_r": (
+                (*dims_rs, "concept"),
+                fid_r,
+                {"units": "1", "long_name": "Pearson r of predicted vs true concept (free_0: vs q_hidden)"},
+            ),
             "fidelity_r2": ((*dims_rs, "concept"), fid_r2, {"units": "1", "long_name": "R2 of predicted concept"}),
-            "free_hidden_abs_r": (dims_rs, m["free_hidden_abs_r"], {"units": "1",
-                                                                    "long_name": "|r| of free concept with q_hidden"}),
-            "hidden_best_abs_r": (dims_rs, m["hidden_best_abs_r"],
-                                  {"units": "1", "long_name": "max over bottleneck channels of |r| with q_hidden"}),
+            "free_hidden_abs_r": (
+                dims_rs,
+                m["free_hidden_abs_r"],
+                {"units": "1", "long_name": "|r| of free concept with q_hidden"},
+            ),
+            "hidden_best_abs_r": (
+                dims_rs,
+                m["hidden_best_abs_r"],
+                {"units": "1", "long_name": "max over bottleneck channels of |r| with q_hidden"},
+            ),
             "head_weight": ((*dims_rs, "concept"), head, {"units": "1", "long_name": "head weight (normalised)"}),
-            "head_weight_true": ("concept", head_true,
-                                 {"units": "1", "long_name": "head weights of the exact budget (normalised units)"}),
-            "head_weight_cv": (("regime", "concept"), head_cv,
-                               {"units": "1", "long_name": "coefficient of variation of head weights over seeds"}),
+            "head_weight_true": (
+                "concept",
+                head_true,
+                {"units": "1", "long_name": "head weights of the exact budget (normalised units)"},
+            ),
+            "head_weight_cv": (
+                ("regime", "concept"),
+                head_cv,
+                {"units": "1", "long_name": "coefficient of variation of head weights over seeds"},
+            ),
             "cka": (("regime", "seed", "seed_other"), cka, {"units": "1", "long_name": "linear CKA of bottlenecks"}),
-            "procrustes": (("regime", "seed", "seed_other"), proc, {"units": "1",
-                                                                    "long_name": "Procrustes distance"}),
-            "free_abs_r": (("regime", "seed", "seed_other"), free_r,
-                           {"units": "1", "long_name": "|r| of the free concept between seeds"}),
+            "procrustes": (("regime", "seed", "seed_other"), proc, {"units": "1", "long_name": "Procrustes distance"}),
+            "free_abs_r": (
+                ("regime", "seed", "seed_other"),
+                free_r,
+                {"units": "1", "long_name": "|r| of the free concept between seeds"},
+            ),
             "cka_mean": ("regime", offdiag_mean(cka), {"units": "1", "long_name": "mean pairwise CKA over seeds"}),
-            "cka_std": (("regime", "seed", "seed_other"), cka_std,
-                        {"units": "1", "long_name": "linear CKA with each concept channel standardised"}),
-            "cka_std_mean": ("regime", offdiag_mean(cka_std),
-                             {"units": "1", "long_name": "mean pairwise CKA, channels standardised"}),
+            "cka_std": (
+                ("regime", "seed", "seed_other"),
+                cka_std,
+                {"units": "1", "long_name": "linear CKA with each concept channel standardised"},
+            ),
+            "cka_std_mean": (
+                "regime",
+                offdiag_mean(cka_std),
+                {"units": "1", "long_name": "mean pairwise CKA, channels standardised"},
+            ),
             "procrustes_mean": ("regime", offdiag_mean(proc), {"units": "1"}),
-            "channel_agreement": (("regime", "seed", "seed_other"), agree,
-                                  {"units": "1", "long_name": "mean over bottleneck channels of the signed r of the "
-                                                              "same channel in two seeds"}),
-            "channel_agreement_mean": ("regime", offdiag_mean(agree),
-                                       {"units": "1", "long_name": "mean pairwise channel agreement over seeds"}),
-            "channel_agreement_sd": ("regime", offdiag_sd(agree),
-                                     {"units": "1", "long_name": "sd over seed pairs of the channel agreement"}),
-            "concept_agreement": (("regime", "concept"), concept_agree,
-                                  {"units": "1", "long_name": "signed r of each named bottleneck channel between "
-                                                              "seeds (mean over seed pairs)"}),
-            "hidden_probe_r2": (dims_rs, m["hidden_probe_r2"],
-                                {"units": "1", "long_name": "held-out R2 of a linear probe from the whole "
-                                                            "bottleneck to q_hidden"}),
+            "channel_agreement": (
+                ("regime", "seed", "seed_other"),
+                agree,
+                {
+                    "units": "1",
+                    "long_name": "mean over bottleneck channels of the signed r of the same channel in two seeds",
+                },
+            ),
+            "channel_agreement_mean": (
+                "regime",
+                offdiag_mean(agree),
+                {"units": "1", "long_name": "mean pairwise channel agreement over seeds"},
+            ),
+            "channel_agreement_sd": (
+                "regime",
+                offdiag_sd(agree),
+                {"units": "1", "long_name": "sd over seed pairs of the channel agreement"},
+            ),
+            "concept_agreement": (
+                ("regime", "concept"),
+                concept_agree,
+                {
+                    "units": "1",
+                    "long_name": "signed r of each named bottleneck channel between seeds (mean over seed pairs)",
+                },
+            ),
+            "hidden_probe_r2": (
+                dims_rs,
+                m["hidden_probe_r2"],
+                {"units": "1", "long_name": "held-out R2 of a linear probe from the whole bottleneck to q_hidden"},
+            ),
             "free_abs_r_mean": ("regime", offdiag_mean(free_r), {"units": "1"}),
-            "head_weight_cv_mean": ("regime", cv_mean,
-                                    {"units": "1", "long_name": "mean CV of prescribed-concept head weights"}),
+            "head_weight_cv_mean": (
+                "regime",
+                cv_mean,
+                {"units": "1", "long_name": "mean CV of prescribed-concept head weights"},
+            ),
         },
-        coords={"regime": regimes, "seed": seeds, "seed_other": seeds, "season": list(SEASONS),
-                "concept": CONCEPT_COLUMNS},
-        attrs={"description": "OceanCBM study: skill, concept fidelity, cross-seed consistency and the "
-                              "recovery of the planted truth (recovery_* over truth x regime)",
-               "target_units": VAR_ATTRS["dmlhc_dt"]["units"]},
+        coords={
+            "regime": regimes,
+            "seed": seeds,
+            "seed_other": seeds,
+            "season": list(SEASONS),
+            "concept": CONCEPT_COLUMNS,
+        },
+        attrs={
+            "description": "OceanCBM study: skill, concept fidelity, cross-seed consistency and the "
+            "recovery of the planted truth (recovery_* over truth x regime)",
+            "target_units": VAR_ATTRS["dmlhc_dt"]["units"],
+        },
     )
     return ds
 

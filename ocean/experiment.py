@@ -14,5 +14,14 @@ from .plan import StudyConfig, load_config
 from .run import prepare_data, run_study, study_fingerprint
 from .training import budget_weights, train_unit
 
-__all__ = ["StudyConfig", "load_config", "prepare_data", "study_fingerprint", "train_unit", "run_study", "analyse",
-           "SEASONS", "budget_weights"]
+__all__ = [
+    "StudyConfig",
+    "load_config",
+    "prepare_data",
+    "study_fingerprint",
+    "train_unit",
+    "run_study",
+    "analyse",
+    "SEASONS",
+    "budget_weights",
+]

@@ -16,8 +16,17 @@ from scimech.studies.verdicts import Finding, assess, text_table
 
 from .recovery import recovery_table, summary_line
 
-__all__ = ["CONSISTENCY", "KEY_MEASURES", "MAX_SKILL_SPREAD", "consistency_ranking", "verdict", "findings", "no_planted_truth",
-           "findings_lines", "recovery_text"]
+__all__ = [
+    "CONSISTENCY",
+    "KEY_MEASURES",
+    "MAX_SKILL_SPREAD",
+    "consistency_ranking",
+    "verdict",
+    "findings",
+    "no_planted_truth",
+    "findings_lines",
+    "recovery_text",
+]
 
 
 KEY_MEASURES = ("channel_agreement_mean", "cka_mean")  # the verdict needs mixed ahead on both
@@ -60,16 +69,21 @@ def verdict(summary: xr.Dataset) -> str:
     if len(regs) < 2:
         return "Only one regime was run: nothing to compare."
     spread = (rmse.max() - rmse.min()) / rmse.mean()
-    lines.append(f"RMSE ranges over regimes from {rmse.min():.1f} to {rmse.max():.1f} W m-2 "
-                 f"(relative spread {spread:.1%}; climatology {float(summary['rmse_climatology'].mean()):.1f}).")
+    lines.append(
+        f"RMSE ranges over regimes from {rmse.min():.1f} to {rmse.max():.1f} W m-2 "
+        f"(relative spread {spread:.1%}; climatology {float(summary['rmse_climatology'].mean()):.1f})."
+    )
     rank = consistency_ranking(summary)
     if "mixed" not in regs or rank.empty:
         return " ".join(lines)
     sd = summary["channel_agreement_sd"].to_series() if "channel_agreement_sd" in summary else None
     for label, row in rank.iterrows():
         with_sd = label.startswith("channel agreement") and sd is not None
-        vals = ", ".join(f"{r} {row[r]:.3f}" + (f" (sd over seed pairs {sd[r]:.3f})" if with_sd and pd.notna(sd[r])
-                                                  else "") for r in regs if r in row and pd.notna(row[r]))
+        vals = ", ".join(
+            f"{r} {row[r]:.3f}" + (f" (sd over seed pairs {sd[r]:.3f})" if with_sd and pd.notna(sd[r]) else "")
+            for r in regs
+            if r in row and pd.notna(row[r])
+        )
         lines.append(f"{label[0].upper() + label[1:]}: {vals} (most consistent: {row['most consistent']}).")
     wins = [label for label, row in rank.iterrows() if row["most consistent"] == "mixed"]
     key = ["channel agreement (signed r of the same channel)", "linear CKA"]
@@ -77,15 +91,29 @@ def verdict(summary: xr.Dataset) -> str:
     if "free_hidden_abs_r" in summary:
         fr = float(summary["free_hidden_abs_r"].sel(regime="mixed").mean())
         probe = summary["hidden_probe_r2"].mean("seed").to_series() if "hidden_probe_r2" in summary else None
-        lines.append(f"The mixed free concept correlates with the hidden eddy flux at |r| = {fr:.2f}"
-                     + (("; a linear probe of the whole bottleneck recovers q_hidden with held-out R2 "
-                         + ", ".join(f"{r} {v:.2f}" for r, v in probe.items()) + ".") if probe is not None else "."))
+        lines.append(
+            f"The mixed free concept correlates with the hidden eddy flux at |r| = {fr:.2f}"
+            + (
+                (
+                    "; a linear probe of the whole bottleneck recovers q_hidden with held-out R2 "
+                    + ", ".join(f"{r} {v:.2f}" for r, v in probe.items())
+                    + "."
+                )
+                if probe is not None
+                else "."
+            )
+        )
     higher_is_better = {label: hb for _, label, hb in CONSISTENCY}
     pair = []
     for other in (r for r in regs if r != "mixed"):
-        beats = [label for label, row in rank.iterrows() if other in row and pd.notna(row[other])
-                 and pd.notna(row["mixed"])
-                 and (row["mixed"] > row[other] if higher_is_better[label] else row["mixed"] < row[other])]
+        beats = [
+            label
+            for label, row in rank.iterrows()
+            if other in row
+            and pd.notna(row[other])
+            and pd.notna(row["mixed"])
+            and (row["mixed"] > row[other] if higher_is_better[label] else row["mixed"] < row[other])
+        ]
         pair.append(f"{other} on {len(beats)} of {len(rank)}")
     lines.append("Pairwise, mixed is more consistent than " + "; than ".join(pair) + " measures.")
     found = findings(summary)
@@ -96,10 +124,11 @@ def verdict(summary: xr.Dataset) -> str:
         outcome = "reproduced here."
     else:
         outcome = "NOT reproduced here: see the tables."
-    lines.append(f"Mixed supervision is the most consistent regime on {len(wins)} of {len(rank)} measures. "
-                 "The paper's qualitative finding (similar skill, clearly higher consistency for mixed) is " + outcome)
+    lines.append(
+        f"Mixed supervision is the most consistent regime on {len(wins)} of {len(rank)} measures. "
+        "The paper's qualitative finding (similar skill, clearly higher consistency for mixed) is " + outcome
+    )
     return " ".join(lines)
-
 
 
 def findings(summary: xr.Dataset) -> list[Finding]:
@@ -123,23 +152,36 @@ def findings(summary: xr.Dataset) -> list[Finding]:
         return out
     rmse = summary["rmse"].mean("seed").to_series()
     spread = float((rmse.max() - rmse.min()) / rmse.mean())
-    out.append(assess("skill is similar across supervision regimes", bool(spread < MAX_SKILL_SPREAD),
-                      f"RMSE {', '.join(f'{r} {v:.1f}' for r, v in rmse.items())} W m-2; range "
-                      f"{spread:.1%} of the mean (similar: below {MAX_SKILL_SPREAD:.0%})",
-                      numbers={f"RMSE of {r}": v for r, v in rmse.items()}))
+    out.append(
+        assess(
+            "skill is similar across supervision regimes",
+            bool(spread < MAX_SKILL_SPREAD),
+            f"RMSE {', '.join(f'{r} {v:.1f}' for r, v in rmse.items())} W m-2; range "
+            f"{spread:.1%} of the mean (similar: below {MAX_SKILL_SPREAD:.0%})",
+            numbers={f"RMSE of {r}": v for r, v in rmse.items()},
+        )
+    )
     if "mixed" not in regs:
         return out
     labels = {var: label for var, label, _ in CONSISTENCY}
     n_seeds = summary.sizes.get("seed", 1)
     for other in (r for r in regs if r != "mixed"):
-        vals = {v: (float(summary[v].sel(regime="mixed")), float(summary[v].sel(regime=other)))
-                for v in KEY_MEASURES if v in summary}
+        vals = {
+            v: (float(summary[v].sel(regime="mixed")), float(summary[v].sel(regime=other)))
+            for v in KEY_MEASURES
+            if v in summary
+        }
         numbers = {f"{labels[v]} of {r}": x for v, pair in vals.items() for r, x in zip(("mixed", other), pair)}
-        out.append(assess(f"mixed supervision gives a more consistent bottleneck across seeds than {other}",
-                          bool(vals) and all(a > b for a, b in vals.values()),
-                          "; ".join(f"{labels[v]} mixed {a:.3f} vs {other} {b:.3f}" for v, (a, b) in vals.items())
-                          + " (mean over seed pairs; needs mixed ahead on both)",
-                          numbers=numbers, minimum={"seeds": (n_seeds, 2)}))
+        out.append(
+            assess(
+                f"mixed supervision gives a more consistent bottleneck across seeds than {other}",
+                bool(vals) and all(a > b for a, b in vals.values()),
+                "; ".join(f"{labels[v]} mixed {a:.3f} vs {other} {b:.3f}" for v, (a, b) in vals.items())
+                + " (mean over seed pairs; needs mixed ahead on both)",
+                numbers=numbers,
+                minimum={"seeds": (n_seeds, 2)},
+            )
+        )
     return out
 
 
@@ -148,27 +190,39 @@ def findings_lines(summary: xr.Dataset) -> list[str]:
     return [f.line() for f in findings(summary)]
 
 
-
 def recovery_text(summary: xr.Dataset) -> str | None:
     """The text of ``recovery.txt``: :func:`ocean.recovery.summary_line`, the table, a note per
     truth on how it is scored; ``None`` for a summary with no planted truth."""
     if "recovered" not in summary:
         return None
     tab = recovery_table(summary)
-    notes = [f"{t}: {d}. Measure: {m}; interval: {i}; recovered when {c}." for t, d, m, i, c in zip(
-        summary["truth"].values, summary["truth_description"].values, summary["recovery_measure"].values,
-        summary["recovery_interval"].values, summary["recovery_criterion"].values)]
+    notes = [
+        f"{t}: {d}. Measure: {m}; interval: {i}; recovered when {c}."
+        for t, d, m, i, c in zip(
+            summary["truth"].values,
+            summary["truth_description"].values,
+            summary["recovery_measure"].values,
+            summary["recovery_interval"].values,
+            summary["recovery_criterion"].values,
+        )
+    ]
     shown = tab.drop(columns=["measure", "interval", "criterion"])
-    text = [summary_line(summary), "",
-            text_table([str(c) for c in shown.columns], list(shown.itertuples(index=False)), rule=True), "",
-            *notes, "Rows with expected 'no (contrast)' are regimes not built to recover the truth: "
-            "reported, not counted."]
+    text = [
+        summary_line(summary),
+        "",
+        text_table([str(c) for c in shown.columns], list(shown.itertuples(index=False)), rule=True),
+        "",
+        *notes,
+        "Rows with expected 'no (contrast)' are regimes not built to recover the truth: reported, not counted.",
+    ]
     return "\n".join(text)
 
 
 def no_planted_truth(data: str) -> str:
     """The text of ``recovery.txt`` for a study of your own product: it has no planted truth, so nothing is
     scored as recovered or missed (the planted-truth rows belong to the synthetic ocean)."""
-    return (f"ocean planted truth: none (your product {data} has no planted truth; the recovery rows score the "
-            "synthetic ocean's built-in answers only)\n\nThe findings (findings.txt) are measured on your product; "
-            "none of them is compared with a planted answer.")
+    return (
+        f"ocean planted truth: none (your product {data} has no planted truth; the recovery rows score the "
+        "synthetic ocean's built-in answers only)\n\nThe findings (findings.txt) are measured on your product; "
+        "none of them is compared with a planted answer."
+    )

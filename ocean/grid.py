@@ -35,8 +35,12 @@ def _deriv(f: np.ndarray, coord: np.ndarray, axis: int, mask: np.ndarray | None)
     f = np.asarray(f, float)
     n = f.shape[axis]
     fm = np.moveaxis(f, axis, -1)
-    ok = np.isfinite(fm) if mask is None else np.broadcast_to(np.moveaxis(
-        np.broadcast_to(np.asarray(mask, bool), f.shape), axis, -1), fm.shape) & np.isfinite(fm)
+    ok = (
+        np.isfinite(fm)
+        if mask is None
+        else np.broadcast_to(np.moveaxis(np.broadcast_to(np.asarray(mask, bool), f.shape), axis, -1), fm.shape)
+        & np.isfinite(fm)
+    )
     c = np.asarray(coord, float)
     out = np.zeros_like(fm)
     if n < 2:

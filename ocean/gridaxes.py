@@ -54,8 +54,15 @@ from scimech.studies.reading import Reading
 
 from . import curvilinear
 
-__all__ = ["PERIODIC_ATTR", "FACE_FACTORS", "read_grid", "regular_grid", "curvilinear_grid", "is_periodic",
-           "axis_angles"]
+__all__ = [
+    "PERIODIC_ATTR",
+    "FACE_FACTORS",
+    "read_grid",
+    "regular_grid",
+    "curvilinear_grid",
+    "is_periodic",
+    "axis_angles",
+]
 
 #: attribute of the longitude coordinate (``lon``, or ``nav_lon`` on a curvilinear grid): 1 when the grid is
 #: periodic in longitude (an integer, so that netCDF and zarr keep it)
@@ -67,13 +74,39 @@ _LON_NAMES = ("lon", "longitude", "nav_lon", "glamt", "geolon", "xh", "xt_ocean"
 #: staggered horizontal dims by name and the side of the T point they sit on when their coordinate
 #: does not say (NEMO and xnemogcm: U / V / F points are east / north of T, ``right``; MOM6's
 #: non-symmetric ``xq`` / ``yq`` too; MOM5's ``xu_ocean`` / ``yu_ocean`` are the north-east corners)
-_STAGGERED = {"xq": ("X", "right"), "yq": ("Y", "right"), "x_u": ("X", "right"), "x_f": ("X", "right"),
-              "y_v": ("Y", "right"), "y_f": ("Y", "right"), "xu_ocean": ("X", "right"),
-              "yu_ocean": ("Y", "right"), "x_grid_U": ("X", "right"), "y_grid_V": ("Y", "right")}
+_STAGGERED = {
+    "xq": ("X", "right"),
+    "yq": ("Y", "right"),
+    "x_u": ("X", "right"),
+    "x_f": ("X", "right"),
+    "y_v": ("Y", "right"),
+    "y_f": ("Y", "right"),
+    "xu_ocean": ("X", "right"),
+    "yu_ocean": ("Y", "right"),
+    "x_grid_U": ("X", "right"),
+    "y_grid_V": ("Y", "right"),
+}
 #: 2-D positions of staggered points: dropped once their fields are at T points
-_STAGGERED_POSITIONS = {"glamu", "glamv", "glamf", "gphiu", "gphiv", "gphif", "geolon_u", "geolat_u",
-                        "geolon_v", "geolat_v", "geolon_c", "geolat_c", "ULAT", "ULONG", "nav_lat_grid_U",
-                        "nav_lon_grid_U", "nav_lat_grid_V", "nav_lon_grid_V"}
+_STAGGERED_POSITIONS = {
+    "glamu",
+    "glamv",
+    "glamf",
+    "gphiu",
+    "gphiv",
+    "gphif",
+    "geolon_u",
+    "geolat_u",
+    "geolon_v",
+    "geolat_v",
+    "geolon_c",
+    "geolat_c",
+    "ULAT",
+    "ULONG",
+    "nav_lat_grid_U",
+    "nav_lon_grid_U",
+    "nav_lat_grid_V",
+    "nav_lon_grid_V",
+}
 #: NEMO's scale factors at the U points (east faces) and V points (north faces), on the T points' index
 FACE_FACTORS = ("e1u", "e2u", "e1v", "e2v")
 #: the vertical dims of T-point fields (NEMO, CMIP6, MOM6, POP): the mesh mask's levels take the product's name
@@ -102,7 +135,8 @@ def _find_axes(ds: xr.Dataset) -> tuple[str, str]:
         raise MissingVariableError(
             f"No latitude / longitude in the dataset (variables {sorted(map(str, ds.variables))}). Expected "
             "'lat'/'lon', 'latitude'/'longitude', NEMO's 'nav_lat'/'nav_lon' or a coordinate with standard_name "
-            "latitude / longitude; pass names={'yours': 'lat', ...} or set the standard_name attributes.")
+            "latitude / longitude; pass names={'yours': 'lat', ...} or set the standard_name attributes."
+        )
     return lat, lon
 
 
@@ -120,13 +154,16 @@ def _merge_mesh_mask(ds: xr.Dataset, mm: xr.Dataset, ydim: str, xdim: str, facts
     points = get_domcfg_points()
     my, mx = "y", "x"
     if my not in mm.dims or mx not in mm.dims:
-        raise DimensionError(f"The mesh mask has dims {dict(mm.sizes)}; expected NEMO's (y, x) (and z or nav_lev). "
-                             "Fix: pass the mesh_mask.nc (or domain_cfg.nc) written by NEMO for this grid.")
+        raise DimensionError(
+            f"The mesh mask has dims {dict(mm.sizes)}; expected NEMO's (y, x) (and z or nav_lev). "
+            "Fix: pass the mesh_mask.nc (or domain_cfg.nc) written by NEMO for this grid."
+        )
     if (mm.sizes[my], mm.sizes[mx]) != (ds.sizes[ydim], ds.sizes[xdim]):
         raise DimensionError(
             f"The mesh mask's grid is {mm.sizes[my]} x {mm.sizes[mx]} (y, x) but the product's is "
             f"{ds.sizes[ydim]} x {ds.sizes[xdim]} ({ydim}, {xdim}). Fix: pass the mesh mask of this product's grid "
-            "(the same configuration and any sub-region cut the same way).")
+            "(the same configuration and any sub-region cut the same way)."
+        )
     zdim = next((d for d in ("z", "nav_lev") if d in mm.dims), None)
     taken = []
     out = ds.copy()
@@ -139,9 +176,11 @@ def _merge_mesh_mask(ds: xr.Dataset, mm: xr.Dataset, ydim: str, xdim: str, facts
             out[name] = e.rename({my: ydim, mx: xdim}).reset_coords(drop=True).astype(float)
             taken.append(name)
     if {"e1t", "e2t"} <= set(taken):
-        facts["metrics"] = ("e1t, e2t from the mesh mask (m); " + (
-            "e1u, e2u, e1v, e2v at the faces" if set(FACE_FACTORS) <= set(taken)
-            else "at U / V faces the mean of the two T points'"))
+        facts["metrics"] = "e1t, e2t from the mesh mask (m); " + (
+            "e1u, e2u, e1v, e2v at the faces"
+            if set(FACE_FACTORS) <= set(taken)
+            else "at U / V faces the mean of the two T points'"
+        )
     levels = next((str(d) for d in ds.dims if str(d) in _LEVEL_DIMS and zdim and ds.sizes[d] == mm.sizes[zdim]), zdim)
     for name in ("e3t_0", "e3t"):
         if name in mm.variables and zdim and zdim in mm[name].dims:
@@ -167,8 +206,9 @@ def _merge_mesh_mask(ds: xr.Dataset, mm: xr.Dataset, ydim: str, xdim: str, facts
             continue
         given = any(n in ds.variables for n in (_LON_NAMES if "glam" in pos else _LAT_NAMES))
         # the product's own positions first; the mesh mask's kept aside to mend the (0, 0) of eliminated land
-        out = out.assign_coords({f"{pos}{_MESH_SUFFIX}" if given else pos:
-                                 mm[pos].rename({my: ydim, mx: xdim}).reset_coords(drop=True)})
+        out = out.assign_coords(
+            {f"{pos}{_MESH_SUFFIX}" if given else pos: mm[pos].rename({my: ydim, mx: xdim}).reset_coords(drop=True)}
+        )
         if not given:
             taken.append(pos)
     facts["mesh mask"] = ", ".join(taken) if taken else "given, but it has none of e1t, e2t, e3t_0, tmask"
@@ -178,14 +218,18 @@ def _merge_mesh_mask(ds: xr.Dataset, mm: xr.Dataset, ydim: str, xdim: str, facts
 def _t_dims(ds: xr.Dataset, lat: str, lon: str) -> tuple[str, str]:
     la, lo = ds[lat], ds[lon]
     if la.ndim == 1 and lo.ndim == 1 and la.dims == lo.dims:
-        raise DimensionError(f"{lat} and {lon} share the one dim {la.dims[0]!r}: an unstructured mesh or a list of "
-                             "points, not a (lat, lon) grid. Fix: regrid onto a latitude-longitude grid first "
-                             "(e.g. with xesmf or cdo remapbil).")
+        raise DimensionError(
+            f"{lat} and {lon} share the one dim {la.dims[0]!r}: an unstructured mesh or a list of "
+            "points, not a (lat, lon) grid. Fix: regrid onto a latitude-longitude grid first "
+            "(e.g. with xesmf or cdo remapbil)."
+        )
     if la.ndim == 1 and lo.ndim == 1:
         return la.dims[0], lo.dims[0]
     if la.ndim != 2 or lo.ndim != 2 or set(la.dims) != set(lo.dims):
-        raise DimensionError(f"{lat} {la.dims} and {lon} {lo.dims} must both be 1-D, or both 2-D on the same "
-                             "(y, x) dims (NEMO nav_lat / nav_lon).")
+        raise DimensionError(
+            f"{lat} {la.dims} and {lon} {lo.dims} must both be 1-D, or both 2-D on the same "
+            "(y, x) dims (NEMO nav_lat / nav_lon)."
+        )
     return la.dims[0], la.dims[1]
 
 
@@ -196,8 +240,10 @@ def _position(ds: xr.Dataset, dim: str, centre: str, default: str) -> str:
     if n == m + 1:
         return "outer"
     if n != m:
-        raise DimensionError(f"Staggered dim {dim!r} has {n} points but the T points' {centre!r} have {m}; "
-                             f"expected {m} or {m + 1}. Fix: select the same region on both grids.")
+        raise DimensionError(
+            f"Staggered dim {dim!r} has {n} points but the T points' {centre!r} have {m}; "
+            f"expected {m} or {m + 1}. Fix: select the same region on both grids."
+        )
     shift = ds[dim].attrs.get("c_grid_axis_shift") if dim in ds.coords else None
     if shift is not None:  # the COMODO attribute xgcm and xnemogcm write: +0.5 right of the centre, -0.5 left
         return "right" if float(shift) > 0 else "left"
@@ -231,14 +277,16 @@ def _faces_on_t_dims(ds: xr.Dataset, ydim: str, xdim: str) -> tuple[xr.Dataset, 
             faces.append((ydim, "Y", "V"))
         faces = [f for f in faces if f[0] in da.dims]
         if faces:
-            ds = ds.drop_vars(name).assign({name: da.reset_coords(drop=True).rename(
-                {dim: f"{dim}_{tag}" for dim, _, tag in faces})})
+            ds = ds.drop_vars(name).assign(
+                {name: da.reset_coords(drop=True).rename({dim: f"{dim}_{tag}" for dim, _, tag in faces})}
+            )
             extra.update({f"{dim}_{tag}": (axis, "right") for dim, axis, tag in faces})
     return ds, extra
 
 
-def _staggered_dims(ds: xr.Dataset, ydim: str, xdim: str, extra: dict[str, tuple[str, str]] | None = None
-                    ) -> dict[str, tuple[str, str, str]]:
+def _staggered_dims(
+    ds: xr.Dataset, ydim: str, xdim: str, extra: dict[str, tuple[str, str]] | None = None
+) -> dict[str, tuple[str, str, str]]:
     """``{dim: (axis, centre dim, position)}`` for each staggered horizontal dim a data variable uses."""
     found = {}
     used = {d for v in ds.data_vars.values() for d in v.dims}
@@ -249,8 +297,12 @@ def _staggered_dims(ds: xr.Dataset, ydim: str, xdim: str, extra: dict[str, tuple
         known = {**_STAGGERED, **(extra or {})}
         if d in known:
             axis, default = known[d]
-        elif d in ds.coords and ds[d].ndim == 1 and ds[d].attrs.get("axis") in ("X", "Y") and d not in ds[d].attrs.get(
-                "bounds", ""):
+        elif (
+            d in ds.coords
+            and ds[d].ndim == 1
+            and ds[d].attrs.get("axis") in ("X", "Y")
+            and d not in ds[d].attrs.get("bounds", "")
+        ):
             axis, default = ds[d].attrs["axis"], "right"
         else:
             continue
@@ -259,8 +311,9 @@ def _staggered_dims(ds: xr.Dataset, ydim: str, xdim: str, extra: dict[str, tuple
     return found
 
 
-def _to_t_points(ds: xr.Dataset, stag: dict[str, tuple[str, str, str]], periodic: bool, reading: Reading | None,
-                 facts: dict) -> xr.Dataset:
+def _to_t_points(
+    ds: xr.Dataset, stag: dict[str, tuple[str, str, str]], periodic: bool, reading: Reading | None, facts: dict
+) -> xr.Dataset:
     """Each variable on a staggered dim interpolated to the T points with xgcm (NaN faces count as no flow)."""
     if not stag:
         return ds
@@ -288,18 +341,28 @@ def _to_t_points(ds: xr.Dataset, stag: dict[str, tuple[str, str, str]], periodic
         out = out.drop_vars(name).assign({name: value})
         said.append(f"{name} on {where}")
         if reading is not None:
-            reading.add(str(name), f"{name} on {', '.join(dims)}", "grid position", da.attrs.get("units", ""),
-                        da.attrs.get("units", ""), f"interpolated to T points by xgcm ({where})")
+            reading.add(
+                str(name),
+                f"{name} on {', '.join(dims)}",
+                "grid position",
+                da.attrs.get("units", ""),
+                da.attrs.get("units", ""),
+                f"interpolated to T points by xgcm ({where})",
+            )
     drop = [v for v in out.variables if set(out[v].dims) & set(stag) or v in _STAGGERED_POSITIONS]
     out = out.drop_vars(drop)
-    facts["staggered"] = ("; ".join(said) + " -> T points (xgcm interp: mean of the two neighbouring faces, NaN "
-                          "faces as no flow; " + ("periodic" if periodic else "at an edge cell with one face, "
-                                                  "extrapolated linearly from the two nearest") + ")")
+    facts["staggered"] = (
+        "; ".join(said) + " -> T points (xgcm interp: mean of the two neighbouring faces, NaN "
+        "faces as no flow; "
+        + ("periodic" if periodic else "at an edge cell with one face, extrapolated linearly from the two nearest")
+        + ")"
+    )
     return out
 
 
-def _interp_to_centre(grid: xgcm.Grid, da: xr.DataArray, dim: str, axis: str, centre: str, position: str, *,
-                      periodic: bool) -> xr.DataArray:
+def _interp_to_centre(
+    grid: xgcm.Grid, da: xr.DataArray, dim: str, axis: str, centre: str, position: str, *, periodic: bool
+) -> xr.DataArray:
     """``da`` from its staggered ``dim`` to the T points: xgcm's mean of the two faces of each cell (a NaN face
     counts as no flow); the edge cell of a grid with one face fewer than it needs gets the face values
     extrapolated linearly from the two nearest (second order, as the mean is)."""
@@ -343,15 +406,19 @@ def _regular_axes(lat1: np.ndarray, lon1: np.ndarray, facts: dict, notes: list[s
     # two, -1 .. 361 on a 1-degree grid): dropped, so that no longitude is read twice and the grid wraps
     over = np.abs(lon - lon[0]) >= 360.0 - _LATLON_ATOL
     n_rep = int(over.sum())
-    if lon.size > 2 and 0 < n_rep < lon.size // 2 and over[lon.size - n_rep:].all():
+    if lon.size > 2 and 0 < n_rep < lon.size // 2 and over[lon.size - n_rep :].all():
         keep = slice(0, lon.size - n_rep)
-        notes.append(f"last {n_rep} longitude column(s) repeat the first (+360): dropped" if n_rep > 1
-                     else "last longitude column repeats the first (+360): dropped")
+        notes.append(
+            f"last {n_rep} longitude column(s) repeat the first (+360): dropped"
+            if n_rep > 1
+            else "last longitude column repeats the first (+360): dropped"
+        )
         lon = lon[keep]
     if not np.allclose(lon, raw[keep]):
         jump = "Greenwich on 0..360" if raw.min() >= 0 else "the dateline on -180..180"
-        facts["longitude"] = (f"{raw[0]:g}..{raw[-1]:g} crosses {jump}: unwrapped to {lon[0]:g}..{lon[-1]:g} "
-                              "(numpy.unwrap, period 360)")
+        facts["longitude"] = (
+            f"{raw[0]:g}..{raw[-1]:g} crosses {jump}: unwrapped to {lon[0]:g}..{lon[-1]:g} (numpy.unwrap, period 360)"
+        )
         notes.append(f"longitudes unwrapped to {lon[0]:g}..{lon[-1]:g} (they crossed {jump})")
     else:
         facts["longitude"] = f"{lon[0]:g}..{lon[-1]:g}, monotonic as given"
@@ -361,13 +428,20 @@ def _regular_axes(lat1: np.ndarray, lon1: np.ndarray, facts: dict, notes: list[s
             raise DimensionError(
                 f"The {name}s are not monotonic{' after unwrapping' if name == 'longitude' else ''} "
                 f"({values[:4].round(3).tolist()} ...): differences between neighbours would span the globe. "
-                f"Fix: sort them first, e.g. ds.sortby('{name[:3]}'), or give one region.")
+                f"Fix: sort them first, e.g. ds.sortby('{name[:3]}'), or give one region."
+            )
     periodic = is_periodic(lon)
-    facts["periodic in longitude"] = (f"yes: {lon.size} columns go round the globe, the seam is a neighbour (xgcm "
-                                      "padding='periodic')" if periodic else "no: the first and last columns are edges")
+    facts["periodic in longitude"] = (
+        f"yes: {lon.size} columns go round the globe, the seam is a neighbour (xgcm padding='periodic')"
+        if periodic
+        else "no: the first and last columns are edges"
+    )
     lat = np.asarray(lat1, float)
-    facts["latitude order"] = ("descending (north to south): kept, operators use signed spacings"
-                               if lat.size > 1 and lat[-1] < lat[0] else "ascending")
+    facts["latitude order"] = (
+        "descending (north to south): kept, operators use signed spacings"
+        if lat.size > 1 and lat[-1] < lat[0]
+        else "ascending"
+    )
     return lon, periodic, keep
 
 
@@ -418,9 +492,12 @@ def _mend_positions(ds: xr.Dataset, notes: list[str], facts: dict) -> xr.Dataset
     with np.errstate(invalid="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows: checked below
         rows, cols = np.nanmedian(la_g, axis=1), np.nanmedian(lo_g, axis=0)
-    regular = bool(np.all(np.isfinite(rows)) and np.all(np.isfinite(cols))
-                   and np.allclose(la[good], np.broadcast_to(rows[:, None], la.shape)[good], atol=_LATLON_ATOL)
-                   and np.allclose((lo - cols[None, :] + 180.0)[good] % 360.0 - 180.0, 0.0, atol=_LATLON_ATOL))
+    regular = bool(
+        np.all(np.isfinite(rows))
+        and np.all(np.isfinite(cols))
+        and np.allclose(la[good], np.broadcast_to(rows[:, None], la.shape)[good], atol=_LATLON_ATOL)
+        and np.allclose((lo - cols[None, :] + 180.0)[good] % 360.0 - 180.0, 0.0, atol=_LATLON_ATOL)
+    )
     if len(mesh) == 2 and not _bad_positions(mesh[_MESH_POS[0]], mesh[_MESH_POS[1]])[bad].any():
         la[bad], lo[bad] = mesh[_MESH_POS[0]][bad], mesh[_MESH_POS[1]][bad]
         how = "taken from the mesh mask's gphit, glamt"
@@ -436,8 +513,9 @@ def _mend_positions(ds: xr.Dataset, notes: list[str], facts: dict) -> xr.Dataset
             f"{n} point(s) of the 2-D latitude / longitude are (0, 0) or NaN (NEMO writes 0 where it eliminated land "
             "processors), so the grid spacing next to them cannot be read and every derivative there would be wrong. "
             "Fix: give the grid's mesh mask (--mesh-mask mesh_mask.nc; open_store(..., mesh_mask=...)): its e1t, e2t "
-            "and glamt, gphit are complete.")
-    facts["positions"] = (f"{n} point(s) at (0, 0) or NaN (NEMO's eliminated land processors): {how}")
+            "and glamt, gphit are complete."
+        )
+    facts["positions"] = f"{n} point(s) at (0, 0) or NaN (NEMO's eliminated land processors): {how}"
     notes.append(f"{n} latitude / longitude point(s) at (0, 0) or NaN {how}")
     return ds.assign_coords(lat=(dims, la, ds["lat"].attrs), lon=(dims, lo, ds["lon"].attrs))
 
@@ -480,10 +558,14 @@ def regular_grid(ds: xr.Dataset, notes: list[str], facts: dict | None = None) ->
     facts.setdefault("type", "regular latitude-longitude (1-D lat, lon)")
     facts.setdefault("metrics", "spherical, from the coordinates: dx = R cos(lat) dlon, dy = R dlat (R = 6371 km)")
     lat_attrs = {**ds["lat"].attrs, "units": "degrees_north", "standard_name": "latitude", "axis": "Y"}
-    lon_attrs = {**{k: v for k, v in ds["lon"].attrs.items() if k != "valid_range"}, "units": "degrees_east",
-                 "standard_name": "longitude", "axis": "X", PERIODIC_ATTR: int(periodic)}
-    return ds.assign_coords(lat=("lat", np.asarray(ds["lat"].values, float), lat_attrs),
-                            lon=("lon", lon_u, lon_attrs))
+    lon_attrs = {
+        **{k: v for k, v in ds["lon"].attrs.items() if k != "valid_range"},
+        "units": "degrees_east",
+        "standard_name": "longitude",
+        "axis": "X",
+        PERIODIC_ATTR: int(periodic),
+    }
+    return ds.assign_coords(lat=("lat", np.asarray(ds["lat"].values, float), lat_attrs), lon=("lon", lon_u, lon_attrs))
 
 
 def _curvilinear_periodic(la: np.ndarray, lo: np.ndarray, e1t: np.ndarray) -> bool:
@@ -507,8 +589,13 @@ def curvilinear_grid(ds: xr.Dataset, notes: list[str], facts: dict | None = None
     ydim, xdim = ds["lat"].dims
     la, lo = ds["lat"].transpose(ydim, xdim).values.astype(float), ds["lon"].transpose(ydim, xdim).values.astype(float)
     nx = la.shape[1]
-    if nx > 4 and np.allclose(la[:, 0], la[:, -2]) and np.allclose((lo[:, 0] - lo[:, -2] + 180) % 360 - 180, 0) \
-            and np.allclose(la[:, -1], la[:, 1]) and np.allclose((lo[:, -1] - lo[:, 1] + 180) % 360 - 180, 0):
+    if (
+        nx > 4
+        and np.allclose(la[:, 0], la[:, -2])
+        and np.allclose((lo[:, 0] - lo[:, -2] + 180) % 360 - 180, 0)
+        and np.allclose(la[:, -1], la[:, 1])
+        and np.allclose((lo[:, -1] - lo[:, 1] + 180) % 360 - 180, 0)
+    ):
         ds = ds.isel({xdim: slice(1, nx - 1)})
         la, lo = la[:, 1:-1], lo[:, 1:-1]
         notes.append("ORCA halo columns (0 and -1 repeat -2 and 1) dropped")
@@ -517,8 +604,10 @@ def curvilinear_grid(ds: xr.Dataset, notes: list[str], facts: dict | None = None
         ds = ds.isel({ydim: slice(None, None, -1)})
         ds = ds.drop_vars([k for k in FACE_FACTORS if k in ds.variables])  # U / V faces would sit on the wrong side
         la, lo = la[::-1], lo[::-1]
-        facts["j axis"] = ("the rows ran north to south (j clockwise from i): reversed, so that i, j are right-handed "
-                           "as the operators' cross products (Ekman, geostrophic) need; vectors kept as given")
+        facts["j axis"] = (
+            "the rows ran north to south (j clockwise from i): reversed, so that i, j are right-handed "
+            "as the operators' cross products (Ekman, geostrophic) need; vectors kept as given"
+        )
         notes.append("rows reversed (they ran north to south on a curvilinear grid)")
     factors = {}
     for k in ("e1t", "e2t") + FACE_FACTORS:
@@ -540,20 +629,39 @@ def curvilinear_grid(ds: xr.Dataset, notes: list[str], facts: dict | None = None
         facts["metrics"] = facts["metrics"].split("; at U / V faces")[0] + "; e1u, e2u, e1v, e2v at the faces"
     periodic = _curvilinear_periodic(la, lo, factors["e1t"])
     facts["type"] = "curvilinear (y, x) -> (lat, lon) grid indices, vectors along the grid's i, j axes"
-    facts["periodic in longitude"] = ("yes: the last column neighbours the first (xgcm padding='periodic')"
-                                      if periodic else "no: the first and last columns are edges")
+    facts["periodic in longitude"] = (
+        "yes: the last column neighbours the first (xgcm padding='periodic')"
+        if periodic
+        else "no: the first and last columns are edges"
+    )
     out = ds.drop_vars([v for v in ("lat", "lon", "e1t", "e2t") + FACE_FACTORS if v in ds.variables]).rename(
-        {ydim: "lat", xdim: "lon"})
+        {ydim: "lat", xdim: "lon"}
+    )
     dims = ("lat", "lon")
     out = out.assign_coords(
         nav_lat=(dims, la, {"units": "degrees_north", "standard_name": "latitude"}),
         nav_lon=(dims, lo, {"units": "degrees_east", "standard_name": "longitude", PERIODIC_ATTR: int(periodic)}),
         e1t=(dims, factors["e1t"], {"units": "m", "long_name": "scale factor along i (T point)"}),
-        e2t=(dims, factors["e2t"], {"units": "m", "long_name": "scale factor along j (T point)"}))
-    out = out.assign_coords({k: (dims, v, {"units": "m", "long_name": f"scale factor {k} at the {k[-1].upper()} point "
-                                          "(U: the cell's east face, V: its north face)"}) for k, v in faces.items()})
-    notes.append(f"curvilinear grid: ({ydim}, {xdim}) -> (lat, lon) grid indices with 2-D nav_lat, nav_lon, e1t, "
-                 "e2t; vectors (tauu, tauv, uo, vo) along the grid's i, j axes")
+        e2t=(dims, factors["e2t"], {"units": "m", "long_name": "scale factor along j (T point)"}),
+    )
+    out = out.assign_coords(
+        {
+            k: (
+                dims,
+                v,
+                {
+                    "units": "m",
+                    "long_name": f"scale factor {k} at the {k[-1].upper()} point "
+                    "(U: the cell's east face, V: its north face)",
+                },
+            )
+            for k, v in faces.items()
+        }
+    )
+    notes.append(
+        f"curvilinear grid: ({ydim}, {xdim}) -> (lat, lon) grid indices with 2-D nav_lat, nav_lon, e1t, "
+        "e2t; vectors (tauu, tauv, uo, vo) along the grid's i, j axes"
+    )
     return out
 
 
@@ -576,10 +684,14 @@ def axis_angles(la: np.ndarray, lo: np.ndarray) -> tuple[np.ndarray, np.ndarray]
 
 #: east / north vector pairs by CF standard name -> the names of the same vectors along a grid's x / y axes
 _EAST_NORTH = {
-    ("surface_downward_eastward_stress", "surface_downward_northward_stress"):
-        ("surface_downward_x_stress", "surface_downward_y_stress"),
-    ("surface_upward_eastward_stress", "surface_upward_northward_stress"):
-        ("surface_upward_x_stress", "surface_upward_y_stress"),
+    ("surface_downward_eastward_stress", "surface_downward_northward_stress"): (
+        "surface_downward_x_stress",
+        "surface_downward_y_stress",
+    ),
+    ("surface_upward_eastward_stress", "surface_upward_northward_stress"): (
+        "surface_upward_x_stress",
+        "surface_upward_y_stress",
+    ),
     ("eastward_sea_water_velocity", "northward_sea_water_velocity"): ("sea_water_x_velocity", "sea_water_y_velocity"),
 }
 
@@ -599,18 +711,27 @@ def _vectors_to_grid(ds: xr.Dataset, facts: dict) -> xr.Dataset:
             raise DimensionError(
                 f"On this curvilinear grid the east / north vectors must be turned to the grid's axes, which needs one "
                 f"{east_std!r} and one {north_std!r}; got {east or 'none'} and {north or 'none'}. Fix: give both "
-                "components of the vector (and drop any duplicate), or give them along the grid (x / y names).")
+                "components of the vector (and drop any duplicate), or give them along the grid (x / y names)."
+            )
         u, v = ds[east[0]], ds[north[0]]
         turned = "turned from east / north to the grid's i / j axes (angles from nav_lat / nav_lon)"
-        ds = ds.assign({east[0]: (u * cos_i + v * sin_i).assign_attrs({**u.attrs, "standard_name": x_std,
-                                                                       "grid_rotation": turned}),
-                        north[0]: (u * cos_j + v * sin_j).assign_attrs({**v.attrs, "standard_name": y_std,
-                                                                        "grid_rotation": turned})})
+        ds = ds.assign(
+            {
+                east[0]: (u * cos_i + v * sin_i).assign_attrs(
+                    {**u.attrs, "standard_name": x_std, "grid_rotation": turned}
+                ),
+                north[0]: (u * cos_j + v * sin_j).assign_attrs(
+                    {**v.attrs, "standard_name": y_std, "grid_rotation": turned}
+                ),
+            }
+        )
         said.append(f"{east[0]}, {north[0]}")
     if said:
         deg = np.rad2deg(ai[np.isfinite(ai)])
-        facts["vectors"] = (f"{'; '.join(said)} given east / north: turned to the grid's i / j axes (the i axis "
-                            f"{deg.min():.1f}..{deg.max():.1f} degrees from east, from nav_lat / nav_lon)")
+        facts["vectors"] = (
+            f"{'; '.join(said)} given east / north: turned to the grid's i / j axes (the i axis "
+            f"{deg.min():.1f}..{deg.max():.1f} degrees from east, from nav_lat / nav_lon)"
+        )
     return ds
 
 
@@ -638,8 +759,11 @@ def _mask(ds: xr.Dataset, facts: dict) -> xr.Dataset:
     ocean = int(m.sum())
     facts["ocean cells"] = str(ocean)
     facts["land cells"] = str(int(m.size - ocean))
-    return ds.assign(mask=m.assign_attrs(long_name="ocean mask", flag_values=np.array([0, 1], np.int8),
-                                         flag_meanings="land ocean", units="1"))
+    return ds.assign(
+        mask=m.assign_attrs(
+            long_name="ocean mask", flag_values=np.array([0, 1], np.int8), flag_meanings="land ocean", units="1"
+        )
+    )
 
 
 def read_grid(ds: xr.Dataset, reading: Reading | None = None, *, mesh_mask: xr.Dataset | None = None) -> xr.Dataset:
@@ -701,9 +825,20 @@ def read_grid(ds: xr.Dataset, reading: Reading | None = None, *, mesh_mask: xr.D
     if "e3t" in ds:
         facts["vertical metrics"] = "e3t (m) from the mesh mask"
     if reading is not None:
-        for k in ("type", "latitude, longitude", "positions", "j axis", "longitude", "periodic in longitude",
-                  "latitude order", "vectors", "staggered",
-                  "metrics", "mesh mask", "vertical metrics"):
+        for k in (
+            "type",
+            "latitude, longitude",
+            "positions",
+            "j axis",
+            "longitude",
+            "periodic in longitude",
+            "latitude order",
+            "vectors",
+            "staggered",
+            "metrics",
+            "mesh mask",
+            "vertical metrics",
+        ):
             if k in facts:
                 reading.fact("grid", k, facts[k])
         for k in ("mask from", "ocean cells", "land cells"):

@@ -71,9 +71,11 @@ def _infer_spy(time: xr.DataArray) -> int:
         return 12
     if (ax.unit, ax.size) == ("day", 1):
         return 360 if ax.calendar == "360_day" else 365
-    raise DataValidationError(f"Marine heatwaves are read from daily or monthly data; this series is {ax.describe}. "
-                              "Fix: resample it (e.g. series.resample(time='1D').mean()) or pass steps_per_year=12 "
-                              "or 365.")
+    raise DataValidationError(
+        f"Marine heatwaves are read from daily or monthly data; this series is {ax.describe}. "
+        "Fix: resample it (e.g. series.resample(time='1D').mean()) or pass steps_per_year=12 "
+        "or 365."
+    )
 
 
 def _phases_and_baseline(time: xr.DataArray, baseline, spy: int) -> tuple[np.ndarray, int, np.ndarray]:
@@ -91,7 +93,8 @@ def _phases_and_baseline(time: xr.DataArray, baseline, spy: int) -> tuple[np.nda
         raise DataValidationError(
             f"The heatwave climatology needs every phase of the year in its baseline: {int(base.sum())} "
             f"{'monthly' if spy == 12 else 'daily'} steps leave {missing} {what} without a value. Give at least one "
-            f"full year ({nph} steps; Hobday et al. 2016 use 30 years), or a longer baseline.")
+            f"full year ({nph} steps; Hobday et al. 2016 use 30 years), or a longer baseline."
+        )
     return phase, nph, base
 
 
@@ -126,9 +129,17 @@ def _checked_time(da: xr.DataArray) -> xr.DataArray:
     return time
 
 
-def detect(series: xr.DataArray, *, baseline: tuple[str, str] | None = None, steps_per_year: int | None = None,
-           params: HobdayParams | None = None, window_steps: int | None = None, smooth_steps: int | None = None,
-           min_duration_steps: int | None = None, max_gap_steps: int | None = None) -> xr.Dataset:
+def detect(
+    series: xr.DataArray,
+    *,
+    baseline: tuple[str, str] | None = None,
+    steps_per_year: int | None = None,
+    params: HobdayParams | None = None,
+    window_steps: int | None = None,
+    smooth_steps: int | None = None,
+    min_duration_steps: int | None = None,
+    max_gap_steps: int | None = None,
+) -> xr.Dataset:
     """Detect marine heatwaves in one time series.
 
     Parameters
@@ -192,7 +203,7 @@ def detect(series: xr.DataArray, *, baseline: tuple[str, str] | None = None, ste
             joined.append([s, e])
     flag = np.zeros(len(time), bool)
     for s, e in joined:
-        flag[s:e + 1] = True
+        flag[s : e + 1] = True
     return _pack(series, c_t, t_t, flag, joined, x, spy, min_dur, max_gap, win, smooth)
 
 
@@ -202,9 +213,9 @@ def _pack(series, clim, thr, flag, events, x, spy, min_dur, max_gap, win, smooth
     anom = x - clim
     st = np.array([s for s, _ in events], int)
     en = np.array([e for _, e in events], int)
-    imax = np.array([np.nanmax(anom[s:e + 1]) for s, e in events])
-    imean = np.array([np.nanmean(anom[s:e + 1]) for s, e in events])
-    icum = np.array([np.nansum(anom[s:e + 1]) for s, e in events])
+    imax = np.array([np.nanmax(anom[s : e + 1]) for s, e in events])
+    imean = np.array([np.nanmean(anom[s : e + 1]) for s, e in events])
+    icum = np.array([np.nansum(anom[s : e + 1]) for s, e in events])
     ds = xr.Dataset(
         {
             "climatology": ("time", clim, {"units": units, "long_name": "seasonal climatology"}),
@@ -220,9 +231,15 @@ def _pack(series, clim, thr, flag, events, x, spy, min_dur, max_gap, win, smooth
             "intensity_cumulative": ("event", icum, {"units": f"{units} x time steps"}),
         },
         coords={"time": time, "event": np.arange(len(events))},
-        attrs={"method": "Hobday et al. 2016", "steps_per_year": spy, "min_duration_steps": min_dur,
-               "max_gap_steps": max_gap, "window_steps": win, "smooth_steps": smooth,
-               "description": "marine heatwave detection"},
+        attrs={
+            "method": "Hobday et al. 2016",
+            "steps_per_year": spy,
+            "min_duration_steps": min_dur,
+            "max_gap_steps": max_gap,
+            "window_steps": win,
+            "smooth_steps": smooth,
+            "description": "marine heatwave detection",
+        },
     )
     return ds
 
@@ -238,7 +255,7 @@ def detect_grid(da: xr.DataArray, **kwargs) -> xr.Dataset:
     """
     if "time" not in da.dims:
         raise DataValidationError(f"detect_grid needs a 'time' dim; got {da.dims}.")
-    time = _checked_time(da)   # the time axis and the baseline checked once, before the loop over points
+    time = _checked_time(da)  # the time axis and the baseline checked once, before the loop over points
     _phases_and_baseline(time, kwargs.get("baseline"), kwargs.get("steps_per_year") or _infer_spy(time))
     other = [d for d in da.dims if d != "time"]
     stacked = da.transpose("time", *other).stack(point=other) if other else da.expand_dims(point=[0], axis=1)
@@ -260,9 +277,14 @@ def detect_grid(da: xr.DataArray, **kwargs) -> xr.Dataset:
         fl, ne = fl.isel(point=0, drop=True), ne.isel(point=0, drop=True)
     valid = np.isfinite(da).any("time")
     frac = fl.mean("time").where(valid)
-    return xr.Dataset({"in_mhw": fl.transpose(*da.dims), "n_events": ne.where(valid),
-                       "mhw_fraction": frac.assign_attrs(units="1", long_name="fraction of time in a heatwave")},
-                      attrs={"method": "Hobday et al. 2016", "variable": str(da.name)})
+    return xr.Dataset(
+        {
+            "in_mhw": fl.transpose(*da.dims),
+            "n_events": ne.where(valid),
+            "mhw_fraction": frac.assign_attrs(units="1", long_name="fraction of time in a heatwave"),
+        },
+        attrs={"method": "Hobday et al. 2016", "variable": str(da.name)},
+    )
 
 
 def compare_mlhc_sst(ds: xr.Dataset, **kwargs) -> xr.Dataset:
@@ -279,11 +301,18 @@ def compare_mlhc_sst(ds: xr.Dataset, **kwargs) -> xr.Dataset:
     both = (a["in_mhw"] & b["in_mhw"]).sum("time")
     either = (a["in_mhw"] | b["in_mhw"]).sum("time")
     valid = np.isfinite(ds["sst"]).any("time")
-    return xr.Dataset({
-        "mhw_fraction_mlhc": a["mhw_fraction"], "mhw_fraction_sst": b["mhw_fraction"],
-        "n_events_mlhc": a["n_events"], "n_events_sst": b["n_events"],
-        "jaccard": (both / either.where(either > 0)).where(valid).assign_attrs(
-            units="1", long_name="heatwave steps shared by MLHC and SST / steps in either"),
-        "p_sst_given_mlhc": (both / a["in_mhw"].sum("time").where(lambda v: v > 0)).where(valid).assign_attrs(
-            units="1", long_name="P(SST heatwave | MLHC heatwave)"),
-    }, attrs={"description": "marine heatwaves in MLHC vs SST (Hobday 2016)"})
+    return xr.Dataset(
+        {
+            "mhw_fraction_mlhc": a["mhw_fraction"],
+            "mhw_fraction_sst": b["mhw_fraction"],
+            "n_events_mlhc": a["n_events"],
+            "n_events_sst": b["n_events"],
+            "jaccard": (both / either.where(either > 0))
+            .where(valid)
+            .assign_attrs(units="1", long_name="heatwave steps shared by MLHC and SST / steps in either"),
+            "p_sst_given_mlhc": (both / a["in_mhw"].sum("time").where(lambda v: v > 0))
+            .where(valid)
+            .assign_attrs(units="1", long_name="P(SST heatwave | MLHC heatwave)"),
+        },
+        attrs={"description": "marine heatwaves in MLHC vs SST (Hobday 2016)"},
+    )

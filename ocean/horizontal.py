@@ -65,24 +65,30 @@ class HorizontalGrid:
         xcoord = like.coords.get("nav_lon" if self.curvilinear else "lon")
         self.periodic = xcoord is not None and int(xcoord.attrs.get(PERIODIC_ATTR, 0)) == 1
         ny, nx = like.sizes["lat"], like.sizes["lon"]
-        pos = {f"{d}{s}": (f"{d}{s}", np.arange(n)) for d, n in (("lat", ny), ("lon", nx))
-               for s in ("", "_left", "_right")}
+        pos = {
+            f"{d}{s}": (f"{d}{s}", np.arange(n)) for d, n in (("lat", ny), ("lon", nx)) for s in ("", "_left", "_right")
+        }
         self.grid = xgcm.Grid(
-            xr.Dataset(coords=pos), autoparse_metadata=False, fill_value=np.nan,
+            xr.Dataset(coords=pos),
+            autoparse_metadata=False,
+            fill_value=np.nan,
             coords={a: {"center": d, "left": f"{d}_left", "right": f"{d}_right"} for a, d in _DIM.items()},
-            padding={"X": "periodic" if self.periodic else "fill", "Y": "fill"})
+            padding={"X": "periodic" if self.periodic else "fill", "Y": "fill"},
+        )
         if self.curvilinear:
             e1 = _bare(like["e1t"].transpose("lat", "lon")).astype(float)
             e2 = _bare(like["e2t"].transpose("lat", "lon")).astype(float)
-            self.e1, self.e2 = e1, e2                                     # cell widths at T (m)
-            if all(k in like.coords for k in FACE_FACTORS):             # NEMO's own U / V factors (mesh mask)
+            self.e1, self.e2 = e1, e2  # cell widths at T (m)
+            if all(k in like.coords for k in FACE_FACTORS):  # NEMO's own U / V factors (mesh mask)
                 e1u, e2u, e1v, e2v = (_bare(like[k].transpose("lat", "lon")).astype(float) for k in FACE_FACTORS)
                 self.step = {"X": self._sides(e1u, "X"), "Y": self._sides(e2v, "Y")}
                 self.face_len = {"X": self._sides(e2u, "X"), "Y": self._sides(e1v, "Y")}
-            else:                                                        # the mean of the two T points'
+            else:  # the mean of the two T points'
                 self.step = {a: {s: self._face(e, a, s) for s in ("left", "right")} for a, e in (("X", e1), ("Y", e2))}
-                self.face_len = {"X": {s: self._face(e2, "X", s) for s in ("left", "right")},
-                                 "Y": {s: self._face(e1, "Y", s) for s in ("left", "right")}}
+                self.face_len = {
+                    "X": {s: self._face(e2, "X", s) for s in ("left", "right")},
+                    "Y": {s: self._face(e1, "Y", s) for s in ("left", "right")},
+                }
         else:
             lat = np.deg2rad(np.asarray(like["lat"].values, float))
             lam = xr.DataArray(np.deg2rad(np.asarray(like["lon"].values, float)), dims="lon")
@@ -90,23 +96,30 @@ class HorizontalGrid:
             cos = np.cos(phi)
             dlam = {s: self._wrap(self._face(lam, "X", s, diff=True)) for s in ("left", "right")}
             dphi = {s: self._face(phi, "Y", s, diff=True) for s in ("left", "right")}
-            wlam = self._width(dlam)                                    # cell width in longitude (rad, signed)
+            wlam = self._width(dlam)  # cell width in longitude (rad, signed)
             wphi = self._width(dphi)
-            self.e1 = (R_EARTH * cos * wlam).transpose("lat", "lon")   # cell widths at T (m, signed)
+            self.e1 = (R_EARTH * cos * wlam).transpose("lat", "lon")  # cell widths at T (m, signed)
             self.e2 = (R_EARTH * wphi * xr.ones_like(lam)).transpose("lat", "lon")
-            self.step = {"X": {s: (R_EARTH * cos * dlam[s]).transpose("lat", "lon") for s in dlam},
-                         "Y": {s: (R_EARTH * dphi[s] * xr.ones_like(lam)).transpose("lat", "lon") for s in dphi}}
+            self.step = {
+                "X": {s: (R_EARTH * cos * dlam[s]).transpose("lat", "lon") for s in dlam},
+                "Y": {s: (R_EARTH * dphi[s] * xr.ones_like(lam)).transpose("lat", "lon") for s in dphi},
+            }
             cos_face = {s: np.cos(self._face(phi, "Y", s)) for s in ("left", "right")}
-            self.face_len = {"X": {s: self.e2 for s in ("left", "right")},
-                             "Y": {s: (R_EARTH * cos_face[s] * wlam).transpose("lat", "lon") for s in cos_face}}
+            self.face_len = {
+                "X": {s: self.e2 for s in ("left", "right")},
+                "Y": {s: (R_EARTH * cos_face[s] * wlam).transpose("lat", "lon") for s in cos_face},
+            }
 
     @classmethod
     def of(cls, like: xr.DataArray) -> HorizontalGrid:
         """The grid of ``like``, built once per grid (its coordinates and periodicity) and reused: building
         one takes tens of xgcm calls, and each budget term asks for it again."""
         curvilinear = "e1t" in like.coords and "e2t" in like.coords
-        names = ("e1t", "e2t", "nav_lon") + tuple(k for k in FACE_FACTORS if k in like.coords) if curvilinear \
+        names = (
+            ("e1t", "e2t", "nav_lon") + tuple(k for k in FACE_FACTORS if k in like.coords)
+            if curvilinear
             else ("lat", "lon")
+        )
         digest = hashlib.blake2b(digest_size=16)
         for n in names:
             c = like.coords[n]
@@ -187,9 +200,10 @@ class HorizontalGrid:
         for axis, c in (("X", u), ("Y", v)):
             bwd, fwd = self._steps(f, axis)
             width = self.e1 if axis == "X" else self.e2
-            from_behind = (c * np.sign(width)) > 0       # flowing towards higher indices: upstream is i - 1
-            grad = xr.where(from_behind, (bwd / self.step[axis]["left"]).fillna(0.0),
-                            (fwd / self.step[axis]["right"]).fillna(0.0))
+            from_behind = (c * np.sign(width)) > 0  # flowing towards higher indices: upstream is i - 1
+            grad = xr.where(
+                from_behind, (bwd / self.step[axis]["left"]).fillna(0.0), (fwd / self.step[axis]["right"]).fillna(0.0)
+            )
             out = out + c * grad
         return out.where(np.isfinite(f))
 

@@ -48,8 +48,15 @@ class UNet(nn.Module):
         return self.fuse(torch.cat([h1, u], 1))
 
 
-def build_model(in_channels: int, prescribed: Sequence[str], n_free: int = 1, *, width: int = 16,
-                units: Mapping[str, str] | None = None, seed: int | None = None) -> ConceptBottleneck:
+def build_model(
+    in_channels: int,
+    prescribed: Sequence[str],
+    n_free: int = 1,
+    *,
+    width: int = 16,
+    units: Mapping[str, str] | None = None,
+    seed: int | None = None,
+) -> ConceptBottleneck:
     """UNet -> ``ConceptLayer(kind="conv", kernel_size=3)`` -> 1x1 conv head (linear).
 
     ``seed`` (optional) seeds the initial weights.
@@ -57,6 +64,5 @@ def build_model(in_channels: int, prescribed: Sequence[str], n_free: int = 1, *,
     if seed is not None:
         torch.manual_seed(seed)
     enc = UNet(in_channels, width)
-    cl = ConceptLayer(width, list(prescribed), n_free, kind="conv", kernel_size=3,
-                      units=dict(units or {}))
+    cl = ConceptLayer(width, list(prescribed), n_free, kind="conv", kernel_size=3, units=dict(units or {}))
     return ConceptBottleneck(enc, cl, out_features=1)

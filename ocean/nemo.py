@@ -32,10 +32,12 @@ __all__ = ["DEPTHT", "nemo_layout", "tilted_positions"]
 DEPTHT = np.array([0.5, 5.0, 15.0, 30.0, 60.0, 100.0, 200.0, 400.0])
 
 
-def tilted_positions(lat: np.ndarray, lon: np.ndarray, tilt: float, centre: tuple[float, float]
-                     ) -> tuple[np.ndarray, np.ndarray]:
+def tilted_positions(
+    lat: np.ndarray, lon: np.ndarray, tilt: float, centre: tuple[float, float]
+) -> tuple[np.ndarray, np.ndarray]:
     """Geographic ``(lat, lon)`` (degrees) of points at ``(lat, lon)`` on a sphere turned by ``tilt`` degrees
     (counter-clockwise seen from outside) about the axis through ``centre`` (lat, lon)."""
+
     def unit(la, lo):
         la, lo = np.deg2rad(la), np.deg2rad(lo)
         return np.stack([np.cos(la) * np.cos(lo), np.cos(la) * np.sin(lo), np.sin(la)])
@@ -43,8 +45,9 @@ def tilted_positions(lat: np.ndarray, lon: np.ndarray, tilt: float, centre: tupl
     p, c = unit(np.asarray(lat, float), np.asarray(lon, float)), unit(*centre)
     c = c.reshape(3, *([1] * (p.ndim - 1)))
     a = np.deg2rad(tilt)
-    q = (p * np.cos(a) + np.cross(c, p, axis=0) * np.sin(a)
-         + c * (c * p).sum(0, keepdims=True) * (1 - np.cos(a)))           # Rodrigues' rotation
+    q = (
+        p * np.cos(a) + np.cross(c, p, axis=0) * np.sin(a) + c * (c * p).sum(0, keepdims=True) * (1 - np.cos(a))
+    )  # Rodrigues' rotation
     return np.rad2deg(np.arcsin(np.clip(q[2], -1, 1))), np.rad2deg(np.arctan2(q[1], q[0]))
 
 
@@ -68,7 +71,7 @@ def nemo_layout(ds: xr.Dataset, *, member: int = 0, rotate: bool = True, tilt: f
     lat2 = (nav_lon if rotate else nav_lat).transpose("y", "x").values
     lon2 = (nav_lat if rotate else nav_lon).transpose("y", "x").values
     e_lon = R_EARTH * np.cos(np.deg2rad(lat2)) * dlon
-    if tilt is not None:                        # the scale factors are the generator's; the positions turn
+    if tilt is not None:  # the scale factors are the generator's; the positions turn
         lat2, lon2 = tilted_positions(lat2, lon2, tilt, (float(ds["lat"].mean()), float(ds["lon"].mean())))
     e_lat = np.full(lat2.shape, R_EARTH * dlat)
     e1t, e2t = (e_lat, e_lon) if rotate else (e_lon, e_lat)
@@ -78,19 +81,33 @@ def nemo_layout(ds: xr.Dataset, *, member: int = 0, rotate: bool = True, tilt: f
     temp = xr.where(depth <= one["mld"], one["sst"], one["t_sub"]).transpose("time_counter", "deptht", "y", "x")
     grid2 = ("y", "x")
     return xr.Dataset(
-        {"votemper": (temp.dims, temp.values + 273.15, {"units": "K", "long_name": "temperature"}),
-         "vosaline": (temp.dims, np.where(np.isfinite(temp.values), 35.0, np.nan), {"units": "1e-3"}),
-         "somxl010": (one["mld"].dims, one["mld"].values, {"units": "m"}),
-         "sohefldo": (one["qnet"].dims, one["qnet"].values, {"units": "W/m2"}),
-         "sossheig": (one["zos"].dims, one["zos"].values, {"units": "m"}),
-         "sozotaux": (tau_i.dims, tau_i.values, {"units": "N/m2", "long_name": "wind stress along i"}),
-         "sometauy": (tau_j.dims, tau_j.values, {"units": "N/m2", "long_name": "wind stress along j"}),
-         "e1t": (grid2, e1t, {"units": "m"}), "e2t": (grid2, e2t, {"units": "m"}),
-         "tmaskutil": (grid2, one["mask"].values.astype(np.int8))},
-        coords={"time_counter": one["time_counter"].values,
-                "deptht": ("deptht", DEPTHT, {"units": "m", "positive": "down"}),
-                "nav_lat": (grid2, lat2.astype(np.float32)), "nav_lon": (grid2, lon2.astype(np.float32))},
-        attrs={"title": "scimech synthetic ocean in NEMO layout", "source": "ocean.nemo.nemo_layout",
-               "grid": "rotated by 90 degrees: x runs north, y west" if rotate else (
-                   f"rotated on the sphere by {tilt:g} degrees about the domain's centre" if tilt is not None
-                   else "regular")})
+        {
+            "votemper": (temp.dims, temp.values + 273.15, {"units": "K", "long_name": "temperature"}),
+            "vosaline": (temp.dims, np.where(np.isfinite(temp.values), 35.0, np.nan), {"units": "1e-3"}),
+            "somxl010": (one["mld"].dims, one["mld"].values, {"units": "m"}),
+            "sohefldo": (one["qnet"].dims, one["qnet"].values, {"units": "W/m2"}),
+            "sossheig": (one["zos"].dims, one["zos"].values, {"units": "m"}),
+            "sozotaux": (tau_i.dims, tau_i.values, {"units": "N/m2", "long_name": "wind stress along i"}),
+            "sometauy": (tau_j.dims, tau_j.values, {"units": "N/m2", "long_name": "wind stress along j"}),
+            "e1t": (grid2, e1t, {"units": "m"}),
+            "e2t": (grid2, e2t, {"units": "m"}),
+            "tmaskutil": (grid2, one["mask"].values.astype(np.int8)),
+        },
+        coords={
+            "time_counter": one["time_counter"].values,
+            "deptht": ("deptht", DEPTHT, {"units": "m", "positive": "down"}),
+            "nav_lat": (grid2, lat2.astype(np.float32)),
+            "nav_lon": (grid2, lon2.astype(np.float32)),
+        },
+        attrs={
+            "title": "scimech synthetic ocean in NEMO layout",
+            "source": "ocean.nemo.nemo_layout",
+            "grid": "rotated by 90 degrees: x runs north, y west"
+            if rotate
+            else (
+                f"rotated on the sphere by {tilt:g} degrees about the domain's centre"
+                if tilt is not None
+                else "regular"
+            ),
+        },
+    )

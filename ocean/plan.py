@@ -40,8 +40,17 @@ from . import timeaxis
 from .settings import CONFIG_KEYS
 from .synthetic import SynthConfig
 
-__all__ = ["StudyConfig", "SIZES", "CONFIG_KEYS", "load_config", "make_config", "config_from_args", "RunSettings",
-           "study_plan", "check_record"]
+__all__ = [
+    "StudyConfig",
+    "SIZES",
+    "CONFIG_KEYS",
+    "load_config",
+    "make_config",
+    "config_from_args",
+    "RunSettings",
+    "study_plan",
+    "check_record",
+]
 
 
 @dataclass
@@ -103,10 +112,24 @@ class StudyConfig:
 #: the sizes are those of every study command (:data:`scimech.studies.contract.SIZES`)
 SIZES: dict[str, dict[str, Any]] = {
     "quick": {},
-    "medium": dict(synth={"n_members": 3, "years": 16, "ny": 20, "nx": 28}, seeds=[0, 1, 2, 3, 4], epochs=30,
-                   lr=2e-3, width=16, batch_size=8, torch_threads=1),
-    "full": dict(synth={"n_members": 5, "years": 40, "ny": 48, "nx": 72}, seeds=[0, 1, 2, 3, 4], epochs=40,
-                 lr=1e-3, width=32, batch_size=16, torch_threads=0),
+    "medium": dict(
+        synth={"n_members": 3, "years": 16, "ny": 20, "nx": 28},
+        seeds=[0, 1, 2, 3, 4],
+        epochs=30,
+        lr=2e-3,
+        width=16,
+        batch_size=8,
+        torch_threads=1,
+    ),
+    "full": dict(
+        synth={"n_members": 5, "years": 40, "ny": 48, "nx": 72},
+        seeds=[0, 1, 2, 3, 4],
+        epochs=40,
+        lr=1e-3,
+        width=32,
+        batch_size=16,
+        torch_threads=0,
+    ),
 }
 
 _CHOICES = {"concept_scaling": ("target", "own"), "head_init": ("random", "budget"), "loss": ("l1", "l2")}
@@ -115,20 +138,42 @@ _CHOICES = {"concept_scaling": ("target", "own"), "head_init": ("random", "budge
 def _setting_ranges() -> dict:
     """The constraint of every numeric study setting (the command-line options share them)."""
     frac = number(0.0, maximum=1.0, strict=False)
-    return {"epochs": whole(1), "lr": number(0), "batch_size": whole(1), "width": whole(1), "n_free": whole(0),
-            "lam_max": frac, "lam_min": frac, "window": whole(1), "lead": whole(1), "time_chunk": whole(1),
-            "torch_threads": whole(0), "decorrelation": number(0, strict=False), "seeds": whole(0),
-            "fractions": number(0.0, maximum=1.0)}
+    return {
+        "epochs": whole(1),
+        "lr": number(0),
+        "batch_size": whole(1),
+        "width": whole(1),
+        "n_free": whole(0),
+        "lam_max": frac,
+        "lam_min": frac,
+        "window": whole(1),
+        "lead": whole(1),
+        "time_chunk": whole(1),
+        "torch_threads": whole(0),
+        "decorrelation": number(0, strict=False),
+        "seeds": whole(0),
+        "fractions": number(0.0, maximum=1.0),
+    }
 
 
 def _check_types(values: Mapping[str, Any], defaults: StudyConfig) -> None:
     """Each value of the type of its default: ``epochs: many`` is an error."""
     for key, value in values.items():
         ref = getattr(defaults, key)
-        ok_num = isinstance(ref, (int, float)) and not isinstance(ref, bool) and isinstance(value, (int, float)) \
-            and not isinstance(value, bool) and (isinstance(ref, float) or float(value).is_integer())
-        if ref is not None and value is not None and not ok_num and not isinstance(value, type(ref)) \
-                and not (isinstance(ref, (list, tuple)) and isinstance(value, (list, tuple))):
+        ok_num = (
+            isinstance(ref, (int, float))
+            and not isinstance(ref, bool)
+            and isinstance(value, (int, float))
+            and not isinstance(value, bool)
+            and (isinstance(ref, float) or float(value).is_integer())
+        )
+        if (
+            ref is not None
+            and value is not None
+            and not ok_num
+            and not isinstance(value, type(ref))
+            and not (isinstance(ref, (list, tuple)) and isinstance(value, (list, tuple)))
+        ):
             raise ConfigError(f"Study setting {key!r} must be a {type(ref).__name__} like {ref!r}; got {value!r}.")
 
 
@@ -136,7 +181,7 @@ def _check_ranges(cfg: StudyConfig) -> None:
     """Every numeric setting within its constraint, one message form, before any work."""
     for key, option in _setting_ranges().items():
         value = getattr(cfg, key)
-        for v in (value if isinstance(value, (list, tuple)) else [value]):
+        for v in value if isinstance(value, (list, tuple)) else [value]:
             try:
                 option(str(v))
             except argparse.ArgumentTypeError as err:
@@ -144,26 +189,33 @@ def _check_ranges(cfg: StudyConfig) -> None:
     if not cfg.seeds:
         raise ConfigError("The 'seeds' setting of the ocean study must list at least one seed. Got [] instead.")
     if len(cfg.fractions) != 3 or abs(sum(cfg.fractions) - 1) > 1e-9:
-        raise ConfigError("The 'fractions' setting of the ocean study must be three shares (train, validation, "
-                          f"test) that add up to 1. Got {cfg.fractions!r} instead.")
+        raise ConfigError(
+            "The 'fractions' setting of the ocean study must be three shares (train, validation, "
+            f"test) that add up to 1. Got {cfg.fractions!r} instead."
+        )
     if cfg.lam_min > cfg.lam_max:
-        raise ConfigError(f"The 'lam_min' setting of the ocean study must not exceed lam_max ({cfg.lam_max}). "
-                          f"Got {cfg.lam_min} instead.")
+        raise ConfigError(
+            f"The 'lam_min' setting of the ocean study must not exceed lam_max ({cfg.lam_max}). "
+            f"Got {cfg.lam_min} instead."
+        )
 
 
 #: the ``product:`` settings (keyword arguments of :func:`ocean.data.open_store`) and their checks
-PRODUCT_KEYS = {"kappa": "lateral diffusivity of q_diff (m2 s-1, > 0)",
-                "scheme": "time differences: centred (period means) or forward (snapshots)",
-                "advection": "horizontal differences of q_ekman, q_geo: centred or upwind",
-                "member": "one member of the product's ensemble dim (an index >= 0; default every member)",
-                "select": "an index for each extra dim of the product ({dim: index}, e.g. {experiment: 0})",
-                "mesh_mask": "NEMO's mesh_mask.nc for the product's grid (a path)"}
+PRODUCT_KEYS = {
+    "kappa": "lateral diffusivity of q_diff (m2 s-1, > 0)",
+    "scheme": "time differences: centred (period means) or forward (snapshots)",
+    "advection": "horizontal differences of q_ekman, q_geo: centred or upwind",
+    "member": "one member of the product's ensemble dim (an index >= 0; default every member)",
+    "select": "an index for each extra dim of the product ({dim: index}, e.g. {experiment: 0})",
+    "mesh_mask": "NEMO's mesh_mask.nc for the product's grid (a path)",
+}
 
 
 def _check_product(value: Any) -> None:
     if not isinstance(value, Mapping):
-        raise ConfigError(f"Study setting 'product' must be a mapping like {{kappa: 1000.0, advection: upwind}}; "
-                          f"got {value!r}.")
+        raise ConfigError(
+            f"Study setting 'product' must be a mapping like {{kappa: 1000.0, advection: upwind}}; got {value!r}."
+        )
     bad = sorted(map(str, set(value) - set(PRODUCT_KEYS)))
     if bad:
         raise ConfigError(f"Unknown product setting(s) {bad}; valid ones are {sorted(PRODUCT_KEYS)}.")
@@ -177,13 +229,18 @@ def _check_product(value: Any) -> None:
     if isinstance(member, bool) or not isinstance(member, int) or member < 0:
         raise ConfigError(f"The product setting 'member' must be an index >= 0; got {member!r}.")
     select = value.get("select", {})
-    if not isinstance(select, Mapping) or not all(isinstance(k, str) and isinstance(v, int)
-                                                  and not isinstance(v, bool) and v >= 0 for k, v in select.items()):
-        raise ConfigError(f"The product setting 'select' must map each extra dim to an index >= 0, like "
-                          f"{{experiment: 0}}; got {select!r}.")
+    if not isinstance(select, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0 for k, v in select.items()
+    ):
+        raise ConfigError(
+            f"The product setting 'select' must map each extra dim to an index >= 0, like "
+            f"{{experiment: 0}}; got {select!r}."
+        )
     if "mesh_mask" in value and not Path(str(value["mesh_mask"])).exists():
-        raise ConfigError(f"The product setting 'mesh_mask' must be the path of NEMO's mesh_mask.nc; "
-                          f"{value['mesh_mask']!r} does not exist.")
+        raise ConfigError(
+            f"The product setting 'mesh_mask' must be the path of NEMO's mesh_mask.nc; "
+            f"{value['mesh_mask']!r} does not exist."
+        )
 
 
 def make_config(values: Mapping[str, Any], size: str = "quick") -> StudyConfig:
@@ -205,8 +262,10 @@ def make_config(values: Mapping[str, Any], size: str = "quick") -> StudyConfig:
         raise ConfigError(f"Unknown study setting(s) {unknown}; valid ones are {sorted(names)}.")
     defaults = StudyConfig.sized(size)
     if "synth" in values and not isinstance(values["synth"], Mapping):
-        raise ConfigError(f"Study setting 'synth' must be a mapping of SynthConfig fields like "
-                          f"{defaults.synth!r}; got {values['synth']!r}.")
+        raise ConfigError(
+            f"Study setting 'synth' must be a mapping of SynthConfig fields like "
+            f"{defaults.synth!r}; got {values['synth']!r}."
+        )
     synth_names = {f.name for f in dataclasses.fields(SynthConfig)}
     bad = sorted(map(str, set(values.get("synth", {})) - synth_names))
     if bad:
@@ -224,7 +283,7 @@ def make_config(values: Mapping[str, Any], size: str = "quick") -> StudyConfig:
     if bad_reg:
         raise ConfigError(f"Unknown regime(s) {bad_reg}; choose from {sorted(REGIMES)}.")
     _check_ranges(cfg)
-    SynthConfig(**{**dataclasses.asdict(SynthConfig()), **cfg.synth})   # its settings checked before any work
+    SynthConfig(**{**dataclasses.asdict(SynthConfig()), **cfg.synth})  # its settings checked before any work
     return cfg
 
 
@@ -235,12 +294,15 @@ def _refuse_non_string_keys(path, loaded: Mapping, fields_of, what: str, section
     raw = keys_as_written(path, section) or [str(k) for k in loaded if not isinstance(k, str)]
     names = sorted(f.name for f in dataclasses.fields(fields_of))
     other = sorted(k for k in loaded if isinstance(k, str) and k not in names)
-    raise ConfigError(f"{path}: unknown {what} setting(s) {other + raw} ({raw} are read by YAML as "
-                      f"true/false/null, not as names); valid ones are {names}.")
+    raise ConfigError(
+        f"{path}: unknown {what} setting(s) {other + raw} ({raw} are read by YAML as "
+        f"true/false/null, not as names); valid ones are {names}."
+    )
 
 
-def load_config(path: str | Path | None = None, *, quick: bool = True, size: str | None = None,
-                **overrides) -> StudyConfig:
+def load_config(
+    path: str | Path | None = None, *, quick: bool = True, size: str | None = None, **overrides
+) -> StudyConfig:
     """A :class:`StudyConfig` from a YAML or TOML file (keys = field names; :func:`scimech.run.config.read_config`)
     plus overrides.
 
@@ -256,7 +318,7 @@ def load_config(path: str | Path | None = None, *, quick: bool = True, size: str
     if path is not None:
         if not Path(path).is_file():
             raise ConfigError(f"No config file at {str(path)!r}. Check the path (or omit --config for the defaults).")
-        loaded = read_config(path)   # YAML or TOML, a mapping keyed by names (scimech.run.config)
+        loaded = read_config(path)  # YAML or TOML, a mapping keyed by names (scimech.run.config)
         if isinstance(loaded.get("synth"), Mapping):
             _refuse_non_string_keys(path, loaded["synth"], SynthConfig, "synth", section="synth")
         values.update(loaded)
@@ -303,8 +365,17 @@ def _synthetic_axis(syn: Mapping[str, Any]) -> timeaxis.TimeAxis:
     monthly = syn["output"] == "monthly"
     time = days[days.day == 1] if monthly else days
     first, end = (str(time[0].date()), str(time[-1].date())) if len(time) else ("-", "-")
-    return timeaxis.TimeAxis("time", "proleptic_gregorian", "month" if monthly else "day", 1, "MS" if monthly else "D",
-                             len(time), first, end, 365.2425 * 86400 / 12 if monthly else 86400.0)
+    return timeaxis.TimeAxis(
+        "time",
+        "proleptic_gregorian",
+        "month" if monthly else "day",
+        1,
+        "MS" if monthly else "D",
+        len(time),
+        first,
+        end,
+        365.2425 * 86400 / 12 if monthly else 86400.0,
+    )
 
 
 def _data_axis(path: str) -> timeaxis.TimeAxis | None:
@@ -340,13 +411,24 @@ def check_record(cfg: StudyConfig, axis: timeaxis.TimeAxis) -> None:
     fractions = tuple(float(f) for f in cfg.fractions)
     needed = steps_needed(window=cfg.window, lead=cfg.lead, fractions=fractions, train_min=axis.year_steps)
     timeaxis.check_length(
-        axis, needed, f"window={cfg.window} ({axis.words(cfg.window)} of inputs), lead={cfg.lead} "
+        axis,
+        needed,
+        f"window={cfg.window} ({axis.words(cfg.window)} of inputs), lead={cfg.lead} "
         f"({axis.words(cfg.lead)} ahead) and fractions {fractions} (non-empty validation and test splits, a "
-        f"training split of a year)", "a shorter window, or larger validation and test shares (fractions)")
+        f"training split of a year)",
+        "a shorter window, or larger validation and test shares (fractions)",
+    )
 
 
-def study_plan(cfg: StudyConfig, out: str | Path, *, size: str = "quick", run_dir: str | Path | None = None,
-               device: str = "cpu", progress_bar: bool = False) -> Plan:
+def study_plan(
+    cfg: StudyConfig,
+    out: str | Path,
+    *,
+    size: str = "quick",
+    run_dir: str | Path | None = None,
+    device: str = "cpu",
+    progress_bar: bool = False,
+) -> Plan:
     """What ``scimech ocean study`` would run: regimes x seeds units, the data and their sizes.
 
     The record's time axis is read first (your data's time coordinate alone, or the synthetic
@@ -359,20 +441,35 @@ def study_plan(cfg: StudyConfig, out: str | Path, *, size: str = "quick", run_di
     if axis is not None:
         check_record(cfg, axis)
     units = [f"{r}/seed={s}" for r in cfg.regimes for s in cfg.seeds]
-    sizes = {"size": size, "regimes": ", ".join(cfg.regimes), "seeds": ", ".join(map(str, cfg.seeds)),
-             "epochs": cfg.epochs, "width": cfg.width}
+    sizes = {
+        "size": size,
+        "regimes": ", ".join(cfg.regimes),
+        "seeds": ", ".join(map(str, cfg.seeds)),
+        "epochs": cfg.epochs,
+        "width": cfg.width,
+    }
     if cfg.data:
         sizes["data"] = cfg.data
         per = None
     else:
-        sizes["data"] = (f"synthetic ocean, {syn['n_members']} members x {syn['years']} years, "
-                         f"{syn['ny']} x {syn['nx']} grid")
+        sizes["data"] = (
+            f"synthetic ocean, {syn['n_members']} members x {syn['years']} years, {syn['ny']} x {syn['nx']} grid"
+        )
         work = syn["ny"] * syn["nx"] * syn["years"] * syn["n_members"] * cfg.epochs
         per = _BENCH_UNIT[0] * work / _BENCH_UNIT[1]
     if axis is not None:
-        sizes["time"] = (f"{axis.n} steps, {axis.describe}, {axis.calendar} calendar; window {axis.words(cfg.window)}, "
-                         f"lead {axis.words(cfg.lead)}")
+        sizes["time"] = (
+            f"{axis.n} steps, {axis.describe}, {axis.calendar} calendar; window {axis.words(cfg.window)}, "
+            f"lead {axis.words(cfg.lead)}"
+        )
     sizes["device"] = device
     settings = RunSettings(cfg, Path(run_dir if run_dir is not None else out), device, progress_bar)
-    return Plan("ocean study", units, sizes, per, "scaled by grid cells x years x members x epochs from "
-                "bench/RESULTS.md's 3.88 s unit", str(out), settings=settings)
+    return Plan(
+        "ocean study",
+        units,
+        sizes,
+        per,
+        "scaled by grid cells x years x members x epochs from bench/RESULTS.md's 3.88 s unit",
+        str(out),
+        settings=settings,
+    )

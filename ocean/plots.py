@@ -18,11 +18,28 @@ import xarray as xr  # noqa: E402
 
 from .evidence import SEASONS  # noqa: E402
 
-__all__ = ["map_panel", "maps_figure", "cka_heatmaps", "head_weights_figure", "ensemble_spread_figure",
-           "seasonal_skill_maps", "attribution_figure", "skill_figure"]
+__all__ = [
+    "map_panel",
+    "maps_figure",
+    "cka_heatmaps",
+    "head_weights_figure",
+    "ensemble_spread_figure",
+    "seasonal_skill_maps",
+    "attribution_figure",
+    "skill_figure",
+]
 
-def map_panel(ax, field: xr.DataArray, mask: xr.DataArray, *, cmap=cmocean.cm.thermal, title: str = "",
-              symmetric: bool = False, units: str | None = None):
+
+def map_panel(
+    ax,
+    field: xr.DataArray,
+    mask: xr.DataArray,
+    *,
+    cmap=cmocean.cm.thermal,
+    title: str = "",
+    symmetric: bool = False,
+    units: str | None = None,
+):
     """One lat-lon map with land in grey and a colour bar."""
     vals = np.where(mask.values.astype(bool), field.values, np.nan)
     lon, lat = field["lon"].values, field["lat"].values
@@ -37,6 +54,7 @@ def map_panel(ax, field: xr.DataArray, mask: xr.DataArray, *, cmap=cmocean.cm.th
     cb = plt.colorbar(im, ax=ax, shrink=0.8)
     cb.set_label(units if units is not None else field.attrs.get("units", ""), fontsize=8)
     return im
+
 
 def maps_figure(unit: xr.Dataset, sample: int = 0) -> plt.Figure:
     """Truth vs forecast of the MLHC tendency, its RMSE map, and true vs predicted concepts
@@ -57,15 +75,30 @@ def maps_figure(unit: xr.Dataset, sample: int = 0) -> plt.Figure:
     k = 3
     for c in concepts:
         true_name = c if c in unit["true_concept"].values else "q_hidden"
-        map_panel(axes[k], s["c_true"].sel(true_concept=true_name), mask, cmap=cmocean.cm.balance, symmetric=True,
-                  title=f"true {true_name}", units="W m-2")
-        map_panel(axes[k + 1], s["c_pred"].sel(concept=c), mask, cmap=cmocean.cm.balance, symmetric=True,
-                  title=f"predicted {c}", units="W m-2" if c != "free_0" else "scaled")
+        map_panel(
+            axes[k],
+            s["c_true"].sel(true_concept=true_name),
+            mask,
+            cmap=cmocean.cm.balance,
+            symmetric=True,
+            title=f"true {true_name}",
+            units="W m-2",
+        )
+        map_panel(
+            axes[k + 1],
+            s["c_pred"].sel(concept=c),
+            mask,
+            cmap=cmocean.cm.balance,
+            symmetric=True,
+            title=f"predicted {c}",
+            units="W m-2" if c != "free_0" else "scaled",
+        )
         k += 2
     for ax in axes[k:]:
         ax.axis("off")
     fig.suptitle(f"{unit.attrs.get('regime', '')} seed {unit.attrs.get('seed', '')}")
     return fig
+
 
 def cka_heatmaps(summary: xr.Dataset, var: str = "cka") -> plt.Figure:
     """Seed x seed consistency of the bottleneck, one panel per regime: ``var="cka"``
@@ -83,8 +116,15 @@ def cka_heatmaps(summary: xr.Dataset, var: str = "cka") -> plt.Figure:
         for i in range(len(seeds)):
             for j in range(len(seeds)):
                 if np.isfinite(m[i, j]):
-                    ax.text(j, i, f"{m[i, j]:.2f}", ha="center", va="center", fontsize=7,
-                            color="w" if m[i, j] > 0.6 else "k")
+                    ax.text(
+                        j,
+                        i,
+                        f"{m[i, j]:.2f}",
+                        ha="center",
+                        va="center",
+                        fontsize=7,
+                        color="w" if m[i, j] > 0.6 else "k",
+                    )
         mean = summary.get(f"{var}_mean")
         ax.set_title(f"{r}" + (f"\nmean {float(mean.sel(regime=r)):.2f}" if mean is not None else ""), fontsize=9)
         ax.set_xlabel("seed")
@@ -109,13 +149,15 @@ def head_weights_figure(summary: xr.Dataset) -> plt.Figure:
     if "head_weight_true" in summary:
         for k, v in enumerate(summary["head_weight_true"].values):
             if np.isfinite(v):
-                ax.hlines(v, k - 0.45, k + 0.45, color="tab:red", lw=1.2, ls="--",
-                          label="exact budget" if k == 0 else None)
+                ax.hlines(
+                    v, k - 0.45, k + 0.45, color="tab:red", lw=1.2, ls="--", label="exact budget" if k == 0 else None
+                )
     ax.axhline(0.0, color="0.6", lw=0.6)
     ax.set_xticks(range(len(concepts)), concepts, rotation=30)
     ax.set_ylabel("head weight (normalised)")
     ax.legend(fontsize=8)
     return fig
+
 
 def ensemble_spread_figure(ds: xr.Dataset, var: str = "mlhc") -> plt.Figure:
     """Ocean-mean time series: ensemble mean +/- one standard deviation over members."""
@@ -133,6 +175,7 @@ def ensemble_spread_figure(ds: xr.Dataset, var: str = "mlhc") -> plt.Figure:
     ax.legend(fontsize=8)
     return fig
 
+
 def seasonal_skill_maps(unit: xr.Dataset) -> plt.Figure:
     """Anomaly correlation per point and season (test months of all members)."""
     mon = np.asarray([np.datetime64(t, "M").astype(int) % 12 + 1 for t in unit["time"].values])
@@ -147,9 +190,17 @@ def seasonal_skill_maps(unit: xr.Dataset) -> plt.Figure:
             continue
         p, t = pa.isel(sample=np.nonzero(sel)[0]), ta.isel(sample=np.nonzero(sel)[0])
         r = xr.corr(p, t, dim="sample")
-        map_panel(ax, r.clip(-1, 1), unit["mask"], cmap=cmocean.cm.curl, symmetric=False,
-                  title=f"ACC {name} (n={int(sel.sum())})", units="r")
+        map_panel(
+            ax,
+            r.clip(-1, 1),
+            unit["mask"],
+            cmap=cmocean.cm.curl,
+            symmetric=False,
+            title=f"ACC {name} (n={int(sel.sum())})",
+            units="r",
+        )
     return fig
+
 
 def skill_figure(summary: xr.Dataset) -> plt.Figure:
     """RMSE and anomaly correlation per regime (dots: seeds) and ACC per season."""
@@ -171,6 +222,7 @@ def skill_figure(summary: xr.Dataset) -> plt.Figure:
     axes[2].legend(fontsize=8)
     return fig
 
+
 def attribution_figure(attr: xr.DataArray, mask: xr.DataArray, variables: list[str], window: int) -> plt.Figure:
     """Mean |GradientShap| attribution per input variable (summed over the window's months)."""
     a = np.abs(attr.values).mean(0)  # (window * V, y, x)
@@ -181,7 +233,6 @@ def attribution_figure(attr: xr.DataArray, mask: xr.DataArray, variables: list[s
     for k, (ax, v) in enumerate(zip(axes.ravel(), variables)):
         da = xr.DataArray(a[k], dims=("lat", "lon"), coords={"lat": mask["lat"], "lon": mask["lon"]})
         map_panel(ax, da, mask, cmap=cmocean.cm.amp, title=f"|attribution| {v}", units="normalised")
-    for ax in axes.ravel()[len(variables):]:
+    for ax in axes.ravel()[len(variables) :]:
         ax.axis("off")
     return fig
-

@@ -46,11 +46,32 @@ from .variables import (
 __all__ = ["from_nemo", "open_store", "open_product", "inspect", "find_variables", "read_axes"]
 
 #: spellings pint (cf-xarray's registry) does not read, as it reads them; salinity scales are handled apart
-_PINT_SPELLING = {"degrees_C": "degC", "degree_C": "degC", "deg C": "degC", "°C": "degC", "degrees_K": "K",
-                  "degree_Kelvin": "K", "degrees_Kelvin": "K", "Kelvin": "K", "meters": "m", "metres": "m"}
+_PINT_SPELLING = {
+    "degrees_C": "degC",
+    "degree_C": "degC",
+    "deg C": "degC",
+    "°C": "degC",
+    "degrees_K": "K",
+    "degree_Kelvin": "K",
+    "degrees_Kelvin": "K",
+    "Kelvin": "K",
+    "meters": "m",
+    "metres": "m",
+}
 #: salinity units: practical salinity (PSS-78, CF canonical "1" / "1e-3"), absolute (g/kg), mass fraction (kg/kg)
-_PRACTICAL = {"psu", "pss", "pss-78", "pss78", "1e-3", "0.001", "10-3", "1.e-3", "practical_salinity_unit",
-              "practical salinity unit", "1"}
+_PRACTICAL = {
+    "psu",
+    "pss",
+    "pss-78",
+    "pss78",
+    "1e-3",
+    "0.001",
+    "10-3",
+    "1.e-3",
+    "practical_salinity_unit",
+    "practical salinity unit",
+    "1",
+}
 _ABSOLUTE = {"g/kg", "g kg-1", "g kg**-1", "gram/kilogram", "g.kg-1", "g kg^-1", "gram kilogram-1"}
 _FRACTION = {"kg/kg", "kg kg-1", "kg kg**-1", "kg.kg-1", "kilogram/kilogram"}
 #: the fields whose dims must be the study's (an extra dim is chosen by ``select`` or refused, never dropped)
@@ -66,8 +87,9 @@ def _ureg():
     return cf_xarray.units.units
 
 
-def find_variables(ds: xr.Dataset, names: Mapping[str, str] | None = None,
-                   reading: Reading | None = None) -> dict[str, str]:
+def find_variables(
+    ds: xr.Dataset, names: Mapping[str, str] | None = None, reading: Reading | None = None
+) -> dict[str, str]:
     """``{product variable: study name}`` for each quantity the study reads, and how each was found.
 
     In order: ``names`` (yours, ``found by: option``); the study's own name; the CF ``standard_name``
@@ -114,22 +136,31 @@ def _choose_dims(ds: xr.Dataset, select: Mapping[str, int] | None, member: int |
     select = dict(select or {})
     for d, i in select.items():
         if d not in ds.dims:
-            raise ConfigError(f"--select {d}={i}: the product has no dim {d!r}; its dims are {sorted(map(str, ds.dims))}.")
+            raise ConfigError(
+                f"--select {d}={i}: the product has no dim {d!r}; its dims are {sorted(map(str, ds.dims))}."
+            )
         if not -ds.sizes[d] <= int(i) < ds.sizes[d]:
             raise ConfigError(f"--select {d}={i}: {d!r} has {ds.sizes[d]} values (indices 0..{ds.sizes[d] - 1}).")
     if select:
         ds = ds.isel({d: int(i) for d, i in select.items()}, drop=True)
         reading.fact("dims", "selected", ", ".join(f"{d} = index {i}" for d, i in select.items()))
-    ens = [str(d) for d in ds.dims if d in ENSEMBLE_DIMS
-           or (d in ds.coords and ds[d].attrs.get("standard_name") == "realization")]
+    ens = [
+        str(d)
+        for d in ds.dims
+        if d in ENSEMBLE_DIMS or (d in ds.coords and ds[d].attrs.get("standard_name") == "realization")
+    ]
     if len(ens) > 1:
-        raise DimensionError(f"The product has two ensemble dims {ens}; the study reads one as its 'member'. Fix: "
-                             f"keep one index of the first with --select {ens[0]}=INDEX (open_store(..., "
-                             f"select={{{ens[0]!r}: INDEX}})); the other becomes the study's member.")
+        raise DimensionError(
+            f"The product has two ensemble dims {ens}; the study reads one as its 'member'. Fix: "
+            f"keep one index of the first with --select {ens[0]}=INDEX (open_store(..., "
+            f"select={{{ens[0]!r}: INDEX}})); the other becomes the study's member."
+        )
     if not ens:
         if member is not None:
-            raise ConfigError(f"--member {member}: the product has no ensemble dim (one of {list(ENSEMBLE_DIMS)} or "
-                              "standard_name 'realization'); leave --member out.")
+            raise ConfigError(
+                f"--member {member}: the product has no ensemble dim (one of {list(ENSEMBLE_DIMS)} or "
+                "standard_name 'realization'); leave --member out."
+            )
         return ds
     d = ens[0]
     if member is not None:
@@ -139,8 +170,13 @@ def _choose_dims(ds: xr.Dataset, select: Mapping[str, int] | None, member: int |
     if d != "member":
         ds = ds.drop_vars([d]).rename({d: "member"}) if d in ds.coords else ds.rename({d: "member"})
         ds = ds.assign_coords(member=np.arange(ds.sizes["member"]))
-    reading.fact("dims", "ensemble", f"{d!r} ({ds.sizes['member']} member(s)"
-                 + (f": index {member} chosen by --member" if member is not None else "") + ") read as the study's member")
+    reading.fact(
+        "dims",
+        "ensemble",
+        f"{d!r} ({ds.sizes['member']} member(s)"
+        + (f": index {member} chosen by --member" if member is not None else "")
+        + ") read as the study's member",
+    )
     return ds
 
 
@@ -159,24 +195,31 @@ def _to_units(da: xr.DataArray, target: str, what: str) -> tuple[xr.DataArray, s
     A missing or unreadable unit, or one of another dimension, is refused naming ``what`` and ``target``."""
     units = da.attrs.get("units")
     if units is None or str(units).strip() == "":
-        raise UnitsError(f"{what} has no units attribute, so its scale cannot be checked (a depth in cm would be read "
-                         f"as 100x too deep); expected {target!r}. Fix: set ds[...].attrs['units'] to the units its "
-                         "values are in (e.g. 'm' or 'cm'); it is converted from there.")
+        raise UnitsError(
+            f"{what} has no units attribute, so its scale cannot be checked (a depth in cm would be read "
+            f"as 100x too deep); expected {target!r}. Fix: set ds[...].attrs['units'] to the units its "
+            "values are in (e.g. 'm' or 'cm'); it is converted from there."
+        )
     ureg = _ureg()
     try:
         src = ureg.parse_units(_unit_text(units))
     except Exception:
-        raise UnitsError(f"{what} has units {units!r}, which pint (cf-xarray's registry) does not read; expected "
-                         f"{target!r}. Fix: set its units attribute to a UDUNITS spelling (e.g. 'degC', 'K', 'm', "
-                         "'cm', 'W m-2', 'N m-2').") from None
+        raise UnitsError(
+            f"{what} has units {units!r}, which pint (cf-xarray's registry) does not read; expected "
+            f"{target!r}. Fix: set its units attribute to a UDUNITS spelling (e.g. 'degC', 'K', 'm', "
+            "'cm', 'W m-2', 'N m-2')."
+        ) from None
     dst = ureg.parse_units(target)
     if src == dst:
-        return da.assign_attrs(units=EXPECTED_UNITS.get(target, target) if target != "degree_Celsius"
-                               else "degree_Celsius"), ""
+        return da.assign_attrs(
+            units=EXPECTED_UNITS.get(target, target) if target != "degree_Celsius" else "degree_Celsius"
+        ), ""
     if src.dimensionality != dst.dimensionality:
-        raise UnitsError(f"{what} has units {units!r}, which are not {target!r} or convertible to them "
-                         f"({src.dimensionality} vs {dst.dimensionality}). Fix: check which variable this is, or set "
-                         "its units attribute to what its values are in.")
+        raise UnitsError(
+            f"{what} has units {units!r}, which are not {target!r} or convertible to them "
+            f"({src.dimensionality} vs {dst.dimensionality}). Fix: check which variable this is, or set "
+            "its units attribute to what its values are in."
+        )
     attrs = {**da.attrs, "units": target}
     if src == ureg.kelvin:
         da = da.where(da > 0)  # 0 K: a land fill
@@ -190,9 +233,11 @@ def _direction(da: xr.DataArray, what: str) -> tuple[xr.DataArray, str]:
     std, pos = da.attrs.get("standard_name", ""), da.attrs.get("positive")
     by_name = "up" if std in UPWARD else "down" if std in DOWNWARD else None
     if by_name and pos and pos.lower() != by_name:
-        raise UnitsError(f"{what}: its standard_name {std!r} says {by_name}ward but its positive attribute says "
-                         f"{pos!r}, so its sign cannot be read. Fix: correct the one that is wrong (CF: the "
-                         "standard_name's direction decides).")
+        raise UnitsError(
+            f"{what}: its standard_name {std!r} says {by_name}ward but its positive attribute says "
+            f"{pos!r}, so its sign cannot be read. Fix: correct the one that is wrong (CF: the "
+            "standard_name's direction decides)."
+        )
     way = by_name or (pos.lower() if pos else None)
     if way != "up":
         return da, ""
@@ -213,9 +258,11 @@ def _salinity(da: xr.DataArray, what: str) -> tuple[xr.DataArray, str, str]:
     if std == "sea_water_practical_salinity" and not u:
         u = "1"
     if not u:
-        raise UnitsError(f"{what} has no units attribute, so practical salinity (PSU, '1e-3'), Absolute Salinity "
-                         "('g kg-1') and a mass fraction ('kg kg-1') cannot be told apart. Fix: set its units, or "
-                         "standard_name 'sea_water_practical_salinity' / 'sea_water_absolute_salinity'.")
+        raise UnitsError(
+            f"{what} has no units attribute, so practical salinity (PSU, '1e-3'), Absolute Salinity "
+            "('g kg-1') and a mass fraction ('kg kg-1') cannot be told apart. Fix: set its units, or "
+            "standard_name 'sea_water_practical_salinity' / 'sea_water_absolute_salinity'."
+        )
     kind = None
     if u in _FRACTION or (u == "1" and std != "sea_water_practical_salinity" and _below_one(da)):
         kind = "fraction"
@@ -224,19 +271,30 @@ def _salinity(da: xr.DataArray, what: str) -> tuple[xr.DataArray, str, str]:
     elif std in ("sea_water_practical_salinity", "sea_water_salinity", "") and u in _PRACTICAL:
         kind = "practical"
     if kind is None:
-        raise UnitsError(f"{what} (standard_name {std or '(none)'!r}) has units {units!r}: not practical salinity "
-                         "(PSU, '1e-3', '1'), Absolute Salinity ('g kg-1') or a mass fraction ('kg kg-1'). Fix: set "
-                         "its units attribute to one of these.")
+        raise UnitsError(
+            f"{what} (standard_name {std or '(none)'!r}) has units {units!r}: not practical salinity "
+            "(PSU, '1e-3', '1'), Absolute Salinity ('g kg-1') or a mass fraction ('kg kg-1'). Fix: set "
+            "its units attribute to one of these."
+        )
     if kind == "practical":
-        return da.assign_attrs(units="1", standard_name="sea_water_practical_salinity"), "1", \
-            "practical salinity (PSS-78): gsw.SA_from_SP"
+        return (
+            da.assign_attrs(units="1", standard_name="sea_water_practical_salinity"),
+            "1",
+            "practical salinity (PSS-78): gsw.SA_from_SP",
+        )
     if kind == "absolute":
-        return da.assign_attrs(units="g kg-1", standard_name="sea_water_absolute_salinity"), "g kg-1", \
-            "Absolute Salinity: used as SA"
+        return (
+            da.assign_attrs(units="g kg-1", standard_name="sea_water_absolute_salinity"),
+            "g kg-1",
+            "Absolute Salinity: used as SA",
+        )
     ureg = _ureg()
     out = da.assign_attrs(units="kg/kg").pint.quantify(unit_registry=ureg).pint.to("g/kg").pint.dequantify()
-    return out.assign_attrs({**da.attrs, "units": "g kg-1", "standard_name": "sea_water_absolute_salinity"}), \
-        "g kg-1", "mass fraction kg/kg -> g kg-1 (pint, x1000): Absolute Salinity"
+    return (
+        out.assign_attrs({**da.attrs, "units": "g kg-1", "standard_name": "sea_water_absolute_salinity"}),
+        "g kg-1",
+        "mass fraction kg/kg -> g kg-1 (pint, x1000): Absolute Salinity",
+    )
 
 
 def _below_one(da: xr.DataArray) -> bool:
@@ -250,8 +308,10 @@ def _read_units(ds: xr.Dataset, renamed: Mapping[str, str], reading: Reading, no
     """Every field the study reads in its units (:data:`ocean.variables.FIELD_UNITS`, the budget terms' W m-2),
     fluxes and stresses positive downward, salinity told apart; each step in ``reading`` and ``notes``."""
     unitless = []
-    targets = {**{k: v for k, v in FIELD_UNITS.items() if k != "depth"},
-               **{k: EXPECTED_UNITS[k] for k in (*VAR_ATTRS,) if k not in FIELD_UNITS}}
+    targets = {
+        **{k: v for k, v in FIELD_UNITS.items() if k != "depth"},
+        **{k: EXPECTED_UNITS[k] for k in (*VAR_ATTRS,) if k not in FIELD_UNITS},
+    }
     for v, target in targets.items():
         if v not in ds.data_vars:
             continue
@@ -274,10 +334,12 @@ def _read_units(ds: xr.Dataset, renamed: Mapping[str, str], reading: Reading, no
             row.units_used, row.conversion = ds[v].attrs["units"], "; ".join(steps)
     if unitless:
         one = len(unitless) == 1
-        raise UnitsError(f"{', '.join(unitless)} {'has' if one else 'have'} no units attribute, so "
-                         f"{'its' if one else 'their'} scale cannot be checked (a mixed-layer depth in cm would be "
-                         "read as 100x too deep). Fix: set each one's units, e.g. ds['mld'].attrs['units'] = 'm' "
-                         "(or 'cm': it is converted).")
+        raise UnitsError(
+            f"{', '.join(unitless)} {'has' if one else 'have'} no units attribute, so "
+            f"{'its' if one else 'their'} scale cannot be checked (a mixed-layer depth in cm would be "
+            "read as 100x too deep). Fix: set each one's units, e.g. ds['mld'].attrs['units'] = 'm' "
+            "(or 'cm': it is converted)."
+        )
     if "so" in ds.data_vars:
         found = ds["so"].attrs.get("units")
         ds["so"], used, said = _salinity(ds["so"], _origin("so", renamed))
@@ -306,8 +368,14 @@ def _depth_axis(ds: xr.Dataset, renamed: Mapping[str, str], reading: Reading, no
     da = _positive_down(da, "depth", steps)
     ds = ds.assign_coords(depth=da.assign_attrs(units="m", positive="down")).sortby("depth")
     old = [k for k, v in renamed.items() if v == "depth"]
-    reading.add("depth", old[0] if old else "depth", "axis Z" if ds["depth"].attrs.get("axis") == "Z" else "name",
-                found, "m", "; ".join(steps))
+    reading.add(
+        "depth",
+        old[0] if old else "depth",
+        "axis Z" if ds["depth"].attrs.get("axis") == "Z" else "name",
+        found,
+        "m",
+        "; ".join(steps),
+    )
     notes += [f"depth: {s}" for s in steps]
     return ds
 
@@ -344,9 +412,12 @@ def _derive_from_3d(ds: xr.Dataset, renamed: Mapping[str, str], notes: list[str]
     depth = ds["depth"].values.astype(float)
     if "sst" not in ds:
         sst = ds["thetao"].isel(depth=0, drop=True)
-        sst.attrs = {"units": "degree_Celsius", "standard_name": std,
-                     "long_name": f"{words} at the shallowest level ({depth[0]:g} m)",
-                     "comment": f"ocean.products.from_nemo: {src} at depth {depth[0]:g} m"}
+        sst.attrs = {
+            "units": "degree_Celsius",
+            "standard_name": std,
+            "long_name": f"{words} at the shallowest level ({depth[0]:g} m)",
+            "comment": f"ocean.products.from_nemo: {src} at depth {depth[0]:g} m",
+        }
         ds["sst"] = sst
         notes.append(f"sst = thetao at {depth[0]:g} m")
     if "mld" not in ds and "so" in ds:
@@ -356,10 +427,13 @@ def _derive_from_3d(ds: xr.Dataset, renamed: Mapping[str, str], notes: list[str]
         notes.append("mld = sigma0 threshold depth (0.03 kg m-3 from 10 m, TEOS-10) of thetao, so")
     if "t_sub" not in ds and "mld" in ds:
         t_sub = budget.first_level_below(ds["thetao"], ds["mld"])
-        t_sub.attrs = {"units": "degree_Celsius", "standard_name": std,
-                       "long_name": f"{words} just below the mixed layer",
-                       "comment": f"ocean.products.from_nemo: {src} at the first level deeper than mld (the "
-                                  "deepest valid level where the column is mixed to its bottom); not converted"}
+        t_sub.attrs = {
+            "units": "degree_Celsius",
+            "standard_name": std,
+            "long_name": f"{words} just below the mixed layer",
+            "comment": f"ocean.products.from_nemo: {src} at the first level deeper than mld (the "
+            "deepest valid level where the column is mixed to its bottom); not converted",
+        }
         ds["t_sub"] = t_sub
         notes.append(f"t_sub = thetao at the first level below mld ({words})")
     if not {"uo", "vo", "mld"} <= set(ds.variables):
@@ -384,10 +458,18 @@ def _on_t_levels(da: xr.DataArray, depth: xr.DataArray) -> xr.DataArray | None:
     return None
 
 
-def from_nemo(ds: xr.Dataset, names: Mapping[str, str] | None = None, *, kappa: float = KAPPA,
-              scheme: str = "centred", advection: str = "centred", select: Mapping[str, int] | None = None,
-              member: int | None = None, reading: Reading | None = None,
-              mesh_mask: xr.Dataset | None = None) -> xr.Dataset:
+def from_nemo(
+    ds: xr.Dataset,
+    names: Mapping[str, str] | None = None,
+    *,
+    kappa: float = KAPPA,
+    scheme: str = "centred",
+    advection: str = "centred",
+    select: Mapping[str, int] | None = None,
+    member: int | None = None,
+    reading: Reading | None = None,
+    mesh_mask: xr.Dataset | None = None,
+) -> xr.Dataset:
     """Map a CMIP6, ORAS5 / NEMO, Copernicus Marine, MOM6 or CESM dataset onto the study's layout.
 
     Finds each quantity by its CF ``standard_name`` (cf_xarray; :data:`ocean.variables.STANDARD_NAMES`),
@@ -490,8 +572,14 @@ def from_nemo(ds: xr.Dataset, names: Mapping[str, str] | None = None, *, kappa: 
     dropped = sorted(str(v) for v in ds.data_vars if v not in keep and v != "mask")
     if dropped:
         notes.append(f"dropped {dropped} (not (member, time, lat, lon) fields)")
-        unread = [v for v in dropped if v not in ("thetao", "so", "uo", "vo", "e3t") and "bnds" not in v
-                  and "bound" not in v and "vertices" not in v]
+        unread = [
+            v
+            for v in dropped
+            if v not in ("thetao", "so", "uo", "vo", "e3t")
+            and "bnds" not in v
+            and "bound" not in v
+            and "vertices" not in v
+        ]
         if unread:
             reading.fact("rows", "variables not read", ", ".join(f"{v} {tuple(map(str, ds[v].dims))}" for v in unread))
     out = xr.Dataset(keep, attrs=dict(ds.attrs))
@@ -507,14 +595,20 @@ def from_nemo(ds: xr.Dataset, names: Mapping[str, str] | None = None, *, kappa: 
         out["mask"] = np.isfinite(out["sst"].isel(member=0, time=0, drop=True)).astype(np.int8)
         notes.append("mask = where sst is finite at the first time step")
     if "mask" in out:
-        out["mask"].attrs = {"long_name": "ocean mask", "flag_values": np.array([0, 1], np.int8),
-                             "flag_meanings": "land ocean", "units": "1"}
+        out["mask"].attrs = {
+            "long_name": "ocean mask",
+            "flag_values": np.array([0, 1], np.int8),
+            "flag_meanings": "land ocean",
+            "units": "1",
+        }
     made = []
     if "mask" in out:
         out, made = concepts.complete(out, kappa=kappa, scheme=scheme, advection=advection)
         if made:
-            notes.append(f"computed {made} (ocean.concepts; kappa {kappa:g} m2 s-1, {scheme} time "
-                         f"differences, {advection} advection)")
+            notes.append(
+                f"computed {made} (ocean.concepts; kappa {kappa:g} m2 s-1, {scheme} time "
+                f"differences, {advection} advection)"
+            )
     out.attrs["mapping"] = "; ".join(notes)
     say_back(out, reading, notes, given=given - set(made))
     out.attrs["reading"] = json.dumps(reading.to_dict())
@@ -526,7 +620,8 @@ def _refuse_empty(ds: xr.Dataset) -> None:
     if not ds.data_vars or empty:
         raise DataValidationError(
             f"The dataset is empty ({'no data variables' if not ds.data_vars else f'dims {empty} have length 0'}): "
-            "nothing to map. Check the file (an interrupted download or an empty time selection?).")
+            "nothing to map. Check the file (an interrupted download or an empty time selection?)."
+        )
 
 
 def _z_axis(ds: xr.Dataset, table: Mapping[str, str]) -> dict[str, str]:
@@ -540,8 +635,11 @@ def _z_axis(ds: xr.Dataset, table: Mapping[str, str]) -> dict[str, str]:
     if known:
         return {}
     cands = [c for c in ds.cf.axes.get("Z", []) if c in ds.dims]
-    cands += [str(c) for c in ds.coords if c in ds.dims and ds[c].attrs.get("positive") in ("up", "down")
-              and str(c) not in cands]
+    cands += [
+        str(c)
+        for c in ds.coords
+        if c in ds.dims and ds[c].attrs.get("positive") in ("up", "down") and str(c) not in cands
+    ]
     return {cands[0]: "depth"} if cands else {}
 
 
@@ -558,7 +656,8 @@ def _refuse_extra_dims(ds: xr.Dataset, renamed: Mapping[str, str]) -> None:
             raise DimensionError(
                 f"{_origin(v, renamed)} has the dim {d!r} ({ds.sizes[d]} values) beyond the study's (member, time, "
                 f"[depth,] lat, lon). Fix: choose one with --select {d}=INDEX (Python: open_store(path, "
-                f"select={{{d!r}: INDEX}})).")
+                f"select={{{d!r}: INDEX}}))."
+            )
 
 
 def _mask_against_fields(out: xr.Dataset, source: str) -> None:
@@ -574,15 +673,25 @@ def _mask_against_fields(out: xr.Dataset, source: str) -> None:
             raise DataValidationError(
                 f"The mask ({source}) counts {n} point(s) as ocean where {v} is NaN at every time step: land read as "
                 "ocean. Fix: give the surface level of NEMO's 3-D tmask (tmask.isel(z=0)) or the product's own "
-                "tmaskutil (mesh_mask=...), or set those points to 0 in the mask.")
+                "tmaskutil (mesh_mask=...), or set those points to 0 in the mask."
+            )
         return
 
 
-def open_store(path: str | os.PathLike, names: Mapping[str, str] | None = None, *, validate_schema: bool = True,
-               kappa: float = KAPPA, scheme: str = "centred", advection: str = "centred",
-               select: Mapping[str, int] | None = None, member: int | None = None,
-               mesh_mask: xr.Dataset | str | os.PathLike | None = None, reading: Reading | None = None,
-               **kwargs) -> xr.Dataset:
+def open_store(
+    path: str | os.PathLike,
+    names: Mapping[str, str] | None = None,
+    *,
+    validate_schema: bool = True,
+    kappa: float = KAPPA,
+    scheme: str = "centred",
+    advection: str = "centred",
+    select: Mapping[str, int] | None = None,
+    member: int | None = None,
+    mesh_mask: xr.Dataset | str | os.PathLike | None = None,
+    reading: Reading | None = None,
+    **kwargs,
+) -> xr.Dataset:
     """Open a zarr store or netCDF file in the study's layout or as a product writes it.
 
     The dataset is opened lazily; its time axis is read (:func:`ocean.timeaxis.read_time`: calendar,
@@ -607,8 +716,17 @@ def open_store(path: str | os.PathLike, names: Mapping[str, str] | None = None, 
     reading = reading if reading is not None else Reading(describe_product(ds), str(path))
     reading.source = reading.source or str(path)
     mesh = open_product(Path(mesh_mask)) if isinstance(mesh_mask, (str, os.PathLike)) else mesh_mask
-    ds = from_nemo(ds, names, kappa=kappa, scheme=scheme, advection=advection, select=select, member=member,
-                   reading=reading, mesh_mask=mesh)
+    ds = from_nemo(
+        ds,
+        names,
+        kappa=kappa,
+        scheme=scheme,
+        advection=advection,
+        select=select,
+        member=member,
+        reading=reading,
+        mesh_mask=mesh,
+    )
     kwargs.setdefault("check_nans", False)
     return validate(ds, **kwargs) if validate_schema else ds
 
@@ -617,8 +735,11 @@ def open_product(path: str | os.PathLike) -> xr.Dataset:
     """A zarr store or netCDF file, lazily; refused in one line when absent or unreadable."""
     path = Path(path)
     if not path.exists():
-        raise DataValidationError(f"No ocean data at {str(path)!r}: give a zarr store or a netCDF file "
-                                  "(or create one with `scimech ocean synth --out ...`).")
+        raise DataValidationError(
+            f"No ocean data at {str(path)!r}: give a zarr store or a netCDF file "
+            "(or create one with `scimech ocean synth --out ...`)."
+        )
+
     def opened(**kw) -> xr.Dataset:
         if path.is_dir():
             with warnings.catch_warnings():
@@ -631,12 +752,13 @@ def open_product(path: str | os.PathLike) -> xr.Dataset:
             return opened()
         except ValueError as err:  # a time xarray cannot decode ("months since" in a standard calendar):
             if "decode time" not in str(err):  # read it raw; ocean.timeaxis.read_time decodes it or refuses it
-                raise                          # naming CF's rule and the fix
+                raise  # naming CF's rule and the fix
             return opened(decode_times=False)
     except Exception as err:
         raise DataValidationError(
             f"Cannot open {str(path)!r} ({type(err).__name__}: {str(err)[:200]}): it is not a zarr store or a "
-            "netCDF file, or it is truncated. Check the download or rewrite it.") from err
+            "netCDF file, or it is truncated. Check the download or rewrite it."
+        ) from err
 
 
 def read_axes(ds: xr.Dataset, reading: Reading, *, mesh_mask: xr.Dataset | None = None) -> xr.Dataset:
@@ -651,8 +773,14 @@ def read_axes(ds: xr.Dataset, reading: Reading, *, mesh_mask: xr.Dataset | None 
     return read_grid(ds, reading, mesh_mask=mesh_mask)
 
 
-def inspect(path: str | os.PathLike, names: Mapping[str, str] | None = None, *, select: Mapping[str, int] | None = None,
-            member: int | None = None, mesh_mask: str | os.PathLike | None = None) -> Reading:
+def inspect(
+    path: str | os.PathLike,
+    names: Mapping[str, str] | None = None,
+    *,
+    select: Mapping[str, int] | None = None,
+    member: int | None = None,
+    mesh_mask: str | os.PathLike | None = None,
+) -> Reading:
     """Read the product at ``path`` as ``scimech ocean study --data`` would and say what was read.
 
     Nothing is trained or computed beyond what the reader needs (no torch). Quantities the study needs

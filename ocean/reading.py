@@ -45,8 +45,9 @@ def describe_product(ds: xr.Dataset) -> str:
     names = set(map(str, ds.variables))
     title = f": {a['title']}" if a.get("title") else ""
     if a.get("mip_era") or a.get("table_id"):
-        parts = [str(a.get(k)) for k in ("mip_era", "table_id", "source_id", "experiment_id", "variant_label")
-                 if a.get(k)]
+        parts = [
+            str(a.get(k)) for k in ("mip_era", "table_id", "source_id", "experiment_id", "variant_label") if a.get(k)
+        ]
         return " ".join(parts) + (f" ({a['frequency']})" if a.get("frequency") else "") + " (CMIP, CMOR layout)"
     if {"nav_lat", "nav_lon"} & names or "time_counter" in names or {"votemper", "sossheig", "somxl010"} & names:
         return "NEMO / ORAS5 output (nav_lat / nav_lon, time_counter)" + title
@@ -78,13 +79,24 @@ def say_back(out: xr.Dataset, reading: Reading, notes: Sequence[str] = (), given
             units = out[q].attrs.get("units", "")
             reading.add(q, q, "name", units, units, "as given")
         elif q in out.data_vars:
-            reading.add(q, _DERIVED.get(q, q), "derived", "", out[q].attrs.get("units", ""),
-                        "computed by ocean.concepts" if q in CONCEPTS or q in ("mlhc", "dmlhc_dt")
-                        else "computed from the 3-D fields")
+            reading.add(
+                q,
+                _DERIVED.get(q, q),
+                "derived",
+                "",
+                out[q].attrs.get("units", ""),
+                "computed by ocean.concepts"
+                if q in CONCEPTS or q in ("mlhc", "dmlhc_dt")
+                else "computed from the 3-D fields",
+            )
         else:
-            reading.add(q, "", "missing", "", "", f"not in the product and not derivable ({_DERIVED.get(q, 'given only')})")
-    order = {q: i for i, q in enumerate([*INPUTS, *PRESCRIBED, "mlhc", "dmlhc_dt", "thetao", "so", "uo", "vo",
-                                         "depth", "mask"])}
+            reading.add(
+                q, "", "missing", "", "", f"not in the product and not derivable ({_DERIVED.get(q, 'given only')})"
+            )
+    order = {
+        q: i
+        for i, q in enumerate([*INPUTS, *PRESCRIBED, "mlhc", "dmlhc_dt", "thetao", "so", "uo", "vo", "depth", "mask"])
+    }
     reading.rows.sort(key=lambda r: order.get(r.quantity, len(order)))
     if "mask" in out and "ocean cells" not in reading.sections.get("mask", {}):
         n = int(out["mask"].sum())

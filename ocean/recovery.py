@@ -83,15 +83,26 @@ def _moments(unit: xr.Dataset, blocks: np.ndarray, channels: list[str]) -> dict[
     """
     ok = unit["mask"].values.astype(bool)
     x = unit["c_pred"].sel(concept=channels).transpose("sample", "concept", "lat", "lon").values[..., ok]
-    y = unit["c_true"].sel(true_concept=list(CONCEPTS)).transpose("sample", "true_concept", "lat", "lon").values[..., ok]
+    y = (
+        unit["c_true"]
+        .sel(true_concept=list(CONCEPTS))
+        .transpose("sample", "true_concept", "lat", "lon")
+        .values[..., ok]
+    )
     fin = np.isfinite(x).all(1) & np.isfinite(y).all(1)  # (sample, point)
     x = np.where(fin[:, None], x, 0.0)
     y = np.where(fin[:, None], y, 0.0)
     n_all = fin.sum()
     x = np.where(fin[:, None], x - x.sum((0, 2)).reshape(1, -1, 1) / max(n_all, 1), 0.0)
     y = np.where(fin[:, None], y - y.sum((0, 2)).reshape(1, -1, 1) / max(n_all, 1), 0.0)
-    per = {"n": fin.sum(1).astype(float), "sx": x.sum(2), "sy": y.sum(2), "sxx": (x * x).sum(2),
-           "syy": (y * y).sum(2), "sxy": np.einsum("scp,stp->sct", x, y)}
+    per = {
+        "n": fin.sum(1).astype(float),
+        "sx": x.sum(2),
+        "sy": y.sum(2),
+        "sxx": (x * x).sum(2),
+        "syy": (y * y).sum(2),
+        "sxy": np.einsum("scp,stp->sct", x, y),
+    }
     nb = blocks.max() + 1
     return {k: np.stack([v[blocks == b].sum(0) for b in range(nb)]) for k, v in per.items()}
 
@@ -99,8 +110,10 @@ def _moments(unit: xr.Dataset, blocks: np.ndarray, channels: list[str]) -> dict[
 def _spread(mom: Mapping[str, np.ndarray], take: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Sums of squared deviations of the channels (seed, channel) and the terms (seed, term)."""
     n = mom["n"][:, take].sum(1)[:, None]
-    return (mom["sxx"][:, take].sum(1) - mom["sx"][:, take].sum(1) ** 2 / n,
-            mom["syy"][:, take].sum(1) - mom["sy"][:, take].sum(1) ** 2 / n)
+    return (
+        mom["sxx"][:, take].sum(1) - mom["sx"][:, take].sum(1) ** 2 / n,
+        mom["syy"][:, take].sum(1) - mom["sy"][:, take].sum(1) ** 2 / n,
+    )
 
 
 def _r(mom: Mapping[str, np.ndarray], take: np.ndarray) -> np.ndarray:
@@ -113,13 +126,16 @@ def _r(mom: Mapping[str, np.ndarray], take: np.ndarray) -> np.ndarray:
         return np.where(den > 0, cov / den, np.nan)
 
 
-def _channel_rows(units: list[xr.Dataset], block: int, min_r: float, confidence: float, n_resamples: int,
-                  seed: int) -> dict[str, dict]:
+def _channel_rows(
+    units: list[xr.Dataset], block: int, min_r: float, confidence: float, n_resamples: int, seed: int
+) -> dict[str, dict]:
     first = units[0]
     for u in units[1:]:
         if not all(np.array_equal(u[c].values, first[c].values) for c in ("time", "member") if c in first.coords):
-            raise ValueError("The seeds of one regime were tested on different samples; planted-truth recovery "
-                             "needs every seed of a regime on the same test split (same data and config).")
+            raise ValueError(
+                "The seeds of one regime were tested on different samples; planted-truth recovery "
+                "needs every seed of a regime on the same test split (same data and config)."
+            )
     channels = [c for c in [*PRESCRIBED, FREE] if c in first["concept"].values]
     blocks = _blocks(first, block)
     per_seed = [_moments(u, blocks, channels) for u in units]
@@ -142,12 +158,21 @@ def _channel_rows(units: list[xr.Dataset], block: int, min_r: float, confidence:
         est = stat(every)
         lo = hi = np.nan
         if np.isfinite(est) and nb >= 2:
-            _, lo, hi = bootstrap_ci(every.astype(float), stat, n_resamples=n_resamples, confidence=confidence,
-                                     method="percentile", seed=seed)
+            _, lo, hi = bootstrap_ci(
+                every.astype(float),
+                stat,
+                n_resamples=n_resamples,
+                confidence=confidence,
+                method="percentile",
+                seed=seed,
+            )
         row_close = closeness[c]
         nearest = CONCEPTS[int(np.nanargmax(row_close))] if np.isfinite(row_close).any() else None
-        others = [(CONCEPTS[k], row_close[k]) for k in np.argsort(-np.nan_to_num(row_close, nan=-1))
-                  if CONCEPTS[k] != term and np.isfinite(row_close[k])]
+        others = [
+            (CONCEPTS[k], row_close[k])
+            for k in np.argsort(-np.nan_to_num(row_close, nan=-1))
+            if CONCEPTS[k] != term and np.isfinite(row_close[k])
+        ]
         if not np.isfinite(est):
             vx, vy = _spread(mom, every)
             flat = [what for what, v in ((f"the {name} channel", vx[:, c]), (term, vy[:, t])) if np.any(v <= 0)]
@@ -160,7 +185,8 @@ def _channel_rows(units: list[xr.Dataset], block: int, min_r: float, confidence:
                 found += f"; {term} |r| {row_close[t]:.2f}"
         ok = bool(np.isfinite(lo) and lo >= min_r and nearest == term)
         rows[TRUTHS[0] if name == FREE else f"{name} channel"] = dict(
-            estimate=est, low=lo, high=hi, recovered=ok, found=found)
+            estimate=est, low=lo, high=hi, recovered=ok, found=found
+        )
     return rows
 
 
@@ -177,12 +203,25 @@ def _head_row(units: list[xr.Dataset], max_err: float) -> dict | None:
         errs.append(float(np.abs(w - wt).sum() / np.abs(wt).sum()))
     mean_ratio = np.mean(ratios, 0)
     found = "w / w_budget: " + ", ".join(f"{k} {v:.2f}" for k, v in zip(PRESCRIBED, mean_ratio))
-    return dict(estimate=float(np.mean(errs)), low=float(np.min(errs)), high=float(np.max(errs)),
-                recovered=bool(np.max(errs) <= max_err), found=found + " (mean over seeds)")
+    return dict(
+        estimate=float(np.mean(errs)),
+        low=float(np.min(errs)),
+        high=float(np.max(errs)),
+        recovered=bool(np.max(errs) <= max_err),
+        found=found + " (mean over seeds)",
+    )
 
 
-def recovery(units: Mapping[tuple[str, int], xr.Dataset], *, min_r: float = 0.5, max_head_error: float = 0.25,
-             block: int = 3, confidence: float = 0.95, n_resamples: int = 1000, seed: int = 0) -> xr.Dataset:
+def recovery(
+    units: Mapping[tuple[str, int], xr.Dataset],
+    *,
+    min_r: float = 0.5,
+    max_head_error: float = 0.25,
+    block: int = 3,
+    confidence: float = 0.95,
+    n_resamples: int = 1000,
+    seed: int = 0,
+) -> xr.Dataset:
     """Score each planted truth per regime (see the module doc for the rules).
 
     Parameters
@@ -235,34 +274,70 @@ def recovery(units: Mapping[tuple[str, int], xr.Dataset], *, min_r: float = 0.5,
     assessed = applies & np.isfinite(est) & np.isfinite(lo) & np.isfinite(hi)
     rec &= assessed
     pct = f"{confidence:.0%}"
-    measure = [f"|r({FREE}, q_hidden)|, mean over seeds",
-               *(f"r({k} channel, {k}), mean over seeds" for k in PRESCRIBED),
-               "sum |w - w_budget| / sum |w_budget| over the terms, mean over seeds"]
+    measure = [
+        f"|r({FREE}, q_hidden)|, mean over seeds",
+        *(f"r({k} channel, {k}), mean over seeds" for k in PRESCRIBED),
+        "sum |w - w_budget| / sum |w_budget| over the terms, mean over seeds",
+    ]
     interval = [f"{pct} block bootstrap over test months ({block}-month blocks)"] * (T - 1) + ["range over seeds"]
     threshold = np.array([min_r] * (T - 1) + [max_head_error])
-    criterion = [f"lower bound >= {min_r} and q_hidden the closest true term",
-                 *(f"lower bound >= {min_r} and {k} the closest true term" for k in PRESCRIBED),
-                 f"at most {max_head_error} in every seed"]
+    criterion = [
+        f"lower bound >= {min_r} and q_hidden the closest true term",
+        *(f"lower bound >= {min_r} and {k} the closest true term" for k in PRESCRIBED),
+        f"at most {max_head_error} in every seed",
+    ]
     dims = ("truth", "regime")
-    settings = {"min_r": min_r, "max_head_error": max_head_error, "block_months": block, "confidence": confidence,
-                "n_resamples": n_resamples, "bootstrap_seed": seed}
+    settings = {
+        "min_r": min_r,
+        "max_head_error": max_head_error,
+        "block_months": block,
+        "confidence": confidence,
+        "n_resamples": n_resamples,
+        "bootstrap_seed": seed,
+    }
     return xr.Dataset(
-        {"recovery_estimate": (dims, est, {"units": "1", "long_name": "measure of the planted truth (see "
-                                           "recovery_measure)"}),
-         "recovery_low": (dims, lo, {"units": "1", "long_name": "lower end of the interval (see recovery_interval)"}),
-         "recovery_high": (dims, hi, {"units": "1", "long_name": "upper end of the interval"}),
-         "recovered": (dims, rec, {"long_name": "planted truth recovered by the stated criterion "
-                                                "(recovery_criterion)", **settings}),
-         "recovery_expected": (dims, expected, {"long_name": "the regime is built to recover this truth "
-                                                             "(else: a contrast, not counted)"}),
-         "recovery_applies": (dims, applies, {"long_name": "the regime has the component this truth is about"}),
-         "recovery_assessed": (dims, assessed, {"long_name": "the estimate and its interval are finite numbers "
-                                                             "(else the cell is neither recovered nor missed)"}),
-         "recovery_found": (dims, found.astype(str), {"long_name": "what the study found, in words"})},
-        coords={"truth": list(TRUTHS), "regime": regimes,
-                "truth_description": ("truth", [_DESCRIPTION[t] for t in TRUTHS]),
-                "recovery_measure": ("truth", measure), "recovery_interval": ("truth", interval),
-                "recovery_threshold": ("truth", threshold), "recovery_criterion": ("truth", criterion)},
+        {
+            "recovery_estimate": (
+                dims,
+                est,
+                {"units": "1", "long_name": "measure of the planted truth (see recovery_measure)"},
+            ),
+            "recovery_low": (
+                dims,
+                lo,
+                {"units": "1", "long_name": "lower end of the interval (see recovery_interval)"},
+            ),
+            "recovery_high": (dims, hi, {"units": "1", "long_name": "upper end of the interval"}),
+            "recovered": (
+                dims,
+                rec,
+                {"long_name": "planted truth recovered by the stated criterion (recovery_criterion)", **settings},
+            ),
+            "recovery_expected": (
+                dims,
+                expected,
+                {"long_name": "the regime is built to recover this truth (else: a contrast, not counted)"},
+            ),
+            "recovery_applies": (dims, applies, {"long_name": "the regime has the component this truth is about"}),
+            "recovery_assessed": (
+                dims,
+                assessed,
+                {
+                    "long_name": "the estimate and its interval are finite numbers "
+                    "(else the cell is neither recovered nor missed)"
+                },
+            ),
+            "recovery_found": (dims, found.astype(str), {"long_name": "what the study found, in words"}),
+        },
+        coords={
+            "truth": list(TRUTHS),
+            "regime": regimes,
+            "truth_description": ("truth", [_DESCRIPTION[t] for t in TRUTHS]),
+            "recovery_measure": ("truth", measure),
+            "recovery_interval": ("truth", interval),
+            "recovery_threshold": ("truth", threshold),
+            "recovery_criterion": ("truth", criterion),
+        },
         attrs={"description": "planted truth of the synthetic ocean vs what the study found", **settings},
     )
 
@@ -286,15 +361,26 @@ def recovery_table(rec: xr.Dataset) -> pd.DataFrame:
     for expected in (True, False):
         for t, r, cell in _rows(rec, expected):
             est, lo, hi = (float(cell[k]) for k in ("recovery_estimate", "recovery_low", "recovery_high"))
-            value = "nan" if not np.isfinite(est) else (f"{est:.2f} [{lo:.2f}, {hi:.2f}]" if np.isfinite(lo)
-                                                        else f"{est:.2f} [no interval]")
-            rows.append({"truth": t, "regime": r, "measure": str(cell["recovery_measure"].values),
-                         "value [interval]": value, "interval": str(cell["recovery_interval"].values),
-                         "found": str(cell["recovery_found"].values),
-                         "expected": "yes" if expected else "no (contrast)",
-                         "criterion": str(cell["recovery_criterion"].values),
-                         "recovered": ("not assessed" if not _assessed(cell)
-                                       else "yes" if bool(cell["recovered"]) else "no")})
+            value = (
+                "nan"
+                if not np.isfinite(est)
+                else (f"{est:.2f} [{lo:.2f}, {hi:.2f}]" if np.isfinite(lo) else f"{est:.2f} [no interval]")
+            )
+            rows.append(
+                {
+                    "truth": t,
+                    "regime": r,
+                    "measure": str(cell["recovery_measure"].values),
+                    "value [interval]": value,
+                    "interval": str(cell["recovery_interval"].values),
+                    "found": str(cell["recovery_found"].values),
+                    "expected": "yes" if expected else "no (contrast)",
+                    "criterion": str(cell["recovery_criterion"].values),
+                    "recovered": (
+                        "not assessed" if not _assessed(cell) else "yes" if bool(cell["recovered"]) else "no"
+                    ),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -314,9 +400,16 @@ def summary_line(rec: xr.Dataset, prefix: str = "ocean") -> str:
         cell = rec.sel(truth=TRUTHS[0], regime=reg)
         if bool(cell["recovery_expected"]) and bool(cell["recovery_applies"]):
             est, lo, hi = (float(cell[v]) for v in ("recovery_estimate", "recovery_low", "recovery_high"))
-            parts.append(f"hidden flux in the {reg} free concept |r| {est:.2f} [{lo:.2f}, {hi:.2f}]: "
-                         + ("not assessed" if not _assessed(cell) else
-                            "recovered" if bool(cell["recovered"]) else "not recovered"))
+            parts.append(
+                f"hidden flux in the {reg} free concept |r| {est:.2f} [{lo:.2f}, {hi:.2f}]: "
+                + (
+                    "not assessed"
+                    if not _assessed(cell)
+                    else "recovered"
+                    if bool(cell["recovered"])
+                    else "not recovered"
+                )
+            )
     contrast = [h for *_, h in (((t, r, bool(c["recovered"])) for t, r, c in _rows(rec, False)))]
     if contrast:
         parts.append(f"contrasts, not built to recover: {sum(contrast)} of {len(contrast)} read recovered")

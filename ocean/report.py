@@ -31,8 +31,15 @@ from .variables import INPUTS, PRESCRIBED
 __all__ = ["write_report"]
 
 
-def write_report(out: str | Path, summary: xr.Dataset, units: Mapping[tuple[str, int], xr.Dataset], cfg, *,
-                 seconds: float | None = None, data: str | Path | None = None) -> Path:
+def write_report(
+    out: str | Path,
+    summary: xr.Dataset,
+    units: Mapping[tuple[str, int], xr.Dataset],
+    cfg,
+    *,
+    seconds: float | None = None,
+    data: str | Path | None = None,
+) -> Path:
     """Write ``out/report.md`` (+ html) with skill, fidelity, consistency and figures.
 
     The outcome files are written apart (:meth:`scimech.studies.contract.Study.outcome`). ``data``: the study's zarr store, for the ensemble
@@ -41,8 +48,9 @@ def write_report(out: str | Path, summary: xr.Dataset, units: Mapping[tuple[str,
     out = Path(out)
     rep = Report(out, title="OceanCBM study (scimech ocean)")
     cfgd = dataclasses.asdict(cfg) if dataclasses.is_dataclass(cfg) else dict(cfg)
-    runs = (f" Regimes x seeds: {cfgd.get('regimes')} x {cfgd.get('seeds')}; {cfgd.get('epochs')} epochs each."
-            + (f" Wall time {seconds:.0f} s." if seconds else ""))
+    runs = f" Regimes x seeds: {cfgd.get('regimes')} x {cfgd.get('seeds')}; {cfgd.get('epochs')} epochs each." + (
+        f" Wall time {seconds:.0f} s." if seconds else ""
+    )
     real = bool(cfgd.get("data"))
     if real:
         reading, lead, window = _what_was_read(cfgd, data)
@@ -52,73 +60,113 @@ def write_report(out: str | Path, summary: xr.Dataset, units: Mapping[tuple[str,
             f"from {window} of inputs, on your product {product_words(reading)} "
             f"({reading.sections.get('time', {}).get('frequency', 'frequency not read')}). The budget concepts are "
             "computed from the product's own fields (ocean.concepts, as in the table above); a real product has no "
-            "planted truth, so nothing here is scored against one." + runs)
+            "planted truth, so nothing here is scored against one." + runs
+        )
     else:
         rep.text(
             "Concept bottleneck forecasts of the mixed-layer heat content tendency (dMLHC/dt, W m-2) one month ahead "
             f"from {cfgd.get('window')} months of inputs, on the synthetic mixed-layer ocean (exact heat budget; the "
-            "hidden eddy heat flux `q_hidden` is never prescribed)." + runs)
+            "hidden eddy heat flux `q_hidden` is never prescribed)." + runs
+        )
     rep.heading("Verdict (measured)")
     rep.text(verdict(summary))
     rep.text("\n".join(f"- {line}" for line in findings_lines(summary)))
     if "recovered" in summary and not real:
         rep.heading("Planted truth vs what the study found")
-        rep.text(f"**{summary_line(summary)}.** The synthetic ocean is built with answers: the hidden eddy heat "
-                 "flux `q_hidden` is in the target but never prescribed (only the free concept can carry it), each "
-                 "prescribed channel has its budget term, and the exact budget fixes the head weights. Each row "
-                 "says whether this run found them, by the criterion stated. Rows marked 'no (contrast)' are "
-                 "regimes not built to recover that truth (prediction-only: no channel is tied to a term); they "
-                 "are reported, not counted.")
+        rep.text(
+            f"**{summary_line(summary)}.** The synthetic ocean is built with answers: the hidden eddy heat "
+            "flux `q_hidden` is in the target but never prescribed (only the free concept can carry it), each "
+            "prescribed channel has its budget term, and the exact budget fixes the head weights. Each row "
+            "says whether this run found them, by the criterion stated. Rows marked 'no (contrast)' are "
+            "regimes not built to recover that truth (prediction-only: no channel is tied to a term); they "
+            "are reported, not counted."
+        )
         tab = recovery_table(summary)
-        rep.table(tab.drop(columns=["interval", "criterion"]).set_index("truth"),
-                  caption="Planted truth per regime (value: the measure with its interval)")
-        rep.table(pd.DataFrame({"measure": summary["recovery_measure"].to_series(),
-                                "interval": summary["recovery_interval"].to_series(),
-                                "recovered when": summary["recovery_criterion"].to_series()}),
-                  caption="How each planted truth is scored")
+        rep.table(
+            tab.drop(columns=["interval", "criterion"]).set_index("truth"),
+            caption="Planted truth per regime (value: the measure with its interval)",
+        )
+        rep.table(
+            pd.DataFrame(
+                {
+                    "measure": summary["recovery_measure"].to_series(),
+                    "interval": summary["recovery_interval"].to_series(),
+                    "recovered when": summary["recovery_criterion"].to_series(),
+                }
+            ),
+            caption="How each planted truth is scored",
+        )
     rep.heading("Skill")
-    skill = pd.DataFrame({
-        "RMSE (W m-2)": summary["rmse"].mean("seed").to_series(),
-        "RMSE sd over seeds": summary["rmse"].std("seed").to_series(),
-        "ACC": summary["acc"].mean("seed").to_series(),
-        "RMSE climatology": summary["rmse_climatology"].mean("seed").to_series(),
-        "RMSE increase, free zeroed": summary["delta_rmse_free0"].mean("seed").to_series(),
-    })
+    skill = pd.DataFrame(
+        {
+            "RMSE (W m-2)": summary["rmse"].mean("seed").to_series(),
+            "RMSE sd over seeds": summary["rmse"].std("seed").to_series(),
+            "ACC": summary["acc"].mean("seed").to_series(),
+            "RMSE climatology": summary["rmse_climatology"].mean("seed").to_series(),
+            "RMSE increase, free zeroed": summary["delta_rmse_free0"].mean("seed").to_series(),
+        }
+    )
     rep.table(skill, caption="Skill on the test split (mean over seeds)")
     rep.table(summary["acc_season"].mean("seed").to_pandas(), caption="Anomaly correlation per season")
     rep.heading("Concept fidelity")
-    rep.table(summary["fidelity_r"].mean("seed").to_pandas(),
-              caption="Pearson r of predicted vs true concept (free_0: " + ("no truth on a product" if real else
-                                                                            "vs q_hidden") + "); mean over seeds")
+    rep.table(
+        summary["fidelity_r"].mean("seed").to_pandas(),
+        caption="Pearson r of predicted vs true concept (free_0: "
+        + ("no truth on a product" if real else "vs q_hidden")
+        + "); mean over seeds",
+    )
     rep.table(summary["fidelity_r2"].mean("seed").to_pandas(), caption="R2 of predicted prescribed concepts")
     if not real:  # q_hidden is the synthetic ocean's: a product has none
-        rep.table(pd.DataFrame({"|r| free vs q_hidden": summary["free_hidden_abs_r"].mean("seed").to_series(),
-                                "best |r| any channel vs q_hidden": summary["hidden_best_abs_r"].mean("seed").to_series(),
-                                "probe R2 (all channels) vs q_hidden":
-                                    summary["hidden_probe_r2"].mean("seed").to_series()}),
-                  caption="Where the hidden process went")
+        rep.table(
+            pd.DataFrame(
+                {
+                    "|r| free vs q_hidden": summary["free_hidden_abs_r"].mean("seed").to_series(),
+                    "best |r| any channel vs q_hidden": summary["hidden_best_abs_r"].mean("seed").to_series(),
+                    "probe R2 (all channels) vs q_hidden": summary["hidden_probe_r2"].mean("seed").to_series(),
+                }
+            ),
+            caption="Where the hidden process went",
+        )
     rep.heading("Cross-seed consistency")
     rep.table(consistency_ranking(summary), caption="Each consistency measure and the regime it ranks first")
-    rep.table(summary["concept_agreement"].to_pandas(),
-              caption="Signed r of each named channel between seeds (mean over seed pairs)")
-    rep.table(pd.DataFrame({"CKA": summary["cka_mean"].to_series(),
-                            "CKA (channels standardised)": summary["cka_std_mean"].to_series(),
-                            "Procrustes distance": summary["procrustes_mean"].to_series(),
-                            "|r| free across seeds": summary["free_abs_r_mean"].to_series(),
-                            "CV head weights (prescribed)": summary["head_weight_cv_mean"].to_series()}),
-              caption="Mean over seed pairs")
+    rep.table(
+        summary["concept_agreement"].to_pandas(),
+        caption="Signed r of each named channel between seeds (mean over seed pairs)",
+    )
+    rep.table(
+        pd.DataFrame(
+            {
+                "CKA": summary["cka_mean"].to_series(),
+                "CKA (channels standardised)": summary["cka_std_mean"].to_series(),
+                "Procrustes distance": summary["procrustes_mean"].to_series(),
+                "|r| free across seeds": summary["free_abs_r_mean"].to_series(),
+                "CV head weights (prescribed)": summary["head_weight_cv_mean"].to_series(),
+            }
+        ),
+        caption="Mean over seed pairs",
+    )
     heads = summary["head_weight"].mean("seed").to_pandas()
     if "head_weight_true" in summary and not real:
         heads.loc["exact budget"] = summary["head_weight_true"].to_series()
-    rep.table(heads, caption="Head weights (normalised units; mean over seeds" + ("" if real else
-                                                                                  "; last row: the exact budget") + ")")
+    rep.table(
+        heads,
+        caption="Head weights (normalised units; mean over seeds"
+        + ("" if real else "; last row: the exact budget")
+        + ")",
+    )
     rep.figure(plots.skill_figure(summary), "skill", caption="Skill per regime and season")
-    rep.figure(plots.cka_heatmaps(summary, "channel_agreement"), "channel_agreement",
-               caption="Seed x seed channel agreement (signed r of the same named channel, mean over channels)")
+    rep.figure(
+        plots.cka_heatmaps(summary, "channel_agreement"),
+        "channel_agreement",
+        caption="Seed x seed channel agreement (signed r of the same named channel, mean over channels)",
+    )
     rep.figure(plots.cka_heatmaps(summary), "cka", caption="Seed x seed linear CKA of the bottleneck")
     rep.figure(plots.head_weights_figure(summary), "head_weights", caption="Head weights per regime (dots: seeds)")
-    first = units.get(("mixed", min(s for r, s in units if r == "mixed"))) if any(r == "mixed" for r, _ in units) \
+    first = (
+        units.get(("mixed", min(s for r, s in units if r == "mixed")))
+        if any(r == "mixed" for r, _ in units)
         else next(iter(units.values()))
+    )
     _figure(rep, lambda: plots.maps_figure(first), "maps", "Truth, forecast, RMSE and concept maps (land grey)")
     _figure(rep, lambda: plots.seasonal_skill_maps(first), "seasonal_skill", "Seasonal anomaly-correlation maps")
     if data is not None and Path(data).exists():
@@ -130,7 +178,6 @@ def write_report(out: str | Path, summary: xr.Dataset, units: Mapping[tuple[str,
         except Exception as err:  # report the failure, keep the report
             rep.text(f"Attribution maps could not be made: {type(err).__name__}: {err}")
     return rep.write()
-
 
 
 def _figure(rep: Report, make, name: str, caption: str) -> None:
@@ -172,14 +219,20 @@ def _attribution(out: Path, ds: xr.Dataset, cfg, unit: xr.Dataset):
     n_free = int(sum(str(c).startswith("free") for c in unit["concept"].values))
     model = build_model(cfg.window * len(INPUTS), PRESCRIBED, n_free, width=cfg.width)
     model.load_state_dict(state["model"])
-    split = odata.chronological_split(ds.sizes["time"], window=cfg.window, lead=cfg.lead,
-                                      fractions=tuple(cfg.fractions))
-    norm = odata.fit_normalizer(ds, split.train, window=cfg.window, lead=cfg.lead, target=cfg.target,
-                                concept_scaling=cfg.concept_scaling)
+    split = odata.chronological_split(
+        ds.sizes["time"], window=cfg.window, lead=cfg.lead, fractions=tuple(cfg.fractions)
+    )
+    norm = odata.fit_normalizer(
+        ds, split.train, window=cfg.window, lead=cfg.lead, target=cfg.target, concept_scaling=cfg.concept_scaling
+    )
     test = odata.WindowDataset(ds, split.test, norm, window=cfg.window, lead=cfg.lead)
     x = torch.stack([test[i]["x"] for i in range(min(4, len(test)))])
     mask = torch.from_numpy(ds["mask"].values.astype(np.float32))
-    attr = attribute(model, x, method="gradient_shap", n_samples=8,
-                     reduce_output=lambda y: (y[:, 0] * mask).sum((-1, -2)) / mask.sum())
+    attr = attribute(
+        model,
+        x,
+        method="gradient_shap",
+        n_samples=8,
+        reduce_output=lambda y: (y[:, 0] * mask).sum((-1, -2)) / mask.sum(),
+    )
     return plots.attribution_figure(attr, ds["mask"], list(INPUTS), cfg.window)
-

@@ -79,9 +79,11 @@ def prepare_data(cfg: StudyConfig, out: Path) -> Path:
     if not in_place and (path / "zarr.json").exists():
         held = xr.open_zarr(path, consolidated=False).attrs.get("mapped_from")
         if held != source:
-            raise ConfigError(f"{out} holds a study of {held or 'the synthetic ocean'}, not of "
-                              f"{source or 'the synthetic ocean'}; its finished units would be mixed with this "
-                              "run's. Use another --out, or delete that folder to start afresh.")
+            raise ConfigError(
+                f"{out} holds a study of {held or 'the synthetic ocean'}, not of "
+                f"{source or 'the synthetic ocean'}; its finished units would be mixed with this "
+                "run's. Use another --out, or delete that folder to start afresh."
+            )
     if source is None:
         ds = generate(SynthConfig(**cfg.synth))
     fp, parts = study_fingerprint(cfg, ds)
@@ -97,8 +99,9 @@ def prepare_data(cfg: StudyConfig, out: Path) -> Path:
     return path
 
 
-def run_study(cfg: StudyConfig, out: str | Path, *, client=None, progress_bar: bool = False, device: str = "cpu"
-              ) -> tuple[xr.Dataset, dict[tuple[str, int], xr.Dataset]]:
+def run_study(
+    cfg: StudyConfig, out: str | Path, *, client=None, progress_bar: bool = False, device: str = "cpu"
+) -> tuple[xr.Dataset, dict[tuple[str, int], xr.Dataset]]:
     """Train every ``(regime, seed)`` unit (skipping finished ones) and analyse them.
 
     ``client``: a Dask client (``None``: serially here); ``device``: torch device of each unit.
@@ -112,9 +115,19 @@ def run_study(cfg: StudyConfig, out: str | Path, *, client=None, progress_bar: b
     out = Path(out)
     path = prepare_data(cfg, out)
     store = results.UnitStore(out / "units")
-    todo = {f"{r}/seed={s}": dict(config=dataclasses.asdict(cfg), regime=r, seed=int(s), data_path=str(path),
-                                  checkpoint_dir=str(out / "checkpoints"), progress_bar=progress_bar, device=device)
-            for r in cfg.regimes for s in cfg.seeds}
+    todo = {
+        f"{r}/seed={s}": dict(
+            config=dataclasses.asdict(cfg),
+            regime=r,
+            seed=int(s),
+            data_path=str(path),
+            checkpoint_dir=str(out / "checkpoints"),
+            progress_bar=progress_bar,
+            device=device,
+        )
+        for r in cfg.regimes
+        for s in cfg.seeds
+    }
     loaded = map_units(train_unit, todo, store, client=client, desc="ocean study units")
     units = {(v["regime"], int(v["seed"])): loaded[k] for k, v in todo.items()}
     summary = analyse(units)

@@ -25,8 +25,17 @@ from scimech.errors import DataValidationError
 from . import timeaxis
 from .variables import CONCEPTS, INPUTS, PRESCRIBED
 
-__all__ = ["Split", "chronological_split", "steps_needed", "Normalizer", "fit_normalizer", "ChunkedReader", "WindowDataset",
-           "make_batches"]
+__all__ = [
+    "Split",
+    "chronological_split",
+    "steps_needed",
+    "Normalizer",
+    "fit_normalizer",
+    "ChunkedReader",
+    "WindowDataset",
+    "make_batches",
+]
+
 
 @dataclass
 class Split:
@@ -49,7 +58,7 @@ def _cut(n_time: int, window: int, lead: int, fractions) -> tuple[np.ndarray, np
     n = len(ts)
     a = int(round(fractions[0] * n))
     b = int(round((fractions[0] + fractions[1]) * n))
-    return ts[:a], ts[a + gap:b], ts[b + gap:]
+    return ts[:a], ts[a + gap : b], ts[b + gap :]
 
 
 def _enough(n_time: int, window: int, lead: int, fractions, train_min: int) -> bool:
@@ -57,8 +66,9 @@ def _enough(n_time: int, window: int, lead: int, fractions, train_min: int) -> b
     return len(va) > 0 and len(te) > 0 and len(tr) >= max(1, train_min)
 
 
-def steps_needed(*, window: int = 6, lead: int = 1, fractions: Sequence[float] = (0.8, 0.1, 0.1),
-                 train_min: int = 1) -> int:
+def steps_needed(
+    *, window: int = 6, lead: int = 1, fractions: Sequence[float] = (0.8, 0.1, 0.1), train_min: int = 1
+) -> int:
     """The fewest time steps for which :func:`chronological_split` gives non-empty validation and
     test splits and at least ``train_min`` training samples (a year of steps, for the training
     climatology of the target): the smallest ``n`` from which every record of ``n`` steps or more
@@ -80,9 +90,15 @@ def steps_needed(*, window: int = 6, lead: int = 1, fractions: Sequence[float] =
     return n
 
 
-def chronological_split(n_time: int, *, window: int = 6, lead: int = 1,
-                        fractions: tuple[float, float, float] = (0.8, 0.1, 0.1), train_min: int = 1,
-                        time=None) -> Split:
+def chronological_split(
+    n_time: int,
+    *,
+    window: int = 6,
+    lead: int = 1,
+    fractions: tuple[float, float, float] = (0.8, 0.1, 0.1),
+    train_min: int = 1,
+    time=None,
+) -> Split:
     """Chronological train / val / test split of window end indices.
 
     Samples are ``t = window-1 .. n_time-1-lead``; they are cut by ``fractions`` in time
@@ -98,13 +114,17 @@ def chronological_split(n_time: int, *, window: int = 6, lead: int = 1,
         raise DataValidationError(f"fractions must be positive and sum to 1; got {fractions}.")
     if not _enough(n_time, window, lead, fractions, train_min):
         needed = max(steps_needed(window=window, lead=lead, fractions=fractions, train_min=train_min), n_time + 1)
-        why = (f"window={window}, lead={lead} and fractions {tuple(float(f) for f in fractions)} (non-empty "
-               f"validation and test splits" + (f", {train_min} training samples" if train_min > 1 else "") + ")")
+        why = (
+            f"window={window}, lead={lead} and fractions {tuple(float(f) for f in fractions)} (non-empty "
+            f"validation and test splits" + (f", {train_min} training samples" if train_min > 1 else "") + ")"
+        )
         fix = "a shorter window, or larger validation and test shares"
         if time is not None:
             timeaxis.check_length(time, needed, why, fix)
-        raise DataValidationError(f"Only {n_time} time steps: too few for {why}; they need at least {needed} time "
-                                  f"steps. Fix: give a longer record, or {fix}.")
+        raise DataValidationError(
+            f"Only {n_time} time steps: too few for {why}; they need at least {needed} time "
+            f"steps. Fix: give a longer record, or {fix}."
+        )
     return Split(*_cut(n_time, window, lead, fractions), window, lead)
 
 
@@ -142,13 +162,27 @@ class Normalizer:
         return values * self.scale_of(name) + self.mean[name]
 
     def to_dict(self) -> dict:
-        return {"mean": self.mean, "std": self.std, "scale": self.scale, "target": self.target,
-                "concepts": self.concepts, "concept_scaling": self.concept_scaling}
+        return {
+            "mean": self.mean,
+            "std": self.std,
+            "scale": self.scale,
+            "target": self.target,
+            "concepts": self.concepts,
+            "concept_scaling": self.concept_scaling,
+        }
 
 
-def fit_normalizer(ds: xr.Dataset, train_t: np.ndarray, *, window: int, lead: int, inputs: Sequence[str] = INPUTS,
-                   concepts: Sequence[str] = CONCEPTS, target: str = "dmlhc_dt",
-                   concept_scaling: str = "target") -> Normalizer:
+def fit_normalizer(
+    ds: xr.Dataset,
+    train_t: np.ndarray,
+    *,
+    window: int,
+    lead: int,
+    inputs: Sequence[str] = INPUTS,
+    concepts: Sequence[str] = CONCEPTS,
+    target: str = "dmlhc_dt",
+    concept_scaling: str = "target",
+) -> Normalizer:
     """Statistics over the training split only (inputs over the input steps, target and
     concepts over the target steps), ocean points only, computed lazily with dask.
     ``concept_scaling``: ``"target"`` or ``"own"`` (see :class:`Normalizer`)."""
@@ -181,8 +215,16 @@ class ChunkedReader:
     land and NaNs set to 0, as float32.
     """
 
-    def __init__(self, ds: xr.Dataset, norm: Normalizer, inputs: Sequence[str], outputs: Sequence[str], *,
-                 block: int | None = None, max_blocks: int = 8):
+    def __init__(
+        self,
+        ds: xr.Dataset,
+        norm: Normalizer,
+        inputs: Sequence[str],
+        outputs: Sequence[str],
+        *,
+        block: int | None = None,
+        max_blocks: int = 8,
+    ):
         self.ds = ds
         self.norm = norm
         self.inputs = list(inputs)
@@ -245,10 +287,22 @@ class WindowDataset(torch.utils.data.Dataset):
         ``None`` for the whole grid, or ``(py, px)`` for non-overlapping tiles.
     """
 
-    def __init__(self, ds: xr.Dataset, t_index: np.ndarray, norm: Normalizer, *, window: int = 6, lead: int = 1,
-                 inputs: Sequence[str] = INPUTS, prescribed: Sequence[str] = PRESCRIBED, hidden: str = "q_hidden",
-                 patch: tuple[int, int] | None = None, members: Sequence[int] | None = None,
-                 max_blocks: int = 8, block: int | None = None):
+    def __init__(
+        self,
+        ds: xr.Dataset,
+        t_index: np.ndarray,
+        norm: Normalizer,
+        *,
+        window: int = 6,
+        lead: int = 1,
+        inputs: Sequence[str] = INPUTS,
+        prescribed: Sequence[str] = PRESCRIBED,
+        hidden: str = "q_hidden",
+        patch: tuple[int, int] | None = None,
+        members: Sequence[int] | None = None,
+        max_blocks: int = 8,
+        block: int | None = None,
+    ):
         self.window, self.lead = window, lead
         self.inputs, self.prescribed = list(inputs), list(prescribed)
         self.has_hidden = hidden in ds
@@ -264,7 +318,7 @@ class WindowDataset(torch.utils.data.Dataset):
         # order: member, time, tile -> consecutive items share blocks
         self.items = [(m, int(t), tile) for m in members for t in t_index for tile in tiles]
         self.mask = ds["mask"].values.astype(bool)
-        self.times = ds.indexes["time"]   # DatetimeIndex, or CFTimeIndex in a noleap / 360_day ... calendar
+        self.times = ds.indexes["time"]  # DatetimeIndex, or CFTimeIndex in a noleap / 360_day ... calendar
 
     def __len__(self) -> int:
         return len(self.items)
@@ -279,8 +333,9 @@ class WindowDataset(torch.utils.data.Dataset):
         item = {
             "x": torch.from_numpy(np.ascontiguousarray(x)),
             "y": torch.from_numpy(np.ascontiguousarray(out[0:1, ys, xs])),
-            "c": torch.from_numpy(np.ascontiguousarray(out[1:1 + K, ys, xs])),
-            "hidden": torch.from_numpy(np.ascontiguousarray(out[1 + K:2 + K, ys, xs])) if self.has_hidden
+            "c": torch.from_numpy(np.ascontiguousarray(out[1 : 1 + K, ys, xs])),
+            "hidden": torch.from_numpy(np.ascontiguousarray(out[1 + K : 2 + K, ys, xs]))
+            if self.has_hidden
             else torch.zeros(1, py, px),
             "valid": torch.from_numpy(self.mask[None, ys, xs].copy()),
             "member": torch.tensor(m),
@@ -294,7 +349,6 @@ def make_batches(dataset: WindowDataset, batch_size: int = 8, *, shuffle: bool =
 
     def batches(epoch: int = 0):
         g = torch.Generator().manual_seed(seed * 1000 + epoch)
-        return torch.utils.data.DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, generator=g,
-                                           num_workers=0)
+        return torch.utils.data.DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, generator=g, num_workers=0)
 
     return batches

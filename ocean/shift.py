@@ -44,9 +44,18 @@ __all__ = ["run_shift", "SITE"]
 SITE = "encoder"  # the UNet's output: (batch, width, lat, lon), channels first
 
 
-def run_shift(out: str | Path, *, shift: float = 3.0, seed: int = 0, k: int = 8, n_features: int = 64,
-              dict_epochs: int = 20, cfg: StudyConfig | None = None, n_bootstrap: int = 500,
-              device: str = "cpu") -> xr.Dataset:
+def run_shift(
+    out: str | Path,
+    *,
+    shift: float = 3.0,
+    seed: int = 0,
+    k: int = 8,
+    n_features: int = 64,
+    dict_epochs: int = 20,
+    cfg: StudyConfig | None = None,
+    n_bootstrap: int = 500,
+    device: str = "cpu",
+) -> xr.Dataset:
     """Train OceanCBM and a dictionary of its encoder in distribution; measure the gap and the
     fidelity on the ocean with a ``shift`` times stronger hidden flux (see the module docstring)."""
     out = Path(out)
@@ -55,26 +64,54 @@ def run_shift(out: str | Path, *, shift: float = 3.0, seed: int = 0, k: int = 8,
     syn = {**dataclasses.asdict(SynthConfig()), **cfg.synth, "seed": seed}
     stores = {}
     for name, coeff in (("in_distribution", syn["hidden_coeff"]), ("shifted", syn["hidden_coeff"] * shift)):
-        stores[name] = odata.write_zarr(generate(SynthConfig(**{**syn, "hidden_coeff": coeff})),
-                                        out / f"{name}.zarr", time_chunk=cfg.time_chunk)
-    trained = train_model(cfg, stores["in_distribution"], seed=seed, checkpoint_dir=out / "checkpoints",
-                          device=device, progress_bar=False)
+        stores[name] = odata.write_zarr(
+            generate(SynthConfig(**{**syn, "hidden_coeff": coeff})), out / f"{name}.zarr", time_chunk=cfg.time_chunk
+        )
+    trained = train_model(
+        cfg, stores["in_distribution"], seed=seed, checkpoint_dir=out / "checkpoints", device=device, progress_bar=False
+    )
     model, _forecast = trained.model, trained.forecast
     train_x = trained.inputs("train").to(device)
     test = {name: trained.inputs("test", path).to(device) for name, path in stores.items()}
-    acts = {name: record(model, x, [SITE], forward=_forecast)[SITE] for name, x in
-            (("train", train_x), *test.items())}
-    dic, _ = train_dictionary(acts["train"], kind="topk", n_features=n_features, k=k, epochs=dict_epochs,
-                              batch_size=256, lr=3e-3, seed=seed, feature_dim="channel" if "channel" in
-                              acts["train"].dims else None, checkpoint=out / "dictionary.safetensors", device=device)
+    acts = {name: record(model, x, [SITE], forward=_forecast)[SITE] for name, x in (("train", train_x), *test.items())}
+    dic, _ = train_dictionary(
+        acts["train"],
+        kind="topk",
+        n_features=n_features,
+        k=k,
+        epochs=dict_epochs,
+        batch_size=256,
+        lr=3e-3,
+        seed=seed,
+        feature_dim="channel" if "channel" in acts["train"].dims else None,
+        checkpoint=out / "dictionary.safetensors",
+        device=device,
+    )
     fdim = "channel" if "channel" in acts["train"].dims else None
-    gap, _ = measure_shift(dic, acts["in_distribution"], acts["shifted"], feature_dim=fdim,
-                           fidelity=lambda d, which: splice_fidelity(model, test[which], SITE, d, forward=_forecast,
-                                                                     n_bootstrap=n_bootstrap, seed=seed))
-    gap.attrs.update({"shift": f"hidden eddy flux x {shift}", "site": SITE, "k": k, "n_features": n_features,
-                      "description": "OceanCBM encoder dictionary under a stronger hidden flux"})
-    save(gap, out / "shift.nc", config={"shift": shift, "k": k, "n_features": n_features, **dataclasses.asdict(cfg)},
-         seed=seed)
+    gap, _ = measure_shift(
+        dic,
+        acts["in_distribution"],
+        acts["shifted"],
+        feature_dim=fdim,
+        fidelity=lambda d, which: splice_fidelity(
+            model, test[which], SITE, d, forward=_forecast, n_bootstrap=n_bootstrap, seed=seed
+        ),
+    )
+    gap.attrs.update(
+        {
+            "shift": f"hidden eddy flux x {shift}",
+            "site": SITE,
+            "k": k,
+            "n_features": n_features,
+            "description": "OceanCBM encoder dictionary under a stronger hidden flux",
+        }
+    )
+    save(
+        gap,
+        out / "shift.nc",
+        config={"shift": shift, "k": k, "n_features": n_features, **dataclasses.asdict(cfg)},
+        seed=seed,
+    )
     plot_shift(gap, out / "shift.png")
     return gap
 

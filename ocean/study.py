@@ -33,8 +33,10 @@ from .settings import CONFIG_KEYS, SYNTH_KEYS
 
 __all__ = ["OceanStudy"]
 
-_DATA_HELP = ("your data: a zarr store or netCDF file in the study's layout or with ORAS5 / NEMO / CMEMS names "
-              "and units (mapped by ocean.data.open_store; see docs/ocean.md); default: the synthetic ocean")
+_DATA_HELP = (
+    "your data: a zarr store or netCDF file in the study's layout or with ORAS5 / NEMO / CMEMS names "
+    "and units (mapped by ocean.data.open_store; see docs/ocean.md); default: the synthetic ocean"
+)
 _DATA_FORMATS = ("zarr", "netcdf")
 
 
@@ -50,16 +52,35 @@ def _product_options(p: argparse.ArgumentParser, *, with_data: bool = True) -> N
     """How your product's extra dims and mesh mask are read: on ``study`` / ``train`` / ``heatwaves`` with
     ``--data`` (refused without it), on ``inspect`` for its PATH (``with_data=False``)."""
     when = "with --data: " if with_data else ""
-    p.add_argument("--member", type=whole(0), default=None, metavar="INDEX",
-                   help=f"{when}read only this member of the product's ensemble dim (realization, member_id, "
-                        "number; default: every member, each a member of the study)")
-    p.add_argument("--select", type=_select, action="append", default=None, metavar="DIM=INDEX",
-                   help=f"{when}read index INDEX of the product's extra dim DIM (repeat for several dims)")
-    p.add_argument("--mesh-mask", default=None, metavar="FILE", type=options.input_path("netcdf"),
-                   help=f"{when}NEMO's mesh_mask.nc for the product's grid (e1t, e2t, e3t_0, tmask)")
+    p.add_argument(
+        "--member",
+        type=whole(0),
+        default=None,
+        metavar="INDEX",
+        help=f"{when}read only this member of the product's ensemble dim (realization, member_id, "
+        "number; default: every member, each a member of the study)",
+    )
+    p.add_argument(
+        "--select",
+        type=_select,
+        action="append",
+        default=None,
+        metavar="DIM=INDEX",
+        help=f"{when}read index INDEX of the product's extra dim DIM (repeat for several dims)",
+    )
+    p.add_argument(
+        "--mesh-mask",
+        default=None,
+        metavar="FILE",
+        type=options.input_path("netcdf"),
+        help=f"{when}NEMO's mesh_mask.nc for the product's grid (e1t, e2t, e3t_0, tmask)",
+    )
     if with_data:
-        for flag, example in (("--member", ("--member", "0")), ("--select", ("--select", "experiment=0")),
-                              ("--mesh-mask", ("--mesh-mask", "{netcdf}"))):
+        for flag, example in (
+            ("--member", ("--member", "0")),
+            ("--select", ("--select", "experiment=0")),
+            ("--mesh-mask", ("--mesh-mask", "{netcdf}")),
+        ):
             options.needs(p, flag, lambda a: a.data is not None, "--data PATH (your product)", example)
 
 
@@ -80,8 +101,14 @@ def _product_reading(args: argparse.Namespace) -> dict:
     return out
 
 
-def _settings_options(p: argparse.ArgumentParser, out_default: str, config_keys: dict[str, str], *,
-                      out_kind: str = "folder", suffixes: tuple[str, ...] | None = None) -> None:
+def _settings_options(
+    p: argparse.ArgumentParser,
+    out_default: str,
+    config_keys: dict[str, str],
+    *,
+    out_kind: str = "folder",
+    suffixes: tuple[str, ...] | None = None,
+) -> None:
     """``--out``, ``--config`` and ``--size`` of the ocean commands that are not ``study``, from the
     shared declarations (``scimech.run.cli.main`` reads the ``--config`` file)."""
     options.add(p, "out", default=out_default, kind=out_kind, suffixes=suffixes)
@@ -100,9 +127,11 @@ class OceanStudy(Study):
 
     name = "ocean"
     title = "OceanCBM: concept bottleneck forecasts of mixed-layer heat content"
-    description = ("OceanCBM on gridded ocean data: the regimes x seeds study (resumable: finished units are "
-                   "skipped) with its report; the synthetic ocean, one training run, marine heatwaves. "
-                   "--size medium: 3 members x 16 years on a 20 x 28 grid, 5 seeds, width 16 (docs/ocean.md).")
+    description = (
+        "OceanCBM on gridded ocean data: the regimes x seeds study (resumable: finished units are "
+        "skipped) with its report; the synthetic ocean, one training run, marine heatwaves. "
+        "--size medium: 3 members x 16 years on a 20 x 28 grid, 5 seeds, width 16 (docs/ocean.md)."
+    )
     out_default = "runs/ocean/study"
     data_help = _DATA_HELP
     data_formats = _DATA_FORMATS
@@ -125,15 +154,15 @@ class OceanStudy(Study):
     def plan(self, args: argparse.Namespace) -> Plan:
         from .plan import config_from_args, study_plan  # lazy: the pipeline (see the module's doc)
 
-        cfg = config_from_args(args, data=str(args.data) if args.data else None, seeds=args.seeds,
-                               regimes=args.regimes, epochs=args.epochs)
+        cfg = config_from_args(
+            args, data=str(args.data) if args.data else None, seeds=args.seeds, regimes=args.regimes, epochs=args.epochs
+        )
         chosen = _product_reading(args)
         if chosen:
             cfg = dataclasses.replace(cfg, product={**cfg.product, **chosen})
         out = Path(args.out)
         run_dir = out / self.run_subfolder if self.run_subfolder else out
-        return study_plan(cfg, out, size=args.size, run_dir=run_dir, device=args.device,
-                          progress_bar=self.progress_bar)
+        return study_plan(cfg, out, size=args.size, run_dir=run_dir, device=args.device, progress_bar=self.progress_bar)
 
     def run(self, plan: Plan, client=None):
         import time
@@ -161,8 +190,9 @@ class OceanStudy(Study):
     def report(self, evidence, plan: Plan) -> Path:
         from .report import write_report
 
-        return write_report(plan.out, evidence.summary, evidence.units, evidence.config, seconds=evidence.seconds,
-                            data=evidence.data)
+        return write_report(
+            plan.out, evidence.summary, evidence.units, evidence.config, seconds=evidence.seconds, data=evidence.data
+        )
 
     def load(self, folder: Path):
         """The finished units of ``folder`` analysed anew (a study folder, or a demo's ``run/``)."""
@@ -190,8 +220,14 @@ class OceanStudy(Study):
         _settings_options(s, "runs/ocean/ocean.zarr", SYNTH_KEYS, out_kind="file", suffixes=(".zarr",))
         s.add_argument("--members", type=whole(1), default=None, help="ensemble members (default: the size's)")
         s.add_argument("--years", type=whole(1), default=None, help="years (default: the size's)")
-        s.add_argument("--grid", type=whole(2), nargs=2, metavar=("NY", "NX"), default=None,
-                       help="grid points in latitude and longitude (default: the size's)")
+        s.add_argument(
+            "--grid",
+            type=whole(2),
+            nargs=2,
+            metavar=("NY", "NX"),
+            default=None,
+            help="grid points in latitude and longitude (default: the size's)",
+        )
         s.add_argument("--daily", action="store_true", help="daily output instead of monthly means")
         options.add(s, "seed", context="Default: the config's synth seed, 0")
 
@@ -216,11 +252,13 @@ class OceanStudy(Study):
 
     def add_shift_options(self, p: argparse.ArgumentParser) -> None:
         options.add(p, "out", default="runs/ocean/shift")
-        p.add_argument("--shift", type=options.number(0.0), default=3.0,
-                       help="factor on the hidden eddy flux (default 3)")
+        p.add_argument(
+            "--shift", type=options.number(0.0), default=3.0, help="factor on the hidden eddy flux (default 3)"
+        )
         options.add(p, "seed", default=0)
-        p.add_argument("--k", type=whole(1), default=8, help="active features per row of the TopK dictionary "
-                       "(default 8)")
+        p.add_argument(
+            "--k", type=whole(1), default=8, help="active features per row of the TopK dictionary (default 8)"
+        )
         options.add(p, "device", default="cpu")
 
     def run_shift(self, args: argparse.Namespace):
@@ -229,18 +267,33 @@ class OceanStudy(Study):
         return run_shift(args.out, shift=args.shift, seed=args.seed, k=args.k, device=args.device)
 
     def commands(self) -> list[Command]:
-        return [Command("train", "train one regime / seed and print its skill", _train_options, _train,
-                        "Train one OceanCBM model on a zarr store (or the synthetic default)."),
-                Command("heatwaves", "Hobday marine heatwaves in MLHC vs SST", _heatwaves_options, _heatwaves,
-                        "Detect marine heatwaves (Hobday et al. 2016, any time step) in MLHC and SST.")]
+        return [
+            Command(
+                "train",
+                "train one regime / seed and print its skill",
+                _train_options,
+                _train,
+                "Train one OceanCBM model on a zarr store (or the synthetic default).",
+            ),
+            Command(
+                "heatwaves",
+                "Hobday marine heatwaves in MLHC vs SST",
+                _heatwaves_options,
+                _heatwaves,
+                "Detect marine heatwaves (Hobday et al. 2016, any time step) in MLHC and SST.",
+            ),
+        ]
 
 
 def _train_options(t: argparse.ArgumentParser) -> None:
     _settings_options(t, "runs/ocean/train", CONFIG_KEYS)
     options.add(t, "data", formats=_DATA_FORMATS, context=_DATA_HELP)
     options.add(t, "device", default="cpu")
-    t.add_argument("--regime", default="mixed", help="supervision regime (default: mixed; e.g. prediction_only, "
-                   "prescription_only, sequential)")
+    t.add_argument(
+        "--regime",
+        default="mixed",
+        help="supervision regime (default: mixed; e.g. prediction_only, prescription_only, sequential)",
+    )
     options.add(t, "seed", default=0)
     options.add(t, "epochs", context="Default: the size's")
     _product_options(t)
@@ -254,18 +307,28 @@ def _train(args) -> int:
     from .run import prepare_data
     from .training import train_unit
 
-    cfg = config_from_args(args, data=str(args.data) if args.data else None, epochs=args.epochs,
-                           regimes=[args.regime], seeds=[args.seed])
+    cfg = config_from_args(
+        args, data=str(args.data) if args.data else None, epochs=args.epochs, regimes=[args.regime], seeds=[args.seed]
+    )
     chosen = _product_reading(args)
     if chosen:
         cfg = dataclasses.replace(cfg, product={**cfg.product, **chosen})
     path = prepare_data(cfg, args.out)
-    unit = train_unit(dataclasses.asdict(cfg), args.regime, args.seed, str(path), str(args.out / "checkpoints"),
-                      progress_bar=True, device=args.device)
+    unit = train_unit(
+        dataclasses.asdict(cfg),
+        args.regime,
+        args.seed,
+        str(path),
+        str(args.out / "checkpoints"),
+        progress_bar=True,
+        device=args.device,
+    )
     results.save(unit, args.out / f"{args.regime}_seed{args.seed}.nc", config=dataclasses.asdict(cfg), seed=args.seed)
     s = analyse({(args.regime, args.seed): unit})
-    print(f"{args.regime} seed {args.seed}: RMSE {float(s.rmse[0, 0]):.1f} W m-2 (climatology "
-          f"{float(s.rmse_climatology[0, 0]):.1f}), ACC {float(s.acc[0, 0]):.3f}")
+    print(
+        f"{args.regime} seed {args.seed}: RMSE {float(s.rmse[0, 0]):.1f} W m-2 (climatology "
+        f"{float(s.rmse_climatology[0, 0]):.1f}), ACC {float(s.acc[0, 0]):.3f}"
+    )
     return 0
 
 
@@ -291,6 +354,8 @@ def _heatwaves(args) -> int:
         ds = synthetic.generate(synthetic.SynthConfig(**cfg.synth))
     cmp = heatwaves.compare_mlhc_sst(ds[["mlhc", "sst"]].compute())
     path = results.save(cmp, Path(args.out) / "heatwaves.nc")
-    print(f"MHW fraction MLHC {float(cmp.mhw_fraction_mlhc.mean()):.3f}, SST {float(cmp.mhw_fraction_sst.mean()):.3f}, "
-          f"Jaccard {float(cmp.jaccard.mean()):.3f}; wrote {path}")
+    print(
+        f"MHW fraction MLHC {float(cmp.mhw_fraction_mlhc.mean()):.3f}, SST {float(cmp.mhw_fraction_sst.mean()):.3f}, "
+        f"Jaccard {float(cmp.jaccard.mean()):.3f}; wrote {path}"
+    )
     return 0

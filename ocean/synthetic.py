@@ -78,6 +78,7 @@ class SynthConfig:
     def __post_init__(self):
         """Every setting within what the generator can make, named when it is not (a negative grid
         size failed deep inside numpy; a dry run printed a negative time)."""
+
         def bad(name, want):
             raise ConfigError(f"The synth setting {name!r} must be {want}; got {getattr(self, name)!r}.")
 
@@ -88,7 +89,7 @@ class SynthConfig:
             v = getattr(self, name)
             if not (isinstance(v, numbers.Integral) and not isinstance(v, bool) and v >= low):
                 bad(name, f"a whole number >= {low}")
-        for name in ("years", "weather_tau_days", "mld_tau_days", "eddy_radius_deg"):   # years: 0.17 is two months
+        for name in ("years", "weather_tau_days", "mld_tau_days", "eddy_radius_deg"):  # years: 0.17 is two months
             if not (number(getattr(self, name)) and getattr(self, name) > 0):
                 bad(name, "a positive number")
         for name in ("kappa", "gamma", "weather_amp", "wind_noise", "mld_noise", "eddy_amp"):
@@ -101,8 +102,12 @@ class SynthConfig:
             bad("output", "'monthly' or 'daily'")
         for name, limit in (("lat", 90.0), ("lon", 360.0)):
             v = getattr(self, name)
-            if not (isinstance(v, (list, tuple)) and len(v) == 2 and all(number(x) for x in v)
-                    and -limit <= v[0] < v[1] <= limit):
+            if not (
+                isinstance(v, (list, tuple))
+                and len(v) == 2
+                and all(number(x) for x in v)
+                and -limit <= v[0] < v[1] <= limit
+            ):
                 bad(name, f"two increasing numbers (south, north / west, east) within +-{limit:g} degrees")
 
 
@@ -111,7 +116,9 @@ def _land_mask(lat: np.ndarray, lon: np.ndarray) -> np.ndarray:
     la, lo = np.meshgrid(lat, lon, indexing="ij")
     span = lon[-1] - lon[0]
     coast = lon[0] + span * (0.12 + 0.08 * np.sin(np.deg2rad(la - lat[0]) * 6))
-    island = ((la - lat.mean()) / (0.12 * (lat[-1] - lat[0]))) ** 2 + ((lo - (lon[0] + 0.65 * span)) / (0.08 * span)) ** 2 < 1
+    island = ((la - lat.mean()) / (0.12 * (lat[-1] - lat[0]))) ** 2 + (
+        (lo - (lon[0] + 0.65 * span)) / (0.08 * span)
+    ) ** 2 < 1
     return ((lo > coast) & ~island).astype(np.int8)
 
 
@@ -191,8 +198,9 @@ class _World:
         lon, La, Lo, cfg = self.lon, self.La, self.Lo, self.cfg
         span = lon[-1] - lon[0]
         pos = lon[0] + np.mod(self.e_lon0 - self.e_speed * n - lon[0], span)
-        d2 = ((La[None, None] - self.e_lat[..., None, None]) ** 2
-              + ((Lo[None, None] - pos[..., None, None]) * np.cos(np.deg2rad(La))[None, None]) ** 2)
+        d2 = (La[None, None] - self.e_lat[..., None, None]) ** 2 + (
+            (Lo[None, None] - pos[..., None, None]) * np.cos(np.deg2rad(La))[None, None]
+        ) ** 2
         return (cfg.eddy_amp * self.e_sign[..., None, None] * np.exp(-d2 / (2 * cfg.eddy_radius_deg**2))).sum(1)
 
     def day(self, n: int, T: np.ndarray, h: np.ndarray) -> tuple[np.ndarray, dict, dict]:
@@ -225,12 +233,26 @@ class _World:
         q_entr = rc * dh * np.where(dh > 0, t_b, T)
         q_diff = rc * cfg.kappa * grid.laplacian(T, lat, lon, ok, weight=h)
         q_hid = cfg.hidden_coeff * eta_e
-        terms = {"q_surf": q_surf, "q_ekman": q_ek, "q_geo": q_geo, "q_entr": q_entr, "q_diff": q_diff,
-                 "q_hidden": q_hid}
+        terms = {
+            "q_surf": q_surf,
+            "q_ekman": q_ek,
+            "q_geo": q_geo,
+            "q_entr": q_entr,
+            "q_diff": q_diff,
+            "q_hidden": q_hid,
+        }
         for k in terms:
             terms[k] = np.where(ok, terms[k], 0.0)
-        vals = {"sst": T, "zos": eta, "tauu": tauu, "tauv": tauv, "qnet": terms["q_surf"], "mld": h, "t_sub": t_b,
-                **terms}
+        vals = {
+            "sst": T,
+            "zos": eta,
+            "tauu": tauu,
+            "tauv": tauv,
+            "qnet": terms["q_surf"],
+            "mld": h,
+            "t_sub": t_b,
+            **terms,
+        }
         return h_next, terms, vals
 
 
@@ -246,8 +268,11 @@ def _integrate(world: _World) -> dict[str, np.ndarray]:
     rc = RHO0 * CP0
     T = world.T0
     h_next = world.mld_at(0, world.mldn.state)
-    period = (dates.year - dates[0].year) * 12 + dates.month - dates[0].month if cfg.output == "monthly" \
+    period = (
+        (dates.year - dates[0].year) * 12 + dates.month - dates[0].month
+        if cfg.output == "monthly"
         else np.arange(ndays)
+    )
     period = np.asarray(period)
     P = int(period.max()) + 1
     names = [*INPUTS, *CONCEPTS, "mlhc"]
@@ -312,10 +337,21 @@ def _dataset(world: _World, run: dict) -> xr.Dataset:
     for k in [*INPUTS, *CONCEPTS, "mlhc"]:
         arr = np.where(land[None, None], np.nan, means[k]).astype(np.float64)
         data_vars[k] = (("member", "time", "lat", "lon"), arr, dict(VAR_ATTRS[k]))
-    data_vars["dmlhc_dt"] = (("member", "time", "lat", "lon"), np.where(land[None, None], np.nan, tend),
-                             dict(VAR_ATTRS["dmlhc_dt"]))
-    data_vars["mask"] = (("lat", "lon"), mask, {"long_name": "ocean mask", "flag_values": np.array([0, 1], np.int8),
-                                                "flag_meanings": "land ocean", "units": "1"})
+    data_vars["dmlhc_dt"] = (
+        ("member", "time", "lat", "lon"),
+        np.where(land[None, None], np.nan, tend),
+        dict(VAR_ATTRS["dmlhc_dt"]),
+    )
+    data_vars["mask"] = (
+        ("lat", "lon"),
+        mask,
+        {
+            "long_name": "ocean mask",
+            "flag_values": np.array([0, 1], np.int8),
+            "flag_meanings": "land ocean",
+            "units": "1",
+        },
+    )
     for k in data_vars:
         if k != "mask" and cfg.output == "monthly":
             data_vars[k][2]["cell_methods"] = "time: mean" if k != "dmlhc_dt" else "time: mean (exact, start to end)"
@@ -328,10 +364,17 @@ def _dataset(world: _World, run: dict) -> xr.Dataset:
             "lon": ("lon", world.lon, {"units": "degrees_east", "standard_name": "longitude"}),
             "period_days": ("time", counts, {"units": "d", "long_name": "days averaged"}),
         },
-        attrs={"title": "scimech synthetic mixed-layer ocean", "Conventions": "CF-1.10",
-               "source": "ocean.synthetic.generate", "rho0": RHO0, "cp0": CP0, "time_step_s": SECONDS_PER_DAY,
-               "output": cfg.output, "config": str(asdict(cfg)),
-               "description": "MLHC budget: dmlhc_dt = q_surf + q_ekman + q_geo + q_entr + q_diff + q_hidden"},
+        attrs={
+            "title": "scimech synthetic mixed-layer ocean",
+            "Conventions": "CF-1.10",
+            "source": "ocean.synthetic.generate",
+            "rho0": RHO0,
+            "cp0": CP0,
+            "time_step_s": SECONDS_PER_DAY,
+            "output": cfg.output,
+            "config": str(asdict(cfg)),
+            "description": "MLHC budget: dmlhc_dt = q_surf + q_ekman + q_geo + q_entr + q_diff + q_hidden",
+        },
     )
     return ds
 
@@ -342,4 +385,3 @@ def budget_residual(ds: xr.Dataset) -> xr.DataArray:
     res = ds["dmlhc_dt"] - total
     res.attrs = {"units": "W m-2", "long_name": "heat-budget residual"}
     return res.rename("residual")
-

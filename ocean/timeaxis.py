@@ -29,18 +29,31 @@ import xarray as xr
 
 from scimech.errors import DataValidationError
 
-__all__ = ["TimeAxis", "time_axis", "read_time", "step_words", "seconds_since_start", "time_name",
-           "check_length"]
+__all__ = ["TimeAxis", "time_axis", "read_time", "step_words", "seconds_since_start", "time_name", "check_length"]
 
 #: names a product gives its time coordinate (NEMO: ``time_counter``), tried after CF's axis / standard_name
 _NAMES = ("time", "time_counter", "t", "Time", "TIME")
 #: CMIP6's global ``frequency`` attribute (CMIP6 CV) -> (unit, steps of it)
-_CMIP_FREQ = {"mon": ("month", 1), "monC": ("month", 1), "day": ("day", 1), "yr": ("year", 1), "yrPt": ("year", 1),
-              "dec": ("year", 10), "1hr": ("hour", 1), "1hrPt": ("hour", 1), "3hr": ("hour", 3),
-              "3hrPt": ("hour", 3), "6hr": ("hour", 6), "6hrPt": ("hour", 6), "subhrPt": ("minute", 30)}
+_CMIP_FREQ = {
+    "mon": ("month", 1),
+    "monC": ("month", 1),
+    "day": ("day", 1),
+    "yr": ("year", 1),
+    "yrPt": ("year", 1),
+    "dec": ("year", 10),
+    "1hr": ("hour", 1),
+    "1hrPt": ("hour", 1),
+    "3hr": ("hour", 3),
+    "3hrPt": ("hour", 3),
+    "6hr": ("hour", 6),
+    "6hrPt": ("hour", 6),
+    "subhrPt": ("minute", 30),
+}
 _NOLEAP = ("noleap", "365_day")
-_FIX_GAP = ("Fix: fill the missing step(s) (e.g. ds.interp(time=...) or the product's own gap-free version), or "
-            "select a gap-free period with ds.sel(time=slice(start, end)).")
+_FIX_GAP = (
+    "Fix: fill the missing step(s) (e.g. ds.interp(time=...) or the product's own gap-free version), or "
+    "select a gap-free period with ds.sel(time=slice(start, end))."
+)
 
 
 @dataclass(frozen=True)
@@ -82,8 +95,14 @@ class TimeAxis:
     @property
     def steps_per_year(self) -> float:
         """Time steps per (mean) year of the calendar: 12 for monthly, 365 for daily noleap data."""
-        year = {"360_day": 360.0, "noleap": 365.0, "365_day": 365.0, "all_leap": 366.0, "366_day": 366.0,
-                "julian": 365.25}.get(self.calendar, 365.2425) * 86400.0
+        year = {
+            "360_day": 360.0,
+            "noleap": 365.0,
+            "365_day": 365.0,
+            "all_leap": 366.0,
+            "366_day": 366.0,
+            "julian": 365.25,
+        }.get(self.calendar, 365.2425) * 86400.0
         if self.unit in ("month", "year"):
             return 12.0 / (self.size * (12 if self.unit == "year" else 1))
         return year / self.step_seconds
@@ -101,11 +120,21 @@ class TimeAxis:
     @property
     def describe(self) -> str:
         """The frequency in words: ``"monthly (MS)"``, ``"monthly (M, mid-month)"``, ``"5-daily (5D)"``."""
-        adj = {"month": "monthly", "year": "yearly", "day": "daily", "hour": "hourly", "minute": "every minute",
-               "second": "every second"}[self.unit]
+        adj = {
+            "month": "monthly",
+            "year": "yearly",
+            "day": "daily",
+            "hour": "hourly",
+            "minute": "every minute",
+            "second": "every second",
+        }[self.unit]
         if self.size != 1:
-            adj = {"month": f"{self.size}-monthly", "year": f"{self.size}-yearly", "day": f"{self.size}-daily",
-                   "hour": f"{self.size}-hourly"}.get(self.unit, f"every {_words(self.unit, self.size)}")
+            adj = {
+                "month": f"{self.size}-monthly",
+                "year": f"{self.size}-yearly",
+                "day": f"{self.size}-daily",
+                "hour": f"{self.size}-hourly",
+            }.get(self.unit, f"every {_words(self.unit, self.size)}")
         return f"{adj} ({self.freq.replace(' (', ', ').rstrip(')')})"
 
 
@@ -117,8 +146,11 @@ def time_name(ds: xr.Dataset | xr.DataArray) -> str | None:
     """The name of ``ds``'s time coordinate: CF ``axis: T`` or ``standard_name: time`` first, then the
     usual names (``time``, NEMO's ``time_counter``); ``None`` when it has none."""
     for name, var in ds.coords.items():
-        if var.ndim == 1 and (var.attrs.get("axis") == "T" or var.attrs.get("standard_name") == "time") \
-                and name in var.dims:
+        if (
+            var.ndim == 1
+            and (var.attrs.get("axis") == "T" or var.attrs.get("standard_name") == "time")
+            and name in var.dims
+        ):
             return str(name)
     for name in _NAMES:
         if name in ds.coords or name in ds.dims:
@@ -129,31 +161,45 @@ def time_name(ds: xr.Dataset | xr.DataArray) -> str | None:
 def _decoded(var: xr.DataArray, name: str) -> xr.DataArray:
     """The time coordinate as dates (datetime64 where the calendar allows, else cftime objects)."""
     if np.issubdtype(var.dtype, np.datetime64) or var.dtype == object:
-        if var.dtype == object and len(var) and not hasattr(var.values[0], "calendar") \
-                and not isinstance(var.values[0], pd.Timestamp):
-            raise DataValidationError(f"Time {name!r} holds {type(var.values[0]).__name__} values, not dates. Fix: "
-                                      "give CF times (numbers with units 'days since YYYY-MM-DD' and a calendar).")
+        if (
+            var.dtype == object
+            and len(var)
+            and not hasattr(var.values[0], "calendar")
+            and not isinstance(var.values[0], pd.Timestamp)
+        ):
+            raise DataValidationError(
+                f"Time {name!r} holds {type(var.values[0]).__name__} values, not dates. Fix: "
+                "give CF times (numbers with units 'days since YYYY-MM-DD' and a calendar)."
+            )
         return var
     units = var.attrs.get("units")
     if not np.issubdtype(var.dtype, np.number) or not units or " since " not in str(units):
         raise DataValidationError(
             f"Time {name!r} is {var.dtype} with units {units!r}, not CF dates, so its dates cannot be read. Fix: set "
-            f"ds[{name!r}].attrs['units'] = 'days since YYYY-MM-DD' (and 'calendar') as the product defines it.")
+            f"ds[{name!r}].attrs['units'] = 'days since YYYY-MM-DD' (and 'calendar') as the product defines it."
+        )
     cal = str(var.attrs.get("calendar", "standard"))
     unit = str(units).split(" since ")[0].strip().lower()
-    if unit in ("month", "months", "year", "years", "common_year", "common_years") and not (
-            unit.startswith("month") and cal == "360_day") and not (unit.startswith("common") and cal in _NOLEAP):
+    if (
+        unit in ("month", "months", "year", "years", "common_year", "common_years")
+        and not (unit.startswith("month") and cal == "360_day")
+        and not (unit.startswith("common") and cal in _NOLEAP)
+    ):
         # CF (4.4) and cftime: a month is a fixed 30 days only in the 360_day calendar (a 'common_year' 365 days
         # only in noleap); elsewhere udunits' 'month' is 1/12 of 365.242198781 days, never a calendar month
-        rule = ("CF and cftime read 'months since' only in the 360_day calendar, where a month is 30 days"
-                if unit.startswith("month") else "cftime reads 'years since' in no calendar (udunits' year is "
-                "365.242198781 days; 'common_years since' in noleap)")
+        rule = (
+            "CF and cftime read 'months since' only in the 360_day calendar, where a month is 30 days"
+            if unit.startswith("month")
+            else "cftime reads 'years since' in no calendar (udunits' year is "
+            "365.242198781 days; 'common_years since' in noleap)"
+        )
         start, freq = str(units).split(" since ")[1].strip()[:10], "MS" if unit.startswith("month") else "YS"
         raise DataValidationError(
             f"Time {name!r} in {units!r} with calendar {cal!r} cannot be decoded: {rule}. Fix: open with "
             f"decode_times=False and set the dates, e.g. ds[{name!r}] = xr.date_range('{start}', "
             f"periods=ds.sizes[{name!r}], freq='{freq}', calendar={cal!r}, use_cftime=True), or re-encode the "
-            "times as 'days since ...'.")
+            "times as 'days since ...'."
+        )
     try:
         with warnings.catch_warnings():  # dates before 1582-10-15 or beyond datetime64: cftime objects, said so
             warnings.simplefilter("ignore", xr.SerializationWarning)
@@ -162,7 +208,8 @@ def _decoded(var: xr.DataArray, name: str) -> xr.DataArray:
     except Exception as err:  # xarray / cftime refuse what they cannot decode
         raise DataValidationError(
             f"Time {name!r} (units {units!r}, calendar {var.attrs.get('calendar', 'standard')!r}) cannot be decoded "
-            f"({type(err).__name__}: {str(err)[:120]}). Fix: give units 'days since ...' in a CF calendar.") from None
+            f"({type(err).__name__}: {str(err)[:120]}). Fix: give units 'days since ...' in a CF calendar."
+        ) from None
     return xr.DataArray(dec, name=name)
 
 
@@ -189,13 +236,14 @@ def seconds_since_start(time: xr.DataArray) -> np.ndarray:
     vals = time.values
     if vals.dtype == object and len(vals) and hasattr(vals[0], "calendar"):
         return np.array([(t - vals[0]).total_seconds() for t in vals], float)
-    return (np.asarray(vals, "datetime64[ns]") - np.asarray(vals[0], "datetime64[ns]")).astype("timedelta64[ns]") \
-        .astype(np.int64).astype(float) / 1e9
+    return (np.asarray(vals, "datetime64[ns]") - np.asarray(vals[0], "datetime64[ns]")).astype(
+        "timedelta64[ns]"
+    ).astype(np.int64).astype(float) / 1e9
 
 
 def _month_axis(dec: xr.DataArray, name: str) -> tuple[str, int, str]:
     """(unit, size, freq) of a monthly / yearly axis; a gap or irregular step refused."""
-    month = (dec.dt.year.values.astype(int) * 12 + dec.dt.month.values.astype(int) - 1)
+    month = dec.dt.year.values.astype(int) * 12 + dec.dt.month.values.astype(int) - 1
     dm = np.diff(month)
     vals, counts = np.unique(dm, return_counts=True)
     k = int(vals[np.argmax(counts)])
@@ -209,14 +257,16 @@ def _month_axis(dec: xr.DataArray, name: str) -> tuple[str, int, str]:
         raise DataValidationError(
             f"Time {name!r} has irregular steps ({_iso(dec.values[bad])} -> {_iso(dec.values[bad + 1])}, stamps on days "
             f"{day.min()}..{day.max()} of the month): the study needs one step per {_words('month', max(k, 1))}. "
-            "Fix: resample to a regular step, e.g. ds.resample(time='MS').mean().")
+            "Fix: resample to a regular step, e.g. ds.resample(time='MS').mean()."
+        )
     if np.any(dm > k):
         i = int(np.nonzero(dm > k)[0][0])
         miss = month[i] + k
         n_miss = int(np.sum(dm[dm > k] // k - 1))
         raise DataValidationError(
             f"Time {name!r} has a gap: {miss // 12:04d}-{miss % 12 + 1:02d} is missing (after {_iso(dec.values[i])}; "
-            f"{n_miss} missing step(s) in all), so windows and leads would straddle it. " + _FIX_GAP)
+            f"{n_miss} missing step(s) in all), so windows and leads would straddle it. " + _FIX_GAP
+        )
     freq = xr.infer_freq(dec) if len(dec) >= 3 else None
     if freq is not None:  # a 360_day calendar's months are also "30D": keep only a calendar-month alias
         f_unit, f_size = _unit_of(freq)
@@ -244,18 +294,27 @@ def _seconds_axis(dec: xr.DataArray, name: str, secs: np.ndarray) -> tuple[str, 
         bad = int(np.nonzero((r <= 0) | (r % max(s, 1) != 0) | (r != s))[0][0])
         raise DataValidationError(
             f"Time {name!r} has irregular steps ({_iso(dec.values[bad])} -> {_iso(dec.values[bad + 1])}; most steps "
-            f"are {s} s): the study needs a regular step. Fix: resample to one, e.g. ds.resample(time='1D').mean().")
+            f"are {s} s): the study needs a regular step. Fix: resample to one, e.g. ds.resample(time='1D').mean()."
+        )
     if np.any(r > s):
         i = int(np.nonzero(r > s)[0][0])
-        miss = dec.values[i] + pd.Timedelta(seconds=s).to_pytimedelta() if dec.dtype == object else \
-            dec.values[i] + np.timedelta64(s, "s")
+        miss = (
+            dec.values[i] + pd.Timedelta(seconds=s).to_pytimedelta()
+            if dec.dtype == object
+            else dec.values[i] + np.timedelta64(s, "s")
+        )
         n_miss = int(np.sum(r[r > s] // s - 1))
         raise DataValidationError(
             f"Time {name!r} has a gap: {_iso(miss)} is missing (after {_iso(dec.values[i])}; {n_miss} missing step(s) "
-            f"in all), so windows and leads would straddle it. " + _FIX_GAP)
+            f"in all), so windows and leads would straddle it. " + _FIX_GAP
+        )
     unit, size = _unit_of_seconds(s)
     freq = xr.infer_freq(dec) if len(dec) >= 3 else None
-    return unit, size, freq or f"{'' if size == 1 else size}{ {'day': 'D', 'hour': 'h', 'minute': 'min'}.get(unit, 's')}"
+    return (
+        unit,
+        size,
+        freq or f"{'' if size == 1 else size}{ {'day': 'D', 'hour': 'h', 'minute': 'min'}.get(unit, 's') }",
+    )
 
 
 def time_axis(ds: xr.Dataset | xr.DataArray) -> TimeAxis:
@@ -269,13 +328,17 @@ def time_axis(ds: xr.Dataset | xr.DataArray) -> TimeAxis:
     """
     name = time_name(ds)
     if name is None:
-        raise DataValidationError(f"No time coordinate (looked for axis 'T', standard_name 'time' and the names "
-                                  f"{list(_NAMES)}; got {sorted(map(str, ds.coords))}). Fix: name it 'time'.")
+        raise DataValidationError(
+            f"No time coordinate (looked for axis 'T', standard_name 'time' and the names "
+            f"{list(_NAMES)}; got {sorted(map(str, ds.coords))}). Fix: name it 'time'."
+        )
     var = ds[name]
     dec = _decoded(var, name)
     if dec.size < 2:
-        raise DataValidationError(f"Time {name!r} has {dec.size} step(s): no frequency can be read. The study needs "
-                                  "a time series; give the whole record.")
+        raise DataValidationError(
+            f"Time {name!r} has {dec.size} step(s): no frequency can be read. The study needs "
+            "a time series; give the whole record."
+        )
     secs = seconds_since_start(dec)
     step = np.diff(secs)
     if np.any(step <= 0):
@@ -283,20 +346,34 @@ def time_axis(ds: xr.Dataset | xr.DataArray) -> TimeAxis:
         what = "a repeated stamp" if step[i] == 0 else "a step back"
         raise DataValidationError(
             f"Time {name!r} is not strictly increasing ({what}: {_iso(dec.values[i])} then {_iso(dec.values[i + 1])}). "
-            f"Fix: ds.sortby({name!r}) and drop duplicates (ds.drop_duplicates({name!r})).")
+            f"Fix: ds.sortby({name!r}) and drop duplicates (ds.drop_duplicates({name!r}))."
+        )
     cal = _calendar(var, dec)
     if np.median(step) >= 27 * 86400:
         unit, size, freq = _month_axis(dec, name)
     else:
         unit, size, freq = _seconds_axis(dec, name, secs)
-    return TimeAxis(name, cal, unit, size, freq, int(dec.size), _iso(dec.values[0]), _iso(dec.values[-1]),
-                    float(secs[-1] / (dec.size - 1)))
+    return TimeAxis(
+        name,
+        cal,
+        unit,
+        size,
+        freq,
+        int(dec.size),
+        _iso(dec.values[0]),
+        _iso(dec.values[-1]),
+        float(secs[-1] / (dec.size - 1)),
+    )
 
 
 def _chunking(ds: xr.Dataset, name: str) -> str:
     """The time chunking of ``ds``'s lazy variables, in words."""
-    sizes = {c for v in ds.data_vars.values() if name in v.dims and v.chunks is not None
-             for c in v.chunks[v.dims.index(name)]}
+    sizes = {
+        c
+        for v in ds.data_vars.values()
+        if name in v.dims and v.chunks is not None
+        for c in v.chunks[v.dims.index(name)]
+    }
     if not sizes:
         return "not chunked (in memory)"
     smallest = min(sizes)
@@ -337,17 +414,25 @@ def read_time(ds: xr.Dataset, reading=None) -> xr.Dataset:
     coding = {k: var.attrs.get(k, var.encoding.get(k)) for k in ("units", "calendar")}
     if not (np.issubdtype(var.dtype, np.datetime64) or var.dtype == object):
         dec = _decoded(var, ax.name)
-        ds = ds.assign_coords({ax.name: (var.dims, dec.values, {k: v for k, v in var.attrs.items()
-                                                                 if k not in ("units", "calendar")})})
+        ds = ds.assign_coords(
+            {ax.name: (var.dims, dec.values, {k: v for k, v in var.attrs.items() if k not in ("units", "calendar")})}
+        )
         ds[ax.name].encoding.update({"units": var.attrs["units"], "calendar": ax.calendar})
     ds, stamps = _period_ends_to_middles(ds, ax.name, coding)
     if stamps:
         ax = time_axis(ds)
     if reading is not None:
-        for key, value in (("coordinate", ax.name), ("calendar", ax.calendar), ("frequency", ax.describe),
-                           ("step", ax.words(1)), ("first", ax.first), ("last", ax.last),
-                           ("length", f"{ax.n} steps ({ax.words(ax.n)}, {ax.n / ax.steps_per_year:.1f} years)"),
-                           ("gaps", "none"), ("chunking", _chunking(ds, ax.name))):
+        for key, value in (
+            ("coordinate", ax.name),
+            ("calendar", ax.calendar),
+            ("frequency", ax.describe),
+            ("step", ax.words(1)),
+            ("first", ax.first),
+            ("last", ax.last),
+            ("length", f"{ax.n} steps ({ax.words(ax.n)}, {ax.n / ax.steps_per_year:.1f} years)"),
+            ("gaps", "none"),
+            ("chunking", _chunking(ds, ax.name)),
+        ):
             reading.fact("time", key, value)
         if stamps:
             reading.fact("time", "stamps", stamps)
@@ -375,8 +460,12 @@ def _period_ends_to_middles(ds: xr.Dataset, name: str, coding: dict) -> tuple[xr
     if not (np.issubdtype(b.dtype, np.datetime64) or b.dtype == object):
         if not coding.get("units") or " since " not in str(coding["units"]):
             return ds, ""
-        b = xr.DataArray(xr.coders.CFDatetimeCoder(use_cftime=None).decode(
-            xr.Variable(b.dims, b.values, {k: v for k, v in coding.items() if v}), name=bname), dims=b.dims)
+        b = xr.DataArray(
+            xr.coders.CFDatetimeCoder(use_cftime=None).decode(
+                xr.Variable(b.dims, b.values, {k: v for k, v in coding.items() if v}), name=bname
+            ),
+            dims=b.dims,
+        )
     dim = b.dims[1]
     lo, hi = b.isel({dim: 0}).values, b.isel({dim: 1}).values
     try:
@@ -389,12 +478,16 @@ def _period_ends_to_middles(ds: xr.Dataset, name: str, coding: dict) -> tuple[xr
     if var.dtype == object:
         mid = np.array([a + (c - a) / 2 for a, c in zip(lo, hi)])
     else:
-        mid = np.asarray(lo, "datetime64[ns]") + (np.asarray(hi, "datetime64[ns]") - np.asarray(lo, "datetime64[ns]")) / 2
+        mid = (
+            np.asarray(lo, "datetime64[ns]") + (np.asarray(hi, "datetime64[ns]") - np.asarray(lo, "datetime64[ns]")) / 2
+        )
     out = ds.assign_coords({name: (var.dims, mid, var.attrs)})
     out[name].encoding.update(var.encoding)
-    return out, (f"at the end of each period ({_iso(var.values[0])} ends the first, {bname!r} "
-                 f"{_iso(lo[0])}..{_iso(hi[0])}): read at the middle of their bounds, so each step is dated "
-                 "by the period it averages (CESM history files stamp a month's mean at its end)")
+    return out, (
+        f"at the end of each period ({_iso(var.values[0])} ends the first, {bname!r} "
+        f"{_iso(lo[0])}..{_iso(hi[0])}): read at the middle of their bounds, so each step is dated "
+        "by the period it averages (CESM history files stamp a month's mean at its end)"
+    )
 
 
 def _unit_of(freq: str) -> tuple[str, int]:
@@ -407,8 +500,10 @@ def _unit_of(freq: str) -> tuple[str, int]:
     try:
         off = pd.tseries.frequencies.to_offset(head)
     except ValueError:
-        raise DataValidationError(f"Unknown time frequency {freq!r}: give an offset alias ('MS', 'D', '5D', 'h') "
-                                  "or a CMIP6 frequency ('mon', 'day').") from None
+        raise DataValidationError(
+            f"Unknown time frequency {freq!r}: give an offset alias ('MS', 'D', '5D', 'h') "
+            "or a CMIP6 frequency ('mon', 'day')."
+        ) from None
     n = int(off.n)
     base = type(off).__name__
     if base in ("MonthBegin", "MonthEnd"):
@@ -419,8 +514,9 @@ def _unit_of(freq: str) -> tuple[str, int]:
         return "year", n
     sec = pd.Timedelta(off).total_seconds()
     if sec < 1 or not float(sec).is_integer():
-        raise DataValidationError(f"Time frequency {freq!r} is not a whole number of seconds; the study reads steps "
-                                  "of whole seconds or more.")
+        raise DataValidationError(
+            f"Time frequency {freq!r} is not a whole number of seconds; the study reads steps of whole seconds or more."
+        )
     return _unit_of_seconds(int(sec))
 
 
@@ -463,4 +559,5 @@ def check_length(ds_or_axis: xr.Dataset | TimeAxis, needed: int, why: str, fix: 
     years = needed / ax.steps_per_year
     raise DataValidationError(
         f"The record is {ax.words(ax.n)} ({ax.n} steps, {ax.first}..{ax.last}); {why} need at least {ax.words(needed)} "
-        f"({needed} steps, {years:.1f} years). Fix: give a longer record, or {fix}.")
+        f"({needed} steps, {years:.1f} years). Fix: give a longer record, or {fix}."
+    )

@@ -31,17 +31,24 @@ __all__ = ["train_unit", "budget_weights", "unit_dataset", "train_model", "Train
 def _setup(cfg: StudyConfig, path: Path):
     ds = odata.open_zarr(path, target=cfg.target)
     axis = timeaxis.time_axis(ds)
-    split = odata.chronological_split(ds.sizes["time"], window=cfg.window, lead=cfg.lead,
-                                      fractions=tuple(cfg.fractions), train_min=axis.year_steps, time=axis)
-    norm = odata.fit_normalizer(ds, split.train, window=cfg.window, lead=cfg.lead, target=cfg.target,
-                                concept_scaling=cfg.concept_scaling)
+    split = odata.chronological_split(
+        ds.sizes["time"],
+        window=cfg.window,
+        lead=cfg.lead,
+        fractions=tuple(cfg.fractions),
+        train_min=axis.year_steps,
+        time=axis,
+    )
+    norm = odata.fit_normalizer(
+        ds, split.train, window=cfg.window, lead=cfg.lead, target=cfg.target, concept_scaling=cfg.concept_scaling
+    )
     return ds, split, norm
 
 
 def _dataset(ds, t, norm, cfg):
-    return odata.WindowDataset(ds, t, norm, window=cfg.window, lead=cfg.lead,
-                               patch=tuple(cfg.patch) if cfg.patch else None, max_blocks=64)
-
+    return odata.WindowDataset(
+        ds, t, norm, window=cfg.window, lead=cfg.lead, patch=tuple(cfg.patch) if cfg.patch else None, max_blocks=64
+    )
 
 
 @torch.no_grad()
@@ -67,8 +74,17 @@ def _predict(model, loader, n_free: int):
         ms.append(b["member"].numpy())
         vs.append(b["valid"].numpy()[:, 0])
     cat = np.concatenate
-    return {"y": cat(ys), "c": cat(cs), "y0": cat(y0) if y0 else None, "hidden": cat(hs), "t": cat(ts),
-            "member": cat(ms), "valid": vs[0][0], "y_true": cat(yt), "c_true": cat(ct)}
+    return {
+        "y": cat(ys),
+        "c": cat(cs),
+        "y0": cat(y0) if y0 else None,
+        "hidden": cat(hs),
+        "t": cat(ts),
+        "member": cat(ms),
+        "valid": vs[0][0],
+        "y_true": cat(yt),
+        "c_true": cat(ct),
+    }
 
 
 def _phase(time: xr.DataArray, axis: timeaxis.TimeAxis) -> np.ndarray:
@@ -94,7 +110,8 @@ def _climatology(target: xr.DataArray, train_steps: np.ndarray, steps: np.ndarra
     if absent:
         raise DataValidationError(
             f"The training split holds no step of {len(absent)} phase(s) of the year that the test split has, so the "
-            "climatology forecast cannot be scored. Fix: give a longer record (the training split must span a year).")
+            "climatology forecast cannot be scored. Fix: give a longer record (the training split must span a year)."
+        )
     return clim.sel(phase=xr.DataArray(phase[steps], dims="sample")).values
 
 
@@ -108,13 +125,20 @@ def _budget_head(model, norm, n_free: int) -> None:
     """Start the head at the budget identity (:func:`budget_weights`); free concepts at 0.1."""
     with torch.no_grad():
         w = model.head.weight.view(-1)
-        w[:len(PRESCRIBED)] = torch.tensor(budget_weights(norm), dtype=w.dtype)
-        w[len(PRESCRIBED):] = 0.1  # small, not 0: a zero weight would block the free concept's gradient
+        w[: len(PRESCRIBED)] = torch.tensor(budget_weights(norm), dtype=w.dtype)
+        w[len(PRESCRIBED) :] = 0.1  # small, not 0: a zero weight would block the free concept's gradient
         model.head.bias.zero_()
 
 
-def train_unit(config: dict, regime: str, seed: int, data_path: str, checkpoint_dir: str,
-               progress_bar: bool = False, device: str = "cpu") -> xr.Dataset:
+def train_unit(
+    config: dict,
+    regime: str,
+    seed: int,
+    data_path: str,
+    checkpoint_dir: str,
+    progress_bar: bool = False,
+    device: str = "cpu",
+) -> xr.Dataset:
     """Train one ``(regime, seed)`` model and return its test-set predictions.
 
     ``config``: the :class:`~ocean.plan.StudyConfig` as a dict (picklable for Dask workers);
@@ -145,12 +169,14 @@ def train_unit(config: dict, regime: str, seed: int, data_path: str, checkpoint_
         torch.set_num_threads(before)
 
 
-def _fit(cfg: StudyConfig, regime: str, seed: int, ds, split, norm, checkpoint_dir: str, progress_bar: bool,
-         device: str):
+def _fit(
+    cfg: StudyConfig, regime: str, seed: int, ds, split, norm, checkpoint_dir: str, progress_bar: bool, device: str
+):
     """Build the model (head at the budget identity when asked) and train it; resumable."""
     n_free = 0 if REGIMES[regime].n_free == 0 else cfg.n_free
-    model = build_model(cfg.window * len(INPUTS), PRESCRIBED, n_free, width=cfg.width,
-                        units={k: "W m-2" for k in PRESCRIBED}, seed=seed)
+    model = build_model(
+        cfg.window * len(INPUTS), PRESCRIBED, n_free, width=cfg.width, units={k: "W m-2" for k in PRESCRIBED}, seed=seed
+    )
     if cfg.head_init == "budget":
         _budget_head(model, norm, n_free)
     model.to(device)
@@ -162,15 +188,37 @@ def _fit(cfg: StudyConfig, regime: str, seed: int, ds, split, norm, checkpoint_d
     sched = LambdaSchedule(cfg.lam_max, cfg.lam_min, cfg.epochs) if reg.lam_max not in (0.0, 1.0) else None
     ckpt = Path(checkpoint_dir) / f"{regime}_seed{seed}.safetensors"
     ckpt.parent.mkdir(parents=True, exist_ok=True)
-    hist = fit_cbm(model, batches, regime=regime, epochs=cfg.epochs, lr=cfg.lr, val_batches=val_loader,
-                   checkpoint=ckpt, seed=seed, lam_schedule=sched, progress_bar=progress_bar, loss_kind=cfg.loss,
-                   decorrelation=cfg.decorrelation,
-                   desc=f"{regime} seed {seed}")
+    hist = fit_cbm(
+        model,
+        batches,
+        regime=regime,
+        epochs=cfg.epochs,
+        lr=cfg.lr,
+        val_batches=val_loader,
+        checkpoint=ckpt,
+        seed=seed,
+        lam_schedule=sched,
+        progress_bar=progress_bar,
+        loss_kind=cfg.loss,
+        decorrelation=cfg.decorrelation,
+        desc=f"{regime} seed {seed}",
+    )
     return model, hist, n_free
 
 
-def unit_dataset(p: dict, model, hist: xr.Dataset, ds: xr.Dataset, split, norm, cfg: StudyConfig,
-                 config: dict, regime: str, seed: int, n_free: int) -> xr.Dataset:
+def unit_dataset(
+    p: dict,
+    model,
+    hist: xr.Dataset,
+    ds: xr.Dataset,
+    split,
+    norm,
+    cfg: StudyConfig,
+    config: dict,
+    regime: str,
+    seed: int,
+    n_free: int,
+) -> xr.Dataset:
     """The unit's dataset from the test-set predictions ``p`` (:func:`_predict`), in W m-2."""
     tgt = cfg.target
     s = norm.scale
@@ -179,9 +227,13 @@ def unit_dataset(p: dict, model, hist: xr.Dataset, ds: xr.Dataset, split, norm, 
     c_pred = p["c"].astype(float) * s  # free concepts stay in target-scale units
     for k, name in enumerate(PRESCRIBED):
         c_pred[:, k] = norm.y_inverse(name, p["c"][:, k].astype(float))
-    c_true = np.concatenate([np.stack([norm.y_inverse(c, p["c_true"][:, k].astype(float))
-                                       for k, c in enumerate(PRESCRIBED)], 1),
-                             (p["hidden"] * norm.scale_of("q_hidden") + norm.mean.get("q_hidden", 0.0))[:, None]], 1)
+    c_true = np.concatenate(
+        [
+            np.stack([norm.y_inverse(c, p["c_true"][:, k].astype(float)) for k, c in enumerate(PRESCRIBED)], 1),
+            (p["hidden"] * norm.scale_of("q_hidden") + norm.mean.get("q_hidden", 0.0))[:, None],
+        ],
+        1,
+    )
     times = ds["time"].values[p["t"] + cfg.lead]
     y_clim = _climatology(ds[tgt], split.train + cfg.lead, p["t"] + cfg.lead)
     land = ~p["valid"].astype(bool)
@@ -190,36 +242,68 @@ def unit_dataset(p: dict, model, hist: xr.Dataset, ds: xr.Dataset, split, norm, 
         return np.where(land, np.nan, a)
 
     names = model.concept_names
-    coords = {"sample": np.arange(len(times)), "time": ("sample", times), "member": ("sample", p["member"]),
-              "concept": names, "true_concept": list(CONCEPTS), "lat": ds["lat"].values, "lon": ds["lon"].values,
-              "epoch": hist["epoch"].values}
+    coords = {
+        "sample": np.arange(len(times)),
+        "time": ("sample", times),
+        "member": ("sample", p["member"]),
+        "concept": names,
+        "true_concept": list(CONCEPTS),
+        "lat": ds["lat"].values,
+        "lon": ds["lon"].values,
+        "epoch": hist["epoch"].values,
+    }
     unit = xr.Dataset(
         {
             "y_true": (("sample", "lat", "lon"), mapvar(y_true), {"units": "W m-2", "long_name": f"true {tgt}"}),
             "y_pred": (("sample", "lat", "lon"), mapvar(y_pred), {"units": "W m-2", "long_name": f"forecast {tgt}"}),
-            "y_clim": (("sample", "lat", "lon"), mapvar(y_clim), {"units": "W m-2",
-                                                                  "long_name": "training climatology"}),
-            "c_true": (("sample", "true_concept", "lat", "lon"), np.where(land[None, None], np.nan, c_true),
-                       {"units": "W m-2"}),
-            "c_pred": (("sample", "concept", "lat", "lon"), np.where(land[None, None], np.nan, c_pred),
-                       {"units": "W m-2", "long_name": "predicted concepts (free ones: target-scale units)"}),
-            "head_weight": ("concept", model.head_weights()[0].astype(float),
-                            {"long_name": "1x1 head weight (normalised units; truth = 1 for each budget term)"}),
+            "y_clim": (
+                ("sample", "lat", "lon"),
+                mapvar(y_clim),
+                {"units": "W m-2", "long_name": "training climatology"},
+            ),
+            "c_true": (
+                ("sample", "true_concept", "lat", "lon"),
+                np.where(land[None, None], np.nan, c_true),
+                {"units": "W m-2"},
+            ),
+            "c_pred": (
+                ("sample", "concept", "lat", "lon"),
+                np.where(land[None, None], np.nan, c_pred),
+                {"units": "W m-2", "long_name": "predicted concepts (free ones: target-scale units)"},
+            ),
+            "head_weight": (
+                "concept",
+                model.head_weights()[0].astype(float),
+                {"long_name": "1x1 head weight (normalised units; truth = 1 for each budget term)"},
+            ),
             "head_bias": ((), float(model.head.bias.detach()[0])),
-            "head_weight_true": ("concept", budget_weights(norm) + [np.nan] * n_free,
-                                 {"long_name": "head weight of the exact budget (target = sum of the terms)"}),
+            "head_weight_true": (
+                "concept",
+                budget_weights(norm) + [np.nan] * n_free,
+                {"long_name": "head weight of the exact budget (target = sum of the terms)"},
+            ),
             "mask": (("lat", "lon"), p["valid"].astype(np.int8)),
-            **{f"hist_{k}": ("epoch", hist[k].values) for k in ("lam", "train_loss", "train_task",
-                                                                "train_concept", "val_task")},
+            **{
+                f"hist_{k}": ("epoch", hist[k].values)
+                for k in ("lam", "train_loss", "train_task", "train_concept", "val_task")
+            },
         },
         coords=coords,
-        attrs={"regime": regime, "seed": int(seed), "target": tgt, "scale_W_m2": float(s),
-               "study_config": json.dumps(config, default=str),
-               "description": f"OceanCBM unit: {regime}, seed {seed}, test split"},
+        attrs={
+            "regime": regime,
+            "seed": int(seed),
+            "target": tgt,
+            "scale_W_m2": float(s),
+            "study_config": json.dumps(config, default=str),
+            "description": f"OceanCBM unit: {regime}, seed {seed}, test split",
+        },
     )
     if p["y0"] is not None:
-        unit["y_pred_free0"] = (("sample", "lat", "lon"), mapvar(norm.y_inverse(tgt, p["y0"])),
-                                {"units": "W m-2", "long_name": "forecast with the free concept zeroed"})
+        unit["y_pred_free0"] = (
+            ("sample", "lat", "lon"),
+            mapvar(norm.y_inverse(tgt, p["y0"])),
+            {"units": "W m-2", "long_name": "forecast with the free concept zeroed"},
+        )
     return unit
 
 
@@ -259,8 +343,16 @@ class TrainedModel:
         return model(x).y
 
 
-def train_model(config: StudyConfig, store: str | Path, *, regime: str = "mixed", seed: int = 0,
-                checkpoint_dir: str | Path, device: str = "cpu", progress_bar: bool = True) -> TrainedModel:
+def train_model(
+    config: StudyConfig,
+    store: str | Path,
+    *,
+    regime: str = "mixed",
+    seed: int = 0,
+    checkpoint_dir: str | Path,
+    device: str = "cpu",
+    progress_bar: bool = True,
+) -> TrainedModel:
     """Train OceanCBM on a store in one regime with one seed, exactly as a study unit does
     (checkpointed every epoch in ``checkpoint_dir``; a second call resumes or reloads it)."""
     if regime not in REGIMES:

@@ -27,8 +27,15 @@ from .variables import (
 __all__ = ["validate"]
 
 
-def validate(ds: xr.Dataset, *, inputs: Sequence[str] = INPUTS, concepts: Sequence[str] = PRESCRIBED,
-             target: str = "dmlhc_dt", check_nans: bool = True, check_ranges: bool | None = None) -> xr.Dataset:
+def validate(
+    ds: xr.Dataset,
+    *,
+    inputs: Sequence[str] = INPUTS,
+    concepts: Sequence[str] = PRESCRIBED,
+    target: str = "dmlhc_dt",
+    check_nans: bool = True,
+    check_ranges: bool | None = None,
+) -> xr.Dataset:
     """Check a dataset against the ocean schema; raise a clear error on the first problem.
 
     Raises
@@ -59,29 +66,46 @@ def validate(ds: xr.Dataset, *, inputs: Sequence[str] = INPUTS, concepts: Sequen
             f"The ocean dataset lacks {', '.join(named)}. Expected inputs {list(inputs)}, concepts {list(concepts)}, "
             f"target {target!r} and 'mask'; got {sorted(map(str, ds.data_vars))}. Product names (ORAS5/NEMO, "
             "CMEMS) are mapped by ocean.data.from_nemo(ds) / open_store(path), or pass names={'yours': 'study'}."
-            + (f" The budget terms {terms} are not in reanalysis products and this one lacks the fields to compute "
-               "them: ocean.data.from_nemo / open_store compute q_surf from qnet, q_ekman from tauu and tauv, q_geo "
-               "from zos, q_entr from mld, sst and t_sub (and uo, vo), q_diff from mld and sst, mlhc and dmlhc_dt "
-               "from mld and sst (ocean.concepts; 3-D thetao and so give sst, mld and t_sub). Add those fields, or "
-               "the terms under these names." if terms else ""))
+            + (
+                f" The budget terms {terms} are not in reanalysis products and this one lacks the fields to compute "
+                "them: ocean.data.from_nemo / open_store compute q_surf from qnet, q_ekman from tauu and tauv, q_geo "
+                "from zos, q_entr from mld, sst and t_sub (and uo, vo), q_diff from mld and sst, mlhc and dmlhc_dt "
+                "from mld and sst (ocean.concepts; 3-D thetao and so give sst, mld and t_sub). Add those fields, or "
+                "the terms under these names."
+                if terms
+                else ""
+            )
+        )
     if tuple(ds["mask"].dims) != ("lat", "lon"):
-        raise DimensionError(f"'mask' must have dims ('lat', 'lon'); got {ds['mask'].dims}. Fix: "
-                             "ds['mask'] = ds['mask'].isel(time=0, member=0, drop=True) or transpose it.")
+        raise DimensionError(
+            f"'mask' must have dims ('lat', 'lon'); got {ds['mask'].dims}. Fix: "
+            "ds['mask'] = ds['mask'].isel(time=0, member=0, drop=True) or transpose it."
+        )
     for v in [*inputs, *concepts, target]:
         da = ds[v]
         if tuple(da.dims) != DIMS:
-            fix = "ds = ds.expand_dims(member=[0])" if "member" not in da.dims else f"ds['{v}'] = ds['{v}'].transpose{DIMS}"
-            raise DimensionError(f"Variable {v!r} has dims {da.dims}; expected {DIMS}. Fix: {fix} "
-                                 "(rename 'latitude'/'longitude' to 'lat'/'lon', 'time_counter' to 'time').")
+            fix = (
+                "ds = ds.expand_dims(member=[0])"
+                if "member" not in da.dims
+                else f"ds['{v}'] = ds['{v}'].transpose{DIMS}"
+            )
+            raise DimensionError(
+                f"Variable {v!r} has dims {da.dims}; expected {DIMS}. Fix: {fix} "
+                "(rename 'latitude'/'longitude' to 'lat'/'lon', 'time_counter' to 'time')."
+            )
         exp = EXPECTED_UNITS.get(v)
         if exp is not None and not units_ok(da.attrs.get("units"), exp):
-            raise UnitsError(f"Variable {v!r} has units {da.attrs.get('units')!r}; expected {exp!r}. Fix: convert "
-                             f"the values (e.g. K - 273.15 for temperature) and set ds['{v}'].attrs['units'] = '{exp}'.")
+            raise UnitsError(
+                f"Variable {v!r} has units {da.attrs.get('units')!r}; expected {exp!r}. Fix: convert "
+                f"the values (e.g. K - 273.15 for temperature) and set ds['{v}'].attrs['units'] = '{exp}'."
+            )
     t = ds["time"].values
     if t.size > 1 and not np.all(t[1:] > t[:-1]):
         bad = int(np.nonzero(~(t[1:] > t[:-1]))[0][0])
-        raise DataValidationError(f"Time is not strictly increasing (at index {bad + 1}: {t[bad]} -> {t[bad + 1]}). "
-                                  "Fix: ds = ds.sortby('time') and drop duplicate times.")
+        raise DataValidationError(
+            f"Time is not strictly increasing (at index {bad + 1}: {t[bad]} -> {t[bad + 1]}). "
+            "Fix: ds = ds.sortby('time') and drop duplicate times."
+        )
     mask = ds["mask"].astype(bool)
     check_ranges = check_nans if check_ranges is None else check_ranges
     if check_nans or check_ranges:
@@ -93,12 +117,14 @@ def validate(ds: xr.Dataset, *, inputs: Sequence[str] = INPUTS, concepts: Sequen
             if int(n) > 0:
                 raise DataValidationError(
                     f"Variable {v!r} has {int(n)} NaN/inf values at ocean points (mask == 1). Fix: fill them "
-                    "(e.g. ds[v].interpolate_na('time')) or set those points to land in 'mask'.")
+                    "(e.g. ds[v].interpolate_na('time')) or set those points to land in 'mask'."
+                )
         for v, (lo, hi) in bounds.items():
             low, high, hint = PLAUSIBLE[v]
             if float(lo) < low or float(hi) > high:
                 raise UnitsError(
                     f"Variable {v!r} ({ds[v].attrs.get('units')}) ranges over [{float(lo):.4g}, {float(hi):.4g}] at "
                     f"ocean points; an ocean's {v} lies within [{low:g}, {high:g}]: {hint}. Land filled with a "
-                    "number instead of NaN also does this: set those points to 0 in 'mask'.")
+                    "number instead of NaN also does this: set those points to 0 in 'mask'."
+                )
     return ds

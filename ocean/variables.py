@@ -22,9 +22,27 @@ from collections.abc import Mapping
 
 import xarray as xr
 
-__all__ = ["DIMS", "INPUTS", "CONCEPTS", "PRESCRIBED", "TARGET", "VAR_ATTRS", "EXPECTED_UNITS", "UNIT_ALIASES",
-           "PRODUCT_NAMES", "PLAUSIBLE", "TEMPERATURES", "STANDARD_NAMES", "FIELD_UNITS", "UPWARD", "DOWNWARD",
-           "ENSEMBLE_DIMS", "units_ok", "product_names_of", "rename_to_study"]
+__all__ = [
+    "DIMS",
+    "INPUTS",
+    "CONCEPTS",
+    "PRESCRIBED",
+    "TARGET",
+    "VAR_ATTRS",
+    "EXPECTED_UNITS",
+    "UNIT_ALIASES",
+    "PRODUCT_NAMES",
+    "PLAUSIBLE",
+    "TEMPERATURES",
+    "STANDARD_NAMES",
+    "FIELD_UNITS",
+    "UPWARD",
+    "DOWNWARD",
+    "ENSEMBLE_DIMS",
+    "units_ok",
+    "product_names_of",
+    "rename_to_study",
+]
 
 DIMS = ("member", "time", "lat", "lon")
 INPUTS = ("sst", "zos", "tauu", "tauv", "qnet", "mld", "t_sub")
@@ -35,19 +53,37 @@ TARGET = "mlhc"
 TEMPERATURES = ("sst", "t_sub", "thetao")
 
 VAR_ATTRS: dict[str, dict[str, str]] = {
-    "sst": {"units": "degree_Celsius", "standard_name": "sea_surface_temperature",
-            "long_name": "mixed-layer (sea surface) temperature"},
+    "sst": {
+        "units": "degree_Celsius",
+        "standard_name": "sea_surface_temperature",
+        "long_name": "mixed-layer (sea surface) temperature",
+    },
     "zos": {"units": "m", "standard_name": "sea_surface_height_above_geoid", "long_name": "sea surface height"},
     "tauu": {"units": "N m-2", "standard_name": "surface_downward_eastward_stress", "long_name": "zonal wind stress"},
-    "tauv": {"units": "N m-2", "standard_name": "surface_downward_northward_stress",
-             "long_name": "meridional wind stress"},
-    "qnet": {"units": "W m-2", "standard_name": "surface_downward_heat_flux_in_sea_water",
-             "long_name": "net surface heat flux"},
-    "mld": {"units": "m", "standard_name": "ocean_mixed_layer_thickness_defined_by_sigma_theta",
-            "long_name": "mixed-layer depth"},
-    "t_sub": {"units": "degree_Celsius", "standard_name": "sea_water_conservative_temperature",
-              "long_name": "temperature just below the mixed layer"},
-    "mlhc": {"units": "J m-2", "long_name": "mixed-layer heat content, integral of rho0 cp0 Theta dz over the mixed layer"},
+    "tauv": {
+        "units": "N m-2",
+        "standard_name": "surface_downward_northward_stress",
+        "long_name": "meridional wind stress",
+    },
+    "qnet": {
+        "units": "W m-2",
+        "standard_name": "surface_downward_heat_flux_in_sea_water",
+        "long_name": "net surface heat flux",
+    },
+    "mld": {
+        "units": "m",
+        "standard_name": "ocean_mixed_layer_thickness_defined_by_sigma_theta",
+        "long_name": "mixed-layer depth",
+    },
+    "t_sub": {
+        "units": "degree_Celsius",
+        "standard_name": "sea_water_conservative_temperature",
+        "long_name": "temperature just below the mixed layer",
+    },
+    "mlhc": {
+        "units": "J m-2",
+        "long_name": "mixed-layer heat content, integral of rho0 cp0 Theta dz over the mixed layer",
+    },
     "dmlhc_dt": {"units": "W m-2", "long_name": "tendency of mixed-layer heat content over the time step"},
     "q_surf": {"units": "W m-2", "long_name": "surface heat flux term of the MLHC budget"},
     "q_ekman": {"units": "W m-2", "long_name": "Ekman advection term of the MLHC budget"},
@@ -75,8 +111,17 @@ PLAUSIBLE: dict[str, tuple[float, float, str]] = {
 
 #: accepted spellings of each CF unit
 UNIT_ALIASES: dict[str, set[str]] = {
-    "degree_Celsius": {"degree_Celsius", "degrees_Celsius", "degC", "degrees_C", "deg_C", "deg C", "celsius",
-                       "Celsius", "°C"},
+    "degree_Celsius": {
+        "degree_Celsius",
+        "degrees_Celsius",
+        "degC",
+        "degrees_C",
+        "deg_C",
+        "deg C",
+        "celsius",
+        "Celsius",
+        "°C",
+    },
     "W m-2": {"W m-2", "W/m2", "W m**-2", "W/m^2", "W.m-2"},
     "N m-2": {"N m-2", "N/m2", "N m**-2", "Pa", "N/m^2"},
     "J m-2": {"J m-2", "J/m2", "J m**-2", "J/m^2"},
@@ -86,17 +131,38 @@ UNIT_ALIASES: dict[str, set[str]] = {
 #: CF standard names (CF standard name table v84) of each quantity the study reads, in order of preference:
 #: the reader (:mod:`ocean.products`) finds a product's variable by these through cf_xarray before any name
 STANDARD_NAMES: dict[str, tuple[str, ...]] = {
-    "sst": ("sea_surface_temperature", "sea_surface_skin_temperature", "sea_surface_subskin_temperature",
-            "sea_surface_foundation_temperature"),
+    "sst": (
+        "sea_surface_temperature",
+        "sea_surface_skin_temperature",
+        "sea_surface_subskin_temperature",
+        "sea_surface_foundation_temperature",
+    ),
     "zos": ("sea_surface_height_above_geoid", "sea_surface_height_above_mean_sea_level", "sea_surface_height"),
-    "tauu": ("surface_downward_eastward_stress", "surface_downward_x_stress", "surface_upward_eastward_stress",
-             "surface_upward_x_stress"),
-    "tauv": ("surface_downward_northward_stress", "surface_downward_y_stress", "surface_upward_northward_stress",
-             "surface_upward_y_stress"),
-    "qnet": ("surface_downward_heat_flux_in_sea_water", "surface_net_downward_total_heat_flux",
-             "surface_upward_heat_flux_in_air", "surface_net_upward_total_heat_flux", "surface_upward_heat_flux_in_sea_water"),
-    "mld": ("ocean_mixed_layer_thickness_defined_by_sigma_theta", "ocean_mixed_layer_thickness_defined_by_sigma_t",
-            "ocean_mixed_layer_thickness_defined_by_temperature", "ocean_mixed_layer_thickness"),
+    "tauu": (
+        "surface_downward_eastward_stress",
+        "surface_downward_x_stress",
+        "surface_upward_eastward_stress",
+        "surface_upward_x_stress",
+    ),
+    "tauv": (
+        "surface_downward_northward_stress",
+        "surface_downward_y_stress",
+        "surface_upward_northward_stress",
+        "surface_upward_y_stress",
+    ),
+    "qnet": (
+        "surface_downward_heat_flux_in_sea_water",
+        "surface_net_downward_total_heat_flux",
+        "surface_upward_heat_flux_in_air",
+        "surface_net_upward_total_heat_flux",
+        "surface_upward_heat_flux_in_sea_water",
+    ),
+    "mld": (
+        "ocean_mixed_layer_thickness_defined_by_sigma_theta",
+        "ocean_mixed_layer_thickness_defined_by_sigma_t",
+        "ocean_mixed_layer_thickness_defined_by_temperature",
+        "ocean_mixed_layer_thickness",
+    ),
     "thetao": ("sea_water_potential_temperature", "sea_water_conservative_temperature"),
     "so": ("sea_water_salinity", "sea_water_practical_salinity", "sea_water_absolute_salinity"),
     "uo": ("sea_water_x_velocity", "eastward_sea_water_velocity"),
@@ -109,9 +175,19 @@ UPWARD = frozenset(n for names in STANDARD_NAMES.values() for n in names if "_up
 DOWNWARD = frozenset(n for names in STANDARD_NAMES.values() for n in names if "_downward_" in n)
 #: the units the study works in, for the fields the reader converts (pint spellings; the 2-D fields' CF units
 #: are :data:`EXPECTED_UNITS`)
-FIELD_UNITS: dict[str, str] = {"sst": "degree_Celsius", "t_sub": "degree_Celsius", "thetao": "degree_Celsius",
-                               "zos": "m", "mld": "m", "tauu": "N m-2", "tauv": "N m-2", "qnet": "W m-2",
-                               "uo": "m s-1", "vo": "m s-1", "depth": "m"}
+FIELD_UNITS: dict[str, str] = {
+    "sst": "degree_Celsius",
+    "t_sub": "degree_Celsius",
+    "thetao": "degree_Celsius",
+    "zos": "m",
+    "mld": "m",
+    "tauu": "N m-2",
+    "tauv": "N m-2",
+    "qnet": "W m-2",
+    "uo": "m s-1",
+    "vo": "m s-1",
+    "depth": "m",
+}
 #: dims that hold ensemble members (CF ``standard_name: realization``, CMIP6 / intake-esm, ECMWF): read as the
 #: study's ``member`` dim
 ENSEMBLE_DIMS = ("realization", "member_id", "number", "ensemble", "ens", "member")
@@ -186,8 +262,9 @@ def product_names_of(name: str) -> list[str]:
     return [k for k, v in PRODUCT_NAMES.items() if v == name]
 
 
-def rename_to_study(ds: xr.Dataset, names: Mapping[str, str] | None = None, *, cf_units: bool = True
-                    ) -> tuple[xr.Dataset, dict[str, str]]:
+def rename_to_study(
+    ds: xr.Dataset, names: Mapping[str, str] | None = None, *, cf_units: bool = True
+) -> tuple[xr.Dataset, dict[str, str]]:
     """Rename product variables and dims to the study's names; CF spellings of the units.
 
     Parameters

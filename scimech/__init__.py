@@ -26,21 +26,37 @@ except Exception:  # pragma: no cover
 
 _LAZY = {
     # name: module
-    "Recorder": "capture.record", "record": "capture.record", "stack_sites": "capture.record",
-    "ablate": "causal.intervene", "patch": "causal.intervene", "ablation_sweep": "causal.intervene",
+    "Recorder": "capture.record",
+    "record": "capture.record",
+    "stack_sites": "capture.record",
+    "ablate": "causal.intervene",
+    "patch": "causal.intervene",
+    "ablation_sweep": "causal.intervene",
     "patching_sweep": "causal.intervene",
-    "attribution_patching": "causal.atp", "ranking_agreement": "causal.atp",
-    "LinearProbe": "analysis.probe", "probe_sites": "analysis.probe",
-    "ConceptLayer": "analysis.concepts", "ConceptBottleneck": "analysis.concepts",
-    "linear_cka": "analysis.geometry", "procrustes_distance": "analysis.geometry", "principal_angles": "analysis.geometry",
+    "attribution_patching": "causal.atp",
+    "ranking_agreement": "causal.atp",
+    "LinearProbe": "analysis.probe",
+    "probe_sites": "analysis.probe",
+    "ConceptLayer": "analysis.concepts",
+    "ConceptBottleneck": "analysis.concepts",
+    "linear_cka": "analysis.geometry",
+    "procrustes_distance": "analysis.geometry",
+    "principal_angles": "analysis.geometry",
     "bootstrap_ci": "analysis.stats",
     "attribute": "analysis.attribution",
-    "save": "run.results", "load": "run.results", "UnitStore": "run.results",
+    "save": "run.results",
+    "load": "run.results",
+    "UnitStore": "run.results",
     "Report": "studies.report",
-    "get_client": "run.parallel", "map_units": "run.parallel",
-    "decompose_attention": "capture.attention", "HeadLayout": "capture.sites", "list_sites": "capture.sites",
-    "forward_pass": "capture.calls", "FixedMesh": "causal.samples",
-    "profile": "causal.model_profile", "ModelProfile": "causal.model_profile",
+    "get_client": "run.parallel",
+    "map_units": "run.parallel",
+    "decompose_attention": "capture.attention",
+    "HeadLayout": "capture.sites",
+    "list_sites": "capture.sites",
+    "forward_pass": "capture.calls",
+    "FixedMesh": "causal.samples",
+    "profile": "causal.model_profile",
+    "ModelProfile": "causal.model_profile",
 }
 
 _SUBPACKAGES = ("analysis", "capture", "causal", "errors", "run", "studies")
@@ -99,8 +115,11 @@ def __getattr__(name: str):
         import importlib
         import warnings
 
-        warnings.warn(f"scimech.{name} moved to scimech.{MOVED[name]}; the old path will be removed in scimech 0.3.0",
-                      DeprecationWarning, stacklevel=2)
+        warnings.warn(
+            f"scimech.{name} moved to scimech.{MOVED[name]}; the old path will be removed in scimech 0.3.0",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         return importlib.import_module(f".{MOVED[name]}", __name__)
     raise AttributeError(f"module 'scimech' has no attribute {name!r}")
 

@@ -60,8 +60,9 @@ class OldSubmodules:  # a meta path finder (importlib.abc.MetaPathFinder's proto
     def __init__(self, prefix: str, directory: str) -> None:
         self.prefix, self.directory = prefix, directory
 
-    def find_spec(self, fullname: str, path: Sequence[str] | None = None,
-                  target: ModuleType | None = None) -> ModuleSpec | None:
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None = None, target: ModuleType | None = None
+    ) -> ModuleSpec | None:
         if not fullname.startswith(self.prefix + "."):
             return None
         return importlib.machinery.PathFinder.find_spec(fullname, [self.directory])

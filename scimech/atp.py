@@ -5,6 +5,9 @@ import warnings
 
 from scimech.causal import atp as _moved
 
-warnings.warn("scimech.atp moved to scimech.causal.atp; the old path will be removed in scimech 0.3.0",
-              DeprecationWarning, stacklevel=2)
+warnings.warn(
+    "scimech.atp moved to scimech.causal.atp; the old path will be removed in scimech 0.3.0",
+    DeprecationWarning,
+    stacklevel=2,
+)
 sys.modules[__name__] = _moved

@@ -10,6 +10,9 @@ if __name__ == "__main__":  # `python -m scimech.cli` runs scimech.run.cli as a 
 else:
     from scimech.run import cli as _moved
 
-    warnings.warn("scimech.cli moved to scimech.run.cli; the old path will be removed in scimech 0.3.0",
-                  DeprecationWarning, stacklevel=2)
+    warnings.warn(
+        "scimech.cli moved to scimech.run.cli; the old path will be removed in scimech 0.3.0",
+        DeprecationWarning,
+        stacklevel=2,
+    )
     sys.modules[__name__] = _moved

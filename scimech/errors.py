@@ -23,7 +23,6 @@ __all__ = [
 ]
 
 
-
 def __getattr__(name: str):
     # scikit-learn's NotFittedError, re-exported lazily: importing scikit-learn costs seconds,
     # and every module of scimech imports this one

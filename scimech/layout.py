@@ -5,6 +5,9 @@ import warnings
 
 from scimech.capture import layout as _moved
 
-warnings.warn("scimech.layout moved to scimech.capture.layout; the old path will be removed in scimech 0.3.0",
-              DeprecationWarning, stacklevel=2)
+warnings.warn(
+    "scimech.layout moved to scimech.capture.layout; the old path will be removed in scimech 0.3.0",
+    DeprecationWarning,
+    stacklevel=2,
+)
 sys.modules[__name__] = _moved

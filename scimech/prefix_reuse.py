@@ -5,6 +5,9 @@ import warnings
 
 from scimech.causal import prefix_reuse as _moved
 
-warnings.warn("scimech.prefix_reuse moved to scimech.causal.prefix_reuse; the old path will be removed in scimech 0.3.0",
-              DeprecationWarning, stacklevel=2)
+warnings.warn(
+    "scimech.prefix_reuse moved to scimech.causal.prefix_reuse; the old path will be removed in scimech 0.3.0",
+    DeprecationWarning,
+    stacklevel=2,
+)
 sys.modules[__name__] = _moved

@@ -5,6 +5,9 @@ import warnings
 
 from scimech.capture import sites as _moved
 
-warnings.warn("scimech.sites moved to scimech.capture.sites; the old path will be removed in scimech 0.3.0",
-              DeprecationWarning, stacklevel=2)
+warnings.warn(
+    "scimech.sites moved to scimech.capture.sites; the old path will be removed in scimech 0.3.0",
+    DeprecationWarning,
+    stacklevel=2,
+)
 sys.modules[__name__] = _moved

@@ -5,6 +5,9 @@ import warnings
 
 from scimech.analysis import stats as _moved
 
-warnings.warn("scimech.stats moved to scimech.analysis.stats; the old path will be removed in scimech 0.3.0",
-              DeprecationWarning, stacklevel=2)
+warnings.warn(
+    "scimech.stats moved to scimech.analysis.stats; the old path will be removed in scimech 0.3.0",
+    DeprecationWarning,
+    stacklevel=2,
+)
 sys.modules[__name__] = _moved

@@ -72,12 +72,14 @@ def candidate_data_file(tmp_path_factory):
     from neuro.search.sandbox import write_data
 
     rng = np.random.default_rng(0)
-    d = {"train/series": rng.normal(size=(2, 20, 3)).astype(np.float32),
-         "train/stim": np.zeros((2, 20, 5), np.float32),
-         "val/context": rng.normal(size=(4, 4, 3)).astype(np.float32),
-         "val/stim_context": np.zeros((4, 4, 5), np.float32),
-         "val/stim_future": np.zeros((4, 2, 5), np.float32),
-         "val/target": np.ones((4, 2, 3), np.float32)}
+    d = {
+        "train/series": rng.normal(size=(2, 20, 3)).astype(np.float32),
+        "train/stim": np.zeros((2, 20, 5), np.float32),
+        "val/context": rng.normal(size=(4, 4, 3)).astype(np.float32),
+        "val/stim_context": np.zeros((4, 4, 5), np.float32),
+        "val/stim_future": np.zeros((4, 2, 5), np.float32),
+        "val/target": np.ones((4, 2, 3), np.float32),
+    }
     return write_data(d, tmp_path_factory.mktemp("candidate") / "data.npz")
 
 

@@ -60,8 +60,10 @@ def test_core_api_listings_are_not_passed_off_as_runnable_code():
 # --- the documentation site (docs/conf.py, `make docs`) ----------------------------------------------
 DOCS = REPO / "docs"
 #: the pages whose python blocks run in another test file (each names the page)
-RUN_ELSEWHERE = {"docs/sites_and_interventions.md": "tests/scimech/test_sites.py",
-                 "docs/probing_and_concepts.md": "tests/scimech/test_probe.py"}
+RUN_ELSEWHERE = {
+    "docs/sites_and_interventions.md": "tests/scimech/test_sites.py",
+    "docs/probing_and_concepts.md": "tests/scimech/test_probe.py",
+}
 #: the pages whose python blocks are not run, and why (every other page's blocks are)
 NOT_RUN = {
     "docs/ocean.md": "reads the scientist's own product files",
@@ -75,8 +77,11 @@ def _toctree_entries(page: Path) -> list[Path]:
     """The pages a page's ``{toctree}`` blocks list, as paths."""
     entries = []
     for block in re.findall(r"```\{toctree\}\n(.*?)```", page.read_text(), flags=re.S):
-        entries += [page.parent / f"{line.strip()}.md" for line in block.splitlines()
-                    if line.strip() and not line.startswith(":")]
+        entries += [
+            page.parent / f"{line.strip()}.md"
+            for line in block.splitlines()
+            if line.strip() and not line.startswith(":")
+        ]
     return entries
 
 
@@ -105,13 +110,16 @@ def test_every_python_block_of_the_site_is_run_by_a_test():
         assert page.split("/")[-1] in (REPO / test).read_text(), f"{test} does not run {page}"
     unrun = with_code - set(RUN_HERE) - set(RUN_ELSEWHERE) - set(NOT_RUN)
     assert not unrun, f"python blocks that no test runs: {sorted(unrun)}"
-    assert set(NOT_RUN) <= with_code   # an entry here that has no code any more is taken off
+    assert set(NOT_RUN) <= with_code  # an entry here that has no code any more is taken off
 
 
 def _documented() -> set[str]:
     """The objects the API reference's autodoc directives name."""
-    return {m for page in (DOCS / "api").glob("*.md")
-            for m in re.findall(r"^\.\. auto(?:function|class|data)::\s*(\S+)", page.read_text(), flags=re.M)}
+    return {
+        m
+        for page in (DOCS / "api").glob("*.md")
+        for m in re.findall(r"^\.\. auto(?:function|class|data)::\s*(\S+)", page.read_text(), flags=re.M)
+    }
 
 
 def test_the_api_reference_documents_every_public_name():
@@ -120,8 +128,11 @@ def test_the_api_reference_documents_every_public_name():
     import scimech.causal.metrics
 
     public = {f"scimech.{n}" for n in scimech.__all__ if n != "__version__"}
-    public |= {f"scimech.analysis.dictionary.{n}" for n in scimech.analysis.dictionary.__all__
-               if callable(getattr(scimech.analysis.dictionary, n))}
+    public |= {
+        f"scimech.analysis.dictionary.{n}"
+        for n in scimech.analysis.dictionary.__all__
+        if callable(getattr(scimech.analysis.dictionary, n))
+    }
     public |= {f"scimech.causal.metrics.{n}" for n in scimech.causal.metrics.__all__}
     entry_points = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["entry-points"]
     studies = {v.replace(":", ".") for v in entry_points["scimech.studies"].values()}

@@ -8,14 +8,17 @@ import pytest
 from scimech.run.cli import main
 
 
-@pytest.mark.parametrize("argv, units", [
-    (["ocean", "study"], 3 * 3),                                   # 3 regimes x 3 seeds
-    (["ocean", "study", "--seeds", "0", "1", "--regimes", "mixed"], 2),
-    (["astro", "study", "--quick"], 4),                            # 600 test galaxies in chunks of 150
-    (["astro", "study", "--quick", "--chunk-size", "200"], 3),
-    (["neuro", "study"], 1 * 2 * 12 + 1 * 6),                      # 1 seed x (priors, none) x 12 nodes + long context
-    (["neuro", "study", "--medium", "--long-context", "0"], 3 * 2 * 24),
-])
+@pytest.mark.parametrize(
+    "argv, units",
+    [
+        (["ocean", "study"], 3 * 3),  # 3 regimes x 3 seeds
+        (["ocean", "study", "--seeds", "0", "1", "--regimes", "mixed"], 2),
+        (["astro", "study", "--quick"], 4),  # 600 test galaxies in chunks of 150
+        (["astro", "study", "--quick", "--chunk-size", "200"], 3),
+        (["neuro", "study"], 1 * 2 * 12 + 1 * 6),  # 1 seed x (priors, none) x 12 nodes + long context
+        (["neuro", "study", "--medium", "--long-context", "0"], 3 * 2 * 24),
+    ],
+)
 def test_dry_run_prints_the_plan_and_writes_nothing(argv, units, tmp_path, capsys):
     out = tmp_path / "run"
     assert main([*argv, "--dry-run", "--out", str(out)]) == 0

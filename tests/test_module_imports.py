@@ -75,7 +75,8 @@ def module_files(root: Path, packages) -> dict[str, tuple[Path, bool]]:
 
 def _is_type_checking(test: ast.expr) -> bool:
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def _module_level(body):
@@ -103,7 +104,7 @@ def imported_names(name: str, path: Path, is_pkg: bool, lazy: bool = False) -> s
     tree = ast.parse(path.read_text(), filename=str(path))
     package = name if is_pkg else name.rpartition(".")[0]
     out = set()
-    for node in (ast.walk(tree) if lazy else _module_level(tree.body)):
+    for node in ast.walk(tree) if lazy else _module_level(tree.body):
         if isinstance(node, ast.Import):
             out.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -156,10 +157,21 @@ def third_party(modules: dict[str, tuple[Path, bool]]) -> list[str]:
 
 def import_each_fresh(root: Path, modules: list[str], preload: list[str], timeout: float = 600) -> dict[str, str]:
     """``{module: traceback}`` of the modules that fail to import in a fresh process."""
-    proc = subprocess.run([sys.executable, "-c", _FRESH_IMPORTS, json.dumps(modules), json.dumps(preload)],
-                          cwd=root, capture_output=True, text=True, timeout=timeout,
-                          env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin", "MPLBACKEND": "Agg",
-                               "OMP_NUM_THREADS": "1", "SCIMECH_QUIET": "1", "HOME": str(Path.home())})
+    proc = subprocess.run(
+        [sys.executable, "-c", _FRESH_IMPORTS, json.dumps(modules), json.dumps(preload)],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={
+            "PYTHONPATH": str(root),
+            "PATH": "/usr/bin:/bin",
+            "MPLBACKEND": "Agg",
+            "OMP_NUM_THREADS": "1",
+            "SCIMECH_QUIET": "1",
+            "HOME": str(Path.home()),
+        },
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -172,7 +184,8 @@ def cyclic_package(tmp_path):
     (pkg / "__init__.py").write_text("")
     (pkg / "a.py").write_text("from .b import B\nA = 1\n")
     (pkg / "b.py").write_text("from .a import A\nB = 2\n")
-    (pkg / "c.py").write_text(textwrap.dedent("""
+    (pkg / "c.py").write_text(
+        textwrap.dedent("""
         from typing import TYPE_CHECKING
         if TYPE_CHECKING:
             from .d import D
@@ -180,7 +193,8 @@ def cyclic_package(tmp_path):
             from .d import D
             return D
         C = 3
-    """))
+    """)
+    )
     (pkg / "d.py").write_text("from .c import C\nD = 4\n")
     return tmp_path
 
@@ -230,8 +244,11 @@ def _private_imports(root: Path, package: str) -> list[str]:
             if isinstance(node, ast.ImportFrom) and node.module != "__future__":
                 mod = node.module or ""
                 inside = node.level > 0 or mod.split(".")[0] in PACKAGES + ("mypkg",)
-                found += [f"{path.relative_to(root)}: {a.name}" for a in node.names
-                          if inside and a.name.startswith("_") and not a.name.startswith("__")]
+                found += [
+                    f"{path.relative_to(root)}: {a.name}"
+                    for a in node.names
+                    if inside and a.name.startswith("_") and not a.name.startswith("__")
+                ]
     return found
 
 
@@ -240,5 +257,5 @@ def test_no_module_of_the_core_imports_a_private_name_of_another(tmp_path):
     pkg.mkdir()
     (pkg / "a.py").write_text("def _helper():\n    return 1\n")
     (pkg / "b.py").write_text("from .a import _helper\n")
-    assert _private_imports(tmp_path, "mypkg") == ["mypkg/b.py: _helper"]   # the check finds a planted one
+    assert _private_imports(tmp_path, "mypkg") == ["mypkg/b.py: _helper"]  # the check finds a planted one
     assert _private_imports(REPO, "scimech") == []

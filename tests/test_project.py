@@ -53,7 +53,7 @@ def test_version_flag_prints_the_installed_version(capsys):
     assert main(["--version"]) == 0
     printed = capsys.readouterr().out.strip()
     assert printed == f"scimech {metadata.version('scimech')}"
-    assert printed == f"scimech {PYPROJECT['project']['version']}"   # the source of truth: pyproject.toml
+    assert printed == f"scimech {PYPROJECT['project']['version']}"  # the source of truth: pyproject.toml
 
 
 # --- license and notices ----------------------------------------------------------------------------
@@ -63,8 +63,11 @@ def test_the_license_is_bsd_3_clause_in_the_file_and_in_the_metadata():
     text = (REPO / "LICENSE").read_text()
     assert text.startswith("BSD 3-Clause License") and "The scimech developers" in text
     # the three clauses of the SPDX text, each present once
-    for clause in ("Redistributions of source code must retain", "Redistributions in binary form must reproduce",
-                   "Neither the name of the copyright holder"):
+    for clause in (
+        "Redistributions of source code must retain",
+        "Redistributions in binary form must reproduce",
+        "Neither the name of the copyright holder",
+    ):
         assert text.count(clause) == 1, clause
     assert all((REPO / f).is_file() for f in project["license-files"])
     installed = metadata.metadata("scimech")
@@ -72,8 +75,13 @@ def test_the_license_is_bsd_3_clause_in_the_file_and_in_the_metadata():
     assert set(installed.get_all("License-File") or []) >= {"LICENSE", "THIRD_PARTY_NOTICES.md"}
 
 
-_CLASSIFIER_WORDS = {"BSD License": "BSD", "MIT License": "MIT", "Apache Software License": "Apache",
-                     "Python Software Foundation License": "PSF", "Mozilla Public License 2.0 (MPL 2.0)": "MPL-2.0"}
+_CLASSIFIER_WORDS = {
+    "BSD License": "BSD",
+    "MIT License": "MIT",
+    "Apache Software License": "Apache",
+    "Python Software Foundation License": "PSF",
+    "Mozilla Public License 2.0 (MPL 2.0)": "MPL-2.0",
+}
 
 
 def _declared_license_terms(dist: str) -> set[str]:
@@ -83,8 +91,12 @@ def _declared_license_terms(dist: str) -> set[str]:
     expression = (meta.get("License-Expression") or meta.get("License") or "").strip()
     if expression and "\n" not in expression and len(expression) < 120:
         return {t for t in re.split(r"[\s()]+", expression) if t and t not in {"AND", "OR", "WITH"}}
-    return {word for c in meta.get_all("Classifier") or [] for key, word in _CLASSIFIER_WORDS.items()
-            if c.startswith("License ::") and c.endswith(key)}
+    return {
+        word
+        for c in meta.get_all("Classifier") or []
+        for key, word in _CLASSIFIER_WORDS.items()
+        if c.startswith("License ::") and c.endswith(key)
+    }
 
 
 def test_third_party_notices_give_each_dependency_the_license_it_declares():
@@ -101,7 +113,7 @@ def test_third_party_notices_give_each_dependency_the_license_it_declares():
         missing = {t for t in terms if t not in rows[dist.lower()]}
         assert not missing, f"{dist}: its metadata declares {sorted(terms)}; the notices say {rows[dist.lower()]!r}"
         checked += bool(terms)
-    assert checked >= len(PYPROJECT["project"]["dependencies"]) - 2   # all but packages that declare nothing
+    assert checked >= len(PYPROJECT["project"]["dependencies"]) - 2  # all but packages that declare nothing
 
 
 # --- changelog --------------------------------------------------------------------------------------
@@ -110,10 +122,10 @@ def test_the_changelog_has_keep_a_changelog_sections_down_to_this_version():
     versions = _versions()
     assert versions[0][0] == "Unreleased" and versions[0][1] is None
     released = versions[1:]
-    assert released and released[0][0] == PYPROJECT["project"]["version"]   # the newest release is this one
+    assert released and released[0][0] == PYPROJECT["project"]["version"]  # the newest release is this one
     assert released[-1][0] == "0.1.0"
     for version, date, _ in released:
-        datetime.date.fromisoformat(date)                                 # ISO date, as the format asks
+        datetime.date.fromisoformat(date)  # ISO date, as the format asks
         assert re.fullmatch(r"\d+\.\d+\.\d+", version)
     for version, _, body in versions:
         sections = re.findall(r"^### (.+?)\s*$", body, flags=re.M)
@@ -129,7 +141,7 @@ def test_every_deprecation_in_the_changelog_names_its_removal_release():
         assert re.search(r"removed in (\d+\.\d+\.\d+)", entry), entry
     removal = {re.search(r"removed in (\d+\.\d+\.\d+)", e).group(1) for e in entries}
     assert removal == {options.REMOVED_IN}
-    assert _release(options.REMOVED_IN) > _release(metadata.version("scimech"))   # not already due
+    assert _release(options.REMOVED_IN) > _release(metadata.version("scimech"))  # not already due
 
 
 # --- deprecated spellings, as a user meets them -----------------------------------------------------
@@ -138,9 +150,12 @@ def _old_commands() -> list[tuple[str, str, str]]:
 
 
 def _old_options() -> list:
-    return [pytest.param(name, parser, action, id=f"{name} {action.option_strings[0]}")
-            for name, parser in commands(build_parser()) for action in parser._actions
-            if getattr(action, "deprecated_for", None)]
+    return [
+        pytest.param(name, parser, action, id=f"{name} {action.option_strings[0]}")
+        for name, parser in commands(build_parser())
+        for action in parser._actions
+        if getattr(action, "deprecated_for", None)
+    ]
 
 
 def test_the_command_line_has_old_spellings_to_check():
@@ -153,7 +168,7 @@ def test_an_old_command_name_warns_naming_the_new_one_and_the_removal_release(st
     err = capsys.readouterr().err
     assert f"`{old}` is deprecated and will be removed in scimech {options.REMOVED_IN}" in err
     assert f"use `scimech {study} {new}`" in err
-    assert f"`scimech {study} {old}`" in _section("0.1.0", "Deprecated")   # and the changelog lists it
+    assert f"`scimech {study} {old}`" in _section("0.1.0", "Deprecated")  # and the changelog lists it
 
 
 @pytest.mark.parametrize("command, parser, action", _old_options())
@@ -161,17 +176,19 @@ def test_an_old_option_spelling_warns_naming_the_new_one_and_the_removal_release
     old = action.option_strings[0]
     namespace = argparse.Namespace()
     action(parser, namespace, "3", old)
-    assert getattr(namespace, action.dest) == "3"                        # it still sets the new option
+    assert getattr(namespace, action.dest) == "3"  # it still sets the new option
     err = capsys.readouterr().err
-    assert f"{old} is deprecated and will be removed in scimech {options.REMOVED_IN}; " \
-           f"use {action.deprecated_for}." in err
+    assert (
+        f"{old} is deprecated and will be removed in scimech {options.REMOVED_IN}; use {action.deprecated_for}." in err
+    )
     assert f"`{command} {old}`" in _section("0.1.0", "Deprecated")
 
 
 def _removal_release(changelog_entry_start: str) -> str:
     """The release that removes a deprecation, as the changelog's "Deprecated" entry states it."""
-    entry = next(e for e in re.split(r"^- ", _section("0.1.0", "Deprecated"), flags=re.M)
-                 if e.startswith(changelog_entry_start))
+    entry = next(
+        e for e in re.split(r"^- ", _section("0.1.0", "Deprecated"), flags=re.M) if e.startswith(changelog_entry_start)
+    )
     return re.search(r"removed in (\d+\.\d+\.\d+)", entry).group(1)
 
 
@@ -187,7 +204,7 @@ def test_repeat_warns_naming_calls_and_the_release_the_changelog_says_removes_it
     wording = rf"repeat= is deprecated and will be removed in scimech {re.escape(release)}; use calls="
     with pytest.warns(DeprecationWarning, match=wording):
         ds = record(model, x, ["0"], repeat="stack")
-    with torch.no_grad():   # it still records, as calls="all" does: every call on a call axis
+    with torch.no_grad():  # it still records, as calls="all" does: every call on a call axis
         np.testing.assert_allclose(ds["0"].values[:, 0], model[0](x).numpy(), rtol=1e-6)
     with pytest.warns(DeprecationWarning, match=wording), Recorder(model, ["0"], repeat="error"):
         pass

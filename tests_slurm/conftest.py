@@ -60,7 +60,7 @@ def slurm() -> dict:
     try:
         rows = sh("sinfo", "-h", "-N", "-o", "%P %T %c %m", timeout=20).split()
     except (subprocess.SubprocessError, OSError) as err:
-        pytest.fail(f"no SLURM answers ({err}); start one: eval \"$(scripts/slurm_local.sh)\"")
+        pytest.fail(f'no SLURM answers ({err}); start one: eval "$(scripts/slurm_local.sh)"')
     if len(rows) < 4 or not rows[1].startswith(("idle", "mix", "alloc", "compl")):
         pytest.fail(f"no usable SLURM node: sinfo says {' '.join(rows) or 'nothing'}")
     return {"partition": rows[0].rstrip("*"), "cpus": int(rows[2]), "memory_mb": int(rows[3].rstrip("+"))}
@@ -82,8 +82,16 @@ def cluster_file(tmp_path, slurm):
     """Write a cluster file: 1 core and 1 GB per job (the CI machine has 2 shared cores)."""
 
     def write(**over) -> Path:
-        cfg = {"kind": "slurm", "cores": 1, "memory": "1GB", "walltime": "00:10:00", "jobs": 2,
-               "queue": slurm["partition"], "log_directory": str(tmp_path / "logs"), "start_timeout": 90}
+        cfg = {
+            "kind": "slurm",
+            "cores": 1,
+            "memory": "1GB",
+            "walltime": "00:10:00",
+            "jobs": 2,
+            "queue": slurm["partition"],
+            "log_directory": str(tmp_path / "logs"),
+            "start_timeout": 90,
+        }
         cfg.update(over)
         lines = ["[cluster]"] + [f"{k} = {v!r}".replace("'", '"') for k, v in cfg.items() if v is not None]
         path = tmp_path / "cluster.toml"
@@ -95,8 +103,13 @@ def cluster_file(tmp_path, slurm):
 
 def run_driver(out: Path, *args: str, timeout: float = 240) -> subprocess.CompletedProcess:
     """tests_slurm/driver.py (a tiny study) in a subprocess, under a timeout."""
-    return subprocess.run([sys.executable, str(DRIVER), "--out", str(out), *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=out.parent)
+    return subprocess.run(
+        [sys.executable, str(DRIVER), "--out", str(out), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=out.parent,
+    )
 
 
 class _Tools:

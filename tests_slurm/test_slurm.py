@@ -47,7 +47,9 @@ def test_map_units_on_slurm_equals_serial_and_leaves_an_empty_queue(tmp_path, cl
     assert json.loads(got.stdout) == serial  # the same floats, not just close ones
     # the units may all be done before the second job starts: the first count line is what is certain
     counts = re.findall(r"scimech: (\d) of (\d) SLURM jobs running", got.stderr)
-    assert counts and counts[0][1] == "2" and [int(n) for n, _ in counts] == sorted(int(n) for n, _ in counts), got.stderr
+    assert counts and counts[0][1] == "2" and [int(n) for n, _ in counts] == sorted(int(n) for n, _ in counts), (
+        got.stderr
+    )
     assert not tools.wait_queue_empty(15)
     assert list((tmp_path / "logs").glob("scimech-*.err")), "worker logs are in log_directory"
 
@@ -77,8 +79,13 @@ def test_ocean_study_on_slurm_equals_serial(tmp_path, cluster_file, tools):
     times = {}
     for name, extra in (("serial", []), ("slurm", ["--cluster", str(cluster_file())])):
         t0 = time.monotonic()
-        got = subprocess.run([SCIMECH, *args, "--out", str(tmp_path / name), *extra], capture_output=True,
-                             text=True, timeout=400, cwd=tmp_path)
+        got = subprocess.run(
+            [SCIMECH, *args, "--out", str(tmp_path / name), *extra],
+            capture_output=True,
+            text=True,
+            timeout=400,
+            cwd=tmp_path,
+        )
         times[name] = time.monotonic() - t0
         assert got.returncode == 0, got.stderr[-3000:]
     print(f"ocean study (mixed x 2 seeds, 3 epochs): serial {times['serial']:.0f} s, SLURM {times['slurm']:.0f} s")
@@ -94,9 +101,13 @@ def test_ocean_study_on_slurm_equals_serial(tmp_path, cluster_file, tools):
 def test_cancelling_every_job_mid_run_still_finishes_identically(tmp_path, cluster_file, tools):
     serial = _serial(tools, tmp_path)
     out = tmp_path / "slurm"
-    proc = subprocess.Popen([sys.executable, str(tools.driver), "--out", str(out),
-                             "--cluster", str(cluster_file()), "--sleep", "4"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    proc = subprocess.Popen(
+        [sys.executable, str(tools.driver), "--out", str(out), "--cluster", str(cluster_file()), "--sleep", "4"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+    )
     try:
         deadline = time.monotonic() + 180
         while not list(out.glob("units/*.done.json")):  # one unit finished: the others are under way
@@ -123,8 +134,16 @@ def test_a_study_outlives_the_walltime_of_its_only_job(tmp_path, cluster_file, t
     slurmctld checks time limits every 30 s and then waits KillWait (5 s), so a 1-minute job
     may live ~95 s; 125 s of work outlasts that however the checks fall."""
     serial = _serial(tools, tmp_path, units=5)
-    got = tools.run_driver(tmp_path / "slurm", "--units", "5", "--sleep", "25",
-                     "--cluster", str(cluster_file(jobs=1, walltime="00:01:00")), timeout=450)
+    got = tools.run_driver(
+        tmp_path / "slurm",
+        "--units",
+        "5",
+        "--sleep",
+        "25",
+        "--cluster",
+        str(cluster_file(jobs=1, walltime="00:01:00")),
+        timeout=450,
+    )
     assert got.returncode == 0, got.stderr
     assert json.loads(got.stdout) == serial
     assert "submitting a replacement" in got.stderr
@@ -146,10 +165,14 @@ def test_a_wrong_partition_is_one_clear_error_within_a_minute(tmp_path, cluster_
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("over, says", [
-    ({"cores": 64}, "PartitionConfig"),                 # accepted by sbatch, pending for ever
-    ({"memory": "4000GB"}, "Memory specification"),   # refused by sbatch
-], ids=["cores", "memory"])
+@pytest.mark.parametrize(
+    "over, says",
+    [
+        ({"cores": 64}, "PartitionConfig"),  # accepted by sbatch, pending for ever
+        ({"memory": "4000GB"}, "Memory specification"),  # refused by sbatch
+    ],
+    ids=["cores", "memory"],
+)
 def test_an_oversized_request_is_one_clear_error_within_a_minute(tmp_path, cluster_file, tools, over, says):
     t0 = time.monotonic()
     got = tools.run_driver(tmp_path / "out", "--cluster", str(cluster_file(**over)), timeout=100)
@@ -163,9 +186,25 @@ def test_an_oversized_request_is_one_clear_error_within_a_minute(tmp_path, clust
 
 @pytest.mark.timeout(120)
 def test_a_busy_queue_ends_at_start_timeout_naming_the_reason(tmp_path, cluster_file, tools, slurm):
-    blocker = subprocess.run(["sbatch", "--parsable", "-J", "scimech-test-blocker", "-c", str(slurm["cpus"]),
-                              "--mem=100M", "-o", os.devnull, "--wrap", "sleep 100"],
-                             capture_output=True, text=True, check=True, timeout=30).stdout.strip()
+    blocker = subprocess.run(
+        [
+            "sbatch",
+            "--parsable",
+            "-J",
+            "scimech-test-blocker",
+            "-c",
+            str(slurm["cpus"]),
+            "--mem=100M",
+            "-o",
+            os.devnull,
+            "--wrap",
+            "sleep 100",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    ).stdout.strip()
     try:
         t0 = time.monotonic()
         got = tools.run_driver(tmp_path / "out", "--cluster", str(cluster_file(start_timeout=15)), timeout=100)
@@ -195,9 +234,28 @@ def test_a_signal_ends_the_study_with_its_status_and_no_jobs_left(tmp_path, clus
     """A real study command (`scimech ocean study --cluster`), stopped while its units run."""
     err = tmp_path / "stderr.txt"
     with err.open("w") as stderr_file:
-        proc = subprocess.Popen([SCIMECH, "ocean", "study", "--seeds", "0", "1", "--regimes", "mixed",
-                                 "--epochs", "50", "--out", str(tmp_path / "out"), "--cluster", str(cluster_file())],
-                                stdout=subprocess.DEVNULL, stderr=stderr_file, text=True, cwd=tmp_path)
+        proc = subprocess.Popen(
+            [
+                SCIMECH,
+                "ocean",
+                "study",
+                "--seeds",
+                "0",
+                "1",
+                "--regimes",
+                "mixed",
+                "--epochs",
+                "50",
+                "--out",
+                str(tmp_path / "out"),
+                "--cluster",
+                str(cluster_file()),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=stderr_file,
+            text=True,
+            cwd=tmp_path,
+        )
         try:
             deadline = time.monotonic() + 150
             while "2 of 2 SLURM jobs running" not in err.read_text():  # workers connected: units run

@@ -26,7 +26,27 @@ from .interventions import (
 )
 from .probes import head_probes, head_radial_structure, layer_probes, localised_block, record_blocks
 
-__all__ = ["StudyInputs", "study_inputs", "study_batches", "multimodal_advantage", "CONTRASTS", "record_blocks",
-           "layer_probes", "localised_block", "head_probes", "head_radial_structure", "chunk_bounds", "chunk_seed",
-           "slice_batch", "intervention_chunk", "intervention_chunks", "summarise_interventions", "head_interventions",
-           "colour_cells", "attenuation_bias", "measure_site_profile", "site_profile_dataset", "site_profile_table"]
+__all__ = [
+    "StudyInputs",
+    "study_inputs",
+    "study_batches",
+    "multimodal_advantage",
+    "CONTRASTS",
+    "record_blocks",
+    "layer_probes",
+    "localised_block",
+    "head_probes",
+    "head_radial_structure",
+    "chunk_bounds",
+    "chunk_seed",
+    "slice_batch",
+    "intervention_chunk",
+    "intervention_chunks",
+    "summarise_interventions",
+    "head_interventions",
+    "colour_cells",
+    "attenuation_bias",
+    "measure_site_profile",
+    "site_profile_dataset",
+    "site_profile_table",
+]

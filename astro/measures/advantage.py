@@ -15,8 +15,14 @@ from .. import photoz
 __all__ = ["multimodal_advantage", "CONTRASTS"]
 
 
-def multimodal_advantage(z: np.ndarray, preds: Mapping[str, np.ndarray], populations: Mapping[str, np.ndarray], *,
-                         n_bootstrap: int = 500, seed: int = 0) -> xr.Dataset:
+def multimodal_advantage(
+    z: np.ndarray,
+    preds: Mapping[str, np.ndarray],
+    populations: Mapping[str, np.ndarray],
+    *,
+    n_bootstrap: int = 500,
+    seed: int = 0,
+) -> xr.Dataset:
     """Metrics per (mode, population) and the advantage of ``multimodal`` over ``photometry``.
 
     Returns
@@ -35,11 +41,20 @@ def multimodal_advantage(z: np.ndarray, preds: Mapping[str, np.ndarray], populat
     dm = np.abs(photoz.dz(z, preds["multimodal"]))
     for j, m in enumerate(populations.values()):
         if m.sum() >= 3:
-            adv[:, j] = bootstrap_ci((dp[m], dm[m]), lambda a, b, axis=-1: np.mean(a - b, axis=axis),
-                                     n_resamples=n_bootstrap, seed=seed, paired=True, method="percentile")
+            adv[:, j] = bootstrap_ci(
+                (dp[m], dm[m]),
+                lambda a, b, axis=-1: np.mean(a - b, axis=axis),
+                n_resamples=n_bootstrap,
+                seed=seed,
+                paired=True,
+                method="percentile",
+            )
     for i, k in enumerate(("advantage", "advantage_low", "advantage_high")):
-        ds[k] = ("population", adv[i], {"units": "dimensionless",
-                                        "description": "mean|dz| photometry-only minus multimodal"})
+        ds[k] = (
+            "population",
+            adv[i],
+            {"units": "dimensionless", "description": "mean|dz| photometry-only minus multimodal"},
+        )
     gain = dp - dm
     pairs = [(a, b) for a, b in CONTRASTS if a in populations and b in populations]
     if pairs:
@@ -47,12 +62,20 @@ def multimodal_advantage(z: np.ndarray, preds: Mapping[str, np.ndarray], populat
         for j, (a, b) in enumerate(pairs):
             ga, gb = gain[np.asarray(populations[a], bool)], gain[np.asarray(populations[b], bool)]
             if ga.size >= 3 and gb.size >= 3:
-                diff[:, j] = bootstrap_ci((ga, gb), lambda x, y, axis=-1: np.mean(x, axis=axis) - np.mean(y, axis=axis),
-                                          n_resamples=n_bootstrap, seed=seed, method="percentile")
+                diff[:, j] = bootstrap_ci(
+                    (ga, gb),
+                    lambda x, y, axis=-1: np.mean(x, axis=axis) - np.mean(y, axis=axis),
+                    n_resamples=n_bootstrap,
+                    seed=seed,
+                    method="percentile",
+                )
         ds = ds.assign_coords(contrast=[f"{a} - {b}" for a, b in pairs])
         for i, k in enumerate(("advantage_difference", "advantage_difference_low", "advantage_difference_high")):
-            ds[k] = ("contrast", diff[i], {"units": "dimensionless",
-                                           "description": "advantage on the first population minus the second"})
+            ds[k] = (
+                "contrast",
+                diff[i],
+                {"units": "dimensionless", "description": "advantage on the first population minus the second"},
+            )
     return ds
 
 

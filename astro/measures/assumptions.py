@@ -33,9 +33,18 @@ ATTR = "site_profile"
 #: the input signatures the verbs ran, in the order of the table
 RUNS = ("multimodal", "photometry only")
 #: the facts per site, as the report shows them (column -> heading)
-COLUMNS = {"calls": "calls per pass", "shape": "shape of each call", "units": "head's units", "dtype": "dtype",
-           "tolerance": "tolerance", "layout": "layout", "samples": "samples", "repeatable": "repeatable",
-           "needs_grad": "needs grad", "in_place": "in place"}
+COLUMNS = {
+    "calls": "calls per pass",
+    "shape": "shape of each call",
+    "units": "head's units",
+    "dtype": "dtype",
+    "tolerance": "tolerance",
+    "layout": "layout",
+    "samples": "samples",
+    "repeatable": "repeatable",
+    "needs_grad": "needs grad",
+    "in_place": "in place",
+}
 #: above this many rows the report shows one row per block where all its heads share the facts
 MAX_ROWS = 16
 
@@ -68,12 +77,22 @@ def measure_site_profile(model, batches: Mapping[str, Mapping[str, Any]], sites:
         for site, fact in table.iterrows():
             index = resolve_site(model, site).index
             width = fact["shapes"][0][-1] if fact["shapes"] and fact["shapes"][0] else None
-            rows.append({"site": site, "calls": int(fact["calls"]), "shape": _shape_text(fact["shapes"]),
-                         "units": _units_text(index, width), "dtype": str(fact["dtype"]),
-                         "tolerance": float(fact["tolerance"]), "layout": str(fact["layout"]),
-                         "layout_from": str(fact["layout_from"]), "samples": str(fact["samples"]),
-                         "repeatable": bool(fact["repeatable"]), "needs_grad": bool(fact["needs_grad"]),
-                         "in_place": bool(fact["in_place"])})
+            rows.append(
+                {
+                    "site": site,
+                    "calls": int(fact["calls"]),
+                    "shape": _shape_text(fact["shapes"]),
+                    "units": _units_text(index, width),
+                    "dtype": str(fact["dtype"]),
+                    "tolerance": float(fact["tolerance"]),
+                    "layout": str(fact["layout"]),
+                    "layout_from": str(fact["layout_from"]),
+                    "samples": str(fact["samples"]),
+                    "repeatable": bool(fact["repeatable"]),
+                    "needs_grad": bool(fact["needs_grad"]),
+                    "in_place": bool(fact["in_place"]),
+                }
+            )
         runs[run] = {"rows": int(prof.rows or 0), "passes": int(prof.passes - before), "sites": rows}
     return json.dumps({"runs": runs})
 
@@ -89,15 +108,32 @@ def site_profile_dataset(raw: xr.Dataset) -> xr.Dataset | None:
     names = [r for r in RUNS if r in runs] + [r for r in runs if r not in RUNS]
     sites = [s["site"] for s in runs[names[0]]["sites"]]
     data = {}
-    for col in ("calls", "shape", "units", "dtype", "tolerance", "layout", "layout_from", "samples", "repeatable",
-                "needs_grad", "in_place"):
+    for col in (
+        "calls",
+        "shape",
+        "units",
+        "dtype",
+        "tolerance",
+        "layout",
+        "layout_from",
+        "samples",
+        "repeatable",
+        "needs_grad",
+        "in_place",
+    ):
         by_site = [{s["site"]: s[col] for s in runs[r]["sites"]} for r in names]
         data[col] = (("run", "site"), np.array([[row[s] for s in sites] for row in by_site]))
     ds = xr.Dataset(data, coords={"run": names, "site": sites})
-    ds["rows"] = ("run", np.array([runs[r]["rows"] for r in names]),
-                  {"description": "galaxies of the batch the facts were measured on (the verbs' first batch)"})
-    ds["passes"] = ("run", np.array([runs[r]["passes"] for r in names]),
-                    {"description": "forward passes the profile added to the verbs' own (half a batch counts as one)"})
+    ds["rows"] = (
+        "run",
+        np.array([runs[r]["rows"] for r in names]),
+        {"description": "galaxies of the batch the facts were measured on (the verbs' first batch)"},
+    )
+    ds["passes"] = (
+        "run",
+        np.array([runs[r]["passes"] for r in names]),
+        {"description": "forward passes the profile added to the verbs' own (half a batch counts as one)"},
+    )
     ds["calls"].attrs["description"] = "calls of the site per forward pass"
     ds["shape"].attrs["description"] = "shape of the site's tensor at each call (the model's own layout)"
     ds["units"].attrs["description"] = "the head's units on the last axis of that tensor"
@@ -105,8 +141,10 @@ def site_profile_dataset(raw: xr.Dataset) -> xr.Dataset | None:
     ds["repeatable"].attrs["description"] = "two unchanged passes gave the same outputs"
     ds["needs_grad"].attrs["description"] = "the forward computes gradients itself (verbs run it under enable_grad)"
     ds["in_place"].attrs["description"] = "the model writes into the site's output after producing it"
-    ds.attrs["description"] = ("what the verbs of the head study assumed about the model (scimech.profile) at the "
-                               "sites they intervened on, per input signature they ran")
+    ds.attrs["description"] = (
+        "what the verbs of the head study assumed about the model (scimech.profile) at the "
+        "sites they intervened on, per input signature they ran"
+    )
     ds.attrs["block"] = int(raw.attrs.get("block", -1))
     return ds
 
@@ -132,12 +170,16 @@ def site_profile_table(ds: xr.Dataset, max_rows: int = MAX_ROWS) -> tuple[pd.Dat
             v = ds.sel(run=run, site=site)
             rows.append({"run": str(run), "site": str(site)} | {COLUMNS[c]: _cell(v, c) for c in COLUMNS})
     table = pd.DataFrame(rows)
-    passes = ", ".join(f"{int(p)} on the {r} batch of {int(n)} galaxies"
-                       for r, p, n in zip(ds["run"].values, ds["passes"].values, ds["rows"].values, strict=True))
-    line = (f"Measured once, with `scimech.profile` after the verbs, on the first batch they ran per input "
-            f"signature: what they had measured (the autograd mode, two unchanged passes agreeing) came from the "
-            f"profile's cache; the rest cost forward passes ({passes}; a pass that watches the sites and one "
-            "on half the galaxies, counted as one, that checks they are independent).")
+    passes = ", ".join(
+        f"{int(p)} on the {r} batch of {int(n)} galaxies"
+        for r, p, n in zip(ds["run"].values, ds["passes"].values, ds["rows"].values, strict=True)
+    )
+    line = (
+        f"Measured once, with `scimech.profile` after the verbs, on the first batch they ran per input "
+        f"signature: what they had measured (the autograd mode, two unchanged passes agreeing) came from the "
+        f"profile's cache; the rest cost forward passes ({passes}; a pass that watches the sites and one "
+        "on half the galaxies, counted as one, that checks they are independent)."
+    )
     if len(table) > max_rows:
         facts = [c for c in COLUMNS.values() if c != COLUMNS["units"]]
         table["block"] = [m.group("block") if (m := _HEAD.match(s)) else s for s in table["site"]]

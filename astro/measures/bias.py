@@ -34,8 +34,16 @@ def _dilution(z, zp, cells, mask):
     return float(np.average(vals, weights=w)) if vals else np.nan
 
 
-def attenuation_bias(z: np.ndarray, a_v: np.ndarray, colours: np.ndarray, preds: Mapping[str, np.ndarray],
-                     populations: Mapping[str, np.ndarray], *, n_cells: int = 8, seed: int = 0) -> xr.Dataset:
+def attenuation_bias(
+    z: np.ndarray,
+    a_v: np.ndarray,
+    colours: np.ndarray,
+    preds: Mapping[str, np.ndarray],
+    populations: Mapping[str, np.ndarray],
+    *,
+    n_cells: int = 8,
+    seed: int = 0,
+) -> xr.Dataset:
     """Both readings of the attenuation-bias signature per prediction and population.
 
     ``dilution`` = 1 - slope of z_phot on z_true within k-means colour cells (0: none, 1:
@@ -51,7 +59,11 @@ def attenuation_bias(z: np.ndarray, a_v: np.ndarray, colours: np.ndarray, preds:
             m = populations[p]
             dil[i, j] = _dilution(z, preds[n], cells, m)
             slope[i, j] = np.polyfit(a_v[m], d[m], 1)[0] if m.sum() > 3 and np.ptp(a_v[m]) > 0 else np.nan
-    return xr.Dataset({"dilution": (("prediction", "population"), dil, {"units": "dimensionless"}),
-                       "dust_slope": (("prediction", "population"), slope, {"units": "mag-1"})},
-                      coords=dict(prediction=names, population=pops),
-                      attrs={"n_cells": n_cells, "seed": seed, "description": "attenuation-bias signatures"})
+    return xr.Dataset(
+        {
+            "dilution": (("prediction", "population"), dil, {"units": "dimensionless"}),
+            "dust_slope": (("prediction", "population"), slope, {"units": "mag-1"}),
+        },
+        coords=dict(prediction=names, population=pops),
+        attrs={"n_cells": n_cells, "seed": seed, "description": "attenuation-bias signatures"},
+    )

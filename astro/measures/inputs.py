@@ -22,23 +22,24 @@ class StudyInputs:
 
     multi: dict[str, torch.Tensor]
     phot: dict[str, torch.Tensor]
-    reference: dict[str, torch.Tensor]       # multimodal batch from the training set (mean/resample)
+    reference: dict[str, torch.Tensor]  # multimodal batch from the training set (mean/resample)
     z: np.ndarray
     a_v: np.ndarray
-    colours: np.ndarray                      # (N, 3) g-r, r-i, i-z [mag]
+    colours: np.ndarray  # (N, 3) g-r, r-i, i-z [mag]
     populations: dict[str, np.ndarray]
     z_template: np.ndarray
     z_colour: np.ndarray
     extra: dict[str, Any] = field(default_factory=dict)
-    groups: np.ndarray | None = None         # (N,) object of each test row (a catalogue's; None: one object per row)
+    groups: np.ndarray | None = None  # (N,) object of each test row (a catalogue's; None: one object per row)
 
     @property
     def n_scalar_tokens(self) -> int:
         return sum(1 for k in self.multi if k in LEGACY_SCALARS)
 
 
-def study_batches(adapter: AIONRedshift, train, test, *, n_reference: int = 256
-                  ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+def study_batches(
+    adapter: AIONRedshift, train, test, *, n_reference: int = 256
+) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor], dict[str, torch.Tensor]]:
     """``(multi, phot, reference)`` batch dicts: the test set with and without its image
     tokens, and the first ``n_reference`` training galaxies (references of mean/resample ablation)."""
     tok = adapter.tokenize(test.catalog, test.images)

@@ -19,8 +19,15 @@ from ..models.aion import IMAGE_KEY, LEGACY_SCALARS, MASK_PREFIX, AIONRedshift, 
 from .assumptions import ATTR, measure_site_profile
 from .inputs import StudyInputs
 
-__all__ = ["chunk_bounds", "chunk_seed", "slice_batch", "intervention_chunk", "intervention_chunks",
-           "summarise_interventions", "head_interventions"]
+__all__ = [
+    "chunk_bounds",
+    "chunk_seed",
+    "slice_batch",
+    "intervention_chunk",
+    "intervention_chunks",
+    "summarise_interventions",
+    "head_interventions",
+]
 
 
 def chunk_bounds(n: int, chunk_size: int | None) -> list[tuple[int, int]]:
@@ -48,10 +55,19 @@ def slice_batch(batch: Mapping[str, torch.Tensor], start: int, stop: int) -> dic
     return {k: v[start:stop] for k, v in batch.items()}
 
 
-def intervention_chunk(adapter: AIONRedshift, multi: Mapping[str, torch.Tensor], phot: Mapping[str, torch.Tensor],
-                       reference: Mapping[str, torch.Tensor], block: int, *,
-                       methods: Sequence[str] = ("zero", "mean", "resample"), seed: int = 0,
-                       batch_size: int = 256, start: int = 0, site_profile: bool | None = None) -> xr.Dataset:
+def intervention_chunk(
+    adapter: AIONRedshift,
+    multi: Mapping[str, torch.Tensor],
+    phot: Mapping[str, torch.Tensor],
+    reference: Mapping[str, torch.Tensor],
+    block: int,
+    *,
+    methods: Sequence[str] = ("zero", "mean", "resample"),
+    seed: int = 0,
+    batch_size: int = 256,
+    start: int = 0,
+    site_profile: bool | None = None,
+) -> xr.Dataset:
     """Expected redshift of one catalogue chunk with each head of ``block`` intervened.
 
     The unit of work of the head study: chunks are independent, so they run anywhere
@@ -77,10 +93,13 @@ def intervention_chunk(adapter: AIONRedshift, multi: Mapping[str, torch.Tensor],
     sites = adapter.head_sites(block)
     metric = adapter.z_metric()
     model, fwd = adapter.model, adapter.forward
-    batch_size = rows_per_pass(multi, batch_size)          # galaxies (rows) per forward pass: bounded tokens
+    batch_size = rows_per_pass(multi, batch_size)  # galaxies (rows) per forward pass: bounded tokens
     # the reference activations once for every method and both modes
-    refs = (reference_activations(model, dict(reference), sites, forward=fwd, batch_size=batch_size)
-            if any(m in ("mean", "resample") for m in methods) else {})
+    refs = (
+        reference_activations(model, dict(reference), sites, forward=fwd, batch_size=batch_size)
+        if any(m in ("mean", "resample") for m in methods)
+        else {}
+    )
     # photometry only with the image tokens dropped instead of masked: the same output (AION never
     # attends to a masked token) for a fifth of the tokens; the catalogue tokens come first, so their
     # reference activations are the first positions of the multimodal ones
@@ -94,15 +113,34 @@ def intervention_chunk(adapter: AIONRedshift, multi: Mapping[str, torch.Tensor],
     zs, zs_phot, base, phot_base = [], [], None, None
     for method in methods:
         for batch, ref, out in ((multi, refs, zs), (phot_run, refs_phot, zs_phot)):
-            ds = ablation_sweep(model, dict(batch), sites, metric, method=method, reference=ref or None,
-                                forward=fwd, batch_size=batch_size, max_rows=batch_size, seed=chunk_seed(seed, start))
+            ds = ablation_sweep(
+                model,
+                dict(batch),
+                sites,
+                metric,
+                method=method,
+                reference=ref or None,
+                forward=fwd,
+                batch_size=batch_size,
+                max_rows=batch_size,
+                seed=chunk_seed(seed, start),
+            )
             out.append(ds["ablated"].values)
             if batch is multi:
                 base = ds["baseline"].values
             else:
                 phot_base = ds["baseline"].values
-    pt = patching_sweep(model, dict(multi), dict(phot), sites, metric, direction="noising", forward=fwd,
-                        batch_size=batch_size, max_rows=batch_size)
+    pt = patching_sweep(
+        model,
+        dict(multi),
+        dict(phot),
+        sites,
+        metric,
+        direction="noising",
+        forward=fwd,
+        batch_size=batch_size,
+        max_rows=batch_size,
+    )
     zs.append(pt["patched"].values)
     z_phot = pt["corrupted"].values
     phot_base = z_phot if phot_base is None else phot_base
@@ -111,21 +149,40 @@ def intervention_chunk(adapter: AIONRedshift, multi: Mapping[str, torch.Tensor],
     n = len(z_multi)
     attrs = {"block": block, "seed": seed, "chunk_start": start, "description": "per-head interventions, one chunk"}
     if (start == 0) if site_profile is None else site_profile:
-        attrs[ATTR] = measure_site_profile(model, {"multimodal": slice_batch(multi, 0, batch_size),
-                                                   "photometry only": slice_batch(phot_run, 0, batch_size)},
-                                           sites, fwd)
+        attrs[ATTR] = measure_site_profile(
+            model,
+            {"multimodal": slice_batch(multi, 0, batch_size), "photometry only": slice_batch(phot_run, 0, batch_size)},
+            sites,
+            fwd,
+        )
     return xr.Dataset(
-        {"z_ablated": (("intervention", "head", "sample"), np.stack(zs),
-                       {"description": "expected z, photometry + image, with the head intervened"}),
-         "z_ablated_phot": (("intervention", "head", "sample"), np.stack(zs_phot),
-                            {"description": "expected z, photometry only, with the head intervened alike"}),
-         "z_phot_base": ("sample", phot_base, {"description": "expected z, photometry only, the run "
-                                                              "z_ablated_phot intervenes on"}),
-         "z_multi": ("sample", z_multi, {"description": "expected z, photometry + image"}),
-         "z_phot": ("sample", z_phot, {"description": "expected z, photometry only"})},
-        coords=dict(intervention=[*methods, "patch"], head=np.arange(len(sites)), sample=np.arange(start, start + n),
-                    site=("head", sites)),
-        attrs=attrs)
+        {
+            "z_ablated": (
+                ("intervention", "head", "sample"),
+                np.stack(zs),
+                {"description": "expected z, photometry + image, with the head intervened"},
+            ),
+            "z_ablated_phot": (
+                ("intervention", "head", "sample"),
+                np.stack(zs_phot),
+                {"description": "expected z, photometry only, with the head intervened alike"},
+            ),
+            "z_phot_base": (
+                "sample",
+                phot_base,
+                {"description": "expected z, photometry only, the run z_ablated_phot intervenes on"},
+            ),
+            "z_multi": ("sample", z_multi, {"description": "expected z, photometry + image"}),
+            "z_phot": ("sample", z_phot, {"description": "expected z, photometry only"}),
+        },
+        coords=dict(
+            intervention=[*methods, "patch"],
+            head=np.arange(len(sites)),
+            sample=np.arange(start, start + n),
+            site=("head", sites),
+        ),
+        attrs=attrs,
+    )
 
 
 def _mean_ci(values: np.ndarray, n_bootstrap: int, seed: int) -> tuple[float, float, float]:
@@ -137,8 +194,9 @@ def _mean_ci(values: np.ndarray, n_bootstrap: int, seed: int) -> tuple[float, fl
     return bootstrap_ci(v, np.mean, n_resamples=n_bootstrap, seed=seed, method="percentile")
 
 
-def summarise_interventions(raw: xr.Dataset, z: np.ndarray, populations: Mapping[str, np.ndarray], *,
-                            n_bootstrap: int = 200, seed: int = 0) -> xr.Dataset:
+def summarise_interventions(
+    raw: xr.Dataset, z: np.ndarray, populations: Mapping[str, np.ndarray], *, n_bootstrap: int = 200, seed: int = 0
+) -> xr.Dataset:
     """Effects per population, with bootstrap intervals, from the chunks of :func:`intervention_chunk`.
 
     Adds, over (intervention, head, population):
@@ -155,8 +213,10 @@ def summarise_interventions(raw: xr.Dataset, z: np.ndarray, populations: Mapping
       <= 0: removed).
     """
     if raw.sizes["sample"] != len(z) or not np.array_equal(raw["sample"].values, np.arange(len(z))):
-        raise DataValidationError(f"intervention chunks cover samples {raw['sample'].values[:3]}... "
-                                  f"({raw.sizes['sample']}), the test set has {len(z)}: a chunk is missing or repeated.")
+        raise DataValidationError(
+            f"intervention chunks cover samples {raw['sample'].values[:3]}... "
+            f"({raw.sizes['sample']}), the test set has {len(z)}: a chunk is missing or repeated."
+        )
     zab = raw["z_ablated"].values
     adz = np.abs((zab - z) / (1 + z))
     adz_m = np.abs(photoz.dz(z, raw["z_multi"].values))
@@ -177,29 +237,51 @@ def summarise_interventions(raw: xr.Dataset, z: np.ndarray, populations: Mapping
             for h in range(shape[1]):
                 d_ci[i, h, k] = _mean_ci(adz[i, h, m] - adz_m[m], n_bootstrap, seed)[1:]
                 if adz_pi is not None:
-                    lost[i, h, k] = _mean_ci((adz_pb[m] - adz_m[m]) - (adz_pi[i, h, m] - adz[i, h, m]),
-                                             n_bootstrap, seed)
+                    lost[i, h, k] = _mean_ci(
+                        (adz_pb[m] - adz_m[m]) - (adz_pi[i, h, m] - adz[i, h, m]), n_bootstrap, seed
+                    )
     out = raw.drop_vars("sample").assign_coords(population=pops)
     dims = ("intervention", "head", "population")
-    out["delta_abs_dz"] = (dims, delta, {"description": "mean|dz| intervened minus multimodal", "units": "dimensionless"})
+    out["delta_abs_dz"] = (
+        dims,
+        delta,
+        {"description": "mean|dz| intervened minus multimodal", "units": "dimensionless"},
+    )
     out["delta_abs_dz_low"] = (dims, d_ci[..., 0], {"description": "95% percentile bootstrap bound"})
     out["delta_abs_dz_high"] = (dims, d_ci[..., 1], {"description": "95% percentile bootstrap bound"})
-    out["advantage_lost"] = (dims, lost[..., 0], {"description": "multimodal advantage minus the advantage with "
-                                                                 "the head intervened in both modes",
-                                                  "units": "dimensionless"})
+    out["advantage_lost"] = (
+        dims,
+        lost[..., 0],
+        {
+            "description": "multimodal advantage minus the advantage with the head intervened in both modes",
+            "units": "dimensionless",
+        },
+    )
     out["advantage_lost_low"] = (dims, lost[..., 1], {"description": "95% percentile bootstrap bound"})
     out["advantage_lost_high"] = (dims, lost[..., 2], {"description": "95% percentile bootstrap bound"})
     out["advantage_left"] = (dims, left, {"description": "fraction of the multimodal advantage left"})
     out = out.assign_coords(sample=np.arange(len(z)))
     out.attrs = {k: raw.attrs[k] for k in ("block", "seed") if k in raw.attrs}
-    out.attrs.update(n_bootstrap=int(n_bootstrap), description=(
-        "per-head ablation (zero/mean/resample) and patching (photometry-only activations into the multimodal run)"))
+    out.attrs.update(
+        n_bootstrap=int(n_bootstrap),
+        description=(
+            "per-head ablation (zero/mean/resample) and patching (photometry-only activations into the multimodal run)"
+        ),
+    )
     return out
 
 
-def head_interventions(adapter: AIONRedshift, inp: StudyInputs, block: int, *,
-                       methods: Sequence[str] = ("zero", "mean", "resample"), seed: int = 0,
-                       batch_size: int = 256, chunk_size: int | None = None, n_bootstrap: int = 200) -> xr.Dataset:
+def head_interventions(
+    adapter: AIONRedshift,
+    inp: StudyInputs,
+    block: int,
+    *,
+    methods: Sequence[str] = ("zero", "mean", "resample"),
+    seed: int = 0,
+    batch_size: int = 256,
+    chunk_size: int | None = None,
+    n_bootstrap: int = 200,
+) -> xr.Dataset:
     """Per-head ablations and photometry-only -> multimodal patching; redshift per head.
 
     Runs :func:`intervention_chunk` over chunks of ``chunk_size`` test galaxies (default:
@@ -213,17 +295,41 @@ def head_interventions(adapter: AIONRedshift, inp: StudyInputs, block: int, *,
         ``z_ablated_phot``, ``z_multi``, ``z_phot``; ``delta_abs_dz``, ``advantage_lost`` (with
         bootstrap bounds) and ``advantage_left`` (intervention, head, population).
     """
-    return summarise_interventions(intervention_chunks(adapter, inp, block, methods=methods, seed=seed,
-                                                       batch_size=batch_size, chunk_size=chunk_size),
-                                   inp.z, inp.populations, n_bootstrap=n_bootstrap, seed=seed)
+    return summarise_interventions(
+        intervention_chunks(
+            adapter, inp, block, methods=methods, seed=seed, batch_size=batch_size, chunk_size=chunk_size
+        ),
+        inp.z,
+        inp.populations,
+        n_bootstrap=n_bootstrap,
+        seed=seed,
+    )
 
 
-def intervention_chunks(adapter: AIONRedshift, inp: StudyInputs, block: int, *,
-                        methods: Sequence[str] = ("zero", "mean", "resample"), seed: int = 0,
-                        batch_size: int = 256, chunk_size: int | None = None) -> xr.Dataset:
+def intervention_chunks(
+    adapter: AIONRedshift,
+    inp: StudyInputs,
+    block: int,
+    *,
+    methods: Sequence[str] = ("zero", "mean", "resample"),
+    seed: int = 0,
+    batch_size: int = 256,
+    chunk_size: int | None = None,
+) -> xr.Dataset:
     """:func:`intervention_chunk` over chunks of ``chunk_size`` test galaxies (default: one chunk),
     here, concatenated along ``sample``; the attributes are the first chunk's (its site profile)."""
-    chunks = [intervention_chunk(adapter, slice_batch(inp.multi, a, b), slice_batch(inp.phot, a, b), inp.reference,
-                                 block, methods=methods, seed=seed, batch_size=batch_size, start=a)
-              for a, b in chunk_bounds(len(inp.z), chunk_size)]
+    chunks = [
+        intervention_chunk(
+            adapter,
+            slice_batch(inp.multi, a, b),
+            slice_batch(inp.phot, a, b),
+            inp.reference,
+            block,
+            methods=methods,
+            seed=seed,
+            batch_size=batch_size,
+            start=a,
+        )
+        for a, b in chunk_bounds(len(inp.z), chunk_size)
+    ]
     return xr.concat(chunks, "sample", combine_attrs="override")

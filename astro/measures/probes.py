@@ -19,8 +19,15 @@ from scimech.errors import DataValidationError
 from ..models.aion import IMAGE_KEY, AIONRedshift, rows_per_pass
 from .inputs import StudyInputs
 
-__all__ = ["record_blocks", "layer_probes", "localised_block", "head_probes", "head_radial_structure",
-           "PrecisionWarning", "spread_over_rms"]
+__all__ = [
+    "record_blocks",
+    "layer_probes",
+    "localised_block",
+    "head_probes",
+    "head_radial_structure",
+    "PrecisionWarning",
+    "spread_over_rms",
+]
 
 
 class PrecisionWarning(UserWarning):
@@ -45,10 +52,13 @@ def _check_resolution(adapter: AIONRedshift, feats: dict[str, np.ndarray]) -> di
         low = {s: r for s, r in spread.items() if r < 8 * unit}
         if low:
             worst = min(low, key=low.get)
-            warnings.warn(f"{len(low)} of {len(spread)} sites vary between galaxies by less than 8 roundings of "
-                          f"{str(dtype).removeprefix('torch.')} ({worst}: {low[worst]:.2%} of its rms, one rounding "
-                          f"{unit:.2%}); their probes would read rounding. Rerun with --dtype float32.",
-                          PrecisionWarning, stacklevel=3)
+            warnings.warn(
+                f"{len(low)} of {len(spread)} sites vary between galaxies by less than 8 roundings of "
+                f"{str(dtype).removeprefix('torch.')} ({worst}: {low[worst]:.2%} of its rms, one rounding "
+                f"{unit:.2%}); their probes would read rounding. Rerun with --dtype float32.",
+                PrecisionWarning,
+                stacklevel=3,
+            )
     return spread
 
 
@@ -57,13 +67,21 @@ def _pool(acts: np.ndarray, n_scalar: int, mode: str) -> np.ndarray:
     return acts[:, :n_scalar].mean(1) if mode == "photometry" else acts.mean(1)
 
 
-def record_blocks(adapter: AIONRedshift, batch, sites: Sequence[str], batch_size: int | None = None,
-                  reduce=None) -> xr.Dataset:
+def record_blocks(
+    adapter: AIONRedshift, batch, sites: Sequence[str], batch_size: int | None = None, reduce=None
+) -> xr.Dataset:
     """Activations at ``sites`` over a batch dict, streamed in passes of ``batch_size`` galaxies
     (default :func:`rows_per_pass`); ``reduce`` (``scimech.capture.record.record``'s) pools each pass's
     tokens before the next, so only the pooled features of every galaxy are held."""
-    return record(adapter.model, batch, list(sites), forward=adapter.forward,
-                  batch_size=batch_size or rows_per_pass(batch), stop_early=True, reduce=reduce)
+    return record(
+        adapter.model,
+        batch,
+        list(sites),
+        forward=adapter.forward,
+        batch_size=batch_size or rows_per_pass(batch),
+        stop_early=True,
+        reduce=reduce,
+    )
 
 
 def _pooler(n_scalar: int, mode: str):
@@ -72,8 +90,9 @@ def _pooler(n_scalar: int, mode: str):
     return (lambda t: t[:, :n_scalar].float().mean(1)) if mode == "photometry" else (lambda t: t.float().mean(1))
 
 
-def layer_probes(adapter: AIONRedshift, inp: StudyInputs, *, cv: int = 5, alpha: float = 1.0,
-                 n_bootstrap: int = 200) -> xr.Dataset:
+def layer_probes(
+    adapter: AIONRedshift, inp: StudyInputs, *, cv: int = 5, alpha: float = 1.0, n_bootstrap: int = 200
+) -> xr.Dataset:
     """R2 of ridge probes of z and A_V on each encoder block output, per mode.
 
     Returns
@@ -88,18 +107,28 @@ def layer_probes(adapter: AIONRedshift, inp: StudyInputs, *, cv: int = 5, alpha:
     score = np.zeros((2, 2, len(sites)))
     lo, hi = score.copy(), score.copy()
     for i, (mode, batch) in enumerate(modes.items()):
-        rec = record_blocks(adapter, batch, sites, reduce=_pooler(inp.n_scalar_tokens, mode))   # pooled per pass
+        rec = record_blocks(adapter, batch, sites, reduce=_pooler(inp.n_scalar_tokens, mode))  # pooled per pass
         feats = {s: rec[s].values for s in sites}
         for j, y in enumerate(targets.values()):
-            res = probe_sites(feats, y, cv=cv, alpha=alpha, control=False, n_bootstrap=n_bootstrap, dim="layer",
-                              coords=list(range(len(sites))), groups=inp.groups)
+            res = probe_sites(
+                feats,
+                y,
+                cv=cv,
+                alpha=alpha,
+                control=False,
+                n_bootstrap=n_bootstrap,
+                dim="layer",
+                coords=list(range(len(sites))),
+                groups=inp.groups,
+            )
             score[i, j] = res["score_mean"].values
             lo[i, j] = res["score_ci_low"].values if "score_ci_low" in res else np.nan
             hi[i, j] = res["score_ci_high"].values if "score_ci_high" in res else np.nan
     dims = ("mode", "target", "layer")
     coords = dict(mode=list(modes), target=list(targets), layer=np.arange(len(sites)))
-    ds = xr.Dataset({"score": (dims, score, {"units": "R2"}), "score_low": (dims, lo), "score_high": (dims, hi)},
-                    coords=coords)
+    ds = xr.Dataset(
+        {"score": (dims, score, {"units": "R2"}), "score_low": (dims, lo), "score_high": (dims, hi)}, coords=coords
+    )
     ds["gain"] = ds["score"].sel(mode="multimodal") - ds["score"].sel(mode="photometry")
     ds.attrs.update(description="layerwise linear probes (ridge, CV R2) of encoder block outputs", cv=cv, alpha=alpha)
     return ds
@@ -119,8 +148,9 @@ def _head_acts(adapter, batch, block, reduce=None):
     return sites, {s: rec[s].values for s in sites}
 
 
-def head_probes(adapter: AIONRedshift, inp: StudyInputs, block: int, *, cv: int = 5, alpha: float = 1.0,
-                n_bootstrap: int = 200) -> xr.Dataset:
+def head_probes(
+    adapter: AIONRedshift, inp: StudyInputs, block: int, *, cv: int = 5, alpha: float = 1.0, n_bootstrap: int = 200
+) -> xr.Dataset:
     """R2 of per-head probes (multimodal run, scalar-token mean) of colours, template photo-z, z and A_V.
 
     Returns
@@ -134,28 +164,53 @@ def head_probes(adapter: AIONRedshift, inp: StudyInputs, block: int, *, cv: int 
     """
     sites, feats = _head_acts(adapter, inp.multi, block, reduce=_pooler(inp.n_scalar_tokens, "photometry"))
     spread = _check_resolution(adapter, feats)
-    targets = {"g-r": inp.colours[:, 0], "r-i": inp.colours[:, 1], "i-z": inp.colours[:, 2],
-               "z_template": inp.z_template, "z": inp.z, "a_v": inp.a_v}
+    targets = {
+        "g-r": inp.colours[:, 0],
+        "r-i": inp.colours[:, 1],
+        "i-z": inp.colours[:, 2],
+        "z_template": inp.z_template,
+        "z": inp.z,
+        "a_v": inp.a_v,
+    }
     out = np.full((4, len(sites), len(targets)), np.nan)
     for j, (name, y) in enumerate(targets.items()):
-        colour = name in ("g-r", "r-i", "i-z")           # interval and control task for the colours only
-        res = probe_sites(feats, y, cv=cv, alpha=alpha, control=colour, n_bootstrap=n_bootstrap if colour else 0,
-                          ci_method="percentile", groups=inp.groups)
+        colour = name in ("g-r", "r-i", "i-z")  # interval and control task for the colours only
+        res = probe_sites(
+            feats,
+            y,
+            cv=cv,
+            alpha=alpha,
+            control=colour,
+            n_bootstrap=n_bootstrap if colour else 0,
+            ci_method="percentile",
+            groups=inp.groups,
+        )
         out[0, :, j] = res["score_mean"].values
         if colour:
             out[1, :, j] = res["score_ci_low"].values if "score_ci_low" in res else np.nan
             out[2, :, j] = res["score_ci_high"].values if "score_ci_high" in res else np.nan
             out[3, :, j] = res["selectivity_mean"].values
     dims = ("head", "target")
-    ds = xr.Dataset({"score": (dims, out[0], {"units": "R2", "description": "cross-validated R2 of a ridge probe"}),
-                     "score_low": (dims, out[1], {"units": "R2", "description": "95% percentile bootstrap bound"}),
-                     "score_high": (dims, out[2], {"units": "R2", "description": "95% percentile bootstrap bound"}),
-                     "selectivity": (dims, out[3], {"units": "R2", "description": "R2 minus control-task R2"})},
-                    coords=dict(head=np.arange(len(sites)), target=list(targets), site=("head", sites)))
-    ds["spread"] = ("head", [spread[s] for s in sites], {
-        "units": "1", "description": "rms of the galaxy-to-galaxy differences of the probed features over their rms"})
-    ds.attrs.update(description=f"per-head probes in encoder block {block}", block=block, n_bootstrap=n_bootstrap,
-                    dtype=str(getattr(adapter, "dtype", torch.float32)).removeprefix("torch."))
+    ds = xr.Dataset(
+        {
+            "score": (dims, out[0], {"units": "R2", "description": "cross-validated R2 of a ridge probe"}),
+            "score_low": (dims, out[1], {"units": "R2", "description": "95% percentile bootstrap bound"}),
+            "score_high": (dims, out[2], {"units": "R2", "description": "95% percentile bootstrap bound"}),
+            "selectivity": (dims, out[3], {"units": "R2", "description": "R2 minus control-task R2"}),
+        },
+        coords=dict(head=np.arange(len(sites)), target=list(targets), site=("head", sites)),
+    )
+    ds["spread"] = (
+        "head",
+        [spread[s] for s in sites],
+        {"units": "1", "description": "rms of the galaxy-to-galaxy differences of the probed features over their rms"},
+    )
+    ds.attrs.update(
+        description=f"per-head probes in encoder block {block}",
+        block=block,
+        n_bootstrap=n_bootstrap,
+        dtype=str(getattr(adapter, "dtype", torch.float32)).removeprefix("torch."),
+    )
     return ds
 
 
@@ -172,13 +227,13 @@ def _image_token_moments(adapter: AIONRedshift, inp: StudyInputs, block: int, n_
     sums: dict[str, np.ndarray] = {}
     kept: dict[str, list[np.ndarray]] = {s: [] for s in sites}
     for start in range(0, n, per):
-        part = {k: v[start:start + per] for k, v in inp.multi.items()}
-        rec = record_blocks(adapter, part, sites, batch_size=per, reduce=lambda t: t[:, a0:a0 + n_img].float())
+        part = {k: v[start : start + per] for k, v in inp.multi.items()}
+        rec = record_blocks(adapter, part, sites, batch_size=per, reduce=lambda t: t[:, a0 : a0 + n_img].float())
         for s in sites:
-            a = rec[s].values.astype(np.float64)                       # (galaxies, n_img, dh)
+            a = rec[s].values.astype(np.float64)  # (galaxies, n_img, dh)
             sums[s] = sums.get(s, 0.0) + a.sum(0)
             flat = a.reshape(-1, a.shape[-1])
-            first = (-(start * n_img)) % step                         # the first kept row of this pass
+            first = (-(start * n_img)) % step  # the first kept row of this pass
             kept[s].append(flat[first::step])
     token_mean = {s: sums[s] / n for s in sites}
     mean = {s: token_mean[s].mean(0) for s in sites}
@@ -203,12 +258,16 @@ def head_radial_structure(adapter: AIONRedshift, inp: StudyInputs, block: int, g
     score = np.zeros(len(sites))
     for i, s in enumerate(sites):
         _, _, vt = np.linalg.svd(rows[s] - mean[s], full_matrices=False)
-        m = (token_mean[s] - mean[s]) @ vt[0]           # the mean over galaxies of each token's PC1 projection
-        if np.corrcoef(m, r)[0, 1] < 0:   # PC sign is arbitrary: orient to increase outward
+        m = (token_mean[s] - mean[s]) @ vt[0]  # the mean over galaxies of each token's PC1 projection
+        if np.corrcoef(m, r)[0, 1] < 0:  # PC sign is arbitrary: orient to increase outward
             m = -m
         maps[i] = m.reshape(g, g)
         score[i] = abs(spearmanr(m, r).statistic)
-    return xr.Dataset({"map": (("head", "y", "x"), maps, {"description": "mean PC1 projection per image token"}),
-                       "radial_score": ("head", score, {"description": "|Spearman rho| of map vs token radius"})},
-                      coords=dict(head=np.arange(len(sites)), site=("head", sites), y=np.arange(g), x=np.arange(g)),
-                      attrs={"block": block, "description": "radial structure of head image-token outputs"})
+    return xr.Dataset(
+        {
+            "map": (("head", "y", "x"), maps, {"description": "mean PC1 projection per image token"}),
+            "radial_score": ("head", score, {"description": "|Spearman rho| of map vs token radius"}),
+        },
+        coords=dict(head=np.arange(len(sites)), site=("head", sites), y=np.arange(g), x=np.arange(g)),
+        attrs={"block": block, "description": "radial structure of head image-token outputs"},
+    )

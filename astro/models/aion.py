@@ -46,8 +46,27 @@ from scimech.causal.metrics import Metric
 from scimech.errors import CheckpointError, ConfigError, DataValidationError
 
 __all__ = [
-    "LEGACY_SCALARS", "IMAGE_KEY", "Z_KEY", "CONFIG_NAME", "WEIGHTS_NAME", "DES_BANDS", "save_checkpoint",
-    "load_model", "load_codecs", "DTYPES", "check_dtype", "rows_per_pass", "TOKENS_PER_PASS", "load_image_codec", "load_image_tokenizer", "ImageCodecTokenizer", "codec_buckets", "AIONRedshift", "head_site", "site_to_head", "num_encoder_tokens",
+    "LEGACY_SCALARS",
+    "IMAGE_KEY",
+    "Z_KEY",
+    "CONFIG_NAME",
+    "WEIGHTS_NAME",
+    "DES_BANDS",
+    "save_checkpoint",
+    "load_model",
+    "load_codecs",
+    "DTYPES",
+    "check_dtype",
+    "rows_per_pass",
+    "TOKENS_PER_PASS",
+    "load_image_codec",
+    "load_image_tokenizer",
+    "ImageCodecTokenizer",
+    "codec_buckets",
+    "AIONRedshift",
+    "head_site",
+    "site_to_head",
+    "num_encoder_tokens",
 ]
 
 CONFIG_NAME = "config.json"
@@ -92,9 +111,11 @@ def check_dtype(name: str, device: str | torch.device = "cpu") -> torch.dtype:
     if name not in DTYPES:
         raise ConfigError(f"dtype must be one of {', '.join(DTYPES)}; got {name!r}.")
     if not _runs_in(DTYPES[name], device):
-        raise ConfigError(f"--dtype {name} does not run on {device} with this torch ({torch.__version__}): its "
-                          f"{name} matrix products are not implemented there. Use --dtype bfloat16 (half the "
-                          "memory, on CPUs too) or --dtype float32, or run on a GPU (--device cuda).")
+        raise ConfigError(
+            f"--dtype {name} does not run on {device} with this torch ({torch.__version__}): its "
+            f"{name} matrix products are not implemented there. Use --dtype bfloat16 (half the "
+            "memory, on CPUs too) or --dtype float32, or run on a GPU (--device cuda)."
+        )
     return DTYPES[name]
 
 
@@ -124,8 +145,12 @@ def _modality_for_key(token_key: str):
 
 
 # ---------------------------------------------------------------- save / load
-def save_checkpoint(model: nn.Module, folder: str | Path, config: Mapping[str, Any] | None = None,
-                    codecs: Mapping[str, nn.Module] | None = None) -> Path:
+def save_checkpoint(
+    model: nn.Module,
+    folder: str | Path,
+    config: Mapping[str, Any] | None = None,
+    codecs: Mapping[str, nn.Module] | None = None,
+) -> Path:
     """Write ``config.json`` + ``model.safetensors`` (+ ``codecs/<NAME>/``) to ``folder``.
 
     Parameters
@@ -158,16 +183,21 @@ def save_checkpoint(model: nn.Module, folder: str | Path, config: Mapping[str, A
 
 def _require(folder: Path, names: Sequence[str], what: str) -> None:
     if not folder.is_dir():
-        raise CheckpointError(f"{what}: folder {folder} does not exist. Download the checkpoint "
-                              "(e.g. polymathic-ai/aion-base) to a local folder and pass its path.")
+        raise CheckpointError(
+            f"{what}: folder {folder} does not exist. Download the checkpoint "
+            "(e.g. polymathic-ai/aion-base) to a local folder and pass its path."
+        )
     missing = [n for n in names if not (folder / n).is_file()]
     if missing:
-        raise CheckpointError(f"{what}: missing {', '.join(missing)} in {folder}. Expected "
-                              f"{', '.join(names)} there (as in the downloaded repository).")
+        raise CheckpointError(
+            f"{what}: missing {', '.join(missing)} in {folder}. Expected "
+            f"{', '.join(names)} there (as in the downloaded repository)."
+        )
 
 
-def load_model(folder: str | Path, *, model_class: type | None = None, device: str | torch.device = "cpu",
-               dtype: str = "float32") -> nn.Module:
+def load_model(
+    folder: str | Path, *, model_class: type | None = None, device: str | torch.device = "cpu", dtype: str = "float32"
+) -> nn.Module:
     """Build the AION transformer from ``config.json`` and load ``model.safetensors`` strictly.
 
     Parameters
@@ -204,13 +234,16 @@ def load_model(folder: str | Path, *, model_class: type | None = None, device: s
     try:
         missing, unexpected = st_load(model, str(folder / WEIGHTS_NAME), strict=False)
     except Exception as e:  # corrupt / truncated file
-        raise CheckpointError(f"Cannot read {folder / WEIGHTS_NAME}: {e}. The file is corrupt or partial; "
-                              "re-download it.") from None
+        raise CheckpointError(
+            f"Cannot read {folder / WEIGHTS_NAME}: {e}. The file is corrupt or partial; re-download it."
+        ) from None
     if missing or unexpected:
-        raise CheckpointError(f"{folder / WEIGHTS_NAME} does not match {folder / CONFIG_NAME}: "
-                              f"missing {sorted(missing)[:10]}{' ...' if len(missing) > 10 else ''}, "
-                              f"unexpected {sorted(unexpected)[:10]}{' ...' if len(unexpected) > 10 else ''}. "
-                              "Use the config.json that came with these weights.")
+        raise CheckpointError(
+            f"{folder / WEIGHTS_NAME} does not match {folder / CONFIG_NAME}: "
+            f"missing {sorted(missing)[:10]}{' ...' if len(missing) > 10 else ''}, "
+            f"unexpected {sorted(unexpected)[:10]}{' ...' if len(unexpected) > 10 else ''}. "
+            "Use the config.json that came with these weights."
+        )
     return model.to(device=device, dtype=check_dtype(dtype, device)).eval()
 
 
@@ -240,13 +273,16 @@ def load_codecs(folder: str | Path, token_keys: Sequence[str]) -> dict[str, nn.M
             cfg = json.loads((sub / CONFIG_NAME).read_text())
             codec = cls(**cfg)
         except (json.JSONDecodeError, TypeError, ValueError) as e:
-            raise CheckpointError(f"codec {key}: {sub / CONFIG_NAME} is corrupt or not a codec config ({e}). "
-                                  "Download that codec folder again.") from None
+            raise CheckpointError(
+                f"codec {key}: {sub / CONFIG_NAME} is corrupt or not a codec config ({e}). "
+                "Download that codec folder again."
+            ) from None
         try:
             state = load_file(str(sub / WEIGHTS_NAME))
         except Exception as e:  # safetensors raises its own SafetensorError on a truncated file
-            raise CheckpointError(f"codec {key}: {sub / WEIGHTS_NAME} is corrupt or truncated ({e}). "
-                                  "Download that codec folder again.") from None
+            raise CheckpointError(
+                f"codec {key}: {sub / WEIGHTS_NAME} is corrupt or truncated ({e}). Download that codec folder again."
+            ) from None
         # buffers created as None (e.g. reservoir quantiles) are sized from the file
         for name, t in state.items():
             target = name.replace("quantizer", "_quantizer", 1) if name.startswith("quantizer") else name
@@ -261,8 +297,9 @@ def load_codecs(folder: str | Path, token_keys: Sequence[str]) -> dict[str, nn.M
         codec._modality = mod
         out[key] = codec.eval()
     if problems:
-        raise CheckpointError("Missing codec files (each codec lives in codecs/<NAME>/ next to "
-                              "model.safetensors): " + "; ".join(problems))
+        raise CheckpointError(
+            "Missing codec files (each codec lives in codecs/<NAME>/ next to model.safetensors): " + "; ".join(problems)
+        )
     return out
 
 
@@ -297,49 +334,63 @@ def load_image_codec(folder: str | Path, *, device: str | torch.device = "cpu") 
     mod = _modality_for_key(IMAGE_KEY)
     sub = _image_codec_dir(folder)
     if not folder.is_dir():
-        raise CheckpointError(f"image codec: checkpoint folder {folder} does not exist. Download the checkpoint "
-                              "(e.g. polymathic-ai/aion-base) to a local folder and pass its path.")
+        raise CheckpointError(
+            f"image codec: checkpoint folder {folder} does not exist. Download the checkpoint "
+            "(e.g. polymathic-ai/aion-base) to a local folder and pass its path."
+        )
     missing = [str(sub / n) for n in (CONFIG_NAME, WEIGHTS_NAME) if not (sub / n).is_file()]
     if missing:
         what = "the folder" if not sub.is_dir() else "the file(s)"
-        raise CheckpointError(f"image codec: missing {', '.join(missing)}. The image codec of an AION checkpoint "
-                              f"lives in codecs/{mod.name}/ next to model.safetensors ({what} did not come with the "
-                              f"download); copy codecs/{mod.name}/ from the checkpoint repository into {folder}.")
+        raise CheckpointError(
+            f"image codec: missing {', '.join(missing)}. The image codec of an AION checkpoint "
+            f"lives in codecs/{mod.name}/ next to model.safetensors ({what} did not come with the "
+            f"download); copy codecs/{mod.name}/ from the checkpoint repository into {folder}."
+        )
     try:
         cfg = json.loads((sub / CONFIG_NAME).read_text())
         if not isinstance(cfg, dict):
             raise ValueError(f"expected a JSON object, got {type(cfg).__name__}")
     except (json.JSONDecodeError, UnicodeDecodeError, ValueError) as e:
-        raise CheckpointError(f"image codec: {sub / CONFIG_NAME} is corrupt or not a codec config ({e}). "
-                              f"Download codecs/{mod.name}/ again.") from None
+        raise CheckpointError(
+            f"image codec: {sub / CONFIG_NAME} is corrupt or not a codec config ({e}). "
+            f"Download codecs/{mod.name}/ again."
+        ) from None
     cls = MODALITY_CODEC_MAPPING[mod]
     params = [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
     if "quantizer_levels" not in cfg:
-        raise CheckpointError(f"image codec: {sub / CONFIG_NAME} has no 'quantizer_levels' (found keys "
-                              f"{sorted(cfg)}); it is not an {cls.__name__} config. Download codecs/{mod.name}/ again.")
+        raise CheckpointError(
+            f"image codec: {sub / CONFIG_NAME} has no 'quantizer_levels' (found keys "
+            f"{sorted(cfg)}); it is not an {cls.__name__} config. Download codecs/{mod.name}/ again."
+        )
     try:
         codec = cls(**{k: v for k, v in cfg.items() if k in params})
     except (TypeError, ValueError, RuntimeError) as e:
         raise CheckpointError(f"image codec: {sub / CONFIG_NAME} does not describe an {cls.__name__} ({e}).") from None
     try:
-        with safe_open(str(sub / WEIGHTS_NAME), framework="pt") as fh:   # reads the header: a torn file fails
+        with safe_open(str(sub / WEIGHTS_NAME), framework="pt") as fh:  # reads the header: a torn file fails
             list(fh.keys())
     except Exception as e:  # safetensors raises its own error types on a torn file
-        raise CheckpointError(f"image codec: {sub / WEIGHTS_NAME} is corrupt or truncated ({e}). "
-                              f"Download codecs/{mod.name}/ again.") from None
+        raise CheckpointError(
+            f"image codec: {sub / WEIGHTS_NAME} is corrupt or truncated ({e}). Download codecs/{mod.name}/ again."
+        ) from None
     try:
         missing_t, unexpected = st_load(codec, str(sub / WEIGHTS_NAME), strict=False)
-    except RuntimeError as e:   # tensors of other shapes than the config builds
+    except RuntimeError as e:  # tensors of other shapes than the config builds
         detail = "; ".join(line.strip() for line in str(e).splitlines()[1:4])
-        raise CheckpointError(f"image codec: {sub / WEIGHTS_NAME} does not match {sub / CONFIG_NAME} ({detail} "
-                              "...). Use the config.json that came with these weights.") from None
+        raise CheckpointError(
+            f"image codec: {sub / WEIGHTS_NAME} does not match {sub / CONFIG_NAME} ({detail} "
+            "...). Use the config.json that came with these weights."
+        ) from None
     except Exception as e:
-        raise CheckpointError(f"image codec: {sub / WEIGHTS_NAME} is corrupt or truncated ({e}). "
-                              f"Download codecs/{mod.name}/ again.") from None
+        raise CheckpointError(
+            f"image codec: {sub / WEIGHTS_NAME} is corrupt or truncated ({e}). Download codecs/{mod.name}/ again."
+        ) from None
     if missing_t or unexpected:
-        raise CheckpointError(f"image codec: {sub / WEIGHTS_NAME} does not match {sub / CONFIG_NAME}: missing "
-                              f"{sorted(missing_t)[:10]}, unexpected {sorted(unexpected)[:10]}. Use the config.json "
-                              "that came with these weights.")
+        raise CheckpointError(
+            f"image codec: {sub / WEIGHTS_NAME} does not match {sub / CONFIG_NAME}: missing "
+            f"{sorted(missing_t)[:10]}, unexpected {sorted(unexpected)[:10]}. Use the config.json "
+            "that came with these weights."
+        )
     codec._modality = mod
     return codec.to(device).eval()
 
@@ -368,8 +419,15 @@ class ImageCodecTokenizer:
         Images per codec forward.
     """
 
-    def __init__(self, codec: nn.Module, *, bands: Sequence[str] = DES_BANDS, crop: int = 96,
-                 n_tokens: int | None = None, batch_size: int = 64):
+    def __init__(
+        self,
+        codec: nn.Module,
+        *,
+        bands: Sequence[str] = DES_BANDS,
+        crop: int = 96,
+        n_tokens: int | None = None,
+        batch_size: int = 64,
+    ):
         self.codec = codec.eval()
         self.bands = list(bands)
         self.crop = int(crop)
@@ -379,14 +437,18 @@ class ImageCodecTokenizer:
     def _prepare(self, images) -> torch.Tensor:
         x = torch.as_tensor(np.asarray(images, dtype=np.float32))
         if x.ndim != 4 or x.shape[1] != len(self.bands):
-            raise DataValidationError(f"images must be (N, {len(self.bands)}, H, W) in bands {self.bands} "
-                                      f"[nanomaggy per pixel]; got shape {tuple(x.shape)}.")
+            raise DataValidationError(
+                f"images must be (N, {len(self.bands)}, H, W) in bands {self.bands} "
+                f"[nanomaggy per pixel]; got shape {tuple(x.shape)}."
+            )
         if len(x) == 0:
             raise DataValidationError("no images to tokenise (N = 0).")
         if not torch.isfinite(x).all():
             bad = int((~torch.isfinite(x)).flatten(1).any(1).sum())
-            raise DataValidationError(f"{bad} image(s) hold NaN or inf pixels; replace them (e.g. by 0, the sky "
-                                      "level, with the pixel masked) before tokenising.")
+            raise DataValidationError(
+                f"{bad} image(s) hold NaN or inf pixels; replace them (e.g. by 0, the sky "
+                "level, with the pixel masked) before tokenising."
+            )
         h, w = x.shape[-2:]
         if h < self.crop or w < self.crop:
             ph, pw = max(0, self.crop - h), max(0, self.crop - w)
@@ -401,13 +463,15 @@ class ImageCodecTokenizer:
         out = []
         for s in range(0, len(x), self.batch_size):
             # the codec clamps and rescales its input in place: give it a copy of the batch
-            chunk = x[s:s + self.batch_size].clone().to(dev)
+            chunk = x[s : s + self.batch_size].clone().to(dev)
             out.append(self.codec.encode(LegacySurveyImage(flux=chunk, bands=list(self.bands))).long().cpu())
         tok = torch.cat(out).reshape(len(x), -1)
         if tok.shape[1] != self.n_tokens:
-            raise ConfigError(f"the image codec gave {tok.shape[1]} tokens per image, the model expects "
-                              f"{self.n_tokens}; use {self.crop}x{self.crop} cut-outs with the codec the "
-                              "checkpoint came with, or set n_tokens to the model's image grid.")
+            raise ConfigError(
+                f"the image codec gave {tok.shape[1]} tokens per image, the model expects "
+                f"{self.n_tokens}; use {self.crop}x{self.crop} cut-outs with the codec the "
+                "checkpoint came with, or set n_tokens to the model's image grid."
+            )
         return tok
 
 
@@ -435,7 +499,7 @@ def num_encoder_tokens(tokens: Mapping[str, torch.Tensor]) -> int:
 # ---------------------------------------------------------------- the adapter
 #: tokens x galaxies per forward pass of the study (AION-1's 8 + 576 tokens: 28 galaxies, the
 #: attention scores of 12 heads about 0.5 GB in float32); never more than the caller's maximum
-TOKENS_PER_PASS = 2 ** 14
+TOKENS_PER_PASS = 2**14
 
 
 def rows_per_pass(batch: Mapping[str, Any], max_rows: int = 256) -> int:
@@ -489,9 +553,16 @@ class AIONRedshift:
         return next((p.dtype for p in self.model.parameters() if p.is_floating_point()), torch.float32)
 
     @classmethod
-    def from_folder(cls, folder: str | Path, *, scalar_keys: Sequence[str] = tuple(LEGACY_SCALARS),
-                    image_tokenizer=None, image_codec: bool | None = None, device: str = "cpu",
-                    dtype: str = "float32") -> AIONRedshift:
+    def from_folder(
+        cls,
+        folder: str | Path,
+        *,
+        scalar_keys: Sequence[str] = tuple(LEGACY_SCALARS),
+        image_tokenizer=None,
+        image_codec: bool | None = None,
+        device: str = "cpu",
+        dtype: str = "float32",
+    ) -> AIONRedshift:
         """Load model + codecs (``scalar_keys`` and ``tok_z``) from a local checkpoint folder.
 
         Parameters
@@ -535,8 +606,9 @@ class AIONRedshift:
         return [head_site(b, h) for b in blocks for h in range(self.num_heads)]
 
     # -------- inputs
-    def tokenize(self, catalog, images: np.ndarray | None = None,
-                 keys: Sequence[str] | None = None) -> dict[str, torch.Tensor]:
+    def tokenize(
+        self, catalog, images: np.ndarray | None = None, keys: Sequence[str] | None = None
+    ) -> dict[str, torch.Tensor]:
         """Token dict from a catalogue (QTable with units) and optional images [nmgy].
 
         ``keys`` defaults to every scalar with a codec, plus ``tok_image`` when images are given.
@@ -568,32 +640,38 @@ class AIONRedshift:
         """Batch dict for :meth:`forward`; modalities in ``masked`` are hidden from the model."""
         out: dict[str, Any] = dict(tokens)
         for k, v in tokens.items():
-            out[MASK_PREFIX + k] = torch.full(v.shape[:1] + (int(np.prod(v.shape[1:])),), k in masked,
-                                              dtype=torch.bool)
+            out[MASK_PREFIX + k] = torch.full(v.shape[:1] + (int(np.prod(v.shape[1:])),), k in masked, dtype=torch.bool)
         return out
 
     @staticmethod
     def split(batch: Mapping[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
         """``(tokens, mask)`` of a flat batch dict."""
         tokens = {k: v for k, v in batch.items() if not k.startswith(MASK_PREFIX)}
-        mask = {k[len(MASK_PREFIX):]: v for k, v in batch.items() if k.startswith(MASK_PREFIX)}
+        mask = {k[len(MASK_PREFIX) :]: v for k, v in batch.items() if k.startswith(MASK_PREFIX)}
         return tokens, mask
 
     # -------- running
     def forward(self, model: nn.Module, batch: Mapping[str, Any]) -> torch.Tensor:
         """``tok_z`` logits (B, V) for a batch dict; usable as ``forward=`` of scimech calls."""
         tokens, mask = self.split(batch)
-        dev = model_device(model)                # the batch follows the model (a no-op on the CPU)
+        dev = model_device(model)  # the batch follows the model (a no-op on the CPU)
         tokens = {k: v.to(dev) for k, v in tokens.items()}
         mask = {k: v.to(dev) for k, v in mask.items()}
-        n_enc = num_encoder_tokens(tokens)       # always explicit: the default (256) truncates
+        n_enc = num_encoder_tokens(tokens)  # always explicit: the default (256) truncates
         B = next(iter(tokens.values())).shape[0]
         target = {Z_KEY: torch.zeros(B, Z.num_tokens, dtype=torch.bool, device=dev)}
-        logits = model._forward(tokens, target_mask=target, input_mask=mask or None,
-                                num_decoder_tokens=Z.num_tokens, num_encoder_tokens=n_enc)[Z_KEY]
+        logits = model._forward(
+            tokens,
+            target_mask=target,
+            input_mask=mask or None,
+            num_decoder_tokens=Z.num_tokens,
+            num_encoder_tokens=n_enc,
+        )[Z_KEY]
         return logits.reshape(B, -1)
 
-    def encode(self, tokens: Mapping[str, torch.Tensor], mask: Mapping[str, torch.Tensor] | None = None) -> torch.Tensor:
+    def encode(
+        self, tokens: Mapping[str, torch.Tensor], mask: Mapping[str, torch.Tensor] | None = None
+    ) -> torch.Tensor:
         """Encoder context (B, N, D), passing the token count explicitly."""
         return self.model.encode(dict(tokens), input_mask=mask, num_encoder_tokens=num_encoder_tokens(tokens))
 
@@ -604,7 +682,7 @@ class AIONRedshift:
     def expected_z(self, logits: torch.Tensor) -> torch.Tensor:
         """Point estimate: softmax over the codebook's logits times the bucket redshifts."""
         b = self.buckets().to(logits.device)
-        p = torch.softmax(logits[..., : b.numel()].float(), dim=-1)       # float32 whatever --dtype
+        p = torch.softmax(logits[..., : b.numel()].float(), dim=-1)  # float32 whatever --dtype
         return p @ b
 
     def z_metric(self):
@@ -621,5 +699,5 @@ class AIONRedshift:
         out = np.empty(n)
         for s, b in iter_batches(batch, batch_size):
             z = self.expected_z(self.forward(self.model, b))
-            out[s:s + len(z)] = z.cpu().numpy()
+            out[s : s + len(z)] = z.cpu().numpy()
         return out

@@ -50,17 +50,57 @@ _STUDY_DOMAINS = [*aion_adapter.LEGACY_SCALARS, aion_adapter.IMAGE_KEY]
 #: shape name -> (transformer config without domains, image codec config, scalar codebook size, all modalities)
 SHAPES: dict[str, dict] = {
     "base": dict(
-        model=dict(dim=768, encoder_depth=12, decoder_depth=12, num_heads=12, mlp_ratio=4.0, qkv_bias=False,
-                   proj_bias=False, mlp_bias=False, norm_bias=False, act_layer="SiLU", gated_mlp=True, qk_norm=True),
-        image=dict(quantizer_levels=[7, 5, 5, 5, 5], hidden_dims=512, multisurvey_projection_dims=54,
-                   n_compressions=2, num_consecutive=4, embedding_dim=5),
-        codebook=1024, all_modalities=True),
+        model=dict(
+            dim=768,
+            encoder_depth=12,
+            decoder_depth=12,
+            num_heads=12,
+            mlp_ratio=4.0,
+            qkv_bias=False,
+            proj_bias=False,
+            mlp_bias=False,
+            norm_bias=False,
+            act_layer="SiLU",
+            gated_mlp=True,
+            qk_norm=True,
+        ),
+        image=dict(
+            quantizer_levels=[7, 5, 5, 5, 5],
+            hidden_dims=512,
+            multisurvey_projection_dims=54,
+            n_compressions=2,
+            num_consecutive=4,
+            embedding_dim=5,
+        ),
+        codebook=1024,
+        all_modalities=True,
+    ),
     "tiny": dict(
-        model=dict(dim=32, encoder_depth=2, decoder_depth=1, num_heads=4, mlp_ratio=2.0, qkv_bias=True,
-                   proj_bias=True, mlp_bias=True, norm_bias=True, act_layer="GELU", gated_mlp=False, qk_norm=False),
-        image=dict(quantizer_levels=[7, 5, 5, 5, 5], hidden_dims=8, multisurvey_projection_dims=12,
-                   n_compressions=2, num_consecutive=1, embedding_dim=5),
-        codebook=64, all_modalities=False),
+        model=dict(
+            dim=32,
+            encoder_depth=2,
+            decoder_depth=1,
+            num_heads=4,
+            mlp_ratio=2.0,
+            qkv_bias=True,
+            proj_bias=True,
+            mlp_bias=True,
+            norm_bias=True,
+            act_layer="GELU",
+            gated_mlp=False,
+            qk_norm=False,
+        ),
+        image=dict(
+            quantizer_levels=[7, 5, 5, 5, 5],
+            hidden_dims=8,
+            multisurvey_projection_dims=12,
+            n_compressions=2,
+            num_consecutive=1,
+            embedding_dim=5,
+        ),
+        codebook=64,
+        all_modalities=False,
+    ),
 }
 
 
@@ -73,8 +113,11 @@ def _shape(shape: str) -> dict:
 def model_config(shape: str = "tiny") -> dict:
     """The ``config.json`` of the transformer at ``shape`` (``aion.AION(config)`` builds it)."""
     s = _shape(shape)
-    domains = sorted(k for k, v in MODALITY_INFO.items() if v.get("type") == "img") if s["all_modalities"] \
+    domains = (
+        sorted(k for k, v in MODALITY_INFO.items() if v.get("type") == "img")
+        if s["all_modalities"]
         else list(_STUDY_DOMAINS)
+    )
     out = sorted(set(domains) | {aion_adapter.Z_KEY}) if s["all_modalities"] else [aion_adapter.Z_KEY]
     return dict(domains_in=domains, domains_out=out, **s["model"])
 
@@ -94,15 +137,16 @@ def _scalar_codecs(catalog, codebook: int, seed: int) -> dict[str, nn.Module]:
         v = torch.as_tensor(np.asarray(v, np.float32))
         codec = MODALITY_CODEC_MAPPING[mod](mod.name, codebook_size=codebook, reservoir_size=len(v))
         codec.train()
-        codec.quantizer(v[torch.randperm(len(v), generator=gen)])     # fills the reservoir -> quantile codebook
+        codec.quantizer(v[torch.randperm(len(v), generator=gen)])  # fills the reservoir -> quantile codebook
         out[key] = codec.eval()
     z_mod = aion_adapter._modality_for_key(aion_adapter.Z_KEY)
     out[aion_adapter.Z_KEY] = MODALITY_CODEC_MAPPING[z_mod](z_mod.name, codebook_size=1024).eval()
     return out
 
 
-def write_random_aion(folder: str | Path, shape: str = "tiny", seed: int = 0, *, image_codec: bool = True,
-                      n_quantile_galaxies: int = 2000) -> Path:
+def write_random_aion(
+    folder: str | Path, shape: str = "tiny", seed: int = 0, *, image_codec: bool = True, n_quantile_galaxies: int = 2000
+) -> Path:
     """Write an AION-1 folder with random weights at ``shape`` (:data:`SHAPES`) and return its path.
 
     Parameters

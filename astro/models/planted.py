@@ -41,8 +41,16 @@ from . import aion as aion_adapter  # this package's AION-1 adapter (not the aio
 from . import standin
 from .standin import StandinAION, StandinConfig, ordinal_init, standin_config
 
-__all__ = ["PlantedAION", "HeadMaskedAttention", "ColourReadout", "planted_config", "build_planted",
-           "train_planted", "ROUTE_HEAD", "INERT_HEAD"]
+__all__ = [
+    "PlantedAION",
+    "HeadMaskedAttention",
+    "ColourReadout",
+    "planted_config",
+    "build_planted",
+    "train_planted",
+    "ROUTE_HEAD",
+    "INERT_HEAD",
+]
 
 #: default planted heads of encoder block 0
 ROUTE_HEAD, INERT_HEAD = 1, 2
@@ -87,10 +95,11 @@ class PlantedAION(StandinAION):
         if aion_adapter.IMAGE_KEY not in self.encoder_embeddings:
             raise ConfigError("a planted stand-in needs image tokens (tok_image) among its inputs.")
         if not (0 <= route < heads and 0 <= inert < heads) or route == inert:
-            raise ConfigError(f"route_head ({route}) and inert_head ({inert}) must be two different heads of "
-                              f"0..{heads - 1}.")
+            raise ConfigError(
+                f"route_head ({route}) and inert_head ({inert}) must be two different heads of 0..{heads - 1}."
+            )
         self.route_head, self.inert_head = route, inert
-        self.encoder[0].attn.__class__ = HeadMaskedAttention      # same parameters, per-head key masks
+        self.encoder[0].attn.__class__ = HeadMaskedAttention  # same parameters, per-head key masks
         self._image_keys: torch.Tensor | None = None
         with torch.no_grad():
             self._inert_columns().zero_()
@@ -120,20 +129,31 @@ class PlantedAION(StandinAION):
         """
         cols = self._inert_columns().detach()
         if bool(torch.any(cols != 0)):
-            raise CheckpointError(f"encoder.0.attn.proj columns of inert head {self.inert_head} are not zero "
-                                  f"(max |w| {float(cols.abs().max()):.3g}); the planted truth does not hold. "
-                                  "Retrain with astro.models.planted.train_planted.")
-        return {"block": 0, "image_head": self.route_head, "inert_colour_head": self.inert_head,
-                "image_site": aion_adapter.head_site(0, self.route_head), "inert_site": aion_adapter.head_site(0, self.inert_head),
-                "image_head_truth": ("the only head that sees image tokens: every effect of the image on the "
-                                     "redshift passes through it"),
-                "inert_head_truth": ("output-projection columns zero (no causal effect, exactly); trained to "
-                                     "encode g-r, r-i, i-z linearly at the catalogue tokens")}
+            raise CheckpointError(
+                f"encoder.0.attn.proj columns of inert head {self.inert_head} are not zero "
+                f"(max |w| {float(cols.abs().max()):.3g}); the planted truth does not hold. "
+                "Retrain with astro.models.planted.train_planted."
+            )
+        return {
+            "block": 0,
+            "image_head": self.route_head,
+            "inert_colour_head": self.inert_head,
+            "image_site": aion_adapter.head_site(0, self.route_head),
+            "inert_site": aion_adapter.head_site(0, self.inert_head),
+            "image_head_truth": (
+                "the only head that sees image tokens: every effect of the image on the redshift passes through it"
+            ),
+            "inert_head_truth": (
+                "output-projection columns zero (no causal effect, exactly); trained to "
+                "encode g-r, r-i, i-z linearly at the catalogue tokens"
+            ),
+        }
 
     # -------- routing
     def embed_inputs(self, input_dict, mask=None, num_encoder_tokens: int = 256):
-        tokens, emb, enc_mask, mod_mask = super().embed_inputs(input_dict, mask=mask,
-                                                               num_encoder_tokens=num_encoder_tokens)
+        tokens, emb, enc_mask, mod_mask = super().embed_inputs(
+            input_dict, mask=mask, num_encoder_tokens=num_encoder_tokens
+        )
         if self.num_register_tokens:
             raise ConfigError("the planted stand-in does not support register tokens.")
         # visible image tokens (masked ones carry modality id -1 and are hidden anyway)
@@ -143,33 +163,45 @@ class PlantedAION(StandinAION):
     def _image_key_mask(self, x: torch.Tensor) -> torch.Tensor:
         keys = self._image_keys
         if keys is None or keys.shape != x.shape[:2]:
-            raise ConfigError("PlantedAION routes image tokens from the masks of embed_inputs: run it through "
-                              "forward / _forward / encode, not forward_encoder directly.")
+            raise ConfigError(
+                "PlantedAION routes image tokens from the masks of embed_inputs: run it through "
+                "forward / _forward / encode, not forward_encoder directly."
+            )
         return keys[:, None, :]
 
     def forward_encoder(self, x: torch.Tensor, encoder_mask: torch.Tensor) -> torch.Tensor:
-        hidden = encoder_mask | self._image_key_mask(x)                 # (B, 1, N): image keys hidden
+        hidden = encoder_mask | self._image_key_mask(x)  # (B, 1, N): image keys hidden
         B, _, N = hidden.shape
         first = hidden[:, None].expand(B, self.encoder[0].attn.num_heads, 1, N).clone()
-        first[:, self.route_head] = encoder_mask                       # the image head sees them
+        first[:, self.route_head] = encoder_mask  # the image head sees them
         for i, blk in enumerate(self.encoder):
             x = blk(x, mask=first if i == 0 else hidden)
         return self.encoder_norm(x)
 
     def forward_decoder(self, y, context, encoder_mask, decoder_attention_mask):
-        return super().forward_decoder(y, context, encoder_mask | self._image_key_mask(context),
-                                       decoder_attention_mask)
+        return super().forward_decoder(y, context, encoder_mask | self._image_key_mask(context), decoder_attention_mask)
 
 
-def planted_config(cfg: StandinConfig | None = None, *, route_head: int = ROUTE_HEAD,
-                   inert_head: int = INERT_HEAD) -> dict:
+def planted_config(
+    cfg: StandinConfig | None = None, *, route_head: int = ROUTE_HEAD, inert_head: int = INERT_HEAD
+) -> dict:
     """The config dict of a planted stand-in (the stand-in's, plus the planted heads)."""
-    return dict(standin_config(cfg), route_head=int(route_head), inert_head=int(inert_head),
-                scimech_class="astro.models.planted.PlantedAION")
+    return dict(
+        standin_config(cfg),
+        route_head=int(route_head),
+        inert_head=int(inert_head),
+        scimech_class="astro.models.planted.PlantedAION",
+    )
 
 
-def build_planted(cfg: StandinConfig | None = None, seed: int = 0, codecs: dict[str, nn.Module] | None = None,
-                  *, route_head: int = ROUTE_HEAD, inert_head: int = INERT_HEAD) -> PlantedAION:
+def build_planted(
+    cfg: StandinConfig | None = None,
+    seed: int = 0,
+    codecs: dict[str, nn.Module] | None = None,
+    *,
+    route_head: int = ROUTE_HEAD,
+    inert_head: int = INERT_HEAD,
+) -> PlantedAION:
     """A freshly initialised planted stand-in (seeded; smooth scalar embeddings as :func:`standin.build`)."""
     torch.manual_seed(seed)
     model = PlantedAION(planted_config(cfg, route_head=route_head, inert_head=inert_head))
@@ -206,9 +238,21 @@ class ColourReadout(nn.Module):
         self._handle.remove()
 
 
-def train_planted(train, *, epochs: int, batch_size: int = 64, seed: int = 0, lr: float = 3e-3, n_views: int = 10,
-                  image_features: str = "bands", colour_weight: float = 1.0, route_head: int = ROUTE_HEAD,
-                  inert_head: int = INERT_HEAD, log=None, device: str = "cpu"):
+def train_planted(
+    train,
+    *,
+    epochs: int,
+    batch_size: int = 64,
+    seed: int = 0,
+    lr: float = 3e-3,
+    n_views: int = 10,
+    image_features: str = "bands",
+    colour_weight: float = 1.0,
+    route_head: int = ROUTE_HEAD,
+    inert_head: int = INERT_HEAD,
+    log=None,
+    device: str = "cpu",
+):
     """Fit tokenizers on ``train`` and train a :class:`PlantedAION` (as :func:`astro.training.train_standin`,
     plus the colour read-out of the inert head). Returns ``(adapter, history)``."""
     t0 = time.perf_counter()
@@ -216,16 +260,29 @@ def train_planted(train, *, epochs: int, batch_size: int = 64, seed: int = 0, lr
     tok = standin.PatchTokenizer(seed=seed, features=image_features).fit(train.images)
     model = build_planted(seed=seed, codecs=codecs, route_head=route_head, inert_head=inert_head)
     ad = aion_adapter.AIONRedshift(model, codecs, tok)
-    views = standin.noisy_views(ad, train.catalog, train.images, n_views, seed=seed) if n_views > 1 else \
-        ad.tokenize(train.catalog, train.images)
+    views = (
+        standin.noisy_views(ad, train.catalog, train.images, n_views, seed=seed)
+        if n_views > 1
+        else ad.tokenize(train.catalog, train.images)
+    )
     n_scalar = sum(1 for k in (views[0] if isinstance(views, list) else views) if k in aion_adapter.LEGACY_SCALARS)
     readout = ColourReadout(model, photoz.colour_features(train.catalog)[:, :3], n_scalar)
     try:
-        hist = standin.train(ad, views, np.asarray(train.catalog["z"], float), epochs=epochs, batch_size=batch_size,
-                       seed=seed, lr=lr, aux_loss=lambda idx: colour_weight * readout.loss(idx),
-                       aux_params=list(readout.parameters()), log=log, device=device)
+        hist = standin.train(
+            ad,
+            views,
+            np.asarray(train.catalog["z"], float),
+            epochs=epochs,
+            batch_size=batch_size,
+            seed=seed,
+            lr=lr,
+            aux_loss=lambda idx: colour_weight * readout.loss(idx),
+            aux_params=list(readout.parameters()),
+            log=log,
+            device=device,
+        )
     finally:
         readout.remove()
-    model.planted_truth()                       # the inert columns stayed zero
+    model.planted_truth()  # the inert columns stayed zero
     hist.update(n_views=int(n_views), planted=True, seconds_total=time.perf_counter() - t0)
     return ad, hist

@@ -49,8 +49,22 @@ from scimech.errors import CheckpointError, ConfigError
 from .. import constants
 from . import aion as aion_adapter  # this package's AION-1 adapter (not the aion package)
 
-__all__ = ["StandinAION", "PatchTokenizer", "StandinConfig", "standin_config", "fit_codecs", "build",
-           "train", "noisy_views", "noisy_catalog", "orient_images", "code_values", "ordinal_init", "save", "load"]
+__all__ = [
+    "StandinAION",
+    "PatchTokenizer",
+    "StandinConfig",
+    "standin_config",
+    "fit_codecs",
+    "build",
+    "train",
+    "noisy_views",
+    "noisy_catalog",
+    "orient_images",
+    "code_values",
+    "ordinal_init",
+    "save",
+    "load",
+]
 
 
 class StandinAION(AION):
@@ -68,17 +82,29 @@ class StandinAION(AION):
         info = {m: dict(MODALITY_INFO[m]) for m in domains}
         if aion_adapter.IMAGE_KEY in info:
             info[aion_adapter.IMAGE_KEY].update(
-                input_size=grid, patch_size=1, vocab_size=vocab,
-                encoder_embedding=partial(ImageTokenEncoderEmbedding, vocab_size=vocab, patch_size=1,
-                                          image_size=(grid, grid)),
-                decoder_embedding=partial(ImageTokenDecoderEmbedding, vocab_size=vocab, patch_size=1,
-                                          image_size=(grid, grid)))
+                input_size=grid,
+                patch_size=1,
+                vocab_size=vocab,
+                encoder_embedding=partial(
+                    ImageTokenEncoderEmbedding, vocab_size=vocab, patch_size=1, image_size=(grid, grid)
+                ),
+                decoder_embedding=partial(
+                    ImageTokenDecoderEmbedding, vocab_size=vocab, patch_size=1, image_size=(grid, grid)
+                ),
+            )
         enc = {m: info[m]["encoder_embedding"]() for m in cfg.pop("domains_in")}
         dec = {m: info[m]["decoder_embedding"](share_embedding=False) for m in cfg.pop("domains_out")}
         norm = partial(LayerNorm, eps=1e-6, bias=cfg.pop("norm_bias"))
         act = getattr(nn, cfg.pop("act_layer"))
-        FourM.__init__(self, encoder_embeddings=enc, decoder_embeddings=dec, modality_info=info,
-                       norm_layer=norm, act_layer=act, **cfg)
+        FourM.__init__(
+            self,
+            encoder_embeddings=enc,
+            decoder_embeddings=dec,
+            modality_info=info,
+            norm_layer=norm,
+            act_layer=act,
+            **cfg,
+        )
 
 
 @dataclass
@@ -97,15 +123,33 @@ class StandinConfig:
 def standin_config(cfg: StandinConfig | None = None, *, image: bool = True) -> dict:
     """The AION config dict of the stand-in (Legacy Survey scalars [+ image] in, tok_z out)."""
     c = cfg or StandinConfig()
-    return dict(domains_in=[*aion_adapter.LEGACY_SCALARS, *([aion_adapter.IMAGE_KEY] if image else [])], domains_out=[aion_adapter.Z_KEY],
-                dim=c.dim, encoder_depth=c.encoder_depth, decoder_depth=c.decoder_depth, num_heads=c.num_heads,
-                mlp_ratio=c.mlp_ratio, qkv_bias=True, proj_bias=True, mlp_bias=True, norm_bias=True,
-                act_layer="GELU", gated_mlp=False, qk_norm=False, image_grid=c.image_grid,
-                image_vocab=c.image_vocab, scimech_class="astro.models.standin.StandinAION")
+    return dict(
+        domains_in=[*aion_adapter.LEGACY_SCALARS, *([aion_adapter.IMAGE_KEY] if image else [])],
+        domains_out=[aion_adapter.Z_KEY],
+        dim=c.dim,
+        encoder_depth=c.encoder_depth,
+        decoder_depth=c.decoder_depth,
+        num_heads=c.num_heads,
+        mlp_ratio=c.mlp_ratio,
+        qkv_bias=True,
+        proj_bias=True,
+        mlp_bias=True,
+        norm_bias=True,
+        act_layer="GELU",
+        gated_mlp=False,
+        qk_norm=False,
+        image_grid=c.image_grid,
+        image_vocab=c.image_vocab,
+        scimech_class="astro.models.standin.StandinAION",
+    )
 
 
-def build(cfg: StandinConfig | None = None, seed: int = 0, codecs: dict[str, nn.Module] | None = None,
-          basis: Literal["code", "value"] = "code") -> StandinAION:
+def build(
+    cfg: StandinConfig | None = None,
+    seed: int = 0,
+    codecs: dict[str, nn.Module] | None = None,
+    basis: Literal["code", "value"] = "code",
+) -> StandinAION:
     """A freshly initialised stand-in (seeded).
 
     With ``codecs`` given, the scalar token embeddings and the ``tok_z`` output rows are
@@ -141,8 +185,15 @@ def code_values(codecs: dict[str, nn.Module]) -> dict[str, torch.Tensor]:
     return out
 
 
-def ordinal_init(model: nn.Module, codecs: dict[str, nn.Module], *, n_basis: int = 12, std: float = 0.05,
-                 seed: int = 0, basis: Literal["code", "value"] = "code") -> None:
+def ordinal_init(
+    model: nn.Module,
+    codecs: dict[str, nn.Module],
+    *,
+    n_basis: int = 12,
+    std: float = 0.05,
+    seed: int = 0,
+    basis: Literal["code", "value"] = "code",
+) -> None:
     """Initialise scalar embeddings (and ``tok_z`` logit rows) as smooth functions of the code.
 
     Row ``k`` of a codebook becomes ``R @ [cos(pi j u_k)]_{j=1..n_basis}`` with ``R`` a seeded
@@ -192,8 +243,14 @@ class PatchTokenizer:
     colour gradients need.
     """
 
-    def __init__(self, vocab: int = 256, patch: int = 4, softening: float = 0.002, seed: int = 0,
-                 features: Literal["bands", "colours"] = "bands"):
+    def __init__(
+        self,
+        vocab: int = 256,
+        patch: int = 4,
+        softening: float = 0.002,
+        seed: int = 0,
+        features: Literal["bands", "colours"] = "bands",
+    ):
         if features not in ("bands", "colours"):
             raise ConfigError(f"features must be 'bands' or 'colours'; got {features!r}.")
         self.vocab, self.patch, self.softening, self.seed, self.features = vocab, patch, softening, seed, features
@@ -205,9 +262,9 @@ class PatchTokenizer:
         n, b, h, w = x.shape
         norm = np.maximum(x[:, 1].sum(axis=(1, 2)), 1e-3)[:, None, None, None]
         p = (x / norm).reshape(n, b, h // self.patch, self.patch, w // self.patch, self.patch).sum(axis=(3, 5))
-        f = np.arcsinh(p / self.softening)                      # (n, b, gh, gw)
+        f = np.arcsinh(p / self.softening)  # (n, b, gh, gw)
         f = f.transpose(0, 2, 3, 1).reshape(-1, b)
-        if self.features == "colours":                          # r, then g-r, i-r, z-r
+        if self.features == "colours":  # r, then g-r, i-r, z-r
             f = np.column_stack([f[:, 1], f[:, 0] - f[:, 1], f[:, 2] - f[:, 1], f[:, 3] - f[:, 1]])
         return f
 
@@ -228,9 +285,17 @@ class PatchTokenizer:
         return torch.as_tensor(d.argmin(1).reshape(n, -1), dtype=torch.long)
 
     def save(self, path: Path) -> None:
-        np.savez(path, mean=self.mean_, scale=self.scale_, centers=self.centers_,
-                 params=json.dumps(dict(vocab=self.vocab, patch=self.patch, softening=self.softening, seed=self.seed,
-                                        features=self.features)))
+        np.savez(
+            path,
+            mean=self.mean_,
+            scale=self.scale_,
+            centers=self.centers_,
+            params=json.dumps(
+                dict(
+                    vocab=self.vocab, patch=self.patch, softening=self.softening, seed=self.seed, features=self.features
+                )
+            ),
+        )
 
     @classmethod
     def load(cls, path: Path) -> PatchTokenizer:
@@ -242,8 +307,9 @@ class PatchTokenizer:
         return tok
 
 
-def fit_codecs(catalog, reservoir_size: int = 4096, seed: int = 0, codebook_size: int = 128,
-               z_codebook_size: int = 256) -> dict[str, nn.Module]:
+def fit_codecs(
+    catalog, reservoir_size: int = 4096, seed: int = 0, codebook_size: int = 128, z_codebook_size: int = 256
+) -> dict[str, nn.Module]:
     """aion scalar codecs (reservoir quantizers filled from ``catalog``) plus the Z grid codec.
 
     The stand-in uses smaller codebooks than AION-1 (1024): 128 quantile codes per scalar
@@ -256,11 +322,13 @@ def fit_codecs(catalog, reservoir_size: int = 4096, seed: int = 0, codebook_size
         v = u.Quantity(catalog[col]).to_value(u.Unit(unit)) if unit else np.asarray(catalog[col], float)
         v = torch.as_tensor(np.asarray(v, np.float32))
         res = int(min(reservoir_size, len(v)))
-        codec = (LogScalarCodec(name, codebook_size=codebook_size, reservoir_size=res)
-                 if key.startswith(("tok_flux", "tok_shape_r"))
-                 else ScalarCodec(name, codebook_size=codebook_size, reservoir_size=res))
+        codec = (
+            LogScalarCodec(name, codebook_size=codebook_size, reservoir_size=res)
+            if key.startswith(("tok_flux", "tok_shape_r"))
+            else ScalarCodec(name, codebook_size=codebook_size, reservoir_size=res)
+        )
         codec.train()
-        codec.quantizer(v[torch.randperm(len(v))[:res]])     # fills the reservoir -> CDF codebook
+        codec.quantizer(v[torch.randperm(len(v))[:res]])  # fills the reservoir -> CDF codebook
         out[key] = codec.eval()
     out[aion_adapter.Z_KEY] = GridScalarCodec("Z", codebook_size=z_codebook_size).eval()
     return out
@@ -288,16 +356,32 @@ def _optimiser(model: nn.Module, aux_params, *, lr: float, table_lr: float, weig
             if id(p) in tables:
                 p.requires_grad_(False)
     opt = torch.optim.AdamW(groups, lr=lr, weight_decay=weight_decay)
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=[gr["lr"] for gr in groups], total_steps=steps,
-                                                pct_start=0.1)
+    sched = torch.optim.lr_scheduler.OneCycleLR(
+        opt, max_lr=[gr["lr"] for gr in groups], total_steps=steps, pct_start=0.1
+    )
     return opt, sched
 
 
-def train(adapter: aion_adapter.AIONRedshift, tokens: dict[str, torch.Tensor] | list[dict[str, torch.Tensor]], z: np.ndarray, *,
-          mode: Literal["both", "phot", "multi"] = "both", epochs: int = 20, batch_size: int = 128,
-          lr: float = 2e-3, weight_decay: float = 0.01, seed: int = 0, z_weight: float = 0.0,
-          target_width: float = 0.01, val_fraction: float = 0.0, table_lr: float = 1.0, aux_loss=None,
-          aux_params=(), log=None, device: str | torch.device = "cpu") -> dict[str, Any]:
+def train(
+    adapter: aion_adapter.AIONRedshift,
+    tokens: dict[str, torch.Tensor] | list[dict[str, torch.Tensor]],
+    z: np.ndarray,
+    *,
+    mode: Literal["both", "phot", "multi"] = "both",
+    epochs: int = 20,
+    batch_size: int = 128,
+    lr: float = 2e-3,
+    weight_decay: float = 0.01,
+    seed: int = 0,
+    z_weight: float = 0.0,
+    target_width: float = 0.01,
+    val_fraction: float = 0.0,
+    table_lr: float = 1.0,
+    aux_loss=None,
+    aux_params=(),
+    log=None,
+    device: str | torch.device = "cpu",
+) -> dict[str, Any]:
     """Train the stand-in on ``tokens`` (dict from :meth:`AIONRedshift.tokenize`) and truth ``z``.
 
     Parameters
@@ -353,9 +437,11 @@ def train(adapter: aion_adapter.AIONRedshift, tokens: dict[str, torch.Tensor] | 
         views, zt = [{k: v[ti] for k, v in t.items()} for t in views], zt[ti]
     n = len(zt)
     if n < batch_size:  # the epoch loop takes whole batches only: nothing would be trained
-        raise ConfigError(f"{n} training galaxies (after the validation split) are fewer than batch_size="
-                          f"{batch_size}: not one training step would be taken. Lower the batch size (--batch-size) "
-                          "to at most the number of training galaxies, or give more galaxies.")
+        raise ConfigError(
+            f"{n} training galaxies (after the validation split) are fewer than batch_size="
+            f"{batch_size}: not one training step would be taken. Lower the batch size (--batch-size) "
+            "to at most the number of training galaxies, or give more galaxies."
+        )
     steps = epochs * max(1, n // batch_size)
     opt, sched = _optimiser(model, aux_params, lr=lr, table_lr=table_lr, weight_decay=weight_decay, steps=steps)
     has_img = aion_adapter.IMAGE_KEY in views[0]
@@ -368,7 +454,7 @@ def train(adapter: aion_adapter.AIONRedshift, tokens: dict[str, torch.Tensor] | 
         tokens = views[ep % len(views)]
         tot = 0.0
         for s in range(0, n - batch_size + 1, batch_size):
-            idx = perm[s:s + batch_size]
+            idx = perm[s : s + batch_size]
             tb = {k: v[idx] for k, v in tokens.items()}
             batch = aion_adapter.AIONRedshift.batch(tb)
             if has_img:
@@ -446,8 +532,15 @@ def orient_images(images: np.ndarray, i: int) -> np.ndarray:
     return np.ascontiguousarray(x[..., ::-1] if (i // 4) % 2 else x)
 
 
-def noisy_views(adapter: aion_adapter.AIONRedshift, catalog, images, n_views: int, seed: int = 0,
-                shapes: bool = True, rotate_images: bool = True) -> list[dict[str, torch.Tensor]]:
+def noisy_views(
+    adapter: aion_adapter.AIONRedshift,
+    catalog,
+    images,
+    n_views: int,
+    seed: int = 0,
+    shapes: bool = True,
+    rotate_images: bool = True,
+) -> list[dict[str, torch.Tensor]]:
     """Token dicts of ``catalog`` with the fluxes redrawn within their errors, ``n_views`` in all.
 
     View 0 is the catalogue as measured; view ``i`` is :func:`noisy_catalog` with seed
@@ -463,14 +556,19 @@ def noisy_views(adapter: aion_adapter.AIONRedshift, catalog, images, n_views: in
         cat = noisy_catalog(catalog, np.random.default_rng(seed + i), shapes=shapes)
         view = adapter.tokenize(cat)
         if aion_adapter.IMAGE_KEY in base:
-            view[aion_adapter.IMAGE_KEY] = (torch.as_tensor(adapter.image_tokenizer(orient_images(images, i))).long()
-                                 if rotate_images else base[aion_adapter.IMAGE_KEY])
+            view[aion_adapter.IMAGE_KEY] = (
+                torch.as_tensor(adapter.image_tokenizer(orient_images(images, i))).long()
+                if rotate_images
+                else base[aion_adapter.IMAGE_KEY]
+            )
         out.append(view)
     return out
 
 
 @torch.no_grad()
-def _val_score(adapter: aion_adapter.AIONRedshift, tokens: dict[str, torch.Tensor], z: torch.Tensor, has_img: bool) -> float:
+def _val_score(
+    adapter: aion_adapter.AIONRedshift, tokens: dict[str, torch.Tensor], z: torch.Tensor, has_img: bool
+) -> float:
     """Mean of mean|dz| photometry-only and (with images) multimodal on a validation split."""
     adapter.model.eval()
     zs = z.numpy().astype(float)
@@ -484,7 +582,7 @@ def save(adapter: aion_adapter.AIONRedshift, folder: str | Path, config: dict | 
     folder = Path(folder)
     codecs = dict(adapter.codecs)
     tok = adapter.image_tokenizer
-    if isinstance(tok, aion_adapter.ImageCodecTokenizer):      # an aion ImageCodec: saved as codecs/image/
+    if isinstance(tok, aion_adapter.ImageCodecTokenizer):  # an aion ImageCodec: saved as codecs/image/
         codecs[aion_adapter.IMAGE_KEY] = tok.codec
     aion_adapter.save_checkpoint(adapter.model, folder, config=config, codecs=codecs)
     if isinstance(tok, PatchTokenizer):

@@ -24,9 +24,18 @@ def _sersic_total(amplitude, r_eff, n, ellip):
     return amplitude * r_eff**2 * 2 * np.pi * n * np.exp(bn) * bn ** (-2 * n) * gamma_fn(2 * n) * (1 - ellip)
 
 
-def sersic_image(flux: np.ndarray, r_eff_pix: np.ndarray, n: np.ndarray, ellip: np.ndarray,
-                 theta: np.ndarray, *, size: int = 32, x0: np.ndarray | float = 0.0,
-                 y0: np.ndarray | float = 0.0, oversample: int = 3) -> np.ndarray:
+def sersic_image(
+    flux: np.ndarray,
+    r_eff_pix: np.ndarray,
+    n: np.ndarray,
+    ellip: np.ndarray,
+    theta: np.ndarray,
+    *,
+    size: int = 32,
+    x0: np.ndarray | float = 0.0,
+    y0: np.ndarray | float = 0.0,
+    oversample: int = 3,
+) -> np.ndarray:
     """Sersic stamps normalised analytically to ``flux`` (infinite-aperture total).
 
     Parameters
@@ -47,8 +56,7 @@ def sersic_image(flux: np.ndarray, r_eff_pix: np.ndarray, n: np.ndarray, ellip: 
     np.ndarray
         ``(N, size, size)``; sums to ``flux`` minus the light outside the stamp.
     """
-    flux, r_eff_pix, n, ellip, theta = (np.atleast_1d(np.asarray(a, float)) for a in
-                                        (flux, r_eff_pix, n, ellip, theta))
+    flux, r_eff_pix, n, ellip, theta = (np.atleast_1d(np.asarray(a, float)) for a in (flux, r_eff_pix, n, ellip, theta))
     x0 = np.broadcast_to(np.asarray(x0, float), flux.shape)
     y0 = np.broadcast_to(np.asarray(y0, float), flux.shape)
     s = size * oversample
@@ -56,8 +64,12 @@ def sersic_image(flux: np.ndarray, r_eff_pix: np.ndarray, n: np.ndarray, ellip: 
     yy, xx = np.meshgrid(coords, coords, indexing="ij")
     col = (slice(None), None, None)
     amp = 1.0 / _sersic_total(1.0, r_eff_pix, n, ellip)
-    img = Sersic2D.evaluate(xx[None], yy[None], (flux * amp)[col], r_eff_pix[col], n[col],
-                            x0[col], y0[col], ellip[col], theta[col]) / oversample**2
+    img = (
+        Sersic2D.evaluate(
+            xx[None], yy[None], (flux * amp)[col], r_eff_pix[col], n[col], x0[col], y0[col], ellip[col], theta[col]
+        )
+        / oversample**2
+    )
     # Cusp correction: point sampling mis-counts steep (high n, small r_e) cores. Inside the
     # ellipse of semi-major axis R the enclosed light is known analytically,
     # F * P(2n, b_n (R / r_e)^(1/n)); what the sampled ring r > 0.5 px lacks goes to the centre.
@@ -66,7 +78,7 @@ def sersic_image(flux: np.ndarray, r_eff_pix: np.ndarray, n: np.ndarray, ellip: 
     xmaj = dx * np.cos(theta)[col] + dy * np.sin(theta)[col]
     xmin = -dx * np.sin(theta)[col] + dy * np.cos(theta)[col]
     r_ell = np.hypot(xmaj, xmin / (1 - ellip)[col])
-    img[r_ell < 0.5] = 0.0                       # the core (r < 0.5 px): filled analytically below
+    img[r_ell < 0.5] = 0.0  # the core (r < 0.5 px): filled analytically below
     inside = r_ell < R
     bn = gammaincinv(2 * n, 0.5)
     enclosed = flux * gammainc(2 * n, bn * (R / r_eff_pix) ** (1.0 / n))
@@ -78,8 +90,13 @@ def sersic_image(flux: np.ndarray, r_eff_pix: np.ndarray, n: np.ndarray, ellip: 
     return img
 
 
-def moffat_psf(fwhm_arcsec: float, *, beta: float = constants.PSF_MOFFAT_BETA, size: int = 33,
-               pixel_scale: float = constants.PIXEL_SCALE_ARCSEC) -> np.ndarray:
+def moffat_psf(
+    fwhm_arcsec: float,
+    *,
+    beta: float = constants.PSF_MOFFAT_BETA,
+    size: int = 33,
+    pixel_scale: float = constants.PIXEL_SCALE_ARCSEC,
+) -> np.ndarray:
     """Moffat PSF image (odd ``size``, centred, sum 1) of the given FWHM [arcsec]."""
     gamma_pix = fwhm_arcsec / pixel_scale / (2.0 * np.sqrt(2 ** (1.0 / beta) - 1.0))
     c = np.arange(size) - size // 2
@@ -88,11 +105,14 @@ def moffat_psf(fwhm_arcsec: float, *, beta: float = constants.PSF_MOFFAT_BETA, s
     return psf / psf.sum()
 
 
-
 @lru_cache(maxsize=8)
 def _psfs(size: int, seeing_factor: float = 1.0) -> np.ndarray:
-    return np.stack([moffat_psf(seeing_factor * constants.PSF_FWHM_ARCSEC[b], size=min(size + 1 - size % 2, 33))
-                     for b in constants.BANDS])
+    return np.stack(
+        [
+            moffat_psf(seeing_factor * constants.PSF_FWHM_ARCSEC[b], size=min(size + 1 - size % 2, 33))
+            for b in constants.BANDS
+        ]
+    )
 
 
 def pixel_noise(band: str, cfg: SyntheticConfig | None = None) -> float:
@@ -101,9 +121,17 @@ def pixel_noise(band: str, cfg: SyntheticConfig | None = None) -> float:
     return constants.pixel_noise_nmgy(band) * 10 ** (-0.4 * (cfg.depth_offset_mag if cfg else 0.0))
 
 
-def render_images(cat: QTable, *, size: int = 32, oversample: int = 3, noise: bool = True, seed: int = 1,
-                  geometry: dict[str, np.ndarray] | None = None, chunk: int = 256,
-                  config: SyntheticConfig | None = None) -> np.ndarray:
+def render_images(
+    cat: QTable,
+    *,
+    size: int = 32,
+    oversample: int = 3,
+    noise: bool = True,
+    seed: int = 1,
+    geometry: dict[str, np.ndarray] | None = None,
+    chunk: int = 256,
+    config: SyntheticConfig | None = None,
+) -> np.ndarray:
     """Render ``(N, 4, size, size)`` PSF-convolved stamps [nanomaggy per pixel] of a catalogue.
 
     The geometry (axis ratios, angle, centre offsets) comes from ``geometry`` when given
@@ -116,8 +144,9 @@ def render_images(cat: QTable, *, size: int = 32, oversample: int = 3, noise: bo
     if geometry is None:
         e1, e2 = np.asarray(cat["shape_e1"], float), np.asarray(cat["shape_e2"], float)
         e = np.clip(np.hypot(e1, e2), 0, 0.9)
-        geometry = dict(q_d=(1 - e) / (1 + e), q_b=np.ones(n), theta=0.5 * np.arctan2(e2, e1),
-                        dx=np.zeros(n), dy=np.zeros(n))
+        geometry = dict(
+            q_d=(1 - e) / (1 + e), q_b=np.ones(n), theta=0.5 * np.arctan2(e2, e1), dx=np.zeros(n), dy=np.zeros(n)
+        )
     re_b = u.Quantity(cat["r_eff_bulge"]).to_value(u.arcsec) / ps
     re_d = u.Quantity(cat["r_eff_disk"]).to_value(u.arcsec) / ps
     n_b, n_d = np.asarray(cat["n_bulge"], float), np.asarray(cat["n_disk"], float)
@@ -129,12 +158,28 @@ def render_images(cat: QTable, *, size: int = 32, oversample: int = 3, noise: bo
     ones = np.ones(n)
     for s in range(0, n, chunk):
         sl = slice(s, min(s + chunk, n))
-        bul = sersic_image(ones[sl], np.maximum(re_b[sl], 0.05), n_b[sl], 1 - geometry["q_b"][sl],
-                           geometry["theta"][sl], size=size, x0=geometry["dx"][sl], y0=geometry["dy"][sl],
-                           oversample=oversample)
-        dsk = sersic_image(ones[sl], np.maximum(re_d[sl], 0.05), n_d[sl], 1 - geometry["q_d"][sl],
-                           geometry["theta"][sl], size=size, x0=geometry["dx"][sl], y0=geometry["dy"][sl],
-                           oversample=oversample)
+        bul = sersic_image(
+            ones[sl],
+            np.maximum(re_b[sl], 0.05),
+            n_b[sl],
+            1 - geometry["q_b"][sl],
+            geometry["theta"][sl],
+            size=size,
+            x0=geometry["dx"][sl],
+            y0=geometry["dy"][sl],
+            oversample=oversample,
+        )
+        dsk = sersic_image(
+            ones[sl],
+            np.maximum(re_d[sl], 0.05),
+            n_d[sl],
+            1 - geometry["q_d"][sl],
+            geometry["theta"][sl],
+            size=size,
+            x0=geometry["dx"][sl],
+            y0=geometry["dy"][sl],
+            oversample=oversample,
+        )
         for k in range(len(constants.BANDS)):
             model = fb[sl, k, None, None] * bul + fd[sl, k, None, None] * dsk
             out[sl, k] = fftconvolve(model, psf[k][None], mode="same", axes=(1, 2))

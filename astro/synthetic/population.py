@@ -27,7 +27,6 @@ from .worlds import SyntheticConfig, cos_inclination, world_config
 __all__ = ["make_galaxies"]
 
 
-
 def _draw_redshift(rng, n, cfg: SyntheticConfig) -> np.ndarray:
     grid = np.linspace(cfg.z_min, cfg.z_max, 2000)
     p = grid**2 * np.exp(-((grid / cfg.z_scale) ** 1.5))
@@ -51,9 +50,15 @@ def _component_fluxes(z, weights, a_v, ebv, lum_5500):
     return ab_maggies(OBS_WAVE, flam) * constants.NMGY_PER_MAGGY
 
 
-def make_galaxies(n: int, *, seed: int = 0, images: bool = True,
-                  config: SyntheticConfig | None = None, world: str | None = None,
-                  progress: bool = False) -> GalaxySample:
+def make_galaxies(
+    n: int,
+    *,
+    seed: int = 0,
+    images: bool = True,
+    config: SyntheticConfig | None = None,
+    world: str | None = None,
+    progress: bool = False,
+) -> GalaxySample:
     """Draw ``n`` galaxies (after the r-band selection) with truth, photometry and images.
 
     Parameters
@@ -96,23 +101,35 @@ def make_galaxies(n: int, *, seed: int = 0, images: bool = True,
         absmag = rng.normal(cfg.abs_mag_mean, cfg.abs_mag_std, m)
         a_v = np.minimum(rng.exponential(cfg.av_mean, m), cfg.av_max)
         ebv = np.minimum(np.exp(rng.normal(np.log(0.035), 0.5, m)), 0.3)
-        bt = rng.beta(*cfg.bulge_frac_beta, m)           # bulge light fraction at rest 5500 A
+        bt = rng.beta(*cfg.bulge_frac_beta, m)  # bulge light fraction at rest 5500 A
         k = cfg.sed_concentration
         wb = rng.dirichlet(np.multiply(k, [2.0, 0.05, 0.5, 2.0, 0.3]), m)  # old-dominated bulge
-        wd = rng.dirichlet(np.multiply(k, [0.3, 1.5, 1.5, 0.3, 1.5]), m)   # star-forming disk
+        wd = rng.dirichlet(np.multiply(k, [0.3, 1.5, 1.5, 0.3, 1.5]), m)  # star-forming disk
         re_d_kpc = np.exp(rng.normal(np.log(3.5), 0.35, m)) * 10 ** (-0.15 * (absmag + 21.0))
         re_b_kpc = re_d_kpc * rng.uniform(0.15, 0.45, m)
-        row = dict(z=z, abs_mag=absmag, a_v=a_v, ebv=ebv, bt=bt, n_b=rng.uniform(2.5, 4.5, m),
-                   n_d=rng.uniform(0.8, 1.3, m), q_d=rng.uniform(0.3, 1.0, m), q_b=rng.uniform(0.7, 1.0, m),
-                   theta=rng.uniform(0, np.pi, m), dx=rng.uniform(-0.5, 0.5, m), dy=rng.uniform(-0.5, 0.5, m),
-                   eps=rng.standard_normal((m, 4)), eps_r=rng.standard_normal(m),
-                   eps_e=rng.standard_normal((m, 2)))
+        row = dict(
+            z=z,
+            abs_mag=absmag,
+            a_v=a_v,
+            ebv=ebv,
+            bt=bt,
+            n_b=rng.uniform(2.5, 4.5, m),
+            n_d=rng.uniform(0.8, 1.3, m),
+            q_d=rng.uniform(0.3, 1.0, m),
+            q_b=rng.uniform(0.7, 1.0, m),
+            theta=rng.uniform(0, np.pi, m),
+            dx=rng.uniform(-0.5, 0.5, m),
+            dy=rng.uniform(-0.5, 0.5, m),
+            eps=rng.standard_normal((m, 4)),
+            eps_r=rng.standard_normal(m),
+            eps_e=rng.standard_normal((m, 2)),
+        )
         # draws of the other worlds come last, so the standard world's stream is unchanged
-        if cfg.dust == "disk":       # a clean bulge; the disk's screen grows with the path length 1 / cos i
+        if cfg.dust == "disk":  # a clean bulge; the disk's screen grows with the path length 1 / cos i
             cos_i = np.maximum(cos_inclination(row["q_d"], cfg.disk_thickness), 0.05)
             a_v_disk = np.minimum(a_v / cos_i, cfg.av_max)
             a_v_bulge = np.zeros(m)
-        else:                        # centrally concentrated: the bulge sees A_V, the disk a fraction
+        else:  # centrally concentrated: the bulge sees A_V, the disk a fraction
             a_v_disk = cfg.disk_dust_fraction * a_v
             a_v_bulge = a_v
         # total rest 5500 A f_lambda at 10 pc from the absolute AB magnitude
@@ -122,8 +139,17 @@ def make_galaxies(n: int, *, seed: int = 0, images: bool = True,
         fd = _component_fluxes(z, wd, a_v_disk, ebv, lum * (1 - bt))
         keep = nmgy_to_mag((fb + fd)[:, 1]) < cfg.r_mag_limit
         sc = arcsec_per_kpc(z)
-        row.update(a_v=np.maximum(a_v_bulge, a_v_disk), a_v_bulge=a_v_bulge, a_v_disk=a_v_disk, fb=fb, fd=fd,
-                   re_d=re_d_kpc * sc, re_b=re_b_kpc * sc, wb=wb, wd=wd)
+        row.update(
+            a_v=np.maximum(a_v_bulge, a_v_disk),
+            a_v_bulge=a_v_bulge,
+            a_v_disk=a_v_disk,
+            fb=fb,
+            fd=fd,
+            re_d=re_d_kpc * sc,
+            re_b=re_b_kpc * sc,
+            wb=wb,
+            wd=wd,
+        )
         rows.append({k: v[keep] for k, v in row.items()})
         have += int(keep.sum())
     d = {k: np.concatenate([r[k] for r in rows])[:n] for k in rows[0]}
@@ -177,12 +203,24 @@ def _assemble(d, cfg: SyntheticConfig, rng, images: bool, seed: int) -> GalaxySa
     pops = populations(cat, cfg.dusty_av, cfg.extended_arcsec)
     cat["extended"] = pops["extended"]
     cat["dusty"] = pops["dusty"]
-    meta = dict(seed=seed, dusty_av=cfg.dusty_av, extended_arcsec=cfg.extended_arcsec,
-                pixel_scale_arcsec=constants.PIXEL_SCALE_ARCSEC, noise=bool(cfg.noise), world=cfg.world,
-                dust=cfg.dust, seeing_factor=cfg.seeing_factor, depth_offset_mag=cfg.depth_offset_mag)
+    meta = dict(
+        seed=seed,
+        dusty_av=cfg.dusty_av,
+        extended_arcsec=cfg.extended_arcsec,
+        pixel_scale_arcsec=constants.PIXEL_SCALE_ARCSEC,
+        noise=bool(cfg.noise),
+        world=cfg.world,
+        dust=cfg.dust,
+        seeing_factor=cfg.seeing_factor,
+        depth_offset_mag=cfg.depth_offset_mag,
+    )
     if cfg.dust == "central":
         meta["disk_dust_fraction"] = cfg.disk_dust_fraction
-    imgs = render_images(cat, size=cfg.image_size, oversample=cfg.oversample,
-                         noise=cfg.noise, seed=seed + 1, geometry=d, config=cfg) if images else None
+    imgs = (
+        render_images(
+            cat, size=cfg.image_size, oversample=cfg.oversample, noise=cfg.noise, seed=seed + 1, geometry=d, config=cfg
+        )
+        if images
+        else None
+    )
     return GalaxySample(cat, imgs, meta)
-

@@ -44,8 +44,11 @@ class GalaxySample:
 
     def populations(self) -> dict[str, np.ndarray]:
         """Boolean masks: ``all``, ``extended``, ``compact``, ``dusty``, ``clean``."""
-        return populations(self.catalog, self.meta.get("dusty_av", SyntheticConfig.dusty_av),
-                           self.meta.get("extended_arcsec", SyntheticConfig.extended_arcsec))
+        return populations(
+            self.catalog,
+            self.meta.get("dusty_av", SyntheticConfig.dusty_av),
+            self.meta.get("extended_arcsec", SyntheticConfig.extended_arcsec),
+        )
 
     # -------- I/O
     def to_fits(self, path: str | Path) -> Path:
@@ -59,10 +62,10 @@ class GalaxySample:
             im.header["BANDS"] = ",".join(constants.BANDS)
             hdus.append(im)
         level = astropy_log.level
-        astropy_log.setLevel("ERROR")   # "nmgy cannot be recovered": it is, from the UNIT cards below
+        astropy_log.setLevel("ERROR")  # "nmgy cannot be recovered": it is, from the UNIT cards below
         try:
             with warnings.catch_warnings():
-                warnings.simplefilter("ignore", u.UnitsWarning)   # nmgy is not a FITS-standard unit
+                warnings.simplefilter("ignore", u.UnitsWarning)  # nmgy is not a FITS-standard unit
                 cat = fits.table_to_hdu(self.catalog)
         finally:
             astropy_log.setLevel(level)
@@ -96,7 +99,9 @@ class GalaxySample:
         """
         path = Path(path)
         if not path.exists():
-            raise FileNotFoundError(f"No FITS sample at {path}; write one with GalaxySample.to_fits or `scimech astro synth`.")
+            raise FileNotFoundError(
+                f"No FITS sample at {path}; write one with GalaxySample.to_fits or `scimech astro synth`."
+            )
         fix = f"Delete {path} and write it again (GalaxySample.to_fits or `scimech astro synth --out {path}`)."
         size = path.stat().st_size
         try:
@@ -108,30 +113,39 @@ class GalaxySample:
                 with fits.open(path, lazy_load_hdus=False) as hdul:
                     names = [h.name for h in hdul]
                     end = max(h._data_offset + h._data_size for h in hdul)
-                    torn = [str(w.message).splitlines()[0] for w in caught
-                            if "truncated" in str(w.message) or "Error validating header" in str(w.message)]
-                    if torn or size % 2880 or end > size:   # FITS files are whole 2880-byte blocks
+                    torn = [
+                        str(w.message).splitlines()[0]
+                        for w in caught
+                        if "truncated" in str(w.message) or "Error validating header" in str(w.message)
+                    ]
+                    if torn or size % 2880 or end > size:  # FITS files are whole 2880-byte blocks
                         why = torn[0] if torn else f"{size} bytes, expected {max(end, size + 2880 - size % 2880)}"
-                        raise DataValidationError(f"{path} is a truncated FITS file ({why}): its write did not "
-                                                  f"finish or the copy is incomplete. {fix}")
+                        raise DataValidationError(
+                            f"{path} is a truncated FITS file ({why}): its write did not "
+                            f"finish or the copy is incomplete. {fix}"
+                        )
                     if "CATALOG" not in names:
-                        raise MissingVariableError(f"{path} has no CATALOG HDU (found {names}); it was not "
-                                                   f"written by GalaxySample.to_fits. {fix}")
+                        raise MissingVariableError(
+                            f"{path} has no CATALOG HDU (found {names}); it was not "
+                            f"written by GalaxySample.to_fits. {fix}"
+                        )
                     images = np.array(hdul["IMAGES"].data, dtype=np.float32) if "IMAGES" in names else None
                     header = hdul["CATALOG"].header
                     meta = {k[5:]: v for k, v in header.items() if k.startswith("META ")}
                     units = {k[5:]: v for k, v in header.items() if k.startswith("UNIT ")}
-                    warnings.simplefilter("ignore", u.UnitsWarning)   # nmgy is not a FITS-standard unit
+                    warnings.simplefilter("ignore", u.UnitsWarning)  # nmgy is not a FITS-standard unit
                     cat = QTable.read(hdul["CATALOG"])
                     n_rows = int(header.get("NAXIS2", len(cat)))
         except DataValidationError:
             raise
         except (OSError, ValueError, TypeError, KeyError, IndexError, EOFError) as err:
-            raise DataValidationError(f"{path} is not a readable FITS sample: it is corrupt or not FITS "
-                                      f"({type(err).__name__}: {str(err)[:200]}). {fix}") from err
+            raise DataValidationError(
+                f"{path} is not a readable FITS sample: it is corrupt or not FITS "
+                f"({type(err).__name__}: {str(err)[:200]}). {fix}"
+            ) from err
         if images is not None and len(images) != n_rows:
             raise DataValidationError(f"{path}: IMAGES holds {len(images)} galaxies but CATALOG {n_rows}. {fix}")
-        for name, unit in units.items():                  # restore units FITS could not parse
+        for name, unit in units.items():  # restore units FITS could not parse
             if name in cat.colnames and getattr(cat[name], "unit", None) is None:
                 cat[name] = np.asarray(cat[name]) * u.Unit(unit, format="generic")
         return cls(cat, images, meta)
@@ -153,8 +167,11 @@ class GalaxySample:
             val = np.asarray(col.value if hasattr(col, "value") else col)
             ds[name] = ("galaxy", val, {"units": str(unit) if unit is not None else ""})
         if self.images is not None:
-            ds["images"] = (("galaxy", "band", "y", "x"), self.images.astype(np.float32),
-                            {"units": "nanomaggy", "pixel_scale_arcsec": constants.PIXEL_SCALE_ARCSEC})
+            ds["images"] = (
+                ("galaxy", "band", "y", "x"),
+                self.images.astype(np.float32),
+                {"units": "nanomaggy", "pixel_scale_arcsec": constants.PIXEL_SCALE_ARCSEC},
+            )
             ds = ds.assign_coords(band=list(constants.BANDS))
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
@@ -164,7 +181,7 @@ class GalaxySample:
             (store / COMPLETE_MARKER).write_text(f"{len(self)} galaxies\n")
             if path.exists():
                 old = tmp / "previous"
-                os.replace(path, old)          # same folder: atomic; removed with tmp below
+                os.replace(path, old)  # same folder: atomic; removed with tmp below
             os.replace(store, path)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -186,16 +203,19 @@ class GalaxySample:
             raise FileNotFoundError(f"No zarr sample at {path}; write one with GalaxySample.to_zarr.")
         fix = f"Delete {path} and write it again (GalaxySample.to_zarr or `scimech astro synth --out {path}`)."
         if not (path / COMPLETE_MARKER).is_file():
-            raise DataValidationError(f"The zarr sample {path} has no completion marker ({COMPLETE_MARKER}): its "
-                                      f"write did not finish (an interrupted run?) or another tool wrote it. {fix}")
+            raise DataValidationError(
+                f"The zarr sample {path} has no completion marker ({COMPLETE_MARKER}): its "
+                f"write did not finish (an interrupted run?) or another tool wrote it. {fix}"
+            )
         try:
-            with warnings.catch_warnings():   # the marker file is not a zarr node; that is fine
+            with warnings.catch_warnings():  # the marker file is not a zarr node; that is fine
                 warnings.filterwarnings("ignore", message=".*not recognized as a component.*")
                 with xr.open_zarr(str(path), consolidated=False) as opened:
                     ds = opened.load()
-        except Exception as err:   # zarr/xarray raise many types on a damaged store
-            raise DataValidationError(f"Cannot read the zarr sample {path} ({type(err).__name__}: "
-                                      f"{str(err)[:200]}): it is corrupt. {fix}") from err
+        except Exception as err:  # zarr/xarray raise many types on a damaged store
+            raise DataValidationError(
+                f"Cannot read the zarr sample {path} ({type(err).__name__}: {str(err)[:200]}): it is corrupt. {fix}"
+            ) from err
         cat = QTable()
         for name in ds.data_vars:
             if name == "images":
@@ -207,16 +227,19 @@ class GalaxySample:
         return cls(cat, images, dict(ds.attrs))
 
 
-def populations(catalog: QTable, dusty_av: float = SyntheticConfig.dusty_av,
-                extended_arcsec: float = SyntheticConfig.extended_arcsec) -> dict[str, np.ndarray]:
+def populations(
+    catalog: QTable,
+    dusty_av: float = SyntheticConfig.dusty_av,
+    extended_arcsec: float = SyntheticConfig.extended_arcsec,
+) -> dict[str, np.ndarray]:
     """Population masks from truth ``a_v`` [mag] and measured ``shape_r`` [arcsec]."""
     for col in ("a_v", "shape_r"):
         if col not in catalog.colnames:
-            raise MissingVariableError(f"catalogue lacks '{col}' (has {catalog.colnames}); "
-                                       "populations need truth a_v and shape_r.")
+            raise MissingVariableError(
+                f"catalogue lacks '{col}' (has {catalog.colnames}); populations need truth a_v and shape_r."
+            )
     av = np.asarray(u.Quantity(catalog["a_v"]).to_value(u.mag))
     r = np.asarray(u.Quantity(catalog["shape_r"]).to_value(u.arcsec))
     dusty = av > dusty_av
     ext = r > extended_arcsec
     return {"all": np.ones(len(av), bool), "extended": ext, "compact": ~ext, "dusty": dusty, "clean": ~dusty}
-

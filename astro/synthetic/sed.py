@@ -22,8 +22,20 @@ from scimech.errors import DataValidationError
 
 from .. import constants
 
-__all__ = ["OBS_WAVE", "ab_maggies", "ab_magnitudes", "nmgy_to_mag", "mag_to_nmgy", "load_templates",
-           "unit_templates", "calzetti_k", "milky_way_k", "cosmology_model", "observed_sed", "arcsec_per_kpc"]
+__all__ = [
+    "OBS_WAVE",
+    "ab_maggies",
+    "ab_magnitudes",
+    "nmgy_to_mag",
+    "mag_to_nmgy",
+    "load_templates",
+    "unit_templates",
+    "calzetti_k",
+    "milky_way_k",
+    "cosmology_model",
+    "observed_sed",
+    "arcsec_per_kpc",
+]
 
 
 #: Observed-frame wavelength grid [Angstrom] covering the DECam g..z curves (3330-10990 A).
@@ -53,8 +65,9 @@ def ab_maggies(wave: np.ndarray, flam: np.ndarray) -> np.ndarray:
     wave = np.asarray(wave, float)
     flam = np.atleast_2d(np.asarray(flam, float))
     if flam.shape[-1] != wave.size:
-        raise DataValidationError(f"flam has {flam.shape[-1]} wavelengths, wave has {wave.size}; "
-                                  "pass f_lambda sampled on `wave` (last axis).")
+        raise DataValidationError(
+            f"flam has {flam.shape[-1]} wavelengths, wave has {wave.size}; pass f_lambda sampled on `wave` (last axis)."
+        )
     tab = _filters().get_ab_maggies(flam, wave)
     return np.stack([np.asarray(tab[n], float) for n in constants.SPECLITE_FILTERS], axis=-1)
 
@@ -127,9 +140,16 @@ def cosmology_model():
     return getattr(cosmology, constants.COSMOLOGY_NAME)
 
 
-def observed_sed(wave_rest: np.ndarray, flam_rest: np.ndarray, z: float, *, a_v: float = 0.0,
-                 ebv_mw: float = 0.0, wave_obs: np.ndarray | None = None,
-                 distance: bool = True) -> np.ndarray:
+def observed_sed(
+    wave_rest: np.ndarray,
+    flam_rest: np.ndarray,
+    z: float,
+    *,
+    a_v: float = 0.0,
+    ebv_mw: float = 0.0,
+    wave_obs: np.ndarray | None = None,
+    distance: bool = True,
+) -> np.ndarray:
     """Redshift a rest-frame SED given at 10 pc, with intrinsic and foreground dust.
 
     ``f_obs(l) = f_10pc(l / (1+z)) 10^(-0.4 A_V k_C(l/(1+z))) 10^(-0.4 E(B-V) k_F99(l)) (10 pc / d_L)^2 / (1+z)``.

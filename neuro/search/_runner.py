@@ -38,21 +38,56 @@ def _netns():
     return "none"
 
 
-_BLOCKED = ("socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg", "socket.getaddrinfo",
-            "socket.gethostbyname", "subprocess.Popen", "os.system", "os.exec", "os.posix_spawn",
-            "os.fork", "os.forkpty", "pty.spawn", "os.spawn",
-            # signals to other processes (the search itself), lifting the resource limits (root may)
-            "os.kill", "os.killpg", "signal.pthread_kill", "resource.setrlimit", "resource.prlimit",
-            # native calls through ctypes (could bypass every check here), C-level file access,
-            # symlinks (a link inside the folder pointing outside it)
-            "ctypes.dlopen", "ctypes.dlsym", "ctypes.call_function", "ctypes.cdata", "ctypes.string_at",
-            "ctypes.wstring_at", "ctypes.PyObj_FromPtr", "sqlite3.connect", "sqlite3.load_extension",
-            "os.symlink")
+_BLOCKED = (
+    "socket.connect",
+    "socket.bind",
+    "socket.sendto",
+    "socket.sendmsg",
+    "socket.getaddrinfo",
+    "socket.gethostbyname",
+    "subprocess.Popen",
+    "os.system",
+    "os.exec",
+    "os.posix_spawn",
+    "os.fork",
+    "os.forkpty",
+    "pty.spawn",
+    "os.spawn",
+    # signals to other processes (the search itself), lifting the resource limits (root may)
+    "os.kill",
+    "os.killpg",
+    "signal.pthread_kill",
+    "resource.setrlimit",
+    "resource.prlimit",
+    # native calls through ctypes (could bypass every check here), C-level file access,
+    # symlinks (a link inside the folder pointing outside it)
+    "ctypes.dlopen",
+    "ctypes.dlsym",
+    "ctypes.call_function",
+    "ctypes.cdata",
+    "ctypes.string_at",
+    "ctypes.wstring_at",
+    "ctypes.PyObj_FromPtr",
+    "sqlite3.connect",
+    "sqlite3.load_extension",
+    "os.symlink",
+)
 # the search's own packages: a candidate must not import them (e.g. to rebuild the task and
 # read its test or OOD split)
 _PRIVATE = ("neuro", "scimech", "ocean", "astro", "evaluate")
-_PATH_EVENTS = ("os.remove", "os.rename", "os.rmdir", "os.mkdir", "shutil.rmtree", "shutil.move", "os.chmod",
-                "os.link", "os.truncate", "os.chown", "os.utime")
+_PATH_EVENTS = (
+    "os.remove",
+    "os.rename",
+    "os.rmdir",
+    "os.mkdir",
+    "shutil.rmtree",
+    "shutil.move",
+    "os.chmod",
+    "os.link",
+    "os.truncate",
+    "os.chown",
+    "os.utime",
+)
 _READ_FILES = ("/dev/null", "/dev/urandom")
 
 
@@ -83,12 +118,33 @@ def make_audit_hook(workdir, read_roots):
     import posix
     import types
 
-    def hook(event, args, _workdir=workdir, _roots=tuple(read_roots), _files=_READ_FILES, _blocked=_BLOCKED,
-             _private=_PRIVATE, _path_events=_PATH_EVENTS, _getcwd=posix.getcwd, _readlink=posix.readlink,
-             _lstat=posix.lstat, _type=type, _str=str, _bytes=bytes, _int=int, _len=len,
-             _startswith=str.startswith, _split=str.split, _join=str.join, _decode=bytes.decode,
-             _E=PermissionError, _OSError=OSError, _wflags=_WRITE_FLAGS, _Fn=types.FunctionType,
-             _self_code=None):
+    def hook(
+        event,
+        args,
+        _workdir=workdir,
+        _roots=tuple(read_roots),
+        _files=_READ_FILES,
+        _blocked=_BLOCKED,
+        _private=_PRIVATE,
+        _path_events=_PATH_EVENTS,
+        _getcwd=posix.getcwd,
+        _readlink=posix.readlink,
+        _lstat=posix.lstat,
+        _type=type,
+        _str=str,
+        _bytes=bytes,
+        _int=int,
+        _len=len,
+        _startswith=str.startswith,
+        _split=str.split,
+        _join=str.join,
+        _decode=bytes.decode,
+        _E=PermissionError,
+        _OSError=OSError,
+        _wflags=_WRITE_FLAGS,
+        _Fn=types.FunctionType,
+        _self_code=None,
+    ):
         def real(path):
             """Absolute path with every symlink resolved; None for what is not a str/bytes path."""
             if _type(path) is _bytes:
@@ -144,10 +200,15 @@ def make_audit_hook(workdir, read_roots):
             return False
 
         if _startswith(event, _blocked):
-            raise _E(f"sandbox: '{event}' is not allowed for candidate programs (no network, no processes, "
-                     "no native calls)")
-        if event == "object.__setattr__" and _len(args) >= 2 and _type(args[0]) is _Fn and (
-                args[0].__code__ is _self_code):
+            raise _E(
+                f"sandbox: '{event}' is not allowed for candidate programs (no network, no processes, no native calls)"
+            )
+        if (
+            event == "object.__setattr__"
+            and _len(args) >= 2
+            and _type(args[0]) is _Fn
+            and (args[0].__code__ is _self_code)
+        ):
             raise _E(f"sandbox: changing the sandbox's audit hook ({args[1]}) is not allowed")
         if event == "import" and args and _type(args[0]) is _str and _split(args[0], ".")[0] in _private:
             raise _E(f"sandbox: importing {args[0]!r} is not allowed for candidate programs")
@@ -160,17 +221,22 @@ def make_audit_hook(workdir, read_roots):
                 if r is not None and under(r, root):
                     lib = True
             if not lib or under(r, _workdir):
-                raise _E(f"sandbox: loading native code from {args[1]!r} is not allowed (only extension modules "
-                         "of the standard library and site-packages)")
+                raise _E(
+                    f"sandbox: loading native code from {args[1]!r} is not allowed (only extension modules "
+                    "of the standard library and site-packages)"
+                )
         if event == "open" and _len(args) >= 3 and _type(args[0]) is not _int:
             mode, flags = args[1], args[2] or 0
             writes = (_type(mode) is _str and ("w" in mode or "a" in mode or "x" in mode or "+" in mode)) or (
-                flags & _wflags) != 0
+                flags & _wflags
+            ) != 0
             if writes and not inside(args[0]):
                 raise _E(f"sandbox: writing outside the sandbox folder is not allowed ({args[0]!r})")
             if not writes and not readable(args[0]):
-                raise _E(f"sandbox: reading outside the sandbox folder is not allowed ({args[0]!r}; only the "
-                         "candidate's folder, the standard library and site-packages are readable, by str path)")
+                raise _E(
+                    f"sandbox: reading outside the sandbox folder is not allowed ({args[0]!r}; only the "
+                    "candidate's folder, the standard library and site-packages are readable, by str path)"
+                )
         if event in ("os.listdir", "os.scandir") and args and _type(args[0]) is not _int:
             where = "." if args[0] is None else args[0]  # no argument: the current folder
             if not readable(where):

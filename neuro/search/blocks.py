@@ -33,8 +33,20 @@ import re
 
 import numpy as np
 
-__all__ = ["TEMPLATE", "CHOICES_FREE", "CHOICES_PRIOR", "DEFAULTS", "render", "parse_genome", "random_genome",
-           "complete", "canonical", "active_blocks", "baseline_genomes", "mechanism_genomes"]
+__all__ = [
+    "TEMPLATE",
+    "CHOICES_FREE",
+    "CHOICES_PRIOR",
+    "DEFAULTS",
+    "render",
+    "parse_genome",
+    "random_genome",
+    "complete",
+    "canonical",
+    "active_blocks",
+    "baseline_genomes",
+    "mechanism_genomes",
+]
 
 TEMPLATE = '''# GENOME: {genome_json}
 """Candidate forecaster (offline proposer): {summary}."""
@@ -256,14 +268,38 @@ class Model:
         return np.concatenate(out, 1)[:, :H]
 '''
 
-DEFAULTS = dict(readout="rollout", loss="l2", eps=0.05, order=2, recurrence="dense", rank=4, leak=False,
-                stim_filter="instant", oscillator=False, nonlin="linear", poly=False, sign=False, alpha=1.0,
-                taus=[4, 16])
-CHOICES_FREE = dict(readout=["rollout", "direct"], loss=["l2", "l1"], eps=[0.02, 0.05, 0.1, 0.2],
-                    order=[1, 2, 3, 4, 6, 8], recurrence=["dense", "lowrank", "diagonal"], rank=[2, 4, 8, 16],
-                    leak=[True, False], stim_filter=["none", "instant", "exp"], oscillator=[True, False],
-                    nonlin=["linear", "tanh", "relu"], poly=[False, False, True], sign=[False],
-                    alpha=[0.01, 0.1, 1.0, 10.0, 100.0, 1000.0], taus=[[2], [4, 16], [8, 32]])
+DEFAULTS = dict(
+    readout="rollout",
+    loss="l2",
+    eps=0.05,
+    order=2,
+    recurrence="dense",
+    rank=4,
+    leak=False,
+    stim_filter="instant",
+    oscillator=False,
+    nonlin="linear",
+    poly=False,
+    sign=False,
+    alpha=1.0,
+    taus=[4, 16],
+)
+CHOICES_FREE = dict(
+    readout=["rollout", "direct"],
+    loss=["l2", "l1"],
+    eps=[0.02, 0.05, 0.1, 0.2],
+    order=[1, 2, 3, 4, 6, 8],
+    recurrence=["dense", "lowrank", "diagonal"],
+    rank=[2, 4, 8, 16],
+    leak=[True, False],
+    stim_filter=["none", "instant", "exp"],
+    oscillator=[True, False],
+    nonlin=["linear", "tanh", "relu"],
+    poly=[False, False, True],
+    sign=[False],
+    alpha=[0.01, 0.1, 1.0, 10.0, 100.0, 1000.0],
+    taus=[[2], [4, 16], [8, 32]],
+)
 CHOICES_PRIOR = dict(CHOICES_FREE, recurrence=["masked"], sign=[True, False], poly=[False])
 
 
@@ -273,8 +309,12 @@ def complete(genome: dict) -> dict:
 
 
 # blocks that only matter when another block has a given value (conditional hyperparameters)
-_CONDITIONS = {"rank": ("recurrence", "lowrank"), "taus": ("stim_filter", "exp"), "eps": ("loss", "l1"),
-               "sign": ("recurrence", "masked")}
+_CONDITIONS = {
+    "rank": ("recurrence", "lowrank"),
+    "taus": ("stim_filter", "exp"),
+    "eps": ("loss", "l1"),
+    "sign": ("recurrence", "masked"),
+}
 
 
 def active_blocks(genome: dict) -> list[str]:
@@ -299,8 +339,9 @@ def random_genome(rng: np.random.Generator, priors: bool) -> dict:
 def render(genome: dict) -> str:
     g = complete(genome)
     gj = json.dumps(g, sort_keys=True)
-    summary = ", ".join(f"{k}={g[k]}" for k in ("readout", "recurrence", "order", "stim_filter", "nonlin", "leak",
-                                                "loss"))
+    summary = ", ".join(
+        f"{k}={g[k]}" for k in ("readout", "recurrence", "order", "stim_filter", "nonlin", "leak", "loss")
+    )
     return TEMPLATE.format(genome_json=gj, genome_py=repr(dict(sorted(g.items()))), summary=summary)
 
 
@@ -328,14 +369,18 @@ def baseline_genomes(priors: bool) -> dict[str, dict]:
     """
     out = {
         "ridge_arx": dict(DEFAULTS, readout="rollout", order=2, recurrence="dense", stim_filter="instant", alpha=1.0),
-        "nlinear": dict(DEFAULTS, readout="direct", order=4, recurrence="diagonal", leak=True, stim_filter="none",
-                        alpha=0.01),
-        "dlinear": dict(DEFAULTS, readout="direct", order=4, recurrence="diagonal", leak=False, stim_filter="none",
-                        alpha=0.01),
-        "tide": dict(DEFAULTS, readout="direct", order=4, recurrence="dense", stim_filter="instant", loss="l1",
-                     alpha=10.0),
-        "stimulus_evoked": dict(DEFAULTS, readout="direct", order=1, recurrence="diagonal", stim_filter="exp",
-                                taus=[8, 32], alpha=10.0),
+        "nlinear": dict(
+            DEFAULTS, readout="direct", order=4, recurrence="diagonal", leak=True, stim_filter="none", alpha=0.01
+        ),
+        "dlinear": dict(
+            DEFAULTS, readout="direct", order=4, recurrence="diagonal", leak=False, stim_filter="none", alpha=0.01
+        ),
+        "tide": dict(
+            DEFAULTS, readout="direct", order=4, recurrence="dense", stim_filter="instant", loss="l1", alpha=10.0
+        ),
+        "stimulus_evoked": dict(
+            DEFAULTS, readout="direct", order=1, recurrence="diagonal", stim_filter="exp", taus=[8, 32], alpha=10.0
+        ),
     }
     if priors:
         out = {k: dict(g, recurrence="masked", sign=False) for k, g in out.items()}
@@ -348,8 +393,16 @@ def mechanism_genomes(priors: bool) -> dict[str, dict]:
     (``x[t+1] = f(W relu(x[t]) + ... + B s[t+1])``: the form of the simulated circuit's own
     rate units, ``F(x) = tanh(max(x - theta, 0))``), trained on absolute error like the
     forecasting drafts. With ``priors`` its recurrence is the wiring prior."""
-    g = dict(DEFAULTS, readout="rollout", order=2, recurrence="dense", nonlin="relu", stim_filter="instant",
-             loss="l1", alpha=10.0)
+    g = dict(
+        DEFAULTS,
+        readout="rollout",
+        order=2,
+        recurrence="dense",
+        nonlin="relu",
+        stim_filter="instant",
+        loss="l1",
+        alpha=10.0,
+    )
     if priors:
         g = dict(g, recurrence="masked", sign=False)
     return {"rate_network": g}

@@ -28,8 +28,11 @@ def candidate_inputs(data):
     out = {}
     for k, v in data.items():
         head, _, field = k.partition("/")
-        if head in ("train", "meta") or (head != "probe" and field in INPUT_FIELDS) or (
-                head == "probe" and field.endswith(("_context", "_stim_future"))):
+        if (
+            head in ("train", "meta")
+            or (head != "probe" and field in INPUT_FIELDS)
+            or (head == "probe" and field.endswith(("_context", "_stim_future")))
+        ):
             out[k] = v
     return out
 
@@ -83,8 +86,11 @@ def predict_candidate(ns, data, cfg):
         base = _check(model.predict(c, sc, sf), (n, H, N), "jacobian")[:, 0]
         cp = np.repeat(c[None], N, 0)
         cp[np.arange(N), :, -1, np.arange(N)] += eps
-        pert = _check(model.predict(cp.reshape(N * n, C, N), np.tile(sc, (N, 1, 1)), np.tile(sf, (N, 1, 1))),
-                      (N * n, H, N), "jacobian")[:, 0].reshape(N, n, N)
+        pert = _check(
+            model.predict(cp.reshape(N * n, C, N), np.tile(sc, (N, 1, 1)), np.tile(sf, (N, 1, 1))),
+            (N * n, H, N),
+            "jacobian",
+        )[:, 0].reshape(N, n, N)
         arrays["jacobian"] = ((pert - base[None]) / eps).mean(1).T  # (post, pre)
         if "probe/swim_context" in data:
             sc_ = data["probe/swim_context"]

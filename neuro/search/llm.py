@@ -48,8 +48,10 @@ Score: mean absolute error over the H forecast steps on held-out validation wind
 Prefer an interpretable transition function x[t+1] = f(x[t], ..., s[t+1]). No file, network or process access.
 Reply with one ```python code block."""
 
-PRIOR_TEXT = (", and the anatomical wiring prior 'prior_mask' (N, N) (post x pre, 1 = a connection may exist)"
-              " and 'prior_sign' (N,) (+1 excitatory, -1 inhibitory presynaptic type, Dale's law); use them")
+PRIOR_TEXT = (
+    ", and the anatomical wiring prior 'prior_mask' (N, N) (post x pre, 1 = a connection may exist)"
+    " and 'prior_sign' (N,) (+1 excitatory, -1 inhibitory presynaptic type, Dale's law); use them"
+)
 
 
 class _OpenAI(openai.OpenAI):
@@ -116,9 +118,11 @@ class ChatClient:
         self.model = self.model or os.environ.get("SCIMECH_LLM_MODEL")
         self.api_key = self.api_key or os.environ.get("SCIMECH_LLM_API_KEY")
         if not self.base_url or not self.model:
-            raise ConfigError("The LLM proposer needs a base URL and a model: pass base_url=/model= or set "
-                              "SCIMECH_LLM_BASE_URL (e.g. http://127.0.0.1:8000/v1) and SCIMECH_LLM_MODEL; "
-                              "or use the offline proposer.")
+            raise ConfigError(
+                "The LLM proposer needs a base URL and a model: pass base_url=/model= or set "
+                "SCIMECH_LLM_BASE_URL (e.g. http://127.0.0.1:8000/v1) and SCIMECH_LLM_MODEL; "
+                "or use the offline proposer."
+            )
         self.calls = 0  # HTTP requests sent, retries included
         self._http = None
         self._local = threading.local()  # requests sent by the current chat() of this thread
@@ -150,8 +154,13 @@ class ChatClient:
         """An openai client on the current settings (cheap; the HTTP connection pool is shared)."""
         if self._http is None:
             self._http = openai.DefaultHttpxClient(event_hooks={"request": [self._count]})
-        client = _OpenAI(base_url=self.base_url, api_key=self.api_key or NO_KEY, timeout=self.timeout,
-                         max_retries=max_retries, http_client=self._http)
+        client = _OpenAI(
+            base_url=self.base_url,
+            api_key=self.api_key or NO_KEY,
+            timeout=self.timeout,
+            max_retries=max_retries,
+            http_client=self._http,
+        )
         client.retry_delay = self._delay
         return client
 
@@ -160,18 +169,21 @@ class ChatClient:
         self._local.sent = 0
         last, fix = "", ""
         while (left := int(self.max_retries) + 1 - self._local.sent) > 0:
-            if (before := self._local.sent):  # the last reply was malformed: wait as for any retry
+            if before := self._local.sent:  # the last reply was malformed: wait as for any retry
                 time.sleep(self._delay(None))
             try:
                 raw = self._openai(max_retries=left - 1).chat.completions.with_raw_response.create(
-                    model=self.model, messages=messages, temperature=self.temperature, max_tokens=max_tokens)
+                    model=self.model, messages=messages, temperature=self.temperature, max_tokens=max_tokens
+                )
             except openai.APIStatusError as err:
                 code = err.status_code
                 if code not in (408, 409, 429) and code < 500:
                     hint = " Is the base URL right (it usually ends in /v1)?" if code == 404 else ""
-                    raise LLMError(f"The endpoint {self.url} answered HTTP {code} (not retried): {_detail(err)}; "
-                                   f"check the model name ({self.model!r}) and the key (SCIMECH_LLM_API_KEY)."
-                                   f"{hint}") from err
+                    raise LLMError(
+                        f"The endpoint {self.url} answered HTTP {code} (not retried): {_detail(err)}; "
+                        f"check the model name ({self.model!r}) and the key (SCIMECH_LLM_API_KEY)."
+                        f"{hint}"
+                    ) from err
                 # retried by openai until the budget ran out (or a Retry-After over 2 min was refused)
                 ra = _retry_after(err.response.headers)
                 last = f"HTTP {code}" + (f" (Retry-After {ra:g} s)" if ra is not None else "") + f": {_detail(err)}"
@@ -203,8 +215,9 @@ class ChatClient:
                 continue
             return content
         sent = self._local.sent
-        raise LLMError(f"The endpoint {self.url} failed {sent} time{'s' if sent != 1 else ''}; last problem: "
-                       f"{last}. {fix}")
+        raise LLMError(
+            f"The endpoint {self.url} failed {sent} time{'s' if sent != 1 else ''}; last problem: {last}. {fix}"
+        )
 
 
 def _detail(err: openai.APIStatusError) -> str:
@@ -245,10 +258,14 @@ class LLMProposer:
         if op == "draft" or parent is None:
             parts.append("Write a first, simple and robust model.")
         elif op == "debug":
-            parts.append(f"This program failed. Fix it.\n```python\n{parent['code']}```\nError:\n{parent.get('error', '')[-3000:]}")
+            parts.append(
+                f"This program failed. Fix it.\n```python\n{parent['code']}```\nError:\n{parent.get('error', '')[-3000:]}"
+            )
         else:
-            parts.append(f"This program has validation MAE {parent.get('val')!s}. Improve it (one focused change)."
-                         f"\n```python\n{parent['code']}```")
+            parts.append(
+                f"This program has validation MAE {parent.get('val')!s}. Improve it (one focused change)."
+                f"\n```python\n{parent['code']}```"
+            )
             if other is not None:
                 parts.append(f"Another program scored {other.get('val')!s}:\n```python\n{other['code']}```")
         return "\n\n".join(parts)
@@ -256,12 +273,16 @@ class LLMProposer:
     def propose(self, op, parent, other, rng, task_info: str = "") -> str:
         prompt = self._prompt(op, parent, other)
         self.prompts.append(prompt)
-        messages = [{"role": "system", "content": "You are an expert computational neuroscientist."},
-                    {"role": "user", "content": prompt}]
+        messages = [
+            {"role": "system", "content": "You are an expert computational neuroscientist."},
+            {"role": "user", "content": prompt},
+        ]
         for _ in range(1 + self.format_retries):  # a reply without code is asked for again, a bounded number of times
             reply = self.client.chat(messages)
             code = extract_code(reply)
             if code is not None:
                 return code
-        raise LLMError(f"The model's reply held no ```python block ({1 + self.format_retries} replies); the node is "
-                       "recorded as failed.")
+        raise LLMError(
+            f"The model's reply held no ```python block ({1 + self.format_retries} replies); the node is "
+            "recorded as failed."
+        )

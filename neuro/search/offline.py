@@ -107,8 +107,13 @@ class OfflineProposer:
     name = "offline"
     uses_history = True
 
-    def __init__(self, priors: bool = True, baseline_scores: dict | None = None, n_candidates: int = 48,
-                 context: int | None = None):
+    def __init__(
+        self,
+        priors: bool = True,
+        baseline_scores: dict | None = None,
+        n_candidates: int = 48,
+        context: int | None = None,
+    ):
         self.priors = priors
         self.context = int(context) if context else None
         self.choices = CHOICES_PRIOR if priors else CHOICES_FREE
@@ -171,8 +176,11 @@ class OfflineProposer:
     def _choose(self, pool: list[dict], history: list[dict], rng: np.random.Generator) -> dict:
         """The candidate of highest expected improvement under a GP fitted to the history."""
         X, y = [], []
-        vals = [h["val"] for h in history if h.get("status") == "ok" and h.get("val") is not None
-                and np.isfinite(h["val"]) and h["val"] > 0]
+        vals = [
+            h["val"]
+            for h in history
+            if h.get("status") == "ok" and h.get("val") is not None and np.isfinite(h["val"]) and h["val"] > 0
+        ]
         worst = math.log(max(vals)) if vals else None
         for h in history:
             g = parse_genome(h.get("code", ""))
@@ -186,8 +194,9 @@ class OfflineProposer:
                 y.append(worst)
         if len(set(y)) < 3:  # too little to fit a surrogate: a random child
             return pool[int(rng.integers(len(pool)))]
-        kernel = ConstantKernel(1.0, (1e-3, 1e2)) * Matern(length_scale=1.0, length_scale_bounds=(0.1, 10.0),
-                                                             nu=2.5) + WhiteKernel(1e-3, (1e-6, 1e-1))
+        kernel = ConstantKernel(1.0, (1e-3, 1e2)) * Matern(
+            length_scale=1.0, length_scale_bounds=(0.1, 10.0), nu=2.5
+        ) + WhiteKernel(1e-3, (1e-6, 1e-1))
         gp = GaussianProcessRegressor(kernel=kernel, normalize_y=True, random_state=0)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -199,8 +208,15 @@ class OfflineProposer:
         return pool[int(np.argmax(ei))]
 
     # ------------------------------------------------------------ propose
-    def propose(self, op: str, parent: dict | None, other: dict | None, rng: np.random.Generator,
-                task_info: str = "", history: list[dict] | None = None) -> str:
+    def propose(
+        self,
+        op: str,
+        parent: dict | None,
+        other: dict | None,
+        rng: np.random.Generator,
+        task_info: str = "",
+        history: list[dict] | None = None,
+    ) -> str:
         """Return the source of a new program.
 
         ``parent``/``other``/``history`` are proposer views (code, ID validation score,
@@ -233,8 +249,11 @@ class OfflineProposer:
                 g["order"] = min(int(g.get("order", 2)), 2)
                 g["loss"] = "l2"
             return render(self._legal(g))
-        ok = [h for h in history if h.get("status") == "ok" and h.get("val") is not None
-              and h.get("id") != parent.get("id")]
+        ok = [
+            h
+            for h in history
+            if h.get("status") == "ok" and h.get("val") is not None and h.get("id") != parent.get("id")
+        ]
         ok.sort(key=lambda h: h["val"])
         others = [o for o in (parse_genome(h["code"]) for h in ok[:3]) if o is not None]
         if other is not None and not others:

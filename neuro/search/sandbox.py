@@ -65,7 +65,7 @@ class SandboxLimits:
 @dataclass
 class SandboxResult:
     ok: bool
-    status: str                      # ok | error | timeout | memory | crashed
+    status: str  # ok | error | timeout | memory | crashed
     error: str = ""
     metrics: dict = field(default_factory=dict)
     arrays: dict = field(default_factory=dict)
@@ -105,8 +105,9 @@ def _split_data(path: str, stamp: tuple) -> tuple[dict, dict]:
     return candidate_inputs(data), held_out(data)
 
 
-def run_in_sandbox(code: str, data_file: str | os.PathLike, limits: SandboxLimits | None = None,
-                   stage: str = "full") -> SandboxResult:
+def run_in_sandbox(
+    code: str, data_file: str | os.PathLike, limits: SandboxLimits | None = None, stage: str = "full"
+) -> SandboxResult:
     """Run ``code`` (a program defining ``Model``) on ``data_file`` under ``limits``.
 
     ``data_file`` is a task data file, targets included (:func:`write_data` of
@@ -125,14 +126,27 @@ def run_in_sandbox(code: str, data_file: str | os.PathLike, limits: SandboxLimit
         shutil.copy(HERE / "_runner.py", tmp / "_runner.py")
         shutil.copy(HERE / "evaluate.py", tmp / "evaluate.py")
         np.savez(tmp / "data.npz", **inputs)
-        cfg = dict(cpu_seconds=limits.cpu_seconds, memory_bytes=limits.memory_bytes,
-                   file_bytes=limits.file_bytes, stage=stage)
+        cfg = dict(
+            cpu_seconds=limits.cpu_seconds, memory_bytes=limits.memory_bytes, file_bytes=limits.file_bytes, stage=stage
+        )
         (tmp / "config.json").write_text(json.dumps(cfg))
-        env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp), "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
-               "MKL_NUM_THREADS": "1", "TMPDIR": str(tmp)}
-        proc = subprocess.Popen([sys.executable, "-I", str(tmp / "_runner.py"), str(tmp)], cwd=tmp, env=env,
-                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                start_new_session=True)
+        env = {
+            "PATH": "/usr/bin:/bin",
+            "HOME": str(tmp),
+            "OMP_NUM_THREADS": "1",
+            "OPENBLAS_NUM_THREADS": "1",
+            "MKL_NUM_THREADS": "1",
+            "TMPDIR": str(tmp),
+        }
+        proc = subprocess.Popen(
+            [sys.executable, "-I", str(tmp / "_runner.py"), str(tmp)],
+            cwd=tmp,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
         try:
             _, err = proc.communicate(timeout=limits.wall_seconds)
         except subprocess.TimeoutExpired:
@@ -141,8 +155,12 @@ def run_in_sandbox(code: str, data_file: str | os.PathLike, limits: SandboxLimit
             except ProcessLookupError:
                 pass
             proc.communicate()
-            return SandboxResult(False, "timeout", f"timed out after {limits.wall_seconds:.0f} s wall clock "
-                                 "(the process group was killed)", wall_seconds=time.perf_counter() - t0)
+            return SandboxResult(
+                False,
+                "timeout",
+                f"timed out after {limits.wall_seconds:.0f} s wall clock (the process group was killed)",
+                wall_seconds=time.perf_counter() - t0,
+            )
         wall = time.perf_counter() - t0
         stderr = err.decode(errors="replace")[-2000:]
         res_path = tmp / "result.json"
@@ -150,22 +168,35 @@ def run_in_sandbox(code: str, data_file: str | os.PathLike, limits: SandboxLimit
             why = "crashed"
             if proc.returncode in (-signal.SIGXCPU, -signal.SIGKILL):
                 why = "timeout"
-            return SandboxResult(False, why, f"candidate process ended with code {proc.returncode} and no result"
-                                 f"{' (CPU limit)' if proc.returncode == -signal.SIGXCPU else ''}: {stderr[-500:]}",
-                                 wall_seconds=wall, stderr=stderr)
+            return SandboxResult(
+                False,
+                why,
+                f"candidate process ended with code {proc.returncode} and no result"
+                f"{' (CPU limit)' if proc.returncode == -signal.SIGXCPU else ''}: {stderr[-500:]}",
+                wall_seconds=wall,
+                stderr=stderr,
+            )
         res = json.loads(res_path.read_text())
         if not res.get("ok"):
-            return SandboxResult(False, res.get("status", "error"), res.get("error", "") + "\n" + res.get("traceback", ""),
-                                 wall_seconds=wall, network_guard=res.get("network_guard", ""), stderr=stderr)
+            return SandboxResult(
+                False,
+                res.get("status", "error"),
+                res.get("error", "") + "\n" + res.get("traceback", ""),
+                wall_seconds=wall,
+                network_guard=res.get("network_guard", ""),
+                stderr=stderr,
+            )
         guard = res.get("network_guard", "")
         try:  # the candidate's output is untrusted: plain arrays only, checked again while scoring
             with np.load(tmp / "out.npz", allow_pickle=False) as z:
                 arrays = {k: z[k] for k in z.files}
             metrics, arrays = score_predictions(arrays, targets)
         except Exception as err:  # noqa: BLE001 - a forged or missing output is a failed node
-            return SandboxResult(False, "error", f"{type(err).__name__}: {err}", wall_seconds=wall,
-                                 network_guard=guard, stderr=stderr)
-        return SandboxResult(True, "ok", metrics=metrics, arrays=arrays, wall_seconds=wall, network_guard=guard,
-                             stderr=stderr)
+            return SandboxResult(
+                False, "error", f"{type(err).__name__}: {err}", wall_seconds=wall, network_guard=guard, stderr=stderr
+            )
+        return SandboxResult(
+            True, "ok", metrics=metrics, arrays=arrays, wall_seconds=wall, network_guard=guard, stderr=stderr
+        )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

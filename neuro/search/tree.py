@@ -65,22 +65,28 @@ class Node:
     op: str
     code: str
     hash: str
-    status: str = "pending"          # ok | failed | pruned | duplicate
-    val: float | None = None         # ID validation MAE (selection)
+    status: str = "pending"  # ok | failed | pruned | duplicate
+    val: float | None = None  # ID validation MAE (selection)
     quick_val: float | None = None
-    test: float | None = None        # ID test MAE
+    test: float | None = None  # ID test MAE
     ood: dict = field(default_factory=dict)
     faith: dict = field(default_factory=dict)
     error: str = ""
     wall_seconds: float = 0.0
     debug_depth: int = 0
     network_guard: str = ""
-    arrays: dict = field(default_factory=dict)   # {name: ref} of its output arrays in the search's store
+    arrays: dict = field(default_factory=dict)  # {name: ref} of its output arrays in the search's store
 
     def view(self) -> dict:
         """What a proposer may see: no OOD, no faithfulness."""
-        return {"id": self.id, "op": self.op, "code": self.code, "val": self.val, "error": self.error[-3000:],
-                "status": self.status}
+        return {
+            "id": self.id,
+            "op": self.op,
+            "code": self.code,
+            "val": self.val,
+            "error": self.error[-3000:],
+            "status": self.status,
+        }
 
 
 def load_journal(path: str | os.PathLike) -> list[Node]:
@@ -97,8 +103,9 @@ def load_journal(path: str | os.PathLike) -> list[Node]:
     return nodes
 
 
-def evaluate_candidate(code: str, data_quick: str, data_full: str, limits: dict, best_quick: float | None,
-                       quick_threshold: float) -> dict:
+def evaluate_candidate(
+    code: str, data_quick: str, data_full: str, limits: dict, best_quick: float | None, quick_threshold: float
+) -> dict:
     """Staged evaluation of one program (quick fit, then the full one), each stage in its own
     sandbox process; runs wherever it is called (this process, a thread, a Dask worker).
 
@@ -125,8 +132,18 @@ def evaluate_candidate(code: str, data_quick: str, data_full: str, limits: dict,
     """
     t0 = time.perf_counter()
     lim = SandboxLimits(**limits)
-    out = {"status": "failed", "error": "", "quick_val": None, "val": None, "test": None, "ood": {}, "metrics": {},
-           "arrays": {}, "network_guard": "", "wall_seconds": 0.0}
+    out = {
+        "status": "failed",
+        "error": "",
+        "quick_val": None,
+        "val": None,
+        "test": None,
+        "ood": {},
+        "metrics": {},
+        "arrays": {},
+        "network_guard": "",
+        "wall_seconds": 0.0,
+    }
     quick = run_in_sandbox(code, data_quick, lim, stage="quick")
     out["network_guard"] = quick.network_guard
     if not quick.ok:
@@ -137,8 +154,7 @@ def evaluate_candidate(code: str, data_quick: str, data_full: str, limits: dict,
     out["quick_val"] = qv
     if best_quick is not None and math.isfinite(best_quick) and qv > quick_threshold * best_quick:
         out["status"] = "pruned"
-        out["error"] = (f"pruned after the quick stage (quick val {qv:.4g} > {quick_threshold} x best "
-                        f"{best_quick:.4g})")
+        out["error"] = f"pruned after the quick stage (quick val {qv:.4g} > {quick_threshold} x best {best_quick:.4g})"
         out["wall_seconds"] = time.perf_counter() - t0
         return out
     full = run_in_sandbox(code, data_full, lim, stage="full")
@@ -146,8 +162,14 @@ def evaluate_candidate(code: str, data_quick: str, data_full: str, limits: dict,
     if not full.ok:
         out["error"] = f"[{full.status}] {full.error}"
         return out
-    out.update(status="ok", val=full.metrics.get("val"), test=full.metrics.get("test"), metrics=dict(full.metrics),
-               ood={k[4:]: v for k, v in full.metrics.items() if k.startswith("ood_")}, arrays=dict(full.arrays))
+    out.update(
+        status="ok",
+        val=full.metrics.get("val"),
+        test=full.metrics.get("test"),
+        metrics=dict(full.metrics),
+        ood={k[4:]: v for k, v in full.metrics.items() if k.startswith("ood_")},
+        arrays=dict(full.arrays),
+    )
     return out
 
 
@@ -205,11 +227,28 @@ class TreeSearch:
         arrays; default ``out_dir/store``.
     """
 
-    def __init__(self, task, proposer, out_dir, *, policy: str = "greedy", max_nodes: int = 20,
-                 max_seconds: float = 600.0, n_drafts: int = 5, debug_prob: float = 0.5, max_debug_depth: int = 3,
-                 workers: int = 1, seed: int = 0, limits: SandboxLimits | None = None,
-                 quick_threshold: float = 1.5, ucb_c: float = 0.5, generation: int | None = None, client=None,
-                 unit_store=None, store=None):
+    def __init__(
+        self,
+        task,
+        proposer,
+        out_dir,
+        *,
+        policy: str = "greedy",
+        max_nodes: int = 20,
+        max_seconds: float = 600.0,
+        n_drafts: int = 5,
+        debug_prob: float = 0.5,
+        max_debug_depth: int = 3,
+        workers: int = 1,
+        seed: int = 0,
+        limits: SandboxLimits | None = None,
+        quick_threshold: float = 1.5,
+        ucb_c: float = 0.5,
+        generation: int | None = None,
+        client=None,
+        unit_store=None,
+        store=None,
+    ):
         if policy not in ("greedy", "ucb"):
             raise ConfigError(f"policy must be 'greedy' or 'ucb'; got {policy!r}.")
         if generation is not None and int(generation) < 1:
@@ -225,8 +264,9 @@ class TreeSearch:
         self.client = client
         if unit_store is None and client is not None:
             unit_store = self.out / "units"
-        self.units = None if unit_store is None else (
-            unit_store if isinstance(unit_store, UnitStore) else UnitStore(unit_store))
+        self.units = (
+            None if unit_store is None else (unit_store if isinstance(unit_store, UnitStore) else UnitStore(unit_store))
+        )
         self.journal = self.out / "journal.jsonl"
         self.nodes: list[Node] = load_journal(self.journal)
         if self.journal.exists():  # drop a torn tail so the next append starts on a fresh line
@@ -237,7 +277,7 @@ class TreeSearch:
         self.store = store if isinstance(store, ArrayStore) else ArrayStore(store or self.out / "store")
         full = task.data_arrays("full")
         self.data_full = save_data(full, self.store, "full")
-        self.data_quick = save_data(full, self.store, "quick")   # the same arrays, cut when read
+        self.data_quick = save_data(full, self.store, "quick")  # the same arrays, cut when read
 
     # ---------------------------------------------------------------- policy
     def _hash(self, code: str) -> str:
@@ -252,8 +292,11 @@ class TreeSearch:
         if drafts < self.n_drafts or self.best() is None:
             return "draft", None
         children = {n.parent for n in self.nodes}
-        buggy = [n for n in self.nodes if n.status == "failed" and n.id not in children
-                 and n.debug_depth < self.max_debug_depth]
+        buggy = [
+            n
+            for n in self.nodes
+            if n.status == "failed" and n.id not in children and n.debug_depth < self.max_debug_depth
+        ]
         if buggy and rng.random() < self.debug_prob:
             return "debug", buggy[int(rng.integers(len(buggy)))]
         ok = [n for n in self.nodes if n.status == "ok"]
@@ -269,16 +312,22 @@ class TreeSearch:
         return min(qs) if qs else None
 
     def _eval_kwargs(self, node: Node, best_quick: float | None) -> dict:
-        return dict(store=str(self.store.root), code=node.code, data_quick=str(self.data_quick),
-                    data_full=str(self.data_full), limits=asdict(self.limits), best_quick=best_quick,
-                    quick_threshold=self.quick_threshold)
+        return dict(
+            store=str(self.store.root),
+            code=node.code,
+            data_quick=str(self.data_quick),
+            data_full=str(self.data_full),
+            limits=asdict(self.limits),
+            best_quick=best_quick,
+            quick_threshold=self.quick_threshold,
+        )
 
     def node_arrays(self, node: Node) -> dict:
         """The output arrays of an evaluated node (``{}`` for one that has none: failed,
         pruned, a duplicate), as :func:`evaluation_unit` stored them."""
         if node.arrays:
             return self.store.get(node.arrays)
-        legacy = self.out / f"node_{node.id:04d}.npz"   # a search run before the store held them
+        legacy = self.out / f"node_{node.id:04d}.npz"  # a search run before the store held them
         if legacy.exists():
             with np.load(legacy) as z:
                 return {k: z[k] for k in z.files}
@@ -296,12 +345,14 @@ class TreeSearch:
             return node
         node.val, node.test, node.ood = res["val"], res["test"], dict(res["ood"])
         node.arrays = res["arrays"]
-        if not all(is_ref(r) for r in node.arrays.values()):   # a unit stored before its arrays moved out
+        if not all(is_ref(r) for r in node.arrays.values()):  # a unit stored before its arrays moved out
             node.arrays = self.store.put(_float64(node.arrays))
         arrays = self.store.get(node.arrays)
         try:
-            node.faith = {k: (float(v) if v is not None else None) for k, v in
-                          faithfulness(arrays, res["metrics"], self.task).items()}
+            node.faith = {
+                k: (float(v) if v is not None else None)
+                for k, v in faithfulness(arrays, res["metrics"], self.task).items()
+            }
         except Exception as err:  # faithfulness must never kill the search
             node.faith = {"error": f"{type(err).__name__}: {err}"}
         return node
@@ -328,14 +379,14 @@ class TreeSearch:
             if self.client is None and self.workers > 1 and len(units) > 1:
                 # no Dask: a thread pool, one unit per call (each unit has its own record file)
                 def one(item):
-                    return map_units(evaluation_unit, dict([item]), self.units, client=None,
-                                     desc="candidate evaluation")
+                    return map_units(
+                        evaluation_unit, dict([item]), self.units, client=None, desc="candidate evaluation"
+                    )
 
                 with ThreadPoolExecutor(self.workers) as ex:
                     res = {k: v for part in ex.map(one, units.items()) for k, v in part.items()}
             else:
-                res = map_units(evaluation_unit, units, self.units, client=self.client,
-                                desc="candidate evaluations")
+                res = map_units(evaluation_unit, units, self.units, client=self.client, desc="candidate evaluations")
             for node, key in zip(todo, units):
                 self._finish(node, res[key])
         elif self.workers > 1 and len(todo) > 1:
@@ -378,8 +429,14 @@ class TreeSearch:
                 op, parent = self._choose(rng, pending_drafts)
                 pending_drafts += op == "draft"
                 code, perr = self._propose(op, parent, rng, batch)
-                node = Node(id=nid, parent=parent.id if parent else None, op=op, code=code, hash=self._hash(code),
-                            debug_depth=(parent.debug_depth + 1) if (parent and op == "debug") else 0)
+                node = Node(
+                    id=nid,
+                    parent=parent.id if parent else None,
+                    op=op,
+                    code=code,
+                    hash=self._hash(code),
+                    debug_depth=(parent.debug_depth + 1) if (parent and op == "debug") else 0,
+                )
                 if perr:
                     node.status, node.error = "failed", perr
                 batch.append(node)

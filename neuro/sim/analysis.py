@@ -9,7 +9,14 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["dominant_frequency", "phase_difference", "lag_seconds", "tail_beat_frequency", "bout_onsets", "bout_tail_beats"]
+__all__ = [
+    "dominant_frequency",
+    "phase_difference",
+    "lag_seconds",
+    "tail_beat_frequency",
+    "bout_onsets",
+    "bout_tail_beats",
+]
 
 
 def _detrend(x: np.ndarray) -> np.ndarray:
@@ -17,8 +24,7 @@ def _detrend(x: np.ndarray) -> np.ndarray:
     return (x - x.mean(-1, keepdims=True)) * np.hanning(x.shape[-1])
 
 
-def dominant_frequency(x: np.ndarray, dt: float, fmin: float = 5.0, fmax: float = 150.0,
-                       pad: int = 8) -> float:
+def dominant_frequency(x: np.ndarray, dt: float, fmin: float = 5.0, fmax: float = 150.0, pad: int = 8) -> float:
     """Frequency (Hz) of the largest spectral peak of ``x`` (last axis) between fmin and fmax.
 
     Zero-padding by ``pad`` refines the peak location below the ``1 / (N dt)`` bin width.
@@ -68,8 +74,9 @@ def bout_onsets(active: np.ndarray) -> np.ndarray:
     return np.flatnonzero(active & ~np.concatenate([[False], active[:-1]]))
 
 
-def bout_tail_beats(drive: np.ndarray, bend: np.ndarray, dt: float, on: float = 0.3, min_len: float = 0.1,
-                    skip: float = 0.02) -> np.ndarray:
+def bout_tail_beats(
+    drive: np.ndarray, bend: np.ndarray, dt: float, on: float = 0.3, min_len: float = 0.1, skip: float = 0.02
+) -> np.ndarray:
     """Tail-beat frequency (Hz) of every swim bout of free-swimming trials.
 
     ``drive`` ``(trial, time)`` is the descending drive (a bout is where it exceeds ``on``; it
@@ -80,8 +87,9 @@ def bout_tail_beats(drive: np.ndarray, bend: np.ndarray, dt: float, on: float = 
     """
     drive, bend = np.atleast_2d(np.asarray(drive, float)), np.atleast_2d(np.asarray(bend, float))
     if drive.shape != bend.shape:
-        raise ValueError(f"bout_tail_beats: drive {drive.shape} and bend {bend.shape} need the same "
-                         "(trial, time) shape.")
+        raise ValueError(
+            f"bout_tail_beats: drive {drive.shape} and bend {bend.shape} need the same (trial, time) shape."
+        )
     out = []
     n_skip, n_min = int(round(skip / dt)), int(round(min_len / dt))
     for d, x in zip(drive, bend):
@@ -90,6 +98,6 @@ def bout_tail_beats(drive: np.ndarray, bend: np.ndarray, dt: float, on: float = 
             e = s + int(np.argmax(~act[s:])) if (~act[s:]).any() else len(act)
             if e - s < n_min:
                 continue
-            m = x[s + n_skip:e] - x[s + n_skip:e].mean()
+            m = x[s + n_skip : e] - x[s + n_skip : e].mean()
             out.append(((m[:-1] < 0) & (m[1:] >= 0)).sum() / (len(m) * dt))
     return np.asarray(out, float)

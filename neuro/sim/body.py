@@ -113,8 +113,10 @@ class LarvaShape:
         """Width and height at body fractions ``s`` (0 = head tip, 1 = tail tip)."""
         s = np.asarray(s, float)
         xs = [0.0, self.trunk_at, 1.0]
-        return (np.interp(s, xs, [self.head_width, self.trunk_width, self.tail_width]),
-                np.interp(s, xs, [self.head_height, self.trunk_height, self.tail_height]))
+        return (
+            np.interp(s, xs, [self.head_width, self.trunk_width, self.tail_width]),
+            np.interp(s, xs, [self.head_height, self.trunk_height, self.tail_height]),
+        )
 
 
 def link_masses(p: BodyParams) -> np.ndarray:
@@ -147,8 +149,8 @@ class Body:
             L[i, :i] = self.l[:i]
             L[i, i] = self.l[i] / 2.0
         self.Lmat = L
-        self.A = L.T @ (self.m[:, None] * L)   # (N, N)
-        self.b = L.T @ self.m                  # (N,)
+        self.A = L.T @ (self.m[:, None] * L)  # (N, N)
+        self.b = L.T @ self.m  # (N,)
         self.m_tot = self.m.sum()
         D = np.zeros((N - 1, N))
         for j in range(N - 1):
@@ -194,8 +196,7 @@ class Body:
         p = self.p
         phi = q[:, 3:] - q[:, 2:-1]
         phid = qd[:, 3:] - qd[:, 2:-1]
-        return (alpha_scale * p.alpha * (m_right - m_left)
-                - p.beta * (m_left + m_right + p.gamma) * phi - p.delta * phid)
+        return alpha_scale * p.alpha * (m_right - m_left) - p.beta * (m_left + m_right + p.gamma) * phi - p.delta * phid
 
     def accel(self, q, qd, tau, drag_scale=None):
         """Generalised accelerations ``(B, N+2)`` for joint torques ``tau`` (B, N-1)."""

@@ -171,19 +171,19 @@ class CircuitParams:
     tau_visual: float = 0.05
     tau_integrator: float = 0.15
     tau_hindbrain: float = 0.02
-    bout_rate_spont: float = 0.3      # bouts per s in darkness
-    bout_rate_gain: float = 0.08      # extra bouts per s per (mm s-1) of forward flow
-    bout_turn_gain: float = 0.6       # extra bouts per s per (rad s-1) of rotational flow
+    bout_rate_spont: float = 0.3  # bouts per s in darkness
+    bout_rate_gain: float = 0.08  # extra bouts per s per (mm s-1) of forward flow
+    bout_turn_gain: float = 0.6  # extra bouts per s per (rad s-1) of rotational flow
     bout_duration_min: float = 0.10
     bout_duration_max: float = 0.30
     bout_refractory: float = 0.3
-    drive_base: float = 0.4          # descending drive during a bout with no visual drive
-    drive_gain: float = 0.025         # per (mm s-1) of forward flow
+    drive_base: float = 0.4  # descending drive during a bout with no visual drive
+    drive_gain: float = 0.025  # per (mm s-1) of forward flow
     drive_max: float = 1.0
-    turn_gain: float = 0.25           # left-right drive asymmetry per (rad s-1), set at bout start
-    turn_max: float = 0.5             # the largest asymmetry
-    flash_gain: float = 4.0           # bout-rate boost per unit luminance change per s
-    rot_weight: float = 2.0           # mm s-1 of equivalent flow per rad s-1 in DS units
+    turn_gain: float = 0.25  # left-right drive asymmetry per (rad s-1), set at bout start
+    turn_max: float = 0.5  # the largest asymmetry
+    flash_gain: float = 4.0  # bout-rate boost per unit luminance change per s
+    rot_weight: float = 2.0  # mm s-1 of equivalent flow per rad s-1 in DS units
     # spinal integration and V2a speed modules (added after the fields above, so positional
     # construction keeps its meaning)
     spinal_substeps: int = 2
@@ -206,23 +206,26 @@ class CircuitParams:
 
 def _check(p: CircuitParams) -> None:
     K = len(p.module_names)
-    fields = ("module_tau_r", "module_tau_a", "module_output", "module_recruit", "module_derecruit",
-              "module_speedup")
+    fields = ("module_tau_r", "module_tau_a", "module_output", "module_recruit", "module_derecruit", "module_speedup")
     if K < 1 or any(len(getattr(p, f)) != K for f in fields):
-        raise ConfigError(f"CircuitParams: {', '.join(fields)} need one entry per module of module_names "
-                          f"{p.module_names}.")
+        raise ConfigError(
+            f"CircuitParams: {', '.join(fields)} need one entry per module of module_names {p.module_names}."
+        )
     if int(p.spinal_substeps) < 1:
         raise ConfigError(f"CircuitParams.spinal_substeps={p.spinal_substeps}; give at least 1.")
     h = p.dt / p.spinal_substeps
     if any(s < 0 for s in p.module_speedup):
         raise ConfigError(f"CircuitParams.module_speedup={p.module_speedup}; give non-negative speed-ups.")
     # the fastest a module gets: at the largest speed command, drive_max
-    quick = [t / (1 + s * max(p.drive_max - r, 0.0))
-             for t, s, r in zip(p.module_tau_r, p.module_speedup, p.module_recruit)]
+    quick = [
+        t / (1 + s * max(p.drive_max - r, 0.0)) for t, s, r in zip(p.module_tau_r, p.module_speedup, p.module_recruit)
+    ]
     if min(p.tau_r, *quick) < h:
-        raise ConfigError(f"A rate time constant (at the largest drive, after module_speedup) is shorter than "
-                          f"the spinal step {h * 1e3:.2f} ms (Euler would overshoot); raise spinal_substeps or the "
-                          "time constant, or lower module_speedup.")
+        raise ConfigError(
+            f"A rate time constant (at the largest drive, after module_speedup) is shorter than "
+            f"the spinal step {h * 1e3:.2f} ms (Euler would overshoot); raise spinal_substeps or the "
+            "time constant, or lower module_speedup."
+        )
 
 
 class Circuit:
@@ -433,16 +436,27 @@ class Circuit:
             T,
             dims=("post_segment", "post_side", "post_type", "pre_segment", "pre_side", "pre_type"),
             coords={
-                "post_segment": np.arange(n), "post_side": list(SIDES), "post_type": list(SPINAL_TYPES),
-                "pre_segment": np.arange(n), "pre_side": list(SIDES), "pre_type": list(SPINAL_TYPES),
+                "post_segment": np.arange(n),
+                "post_side": list(SIDES),
+                "post_type": list(SPINAL_TYPES),
+                "pre_segment": np.arange(n),
+                "pre_side": list(SIDES),
+                "pre_type": list(SPINAL_TYPES),
             },
             name="weights",
-            attrs={"units": "1", "description": "signed synaptic weight from pre to post population "
-                   "(delays summed); negative = inhibitory"},
+            attrs={
+                "units": "1",
+                "description": "signed synaptic weight from pre to post population "
+                "(delays summed); negative = inhibitory",
+            },
         )
 
-    def lesion_mask(self, populations: tuple[str, ...] = (), sides: tuple[str, ...] = ("L", "R"),
-                    segments: tuple[int, ...] | None = None) -> np.ndarray:
+    def lesion_mask(
+        self,
+        populations: tuple[str, ...] = (),
+        sides: tuple[str, ...] = ("L", "R"),
+        segments: tuple[int, ...] | None = None,
+    ) -> np.ndarray:
         """A ``(n_spinal,)`` 0/1 mask silencing the named spinal populations (a knockout)."""
         bad = [t for t in populations if t not in SPINAL_TYPES]
         if bad:
@@ -450,8 +464,11 @@ class Circuit:
         m = np.ones(self.n_spinal)
         segs = set(range(self.p.n_seg)) if segments is None else set(segments)
         for k in range(self.n_spinal):
-            if (SPINAL_TYPES[self.unit_type[k]] in populations and SIDES[self.unit_side[k]] in sides
-                    and int(self.unit_seg[k]) in segs):
+            if (
+                SPINAL_TYPES[self.unit_type[k]] in populations
+                and SIDES[self.unit_side[k]] in sides
+                and int(self.unit_seg[k]) in segs
+            ):
                 m[k] = 0.0
         return m
 

@@ -229,12 +229,81 @@ def _rk4(q, qd, mL, mR, alpha_s, drag_s, h, bp, bvec, Ar, A, inertia, ln, S, w, 
 
 
 @_jit
-def run_trials(b0, b1, t0, nt, external, ctrl, gx_, gy_, rot_, lum_, gain_, closed_, keys, first_step, drive_clamp,
-               lesion, comm, drag, alpha, heading0, brain, scal, HL, IHL, AB, ptrs, muscle, q, qd, extras,
-               pending, cp, sy_ptr, sy_col, sy_w, sy_contra, vv_ptr, vv_col, vv_w,
-               pool, pool_w, imod, mod_w, i_tau_r, i_tau_a, i_theta, i_gad, i_wdrive, i_side, i_mn, mod_on, mod_off, mod_speed,
-               mn_ptr, mn_idx, mn_w, bp, bvec, Ar, A, inertia, ln, m, substeps, nsub,
-               record_every, rec_rates, rec_muscle, rec_q, rec_qd, rec_flow, rec_drive, rec_bout):
+def run_trials(
+    b0,
+    b1,
+    t0,
+    nt,
+    external,
+    ctrl,
+    gx_,
+    gy_,
+    rot_,
+    lum_,
+    gain_,
+    closed_,
+    keys,
+    first_step,
+    drive_clamp,
+    lesion,
+    comm,
+    drag,
+    alpha,
+    heading0,
+    brain,
+    scal,
+    HL,
+    IHL,
+    AB,
+    ptrs,
+    muscle,
+    q,
+    qd,
+    extras,
+    pending,
+    cp,
+    sy_ptr,
+    sy_col,
+    sy_w,
+    sy_contra,
+    vv_ptr,
+    vv_col,
+    vv_w,
+    pool,
+    pool_w,
+    imod,
+    mod_w,
+    i_tau_r,
+    i_tau_a,
+    i_theta,
+    i_gad,
+    i_wdrive,
+    i_side,
+    i_mn,
+    mod_on,
+    mod_off,
+    mod_speed,
+    mn_ptr,
+    mn_idx,
+    mn_w,
+    bp,
+    bvec,
+    Ar,
+    A,
+    inertia,
+    ln,
+    m,
+    substeps,
+    nsub,
+    record_every,
+    rec_rates,
+    rec_muscle,
+    rec_q,
+    rec_qd,
+    rec_flow,
+    rec_drive,
+    rec_bout,
+):
     """Run trials ``b0 .. b1 - 1`` for steps ``t0 .. t0 + nt - 1`` of the run, recording every
     ``record_every`` (step ``t`` fills record ``(t + 1) // record_every - 1``).
 
@@ -358,8 +427,9 @@ def run_trials(b0, b1, t0, nt, external, ctrl, gx_, gy_, rot_, lum_, gain_, clos
             # bout generator
             dl = abs(lum - sc[S_LUMP]) / dt
             flash_tr = sc[S_FLASH] + dt / 0.05 * (min(dl, 50.0) - sc[S_FLASH])
-            rate = (spont + rate_gain * v0 * bb[4] + turn_gain_b * v0 / rot_weight * (bb[5] + bb[6])
-                    + flash_gain * flash_tr)
+            rate = (
+                spont + rate_gain * v0 * bb[4] + turn_gain_b * v0 / rot_weight * (bb[5] + bb[6]) + flash_gain * flash_tr
+            )
             in_bout = sc[S_LEFT] > 0
             acc = sc[S_ACC]
             if not (in_bout or sc[S_REFR] > 0):
@@ -414,8 +484,11 @@ def run_trials(b0, b1, t0, nt, external, ctrl, gx_, gy_, rot_, lum_, gain_, clos
             # drive through the modules' recruitment windows, input noise, threshold
             d_mean = 0.5 * (dL + dR)  # the speed command recruits the same modules on both sides
             for k in range(K):
-                tune[k] = (1.0 / (1.0 + math.exp(-(d_mean - mod_on[k]) / width))
-                           * (1.0 - 1.0 / (1.0 + math.exp(-(d_mean - mod_off[k]) / width))))
+                tune[k] = (
+                    1.0
+                    / (1.0 + math.exp(-(d_mean - mod_on[k]) / width))
+                    * (1.0 - 1.0 / (1.0 + math.exp(-(d_mean - mod_off[k]) / width)))
+                )
             for i in range(ni):
                 if i_mn[i]:
                     d_side = dLm if i_side[i] == 0 else dRm
@@ -512,8 +585,27 @@ def run_trials(b0, b1, t0, nt, external, ctrl, gx_, gy_, rot_, lum_, gain_, clos
                     ctrl[b, 2 * jj + 1] = mL[jj] + mR[jj]
             else:
                 for _ in range(substeps):
-                    _rk4(qb, qdb, mL, mR, alpha[b], drag[b], dt / substeps, bp, bvec, Ar, A, inertia, ln, Sw, ww,
-                         kq, kv, qt, qdt)
+                    _rk4(
+                        qb,
+                        qdb,
+                        mL,
+                        mR,
+                        alpha[b],
+                        drag[b],
+                        dt / substeps,
+                        bp,
+                        bvec,
+                        Ar,
+                        A,
+                        inertia,
+                        ln,
+                        Sw,
+                        ww,
+                        kq,
+                        kv,
+                        qt,
+                        qdt,
+                    )
             ex_ = extras[b]
             ex_[X_FWD] = fwdv[j]
             ex_[X_TURN] = turnv[j]

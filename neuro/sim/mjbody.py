@@ -74,7 +74,20 @@ from scimech.errors import ConfigError, ScimechError
 
 from .body import BodyParams, LarvaShape, link_masses
 
-__all__ = ["LarvaShape", "Water", "water_of", "link_boxes", "linear_drag", "larva_mjcf", "BatchBody", "SimulationError", "engine_warnings", "to_chain", "to_mujoco", "AVAILABLE"]
+__all__ = [
+    "LarvaShape",
+    "Water",
+    "water_of",
+    "link_boxes",
+    "linear_drag",
+    "larva_mjcf",
+    "BatchBody",
+    "SimulationError",
+    "engine_warnings",
+    "to_chain",
+    "to_mujoco",
+    "AVAILABLE",
+]
 
 # whether MuJoCo is installed, without importing it (~0.2 s) whenever neuro.sim is imported
 AVAILABLE = importlib.util.find_spec("mujoco") is not None
@@ -150,8 +163,13 @@ def link_boxes(params: BodyParams, shape: LarvaShape, water: Water) -> np.ndarra
     return np.stack([np.full(N, ln / 2), ry, rz], axis=1)
 
 
-def larva_mjcf(params: BodyParams | None = None, shape: LarvaShape | None = None, drag_scale: float = 1.0,
-               timestep: float = 0.0005, water: Water | None = None) -> str:
+def larva_mjcf(
+    params: BodyParams | None = None,
+    shape: LarvaShape | None = None,
+    drag_scale: float = 1.0,
+    timestep: float = 0.0005,
+    water: Water | None = None,
+) -> str:
     """The MJCF text of the larva in water (``drag_scale`` multiplies the water's density and
     viscosity: a fluid shift; 0 = no water)."""
 
@@ -176,43 +194,52 @@ def larva_mjcf(params: BodyParams | None = None, shape: LarvaShape | None = None
             lines.append(f'{pad}  <joint name="y" type="slide" axis="0 1 0"/>')
             lines.append(f'{pad}  <joint name="yaw" type="hinge" axis="0 0 1"/>')
         else:
-            lines.append(f'{pad}  <joint name="j{k - 1}" type="hinge" axis="0 0 1" '
-                         f'stiffness="{p.beta * p.gamma:.17g}" damping="{p.delta:.17g}"/>')
+            lines.append(
+                f'{pad}  <joint name="j{k - 1}" type="hinge" axis="0 0 1" '
+                f'stiffness="{p.beta * p.gamma:.17g}" damping="{p.delta:.17g}"/>'
+            )
         rx, ry, rz = box[k]
         m = mass[k]
         inertia = (m / 3 * (ry**2 + rz**2), m / 3 * (rx**2 + rz**2), m / 3 * (rx**2 + ry**2))
-        lines.append(f'{pad}  <inertial pos="{-ln / 2:.17g} 0 0" mass="{m:.17g}" '
-                     f'diaginertia="{inertia[0]:.17g} {inertia[1]:.17g} {inertia[2]:.17g}"/>')
+        lines.append(
+            f'{pad}  <inertial pos="{-ln / 2:.17g} 0 0" mass="{m:.17g}" '
+            f'diaginertia="{inertia[0]:.17g} {inertia[1]:.17g} {inertia[2]:.17g}"/>'
+        )
         # the larva's outline, for drawing only (no mass, no contacts)
-        lines.append(f'{pad}  <geom name="g{k}" type="ellipsoid" pos="{-ln / 2:.17g} 0 0" '
-                     f'size="{ln / 2:.17g} {width[k] / 2:.17g} {height[k] / 2:.17g}" mass="0" contype="0" '
-                     'conaffinity="0"/>')
+        lines.append(
+            f'{pad}  <geom name="g{k}" type="ellipsoid" pos="{-ln / 2:.17g} 0 0" '
+            f'size="{ln / 2:.17g} {width[k] / 2:.17g} {height[k] / 2:.17g}" mass="0" contype="0" '
+            'conaffinity="0"/>'
+        )
     for k in reversed(range(N)):
         lines.append(f"{indent * (k + 2)}</body>")
     acts = []
     for j in range(N - 1):
         acts.append(f'    <motor name="bend{j}" joint="j{j}" gear="{p.alpha:.17g}"/>')
-        acts.append(f'    <general name="stiff{j}" joint="j{j}" gaintype="affine" gainprm="0 {-p.beta:.17g} 0" '
-                    'biastype="none"/>')
-    return "\n".join([
-        '<mujoco model="larva">',
-        '  <compiler angle="radian" autolimits="true" inertiafromgeom="false"/>',
-        f'  <option timestep="{timestep:.17g}" integrator="Euler" gravity="0 0 0" '
-        f'density="{water.density * drag_scale:.17g}" viscosity="{water.viscosity * drag_scale:.17g}">',
-        '    <flag contact="disable" warmstart="disable"/>',
-        "  </option>",
-        "  <worldbody>",
-        *lines,
-        "  </worldbody>",
-        "  <actuator>",
-        *acts,
-        "  </actuator>",
-        "</mujoco>",
-    ])
+        acts.append(
+            f'    <general name="stiff{j}" joint="j{j}" gaintype="affine" gainprm="0 {-p.beta:.17g} 0" '
+            'biastype="none"/>'
+        )
+    return "\n".join(
+        [
+            '<mujoco model="larva">',
+            '  <compiler angle="radian" autolimits="true" inertiafromgeom="false"/>',
+            f'  <option timestep="{timestep:.17g}" integrator="Euler" gravity="0 0 0" '
+            f'density="{water.density * drag_scale:.17g}" viscosity="{water.viscosity * drag_scale:.17g}">',
+            '    <flag contact="disable" warmstart="disable"/>',
+            "  </option>",
+            "  <worldbody>",
+            *lines,
+            "  </worldbody>",
+            "  <actuator>",
+            *acts,
+            "  </actuator>",
+            "</mujoco>",
+        ]
+    )
 
 
-def linear_drag(q: np.ndarray, qd: np.ndarray, lengths: np.ndarray, water: Water,
-                drag_scale: np.ndarray) -> np.ndarray:
+def linear_drag(q: np.ndarray, qd: np.ndarray, lengths: np.ndarray, water: Water, drag_scale: np.ndarray) -> np.ndarray:
     """World-frame viscous forces ``(B, n_links, 2)`` on each link's centre (nN):
     ``-l (k_t v_t t + k_n v_n n)`` with ``t`` along the link, ``n`` across it, ``v`` the link
     centre's velocity (chain coordinates)."""
@@ -291,8 +318,16 @@ class BatchBody:
     one compiled model). ``substeps``: MuJoCo steps per simulator step (controls held).
     """
 
-    def __init__(self, params: BodyParams, drag_scale: np.ndarray, dt: float, substeps: int = 2,
-                 threads: int = 1, shape: LarvaShape | None = None, water: Water | None = None):
+    def __init__(
+        self,
+        params: BodyParams,
+        drag_scale: np.ndarray,
+        dt: float,
+        substeps: int = 2,
+        threads: int = 1,
+        shape: LarvaShape | None = None,
+        water: Water | None = None,
+    ):
         import mujoco
         from mujoco import batch as mjbatch
 
@@ -309,8 +344,15 @@ class BatchBody:
         self.batch.reset(stage=mujoco.mjtStage.mjSTAGE_NONE.value)
         # a state that blew up (MuJoCo resets the trial), or a muscle command that was NaN or huge
         # (MuJoCo sets every control of the trial to 0 for that step: the larva stops beating)
-        self._unstable = [int(w) for w in (mujoco.mjtWarning.mjWARN_BADQPOS, mujoco.mjtWarning.mjWARN_BADQVEL,
-                                           mujoco.mjtWarning.mjWARN_BADQACC, mujoco.mjtWarning.mjWARN_BADCTRL)]
+        self._unstable = [
+            int(w)
+            for w in (
+                mujoco.mjtWarning.mjWARN_BADQPOS,
+                mujoco.mjtWarning.mjWARN_BADQVEL,
+                mujoco.mjtWarning.mjWARN_BADQACC,
+                mujoco.mjtWarning.mjWARN_BADCTRL,
+            )
+        ]
         self.water = water
         self.drag_scale = drag_scale
         self.lengths = np.full(params.n_links, params.length / params.n_links)
@@ -333,8 +375,15 @@ class BatchBody:
         of :func:`linear_drag` projected on the hinges, tested against MuJoCo's ``mj_applyFT``)."""
         from . import compiled
 
-        compiled.viscous_qfrc(np.ascontiguousarray(q), np.ascontiguousarray(qd), self.lengths,
-                              self.water.normal_linear, self.water.tangential_linear, self.drag_scale, self.qfrc)
+        compiled.viscous_qfrc(
+            np.ascontiguousarray(q),
+            np.ascontiguousarray(qd),
+            self.lengths,
+            self.water.normal_linear,
+            self.water.tangential_linear,
+            self.drag_scale,
+            self.qfrc,
+        )
 
     def step(self) -> None:
         self.batch.step(nstep=self.substeps)
@@ -350,7 +399,8 @@ class BatchBody:
                 f"trial(s) {trials[:5].tolist()}{' ...' if len(trials) > 5 else ''}; MuJoCo reset them or zeroed "
                 "their muscles, so their numbers would be wrong. Lower "
                 "the muscle or drive perturbation, or raise Simulator.mujoco_substeps (a smaller MuJoCo step)."
-                + (f" MuJoCo said: {_WARNINGS[0]}" if _WARNINGS else ""))
+                + (f" MuJoCo said: {_WARNINGS[0]}" if _WARNINGS else "")
+            )
 
     def chain_state(self) -> tuple[np.ndarray, np.ndarray]:
         return to_chain(self.qpos, self.qvel)

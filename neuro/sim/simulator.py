@@ -45,21 +45,33 @@ def _available_cores() -> int:
 
 
 _STIM_KEYS = ("gx", "gy", "rot", "lum", "gain", "closed")
-_MEANING = {"commissural": "1 = intact commissural V0d weights, 0 = cut", "drag_scale": "1 = water, 0 = no drag",
-            "muscle_scale": "1 = the muscles' gain, 0 = paralysed", "drive": "the clamped descending drive, 0 to drive_max"}
+_MEANING = {
+    "commissural": "1 = intact commissural V0d weights, 0 = cut",
+    "drag_scale": "1 = water, 0 = no drag",
+    "muscle_scale": "1 = the muscles' gain, 0 = paralysed",
+    "drive": "the clamped descending drive, 0 to drive_max",
+}
 
 
 def _trial_indices(trials) -> np.ndarray:
     """``trials`` as distinct non-negative integer indices (each keys a trial's state and noise)."""
     t = np.asarray(trials).reshape(-1)
-    if t.size and (not np.issubdtype(t.dtype, np.number) or not np.isfinite(t.astype(float)).all()
-                   or (t != np.round(t)).any() or (t < 0).any()):
-        raise ConfigError(f"trials={np.asarray(trials).tolist()[:8]}; give non-negative integer indices (a trial's "
-                          "index in the stimulus table keys its initial state and noise).")
+    if t.size and (
+        not np.issubdtype(t.dtype, np.number)
+        or not np.isfinite(t.astype(float)).all()
+        or (t != np.round(t)).any()
+        or (t < 0).any()
+    ):
+        raise ConfigError(
+            f"trials={np.asarray(trials).tolist()[:8]}; give non-negative integer indices (a trial's "
+            "index in the stimulus table keys its initial state and noise)."
+        )
     t = t.astype(np.int64)
     if len(np.unique(t)) != len(t):
-        raise ConfigError(f"trials={t.tolist()[:8]} repeats an index: trials with the same index are the same "
-                          "fish (same initial state, same noise), not replicates. Give distinct indices.")
+        raise ConfigError(
+            f"trials={t.tolist()[:8]} repeats an index: trials with the same index are the same "
+            "fish (same initial state, same noise), not replicates. Give distinct indices."
+        )
     return t
 
 
@@ -98,26 +110,26 @@ class Perturbation:
 class SimState:
     """Full state of a batch of fish (shapes with ``B`` = trials)."""
 
-    brain: np.ndarray          # (B, 12) brain unit rates
-    r_hist: np.ndarray         # (H, B, n_spinal) ring of spinal rates per spinal step, newest at [ptr]
+    brain: np.ndarray  # (B, 12) brain unit rates
+    r_hist: np.ndarray  # (H, B, n_spinal) ring of spinal rates per spinal step, newest at [ptr]
     ptr: int
-    a: np.ndarray              # (B, n_internal) adaptation
-    bout_acc: np.ndarray       # (B,) bout accumulator
-    bout_left: np.ndarray      # (B,) time left in current bout, s
-    refractory: np.ndarray     # (B,) refractory time left, s
-    bout_len: np.ndarray       # (B,) duration of the current bout, s
-    lum_prev: np.ndarray       # (B,)
-    flash_tr: np.ndarray       # (B,) low-passed luminance-change transient
-    muscle: np.ndarray         # (B, 2, n_joints) muscle activations left/right
+    a: np.ndarray  # (B, n_internal) adaptation
+    bout_acc: np.ndarray  # (B,) bout accumulator
+    bout_left: np.ndarray  # (B,) time left in current bout, s
+    refractory: np.ndarray  # (B,) refractory time left, s
+    bout_len: np.ndarray  # (B,) duration of the current bout, s
+    lum_prev: np.ndarray  # (B,)
+    flash_tr: np.ndarray  # (B,) low-passed luminance-change transient
+    muscle: np.ndarray  # (B, 2, n_joints) muscle activations left/right
     q: np.ndarray
     qd: np.ndarray
-    heading0: np.ndarray       # (B,) initial heading (open loop projection)
+    heading0: np.ndarray  # (B,) initial heading (open loop projection)
     t: float = 0.0
     extras: dict = field(default_factory=dict)
     r_internal_hist: np.ndarray | None = None  # (H, B, n_internal) ring of internal unit rates
-    noise_key: np.ndarray | None = None   # (B,) uint64 keys of the process noise (neuro.sim.noise)
-    n_step: int = 0                       # steps taken since the state was made (noise counter)
-    bout_turn: np.ndarray | None = None   # (B,) left-right drive asymmetry chosen at the bout's start
+    noise_key: np.ndarray | None = None  # (B,) uint64 keys of the process noise (neuro.sim.noise)
+    n_step: int = 0  # steps taken since the state was made (noise counter)
+    bout_turn: np.ndarray | None = None  # (B,) left-right drive asymmetry chosen at the bout's start
 
     @property
     def r(self) -> np.ndarray:
@@ -146,13 +158,21 @@ class Simulator:
 
     tau_muscle = 0.005
 
-    def __init__(self, circuit: CircuitParams | None = None, body: BodyParams | None = None, seed: int = 0,
-                 threads: int | None = None, physics: str = "mujoco"):
+    def __init__(
+        self,
+        circuit: CircuitParams | None = None,
+        body: BodyParams | None = None,
+        seed: int = 0,
+        threads: int | None = None,
+        physics: str = "mujoco",
+    ):
         if threads is not None and int(threads) < 1:
             raise ConfigError(f"threads={threads}; give a positive number of threads (or None for all cores).")
         if physics not in ("mujoco", "chain"):
-            raise ConfigError(f"physics={physics!r}; expected 'mujoco' (the body on MuJoCo with its fluid model) or "
-                              "'chain' (the hand-written chain with resistive drag, kept as a reference).")
+            raise ConfigError(
+                f"physics={physics!r}; expected 'mujoco' (the body on MuJoCo with its fluid model) or "
+                "'chain' (the hand-written chain with resistive drag, kept as a reference)."
+            )
         if physics == "mujoco" and not mjbody.AVAILABLE:  # pragma: no cover - mujoco-core is a dependency
             raise ConfigError("physics='mujoco' needs MuJoCo (pip install mujoco-core); or use physics='chain'.")
         self.physics = physics
@@ -162,8 +182,9 @@ class Simulator:
         self.p = self.circuit.p
         self.dt = self.p.dt
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-            raise ConfigError(f"seed={seed!r}; give a non-negative integer (it seeds every trial's initial state "
-                              "and noise).")
+            raise ConfigError(
+                f"seed={seed!r}; give a non-negative integer (it seeds every trial's initial state and noise)."
+            )
         self.seed = int(seed)
         self.rng = np.random.default_rng(seed)
         nj = self.body.n_joints
@@ -181,8 +202,9 @@ class Simulator:
         self._Wi = sp.csr_matrix(np.concatenate(list(Wi), axis=1))
         self._Wc = sp.csr_matrix(np.concatenate(list(Wc), axis=1))
         # recorded rate = weighted sum of its internal units
-        self._pool = sp.csr_matrix((c.internal_weight, (c.internal_pool, np.arange(c.n_internal))),
-                                   shape=(c.n_spinal, c.n_internal))
+        self._pool = sp.csr_matrix(
+            (c.internal_weight, (c.internal_pool, np.arange(c.n_internal))), shape=(c.n_spinal, c.n_internal)
+        )
         self._tables = None
 
     # ------------------------------------------------------------------ state
@@ -205,12 +227,13 @@ class Simulator:
         q, qd = self.body.initial_state(batch, heading)
         trials = np.arange(batch) if trials is None else _trial_indices(trials)
         if len(trials) != batch:
-            raise ConfigError(f"initial_state: {len(trials)} trial indices for a batch of {batch}; give one "
-                              "per trial.")
+            raise ConfigError(f"initial_state: {len(trials)} trial indices for a batch of {batch}; give one per trial.")
         h = np.asarray(heading, float)
         if h.ndim > 1 or h.size not in (1, batch) or not np.isfinite(h).all():
-            raise ConfigError(f"heading has shape {h.shape} and values {h.reshape(-1)[:3].tolist()}...; give one "
-                              f"finite angle (rad) or one per trial ({batch}).")
+            raise ConfigError(
+                f"heading has shape {h.shape} and values {h.reshape(-1)[:3].tolist()}...; give one "
+                f"finite angle (rad) or one per trial ({batch})."
+            )
         r_int, acc, keys = np.empty((batch, ni)), np.empty(batch), np.empty(batch, np.uint64)
         for b, tr in enumerate(trials):
             g = self.trial_rng(tr)
@@ -220,12 +243,20 @@ class Simulator:
         r0 = (self._pool @ r_int.T).T
         return SimState(
             brain=np.zeros((batch, len(BRAIN_UNITS))),
-            r_hist=np.repeat(r0[None], H, 0), ptr=0,
-            a=np.zeros((batch, ni)), r_internal_hist=np.repeat(r_int[None], H, 0),
-            bout_acc=acc, bout_left=np.zeros(batch),
-            refractory=np.zeros(batch), bout_len=np.zeros(batch),
-            lum_prev=np.ones(batch), flash_tr=np.zeros(batch), bout_turn=np.zeros(batch),
-            muscle=np.zeros((batch, 2, self.body.n_joints)), q=q, qd=qd,
+            r_hist=np.repeat(r0[None], H, 0),
+            ptr=0,
+            a=np.zeros((batch, ni)),
+            r_internal_hist=np.repeat(r_int[None], H, 0),
+            bout_acc=acc,
+            bout_left=np.zeros(batch),
+            refractory=np.zeros(batch),
+            bout_len=np.zeros(batch),
+            lum_prev=np.ones(batch),
+            flash_tr=np.zeros(batch),
+            bout_turn=np.zeros(batch),
+            muscle=np.zeros((batch, 2, self.body.n_joints)),
+            q=q,
+            qd=qd,
             heading0=np.broadcast_to(np.asarray(heading, float), (batch,)).copy(),
             noise_key=keys,
         )
@@ -273,13 +304,17 @@ class Simulator:
         self._check_perturbation(pert, B)
         missing = [k for k in _STIM_KEYS if k not in stim]
         if missing:
-            raise ConfigError(f"step: the stimulus lacks {missing}; give a dict of ({B},) arrays with keys {_STIM_KEYS} "
-                              "(one time step of a Stimulus: {k: getattr(stim, k)[:, i]}).")
+            raise ConfigError(
+                f"step: the stimulus lacks {missing}; give a dict of ({B},) arrays with keys {_STIM_KEYS} "
+                "(one time step of a Stimulus: {k: getattr(stim, k)[:, i]})."
+            )
         for k in _STIM_KEYS:
             v = np.asarray(stim[k], float)
             if v.shape not in ((), (B,)) or not np.isfinite(v).all():
-                raise ConfigError(f"step: stimulus[{k!r}] has shape {v.shape}{' and non-finite values' if v.shape in ((), (B,)) else ''}; "
-                                  f"give a finite value or {B} finite values (one per trial) for this time step.")
+                raise ConfigError(
+                    f"step: stimulus[{k!r}] has shape {v.shape}{' and non-finite values' if v.shape in ((), (B,)) else ''}; "
+                    f"give a finite value or {B} finite values (one per trial) for this time step."
+                )
         return self._step(st, stim, pert)
 
     def _step(self, st: SimState, stim: dict, pert: Perturbation | None = None) -> SimState:
@@ -309,14 +344,22 @@ class Simulator:
         lum = stim["lum"]
         dl = np.abs(lum - st.lum_prev) / dt
         flash_tr = st.flash_tr + dt / 0.05 * (np.minimum(dl, 50.0) - st.flash_tr)
-        rate = (p.bout_rate_spont + p.bout_rate_gain * v0 * b[:, 4]
-                + p.bout_turn_gain * v0 / p.rot_weight * (b[:, 5] + b[:, 6]) + p.flash_gain * flash_tr)
+        rate = (
+            p.bout_rate_spont
+            + p.bout_rate_gain * v0 * b[:, 4]
+            + p.bout_turn_gain * v0 / p.rot_weight * (b[:, 5] + b[:, 6])
+            + p.flash_gain * flash_tr
+        )
         in_bout = st.bout_left > 0
         acc = st.bout_acc + np.where(in_bout | (st.refractory > 0), 0.0, rate * dt + 0.3 * np.sqrt(dt) * z[:, 0])
         level = np.clip(b[:, 4] + 0.5 * (b[:, 5] + b[:, 6]), 0, 2) / 2
         start = (acc >= 1.0) & ~in_bout
-        bout_len = np.where(start, p.bout_duration_min + (p.bout_duration_max - p.bout_duration_min)
-                            * np.clip(0.3 + 0.7 * level + 0.1 * z[:, 1], 0, 1), st.bout_len)
+        bout_len = np.where(
+            start,
+            p.bout_duration_min
+            + (p.bout_duration_max - p.bout_duration_min) * np.clip(0.3 + 0.7 * level + 0.1 * z[:, 1], 0, 1),
+            st.bout_len,
+        )
         bout_left = np.where(start, bout_len, np.maximum(st.bout_left - dt, 0))
         refractory = np.where(start, bout_len + p.bout_refractory, np.maximum(st.refractory - dt, 0))
         acc = np.where(start, 0.2 * ndtr(z[:, 2]), acc)
@@ -349,8 +392,9 @@ class Simulator:
         comm = np.broadcast_to(np.asarray(pert.commissural, float), (B,))[:, None]
         side, mod = c.internal_side, c.internal_module
         is_mn = c.unit_type[c.internal_pool][None] == 3
-        d_int = np.where(side[None] == 0, np.where(is_mn, dLm[:, None], dL[:, None]),
-                         np.where(is_mn, dRm[:, None], dR[:, None]))
+        d_int = np.where(
+            side[None] == 0, np.where(is_mn, dLm[:, None], dL[:, None]), np.where(is_mn, dRm[:, None], dR[:, None])
+        )
         # V2a modules: the speed command (mean drive of both sides) through their recruitment
         # windows plus v2a_steer of the side's deviation from it; V0d, V1, MN: their side's drive
         d_mean = 0.5 * (dL + dR)
@@ -387,14 +431,38 @@ class Simulator:
         else:
             nsub = self.body.p.substeps
             for _ in range(nsub):
-                q, qd = self.body.step(q, qd, muscle[:, 0], muscle[:, 1], dt / nsub, drag_scale=drag[:, None],
-                                       alpha_scale=alpha[:, None], integrator="rk4")
-        return SimState(brain=b, r_hist=r_hist, ptr=ptr, a=a_new, bout_acc=acc, bout_left=bout_left,
-                        refractory=refractory, bout_len=bout_len, lum_prev=lum, flash_tr=flash_tr,
-                        muscle=muscle, q=q, qd=qd, heading0=st.heading0, t=st.t + dt,
-                        extras={"flow_fwd": fwd, "flow_turn": turn, "drive_L": dL, "drive_R": dR,
-                                "bout_start": start}, r_internal_hist=hist, noise_key=st.noise_key,
-                        n_step=st.n_step + 1, bout_turn=bout_turn)
+                q, qd = self.body.step(
+                    q,
+                    qd,
+                    muscle[:, 0],
+                    muscle[:, 1],
+                    dt / nsub,
+                    drag_scale=drag[:, None],
+                    alpha_scale=alpha[:, None],
+                    integrator="rk4",
+                )
+        return SimState(
+            brain=b,
+            r_hist=r_hist,
+            ptr=ptr,
+            a=a_new,
+            bout_acc=acc,
+            bout_left=bout_left,
+            refractory=refractory,
+            bout_len=bout_len,
+            lum_prev=lum,
+            flash_tr=flash_tr,
+            muscle=muscle,
+            q=q,
+            qd=qd,
+            heading0=st.heading0,
+            t=st.t + dt,
+            extras={"flow_fwd": fwd, "flow_turn": turn, "drive_L": dL, "drive_R": dR, "bout_start": start},
+            r_internal_hist=hist,
+            noise_key=st.noise_key,
+            n_step=st.n_step + 1,
+            bout_turn=bout_turn,
+        )
 
     mujoco_substeps = 2  # MuJoCo steps of 0.5 ms per simulator step of 1 ms (muscle controls held)
 
@@ -430,8 +498,16 @@ class Simulator:
         alpha = np.broadcast_to(np.asarray(pert.muscle_scale, float).reshape(-1), (B,))
         return np.ascontiguousarray(drag, float), np.ascontiguousarray(alpha, float)
 
-    def run(self, stim: Stimulus, pert: Perturbation | None = None, record_every: int = 10,
-            state: SimState | None = None, heading: float = 0.0, engine: str = "auto", trials=None):
+    def run(
+        self,
+        stim: Stimulus,
+        pert: Perturbation | None = None,
+        record_every: int = 10,
+        state: SimState | None = None,
+        heading: float = 0.0,
+        engine: str = "auto",
+        trials=None,
+    ):
         """Simulate a batched stimulus; returns a dict of recorded arrays ``(B, T_rec, ...)``.
 
         Recorded every ``record_every`` steps: ``rates`` (brain + spinal), ``muscle``,
@@ -461,8 +537,10 @@ class Simulator:
         if isinstance(record_every, bool) or not isinstance(record_every, (int, np.integer)) or record_every < 1:
             raise ConfigError(f"record_every={record_every!r}; give a positive whole number of steps.")
         if record_every > T:
-            raise ConfigError(f"record_every={record_every} is longer than the stimulus ({T} steps of {self.dt} s): "
-                              "nothing would be recorded. Give a longer stimulus or a smaller record_every.")
+            raise ConfigError(
+                f"record_every={record_every} is longer than the stimulus ({T} steps of {self.dt} s): "
+                "nothing would be recorded. Give a longer stimulus or a smaller record_every."
+            )
         self._check_perturbation(pert, B)
         if state is None:
             state = self.initial_state(B, heading, trials)
@@ -510,10 +588,13 @@ class Simulator:
             raise mjbody.SimulationError(
                 f"The {self.physics} body blew up (non-finite positions) in trial(s) {bad[:5].tolist()}; its "
                 "numbers would be wrong. "
-                + ("The hand-written chain is explicit (RK4 at 1 ms) and is stable with its linear mass taper: "
-                   "use Simulator(physics='mujoco') (the default), or BodyParams(taper=0.35) for the chain."
-                   if self.physics == "chain" else
-                   "Lower the perturbation, or raise Simulator.mujoco_substeps (a smaller MuJoCo step)."))
+                + (
+                    "The hand-written chain is explicit (RK4 at 1 ms) and is stable with its linear mass taper: "
+                    "use Simulator(physics='mujoco') (the default), or BodyParams(taper=0.35) for the chain."
+                    if self.physics == "chain"
+                    else "Lower the perturbation, or raise Simulator.mujoco_substeps (a smaller MuJoCo step)."
+                )
+            )
         out["tail_angle"] = q[..., 2] - q[..., -1]
         out["heading"] = q[..., 2]
         Bq = q.reshape(-1, q.shape[-1])
@@ -530,33 +611,46 @@ class Simulator:
         """``(B, T)`` of a :class:`Stimulus` whose six arrays share that 2-D shape, are finite and
         were built at this simulator's step; anything else is a :class:`ConfigError`."""
         if isinstance(stim, dict) or not all(hasattr(stim, k) for k in _STIM_KEYS):
-            raise ConfigError(f"run() takes a Stimulus of (trials, steps) arrays, got {type(stim).__name__}; build one "
-                              "with stack_stimuli([dict(condition=...), ...], duration, sim.dt) (make_stimulus gives "
-                              "one trial's arrays, for step()).")
+            raise ConfigError(
+                f"run() takes a Stimulus of (trials, steps) arrays, got {type(stim).__name__}; build one "
+                "with stack_stimuli([dict(condition=...), ...], duration, sim.dt) (make_stimulus gives "
+                "one trial's arrays, for step())."
+            )
         shapes = {k: np.shape(getattr(stim, k)) for k in _STIM_KEYS}
         first = shapes["gx"]
         if len(first) != 2 or any(v != first for v in shapes.values()):
             raise ConfigError(f"The stimulus's arrays must share one (trials, steps) shape; got {shapes}.")
         B, T = first
         if len(stim.condition) != B:
-            raise ConfigError(f"The stimulus has {B} trials but {len(stim.condition)} condition names; give one per trial.")
+            raise ConfigError(
+                f"The stimulus has {B} trials but {len(stim.condition)} condition names; give one per trial."
+            )
         for k in _STIM_KEYS:
             v = np.asarray(getattr(stim, k), float)
             if not np.isfinite(v).all():
                 bad = np.flatnonzero(~np.isfinite(v).all(axis=1))
-                raise ConfigError(f"Stimulus.{k} has NaN or infinite values in trial(s) {bad[:5].tolist()}; a "
-                                  "stimulus must be finite (check the speed or the arrays it was built from).")
+                raise ConfigError(
+                    f"Stimulus.{k} has NaN or infinite values in trial(s) {bad[:5].tolist()}; a "
+                    "stimulus must be finite (check the speed or the arrays it was built from)."
+                )
         dt = getattr(stim, "dt", None)
         if dt is not None and not math.isclose(dt, self.dt, rel_tol=1e-9):
-            raise ConfigError(f"The stimulus was built at dt={dt} s but the simulator steps at dt={self.dt} s: its "
-                              "time would be stretched. Build it with stack_stimuli(..., dt=sim.dt).")
+            raise ConfigError(
+                f"The stimulus was built at dt={dt} s but the simulator steps at dt={self.dt} s: its "
+                "time would be stretched. Build it with stack_stimuli(..., dt=sim.dt)."
+            )
         return B, T
 
     def _check_state(self, st: SimState, B: int) -> None:
         """A state given to :meth:`run` or :meth:`step` must hold ``B`` trials of this circuit and body."""
         ns, ni, H = self.circuit.n_spinal, self.circuit.n_internal, self.circuit.max_delay + 2
-        want = {"q": (B, self.body.N + 2), "qd": (B, self.body.N + 2), "r_hist": (H, B, ns),
-                "a": (B, ni), "muscle": (B, 2, self.body.n_joints)}
+        want = {
+            "q": (B, self.body.N + 2),
+            "qd": (B, self.body.N + 2),
+            "r_hist": (H, B, ns),
+            "a": (B, ni),
+            "muscle": (B, 2, self.body.n_joints),
+        }
         if st.r_internal_hist is not None:
             want["r_internal_hist"] = (H, B, ni)
         got = {k: np.shape(getattr(st, k)) for k in want}
@@ -566,17 +660,22 @@ class Simulator:
             raise ConfigError(
                 f"The state holds {trials} trial(s) of a circuit and body that do not match this run ({B} trials; "
                 + "; ".join(f"{k} {g} where {w} is expected" for k, (g, w) in wrong.items())
-                + "). Continue a run with the state it returned, from the same Simulator and the same trials.")
+                + "). Continue a run with the state it returned, from the same Simulator and the same trials."
+            )
 
     def _check_perturbation(self, pert: Perturbation, B: int) -> None:
         ns = self.circuit.n_spinal
         if pert.lesion is not None and np.shape(pert.lesion) not in ((B, ns), (ns,)):
-            raise ConfigError(f"Perturbation.lesion has shape {np.shape(pert.lesion)}; expected ({B}, {ns}) "
-                              f"or ({ns},) (one 0/1 entry per spinal unit; see Circuit.lesion_mask).")
+            raise ConfigError(
+                f"Perturbation.lesion has shape {np.shape(pert.lesion)}; expected ({B}, {ns}) "
+                f"or ({ns},) (one 0/1 entry per spinal unit; see Circuit.lesion_mask)."
+            )
         ni = self.circuit.n_internal
         if pert.module_lesion is not None and np.shape(pert.module_lesion) not in ((B, ni), (ni,)):
-            raise ConfigError(f"Perturbation.module_lesion has shape {np.shape(pert.module_lesion)}; expected "
-                              f"({B}, {ni}) or ({ni},) (see Circuit.module_lesion_mask).")
+            raise ConfigError(
+                f"Perturbation.module_lesion has shape {np.shape(pert.module_lesion)}; expected "
+                f"({B}, {ni}) or ({ni},) (see Circuit.module_lesion_mask)."
+            )
         for name in ("lesion", "module_lesion"):
             v = getattr(pert, name)
             if v is not None and not np.isin(np.asarray(v, float), (0.0, 1.0)).all():
@@ -586,15 +685,21 @@ class Simulator:
             if v is None:
                 continue
             if np.ndim(v) > 1 or (np.ndim(v) and np.size(v) not in (1, B)):
-                raise ConfigError(f"Perturbation.{name} has shape {np.shape(v)} for {B} trials; give one "
-                                  "value or a 1-D array of one per trial.")
+                raise ConfigError(
+                    f"Perturbation.{name} has shape {np.shape(v)} for {B} trials; give one "
+                    "value or a 1-D array of one per trial."
+                )
             a = np.asarray(v, float)
             if not np.isfinite(a).all() or (a < 0).any():
-                raise ConfigError(f"Perturbation.{name} has {'NaN or infinite' if not np.isfinite(a).all() else 'negative'} "
-                                  f"values; give finite factors >= 0 ({_MEANING[name]}).")
+                raise ConfigError(
+                    f"Perturbation.{name} has {'NaN or infinite' if not np.isfinite(a).all() else 'negative'} "
+                    f"values; give finite factors >= 0 ({_MEANING[name]})."
+                )
             if name == "drive" and (a > self.p.drive_max).any():
-                raise ConfigError(f"Perturbation.drive={a.max():g} exceeds the descending drive's range [0, "
-                                  f"{self.p.drive_max:g}] (CircuitParams.drive_max); give a clamped drive in that range.")
+                raise ConfigError(
+                    f"Perturbation.drive={a.max():g} exceeds the descending drive's range [0, "
+                    f"{self.p.drive_max:g}] (CircuitParams.drive_max); give a clamped drive in that range."
+                )
 
     # ------------------------------------------------------------------ compiled path
     def _compiled_tables(self) -> dict:
@@ -630,8 +735,14 @@ class Simulator:
             cols, delays = cols[order], delays[order]
             maps = [None] if col_map is None else col_map
             # flat ring index of the delayed rate for each position of the newest row in the ring
-            flat = np.stack([np.stack([((newest - delays) % H) * n_ring + (cols if cm is None else cm[cols])
-                                       for newest in range(H)]) for cm in maps])
+            flat = np.stack(
+                [
+                    np.stack(
+                        [((newest - delays) % H) * n_ring + (cols if cm is None else cm[cols]) for newest in range(H)]
+                    )
+                    for cm in maps
+                ]
+            )
             flat = np.ascontiguousarray(flat if col_map is not None else flat[0], np.int64)
             return ptr, flat, vals[order], flags[order]
 
@@ -642,33 +753,75 @@ class Simulator:
         mn_ptr = np.concatenate([[0], np.cumsum(np.bincount(mr, minlength=mm.shape[0]))])
         bp = bd.p
         self._tables = dict(
-            cp=np.array([p.dt, p.tau_visual, p.tau_integrator, p.tau_hindbrain, p.bout_rate_spont,
-                         p.bout_rate_gain, p.bout_turn_gain, p.flash_gain, p.bout_duration_min,
-                         p.bout_duration_max, p.bout_refractory, p.drive_base, p.drive_gain, p.drive_max,
-                         p.turn_gain, p.rot_weight, p.noise, p.speed_gain, self.tau_muscle, p.recruit_width, p.turn_max,
-                         p.v2a_steer, p.turn_tau, p.turn_hold, p.turn_hold_mn],
-                        float),
-            sy_ptr=sy_ptr, sy_col=sy_col, sy_w=sy_w, sy_contra=sy_contra,
-            vv_ptr=vv_ptr, vv_col=vv_col, vv_w=vv_w,
-            pool=c.internal_pool.astype(np.int64), pool_w=c.internal_weight.astype(float),
-            imod=c.internal_module.astype(np.int64), mod_w=np.asarray(p.module_output, float),
-            i_tau_r=c.internal_tau_r.astype(float), i_tau_a=c.internal_tau_a.astype(float),
-            i_theta=c.internal_theta.astype(float), i_gad=c.internal_adapt_gain.astype(float),
-            i_wdrive=c.internal_drive_weight.astype(float), i_side=c.internal_side.astype(np.int64),
+            cp=np.array(
+                [
+                    p.dt,
+                    p.tau_visual,
+                    p.tau_integrator,
+                    p.tau_hindbrain,
+                    p.bout_rate_spont,
+                    p.bout_rate_gain,
+                    p.bout_turn_gain,
+                    p.flash_gain,
+                    p.bout_duration_min,
+                    p.bout_duration_max,
+                    p.bout_refractory,
+                    p.drive_base,
+                    p.drive_gain,
+                    p.drive_max,
+                    p.turn_gain,
+                    p.rot_weight,
+                    p.noise,
+                    p.speed_gain,
+                    self.tau_muscle,
+                    p.recruit_width,
+                    p.turn_max,
+                    p.v2a_steer,
+                    p.turn_tau,
+                    p.turn_hold,
+                    p.turn_hold_mn,
+                ],
+                float,
+            ),
+            sy_ptr=sy_ptr,
+            sy_col=sy_col,
+            sy_w=sy_w,
+            sy_contra=sy_contra,
+            vv_ptr=vv_ptr,
+            vv_col=vv_col,
+            vv_w=vv_w,
+            pool=c.internal_pool.astype(np.int64),
+            pool_w=c.internal_weight.astype(float),
+            imod=c.internal_module.astype(np.int64),
+            mod_w=np.asarray(p.module_output, float),
+            i_tau_r=c.internal_tau_r.astype(float),
+            i_tau_a=c.internal_tau_a.astype(float),
+            i_theta=c.internal_theta.astype(float),
+            i_gad=c.internal_adapt_gain.astype(float),
+            i_wdrive=c.internal_drive_weight.astype(float),
+            i_side=c.internal_side.astype(np.int64),
             i_mn=(c.unit_type[c.internal_pool] == 3).astype(np.int64),
-            mod_on=np.asarray(p.module_recruit, float), mod_off=np.asarray(p.module_derecruit, float),
+            mod_on=np.asarray(p.module_recruit, float),
+            mod_off=np.asarray(p.module_derecruit, float),
             mod_speed=np.asarray(p.module_speedup, float),
-            mn_ptr=mn_ptr.astype(np.int64), mn_idx=mc.astype(np.int64), mn_w=mm[mr, mc].astype(float),
-            bp=np.array([bp.alpha, bp.beta, bp.gamma, bp.delta, bp.c_n, bp.c_t, bp.k_n, bp.k_t, bp.c_rot,
-                         bd.m_tot], float),
-            bvec=bd.b.astype(float), Ar=np.ascontiguousarray(bd.A - np.outer(bd.b, bd.b) / bd.m_tot),
-            A=np.ascontiguousarray(bd.A, float), inertia=bd.I.astype(float), ln=bd.l.astype(float),
+            mn_ptr=mn_ptr.astype(np.int64),
+            mn_idx=mc.astype(np.int64),
+            mn_w=mm[mr, mc].astype(float),
+            bp=np.array(
+                [bp.alpha, bp.beta, bp.gamma, bp.delta, bp.c_n, bp.c_t, bp.k_n, bp.k_t, bp.c_rot, bd.m_tot], float
+            ),
+            bvec=bd.b.astype(float),
+            Ar=np.ascontiguousarray(bd.A - np.outer(bd.b, bd.b) / bd.m_tot),
+            A=np.ascontiguousarray(bd.A, float),
+            inertia=bd.I.astype(float),
+            ln=bd.l.astype(float),
             m=bd.m.astype(float),
         )
         return self._tables
 
-    def _run_compiled(self, arr: dict, pert: Perturbation, record_every: int, st: SimState, out: dict,
-                      T: int) -> SimState:
+    def _run_compiled(
+        self, arr: dict, pert: Perturbation, record_every: int, st: SimState, out: dict, T: int
+    ) -> SimState:
         c = self.circuit
         B = st.q.shape[0]
         ns, ni = c.n_spinal, c.n_internal
@@ -679,13 +832,20 @@ class Simulator:
         f64 = np.float64
         les = _own(self._internal_lesion(pert, B))
         comm = _own(np.broadcast_to(np.asarray(pert.commissural, f64).reshape(-1), (B,)))
-        clamp = _own(np.zeros(0) if pert.drive is None else np.broadcast_to(np.asarray(pert.drive, f64).reshape(-1), (B,)))
+        clamp = _own(
+            np.zeros(0) if pert.drive is None else np.broadcast_to(np.asarray(pert.drive, f64).reshape(-1), (B,))
+        )
         drag, alpha = map(_own, self._body_scales(pert, B))
         scal = np.zeros((B, compiled.N_SCALARS))
-        for col, v in ((compiled.S_ACC, st.bout_acc), (compiled.S_LEFT, st.bout_left),
-                       (compiled.S_REFR, st.refractory), (compiled.S_LEN, st.bout_len),
-                       (compiled.S_LUMP, st.lum_prev), (compiled.S_FLASH, st.flash_tr),
-                       (compiled.S_TURN, st.bout_turn if st.bout_turn is not None else 0.0)):
+        for col, v in (
+            (compiled.S_ACC, st.bout_acc),
+            (compiled.S_LEFT, st.bout_left),
+            (compiled.S_REFR, st.refractory),
+            (compiled.S_LEN, st.bout_len),
+            (compiled.S_LUMP, st.lum_prev),
+            (compiled.S_FLASH, st.flash_tr),
+            (compiled.S_TURN, st.bout_turn if st.bout_turn is not None else 0.0),
+        ):
             scal[:, col] = v
         ih = st.r_internal_hist if st.r_internal_hist is not None else st.r_hist[:, :, c.internal_pool]
         ihist_l = (ih.transpose(1, 0, 2) * les[:, None, :]).reshape(B, H * ni)
@@ -709,8 +869,14 @@ class Simulator:
         n_thr = max(1, min(self.threads, n_blk))
         edges = np.linspace(0, B, max(n_blk, n_thr) + 1).astype(int)
         blocks = [(b0, b1) for b0, b1 in zip(edges[:-1], edges[1:]) if b1 > b0]
-        spinal = {blk: (np.ascontiguousarray(hist_l[blk[0]:blk[1]].T), np.ascontiguousarray(ihist_l[blk[0]:blk[1]].T),
-                        np.ascontiguousarray(state["a"][blk[0]:blk[1]].T)) for blk in blocks}
+        spinal = {
+            blk: (
+                np.ascontiguousarray(hist_l[blk[0] : blk[1]].T),
+                np.ascontiguousarray(ihist_l[blk[0] : blk[1]].T),
+                np.ascontiguousarray(state["a"][blk[0] : blk[1]].T),
+            )
+            for blk in blocks
+        }
         external = self.physics == "mujoco"
         # the muscles' actuator controls, written by the kernel (MuJoCo body only)
         ctrl = np.zeros((B, 2 * self.body.n_joints)) if external else np.zeros((1, 1))
@@ -719,17 +885,75 @@ class Simulator:
             b0, b1 = blk
             HL, IHL, AB = spinal[blk]
             compiled.run_trials(
-                b0, b1, t0, nt, int(external), ctrl, *stim, keys, int(st.n_step), clamp, les, comm, drag, alpha,
-                heading0, state["brain"], scal, HL, IHL, AB, ptrs, state["muscle"], state["q"],
-                state["qd"], extras, pending,
-                tb["cp"], tb["sy_ptr"], tb["sy_col"], tb["sy_w"], tb["sy_contra"],
-                tb["vv_ptr"], tb["vv_col"], tb["vv_w"], tb["pool"], tb["pool_w"], tb["imod"], tb["mod_w"],
-                tb["i_tau_r"], tb["i_tau_a"],
-                tb["i_theta"], tb["i_gad"], tb["i_wdrive"], tb["i_side"], tb["i_mn"], tb["mod_on"], tb["mod_off"], tb["mod_speed"],
-                tb["mn_ptr"], tb["mn_idx"], tb["mn_w"], tb["bp"], tb["bvec"], tb["Ar"], tb["A"], tb["inertia"],
-                tb["ln"], tb["m"], self.body.p.substeps, self.p.spinal_substeps,
-                int(record_every), out["rates"], out["muscle"], out["q"], out["qd"], out["flow"], out["drive"],
-                out["bout_start"])
+                b0,
+                b1,
+                t0,
+                nt,
+                int(external),
+                ctrl,
+                *stim,
+                keys,
+                int(st.n_step),
+                clamp,
+                les,
+                comm,
+                drag,
+                alpha,
+                heading0,
+                state["brain"],
+                scal,
+                HL,
+                IHL,
+                AB,
+                ptrs,
+                state["muscle"],
+                state["q"],
+                state["qd"],
+                extras,
+                pending,
+                tb["cp"],
+                tb["sy_ptr"],
+                tb["sy_col"],
+                tb["sy_w"],
+                tb["sy_contra"],
+                tb["vv_ptr"],
+                tb["vv_col"],
+                tb["vv_w"],
+                tb["pool"],
+                tb["pool_w"],
+                tb["imod"],
+                tb["mod_w"],
+                tb["i_tau_r"],
+                tb["i_tau_a"],
+                tb["i_theta"],
+                tb["i_gad"],
+                tb["i_wdrive"],
+                tb["i_side"],
+                tb["i_mn"],
+                tb["mod_on"],
+                tb["mod_off"],
+                tb["mod_speed"],
+                tb["mn_ptr"],
+                tb["mn_idx"],
+                tb["mn_w"],
+                tb["bp"],
+                tb["bvec"],
+                tb["Ar"],
+                tb["A"],
+                tb["inertia"],
+                tb["ln"],
+                tb["m"],
+                self.body.p.substeps,
+                self.p.spinal_substeps,
+                int(record_every),
+                out["rates"],
+                out["muscle"],
+                out["q"],
+                out["qd"],
+                out["flow"],
+                out["drive"],
+                out["bout_start"],
+            )
 
         def run_group(g) -> None:
             """Closed loop through MuJoCo, one millisecond at a time, for a contiguous group of
@@ -777,14 +1001,30 @@ class Simulator:
         for k in set(range(H)) - written:
             r_hist[k], r_int_hist[k] = st.r_hist[k], ih[k]
         return SimState(
-            brain=state["brain"], r_hist=r_hist,
-            ptr=ptr, a=state["a"],
-            bout_acc=scal[:, compiled.S_ACC].copy(), bout_left=scal[:, compiled.S_LEFT].copy(),
-            refractory=scal[:, compiled.S_REFR].copy(), bout_len=scal[:, compiled.S_LEN].copy(),
-            lum_prev=scal[:, compiled.S_LUMP].copy(), flash_tr=scal[:, compiled.S_FLASH].copy(),
-            muscle=state["muscle"], q=state["q"], qd=state["qd"], heading0=st.heading0, t=st.t + T * self.dt,
-            extras={"flow_fwd": extras[:, compiled.X_FWD].copy(), "flow_turn": extras[:, compiled.X_TURN].copy(),
-                    "drive_L": extras[:, compiled.X_DL].copy(), "drive_R": extras[:, compiled.X_DR].copy(),
-                    "bout_start": extras[:, compiled.X_START] > 0},
+            brain=state["brain"],
+            r_hist=r_hist,
+            ptr=ptr,
+            a=state["a"],
+            bout_acc=scal[:, compiled.S_ACC].copy(),
+            bout_left=scal[:, compiled.S_LEFT].copy(),
+            refractory=scal[:, compiled.S_REFR].copy(),
+            bout_len=scal[:, compiled.S_LEN].copy(),
+            lum_prev=scal[:, compiled.S_LUMP].copy(),
+            flash_tr=scal[:, compiled.S_FLASH].copy(),
+            muscle=state["muscle"],
+            q=state["q"],
+            qd=state["qd"],
+            heading0=st.heading0,
+            t=st.t + T * self.dt,
+            extras={
+                "flow_fwd": extras[:, compiled.X_FWD].copy(),
+                "flow_turn": extras[:, compiled.X_TURN].copy(),
+                "drive_L": extras[:, compiled.X_DL].copy(),
+                "drive_R": extras[:, compiled.X_DR].copy(),
+                "bout_start": extras[:, compiled.X_START] > 0,
+            },
             r_internal_hist=r_int_hist,
-            noise_key=st.noise_key, n_step=st.n_step + T, bout_turn=scal[:, compiled.S_TURN].copy())
+            noise_key=st.noise_key,
+            n_step=st.n_step + T,
+            bout_turn=scal[:, compiled.S_TURN].copy(),
+        )

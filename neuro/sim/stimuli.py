@@ -20,8 +20,15 @@ from scimech.errors import ConfigError
 __all__ = ["CONDITIONS", "Stimulus", "make_stimulus", "stack_stimuli"]
 
 CONDITIONS = (
-    "grating_fwd", "grating_left", "grating_right", "turning", "flash", "dark",
-    "open_loop", "gain_change", "grating_bwd",
+    "grating_fwd",
+    "grating_left",
+    "grating_right",
+    "turning",
+    "flash",
+    "dark",
+    "open_loop",
+    "gain_change",
+    "grating_bwd",
 )
 
 
@@ -70,8 +77,17 @@ FEATURES = ("grating_x", "grating_y", "rotation", "luminance", "gain")
 FEATURE_UNITS = ("mm s-1", "mm s-1", "rad s-1", "1", "1")
 
 
-def make_stimulus(condition: str, duration: float, dt: float, *, speed: float = 10.0,
-                  on: float = 1.5, off: float = 1.0, onset: float = 0.25, seed: int = 0) -> dict:
+def make_stimulus(
+    condition: str,
+    duration: float,
+    dt: float,
+    *,
+    speed: float = 10.0,
+    on: float = 1.5,
+    off: float = 1.0,
+    onset: float = 0.25,
+    seed: int = 0,
+) -> dict:
     """One trial's stimulus arrays (each ``(T,)``) for a named condition.
 
     Parameters
@@ -91,10 +107,14 @@ def make_stimulus(condition: str, duration: float, dt: float, *, speed: float = 
     """
     if not isinstance(condition, str) or condition not in CONDITIONS:
         raise ConfigError(f"Unknown stimulus condition {condition!r}; expected one of {CONDITIONS}.")
-    for name, v, ok, want in (("duration", duration, lambda x: x > 0, "> 0 s"), ("dt", dt, lambda x: x > 0, "> 0 s"),
-                              ("speed", speed, lambda x: True, "finite (mm s-1)"),
-                              ("on", on, lambda x: x > 0, "> 0 s"), ("off", off, lambda x: x >= 0, ">= 0 s"),
-                              ("onset", onset, lambda x: True, "finite (s)")):
+    for name, v, ok, want in (
+        ("duration", duration, lambda x: x > 0, "> 0 s"),
+        ("dt", dt, lambda x: x > 0, "> 0 s"),
+        ("speed", speed, lambda x: True, "finite (mm s-1)"),
+        ("on", on, lambda x: x > 0, "> 0 s"),
+        ("off", off, lambda x: x >= 0, ">= 0 s"),
+        ("onset", onset, lambda x: True, "finite (s)"),
+    ):
         try:
             good = math.isfinite(v) and ok(v)
         except TypeError:
@@ -103,8 +123,10 @@ def make_stimulus(condition: str, duration: float, dt: float, *, speed: float = 
             raise ConfigError(f"make_stimulus({condition!r}): {name}={v!r}; give a number {want}.")
     T = int(round(duration / dt))
     if T < 1:
-        raise ConfigError(f"make_stimulus({condition!r}): duration={duration} s is shorter than one step "
-                          f"(dt={dt} s); give a longer duration.")
+        raise ConfigError(
+            f"make_stimulus({condition!r}): duration={duration} s is shorter than one step "
+            f"(dt={dt} s); give a longer duration."
+        )
     t = np.arange(T) * dt
     rng = np.random.default_rng(seed)
     phase = (t - onset) % (on + off)
@@ -144,17 +166,23 @@ def make_stimulus(condition: str, duration: float, dt: float, *, speed: float = 
 def stack_stimuli(specs: list[dict], duration: float, dt: float) -> Stimulus:
     """Build a batched :class:`Stimulus` from a list of ``make_stimulus`` keyword dicts."""
     if isinstance(specs, (str, dict)) or not len(specs):
-        raise ConfigError(f"stack_stimuli takes a non-empty list of dicts such as [dict(condition='grating_fwd')], "
-                          f"one per trial; got {specs!r}.")
+        raise ConfigError(
+            f"stack_stimuli takes a non-empty list of dicts such as [dict(condition='grating_fwd')], "
+            f"one per trial; got {specs!r}."
+        )
     trials = []
     for i, spec in enumerate(specs):
         if not isinstance(spec, dict) or "condition" not in spec:
-            raise ConfigError(f"stack_stimuli: trial {i}'s spec {spec!r} is not a dict with a 'condition' "
-                              f"(e.g. dict(condition='grating_fwd', speed=10.0)).")
+            raise ConfigError(
+                f"stack_stimuli: trial {i}'s spec {spec!r} is not a dict with a 'condition' "
+                f"(e.g. dict(condition='grating_fwd', speed=10.0))."
+            )
         try:
             trials.append(make_stimulus(duration=duration, dt=dt, **spec))
         except TypeError as e:  # a misspelt or unknown key
-            raise ConfigError(f"stack_stimuli: trial {i}'s spec {spec!r}: {e}; its keys are those of "
-                              "make_stimulus (condition, speed, on, off, onset, seed).") from None
+            raise ConfigError(
+                f"stack_stimuli: trial {i}'s spec {spec!r}: {e}; its keys are those of "
+                "make_stimulus (condition, speed, on, off, onset, seed)."
+            ) from None
     st = {k: np.stack([tr[k] for tr in trials]) for k in trials[0]}
     return Stimulus(condition=[s["condition"] for s in specs], dt=float(dt), **st)

@@ -49,17 +49,29 @@ def _submodule(model: nn.Module, path: str) -> nn.Module:
     try:
         return model.get_submodule(path)
     except AttributeError:
-
         names = [n for n, _ in model.named_modules() if n]
         near = difflib.get_close_matches(path, names, n=5) or names[:5]
-        raise SiteNotFoundError(f"No module {path!r} in {type(model).__name__} (layer= of attribute). "
-                                f"Nearest valid names: {near}.") from None
+        raise SiteNotFoundError(
+            f"No module {path!r} in {type(model).__name__} (layer= of attribute). Nearest valid names: {near}."
+        ) from None
 
 
-def attribute(model: nn.Module, inputs: torch.Tensor, *, method: Method = "gradient_shap", target: Any = None,
-              baselines: torch.Tensor | None = None, layer: str | None = None, forward: Callable | None = None,
-              reduce_output: Callable | None = None, n_samples: int = 16, n_steps: int = 32, seed: int = 0,
-              dims: Sequence[str] | None = None, coords: dict | None = None) -> xr.DataArray:
+def attribute(
+    model: nn.Module,
+    inputs: torch.Tensor,
+    *,
+    method: Method = "gradient_shap",
+    target: Any = None,
+    baselines: torch.Tensor | None = None,
+    layer: str | None = None,
+    forward: Callable | None = None,
+    reduce_output: Callable | None = None,
+    n_samples: int = 16,
+    n_steps: int = 32,
+    seed: int = 0,
+    dims: Sequence[str] | None = None,
+    coords: dict | None = None,
+) -> xr.DataArray:
     """Attribute a model's output to its inputs (or to a layer's units) with captum.
 
     Parameters
@@ -107,22 +119,28 @@ def attribute(model: nn.Module, inputs: torch.Tensor, *, method: Method = "gradi
             base = torch.zeros_like(inputs) if baselines is None else baselines
             res = ca.IntegratedGradients(wrapped).attribute(inputs, baselines=base, target=target, n_steps=n_steps)
         elif method == "gradient_shap":
-            base = torch.stack([torch.zeros_like(inputs[0]), inputs.detach().mean(0)]) if baselines is None else baselines
-            res = ca.GradientShap(wrapped).attribute(inputs, baselines=base, target=target, n_samples=n_samples,
-                                                     stdevs=0.0)
+            base = (
+                torch.stack([torch.zeros_like(inputs[0]), inputs.detach().mean(0)]) if baselines is None else baselines
+            )
+            res = ca.GradientShap(wrapped).attribute(
+                inputs, baselines=base, target=target, n_samples=n_samples, stdevs=0.0
+            )
         elif method in ("layer_conductance", "layer_feature_ablation"):
             if layer is None:
                 raise ValueError(f"method={method!r} needs layer= (a module path such as 'encoder.0').")
             mod = _submodule(model, layer)
             if method == "layer_conductance":
                 base = torch.zeros_like(inputs) if baselines is None else baselines
-                res = ca.LayerConductance(wrapped, mod).attribute(inputs, baselines=base, target=target,
-                                                                  n_steps=n_steps)
+                res = ca.LayerConductance(wrapped, mod).attribute(
+                    inputs, baselines=base, target=target, n_steps=n_steps
+                )
             else:
                 res = ca.LayerFeatureAblation(wrapped, mod).attribute(inputs, target=target)
         else:
-            raise ValueError("method must be 'integrated_gradients', 'gradient_shap', 'layer_conductance' or "
-                             f"'layer_feature_ablation'; got {method!r}.")
+            raise ValueError(
+                "method must be 'integrated_gradients', 'gradient_shap', 'layer_conductance' or "
+                f"'layer_feature_ablation'; got {method!r}."
+            )
     finally:
         np.random.set_state(np_state)  # leave the caller's numpy stream as it was
         restore_modes(was)
@@ -130,11 +148,20 @@ def attribute(model: nn.Module, inputs: torch.Tensor, *, method: Method = "gradi
     if dims is None:
         dims = ["sample", *[f"dim_{i}" for i in range(1, arr.ndim)]]
     if len(dims) != arr.ndim:
-        raise DimensionError(f"dims={list(dims)} names {len(dims)} dims but the attributions have shape "
-                             f"{arr.shape}; give one name per axis, e.g. {['sample', *[f'dim_{i}' for i in range(1, arr.ndim)]]}.")
+        raise DimensionError(
+            f"dims={list(dims)} names {len(dims)} dims but the attributions have shape "
+            f"{arr.shape}; give one name per axis, e.g. {['sample', *[f'dim_{i}' for i in range(1, arr.ndim)]]}."
+        )
     da = xr.DataArray(arr, dims=list(dims), coords=coords or {}, name="attribution")
-    da.attrs.update({"method": method, "target": str(target), "library": "captum",
-                     "layer": layer or "", "description": f"{method} attribution (captum)"})
+    da.attrs.update(
+        {
+            "method": method,
+            "target": str(target),
+            "library": "captum",
+            "layer": layer or "",
+            "description": f"{method} attribution (captum)",
+        }
+    )
     if method == "gradient_shap":
         da.attrs["n_samples"] = n_samples
     return da

@@ -72,9 +72,16 @@ class ConceptLayer(nn.Module):
         Units of each prescribed concept (e.g. ``{"q_surf": "W m-2"}``).
     """
 
-    def __init__(self, in_channels: int, prescribed: Sequence[str], n_free: int = 1, *,
-                 kind: Literal["linear", "conv"] = "linear", kernel_size: int = 3,
-                 units: Mapping[str, str] | None = None):
+    def __init__(
+        self,
+        in_channels: int,
+        prescribed: Sequence[str],
+        n_free: int = 1,
+        *,
+        kind: Literal["linear", "conv"] = "linear",
+        kernel_size: int = 3,
+        units: Mapping[str, str] | None = None,
+    ):
         super().__init__()
         if n_free < 0:
             raise ValueError(f"n_free must be >= 0; got {n_free}.")
@@ -125,8 +132,9 @@ class ConceptBottleneck(nn.Module):
         Output width (1 for a scalar target per point).
     """
 
-    def __init__(self, encoder: nn.Module, concept_layer: ConceptLayer, head: nn.Module | None = None,
-                 out_features: int = 1):
+    def __init__(
+        self, encoder: nn.Module, concept_layer: ConceptLayer, head: nn.Module | None = None, out_features: int = 1
+    ):
         super().__init__()
         self.encoder = encoder
         self.concepts = concept_layer
@@ -157,10 +165,14 @@ class ConceptBottleneck(nn.Module):
             mask = torch.as_tensor(intervene["mask"], dtype=torch.bool, device=c.device)
             if mask.dim() == 1:
                 if mask.numel() != c.shape[1]:
-                    raise ValueError(f"Intervention mask has {mask.numel()} entries; the model has {c.shape[1]} concepts.")
+                    raise ValueError(
+                        f"Intervention mask has {mask.numel()} entries; the model has {c.shape[1]} concepts."
+                    )
                 mask = mask.reshape(1, -1, *([1] * (c.dim() - 2))).expand_as(c)
             if values.shape != c.shape:
-                raise ValueError(f"Intervention values have shape {tuple(values.shape)}; concepts are {tuple(c.shape)}.")
+                raise ValueError(
+                    f"Intervention values have shape {tuple(values.shape)}; concepts are {tuple(c.shape)}."
+                )
             c = torch.where(mask, values, c)
         return CBMOutput(self.head(c), c)
 
@@ -175,10 +187,19 @@ def _masked_mean(err: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     return (err * mask).sum() / total
 
 
-def cbm_loss(y_pred: torch.Tensor, y_true: torch.Tensor, c_pred: torch.Tensor, c_true: torch.Tensor | None,
-             lam: float, *, valid: torch.Tensor | None = None, concept_mask: torch.Tensor | None = None,
-             kind: Literal["l1", "l2"] = "l1", decorrelation: float = 0.0, n_prescribed: int | None = None
-             ) -> dict[str, torch.Tensor]:
+def cbm_loss(
+    y_pred: torch.Tensor,
+    y_true: torch.Tensor,
+    c_pred: torch.Tensor,
+    c_true: torch.Tensor | None,
+    lam: float,
+    *,
+    valid: torch.Tensor | None = None,
+    concept_mask: torch.Tensor | None = None,
+    kind: Literal["l1", "l2"] = "l1",
+    decorrelation: float = 0.0,
+    n_prescribed: int | None = None,
+) -> dict[str, torch.Tensor]:
     """Loss of a concept bottleneck: ``(1 - lam) * task + lam * concept + decorrelation``.
 
     Parameters
@@ -286,10 +307,17 @@ REGIMES: dict[str, Regime] = {
     "joint": Regime("joint", 0.8, 0.2, None, ("joint",), "alias of mixed"),
     "prediction_only": Regime("prediction_only", 0.0, 0.0, None, ("joint",), "task loss only (lambda = 0)"),
     "prescription_only": Regime("prescription_only", 0.8, 0.2, 0, ("joint",), "no free concept (F = 0)"),
-    "sequential": Regime("sequential", 1.0, 1.0, None, ("concepts", "head"),
-                         "concepts first, then the head on frozen concepts"),
-    "independent": Regime("independent", 1.0, 1.0, None, ("concepts", "head_on_truth"),
-                          "head trained on true concepts; concepts trained alone"),
+    "sequential": Regime(
+        "sequential", 1.0, 1.0, None, ("concepts", "head"), "concepts first, then the head on frozen concepts"
+    ),
+    "independent": Regime(
+        "independent",
+        1.0,
+        1.0,
+        None,
+        ("concepts", "head_on_truth"),
+        "head trained on true concepts; concepts trained alone",
+    ),
 }
 
 
@@ -317,7 +345,8 @@ def _check_batch(batch: Mapping[str, Any]) -> None:
             if not torch.isfinite(vv).all():
                 raise DataValidationError(
                     f"Batch {key!r} has NaN/inf values at valid points; fill land/missing points and mark them "
-                    "with the 'valid' mask.")
+                    "with the 'valid' mask."
+                )
 
 
 def _head_on_truth(model: ConceptBottleneck, batch: Mapping[str, Any]) -> torch.Tensor:
@@ -330,12 +359,24 @@ def _head_on_truth(model: ConceptBottleneck, batch: Mapping[str, Any]) -> torch.
     return model.head(torch.nan_to_num(c_true))
 
 
-def fit_cbm(model: ConceptBottleneck, train_batches: Callable[[int], Iterable[Mapping]] | Iterable[Mapping], *,
-            regime: str | Regime = "mixed", epochs: int = 10, lr: float = 1e-3, weight_decay: float = 1e-2,
-            val_batches: Callable[[int], Iterable[Mapping]] | Iterable[Mapping] | None = None,
-            checkpoint: str | os.PathLike | None = None, seed: int = 0, loss_kind: Literal["l1", "l2"] = "l1",
-            decorrelation: float = 0.0, lam_schedule: LambdaSchedule | None = None, progress: bool = False,
-            progress_bar: bool | None = None, desc: str = "training") -> xr.Dataset:
+def fit_cbm(
+    model: ConceptBottleneck,
+    train_batches: Callable[[int], Iterable[Mapping]] | Iterable[Mapping],
+    *,
+    regime: str | Regime = "mixed",
+    epochs: int = 10,
+    lr: float = 1e-3,
+    weight_decay: float = 1e-2,
+    val_batches: Callable[[int], Iterable[Mapping]] | Iterable[Mapping] | None = None,
+    checkpoint: str | os.PathLike | None = None,
+    seed: int = 0,
+    loss_kind: Literal["l1", "l2"] = "l1",
+    decorrelation: float = 0.0,
+    lam_schedule: LambdaSchedule | None = None,
+    progress: bool = False,
+    progress_bar: bool | None = None,
+    desc: str = "training",
+) -> xr.Dataset:
     """Train a concept bottleneck in a regime; resumable from ``checkpoint``.
 
     Parameters
@@ -385,9 +426,17 @@ def fit_cbm(model: ConceptBottleneck, train_batches: Callable[[int], Iterable[Ma
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
     hist: dict[str, list] = {k: [] for k in ("lam", "train_loss", "train_task", "train_concept", "val_task", "stage")}
     start = 0
-    config = {"regime": reg.name, "epochs": epochs, "lr": lr, "weight_decay": weight_decay, "seed": seed,
-              "loss_kind": loss_kind, "decorrelation": decorrelation, "concepts": list(model.concept_names),
-              "lam_schedule": repr(sched)}
+    config = {
+        "regime": reg.name,
+        "epochs": epochs,
+        "lr": lr,
+        "weight_decay": weight_decay,
+        "seed": seed,
+        "loss_kind": loss_kind,
+        "decorrelation": decorrelation,
+        "concepts": list(model.concept_names),
+        "lam_schedule": repr(sched),
+    }
     if checkpoint is not None and os.path.exists(checkpoint):
         opt, hist, start = _resume(checkpoint, config, model, stages, epochs, lr, weight_decay)
 
@@ -406,18 +455,30 @@ def fit_cbm(model: ConceptBottleneck, train_batches: Callable[[int], Iterable[Ma
         val = np.nan
         if val_batches is not None:
             val = _eval_task(model, batches(val_batches, ep), loss_kind)
-        for k, v in zip(("lam", "train_loss", "train_task", "train_concept", "val_task", "stage"),
-                        (lam, *means, val, stage), strict=True):
+        for k, v in zip(
+            ("lam", "train_loss", "train_task", "train_concept", "val_task", "stage"),
+            (lam, *means, val, stage),
+            strict=True,
+        ):
             hist[k].append(v)
         if checkpoint is not None:
-            save_checkpoint({"model": model.state_dict(), "opt": opt.state_dict(), "hist": hist, "epoch": ep,
-                             "config": config}, checkpoint)
+            save_checkpoint(
+                {"model": model.state_dict(), "opt": opt.state_dict(), "hist": hist, "epoch": ep, "config": config},
+                checkpoint,
+            )
     model.eval()
     n = len(hist["lam"])
-    ds = xr.Dataset({k: ("epoch", np.asarray(hist[k], float)) for k in hist if k != "stage"},
-                    coords={"epoch": np.arange(n), "stage": ("epoch", np.asarray(hist["stage"], dtype=str))},
-                    attrs={"regime": reg.name, "lr": lr, "epochs_per_stage": epochs, "seed": seed,
-                           "description": "training history"})
+    ds = xr.Dataset(
+        {k: ("epoch", np.asarray(hist[k], float)) for k in hist if k != "stage"},
+        coords={"epoch": np.arange(n), "stage": ("epoch", np.asarray(hist["stage"], dtype=str))},
+        attrs={
+            "regime": reg.name,
+            "lr": lr,
+            "epochs_per_stage": epochs,
+            "seed": seed,
+            "description": "training history",
+        },
+    )
     return ds
 
 
@@ -427,16 +488,19 @@ def save_checkpoint(state: Mapping, path) -> None:
     save_state(state, path)
 
 
-def _resume(checkpoint, config: dict, model: ConceptBottleneck, stages: list[str], epochs: int, lr: float,
-            weight_decay: float):
+def _resume(
+    checkpoint, config: dict, model: ConceptBottleneck, stages: list[str], epochs: int, lr: float, weight_decay: float
+):
     """The optimiser, history and next epoch saved in ``checkpoint`` (loaded into ``model``);
     a checkpoint of another run is refused."""
     state = load_state(checkpoint)
     saved = state.get("config", config)
     if saved != config:
         diff = {k: (saved.get(k), config[k]) for k in config if saved.get(k) != config[k]}
-        raise CheckpointError(f"The checkpoint {str(checkpoint)!r} was written by another run (saved, now): "
-                              f"{diff}. Use a new checkpoint path or delete it to start afresh.")
+        raise CheckpointError(
+            f"The checkpoint {str(checkpoint)!r} was written by another run (saved, now): "
+            f"{diff}. Use a new checkpoint path or delete it to start afresh."
+        )
     model.load_state_dict(state["model"])
     stage = stages[state["epoch"] // epochs]
     opt = torch.optim.AdamW(_stage_params(model, stage), lr=lr, weight_decay=weight_decay)
@@ -444,8 +508,16 @@ def _resume(checkpoint, config: dict, model: ConceptBottleneck, stages: list[str
     return opt, state["hist"], state["epoch"] + 1
 
 
-def _train_epoch(model: ConceptBottleneck, opt, batches: Iterable[Mapping], regime: str, stage: str, lam: float,
-                 loss_kind: Literal["l1", "l2"], decorrelation: float) -> np.ndarray:
+def _train_epoch(
+    model: ConceptBottleneck,
+    opt,
+    batches: Iterable[Mapping],
+    regime: str,
+    stage: str,
+    lam: float,
+    loss_kind: Literal["l1", "l2"],
+    decorrelation: float,
+) -> np.ndarray:
     """One epoch of one stage; the mean total, task and concept losses over its batches."""
     K = model.concepts.n_prescribed
     model.train()
@@ -454,9 +526,11 @@ def _train_epoch(model: ConceptBottleneck, opt, batches: Iterable[Mapping], regi
     for batch in batches:
         _check_batch(batch)
         if K and (lam > 0 or stage == "head_on_truth") and batch.get("c") is None:
-            raise DataValidationError(f"Regime {regime!r} (stage {stage!r}) supervises the concepts "
-                                      f"{model.concepts.prescribed}, but a batch has no 'c' (true concepts). "
-                                      "Add 'c' to the batches or use regime='prediction_only'.")
+            raise DataValidationError(
+                f"Regime {regime!r} (stage {stage!r}) supervises the concepts "
+                f"{model.concepts.prescribed}, but a batch has no 'c' (true concepts). "
+                "Add 'c' to the batches or use regime='prediction_only'."
+            )
         b = _to(batch, next(model.parameters()).device)
         if stage == "head_on_truth":
             y = _head_on_truth(model, b)
@@ -464,9 +538,18 @@ def _train_epoch(model: ConceptBottleneck, opt, batches: Iterable[Mapping], regi
         else:
             out = model(b["x"])
             y_hat = model.head(out.concepts.detach()) if stage == "head" else out.y
-            parts = cbm_loss(y_hat, b["y"], out.concepts, b.get("c") if K else None, lam,
-                             valid=b.get("valid"), concept_mask=b.get("concept_mask"), kind=loss_kind,
-                             decorrelation=decorrelation if stage == "joint" else 0.0, n_prescribed=K)
+            parts = cbm_loss(
+                y_hat,
+                b["y"],
+                out.concepts,
+                b.get("c") if K else None,
+                lam,
+                valid=b.get("valid"),
+                concept_mask=b.get("concept_mask"),
+                kind=loss_kind,
+                decorrelation=decorrelation if stage == "joint" else 0.0,
+                n_prescribed=K,
+            )
         opt.zero_grad()
         parts["total"].backward()
         opt.step()
@@ -496,8 +579,9 @@ def _eval_task(model: ConceptBottleneck, batches: Iterable[Mapping], loss_kind: 
 
 
 @torch.no_grad()
-def predict_cbm(model: ConceptBottleneck, batches: Iterable[Mapping], *, intervene: Sequence[str] | None = None
-                ) -> dict[str, np.ndarray]:
+def predict_cbm(
+    model: ConceptBottleneck, batches: Iterable[Mapping], *, intervene: Sequence[str] | None = None
+) -> dict[str, np.ndarray]:
     """Predictions and concepts over batches (numpy); ``intervene`` replaces the named
     prescribed concepts with their true values from each batch's ``"c"``."""
     model.eval()
@@ -512,8 +596,11 @@ def predict_cbm(model: ConceptBottleneck, batches: Iterable[Mapping], *, interve
                 raise ValueError(f"Cannot intervene on {unknown}: prescribed concepts are {model.concepts.prescribed}.")
             c_true = b["c"]
             F = model.concepts.n_free
-            values = torch.cat([torch.nan_to_num(c_true), torch.zeros(c_true.shape[0], F, *c_true.shape[2:])], 1) \
-                if F else torch.nan_to_num(c_true)
+            values = (
+                torch.cat([torch.nan_to_num(c_true), torch.zeros(c_true.shape[0], F, *c_true.shape[2:])], 1)
+                if F
+                else torch.nan_to_num(c_true)
+            )
             mask = torch.tensor([n in intervene for n in names])
             iv = {"values": values, "mask": mask}
         out = model(b["x"], intervene=iv)
@@ -523,8 +610,11 @@ def predict_cbm(model: ConceptBottleneck, batches: Iterable[Mapping], *, interve
 
 
 @torch.no_grad()
-def intervention_efficacy(model: ConceptBottleneck, batches: Callable[[], Iterable[Mapping]] | Sequence[Mapping],
-                          concepts: Sequence[str] | None = None) -> xr.Dataset:
+def intervention_efficacy(
+    model: ConceptBottleneck,
+    batches: Callable[[], Iterable[Mapping]] | Sequence[Mapping],
+    concepts: Sequence[str] | None = None,
+) -> xr.Dataset:
     """Task error before and after replacing each prescribed concept with its true value.
 
     Returns
@@ -552,8 +642,16 @@ def intervention_efficacy(model: ConceptBottleneck, batches: Callable[[], Iterab
         mae.append(np.abs(e).mean())
         rmse.append(np.sqrt((e**2).mean()))
     mae_ = np.asarray(mae)
-    return xr.Dataset({"mae": ("intervention", mae_), "rmse": ("intervention", np.asarray(rmse)),
-                       "efficacy": ("intervention", 1 - mae_ / mae_[0],
-                                    {"description": "1 - MAE(intervened) / MAE(no intervention)"})},
-                      coords={"intervention": cases},
-                      attrs={"description": "test-time concept interventions with true concept values"})
+    return xr.Dataset(
+        {
+            "mae": ("intervention", mae_),
+            "rmse": ("intervention", np.asarray(rmse)),
+            "efficacy": (
+                "intervention",
+                1 - mae_ / mae_[0],
+                {"description": "1 - MAE(intervened) / MAE(no intervention)"},
+            ),
+        },
+        coords={"intervention": cases},
+        attrs={"description": "test-time concept interventions with true concept values"},
+    )

@@ -38,10 +38,13 @@ def linear_cka(X, Y) -> float:
     """
     X, Y = _check_pair(X, Y)
     if len(X) < max(X.shape[1], Y.shape[1]):
-        warnings.warn(f"linear_cka on {len(X)} samples of {X.shape[1]} and {Y.shape[1]} features: with fewer samples "
-                      "than features this (biased) estimator is high even for unrelated representations (~0.9 "
-                      "for independent Gaussians at n=50, d=500). Compare against a baseline (shuffled samples) or use "
-                      "more samples.", stacklevel=2)
+        warnings.warn(
+            f"linear_cka on {len(X)} samples of {X.shape[1]} and {Y.shape[1]} features: with fewer samples "
+            "than features this (biased) estimator is high even for unrelated representations (~0.9 "
+            "for independent Gaussians at n=50, d=500). Compare against a baseline (shuffled samples) or use "
+            "more samples.",
+            stacklevel=2,
+        )
     X = X - X.mean(0)
     Y = Y - Y.mean(0)
     num = np.linalg.norm(Y.T @ X, "fro") ** 2
@@ -124,5 +127,9 @@ def pairwise(reps: Mapping, fn: Callable = linear_cka, dim: str = "seed") -> xr.
                 out[i, j] = out[j, i]  # symmetric
             else:
                 out[i, j] = fn(reps[a], reps[b])
-    return xr.DataArray(out, dims=(dim, f"{dim}_other"), coords={dim: keys, f"{dim}_other": keys},
-                        name=getattr(fn, "__name__", "similarity"))
+    return xr.DataArray(
+        out,
+        dims=(dim, f"{dim}_other"),
+        coords={dim: keys, f"{dim}_other": keys},
+        name=getattr(fn, "__name__", "similarity"),
+    )

@@ -40,8 +40,15 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from scimech.errors import DataValidationError, DimensionError
 
-__all__ = ["LinearProbe", "linear_probe", "probe_sites", "control_labels",
-           "signal_to_noise", "permutation_test", "Task"]
+__all__ = [
+    "LinearProbe",
+    "linear_probe",
+    "probe_sites",
+    "control_labels",
+    "signal_to_noise",
+    "permutation_test",
+    "Task",
+]
 
 Task = Literal["regression", "classification"]
 
@@ -119,8 +126,14 @@ class LinearProbe(_ProbeMixin, BaseEstimator):
     True
     """
 
-    def __init__(self, task: Task = "regression", alpha: float = 1.0, C: float = 1.0, standardize: bool = True,
-                 max_iter: int = 1000):
+    def __init__(
+        self,
+        task: Task = "regression",
+        alpha: float = 1.0,
+        C: float = 1.0,
+        standardize: bool = True,
+        max_iter: int = 1000,
+    ):
         self.task = task
         self.alpha = alpha
         self.C = C
@@ -194,8 +207,9 @@ class LinearProbe(_ProbeMixin, BaseEstimator):
         return float(r2_score(y, pred, sample_weight=sample_weight))
 
 
-def linear_probe(task: Task = "regression", *, alpha: float = 1.0, C: float = 1.0,
-                 standardize: bool = True) -> LinearProbe:
+def linear_probe(
+    task: Task = "regression", *, alpha: float = 1.0, C: float = 1.0, standardize: bool = True
+) -> LinearProbe:
     """A fresh :class:`LinearProbe` for the task (its parameters are checked when it is fitted)."""
     return LinearProbe(task=task, alpha=alpha, C=C, standardize=standardize)
 
@@ -263,8 +277,10 @@ def signal_to_noise(X, y, direction, task: Task = "classification") -> float:
     d = np.asarray(direction, float).ravel()
     y = np.asarray(y)
     if len(y) != len(X) or d.size != X.shape[1]:
-        raise DataValidationError(f"signal_to_noise: X is {X.shape}, y has {len(y)} values and the direction "
-                                  f"{d.size}; give one target per row of X and one direction weight per feature.")
+        raise DataValidationError(
+            f"signal_to_noise: X is {X.shape}, y has {len(y)} values and the direction "
+            f"{d.size}; give one target per row of X and one direction weight per feature."
+        )
     if not (np.isfinite(X).all() and np.isfinite(d).all()):
         raise DataValidationError("signal_to_noise: X or the direction has NaN/inf values; drop those samples first.")
     if not np.any(d):
@@ -290,8 +306,10 @@ def signal_to_noise(X, y, direction, task: Task = "classification") -> float:
 
 def _flatten_da(da: xr.DataArray, where: str) -> np.ndarray:
     if "sample" not in da.dims:
-        raise DimensionError(f"{where} has dims {da.dims}; expected a 'sample' dim (as written by scimech.record). "
-                             "Rename the sample axis to 'sample'.")
+        raise DimensionError(
+            f"{where} has dims {da.dims}; expected a 'sample' dim (as written by scimech.record). "
+            "Rename the sample axis to 'sample'."
+        )
     da = da.transpose("sample", ...)
     return np.asarray(da.values).reshape(da.shape[0], -1)
 
@@ -305,7 +323,8 @@ def _as_features(features: Any, dim: str = "site") -> dict[str, np.ndarray]:
             raise DataValidationError(
                 f"Site {k!r} holds complex activations (a spectral layer); a linear probe needs real features. "
                 "Probe their magnitude (abs(ds)) or their real and imaginary parts side by side "
-                "(xr.concat([ds.real, ds.imag], 'part')).")
+                "(xr.concat([ds.real, ds.imag], 'part'))."
+            )
     return out
 
 
@@ -315,10 +334,14 @@ def _feature_arrays(features: Any, dim: str) -> dict[str, np.ndarray]:
     if isinstance(features, xr.DataArray):
         split = dim if dim in features.dims else next((d for d in ("layer", "site") if d in features.dims), None)
         if split is None:
-            raise DimensionError(f"A DataArray of features needs a {dim!r} dim to split sites along (as from "
-                                 f"scimech.capture.record.stack_sites); got dims {features.dims}. Pass dim=... or a mapping.")
-        return {str(v): _flatten_da(features.isel({split: i}), f"{split}={v!r}")
-                for i, v in enumerate(features[split].values)}
+            raise DimensionError(
+                f"A DataArray of features needs a {dim!r} dim to split sites along (as from "
+                f"scimech.capture.record.stack_sites); got dims {features.dims}. Pass dim=... or a mapping."
+            )
+        return {
+            str(v): _flatten_da(features.isel({split: i}), f"{split}={v!r}")
+            for i, v in enumerate(features[split].values)
+        }
     if isinstance(features, Mapping):
         out = {}
         for k, v in features.items():
@@ -354,65 +377,82 @@ def _splitter(task: Task, cv: int, groups, seed: int):
 
 def _splits(task: Task, cv: int, y: np.ndarray, groups, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
     n = len(y)
-    splits = list(_splitter(task, cv, groups, seed).split(np.zeros(n), y if task == "classification" else None,
-                                                          groups))
+    splits = list(_splitter(task, cv, groups, seed).split(np.zeros(n), y if task == "classification" else None, groups))
     for f, (tr, te) in enumerate(splits):
         if len(te) < 2 or len(tr) < 2:
-            raise DataValidationError(f"Fold {f} has {len(tr)} training and {len(te)} test samples; each needs at "
-                                      f"least 2. Lower cv (now {cv}) or give more samples / groups.")
+            raise DataValidationError(
+                f"Fold {f} has {len(tr)} training and {len(te)} test samples; each needs at "
+                f"least 2. Lower cv (now {cv}) or give more samples / groups."
+            )
         if task == "classification" and len(np.unique(y[tr])) < 2:
-            raise DataValidationError(f"Fold {f} trains on a single class ({np.unique(y[tr])[0]!r}). With grouped CV "
-                                      "some groups hold only one class: lower cv or give more groups per class.")
+            raise DataValidationError(
+                f"Fold {f} trains on a single class ({np.unique(y[tr])[0]!r}). With grouped CV "
+                "some groups hold only one class: lower cv or give more groups per class."
+            )
     return splits
 
 
 def _looks_continuous(y: np.ndarray) -> None:
     """Refuse a float target with mostly distinct values as classes (a regression target)."""
     if y.dtype.kind == "f" and len(y) >= 10 and len(np.unique(y)) > len(y) // 2:
-        raise DataValidationError(f"task='classification' but y is continuous ({len(np.unique(y))} distinct values "
-                                  f"in {len(y)} samples); use task='regression', or bin y into classes first.")
+        raise DataValidationError(
+            f"task='classification' but y is continuous ({len(np.unique(y))} distinct values "
+            f"in {len(y)} samples); use task='regression', or bin y into classes first."
+        )
 
 
 def _check_inputs(feats: dict[str, np.ndarray], y: np.ndarray, task: Task, groups, cv: int) -> None:
     n = len(y)
     if y.ndim != 1:
-        raise DataValidationError(f"y must be 1-D (one target per sample); got shape {y.shape}. Probe each target "
-                                  "column separately.")
+        raise DataValidationError(
+            f"y must be 1-D (one target per sample); got shape {y.shape}. Probe each target column separately."
+        )
     if not isinstance(cv, (int, np.integer)) or cv < 2:
         raise ValueError(f"cv must be an int >= 2 (the number of folds); got {cv!r}.")
     for name, X in feats.items():
         if X.shape[0] != n:
-            raise DataValidationError(f"Site {name!r} has {X.shape[0]} samples but y has {n}; record the features "
-                                      "and the targets over the same samples.")
+            raise DataValidationError(
+                f"Site {name!r} has {X.shape[0]} samples but y has {n}; record the features "
+                "and the targets over the same samples."
+            )
         if X.shape[1] == 0:
             raise DataValidationError(f"Site {name!r} has no features (width 0).")
         if not np.issubdtype(X.dtype, np.number) or not np.all(np.isfinite(X)):
-            raise DataValidationError(f"Site {name!r} has NaN/inf (or non-numeric) activations; drop those samples "
-                                      "from the features and y first.")
+            raise DataValidationError(
+                f"Site {name!r} has NaN/inf (or non-numeric) activations; drop those samples "
+                "from the features and y first."
+            )
     if task == "regression" and not np.all(np.isfinite(y)):
         raise DataValidationError("y has NaN/inf values; drop those samples (and their features) first.")
     if task == "regression" and n and np.ptp(y) == 0:
-        raise DataValidationError(f"y is constant ({y[0]:g} for every sample): R2 is undefined, there is nothing to "
-                                  "probe. Check that the targets were gathered for these samples.")
+        raise DataValidationError(
+            f"y is constant ({y[0]:g} for every sample): R2 is undefined, there is nothing to "
+            "probe. Check that the targets were gathered for these samples."
+        )
     if task == "classification":
         if y.dtype.kind == "f" and not np.all(np.isfinite(y)):
             raise DataValidationError("y has NaN class labels; drop those samples (and their features) first.")
         if y.dtype.kind == "O" and any(v is None for v in y):
-            raise DataValidationError("y has missing (None) class labels; drop those samples (and their features) "
-                                      "first.")
+            raise DataValidationError(
+                "y has missing (None) class labels; drop those samples (and their features) first."
+            )
         _looks_continuous(y)
         _, counts = np.unique(y, return_counts=True)
         if len(counts) < 2:
             raise DataValidationError(f"Classification needs at least 2 classes; y has only {np.unique(y)}.")
         if groups is None and counts.min() < cv:
-            raise DataValidationError(f"The rarest class has {counts.min()} samples, fewer than cv={cv} folds: "
-                                      "lower cv or merge rare classes.")
+            raise DataValidationError(
+                f"The rarest class has {counts.min()} samples, fewer than cv={cv} folds: "
+                "lower cv or merge rare classes."
+            )
     if groups is not None:
         if len(groups) != n:
             raise DataValidationError(f"groups has {len(groups)} entries but y has {n}; give one group id per sample.")
         if len(np.unique(groups)) < cv:
-            raise DataValidationError(f"Grouped CV with cv={cv} needs at least {cv} groups; got "
-                                      f"{len(np.unique(groups))}. Lower cv or give finer groups.")
+            raise DataValidationError(
+                f"Grouped CV with cv={cv} needs at least {cv} groups; got "
+                f"{len(np.unique(groups))}. Lower cv or give finer groups."
+            )
     if n < 2 * cv:
         raise DataValidationError(f"{n} samples are too few for cv={cv}: need at least {2 * cv} (2 per fold).")
 
@@ -460,17 +500,29 @@ def _check_block_permutable(y: np.ndarray, groups) -> None:
         raise DataValidationError(
             "permutation_test: y varies within groups, so whole groups' labels must be permuted as blocks between "
             f"groups of the same size, but no two of the {len(uniq)} groups have the same size. Give groups of equal "
-            "size (e.g. the same number of windows per recording), or a y constant within each group.")
+            "size (e.g. the same number of windows per recording), or a y constant within each group."
+        )
 
 
 def _cv_score(X, y, splits, task: Task, **params) -> float:
     metric = _r2_axis if task == "regression" else _acc_axis
-    return float(np.mean([metric(y[te], LinearProbe(task=task, **params).fit(X[tr], y[tr]).predict(X[te]))
-                          for tr, te in splits]))
+    return float(
+        np.mean([metric(y[te], LinearProbe(task=task, **params).fit(X[tr], y[tr]).predict(X[te])) for tr, te in splits])
+    )
 
 
-def permutation_test(X, y, *, task: Task = "regression", groups=None, cv: int = 5, n_permutations: int = 100,
-                     seed: int = 0, alpha: float = 1.0, C: float = 1.0) -> tuple[float, float]:
+def permutation_test(
+    X,
+    y,
+    *,
+    task: Task = "regression",
+    groups=None,
+    cv: int = 5,
+    n_permutations: int = 100,
+    seed: int = 0,
+    alpha: float = 1.0,
+    C: float = 1.0,
+) -> tuple[float, float]:
     """Cross-validated probe score and its permutation-test p-value.
 
     The folds are fixed by ``seed``; under the null the labels are permuted (at group
@@ -510,17 +562,31 @@ def permutation_test(X, y, *, task: Task = "regression", groups=None, cv: int = 
     rng = np.random.default_rng(seed)
     with config_context(assume_finite=True):  # checked above: skip sklearn's per-fit finiteness scans
         score = _cv_score(X, y, splits, task, **params)
-        null = np.array([_cv_score(X, _permute(y, groups, rng), splits, task, **params)
-                         for _ in range(n_permutations)])
+        null = np.array([_cv_score(X, _permute(y, groups, rng), splits, task, **params) for _ in range(n_permutations)])
     return score, float((1 + np.sum(null >= score)) / (1 + n_permutations))
 
 
-def probe_sites(features: Mapping[str, np.ndarray] | xr.Dataset | xr.DataArray, y, *, task: Task = "regression",
-                groups=None, cv: int = 5, seeds: Sequence[int] = (0,), alpha: float = 1.0, C: float = 1.0,
-                control: bool = True, n_bootstrap: int = 1000, n_permutations: int = 0,
-                random_baseline: Mapping | xr.Dataset | xr.DataArray | None = None, dim: str = "site",
-                coords: Sequence | None = None, confidence: float = 0.95, control_groups=None,
-                max_iter: int = 1000, ci_method: Literal["BCa", "percentile", "basic"] = "BCa") -> xr.Dataset:
+def probe_sites(
+    features: Mapping[str, np.ndarray] | xr.Dataset | xr.DataArray,
+    y,
+    *,
+    task: Task = "regression",
+    groups=None,
+    cv: int = 5,
+    seeds: Sequence[int] = (0,),
+    alpha: float = 1.0,
+    C: float = 1.0,
+    control: bool = True,
+    n_bootstrap: int = 1000,
+    n_permutations: int = 0,
+    random_baseline: Mapping | xr.Dataset | xr.DataArray | None = None,
+    dim: str = "site",
+    coords: Sequence | None = None,
+    confidence: float = 0.95,
+    control_groups=None,
+    max_iter: int = 1000,
+    ci_method: Literal["BCa", "percentile", "basic"] = "BCa",
+) -> xr.Dataset:
     """Fit a linear probe per site with cross-validation; compare with a control task.
 
     Parameters
@@ -582,12 +648,22 @@ def probe_sites(features: Mapping[str, np.ndarray] | xr.Dataset | xr.DataArray, 
         NaN/inf features or targets, mismatched lengths, too few samples, classes or
         groups for the folds.
     """
-    feats, y, groups, cgroups, rand, seeds = _probe_inputs(features, y, task=task, groups=groups, cv=cv, seeds=seeds,
-                                                           control_groups=control_groups, dim=dim,
-                                                           random_baseline=random_baseline, ci_method=ci_method)
+    feats, y, groups, cgroups, rand, seeds = _probe_inputs(
+        features,
+        y,
+        task=task,
+        groups=groups,
+        cv=cv,
+        seeds=seeds,
+        control_groups=control_groups,
+        dim=dim,
+        random_baseline=random_baseline,
+        ci_method=ci_method,
+    )
     params = {"task": task, "alpha": alpha, "C": C, "max_iter": max_iter}
-    score, ctrl, srand, oof = _cross_validate(feats, y, rand, groups, cgroups, cv=cv, seeds=seeds, control=control,
-                                              params=params)
+    score, ctrl, srand, oof = _cross_validate(
+        feats, y, rand, groups, cgroups, cv=cv, seeds=seeds, control=control, params=params
+    )
     names = list(feats)
     ds = xr.Dataset(coords={dim: list(coords) if coords is not None else names, "fold": np.arange(cv), "seed": seeds})
     if coords is not None:
@@ -597,13 +673,36 @@ def probe_sites(features: Mapping[str, np.ndarray] | xr.Dataset | xr.DataArray, 
         ds = ds.assign_coords({("site" if dim != "site" else "site_name"): (dim, names)})
     metric_name = "r2" if task == "regression" else "accuracy"
     _add_fold_scores(ds, dim, metric_name, score, ctrl if control else None, srand if rand is not None else None)
-    _add_site_statistics(ds, dim, feats, y, oof, params=params, groups=groups, cv=cv, seed=seeds[0],
-                         n_bootstrap=n_bootstrap, confidence=confidence, ci_method=ci_method,
-                         n_permutations=n_permutations)
-    ds.attrs.update({"task": task, "metric": metric_name, "cv": cv, "grouped": int(groups is not None),
-                     "alpha": alpha, "C": C, "seeds": seeds, "n_bootstrap": n_bootstrap,
-                     "n_permutations": n_permutations, "ci_method": ci_method,
-                     "description": "linear probes per site"})
+    _add_site_statistics(
+        ds,
+        dim,
+        feats,
+        y,
+        oof,
+        params=params,
+        groups=groups,
+        cv=cv,
+        seed=seeds[0],
+        n_bootstrap=n_bootstrap,
+        confidence=confidence,
+        ci_method=ci_method,
+        n_permutations=n_permutations,
+    )
+    ds.attrs.update(
+        {
+            "task": task,
+            "metric": metric_name,
+            "cv": cv,
+            "grouped": int(groups is not None),
+            "alpha": alpha,
+            "C": C,
+            "seeds": seeds,
+            "n_bootstrap": n_bootstrap,
+            "n_permutations": n_permutations,
+            "ci_method": ci_method,
+            "description": "linear probes per site",
+        }
+    )
     return ds
 
 
@@ -619,11 +718,12 @@ def _aligned_target(features, y):
     if np.array_equal(want, have):
         return y.values
     if len(want) == len(have) and set(want.tolist()) == set(have.tolist()):
-        return y.sel(sample=want).values      # the same samples in another order: aligned
+        return y.sel(sample=want).values  # the same samples in another order: aligned
     raise DataValidationError(
         f"y's sample coordinates do not match the features' ({len(have)} vs {len(want)} samples, "
         f"{len(set(have.tolist()) & set(want.tolist()))} in common); give y for the recorded samples "
-        "(e.g. y.sel(sample=features.sample)).")
+        "(e.g. y.sel(sample=features.sample))."
+    )
 
 
 def _warn_repeated_rows(feats: dict[str, np.ndarray], groups) -> None:
@@ -634,10 +734,13 @@ def _warn_repeated_rows(feats: dict[str, np.ndarray], groups) -> None:
         rows = np.ascontiguousarray(X).reshape(len(X), -1)
         n_unique = len(np.unique(rows.view(np.dtype((np.void, rows.dtype.itemsize * rows.shape[1]))).ravel()))
         if n_unique < len(rows):
-            warnings.warn(f"Site {name!r} has {len(rows) - n_unique} repeated feature rows: identical samples (the "
-                          "same object recorded twice, augmentations) can fall in the training and the test folds "
-                          "and inflate the held-out score. Pass groups= (e.g. the object id) to keep repeats in one "
-                          "fold.", stacklevel=4)
+            warnings.warn(
+                f"Site {name!r} has {len(rows) - n_unique} repeated feature rows: identical samples (the "
+                "same object recorded twice, augmentations) can fall in the training and the test folds "
+                "and inflate the held-out score. Pass groups= (e.g. the object id) to keep repeats in one "
+                "fold.",
+                stacklevel=4,
+            )
             return
 
 
@@ -655,8 +758,9 @@ def _probe_inputs(features, y, *, task, groups, cv, seeds, control_groups, dim, 
     n = len(y)
     if task == "regression":
         if not np.issubdtype(y.dtype, np.number):
-            raise DataValidationError(f"task='regression' needs a numeric y; got dtype {y.dtype}. Use "
-                                      "task='classification' for labels.")
+            raise DataValidationError(
+                f"task='regression' needs a numeric y; got dtype {y.dtype}. Use task='classification' for labels."
+            )
         y = y.astype(float)
     groups = None if groups is None else np.asarray(groups)
     _check_inputs(feats, y, task, groups, cv)
@@ -669,8 +773,9 @@ def _probe_inputs(features, y, *, task, groups, cv, seeds, control_groups, dim, 
         rand = _as_features(random_baseline, dim)
         missing = [k for k in feats if k not in rand]
         if missing:
-            raise DataValidationError(f"random_baseline lacks sites {missing}; record the same sites from the "
-                                      "randomly initialised model.")
+            raise DataValidationError(
+                f"random_baseline lacks sites {missing}; record the same sites from the randomly initialised model."
+            )
         _check_inputs({f"{k} (random_baseline)": rand[k] for k in feats}, y, task, groups, cv)
     seeds = list(seeds)
     if not seeds:
@@ -717,8 +822,11 @@ def _add_fold_scores(ds: xr.Dataset, dim: str, metric_name: str, score, ctrl, sr
     ds["score_mean"] = ds["score"].mean(("fold", "seed"))
     ds["score_mean"].attrs.update({"description": f"mean held-out {metric_name} over folds and seeds", "units": "1"})
     if ctrl is not None:
-        ds["control_score"] = ((dim, "fold", "seed"), ctrl,
-                               {"description": f"held-out {metric_name} on control labels", "units": "1"})
+        ds["control_score"] = (
+            (dim, "fold", "seed"),
+            ctrl,
+            {"description": f"held-out {metric_name} on control labels", "units": "1"},
+        )
         ds["selectivity"] = ds["score"] - ds["control_score"]
         ds["selectivity"].attrs.update({"description": "score - control_score (Hewitt & Liang 2019)", "units": "1"})
         ds["control_mean"] = ds["control_score"].mean(("fold", "seed"))
@@ -726,16 +834,35 @@ def _add_fold_scores(ds: xr.Dataset, dim: str, metric_name: str, score, ctrl, sr
         diff = ds["selectivity"].values.reshape(len(score), -1)
         spread = diff.std(axis=1, ddof=1) if diff.shape[1] > 1 else np.full(len(score), np.nan)
         with np.errstate(divide="ignore", invalid="ignore"):
-            ds["selectivity_snr"] = ((dim,), diff.mean(axis=1) / spread,
-                                     {"description": "mean(score - control) / std over folds and seeds",
-                                      "units": "1"})
+            ds["selectivity_snr"] = (
+                (dim,),
+                diff.mean(axis=1) / spread,
+                {"description": "mean(score - control) / std over folds and seeds", "units": "1"},
+            )
     if srand is not None:
-        ds["score_random"] = ((dim, "fold", "seed"), srand,
-                              {"description": "score on a random-init model's features", "units": "1"})
+        ds["score_random"] = (
+            (dim, "fold", "seed"),
+            srand,
+            {"description": "score on a random-init model's features", "units": "1"},
+        )
 
 
-def _add_site_statistics(ds: xr.Dataset, dim: str, feats, y, oof, *, params, groups, cv, seed, n_bootstrap,
-                         confidence, ci_method, n_permutations) -> None:
+def _add_site_statistics(
+    ds: xr.Dataset,
+    dim: str,
+    feats,
+    y,
+    oof,
+    *,
+    params,
+    groups,
+    cv,
+    seed,
+    n_bootstrap,
+    confidence,
+    ci_method,
+    n_permutations,
+) -> None:
     """Per site: the bootstrap interval of the out-of-fold score, the SNR of the probe direction,
     the probe weights (one width across sites) and the permutation p-value."""
     task = params["task"]
@@ -755,9 +882,17 @@ def _add_site_statistics(ds: xr.Dataset, dim: str, feats, y, oof, *, params, gro
                 try:
                     with warnings.catch_warnings():
                         warnings.simplefilter("ignore", stats.DegenerateDataWarning)
-                        res = stats.bootstrap((y, oof[s]), stat, paired=True, vectorized=True, n_resamples=n_bootstrap,
-                                              confidence_level=confidence, method=method, batch=50,
-                                              random_state=np.random.default_rng(seed))
+                        res = stats.bootstrap(
+                            (y, oof[s]),
+                            stat,
+                            paired=True,
+                            vectorized=True,
+                            n_resamples=n_bootstrap,
+                            confidence_level=confidence,
+                            method=method,
+                            batch=50,
+                            random_state=np.random.default_rng(seed),
+                        )
                     lo[s], hi[s] = res.confidence_interval
                 except (ValueError, FloatingPointError, ZeroDivisionError):
                     lo[s] = hi[s] = np.nan
@@ -765,31 +900,64 @@ def _add_site_statistics(ds: xr.Dataset, dim: str, feats, y, oof, *, params, gro
                     break
                 # degenerate for BCa (every resample scores the same, e.g. a perfect probe): percentile
                 if method == ci_method and ci_method != "percentile":
-                    warnings.warn(f"The {ci_method} interval of site {list(feats)[s]!r} is degenerate (the "
-                                  "resampled scores do not vary, e.g. a perfect probe); using the percentile interval.",
-                                  stacklevel=3)
+                    warnings.warn(
+                        f"The {ci_method} interval of site {list(feats)[s]!r} is degenerate (the "
+                        "resampled scores do not vary, e.g. a perfect probe); using the percentile interval.",
+                        stacklevel=3,
+                    )
         full = LinearProbe(**params).fit(X, y)
         snr[s] = signal_to_noise(X, y, full.direction_, task)
         if weights is not None:
             weights[s] = np.atleast_2d(full.coef_)[0]
         if n_permutations:
-            _, pval[s] = permutation_test(X, y, task=task, groups=groups, cv=cv, n_permutations=n_permutations,
-                                          seed=seed, alpha=params["alpha"], C=params["C"])
-    ds["score_oof"] = ((dim,), oof_score, {"description": "score of the pooled out-of-fold predictions (first "
-                                                          "seed): the statistic score_ci_low/high bound",
-                                           "units": "1"})
+            _, pval[s] = permutation_test(
+                X,
+                y,
+                task=task,
+                groups=groups,
+                cv=cv,
+                n_permutations=n_permutations,
+                seed=seed,
+                alpha=params["alpha"],
+                C=params["C"],
+            )
+    ds["score_oof"] = (
+        (dim,),
+        oof_score,
+        {
+            "description": "score of the pooled out-of-fold predictions (first "
+            "seed): the statistic score_ci_low/high bound",
+            "units": "1",
+        },
+    )
     if n_bootstrap:
         for name, bound in (("score_ci_low", lo), ("score_ci_high", hi)):
-            ds[name] = ((dim,), bound, {"description": f"{confidence:.0%} {ci_method} bound of score_oof (the pooled "
-                                                       "out-of-fold score, first seed; score_mean is the mean of the "
-                                                       "per-fold scores and may lie outside it)",
-                                        "units": "1"})
-    ds["snr"] = ((dim,), snr, {"description": "between / within variance of the projection on the probe direction, "
-                                              "in-sample (the probe fit on every sample): it grows with the number "
-                                              "of features against samples even on noise; the held-out measure is "
-                                              "score", "units": "1"})
+            ds[name] = (
+                (dim,),
+                bound,
+                {
+                    "description": f"{confidence:.0%} {ci_method} bound of score_oof (the pooled "
+                    "out-of-fold score, first seed; score_mean is the mean of the "
+                    "per-fold scores and may lie outside it)",
+                    "units": "1",
+                },
+            )
+    ds["snr"] = (
+        (dim,),
+        snr,
+        {
+            "description": "between / within variance of the projection on the probe direction, "
+            "in-sample (the probe fit on every sample): it grows with the number "
+            "of features against samples even on noise; the held-out measure is "
+            "score",
+            "units": "1",
+        },
+    )
     if n_permutations:
-        ds["p_value"] = ((dim,), pval, {"description": f"permutation test, {n_permutations} permutations",
-                                        "units": "1"})
+        ds["p_value"] = (
+            (dim,),
+            pval,
+            {"description": f"permutation test, {n_permutations} permutations", "units": "1"},
+        )
     if weights is not None:
         ds["weights"] = ((dim, "feature"), weights, {"description": "probe weights in feature units (first class)"})

@@ -21,9 +21,16 @@ from scimech.errors import DataValidationError
 __all__ = ["bootstrap_ci", "over_seeds", "summarize_over", "cluster_bootstrap", "compare"]
 
 
-def bootstrap_ci(data: np.ndarray | Sequence[np.ndarray], statistic: Callable = np.mean, *, n_resamples: int = 1000,
-                 confidence: float = 0.95, method: str = "BCa", seed: int = 0,
-                 paired: bool = False) -> tuple[float, float, float]:
+def bootstrap_ci(
+    data: np.ndarray | Sequence[np.ndarray],
+    statistic: Callable = np.mean,
+    *,
+    n_resamples: int = 1000,
+    confidence: float = 0.95,
+    method: str = "BCa",
+    seed: int = 0,
+    paired: bool = False,
+) -> tuple[float, float, float]:
     """Point estimate and bootstrap confidence interval of a statistic.
 
     Parameters
@@ -68,18 +75,36 @@ def bootstrap_ci(data: np.ndarray | Sequence[np.ndarray], statistic: Callable = 
     rng = np.random.default_rng(seed)
     vectorized = _takes_axis(statistic)
     try:
-        res = _st.bootstrap(tuple(samples), statistic, n_resamples=n_resamples, confidence_level=confidence,
-                            method=method, paired=paired, vectorized=vectorized, random_state=rng)
+        res = _st.bootstrap(
+            tuple(samples),
+            statistic,
+            n_resamples=n_resamples,
+            confidence_level=confidence,
+            method=method,
+            paired=paired,
+            vectorized=vectorized,
+            random_state=rng,
+        )
         lo, hi = res.confidence_interval
     except (ValueError, FloatingPointError, ZeroDivisionError) as err:
         if method == "percentile":
             raise
         # degenerate jackknife for BCa: fall back to the percentile interval, visibly
-        warnings.warn(f"bootstrap_ci: {method} failed ({err}); using the percentile interval instead.",
-                      RuntimeWarning, stacklevel=2)
-        res = _st.bootstrap(tuple(samples), statistic, n_resamples=n_resamples, confidence_level=confidence,
-                            method="percentile", paired=paired, vectorized=vectorized,
-                            random_state=np.random.default_rng(seed))
+        warnings.warn(
+            f"bootstrap_ci: {method} failed ({err}); using the percentile interval instead.",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        res = _st.bootstrap(
+            tuple(samples),
+            statistic,
+            n_resamples=n_resamples,
+            confidence_level=confidence,
+            method="percentile",
+            paired=paired,
+            vectorized=vectorized,
+            random_state=np.random.default_rng(seed),
+        )
         lo, hi = res.confidence_interval
     return est, float(lo), float(hi)
 
@@ -102,8 +127,9 @@ def over_seeds(results: Sequence[xr.Dataset | xr.DataArray], seeds: Sequence[int
     return xr.concat(items, dim=xr.DataArray(list(seeds), dims="seed", name="seed"))
 
 
-def summarize_over(da: xr.DataArray, dim: str = "seed", confidence: float = 0.95, n_resamples: int = 1000,
-                   seed: int = 0) -> xr.Dataset:
+def summarize_over(
+    da: xr.DataArray, dim: str = "seed", confidence: float = 0.95, n_resamples: int = 1000, seed: int = 0
+) -> xr.Dataset:
     """Mean, standard deviation and a bootstrap interval of the mean over ``dim``.
 
     With fewer than 3 values along ``dim`` the interval is NaN (too few to resample).
@@ -121,13 +147,20 @@ def summarize_over(da: xr.DataArray, dim: str = "seed", confidence: float = 0.95
         return np.array([lo, hi])
 
     bounds = xr.apply_ufunc(ci, da, input_core_dims=[[dim]], output_core_dims=[["bound"]], vectorize=True)
-    return xr.Dataset({"mean": mean, "std": std, "ci_low": bounds.isel(bound=0, drop=True),
-                       "ci_high": bounds.isel(bound=1, drop=True)},
-                      attrs={"over": dim, "confidence": confidence, "n": int(da.sizes[dim])})
+    return xr.Dataset(
+        {
+            "mean": mean,
+            "std": std,
+            "ci_low": bounds.isel(bound=0, drop=True),
+            "ci_high": bounds.isel(bound=1, drop=True),
+        },
+        attrs={"over": dim, "confidence": confidence, "n": int(da.sizes[dim])},
+    )
 
 
-def cluster_bootstrap(values: np.ndarray, clusters: np.ndarray, *, n_resamples: int = 2000,
-                      confidence: float = 0.95, seed: int = 0) -> tuple[float, float, float]:
+def cluster_bootstrap(
+    values: np.ndarray, clusters: np.ndarray, *, n_resamples: int = 2000, confidence: float = 0.95, seed: int = 0
+) -> tuple[float, float, float]:
     """Mean and percentile interval of ``values (n_seeds, n_windows)`` resampling seeds and
     clusters (``clusters (n_windows,)``, e.g. the trial of each window) with replacement: a
     two-level bootstrap for samples that are not independent (overlapping windows of one trial,

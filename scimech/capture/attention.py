@@ -37,8 +37,9 @@ class DecomposedMultiheadAttention(nn.Module):
     # torch's Transformer layers take a fused fast path when this is True; we must not.
     _qkv_same_embed_dim = False
 
-    def __init__(self, embed_dim: int, num_heads: int, *, bias: bool = True, dropout: float = 0.0,
-                 batch_first: bool = False):
+    def __init__(
+        self, embed_dim: int, num_heads: int, *, bias: bool = True, dropout: float = 0.0, batch_first: bool = False
+    ):
         super().__init__()
         if embed_dim % num_heads:
             raise HeadLayoutError(f"embed_dim {embed_dim} is not divisible by num_heads {num_heads}.")
@@ -66,17 +67,19 @@ class DecomposedMultiheadAttention(nn.Module):
         if mha.bias_k is not None or mha.add_zero_attn:
             raise HeadLayoutError("add_bias_kv / add_zero_attn are not supported by DecomposedMultiheadAttention.")
         if not mha._qkv_same_embed_dim:
-            raise HeadLayoutError("kdim/vdim different from embed_dim are not supported; "
-                                  "declare a HeadLayout on your own attention module instead.")
+            raise HeadLayoutError(
+                "kdim/vdim different from embed_dim are not supported; "
+                "declare a HeadLayout on your own attention module instead."
+            )
         bias = mha.in_proj_bias is not None
         new = cls(mha.embed_dim, mha.num_heads, bias=bias, dropout=mha.dropout, batch_first=mha.batch_first)
         E = mha.embed_dim
         w = mha.in_proj_weight.detach()
         with torch.no_grad():
             for i, lin in enumerate((new.q_proj, new.k_proj, new.v_proj)):
-                lin.weight.copy_(w[i * E:(i + 1) * E])
+                lin.weight.copy_(w[i * E : (i + 1) * E])
                 if bias:
-                    lin.bias.copy_(mha.in_proj_bias.detach()[i * E:(i + 1) * E])
+                    lin.bias.copy_(mha.in_proj_bias.detach()[i * E : (i + 1) * E])
             new.out_proj.weight.copy_(mha.out_proj.weight.detach())
             if new.out_proj.bias is not None and mha.out_proj.bias is not None:
                 new.out_proj.bias.copy_(mha.out_proj.bias.detach())
@@ -88,8 +91,9 @@ class DecomposedMultiheadAttention(nn.Module):
         B, L, _ = t.shape
         return t.reshape(B, L, self.num_heads, self.head_dim).transpose(1, 2)
 
-    def attention_weights(self, q: torch.Tensor, k: torch.Tensor, attn_mask=None, key_padding_mask=None,
-                          is_causal: bool = False) -> torch.Tensor:
+    def attention_weights(
+        self, q: torch.Tensor, k: torch.Tensor, attn_mask=None, key_padding_mask=None, is_causal: bool = False
+    ) -> torch.Tensor:
         """Softmax attention weights (B, H, L, S) from per-head queries (B, H, L, dh) and keys (B, H, S, dh).
 
         The masks are those of :meth:`forward` (batch-first layout). Attribution patching's
@@ -110,8 +114,17 @@ class DecomposedMultiheadAttention(nn.Module):
             scores = scores.masked_fill(kpm, float("-inf")) if kpm.dtype == torch.bool else scores + kpm
         return scores.softmax(dim=-1)
 
-    def forward(self, query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
-                average_attn_weights=True, is_causal=False):
+    def forward(
+        self,
+        query,
+        key,
+        value,
+        key_padding_mask=None,
+        need_weights=True,
+        attn_mask=None,
+        average_attn_weights=True,
+        is_causal=False,
+    ):
         unbatched = query.dim() == 2
         if unbatched:  # (L, E) as torch accepts: add a batch of one, drop it at the end
             query, key, value = (t.unsqueeze(0) for t in (query, key, value))

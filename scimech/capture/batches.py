@@ -17,8 +17,17 @@ from typing import Any, cast
 
 import torch
 
-__all__ = ["leaf_tensors", "is_graph_batch", "n_samples_of", "batch_size_of", "map_tensors", "slice_batch",
-           "tile_batch", "is_one_batch", "iter_batches"]
+__all__ = [
+    "leaf_tensors",
+    "is_graph_batch",
+    "n_samples_of",
+    "batch_size_of",
+    "map_tensors",
+    "slice_batch",
+    "tile_batch",
+    "is_one_batch",
+    "iter_batches",
+]
 
 
 def leaf_tensors(obj: Any) -> Iterable[torch.Tensor]:
@@ -40,8 +49,7 @@ def is_graph_batch(batch: Any) -> bool:
     """A batch of graphs of PyTorch Geometric (an instance of ``torch_geometric.data.Batch``),
     recognised by its class, not by a method name: another library's batch with a
     ``to_data_list`` (MACE's, DGL's) is cut and tiled as any other nesting of tensors."""
-    return any(c.__name__ == "Batch" and c.__module__.startswith("torch_geometric.")
-               for c in type(batch).__mro__)
+    return any(c.__name__ == "Batch" and c.__module__.startswith("torch_geometric.") for c in type(batch).__mro__)
 
 
 def n_samples_of(batch: Any) -> int:
@@ -57,8 +65,10 @@ def batch_size_of(batch: Any) -> int:
     for t in leaf_tensors(batch):
         if t.dim() > 0:
             return t.shape[0]
-    raise TypeError(f"Cannot find a batch dimension in inputs of type {type(batch).__name__}; pass a Tensor, or a "
-                    "dict / tuple / list / dataclass of Tensors batched on dim 0.")
+    raise TypeError(
+        f"Cannot find a batch dimension in inputs of type {type(batch).__name__}; pass a Tensor, or a "
+        "dict / tuple / list / dataclass of Tensors batched on dim 0."
+    )
 
 
 def map_tensors(batch: Any, f: Callable[[torch.Tensor], torch.Tensor]) -> Any:
@@ -115,8 +125,11 @@ def tile_batch(batch: Any, times: int) -> Any:
 
 def is_one_batch(inputs: Any) -> bool:
     """Whether ``inputs`` is one batch (a Tensor, dict, tuple or dataclass) rather than an iterable of batches."""
-    return isinstance(inputs, (torch.Tensor, Mapping, tuple)) or is_graph_batch(inputs) or (
-        dataclasses.is_dataclass(inputs) and not isinstance(inputs, type))
+    return (
+        isinstance(inputs, (torch.Tensor, Mapping, tuple))
+        or is_graph_batch(inputs)
+        or (dataclasses.is_dataclass(inputs) and not isinstance(inputs, type))
+    )
 
 
 def iter_batches(inputs: Any, batch_size: int):

@@ -33,8 +33,17 @@ from typing import Literal
 
 from torch import nn
 
-__all__ = ["Calls", "CallPolicy", "Pass", "parse_calls", "forward_pass", "current_pass", "aliases", "repeat_message",
-           "shortfall"]
+__all__ = [
+    "Calls",
+    "CallPolicy",
+    "Pass",
+    "parse_calls",
+    "forward_pass",
+    "current_pass",
+    "aliases",
+    "repeat_message",
+    "shortfall",
+]
 
 
 class Pass:
@@ -92,20 +101,27 @@ def parse_calls(value, verb: str, *, allow_last: bool = True) -> CallPolicy:
         policy = CallPolicy(value)
     elif isinstance(value, int) and not isinstance(value, bool) and value >= 0:
         policy = CallPolicy("index", (int(value),))
-    elif (isinstance(value, Sequence) and not isinstance(value, str) and value
-          and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value)):
+    elif (
+        isinstance(value, Sequence)
+        and not isinstance(value, str)
+        and value
+        and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value)
+    ):
         if len(set(value)) != len(value):
             raise ValueError(f"The 'calls' option of {verb} lists a call twice: {list(value)}.")
         policy = CallPolicy("index", tuple(sorted(int(v) for v in value)), is_list=True)  # in call order
     else:
-        raise ValueError(f"The 'calls' option of {verb} must be 'error', 'all', 'last', a call index >= 0 or a "
-                         f"list of them. Got {value!r} instead.")
+        raise ValueError(
+            f"The 'calls' option of {verb} must be 'error', 'all', 'last', a call index >= 0 or a "
+            f"list of them. Got {value!r} instead."
+        )
     if policy.mode == "last" and not allow_last:
         raise ValueError(
             f"{verb} cannot act on calls='last': which call is the last is known only once the forward pass has "
             "ended, after the earlier calls have run. Give the index instead (calls=k, 0-based; record(..., "
             "calls='all') shows how many calls a pass makes), or use ablation_sweep / patching_sweep, which count "
-            "the calls on the unchanged run first.")
+            "the calls on the unchanged run first."
+        )
     return policy
 
 
@@ -138,13 +154,17 @@ def shortfall(policy: CallPolicy, n: int, last: int | None = None) -> str | None
     if policy.mode == "index":
         missing = [i for i in policy.indices if i >= n]
         if missing:
-            return (f"ran {n} time(s) in a forward pass, so call(s) {missing} never happened there and nothing was "
-                    "recorded or changed at them (calls= counts from 0 within each pass). Choose calls below that "
-                    "count; record(..., calls='all') shows them.")
+            return (
+                f"ran {n} time(s) in a forward pass, so call(s) {missing} never happened there and nothing was "
+                "recorded or changed at them (calls= counts from 0 within each pass). Choose calls below that "
+                "count; record(..., calls='all') shows them."
+            )
     elif policy.mode == "last" and last is not None and n != last + 1:
-        return (f"ran {last + 1} times in the unchanged forward pass but {n} times in the changed one (a number of "
-                "calls that depends on the values, e.g. an adaptive solver's steps), so 'the last call' is not one "
-                "step of both runs. Give a fixed call index (calls=k) or use a fixed-step solver.")
+        return (
+            f"ran {last + 1} times in the unchanged forward pass but {n} times in the changed one (a number of "
+            "calls that depends on the values, e.g. an adaptive solver's steps), so 'the last call' is not one "
+            "step of both runs. Give a fixed call index (calls=k) or use a fixed-step solver."
+        )
     return None
 
 
@@ -163,11 +183,16 @@ def aliases(model: nn.Module | None, module: nn.Module) -> list[str]:
 def repeat_message(site: str, module: nn.Module, model: nn.Module | None, verb: str, calls: int | None = None) -> str:
     """Why a site ran twice and the fix, for :class:`~scimech.errors.SiteCalledTwiceError`."""
     paths = aliases(model, module)
-    shared = (f" The module is one object registered under {len(paths)} paths ({', '.join(paths)}): a shared "
-              "module runs once for each, so ablating or recording one path acts on all of them."
-              if len(paths) > 1 else "")
+    shared = (
+        f" The module is one object registered under {len(paths)} paths ({', '.join(paths)}): a shared "
+        "module runs once for each, so ablating or recording one path acts on all of them."
+        if len(paths) > 1
+        else ""
+    )
     n = f" ({calls} calls so far)" if calls else ""
-    return (f"{verb}: site {site!r} ({type(module).__name__}) ran more than once in one forward pass{n} (RNN or "
-            f"solver steps, a weight-tied or iterated block, a rollout).{shared} Say which calls: calls='all' "
-            "(every call), calls=k (call k, 0-based, of each pass), calls=[i, j], or calls='last' where the verb "
-            "accepts it.")
+    return (
+        f"{verb}: site {site!r} ({type(module).__name__}) ran more than once in one forward pass{n} (RNN or "
+        f"solver steps, a weight-tied or iterated block, a rollout).{shared} Say which calls: calls='all' "
+        "(every call), calls=k (call k, 0-based, of each pass), calls=[i, j], or calls='last' where the verb "
+        "accepts it."
+    )

@@ -53,8 +53,16 @@ from scimech.capture.layout import batch_rows, current_rows
 from scimech.capture.sites import ResolvedSite
 from scimech.errors import DataValidationError, SiteCalledTwiceError, SiteNeverRanError
 
-__all__ = ["HookSet", "StopForward", "first_tensor", "override_forward", "run_forward", "check_fired", "to_eval",
-           "restore_modes"]
+__all__ = [
+    "HookSet",
+    "StopForward",
+    "first_tensor",
+    "override_forward",
+    "run_forward",
+    "check_fired",
+    "to_eval",
+    "restore_modes",
+]
 
 #: modules whose fused inference path a hook on them or on a submodule switches off
 _FAST_PATH_MODULES: tuple[type[nn.Module], ...] = (nn.TransformerEncoderLayer,)
@@ -134,12 +142,15 @@ def _first_parameter(module: nn.Module) -> str | None:
     import inspect
 
     try:
-        params = list(inspect.signature(type(module).forward).parameters.values())[1:]   # not scimech's wrapper; no self
+        params = list(inspect.signature(type(module).forward).parameters.values())[1:]  # not scimech's wrapper; no self
     except (TypeError, ValueError):
         return None
     first = params[0] if params else None
-    return first.name if first is not None and first.kind in (first.POSITIONAL_ONLY, first.POSITIONAL_OR_KEYWORD,
-                                                              first.KEYWORD_ONLY) else None
+    return (
+        first.name
+        if first is not None and first.kind in (first.POSITIONAL_ONLY, first.POSITIONAL_OR_KEYWORD, first.KEYWORD_ONLY)
+        else None
+    )
 
 
 def _on_input(fn: HookFn, site: ResolvedSite, args: tuple, kwargs: dict) -> tuple[tuple, dict] | None:
@@ -158,7 +169,8 @@ def _on_input(fn: HookFn, site: ResolvedSite, args: tuple, kwargs: dict) -> tupl
         raise DataValidationError(
             f"Site {site.name!r}: the module was called with keywords only ({', '.join(kwargs) or 'none'}) and none "
             f"is the first parameter of its forward ({name!r}); name the input you mean by a module that takes it "
-            "first, or record the module's output instead.")
+            "first, or record the module's output instead."
+        )
     new = fn(site, first_tensor(kwargs[name]))
     return None if new is None else (args, {**kwargs, name: _replace_first(kwargs[name], new)})
 
@@ -172,17 +184,24 @@ class HookSet:
     the user starts directly (``with ablate(...): model(x)``).
     """
 
-    def __init__(self, sites: Iterable[ResolvedSite], fn: HookFn, model: nn.Module | None = None,
-                 calls: CallPolicy | None = None, verb: str = "", last: Mapping[str, int] | None = None):
+    def __init__(
+        self,
+        sites: Iterable[ResolvedSite],
+        fn: HookFn,
+        model: nn.Module | None = None,
+        calls: CallPolicy | None = None,
+        verb: str = "",
+        last: Mapping[str, int] | None = None,
+    ):
         self.sites = list(sites)
         self.fn = fn
         self.model = model
-        self.calls = calls          # None: every call, unchecked (internal plumbing)
+        self.calls = calls  # None: every call, unchecked (internal plumbing)
         self.verb = verb or "scimech"
         self.last = dict(last or {})  # site -> index of its last call (calls='last', counted beforehand)
         self.fired: dict[str, int] = {s.name: 0 for s in self.sites}
         self.axes: dict = {}  # the layout met at each site
-        self.call = 0         # index of the call being handled, within its forward pass
+        self.call = 0  # index of the call being handled, within its forward pass
         self.passes: list[dict[str, int]] = []  # calls per site of each finished pass
         self._pass: Pass | None = None
         self._counts: dict[str, int] = {}
@@ -249,6 +268,7 @@ class HookSet:
         if isinstance(site.module, _FAST_PATH_MODULES):
             return override_forward(site.module, functools.partial(self._wrapped, site))
         if site.port == "input":
+
             def pre_hook(module, args, kwargs, _site=site):
                 return _on_input(apply, _site, args, kwargs)
 
@@ -266,15 +286,18 @@ class HookSet:
         """``inner`` with the hook function applied to its input or output (no torch hook)."""
         apply = self._apply
         if site.port == "input":
+
             def forward_input(*args, **kwargs):
                 changed = _on_input(apply, site, args, kwargs)
                 return inner(*args, **kwargs) if changed is None else inner(*changed[0], **changed[1])
+
             return forward_input
 
         def forward_output(*args, **kwargs):
             out = inner(*args, **kwargs)
             new = apply(site, first_tensor(out))
             return out if new is None else _replace_first(out, new)
+
         return forward_output
 
     def check_fired(self, what: str) -> None:
@@ -306,7 +329,8 @@ def check_fired(fired: Mapping[str, int], what: str) -> None:
             f"{what}: site(s) {never} never ran during the forward pass, so nothing was recorded or changed there "
             "and no effect can be reported. The module is not on the path this input takes (a branch not taken, "
             "a module whose computation the model does functionally, e.g. dropout in eval or a fused attention "
-            "path); choose a site from scimech.list_sites(model) that runs, or check the forward= function.")
+            "path); choose a site from scimech.list_sites(model) that runs, or check the forward= function."
+        )
 
 
 def _root_rows_hooks(model: nn.Module) -> list:
@@ -315,7 +339,7 @@ def _root_rows_hooks(model: nn.Module) -> list:
     tokens: list = []
 
     def pre(module, args, kwargs):
-        rows = current_rows()   # inside a verb's forward (a rollout's later calls): keep its batch
+        rows = current_rows()  # inside a verb's forward (a rollout's later calls): keep its batch
         if rows is None:
             try:
                 rows = batch_size_of((args, kwargs))
@@ -329,8 +353,10 @@ def _root_rows_hooks(model: nn.Module) -> list:
             pas.__exit__(None, None, None)
             rows.__exit__(None, None, None)
 
-    return [model.register_forward_pre_hook(pre, with_kwargs=True, prepend=True),
-            model.register_forward_hook(post, always_call=True)]
+    return [
+        model.register_forward_pre_hook(pre, with_kwargs=True, prepend=True),
+        model.register_forward_hook(post, always_call=True),
+    ]
 
 
 def to_eval(model: nn.Module) -> list[tuple[nn.Module, bool]]:

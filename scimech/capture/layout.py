@@ -58,19 +58,50 @@ _FEATURE_NAMES = ("feature", "channel")
 _RESERVED = ("sample", "head", "head_dim", "call")
 _SPATIAL = {1: ("x",), 2: ("y", "x"), 3: ("z", "y", "x")}
 _CHANNEL_FIRST: tuple[type[nn.Module], ...] = (
-    nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d,
-    nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.InstanceNorm1d, nn.InstanceNorm2d, nn.InstanceNorm3d,
-    nn.GroupNorm, nn.MaxPool1d, nn.MaxPool2d, nn.MaxPool3d, nn.AvgPool1d, nn.AvgPool2d, nn.AvgPool3d,
-    nn.AdaptiveAvgPool1d, nn.AdaptiveAvgPool2d, nn.AdaptiveAvgPool3d, nn.AdaptiveMaxPool1d,
-    nn.AdaptiveMaxPool2d, nn.AdaptiveMaxPool3d, nn.Upsample, nn.PixelShuffle,
+    nn.Conv1d,
+    nn.Conv2d,
+    nn.Conv3d,
+    nn.ConvTranspose1d,
+    nn.ConvTranspose2d,
+    nn.ConvTranspose3d,
+    nn.BatchNorm1d,
+    nn.BatchNorm2d,
+    nn.BatchNorm3d,
+    nn.InstanceNorm1d,
+    nn.InstanceNorm2d,
+    nn.InstanceNorm3d,
+    nn.GroupNorm,
+    nn.MaxPool1d,
+    nn.MaxPool2d,
+    nn.MaxPool3d,
+    nn.AvgPool1d,
+    nn.AvgPool2d,
+    nn.AvgPool3d,
+    nn.AdaptiveAvgPool1d,
+    nn.AdaptiveAvgPool2d,
+    nn.AdaptiveAvgPool3d,
+    nn.AdaptiveMaxPool1d,
+    nn.AdaptiveMaxPool2d,
+    nn.AdaptiveMaxPool3d,
+    nn.Upsample,
+    nn.PixelShuffle,
 )
 #: layers whose output's last axis is their feature axis, whatever the other axes are
 _LAST_AXIS_FEATURES: tuple[type[nn.Module], ...] = (nn.Linear, nn.Bilinear, nn.LayerNorm, nn.RMSNorm, nn.Embedding)
 #: layers that make channels-first tensors inside a container, with their spatial rank
 _RANKED: dict[type[nn.Module], int] = {
-    nn.Conv1d: 1, nn.ConvTranspose1d: 1, nn.BatchNorm1d: 1, nn.InstanceNorm1d: 1,
-    nn.Conv2d: 2, nn.ConvTranspose2d: 2, nn.BatchNorm2d: 2, nn.InstanceNorm2d: 2,
-    nn.Conv3d: 3, nn.ConvTranspose3d: 3, nn.BatchNorm3d: 3, nn.InstanceNorm3d: 3,
+    nn.Conv1d: 1,
+    nn.ConvTranspose1d: 1,
+    nn.BatchNorm1d: 1,
+    nn.InstanceNorm1d: 1,
+    nn.Conv2d: 2,
+    nn.ConvTranspose2d: 2,
+    nn.BatchNorm2d: 2,
+    nn.InstanceNorm2d: 2,
+    nn.Conv3d: 3,
+    nn.ConvTranspose3d: 3,
+    nn.BatchNorm3d: 3,
+    nn.InstanceNorm3d: 3,
 }
 
 # rows of the batch of the forward pass under way (set by run_forward and the root hooks)
@@ -89,16 +120,20 @@ class Axes:
         if len(names) < 2:
             raise DimensionError(f"{where}: name at least a batch axis and a feature axis, e.g. 'batch feature'.")
         if names[0] not in ("batch", "batch*window"):
-            raise DimensionError(f"{where}: the first axis must be 'batch' (or 'batch*window' for windowed "
-                                 "attention); scimech needs the samples on the first axis.")
+            raise DimensionError(
+                f"{where}: the first axis must be 'batch' (or 'batch*window' for windowed "
+                "attention); scimech needs the samples on the first axis."
+            )
         feats = [n for n in names if n in _FEATURE_NAMES]
         if len(feats) != 1:
             raise DimensionError(f"{where}: name exactly one axis 'feature' or 'channel' (what units[...] selects).")
         rest = names[1:]
         bad = [n for n in rest if n in _RESERVED or n.startswith("batch") or not re.fullmatch(r"[A-Za-z_]\w*", n)]
         if bad or len(set(rest)) != len(rest):
-            raise DimensionError(f"{where}: axis names must be distinct identifiers other than "
-                                 f"{', '.join(_RESERVED)} and 'batch' (got {bad or 'a repeated name'}).")
+            raise DimensionError(
+                f"{where}: axis names must be distinct identifiers other than "
+                f"{', '.join(_RESERVED)} and 'batch' (got {bad or 'a repeated name'})."
+            )
 
     # -- what the axes are ------------------------------------------------------------------
     @property
@@ -136,15 +171,16 @@ class Axes:
         if t.dim() != len(self.names):
             raise DimensionError(
                 f"Site {site!r}: the activation has {t.dim()} axes {tuple(t.shape)} but its layout "
-                f"'{self}' names {len(self.names)}. Give the layout of this tensor with axes={{{site!r}: '...'}}.")
+                f"'{self}' names {len(self.names)}. Give the layout of this tensor with axes={{{site!r}: '...'}}."
+            )
         if self.windowed:
             if rows is None:
                 raise DimensionError(
                     f"Site {site!r}: a 'batch*window' layout needs the batch size of the forward pass, and it is "
-                    "unknown here; call the model through scimech's verbs or inside their with-block.")
+                    "unknown here; call the model through scimech's verbs or inside their with-block."
+                )
             if t.shape[0] % rows:
-                raise DimensionError(
-                    f"Site {site!r}: {t.shape[0]} rows cannot be {rows} samples x whole windows.")
+                raise DimensionError(f"Site {site!r}: {t.shape[0]} rows cannot be {rows} samples x whole windows.")
             t = t.unflatten(0, (rows, t.shape[0] // rows))
             return t.permute([0, 1, *[i + 1 for i in self._order()[1:]]])
         if rows is not None and t.shape[0] != rows:
@@ -227,13 +263,14 @@ def infer_axes(module: nn.Module, t: torch.Tensor, site: str = "") -> Axes:
         return Axes(("batch", "feature"))
     if nd == 3:
         return Axes(("batch", "position", "feature"))
-    if isinstance(module, _LAST_AXIS_FEATURES):   # a Linear / LayerNorm acts on the last axis: no guess
+    if isinstance(module, _LAST_AXIS_FEATURES):  # a Linear / LayerNorm acts on the last axis: no guess
         return Axes(("batch", *(f"position_{i}" for i in range(1, nd - 1)), "feature"))
     raise DimensionError(
         f"Site {site!r} ({type(module).__name__}) gives a {nd}-D activation {tuple(t.shape)}, and scimech cannot "
         "tell which axis holds the features. Declare its layout, e.g. "
         f"axes={{{site!r}: 'batch channel {' '.join(_SPATIAL.get(spatial, ('y', 'x')))}'}} for channels-first "
-        f"fields (CNN, U-Net, neural operator) or axes={{{site!r}: 'batch position1 position2 feature'}}.")
+        f"fields (CNN, U-Net, neural operator) or axes={{{site!r}: 'batch position1 position2 feature'}}."
+    )
 
 
 def not_a_batch(site: str, shape: tuple[int, ...], rows: int) -> DimensionError:
@@ -244,18 +281,23 @@ def not_a_batch(site: str, shape: tuple[int, ...], rows: int) -> DimensionError:
         # cannot be told from sizes, so both readings of a 3-D tensor are offered
         rest = len(shape) - 1
         if rest == 2:
-            example = ("'batch*window position feature' if the last axis holds the features, or "
-                       "'batch*window feature position' if the second does")
+            example = (
+                "'batch*window position feature' if the last axis holds the features, or "
+                "'batch*window feature position' if the second does"
+            )
         else:
             names = " ".join([*(f"position_{i}" for i in range(1, rest)), "feature"])
             example = f"'batch*window {names}' (move 'feature' to the axis that holds the features)"
-        hint = (f" {shape[0]} = {rows} x {shape[0] // rows}: if each sample's windows, channels or patches are "
-                f"packed on the first axis (windowed attention, a time-series transformer that packs channels into "
-                f"rows), declare axes={{{site!r}: ...}}: {example} (the verbs check on the data that the rows "
-                "are packed sample by sample; a mixture of experts that sorts tokens by expert is not).")
+        hint = (
+            f" {shape[0]} = {rows} x {shape[0] // rows}: if each sample's windows, channels or patches are "
+            f"packed on the first axis (windowed attention, a time-series transformer that packs channels into "
+            f"rows), declare axes={{{site!r}: ...}}: {example} (the verbs check on the data that the rows "
+            "are packed sample by sample; a mixture of experts that sorts tokens by expert is not)."
+        )
     return DimensionError(
         f"Site {site!r} has shape {shape}, whose first axis ({shape[0]} rows) is not the batch of {rows} samples."
-        f"{hint} Sequence-first tensors: use batch_first=True modules, or a forward= that transposes them.")
+        f"{hint} Sequence-first tensors: use batch_first=True modules, or a forward= that transposes them."
+    )
 
 
 def current_rows() -> int | None:

@@ -131,17 +131,28 @@ class Recorder:
         stacked on a new dim 1).
     """
 
-    def __init__(self, model: nn.Module, sites: Sequence[str | ResolvedSite], *, reduce: Reduce = None,
-                 calls: Calls = "error", stop_early: bool = False, detach: bool = True,
-                 layouts: Mapping[str, HeadLayout] | None = None, axes=None, repeat: Repeat | None = None):
+    def __init__(
+        self,
+        model: nn.Module,
+        sites: Sequence[str | ResolvedSite],
+        *,
+        reduce: Reduce = None,
+        calls: Calls = "error",
+        stop_early: bool = False,
+        detach: bool = True,
+        layouts: Mapping[str, HeadLayout] | None = None,
+        axes=None,
+        repeat: Repeat | None = None,
+    ):
         if isinstance(sites, str):
             sites = [sites]
         self.calls = _calls_from(calls, repeat, "Recorder")
         if not sites:
             raise ValueError("Recorder needs at least one site; list candidates with scimech.list_sites(model).")
         self.model = model
-        self.resolved: list[ResolvedSite] = [s if isinstance(s, ResolvedSite) else resolve_site(model, s, layouts, axes)
-                                             for s in sites]
+        self.resolved: list[ResolvedSite] = [
+            s if isinstance(s, ResolvedSite) else resolve_site(model, s, layouts, axes) for s in sites
+        ]
         self.reduce, self.detach = reduce, detach
         self.stop_early = bool(stop_early)
         self._calls: dict[str, list[torch.Tensor]] = {}
@@ -185,8 +196,7 @@ class Recorder:
             t = self.canonical.get(site.name)
             if t is not None:
                 axes = self._axes.get(site.name)
-                out[site.name] = t if axes is None else t.permute(
-                    site_dims(site, axes, t.dim(), self.calls.stacked)[1])
+                out[site.name] = t if axes is None else t.permute(site_dims(site, axes, t.dim(), self.calls.stacked)[1])
         return out
 
     # hooks ---------------------------------------------------------------------------
@@ -194,7 +204,7 @@ class Recorder:
         """Keep one call (the HookSet counts the calls, raises a second one under ``"error"`` and
         passes on only the calls ``calls=`` asks for)."""
         p = current_pass()
-        if p is not self._pass:   # a new forward pass: forget the last one's calls
+        if p is not self._pass:  # a new forward pass: forget the last one's calls
             self._reset()
             self._pass = p
         x = site.select(t)
@@ -211,15 +221,15 @@ class Recorder:
             self._calls[site.name] = [x]
         self._cache = None
         exp = self._expected
-        if self.stop_early and exp is not None and all(self._live().pass_counts.get(k, 0) >= n
-                                                        for k, n in exp.items()):
+        if self.stop_early and exp is not None and all(self._live().pass_counts.get(k, 0) >= n for k, n in exp.items()):
             raise StopForward
 
     def _live(self) -> HookSet:
         """The hooks of the ``with`` block: a Recorder records only inside one."""
         if self._hooks is None:
-            raise RuntimeError("A Recorder records inside its with block: `with Recorder(model, sites) as rec: "
-                               "rec.forward(batch)`.")
+            raise RuntimeError(
+                "A Recorder records inside its with block: `with Recorder(model, sites) as rec: rec.forward(batch)`."
+            )
         return self._hooks
 
     def _reset(self) -> None:
@@ -231,7 +241,7 @@ class Recorder:
         pol = self.calls
         for s in self.resolved:
             n = self._live().pass_counts.get(s.name, 0)
-            lack = shortfall(pol, n) if n else None   # a site that never ran: check_fired says so
+            lack = shortfall(pol, n) if n else None  # a site that never ran: check_fired says so
             if lack:
                 raise DimensionError(f"record: site {s.name!r} {lack}")
         if self._expected is None and self.stop_early:
@@ -245,8 +255,13 @@ class Recorder:
         # 'last' keeps overwriting, so every call reaches _capture; the others the HookSet filters
         policy = CallPolicy("all") if self.calls.mode == "last" else self.calls
         try:
-            self._hooks = HookSet(self.resolved, lambda s, t: self._capture(s, t), model=self.model, calls=policy,
-                                  verb="Recorder / record").__enter__()
+            self._hooks = HookSet(
+                self.resolved,
+                lambda s, t: self._capture(s, t),
+                model=self.model,
+                calls=policy,
+                verb="Recorder / record",
+            ).__enter__()
             self._axes = self._hooks.axes
             # before the HookSet's own hook closes the pass: a top-level model call ends a pass here
             self._root_handles.append(self.model.register_forward_hook(self._root_done, prepend=True))
@@ -310,7 +325,8 @@ def _one_shape(site: str, calls: Sequence[torch.Tensor], policy: CallPolicy) -> 
         f"Site {site!r}: its calls in one forward pass have different shapes ({', '.join(map(str, shapes[:6]))}"
         f"{', ...' if len(shapes) > 6 else ''}; a decoder's growing sequence, attention over another axis), so they "
         f"cannot share one 'call' axis with calls={policy}. Choose calls of one shape: calls={same if len(same) > 1 else same[0]}"
-        f" (shape {shapes[same[0]]}), calls='last' or one call index; or run the verb once per call.")
+        f" (shape {shapes[same[0]]}), calls='last' or one call index; or run the verb once per call."
+    )
 
 
 def site_dims(site: ResolvedSite, axes: Axes, ndim: int, stacked: bool) -> tuple[list[str], list[int]]:
@@ -325,7 +341,7 @@ def site_dims(site: ResolvedSite, axes: Axes, ndim: int, stacked: bool) -> tuple
     if not stacked:
         dims, perm = axes.storage(ndim, tail)
         return dims[1:], perm
-    dims, perm = axes.storage(ndim - 1, tail)   # the call axis sits right after the sample
+    dims, perm = axes.storage(ndim - 1, tail)  # the call axis sits right after the sample
     return ["call", *dims[1:]], [0, 1, *[p + 1 for p in perm[1:]]]
 
 
@@ -338,8 +354,7 @@ def _unique_dims(dims: Mapping[str, list[str]], shapes: Mapping[str, tuple[int, 
         for d, n in zip(dims[s], shp, strict=True):
             counts.setdefault(d, Counter())[n] += 1
     keep = {d: c.most_common(1)[0][0] for d, c in counts.items()}
-    return {s: [d if keep[d] == n else f"{s}/{d}" for d, n in zip(dims[s], shapes[s], strict=True)]
-            for s in shapes}
+    return {s: [d if keep[d] == n else f"{s}/{d}" for d, n in zip(dims[s], shapes[s], strict=True)] for s in shapes}
 
 
 def _to_numpy(t: torch.Tensor, dtype: str) -> np.ndarray:
@@ -349,11 +364,24 @@ def _to_numpy(t: torch.Tensor, dtype: str) -> np.ndarray:
     return t.float().cpu().numpy().astype(dtype, copy=False)
 
 
-def record(model: nn.Module, inputs: Any, sites: Sequence[str], *, batch_size: int = 256, reduce: Reduce = None,
-           calls: Calls = "error", forward: Callable | None = None, layouts: Mapping[str, HeadLayout] | None = None,
-           to_zarr: str | os.PathLike | None = None, stop_early: bool = True, progress: bool = False,
-           sample_coord: Sequence | np.ndarray | None = None, dtype: str = "float32", axes=None,
-           repeat: Repeat | None = None) -> xr.Dataset:
+def record(
+    model: nn.Module,
+    inputs: Any,
+    sites: Sequence[str],
+    *,
+    batch_size: int = 256,
+    reduce: Reduce = None,
+    calls: Calls = "error",
+    forward: Callable | None = None,
+    layouts: Mapping[str, HeadLayout] | None = None,
+    to_zarr: str | os.PathLike | None = None,
+    stop_early: bool = True,
+    progress: bool = False,
+    sample_coord: Sequence | np.ndarray | None = None,
+    dtype: str = "float32",
+    axes=None,
+    repeat: Repeat | None = None,
+) -> xr.Dataset:
     """Record activations at ``sites`` over a dataset, batch by batch.
 
     Parameters
@@ -415,8 +443,9 @@ def record(model: nn.Module, inputs: Any, sites: Sequence[str], *, batch_size: i
             if first is not None:
                 require(model, first[1], verb="record", needs={"packing"}, forward=forward, sites=resolved)
                 batches = itertools.chain([first], batches)
-        with Recorder(model, resolved, reduce=reduce, calls=policy, stop_early=stop_early, layouts=layouts,
-                      axes=axes) as rec:
+        with Recorder(
+            model, resolved, reduce=reduce, calls=policy, stop_early=stop_early, layouts=layouts, axes=axes
+        ) as rec:
             if progress:
                 batches = _progress(batches, desc="recording")
             site_attrs = _site_attrs(rec.resolved)
@@ -443,21 +472,27 @@ def record(model: nn.Module, inputs: Any, sites: Sequence[str], *, batch_size: i
                             f"record(calls={policy}): the sites ran {first_calls} times in the first batch but "
                             f"{n_calls} in the batch starting at sample {start} (a number of calls that depends on "
                             "the data, e.g. an adaptive solver's steps), so the calls cannot share one 'call' dim. "
-                            "Use calls='last' or calls=k, a fixed-step solver, or one batch (batch_size >= samples).")
+                            "Use calls='last' or calls=k, a fixed-step solver, or one batch (batch_size >= samples)."
+                        )
                 if dims is None:
                     met = rec.axes
-                    plan = {r.name: site_dims(r, met[r.name], arrays[r.name].ndim, policy.stacked)
-                            for r in rec.resolved}
+                    plan = {
+                        r.name: site_dims(r, met[r.name], arrays[r.name].ndim, policy.stacked) for r in rec.resolved
+                    }
                     perms = {s: p for s, (_, p) in plan.items()}
                     site_attrs = {s: {**a, "axes": str(met[s])} for s, a in site_attrs.items()}
                     arrays = {s: a.transpose(perms[s]) for s, a in arrays.items()}
-                    dims = _unique_dims({s: d for s, (d, _) in plan.items()}, {s: a.shape[1:] for s, a in arrays.items()})
+                    dims = _unique_dims(
+                        {s: d for s, (d, _) in plan.items()}, {s: a.shape[1:] for s, a in arrays.items()}
+                    )
                 else:
                     arrays = {s: a.transpose(perms[s]) for s, a in arrays.items()}
                 if store_path is not None:
                     n = next(iter(arrays.values())).shape[0]
-                    ds = xr.Dataset({s: (("sample", *dims[s]), a) for s, a in arrays.items()},
-                                    coords={"sample": np.arange(start, start + n)})
+                    ds = xr.Dataset(
+                        {s: (("sample", *dims[s]), a) for s, a in arrays.items()},
+                        coords={"sample": np.arange(start, start + n)},
+                    )
                     ds = _with_attrs(_call_coord(ds, policy), site_attrs, reduce, policy)  # appends rewrite attrs
                     if n_done == 0:
                         ds.to_zarr(store_path, mode="w", consolidated=False)
@@ -501,17 +536,24 @@ def _site_attrs(resolved: Sequence[ResolvedSite]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _with_attrs(ds: xr.Dataset, site_attrs: Mapping[str, Mapping[str, Any]], reduce: Reduce,
-                calls: CallPolicy) -> xr.Dataset:
+def _with_attrs(
+    ds: xr.Dataset, site_attrs: Mapping[str, Mapping[str, Any]], reduce: Reduce, calls: CallPolicy
+) -> xr.Dataset:
     for name, a in site_attrs.items():
         ds[name].attrs.update(a)
-    ds.attrs.update({"reduce": str(reduce), "calls": str(calls),
-                     "description": "activations recorded at named sites of a model (scimech.record)"})
+    ds.attrs.update(
+        {
+            "reduce": str(reduce),
+            "calls": str(calls),
+            "description": "activations recorded at named sites of a model (scimech.record)",
+        }
+    )
     return ds
 
 
-def stack_sites(ds: xr.Dataset, sites: Sequence[str] | None = None, dim: str = "layer",
-                coord: Sequence | None = None) -> xr.DataArray:
+def stack_sites(
+    ds: xr.Dataset, sites: Sequence[str] | None = None, dim: str = "layer", coord: Sequence | None = None
+) -> xr.DataArray:
     """Stack same-shaped site variables along a new dim (e.g. one per encoder block).
 
     Parameters

@@ -149,13 +149,15 @@ class ResolvedSite:
                 f"Site {self.name!r} is inside {self.sequence_first}, which runs sequence-first (batch_first=False): "
                 "its activations are (sequence, batch, ...), and scimech needs the samples on the first axis. Build "
                 "the module with batch_first=True (transposing its input in the model's forward), or choose a site "
-                "outside it.")
+                "outside it."
+            )
         axes = self.axes if self.axes is not None else infer_axes(self.module, t, self.name)
         if self.channels and axes.feature_name != "channel":
             raise DimensionError(
                 f"Site {self.name!r} selects channels, but the activation's layout '{axes}' has no channel axis. "
                 f"Use units[...] for features, or declare a channels-first layout with axes={{{self.name!r}: "
-                "'batch channel y x'}}.")
+                "'batch channel y x'}}."
+            )
         return axes
 
     def view(self, t: torch.Tensor, rows: int | None) -> tuple[torch.Tensor, Axes]:
@@ -254,7 +256,8 @@ def _whole_irreps(site: str, module: nn.Module, port: str, units: tuple[int, ...
             f"Site {site!r}: the module's features are irreps ({irreps}), and units[...] takes part of the {n} irrep "
             f"at features {a}..{b - 1}: a component of a vector or tensor alone is not a feature, and changing it "
             f"breaks the model's equivariance. Select whole irreps, e.g. units[{','.join(map(str, range(a, b)))}] "
-            f"(irreps at features {', '.join(f'{x}..{y - 1}' for x, y, _ in blocks[:4])}{', ...' if len(blocks) > 4 else ''}).")
+            f"(irreps at features {', '.join(f'{x}..{y - 1}' for x, y, _ in blocks[:4])}{', ...' if len(blocks) > 4 else ''})."
+        )
 
 
 def parse_site(text: str) -> SiteSpec:
@@ -307,8 +310,11 @@ def _get_module(model: nn.Module, path: str, site_text: str) -> nn.Module:
         names = [n for n, _ in model.named_modules() if n]
         near = _nearest(path, names)
         parent, _, last = path.rpartition(".")
-        hint = (f" To select {last} of {parent or 'the model'}, say which: '{path}[0,3]'."
-                if last in ("units", "channels") else "")
+        hint = (
+            f" To select {last} of {parent or 'the model'}, say which: '{path}[0,3]'."
+            if last in ("units", "channels")
+            else ""
+        )
         raise SiteNotFoundError(
             f"No module {path!r} in {type(model).__name__} (site {site_text!r}).{hint} "
             f"Nearest valid names: {near}. List them all with scimech.list_sites(model)."
@@ -380,8 +386,10 @@ def _cannot_split(path: str, module: nn.Module, model: nn.Module | None = None) 
     """Why an attention-like module has no automatic head layout (``None`` if it has one
     or does not look like attention)."""
     if isinstance(module, nn.MultiheadAttention):
-        return ("torch applies its out_proj functionally, so per-head hooks never fire. Fix: "
-                "model = scimech.capture.attention.decompose_attention(model) first (numerically identical)")
+        return (
+            "torch applies its out_proj functionally, so per-head hooks never fire. Fix: "
+            "model = scimech.capture.attention.decompose_attention(model) first (numerically identical)"
+        )
     if not _looks_like_attention(module):
         return None
     heads = _head_count(module)
@@ -395,8 +403,10 @@ def _cannot_split(path: str, module: nn.Module, model: nn.Module | None = None) 
         why = "it does not say how many heads it has (no num_heads / num_attention_heads attribute)"
     else:
         why = f"no child named {proj_names} is an nn.Linear or a Conv1D with known widths"
-    return (f"{why}. Pass layouts={{{path!r}: HeadLayout(attn={path!r}, proj={path + '.<output projection>'!r}, "
-            "num_heads=H, width=W)}} (W: the projection's input width, heads x head_dim)")
+    return (
+        f"{why}. Pass layouts={{{path!r}: HeadLayout(attn={path!r}, proj={path + '.<output projection>'!r}, "
+        "num_heads=H, width=W)}} (W: the projection's input width, heads x head_dim)"
+    )
 
 
 def _auto_layout(model: nn.Module, path: str, module: nn.Module) -> HeadLayout | None:
@@ -421,7 +431,7 @@ def find_head_layouts(model: nn.Module) -> dict[str, HeadLayout]:
     """
     out: dict[str, HeadLayout] = {}
     for name, mod in model.named_modules():
-        if any(name.startswith(f"{p}.") for p in out):   # the self-attention inside a found wrapper: same heads
+        if any(name.startswith(f"{p}.") for p in out):  # the self-attention inside a found wrapper: same heads
             continue
         try:
             lay = _auto_layout(model, name, mod)
@@ -465,8 +475,9 @@ def sequence_first_owner(model: nn.Module, path: str) -> str | None:
     return None
 
 
-def resolve_site(model: nn.Module, site: str, layouts: Mapping[str, HeadLayout] | None = None,
-                 axes=None) -> ResolvedSite:
+def resolve_site(
+    model: nn.Module, site: str, layouts: Mapping[str, HeadLayout] | None = None, axes=None
+) -> ResolvedSite:
     """Bind a site string to a module of ``model``.
 
     ``axes``: declared activation layouts (``axes=`` of the verbs; :mod:`scimech.capture.layout`),
@@ -484,64 +495,112 @@ def resolve_site(model: nn.Module, site: str, layouts: Mapping[str, HeadLayout] 
         literal = f"{spec.module}.heads" if spec.module else "heads"
         try:
             mod = model.get_submodule(literal)
-            return ResolvedSite(site, literal, mod, "output", None,
-                                axes=declared_axes(axes, site, literal),
-                                sequence_first=sequence_first_owner(model, literal))
+            return ResolvedSite(
+                site,
+                literal,
+                mod,
+                "output",
+                None,
+                axes=declared_axes(axes, site, literal),
+                sequence_first=sequence_first_owner(model, literal),
+            )
         except AttributeError:
             pass
     module = _get_module(model, spec.module, site)
     if spec.units is not None:
         _whole_irreps(site, module, spec.port, spec.units)
     split = _hook_heads(module) if spec.units is None and not spec.channels else None
-    if split is not None:   # a TransformerLens hook point that shows its hooks (batch, pos, head, d_head)
+    if split is not None:  # a TransformerLens hook point that shows its hooks (batch, pos, head, d_head)
         n, dh = split
         ax = declared_axes(axes, site, spec.module)
         seq = sequence_first_owner(model, spec.module)
         if spec.heads is None:
-            return ResolvedSite(site, spec.module, module, spec.port, None, tuple(range(n)), dh, head_split=(n, dh),
-                                axes=ax, sequence_first=seq)
+            return ResolvedSite(
+                site,
+                spec.module,
+                module,
+                spec.port,
+                None,
+                tuple(range(n)),
+                dh,
+                head_split=(n, dh),
+                axes=ax,
+                sequence_first=seq,
+            )
         bad = [h for h in spec.heads if not 0 <= h < n]
         if bad:
-            raise HeadLayoutError(f"Site {site!r}: head(s) {bad} out of range; {spec.module!r} has {n} heads "
-                                  f"(0..{n - 1}).")
+            raise HeadLayoutError(
+                f"Site {site!r}: head(s) {bad} out of range; {spec.module!r} has {n} heads (0..{n - 1})."
+            )
         index = tuple(i for h in spec.heads for i in range(h * dh, (h + 1) * dh))
         return ResolvedSite(site, spec.module, module, spec.port, index, spec.heads, dh, axes=ax, sequence_first=seq)
     if spec.heads is None and not spec.all_heads:
-        return ResolvedSite(site, spec.module, module, spec.port, spec.units,
-                            axes=declared_axes(axes, site, spec.module), channels=spec.channels,
-                            sequence_first=sequence_first_owner(model, spec.module))
+        return ResolvedSite(
+            site,
+            spec.module,
+            module,
+            spec.port,
+            spec.units,
+            axes=declared_axes(axes, site, spec.module),
+            channels=spec.channels,
+            sequence_first=sequence_first_owner(model, spec.module),
+        )
     layout = (layouts or {}).get(spec.module) or _auto_layout(model, spec.module, module)
     if layout is None:
         why = _cannot_split(spec.module, module, model) or (
             "it is not an attention module scimech recognises. Pass layouts={path: HeadLayout(attn=path, "
-            "proj=path + '.proj', num_heads=H)}")
-        raise HeadLayoutError(f"Site {site!r}: module {spec.module!r} ({type(module).__name__}) has no known head "
-                              f"layout: {why}.")
+            "proj=path + '.proj', num_heads=H)}"
+        )
+        raise HeadLayoutError(
+            f"Site {site!r}: module {spec.module!r} ({type(module).__name__}) has no known head layout: {why}."
+        )
     proj = _get_module(model, layout.proj, site)
     width = layout.width if layout.width is not None else proj_width(proj, layout.port)
     if width is None:
         raise HeadLayoutError(
             f"Site {site!r}: the width of {layout.proj!r} ({type(proj).__name__}) is unknown (it is neither an "
             f"nn.Linear nor a Conv1D with nx/nf). Pass it: HeadLayout(attn={layout.attn!r}, proj={layout.proj!r}, "
-            f"num_heads={layout.num_heads}, width=W), W = heads x head_dim.")
+            f"num_heads={layout.num_heads}, width=W), W = heads x head_dim."
+        )
     if width % layout.num_heads:
         raise HeadLayoutError(
             f"Site {site!r}: the {layout.port} of {layout.proj!r} is {width} wide, which does not split into "
-            f"{layout.num_heads} heads. Check num_heads (and width) in the HeadLayout.")
+            f"{layout.num_heads} heads. Check num_heads (and width) in the HeadLayout."
+        )
     dh = width // layout.num_heads
     ax = declared_axes(axes, site, spec.module) or declared_axes(axes, site, layout.proj)
     if spec.all_heads:
-        return ResolvedSite(site, layout.proj, proj, layout.port, None, tuple(range(layout.num_heads)), dh,
-                            head_split=(layout.num_heads, dh), axes=ax,
-                            sequence_first=sequence_first_owner(model, layout.proj))
+        return ResolvedSite(
+            site,
+            layout.proj,
+            proj,
+            layout.port,
+            None,
+            tuple(range(layout.num_heads)),
+            dh,
+            head_split=(layout.num_heads, dh),
+            axes=ax,
+            sequence_first=sequence_first_owner(model, layout.proj),
+        )
     assert spec.heads is not None  # a heads site names its heads unless it takes them all (handled above)
     bad = [h for h in spec.heads if not 0 <= h < layout.num_heads]
     if bad:
-        raise HeadLayoutError(f"Site {site!r}: head(s) {bad} out of range; {spec.module!r} has "
-                              f"{layout.num_heads} heads (0..{layout.num_heads - 1}).")
+        raise HeadLayoutError(
+            f"Site {site!r}: head(s) {bad} out of range; {spec.module!r} has "
+            f"{layout.num_heads} heads (0..{layout.num_heads - 1})."
+        )
     index = tuple(i for h in spec.heads for i in range(h * dh, (h + 1) * dh))
-    return ResolvedSite(site, layout.proj, proj, layout.port, index, spec.heads, dh, axes=ax,
-                        sequence_first=sequence_first_owner(model, layout.proj))
+    return ResolvedSite(
+        site,
+        layout.proj,
+        proj,
+        layout.port,
+        index,
+        spec.heads,
+        dh,
+        axes=ax,
+        sequence_first=sequence_first_owner(model, layout.proj),
+    )
 
 
 def list_sites(model: nn.Module, heads: bool = True) -> list[str]:
@@ -561,6 +620,9 @@ def list_sites(model: nn.Module, heads: bool = True) -> list[str]:
                 continue
             why = _cannot_split(path, mod, model)
             if why is not None:
-                warnings.warn(f"list_sites: no heads listed for {path!r} ({type(mod).__name__}): {why}.",
-                              HeadLayoutWarning, stacklevel=2)
+                warnings.warn(
+                    f"list_sites: no heads listed for {path!r} ({type(mod).__name__}): {why}.",
+                    HeadLayoutWarning,
+                    stacklevel=2,
+                )
     return names

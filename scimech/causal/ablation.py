@@ -49,15 +49,22 @@ class Method:
                 f"method={self.name!r} at {site!r}: the activation is {str(t.dtype).removeprefix('torch.')} (codes, "
                 f"indices or a mask), which cannot hold {'a mean' if self.name == 'mean' else 'a scaled value'}; torch "
                 "would round it back (0.5 x True is True, 0.5 x 3 is 1). Use method='resample' (whole reference "
-                "samples) or method='zero', or patch the site with patching_sweep.")
+                "samples) or method='zero', or patch the site with patching_sweep."
+            )
 
     def draw(self, gen: torch.Generator | None, n_ref: int, n: int, nodes: int = 1) -> torch.Tensor | None:
         """The reference rows this method takes for ``n`` rows (``None``: it takes none), drawn from
         ``gen`` (``None``: torch's default generator); ``nodes``: rows per sample of a fixed mesh (:class:`~scimech.causal.samples.FixedMesh`)."""
         return None
 
-    def replace(self, current: torch.Tensor, ref: torch.Tensor | None, factor: float | None,
-                rows: torch.Tensor | None, nodes: int = 1) -> torch.Tensor:
+    def replace(
+        self,
+        current: torch.Tensor,
+        ref: torch.Tensor | None,
+        factor: float | None,
+        rows: torch.Tensor | None,
+        nodes: int = 1,
+    ) -> torch.Tensor:
         """The replacement of ``current`` (the site's part of the activation).
 
         ``ref``: reference activations (samples on dim 0); ``rows``: for resampling, the
@@ -85,7 +92,7 @@ class _Mean(Method):
     def replace(self, current, ref, factor, rows, nodes=1):  # per position and window: samples averaged
         if nodes == 1:
             return ref.mean(dim=0, keepdim=True).expand_as(current).to(current.dtype)
-        per_node = by_node(ref, nodes, "reference").mean(dim=0)   # each node over the reference samples
+        per_node = by_node(ref, nodes, "reference").mean(dim=0)  # each node over the reference samples
         n = by_node(current, nodes, "run").shape[0]
         return per_node.repeat(n, *([1] * (per_node.dim() - 1))).to(current.dtype)
 
@@ -98,16 +105,17 @@ class _Resample(Method):
             return draw_rows(gen, n_ref, n)
         for rows, what in ((n_ref, "reference"), (n, "run")):
             _whole_samples(rows, nodes, what)
-        picked = draw_rows(gen, n_ref // nodes, n // nodes)     # a reference sample for each sample
-        return (picked[:, None] * nodes + torch.arange(nodes)).reshape(-1)   # its rows, node for node
+        picked = draw_rows(gen, n_ref // nodes, n // nodes)  # a reference sample for each sample
+        return (picked[:, None] * nodes + torch.arange(nodes)).reshape(-1)  # its rows, node for node
 
     def replace(self, current, ref, factor, rows, nodes=1):  # whole reference samples
         return ref[rows.to(ref.device)].to(current.dtype)
 
 
 METHODS: dict[str, Method] = {
-    "resample": _Resample("resample", needs_reference=True,
-                          description="each sample's activation replaced by a random reference sample's"),
+    "resample": _Resample(
+        "resample", needs_reference=True, description="each sample's activation replaced by a random reference sample's"
+    ),
     "mean": _Mean("mean", needs_reference=True, description="the mean activation over the reference set"),
     "zero": _Zero("zero", description="zeros"),
     "scale": _Scale("scale", needs_factor=True, description="multiplied by factor"),
@@ -120,11 +128,15 @@ def resolve_method(method: str, *, reference, factor: float | None, verb: str) -
     if m is None:
         raise ValueError(f"The 'method' option of {verb} must be one of {tuple(METHODS)}. Got {method!r} instead.")
     if m.needs_factor and (factor is None or isinstance(factor, bool) or not isinstance(factor, (int, float))):
-        raise ValueError(f"The 'factor' option of {verb} must be a number with method={m.name!r} "
-                         f"(e.g. 0.5 to halve, 2.0 to double). Got {factor!r} instead.")
+        raise ValueError(
+            f"The 'factor' option of {verb} must be a number with method={m.name!r} "
+            f"(e.g. 0.5 to halve, 2.0 to double). Got {factor!r} instead."
+        )
     if m.needs_reference and reference is None:
-        raise ValueError(f"method={m.name!r} of {verb} needs reference= (inputs from the data distribution, or "
-                         "activations recorded from them). Got None instead; or use method='zero'.")
+        raise ValueError(
+            f"method={m.name!r} of {verb} needs reference= (inputs from the data distribution, or "
+            "activations recorded from them). Got None instead; or use method='zero'."
+        )
     return m
 
 
@@ -134,13 +146,16 @@ def check_reference(site: str, ref: torch.Tensor, current: torch.Tensor) -> None
         raise DataValidationError(
             f"Reference activations at {site!r} have shape {tuple(ref.shape[1:])} per sample but the run has "
             f"{tuple(current.shape[1:])} (a different sequence length or grid?). Use reference inputs shaped like "
-            "the inputs.")
+            "the inputs."
+        )
 
 
 def _whole_samples(rows: int, nodes: int, what: str) -> None:
     if rows % nodes:
-        raise DataValidationError(f"samples=FixedMesh(nodes={nodes}): the {what} activation has {rows} rows, not a "
-                                  f"whole number of samples of {nodes} rows; give the rows of one sample as nodes=.")
+        raise DataValidationError(
+            f"samples=FixedMesh(nodes={nodes}): the {what} activation has {rows} rows, not a "
+            f"whole number of samples of {nodes} rows; give the rows of one sample as nodes=."
+        )
 
 
 def by_node(t: torch.Tensor, nodes: int, what: str) -> torch.Tensor:

@@ -123,15 +123,21 @@ class _Probes:
     """Zero tensors added at the sites (and at attention weights for the QK fix) during the
     base run: their gradients are the metric's gradients there, and the graph is unchanged."""
 
-    def __init__(self, model: nn.Module, resolved: Sequence[ResolvedSite], qk: Mapping[str, tuple],
-                 policy: CallPolicy | None = None, cut: bool = False):
+    def __init__(
+        self,
+        model: nn.Module,
+        resolved: Sequence[ResolvedSite],
+        qk: Mapping[str, tuple],
+        policy: CallPolicy | None = None,
+        cut: bool = False,
+    ):
         self.model = model
-        self.cut = cut   # calls after the first probed one take only their probe's gradient path
+        self.cut = cut  # calls after the first probed one take only their probe's gradient path
         self.policy = policy or CallPolicy("error")
         self.by_point: dict[tuple[int, str], ResolvedSite] = {}
         for s in resolved:
             self.by_point.setdefault((id(s.module), s.port), s)
-        self.base: dict[tuple[int, str, int], torch.Tensor] = {}   # (module, port, call) -> its activation
+        self.base: dict[tuple[int, str, int], torch.Tensor] = {}  # (module, port, call) -> its activation
         self.leaves: dict[Any, torch.Tensor] = {}
         self.attn_calls: dict[str, dict[str, Any]] = {}
         self.qk_attn = {path: attn for path, attn, _ in qk.values()}
@@ -146,7 +152,8 @@ class _Probes:
             raise DataValidationError(
                 f"attribution_patching at {site.name if site else key[1]!r}: the activation is "
                 f"{str(t.dtype).removeprefix('torch.')} (codes, indices or a mask), and a gradient needs a floating "
-                "activation. Use patching_sweep for this site (exact effects, no gradient).")
+                "activation. Use patching_sweep for this site (exact effects, no gradient)."
+            )
         z = torch.zeros_like(t, requires_grad=True)
         self.leaves[key] = z
         return t + z
@@ -154,8 +161,9 @@ class _Probes:
     def __enter__(self) -> _Probes:
         self._stack = ExitStack()
         try:
+
             def on_site(s: ResolvedSite, t: torch.Tensor) -> torch.Tensor:
-                key = (*self.point(s), hooks.call)   # one probe per call of the site
+                key = (*self.point(s), hooks.call)  # one probe per call of the site
                 self.base[key] = t.detach()
                 if self.cut and any(k[:2] == key[:2] for k in self.leaves):
                     # an overwritten later call: its value no longer depends on the earlier calls
@@ -164,17 +172,24 @@ class _Probes:
 
             # 'last' is known only after the pass: probe every call, keep the last in _estimates
             pol = CallPolicy("all") if self.policy.mode == "last" else self.policy
-            hooks = self._stack.enter_context(HookSet(self.by_point.values(), on_site, model=self.model, calls=pol,
-                                                      verb="attribution_patching"))
+            hooks = self._stack.enter_context(
+                HookSet(self.by_point.values(), on_site, model=self.model, calls=pol, verb="attribution_patching")
+            )
             self.hooks = hooks
             for path, attn in self.qk_attn.items():
                 orig = attn.attention_weights
 
                 def weights(q, k, attn_mask=None, key_padding_mask=None, is_causal=False, _path=path, _orig=orig):
                     a = _orig(q, k, attn_mask, key_padding_mask, is_causal)
-                    self.attn_calls[_path] = dict(q=q.detach(), k=k.detach(), attn_mask=attn_mask,
-                                                  key_padding_mask=key_padding_mask, is_causal=is_causal,
-                                                  weights=a.detach(), orig=_orig)
+                    self.attn_calls[_path] = dict(
+                        q=q.detach(),
+                        k=k.detach(),
+                        attn_mask=attn_mask,
+                        key_padding_mask=key_padding_mask,
+                        is_causal=is_causal,
+                        weights=a.detach(),
+                        orig=_orig,
+                    )
                     return self._probe(("attn", _path), a)
 
                 attn.__dict__["attention_weights"] = weights
@@ -192,6 +207,7 @@ def _gates(model: nn.Module, blocks: Sequence[str], state: dict) -> ExitStack:
     """Wrap each block's output in a :class:`_GradGate` (block input and output of one shape)."""
     stack = ExitStack()
     for i, name in enumerate(blocks):
+
         def make(inner, _i=i):
             def forward(*args, **kwargs):
                 out = inner(*args, **kwargs)
@@ -201,7 +217,9 @@ def _gates(model: nn.Module, blocks: Sequence[str], state: dict) -> ExitStack:
                     return out
                 g = _GradGate.apply(y, x, state, _i)
                 return g if isinstance(out, torch.Tensor) else (g, *out[1:])
+
             return forward
+
         stack.callback(override_forward(model.get_submodule(name), make).remove)
     return stack
 
@@ -217,8 +235,13 @@ def _first_order(g: torch.Tensor, delta: torch.Tensor) -> torch.Tensor:
     return prod.reshape(delta.shape[0], -1).sum(1)
 
 
-def _estimates(resolved: Sequence[ResolvedSite], probes: _Probes, grads: Mapping[Any, torch.Tensor | None],
-               source: Mapping[str, torch.Tensor | Sequence[torch.Tensor]], qk: Mapping[str, tuple]) -> torch.Tensor:
+def _estimates(
+    resolved: Sequence[ResolvedSite],
+    probes: _Probes,
+    grads: Mapping[Any, torch.Tensor | None],
+    source: Mapping[str, torch.Tensor | Sequence[torch.Tensor]],
+    qk: Mapping[str, tuple],
+) -> torch.Tensor:
     """(site, sample) first-order effects from one set of probe gradients, summed over the
     calls probed (each call against the source's same call; ``source[site]``: one call, or the
     calls stacked on dim 1 or listed, :func:`~scimech.causal.sweep.source_at`)."""
@@ -231,11 +254,11 @@ def _estimates(resolved: Sequence[ResolvedSite], probes: _Probes, grads: Mapping
             keys = keys[-1:]
         base = probes.base[keys[0]]
         est = torch.zeros(base.shape[0], device=base.device)
-        if s.name in qk:   # one call (qk is only used under calls="error")
+        if s.name in qk:  # one call (qk is only used under calls="error")
             path, attn, which = qk[s.name]
             call = probes.attn_calls[path]
             g = grads.get(("attn", path))
-            one = cast(torch.Tensor, source[s.name])   # calls="error": one tensor, the site's one call
+            one = cast(torch.Tensor, source[s.name])  # calls="error": one tensor, the site's one call
             check_source(s.name, one, s.select(base), "attribution_patching")
             new = attn.split_heads(s.replace(base, one))
             q, k = (new, call["k"]) if which == "q" else (call["q"], new)
@@ -243,7 +266,7 @@ def _estimates(resolved: Sequence[ResolvedSite], probes: _Probes, grads: Mapping
                 a_new = call["orig"](q, k, call["attn_mask"], call["key_padding_mask"], call["is_causal"])
             if g is not None:
                 est = _first_order(g, a_new - call["weights"])
-        else:              # every call probed, each against the source's same call
+        else:  # every call probed, each against the source's same call
             for key in keys:
                 base, g = probes.base[key], grads.get(key)
                 src = source_at(source[s.name], pol, key[2])
@@ -254,13 +277,26 @@ def _estimates(resolved: Sequence[ResolvedSite], probes: _Probes, grads: Mapping
     return torch.stack(rows)
 
 
-def attribution_patching(model: nn.Module, clean: Any, corrupted: Any, sites: Sequence[str],
-                         metric: Metric | Callable | None = None, *,
-                         direction: Literal["denoising", "noising"] = "denoising", forward: Callable | None = None,
-                         batch_size: int = 64, target: torch.Tensor | None = None,
-                         layouts: Mapping[str, HeadLayout] | None = None, qk_fix: bool = True,
-                         graddrop: bool = False, verify_top: int = 0, max_rows: int = 256,
-                         axes=None, calls: Calls = "error", samples: Samples = None) -> xr.Dataset:
+def attribution_patching(
+    model: nn.Module,
+    clean: Any,
+    corrupted: Any,
+    sites: Sequence[str],
+    metric: Metric | Callable | None = None,
+    *,
+    direction: Literal["denoising", "noising"] = "denoising",
+    forward: Callable | None = None,
+    batch_size: int = 64,
+    target: torch.Tensor | None = None,
+    layouts: Mapping[str, HeadLayout] | None = None,
+    qk_fix: bool = True,
+    graddrop: bool = False,
+    verify_top: int = 0,
+    max_rows: int = 256,
+    axes=None,
+    calls: Calls = "error",
+    samples: Samples = None,
+) -> xr.Dataset:
     """Estimated activation-patching effect of every site (AtP / AtP*), optionally verified.
 
     Parameters
@@ -309,15 +345,23 @@ def attribution_patching(model: nn.Module, clean: Any, corrupted: Any, sites: Se
     """
     if verify_top < 0 or int(verify_top) != verify_top:
         raise ValueError(f"verify_top must be a whole number >= 0; got {verify_top!r}.")
-    sites, metric, n_clean, target, resolved = patching_inputs(model, clean, corrupted, sites, metric, direction,
-                                                                target, layouts, axes)
+    sites, metric, n_clean, target, resolved = patching_inputs(
+        model, clean, corrupted, sites, metric, direction, target, layouts, axes
+    )
     check_batching(clean, samples, batch_size, "attribution_patching")
     policy = parse_calls(calls, "attribution_patching")
-    qk = {s.name: a for s in resolved if qk_fix and policy.mode == "error" and (a := _qk_attention(model, s)) is not None}
+    qk = {
+        s.name: a for s in resolved if qk_fix and policy.mode == "error" and (a := _qk_attention(model, s)) is not None
+    }
     clean_v, corr_v, est_v, gd_v = [], [], [], []
     # one batch: the verification patches the base run kept here (no new reference runs)
-    keep = bool(verify_top) and n_clean <= batch_size and policy.mode in ("error", "index") and samples is None \
+    keep = (
+        bool(verify_top)
+        and n_clean <= batch_size
+        and policy.mode in ("error", "index")
+        and samples is None
         and not is_graph_batch(clean)
+    )
     last: _Batch | None = None
     blocks: list[str] = []
     was = to_eval(model)
@@ -325,18 +369,40 @@ def attribution_patching(model: nn.Module, clean: Any, corrupted: Any, sites: Se
         if graddrop:
             blocks = trace_calls(model, corrupted if direction == "denoising" else clean, forward).blocks(model)
             if len(blocks) < 2:
-                raise ValueError("graddrop=True needs a model made of two or more blocks called one after the other "
-                                 "(x = block(x)); none was found. Use graddrop=False.")
+                raise ValueError(
+                    "graddrop=True needs a model made of two or more blocks called one after the other "
+                    "(x = block(x)); none was found. Use graddrop=False."
+                )
         for start in range(0, n_clean, batch_size):
             stop = min(start + batch_size, n_clean)
-            if start == 0:   # what the estimate assumes: measured once per model, forward and input signature
+            if start == 0:  # what the estimate assumes: measured once per model, forward and input signature
                 first_base = slice_batch(corrupted if direction == "denoising" else clean, start, stop)
-                prof = require(model, first_base, verb="attribution_patching", needs={"repeatable", "rows", "packing"},
-                               forward=forward, samples=samples, why="A per-sample first-order effect", sites=resolved)
-            last = _estimate_batch(model, slice_batch(clean, start, stop), slice_batch(corrupted, start, stop),
-                                   None if target is None else target[start:stop], resolved, metric, qk, blocks,
-                                   direction=direction, forward=forward, keep=keep, policy=policy, samples=samples,
-                                   prof=prof)
+                prof = require(
+                    model,
+                    first_base,
+                    verb="attribution_patching",
+                    needs={"repeatable", "rows", "packing"},
+                    forward=forward,
+                    samples=samples,
+                    why="A per-sample first-order effect",
+                    sites=resolved,
+                )
+            last = _estimate_batch(
+                model,
+                slice_batch(clean, start, stop),
+                slice_batch(corrupted, start, stop),
+                None if target is None else target[start:stop],
+                resolved,
+                metric,
+                qk,
+                blocks,
+                direction=direction,
+                forward=forward,
+                keep=keep,
+                policy=policy,
+                samples=samples,
+                prof=prof,
+            )
             if start == 0:
                 _check_unreached(model, resolved, last, metric, forward, max_rows, samples, prof)
             clean_v.append(last.source_metric if direction == "denoising" else last.base_metric)
@@ -352,21 +418,38 @@ def attribution_patching(model: nn.Module, clean: Any, corrupted: Any, sites: Se
     data, coords = _estimate_variables(sites, metric.name, c, x, base, effect, blocks, gd_v)
     rank = data["rank"][1]
     attrs: dict[str, Any] = {
-        "method": "attribution_patching", "estimator": "AtP*" if (qk or blocks) else "AtP",
-        "qk_fix_sites": ", ".join(qk) or "none", "graddrop_blocks": ", ".join(blocks) or "none",
-        "direction": direction, "metric": metric.name,
+        "method": "attribution_patching",
+        "estimator": "AtP*" if (qk or blocks) else "AtP",
+        "qk_fix_sites": ", ".join(qk) or "none",
+        "graddrop_blocks": ", ".join(blocks) or "none",
+        "direction": direction,
+        "metric": metric.name,
         "description": "first-order (attribution patching) estimate of activation patching; "
-                       "Nanda 2022, Kramar et al. 2024 (AtP*)"}
+        "Nanda 2022, Kramar et al. 2024 (AtP*)",
+    }
     if verify_top:
-        top = [sites[i] for i in np.argsort(rank)[:int(verify_top)]]
+        top = [sites[i] for i in np.argsort(rank)[: int(verify_top)]]
         if keep:
             assert last is not None  # keep: the one batch, estimated above
             exact_patched = _verify_kept_batch(model, resolved, top, last, metric, forward, max_rows, prof)
             path = last.path
         else:
-            ex = patching_sweep(model, clean, corrupted, top, metric, direction=direction, forward=forward,
-                                batch_size=batch_size, max_rows=max_rows, target=target, layouts=layouts, axes=axes,
-                                calls=policy, samples=samples)
+            ex = patching_sweep(
+                model,
+                clean,
+                corrupted,
+                top,
+                metric,
+                direction=direction,
+                forward=forward,
+                batch_size=batch_size,
+                max_rows=max_rows,
+                target=target,
+                layouts=layouts,
+                axes=axes,
+                calls=policy,
+                samples=samples,
+            )
             exact_patched = {s: ex["patched"].sel(site=s).values for s in top}
             path = {k: ex.attrs[k] for k in ("sweep_path", "sweep_path_note")}
         data.update(_verified(sites, exact_patched, base, c, x))
@@ -407,8 +490,9 @@ def _unreached(group, probes, grads: Mapping[Any, torch.Tensor | None], qk) -> l
     return out
 
 
-def _check_unreached(model, resolved, batch: _Batch, metric, forward, max_rows: int, samples,
-                     prof: ModelProfile) -> None:
+def _check_unreached(
+    model, resolved, batch: _Batch, metric, forward, max_rows: int, samples, prof: ModelProfile
+) -> None:
     """A site the gradient never reaches has a first-order estimate of 0. That is its effect
     when nothing downstream uses it; under ``torch.no_grad()``, after a ``.detach()`` or in a
     reentrant checkpoint inside the model it is not. So those sites are patched exactly once on
@@ -420,13 +504,25 @@ def _check_unreached(model, resolved, batch: _Batch, metric, forward, max_rows: 
         raise DataValidationError(
             f"attribution_patching: the metric's gradient never reaches {names} (torch.no_grad(), .detach() or a "
             "reentrant checkpoint inside the model, or an unused output), so the estimate would be 0 whatever the "
-            "site does. Measure it exactly with patching_sweep(..., calls=...) instead.")
+            "site does. Measure it exactly with patching_sweep(..., calls=...) instead."
+        )
     chosen = [r for r in resolved if r.name in batch.unreached]
     idx = sample_index(batch.base_batch, samples)
     agg = None if idx is None else (lambda v, _i=idx: per_sample(v, _i))
     with prof.grad():
-        rows = patch_sites(model, [Target(r, batch.policy) for r in chosen], batch.base_batch, batch.source, metric,
-                           batch.target, forward, max_rows, None, baseline=batch.base_metric, per_sample=agg)
+        rows = patch_sites(
+            model,
+            [Target(r, batch.policy) for r in chosen],
+            batch.base_batch,
+            batch.source,
+            metric,
+            batch.target,
+            forward,
+            max_rows,
+            None,
+            baseline=batch.base_metric,
+            per_sample=agg,
+        )
     scale = max(1.0, float(batch.base_metric.abs().max()))
     moved = {r.name: float((row - batch.base_metric).abs().max()) for r, row in zip(chosen, rows, strict=True)}
     moved = {k: v for k, v in moved.items() if v > 1e-5 * scale}
@@ -437,20 +533,41 @@ def _check_unreached(model, resolved, batch: _Batch, metric, forward, max_rows: 
             "batch: the site runs under torch.no_grad(), after a .detach() or inside a reentrant checkpoint "
             "(torch.utils.checkpoint(..., use_reentrant=True)), where no gradient flows, and a first-order estimate "
             "of 0 would be wrong. Measure these sites with patching_sweep (exact), or let the gradient through "
-            "(use_reentrant=False)." + (
+            "(use_reentrant=False)."
+            + (
                 " This model takes a gradient inside its forward (forces from an energy): where the output is that "
                 "gradient, a shift of a site after which the energy is linear does not change it to first order, "
-                "so choose sites before the last nonlinearity." if prof.needs_grad else ""))
+                "so choose sites before the last nonlinearity."
+                if prof.needs_grad
+                else ""
+            )
+        )
 
 
-def _estimate_batch(model, clean_batch, corrupted_batch, target, resolved, metric, qk, blocks, *, direction,
-                    forward, keep, policy, samples=None, prof: ModelProfile) -> _Batch:
-    src_batch, base_batch = (clean_batch, corrupted_batch) if direction == "denoising" else \
-        (corrupted_batch, clean_batch)
+def _estimate_batch(
+    model,
+    clean_batch,
+    corrupted_batch,
+    target,
+    resolved,
+    metric,
+    qk,
+    blocks,
+    *,
+    direction,
+    forward,
+    keep,
+    policy,
+    samples=None,
+    prof: ModelProfile,
+) -> _Batch:
+    src_batch, base_batch = (
+        (clean_batch, corrupted_batch) if direction == "denoising" else (corrupted_batch, clean_batch)
+    )
     with prof.grad(), Recorder(model, resolved, calls="error" if policy.mode == "error" else "all") as rec:
         out_src = run_forward(model, src_batch, forward)
     rec.check_fired("attribution_patching")
-    source = dict(rec.canonical) if policy.mode == "error" else rec.per_call   # call by call: shapes may change
+    source = dict(rec.canonical) if policy.mode == "error" else rec.per_call  # call by call: shapes may change
     state = {"dropped": None}
     reuse, path = plan_reuse(model, base_batch, resolved, forward, True) if keep else (None, {})
     # several calls of a site patched at once: the patched run overwrites every one of them, so the
@@ -458,19 +575,25 @@ def _estimate_batch(model, clean_batch, corrupted_batch, target, resolved, metri
     # such site gets a backward pass of its own with its later calls cut from their inputs
     multi = policy.mode == "all" or (policy.mode == "index" and len(policy.indices) > 1)
     if multi and blocks:
-        raise ValueError("attribution_patching: graddrop=True with several calls of a site at once is not "
-                         "available; give one call (calls=k or calls='last') or graddrop=False.")
+        raise ValueError(
+            "attribution_patching: graddrop=True with several calls of a site at once is not "
+            "available; give one call (calls=k or calls='last') or graddrop=False."
+        )
     groups = [[s] for s in resolved] if multi else [list(resolved)]
     rows: list[torch.Tensor] = []
     per_run: list[torch.Tensor] = []
     unreached: list[str] = []
     for group in groups:
-        with torch.enable_grad(), _gates(model, blocks, state), \
-                _Probes(model, group, qk, policy, cut=multi) as probes, \
-                capturing(model, reuse if group is groups[0] else None, batch_size_of(clean_batch)):
+        with (
+            torch.enable_grad(),
+            _gates(model, blocks, state),
+            _Probes(model, group, qk, policy, cut=multi) as probes,
+            capturing(model, reuse if group is groups[0] else None, batch_size_of(clean_batch)),
+        ):
             out = run_forward(model, base_batch, forward)
-            check_fired({s.name: int(any(k[:2] == probes.point(s) for k in probes.base)) for s in group},
-                        "attribution_patching")
+            check_fired(
+                {s.name: int(any(k[:2] == probes.point(s) for k in probes.base)) for s in group}, "attribution_patching"
+            )
             m = metric(out, target)
             keys = list(probes.leaves)
             leaves = [probes.leaves[k] for k in keys]
@@ -479,18 +602,22 @@ def _estimate_batch(model, clean_batch, corrupted_batch, target, resolved, metri
                     f"attribution_patching: the metric {metric.name!r} is complex ({str(m.dtype).removeprefix('torch.')}"
                     "), and a gradient ranks sites by the change of a real number. Measure a real part of it: "
                     "metrics.output(part='real'), 'imag', 'abs' or 'angle', or a metric returning a real tensor; "
-                    "patching_sweep keeps a complex metric as it is.")
+                    "patching_sweep keeps a complex metric as it is."
+                )
             if isinstance(m, torch.Tensor) and m.dim() == 1 and not m.requires_grad and prof.needs_grad:
                 raise DataValidationError(
                     f"attribution_patching: the metric {metric.name!r} has no gradient with respect to the sites: the "
                     "model computes its output with torch.autograd.grad inside forward (forces from an energy), and "
                     "without create_graph=True that output is cut from the graph. Call torch.autograd.grad(..., "
                     "create_graph=True) in the model's forward (or in a forward= passed here), or measure the sites "
-                    "exactly with patching_sweep, which needs no graph.")
+                    "exactly with patching_sweep, which needs no graph."
+                )
             if not isinstance(m, torch.Tensor) or m.dim() != 1 or not m.requires_grad:
-                raise ValueError(f"attribution patching needs a differentiable metric returning one value per "
-                                 f"sample; {metric.name!r} returned {type(m).__name__} "
-                                 f"{'without a gradient' if isinstance(m, torch.Tensor) else ''}.")
+                raise ValueError(
+                    f"attribution patching needs a differentiable metric returning one value per "
+                    f"sample; {metric.name!r} returned {type(m).__name__} "
+                    f"{'without a gradient' if isinstance(m, torch.Tensor) else ''}."
+                )
             total = m.sum()
             runs = [None, *range(len(blocks))]
             per_run = []
@@ -506,7 +633,7 @@ def _estimate_batch(model, clean_batch, corrupted_batch, target, resolved, metri
         per_run = [torch.cat(rows)]
     src_m, base_m = metric_values(metric, out_src, target), result_values(m)
     idx = sample_index(base_batch, samples)
-    if idx is not None:   # per-row values summed per sample
+    if idx is not None:  # per-row values summed per sample
         n = int(idx.max()) + 1
         per_run = [per_sample(r.T, idx.cpu(), n).T for r in per_run]
         src_m, base_m = per_sample(src_m, idx.cpu(), n), per_sample(base_m, idx.cpu(), n)
@@ -522,28 +649,43 @@ def _estimate_variables(sites, metric_name, c, x, base, effect, blocks, gd_v) ->
         "corrupted": (("sample",), x, {"description": f"{metric_name} on the corrupted input"}),
         "patched": (("site", "sample"), patched, {"description": f"estimated {metric_name} with the site patched"}),
         "effect": (("site", "sample"), effect, {"description": "estimated patched minus the unpatched run"}),
-        "normalized_effect": (("site", "sample"), normalized_effect(patched, c, x),
-                              {"description": "estimated (patched - corrupted) / (clean - corrupted)"}),
+        "normalized_effect": (
+            ("site", "sample"),
+            normalized_effect(patched, c, x),
+            {"description": "estimated (patched - corrupted) / (clean - corrupted)"},
+        ),
     }
     coords: dict[str, Any] = {"site": sites, "sample": np.arange(c.shape[0])}
     if blocks:
         dropped = torch.cat(gd_v, dim=2).numpy()
         coords["dropped_block"] = blocks
-        data["graddrop_effect"] = (("dropped_block", "site", "sample"), dropped,
-                                   {"description": "estimated effect with the gradient through the block's own "
-                                                   "computation dropped (GradDrop)"})
+        data["graddrop_effect"] = (
+            ("dropped_block", "site", "sample"),
+            dropped,
+            {
+                "description": "estimated effect with the gradient through the block's own "
+                "computation dropped (GradDrop)"
+            },
+        )
         # AtP*: the magnitude of each dropped-block estimate of the mean effect, summed, / (L - 1)
         score = np.abs(dropped.mean(2)).sum(0) / (len(blocks) - 1)
     else:
         score = np.abs(effect.mean(1))
-    data["score"] = ("site", score, {"description": "ranking score: |mean estimated effect| (GradDrop: sum over "
-                                                    "blocks of |mean effect without the block| / (L - 1))"})
+    data["score"] = (
+        "site",
+        score,
+        {
+            "description": "ranking score: |mean estimated effect| (GradDrop: sum over "
+            "blocks of |mean effect without the block| / (L - 1))"
+        },
+    )
     data["rank"] = ("site", _ranks(score), {"description": "1 = largest score"})
     return data, coords
 
 
-def _verify_kept_batch(model, resolved, top, batch: _Batch, metric, forward, max_rows,
-                       prof: ModelProfile) -> dict[str, np.ndarray]:
+def _verify_kept_batch(
+    model, resolved, top, batch: _Batch, metric, forward, max_rows, prof: ModelProfile
+) -> dict[str, np.ndarray]:
     """Exact patching of the ``top`` sites on the one batch whose base run was kept."""
     chosen = [r for r in resolved if r.name in top]
     reuse = batch.reuse
@@ -551,9 +693,19 @@ def _verify_kept_batch(model, resolved, top, batch: _Batch, metric, forward, max
     was = to_eval(model)
     try:
         with prof.grad():
-            rows = patch_sites(model, [Target(r, batch.policy) for r in chosen], batch.base_batch, batch.source,
-                               metric, batch.target, forward, max_rows, sub, check=RowCheck.of(prof),
-                               baseline=batch.base_metric)
+            rows = patch_sites(
+                model,
+                [Target(r, batch.policy) for r in chosen],
+                batch.base_batch,
+                batch.source,
+                metric,
+                batch.target,
+                forward,
+                max_rows,
+                sub,
+                check=RowCheck.of(prof),
+                baseline=batch.base_metric,
+            )
     finally:
         restore_modes(was)
     return {r.name: rows[i].numpy() for i, r in enumerate(chosen)}
@@ -567,8 +719,9 @@ def _ranks(score: np.ndarray) -> np.ndarray:
     return r
 
 
-def _verified(sites: Sequence[str], exact_patched: Mapping[str, np.ndarray], base: np.ndarray, c: np.ndarray,
-              x: np.ndarray) -> dict[str, tuple]:
+def _verified(
+    sites: Sequence[str], exact_patched: Mapping[str, np.ndarray], base: np.ndarray, c: np.ndarray, x: np.ndarray
+) -> dict[str, tuple]:
     """The variables of the exact patching of the verified sites (``exact_*``, ``verified``, ``exact_rank``)."""
     patched = np.full((len(sites), len(base)), np.nan)
     for s, v in exact_patched.items():
@@ -577,11 +730,13 @@ def _verified(sites: Sequence[str], exact_patched: Mapping[str, np.ndarray], bas
     verified = np.isin(sites, list(exact_patched))
     exact_rank = np.full(len(sites), np.nan)
     exact_rank[verified] = _ranks(np.abs((patched[verified] - base[None]).mean(1)))
-    return {"exact_patched": (("site", "sample"), patched, {"description": what}),
-            "exact_effect": (("site", "sample"), patched - base[None], {"description": what}),
-            "exact_normalized_effect": (("site", "sample"), normalized_effect(patched, c, x), {"description": what}),
-            "verified": ("site", verified, {"description": "exact patching was run"}),
-            "exact_rank": ("site", exact_rank, {"description": "rank by |mean exact effect| among the verified sites"})}
+    return {
+        "exact_patched": (("site", "sample"), patched, {"description": what}),
+        "exact_effect": (("site", "sample"), patched - base[None], {"description": what}),
+        "exact_normalized_effect": (("site", "sample"), normalized_effect(patched, c, x), {"description": what}),
+        "verified": ("site", verified, {"description": "exact patching was run"}),
+        "exact_rank": ("site", exact_rank, {"description": "rank by |mean exact effect| among the verified sites"}),
+    }
 
 
 def ranking_agreement(estimated: xr.Dataset, exact: xr.Dataset, top: int = 8) -> xr.Dataset:
@@ -612,6 +767,11 @@ def ranking_agreement(estimated: xr.Dataset, exact: xr.Dataset, top: int = 8) ->
     e_top = {sites[i] for i in np.argsort(-est, kind="stable")[:k]}
     rho = float(spearmanr(est, true).statistic) if len(sites) > 2 else float("nan")
     missed = sorted(t_top - e_top)
-    return xr.Dataset({"top_overlap": len(t_top & e_top) / k, "spearman": rho},
-                      attrs={"top": k, "missed": ", ".join(missed) or "none",
-                             "description": "agreement of an estimated site ranking with exact activation patching"})
+    return xr.Dataset(
+        {"top_overlap": len(t_top & e_top) / k, "spearman": rho},
+        attrs={
+            "top": k,
+            "missed": ", ".join(missed) or "none",
+            "description": "agreement of an estimated site ranking with exact activation patching",
+        },
+    )

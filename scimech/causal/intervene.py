@@ -77,16 +77,23 @@ from scimech.causal.sweep import (
 )
 from scimech.errors import DataValidationError
 
-__all__ = ["ablate", "patch", "ablation_sweep", "patching_sweep", "AblationMethod", "reference_activations",
-           "normalized_effect"]
-
+__all__ = [
+    "ablate",
+    "patch",
+    "ablation_sweep",
+    "patching_sweep",
+    "AblationMethod",
+    "reference_activations",
+    "normalized_effect",
+]
 
 
 def _given_activations(reference: Any, sites: Sequence[str]) -> bool:
     """Whether ``reference`` is activations already recorded for every site: ``{site: tensor}``,
     ``{site: DataArray}`` or the Dataset that :func:`~scimech.capture.record.record` returned."""
     return isinstance(reference, (Mapping, xr.Dataset)) and all(
-        isinstance(reference.get(s), (torch.Tensor, xr.DataArray)) for s in sites)
+        isinstance(reference.get(s), (torch.Tensor, xr.DataArray)) for s in sites
+    )
 
 
 #: the dims of a recorded activation that make up its feature axis (last in the canonical layout)
@@ -102,17 +109,27 @@ def _canonical_recorded(value: torch.Tensor | xr.DataArray, site: str) -> torch.
         return value
     base = [str(d).split("/", 1)[1] if str(d).startswith(f"{site}/") else str(d) for d in value.dims]
     if not base or base[0] != "sample":
-        raise DataValidationError(f"reference[{site!r}]: a DataArray of recorded activations has 'sample' as its first "
-                                  f"dim, as record() gives it; got dims {tuple(value.dims)}.")
+        raise DataValidationError(
+            f"reference[{site!r}]: a DataArray of recorded activations has 'sample' as its first "
+            f"dim, as record() gives it; got dims {tuple(value.dims)}."
+        )
     lead = [i for i, d in enumerate(base) if d in ("sample", "call")]
     feat = [i for i, d in enumerate(base) if d in _FEATURE_DIMS]
     pos = [i for i in range(len(base)) if i not in lead and i not in feat]
     return torch.from_numpy(np.ascontiguousarray(value.values.transpose(lead + pos + feat)))
 
 
-def reference_activations(model: nn.Module, reference: Any, sites: Sequence[str], *, forward: Callable | None = None,
-                          layouts: Mapping[str, HeadLayout] | None = None, batch_size: int = 256,
-                          axes=None, calls: Calls = "error") -> dict[str, torch.Tensor]:
+def reference_activations(
+    model: nn.Module,
+    reference: Any,
+    sites: Sequence[str],
+    *,
+    forward: Callable | None = None,
+    layouts: Mapping[str, HeadLayout] | None = None,
+    batch_size: int = 256,
+    axes=None,
+    calls: Calls = "error",
+) -> dict[str, torch.Tensor]:
     """Activations at ``sites`` on reference inputs (for mean and resample ablation), in each
     site's canonical layout ``(sample, [window], *positions, feature)`` on the model's device.
 
@@ -143,7 +160,8 @@ def reference_activations(model: nn.Module, reference: Any, sites: Sequence[str]
                 f"Reference inputs ran the site(s) {list(varying)} a different number of times per batch ({varying}; "
                 "a number of calls that depends on the data, e.g. an adaptive solver's steps), so there is no "
                 "reference for each call. Give the reference as one batch, fixed call indices (calls=k), or "
-                "reference activations {site: tensor} shaped like one call (used at every call).")
+                "reference activations {site: tensor} shaped like one call (used at every call)."
+            )
     return {s: torch.cat(v) for s, v in out.items()}
 
 
@@ -157,12 +175,20 @@ def _ref_at(ref: torch.Tensor | None, cur: torch.Tensor, policy: CallPolicy | No
         raise DataValidationError(
             f"Site {site!r}: the reference has {ref.shape[1]} call(s) but this forward pass reached call {call} (a "
             "number of calls that depends on the data). Use fixed call indices (calls=k), or reference "
-            "activations {site: tensor} shaped like one call.")
+            "activations {site: tensor} shaped like one call."
+        )
     return ref[:, pos]
 
 
-def _check_samples(model: nn.Module, m: Method, reference: Any, sites: Sequence[str], forward: Callable | None,
-                   samples: Samples, verb: str) -> None:
+def _check_samples(
+    model: nn.Module,
+    m: Method,
+    reference: Any,
+    sites: Sequence[str],
+    forward: Callable | None,
+    samples: Samples,
+    verb: str,
+) -> None:
     """Mean and resample treat the rows of the reference and the run as samples: check it."""
     if not m.needs_reference:
         return
@@ -171,8 +197,14 @@ def _check_samples(model: nn.Module, m: Method, reference: Any, sites: Sequence[
         n = n_samples_of(reference)
         first = slice_batch(reference, 0, min(n, 64))
         # drift first (it would look like rows that interact), then the rows: once per model and signature
-        require(model, first, verb=verb, needs={"repeatable", "rows"}, forward=forward,
-                why=f"method={m.name!r} (averaging or swapping rows as samples)")
+        require(
+            model,
+            first,
+            verb=verb,
+            needs={"repeatable", "rows"},
+            forward=forward,
+            why=f"method={m.name!r} (averaging or swapping rows as samples)",
+        )
     if m.draws_rows and not isinstance(samples, FixedMesh):
         idx: torch.Tensor | None
         if isinstance(samples, torch.Tensor):
@@ -186,12 +218,20 @@ def _check_samples(model: nn.Module, m: Method, reference: Any, sites: Sequence[
                 f"{verb}: method={m.name!r} with samples of several rows each (graphs, point clouds) would have to "
                 "match rows between samples of different sizes and orders; it is not available. Use method='mean' "
                 "(the mean over every reference row) or method='zero'; where every sample is the same mesh, pass "
-                "samples=scimech.FixedMesh(nodes) to swap whole samples node for node.")
+                "samples=scimech.FixedMesh(nodes) to swap whole samples node for node."
+            )
 
 
-def _replacement(m: Method, site: ResolvedSite, current: torch.Tensor, ref: torch.Tensor | None,
-                 factor: float | None, gen: torch.Generator | None, rows: torch.Tensor | None = None,
-                 nodes: int = 1) -> torch.Tensor:
+def _replacement(
+    m: Method,
+    site: ResolvedSite,
+    current: torch.Tensor,
+    ref: torch.Tensor | None,
+    factor: float | None,
+    gen: torch.Generator | None,
+    rows: torch.Tensor | None = None,
+    nodes: int = 1,
+) -> torch.Tensor:
     """``m``'s replacement of one site's activation: a method that draws reference rows uses
     ``rows`` (one per row) when given, else draws afresh from ``gen``; ``nodes``: rows per
     sample of a fixed mesh."""
@@ -215,14 +255,25 @@ def _unambiguous(site: ResolvedSite, axes, cur: torch.Tensor, ref: torch.Tensor)
             f"ablate at {site.name!r}: the reference tensor of shape {tuple(ref.shape)} could be in the site's own "
             f"order ('{axes}', as record() stores it) or in the canonical order with the features last, which have one "
             "shape here; reading it would be a guess. Give the DataArray or Dataset that record() returned "
-            f"(reference=ds or {{{site.name!r}: ds[{site.name!r}]}}), whose dims say the order, or reference inputs.")
+            f"(reference=ds or {{{site.name!r}: ds[{site.name!r}]}}), whose dims say the order, or reference inputs."
+        )
 
 
 @contextmanager
-def ablate(model: nn.Module, sites: str | Sequence[str], *, method: AblationMethod = "resample",
-           reference: Any = None, factor: float | None = None, seed: int = 0, forward: Callable | None = None,
-           layouts: Mapping[str, HeadLayout] | None = None, axes=None, calls: Calls = "error",
-           samples: Samples = None):
+def ablate(
+    model: nn.Module,
+    sites: str | Sequence[str],
+    *,
+    method: AblationMethod = "resample",
+    reference: Any = None,
+    factor: float | None = None,
+    seed: int = 0,
+    forward: Callable | None = None,
+    layouts: Mapping[str, HeadLayout] | None = None,
+    axes=None,
+    calls: Calls = "error",
+    samples: Samples = None,
+):
     """Ablate activations at ``sites`` for every forward pass inside the block.
 
     Parameters
@@ -271,11 +322,18 @@ def ablate(model: nn.Module, sites: str | Sequence[str], *, method: AblationMeth
     resolved = [resolve_site(model, s, layouts, axes) for s in sites]
     refs: dict[str, torch.Tensor] = {}
     if m.needs_reference:
-        refs = reference_activations(model, reference, sites, forward=forward, layouts=layouts, axes=axes,
-                                     batch_size=reference_chunk(reference, samples),
-                                     calls=policy)
+        refs = reference_activations(
+            model,
+            reference,
+            sites,
+            forward=forward,
+            layouts=layouts,
+            axes=axes,
+            batch_size=reference_chunk(reference, samples),
+            calls=policy,
+        )
     gen = torch.Generator(device="cpu").manual_seed(seed)
-    drawn: dict[str, tuple[object, torch.Tensor]] = {}   # site -> (forward pass, reference rows)
+    drawn: dict[str, tuple[object, torch.Tensor]] = {}  # site -> (forward pass, reference rows)
     nodes = mesh_nodes(samples)
     # plain tensors given as reference activations: their layout is checked where it could be guessed
     raw = {s for s in sites if _given_activations(reference, sites) and isinstance(reference[s], torch.Tensor)}
@@ -303,8 +361,13 @@ def ablate(model: nn.Module, sites: str | Sequence[str], *, method: AblationMeth
 
 
 @contextmanager
-def patch(model: nn.Module, values: Mapping[str, torch.Tensor], layouts: Mapping[str, HeadLayout] | None = None,
-          axes=None, calls: Calls = "error"):
+def patch(
+    model: nn.Module,
+    values: Mapping[str, torch.Tensor],
+    layouts: Mapping[str, HeadLayout] | None = None,
+    axes=None,
+    calls: Calls = "error",
+):
     """Set the activation at each site to the given tensor during the block.
 
     ``values[site]`` has the shape that :func:`~scimech.capture.record.record` and
@@ -322,14 +385,16 @@ def patch(model: nn.Module, values: Mapping[str, torch.Tensor], layouts: Mapping
 
     def fn(site: ResolvedSite, t: torch.Tensor):
         cur = site.select(t)
-        perm = site_dims(site, hooks.axes[site.name], cur.dim(), False)[1]   # canonical -> model order
+        perm = site_dims(site, hooks.axes[site.name], cur.dim(), False)[1]  # canonical -> model order
         want = tuple(cur.shape[p] for p in perm)
         new = values[site.name]
         if policy.stacked and new.dim() == len(want) + 1:
             new = _ref_at(new, cur, policy, hooks.call, site.name)
         if tuple(new.shape) != want:
-            raise DataValidationError(f"Patch for {site.name!r} has shape {tuple(new.shape)}; the site has {want} "
-                                      "(the shape record() gives it).")
+            raise DataValidationError(
+                f"Patch for {site.name!r} has shape {tuple(new.shape)}; the site has {want} "
+                "(the shape record() gives it)."
+            )
         inverse = [perm.index(i) for i in range(len(perm))]
         # a copy: a model that writes into the site's output in place (out += x) must not change the
         # values given here, which the next forward pass in the block uses again
@@ -340,13 +405,15 @@ def patch(model: nn.Module, values: Mapping[str, torch.Tensor], layouts: Mapping
     hooks.check_fired("patch")
 
 
-def _sweep_dataset(per_sample: dict, per_target: dict, sites: Sequence[str], calls: list[int] | None,
-                   attrs: dict) -> xr.Dataset:
+def _sweep_dataset(
+    per_sample: dict, per_target: dict, sites: Sequence[str], calls: list[int] | None, attrs: dict
+) -> xr.Dataset:
     """A sweep's result: ``per_sample`` variables ``(name: (array, description))`` on dim
     ``sample``, ``per_target`` ones on ``(site, sample)``, or ``(site, call, sample)`` when the
     sweep ran by call (one target per site and call)."""
     data: dict[str, tuple[tuple[str, ...], Any, dict[str, Any]]] = {
-        k: (("sample",), a, {"description": d}) for k, (a, d) in per_sample.items()}
+        k: (("sample",), a, {"description": d}) for k, (a, d) in per_sample.items()
+    }
     for k, (a, d) in per_target.items():
         if calls is None:
             data[k] = (("site", "sample"), a, {"description": d})
@@ -357,12 +424,27 @@ def _sweep_dataset(per_sample: dict, per_target: dict, sites: Sequence[str], cal
     return xr.Dataset(data, coords=coords, attrs=attrs)
 
 
-def ablation_sweep(model: nn.Module, inputs: Any, sites: Sequence[str], metric: Metric | Callable | None = None, *,
-                   method: AblationMethod = "resample", reference: Any = None, factor: float | None = None,
-                   forward: Callable | None = None, batch_size: int = 256, max_rows: int = 256, seed: int = 0,
-                   layouts: Mapping[str, HeadLayout] | None = None, target: torch.Tensor | None = None,
-                   reuse_prefix: bool = True, axes=None, calls: Calls = "error", by_call: bool = False,
-                   samples: Samples = None) -> xr.Dataset:
+def ablation_sweep(
+    model: nn.Module,
+    inputs: Any,
+    sites: Sequence[str],
+    metric: Metric | Callable | None = None,
+    *,
+    method: AblationMethod = "resample",
+    reference: Any = None,
+    factor: float | None = None,
+    forward: Callable | None = None,
+    batch_size: int = 256,
+    max_rows: int = 256,
+    seed: int = 0,
+    layouts: Mapping[str, HeadLayout] | None = None,
+    target: torch.Tensor | None = None,
+    reuse_prefix: bool = True,
+    axes=None,
+    calls: Calls = "error",
+    by_call: bool = False,
+    samples: Samples = None,
+) -> xr.Dataset:
     """Ablate each site in turn and measure a per-sample metric.
 
     Parameters are those of :func:`ablate` and :func:`patching_sweep`; sites share
@@ -395,9 +477,16 @@ def ablation_sweep(model: nn.Module, inputs: Any, sites: Sequence[str], metric: 
     resolved = [resolve_site(model, s, layouts, axes) for s in sites]
     refs = {}
     if m.needs_reference:
-        refs = reference_activations(model, reference, sites, forward=forward, layouts=layouts, axes=axes,
-                                     batch_size=reference_chunk(reference, samples),
-                                     calls="all" if by_call and policy.mode == "all" else policy)
+        refs = reference_activations(
+            model,
+            reference,
+            sites,
+            forward=forward,
+            layouts=layouts,
+            axes=axes,
+            batch_size=reference_chunk(reference, samples),
+            calls="all" if by_call and policy.mode == "all" else policy,
+        )
     ref_policy = CallPolicy("all") if by_call and policy.mode == "all" else policy
     gen = torch.Generator(device="cpu").manual_seed(seed)
     nodes = mesh_nodes(samples)
@@ -415,17 +504,26 @@ def ablation_sweep(model: nn.Module, inputs: Any, sites: Sequence[str], metric: 
             prof = profile_of(model, batch, forward) if prof is None else prof
             with prof.grad():
                 b = batch_size_of(batch)
-                tgt = None if target is None else target[start:start + n_samples_of(batch)]
+                tgt = None if target is None else target[start : start + n_samples_of(batch)]
                 if start == 0:
                     reuse, path = plan_reuse(model, batch, resolved, forward, reuse_prefix)
                 counting = policy.mode == "last" or (by_call and policy.mode == "all")
                 idx = sample_index(batch, samples)
                 agg = None if idx is None else functools.partial(per_sample, index=idx)
                 with capturing(model, reuse, b), count_calls(resolved, counting) as counts:
-                    out = forward_folded(model, batch, forward, functools.partial(run_forward, model, batch, forward), prof)
+                    out = forward_folded(
+                        model, batch, forward, functools.partial(run_forward, model, batch, forward), prof
+                    )
                 if start == 0:
-                    require(model, batch, verb="ablation_sweep", needs={"repeatable", "packing"}, forward=forward,
-                            outputs=out, sites=resolved)
+                    require(
+                        model,
+                        batch,
+                        verb="ablation_sweep",
+                        needs={"repeatable", "packing"},
+                        forward=forward,
+                        outputs=out,
+                        sites=resolved,
+                    )
                     check = RowCheck.of(prof)
             with prof.grad():
                 base = metric_values(metric, out, tgt)
@@ -443,15 +541,33 @@ def ablation_sweep(model: nn.Module, inputs: Any, sites: Sequence[str], metric: 
                 if m.draws_rows:
                     sizes = {refs[s.name].shape[0] for s in resolved}
                     shared = m.draw(gen, sizes.pop(), b, nodes) if len(sizes) == 1 else None
-                    draws = {s.name: shared if shared is not None else m.draw(gen, refs[s.name].shape[0], b, nodes)
-                             for s in resolved}
+                    draws = {
+                        s.name: shared if shared is not None else m.draw(gen, refs[s.name].shape[0], b, nodes)
+                        for s in resolved
+                    }
 
                 def make(i, s, cur, call, draws=draws):
                     ref = _ref_at(refs.get(s.name), cur, ref_policy, call, s.name)
                     return _replacement(m, s, cur, ref, factor, None, draws.get(s.name), nodes)
 
-                sweep_tiles(model, targets, batch, b, make, metric, tgt, forward, k, row, reuse, "ablation_sweep",
-                            last, check, base, agg)
+                sweep_tiles(
+                    model,
+                    targets,
+                    batch,
+                    b,
+                    make,
+                    metric,
+                    tgt,
+                    forward,
+                    k,
+                    row,
+                    reuse,
+                    "ablation_sweep",
+                    last,
+                    check,
+                    base,
+                    agg,
+                )
                 abl_vals.append(row)
     finally:
         restore_modes(was)
@@ -459,19 +575,44 @@ def ablation_sweep(model: nn.Module, inputs: Any, sites: Sequence[str], metric: 
     ablated = torch.cat(abl_vals, dim=1).numpy()
     return _sweep_dataset(
         {"baseline": (baseline, f"{metric.name} without ablation")},
-        {"ablated": (ablated, f"{metric.name} with the site ablated"),
-         "effect": (ablated - baseline[None], "ablated - baseline")},
-        sites, call_list,
-        {"method": method, "metric": metric.name, "factor": "None" if factor is None else float(factor),
-         "seed": seed, "calls": str(policy), "description": "ablation sweep", **path, **check.attrs()})
+        {
+            "ablated": (ablated, f"{metric.name} with the site ablated"),
+            "effect": (ablated - baseline[None], "ablated - baseline"),
+        },
+        sites,
+        call_list,
+        {
+            "method": method,
+            "metric": metric.name,
+            "factor": "None" if factor is None else float(factor),
+            "seed": seed,
+            "calls": str(policy),
+            "description": "ablation sweep",
+            **path,
+            **check.attrs(),
+        },
+    )
 
 
-def patching_sweep(model: nn.Module, clean: Any, corrupted: Any, sites: Sequence[str],
-                   metric: Metric | Callable | None = None, *, direction: Literal["denoising", "noising"] = "denoising",
-                   forward: Callable | None = None, batch_size: int = 64, max_rows: int = 256,
-                   target: torch.Tensor | None = None, layouts: Mapping[str, HeadLayout] | None = None,
-                   reuse_prefix: bool = True, axes=None, calls: Calls = "error", by_call: bool = False,
-                   samples: Samples = None) -> xr.Dataset:
+def patching_sweep(
+    model: nn.Module,
+    clean: Any,
+    corrupted: Any,
+    sites: Sequence[str],
+    metric: Metric | Callable | None = None,
+    *,
+    direction: Literal["denoising", "noising"] = "denoising",
+    forward: Callable | None = None,
+    batch_size: int = 64,
+    max_rows: int = 256,
+    target: torch.Tensor | None = None,
+    layouts: Mapping[str, HeadLayout] | None = None,
+    reuse_prefix: bool = True,
+    axes=None,
+    calls: Calls = "error",
+    by_call: bool = False,
+    samples: Samples = None,
+) -> xr.Dataset:
     """Activation patching at each site, in one direction.
 
     Parameters
@@ -530,8 +671,9 @@ def patching_sweep(model: nn.Module, clean: Any, corrupted: Any, sites: Sequence
         reused, or why not) and ``row_check`` (whether the rows of a tiled batch were found
         independent, :mod:`scimech.causal.sweep`).
     """
-    sites, metric, n_clean, target, resolved = patching_inputs(model, clean, corrupted, sites, metric, direction,
-                                                                target, layouts, axes)
+    sites, metric, n_clean, target, resolved = patching_inputs(
+        model, clean, corrupted, sites, metric, direction, target, layouts, axes
+    )
     check_batching(clean, samples, batch_size, "patching_sweep")
     policy = parse_calls(calls, "patching_sweep")
     clean_v, corr_v, patched_v = [], [], []
@@ -559,17 +701,28 @@ def patching_sweep(model: nn.Module, clean: Any, corrupted: Any, sites: Sequence
                 idx = sample_index(base, samples)
                 agg = None if idx is None else functools.partial(per_sample, index=idx)
                 with Recorder(model, resolved, calls="error" if policy.mode == "error" else "all") as rec:
-                    out_src = forward_folded(model, src, forward, functools.partial(run_forward, model, src, forward), prof)
+                    out_src = forward_folded(
+                        model, src, forward, functools.partial(run_forward, model, src, forward), prof
+                    )
                 rec.check_fired("patching_sweep")
                 # call by call where calls are chosen: calls of changing shape are patched each from its own
                 source = dict(rec.canonical) if policy.mode == "error" else rec.per_call
                 with capturing(model, reuse, b), count_calls(resolved, counting) as counts:  # the run patched into
-                    out = forward_folded(model, base, forward, functools.partial(run_forward, model, base, forward), prof)
+                    out = forward_folded(
+                        model, base, forward, functools.partial(run_forward, model, base, forward), prof
+                    )
                 if start == 0:
-                    require(model, base, verb="patching_sweep", needs={"repeatable", "packing"}, forward=forward,
-                            outputs=out, sites=resolved)
+                    require(
+                        model,
+                        base,
+                        verb="patching_sweep",
+                        needs={"repeatable", "packing"},
+                        forward=forward,
+                        outputs=out,
+                        sites=resolved,
+                    )
                     check = RowCheck.of(prof)
-            with prof.grad():   # the autograd mode the first pass found
+            with prof.grad():  # the autograd mode the first pass found
                 out_src = metric_values(metric, out_src, tgt)
                 out_src = out_src if agg is None else agg(out_src)
                 out_base = metric_values(metric, out, tgt)
@@ -579,8 +732,11 @@ def patching_sweep(model: nn.Module, clean: Any, corrupted: Any, sites: Sequence
                     targets, call_list = targets_for(resolved, policy, by_call, counts)
                 clean_v.append(out_src if direction == "denoising" else out_base)
                 corr_v.append(out_base if direction == "denoising" else out_src)
-                patched_v.append(patch_sites(model, targets, base, source, metric, tgt, forward, max_rows, reuse,
-                                             last, check, out_base, agg))
+                patched_v.append(
+                    patch_sites(
+                        model, targets, base, source, metric, tgt, forward, max_rows, reuse, last, check, out_base, agg
+                    )
+                )
     finally:
         restore_modes(was)
     c = torch.cat(clean_v).numpy()
@@ -590,10 +746,21 @@ def patching_sweep(model: nn.Module, clean: Any, corrupted: Any, sites: Sequence
     norm = normalized_effect(p, c, x)
     return _sweep_dataset(
         {"clean": (c, f"{metric.name} on the clean input"), "corrupted": (x, f"{metric.name} on the corrupted input")},
-        {"patched": (p, f"{metric.name} with the site patched"),
-         "effect": (p - base[None], "patched minus the unpatched run"),
-         "normalized_effect": (norm, "(patched - corrupted) / (clean - corrupted)")},
-        sites, call_list,
-        {"method": "activation_patching", "direction": direction, "metric": metric.name, "calls": str(policy),
-         "description": "denoising: corrupted run with clean activations (sufficiency); "
-                        "noising: clean run with corrupted activations (necessity)", **path, **check.attrs()})
+        {
+            "patched": (p, f"{metric.name} with the site patched"),
+            "effect": (p - base[None], "patched minus the unpatched run"),
+            "normalized_effect": (norm, "(patched - corrupted) / (clean - corrupted)"),
+        },
+        sites,
+        call_list,
+        {
+            "method": "activation_patching",
+            "direction": direction,
+            "metric": metric.name,
+            "calls": str(policy),
+            "description": "denoising: corrupted run with clean activations (sufficiency); "
+            "noising: clean run with corrupted activations (necessity)",
+            **path,
+            **check.attrs(),
+        },
+    )

@@ -27,8 +27,10 @@ def _pick(out: Any, key: Any) -> torch.Tensor:
         out = next(iter(out.values()))
     elif isinstance(out, (tuple, list)) and not hasattr(out, "y"):  # a named tuple with .y: below
         if sum(isinstance(o, torch.Tensor) for o in out) > 1:  # which output is measured is the user's choice
-            raise TypeError(f"The model returns a {type(out).__name__} of {len(out)} outputs; pass key= (e.g. key=0) "
-                            "to say which one the metric measures.")
+            raise TypeError(
+                f"The model returns a {type(out).__name__} of {len(out)} outputs; pass key= (e.g. key=0) "
+                "to say which one the metric measures."
+            )
         out = next((o for o in out if isinstance(o, torch.Tensor)), out[0] if len(out) else out)
     if hasattr(out, "y") and not isinstance(out, torch.Tensor):  # e.g. a concept-bottleneck output
         out = out.y
@@ -72,8 +74,9 @@ def output(index: int | tuple | None = None, key: Any = None, part: str | None =
     (attribution patching's gradient) refuse it and name ``part=``.
     """
     if part is not None and part not in _PARTS:
-        raise ValueError(f"The 'part' option of metrics.output must be one of {tuple(_PARTS)} or None. "
-                         f"Got {part!r} instead.")
+        raise ValueError(
+            f"The 'part' option of metrics.output must be one of {tuple(_PARTS)} or None. Got {part!r} instead."
+        )
 
     def fn(out, target=None):
         t = _pick(out, key)

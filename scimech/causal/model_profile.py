@@ -56,8 +56,23 @@ from scimech.capture.batches import batch_size_of, is_graph_batch, leaf_tensors,
 from scimech.capture.hooks import first_tensor, restore_modes, run_forward, to_eval
 from scimech.errors import DataValidationError, DimensionError
 
-__all__ = ["ModelProfile", "SiteFacts", "ProfileTable", "require", "profile", "profile_of", "forward_folded", "tolerance", "same_values",
-           "drift_error", "rows_error", "forget", "signature", "rows_interact", "NEEDS"]
+__all__ = [
+    "ModelProfile",
+    "SiteFacts",
+    "ProfileTable",
+    "require",
+    "profile",
+    "profile_of",
+    "forward_folded",
+    "tolerance",
+    "same_values",
+    "drift_error",
+    "rows_error",
+    "forget",
+    "signature",
+    "rows_interact",
+    "NEEDS",
+]
 
 #: what a verb may ask :func:`require` for
 NEEDS = frozenset({"grad", "repeatable", "rows", "sites", "packing"})
@@ -113,7 +128,8 @@ def drift_error(verb: str, what: str) -> DataValidationError:
         f"{verb}: the unchanged model gave {what} on the same batch in a second forward pass: it keeps state across "
         "calls (a counter, a cache, a running normaliser) or draws random numbers, so every effect would include "
         "that drift. Pass a forward= that resets the state and seeds any randomness before each pass "
-        "(forward=lambda m, x: (m.reset(), m(x))[1]), or make the model's forward deterministic.")
+        "(forward=lambda m, x: (m.reset(), m(x))[1]), or make the model's forward deterministic."
+    )
 
 
 def rows_error(verb: str, reason: str, why: str) -> DataValidationError:
@@ -122,7 +138,8 @@ def rows_error(verb: str, reason: str, why: str) -> DataValidationError:
         f"{verb}: the rows of the first axis are not independent samples: {reason} (message passing over a "
         "graph, an adaptive solver's step-size control, batch statistics or attention across the batch). "
         f"{why} would mix them. Pass samples= (each row's sample index, e.g. a graph batch's `batch` vector, "
-        "or torch.arange(n) to declare every row its own sample and accept the coupling).")
+        "or torch.arange(n) to declare every row its own sample and accept the coupling)."
+    )
 
 
 @dataclass
@@ -177,15 +194,25 @@ class ModelProfile:
     def __repr__(self) -> str:
         def show(v):
             return "not measured" if v is None else v
-        rows = ("not measured" if self.rows_interact is None else
-                "independent" if not self.rows_interact else f"interact ({self.rows_interact})")
-        lines = [f"ModelProfile (output {str(self.output_dtype).removeprefix('torch.')}, "
-                 f"tolerance {self.tolerance:.0e}, {self.passes} measuring pass(es))",
-                 f"  needs grad: {show(self.needs_grad)}; repeatable: {show(self.repeatable)}"
-                 f"{' (' + self.repeat_note + ')' if self.repeat_note else ''}; rows: {rows}"]
+
+        rows = (
+            "not measured"
+            if self.rows_interact is None
+            else "independent"
+            if not self.rows_interact
+            else f"interact ({self.rows_interact})"
+        )
+        lines = [
+            f"ModelProfile (output {str(self.output_dtype).removeprefix('torch.')}, "
+            f"tolerance {self.tolerance:.0e}, {self.passes} measuring pass(es))",
+            f"  needs grad: {show(self.needs_grad)}; repeatable: {show(self.repeatable)}"
+            f"{' (' + self.repeat_note + ')' if self.repeat_note else ''}; rows: {rows}",
+        ]
         for name, s in self.sites.items():
-            lines.append(f"  {name}: {s.calls} call(s) {s.shapes if s.changing_shape else s.shapes[:1]}, {s.dtype}, "
-                         f"'{s.layout}' ({s.layout_from}){', written in place' if s.in_place else ''}")
+            lines.append(
+                f"  {name}: {s.calls} call(s) {s.shapes if s.changing_shape else s.shapes[:1]}, {s.dtype}, "
+                f"'{s.layout}' ({s.layout_from}){', written in place' if s.in_place else ''}"
+            )
         return "\n".join(lines)
 
 
@@ -202,8 +229,9 @@ def forget(model: nn.Module) -> None:
 
 def _version(model: nn.Module) -> int:
     """Changes when a parameter or buffer is changed in place (``_version``) or replaced, or a module swapped."""
-    return hash((tuple(map(id, model.modules())),
-                 tuple((id(t), t._version) for t in (*model.parameters(), *model.buffers()))))
+    return hash(
+        (tuple(map(id, model.modules())), tuple((id(t), t._version) for t in (*model.parameters(), *model.buffers())))
+    )
 
 
 def _leaf_sig(v: Any, rows: int | None) -> Any:
@@ -215,8 +243,11 @@ def _leaf_sig(v: Any, rows: int | None) -> Any:
     if isinstance(v, (tuple, list)):
         return ("S", type(v).__qualname__, tuple(_leaf_sig(x, rows) for x in v))
     if dataclasses.is_dataclass(v) and not isinstance(v, type):
-        return ("D", type(v).__qualname__, tuple((f.name, _leaf_sig(getattr(v, f.name), rows))
-                                                 for f in dataclasses.fields(v)))
+        return (
+            "D",
+            type(v).__qualname__,
+            tuple((f.name, _leaf_sig(getattr(v, f.name), rows)) for f in dataclasses.fields(v)),
+        )
     if v is None or isinstance(v, (bool, int, float, str)):
         return ("V", repr(v)[:64])
     return ("O", type(v).__qualname__)
@@ -226,9 +257,15 @@ def signature(batch: Any) -> tuple:
     """The input signature of a batch: its structure, the trailing shapes (the rows left out),
     dtypes and devices of its tensors; for a graph batch its class and the dtype and width of each field."""
     if is_graph_batch(batch):
-        return ("graph", type(batch).__qualname__,
-                tuple((k, str(v.dtype), tuple(v.shape[1:]) if k not in ("edge_index", "batch", "ptr") else v.dim())
-                      for k, v in batch if isinstance(v, torch.Tensor)))
+        return (
+            "graph",
+            type(batch).__qualname__,
+            tuple(
+                (k, str(v.dtype), tuple(v.shape[1:]) if k not in ("edge_index", "batch", "ptr") else v.dim())
+                for k, v in batch
+                if isinstance(v, torch.Tensor)
+            ),
+        )
     try:
         rows = batch_size_of(batch)
     except TypeError:
@@ -253,7 +290,7 @@ def _forward_key(forward: Callable | None) -> tuple:
 def _filled(cell) -> bool:
     try:
         _ = cell.cell_contents
-    except ValueError:   # an empty cell
+    except ValueError:  # an empty cell
         return False
     return True
 
@@ -270,7 +307,7 @@ def _cached(model: nn.Module, batch: Any, forward: Callable | None) -> ModelProf
     (a new, empty one, cached, the first time)."""
     try:
         per_model = _CACHE.setdefault(model, {})
-    except TypeError:   # a model that cannot be weakly referenced: measured afresh each time
+    except TypeError:  # a model that cannot be weakly referenced: measured afresh each time
         return ModelProfile(signature(batch))
     sig = signature(batch)
     key = (_forward_key(forward), sig, _version(model))
@@ -282,24 +319,27 @@ def _cached(model: nn.Module, batch: Any, forward: Callable | None) -> ModelProf
     prof = ModelProfile(sig)
     try:
         ref = None if forward is None else weakref.ref(_anchor(forward))
-    except TypeError:   # a forward that cannot be weakly referenced: its profile is not kept
+    except TypeError:  # a forward that cannot be weakly referenced: its profile is not kept
         return prof
-    for k in [k for k, (r, _) in per_model.items() if (k[0] == key[0] and k[1] == sig) or (r is not None and
-                                                                                          r() is None)]:
-        del per_model[k]   # an older parameter version of the same model, forward and signature; a forward gone
+    for k in [
+        k for k, (r, _) in per_model.items() if (k[0] == key[0] and k[1] == sig) or (r is not None and r() is None)
+    ]:
+        del per_model[k]  # an older parameter version of the same model, forward and signature; a forward gone
     per_model[key] = (ref, prof)
     return prof
 
 
 # -- measuring -----------------------------------------------------------------------------------
 
+
 def _no_graph(err: BaseException) -> bool:
     """Whether ``err`` is torch's refusal of a gradient through a graph never built (no_grad)."""
     return isinstance(err, RuntimeError) and any(m in str(err) for m in _NO_GRAPH)
 
 
-def forward_folded(model: nn.Module, batch: Any, forward: Callable | None, run: Callable[[], Any],
-                   prof: ModelProfile | None = None) -> Any:
+def forward_folded(
+    model: nn.Module, batch: Any, forward: Callable | None, run: Callable[[], Any], prof: ModelProfile | None = None
+) -> Any:
     """``run()`` (a verb's own forward pass of ``batch``) under the autograd mode the model
     needs: known from its profile, else tried under ``no_grad`` and, where the forward itself
     takes gradients, run again under ``enable_grad``; the fact joins the profile. The verb's
@@ -343,14 +383,18 @@ class _Observer:
     def __enter__(self) -> _Observer:
         for s in self.resolved:
             if s.port == "input":
+
                 def pre(module, args, kwargs, _s=s):
                     t = args[0] if args else next((v for v in kwargs.values() if isinstance(v, torch.Tensor)), None)
                     if t is not None:
                         self._see(_s, first_tensor(t))
+
                 self._handles.append(s.module.register_forward_pre_hook(pre, with_kwargs=True))
             else:
+
                 def post(module, args, out, _s=s):
                     self._see(_s, first_tensor(out))
+
                 self._handles.append(s.module.register_forward_hook(post))
         return self
 
@@ -364,9 +408,13 @@ class _Observer:
             seen = self.seen[s.name]
             layout, source = self.layout.get(s.name, ("never ran", "-"))
             out[s.name] = SiteFacts(
-                calls=len(seen), shapes=[tuple(t.shape) for t, _ in seen],
-                dtype=str(seen[0][0].dtype).removeprefix("torch.") if seen else "-", layout=layout,
-                layout_from=source, in_place=any(t._version != v for t, v in seen))
+                calls=len(seen),
+                shapes=[tuple(t.shape) for t, _ in seen],
+                dtype=str(seen[0][0].dtype).removeprefix("torch.") if seen else "-",
+                layout=layout,
+                layout_from=source,
+                in_place=any(t._version != v for t, v in seen),
+            )
         return out
 
 
@@ -374,8 +422,14 @@ def _outputs(out: Any) -> list[torch.Tensor]:
     return [t.detach() for t in leaf_tensors(out)]
 
 
-def _rows_reason(model: nn.Module, batch: Any, forward: Callable | None, full: list[torch.Tensor],
-                 prof: ModelProfile, observer: _Observer | None = None) -> str:
+def _rows_reason(
+    model: nn.Module,
+    batch: Any,
+    forward: Callable | None,
+    full: list[torch.Tensor],
+    prof: ModelProfile,
+    observer: _Observer | None = None,
+) -> str:
     """Why the rows of ``batch`` are not independent samples (``""``: they are), given the
     outputs ``full`` of the whole batch: the first half of the rows runs alone (``observer``:
     hooks that watch sites in that pass)."""
@@ -384,7 +438,7 @@ def _rows_reason(model: nn.Module, batch: Any, forward: Callable | None, full: l
         return ""
     h = b // 2
     try:
-        with prof.grad(), (observer if observer is not None else _Observer(())):
+        with prof.grad(), observer if observer is not None else _Observer(()):
             half = _outputs(run_forward(model, slice_batch(batch, 0, h), forward))
     except Exception as err:  # noqa: BLE001 - the rows cannot even run apart
         return f"the first {h} of {b} rows cannot run without the others ({type(err).__name__}: {str(err)[:120]})"
@@ -399,36 +453,48 @@ def _rows_reason(model: nn.Module, batch: Any, forward: Callable | None, full: l
         ok, rel = same_values(f[:h], s)
         if not ok:
             if f.is_floating_point() or f.is_complex():
-                return (f"the first {h} of {b} rows alone give outputs that differ by {rel:.1e} of their scale "
-                        "from the same rows within the whole batch")
+                return (
+                    f"the first {h} of {b} rows alone give outputs that differ by {rel:.1e} of their scale "
+                    "from the same rows within the whole batch"
+                )
             return f"the first {h} of {b} rows alone give other outputs than within the whole batch"
     return ""
 
 
-def _measure(model: nn.Module, batch: Any, forward: Callable | None, prof: ModelProfile, needs: set[str],
-             resolved: Sequence = (), outputs: Any = None) -> None:
+def _measure(
+    model: nn.Module,
+    batch: Any,
+    forward: Callable | None,
+    prof: ModelProfile,
+    needs: set[str],
+    resolved: Sequence = (),
+    outputs: Any = None,
+) -> None:
     """Fill what ``needs`` asks of ``prof`` and it lacks (eval mode; the model's modes restored).
     ``outputs``: the output of an unchanged pass of ``batch`` the verb ran itself (its first
     pass, through :func:`forward_folded`), which stands for the first measuring pass."""
-    if "packing" in needs:   # checked on the values of a half batch: drift and rows first
+    if "packing" in needs:  # checked on the values of a half batch: drift and rows first
         needs = needs | {"repeatable"}
     rows_wanted = "rows" in needs and prof.rows_interact is None and not is_graph_batch(batch)
-    want_first = ((prof.repeatable is None and ("repeatable" in needs or rows_wanted)) or rows_wanted
-                  or prof.needs_grad is None or bool(resolved))
+    want_first = (
+        (prof.repeatable is None and ("repeatable" in needs or rows_wanted))
+        or rows_wanted
+        or prof.needs_grad is None
+        or bool(resolved)
+    )
     if not want_first:
         return
     try:
-        prof.rows = batch_size_of(batch)   # the rows of the batch measured (a signature leaves them out)
+        prof.rows = batch_size_of(batch)  # the rows of the batch measured (a signature leaves them out)
     except TypeError:
         prof.rows = None
     was = to_eval(model)
     try:
         if outputs is not None and prof.needs_grad is not None and not resolved:
-            one = _outputs(outputs)   # the verb's own first pass: folded in
+            one = _outputs(outputs)  # the verb's own first pass: folded in
         else:
             with _Observer(resolved) as seen:
-                one = _outputs(forward_folded(model, batch, forward, lambda: run_forward(model, batch, forward),
-                                              prof))
+                one = _outputs(forward_folded(model, batch, forward, lambda: run_forward(model, batch, forward), prof))
             prof.passes += 1
         if resolved:
             prof.sites.update(seen.facts())
@@ -445,15 +511,18 @@ def _measure(model: nn.Module, batch: Any, forward: Callable | None, prof: Model
                 ok, rel = same_values(a, b)
                 if not ok:
                     prof.repeatable = False
-                    prof.repeat_note = (f"other outputs ({rel:.1e} of their scale; allowed {tolerance(a.dtype):.0e} "
-                                        f"for {str(a.dtype).removeprefix('torch.')})" if rel != float("inf") else
-                                        "other outputs (NaN or infinities at other places, or another shape)")
+                    prof.repeat_note = (
+                        f"other outputs ({rel:.1e} of their scale; allowed {tolerance(a.dtype):.0e} "
+                        f"for {str(a.dtype).removeprefix('torch.')})"
+                        if rel != float("inf")
+                        else "other outputs (NaN or infinities at other places, or another shape)"
+                    )
                     break
         packed = [r for r in resolved if r.axes is not None and r.axes.windowed] if "packing" in needs else []
         half_seen = _Observer(packed) if packed else None
         if (rows_wanted or packed) and prof.repeatable and (prof.rows_interact is None or packed):
             prof.rows_interact = _rows_reason(model, batch, forward, one, prof, half_seen)
-        if half_seen is not None:   # some sites are declared packed
+        if half_seen is not None:  # some sites are declared packed
             for r in packed:
                 prof.sites[r.name].packing = _packing(r, seen, half_seen, prof)
     finally:
@@ -474,18 +543,31 @@ def _packing(site, full: _Observer, half: _Observer, prof: ModelProfile) -> str:
     t, u = got_full[0][0].detach(), got_half[0][0].detach()
     n, h = t.shape[0], b // 2
     if n % b or u.shape[0] != h * (n // b):
-        return (f"not sample by sample: {b} samples give {n} rows and {h} samples {u.shape[0]}, not "
-                f"{h} x {n // b if n % b == 0 else n / b:g}")
-    ok, rel = same_values(t[:u.shape[0]], u)
+        return (
+            f"not sample by sample: {b} samples give {n} rows and {h} samples {u.shape[0]}, not "
+            f"{h} x {n // b if n % b == 0 else n / b:g}"
+        )
+    ok, rel = same_values(t[: u.shape[0]], u)
     if not ok:
-        return (f"not sample by sample: the first {h} samples alone give other rows (by {rel:.1e} of their scale) "
-                f"than the first {u.shape[0]} rows of the whole batch")
+        return (
+            f"not sample by sample: the first {h} samples alone give other rows (by {rel:.1e} of their scale) "
+            f"than the first {u.shape[0]} rows of the whole batch"
+        )
     return "sample by sample"
 
 
-def require(subject: nn.Module | ModelProfile, batch: Any = None, *, verb: str, needs: Iterable[str] = ("grad",),
-            forward: Callable | None = None, samples: Any = None, why: str = "", sites: Sequence = (),
-            outputs: Any = None) -> ModelProfile:
+def require(
+    subject: nn.Module | ModelProfile,
+    batch: Any = None,
+    *,
+    verb: str,
+    needs: Iterable[str] = ("grad",),
+    forward: Callable | None = None,
+    samples: Any = None,
+    why: str = "",
+    sites: Sequence = (),
+    outputs: Any = None,
+) -> ModelProfile:
     """The profile of ``subject`` on ``batch``'s signature, measured where it lacks what
     ``needs`` asks, and checked: the one place where a verb's assumptions are refused.
 
@@ -539,8 +621,9 @@ def require(subject: nn.Module | ModelProfile, batch: Any = None, *, verb: str, 
         if "packing" in needs:
             sites = [s for s in sites if s.axes is not None and s.axes.windowed]
             needs = needs | {"sites"} if sites else needs - {"packing"}
-        new = [s for s in sites if s.name not in prof.sites or ("packing" in needs and
-                                                               prof.sites[s.name].packing is None)]
+        new = [
+            s for s in sites if s.name not in prof.sites or ("packing" in needs and prof.sites[s.name].packing is None)
+        ]
         new = new if "sites" in needs else []
         if new or needs - {"sites", "packing"}:
             _measure(subject, batch, forward, prof, needs, new, outputs)
@@ -557,11 +640,13 @@ def require(subject: nn.Module | ModelProfile, batch: Any = None, *, verb: str, 
                 f"{packing} (a mixture of experts sorts tokens by expert across the batch; a model may gather rows "
                 "from several samples). Its rows would be labelled as other samples'. Choose a site where the rows "
                 "are in sample order again (after the experts' outputs are put back), or one whose first axis is the "
-                "batch.")
+                "batch."
+            )
     return prof
 
 
 # -- shown to the user ---------------------------------------------------------------------------
+
 
 class ProfileTable(pd.DataFrame):
     """The profile as a table: a DataFrame whose repr shows every column (a notebook's first look)."""
@@ -593,8 +678,16 @@ def profile_of(model: nn.Module, batch: Any, forward: Callable | None = None) ->
     return _cached(model, batch, forward)
 
 
-def profile(model: nn.Module, inputs: Any, sites: str | Sequence[str], *, forward: Callable | None = None,
-            samples: Any = None, layouts=None, axes=None):
+def profile(
+    model: nn.Module,
+    inputs: Any,
+    sites: str | Sequence[str],
+    *,
+    forward: Callable | None = None,
+    samples: Any = None,
+    layouts=None,
+    axes=None,
+):
     """What every verb assumes about ``model`` on ``inputs``, as a table (one row per site).
 
     Measured on the first batch of ``inputs`` (at most three forward passes, none where the
@@ -630,17 +723,38 @@ def profile(model: nn.Module, inputs: Any, sites: str | Sequence[str], *, forwar
     resolved = [resolve_site(model, s, layouts, axes) for s in names]
     prof = _cached(model, batch, forward)
     needs = {"repeatable", "rows", "grad", "sites", "packing"} - ({"rows"} if samples is not None else set())
-    _measure(model, batch, forward, prof, needs,
-             [s for s in resolved if s.name not in prof.sites or (prof.sites[s.name].packing is None and
-                                                                   s.axes is not None and s.axes.windowed)])
+    _measure(
+        model,
+        batch,
+        forward,
+        prof,
+        needs,
+        [
+            s
+            for s in resolved
+            if s.name not in prof.sites
+            or (prof.sites[s.name].packing is None and s.axes is not None and s.axes.windowed)
+        ],
+    )
     rows = []
     for s in names:
         f = prof.sites[s]
-        rows.append({"site": s, "calls": f.calls, "shapes": f.shapes if f.changing_shape else f.shapes[:1],
-                     "dtype": f.dtype, "tolerance": tolerance(getattr(torch, f.dtype, None)),
-                     "layout": f.layout, "layout_from": f.layout_from,
-                     "samples": _samples_text(samples, batch, prof), "repeatable": prof.repeatable,
-                     "needs_grad": prof.needs_grad, "in_place": f.in_place, "packing": f.packing or "-"})
+        rows.append(
+            {
+                "site": s,
+                "calls": f.calls,
+                "shapes": f.shapes if f.changing_shape else f.shapes[:1],
+                "dtype": f.dtype,
+                "tolerance": tolerance(getattr(torch, f.dtype, None)),
+                "layout": f.layout,
+                "layout_from": f.layout_from,
+                "samples": _samples_text(samples, batch, prof),
+                "repeatable": prof.repeatable,
+                "needs_grad": prof.needs_grad,
+                "in_place": f.in_place,
+                "packing": f.packing or "-",
+            }
+        )
     table = ProfileTable(pd.DataFrame(rows).set_index("site"))
     table.attrs["profile"] = prof
     return table

@@ -100,8 +100,12 @@ class Shortcut:
 def _structure(output: Any) -> Any:
     if isinstance(output, torch.Tensor):
         return "tensor"
-    if isinstance(output, (tuple, list)) and output and isinstance(output[0], torch.Tensor) and \
-            all(o is None for o in output[1:]):
+    if (
+        isinstance(output, (tuple, list))
+        and output
+        and isinstance(output[0], torch.Tensor)
+        and all(o is None for o in output[1:])
+    ):
         return type(output), len(output)
     return None
 
@@ -182,8 +186,13 @@ class CallTrace:
         parts = path.split(".")
         for i in range(len(parts) - 1, 0, -1):
             outer = self.calls.get(".".join(parts[:i]))
-            if (outer is None or outer.calls != 1 or outer.structure is None or outer.output is not inner.output
-                    or outer.out_version != inner.out_version):
+            if (
+                outer is None
+                or outer.calls != 1
+                or outer.structure is None
+                or outer.output is not inner.output
+                or outer.out_version != inner.out_version
+            ):
                 break
             best = Resume(outer.name, inner.name, outer.structure)
         return best
@@ -195,7 +204,7 @@ class CallTrace:
         finished before the site (inside a resumed module: none, it does not run).
         """
         key = (self.name_of(site), site.port)
-        if key in self._shortcuts:      # every head of one attention shares its module and port
+        if key in self._shortcuts:  # every head of one attention shares its module and port
             return self._shortcuts[key]
         cut = self.cut(site)
         resume = self.resume(site)
@@ -260,11 +269,13 @@ def trace_calls(model: nn.Module, batch: Any, forward: Callable | None = None) -
             if c is None:
                 given = _leaves((args, kwargs))
                 calls[name] = c = ModuleCall(name, counter[0], -1, 1, False, tuple(given[:1]))
-                c.replayable = (len(args) == 1 and not kwargs and isinstance(args[0], torch.Tensor)
-                                and _two_equal_rows(args[0]))
+                c.replayable = (
+                    len(args) == 1 and not kwargs and isinstance(args[0], torch.Tensor) and _two_equal_rows(args[0])
+                )
                 versions[name] = [(t, t._version) for t in given]
             else:
                 c.calls += 1
+
         return hook
 
     def post(name):
@@ -281,16 +292,17 @@ def trace_calls(model: nn.Module, batch: Any, forward: Callable | None = None) -
                 # beyond its output: replacing it by its output would drop that effect
                 c.in_place = any(t._version != v for t, v in versions.pop(name))
                 c.batched = not c.in_place and _two_equal_rows(output)
+
         return hook
 
     names: dict[int, str] = {}
     try:
-        for name, mod in model.named_modules():   # each module once, under its first path
+        for name, mod in model.named_modules():  # each module once, under its first path
             if name:
                 names[id(mod)] = name
                 handles.append(mod.register_forward_pre_hook(pre(name), with_kwargs=True))
                 handles.append(mod.register_forward_hook(post(name)))
-        with torch.inference_mode(False), torch.no_grad():   # version counters need ordinary tensors
+        with torch.inference_mode(False), torch.no_grad():  # version counters need ordinary tensors
             run_forward(model, map_tensors(probe, torch.clone), forward)
     finally:
         for h in handles:
@@ -299,8 +311,9 @@ def trace_calls(model: nn.Module, batch: Any, forward: Callable | None = None) -
 
 
 @contextmanager
-def recording_reused(model: nn.Module, shortcuts: Sequence[Shortcut],
-                     rows: int) -> Iterator[dict[tuple[str, str], Any]]:
+def recording_reused(
+    model: nn.Module, shortcuts: Sequence[Shortcut], rows: int
+) -> Iterator[dict[tuple[str, str], Any]]:
     """During the forward passes in the block, record what ``shortcuts`` take from the run.
 
     Yields a dict filled on exit: ``("output", name)`` -> (copies of) the outputs of the
@@ -327,7 +340,9 @@ def recording_reused(model: nn.Module, shortcuts: Sequence[Shortcut],
                 if name in outs and batched(out):
                     got["output", name] = map_tensors(out, lambda t: t.detach().clone())
                 return out
+
             return forward
+
         return wrap
 
     with ExitStack() as stack:
@@ -344,6 +359,7 @@ def reusing(model: nn.Module, recorded: Mapping[tuple[str, str], Any], shortcut:
     """Within the block, apply ``shortcut`` to forward passes of a batch tiled ``times`` times:
     the reused modules return their recorded outputs (tiled), and a resumed module runs only
     its inner module on the recorded input (tiled). Whatever was not recorded computes as usual."""
+
     def tiled(obj):
         return tile_batch(obj, times) if times > 1 else map_tensors(obj, torch.clone)
 
@@ -359,7 +375,10 @@ def reusing(model: nn.Module, recorded: Mapping[tuple[str, str], Any], shortcut:
         r = shortcut.resume
         if r is not None and ("input", r.inner) in recorded:
             x, inner_mod = recorded["input", r.inner], model.get_submodule(r.inner)
-            stack.callback(override_forward(
-                model.get_submodule(r.outer),
-                lambda inner: lambda *a, **k: _rebuild(r.structure, inner_mod(tiled(x)))).remove)
+            stack.callback(
+                override_forward(
+                    model.get_submodule(r.outer),
+                    lambda inner: lambda *a, **k: _rebuild(r.structure, inner_mod(tiled(x))),
+                ).remove
+            )
         yield

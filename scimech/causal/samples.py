@@ -48,8 +48,9 @@ class FixedMesh:
 
     def __post_init__(self):
         if isinstance(self.nodes, bool) or not isinstance(self.nodes, numbers.Integral) or self.nodes < 1:
-            raise ValueError(f"FixedMesh(nodes=...) takes the number of rows of one sample, a whole number >= 1; "
-                             f"got {self.nodes!r}.")
+            raise ValueError(
+                f"FixedMesh(nodes=...) takes the number of rows of one sample, a whole number >= 1; got {self.nodes!r}."
+            )
 
 
 Samples = torch.Tensor | str | Callable[[Any], torch.Tensor] | FixedMesh | None
@@ -66,14 +67,16 @@ def sample_index(batch: Any, samples: Samples) -> torch.Tensor | None:
         return batch.batch if is_graph_batch(batch) else None
     if isinstance(samples, FixedMesh):
         return _mesh_index(batch, samples.nodes)
-    idx: object   # checked to be a 1-D integer tensor below, whatever gave it
+    idx: object  # checked to be a 1-D integer tensor below, whatever gave it
     if isinstance(samples, torch.Tensor):
         idx = samples
     elif isinstance(samples, str):
         idx = batch.get(samples) if isinstance(batch, Mapping) else getattr(batch, samples, None)
         if idx is None:
-            raise DataValidationError(f"samples={samples!r}: the input batch has no field {samples!r}; name the field "
-                                      "that holds each row's sample index, or pass the index tensor itself.")
+            raise DataValidationError(
+                f"samples={samples!r}: the input batch has no field {samples!r}; name the field "
+                "that holds each row's sample index, or pass the index tensor itself."
+            )
     elif callable(samples):
         idx = samples(batch)
     else:
@@ -89,13 +92,17 @@ def sample_index(batch: Any, samples: Samples) -> torch.Tensor | None:
 def _mesh_index(batch: Any, nodes: int) -> torch.Tensor:
     rows = batch_size_of(batch)
     if rows % nodes:
-        raise DataValidationError(f"samples=FixedMesh(nodes={nodes}): the batch has {rows} rows, not a whole number of "
-                                  f"samples of {nodes} rows; give the rows of one sample as nodes=.")
+        raise DataValidationError(
+            f"samples=FixedMesh(nodes={nodes}): the batch has {rows} rows, not a whole number of "
+            f"samples of {nodes} rows; give the rows of one sample as nodes=."
+        )
     idx = torch.arange(rows) // nodes
     if is_graph_batch(batch) and not torch.equal(batch.batch.cpu(), idx):
-        raise DataValidationError(f"samples=FixedMesh(nodes={nodes}): the graphs of this batch are not all {nodes} "
-                                  "nodes; FixedMesh is for samples that are the same mesh (pass samples=None to pool "
-                                  "every reference node in mean ablation).")
+        raise DataValidationError(
+            f"samples=FixedMesh(nodes={nodes}): the graphs of this batch are not all {nodes} "
+            "nodes; FixedMesh is for samples that are the same mesh (pass samples=None to pool "
+            "every reference node in mean ablation)."
+        )
     return idx
 
 
@@ -108,7 +115,7 @@ def check_batching(inputs: Any, samples: Samples, batch_size: int, verb: str, wh
     if samples is None or not is_one_batch(inputs) or is_graph_batch(inputs):
         return
     if isinstance(samples, torch.Tensor) and samples.unique().numel() == samples.numel():
-        return   # every row its own sample
+        return  # every row its own sample
     rows = batch_size_of(inputs)
     if rows <= batch_size:
         return
@@ -118,9 +125,13 @@ def check_batching(inputs: Any, samples: Samples, batch_size: int, verb: str, wh
         f"{verb}: the {what} are one batch of {rows} rows with samples of several rows (samples=), and batches of "
         f"batch_size={batch_size} rows would cut samples apart (and the parts would not fit a sample index or an "
         f"edge_index of the whole batch). Pass batch_size={rows} (one batch)"
-        + (f" or a multiple of FixedMesh's {samples.nodes} nodes" if isinstance(samples, FixedMesh)
-           and not _has_unbatched(inputs) else "")
-        + ", or give the inputs as a list of batches of whole samples.")
+        + (
+            f" or a multiple of FixedMesh's {samples.nodes} nodes"
+            if isinstance(samples, FixedMesh) and not _has_unbatched(inputs)
+            else ""
+        )
+        + ", or give the inputs as a list of batches of whole samples."
+    )
 
 
 def reference_chunk(reference: Any, samples: Samples, default: int = 256) -> int:
@@ -129,7 +140,7 @@ def reference_chunk(reference: Any, samples: Samples, default: int = 256) -> int
     if samples is None or not is_one_batch(reference) or is_graph_batch(reference):
         return default
     if isinstance(samples, torch.Tensor) and samples.unique().numel() == samples.numel():
-        return default   # every row its own sample
+        return default  # every row its own sample
     if isinstance(samples, FixedMesh) and not _has_unbatched(reference):
         return max(1, default // samples.nodes) * samples.nodes
     return max(default, batch_size_of(reference))

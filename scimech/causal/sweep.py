@@ -38,9 +38,24 @@ from scimech.causal.model_profile import ModelProfile, same_values, tolerance
 from scimech.causal.prefix_reuse import Shortcut, recording_reused, reusing, trace_calls
 from scimech.errors import DataValidationError, SiteCalledTwiceError, SiteNeverRanError
 
-__all__ = ["Target", "Reuse", "RowCheck", "check_source", "metric_values", "sites_per_forward", "sweep_tiles",
-           "patch_sites", "plan_reuse", "capturing", "count_calls", "targets_for", "site_list", "sweep_target", "patching_inputs",
-           "normalized_effect"]
+__all__ = [
+    "Target",
+    "Reuse",
+    "RowCheck",
+    "check_source",
+    "metric_values",
+    "sites_per_forward",
+    "sweep_tiles",
+    "patch_sites",
+    "plan_reuse",
+    "capturing",
+    "count_calls",
+    "targets_for",
+    "site_list",
+    "sweep_target",
+    "patching_inputs",
+    "normalized_effect",
+]
 
 #: how far the unchanged copy of the first tiled pass may differ from the untiled run, relative
 #: to the metric's scale: rounding of kernels that split rows differently is ~1e-7; rows coupled
@@ -56,8 +71,9 @@ class Target:
     policy: CallPolicy
 
 
-def targets_for(resolved: Sequence[ResolvedSite], policy: CallPolicy, by_call: bool,
-                counts: Mapping[str, int] | None) -> tuple[list[Target], list[int] | None]:
+def targets_for(
+    resolved: Sequence[ResolvedSite], policy: CallPolicy, by_call: bool, counts: Mapping[str, int] | None
+) -> tuple[list[Target], list[int] | None]:
     """The targets of a sweep and, with ``by_call``, the call indices (one target per site and call)."""
     if not by_call:
         return [Target(s, policy) for s in resolved], None
@@ -66,8 +82,10 @@ def targets_for(resolved: Sequence[ResolvedSite], policy: CallPolicy, by_call: b
     elif policy.mode == "all":
         n = set((counts or {}).values())
         if len(n) != 1:
-            raise DataValidationError(f"by_call=True with calls='all': the sites run different numbers of times per "
-                                      f"forward pass ({dict(counts or {})}); give the calls as a list.")
+            raise DataValidationError(
+                f"by_call=True with calls='all': the sites run different numbers of times per "
+                f"forward pass ({dict(counts or {})}); give the calls as a list."
+            )
         calls = list(range(n.pop()))
     else:
         raise ValueError("by_call=True needs calls='all' or a list of call indices (one effect per call).")
@@ -101,15 +119,25 @@ class RowCheck:
         if self.coupled is None:
             return {"row_check": "not needed: one site per forward pass, nothing tiled"}
         if self.coupled:
-            return {"row_check": f"coupled: {self.note}", "sweep_path": "per_site",
-                    "sweep_path_note": "rows of a tiled batch interact, so every site ran in a forward pass of its "
-                                       "own (no tiling, no prefix reuse)"}
+            return {
+                "row_check": f"coupled: {self.note}",
+                "sweep_path": "per_site",
+                "sweep_path_note": "rows of a tiled batch interact, so every site ran in a forward pass of its "
+                "own (no tiling, no prefix reuse)",
+            }
         return {"row_check": f"independent: {self.note}"}
 
 
 @contextmanager
-def _tiled(targets: Sequence[Target], block: int, n_tiles: int, make: Callable, what: str, model: nn.Module,
-           last: Mapping[str, int]):
+def _tiled(
+    targets: Sequence[Target],
+    block: int,
+    n_tiles: int,
+    make: Callable,
+    what: str,
+    model: nn.Module,
+    last: Mapping[str, int],
+):
     """Hooks where tile ``i`` (rows ``i*block:(i+1)*block``) gets ``make(i, site, current, call)``
     at the calls target ``i`` changes; tiles beyond the targets are left unchanged.
 
@@ -146,7 +174,7 @@ def _tiled(targets: Sequence[Target], block: int, n_tiles: int, make: Callable, 
                     )
                 out = t.clone()
                 for i, s in acting:
-                    tile = out[i * block:(i + 1) * block]
+                    tile = out[i * block : (i + 1) * block]
                     s.assign_(tile, make(i, s, s.select(tile), c))
                 return out
 
@@ -189,11 +217,24 @@ def _close(a: torch.Tensor, b: torch.Tensor) -> tuple[bool, float]:
     return same_values(a, b, max(ROW_CHECK_RTOL, tolerance(a.dtype)))
 
 
-def sweep_tiles(model: nn.Module, targets: Sequence[Target], batch: Any, b: int, make: Callable, metric: Metric,
-                tgt: Any, forward: Callable | None, k: int, row: torch.Tensor, reuse: Reuse | None = None,
-                what: str = "patching_sweep", last: Mapping[str, int] | None = None,
-                check: RowCheck | None = None, baseline: torch.Tensor | None = None,
-                per_sample: Callable[[torch.Tensor], torch.Tensor] | None = None) -> None:
+def sweep_tiles(
+    model: nn.Module,
+    targets: Sequence[Target],
+    batch: Any,
+    b: int,
+    make: Callable,
+    metric: Metric,
+    tgt: Any,
+    forward: Callable | None,
+    k: int,
+    row: torch.Tensor,
+    reuse: Reuse | None = None,
+    what: str = "patching_sweep",
+    last: Mapping[str, int] | None = None,
+    check: RowCheck | None = None,
+    baseline: torch.Tensor | None = None,
+    per_sample: Callable[[torch.Tensor], torch.Tensor] | None = None,
+) -> None:
     """Fill ``row[j]`` with the metric of the run where target ``j`` gets ``make(...)``,
     ``k`` targets per tiled forward (shared by the ablation and patching sweeps).
 
@@ -210,7 +251,9 @@ def sweep_tiles(model: nn.Module, targets: Sequence[Target], batch: Any, b: int,
     for j, tg in enumerate(targets):
         groups.setdefault(reuse.plan[tg.site.name] if reuse else Shortcut(), []).append(j)
     recorded = reuse.recorded if reuse else {}
-    pending = [(shortcut, members[g:g + k]) for shortcut, members in groups.items() for g in range(0, len(members), k)]
+    pending = [
+        (shortcut, members[g : g + k]) for shortcut, members in groups.items() for g in range(0, len(members), k)
+    ]
     while pending:
         shortcut, idx = pending.pop(0)
         group = [targets[j] for j in idx]
@@ -223,17 +266,20 @@ def sweep_tiles(model: nn.Module, targets: Sequence[Target], batch: Any, b: int,
                 out = run_forward(model, tile_batch(batch, tiles) if tiles > 1 else batch, forward)
             vals = metric_values(metric, out, tgt if tgt is None or tiles == 1 else tile_batch(tgt, tiles))
             vals = vals.reshape(tiles, -1)
-            if per_sample is not None:   # per-row values summed per sample, tile by tile
+            if per_sample is not None:  # per-row values summed per sample, tile by tile
                 vals = torch.stack([per_sample(v) for v in vals])
             if control:
                 assert check is not None and baseline is not None  # as control says
                 ok, rel = _close(vals[-1], baseline)
-                check.settle(not ok,
-                             f"an unchanged copy in the first tiled pass of {tiles} copies gave the untiled run's "
-                             f"{metric.name} to {rel:.1e} of its scale" if ok else
-                             f"an unchanged copy in a tiled pass of {tiles} copies changed {metric.name} by {rel:.1e} "
-                             "of its scale (rows interact: a graph passed separately, an adaptive solver, "
-                             "batch statistics or attention across the batch)")
+                check.settle(
+                    not ok,
+                    f"an unchanged copy in the first tiled pass of {tiles} copies gave the untiled run's "
+                    f"{metric.name} to {rel:.1e} of its scale"
+                    if ok
+                    else f"an unchanged copy in a tiled pass of {tiles} copies changed {metric.name} by {rel:.1e} "
+                    "of its scale (rows interact: a graph passed separately, an adaptive solver, "
+                    "batch statistics or attention across the batch)",
+                )
                 vals = vals[:-1]
         except (SiteCalledTwiceError, SiteNeverRanError):
             raise
@@ -257,8 +303,10 @@ class Reuse:
     recorded: dict[tuple[str, str], Any] = field(default_factory=dict)
 
     def n_modules(self) -> int:
-        return len({n for sc in self.plan.values() for n in sc.reused} |
-                   {sc.resume.outer for sc in self.plan.values() if sc.resume is not None})
+        return len(
+            {n for sc in self.plan.values() for n in sc.reused}
+            | {sc.resume.outer for sc in self.plan.values() if sc.resume is not None}
+        )
 
 
 def check_source(site: str, src: torch.Tensor, cur: torch.Tensor, verb: str) -> None:
@@ -268,7 +316,8 @@ def check_source(site: str, src: torch.Tensor, cur: torch.Tensor, verb: str) -> 
         raise DataValidationError(
             f"{verb}: the source run's activation at {site!r} has shape {tuple(src.shape)} but the run patched into "
             f"has {tuple(cur.shape)}. Clean and corrupted inputs are paired row for row and must give one shape per "
-            "sample: the same sequence length (pad them to one length), the same grid, graphs with the same nodes.")
+            "sample: the same sequence length (pad them to one length), the same grid, graphs with the same nodes."
+        )
 
 
 def source_at(source: torch.Tensor | Sequence[torch.Tensor], policy: CallPolicy, call: int) -> torch.Tensor:
@@ -285,16 +334,26 @@ def source_at(source: torch.Tensor | Sequence[torch.Tensor], policy: CallPolicy,
             f"The source run has {len(calls)} call(s) of the site but the patched run reached call {call} (a number "
             "of calls that depends on the input, as an adaptive solver's steps): there is no source for that call. "
             f"Patch the calls both runs make, calls={list(range(len(calls)))} (later calls run unpatched), or "
-            "calls='last', or use a fixed-step solver.")
+            "calls='last', or use a fixed-step solver."
+        )
     return calls[call]
 
 
-def patch_sites(model: nn.Module, targets: Sequence[Target], base: Any,
-                source: Mapping[str, torch.Tensor | Sequence[torch.Tensor]],
-                metric: Metric, tgt: Any, forward: Callable | None, max_rows: int, reuse: Reuse | None,
-                last: Mapping[str, int] | None = None, check: RowCheck | None = None,
-                baseline: torch.Tensor | None = None,
-                per_sample: Callable[[torch.Tensor], torch.Tensor] | None = None) -> torch.Tensor:
+def patch_sites(
+    model: nn.Module,
+    targets: Sequence[Target],
+    base: Any,
+    source: Mapping[str, torch.Tensor | Sequence[torch.Tensor]],
+    metric: Metric,
+    tgt: Any,
+    forward: Callable | None,
+    max_rows: int,
+    reuse: Reuse | None,
+    last: Mapping[str, int] | None = None,
+    check: RowCheck | None = None,
+    baseline: torch.Tensor | None = None,
+    per_sample: Callable[[torch.Tensor], torch.Tensor] | None = None,
+) -> torch.Tensor:
     """(target, sample) metric of the ``base`` batch with each target set to ``source[site]`` (one
     tensor, every call stacked on dim 1, or a list of the calls: :func:`source_at`)."""
     b = batch_size_of(base)
@@ -309,31 +368,55 @@ def patch_sites(model: nn.Module, targets: Sequence[Target], base: Any,
         check_source(s.name, src, cur, "patching_sweep")
         return src.to(cur.dtype)
 
-    sweep_tiles(model, targets, base, b, make, metric, tgt, forward, k, row, reuse, "patching_sweep", last, check,
-                baseline, per_sample)
+    sweep_tiles(
+        model,
+        targets,
+        base,
+        b,
+        make,
+        metric,
+        tgt,
+        forward,
+        k,
+        row,
+        reuse,
+        "patching_sweep",
+        last,
+        check,
+        baseline,
+        per_sample,
+    )
     return row
 
 
-def plan_reuse(model: nn.Module, batch: Any, resolved: Sequence[ResolvedSite], forward: Callable | None,
-               enabled: bool) -> tuple[Reuse | None, dict[str, Any]]:
+def plan_reuse(
+    model: nn.Module, batch: Any, resolved: Sequence[ResolvedSite], forward: Callable | None, enabled: bool
+) -> tuple[Reuse | None, dict[str, Any]]:
     """Trace the model once and decide what each site's runs reuse; attrs saying which path runs."""
     if not enabled:
         return None, {"sweep_path": "batched", "sweep_path_note": "reuse_prefix=False"}
     try:
         trace = trace_calls(model, batch, forward)
     except Exception as err:  # the optimisation is off; the sweep itself reports real errors
-        return None, {"sweep_path": "batched",
-                      "sweep_path_note": f"tracing the model failed ({type(err).__name__}: {err})"}
+        return None, {
+            "sweep_path": "batched",
+            "sweep_path_note": f"tracing the model failed ({type(err).__name__}: {err})",
+        }
     plan = {s.name: trace.shortcut(s) for s in resolved}
     if not any(plan.values()):
-        return None, {"sweep_path": "batched", "sweep_path_note": "no module finishes before any site runs, so "
-                      "nothing can be reused (not a sequence of blocks, or the sites come first)"}
+        return None, {
+            "sweep_path": "batched",
+            "sweep_path_note": "no module finishes before any site runs, so "
+            "nothing can be reused (not a sequence of blocks, or the sites come first)",
+        }
     reuse = Reuse(plan)
     n_resumed = sum(sc.resume is not None for sc in plan.values())
-    return reuse, {"sweep_path": "prefix_reuse",
-                   "sweep_path_note": f"{len(resolved)} sites in {len(set(plan.values()))} groups reuse the unpatched "
-                                      f"run's outputs of {reuse.n_modules()} modules; {n_resumed} sites resume their "
-                                      "enclosing module at the site"}
+    return reuse, {
+        "sweep_path": "prefix_reuse",
+        "sweep_path_note": f"{len(resolved)} sites in {len(set(plan.values()))} groups reuse the unpatched "
+        f"run's outputs of {reuse.n_modules()} modules; {n_resumed} sites resume their "
+        "enclosing module at the site",
+    }
 
 
 @contextmanager
@@ -371,14 +454,23 @@ def sweep_target(target: Any, metric: Metric, n: int | None) -> Any:
     """The per-sample target of a sweep: ``target=``, else the metric's own ``reference``."""
     t = target if target is not None else getattr(metric, "reference", None)
     if t is not None and n is not None and len(t) != n:
-        raise DataValidationError(f"target / metric reference has {len(t)} rows but the inputs have {n}; "
-                                  "give one row per input sample.")
+        raise DataValidationError(
+            f"target / metric reference has {len(t)} rows but the inputs have {n}; give one row per input sample."
+        )
     return t
 
 
-def patching_inputs(model: nn.Module, clean: Any, corrupted: Any, sites: Sequence[str], metric, direction: str,
-                    target: Any, layouts: Mapping[str, HeadLayout] | None,
-                    axes=None) -> tuple[list[str], Metric, int, Any, list[ResolvedSite]]:
+def patching_inputs(
+    model: nn.Module,
+    clean: Any,
+    corrupted: Any,
+    sites: Sequence[str],
+    metric,
+    direction: str,
+    target: Any,
+    layouts: Mapping[str, HeadLayout] | None,
+    axes=None,
+) -> tuple[list[str], Metric, int, Any, list[ResolvedSite]]:
     """Checked arguments of a patching run: ``(sites, metric, n, target, resolved sites)``."""
     if direction not in ("denoising", "noising"):
         raise ValueError(f"direction must be 'denoising' or 'noising'; got {direction!r}.")
@@ -394,7 +486,8 @@ def patching_inputs(model: nn.Module, clean: Any, corrupted: Any, sites: Sequenc
             raise DataValidationError(
                 f"Graph {bad} has {sizes[0][bad]} nodes in clean and {sizes[1][bad]} in corrupted: patching sets each "
                 "node of a clean graph from the same node of its corrupted pair, so paired graphs need the same nodes "
-                "(the same graph with other features).")
+                "(the same graph with other features)."
+            )
     target = sweep_target(target, metric, n_clean)
     return sites, metric, n_clean, target, [resolve_site(model, s, layouts, axes) for s in sites]
 

@@ -5,6 +5,9 @@ import warnings
 
 from scimech.analysis.dictionary import quality as _moved
 
-warnings.warn("scimech.dictionary.quality moved to scimech.analysis.dictionary.quality; the old path will be removed in scimech 0.3.0",
-              DeprecationWarning, stacklevel=2)
+warnings.warn(
+    "scimech.dictionary.quality moved to scimech.analysis.dictionary.quality; the old path will be removed in scimech 0.3.0",
+    DeprecationWarning,
+    stacklevel=2,
+)
 sys.modules[__name__] = _moved

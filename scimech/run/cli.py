@@ -86,8 +86,13 @@ def build_parser() -> argparse.ArgumentParser:
     options.add(demo, "out", default="reports/demo", context="Here: the report folder")
     studies = list(registered_studies())
     demo.add_argument("--domains", nargs="+", choices=studies, default=studies, help="which studies to run")
-    options.add(demo, "size", default="quick", choices=("quick", "full"),
-                context="Here: every study's quick default, or its full size (slow)")
+    options.add(
+        demo,
+        "size",
+        default="quick",
+        choices=("quick", "full"),
+        context="Here: every study's quick default, or its full size (slow)",
+    )
     demo.set_defaults(func=_run_demo)
 
     val = sub.add_parser(
@@ -97,12 +102,22 @@ def build_parser() -> argparse.ArgumentParser:
         "by construction, measured with probes, ablation, patching, concept bottlenecks and attribution. Writes "
         "validation.nc and report.md; exits 1 and prints the rows if any planted mechanism is missed.",
     )
-    options.add(val, "size", default="full", choices=("quick", "full"),
-                context="Here: quick runs small sizes (under half a minute on one core)")
+    options.add(
+        val,
+        "size",
+        default="full",
+        choices=("quick", "full"),
+        context="Here: quick runs small sizes (under half a minute on one core)",
+    )
     options.add(val, "out", default="reports/validate")
     options.add(val, "seed", default=0)
-    val.add_argument("--cases", nargs="+", metavar="CASE", help="run only these planted cases (default: all: inert silent ablation_choice hidden_concept attribution "
-                     "sparse_features shifted_subspace)")
+    val.add_argument(
+        "--cases",
+        nargs="+",
+        metavar="CASE",
+        help="run only these planted cases (default: all: inert silent ablation_choice hidden_concept attribution "
+        "sparse_features shifted_subspace)",
+    )
     val.set_defaults(func=_run_validate)
 
     from scimech.analysis.dictionary.cli import register as register_dictionary
@@ -112,8 +127,11 @@ def build_parser() -> argparse.ArgumentParser:
     reserved = {"demo", "validate", "dictionary"}
     for name in studies:
         if name in reserved:  # a study may not hide one of scimech's own commands
-            print(f"scimech: the study {name!r} is not loaded: its name is one of scimech's own commands "
-                  f"({', '.join(sorted(reserved))}); rename its scimech.studies entry point.", file=sys.stderr)
+            print(
+                f"scimech: the study {name!r} is not loaded: its name is one of scimech's own commands "
+                f"({', '.join(sorted(reserved))}); rename its scimech.studies entry point.",
+                file=sys.stderr,
+            )
             continue
         study, err = _study(name)
         if study is not None:
@@ -152,10 +170,14 @@ def options_page() -> str:
     """``docs/options.md``: the shared options and the options that act only in some context,
     generated from the declarations (``python -m scimech.run.cli --options-page > docs/options.md``)."""
     every = list(commands())
-    return (OPTIONS_PAGE_HEAD + "\n## The shared options\n\n" + options.vocabulary_table(every)
-            + "\n## Options that act only with another\n\nGiven without what they need, they are refused with "
-            "one line naming it (`scimech neuro study --held-out taxis`: `argument --held-out: does nothing here; it "
-            "needs --data PATH (your traces)`).\n\n" + options.needs_table(every))
+    return (
+        OPTIONS_PAGE_HEAD
+        + "\n## The shared options\n\n"
+        + options.vocabulary_table(every)
+        + "\n## Options that act only with another\n\nGiven without what they need, they are refused with "
+        "one line naming it (`scimech neuro study --held-out taxis`: `argument --held-out: does nothing here; it "
+        "needs --data PATH (your traces)`).\n\n" + options.needs_table(every)
+    )
 
 
 OPTIONS_PAGE_HEAD = """# Command-line options
@@ -210,10 +232,12 @@ def _run_demo(args: argparse.Namespace) -> int:
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     index = Report(out, title="scimech demo")
-    index.text("Each study ran on its quick built-in default. Open the linked reports for figures and numbers. "
-               "Each study's synthetic world is built with a known mechanism; the first line under each study "
-               "says how much of that planted truth the study recovered, then come the reference findings "
-               "tested on the run's numbers.")
+    index.text(
+        "Each study ran on its quick built-in default. Open the linked reports for figures and numbers. "
+        "Each study's synthetic world is built with a known mechanism; the first line under each study "
+        "says how much of that planted truth the study recovered, then come the reference findings "
+        "tested on the run's numbers."
+    )
     rows: dict[str, list] = {"study": [], "status": [], "seconds": [], "planted truth": [], "report": []}
     outcomes = {}
     failed = 0
@@ -248,8 +272,13 @@ def _run_demo(args: argparse.Namespace) -> int:
     index.table(pd.DataFrame(rows).set_index("study"), caption="Studies")
     for name, (truth, found) in outcomes.items():
         index.heading(name, level=3)
-        index.text("\n".join([f"**{truth}**", *(f"- {_list_item(line)}" for line in found)] if found
-                             else [f"**{truth}**", "- findings: not reported"]))
+        index.text(
+            "\n".join(
+                [f"**{truth}**", *(f"- {_list_item(line)}" for line in found)]
+                if found
+                else [f"**{truth}**", "- findings: not reported"]
+            )
+        )
     md = index.write()
     print(f"\nReport: {md.resolve()}\n(HTML: {md.with_suffix('.html').resolve()})")
     return 1 if failed else 0
@@ -267,14 +296,17 @@ def _warn_renamed(argv: list[str]) -> None:
         study, _ = _study(words[0])
         new = study.renamed.get(words[1]) if study is not None else None
         if new:
-            print(f"scimech {words[0]}: warning: "
-                  f"{options.removal_notice(f'`{words[1]}`', f'`scimech {words[0]} {new}`')}", file=sys.stderr)
+            print(
+                f"scimech {words[0]}: warning: "
+                f"{options.removal_notice(f'`{words[1]}`', f'`scimech {words[0]} {new}`')}",
+                file=sys.stderr,
+            )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
-    _warn_renamed(argv)   # before parsing: `--help` and a usage error of an old command name say it too
+    _warn_renamed(argv)  # before parsing: `--help` and a usage error of an old command name say it too
     try:
         args = parser.parse_args(argv)
         if getattr(args, "config", None) is not None and hasattr(args, "config_extra"):

@@ -38,14 +38,18 @@ def read_config(path: str | Path) -> dict[str, Any]:
             raise ConfigError(f"{path}: not valid YAML ({err}); a file not named .toml is read as YAML.") from err
     loaded = {} if loaded is None else loaded
     if not isinstance(loaded, Mapping):
-        raise ConfigError(f"{path}: a config file is a mapping of option names to values "
-                          f"(e.g. `seeds: [0, 1]`); got {type(loaded).__name__}.")
+        raise ConfigError(
+            f"{path}: a config file is a mapping of option names to values "
+            f"(e.g. `seeds: [0, 1]`); got {type(loaded).__name__}."
+        )
     odd = [k for k in loaded if not isinstance(k, str)]
     if odd:  # YAML 1.1 reads on/off/yes/no (unquoted) as booleans, 1: as a number
         written = keys_as_written(path) or odd
-        raise ConfigError(f"{path}: key(s) {', '.join(map(repr, written))} are not names (YAML reads unquoted on, off, "
-                          "yes, no, null as true/false/null and digits as numbers); write option names, quoted if "
-                          "need be.")
+        raise ConfigError(
+            f"{path}: key(s) {', '.join(map(repr, written))} are not names (YAML reads unquoted on, off, "
+            "yes, no, null as true/false/null and digits as numbers); write option names, quoted if "
+            "need be."
+        )
     return dict(loaded)
 
 
@@ -63,8 +67,9 @@ def keys_as_written(path: str | Path, section: str | None = None) -> list[str]:
     return [k.value for k, _ in node.value if not isinstance(yaml.safe_load(k.value or "~"), str)]
 
 
-def _option_tokens(action: argparse.Action, key: str, value: Any, path: Path,
-                   parser: argparse.ArgumentParser | None = None) -> list[str]:
+def _option_tokens(
+    action: argparse.Action, key: str, value: Any, path: Path, parser: argparse.ArgumentParser | None = None
+) -> list[str]:
 
     flag = max(action.option_strings, key=len)
     if action.nargs == 0:  # a switch
@@ -81,8 +86,9 @@ def _option_tokens(action: argparse.Action, key: str, value: Any, path: Path,
         try:
             parsed = action.type(token) if callable(action.type) else token
             if action.choices is not None and parsed not in action.choices:
-                raise argparse.ArgumentTypeError(f"invalid choice: {token!r} (choose from "
-                                                 f"{', '.join(map(repr, action.choices))})")
+                raise argparse.ArgumentTypeError(
+                    f"invalid choice: {token!r} (choose from {', '.join(map(repr, action.choices))})"
+                )
         except (argparse.ArgumentTypeError, TypeError, ValueError) as err:
             message = f"argument {flag}: {err} (from {key}: in the --config file {path})"
             if parser is None:
@@ -106,8 +112,11 @@ def apply_config(root: argparse.ArgumentParser, argv: Sequence[str], args: argpa
     for hidden in ("help", "config", "dry_run"):
         actions.pop(hidden, None)
     extra_keys = dict(getattr(args, "_config_keys", {}) or {})
-    renamed = {a.option_strings[0].lstrip("-").replace("-", "_"): a for a in parser._actions
-               if a.option_strings and getattr(a, "deprecated_for", None)}   # old spellings, for one release
+    renamed = {
+        a.option_strings[0].lstrip("-").replace("-", "_"): a
+        for a in parser._actions
+        if a.option_strings and getattr(a, "deprecated_for", None)
+    }  # old spellings, for one release
     tokens, extra = [], {}
     for key, value in values.items():
         dest = key.replace("-", "_")

@@ -191,8 +191,10 @@ def _feed(h, obj: Any, in_array: bool = False) -> None:
     elif in_array:  # an element of an object array (a cftime date, ...): its text
         _tag(h, b"R", f"{type(obj).__qualname__}:{obj!s}".encode())
     else:
-        raise TypeError(f"fingerprint() does not know how to hash a {type(obj).__module__}.{type(obj).__qualname__}; "
-                        "pass what of it matters (its arrays, a dict of its settings, or the path of its file).")
+        raise TypeError(
+            f"fingerprint() does not know how to hash a {type(obj).__module__}.{type(obj).__qualname__}; "
+            "pass what of it matters (its arrays, a dict of its settings, or the path of its file)."
+        )
 
 
 def _home(module: str) -> str:
@@ -205,7 +207,7 @@ def _home(module: str) -> str:
         old = {f"scimech.{new}": f"scimech.{old}" for old, new in MOVED.items()}
         head = next((n for n in old if module == n or module.startswith(n + ".")), None)
         if head is not None:
-            return old[head] + module[len(head):]
+            return old[head] + module[len(head) :]
     return module
 
 
@@ -237,9 +239,15 @@ def _read_parts(f: Path) -> dict[str, str]:
     return out
 
 
-def set_aside_stale(out_dir: str | os.PathLike, fp: str, name: str = FINGERPRINT_FILE, *,
-                    parts: Mapping[str, str] | None = None, keep: Iterable[str | os.PathLike] = (),
-                    stacklevel: int = 2) -> Path | None:
+def set_aside_stale(
+    out_dir: str | os.PathLike,
+    fp: str,
+    name: str = FINGERPRINT_FILE,
+    *,
+    parts: Mapping[str, str] | None = None,
+    keep: Iterable[str | os.PathLike] = (),
+    stacklevel: int = 2,
+) -> Path | None:
     """Make ``out_dir`` a folder of fingerprint ``fp``, setting aside results of another one.
 
     When ``out_dir`` holds anything (but earlier ``stale-*`` folders) under another
@@ -277,8 +285,9 @@ def set_aside_stale(out_dir: str | os.PathLike, fp: str, name: str = FINGERPRINT
         r = p.resolve()
         return any(k == r or r in k.parents for k in kept)
 
-    previous = [p for p in sorted(out_dir.iterdir())
-                if not p.name.startswith("stale-") and p.name != name and not held(p)]
+    previous = [
+        p for p in sorted(out_dir.iterdir()) if not p.name.startswith("stale-") and p.name != name and not held(p)
+    ]
     dest = None
     if old != fp and previous:
         base = out_dir / f"stale-{old or 'unknown'}"
@@ -292,9 +301,12 @@ def set_aside_stale(out_dir: str | os.PathLike, fp: str, name: str = FINGERPRINT
         new_parts = parts or {}
         changed = [k for k in new_parts if k in old_parts and old_parts[k] != new_parts[k]]
         why = f"; changed: {', '.join(changed)}" if changed else ""
-        warnings.warn(f"{out_dir} held a study of other data (fingerprint {old or 'unknown'}, now {fp}{why}); "
-                      f"moved it to {dest} and started afresh: none of its results are resumed.",
-                      UserWarning, stacklevel=stacklevel + 1)
+        warnings.warn(
+            f"{out_dir} held a study of other data (fingerprint {old or 'unknown'}, now {fp}{why}); "
+            f"moved it to {dest} and started afresh: none of its results are resumed.",
+            UserWarning,
+            stacklevel=stacklevel + 1,
+        )
     if old != fp or old_parts != dict(parts or {}):
         text = "".join([fp, "\n", *(f"{k} {v}\n" for k, v in (parts or {}).items())])
         atomic_write_text(f, text)

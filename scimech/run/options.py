@@ -41,10 +41,34 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["whole", "number", "fraction", "existing_path", "device", "Option", "output_path", "input_path",
-           "Format", "FORMATS", "seems", "SHARED", "SharedOption", "add", "needs", "Needs", "refused_in_context",
-           "deprecated", "vocabulary_table", "needs_table", "SIZES", "add_study_options", "add_dry_run",
-           "add_cluster_arguments", "REMOVED_IN", "removal_notice"]
+__all__ = [
+    "whole",
+    "number",
+    "fraction",
+    "existing_path",
+    "device",
+    "Option",
+    "output_path",
+    "input_path",
+    "Format",
+    "FORMATS",
+    "seems",
+    "SHARED",
+    "SharedOption",
+    "add",
+    "needs",
+    "Needs",
+    "refused_in_context",
+    "deprecated",
+    "vocabulary_table",
+    "needs_table",
+    "SIZES",
+    "add_study_options",
+    "add_dry_run",
+    "add_cluster_arguments",
+    "REMOVED_IN",
+    "removal_notice",
+]
 
 #: the release that removes the spellings deprecated in this one (old option spellings, old command
 #: names, ``repeat=``); CHANGELOG.md's "Deprecated" entries name the same release
@@ -60,8 +84,8 @@ class Option:
     """An argparse type with its constraint in words and values it must refuse."""
 
     # set only by the factories that make one, so that `getattr(option, "output", None)` tells them apart
-    output: str                  # output_path: what is written there
-    suffixes: tuple[str, ...]    # output_path: the name endings accepted
+    output: str  # output_path: what is written there
+    suffixes: tuple[str, ...]  # output_path: the name endings accepted
     formats: tuple[Format, ...]  # data_path: the formats accepted
 
     def __init__(self, convert: Callable[[str], object], constraint: str, bad_examples: tuple[str, ...]):
@@ -83,6 +107,7 @@ class Option:
 
 def whole(minimum: int = 1, maximum: int | None = None) -> Option:
     """A whole number in ``[minimum, maximum]``."""
+
     def convert(text: str):
         v = int(text.strip())
         return v if v >= minimum and (maximum is None or v <= maximum) else None
@@ -94,6 +119,7 @@ def whole(minimum: int = 1, maximum: int | None = None) -> Option:
 
 def number(minimum: float | None = 0.0, *, strict: bool = True, maximum: float | None = None) -> Option:
     """A finite real number above ``minimum`` (``strict``) or at least it, and at most ``maximum``."""
+
     def convert(text: str):
         v = float(text.strip())
         if not math.isfinite(v):
@@ -114,6 +140,7 @@ def number(minimum: float | None = 0.0, *, strict: bool = True, maximum: float |
 
 def fraction() -> Option:
     """A share strictly between 0 and 1."""
+
     def convert(text: str):
         v = float(text.strip())
         return v if 0 < v < 1 else None
@@ -123,6 +150,7 @@ def fraction() -> Option:
 
 def existing_path(kind: str = "file or folder") -> Option:
     """A path that exists (a file or a folder: zarr stores are folders); ``kind="folder"``: a folder."""
+
     def convert(text: str):
         p = Path(text)
         if not (text.strip() and p.exists()):
@@ -153,6 +181,7 @@ def device() -> Option:
     """A torch device this machine has: ``cpu``, ``cuda``, ``cuda:N`` or ``mps`` (``auto``: a GPU
     when there is one, else the CPU). A GPU asked for on a machine without one is refused at
     once, with the devices it has, instead of failing inside the first unit of work."""
+
     def convert(text: str):
         name = text.strip().lower()
         if name == "auto":
@@ -165,7 +194,8 @@ def device() -> Option:
         if not _available(name):
             raise argparse.ArgumentTypeError(
                 f"{text!r} is not on this machine (it has: {', '.join(available_devices())}). "
-                "Pass --device cpu, or run on a machine with that device.")
+                "Pass --device cpu, or run on a machine with that device."
+            )
         return name
 
     return Option(convert, "a torch device: cpu, cuda, cuda:N, mps or auto", ("", "gpu", "cuda:x", "tpu", "cpu:0"))
@@ -192,8 +222,10 @@ def _replaceable(path: Path, text: str, suffixes: tuple[str, ...]) -> None:
     already there (writing a zarr store over a text file of that name would delete the file)."""
     suffix = path.suffix.lower()
     if suffix not in suffixes:
-        raise argparse.ArgumentTypeError(f"{text!r} does not end in {' or '.join(suffixes)}: the name says what is "
-                                         "written (e.g. runs/data" + suffixes[0] + ").")
+        raise argparse.ArgumentTypeError(
+            f"{text!r} does not end in {' or '.join(suffixes)}: the name says what is "
+            "written (e.g. runs/data" + suffixes[0] + ")."
+        )
     if not path.exists():
         return
     fmt = WRITTEN.get(suffix)
@@ -201,7 +233,8 @@ def _replaceable(path: Path, text: str, suffixes: tuple[str, ...]) -> None:
     if fmt is not None and not FORMATS[fmt].test(path) and not (fmt == "zarr" and empty_folder):
         raise argparse.ArgumentTypeError(
             f"{text!r} exists and is {seems(path)}, not {FORMATS[fmt].words}: writing there would replace it. Remove "
-            "it or choose another name.")
+            "it or choose another name."
+        )
 
 
 def output_path(kind: str = "folder", suffixes: tuple[str, ...] | None = None) -> Option:
@@ -239,7 +272,8 @@ def output_path(kind: str = "folder", suffixes: tuple[str, ...] | None = None) -
         except OSError as err:
             raise argparse.ArgumentTypeError(
                 f"cannot write to {text!r}: no file can be written in {str(base)!r} ({err.strerror or err}); "
-                f"expected {constraint} (a scratch or home folder).") from None
+                f"expected {constraint} (a scratch or home folder)."
+            ) from None
         return path
 
     option = Option(convert, constraint, ("", "/proc/scimech-no-such-place/out" + (suffixes or ("",))[0]))
@@ -299,6 +333,7 @@ def _zip_members(p: Path) -> list[str] | None:
 def _zip_with(suffix: str) -> Callable[[Path], bool]:
     """A zip whose members include one ending in ``suffix`` (torch: ``data.pkl``; NumPy: ``.npy``).
     A zip that cannot be read (a truncated header) passes, to be named by its reader."""
+
     def test(p: Path) -> bool:
         if not (p.is_file() and _head(p).startswith((b"PK\x03\x04", b"PK\x05\x06"))):
             return False
@@ -477,7 +512,8 @@ def scheduler_address() -> Option:
         except OSError as err:
             raise argparse.ArgumentTypeError(
                 f"no Dask scheduler answers at {text!r} ({err.strerror or err}). Start one (`dask scheduler`) and "
-                "give the address it prints, or use --workers N for a local cluster.") from None
+                "give the address it prints, or use --workers N for a local cluster."
+            ) from None
         return text.strip() if m.group(1) else f"tcp://{text.strip()}"
 
     return Option(convert, "a Dask scheduler address: tcp://host:port", ("", "notanaddress", "tcp://host"))
@@ -489,8 +525,10 @@ class _Distinct(argparse.Action):
     def __call__(self, parser, namespace, values, option_string=None):
         repeated = sorted({v for v in values if list(values).count(v) > 1})
         if repeated:
-            parser.error(f"argument {option_string}: {', '.join(map(str, repeated))} given twice; the values must "
-                         "differ (the same seed twice is the same run, not a replicate)")
+            parser.error(
+                f"argument {option_string}: {', '.join(map(str, repeated))} given twice; the values must "
+                "differ (the same seed twice is the same run, not a replicate)"
+            )
         setattr(namespace, self.dest, values)
 
 
@@ -506,40 +544,88 @@ def _sizes(choices: Sequence[str] = SIZES) -> dict:
     return dict(choices=tuple(choices))
 
 
-SHARED: dict[str, SharedOption] = {o.dest: o for o in (
-    SharedOption("--out", "where the command writes: its results folder (or the one file or store it writes); "
-                 "checked writable before any work", _out),
-    SharedOption("--data", "your data instead of the built-in synthetic world (the formats each command reads "
-                 "are checked before any work)", _inputs),
-    SharedOption("--config", "a YAML or TOML file of this command's option values keyed by option name; the "
-                 "command line wins over it", lambda: dict(type=input_path("text"), metavar="FILE")),
-    SharedOption("--size", "quick (minutes), medium (usable intervals) or full (the reference sizes); each size the "
-                 "command offers has a short form (--quick)", _sizes),
-    SharedOption("--seed", "one seed: of the synthetic data, the initialisation and every random draw",
-                 lambda: dict(type=whole(0), metavar="N")),
-    SharedOption("--seeds", "seed values, one run each (--seeds 0 1 2: three runs); a count of seeds is "
-                 "--n-seeds", lambda: dict(type=whole(0), nargs="+", metavar="S", action=_Distinct)),
-    SharedOption("--n-seeds", "how many seeds: --seed, --seed+1, ... (where a command numbers its runs from --seed)",
-                 lambda: dict(type=whole(1), metavar="N")),
-    SharedOption("--epochs", "passes over the training data", lambda: dict(type=whole(1), metavar="N")),
-    SharedOption("--batch-size", "samples per optimiser step", lambda: dict(type=whole(1), metavar="N")),
-    SharedOption("--device", "torch device of training and forward passes: cpu, cuda, cuda:N, mps or auto "
-                 "(refused at once where the machine lacks it)", lambda: dict(type=device(), metavar="DEVICE")),
-    SharedOption("--dtype", "floating-point type of the studied model's forward passes: float32, bfloat16 or "
-                 "float16", lambda: dict(choices=DTYPES)),
-    SharedOption("--workers", "run units on a local Dask cluster of N worker processes (default: serial)",
-                 lambda: dict(type=whole(1), metavar="N")),
-    SharedOption("--cluster", "a TOML/YAML file with a [cluster] section (kind = local | slurm | pbs | threads | "
-                 "sync): units on that Dask cluster", lambda: dict(type=cluster_file(), metavar="CONFIG")),
-    SharedOption("--scheduler", "the address of a running Dask scheduler (tcp://host:8786)",
-                 lambda: dict(type=scheduler_address(), metavar="ADDRESS")),
-    SharedOption("--dry-run", "check the options and print what would run (units, sizes, estimated time); run "
-                 "and write nothing", lambda: dict(action="store_true")),
-)}
+SHARED: dict[str, SharedOption] = {
+    o.dest: o
+    for o in (
+        SharedOption(
+            "--out",
+            "where the command writes: its results folder (or the one file or store it writes); "
+            "checked writable before any work",
+            _out,
+        ),
+        SharedOption(
+            "--data",
+            "your data instead of the built-in synthetic world (the formats each command reads "
+            "are checked before any work)",
+            _inputs,
+        ),
+        SharedOption(
+            "--config",
+            "a YAML or TOML file of this command's option values keyed by option name; the command line wins over it",
+            lambda: dict(type=input_path("text"), metavar="FILE"),
+        ),
+        SharedOption(
+            "--size",
+            "quick (minutes), medium (usable intervals) or full (the reference sizes); each size the "
+            "command offers has a short form (--quick)",
+            _sizes,
+        ),
+        SharedOption(
+            "--seed",
+            "one seed: of the synthetic data, the initialisation and every random draw",
+            lambda: dict(type=whole(0), metavar="N"),
+        ),
+        SharedOption(
+            "--seeds",
+            "seed values, one run each (--seeds 0 1 2: three runs); a count of seeds is --n-seeds",
+            lambda: dict(type=whole(0), nargs="+", metavar="S", action=_Distinct),
+        ),
+        SharedOption(
+            "--n-seeds",
+            "how many seeds: --seed, --seed+1, ... (where a command numbers its runs from --seed)",
+            lambda: dict(type=whole(1), metavar="N"),
+        ),
+        SharedOption("--epochs", "passes over the training data", lambda: dict(type=whole(1), metavar="N")),
+        SharedOption("--batch-size", "samples per optimiser step", lambda: dict(type=whole(1), metavar="N")),
+        SharedOption(
+            "--device",
+            "torch device of training and forward passes: cpu, cuda, cuda:N, mps or auto "
+            "(refused at once where the machine lacks it)",
+            lambda: dict(type=device(), metavar="DEVICE"),
+        ),
+        SharedOption(
+            "--dtype",
+            "floating-point type of the studied model's forward passes: float32, bfloat16 or float16",
+            lambda: dict(choices=DTYPES),
+        ),
+        SharedOption(
+            "--workers",
+            "run units on a local Dask cluster of N worker processes (default: serial)",
+            lambda: dict(type=whole(1), metavar="N"),
+        ),
+        SharedOption(
+            "--cluster",
+            "a TOML/YAML file with a [cluster] section (kind = local | slurm | pbs | threads | "
+            "sync): units on that Dask cluster",
+            lambda: dict(type=cluster_file(), metavar="CONFIG"),
+        ),
+        SharedOption(
+            "--scheduler",
+            "the address of a running Dask scheduler (tcp://host:8786)",
+            lambda: dict(type=scheduler_address(), metavar="ADDRESS"),
+        ),
+        SharedOption(
+            "--dry-run",
+            "check the options and print what would run (units, sizes, estimated time); run and write nothing",
+            lambda: dict(action="store_true"),
+        ),
+    )
+}
 
 
-def add(parser, name: str, *, context: str = "", default: Any = None, required: bool = False,
-        **narrowing) -> argparse.Action:
+def add(
+    parser, name: str, *, context: str = "", default: Any = None, required: bool = False, **narrowing
+) -> argparse.Action:
     """Add the shared option ``name`` (a key of :data:`SHARED`) to ``parser`` (or an argument group).
 
     ``context``: what it does in this command, appended to the shared meaning in ``--help``;
@@ -565,8 +651,9 @@ def add(parser, name: str, *, context: str = "", default: Any = None, required: 
     action.shared = name  # the tests check that every shared flag comes from here
     if name == "size":
         for size in kwargs["choices"]:
-            short = parser.add_argument(f"--{size}", dest="size", action="store_const", const=size,
-                                        help=argparse.SUPPRESS)
+            short = parser.add_argument(
+                f"--{size}", dest="size", action="store_const", const=size, help=argparse.SUPPRESS
+            )
             short.shared = name
     return action
 
@@ -590,8 +677,13 @@ class Needs:
 EXAMPLE_FILES = tuple(f"{{{name}}}" for name in FORMATS)
 
 
-def needs(parser: argparse.ArgumentParser, flag: str, applies: Callable[[argparse.Namespace], bool], need: str,
-          example: Sequence[str]) -> None:
+def needs(
+    parser: argparse.ArgumentParser,
+    flag: str,
+    applies: Callable[[argparse.Namespace], bool],
+    need: str,
+    example: Sequence[str],
+) -> None:
     """Declare that ``flag`` of ``parser`` acts only when ``applies(args)``; elsewhere it is refused
     (``need``: e.g. ``"--data PATH (your traces)"``). ``example``: argv that must be refused: ``flag``
     with a good value, in a context where it does nothing (an input file is written as its format's
@@ -621,7 +713,7 @@ def refused_in_context(args: argparse.Namespace, argv: Sequence[str] = ()) -> st
 
 class _Deprecated(argparse.Action):
     def __init__(self, option_strings, dest, new: str, nargs=None, **kwargs):
-        self.deprecated_for = new   # also read by scimech.run.config: a config key with the old name still applies
+        self.deprecated_for = new  # also read by scimech.run.config: a config key with the old name still applies
         super().__init__(option_strings, dest, nargs=nargs, **kwargs)
 
     def __call__(self, parser, namespace, values, option_string=None):
@@ -636,8 +728,16 @@ def deprecated(parser, old: str, new: str, *, dest: str | None = None, nargs=Non
     kw = dict(nargs=nargs) if nargs is not None else {}
     if nargs == 0:
         kw["const"] = const
-    parser.add_argument(old, dest=target, action=_Deprecated, new=new, type=type, help=argparse.SUPPRESS,
-                        default=argparse.SUPPRESS, **kw)
+    parser.add_argument(
+        old,
+        dest=target,
+        action=_Deprecated,
+        new=new,
+        type=type,
+        help=argparse.SUPPRESS,
+        default=argparse.SUPPRESS,
+        **kw,
+    )
 
 
 def vocabulary_table(commands: Iterable[tuple[str, argparse.ArgumentParser]]) -> str:
@@ -667,6 +767,7 @@ def needs_table(commands: Iterable[tuple[str, argparse.ArgumentParser]]) -> str:
 
 # --- the option groups every study command shares ------------------------------------------------
 
+
 def add_cluster_arguments(parser) -> None:
     """Add ``--cluster CONFIG``, ``--scheduler ADDRESS`` and ``--workers N`` (one of them) to a
     command whose units run through :func:`scimech.run.parallel.map_units`."""
@@ -680,9 +781,15 @@ def add_dry_run(parser) -> None:
     add(parser, "dry_run")
 
 
-def add_study_options(parser: argparse.ArgumentParser, *, out_default: str | None, data_help: str,
-                      default_size: str = "quick", config_keys: Mapping[str, str] | None = None,
-                      data_formats: Sequence[str | Format] = ()) -> None:
+def add_study_options(
+    parser: argparse.ArgumentParser,
+    *,
+    out_default: str | None,
+    data_help: str,
+    default_size: str = "quick",
+    config_keys: Mapping[str, str] | None = None,
+    data_formats: Sequence[str | Format] = (),
+) -> None:
     """Add the options every ``scimech <study> study`` command shares.
 
     ``--out`` (required when ``out_default`` is ``None``; probed for writing before any work),

@@ -48,14 +48,31 @@ from scimech.errors import ConfigError, ScimechError
 from scimech.run.progress import progress
 from scimech.run.results import UnitStore
 
-__all__ = ["get_client", "jobqueue_kwargs", "read_cluster_config", "map_units",
-           "client_from_args", "ClusterKind", "ClusterError"]
+__all__ = [
+    "get_client",
+    "jobqueue_kwargs",
+    "read_cluster_config",
+    "map_units",
+    "client_from_args",
+    "ClusterKind",
+    "ClusterError",
+]
 
 ClusterKind = Literal["sync", "threads", "local", "slurm", "pbs"]
 _KINDS = ("sync", "threads", "local", "slurm", "pbs")
 _JOBQUEUE_KEYS = {
-    "cores", "memory", "walltime", "account", "queue", "processes", "job_extra_directives",
-    "local_directory", "interface", "job_script_prologue", "log_directory", "python",
+    "cores",
+    "memory",
+    "walltime",
+    "account",
+    "queue",
+    "processes",
+    "job_extra_directives",
+    "local_directory",
+    "interface",
+    "job_script_prologue",
+    "log_directory",
+    "python",
 }
 _CLUSTER_KEYS = {"kind", "jobs", "n_workers", "threads_per_worker", "memory_limit", "start_timeout"} | _JOBQUEUE_KEYS
 START_TIMEOUT = 120.0  # seconds a batch study waits without any worker (key start_timeout)
@@ -83,11 +100,13 @@ def read_cluster_config(path: str | os.PathLike) -> dict:
     try:
         data = read_config(path)  # the same TOML / YAML rules as every --config file
     except ConfigError as err:
-        raise ConfigError(f"{str(path)!r} is not a cluster file ({' '.join(str(err).split())[:160]}); write a TOML "
-                          "or YAML file with a [cluster] section, e.g.\n[cluster]\nkind = \"slurm\"") from None
+        raise ConfigError(
+            f"{str(path)!r} is not a cluster file ({' '.join(str(err).split())[:160]}); write a TOML "
+            'or YAML file with a [cluster] section, e.g.\n[cluster]\nkind = "slurm"'
+        ) from None
     section = data.get("cluster")
     if not isinstance(section, dict):
-        raise ConfigError(f"{str(path)!r} has no [cluster] section; write e.g.\n[cluster]\nkind = \"slurm\"")
+        raise ConfigError(f'{str(path)!r} has no [cluster] section; write e.g.\n[cluster]\nkind = "slurm"')
     return validate_cluster_config(section)
 
 
@@ -95,9 +114,7 @@ def validate_cluster_config(section: Mapping[str, Any]) -> dict:
     """Check a cluster section: known keys, a known kind."""
     unknown = set(section) - _CLUSTER_KEYS
     if unknown:
-        raise ConfigError(
-            f"Unknown key(s) {sorted(unknown)} in [cluster]; expected some of {sorted(_CLUSTER_KEYS)}."
-        )
+        raise ConfigError(f"Unknown key(s) {sorted(unknown)} in [cluster]; expected some of {sorted(_CLUSTER_KEYS)}.")
     kind = section.get("kind", "local")
     if kind not in _KINDS:
         raise ConfigError(f"[cluster] kind must be one of {_KINDS}; got {kind!r}.")
@@ -128,8 +145,12 @@ def jobqueue_kwargs(section: Mapping[str, Any], kind: str = "slurm") -> dict:
     return kwargs
 
 
-def get_client(kind: ClusterKind = "local", config: Mapping[str, Any] | str | os.PathLike | None = None,
-               scheduler: str | None = None, n_workers: int | None = None):
+def get_client(
+    kind: ClusterKind = "local",
+    config: Mapping[str, Any] | str | os.PathLike | None = None,
+    scheduler: str | None = None,
+    n_workers: int | None = None,
+):
     """A Dask client for the requested kind of execution, or ``None`` for ``"sync"``.
 
     Parameters
@@ -158,8 +179,12 @@ def get_client(kind: ClusterKind = "local", config: Mapping[str, Any] | str | os
     if kind == "sync":
         return None
     if kind == "threads":
-        return Client(processes=False, n_workers=1, threads_per_worker=section.get("threads_per_worker", 2),
-                      dashboard_address=None)
+        return Client(
+            processes=False,
+            n_workers=1,
+            threads_per_worker=section.get("threads_per_worker", 2),
+            dashboard_address=None,
+        )
     if kind == "local":
         import dask
 
@@ -169,13 +194,18 @@ def get_client(kind: ClusterKind = "local", config: Mapping[str, Any] | str | os
         # measured 2.5x slower than in-process, bench/results/astro.md). A 32 MiB threshold
         # restores in-process speed; the nanny reads it when it is created, restarts included.
         with dask.config.set({f"distributed.nanny.pre-spawn-environ.{k}": v for k, v in _WORKER_MALLOC.items()}):
-            cluster = LocalCluster(n_workers=n, threads_per_worker=section.get("threads_per_worker", 1),
-                                   processes=True, dashboard_address=None,
-                                   memory_limit=section.get("memory_limit", "auto"))
+            cluster = LocalCluster(
+                n_workers=n,
+                threads_per_worker=section.get("threads_per_worker", 1),
+                processes=True,
+                dashboard_address=None,
+                memory_limit=section.get("memory_limit", "auto"),
+            )
         return Client(cluster)
     kwargs = jobqueue_kwargs(section, kind)
-    batch = _BatchJobs(kind, kwargs, jobs=int(section.get("jobs", 1)),
-                       start_timeout=float(section.get("start_timeout", START_TIMEOUT)))
+    batch = _BatchJobs(
+        kind, kwargs, jobs=int(section.get("jobs", 1)), start_timeout=float(section.get("start_timeout", START_TIMEOUT))
+    )
     return batch.start()
 
 
@@ -194,14 +224,26 @@ _NEVER_STARTS = {
     "QOSNotAllowed": "the QOS may not use this partition",
     "BadConstraints": "the constraints cannot be satisfied",
 }
-_ENDED = {"COMPLETING", "COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED",
-          "BOOT_FAIL", "OUT_OF_MEMORY", "DEADLINE", "SPECIAL_EXIT", "REVOKED"}
-_TICK = 2.0            # seconds between two looks at the cluster
-_QUEUE_EVERY = 30.0    # seconds between two squeue calls while workers are connected
-_LOST_GRACE = 10.0     # a job whose workers left this long ago has ended (a nanny restart is shorter;
-                       # distributed drops a lost job after 15 s: lost-worker-timeout)
-_SUBMIT_TRIES = 3      # consecutive refused submissions before the study fails
-_EARLY_ENDS = 3        # jobs ending before their worker connected before the study fails
+_ENDED = {
+    "COMPLETING",
+    "COMPLETED",
+    "CANCELLED",
+    "FAILED",
+    "TIMEOUT",
+    "NODE_FAIL",
+    "PREEMPTED",
+    "BOOT_FAIL",
+    "OUT_OF_MEMORY",
+    "DEADLINE",
+    "SPECIAL_EXIT",
+    "REVOKED",
+}
+_TICK = 2.0  # seconds between two looks at the cluster
+_QUEUE_EVERY = 30.0  # seconds between two squeue calls while workers are connected
+_LOST_GRACE = 10.0  # a job whose workers left this long ago has ended (a nanny restart is shorter;
+# distributed drops a lost job after 15 s: lost-worker-timeout)
+_SUBMIT_TRIES = 3  # consecutive refused submissions before the study fails
+_EARLY_ENDS = 3  # jobs ending before their worker connected before the study fails
 _ACTIVE: list[_BatchJobs] = []
 _HANDLERS: dict[int, Any] = {}
 
@@ -312,8 +354,10 @@ class _BatchJobs:
         deadline = time.monotonic() + self.start_timeout + 60  # the watcher's own limit comes first
         while not self.first_worker.wait(0.5):
             if time.monotonic() > deadline:
-                self._fail(f"no {self.label} worker connected within {self.start_timeout:.0f} s "
-                           f"(start_timeout) and the watcher did not say why")
+                self._fail(
+                    f"no {self.label} worker connected within {self.start_timeout:.0f} s "
+                    f"(start_timeout) and the watcher did not say why"
+                )
         self.check()
         return self.client
 
@@ -381,8 +425,17 @@ class _BatchJobs:
 
     async def _squeue(self) -> dict[str, tuple[str, str]] | None:
         proc = await asyncio.create_subprocess_exec(
-            "squeue", "-h", "-u", self.user, "-n", self.job_name, "-o", "%i %T %r",
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+            "squeue",
+            "-h",
+            "-u",
+            self.user,
+            "-n",
+            self.job_name,
+            "-o",
+            "%i %T %r",
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
         try:
             out, _ = await asyncio.wait_for(proc.communicate(), 30)
         except TimeoutError:
@@ -497,8 +550,11 @@ class _BatchJobs:
     def _waiting_line(self, mine: dict[str, tuple[str, str]]) -> str:
         n = len(self.cluster.workers)
         where = self._states(mine) if mine else f"jobs {' '.join(self._current()) or '(none yet)'}"
-        see = (f"squeue -u {self.user} -n {self.job_name}" if self.kind == "slurm"
-               else f"qstat {' '.join(self._current())}")
+        see = (
+            f"squeue -u {self.user} -n {self.job_name}"
+            if self.kind == "slurm"
+            else f"qstat {' '.join(self._current())}"
+        )
         return f"waiting for {n} {self.label} job{'s' if n != 1 else ''} to start a worker: {where}; `{see}`"
 
     def _logs(self, job_id: str | None = None) -> str:
@@ -514,8 +570,10 @@ class _BatchJobs:
         msg = f"{cmd} refused the {self.label} job: {text}"
         if self.kind == "slurm" and "partition" in text.lower():
             parts = (_run(["sinfo", "-h", "-o", "%P"]) or "").split()
-            msg += (f"; [cluster] queue = {self.kwargs.get('queue')!r}, partitions here: "
-                    f"{', '.join(parts) or 'see sinfo -s'}.")
+            msg += (
+                f"; [cluster] queue = {self.kwargs.get('queue')!r}, partitions here: "
+                f"{', '.join(parts) or 'see sinfo -s'}."
+            )
         elif any(w in text.lower() for w in ("memory", "cpu", "node configuration", "nodes")):
             msg += f". Each job asks for {self._ask()}.{self._node_sizes()}"
         return msg.rstrip(".") + "."
@@ -527,44 +585,60 @@ class _BatchJobs:
         if self.kwargs.get("queue"):
             args[2:2] = ["-p", str(self.kwargs["queue"])]
         rows = sorted(set((_run(args) or "").splitlines()))
-        sizes = "; ".join(f"{r.split()[0]}: {r.split()[2]} cores, {r.split()[3]} MB" for r in rows[:5] if len(r.split()) == 4)
+        sizes = "; ".join(
+            f"{r.split()[0]}: {r.split()[2]} cores, {r.split()[3]} MB" for r in rows[:5] if len(r.split()) == 4
+        )
         return f" Nodes of the partition: {sizes}." if sizes else ""
 
     def _never_message(self, mine, hopeless: list[str]) -> str:
         why = "; ".join(f"{r}: {_NEVER_STARTS[r]}" for r in hopeless)
-        return (f"the {self.label} jobs can never start ({self._states(mine)}): {why}. "
-                f"Each job asks for {self._ask()}.{self._node_sizes()} Cancelled them.")
+        return (
+            f"the {self.label} jobs can never start ({self._states(mine)}): {why}. "
+            f"Each job asks for {self._ask()}.{self._node_sizes()} Cancelled them."
+        )
 
     def _ask(self) -> str:
-        return ", ".join(f"{k} = {self.kwargs[k]!r}" for k in ("cores", "processes", "memory", "walltime", "queue",
-                                                                "account") if self.kwargs.get(k) is not None)
+        return ", ".join(
+            f"{k} = {self.kwargs[k]!r}"
+            for k in ("cores", "processes", "memory", "walltime", "queue", "account")
+            if self.kwargs.get(k) is not None
+        )
 
     def _timeout_message(self, mine) -> str:
         running = [i for i, (s, _) in mine.items() if s == "RUNNING"]
-        msg = (f"no Dask worker connected within {self.start_timeout:.0f} s (start_timeout in [cluster]); "
-               f"the {self.label} jobs: {self._states(mine) if mine else ' '.join(self._current()) or 'none'}.")
+        msg = (
+            f"no Dask worker connected within {self.start_timeout:.0f} s (start_timeout in [cluster]); "
+            f"the {self.label} jobs: {self._states(mine) if mine else ' '.join(self._current()) or 'none'}."
+        )
         if not running:
             return msg + " If the queue is just busy, raise start_timeout. Cancelled them."
-        msg += (f" Running jobs whose worker never reached the scheduler at {self.cluster.scheduler_address}: "
-                "can the nodes reach this machine (set interface, e.g. \"ib0\"), and does `python` exist there? "
-                f"Cancelled them. {self._logs(running[0])}")
+        msg += (
+            f" Running jobs whose worker never reached the scheduler at {self.cluster.scheduler_address}: "
+            'can the nodes reach this machine (set interface, e.g. "ib0"), and does `python` exist there? '
+            f"Cancelled them. {self._logs(running[0])}"
+        )
         return msg + self._log_tail(running[0], "it ends with")
 
     def _log_file(self, job_id: str) -> Path | None:
         log_dir = self.kwargs.get("log_directory")
         if self.kind != "slurm":
             return None
-        for p in ([Path(log_dir) / f"{self.job_name}-{job_id}.err", Path(log_dir) / f"{self.job_name}-{job_id}.out"]
-                  if log_dir else [Path(self.cwd) / f"slurm-{job_id}.out"]):
+        for p in (
+            [Path(log_dir) / f"{self.job_name}-{job_id}.err", Path(log_dir) / f"{self.job_name}-{job_id}.out"]
+            if log_dir
+            else [Path(self.cwd) / f"slurm-{job_id}.out"]
+        ):
             if p.is_file() and p.stat().st_size:
                 return p
         return None
 
     def _early_end_message(self) -> str:
         last = self._early_ends[-1]
-        msg = (f"{len(self._early_ends)} {self.label} jobs ({' '.join(self._early_ends)}) ended before their Dask "
-               f"worker connected to the scheduler at {self.cluster.scheduler_address}. Cancelled the rest. "
-               f"{self._logs(last)}")
+        msg = (
+            f"{len(self._early_ends)} {self.label} jobs ({' '.join(self._early_ends)}) ended before their Dask "
+            f"worker connected to the scheduler at {self.cluster.scheduler_address}. Cancelled the rest. "
+            f"{self._logs(last)}"
+        )
         return msg + self._log_tail(last, "the last one ends with")
 
     def _log_tail(self, job_id: str, intro: str) -> str:
@@ -620,9 +694,13 @@ def _on_signal(signum, frame) -> None:
     name = signal.Signals(signum).name
     for b in live:
         ids = b.cancel()
-        print(f"\nscimech: {name}: cancelled {b.label} jobs {' '.join(ids) or '(none submitted)'}; "
-              f"exit status {code}", file=sys.stderr, flush=True)
+        print(
+            f"\nscimech: {name}: cancelled {b.label} jobs {' '.join(ids) or '(none submitted)'}; exit status {code}",
+            file=sys.stderr,
+            flush=True,
+        )
     _EXIT[0] = code
+
     # shutting the cluster down must not hang the exit: a hard stop after 30 s
     def hard_stop() -> None:
         time.sleep(30)
@@ -647,8 +725,16 @@ def _call(fn: Callable[..., Any], kwargs: dict) -> Any:
         return fn(**kwargs)
 
 
-def map_units(fn: Callable[..., Any], units: Mapping[str, Mapping[str, Any]], store: UnitStore | str | os.PathLike,
-              client=None, *, retries: int = 2, desc: str = "units", **save_attrs) -> dict[str, Any]:
+def map_units(
+    fn: Callable[..., Any],
+    units: Mapping[str, Mapping[str, Any]],
+    store: UnitStore | str | os.PathLike,
+    client=None,
+    *,
+    retries: int = 2,
+    desc: str = "units",
+    **save_attrs,
+) -> dict[str, Any]:
     """Run ``fn(**kwargs)`` for each unit not yet finished in ``store``; save each as it ends.
 
     Parameters
@@ -685,9 +771,17 @@ def map_units(fn: Callable[..., Any], units: Mapping[str, Mapping[str, Any]], st
         batch = _batch_of(client)
         if batch is not None:
             batch.check()
-        futures = {client.submit(_call, fn, dict(kwargs), pure=False, retries=retries,
-                                 key=f"unit-{store._slug(k)}-{uuid.uuid4().hex[:8]}"): k
-                   for k, kwargs in todo.items()}
+        futures = {
+            client.submit(
+                _call,
+                fn,
+                dict(kwargs),
+                pure=False,
+                retries=retries,
+                key=f"unit-{store._slug(k)}-{uuid.uuid4().hex[:8]}",
+            ): k
+            for k, kwargs in todo.items()
+        }
         bar = progress(range(len(futures)), desc=desc)
         done = as_completed(list(futures))
         while not done.is_empty():

@@ -51,7 +51,6 @@ COMPLETE_MARKER = ".scimech-complete"
 
 def _version() -> str:
     try:
-
         return version("scimech")
     except Exception:  # pragma: no cover - running from a source tree without install
         return "0+unknown"
@@ -200,9 +199,7 @@ def save(
         finally:
             shutil.rmtree(tmp_dir, ignore_errors=True)
     else:
-        raise ValueError(
-            f"Cannot tell the format of {str(path)!r}: expected a name ending in '.nc' or '.zarr'."
-        )
+        raise ValueError(f"Cannot tell the format of {str(path)!r}: expected a name ending in '.nc' or '.zarr'.")
     return path
 
 
@@ -337,7 +334,8 @@ def load_state(path: str | os.PathLike) -> Any:
     except Exception as err:
         raise CheckpointError(
             f"The checkpoint {str(path)!r} is corrupt, truncated or not a scimech state file ({type(err).__name__}: "
-            f"{err}). Delete it to start that unit afresh.") from err
+            f"{err}). Delete it to start that unit afresh."
+        ) from err
 
 
 def _encode_state(obj: Any, tensors: dict) -> Any:
@@ -408,7 +406,7 @@ class UnitStore:
     """
 
     def __init__(self, root: str | os.PathLike, fmt: str = "nc"):
-        self.root = Path(root)   # created by the first save: reading a folder writes nothing into it
+        self.root = Path(root)  # created by the first save: reading a folder writes nothing into it
         if fmt not in ("nc", "zarr"):
             raise ValueError(f"UnitStore fmt must be 'nc' or 'zarr'; got {fmt!r}.")
         self.fmt = fmt
@@ -482,8 +480,7 @@ class UnitStore:
         entry = self._entry(key) if self.done(key) else None
         if entry is None:
             raise CheckpointError(
-                f"Unit {key!r} is not finished in {str(self.root)!r} "
-                f"(finished: {self.keys()[:10]}). Run it first."
+                f"Unit {key!r} is not finished in {str(self.root)!r} (finished: {self.keys()[:10]}). Run it first."
             )
         path = self.root / entry["file"]
         if path.suffix == ".json":

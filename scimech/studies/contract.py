@@ -47,13 +47,34 @@ from scimech.studies.verdicts import (  # noqa: F401  (re-exported: the verdicts
     write_outcome,
 )
 
-__all__ = ["Study", "Plan", "Command", "registered_studies", "load_study", "BUILTIN_STUDIES", "VERBS",
-           "Finding", "PlantedTruthRow", "assess", "recovery_line", "write_outcome", "print_outcome",
-           "add_study_options", "apply_config", "read_config", "SIZES", "RECOVERY_FILE", "FINDINGS_FILE"]
+__all__ = [
+    "Study",
+    "Plan",
+    "Command",
+    "registered_studies",
+    "load_study",
+    "BUILTIN_STUDIES",
+    "VERBS",
+    "Finding",
+    "PlantedTruthRow",
+    "assess",
+    "recovery_line",
+    "write_outcome",
+    "print_outcome",
+    "add_study_options",
+    "apply_config",
+    "read_config",
+    "SIZES",
+    "RECOVERY_FILE",
+    "FINDINGS_FILE",
+]
 
 #: the studies shipped with scimech (found without entry points in a checkout that is not installed)
-BUILTIN_STUDIES = {"ocean": "ocean.study:OceanStudy", "astro": "astro.study:AstroStudy",
-                   "neuro": "neuro.study:NeuroStudy"}
+BUILTIN_STUDIES = {
+    "ocean": "ocean.study:OceanStudy",
+    "astro": "astro.study:AstroStudy",
+    "neuro": "neuro.study:NeuroStudy",
+}
 #: the verbs every study answers, in this order (then the study's own commands)
 VERBS = ("generate", "study", "redraw", "shift", "inspect")
 
@@ -76,15 +97,19 @@ class Plan(Generic[Settings]):
 
     def text(self) -> str:
         shown = list(self.units[:6]) + (["..."] if len(self.units) > 6 else [])
-        lines = [f"scimech {self.study} (dry run: nothing was run or written)",
-                 f"  units of work: {len(self.units)} ({', '.join(shown)})"]
+        lines = [
+            f"scimech {self.study} (dry run: nothing was run or written)",
+            f"  units of work: {len(self.units)} ({', '.join(shown)})",
+        ]
         lines += [f"  {k}: {v}" for k, v in self.sizes.items()]
         if self.out:
             lines.append(f"  results would go to: {self.out}")
         if self.seconds_per_unit is not None:
             total = self.seconds_per_unit * len(self.units)
-            lines.append(f"  estimated time: about {_duration(total)} on one worker ({_duration(self.seconds_per_unit)} "
-                         f"per unit; {self.basis})")
+            lines.append(
+                f"  estimated time: about {_duration(total)} on one worker ({_duration(self.seconds_per_unit)} "
+                f"per unit; {self.basis})"
+            )
         return "\n".join(lines)
 
 
@@ -203,8 +228,11 @@ class Study(abc.ABC):
 
         print("\n".join([*summary_lines(result), *self.shift_lines(result)]))
         saved = Path(args.out) / "shift.nc" if getattr(args, "out", None) else None
-        print(f"Saved: {saved}" if saved is not None and saved.exists() else
-              "Not saved: add --out in add_shift_options and write shift.nc there in run_shift.")
+        print(
+            f"Saved: {saved}"
+            if saved is not None and saved.exists()
+            else "Not saved: add --out in add_shift_options and write shift.nc there in run_shift."
+        )
         return 0
 
     def add_inspect_options(self, parser: argparse.ArgumentParser) -> None:
@@ -237,8 +265,13 @@ class Study(abc.ABC):
     # --- what the base class provides ---------------------------------------------------------
     def add_study_arguments(self, parser: argparse.ArgumentParser) -> None:
         """Every option of ``scimech <name> study``: the shared ones, then the study's own."""
-        add_study_options(parser, out_default=self.out_default, data_help=self.data_help,
-                          config_keys=self.config_keys, data_formats=self.data_formats)
+        add_study_options(
+            parser,
+            out_default=self.out_default,
+            data_help=self.data_help,
+            config_keys=self.config_keys,
+            data_formats=self.data_formats,
+        )
         self.add_options(parser)
 
     def study_parser(self) -> argparse.ArgumentParser:
@@ -250,15 +283,20 @@ class Study(abc.ABC):
     def register(self, subparsers) -> argparse.ArgumentParser:
         """Add ``scimech <name>`` and its commands: the shared verbs (:data:`VERBS`) in that order,
         then the study's own; old names of :attr:`renamed` as aliases."""
-        group = subparsers.add_parser(self.name, help=self.title, description=self.description or self.title,
-                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+        group = subparsers.add_parser(
+            self.name,
+            help=self.title,
+            description=self.description or self.title,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         sub = group.add_subparsers(dest=f"{self.name}_command", metavar="COMMAND")
         group.set_defaults(func=lambda a: (group.print_help(), 0)[1])
         old = {new: [o for o, n in self.renamed.items() if n == new] for new in self.renamed.values()}
 
         def add(name, help, description=""):
-            return sub.add_parser(name, help=help, description=description or help[0].upper() + help[1:] + ".",
-                                  aliases=old.get(name, []))
+            return sub.add_parser(
+                name, help=help, description=description or help[0].upper() + help[1:] + ".", aliases=old.get(name, [])
+            )
 
         def has(method: str) -> bool:  # the study gives this verb (else it answers that it has none)
             return getattr(type(self), method) is not getattr(Study, method)
@@ -266,33 +304,55 @@ class Study(abc.ABC):
         g = add("generate", self.generate_help if has("generate") else "(none: this study has no synthetic data)")
         self.add_generate_options(g)
         g.set_defaults(func=self.generate)
-        s = add("study", "run the study (resumable) and write its findings, planted truth and report",
-                self.description)
+        s = add("study", "run the study (resumable) and write its findings, planted truth and report", self.description)
         self.add_study_arguments(s)
         s.set_defaults(func=self.execute)
-        r = add("redraw", "the findings, planted truth, figures and report of a finished study folder, drawn "
-                "again from its saved results")
-        r.add_argument("folder", type=options.existing_path("folder"), metavar="FOLDER",
-                       nargs="?" if self.out_default else None, default=self.out_default,
-                       help=f"a `scimech {self.name} study --out` folder or a `scimech demo` {self.name} folder"
-                            + (f" (default: {self.out_default})" if self.out_default else ""))
+        r = add(
+            "redraw",
+            "the findings, planted truth, figures and report of a finished study folder, drawn "
+            "again from its saved results",
+        )
+        r.add_argument(
+            "folder",
+            type=options.existing_path("folder"),
+            metavar="FOLDER",
+            nargs="?" if self.out_default else None,
+            default=self.out_default,
+            help=f"a `scimech {self.name} study --out` folder or a `scimech demo` {self.name} folder"
+            + (f" (default: {self.out_default})" if self.out_default else ""),
+        )
         r.set_defaults(func=lambda a: self._redraw_command(a.folder))
         h = add("shift", self.shift_help if has("run_shift") else "(none: this study has no shift run)")
         self.add_shift_options(h)
         h.set_defaults(func=self.shift)
-        i = add("inspect", "what the study reads from your product (variables, units, signs, calendar, grid, "
-                "mask, rows dropped), said back without running it" if has("inspect")
-                else "(none: this study reads no product of yours)")
-        i.add_argument("path", type=options.existing_path("path"), metavar="PATH",
-                       help="the product: a file or store, as given to `study --data`")
-        i.add_argument("--json", metavar="FILE", default=None, type=options.output_path("file", (".json",)),
-                       help="also write the table as JSON to FILE (a name ending in .json)")
+        i = add(
+            "inspect",
+            "what the study reads from your product (variables, units, signs, calendar, grid, "
+            "mask, rows dropped), said back without running it"
+            if has("inspect")
+            else "(none: this study reads no product of yours)",
+        )
+        i.add_argument(
+            "path",
+            type=options.existing_path("path"),
+            metavar="PATH",
+            help="the product: a file or store, as given to `study --data`",
+        )
+        i.add_argument(
+            "--json",
+            metavar="FILE",
+            default=None,
+            type=options.output_path("file", (".json",)),
+            help="also write the table as JSON to FILE (a name ending in .json)",
+        )
         self.add_inspect_options(i)
         i.set_defaults(func=self._inspect_command)
         for c in self.commands():
             if c.name in VERBS or c.name in self.renamed:
-                raise ValueError(f"Study {self.name!r}: its command {c.name!r} takes the name of a shared verb "
-                                 f"({', '.join(VERBS)}) or of an old name; give it its own name.")
+                raise ValueError(
+                    f"Study {self.name!r}: its command {c.name!r} takes the name of a shared verb "
+                    f"({', '.join(VERBS)}) or of an old name; give it its own name."
+                )
             p = add(c.name, c.help, c.description)
             c.add_options(p)
             p.set_defaults(func=c.run)
@@ -330,8 +390,10 @@ class Study(abc.ABC):
         try:
             args = self.study_parser().parse_args(self.demo_argv(Path(out_dir), quick))
         except SystemExit as exc:  # a usage error in the demo's own options: the study's fault, reported as such
-            raise ConfigError(f"Study {self.name!r}: its demo options {self.demo_argv(Path(out_dir), quick)} do not "
-                              f"parse (exit {exc.code}); fix demo_argv.") from None
+            raise ConfigError(
+                f"Study {self.name!r}: its demo options {self.demo_argv(Path(out_dir), quick)} do not "
+                f"parse (exit {exc.code}); fix demo_argv."
+            ) from None
         return self.complete(self.plan(args))
 
     def redraw(self, folder: str | Path) -> Path:
@@ -361,8 +423,10 @@ def load_study(name: str) -> Study:
         raise KeyError(f"No study {name!r}; installed: {', '.join(studies)}.")
     module, _, attr = studies[name].partition(":")
     if not attr:
-        raise TypeError(f"The entry point of study {name!r} names a module ({module}); it must name its Study class "
-                        f"as 'module:Class' (e.g. {name} = \"{module}:{name.title()}Study\").")
+        raise TypeError(
+            f"The entry point of study {name!r} names a module ({module}); it must name its Study class "
+            f"as 'module:Class' (e.g. {name} = \"{module}:{name.title()}Study\")."
+        )
     cls = getattr(import_module(module), attr)
     if not (isinstance(cls, type) and issubclass(cls, Study)):
         raise TypeError(f"{studies[name]} is not a scimech.studies.contract.Study subclass.")

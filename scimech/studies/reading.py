@@ -79,8 +79,15 @@ class Reading:
     notes: list[str] = field(default_factory=list)
 
     # --- filling ---------------------------------------------------------------------------
-    def add(self, quantity: str, variable: str = "", found_by: str = "", units_found: str = "",
-            units_used: str = "", conversion: str = "") -> ReadRow:
+    def add(
+        self,
+        quantity: str,
+        variable: str = "",
+        found_by: str = "",
+        units_found: str = "",
+        units_used: str = "",
+        conversion: str = "",
+    ) -> ReadRow:
         """Add (or replace) the row of ``quantity``; returns it."""
         row = ReadRow(quantity, variable, found_by, str(units_found or ""), str(units_used or ""), conversion)
         self.rows = [r for r in self.rows if r.quantity != quantity] + [row]
@@ -134,7 +141,12 @@ class Reading:
         def cell(s: str) -> str:
             return s.replace("|", "\\|") or "-"
 
-        lines = [heading, "", f"**Product:** {self.product}" + (f"  \n**Source:** `{self.source}`" if self.source else ""), ""]
+        lines = [
+            heading,
+            "",
+            f"**Product:** {self.product}" + (f"  \n**Source:** `{self.source}`" if self.source else ""),
+            "",
+        ]
         if self.rows:
             lines += ["| " + " | ".join(_HEADERS) + " |", "|" + "---|" * len(_HEADERS)]
             lines += ["| " + " | ".join(cell(getattr(r, c)) for c in _COLUMNS) + " |" for r in self.rows]
@@ -147,16 +159,24 @@ class Reading:
 
     def to_dict(self) -> dict:
         """A JSON-ready dict (``rows`` as a list of dicts)."""
-        return {"product": self.product, "source": self.source, "rows": [asdict(r) for r in self.rows],
-                "sections": {k: dict(v) for k, v in self.sections.items()}, "notes": list(self.notes)}
+        return {
+            "product": self.product,
+            "source": self.source,
+            "rows": [asdict(r) for r in self.rows],
+            "sections": {k: dict(v) for k, v in self.sections.items()},
+            "notes": list(self.notes),
+        }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Reading:
         """The inverse of :meth:`to_dict` (a reading saved with :meth:`save`)."""
-        return cls(product=d["product"], source=d.get("source", ""),
-                   rows=[ReadRow(**r) for r in d.get("rows", [])],
-                   sections={k: dict(v) for k, v in d.get("sections", {}).items()},
-                   notes=list(d.get("notes", [])))
+        return cls(
+            product=d["product"],
+            source=d.get("source", ""),
+            rows=[ReadRow(**r) for r in d.get("rows", [])],
+            sections={k: dict(v) for k, v in d.get("sections", {}).items()},
+            notes=list(d.get("notes", [])),
+        )
 
     def save(self, path: str | os.PathLike) -> Path:
         """Write the reading as JSON, atomically; returns the path."""

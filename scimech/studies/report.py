@@ -41,9 +41,15 @@ def _to_frame(table: Any) -> pd.DataFrame:
     if isinstance(table, pd.Series):
         return _to_frame(table.to_frame())
     if isinstance(table, xr.DataArray):
-        return _to_frame(table.to_dataframe(name=table.name or "value").drop(
-            columns=[c for c in table.coords if c not in table.dims], errors="ignore"
-        )) if table.ndim else pd.DataFrame({table.name or "value": [table.item()]})
+        return (
+            _to_frame(
+                table.to_dataframe(name=table.name or "value").drop(
+                    columns=[c for c in table.coords if c not in table.dims], errors="ignore"
+                )
+            )
+            if table.ndim
+            else pd.DataFrame({table.name or "value": [table.item()]})
+        )
     if isinstance(table, xr.Dataset):
         return _to_frame(table.to_dataframe())
     if isinstance(table, dict):
@@ -66,24 +72,25 @@ def _cell(text: str) -> str:
 
 # HTML -------------------------------------------------------------------------------
 
-_CSS = ("body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;"
-        "line-height:1.5;color:#222}"
-        "table{border-collapse:collapse;margin:1em 0}"
-        "th,td{border:1px solid #ccc;padding:4px 10px;text-align:left;vertical-align:top}"
-        "th{background:#f2f2f2}.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}"
-        "caption{text-align:left;font-weight:bold;padding:.3em 0}.wide{overflow-x:auto;margin:1em 0}.wide table{margin:0}"
-        "img{max-width:100%;height:auto}figure{margin:1em 0}figcaption{font-style:italic;color:#444}"
-        "code{background:#f2f2f2;padding:0 .2em}pre{background:#f6f6f6;padding:.6em;overflow-x:auto}"
-        ".meta{color:#666}")
+_CSS = (
+    "body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;"
+    "line-height:1.5;color:#222}"
+    "table{border-collapse:collapse;margin:1em 0}"
+    "th,td{border:1px solid #ccc;padding:4px 10px;text-align:left;vertical-align:top}"
+    "th{background:#f2f2f2}.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}"
+    "caption{text-align:left;font-weight:bold;padding:.3em 0}.wide{overflow-x:auto;margin:1em 0}.wide table{margin:0}"
+    "img{max-width:100%;height:auto}figure{margin:1em 0}figcaption{font-style:italic;color:#444}"
+    "code{background:#f2f2f2;padding:0 .2em}pre{background:#f6f6f6;padding:.6em;overflow-x:auto}"
+    ".meta{color:#666}"
+)
 
 
 def _html_sibling(href: str, folder: Path | None) -> str:
     """``sub/report.md`` -> ``sub/report.html`` if that file exists in ``folder``; other links unchanged."""
     parts = urlsplit(href)
-    if folder is None or parts.scheme or parts.netloc or parts.path.startswith("/") \
-            or not parts.path.endswith(".md"):
+    if folder is None or parts.scheme or parts.netloc or parts.path.startswith("/") or not parts.path.endswith(".md"):
         return href
-    target = parts.path[:-len(".md")] + ".html"
+    target = parts.path[: -len(".md")] + ".html"
     if not (folder / unquote(target)).is_file():
         return href
     return urlunsplit(parts._replace(path=target))
@@ -129,14 +136,16 @@ def _html_table(df: pd.DataFrame, caption: str, index: bool, env: dict) -> str:
     scrolls inside its own box instead of widening the page."""
     cols = ([df.index] if index else []) + [df.iloc[:, k] for k in range(df.shape[1])]
     names = ([df.index.name or ""] if index else []) + [str(c) for c in df.columns]
-    numeric = [len(col) > 0 and all(_is_number(v) or (isinstance(v, str) and _numeric_text(v)) for v in col)
-               for col in cols]
+    numeric = [
+        len(col) > 0 and all(_is_number(v) or (isinstance(v, str) and _numeric_text(v)) for v in col) for col in cols
+    ]
     head = "".join(_html_cell(n, env, "th", num) for n, num in zip(names, numeric))
-    rows = "".join("<tr>" + "".join(_html_cell(v, env, "td", num) for v, num in zip(row, numeric)) + "</tr>\n"
-                   for row in df.itertuples(index=index, name=None))
+    rows = "".join(
+        "<tr>" + "".join(_html_cell(v, env, "td", num) for v, num in zip(row, numeric)) + "</tr>\n"
+        for row in df.itertuples(index=index, name=None)
+    )
     cap = f"<caption>{_MD.renderInline(caption, env)}</caption>" if caption else ""
-    return (f"<div class='wide'><table>{cap}\n<thead><tr>{head}</tr></thead>\n<tbody>\n{rows}</tbody>"
-            "</table></div>")
+    return f"<div class='wide'><table>{cap}\n<thead><tr>{head}</tr></thead>\n<tbody>\n{rows}</tbody></table></div>"
 
 
 def _generated() -> str:
@@ -221,9 +230,12 @@ class Report:
         """The report as one HTML page: Markdown rendered, figures embedded, links to .html siblings."""
         env = {"folder": self.out_dir}
         title = html.escape(self.title)
-        parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title>"
-                 f"<style>{_CSS}</style></head><body>", f"<h1>{_MD.renderInline(self.title, env)}</h1>",
-                 f"<p class='meta'>{html.escape(_generated())}.</p>"]
+        parts = [
+            f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title>"
+            f"<style>{_CSS}</style></head><body>",
+            f"<h1>{_MD.renderInline(self.title, env)}</h1>",
+            f"<p class='meta'>{html.escape(_generated())}.</p>",
+        ]
         for kind, payload in self._blocks:
             if kind == "heading":
                 level, text = payload
@@ -234,8 +246,10 @@ class Report:
                 path, caption = payload
                 data = base64.b64encode(path.read_bytes()).decode()
                 alt = html.escape(caption or path.stem)
-                parts.append(f"<figure><img src='data:image/png;base64,{data}' alt='{alt}'>"
-                             f"<figcaption>{_MD.renderInline(caption, env)}</figcaption></figure>")
+                parts.append(
+                    f"<figure><img src='data:image/png;base64,{data}' alt='{alt}'>"
+                    f"<figcaption>{_MD.renderInline(caption, env)}</figcaption></figure>"
+                )
             elif kind == "table":
                 df, caption, index = payload
                 parts.append(_html_table(df, caption, index, env))

@@ -21,8 +21,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-__all__ = ["Finding", "PlantedTruthRow", "Verdict", "assess", "recovery_line", "write_outcome", "print_outcome",
-           "RECOVERY_FILE", "FINDINGS_FILE", "finite", "text_table", "PLANTED_WORDING", "planted_wording"]
+__all__ = [
+    "Finding",
+    "PlantedTruthRow",
+    "Verdict",
+    "assess",
+    "recovery_line",
+    "write_outcome",
+    "print_outcome",
+    "RECOVERY_FILE",
+    "FINDINGS_FILE",
+    "finite",
+    "text_table",
+    "PLANTED_WORDING",
+    "planted_wording",
+]
 
 RECOVERY_FILE = "recovery.txt"  # first line: "<study> planted truth: K of N recovered (...)", then the table
 FINDINGS_FILE = "findings.txt"  # one line per reference finding with its verdict
@@ -89,8 +102,14 @@ def finite(v: Any) -> bool:
         return False
 
 
-def assess(claim: str, holds: bool | None, evidence: str = "", *, numbers: Mapping[str, Any] | None = None,
-           minimum: Mapping[str, tuple[int, int]] | None = None) -> Finding:
+def assess(
+    claim: str,
+    holds: bool | None,
+    evidence: str = "",
+    *,
+    numbers: Mapping[str, Any] | None = None,
+    minimum: Mapping[str, tuple[int, int]] | None = None,
+) -> Finding:
     """A :class:`Finding` whose verdict rests only on numbers that are there.
 
     Parameters
@@ -109,8 +128,11 @@ def assess(claim: str, holds: bool | None, evidence: str = "", *, numbers: Mappi
         makes the finding ``NOT ASSESSED``.
     """
     numbers = dict(numbers or {})
-    problems = [f"{what}: {have} where at least {need} are needed" for what, (have, need) in (minimum or {}).items()
-                if have < need]
+    problems = [
+        f"{what}: {have} where at least {need} are needed"
+        for what, (have, need) in (minimum or {}).items()
+        if have < need
+    ]
     bad = [k for k, v in numbers.items() if not finite(v)]
     if bad:
         problems.append(f"{', '.join(bad)} {'is' if len(bad) == 1 else 'are'} not a finite number")
@@ -158,8 +180,18 @@ class PlantedTruthRow:
         return "NOT ASSESSED" if self.recovered is None else "RECOVERED" if self.recovered else "MISSED"
 
     @classmethod
-    def from_interval(cls, truth: str, measure: str, estimate: float, ci_low: float, ci_high: float,
-                      threshold: float, *, above: bool = True, counted: bool = True) -> PlantedTruthRow:
+    def from_interval(
+        cls,
+        truth: str,
+        measure: str,
+        estimate: float,
+        ci_low: float,
+        ci_high: float,
+        threshold: float,
+        *,
+        above: bool = True,
+        counted: bool = True,
+    ) -> PlantedTruthRow:
         """Recovered when the whole interval clears ``threshold`` (above it, or below with
         ``above=False``); not assessed when a bound is not finite."""
         if not all(finite(v) for v in (estimate, ci_low, ci_high, threshold)):
@@ -207,8 +239,9 @@ def print_outcome(folder: str | Path) -> None:
             print("\n".join(lines[:1] if first_only else lines))
 
 
-def text_table(header: Sequence[str], rows: Sequence[Sequence[Any]], *, rule: bool = False, sep: str = "  ",
-               aligned: bool = True) -> str:
+def text_table(
+    header: Sequence[str], rows: Sequence[Sequence[Any]], *, rule: bool = False, sep: str = "  ", aligned: bool = True
+) -> str:
     """The plain-text table of ``recovery.txt``: one line per row, cells joined by ``sep``; ``aligned``:
     each column left-aligned to its widest cell (header included); ``rule``: a line of dashes under
     the header. Trailing blanks are cut."""

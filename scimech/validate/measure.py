@@ -5,6 +5,9 @@ import warnings
 
 from scimech.studies.validate import measure as _moved
 
-warnings.warn("scimech.validate.measure moved to scimech.studies.validate.measure; the old path will be removed in scimech 0.3.0",
-              DeprecationWarning, stacklevel=2)
+warnings.warn(
+    "scimech.validate.measure moved to scimech.studies.validate.measure; the old path will be removed in scimech 0.3.0",
+    DeprecationWarning,
+    stacklevel=2,
+)
 sys.modules[__name__] = _moved

@@ -42,39 +42,69 @@ def repeat_rows(n: int, n_repeated: int, seed: int = 0) -> np.ndarray:
     return rows[rng.permutation(len(rows))]
 
 
-def dr10_columns(cat, rows: np.ndarray | None = None, *, mw: bool = True, desi: bool = False,
-                 zwarn: dict | None = None, spectype: dict | None = None, flux_unit: str = "nanomaggy",
-                 drop: tuple[str, ...] = (), z: bool = True, av: bool = True) -> list[fits.Column]:
+def dr10_columns(
+    cat,
+    rows: np.ndarray | None = None,
+    *,
+    mw: bool = True,
+    desi: bool = False,
+    zwarn: dict | None = None,
+    spectype: dict | None = None,
+    flux_unit: str = "nanomaggy",
+    drop: tuple[str, ...] = (),
+    z: bool = True,
+    av: bool = True,
+) -> list[fits.Column]:
     """FITS columns of a DR10 catalogue of synthetic galaxies ``cat`` (rows ``rows`` of it, repeats
     allowed: a repeated row is the same object, same identity). ``mw``: ``MW_TRANSMISSION_*``;
     ``desi``: ``TARGETID``, ``ZERR``, ``ZWARN``, ``SPECTYPE``; ``zwarn`` / ``spectype``: ``{row position:
     value}`` overrides; ``flux_unit``: the TUNIT of the fluxes (values scaled to it)."""
     rows = np.arange(len(cat)) if rows is None else np.asarray(rows)
     n = len(rows)
-    obj = rows                                   # one object per synthetic galaxy
+    obj = rows  # one object per synthetic galaxy
     ebv = cat["ebv"].to_value(u.mag)[rows]
     factor = (1 * u.nmgy).to_value(u.Unit(flux_unit.replace("nanomaggy", "nmgy").replace("maggy", "mgy")))
-    cols = [fits.Column(name="RELEASE", format="I", array=np.full(n, 10000, np.int16)),
-            fits.Column(name="BRICKID", format="J", array=(330000 + obj // 40).astype(np.int32)),
-            fits.Column(name="OBJID", format="J", array=(obj % 40).astype(np.int32)),
-            fits.Column(name="TYPE", format="3A", array=np.array(["EXP", "DEV", "SER", "REX"])[obj % 4]),
-            fits.Column(name="RA", format="D", array=150 + obj * 1e-3, unit="deg"),
-            fits.Column(name="DEC", format="D", array=2 + obj * 1e-3, unit="deg"),
-            fits.Column(name="EBV", format="E", array=ebv.astype(np.float32), unit="mag")]
+    cols = [
+        fits.Column(name="RELEASE", format="I", array=np.full(n, 10000, np.int16)),
+        fits.Column(name="BRICKID", format="J", array=(330000 + obj // 40).astype(np.int32)),
+        fits.Column(name="OBJID", format="J", array=(obj % 40).astype(np.int32)),
+        fits.Column(name="TYPE", format="3A", array=np.array(["EXP", "DEV", "SER", "REX"])[obj % 4]),
+        fits.Column(name="RA", format="D", array=150 + obj * 1e-3, unit="deg"),
+        fits.Column(name="DEC", format="D", array=2 + obj * 1e-3, unit="deg"),
+        fits.Column(name="EBV", format="E", array=ebv.astype(np.float32), unit="mag"),
+    ]
     for b in constants.BANDS:
-        cols.append(fits.Column(name=f"FLUX_{b.upper()}", format="E", unit=flux_unit,
-                                array=(cat[f"flux_{b}"].to_value(u.nmgy)[rows] * factor).astype(np.float32)))
+        cols.append(
+            fits.Column(
+                name=f"FLUX_{b.upper()}",
+                format="E",
+                unit=flux_unit,
+                array=(cat[f"flux_{b}"].to_value(u.nmgy)[rows] * factor).astype(np.float32),
+            )
+        )
     for b in constants.BANDS:
-        cols.append(fits.Column(name=f"FLUX_IVAR_{b.upper()}", format="E", unit=f"1/{flux_unit}^2",
-                                array=(cat[f"flux_ivar_{b}"].to_value(u.nmgy**-2)[rows] / factor**2).astype(np.float32)))
+        cols.append(
+            fits.Column(
+                name=f"FLUX_IVAR_{b.upper()}",
+                format="E",
+                unit=f"1/{flux_unit}^2",
+                array=(cat[f"flux_ivar_{b}"].to_value(u.nmgy**-2)[rows] / factor**2).astype(np.float32),
+            )
+        )
     if mw:
         for b in constants.BANDS:
-            cols.append(fits.Column(name=f"MW_TRANSMISSION_{b.upper()}", format="E",
-                                    array=mw_transmission(ebv, b).astype(np.float32)))
-    cols += [fits.Column(name="SHAPE_R", format="E", array=cat["shape_r"].to_value(u.arcsec)[rows].astype(np.float32),
-                         unit="arcsec"),
-             fits.Column(name="SHAPE_E1", format="E", array=np.asarray(cat["shape_e1"], np.float32)[rows]),
-             fits.Column(name="SHAPE_E2", format="E", array=np.asarray(cat["shape_e2"], np.float32)[rows])]
+            cols.append(
+                fits.Column(
+                    name=f"MW_TRANSMISSION_{b.upper()}", format="E", array=mw_transmission(ebv, b).astype(np.float32)
+                )
+            )
+    cols += [
+        fits.Column(
+            name="SHAPE_R", format="E", array=cat["shape_r"].to_value(u.arcsec)[rows].astype(np.float32), unit="arcsec"
+        ),
+        fits.Column(name="SHAPE_E1", format="E", array=np.asarray(cat["shape_e1"], np.float32)[rows]),
+        fits.Column(name="SHAPE_E2", format="E", array=np.asarray(cat["shape_e2"], np.float32)[rows]),
+    ]
     if desi:
         zw = np.zeros(n, np.int64)
         for k, v in (zwarn or {}).items():
@@ -82,15 +112,18 @@ def dr10_columns(cat, rows: np.ndarray | None = None, *, mw: bool = True, desi: 
         st = np.array(["GALAXY"] * n, dtype="U6")
         for k, v in (spectype or {}).items():
             st[k] = v
-        cols += [fits.Column(name="TARGETID", format="K", array=39627000000000000 + obj.astype(np.int64)),
-                 fits.Column(name="ZERR", format="D", array=1e-4 * (1 + np.asarray(cat["z"], float)[rows])),
-                 fits.Column(name="ZWARN", format="K", array=zw),
-                 fits.Column(name="SPECTYPE", format="6A", array=st)]
+        cols += [
+            fits.Column(name="TARGETID", format="K", array=39627000000000000 + obj.astype(np.int64)),
+            fits.Column(name="ZERR", format="D", array=1e-4 * (1 + np.asarray(cat["z"], float)[rows])),
+            fits.Column(name="ZWARN", format="K", array=zw),
+            fits.Column(name="SPECTYPE", format="6A", array=st),
+        ]
     if z:
         cols.append(fits.Column(name="Z", format="D", array=np.asarray(cat["z"], float)[rows]))
     if av:
-        cols.append(fits.Column(name="AV", format="E", array=cat["a_v"].to_value(u.mag)[rows].astype(np.float32),
-                                unit="mag"))
+        cols.append(
+            fits.Column(name="AV", format="E", array=cat["a_v"].to_value(u.mag)[rows].astype(np.float32), unit="mag")
+        )
     return [c for c in cols if c.name not in drop]
 
 
@@ -104,8 +137,16 @@ def write_dr10(path, cat, rows=None, **kw):
     return write_table(path, dr10_columns(cat, rows, **kw))
 
 
-def write_cube(path, images: np.ndarray, *, order: str = "griz", header: str | None = "BANDS",
-               bunit: str | None = "nanomaggy", scale: float = 1.0, pixscale: float | None = 0.262):
+def write_cube(
+    path,
+    images: np.ndarray,
+    *,
+    order: str = "griz",
+    header: str | None = "BANDS",
+    bunit: str | None = "nanomaggy",
+    scale: float = 1.0,
+    pixscale: float | None = 0.262,
+):
     """A cut-out cube file: ``images`` (N, 4, H, W) in g, r, i, z [nanomaggy per pixel] written with its
     planes in ``order``, multiplied by ``scale``; ``header``: how the bands are named (``"BANDS"`` as
     ``'grzi'``, ``"BAND"`` as ``BAND0..3`` of the cut-out service, ``"FILTER"`` as DECam ``FILTER1..4``

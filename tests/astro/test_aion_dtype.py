@@ -47,8 +47,9 @@ def strong(folder, tmp_path_factory):
     shutil.copytree(folder / "model", root / "model")
     (root / "data").symlink_to(folder / "data")
     w = load_file(root / "model" / "model.safetensors")
-    save_file({k: v * 25 if k.endswith("token_emb.weight") else v for k, v in w.items()},
-              root / "model" / "model.safetensors")
+    save_file(
+        {k: v * 25 if k.endswith("token_emb.weight") else v for k, v in w.items()}, root / "model" / "model.safetensors"
+    )
     return root
 
 
@@ -56,8 +57,9 @@ def _head_features(folder, dtype):
     ad = aion_adapter.AIONRedshift.from_folder(folder / "model", dtype=dtype)
     s = read_legacy_survey(folder / "data" / "catalog.fits", folder / "data" / "images.npy")
     inp = study_inputs(ad, s[:10], s[10:40])
-    rec = probes.record_blocks(ad, inp.multi, ad.head_sites(1),
-                               reduce=probes._pooler(inp.n_scalar_tokens, "photometry"))   # head_probes' features
+    rec = probes.record_blocks(
+        ad, inp.multi, ad.head_sites(1), reduce=probes._pooler(inp.n_scalar_tokens, "photometry")
+    )  # head_probes' features
     return ad, inp, {k: rec[k].values for k in rec.data_vars}, ad.predict_z(inp.multi)
 
 
@@ -72,7 +74,7 @@ def test_bfloat16_per_head_probes_agree_with_float32(strong):
     rng = np.random.default_rng(0)
     for site in f32:
         a, b = f16[site], f32[site]
-        assert a.dtype == np.float32 and np.isfinite(a).all()            # probes get float32 features
+        assert a.dtype == np.float32 and np.isfinite(a).all()  # probes get float32 features
         err = np.sqrt(np.mean((a - b) ** 2))
         assert err < BF16_FEATURES_RTOL * np.sqrt(np.mean(b**2)), site
         # what a probe can use is the galaxies' spread; the rounding is at most 17 % of it here (15 % measured)
@@ -82,8 +84,9 @@ def test_bfloat16_per_head_probes_agree_with_float32(strong):
         # costs the probe about rel**2 of R2 (0.17**2 = 0.03, the bound; 0.005 measured)
         y = (b - b.mean(0)) / b.std(0) @ rng.standard_normal(b.shape[1])
         y = y + 0.1 * y.std() * rng.standard_normal(len(y))
-        r32, r16 = (float(probe_sites({site: f}, y, cv=5, control=False, n_bootstrap=0)["score_mean"].values[0])
-                    for f in (b, a))
+        r32, r16 = (
+            float(probe_sites({site: f}, y, cv=5, control=False, n_bootstrap=0)["score_mean"].values[0]) for f in (b, a)
+        )
         assert r32 > 0.7 and abs(r16 - r32) < 0.03, (site, r32, r16)
 
 
@@ -102,10 +105,25 @@ def test_head_probes_warn_when_the_galaxies_differ_by_less_than_the_rounding(fol
 def test_the_study_runs_in_bfloat16_and_remembers_it(folder, tmp_path):
     out = tmp_path / "run"
     data = folder / "data"
-    argv = ["astro", "study", "--model", str(folder / "model"), "--data", str(data / "catalog.fits"),
-            "--images", str(data / "images.npy"), "--out", str(out), "--n-bootstrap", "10", "--chunk-size", "10",
-            "--dtype", "bfloat16"]
-    with pytest.warns(probes.PrecisionWarning, match="Rerun with --dtype float32"):   # init-scale embeddings
+    argv = [
+        "astro",
+        "study",
+        "--model",
+        str(folder / "model"),
+        "--data",
+        str(data / "catalog.fits"),
+        "--images",
+        str(data / "images.npy"),
+        "--out",
+        str(out),
+        "--n-bootstrap",
+        "10",
+        "--chunk-size",
+        "10",
+        "--dtype",
+        "bfloat16",
+    ]
+    with pytest.warns(probes.PrecisionWarning, match="Rerun with --dtype float32"):  # init-scale embeddings
         assert main(argv) == 0
     res = files.load_study(out / "study")
     assert np.isfinite(res["interventions"]["z_ablated"].values).all()
@@ -117,10 +135,20 @@ def test_the_study_runs_in_bfloat16_and_remembers_it(folder, tmp_path):
 
 def test_a_dtype_that_cannot_run_is_refused_in_one_line(folder, tmp_path, capsys, monkeypatch):
     data = folder / "data"
-    base = ["astro", "study", "--model", str(folder / "model"), "--data", str(data / "catalog.fits"),
-            "--images", str(data / "images.npy"), "--out", str(tmp_path / "a")]
+    base = [
+        "astro",
+        "study",
+        "--model",
+        str(folder / "model"),
+        "--data",
+        str(data / "catalog.fits"),
+        "--images",
+        str(data / "images.npy"),
+        "--out",
+        str(tmp_path / "a"),
+    ]
     assert main([*base, "--dtype", "float64"]) == 2
-    err = capsys.readouterr().err.strip().splitlines()           # argparse's usage, then one error line
+    err = capsys.readouterr().err.strip().splitlines()  # argparse's usage, then one error line
     assert err[-1].startswith("scimech astro study: error: argument --dtype: invalid choice: 'float64' (choose from")
     assert "bfloat16" in err[-1] and "error" not in " ".join(err[:-1])
     # a torch without half-precision CPU kernels (older builds): float16 refused with the fix
@@ -128,4 +156,4 @@ def test_a_dtype_that_cannot_run_is_refused_in_one_line(folder, tmp_path, capsys
     assert main([*base, "--dtype", "float16"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--dtype bfloat16" in err[0] and "--dtype float32" in err[0]
-    assert not (tmp_path / "a").exists()                  # refused before any work
+    assert not (tmp_path / "a").exists()  # refused before any work

@@ -25,7 +25,7 @@ from astro.models import aion as aion_adapter
 from astro.models.aion_folder import SHAPES, model_config, write_galaxies, write_random_aion
 from scimech.run.cli import main
 
-N_GALAXIES = 40        # 10 test galaxies at --test-fraction 0.25: the probes' 5 folds of 2
+N_GALAXIES = 40  # 10 test galaxies at --test-fraction 0.25: the probes' 5 folds of 2
 
 
 @pytest.fixture(scope="module")
@@ -39,10 +39,20 @@ def folder(tmp_path_factory):
 def test_the_base_shape_is_the_packages_aion_1_b_and_its_image_codec_gives_576_tokens(monkeypatch):
     got = {}
     monkeypatch.setattr(fm, "FourM", lambda **kw: got.update(kw))
-    fm.fm_base_12e_12d_swiglu_qknorm_nobias({}, {})           # the package's own AION-1-B definition
+    fm.fm_base_12e_12d_swiglu_qknorm_nobias({}, {})  # the package's own AION-1-B definition
     cfg = model_config("base")
-    for k in ("encoder_depth", "decoder_depth", "dim", "num_heads", "mlp_ratio", "qkv_bias", "proj_bias",
-              "mlp_bias", "gated_mlp", "qk_norm"):
+    for k in (
+        "encoder_depth",
+        "decoder_depth",
+        "dim",
+        "num_heads",
+        "mlp_ratio",
+        "qkv_bias",
+        "proj_bias",
+        "mlp_bias",
+        "gated_mlp",
+        "qk_norm",
+    ):
         assert cfg[k] == got[k], k
     assert (cfg["encoder_depth"], cfg["decoder_depth"], cfg["dim"], cfg["num_heads"]) == (12, 12, 768, 12)
     assert getattr(torch.nn, cfg["act_layer"]) is got["act_layer"]
@@ -53,14 +63,17 @@ def test_the_base_shape_is_the_packages_aion_1_b_and_its_image_codec_gives_576_t
     img = SHAPES["base"]["image"]
     assert all(img[k] == defaults[k] for k in img if k != "quantizer_levels")
     assert int(np.prod(img["quantizer_levels"])) == MODALITY_INFO["tok_image"]["vocab_size"] == 4375
-    assert img["n_compressions"] == SHAPES["tiny"]["image"]["n_compressions"] == 2    # 96 / 2**2 = 24 per side
+    assert img["n_compressions"] == SHAPES["tiny"]["image"]["n_compressions"] == 2  # 96 / 2**2 = 24 per side
 
 
 def test_the_tiny_folder_has_the_real_layout_and_loads_strictly(folder):
     model_dir = folder / "model"
     names = ["FLUX_G", "FLUX_R", "FLUX_I", "FLUX_Z", "SHAPE_R", "SHAPE_E1", "SHAPE_E2", "EBV", "Z", "image"]
-    for path in ["config.json", "model.safetensors",
-                 *[f"codecs/{n}/{f}" for n in names for f in ("config.json", "model.safetensors")]]:
+    for path in [
+        "config.json",
+        "model.safetensors",
+        *[f"codecs/{n}/{f}" for n in names for f in ("config.json", "model.safetensors")],
+    ]:
         assert (model_dir / path).is_file(), path
     assert json.loads((model_dir / "config.json").read_text()) == model_config("tiny")
     ad = aion_adapter.AIONRedshift.from_folder(model_dir)
@@ -77,7 +90,7 @@ def _zero_head_by_hand(ad, batch, block, head):
 
     def hook(mod, args):
         x = args[0].clone()
-        x[..., head * dh:(head + 1) * dh] = 0
+        x[..., head * dh : (head + 1) * dh] = 0
         return (x,)
 
     h = ad.model.encoder[block].attn.proj.register_forward_pre_hook(hook)
@@ -91,15 +104,29 @@ def _zero_head_by_hand(ad, batch, block, head):
 def test_the_study_runs_on_the_folder_and_reports_every_head(folder, tmp_path):
     out = tmp_path / "run"
     data = folder / "data"
-    argv = ["astro", "study", "--model", str(folder / "model"), "--data", str(data / "catalog.fits"),
-            "--images", str(data / "images.npy"), "--out", str(out), "--n-bootstrap", "10", "--chunk-size", "10"]
+    argv = [
+        "astro",
+        "study",
+        "--model",
+        str(folder / "model"),
+        "--data",
+        str(data / "catalog.fits"),
+        "--images",
+        str(data / "images.npy"),
+        "--out",
+        str(out),
+        "--n-bootstrap",
+        "10",
+        "--chunk-size",
+        "10",
+    ]
     assert main(argv) == 0
-    assert (out / "report.md").is_file() and not (out / "model").exists()      # nothing trained
+    assert (out / "report.md").is_file() and not (out / "model").exists()  # nothing trained
     res = files.load_study(out / "study")
     blk = int(res["interventions"].attrs["block"])
     assert 0 <= blk < 2
     for name in ("head_probes", "radial", "interventions"):
-        np.testing.assert_array_equal(res[name]["head"].values, np.arange(4))           # tiny: 4 heads
+        np.testing.assert_array_equal(res[name]["head"].values, np.arange(4))  # tiny: 4 heads
         assert list(res[name]["site"].values) == [aion_adapter.head_site(blk, h) for h in range(4)]
     iv = res["interventions"]["z_ablated"]
     assert iv.sizes["sample"] == 10 and np.isfinite(iv.values).all()
@@ -118,14 +145,15 @@ def test_streamed_recordings_equal_one_full_recording(folder, monkeypatch):
     ad = aion_adapter.AIONRedshift.from_folder(folder / "model")
     sample = read_legacy_survey(folder / "data" / "catalog.fits", folder / "data" / "images.npy")
     inp = study_inputs(ad, sample[:20], sample[20:32])
-    monkeypatch.setattr(aion_adapter, "TOKENS_PER_PASS", 3 * 584)             # 3 galaxies per pass: 4 passes
+    monkeypatch.setattr(aion_adapter, "TOKENS_PER_PASS", 3 * 584)  # 3 galaxies per pass: 4 passes
     assert aion_adapter.rows_per_pass(inp.multi) == 3
     sites = ad.block_sites()
-    full = probes.record(ad.model, inp.phot, sites, forward=ad.forward, batch_size=12)   # one pass, every token
+    full = probes.record(ad.model, inp.phot, sites, forward=ad.forward, batch_size=12)  # one pass, every token
     pooled = probes.record_blocks(ad, inp.phot, sites, reduce=probes._pooler(inp.n_scalar_tokens, "photometry"))
     for site in sites:
-        np.testing.assert_allclose(pooled[site].values, probes._pool(full[site].values, 8, "photometry"),
-                                   rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(
+            pooled[site].values, probes._pool(full[site].values, 8, "photometry"), rtol=1e-5, atol=1e-6
+        )
     # the radial maps' moments: token means, overall mean and every k-th (galaxy, token) row
     heads = ad.head_sites(1)
     full = probes.record(ad.model, inp.multi, heads, forward=ad.forward, batch_size=12)
@@ -143,8 +171,16 @@ def test_a_folder_missing_a_part_is_one_clear_error_before_any_work(folder, tmp_
     broken = tmp_path / "model"
     shutil.copytree(folder / "model", broken)
     shutil.rmtree(broken / "codecs" / "FLUX_G")
-    base = ["astro", "study", "--model", str(broken), "--data", str(data / "catalog.fits"),
-            "--images", str(data / "images.npy")]
+    base = [
+        "astro",
+        "study",
+        "--model",
+        str(broken),
+        "--data",
+        str(data / "catalog.fits"),
+        "--images",
+        str(data / "images.npy"),
+    ]
     assert main([*base, "--out", str(tmp_path / "a")]) == 2
     assert "tok_flux_g: " in capsys.readouterr().err and not (tmp_path / "a").exists()
     (broken / "codecs" / "image" / "model.safetensors").unlink()
@@ -155,6 +191,7 @@ def test_a_folder_missing_a_part_is_one_clear_error_before_any_work(folder, tmp_
     assert main([*base, "--out", str(tmp_path / "c")]) == 2
     assert "missing model.safetensors" in capsys.readouterr().err
     # too few galaxies for the probes: said before the study runs
-    assert main([*base[:3], str(folder / "model"), *base[4:], "--out", str(tmp_path / "d"),
-                 "--test-fraction", "0.1"]) == 2
+    assert (
+        main([*base[:3], str(folder / "model"), *base[4:], "--out", str(tmp_path / "d"), "--test-fraction", "0.1"]) == 2
+    )
     assert "needs at least 10" in capsys.readouterr().err

@@ -31,9 +31,14 @@ def legacy_columns(cat, *, lower=False, drop=(), units=None, z=True, av=True):
     def col(name, fmt, array, unit=None):
         return fits.Column(name=name.lower() if lower else name, format=fmt, array=array, unit=unit)
 
-    cols = [col("RELEASE", "I", np.full(N, 10000)), col("BRICKID", "J", np.arange(N)),
-            col("OBJID", "J", np.arange(N)), col("TYPE", "3A", np.array(["EXP"] * N)),
-            col("RA", "D", np.linspace(150, 151, N), "deg"), col("DEC", "D", np.linspace(2, 3, N), "deg")]
+    cols = [
+        col("RELEASE", "I", np.full(N, 10000)),
+        col("BRICKID", "J", np.arange(N)),
+        col("OBJID", "J", np.arange(N)),
+        col("TYPE", "3A", np.array(["EXP"] * N)),
+        col("RA", "D", np.linspace(150, 151, N), "deg"),
+        col("DEC", "D", np.linspace(2, 3, N), "deg"),
+    ]
     for b in constants.BANDS:
         cols.append(col(f"FLUX_{b.upper()}", "E", cat[f"flux_{b}"].to_value(u.nmgy), units["flux"]))
     for b in constants.BANDS:
@@ -43,10 +48,19 @@ def legacy_columns(cat, *, lower=False, drop=(), units=None, z=True, av=True):
         cols.append(col(f"FLUX_IVAR_{b.upper()}", "E", iv, units["ivar"]))
     e1 = np.asarray(cat["shape_e1"], float).copy()
     e1[BAD_SHAPE] = np.nan  # a null (masked) value
-    cols += [col("SHAPE_R", "E", cat["shape_r"].to_value(u.arcsec) * (60 if units["shape_r"] == "arcmin" else 1)
-                 / (3600 if units["shape_r"] == "arcmin" else 1), units["shape_r"]),
-             col("SHAPE_E1", "E", e1), col("SHAPE_E2", "E", np.asarray(cat["shape_e2"], float)),
-             col("EBV", "E", cat["ebv"].to_value(u.mag), "mag")]
+    cols += [
+        col(
+            "SHAPE_R",
+            "E",
+            cat["shape_r"].to_value(u.arcsec)
+            * (60 if units["shape_r"] == "arcmin" else 1)
+            / (3600 if units["shape_r"] == "arcmin" else 1),
+            units["shape_r"],
+        ),
+        col("SHAPE_E1", "E", e1),
+        col("SHAPE_E2", "E", np.asarray(cat["shape_e2"], float)),
+        col("EBV", "E", cat["ebv"].to_value(u.mag), "mag"),
+    ]
     if z:
         cols.append(col("Z", "D", np.asarray(cat["z"], float)))
     if av:
@@ -103,8 +117,9 @@ def test_lowercase_names_units_converted_and_crop(truth, tmp_path):
         s = read_legacy_survey(path, cube, stamp=16)
     keep = s.catalog["row"]
     # SHAPE_R written in arcmin (arcsec / 60): read back in arcsec
-    np.testing.assert_allclose(s.catalog["shape_r"].to_value(u.arcsec),
-                               truth.catalog["shape_r"][keep].to_value(u.arcsec), rtol=1e-6)
+    np.testing.assert_allclose(
+        s.catalog["shape_r"].to_value(u.arcsec), truth.catalog["shape_r"][keep].to_value(u.arcsec), rtol=1e-6
+    )
     np.testing.assert_array_equal(s.images, truth.images[keep][:, :, 4:20, 4:20])  # centre 16 of 24
 
 
@@ -122,8 +137,14 @@ def test_bad_inputs_are_one_clear_error_each(truth, tmp_path):
     with pytest.raises(DimensionError, match="holds 10 cut-outs but .* has 120 rows"):
         read_legacy_survey(good, tmp_path / "short.npy")
     empty = tmp_path / "empty.fits"
-    fits.HDUList([fits.PrimaryHDU(), fits.BinTableHDU.from_columns(
-        [fits.Column(name=c.name, format=c.format, array=c.array[:0]) for c in legacy_columns(cat)])]).writeto(empty)
+    fits.HDUList(
+        [
+            fits.PrimaryHDU(),
+            fits.BinTableHDU.from_columns(
+                [fits.Column(name=c.name, format=c.format, array=c.array[:0]) for c in legacy_columns(cat)]
+            ),
+        ]
+    ).writeto(empty)
     with pytest.raises(DataValidationError, match="empty"):
         read_legacy_survey(empty)
     (tmp_path / "junk.fits").write_bytes(b"SIMPLE  = junk")
@@ -140,8 +161,24 @@ def test_study_cli_runs_on_a_catalogue(truth, tmp_path, capsys):
     path = write_catalog(tmp_path / "dr10.fits", truth.catalog)
     cube = write_cube(tmp_path / "cutouts.npy", truth.images)
     out = tmp_path / "run"
-    args = ["astro", "study", "--data", str(path), "--images", str(cube), "--out", str(out), "--epochs", "1",
-            "--batch-size", "40", "--n-bootstrap", "20", "--chunk-size", "20"]
+    args = [
+        "astro",
+        "study",
+        "--data",
+        str(path),
+        "--images",
+        str(cube),
+        "--out",
+        str(out),
+        "--epochs",
+        "1",
+        "--batch-size",
+        "40",
+        "--n-bootstrap",
+        "20",
+        "--chunk-size",
+        "20",
+    ]
     assert main(args) == 0
     assert "Galaxies: the Legacy Survey catalogue" in (out / "report.md").read_text()
     train = read_rows(out / "train.fits")
@@ -169,12 +206,12 @@ def test_written_catalogue_reads_back_as_the_sample_it_was_written_from(truth, t
     from astro.catalog import LEGACY_COLUMNS, write_legacy_survey
 
     path = write_legacy_survey(tmp_path / "written.fits", truth.catalog)
-    with fits.open(path) as hdul:                       # the survey's names and TUNITs, as a sweep file has them
+    with fits.open(path) as hdul:  # the survey's names and TUNITs, as a sweep file has them
         cols = {c.name: c.unit for c in hdul[1].columns}
     assert cols["FLUX_G"] == "nanomaggy" and cols["FLUX_IVAR_Z"] == "1/nanomaggy^2" and cols["SHAPE_R"] == "arcsec"
     s = read_legacy_survey(path)
     assert s.meta["n_rejected"] == 0 and len(s) == N
-    for k, (_, unit) in LEGACY_COLUMNS.items():        # float32 columns: float32 round-off
+    for k, (_, unit) in LEGACY_COLUMNS.items():  # float32 columns: float32 round-off
         want = truth.catalog[k].to_value(unit) if unit is not None else np.asarray(truth.catalog[k], float)
         got = s.catalog[k].to_value(unit) if unit is not None else np.asarray(s.catalog[k], float)
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
@@ -189,7 +226,7 @@ def test_negative_redshifts_are_dropped_and_a_truncated_cube_is_named(truth, tmp
 
     cat = deepcopy(truth.catalog)
     z = np.asarray(cat["z"], float).copy()
-    z[[50, 51, 52]] = -1.0       # rows no other check drops
+    z[[50, 51, 52]] = -1.0  # rows no other check drops
     z[53] = -0.05
     cat["z"] = z
     with pytest.warns(UserWarning, match="negative redshift"):

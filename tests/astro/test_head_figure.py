@@ -18,14 +18,17 @@ METHODS = ["zero", "mean", "resample", "patch"]
 def _inputs(left_dusty=None):
     rng = np.random.default_rng(0)
     score = rng.uniform(0.0, 0.9, (3, len(TARGETS)))
-    score[1, 2] = -0.2                                    # a cross-validated R2 below 0
-    hp = xr.Dataset({"score": (("head", "target"), score)},
-                    coords=dict(head=np.arange(3), target=TARGETS), attrs={"block": 2})
-    left = rng.uniform(0.2, 1.1, (len(METHODS), 3, 2))   # (intervention, head, population)
+    score[1, 2] = -0.2  # a cross-validated R2 below 0
+    hp = xr.Dataset(
+        {"score": (("head", "target"), score)}, coords=dict(head=np.arange(3), target=TARGETS), attrs={"block": 2}
+    )
+    left = rng.uniform(0.2, 1.1, (len(METHODS), 3, 2))  # (intervention, head, population)
     if left_dusty is not None:
         left[..., 1] = left_dusty
-    iv = xr.Dataset({"advantage_left": (("intervention", "head", "population"), left)},
-                    coords=dict(intervention=METHODS, head=np.arange(3), population=["all", "dusty"]))
+    iv = xr.Dataset(
+        {"advantage_left": (("intervention", "head", "population"), left)},
+        coords=dict(intervention=METHODS, head=np.arange(3), population=["all", "dusty"]),
+    )
     return hp, iv
 
 
@@ -37,8 +40,8 @@ def _panels(fig):
 
 def test_two_panels_with_their_own_colour_bars_and_limits():
     left = np.full((len(METHODS), 3), 0.8)
-    left[2, 1] = -5.0                                     # resample leaves -5 of the dusty advantage
-    left[0, 2] = np.nan                                   # no advantage to lose: shown as missing
+    left[2, 1] = -5.0  # resample leaves -5 of the dusty advantage
+    left[0, 2] = np.nan  # no advantage to lose: shown as missing
     hp, iv = _inputs(left)
     fig = plots.head_heatmap(hp, iv)
     try:
@@ -53,10 +56,10 @@ def test_two_panels_with_their_own_colour_bars_and_limits():
         assert r2_im.get_clim() == pytest.approx((score.min(), score.max()))
         np.testing.assert_allclose(np.asarray(r2_im.get_array()), score)
         # effect panel: share of the dusty advantage lost = 1 - left, symmetric about 0
-        effect = 1 - left.T                                 # (head, intervention)
+        effect = 1 - left.T  # (head, intervention)
         np.testing.assert_allclose(np.ma.filled(eff_im.get_array(), np.nan), effect)
         assert eff_im.get_clim() == pytest.approx((-6.0, 6.0))
-        assert eff_im.norm(0.0) == pytest.approx(0.5)      # 0 (no effect) is the neutral middle
+        assert eff_im.norm(0.0) == pytest.approx(0.5)  # 0 (no effect) is the neutral middle
         assert eff_im.cmap.name.startswith("RdBu")
         assert r2_im.get_clim()[1] < 1 and eff_im.get_clim() != r2_im.get_clim()
 
@@ -74,7 +77,7 @@ def test_two_panels_with_their_own_colour_bars_and_limits():
 
 
 def test_small_effects_keep_their_own_small_scale():
-    left = np.array([[0.9, 1.1, 0.95]] * len(METHODS))   # effects within +-0.1
+    left = np.array([[0.9, 1.1, 0.95]] * len(METHODS))  # effects within +-0.1
     hp, iv = _inputs(left)
     fig = plots.head_heatmap(hp, iv, population="dusty")
     try:

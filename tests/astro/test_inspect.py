@@ -31,8 +31,10 @@ def files(tmp_path_factory):
 
 def run_cli(args: list[str]) -> tuple[subprocess.CompletedProcess, float]:
     """The CLI in a fresh interpreter; it prints whether torch was imported, last."""
-    code = ("import sys\nfrom scimech.run.cli import main\nrc = main(sys.argv[1:])\n"
-            "print('TORCH', 'torch' in sys.modules)\nsys.exit(rc)")
+    code = (
+        "import sys\nfrom scimech.run.cli import main\nrc = main(sys.argv[1:])\n"
+        "print('TORCH', 'torch' in sys.modules)\nsys.exit(rc)"
+    )
     t = time.perf_counter()
     done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120)
     return done, time.perf_counter() - t
@@ -43,23 +45,29 @@ def test_inspect_prints_and_saves_the_reading_without_torch(files):
     out = tmp / "reading.json"
     done, seconds = run_cli(["astro", "inspect", str(cat), "--images", str(cube), "--json", str(out)])
     assert done.returncode == 0, done.stderr
-    assert seconds < 10, seconds                           # the issue's bound, interpreter start included
+    assert seconds < 10, seconds  # the issue's bound, interpreter start included
     assert done.stdout.strip().endswith("TORCH False")
     text = done.stdout
-    for quantity, column in (("flux_g", "FLUX_G"), ("flux_ivar_z", "FLUX_IVAR_Z"), ("shape_r", "SHAPE_R"),
-                             ("milky_way_extinction", "MW_TRANSMISSION_G/R/I/Z"), ("redshift", "Z"),
-                             ("redshift_warning", "ZWARN"), ("identity", "TARGETID")):
+    for quantity, column in (
+        ("flux_g", "FLUX_G"),
+        ("flux_ivar_z", "FLUX_IVAR_Z"),
+        ("shape_r", "SHAPE_R"),
+        ("milky_way_extinction", "MW_TRANSMISSION_G/R/I/Z"),
+        ("redshift", "Z"),
+        ("redshift_warning", "ZWARN"),
+        ("identity", "TARGETID"),
+    ):
         assert any(line.split()[:2] == [quantity, column] for line in text.splitlines()), quantity
     r = Reading.load(out)
     # rows: 72 read; 1 with ZWARN != 0 (hand-planted); 60 objects, 24 rows on 12 repeated objects
     assert r.sections["rows"]["read"] == str(len(rows)) == "72"
     assert r.sections["rows"]["dropped: ZWARN != 0 (DESI redshift warning)"] == "1"
-    obj0 = rows[0]                                         # the dropped row's object: still there if repeated
+    obj0 = rows[0]  # the dropped row's object: still there if repeated
     n_objects = N - (0 if (rows[1:] == obj0).any() else 1)
     assert r.sections["rows"]["objects"] == f"{n_objects} by TARGETID"
     assert r.sections["bands"]["cut-outs"] == "g, r, z, i (BAND0..BAND3); reordered to g, r, i, z"
     assert r.sections["split"]["by"].startswith("object identity TARGETID (scikit-learn GroupShuffleSplit")
-    n_test = int(np.ceil(0.25 * n_objects))                # GroupShuffleSplit rounds the test objects up
+    n_test = int(np.ceil(0.25 * n_objects))  # GroupShuffleSplit rounds the test objects up
     assert r.sections["split"]["test"].startswith(f"{n_test} of {n_objects} objects (25%")
     assert "Saved:" in text and "split:" in text and "bands:" in text and "rows:" in text
 

@@ -16,9 +16,22 @@ from astro.models import standin
 from scimech.causal.intervene import ablate, ablation_sweep
 from scimech.errors import CheckpointError
 
-TINY = dict(domains_in=[*aion_adapter.LEGACY_SCALARS, "tok_image"], domains_out=["tok_z"], dim=32, encoder_depth=2,
-            decoder_depth=1, num_heads=4, mlp_ratio=2.0, qkv_bias=True, proj_bias=True, mlp_bias=True,
-            norm_bias=True, act_layer="GELU", gated_mlp=False, qk_norm=False)
+TINY = dict(
+    domains_in=[*aion_adapter.LEGACY_SCALARS, "tok_image"],
+    domains_out=["tok_z"],
+    dim=32,
+    encoder_depth=2,
+    decoder_depth=1,
+    num_heads=4,
+    mlp_ratio=2.0,
+    qkv_bias=True,
+    proj_bias=True,
+    mlp_bias=True,
+    norm_bias=True,
+    act_layer="GELU",
+    gated_mlp=False,
+    qk_norm=False,
+)
 
 
 @pytest.fixture(scope="module")
@@ -91,9 +104,9 @@ def test_head_ablation_through_adapter_matches_manual_hook(tiny):
     dh = TINY["dim"] // TINY["num_heads"]
     proj = ad.model.encoder[block].attn.proj
 
-    def zero_head(mod, args):   # manual: zero the head's slice of the projection input
+    def zero_head(mod, args):  # manual: zero the head's slice of the projection input
         x = args[0].clone()
-        x[..., head * dh:(head + 1) * dh] = 0
+        x[..., head * dh : (head + 1) * dh] = 0
         return (x,)
 
     h = proj.register_forward_pre_hook(zero_head)
@@ -121,7 +134,7 @@ def test_expected_z_uses_the_codec_buckets_read_at_run_time(tiny):
     logits = torch.randn(3, 1025, generator=torch.Generator().manual_seed(3))
     for size in (1024, 100):
         ad.codecs["tok_z"] = GridScalarCodec("Z", codebook_size=size)
-        buckets = np.linspace(0.0, 1.0, size)                       # GridScalarCodec: linspace(0, 1)
+        buckets = np.linspace(0.0, 1.0, size)  # GridScalarCodec: linspace(0, 1)
         p = np.exp(logits[:, :size].numpy().astype(float))
         p /= p.sum(1, keepdims=True)
         np.testing.assert_allclose(ad.expected_z(logits).numpy(), p @ buckets, rtol=1e-5)
@@ -132,7 +145,7 @@ def test_token_count_is_passed_explicitly(tiny):
     n = aion_adapter.num_encoder_tokens(tokens)
     assert n == 8 + 576 > 256
     ctx = ad.encode(tokens)
-    assert ctx.shape[1] == n          # the library default (256) would silently drop 328 tokens
+    assert ctx.shape[1] == n  # the library default (256) would silently drop 328 tokens
 
 
 def test_masked_image_equals_absent_image(tiny):
@@ -175,13 +188,19 @@ def _tiny_image_codec(seed=0, hidden_dims=8):
     torch.manual_seed(seed)
     # the AION-1 layout (2 compressions: 96 px -> 24 x 24 tokens) at a width that runs in
     # well under a second on a CPU; 3 levels of 3 -> 27 codes
-    return ImageCodec(quantizer_levels=[3, 3, 3], hidden_dims=hidden_dims, multisurvey_projection_dims=12,
-                      n_compressions=2, num_consecutive=1, embedding_dim=3).eval()
+    return ImageCodec(
+        quantizer_levels=[3, 3, 3],
+        hidden_dims=hidden_dims,
+        multisurvey_projection_dims=12,
+        n_compressions=2,
+        num_consecutive=1,
+        embedding_dim=3,
+    ).eval()
 
 
 @pytest.fixture(scope="module")
 def stamps():
-    s = synthetic.make_galaxies(5, seed=21)                 # 24 x 24 px stamps [nanomaggy per pixel]
+    s = synthetic.make_galaxies(5, seed=21)  # 24 x 24 px stamps [nanomaggy per pixel]
     return s.catalog, s.images
 
 
@@ -192,9 +211,9 @@ def test_image_codec_saved_and_loaded_gives_the_tokens_of_the_in_memory_codec(ti
     codec = _tiny_image_codec()
     aion_adapter.save_checkpoint(ad.model, tmp_path, config=TINY, codecs={**ad.codecs, "tok_image": codec})
     assert (tmp_path / "codecs" / "image" / "config.json").is_file()
-    ad2 = aion_adapter.AIONRedshift.from_folder(tmp_path)          # codecs/image/ is found and loaded
+    ad2 = aion_adapter.AIONRedshift.from_folder(tmp_path)  # codecs/image/ is found and loaded
     assert isinstance(ad2.image_tokenizer, aion_adapter.ImageCodecTokenizer)
-    for k, v in codec.state_dict().items():             # strict load: every tensor, bit for bit
+    for k, v in codec.state_dict().items():  # strict load: every tensor, bit for bit
         assert torch.equal(ad2.image_tokenizer.codec.state_dict()[k], v), k
     cat, images = stamps
     before = images.copy()
@@ -206,8 +225,8 @@ def test_image_codec_saved_and_loaded_gives_the_tokens_of_the_in_memory_codec(ti
         want = codec.encode(LegacySurveyImage(flux=torch.as_tensor(padded), bands=list(aion_adapter.DES_BANDS))).long()
     assert got.shape == (5, 576) and got.dtype == torch.long
     torch.testing.assert_close(got, want, rtol=0, atol=0)
-    assert len(torch.unique(got)) > 1                  # a non-trivial token map
-    np.testing.assert_array_equal(images, before)      # the codec clamps in place: not our input
+    assert len(torch.unique(got)) > 1  # a non-trivial token map
+    np.testing.assert_array_equal(images, before)  # the codec clamps in place: not our input
     # and the model runs on them with the full token count (8 scalars + 576 image tokens)
     with torch.no_grad():
         logits = ad2.forward(ad2.model, ad2.batch(ad2.tokenize(cat, images)))
@@ -219,7 +238,7 @@ def test_missing_or_partial_image_codec_is_a_clear_error(tiny, tmp_path):
 
     ad, _ = tiny
     aion_adapter.save_checkpoint(ad.model, tmp_path, config=TINY, codecs=ad.codecs)
-    assert aion_adapter.AIONRedshift.from_folder(tmp_path).image_tokenizer is None      # photometry only
+    assert aion_adapter.AIONRedshift.from_folder(tmp_path).image_tokenizer is None  # photometry only
     with pytest.raises(CheckpointError, match=r"missing .*codecs/image/config\.json.*codecs/image/ next to"):
         aion_adapter.AIONRedshift.from_folder(tmp_path, image_codec=True)
     codec = _tiny_image_codec()
@@ -235,7 +254,7 @@ def test_missing_or_partial_image_codec_is_a_clear_error(tiny, tmp_path):
         aion_adapter.load_image_codec(tmp_path)
     (sub / "model.safetensors").write_bytes(weights)
     cfg = json.loads((sub / "config.json").read_text())
-    (sub / "config.json").write_text(json.dumps(dict(cfg, hidden_dims=16)))   # not these weights
+    (sub / "config.json").write_text(json.dumps(dict(cfg, hidden_dims=16)))  # not these weights
     with pytest.raises(CheckpointError, match="does not match"):
         aion_adapter.load_image_codec(tmp_path)
     (sub / "config.json").write_text(json.dumps({k: v for k, v in cfg.items() if k != "quantizer_levels"}))
@@ -276,15 +295,23 @@ def test_chunked_head_interventions_equal_one_chunk_for_per_sample_methods(tiny)
     pops = {"all": np.ones(6, bool), "half": np.arange(6) < 3}
     inp = measures.StudyInputs(multi, phot, multi, z, np.zeros(6), np.zeros((6, 3)), pops, z, z)
     one = measures.head_interventions(ad, inp, 0)
-    chunked = measures.head_interventions(ad, inp, 0, chunk_size=4)          # chunks of 4 and 2
+    chunked = measures.head_interventions(ad, inp, 0, chunk_size=4)  # chunks of 4 and 2
     for m in ("zero", "mean", "patch"):
         # batch composition only reorders float32 sums inside the forward (~1e-7 relative)
-        np.testing.assert_allclose(chunked["z_ablated"].sel(intervention=m).values,
-                                   one["z_ablated"].sel(intervention=m).values, rtol=1e-5, atol=1e-7)
+        np.testing.assert_allclose(
+            chunked["z_ablated"].sel(intervention=m).values,
+            one["z_ablated"].sel(intervention=m).values,
+            rtol=1e-5,
+            atol=1e-7,
+        )
     np.testing.assert_allclose(chunked["z_multi"].values, one["z_multi"].values, rtol=1e-5, atol=1e-7)
     # the first chunk starts at 0, so it uses the study seed itself: identical resampling there
-    np.testing.assert_allclose(chunked["z_ablated"].sel(intervention="resample").values[:, :4],
-                               one["z_ablated"].sel(intervention="resample").values[:, :4], rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(
+        chunked["z_ablated"].sel(intervention="resample").values[:, :4],
+        one["z_ablated"].sel(intervention="resample").values[:, :4],
+        rtol=1e-5,
+        atol=1e-7,
+    )
 
 
 def test_a_run_folder_refuses_other_settings(tmp_path):
@@ -295,7 +322,7 @@ def test_a_run_folder_refuses_other_settings(tmp_path):
 
     plan = dict(QUICK, seed=0, source="synthetic")
     check_plan(tmp_path, plan)
-    check_plan(tmp_path, dict(plan, n_bootstrap=5, chunk_size=7))   # analysis-only settings may change
+    check_plan(tmp_path, dict(plan, n_bootstrap=5, chunk_size=7))  # analysis-only settings may change
     with pytest.raises(ConfigError, match=r"n_train: 1600 there, 99 now.*another --out"):
         check_plan(tmp_path, dict(plan, n_train=99))
     with pytest.raises(ConfigError, match="all of --model, --train and --test"):

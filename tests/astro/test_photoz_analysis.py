@@ -11,9 +11,9 @@ from astro import constants, measures, photoz, synthetic
 def test_metrics_on_a_hand_computed_case():
     zt = np.array([0.0, 0.5, 1.0, 0.2, 0.4])
     zp = np.array([0.1, 0.5, 1.4, 0.2, 0.1])
-    d = np.array([0.1, 0.0, 0.2, 0.0, -0.3 / 1.4])          # (zp - zt) / (1 + zt) by hand
+    d = np.array([0.1, 0.0, 0.2, 0.0, -0.3 / 1.4])  # (zp - zt) / (1 + zt) by hand
     np.testing.assert_allclose(photoz.dz(zt, zp), d)
-    assert photoz.bias(zt, zp) == pytest.approx(0.0)                # median of d
+    assert photoz.bias(zt, zp) == pytest.approx(0.0)  # median of d
     # |d - 0| sorted: 0, 0, 0.1, 0.2, 0.214 -> median 0.1
     assert photoz.sigma_nmad(zt, zp) == pytest.approx(1.4826 * 0.1)
     assert photoz.outlier_fraction(zt, zp) == pytest.approx(2 / 5)  # 0.2 and 0.214 exceed 0.15
@@ -24,7 +24,7 @@ def test_metrics_on_a_hand_computed_case():
 def test_template_fit_recovers_z_of_noiseless_template_galaxies():
     wave, tmpl = synthetic.unit_templates()
     zs = [0.1, 0.3, 0.52, 0.7, 0.9]
-    lum = constants.AB_ZERO_POINT_JY * 1e-23 * 10 ** (-0.4 * -21.0) * 2.99792458e18 / 5500.0**2   # M = -21
+    lum = constants.AB_ZERO_POINT_JY * 1e-23 * 10 ** (-0.4 * -21.0) * 2.99792458e18 / 5500.0**2  # M = -21
     flux, truth = [], []
     for t in (0, 1, 3):
         for z in zs:
@@ -32,7 +32,7 @@ def test_template_fit_recovers_z_of_noiseless_template_galaxies():
             flux.append(synthetic.ab_maggies(synthetic.OBS_WAVE, flam)[0] * constants.NMGY_PER_MAGGY)
             truth.append(z)
     flux = np.array(flux)
-    ivar = 1.0 / (1e-3 * flux) ** 2                          # 0.1% errors: essentially noiseless
+    ivar = 1.0 / (1e-3 * flux) ** 2  # 0.1% errors: essentially noiseless
     zp = photoz.TemplatePhotoZ(floor=0.0).fit().predict(flux, ivar)
     # the grid step is 0.02 (refined by a parabola): recover within one step
     np.testing.assert_allclose(zp, truth, atol=0.02)
@@ -86,10 +86,15 @@ def test_attenuation_bias_signatures_on_constructed_predictions():
 
 def test_advantage_is_the_paired_mean_difference():
     z = np.linspace(0.1, 0.9, 50)
-    phot = z + 0.1 * (1 + z)          # |dz| = 0.1
-    multi = z + 0.04 * (1 + z)        # |dz| = 0.04
-    pops = {"all": np.ones(50, bool), "extended": np.arange(50) < 20, "compact": np.arange(50) >= 20,
-            "dusty": np.arange(50) % 2 == 0, "clean": np.arange(50) % 2 == 1}
+    phot = z + 0.1 * (1 + z)  # |dz| = 0.1
+    multi = z + 0.04 * (1 + z)  # |dz| = 0.04
+    pops = {
+        "all": np.ones(50, bool),
+        "extended": np.arange(50) < 20,
+        "compact": np.arange(50) >= 20,
+        "dusty": np.arange(50) % 2 == 0,
+        "clean": np.arange(50) % 2 == 1,
+    }
     ds = measures.multimodal_advantage(z, {"photometry": phot, "multimodal": multi}, pops, n_bootstrap=50)
     np.testing.assert_allclose(ds["advantage"].values, 0.06, atol=1e-12)
 
@@ -97,8 +102,11 @@ def test_advantage_is_the_paired_mean_difference():
 def test_localised_block_is_the_first_big_increase():
     import xarray as xr
 
-    gain = xr.DataArray([[0.30, 0.32, 0.31], [0.0, 0.1, 0.1]], dims=("target", "layer"),
-                        coords=dict(target=["z", "a_v"], layer=[0, 1, 2]))
+    gain = xr.DataArray(
+        [[0.30, 0.32, 0.31], [0.0, 0.1, 0.1]],
+        dims=("target", "layer"),
+        coords=dict(target=["z", "a_v"], layer=[0, 1, 2]),
+    )
     assert measures.localised_block(xr.Dataset({"gain": gain})) == 0
     assert measures.localised_block(xr.Dataset({"gain": gain}), target="a_v") == 1
 
@@ -117,10 +125,20 @@ def test_chunk_bounds_by_hand():
 def _raw(z, z_multi, z_phot, z_int, start=0):
     import xarray as xr
 
-    return xr.Dataset({"z_ablated": (("intervention", "head", "sample"), z_int[None, None]),
-                       "z_multi": ("sample", z_multi), "z_phot": ("sample", z_phot)},
-                      coords=dict(intervention=["zero"], head=[0], sample=np.arange(start, start + len(z)),
-                                  site=("head", ["encoder.0.attn.heads[0]"])), attrs={"block": 0, "seed": 0})
+    return xr.Dataset(
+        {
+            "z_ablated": (("intervention", "head", "sample"), z_int[None, None]),
+            "z_multi": ("sample", z_multi),
+            "z_phot": ("sample", z_phot),
+        },
+        coords=dict(
+            intervention=["zero"],
+            head=[0],
+            sample=np.arange(start, start + len(z)),
+            site=("head", ["encoder.0.attn.heads[0]"]),
+        ),
+        attrs={"block": 0, "seed": 0},
+    )
 
 
 def test_summarised_interventions_on_a_hand_computed_case():
@@ -132,8 +150,9 @@ def test_summarised_interventions_on_a_hand_computed_case():
     phot, multi, inter = z + 0.10 * one, z - 0.04 * one, z + 0.07 * one
     pops = {"all": np.ones(4, bool), "first": np.array([True, True, False, False])}
     # two chunks, as the CLI would produce them
-    raw = xr.concat([_raw(z[:2], multi[:2], phot[:2], inter[:2]),
-                     _raw(z[2:], multi[2:], phot[2:], inter[2:], start=2)], "sample")
+    raw = xr.concat(
+        [_raw(z[:2], multi[:2], phot[:2], inter[:2]), _raw(z[2:], multi[2:], phot[2:], inter[2:], start=2)], "sample"
+    )
     ds = measures.summarise_interventions(raw, z, pops)
     # advantage left = (0.10 - 0.07) / (0.10 - 0.04) = 0.5; change of mean|dz| = 0.07 - 0.04
     np.testing.assert_allclose(ds["advantage_left"].values, 0.5, rtol=1e-12)

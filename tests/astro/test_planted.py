@@ -26,11 +26,13 @@ def tiny():
     s = synthetic.make_galaxies(40, seed=5, world="degenerate")
     codecs = standin.fit_codecs(s.catalog, reservoir_size=40, codebook_size=32, z_codebook_size=64)
     model = planted.build_planted(codecs=codecs, seed=1)
-    with torch.no_grad():                       # an untrained model, but not a trivial one
+    with torch.no_grad():  # an untrained model, but not a trivial one
         for p in model.parameters():
             p.add_(0.05 * torch.randn_like(p))
         model._inert_columns().zero_()
-    ad = aion_adapter.AIONRedshift(model.eval(), codecs, standin.PatchTokenizer(vocab=16, features="colours").fit(s.images))
+    ad = aion_adapter.AIONRedshift(
+        model.eval(), codecs, standin.PatchTokenizer(vocab=16, features="colours").fit(s.images)
+    )
     tok = ad.tokenize(s.catalog, s.images)
     return ad, ad.batch(tok), ad.batch(tok, masked=[aion_adapter.IMAGE_KEY])
 
@@ -66,18 +68,24 @@ def test_the_image_reaches_the_redshift_only_through_the_image_head(tiny):
     m = ad.model
     with torch.no_grad():
         out_m, out_p = ad.forward(m, multi), ad.forward(m, phot)
-    assert (out_m - out_p).abs().max() > 1e-3                   # the image matters ...
+    assert (out_m - out_p).abs().max() > 1e-3  # the image matters ...
     img = aion_adapter.head_site(0, planted.ROUTE_HEAD)
     act = torch.as_tensor(record(m, phot, [img], forward=ad.forward)[img].values)
     with torch.no_grad(), patch(m, {img: act}):
-        torch.testing.assert_close(ad.forward(m, multi), out_p, rtol=0, atol=0)   # ... through that head alone
-    for h in (0, 2, 3):                                         # the other heads of block 0 never see it
+        torch.testing.assert_close(ad.forward(m, multi), out_p, rtol=0, atol=0)  # ... through that head alone
+    for h in (0, 2, 3):  # the other heads of block 0 never see it
         site = aion_adapter.head_site(0, h)
-        np.testing.assert_array_equal(record(m, multi, [site], forward=ad.forward)[site].values[:, :8],
-                                      record(m, phot, [site], forward=ad.forward)[site].values[:, :8])
-    for method in ("zero", "mean", "resample"):                 # the inert head is cut from the output
-        with torch.no_grad(), ablate(m, [aion_adapter.head_site(0, planted.INERT_HEAD)], method=method, reference=phot,
-                                     forward=ad.forward):
+        np.testing.assert_array_equal(
+            record(m, multi, [site], forward=ad.forward)[site].values[:, :8],
+            record(m, phot, [site], forward=ad.forward)[site].values[:, :8],
+        )
+    for method in ("zero", "mean", "resample"):  # the inert head is cut from the output
+        with (
+            torch.no_grad(),
+            ablate(
+                m, [aion_adapter.head_site(0, planted.INERT_HEAD)], method=method, reference=phot, forward=ad.forward
+            ),
+        ):
             torch.testing.assert_close(ad.forward(m, multi), out_m, rtol=0, atol=0)
 
 
@@ -90,7 +98,7 @@ def test_planted_truth_checks_the_weights_and_survives_a_round_trip(tiny, tmp_pa
     assert type(back.model) is planted.PlantedAION and back.model.planted_truth() == truth
     with torch.no_grad():
         torch.testing.assert_close(back.forward(back.model, multi), ad.forward(ad.model, multi), rtol=0, atol=0)
-        back.model._inert_columns()[0, 0] = 0.5                   # an edited checkpoint
+        back.model._inert_columns()[0, 0] = 0.5  # an edited checkpoint
     with pytest.raises(CheckpointError, match="inert head 2 are not zero"):
         back.model.planted_truth()
     with pytest.raises(ConfigError, match="two different heads"):
@@ -126,9 +134,9 @@ def test_the_study_finds_both_planted_heads_under_every_method(planted_study):
     # the inert colour head: the most selective colour probe, and no effect at all under any method
     assert f3["head"] == planted.INERT_HEAD and f3["encodes_colours"], f3["evidence"]
     assert all(f3["no_effect"].values()), f3["evidence"]
-    for m, eff in f3["effects"].items():                      # cut from the output: exactly nothing per galaxy
+    for m, eff in f3["effects"].items():  # cut from the output: exactly nothing per galaxy
         value, low, high = eff["delta_abs_dz"]
-        assert abs(value) < 1e-12 and low == high == 0.0, m   # (the mean of two means rounds at 1e-17)
+        assert abs(value) < 1e-12 and low == high == 0.0, m  # (the mean of two means rounds at 1e-17)
     rows = findings.planted_recovery(res)
     assert [r.recovered for r in rows] == [True, True]
     assert findings.recovery_line(rows).startswith("astro planted truth: 2 of 2 recovered (image head block0.h1")
@@ -155,7 +163,7 @@ def test_a_broken_ablation_makes_the_recovery_fail(planted_study, monkeypatch):
     assert not any(f4["carries"][m] for m in ("zero", "mean", "resample"))
     rows = findings.planted_recovery(broken)
     assert rows[0].recovered is False
-    assert rows[0].estimate == pytest.approx(0.0, abs=1e-12)     # an ablation that does nothing removes nothing
+    assert rows[0].estimate == pytest.approx(0.0, abs=1e-12)  # an ablation that does nothing removes nothing
     assert findings.recovery_line(rows).startswith("astro planted truth: 1 of 2 recovered (MISSED image head")
 
 
@@ -168,33 +176,50 @@ def constructed_result(radial=(0.1, 0.9, 0.2, 0.3)):
     z = rng.uniform(0.1, 0.9, n)
     one = 1 + z
     sign = np.where(rng.random(n) < 0.5, 1, -1)
-    z_phot = z + sign * 0.06 * one                       # |dz| 0.06
-    z_multi = z + sign * 0.04 * one                      # |dz| 0.04: advantage 0.02
+    z_phot = z + sign * 0.06 * one  # |dz| 0.06
+    z_multi = z + sign * 0.04 * one  # |dz| 0.04: advantage 0.02
     zab = np.broadcast_to(z_multi, (4, heads, n)).copy()
     zph = np.broadcast_to(z_phot, (4, heads, n)).copy()
-    zab[:, 3] = z_phot                                   # head 3: removes the image's gain in every method
-    zab[:, 0] = z + sign * 0.05 * one                    # head 0: costs both modes alike (photometry work)
+    zab[:, 3] = z_phot  # head 3: removes the image's gain in every method
+    zab[:, 0] = z + sign * 0.05 * one  # head 0: costs both modes alike (photometry work)
     zph[:, 0] = z + sign * 0.07 * one
-    raw = xr.Dataset({"z_ablated": (("intervention", "head", "sample"), zab),
-                      "z_ablated_phot": (("intervention", "head", "sample"), zph),
-                      "z_multi": ("sample", z_multi), "z_phot": ("sample", z_phot)},
-                     coords=dict(intervention=["zero", "mean", "resample", "patch"], head=np.arange(heads),
-                                 sample=np.arange(n)), attrs={"block": 0, "seed": 0})
-    masks = {"all": np.ones(n, bool), "extended": z < 0.5, "compact": z >= 0.5, "dusty": np.arange(n) % 2 == 0,
-             "clean": np.arange(n) % 2 == 1}
+    raw = xr.Dataset(
+        {
+            "z_ablated": (("intervention", "head", "sample"), zab),
+            "z_ablated_phot": (("intervention", "head", "sample"), zph),
+            "z_multi": ("sample", z_multi),
+            "z_phot": ("sample", z_phot),
+        },
+        coords=dict(intervention=["zero", "mean", "resample", "patch"], head=np.arange(heads), sample=np.arange(n)),
+        attrs={"block": 0, "seed": 0},
+    )
+    masks = {
+        "all": np.ones(n, bool),
+        "extended": z < 0.5,
+        "compact": z >= 0.5,
+        "dusty": np.arange(n) % 2 == 0,
+        "clean": np.arange(n) % 2 == 1,
+    }
     iv = measures.summarise_interventions(raw, z, masks, n_bootstrap=100)
     # hand: head 3 loses the whole advantage (0.02); head 0 loses none ((0.07 - 0.05) = 0.02 is left)
     np.testing.assert_allclose(iv["advantage_lost"].sel(head=3).values, 0.02, atol=1e-12)
     np.testing.assert_allclose(iv["advantage_lost"].sel(head=0).values, 0.0, atol=1e-12)
     np.testing.assert_allclose(iv["delta_abs_dz"].sel(head=0).values, 0.01, atol=1e-12)
     score = np.full((heads, 6), 0.1)
-    score[1, :3] = 0.9                                   # head 1: the colour head
-    hp = xr.Dataset({"score": (("head", "target"), score), "score_low": (("head", "target"), score - 0.05),
-                     "score_high": (("head", "target"), score + 0.05), "selectivity": (("head", "target"), score)},
-                    coords=dict(head=np.arange(heads), target=["g-r", "r-i", "i-z", "z_template", "z", "a_v"]))
+    score[1, :3] = 0.9  # head 1: the colour head
+    hp = xr.Dataset(
+        {
+            "score": (("head", "target"), score),
+            "score_low": (("head", "target"), score - 0.05),
+            "score_high": (("head", "target"), score + 0.05),
+            "selectivity": (("head", "target"), score),
+        },
+        coords=dict(head=np.arange(heads), target=["g-r", "r-i", "i-z", "z_template", "z", "a_v"]),
+    )
     adv = measures.multimodal_advantage(z, {"photometry": z_phot, "multimodal": z_multi}, masks, n_bootstrap=100)
-    layers = xr.Dataset({"gain": (("target", "layer"), [[0.2, 0.2], [0.1, 0.1]])},
-                        coords=dict(target=["z", "a_v"], layer=[0, 1]))
+    layers = xr.Dataset(
+        {"gain": (("target", "layer"), [[0.2, 0.2], [0.1, 0.1]])}, coords=dict(target=["z", "a_v"], layer=[0, 1])
+    )
     rad = xr.Dataset({"radial_score": ("head", list(radial))}, coords=dict(head=np.arange(heads)))
     preds = {"photometry": z_phot, "multimodal": z_multi} | {f"multimodal_ablate_h{h}": zab[2, h] for h in range(4)}
     bias = measures.attenuation_bias(z, rng.uniform(0, 2, n), rng.standard_normal((n, 3)), preds, masks)
@@ -210,14 +235,20 @@ def test_findings_on_a_constructed_result_follow_the_numbers():
     assert f[3]["head"] == 3 and all(f[3]["carries"].values()) and f[3]["removes"]
     # the same with head 1 given an effect on the multimodal run: no longer "no effect"
     raw2 = raw.copy(deep=True)
-    raw2["z_ablated"][:, 1] = z + sign * 0.05 * one             # +0.01 in mean|dz|: half the advantage
+    raw2["z_ablated"][:, 1] = z + sign * 0.05 * one  # +0.01 in mean|dz|: half the advantage
     res["interventions"] = measures.summarise_interventions(raw2, z, masks, n_bootstrap=100)
     assert not any(findings.findings(res)[2]["no_effect"].values())
 
 
 # ---------------------------------------------------------------- how a planted finding reads
-PLANTED = dict(planted=1, planted_block=0, planted_image_head=3, planted_inert_head=1,
-               planted_image_truth="carries the image's gain", planted_inert_truth="encodes colours, no effect")
+PLANTED = dict(
+    planted=1,
+    planted_block=0,
+    planted_image_head=3,
+    planted_inert_head=1,
+    planted_image_truth="carries the image's gain",
+    planted_inert_truth="encodes colours, no effect",
+)
 
 
 def test_a_planted_finding_reads_recovered_or_missed_never_reproduced():
@@ -227,8 +258,8 @@ def test_a_planted_finding_reads_recovered_or_missed_never_reproduced():
     res, *_ = constructed_result()
     before = [(f.verdict, dict(f.numbers)) for f in findings.study_findings(res)]
     unplanted = [f.line() for f in findings.study_findings(res)]
-    assert all("planted" not in line for line in unplanted)          # a model with nothing planted: as before
-    assert unplanted[2].startswith("3. REPRODUCED: ")                  # hand-made: head 1 encodes, no effect, radial
+    assert all("planted" not in line for line in unplanted)  # a model with nothing planted: as before
+    assert unplanted[2].startswith("3. REPRODUCED: ")  # hand-made: head 1 encodes, no effect, radial
     res["interventions"].attrs.update(PLANTED)
     lines = [f.line() for f in findings.study_findings(res)]
     assert [r.recovered for r in findings.planted_recovery(res)] == [True, True]
@@ -246,7 +277,7 @@ def test_a_planted_finding_reads_recovered_or_missed_never_reproduced():
 def test_a_planted_finding_says_when_the_reference_claim_differs():
     """Finding 3's radial organisation was not planted: with the inert head found but not radial, the
     line reads "planted: recovered" and says that, as the reference states it, it is NOT reproduced."""
-    res, *_ = constructed_result(radial=(0.9, 0.1, 0.8, 0.7))          # head 1 below the median radial score
+    res, *_ = constructed_result(radial=(0.9, 0.1, 0.8, 0.7))  # head 1 below the median radial score
     res["interventions"].attrs.update(PLANTED)
     assert findings.findings(res)[2]["verdict"] == "NOT reproduced"
     line = findings.study_findings(res)[2].line()

@@ -26,9 +26,9 @@ from .product_fixtures import (
     write_table,
 )
 
-AB = u.zero_point_flux(3631 * u.Jy)   # maggies are fluxes relative to the AB zero point
-N = 80                 # synthetic galaxies (objects)
-REPEATED = 24          # of them on two rows each: 104 rows
+AB = u.zero_point_flux(3631 * u.Jy)  # maggies are fluxes relative to the AB zero point
+N = 80  # synthetic galaxies (objects)
+REPEATED = 24  # of them on two rows each: 104 rows
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +43,7 @@ def rows():
 
 def read(*args, **kw):
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)       # the dropped-rows warning; counts asserted below
+        warnings.simplefilter("ignore", UserWarning)  # the dropped-rows warning; counts asserted below
         return read_legacy_survey(*args, **kw)
 
 
@@ -69,7 +69,7 @@ def test_no_object_lands_in_both_training_and_test(galaxies, rows, tmp_path, des
     test = {ident[r] for r in np.asarray(load_sample(tmp_path / "test.fits").catalog["row"])}
     assert not train & test
     assert len(train | test) == N
-    assert len(test) == int(np.ceil(0.25 * N))           # GroupShuffleSplit rounds the test objects up
+    assert len(test) == int(np.ceil(0.25 * N))  # GroupShuffleSplit rounds the test objects up
     assert got["n_train"] + got["n_test"] == len(rows)
 
 
@@ -82,7 +82,7 @@ def test_grouping_matches_a_hand_count_and_is_said_back(galaxies, rows, tmp_path
     dup_rows = sum(c for c in counts.values() if c > 1)
     assert dup_rows == 2 * REPEATED
     obj = np.asarray(s.catalog["object"])
-    for i in range(len(rows)):                           # same object number <=> same identity
+    for i in range(len(rows)):  # same object number <=> same identity
         same = obj == obj[i]
         assert {ident[j] for j in np.flatnonzero(same)} == {ident[i]}
     r = s.meta["reading"]
@@ -107,7 +107,9 @@ def test_cube_band_order_read_from_its_header(galaxies, tmp_path, header):
 def test_cube_in_another_band_order_without_a_header_is_refused(galaxies, tmp_path):
     path = write_dr10(tmp_path / "cat.fits", galaxies.catalog, mw=False)
     cube = write_cube(tmp_path / "cube.npy", galaxies.images, order="grzi")
-    with pytest.raises(DataValidationError, match=r"bands follow the catalogue's g, r, z, i.*cube\[:, \[0, 1, 3, 2\]\]"):
+    with pytest.raises(
+        DataValidationError, match=r"bands follow the catalogue's g, r, z, i.*cube\[:, \[0, 1, 3, 2\]\]"
+    ):
         read(path, cube)
     # the fix it names works
     np.save(tmp_path / "fixed.npy", np.load(cube)[:, [0, 1, 3, 2]])
@@ -130,7 +132,9 @@ def test_cube_fluxes_beyond_the_stated_factor_are_refused_naming_the_cause(galax
     is compared with FLUX_G..Z (median over S/N > 10 galaxies) and refused beyond a factor 3."""
     path = write_dr10(tmp_path / "cat.fits", galaxies.catalog, mw=False)
     cube = write_cube(tmp_path / "cube.fits", galaxies.images, scale=scale, bunit=None)
-    with pytest.raises(UnitsError, match=f"summed g flux is .* x the catalogue's FLUX_G .*likely cause: .*{cause}") as err:
+    with pytest.raises(
+        UnitsError, match=f"summed g flux is .* x the catalogue's FLUX_G .*likely cause: .*{cause}"
+    ) as err:
         read(path, cube)
     # the ratio it names is the cube's over the catalogue's, by hand (median over S/N > 10 in every band)
     flux = np.stack([galaxies.catalog[f"flux_{b}"].to_value(u.nmgy) for b in constants.BANDS], 1)
@@ -145,7 +149,7 @@ def test_cube_with_the_bunit_the_refusal_names_is_converted_and_said_back(galaxi
     path = write_dr10(tmp_path / "cat.fits", galaxies.catalog, mw=False)
     cube = write_cube(tmp_path / "cube.fits", galaxies.images, scale=scale, bunit=bunit)
     s = read(path, cube)
-    np.testing.assert_allclose(s.images, galaxies.images, rtol=1e-5)   # float32 scaled twice: float32 round-off
+    np.testing.assert_allclose(s.images, galaxies.images, rtol=1e-5)  # float32 scaled twice: float32 round-off
     assert f"{bunit} -> nanomaggy (x {factor}" in s.meta["reading"].row("images").conversion
     # the ratios said back are the cube's summed flux over the catalogue's, by hand
     total = galaxies.images.sum((2, 3))
@@ -173,7 +177,7 @@ def test_cube_in_another_row_order_is_refused(galaxies, tmp_path):
 
 # --------------------------------------------------------------------------- quality columns
 def test_desi_zwarn_and_spectype_rows_dropped_and_counted(galaxies, tmp_path):
-    zwarn = {3: 4, 10: 1 << 9, 11: 4}          # ZWARN bits (SMALL_DELTA_CHI2 = 4, ...): not trusted
+    zwarn = {3: 4, 10: 1 << 9, 11: 4}  # ZWARN bits (SMALL_DELTA_CHI2 = 4, ...): not trusted
     spectype = {11: "STAR", 20: "QSO", 21: "STAR"}
     path = write_dr10(tmp_path / "desi.fits", galaxies.catalog, desi=True, zwarn=zwarn, spectype=spectype)
     with pytest.warns(UserWarning, match="dropped 5 of 80 rows"):
@@ -194,13 +198,14 @@ def test_mw_transmission_corrects_fluxes_once_against_astropy_magnitudes(galaxie
     for b in constants.BANDS:
         f_obs = galaxies.catalog[f"flux_{b}"].to(u.nmgy)
         bright = f_obs.value > 1
-        m_obs = f_obs[bright].to(u.Jy, AB).to(u.ABmag)           # astropy: 1 nmgy = 3.631e-6 Jy
+        m_obs = f_obs[bright].to(u.Jy, AB).to(u.ABmag)  # astropy: 1 nmgy = 3.631e-6 Jy
         m_read = s.catalog[f"flux_{b}"][bright].to(u.Jy, AB).to(u.ABmag)
         # float32 columns: 1e-6 relative in flux is about 1e-6 mag
         np.testing.assert_allclose(m_read.value, m_obs.value - R_DECAM[b] * ebv[bright], atol=2e-5)
         t = 10 ** (-0.4 * R_DECAM[b] * ebv)
-        np.testing.assert_allclose(s.catalog[f"flux_ivar_{b}"].value,
-                                   galaxies.catalog[f"flux_ivar_{b}"].value * t**2, rtol=2e-6)
+        np.testing.assert_allclose(
+            s.catalog[f"flux_ivar_{b}"].value, galaxies.catalog[f"flux_ivar_{b}"].value * t**2, rtol=2e-6
+        )
     assert s.meta["mw_corrected"] is True
     row = s.meta["reading"].row("milky_way_extinction")
     assert row.variable == "MW_TRANSMISSION_G/R/I/Z" and "not corrected twice" in row.conversion
@@ -228,7 +233,7 @@ def test_template_photoz_takes_no_ebv_once_the_fluxes_are_corrected(galaxies, tm
 
     seen = []
 
-    class Template:                                   # records what the study hands the template fit
+    class Template:  # records what the study hands the template fit
         def __init__(self, **kw):
             pass
 
@@ -239,7 +244,7 @@ def test_template_photoz_takes_no_ebv_once_the_fluxes_are_corrected(galaxies, tm
             seen.append(ebv_mw)
             return np.zeros(len(flux))
 
-    class Adapter:                                    # no tokens needed for the yardsticks
+    class Adapter:  # no tokens needed for the yardsticks
         def tokenize(self, catalog, images):
             return {}
 
@@ -251,7 +256,7 @@ def test_template_photoz_takes_no_ebv_once_the_fluxes_are_corrected(galaxies, tm
         s = read(write_dr10(tmp_path / f"mw_{mw}.fits", galaxies.catalog, mw=mw))
         inputs.study_inputs(Adapter(), s, s)
     assert seen[0] is None
-    np.testing.assert_allclose(seen[1], galaxies.catalog["ebv"].to_value(u.mag), rtol=1e-6)   # float32 column
+    np.testing.assert_allclose(seen[1], galaxies.catalog["ebv"].to_value(u.mag), rtol=1e-6)  # float32 column
     # the probes' folds get each test row's object: rows of one object share a group, others do not
     rows = repeat_rows(N, REPEATED, seed=1)
     path = write_dr10(tmp_path / "repeats.fits", galaxies.catalog, rows)
@@ -269,7 +274,7 @@ def test_some_mw_transmission_columns_or_magnitudes_are_refused(galaxies, tmp_pa
         read(partial)
     cols = dr10_columns(cat)
     for c in cols:
-        if c.name == "MW_TRANSMISSION_G":      # an extinction in magnitudes where a transmission belongs
+        if c.name == "MW_TRANSMISSION_G":  # an extinction in magnitudes where a transmission belongs
             c.array[:] = R_DECAM["g"] * cat["ebv"].to_value(u.mag) + 1.0
     with pytest.raises(UnitsError, match=r"MW_TRANSMISSION_G has 80 values outside 0 < T <= 1.*10\*\*\(-0\.4 \* A\)"):
         read(write_table(tmp_path / "mags.fits", cols))
@@ -296,11 +301,32 @@ def test_study_report_on_a_catalogue_opens_with_the_reading_and_has_no_planted_t
     path = write_dr10(tmp_path / "dr10.fits", galaxies.catalog, rows, desi=True)
     cube = write_cube(tmp_path / "cutouts.fits", galaxies.images[rows], order="grzi", header="BAND")
     out = tmp_path / "run"
-    assert main(["astro", "study", "--data", str(path), "--images", str(cube), "--out", str(out), "--epochs", "1",
-                 "--batch-size", "40", "--n-bootstrap", "20", "--chunk-size", "20"]) == 0
+    assert (
+        main(
+            [
+                "astro",
+                "study",
+                "--data",
+                str(path),
+                "--images",
+                str(cube),
+                "--out",
+                str(out),
+                "--epochs",
+                "1",
+                "--batch-size",
+                "40",
+                "--n-bootstrap",
+                "20",
+                "--chunk-size",
+                "20",
+            ]
+        )
+        == 0
+    )
     report = (out / "report.md").read_text()
     sections = [line for line in report.splitlines() if line.startswith("## ")]
-    assert sections[0] == "## What was read"            # the report opens with what was read
+    assert sections[0] == "## What was read"  # the report opens with what was read
     assert "**Product:** Legacy Surveys DR10 catalogue" in report and "TARGETID" in report
     assert "planted" not in report.lower()
     assert not (out / "recovery.txt").exists()

@@ -37,7 +37,7 @@ from scimech.errors import DataValidationError, MissingVariableError, UnitsError
 from .product_fixtures import R_DECAM, dr10_columns, write_cube, write_table
 
 N = 48
-AB = u.zero_point_flux(3631 * u.Jy)     # maggies are fluxes relative to the AB zero point (1 nmgy = 3.631e-6 Jy)
+AB = u.zero_point_flux(3631 * u.Jy)  # maggies are fluxes relative to the AB zero point (1 nmgy = 3.631e-6 Jy)
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +75,9 @@ def test_tractor_rows_outside_their_brick_are_dropped_and_cannot_leak_into_the_t
     cols = setcol(setcol(setcol(cols, "BRICKID", bid), "OBJID", oid), "BRICK_PRIMARY", primary, "L")
     s = read(write_table(tmp_path / "tractor.fits", cols))
     assert len(s) == N and s.meta["n_rejected"] == 10
-    assert [k for k, v in s.meta["rejected"].items() if v] == [next(k for k in s.meta["rejected"] if "BRICK_PRIMARY" in k)]
+    assert [k for k, v in s.meta["rejected"].items() if v] == [
+        next(k for k in s.meta["rejected"] if "BRICK_PRIMARY" in k)
+    ]
     np.testing.assert_array_equal(s.catalog["row"], np.arange(N))
     # the same sky position (the independent identity of a source) is never on both sides of the split
     train, test = split_catalogue(s, 0.25, 0)
@@ -88,7 +90,7 @@ def test_dup_sources_are_dropped_as_dup_and_psf_sources_are_kept_and_said(galaxi
     typ = np.array(["EXP", "DEV", "SER", "REX"])[np.arange(N) % 4].astype("U3")
     typ[:5], typ[5:8] = "PSF", "DUP"
     cols = setcol(cols, "TYPE", typ)
-    for b in "GRIZ":                                   # DR10: no optical flux assigned to DUP sources
+    for b in "GRIZ":  # DR10: no optical flux assigned to DUP sources
         for name in (f"FLUX_{b}", f"FLUX_IVAR_{b}"):
             a = column(cols, name).array.copy()
             a[5:8] = 0
@@ -103,10 +105,10 @@ def test_dup_sources_are_dropped_as_dup_and_psf_sources_are_kept_and_said(galaxi
 
 
 def test_desi_spectra_that_are_not_zcat_primary_are_dropped_and_the_primary_redshift_kept(galaxies, tmp_path):
-    rows = np.concatenate([np.arange(N), np.arange(12)])        # 12 targets observed twice
+    rows = np.concatenate([np.arange(N), np.arange(12)])  # 12 targets observed twice
     cols = dr10_columns(galaxies.catalog, rows, desi=True)
     z = column(cols, "Z").array.copy()
-    z[N:] += 0.3                                                # the second spectrum: another, worse redshift
+    z[N:] += 0.3  # the second spectrum: another, worse redshift
     primary = np.arange(len(rows)) < N
     cols = setcol(setcol(cols, "Z", z), "ZCAT_PRIMARY", primary, "L")
     s = read(write_table(tmp_path / "zall.fits", cols))
@@ -122,8 +124,8 @@ def test_psf_sources_with_nan_shapes_are_point_sources_and_other_nan_shapes_are_
     cols = setcol(cols, "TYPE", typ)
     for name in ("SHAPE_R", "SHAPE_E1", "SHAPE_E2"):
         a = column(cols, name).array.copy()
-        a[:6] = np.nan                                          # 6 PSF sources
-        a[6:8] = np.nan if name == "SHAPE_R" else a[6:8]        # 2 galaxies (EXP, DEV) without a size
+        a[:6] = np.nan  # 6 PSF sources
+        a[6:8] = np.nan if name == "SHAPE_R" else a[6:8]  # 2 galaxies (EXP, DEV) without a size
         cols = setcol(cols, name, a)
     s = read(write_table(tmp_path / "psf.fits", cols))
     assert s.meta["rejected"]["masked or non-finite value"] == 2 and len(s) == N - 2
@@ -136,16 +138,17 @@ def test_psf_sources_with_nan_shapes_are_point_sources_and_other_nan_shapes_are_
 def test_mw_transmission_above_one_where_ebv_is_negative_is_read_against_astropy_magnitudes(galaxies, tmp_path):
     cols = dr10_columns(galaxies.catalog)
     ebv = column(cols, "EBV").array.copy()
-    ebv[:3] = -0.004                                            # SFD98 noise: T slightly above 1
+    ebv[:3] = -0.004  # SFD98 noise: T slightly above 1
     cols = setcol(cols, "EBV", ebv)
     for b in "griz":
-        cols = setcol(cols, f"MW_TRANSMISSION_{b.upper()}",
-                      (10 ** (-0.4 * R_DECAM[b] * ebv.astype(float))).astype(np.float32))
+        cols = setcol(
+            cols, f"MW_TRANSMISSION_{b.upper()}", (10 ** (-0.4 * R_DECAM[b] * ebv.astype(float))).astype(np.float32)
+        )
     assert column(cols, "MW_TRANSMISSION_G").array[0] > 1.01
     s = read(write_table(tmp_path / "mw.fits", cols))
     assert len(s) == N
     observed = (column(cols, "FLUX_G").array.astype(float) * u.nmgy).to(u.Jy, AB).to(u.ABmag)
-    corrected = observed.value - R_DECAM["g"] * ebv.astype(float)           # m - A_g [AB mag], by astropy
+    corrected = observed.value - R_DECAM["g"] * ebv.astype(float)  # m - A_g [AB mag], by astropy
     assert np.isfinite(corrected).sum() > N - 5
     np.testing.assert_allclose(s.catalog["flux_g"].to(u.Jy, AB).to(u.ABmag).value, corrected, atol=2e-6)
 
@@ -153,29 +156,37 @@ def test_mw_transmission_above_one_where_ebv_is_negative_is_read_against_astropy
 def test_mw_transmission_columns_holding_magnitudes_are_refused_in_one_line(galaxies, tmp_path):
     cols = dr10_columns(galaxies.catalog)
     ebv = column(cols, "EBV").array.astype(float)
-    for b in "griz":                                            # A_b in mag, all in (0, 1]: the range cannot tell
+    for b in "griz":  # A_b in mag, all in (0, 1]: the range cannot tell
         cols = setcol(cols, f"MW_TRANSMISSION_{b.upper()}", (R_DECAM[b] * ebv).astype(np.float32))
     assert np.all(column(cols, "MW_TRANSMISSION_G").array <= 1)
-    with pytest.raises(UnitsError, match=r"MW_TRANSMISSION_G does not follow the table's EBV.*T = 10\*\*\(-0\.4 \* A\)"):
+    with pytest.raises(
+        UnitsError, match=r"MW_TRANSMISSION_G does not follow the table's EBV.*T = 10\*\*\(-0\.4 \* A\)"
+    ):
         read(write_table(tmp_path / "mags.fits", cols))
 
 
 def test_the_catalogue_table_is_found_in_a_later_hdu_and_said(galaxies, tmp_path):
-    meta = fits.BinTableHDU.from_columns([fits.Column(name="BRICKNAME", format="8A", array=np.array(["1500p020"]))],
-                                         name="BRICKS")
+    meta = fits.BinTableHDU.from_columns(
+        [fits.Column(name="BRICKNAME", format="8A", array=np.array(["1500p020"]))], name="BRICKS"
+    )
     path = tmp_path / "hdu2.fits"
-    fits.HDUList([fits.PrimaryHDU(), meta, fits.BinTableHDU.from_columns(dr10_columns(galaxies.catalog),
-                                                                         name="CATALOG")]).writeto(path)
+    fits.HDUList(
+        [fits.PrimaryHDU(), meta, fits.BinTableHDU.from_columns(dr10_columns(galaxies.catalog), name="CATALOG")]
+    ).writeto(path)
     s = read(path)
     assert len(s) == N
-    np.testing.assert_allclose(s.catalog["flux_r"].value * fits.getdata(path, 2)["MW_TRANSMISSION_R"],
-                               galaxies.catalog["flux_r"].to_value(u.nmgy), rtol=1e-6)
+    np.testing.assert_allclose(
+        s.catalog["flux_r"].value * fits.getdata(path, 2)["MW_TRANSMISSION_R"],
+        galaxies.catalog["flux_r"].to_value(u.nmgy),
+        rtol=1e-6,
+    )
     assert s.meta["reading"].sections["rows"]["table"] == "HDU 2 (CATALOG)"
 
 
 def test_a_north_sweep_without_the_i_band_is_refused_naming_the_south(galaxies, tmp_path):
-    path = write_table(tmp_path / "north.fits",
-                       dr10_columns(galaxies.catalog, drop=("FLUX_I", "FLUX_IVAR_I", "MW_TRANSMISSION_I")))
+    path = write_table(
+        tmp_path / "north.fits", dr10_columns(galaxies.catalog, drop=("FLUX_I", "FLUX_IVAR_I", "MW_TRANSMISSION_I"))
+    )
     with pytest.raises(MissingVariableError, match=r"\['FLUX_I', 'FLUX_IVAR_I'\].*no i band.*DR10 south"):
         read(path)
 
@@ -183,23 +194,25 @@ def test_a_north_sweep_without_the_i_band_is_refused_naming_the_south(galaxies, 
 def test_rows_without_i_band_imaging_and_negative_fluxes(galaxies, tmp_path):
     cols = dr10_columns(galaxies.catalog)
     fi, ii = column(cols, "FLUX_I").array.copy(), column(cols, "FLUX_IVAR_I").array.copy()
-    fi[:7], ii[:7] = 0, 0                                       # 7 rows outside the i-band footprint
+    fi[:7], ii[:7] = 0, 0  # 7 rows outside the i-band footprint
     fg, ig = column(cols, "FLUX_G").array.copy(), column(cols, "FLUX_IVAR_G").array.copy()
-    fg[10:16] = -0.4                                            # 6 faint objects measured negative in g: real
-    ig[14:16] = 0                                               # 2 of them without a measurement
+    fg[10:16] = -0.4  # 6 faint objects measured negative in g: real
+    ig[14:16] = 0  # 2 of them without a measurement
     for name, a in (("FLUX_I", fi), ("FLUX_IVAR_I", ii), ("FLUX_G", fg), ("FLUX_IVAR_G", ig)):
         cols = setcol(cols, name, a)
     s = read(write_table(tmp_path / "noi.fits", cols))
     assert s.meta["rejected"]["non-positive inverse variance"] == 9 and len(s) == N - 9
     rows = s.meta["reading"].sections["rows"]
-    assert rows["dropped for FLUX_IVAR_I <= 0"].startswith("7 ") and rows["dropped for FLUX_IVAR_G <= 0"].startswith("2 ")
+    assert rows["dropped for FLUX_IVAR_I <= 0"].startswith("7 ") and rows["dropped for FLUX_IVAR_G <= 0"].startswith(
+        "2 "
+    )
     assert int((s.catalog["flux_g"].value < 0).sum()) == 4
 
 
 @pytest.mark.parametrize("kind", ["npy", "fits"])
 def test_channels_last_cubes_are_read_as_the_same_cut_outs(galaxies, tmp_path, kind):
     cat = write_table(tmp_path / "cat.fits", dr10_columns(galaxies.catalog, mw=False))
-    last = np.ascontiguousarray(np.transpose(galaxies.images, (0, 2, 3, 1)), np.float32)     # (N, H, W, 4)
+    last = np.ascontiguousarray(np.transpose(galaxies.images, (0, 2, 3, 1)), np.float32)  # (N, H, W, 4)
     if kind == "npy":
         cube = tmp_path / "last.npy"
         np.save(cube, last)
@@ -217,14 +230,16 @@ def test_channels_last_cubes_are_read_as_the_same_cut_outs(galaxies, tmp_path, k
 def test_one_image_hdu_per_band_in_any_order_is_stacked_by_its_names(galaxies, tmp_path):
     cat = write_table(tmp_path / "cat.fits", dr10_columns(galaxies.catalog, mw=False))
     hdus = [fits.PrimaryHDU()]
-    for b in "zgir":                                            # not g, r, i, z: the names decide
+    for b in "zgir":  # not g, r, i, z: the names decide
         hdus.append(fits.ImageHDU(galaxies.images[:, "griz".index(b)].astype(np.float32), name=f"IMAGE_{b.upper()}"))
         hdus[-1].header["BUNIT"] = "nanomaggy"
     fits.HDUList(hdus).writeto(tmp_path / "mef.fits")
     s = read(cat, tmp_path / "mef.fits")
     np.testing.assert_array_equal(s.images, galaxies.images.astype(np.float32))
     said = s.meta["reading"].sections["bands"]["cut-outs"]
-    assert said.startswith("z, g, i, r (one image HDU per band (IMAGE_Z: z") and said.endswith("reordered to g, r, i, z")
+    assert said.startswith("z, g, i, r (one image HDU per band (IMAGE_Z: z") and said.endswith(
+        "reordered to g, r, i, z"
+    )
     # an HDU that names no band: refused with the fix
     hdus[2].name = "EXTRA"
     fits.HDUList(hdus).writeto(tmp_path / "unnamed.fits")
@@ -252,16 +267,26 @@ def test_inspect_answers_each_trial_file_or_refuses_it_in_one_line(galaxies, tmp
     plain = write_table(tmp_path / "plain.fits", dr10_columns(galaxies.catalog, desi=True))
     with open(plain, "rb") as f, gzip.open(tmp_path / "sweep.fits.gz", "wb") as o:
         o.write(f.read())
-    lower = [fits.Column(name=c.name.lower(), format=c.format, array=c.array, unit=c.unit)
-             for c in dr10_columns(galaxies.catalog, desi=True)]
+    lower = [
+        fits.Column(name=c.name.lower(), format=c.format, array=c.array, unit=c.unit)
+        for c in dr10_columns(galaxies.catalog, desi=True)
+    ]
     write_table(tmp_path / "lower.fits", lower)
     write_table(tmp_path / "empty.fits", dr10_columns(galaxies.catalog, np.array([], int)))
     np.save(tmp_path / "last.npy", np.transpose(galaxies.images, (0, 2, 3, 1)).astype(np.float32))
     code = "import sys\nfrom scimech.run.cli import main\nsys.exit(main(sys.argv[1:]))"
-    for args, rc in (([tmp_path / "sweep.fits.gz"], 0), ([tmp_path / "lower.fits"], 0),
-                     ([plain, "--images", tmp_path / "last.npy"], 0), ([tmp_path / "empty.fits"], 2)):
-        done = subprocess.run([sys.executable, "-c", code, "astro", "inspect", *map(str, args)], capture_output=True,
-                              text=True, timeout=120)
+    for args, rc in (
+        ([tmp_path / "sweep.fits.gz"], 0),
+        ([tmp_path / "lower.fits"], 0),
+        ([plain, "--images", tmp_path / "last.npy"], 0),
+        ([tmp_path / "empty.fits"], 2),
+    ):
+        done = subprocess.run(
+            [sys.executable, "-c", code, "astro", "inspect", *map(str, args)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert done.returncode == rc, (args, done.stderr)
         if rc:
             assert len(done.stderr.strip().splitlines()) == 1 and "empty (0 rows)" in done.stderr
@@ -282,7 +307,7 @@ def test_north_and_south_photometry_of_one_galaxy_is_one_object(galaxies, tmp_pa
     assert len(s) == N + 8 and len(np.unique(s.catalog["object"])) == N
     assert s.meta["reading"].sections["rows"]["one source in two releases"].startswith("16 rows")
     train, test = split_catalogue(s, 0.25, 0)
-    src = rows[np.asarray(s.catalog["row"])]                   # the galaxy each row was written from
+    src = rows[np.asarray(s.catalog["row"])]  # the galaxy each row was written from
     assert not set(src[train]) & set(src[test])
     # two deblended sources of one release 0.05" apart stay two
     rel[N:] = 10000
@@ -290,21 +315,33 @@ def test_north_and_south_photometry_of_one_galaxy_is_one_object(galaxies, tmp_pa
     assert len(np.unique(s.catalog["object"])) == N + 8
 
 
-@pytest.mark.parametrize("column_name, tunit", [("SHAPE_R", "arcseconds"), ("FLUX_G", "NANOMAGGY"), ("EBV", "magnitude")])
+@pytest.mark.parametrize(
+    "column_name, tunit", [("SHAPE_R", "arcseconds"), ("FLUX_G", "NANOMAGGY"), ("EBV", "magnitude")]
+)
 def test_unit_cards_in_other_spellings_are_read(galaxies, tmp_path, column_name, tunit):
-    cols = [fits.Column(name=c.name, format=c.format, array=c.array, unit=tunit if c.name == column_name else c.unit)
-            for c in dr10_columns(galaxies.catalog, mw=False)]
+    cols = [
+        fits.Column(name=c.name, format=c.format, array=c.array, unit=tunit if c.name == column_name else c.unit)
+        for c in dr10_columns(galaxies.catalog, mw=False)
+    ]
     s = read(write_table(tmp_path / "spelled.fits", cols))
     key = {"SHAPE_R": "shape_r", "FLUX_G": "flux_g", "EBV": "ebv"}[column_name]
-    np.testing.assert_allclose(np.asarray(u.Quantity(s.catalog[key]).value),
-                               np.asarray(u.Quantity(galaxies.catalog[key]).value), rtol=1e-6)
+    np.testing.assert_allclose(
+        np.asarray(u.Quantity(s.catalog[key]).value), np.asarray(u.Quantity(galaxies.catalog[key]).value), rtol=1e-6
+    )
 
 
 def test_unit_cards_astropy_cannot_read_are_refused_in_one_line(galaxies, tmp_path):
-    cols = [fits.Column(name=c.name, format=c.format, array=c.array, unit="nanomaggies per object" if c.name == "FLUX_R"
-                        else c.unit) for c in dr10_columns(galaxies.catalog)]
-    with pytest.raises(UnitsError, match=r"FLUX_R has TUNIT 'nanomaggies per object'.*fix its TUNIT card \(the "
-                                         r"survey's: 'nanomaggy'\)"):
+    cols = [
+        fits.Column(
+            name=c.name, format=c.format, array=c.array, unit="nanomaggies per object" if c.name == "FLUX_R" else c.unit
+        )
+        for c in dr10_columns(galaxies.catalog)
+    ]
+    with pytest.raises(
+        UnitsError,
+        match=r"FLUX_R has TUNIT 'nanomaggies per object'.*fix its TUNIT card \(the "
+        r"survey's: 'nanomaggy'\)",
+    ):
         read(write_table(tmp_path / "junk_unit.fits", cols))
     cat = write_table(tmp_path / "cat.fits", dr10_columns(galaxies.catalog, mw=False))
     s = read(cat, write_cube(tmp_path / "per_pixel.fits", galaxies.images, bunit="nanomaggy/pixel"))

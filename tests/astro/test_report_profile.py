@@ -22,17 +22,31 @@ from scimech.studies.report import Report
 
 #: a tiny AION: width 32 and 4 heads, so a head is 8 units of the 32 its attention projection reads
 DIM, HEADS = 32, 4
-TINY = dict(domains_in=[*aion_adapter.LEGACY_SCALARS, "tok_image"], domains_out=["tok_z"], dim=DIM, encoder_depth=2,
-            decoder_depth=1, num_heads=HEADS, mlp_ratio=2.0, qkv_bias=True, proj_bias=True, mlp_bias=True,
-            norm_bias=True, act_layer="GELU", gated_mlp=False, qk_norm=False)
-N, IMAGE_TOKENS = 6, 576     # the real AION image grid: 24 x 24 tokens
+TINY = dict(
+    domains_in=[*aion_adapter.LEGACY_SCALARS, "tok_image"],
+    domains_out=["tok_z"],
+    dim=DIM,
+    encoder_depth=2,
+    decoder_depth=1,
+    num_heads=HEADS,
+    mlp_ratio=2.0,
+    qkv_bias=True,
+    proj_bias=True,
+    mlp_bias=True,
+    norm_bias=True,
+    act_layer="GELU",
+    gated_mlp=False,
+    qk_norm=False,
+)
+N, IMAGE_TOKENS = 6, 576  # the real AION image grid: 24 x 24 tokens
 
 
 def _adapter():
     sample = synthetic.make_galaxies(40, seed=11, images=False)
     torch.manual_seed(0)
-    ad = aion_adapter.AIONRedshift(AION(TINY).eval(), standin.fit_codecs(sample.catalog, reservoir_size=40,
-                                                                         codebook_size=64))
+    ad = aion_adapter.AIONRedshift(
+        AION(TINY).eval(), standin.fit_codecs(sample.catalog, reservoir_size=40, codebook_size=64)
+    )
     tokens = ad.tokenize(sample.catalog[:N])
     tokens["tok_image"] = torch.randint(0, 4375, (N, IMAGE_TOKENS), generator=torch.Generator().manual_seed(1))
     return ad, ad.batch(tokens), ad.batch(tokens, masked=["tok_image"])
@@ -78,14 +92,14 @@ def test_saved_facts_of_a_head_are_those_of_the_model_config(tiny, chunk, tmp_pa
     assert list(ds["run"].values) == ["multimodal", "photometry only"]
     assert list(ds["site"].values) == [f"encoder.0.attn.heads[{h}]" for h in range(HEADS)]
     scalars = len([k for k in multi if k in aion_adapter.LEGACY_SCALARS])
-    tokens = {"multimodal": scalars + IMAGE_TOKENS, "photometry only": scalars}   # the image tokens dropped
+    tokens = {"multimodal": scalars + IMAGE_TOKENS, "photometry only": scalars}  # the image tokens dropped
     head = DIM // HEADS
     for run, n_tok in tokens.items():
         for h in range(HEADS):
             f = ds.sel(run=run, site=f"encoder.0.attn.heads[{h}]")
-            assert int(f["calls"]) == 1                               # one attention call per forward
+            assert int(f["calls"]) == 1  # one attention call per forward
             assert f["dtype"].item() == "float32"
-            assert f["shape"].item() == f"{N} x {n_tok} x {DIM}"       # the projection's input: all heads
+            assert f["shape"].item() == f"{N} x {n_tok} x {DIM}"  # the projection's input: all heads
             assert f["units"].item() == f"{h * head}-{h * head + head - 1} of {DIM}"
             assert bool(f["repeatable"]) and not bool(f["needs_grad"]) and not bool(f["in_place"])
             assert f["samples"].item() == "rows independent"
@@ -133,11 +147,14 @@ def test_report_section_lists_each_intervened_site_or_one_row_per_block(tiny, ch
     md = rep.write().read_text()
     assert ASSUMED in md
     for h in range(HEADS):
-        assert md.count(f"encoder.0.attn.heads[{h}]") == 2            # both runs
+        assert md.count(f"encoder.0.attn.heads[{h}]") == 2  # both runs
     table, line = measures.site_profile_table(ds, max_rows=2)
     assert len(table) == 2 and "All heads of encoder.0.attn" in line
     scalars = len([k for k in multi if k in aion_adapter.LEGACY_SCALARS])
-    assert table["shape of each call"].tolist() == [f"{N} x {scalars + IMAGE_TOKENS} x {DIM}", f"{N} x {scalars} x {DIM}"]
+    assert table["shape of each call"].tolist() == [
+        f"{N} x {scalars + IMAGE_TOKENS} x {DIM}",
+        f"{N} x {scalars} x {DIM}",
+    ]
     # a run whose saved units predate the profile: the report says so
     rep = Report(tmp_path / "old", title="t")
     _assumptions(rep, {})
@@ -146,8 +163,10 @@ def test_report_section_lists_each_intervened_site_or_one_row_per_block(tiny, ch
 
 def test_a_study_folder_without_the_profile_still_loads(chunk, tmp_path):
     assert measures.site_profile_dataset(chunk.drop_attrs()) is None
-    parts = {n: xr.Dataset({"x": ("i", np.arange(2.0))}) for n in ("advantage", "layers", "head_probes", "radial",
-                                                                  "interventions", "bias", "predictions")}
+    parts = {
+        n: xr.Dataset({"x": ("i", np.arange(2.0))})
+        for n in ("advantage", "layers", "head_probes", "radial", "interventions", "bias", "predictions")
+    }
     save_study(parts, tmp_path)
     assert "site_profile" not in load_study(tmp_path)
     save_study({"site_profile": measures.site_profile_dataset(chunk)}, tmp_path)

@@ -28,8 +28,9 @@ SMALL = dict(n_train=40, n_test=16, epochs=1, batch_size=20, n_bootstrap=5, chun
 @pytest.fixture
 def heads_only(monkeypatch):
     """The study's analysis cut to the resumable units: the head interventions of block 0."""
-    monkeypatch.setattr(astro.run, "gather_evidence",
-                        lambda ad, train, test, *, intervene, **kw: {"interventions": intervene(0)})
+    monkeypatch.setattr(
+        astro.run, "gather_evidence", lambda ad, train, test, *, intervene, **kw: {"interventions": intervene(0)}
+    )
 
 
 def _boom(**kw):
@@ -53,11 +54,14 @@ def test_a_changed_generator_sets_the_units_aside(tmp_path, monkeypatch, heads_o
     keys = UnitStore(out / "units").keys()
     assert {"synth/train", "synth/test", "train"} < set(keys)
     again, _ = _resumed(monkeypatch, lambda: run_resumable_study(out, sizes=SMALL, seed=0))
-    np.testing.assert_array_equal(again["interventions"]["z_ablated"].values,
-                                  first["interventions"]["z_ablated"].values)
+    np.testing.assert_array_equal(
+        again["interventions"]["z_ablated"].values, first["interventions"]["z_ablated"].values
+    )
     assert not list(out.glob("stale-*"))
     # the same settings, a world whose dust is stronger: the generator changed
-    monkeypatch.setitem(synthetic.WORLDS, DEFAULT_WORLD, dataclasses.replace(synthetic.WORLDS[DEFAULT_WORLD], av_mean=0.9))
+    monkeypatch.setitem(
+        synthetic.WORLDS, DEFAULT_WORLD, dataclasses.replace(synthetic.WORLDS[DEFAULT_WORLD], av_mean=0.9)
+    )
     with pytest.warns(UserWarning, match=rf"fingerprint {fp}, now \w+; changed: generator\)"):
         new, _ = run_resumable_study(out, sizes=SMALL, seed=0)
     stale = out / f"stale-{fp}"
@@ -65,7 +69,7 @@ def test_a_changed_generator_sets_the_units_aside(tmp_path, monkeypatch, heads_o
     assert read_fingerprint(out) not in (None, fp) and UnitStore(out / "units").keys() == keys
     old_av = np.asarray(load_sample(stale / "train.fits").catalog["a_v"])
     new_av = np.asarray(load_sample(out / "train.fits").catalog["a_v"])
-    assert not np.allclose(new_av, old_av)                              # drawn again, by the new generator
+    assert not np.allclose(new_av, old_av)  # drawn again, by the new generator
     assert not np.allclose(new["interventions"]["z_ablated"].values, first["interventions"]["z_ablated"].values)
     # rerun under the new generator: resumed
     _resumed(monkeypatch, lambda: run_resumable_study(out, sizes=SMALL, seed=0))
@@ -93,7 +97,7 @@ def test_one_changed_value_in_a_given_sample_sets_the_units_aside(tmp_path, monk
         new, _ = run_resumable_study(out, sizes=SMALL, seed=0, **files)
     stale = out / f"stale-{fp}"
     assert len(UnitStore(stale / "units").keys()) == SMALL["n_test"] // SMALL["chunk_size"]
-    assert files["test"].exists() and (given / "model").is_dir()         # the inputs are not moved
+    assert files["test"].exists() and (given / "model").is_dir()  # the inputs are not moved
     z_old = first["interventions"]["z_multi"].values
     z_new = new["interventions"]["z_multi"].values
     assert not np.allclose(z_new[3], z_old[3]) and np.allclose(np.delete(z_new, 3, 0), np.delete(z_old, 3, 0))

@@ -30,13 +30,13 @@ def test_noisy_catalog_redraws_fluxes_within_errors_and_rotates_shapes():
         assert abs(np.std(pull) - 1) < 0.06 and abs(np.mean(pull)) < 0.1
     e0 = np.hypot(np.asarray(s.catalog["shape_e1"], float), np.asarray(s.catalog["shape_e2"], float))
     e1 = np.hypot(np.asarray(cat["shape_e1"], float), np.asarray(cat["shape_e2"], float))
-    np.testing.assert_allclose(e1, e0, rtol=1e-12, atol=1e-15)      # a rotation keeps |e|
+    np.testing.assert_allclose(e1, e0, rtol=1e-12, atol=1e-15)  # a rotation keeps |e|
     assert not np.allclose(np.asarray(cat["shape_e1"]), np.asarray(s.catalog["shape_e1"]))
     for col, sc in (("shape_r", standin.SHAPE_SCATTER), ("ebv", standin.EBV_SCATTER)):
         lr = np.log(u.Quantity(cat[col]).value / u.Quantity(s.catalog[col]).value)
-        assert abs(np.std(lr) - sc) < 0.1 * sc      # std of 1500 draws: sc (1 +- 0.018)
+        assert abs(np.std(lr) - sc) < 0.1 * sc  # std of 1500 draws: sc (1 +- 0.018)
     assert cat["flux_g"].unit == s.catalog["flux_g"].unit and cat["z"] is not s.catalog["z"]
-    np.testing.assert_array_equal(np.asarray(cat["z"]), np.asarray(s.catalog["z"]))   # truth untouched
+    np.testing.assert_array_equal(np.asarray(cat["z"]), np.asarray(s.catalog["z"]))  # truth untouched
 
 
 def test_noisy_views_start_with_the_measured_catalogue_and_turn_the_images():
@@ -57,17 +57,17 @@ def test_noisy_views_start_with_the_measured_catalogue_and_turn_the_images():
 def test_early_stopping_keeps_the_best_validation_epoch():
     s, ad = _tiny()
     z = np.asarray(s.catalog["z"], float)
-    hist = standin.train(ad, ad.tokenize(s.catalog, s.images), z, epochs=3, batch_size=10, val_fraction=0.25,
-                   seed=0, lr=3e-2)
+    hist = standin.train(
+        ad, ad.tokenize(s.catalog, s.images), z, epochs=3, batch_size=10, val_fraction=0.25, seed=0, lr=3e-2
+    )
     vals = hist["val_mean_abs_dz"]
     assert hist["n_val"] == 10 and len(vals) == 3 and hist["best_epoch"] == int(np.argmin(vals)) + 1
     # recompute by hand on the restored model: the same seeded split, mean|dz| of both modes
     order = torch.randperm(40, generator=torch.Generator().manual_seed(777)).numpy()[:10]
     tok = {k: v[order] for k, v in ad.tokenize(s.catalog, s.images).items()}
     zv = z[order]
-    got = np.mean([np.mean(np.abs(ad.predict_z(ad.batch(tok, masked=m)) - zv) / (1 + zv))
-                   for m in (["tok_image"], [])])
-    np.testing.assert_allclose(got, min(vals), rtol=1e-5)   # float32 forward, same batches
+    got = np.mean([np.mean(np.abs(ad.predict_z(ad.batch(tok, masked=m)) - zv) / (1 + zv)) for m in (["tok_image"], [])])
+    np.testing.assert_allclose(got, min(vals), rtol=1e-5)  # float32 forward, same batches
 
 
 def test_table_lr_zero_freezes_the_smooth_tables_only():

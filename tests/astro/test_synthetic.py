@@ -19,8 +19,9 @@ def _flat_fnu_flam(wave, jy=3631.0):
 def _calzetti_by_hand(lam_angstrom, rv=4.05):
     """Calzetti et al. (2000) eq. 4, written out here independently of the `extinction` package."""
     x = lam_angstrom / 1e4
-    k = np.where(x < 0.63, 2.659 * (-2.156 + 1.509 / x - 0.198 / x**2 + 0.011 / x**3) + rv,
-                 2.659 * (-1.857 + 1.040 / x) + rv)
+    k = np.where(
+        x < 0.63, 2.659 * (-2.156 + 1.509 / x - 0.198 / x**2 + 0.011 / x**3) + rv, 2.659 * (-1.857 + 1.040 / x) + rv
+    )
     return k / rv  # A(lambda) / A_V
 
 
@@ -55,9 +56,14 @@ def test_intrinsic_dust_reddens_g_minus_r_as_calzetti_at_redshifted_bands(z, eff
 
 def test_4000_angstrom_break_moves_redward_through_the_bands(eff_wave):
     wave, tmpl = synthetic.unit_templates()
-    old = tmpl[0]                              # the oldest kcorrect template: strongest break
+    old = tmpl[0]  # the oldest kcorrect template: strongest break
     zs = np.arange(0.02, 1.25, 0.01)
-    mags = np.array([synthetic.ab_magnitudes(synthetic.OBS_WAVE, synthetic.observed_sed(wave, old, z, distance=False))[0] for z in zs])
+    mags = np.array(
+        [
+            synthetic.ab_magnitudes(synthetic.OBS_WAVE, synthetic.observed_sed(wave, old, z, distance=False))[0]
+            for z in zs
+        ]
+    )
     steepest = []
     for j in range(3):
         colour = mags[:, j] - mags[:, j + 1]
@@ -71,8 +77,15 @@ def test_4000_angstrom_break_moves_redward_through_the_bands(eff_wave):
 
 def test_sersic_normalisation_is_the_analytic_total():
     # a large stamp holds (almost) all light: the analytic normalisation must give the flux back
-    img = synthetic.sersic_image(np.array([10.0, 5.0]), np.array([3.0, 2.0]), np.array([1.0, 4.0]),
-                         np.array([0.3, 0.1]), np.array([0.4, 1.0]), size=128, oversample=5)
+    img = synthetic.sersic_image(
+        np.array([10.0, 5.0]),
+        np.array([3.0, 2.0]),
+        np.array([1.0, 4.0]),
+        np.array([0.3, 0.1]),
+        np.array([0.4, 1.0]),
+        size=128,
+        oversample=5,
+    )
     # n=4 profiles keep ~1-2% of their light beyond 20 r_e (64 px / 2 px = 32 r_e here: <1%)
     np.testing.assert_allclose(img.sum(axis=(1, 2)), [10.0, 5.0], rtol=0.015)
 
@@ -98,7 +111,7 @@ def test_catalogue_units_truth_and_populations():
     assert c["flux_r"].unit == u.nmgy and c["shape_r"].unit == u.arcsec and c["a_v"].unit == u.mag
     for col in ("z", "a_v", "ebv", "r_eff_bulge", "r_eff_disk", "n_bulge", "n_disk", "bulge_frac"):
         assert col in c.colnames
-    assert np.all(synthetic.nmgy_to_mag(c["flux_true_r"].value) < 23.0)       # r-band selection
+    assert np.all(synthetic.nmgy_to_mag(c["flux_true_r"].value) < 23.0)  # r-band selection
     assert np.all((np.asarray(c["z"]) >= 0.03) & (np.asarray(c["z"]) <= 1.0))
     pops = s.populations()
     np.testing.assert_array_equal(pops["dusty"], c["a_v"].value > 0.5)
@@ -150,10 +163,10 @@ def test_truncated_fits_is_a_clear_error(tmp_path, small_sample, frac):
     good = small_sample.to_fits(tmp_path / "good.fits")
     raw = good.read_bytes()
     bad = tmp_path / "bad.fits"
-    bad.write_bytes(raw[: int(frac * len(raw))])   # 0.93 tears the CATALOG header, 0.999 its last rows
+    bad.write_bytes(raw[: int(frac * len(raw))])  # 0.93 tears the CATALOG header, 0.999 its last rows
     with pytest.raises(DataValidationError, match=r"bad\.fits.*(truncated|corrupt).*Delete .*bad\.fits"):
         synthetic.GalaxySample.from_fits(bad)
-    assert synthetic.GalaxySample.from_fits(good).catalog["z"].shape == (12,)   # the intact file still reads
+    assert synthetic.GalaxySample.from_fits(good).catalog["z"].shape == (12,)  # the intact file still reads
 
 
 def test_junk_fits_is_a_clear_error(tmp_path):
@@ -171,8 +184,8 @@ def _crash_after_writing(monkeypatch):
     original = xr.Dataset.to_zarr
 
     def write_then_crash(self, store, *args, **kwargs):
-        original(self, store, *args, **kwargs)        # every chunk is on disk ...
-        raise RuntimeError("simulated crash")         # ... but the write never finishes
+        original(self, store, *args, **kwargs)  # every chunk is on disk ...
+        raise RuntimeError("simulated crash")  # ... but the write never finishes
 
     monkeypatch.setattr(xr.Dataset, "to_zarr", write_then_crash)
 
@@ -183,7 +196,7 @@ def test_interrupted_zarr_write_leaves_no_store(tmp_path, small_sample, monkeypa
     with pytest.raises(RuntimeError, match="simulated crash"):
         small_sample.to_zarr(path)
     assert not path.exists()
-    assert list(tmp_path.iterdir()) == []             # the temporary sibling is cleaned up too
+    assert list(tmp_path.iterdir()) == []  # the temporary sibling is cleaned up too
 
 
 def test_interrupted_zarr_overwrite_keeps_the_previous_store(tmp_path, small_sample, monkeypatch):
@@ -193,7 +206,7 @@ def test_interrupted_zarr_overwrite_keeps_the_previous_store(tmp_path, small_sam
     with pytest.raises(RuntimeError, match="simulated crash"):
         synthetic.make_galaxies(5, seed=9).to_zarr(path)
     back = synthetic.GalaxySample.from_zarr(path)
-    assert len(back) == 12                            # still the old, complete sample
+    assert len(back) == 12  # still the old, complete sample
     np.testing.assert_array_equal(back.images, small_sample.images)
 
 
@@ -216,12 +229,12 @@ def test_sigkill_during_zarr_write_leaves_nothing_finished_looking(tmp_path):
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120)
     assert proc.returncode == -9, proc.stderr.decode()[-1000:]
-    assert not (tmp_path / "s.zarr").exists()         # nothing under the final name
+    assert not (tmp_path / "s.zarr").exists()  # nothing under the final name
     leftovers = list(tmp_path.glob(".s.zarr.*.tmp/store.zarr"))
-    assert len(leftovers) == 1                        # the torn store is a hidden temporary ...
+    assert len(leftovers) == 1  # the torn store is a hidden temporary ...
     with pytest.raises(DataValidationError, match="no completion marker"):
-        synthetic.GalaxySample.from_zarr(leftovers[0])        # ... and is refused even if opened by hand
-    synthetic.GalaxySample(synthetic.make_galaxies(3, seed=0).catalog).to_zarr(tmp_path / "s.zarr")   # a rerun works
+        synthetic.GalaxySample.from_zarr(leftovers[0])  # ... and is refused even if opened by hand
+    synthetic.GalaxySample(synthetic.make_galaxies(3, seed=0).catalog).to_zarr(tmp_path / "s.zarr")  # a rerun works
     assert len(synthetic.GalaxySample.from_zarr(tmp_path / "s.zarr")) == 3
 
 
@@ -238,8 +251,9 @@ def test_zarr_store_without_marker_is_refused(tmp_path, small_sample):
 # ---------------------------------------------------------------- worlds
 def test_cos_inclination_by_hand():
     # Hubble (1926): cos^2 i = (q^2 - q0^2) / (1 - q0^2); q0 = 0.2
-    np.testing.assert_allclose(synthetic.cos_inclination(np.array([1.0, 0.6, 0.2, 0.1]), 0.2),
-                               [1.0, np.sqrt((0.36 - 0.04) / 0.96), 0.0, 0.0])
+    np.testing.assert_allclose(
+        synthetic.cos_inclination(np.array([1.0, 0.6, 0.2, 0.1]), 0.2), [1.0, np.sqrt((0.36 - 0.04) / 0.96), 0.0, 0.0]
+    )
 
 
 def test_surface_brightness_dims_as_tolman():
@@ -250,8 +264,8 @@ def test_surface_brightness_dims_as_tolman():
     sb = []
     zs = np.array([0.1, 0.4, 0.9])
     for z in zs:
-        f = synthetic.ab_maggies(synthetic.OBS_WAVE, synthetic.observed_sed(wrest, flat, z))[0]        # f_nu in every band
-        theta = synthetic.arcsec_per_kpc(np.array([z]))[0] * 5.0                    # a 5 kpc galaxy [arcsec]
+        f = synthetic.ab_maggies(synthetic.OBS_WAVE, synthetic.observed_sed(wrest, flat, z))[0]  # f_nu in every band
+        theta = synthetic.arcsec_per_kpc(np.array([z]))[0] * 5.0  # a 5 kpc galaxy [arcsec]
         sb.append(f / theta**2)
     sb = np.array(sb)
     expected = ((1 + zs[:, None]) / (1 + zs[0])) ** -3
@@ -278,7 +292,7 @@ def test_degenerate_world_disk_dust_follows_the_path_length():
     s = synthetic.make_galaxies(300, seed=8, world="degenerate", images=False)
     c = s.catalog
     assert s.meta["world"] == "degenerate"
-    np.testing.assert_array_equal(c["a_v_bulge"].value, 0.0)                 # a clean bulge
+    np.testing.assert_array_equal(c["a_v_bulge"].value, 0.0)  # a clean bulge
     np.testing.assert_array_equal(c["a_v"].value, c["a_v_disk"].value)
     cos_i = np.asarray(c["cos_i"])
     faceon = c["a_v_disk"].value * np.maximum(cos_i, 0.05)
@@ -304,7 +318,7 @@ def test_degenerate_world_image_shows_where_the_dust_is():
         return synthetic.make_galaxies(200, seed=8, config=cfg)
 
     dusty, clean = render(0.4), render(1e-9)
-    np.testing.assert_allclose(dusty.catalog["z"], clean.catalog["z"])       # the same galaxies
+    np.testing.assert_allclose(dusty.catalog["z"], clean.catalog["z"])  # the same galaxies
     n = dusty.images.shape[-1]
     yy, xx = np.mgrid[:n, :n]
     r = np.hypot(yy - n / 2 + 0.5, xx - n / 2 + 0.5)
@@ -314,10 +328,11 @@ def test_degenerate_world_image_shows_where_the_dust_is():
         return -2.5 * np.log10(f[:, 1] / f[:, 3])
 
     inner, outer = r < 1.5, (r >= 5) & (r < 11)
-    gradient = ((r_minus_z(dusty.images, outer) - r_minus_z(clean.images, outer))
-                - (r_minus_z(dusty.images, inner) - r_minus_z(clean.images, inner)))
+    gradient = (r_minus_z(dusty.images, outer) - r_minus_z(clean.images, outer)) - (
+        r_minus_z(dusty.images, inner) - r_minus_z(clean.images, inner)
+    )
     a_v = dusty.catalog["a_v"].value
-    bulgy = np.asarray(dusty.catalog["bulge_frac"]) > 0.4     # 67 of 200 galaxies
+    bulgy = np.asarray(dusty.catalog["bulge_frac"]) > 0.4  # 67 of 200 galaxies
     # measured: median 0.067 mag on the dusty ones, rank correlation with A_V 0.35 (p ~ 0.004 for 67)
     assert np.median(gradient[bulgy & (a_v > 0.5)]) > 0.03
     assert spearmanr(gradient[bulgy], a_v[bulgy]).statistic > 0.2

@@ -27,8 +27,17 @@ def build_gpt2():
     from transformers import GPT2Config, GPT2LMHeadModel
 
     torch.manual_seed(0)
-    cfg = GPT2Config(n_layer=2, n_head=4, n_embd=32, vocab_size=64, n_positions=16, bos_token_id=0,
-                     eos_token_id=0, use_cache=False, attn_implementation="eager")
+    cfg = GPT2Config(
+        n_layer=2,
+        n_head=4,
+        n_embd=32,
+        vocab_size=64,
+        n_positions=16,
+        bos_token_id=0,
+        eos_token_id=0,
+        use_cache=False,
+        attn_implementation="eager",
+    )
     lm = GPT2LMHeadModel(cfg).eval()
     w = (lm.lm_head.weight[5] - lm.lm_head.weight[7]).detach().clone()  # logit difference 5 - 7
 
@@ -56,8 +65,15 @@ def vit():
     from transformers import ViTConfig, ViTModel
 
     torch.manual_seed(0)
-    cfg = ViTConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
-                    image_size=16, patch_size=4, attn_implementation="eager")
+    cfg = ViTConfig(
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        image_size=16,
+        patch_size=4,
+        attn_implementation="eager",
+    )
     model = ViTModel(cfg, add_pooling_layer=False).eval()
     w = _direction(32, 1)
 
@@ -83,8 +99,15 @@ def bert():
     from transformers import BertConfig, BertModel
 
     torch.manual_seed(0)
-    cfg = BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, vocab_size=64,
-                     max_position_embeddings=16, attn_implementation="eager")
+    cfg = BertConfig(
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        vocab_size=64,
+        max_position_embeddings=16,
+        attn_implementation="eager",
+    )
     return _encoder(BertModel(cfg, add_pooling_layer=False).eval(), 3)
 
 
@@ -94,9 +117,18 @@ def esm():
     from transformers import EsmConfig, EsmModel
 
     torch.manual_seed(0)
-    cfg = EsmConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, vocab_size=33,
-                    max_position_embeddings=40, position_embedding_type="rotary", pad_token_id=1, mask_token_id=32,
-                    attn_implementation="eager")
+    cfg = EsmConfig(
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        vocab_size=33,
+        max_position_embeddings=40,
+        position_embedding_type="rotary",
+        pad_token_id=1,
+        mask_token_id=32,
+        attn_implementation="eager",
+    )
     return _encoder(EsmModel(cfg, add_pooling_layer=False).eval(), 4)
 
 
@@ -105,8 +137,15 @@ def swin():
     from transformers import SwinConfig, SwinModel
 
     torch.manual_seed(0)
-    cfg = SwinConfig(image_size=32, patch_size=4, embed_dim=16, depths=[2, 2], num_heads=[2, 4], window_size=4,
-                     attn_implementation="eager")
+    cfg = SwinConfig(
+        image_size=32,
+        patch_size=4,
+        embed_dim=16,
+        depths=[2, 2],
+        num_heads=[2, 4],
+        window_size=4,
+        attn_implementation="eager",
+    )
     model = SwinModel(cfg).eval()
     w = _direction(32, 2)
 

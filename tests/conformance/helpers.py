@@ -117,7 +117,9 @@ def matching_rows(observed: torch.Tensor, reference: torch.Tensor, atol: float =
     return out
 
 
-def grad_at(module: nn.Module, run: Callable[[], torch.Tensor], port: str = "input") -> tuple[torch.Tensor, torch.Tensor]:
+def grad_at(
+    module: nn.Module, run: Callable[[], torch.Tensor], port: str = "input"
+) -> tuple[torch.Tensor, torch.Tensor]:
     """``(a, d sum(metric) / d a)`` at ``module``'s first input (or, ``port="output"``, its
     first output), where ``run()`` returns the per-sample metric (samples do not interact,
     so the gradient of the sum is the per-sample gradient)."""

@@ -48,24 +48,35 @@ def _case(request, name):
     m = request.getfixturevalue(name)
     g = torch.Generator().manual_seed(10)
     if name == "gpt2":
+
         def draw(n):
             return torch.randint(0, 64, (n, 6), generator=g)
 
-        paths = SimpleNamespace(attn="h.{}.attn", proj=lambda layer: m.model.h[layer].attn.c_proj, mlp="h.{}.mlp",
-                                positions=6)
+        paths = SimpleNamespace(
+            attn="h.{}.attn", proj=lambda layer: m.model.h[layer].attn.c_proj, mlp="h.{}.mlp", positions=6
+        )
     elif name in ("bert", "esm"):
-        def draw(n):   # ESM: amino-acid tokens 4..23 (no pad, mask or special token)
+
+        def draw(n):  # ESM: amino-acid tokens 4..23 (no pad, mask or special token)
             return torch.randint(4, 24, (n, 6), generator=g)
 
-        paths = SimpleNamespace(attn="encoder.layer.{}.attention",
-                                proj=lambda layer: m.model.encoder.layer[layer].attention.output.dense,
-                                mlp="encoder.layer.{}.intermediate", positions=6)
+        paths = SimpleNamespace(
+            attn="encoder.layer.{}.attention",
+            proj=lambda layer: m.model.encoder.layer[layer].attention.output.dense,
+            mlp="encoder.layer.{}.intermediate",
+            positions=6,
+        )
     else:
+
         def draw(n):
             return torch.randn(n, 3, 16, 16, generator=g)
 
-        paths = SimpleNamespace(attn="layers.{}.attention", proj=lambda layer: m.model.layers[layer].attention.o_proj,
-                                mlp="layers.{}.mlp", positions=17)
+        paths = SimpleNamespace(
+            attn="layers.{}.attention",
+            proj=lambda layer: m.model.layers[layer].attention.o_proj,
+            mlp="layers.{}.mlp",
+            positions=17,
+        )
     return SimpleNamespace(**vars(m), **vars(paths), clean=draw(B), corrupted=draw(B), reference=draw(R))
 
 
@@ -147,8 +158,11 @@ def test_ablate_resample_takes_one_whole_reference_row_per_sample(case):
     cols = head_cols(head, 8)
     unablated = heads_in(case, layer, case.clean)
     ref = heads_in(case, layer, case.reference)
-    with torch.no_grad(), sm.ablate(case.model, site(case, layer, head), method="resample", reference=case.reference,
-                                    seed=0), watch(case.proj(layer), "input") as seen:
+    with (
+        torch.no_grad(),
+        sm.ablate(case.model, site(case, layer, head), method="resample", reference=case.reference, seed=0),
+        watch(case.proj(layer), "input") as seen,
+    ):
         got = npy(case.metric(case.model(case.clean)))
     (used,) = seen
     # every sample's head is one reference sample's head, at all positions at once
@@ -194,14 +208,16 @@ def test_ablation_sweep_matches_hand_hook(case, method):
 
 def test_ablation_sweep_resample_uses_a_reference_row_per_sample(case):
     sites = [site(case, layer, h) for layer, h in HEADS]
-    res = sm.ablation_sweep(case.model, case.clean, sites, case.metric, method="resample", reference=case.reference,
-                            seed=0)
+    res = sm.ablation_sweep(
+        case.model, case.clean, sites, case.metric, method="resample", reference=case.reference, seed=0
+    )
     for layer, h in HEADS:
         cols = head_cols(h, 8)
         ref = heads_in(case, layer, case.reference)[..., cols]
         # metric of every sample with this head taken from reference sample j, for every j
-        options = np.stack([hand_metric(case, case.clean, layer, lambda t, r=ref[j], c=cols: set_cols(t, c, r))
-                            for j in range(R)])  # (R, B)
+        options = np.stack(
+            [hand_metric(case, case.clean, layer, lambda t, r=ref[j], c=cols: set_cols(t, c, r)) for j in range(R)]
+        )  # (R, B)
         got = res.ablated.sel(site=site(case, layer, h)).values
         assert (np.abs(options - got[None]) <= ATOL).any(0).all(), (site(case, layer, h), got, options)
 
@@ -230,8 +246,9 @@ def test_patching_sweep_matches_hand_hook(case, direction):
     unpatched = corrupted if direction == "denoising" else clean
     np.testing.assert_allclose(res.effect.values, res.patched.values - unpatched[None], atol=ATOL)
     # a ratio of differences: 1e-5 errors over differences of order 0.1-1
-    np.testing.assert_allclose(res.normalized_effect.values,
-                               (res.patched.values - corrupted[None]) / (clean - corrupted)[None], atol=1e-3)
+    np.testing.assert_allclose(
+        res.normalized_effect.values, (res.patched.values - corrupted[None]) / (clean - corrupted)[None], atol=1e-3
+    )
 
 
 @pytest.mark.parametrize("direction", ["denoising", "noising"])
@@ -293,9 +310,9 @@ def test_heads_found_on_a_to_out_projection():
     assert "0.heads[2]" in sm.list_sites(model)
     proj = model[0].to_out[0]
     with torch.no_grad():
-        with edit_input(proj, lambda t: set_cols(t, slice(8, 12), 0.0)):   # head 2 of 4, head_dim 4
+        with edit_input(proj, lambda t: set_cols(t, slice(8, 12), 0.0)):  # head 2 of 4, head_dim 4
             expect = npy(model(x))
         with sm.ablate(model, "0.heads[2]", method="zero"):
             got = npy(model(x))
     np.testing.assert_allclose(got, expect, atol=ATOL)
-    assert np.abs(expect - npy(model(x).detach())).max() > 1e-3   # the ablation did something
+    assert np.abs(expect - npy(model(x).detach())).max() > 1e-3  # the ablation did something

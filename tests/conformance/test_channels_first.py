@@ -42,10 +42,17 @@ def case(request):
         where = SimpleNamespace(path="enc2", axes=None, observer=m.model.up, grid=(8, 8))
     else:
         # the lifting ChannelMLP -> (B, 8, 16, 16), not a torch conv: declared; read next by fno_blocks
-        where = SimpleNamespace(path="lifting", axes={"lifting": "batch channel y x"}, observer=m.model.fno_blocks,
-                                grid=(16, 16))
-    return SimpleNamespace(**vars(m), **vars(where), module=m.model.get_submodule(where.path), clean=draw(B),
-                           corrupted=draw(B), reference=draw(R))
+        where = SimpleNamespace(
+            path="lifting", axes={"lifting": "batch channel y x"}, observer=m.model.fno_blocks, grid=(16, 16)
+        )
+    return SimpleNamespace(
+        **vars(m),
+        **vars(where),
+        module=m.model.get_submodule(where.path),
+        clean=draw(B),
+        corrupted=draw(B),
+        reference=draw(R),
+    )
 
 
 def act(case, x):
@@ -77,8 +84,13 @@ def test_record_selects_channels_not_the_last_axis(case, selector):
 
 
 def test_reduce_mean_is_the_spatial_mean_per_channel(case):
-    ds = sm.record(case.model, case.clean, [case.path, f"{case.path}.channels[{CH}]"], reduce="mean",
-                   axes=case.axes and "batch channel y x")
+    ds = sm.record(
+        case.model,
+        case.clean,
+        [case.path, f"{case.path}.channels[{CH}]"],
+        reduce="mean",
+        axes=case.axes and "batch channel y x",
+    )
     truth = act(case, case.clean).mean(dim=(2, 3))
     assert ds[case.path].dims == ("sample", "channel")
     np.testing.assert_allclose(ds[case.path].values, npy(truth), atol=ATOL)
@@ -89,10 +101,15 @@ def test_reduce_mean_is_the_spatial_mean_per_channel(case):
 def test_ablate_touches_channel_3_at_every_grid_point_and_nothing_else(case, method):
     clean_act = act(case, case.clean)
     ref = act(case, case.reference)[:, CH]  # (R, y, x)
-    kwargs = {"zero": {}, "scale": {"factor": -2.0}, "mean": {"reference": case.reference},
-              "resample": {"reference": case.reference, "seed": 0}}[method]
-    out, used = observed(case, case.clean, sm.ablate(case.model, f"{case.path}.channels[{CH}]", method=method,
-                                                     axes=case.axes, **kwargs))
+    kwargs = {
+        "zero": {},
+        "scale": {"factor": -2.0},
+        "mean": {"reference": case.reference},
+        "resample": {"reference": case.reference, "seed": 0},
+    }[method]
+    out, used = observed(
+        case, case.clean, sm.ablate(case.model, f"{case.path}.channels[{CH}]", method=method, axes=case.axes, **kwargs)
+    )
     others = [c for c in range(clean_act.shape[1]) if c != CH]
     np.testing.assert_allclose(npy(used[:, others]), npy(clean_act[:, others]), atol=ATOL)
     if method == "resample":  # each sample's channel 3 is one reference sample's, at all grid points
@@ -101,8 +118,9 @@ def test_ablate_touches_channel_3_at_every_grid_point_and_nothing_else(case, met
     else:
         new = {"zero": torch.zeros_like(ref[0]), "scale": -2.0 * clean_act[:, CH], "mean": ref.mean(0)}[method]
         np.testing.assert_allclose(npy(used[:, CH]), npy(new.expand_as(used[:, CH])), atol=ATOL)
-    np.testing.assert_allclose(npy(out), npy(hand_output(case, case.clean, lambda t: set_channel(t, CH, used[:, CH]))),
-                               atol=ATOL)
+    np.testing.assert_allclose(
+        npy(out), npy(hand_output(case, case.clean, lambda t: set_channel(t, CH, used[:, CH]))), atol=ATOL
+    )
 
 
 def test_patch_takes_what_record_gives(case):
@@ -114,15 +132,20 @@ def test_patch_takes_what_record_gives(case):
     with torch.no_grad(), sm.patch(case.model, {s: torch.from_numpy(rec.values)}, axes=case.axes):
         got = case.model(case.corrupted)
     clean = act(case, case.clean)[:, CH]
-    np.testing.assert_allclose(npy(got), npy(hand_output(case, case.corrupted, lambda t: set_channel(t, CH, clean))),
-                               atol=ATOL)
+    np.testing.assert_allclose(
+        npy(got), npy(hand_output(case, case.corrupted, lambda t: set_channel(t, CH, clean))), atol=ATOL
+    )
 
 
 @pytest.mark.parametrize("method", ["zero", "scale", "mean", "resample"])
 def test_ablation_sweep_matches_hand_hook(case, method):
     sites = [f"{case.path}.channels[{CH}]", f"{case.path}.units[0,5]"]
-    kwargs = {"zero": {}, "scale": {"factor": 0.5}, "mean": {"reference": case.reference},
-              "resample": {"reference": case.reference}}[method]
+    kwargs = {
+        "zero": {},
+        "scale": {"factor": 0.5},
+        "mean": {"reference": case.reference},
+        "resample": {"reference": case.reference},
+    }[method]
     res = sm.ablation_sweep(case.model, case.clean, sites, case.metric, method=method, axes=case.axes, **kwargs)
     np.testing.assert_allclose(res.baseline.values, npy(case.metric(hand_output(case, case.clean))), atol=ATOL)
     ref = act(case, case.reference)
@@ -145,18 +168,21 @@ def test_ablation_sweep_matches_hand_hook(case, method):
 @pytest.mark.parametrize("direction", ["denoising", "noising"])
 def test_patching_sweep_matches_hand_hook(case, direction):
     sites = [f"{case.path}.channels[{CH}]", f"{case.path}.units[1,2]", case.path]
-    res = sm.patching_sweep(case.model, case.clean, case.corrupted, sites, case.metric, direction=direction,
-                            axes=case.axes)
+    res = sm.patching_sweep(
+        case.model, case.clean, case.corrupted, sites, case.metric, direction=direction, axes=case.axes
+    )
     base, source = (case.corrupted, case.clean) if direction == "denoising" else (case.clean, case.corrupted)
     src = act(case, source)
     for s, chans in zip(sites, [[CH], [1, 2], slice(None)]):
+
         def put(t, chans=chans):
             t = t.clone()
             t[:, chans] = src[:, chans]
             return t
 
-        np.testing.assert_allclose(res.patched.sel(site=s).values, npy(case.metric(hand_output(case, base, put))),
-                                   atol=ATOL)
+        np.testing.assert_allclose(
+            res.patched.sel(site=s).values, npy(case.metric(hand_output(case, base, put))), atol=ATOL
+        )
 
 
 def test_attribution_patching_is_the_first_order_estimate(case):

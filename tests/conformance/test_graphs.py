@@ -90,8 +90,10 @@ MESH_EDGES = torch.cat([MESH_EDGES, MESH_EDGES.flip(0)], 1)  # a 2x3 grid, undir
 
 def graphs(sizes, g, edges=None):
     """Graphs of the given node counts (random features, ring edges unless ``edges``)."""
-    return [Data(x=torch.randn(n, F_IN, generator=g), edge_index=ring_edges(n, g) if edges is None else edges)
-            for n in sizes]
+    return [
+        Data(x=torch.randn(n, F_IN, generator=g), edge_index=ring_edges(n, g) if edges is None else edges)
+        for n in sizes
+    ]
 
 
 def refeature(data_list, g):
@@ -131,8 +133,15 @@ def gcn():
     var_ref = graphs([4, 3, 5], g)
     mesh = graphs([6] * 4, g, MESH_EDGES)
     mesh_ref = graphs([6] * 3, g, MESH_EDGES)
-    return SimpleNamespace(model=model, var=var, var_corr=refeature(var, g), var_ref=var_ref, mesh=mesh,
-                           mesh_ref=mesh_ref, batch=Batch.from_data_list)
+    return SimpleNamespace(
+        model=model,
+        var=var,
+        var_corr=refeature(var, g),
+        var_ref=var_ref,
+        mesh=mesh,
+        mesh_ref=mesh_ref,
+        batch=Batch.from_data_list,
+    )
 
 
 def unit(u):
@@ -149,8 +158,11 @@ def test_pyg_batch_ablation_sweep_zero(gcn):
     hook zeroing the unit (or the whole output); the baseline is each graph run alone. Tiling
     is a disjoint union, so the row check finds the graphs independent."""
     m, data = gcn.model, gcn.var
-    sites = {"conv1.units[3]": (m.conv1, unit(3)), "conv2.units[0]": (m.conv2, unit(0)),
-             "conv1": (m.conv1, torch.zeros_like)}
+    sites = {
+        "conv1.units[3]": (m.conv1, unit(3)),
+        "conv2.units[0]": (m.conv2, unit(0)),
+        "conv1": (m.conv1, torch.zeros_like),
+    }
     res = sm.ablation_sweep(m, gcn.batch(data), list(sites), metric, method="zero", forward=fwd, batch_size=2)
     assert res.sizes["sample"] == len(data), res.sizes
     np.testing.assert_allclose(res.baseline.values, per_graph(m, data), atol=ATOL)
@@ -164,8 +176,9 @@ def test_pyg_batch_patching_sweep(gcn):
     value equals the corrupted graph run alone with the clean graph's activation (run alone)
     put in; batch_size=3 graphs (slices of 3 and 1)."""
     m, clean, corr = gcn.model, gcn.var, gcn.var_corr
-    res = sm.patching_sweep(m, gcn.batch(clean), gcn.batch(corr), ["conv1", "conv2.units[5]"], metric, forward=fwd,
-                            batch_size=3)
+    res = sm.patching_sweep(
+        m, gcn.batch(clean), gcn.batch(corr), ["conv1", "conv2.units[5]"], metric, forward=fwd, batch_size=3
+    )
     assert res.sizes["sample"] == len(clean)
     np.testing.assert_allclose(res.clean.values, per_graph(m, clean), atol=ATOL)
     np.testing.assert_allclose(res.corrupted.values, per_graph(m, corr), atol=ATOL)
@@ -185,10 +198,21 @@ def test_pyg_batch_mean_ablation_over_all_reference_rows(gcn):
     m = gcn.model
     ref_rows = torch.cat([out_alone(m, m.conv1, d) for d in gcn.var_ref])
     mean = ref_rows[:, 3].mean()
-    res = sm.ablation_sweep(m, gcn.batch(gcn.var), ["conv1.units[3]"], metric, method="mean",
-                            reference=gcn.batch(gcn.var_ref), forward=fwd, batch_size=2)
-    np.testing.assert_allclose(res.ablated.sel(site="conv1.units[3]").values,
-                               per_graph(m, gcn.var, m.conv1, lambda t: set_cols(t, slice(3, 4), mean)), atol=ATOL)
+    res = sm.ablation_sweep(
+        m,
+        gcn.batch(gcn.var),
+        ["conv1.units[3]"],
+        metric,
+        method="mean",
+        reference=gcn.batch(gcn.var_ref),
+        forward=fwd,
+        batch_size=2,
+    )
+    np.testing.assert_allclose(
+        res.ablated.sel(site="conv1.units[3]").values,
+        per_graph(m, gcn.var, m.conv1, lambda t: set_cols(t, slice(3, 4), mean)),
+        atol=ATOL,
+    )
 
 
 def test_pyg_mesh_mean_ablation_over_every_reference_node(gcn):
@@ -199,11 +223,20 @@ def test_pyg_mesh_mean_ablation_over_every_reference_node(gcn):
     ref = torch.stack([out_alone(m, m.conv1, d) for d in gcn.mesh_ref])  # (R, 6, HID)
     assert (ref[:, :, 3].mean(0).max() - ref[:, :, 3].mean(0).min()) > 1e-3
     mean = ref[:, :, 3].mean()
-    res = sm.ablation_sweep(m, gcn.batch(gcn.mesh), ["conv1.units[3]"], metric, method="mean",
-                            reference=gcn.batch(gcn.mesh_ref), forward=fwd)
-    np.testing.assert_allclose(res.ablated.sel(site="conv1.units[3]").values,
-                               per_graph(m, gcn.mesh, m.conv1, lambda t: set_cols(t, slice(3, 4), mean)),
-                               atol=ATOL)
+    res = sm.ablation_sweep(
+        m,
+        gcn.batch(gcn.mesh),
+        ["conv1.units[3]"],
+        metric,
+        method="mean",
+        reference=gcn.batch(gcn.mesh_ref),
+        forward=fwd,
+    )
+    np.testing.assert_allclose(
+        res.ablated.sel(site="conv1.units[3]").values,
+        per_graph(m, gcn.mesh, m.conv1, lambda t: set_cols(t, slice(3, 4), mean)),
+        atol=ATOL,
+    )
 
 
 @pytest.mark.parametrize("verb", ["ablate", "ablation_sweep"])
@@ -214,12 +247,23 @@ def test_pyg_mesh_resample_of_multi_row_samples_is_refused(gcn, verb):
     with pytest.raises(DataValidationError, match="method='mean'"):
         if verb == "ablate":
             b = gcn.batch(gcn.mesh)
-            with torch.no_grad(), sm.ablate(m, "conv1", method="resample", reference=gcn.batch(gcn.mesh_ref),
-                                            forward=fwd, samples=b.batch):
+            with (
+                torch.no_grad(),
+                sm.ablate(
+                    m, "conv1", method="resample", reference=gcn.batch(gcn.mesh_ref), forward=fwd, samples=b.batch
+                ),
+            ):
                 fwd(m, b)
         else:
-            sm.ablation_sweep(m, gcn.batch(gcn.mesh), ["conv1"], metric, method="resample",
-                              reference=gcn.batch(gcn.mesh_ref), forward=fwd)
+            sm.ablation_sweep(
+                m,
+                gcn.batch(gcn.mesh),
+                ["conv1"],
+                metric,
+                method="resample",
+                reference=gcn.batch(gcn.mesh_ref),
+                forward=fwd,
+            )
 
 
 @pytest.mark.parametrize("verb", ["ablate", "ablation_sweep"])
@@ -228,19 +272,40 @@ def test_fixed_mesh_mean_ablation_is_each_nodes_mean_over_reference_meshes(gcn, 
     the reference meshes (hand: reference meshes run alone, stacked, averaged per node)."""
     m = gcn.model
     ref = torch.stack([out_alone(m, m.conv1, d) for d in gcn.mesh_ref])  # (R, 6, HID)
-    per_node = ref[:, :, 3].mean(0)                                       # (6,)
+    per_node = ref[:, :, 3].mean(0)  # (6,)
     truth = per_graph(m, gcn.mesh, m.conv1, lambda t: set_cols(t, slice(3, 4), per_node[:, None]))
     b = gcn.batch(gcn.mesh)
     if verb == "ablate":
-        with torch.no_grad(), sm.ablate(m, "conv1.units[3]", method="mean", reference=gcn.batch(gcn.mesh_ref),
-                                        forward=fwd, samples=sm.FixedMesh(6)):
+        with (
+            torch.no_grad(),
+            sm.ablate(
+                m,
+                "conv1.units[3]",
+                method="mean",
+                reference=gcn.batch(gcn.mesh_ref),
+                forward=fwd,
+                samples=sm.FixedMesh(6),
+            ),
+        ):
             got = npy(fwd(m, b))
     else:
-        got = sm.ablation_sweep(m, b, ["conv1.units[3]"], metric, method="mean", reference=gcn.batch(gcn.mesh_ref),
-                                forward=fwd, samples=sm.FixedMesh(6)).ablated.sel(site="conv1.units[3]").values
+        got = (
+            sm.ablation_sweep(
+                m,
+                b,
+                ["conv1.units[3]"],
+                metric,
+                method="mean",
+                reference=gcn.batch(gcn.mesh_ref),
+                forward=fwd,
+                samples=sm.FixedMesh(6),
+            )
+            .ablated.sel(site="conv1.units[3]")
+            .values
+        )
     np.testing.assert_allclose(got, truth, atol=ATOL)
     pooled = per_graph(m, gcn.mesh, m.conv1, lambda t: set_cols(t, slice(3, 4), ref[:, :, 3].mean()))
-    assert np.abs(truth - pooled).max() > 1e-4   # the two definitions are told apart on this data
+    assert np.abs(truth - pooled).max() > 1e-4  # the two definitions are told apart on this data
 
 
 def test_fixed_mesh_resample_swaps_whole_reference_meshes_node_for_node(gcn):
@@ -251,12 +316,30 @@ def test_fixed_mesh_resample_swaps_whole_reference_meshes_node_for_node(gcn):
     b = gcn.batch(gcn.mesh)
     alone = [out_alone(m, m.conv1, d) for d in gcn.mesh_ref]
     swaps = np.stack([per_graph(m, gcn.mesh, m.conv1, lambda t, r=r: r.clone()) for r in alone])  # (R, graphs)
-    one = sm.ablation_sweep(m, b, ["conv1"], metric, method="resample", reference=gcn.batch(gcn.mesh_ref[:1]),
-                            forward=fwd, samples=sm.FixedMesh(6))
+    one = sm.ablation_sweep(
+        m,
+        b,
+        ["conv1"],
+        metric,
+        method="resample",
+        reference=gcn.batch(gcn.mesh_ref[:1]),
+        forward=fwd,
+        samples=sm.FixedMesh(6),
+    )
     np.testing.assert_allclose(one.ablated.sel(site="conv1").values, swaps[0], atol=ATOL)
     for seed in range(3):
-        with torch.no_grad(), sm.ablate(m, "conv1", method="resample", reference=gcn.batch(gcn.mesh_ref),
-                                        forward=fwd, samples=sm.FixedMesh(6), seed=seed):
+        with (
+            torch.no_grad(),
+            sm.ablate(
+                m,
+                "conv1",
+                method="resample",
+                reference=gcn.batch(gcn.mesh_ref),
+                forward=fwd,
+                samples=sm.FixedMesh(6),
+                seed=seed,
+            ),
+        ):
             got = npy(fwd(m, b))
         match = np.abs(swaps - got[None]).min(axis=0)
         np.testing.assert_allclose(match, 0.0, atol=ATOL)
@@ -264,8 +347,16 @@ def test_fixed_mesh_resample_swaps_whole_reference_meshes_node_for_node(gcn):
 
 def test_fixed_mesh_on_graphs_of_other_sizes_is_refused(gcn):
     with pytest.raises(DataValidationError, match="FixedMesh"):
-        sm.ablation_sweep(gcn.model, gcn.batch(gcn.var), ["conv1"], metric, method="mean",
-                          reference=gcn.batch(gcn.var_ref), forward=fwd, samples=sm.FixedMesh(4))
+        sm.ablation_sweep(
+            gcn.model,
+            gcn.batch(gcn.var),
+            ["conv1"],
+            metric,
+            method="mean",
+            reference=gcn.batch(gcn.var_ref),
+            forward=fwd,
+            samples=sm.FixedMesh(4),
+        )
     with pytest.raises(ValueError, match="nodes"):
         sm.FixedMesh(0)
 
@@ -274,15 +365,22 @@ def test_pyg_resample_with_unequal_node_counts_is_refused(gcn):
     """Resample replaces all rows of a sample by one reference sample's rows: with graphs of
     different node counts that cannot be done, a DataValidationError."""
     with pytest.raises(DataValidationError):
-        sm.ablation_sweep(gcn.model, gcn.batch(gcn.var), ["conv1"], metric, method="resample",
-                          reference=gcn.batch(gcn.var_ref), forward=fwd)
+        sm.ablation_sweep(
+            gcn.model,
+            gcn.batch(gcn.var),
+            ["conv1"],
+            metric,
+            method="resample",
+            reference=gcn.batch(gcn.var_ref),
+            forward=fwd,
+        )
 
 
 def test_pyg_pairs_with_other_node_counts_are_refused(gcn):
     """Equal node totals but other graph sizes paired nodes of different graphs silently."""
     g = torch.Generator().manual_seed(3)
     clean = gcn.batch(graphs([4, 5, 6], g))
-    corrupted = gcn.batch(graphs([5, 6, 4], g))   # 15 nodes each
+    corrupted = gcn.batch(graphs([5, 6, 4], g))  # 15 nodes each
     for verb in (sm.patching_sweep, sm.attribution_patching):
         with pytest.raises(DataValidationError, match="Graph 0 has 4 nodes in clean and 5 in corrupted"):
             verb(gcn.model, clean, corrupted, ["conv1"], metric, forward=fwd)
@@ -356,8 +454,9 @@ def test_dict_with_unbatched_edge_index_sweep_is_never_wrong(nodes):
     assert res.sizes["sample"] == b.num_nodes, res.sizes
     np.testing.assert_allclose(res.baseline.values, npy(hand_nodes(m, b)), atol=ATOL)
     for s in NODE_SITES:
-        np.testing.assert_allclose(res.ablated.sel(site=s).values, npy(hand_nodes(m, b, *node_edit(m, s))),
-                                   atol=ATOL, err_msg=s)
+        np.testing.assert_allclose(
+            res.ablated.sel(site=s).values, npy(hand_nodes(m, b, *node_edit(m, s))), atol=ATOL, err_msg=s
+        )
     check = res.attrs["row_check"]
     assert check.startswith(("independent", "coupled")), check
     if check.startswith("coupled"):
@@ -374,8 +473,9 @@ def test_dict_with_unbatched_edge_index_patching_sweep(nodes):
         mod = m.get_submodule(s)
         with torch.no_grad(), watch(mod) as seen:
             m(b.x, b.edge_index)
-        np.testing.assert_allclose(res.patched.sel(site=s).values, npy(hand_nodes(m, bc, mod, lambda t: seen[0])),
-                                   atol=ATOL, err_msg=s)
+        np.testing.assert_allclose(
+            res.patched.sel(site=s).values, npy(hand_nodes(m, bc, mod, lambda t: seen[0])), atol=ATOL, err_msg=s
+        )
     assert res.attrs["row_check"].startswith("coupled"), res.attrs.get("row_check")
     assert res.attrs["sweep_path"] == "per_site", res.attrs.get("sweep_path")
 
@@ -387,12 +487,16 @@ def test_dict_samples_tensor_sums_per_row_metric_per_graph(nodes):
     m, b = nodes.model, nodes.b
     res = sm.ablation_sweep(m, nodes.as_dict(b), NODE_SITES, metric, method="zero", samples=b.batch)
     assert res.sizes["sample"] == nodes.n_graphs, res.sizes
-    np.testing.assert_allclose(res.baseline.values, per_sample_sum(hand_nodes(m, b), b.batch, nodes.n_graphs),
-                               atol=ATOL)
+    np.testing.assert_allclose(
+        res.baseline.values, per_sample_sum(hand_nodes(m, b), b.batch, nodes.n_graphs), atol=ATOL
+    )
     for s in NODE_SITES:
-        np.testing.assert_allclose(res.ablated.sel(site=s).values,
-                                   per_sample_sum(hand_nodes(m, b, *node_edit(m, s)), b.batch, nodes.n_graphs),
-                                   atol=ATOL, err_msg=s)
+        np.testing.assert_allclose(
+            res.ablated.sel(site=s).values,
+            per_sample_sum(hand_nodes(m, b, *node_edit(m, s)), b.batch, nodes.n_graphs),
+            atol=ATOL,
+            err_msg=s,
+        )
 
 
 def test_dict_samples_field_name_mean_ablation(nodes):
@@ -403,10 +507,18 @@ def test_dict_samples_field_name_mean_ablation(nodes):
     with torch.no_grad(), watch(m.conv1) as seen:
         m(br.x, br.edge_index)
     mean = seen[0][:, 3].mean()
-    res = sm.ablation_sweep(m, nodes.as_dict(b, True), ["conv1.units[3]"], metric, method="mean",
-                            reference=nodes.as_dict(br, True), samples="batch")
-    expect = per_sample_sum(hand_nodes(m, b, m.conv1, lambda t: set_cols(t, slice(3, 4), mean)), b.batch,
-                            nodes.n_graphs)
+    res = sm.ablation_sweep(
+        m,
+        nodes.as_dict(b, True),
+        ["conv1.units[3]"],
+        metric,
+        method="mean",
+        reference=nodes.as_dict(br, True),
+        samples="batch",
+    )
+    expect = per_sample_sum(
+        hand_nodes(m, b, m.conv1, lambda t: set_cols(t, slice(3, 4), mean)), b.batch, nodes.n_graphs
+    )
     np.testing.assert_allclose(res.ablated.sel(site="conv1.units[3]").values, expect, atol=ATOL)
 
 
@@ -420,8 +532,9 @@ def test_dict_samples_callable_attribution_patching(nodes):
         m(b.x, b.edge_index)
     a, grad = grad_at(m.conv2, lambda: m(bc.x, bc.edge_index), port="output")
     expect = per_sample_sum(((seen[0] - a) * grad).sum(1), b.batch, nodes.n_graphs)
-    res = sm.attribution_patching(m, nodes.as_dict(b, True), nodes.as_dict(bc, True), ["conv2"], metric,
-                                  samples=lambda batch: batch["batch"])
+    res = sm.attribution_patching(
+        m, nodes.as_dict(b, True), nodes.as_dict(bc, True), ["conv2"], metric, samples=lambda batch: batch["batch"]
+    )
     assert res.sizes["sample"] == nodes.n_graphs, res.sizes
     np.testing.assert_allclose(res.effect.sel(site="conv2").values, expect, atol=ATOL)
 

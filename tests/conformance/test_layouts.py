@@ -118,8 +118,11 @@ def test_channels_selector_needs_a_channel_axis():
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(5, 8), nn.Tanh(), nn.Linear(8, 1)).eval()
     x = torch.randn(B, 4, 5)  # tokens: (batch, position, feature)
-    np.testing.assert_allclose(sm.record(model, x, ["0.units[1]"])["0.units[1]"].values,
-                               npy(capture(model[0], lambda: model(x))[..., [1]]), atol=ATOL)
+    np.testing.assert_allclose(
+        sm.record(model, x, ["0.units[1]"])["0.units[1]"].values,
+        npy(capture(model[0], lambda: model(x))[..., [1]]),
+        atol=ATOL,
+    )
     with pytest.raises(ScimechError, match="channel"):
         sm.record(model, x, ["0.channels[1]"])
 

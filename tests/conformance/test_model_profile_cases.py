@@ -49,6 +49,7 @@ def _sum(out, target=None):
 
 # -- in place into a patched site's output ------------------------------------------------------
 
+
 class InPlaceResidual(nn.Module):
     """``h = a(x); h += x``: the model adds its residual into ``a``'s output in place."""
 
@@ -68,10 +69,10 @@ def test_patch_hands_an_in_place_model_a_copy_and_both_passes_are_right():
     values = torch.randn(6, 4)
     kept = values.clone()
     with torch.no_grad():
-        truth = model.b(torch.relu(values + x))     # by hand: a's output set, then the residual added
+        truth = model.b(torch.relu(values + x))  # by hand: a's output set, then the residual added
         with patch(model, {"a": values}):
             one, two = model(x), model(x)
-    torch.testing.assert_close(values, kept, rtol=0, atol=0)   # the values given are not changed
+    torch.testing.assert_close(values, kept, rtol=0, atol=0)  # the values given are not changed
     torch.testing.assert_close(one, truth, rtol=0, atol=ATOL)
     torch.testing.assert_close(two, truth, rtol=0, atol=ATOL)
 
@@ -79,19 +80,20 @@ def test_patch_hands_an_in_place_model_a_copy_and_both_passes_are_right():
 def test_the_profile_shows_which_site_the_model_writes_into_in_place():
     torch.manual_seed(0)
     table = scimech.profile(InPlaceResidual(), torch.randn(6, 4), ["a", "b"])
-    assert bool(table.loc["a", "in_place"]) and not bool(table.loc["b", "in_place"])   # h += x writes into a's
+    assert bool(table.loc["a", "in_place"]) and not bool(table.loc["b", "in_place"])  # h += x writes into a's
 
 
 def test_patching_sweep_of_an_in_place_site_matches_the_hand_loop():
     torch.manual_seed(0)
     model, clean, corrupted = InPlaceResidual().eval(), torch.randn(6, 4), torch.randn(6, 4)
     with torch.no_grad():
-        truth = _sum(model.b(torch.relu(model.a(clean) + corrupted)))   # clean a-output, corrupted residual
+        truth = _sum(model.b(torch.relu(model.a(clean) + corrupted)))  # clean a-output, corrupted residual
     got = patching_sweep(model, clean, corrupted, ["a", "b"], metric=_sum)
     np.testing.assert_allclose(got.patched.sel(site="a").values, truth.numpy(), atol=ATOL)
 
 
 # -- float64 --------------------------------------------------------------------------------------
+
 
 def _two_layer(dtype):
     torch.manual_seed(0)
@@ -101,7 +103,7 @@ def _two_layer(dtype):
 def test_a_float64_model_keeps_its_metric_in_float64():
     model = _two_layer(torch.float64)
     clean = torch.randn(5, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
-    corrupted = clean + 1e-4    # a small effect, which float32 would round to ~1e-3 of itself
+    corrupted = clean + 1e-4  # a small effect, which float32 would round to ~1e-3 of itself
     with torch.no_grad():
         base = _sum(model(corrupted))
         src = model[1](model[0](clean))
@@ -133,6 +135,7 @@ def test_sweeps_run_under_a_float64_default_dtype():
 
 # -- a complex output -----------------------------------------------------------------------------
 
+
 class Spectral(nn.Module):
     """A linear layer, then its Fourier coefficients along the features: a complex output."""
 
@@ -153,7 +156,7 @@ def test_a_complex_output_keeps_its_imaginary_part_in_the_sweep():
         h = _hooked(model.b, lambda out, c: src)
         truth = model(corrupted).mean(-1) - base
         h.remove()
-    assert truth.imag.abs().max() > 1e-2       # the effect has an imaginary part to lose
+    assert truth.imag.abs().max() > 1e-2  # the effect has an imaginary part to lose
     got = patching_sweep(model, clean, corrupted, ["b"], metric=metrics.output())
     np.testing.assert_allclose(got.effect.sel(site="b").values, truth.numpy(), atol=ATOL)
 
@@ -175,6 +178,7 @@ def test_attribution_patching_refuses_a_complex_metric_and_its_fix_is_exact():
 
 
 # -- forces by autograd inside forward ------------------------------------------------------------
+
 
 class Potential(nn.Module):
     """An energy of each sample's coordinates; the output is the force, minus its gradient."""
@@ -198,7 +202,7 @@ def test_verbs_run_a_forward_that_takes_gradients_under_enable_grad():
         hand = model.act(model.embed(pos))
     np.testing.assert_allclose(ds["act"].values, hand.numpy(), atol=ATOL)
     forces = model(pos).detach()
-    h = _hooked(model.act, lambda out, c: out * 0.5)    # by hand, a plain hook (grad enabled)
+    h = _hooked(model.act, lambda out, c: out * 0.5)  # by hand, a plain hook (grad enabled)
     truth = _sum(model(pos).detach()) - _sum(forces)
     h.remove()
     got = ablation_sweep(model, pos, ["act", "embed"], metric=_sum, method="scale", factor=0.5)
@@ -211,7 +215,7 @@ def test_attribution_patching_of_forces_without_a_graph_names_create_graph():
     model, clean, corrupted = Potential(create_graph=False).eval(), torch.randn(6, 3), torch.randn(6, 3)
     with pytest.raises(DataValidationError, match="create_graph=True"):
         scimech.attribution_patching(model, clean, corrupted, ["act"], _sum)
-    model.create_graph = True      # the fix it names
+    model.create_graph = True  # the fix it names
     got = scimech.attribution_patching(model, clean, corrupted, ["embed"], _sum)
     # by hand: the gradient of the summed forces with respect to a zero added to embed's output
     pos = corrupted.clone().requires_grad_(True)
@@ -224,6 +228,7 @@ def test_attribution_patching_of_forces_without_a_graph_names_create_graph():
 
 
 # -- a batch class with to_data_list that is not PyG's --------------------------------------------
+
 
 @dataclasses.dataclass
 class AtomsBatch:
@@ -264,6 +269,7 @@ def test_a_batch_with_to_data_list_that_is_not_pyg_is_cut_as_a_dataclass():
 
 # -- record() to reference, channels first with C = y = x -----------------------------------------
 
+
 class Conv(nn.Module):
     def __init__(self):
         super().__init__()
@@ -280,7 +286,7 @@ def test_record_output_is_a_mean_ablation_reference_in_its_own_layout(given):
     ds = scimech.record(model, ref, ["conv"])
     reference = ds if given == "dataset" else {"conv": ds["conv"]}
     with torch.no_grad():
-        mean = model.conv(ref).mean(0, keepdim=True)           # channels first, as the model has it
+        mean = model.conv(ref).mean(0, keepdim=True)  # channels first, as the model has it
         h = _hooked(model.conv, lambda out, c: mean.expand_as(out))
         truth = model(x)
         h.remove()
@@ -293,12 +299,16 @@ def test_a_plain_tensor_whose_layout_could_be_either_order_is_refused_naming_the
     torch.manual_seed(0)
     model, x, ref = Conv().eval(), torch.randn(3, 4, 4, 4), torch.randn(10, 4, 4, 4)
     ds = scimech.record(model, ref, ["conv"])
-    with pytest.raises(DataValidationError, match=r"reference=ds"), torch.no_grad(), \
-            ablate(model, "conv", method="mean", reference={"conv": torch.from_numpy(ds["conv"].values)}):
+    with (
+        pytest.raises(DataValidationError, match=r"reference=ds"),
+        torch.no_grad(),
+        ablate(model, "conv", method="mean", reference={"conv": torch.from_numpy(ds["conv"].values)}),
+    ):
         model(x)
 
 
 # -- calls of changing shape ----------------------------------------------------------------------
+
 
 class Decoder(nn.Module):
     """Three steps of a growing sequence: ``step`` sees 1, 2 then 3 positions."""
@@ -338,7 +348,7 @@ def test_recording_calls_of_changing_shape_names_the_selection_that_works():
     with pytest.raises(DimensionError, match=r"different shapes.*calls='last'") as err:
         scimech.record(model, x, ["step"], calls="all")
     assert "calls=" in str(err.value)
-    ds = scimech.record(model, x, ["step"], calls="last")      # a fix it names
+    ds = scimech.record(model, x, ["step"], calls="last")  # a fix it names
     with torch.no_grad():
         seen = []
         h = model.step.register_forward_hook(lambda m, a, out: seen.append(out.clone()))
@@ -365,10 +375,10 @@ class Adaptive(nn.Module):
 def test_a_patched_run_with_more_calls_than_the_source_names_the_calls_both_make():
     torch.manual_seed(0)
     model = Adaptive().eval()
-    clean, corrupted = 0.1 * torch.randn(4, 4), 3.0 * torch.randn(4, 4)     # 2 steps, 3 steps
+    clean, corrupted = 0.1 * torch.randn(4, 4), 3.0 * torch.randn(4, 4)  # 2 steps, 3 steps
     with pytest.raises(DataValidationError, match=r"calls=\[0, 1\]"):
         patching_sweep(model, clean, corrupted, ["step"], metric=_sum, calls="all")
-    got = patching_sweep(model, clean, corrupted, ["step"], metric=_sum, calls=[0, 1])   # the fix it names
+    got = patching_sweep(model, clean, corrupted, ["step"], metric=_sum, calls=[0, 1])  # the fix it names
     with torch.no_grad():
         src = []
         h = model.step.register_forward_hook(lambda m, a, out: src.append(out.clone()))
@@ -381,6 +391,7 @@ def test_a_patched_run_with_more_calls_than_the_source_names_the_calls_both_make
 
 
 # -- irreps: units[...] by whole irreps -----------------------------------------------------------
+
 
 class Equivariant(nn.Module):
     """A layer whose output is ``2x0e + 1x1o`` (two scalars, then one vector), as e3nn declares it."""
@@ -408,15 +419,16 @@ def test_units_of_an_irreps_tensor_are_whole_irreps_or_refused():
     torch.manual_seed(0)
     model, x = OnIrreps().eval(), torch.randn(4, 3)
     with pytest.raises(DimensionError, match=r"units\[2,3,4\]"):
-        ablation_sweep(model, x, ["eq.units[2]"], metric=_sum, method="zero")    # one component of the vector
-    got = ablation_sweep(model, x, ["eq.units[2,3,4]"], metric=_sum, method="zero")   # the whole vector
+        ablation_sweep(model, x, ["eq.units[2]"], metric=_sum, method="zero")  # one component of the vector
+    got = ablation_sweep(model, x, ["eq.units[2,3,4]"], metric=_sum, method="zero")  # the whole vector
     with torch.no_grad():
         out = model.eq(x)
-        truth = out[:, :2].pow(2).sum(-1) - out.pow(2).sum(-1)      # by hand: the vector's norm removed
+        truth = out[:, :2].pow(2).sum(-1) - out.pow(2).sum(-1)  # by hand: the vector's norm removed
     np.testing.assert_allclose(got.effect.sel(site="eq.units[2,3,4]").values, truth.numpy(), atol=ATOL)
 
 
 # -- rows declared packed sample by sample: checked on the data -----------------------------------
+
 
 class Experts(nn.Module):
     """Tokens of every sample routed to two experts: the rows are sorted by expert across the
@@ -427,21 +439,21 @@ class Experts(nn.Module):
         self.router, self.expert = nn.Linear(4, 2), nn.Linear(4, 4)
         self.sort = sort
 
-    def forward(self, x):                           # x: (B, N, 4)
-        rows = x.reshape(-1, x.shape[-1])          # (B*N, 4), sample by sample
+    def forward(self, x):  # x: (B, N, 4)
+        rows = x.reshape(-1, x.shape[-1])  # (B*N, 4), sample by sample
         order = torch.argsort(self.router(rows).argmax(-1), stable=True) if self.sort else torch.arange(len(rows))
         out = torch.empty_like(rows)
-        out[order] = self.expert(rows[order])       # the expert sees the rows sorted by expert
+        out[order] = self.expert(rows[order])  # the expert sees the rows sorted by expert
         return out.reshape(x.shape)
 
 
 def test_rows_declared_packed_sample_by_sample_are_checked_on_the_data():
     torch.manual_seed(0)
     x = torch.randn(6, 4, 4)
-    axes = {"expert": "batch*window feature"}       # 24 rows = 6 samples x 4 tokens, as the hint offers
+    axes = {"expert": "batch*window feature"}  # 24 rows = 6 samples x 4 tokens, as the hint offers
     with pytest.raises(DimensionError, match="not sample by sample"):
         scimech.record(Experts().eval(), x, ["expert"], axes=axes)
-    model = Experts(sort=False).eval()               # rows left in sample order: the declared layout holds
+    model = Experts(sort=False).eval()  # rows left in sample order: the declared layout holds
     ds = scimech.record(model, x, ["expert"], axes=axes)
     with torch.no_grad():
         hand = model.expert(x.reshape(-1, 4)).reshape(6, 4, 4)

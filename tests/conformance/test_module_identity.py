@@ -112,8 +112,11 @@ def test_record_of_a_module_called_twice_is_an_error(shared):
 @pytest.mark.parametrize("method", ["zero", "scale"])
 def test_ablate_acts_on_every_call(shared, method):
     model, x = shared
-    new = (lambda t: set_cols(t, slice(1, 2), 0.0)) if method == "zero" else \
-        (lambda t: set_cols(t, slice(1, 2), 3.0 * t[:, 1:2]))
+    new = (
+        (lambda t: set_cols(t, slice(1, 2), 0.0))
+        if method == "zero"
+        else (lambda t: set_cols(t, slice(1, 2), 3.0 * t[:, 1:2]))
+    )
     with torch.no_grad():
         with edit_output(model.shared, new):  # a forward hook edits every call
             expect = npy(model(x))
@@ -130,10 +133,10 @@ def test_ablate_acts_on_every_call(shared, method):
             got = npy(model(x))
         with sm.ablate(model, "shared.units[1]", method=method, calls=0, **kwargs):
             got_first = npy(model(x))
-        with pytest.raises(SiteCalledTwiceError, match="calls="):   # the default assumes nothing
+        with pytest.raises(SiteCalledTwiceError, match="calls="):  # the default assumes nothing
             with sm.ablate(model, "shared.units[1]", method=method, **kwargs):
                 model(x)
-        with pytest.raises(SiteNeverRanError, match=r"\[2\]"):     # a call the pass never reaches
+        with pytest.raises(SiteNeverRanError, match=r"\[2\]"):  # a call the pass never reaches
             with sm.ablate(model, "shared.units[1]", method=method, calls=2, **kwargs):
                 model(x)
     np.testing.assert_allclose(got, expect, atol=ATOL)

@@ -155,12 +155,16 @@ def test_rk4_ablate_calls(rk4, calls):
 def test_rk4_ablation_sweep_by_call(rk4):
     """ablation_sweep(by_call=True, calls=[0, 7, 15]): dims (site, call, sample), each call
     zeroed alone (hand hook)."""
-    res = sm.ablation_sweep(rk4.model, rk4.x, ["func.lin1.units[3]"], metric, method="zero", calls=[0, 7, 15],
-                            by_call=True)
+    res = sm.ablation_sweep(
+        rk4.model, rk4.x, ["func.lin1.units[3]"], metric, method="zero", calls=[0, 7, 15], by_call=True
+    )
     assert res.ablated.dims == ("site", "call", "sample"), res.ablated.dims
     for c in (0, 7, 15):
-        np.testing.assert_allclose(res.ablated.sel(site="func.lin1.units[3]", call=c).values,
-                                   hand(rk4.model, rk4.x, rk4.model.func.lin1, zero_unit(3), [c]), atol=ATOL)
+        np.testing.assert_allclose(
+            res.ablated.sel(site="func.lin1.units[3]", call=c).values,
+            hand(rk4.model, rk4.x, rk4.model.func.lin1, zero_unit(3), [c]),
+            atol=ATOL,
+        )
 
 
 def test_rk4_mean_ablation_reference_per_call(rk4):
@@ -172,8 +176,9 @@ def test_rk4_mean_ablation_reference_per_call(rk4):
     with torch.no_grad(), sm.ablate(rk4.model, "func.lin1.units[3]", method="mean", reference=rk4.ref, calls="all"):
         got = npy(rk4.model(rk4.x))
     np.testing.assert_allclose(got, expect, atol=ATOL)
-    res = sm.ablation_sweep(rk4.model, rk4.x, ["func.lin1.units[3]"], metric, method="mean", reference=rk4.ref,
-                            calls="all")
+    res = sm.ablation_sweep(
+        rk4.model, rk4.x, ["func.lin1.units[3]"], metric, method="mean", reference=rk4.ref, calls="all"
+    )
     np.testing.assert_allclose(res.ablated.sel(site="func.lin1.units[3]").values, expect, atol=ATOL)
 
 
@@ -182,9 +187,11 @@ def test_rk4_patching_sweep_last_call(rk4):
     corrupted run's last (call 15; hand hook)."""
     src = per_call(rk4.model.func.lin1, lambda: rk4.model(rk4.x))
     res = sm.patching_sweep(rk4.model, rk4.x, rk4.x2, ["func.lin1"], metric, calls="last")
-    np.testing.assert_allclose(res.patched.sel(site="func.lin1").values,
-                               hand(rk4.model, rk4.x2, rk4.model.func.lin1, lambda t, k: src[k], [RK4_CALLS - 1]),
-                               atol=ATOL)
+    np.testing.assert_allclose(
+        res.patched.sel(site="func.lin1").values,
+        hand(rk4.model, rk4.x2, rk4.model.func.lin1, lambda t, k: src[k], [RK4_CALLS - 1]),
+        atol=ATOL,
+    )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -215,8 +222,8 @@ ENC_SITES = ["enc", "enc.units[0]", "enc.units[1]", "enc.units[3]"]
 def _enc_patch(site, src):
     if site == "enc":
         return lambda t, k: src
-    u = int(site[len("enc.units["):-1])
-    return lambda t, k: set_cols(t, slice(u, u + 1), src[:, u:u + 1])
+    u = int(site[len("enc.units[") : -1])
+    return lambda t, k: set_cols(t, slice(u, u + 1), src[:, u : u + 1])
 
 
 def test_dopri_tiling_changes_the_numbers(dopri):
@@ -243,8 +250,9 @@ def test_dopri_patching_sweep_is_per_site(dopri):
     src = per_call(m.enc, lambda: m(dopri.x))[0]
     res = sm.patching_sweep(m, dopri.x, dopri.x2, ENC_SITES, metric)
     for s in ENC_SITES:
-        np.testing.assert_allclose(res.patched.sel(site=s).values, hand(m, dopri.x2, m.enc, _enc_patch(s, src)),
-                                   atol=ATOL, err_msg=s)
+        np.testing.assert_allclose(
+            res.patched.sel(site=s).values, hand(m, dopri.x2, m.enc, _enc_patch(s, src)), atol=ATOL, err_msg=s
+        )
     np.testing.assert_allclose(res.corrupted.values, npy(m(dopri.x2).detach()), atol=ATOL)
     assert res.attrs["row_check"].startswith("coupled"), res.attrs.get("row_check")
     assert res.attrs["sweep_path"] == "per_site", res.attrs.get("sweep_path")
@@ -257,8 +265,9 @@ def test_dopri_ablation_sweep_is_per_site(dopri):
     sites = ["enc.units[0]", "enc.units[1]", "enc.units[2]", "enc.units[3]"]
     res = sm.ablation_sweep(m, dopri.x, sites, metric, method="zero")
     for u, s in enumerate(sites):
-        np.testing.assert_allclose(res.ablated.sel(site=s).values, hand(m, dopri.x, m.enc, zero_unit(u)), atol=ATOL,
-                                   err_msg=s)
+        np.testing.assert_allclose(
+            res.ablated.sel(site=s).values, hand(m, dopri.x, m.enc, zero_unit(u)), atol=ATOL, err_msg=s
+        )
     assert res.attrs["row_check"].startswith("coupled"), res.attrs.get("row_check")
     assert res.attrs["sweep_path"] == "per_site", res.attrs.get("sweep_path")
 

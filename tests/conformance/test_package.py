@@ -79,8 +79,12 @@ def test_type_checkers_see_every_lazy_name_as_the_object_it_is_at_run_time():
 
     tree = ast.parse((REPO / "scimech" / "__init__.py").read_text())
     block = next(node for node in tree.body if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test))
-    declared = {alias.asname or alias.name: (node.module, alias.name)
-                for node in block.body if isinstance(node, ast.ImportFrom) for alias in node.names}
+    declared = {
+        alias.asname or alias.name: (node.module, alias.name)
+        for node in block.body
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
     assert set(declared) == set(sm.__all__) - {"__version__"}
     for name, (module, original) in declared.items():
         assert name == original

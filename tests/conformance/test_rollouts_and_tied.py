@@ -110,8 +110,12 @@ def tied():
     torch.manual_seed(0)
     model = Tied().eval()
     g = torch.Generator().manual_seed(70)
-    return SimpleNamespace(model=model, x=torch.randn(B, 3, generator=g), x2=torch.randn(B, 3, generator=g),
-                           ref=torch.randn(R, 3, generator=g))
+    return SimpleNamespace(
+        model=model,
+        x=torch.randn(B, 3, generator=g),
+        x2=torch.randn(B, 3, generator=g),
+        ref=torch.randn(R, 3, generator=g),
+    )
 
 
 def hand(model, x, module, fn, which="all"):
@@ -246,8 +250,7 @@ def test_tied_mean_ablation_reference_activations_used_at_every_call(tied):
     acts = torch.randn(R, D, generator=torch.Generator().manual_seed(72))
     mean = acts.mean(0)
     expect = hand(tied.model, tied.x, tied.model.block.fc, lambda t, k: mean.expand_as(t))
-    with torch.no_grad(), sm.ablate(tied.model, "block.fc", method="mean", reference={"block.fc": acts},
-                                    calls="all"):
+    with torch.no_grad(), sm.ablate(tied.model, "block.fc", method="mean", reference={"block.fc": acts}, calls="all"):
         got = npy(tied.model(tied.x))
     np.testing.assert_allclose(got, expect, atol=ATOL)
 
@@ -258,8 +261,11 @@ def test_tied_resample_one_reference_sample_drives_every_call(tied):
     patched ``block.fc`` output (the input of ``block.act``) and matching it to the reference
     rows recorded per call by hand."""
     ref = per_call(tied.model.block.fc, lambda: tied.model(tied.ref))
-    with torch.no_grad(), sm.ablate(tied.model, "block.fc", method="resample", reference=tied.ref, calls="all",
-                                    seed=3), watch(tied.model.block.act, "input") as seen:
+    with (
+        torch.no_grad(),
+        sm.ablate(tied.model, "block.fc", method="resample", reference=tied.ref, calls="all", seed=3),
+        watch(tied.model.block.act, "input") as seen,
+    ):
         tied.model(tied.x)
     assert len(seen) == N_TIED
     drawn = []
@@ -276,10 +282,12 @@ def test_tied_resample_sweep_one_reference_row_at_every_call(tied):
     (hand: every candidate j computed with hooks; a mix of rows across calls matches none)."""
     m = tied.model
     ref = per_call(m.block.fc, lambda: m(tied.ref))
-    cands = np.stack([hand(m, tied.x, m.block.fc, lambda t, k, j=j: set_cols(t, slice(2, 3), ref[k][j, 2]))
-                      for j in range(R)], 1)  # (B, R)
-    res = sm.ablation_sweep(m, tied.x, ["block.fc.units[2]"], metric, method="resample", reference=tied.ref,
-                            calls="all", seed=5)
+    cands = np.stack(
+        [hand(m, tied.x, m.block.fc, lambda t, k, j=j: set_cols(t, slice(2, 3), ref[k][j, 2])) for j in range(R)], 1
+    )  # (B, R)
+    res = sm.ablation_sweep(
+        m, tied.x, ["block.fc.units[2]"], metric, method="resample", reference=tied.ref, calls="all", seed=5
+    )
     got = res.ablated.sel(site="block.fc.units[2]").values
     for i, v in enumerate(got):
         assert np.abs(cands[i] - v).min() <= ATOL, (i, v, cands[i])
@@ -291,11 +299,15 @@ def test_tied_ablation_sweep_calls(tied, calls):
     call of the unablated run (call 2)."""
     which = calls if isinstance(calls, list) else [N_TIED - 1] if calls == "last" else [calls]
     expect = hand(tied.model, tied.x, tied.model.block.fc, zero_unit(1), which)
-    res = sm.ablation_sweep(tied.model, tied.x, ["block.fc.units[1]", "block.fc.units[3]"], metric, method="zero",
-                            calls=calls)
+    res = sm.ablation_sweep(
+        tied.model, tied.x, ["block.fc.units[1]", "block.fc.units[3]"], metric, method="zero", calls=calls
+    )
     np.testing.assert_allclose(res.ablated.sel(site="block.fc.units[1]").values, expect, atol=ATOL)
-    np.testing.assert_allclose(res.ablated.sel(site="block.fc.units[3]").values,
-                               hand(tied.model, tied.x, tied.model.block.fc, zero_unit(3), which), atol=ATOL)
+    np.testing.assert_allclose(
+        res.ablated.sel(site="block.fc.units[3]").values,
+        hand(tied.model, tied.x, tied.model.block.fc, zero_unit(3), which),
+        atol=ATOL,
+    )
     np.testing.assert_allclose(res.baseline.values, npy(tied.model(tied.x).detach()), atol=ATOL)
 
 
@@ -307,8 +319,11 @@ def test_tied_ablation_sweep_by_call(tied):
     assert list(res.coords["call"].values) == list(range(N_TIED))
     for s, u in zip(sites, [1, 4]):
         for c in range(N_TIED):
-            np.testing.assert_allclose(res.ablated.sel(site=s, call=c).values,
-                                       hand(tied.model, tied.x, tied.model.block.fc, zero_unit(u), [c]), atol=ATOL)
+            np.testing.assert_allclose(
+                res.ablated.sel(site=s, call=c).values,
+                hand(tied.model, tied.x, tied.model.block.fc, zero_unit(u), [c]),
+                atol=ATOL,
+            )
 
 
 def test_tied_patching_sweep_calls(tied):
@@ -319,16 +334,16 @@ def test_tied_patching_sweep_calls(tied):
     src = per_call(m.block.fc, lambda: m(clean))
     put = lambda t, k: src[k]  # noqa: E731
     one = sm.patching_sweep(m, clean, corr, ["block.fc"], metric, calls=1)
-    np.testing.assert_allclose(one.patched.sel(site="block.fc").values, hand(m, corr, m.block.fc, put, [1]),
-                               atol=ATOL)
+    np.testing.assert_allclose(one.patched.sel(site="block.fc").values, hand(m, corr, m.block.fc, put, [1]), atol=ATOL)
     every = sm.patching_sweep(m, clean, corr, ["block.fc"], metric, calls="all")
     np.testing.assert_allclose(every.patched.sel(site="block.fc").values, hand(m, corr, m.block.fc, put), atol=ATOL)
     by = sm.patching_sweep(m, clean, corr, ["block.fc"], metric, calls=[0, 2], by_call=True)
     assert by.patched.dims == ("site", "call", "sample"), by.patched.dims
     assert list(by.coords["call"].values) == [0, 2]
     for c in (0, 2):
-        np.testing.assert_allclose(by.patched.sel(site="block.fc", call=c).values, hand(m, corr, m.block.fc, put, [c]),
-                                   atol=ATOL)
+        np.testing.assert_allclose(
+            by.patched.sel(site="block.fc", call=c).values, hand(m, corr, m.block.fc, put, [c]), atol=ATOL
+        )
 
 
 def grads_per_call(model, module, x, which="all") -> tuple[list[torch.Tensor], list[torch.Tensor]]:
@@ -362,8 +377,9 @@ def test_tied_attribution_patching_calls(tied):
     src = per_call(m.block.fc, lambda: m(clean))
     (base1,), (grad1,) = grads_per_call(m, m.block.fc, corr, [1])
     one = sm.attribution_patching(m, clean, corr, ["block.fc"], metric, calls=1)
-    np.testing.assert_allclose(one.effect.sel(site="block.fc").values, npy(((src[1] - base1) * grad1).sum(1)),
-                               atol=ATOL)
+    np.testing.assert_allclose(
+        one.effect.sel(site="block.fc").values, npy(((src[1] - base1) * grad1).sum(1)), atol=ATOL
+    )
     base, grads = grads_per_call(m, m.block.fc, corr)
     partial = sum(npy(((src[c] - base[c]) * grads[c]).sum(1)) for c in range(N_TIED))
     every = sm.attribution_patching(m, clean, corr, ["block.fc"], metric, calls="all")
@@ -474,8 +490,13 @@ def rollout():
             h = model(h)
         return h @ w
 
-    return SimpleNamespace(model=model, run=run, x=torch.randn(B, D, generator=g), x2=torch.randn(B, D, generator=g),
-                           ref=torch.randn(R, D, generator=g))
+    return SimpleNamespace(
+        model=model,
+        run=run,
+        x=torch.randn(B, D, generator=g),
+        x2=torch.randn(B, D, generator=g),
+        ref=torch.randn(R, D, generator=g),
+    )
 
 
 def hand_rollout(r, x, fn, which="all"):
@@ -501,12 +522,15 @@ def test_rollout_ablation_sweep_one_step(rollout, calls):
     'last' is step T - 1 (hand hook)."""
     r = rollout
     k = T - 1 if calls == "last" else calls
-    res = sm.ablation_sweep(r.model, r.x, ["fc.units[1]", "fc.units[6]"], metric, method="zero", forward=r.run,
-                            calls=calls)
-    np.testing.assert_allclose(res.ablated.sel(site="fc.units[1]").values, hand_rollout(r, r.x, zero_unit(1), [k]),
-                               atol=ATOL)
-    np.testing.assert_allclose(res.ablated.sel(site="fc.units[6]").values, hand_rollout(r, r.x, zero_unit(6), [k]),
-                               atol=ATOL)
+    res = sm.ablation_sweep(
+        r.model, r.x, ["fc.units[1]", "fc.units[6]"], metric, method="zero", forward=r.run, calls=calls
+    )
+    np.testing.assert_allclose(
+        res.ablated.sel(site="fc.units[1]").values, hand_rollout(r, r.x, zero_unit(1), [k]), atol=ATOL
+    )
+    np.testing.assert_allclose(
+        res.ablated.sel(site="fc.units[6]").values, hand_rollout(r, r.x, zero_unit(6), [k]), atol=ATOL
+    )
 
 
 def test_rollout_patching_sweep_all_steps_and_by_call(rollout):
@@ -520,8 +544,7 @@ def test_rollout_patching_sweep_all_steps_and_by_call(rollout):
     by = sm.patching_sweep(r.model, r.x, r.x2, ["fc"], metric, forward=r.run, calls="all", by_call=True)
     assert by.patched.dims == ("site", "call", "sample"), by.patched.dims
     for c in range(T):
-        np.testing.assert_allclose(by.patched.sel(site="fc", call=c).values, hand_rollout(r, r.x2, put, [c]),
-                                   atol=ATOL)
+        np.testing.assert_allclose(by.patched.sel(site="fc", call=c).values, hand_rollout(r, r.x2, put, [c]), atol=ATOL)
 
 
 def test_rollout_own_loop_inside_forward_pass(rollout):
@@ -555,12 +578,16 @@ def test_rollout_mean_ablation_reference_per_step(rollout):
     ref = per_call(r.model.fc, lambda: r.run(r.model, r.ref))
     means = [a[:, 4].mean() for a in ref]
     expect = hand_rollout(r, r.x, lambda t, k: set_cols(t, slice(4, 5), means[k]))
-    with torch.no_grad(), sm.ablate(r.model, "fc.units[4]", method="mean", reference=r.ref, forward=r.run,
-                                    calls="all"), sm.forward_pass():
+    with (
+        torch.no_grad(),
+        sm.ablate(r.model, "fc.units[4]", method="mean", reference=r.ref, forward=r.run, calls="all"),
+        sm.forward_pass(),
+    ):
         got = npy(r.run(r.model, r.x))
     np.testing.assert_allclose(got, expect, atol=ATOL)
-    res = sm.ablation_sweep(r.model, r.x, ["fc.units[4]"], metric, method="mean", reference=r.ref, forward=r.run,
-                            calls="all")
+    res = sm.ablation_sweep(
+        r.model, r.x, ["fc.units[4]"], metric, method="mean", reference=r.ref, forward=r.run, calls="all"
+    )
     np.testing.assert_allclose(res.ablated.sel(site="fc.units[4]").values, expect, atol=ATOL)
 
 
@@ -587,11 +614,21 @@ class GridModel(nn.Module):
 
     def forward(self, g: Grid):
         assert isinstance(g, Grid), type(g)
-        assert g.lat.shape == (H,) and g.lon.shape == (W,) and g.static.shape == (H, W), \
-            (g.lat.shape, g.lon.shape, g.static.shape)  # unbatched fields are never sliced nor tiled
+        assert g.lat.shape == (H,) and g.lon.shape == (W,) and g.static.shape == (H, W), (
+            g.lat.shape,
+            g.lon.shape,
+            g.static.shape,
+        )  # unbatched fields are never sliced nor tiled
         n = g.x.shape[0]
-        feats = torch.stack([g.x, g.static.expand(n, H, W), torch.cos(g.lat)[:, None].expand(n, H, W),
-                             torch.sin(g.lon)[None, :].expand(n, H, W)], -1)
+        feats = torch.stack(
+            [
+                g.x,
+                g.static.expand(n, H, W),
+                torch.cos(g.lat)[:, None].expand(n, H, W),
+                torch.sin(g.lon)[None, :].expand(n, H, W),
+            ],
+            -1,
+        )
         h = torch.tanh(self.mid(torch.tanh(self.enc(feats))))
         wts = torch.cos(g.lat)[:, None].expand(H, W)
         return (self.out(h).squeeze(-1) * wts).sum((1, 2)) / wts.sum()
@@ -626,8 +663,15 @@ def test_grid_ablation_sweep_mean(grid):
     mean = ref[..., 2:3].mean(0)  # (H, W, 1)
     with torch.no_grad(), edit_calls(grid.model.mid, lambda t, k: set_cols(t, slice(2, 3), mean)):
         expect = npy(grid.model(grid.clean))
-    res = sm.ablation_sweep(grid.model, grid.clean, ["mid.units[2]", "enc.units[0]"], metric, method="mean",
-                            reference=grid.reference, batch_size=3)
+    res = sm.ablation_sweep(
+        grid.model,
+        grid.clean,
+        ["mid.units[2]", "enc.units[0]"],
+        metric,
+        method="mean",
+        reference=grid.reference,
+        batch_size=3,
+    )
     np.testing.assert_allclose(res.ablated.sel(site="mid.units[2]").values, expect, atol=ATOL)
     np.testing.assert_allclose(res.baseline.values, npy(grid.model(grid.clean).detach()), atol=ATOL)
 

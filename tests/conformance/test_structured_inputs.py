@@ -101,30 +101,38 @@ def test_record_in_small_batches(case):
 def test_ablate(case):
     with torch.no_grad(), sm.ablate(case.model, "mid.units[2]", method="zero"):
         got = npy(call(case.model, case.clean))
-    np.testing.assert_allclose(got, hand(case, case.clean, "mid", lambda t: set_cols(t, slice(2, 3), 0.0)),
-                               atol=ATOL)
+    np.testing.assert_allclose(got, hand(case, case.clean, "mid", lambda t: set_cols(t, slice(2, 3), 0.0)), atol=ATOL)
 
 
 def test_ablation_sweep_mean_in_small_batches(case):
-    res = sm.ablation_sweep(case.model, case.clean, ["enc", "mid.units[2]"], metric, method="mean",
-                            reference=case.reference, batch_size=2)
+    res = sm.ablation_sweep(
+        case.model, case.clean, ["enc", "mid.units[2]"], metric, method="mean", reference=case.reference, batch_size=2
+    )
     np.testing.assert_allclose(res.baseline.values, hand(case, case.clean), atol=ATOL)
     enc_mean = act(case, "enc", case.reference).mean(0)  # per position
     mid_mean = act(case, "mid", case.reference)[..., 2:3].mean(0)
-    np.testing.assert_allclose(res.ablated.sel(site="enc").values,
-                               hand(case, case.clean, "enc", lambda t: enc_mean.expand_as(t)), atol=ATOL)
-    np.testing.assert_allclose(res.ablated.sel(site="mid.units[2]").values,
-                               hand(case, case.clean, "mid", lambda t: set_cols(t, slice(2, 3), mid_mean)), atol=ATOL)
+    np.testing.assert_allclose(
+        res.ablated.sel(site="enc").values, hand(case, case.clean, "enc", lambda t: enc_mean.expand_as(t)), atol=ATOL
+    )
+    np.testing.assert_allclose(
+        res.ablated.sel(site="mid.units[2]").values,
+        hand(case, case.clean, "mid", lambda t: set_cols(t, slice(2, 3), mid_mean)),
+        atol=ATOL,
+    )
 
 
 @pytest.mark.parametrize("direction", ["denoising", "noising"])
 def test_patching_sweep_in_small_batches(case, direction):
-    res = sm.patching_sweep(case.model, case.clean, case.corrupted, ["enc", "mid.units[2]"], metric,
-                            direction=direction, batch_size=2)
+    res = sm.patching_sweep(
+        case.model, case.clean, case.corrupted, ["enc", "mid.units[2]"], metric, direction=direction, batch_size=2
+    )
     base, source = (case.corrupted, case.clean) if direction == "denoising" else (case.clean, case.corrupted)
     np.testing.assert_allclose(res.clean.values, hand(case, case.clean), atol=ATOL)
     np.testing.assert_allclose(res.corrupted.values, hand(case, case.corrupted), atol=ATOL)
     enc, mid = act(case, "enc", source), act(case, "mid", source)
     np.testing.assert_allclose(res.patched.sel(site="enc").values, hand(case, base, "enc", lambda t: enc), atol=ATOL)
-    np.testing.assert_allclose(res.patched.sel(site="mid.units[2]").values,
-                               hand(case, base, "mid", lambda t: set_cols(t, slice(2, 3), mid[..., 2:3])), atol=ATOL)
+    np.testing.assert_allclose(
+        res.patched.sel(site="mid.units[2]").values,
+        hand(case, base, "mid", lambda t: set_cols(t, slice(2, 3), mid[..., 2:3])),
+        atol=ATOL,
+    )

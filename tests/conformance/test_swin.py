@@ -96,8 +96,9 @@ def test_record_with_axes_unpacks_windows(case):
     assert ds[s].dims == ("sample", "window", "position", "head_dim") and ds[s].shape == (B, 4, 16, 8)
     np.testing.assert_allclose(ds[s].values, npy(windows(case, 0, case.clean)[..., head_cols(1, 8)]), atol=ATOL)
     assert ds[all_heads].dims == ("sample", "window", "position", "head", "head_dim")
-    np.testing.assert_allclose(ds[all_heads].values, npy(windows(case, 1, case.clean).reshape(B, 4, 16, 2, 8)),
-                               atol=ATOL)
+    np.testing.assert_allclose(
+        ds[all_heads].values, npy(windows(case, 1, case.clean).reshape(B, 4, 16, 2, 8)), atol=ATOL
+    )
 
 
 def test_axes_keyed_by_the_attention_module_path(case):
@@ -136,9 +137,18 @@ def test_ablate_resample_takes_all_windows_of_one_reference_sample(case):
     block, head = 0, 0
     cols = head_cols(head, 8)
     ref = windows(case, block, case.reference)[..., cols]  # (R, nW, T, 8)
-    with torch.no_grad(), sm.ablate(case.model, site(block, head), method="resample", reference=case.reference,
-                                    seed=0, axes={site(block, head): AXES}), \
-            watch(proj(case, block), "input") as seen:
+    with (
+        torch.no_grad(),
+        sm.ablate(
+            case.model,
+            site(block, head),
+            method="resample",
+            reference=case.reference,
+            seed=0,
+            axes={site(block, head): AXES},
+        ),
+        watch(proj(case, block), "input") as seen,
+    ):
         got = npy(case.metric(case.model(case.clean)))
     used = seen[0].reshape(B, 4, 16, 16)
     # windows are never mixed across samples or positions: each sample's whole (nW, T, 8)
@@ -160,8 +170,7 @@ def test_ablation_sweep_with_axes(case, method):
         ref = windows(case, b, case.reference)[..., cols]
         # resample: one of the reference samples, all windows together
         values = {"zero": [0.0], "mean": [ref.mean(0)], "resample": list(ref)}[method]
-        expect = np.stack([hand_metric(case, case.clean, b, lambda t, v=v, c=cols: set_cols(t, c, v))
-                           for v in values])
+        expect = np.stack([hand_metric(case, case.clean, b, lambda t, v=v, c=cols: set_cols(t, c, v)) for v in values])
         got = res.ablated.sel(site=site(b, h)).values
         assert (np.abs(expect - got[None]) <= ATOL).any(0).all(), (site(b, h), got, expect)
 
@@ -169,8 +178,7 @@ def test_ablation_sweep_with_axes(case, method):
 @pytest.mark.parametrize("direction", ["denoising", "noising"])
 def test_patching_sweep_with_axes_matches_hand_hook(case, direction):
     sites = [site(b, h) for b, h in STAGE0]
-    res = sm.patching_sweep(case.model, case.clean, case.corrupted, sites, case.metric, direction=direction,
-                            axes=AXES)
+    res = sm.patching_sweep(case.model, case.clean, case.corrupted, sites, case.metric, direction=direction, axes=AXES)
     base, source = (case.corrupted, case.clean) if direction == "denoising" else (case.clean, case.corrupted)
     np.testing.assert_allclose(res.clean.values, hand_metric(case, case.clean), atol=ATOL)
     for b, h in STAGE0:
@@ -200,8 +208,9 @@ def test_patch_takes_what_record_gives(case):
     with torch.no_grad(), sm.patch(case.model, {s: torch.from_numpy(rec.values)}, axes=AXES):
         got = npy(case.metric(case.model(case.corrupted)))
     src = windows(case, 1, case.clean)[..., head_cols(0, 8)]
-    np.testing.assert_allclose(got, hand_metric(case, case.corrupted, 1, lambda t: set_cols(t, head_cols(0, 8), src)),
-                               atol=ATOL)
+    np.testing.assert_allclose(
+        got, hand_metric(case, case.corrupted, 1, lambda t: set_cols(t, head_cols(0, 8), src)), atol=ATOL
+    )
 
 
 def right_or_clear_error(run, check):
@@ -227,9 +236,12 @@ def test_interventions_without_axes_are_right_or_a_clear_error(case):
 
     ref = windows(case, 0, case.reference)[..., cols]
     options = np.stack([hand_metric(case, case.clean, 0, lambda t, r=r: set_cols(t, cols, r)) for r in ref])
-    right_or_clear_error(ablated, lambda got: np.testing.assert_array_less(
-        np.abs(options - got[None]).min(0), ATOL))
-    right_or_clear_error(lambda: sm.ablation_sweep(case.model, case.clean, [s], case.metric, method="zero"),
-                         lambda res: np.testing.assert_allclose(res.ablated.sel(site=s).values, zeroed, atol=ATOL))
-    right_or_clear_error(lambda: sm.patching_sweep(case.model, case.clean, case.corrupted, [s], case.metric),
-                         lambda res: np.testing.assert_allclose(res.patched.sel(site=s).values, patched, atol=ATOL))
+    right_or_clear_error(ablated, lambda got: np.testing.assert_array_less(np.abs(options - got[None]).min(0), ATOL))
+    right_or_clear_error(
+        lambda: sm.ablation_sweep(case.model, case.clean, [s], case.metric, method="zero"),
+        lambda res: np.testing.assert_allclose(res.ablated.sel(site=s).values, zeroed, atol=ATOL),
+    )
+    right_or_clear_error(
+        lambda: sm.patching_sweep(case.model, case.clean, case.corrupted, [s], case.metric),
+        lambda res: np.testing.assert_allclose(res.patched.sel(site=s).values, patched, atol=ATOL),
+    )

@@ -43,13 +43,15 @@ def tl_metric(logits):
 
 def test_the_bridge_runs_the_same_weights(gpt2, tl):
     with torch.no_grad():
-        np.testing.assert_allclose(npy(tl_metric(tl.bridge(tl.clean))), npy(gpt2.metric(gpt2.model(tl.clean))),
-                                   atol=ATOL)
+        np.testing.assert_allclose(
+            npy(tl_metric(tl.bridge(tl.clean))), npy(gpt2.metric(gpt2.model(tl.clean))), atol=ATOL
+        )
 
 
 def test_head_recording_equals_hook_z(gpt2, tl):
-    sites = [f"h.{layer}.attn.heads" for layer in range(2)] + [f"h.{layer}.attn.heads[{h}]"
-                                                               for layer in range(2) for h in range(4)]
+    sites = [f"h.{layer}.attn.heads" for layer in range(2)] + [
+        f"h.{layer}.attn.heads[{h}]" for layer in range(2) for h in range(4)
+    ]
     ds = sm.record(gpt2.model, tl.clean, sites)
     with torch.no_grad():
         _, cache = tl.bridge.run_with_cache(tl.clean)
@@ -68,8 +70,9 @@ def test_patching_sweep_equals_transformer_lens_head_patching(gpt2, tl):
     res = sm.patching_sweep(gpt2.model, tl.clean, tl.corrupted, sites, gpt2.metric)
     with torch.no_grad():
         _, clean_cache = tl.bridge.run_with_cache(tl.clean)
-        per_sample = patching.get_act_patch_attn_head_out_all_pos(tl.bridge, tl.corrupted, clean_cache, tl_metric,
-                                                                  reduce="none").values  # (layer, head, batch)
+        per_sample = patching.get_act_patch_attn_head_out_all_pos(
+            tl.bridge, tl.corrupted, clean_cache, tl_metric, reduce="none"
+        ).values  # (layer, head, batch)
     expect = npy(per_sample).reshape(8, B)
     np.testing.assert_allclose(res.patched.values, expect, atol=ATOL)
 
@@ -82,14 +85,16 @@ def test_noising_equals_run_with_hooks_on_hook_z(gpt2, tl):
         for layer in range(2):
             name = f"blocks.{layer}.attn.hook_z"
             for h in range(4):
+
                 def put(z, hook, h=h, name=name):
                     z = z.clone()
                     z[:, :, h] = corrupted_cache[name][:, :, h]
                     return z
 
                 logits = tl.bridge.run_with_hooks(tl.clean, fwd_hooks=[(name, put)])
-                np.testing.assert_allclose(res.patched.sel(site=f"h.{layer}.attn.heads[{h}]").values,
-                                           npy(tl_metric(logits)), atol=ATOL)
+                np.testing.assert_allclose(
+                    res.patched.sel(site=f"h.{layer}.attn.heads[{h}]").values, npy(tl_metric(logits)), atol=ATOL
+                )
 
 
 def test_the_bridges_own_hook_z_is_recorded_and_ablated_by_head_as_tl_shows_it(tl):

@@ -51,8 +51,17 @@ def main(script_path: str) -> None:
             with lock:
                 reply = replies.pop(0) if replies else default
                 with open(log_path, "a") as f:
-                    f.write(json.dumps({"path": self.path, "authorization": self.headers.get("Authorization"),
-                                        "body": json.loads(raw or b"{}"), "kind": reply["kind"]}) + "\n")
+                    f.write(
+                        json.dumps(
+                            {
+                                "path": self.path,
+                                "authorization": self.headers.get("Authorization"),
+                                "body": json.loads(raw or b"{}"),
+                                "kind": reply["kind"],
+                            }
+                        )
+                        + "\n"
+                    )
             kind = reply["kind"]
             if kind == "status":
                 hdr = {"Retry-After": reply["retry_after"]} if "retry_after" in reply else {}
@@ -67,9 +76,18 @@ def main(script_path: str) -> None:
                 return
             if kind == "slow":
                 time.sleep(float(reply["seconds"]))
-            body = {"id": "chatcmpl-stub", "object": "chat.completion", "model": "stub",
-                    "choices": [{"index": 0, "finish_reason": "stop",
-                                 "message": {"role": "assistant", "content": reply.get("content", "")}}]}
+            body = {
+                "id": "chatcmpl-stub",
+                "object": "chat.completion",
+                "model": "stub",
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": "stop",
+                        "message": {"role": "assistant", "content": reply.get("content", "")},
+                    }
+                ],
+            }
             self._send(200, json.dumps(body).encode())
 
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)

@@ -71,8 +71,9 @@ def conditions_csv(path: Path) -> Path:
     return path
 
 
-def dataset(time: np.ndarray | None, time_attrs: dict | None = None, X: np.ndarray | None = None,
-            with_conditions: bool = True) -> xr.Dataset:
+def dataset(
+    time: np.ndarray | None, time_attrs: dict | None = None, X: np.ndarray | None = None, with_conditions: bool = True
+) -> xr.Dataset:
     """The neutral layout with the given time coordinate (values and attributes as the file holds them)."""
     X = traces() if X is None else X
     data = {"activity": (("time", "neuron"), X, {"units": "1", "long_name": "dF/F"})}
@@ -88,7 +89,7 @@ def group(path: Path, ds: xr.Dataset, encoding: dict | None = None, zarr_format:
     """A zarr group written by xarray (CF encoding of the time coordinate where ``encoding`` says)."""
     import warnings
 
-    with warnings.catch_warnings():   # zarr v3 has no specification yet for the condition strings' dtype
+    with warnings.catch_warnings():  # zarr v3 has no specification yet for the condition strings' dtype
         warnings.simplefilter("ignore")
         ds.to_zarr(path, zarr_format=zarr_format, encoding=encoding or {}, consolidated=False)
     return path

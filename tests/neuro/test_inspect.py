@@ -19,7 +19,6 @@ from . import product_fixtures as pf
 REPO = Path(__file__).resolve().parents[2]
 
 
-
 def read_recording(*args, **kwargs):
     """:func:`neuro.reader.read_recording`, imported when called (so that each test fails on its own
     where the reader is missing, rather than the whole file at import)."""
@@ -27,15 +26,32 @@ def read_recording(*args, **kwargs):
 
     return read(*args, **kwargs)
 
+
 def test_inspect_prints_the_reading_and_writes_it_as_json(tmp_path, capsys):
     path = pf.bare_array(tmp_path / "traces")
     ranges = pf.conditions_csv(tmp_path / "protocol.csv")
     out = tmp_path / "reading.json"
-    assert main(["neuro", "inspect", str(path), "--conditions", str(ranges), "--dt", "0.914", "--held-out", "taxis",
-                 "--json", str(out)]) == 0
+    assert (
+        main(
+            [
+                "neuro",
+                "inspect",
+                str(path),
+                "--conditions",
+                str(ranges),
+                "--dt",
+                "0.914",
+                "--held-out",
+                "taxis",
+                "--json",
+                str(out),
+            ]
+        )
+        == 0
+    )
     text = capsys.readouterr().out
     assert text.startswith("Read: bare zarr v3 array (240, 30)")
-    assert "dt used: 0.914 s (1.094 Hz)" in text                  # 1 / 0.914 s, by hand
+    assert "dt used: 0.914 s (1.094 Hz)" in text  # 1 / 0.914 s, by hand
     # steps per condition from ZAPBench-like offsets (0, 70, 140, 190, 240), by hand
     assert "how many: 4: dark (50 steps), dots (70 steps), gain (70 steps), taxis (50 steps)" in text
     reading = Reading.load(out)
@@ -49,11 +65,14 @@ def test_inspect_imports_no_torch_and_answers_in_seconds(tmp_path):
     X = np.random.default_rng(0).normal(size=(1000, 2000)).astype(np.float32)
     path = pf.bare_array(tmp_path / "traces", X, chunks=(250, 500))
     offsets = [0, 300, 550, 800, 1000]
-    (tmp_path / "traces.conditions.json").write_text(json.dumps({"condition_offsets": offsets,
-                                                                 "condition_names": list(pf.NAMES)}))
-    code = ("import sys, json; from scimech.run.cli import main; "
-            f"rc = main(['neuro', 'inspect', {str(path)!r}, '--dt', '0.914', '--json', {str(tmp_path / 'r.json')!r}]); "
-            "print(json.dumps({'rc': rc, 'torch': 'torch' in sys.modules}))")
+    (tmp_path / "traces.conditions.json").write_text(
+        json.dumps({"condition_offsets": offsets, "condition_names": list(pf.NAMES)})
+    )
+    code = (
+        "import sys, json; from scimech.run.cli import main; "
+        f"rc = main(['neuro', 'inspect', {str(path)!r}, '--dt', '0.914', '--json', {str(tmp_path / 'r.json')!r}]); "
+        "print(json.dumps({'rc': rc, 'torch': 'torch' in sys.modules}))"
+    )
     t0 = time.perf_counter()
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
     seconds = time.perf_counter() - t0
@@ -75,8 +94,24 @@ def test_a_product_it_cannot_read_is_one_line(tmp_path, capsys):
 def test_the_study_takes_a_bare_array_and_a_conditions_file(tmp_path, capsys):
     path = pf.bare_array(tmp_path / "traces")
     ranges = pf.conditions_csv(tmp_path / "protocol.csv")
-    assert main(["neuro", "study", "--data", str(path), "--conditions", str(ranges), "--dt", "0.914",
-                 "--out", str(tmp_path / "run"), "--dry-run"]) == 0
+    assert (
+        main(
+            [
+                "neuro",
+                "study",
+                "--data",
+                str(path),
+                "--conditions",
+                str(ranges),
+                "--dt",
+                "0.914",
+                "--out",
+                str(tmp_path / "run"),
+                "--dry-run",
+            ]
+        )
+        == 0
+    )
     assert f"data: {path}" in capsys.readouterr().out
     # the plan's reader gives the same labels as the file's ranges expanded by hand
     ds, _ = read_recording(path, conditions=ranges, dt=0.914)

@@ -34,14 +34,16 @@ def _zero_crossing_rate(x, dt):
 def swims():
     sim = Simulator(seed=0)
     drives = np.repeat(DRIVES, FISH)
-    out = sim.run(stack_stimuli([dict(condition="dark")] * len(drives), 0.8, sim.dt), Perturbation(drive=drives),
-                  record_every=1)
+    out = sim.run(
+        stack_stimuli([dict(condition="dark")] * len(drives), 0.8, sim.dt), Perturbation(drive=drives), record_every=1
+    )
     ta = out["tail_angle"][:, SETTLE:]
     spectral = np.array([tail_beat_frequency(x, sim.dt) for x in ta]).reshape(len(DRIVES), FISH)
     crossings = np.array([_zero_crossing_rate(x, sim.dt) for x in ta]).reshape(len(DRIVES), FISH)
     joints = np.diff(out["q"][:, SETTLE:, 2:], axis=-1)  # joint angles, head to tail
-    wave = np.array([sum(phase_difference(j[:, k], j[:, k + 1], sim.dt) for k in range(j.shape[1] - 1))
-                     for j in joints]).reshape(len(DRIVES), FISH)
+    wave = np.array(
+        [sum(phase_difference(j[:, k], j[:, k + 1], sim.dt) for k in range(j.shape[1] - 1)) for j in joints]
+    ).reshape(len(DRIVES), FISH)
     speed = out["speed"][:, SETTLE:].mean(1).reshape(len(DRIVES), FISH)
     return spectral, crossings, wave, speed
 

@@ -35,8 +35,9 @@ def stub(tmp_path):
     def start(replies, default=None):
         script = tmp_path / f"script{len(procs)}.json"
         script.write_text(json.dumps({"replies": replies, "default": default or {"kind": "ok", "content": ""}}))
-        proc = subprocess.Popen([sys.executable, str(SERVER), str(script)], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [sys.executable, str(SERVER), str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
         procs.append(proc)
         line = proc.stdout.readline()  # "PORT n" once it listens
         assert line.startswith("PORT "), proc.stderr.read()
@@ -63,8 +64,9 @@ def _client(url, **kw):
 def test_success_proposes_a_program_that_the_search_evaluates(stub, small_task, tmp_path):
     url, log = stub([], default={"kind": "ok", "content": fenced(GOOD)})
     prop = LLMProposer(_client(url, api_key="sk-test"), priors=True)
-    ts = TreeSearch(small_task, prop, tmp_path / "s", max_nodes=1, n_drafts=1,
-                    limits=SandboxLimits(wall_seconds=30, cpu_seconds=30))
+    ts = TreeSearch(
+        small_task, prop, tmp_path / "s", max_nodes=1, n_drafts=1, limits=SandboxLimits(wall_seconds=30, cpu_seconds=30)
+    )
     nodes = ts.run()
     assert nodes[0].status == "ok" and nodes[0].code == GOOD and np.isfinite(nodes[0].val)
     req = log()
@@ -75,11 +77,17 @@ def test_success_proposes_a_program_that_the_search_evaluates(stub, small_task, 
 
 
 def test_retries_through_429_5xx_dropped_and_malformed_replies(stub):
-    url, log = stub([{"kind": "status", "code": 429, "retry_after": "0"}, {"kind": "status", "code": 503},
-                     {"kind": "drop"}, {"kind": "malformed", "body": "{not json"},
-                     {"kind": "malformed", "body": '{"choices": []}'},
-                     {"kind": "malformed", "body": '{"choices": [{"message": {"content": null}}]}'},
-                     {"kind": "ok", "content": "fine"}])
+    url, log = stub(
+        [
+            {"kind": "status", "code": 429, "retry_after": "0"},
+            {"kind": "status", "code": 503},
+            {"kind": "drop"},
+            {"kind": "malformed", "body": "{not json"},
+            {"kind": "malformed", "body": '{"choices": []}'},
+            {"kind": "malformed", "body": '{"choices": [{"message": {"content": null}}]}'},
+            {"kind": "ok", "content": "fine"},
+        ]
+    )
     assert _client(url, max_retries=6).chat([{"role": "user", "content": "hi"}]) == "fine"
     assert [r["kind"] for r in log()] == ["status", "status", "drop", "malformed", "malformed", "malformed", "ok"]
 
@@ -105,11 +113,14 @@ def test_retries_are_bounded_and_client_errors_not_retried(stub):
 
 def test_reply_without_code_is_asked_again_then_fails_the_node_only(stub, small_task, tmp_path):
     # node 0: two replies without code (asked once more) -> failed node; node 1: a good program
-    url, log = stub([{"kind": "ok", "content": "I would use a linear model."},
-                     {"kind": "ok", "content": "Still no code."}], default={"kind": "ok", "content": fenced(GOOD)})
+    url, log = stub(
+        [{"kind": "ok", "content": "I would use a linear model."}, {"kind": "ok", "content": "Still no code."}],
+        default={"kind": "ok", "content": fenced(GOOD)},
+    )
     prop = LLMProposer(_client(url), priors=False, format_retries=1)
-    ts = TreeSearch(small_task, prop, tmp_path / "s", max_nodes=2, n_drafts=2,
-                    limits=SandboxLimits(wall_seconds=30, cpu_seconds=30))
+    ts = TreeSearch(
+        small_task, prop, tmp_path / "s", max_nodes=2, n_drafts=2, limits=SandboxLimits(wall_seconds=30, cpu_seconds=30)
+    )
     nodes = ts.run()
     assert nodes[0].status == "failed" and "no ```python block" in nodes[0].error
     assert nodes[1].status == "ok"

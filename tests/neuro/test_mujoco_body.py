@@ -141,8 +141,8 @@ def test_coordinates_convert_both_ways_exactly_as_defined():
     # by hand: theta_k = yaw + phi_0 + ... + phi_{k-1}
     for b in range(5):
         for k in range(P.n_links):
-            assert q[b, 2 + k] == pytest.approx(qpos[b, 2] + qpos[b, 3:3 + k].sum(), abs=1e-12)
-            assert qd[b, 2 + k] == pytest.approx(qvel[b, 2] + qvel[b, 3:3 + k].sum(), abs=1e-12)
+            assert q[b, 2 + k] == pytest.approx(qpos[b, 2] + qpos[b, 3 : 3 + k].sum(), abs=1e-12)
+            assert qd[b, 2 + k] == pytest.approx(qvel[b, 2] + qvel[b, 3 : 3 + k].sum(), abs=1e-12)
     np.testing.assert_array_equal(q[:, :2], qpos[:, :2])
     back = mjbody.to_mujoco(q, qd)
     np.testing.assert_allclose(back[0], qpos, atol=1e-12)
@@ -179,7 +179,8 @@ def test_a_trial_is_the_same_alone_in_its_batch_and_on_any_thread_count(runs):
     i = 6  # the third condition at drag 0.5, alone
     one = stack_stimuli([dict(condition=CONDS[i % 4], onset=0.0, speed=15.0)], 0.25, 1e-3)
     alone = Simulator(seed=3, threads=1, physics="mujoco").run(
-        one, Perturbation(drag_scale=0.5, drive=0.9), record_every=1, trials=[i])
+        one, Perturbation(drag_scale=0.5, drive=0.9), record_every=1, trials=[i]
+    )
     for k in ("q", "qd", "rates"):
         np.testing.assert_array_equal(alone[k][0], batch2[k][i], err_msg=k)
     assert np.abs(batch2["tail_angle"]).max() > 0.2  # the fish beat its tail
@@ -266,8 +267,9 @@ def test_a_recording_names_the_body_engine_that_made_it():
 
 @pytest.mark.parametrize("engine", ["compiled", "numpy"])
 @pytest.mark.parametrize("scale, said", [(1e6, "QACC"), (1e12, "CTRL")])
-def test_a_trial_that_blows_up_is_an_error_naming_it_and_leaves_no_log_file(engine, scale, said, tmp_path, monkeypatch,
-                                                                            capfd):
+def test_a_trial_that_blows_up_is_an_error_naming_it_and_leaves_no_log_file(
+    engine, scale, said, tmp_path, monkeypatch, capfd
+):
     # muscles 1e6 times too strong make MuJoCo's state blow up in that trial only (MuJoCo resets
     # it); at 1e12 the muscle command itself is "huge" and MuJoCo sets the trial's controls to 0
     # (the larva would lie still). By default MuJoCo prints a warning and appends it to

@@ -71,15 +71,25 @@ def test_planted_linear_dynamics_are_recovered(readout):
     for t in range(T - 1):
         x[:, t + 1] = x[:, t] @ A.T + 0.3 * rng.standard_normal((3, N))
     stim = np.zeros((3, T, 5))
-    meta = {"prior_mask": (A != 0).astype(float), "prior_sign": np.ones(N), "horizon_steps": np.array(8),
-            "context_steps": np.array(2)}
+    meta = {
+        "prior_mask": (A != 0).astype(float),
+        "prior_sign": np.ones(N),
+        "horizon_steps": np.array(8),
+        "context_steps": np.array(2),
+    }
     g = dict(DEFAULTS, readout=readout, recurrence="dense", order=1, stim_filter="none", alpha=1e-6)
     m = _model(g)["Model"]().fit(x, stim, meta)
     ctx = rng.standard_normal((1, 2, N))
     sc, sf = np.zeros((1, 2, 5)), np.zeros((1, 8, 5))
     base = m.predict(ctx, sc, sf)[0, 0]
-    J = np.stack([(m.predict(ctx + 0.1 * np.eye(N)[j][None, None] * (np.arange(2) == 1)[None, :, None], sc, sf)[0, 0]
-                   - base) / 0.1 for j in range(N)], 1)
+    J = np.stack(
+        [
+            (m.predict(ctx + 0.1 * np.eye(N)[j][None, None] * (np.arange(2) == 1)[None, :, None], sc, sf)[0, 0] - base)
+            / 0.1
+            for j in range(N)
+        ],
+        1,
+    )
     # 2400 samples with noise 0.3: standard errors ~0.01; 0.06 is six of them
     np.testing.assert_allclose(J, A, atol=0.06)
 
@@ -111,8 +121,15 @@ def test_expected_improvement_by_hand():
 
 def _objective(g: dict) -> float:
     """A planted optimum: direct readout, L1 loss, 4 lags, ridge 10, exponential stimulus filters."""
-    return (1.0 + 0.3 * (g["readout"] != "direct") + 0.2 * (g["loss"] != "l1") + 0.1 * abs(g["order"] - 4)
-            + 0.15 * abs(np.log10(g["alpha"]) - 1.0) + 0.1 * (g["stim_filter"] != "exp") + 0.05 * g["poly"])
+    return (
+        1.0
+        + 0.3 * (g["readout"] != "direct")
+        + 0.2 * (g["loss"] != "l1")
+        + 0.1 * abs(g["order"] - 4)
+        + 0.15 * abs(np.log10(g["alpha"]) - 1.0)
+        + 0.1 * (g["stim_filter"] != "exp")
+        + 0.05 * g["poly"]
+    )
 
 
 def _search(prop: OfflineProposer, seed: int, n: int, guided: bool) -> float:
@@ -129,8 +146,16 @@ def _search(prop: OfflineProposer, seed: int, n: int, guided: bool) -> float:
                 code = prop.propose("improve", best, None, r, history=hist)
             else:  # random mutation of one or two blocks (the proposer without its surrogate)
                 code = render(prop._mutate(parse_genome(best["code"]), r, int(r.integers(1, 3))))
-        hist.append({"id": i, "op": "draft" if i < 3 else "improve", "code": code,
-                     "val": _objective(parse_genome(code)), "error": "", "status": "ok"})
+        hist.append(
+            {
+                "id": i,
+                "op": "draft" if i < 3 else "improve",
+                "code": code,
+                "val": _objective(parse_genome(code)),
+                "error": "",
+                "status": "ok",
+            }
+        )
     _ = rng
     return min(h["val"] for h in hist)
 

@@ -25,9 +25,8 @@ from scimech.studies.reading import Reading
 
 from . import product_fixtures as pf
 
-DT = pf.STEP_MS / 1000.0   # 914 ms, by hand
-SMALL = dict(context=2, horizon=2, max_windows=20)   # windows that fit the 5-step val split of a 50-step block
-
+DT = pf.STEP_MS / 1000.0  # 914 ms, by hand
+SMALL = dict(context=2, horizon=2, max_windows=20)  # windows that fit the 5-step val split of a 50-step block
 
 
 def read_recording(*args, **kwargs):
@@ -36,6 +35,7 @@ def read_recording(*args, **kwargs):
     from neuro.reader import read_recording as read
 
     return read(*args, **kwargs)
+
 
 def _reading(task) -> Reading:
     return Reading.from_dict(json.loads(task.meta["reading"]))
@@ -61,10 +61,10 @@ def _jittered_s():
 TIMES = {
     "ms": (lambda: (np.arange(pf.T) * pf.STEP_MS, {"units": "ms"}, {}), DT),
     "milliseconds": (lambda: (np.arange(pf.T) * pf.STEP_MS, {"units": "milliseconds"}, {}), DT),
-    "min": (lambda: (np.arange(pf.T) * pf.STEP_MS / 60000.0, {"units": "min"}, {}), DT),   # 914 ms = 0.015233 min
+    "min": (lambda: (np.arange(pf.T) * pf.STEP_MS / 60000.0, {"units": "min"}, {}), DT),  # 914 ms = 0.015233 min
     "cf_ms_since": (_cf_ms, DT),
     "cf_s_since_noleap": (_cf_s_noleap, DT),
-    "s_jittered": (_jittered_s, None),   # truth: pandas' median step
+    "s_jittered": (_jittered_s, None),  # truth: pandas' median step
 }
 
 
@@ -92,7 +92,7 @@ def test_a_duration_coordinate_written_by_xarray_is_decoded(tmp_path):
 
 
 def test_a_time_axis_without_units_needs_dt(tmp_path):
-    path = pf.group(tmp_path / "bare_time.zarr", pf.dataset(np.arange(pf.T) * pf.STEP_MS))   # ms, but unsaid
+    path = pf.group(tmp_path / "bare_time.zarr", pf.dataset(np.arange(pf.T) * pf.STEP_MS))  # ms, but unsaid
     with pytest.raises(ConfigError, match=r"no units attribute.*give dt="):
         from_traces(path, **SMALL)
     assert from_traces(path, dt=DT, **SMALL).dt == DT
@@ -102,8 +102,11 @@ def test_a_time_axis_without_units_needs_dt(tmp_path):
 
 
 def test_units_that_are_not_a_time_are_refused(tmp_path):
-    for units, words in (("m", "are not a time"), ("furlongs per fortnight", "are not a time"),
-                         ("parsecs_of_doom", "not units pint reads")):
+    for units, words in (
+        ("m", "are not a time"),
+        ("furlongs per fortnight", "are not a time"),
+        ("parsecs_of_doom", "not units pint reads"),
+    ):
         ds = pf.dataset(np.arange(pf.T) * 1.0, {"units": units})
         with pytest.raises(UnitsError, match=words):
             from_traces(ds, **SMALL)
@@ -111,7 +114,7 @@ def test_units_that_are_not_a_time_are_refused(tmp_path):
 
 def test_irregular_or_backward_time_is_refused(tmp_path):
     t = np.arange(pf.T) * DT
-    t[100:] += DT   # one lost volume: a step of 1.828 s at step 100
+    t[100:] += DT  # one lost volume: a step of 1.828 s at step 100
     path = pf.group(tmp_path / "gap.zarr", pf.dataset(t, {"units": "s"}))
     with pytest.raises(DataValidationError, match=r"irregular: steps from 0.914 to 1.828 s .*at step 100.*regular"):
         from_traces(path, **SMALL)
@@ -124,7 +127,7 @@ def test_irregular_or_backward_time_is_refused(tmp_path):
 # ----------------------------------------------------------------------------- ZAPBench's bare array
 def test_zapbench_bare_array_with_its_conditions_beside(tmp_path):
     X = pf.traces(seed=1)
-    path = pf.bare_array(tmp_path / "traces", X)            # ZAPBench names it 'traces', no suffix
+    path = pf.bare_array(tmp_path / "traces", X)  # ZAPBench names it 'traces', no suffix
     pf.zapbench_conditions_json(tmp_path / "traces.conditions.json")
     with pytest.raises(ConfigError, match="no time coordinate.*give dt="):
         read_recording(path)
@@ -143,7 +146,7 @@ def test_a_bare_arrays_axes_are_read_from_its_dimension_names(names, transpose, 
     X = pf.traces(seed=2)
     path = pf.bare_array(tmp_path / "a.zarr", X.T.copy() if transpose else X, dimension_names=names)
     ds, reading = read_recording(path, conditions=pf.labels(), dt=DT)
-    np.testing.assert_array_equal(ds["activity"].values, X)   # (time, neuron) whatever the order stored
+    np.testing.assert_array_equal(ds["activity"].values, X)  # (time, neuron) whatever the order stored
     assert ("ZAPBench's order" if names is None else "dimension_names") in reading.sections["traces"]["dims"]
 
 
@@ -162,8 +165,7 @@ def test_conditions_from_a_file_given_as_an_option(tmp_path):
     assert reading.sections["conditions"]["where from"] == str(ranges)
     per_step = tmp_path / "labels.csv"
     pd.DataFrame({"condition": pf.labels()}).to_csv(per_step, index=False)
-    np.testing.assert_array_equal(read_recording(path, conditions=per_step, dt=DT)[0]["condition"].values,
-                                  pf.labels())
+    np.testing.assert_array_equal(read_recording(path, conditions=per_step, dt=DT)[0]["condition"].values, pf.labels())
     gap = tmp_path / "gap.csv"
     gap.write_text("condition,start,stop\ngain,0,70\ndots,80,240\n")
     with pytest.raises(DataValidationError, match=r"steps 70, 71, .*\(10 in all\) have no condition"):
@@ -196,8 +198,8 @@ def test_condition_files_beside_the_store(tmp_path):
 def test_nan_and_constant_neurons_are_dropped_and_named(tmp_path):
     X = pf.traces(seed=4)
     X[17, 2] = np.nan
-    X[:, 7] = np.nan          # a neuron the segmentation lost
-    X[:, 5] = 0.25            # a constant (dead) ROI
+    X[:, 7] = np.nan  # a neuron the segmentation lost
+    X[:, 5] = 0.25  # a constant (dead) ROI
     path = pf.group(tmp_path / "nan.zarr", pf.dataset(np.arange(pf.T) * DT, {"units": "s"}, X=X))
     with pytest.warns(UserWarning, match="3 of 30 neurons dropped"):
         task = from_traces(path, **SMALL)
@@ -222,9 +224,11 @@ def test_group_stores_and_netcdf_say_what_they_are(fmt, tmp_path):
     else:
         path = pf.group(tmp_path / "rec.zarr", ds, zarr_format=int(fmt[-1]))
     reading = nd.inspect_traces(path, held_out=["taxis"])
-    assert reading.product.startswith({"zarr2": "zarr v2 group", "zarr3": "zarr v3 group",
-                                       "netcdf": "netCDF file"}[fmt])
-    xr.testing.assert_equal(read_recording(path)[0]["activity"].load().drop_vars("neuron"),
-                            ds["activity"].drop_vars("neuron"))
+    assert reading.product.startswith(
+        {"zarr2": "zarr v2 group", "zarr3": "zarr v3 group", "netcdf": "netCDF file"}[fmt]
+    )
+    xr.testing.assert_equal(
+        read_recording(path)[0]["activity"].load().drop_vars("neuron"), ds["activity"].drop_vars("neuron")
+    )
     steps = reading.sections["splits"]["steps"]
-    assert "held_out_condition 50" in steps and "train 133" in steps   # 70 % of 70, 70 and 50 (taxis held out), by hand
+    assert "held_out_condition 50" in steps and "train 133" in steps  # 70 % of 70, 70 and 50 (taxis held out), by hand

@@ -67,8 +67,7 @@ def test_socket_to_loopback_is_blocked(data_file):
 
     th = threading.Thread(target=accept, daemon=True)
     th.start()
-    code = ("import socket\n"
-            f"s = socket.socket(); s.settimeout(2); s.connect(('127.0.0.1', {port}))\n")
+    code = f"import socket\ns = socket.socket(); s.settimeout(2); s.connect(('127.0.0.1', {port}))\n"
     r = run_in_sandbox(code, data_file)
     th.join(timeout=1)
     srv.close()
@@ -82,14 +81,30 @@ def test_candidate_inputs_hold_no_target():
     from neuro.search.evaluate import candidate_inputs, held_out, score_predictions
 
     z = np.zeros(1)
-    data = {k: z for k in ("train/series", "train/stim", "meta/dt", "val/context", "val/stim_context",
-                           "val/stim_future", "val/target", "ood_lesion/context", "ood_lesion/target",
-                           "probe/swim_context", "probe/swim_stim_future", "probe/swim_target",
-                           "probe/impulse_context", "probe/impulse_stim_future", "probe/impulse_true")}
+    data = {
+        k: z
+        for k in (
+            "train/series",
+            "train/stim",
+            "meta/dt",
+            "val/context",
+            "val/stim_context",
+            "val/stim_future",
+            "val/target",
+            "ood_lesion/context",
+            "ood_lesion/target",
+            "probe/swim_context",
+            "probe/swim_stim_future",
+            "probe/swim_target",
+            "probe/impulse_context",
+            "probe/impulse_stim_future",
+            "probe/impulse_true",
+        )
+    }
     assert sorted(held_out(data)) == ["ood_lesion/target", "probe/impulse_true", "probe/swim_target", "val/target"]
     assert not any(k.endswith(("target", "_true")) for k in candidate_inputs(data))
     # scoring by hand: |pred - target| averaged over windows and units, per step
-    tg = {"val/target": np.array([[[1.0, 3.0], [0.0, 0.0]]])}             # (1 window, H=2, N=2)
+    tg = {"val/target": np.array([[[1.0, 3.0], [0.0, 0.0]]])}  # (1 window, H=2, N=2)
     metrics, arrays = score_predictions({"pred/val": np.array([[[0.0, 0.0], [1.0, -1.0]]])}, tg)
     np.testing.assert_allclose(arrays["mae/val"], [2.0, 1.0])
     assert metrics["val"] == pytest.approx(1.5)

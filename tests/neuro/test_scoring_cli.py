@@ -22,9 +22,11 @@ def test_rank_normalise_and_ucb_by_hand():
 def test_cli_plot_reads_a_journal(tmp_path):
     from scimech.run.cli import build_parser
 
-    nodes = [Node(0, None, "draft", "x", "h0", status="ok", val=0.5),
-             Node(1, 0, "improve", "y", "h1", status="failed", error="boom"),
-             Node(2, 0, "improve", "z", "h2", status="ok", val=0.4)]
+    nodes = [
+        Node(0, None, "draft", "x", "h0", status="ok", val=0.5),
+        Node(1, 0, "improve", "y", "h1", status="failed", error="boom"),
+        Node(2, 0, "improve", "z", "h2", status="ok", val=0.4),
+    ]
     from dataclasses import asdict
 
     (tmp_path / "journal.jsonl").write_text("".join(json.dumps(asdict(n)) + "\n" for n in nodes))
@@ -38,17 +40,22 @@ def test_cli_plot_draws_every_search_of_a_study_folder(tmp_path, capsys):
 
     from scimech.run.cli import main
 
-    nodes = [Node(0, None, "draft", "x", "h0", status="ok", val=0.5), Node(1, 0, "improve", "z", "h2", status="ok",
-                                                                          val=0.4)]
+    nodes = [
+        Node(0, None, "draft", "x", "h0", status="ok", val=0.5),
+        Node(1, 0, "improve", "z", "h2", status="ok", val=0.4),
+    ]
     for search in ("search_priors", "search_no_priors", "long_context/search_priors"):
         (tmp_path / search).mkdir(parents=True)
         (tmp_path / search / "journal.jsonl").write_text("".join(json.dumps(asdict(n)) + "\n" for n in nodes))
     assert main(["neuro", "trees", str(tmp_path)]) == 0
     drawn = json.loads(capsys.readouterr().out)["figures"]
-    assert sorted(drawn) == sorted(str(tmp_path / f"tree_{s}.png") for s in ("search_priors", "search_no_priors",
-                                                                             "long_context_search_priors"))
+    assert sorted(drawn) == sorted(
+        str(tmp_path / f"tree_{s}.png") for s in ("search_priors", "search_no_priors", "long_context_search_priors")
+    )
     assert all((tmp_path / f"tree_{s}.png").stat().st_size > 1000 for s in ("search_priors",))
-    assert main(["neuro", "plot", str(tmp_path / "search_priors" / "missing")]) == 2  # the old name  # not a folder: refused
+    assert (
+        main(["neuro", "plot", str(tmp_path / "search_priors" / "missing")]) == 2
+    )  # the old name  # not a folder: refused
 
 
 def test_cli_study_size_flags():

@@ -28,8 +28,9 @@ def test_the_stepped_gru_forecasts_exactly_as_the_baseline(dense_max):
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     out = tmp_path_factory.mktemp("neuro_shift")
-    ds = run_shift(out, gru_steps=100, k=8, n_features=64, dict_epochs=10, ood_trials=1, max_windows=120,
-                   n_bootstrap=100)
+    ds = run_shift(
+        out, gru_steps=100, k=8, n_features=64, dict_epochs=10, ood_trials=1, max_windows=120, n_bootstrap=100
+    )
     return out, ds
 
 

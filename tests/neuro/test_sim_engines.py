@@ -29,8 +29,9 @@ def _both(pert=None, duration=0.3, record_every=3, threads=2, physics="mujoco"):
     body = BodyParams(taper=0.35) if physics == "chain" else None
     # seed 3: the flash and the left grating start bouts within the 0.3 s (trials keyed by their index)
     ref = Simulator(seed=3, physics=physics, body=body).run(stim, pert, record_every=record_every, engine="numpy")
-    fast = Simulator(seed=3, threads=threads, physics=physics, body=body).run(stim, pert, record_every=record_every,
-                                                                              engine="compiled")
+    fast = Simulator(seed=3, threads=threads, physics=physics, body=body).run(
+        stim, pert, record_every=record_every, engine="compiled"
+    )
     return ref, fast
 
 
@@ -48,21 +49,48 @@ def test_compiled_equals_reference_free_swimming(physics):
     _assert_same(ref, fast)
     assert ref["bout_start"].any() and np.abs(ref["tail_angle"]).max() > 0.1  # the fish swam
     a, b = ref["state"], fast["state"]
-    for k in ("brain", "r_hist", "a", "r_internal_hist", "muscle", "q", "bout_acc", "bout_left", "refractory",
-              "bout_turn"):
+    for k in (
+        "brain",
+        "r_hist",
+        "a",
+        "r_internal_hist",
+        "muscle",
+        "q",
+        "bout_acc",
+        "bout_left",
+        "refractory",
+        "bout_turn",
+    ):
         np.testing.assert_allclose(getattr(b, k), getattr(a, k), rtol=0, atol=1e-9, err_msg=k)
     assert (a.ptr, a.n_step) == (b.ptr, b.n_step) == (a.ptr, 300)
 
 
 def test_compiled_equals_reference_under_perturbations():
     sim = Simulator()
-    lesion = np.stack([np.ones(sim.circuit.n_spinal), sim.circuit.lesion_mask(("V1",)),
-                       sim.circuit.lesion_mask(("V0d",), sides=("L",)), np.ones(sim.circuit.n_spinal)])
-    modules = np.stack([np.ones(sim.circuit.n_internal), sim.circuit.module_lesion_mask(("slow",)),
-                        np.ones(sim.circuit.n_internal), sim.circuit.module_lesion_mask(("fast",), sides=("R",))])
-    pert = Perturbation(lesion=lesion, commissural=np.array([1.0, 0.5, 1.0, 0.0]),
-                        drag_scale=np.array([1.0, 2.0, 0.5, 1.0]), muscle_scale=np.array([1.0, 1.0, 0.7, 1.3]),
-                        drive=np.array([0.4, 0.7, 0.8, 0.95]), module_lesion=modules)
+    lesion = np.stack(
+        [
+            np.ones(sim.circuit.n_spinal),
+            sim.circuit.lesion_mask(("V1",)),
+            sim.circuit.lesion_mask(("V0d",), sides=("L",)),
+            np.ones(sim.circuit.n_spinal),
+        ]
+    )
+    modules = np.stack(
+        [
+            np.ones(sim.circuit.n_internal),
+            sim.circuit.module_lesion_mask(("slow",)),
+            np.ones(sim.circuit.n_internal),
+            sim.circuit.module_lesion_mask(("fast",), sides=("R",)),
+        ]
+    )
+    pert = Perturbation(
+        lesion=lesion,
+        commissural=np.array([1.0, 0.5, 1.0, 0.0]),
+        drag_scale=np.array([1.0, 2.0, 0.5, 1.0]),
+        muscle_scale=np.array([1.0, 1.0, 0.7, 1.3]),
+        drive=np.array([0.4, 0.7, 0.8, 0.95]),
+        module_lesion=modules,
+    )
     ref, fast = _both(pert, duration=0.2, record_every=1, threads=1)
     _assert_same(ref, fast)
 
@@ -98,8 +126,7 @@ def test_process_noise_is_standard_normal_and_the_same_in_both_paths():
 def test_thread_count_and_batch_blocks_do_not_change_results():
     # trials run in blocks of <= 32 spread over threads; a trial's arithmetic is the same in any
     # block, so 70 trials on 1 or 3 threads give bit-identical recordings
-    stim = stack_stimuli([dict(condition=c, onset=0.0) for c in CONDS] * 17 + [dict(condition="dark")] * 2,
-                         0.05, 1e-3)
+    stim = stack_stimuli([dict(condition=c, onset=0.0) for c in CONDS] * 17 + [dict(condition="dark")] * 2, 0.05, 1e-3)
     one = Simulator(seed=6, threads=1).run(stim, record_every=5)
     three = Simulator(seed=6, threads=3).run(stim, record_every=5)
     for k in ("rates", "q", "muscle", "bout_start"):
@@ -142,26 +169,29 @@ def _stim(n=2, duration=0.02, dt=1e-3):
 
 
 @pytest.mark.parametrize("engine", ["compiled", "numpy"])
-@pytest.mark.parametrize("case, match", [
-    (lambda sim: sim.run(_stim(2), Perturbation(drive=0.5), state=sim.initial_state(3)), "state holds 3"),
-    (lambda sim: sim.run(_stim(3), Perturbation(drive=0.5), state=sim.initial_state(2)), "state holds 2"),
-    (lambda sim: sim.run(_stim(2), Perturbation(drive=np.array([np.nan, 0.5]))), "drive has NaN"),
-    (lambda sim: sim.run(_stim(2), Perturbation(drive=np.array([np.inf, 0.5]))), "drive has NaN or infinite"),
-    (lambda sim: sim.run(_stim(2), Perturbation(commissural=np.array([np.nan, 1.0]))), "commissural has NaN"),
-    (lambda sim: sim.run(_stim(2), Perturbation(drive=5.0)), r"drive=5 exceeds .*drive_max"),
-    (lambda sim: sim.run(_stim(2), Perturbation(drive=-1.0)), "drive has negative"),
-    (lambda sim: sim.run(_stim(2), Perturbation(commissural=-1.0)), "commissural has negative"),
-    (lambda sim: sim.run(_stim(2), Perturbation(muscle_scale=-1.0)), "muscle_scale has negative"),
-    (lambda sim: sim.run(_stim(4), Perturbation(drive=np.full((2, 2), 0.5))), r"drive has shape \(2, 2\)"),
-    (lambda sim: sim.run(_stim(2, dt=5e-4)), "built at dt=0.0005"),
-    (lambda sim: sim.run(_stim(2), record_every=0), "record_every=0"),
-    (lambda sim: sim.run(_stim(2), record_every=2.5), "record_every=2.5"),
-    (lambda sim: sim.run(_stim(2), record_every=50), "longer than the stimulus"),
-    (lambda sim: sim.run(_stim(2), trials=[0, 0]), "repeats an index"),
-    (lambda sim: sim.run(_stim(2), trials=[-1, 0]), "non-negative integer"),
-    (lambda sim: sim.run(_stim(2), trials=[0.7, 1.2]), "non-negative integer"),
-    (lambda sim: sim.run(_stim(2), heading=np.array([0.0, np.nan])), "finite angle"),
-])
+@pytest.mark.parametrize(
+    "case, match",
+    [
+        (lambda sim: sim.run(_stim(2), Perturbation(drive=0.5), state=sim.initial_state(3)), "state holds 3"),
+        (lambda sim: sim.run(_stim(3), Perturbation(drive=0.5), state=sim.initial_state(2)), "state holds 2"),
+        (lambda sim: sim.run(_stim(2), Perturbation(drive=np.array([np.nan, 0.5]))), "drive has NaN"),
+        (lambda sim: sim.run(_stim(2), Perturbation(drive=np.array([np.inf, 0.5]))), "drive has NaN or infinite"),
+        (lambda sim: sim.run(_stim(2), Perturbation(commissural=np.array([np.nan, 1.0]))), "commissural has NaN"),
+        (lambda sim: sim.run(_stim(2), Perturbation(drive=5.0)), r"drive=5 exceeds .*drive_max"),
+        (lambda sim: sim.run(_stim(2), Perturbation(drive=-1.0)), "drive has negative"),
+        (lambda sim: sim.run(_stim(2), Perturbation(commissural=-1.0)), "commissural has negative"),
+        (lambda sim: sim.run(_stim(2), Perturbation(muscle_scale=-1.0)), "muscle_scale has negative"),
+        (lambda sim: sim.run(_stim(4), Perturbation(drive=np.full((2, 2), 0.5))), r"drive has shape \(2, 2\)"),
+        (lambda sim: sim.run(_stim(2, dt=5e-4)), "built at dt=0.0005"),
+        (lambda sim: sim.run(_stim(2), record_every=0), "record_every=0"),
+        (lambda sim: sim.run(_stim(2), record_every=2.5), "record_every=2.5"),
+        (lambda sim: sim.run(_stim(2), record_every=50), "longer than the stimulus"),
+        (lambda sim: sim.run(_stim(2), trials=[0, 0]), "repeats an index"),
+        (lambda sim: sim.run(_stim(2), trials=[-1, 0]), "non-negative integer"),
+        (lambda sim: sim.run(_stim(2), trials=[0.7, 1.2]), "non-negative integer"),
+        (lambda sim: sim.run(_stim(2), heading=np.array([0.0, np.nan])), "finite angle"),
+    ],
+)
 def test_a_run_refuses_what_it_cannot_simulate(engine, case, match):
     from scimech.errors import ConfigError
 
@@ -203,8 +233,12 @@ def test_a_stimulus_that_is_not_one_shape_or_not_finite_is_refused():
         sim.run(make_stimulus("grating_fwd", 0.02, 1e-3))
     with pytest.raises(ConfigError, match="speed=nan"):
         make_stimulus("grating_fwd", 0.1, 1e-3, speed=np.nan)
-    for kw, m in [(dict(duration=-1.0), "duration"), (dict(dt=0.0), "dt=0.0"), (dict(on=0.0), "on=0.0"),
-                  (dict(duration=1e-4), "shorter than one step")]:
+    for kw, m in [
+        (dict(duration=-1.0), "duration"),
+        (dict(dt=0.0), "dt=0.0"),
+        (dict(on=0.0), "on=0.0"),
+        (dict(duration=1e-4), "shorter than one step"),
+    ]:
         with pytest.raises(ConfigError, match=m):
             make_stimulus("gain_change", **{"duration": 0.1, "dt": 1e-3, **kw})
     with pytest.raises(ConfigError, match="non-empty list"):
@@ -247,9 +281,14 @@ def test_simulate_refuses_rates_it_cannot_record():
     from neuro.sim.recording import simulate
     from scimech.errors import ConfigError
 
-    for kw, m in [(dict(record_rate=0.0), "record_rate=0.0"), (dict(record_rate=-100.0), "record_rate=-100.0"),
-                  (dict(record_rate=2000.0), "at most"), (dict(imaging_rate=float("nan")), "imaging_rate=nan"),
-                  (dict(imaging_rate=300.0), "faster than record_rate"), (dict(observe_every=0), "observe_every=0")]:
+    for kw, m in [
+        (dict(record_rate=0.0), "record_rate=0.0"),
+        (dict(record_rate=-100.0), "record_rate=-100.0"),
+        (dict(record_rate=2000.0), "at most"),
+        (dict(imaging_rate=float("nan")), "imaging_rate=nan"),
+        (dict(imaging_rate=300.0), "faster than record_rate"),
+        (dict(observe_every=0), "observe_every=0"),
+    ]:
         with pytest.raises(ConfigError, match=m):
             simulate(["dark"], 0.05, **kw)
     with pytest.raises(ConfigError, match="shorter than one recorded sample"):

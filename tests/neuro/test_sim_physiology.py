@@ -31,8 +31,11 @@ def clamped():
     sim = Simulator(seed=0)
     stim = stack_stimuli([dict(condition="dark")] * len(DRIVES), 0.7, sim.dt)
     out = sim.run(stim, Perturbation(drive=DRIVES), record_every=1)
-    cut = sim.run(stack_stimuli([dict(condition="dark")], 0.7, sim.dt),
-                  Perturbation(drive=np.array([0.65]), commissural=0.0), record_every=1)
+    cut = sim.run(
+        stack_stimuli([dict(condition="dark")], 0.7, sim.dt),
+        Perturbation(drive=np.array([0.65]), commissural=0.0),
+        record_every=1,
+    )
     return sim, out, cut
 
 
@@ -176,7 +179,7 @@ def test_bout_tail_beats_counts_each_bout_by_hand():
     dt = 1e-3
     t = np.arange(2000) * dt
     drive = np.zeros((1, 2000))
-    drive[0, 100:400] = 0.5   # a 300 ms bout beating at 30 Hz
+    drive[0, 100:400] = 0.5  # a 300 ms bout beating at 30 Hz
     drive[0, 1000:1250] = 0.8  # a 250 ms bout at 50 Hz
     drive[0, 1600:1650] = 0.5  # 50 ms: shorter than a bout, left out
     bend = np.where(t < 0.7, np.sin(2 * np.pi * 30 * t + 0.3), np.sin(2 * np.pi * 50 * t + 0.3))[None]

@@ -51,15 +51,24 @@ def turning_bouts():
             on = out["drive"][b].sum(-1) > 0.1
             for s in np.flatnonzero(on[1:] & ~on[:-1]) + 1:
                 e = s + int(np.argmax(~on[s:])) if (~on[s:]).any() else len(on)
-                asym = np.abs(out["drive"][b, s:s + 20, 0] - out["drive"][b, s:s + 20, 1]).max()
+                asym = np.abs(out["drive"][b, s : s + 20, 0] - out["drive"][b, s : s + 20, 1]).max()
                 if e - s < 100 or asym < 0.2 or want[b, s] == 0:  # a turning bout, the stimulus on
                     continue
                 ta = out["tail_angle"][b, s:e]
-                k = int(np.argmax(np.abs(lat[b, s:s + 40])))
+                k = int(np.argmax(np.abs(lat[b, s : s + 40])))
                 n0 = int(FIRST / sim.dt)
-                rows.append(dict(want=want[b, s], first=np.sign(lat[b, s + k]), first_size=abs(ta[:40]).max(),
-                                 hz=_peak_hz(ta[n0:], sim.dt), bias=abs(ta[n0:].mean()),
-                                 amp=ta[n0:].std() * np.sqrt(2), cond=specs[b]["condition"], seed=seed))
+                rows.append(
+                    dict(
+                        want=want[b, s],
+                        first=np.sign(lat[b, s + k]),
+                        first_size=abs(ta[:40]).max(),
+                        hz=_peak_hz(ta[n0:], sim.dt),
+                        bias=abs(ta[n0:].mean()),
+                        amp=ta[n0:].std() * np.sqrt(2),
+                        cond=specs[b]["condition"],
+                        seed=seed,
+                    )
+                )
     return rows
 
 
@@ -102,7 +111,6 @@ def test_a_trial_alone_equals_the_same_trial_in_a_batch_of_21(engine):
     assert not np.allclose(batch["rates"][0, -1], batch["rates"][7, -1])  # trials 0 and 7: same stimulus
 
 
-
 @pytest.mark.skipif(not compiled.AVAILABLE, reason="the compiled engine needs numba")
 @pytest.mark.parametrize("delay", [0.00025, 0.0003, 0.0005])
 def test_a_trial_alone_is_bit_for_bit_the_trial_in_its_batch_whatever_the_ring_length(delay):
@@ -115,7 +123,9 @@ def test_a_trial_alone_is_bit_for_bit_the_trial_in_its_batch_whatever_the_ring_l
     from neuro.sim.circuit import CircuitParams
 
     def run(trials):
-        sim = Simulator(seed=3, physics="chain", body=BodyParams(taper=0.35), circuit=CircuitParams(delay_per_seg=delay))
+        sim = Simulator(
+            seed=3, physics="chain", body=BodyParams(taper=0.35), circuit=CircuitParams(delay_per_seg=delay)
+        )
         stim = stack_stimuli([dict(condition="flash", onset=0.0)] * len(trials), 0.1, sim.dt)
         return sim.run(stim, Perturbation(drive=0.9), record_every=1, trials=trials, engine="compiled")["state"]
 
@@ -126,7 +136,9 @@ def test_a_trial_alone_is_bit_for_bit_the_trial_in_its_batch_whatever_the_ring_l
 
 
 def test_recording_names_neurons_and_muscles(tmp_path):
-    rec = load_recording(save_recording(simulate(["grating_fwd"], 0.05, record_rate=200.0, imaging_rate=100.0), tmp_path / "r.zarr"))
+    rec = load_recording(
+        save_recording(simulate(["grating_fwd"], 0.05, record_rate=200.0, imaging_rate=100.0), tmp_path / "r.zarr")
+    )
     mn = rec["rates"].sel(type="MN", side="left", segment=12)
     assert mn.sizes == {"trial": 1, "time": 10}
     nb = 12  # brain units first, then (type * 2 + side) * 30 + segment
@@ -138,4 +150,6 @@ def test_recording_names_neurons_and_muscles(tmp_path):
     # muscles: by side and joint; joint 4 takes the motor neurons of segments 12-14
     m = muscle_at(rec, "left", 13)
     np.testing.assert_array_equal(m.values, rec["muscle"].values[:, :, 0, 4])
-    np.testing.assert_array_equal(rec["muscle"].sel(body_side="right", joint=4).values, rec["muscle"].values[:, :, 1, 4])
+    np.testing.assert_array_equal(
+        rec["muscle"].sel(body_side="right", joint=4).values, rec["muscle"].values[:, :, 1, 4]
+    )

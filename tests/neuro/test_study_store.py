@@ -20,7 +20,8 @@ def _same(a, b) -> bool:
     if a.dtype != b.dtype or a.shape != b.shape:
         return False
     if a.ndim > 1 and (a.flags.f_contiguous and not a.flags.c_contiguous) != (
-            b.flags.f_contiguous and not b.flags.c_contiguous):
+        b.flags.f_contiguous and not b.flags.c_contiguous
+    ):
         return False
     return list(a.flat) == list(b.flat) if a.dtype == object else a.tobytes() == b.tobytes()
 
@@ -32,22 +33,30 @@ def _files(root) -> list:
 def test_an_array_is_written_once_and_read_back_exactly(tmp_path):
     store = ArrayStore(tmp_path / "store")
     x = np.arange(12.0).reshape(3, 4)
-    arrays = {"c": x, "f": np.asfortranarray(x), "view": x[:, ::2], "scalar": np.array(0.005), "flag": np.array(True),
-              "names": np.array(["MN", "V2a"], dtype=object), "prior": np.broadcast_to(np.float32(1.0), (500, 500)),
-              "text": np.array(["L", "R"]), "empty": np.zeros((0, 3), np.float32)}
+    arrays = {
+        "c": x,
+        "f": np.asfortranarray(x),
+        "view": x[:, ::2],
+        "scalar": np.array(0.005),
+        "flag": np.array(True),
+        "names": np.array(["MN", "V2a"], dtype=object),
+        "prior": np.broadcast_to(np.float32(1.0), (500, 500)),
+        "text": np.array(["L", "R"]),
+        "empty": np.zeros((0, 3), np.float32),
+    }
     refs = store.put(arrays)
     got = store.get(refs)
     assert list(got) == list(arrays) and all(_same(arrays[k], got[k]) for k in arrays)
-    assert got["names"].dtype == object and got["prior"].strides == (0, 0)   # a broadcast value stays one value
+    assert got["names"].dtype == object and got["prior"].strides == (0, 0)  # a broadcast value stays one value
     files = _files(store.root)
     assert len(files) == len(arrays) and all(f.endswith(".npy") for f in files)
-    assert max((store.root / "arrays" / f).stat().st_size for f in files) < 1000   # the prior: one float, not 250,000
+    assert max((store.root / "arrays" / f).stat().st_size for f in files) < 1000  # the prior: one float, not 250,000
     # the same arrays again, under other names and in another manifest: nothing new is written
     again = store.put({"copy": x.copy(), "same": x})
     assert again["copy"] == again["same"] == refs["c"] and _files(store.root) == files
     m1, m2 = store.save("a", arrays, note="x"), store.save("a", arrays, note="x")
     assert m1 == m2 and ArrayStore.load(m1)[1] == {"note": "x"}
-    for f in files:   # plain .npy: open without pickles
+    for f in files:  # plain .npy: open without pickles
         np.load(store.root / "arrays" / f, allow_pickle=False)
     with pytest.raises(TypeError, match="pickle"):
         store.put({"bad": np.array([{"a": 1}], dtype=object)})
@@ -57,17 +66,19 @@ def test_a_task_round_trips_through_the_store(small_task, tmp_path):
     from neuro.faithfulness import true_impulse_response
     from neuro.run import _fit_and_score
 
-    task = pickle.loads(pickle.dumps(small_task))   # a copy: the shared fixture stays as it is
+    task = pickle.loads(pickle.dumps(small_task))  # a copy: the shared fixture stays as it is
     task.probes["impulse_true"] = true_impulse_response(task)
-    assert task.probes["impulse_true"].flags.f_contiguous   # a layout the store must keep
+    assert task.probes["impulse_true"].flags.f_contiguous  # a layout the store must keep
     manifest = save_task(task, tmp_path / "store")
     back = load_task(str(manifest))
     for k in ("name", "context", "horizon", "signal", "dt"):
         assert getattr(back, k) == getattr(task, k)
     assert _same(back.train_series, task.train_series) and _same(back.true_weights, task.true_weights)
     for sp, w in task.windows().items():
-        assert all(_same(getattr(back.windows()[sp], f), getattr(w, f))
-                   for f in ("context", "stim_context", "stim_future", "target", "trial", "start"))
+        assert all(
+            _same(getattr(back.windows()[sp], f), getattr(w, f))
+            for f in ("context", "stim_context", "stim_future", "target", "trial", "start")
+        )
     assert list(back.meta) == list(task.meta) and all(_same(back.meta[k], task.meta[k]) for k in task.meta)
     assert list(back.probes) == list(task.probes) and all(_same(back.probes[k], task.probes[k]) for k in task.probes)
     assert all(_same(back.recording[k].values, task.recording[k].values) for k in ("observed", "split", "tail_angle"))
@@ -77,7 +88,7 @@ def test_a_task_round_trips_through_the_store(small_task, tmp_path):
     files = _files(tmp_path / "store")
     assert save_task(task, tmp_path / "store") == manifest and _files(tmp_path / "store") == files
     save_data(task.data_arrays("full"), ArrayStore(tmp_path / "store"))
-    scalars = [f for f in _files(tmp_path / "store") if f not in files]   # meta/dt & co. as 0-d arrays
+    scalars = [f for f in _files(tmp_path / "store") if f not in files]  # meta/dt & co. as 0-d arrays
     assert all((tmp_path / "store" / "arrays" / f).stat().st_size < 200 for f in scalars)
     assert not list(tmp_path.rglob("*.pkl"))
     # a baseline fitted and scored on the stored task gives the same row, to the last bit
@@ -105,7 +116,7 @@ def test_baselines_read_the_task_from_the_store_and_resume(small_task, tmp_path)
     assert not list(tmp_path.rglob("*.pkl")) and len(list((tmp_path / "store").glob("task-*.json"))) == 1
     records = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*.done.json")}
     again = run_baselines(small_task, names, store=tmp_path / "baselines", array_store=tmp_path / "store")
-    assert {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*.done.json")} == records   # nothing redone
+    assert {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*.done.json")} == records  # nothing redone
     assert first.drop(columns="seconds").equals(again.drop(columns="seconds"))
 
 
@@ -117,9 +128,16 @@ def test_a_search_keeps_scores_in_its_units_and_arrays_once(small_task, tmp_path
     store = ArrayStore(tmp_path / "store")
 
     def search(folder, max_nodes):
-        return TreeSearch(small_task, OfflineProposer(priors=True), tmp_path / folder, max_nodes=max_nodes,
-                          n_drafts=2, limits=SandboxLimits(wall_seconds=30, cpu_seconds=30),
-                          unit_store=tmp_path / folder / "units", store=store)
+        return TreeSearch(
+            small_task,
+            OfflineProposer(priors=True),
+            tmp_path / folder,
+            max_nodes=max_nodes,
+            n_drafts=2,
+            limits=SandboxLimits(wall_seconds=30, cpu_seconds=30),
+            unit_store=tmp_path / folder / "units",
+            store=store,
+        )
 
     ts = search("s", 2)
     nodes = ts.run()
@@ -139,12 +157,16 @@ def test_a_search_keeps_scores_in_its_units_and_arrays_once(small_task, tmp_path
     # the probes the first one's scoring added to the task since (its tail-angle readout)
     before = set(_files(store.root))
     search("other", 0)
-    probes = {r["file"] for m in store.root.glob("data-*.json")
-              for k, r in json.loads(m.read_text())["arrays"].items() if k.startswith("probe/")}
+    probes = {
+        r["file"]
+        for m in store.root.glob("data-*.json")
+        for k, r in json.loads(m.read_text())["arrays"].items()
+        if k.startswith("probe/")
+    }
     assert set(_files(store.root)) - before <= probes
 
     # resumption: a rerun redoes nothing; a unit whose arrays are gone is redone
-    (tmp_path / "s" / "journal.jsonl").write_text("")   # as if killed before the journal was written
+    (tmp_path / "s" / "journal.jsonl").write_text("")  # as if killed before the journal was written
     records = {p: p.stat().st_mtime_ns for p in (tmp_path / "s").rglob("*.done.json")}
     again = search("s", 2).run()
     assert {p: p.stat().st_mtime_ns for p in (tmp_path / "s").rglob("*.done.json")} == records

@@ -75,8 +75,15 @@ def test_search_failures_dedup_views_and_resume(small_task, tmp_path):
     prop = Scripted(codes)
     # the endless loop runs until a limit kills it, so the limits set this test's length: 5 s is
     # ~10x what each sandbox stage of the good program takes (~0.5 s: start, fit, forecasts)
-    ts = TreeSearch(small_task, prop, tmp_path / "s", max_nodes=4, n_drafts=4, workers=1,
-                    limits=SandboxLimits(wall_seconds=5, cpu_seconds=5))
+    ts = TreeSearch(
+        small_task,
+        prop,
+        tmp_path / "s",
+        max_nodes=4,
+        n_drafts=4,
+        workers=1,
+        limits=SandboxLimits(wall_seconds=5, cpu_seconds=5),
+    )
     nodes = ts.run()
     st = [n.status for n in nodes]
     assert st[0] == "ok" and st[1] == "failed" and st[2] == "failed" and st[3] == "duplicate"
@@ -91,8 +98,15 @@ def test_search_failures_dedup_views_and_resume(small_task, tmp_path):
     # a torn last line (crash mid-write) is ignored, and a rerun continues to the new budget
     with open(tmp_path / "s" / "journal.jsonl", "a") as f:
         f.write('{"id": 4, "par')
-    ts2 = TreeSearch(small_task, OfflineProposer(priors=True), tmp_path / "s", max_nodes=6, n_drafts=1,
-                     limits=SandboxLimits(wall_seconds=20, cpu_seconds=20), debug_prob=0.0)
+    ts2 = TreeSearch(
+        small_task,
+        OfflineProposer(priors=True),
+        tmp_path / "s",
+        max_nodes=6,
+        n_drafts=1,
+        limits=SandboxLimits(wall_seconds=20, cpu_seconds=20),
+        debug_prob=0.0,
+    )
     assert len(ts2.nodes) == 4
     nodes2 = ts2.run()
     assert len(nodes2) == 6 and [n.id for n in nodes2] == list(range(6))

@@ -28,16 +28,23 @@ def neutral_layout(rec: xr.Dataset) -> xr.Dataset:
     obs = rec["observed"].values
     n, T = rec.sizes["trial"], rec.sizes["time"]
     act = rec["rates"].values[..., obs].reshape(n * T, -1)
-    per_step = {k: np.repeat(v, T) for k, v in (
-        ("condition", rec["condition"].values.astype(str)), ("trial", np.arange(n)),
-        ("split", np.where(rec["split"].values == "ood", rec["suite"].values, rec["split"].values).astype(str)))}
+    per_step = {
+        k: np.repeat(v, T)
+        for k, v in (
+            ("condition", rec["condition"].values.astype(str)),
+            ("trial", np.arange(n)),
+            ("split", np.where(rec["split"].values == "ood", rec["suite"].values, rec["split"].values).astype(str)),
+        )
+    }
     dt = float(rec.attrs["dt"])
     return xr.Dataset(
-        {"activity": (("time", "neuron"), act, {"units": "1"}),
-         "stimulus": (("time", "feature"), rec["stimulus"].values.reshape(n * T, -1)),
-         **{k: ("time", v) for k, v in per_step.items()}},
-        coords={"time": ("time", np.arange(n * T) * dt, {"units": "s"}),
-                "neuron": rec["name"].values[obs].astype(str)})
+        {
+            "activity": (("time", "neuron"), act, {"units": "1"}),
+            "stimulus": (("time", "feature"), rec["stimulus"].values.reshape(n * T, -1)),
+            **{k: ("time", v) for k, v in per_step.items()},
+        },
+        coords={"time": ("time", np.arange(n * T) * dt, {"units": "s"}), "neuron": rec["name"].values[obs].astype(str)},
+    )
 
 
 def assert_same_windows(a, b):
@@ -53,8 +60,15 @@ def test_traces_give_the_simulators_task(sim_task, tmp_path, fmt):
     layout = neutral_layout(sim_task.recording)
     path = tmp_path / f"traces.{fmt}"
     layout.to_zarr(path, zarr_format=2) if fmt == "zarr" else layout.to_netcdf(path)
-    task = from_traces(path, context=CONTEXT, horizon=HORIZON, max_windows=MAX_WINDOWS, seed=0,
-                       stim_scale=sim_task.meta["stim_scale"], min_std=0.05)  # build_task's scale and sd floor
+    task = from_traces(
+        path,
+        context=CONTEXT,
+        horizon=HORIZON,
+        max_windows=MAX_WINDOWS,
+        seed=0,
+        stim_scale=sim_task.meta["stim_scale"],
+        min_std=0.05,
+    )  # build_task's scale and sd floor
     assert task.dt == pytest.approx(sim_task.dt, rel=1e-12)
     np.testing.assert_allclose(task.train_series, sim_task.train_series, atol=1e-5)
     np.testing.assert_allclose(task.train_stim, sim_task.train_stim, atol=1e-6)
@@ -103,11 +117,11 @@ def test_bad_inputs_are_one_clear_error_each(sim_task, tmp_path):
     with pytest.raises(DimensionError, match="one label per time step"):
         from_traces(layout["activity"].values, conditions=layout["condition"].values[:-1], dt=0.005)
     bad = layout.copy(deep=True)
-    bad["activity"][10, 3] = np.nan   # a neuron with a NaN is dropped, named, never z-scored as NaN
+    bad["activity"][10, 3] = np.nan  # a neuron with a NaN is dropped, named, never z-scored as NaN
     with pytest.warns(UserWarning, match="1 of 60 neurons dropped"):
         task = from_traces(bad)
     assert task.n_neurons == 59 and str(layout["neuron"].values[3]) not in set(task.meta["name"])
-    bad["activity"][10, :] = np.nan   # a frame lost in every neuron: refused, never joined over
+    bad["activity"][10, :] = np.nan  # a frame lost in every neuron: refused, never joined over
     with pytest.raises(DataValidationError, match="Time steps 10 are NaN/inf in every neuron"):
         from_traces(bad)
     with pytest.raises(MissingVariableError, match="No stimulus conditions"):
@@ -133,14 +147,30 @@ def test_baselines_cli_runs_on_traces(sim_task, tmp_path, capsys):
     path = tmp_path / "traces.nc"
     neutral_layout(sim_task.recording).to_netcdf(path)
     out = tmp_path / "base"
-    assert main(["neuro", "baselines", "--data", str(path), "--baselines", "mean,last_value,ridge_arx",
-                 "--max-windows", "20", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "neuro",
+                "baselines",
+                "--data",
+                str(path),
+                "--baselines",
+                "mean,last_value,ridge_arx",
+                "--max-windows",
+                "20",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     table = pd.read_csv(out / "baselines.csv", index_col=0)
     assert list(table.index) == ["mean", "last_value", "ridge_arx"]
     # the mean baseline by hand on the same task: the context mean for every future step
     task = from_traces(path, max_windows=20)
     w = task.test
-    assert table.loc["mean", "test"] == pytest.approx(np.abs(w.context.mean(1, keepdims=True) - w.target).mean(),
-                                                      rel=1e-5)
+    assert table.loc["mean", "test"] == pytest.approx(
+        np.abs(w.context.mean(1, keepdims=True) - w.target).mean(), rel=1e-5
+    )
     assert np.isnan(table.loc["ridge_arx", "edge_auroc"])  # no true circuit behind recorded traces
     assert np.isfinite(table[["val", "test", "ood_mean"]].values.astype(float)).all()

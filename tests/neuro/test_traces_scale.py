@@ -61,13 +61,14 @@ def test_nlinear_chunked_matches_sklearn(small, monkeypatch):
     whole = nb.NLinear(4, 32).fit(task.train_series, task.train_stim)
     np.testing.assert_allclose(whole.W_[:-1], ref.coef_.T, atol=1e-6)
     np.testing.assert_allclose(whole.W_[-1], ref.intercept_, atol=1e-6)
-    monkeypatch.setattr(nb, "BATCH_ELEMENTS", 5 * 36 * task.n_neurons)   # chunks of 5 windows
+    monkeypatch.setattr(nb, "BATCH_ELEMENTS", 5 * 36 * task.n_neurons)  # chunks of 5 windows
     chunked = nb.NLinear(4, 32).fit(task.train_series, task.train_stim)
     np.testing.assert_allclose(chunked.W_, whole.W_, rtol=0, atol=1e-7)
     dl_whole = nb.DLinear(4, 32).fit(task.train_series, task.train_stim)
     monkeypatch.setattr(nb, "BATCH_ELEMENTS", nt.BATCH_ELEMENTS)
-    np.testing.assert_allclose(nb.DLinear(4, 32).fit(task.train_series, task.train_stim).W_, dl_whole.W_,
-                               rtol=0, atol=1e-7)
+    np.testing.assert_allclose(
+        nb.DLinear(4, 32).fit(task.train_series, task.train_stim).W_, dl_whole.W_, rtol=0, atol=1e-7
+    )
 
 
 def test_lowrank_var_is_a_ridge_per_unit(small):
@@ -150,15 +151,17 @@ def test_score_forecasts_matches_the_sandbox_scorer(small, monkeypatch):
     _, task = small
     model = nb.NLinear(4, 32).fit(task.train_series, task.train_stim)
     data = task.data_arrays("full")
-    preds = {f"pred/{sp}": model.predict(data[f"{sp}/context"], data[f"{sp}/stim_context"], data[f"{sp}/stim_future"])
-             for sp in task.windows()}
+    preds = {
+        f"pred/{sp}": model.predict(data[f"{sp}/context"], data[f"{sp}/stim_context"], data[f"{sp}/stim_future"])
+        for sp in task.windows()
+    }
     targets = {k: v for k, v in data.items() if k.endswith("/target")}
     ref_m, ref_a = score_predictions(preds, targets)
-    got_m, got_a = score_forecasts(model, task)          # one chunk: the same numbers exactly
+    got_m, got_a = score_forecasts(model, task)  # one chunk: the same numbers exactly
     assert got_m == ref_m
     for k in ref_a:
         np.testing.assert_array_equal(got_a[k], ref_a[k])
-    monkeypatch.setattr(nt, "BATCH_ELEMENTS", 4 * 36 * task.n_neurons)   # chunks of 4 windows
+    monkeypatch.setattr(nt, "BATCH_ELEMENTS", 4 * 36 * task.n_neurons)  # chunks of 4 windows
     chunky = _Chunky(model)
     got_m2, got_a2 = score_forecasts(chunky, task)
     assert max(chunky.sizes) == 4 and len(chunky.sizes) > len(ref_m)
@@ -246,13 +249,13 @@ def test_zapbench_splits_windows_and_held_out(zap):
     assert len(task.test) == 3 * (n_te - 32 + 1)
     assert len(task.ood[HELD_OUT_SUITE]) == n - 4 - 32 + 1
     w = task.test
-    starts = {0: 0, 1: 400, 3: 1200}   # the ID conditions' first rows
+    starts = {0: 0, 1: 400, 3: 1200}  # the ID conditions' first rows
     first_test = sorted({int(o) + 4 for o in w.origin})
-    assert first_test[0] == 1 + n_tr + n_va   # the first forecast starts at the test block
-    assert w.origin.min() == 1 + n_tr + n_va - 4   # its context is the 4 val steps before
+    assert first_test[0] == 1 + n_tr + n_va  # the first forecast starts at the test block
+    assert w.origin.min() == 1 + n_tr + n_va - 4  # its context is the 4 val steps before
     for o in w.origin:
         cond = [k for k, a in starts.items() if a <= o < a + 400]
-        assert cond and o + 4 + 32 <= starts[cond[0]] + 399   # inside the condition, padding excluded
+        assert cond and o + 4 + 32 <= starts[cond[0]] + 399  # inside the condition, padding excluded
     assert task.train_series.shape[1] == n_tr
     # the z-scoring uses training steps only
     X = zap["activity"].values.astype(np.float64)
@@ -264,7 +267,7 @@ def test_zapbench_long_context_and_refusals(zap):
     long = latent_traces(12, 4 * 600, rank=3, conditions=CONDS, seed=5)
     task = from_traces(long, protocol="zapbench", context=256)
     assert task.context == 256 and len(task.test) > 0
-    assert task.test.origin.min() >= 1       # never before the first condition's padding
+    assert task.test.origin.min() >= 1  # never before the first condition's padding
     with pytest.raises(Exception, match="horizon"):
         from_traces(zap, protocol="zapbench", horizon=16)
     with pytest.raises(Exception, match="held_out"):
@@ -280,9 +283,28 @@ def test_zapbench_study_cli_writes_mae_per_step(zap, tmp_path, capsys):
     path = tmp_path / "rec.nc"
     zap.to_netcdf(path)
     out = tmp_path / "study"
-    rc = main(["neuro", "study", "--data", str(path), "--protocol", "zapbench", "--out", str(out),
-               "--baselines", "mean,last_value,nlinear", "--nodes", "2", "--long-context", "0",
-               "--search-neurons", "12", "--search-seconds", "1000"])
+    rc = main(
+        [
+            "neuro",
+            "study",
+            "--data",
+            str(path),
+            "--protocol",
+            "zapbench",
+            "--out",
+            str(out),
+            "--baselines",
+            "mean,last_value,nlinear",
+            "--nodes",
+            "2",
+            "--long-context",
+            "0",
+            "--search-neurons",
+            "12",
+            "--search-seconds",
+            "1000",
+        ]
+    )
     assert rc == 0
     steps = pd.read_csv(out / "mae_per_step.csv", index_col=[0, 1])
     assert list(steps.columns) == [f"lead_{h}" for h in range(1, 33)]
@@ -295,8 +317,9 @@ def test_zapbench_study_cli_writes_mae_per_step(zap, tmp_path, capsys):
     ref = np.abs(w.context[:, -1:] - w.target).mean()
     assert abs(full.loc["last_value", "test"] - ref) < 1e-6
     all_steps = pd.read_csv(out / "mae_per_step_all_neurons.csv", index_col=[0, 1])
-    np.testing.assert_allclose(all_steps.loc[("last_value", "test")].to_numpy(),
-                               np.abs(w.context[:, -1:] - w.target).mean((0, 2)), atol=1e-6)
+    np.testing.assert_allclose(
+        all_steps.loc[("last_value", "test")].to_numpy(), np.abs(w.context[:, -1:] - w.target).mean((0, 2)), atol=1e-6
+    )
     # the report says the study ran on a subset: how many of how many, how chosen, which (by hand: the draw)
     report = (out / "report.md").read_text()
     assert "The recording has 20 units" in report and "use 12 of them (60.0%)" in report

@@ -29,8 +29,12 @@ def test_cluster_bootstrap_covers_the_true_mean():
     trials = np.repeat(np.arange(9), 20)
     hits = 0
     for r in range(300):
-        v = (0.3 + 0.02 * rng.standard_normal((3, 1)) + 0.05 * rng.standard_normal((1, 9))[:, trials]
-             + 0.05 * rng.standard_normal((3, 180)))
+        v = (
+            0.3
+            + 0.02 * rng.standard_normal((3, 1))
+            + 0.05 * rng.standard_normal((1, 9))[:, trials]
+            + 0.05 * rng.standard_normal((3, 180))
+        )
         est, lo, hi = cluster_bootstrap(v, trials, n_resamples=500, seed=r)
         hits += lo <= 0.3 <= hi
     assert hits / 300 >= 0.85
@@ -120,11 +124,17 @@ def _evidence(disc_shift, free_id_shift, free_ood_shift, seed=0, free_nodes=None
     node = SimpleNamespace(val=0.3, faith={"edge_auroc": 0.99, "sign_accuracy": 0.8, "impulse_distance": 0.7})
     free_node = SimpleNamespace(val=0.31, faith={"edge_auroc": 0.6, "sign_accuracy": 0.7, "impulse_distance": 0.9})
     ood = 0.4 + 0.05 * rng.random((1, 5))[:, ood_trials] + 0.01 * rng.random((3, 50))
-    ev = Evidence(seeds=[0, 1, 2], test_trials=trials, ood_clusters=ood_trials, best_baseline="tide",
-                  baseline_test=base - disc_shift, picks=["priors"] * 3, discovered_test=prior,
-                  priors=SearchEvidence(prior, ood, [node] * 3, [{}] * 3),
-                  no_priors=SearchEvidence(prior + free_id_shift, ood + free_ood_shift, free_nodes or [free_node] * 3,
-                                           [{}] * 3))
+    ev = Evidence(
+        seeds=[0, 1, 2],
+        test_trials=trials,
+        ood_clusters=ood_trials,
+        best_baseline="tide",
+        baseline_test=base - disc_shift,
+        picks=["priors"] * 3,
+        discovered_test=prior,
+        priors=SearchEvidence(prior, ood, [node] * 3, [{}] * 3),
+        no_priors=SearchEvidence(prior + free_id_shift, ood + free_ood_shift, free_nodes or [free_node] * 3, [{}] * 3),
+    )
     return dataclasses.replace(ev, **changes)
 
 
@@ -169,21 +179,25 @@ def test_no_verdict_rests_on_a_nan():
     assert lines[2].startswith("NOT ASSESSED (edge AUROC without (seed 1) is not a finite number)")
     assert lines[3].startswith("NOT ASSESSED (impulse distance without (seed 1) is not a finite number)")
     broken = ev.discovered_test.copy()
-    broken[1] = np.nan                                     # one seed's test scores are missing
+    broken[1] = np.nan  # one seed's test scores are missing
     first = _lines(_evidence(0.0, 0.0, 0.03, discovered_test=broken))[0]
-    assert first.startswith("NOT ASSESSED (ID test MAE a, ID test MAE diff, ID test MAE diff_low, ID test MAE diff_high "
-                            "are not a finite number)")
+    assert first.startswith(
+        "NOT ASSESSED (ID test MAE a, ID test MAE diff, ID test MAE diff_low, ID test MAE diff_high "
+        "are not a finite number)"
+    )
 
 
 def test_a_planted_truth_row_without_a_number_is_not_assessed_not_missed():
     from neuro.recovery import _row
 
-    rows = [_row("edges", "edge AUROC", "", 0.99, 0.98, 1.0, "lower bound >= 0.75", True),
-            _row("signs", "sign accuracy", "", 0.5, 0.4, 0.6, "lower bound >= 0.7", False),
-            _row("impulse", "impulse response", "", np.nan, np.nan, np.nan, "not measured", False)]
+    rows = [
+        _row("edges", "edge AUROC", "", 0.99, 0.98, 1.0, "lower bound >= 0.75", True),
+        _row("signs", "sign accuracy", "", 0.5, 0.4, 0.6, "lower bound >= 0.7", False),
+        _row("impulse", "impulse response", "", np.nan, np.nan, np.nan, "not measured", False),
+    ]
     assert [r.recovered for r in rows] == [True, False, None] and all(isinstance(r, PlantedTruthRow) for r in rows)
     table = rows
     line = summary_line(table)
-    assert line.startswith("neuro planted truth: 1 of 2 recovered (")     # the NaN row is not counted
+    assert line.startswith("neuro planted truth: 1 of 2 recovered (")  # the NaN row is not counted
     assert "impulse nan [nan, nan] NOT ASSESSED" in line and "signs 0.5 [0.4, 0.6] MISSED" in line
     assert format_table(table).count("NOT ASSESSED") == 1

@@ -60,8 +60,24 @@ import xarray as xr
 from ocean import synthetic
 from ocean.nemo import DEPTHT
 
-__all__ = ["DEPTHT", "truth", "column_temperature", "currents", "cmip6", "oras5", "mesh_mask", "cmems", "mom6",
-           "cesm_pop", "set_units", "upward", "without", "write_netcdf", "write_zarr", "month_times"]
+__all__ = [
+    "DEPTHT",
+    "truth",
+    "column_temperature",
+    "currents",
+    "cmip6",
+    "oras5",
+    "mesh_mask",
+    "cmems",
+    "mom6",
+    "cesm_pop",
+    "set_units",
+    "upward",
+    "without",
+    "write_netcdf",
+    "write_zarr",
+    "month_times",
+]
 
 #: practical salinity of the fixtures' ocean (constant: the MLD from (thetao, so) is set by temperature)
 SALINITY = 35.0
@@ -92,16 +108,24 @@ def currents(lat, lon, n_time: int) -> tuple[np.ndarray, np.ndarray]:
     Arrays of shape ``(n_time, len(lat), len(lon))``."""
     la, lo = np.meshgrid(np.asarray(lat, float), np.asarray(lon, float), indexing="ij")
     season = 1 + 0.1 * np.sin(2 * np.pi * np.arange(n_time) / 12)[:, None, None]
-    return (season * (0.05 + 0.002 * (lo + 40) + 0.001 * (la - 40)),
-            season * (-0.02 + 0.001 * (lo + 40) - 0.002 * (la - 40)))
+    return (
+        season * (0.05 + 0.002 * (lo + 40) + 0.001 * (la - 40)),
+        season * (-0.02 + 0.001 * (lo + 40) - 0.002 * (la - 40)),
+    )
 
 
-def month_times(n: int, calendar: str = "standard", start: str = "2000-01", stamp: str = "middle"
-                ) -> tuple[np.ndarray, np.ndarray]:
+def month_times(
+    n: int, calendar: str = "standard", start: str = "2000-01", stamp: str = "middle"
+) -> tuple[np.ndarray, np.ndarray]:
     """Monthly time stamps and bounds in ``calendar`` (cftime objects unless ``standard``): at the middle of
     each month (CMIP6: time is the mid-point of ``time_bnds``) or at its ``start``."""
-    edges = xr.date_range(start=start, periods=n + 1, freq="MS", calendar=calendar,
-                          use_cftime=calendar not in ("standard", "gregorian", "proleptic_gregorian"))
+    edges = xr.date_range(
+        start=start,
+        periods=n + 1,
+        freq="MS",
+        calendar=calendar,
+        use_cftime=calendar not in ("standard", "gregorian", "proleptic_gregorian"),
+    )
     left, right = np.asarray(edges[:-1]), np.asarray(edges[1:])
     mid = np.array([a + (b - a) / 2 for a, b in zip(left, right)]) if stamp == "middle" else left
     return mid, np.stack([left, right], axis=1)
@@ -115,8 +139,14 @@ def _salinity(temp: xr.DataArray) -> np.ndarray:
     return np.where(np.isfinite(temp.values), SALINITY, np.nan)
 
 
-def cmip6(t: xr.Dataset, *, calendar: str = "noleap", realization: int | None = None, with_3d: bool = True,
-          with_currents: bool = False) -> xr.Dataset:
+def cmip6(
+    t: xr.Dataset,
+    *,
+    calendar: str = "noleap",
+    realization: int | None = None,
+    with_3d: bool = True,
+    with_currents: bool = False,
+) -> xr.Dataset:
     """The truth as a CMIP6 Omon product on a regular (``gr``) grid (see the module doc for the CMOR table).
 
     ``calendar``: the model's calendar (``noleap``, ``360_day``, ``standard``); time at mid-month with
@@ -129,27 +159,82 @@ def cmip6(t: xr.Dataset, *, calendar: str = "noleap", realization: int | None = 
     time, bnds = month_times(nt, calendar)
     two = ("time", "lat", "lon")
     v2 = {
-        "tos": (two, one["sst"].values, {"standard_name": "sea_surface_temperature", "units": "degC",
-                                         "long_name": "Sea Surface Temperature", "cell_methods": "area: mean where sea time: mean"}),
-        "zos": (two, one["zos"].values, {"standard_name": "sea_surface_height_above_geoid", "units": "m",
-                                         "long_name": "Sea Surface Height Above Geoid"}),
-        "hfds": (two, one["qnet"].values, {"standard_name": "surface_downward_heat_flux_in_sea_water",
-                                           "units": "W m-2", "positive": "down",
-                                           "long_name": "Downward Heat Flux at Sea Water Surface"}),
-        "tauuo": (two, one["tauu"].values, {"standard_name": "surface_downward_x_stress", "units": "N m-2",
-                                            "positive": "down", "long_name": "Surface Downward X Stress"}),
-        "tauvo": (two, one["tauv"].values, {"standard_name": "surface_downward_y_stress", "units": "N m-2",
-                                            "positive": "down", "long_name": "Surface Downward Y Stress"}),
-        "mlotst": (two, one["mld"].values, {"standard_name": "ocean_mixed_layer_thickness_defined_by_sigma_t",
-                                            "units": "m", "long_name": "Ocean Mixed Layer Thickness Defined by Sigma T"}),
+        "tos": (
+            two,
+            one["sst"].values,
+            {
+                "standard_name": "sea_surface_temperature",
+                "units": "degC",
+                "long_name": "Sea Surface Temperature",
+                "cell_methods": "area: mean where sea time: mean",
+            },
+        ),
+        "zos": (
+            two,
+            one["zos"].values,
+            {
+                "standard_name": "sea_surface_height_above_geoid",
+                "units": "m",
+                "long_name": "Sea Surface Height Above Geoid",
+            },
+        ),
+        "hfds": (
+            two,
+            one["qnet"].values,
+            {
+                "standard_name": "surface_downward_heat_flux_in_sea_water",
+                "units": "W m-2",
+                "positive": "down",
+                "long_name": "Downward Heat Flux at Sea Water Surface",
+            },
+        ),
+        "tauuo": (
+            two,
+            one["tauu"].values,
+            {
+                "standard_name": "surface_downward_x_stress",
+                "units": "N m-2",
+                "positive": "down",
+                "long_name": "Surface Downward X Stress",
+            },
+        ),
+        "tauvo": (
+            two,
+            one["tauv"].values,
+            {
+                "standard_name": "surface_downward_y_stress",
+                "units": "N m-2",
+                "positive": "down",
+                "long_name": "Surface Downward Y Stress",
+            },
+        ),
+        "mlotst": (
+            two,
+            one["mld"].values,
+            {
+                "standard_name": "ocean_mixed_layer_thickness_defined_by_sigma_t",
+                "units": "m",
+                "long_name": "Ocean Mixed Layer Thickness Defined by Sigma T",
+            },
+        ),
     }
     three = ("time", "lev", "lat", "lon")
     if with_3d:
         temp = column_temperature(one)
-        v2["thetao"] = (three, temp.values, {"standard_name": "sea_water_potential_temperature", "units": "degC",
-                                             "long_name": "Sea Water Potential Temperature"})
-        v2["so"] = (three, _salinity(temp), {"standard_name": "sea_water_salinity", "units": "0.001",
-                                             "long_name": "Sea Water Salinity"})
+        v2["thetao"] = (
+            three,
+            temp.values,
+            {
+                "standard_name": "sea_water_potential_temperature",
+                "units": "degC",
+                "long_name": "Sea Water Potential Temperature",
+            },
+        )
+        v2["so"] = (
+            three,
+            _salinity(temp),
+            {"standard_name": "sea_water_salinity", "units": "0.001", "long_name": "Sea Water Salinity"},
+        )
     if with_currents:
         u, v = currents(one["lat"].values, one["lon"].values, nt)
         nz = len(DEPTHT)
@@ -157,22 +242,47 @@ def cmip6(t: xr.Dataset, *, calendar: str = "noleap", realization: int | None = 
         v2["vo"] = (three, np.repeat(v[:, None], nz, 1), {"standard_name": "sea_water_y_velocity", "units": "m s-1"})
     ds = xr.Dataset(
         v2,
-        coords={"time": ("time", time, {"standard_name": "time", "axis": "T", "bounds": "time_bnds"}),
-                "lev": ("lev", DEPTHT.copy(), {"standard_name": "depth", "units": "m", "positive": "down", "axis": "Z",
-                                               "long_name": "ocean depth coordinate"}),
-                "lat": ("lat", one["lat"].values, {"standard_name": "latitude", "units": "degrees_north", "axis": "Y"}),
-                "lon": ("lon", one["lon"].values, {"standard_name": "longitude", "units": "degrees_east", "axis": "X"})},
-        attrs={"Conventions": "CF-1.7 CMIP-6.2", "mip_era": "CMIP6", "table_id": "Omon", "frequency": "mon",
-               "grid_label": "gr", "realm": "ocean", "source_id": "SCIMECH-SYNTH", "variant_label": "r1i1p1f1",
-               "realization_index": 1, "title": "synthetic ocean in CMIP6 Omon layout"})
+        coords={
+            "time": ("time", time, {"standard_name": "time", "axis": "T", "bounds": "time_bnds"}),
+            "lev": (
+                "lev",
+                DEPTHT.copy(),
+                {
+                    "standard_name": "depth",
+                    "units": "m",
+                    "positive": "down",
+                    "axis": "Z",
+                    "long_name": "ocean depth coordinate",
+                },
+            ),
+            "lat": ("lat", one["lat"].values, {"standard_name": "latitude", "units": "degrees_north", "axis": "Y"}),
+            "lon": ("lon", one["lon"].values, {"standard_name": "longitude", "units": "degrees_east", "axis": "X"}),
+        },
+        attrs={
+            "Conventions": "CF-1.7 CMIP-6.2",
+            "mip_era": "CMIP6",
+            "table_id": "Omon",
+            "frequency": "mon",
+            "grid_label": "gr",
+            "realm": "ocean",
+            "source_id": "SCIMECH-SYNTH",
+            "variant_label": "r1i1p1f1",
+            "realization_index": 1,
+            "title": "synthetic ocean in CMIP6 Omon layout",
+        },
+    )
     ds["time_bnds"] = (("time", "bnds"), bnds)
     ds["time"].encoding.update(units="days since 1850-01-01", calendar=calendar)
     if not with_3d:
         ds = ds.drop_vars("lev")
     if realization is not None:
         ds = xr.concat([ds] * realization, dim="realization").assign_coords(
-            realization=("realization", np.arange(1, realization + 1), {"standard_name": "realization",
-                                                                        "long_name": "realization"}))
+            realization=(
+                "realization",
+                np.arange(1, realization + 1),
+                {"standard_name": "realization", "long_name": "realization"},
+            )
+        )
         ds["time_bnds"] = ds["time_bnds"].isel(realization=0, drop=True)
     return ds
 
@@ -187,34 +297,77 @@ def oras5(t: xr.Dataset, *, kelvin: bool = False, with_3d: bool = True, with_sst
     two = ("time_counter", "y", "x")
     lat2, lon2 = np.meshgrid(_one(t)["lat"].values, _one(t)["lon"].values, indexing="ij")
     v = {
-        "somxl010": (two, one["mld"].values, {"standard_name": "ocean_mixed_layer_thickness_defined_by_sigma_theta",
-                                              "units": "m", "long_name": "Mixed layer depth (dsigma = 0.01 wrt 10m)"}),
-        "sohefldo": (two, one["qnet"].values, {"standard_name": "surface_downward_heat_flux_in_sea_water",
-                                               "units": "W/m2", "long_name": "Net Downward Heat Flux"}),
-        "sossheig": (two, one["zos"].values, {"standard_name": "sea_surface_height_above_geoid", "units": "m",
-                                              "long_name": "Sea Surface Height"}),
-        "sozotaux": (two, one["tauu"].values, {"standard_name": "surface_downward_x_stress", "units": "N/m2",
-                                               "long_name": "Wind Stress along i-axis"}),
-        "sometauy": (two, one["tauv"].values, {"standard_name": "surface_downward_y_stress", "units": "N/m2",
-                                               "long_name": "Wind Stress along j-axis"}),
+        "somxl010": (
+            two,
+            one["mld"].values,
+            {
+                "standard_name": "ocean_mixed_layer_thickness_defined_by_sigma_theta",
+                "units": "m",
+                "long_name": "Mixed layer depth (dsigma = 0.01 wrt 10m)",
+            },
+        ),
+        "sohefldo": (
+            two,
+            one["qnet"].values,
+            {
+                "standard_name": "surface_downward_heat_flux_in_sea_water",
+                "units": "W/m2",
+                "long_name": "Net Downward Heat Flux",
+            },
+        ),
+        "sossheig": (
+            two,
+            one["zos"].values,
+            {"standard_name": "sea_surface_height_above_geoid", "units": "m", "long_name": "Sea Surface Height"},
+        ),
+        "sozotaux": (
+            two,
+            one["tauu"].values,
+            {"standard_name": "surface_downward_x_stress", "units": "N/m2", "long_name": "Wind Stress along i-axis"},
+        ),
+        "sometauy": (
+            two,
+            one["tauv"].values,
+            {"standard_name": "surface_downward_y_stress", "units": "N/m2", "long_name": "Wind Stress along j-axis"},
+        ),
     }
     if with_sst:
-        v["sosstsst"] = (two, one["sst"].values + off, {"standard_name": "sea_surface_temperature", "units": tu,
-                                                        "long_name": "Sea Surface Temperature"})
+        v["sosstsst"] = (
+            two,
+            one["sst"].values + off,
+            {"standard_name": "sea_surface_temperature", "units": tu, "long_name": "Sea Surface Temperature"},
+        )
     if with_3d:
-        v["votemper"] = (temp.dims, temp.values + off, {"standard_name": "sea_water_potential_temperature",
-                                                        "units": tu, "long_name": "Temperature"})
-        v["vosaline"] = (temp.dims, _salinity(temp), {"standard_name": "sea_water_salinity", "units": "PSU",
-                                                      "long_name": "Salinity"})
+        v["votemper"] = (
+            temp.dims,
+            temp.values + off,
+            {"standard_name": "sea_water_potential_temperature", "units": tu, "long_name": "Temperature"},
+        )
+        v["vosaline"] = (
+            temp.dims,
+            _salinity(temp),
+            {"standard_name": "sea_water_salinity", "units": "PSU", "long_name": "Salinity"},
+        )
     ds = xr.Dataset(
         v,
-        coords={"time_counter": ("time_counter", _one(t)["time"].values, {"standard_name": "time", "axis": "T"}),
-                "deptht": ("deptht", DEPTHT.copy(), {"units": "m", "positive": "down", "axis": "Z",
-                                                     "long_name": "Vertical T levels"}),
-                "nav_lat": (("y", "x"), lat2.astype(np.float32), {"standard_name": "latitude", "units": "degrees_north"}),
-                "nav_lon": (("y", "x"), lon2.astype(np.float32), {"standard_name": "longitude", "units": "degrees_east"})},
-        attrs={"Conventions": "CF-1.1", "title": "synthetic ocean in ORAS5 / NEMO layout", "file_name": "oras5_1m.nc",
-               "TimeStamp": "ocean.synthetic", "institution": "scimech (ORAS5-like)"})
+        coords={
+            "time_counter": ("time_counter", _one(t)["time"].values, {"standard_name": "time", "axis": "T"}),
+            "deptht": (
+                "deptht",
+                DEPTHT.copy(),
+                {"units": "m", "positive": "down", "axis": "Z", "long_name": "Vertical T levels"},
+            ),
+            "nav_lat": (("y", "x"), lat2.astype(np.float32), {"standard_name": "latitude", "units": "degrees_north"}),
+            "nav_lon": (("y", "x"), lon2.astype(np.float32), {"standard_name": "longitude", "units": "degrees_east"}),
+        },
+        attrs={
+            "Conventions": "CF-1.1",
+            "title": "synthetic ocean in ORAS5 / NEMO layout",
+            "file_name": "oras5_1m.nc",
+            "TimeStamp": "ocean.synthetic",
+            "institution": "scimech (ORAS5-like)",
+        },
+    )
     ds["time_counter"].encoding.update(units="seconds since 1900-01-01 00:00:00", calendar="gregorian")
     if not with_3d:
         ds = ds.drop_vars("deptht")
@@ -246,13 +399,21 @@ def mesh_mask(t: xr.Dataset, *, bottom: np.ndarray | None = None, depth=DEPTHT) 
     tmask = (np.arange(nz)[:, None, None] < nlev[None]).astype(np.int8)
     g2, g3 = ("t", "y", "x"), ("t", "z", "y", "x")
     return xr.Dataset(
-        {"e1t": (g2, e1t[None]), "e2t": (g2, e2t[None]),
-         "e3t_0": (g3, np.broadcast_to(e3[:, None, None], tmask.shape)[None].copy()),
-         "tmask": (g3, tmask[None]), "tmaskutil": (g2, tmask.max(0)[None]),
-         "gdept_1d": (("t", "z"), z[None])},
-        coords={"nav_lat": (("y", "x"), lat2.astype(np.float32)), "nav_lon": (("y", "x"), lon2.astype(np.float32)),
-                "nav_lev": ("z", z)},
-        attrs={"title": "NEMO mesh_mask for the synthetic ORAS5-like grid"})
+        {
+            "e1t": (g2, e1t[None]),
+            "e2t": (g2, e2t[None]),
+            "e3t_0": (g3, np.broadcast_to(e3[:, None, None], tmask.shape)[None].copy()),
+            "tmask": (g3, tmask[None]),
+            "tmaskutil": (g2, tmask.max(0)[None]),
+            "gdept_1d": (("t", "z"), z[None]),
+        },
+        coords={
+            "nav_lat": (("y", "x"), lat2.astype(np.float32)),
+            "nav_lon": (("y", "x"), lon2.astype(np.float32)),
+            "nav_lev": ("z", z),
+        },
+        attrs={"title": "NEMO mesh_mask for the synthetic ORAS5-like grid"},
+    )
 
 
 def cmems(t: xr.Dataset, *, forcing: bool = True, with_currents: bool = True) -> xr.Dataset:
@@ -263,37 +424,97 @@ def cmems(t: xr.Dataset, *, forcing: bool = True, with_currents: bool = True) ->
     temp = column_temperature(one)
     dims3, dims2 = ("time", "depth", "latitude", "longitude"), ("time", "latitude", "longitude")
     v = {
-        "thetao": (dims3, temp.values, {"standard_name": "sea_water_potential_temperature", "units": "degrees_C",
-                                        "long_name": "Temperature", "unit_long": "Degrees Celsius"}),
-        "so": (dims3, _salinity(temp), {"standard_name": "sea_water_salinity", "units": "1e-3",
-                                        "long_name": "Salinity", "unit_long": "Practical Salinity Unit"}),
-        "zos": (dims2, one["zos"].values, {"standard_name": "sea_surface_height_above_geoid", "units": "m",
-                                           "long_name": "Sea surface height"}),
-        "mlotst": (dims2, one["mld"].values, {"standard_name": "ocean_mixed_layer_thickness_defined_by_sigma_theta",
-                                              "units": "m", "long_name": "Density ocean mixed layer thickness"}),
+        "thetao": (
+            dims3,
+            temp.values,
+            {
+                "standard_name": "sea_water_potential_temperature",
+                "units": "degrees_C",
+                "long_name": "Temperature",
+                "unit_long": "Degrees Celsius",
+            },
+        ),
+        "so": (
+            dims3,
+            _salinity(temp),
+            {
+                "standard_name": "sea_water_salinity",
+                "units": "1e-3",
+                "long_name": "Salinity",
+                "unit_long": "Practical Salinity Unit",
+            },
+        ),
+        "zos": (
+            dims2,
+            one["zos"].values,
+            {"standard_name": "sea_surface_height_above_geoid", "units": "m", "long_name": "Sea surface height"},
+        ),
+        "mlotst": (
+            dims2,
+            one["mld"].values,
+            {
+                "standard_name": "ocean_mixed_layer_thickness_defined_by_sigma_theta",
+                "units": "m",
+                "long_name": "Density ocean mixed layer thickness",
+            },
+        ),
     }
     if with_currents:
         u, vv = currents(one["lat"].values, one["lon"].values, one.sizes["time"])
         nz = len(DEPTHT)
-        v["uo"] = (dims3, np.repeat(u[:, None], nz, 1), {"standard_name": "eastward_sea_water_velocity", "units": "m s-1"})
-        v["vo"] = (dims3, np.repeat(vv[:, None], nz, 1), {"standard_name": "northward_sea_water_velocity",
-                                                          "units": "m s-1"})
+        v["uo"] = (
+            dims3,
+            np.repeat(u[:, None], nz, 1),
+            {"standard_name": "eastward_sea_water_velocity", "units": "m s-1"},
+        )
+        v["vo"] = (
+            dims3,
+            np.repeat(vv[:, None], nz, 1),
+            {"standard_name": "northward_sea_water_velocity", "units": "m s-1"},
+        )
     if forcing:
-        v["hfds"] = (dims2, one["qnet"].values, {"standard_name": "surface_downward_heat_flux_in_sea_water",
-                                                 "units": "W m-2", "positive": "down"})
-        v["tauuo"] = (dims2, one["tauu"].values, {"standard_name": "surface_downward_eastward_stress", "units": "N m-2"})
-        v["tauvo"] = (dims2, one["tauv"].values, {"standard_name": "surface_downward_northward_stress", "units": "N m-2"})
+        v["hfds"] = (
+            dims2,
+            one["qnet"].values,
+            {"standard_name": "surface_downward_heat_flux_in_sea_water", "units": "W m-2", "positive": "down"},
+        )
+        v["tauuo"] = (
+            dims2,
+            one["tauu"].values,
+            {"standard_name": "surface_downward_eastward_stress", "units": "N m-2"},
+        )
+        v["tauvo"] = (
+            dims2,
+            one["tauv"].values,
+            {"standard_name": "surface_downward_northward_stress", "units": "N m-2"},
+        )
     ds = xr.Dataset(
         v,
-        coords={"time": ("time", one["time"].values, {"standard_name": "time", "axis": "T"}),
-                "depth": ("depth", DEPTHT.copy(), {"standard_name": "depth", "units": "m", "positive": "down",
-                                                   "axis": "Z", "long_name": "Depth"}),
-                "latitude": ("latitude", one["lat"].values, {"standard_name": "latitude", "units": "degrees_north",
-                                                             "axis": "Y"}),
-                "longitude": ("longitude", one["lon"].values, {"standard_name": "longitude", "units": "degrees_east",
-                                                               "axis": "X"})},
-        attrs={"Conventions": "CF-1.6", "title": "synthetic ocean in Copernicus Marine GLORYS12 layout",
-               "product": "GLOBAL_MULTIYEAR_PHY_001_030-like", "institution": "scimech (CMEMS-like)"})
+        coords={
+            "time": ("time", one["time"].values, {"standard_name": "time", "axis": "T"}),
+            "depth": (
+                "depth",
+                DEPTHT.copy(),
+                {"standard_name": "depth", "units": "m", "positive": "down", "axis": "Z", "long_name": "Depth"},
+            ),
+            "latitude": (
+                "latitude",
+                one["lat"].values,
+                {"standard_name": "latitude", "units": "degrees_north", "axis": "Y"},
+            ),
+            "longitude": (
+                "longitude",
+                one["lon"].values,
+                {"standard_name": "longitude", "units": "degrees_east", "axis": "X"},
+            ),
+        },
+        attrs={
+            "Conventions": "CF-1.6",
+            "title": "synthetic ocean in Copernicus Marine GLORYS12 layout",
+            "product": "GLOBAL_MULTIYEAR_PHY_001_030-like",
+            "institution": "scimech (CMEMS-like)",
+        },
+    )
     ds["time"].encoding.update(units="hours since 1950-01-01", calendar="gregorian")
     return ds
 
@@ -319,20 +540,38 @@ def mom6(t: xr.Dataset, *, names: str = "cmor", with_currents: bool = True) -> x
         nxt = np.concatenate([np.take(a, np.arange(1, a.shape[axis]), axis), np.take(a, [-1], axis)], axis)
         return (a + nxt) / 2
 
-    n = {"cmor": dict(T="thetao", S="so", sst="tos", ssh="zos", q="hfds", mld="mlotst"),
-         "native": dict(T="temp", S="salt", sst="SST", ssh="SSH", q="net_heat_surface", mld="MLD_003")}[names]
+    n = {
+        "cmor": dict(T="thetao", S="so", sst="tos", ssh="zos", q="hfds", mld="mlotst"),
+        "native": dict(T="temp", S="salt", sst="SST", ssh="SSH", q="net_heat_surface", mld="MLD_003"),
+    }[names]
     h2, u2, v2 = ("time", "yh", "xh"), ("time", "yh", "xq"), ("time", "yq", "xh")
     d = {
-        n["T"]: (temp.dims, temp.values, {"standard_name": "sea_water_potential_temperature", "units": "degC",
-                                          "long_name": "Sea Water Potential Temperature"}),
-        n["S"]: (temp.dims, _salinity(temp), {"standard_name": "sea_water_salinity", "units": "psu",
-                                              "long_name": "Sea Water Salinity"}),
+        n["T"]: (
+            temp.dims,
+            temp.values,
+            {
+                "standard_name": "sea_water_potential_temperature",
+                "units": "degC",
+                "long_name": "Sea Water Potential Temperature",
+            },
+        ),
+        n["S"]: (
+            temp.dims,
+            _salinity(temp),
+            {"standard_name": "sea_water_salinity", "units": "psu", "long_name": "Sea Water Salinity"},
+        ),
         n["sst"]: (h2, one["sst"].values, {"standard_name": "sea_surface_temperature", "units": "degC"}),
         n["ssh"]: (h2, one["zos"].values, {"standard_name": "sea_surface_height_above_geoid", "units": "m"}),
-        n["q"]: (h2, one["qnet"].values, {"standard_name": "surface_downward_heat_flux_in_sea_water",
-                                          "units": "W m-2", "positive": "down"}),
-        n["mld"]: (h2, one["mld"].values, {"standard_name": "ocean_mixed_layer_thickness_defined_by_sigma_t",
-                                           "units": "m"}),
+        n["q"]: (
+            h2,
+            one["qnet"].values,
+            {"standard_name": "surface_downward_heat_flux_in_sea_water", "units": "W m-2", "positive": "down"},
+        ),
+        n["mld"]: (
+            h2,
+            one["mld"].values,
+            {"standard_name": "ocean_mixed_layer_thickness_defined_by_sigma_t", "units": "m"},
+        ),
         "taux": (u2, faces(one["tauu"].values, 2), {"standard_name": "surface_downward_x_stress", "units": "Pa"}),
         "tauy": (v2, faces(one["tauv"].values, 1), {"standard_name": "surface_downward_y_stress", "units": "Pa"}),
     }
@@ -340,20 +579,32 @@ def mom6(t: xr.Dataset, *, names: str = "cmor", with_currents: bool = True) -> x
         u, _ = currents(lat, lonq, nt)
         _, v = currents(latq, lon, nt)
         nz = len(DEPTHT)
-        d["uo"] = (("time", "z_l", "yh", "xq"), np.repeat(u[:, None], nz, 1),
-                   {"standard_name": "sea_water_x_velocity", "units": "m s-1"})
-        d["vo"] = (("time", "z_l", "yq", "xh"), np.repeat(v[:, None], nz, 1),
-                   {"standard_name": "sea_water_y_velocity", "units": "m s-1"})
+        d["uo"] = (
+            ("time", "z_l", "yh", "xq"),
+            np.repeat(u[:, None], nz, 1),
+            {"standard_name": "sea_water_x_velocity", "units": "m s-1"},
+        )
+        d["vo"] = (
+            ("time", "z_l", "yq", "xh"),
+            np.repeat(v[:, None], nz, 1),
+            {"standard_name": "sea_water_y_velocity", "units": "m s-1"},
+        )
     ds = xr.Dataset(
         d,
-        coords={"time": ("time", one["time"].values, {"axis": "T", "long_name": "time"}),
-                "z_l": ("z_l", DEPTHT.copy(), {"units": "meter", "positive": "down", "axis": "Z",
-                                               "long_name": "Depth at cell center"}),
-                "xh": ("xh", lon, {"units": "degrees_east", "axis": "X", "long_name": "h point nominal longitude"}),
-                "yh": ("yh", lat, {"units": "degrees_north", "axis": "Y", "long_name": "h point nominal latitude"}),
-                "xq": ("xq", lonq, {"units": "degrees_east", "axis": "X", "long_name": "q point nominal longitude"}),
-                "yq": ("yq", latq, {"units": "degrees_north", "axis": "Y", "long_name": "q point nominal latitude"})},
-        attrs={"title": "synthetic ocean in MOM6 layout", "grid_type": "regular", "associated_files": ""})
+        coords={
+            "time": ("time", one["time"].values, {"axis": "T", "long_name": "time"}),
+            "z_l": (
+                "z_l",
+                DEPTHT.copy(),
+                {"units": "meter", "positive": "down", "axis": "Z", "long_name": "Depth at cell center"},
+            ),
+            "xh": ("xh", lon, {"units": "degrees_east", "axis": "X", "long_name": "h point nominal longitude"}),
+            "yh": ("yh", lat, {"units": "degrees_north", "axis": "Y", "long_name": "h point nominal latitude"}),
+            "xq": ("xq", lonq, {"units": "degrees_east", "axis": "X", "long_name": "q point nominal longitude"}),
+            "yq": ("yq", latq, {"units": "degrees_north", "axis": "Y", "long_name": "q point nominal latitude"}),
+        },
+        attrs={"title": "synthetic ocean in MOM6 layout", "grid_type": "regular", "associated_files": ""},
+    )
     ds["time"].encoding.update(units="days since 0001-01-01", calendar="noleap")
     return ds
 
@@ -368,21 +619,35 @@ def cesm_pop(t: xr.Dataset) -> xr.Dataset:
     lat2, lon2 = np.meshgrid(_one(t)["lat"].values, _one(t)["lon"].values % 360, indexing="ij")
     time, bnds = month_times(one.sizes["time"], "noleap", stamp="middle")
     ds = xr.Dataset(
-        {"TEMP": (temp.dims, temp.values, {"long_name": "Potential Temperature", "units": "degC"}),
-         "SALT": (temp.dims, _salinity(temp), {"long_name": "Salinity", "units": "gram/kilogram"}),
-         "SSH": (g, one["zos"].values * 100, {"long_name": "Sea Surface Height", "units": "centimeter"}),
-         "HMXL": (g, one["mld"].values * 100, {"long_name": "Mixed-Layer Depth", "units": "centimeter"}),
-         "SHF": (g, one["qnet"].values, {"long_name": "Total Surface Heat Flux, Including SW", "units": "watt/m^2"}),
-         "TAUX": (g, one["tauu"].values * 10, {"long_name": "Windstress in grid-x direction",
-                                               "units": "dyne/centimeter^2"}),
-         "TAUY": (g, one["tauv"].values * 10, {"long_name": "Windstress in grid-y direction",
-                                               "units": "dyne/centimeter^2"})},
-        coords={"time": ("time", time, {"long_name": "time", "bounds": "time_bound"}),
-                "z_t": ("z_t", DEPTHT * 100, {"long_name": "depth from surface to midpoint of layer",
-                                              "units": "centimeters", "positive": "down"}),
-                "TLAT": (("nlat", "nlon"), lat2, {"long_name": "array of t-grid latitudes", "units": "degrees_north"}),
-                "TLONG": (("nlat", "nlon"), lon2, {"long_name": "array of t-grid longitudes", "units": "degrees_east"})},
-        attrs={"title": "synthetic ocean in CESM POP2 layout", "source": "CCSM POP2-like", "calendar": "noleap"})
+        {
+            "TEMP": (temp.dims, temp.values, {"long_name": "Potential Temperature", "units": "degC"}),
+            "SALT": (temp.dims, _salinity(temp), {"long_name": "Salinity", "units": "gram/kilogram"}),
+            "SSH": (g, one["zos"].values * 100, {"long_name": "Sea Surface Height", "units": "centimeter"}),
+            "HMXL": (g, one["mld"].values * 100, {"long_name": "Mixed-Layer Depth", "units": "centimeter"}),
+            "SHF": (g, one["qnet"].values, {"long_name": "Total Surface Heat Flux, Including SW", "units": "watt/m^2"}),
+            "TAUX": (
+                g,
+                one["tauu"].values * 10,
+                {"long_name": "Windstress in grid-x direction", "units": "dyne/centimeter^2"},
+            ),
+            "TAUY": (
+                g,
+                one["tauv"].values * 10,
+                {"long_name": "Windstress in grid-y direction", "units": "dyne/centimeter^2"},
+            ),
+        },
+        coords={
+            "time": ("time", time, {"long_name": "time", "bounds": "time_bound"}),
+            "z_t": (
+                "z_t",
+                DEPTHT * 100,
+                {"long_name": "depth from surface to midpoint of layer", "units": "centimeters", "positive": "down"},
+            ),
+            "TLAT": (("nlat", "nlon"), lat2, {"long_name": "array of t-grid latitudes", "units": "degrees_north"}),
+            "TLONG": (("nlat", "nlon"), lon2, {"long_name": "array of t-grid longitudes", "units": "degrees_east"}),
+        },
+        attrs={"title": "synthetic ocean in CESM POP2 layout", "source": "CCSM POP2-like", "calendar": "noleap"},
+    )
     ds["time_bound"] = (("time", "d2"), bnds)
     ds["time"].encoding.update(units="days since 0001-01-01 00:00:00", calendar="noleap")
     return ds
@@ -398,7 +663,8 @@ def set_units(ds: xr.Dataset, name: str, units: str) -> xr.Dataset:
     # pint reads no scale factor ("0.001") and not "degrees_C": the salinity scales are 1e-3 of a mass fraction
     # (a practical salinity of 35 is about 35 g/kg, 0.035 kg/kg), which is all a fixture's numbers need
     src = {"0.001": "g/kg", "1e-3": "g/kg", "PSU": "g/kg", "psu": "g/kg", "degrees_C": "degC"}.get(
-        da.attrs.get("units"), da.attrs.get("units"))
+        da.attrs.get("units"), da.attrs.get("units")
+    )
     q = da.assign_attrs(units=src).pint.quantify(unit_registry=cf_xarray.units.units).pint.to(units).pint.dequantify()
     out = ds.copy()
     out[name] = q.assign_attrs({**da.attrs, "units": units})

@@ -8,8 +8,37 @@ from ocean import budget
 from ocean.constants import CP0, RHO0
 from ocean.variables import rename_to_study
 
-DEPTH = np.array([0.5, 1.5, 2.6, 3.8, 5.1, 6.4, 7.9, 9.6, 11.4, 13.5, 15.8, 18.5, 21.6, 25.2, 29.4, 34.4, 40.3,
-                  47.4, 55.8, 65.8, 77.9, 92.3, 109.7, 130.7, 155.9, 186.1, 222.5])
+DEPTH = np.array(
+    [
+        0.5,
+        1.5,
+        2.6,
+        3.8,
+        5.1,
+        6.4,
+        7.9,
+        9.6,
+        11.4,
+        13.5,
+        15.8,
+        18.5,
+        21.6,
+        25.2,
+        29.4,
+        34.4,
+        40.3,
+        47.4,
+        55.8,
+        65.8,
+        77.9,
+        92.3,
+        109.7,
+        130.7,
+        155.9,
+        186.1,
+        222.5,
+    ]
+)
 
 
 @pytest.mark.parametrize("h", [0.3, 5.0, 37.3, 100.0, 200.0])
@@ -61,14 +90,23 @@ def test_real_file_mld_and_mlhc_plausible(ibi):
 
 def test_nemo_names_map_to_schema():
     t = np.arange(3)
-    ds = xr.Dataset({"somxl010": (("time_counter", "y", "x"), np.ones((3, 2, 2)), {"units": "m"}),
-                     "sosstsst": (("time_counter", "y", "x"), np.ones((3, 2, 2)), {"units": "degC"}),
-                     "sossheig": (("time_counter", "y", "x"), np.ones((3, 2, 2)), {"units": "m"}),
-                     "sohefldo": (("time_counter", "y", "x"), np.ones((3, 2, 2)), {"units": "W/m2"})},
-                    coords={"time_counter": t})
+    ds = xr.Dataset(
+        {
+            "somxl010": (("time_counter", "y", "x"), np.ones((3, 2, 2)), {"units": "m"}),
+            "sosstsst": (("time_counter", "y", "x"), np.ones((3, 2, 2)), {"units": "degC"}),
+            "sossheig": (("time_counter", "y", "x"), np.ones((3, 2, 2)), {"units": "m"}),
+            "sohefldo": (("time_counter", "y", "x"), np.ones((3, 2, 2)), {"units": "W/m2"}),
+        },
+        coords={"time_counter": t},
+    )
     out, renamed = rename_to_study(ds)
-    assert renamed == {"somxl010": "mld", "sosstsst": "sst", "sossheig": "zos", "sohefldo": "qnet",
-                       "time_counter": "time"}
+    assert renamed == {
+        "somxl010": "mld",
+        "sosstsst": "sst",
+        "sossheig": "zos",
+        "sohefldo": "qnet",
+        "time_counter": "time",
+    }
     assert {"mld", "sst", "zos", "qnet"} <= set(out.data_vars)
     assert "time" in out.dims
     assert out["sst"].attrs["units"] == "degree_Celsius" and out["qnet"].attrs["units"] == "W m-2"
@@ -99,12 +137,14 @@ def test_real_file_entrainment_and_diffusion_close_the_listed_budget(ibi):
     lam = np.deg2rad(ds["longitude"].values.astype(float))
     hu = {jj: h[:, i, jj] * ml_mean("uo", i, jj) for jj in (j - 1, j + 1)}
     hv = {ii: h[:, ii, j] * np.cos(phi[ii]) * ml_mean("vo", ii, j) for ii in (i - 1, i + 1)}
-    div = ((hu[j + 1] - hu[j - 1]) / (lam[j + 1] - lam[j - 1])
-           + (hv[i + 1] - hv[i - 1]) / (phi[i + 1] - phi[i - 1])) / (6.371e6 * np.cos(phi[i]))
+    div = (
+        (hu[j + 1] - hu[j - 1]) / (lam[j + 1] - lam[j - 1]) + (hv[i + 1] - hv[i - 1]) / (phi[i + 1] - phi[i - 1])
+    ) / (6.371e6 * np.cos(phi[i]))
     w_e = (h[1, i, j] - h[0, i, j]) / 86400.0 + div
     np.testing.assert_allclose(b["w_e"].values[:, i, j], w_e, rtol=1e-6)
     t_e = np.where(w_e > 0, b["t_below"].values[:, i, j], b["theta_ml"].values[:, i, j])
     np.testing.assert_allclose(b["q_entr"].values[:, i, j], RHO0 * CP0 * w_e * t_e, rtol=1e-9)
-    np.testing.assert_allclose(b["q_mass"].values[:, i, j], -RHO0 * CP0 * b["theta_ml"].values[:, i, j] * div,
-                               rtol=1e-6)
+    np.testing.assert_allclose(
+        b["q_mass"].values[:, i, j], -RHO0 * CP0 * b["theta_ml"].values[:, i, j] * div, rtol=1e-6
+    )
     assert b["q_diff"].attrs["units"] == "W m-2" and "kappa" in b["q_diff"].attrs["formula"]

@@ -45,16 +45,27 @@ def test_monthly_means_give_the_generators_terms_within_discretisation():
     # (q_entr), 0.015 (q_diff), 0.095 (q_ekman), 0.031 (q_geo), 0.18 (dmlhc_dt).
     ds = synthetic.generate(n_members=1, years=3, ny=8, nx=10, seed=3)
     got = _computed(ds, "centred")
-    bounds = {"q_surf": 1e-12, "q_entr": 0.2, "q_diff": 0.03, "q_ekman": 0.15, "q_geo": 0.05, "dmlhc_dt": 0.25,
-              "mlhc": 0.01}
+    bounds = {
+        "q_surf": 1e-12,
+        "q_entr": 0.2,
+        "q_diff": 0.03,
+        "q_ekman": 0.15,
+        "q_geo": 0.05,
+        "dmlhc_dt": 0.25,
+        "mlhc": 0.01,
+    }
     for k, bound in bounds.items():
         ok = np.isfinite(ds[k].values)
         err = got[k].values[ok] - ds[k].values[ok]
         assert np.sqrt(np.mean(err**2)) <= bound * np.sqrt(np.mean(ds[k].values[ok] ** 2)), k
     # centred advection differs from the generator's upwind steps by O(dx) on this coarse grid
     cen = _computed(ds, "centred", advection="centred")
-    assert np.corrcoef(cen["q_geo"].values[np.isfinite(cen["q_geo"].values)],
-                       ds["q_geo"].values[np.isfinite(ds["q_geo"].values)])[0, 1] > 0.8
+    assert (
+        np.corrcoef(
+            cen["q_geo"].values[np.isfinite(cen["q_geo"].values)], ds["q_geo"].values[np.isfinite(ds["q_geo"].values)]
+        )[0, 1]
+        > 0.8
+    )
 
 
 def _grid(values, lat, lon, times):
@@ -135,8 +146,9 @@ class _ByHand:
         h, phi, lam = self.h, self.phi, self.lam
         hu = {jj: h[:, i, jj] * self.ml_mean(self.uo, i, jj) for jj in (j - 1, j + 1)}
         hv = {ii: h[:, ii, j] * np.cos(phi[ii]) * self.ml_mean(self.vo, ii, j) for ii in (i - 1, i + 1)}
-        div = ((hu[j + 1] - hu[j - 1]) / (lam[j + 1] - lam[j - 1])
-               + (hv[i + 1] - hv[i - 1]) / (phi[i + 1] - phi[i - 1])) / (R_EARTH * np.cos(phi[i]))
+        div = (
+            (hu[j + 1] - hu[j - 1]) / (lam[j + 1] - lam[j - 1]) + (hv[i + 1] - hv[i - 1]) / (phi[i + 1] - phi[i - 1])
+        ) / (R_EARTH * np.cos(phi[i]))
         w_e = (h[1, i, j] - h[0, i, j]) / dt + div
         t_b = np.array([_first_below(self.th[n, :, i, j], self.depth, h[n, i, j]) for n in range(2)])
         return RC * w_e * np.where(w_e > 0, t_b, self.th[:, 0, i, j])
@@ -147,10 +159,20 @@ class _ByHand:
         width_l, width_p = 0.5 * (lam[j + 1] - lam[j - 1]), 0.5 * (phi[i + 1] - phi[i - 1])  # the cell (rad)
         east = 0.5 * (h[:, i, j] + h[:, i, j + 1]) * (T[:, i, j + 1] - T[:, i, j]) / (lam[j + 1] - lam[j])
         west = 0.5 * (h[:, i, j - 1] + h[:, i, j]) * (T[:, i, j] - T[:, i, j - 1]) / (lam[j] - lam[j - 1])
-        north = (0.5 * (h[:, i, j] + h[:, i + 1, j]) * np.cos(0.5 * (phi[i] + phi[i + 1]))
-                 * (T[:, i + 1, j] - T[:, i, j]) / (phi[i + 1] - phi[i]))
-        south = (0.5 * (h[:, i - 1, j] + h[:, i, j]) * np.cos(0.5 * (phi[i - 1] + phi[i]))
-                 * (T[:, i, j] - T[:, i - 1, j]) / (phi[i] - phi[i - 1]))
+        north = (
+            0.5
+            * (h[:, i, j] + h[:, i + 1, j])
+            * np.cos(0.5 * (phi[i] + phi[i + 1]))
+            * (T[:, i + 1, j] - T[:, i, j])
+            / (phi[i + 1] - phi[i])
+        )
+        south = (
+            0.5
+            * (h[:, i - 1, j] + h[:, i, j])
+            * np.cos(0.5 * (phi[i - 1] + phi[i]))
+            * (T[:, i, j] - T[:, i - 1, j])
+            / (phi[i] - phi[i - 1])
+        )
         lap = ((east - west) / (width_l * cos**2) + (north - south) / (width_p * cos)) / R_EARTH**2
         return RC * KAPPA * lap
 

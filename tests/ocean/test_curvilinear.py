@@ -142,8 +142,13 @@ def test_second_order_on_a_rotated_stretched_grid_on_the_sphere():
     errors = []
     for n in (20, 40):
         p, ei, ej, lat, lon, e1, e2 = _rotated_pole_grid(n)
-        north = np.stack([-np.sin(np.deg2rad(lat)) * np.cos(np.deg2rad(lon)),
-                          -np.sin(np.deg2rad(lat)) * np.sin(np.deg2rad(lon)), np.cos(np.deg2rad(lat))])
+        north = np.stack(
+            [
+                -np.sin(np.deg2rad(lat)) * np.cos(np.deg2rad(lon)),
+                -np.sin(np.deg2rad(lat)) * np.sin(np.deg2rad(lon)),
+                np.cos(np.deg2rad(lat)),
+            ]
+        )
         tilt = np.rad2deg(np.arcsin((ei * north).sum(0)))  # the i lines' angle north of east
         assert 40 < tilt.min() and tilt.max() < 60
         got1, got2 = curvilinear.scale_factors(lat, lon)
@@ -159,10 +164,13 @@ def test_second_order_on_a_rotated_stretched_grid_on_the_sphere():
         vort = 2 * c * np.einsum("a,aji->ji", k2, p) / R_EARTH**2
         ok = np.ones_like(f, bool)
         rel = lambda got, want: np.abs(got - want)[inner].max() / np.abs(want).max()  # noqa: E731
-        err = [rel(ddi(f, got1, got2), gi), rel(ddj(f, got1, got2), gj),
-               rel(divergence(fi, fj, got1, got2), lap),
-               rel(-divergence(-fj, fi, got1, got2), vort),
-               rel(laplacian(f, got1, got2, ok), lap)]
+        err = [
+            rel(ddi(f, got1, got2), gi),
+            rel(ddj(f, got1, got2), gj),
+            rel(divergence(fi, fj, got1, got2), lap),
+            rel(-divergence(-fj, fi, got1, got2), vort),
+            rel(laplacian(f, got1, got2, ok), lap),
+        ]
         h = max(e1.max(), e2.max()) / R_EARTH
         assert max(err) < (np.linalg.norm(k) * h) ** 2, (n, err)
         errors.append(np.array(err))
@@ -181,8 +189,12 @@ def rotated(ds: xr.Dataset) -> xr.Dataset:
     e2 = R_EARTH * np.cos(np.deg2rad(nav_lat)) * np.deg2rad(np.diff(ds["lon"].values).mean())
     out = out.drop_vars(["lat", "lon"])
     out = out.assign(tauu=out["tauv"], tauv=-out["tauu"])
-    return out.assign_coords(nav_lat=(("lat", "lon"), nav_lat), nav_lon=(("lat", "lon"), nav_lon),
-                             e1t=(("lat", "lon"), e1), e2t=(("lat", "lon"), e2))
+    return out.assign_coords(
+        nav_lat=(("lat", "lon"), nav_lat),
+        nav_lon=(("lat", "lon"), nav_lon),
+        e1t=(("lat", "lon"), e1),
+        e2t=(("lat", "lon"), e2),
+    )
 
 
 def test_synthetic_terms_on_a_rotated_grid_are_the_generators():
@@ -195,5 +207,6 @@ def test_synthetic_terms_on_a_rotated_grid_are_the_generators():
     # generator takes cos at the face, O(dlat^2 / 8) = 1.4e-3 at this grid's 6 degrees
     for k, tol in [("q_ekman", 1e-9), ("q_geo", 1e-9), ("q_entr", 1e-9), ("q_diff", 2e-3), ("dmlhc_dt", 1e-9)]:
         truth = rot[k].isel(time=slice(0, -1)).values
-        np.testing.assert_allclose(got[k].isel(time=slice(0, -1)).values, truth, rtol=0,
-                                   atol=tol * np.nanmax(np.abs(truth)), err_msg=k)
+        np.testing.assert_allclose(
+            got[k].isel(time=slice(0, -1)).values, truth, rtol=0, atol=tol * np.nanmax(np.abs(truth)), err_msg=k
+        )

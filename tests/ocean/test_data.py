@@ -36,25 +36,28 @@ def test_wrong_units(ds):
     data.validate(ok)
 
 
-@pytest.mark.parametrize("var, change, words", [
-    ("sst", lambda x: x + 273.15, "kelvin labelled"),          # K values under a degC label
-    ("mld", lambda x: x * 100.0, "in cm"),                     # cm values under an m label
-    ("mld", lambda x: -x, "positive up"),
-    ("zos", lambda x: x * 100.0, "in cm"),
-    ("tauu", lambda x: x * 1000.0, "mN m-2"),                  # a few x 0.1 N m-2 -> hundreds
-])
+@pytest.mark.parametrize(
+    "var, change, words",
+    [
+        ("sst", lambda x: x + 273.15, "kelvin labelled"),  # K values under a degC label
+        ("mld", lambda x: x * 100.0, "in cm"),  # cm values under an m label
+        ("mld", lambda x: -x, "positive up"),
+        ("zos", lambda x: x * 100.0, "in cm"),
+        ("tauu", lambda x: x * 1000.0, "mN m-2"),  # a few x 0.1 N m-2 -> hundreds
+    ],
+)
 def test_values_outside_what_an_ocean_gives_are_a_units_error(ds, var, change, words):
     bad = ds.copy()
     bad[var] = change(bad[var]).assign_attrs(ds[var].attrs)
     with pytest.raises(UnitsError, match=f"'{var}'.*ranges over.*{words}"):
         data.validate(bad)
-    data.validate(bad, check_nans=False)   # the values are only read with check_nans (they are not read lazily)
+    data.validate(bad, check_nans=False)  # the values are only read with check_nans (they are not read lazily)
 
 
 def test_land_filled_with_a_number_inside_the_mask_is_named(ds):
     bad = ds.copy(deep=True)
     land = np.argwhere(ds["mask"].values == 1)[0]
-    bad["sst"][:, :, land[0], land[1]] = 1e20   # a fill value at a point the mask calls ocean
+    bad["sst"][:, :, land[0], land[1]] = 1e20  # a fill value at a point the mask calls ocean
     with pytest.raises(UnitsError, match="Land filled with a number"):
         data.validate(bad)
 
@@ -123,7 +126,7 @@ def test_window_item_matches_manual_indexing(ds):
     ocean = ds["mask"].values.astype(bool)
     xin = item["x"].numpy().reshape(len(synthetic.INPUTS), 6, *ocean.shape)  # variable-major channels
     v = synthetic.INPUTS.index("zos")
-    manual = (ds["zos"].values[m, t - 5:t + 1] - norm.mean["zos"]) / norm.std["zos"]
+    manual = (ds["zos"].values[m, t - 5 : t + 1] - norm.mean["zos"]) / norm.std["zos"]
     np.testing.assert_allclose(xin[v][:, ocean], manual[:, ocean], rtol=1e-5, atol=1e-6)  # float32
     y = (ds["dmlhc_dt"].values[m, t + 1] - norm.mean["dmlhc_dt"]) / norm.scale
     np.testing.assert_allclose(item["y"].numpy()[0][ocean], y[ocean], rtol=1e-5, atol=1e-6)

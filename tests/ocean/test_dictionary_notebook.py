@@ -133,7 +133,7 @@ def _feature_and_its_examples(a, s):
     assert a["r_ci_low"][i, j] <= a["r"][i, j] <= a["r_ci_high"][i, j]
     assert abs(r[i, j]) > abs(a["control_r"][i, j]) + 0.2  # far above what shuffled positions give
     peak = a["features"][..., s["feature"]].max((1, 2))
-    assert set(a["top"]) == set(np.argsort(-peak, kind="stable")[:len(a["top"])])
+    assert set(a["top"]) == set(np.argsort(-peak, kind="stable")[: len(a["top"])])
 
 
 def _steering(a, s):
@@ -153,8 +153,7 @@ def _gap_and_realignment(a, s):
     gap = float(np.sqrt(np.mean(1 - np.clip(cosines, 0, 1) ** 2)))
     assert 0 <= s["gap"] <= 1
     assert s["gap"] == pytest.approx(gap, abs=1e-4)
-    np.testing.assert_allclose(np.sort(a["angle"]), np.sort(np.degrees(np.arccos(np.clip(cosines, 0, 1)))),
-                               atol=0.05)
+    np.testing.assert_allclose(np.sort(a["angle"]), np.sort(np.degrees(np.arccos(np.clip(cosines, 0, 1)))), atol=0.05)
     fve = _fve(a["shifted"], a["realigned_recon"])
     assert s["fve_realigned_here"] == pytest.approx(fve, abs=1e-4)
     assert s["fve_realigned"] == pytest.approx(fve, abs=1e-4)  # run_shift reused the notebook's model and dictionary

@@ -24,9 +24,9 @@ def _units(seeds):
 
 def test_one_seed_leaves_the_consistency_finding_not_assessed():
     s = evidence.analyse(_units([0]))
-    assert np.isnan(float(s["channel_agreement_mean"].sel(regime="mixed")))   # no seed pair: no number
+    assert np.isnan(float(s["channel_agreement_mean"].sel(regime="mixed")))  # no seed pair: no number
     skill, consistency = findings.findings(s)
-    assert skill.verdict in ("REPRODUCED", "NOT reproduced")                 # skill needs one seed only
+    assert skill.verdict in ("REPRODUCED", "NOT reproduced")  # skill needs one seed only
     assert consistency.verdict == "NOT ASSESSED"
     assert "seeds: 1 where at least 2 are needed" in consistency.reason
     line = findings.findings_lines(s)[1]
@@ -36,7 +36,7 @@ def test_one_seed_leaves_the_consistency_finding_not_assessed():
 
 def test_two_seeds_are_assessed():
     s = evidence.analyse(_units([0, 1]))
-    assert findings.findings(s)[1].verdict == "REPRODUCED"   # mixed's seeds agree, prediction-only's do not
+    assert findings.findings(s)[1].verdict == "REPRODUCED"  # mixed's seeds agree, prediction-only's do not
 
 
 def test_a_planted_truth_cell_without_an_interval_is_not_assessed():
@@ -44,8 +44,8 @@ def test_a_planted_truth_cell_without_an_interval_is_not_assessed():
     those cells read 'not assessed' and are left out of K of N, never counted as missed."""
     from ocean import recovery
 
-    ok = recovery.recovery(_units([0, 1]), n_resamples=50)                 # 3-month blocks: intervals
-    none = recovery.recovery(_units([0, 1]), block=NS, n_resamples=50)     # one block: no interval
+    ok = recovery.recovery(_units([0, 1]), n_resamples=50)  # 3-month blocks: intervals
+    none = recovery.recovery(_units([0, 1]), block=NS, n_resamples=50)  # one block: no interval
     channel = [t for t in none["truth"].values if str(t).endswith("channel")]
     applies = none["recovery_applies"].sel(truth=channel)
     assert bool(ok["recovery_assessed"].sel(truth=channel).where(applies, True).all())
@@ -64,12 +64,16 @@ def test_config_settings_out_of_range_are_refused_before_any_work(tmp_path):
 
     from scimech.errors import ConfigError
 
-    for text, why in (("epochs: -1", "'epochs' setting of the ocean study must be a whole number >= 1"),
-                      ("lr: 0", "'lr' setting of the ocean study must be a finite number > 0"),
-                      ("seeds: [0, -2]", "'seeds' setting"), ("lam_max: 1.5", "'lam_max' setting"),
-                      ("fractions: [0.5, 0.2, 0.2]", "add up to 1"), ("lam_min: 0.9", "must not exceed lam_max")):
+    for text, why in (
+        ("epochs: -1", "'epochs' setting of the ocean study must be a whole number >= 1"),
+        ("lr: 0", "'lr' setting of the ocean study must be a finite number > 0"),
+        ("seeds: [0, -2]", "'seeds' setting"),
+        ("lam_max: 1.5", "'lam_max' setting"),
+        ("fractions: [0.5, 0.2, 0.2]", "add up to 1"),
+        ("lam_min: 0.9", "must not exceed lam_max"),
+    ):
         path = tmp_path / "c.yaml"
         path.write_text(text + "\n")
         with pytest.raises(ConfigError, match=why):
             plan.load_config(path)
-    assert plan.load_config(None).epochs >= 1      # the defaults pass their own checks
+    assert plan.load_config(None).epochs >= 1  # the defaults pass their own checks

@@ -16,7 +16,7 @@ def _daily(events, years=20, amp=4.0):
     # background days can exceed the threshold and no background run reaches 5 days
     x = 15 + 3 * np.sin(2 * np.pi * doy / 365.25) + 0.3 * np.where(np.arange(len(t)) % 2 == 1, 1.0, -1.0)
     for s, e in events:
-        x[s:e + 1] += amp
+        x[s : e + 1] += amp
     return xr.DataArray(x, dims="time", coords={"time": t}, attrs={"units": "degree_Celsius"})
 
 
@@ -44,7 +44,7 @@ def test_monthly_planted_events_found_exactly():
     x = clim[t.month - 1] + 0.0  # background identical every year: threshold = background
     planted = [(50, 52), (200, 200), (300, 305)]
     for s, e in planted:
-        x[s:e + 1] += 2.0
+        x[s : e + 1] += 2.0
     da = xr.DataArray(x, dims="time", coords={"time": t}, attrs={"units": "J m-2"})
     r = heatwaves.detect(da)
     assert r.attrs["steps_per_year"] == 12 and r.attrs["min_duration_steps"] == 1
@@ -84,12 +84,17 @@ def test_bad_time_axis():
 
 def _noleap_daily(events, years=20, amp=4.0, calendar="noleap"):
     """The background of :func:`_daily` on a model calendar's days (cftime), day of year counted in it."""
-    t = xr.date_range("1990-01-01", periods=(360 if calendar == "360_day" else 365) * years, freq="D",
-                      calendar=calendar, use_cftime=True)
+    t = xr.date_range(
+        "1990-01-01",
+        periods=(360 if calendar == "360_day" else 365) * years,
+        freq="D",
+        calendar=calendar,
+        use_cftime=True,
+    )
     doy = np.array([d.dayofyr for d in t])
     x = 15 + 3 * np.sin(2 * np.pi * doy / 365.0) + 0.3 * np.where(np.arange(len(t)) % 2 == 1, 1.0, -1.0)
     for s, e in events:
-        x[s:e + 1] += amp
+        x[s : e + 1] += amp
     return xr.DataArray(x, dims="time", coords={"time": np.asarray(t)}, attrs={"units": "degree_Celsius"})
 
 
@@ -107,8 +112,10 @@ def test_phase_of_year_in_model_calendars():
     # hand counts: 1 March is day 60 of a noleap year (phase 59); day 61 of a leap year in all_leap, where
     # 29 February shares 28 February's phase (58) and 1 March takes phase 59; 360_day: 3 March is day 63
     def phase(date, cal):
-        return heatwaves.phase_of_year(xr.DataArray(np.asarray(xr.date_range(date, periods=1, calendar=cal,
-                                                                              use_cftime=True)), dims="time"), 365)[0]
+        return heatwaves.phase_of_year(
+            xr.DataArray(np.asarray(xr.date_range(date, periods=1, calendar=cal, use_cftime=True)), dims="time"), 365
+        )[0]
+
     assert phase("2001-03-01", "noleap") == 59
     assert (phase("2001-02-29", "all_leap"), phase("2001-03-01", "all_leap")) == (58, 59)
     assert phase("2001-03-03", "360_day") == 62

@@ -28,8 +28,10 @@ def truth():
 def _inspect_in_a_fresh_interpreter(args: list[str]) -> tuple[str, float]:
     """Run `scimech ocean inspect ARGS` in a new interpreter; its output and wall time. It fails unless torch
     stayed unimported."""
-    code = ("import sys; from scimech.run.cli import main; rc = main(['ocean', 'inspect', *sys.argv[1:]]); "
-            "assert 'torch' not in sys.modules, 'torch imported'; sys.exit(rc)")
+    code = (
+        "import sys; from scimech.run.cli import main; rc = main(['ocean', 'inspect', *sys.argv[1:]]); "
+        "assert 'torch' not in sys.modules, 'torch imported'; sys.exit(rc)"
+    )
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=ROOT, timeout=120)
     seconds = time.perf_counter() - t0
@@ -45,8 +47,12 @@ def test_inspect_a_cmip6_file_prints_the_table_and_json_without_torch(truth, tmp
     reading = Reading.load(tmp_path / "read.json")
     rows = {r.quantity: r for r in reading.rows}
     # what the fixture holds, from the CMOR table: tos, hfds, mlotst by standard name, lev by axis Z
-    assert (rows["sst"].variable, rows["qnet"].variable, rows["mld"].variable, rows["depth"].variable) == \
-        ("tos", "hfds", "mlotst", "lev")
+    assert (rows["sst"].variable, rows["qnet"].variable, rows["mld"].variable, rows["depth"].variable) == (
+        "tos",
+        "hfds",
+        "mlotst",
+        "lev",
+    )
     assert rows["so"].units_found == "0.001" and rows["so"].units_used == "1"
     assert rows["t_sub"].found_by == "derived" and reading.sections["time"]["calendar"] == "noleap"
 
@@ -55,8 +61,9 @@ def test_inspect_a_nemo_file_with_its_mesh_mask(truth, tmp_path):
     path = pf.write_netcdf(pf.oras5(truth, kelvin=True), tmp_path / "oras5.nc")
     mesh = tmp_path / "mesh_mask.nc"
     pf.mesh_mask(truth).to_netcdf(mesh)
-    out, seconds = _inspect_in_a_fresh_interpreter([str(path), "--mesh-mask", str(mesh), "--json",
-                                                    str(tmp_path / "r.json")])
+    out, seconds = _inspect_in_a_fresh_interpreter(
+        [str(path), "--mesh-mask", str(mesh), "--json", str(tmp_path / "r.json")]
+    )
     assert seconds < SECONDS, f"inspect took {seconds:.1f} s"
     reading = Reading.load(tmp_path / "r.json")
     assert reading.product.startswith("NEMO / ORAS5")
@@ -81,7 +88,9 @@ def test_inspect_options_choose_a_member_and_refuse_a_wrong_one(truth, tmp_path,
     assert "'realization'" in ens and "index 2 chosen by --member" in ens
     assert main(["ocean", "inspect", str(path), "--member", "3"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1].endswith("--member 3: 'realization' has 3 members (indices 0..2).") and "Traceback" not in "\n".join(err)
+    assert err[-1].endswith("--member 3: 'realization' has 3 members (indices 0..2).") and "Traceback" not in "\n".join(
+        err
+    )
     assert main(["ocean", "inspect", str(path), "--select", "lev=0"]) == 2
     assert "the product has no dim 'lev'" in capsys.readouterr().err
 
@@ -109,15 +118,16 @@ def test_study_data_member_and_select_reach_the_reader(tmp_path):
     from ocean.study import OceanStudy
 
     truth = pf.truth(years=7, ny=4, nx=5)  # the quick size's window, a training year and the splits need 75 months
-    ds = pf.cmip6(truth, realization=2)   # thetao, so on lev: t_sub is derived
+    ds = pf.cmip6(truth, realization=2)  # thetao, so on lev: t_sub is derived
     ds["tos"] = ds["tos"] + xr.DataArray([0.0, 1.0], dims="realization")
     ds = xr.concat([ds, ds.assign(tos=ds["tos"] + 10.0)], dim="experiment")
     ds["time_bnds"] = ds["time_bnds"].isel(experiment=0, drop=True)
     path = tmp_path / "ens.nc"
     ds.to_netcdf(path)  # contiguous (one-step chunks, tested above, cost dask overhead only)
     study = OceanStudy()
-    args = study.study_parser().parse_args(["--data", str(path), "--member", "1", "--select", "experiment=1",
-                                            "--out", str(tmp_path / "out")])
+    args = study.study_parser().parse_args(
+        ["--data", str(path), "--member", "1", "--select", "experiment=1", "--out", str(tmp_path / "out")]
+    )
     plan = study.plan(args)
     store = xr.open_zarr(prepare_data(plan.settings.config, tmp_path / "out"), consolidated=False)
     assert store.sizes["member"] == 1
@@ -129,8 +139,8 @@ def test_terms_a_store_gives_are_said_as_given_and_those_computed_as_derived(tru
     from ocean import data
 
     given, computed = Reading(""), Reading("")
-    data.from_nemo(truth, reading=given)                       # the synthetic ocean stores every term
-    data.from_nemo(pf.cmip6(truth), reading=computed)          # a CMIP6 file stores none
+    data.from_nemo(truth, reading=given)  # the synthetic ocean stores every term
+    data.from_nemo(pf.cmip6(truth), reading=computed)  # a CMIP6 file stores none
     for q in ("q_surf", "q_entr", "dmlhc_dt"):
         assert (given.row(q).found_by, given.row(q).conversion) == ("name", "as given")
         assert computed.row(q).found_by == "derived" and computed.row(q).conversion == "computed by ocean.concepts"
@@ -141,5 +151,6 @@ def test_terms_a_store_gives_are_said_as_given_and_those_computed_as_derived(tru
 def test_product_options_without_data_are_refused(command, tmp_path, capsys):
     """--member / --select / --mesh-mask read your product: without --data they would be silently ignored."""
     assert main(["ocean", command, "--select", "experiment=0", "--out", str(tmp_path / "o")]) == 2
-    assert capsys.readouterr().err.strip() == (f"scimech ocean {command}: error: argument --select: does nothing "
-                                               "here; it needs --data PATH (your product).")
+    assert capsys.readouterr().err.strip() == (
+        f"scimech ocean {command}: error: argument --select: does nothing here; it needs --data PATH (your product)."
+    )

@@ -41,8 +41,14 @@ def test_product_variables_alone_give_the_generators_budget(truth, tmp_path):
     for k in ("sst", "mld", "t_sub"):  # derived from votemper / somxl010: exact
         np.testing.assert_allclose(got[k].values, t[k].values, rtol=1e-12, atol=1e-9, err_msg=k)
     # month means: the discretisation bounds of tests/ocean/test_concepts.py (rms error / rms truth)
-    for k, bound in {"q_surf": 1e-12, "q_entr": 0.2, "q_diff": 0.03, "q_ekman": 0.15, "q_geo": 0.05,
-                     "dmlhc_dt": 0.25}.items():
+    for k, bound in {
+        "q_surf": 1e-12,
+        "q_entr": 0.2,
+        "q_diff": 0.03,
+        "q_ekman": 0.15,
+        "q_geo": 0.05,
+        "dmlhc_dt": 0.25,
+    }.items():
         ok = np.isfinite(t[k].values)
         err = got[k].values[ok] - t[k].values[ok]
         assert np.sqrt(np.mean(err**2)) <= bound * np.sqrt(np.mean(t[k].values[ok] ** 2)), k
@@ -53,8 +59,9 @@ def test_the_budget_closes_on_the_turned_grid_as_on_the_regular_one(truth, tmp_p
     for k in [*TERMS, "dmlhc_dt"]:
         # the same numbers but q_diff's face factors (mean of T-point cos(lat) vs cos at the face)
         tol = 2e-3 if k == "q_diff" else 1e-9
-        np.testing.assert_allclose(turned[k].values, regular[k].values, rtol=0,
-                                   atol=tol * float(np.abs(regular[k]).max()), err_msg=k)
+        np.testing.assert_allclose(
+            turned[k].values, regular[k].values, rtol=0, atol=tol * float(np.abs(regular[k]).max()), err_msg=k
+        )
     hidden = truth["q_hidden"].isel(member=0).values
     for got in (turned, regular):
         residual = (got["dmlhc_dt"] - sum(got[k] for k in TERMS)).values
@@ -86,17 +93,35 @@ def test_on_a_grid_rotated_on_the_sphere_the_terms_are_the_generators(truth, tmp
     hidden = truth["q_hidden"].isel(member=0).values
     residual = (got["dmlhc_dt"] - sum(got[k] for k in TERMS)).values
     ok = np.isfinite(hidden)
-    assert np.corrcoef(residual[ok], hidden[ok])[0, 1] > 0.85      # 0.952, as on the regular grid (0.952)
+    assert np.corrcoef(residual[ok], hidden[ok])[0, 1] > 0.85  # 0.952, as on the regular grid (0.952)
 
 
 def test_the_study_runs_end_to_end_on_a_nemo_store(truth, tmp_path, capsys):
     store = tmp_path / "oras5_like.zarr"
     # 7 years: the quick size (window 6, a training year, validation and test) needs 75 months
     nemo.nemo_layout(synthetic.generate(n_members=1, years=7, ny=6, nx=8, seed=3), rotate=False, tilt=25.0).to_zarr(
-        store, zarr_format=3, consolidated=False)
+        store, zarr_format=3, consolidated=False
+    )
     out = tmp_path / "study"
-    assert main(["ocean", "study", "--data", str(store), "--out", str(out), "--seeds", "0", "--regimes", "mixed",
-                 "--epochs", "1"]) == 0
+    assert (
+        main(
+            [
+                "ocean",
+                "study",
+                "--data",
+                str(store),
+                "--out",
+                str(out),
+                "--seeds",
+                "0",
+                "--regimes",
+                "mixed",
+                "--epochs",
+                "1",
+            ]
+        )
+        == 0
+    )
     assert (out / "report.md").exists() and (out / "findings.txt").exists()
     # the report on a product opens with what was read, names it, its frequency and the lead in its own steps,
     # and carries no planted truth (it has none): it said "the synthetic mixed-layer ocean" and "2 of 6 recovered"
@@ -122,8 +147,12 @@ def test_the_product_settings_reach_the_terms_and_are_checked(truth, tmp_path):
     cfg = make_config({"data": str(store), "product": {"kappa": 500.0, "advection": "upwind"}})
     mapped = xr.open_zarr(prepare_data(cfg, tmp_path / "run"), consolidated=False)
     assert mapped["q_diff"].attrs["kappa_m2_s"] == 500.0 and mapped["q_geo"].attrs["advection"] == "upwind"
-    for bad, says in [({"kapa": 1.0}, r"Unknown product setting\(s\) \['kapa'\]"), ({"kappa": -1}, "positive"),
-                      ({"scheme": "backward"}, "'scheme' must be one of"), (3, "must be a mapping")]:
+    for bad, says in [
+        ({"kapa": 1.0}, r"Unknown product setting\(s\) \['kapa'\]"),
+        ({"kappa": -1}, "positive"),
+        ({"scheme": "backward"}, "'scheme' must be one of"),
+        (3, "must be a mapping"),
+    ]:
         with pytest.raises(ConfigError, match=says):
             make_config({"product": bad})
 
@@ -139,8 +168,13 @@ def test_budget_terms_of_3d_fields_on_the_turned_grid_are_the_regular_ones(truth
     reg = regular.rename(time_counter="time").drop_vars(["nav_lat", "nav_lon", "e1t", "e2t"])
     for k in ["mld", "mlhc", "dmlhc_dt", "q_geo", "q_ekman", "q_entr", "q_diff", "residual"]:
         tol = 2e-3 if k in ("q_diff", "residual") else 1e-9  # q_diff's face factors, as above
-        np.testing.assert_allclose(back[k].transpose(*reg[k].dims).values, reg[k].values, rtol=0,
-                                   atol=tol * float(np.abs(reg[k]).max()), err_msg=k)
+        np.testing.assert_allclose(
+            back[k].transpose(*reg[k].dims).values,
+            reg[k].values,
+            rtol=0,
+            atol=tol * float(np.abs(reg[k]).max()),
+            err_msg=k,
+        )
     assert np.isfinite(regular["q_entr"].values[np.isfinite(regular["mld"].values)]).all()
 
 
@@ -170,8 +204,8 @@ def test_a_store_with_nan_at_ocean_points_is_refused_before_the_study_reads_it(t
     q = [v for v in ds.data_vars if v.lower() in ("sohefldo", "qnet")][0]
     vals = ds[q].values.copy()
     first = vals.reshape(-1, *vals.shape[-2:])[0]
-    iy, ix = np.argwhere(np.isfinite(first) & (first != 0))[0]     # an ocean cell (land is NaN or 0)
-    vals.reshape(-1, *vals.shape[-2:])[0, iy, ix] = np.nan           # at the first time
+    iy, ix = np.argwhere(np.isfinite(first) & (first != 0))[0]  # an ocean cell (land is NaN or 0)
+    vals.reshape(-1, *vals.shape[-2:])[0, iy, ix] = np.nan  # at the first time
     ds[q] = (ds[q].dims, vals, ds[q].attrs)
     store = tmp_path / "nan.nc"
     ds.to_netcdf(store)

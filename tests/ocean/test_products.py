@@ -30,19 +30,30 @@ def nemo_layout(cf: xr.Dataset, *, depth_up: bool = False, kelvin: bool = True) 
     temp = temp + (273.15 if kelvin else 0.0)
     lat2, lon2 = np.meshgrid(cf["lat"].values, cf["lon"].values, indexing="ij")
     ds = xr.Dataset(
-        {"votemper": (temp.dims, temp.values, {"units": "K" if kelvin else "degC"}),
-         "vosaline": (temp.dims, np.full(temp.shape, 35.0), {"units": "1e-3"}),
-         "somxl010": (one["mld"].dims, one["mld"].values, {"units": "m"}),
-         "sohefldo": (one["qnet"].dims, one["qnet"].values, {"units": "W/m2"}),
-         "sossheig": (one["zos"].dims, one["zos"].values, {"units": "m"}),
-         "sozotaux": (one["tauu"].dims, one["tauu"].values, {"units": "N/m2"}),
-         "sometauy": (one["tauv"].dims, one["tauv"].values, {"units": "N/m2"}),
-         **{k: (one[k].dims, one[k].values, {"units": one[k].attrs["units"]})
-            for k in [*synthetic.CONCEPTS, "dmlhc_dt", "mlhc"]}},
-        coords={"time_counter": one["time_counter"].values,
-                "deptht": ("deptht", -DEPTHT if depth_up else DEPTHT,
-                           {"units": "m", "positive": "up" if depth_up else "down"}),
-                "nav_lat": (("y", "x"), lat2.astype(np.float32)), "nav_lon": (("y", "x"), lon2.astype(np.float32))})
+        {
+            "votemper": (temp.dims, temp.values, {"units": "K" if kelvin else "degC"}),
+            "vosaline": (temp.dims, np.full(temp.shape, 35.0), {"units": "1e-3"}),
+            "somxl010": (one["mld"].dims, one["mld"].values, {"units": "m"}),
+            "sohefldo": (one["qnet"].dims, one["qnet"].values, {"units": "W/m2"}),
+            "sossheig": (one["zos"].dims, one["zos"].values, {"units": "m"}),
+            "sozotaux": (one["tauu"].dims, one["tauu"].values, {"units": "N/m2"}),
+            "sometauy": (one["tauv"].dims, one["tauv"].values, {"units": "N/m2"}),
+            **{
+                k: (one[k].dims, one[k].values, {"units": one[k].attrs["units"]})
+                for k in [*synthetic.CONCEPTS, "dmlhc_dt", "mlhc"]
+            },
+        },
+        coords={
+            "time_counter": one["time_counter"].values,
+            "deptht": (
+                "deptht",
+                -DEPTHT if depth_up else DEPTHT,
+                {"units": "m", "positive": "up" if depth_up else "down"},
+            ),
+            "nav_lat": (("y", "x"), lat2.astype(np.float32)),
+            "nav_lon": (("y", "x"), lon2.astype(np.float32)),
+        },
+    )
     return ds
 
 
@@ -95,8 +106,7 @@ def test_train_cli_reads_a_nemo_file(tmp_path, capsys):
     # the same folder with another dataset is refused, not mixed
     other = tmp_path / "other.nc"
     nemo_layout(cf.isel(time=slice(1, None))).to_netcdf(other)
-    assert main(["ocean", "train", "--data", str(other), "--config", str(cfg), "--epochs", "1",
-                 "--out", str(out)]) == 2
+    assert main(["ocean", "train", "--data", str(other), "--config", str(cfg), "--epochs", "1", "--out", str(out)]) == 2
     assert "holds a study of" in capsys.readouterr().err
 
 
@@ -134,13 +144,16 @@ def test_wrong_units_are_one_clear_error(cf):
 def test_a_field_without_units_is_refused_not_assumed(cf):
     """A mixed-layer depth in cm with no units attribute was labelled 'm' and read 100x too deep."""
     bad = nemo_layout(cf)
-    bad["somxl010"] = bad["somxl010"] * 100.0   # in cm, with no units
+    bad["somxl010"] = bad["somxl010"] * 100.0  # in cm, with no units
     bad["somxl010"].attrs.clear()
     bad["sohefldo"].attrs.pop("units")
-    with pytest.raises(UnitsError, match=r"'mld' \(somxl010\) \(expected 'm'\), 'qnet' \(sohefldo\) "
-                       r"\(expected 'W m-2'\) have no units attribute"):
+    with pytest.raises(
+        UnitsError,
+        match=r"'mld' \(somxl010\) \(expected 'm'\), 'qnet' \(sohefldo\) "
+        r"\(expected 'W m-2'\) have no units attribute",
+    ):
         data.from_nemo(bad)
-    assert data.from_nemo(nemo_layout(cf))["mld"].attrs["units"] == "m"   # given units are kept
+    assert data.from_nemo(nemo_layout(cf))["mld"].attrs["units"] == "m"  # given units are kept
 
 
 def test_missing_variable_is_one_clear_error(cf, tmp_path):

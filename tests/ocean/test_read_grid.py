@@ -32,8 +32,14 @@ def _product(lat, lon, *, names=("lat", "lon"), **fns):
     with each field ``fns[name](lat_rad, lon_rad)``."""
     la, lo = np.meshgrid(np.deg2rad(lat), np.deg2rad(lon), indexing="ij")
     data = {k: (("time", names[0], names[1]), f(la, lo)[None], {"units": "1"}) for k, f in fns.items()}
-    return xr.Dataset(data, coords={"time": [0.0], names[0]: (names[0], np.asarray(lat, float)),
-                                    names[1]: (names[1], np.asarray(lon, float))})
+    return xr.Dataset(
+        data,
+        coords={
+            "time": [0.0],
+            names[0]: (names[0], np.asarray(lat, float)),
+            names[1]: (names[1], np.asarray(lon, float)),
+        },
+    )
 
 
 def _cos(la, lo):
@@ -49,7 +55,7 @@ def _rad(ds):
     return la.transpose("lat", "lon").values, lo.transpose("lat", "lon").values
 
 
-GREENWICH = np.r_[np.arange(330.0, 360.0, 2.5), np.arange(0.0, 32.5, 2.5)]   # 330..357.5, 0..30
+GREENWICH = np.r_[np.arange(330.0, 360.0, 2.5), np.arange(0.0, 32.5, 2.5)]  # 330..357.5, 0..30
 DATELINE = np.r_[np.arange(150.0, 180.0, 2.5), np.arange(-180.0, -147.5, 2.5)]  # 150..177.5, -180..-150
 LAT = np.arange(20.0, 52.0, 2.0)
 
@@ -68,8 +74,15 @@ def test_gradient_across_the_longitude_jump_is_the_analytic_one(lon):
 @pytest.mark.parametrize("lon", [GREENWICH, DATELINE], ids=["greenwich-0..360", "dateline--180..180"])
 def test_geostrophic_advection_across_the_longitude_jump_is_the_analytic_one(lon):
     a, t0, h = 0.5, 10.0, 50.0  # m, degC, m
-    ds = _read_grid(_product(LAT, lon, t=lambda la, lo: t0 * _cos(la, lo),
-                             eta=lambda la, lo: a * np.cos(la) * np.sin(lo), h=lambda la, lo: h + 0 * la))
+    ds = _read_grid(
+        _product(
+            LAT,
+            lon,
+            t=lambda la, lo: t0 * _cos(la, lo),
+            eta=lambda la, lo: a * np.cos(la) * np.sin(lo),
+            h=lambda la, lo: h + 0 * la,
+        )
+    )
     got = concepts.geostrophic_advection(ds["t"], ds["h"], ds["eta"]).isel(time=0).values
     la, lo = _rad(ds)
     detadx, detady = a * np.cos(lo) / R_EARTH, -a * np.sin(la) * np.sin(lo) / R_EARTH
@@ -151,8 +164,14 @@ def test_upwind_ekman_advection_on_descending_latitude_takes_the_upstream_side()
         return 20 * la**2 + 3 * np.sin(2 * lo)  # curved both ways: upwind and downwind differ by O(1)
 
     tau = 0.1
-    ds = _product(lat, lon, t=t_fn, h=lambda la, lo: 40 + 0 * la, tauu=lambda la, lo: tau * np.cos(3 * lo),
-                  tauv=lambda la, lo: tau * np.sin(3 * la))
+    ds = _product(
+        lat,
+        lon,
+        t=t_fn,
+        h=lambda la, lo: 40 + 0 * la,
+        tauu=lambda la, lo: tau * np.cos(3 * lo),
+        tauv=lambda la, lo: tau * np.sin(3 * la),
+    )
     got = concepts.ekman_advection(ds["t"], ds["h"], ds["tauu"], ds["tauv"], advection="upwind").isel(time=0).values
     la = np.deg2rad(lat)[:, None]
     f = coriolis(np.rad2deg(la))
@@ -183,6 +202,7 @@ def test_upwind_geostrophic_advection_on_descending_latitude_equals_the_ascendin
 
 # --- staggered currents -------------------------------------------------------------------------
 
+
 def _mom_like(symmetric: bool):
     """A MOM6-like product: T points (yh, xh), u on (yh, xq) at the east faces, v on (yq, xh) at the north
     faces (symmetric: one more face, the first at the west / south edge)."""
@@ -201,13 +221,19 @@ def _mom_like(symmetric: bool):
     lv, ov = np.meshgrid(np.deg2rad(yq), np.deg2rad(xh), indexing="ij")
     lt, ot = np.meshgrid(np.deg2rad(yh), np.deg2rad(xh), indexing="ij")
     ds = xr.Dataset(
-        {"thetao": (("time", "yh", "xh"), 10 + _cos(lt, ot)[None], {"units": "degC"}),
-         "uo": (("time", "yh", "xq"), u_fn(lu, ou)[None], {"units": "m s-1"}),
-         "vo": (("time", "yq", "xh"), v_fn(lv, ov)[None], {"units": "m s-1"})},
-        coords={"time": [0.0], "xh": ("xh", xh, {"units": "degrees_east", "axis": "X"}),
-                "yh": ("yh", yh, {"units": "degrees_north", "axis": "Y"}),
-                "xq": ("xq", xq, {"units": "degrees_east", "axis": "X"}),
-                "yq": ("yq", yq, {"units": "degrees_north", "axis": "Y"})})
+        {
+            "thetao": (("time", "yh", "xh"), 10 + _cos(lt, ot)[None], {"units": "degC"}),
+            "uo": (("time", "yh", "xq"), u_fn(lu, ou)[None], {"units": "m s-1"}),
+            "vo": (("time", "yq", "xh"), v_fn(lv, ov)[None], {"units": "m s-1"}),
+        },
+        coords={
+            "time": [0.0],
+            "xh": ("xh", xh, {"units": "degrees_east", "axis": "X"}),
+            "yh": ("yh", yh, {"units": "degrees_north", "axis": "Y"}),
+            "xq": ("xq", xq, {"units": "degrees_east", "axis": "X"}),
+            "yq": ("yq", yq, {"units": "degrees_north", "axis": "Y"}),
+        },
+    )
     return ds, u_fn, v_fn
 
 
@@ -246,8 +272,9 @@ def test_staggered_currents_give_the_analytic_entrainment():
     # dh/dt = 0: w_e = h div(u) with u = u0 sin(lon) cos(lat), v = v0 cos(2 lat):
     # div = (du/dlon + d(v cos lat)/dlat) / (R cos lat)
     la, lo = _rad(out)
-    div = (0.1 * np.cos(lo) * np.cos(la) + 0.05 * (-2 * np.sin(2 * la) * np.cos(la) - np.cos(2 * la) * np.sin(la))
-           ) / (R_EARTH * np.cos(la))
+    div = (0.1 * np.cos(lo) * np.cos(la) + 0.05 * (-2 * np.sin(2 * la) * np.cos(la) - np.cos(2 * la) * np.sin(la))) / (
+        R_EARTH * np.cos(la)
+    )
     inner = (slice(1, -1), slice(1, -1))
     np.testing.assert_allclose(w_e[inner], h * div[inner], rtol=0, atol=3 * D2 * np.abs(h * div).max())
 
@@ -257,8 +284,10 @@ def test_nemo_u_v_points_without_coordinates_are_east_and_north_of_t():
     rng = np.random.default_rng(0)
     u, v = rng.normal(size=(ny, nx)), rng.normal(size=(ny, nx))
     lat, lon = np.meshgrid(np.arange(ny) * 1.0 + 30, np.arange(nx) * 1.0 + 300, indexing="ij")
-    ds = xr.Dataset({"vozocrtx": (("y", "x_u"), u, {"units": "m/s"}), "vomecrty": (("y_v", "x"), v, {"units": "m/s"})},
-                    coords={"nav_lat": (("y", "x"), lat), "nav_lon": (("y", "x"), lon)})
+    ds = xr.Dataset(
+        {"vozocrtx": (("y", "x_u"), u, {"units": "m/s"}), "vomecrty": (("y_v", "x"), v, {"units": "m/s"})},
+        coords={"nav_lat": (("y", "x"), lat), "nav_lon": (("y", "x"), lon)},
+    )
     out = _read_grid(ds)
     # NEMO: U(i) is the east face of T(i), V(j) the north face of T(j); at T: the mean of the faces
     # either side; the west / south edge has only one face: extrapolated linearly from the two nearest
@@ -275,34 +304,50 @@ def test_nemo_u_points_on_the_t_dims_are_known_by_their_glamu_positions():
     ny, nx = 4, 6
     u = np.random.default_rng(1).normal(size=(ny, nx))
     lat, lon = np.meshgrid(np.arange(ny) * 1.0 + 30, np.arange(nx) * 1.0 + 300, indexing="ij")
-    ds = xr.Dataset({"uo": (("y", "x"), u, {"units": "m/s"}), "tos": (("y", "x"), np.ones((ny, nx)), {"units": "degC"})},
-                    coords={"nav_lat": (("y", "x"), lat), "nav_lon": (("y", "x"), lon),
-                            "glamu": (("y", "x"), lon + 0.5), "gphiu": (("y", "x"), lat)})
+    ds = xr.Dataset(
+        {"uo": (("y", "x"), u, {"units": "m/s"}), "tos": (("y", "x"), np.ones((ny, nx)), {"units": "degC"})},
+        coords={
+            "nav_lat": (("y", "x"), lat),
+            "nav_lon": (("y", "x"), lon),
+            "glamu": (("y", "x"), lon + 0.5),
+            "gphiu": (("y", "x"), lat),
+        },
+    )
     reading = Reading("NEMO T + U")
     out = _read_grid(ds, reading)
-    np.testing.assert_allclose(out["uo"].transpose("lat", "lon").values[:, 1:], 0.5 * (u[:, :-1] + u[:, 1:]), rtol=1e-12)
+    np.testing.assert_allclose(
+        out["uo"].transpose("lat", "lon").values[:, 1:], 0.5 * (u[:, :-1] + u[:, 1:]), rtol=1e-12
+    )
     assert "glamu" not in out.variables and "uo" in reading.sections["grid"]["staggered"]
 
 
 # --- a NEMO mesh mask --------------------------------------------------------------------------
+
 
 def _nemo(ny=6, nx=7, nz=3):
     """A NEMO-like product on (y, x) with 2-D nav_lat / nav_lon and its mesh mask (e1t, e2t stretched
     along i, e3t_0, a 3-D tmask with land deeper than the surface, as a shelf has)."""
     lat, lon = np.meshgrid(np.linspace(30, 40, ny), np.linspace(-20, -8, nx), indexing="ij")
     i = np.arange(nx, dtype=float)
-    e1t = np.broadcast_to(5e4 + 4e3 * i, (ny, nx)).copy()                       # m, stretched along i
+    e1t = np.broadcast_to(5e4 + 4e3 * i, (ny, nx)).copy()  # m, stretched along i
     e2t = np.full((ny, nx), 3e4)
     tmask = np.ones((nz, ny, nx), np.int8)
-    tmask[0, 0, :2] = 0                                                          # land at the surface
-    tmask[1:, :3, :3] = 0                                                        # and a shelf below it
-    mesh = xr.Dataset({"e1t": (("t", "y", "x"), e1t[None]), "e2t": (("t", "y", "x"), e2t[None]),
-                       "e3t_0": (("t", "z", "y", "x"), np.full((1, nz, ny, nx), 10.0)),
-                       "tmask": (("t", "z", "y", "x"), tmask[None])})
-    x_pos = np.r_[0.0, np.cumsum(0.5 * (e1t[0, 1:] + e1t[0, :-1]))]                # m from the first column
-    temp = np.broadcast_to(2e-5 * x_pos, (ny, nx))                                 # linear along i: 2e-5 K m-1
-    ds = xr.Dataset({"sosstsst": (("time_counter", "y", "x"), temp[None].copy(), {"units": "degC"})},
-                    coords={"time_counter": [0.0], "nav_lat": (("y", "x"), lat), "nav_lon": (("y", "x"), lon)})
+    tmask[0, 0, :2] = 0  # land at the surface
+    tmask[1:, :3, :3] = 0  # and a shelf below it
+    mesh = xr.Dataset(
+        {
+            "e1t": (("t", "y", "x"), e1t[None]),
+            "e2t": (("t", "y", "x"), e2t[None]),
+            "e3t_0": (("t", "z", "y", "x"), np.full((1, nz, ny, nx), 10.0)),
+            "tmask": (("t", "z", "y", "x"), tmask[None]),
+        }
+    )
+    x_pos = np.r_[0.0, np.cumsum(0.5 * (e1t[0, 1:] + e1t[0, :-1]))]  # m from the first column
+    temp = np.broadcast_to(2e-5 * x_pos, (ny, nx))  # linear along i: 2e-5 K m-1
+    ds = xr.Dataset(
+        {"sosstsst": (("time_counter", "y", "x"), temp[None].copy(), {"units": "degC"})},
+        coords={"time_counter": [0.0], "nav_lat": (("y", "x"), lat), "nav_lon": (("y", "x"), lon)},
+    )
     return ds, mesh, tmask
 
 
@@ -345,9 +390,15 @@ def test_a_global_curvilinear_grid_is_periodic():
     e1 = R_EARTH * np.cos(np.deg2rad(lat)) * np.deg2rad(2.5)
     e2 = np.full(lat.shape, R_EARTH * np.deg2rad(2.0))
     t = _cos(np.deg2rad(lat), np.deg2rad(lon))
-    ds = xr.Dataset({"t": (("y", "x"), t), "h": (("y", "x"), np.ones_like(t)), "e1t": (("y", "x"), e1, {"units": "m"}),
-                     "e2t": (("y", "x"), e2, {"units": "m"})},
-                    coords={"nav_lat": (("y", "x"), lat), "nav_lon": (("y", "x"), lon)})
+    ds = xr.Dataset(
+        {
+            "t": (("y", "x"), t),
+            "h": (("y", "x"), np.ones_like(t)),
+            "e1t": (("y", "x"), e1, {"units": "m"}),
+            "e2t": (("y", "x"), e2, {"units": "m"}),
+        },
+        coords={"nav_lat": (("y", "x"), lat), "nav_lon": (("y", "x"), lon)},
+    )
     out = _read_grid(ds)
     assert out["nav_lon"].attrs["periodic"] == 1
     got = concepts.lateral_diffusion(out["t"], out["h"]).values
@@ -388,10 +439,15 @@ def test_orca_halo_columns_are_dropped_and_the_grid_is_periodic():
     lat, lon = np.meshgrid(LAT_G, GLOBAL, indexing="ij")
     lat, lon = np.c_[lat[:, -1:], lat, lat[:, :1]], np.c_[lon[:, -1:], lon, lon[:, :1]]
     t = _cos(np.deg2rad(lat), np.deg2rad(lon))
-    ds = xr.Dataset({"t": (("y", "x"), t), "h": (("y", "x"), np.ones_like(t)),
-                     "e1t": (("y", "x"), R_EARTH * np.cos(np.deg2rad(lat)) * np.deg2rad(2.5), {"units": "m"}),
-                     "e2t": (("y", "x"), np.full(t.shape, R_EARTH * np.deg2rad(2.0)), {"units": "m"})},
-                    coords={"nav_lat": (("y", "x"), lat), "nav_lon": (("y", "x"), lon)})
+    ds = xr.Dataset(
+        {
+            "t": (("y", "x"), t),
+            "h": (("y", "x"), np.ones_like(t)),
+            "e1t": (("y", "x"), R_EARTH * np.cos(np.deg2rad(lat)) * np.deg2rad(2.5), {"units": "m"}),
+            "e2t": (("y", "x"), np.full(t.shape, R_EARTH * np.deg2rad(2.0)), {"units": "m"}),
+        },
+        coords={"nav_lat": (("y", "x"), lat), "nav_lon": (("y", "x"), lon)},
+    )
     out = _read_grid(ds)
     assert out.sizes["lon"] == GLOBAL.size and out["nav_lon"].attrs["periodic"] == 1
     np.testing.assert_array_equal(out["nav_lon"].values[0], GLOBAL)
@@ -402,10 +458,18 @@ def test_pop_b_grid_velocities_at_the_corners_are_brought_to_t_points():
     ny, nx = 4, 5
     u = np.random.default_rng(2).normal(size=(ny, nx))
     tlat, tlon = np.meshgrid(np.arange(ny) * 1.0 + 10, np.arange(nx) * 1.0 + 200, indexing="ij")
-    ds = xr.Dataset({"UVEL": (("nlat", "nlon"), u, {"units": "cm/s"}),
-                     "TEMP": (("nlat", "nlon"), np.ones((ny, nx)), {"units": "degC"})},
-                    coords={"TLAT": (("nlat", "nlon"), tlat), "TLONG": (("nlat", "nlon"), tlon),
-                            "ULAT": (("nlat", "nlon"), tlat + 0.5), "ULONG": (("nlat", "nlon"), tlon + 0.5)})
+    ds = xr.Dataset(
+        {
+            "UVEL": (("nlat", "nlon"), u, {"units": "cm/s"}),
+            "TEMP": (("nlat", "nlon"), np.ones((ny, nx)), {"units": "degC"}),
+        },
+        coords={
+            "TLAT": (("nlat", "nlon"), tlat),
+            "TLONG": (("nlat", "nlon"), tlon),
+            "ULAT": (("nlat", "nlon"), tlat + 0.5),
+            "ULONG": (("nlat", "nlon"), tlon + 0.5),
+        },
+    )
     out = _read_grid(ds)
     corners = 0.25 * (u[:-1, :-1] + u[:-1, 1:] + u[1:, :-1] + u[1:, 1:])  # the four corners of each T cell
     np.testing.assert_allclose(out["UVEL"].transpose("lat", "lon").values[1:, 1:], corners, rtol=1e-12)
@@ -413,8 +477,10 @@ def test_pop_b_grid_velocities_at_the_corners_are_brought_to_t_points():
 
 def test_points_on_one_dim_are_refused_as_not_a_grid():
     n = 5
-    ds = xr.Dataset({"tos": (("cell",), np.ones(n), {"units": "degC"})},
-                    coords={"lat": ("cell", np.linspace(0, 10, n)), "lon": ("cell", np.linspace(0, 20, n))})
+    ds = xr.Dataset(
+        {"tos": (("cell",), np.ones(n), {"units": "degC"})},
+        coords={"lat": ("cell", np.linspace(0, 10, n)), "lon": ("cell", np.linspace(0, 20, n))},
+    )
     with pytest.raises(DimensionError, match="not a \\(lat, lon\\) grid.*regrid"):
         _read_grid(ds)
 
@@ -424,7 +490,7 @@ def test_nemo_face_scale_factors_of_the_mesh_mask_are_the_distances_between_t_po
     # T points are not centred in their cells): a field linear in that distance has its gradient exactly
     ds, mesh, tmask = _nemo()
     ny, nx = tmask.shape[1:]
-    e1u = 4e4 + 9e3 * np.arange(nx) ** 1.5 * np.ones((ny, 1))                     # m, T(i) -> T(i+1)
+    e1u = 4e4 + 9e3 * np.arange(nx) ** 1.5 * np.ones((ny, 1))  # m, T(i) -> T(i+1)
     e2v = np.full((ny, nx), 3.3e4)
     x_pos = np.r_[0.0, np.cumsum(e1u[0, :-1])]
     y_pos = np.r_[0.0, np.cumsum(e2v[:-1, 0])]

@@ -22,16 +22,25 @@ from scimech.studies.reading import Reading
 # century not divisible by 400); all_leap has 29 February every year, 360_day has 30-day months
 _ORDINARY = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
 MONTH_DAYS_1900 = {
-    "noleap": _ORDINARY, "365_day": _ORDINARY, "standard": _ORDINARY, "gregorian": _ORDINARY,
-    "proleptic_gregorian": _ORDINARY, "all_leap": [31, 29, *_ORDINARY[2:]], "366_day": [31, 29, *_ORDINARY[2:]],
-    "julian": [31, 29, *_ORDINARY[2:]], "360_day": [30] * 12,
+    "noleap": _ORDINARY,
+    "365_day": _ORDINARY,
+    "standard": _ORDINARY,
+    "gregorian": _ORDINARY,
+    "proleptic_gregorian": _ORDINARY,
+    "all_leap": [31, 29, *_ORDINARY[2:]],
+    "366_day": [31, 29, *_ORDINARY[2:]],
+    "julian": [31, 29, *_ORDINARY[2:]],
+    "360_day": [30] * 12,
 }
 
 
 def _months(calendar: str, n: int = 12, start: str = "1900-01-01") -> xr.DataArray:
     """Month-start stamps as cftime objects in ``calendar``."""
-    return xr.DataArray(np.asarray(xr.date_range(start, periods=n, freq="MS", calendar=calendar, use_cftime=True)),
-                        dims="time", name="time")
+    return xr.DataArray(
+        np.asarray(xr.date_range(start, periods=n, freq="MS", calendar=calendar, use_cftime=True)),
+        dims="time",
+        name="time",
+    )
 
 
 def _field(time, values) -> xr.DataArray:
@@ -55,8 +64,10 @@ def test_tendency_in_every_calendar_uses_its_own_month_lengths(calendar):
 def test_cf_times_decoded_as_cftime_decodes_them():
     # a CMIP6-like file opened with decode_times=False: numbers of days since 1850-01-01 in noleap
     days = np.array([15.5, 45.0, 74.5, 105.0, 135.5])
-    ds = xr.Dataset({"tos": ("time", np.arange(5.0))},
-                    coords={"time": ("time", days, {"units": "days since 1850-01-01", "calendar": "noleap"})})
+    ds = xr.Dataset(
+        {"tos": ("time", np.arange(5.0))},
+        coords={"time": ("time", days, {"units": "days since 1850-01-01", "calendar": "noleap"})},
+    )
     r = Reading("CMIP6-like")
     out = read_time(ds, r)
     truth = num2date(days, "days since 1850-01-01", calendar="noleap")
@@ -66,16 +77,19 @@ def test_cf_times_decoded_as_cftime_decodes_them():
     assert r.sections["time"]["first"] == truth[0].isoformat()
 
 
-@pytest.mark.parametrize("freq, calendar, one, six", [
-    ("MS", "standard", "1 month", "6 months"),
-    ("ME", "noleap", "1 month", "6 months"),
-    ("QS", "360_day", "3 months", "18 months"),
-    ("YS", "noleap", "1 year", "6 years"),
-    ("D", "noleap", "1 day", "6 days"),
-    ("5D", "360_day", "5 days", "30 days"),
-    ("h", "standard", "1 hour", "6 hours"),
-    ("6h", "all_leap", "6 hours", "36 hours"),
-])
+@pytest.mark.parametrize(
+    "freq, calendar, one, six",
+    [
+        ("MS", "standard", "1 month", "6 months"),
+        ("ME", "noleap", "1 month", "6 months"),
+        ("QS", "360_day", "3 months", "18 months"),
+        ("YS", "noleap", "1 year", "6 years"),
+        ("D", "noleap", "1 day", "6 days"),
+        ("5D", "360_day", "5 days", "30 days"),
+        ("h", "standard", "1 hour", "6 hours"),
+        ("6h", "all_leap", "6 hours", "36 hours"),
+    ],
+)
 def test_frequency_inferred_and_said_in_its_own_steps(freq, calendar, one, six):
     # the truth is the frequency the stamps were made with (a pandas / xarray date range)
     time = xr.date_range("2001-01-01", periods=40, freq=freq, calendar=calendar, use_cftime=True)
@@ -99,10 +113,18 @@ def test_cmip6_mid_month_stamps_are_monthly():
 
 def test_step_words_from_offset_aliases_and_cmip6_frequencies():
     # hand-written: the words a report uses for a lead and a window
-    assert [step_words("MS", 1), step_words("MS", 6), step_words("D", 5), step_words("5D", 1)] == \
-        ["1 month", "6 months", "5 days", "5 days"]
-    assert [step_words("mon", 3), step_words("day", 1), step_words("3hr", 2), step_words("yr", 2)] == \
-        ["3 months", "1 day", "6 hours", "2 years"]
+    assert [step_words("MS", 1), step_words("MS", 6), step_words("D", 5), step_words("5D", 1)] == [
+        "1 month",
+        "6 months",
+        "5 days",
+        "5 days",
+    ]
+    assert [step_words("mon", 3), step_words("day", 1), step_words("3hr", 2), step_words("yr", 2)] == [
+        "3 months",
+        "1 day",
+        "6 hours",
+        "2 years",
+    ]
 
 
 def test_daily_data_is_never_one_month_ahead():
@@ -116,7 +138,7 @@ def test_daily_data_is_never_one_month_ahead():
 @pytest.mark.parametrize("calendar", ["noleap", "360_day", "standard"])
 def test_a_missing_month_is_refused_naming_it(calendar):
     time = xr.date_range("2001-01-01", periods=24, freq="MS", calendar=calendar, use_cftime=True)
-    keep = [i for i in range(24) if i != 14]   # 2002-03 removed
+    keep = [i for i in range(24) if i != 14]  # 2002-03 removed
     ds = xr.Dataset({"sst": ("time", np.zeros(23))}, coords={"time": time[keep]})
     with pytest.raises(DataValidationError, match=r"gap: 2002-03 is missing .*Fix: ") as err:
         read_time(ds)
@@ -131,22 +153,31 @@ def test_a_missing_day_is_refused_naming_it():
         read_time(ds)
 
 
-@pytest.mark.parametrize("stamps, what", [
-    (pd.to_datetime(["2001-01-01T00:00", "2001-01-02T00:00", "2001-01-03T12:00", "2001-01-04T00:00"]), "irregular steps"),
-    (pd.to_datetime(["2001-01-01", "2001-02-20", "2001-03-01", "2001-04-20"]), "irregular steps"),
-    (pd.to_datetime(["2001-01-01", "2001-02-01", "2001-02-01", "2001-03-01"]), "not strictly increasing"),
-    (pd.to_datetime(["2001-01-01", "2001-03-01", "2001-02-01", "2001-04-01"]), "not strictly increasing"),
-])
+@pytest.mark.parametrize(
+    "stamps, what",
+    [
+        (
+            pd.to_datetime(["2001-01-01T00:00", "2001-01-02T00:00", "2001-01-03T12:00", "2001-01-04T00:00"]),
+            "irregular steps",
+        ),
+        (pd.to_datetime(["2001-01-01", "2001-02-20", "2001-03-01", "2001-04-20"]), "irregular steps"),
+        (pd.to_datetime(["2001-01-01", "2001-02-01", "2001-02-01", "2001-03-01"]), "not strictly increasing"),
+        (pd.to_datetime(["2001-01-01", "2001-03-01", "2001-02-01", "2001-04-01"]), "not strictly increasing"),
+    ],
+)
 def test_irregular_or_unordered_time_is_refused(stamps, what):
     ds = xr.Dataset({"sst": ("time", np.zeros(len(stamps)))}, coords={"time": stamps})
     with pytest.raises(DataValidationError, match=f"{what}.*Fix: "):
         read_time(ds)
 
 
-@pytest.mark.parametrize("attrs, words", [
-    ({}, "no units|not CF dates"),
-    ({"units": "months since 2000-01-01", "calendar": "standard"}, "cannot be decoded"),
-])
+@pytest.mark.parametrize(
+    "attrs, words",
+    [
+        ({}, "no units|not CF dates"),
+        ({"units": "months since 2000-01-01", "calendar": "standard"}, "cannot be decoded"),
+    ],
+)
 def test_undecodable_time_is_refused(attrs, words):
     ds = xr.Dataset({"sst": ("time", np.zeros(3))}, coords={"time": ("time", [0.0, 1.0, 2.0], attrs)})
     with pytest.raises(DataValidationError, match=f"({words}).*Fix: "):
@@ -173,8 +204,10 @@ def test_five_years_of_monthly_data_refused_with_the_length_needed():
 def test_three_years_of_monthly_data_refused_before_any_work(tmp_path):
     # a CMIP6-like netCDF of 36 months in a noleap calendar: the dry run refuses it, nothing trained
     time = xr.date_range("2000-01-01", periods=36, freq="MS", calendar="noleap", use_cftime=True)
-    ds = xr.Dataset({"tos": (("time", "lat", "lon"), np.zeros((36, 2, 2)), {"units": "degC"})},
-                    coords={"time": time, "lat": [0.0, 1.0], "lon": [0.0, 1.0]})
+    ds = xr.Dataset(
+        {"tos": (("time", "lat", "lon"), np.zeros((36, 2, 2)), {"units": "degC"})},
+        coords={"time": time, "lat": [0.0, 1.0], "lon": [0.0, 1.0]},
+    )
     path = tmp_path / "tos.nc"
     ds.to_netcdf(path)
     cfg = StudyConfig(data=str(path))

@@ -35,8 +35,9 @@ def read(ds: xr.Dataset, **kw) -> tuple[xr.Dataset, Reading]:
 
 def same(got: xr.Dataset, truth: xr.Dataset, names=("sst", "zos", "tauu", "tauv", "qnet", "mld")) -> None:
     for v in names:
-        np.testing.assert_allclose(got[v].isel(member=0).values, truth[v].isel(member=0).values, rtol=RTOL,
-                                   atol=1e-12, err_msg=v)
+        np.testing.assert_allclose(
+            got[v].isel(member=0).values, truth[v].isel(member=0).values, rtol=RTOL, atol=1e-12, err_msg=v
+        )
 
 
 # --- CF standard names and product names --------------------------------------------------------------
@@ -64,7 +65,7 @@ def test_cmip6_lev_with_thetao_gives_t_sub_not_a_lacks_t_sub(truth):
 
 def test_copernicus_marine_degrees_c_and_depth_read(truth):
     got, reading = read(pf.cmems(truth))
-    same(got, truth, ("sst", "mld", "zos", "t_sub"))   # sst = thetao at 0.5 m: the truth's sst in the column
+    same(got, truth, ("sst", "mld", "zos", "t_sub"))  # sst = thetao at 0.5 m: the truth's sst in the column
     assert reading.row("thetao").units_found == "degrees_C" and reading.row("thetao").units_used == "degree_Celsius"
 
 
@@ -81,13 +82,16 @@ def test_oras5_in_kelvin_converted_by_pint_and_said(truth):
 
 
 # --- units: converted by pint, checked here by hand -----------------------------------------------------
-@pytest.mark.parametrize("var, quantity, units, factor", [
-    ("mlotst", "mld", "cm", 100.0),          # 1 m = 100 cm
-    ("zos", "zos", "mm", 1000.0),            # 1 m = 1000 mm
-    ("tauuo", "tauu", "mN m-2", 1000.0),     # 1 N m-2 = 1000 mN m-2
-    ("tauvo", "tauv", "dyn cm-2", 10.0),     # 1 N m-2 = 1e5 dyn / 1e4 cm2 = 10 dyn cm-2
-    ("hfds", "qnet", "mW m-2", 1000.0),
-])
+@pytest.mark.parametrize(
+    "var, quantity, units, factor",
+    [
+        ("mlotst", "mld", "cm", 100.0),  # 1 m = 100 cm
+        ("zos", "zos", "mm", 1000.0),  # 1 m = 1000 mm
+        ("tauuo", "tauu", "mN m-2", 1000.0),  # 1 N m-2 = 1000 mN m-2
+        ("tauvo", "tauv", "dyn cm-2", 10.0),  # 1 N m-2 = 1e5 dyn / 1e4 cm2 = 10 dyn cm-2
+        ("hfds", "qnet", "mW m-2", 1000.0),
+    ],
+)
 def test_units_are_converted_to_the_studys(truth, var, quantity, units, factor):
     ds = pf.cmip6(truth, with_3d=False)
     ds[var] = (ds[var] * factor).assign_attrs({**ds[var].attrs, "units": units})
@@ -167,8 +171,11 @@ def test_positive_up_alone_flips_a_stress_and_a_flux(truth):
 
 def test_a_sign_the_attributes_contradict_is_refused(truth):
     ds = pf.upward(pf.cmip6(truth, with_3d=False), "hfds")  # standard_name says downward, positive says up
-    with pytest.raises(UnitsError, match=r"'qnet' \(hfds\): its standard_name .* says downward but its positive "
-                                         r"attribute says 'up'.*Fix: correct"):
+    with pytest.raises(
+        UnitsError,
+        match=r"'qnet' \(hfds\): its standard_name .* says downward but its positive "
+        r"attribute says 'up'.*Fix: correct",
+    ):
         read(ds)
 
 
@@ -185,7 +192,7 @@ def _mld_by_hand(sst: float, t_sub: float, sa: float, mld: float) -> float:
     """The sigma0-threshold MLD (0.03 kg m-3 from 10 m) of the fixture's two-layer column on DEPTHT, by gsw:
     sigma0 is sst's down to the last level above the truth's MLD and t_sub's below; linear between them."""
     z = pf.DEPTHT
-    k = int(np.nonzero(z > mld)[0][0])     # first level in the lower layer
+    k = int(np.nonzero(z > mld)[0][0])  # first level in the lower layer
     s_up = gsw.sigma0(sa, gsw.CT_from_pt(sa, sst))
     s_dn = gsw.sigma0(sa, gsw.CT_from_pt(sa, t_sub))
     if s_dn < s_up + 0.03:
@@ -205,8 +212,7 @@ def test_a_mass_fraction_salinity_gives_the_mld_of_g_per_kg_and_of_gsw(truth):
     assert reading.row("so").units_used == "g kg-1" and "x1000" in reading.row("so").conversion
     one = truth.isel(member=0)
     for t, i, j in [(0, 2, 3), (7, 4, 5), (20, 1, 6)]:
-        want = _mld_by_hand(float(one["sst"][t, i, j]), float(one["t_sub"][t, i, j]), 35.0,
-                            float(one["mld"][t, i, j]))
+        want = _mld_by_hand(float(one["sst"][t, i, j]), float(one["t_sub"][t, i, j]), 35.0, float(one["mld"][t, i, j]))
         # gsw's sigma0 in both; the reader interpolates as _mld_by_hand: 1e-9 relative
         assert float(got_f["mld"][0, t, i, j]) == pytest.approx(want, rel=1e-9)
 
@@ -237,7 +243,7 @@ def test_salinity_without_units_refused_unless_cf_calls_it_dimensionless(truth):
     ds = pf.without(ds, "so", "units")
     with pytest.raises(UnitsError, match=r"'so' has no units attribute, so practical salinity .* cannot be told apart"):
         read(ds)
-    ds["so"].attrs["standard_name"] = "sea_water_practical_salinity"   # CF canonical units "1"
+    ds["so"].attrs["standard_name"] = "sea_water_practical_salinity"  # CF canonical units "1"
     got, reading = read(ds)
     assert reading.row("so").units_used == "1" and np.isfinite(got["mld"].values).any()
 
@@ -258,8 +264,11 @@ def test_an_extra_dim_is_refused_naming_it_and_the_option_or_chosen(truth):
     ds = pf.cmip6(truth, with_3d=False)
     ds = xr.concat([ds, ds.assign(tos=ds["tos"] + 2.0)], dim="experiment")
     ds["time_bnds"] = ds["time_bnds"].isel(experiment=0, drop=True)
-    with pytest.raises(DimensionError, match=r"^'sst' \(tos\) has the dim 'experiment' \(2 values\).*"
-                                             r"--select experiment=INDEX"):
+    with pytest.raises(
+        DimensionError,
+        match=r"^'sst' \(tos\) has the dim 'experiment' \(2 values\).*"
+        r"--select experiment=INDEX",
+    ):
         read(ds)
     got, _ = read(ds, select={"experiment": 1})
     np.testing.assert_allclose(got["sst"].values, truth["sst"].values + 2.0, rtol=RTOL)

@@ -94,11 +94,17 @@ def _own_terms(one: xr.Dataset, lat, lon, periodic=False):
     ug, vg = -(G / f) * dy(eta), (G / f) * dx(eta)
     out = {"q_geo": -RC * h * (ug * dx(T) + vg * dy(T)), "q_ekman": -CP0 * (ty * dx(T) - tx * dy(T)) / f}
     fx = 0.5 * (h[..., 1:] + h[..., :-1]) * (T[..., 1:] - T[..., :-1]) / (R_EARTH * c * np.diff(lam, axis=1))
-    fy = np.cos(0.5 * (phi[1:] + phi[:-1])) * 0.5 * (h[..., 1:, :] + h[..., :-1, :]) \
-        * (T[..., 1:, :] - T[..., :-1, :]) / (R_EARTH * np.diff(phi, axis=0))
+    fy = (
+        np.cos(0.5 * (phi[1:] + phi[:-1]))
+        * 0.5
+        * (h[..., 1:, :] + h[..., :-1, :])
+        * (T[..., 1:, :] - T[..., :-1, :])
+        / (R_EARTH * np.diff(phi, axis=0))
+    )
     div = np.full(T.shape, np.nan)
-    div[..., 1:-1, 1:-1] = ((fx[..., 1:-1, 1:] - fx[..., 1:-1, :-1]) / (R_EARTH * c[1:-1] * 0.5 * (lam[:, 2:] - lam[:, :-2]))
-                            + (fy[..., 1:, 1:-1] - fy[..., :-1, 1:-1]) / (R_EARTH * c[1:-1] * 0.5 * (phi[2:] - phi[:-2])))
+    div[..., 1:-1, 1:-1] = (fx[..., 1:-1, 1:] - fx[..., 1:-1, :-1]) / (
+        R_EARTH * c[1:-1] * 0.5 * (lam[:, 2:] - lam[:, :-2])
+    ) + (fy[..., 1:, 1:-1] - fy[..., :-1, 1:-1]) / (R_EARTH * c[1:-1] * 0.5 * (phi[2:] - phi[:-2]))
     out["q_diff"] = RC * KAPPA * div
     return {k: v[..., 1:-1] for k, v in out.items()} if periodic else out
 
@@ -151,7 +157,7 @@ def test_cmip6_omon_mid_month_stamps_in_model_calendars(tmp_path, truth, calenda
     # the tendency: a three-point derivative on cftime's own seconds, hand-written for uneven steps
     s = np.asarray(cftime.date2num(dates, "seconds since 1850-01-01", calendar=calendar), float)
     jan = 30 if calendar == "360_day" else 31
-    assert s[1] - s[0] == 0.5 * (jan + feb) * 86400      # January's middle to February's, by hand
+    assert s[1] - s[0] == 0.5 * (jan + feb) * 86400  # January's middle to February's, by hand
     x = out["mlhc"].isel(member=0).values
     a, b = (s[1:-1] - s[:-2])[:, None, None], (s[2:] - s[1:-1])[:, None, None]
     own = (a**2 * x[2:] + (b**2 - a**2) * x[1:-1] - b**2 * x[:-2]) / (a * b * (a + b))
@@ -165,8 +171,13 @@ def test_oras5_time_counter_in_seconds_since_1900(tmp_path, truth):
     assert raw.attrs["units"].startswith("seconds since 1900-01-01")
     reading = Reading("")
     out = open_store(path, validate_schema=False, reading=reading)
-    truth_dates = cftime.num2date(raw.values, raw.attrs["units"], calendar="gregorian",
-                                  only_use_cftime_datetimes=False, only_use_python_datetimes=True)
+    truth_dates = cftime.num2date(
+        raw.values,
+        raw.attrs["units"],
+        calendar="gregorian",
+        only_use_cftime_datetimes=False,
+        only_use_python_datetimes=True,
+    )
     assert [pd.Timestamp(t) for t in out["time"].values] == [pd.Timestamp(t) for t in truth_dates]
     assert reading.sections["time"]["coordinate"] == "time_counter"
     assert reading.sections["time"]["first"] == "2000-01-01"
@@ -175,8 +186,10 @@ def test_oras5_time_counter_in_seconds_since_1900(tmp_path, truth):
 def test_cmems_daily_two_years_with_one_day_missing_is_refused_naming_it(tmp_path):
     days = pd.date_range("1993-01-01", periods=730, freq="D").delete(400)
     hours = (days - pd.Timestamp("1950-01-01")).total_seconds().values / 3600
-    ds = xr.Dataset({"zos": ("time", np.zeros(729), {"units": "m"})},
-                    coords={"time": ("time", hours, {"units": "hours since 1950-01-01", "calendar": "gregorian"})})
+    ds = xr.Dataset(
+        {"zos": ("time", np.zeros(729), {"units": "m"})},
+        coords={"time": ("time", hours, {"units": "hours since 1950-01-01", "calendar": "gregorian"})},
+    )
     with pytest.raises(DataValidationError) as err:
         read_time(ds)
     # by hand: 1 January 1993 + 400 days = 5 February 1994 (1993 has 365 days, then 31 of January 1994)
@@ -188,11 +201,11 @@ def test_cmems_daily_two_years_with_one_day_missing_is_refused_naming_it(tmp_pat
 
 def test_a_duplicated_month_is_refused_naming_it():
     t = pd.date_range("2000-01-01", periods=24, freq="MS")
-    t = t.insert(6, t[5])     # June 2000 twice, as a concatenation of overlapping downloads leaves it
+    t = t.insert(6, t[5])  # June 2000 twice, as a concatenation of overlapping downloads leaves it
     ds = xr.Dataset({"sst": ("time", np.zeros(25), {"units": "degC"})}, coords={"time": t})
     with pytest.raises(DataValidationError, match=r"repeated stamp: 2000-06-01 then 2000-06-01.*drop_duplicates"):
         read_time(ds)
-    assert time_axis(ds.drop_duplicates("time")).n == 24   # the fix it names works
+    assert time_axis(ds.drop_duplicates("time")).n == 24  # the fix it names works
 
 
 def test_pentad_product_climatology_has_one_phase_per_pentad_of_the_year():
@@ -215,9 +228,11 @@ def test_pentad_product_climatology_has_one_phase_per_pentad_of_the_year():
 
 
 def test_days_since_year_one_decoded_as_cftime_decodes_it_without_warnings():
-    days = np.array([14.0, 45.0, 73.0, 104.0, 134.0])   # the 15th of January .. May of year 1
-    ds = xr.Dataset({"sst": ("time", np.zeros(5), {"units": "degC"})},
-                    coords={"time": ("time", days, {"units": "days since 0001-01-01", "calendar": "standard"})})
+    days = np.array([14.0, 45.0, 73.0, 104.0, 134.0])  # the 15th of January .. May of year 1
+    ds = xr.Dataset(
+        {"sst": ("time", np.zeros(5), {"units": "degC"})},
+        coords={"time": ("time", days, {"units": "days since 0001-01-01", "calendar": "standard"})},
+    )
     reading = Reading("")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -227,9 +242,12 @@ def test_days_since_year_one_decoded_as_cftime_decodes_it_without_warnings():
 
 
 def test_int64_months_since_in_a_360_day_calendar_is_read():
-    ds = xr.Dataset({"sst": ("time", np.zeros(24), {"units": "degC"})},
-                    coords={"time": ("time", np.arange(24, dtype=np.int64),
-                                     {"units": "months since 1990-01-01", "calendar": "360_day"})})
+    ds = xr.Dataset(
+        {"sst": ("time", np.zeros(24), {"units": "degC"})},
+        coords={
+            "time": ("time", np.arange(24, dtype=np.int64), {"units": "months since 1990-01-01", "calendar": "360_day"})
+        },
+    )
     out = read_time(ds)
     assert list(out["time"].values) == list(cftime.num2date(np.arange(24), "months since 1990-01-01", "360_day"))
     assert time_axis(out).words(6) == "6 months"
@@ -237,9 +255,12 @@ def test_int64_months_since_in_a_360_day_calendar_is_read():
 
 @pytest.mark.parametrize("calendar", ["standard", "noleap"])
 def test_months_since_in_a_real_calendar_is_refused_with_a_fix_that_works(calendar):
-    ds = xr.Dataset({"sst": ("time", np.zeros(24), {"units": "degC"})},
-                    coords={"time": ("time", np.arange(24, dtype=np.int64),
-                                     {"units": "months since 1990-01-01", "calendar": calendar})})
+    ds = xr.Dataset(
+        {"sst": ("time", np.zeros(24), {"units": "degC"})},
+        coords={
+            "time": ("time", np.arange(24, dtype=np.int64), {"units": "months since 1990-01-01", "calendar": calendar})
+        },
+    )
     with pytest.raises(DataValidationError, match="only in the 360_day calendar") as err:
         read_time(ds)
     msg = str(err.value)
@@ -264,14 +285,17 @@ def test_cesm_month_means_stamped_at_the_month_end_are_dated_by_their_month(tmp_
     # last instants; read as stamped, every month was one month late (its climatology, its heatwave season)
     path = _pop_stamped_at_month_ends(truth, tmp_path)
     raw = xr.open_dataset(path)
-    assert raw["time"].dt.month.values[0] == 2                # as stamped
+    assert raw["time"].dt.month.values[0] == 2  # as stamped
     reading = Reading("")
     out = open_store(path, validate_schema=False, reading=reading)
     # by hand: the middle of January in noleap is 16 January 12:00, of February 15 February 00:00
     assert out["time"].values[0] == cftime.DatetimeNoLeap(2000, 1, 16, 12)
     assert out["time"].values[1] == cftime.DatetimeNoLeap(2000, 2, 15, 0)
     assert list(out["time"].dt.month.values[:13]) == [*range(1, 13), 1]
-    assert "time_bound" in reading.sections["time"]["stamps"] and reading.sections["time"]["first"] == "2000-01-16T12:00:00"
+    assert (
+        "time_bound" in reading.sections["time"]["stamps"]
+        and reading.sections["time"]["first"] == "2000-01-16T12:00:00"
+    )
     # the tendency uses the months' own lengths between the middles (hand count: 31/2 + 28/2 days)
     s = cftime.date2num(out["time"].values, "seconds since 2000-01-01", calendar="noleap")
     assert s[1] - s[0] == 29.5 * 86400
@@ -298,10 +322,11 @@ def _on(truth, lat, lon, *, ascending=True) -> xr.Dataset:
 
 def test_regional_box_across_the_dateline_on_minus_180_180(tmp_path, truth):
     lon = np.linspace(120.0, 260.0, 10)
-    lon = np.where(lon > 180, lon - 360, lon)                 # 120 .. 180, -164.4 .. -100
+    lon = np.where(lon > 180, lon - 360, lon)  # 120 .. 180, -164.4 .. -100
     reading = Reading("")
-    out = open_store(pf.write_netcdf(_on(truth, LAT, lon), tmp_path / "pacific.nc"), validate_schema=False,
-                     reading=reading)
+    out = open_store(
+        pf.write_netcdf(_on(truth, LAT, lon), tmp_path / "pacific.nc"), validate_schema=False, reading=reading
+    )
     assert np.all(np.diff(out["lon"].values) > 0) and out["lon"].attrs["periodic"] == 0
     assert "dateline" in reading.sections["grid"]["longitude"]
     _assert_terms(out, LAT, lon)
@@ -309,8 +334,9 @@ def test_regional_box_across_the_dateline_on_minus_180_180(tmp_path, truth):
 
 def test_latitudes_north_to_south(tmp_path, truth):
     lon = np.linspace(200.0, 250.0, 10)
-    out = open_store(pf.write_netcdf(_on(truth, LAT[::-1], lon, ascending=False), tmp_path / "ns.nc"),
-                     validate_schema=False)
+    out = open_store(
+        pf.write_netcdf(_on(truth, LAT[::-1], lon, ascending=False), tmp_path / "ns.nc"), validate_schema=False
+    )
     assert out["lat"].values[0] == 50.0
     _assert_terms(out, LAT[::-1], lon)
 
@@ -322,21 +348,24 @@ def test_a_quarter_degree_global_grid_coarsened_is_periodic_with_the_seam_a_neig
     lat = np.arange(-30.0, 31.0, 2.0)
     la, lo = np.meshgrid(np.deg2rad(lat), np.deg2rad(lon), indexing="ij")
     t = np.cos(la) * np.cos(lo) + 0.3 * np.sin(2 * la) * np.sin(lo)
-    ds = xr.Dataset({"tos": (("time", "lat", "lon"), t[None], {"units": "degC"})},
-                    coords={"time": [0.0], "lat": lat, "lon": lon})
+    ds = xr.Dataset(
+        {"tos": (("time", "lat", "lon"), t[None], {"units": "degC"})}, coords={"time": [0.0], "lat": lat, "lon": lon}
+    )
     out = read_grid(ds)
     assert out["lon"].attrs["periodic"] == 1
     from ocean import concepts
+
     gx, _ = concepts.gradient(out["tos"].isel(time=0))
     truth_x = (-np.cos(la) * np.sin(lo) + 0.3 * np.sin(2 * la) * np.cos(lo)) / (R_EARTH * np.cos(la))
     # second order: (2.5 degrees)^2 / 6 ~ 3e-4 of the derivative, at the seam as everywhere
-    np.testing.assert_allclose(gx.values[:, [0, 1, -2, -1]], truth_x[:, [0, 1, -2, -1]], rtol=0,
-                               atol=1e-3 * np.abs(truth_x).max())
+    np.testing.assert_allclose(
+        gx.values[:, [0, 1, -2, -1]], truth_x[:, [0, 1, -2, -1]], rtol=0, atol=1e-3 * np.abs(truth_x).max()
+    )
 
 
 def test_a_repeated_0_and_360_column_is_dropped_once_and_the_grid_wraps(tmp_path, truth):
-    lon = np.linspace(0.0, 360.0, 10)          # 40-degree columns, the last repeating the first
-    ds = _on(truth, LAT, lon).copy(deep=True)   # the fixture's arrays are the truth's own: not written into
+    lon = np.linspace(0.0, 360.0, 10)  # 40-degree columns, the last repeating the first
+    ds = _on(truth, LAT, lon).copy(deep=True)  # the fixture's arrays are the truth's own: not written into
     for v in ds.data_vars:
         if "lon" in ds[v].dims:
             ds[v][{"lon": -1}] = ds[v][{"lon": 0}]
@@ -368,17 +397,31 @@ def test_rotated_pole_grid_gradient_along_its_own_lines(pole_lon):
         return np.cos(la) * np.cos(lo) + 0.3 * np.sin(2 * la) * np.sin(lo)
 
     ds = xr.Dataset(
-        {"tos": (("time", "rlat", "rlon"), temp(lat, lon)[None], {"units": "degC", "grid_mapping": "rotated_pole"}),
-         "rotated_pole": ((), 0, {"grid_mapping_name": "rotated_latitude_longitude",
-                                  "grid_north_pole_latitude": 39.25, "grid_north_pole_longitude": pole_lon})},
-        coords={"time": [0.0], "rlat": ("rlat", rlat, {"standard_name": "grid_latitude", "units": "degrees"}),
-                "rlon": ("rlon", rlon, {"standard_name": "grid_longitude", "units": "degrees"}),
-                "lat": (("rlat", "rlon"), lat, {"standard_name": "latitude", "units": "degrees_north"}),
-                "lon": (("rlat", "rlon"), lon, {"standard_name": "longitude", "units": "degrees_east"})})
+        {
+            "tos": (("time", "rlat", "rlon"), temp(lat, lon)[None], {"units": "degC", "grid_mapping": "rotated_pole"}),
+            "rotated_pole": (
+                (),
+                0,
+                {
+                    "grid_mapping_name": "rotated_latitude_longitude",
+                    "grid_north_pole_latitude": 39.25,
+                    "grid_north_pole_longitude": pole_lon,
+                },
+            ),
+        },
+        coords={
+            "time": [0.0],
+            "rlat": ("rlat", rlat, {"standard_name": "grid_latitude", "units": "degrees"}),
+            "rlon": ("rlon", rlon, {"standard_name": "grid_longitude", "units": "degrees"}),
+            "lat": (("rlat", "rlon"), lat, {"standard_name": "latitude", "units": "degrees_north"}),
+            "lon": (("rlat", "rlon"), lon, {"standard_name": "longitude", "units": "degrees_east"}),
+        },
+    )
     reading = Reading("")
     out = read_grid(ds, reading)
     assert reading.sections["grid"]["type"].startswith("curvilinear")
     from ocean import concepts
+
     gi, gj = concepts.gradient(out["tos"].isel(time=0))
     # truth: the directional derivative along the rlon (i) and rlat (j) lines, by a 1e-5-degree step of
     # this file's rotation over the haversine distance
@@ -400,7 +443,7 @@ def test_rotated_pole_grid_gradient_along_its_own_lines(pole_lon):
 @pytest.mark.parametrize("symmetric", [False, True], ids=["xq-nx", "xq-nx+1"])
 def test_mom6_currents_on_xq_of_nx_or_nx_plus_one(tmp_path, truth, symmetric):
     ds = pf.mom6(truth)
-    if symmetric:   # symmetric memory: one more face, the first on the west (south) edge
+    if symmetric:  # symmetric memory: one more face, the first on the west (south) edge
         xq, yq = ds["xq"].values, ds["yq"].values
         xq = np.r_[2 * xq[0] - xq[1], xq]
         yq = np.r_[2 * yq[0] - yq[1], yq]
@@ -411,10 +454,16 @@ def test_mom6_currents_on_xq_of_nx_or_nx_plus_one(tmp_path, truth, symmetric):
         new = ds.drop_vars(["uo", "vo", "taux", "tauy", "xq", "yq"])
         new["uo"] = (("time", "z_l", "yh", "xq"), np.repeat(u[:, None], nz, 1), ds["uo"].attrs)
         new["vo"] = (("time", "z_l", "yq", "xh"), np.repeat(v[:, None], nz, 1), ds["vo"].attrs)
-        new["taux"] = (("time", "yh", "xq"), np.concatenate([ds["taux"].values[..., :1], ds["taux"].values], -1),
-                       ds["taux"].attrs)
-        new["tauy"] = (("time", "yq", "xh"), np.concatenate([ds["tauy"].values[:, :1], ds["tauy"].values], 1),
-                       ds["tauy"].attrs)
+        new["taux"] = (
+            ("time", "yh", "xq"),
+            np.concatenate([ds["taux"].values[..., :1], ds["taux"].values], -1),
+            ds["taux"].attrs,
+        )
+        new["tauy"] = (
+            ("time", "yq", "xh"),
+            np.concatenate([ds["tauy"].values[:, :1], ds["tauy"].values], 1),
+            ds["tauy"].attrs,
+        )
         ds = new.assign_coords(xq=("xq", xq, ds["xq"].attrs), yq=("yq", yq, ds["yq"].attrs))
     assert ds.sizes["xq"] == ds.sizes["xh"] + int(symmetric)
     reading = Reading("")
@@ -429,13 +478,17 @@ def test_mom6_currents_on_xq_of_nx_or_nx_plus_one(tmp_path, truth, symmetric):
 
 def test_nemo_mesh_mask_with_only_a_3d_tmask(tmp_path, truth):
     bottom = np.full((8, 10), 5)
-    bottom[2, 4] = 0     # a column dry from the surface: land in the mesh mask, whatever the product holds
+    bottom[2, 4] = 0  # a column dry from the surface: land in the mesh mask, whatever the product holds
     mm = pf.mesh_mask(truth, bottom=bottom).drop_vars("tmaskutil")
     mm.to_netcdf(tmp_path / "mesh_mask.nc")
     reading = Reading("")
-    out = open_store(pf.write_netcdf(pf.oras5(truth), tmp_path / "oras5.nc"), validate_schema=False,
-                     mesh_mask=tmp_path / "mesh_mask.nc", reading=reading)
-    want = truth["mask"].values.astype(bool) & (bottom > 0)   # by hand: the surface level's wet columns
+    out = open_store(
+        pf.write_netcdf(pf.oras5(truth), tmp_path / "oras5.nc"),
+        validate_schema=False,
+        mesh_mask=tmp_path / "mesh_mask.nc",
+        reading=reading,
+    )
+    want = truth["mask"].values.astype(bool) & (bottom > 0)  # by hand: the surface level's wet columns
     np.testing.assert_array_equal(out["mask"].values.astype(bool), want)
     assert reading.sections["mask"]["ocean cells"] == str(int(want.sum()))
     assert "3-D tmask" in reading.sections["mask"]["from"]
@@ -457,8 +510,10 @@ def _assert_curvilinear_terms(one: xr.Dataset, lat, lon) -> None:
 def _zeroed(truth, where):
     ds = pf.oras5(truth, with_3d=True)
     la, lo = ds["nav_lat"].values.copy(), ds["nav_lon"].values.copy()
-    la[where], lo[where] = 0.0, 0.0     # NEMO's eliminated land processors
-    return ds.assign_coords(nav_lat=(("y", "x"), la, ds["nav_lat"].attrs), nav_lon=(("y", "x"), lo, ds["nav_lon"].attrs))
+    la[where], lo[where] = 0.0, 0.0  # NEMO's eliminated land processors
+    return ds.assign_coords(
+        nav_lat=(("y", "x"), la, ds["nav_lat"].attrs), nav_lon=(("y", "x"), lo, ds["nav_lon"].attrs)
+    )
 
 
 def test_nemo_positions_zeroed_on_land_are_mended_from_the_mesh_mask(tmp_path, truth):
@@ -468,8 +523,12 @@ def test_nemo_positions_zeroed_on_land_are_mended_from_the_mesh_mask(tmp_path, t
     mm["gphit"] = (("t", "y", "x"), mm["nav_lat"].values[None].astype(float))
     mm.to_netcdf(tmp_path / "mesh_mask.nc")
     reading = Reading("")
-    out = open_store(pf.write_netcdf(_zeroed(truth, land), tmp_path / "oras5.nc"), validate_schema=False,
-                     mesh_mask=tmp_path / "mesh_mask.nc", reading=reading)
+    out = open_store(
+        pf.write_netcdf(_zeroed(truth, land), tmp_path / "oras5.nc"),
+        validate_schema=False,
+        mesh_mask=tmp_path / "mesh_mask.nc",
+        reading=reading,
+    )
     assert "from the mesh mask's gphit, glamt" in reading.sections["grid"]["positions"]
     np.testing.assert_allclose(out["nav_lat"].values[land], mm["gphit"].values[0][land])
     # q_geo read 36 % off next to the zeroed points (half the great-circle distance to (0, 0) as a spacing);
@@ -479,17 +538,18 @@ def test_nemo_positions_zeroed_on_land_are_mended_from_the_mesh_mask(tmp_path, t
 
 def test_nemo_positions_zeroed_inside_a_regular_grid_are_mended_from_its_rows_and_columns(tmp_path, truth):
     where = ~truth["mask"].values.astype(bool)
-    where[:, :2] = False                  # the island's two points; every row and column keeps a position
+    where[:, :2] = False  # the island's two points; every row and column keeps a position
     reading = Reading("")
-    out = open_store(pf.write_netcdf(_zeroed(truth, where), tmp_path / "oras5.nc"), validate_schema=False,
-                     reading=reading)
+    out = open_store(
+        pf.write_netcdf(_zeroed(truth, where), tmp_path / "oras5.nc"), validate_schema=False, reading=reading
+    )
     assert reading.sections["grid"]["type"].startswith("regular")
     assert reading.sections["grid"]["positions"].startswith("2 point(s)")
-    _assert_terms(out, truth["lat"].values, truth["lon"].values, rtol=1e-6)    # float32 positions
+    _assert_terms(out, truth["lat"].values, truth["lon"].values, rtol=1e-6)  # float32 positions
 
 
 def test_nemo_positions_zeroed_without_a_mesh_mask_are_refused(tmp_path, truth):
-    land = ~truth["mask"].values.astype(bool)      # whole columns zeroed: no row / column gives them back
+    land = ~truth["mask"].values.astype(bool)  # whole columns zeroed: no row / column gives them back
     with pytest.raises(DimensionError, match=r"18 point\(s\) .*\(0, 0\).*Fix: give the grid's mesh mask") as err:
         open_store(pf.write_netcdf(_zeroed(truth, land), tmp_path / "oras5.nc"), validate_schema=False)
     assert "\n" not in str(err.value)
@@ -499,8 +559,10 @@ def test_a_true_grid_point_at_0_0_is_kept():
     # a global 1-degree grid with centres on whole degrees has a point at (0, 0): its neighbours are a degree away
     lat, lon = np.arange(-3.0, 4.0), np.arange(-4.0, 5.0)
     la, lo = np.meshgrid(lat, lon, indexing="ij")
-    ds = xr.Dataset({"tos": (("time", "y", "x"), np.ones((1, *la.shape)), {"units": "degC"})},
-                    coords={"time": [0.0], "nav_lat": (("y", "x"), la), "nav_lon": (("y", "x"), lo)})
+    ds = xr.Dataset(
+        {"tos": (("time", "y", "x"), np.ones((1, *la.shape)), {"units": "degC"})},
+        coords={"time": [0.0], "nav_lat": (("y", "x"), la), "nav_lon": (("y", "x"), lo)},
+    )
     reading = Reading("")
     out = read_grid(ds, reading)
     assert "positions" not in reading.sections["grid"]
@@ -524,22 +586,31 @@ def _rotated_product(pole_lon: float, stress_names: tuple[str, str], *, north_to
     (east / north components by physics), 3 months, constant mixed layer."""
     rlat, rlon = np.arange(20.0, 36.1, 0.5), np.arange(20.0, 36.1, 0.5)
     RL, RO = np.meshgrid(rlat, rlon, indexing="ij")
-    lat, lon = _rotate(RL, RO, 20.0, pole_lon)     # the i axis 22..43 degrees from east
+    lat, lon = _rotate(RL, RO, 20.0, pole_lon)  # the i axis 22..43 degrees from east
     fields = _rotated_fields(lat, lon)
     time = xr.date_range("2000-01-01", periods=3, freq="MS", calendar="360_day", use_cftime=True)
     dims = ("time", "rlat", "rlon")
     three = lambda a: np.repeat(a[None], 3, 0)  # noqa: E731
     ds = xr.Dataset(
-        {"tos": (dims, three(fields["t"]), {"standard_name": "sea_surface_temperature", "units": "degC"}),
-         "zos": (dims, three(fields["eta"]), {"standard_name": "sea_surface_height_above_geoid", "units": "m"}),
-         "mlotst": (dims, np.full((3, *lat.shape), 40.0), {"standard_name": "ocean_mixed_layer_thickness_defined_by_sigma_t",
-                                                           "units": "m"}),
-         "tauuo": (dims, three(fields["tau_e"]), {"standard_name": stress_names[0], "units": "N m-2"}),
-         "tauvo": (dims, three(fields["tau_n"]), {"standard_name": stress_names[1], "units": "N m-2"})},
-        coords={"time": time, "rlat": ("rlat", rlat, {"standard_name": "grid_latitude", "units": "degrees"}),
-                "rlon": ("rlon", rlon, {"standard_name": "grid_longitude", "units": "degrees"}),
-                "lat": (("rlat", "rlon"), lat, {"standard_name": "latitude", "units": "degrees_north"}),
-                "lon": (("rlat", "rlon"), lon, {"standard_name": "longitude", "units": "degrees_east"})})
+        {
+            "tos": (dims, three(fields["t"]), {"standard_name": "sea_surface_temperature", "units": "degC"}),
+            "zos": (dims, three(fields["eta"]), {"standard_name": "sea_surface_height_above_geoid", "units": "m"}),
+            "mlotst": (
+                dims,
+                np.full((3, *lat.shape), 40.0),
+                {"standard_name": "ocean_mixed_layer_thickness_defined_by_sigma_t", "units": "m"},
+            ),
+            "tauuo": (dims, three(fields["tau_e"]), {"standard_name": stress_names[0], "units": "N m-2"}),
+            "tauvo": (dims, three(fields["tau_n"]), {"standard_name": stress_names[1], "units": "N m-2"}),
+        },
+        coords={
+            "time": time,
+            "rlat": ("rlat", rlat, {"standard_name": "grid_latitude", "units": "degrees"}),
+            "rlon": ("rlon", rlon, {"standard_name": "grid_longitude", "units": "degrees"}),
+            "lat": (("rlat", "rlon"), lat, {"standard_name": "latitude", "units": "degrees_north"}),
+            "lon": (("rlat", "rlon"), lon, {"standard_name": "longitude", "units": "degrees_east"}),
+        },
+    )
     return ds.isel(rlat=slice(None, None, -1)) if north_to_south else ds
 
 
@@ -549,17 +620,28 @@ def _rotated_fields(lat, lon) -> dict:
     t = 15 + 5 * (np.cos(la) * np.cos(lo) + 0.3 * np.sin(2 * la) * np.sin(lo))
     dt_e = 5 * (-np.cos(la) * np.sin(lo) + 0.3 * np.sin(2 * la) * np.cos(lo)) / (R_EARTH * np.cos(la))
     dt_n = 5 * (-np.sin(la) * np.cos(lo) + 0.6 * np.cos(2 * la) * np.sin(lo)) / R_EARTH
-    return {"t": t, "eta": 0.0 * t, "tau_e": 0.1 * np.cos(la), "tau_n": 0.05 + 0.05 * np.sin(lo), "dt_e": dt_e,
-            "dt_n": dt_n}
+    return {
+        "t": t,
+        "eta": 0.0 * t,
+        "tau_e": 0.1 * np.cos(la),
+        "tau_n": 0.05 + 0.05 * np.sin(lo),
+        "dt_e": dt_e,
+        "dt_n": dt_n,
+    }
 
 
 @pytest.mark.parametrize("north_to_south", [False, True], ids=["rows-south-to-north", "rows-north-to-south"])
 @pytest.mark.parametrize("pole_lon", [-162.0, -31.0], ids=["indian-ocean", "across-the-dateline"])
-def test_eastward_northward_stress_on_a_rotated_grid_gives_the_geographic_ekman_term(tmp_path, pole_lon, north_to_south):
+def test_eastward_northward_stress_on_a_rotated_grid_gives_the_geographic_ekman_term(
+    tmp_path, pole_lon, north_to_south
+):
     # the operators work along the grid's i / j axes: east / north stresses used as grid components were
     # off by the grid's turn from east (here 22-43 degrees: q_ekman 5-17 % off); rows north to south flipped the cross product's sign
-    ds = _rotated_product(pole_lon, ("surface_downward_eastward_stress", "surface_downward_northward_stress"),
-                          north_to_south=north_to_south)
+    ds = _rotated_product(
+        pole_lon,
+        ("surface_downward_eastward_stress", "surface_downward_northward_stress"),
+        north_to_south=north_to_south,
+    )
     reading = Reading("")
     out = open_store(pf.write_netcdf(ds, tmp_path / "cordex.nc"), validate_schema=False, reading=reading)
     assert "turned to the grid's i / j axes" in reading.sections["grid"]["vectors"]
@@ -597,8 +679,11 @@ def test_a_curvilinear_grid_stored_north_to_south_keeps_the_geostrophic_sign(tmp
     ds["e1t"] = (("y", "x"), R_EARTH * np.cos(np.deg2rad(la2)) * np.deg2rad(np.diff(lon).mean()), {"units": "m"})
     ds["e2t"] = (("y", "x"), np.full(la2.shape, R_EARTH * np.deg2rad(np.diff(lat).mean())), {"units": "m"})
     reading = Reading("")
-    out = open_store(pf.write_netcdf(ds.isel(y=slice(None, None, -1)), tmp_path / "oras5_ns.nc"),
-                     validate_schema=False, reading=reading)
+    out = open_store(
+        pf.write_netcdf(ds.isel(y=slice(None, None, -1)), tmp_path / "oras5_ns.nc"),
+        validate_schema=False,
+        reading=reading,
+    )
     assert "reversed" in reading.sections["grid"]["j axis"]
     assert out["nav_lat"].values[0, 0] < out["nav_lat"].values[-1, 0]
     # float32 nav_lat; face factors the mean of two T points' (O(dlat^2) in q_diff)
@@ -621,11 +706,14 @@ def test_a_global_grid_with_a_two_column_halo_reads_each_longitude_once_and_wrap
     lon = np.arange(-1.0, 361.5, 1.0)
     lat = np.arange(-20.0, 21.0, 2.0)
     la, lo = np.meshgrid(np.deg2rad(lat), np.deg2rad(lon), indexing="ij")
-    ds = xr.Dataset({"tos": (("time", "lat", "lon"), (np.cos(la) * np.cos(lo))[None], {"units": "degC"})},
-                    coords={"time": [0.0], "lat": lat, "lon": lon})
+    ds = xr.Dataset(
+        {"tos": (("time", "lat", "lon"), (np.cos(la) * np.cos(lo))[None], {"units": "degC"})},
+        coords={"time": [0.0], "lat": lat, "lon": lon},
+    )
     out = read_grid(ds)
     assert out.sizes["lon"] == 360 and out["lon"].attrs["periodic"] == 1
     from ocean import concepts
+
     gx, _ = concepts.gradient(out["tos"].isel(time=0))
     la, lo = np.meshgrid(np.deg2rad(lat), np.deg2rad(out["lon"].values), indexing="ij")
     truth_x = -np.sin(lo) / R_EARTH
@@ -636,10 +724,18 @@ def test_a_file_with_months_since_in_a_real_calendar_is_refused_by_cf_rule_not_a
     """xarray cannot decode it on open; the reader opens the time raw and refuses it by CF's rule."""
     from ocean.products import open_store
 
-    ds = xr.Dataset({"sst": (("time", "lat", "lon"), np.zeros((24, 2, 3)), {"units": "degC"})},
-                    coords={"time": ("time", np.arange(24, dtype=np.int64),
-                                     {"units": "months since 1990-01-01", "calendar": "standard"}),
-                            "lat": ("lat", [0.0, 1.0]), "lon": ("lon", [0.0, 1.0, 2.0])})
+    ds = xr.Dataset(
+        {"sst": (("time", "lat", "lon"), np.zeros((24, 2, 3)), {"units": "degC"})},
+        coords={
+            "time": (
+                "time",
+                np.arange(24, dtype=np.int64),
+                {"units": "months since 1990-01-01", "calendar": "standard"},
+            ),
+            "lat": ("lat", [0.0, 1.0]),
+            "lon": ("lon", [0.0, 1.0, 2.0]),
+        },
+    )
     path = tmp_path / "months.nc"
     ds.to_netcdf(path)
     with pytest.raises(DataValidationError, match="only in the 360_day calendar") as err:

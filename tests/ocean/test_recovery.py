@@ -29,13 +29,21 @@ def unit(c_pred, c_true, regime, seed=0, head=None, head_true=None) -> xr.Datase
     """A unit with what :func:`recovery.recovery` reads (as :func:`training.train_unit` writes it)."""
     names = [*PRESCRIBED, "free_0"][: c_pred.shape[1]]
     u = xr.Dataset(
-        {"c_true": (("sample", "true_concept", "lat", "lon"), c_true),
-         "c_pred": (("sample", "concept", "lat", "lon"), c_pred),
-         "head_weight": ("concept", np.ones(len(names)) if head is None else np.asarray(head, float)),
-         "mask": (("lat", "lon"), np.ones((NY, NX), np.int8))},
-        coords={"sample": np.arange(NS), "time": ("sample", pd.date_range("2001-01-01", periods=NS, freq="MS")),
-                "member": ("sample", np.zeros(NS, int)), "concept": names, "true_concept": list(CONCEPTS)},
-        attrs={"regime": regime, "seed": seed})
+        {
+            "c_true": (("sample", "true_concept", "lat", "lon"), c_true),
+            "c_pred": (("sample", "concept", "lat", "lon"), c_pred),
+            "head_weight": ("concept", np.ones(len(names)) if head is None else np.asarray(head, float)),
+            "mask": (("lat", "lon"), np.ones((NY, NX), np.int8)),
+        },
+        coords={
+            "sample": np.arange(NS),
+            "time": ("sample", pd.date_range("2001-01-01", periods=NS, freq="MS")),
+            "member": ("sample", np.zeros(NS, int)),
+            "concept": names,
+            "true_concept": list(CONCEPTS),
+        },
+        attrs={"regime": regime, "seed": seed},
+    )
     if head_true is not None:
         u["head_weight_true"] = ("concept", np.r_[head_true, [np.nan] * (len(names) - len(head_true))])
     return u
@@ -115,10 +123,10 @@ def test_head_weights_against_the_budget_and_the_counting_of_contrasts(truth):
         # mixed: weights 10 % high (relative L1 error 0.10 <= 0.25); prescription-only: q_entr weight halved
         # (error 0.6 / 2.0 = 0.30 > 0.25)
         units[("mixed", s)] = unit(truth.copy(), truth, "mixed", s, head=[*(1.1 * w_true), 0.2], head_true=w_true)
-        units[("prescription_only", s)] = unit(truth[:, :5].copy(), truth, "prescription_only", s,
-                                               head=w_true * [1, 1, 1, 0.5, 1], head_true=w_true)
-        units[("prediction_only", s)] = unit(noisy, truth, "prediction_only", s, head=[*w_true, 0.1],
-                                             head_true=w_true)
+        units[("prescription_only", s)] = unit(
+            truth[:, :5].copy(), truth, "prescription_only", s, head=w_true * [1, 1, 1, 0.5, 1], head_true=w_true
+        )
+        units[("prediction_only", s)] = unit(noisy, truth, "prediction_only", s, head=[*w_true, 0.1], head_true=w_true)
     rec = recovery.recovery(units)
     head = recovery.HEAD
     assert float(cell(rec, head)["recovery_estimate"]) == pytest.approx(0.1, abs=1e-12)
@@ -150,8 +158,9 @@ def test_the_result_is_labelled_and_round_trips(truth, tmp_path):
 
 def test_seeds_on_different_test_samples_are_refused(truth):
     a = unit(truth.copy(), truth, "mixed", 0)
-    b = unit(truth.copy(), truth, "mixed", 1).assign_coords(time=("sample", pd.date_range("2005-01-01", periods=NS,
-                                                                                         freq="MS")))
+    b = unit(truth.copy(), truth, "mixed", 1).assign_coords(
+        time=("sample", pd.date_range("2005-01-01", periods=NS, freq="MS"))
+    )
     with pytest.raises(ValueError, match="same test split"):
         recovery.recovery({("mixed", 0): a, ("mixed", 1): b})
 
@@ -173,8 +182,18 @@ def tiny_world(hidden: str) -> xr.Dataset:
 def train_mixed(ds, tmp_path, name):
     store = data.write_zarr(data.validate(ds), tmp_path / f"{name}.zarr", time_chunk=10)
     # L2 and lambda 0.8 -> 0.5 as in test_training (converges in 25 epochs on this exact linear world)
-    cfg = StudyConfig(synth={}, window=2, lead=1, epochs=25, lr=5e-3, batch_size=8, width=16,
-                                 fractions=[0.6, 0.2, 0.2], loss="l2", lam_min=0.5)
+    cfg = StudyConfig(
+        synth={},
+        window=2,
+        lead=1,
+        epochs=25,
+        lr=5e-3,
+        batch_size=8,
+        width=16,
+        fractions=[0.6, 0.2, 0.2],
+        loss="l2",
+        lam_min=0.5,
+    )
     return training.train_unit(dataclasses.asdict(cfg), "mixed", 0, str(store), str(tmp_path / f"ck_{name}"))
 
 
@@ -202,9 +221,12 @@ def test_the_free_concept_recovers_the_planted_flux_and_not_an_absent_one(traine
 
 
 def test_the_ocean_demo_writes_the_planted_truth_line_and_findings(trained, tmp_path, monkeypatch):
-    units = {("mixed", 0): trained["on"], ("mixed", 1): trained["on"],
-             ("prescription_only", 0): trained["off"].drop_sel(concept="free_0"),
-             ("prescription_only", 1): trained["off"].drop_sel(concept="free_0")}
+    units = {
+        ("mixed", 0): trained["on"],
+        ("mixed", 1): trained["on"],
+        ("prescription_only", 0): trained["off"].drop_sel(concept="free_0"),
+        ("prescription_only", 1): trained["off"].drop_sel(concept="free_0"),
+    }
     monkeypatch.setattr(ocean_run, "run_study", lambda cfg, out, **kw: (evidence.analyse(units), units))
     ocean_study.OceanStudy().demo(tmp_path, quick=True)
     lines = (tmp_path / "recovery.txt").read_text().splitlines()

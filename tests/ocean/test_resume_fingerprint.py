@@ -17,8 +17,7 @@ from scimech.run.fingerprint import read_fingerprint
 from scimech.run.results import UnitStore
 
 SMALL = dict(n_members=1, years=3, ny=8, nx=10)
-STUDY = dict(window=2, lead=1, epochs=1, batch_size=8, width=4, regimes=["mixed"], seeds=[0],
-             fractions=[0.6, 0.2, 0.2])
+STUDY = dict(window=2, lead=1, epochs=1, batch_size=8, width=4, regimes=["mixed"], seeds=[0], fractions=[0.6, 0.2, 0.2])
 
 
 def _boom(**kw):
@@ -52,10 +51,10 @@ def test_a_changed_data_file_sets_the_units_aside(tmp_path, monkeypatch):
     stale = out / f"stale-{fp}"
     assert read_fingerprint(out) != fp and (stale / "summary.nc").exists()
     old_store = UnitStore(stale / "units")
-    assert old_store.keys() == ["mixed/seed=0"]                     # the old unit, kept aside
+    assert old_store.keys() == ["mixed/seed=0"]  # the old unit, kept aside
     old = old_store.load("mixed/seed=0")
     y_new, y_old = new[("mixed", 0)]["y_true"].values, old["y_true"].values
-    assert not np.allclose(y_new, y_old, equal_nan=True)             # scored against the new data
+    assert not np.allclose(y_new, y_old, equal_nan=True)  # scored against the new data
     assert np.nanmax(np.abs(y_new - y_old)) == pytest.approx(100.0, rel=1e-3)
 
 
@@ -67,14 +66,13 @@ def test_a_changed_generator_sets_the_units_aside(tmp_path, monkeypatch):
     before = data.open_zarr(out / "ocean.zarr")["q_hidden"].values
     # the same settings, a generator whose hidden flux is twice as strong
     gen = synthetic.generate
-    monkeypatch.setattr(run, "generate",
-                        lambda c: gen(dataclasses.replace(c, hidden_coeff=2 * c.hidden_coeff)))
+    monkeypatch.setattr(run, "generate", lambda c: gen(dataclasses.replace(c, hidden_coeff=2 * c.hidden_coeff)))
     with pytest.warns(UserWarning, match=rf"fingerprint {fp}, now \w+; changed: data"):
         _, units = run.run_study(cfg, out)
     stale = out / f"stale-{fp}"
     np.testing.assert_array_equal(data.open_zarr(stale / "ocean.zarr")["q_hidden"].values, before)
     after = data.open_zarr(out / "ocean.zarr")["q_hidden"].values
-    assert not np.allclose(after, before, equal_nan=True)           # the new generator's ocean is studied
+    assert not np.allclose(after, before, equal_nan=True)  # the new generator's ocean is studied
     old = UnitStore(stale / "units").load("mixed/seed=0")
     assert not np.allclose(units[("mixed", 0)]["c_true"].values, old["c_true"].values, equal_nan=True)
     # rerun with the new generator unchanged: resumed

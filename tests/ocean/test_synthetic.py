@@ -38,8 +38,7 @@ def test_daily_tendency_is_the_difference_of_heat_content(daily):
 
 
 def test_heat_content_is_rho_cp_h_t(daily):
-    np.testing.assert_allclose(daily["mlhc"].values, RHO0 * CP0 * daily["mld"].values * daily["sst"].values,
-                               rtol=1e-12)
+    np.testing.assert_allclose(daily["mlhc"].values, RHO0 * CP0 * daily["mld"].values * daily["sst"].values, rtol=1e-12)
 
 
 def test_diffusion_only_moves_heat(daily):

@@ -21,7 +21,7 @@ GAIN = {"q_surf": 60.0, "q_ekman": -50.0, "q_geo": 40.0, "q_entr": 50.0, "q_diff
 def planted_dataset(seed=0) -> xr.Dataset:
     rng = np.random.default_rng(seed)
     raw = rng.standard_normal((len(INPUTS), NM, NT, NY + 2, NX + 2))
-    smooth = sum(raw[..., i:i + NY, j:j + NX] for i in range(3) for j in range(3)) / 3.0  # unit variance
+    smooth = sum(raw[..., i : i + NY, j : j + NX] for i in range(3) for j in range(3)) / 3.0  # unit variance
     mask = np.ones((NY, NX), np.int8)
     mask[:2, :2] = 0
     t = pd.date_range("2000-01-01", periods=NT, freq="MS")
@@ -36,11 +36,16 @@ def planted_dataset(seed=0) -> xr.Dataset:
         arr[:, 1:] = GAIN[c] * src[:, :-1]
         dv[c] = (("member", "time", "lat", "lon"), arr, dict(VAR_ATTRS[c]))
     dv["dmlhc_dt"] = (("member", "time", "lat", "lon"), sum(dv[c][1] for c in CONCEPTS), dict(VAR_ATTRS["dmlhc_dt"]))
-    dv["mlhc"] = (("member", "time", "lat", "lon"), np.cumsum(dv["dmlhc_dt"][1], 1) * 86400 * 30,
-                  dict(VAR_ATTRS["mlhc"]))
+    dv["mlhc"] = (
+        ("member", "time", "lat", "lon"),
+        np.cumsum(dv["dmlhc_dt"][1], 1) * 86400 * 30,
+        dict(VAR_ATTRS["mlhc"]),
+    )
     dv["mask"] = (("lat", "lon"), mask)
-    ds = xr.Dataset(dv, coords={"member": np.arange(NM), "time": t, "lat": np.linspace(30, 40, NY),
-                                "lon": np.linspace(-40, -30, NX)})
+    ds = xr.Dataset(
+        dv,
+        coords={"member": np.arange(NM), "time": t, "lat": np.linspace(30, 40, NY), "lon": np.linspace(-40, -30, NX)},
+    )
     land = mask == 0
     for v in ds.data_vars:
         if v != "mask":
@@ -57,8 +62,18 @@ def store(tmp_path_factory):
 def test_mixed_training_recovers_planted_concepts(store, tmp_path):
     # L2 loss: the planted maps are exact linear functions, L2 converges in fewer steps than L1
     # lam 0.8 -> 0.5 keeps the concepts supervised to the end of this short run
-    cfg = StudyConfig(synth={}, window=2, lead=1, epochs=25, lr=5e-3, batch_size=8, width=16,
-                                 fractions=[0.6, 0.2, 0.2], loss="l2", lam_min=0.5)
+    cfg = StudyConfig(
+        synth={},
+        window=2,
+        lead=1,
+        epochs=25,
+        lr=5e-3,
+        batch_size=8,
+        width=16,
+        fractions=[0.6, 0.2, 0.2],
+        loss="l2",
+        lam_min=0.5,
+    )
     unit = training.train_unit(dataclasses.asdict(cfg), "mixed", 0, str(store), str(tmp_path / "ck"))
     s = evidence.analyse({("mixed", 0): unit})
     r = s["fidelity_r"].sel(regime="mixed", seed=0).to_series()
@@ -74,8 +89,17 @@ def test_mixed_training_recovers_planted_concepts(store, tmp_path):
 
 
 def test_study_units_resume_and_skip(store, tmp_path, monkeypatch):
-    cfg = StudyConfig(data=str(store), window=2, lead=1, epochs=2, batch_size=8, width=4,
-                                 regimes=["mixed", "prescription_only"], seeds=[0, 1], fractions=[0.6, 0.2, 0.2])
+    cfg = StudyConfig(
+        data=str(store),
+        window=2,
+        lead=1,
+        epochs=2,
+        batch_size=8,
+        width=4,
+        regimes=["mixed", "prescription_only"],
+        seeds=[0, 1],
+        fractions=[0.6, 0.2, 0.2],
+    )
     summary, units = run.run_study(cfg, tmp_path / "run")
     assert set(units) == {("mixed", 0), ("mixed", 1), ("prescription_only", 0), ("prescription_only", 1)}
     assert summary["cka"].dims == ("regime", "seed", "seed_other")
@@ -97,8 +121,7 @@ def test_training_resumes_from_checkpoint(store, tmp_path, monkeypatch):
     from scimech.analysis import concepts
     from scimech.run.results import load_state
 
-    cfg = StudyConfig(data=str(store), window=2, lead=1, epochs=3, batch_size=8, width=4,
-                                 fractions=[0.6, 0.2, 0.2])
+    cfg = StudyConfig(data=str(store), window=2, lead=1, epochs=3, batch_size=8, width=4, fractions=[0.6, 0.2, 0.2])
     full = training.train_unit(dataclasses.asdict(cfg), "mixed", 1, str(store), str(tmp_path / "a"))
     # an interrupted run: killed right after the checkpoint of epoch 2 of 3 was written
     real_save, saved = concepts.save_checkpoint, []
@@ -118,7 +141,7 @@ def test_training_resumes_from_checkpoint(store, tmp_path, monkeypatch):
         training.train_unit(dataclasses.asdict(cfg), "mixed", 1, str(store), str(tmp_path / "b"))
     path = tmp_path / "b" / "mixed_seed1.safetensors"
     ck = load_state(path)
-    assert path.read_bytes()[8:9] == b"{"          # a safetensors header, not a pickle (b"PK" zip / b"\x80")
+    assert path.read_bytes()[8:9] == b"{"  # a safetensors header, not a pickle (b"PK" zip / b"\x80")
     assert ck["epoch"] == 1 and saved == [0, 1]
     # the rerun trains only the missing epoch and ends where the uninterrupted run did
     resumed = training.train_unit(dataclasses.asdict(cfg), "mixed", 1, str(store), str(tmp_path / "b"))
@@ -171,9 +194,9 @@ def test_a_unit_trains_in_a_model_calendar(calendar, tmp_path):
     target = ds["dmlhc_dt"].values
     clim = {m: target[:, train[train % 12 == m]].mean(axis=(0, 1)) for m in range(12)}
     want = np.stack([clim[s % 12] for _ in range(NM) for s in test])
-    np.testing.assert_allclose(unit["y_clim"].values, want, rtol=1e-6)    # float32 store: 1e-6
+    np.testing.assert_allclose(unit["y_clim"].values, want, rtol=1e-6)  # float32 store: 1e-6
     assert [t.calendar for t in unit["time"].values[:1]] == [calendar]
-    assert list(unit["time"].values[:len(test)]) == list(time[test])
+    assert list(unit["time"].values[: len(test)]) == list(time[test])
 
 
 def test_five_years_of_monthly_data_refused_before_training(store, tmp_path):

@@ -21,8 +21,20 @@ from scimech.run.results import UnitStore
 
 # 100 training / 48 test galaxies, one epoch, four intervention chunks of 12 galaxies
 TINY = dict(n_train=100, n_test=48, epochs=1, batch_size=25, n_bootstrap=20, chunk_size=12)
-CLI_SIZES = ["--n-train", "100", "--n-test", "48", "--epochs", "1", "--batch-size", "25", "--n-bootstrap", "20",
-             "--chunk-size", "12"]
+CLI_SIZES = [
+    "--n-train",
+    "100",
+    "--n-test",
+    "48",
+    "--epochs",
+    "1",
+    "--batch-size",
+    "25",
+    "--n-bootstrap",
+    "20",
+    "--chunk-size",
+    "12",
+]
 N_CHUNKS = 4
 # Every unit runs single-threaded (astro.units), so the samples, the trained model and the
 # intervention chunks are bit-identical wherever they ran. The steps the calling process runs
@@ -91,15 +103,14 @@ def test_sigkill_then_rerun_redoes_only_unfinished_units(serial):
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     before = store.keys()
-    assert 1 <= len(chunks_done()) < N_CHUNKS, before            # really killed mid-way
-    assert not (out / "study").exists()                          # nothing that looks like a finished study
-    stamps = {k: store.path(k, "nc" if k.startswith("interventions/") else "json").stat().st_mtime_ns
-              for k in before}
+    assert 1 <= len(chunks_done()) < N_CHUNKS, before  # really killed mid-way
+    assert not (out / "study").exists()  # nothing that looks like a finished study
+    stamps = {k: store.path(k, "nc" if k.startswith("interventions/") else "json").stat().st_mtime_ns for k in before}
     rerun = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     assert "Report:" in rerun.stdout
     assert len(chunks_done()) == N_CHUNKS
-    for k, t in stamps.items():                                  # finished units were not redone
+    for k, t in stamps.items():  # finished units were not redone
         path = store.path(k, "nc" if k.startswith("interventions/") else "json")
         assert path.stat().st_mtime_ns == t, k
     _assert_same(res, load_study(out / "study"))

@@ -138,8 +138,9 @@ def test_wrong_units_are_named(ocean_ds, data):
 
     v = data.draw(st.sampled_from(_validated_vars()))
     exp = EXPECTED_UNITS[v]
-    units = data.draw(st.one_of(st.none(), st.sampled_from(["K", "kelvin", "cm", "W", "Pa s", "J kg-1", "1", ""]),
-                                NAME))
+    units = data.draw(
+        st.one_of(st.none(), st.sampled_from(["K", "kelvin", "cm", "W", "Pa s", "J kg-1", "1", ""]), NAME)
+    )
     if units is not None and (units == exp or units in _ALIASES.get(exp, set())):
         units = "furlong"  # drew a legitimate spelling; use one that is certainly wrong
     ds = ocean_ds.copy()
@@ -284,8 +285,11 @@ def test_unknown_study_config_keys_are_named(tmp_path_factory, keys):
     with pytest.raises(ConfigError) as err:
         load_config(p)
     # a key YAML reads as a boolean, null or number is refused first, by itself (it is not a name)
-    not_names = [k for k in keys if not isinstance(yaml.safe_load(f"{k}: 1"), dict)
-                 or not isinstance(next(iter(yaml.safe_load(f"{k}: 1"))), str)]
+    not_names = [
+        k
+        for k in keys
+        if not isinstance(yaml.safe_load(f"{k}: 1"), dict) or not isinstance(next(iter(yaml.safe_load(f"{k}: 1"))), str)
+    ]
     for k in not_names or keys:
         assert k in str(err.value)
 
@@ -418,8 +422,10 @@ def test_weights_that_do_not_match_the_config(aion_folder, tmp_path):
 
 
 @settings(**FEW)
-@given(codec=st.sampled_from(["FLUX_G", "SHAPE_R", "EBV", "Z"]), victim=st.sampled_from(["config.json",
-                                                                                            "model.safetensors"]))
+@given(
+    codec=st.sampled_from(["FLUX_G", "SHAPE_R", "EBV", "Z"]),
+    victim=st.sampled_from(["config.json", "model.safetensors"]),
+)
 def test_missing_codec_file_is_named(aion_folder, tmp_path_factory, codec, victim):
     from astro.models.aion import AIONRedshift
 
@@ -516,11 +522,16 @@ def cand_data(candidate_data_file):
 _MALFORMED = {
     "syntax": ("class Model(:\n    pass\n", "SyntaxError"),
     "no_model": ("import numpy as np\nclass Forecaster:\n    pass\n", "Model"),
-    "wrong_shape": ("import numpy as np\nclass Model:\n    def fit(self, s, st, m): pass\n"
-                    "    def predict(self, c, sc, sf): return np.zeros((len(c), 1))\n", "shape"),
-    "non_finite": ("import numpy as np\nclass Model:\n    def fit(self, s, st, m): pass\n"
-                   "    def predict(self, c, sc, sf): return np.full((len(c), sf.shape[1], c.shape[2]), np.nan)\n",
-                   "non-finite"),
+    "wrong_shape": (
+        "import numpy as np\nclass Model:\n    def fit(self, s, st, m): pass\n"
+        "    def predict(self, c, sc, sf): return np.zeros((len(c), 1))\n",
+        "shape",
+    ),
+    "non_finite": (
+        "import numpy as np\nclass Model:\n    def fit(self, s, st, m): pass\n"
+        "    def predict(self, c, sc, sf): return np.full((len(c), sf.shape[1], c.shape[2]), np.nan)\n",
+        "non-finite",
+    ),
     "raises": ("class Model:\n    def fit(self, s, st, m): raise RuntimeError('boom in fit')\n", "boom in fit"),
 }
 
@@ -539,15 +550,17 @@ def test_malformed_candidates_are_failed_results(cand_data, kind):
 
 
 @settings(**SETTINGS)
-@given(garbage=st.text(alphabet=string.ascii_letters + string.digits + string.punctuation + " ", min_size=1,
-                       max_size=80))
+@given(
+    garbage=st.text(alphabet=string.ascii_letters + string.digits + string.punctuation + " ", min_size=1, max_size=80)
+)
 def test_torn_journal_line_is_ignored(tmp_path_factory, garbage):
     from dataclasses import asdict
 
     from neuro.search.tree import Node, load_journal
 
-    nodes = [Node(id=i, parent=None, op="draft", code=f"# {i}", hash=f"h{i}", status="ok", val=float(i))
-             for i in range(3)]
+    nodes = [
+        Node(id=i, parent=None, op="draft", code=f"# {i}", hash=f"h{i}", status="ok", val=float(i)) for i in range(3)
+    ]
     p = tmp_path_factory.mktemp("j") / "journal.jsonl"
     p.write_text("".join(json.dumps(asdict(n)) + "\n" for n in nodes) + garbage)
     back = load_journal(p)
@@ -577,8 +590,10 @@ def test_windows_longer_than_the_trials(T, context, horizon):
 def test_damaged_recording_is_a_checkpoint_error(tmp_path_factory, victim, keep):
     from neuro.sim.recording import load_recording, save_recording
 
-    ds = xr.Dataset({"rates": (("trial", "time", "neuron"), np.arange(24.0).reshape(2, 3, 4))},
-                    coords={"time": ("time", [0.005, 0.01, 0.015], {"units": "s"})})
+    ds = xr.Dataset(
+        {"rates": (("trial", "time", "neuron"), np.arange(24.0).reshape(2, 3, 4))},
+        coords={"time": ("time", [0.005, 0.01, 0.015], {"units": "s"})},
+    )
     p = save_recording(ds, tmp_path_factory.mktemp("rec") / "rec.zarr")
     np.testing.assert_array_equal(load_recording(p)["rates"].values, ds["rates"].values)
     f = p / victim

@@ -67,8 +67,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def _node(code: str, data_file) -> dict:
     """Evaluate a program exactly as the tree search does for one node."""
-    return evaluate_candidate(code, str(data_file), str(data_file), asdict(SandboxLimits(wall_seconds=30)),
-                              None, 1.5)
+    return evaluate_candidate(code, str(data_file), str(data_file), asdict(SandboxLimits(wall_seconds=30)), None, 1.5)
 
 
 @pytest.mark.parametrize("target", ["/etc/passwd", "repo", "data"])
@@ -85,16 +84,21 @@ def test_reading_outside_the_folder_is_a_failed_node(data_file, target):
 
 @pytest.mark.parametrize("how", ["path", "chdir"])
 def test_listing_the_repository_is_refused(data_file, how):
-    code = (f"import os\nNAMES = os.listdir({str(REPO)!r})\n" if how == "path"
-            else f"import os\nos.chdir({str(REPO)!r})\nNAMES = os.listdir()\n")
+    code = (
+        f"import os\nNAMES = os.listdir({str(REPO)!r})\n"
+        if how == "path"
+        else f"import os\nos.chdir({str(REPO)!r})\nNAMES = os.listdir()\n"
+    )
     res = _node(code + MODEL, data_file)
     assert res["status"] == "failed" and "listing folders outside" in res["error"], res["error"]
 
 
 def test_reading_its_own_folder_and_libraries_still_works(data_file):
-    code = ("import json, random, pathlib\nimport numpy.linalg\n"
-            "open('scratch.txt', 'w').write('x')\nassert open('scratch.txt').read() == 'x'\n"
-            "assert sorted(__import__('numpy').load('data.npz').files)\n" + MODEL)
+    code = (
+        "import json, random, pathlib\nimport numpy.linalg\n"
+        "open('scratch.txt', 'w').write('x')\nassert open('scratch.txt').read() == 'x'\n"
+        "assert sorted(__import__('numpy').load('data.npz').files)\n" + MODEL
+    )
     res = _node(code, data_file)
     assert res["status"] == "ok", res["error"]
 
@@ -147,8 +151,7 @@ class Model:
 @pytest.fixture(scope="module")
 def sentinel_file(tmp_path_factory):
     rng = np.random.default_rng(1)
-    d = {"train/series": rng.normal(size=(2, 20, 3)).astype(np.float32),
-         "train/stim": np.zeros((2, 20, 5), np.float32)}
+    d = {"train/series": rng.normal(size=(2, 20, 3)).astype(np.float32), "train/stim": np.zeros((2, 20, 5), np.float32)}
     d["train/series"][1, 7, 2] = TRAIN_SENTINEL
     for sp in ("val", "test", "ood_lesion"):
         d[f"{sp}/context"] = rng.normal(size=(4, 4, 3)).astype(np.float32)
@@ -170,23 +173,32 @@ def test_walking_gc_and_frames_finds_no_held_out_target(sentinel_file, stage):
 
 
 # ------------------------------------------------------ tampering with the guard itself
-@pytest.mark.parametrize("attack, needle", [
-    # rewrite the runner's module-level configuration, then fork
-    ("import sys, os\nm = sys.modules['__main__']\nm._BLOCKED = ()\nm._PRIVATE = ()\nos.fork()\n", "os.fork"),
-    # replace the hook's bound configuration
-    ("import gc\nh = [o for o in gc.get_objects() if getattr(o, '__name__', '') == 'hook']\nassert h\n"
-     "h[0].__defaults__ = ()\n", "audit hook"),
-    # make os.path lie about where a path leads
-    ("import os, posixpath\nposixpath.realpath = os.path.realpath = lambda p, **k: '/tmp'\n"
-     "open('/etc/passwd').read()\n", "reading outside"),
-    # a symlink inside the folder to a file outside it
-    ("import os\nos.symlink('/etc/passwd', 'passwd')\nopen('passwd').read()\n", "os.symlink"),
-    # native code through ctypes
-    ("import ctypes\nctypes.CDLL(None).getpid()\n", "ctypes"),
-    # kill the search that runs it; lift its own memory limit (root could)
-    ("import os\nos.kill(os.getppid(), 9)\n", "os.kill"),
-    ("import resource\nresource.setrlimit(resource.RLIMIT_AS, (-1, -1))\n", "setrlimit"),
-])
+@pytest.mark.parametrize(
+    "attack, needle",
+    [
+        # rewrite the runner's module-level configuration, then fork
+        ("import sys, os\nm = sys.modules['__main__']\nm._BLOCKED = ()\nm._PRIVATE = ()\nos.fork()\n", "os.fork"),
+        # replace the hook's bound configuration
+        (
+            "import gc\nh = [o for o in gc.get_objects() if getattr(o, '__name__', '') == 'hook']\nassert h\n"
+            "h[0].__defaults__ = ()\n",
+            "audit hook",
+        ),
+        # make os.path lie about where a path leads
+        (
+            "import os, posixpath\nposixpath.realpath = os.path.realpath = lambda p, **k: '/tmp'\n"
+            "open('/etc/passwd').read()\n",
+            "reading outside",
+        ),
+        # a symlink inside the folder to a file outside it
+        ("import os\nos.symlink('/etc/passwd', 'passwd')\nopen('passwd').read()\n", "os.symlink"),
+        # native code through ctypes
+        ("import ctypes\nctypes.CDLL(None).getpid()\n", "ctypes"),
+        # kill the search that runs it; lift its own memory limit (root could)
+        ("import os\nos.kill(os.getppid(), 9)\n", "os.kill"),
+        ("import resource\nresource.setrlimit(resource.RLIMIT_AS, (-1, -1))\n", "setrlimit"),
+    ],
+)
 def test_tampering_with_the_guard_is_a_failed_node(data_file, attack, needle):
     res = _node(attack + MODEL, data_file)
     assert res["status"] == "failed" and needle in res["error"], res["error"]
@@ -201,11 +213,13 @@ def test_the_same_walk_finds_the_targets_when_they_share_its_process(sentinel_fi
     import sys
 
     (tmp_path / "searcher.py").write_text(SEARCHER)
-    script = (f"import sys, json, numpy as np\nsys.path.insert(0, {str(REPO / 'neuro' / 'search')!r})\n"
-              "from evaluate import run_candidate\n"
-              f"ns = {{}}\nexec(open({str(tmp_path / 'searcher.py')!r}).read(), ns)\n"
-              f"data = dict(np.load({str(sentinel_file)!r}))\n"
-              "print(json.dumps(run_candidate(ns, data, {'stage': 'quick'})[0]))\n")
+    script = (
+        f"import sys, json, numpy as np\nsys.path.insert(0, {str(REPO / 'neuro' / 'search')!r})\n"
+        "from evaluate import run_candidate\n"
+        f"ns = {{}}\nexec(open({str(tmp_path / 'searcher.py')!r}).read(), ns)\n"
+        f"data = dict(np.load({str(sentinel_file)!r}))\n"
+        "print(json.dumps(run_candidate(ns, data, {'stage': 'quick'})[0]))\n"
+    )
     out = subprocess.run([sys.executable, "-I", "-c", script], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     metrics = json.loads(out.stdout.strip().splitlines()[-1])
@@ -215,9 +229,11 @@ def test_the_same_walk_finds_the_targets_when_they_share_its_process(sentinel_fi
 def test_a_forged_result_file_is_not_trusted(data_file):
     # the candidate writes the runner's output files itself, claims a perfect score and exits
     # before the runner can: the parent scores what is in out.npz, finds a wrong shape
-    code = ("import json, os\nimport numpy as np\n"
-            "np.savez('out.npz', **{'pred/val': np.zeros((1, 1, 1))})\n"
-            "json.dump({'ok': True, 'metrics': {'val': 0.0}}, open('result.json', 'w'))\nos._exit(0)\n")
+    code = (
+        "import json, os\nimport numpy as np\n"
+        "np.savez('out.npz', **{'pred/val': np.zeros((1, 1, 1))})\n"
+        "json.dump({'ok': True, 'metrics': {'val': 0.0}}, open('result.json', 'w'))\nos._exit(0)\n"
+    )
     r = run_in_sandbox(code, data_file, stage="quick")
     assert not r.ok and "shape" in r.error and r.metrics == {}
 
@@ -227,11 +243,13 @@ def test_loading_native_code_from_the_folder_is_refused(data_file):
     # importlib's extension loader: native code that would run below the audit hook
     import _decimal
 
-    code = ("import importlib.machinery, importlib.util, shutil\n"
-            f"shutil.copy({_decimal.__file__!r}, 'evil.so')\n"
-            "loader = importlib.machinery.ExtensionFileLoader('_decimal', 'evil.so')\n"
-            "spec = importlib.util.spec_from_file_location('_decimal', 'evil.so', loader=loader)\n"
-            "importlib.util.module_from_spec(spec)\n" + MODEL)
+    code = (
+        "import importlib.machinery, importlib.util, shutil\n"
+        f"shutil.copy({_decimal.__file__!r}, 'evil.so')\n"
+        "loader = importlib.machinery.ExtensionFileLoader('_decimal', 'evil.so')\n"
+        "spec = importlib.util.spec_from_file_location('_decimal', 'evil.so', loader=loader)\n"
+        "importlib.util.module_from_spec(spec)\n" + MODEL
+    )
     res = _node(code, data_file)
     assert res["status"] == "failed" and "loading native code" in res["error"], res["error"]
     res = _node("import _decimal, decimal\n" + MODEL, data_file)  # the installed one still loads

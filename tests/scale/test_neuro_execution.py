@@ -47,10 +47,34 @@ def assert_same_tree(a, b):
 
 # a tiny study: 0.6 s trials, 60 windows per split, 3 cheap baselines, 3 nodes per search in
 # generations of 2; a time budget far above the run time so only the node budget counts
-TINY = dict(size="quick", duration=0.6, max_windows=60, nodes=3, generation=2, search_seconds=600.0,
-            baselines=("mean", "last_value", "ridge_arx"), seed=0)
-CLI = ["neuro", "study", "--duration", "0.6", "--max-windows", "60", "--nodes", "3", "--generation", "2",
-       "--search-seconds", "600", "--baselines", "mean,last_value,ridge_arx", "--seed", "0"]
+TINY = dict(
+    size="quick",
+    duration=0.6,
+    max_windows=60,
+    nodes=3,
+    generation=2,
+    search_seconds=600.0,
+    baselines=("mean", "last_value", "ridge_arx"),
+    seed=0,
+)
+CLI = [
+    "neuro",
+    "study",
+    "--duration",
+    "0.6",
+    "--max-windows",
+    "60",
+    "--nodes",
+    "3",
+    "--generation",
+    "2",
+    "--search-seconds",
+    "600",
+    "--baselines",
+    "mean,last_value,ridge_arx",
+    "--seed",
+    "0",
+]
 SEARCHES = ("search_priors", "search_no_priors")
 # baselines are fitted in different processes (this one, a worker, a CLI run), where BLAS may
 # sum in another order: 1e-6 relative on MAEs of order 0.3-1 and scores in [0, 1] is far
@@ -106,8 +130,7 @@ def test_study_on_a_local_cluster_equals_serial(serial, local_client):
 def test_sigkill_then_rerun_equals_uninterrupted(serial):
     out = serial.parent / "killed"
     cmd = [sys.executable, "-m", "scimech.run.cli", *CLI, "--out", str(out)]
-    env = {**os.environ, "SCIMECH_QUIET": "1", "MPLBACKEND": "Agg", "OPENBLAS_NUM_THREADS": "1",
-           "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "SCIMECH_QUIET": "1", "MPLBACKEND": "Agg", "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
     total = len(_records(serial))
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.time() + 300
@@ -156,11 +179,12 @@ def test_study_writes_planted_truth_and_findings(serial):
     m = re.match(r"neuro planted truth: (\d+) of (\d+) recovered \(", lines[0])
     assert m, lines[0]
     rows = [ln for ln in lines[3:] if ln.strip()]  # after the summary, a blank line and the header
-    assessed = [ln for ln in rows if " NOT ASSESSED " not in ln]   # rows without a finite estimate: not counted
+    assessed = [ln for ln in rows if " NOT ASSESSED " not in ln]  # rows without a finite estimate: not counted
     assert int(m.group(2)) == len(assessed) and int(m.group(1)) == sum(" RECOVERED " in ln for ln in rows)
     found = (serial / "findings.txt").read_text().splitlines()
-    assert found and all(re.match(r"(REPRODUCED|PARTLY reproduced|NOT reproduced|NOT ASSESSED|UNDECIDED|YES|NO)", f)
-                         for f in found)
+    assert found and all(
+        re.match(r"(REPRODUCED|PARTLY reproduced|NOT reproduced|NOT ASSESSED|UNDECIDED|YES|NO)", f) for f in found
+    )
     ev = xr.open_dataset(serial / "evidence.nc")
     assert ev["baseline_test"].dims == ("seed", "test_window") and list(ev["seed"].values) == [0]
     assert "context-256 task was skipped" in (serial / "report.md").read_text()  # 0.6 s trials are too short

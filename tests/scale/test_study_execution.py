@@ -32,8 +32,17 @@ def setup(tmp_path_factory):
     root = tmp_path_factory.mktemp("exec")
     ds = synthetic.generate(synthetic.SynthConfig(n_members=1, years=3, ny=8, nx=10))
     store = data.write_zarr(ds, root / "ocean.zarr", time_chunk=12)
-    cfg = experiment.StudyConfig(data=str(store), window=2, lead=1, epochs=2, batch_size=8, width=4,
-                                 regimes=["mixed", "prediction_only"], seeds=[0, 1], fractions=[0.6, 0.2, 0.2])
+    cfg = experiment.StudyConfig(
+        data=str(store),
+        window=2,
+        lead=1,
+        epochs=2,
+        batch_size=8,
+        width=4,
+        regimes=["mixed", "prediction_only"],
+        seeds=[0, 1],
+        fractions=[0.6, 0.2, 0.2],
+    )
     _, units = experiment.run_study(cfg, root / "serial")
     return root, cfg, units
 

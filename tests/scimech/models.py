@@ -74,8 +74,8 @@ def manual_heads(attn: HandAttention, x: torch.Tensor) -> torch.Tensor:
     dh = C // H
     W, b = attn.qkv.weight, attn.qkv.bias
     q = x @ W[:C].T + b[:C]
-    k = x @ W[C:2 * C].T + b[C:2 * C]
-    v = x @ W[2 * C:].T + b[2 * C:]
+    k = x @ W[C : 2 * C].T + b[C : 2 * C]
+    v = x @ W[2 * C :].T + b[2 * C :]
     outs = []
     for h in range(H):
         sl = slice(h * dh, (h + 1) * dh)

@@ -42,8 +42,14 @@ class LinearAfterAttention(nn.Module):
         return self.readout(a)
 
 
-LINEAR_SITES = ["attn.heads[0]", "attn.heads[3]", "attn.v_proj", "attn.v_proj.units[1,6]", "attn.out_proj",
-                "readout:input"]
+LINEAR_SITES = [
+    "attn.heads[0]",
+    "attn.heads[3]",
+    "attn.v_proj",
+    "attn.v_proj.units[1,6]",
+    "attn.out_proj",
+    "readout:input",
+]
 QK_SITES = ["attn.q_proj", "attn.k_proj", "attn.q_proj.units[0,1,2,3]", "attn.k_proj.units[8,9,10,11]"]
 # float32: the estimate is a sum of products over (tokens x features), the exact run a forward pass
 ATOL = 2e-5
@@ -54,10 +60,10 @@ def test_atp_equals_exact_patching_where_the_model_is_linear_after_the_site(dire
     torch.manual_seed(0)
     model = LinearAfterAttention().eval()
     clean, corrupt = torch.randn(6, 5, 3), torch.randn(6, 5, 3)
-    metric = metrics.output(index=(slice(None), 0))   # mean over tokens of output 0: linear
+    metric = metrics.output(index=(slice(None), 0))  # mean over tokens of output 0: linear
     est = attribution_patching(model, clean, corrupt, LINEAR_SITES, metric, direction=direction, batch_size=4)
     exact = patching_sweep(model, clean, corrupt, LINEAR_SITES, metric, direction=direction, reuse_prefix=False)
-    assert np.abs(exact.effect.values).max() > 0.05          # the effects are not trivially zero
+    assert np.abs(exact.effect.values).max() > 0.05  # the effects are not trivially zero
     np.testing.assert_allclose(est.effect.values, exact.effect.values, atol=ATOL, rtol=0)
     np.testing.assert_allclose(est.patched.values, exact.patched.values, atol=ATOL, rtol=0)
     np.testing.assert_allclose(est.clean.values, exact.clean.values, atol=1e-6)
@@ -100,15 +106,16 @@ def test_atp_finds_planted_heads_in_a_nonlinear_model_and_verifies_them():
     metric = metrics.output()
     exact = patching_sweep(model, clean, corrupt, sites, metric)
     true_top = set(exact.site.values[np.argsort(-abs(exact.effect.mean("sample")).values)[:4]])
-    assert true_top == set(planted)                         # the planting worked (exact patching says so)
+    assert true_top == set(planted)  # the planting worked (exact patching says so)
     est = attribution_patching(model, clean, corrupt, sites, metric, verify_top=4)
     assert set(est.site.values[est["rank"].values <= 4]) == set(planted)
     agree = ranking_agreement(est, exact, top=4)
     assert float(agree.top_overlap) == 1.0 and float(agree.spearman) > 0.7
     # the verification is exact patching of exactly the top 4
     assert int(est.verified.sum()) == 4 and set(est.site.values[est.verified.values]) == set(planted)
-    np.testing.assert_allclose(est.exact_patched.sel(site=planted).values, exact.patched.sel(site=planted).values,
-                               atol=1e-5, rtol=0)
+    np.testing.assert_allclose(
+        est.exact_patched.sel(site=planted).values, exact.patched.sel(site=planted).values, atol=1e-5, rtol=0
+    )
     assert np.isnan(est.exact_effect.sel(site=sites[1]).values).all() or sites[1] in planted
     assert sorted(est.exact_rank.values[est.verified.values]) == [1, 2, 3, 4]
     assert est.attrs["sweep_path"] == "prefix_reuse" and est.attrs["verify_top"] == 4
@@ -157,7 +164,7 @@ def test_graddrop_finds_the_site_whose_gradient_cancels():
     np.testing.assert_allclose(exact.effect.values[:, 0], [3 - np.tanh(3), 0.5], atol=1e-6)
     atp = attribution_patching(model, clean, corrupt, sites)
     np.testing.assert_allclose(atp.effect.sel(site="blocks.0.node").values, 0.0, atol=1e-6)  # 3 * (1 - 1)
-    assert atp["rank"].sel(site="blocks.0.other") == 1                                   # AtP misses the node
+    assert atp["rank"].sel(site="blocks.0.other") == 1  # AtP misses the node
     gd = attribution_patching(model, clean, corrupt, sites, graddrop=True)
     assert gd.attrs["graddrop_blocks"] == "blocks.0, blocks.1"
     assert gd["rank"].sel(site="blocks.0.node") == 1

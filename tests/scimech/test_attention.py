@@ -32,9 +32,15 @@ def test_equal_to_fused_with_masks(batch_first, bias):
     bool_am = torch.rand(6, 7) > 0.7
     bool_am[:, 0] = False  # keep one key per query, so no row is fully masked (NaN on both sides)
     am3 = torch.randn(4 * 3, 6, 7)
-    for kwargs in ({}, {"key_padding_mask": kpm}, {"attn_mask": am}, {"average_attn_weights": False},
-                   {"attn_mask": bool_am, "key_padding_mask": kpm}, {"attn_mask": am3},
-                   {"key_padding_mask": torch.where(kpm, -1e4, 0.0)}):
+    for kwargs in (
+        {},
+        {"key_padding_mask": kpm},
+        {"attn_mask": am},
+        {"average_attn_weights": False},
+        {"attn_mask": bool_am, "key_padding_mask": kpm},
+        {"attn_mask": am3},
+        {"key_padding_mask": torch.where(kpm, -1e4, 0.0)},
+    ):
         a, wa = mha(q, kv, kv, **kwargs)
         b, wb = dec(q, kv, kv, **kwargs)
         torch.testing.assert_close(a, b, atol=ATOL, rtol=0)
@@ -71,7 +77,7 @@ def test_per_head_output_matches_hand_computation():
     model.add_module("attn", DecomposedMultiheadAttention.from_torch(mha))
     x = torch.randn(2, 4, 12)
     W, b = mha.in_proj_weight.detach(), mha.in_proj_bias.detach()
-    q, k, v = (x @ W[i * 12:(i + 1) * 12].T + b[i * 12:(i + 1) * 12] for i in range(3))
+    q, k, v = (x @ W[i * 12 : (i + 1) * 12].T + b[i * 12 : (i + 1) * 12] for i in range(3))
     with torch.no_grad(), Recorder(model.attn, ["heads"]) as rec:
         model.attn(x, x, x)
     got = rec.activations["heads"]  # (B, L, H, dh)

@@ -81,7 +81,7 @@ def test_intervention_with_true_concepts_gives_known_output():
 
 def test_joint_training_recovers_concepts_and_resumes(tmp_path):
     x, c, y = _task(512)
-    batches = [{"x": x[i:i + 128], "y": y[i:i + 128], "c": c[i:i + 128]} for i in range(0, 512, 128)]
+    batches = [{"x": x[i : i + 128], "y": y[i : i + 128], "c": c[i : i + 128]} for i in range(0, 512, 128)]
     model = _model(n_free=1)
     hist = fit_cbm(model, batches, regime="mixed", epochs=40, lr=1e-2, seed=1)
     assert hist.train_task[-1] < hist.train_task[0] / 3
@@ -91,8 +91,9 @@ def test_joint_training_recovers_concepts_and_resumes(tmp_path):
     # interrupted after 10 epochs, resumed to 20 == 20 straight
     a = _model(n_free=1, seed=3)
     ck = tmp_path / "ck.pt"
-    fit_cbm(a, batches, regime="mixed", epochs=20, lr=1e-2, seed=2, checkpoint=ck,
-            lam_schedule=LambdaSchedule(0.8, 0.2, 20))
+    fit_cbm(
+        a, batches, regime="mixed", epochs=20, lr=1e-2, seed=2, checkpoint=ck, lam_schedule=LambdaSchedule(0.8, 0.2, 20)
+    )
     b = _model(n_free=1, seed=3)
     ck2 = tmp_path / "ck2.pt"
     import scimech.analysis.concepts as C
@@ -109,13 +110,29 @@ def test_joint_training_recovers_concepts_and_resumes(tmp_path):
     C.save_checkpoint = crash_after_10
     try:
         with pytest.raises(KeyboardInterrupt):
-            fit_cbm(b, batches, regime="mixed", epochs=20, lr=1e-2, seed=2, checkpoint=ck2,
-                    lam_schedule=LambdaSchedule(0.8, 0.2, 20))
+            fit_cbm(
+                b,
+                batches,
+                regime="mixed",
+                epochs=20,
+                lr=1e-2,
+                seed=2,
+                checkpoint=ck2,
+                lam_schedule=LambdaSchedule(0.8, 0.2, 20),
+            )
     finally:
         C.save_checkpoint = orig
     b2 = _model(n_free=1, seed=99)  # a fresh process would rebuild the model differently
-    fit_cbm(b2, batches, regime="mixed", epochs=20, lr=1e-2, seed=2, checkpoint=ck2,
-            lam_schedule=LambdaSchedule(0.8, 0.2, 20))
+    fit_cbm(
+        b2,
+        batches,
+        regime="mixed",
+        epochs=20,
+        lr=1e-2,
+        seed=2,
+        checkpoint=ck2,
+        lam_schedule=LambdaSchedule(0.8, 0.2, 20),
+    )
     for p, q in zip(a.parameters(), b2.parameters(), strict=True):
         torch.testing.assert_close(p, q)
 

@@ -25,8 +25,9 @@ from scimech.capture.attention import decompose_attention
 def setup():
     torch.manual_seed(0)
     layer = nn.TransformerEncoderLayer(16, 4, 32, batch_first=True, dropout=0.0)
-    model = decompose_attention(nn.Sequential(nn.Linear(3, 16), nn.TransformerEncoder(layer, 2, enable_nested_tensor=False),
-                                              nn.Linear(16, 1))).eval()
+    model = decompose_attention(
+        nn.Sequential(nn.Linear(3, 16), nn.TransformerEncoder(layer, 2, enable_nested_tensor=False), nn.Linear(16, 1))
+    ).eval()
     g = torch.Generator().manual_seed(1)
     x, x2 = torch.randn(6, 5, 3, generator=g), torch.randn(6, 5, 3, generator=g)
     return model, x, x2, ["1.layers.0.self_attn.heads[1]", "1.layers.1", "1.layers.1.linear1.units[2]"]

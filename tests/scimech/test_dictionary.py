@@ -77,10 +77,11 @@ def test_batchtopk_keeps_k_per_row_on_average_in_training_and_a_threshold_in_use
     dic = BatchTopK(4, 6, k=2)
     pre = torch.tensor([[3.0, 2.5, 2.0, 1.5, 0, 0], [0.1, 0, 0, 0, 0, 0.2]])
     z = dic.train().activate(pre)
-    assert int((z > 0).sum()) == 4 and (z[0, :4] > 0).all()        # the batch's 4 largest, all in row 0
-    assert float(dic.threshold) == 1.5                             # the smallest kept value
-    torch.testing.assert_close(dic.eval().activate(torch.tensor([[1.6, 1.4, 0, 0, 0, 0]])),
-                               torch.tensor([[1.6, 0, 0, 0, 0, 0]]))
+    assert int((z > 0).sum()) == 4 and (z[0, :4] > 0).all()  # the batch's 4 largest, all in row 0
+    assert float(dic.threshold) == 1.5  # the smallest kept value
+    torch.testing.assert_close(
+        dic.eval().activate(torch.tensor([[1.6, 1.4, 0, 0, 0, 0]])), torch.tensor([[1.6, 0, 0, 0, 0, 0]])
+    )
     with pytest.raises(RuntimeError, match="never trained"):
         BatchTopK(4, 6, k=2).eval().activate(pre)
 
@@ -96,8 +97,13 @@ def test_jumprelu_threshold_gradient_is_the_rectangle_kernel_by_hand():
     torch.testing.assert_close(dic.log_threshold.grad, torch.tensor([-1.0 / 0.2, 0.0, 0.0]))
 
 
-@pytest.mark.parametrize("kind,norms", [(JumpReLU, torch.linspace(0.5, 3.0, 16)),   # per-feature thresholds follow
-                                         (TopK, torch.full((16,), 2.5))])             # one factor keeps the ranking
+@pytest.mark.parametrize(
+    "kind,norms",
+    [
+        (JumpReLU, torch.linspace(0.5, 3.0, 16)),  # per-feature thresholds follow
+        (TopK, torch.full((16,), 2.5)),
+    ],
+)  # one factor keeps the ranking
 def test_unit_norm_decoder_rows_leave_the_reconstruction_unchanged(kind, norms):
     dic = kind(8, 16, k=3, seed=2, initial_threshold=0.2) if kind is JumpReLU else kind(8, 16, k=3, seed=2)
     with torch.no_grad():
@@ -114,7 +120,7 @@ def test_training_resumes_exactly_and_refuses_another_runs_checkpoint(tmp_path):
     x, _, _ = planted(n=800, d=8, n_true=10, k=2)
     kw = dict(n_features=20, k=2, batch_size=64, lr=3e-3)
     whole, hist = train_dictionary(x, epochs=4, checkpoint=tmp_path / "a.pt", **kw)
-    train_dictionary(x, epochs=2, checkpoint=tmp_path / "b.pt", **kw)    # stopped after 2 epochs...
+    train_dictionary(x, epochs=2, checkpoint=tmp_path / "b.pt", **kw)  # stopped after 2 epochs...
     with pytest.raises(CheckpointError, match="other settings"):
         train_dictionary(x, epochs=4, checkpoint=tmp_path / "b.pt", **kw)  # (epochs differ: another run)
     # ... resumed by the same run: the saved state of 2 epochs then 2 more gives the same weights
@@ -144,8 +150,12 @@ def test_nan_rows_are_refused_with_the_fix():
 
 def test_a_zarr_recording_is_streamed_and_features_keep_its_dims(tmp_path, world):
     x, directions, _ = world
-    da = xr.DataArray(x.numpy().reshape(60, 100, 32), dims=("time", "cell", "unit"),
-                      coords={"time": np.arange(60), "cell": np.arange(100)}, name="acts")
+    da = xr.DataArray(
+        x.numpy().reshape(60, 100, 32),
+        dims=("time", "cell", "unit"),
+        coords={"time": np.arange(60), "cell": np.arange(100)},
+        name="acts",
+    )
     da.to_dataset().chunk({"time": 15}).to_zarr(tmp_path / "acts.zarr")
     lazy = xr.open_zarr(tmp_path / "acts.zarr")["acts"]
     assert lazy.chunks is not None
@@ -184,13 +194,13 @@ def test_splicing_an_exact_dictionary_changes_nothing_and_a_wrong_one_is_scored_
     d = 8
     basis = torch.linalg.qr(torch.randn(d, d, generator=torch.Generator().manual_seed(0)))[0].T  # orthonormal rows
     codes = torch.zeros(200, d)
-    codes[:, :2] = torch.rand(200, 2, generator=torch.Generator().manual_seed(1)) + 0.2    # 2 active, >= 0
+    codes[:, :2] = torch.rand(200, 2, generator=torch.Generator().manual_seed(1)) + 0.2  # 2 active, >= 0
     x = codes @ basis
     model = _SiteModel(d).eval()
     exact = _exact_dictionary(basis, k=2)
     fid = splice_fidelity(model, x, "site", exact, n_bootstrap=200)
     assert float(fid.change_splice) < 1e-10 and float(fid.fidelity_vs_zero) == pytest.approx(1.0, abs=1e-6)
-    wrong = _exact_dictionary(basis.roll(1, dims=0), k=1)   # one active feature: drops half the signal
+    wrong = _exact_dictionary(basis.roll(1, dims=0), k=1)  # one active feature: drops half the signal
     fid = splice_fidelity(model, x, "site", wrong, n_bootstrap=200)
     with torch.no_grad():
         clean = model(x)
@@ -199,11 +209,12 @@ def test_splicing_an_exact_dictionary_changes_nothing_and_a_wrong_one_is_scored_
     assert float(fid.change_splice) == pytest.approx(float(by_hand_splice), rel=1e-5)
     assert float(fid.fidelity_vs_zero) == pytest.approx(1 - float(by_hand_splice / by_hand_zero), rel=1e-5)
     assert float(fid.fidelity_vs_zero_ci_low) <= float(fid.fidelity_vs_zero) <= float(fid.fidelity_vs_zero_ci_high)
-    with torch.no_grad():   # the robust summaries: ratio of medians, share of samples below zero ablation
+    with torch.no_grad():  # the robust summaries: ratio of medians, share of samples below zero ablation
         per_splice = (model.readout(torch.tanh(wrong(x))) - clean).pow(2).mean(1).numpy()
         per_zero = (model.readout(torch.tanh(torch.zeros_like(x))) - clean).pow(2).mean(1).numpy()
-    assert float(fid.fidelity_vs_zero_median) == pytest.approx(1 - np.median(per_splice) / np.median(per_zero),
-                                                               rel=1e-4)
+    assert float(fid.fidelity_vs_zero_median) == pytest.approx(
+        1 - np.median(per_splice) / np.median(per_zero), rel=1e-4
+    )
     assert float(fid.share_below_zero) == pytest.approx(np.mean(per_splice < per_zero))
     assert float(fid.fidelity_vs_zero_median_ci_low) <= float(fid.fidelity_vs_zero_median_ci_high)
     with splice(model, "site", exact):
@@ -234,7 +245,7 @@ def test_splice_fidelity_refuses_a_drifting_model_as_the_sweeps_do_and_the_fix_n
     x, basis = _two_feature_world()
     model = _DriftingSiteModel(x.shape[1]).eval()
     exact = _exact_dictionary(basis, k=2)
-    with torch.no_grad():   # the drift, by hand: a second unchanged pass is 1 higher everywhere
+    with torch.no_grad():  # the drift, by hand: a second unchanged pass is 1 higher everywhere
         torch.testing.assert_close(model(x) - model(x), torch.full((x.shape[0], 2), -1.0))
     with pytest.raises(DataValidationError) as refused:
         splice_fidelity(model, x, "site", exact, n_bootstrap=0)
@@ -245,9 +256,10 @@ def test_splice_fidelity_refuses_a_drifting_model_as_the_sweeps_do_and_the_fix_n
         assert message.startswith(f"{verb}: the unchanged model gave other outputs"), message
         assert "keeps state across calls" in message and "forward=" in message
     # the fix the message names: a forward that resets the state before each pass
-    fid = splice_fidelity(model, x, "site", exact, n_bootstrap=0,
-                          forward=lambda m, b: (setattr(m, "calls", 0), m(b))[1])
-    assert float(fid.change_splice) < 1e-10            # an exact dictionary changes nothing
+    fid = splice_fidelity(
+        model, x, "site", exact, n_bootstrap=0, forward=lambda m, b: (setattr(m, "calls", 0), m(b))[1]
+    )
+    assert float(fid.change_splice) < 1e-10  # an exact dictionary changes nothing
     with torch.no_grad():
         model.calls = 0
         clean = model(x)
@@ -261,10 +273,10 @@ def test_splice_fidelity_of_a_float64_model_is_taken_in_float64():
     x = x.double()
     model = _SiteModel(x.shape[1]).double().eval()
     with torch.no_grad():
-        model.readout.bias.fill_(1e5)   # outputs near 1e5: float32 keeps steps of 2**-7 there
-    wrong = _exact_dictionary(basis.roll(1, dims=0), k=1).double()   # drops one of the two features
+        model.readout.bias.fill_(1e5)  # outputs near 1e5: float32 keeps steps of 2**-7 there
+    wrong = _exact_dictionary(basis.roll(1, dims=0), k=1).double()  # drops one of the two features
     fid = splice_fidelity(model, x, "site", wrong, n_bootstrap=0)
-    with torch.no_grad():   # by hand, in float64
+    with torch.no_grad():  # by hand, in float64
         clean = model(x)
         by_hand_splice = (model.readout(torch.tanh(wrong(x))) - clean).pow(2).mean(1).mean()
         by_hand_zero = (model.readout(torch.tanh(torch.zeros_like(x))) - clean).pow(2).mean(1).mean()
@@ -303,7 +315,7 @@ def test_splice_fidelity_runs_a_forward_that_takes_gradients_under_autograd():
     xg = x.clone().requires_grad_(True)
     spliced = -torch.autograd.grad((torch.tanh(wrong(xg)) * model.w).sum(), xg)[0]
     clean, spliced = clean.detach(), spliced.detach()
-    torch.testing.assert_close(clean, -model.w.detach() * (1 - torch.tanh(x) ** 2))   # the closed form
+    torch.testing.assert_close(clean, -model.w.detach() * (1 - torch.tanh(x) ** 2))  # the closed form
     assert float(fid.change_splice) == pytest.approx(float((spliced - clean).pow(2).mean()), rel=1e-5)
     # zero and mean ablation leave the energy constant in x: a force of 0
     assert float(fid.change_zero) == pytest.approx(float(clean.pow(2).mean()), rel=1e-5)
@@ -316,9 +328,12 @@ def test_steering_clamps_scales_and_adds_along_a_direction_by_hand():
     x = torch.randn(10, d, generator=torch.Generator().manual_seed(3))
     u = torch.tensor([1.0, 1.0, 0.0, 0.0]) / math.sqrt(2)
     proj = x @ u
-    for mode, value, want in (("clamp", 2.0, torch.full_like(proj, 2.0)), ("scale", 0.0, torch.zeros_like(proj)),
-                              ("add", 1.5, proj + 1.5)):
-        with steer(model, "site", direction=u * 7, mode=mode, value=value):   # the direction's norm is irrelevant
+    for mode, value, want in (
+        ("clamp", 2.0, torch.full_like(proj, 2.0)),
+        ("scale", 0.0, torch.zeros_like(proj)),
+        ("add", 1.5, proj + 1.5),
+    ):
+        with steer(model, "site", direction=u * 7, mode=mode, value=value):  # the direction's norm is irrelevant
             got = model(x)
         steered = x + (want - proj)[:, None] * u[None, :]
         torch.testing.assert_close(got, model.readout(torch.tanh(steered)), atol=1e-6, rtol=0)
@@ -352,13 +367,13 @@ def test_steering_counts_calls_within_each_forward_pass():
     x = torch.randn(6, d, generator=torch.Generator().manual_seed(5))
     u = torch.tensor([0.0, 0.0, 1.0, 0.0])
     clamp_first = x.clone()
-    clamp_first[:, 2] = 0.0                                   # call 0 clamped, call 1 left as it is
+    clamp_first[:, 2] = 0.0  # call 0 clamped, call 1 left as it is
     want_first = model.readout(clamp_first * 2.0)
     doubled = x * 2.0
-    doubled[:, 2] = 0.0                                        # call 1 clamped
+    doubled[:, 2] = 0.0  # call 1 clamped
     want_second = model.readout(doubled)
     with steer(model, "site", direction=u, mode="clamp", value=0.0, calls=[0]):
-        a, b = model(x), model(x)                              # two passes: call 0 of each is steered
+        a, b = model(x), model(x)  # two passes: call 0 of each is steered
     torch.testing.assert_close(a, want_first.detach(), atol=1e-6, rtol=0)
     torch.testing.assert_close(b, want_first.detach(), atol=1e-6, rtol=0)
     with steer(model, "site", direction=u, mode="clamp", value=0.0, calls=[1]):
@@ -388,7 +403,7 @@ class _LinearRecurrent(nn.Module):
 def test_rollout_effect_of_adding_a_direction_each_step_is_the_geometric_sum_by_hand():
     d, steps, v = 3, 6, 0.7
     g = torch.Generator().manual_seed(0)
-    a = 0.8 * torch.linalg.qr(torch.randn(d, d, generator=g))[0]      # a damped rotation
+    a = 0.8 * torch.linalg.qr(torch.randn(d, d, generator=g))[0]  # a damped rotation
     model = _LinearRecurrent(a, steps).eval()
     x0 = torch.randn(20, d, generator=g)
     u = torch.tensor([1.0, 2.0, -1.0])
@@ -404,7 +419,7 @@ def test_rollout_effect_of_adding_a_direction_each_step_is_the_geometric_sum_by_
         power = a @ power
     want = torch.stack(want).double().numpy()
     np.testing.assert_allclose(res.effect_mean.values, want, atol=1e-5)
-    np.testing.assert_allclose(res.effect_rms.values, np.sqrt((want ** 2).mean(1)), atol=1e-5)
+    np.testing.assert_allclose(res.effect_rms.values, np.sqrt((want**2).mean(1)), atol=1e-5)
     np.testing.assert_allclose(res.effect.values, np.broadcast_to(want, (20, steps, d)), atol=1e-5)
     with torch.no_grad():
         np.testing.assert_allclose(res.baseline.values, model(x0).numpy(), atol=1e-6)
@@ -440,26 +455,29 @@ def test_the_gap_sees_a_planted_rotation_and_realignment_restores_the_fit():
     dic = _exact_dictionary(torch.eye(d)[:4], k=2)
     gap = faithfulness_gap(dic, x_in, x_shift, energy=0.999)
     assert gap.attrs["rank"] == 4
-    assert float(gap.gap) == pytest.approx(math.sin(math.radians(60)) / 2, abs=0.02)   # sqrt(sin^2 60 / 4)
+    assert float(gap.gap) == pytest.approx(math.sin(math.radians(60)) / 2, abs=0.02)  # sqrt(sin^2 60 / 4)
     assert float(gap.angle[0]) == pytest.approx(60, abs=2)
     assert float(gap.control_gap) < 0.05
     assert float(gap.fve_shifted) < float(gap.fve_in) - 0.05
-    control = faithfulness_gap(dic, x_in, codes.flip(0) @ directions, energy=0.999)   # no shift
+    control = faithfulness_gap(dic, x_in, codes.flip(0) @ directions, energy=0.999)  # no shift
     assert float(control.gap) < 0.05
     assert float(gap.beyond_sampling) == 1 and float(control.beyond_sampling) == 0
     fixed = realign(dic, x_in, x_shift)
     after = faithfulness_gap(fixed, x_shift, x_shift, energy=0.999)
     assert float(after.fve_in) == pytest.approx(float(gap.fve_in), abs=0.01)
-    torch.testing.assert_close(fixed.W_dec[3], rot[:, 3], atol=0.05, rtol=0)   # the moved direction is found
+    torch.testing.assert_close(fixed.W_dec[3], rot[:, 3], atol=0.05, rtol=0)  # the moved direction is found
 
 
 def test_feature_alignment_matches_numpy_and_its_control_is_chance(world):
     x, directions, codes = world
-    dic = _exact_dictionary(torch.linalg.qr(torch.randn(32, 32, generator=torch.Generator().manual_seed(5)))[0].T,
-                            k=4)
+    dic = _exact_dictionary(torch.linalg.qr(torch.randn(32, 32, generator=torch.Generator().manual_seed(5)))[0].T, k=4)
     feats = encode(dic, xr.DataArray(x.numpy().reshape(60, 100, 32), dims=("time", "cell", "unit")))
-    truth = xr.Dataset({"planted0": (("time", "cell"), codes[:, 0].numpy().reshape(60, 100)),
-                        "noise": (("time",), np.random.default_rng(0).normal(size=60))})
+    truth = xr.Dataset(
+        {
+            "planted0": (("time", "cell"), codes[:, 0].numpy().reshape(60, 100)),
+            "noise": (("time",), np.random.default_rng(0).normal(size=60)),
+        }
+    )
     al = feature_alignment(feats, truth, n_bootstrap=100)
     f = feats.values.reshape(-1, 32)
     j = int(al.feature[0])
@@ -474,8 +492,7 @@ def test_feature_alignment_matches_numpy_and_its_control_is_chance(world):
 
 def test_quality_measures_by_hand(world):
     x, directions, _ = world
-    dic = _exact_dictionary(torch.linalg.qr(torch.randn(32, 32, generator=torch.Generator().manual_seed(5)))[0].T,
-                            k=4)
+    dic = _exact_dictionary(torch.linalg.qr(torch.randn(32, 32, generator=torch.Generator().manual_seed(5)))[0].T, k=4)
     q = dictionary_quality(dic, x, n_bootstrap=100)
     recon = dic(x).double()
     fve = 1 - float((x.double() - recon).pow(2).sum() / (x.double() - x.double().mean(0)).pow(2).sum())
@@ -489,22 +506,73 @@ def test_the_command_trains_scores_against_variables_and_measures_a_shift(tmp_pa
     from scimech.run.results import load
 
     x, _, codes = world
-    xr.DataArray(x.numpy().reshape(60, 100, 32), dims=("time", "cell", "unit"), name="acts").to_dataset() \
-        .to_netcdf(tmp_path / "acts.nc")
+    xr.DataArray(x.numpy().reshape(60, 100, 32), dims=("time", "cell", "unit"), name="acts").to_dataset().to_netcdf(
+        tmp_path / "acts.nc"
+    )
     rot = torch.linalg.qr(torch.randn(32, 32, generator=torch.Generator().manual_seed(9)))[0]
-    xr.DataArray((x @ rot.T).numpy().reshape(60, 100, 32), dims=("time", "cell", "unit"), name="acts") \
-        .to_dataset().to_netcdf(tmp_path / "shifted.nc")
+    xr.DataArray(
+        (x @ rot.T).numpy().reshape(60, 100, 32), dims=("time", "cell", "unit"), name="acts"
+    ).to_dataset().to_netcdf(tmp_path / "shifted.nc")
     xr.Dataset({"c0": (("time", "cell"), codes[:, 0].numpy().reshape(60, 100))}).to_netcdf(tmp_path / "vars.nc")
     d = tmp_path / "d"
-    assert main(["dictionary", "train", "--acts", str(tmp_path / "acts.nc"), "--out", str(d), "--k", "3",
-                 "--features", "96", "--epochs", "10", "--lr", "3e-3"]) == 0
-    assert main(["dictionary", "score", "--acts", str(tmp_path / "acts.nc"), "--dictionary", str(d / "dictionary.safetensors"),
-                 "--variables", str(tmp_path / "vars.nc"), "--out", str(d / "score")]) == 0
+    assert (
+        main(
+            [
+                "dictionary",
+                "train",
+                "--acts",
+                str(tmp_path / "acts.nc"),
+                "--out",
+                str(d),
+                "--k",
+                "3",
+                "--features",
+                "96",
+                "--epochs",
+                "10",
+                "--lr",
+                "3e-3",
+            ]
+        )
+        == 0
+    )
+    assert (
+        main(
+            [
+                "dictionary",
+                "score",
+                "--acts",
+                str(tmp_path / "acts.nc"),
+                "--dictionary",
+                str(d / "dictionary.safetensors"),
+                "--variables",
+                str(tmp_path / "vars.nc"),
+                "--out",
+                str(d / "score"),
+            ]
+        )
+        == 0
+    )
     al = load(d / "score" / "alignment.nc")
-    assert float(abs(al.r.sel(variable="c0")).max()) > 0.9        # a feature is the planted code c0
+    assert float(abs(al.r.sel(variable="c0")).max()) > 0.9  # a feature is the planted code c0
     assert (d / "score" / "alignment.png").stat().st_size > 0
-    assert main(["dictionary", "shift", "--acts", str(tmp_path / "acts.nc"), "--shifted", str(tmp_path / "shifted.nc"),
-                 "--dictionary", str(d / "dictionary.safetensors"), "--out", str(d / "shift")]) == 0
+    assert (
+        main(
+            [
+                "dictionary",
+                "shift",
+                "--acts",
+                str(tmp_path / "acts.nc"),
+                "--shifted",
+                str(tmp_path / "shifted.nc"),
+                "--dictionary",
+                str(d / "dictionary.safetensors"),
+                "--out",
+                str(d / "shift"),
+            ]
+        )
+        == 0
+    )
     shift = load(d / "shift" / "shift.nc")
     assert (d / "shift" / "shift.png").stat().st_size > 0
     # a random rotation of the whole space: the fit collapses, and realignment restores it

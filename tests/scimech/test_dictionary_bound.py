@@ -32,8 +32,8 @@ def world():
 def test_realignment_undoes_a_pure_rotation_and_the_original_pays_quadratically(world):
     x, dic = world
     b = realignment_bound(dic, x, eps=(0.1, 0.2, 0.4), added=0.0)
-    assert np.all(b.dsigma.values > 0.02)                           # the second moment did move
-    assert np.all(b.excess_realigned.values < 1e-4)                 # and realignment took all of it back
+    assert np.all(b.dsigma.values > 0.02)  # the second moment did move
+    assert np.all(b.excess_realigned.values < 1e-4)  # and realignment took all of it back
     assert np.all(b.excess_original.values > 1e-3)
     assert 1.5 < b.attrs["slope_original"] < 3.0
 
@@ -43,8 +43,8 @@ def test_realigned_excess_is_quadratic_in_the_second_moment_shift(world):
     b = realignment_bound(dic, x, eps=EPS, added=0.25)
     assert b.dsigma.dims == ("eps",) and list(b.eps.values) == list(EPS)
     assert abs(b.attrs["slope_realigned"] - 2) < 0.5
-    assert np.all(b.excess_realigned.values <= b.attrs["C_realigned"] * b.dsigma.values ** 2 + 1e-12)
-    assert b.attrs["C_realigned"] < 0.5                              # measured about 0.2
-    assert b.attrs["C_original"] > 3 * b.attrs["C_realigned"]        # the rotation's part is gone
+    assert np.all(b.excess_realigned.values <= b.attrs["C_realigned"] * b.dsigma.values**2 + 1e-12)
+    assert b.attrs["C_realigned"] < 0.5  # measured about 0.2
+    assert b.attrs["C_original"] > 3 * b.attrs["C_realigned"]  # the rotation's part is gone
     with pytest.raises(ValueError, match="two or more"):
         realignment_bound(dic, x, eps=(0.1,))

@@ -68,8 +68,13 @@ def dies_once(i: int, flag_dir: str) -> xr.Dataset:
 def test_dead_worker_is_retried_without_corrupting_outputs(tmp_path):
     client = get_client("local", n_workers=2)
     try:
-        res = map_units(dies_once, {f"u{i}": {"i": i, "flag_dir": str(tmp_path)} for i in range(3)},
-                        tmp_path / "out", client=client, retries=2)
+        res = map_units(
+            dies_once,
+            {f"u{i}": {"i": i, "flag_dir": str(tmp_path)} for i in range(3)},
+            tmp_path / "out",
+            client=client,
+            retries=2,
+        )
     finally:
         client.close()
     assert (tmp_path / "died-1").exists()  # the failure really happened

@@ -17,19 +17,21 @@ from scimech.run.fingerprint import fingerprint, read_fingerprint, set_aside_sta
 
 def ds(values=None, lat=None, attrs=None) -> xr.Dataset:
     v = np.arange(12.0).reshape(3, 4) if values is None else values
-    return xr.Dataset({"sst": (("lat", "lon"), v, {"units": "degree_Celsius"})},
-                      coords={"lat": [10.0, 20.0, 30.0] if lat is None else lat, "lon": np.arange(4)},
-                      attrs={"title": "t", **(attrs or {})})
+    return xr.Dataset(
+        {"sst": (("lat", "lon"), v, {"units": "degree_Celsius"})},
+        coords={"lat": [10.0, 20.0, 30.0] if lat is None else lat, "lon": np.arange(4)},
+        attrs={"title": "t", **(attrs or {})},
+    )
 
 
 def test_equal_data_equal_fingerprint():
     a, b = np.arange(10.0), np.arange(10.0)
     assert fingerprint(a) == fingerprint(b) and len(fingerprint(a)) == 16
     assert fingerprint(ds()) == fingerprint(ds())
-    assert fingerprint(ds()) == fingerprint(ds().chunk({"lat": 1}))             # dask-backed: same values
+    assert fingerprint(ds()) == fingerprint(ds().chunk({"lat": 1}))  # dask-backed: same values
     assert fingerprint(np.asfortranarray(np.ones((3, 2)))) == fingerprint(np.ones((3, 2)))
     assert fingerprint(np.arange(3, dtype=">i8")) == fingerprint(np.arange(3, dtype="<i8"))  # byte order
-    assert fingerprint({"a": 1, "b": [1, 2]}) == fingerprint({"b": [1, 2], "a": 1})          # key order
+    assert fingerprint({"a": 1, "b": [1, 2]}) == fingerprint({"b": [1, 2], "a": 1})  # key order
     assert fingerprint(torch.ones(3)) == fingerprint(torch.ones(3))
     assert fingerprint(ds(attrs={"created": "2024"})) == fingerprint(ds(attrs={"created": "2025"}))  # write time
 
@@ -38,11 +40,11 @@ def test_one_changed_value_coordinate_or_dtype_changes_it():
     base = fingerprint(ds())
     v = np.arange(12.0).reshape(3, 4)
     v[2, 3] += 1e-9
-    assert fingerprint(ds(values=v)) != base                                   # one value
-    assert fingerprint(ds(lat=[10.0, 20.0, 31.0])) != base                     # a coordinate
-    assert fingerprint(ds(values=np.arange(12.0, dtype="f4").reshape(3, 4))) != base   # dtype
-    assert fingerprint(ds(attrs={"title": "u"})) != base                       # an attribute
-    assert fingerprint(ds().rename(sst="sss")) != base                         # a name
+    assert fingerprint(ds(values=v)) != base  # one value
+    assert fingerprint(ds(lat=[10.0, 20.0, 31.0])) != base  # a coordinate
+    assert fingerprint(ds(values=np.arange(12.0, dtype="f4").reshape(3, 4))) != base  # dtype
+    assert fingerprint(ds(attrs={"title": "u"})) != base  # an attribute
+    assert fingerprint(ds().rename(sst="sss")) != base  # a name
     assert fingerprint(np.arange(6).reshape(2, 3)) != fingerprint(np.arange(6).reshape(3, 2))
     assert fingerprint(np.arange(3)) != fingerprint(np.arange(3.0))
     assert fingerprint(torch.ones(3)) != fingerprint(torch.ones(3, dtype=torch.float64))
@@ -53,15 +55,16 @@ def test_one_changed_value_coordinate_or_dtype_changes_it():
     assert fingerprint(np.array(["a", 1], object)) != fingerprint(np.array(["a", "1"], object))
     assert fingerprint(1) != fingerprint(1.0) != fingerprint("1") != fingerprint(True)
     assert fingerprint([1, 2]) != fingerprint([2, 1]) != fingerprint((2, 1))
-    assert fingerprint(xr.DataArray([1.0, 2.0], dims="x", coords={"x": [0, 1]})) != \
-        fingerprint(xr.DataArray([1.0, 2.0], dims="x", coords={"x": [0, 2]}))
+    assert fingerprint(xr.DataArray([1.0, 2.0], dims="x", coords={"x": [0, 1]})) != fingerprint(
+        xr.DataArray([1.0, 2.0], dims="x", coords={"x": [0, 2]})
+    )
 
 
 def test_paths_hash_their_content(tmp_path):
     a, b = tmp_path / "a.bin", tmp_path / "b.bin"
     a.write_bytes(b"\x00" * 5000)
     b.write_bytes(b"\x00" * 5000)
-    assert fingerprint(a) == fingerprint(b) != fingerprint(str(a))   # a str is a value, not a path
+    assert fingerprint(a) == fingerprint(b) != fingerprint(str(a))  # a str is a value, not a path
     b.write_bytes(b"\x00" * 4999 + b"\x01")
     assert fingerprint(a) != fingerprint(b)
     d = tmp_path / "store"
@@ -94,9 +97,9 @@ def test_set_aside_stale_moves_other_fingerprints_and_keeps_the_same(tmp_path):
     out = tmp_path / "run"
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert set_aside_stale(out, "aaaa", parts={"data": "d1", "settings": "s1"}) is None   # a new folder
+        assert set_aside_stale(out, "aaaa", parts={"data": "d1", "settings": "s1"}) is None  # a new folder
         _fill(out)
-        assert set_aside_stale(out, "aaaa", parts={"data": "d1", "settings": "s1"}) is None   # the same data
+        assert set_aside_stale(out, "aaaa", parts={"data": "d1", "settings": "s1"}) is None  # the same data
     assert (out / "units" / "a.nc").read_text() == "old result"
     with pytest.warns(UserWarning, match=r"fingerprint aaaa, now bbbb; changed: data\).*stale-aaaa"):
         dest = set_aside_stale(out, "bbbb", parts={"data": "d2", "settings": "s1"})
@@ -118,7 +121,7 @@ def test_set_aside_stale_moves_other_fingerprints_and_keeps_the_same(tmp_path):
 def test_a_folder_without_a_fingerprint_is_set_aside_and_kept_inputs_stay(tmp_path):
     out = tmp_path / "run"
     _fill(out)
-    (out / "ocean.zarr").mkdir()                       # the user's input, living in the folder
+    (out / "ocean.zarr").mkdir()  # the user's input, living in the folder
     with pytest.warns(UserWarning, match="fingerprint unknown, now cccc"):
         dest = set_aside_stale(out, "cccc", keep=[out / "ocean.zarr"])
     assert dest == out / "stale-unknown" and (dest / "summary.nc").exists()

@@ -82,9 +82,9 @@ def test_record_runs_one_pass_per_batch_and_nothing_else(setup):
 @pytest.mark.parametrize("method", ["mean", "resample"])
 def test_mean_and_resample_ablation_record_the_reference_once_and_check_it_once(setup, method):
     model, x, ref = setup
-    assert _entering(model, x, method, ref) == (1 + PROFILE_ROWS, 0)   # the reference's pass + the profile, once
+    assert _entering(model, x, method, ref) == (1 + PROFILE_ROWS, 0)  # the reference's pass + the profile, once
     assert _entering(model, x, method, ref) == (1, 0)
-    assert _entering(model, x, "zero", None) == (0, 0)                  # zero ablation: the user's own passes only
+    assert _entering(model, x, "zero", None) == (0, 0)  # zero ablation: the user's own passes only
 
 
 def test_patch_adds_no_pass(setup):
@@ -96,7 +96,7 @@ def test_patch_adds_no_pass(setup):
 @pytest.mark.parametrize("max_rows", [256, 8])
 def test_patching_sweep_runs_the_two_unpatched_passes_and_one_tiled_pass_per_k_sites(setup, max_rows):
     model, x, c = setup
-    k = max(1, max_rows // 8)                            # sites per tiled pass of 8-row copies
+    k = max(1, max_rows // 8)  # sites per tiled pass of 8-row copies
     own = 2 + math.ceil(len(SITES) / k)
 
     def run():
@@ -118,7 +118,7 @@ def test_ablation_sweep_runs_the_unablated_pass_and_one_tiled_pass_per_k_sites(s
 
 def test_prefix_reuse_adds_a_trace_and_a_tiled_pass_per_reused_prefix(setup):
     model, x, c = setup
-    scimech.patching_sweep(model, x, c, SITES)          # the profile, measured once
+    scimech.patching_sweep(model, x, c, SITES)  # the profile, measured once
     # a 2-row trace, the source and base passes, one tiled pass for each of the two sites' prefixes
     assert _count(model, lambda: scimech.patching_sweep(model, x, c, SITES)) == (1 + 2 + 2, 0)
 

@@ -12,23 +12,38 @@ from scimech.errors import HeadLayoutError, SiteNotFoundError
 
 from .models import TinyTransformer
 
-_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_forward_hooks_with_kwargs", "_forward_pre_hooks_with_kwargs",
-          "_forward_hooks_always_called")
+_DICTS = (
+    "_forward_hooks",
+    "_forward_pre_hooks",
+    "_forward_hooks_with_kwargs",
+    "_forward_pre_hooks_with_kwargs",
+    "_forward_hooks_always_called",
+)
 
 
 def _hooks(model):
     """Every hook id of every module, in every dict torch keeps them in, and any ``forward``
     set on an instance (sweeps replace reused modules' forward; layer sites wrap it)."""
-    return {n: {**{d: tuple(getattr(m, d, {}).keys()) for d in _DICTS}, "forward": m.__dict__.get("forward")}
-            for n, m in model.named_modules()}
+    return {
+        n: {**{d: tuple(getattr(m, d, {}).keys()) for d in _DICTS}, "forward": m.__dict__.get("forward")}
+        for n, m in model.named_modules()
+    }
 
 
 class Boom(Exception):
     pass
 
 
-KINDS = ["recorder", "recorder_stop_early", "ablate", "patch", "record", "ablation_sweep", "patching_sweep",
-         "attribution_patching"]
+KINDS = [
+    "recorder",
+    "recorder_stop_early",
+    "ablate",
+    "patch",
+    "record",
+    "ablation_sweep",
+    "patching_sweep",
+    "attribution_patching",
+]
 SITES = ["encoder.0.attn.heads[1]", "encoder.1", "encoder.0.mlp:input", "head.units[0]"]
 
 
@@ -64,10 +79,12 @@ def _recorded(model, site):
 def test_hooks_removed_and_user_hooks_kept(kind):
     torch.manual_seed(0)
     model = TinyTransformer().eval()
-    user = [model.encoder[0].attn.proj.register_forward_pre_hook(lambda m, a: None),
-            model.encoder[1].register_forward_hook(lambda m, a, o: None),
-            model.register_forward_pre_hook(lambda m, a, k: None, with_kwargs=True),
-            model.head.register_forward_hook(lambda m, a, o: None, always_call=True)]
+    user = [
+        model.encoder[0].attn.proj.register_forward_pre_hook(lambda m, a: None),
+        model.encoder[1].register_forward_hook(lambda m, a, o: None),
+        model.register_forward_pre_hook(lambda m, a, k: None, with_kwargs=True),
+        model.head.register_forward_hook(lambda m, a, o: None, always_call=True),
+    ]
     before = _hooks(model)
     x = torch.randn(2, 5, 3)
     with torch.no_grad():

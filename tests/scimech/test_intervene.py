@@ -142,8 +142,11 @@ def test_bad_arguments_are_clear(model):
     with pytest.raises(ValueError, match="factor"):
         with ablate(model, "encoder.0", method="scale"):
             pass
-    with pytest.raises(ValueError, match=r"The 'method' option of ablate must be one of \('resample', 'mean', "
-                                         r"'zero', 'scale'\)\. Got 'gaussian' instead\."):
+    with pytest.raises(
+        ValueError,
+        match=r"The 'method' option of ablate must be one of \('resample', 'mean', "
+        r"'zero', 'scale'\)\. Got 'gaussian' instead\.",
+    ):
         with ablate(model, "encoder.0", method="gaussian"):
             pass
     with pytest.raises(ValueError, match="The 'factor' option of ablation_sweep must be a number"):
@@ -153,6 +156,7 @@ def test_bad_arguments_are_clear(model):
 
 
 # --- patching against hand computations ---------------------------------------------------
+
 
 def test_head_patching_matches_manual(model):
     """Denoising one head = the corrupted forward with that head's clean output put in by hand."""
@@ -209,8 +213,15 @@ def test_mha_head_patching_both_directions_match_manual():
 def test_patching_each_site_from_the_same_run_changes_nothing(model):
     """Clean activations patched into the clean run, one site at a time, give the clean output."""
     x = torch.randn(4, 5, 3)
-    sites = ["embed", "encoder.0.attn.heads[1]", "encoder.0.attn.heads", "encoder.0.mlp:input", "encoder.1",
-             "encoder.1.mlp.units[3,7]", "head"]
+    sites = [
+        "embed",
+        "encoder.0.attn.heads[1]",
+        "encoder.0.attn.heads",
+        "encoder.0.mlp:input",
+        "encoder.1",
+        "encoder.1.mlp.units[3,7]",
+        "head",
+    ]
     res = patching_sweep(model, x, x, sites, metrics.output(), batch_size=4)
     # the tiled forward runs the same rows in a larger batch: BLAS may block the GEMMs
     # differently, so allow float32 rounding (~1e-7 relative) instead of bit equality
@@ -308,8 +319,9 @@ def test_dict_inputs_with_forward_function():
         mixed = {"a": corrupt["a"], "b": clean["b"]}
         np.testing.assert_allclose(res.patched.sel(site="embed.b").values, fwd(model, mixed).numpy(), atol=ATOL)
     np.testing.assert_allclose(res.normalized_effect.sel(site="encoder.0").values, 1.0, atol=1e-4)
-    abl = ablation_sweep(model, clean, ["embed.a"], metrics.output(), method="mean", reference=corrupt,
-                         forward=fwd, batch_size=2)
+    abl = ablation_sweep(
+        model, clean, ["embed.a"], metrics.output(), method="mean", reference=corrupt, forward=fwd, batch_size=2
+    )
     with torch.no_grad():
         mean_a = model.embed["a"](corrupt["a"]).mean(0, keepdim=True)
         h = torch.cat([mean_a.expand(5, -1, -1), model.embed["b"](clean["b"])], dim=1)
@@ -339,7 +351,7 @@ class _Gate(nn.Module):
 
     def forward(self, h):
         if self.kind == "codes":
-            return torch.bucketize(h, torch.tensor([-1.0, -0.3, 0.3, 1.0]))   # int64 in 0..4
+            return torch.bucketize(h, torch.tensor([-1.0, -0.3, 0.3, 1.0]))  # int64 in 0..4
         return h > 0
 
 
@@ -427,7 +439,7 @@ def test_an_input_passed_by_keyword_is_the_first_parameter_not_the_first_keyword
 
     model, x = _CallsByKeyword(), torch.randn(6, 4)
     got = record(model, x, ["block:input"])["block:input"].values
-    np.testing.assert_allclose(got, x.numpy())                       # x, not cond (6, 2)
+    np.testing.assert_allclose(got, x.numpy())  # x, not cond (6, 2)
     with torch.no_grad(), ablate(model, "block:input", method="zero"):
         ablated = model(x)
     with torch.no_grad():

@@ -41,9 +41,9 @@ def test_complex_activations_are_recorded_whole():
     model = Spectral().eval()
     x = torch.randn(4, 8)
     ds = sm.record(model, x, ["fft"])
-    truth = np.fft.rfft(x.numpy())      # numpy's FFT: an independent implementation
+    truth = np.fft.rfft(x.numpy())  # numpy's FFT: an independent implementation
     assert np.iscomplexobj(ds["fft"].values)
-    np.testing.assert_allclose(ds["fft"].values, truth, atol=1e-5)   # float32 FFT of O(1) values
+    np.testing.assert_allclose(ds["fft"].values, truth, atol=1e-5)  # float32 FFT of O(1) values
 
 
 class SeqFirst(nn.Module):
@@ -62,7 +62,7 @@ class SeqFirst(nn.Module):
 @pytest.mark.parametrize("method", ["resample", "mean"])
 def test_time_first_activations_are_never_taken_for_samples(method):
     model = SeqFirst().eval()
-    x = torch.randn(3, 7, 3)            # 3 samples, 7 steps: the GRU's first axis is time (7)
+    x = torch.randn(3, 7, 3)  # 3 samples, 7 steps: the GRU's first axis is time (7)
     # the reference set (5 samples) is refused when it is recorded, before any draw over time
     seq_first = r"'gru' \(GRU\), which runs sequence-first \(batch_first=False\)"
     with pytest.raises(DimensionError, match=seq_first):
@@ -101,7 +101,7 @@ def test_time_first_activations_are_refused_when_the_sequence_is_as_long_as_the_
             model(x)
     with pytest.raises(DimensionError, match="sequence-first"):
         sm.record(model, x, ["rnn:input"])
-    layer = nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0)   # batch_first=False
+    layer = nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0)  # batch_first=False
     enc = nn.TransformerEncoder(layer, 1, enable_nested_tensor=False).eval()
     with pytest.raises(DimensionError, match=r"'layers.0' \(TransformerEncoderLayer\)"):
         sm.record(enc, torch.randn(4, 4, 8), ["layers.0.linear1"])
@@ -136,7 +136,7 @@ def test_batch_first_modules_with_as_many_steps_as_samples_are_ablated_over_samp
     g = torch.Generator().manual_seed(1)
     x, ref = torch.randn(5, 5, 3, generator=g), torch.randn(5, 5, 3, generator=g)
     with torch.no_grad():
-        mean_in = model.inp(ref).mean(0, keepdim=True)      # (1, T, 8): each step over the samples
+        mean_in = model.inp(ref).mean(0, keepdim=True)  # (1, T, 8): each step over the samples
         h = model.rnn.register_forward_pre_hook(lambda m, a: (mean_in.expand_as(a[0]),))
         truth = model(x)
         h.remove()
@@ -145,14 +145,17 @@ def test_batch_first_modules_with_as_many_steps_as_samples_are_ablated_over_samp
     torch.testing.assert_close(got, truth, rtol=0, atol=1e-6)
 
 
-@pytest.mark.parametrize("text, why", [
-    ("channel y x", "first axis must be 'batch'"),
-    ("batch y x", "exactly one axis 'feature' or 'channel'"),
-    ("batch channel feature", "exactly one axis"),
-    ("batch x x channel", "distinct"),
-    ("batch head channel", "distinct identifiers other than"),
-    ("batch", "at least a batch axis and a feature axis"),
-])
+@pytest.mark.parametrize(
+    "text, why",
+    [
+        ("channel y x", "first axis must be 'batch'"),
+        ("batch y x", "exactly one axis 'feature' or 'channel'"),
+        ("batch channel feature", "exactly one axis"),
+        ("batch x x channel", "distinct"),
+        ("batch head channel", "distinct identifiers other than"),
+        ("batch", "at least a batch axis and a feature axis"),
+    ],
+)
 def test_malformed_layouts_are_refused(text, why):
     with pytest.raises(DimensionError, match=why):
         parse_axes(text)
@@ -160,10 +163,10 @@ def test_malformed_layouts_are_refused(text, why):
 
 def test_canonical_view_is_a_view_and_round_trips():
     axes = Axes(("batch*window", "channel", "position"))
-    t = torch.arange(2 * 3 * 4 * 5, dtype=torch.float32).reshape(6, 4, 5)   # 2 samples x 3 windows
+    t = torch.arange(2 * 3 * 4 * 5, dtype=torch.float32).reshape(6, 4, 5)  # 2 samples x 3 windows
     c = axes.canonical(t, rows=2)
-    assert c.shape == (2, 3, 5, 4)                      # (batch, window, position, channel)
-    assert c.data_ptr() == t.data_ptr()                 # no copy: writes reach the model's tensor
+    assert c.shape == (2, 3, 5, 4)  # (batch, window, position, channel)
+    assert c.data_ptr() == t.data_ptr()  # no copy: writes reach the model's tensor
     # sample 1, window 2, position 4, channel 3 is row 1*3+2 = 5 of the packed tensor
     assert c[1, 2, 4, 3] == t[5, 3, 4]
     assert torch.equal(axes.restore(c), t)
@@ -172,7 +175,7 @@ def test_canonical_view_is_a_view_and_round_trips():
 
 
 def test_list_sites_says_why_heads_are_missing():
-    class CrossAttention(nn.Module):    # an attention-like module with no head count
+    class CrossAttention(nn.Module):  # an attention-like module with no head count
         def __init__(self):
             super().__init__()
             self.to_q, self.to_out = nn.Linear(8, 8), nn.Linear(8, 8)
@@ -193,7 +196,7 @@ def test_probing_complex_activations_names_the_fix():
     ds = sm.record(model, torch.randn(30, 8), ["fft"])
     with pytest.raises(DataValidationError, match="complex activations.*abs"):
         sm.probe_sites(ds, np.arange(30.0), n_bootstrap=10)
-    ok = sm.probe_sites(abs(ds), np.arange(30.0), n_bootstrap=10, control=False)   # the fix runs
+    ok = sm.probe_sites(abs(ds), np.arange(30.0), n_bootstrap=10, control=False)  # the fix runs
     assert np.isfinite(ok.score_mean.values).all()
 
 
@@ -203,7 +206,7 @@ def test_a_module_called_units_is_addressable_and_a_bare_selector_says_which():
     class MLP(nn.Module):
         def __init__(self):
             super().__init__()
-            self.units = nn.Linear(3, 4)     # a module really called "units"
+            self.units = nn.Linear(3, 4)  # a module really called "units"
             self.out = nn.Linear(4, 1)
 
         def forward(self, x):
@@ -213,7 +216,7 @@ def test_a_module_called_units_is_addressable_and_a_bare_selector_says_which():
     model.add_module("mlp", MLP())
     x = torch.randn(5, 3)
     ds = sm.record(model, x, ["mlp.units", "mlp.units.units[1]"])
-    truth = model.mlp.units(x).detach().numpy()             # the module's own output
+    truth = model.mlp.units(x).detach().numpy()  # the module's own output
     np.testing.assert_allclose(ds["mlp.units"].values, truth, atol=1e-6)
     np.testing.assert_allclose(ds["mlp.units.units[1]"].values[:, 0], truth[:, 1], atol=1e-6)
     with pytest.raises(SiteNotFoundError, match=r"say which: 'mlp\.out\.units\[0,3\]'"):
@@ -224,6 +227,8 @@ def test_importing_the_errors_does_not_import_scikit_learn():
     import subprocess
     import sys
 
-    code = "import sys, scimech.errors as e; assert 'sklearn' not in sys.modules; e.NotFittedError; " \
-           "assert 'sklearn' in sys.modules"
+    code = (
+        "import sys, scimech.errors as e; assert 'sklearn' not in sys.modules; e.NotFittedError; "
+        "assert 'sklearn' in sys.modules"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)

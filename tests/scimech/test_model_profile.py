@@ -47,7 +47,7 @@ def _land_inputs():
     g = torch.Generator().manual_seed(1)
     x, corrupted = torch.randn(8, 4, generator=g), torch.randn(8, 4, generator=g)
     for t in (x, corrupted):
-        t[[2, 5], 0] = float("nan")   # the same land rows in both
+        t[[2, 5], 0] = float("nan")  # the same land rows in both
     return x, corrupted
 
 
@@ -56,7 +56,7 @@ def test_nan_at_the_same_land_rows_is_not_drift_in_any_verb():
     model = Land().eval()
     x, corrupted = _land_inputs()
     ocean = np.array([i not in (2, 5) for i in range(8)])
-    with torch.no_grad():   # by hand: b's output replaced (zero; the clean run's) through a plain hook
+    with torch.no_grad():  # by hand: b's output replaced (zero; the clean run's) through a plain hook
         base_x, base_c = _sum(model(x)), _sum(model(corrupted))
         src = model.b(torch.relu(model.a(torch.nan_to_num(x))))
         h = model.b.register_forward_hook(lambda m, a, out: torch.zeros_like(out))
@@ -105,7 +105,7 @@ def test_the_profile_table_says_what_the_model_does_at_each_site():
     assert table["repeatable"].all() and not table["needs_grad"].any()
     assert table.loc["a", "samples"] == "rows independent"
     assert isinstance(table.attrs["profile"], ModelProfile) and "shared" in repr(table.attrs["profile"])
-    assert all(col in repr(table) for col in table.columns)      # a notebook sees every column
+    assert all(col in repr(table) for col in table.columns)  # a notebook sees every column
 
 
 def test_the_profile_names_rows_that_interact():
@@ -131,17 +131,17 @@ def test_a_profile_is_measured_once_and_again_after_a_parameter_changes():
     model.register_forward_pre_hook(lambda m, a: calls.append(a[0].shape[0]))
     first = require(model, x, verb="test", needs={"repeatable", "rows"})
     n = len(calls)
-    assert n == 3 and calls == [6, 6, 3]     # one pass, its repeat, the first half of the rows
-    again = require(model, torch.randn(10, 4), verb="test", needs={"repeatable", "rows"})   # same signature
+    assert n == 3 and calls == [6, 6, 3]  # one pass, its repeat, the first half of the rows
+    again = require(model, torch.randn(10, 4), verb="test", needs={"repeatable", "rows"})  # same signature
     assert again is first and len(calls) == n
     with torch.no_grad():
-        model[0].weight.add_(0.1)            # a new parameter version: measured again
+        model[0].weight.add_(0.1)  # a new parameter version: measured again
     assert require(model, x, verb="test", needs={"repeatable"}) is not first and len(calls) == n + 2
     current = require(model, x, verb="test", needs={"repeatable"})
-    other = require(model, x, verb="test", needs={"repeatable"}, forward=lambda m, b: m(b))   # its own profile
+    other = require(model, x, verb="test", needs={"repeatable"}, forward=lambda m, b: m(b))  # its own profile
     assert other is not current
     n = len(calls)
-    for _ in range(2):   # the same lambda written afresh (in a notebook cell, in a loop): measured once
+    for _ in range(2):  # the same lambda written afresh (in a notebook cell, in a loop): measured once
         assert require(model, x, verb="test", needs={"repeatable"}, forward=lambda m, b: m(b) * 1) is not current
     assert len(calls) == n + 2
 
@@ -152,8 +152,8 @@ def test_same_values_treats_nan_at_the_same_places_as_equal_and_scales_by_dtype(
     assert not same_values(a, torch.tensor([1.0, 2.0, 3.0]))[0]
     assert not same_values(a, a + 1e-3)[0]
     b16 = torch.tensor([1.0, 2.0, 3.0], dtype=torch.bfloat16)
-    assert same_values(b16, b16 + 0.0078125)[0]     # one bfloat16 step at 2: summation-order noise
-    assert not same_values(b16, b16 + 1)[0]          # a drift of +1
+    assert same_values(b16, b16 + 0.0078125)[0]  # one bfloat16 step at 2: summation-order noise
+    assert not same_values(b16, b16 + 1)[0]  # a drift of +1
 
 
 def test_metrics_output_parts_of_a_complex_output():

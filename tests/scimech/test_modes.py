@@ -12,7 +12,7 @@ def _model():
     torch.manual_seed(0)
     m = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Dropout(0.5), nn.Linear(8, 2))
     m.train()
-    m[1].eval()   # frozen statistics, as in fine-tuning
+    m[1].eval()  # frozen statistics, as in fine-tuning
     return m
 
 

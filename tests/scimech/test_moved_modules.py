@@ -59,7 +59,8 @@ def _modules() -> tuple[list[str], dict[str, str]]:
                 if f.stem != "__init__":
                     moved[f"{old}.{f.stem}"] = f"{new}.{f.stem}"
     shim_files = {CORE / (p.split(".", 1)[1].replace(".", "/") + ".py") for p in moved} | {
-        CORE / p.split(".")[1] / "__init__.py" for p in moved}
+        CORE / p.split(".")[1] / "__init__.py" for p in moved
+    }
     new = []
     for f in sorted(CORE.rglob("*.py")):
         if f in shim_files:
@@ -72,8 +73,13 @@ def _modules() -> tuple[list[str], dict[str, str]]:
 def test_every_shim_file_is_a_moved_module_and_every_moved_module_has_one():
     new, moved = _modules()
     assert set(moved.values()) <= set(new)
-    assert {"scimech.capture.sites", "scimech.studies.contract", "scimech.analysis.dictionary.saes",
-            "scimech.studies.validate.suite", "scimech.run.cli"} <= set(moved.values())
+    assert {
+        "scimech.capture.sites",
+        "scimech.studies.contract",
+        "scimech.analysis.dictionary.saes",
+        "scimech.studies.validate.suite",
+        "scimech.run.cli",
+    } <= set(moved.values())
     old_tops = {o.split(".")[1] for o in moved}
     assert not [m for m in new if m.split(".")[1:2] and m.split(".")[1] in old_tops], "a module left at an old path"
     for old in moved:
@@ -84,8 +90,13 @@ def test_every_shim_file_is_a_moved_module_and_every_moved_module_has_one():
 
 def test_new_paths_import_silently_and_old_paths_are_the_same_module_with_a_warning():
     new, moved = _modules()
-    proc = subprocess.run([sys.executable, "-c", CHECK, json.dumps(new), json.dumps(moved)], cwd=REPO,
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-c", CHECK, json.dumps(new), json.dumps(moved)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["new_warned"] == [], out["new_warned"]
@@ -93,16 +104,19 @@ def test_new_paths_import_silently_and_old_paths_are_the_same_module_with_a_warn
     assert out["not_same"] == [], out["not_same"]
     assert out["monkeypatch"] == 1
     name, warned = out["attribute"]
-    assert name == "scimech.causal.metrics" and any("scimech.metrics moved to scimech.causal.metrics" in w
-                                                    for w in warned)
+    assert name == "scimech.causal.metrics" and any(
+        "scimech.metrics moved to scimech.causal.metrics" in w for w in warned
+    )
     assert out["record_is_function"]
 
 
 def test_the_old_cli_path_still_runs_as_a_script():
-    new = subprocess.run([sys.executable, "-m", "scimech.run.cli", "--help"], cwd=REPO, capture_output=True,
-                         text=True, timeout=120)
-    old = subprocess.run([sys.executable, "-m", "scimech.cli", "--help"], cwd=REPO, capture_output=True,
-                         text=True, timeout=120)
+    new = subprocess.run(
+        [sys.executable, "-m", "scimech.run.cli", "--help"], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+    old = subprocess.run(
+        [sys.executable, "-m", "scimech.cli", "--help"], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
     assert new.returncode == old.returncode == 0, old.stderr[-2000:]
     assert old.stdout == new.stdout and "usage: scimech" in new.stdout
 
@@ -119,8 +133,9 @@ def test_no_code_of_the_repository_imports_an_old_path():
     for package in ("scimech", "ocean", "astro", "neuro", "bench", "tests", "scripts"):
         for f in sorted((REPO / package).rglob("*.py")):
             parts = f.relative_to(REPO).with_suffix("").parts
-            if f == Path(__file__).resolve() or (package == "scimech" and ".".join(
-                    parts[:-1] if parts[-1] == "__init__" else parts) in moved):
+            if f == Path(__file__).resolve() or (
+                package == "scimech" and ".".join(parts[:-1] if parts[-1] == "__init__" else parts) in moved
+            ):
                 continue
             here = ".".join(parts[:-1])
             for node in ast.walk(ast.parse(f.read_text())):
@@ -130,9 +145,14 @@ def test_no_code_of_the_repository_imports_an_old_path():
                 elif isinstance(node, ast.ImportFrom):
                     base = node.module or ""
                     if node.level:
-                        base = ".".join(here.split(".")[: len(here.split(".")) - node.level + 1] + ([base] if base else []))
-                    names = [base] + [f"{base}.{a.name}" for a in node.names  # sm.record is the function
-                                      if not (base == "scimech" and a.name in scimech.__all__)]
+                        base = ".".join(
+                            here.split(".")[: len(here.split(".")) - node.level + 1] + ([base] if base else [])
+                        )
+                    names = [base] + [
+                        f"{base}.{a.name}"
+                        for a in node.names  # sm.record is the function
+                        if not (base == "scimech" and a.name in scimech.__all__)
+                    ]
                 found += [f"{f.relative_to(REPO)}: {n}" for n in names if n in moved]
     assert found == []
 

@@ -40,8 +40,11 @@ def _actions():
 def test_every_shared_flag_comes_from_the_one_declaration():
     """``--seeds`` (and every shared flag) is built by scimech.run.options.add wherever it appears: the
     same meaning and type in every command."""
-    own_way = [(name, a.option_strings[0]) for name, _, a in _actions()
-               if set(a.option_strings) & set(SHARED_FLAGS) and getattr(a, "shared", None) is None]
+    own_way = [
+        (name, a.option_strings[0])
+        for name, _, a in _actions()
+        if set(a.option_strings) & set(SHARED_FLAGS) and getattr(a, "shared", None) is None
+    ]
     assert own_way == []
     # and the shared words are not spelled under another flag
     for name, _, a in _actions():
@@ -62,7 +65,9 @@ def test_seeds_lists_seed_values_in_every_command(tmp_path):
 
 def test_the_options_page_is_generated_from_the_declarations():
     page = (REPO / "docs" / "options.md").read_text()
-    assert page == options_page(), "docs/options.md is stale: python -m scimech.run.cli --options-page > docs/options.md"
+    assert page == options_page(), (
+        "docs/options.md is stale: python -m scimech.run.cli --options-page > docs/options.md"
+    )
     for spec in SHARED.values():
         assert f"| `{spec.flag}` |" in page
 
@@ -89,11 +94,18 @@ def _fill(example) -> list[str]:
 
 def test_every_command_with_context_options_declares_them():
     declared = {(name, n.flag) for name, n in NEEDS}
-    assert {("scimech neuro study", "--held-out"), ("scimech neuro baselines", "--held-out"),
-            ("scimech astro study", "--images"), ("scimech dictionary train", "--target-site")} <= declared
+    assert {
+        ("scimech neuro study", "--held-out"),
+        ("scimech neuro baselines", "--held-out"),
+        ("scimech astro study", "--images"),
+        ("scimech dictionary train", "--target-site"),
+    } <= declared
     # an option whose help says it acts "with --X" must declare it (a new one cannot be added without)
-    undeclared = [(name, a.option_strings[0]) for name, _, a in _actions()
-                  if re.match(r"with (a \S+ )?--[a-z]", a.help or "") and (name, a.option_strings[0]) not in declared]
+    undeclared = [
+        (name, a.option_strings[0])
+        for name, _, a in _actions()
+        if re.match(r"with (a \S+ )?--[a-z]", a.help or "") and (name, a.option_strings[0]) not in declared
+    ]
     assert undeclared == []
 
 
@@ -114,9 +126,11 @@ def test_an_option_given_where_it_does_nothing_is_refused(name, need, capsys):
 def test_a_context_option_with_its_context_is_accepted(tmp_path):
     """The refusal is not blanket: with what it needs, the same option parses."""
     store = SAMPLE_FILES["zarr"]
-    for argv in (["neuro", "study", "--data", str(store), "--held-out", "taxis", "--dry-run"],
-                 ["neuro", "study", "--proposer", "llm", "--llm-model", "qwen"],
-                 ["astro", "study", "--data", str(SAMPLE_FILES["fits"]), "--test-fraction", "0.3"]):
+    for argv in (
+        ["neuro", "study", "--data", str(store), "--held-out", "taxis", "--dry-run"],
+        ["neuro", "study", "--proposer", "llm", "--llm-model", "qwen"],
+        ["astro", "study", "--data", str(SAMPLE_FILES["fits"]), "--test-fraction", "0.3"],
+    ):
         args = build_parser().parse_args([*argv, "--out", str(tmp_path / "o")])
         assert options.refused_in_context(args) is None, argv
 
@@ -127,11 +141,16 @@ OUTPUTS = [(name, parser, a) for name, parser, a in _actions() if getattr(a.type
 
 def test_every_path_option_is_checked_where_it_is_parsed():
     """Options that name a file or folder read or write it through a checked type."""
-    pathlike = [(name, a.option_strings[0]) for name, _, a in _actions()
-                if a.metavar in ("PATH", "FILE", "FOLDER", "NPZ", "FITS", "CONFIG") or a.type is Path]
-    unchecked = [(name, flag) for name, flag in pathlike
-                 if not any(flag in a.option_strings and isinstance(a.type, Option) for n, _, a in _actions()
-                            if n == name)]
+    pathlike = [
+        (name, a.option_strings[0])
+        for name, _, a in _actions()
+        if a.metavar in ("PATH", "FILE", "FOLDER", "NPZ", "FITS", "CONFIG") or a.type is Path
+    ]
+    unchecked = [
+        (name, flag)
+        for name, flag in pathlike
+        if not any(flag in a.option_strings and isinstance(a.type, Option) for n, _, a in _actions() if n == name)
+    ]
     assert unchecked == []
     assert len(INPUTS) >= 15 and len(OUTPUTS) >= 15
 
@@ -157,9 +176,11 @@ def test_an_input_in_the_wrong_format_is_refused_with_what_it_seems_to_be(option
 def test_an_output_that_cannot_be_written_is_refused(name, parser, action, capsys, tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("x")
-    suffix = (action.type.suffixes or ("",))[0]   # a name the option writes, so the place is what is refused
-    for bad, words in ((str(blocker / f"results{suffix}"), "is a file"),
-                       (f"/proc/scimech-no-such-place/out{suffix}", "no file can be written in '/proc'")):
+    suffix = (action.type.suffixes or ("",))[0]  # a name the option writes, so the place is what is refused
+    for bad, words in (
+        (str(blocker / f"results{suffix}"), "is a file"),
+        (f"/proc/scimech-no-such-place/out{suffix}", "no file can be written in '/proc'"),
+    ):
         assert main(_argv_with(name, parser, action, bad)) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and f"argument {action.option_strings[0]}:" in err[0] and words in err[0], err
@@ -172,19 +193,26 @@ def test_a_deprecated_spelling_still_works_and_names_the_new_one(tmp_path, capsy
     assert "--n is deprecated" in err and "use --n-galaxies" in err
 
 
-@pytest.mark.parametrize("argv, words", [
-    (["ocean", "study", "--out", "/proc/forbidden/x"], "argument --out: cannot write to '/proc/forbidden/x'"),
-    (["neuro", "study", "--out", "/proc/forbidden/x"], "argument --out: cannot write to '/proc/forbidden/x'"),
-    (["dictionary", "train", "--acts", "{junk}", "--out", "{tmp}"], "argument --acts: '{junk}' is not a netCDF file"),
-    (["neuro", "study", "--held-out", "nosuch"], "argument --held-out: does nothing here; it needs --data PATH"),
-])
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["ocean", "study", "--out", "/proc/forbidden/x"], "argument --out: cannot write to '/proc/forbidden/x'"),
+        (["neuro", "study", "--out", "/proc/forbidden/x"], "argument --out: cannot write to '/proc/forbidden/x'"),
+        (
+            ["dictionary", "train", "--acts", "{junk}", "--out", "{tmp}"],
+            "argument --acts: '{junk}' is not a netCDF file",
+        ),
+        (["neuro", "study", "--held-out", "nosuch"], "argument --held-out: does nothing here; it needs --data PATH"),
+    ],
+)
 def test_the_four_invocations_exit_2_with_one_line_and_no_traceback_in_seconds(argv, words, tmp_path):
     junk = tmp_path / "junk.nc"
     junk.write_text("this is not netCDF\n")
     argv = [w.replace("{junk}", str(junk)).replace("{tmp}", str(tmp_path / "o")) for w in argv]
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "scimech.run.cli", *argv], capture_output=True, text=True, timeout=60,
-                          cwd=tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "-m", "scimech.run.cli", *argv], capture_output=True, text=True, timeout=60, cwd=tmp_path
+    )
     seconds = time.perf_counter() - t0
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr
@@ -193,29 +221,35 @@ def test_the_four_invocations_exit_2_with_one_line_and_no_traceback_in_seconds(a
     assert not (tmp_path / "o").exists() and not (tmp_path / "runs").exists()
 
 
-@pytest.mark.parametrize("argv, words", [
-    # an existing file of another kind where a store would be written: refused, the file kept
-    (["ocean", "generate", "--out", "{notes}"], "does not end in .zarr"),
-    (["ocean", "generate", "--out", "{notes_zarr}"], "exists and is a text file"),
-    (["neuro", "generate", "--out", "{tmp}/rec.out"], "does not end in .zarr or .nc"),
-    (["astro", "generate", "--out", "{tmp}"], "does not end in .fits or .zarr"),
-    (["ocean", "redraw", "{notes}"], "expected an existing folder"),
-    (["astro", "study", "--model", "{notes}", "--dry-run"], "expected an existing folder"),
-    (["ocean", "study", "--seed", "3", "--dry-run"], "unrecognized arguments: --seed"),   # never read as --seeds
-    (["ocean", "study", "--seeds", "0", "0", "--dry-run"], "argument --seeds: 0 given twice"),
-    (["ocean", "study", "--scheduler", "notanaddress", "--dry-run"], "must be a Dask scheduler address"),
-    (["ocean", "study", "--scheduler", "tcp://127.0.0.1:{closed}", "--dry-run"], "no Dask scheduler answers"),
-    (["ocean", "study", "--cluster", "{notes}", "--dry-run"], "is not a cluster file"),
-    (["ocean", "study", "--cluster", "{badkind}", "--dry-run"], "kind must be one of"),
-    (["dictionary", "train", "--acts", "{acts}", "--out", "{tmp}/d", "--features", "4", "--k", "8"],
-     "--k 8 active features per row is more than the dictionary's 4 features"),
-    # an option typed at its default where it does nothing is refused like any other value
-    (["astro", "study", "--test-fraction", "0.25", "--dry-run"], "argument --test-fraction: does nothing here"),
-    # a bad value in the file is named with the file, even where the command line sets the option too
-    (["astro", "study", "--config", "{ep0}", "--epochs", "3", "--dry-run"], "(from epochs: in the --config file"),
-])
-def test_mistakes_a_scientist_makes_exit_2_with_one_line_and_leave_files_alone(argv, words, tmp_path, capsys,
-                                                                              monkeypatch):
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        # an existing file of another kind where a store would be written: refused, the file kept
+        (["ocean", "generate", "--out", "{notes}"], "does not end in .zarr"),
+        (["ocean", "generate", "--out", "{notes_zarr}"], "exists and is a text file"),
+        (["neuro", "generate", "--out", "{tmp}/rec.out"], "does not end in .zarr or .nc"),
+        (["astro", "generate", "--out", "{tmp}"], "does not end in .fits or .zarr"),
+        (["ocean", "redraw", "{notes}"], "expected an existing folder"),
+        (["astro", "study", "--model", "{notes}", "--dry-run"], "expected an existing folder"),
+        (["ocean", "study", "--seed", "3", "--dry-run"], "unrecognized arguments: --seed"),  # never read as --seeds
+        (["ocean", "study", "--seeds", "0", "0", "--dry-run"], "argument --seeds: 0 given twice"),
+        (["ocean", "study", "--scheduler", "notanaddress", "--dry-run"], "must be a Dask scheduler address"),
+        (["ocean", "study", "--scheduler", "tcp://127.0.0.1:{closed}", "--dry-run"], "no Dask scheduler answers"),
+        (["ocean", "study", "--cluster", "{notes}", "--dry-run"], "is not a cluster file"),
+        (["ocean", "study", "--cluster", "{badkind}", "--dry-run"], "kind must be one of"),
+        (
+            ["dictionary", "train", "--acts", "{acts}", "--out", "{tmp}/d", "--features", "4", "--k", "8"],
+            "--k 8 active features per row is more than the dictionary's 4 features",
+        ),
+        # an option typed at its default where it does nothing is refused like any other value
+        (["astro", "study", "--test-fraction", "0.25", "--dry-run"], "argument --test-fraction: does nothing here"),
+        # a bad value in the file is named with the file, even where the command line sets the option too
+        (["astro", "study", "--config", "{ep0}", "--epochs", "3", "--dry-run"], "(from epochs: in the --config file"),
+    ],
+)
+def test_mistakes_a_scientist_makes_exit_2_with_one_line_and_leave_files_alone(
+    argv, words, tmp_path, capsys, monkeypatch
+):
     import socket
 
     import numpy as np
@@ -229,12 +263,19 @@ def test_mistakes_a_scientist_makes_exit_2_with_one_line_and_leave_files_alone(a
     acts = tmp_path / "acts.nc"
     xr.Dataset({"a": (("sample", "feature"), np.zeros((20, 4)))}).to_netcdf(acts)
     with socket.create_server(("127.0.0.1", 0)) as server:
-        closed = server.getsockname()[1]   # a port nothing listens on once the server is closed
-    fill = {"{notes}": notes, "{notes_zarr}": notes_zarr, "{tmp}": tmp_path, "{badkind}": badkind, "{acts}": acts,
-            "{closed}": closed, "{ep0}": tmp_path / "ep0.yaml"}
+        closed = server.getsockname()[1]  # a port nothing listens on once the server is closed
+    fill = {
+        "{notes}": notes,
+        "{notes_zarr}": notes_zarr,
+        "{tmp}": tmp_path,
+        "{badkind}": badkind,
+        "{acts}": acts,
+        "{closed}": closed,
+        "{ep0}": tmp_path / "ep0.yaml",
+    }
     for k, v in fill.items():
         argv = [w.replace(k, str(v)) for w in argv]
-    monkeypatch.chdir(tmp_path)   # in process (a traceback would fail the test): the four above cover a fresh one
+    monkeypatch.chdir(tmp_path)  # in process (a traceback would fail the test): the four above cover a fresh one
     rc = main(argv)
     lines = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(lines) == 1, lines
@@ -248,8 +289,11 @@ _TRAINED_HERE = {"--epochs": "3", "--batch-size": "8", "--image-features": "colo
 
 
 @settings(max_examples=40, deadline=None)
-@given(chosen=st.sets(st.sampled_from(sorted(_DATA_ONLY))), with_data=st.booleans(),
-       command=st.sampled_from(["study", "baselines"]))
+@given(
+    chosen=st.sets(st.sampled_from(sorted(_DATA_ONLY))),
+    with_data=st.booleans(),
+    command=st.sampled_from(["study", "baselines"]),
+)
 def test_combinations_of_trace_options_are_refused_exactly_without_data(chosen, with_data, command):
     """By hand: a traces-only option is refused iff --data is missing, whatever else is given."""
     argv = ["neuro", command, "--out", str(SAMPLES / "never")]
@@ -290,8 +334,8 @@ def test_compressed_fits_and_an_empty_output_folder_are_accepted(tmp_path):
     with pytest.raises(argparse.ArgumentTypeError, match="gzip-compressed"):
         fits(str(tmp_path / "other.gz"))
     (tmp_path / "empty").mkdir()
-    assert options.output_path("file")(str(tmp_path / "empty")) == tmp_path / "empty"    # a store to be
-    assert options.output_path("file or folder")(str(tmp_path)) == tmp_path              # neuro trees --out
+    assert options.output_path("file")(str(tmp_path / "empty")) == tmp_path / "empty"  # a store to be
+    assert options.output_path("file or folder")(str(tmp_path)) == tmp_path  # neuro trees --out
 
 
 def test_a_renamed_option_in_a_config_file_still_applies_with_the_warning(tmp_path, capsys):
@@ -302,7 +346,7 @@ def test_a_renamed_option_in_a_config_file_still_applies_with_the_warning(tmp_pa
     argv = ["neuro", "study", "--config", str(conf), "--out", str(tmp_path / "o")]
     args = apply_config(build_parser(), argv, build_parser().parse_args(argv))
     assert args.llm_model == "qwen" and "--model is deprecated" in capsys.readouterr().err
-    old = ["neuro", "discover", "--config", str(conf), "--out", str(tmp_path / "o")]   # an old command name too
+    old = ["neuro", "discover", "--config", str(conf), "--out", str(tmp_path / "o")]  # an old command name too
     assert apply_config(build_parser(), old, build_parser().parse_args(old)).llm_model == "qwen"
 
 
@@ -311,5 +355,5 @@ def test_a_context_option_with_a_typed_string_default_is_compared_parsed():
     parser.add_argument("--out", type=options.output_path(), default=str(SAMPLES / "x"))
     parser.add_argument("--data", default=None)
     options.needs(parser, "--out", lambda a: a.data is not None, "--data", ("--out", str(SAMPLES / "y")))
-    assert options.refused_in_context(parser.parse_args([])) is None          # the default: not "given"
+    assert options.refused_in_context(parser.parse_args([])) is None  # the default: not "given"
     assert options.refused_in_context(parser.parse_args(["--out", str(SAMPLES / "y")])) is not None

@@ -57,15 +57,21 @@ def _write_samples(root: Path) -> dict[str, Path]:
     (root / "store.zarr" / "zarr.json").write_text('{"zarr_format": 3, "node_type": "group"}')
     (root / "catalogue").mkdir()
     (root / "catalogue" / "catalog.fits").write_bytes(b"SIMPLE  =" + b" " * 71)
-    files = {"netcdf": b"CDF\x01" + bytes(60), "fits": b"SIMPLE  =" + b" " * 71, "npz": b"PK\x03\x04" + bytes(30),
-             "torch": b"PK\x03\x04" + bytes(30), "text": b"seeds: [0, 1]\n"}
+    files = {
+        "netcdf": b"CDF\x01" + bytes(60),
+        "fits": b"SIMPLE  =" + b" " * 71,
+        "npz": b"PK\x03\x04" + bytes(30),
+        "torch": b"PK\x03\x04" + bytes(30),
+        "text": b"seeds: [0, 1]\n",
+    }
     for name, data in files.items():
         (root / f"sample.{name}").write_bytes(data)
     np.save(root / "sample.npy", np.zeros(3))
     out = {name: root / f"sample.{name}" for name in files}
     (root / "cluster.toml").write_text('[cluster]\nkind = "local"\n')
-    out.update(npy=root / "sample.npy", zarr=root / "store.zarr", folder=root / "catalogue",
-               cluster=root / "cluster.toml")
+    out.update(
+        npy=root / "sample.npy", zarr=root / "store.zarr", folder=root / "catalogue", cluster=root / "cluster.toml"
+    )
     return out
 
 
@@ -105,8 +111,7 @@ def _argv(prefix, parser, action, value):
         elif not a.option_strings and a.nargs is None:
             argv.append(_placeholder(a))
     n = action.nargs if isinstance(action.nargs, int) else 1
-    return [*argv, f"{action.option_strings[0]}={value}"] if n == 1 else [*argv, action.option_strings[0],
-                                                                         *[value] * n]
+    return [*argv, f"{action.option_strings[0]}={value}"] if n == 1 else [*argv, action.option_strings[0], *[value] * n]
 
 
 def _refused(prefix, parser, action, value, capsys):
@@ -124,14 +129,19 @@ def _refused(prefix, parser, action, value, capsys):
 
 def test_every_numeric_option_of_every_command_is_declared():
     """No option of a study reads a bare int/float (those accept -1, 0 and nan silently)."""
-    bare = [(" ".join(prefix), a.option_strings[0]) for prefix, p in _commands(build_parser()) for a in p._actions
-            if a.type in (int, float)]
+    bare = [
+        (" ".join(prefix), a.option_strings[0])
+        for prefix, p in _commands(build_parser())
+        for a in p._actions
+        if a.type in (int, float)
+    ]
     assert bare == []
-    assert len(OPTIONS) >= 30   # ocean, astro, neuro, validate and the cluster options
+    assert len(OPTIONS) >= 30  # ocean, astro, neuro, validate and the cluster options
 
 
-@pytest.mark.parametrize("prefix, parser, action", OPTIONS, ids=[f"{' '.join(p)} {a.option_strings[0]}"
-                                                                 for p, _, a in OPTIONS])
+@pytest.mark.parametrize(
+    "prefix, parser, action", OPTIONS, ids=[f"{' '.join(p)} {a.option_strings[0]}" for p, _, a in OPTIONS]
+)
 def test_bad_values_are_refused_with_the_constraint(prefix, parser, action, capsys):
     for bad in action.type.bad_examples:
         _refused(prefix, parser, action, bad, capsys)
@@ -142,9 +152,14 @@ NUMBER = [o for o in OPTIONS if o[2].type.constraint.startswith("a finite number
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(option=st.sampled_from(WHOLE),
-       value=st.one_of(st.integers(max_value=-1), st.floats().filter(lambda f: f != int(f) if math.isfinite(f) else True),
-                       st.text(alphabet="abc-.e ", min_size=1)))
+@given(
+    option=st.sampled_from(WHOLE),
+    value=st.one_of(
+        st.integers(max_value=-1),
+        st.floats().filter(lambda f: f != int(f) if math.isfinite(f) else True),
+        st.text(alphabet="abc-.e ", min_size=1),
+    ),
+)
 def test_whole_number_options_refuse_negatives_fractions_and_text(option, value, capsys):
     prefix, parser, action = option
     text = str(value)
@@ -165,8 +180,9 @@ def test_positive_number_options_refuse_zero_negatives_and_nan(option, value, ca
     _refused(prefix, parser, action, repr(value), capsys)
 
 
-@pytest.mark.parametrize("prefix, parser, action", OPTIONS, ids=[f"{' '.join(p)} {a.option_strings[0]}"
-                                                                 for p, _, a in OPTIONS])
+@pytest.mark.parametrize(
+    "prefix, parser, action", OPTIONS, ids=[f"{' '.join(p)} {a.option_strings[0]}" for p, _, a in OPTIONS]
+)
 def test_a_good_value_parses(prefix, parser, action):
     if getattr(action.type, "formats", None) or "existing" in action.type.constraint:
         good = _good_input(action)
@@ -178,7 +194,7 @@ def test_a_good_value_parses(prefix, parser, action):
         args = build_parser().parse_args(_argv(prefix, parser, action, good))
         assert getattr(args, action.dest) == Path(good) and not (SAMPLES / "results").exists()  # nothing created
         return
-    if "scheduler" in action.type.constraint:   # an address that answers: a socket listening here
+    if "scheduler" in action.type.constraint:  # an address that answers: a socket listening here
         with socket.create_server(("127.0.0.1", 0)) as server:
             good = f"tcp://127.0.0.1:{server.getsockname()[1]}"
             assert getattr(build_parser().parse_args(_argv(prefix, parser, action, good)), action.dest) == good

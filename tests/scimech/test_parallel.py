@@ -30,7 +30,7 @@ def test_config_errors(tmp_path):
     p.write_text('[cluster]\nkind = "kubernetes"\n')
     with pytest.raises(ConfigError, match="kind must be one of"):
         read_cluster_config(p)
-    p.write_text('[other]\n')
+    p.write_text("[other]\n")
     with pytest.raises(ConfigError, match="no \\[cluster\\]"):
         read_cluster_config(p)
     p.write_text('[cluster]\nkind = "slurm"\n')
@@ -41,8 +41,12 @@ def test_config_errors(tmp_path):
 def test_slurm_config_builds_a_job_script(tmp_path):
     from dask_jobqueue import SLURMCluster
 
-    cfg = read_cluster_config(_write(tmp_path, '[cluster]\nkind="slurm"\ncores=8\nmemory="32GB"\n'
-                                               'walltime="01:00:00"\naccount="proj"\nqueue="normal"\n'))
+    cfg = read_cluster_config(
+        _write(
+            tmp_path,
+            '[cluster]\nkind="slurm"\ncores=8\nmemory="32GB"\nwalltime="01:00:00"\naccount="proj"\nqueue="normal"\n',
+        )
+    )
     cluster = SLURMCluster(**{k: v for k, v in cfg.items() if k != "kind"})
     script = cluster.job_script()
     cluster.close()
@@ -108,13 +112,18 @@ def test_map_units_serial_resume_and_threads_agree(tmp_path):
 # --- batch clusters without a batch system: fake sbatch / squeue / scancel on PATH -------------
 # (the real thing is tested against a running SLURM in tests_slurm/, run by scripts/ci_slurm.sh)
 
+
 def _fake_slurm(tmp_path, monkeypatch, sbatch: str, squeue: str) -> Path:
     """sbatch, squeue and scancel as shell scripts first on PATH; scancel logs its arguments."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     log = tmp_path / "scancel.log"
-    for name, body in {"sbatch": sbatch, "squeue": squeue, "sinfo": 'echo "debug* 2 2000"',
-                       "scancel": f'echo "$@" >> {log}'}.items():
+    for name, body in {
+        "sbatch": sbatch,
+        "squeue": squeue,
+        "sinfo": 'echo "debug* 2 2000"',
+        "scancel": f'echo "$@" >> {log}',
+    }.items():
         (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
         (bin_dir / name).chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
@@ -124,12 +133,19 @@ def _fake_slurm(tmp_path, monkeypatch, sbatch: str, squeue: str) -> Path:
 def test_a_refused_sbatch_is_the_study_error_not_a_background_traceback(tmp_path, monkeypatch, capfd):
     from scimech.run.parallel import ClusterError
 
-    log = _fake_slurm(tmp_path, monkeypatch,
-                      sbatch='echo "sbatch: error: invalid partition specified: normal" >&2; exit 1', squeue="true")
+    log = _fake_slurm(
+        tmp_path,
+        monkeypatch,
+        sbatch='echo "sbatch: error: invalid partition specified: normal" >&2; exit 1',
+        squeue="true",
+    )
     cfg = _write(tmp_path, '[cluster]\nkind="slurm"\ncores=1\nmemory="1GB"\nqueue="normal"\njobs=2\n')
     t0 = time.monotonic()
-    with pytest.raises(ClusterError, match="sbatch refused the SLURM job: sbatch: error: invalid partition "
-                                           "specified: normal; \\[cluster\\] queue = 'normal', partitions here: debug"):
+    with pytest.raises(
+        ClusterError,
+        match="sbatch refused the SLURM job: sbatch: error: invalid partition "
+        "specified: normal; \\[cluster\\] queue = 'normal', partitions here: debug",
+    ):
         get_client(config=cfg)
     assert time.monotonic() - t0 < 30
     assert "--name=scimech-" in log.read_text()  # cancelled by name, whatever was submitted
@@ -139,11 +155,15 @@ def test_a_refused_sbatch_is_the_study_error_not_a_background_traceback(tmp_path
 def test_jobs_that_can_never_start_end_the_wait_with_the_reason(tmp_path, monkeypatch, capfd):
     from scimech.run.parallel import ClusterError
 
-    log = _fake_slurm(tmp_path, monkeypatch, sbatch='echo "Submitted batch job 41"',
-                      squeue='echo "41 PENDING PartitionConfig"')
+    log = _fake_slurm(
+        tmp_path, monkeypatch, sbatch='echo "Submitted batch job 41"', squeue='echo "41 PENDING PartitionConfig"'
+    )
     cfg = _write(tmp_path, '[cluster]\nkind="slurm"\ncores=64\nmemory="1GB"\njobs=1\n')
-    with pytest.raises(ClusterError, match="can never start \\(1 pending: PartitionConfig \\(job 41\\)\\).*"
-                                           "Each job asks for cores = 64, memory = '1GB'"):
+    with pytest.raises(
+        ClusterError,
+        match="can never start \\(1 pending: PartitionConfig \\(job 41\\)\\).*"
+        "Each job asks for cores = 64, memory = '1GB'",
+    ):
         get_client(config=cfg)
     assert "41" in log.read_text().split()
 
@@ -154,8 +174,9 @@ def test_pending_jobs_are_reported_then_time_out(tmp_path, monkeypatch, capfd):
     log = _fake_slurm(tmp_path, monkeypatch, sbatch='echo "Submitted batch job 7"', squeue='echo "7 PENDING Priority"')
     cfg = _write(tmp_path, '[cluster]\nkind="slurm"\ncores=1\nmemory="1GB"\njobs=1\nstart_timeout=6\n')
     t0 = time.monotonic()
-    with pytest.raises(ClusterError, match="no Dask worker connected within 6 s .*1 pending: Priority \\(job 7\\)"
-                                           ".*raise start_timeout"):
+    with pytest.raises(
+        ClusterError, match="no Dask worker connected within 6 s .*1 pending: Priority \\(job 7\\).*raise start_timeout"
+    ):
         get_client(config=cfg)
     assert 6 <= time.monotonic() - t0 < 30
     assert "scimech: waiting for 1 SLURM job to start a worker: 1 pending: Priority (job 7)" in capfd.readouterr().err
@@ -177,13 +198,15 @@ def test_importing_dask_jobqueue_leaves_ctrl_c_a_keyboardinterrupt():
     import subprocess
     import sys
 
-    code = ("import os, signal, time\nimport dask_jobqueue\n{}\nos.kill(os.getpid(), signal.SIGINT)\n"
-            "time.sleep(20)\n")
+    code = "import os, signal, time\nimport dask_jobqueue\n{}\nos.kill(os.getpid(), signal.SIGINT)\ntime.sleep(20)\n"
     before = subprocess.run([sys.executable, "-c", code.format("")], capture_output=True, text=True, timeout=120)
     assert before.returncode == 0  # the upstream bug this works around (fix the test when it is released)
-    after = subprocess.run([sys.executable, "-c", code.format("from scimech.run.parallel import _restore_sigint\n"
-                                                              "_restore_sigint()")],
-                           capture_output=True, text=True, timeout=120)
+    after = subprocess.run(
+        [sys.executable, "-c", code.format("from scimech.run.parallel import _restore_sigint\n_restore_sigint()")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert after.returncode == -signal.SIGINT and "KeyboardInterrupt" in after.stderr
 
 

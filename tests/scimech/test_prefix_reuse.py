@@ -40,10 +40,16 @@ def _naive_patching(model, clean, corrupt, sites, direction):
     return np.stack(out)
 
 
-ENCODER_SITES = ["layers.0.self_attn.heads[1]", "layers.2.self_attn.heads[3]", "layers.1.self_attn.heads[0]",
-                 "layers.1", "layers.2:input", "layers.2.linear1.units[0,5]", "layers.0.self_attn.k_proj"]
-TINY_SITES = ["encoder.0.attn.heads[2]", "encoder.1.attn.heads[0]", "encoder.1", "encoder.1.mlp:input",
-              "head", "embed"]
+ENCODER_SITES = [
+    "layers.0.self_attn.heads[1]",
+    "layers.2.self_attn.heads[3]",
+    "layers.1.self_attn.heads[0]",
+    "layers.1",
+    "layers.2:input",
+    "layers.2.linear1.units[0,5]",
+    "layers.0.self_attn.k_proj",
+]
+TINY_SITES = ["encoder.0.attn.heads[2]", "encoder.1.attn.heads[0]", "encoder.1", "encoder.1.mlp:input", "head", "embed"]
 
 
 @pytest.mark.parametrize("which", ["encoder", "tiny"])
@@ -90,10 +96,10 @@ def test_reused_modules_are_those_before_the_site():
     # resumed at out_proj (its q/k/v projections and softmax are not run again)
     assert head.reused == ("layers.0", "layers.1")
     assert (head.resume.outer, head.resume.inner) == ("layers.2.self_attn", "layers.2.self_attn.out_proj")
-    q = trace.shortcut(resolve_site(model, "layers.2.linear1:input"))   # what runs before linear1; no resume
+    q = trace.shortcut(resolve_site(model, "layers.2.linear1:input"))  # what runs before linear1; no resume
     assert q.reused == ("layers.0", "layers.1", "layers.2.self_attn", "layers.2.dropout1", "layers.2.norm1")
     assert q.resume is None
-    assert trace.shortcut(resolve_site(model, "layers.1")).reused == ("layers.0", "layers.1")   # output: itself too
+    assert trace.shortcut(resolve_site(model, "layers.1")).reused == ("layers.0", "layers.1")  # output: itself too
     assert trace.shortcut(resolve_site(model, "layers.1:input")).reused == ("layers.0",)
     assert trace.shortcut(resolve_site(model, "layers.0.self_attn.q_proj")).reused == ("layers.0.self_attn.q_proj",)
     assert trace.blocks(model) == ["layers.0", "layers.1", "layers.2"]
@@ -121,8 +127,9 @@ def test_models_without_a_reusable_prefix_fall_back_and_say_so():
     sites = ["head:input"]
     res = patching_sweep(model, clean, corrupt, sites, metrics.output())
     assert res.attrs["sweep_path"] == "batched" and "nothing can be reused" in res.attrs["sweep_path_note"]
-    np.testing.assert_allclose(res.patched.values, _naive_patching(model, clean, corrupt, sites, "denoising"),
-                               atol=ATOL, rtol=0)
+    np.testing.assert_allclose(
+        res.patched.values, _naive_patching(model, clean, corrupt, sites, "denoising"), atol=ATOL, rtol=0
+    )
     assert trace_calls(model, clean).blocks(model) == []
 
 
@@ -143,7 +150,7 @@ class InPlace(nn.Module):
     def __init__(self):
         super().__init__()
         self.embed = nn.Linear(3, 8)
-        self.pos = Positional(4, 8)      # 4 positions == 4 rows per batch: looks batched by shape alone
+        self.pos = Positional(4, 8)  # 4 positions == 4 rows per batch: looks batched by shape alone
         self.act = nn.ReLU(inplace=True)
         self.blocks = nn.Sequential(nn.Linear(8, 8), nn.Linear(8, 8), nn.Linear(8, 8))
 
@@ -151,7 +158,7 @@ class InPlace(nn.Module):
         h = self.embed(x)
         h += self.pos()
         h = self.blocks[0](h)
-        self.act(h)                      # in place on blocks[0]'s output
+        self.act(h)  # in place on blocks[0]'s output
         return self.blocks[2](torch.tanh(self.blocks[1](h))).mean((1, 2))
 
 
@@ -167,8 +174,9 @@ def test_in_place_changes_and_unbatched_outputs_are_handled():
     assert "pos" not in trace.shortcut(resolve_site(model, "blocks.1")).reused
     res = patching_sweep(model, clean, corrupt, sites, metrics.output(), max_rows=8)
     assert res.attrs["sweep_path"] == "prefix_reuse"
-    np.testing.assert_allclose(res.patched.values, _naive_patching(model, clean, corrupt, sites, "denoising"),
-                               atol=ATOL, rtol=0)
+    np.testing.assert_allclose(
+        res.patched.values, _naive_patching(model, clean, corrupt, sites, "denoising"), atol=ATOL, rtol=0
+    )
 
 
 class Doubling(nn.Module):
@@ -190,8 +198,11 @@ def test_a_module_is_resumed_at_its_projection_only_if_it_returns_the_projection
     clean, corrupt = torch.randn(5, 4), torch.randn(5, 4)
     trace = trace_calls(model, clean)
     site = "1.proj.units[0,2]:input"
-    assert trace.shortcut(resolve_site(model, site)).resume is None       # y.mul_(2) after proj
+    assert trace.shortcut(resolve_site(model, site)).resume is None  # y.mul_(2) after proj
     res = patching_sweep(model, clean, corrupt, [site, "1.proj:input", "0.proj"], metrics.output())
-    np.testing.assert_allclose(res.patched.values,
-                               _naive_patching(model, clean, corrupt, [site, "1.proj:input", "0.proj"], "denoising"),
-                               atol=ATOL, rtol=0)
+    np.testing.assert_allclose(
+        res.patched.values,
+        _naive_patching(model, clean, corrupt, [site, "1.proj:input", "0.proj"], "denoising"),
+        atol=ATOL,
+        rtol=0,
+    )

@@ -75,8 +75,7 @@ def test_selectivity_high_on_planted_feature_near_zero_on_random_labels():
     res = probe_sites({"x": X}, y_planted, task="classification", groups=groups, cv=5, n_bootstrap=0)
     assert res.selectivity_mean.item() > 0.25  # accuracy ~0.9 vs control at chance (~0.5-0.6)
     assert res.score_mean.item() > 0.85
-    res_r = probe_sites({"x": X}, y_random, task="classification", groups=groups, cv=5, seeds=[0, 1, 2],
-                        n_bootstrap=0)
+    res_r = probe_sites({"x": X}, y_random, task="classification", groups=groups, cv=5, seeds=[0, 1, 2], n_bootstrap=0)
     assert abs(res_r.selectivity_mean.item()) < 0.08  # chance vs chance: within sampling noise of 600 samples
     # grouped CV never splits a group: check the folds sklearn would use
     for tr, te in GroupKFold(5, shuffle=True, random_state=0).split(X, groups=groups):
@@ -112,8 +111,9 @@ def test_signal_to_noise_hand_case():
 def test_permutation_p_value_and_random_baseline():
     X, y = _planted(n=120, d=4)
     rng = np.random.default_rng(4)
-    res = probe_sites({"a": X}, y, cv=3, n_permutations=30, n_bootstrap=0,
-                      random_baseline={"a": rng.normal(size=X.shape)})
+    res = probe_sites(
+        {"a": X}, y, cv=3, n_permutations=30, n_bootstrap=0, random_baseline={"a": rng.normal(size=X.shape)}
+    )
     assert res.p_value.item() <= 1 / 31 + 1e-12  # nothing beats the real labels
     assert res.score_random.mean().item() < 0.1
 
@@ -133,6 +133,7 @@ def test_bad_inputs_are_clear():
 
 
 # ---- LinearProbe (the contract's single estimator) -------------------------------------------------------------
+
 
 @pytest.mark.parametrize("task", ["regression", "classification"])
 def test_linear_probe_passes_sklearn_checks(task):
@@ -192,8 +193,11 @@ def test_recorded_dataset_is_flattened_like_arrays():
     a = probe_sites(ds, y, cv=3, n_bootstrap=0)
     b = probe_sites({"blk.0": A.reshape(120, 12)}, y, cv=3, n_bootstrap=0)
     np.testing.assert_allclose(a.score.values, b.score.values, rtol=1e-12)
-    stacked = xr.DataArray(np.stack([A.reshape(120, 12), 2 * A.reshape(120, 12)]), dims=("layer", "sample", "feature"),
-                           coords={"layer": [0, 1]})
+    stacked = xr.DataArray(
+        np.stack([A.reshape(120, 12), 2 * A.reshape(120, 12)]),
+        dims=("layer", "sample", "feature"),
+        coords={"layer": [0, 1]},
+    )
     c = probe_sites(stacked, y, cv=3, n_bootstrap=0, dim="layer")
     # standardisation makes the probe blind to a global scale: both layers score alike
     np.testing.assert_allclose(c.score.values[0], c.score.values[1], rtol=1e-8)
@@ -230,8 +234,9 @@ def test_regression_selectivity_planted_vs_random():
 def test_permutation_test_score_equals_cross_val_and_group_permutation():
     X, y = _planted(n=90, d=3)
     score, p = permutation_test(X, y, cv=3, n_permutations=19, seed=2)
-    ref = cross_val_score(make_pipeline(StandardScaler(), Ridge(alpha=1.0)), X, y,
-                          cv=KFold(3, shuffle=True, random_state=2), scoring="r2").mean()
+    ref = cross_val_score(
+        make_pipeline(StandardScaler(), Ridge(alpha=1.0)), X, y, cv=KFold(3, shuffle=True, random_state=2), scoring="r2"
+    ).mean()
     assert score == pytest.approx(ref, abs=1e-12)
     assert p == pytest.approx(1 / 20)  # the planted signal beats every permutation
     # pure noise with group-constant labels: p is not small (sklearn's within-group shuffles
@@ -239,8 +244,9 @@ def test_permutation_test_score_equals_cross_val_and_group_permutation():
     rng = np.random.default_rng(9)
     groups = np.repeat(np.arange(30), 3)
     yg = np.repeat(rng.integers(0, 2, 30), 3)
-    _, pg = permutation_test(rng.normal(size=(90, 3)), yg, task="classification", groups=groups, cv=3,
-                             n_permutations=19, seed=0)
+    _, pg = permutation_test(
+        rng.normal(size=(90, 3)), yg, task="classification", groups=groups, cv=3, n_permutations=19, seed=0
+    )
     assert 0.1 < pg < 1.0
 
 
@@ -285,8 +291,15 @@ def test_score_interval_equals_scipy_bootstrap_of_sklearn_out_of_fold_prediction
     def r2(a, b, axis=-1):
         return 1 - ((a - b) ** 2).sum(axis) / ((a - a.mean(axis, keepdims=True)) ** 2).sum(axis)
 
-    ref = st.bootstrap((y, oof), r2, paired=True, vectorized=True, n_resamples=300, method=ci_method,
-                       random_state=np.random.default_rng(5))
+    ref = st.bootstrap(
+        (y, oof),
+        r2,
+        paired=True,
+        vectorized=True,
+        n_resamples=300,
+        method=ci_method,
+        random_state=np.random.default_rng(5),
+    )
     lo, hi = ref.confidence_interval
     assert res.score_ci_low.item() == pytest.approx(lo, rel=1e-8)
     assert res.score_ci_high.item() == pytest.approx(hi, rel=1e-8)
@@ -322,7 +335,7 @@ def test_targets_a_probe_cannot_score_are_refused():
     with pytest.raises(DataValidationError, match="None"):
         probe_sites({"a": X}, np.array(["a", "b", None, "a"] * 10, dtype=object), task="classification")
     with pytest.raises(DataValidationError, match="continuous"):
-        signal_to_noise(X, X[:, 0] + 0.1, [1.0, 0.0, 0.0])           # the classification default on a float y
+        signal_to_noise(X, X[:, 0] + 0.1, [1.0, 0.0, 0.0])  # the classification default on a float y
     with pytest.raises(DataValidationError, match="direction is zero"):
         signal_to_noise(X, X[:, 0], np.zeros(3), task="regression")
     with pytest.raises(DataValidationError, match="one target per row"):
@@ -346,7 +359,7 @@ def test_the_interval_bounds_the_statistic_it_is_reported_with():
     assert ds["score_ci_low"].values[0] <= ds["score_oof"].values[0] <= ds["score_ci_high"].values[0]
     # a perfect probe: BCa is degenerate, the percentile interval is given (with a warning)
     cls = np.repeat([0, 1], 20)
-    Xp = r.normal(size=(40, 2)) + 5.0 * cls[:, None]      # classes 5 sd apart: every fold scores 1
+    Xp = r.normal(size=(40, 2)) + 5.0 * cls[:, None]  # classes 5 sd apart: every fold scores 1
     with pytest.warns(UserWarning, match="degenerate"):
         perfect = probe_sites({"a": Xp}, cls, task="classification", n_bootstrap=100, control=False)
     assert perfect["score_ci_low"].values[0] == perfect["score_ci_high"].values[0] == 1.0
@@ -365,7 +378,7 @@ def test_repeated_rows_without_groups_are_warned_and_xarray_targets_are_aligned(
     shuffled = xr.DataArray(y[p], dims="sample", coords={"sample": p})
     a = probe_sites(feat, shuffled, n_bootstrap=0, control=False)
     b = probe_sites(feat, y, n_bootstrap=0, control=False)
-    np.testing.assert_allclose(a["score"].values, b["score"].values)      # paired by sample, not by position
+    np.testing.assert_allclose(a["score"].values, b["score"].values)  # paired by sample, not by position
     from scimech.errors import DataValidationError
 
     with pytest.raises(DataValidationError, match="sample coordinates do not match"):
@@ -380,7 +393,7 @@ def test_linear_cka_warns_with_fewer_samples_than_features():
     r = np.random.default_rng(0)
     with pytest.warns(UserWarning, match="fewer samples than features"):
         high = linear_cka(r.normal(size=(50, 500)), r.normal(size=(50, 500)))
-    assert high > 0.8       # the bias the warning names (independent Gaussians)
+    assert high > 0.8  # the bias the warning names (independent Gaussians)
 
 
 def _clustered(seed, signal=0.0, n_groups=12, per=8, d=5):
@@ -396,17 +409,25 @@ def _clustered(seed, signal=0.0, n_groups=12, per=8, d=5):
 def test_grouped_permutation_p_is_uniform_under_the_null_when_y_varies_within_groups():
     # 30 null datasets, 19 permutations each: a valid p-value has mean ~0.5 (sd of the mean 0.053,
     # the band is 3 sd) and P(p <= 0.05) <= 0.05; permuting labels freely gave a mean p of 0.98 here
-    ps = np.array([permutation_test(X, y, groups=g, n_permutations=19, seed=s)[1]
-                   for s in range(30) for X, y, g in [_clustered(s)]])
+    ps = np.array(
+        [
+            permutation_test(X, y, groups=g, n_permutations=19, seed=s)[1]
+            for s in range(30)
+            for X, y, g in [_clustered(s)]
+        ]
+    )
     assert 0.34 <= ps.mean() <= 0.66
     assert (ps <= 0.05).mean() <= 0.15
-    planted = [permutation_test(X, y, groups=g, n_permutations=19, seed=s)[1]
-               for s in range(10) for X, y, g in [_clustered(s, signal=2.0)]]
+    planted = [
+        permutation_test(X, y, groups=g, n_permutations=19, seed=s)[1]
+        for s in range(10)
+        for X, y, g in [_clustered(s, signal=2.0)]
+    ]
     assert sum(p <= 0.05 for p in planted) >= 9
 
 
 def test_grouped_permutation_refuses_y_varying_within_groups_of_all_different_sizes():
     X, y, _ = _clustered(0)
-    sizes = np.repeat(np.arange(12), np.arange(1, 13))[:len(y)]   # groups of 1, 2, 3, ... rows
+    sizes = np.repeat(np.arange(12), np.arange(1, 13))[: len(y)]  # groups of 1, 2, 3, ... rows
     with pytest.raises(DataValidationError, match="same size"):
-        permutation_test(X[:len(sizes)], y[:len(sizes)], groups=sizes, cv=3, n_permutations=5)
+        permutation_test(X[: len(sizes)], y[: len(sizes)], groups=sizes, cv=3, n_permutations=5)

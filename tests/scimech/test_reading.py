@@ -29,9 +29,14 @@ def test_a_reading_shows_every_row_and_fact_in_each_form(tmp_path):
         assert s in text and s in r.markdown()
     assert text.splitlines()[0] == "Read: toy product (CF-1.8), noleap calendar"
     saved = json.loads(r.save(tmp_path / "reading.json").read_text())
-    assert saved["rows"][1] == {"quantity": "qnet", "variable": "hfds", "found_by": "standard_name",
-                                "units_found": "W m-2", "units_used": "W m-2",
-                                "conversion": "positive up: sign flipped"}
+    assert saved["rows"][1] == {
+        "quantity": "qnet",
+        "variable": "hfds",
+        "found_by": "standard_name",
+        "units_found": "W m-2",
+        "units_used": "W m-2",
+        "conversion": "positive up: sign flipped",
+    }
     assert Reading.load(tmp_path / "reading.json") == r
     df = r.to_frame()
     assert list(df.index) == ["sst", "qnet"] and df.loc["sst", "units_found"] == "K"

@@ -166,8 +166,9 @@ def test_recorder_stop_early_inside_with_block(model):
             ran.append("after")  # skipped: the forward ended early
         assert ran == [1]
         with torch.no_grad():
-            np.testing.assert_allclose(rec.activations["encoder.0"].numpy(),
-                                       model.encoder[0](model.embed(x)).numpy(), atol=1e-6)
+            np.testing.assert_allclose(
+                rec.activations["encoder.0"].numpy(), model.encoder[0](model.embed(x)).numpy(), atol=1e-6
+            )
     finally:
         h.remove()
     with pytest.raises(ZeroDivisionError):  # other errors still propagate
@@ -314,7 +315,7 @@ def test_forward_overrides_nest_and_unwind_in_any_order():
         a = override_forward(lay, lambda inner: lambda *args, **kw: inner(*args, **kw) + 1)
         b = override_forward(lay, lambda inner: lambda *args, **kw: inner(*args, **kw) * 2)
         torch.testing.assert_close(lay(x), (plain + 1) * 2)
-        a.remove()                                  # the inner one first: it becomes a pass-through
+        a.remove()  # the inner one first: it becomes a pass-through
         torch.testing.assert_close(lay(x), plain * 2)
         b.remove()
         assert "forward" not in lay.__dict__

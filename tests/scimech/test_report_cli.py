@@ -31,7 +31,9 @@ def test_report_writes_markdown_html_and_figures(tmp_path):
 
 
 def test_help_lists_domains_and_demo():
-    out = subprocess.run([sys.executable, "-m", "scimech.run.cli", "--help"], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "scimech.run.cli", "--help"], capture_output=True, text=True, check=True
+    )
     for word in ("demo", "ocean", "astro", "neuro"):
         assert word in out.stdout
 
@@ -62,7 +64,9 @@ def test_demo_reports_a_failing_study_without_stopping(tmp_path, monkeypatch, ca
 
     mods = {"ocean": Ok, "astro": Broken, "neuro": Ok}
     monkeypatch.setattr(cli, "_study", lambda name: (mods[name], None))
-    rc = cli._run_demo(type("A", (), {"out": tmp_path / "demo", "domains": ["ocean", "astro", "neuro"], "size": "quick"}))
+    rc = cli._run_demo(
+        type("A", (), {"out": tmp_path / "demo", "domains": ["ocean", "astro", "neuro"], "size": "quick"})
+    )
     assert rc == 1
     index = (tmp_path / "demo" / "report.md").read_text()
     assert "failed: RuntimeError: boom" in index
@@ -95,8 +99,9 @@ def test_demo_prints_each_studys_planted_truth_line_then_its_findings(tmp_path, 
         @staticmethod
         def demo(folder, quick=True):
             folder.mkdir(parents=True, exist_ok=True)
-            (folder / "recovery.txt").write_text("ocean planted truth: 3 of 4 recovered (free concept: yes)\n\n"
-                                                 "truth  recovered\nq_hidden  yes\n")
+            (folder / "recovery.txt").write_text(
+                "ocean planted truth: 3 of 4 recovered (free concept: yes)\n\ntruth  recovered\nq_hidden  yes\n"
+            )
             (folder / "findings.txt").write_text("REPRODUCED: skill is similar\n\nNOT reproduced: mixed wins\n")
             return Report(folder, "planted").write()
 
@@ -118,8 +123,11 @@ def test_demo_prints_each_studys_planted_truth_line_then_its_findings(tmp_path, 
     assert rc == 0
     printed = [line.strip() for line in capsys.readouterr().out.splitlines()]
     i = printed.index("[scimech demo] ocean: ok in 0 s")
-    assert printed[i + 1:i + 4] == ["ocean planted truth: 3 of 4 recovered (free concept: yes)",
-                                    "REPRODUCED: skill is similar", "NOT reproduced: mixed wins"]
+    assert printed[i + 1 : i + 4] == [
+        "ocean planted truth: 3 of 4 recovered (free concept: yes)",
+        "REPRODUCED: skill is similar",
+        "NOT reproduced: mixed wins",
+    ]
     j = printed.index("[scimech demo] astro: ok in 0 s")
     assert printed[j + 1] == "astro planted truth: not reported"
     assert "stale" not in "\n".join(printed)
@@ -133,5 +141,5 @@ def test_markdown_table_cells_keep_a_pipe_inside_their_column(tmp_path):
     rep.table(pd.DataFrame({"|r| free": ["0.34 (|r|)"], "n": [3]}), index=False)
     row = [line for line in rep.write().read_text().splitlines() if line.startswith("| 0.34")][0]
     # three unescaped pipes: the row has two cells, as the frame has two columns
-    assert len([k for k, ch in enumerate(row) if ch == "|" and row[k - 1:k] != "\\"]) == 3
+    assert len([k for k, ch in enumerate(row) if ch == "|" and row[k - 1 : k] != "\\"]) == 3
     assert row.startswith("| 0.34 (\\|r\\|) | 3")

@@ -73,10 +73,13 @@ def page(tmp_path):
     (sub / "report.html").write_text("<h1>sub</h1>\n")
     rep = Report(tmp_path, title="Index")
     rep.heading("Studies")
-    rep.text("The fit is **bold** news.\n\n- first finding\n- second finding\n\n"
-             "See [sub/report.md](sub/report.md) and <script>alert(1)</script>.")
-    frame = pd.DataFrame({"study": ["ocean", "astro"], "report": ["[sub/report.md](sub/report.md)", "none"],
-                          "rmse": [0.123456, 2.0]}).set_index("study")
+    rep.text(
+        "The fit is **bold** news.\n\n- first finding\n- second finding\n\n"
+        "See [sub/report.md](sub/report.md) and <script>alert(1)</script>."
+    )
+    frame = pd.DataFrame(
+        {"study": ["ocean", "astro"], "report": ["[sub/report.md](sub/report.md)", "none"], "rmse": [0.123456, 2.0]}
+    ).set_index("study")
     rep.table(frame, caption="Skill")
     fig, ax = plt.subplots(figsize=(2, 2))
     ax.plot([0, 1], [1, 0])
@@ -144,8 +147,9 @@ def _table_of(tmp_path, table, **kw):
 
 
 def test_a_multiindex_is_one_column_per_level_not_tuples(tmp_path):
-    frame = pd.DataFrame({"mode": ["phot", "phot", "multi"], "population": ["all", "dusty", "all"],
-                          "bias": [0.1, -0.2, 0.3]}).set_index(["mode", "population"])
+    frame = pd.DataFrame(
+        {"mode": ["phot", "phot", "multi"], "population": ["all", "dusty", "all"], "bias": [0.1, -0.2, 0.3]}
+    ).set_index(["mode", "population"])
     table, md = _table_of(tmp_path, frame)
     assert ["".join(t) for _, _, t in table["head"]] == ["mode", "population", "bias"]
     assert ["".join(t) for _, _, t in table["body"][1]] == ["phot", "dusty", "-0.2"]

@@ -111,27 +111,32 @@ def test_a_training_state_round_trips_exactly_without_a_pickle(tmp_path):
     opt = torch.optim.AdamW(model.parameters(), lr=0.1)
     model(torch.randn(4, 3, generator=torch.Generator().manual_seed(0))).sum().backward()
     opt.step()
-    state = {"model": model.state_dict(), "opt": opt.state_dict(), "epoch": 3, "config": {"lr": 0.1, "tag": None},
-             "hist": {"loss": [np.float64(0.5), math.nan], "stage": ["joint", "joint"]}}
+    state = {
+        "model": model.state_dict(),
+        "opt": opt.state_dict(),
+        "epoch": 3,
+        "config": {"lr": 0.1, "tag": None},
+        "hist": {"loss": [np.float64(0.5), math.nan], "stage": ["joint", "joint"]},
+    }
     path = save_state(state, tmp_path / "ck.safetensors")
     raw = path.read_bytes()
-    assert raw[8:9] == b"{" and b"\x80\x02" not in raw[:16]                 # a safetensors header, no pickle
+    assert raw[8:9] == b"{" and b"\x80\x02" not in raw[:16]  # a safetensors header, no pickle
     back = load_state(path)
     assert back["epoch"] == 3 and back["config"] == {"lr": 0.1, "tag": None}
     assert back["hist"]["loss"][0] == 0.5 and math.isnan(back["hist"]["loss"][1])
-    assert back["opt"]["param_groups"][0]["betas"] == opt.state_dict()["param_groups"][0]["betas"]   # a tuple again
-    assert set(back["opt"]["state"]) == set(opt.state_dict()["state"])                               # int keys kept
+    assert back["opt"]["param_groups"][0]["betas"] == opt.state_dict()["param_groups"][0]["betas"]  # a tuple again
+    assert set(back["opt"]["state"]) == set(opt.state_dict()["state"])  # int keys kept
     for k, v in model.state_dict().items():
         assert torch.equal(back["model"][k], v)
     for i, s in opt.state_dict()["state"].items():
         for name, t in s.items():
             assert torch.equal(back["opt"]["state"][i][name], t)
     fresh = torch.optim.AdamW(torch.nn.Linear(3, 2).parameters(), lr=0.1)
-    fresh.load_state_dict(back["opt"])                                        # the optimiser takes it back
+    fresh.load_state_dict(back["opt"])  # the optimiser takes it back
     (tmp_path / "bad.safetensors").write_bytes(raw[:40])
     with pytest.raises(CheckpointError, match="corrupt"):
         load_state(tmp_path / "bad.safetensors")
-    torch.save(state, tmp_path / "old.pt")                                     # a pickle is not read
+    torch.save(state, tmp_path / "old.pt")  # a pickle is not read
     with pytest.raises(CheckpointError, match="not a scimech state file"):
         load_state(tmp_path / "old.pt")
 
@@ -144,7 +149,7 @@ def test_results_get_the_permissions_of_any_new_file_not_mkstemps_0600(tmp_path)
     from scimech.run.results import atomic_write_text
 
     plain = tmp_path / "plain.txt"
-    plain.write_text("x")                      # what the umask gives a new file
+    plain.write_text("x")  # what the umask gives a new file
     expected = stat.S_IMODE(plain.stat().st_mode)
     atomic_write_text(tmp_path / "findings.txt", "x")
     save(xr.Dataset({"v": ("x", np.arange(3.0))}), tmp_path / "r.nc")

@@ -13,7 +13,7 @@ def test_per_sample_sums_rows_like_numpy_bincount():
     idx = torch.tensor([0, 0, 1, 2, 2, 2])
     v = torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
     np.testing.assert_allclose(per_sample(v, idx).numpy(), np.bincount(idx.numpy(), weights=v.numpy()))
-    assert torch.equal(per_sample(v[:3], idx), v[:3])   # already one value per sample: unchanged
+    assert torch.equal(per_sample(v[:3], idx), v[:3])  # already one value per sample: unchanged
 
 
 def test_sample_index_from_a_field_a_callable_or_a_tensor_and_clear_errors():
@@ -51,14 +51,14 @@ def test_the_row_check_of_a_train_mode_model_leaves_its_batch_norm_untouched():
 
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 8), nn.Linear(8, 1)).train()
-    model[1].running_mean.uniform_(-1, 1)   # statistics a training run would have left
+    model[1].running_mean.uniform_(-1, 1)  # statistics a training run would have left
     before = {k: v.clone() for k, v in model.state_dict().items()}
     g = torch.Generator().manual_seed(1)
     x, ref = torch.randn(16, 4, generator=g), torch.randn(32, 4, generator=g)
     ds = sm.ablation_sweep(model, x, ["3"], metrics.output(0), method="mean", reference=ref)
     for k, v in model.state_dict().items():
         assert torch.equal(v, before[k]), k
-    assert model.training                  # the mode is given back
+    assert model.training  # the mode is given back
     # the effect equals the hand-made eval-mode mean ablation of module 3
     model.eval()
     with torch.no_grad():
@@ -99,7 +99,7 @@ def test_samples_of_several_rows_are_never_cut_into_batches():
     with pytest.raises(DataValidationError, match="batch_size=340"):
         sm.ablation_sweep(model, data, ["mlp"], metric, method="zero", samples="batch", batch_size=256)
     res = sm.ablation_sweep(model, data, ["mlp"], metric, method="zero", samples="batch", batch_size=340)
-    with torch.no_grad():   # by hand: the pooled activation is zero, so each cloud gives the head's bias
+    with torch.no_grad():  # by hand: the pooled activation is zero, so each cloud gives the head's bias
         truth = model.head(torch.zeros(8, 8)).squeeze(-1)
     assert res.ablated.shape == (1, 8)
     np.testing.assert_allclose(res.ablated.sel(site="mlp").values, truth.numpy(), atol=1e-6)

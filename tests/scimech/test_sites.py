@@ -75,8 +75,9 @@ def test_explicit_layout_and_listing():
     torch.manual_seed(0)
 
 
-@pytest.mark.parametrize("heads_attr,proj_name", [("num_heads", "proj"), ("n_heads", "o_proj"),
-                                                  ("nhead", "c_proj"), ("n_head", "out_proj")])
+@pytest.mark.parametrize(
+    "heads_attr,proj_name", [("num_heads", "proj"), ("n_heads", "o_proj"), ("nhead", "c_proj"), ("n_head", "out_proj")]
+)
 def test_head_layouts_found_by_attribute_and_projection_name(heads_attr, proj_name):
     class Attn(nn.Module):
         def __init__(self):
@@ -93,9 +94,12 @@ def test_head_layouts_found_by_attribute_and_projection_name(heads_attr, proj_na
 
 
 def test_parse_errors_are_clear():
-    for bad, match in (("encoder.0.attn.heads[]", "Empty"),
-                       ("encoder.0.attn.heads[1]:input", "drop"), ("enc oder", "Cannot parse"),
-                       ("a.heads[x]", "Cannot parse")):
+    for bad, match in (
+        ("encoder.0.attn.heads[]", "Empty"),
+        ("encoder.0.attn.heads[1]:input", "drop"),
+        ("enc oder", "Cannot parse"),
+        ("a.heads[x]", "Cannot parse"),
+    ):
         with pytest.raises(SiteNotFoundError, match=match):
             parse_site(bad)
     with pytest.raises(TypeError, match="string"):

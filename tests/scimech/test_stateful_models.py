@@ -38,13 +38,17 @@ def test_a_drift_of_one_per_call_is_refused_by_every_verb_in_any_precision(dtype
     torch.manual_seed(0)
     model = CountingModel(step=1.0).to(dtype).eval()
     x, corrupted = torch.randn(8, 4, dtype=dtype), torch.randn(8, 4, dtype=dtype)
-    for run in (lambda: patching_sweep(model, x, corrupted, ["a"], metric=_metric),
-                lambda: ablation_sweep(model, x, ["a", "b"], metric=_metric, method="zero"),
-                lambda: attribution_patching(model, x, corrupted, ["a"], _metric)):
+    for run in (
+        lambda: patching_sweep(model, x, corrupted, ["a"], metric=_metric),
+        lambda: ablation_sweep(model, x, ["a", "b"], metric=_metric, method="zero"),
+        lambda: attribution_patching(model, x, corrupted, ["a"], _metric),
+    ):
         with pytest.raises(DataValidationError, match="second forward pass.*forward="):
             run()
-    with pytest.raises(DataValidationError, match="second forward pass.*forward="), \
-            ablate(model, "a", method="mean", reference=x):
+    with (
+        pytest.raises(DataValidationError, match="second forward pass.*forward="),
+        ablate(model, "a", method="mean", reference=x),
+    ):
         pass
 
 
@@ -92,10 +96,12 @@ def test_attribution_patching_and_mean_ablation_name_the_drift_not_the_rows(mode
         attribution_patching(model, x, corrupted, ["a"], _metric)
     with pytest.raises(DataValidationError, match="second forward pass.*forward="):
         attribution_patching(model, x, corrupted, ["a"], _metric, samples=torch.arange(8))
-    with pytest.raises(DataValidationError, match="second forward pass.*forward="), ablate(model, "a", method="mean",
-                                                                                        reference=x):
+    with (
+        pytest.raises(DataValidationError, match="second forward pass.*forward="),
+        ablate(model, "a", method="mean", reference=x),
+    ):
         pass
-    got = attribution_patching(model, x, corrupted, ["a"], _metric, forward=_resetting)   # the fix it names
+    got = attribution_patching(model, x, corrupted, ["a"], _metric, forward=_resetting)  # the fix it names
     with torch.no_grad():
         clean = (model.b(torch.relu(model.a(x))) + 0.1).sum(-1)
     torch.testing.assert_close(torch.from_numpy(got.clean.values), clean)

@@ -26,8 +26,9 @@ def test_paired_metric_interval_matches_scipy():
         return np.mean(np.abs(a - b), axis=axis)
 
     est, lo, hi = bootstrap_ci((t, p), mae, paired=True, n_resamples=999, seed=3)
-    ref = st.bootstrap((t, p), mae, paired=True, vectorized=True, n_resamples=999, method="BCa",
-                       random_state=np.random.default_rng(3))
+    ref = st.bootstrap(
+        (t, p), mae, paired=True, vectorized=True, n_resamples=999, method="BCa", random_state=np.random.default_rng(3)
+    )
     assert est == pytest.approx(np.mean(np.abs(t - p)))
     assert (lo, hi) == pytest.approx(tuple(ref.confidence_interval), rel=1e-12)
 
@@ -41,8 +42,9 @@ def test_percentile_method_matches_scipy_and_global_rng_is_untouched():
     ref = st.bootstrap((x,), np.median, method="percentile", n_resamples=500, random_state=np.random.default_rng(9))
     assert (lo, hi) == pytest.approx(tuple(ref.confidence_interval), rel=1e-12)
     # same seed, same interval; xarray input accepted
-    assert bootstrap_ci(xr.DataArray(x, dims="sample"), np.median, method="percentile", n_resamples=500,
-                        seed=9)[1:] == pytest.approx((lo, hi))
+    assert bootstrap_ci(xr.DataArray(x, dims="sample"), np.median, method="percentile", n_resamples=500, seed=9)[
+        1:
+    ] == pytest.approx((lo, hi))
 
 
 def test_constant_data_gives_a_point_interval():
@@ -65,8 +67,9 @@ def test_bad_inputs():
 def test_summarize_over_matches_numpy_and_per_cell_bootstrap():
     rng = np.random.default_rng(2)
     vals = rng.normal(size=(5, 3))  # seed x layer
-    da = over_seeds([xr.DataArray(v, dims="layer", coords={"layer": [0, 1, 2]}) for v in vals], seeds=[10, 11, 12,
-                                                                                                     13, 14])
+    da = over_seeds(
+        [xr.DataArray(v, dims="layer", coords={"layer": [0, 1, 2]}) for v in vals], seeds=[10, 11, 12, 13, 14]
+    )
     assert list(da.seed.values) == [10, 11, 12, 13, 14]
     out = summarize_over(da, "seed", n_resamples=400, seed=1)
     np.testing.assert_allclose(out["mean"].values, vals.mean(0))

@@ -30,7 +30,9 @@ from scimech.studies.contract import (
 
 def test_a_verdict_needs_finite_numbers():
     ok = assess("mixed supervision is more consistent", True, "0.83 vs 0.58", numbers={"mixed": 0.83, "pred": 0.58})
-    assert ok.verdict == "REPRODUCED" and ok.line() == "REPRODUCED: mixed supervision is more consistent (0.83 vs 0.58)."
+    assert (
+        ok.verdict == "REPRODUCED" and ok.line() == "REPRODUCED: mixed supervision is more consistent (0.83 vs 0.58)."
+    )
     no = assess("claim", False, numbers={"a": 1.0})
     assert no.verdict == "NOT reproduced"
     # a NaN estimate can never make a finding "NOT reproduced", whatever the rule said
@@ -43,11 +45,13 @@ def test_a_verdict_needs_finite_numbers():
 
 
 def test_planted_truth_rows_count_only_what_was_assessed():
-    rows = [PlantedTruthRow.from_interval("q_surf", "r", 0.9, 0.85, 0.95, 0.5),        # recovered
-            PlantedTruthRow.from_interval("q_ekman", "r", 0.55, 0.48, 0.6, 0.5),       # interval reaches 0.48
-            PlantedTruthRow.from_interval("eddy", "r", math.nan, math.nan, math.nan, 0.5),   # not assessed
-            PlantedTruthRow.from_interval("leak", "r", 0.1, 0.05, 0.2, 0.3, above=False),    # below: recovered
-            PlantedTruthRow.from_interval("contrast", "r", 0.9, 0.8, 0.95, 0.5, counted=False)]
+    rows = [
+        PlantedTruthRow.from_interval("q_surf", "r", 0.9, 0.85, 0.95, 0.5),  # recovered
+        PlantedTruthRow.from_interval("q_ekman", "r", 0.55, 0.48, 0.6, 0.5),  # interval reaches 0.48
+        PlantedTruthRow.from_interval("eddy", "r", math.nan, math.nan, math.nan, 0.5),  # not assessed
+        PlantedTruthRow.from_interval("leak", "r", 0.1, 0.05, 0.2, 0.3, above=False),  # below: recovered
+        PlantedTruthRow.from_interval("contrast", "r", 0.9, 0.8, 0.95, 0.5, counted=False),
+    ]
     assert [r.recovered for r in rows] == [True, False, None, True, True]
     assert recovery_line("ocean", rows, "seed 0") == "ocean planted truth: 2 of 3 recovered (seed 0; 1 not assessed)"
 
@@ -58,7 +62,7 @@ def test_write_outcome_writes_the_two_files(tmp_path):
     assert {p.name for p in paths} == {RECOVERY_FILE, FINDINGS_FILE}
     assert (tmp_path / FINDINGS_FILE).read_text() == "REPRODUCED: a (1 > 0).\na line as it is\n"
     assert (tmp_path / RECOVERY_FILE).read_text().splitlines()[0] == "astro planted truth: 2 of 2 recovered"
-    assert not list(tmp_path.glob("*.tmp*"))   # atomic: no temporary left behind
+    assert not list(tmp_path.glob("*.tmp*"))  # atomic: no temporary left behind
 
 
 def test_the_shipped_studies_are_registered_and_follow_the_contract():
@@ -79,8 +83,8 @@ def test_every_domain_answers_the_same_verbs_in_the_same_order():
     groups = next(a for a in root._actions if isinstance(a, argparse._SubParsersAction)).choices
     for name in ("ocean", "astro", "neuro"):
         verbs = next(a for a in groups[name]._actions if isinstance(a, argparse._SubParsersAction))
-        listed = [c.dest for c in verbs._choices_actions]           # as `scimech <domain> --help` lists them
-        assert listed[:len(VERBS)] == list(VERBS), (name, listed)
+        listed = [c.dest for c in verbs._choices_actions]  # as `scimech <domain> --help` lists them
+        assert listed[: len(VERBS)] == list(VERBS), (name, listed)
         helps = {c.dest: c.help for c in verbs._choices_actions}
         assert helps["study"].startswith("run the study") and helps["redraw"].startswith("the findings, planted")
 
@@ -141,14 +145,14 @@ def test_a_study_of_yours_is_one_class_found_through_its_entry_point(tmp_path, m
         out = tmp_path / "run"
         assert main(["weather", "study", "--days", "4", "--out", str(out)]) == 0
         assert (out / "findings.txt").read_text() == "REPRODUCED: every value is even.\n"
-        assert not (out / "recovery.txt").exists()                      # no planted truth: no file
+        assert not (out / "recovery.txt").exists()  # no planted truth: no file
         assert "Report:" in capsys.readouterr().out
         (out / "findings.txt").unlink()
-        assert main(["weather", "redraw", str(out)]) == 0               # redraw: the base class, from load()
+        assert main(["weather", "redraw", str(out)]) == 0  # redraw: the base class, from load()
         assert (out / "findings.txt").read_text() == "REPRODUCED: every value is even.\n"
         assert main(["weather", "study", "--days", "2", "--out", str(tmp_path / "dry"), "--dry-run"]) == 0
         assert "units of work: 2 (day 0, day 1)" in capsys.readouterr().out and not (tmp_path / "dry").exists()
-        assert main(["weather", "generate"]) == 2                         # a verb it does not fill in: one line
+        assert main(["weather", "generate"]) == 2  # a verb it does not fill in: one line
         assert "this study has no synthetic data" in capsys.readouterr().err
         demo = load_study("weather").demo(tmp_path / "demo")
         assert demo == tmp_path / "demo" / "report.md" and (tmp_path / "demo" / "findings.txt").is_file()
@@ -172,7 +176,7 @@ def test_an_entry_point_naming_a_module_is_refused_with_the_fix(tmp_path, monkey
 def test_an_old_command_name_still_runs_and_names_the_new_one(tmp_path, capsys):
     from scimech.run.cli import main
 
-    assert main(["ocean", "plot", str(tmp_path)]) == 2     # an empty folder: refused, but by the redraw command
+    assert main(["ocean", "plot", str(tmp_path)]) == 2  # an empty folder: refused, but by the redraw command
     err = capsys.readouterr().err
     assert "`plot` is deprecated" in err and "use `scimech ocean redraw`" in err and "No finished units" in err
 
@@ -180,12 +184,15 @@ def test_an_old_command_name_still_runs_and_names_the_new_one(tmp_path, capsys):
 def test_submodules_are_reachable_as_attributes_and_api_names_stay_functions():
     import subprocess
 
-    code = ("import scimech, inspect; assert inspect.ismodule(scimech.causal.metrics); assert callable(scimech.record); "
-            "import scimech.capture.record; assert callable(scimech.record) and not inspect.ismodule(scimech.record)")
+    code = (
+        "import scimech, inspect; assert inspect.ismodule(scimech.causal.metrics); assert callable(scimech.record); "
+        "import scimech.capture.record; assert callable(scimech.record) and not inspect.ismodule(scimech.record)"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
 # --- the shared study command: options, --config files, one execute -----------------------------
+
 
 def _toy_parser():
     """``scimech toy study``: the shared options plus two of its own."""
@@ -210,13 +217,24 @@ def _parse(argv, config=None, tmp_path=None, suffix=".yaml"):
 
 def test_every_study_option_is_there_with_its_default():
     args = _parse(["toy", "study"])
-    assert (args.out, args.size, args.data, args.device, args.workers, args.dry_run) == \
-        (Path("runs/toy"), "quick", None, "cpu", None, False)
+    assert (args.out, args.size, args.data, args.device, args.workers, args.dry_run) == (
+        Path("runs/toy"),
+        "quick",
+        None,
+        "cpu",
+        None,
+        False,
+    )
     assert _parse(["toy", "study", "--medium"]).size == "medium"  # short form of --size medium
 
 
-@pytest.mark.parametrize("suffix,text", [(".yaml", "seeds: [3, 4]\nplanted: true\nsize: full\nworkers: 2\n"),
-                                         (".toml", "seeds = [3, 4]\nplanted = true\nsize = 'full'\nworkers = 2\n")])
+@pytest.mark.parametrize(
+    "suffix,text",
+    [
+        (".yaml", "seeds: [3, 4]\nplanted: true\nsize: full\nworkers: 2\n"),
+        (".toml", "seeds = [3, 4]\nplanted = true\nsize = 'full'\nworkers = 2\n"),
+    ],
+)
 def test_a_config_file_sets_options_by_name(tmp_path, suffix, text):
     args = _parse(["toy", "study"], text, tmp_path, suffix)
     assert (args.seeds, args.planted, args.size, args.workers) == ([3, 4], True, "full", 2)
@@ -233,7 +251,7 @@ def test_declared_keys_go_to_config_extra_and_unknown_keys_are_one_error(tmp_pat
         _parse(["toy", "study"], "wrkers: 2\n", tmp_path)
     with pytest.raises(ConfigError, match="switch"):
         _parse(["toy", "study"], "planted: maybe\n", tmp_path)
-    with pytest.raises(ConfigError, match=r"key\(s\) 'off' are not names"):   # YAML 1.1 reads `off` as false
+    with pytest.raises(ConfigError, match=r"key\(s\) 'off' are not names"):  # YAML 1.1 reads `off` as false
         _parse(["toy", "study"], "off: 3\n", tmp_path)
     with pytest.raises(ConfigError, match="not valid YAML"):
         _parse(["toy", "study"], "seeds: [1, 2\n", tmp_path)
@@ -250,7 +268,7 @@ def test_a_device_the_machine_lacks_and_two_schedulers_are_refused(capsys):
     import torch
 
     missing = "mps" if torch.cuda.is_available() else "cuda"
-    with socket.create_server(("127.0.0.1", 0)) as server:   # a scheduler address that answers
+    with socket.create_server(("127.0.0.1", 0)) as server:  # a scheduler address that answers
         scheduler = f"tcp://127.0.0.1:{server.getsockname()[1]}"
         for argv in (["--device", missing], ["--device", "gpu"], ["--workers", "2", "--scheduler", scheduler]):
             with pytest.raises(SystemExit) as exc:
@@ -296,8 +314,11 @@ def test_execute_runs_the_plan_writes_the_outcome_and_prints_it(tmp_path, capsys
     printed = capsys.readouterr().out
     assert (tmp_path / "recovery.txt").read_text() == "toy planted truth: 2 of 2 recovered\n"
     assert (tmp_path / "findings.txt").read_text() == "REPRODUCED: squares are even for even k.\n"
-    assert printed.splitlines() == ["toy planted truth: 2 of 2 recovered", "REPRODUCED: squares are even for even k.",
-                                    f"Report: {tmp_path / 'report.md'}"]
+    assert printed.splitlines() == [
+        "toy planted truth: 2 of 2 recovered",
+        "REPRODUCED: squares are even for even k.",
+        f"Report: {tmp_path / 'report.md'}",
+    ]
 
 
 def test_execute_with_dry_run_prints_the_plan_and_writes_nothing(tmp_path, capsys):
@@ -312,10 +333,8 @@ def test_the_planted_truth_table_is_laid_out_by_hand():
     from scimech.studies.verdicts import text_table
 
     assert text_table(["truth", "found"], [["edges", 0.9], ["a longer truth", "x"]], rule=True) == (
-        "truth           found\n"
-        "--------------  -----\n"
-        "edges           0.9\n"
-        "a longer truth  x")
+        "truth           found\n--------------  -----\nedges           0.9\na longer truth  x"
+    )
     assert text_table(["a", "b"], [["1", "two words"]], sep=" | ", aligned=False) == "a | b\n1 | two words"
 
 

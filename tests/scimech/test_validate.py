@@ -46,6 +46,7 @@ def _est(ds, case, technique, component):
 
 # --- the suite recovers every planted row ------------------------------------------------------------------
 
+
 def test_quick_suite_recovers_every_planted_row_and_writes_its_files(quick):
     rc, out, ds = quick
     assert rc == 0
@@ -110,6 +111,7 @@ def test_missed_names_a_wrong_row(quick):
 
 # --- the suite fails when a core method is broken ------------------------------------------------------------
 
+
 def test_an_ablation_that_does_nothing_fails_the_causal_rows_and_the_command(monkeypatch, tmp_path, capsys):
     # the core's site writer (used by every ablation and patching sweep) writes nothing
     monkeypatch.setattr(sites_mod.ResolvedSite, "assign_", lambda self, t, new: None)
@@ -150,7 +152,7 @@ def test_ablating_the_wrong_component_raises_false_alarms(monkeypatch):
         return real(model, site, layouts, axes)
 
     monkeypatch.setattr(intervene_mod, "resolve_site", wrong_site)
-    monkeypatch.setattr(sweep_mod, "resolve_site", wrong_site)   # the patching sweep's sites
+    monkeypatch.setattr(sweep_mod, "resolve_site", wrong_site)  # the patching sweep's sites
     ds = sv.run(quick=True, cases=["inert"])
     lines = sv.missed(ds)
     assert len(lines) == len(CAUSAL)
@@ -210,9 +212,11 @@ def test_unknown_case_is_a_clear_error(capsys):
 
 # --- the planted truths are real (checked without scimech's methods) -----------------------------------------
 
+
 def _set_output(module, value):
-    return module.register_forward_hook(lambda m, i, o: torch.full_like(o, value) if value is not None
-                                        else torch.randn_like(o) * 100)
+    return module.register_forward_hook(
+        lambda m, i, o: torch.full_like(o, value) if value is not None else torch.randn_like(o) * 100
+    )
 
 
 def test_inert_component_has_zero_readout_weight_and_no_effect():
@@ -245,8 +249,11 @@ def test_ablation_choice_components_do_what_is_planted():
     x = ablation_choice.inputs(1000, 2)
     torch.testing.assert_close(model(x), x[:, 0] + ablation_choice.OFFSET)  # the bump is 0 on the data
     assert set(torch.unique(model.bimodal(x)).tolist()) == {0.0, 2.0}
-    for module, value, change in ((model.offset, 0.0, -ablation_choice.OFFSET), (model.bimodal, 1.0, 1.0),
-                                  (model.bimodal, 0.0, 0.0)):
+    for module, value, change in (
+        (model.offset, 0.0, -ablation_choice.OFFSET),
+        (model.bimodal, 1.0, 1.0),
+        (model.bimodal, 0.0, 0.0),
+    ):
         handle = _set_output(module, value)
         try:
             y = model(x)
@@ -283,5 +290,5 @@ def test_same_seed_gives_the_same_result():
 
 
 def test_command_help_names_every_case(capsys):
-    assert main(["validate", "--help"]) == 0      # main returns argparse's exit status
+    assert main(["validate", "--help"]) == 0  # main returns argparse's exit status
     assert " ".join(sv.CASES) in " ".join(capsys.readouterr().out.split())

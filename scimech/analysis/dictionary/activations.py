@@ -28,16 +28,20 @@ def feature_dim_of(da: xr.DataArray, feature_dim: str | None) -> str:
     if feature_dim is None:
         return str(da.dims[-1])
     if feature_dim not in da.dims:
-        raise DataValidationError(f"The activations have dims {da.dims}, not {feature_dim!r}; pass feature_dim= "
-                                  "naming the axis the dictionary reads.")
+        raise DataValidationError(
+            f"The activations have dims {da.dims}, not {feature_dim!r}; pass feature_dim= "
+            "naming the axis the dictionary reads."
+        )
     return feature_dim
 
 
 def _as_array(acts: Any, feature_dim: str | None) -> Any:
     if isinstance(acts, xr.Dataset):
         if len(acts.data_vars) != 1:
-            raise DataValidationError(f"A recording of {len(acts.data_vars)} sites was given "
-                                      f"({', '.join(map(str, acts.data_vars))}); pass one site: ds[site].")
+            raise DataValidationError(
+                f"A recording of {len(acts.data_vars)} sites was given "
+                f"({', '.join(map(str, acts.data_vars))}); pass one site: ds[site]."
+            )
         acts = next(iter(acts.data_vars.values()))
     if isinstance(acts, xr.DataArray):
         return acts.transpose(..., feature_dim_of(acts, feature_dim))
@@ -55,13 +59,16 @@ def _checked(block: np.ndarray | torch.Tensor, what: str) -> torch.Tensor:
     t = t.to(torch.float32).reshape(-1, t.shape[-1])
     if not torch.isfinite(t).all():
         bad = int((~torch.isfinite(t)).any(1).sum())
-        raise DataValidationError(f"{what}: {bad} of {t.shape[0]} rows hold NaN or inf (masked cells, land, a "
-                                  "diverged model?). Drop those rows or fill them before training a dictionary.")
+        raise DataValidationError(
+            f"{what}: {bad} of {t.shape[0]} rows hold NaN or inf (masked cells, land, a "
+            "diverged model?). Drop those rows or fill them before training a dictionary."
+        )
     return t
 
 
-def chunks(acts: Any, feature_dim: str | None = None, *, rows_per_chunk: int = 65_536,
-           what: str = "activations") -> Iterator[torch.Tensor]:
+def chunks(
+    acts: Any, feature_dim: str | None = None, *, rows_per_chunk: int = 65_536, what: str = "activations"
+) -> Iterator[torch.Tensor]:
     """``(rows, d)`` float32 blocks of the activations, in order: an in-memory array as one
     block (or ``rows_per_chunk`` rows at a time), a dask-backed DataArray block by block of
     its first dim (only one block in memory at a time)."""
@@ -76,7 +83,7 @@ def chunks(acts: Any, feature_dim: str | None = None, *, rows_per_chunk: int = 6
     data = acts.values if isinstance(acts, xr.DataArray) else acts
     flat = _checked(data, what)
     for start in range(0, flat.shape[0], rows_per_chunk):
-        yield flat[start:start + rows_per_chunk]
+        yield flat[start : start + rows_per_chunk]
 
 
 def rows(acts: Any, feature_dim: str | None = None, *, what: str = "activations") -> torch.Tensor:
@@ -102,8 +109,13 @@ def encode(dictionary, acts: Any, feature_dim: str | None = None, *, batch_rows:
         lead = arr.dims[:-1]
         z = z.reshape(*(arr.sizes[d] for d in lead), dictionary.n_features)
         keep = {k: v for k, v in arr.coords.items() if arr.dims[-1] not in v.dims}
-        return xr.DataArray(z, dims=(*lead, "feature"), coords={**keep, **coords}, name="feature_activation",
-                            attrs={"description": "dictionary feature activations", "site_dim": arr.dims[-1]})
+        return xr.DataArray(
+            z,
+            dims=(*lead, "feature"),
+            coords={**keep, **coords},
+            name="feature_activation",
+            attrs={"description": "dictionary feature activations", "site_dim": arr.dims[-1]},
+        )
     lead_shape = tuple(np.shape(arr)[:-1])
     dims = ("row",) if len(lead_shape) == 1 else tuple(f"axis_{i}" for i in range(len(lead_shape)))
     return xr.DataArray(z.reshape(*lead_shape, -1), dims=(*dims, "feature"), coords=coords, name="feature_activation")

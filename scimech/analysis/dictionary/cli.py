@@ -44,20 +44,35 @@ def _train(args) -> int:
     width = acts.sizes.get(args.feature_dim or acts.dims[-1])
     n_features = args.features or (4 * width if width else None)
     if args.kind != "jumprelu" and n_features is not None and args.k > n_features:
-        raise ConfigError(f"--k {args.k} active features per row is more than the dictionary's {n_features} features "
-                          f"(--features{'' if args.features else ', default 4 x width'}); give --k <= --features.")
+        raise ConfigError(
+            f"--k {args.k} active features per row is more than the dictionary's {n_features} features "
+            f"(--features{'' if args.features else ', default 4 x width'}); give --k <= --features."
+        )
     args.out.mkdir(parents=True, exist_ok=True)
-    dic, history = train_dictionary(acts, kind=args.kind, n_features=args.features, k=args.k, target=target,
-                                    feature_dim=args.feature_dim, epochs=args.epochs, batch_size=args.batch_size,
-                                    lr=args.lr, seed=args.seed, checkpoint=args.out / "checkpoint.safetensors",
-                                    device=args.device, progress=True)
+    dic, history = train_dictionary(
+        acts,
+        kind=args.kind,
+        n_features=args.features,
+        k=args.k,
+        target=target,
+        feature_dim=args.feature_dim,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        seed=args.seed,
+        checkpoint=args.out / "checkpoint.safetensors",
+        device=args.device,
+        progress=True,
+    )
     save_dictionary(dic, args.out / "dictionary.safetensors")
     quality = dictionary_quality(dic, acts, target=target, feature_dim=args.feature_dim)
     save(history, args.out / "history.nc", config=vars_json(args), seed=args.seed)
     save(quality, args.out / "quality.nc", config=vars_json(args), seed=args.seed)
-    print(f"{dic.kind} dictionary, {dic.n_features} features: variance explained {float(quality.fve):.3f} "
-          f"[{float(quality.fve_ci_low):.3f}, {float(quality.fve_ci_high):.3f}], L0 {float(quality.l0):.1f}, "
-          f"dead {float(quality.dead_fraction):.0%}")
+    print(
+        f"{dic.kind} dictionary, {dic.n_features} features: variance explained {float(quality.fve):.3f} "
+        f"[{float(quality.fve_ci_low):.3f}, {float(quality.fve_ci_high):.3f}], L0 {float(quality.l0):.1f}, "
+        f"dead {float(quality.dead_fraction):.0%}"
+    )
     print(f"Saved: {args.out / 'dictionary.safetensors'}")
     return 0
 
@@ -81,8 +96,10 @@ def _score(args) -> int:
     quality = dictionary_quality(dic, acts, feature_dim=args.feature_dim)
     args.out.mkdir(parents=True, exist_ok=True)
     save(quality, args.out / "quality.nc", config=vars_json(args))
-    print(f"variance explained {float(quality.fve):.3f} [{float(quality.fve_ci_low):.3f}, "
-          f"{float(quality.fve_ci_high):.3f}], L0 {float(quality.l0):.1f}, dead {float(quality.dead_fraction):.0%}")
+    print(
+        f"variance explained {float(quality.fve):.3f} [{float(quality.fve_ci_low):.3f}, "
+        f"{float(quality.fve_ci_high):.3f}], L0 {float(quality.l0):.1f}, dead {float(quality.dead_fraction):.0%}"
+    )
     if args.variables is not None:
         variables = xr.open_zarr(args.variables) if args.variables.is_dir() else xr.open_dataset(args.variables)
         al = feature_alignment(encode(dic, acts, args.feature_dim), variables)
@@ -92,8 +109,10 @@ def _score(args) -> int:
         for var in al.variable.values:
             f = int(al.feature[int(best.sel(variable=var))])
             r = al.sel(feature=f, variable=var)
-            print(f"{var}: feature {f}, r = {float(r.r):+.2f} [{float(r.r_ci_low):+.2f}, {float(r.r_ci_high):+.2f}] "
-                  f"(shuffled control {float(r.control_r):+.2f})")
+            print(
+                f"{var}: feature {f}, r = {float(r.r):+.2f} [{float(r.r_ci_low):+.2f}, {float(r.r_ci_high):+.2f}] "
+                f"(shuffled control {float(r.control_r):+.2f})"
+            )
     print(f"Saved: {args.out}")
     return 0
 
@@ -113,24 +132,31 @@ def _shift(args) -> int:
     plot_shift(gap, args.out / "shift.png")
     summary = {k: float(gap[k]) for k in ("gap", "control_gap", "fve_in", "fve_shifted", "fve_realigned")}
     atomic_write_text(args.out / "shift.json", json.dumps({**summary, **provenance()}, indent=1))
-    print(f"faithfulness gap {summary['gap']:.3f} (sampling control {summary['control_gap']:.3f}); variance "
-          f"explained {summary['fve_in']:.3f} in distribution, {summary['fve_shifted']:.3f} shifted, "
-          f"{summary['fve_realigned']:.3f} after realignment")
+    print(
+        f"faithfulness gap {summary['gap']:.3f} (sampling control {summary['control_gap']:.3f}); variance "
+        f"explained {summary['fve_in']:.3f} in distribution, {summary['fve_shifted']:.3f} shifted, "
+        f"{summary['fve_realigned']:.3f} after realignment"
+    )
     if bool(gap.beyond_sampling):
         save_dictionary(fixed, args.out / "realigned.safetensors")
         print(f"Realigned dictionary: {args.out / 'realigned.safetensors'}")
     else:
-        print("The gap is within what sampling alone gives: no shift to realign for (no realigned.safetensors written; "
-              "realigning without a shift rotates the dictionary away from the data).")
+        print(
+            "The gap is within what sampling alone gives: no shift to realign for (no realigned.safetensors written; "
+            "realigning without a shift rotates the dictionary away from the data)."
+        )
     print(f"Saved: {args.out}")
     return 0
 
 
 def register(subparsers) -> None:
     """Add ``scimech dictionary`` to the ``scimech`` parser."""
-    p = subparsers.add_parser("dictionary", help="sparse dictionaries of recorded activations: train, score, shift",
-                              description="Sparse autoencoders / transcoders on a recording (netCDF or zarr), their "
-                              "quality, their features against domain variables, and their faithfulness under a shift.")
+    p = subparsers.add_parser(
+        "dictionary",
+        help="sparse dictionaries of recorded activations: train, score, shift",
+        description="Sparse autoencoders / transcoders on a recording (netCDF or zarr), their "
+        "quality, their features against domain variables, and their faithfulness under a shift.",
+    )
     sub = p.add_subparsers(dest="dictionary_command", metavar="COMMAND")
     p.set_defaults(func=lambda a: (p.print_help(), 0)[1])
 
@@ -148,31 +174,65 @@ def register(subparsers) -> None:
     t.add_argument("--kind", choices=("topk", "batchtopk", "jumprelu"), default="topk")
     t.add_argument("--features", type=whole(1), default=None, help="dictionary size (default: 4 x width)")
     t.add_argument("--k", type=whole(1), default=8, help="active features per row (TopK kinds)")
-    t.add_argument("--target", type=recording, default=None, metavar="PATH",
-                   help="a transcoder's output-site recording (netCDF or zarr)")
+    t.add_argument(
+        "--target",
+        type=recording,
+        default=None,
+        metavar="PATH",
+        help="a transcoder's output-site recording (netCDF or zarr)",
+    )
     t.add_argument("--target-site", default=None, help="with --target: its variable (default: its only one)")
     options.add(t, "epochs", default=10)
     options.add(t, "batch_size", default=256)
     t.add_argument("--lr", type=number(0.0), default=1e-3, help="learning rate (default 1e-3)")
     options.add(t, "seed", default=0)
     t.set_defaults(func=_train)
-    options.needs(t, "--target-site", lambda a: a.target is not None, "--target PATH (a transcoder's output)",
-                  ("--target-site", "mlp_out"))
+    options.needs(
+        t,
+        "--target-site",
+        lambda a: a.target is not None,
+        "--target PATH (a transcoder's output)",
+        ("--target-site", "mlp_out"),
+    )
 
     s = sub.add_parser("score", help="quality, and features against domain variables")
     common(s, "activations to score on")
-    s.add_argument("--dictionary", type=input_path("state", "torch"), required=True, metavar="FILE",
-                   help="a dictionary.safetensors written by `scimech dictionary train`")
-    s.add_argument("--variables", type=recording, default=None, metavar="PATH",
-                   help="netCDF/zarr of domain variables on the recording's positions")
+    s.add_argument(
+        "--dictionary",
+        type=input_path("state", "torch"),
+        required=True,
+        metavar="FILE",
+        help="a dictionary.safetensors written by `scimech dictionary train`",
+    )
+    s.add_argument(
+        "--variables",
+        type=recording,
+        default=None,
+        metavar="PATH",
+        help="netCDF/zarr of domain variables on the recording's positions",
+    )
     s.set_defaults(func=_score)
 
     h = sub.add_parser("shift", help="faithfulness gap under a shift, and the realigned dictionary")
     common(h, "in-distribution activations")
-    h.add_argument("--shifted", type=recording, required=True, metavar="PATH",
-                   help="shifted activations (same site; netCDF or zarr)")
-    h.add_argument("--dictionary", type=input_path("state", "torch"), required=True, metavar="FILE",
-                   help="a dictionary.safetensors written by `scimech dictionary train`")
-    h.add_argument("--energy", type=number(0.0, maximum=1.0), default=0.95,
-                   help="share of E[x x^T] the active subspace holds (default 0.95)")
+    h.add_argument(
+        "--shifted",
+        type=recording,
+        required=True,
+        metavar="PATH",
+        help="shifted activations (same site; netCDF or zarr)",
+    )
+    h.add_argument(
+        "--dictionary",
+        type=input_path("state", "torch"),
+        required=True,
+        metavar="FILE",
+        help="a dictionary.safetensors written by `scimech dictionary train`",
+    )
+    h.add_argument(
+        "--energy",
+        type=number(0.0, maximum=1.0),
+        default=0.95,
+        help="share of E[x x^T] the active subspace holds (default 0.95)",
+    )
     h.set_defaults(func=_shift)

@@ -45,14 +45,23 @@ __all__ = ["splice", "steer", "splice_fidelity", "rollout_effect"]
 
 def _check_width(site: ResolvedSite, cur: torch.Tensor, width: int, what: str) -> None:
     if cur.shape[-1] != width:
-        raise ValueError(f"{what} reads width {width} but the site {site.name!r} has {cur.shape[-1]} features on its "
-                         "last canonical axis; train it on this site's activations, or pass axes= naming the "
-                         "feature axis (scimech.capture.layout).")
+        raise ValueError(
+            f"{what} reads width {width} but the site {site.name!r} has {cur.shape[-1]} features on its "
+            "last canonical axis; train it on this site's activations, or pass axes= naming the "
+            "feature axis (scimech.capture.layout)."
+        )
 
 
 @contextmanager
-def splice(model: nn.Module, site: str, dictionary: SparseDictionary, *, layouts: Mapping[str, HeadLayout] | None = None,
-           axes=None, calls: Calls = "error"):
+def splice(
+    model: nn.Module,
+    site: str,
+    dictionary: SparseDictionary,
+    *,
+    layouts: Mapping[str, HeadLayout] | None = None,
+    axes=None,
+    calls: Calls = "error",
+):
     """Replace the site's activation by the dictionary's reconstruction inside the block.
 
     ``calls`` (:mod:`scimech.capture.calls`): for a site that runs several times per forward pass
@@ -74,10 +83,19 @@ def splice(model: nn.Module, site: str, dictionary: SparseDictionary, *, layouts
 
 
 @contextmanager
-def steer(model: nn.Module, site: str, *, dictionary: SparseDictionary | None = None, feature: int | None = None,
-          direction: torch.Tensor | np.ndarray | None = None, mode: Literal["clamp", "scale", "add"] = "clamp",
-          value: float = 0.0, calls: Sequence[int] | None = None, layouts: Mapping[str, HeadLayout] | None = None,
-          axes=None):
+def steer(
+    model: nn.Module,
+    site: str,
+    *,
+    dictionary: SparseDictionary | None = None,
+    feature: int | None = None,
+    direction: torch.Tensor | np.ndarray | None = None,
+    mode: Literal["clamp", "scale", "add"] = "clamp",
+    value: float = 0.0,
+    calls: Sequence[int] | None = None,
+    layouts: Mapping[str, HeadLayout] | None = None,
+    axes=None,
+):
     """Steer the site along one feature or direction in every forward pass inside the block.
 
     ``dictionary`` and ``feature``: the feature's decoder direction, and its activation read
@@ -135,8 +153,14 @@ def _median_ratio(a, b, axis=-1):
     return 1.0 - np.median(a, axis=axis) / np.median(b, axis=axis)
 
 
-def _outputs(model: nn.Module, inputs: Any, forward: Callable | None, batch_size: int, prof: ModelProfile,
-             first: list[Any] | None = None) -> torch.Tensor:
+def _outputs(
+    model: nn.Module,
+    inputs: Any,
+    forward: Callable | None,
+    batch_size: int,
+    prof: ModelProfile,
+    first: list[Any] | None = None,
+) -> torch.Tensor:
     """The model's outputs on ``inputs``, one row per sample, in the model's precision (float64 and
     complex kept), each pass under the autograd mode the model needs (its profile's, found by the
     first pass where unknown); ``first`` receives the first batch's output as the model gave it."""
@@ -150,9 +174,21 @@ def _outputs(model: nn.Module, inputs: Any, forward: Callable | None, batch_size
     return torch.cat(parts)
 
 
-def splice_fidelity(model: nn.Module, inputs: Any, site: str, dictionary: SparseDictionary, *, reference: Any = None,
-                    forward: Callable | None = None, batch_size: int = 256, n_bootstrap: int = 1000, seed: int = 0,
-                    layouts: Mapping[str, HeadLayout] | None = None, axes=None, calls: Calls = "error") -> xr.Dataset:
+def splice_fidelity(
+    model: nn.Module,
+    inputs: Any,
+    site: str,
+    dictionary: SparseDictionary,
+    *,
+    reference: Any = None,
+    forward: Callable | None = None,
+    batch_size: int = 256,
+    n_bootstrap: int = 1000,
+    seed: int = 0,
+    layouts: Mapping[str, HeadLayout] | None = None,
+    axes=None,
+    calls: Calls = "error",
+) -> xr.Dataset:
     """Causal fidelity of the dictionary at ``site``: the model's output with the site spliced,
     zero-ablated and mean-ablated (``reference``: inputs for the mean, default ``inputs``),
     each as the mean squared change from the clean output per sample; fidelity
@@ -182,8 +218,16 @@ def splice_fidelity(model: nn.Module, inputs: Any, site: str, dictionary: Sparse
             spliced = _outputs(model, inputs, forward, batch_size, prof)
         with ablate(model, site, method="zero", layouts=layouts, axes=axes, calls=calls):
             zeroed = _outputs(model, inputs, forward, batch_size, prof)
-        with ablate(model, site, method="mean", reference=inputs if reference is None else reference,
-                    forward=forward, layouts=layouts, axes=axes, calls=calls):
+        with ablate(
+            model,
+            site,
+            method="mean",
+            reference=inputs if reference is None else reference,
+            forward=forward,
+            layouts=layouts,
+            axes=axes,
+            calls=calls,
+        ):
             meaned = _outputs(model, inputs, forward, batch_size, prof)
     finally:
         restore_modes(was)
@@ -199,6 +243,7 @@ def splice_fidelity(model: nn.Module, inputs: Any, site: str, dictionary: Sparse
         "change_mean": ((), float(d_mean.mean()), {"description": "mean squared output change, mean-ablated"}),
     }
     for name, ablated in (("zero", d_zero), ("mean", d_mean)):
+
         def ratio(a, b, axis=-1):
             return 1.0 - np.mean(a, axis=axis) / np.mean(b, axis=axis)
 
@@ -214,8 +259,9 @@ def splice_fidelity(model: nn.Module, inputs: Any, site: str, dictionary: Sparse
     # robust to a few samples where the splice runs away (a recurrent model spliced at every step):
     # the ratio of medians, and the share of samples the splice changes less than zero ablation
     if n_bootstrap and d_splice.size > 2 and float(np.median(d_zero)) > 0:
-        est, lo, hi = bootstrap_ci((d_splice, d_zero), _median_ratio, paired=True, n_resamples=n_bootstrap,
-                                   seed=seed, method="percentile")
+        est, lo, hi = bootstrap_ci(
+            (d_splice, d_zero), _median_ratio, paired=True, n_resamples=n_bootstrap, seed=seed, method="percentile"
+        )
     else:
         est = _median_ratio(d_splice, d_zero) if float(np.median(d_zero)) > 0 else np.nan
         lo = hi = np.nan
@@ -223,10 +269,20 @@ def splice_fidelity(model: nn.Module, inputs: Any, site: str, dictionary: Sparse
     data["fidelity_vs_zero_median"] = ((), float(est), {"description": desc})
     data["fidelity_vs_zero_median_ci_low"] = ((), float(lo), {"description": f"95% bound of {desc} (percentile)"})
     data["fidelity_vs_zero_median_ci_high"] = ((), float(hi), {"description": f"95% bound of {desc} (percentile)"})
-    data["share_below_zero"] = ((), float(np.mean(d_splice < d_zero)),
-                                {"description": "share of samples the splice changes less than zero ablation"})
-    return xr.Dataset(data, attrs={"site": site, "n_samples": int(d_splice.size), "kind": dictionary.kind,
-                                   "description": "causal fidelity of a dictionary spliced into the model"})
+    data["share_below_zero"] = (
+        (),
+        float(np.mean(d_splice < d_zero)),
+        {"description": "share of samples the splice changes less than zero ablation"},
+    )
+    return xr.Dataset(
+        data,
+        attrs={
+            "site": site,
+            "n_samples": int(d_splice.size),
+            "kind": dictionary.kind,
+            "description": "causal fidelity of a dictionary spliced into the model",
+        },
+    )
 
 
 def _forecast_rows(out: Any) -> torch.Tensor:
@@ -237,12 +293,24 @@ def _forecast_rows(out: Any) -> torch.Tensor:
 
 
 @torch.no_grad()
-def rollout_effect(model: nn.Module, inputs: Any, site: str, *, rollout: Callable | None = None,
-                   dictionary: SparseDictionary | None = None, feature: int | None = None,
-                   direction: torch.Tensor | np.ndarray | None = None, mode: Literal["clamp", "scale", "add"] = "add",
-                   value: float = 1.0, calls: Sequence[int] | None = None, batch_size: int = 256,
-                   n_bootstrap: int = 1000, seed: int = 0, layouts: Mapping[str, HeadLayout] | None = None,
-                   axes=None) -> xr.Dataset:
+def rollout_effect(
+    model: nn.Module,
+    inputs: Any,
+    site: str,
+    *,
+    rollout: Callable | None = None,
+    dictionary: SparseDictionary | None = None,
+    feature: int | None = None,
+    direction: torch.Tensor | np.ndarray | None = None,
+    mode: Literal["clamp", "scale", "add"] = "add",
+    value: float = 1.0,
+    calls: Sequence[int] | None = None,
+    batch_size: int = 256,
+    n_bootstrap: int = 1000,
+    seed: int = 0,
+    layouts: Mapping[str, HeadLayout] | None = None,
+    axes=None,
+) -> xr.Dataset:
     """The effect of steering a feature or direction at ``site`` on an autoregressive forecast.
 
     ``rollout(model, batch)`` returns the forecast ``(batch, step, ...)`` (default
@@ -265,33 +333,52 @@ def rollout_effect(model: nn.Module, inputs: Any, site: str, *, rollout: Callabl
     try:
         for _, batch in iter_batches(inputs, batch_size):
             base.append(_forecast_rows(run_forward(model, batch, rollout)))
-            with steer(model, site, dictionary=dictionary, feature=feature, direction=direction, mode=mode,
-                       value=value, calls=calls, layouts=layouts, axes=axes):
+            with steer(
+                model,
+                site,
+                dictionary=dictionary,
+                feature=feature,
+                direction=direction,
+                mode=mode,
+                value=value,
+                calls=calls,
+                layouts=layouts,
+                axes=axes,
+            ):
                 steered.append(_forecast_rows(run_forward(model, batch, rollout)))
     finally:
         restore_modes(was)
     b, s = torch.cat(base).double().numpy(), torch.cat(steered).double().numpy()
     eff = s - b
-    per_sample = (eff ** 2).mean(2)                                  # (sample, step)
+    per_sample = (eff**2).mean(2)  # (sample, step)
     rms = np.sqrt(per_sample.mean(0))
     lo = hi = np.full_like(rms, np.nan)
     if n_bootstrap and len(eff) > 1:
         rng = np.random.default_rng(seed)
-        boot = np.sqrt(np.stack([per_sample[rng.integers(0, len(eff), len(eff))].mean(0)
-                                 for _ in range(int(n_bootstrap))]))
+        boot = np.sqrt(
+            np.stack([per_sample[rng.integers(0, len(eff), len(eff))].mean(0) for _ in range(int(n_bootstrap))])
+        )
         lo, hi = np.quantile(boot, [0.025, 0.975], axis=0)
     dims = ("sample", "step", "output")
     coords = {"sample": np.arange(eff.shape[0]), "step": np.arange(eff.shape[1]), "output": np.arange(eff.shape[2])}
     what = f"feature {feature if feature is None else int(feature)}" if dictionary is not None else "a direction"
     return xr.Dataset(
-        {"baseline": (dims, b.astype(np.float32), {"description": "forecast without steering"}),
-         "steered": (dims, s.astype(np.float32), {"description": f"forecast with {what} steered ({mode} {value})"}),
-         "effect": (dims, eff.astype(np.float32), {"description": "steered minus baseline forecast"}),
-         "effect_mean": (("step", "output"), eff.mean(0), {"description": "mean effect over samples"}),
-         "effect_rms": (("step",), rms, {"description": "root mean square effect over samples and outputs"}),
-         "effect_rms_ci_low": (("step",), lo, {"description": "95% bound (percentile bootstrap over samples)"}),
-         "effect_rms_ci_high": (("step",), hi, {"description": "95% bound (percentile bootstrap over samples)"})},
+        {
+            "baseline": (dims, b.astype(np.float32), {"description": "forecast without steering"}),
+            "steered": (dims, s.astype(np.float32), {"description": f"forecast with {what} steered ({mode} {value})"}),
+            "effect": (dims, eff.astype(np.float32), {"description": "steered minus baseline forecast"}),
+            "effect_mean": (("step", "output"), eff.mean(0), {"description": "mean effect over samples"}),
+            "effect_rms": (("step",), rms, {"description": "root mean square effect over samples and outputs"}),
+            "effect_rms_ci_low": (("step",), lo, {"description": "95% bound (percentile bootstrap over samples)"}),
+            "effect_rms_ci_high": (("step",), hi, {"description": "95% bound (percentile bootstrap over samples)"}),
+        },
         coords=coords,
-        attrs={"site": site, "steered": what, "mode": mode, "value": float(value),
-               "calls": "every" if calls is None else ",".join(str(int(c)) for c in calls),
-               "description": "effect of steering at a site on an autoregressive forecast"})
+        attrs={
+            "site": site,
+            "steered": what,
+            "mode": mode,
+            "value": float(value),
+            "calls": "every" if calls is None else ",".join(str(int(c)) for c in calls),
+            "description": "effect of steering at a site on an autoregressive forecast",
+        },
+    )

@@ -40,13 +40,20 @@ def plot_alignment(alignment: xr.Dataset, path: str | Path, *, top: int = 12) ->
     for i in range(len(keep)):
         for j in range(al.sizes["variable"]):
             cell = al.isel(feature=i, variable=j)
-            ax.text(j, i, f"{float(cell.r):+.2f}\n[{float(cell.r_ci_low):+.2f}, {float(cell.r_ci_high):+.2f}]",
-                    ha="center", va="center", fontsize=7)
+            ax.text(
+                j,
+                i,
+                f"{float(cell.r):+.2f}\n[{float(cell.r_ci_low):+.2f}, {float(cell.r_ci_high):+.2f}]",
+                ha="center",
+                va="center",
+                fontsize=7,
+            )
     ax.set_xticks(range(al.sizes["variable"]), [str(v) for v in al.variable.values])
     ax.set_yticks(range(len(keep)), [f"feature {int(f)}" for f in keep])
     control = float(abs(al.control_r).max())
-    ax.set_title(f"Features against variables (Pearson r, 95% interval)\nshuffled control: |r| <= {control:.2f}",
-                 fontsize=9)
+    ax.set_title(
+        f"Features against variables (Pearson r, 95% interval)\nshuffled control: |r| <= {control:.2f}", fontsize=9
+    )
     fig.colorbar(im, ax=ax, label="r")
     return _save(fig, path)
 
@@ -68,24 +75,39 @@ def plot_shift(shift: xr.Dataset, path: str | Path) -> Path:
     a.set_ylim(0, 90)
     a.set_title(f"gap {float(shift.gap):.2f} (sampling control {float(shift.control_gap):.2f})", fontsize=9)
     labels = [lab for lab in ("in", "shifted", "realigned") if lab != "realigned" or "fve_realigned" in shift]
-    names = ["in distribution", "shifted", "realigned"][:len(labels)]
+    names = ["in distribution", "shifted", "realigned"][: len(labels)]
     vals = [float(shift[f"fve_{lab}"]) for lab in labels]
     x = np.arange(len(labels))
     # the ratio of medians where the result holds it: a few runaway samples do not set the bar
-    key = "fidelity_vs_zero_median" if all(f"fidelity_vs_zero_median_{lab}" in shift for lab in labels) \
+    key = (
+        "fidelity_vs_zero_median"
+        if all(f"fidelity_vs_zero_median_{lab}" in shift for lab in labels)
         else "fidelity_vs_zero"
+    )
     fidelity = all(f"{key}_{lab}" in shift for lab in labels)
     width = 0.4 if fidelity else 0.8
-    b.bar(x - width / 2 if fidelity else x, vals, width, color=["tab:blue", "tab:red", "tab:green"][:len(vals)],
-          label="variance explained")
+    b.bar(
+        x - width / 2 if fidelity else x,
+        vals,
+        width,
+        color=["tab:blue", "tab:red", "tab:green"][: len(vals)],
+        label="variance explained",
+    )
     low = min(0.0, min(vals))
     if fidelity:
         fid = np.array([float(shift[f"{key}_{lab}"]) for lab in labels])
         lo = np.array([float(shift[f"{key}_ci_low_{lab}"]) for lab in labels])
         hi = np.array([float(shift[f"{key}_ci_high_{lab}"]) for lab in labels])
         err = np.nan_to_num(np.stack([fid - lo, hi - fid]).clip(min=0))
-        b.bar(x + width / 2, fid, width, yerr=err, capsize=3, color="0.6",
-              label="splice fidelity vs zero ablation" + (" (ratio of medians)" if key.endswith("median") else ""))
+        b.bar(
+            x + width / 2,
+            fid,
+            width,
+            yerr=err,
+            capsize=3,
+            color="0.6",
+            label="splice fidelity vs zero ablation" + (" (ratio of medians)" if key.endswith("median") else ""),
+        )
         b.legend(fontsize=7, loc="lower left")
         low = min(low, float(fid.min()))
     b.set_xticks(x, names)
@@ -96,8 +118,9 @@ def plot_shift(shift: xr.Dataset, path: str | Path) -> Path:
         c, steps = axes[2], shift.step.values
         c.plot(steps, shift.effect_rms.values, color="tab:red")
         if "effect_rms_ci_low" in shift:
-            c.fill_between(steps, shift.effect_rms_ci_low.values, shift.effect_rms_ci_high.values, color="tab:red",
-                           alpha=0.3)
+            c.fill_between(
+                steps, shift.effect_rms_ci_low.values, shift.effect_rms_ci_high.values, color="tab:red", alpha=0.3
+            )
         c.set_xlabel("forecast step")
         c.set_ylabel("rms change of the forecast")
         c.set_title(str(shift.effect_rms.attrs.get("title", "the steer's effect on the forecast")), fontsize=9)
@@ -117,13 +140,18 @@ def plot_bound(bound: xr.Dataset, path: str | Path) -> Path:
     for name, color in (("realigned", "tab:green"), ("original", "tab:red")):
         ex = bound[f"excess_{name}"].values
         ok = ex > 0
-        ax.loglog(ds[ok], ex[ok], "o-", color=color,
-                  label=f"{name}: slope {bound.attrs[f'slope_{name}']:.2f}, C {bound.attrs[f'C_{name}']:.2f}")
+        ax.loglog(
+            ds[ok],
+            ex[ok],
+            "o-",
+            color=color,
+            label=f"{name}: slope {bound.attrs[f'slope_{name}']:.2f}, C {bound.attrs[f'C_{name}']:.2f}",
+        )
         if (~ok).any():
             ax.loglog(ds[~ok], np.full((~ok).sum(), floor), "o", mfc="none", color=color)
     c = bound.attrs["C_realigned"]
     if c > 0:
-        ax.loglog(ds, c * ds ** 2, "--", color="0.4", label="C_realigned ||dSigma||^2")
+        ax.loglog(ds, c * ds**2, "--", color="0.4", label="C_realigned ||dSigma||^2")
     from matplotlib.ticker import NullFormatter
 
     ax.xaxis.set_minor_formatter(NullFormatter())

@@ -29,8 +29,15 @@ __all__ = ["dictionary_quality", "feature_alignment", "top_examples"]
 
 
 @torch.no_grad()
-def dictionary_quality(dictionary: SparseDictionary, acts: Any, *, target: Any = None, feature_dim: str | None = None,
-                       n_bootstrap: int = 1000, seed: int = 0) -> xr.Dataset:
+def dictionary_quality(
+    dictionary: SparseDictionary,
+    acts: Any,
+    *,
+    target: Any = None,
+    feature_dim: str | None = None,
+    n_bootstrap: int = 1000,
+    seed: int = 0,
+) -> xr.Dataset:
     """Reconstruction, sparsity and dead features of a dictionary on activations (a
     transcoder: its prediction of ``target``)."""
     x = rows(acts, feature_dim)
@@ -47,20 +54,28 @@ def dictionary_quality(dictionary: SparseDictionary, acts: Any, *, target: Any =
         return 1.0 - np.sum(e, axis=axis) / np.sum(t, axis=axis)
 
     if n_bootstrap and len(err) > 2:
-        est, lo, hi = bootstrap_ci((err, tot), fve, paired=True, n_resamples=n_bootstrap, seed=seed,
-                                   method="percentile")
+        est, lo, hi = bootstrap_ci(
+            (err, tot), fve, paired=True, n_resamples=n_bootstrap, seed=seed, method="percentile"
+        )
     else:
         est, lo, hi = fve(err, tot), np.nan, np.nan
     freq = (z > 0).double().mean(0).numpy()
     return xr.Dataset(
-        {"fve": ((), float(est), {"description": "fraction of variance explained by the reconstruction"}),
-         "fve_ci_low": ((), float(lo), {"description": "95% percentile-bootstrap bound over rows"}),
-         "fve_ci_high": ((), float(hi), {"description": "95% percentile-bootstrap bound over rows"}),
-         "l0": ((), float((z > 0).sum(1).double().mean()), {"description": "mean number of active features per row"}),
-         "dead_fraction": ((), float((freq == 0).mean()), {"description": "share of features never active here"}),
-         "frequency": (("feature",), freq, {"description": "share of rows where the feature is active"})},
+        {
+            "fve": ((), float(est), {"description": "fraction of variance explained by the reconstruction"}),
+            "fve_ci_low": ((), float(lo), {"description": "95% percentile-bootstrap bound over rows"}),
+            "fve_ci_high": ((), float(hi), {"description": "95% percentile-bootstrap bound over rows"}),
+            "l0": (
+                (),
+                float((z > 0).sum(1).double().mean()),
+                {"description": "mean number of active features per row"},
+            ),
+            "dead_fraction": ((), float((freq == 0).mean()), {"description": "share of features never active here"}),
+            "frequency": (("feature",), freq, {"description": "share of rows where the feature is active"}),
+        },
         coords={"feature": np.arange(dictionary.n_features)},
-        attrs={"kind": dictionary.kind, "n_rows": int(x.shape[0]), "n_features": dictionary.n_features})
+        attrs={"kind": dictionary.kind, "n_rows": int(x.shape[0]), "n_features": dictionary.n_features},
+    )
 
 
 def _pearson(a: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -70,8 +85,14 @@ def _pearson(a: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:
         return (a * b).sum(axis=axis) / np.sqrt((a * a).sum(axis=axis) * (b * b).sum(axis=axis))
 
 
-def feature_alignment(features: xr.DataArray, variables: xr.Dataset, *, n_bootstrap: int = 500, seed: int = 0,
-                      features_to_score: Any = None) -> xr.Dataset:
+def feature_alignment(
+    features: xr.DataArray,
+    variables: xr.Dataset,
+    *,
+    n_bootstrap: int = 500,
+    seed: int = 0,
+    features_to_score: Any = None,
+) -> xr.Dataset:
     """Correlation of each feature's activation with each variable over the shared positions.
 
     Parameters
@@ -93,13 +114,17 @@ def feature_alignment(features: xr.DataArray, variables: xr.Dataset, *, n_bootst
         positions), ``n`` (positions used).
     """
     if "feature" not in features.dims:
-        raise DataValidationError("features has no 'feature' dim; pass scimech.analysis.dictionary.encode(...)'s result.")
+        raise DataValidationError(
+            "features has no 'feature' dim; pass scimech.analysis.dictionary.encode(...)'s result."
+        )
     pos = [d for d in features.dims if d != "feature"]
     missing = {str(v): [d for d in variables[v].dims if d not in pos] for v in variables.data_vars}
     missing = {v: d for v, d in missing.items() if d}
     if missing:
-        raise DataValidationError(f"variables have dims the features lack: {missing}; the features are on {pos}. "
-                                  "Give the variables on the recording's positions.")
+        raise DataValidationError(
+            f"variables have dims the features lack: {missing}; the features are on {pos}. "
+            "Give the variables on the recording's positions."
+        )
     active = features.max([d for d in pos]) > 0
     chosen = np.flatnonzero(active.values) if features_to_score is None else np.asarray(features_to_score)
     f = features.isel(feature=chosen).transpose(*pos, "feature").values.reshape(-1, len(chosen)).astype(float)
@@ -120,14 +145,18 @@ def feature_alignment(features: xr.DataArray, variables: xr.Dataset, *, n_bootst
             idx = rng.integers(0, len(vv), size=(n_bootstrap, len(vv)))
             boots = np.stack([_pearson(fv[i].T, vv[i][None, :]) for i in idx])
             out["r_ci_low"][:, j], out["r_ci_high"][:, j] = np.nanpercentile(boots, [2.5, 97.5], axis=0)
-    desc = {"r": "Pearson correlation of the feature's activation with the variable",
-            "r_ci_low": "2.5% percentile-bootstrap bound over positions",
-            "r_ci_high": "97.5% percentile-bootstrap bound over positions",
-            "control_r": "the same with the variable shuffled across positions (chance)"}
-    return xr.Dataset({k: (("feature", "variable"), v, {"description": desc[k]}) for k, v in out.items()}
-                      | {"n": (("variable",), counts, {"description": "positions used (finite variable)"})},
-                      coords={"feature": chosen, "variable": names},
-                      attrs={"description": "features against domain variables", "n_bootstrap": n_bootstrap})
+    desc = {
+        "r": "Pearson correlation of the feature's activation with the variable",
+        "r_ci_low": "2.5% percentile-bootstrap bound over positions",
+        "r_ci_high": "97.5% percentile-bootstrap bound over positions",
+        "control_r": "the same with the variable shuffled across positions (chance)",
+    }
+    return xr.Dataset(
+        {k: (("feature", "variable"), v, {"description": desc[k]}) for k, v in out.items()}
+        | {"n": (("variable",), counts, {"description": "positions used (finite variable)"})},
+        coords={"feature": chosen, "variable": names},
+        attrs={"description": "features against domain variables", "n_bootstrap": n_bootstrap},
+    )
 
 
 def top_examples(features: xr.DataArray, feature: int, n: int = 8, *, over: str | None = None) -> xr.DataArray:

@@ -62,8 +62,9 @@ class SparseDictionary(nn.Module):
     scale: torch.Tensor
     scale_out: torch.Tensor
 
-    def __init__(self, d_in: int, n_features: int, *, d_out: int | None = None, k: int = 8, seed: int = 0,
-                 **extra: Any):
+    def __init__(
+        self, d_in: int, n_features: int, *, d_out: int | None = None, k: int = 8, seed: int = 0, **extra: Any
+    ):
         super().__init__()
         if d_in < 1 or n_features < 1:
             raise ValueError(f"d_in and n_features must be >= 1; got {d_in} and {n_features}.")
@@ -75,7 +76,7 @@ class SparseDictionary(nn.Module):
         dec = dec / dec.norm(dim=1, keepdim=True)
         self.W_dec = nn.Parameter(dec)
         # tied initialisation (Gao et al.): the encoder starts as the decoder's transpose
-        enc = dec.T.clone() if self.d_out == self.d_in else torch.randn(d_in, n_features, generator=gen) / d_in ** 0.5
+        enc = dec.T.clone() if self.d_out == self.d_in else torch.randn(d_in, n_features, generator=gen) / d_in**0.5
         self.W_enc = nn.Parameter(enc)
         self.b_enc = nn.Parameter(torch.zeros(n_features))
         self.b_dec = nn.Parameter(torch.zeros(self.d_out))
@@ -89,8 +90,7 @@ class SparseDictionary(nn.Module):
 
     def config(self) -> dict[str, Any]:
         """What :func:`build` needs to make this dictionary again (saved with its weights)."""
-        return {"kind": self.kind, "d_in": self.d_in, "n_features": self.n_features, "d_out": self.d_out,
-                "k": self.k}
+        return {"kind": self.kind, "d_in": self.d_in, "n_features": self.n_features, "d_out": self.d_out, "k": self.k}
 
     def pre_activation(self, x: torch.Tensor) -> torch.Tensor:
         return (x / self.scale - self.b_pre) @ self.W_enc + self.b_enc
@@ -164,8 +164,10 @@ class BatchTopK(SparseDictionary):
         pre = pre.relu()
         if not self.training:
             if torch.isnan(self.threshold):
-                raise RuntimeError("This BatchTopK dictionary was never trained: it has no threshold for use. "
-                                   "Train it (scimech.analysis.dictionary.train_dictionary) or use kind='topk'.")
+                raise RuntimeError(
+                    "This BatchTopK dictionary was never trained: it has no threshold for use. "
+                    "Train it (scimech.analysis.dictionary.train_dictionary) or use kind='topk'."
+                )
             return pre * (pre > self.threshold)
         flat = pre.flatten()
         keep = min(self.k * pre.shape[0], flat.numel())
@@ -228,12 +230,14 @@ class JumpReLU(SparseDictionary):
 
     kind = "jumprelu"
 
-    def __init__(self, *args, l0_coefficient: float = 0.05, bandwidth: float = 0.1, initial_threshold: float = 0.5,
-                 **kw):
+    def __init__(
+        self, *args, l0_coefficient: float = 0.05, bandwidth: float = 0.1, initial_threshold: float = 0.5, **kw
+    ):
         super().__init__(*args, **kw)
         self.l0_coefficient, self.bandwidth = float(l0_coefficient), float(bandwidth)
-        self.log_threshold = nn.Parameter(torch.full((self.n_features,), float(torch.log(torch.tensor(
-            initial_threshold)))))
+        self.log_threshold = nn.Parameter(
+            torch.full((self.n_features,), float(torch.log(torch.tensor(initial_threshold))))
+        )
 
     def config(self) -> dict[str, Any]:
         return {**super().config(), "l0_coefficient": self.l0_coefficient, "bandwidth": self.bandwidth}

@@ -38,8 +38,16 @@ from scipy.linalg import expm, subspace_angles
 from .activations import rows
 from .saes import SparseDictionary
 
-__all__ = ["active_subspace", "faithfulness_gap", "realign", "explained_variance", "add_fidelity", "summary_lines",
-           "realignment_bound", "measure_shift"]
+__all__ = [
+    "active_subspace",
+    "faithfulness_gap",
+    "realign",
+    "explained_variance",
+    "add_fidelity",
+    "summary_lines",
+    "realignment_bound",
+    "measure_shift",
+]
 
 
 def _second_moment(x: torch.Tensor) -> np.ndarray:
@@ -47,8 +55,9 @@ def _second_moment(x: torch.Tensor) -> np.ndarray:
     return (x64.T @ x64 / x64.shape[0]).numpy()
 
 
-def active_subspace(acts: Any, *, energy: float = 0.95, rank: int | None = None,
-                    feature_dim: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+def active_subspace(
+    acts: Any, *, energy: float = 0.95, rank: int | None = None, feature_dim: str | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """``(U, eigenvalues)``: the ``(d, r)`` orthonormal leading eigenvectors of ``E[x x^T]``
     (``r = rank``, or the fewest holding a share ``energy`` of its trace) and all eigenvalues,
     largest first."""
@@ -58,7 +67,7 @@ def active_subspace(acts: Any, *, energy: float = 0.95, rank: int | None = None,
     vals, vecs = vals[::-1].clip(min=0), vecs[:, ::-1]
     if rank is None:
         rank = int(np.searchsorted(np.cumsum(vals) / max(vals.sum(), 1e-300), energy) + 1)
-    return vecs[:, :min(rank, len(vals))], vals
+    return vecs[:, : min(rank, len(vals))], vals
 
 
 @torch.no_grad()
@@ -74,8 +83,14 @@ def explained_variance(dictionary: SparseDictionary, acts: Any, feature_dim: str
 
 
 @torch.no_grad()
-def faithfulness_gap(dictionary: SparseDictionary, in_distribution: Any, shifted: Any, *, energy: float = 0.95,
-                     feature_dim: str | None = None) -> xr.Dataset:
+def faithfulness_gap(
+    dictionary: SparseDictionary,
+    in_distribution: Any,
+    shifted: Any,
+    *,
+    energy: float = 0.95,
+    feature_dim: str | None = None,
+) -> xr.Dataset:
     """The gap between the dictionary's span and the shifted activations' active subspace.
 
     Returns
@@ -99,19 +114,40 @@ def faithfulness_gap(dictionary: SparseDictionary, in_distribution: Any, shifted
     b, _ = active_subspace(x_in[half:], rank=r)
     control = subspace_angles(a, b)
     ds = xr.Dataset(
-        {"gap": ((), _gap(angles), {"description": "||sin(principal angles)|| / sqrt(rank) between the dictionary's "
-                                                  "span and the shifted active subspace (0 same, 1 orthogonal)"}),
-         "control_gap": ((), _gap(control), {"description": "the same between two halves of the in-distribution "
-                                                            "activations (sampling alone)"}),
-         "beyond_sampling": ((), float(_gap(angles) > max(2 * _gap(control), 1e-6)),
-                             {"description": "1: the gap exceeds twice what sampling alone gives"}),
-         "angle": (("component",), np.degrees(angles), {"units": "degree", "description": "principal angles"}),
-         "fve_in": ((), explained_variance(dictionary, x_in), {"description": "fraction of variance explained, "
-                                                                             "in distribution"}),
-         "fve_shifted": ((), explained_variance(dictionary, shifted, feature_dim),
-                         {"description": "fraction of variance explained, shifted"})},
+        {
+            "gap": (
+                (),
+                _gap(angles),
+                {
+                    "description": "||sin(principal angles)|| / sqrt(rank) between the dictionary's "
+                    "span and the shifted active subspace (0 same, 1 orthogonal)"
+                },
+            ),
+            "control_gap": (
+                (),
+                _gap(control),
+                {"description": "the same between two halves of the in-distribution activations (sampling alone)"},
+            ),
+            "beyond_sampling": (
+                (),
+                float(_gap(angles) > max(2 * _gap(control), 1e-6)),
+                {"description": "1: the gap exceeds twice what sampling alone gives"},
+            ),
+            "angle": (("component",), np.degrees(angles), {"units": "degree", "description": "principal angles"}),
+            "fve_in": (
+                (),
+                explained_variance(dictionary, x_in),
+                {"description": "fraction of variance explained, in distribution"},
+            ),
+            "fve_shifted": (
+                (),
+                explained_variance(dictionary, shifted, feature_dim),
+                {"description": "fraction of variance explained, shifted"},
+            ),
+        },
         coords={"component": np.arange(len(angles))},
-        attrs={"rank": r, "energy": energy, "description": "faithfulness gap of a dictionary under a shift"})
+        attrs={"rank": r, "energy": energy, "description": "faithfulness gap of a dictionary under a shift"},
+    )
     return ds
 
 
@@ -162,8 +198,15 @@ REALIGNMENTS = ("identity", "subspace", "eigenbasis")
 
 
 @torch.no_grad()
-def realign(dictionary: SparseDictionary, in_distribution: Any, shifted: Any, *, energy: float = 0.95,
-            method: str = "auto", feature_dim: str | None = None) -> SparseDictionary:
+def realign(
+    dictionary: SparseDictionary,
+    in_distribution: Any,
+    shifted: Any,
+    *,
+    energy: float = 0.95,
+    method: str = "auto",
+    feature_dim: str | None = None,
+) -> SparseDictionary:
     """A copy of the dictionary moved onto the shifted activations' geometry from unlabelled
     shifted activations, with no gradient update. Candidate orthogonal maps ``A`` (applied to
     every direction and bias; a transcoder is moved on its input side only):
@@ -185,8 +228,9 @@ def realign(dictionary: SparseDictionary, in_distribution: Any, shifted: Any, *,
         raise ValueError(f"method must be 'auto' or one of {REALIGNMENTS}; got {method!r}.")
     x_in, x_out = rows(in_distribution, feature_dim), rows(shifted, feature_dim)
     if x_in.shape[1] != dictionary.d_in or x_out.shape[1] != dictionary.d_in:
-        raise ValueError(f"The dictionary reads width {dictionary.d_in}; the activations have {x_in.shape[1]} "
-                         f"and {x_out.shape[1]}.")
+        raise ValueError(
+            f"The dictionary reads width {dictionary.d_in}; the activations have {x_in.shape[1]} and {x_out.shape[1]}."
+        )
     device = next(dictionary.parameters()).device
     # the maps are estimated and judged on the same shifted rows: with three fixed candidates the
     # choice barely flatters the winner
@@ -212,9 +256,16 @@ def _loglog_slope(x: np.ndarray, y: np.ndarray) -> float:
 
 
 @torch.no_grad()
-def realignment_bound(dictionary: SparseDictionary, acts: Any, *, eps: Any = (0.02, 0.04, 0.08, 0.16, 0.32),
-                      added: float = 0.25, seed: int = 0, energy: float = 0.95,
-                      feature_dim: str | None = None) -> xr.Dataset:
+def realignment_bound(
+    dictionary: SparseDictionary,
+    acts: Any,
+    *,
+    eps: Any = (0.02, 0.04, 0.08, 0.16, 0.32),
+    added: float = 0.25,
+    seed: int = 0,
+    energy: float = 0.95,
+    feature_dim: str | None = None,
+) -> xr.Dataset:
     """Check numerically that :func:`realign`'s excess loss is bounded quadratically by the
     second-moment shift, on planted shifts of the activations ``acts`` (rows ``x``, in
     distribution for ``dictionary``).
@@ -255,7 +306,7 @@ def realignment_bound(dictionary: SparseDictionary, acts: Any, *, eps: Any = (0.
     for e in sizes:
         rotated = x @ torch.as_tensor(expm(e * gen), dtype=x.dtype).T
         each: dict[str, list] = {k: [] for k in out}
-        for sign in ((1.0, -1.0) if added else (1.0,)):
+        for sign in (1.0, -1.0) if added else (1.0,):
             shifted = rotated + float(sign * e * added * rms) * z
             moved = realign(dictionary, x, shifted, energy=energy)
             each["dsigma"].append(np.linalg.norm(_second_moment(shifted) - sigma) / np.linalg.norm(sigma))
@@ -265,28 +316,41 @@ def realignment_bound(dictionary: SparseDictionary, acts: Any, *, eps: Any = (0.
         for k, v in each.items():
             out[k].append("/".join(dict.fromkeys(v)) if k == "realignment" else float(np.mean(v)))
     ds = np.asarray(out["dsigma"])
-    attrs = {"added": added, "seed": seed, "fvu_in": fvu_in,
-             "description": "excess loss (fraction of variance unexplained) of the realigned and the original "
-                            "dictionary under planted shifts of size eps: rotation exp(eps G) plus eps * added * "
-                            "rms * Gaussian rows"}
+    attrs = {
+        "added": added,
+        "seed": seed,
+        "fvu_in": fvu_in,
+        "description": "excess loss (fraction of variance unexplained) of the realigned and the original "
+        "dictionary under planted shifts of size eps: rotation exp(eps G) plus eps * added * "
+        "rms * Gaussian rows",
+    }
     for name in ("realigned", "original"):
         ex = np.asarray(out[f"excess_{name}"])
-        attrs[f"C_{name}"] = float(np.max(ex / ds ** 2))
+        attrs[f"C_{name}"] = float(np.max(ex / ds**2))
         attrs[f"slope_{name}"] = _loglog_slope(ds, ex)
     return xr.Dataset(
-        {"dsigma": ("eps", ds, {"description": "||dSigma||_F / ||Sigma||_F (uncentred second moments)"}),
-         "excess_realigned": ("eps", np.asarray(out["excess_realigned"]),
-                              {"description": "FVU after realign on the shifted rows minus FVU in distribution"}),
-         "excess_original": ("eps", np.asarray(out["excess_original"]),
-                             {"description": "FVU of the original dictionary on the shifted rows minus FVU in "
-                                            "distribution"}),
-         "realignment": ("eps", np.asarray(out["realignment"]), {"description": "the map realign chose"})},
+        {
+            "dsigma": ("eps", ds, {"description": "||dSigma||_F / ||Sigma||_F (uncentred second moments)"}),
+            "excess_realigned": (
+                "eps",
+                np.asarray(out["excess_realigned"]),
+                {"description": "FVU after realign on the shifted rows minus FVU in distribution"},
+            ),
+            "excess_original": (
+                "eps",
+                np.asarray(out["excess_original"]),
+                {"description": "FVU of the original dictionary on the shifted rows minus FVU in distribution"},
+            ),
+            "realignment": ("eps", np.asarray(out["realignment"]), {"description": "the map realign chose"}),
+        },
         coords={"eps": ("eps", sizes, {"units": "radian", "description": "largest rotation angle of the shift"})},
-        attrs=attrs)
+        attrs=attrs,
+    )
 
 
-FIDELITY_VARS = tuple(f"fidelity_vs_{a}{part}" for a in ("zero", "mean", "zero_median")
-                      for part in ("", "_ci_low", "_ci_high")) + ("share_below_zero",)
+FIDELITY_VARS = tuple(
+    f"fidelity_vs_{a}{part}" for a in ("zero", "mean", "zero_median") for part in ("", "_ci_low", "_ci_high")
+) + ("share_below_zero",)
 
 
 def add_fidelity(shift: xr.Dataset, label: str, fidelity: xr.Dataset) -> None:
@@ -298,9 +362,15 @@ def add_fidelity(shift: xr.Dataset, label: str, fidelity: xr.Dataset) -> None:
             shift[f"{var}_{label}"] = fidelity[var]
 
 
-def measure_shift(dictionary: SparseDictionary, in_distribution: Any, shifted: Any, *,
-                  fidelity: Callable[[SparseDictionary, str], xr.Dataset] | None = None, energy: float = 0.95,
-                  feature_dim: str | None = None) -> tuple[xr.Dataset, SparseDictionary]:
+def measure_shift(
+    dictionary: SparseDictionary,
+    in_distribution: Any,
+    shifted: Any,
+    *,
+    fidelity: Callable[[SparseDictionary, str], xr.Dataset] | None = None,
+    energy: float = 0.95,
+    feature_dim: str | None = None,
+) -> tuple[xr.Dataset, SparseDictionary]:
     """The whole shift measurement of a dictionary: :func:`faithfulness_gap`, :func:`realign`
     on the shifted activations and the variance the realigned dictionary explains
     (``fve_realigned``; the map chosen in the ``realignment`` attr), and, given
@@ -312,30 +382,41 @@ def measure_shift(dictionary: SparseDictionary, in_distribution: Any, shifted: A
     Returns the result and the realigned dictionary."""
     result = faithfulness_gap(dictionary, in_distribution, shifted, energy=energy, feature_dim=feature_dim)
     fixed = realign(dictionary, in_distribution, shifted, energy=energy, feature_dim=feature_dim)
-    result["fve_realigned"] = ((), explained_variance(fixed, shifted, feature_dim),
-                               {"description": "fraction of shifted variance explained after realignment"})
+    result["fve_realigned"] = (
+        (),
+        explained_variance(fixed, shifted, feature_dim),
+        {"description": "fraction of shifted variance explained after realignment"},
+    )
     result.attrs["realignment"] = fixed.realignment
     if fidelity is not None:
-        for label, dic, which in (("in", dictionary, "in_distribution"), ("shifted", dictionary, "shifted"),
-                                  ("realigned", fixed, "shifted")):
+        for label, dic, which in (
+            ("in", dictionary, "in_distribution"),
+            ("shifted", dictionary, "shifted"),
+            ("realigned", fixed, "shifted"),
+        ):
             add_fidelity(result, label, fidelity(dic, which))
     return result, fixed
 
 
 def summary_lines(shift: xr.Dataset) -> list[str]:
     """The gap, the fit and (where added) the splice fidelity of a shift result, as printed lines."""
-    keys = [k for k in ("gap", "control_gap", "beyond_sampling", "fve_in", "fve_shifted", "fve_realigned")
-            if k in shift]
+    keys = [
+        k for k in ("gap", "control_gap", "beyond_sampling", "fve_in", "fve_shifted", "fve_realigned") if k in shift
+    ]
     lines = [", ".join(f"{k} {float(shift[k]):.3f}" for k in keys)]
     for label in ("in", "shifted", "realigned"):
         if f"fidelity_vs_zero_{label}" in shift:
-            line = (f"splice fidelity vs zero ablation, {label}: {float(shift[f'fidelity_vs_zero_{label}']):.3f} "
-                    f"[{float(shift[f'fidelity_vs_zero_ci_low_{label}']):.3f}, "
-                    f"{float(shift[f'fidelity_vs_zero_ci_high_{label}']):.3f}]")
+            line = (
+                f"splice fidelity vs zero ablation, {label}: {float(shift[f'fidelity_vs_zero_{label}']):.3f} "
+                f"[{float(shift[f'fidelity_vs_zero_ci_low_{label}']):.3f}, "
+                f"{float(shift[f'fidelity_vs_zero_ci_high_{label}']):.3f}]"
+            )
             if f"fidelity_vs_zero_median_{label}" in shift:
-                line += (f"; of medians {float(shift[f'fidelity_vs_zero_median_{label}']):.3f} "
-                         f"[{float(shift[f'fidelity_vs_zero_median_ci_low_{label}']):.3f}, "
-                         f"{float(shift[f'fidelity_vs_zero_median_ci_high_{label}']):.3f}], below zero ablation in "
-                         f"{float(shift[f'share_below_zero_{label}']):.1%} of samples")
+                line += (
+                    f"; of medians {float(shift[f'fidelity_vs_zero_median_{label}']):.3f} "
+                    f"[{float(shift[f'fidelity_vs_zero_median_ci_low_{label}']):.3f}, "
+                    f"{float(shift[f'fidelity_vs_zero_median_ci_high_{label}']):.3f}], below zero ablation in "
+                    f"{float(shift[f'share_below_zero_{label}']):.1%} of samples"
+                )
             lines.append(line)
     return lines

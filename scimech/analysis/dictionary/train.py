@@ -55,8 +55,9 @@ def _init_from_data(dic: SparseDictionary, x0: torch.Tensor, y0: torch.Tensor | 
             dic.b_dec.copy_((y0 / dic.scale_out).mean(0))
 
 
-def _aux_loss(dic: SparseDictionary, pre: torch.Tensor, residual: torch.Tensor, dead: torch.Tensor,
-              aux_k: int) -> torch.Tensor:
+def _aux_loss(
+    dic: SparseDictionary, pre: torch.Tensor, residual: torch.Tensor, dead: torch.Tensor, aux_k: int
+) -> torch.Tensor:
     """Gao et al.'s AuxK: the top ``aux_k`` dead pre-activations reconstruct the residual."""
     n_dead = int(dead.sum())
     if n_dead == 0:
@@ -72,12 +73,26 @@ def _settings(dic: SparseDictionary, **kw) -> dict[str, Any]:
     return {**dic.config(), **{k: (float(v) if isinstance(v, float) else v) for k, v in kw.items()}}
 
 
-def train_dictionary(acts: Any, *, kind: str = "topk", n_features: int | None = None, k: int = 8,
-                     target: Any = None, feature_dim: str | None = None, epochs: int = 10, batch_size: int = 256,
-                     lr: float = 1e-3, seed: int = 0, checkpoint: str | os.PathLike | None = None,
-                     device: str | torch.device = "cpu", dead_after: int = 50, aux_k: int | None = None,
-                     aux_coefficient: float = 1 / 32, progress: bool = False,
-                     **kind_options: Any) -> tuple[SparseDictionary, xr.Dataset]:
+def train_dictionary(
+    acts: Any,
+    *,
+    kind: str = "topk",
+    n_features: int | None = None,
+    k: int = 8,
+    target: Any = None,
+    feature_dim: str | None = None,
+    epochs: int = 10,
+    batch_size: int = 256,
+    lr: float = 1e-3,
+    seed: int = 0,
+    checkpoint: str | os.PathLike | None = None,
+    device: str | torch.device = "cpu",
+    dead_after: int = 50,
+    aux_k: int | None = None,
+    aux_coefficient: float = 1 / 32,
+    progress: bool = False,
+    **kind_options: Any,
+) -> tuple[SparseDictionary, xr.Dataset]:
     """Train a sparse dictionary on a site's activations; with ``target``, a transcoder.
 
     Parameters
@@ -121,14 +136,24 @@ def train_dictionary(acts: Any, *, kind: str = "topk", n_features: int | None = 
     x0 = _first_rows(acts, feature_dim, "activations")
     y0 = None if target is None else _first_rows(target, None, "target activations")
     d_out = d_in if y0 is None else int(y0.shape[1])
-    dic = build(kind, d_in, n_features or 4 * d_in, d_out=d_out if target is not None else None, k=k, seed=seed,
-                **kind_options)
+    dic = build(
+        kind, d_in, n_features or 4 * d_in, d_out=d_out if target is not None else None, k=k, seed=seed, **kind_options
+    )
     _init_from_data(dic, x0, y0)
     dic.to(device)
     opt = torch.optim.Adam(dic.parameters(), lr=lr)
     aux_k = aux_k or min(dic.n_features // 2, 4 * k)
-    settings = _settings(dic, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed, dead_after=dead_after,
-                         aux_k=aux_k, aux_coefficient=aux_coefficient, transcoder=target is not None)
+    settings = _settings(
+        dic,
+        epochs=epochs,
+        batch_size=batch_size,
+        lr=lr,
+        seed=seed,
+        dead_after=dead_after,
+        aux_k=aux_k,
+        aux_coefficient=aux_coefficient,
+        transcoder=target is not None,
+    )
     history: dict[str, list[float]] = {name: [] for name in HISTORY}
     since_fired = torch.zeros(dic.n_features, dtype=torch.long, device=device)
     start = 0
@@ -137,17 +162,40 @@ def train_dictionary(acts: Any, *, kind: str = "topk", n_features: int | None = 
     gen = torch.Generator().manual_seed(seed)
     for epoch in _progress(range(start, epochs), desc="dictionary", disable=not progress):
         gen.manual_seed(seed * 1_000_003 + epoch)
-        sums = _epoch(dic, opt, acts, target, feature_dim, batch_size, gen, since_fired, dead_after, aux_k,
-                      aux_coefficient, device)
+        sums = _epoch(
+            dic,
+            opt,
+            acts,
+            target,
+            feature_dim,
+            batch_size,
+            gen,
+            since_fired,
+            dead_after,
+            aux_k,
+            aux_coefficient,
+            device,
+        )
         for name in HISTORY:
             history[name].append(sums[name])
         if checkpoint is not None:
-            save_state({"state": dic.state_dict(), "opt": opt.state_dict(), "epoch": epoch,
-                        "history": history, "since_fired": since_fired.cpu(), "settings": settings}, checkpoint)
+            save_state(
+                {
+                    "state": dic.state_dict(),
+                    "opt": opt.state_dict(),
+                    "epoch": epoch,
+                    "history": history,
+                    "since_fired": since_fired.cpu(),
+                    "settings": settings,
+                },
+                checkpoint,
+            )
     dic.eval()
-    ds = xr.Dataset({name: ("epoch", np.asarray(history[name], float)) for name in HISTORY},
-                    coords={"epoch": np.arange(len(history["loss"]))},
-                    attrs={**{k: str(v) for k, v in settings.items()}, "description": "dictionary training history"})
+    ds = xr.Dataset(
+        {name: ("epoch", np.asarray(history[name], float)) for name in HISTORY},
+        coords={"epoch": np.arange(len(history["loss"]))},
+        attrs={**{k: str(v) for k, v in settings.items()}, "description": "dictionary training history"},
+    )
     return dic, ds
 
 
@@ -156,26 +204,31 @@ def _resume(checkpoint, settings, dic, opt, device):
     saved = state.get("settings", {})
     if saved != settings:
         diff = {k: (saved.get(k), v) for k, v in settings.items() if saved.get(k) != v}
-        raise CheckpointError(f"The dictionary checkpoint {str(checkpoint)!r} was written with other settings "
-                              f"(saved, now): {diff}. Use a new checkpoint path, or delete it to start afresh.")
+        raise CheckpointError(
+            f"The dictionary checkpoint {str(checkpoint)!r} was written with other settings "
+            f"(saved, now): {diff}. Use a new checkpoint path, or delete it to start afresh."
+        )
     dic.load_state_dict(state["state"])
     opt.load_state_dict(state["opt"])
     return state["epoch"] + 1, state["history"], state["since_fired"].to(device)
 
 
-def _epoch(dic, opt, acts, target, feature_dim, batch_size, gen, since_fired, dead_after, aux_k, aux_coefficient,
-           device) -> dict[str, float]:
+def _epoch(
+    dic, opt, acts, target, feature_dim, batch_size, gen, since_fired, dead_after, aux_k, aux_coefficient, device
+) -> dict[str, float]:
     dic.train()
     topk_kind = isinstance(dic, TopK) or dic.kind == "batchtopk"
     totals = dict.fromkeys(("loss", "sse", "sst", "l0", "aux_loss", "batches", "rows"), 0.0)
     targets = chunks(target, what="target activations") if target is not None else ()
     for x_block, y_block in zip_longest(chunks(acts, feature_dim), targets):
         if target is not None and (y_block is None or x_block is None or len(y_block) != len(x_block)):
-            raise DataValidationError("The target activations do not match the activations row for row; a "
-                                      "transcoder needs both sites recorded on the same inputs.")
+            raise DataValidationError(
+                "The target activations do not match the activations row for row; a "
+                "transcoder needs both sites recorded on the same inputs."
+            )
         order = torch.randperm(x_block.shape[0], generator=gen)
         for start in range(0, len(order), batch_size):
-            idx = order[start:start + batch_size]
+            idx = order[start : start + batch_size]
             x = x_block[idx].to(device)
             y = (x if y_block is None else y_block[idx].to(device)) / dic.scale_out
             pre = dic.pre_activation(x)
@@ -205,9 +258,13 @@ def _epoch(dic, opt, acts, target, feature_dim, batch_size, gen, since_fired, de
                 totals["rows"] += len(idx)
     if not totals["batches"]:
         raise DataValidationError("No activations to train on.")
-    return {"loss": totals["loss"] / totals["batches"], "fve": 1 - totals["sse"] / max(totals["sst"], 1e-12),
-            "l0": totals["l0"] / totals["rows"], "dead_fraction": float((since_fired > dead_after).float().mean()),
-            "aux_loss": totals["aux_loss"] / totals["batches"]}
+    return {
+        "loss": totals["loss"] / totals["batches"],
+        "fve": 1 - totals["sse"] / max(totals["sst"], 1e-12),
+        "l0": totals["l0"] / totals["rows"],
+        "dead_fraction": float((since_fired > dead_after).float().mean()),
+        "aux_loss": totals["aux_loss"] / totals["batches"],
+    }
 
 
 def save_dictionary(dic: SparseDictionary, path: str | os.PathLike) -> None:
@@ -220,9 +277,12 @@ def save_dictionary(dic: SparseDictionary, path: str | os.PathLike) -> None:
 def load_dictionary(path: str | os.PathLike, device: str | torch.device = "cpu") -> SparseDictionary:
     """A dictionary saved by :func:`save_dictionary` (or a training checkpoint). A torch file an older
     scimech wrote is still read, with torch's weights-only loader (no code runs), and a warning."""
-    if Path(path).is_file() and Path(path).read_bytes()[:2] == b"PK":   # torch's zip format: an older save
-        warnings.warn(f"{path} was saved by an older scimech (a torch pickle); save it again with save_dictionary "
-                      "(safetensors).", FutureWarning, stacklevel=2)
+    if Path(path).is_file() and Path(path).read_bytes()[:2] == b"PK":  # torch's zip format: an older save
+        warnings.warn(
+            f"{path} was saved by an older scimech (a torch pickle); save it again with save_dictionary (safetensors).",
+            FutureWarning,
+            stacklevel=2,
+        )
         state = torch_load(path, weights_only=True)
     else:
         state = load_state(path)
@@ -233,6 +293,8 @@ def load_dictionary(path: str | os.PathLike, device: str | torch.device = "cpu")
         dic = build(kind, cfg["d_in"], cfg["n_features"], **keep)
         dic.load_state_dict(state["state"])
     except (KeyError, TypeError, RuntimeError) as err:
-        raise CheckpointError(f"{path}: not a scimech dictionary ({type(err).__name__}: {err}). Save one with "
-                              "scimech.analysis.dictionary.save_dictionary.") from err
+        raise CheckpointError(
+            f"{path}: not a scimech dictionary ({type(err).__name__}: {err}). Save one with "
+            "scimech.analysis.dictionary.save_dictionary."
+        ) from err
     return dic.to(device).eval()

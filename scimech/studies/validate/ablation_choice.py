@@ -34,15 +34,19 @@ __all__ = ["NAME", "TITLE", "PLANTED", "LESSON", "AblationChoiceModel", "Step", 
 NAME = "ablation_choice"
 TITLE = "verdict depends on the ablation method"
 OFFSET = 5.0
-PLANTED = (f"`offset` is the constant {OFFSET:g}, which the output adds; `bimodal` is 0 or 2, read through "
-           "b(2 - b) (0 on both values, 1 at the mean 1); `signal` = x0 is read linearly. Zero ablation should "
-           f"flag {{signal, offset}} (offset's effect is exactly {OFFSET:g}), mean ablation {{signal, bimodal}}, "
-           "resample ablation and patching {signal}: the planted mechanism.")
-LESSON = ("Each ablation method, working exactly as specified, answers a different question: zero "
-          "ablation flags the constant `offset` (the output needs the value, not any information), "
-          "mean ablation flags `bimodal` (its mean is a value it never takes). Only resample "
-          "ablation and patching keep the component on values it takes and isolate the input-"
-          "dependent mechanism. That is why every scimech result records its ablation method.")
+PLANTED = (
+    f"`offset` is the constant {OFFSET:g}, which the output adds; `bimodal` is 0 or 2, read through "
+    "b(2 - b) (0 on both values, 1 at the mean 1); `signal` = x0 is read linearly. Zero ablation should "
+    f"flag {{signal, offset}} (offset's effect is exactly {OFFSET:g}), mean ablation {{signal, bimodal}}, "
+    "resample ablation and patching {signal}: the planted mechanism."
+)
+LESSON = (
+    "Each ablation method, working exactly as specified, answers a different question: zero "
+    "ablation flags the constant `offset` (the output needs the value, not any information), "
+    "mean ablation flags `bimodal` (its mean is a value it never takes). Only resample "
+    "ablation and patching keep the component on values it takes and isolate the input-"
+    "dependent mechanism. That is why every scimech result records its ablation method."
+)
 COMPONENTS = ("signal", "offset", "bimodal")
 N_FEATURES = 4
 
@@ -90,18 +94,26 @@ def measure(settings: Settings) -> xr.Dataset:
     x = inputs(settings.n, settings.seed)
     ref = inputs(settings.n_reference, settings.reference_seed)
     rows = causal_rows(model, x, ref, COMPONENTS, settings)
-    truth = {"ablation_zero": {"signal": True, "offset": True, "bimodal": False},
-             "ablation_mean": {"signal": True, "offset": False, "bimodal": True},
-             "ablation_resample": {"signal": True, "offset": False, "bimodal": False},
-             "patching": {"signal": True, "offset": False, "bimodal": False}}
+    truth = {
+        "ablation_zero": {"signal": True, "offset": True, "bimodal": False},
+        "ablation_mean": {"signal": True, "offset": False, "bimodal": True},
+        "ablation_resample": {"signal": True, "offset": False, "bimodal": False},
+        "patching": {"signal": True, "offset": False, "bimodal": False},
+    }
     mechanism = {"signal": True, "offset": False, "bimodal": False}
     zero, pair = math.sqrt(2 / math.pi), 2 / math.sqrt(math.pi)
-    expected = {("ablation_zero", "signal"): zero, ("ablation_zero", "offset"): OFFSET,
-                ("ablation_zero", "bimodal"): 0.0,
-                ("ablation_mean", "signal"): zero, ("ablation_mean", "offset"): 0.0,
-                ("ablation_mean", "bimodal"): 1.0,  # b(2 - b) at the mean b = 1 (half the inputs have x1 > 0)
-                ("ablation_resample", "signal"): pair, ("ablation_resample", "offset"): 0.0,
-                ("ablation_resample", "bimodal"): 0.0,
-                ("patching", "signal"): pair, ("patching", "offset"): 0.0, ("patching", "bimodal"): 0.0}
-    return case_dataset(rows, truth, mechanism, expected, name=NAME, title=TITLE, planted=PLANTED,
-                        lesson=LESSON)
+    expected = {
+        ("ablation_zero", "signal"): zero,
+        ("ablation_zero", "offset"): OFFSET,
+        ("ablation_zero", "bimodal"): 0.0,
+        ("ablation_mean", "signal"): zero,
+        ("ablation_mean", "offset"): 0.0,
+        ("ablation_mean", "bimodal"): 1.0,  # b(2 - b) at the mean b = 1 (half the inputs have x1 > 0)
+        ("ablation_resample", "signal"): pair,
+        ("ablation_resample", "offset"): 0.0,
+        ("ablation_resample", "bimodal"): 0.0,
+        ("patching", "signal"): pair,
+        ("patching", "offset"): 0.0,
+        ("patching", "bimodal"): 0.0,
+    }
+    return case_dataset(rows, truth, mechanism, expected, name=NAME, title=TITLE, planted=PLANTED, lesson=LESSON)

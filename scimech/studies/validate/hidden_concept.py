@@ -46,11 +46,15 @@ __all__ = ["NAME", "TITLE", "PLANTED", "LESSON", "processes", "build_model", "tr
 
 NAME = "hidden_concept"
 TITLE = "concept bottleneck: a hidden process only the free concept can carry"
-PLANTED = ("y = a + b + h with a, b supervised concepts and h hidden. The probe for h should flag {free_0}; "
-           "each concept should correlate |r| > 0.9 with its planted process (a, b, h); the head reads all three.")
-LESSON = ("The free concept of a mixed-regime bottleneck picks up the process no prescribed concept "
-          "names: a probe for h finds it only there, while each prescribed concept keeps its own "
-          "process. Ablation shows that the head reads all three, so it cannot tell which one carries h.")
+PLANTED = (
+    "y = a + b + h with a, b supervised concepts and h hidden. The probe for h should flag {free_0}; "
+    "each concept should correlate |r| > 0.9 with its planted process (a, b, h); the head reads all three."
+)
+LESSON = (
+    "The free concept of a mixed-regime bottleneck picks up the process no prescribed concept "
+    "names: a probe for h finds it only there, while each prescribed concept keeps its own "
+    "process. Ablation shows that the head reads all three, so it cannot tell which one carries h."
+)
 COMPONENTS = ("a", "b", "free_0")
 SITES = {"a": "concepts.units[0]", "b": "concepts.units[1]", "free_0": "concepts.units[2]"}
 N_FEATURES = 6
@@ -87,8 +91,16 @@ def train(settings: Settings, decorrelation: float = 1.0, loss_kind: Literal["l1
         return [{"x": x[i], "y": y[i], "c": c[i]} for i in order.split(BATCH)]
 
     model = build_model(settings.seed)
-    fit_cbm(model, batches, regime="mixed", epochs=settings.epochs, lr=1e-2, seed=settings.seed,
-            decorrelation=decorrelation, loss_kind=loss_kind)
+    fit_cbm(
+        model,
+        batches,
+        regime="mixed",
+        epochs=settings.epochs,
+        lr=1e-2,
+        seed=settings.seed,
+        decorrelation=decorrelation,
+        loss_kind=loss_kind,
+    )
     return model.eval()
 
 
@@ -111,21 +123,34 @@ def measure(settings: Settings, decorrelation: float = 1.0, loss_kind: Literal["
     rows = [probe_rows(model, x, SITES, data["h"].numpy(), settings)]
     acts = record(model, x, list(SITES.values()))
     planted = {"a": data["a"], "b": data["b"], "free_0": data["h"]}
-    fid = [bootstrap_ci((acts[SITES[c]].values.ravel(), planted[c].numpy()), _abs_r, paired=True,
-                        n_resamples=settings.n_bootstrap, confidence=settings.confidence, seed=settings.seed)
-           for c in COMPONENTS]
+    fid = [
+        bootstrap_ci(
+            (acts[SITES[c]].values.ravel(), planted[c].numpy()),
+            _abs_r,
+            paired=True,
+            n_resamples=settings.n_bootstrap,
+            confidence=settings.confidence,
+            seed=settings.seed,
+        )
+        for c in COMPONENTS
+    ]
     est, lo, hi = zip(*fid, strict=True)
     rows.append(decisions(COMPONENTS, "concept_fidelity", est, lo, hi, FIDELITY_MIN))
     with torch.no_grad():
         tau = EFFECT_MIN_FRACTION * float(model(x).y.std())
     rows.append(ablation_rows(model, x, ref, SITES, "resample", tau, settings))
-    truth = {"probe": {"a": False, "b": False, "free_0": True},
-             "concept_fidelity": {"a": True, "b": True, "free_0": True},
-             "ablation_resample": {"a": True, "b": True, "free_0": True}}
+    truth = {
+        "probe": {"a": False, "b": False, "free_0": True},
+        "concept_fidelity": {"a": True, "b": True, "free_0": True},
+        "ablation_resample": {"a": True, "b": True, "free_0": True},
+    }
     mechanism = {"a": False, "b": False, "free_0": True}
-    expected = {("probe", "a"): 0.0, ("probe", "b"): 0.0, ("probe", "free_0"): 1.0,
-                **{("concept_fidelity", c): 1.0 for c in COMPONENTS}}
-    ds = case_dataset(rows, truth, mechanism, expected, name=NAME, title=TITLE, planted=PLANTED,
-                        lesson=LESSON)
+    expected = {
+        ("probe", "a"): 0.0,
+        ("probe", "b"): 0.0,
+        ("probe", "free_0"): 1.0,
+        **{("concept_fidelity", c): 1.0 for c in COMPONENTS},
+    }
+    ds = case_dataset(rows, truth, mechanism, expected, name=NAME, title=TITLE, planted=PLANTED, lesson=LESSON)
     ds.attrs.update({"decorrelation": decorrelation, "loss_kind": loss_kind})
     return ds

@@ -30,12 +30,16 @@ __all__ = ["NAME", "TITLE", "PLANTED", "LESSON", "InertModel", "inputs", "measur
 
 NAME = "inert"
 TITLE = "probe-visible but causally inert"
-PLANTED = ("`inert` encodes x0 (R2 0.8) but its readout weight is exactly 0; `used` (x0) and `other` (x1) "
-           "are read with weight 1; `idle` (x2) is neither. Probes should flag {used, inert}, causal methods "
-           "{used, other}.")
-LESSON = ("A probe finds what a component encodes, not what the model uses: `inert` is as visible to the "
-          "probe as `used`, and no causal method flags it. Probe rows score 0.5 against the mechanism even "
-          "when the probe works perfectly.")
+PLANTED = (
+    "`inert` encodes x0 (R2 0.8) but its readout weight is exactly 0; `used` (x0) and `other` (x1) "
+    "are read with weight 1; `idle` (x2) is neither. Probes should flag {used, inert}, causal methods "
+    "{used, other}."
+)
+LESSON = (
+    "A probe finds what a component encodes, not what the model uses: `inert` is as visible to the "
+    "probe as `used`, and no causal method flags it. Probe rows score 0.5 against the mechanism even "
+    "when the probe works perfectly."
+)
 COMPONENTS = ("used", "inert", "other", "idle")
 N_FEATURES = 6
 
@@ -84,15 +88,14 @@ def measure(settings: Settings) -> xr.Dataset:
     rows = [probe_rows(model, x, sites, x[:, 0].numpy(), settings)]
     rows += causal_rows(model, x, ref, COMPONENTS, settings)
     used = {"used": True, "inert": False, "other": True, "idle": False}
-    truth = {"probe": {"used": True, "inert": True, "other": False, "idle": False},
-             **{m: used for m in ("ablation_zero", "ablation_mean", "ablation_resample", "patching")}}
+    truth = {
+        "probe": {"used": True, "inert": True, "other": False, "idle": False},
+        **{m: used for m in ("ablation_zero", "ablation_mean", "ablation_resample", "patching")},
+    }
     # analytic values: E|x0| = sqrt(2/pi) for zero / mean ablation (mean ~ 0), E|x - x'| = 2/sqrt(pi)
     zero, pair = math.sqrt(2 / math.pi), 2 / math.sqrt(math.pi)
     expected = {("probe", "used"): 1.0, ("probe", "inert"): 0.8, ("probe", "other"): 0.0, ("probe", "idle"): 0.0}
     for c in COMPONENTS:
-        for m, v in (("ablation_zero", zero), ("ablation_mean", zero), ("ablation_resample", pair),
-                     ("patching", pair)):
+        for m, v in (("ablation_zero", zero), ("ablation_mean", zero), ("ablation_resample", pair), ("patching", pair)):
             expected[(m, c)] = v if used[c] else 0.0
-    return case_dataset(rows, truth, used, expected, name=NAME, title=TITLE, planted=PLANTED,
-                        lesson=LESSON)
-
+    return case_dataset(rows, truth, used, expected, name=NAME, title=TITLE, planted=PLANTED, lesson=LESSON)

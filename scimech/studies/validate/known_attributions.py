@@ -33,12 +33,16 @@ __all__ = ["NAME", "TITLE", "PLANTED", "LESSON", "KnownAttributionModel", "input
 
 NAME = "attribution"
 TITLE = "attribution with known top features"
-PLANTED = ("y = 3 x0 + 2 tanh(x1) + x2 x3; x4 (large), x5 (correlated with x0), x6, x7 unused. Integrated "
-           "Gradients and GradientShap should flag {x0, x1, x2, x3}; IG sums to f(x) - f(0) per sample, "
-           "GradientShap in expectation.")
-LESSON = ("Gradient attributions give exactly zero to inputs the model never reads, however large "
-          "(x4) or correlated with a used input (x5) they are, and rank the used ones by their "
-          "share of the output.")
+PLANTED = (
+    "y = 3 x0 + 2 tanh(x1) + x2 x3; x4 (large), x5 (correlated with x0), x6, x7 unused. Integrated "
+    "Gradients and GradientShap should flag {x0, x1, x2, x3}; IG sums to f(x) - f(0) per sample, "
+    "GradientShap in expectation."
+)
+LESSON = (
+    "Gradient attributions give exactly zero to inputs the model never reads, however large "
+    "(x4) or correlated with a used input (x5) they are, and rank the used ones by their "
+    "share of the output."
+)
 COMPONENTS = tuple(f"x{i}" for i in range(8))
 USED = ("x0", "x1", "x2", "x3")
 COMPLETENESS_TOLERANCE = {"integrated_gradients": 1e-3, "gradient_shap": 2e-2}
@@ -91,8 +95,16 @@ def measure(settings: Settings) -> xr.Dataset:
     tau = ATTRIBUTION_MIN_FRACTION * float(f.std())
     rows, residual = [], {}
     for method in ("integrated_gradients", "gradient_shap"):
-        attr = attribution.attribute(model, x, method=method, n_steps=32, n_samples=16, seed=settings.seed,
-                         dims=("sample", "component"), coords={"component": list(COMPONENTS)}).values
+        attr = attribution.attribute(
+            model,
+            x,
+            method=method,
+            n_steps=32,
+            n_samples=16,
+            seed=settings.seed,
+            dims=("sample", "component"),
+            coords={"component": list(COMPONENTS)},
+        ).values
         stats = [interval(np.abs(attr[:, j]), settings) for j in range(len(COMPONENTS))]
         est, lo, hi = zip(*stats, strict=True)
         rows.append(decisions(COMPONENTS, method, est, lo, hi, tau))
@@ -106,13 +118,20 @@ def measure(settings: Settings) -> xr.Dataset:
     truth = {m: used for m in ("integrated_gradients", "gradient_shap")}
     share = {"x0": 3 * math.sqrt(2 / math.pi), "x1": 2 * _mean_abs_tanh(), "x2": 1 / math.pi, "x3": 1 / math.pi}
     expected = {(m, c): share.get(c, 0.0) for m in truth for c in COMPONENTS}
-    ds = case_dataset(rows, truth, used, expected, name=NAME, title=TITLE, planted=PLANTED,
-                        lesson=LESSON)
+    ds = case_dataset(rows, truth, used, expected, name=NAME, title=TITLE, planted=PLANTED, lesson=LESSON)
     methods = list(ds.technique.values)
-    ds["completeness_residual"] = (("technique",), [residual[m] for m in methods], {
-        "description": "relative completeness residual: IG mean |sum(attr) - (f(x) - f(0))| / mean |f(x) - f(0)|; "
-                       "GradientShap |mean(sum(attr) - (f(x) - E f(baseline)))| / mean |f(x) - E f(baseline)|",
-        "units": "1"})
-    ds["completeness_tolerance"] = (("technique",), [COMPLETENESS_TOLERANCE[m] for m in methods],
-                                    {"description": "largest relative residual that counts as complete", "units": "1"})
+    ds["completeness_residual"] = (
+        ("technique",),
+        [residual[m] for m in methods],
+        {
+            "description": "relative completeness residual: IG mean |sum(attr) - (f(x) - f(0))| / mean |f(x) - f(0)|; "
+            "GradientShap |mean(sum(attr) - (f(x) - E f(baseline)))| / mean |f(x) - E f(baseline)|",
+            "units": "1",
+        },
+    )
+    ds["completeness_tolerance"] = (
+        ("technique",),
+        [COMPLETENESS_TOLERANCE[m] for m in methods],
+        {"description": "largest relative residual that counts as complete", "units": "1"},
+    )
     return ds

@@ -67,23 +67,34 @@ GAP_MIN = 0.1
 REALIGNMENT_MIN_GAIN = 0.02
 """Fraction of shifted variance explained that realignment must add to count as restoring the fit."""
 
-METHODS = ("probe", "ablation_zero", "ablation_mean", "ablation_resample", "patching", "concept_fidelity",
-           "integrated_gradients", "gradient_shap", "dictionary_recovery", "faithfulness_gap", "realignment")
+METHODS = (
+    "probe",
+    "ablation_zero",
+    "ablation_mean",
+    "ablation_resample",
+    "patching",
+    "concept_fidelity",
+    "integrated_gradients",
+    "gradient_shap",
+    "dictionary_recovery",
+    "faithfulness_gap",
+    "realignment",
+)
 STATISTICS = {
     "probe": "selectivity: held-out R2 minus control-task R2 of a linear probe for the tested feature",
     "ablation_zero": "mean absolute output change when the component is set to 0 (output units)",
     "ablation_mean": "mean absolute output change when the component is set to its reference mean (output units)",
     "ablation_resample": "mean absolute output change when the component takes a random reference sample's value "
-                         "(output units)",
+    "(output units)",
     "patching": "mean absolute output change when another input's activation is patched in (noising; output units)",
     "concept_fidelity": "absolute Pearson r between the concept and the process planted in it",
     "integrated_gradients": "mean absolute attribution of the feature, Integrated Gradients from a zero baseline "
-                            "(output units)",
+    "(output units)",
     "gradient_shap": "mean absolute attribution of the feature, GradientShap (output units)",
     "dictionary_recovery": "cosine between the direction and the closest direction of a TopK dictionary trained on "
-                           "the site (interval: lowest to highest over training seeds)",
+    "the site (interval: lowest to highest over training seeds)",
     "faithfulness_gap": "||sin(principal angles)|| / sqrt(rank) between the dictionary's span and the shifted "
-                        "activations' active subspace",
+    "activations' active subspace",
     "realignment": "fraction of the shifted variance explained after gradient-free realignment minus before",
 }
 
@@ -129,8 +140,9 @@ class Settings:
         """The quick or the full sizes."""
         if quick:
             return cls(quick=True, seed=seed)
-        return cls(quick=False, seed=seed, n=2048, n_reference=1024, probe_seeds=(0, 1, 2, 3, 4),
-                   n_bootstrap=2000, epochs=40)
+        return cls(
+            quick=False, seed=seed, n=2048, n_reference=1024, probe_seeds=(0, 1, 2, 3, 4), n_bootstrap=2000, epochs=40
+        )
 
     @property
     def reference_seed(self) -> int:
@@ -145,25 +157,29 @@ class Settings:
 def interval(values: np.ndarray, settings: Settings, statistic=np.mean) -> tuple[float, float, float]:
     """Estimate and BCa bootstrap interval of a statistic of ``values`` (exact zeros give [0, 0])."""
     values = np.asarray(values, float).ravel()
-    return bootstrap_ci(values, statistic, n_resamples=settings.n_bootstrap, confidence=settings.confidence,
-                        seed=settings.seed)
+    return bootstrap_ci(
+        values, statistic, n_resamples=settings.n_bootstrap, confidence=settings.confidence, seed=settings.seed
+    )
 
 
 def decisions(components: Sequence[str], method: str, est, lo, hi, threshold: float) -> xr.Dataset:
     """Rows of one method: estimates, intervals and the decision ``flagged = ci_low > threshold``."""
     lo = np.asarray(lo, float)
     return xr.Dataset(
-        {"estimate": (("component",), np.asarray(est, float)),
-         "ci_low": (("component",), lo),
-         "ci_high": (("component",), np.asarray(hi, float)),
-         "flagged": (("component",), (lo > threshold).astype(float)),
-         "threshold": (("component",), np.full(len(components), float(threshold)))},
+        {
+            "estimate": (("component",), np.asarray(est, float)),
+            "ci_low": (("component",), lo),
+            "ci_high": (("component",), np.asarray(hi, float)),
+            "flagged": (("component",), (lo > threshold).astype(float)),
+            "threshold": (("component",), np.full(len(components), float(threshold))),
+        },
         coords={"component": list(components)},
     ).expand_dims(technique=[method])
 
 
-def probe_rows(model: nn.Module, x: torch.Tensor, sites: Mapping[str, str], target: np.ndarray,
-               settings: Settings) -> xr.Dataset:
+def probe_rows(
+    model: nn.Module, x: torch.Tensor, sites: Mapping[str, str], target: np.ndarray, settings: Settings
+) -> xr.Dataset:
     """Linear probes (:func:`scimech.analysis.probe.probe_sites`) for ``target`` at each component's site.
 
     The decision statistic is the selectivity (held-out R2 minus the control task's R2)
@@ -171,24 +187,34 @@ def probe_rows(model: nn.Module, x: torch.Tensor, sites: Mapping[str, str], targ
     """
     acts = record(model, x, list(sites.values()))
     feats = {comp: acts[site].values for comp, site in sites.items()}
-    res = probe_sites(feats, np.asarray(target, float), cv=settings.cv, seeds=settings.probe_seeds,
-                      n_bootstrap=0, dim="component")
+    res = probe_sites(
+        feats, np.asarray(target, float), cv=settings.cv, seeds=settings.probe_seeds, n_bootstrap=0, dim="component"
+    )
     est, lo, hi = zip(*(interval(res.selectivity.sel(component=c).values, settings) for c in sites), strict=True)
     return decisions(list(sites), "probe", est, lo, hi, PROBE_MIN_SELECTIVITY)
 
 
-def _effect_rows(effect: xr.DataArray, components: Sequence[str], method: str, threshold: float,
-                 settings: Settings) -> xr.Dataset:
+def _effect_rows(
+    effect: xr.DataArray, components: Sequence[str], method: str, threshold: float, settings: Settings
+) -> xr.Dataset:
     stats = [interval(np.abs(effect.isel(site=i).values), settings) for i in range(len(components))]
     est, lo, hi = zip(*stats, strict=True)
     return decisions(components, method, est, lo, hi, threshold)
 
 
-def ablation_rows(model: nn.Module, x: torch.Tensor, reference: torch.Tensor, sites: Mapping[str, str],
-                  method: AblationMethod, threshold: float, settings: Settings) -> xr.Dataset:
+def ablation_rows(
+    model: nn.Module,
+    x: torch.Tensor,
+    reference: torch.Tensor,
+    sites: Mapping[str, str],
+    method: AblationMethod,
+    threshold: float,
+    settings: Settings,
+) -> xr.Dataset:
     """Ablate each component (:func:`scimech.causal.intervene.ablation_sweep`) and measure mean |output change|."""
-    res = ablation_sweep(model, x, list(sites.values()), metrics.output(), method=method, reference=reference,
-                         seed=settings.seed)
+    res = ablation_sweep(
+        model, x, list(sites.values()), metrics.output(), method=method, reference=reference, seed=settings.seed
+    )
     return _effect_rows(res.effect, list(sites), f"ablation_{method}", threshold, settings)
 
 
@@ -197,8 +223,9 @@ def normal_inputs(n: int, n_features: int, seed: int) -> torch.Tensor:
     return torch.randn(n, n_features, generator=torch.Generator().manual_seed(seed))
 
 
-def causal_rows(model: nn.Module, x: torch.Tensor, reference: torch.Tensor, components: Sequence[str],
-                settings: Settings) -> list[xr.Dataset]:
+def causal_rows(
+    model: nn.Module, x: torch.Tensor, reference: torch.Tensor, components: Sequence[str], settings: Settings
+) -> list[xr.Dataset]:
     """Zero, mean and resample ablation and noising patching of each component (named by its
     site), each flagged against ``EFFECT_MIN_FRACTION`` x the output's standard deviation."""
     sites = {c: c for c in components}
@@ -210,8 +237,9 @@ def causal_rows(model: nn.Module, x: torch.Tensor, reference: torch.Tensor, comp
     return rows
 
 
-def patching_rows(model: nn.Module, x: torch.Tensor, sites: Mapping[str, str], threshold: float,
-                  settings: Settings) -> xr.Dataset:
+def patching_rows(
+    model: nn.Module, x: torch.Tensor, sites: Mapping[str, str], threshold: float, settings: Settings
+) -> xr.Dataset:
     """Noising patching (:func:`scimech.causal.intervene.patching_sweep`): each input gets the activation
     of another, randomly paired input at one component; mean |output change|."""
     perm = torch.randperm(len(x), generator=torch.Generator().manual_seed(settings.seed + 1))
@@ -219,9 +247,17 @@ def patching_rows(model: nn.Module, x: torch.Tensor, sites: Mapping[str, str], t
     return _effect_rows(res.effect, list(sites), "patching", threshold, settings)
 
 
-def case_dataset(rows: Sequence[xr.Dataset], truth: Mapping[str, Mapping[str, bool]],
-                 mechanism: Mapping[str, bool], expected: Mapping[tuple[str, str], float] | None = None,
-                 *, name: str, title: str, planted: str, lesson: str) -> xr.Dataset:
+def case_dataset(
+    rows: Sequence[xr.Dataset],
+    truth: Mapping[str, Mapping[str, bool]],
+    mechanism: Mapping[str, bool],
+    expected: Mapping[tuple[str, str], float] | None = None,
+    *,
+    name: str,
+    title: str,
+    planted: str,
+    lesson: str,
+) -> xr.Dataset:
     """Join a case's measured rows with its planted truth.
 
     Parameters

@@ -35,12 +35,16 @@ __all__ = ["NAME", "TITLE", "PLANTED", "LESSON", "measure"]
 
 NAME = "shifted_subspace"
 TITLE = "a shift that rotates the active subspace"
-PLANTED = ("In distribution: sparse sums of 4 orthogonal directions in 12 dims. `rotated`: the 4th direction "
-           "turned 60 degrees out of the subspace (gap sin 60 / 2 = 0.43); `unshifted`: fresh samples of the same "
-           "world. The gap and the realignment should act on `rotated` only.")
-LESSON = ("A dictionary fitted in distribution loses what a rotated subspace holds; the gap measures it without "
-          "labels, and realigning the dictionary on unlabelled shifted activations restores the fit with no "
-          "training, while an unshifted control shows neither a gap nor a gain.")
+PLANTED = (
+    "In distribution: sparse sums of 4 orthogonal directions in 12 dims. `rotated`: the 4th direction "
+    "turned 60 degrees out of the subspace (gap sin 60 / 2 = 0.43); `unshifted`: fresh samples of the same "
+    "world. The gap and the realignment should act on `rotated` only."
+)
+LESSON = (
+    "A dictionary fitted in distribution loses what a rotated subspace holds; the gap measures it without "
+    "labels, and realigning the dictionary on unlabelled shifted activations restores the fit with no "
+    "training, while an unshifted control shows neither a gap nor a gain."
+)
 WIDTH, ACTIVE_DIMS = 12, 4
 ANGLE = math.radians(60)
 
@@ -64,8 +68,9 @@ def measure(settings: Settings) -> xr.Dataset:
     percentile-bootstrap intervals over the shifted rows."""
     n = max(4 * settings.n, 2000)
     x_in = _world(n, settings.seed, rotated=False)
-    dic, _ = train_dictionary(x_in, kind="topk", n_features=16, k=2, epochs=15, batch_size=128, lr=3e-3,
-                              seed=settings.seed)
+    dic, _ = train_dictionary(
+        x_in, kind="topk", n_features=16, k=2, epochs=15, batch_size=128, lr=3e-3, seed=settings.seed
+    )
     rng = np.random.default_rng(settings.seed)
     names, gap_rows, gain_rows = ["rotated", "unshifted"], [], []
     for i, name in enumerate(names):
@@ -83,7 +88,13 @@ def measure(settings: Settings) -> xr.Dataset:
     gap_ds = decisions(names, "faithfulness_gap", gap, gap_lo, gap_hi, GAP_MIN)
     gain_ds = decisions(names, "realignment", gain, gain_lo, gain_hi, REALIGNMENT_MIN_GAIN)
     truth = {"rotated": True, "unshifted": False}
-    return case_dataset([gap_ds, gain_ds], {"faithfulness_gap": truth, "realignment": truth}, truth,
-                        expected={("faithfulness_gap", "rotated"): math.sin(ANGLE) / 2,
-                                  ("faithfulness_gap", "unshifted"): 0.0},
-                        name=NAME, title=TITLE, planted=PLANTED, lesson=LESSON)
+    return case_dataset(
+        [gap_ds, gain_ds],
+        {"faithfulness_gap": truth, "realignment": truth},
+        truth,
+        expected={("faithfulness_gap", "rotated"): math.sin(ANGLE) / 2, ("faithfulness_gap", "unshifted"): 0.0},
+        name=NAME,
+        title=TITLE,
+        planted=PLANTED,
+        lesson=LESSON,
+    )

@@ -30,12 +30,16 @@ __all__ = ["NAME", "TITLE", "PLANTED", "LESSON", "SilentModel", "Product", "inpu
 
 NAME = "silent"
 TITLE = "probe-silent but causally necessary"
-PLANTED = ("`magnitude` = |x0| and `product` = x0 x1 are read with weight 1 but are uncorrelated with x0; "
-           "`linear` = x0 is read with weight 1; `idle` = x2 is not read. The probe for x0 should flag "
-           "{linear}, causal methods {linear, magnitude, product}.")
-LESSON = ("A linear probe sees only linear codes: `magnitude` and `product` carry x0 in codes it cannot "
-          "read, yet every causal method finds them. A silent probe is not evidence that a component is "
-          "unused.")
+PLANTED = (
+    "`magnitude` = |x0| and `product` = x0 x1 are read with weight 1 but are uncorrelated with x0; "
+    "`linear` = x0 is read with weight 1; `idle` = x2 is not read. The probe for x0 should flag "
+    "{linear}, causal methods {linear, magnitude, product}."
+)
+LESSON = (
+    "A linear probe sees only linear codes: `magnitude` and `product` carry x0 in codes it cannot "
+    "read, yet every causal method finds them. A silent probe is not evidence that a component is "
+    "unused."
+)
 COMPONENTS = ("linear", "magnitude", "product", "idle")
 N_FEATURES = 6
 
@@ -69,8 +73,9 @@ class SilentModel(nn.Module):
     def __init__(self):
         super().__init__()
         self.linear = _linear(N_FEATURES, 1, [_row(0)])
-        self.magnitude = nn.Sequential(_linear(N_FEATURES, 2, [_row(0), [-v for v in _row(0)]]), nn.ReLU(),
-                                       _linear(2, 1, [[1.0, 1.0]]))
+        self.magnitude = nn.Sequential(
+            _linear(N_FEATURES, 2, [_row(0), [-v for v in _row(0)]]), nn.ReLU(), _linear(2, 1, [[1.0, 1.0]])
+        )
         self.product = Product(0, 1)
         self.idle = _linear(N_FEATURES, 1, [_row(2)])
         self.readout = _linear(4, 1, [[1.0, 1.0, 1.0, 0.0]])
@@ -95,14 +100,21 @@ def measure(settings: Settings) -> xr.Dataset:
     rows = [probe_rows(model, x, sites, x[:, 0].numpy(), settings)]
     rows += causal_rows(model, x, ref, COMPONENTS, settings)
     used = {"linear": True, "magnitude": True, "product": True, "idle": False}
-    truth = {"probe": {"linear": True, "magnitude": False, "product": False, "idle": False},
-             **{m: used for m in ("ablation_zero", "ablation_mean", "ablation_resample", "patching")}}
+    truth = {
+        "probe": {"linear": True, "magnitude": False, "product": False, "idle": False},
+        **{m: used for m in ("ablation_zero", "ablation_mean", "ablation_resample", "patching")},
+    }
     mu = math.sqrt(2 / math.pi)  # E|x0|
     expected = {
-        ("probe", "linear"): 1.0, ("probe", "magnitude"): 0.0, ("probe", "product"): 0.0, ("probe", "idle"): 0.0,
-        ("ablation_zero", "linear"): mu, ("ablation_zero", "magnitude"): mu,
+        ("probe", "linear"): 1.0,
+        ("probe", "magnitude"): 0.0,
+        ("probe", "product"): 0.0,
+        ("probe", "idle"): 0.0,
+        ("ablation_zero", "linear"): mu,
+        ("ablation_zero", "magnitude"): mu,
         ("ablation_zero", "product"): 2 / math.pi,  # E|x0 x1| = E|x0| E|x1|
-        ("ablation_mean", "linear"): mu, ("ablation_mean", "product"): 2 / math.pi,
+        ("ablation_mean", "linear"): mu,
+        ("ablation_mean", "product"): 2 / math.pi,
         # E||x0| - mu| = 4 (phi(mu) - mu (1 - Phi(mu))) for the half-normal |x0| with mean mu
         ("ablation_mean", "magnitude"): 4 * (norm.pdf(mu) - mu * norm.sf(mu)),
     }
@@ -112,5 +124,4 @@ def measure(settings: Settings) -> xr.Dataset:
         expected[(m, "product")] = 1.0  # x0 x1 - x0' x1' is Laplace(0, 1): characteristic function 1 / (1 + t^2)
     for m in ("ablation_zero", "ablation_mean", "ablation_resample", "patching"):
         expected[(m, "idle")] = 0.0
-    return case_dataset(rows, truth, used, expected, name=NAME, title=TITLE, planted=PLANTED,
-                        lesson=LESSON)
+    return case_dataset(rows, truth, used, expected, name=NAME, title=TITLE, planted=PLANTED, lesson=LESSON)

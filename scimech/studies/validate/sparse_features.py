@@ -29,10 +29,14 @@ __all__ = ["NAME", "TITLE", "PLANTED", "LESSON", "SparseSiteModel", "measure"]
 
 NAME = "sparse_features"
 TITLE = "sparse features planted in a site"
-PLANTED = ("Each sample's site activation is a non-negative sum of 3 of 12 planted unit directions (16 dims); 4 "
-           "decoy directions are used by nothing. A dictionary should hold the 12 and not the decoys.")
-LESSON = ("A TopK dictionary trained only on recorded activations finds the directions the model composes its "
-          "activations from; directions nothing uses are not found, so a found direction is evidence.")
+PLANTED = (
+    "Each sample's site activation is a non-negative sum of 3 of 12 planted unit directions (16 dims); 4 "
+    "decoy directions are used by nothing. A dictionary should hold the 12 and not the decoys."
+)
+LESSON = (
+    "A TopK dictionary trained only on recorded activations finds the directions the model composes its "
+    "activations from; directions nothing uses are not found, so a found direction is evidence."
+)
 WIDTH, N_PLANTED, N_DECOYS, ACTIVE = 16, 12, 4, 3
 
 
@@ -74,13 +78,15 @@ def measure(settings: Settings) -> xr.Dataset:
     seeds = (settings.seed, settings.seed + 1, settings.seed + 2)
     per_seed = []
     for s in seeds:
-        dic, _ = train_dictionary(acts, kind="topk", n_features=4 * N_PLANTED, k=ACTIVE, epochs=20, batch_size=128,
-                                  lr=3e-3, seed=s)
+        dic, _ = train_dictionary(
+            acts, kind="topk", n_features=4 * N_PLANTED, k=ACTIVE, epochs=20, batch_size=128, lr=3e-3, seed=s
+        )
         rows = dic.W_dec.detach()
         per_seed.append(torch.cat([planted, decoys]).matmul(rows.T).max(1).values.numpy())
     cos = np.stack(per_seed)
     names = [f"planted_{i}" for i in range(N_PLANTED)] + [f"decoy_{i}" for i in range(N_DECOYS)]
     rows_ds = decisions(names, "dictionary_recovery", cos.mean(0), cos.min(0), cos.max(0), DICTIONARY_MIN_COSINE)
     truth = {name: name.startswith("planted") for name in names}
-    return case_dataset([rows_ds], {"dictionary_recovery": truth}, truth, name=NAME, title=TITLE, planted=PLANTED,
-                        lesson=LESSON)
+    return case_dataset(
+        [rows_ds], {"dictionary_recovery": truth}, truth, name=NAME, title=TITLE, planted=PLANTED, lesson=LESSON
+    )

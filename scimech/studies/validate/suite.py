@@ -36,8 +36,10 @@ from .measure import METHODS, STATISTICS, Settings
 
 __all__ = ["CASES", "run", "score", "missed", "write_report", "main"]
 
-CASES: dict[str, ModuleType] = {m.NAME: m for m in (inert, silent, ablation_choice, hidden_concept,
-                                                    known_attributions, sparse_features, shifted_subspace)}
+CASES: dict[str, ModuleType] = {
+    m.NAME: m
+    for m in (inert, silent, ablation_choice, hidden_concept, known_attributions, sparse_features, shifted_subspace)
+}
 """The planted cases by name, in the order they run and are reported."""
 
 _PER_CELL = ("estimate", "ci_low", "ci_high", "flagged", "truth", "expected", "threshold")
@@ -58,11 +60,13 @@ def _stack(parts: Sequence[xr.Dataset]) -> xr.Dataset:
         p = p.reindex({"component": components, "technique": methods}).expand_dims(case=[p.attrs["case"]])
         p.attrs = {}
         aligned.append(p)
-    ds = xr.concat(aligned, dim="case", join="outer", coords="minimal", compat="override", data_vars="all",
-                   combine_attrs="drop")
+    ds = xr.concat(
+        aligned, dim="case", join="outer", coords="minimal", compat="override", data_vars="all", combine_attrs="drop"
+    )
     for p in parts:  # case-specific settings (e.g. how the concept bottleneck was trained)
-        ds.attrs.update({f"{p.attrs['case']}_{k}": v for k, v in p.attrs.items()
-                         if k not in ("case", "title", "planted", "lesson")})
+        ds.attrs.update(
+            {f"{p.attrs['case']}_{k}": v for k, v in p.attrs.items() if k not in ("case", "title", "planted", "lesson")}
+        )
     return ds.assign_coords({k: ("case", [p.attrs[k] for p in parts]) for k in ("title", "planted", "lesson")})
 
 
@@ -94,8 +98,9 @@ def score(ds: xr.Dataset) -> xr.Dataset:
         ds[name] = ds[name].where(any_row)
     complete = True
     if "completeness_residual" in ds:
-        complete = ((ds.completeness_residual <= ds.completeness_tolerance)
-                    | ds.completeness_residual.isnull()).all("technique")
+        complete = ((ds.completeness_residual <= ds.completeness_tolerance) | ds.completeness_residual.isnull()).all(
+            "technique"
+        )
     ds["passed"] = ((ds.wrong.fillna(0).sum("technique") == 0) & complete).astype(int)
     return _describe(ds)
 
@@ -127,8 +132,14 @@ def _describe(ds: xr.Dataset) -> xr.Dataset:
     return ds
 
 
-def run(quick: bool = True, out: str | Path | None = None, *, seed: int = 0, cases: Sequence[str] | None = None,
-        log: Callable[[str], None] | None = None) -> xr.Dataset:
+def run(
+    quick: bool = True,
+    out: str | Path | None = None,
+    *,
+    seed: int = 0,
+    cases: Sequence[str] | None = None,
+    log: Callable[[str], None] | None = None,
+) -> xr.Dataset:
     """Measure every planted case and score the toolkit's decisions against the planted truth.
 
     Parameters
@@ -180,10 +191,14 @@ def run(quick: bool = True, out: str | Path | None = None, *, seed: int = 0, cas
     ds["seconds"] = ("case", np.round(seconds, 2), {"description": "wall time of the case", "units": "s"})
     ds = ds.assign_coords(statistic=("technique", [STATISTICS[m] for m in ds.technique.values]))
     ds.attrs.update(provenance(settings.as_dict(), seed))
-    ds.attrs.update({"description": "scimech planted-mechanism validation: the core's methods against models whose "
-                                    "mechanism is known by construction",
-                     "decision": "flagged = lower bound of the 95% bootstrap interval > threshold",
-                     "quick": int(quick)})
+    ds.attrs.update(
+        {
+            "description": "scimech planted-mechanism validation: the core's methods against models whose "
+            "mechanism is known by construction",
+            "decision": "flagged = lower bound of the 95% bootstrap interval > threshold",
+            "quick": int(quick),
+        }
+    )
     if out is not None:
         out = Path(out)
         save(ds, out / "validation.nc", config=settings.as_dict(), seed=seed)
@@ -205,15 +220,19 @@ def missed(ds: xr.Dataset) -> list[str]:
     for i, j, k in zip(*np.nonzero(wrong), strict=True):
         row = ds.isel(case=i, technique=j, component=k)
         what = "missed: planted effect not flagged" if row.truth == 1 else "false alarm: flagged, planted none"
-        lines.append(f"{row.case.item()}/{row.component.item()} [{row.technique.item()}]: {what} (estimate "
-                     f"{float(row.estimate):.3g}, 95% CI [{float(row.ci_low):.3g}, {float(row.ci_high):.3g}], "
-                     f"threshold {float(row.threshold):.3g})")
+        lines.append(
+            f"{row.case.item()}/{row.component.item()} [{row.technique.item()}]: {what} (estimate "
+            f"{float(row.estimate):.3g}, 95% CI [{float(row.ci_low):.3g}, {float(row.ci_high):.3g}], "
+            f"threshold {float(row.threshold):.3g})"
+        )
     if "completeness_residual" in ds:
         res = ds.completeness_residual.transpose("case", "technique")
         tol = ds.completeness_tolerance.transpose("case", "technique").values
         for i, j in zip(*np.nonzero(np.isfinite(res.values) & (res.values > tol)), strict=True):
-            lines.append(f"{ds.case.values[i]} [{ds.technique.values[j]}]: completeness fails (relative residual "
-                         f"{res.values[i, j]:.3g} > {tol[i, j]:.3g})")
+            lines.append(
+                f"{ds.case.values[i]} [{ds.technique.values[j]}]: completeness fails (relative residual "
+                f"{res.values[i, j]:.3g} > {tol[i, j]:.3g})"
+            )
     return lines
 
 
@@ -240,31 +259,41 @@ def write_report(ds: xr.Dataset, out: str | Path) -> Path:
     lines = missed(ds)
     n_rows = int(ds.correct.notnull().sum())
     quick = "--quick " if int(ds.attrs.get("quick", 1)) else ""
-    rep.text(f"Produced by `scimech validate {quick}--seed {ds.attrs.get('seed', 0)}` (scimech {__version__}). "
-             "Each case is a small model whose mechanism is known by construction; the core's own methods "
-             "(probes, ablation, patching, concept bottlenecks, captum attribution) measure it, and a component "
-             "is **flagged** when the lower bound of the 95% bootstrap interval of the method's statistic "
-             "exceeds the threshold. `truth` is what each method must report if it works as specified; the "
-             "*mechanism* is what the scientist asks about.")
+    rep.text(
+        f"Produced by `scimech validate {quick}--seed {ds.attrs.get('seed', 0)}` (scimech {__version__}). "
+        "Each case is a small model whose mechanism is known by construction; the core's own methods "
+        "(probes, ablation, patching, concept bottlenecks, captum attribution) measure it, and a component "
+        "is **flagged** when the lower bound of the 95% bootstrap interval of the method's statistic "
+        "exceeds the threshold. `truth` is what each method must report if it works as specified; the "
+        "*mechanism* is what the scientist asks about."
+    )
     if lines:
-        rep.text(f"**{len(lines)} planted check(s) wrong** ({n_rows} rows in all):\n\n"
-                 + "\n".join(f"- {line}" for line in lines))
+        rep.text(
+            f"**{len(lines)} planted check(s) wrong** ({n_rows} rows in all):\n\n"
+            + "\n".join(f"- {line}" for line in lines)
+        )
     else:
         rep.text(f"**All {n_rows} planted rows recovered** (every decision agrees with the planted truth).")
     summary = ds[["precision", "recall", "mechanism_precision", "mechanism_recall", "wrong"]].to_dataframe()
-    summary = summary.dropna(subset=["wrong"])[["precision", "recall", "mechanism_precision", "mechanism_recall",
-                                                "wrong"]]
+    summary = summary.dropna(subset=["wrong"])[
+        ["precision", "recall", "mechanism_precision", "mechanism_recall", "wrong"]
+    ]
     summary.index = [f"{c} / {m}" for c, m in summary.index]
     summary.index.name = "case / technique"
-    rep.table(summary, caption="Precision and recall against the planted truth (what each method must report) "
-                               "and against the planted mechanism (what the scientist asks)")
+    rep.table(
+        summary,
+        caption="Precision and recall against the planted truth (what each method must report) "
+        "and against the planted mechanism (what the scientist asks)",
+    )
     for case in ds.case.values:
         dc = ds.sel(case=case)
         comps = [str(c) for c in dc.order.dropna("component").sortby(dc.order.dropna("component")).component.values]
         meths = [m for m in dc.technique.values if dc.truth.sel(technique=m).notnull().any()]
         rep.heading(f"{case}: {dc.title.item()}")
-        rep.text(f"Planted: {dc.planted.item()}\n\nCase {'passed' if dc.passed == 1 else 'FAILED'} "
-                 f"({float(dc.seconds):.1f} s). Cells: decision, estimate [95% CI].")
+        rep.text(
+            f"Planted: {dc.planted.item()}\n\nCase {'passed' if dc.passed == 1 else 'FAILED'} "
+            f"({float(dc.seconds):.1f} s). Cells: decision, estimate [95% CI]."
+        )
         rep.text(f"What it shows: {dc.lesson.item()}")
         table = {m: [_cell(dc.sel(technique=m, component=c)) for c in comps] for m in meths}
         table["planted"] = [_truth_words(dc.sel(technique=meths), c) for c in comps]
@@ -274,20 +303,24 @@ def write_report(ds: xr.Dataset, out: str | Path) -> Path:
         rep.text("Thresholds: " + "; ".join(f"{m} {v:.3g}" for m, v in thr.items()) + ".")
         if "completeness_residual" in dc and dc.completeness_residual.notnull().any():
             comp = dc[["completeness_residual", "completeness_tolerance"]].to_dataframe().dropna()
-            rep.table(comp[["completeness_residual", "completeness_tolerance"]],
-                      caption="Completeness: relative residual of the attributions' sum")
+            rep.table(
+                comp[["completeness_residual", "completeness_tolerance"]],
+                caption="Completeness: relative residual of the attributions' sum",
+            )
     stats = pd.DataFrame({"statistic": ds.statistic.values}, index=pd.Index(ds.technique.values, name="technique"))
     rep.table(stats, caption="What each method's estimate is")
     return rep.write()
 
 
-def main(quick: bool = True, out: str | Path = "reports/validate", seed: int = 0,
-         cases: Sequence[str] | None = None) -> int:
+def main(
+    quick: bool = True, out: str | Path = "reports/validate", seed: int = 0, cases: Sequence[str] | None = None
+) -> int:
     """The ``scimech validate`` command: run, write, print what was missed; 1 if anything was."""
     out = Path(out)
     t0 = time.perf_counter()
-    ds = run(quick=quick, out=out, seed=seed, cases=cases,
-             log=lambda line: print(f"[scimech validate] {line}", flush=True))
+    ds = run(
+        quick=quick, out=out, seed=seed, cases=cases, log=lambda line: print(f"[scimech validate] {line}", flush=True)
+    )
     lines = missed(ds)
     n_rows, n_ok = int(ds.correct.notnull().sum()), int((ds.correct == 1).sum())
     print(f"[scimech validate] {n_ok} of {n_rows} planted rows recovered in {time.perf_counter() - t0:.0f} s")
