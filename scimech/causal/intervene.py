@@ -44,12 +44,12 @@ from scimech.capture.batches import (
     slice_batch,
 )
 from scimech.capture.calls import CallPolicy, Calls, current_pass, parse_calls
-from scimech.capture.hooks import HookSet, restore_modes, run_forward, to_eval
+from scimech.capture.hooks import HookSet, restore_modes, to_eval
 from scimech.capture.record import Recorder, site_dims
 from scimech.capture.sites import HeadLayout, ResolvedSite, resolve_site
 from scimech.causal.ablation import AblationMethod, Method, check_reference, resolve_method
 from scimech.causal.metrics import Metric, as_metric
-from scimech.causal.model_profile import forward_folded, profile_of, require
+from scimech.causal.model_profile import ModelProfile, forward_folded, profile_of, require
 from scimech.causal.samples import (
     FixedMesh,
     Samples,
@@ -424,6 +424,30 @@ def _sweep_dataset(
     return xr.Dataset(data, coords=coords, attrs=attrs)
 
 
+def _unchanged_pass(
+    model: nn.Module,
+    batch: Any,
+    forward: Callable | None,
+    prof: ModelProfile,
+    resolved: Sequence[ResolvedSite],
+    reuse: Reuse | None,
+    rows: int,
+    counting: bool,
+    verb: str,
+    first: bool,
+) -> tuple[Any, dict, RowCheck | None]:
+    """A sweep's unchanged pass of ``batch`` (its prefix captured for reuse, each site's calls
+    counted): the outputs, the calls, and on the ``first`` batch the profile's verdict on it
+    (``require``: repeatable passes, packed rows; folded into this pass) as the sweep's
+    :class:`RowCheck` (``None`` on later batches)."""
+    with capturing(model, reuse, rows), count_calls(resolved, counting) as counts:
+        out = forward_folded(model, batch, forward, prof=prof)
+    if not first:
+        return out, counts, None
+    require(model, batch, verb=verb, needs={"repeatable", "packing"}, forward=forward, outputs=out, sites=resolved)
+    return out, counts, RowCheck.of(prof)
+
+
 def ablation_sweep(
     model: nn.Module,
     inputs: Any,
@@ -510,21 +534,10 @@ def ablation_sweep(
                 counting = policy.mode == "last" or (by_call and policy.mode == "all")
                 idx = sample_index(batch, samples)
                 agg = None if idx is None else functools.partial(per_sample, index=idx)
-                with capturing(model, reuse, b), count_calls(resolved, counting) as counts:
-                    out = forward_folded(
-                        model, batch, forward, functools.partial(run_forward, model, batch, forward), prof
-                    )
-                if start == 0:
-                    require(
-                        model,
-                        batch,
-                        verb="ablation_sweep",
-                        needs={"repeatable", "packing"},
-                        forward=forward,
-                        outputs=out,
-                        sites=resolved,
-                    )
-                    check = RowCheck.of(prof)
+                out, counts, first = _unchanged_pass(
+                    model, batch, forward, prof, resolved, reuse, b, counting, "ablation_sweep", start == 0
+                )
+                check = first if first is not None else check
             with prof.grad():
                 base = metric_values(metric, out, tgt)
                 base = base if agg is None else agg(base)
@@ -701,27 +714,14 @@ def patching_sweep(
                 idx = sample_index(base, samples)
                 agg = None if idx is None else functools.partial(per_sample, index=idx)
                 with Recorder(model, resolved, calls="error" if policy.mode == "error" else "all") as rec:
-                    out_src = forward_folded(
-                        model, src, forward, functools.partial(run_forward, model, src, forward), prof
-                    )
+                    out_src = forward_folded(model, src, forward, prof=prof)
                 rec.check_fired("patching_sweep")
                 # call by call where calls are chosen: calls of changing shape are patched each from its own
                 source = dict(rec.canonical) if policy.mode == "error" else rec.per_call
-                with capturing(model, reuse, b), count_calls(resolved, counting) as counts:  # the run patched into
-                    out = forward_folded(
-                        model, base, forward, functools.partial(run_forward, model, base, forward), prof
-                    )
-                if start == 0:
-                    require(
-                        model,
-                        base,
-                        verb="patching_sweep",
-                        needs={"repeatable", "packing"},
-                        forward=forward,
-                        outputs=out,
-                        sites=resolved,
-                    )
-                    check = RowCheck.of(prof)
+                out, counts, first = _unchanged_pass(  # the run patched into
+                    model, base, forward, prof, resolved, reuse, b, counting, "patching_sweep", start == 0
+                )
+                check = first if first is not None else check
             with prof.grad():  # the autograd mode the first pass found
                 out_src = metric_values(metric, out_src, tgt)
                 out_src = out_src if agg is None else agg(out_src)

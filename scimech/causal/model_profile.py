@@ -43,6 +43,7 @@ sample is (``samples=``, :class:`~scimech.causal.samples.FixedMesh`).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -338,12 +339,19 @@ def _no_graph(err: BaseException) -> bool:
 
 
 def forward_folded(
-    model: nn.Module, batch: Any, forward: Callable | None, run: Callable[[], Any], prof: ModelProfile | None = None
+    model: nn.Module,
+    batch: Any,
+    forward: Callable | None,
+    run: Callable[[], Any] | None = None,
+    prof: ModelProfile | None = None,
 ) -> Any:
-    """``run()`` (a verb's own forward pass of ``batch``) under the autograd mode the model
-    needs: known from its profile, else tried under ``no_grad`` and, where the forward itself
-    takes gradients, run again under ``enable_grad``; the fact joins the profile. The verb's
-    first pass measures it, so it costs no pass of its own."""
+    """``run()`` (a verb's own forward pass of ``batch``; default the plain forward pass,
+    :func:`~scimech.capture.hooks.run_forward`) under the autograd mode the model needs: known
+    from its profile, else tried under ``no_grad`` and, where the forward itself takes gradients,
+    run again under ``enable_grad``; the fact joins the profile. The verb's first pass measures
+    it, so it costs no pass of its own."""
+    if run is None:
+        run = functools.partial(run_forward, model, batch, forward)
     prof = prof if prof is not None else _cached(model, batch, forward)
     if prof.needs_grad is not None:
         with prof.grad():
@@ -494,7 +502,7 @@ def _measure(
             one = _outputs(outputs)  # the verb's own first pass: folded in
         else:
             with _Observer(resolved) as seen:
-                one = _outputs(forward_folded(model, batch, forward, lambda: run_forward(model, batch, forward), prof))
+                one = _outputs(forward_folded(model, batch, forward, prof=prof))
             prof.passes += 1
         if resolved:
             prof.sites.update(seen.facts())

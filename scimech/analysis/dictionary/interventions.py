@@ -19,7 +19,6 @@ every position (grid cell, token, window) read by the dictionary on its own.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, Literal
@@ -166,7 +165,7 @@ def _outputs(
     first pass where unknown); ``first`` receives the first batch's output as the model gave it."""
     parts = []
     for _, batch in iter_batches(inputs, batch_size):
-        out = forward_folded(model, batch, forward, functools.partial(run_forward, model, batch, forward), prof)
+        out = forward_folded(model, batch, forward, prof=prof)
         if first is not None and not first:
             first.append(out)
         out = out if isinstance(out, torch.Tensor) else out[0]
