@@ -71,6 +71,24 @@ def batch_size_of(batch: Any) -> int:
     )
 
 
+def edge_counts(batch: Any) -> frozenset[int]:
+    """The edge counts of the graphs in ``batch``: ``E`` of each ``edge_index``-like leaf (an
+    integer tensor of shape ``(2, E)`` that is not batched on dim 0), so that an activation of
+    ``E`` rows can be named for what it is (the graph's edges, not its samples)."""
+    try:
+        if is_graph_batch(batch):
+            ei = getattr(batch, "edge_index", None)
+            return frozenset({int(ei.shape[1])}) if isinstance(ei, torch.Tensor) and ei.dim() == 2 else frozenset()
+        rows = batch_size_of(batch)
+    except TypeError:
+        return frozenset()
+    return frozenset(
+        int(t.shape[1])
+        for t in leaf_tensors(batch)
+        if t.dim() == 2 and t.shape[0] == 2 and rows != 2 and not (t.is_floating_point() or t.is_complex())
+    )
+
+
 def map_tensors(batch: Any, f: Callable[[torch.Tensor], torch.Tensor]) -> Any:
     """``batch`` with ``f`` applied to every Tensor leaf (dicts, lists, tuples, named tuples and
     dataclasses are rebuilt; other leaves are kept as they are)."""

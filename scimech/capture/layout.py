@@ -52,7 +52,7 @@ from torch import nn
 
 from scimech.errors import DimensionError
 
-__all__ = ["Axes", "AxesSpec", "parse_axes", "infer_axes", "batch_rows", "current_rows"]
+__all__ = ["Axes", "AxesSpec", "parse_axes", "infer_axes", "batch_rows", "current_rows", "current_edges"]
 
 _FEATURE_NAMES = ("feature", "channel")
 _RESERVED = ("sample", "head", "head_dim", "call")
@@ -106,6 +106,8 @@ _RANKED: dict[type[nn.Module], int] = {
 
 # rows of the batch of the forward pass under way (set by run_forward and the root hooks)
 _ROWS: contextvars.ContextVar[int | None] = contextvars.ContextVar("scimech_batch_rows", default=None)
+# edge counts of the graphs in that batch (edge_index-like leaves), to name an edge-level activation
+_EDGES: contextvars.ContextVar[frozenset[int]] = contextvars.ContextVar("scimech_batch_edges", default=frozenset())
 
 
 @dataclass(frozen=True)
@@ -119,15 +121,16 @@ class Axes:
         where = f"axes {' '.join(names)!r}"
         if len(names) < 2:
             raise DimensionError(f"{where}: name at least a batch axis and a feature axis, e.g. 'batch feature'.")
-        if names[0] not in ("batch", "batch*window"):
+        if names[0] in _FEATURE_NAMES:
             raise DimensionError(
-                f"{where}: the first axis must be 'batch' (or 'batch*window' for windowed "
-                "attention); scimech needs the samples on the first axis."
+                f"{where}: the first axis must be 'batch' (or 'batch*window' for windowed attention), or, for an "
+                "activation that holds one sample whose first axis is not the batch (the edges of one graph given "
+                "unbatched), a position axis such as 'edge feature'."
             )
         feats = [n for n in names if n in _FEATURE_NAMES]
         if len(feats) != 1:
             raise DimensionError(f"{where}: name exactly one axis 'feature' or 'channel' (what units[...] selects).")
-        rest = names[1:]
+        rest = names[1:] if names[0] in ("batch", "batch*window") else names
         bad = [n for n in rest if n in _RESERVED or n.startswith("batch") or not re.fullmatch(r"[A-Za-z_]\w*", n)]
         if bad or len(set(rest)) != len(rest):
             raise DimensionError(
@@ -141,6 +144,12 @@ class Axes:
         return self.names[0] == "batch*window"
 
     @property
+    def unbatched(self) -> bool:
+        """Whether the activation holds one sample and no batch axis (e.g. ``"edge feature"``: the
+        edges of one graph given unbatched): its canonical view has a sample axis of one."""
+        return self.names[0] not in ("batch", "batch*window")
+
+    @property
     def feature_axis(self) -> int:
         return next(i for i, n in enumerate(self.names) if n in _FEATURE_NAMES)
 
@@ -151,7 +160,7 @@ class Axes:
     @property
     def positions(self) -> tuple[str, ...]:
         """Position axes, in order (the window axis first when windowed)."""
-        pos = tuple(n for n in self.names[1:] if n not in _FEATURE_NAMES)
+        pos = tuple(n for n in self.names[0 if self.unbatched else 1 :] if n not in _FEATURE_NAMES)
         return ("window", *pos) if self.windowed else pos
 
     def __str__(self) -> str:
@@ -159,6 +168,11 @@ class Axes:
 
     # -- the canonical view ---------------------------------------------------------------
     def _order(self) -> list[int]:
+        """The canonical order of the model's axes (an unbatched layout's axes counted after the
+        sample axis of one that :meth:`canonical` puts in front)."""
+        if self.unbatched:
+            f = self.feature_axis + 1
+            return [0, *[i for i in range(1, len(self.names) + 1) if i != f], f]
         f = self.feature_axis
         return [0, *[i for i in range(1, len(self.names)) if i != f], f]
 
@@ -173,6 +187,8 @@ class Axes:
                 f"Site {site!r}: the activation has {t.dim()} axes {tuple(t.shape)} but its layout "
                 f"'{self}' names {len(self.names)}. Give the layout of this tensor with axes={{{site!r}: '...'}}."
             )
+        if self.unbatched:  # one sample: a view with a sample axis of one in front
+            return t.unsqueeze(0).permute(self._order())
         if self.windowed:
             if rows is None:
                 raise DimensionError(
@@ -194,6 +210,8 @@ class Axes:
             order = [0, 1, *[i + 1 for i in order[1:]]]
         inverse = [order.index(i) for i in range(len(order))]
         out = c.permute(inverse)
+        if self.unbatched:
+            return out.squeeze(0)
         return out.flatten(0, 1) if self.windowed else out
 
     def storage(self, ndim: int, tail: tuple[str, ...]) -> tuple[list[str], list[int]]:
@@ -206,7 +224,7 @@ class Axes:
             canon = ["sample", *tail]
             return canon, list(range(ndim))
         declared: list[str] = ["sample"] + (["window"] if self.windowed else [])
-        for n in self.names[1:]:
+        for n in self.names[0 if self.unbatched else 1 :]:
             declared += list(tail) if n in _FEATURE_NAMES else [n]
         return declared, [canon.index(d) for d in declared]
 
@@ -276,6 +294,16 @@ def infer_axes(module: nn.Module, t: torch.Tensor, site: str = "") -> Axes:
 def not_a_batch(site: str, shape: tuple[int, ...], rows: int) -> DimensionError:
     """The error for an activation whose first axis is not the batch of the forward pass."""
     hint = ""
+    if shape[0] in _EDGES.get():
+        rest = " ".join([*(f"position_{i}" for i in range(1, len(shape) - 1)), "feature"])
+        return DimensionError(
+            f"Site {site!r} has shape {shape}: its {shape[0]} rows are the edges of the graph (an edge_index of "
+            f"{shape[0]} edges), not the batch of {rows} rows (nodes). For one graph given unbatched, declare the "
+            f"site without a batch axis, axes={{{site!r}: 'edge {rest}'}}: the verbs read it as one sample (pass "
+            f"samples=torch.zeros({rows}, dtype=torch.long) where a verb asks which rows are one sample, and "
+            "reference graphs of the same edges). Several graphs in one batch have no sample axis on their edges: "
+            "give them as a list of one-graph batches, or choose a node-level site."
+        )
     if shape[0] % rows == 0 and shape[0] > rows:
         # name every axis after the first in the order of this shape; which one holds the features
         # cannot be told from sizes, so both readings of a 3-D tensor are offered
@@ -289,9 +317,9 @@ def not_a_batch(site: str, shape: tuple[int, ...], rows: int) -> DimensionError:
             names = " ".join([*(f"position_{i}" for i in range(1, rest)), "feature"])
             example = f"'batch*window {names}' (move 'feature' to the axis that holds the features)"
         hint = (
-            f" {shape[0]} = {rows} x {shape[0] // rows}: if each sample's windows, channels or patches are "
-            f"packed on the first axis (windowed attention, a time-series transformer that packs channels into "
-            f"rows), declare axes={{{site!r}: ...}}: {example} (the verbs check on the data that the rows "
+            f" {shape[0]} = {rows} x {shape[0] // rows}: if each sample's windows, channels, patches or mesh nodes "
+            f"are packed on the first axis (windowed attention, a time-series transformer that packs channels into "
+            f"rows, a grid-to-mesh encoder), declare axes={{{site!r}: ...}}: {example} (the verbs check on the data that the rows "
             "are packed sample by sample; a mixture of experts that sorts tokens by expert is not)."
         )
     return DimensionError(
@@ -305,15 +333,23 @@ def current_rows() -> int | None:
     return _ROWS.get()
 
 
-class batch_rows:
-    """Context manager: the forward passes inside run on a batch of ``rows`` samples."""
+def current_edges() -> frozenset[int]:
+    """The edge counts of the graphs in the batch of the forward pass under way (none: empty)."""
+    return _EDGES.get()
 
-    def __init__(self, rows: int | None):
-        self.rows = rows
+
+class batch_rows:
+    """Context manager: the forward passes inside run on a batch of ``rows`` samples (and graphs
+    of ``edges`` edges, where the batch holds an ``edge_index``)."""
+
+    def __init__(self, rows: int | None, edges: frozenset[int] = frozenset()):
+        self.rows, self.edges = rows, edges
 
     def __enter__(self):
         self._token = _ROWS.set(self.rows)
+        self._edges = _EDGES.set(self.edges)
         return self
 
     def __exit__(self, *exc) -> None:
+        _EDGES.reset(self._edges)
         _ROWS.reset(self._token)

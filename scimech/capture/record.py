@@ -29,7 +29,7 @@ import torch
 import xarray as xr
 from torch import nn
 
-from scimech.capture.batches import batch_size_of, iter_batches
+from scimech.capture.batches import batch_size_of, is_one_batch, iter_batches
 from scimech.capture.calls import CallPolicy, Calls, Pass, current_pass, parse_calls, shortfall
 from scimech.capture.hooks import (
     HookSet,
@@ -436,6 +436,7 @@ def record(
     n_done = 0
     try:
         resolved = [resolve_site(model, s, layouts, axes) for s in sites]
+        one_sample = _one_sample_per_pass(resolved, inputs, batch_size)
         batches = iter_batches(inputs, batch_size)
         if any(r.axes is not None and r.axes.windowed for r in resolved):
             # rows declared packed sample by sample ('batch*window ...'): checked once on the first batch
@@ -455,7 +456,7 @@ def record(
                 forward_folded(model, batch, forward, functools.partial(rec.forward, batch, forward))
                 rec.check_fired("record")
                 arrays = {s: _to_numpy(rec.canonical[s], dtype) for s in sites}
-                rows = batch_size_of(batch)
+                rows = 1 if one_sample else batch_size_of(batch)
                 wrong = {s: a.shape for s, a in arrays.items() if a.ndim == 0 or a.shape[0] != rows}
                 if wrong:
                     raise DimensionError(
@@ -491,7 +492,7 @@ def record(
                     n = next(iter(arrays.values())).shape[0]
                     ds = xr.Dataset(
                         {s: (("sample", *dims[s]), a) for s, a in arrays.items()},
-                        coords={"sample": np.arange(start, start + n)},
+                        coords={"sample": np.arange(n_done, n_done + n)},
                     )
                     ds = _with_attrs(_call_coord(ds, policy), site_attrs, reduce, policy)  # appends rewrite attrs
                     if n_done == 0:
@@ -515,6 +516,28 @@ def record(
     if sample_coord is not None:
         ds = ds.assign_coords(sample=np.asarray(sample_coord))
     return _with_attrs(_call_coord(ds, policy), site_attrs, reduce, policy)
+
+
+def _one_sample_per_pass(resolved: Sequence[ResolvedSite], inputs: Any, batch_size: int) -> bool:
+    """Whether every site is declared unbatched (``"edge feature"``: one sample per forward pass,
+    e.g. the edges of one graph given unbatched): then each pass records one sample, and a batch
+    is never cut into parts (its edge_index would not fit them). A mix with batched sites is refused."""
+    flags = [r.axes is not None and r.axes.unbatched for r in resolved]
+    if not any(flags):
+        return False
+    if not all(flags):
+        raise DimensionError(
+            f"record: sites {[r.name for r, f in zip(resolved, flags, strict=True) if f]} are declared unbatched (one "
+            f"sample per forward pass) and {[r.name for r, f in zip(resolved, flags, strict=True) if not f]} batched "
+            "(a sample per row); they cannot share one 'sample' dim. Record them in two calls."
+        )
+    if is_one_batch(inputs) and batch_size_of(inputs) > batch_size:
+        raise DimensionError(
+            f"record: the sites are declared unbatched (one sample per forward pass, e.g. the edges of one graph), "
+            f"and the inputs are one batch of {batch_size_of(inputs)} rows, more than batch_size={batch_size}: cutting "
+            f"it would split the sample. Pass batch_size={batch_size_of(inputs)}, or the samples as a list of batches."
+        )
+    return True
 
 
 def _call_coord(ds: xr.Dataset, policy: CallPolicy) -> xr.Dataset:

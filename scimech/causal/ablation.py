@@ -19,6 +19,7 @@ from typing import Literal
 
 import torch
 
+from scimech.causal.samples import mesh_mismatch
 from scimech.errors import DataValidationError
 
 __all__ = ["AblationMethod", "Method", "METHODS", "resolve_method", "draw_rows"]
@@ -152,10 +153,7 @@ def check_reference(site: str, ref: torch.Tensor, current: torch.Tensor) -> None
 
 def _whole_samples(rows: int, nodes: int, what: str) -> None:
     if rows % nodes:
-        raise DataValidationError(
-            f"samples=FixedMesh(nodes={nodes}): the {what} activation has {rows} rows, not a "
-            f"whole number of samples of {nodes} rows; give the rows of one sample as nodes=."
-        )
+        raise mesh_mismatch(nodes, rows, f"{what} activation")
 
 
 def by_node(t: torch.Tensor, nodes: int, what: str) -> torch.Tensor:

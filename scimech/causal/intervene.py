@@ -54,6 +54,7 @@ from scimech.causal.samples import (
     FixedMesh,
     Samples,
     check_batching,
+    check_mesh,
     mesh_nodes,
     per_sample,
     reference_chunk,
@@ -193,6 +194,8 @@ def _check_samples(
     if not m.needs_reference:
         return
     given = _given_activations(reference, sites)
+    if not given:
+        check_mesh(reference, samples, verb, "reference inputs")
     if samples is None and not given and is_one_batch(reference):
         n = n_samples_of(reference)
         first = slice_batch(reference, 0, min(n, 64))
@@ -236,6 +239,14 @@ def _replacement(
     ``rows`` (one per row) when given, else draws afresh from ``gen``; ``nodes``: rows per
     sample of a fixed mesh."""
     m.check_dtype(site.name, current)
+    if nodes > 1 and site.axes is not None and (site.axes.unbatched or site.axes.windowed):
+        raise DataValidationError(
+            f"{site.name!r}: samples=FixedMesh(nodes={nodes}) and the site's layout '{site.axes}' both say which rows "
+            "are one sample (the mesh nodes of a sample on the first axis of the inputs, and the site's own rows "
+            "packed sample by sample); read together they would group the site's samples into meshes again. Where the "
+            "inputs' rows are samples (the model builds the mesh itself), drop samples=; where they are mesh nodes, "
+            "give the site a batched layout ('batch feature')."
+        )
     if m.needs_reference:
         assert ref is not None  # the verbs refuse a method that needs a reference when none is given
         check_reference(site.name, ref, current)

@@ -139,7 +139,8 @@ def rows_error(verb: str, reason: str, why: str) -> DataValidationError:
         f"{verb}: the rows of the first axis are not independent samples: {reason} (message passing over a "
         "graph, an adaptive solver's step-size control, batch statistics or attention across the batch). "
         f"{why} would mix them. Pass samples= (each row's sample index, e.g. a graph batch's `batch` vector, "
-        "or torch.arange(n) to declare every row its own sample and accept the coupling)."
+        "torch.zeros(n, dtype=torch.long) where the batch is one graph, or torch.arange(n) to declare every row its "
+        "own sample and accept the coupling)."
     )
 
 

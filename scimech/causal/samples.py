@@ -35,7 +35,17 @@ from scimech.capture.batches import batch_size_of, is_graph_batch, is_one_batch,
 from scimech.causal.model_profile import rows_interact  # noqa: F401 - its old home; the check lives in model_profile
 from scimech.errors import DataValidationError
 
-__all__ = ["Samples", "FixedMesh", "mesh_nodes", "sample_index", "per_sample", "check_batching", "reference_chunk"]
+__all__ = [
+    "Samples",
+    "FixedMesh",
+    "mesh_nodes",
+    "sample_index",
+    "per_sample",
+    "check_batching",
+    "check_mesh",
+    "mesh_mismatch",
+    "reference_chunk",
+]
 
 
 @dataclass(frozen=True)
@@ -89,13 +99,31 @@ def sample_index(batch: Any, samples: Samples) -> torch.Tensor | None:
     return idx.long()
 
 
+def mesh_mismatch(nodes: int, rows: int, what: str, verb: str = "") -> DataValidationError:
+    """The one message for rows that are not whole meshes under ``samples=FixedMesh(nodes)``."""
+    return DataValidationError(
+        f"{verb + ': ' if verb else ''}samples=FixedMesh(nodes={nodes}) says each sample is {nodes} consecutive rows "
+        f"of the first axis, but the {what} has {rows} rows, not a whole number of meshes. Where the rows of the "
+        f"inputs are samples already (a gridded field per row) and the model builds the mesh itself (a grid-to-mesh "
+        f"encoder: its sites hold samples x {nodes} rows), drop samples= and declare those sites' rows packed sample "
+        "by sample, axes={'<site>': 'batch*window feature'}: mean ablation then averages each node over the "
+        "reference samples and resampling swaps whole samples node for node. Where the rows are mesh nodes, give "
+        "the rows of one sample as nodes=."
+    )
+
+
+def check_mesh(batch: Any, samples: Samples, verb: str, what: str = "inputs") -> None:
+    """A batch under ``samples=FixedMesh(nodes)`` is whole meshes (a graph batch is checked by its graphs)."""
+    if isinstance(samples, FixedMesh) and is_one_batch(batch) and not is_graph_batch(batch):
+        rows = batch_size_of(batch)
+        if rows % samples.nodes:
+            raise mesh_mismatch(samples.nodes, rows, f"batch of {what}", verb)
+
+
 def _mesh_index(batch: Any, nodes: int) -> torch.Tensor:
     rows = batch_size_of(batch)
     if rows % nodes:
-        raise DataValidationError(
-            f"samples=FixedMesh(nodes={nodes}): the batch has {rows} rows, not a whole number of "
-            f"samples of {nodes} rows; give the rows of one sample as nodes=."
-        )
+        raise mesh_mismatch(nodes, rows, "batch")
     idx = torch.arange(rows) // nodes
     if is_graph_batch(batch) and not torch.equal(batch.batch.cpu(), idx):
         raise DataValidationError(
@@ -112,6 +140,7 @@ def check_batching(inputs: Any, samples: Samples, batch_size: int, verb: str, wh
     split it, and an index or connectivity field of the whole batch would not fit the part:
     one batch of more rows than ``batch_size`` is refused, except a fixed mesh cut at whole
     meshes (``batch_size`` a multiple of its nodes)."""
+    check_mesh(inputs, samples, verb, what)
     if samples is None or not is_one_batch(inputs) or is_graph_batch(inputs):
         return
     if isinstance(samples, torch.Tensor) and samples.unique().numel() == samples.numel():

@@ -166,7 +166,8 @@ def _tiled(
                         acting.append((i, tg.site))
                 if not acting:
                     return None
-                if t.shape[0] != rows:
+                whole = _s.axes is not None and _s.axes.unbatched  # one sample, never tiled (sweep_tiles)
+                if not whole and t.shape[0] != rows:
                     raise DataValidationError(
                         f"Site {_s.name!r} has a leading dim of {t.shape[0]}, but the tiled batch has {rows} rows. "
                         "Sweeps need activations batched on dim 0: use batch_first=True modules, or a forward= "
@@ -174,7 +175,7 @@ def _tiled(
                     )
                 out = t.clone()
                 for i, s in acting:
-                    tile = out[i * block : (i + 1) * block]
+                    tile = out if whole else out[i * block : (i + 1) * block]
                     s.assign_(tile, make(i, s, s.select(tile), c))
                 return out
 
@@ -247,6 +248,8 @@ def sweep_tiles(
     last = last or {}
     if check is not None and check.coupled:
         k, reuse = 1, None
+    if any(tg.site.axes is not None and tg.site.axes.unbatched for tg in targets):
+        k = 1  # a site that holds one sample (an unbatched graph's edges) has no rows to tile
     groups: dict[Shortcut, list[int]] = {}
     for j, tg in enumerate(targets):
         groups.setdefault(reuse.plan[tg.site.name] if reuse else Shortcut(), []).append(j)
