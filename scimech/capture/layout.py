@@ -295,11 +295,11 @@ def not_a_batch(site: str, shape: tuple[int, ...], rows: int) -> DimensionError:
     """The error for an activation whose first axis is not the batch of the forward pass."""
     hint = ""
     if shape[0] in _EDGES.get():
-        rest = " ".join([*(f"position_{i}" for i in range(1, len(shape) - 1)), "feature"])
+        tail = " ".join([*(f"position_{i}" for i in range(1, len(shape) - 1)), "feature"])
         return DimensionError(
             f"Site {site!r} has shape {shape}: its {shape[0]} rows are the edges of the graph (an edge_index of "
             f"{shape[0]} edges), not the batch of {rows} rows (nodes). For one graph given unbatched, declare the "
-            f"site without a batch axis, axes={{{site!r}: 'edge {rest}'}}: the verbs read it as one sample (pass "
+            f"site without a batch axis, axes={{{site!r}: 'edge {tail}'}}: the verbs read it as one sample (pass "
             f"samples=torch.zeros({rows}, dtype=torch.long) where a verb asks which rows are one sample, and "
             "reference graphs of the same edges). Several graphs in one batch have no sample axis on their edges: "
             "give them as a list of one-graph batches, or choose a node-level site."
