@@ -12,10 +12,12 @@ names each axis of the hooked tensor in order::
     "batch channel z y x"             3-D fields
     "batch*window position feature"   windowed attention (Swin): the first axis packs each
                                       sample's windows, sample by sample
+    "edge feature"                    no batch axis: the activation is one sample (the edges
+                                      of one graph given unbatched); canonical sample axis of 1
 
 Exactly one axis is ``feature`` or ``channel`` (what ``units[...]`` / ``channels[...]``
-select); the first is ``batch`` or ``batch*window``; every other axis is a position (any
-name: ``position``, ``token``, ``time``, ``y``, ``x``...).
+select); the first is ``batch`` or ``batch*window``, or a position (the layout of one
+sample); every other axis is a position (any name: ``position``, ``token``, ``time``, ``y``, ``x``...).
 
 Internally each verb sees the activation in one *canonical* view, ``(batch, [window],
 *positions, feature)``: a view of the same memory (nothing copied), so that selecting,
