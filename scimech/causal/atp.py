@@ -569,7 +569,7 @@ def _estimate_batch(
     rec.check_fired("attribution_patching")
     source = dict(rec.canonical) if policy.mode == "error" else rec.per_call  # call by call: shapes may change
     state = {"dropped": None}
-    reuse, path = plan_reuse(model, base_batch, resolved, forward, True) if keep else (None, {})
+    reuse, path = plan_reuse(model, base_batch, resolved, forward, True, prof) if keep else (None, {})
     # several calls of a site patched at once: the patched run overwrites every one of them, so the
     # gradient at call c must not flow through the later (overwritten) calls of the same site: each
     # such site gets a backward pass of its own with its later calls cut from their inputs

@@ -541,7 +541,7 @@ def ablation_sweep(
                 b = batch_size_of(batch)
                 tgt = None if target is None else target[start : start + n_samples_of(batch)]
                 if start == 0:
-                    reuse, path = plan_reuse(model, batch, resolved, forward, reuse_prefix)
+                    reuse, path = plan_reuse(model, batch, resolved, forward, reuse_prefix, prof)
                 counting = policy.mode == "last" or (by_call and policy.mode == "all")
                 idx = sample_index(batch, samples)
                 agg = None if idx is None else functools.partial(per_sample, index=idx)
@@ -720,7 +720,7 @@ def patching_sweep(
                 b = batch_size_of(cb)
                 tgt = None if target is None else target[start:stop]
                 if start == 0:
-                    reuse, path = plan_reuse(model, base, resolved, forward, reuse_prefix)
+                    reuse, path = plan_reuse(model, base, resolved, forward, reuse_prefix, prof)
                 # the activations patched in: every call kept where calls are chosen
                 idx = sample_index(base, samples)
                 agg = None if idx is None else functools.partial(per_sample, index=idx)

@@ -180,6 +180,9 @@ class ModelProfile:
     sites: dict[str, SiteFacts] = field(default_factory=dict)
     #: a sweep's verdict on tiled batches: ``(coupled, note)``
     tiling: tuple[bool, str] | None = None
+    #: the module calls of one pass (:func:`scimech.causal.prefix_reuse.trace_calls`), traced by the
+    #: first sweep that plans prefix reuse and kept for the next
+    call_trace: Any = None
     #: forward passes spent measuring (half a batch counts as one)
     passes: int = 0
 

@@ -393,13 +393,24 @@ def patch_sites(
 
 
 def plan_reuse(
-    model: nn.Module, batch: Any, resolved: Sequence[ResolvedSite], forward: Callable | None, enabled: bool
+    model: nn.Module,
+    batch: Any,
+    resolved: Sequence[ResolvedSite],
+    forward: Callable | None,
+    enabled: bool,
+    prof: ModelProfile | None = None,
 ) -> tuple[Reuse | None, dict[str, Any]]:
-    """Trace the model once and decide what each site's runs reuse; attrs saying which path runs."""
+    """Trace the model once and decide what each site's runs reuse; attrs saying which path runs.
+    The trace is kept in the model's profile (``prof``): a later sweep on the same model, forward
+    and input signature plans from it without tracing again."""
     if not enabled:
         return None, {"sweep_path": "batched", "sweep_path_note": "reuse_prefix=False"}
     try:
-        trace = trace_calls(model, batch, forward)
+        trace = prof.call_trace if prof is not None and prof.call_trace is not None else None
+        if trace is None:
+            trace = trace_calls(model, batch, forward)
+            if prof is not None:
+                prof.call_trace = trace
     except Exception as err:  # the optimisation is off; the sweep itself reports real errors
         return None, {
             "sweep_path": "batched",

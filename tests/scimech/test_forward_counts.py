@@ -116,11 +116,13 @@ def test_ablation_sweep_runs_the_unablated_pass_and_one_tiled_pass_per_k_sites(s
     assert _count(model, run) == (2, 0)
 
 
-def test_prefix_reuse_adds_a_trace_and_a_tiled_pass_per_reused_prefix(setup):
+def test_prefix_reuse_adds_a_trace_once_and_a_tiled_pass_per_reused_prefix(setup):
     model, x, c = setup
-    scimech.patching_sweep(model, x, c, SITES)  # the profile, measured once
-    # a 2-row trace, the source and base passes, one tiled pass for each of the two sites' prefixes
-    assert _count(model, lambda: scimech.patching_sweep(model, x, c, SITES)) == (1 + 2 + 2, 0)
+    # the profile's repeat, a 2-row trace, the source and base passes, one tiled pass per site's prefix
+    assert _count(model, lambda: scimech.patching_sweep(model, x, c, SITES)) == (SWEEP_PROFILE + 1 + 2 + 2, 0)
+    # the trace is kept in the profile: the next sweep on the same model and inputs pays neither again
+    assert _count(model, lambda: scimech.patching_sweep(model, x, c, SITES)) == (2 + 2, 0)
+    assert _count(model, lambda: scimech.ablation_sweep(model, x, SITES, method="zero")) == (1 + 2, 0)
 
 
 def test_attribution_patching_runs_two_forwards_and_one_backward(setup):
