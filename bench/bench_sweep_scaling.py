@@ -1,4 +1,4 @@
-"""Sweeps at 1, 8, 48 and 144 head sites on a GPT-2-small-shaped model: scimech's
+"""Sweeps at 1, 2, 8, 48 and 144 head sites on a GPT-2-small-shaped model: scimech's
 ``patching_sweep`` and ``ablation_sweep`` against a naive hook loop, nnsight and
 TransformerLens, in one run.
 
@@ -47,7 +47,7 @@ from bench.bench_real_models import (
 from bench.bench_recording import interleaved
 from bench.common import write_section
 
-SIZES, ROUNDS, THREADS = (1, 8, 48, 144), 3, 1
+SIZES, ROUNDS, THREADS = (1, 2, 8, 48, 144), 3, 1
 DH = WIDTH // HEADS
 
 

@@ -15,7 +15,11 @@ what its output projection returned (the same tensor object, as torch's and AION
 attention do), the patched attention output is the projection of the recorded projection
 input with the site's part replaced. The attention module is then replaced by that one
 call ("resumed" at its projection): queries, keys, values and the softmax of the patched
-block are not computed again either.
+block are not computed again either. An attention that returns more beside its output
+(Hugging Face's ``(output, attn_weights)``) is resumed too where what it returns beside it
+does not depend on the projection's input: the trace checks that once by autograd (each
+projection's input made a leaf, each extra's graph searched for it), and the unpatched run's
+extras are returned tiled (held only when at most 4x the projection input's size).
 
 Which modules qualify is read from the model's own call structure, not from its class:
 one traced forward pass on two copies of one input row records the order in which modules
@@ -98,23 +102,33 @@ class Shortcut:
 
 
 def _structure(output: Any) -> Any:
+    """``"tensor"``; or ``(type, length, extras)`` for a tuple / list whose first item is a Tensor
+    and whose others are ``None`` or Tensors (``extras``: their positions, e.g. the attention
+    weights an attention module returns beside its output); else ``None``."""
     if isinstance(output, torch.Tensor):
         return "tensor"
     if (
         isinstance(output, (tuple, list))
         and output
         and isinstance(output[0], torch.Tensor)
-        and all(o is None for o in output[1:])
+        and all(o is None or isinstance(o, torch.Tensor) for o in output[1:])
     ):
-        return type(output), len(output)
+        return type(output), len(output), tuple(i for i, o in enumerate(output) if i and o is not None)
     return None
 
 
-def _rebuild(structure: Any, t: torch.Tensor) -> Any:
+def _extras(structure: Any) -> tuple[int, ...]:
+    return structure[2] if isinstance(structure, tuple) else ()
+
+
+def _rebuild(structure: Any, t: torch.Tensor, extras: Sequence[torch.Tensor] = ()) -> Any:
     if structure == "tensor":
         return t
-    kind, n = structure
-    return kind([t, *([None] * (n - 1))])
+    kind, n, where = structure
+    items: list[Any] = [t, *([None] * (n - 1))]
+    for i, e in zip(where, extras, strict=True):
+        items[i] = e
+    return kind(items)
 
 
 def _leaves(obj: Any) -> list[torch.Tensor]:
@@ -156,9 +170,16 @@ class CallTrace:
     may take from the unpatched run.
     """
 
-    def __init__(self, calls: Mapping[str, ModuleCall], names: Mapping[int, str] | None = None):
+    def __init__(
+        self,
+        calls: Mapping[str, ModuleCall],
+        names: Mapping[int, str] | None = None,
+        independent: Sequence[tuple[str, str]] = (),
+    ):
         self.calls = dict(calls)
         self.names = dict(names or {})  # id(module) -> the path the trace knows it by
+        #: (outer, inner) pairs whose outer's extra outputs do not depend on the inner's input (checked by autograd)
+        self.independent = set(independent)
         self._shortcuts: dict[tuple[str, str], Shortcut] = {}
 
     def name_of(self, site: ResolvedSite) -> str:
@@ -177,7 +198,9 @@ class CallTrace:
 
     def resume(self, site: ResolvedSite) -> Resume | None:
         """The outermost ancestor of the site's module that returns exactly what the site's
-        module returned (same tensor object, unchanged), if the site's module can be replayed."""
+        module returned (same tensor object, unchanged), if the site's module can be replayed;
+        an ancestor that returns more (attention weights) only where that does not depend on the
+        site's module's input (:func:`trace_calls` checks it by autograd)."""
         path = self.name_of(site)
         inner = self.calls.get(path)
         if inner is None or inner.calls != 1 or not inner.replayable or inner.output is None:
@@ -192,6 +215,7 @@ class CallTrace:
                 or outer.structure is None
                 or outer.output is not inner.output
                 or outer.out_version != inner.out_version
+                or (_extras(outer.structure) and (outer.name, inner.name) not in self.independent)
             ):
                 break
             best = Resume(outer.name, inner.name, outer.structure)
@@ -307,7 +331,80 @@ def trace_calls(model: nn.Module, batch: Any, forward: Callable | None = None) -
     finally:
         for h in handles:
             h.remove()
-    return CallTrace(calls, names)
+    return CallTrace(calls, names, _independent_extras(model, probe, forward, calls))
+
+
+def _candidates(calls: Mapping[str, ModuleCall]) -> list[tuple[str, str]]:
+    """(outer, inner) pairs where ``outer`` returns ``inner``'s output object first and more beside it."""
+    pairs = []
+    for name, c in calls.items():
+        if c.calls != 1 or not _extras(c.structure) or c.output is None:
+            continue
+        for other, d in calls.items():
+            if other.startswith(name + ".") and d.calls == 1 and d.replayable and d.output is c.output:
+                pairs.append((name, other))
+    return pairs
+
+
+def _independent_extras(
+    model: nn.Module, probe: Any, forward: Callable | None, calls: Mapping[str, ModuleCall]
+) -> list[tuple[str, str]]:
+    """The (outer, inner) pairs whose outer's extra outputs (attention weights beside an attention's
+    output) do not depend on the inner module's input: one pass of the two-row probe with autograd
+    on, each inner's input made a leaf of its own, and each extra's graph searched for that leaf.
+    Any failure (a model that cannot run with gradients) resumes none of them."""
+    pairs = _candidates(calls)
+    if not pairs:
+        return []
+    leaves: dict[str, torch.Tensor] = {}
+    extras: dict[str, list[torch.Tensor]] = {}
+    handles = []
+
+    def pre(name):
+        def hook(module, args):
+            leaves[name] = args[0].detach().requires_grad_(True)
+            return (leaves[name], *args[1:])
+
+        return hook
+
+    def post(name):
+        def hook(module, args, output):
+            extras[name] = [output[i] for i in _extras(calls[name].structure)]
+
+        return hook
+
+    try:
+        for outer, inner in pairs:
+            handles.append(model.get_submodule(inner).register_forward_pre_hook(pre(inner)))
+            handles.append(model.get_submodule(outer).register_forward_hook(post(outer)))
+        with torch.inference_mode(False), torch.enable_grad():
+            run_forward(model, map_tensors(probe, torch.clone), forward)
+    except Exception:  # noqa: BLE001 - the shortcut is an optimisation: without the check, no resume
+        return []
+    finally:
+        for h in handles:
+            h.remove()
+    return [
+        (outer, inner)
+        for outer, inner in pairs
+        if inner in leaves and outer in extras and not any(_reaches(e, leaves[inner]) for e in extras[outer])
+    ]
+
+
+def _reaches(t: torch.Tensor, leaf: torch.Tensor) -> bool:
+    """Whether ``t`` was computed from ``leaf`` (a path in its autograd graph)."""
+    if t is leaf:
+        return True
+    stack, seen = [t.grad_fn], set()
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        if getattr(node, "variable", None) is leaf:
+            return True
+        stack.extend(n for n, _ in node.next_functions)
+    return False
 
 
 @contextmanager
@@ -325,6 +422,9 @@ def recording_reused(
     seen: dict[str, int] = {}
     outs = {n for sc in shortcuts for n in sc.reused}
     ins = {sc.resume.inner for sc in shortcuts if sc.resume is not None}
+    # a resumed module that returns more than its projection: what it returns beside it, recorded
+    more = {sc.resume.outer: _extras(sc.resume.structure) for sc in shortcuts if sc.resume is not None}
+    more = {k: v for k, v in more.items() if v}
 
     def batched(obj) -> bool:
         leaves = _leaves(obj)
@@ -339,6 +439,15 @@ def recording_reused(
                 out = inner(*args, **kwargs)
                 if name in outs and batched(out):
                     got["output", name] = map_tensors(out, lambda t: t.detach().clone())
+                if name in more:
+                    kept = [out[i] for i in more[name]]
+                    # kept only when batched and not much larger than the projection's input (attention
+                    # weights of long sequences are computed again rather than held)
+                    x = got.get(
+                        ("input", next(sc.resume.inner for sc in shortcuts if sc.resume and sc.resume.outer == name))
+                    )
+                    if batched(kept) and x is not None and sum(t.numel() for t in kept) <= 4 * x.numel():
+                        got["extras", name] = [t.detach().clone() for t in kept]
                 return out
 
             return forward
@@ -346,7 +455,7 @@ def recording_reused(
         return wrap
 
     with ExitStack() as stack:
-        for name in sorted(outs | ins):
+        for name in sorted(outs | ins | set(more)):
             stack.callback(override_forward(model.get_submodule(name), make(name)).remove)
         yield got
     for key in list(got):
@@ -373,12 +482,14 @@ def reusing(model: nn.Module, recorded: Mapping[tuple[str, str], Any], shortcut:
                 out = recorded["output", name]
                 stack.callback(override_forward(model.get_submodule(name), returning(out)).remove)
         r = shortcut.resume
-        if r is not None and ("input", r.inner) in recorded:
+        more = _extras(r.structure) if r is not None else ()
+        if r is not None and ("input", r.inner) in recorded and (not more or ("extras", r.outer) in recorded):
             x, inner_mod = recorded["input", r.inner], model.get_submodule(r.inner)
+            kept = recorded.get(("extras", r.outer), [])
             stack.callback(
                 override_forward(
                     model.get_submodule(r.outer),
-                    lambda inner: lambda *a, **k: _rebuild(r.structure, inner_mod(tiled(x))),
+                    lambda inner: lambda *a, **k: _rebuild(r.structure, inner_mod(tiled(x)), [tiled(e) for e in kept]),
                 ).remove
             )
         yield

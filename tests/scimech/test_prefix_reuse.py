@@ -206,3 +206,63 @@ def test_a_module_is_resumed_at_its_projection_only_if_it_returns_the_projection
         atol=ATOL,
         rtol=0,
     )
+
+
+class WithWeights(nn.Module):
+    """An attention-like module that returns its projection and, beside it, weights computed
+    before the projection (as Hugging Face attention returns ``(output, attn_weights)``)."""
+
+    def __init__(self):
+        super().__init__()
+        self.pre, self.proj = nn.Linear(4, 8), nn.Linear(8, 4)
+
+    def forward(self, x):
+        h = torch.tanh(self.pre(x))
+        w = torch.softmax(h, -1)
+        return self.proj(h * w), w
+
+
+class WeightsAfter(WithWeights):
+    """Returns its projection and a tensor computed from it: the extra depends on the site."""
+
+    def forward(self, x):
+        y = self.proj(torch.tanh(self.pre(x)))
+        return y, torch.sigmoid(y)
+
+
+class TwoOutputs(nn.Module):
+    """Both outputs of each block feed the next: an extra taken from the unpatched run would show."""
+
+    def __init__(self, kind):
+        super().__init__()
+        self.blocks = nn.ModuleList([kind(), kind()])
+
+    def forward(self, x):
+        for b in self.blocks:
+            y, w = b(x)
+            x = x + y + w[..., :4]
+        return x
+
+
+@pytest.mark.parametrize("kind, resumed", [(WithWeights, True), (WeightsAfter, False)])
+def test_a_module_that_returns_more_is_resumed_only_if_the_rest_does_not_depend_on_the_site(kind, resumed):
+    """Resuming replays the projection and returns the rest as the unpatched run gave it: right
+    only where the rest was computed before the projection (checked by autograd in the trace)."""
+    torch.manual_seed(0)
+    model = TwoOutputs(kind).eval()
+    clean, corrupt = torch.randn(5, 4), torch.randn(5, 4)
+    sites = ["blocks.1.proj.units[0,2]:input", "blocks.0.proj:input", "blocks.1.proj:input"]
+    shortcut = trace_calls(model, clean).shortcut(resolve_site(model, sites[0]))
+    assert (shortcut.resume is not None) == resumed
+    res = patching_sweep(model, clean, corrupt, sites, metrics.output())
+    assert ("3 sites resume" in res.attrs["sweep_path_note"]) == resumed
+    np.testing.assert_allclose(
+        res.patched.values, _naive_patching(model, clean, corrupt, sites, "denoising"), atol=ATOL, rtol=0
+    )
+    ablated = ablation_sweep(model, clean, sites, metrics.output(), method="zero")
+    truth = []
+    with torch.no_grad():
+        for s in sites:
+            with ablate(model, [s], method="zero"):
+                truth.append(metrics.output()(model(clean)).numpy())
+    np.testing.assert_allclose(ablated.ablated.values, np.stack(truth), atol=ATOL, rtol=0)
