@@ -53,6 +53,7 @@ from scimech.errors import (
     UnitsError,
 )
 from scimech.studies.reading import Reading
+from scimech.studies.units import factor
 
 from .zapbench import NEURON_DIMS, TIME_DIMS, TRIAL_DIMS, ZAPBENCH, zarr_node
 
@@ -357,23 +358,14 @@ def _stack_trials(ds: xr.Dataset, reading: Reading) -> xr.Dataset:
 # ----------------------------------------------------------------------------- time
 def _seconds_per_unit(units: str) -> float:
     """Seconds in one ``units`` (pint, with cf-xarray's registry of CF / UDUNITS spellings)."""
-    import pint
-    from cf_xarray.units import units as ureg
-
-    try:
-        return float(ureg.Quantity(1.0, units).to("s").magnitude)
-    except pint.DimensionalityError as err:
-        raise UnitsError(
-            f"The time coordinate's units {units!r} are not a time ({err.dim1 or 'dimensionless'}); "
-            "set time.attrs['units'] to its unit (e.g. 'ms', 's', 'min'), or give dt= (seconds "
-            "between samples) for a step index."
-        ) from None
-    except (pint.UndefinedUnitError, AttributeError, TypeError, ValueError, AssertionError) as err:
-        raise UnitsError(
-            f"The time coordinate's units {units!r} are not units pint reads ({type(err).__name__}); "
-            "set time.attrs['units'] to a time unit (e.g. 'ms', 's', 'min') or a CF "
-            "'seconds since <date>', or give dt= (seconds between samples)."
-        ) from None
+    return factor(
+        units,
+        "s",
+        "The time coordinate",
+        "a time (e.g. 'ms', 's', 'min')",
+        "set time.attrs['units'] to its unit (e.g. 'ms', 's', 'min') or a CF 'seconds since <date>', or give "
+        "dt= (seconds between samples) for a step index.",
+    )
 
 
 def _resolution(v: np.ndarray, seconds: float) -> float:

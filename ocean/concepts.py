@@ -194,17 +194,17 @@ def ekman_advection(
     ``equator_mask_deg``). ``advection``: ``"centred"`` differences or ``"upwind"``."""
     f = coriolis(_latitude(t_ml))
     u_ek, v_ek = tauv / (RHO0 * f * h), -tauu / (RHO0 * f * h)
-    q = (-RC * h * _advection(t_ml, u_ek, v_ek, mask, advection)).where(_beyond_equator(t_ml, equator_mask_deg), 0.0)
-    return (
-        q.transpose(*t_ml.dims)
-        .rename("q_ekman")
-        .assign_attrs(
-            units="W m-2",
-            long_name="Ekman advection term of the MLHC budget",
-            formula="q_ekman = -rho0 cp0 h u_ek . grad T_ml, u_ek = (tau x k) / (rho0 f h)",
-            advection=advection,
-            equator=f"0 within {equator_mask_deg} degrees of the equator (f -> 0)",
-        )
+    return _advective_term(
+        t_ml,
+        h,
+        u_ek,
+        v_ek,
+        mask,
+        advection,
+        equator_mask_deg,
+        "q_ekman",
+        "Ekman advection term of the MLHC budget",
+        "q_ekman = -rho0 cp0 h u_ek . grad T_ml, u_ek = (tau x k) / (rho0 f h)",
     )
 
 
@@ -222,14 +222,33 @@ def geostrophic_advection(
     dedx, dedy = gradient(zos, mask)
     f = coriolis(_latitude(t_ml))
     u_g, v_g = -(G / f) * dedy, (G / f) * dedx
-    q = (-RC * h * _advection(t_ml, u_g, v_g, mask, advection)).where(_beyond_equator(t_ml, equator_mask_deg), 0.0)
+    return _advective_term(
+        t_ml,
+        h,
+        u_g,
+        v_g,
+        mask,
+        advection,
+        equator_mask_deg,
+        "q_geo",
+        "geostrophic advection term of the MLHC budget",
+        "q_geo = -rho0 cp0 h u_g . grad T_ml, u_g = (g / f) k x grad(zos)",
+    )
+
+
+def _advective_term(
+    t_ml, h, u, v, mask, advection: str, equator_mask_deg: float, name: str, long_name: str, formula: str
+):
+    """``-rho0 cp0 h (u, v) . grad T_ml`` (W m-2), 0 within ``equator_mask_deg`` of the equator
+    (where f -> 0 makes Ekman and geostrophic velocities undefined), labelled."""
+    q = (-RC * h * _advection(t_ml, u, v, mask, advection)).where(_beyond_equator(t_ml, equator_mask_deg), 0.0)
     return (
         q.transpose(*t_ml.dims)
-        .rename("q_geo")
+        .rename(name)
         .assign_attrs(
             units="W m-2",
-            long_name="geostrophic advection term of the MLHC budget",
-            formula="q_geo = -rho0 cp0 h u_g . grad T_ml, u_g = (g / f) k x grad(zos)",
+            long_name=long_name,
+            formula=formula,
             advection=advection,
             equator=f"0 within {equator_mask_deg} degrees of the equator (f -> 0)",
         )

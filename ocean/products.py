@@ -24,6 +24,7 @@ import xarray as xr
 
 from scimech.errors import ConfigError, DataValidationError, DimensionError, UnitsError
 from scimech.studies.reading import Reading, ReadRow
+from scimech.studies.units import parse_units, registry
 
 from . import budget, concepts
 from .constants import KAPPA
@@ -78,13 +79,6 @@ _FRACTION = {"kg/kg", "kg kg-1", "kg kg**-1", "kg.kg-1", "kilogram/kilogram"}
 _QUANTITIES_WITH_DIMS_CHECKED = ("sst", "zos", "tauu", "tauv", "qnet", "mld", "t_sub", "thetao", "so")
 #: variables whose standard_name the study's table would guess wrongly for a product that gives none
 _KIND_UNKNOWN = ("t_sub",)
-
-
-def _ureg():
-    import cf_xarray.units  # noqa: F401  (CF spellings: degC, psu, "W m-2", "N m-2" in pint's registry)
-    import pint_xarray  # noqa: F401  (the .pint accessor)
-
-    return cf_xarray.units.units
 
 
 def find_variables(
@@ -200,15 +194,13 @@ def _to_units(da: xr.DataArray, target: str, what: str) -> tuple[xr.DataArray, s
             f"as 100x too deep); expected {target!r}. Fix: set ds[...].attrs['units'] to the units its "
             "values are in (e.g. 'm' or 'cm'); it is converted from there."
         )
-    ureg = _ureg()
-    try:
-        src = ureg.parse_units(_unit_text(units))
-    except Exception:
-        raise UnitsError(
-            f"{what} has units {units!r}, which pint (cf-xarray's registry) does not read; expected "
-            f"{target!r}. Fix: set its units attribute to a UDUNITS spelling (e.g. 'degC', 'K', 'm', "
-            "'cm', 'W m-2', 'N m-2')."
-        ) from None
+    ureg = registry()
+    src = parse_units(
+        _unit_text(units),
+        what,
+        repr(target),
+        "set its units attribute to a UDUNITS spelling (e.g. 'degC', 'K', 'm', 'cm', 'W m-2', 'N m-2').",
+    )
     dst = ureg.parse_units(target)
     if src == dst:
         return da.assign_attrs(
@@ -288,7 +280,7 @@ def _salinity(da: xr.DataArray, what: str) -> tuple[xr.DataArray, str, str]:
             "g kg-1",
             "Absolute Salinity: used as SA",
         )
-    ureg = _ureg()
+    ureg = registry()
     out = da.assign_attrs(units="kg/kg").pint.quantify(unit_registry=ureg).pint.to("g/kg").pint.dequantify()
     return (
         out.assign_attrs({**da.attrs, "units": "g kg-1", "standard_name": "sea_water_absolute_salinity"}),
