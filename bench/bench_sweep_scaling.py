@@ -201,7 +201,7 @@ def main() -> None:
         f"1-minute load average {load0:.1f} before, {os.getloadavg()[0]:.1f} after, on {os.cpu_count()} cores."
     )
     write_section(
-        "sweep_scaling", "Sweeps at 1, 8, 48 and 144 sites vs a naive loop, nnsight and TransformerLens", lines
+        "sweep_scaling", "Sweeps at 1, 2, 8, 48 and 144 sites vs a naive loop, nnsight and TransformerLens", lines
     )
 
 

@@ -1,7 +1,7 @@
 """Rows that are not the samples of the inputs, on tiny models written here that have the pattern:
 
-- a mesh forecaster (GraphCast-like, as graph-weather builds it) that takes gridded fields, one
-  row per sample, and builds its mesh inside: its processor's rows are samples x mesh nodes.
+- a mesh forecaster (GraphCast-like, as graph-weather builds it, with an in-place residual) that
+  takes gridded fields, one row per sample, and builds its mesh inside: its processor's rows are samples x mesh nodes.
   ``samples=FixedMesh(nodes)`` (which says the *inputs'* rows are mesh nodes) is refused with the
   fix that works, ``axes={site: 'batch*window feature'}``, checked here against a hand loop;
 - a message-passing model on one graph given unbatched (``x`` of N nodes, ``edge_index`` of E
@@ -29,7 +29,8 @@ M, G, F, H = 12, 20, 3, 8  # mesh nodes, grid points, input fields, hidden width
 
 class MeshForecaster(nn.Module):
     """Grid (B, G, F) -> mesh (B*M, H) built inside (grid-to-mesh weights) -> message passing on a
-    ring within each mesh -> back to the grid, as a residual update."""
+    ring within each mesh, its residual added in place into the processor's output -> back to the
+    grid, as a residual update."""
 
     def __init__(self):
         super().__init__()
@@ -44,8 +45,9 @@ class MeshForecaster(nn.Module):
         h = self.enc(torch.einsum("mg,bgf->bmf", self.g2m, x).reshape(b * M, F))
         shift = torch.arange(b).repeat_interleave(M) * M
         src, dst = self.edges[0].repeat(b) + shift, self.edges[1].repeat(b) + shift
-        h = self.proc(h + torch.zeros_like(h).index_add_(0, dst, h[src]))
-        out = self.dec(torch.relu(h)).reshape(b, M, F)
+        p = self.proc(h + torch.zeros_like(h).index_add_(0, dst, h[src]))
+        p += h  # the residual, added in place into the processor's output (a patched site's output)
+        out = self.dec(torch.relu(p)).reshape(b, M, F)
         return x + torch.einsum("gm,bmf->bgf", self.m2g, out)
 
 
@@ -70,7 +72,7 @@ def _acts(model, module, x):
 
 
 def _run_with(model, module, x, value):
-    h = module.register_forward_hook(lambda _m, _a, _o: value)
+    h = module.register_forward_hook(lambda _m, _a, _o: value.clone())  # the model adds into it in place
     with torch.no_grad():
         out = model(x)
     h.remove()
@@ -105,6 +107,28 @@ def test_the_named_fix_is_each_mesh_nodes_mean_over_the_reference_samples(mesh):
     torch.testing.assert_close(
         torch.as_tensor(sweep["ablated"].sel(site="proc").values), _grid_metric(truth), rtol=0, atol=1e-4
     )
+
+
+def test_patching_the_mesh_processor_written_in_place_matches_the_hand_loop(mesh):
+    """Denoising: the clean processor output (all of it, or units 0 and 1) into the corrupted run,
+    whose residual is then added in place into what was patched in."""
+    model, x, other = mesh
+    corrupted = other[:4]
+    src = _acts(model, model.proc, x)
+    units = src.clone()
+    patched = patching_sweep(
+        model,
+        x,
+        corrupted,
+        ["proc", "proc.units[0,1]"],
+        metric=_grid_metric,
+        axes={"proc": "batch*window feature"},
+    )
+    mine = _acts(model, model.proc, corrupted)
+    units[:, 2:] = mine[:, 2:]
+    for site, value in (("proc", src), ("proc.units[0,1]", units)):
+        truth = _grid_metric(_run_with(model, model.proc, corrupted, value))
+        torch.testing.assert_close(torch.as_tensor(patched["patched"].sel(site=site).values), truth, rtol=0, atol=1e-4)
 
 
 def test_the_named_fix_resamples_whole_reference_meshes_node_for_node(mesh):
