@@ -37,6 +37,7 @@ from scimech.causal.metrics import Metric, as_metric, result_values
 from scimech.causal.model_profile import ModelProfile, same_values, tolerance
 from scimech.causal.prefix_reuse import Shortcut, recording_reused, reusing, trace_calls
 from scimech.errors import DataValidationError, SiteCalledTwiceError, SiteNeverRanError
+from scimech.run.memory import steady_heap
 
 __all__ = [
     "Target",
@@ -245,6 +246,15 @@ def sweep_tiles(
     metric must equal ``baseline`` (the untiled run), else ``k`` drops to 1 and no module is
     reused from then on.
     """
+    with steady_heap():  # big tiled temporaries reused, not paged in afresh (scimech.run.memory)
+        _sweep_tiles(
+            model, targets, batch, b, make, metric, tgt, forward, k, row, reuse, what, last, check, baseline, per_sample
+        )
+
+
+def _sweep_tiles(
+    model, targets, batch, b, make, metric, tgt, forward, k, row, reuse, what, last, check, baseline, per_sample
+) -> None:
     last = last or {}
     if check is not None and check.coupled:
         k, reuse = 1, None

@@ -1,7 +1,7 @@
 """Running: Dask execution (local, SLURM), options, config files, the ``scimech`` CLI, progress,
 results on disk with provenance, and fingerprints for resumption."""
 
-_MODULES = ("cli", "config", "fingerprint", "options", "parallel", "progress", "results")
+_MODULES = ("cli", "config", "fingerprint", "memory", "options", "parallel", "progress", "results")
 
 
 def __getattr__(name: str):

@@ -145,7 +145,9 @@ def test_units_of_another_quantity_or_unreadable_are_refused(truth):
         read(ds)
     ds = pf.cmip6(truth, with_3d=False)
     ds["hfds"].attrs["units"] = "watts per banana"
-    with pytest.raises(UnitsError, match=r"'qnet' \(hfds\) has units 'watts per banana', which are not units pint reads"):
+    with pytest.raises(
+        UnitsError, match=r"'qnet' \(hfds\) has units 'watts per banana', which are not units pint reads"
+    ):
         read(ds)
 
 
