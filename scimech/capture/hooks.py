@@ -35,7 +35,6 @@ from torch import nn
 
 from scimech.capture.batches import (  # noqa: F401
     batch_size_of,
-    edge_counts,
     is_one_batch,
     iter_batches,
     map_tensors,
@@ -50,7 +49,7 @@ from scimech.capture.calls import (
     repeat_message,
     shortfall,
 )
-from scimech.capture.layout import batch_rows, current_edges, current_rows
+from scimech.capture.layout import batch_rows, current_batch, current_rows
 from scimech.capture.sites import ResolvedSite
 from scimech.errors import DataValidationError, SiteCalledTwiceError, SiteNeverRanError
 
@@ -340,15 +339,14 @@ def _root_rows_hooks(model: nn.Module) -> list:
     tokens: list = []
 
     def pre(module, args, kwargs):
-        rows = current_rows()  # inside a verb's forward (a rollout's later calls): keep its batch
-        edges = current_edges()
+        rows, batch = current_rows(), current_batch()  # inside a verb's forward (a rollout's later calls): its batch
         if rows is None:
+            batch = (args, kwargs)
             try:
-                rows = batch_size_of((args, kwargs))
+                rows = batch_size_of(batch)
             except TypeError:
                 rows = None
-            edges = edge_counts((args, kwargs))
-        tokens.append((batch_rows(rows, edges).__enter__(), forward_pass(_root=True).__enter__()))
+        tokens.append((batch_rows(rows, batch).__enter__(), forward_pass(_root=True).__enter__()))
 
     def post(module, args, output):
         if tokens:
@@ -386,7 +384,7 @@ def run_forward(model: nn.Module, batch: Any, forward: Callable | None = None) -
         rows = batch_size_of(batch)
     except TypeError:
         rows = None
-    with batch_rows(rows, edge_counts(batch)), forward_pass():
+    with batch_rows(rows, batch), forward_pass():
         if forward is not None:
             return forward(model, batch)
         if isinstance(batch, Mapping):

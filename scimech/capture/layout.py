@@ -54,7 +54,16 @@ from torch import nn
 
 from scimech.errors import DimensionError
 
-__all__ = ["Axes", "AxesSpec", "parse_axes", "infer_axes", "batch_rows", "current_rows", "current_edges"]
+__all__ = [
+    "Axes",
+    "AxesSpec",
+    "parse_axes",
+    "infer_axes",
+    "batch_rows",
+    "current_rows",
+    "current_batch",
+    "current_edges",
+]
 
 _FEATURE_NAMES = ("feature", "channel")
 _RESERVED = ("sample", "head", "head_dim", "call")
@@ -108,8 +117,8 @@ _RANKED: dict[type[nn.Module], int] = {
 
 # rows of the batch of the forward pass under way (set by run_forward and the root hooks)
 _ROWS: contextvars.ContextVar[int | None] = contextvars.ContextVar("scimech_batch_rows", default=None)
-# edge counts of the graphs in that batch (edge_index-like leaves), to name an edge-level activation
-_EDGES: contextvars.ContextVar[frozenset[int]] = contextvars.ContextVar("scimech_batch_edges", default=frozenset())
+# that batch itself, read only to name an activation that is refused (its edge_index: edge-level rows)
+_BATCH: contextvars.ContextVar[object] = contextvars.ContextVar("scimech_batch", default=None)
 
 
 @dataclass(frozen=True)
@@ -296,7 +305,7 @@ def infer_axes(module: nn.Module, t: torch.Tensor, site: str = "") -> Axes:
 def not_a_batch(site: str, shape: tuple[int, ...], rows: int) -> DimensionError:
     """The error for an activation whose first axis is not the batch of the forward pass."""
     hint = ""
-    if shape[0] in _EDGES.get():
+    if shape[0] in current_edges():
         tail = " ".join([*(f"position_{i}" for i in range(1, len(shape) - 1)), "feature"])
         return DimensionError(
             f"Site {site!r} has shape {shape}: its {shape[0]} rows are the edges of the graph (an edge_index of "
@@ -335,23 +344,32 @@ def current_rows() -> int | None:
     return _ROWS.get()
 
 
+def current_batch() -> object:
+    """The batch of the forward pass under way (``None`` where no verb or hook set it)."""
+    return _BATCH.get()
+
+
 def current_edges() -> frozenset[int]:
-    """The edge counts of the graphs in the batch of the forward pass under way (none: empty)."""
-    return _EDGES.get()
+    """The edge counts of the graphs in the batch of the forward pass under way (none: empty),
+    found from the batch when asked (an error message), never on the forward path."""
+    from scimech.capture.batches import edge_counts
+
+    batch = _BATCH.get()
+    return frozenset() if batch is None else edge_counts(batch)
 
 
 class batch_rows:
-    """Context manager: the forward passes inside run on a batch of ``rows`` samples (and graphs
-    of ``edges`` edges, where the batch holds an ``edge_index``)."""
+    """Context manager: the forward passes inside run on a batch of ``rows`` samples (``batch``:
+    the batch itself, kept for the messages of refused activations)."""
 
-    def __init__(self, rows: int | None, edges: frozenset[int] = frozenset()):
-        self.rows, self.edges = rows, edges
+    def __init__(self, rows: int | None, batch: object = None):
+        self.rows, self.batch = rows, batch
 
     def __enter__(self):
         self._token = _ROWS.set(self.rows)
-        self._edges = _EDGES.set(self.edges)
+        self._batch = _BATCH.set(self.batch)
         return self
 
     def __exit__(self, *exc) -> None:
-        _EDGES.reset(self._edges)
+        _BATCH.reset(self._batch)
         _ROWS.reset(self._token)

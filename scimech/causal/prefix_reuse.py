@@ -423,8 +423,11 @@ def recording_reused(
     outs = {n for sc in shortcuts for n in sc.reused}
     ins = {sc.resume.inner for sc in shortcuts if sc.resume is not None}
     # a resumed module that returns more than its projection: what it returns beside it, recorded
-    more = {sc.resume.outer: _extras(sc.resume.structure) for sc in shortcuts if sc.resume is not None}
-    more = {k: v for k, v in more.items() if v}
+    more = {
+        sc.resume.outer: (sc.resume.inner, _extras(sc.resume.structure))
+        for sc in shortcuts
+        if sc.resume is not None and _extras(sc.resume.structure)
+    }
 
     def batched(obj) -> bool:
         leaves = _leaves(obj)
@@ -440,12 +443,11 @@ def recording_reused(
                 if name in outs and batched(out):
                     got["output", name] = map_tensors(out, lambda t: t.detach().clone())
                 if name in more:
-                    kept = [out[i] for i in more[name]]
+                    inner_name, where = more[name]
+                    kept = [out[i] for i in where]
                     # kept only when batched and not much larger than the projection's input (attention
                     # weights of long sequences are computed again rather than held)
-                    x = got.get(
-                        ("input", next(sc.resume.inner for sc in shortcuts if sc.resume and sc.resume.outer == name))
-                    )
+                    x = got.get(("input", inner_name))
                     if batched(kept) and x is not None and sum(t.numel() for t in kept) <= 4 * x.numel():
                         got["extras", name] = [t.detach().clone() for t in kept]
                 return out

@@ -219,6 +219,7 @@ def _close(a: torch.Tensor, b: torch.Tensor) -> tuple[bool, float]:
     return same_values(a, b, max(ROW_CHECK_RTOL, tolerance(a.dtype)))
 
 
+@steady_heap()  # big tiled temporaries reused, not paged in afresh (scimech.run.memory)
 def sweep_tiles(
     model: nn.Module,
     targets: Sequence[Target],
@@ -246,15 +247,6 @@ def sweep_tiles(
     metric must equal ``baseline`` (the untiled run), else ``k`` drops to 1 and no module is
     reused from then on.
     """
-    with steady_heap():  # big tiled temporaries reused, not paged in afresh (scimech.run.memory)
-        _sweep_tiles(
-            model, targets, batch, b, make, metric, tgt, forward, k, row, reuse, what, last, check, baseline, per_sample
-        )
-
-
-def _sweep_tiles(
-    model, targets, batch, b, make, metric, tgt, forward, k, row, reuse, what, last, check, baseline, per_sample
-) -> None:
     last = last or {}
     if check is not None and check.coupled:
         k, reuse = 1, None

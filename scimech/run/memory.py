@@ -21,6 +21,7 @@ environment, it does nothing.
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import platform
 import threading
@@ -35,7 +36,9 @@ _lock = threading.Lock()
 _depth = 0
 
 
+@functools.cache
 def _libc():
+    """glibc's malloc controls, found once (``platform.libc_ver`` reads the interpreter's binary)."""
     if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
         return None
     try:
