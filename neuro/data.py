@@ -203,15 +203,29 @@ def _split_labels(ds: xr.Dataset, splits, trial: np.ndarray, cond: np.ndarray, h
 
 
 _PADDING = "padding"
+#: steps of a held-out condition that only serve as context (ZAPBench scores it from step MAX_CONTEXT_LENGTH)
+_CONTEXT_ONLY = "held-out context only"
+#: labels whose steps are never forecast
+_UNSCORED = (_PADDING, _CONTEXT_ONLY)
 
 
 def _zapbench(ds, splits, trial, cond, held_out, context: int, horizon: int):
-    """ZAPBench's splits (see :data:`ZAPBENCH`): ``(held_out, max_windows, stride, split, reach)``."""
+    """ZAPBench's splits (see :data:`ZAPBENCH`): ``(held_out, max_windows, stride, split, reach)``.
+
+    The arithmetic is ZAPBench's own (``zapbench/data_utils.py``, ``get_condition_bounds`` and
+    ``adjust_condition_bounds_for_split``): each condition loses ``CONDITION_PADDING`` steps at either
+    end; of the ``n`` left, ``int(0.2 n)`` test steps end it, ``int(0.1 n)`` validation steps come
+    before them and the rest trains (:func:`neuro.zapbench.condition_split`); val and test contexts
+    reach back into the steps before (``inclusive_min += n_train - context``); the held-out condition
+    is forecast from its step ``MAX_CONTEXT_LENGTH`` on (``test_holdout``: ``inclusive_min +=
+    MAX_CONTEXT_LENGTH - context``), its earlier steps serving as context only."""
+    from .zapbench import condition_split, held_out_first_step
+
     z = ZAPBENCH
     if splits is not None or "split" in ds:
         raise ConfigError(
-            "protocol 'zapbench' makes its own splits (70/10/20 % of each condition in time); give "
-            "no splits (and drop the file's 'split' variable) to use it."
+            "protocol 'zapbench' makes its own splits (int(0.2 n) test and int(0.1 n) validation steps at the end "
+            "of each condition, the rest training); give no splits (and drop the file's 'split' variable) to use it."
         )
     if horizon != z["horizon"] or not 1 <= context <= z["max_context"]:
         raise ConfigError(
@@ -230,17 +244,24 @@ def _zapbench(ds, splits, trial, cond, held_out, context: int, horizon: int):
     T, pad = len(cond), z["condition_padding"]
     split = np.full(T, _PADDING, dtype=object)
     reach = {}
-    f_tr = 1.0 - z["val_fraction"] - z["test_fraction"]
     for a, b in _segments([trial, cond]):
         a2, b2 = a + pad, b - pad
         if b2 <= a2:
             continue
         if cond[a] in held_out:
-            split[a2:b2] = HELD_OUT_SUITE
+            first = a2 + held_out_first_step()
+            if b2 - first < horizon:
+                raise ConfigError(
+                    f"protocol 'zapbench' forecasts the held-out condition {cond[a]!r} from its step "
+                    f"{held_out_first_step()} (ZAPBench's MAX_CONTEXT_LENGTH) on, but it has {b2 - a2} steps after "
+                    f"the padding, fewer than {held_out_first_step()} + horizon {horizon}: hold out a longer "
+                    "condition (held_out=...)."
+                )
+            split[a2:first], split[first:b2] = _CONTEXT_ONLY, HELD_OUT_SUITE
+            reach[first] = a2
             continue
-        n = b2 - a2
-        c1 = a2 + int(round(f_tr * n))
-        c2 = a2 + int(round((f_tr + z["val_fraction"]) * n))
+        n_tr, n_va, _ = condition_split(b2 - a2)
+        c1, c2 = a2 + n_tr, a2 + n_tr + n_va
         split[a2:c1], split[c1:c2], split[c2:b2] = "train", "val", "test"
         reach[c1] = reach[c2] = a2  # val and test contexts may start back in the condition
     split = split.astype(str)
@@ -272,8 +293,9 @@ def _assign_splits(
     if protocol == "zapbench":
         held_out, max_windows, stride, split, reach = _zapbench(ds, splits, trial, cond, held_out, context, horizon)
         how = (
-            "ZAPBench's protocol: one padding step at either end of each condition, then 70 / 10 / 20 % "
-            "train / val / test in time"
+            "ZAPBench's protocol: one padding step at either end of each condition, then int(0.2 n) test and "
+            "int(0.1 n) validation steps at its end, the rest training (zapbench/data_utils.py); the held-out "
+            "condition forecast from its step 256 (MAX_CONTEXT_LENGTH) on"
         )
     else:
         split = _split_labels(ds, splits, trial, cond, held_out)
@@ -439,9 +461,11 @@ def from_traces(
 
     protocol
         ``"zapbench"``: ZAPBench's protocol (:data:`ZAPBENCH`): each condition loses one step
-        at either end, then its first 70 % trains, the next 10 % validates and the last 20 %
-        tests (``splits`` must be None); the held-out condition (default ``taxis``, else give
-        ``held_out``) is the OOD suite ``held_out_condition``; context at most 256 (the
+        at either end; of the ``n`` steps left, the last ``int(0.2 n)`` test, the ``int(0.1 n)``
+        before them validate and the rest trains, as ``zapbench/data_utils.py`` counts them
+        (``splits`` must be None); the held-out condition (default ``taxis``, else give
+        ``held_out``) is the OOD suite ``held_out_condition``, forecast from its step 256
+        (``MAX_CONTEXT_LENGTH``) on whatever the context; context at most 256 (the
         benchmark reports 4 and 256), horizon 32; every window at stride 1
         (``max_windows`` ignored), each forecast inside its split, its context reaching back
         into the same condition's earlier steps. Windows are cut lazily (no memory until
@@ -496,7 +520,7 @@ def from_traces(
     Sz = (S / stim_scale).astype(np.float32)
     pieces = {}
     for a, b in _segments([trial, cond, split]):
-        if split[a] != _PADDING:
+        if split[a] not in _UNSCORED:
             pieces.setdefault(split[a], []).append((a, b))
     train_series, train_stim = _train_trials(Z, Sz, pieces["train"], context + horizon)
     val = _windows(Z, Sz, pieces["val"], context, horizon, stride, max_windows, seed + 1, reach)

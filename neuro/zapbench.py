@@ -18,7 +18,7 @@ coordinate and no condition labels: the conditions are the step ranges of
 
 from __future__ import annotations
 
-__all__ = ["ZAPBENCH", "TIME_DIMS", "NEURON_DIMS", "TRIAL_DIMS", "zarr_node"]
+__all__ = ["ZAPBENCH", "TIME_DIMS", "NEURON_DIMS", "TRIAL_DIMS", "zarr_node", "condition_split", "held_out_first_step"]
 
 ZAPBENCH = dict(
     condition_padding=1,
@@ -31,6 +31,25 @@ ZAPBENCH = dict(
     condition_names=("gain", "dots", "flash", "taxis", "turning", "position", "open loop", "rotation", "dark"),
     condition_offsets=(0, 649, 2422, 3078, 3735, 5047, 5638, 6623, 7279, 7879),
 )
+
+
+def condition_split(n_steps: int) -> tuple[int, int, int]:
+    """``(train, val, test)`` steps of one condition of ``n_steps`` (its padding already removed), as
+    ZAPBench's ``zapbench/data_utils.py`` (``adjust_condition_bounds_for_split``) counts them:
+    ``int(n * TEST_FRACTION)`` test steps at the condition's end, ``int(n * VAL_FRACTION)`` validation
+    steps before them, the rest training (truncated, not rounded: 647 steps give 454 / 64 / 129)."""
+    n_test = int(n_steps * ZAPBENCH["test_fraction"])
+    n_val = int(n_steps * ZAPBENCH["val_fraction"])
+    return n_steps - n_test - n_val, n_val, n_test
+
+
+def held_out_first_step() -> int:
+    """The first forecast step of a held-out condition, counted from its first step after the padding:
+    ZAPBench's ``test_holdout`` split starts the contexts at ``MAX_CONTEXT_LENGTH - context``
+    (``zapbench/data_utils.py``), so its forecasts start at ``MAX_CONTEXT_LENGTH`` (256) whatever the
+    context, and a short and a long context are scored on the same steps."""
+    return int(ZAPBENCH["max_context"])
+
 
 #: names a bare array's axes may carry (zarr v3 ``dimension_names``, or xarray's v2
 #: ``_ARRAY_DIMENSIONS``) for time and for neurons; ZAPBench's own are ``t`` and ``f``
