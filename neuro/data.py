@@ -379,6 +379,14 @@ def _stimulus(ds: xr.Dataset, stimulus, cond: np.ndarray) -> np.ndarray:
     return S
 
 
+def _sources(source) -> str:
+    """Several paths (suite2p's plane folders) in words, else the kind of object given."""
+    from .reader import many_paths
+
+    paths = many_paths(source) if isinstance(source, (list, tuple)) else None
+    return "; ".join(map(str, paths)) if paths else type(source).__name__
+
+
 def _meta(ds: xr.Dataset, N: int, cond: np.ndarray, source, **stats) -> dict:
     """The task's per-unit metadata: names, no cell types, the wiring prior (or every edge
     allowed, no sign imposed), the z-scoring statistics and where the traces came from."""
@@ -405,7 +413,7 @@ def _meta(ds: xr.Dataset, N: int, cond: np.ndarray, source, **stats) -> dict:
         **stats,
         has_prior="prior_mask" in ds,
         conditions=sorted(set(cond)),
-        source=str(source) if isinstance(source, (str, Path)) else type(source).__name__,
+        source=str(source) if isinstance(source, (str, Path)) else _sources(source),
     )
 
 

@@ -38,6 +38,7 @@ line that names the fix:
 
 from __future__ import annotations
 
+import glob
 import json
 import warnings
 from pathlib import Path
@@ -55,6 +56,7 @@ from scimech.errors import (
 from scimech.studies.reading import Reading
 from scimech.studies.units import factor
 
+from .suite2p import plane_folders, read_suite2p
 from .zapbench import NEURON_DIMS, TIME_DIMS, TRIAL_DIMS, ZAPBENCH, zarr_node
 
 __all__ = ["read_recording", "CONDITION_SUFFIXES", "JITTER", "PLAUSIBLE_DT", "RATE_ATTRS"]
@@ -75,10 +77,47 @@ def _listed(idx, names=None) -> str:
 
 
 # ----------------------------------------------------------------------------- opening
+def many_paths(source) -> list[Path] | None:
+    """The paths of ``source`` when it names several: a list of paths, or a glob (``"run/suite2p/plane*"``);
+    ``None`` for anything else (one path, a Dataset, an array). A glob that matches nothing is refused."""
+    if isinstance(source, (list, tuple)) and source and all(isinstance(s, (str, Path)) for s in source):
+        return [Path(s) for s in source]
+    if isinstance(source, (str, Path)) and not Path(source).exists() and any(c in str(source) for c in "*?["):
+        found = sorted(Path(p) for p in glob.glob(str(source)))
+        if not found:
+            raise FileNotFoundError(f"No file or folder matches {source}; check the pattern (quote it in a shell).")
+        return found
+    return None
+
+
+def _open_many(paths: list[Path], reading: Reading) -> xr.Dataset:
+    """Several paths as one recording: the plane folders of one suite2p run (:mod:`neuro.suite2p`)."""
+    folders = []
+    for p in paths:
+        if not p.exists():
+            raise FileNotFoundError(f"No traces at {p}.")
+        planes = plane_folders(p)
+        if not planes:
+            raise ConfigError(
+                f"{p} is not a suite2p plane folder: several paths are read together only as the plane folders of "
+                "one suite2p run. Give one traces file (a zarr store, a netCDF or a .npy), or join your sessions "
+                "into one: xr.concat([...], 'time') with a 'trial' variable (a session number per step) and a "
+                "'condition' per step, written with .to_netcdf(...)."
+            )
+        folders += planes
+    return read_suite2p(folders, reading)
+
+
 def _open(source, reading: Reading) -> xr.Dataset:
-    """A Dataset (lazy where the format allows) from a path, a Dataset or an array; sets ``reading.product``."""
+    """A Dataset (lazy where the format allows) from a path (or several: :func:`many_paths`), a Dataset or an
+    array; sets ``reading.product``."""
+    paths = many_paths(source)
+    if paths is not None:
+        return _open_many(paths, reading)
     if isinstance(source, (str, Path)):
         path = Path(source)
+        if plane_folders(path):
+            return read_suite2p(plane_folders(path), reading)
         if not path.exists():
             raise FileNotFoundError(f"No traces at {path}; give a zarr store or array, a netCDF file or a .npy array.")
         if path.is_file() and path.stat().st_size == 0:
@@ -765,10 +804,26 @@ def _conditions_file(path: Path, T: int, dt: float | None = None) -> np.ndarray:
 
 
 def _beside(path: Path) -> list[Path]:
-    """Condition files beside a store: ``<stem>.conditions.<ext>`` and ``conditions.<ext>``."""
+    """Condition files beside a store: ``<stem>.conditions.<ext>`` and ``conditions.<ext>``; in a suite2p
+    output folder, also ``conditions.<ext>`` inside it."""
     stem = path.name[: -len(path.suffix)] if path.suffix else path.name
     names = [f"{stem}.conditions{s}" for s in CONDITION_SUFFIXES] + [f"conditions{s}" for s in CONDITION_SUFFIXES]
-    return [path.parent / n for n in names if (path.parent / n).is_file()]
+    found = [path.parent / n for n in names if (path.parent / n).is_file()]
+    if path.is_dir() and zarr_node(path) is None:
+        found += [path / f"conditions{s}" for s in CONDITION_SUFFIXES if (path / f"conditions{s}").is_file()]
+    return found
+
+
+def _anchor(source):
+    """The path condition files are looked for beside: the suite2p output folder of plane folders
+    (given one by one, by a glob or as a folder), else ``source`` itself."""
+    paths = many_paths(source)
+    if paths is None and isinstance(source, (str, Path)) and plane_folders(source):
+        paths = [Path(source)]
+    if paths:
+        planes = plane_folders(paths[0])
+        return planes[0].parent if planes else paths[0].parent
+    return source
 
 
 def _conditions(ds: xr.Dataset, conditions, source, reading: Reading, dt: float | None = None) -> xr.Dataset:
@@ -935,9 +990,10 @@ def read_recording(source, *, conditions=None, dt: float | None = None) -> tuple
     Parameters
     ----------
     source
-        A zarr store or bare zarr array (a folder), a netCDF file, a ``.npy`` array, an
-        ``xr.Dataset``, an ``xr.DataArray`` of the traces (its axis names and coordinates read) or a
-        ``(time, neuron)`` array.
+        A zarr store or bare zarr array (a folder), a netCDF file, a ``.npy`` array, a suite2p output
+        (its ``suite2p/`` folder, the folder above it, one ``planeN`` folder, a list of plane folders or
+        a glob of them: :mod:`neuro.suite2p`), an ``xr.Dataset``, an ``xr.DataArray`` of the traces
+        (its axis names and coordinates read) or a ``(time, neuron)`` array.
     conditions
         One label per time step, a file of them (``.npy``, ``.txt``, ``.csv``, ``.tsv``, ``.json``;
         or step ranges), or ``"zapbench"`` (ZAPBench's condition offsets). Default: the file's
@@ -953,13 +1009,14 @@ def read_recording(source, *, conditions=None, dt: float | None = None) -> tuple
         dropped), ``condition (time)``, the file's other variables, ``attrs["dt"]`` (s); and the
         reading.
     """
-    path_like = isinstance(source, (str, Path))
-    reading = Reading(product="", source=str(source) if path_like else "")
+    anchor = _anchor(source)
+    path_like = isinstance(anchor, (str, Path))
+    reading = Reading(product="", source=str(anchor) if path_like else "")
     ds = _open(source, reading)
     ds = _activity(ds, reading)
     step = _sampling(ds, None if dt is None else float(dt), reading)
     ds = _stack_trials(ds, reading)
-    ds = _conditions(ds, conditions, source, reading, step)
+    ds = _conditions(ds, conditions, anchor, reading, step)
     ds = _drop_neurons(ds, reading)
     _extras(ds, reading)
     return ds.assign_attrs(dt=step), reading
