@@ -9,6 +9,18 @@
 The HTML copy is rendered from the same Markdown (CommonMark plus tables, raw HTML escaped),
 so bold text, lists and links look in a browser as they do in a Markdown viewer. A relative
 link to ``x/report.md`` opens ``x/report.html`` instead when that file exists at ``write()``.
+
+How a report reads:
+
+- ``world``: what the results are about, ``"synthetic world (<size>)"`` or ``"your product
+  (<name>)"`` (:func:`scimech.studies.competence.synthetic_world`); it is said under the title
+  and tags every figure's and table's caption;
+- :meth:`Report.competence`: the model against its field's yardsticks, always the report's first
+  section, wherever it is called;
+- within each section (the blocks between two headings) the text comes first, then the figures,
+  then the tables, in the order they were added;
+- a table wider than :data:`MAX_COLUMNS` columns is shown as several tables of at most that many
+  columns, each with the row labels, so no column is hidden behind a scroll bar.
 """
 
 from __future__ import annotations
@@ -28,7 +40,10 @@ from markdown_it import MarkdownIt
 
 from scimech.run.results import atomic_write_text, provenance
 
-__all__ = ["Report"]
+__all__ = ["Report", "MAX_COLUMNS"]
+
+#: the most columns (row labels included) one table shows; wider tables are split
+MAX_COLUMNS = 8
 
 
 def _to_frame(table: Any) -> pd.DataFrame:
@@ -76,7 +91,7 @@ _CSS = (
     "body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;"
     "line-height:1.5;color:#222}"
     "table{border-collapse:collapse;margin:1em 0}"
-    "th,td{border:1px solid #ccc;padding:4px 10px;text-align:left;vertical-align:top}"
+    "th,td{border:1px solid #ccc;padding:4px 10px;text-align:left;vertical-align:top;overflow-wrap:break-word}"
     "th{background:#f2f2f2}.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}"
     "caption{text-align:left;font-weight:bold;padding:.3em 0}.wide{overflow-x:auto;margin:1em 0}.wide table{margin:0}"
     "img{max-width:100%;height:auto}figure{margin:1em 0}figcaption{font-style:italic;color:#444}"
@@ -148,9 +163,43 @@ def _html_table(df: pd.DataFrame, caption: str, index: bool, env: dict) -> str:
     return f"<div class='wide'><table>{cap}\n<thead><tr>{head}</tr></thead>\n<tbody>\n{rows}</tbody></table></div>"
 
 
+def _column_chunks(df: pd.DataFrame, index: bool) -> list[pd.DataFrame]:
+    """The table in pieces of at most :data:`MAX_COLUMNS` columns (row labels counted), every column shown."""
+    per = MAX_COLUMNS - (1 if index else 0)
+    if df.shape[1] <= per:
+        return [df]
+    return [df.iloc[:, k : k + per] for k in range(0, df.shape[1], per)]
+
+
+def _chunk_caption(caption: str, k: int, n: int, df: pd.DataFrame, start: int) -> str:
+    if n == 1:
+        return caption
+    return f"{caption} (columns {start + 1}-{start + df.shape[1]}, part {k + 1} of {n})"
+
+
 def _generated() -> str:
     """The provenance line under the title (no final full stop)."""
     return f"Generated {_dt.datetime.now(_dt.UTC):%Y-%m-%d %H:%M} UTC by scimech {provenance()['scimech_version']}"
+
+
+def _markdown_table(df: pd.DataFrame, caption: str, index: bool) -> list[str]:
+    """A pipe table (several, each with the row labels, when wider than :data:`MAX_COLUMNS`)."""
+    lines: list[str] = []
+    chunks = _column_chunks(df, index)
+    start = 0
+    for k, part in enumerate(chunks):
+        cap = _chunk_caption(caption, k, len(chunks), part, start)
+        start += part.shape[1]
+        if cap:
+            lines += [f"**{cap}**", ""]
+        cols = ([part.index.name or ""] if index else []) + [str(c) for c in part.columns]
+        lines.append("| " + " | ".join(map(_cell, cols)) + " |")
+        lines.append("|" + "---|" * len(cols))
+        for idx, row in part.iterrows():
+            cells = ([_fmt(idx)] if index else []) + [_fmt(v) for v in row.to_numpy()]
+            lines.append("| " + " | ".join(map(_cell, cells)) + " |")
+        lines.append("")
+    return lines
 
 
 class Report:
@@ -162,14 +211,37 @@ class Report:
         Folder of the report; figures go to ``out_dir/figures``.
     title
         The report's heading.
+    world
+        What the results are about (``"synthetic world (12 x 16 grid, ...)"``, ``"your product
+        (oras5.zarr)"``): said under the title and added to every caption.
     """
 
-    def __init__(self, out_dir: str | os.PathLike, title: str):
+    def __init__(self, out_dir: str | os.PathLike, title: str, world: str | None = None):
         self.out_dir = Path(out_dir)
         self.fig_dir = self.out_dir / "figures"
         self.fig_dir.mkdir(parents=True, exist_ok=True)
         self.title = title
+        self.world = world
         self._blocks: list[tuple[str, Any]] = []
+        self._opening: list[tuple[str, Any]] = []
+
+    def _tagged(self, caption: str) -> str:
+        """The caption with the world it is about (``caption · synthetic world (...)``)."""
+        if not self.world:
+            return caption
+        return f"{caption} · {self.world}" if caption else self.world
+
+    def competence(self, table: Any) -> Report:
+        """The report's first section, wherever this is called: the dissected model against its
+        field's yardsticks (:func:`scimech.studies.competence.competence`), its verdict first."""
+        from .competence import competence_frame, competence_markdown
+
+        self._opening = [
+            ("heading", (2, "Is the model competent?")),
+            ("text", competence_markdown(table)),
+            ("table", (competence_frame(table), self._tagged("The model against its field's yardsticks"), True)),
+        ]
+        return self
 
     def heading(self, text: str, level: int = 2) -> Report:
         self._blocks.append(("heading", (level, text)))
@@ -189,19 +261,43 @@ class Report:
         fig.savefig(tmp, dpi=dpi, bbox_inches="tight")
         os.replace(tmp, path)
         plt.close(fig)
-        self._blocks.append(("figure", (path, caption)))
+        self._blocks.append(("figure", (path, self._tagged(caption))))
         return path
 
     def table(self, table: Any, caption: str = "", index: bool = True) -> Report:
         """A table from a DataFrame, dict or xarray object; text cells may hold inline Markdown."""
         df = _to_frame(table)
-        self._blocks.append(("table", (df, caption, index)))
+        self._blocks.append(("table", (df, self._tagged(caption), index)))
         return self
+
+    def _ordered(self) -> list[tuple[str, Any]]:
+        """The competence section first; then, within each section, text, figures, tables."""
+        out: list[tuple[str, Any]] = list(self._opening)
+        section: list[tuple[str, Any]] = []
+        rank = {"text": 0, "figure": 1, "table": 2}
+
+        def flush():
+            out.extend(sorted(section, key=lambda b: rank[b[0]]))  # stable: the order they were added
+            section.clear()
+
+        for block in self._blocks:
+            starts = block[0] == "heading" or (block[0] == "text" and str(block[1]).lstrip().startswith("#"))
+            if starts:
+                flush()
+            if block[0] == "heading":
+                out.append(block)
+            else:
+                section.append(block)
+        flush()
+        return out
+
+    def _subtitle(self) -> str:
+        return _generated() + (f". Results on the {self.world}" if self.world else "")
 
     # writers ----------------------------------------------------------------------
     def _markdown(self) -> str:
-        lines = [f"# {self.title}", "", f"_{_generated()}._", ""]
-        for kind, payload in self._blocks:
+        lines = [f"# {self.title}", "", f"_{self._subtitle()}._", ""]
+        for kind, payload in self._ordered():
             if kind == "heading":
                 level, text = payload
                 lines += ["#" * level + " " + text, ""]
@@ -214,16 +310,7 @@ class Report:
                 if caption:
                     lines += [f"*{caption}*", ""]
             elif kind == "table":
-                df, caption, index = payload
-                if caption:
-                    lines += [f"**{caption}**", ""]
-                cols = ([df.index.name or ""] if index else []) + [str(c) for c in df.columns]
-                lines.append("| " + " | ".join(map(_cell, cols)) + " |")
-                lines.append("|" + "---|" * len(cols))
-                for idx, row in df.iterrows():
-                    cells = ([_fmt(idx)] if index else []) + [_fmt(v) for v in row.to_numpy()]
-                    lines.append("| " + " | ".join(map(_cell, cells)) + " |")
-                lines.append("")
+                lines += _markdown_table(*payload)
         return "\n".join(lines)
 
     def _html(self) -> str:
@@ -234,9 +321,9 @@ class Report:
             f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title>"
             f"<style>{_CSS}</style></head><body>",
             f"<h1>{_MD.renderInline(self.title, env)}</h1>",
-            f"<p class='meta'>{html.escape(_generated())}.</p>",
+            f"<p class='meta'>{html.escape(self._subtitle())}.</p>",
         ]
-        for kind, payload in self._blocks:
+        for kind, payload in self._ordered():
             if kind == "heading":
                 level, text = payload
                 parts.append(f"<h{level}>{_MD.renderInline(text, env)}</h{level}>")
@@ -252,7 +339,11 @@ class Report:
                 )
             elif kind == "table":
                 df, caption, index = payload
-                parts.append(_html_table(df, caption, index, env))
+                chunks = _column_chunks(df, index)
+                start = 0
+                for k, part in enumerate(chunks):
+                    parts.append(_html_table(part, _chunk_caption(caption, k, len(chunks), part, start), index, env))
+                    start += part.shape[1]
         parts.append("</body></html>")
         return "\n".join(parts)
 

@@ -1,4 +1,18 @@
-"""Verdicts: what a study hands back, one shape for every study.
+"""Verdicts: what a study hands back, one shape and one vocabulary for every study.
+
+One vocabulary (every study's lines begin with one of these words, details in parentheses after it):
+
+- a reference finding: ``REPRODUCED``, ``NOT reproduced``, ``UNDECIDED`` (its interval holds the
+  value that would decide it) or ``NOT ASSESSED`` (a number it rests on is missing);
+- a planted truth (the mechanism built into a synthetic world): ``RECOVERED``, ``MISSED`` or
+  ``NOT ASSESSED``; a reference finding that was planted in the model reads ``RECOVERED
+  (planted)`` / ``MISSED (planted)`` (never ``REPRODUCED``: that would credit the reference with
+  what was built in).
+
+One recovery rule (:func:`interval_clears`, :func:`interval_within`): a truth is recovered when the
+whole bootstrap interval lies on the expected side of its threshold (above 0, above an AUROC of
+0.75, below a relative distance of 1, on the truth's side of 0), or wholly inside the tolerance
+around a planted value, never by the estimate's sign or value alone.
 
 - :class:`Finding`: one reference claim, its verdict and the numbers behind it; :func:`assess`
   gives a verdict only from finite numbers: a finding whose inputs are missing or NaN (one
@@ -35,6 +49,17 @@ __all__ = [
     "text_table",
     "PLANTED_WORDING",
     "planted_wording",
+    "REPRODUCED",
+    "NOT_REPRODUCED",
+    "UNDECIDED",
+    "NOT_ASSESSED",
+    "RECOVERED",
+    "MISSED",
+    "FINDING_WORDS",
+    "TRUTH_WORDS",
+    "interval_clears",
+    "interval_within",
+    "truth_word",
 ]
 
 RECOVERY_FILE = "recovery.txt"  # first line: "<study> planted truth: K of N recovered (...)", then the table
@@ -42,14 +67,42 @@ FINDINGS_FILE = "findings.txt"  # one line per reference finding with its verdic
 
 Verdict = Literal["REPRODUCED", "NOT reproduced", "NOT ASSESSED"]
 
+REPRODUCED, NOT_REPRODUCED, UNDECIDED, NOT_ASSESSED = "REPRODUCED", "NOT reproduced", "UNDECIDED", "NOT ASSESSED"
+RECOVERED, MISSED = "RECOVERED", "MISSED"
+#: the words a reference finding's line begins with
+FINDING_WORDS = (REPRODUCED, NOT_REPRODUCED, UNDECIDED, NOT_ASSESSED)
+#: the words of a planted truth (a row of the planted-truth table, a planted finding)
+TRUTH_WORDS = (RECOVERED, MISSED, NOT_ASSESSED)
+
 #: how a reference finding reads on a model where it was planted: "REPRODUCED" would credit the
 #: reference with what was built in; the line says whether the study recovered it (``Finding.wording``)
-PLANTED_WORDING = {True: "planted: recovered", False: "planted: missed", None: "planted: not assessed"}
+PLANTED_WORDING = {True: f"{RECOVERED} (planted)", False: f"{MISSED} (planted)", None: f"{NOT_ASSESSED} (planted)"}
 
 
 def planted_wording(recovered: bool | None) -> str:
-    """``"planted: recovered"``, ``"planted: missed"`` or (``None``) ``"planted: not assessed"``."""
+    """``"RECOVERED (planted)"``, ``"MISSED (planted)"`` or (``None``) ``"NOT ASSESSED (planted)"``."""
     return PLANTED_WORDING[None if recovered is None else bool(recovered)]
+
+
+def truth_word(recovered: bool | None) -> str:
+    """``RECOVERED``, ``MISSED`` or (``None``) ``NOT ASSESSED``."""
+    return NOT_ASSESSED if recovered is None else RECOVERED if recovered else MISSED
+
+
+def interval_clears(low: float, high: float, threshold: float = 0.0, *, above: bool = True) -> bool | None:
+    """The one recovery rule: the whole interval ``[low, high]`` lies beyond ``threshold`` on the expected
+    side (``above``: ``low > threshold``; else ``high < threshold``). ``None`` when a bound is not finite."""
+    if not (finite(low) and finite(high) and finite(threshold)):
+        return None
+    return bool(float(low) > threshold) if above else bool(float(high) < threshold)
+
+
+def interval_within(low: float, high: float, centre: float, tolerance: float) -> bool | None:
+    """The rule for a planted value: the whole interval lies within ``centre +- tolerance`` (an
+    equivalence test: a wide interval is not a recovery). ``None`` when a number is not finite."""
+    if not all(finite(v) for v in (low, high, centre, tolerance)):
+        return None
+    return bool(centre - tolerance <= float(low) and float(high) <= centre + tolerance)
 
 
 @dataclass(frozen=True)
@@ -79,19 +132,22 @@ class Finding:
     qualifier: str = ""
     note: str = ""
     terse: bool = False
+    world: str = ""
 
     @property
     def assessed(self) -> bool:
         return self.verdict != "NOT ASSESSED"
 
     def line(self) -> str:
-        """The line ``findings.txt`` and ``scimech demo`` print."""
+        """The line ``findings.txt`` and ``scimech demo`` print (``world``: the data it was tested on,
+        ``[synthetic world (...)]`` at its end)."""
         head = f"{self.label}{self.wording or self.verdict}{self.qualifier}: {self.claim}"
+        tag = f" [{self.world}]" if self.world else ""
         if self.terse:
-            return head + (f" ({self.reason})" if not self.assessed else "") + self.note
+            return head + (f" ({self.reason})" if not self.assessed else "") + self.note + tag
         if not self.assessed and not self.wording:
-            return f"{head} ({self.reason})." + self.note
-        return head + (f" ({self.evidence})." if self.evidence else ".") + self.note
+            return f"{head} ({self.reason})." + self.note + tag
+        return head + (f" ({self.evidence})." if self.evidence else ".") + self.note + tag
 
 
 def finite(v: Any) -> bool:
@@ -177,7 +233,7 @@ class PlantedTruthRow:
 
     @property
     def verdict(self) -> str:
-        return "NOT ASSESSED" if self.recovered is None else "RECOVERED" if self.recovered else "MISSED"
+        return truth_word(self.recovered)
 
     @classmethod
     def from_interval(
@@ -193,16 +249,15 @@ class PlantedTruthRow:
         counted: bool = True,
     ) -> PlantedTruthRow:
         """Recovered when the whole interval clears ``threshold`` (above it, or below with
-        ``above=False``); not assessed when a bound is not finite."""
-        if not all(finite(v) for v in (estimate, ci_low, ci_high, threshold)):
-            rec = None
-        else:
-            rec = bool(ci_low > threshold) if above else bool(ci_high < threshold)
+        ``above=False``: :func:`interval_clears`); not assessed when a number is not finite."""
+        rec = interval_clears(ci_low, ci_high, threshold, above=above) if finite(estimate) else None
         return cls(truth, measure, float(estimate), float(ci_low), float(ci_high), float(threshold), rec, counted)
 
 
-def recovery_line(study: str, rows: Iterable[PlantedTruthRow], detail: str = "") -> str:
-    """``"<study> planted truth: K of N recovered (detail)"``; rows not assessed are named, not counted."""
+def recovery_line(study: str, rows: Iterable[PlantedTruthRow], detail: str = "", world: str = "") -> str:
+    """``"<study> planted truth: K of N recovered (detail) [world]"``: the one planted-truth summary of
+    every study; rows not assessed are named, not counted; rows not ``counted`` (contrasts) are left
+    to ``detail``."""
     rows = [r for r in rows if r.counted]
     k = sum(r.recovered is True for r in rows)
     n = sum(r.recovered is not None for r in rows)
@@ -210,7 +265,8 @@ def recovery_line(study: str, rows: Iterable[PlantedTruthRow], detail: str = "")
     extra = [detail] if detail else []
     if skipped:
         extra.append(f"{skipped} not assessed")
-    return f"{study} planted truth: {k} of {n} recovered" + (f" ({'; '.join(extra)})" if extra else "")
+    tag = f" [{world}]" if world else ""
+    return f"{study} planted truth: {k} of {n} recovered" + (f" ({'; '.join(extra)})" if extra else "") + tag
 
 
 def write_outcome(out: str | Path, findings: Sequence[Finding | str], recovery: str | None = None) -> list[Path]:
