@@ -30,7 +30,6 @@ from typing import Any
 
 import pandas as pd
 
-from scimech.analysis.concepts import REGIMES
 from scimech.errors import ConfigError
 from scimech.run.config import keys_as_written, read_config
 from scimech.run.options import number, whole
@@ -279,6 +278,8 @@ def make_config(values: Mapping[str, Any], size: str = "quick") -> StudyConfig:
     for key, allowed in _CHOICES.items():
         if getattr(cfg, key) not in allowed:
             raise ConfigError(f"Study setting {key!r} must be one of {list(allowed)}; got {getattr(cfg, key)!r}.")
+    from scimech.analysis.concepts import REGIMES  # torch: imported when a study's settings are checked
+
     bad_reg = [r for r in cfg.regimes if r not in REGIMES]
     if bad_reg:
         raise ConfigError(f"Unknown regime(s) {bad_reg}; choose from {sorted(REGIMES)}.")
@@ -397,7 +398,7 @@ def _data_axis(path: str) -> timeaxis.TimeAxis | None:
 
 def check_record(cfg: StudyConfig, axis: timeaxis.TimeAxis) -> None:
     """Refuse, before any work, a record too short for the study: the chronological split of
-    ``window`` and ``lead`` (:func:`ocean.samples.steps_needed`) must leave non-empty validation
+    ``window`` and ``lead`` (:func:`ocean.splits.steps_needed`) must leave non-empty validation
     and test splits and a year of training samples (the climatology forecast is per phase of the
     year). The message gives the length needed in the product's own steps.
 
@@ -406,7 +407,7 @@ def check_record(cfg: StudyConfig, axis: timeaxis.TimeAxis) -> None:
     DataValidationError
         The record is shorter than that.
     """
-    from .samples import steps_needed
+    from .splits import steps_needed
 
     fractions = tuple(float(f) for f in cfg.fractions)
     needed = steps_needed(window=cfg.window, lead=cfg.lead, fractions=fractions, train_min=axis.year_steps)

@@ -28,6 +28,7 @@ from scimech.studies.units import parse_units, registry
 
 from . import budget, concepts
 from .constants import KAPPA
+from .files import Source, is_many, open_files, product_files, source_text
 from .reading import describe_product, say_back
 from .validation import validate
 from .variables import (
@@ -44,7 +45,7 @@ from .variables import (
     rename_to_study,
 )
 
-__all__ = ["from_nemo", "open_store", "open_product", "inspect", "find_variables", "read_axes"]
+__all__ = ["from_nemo", "open_store", "open_source", "open_product", "inspect", "find_variables", "read_axes"]
 
 #: spellings pint (cf-xarray's registry) does not read, as it reads them; salinity scales are handled apart
 _PINT_SPELLING = {
@@ -461,6 +462,7 @@ def from_nemo(
     member: int | None = None,
     reading: Reading | None = None,
     mesh_mask: xr.Dataset | None = None,
+    problems: list[str] | None = None,
 ) -> xr.Dataset:
     """Map a CMIP6, ORAS5 / NEMO, Copernicus Marine, MOM6 or CESM dataset onto the study's layout.
 
@@ -536,7 +538,7 @@ def from_nemo(
     reading = reading if reading is not None else Reading(describe_product(ds))
     if not reading.product:
         reading.product = describe_product(ds)
-    ds = read_axes(ds, reading, mesh_mask=mesh_mask)  # the time axis and the grid first, on the raw product
+    ds = read_axes(ds, reading, mesh_mask=mesh_mask, problems=problems)  # the time axis and the grid first
     ds = _choose_dims(ds, select, member, reading)
     table = find_variables(ds, names, reading)
     ds, renamed = rename_to_study(ds, {**table, **_z_axis(ds, table)}, cf_units=False)
@@ -595,7 +597,12 @@ def from_nemo(
         }
     made = []
     if "mask" in out:
-        out, made = concepts.complete(out, kappa=kappa, scheme=scheme, advection=advection)
+        try:
+            out, made = concepts.complete(out, kappa=kappa, scheme=scheme, advection=advection)
+        except DataValidationError as err:
+            if problems is None:
+                raise
+            problems.append(f"the budget terms cannot be computed: {err}")
         if made:
             notes.append(
                 f"computed {made} (ocean.concepts; kappa {kappa:g} m2 s-1, {scheme} time "
@@ -671,7 +678,7 @@ def _mask_against_fields(out: xr.Dataset, source: str) -> None:
 
 
 def open_store(
-    path: str | os.PathLike,
+    path: Source,
     names: Mapping[str, str] | None = None,
     *,
     validate_schema: bool = True,
@@ -682,32 +689,40 @@ def open_store(
     member: int | None = None,
     mesh_mask: xr.Dataset | str | os.PathLike | None = None,
     reading: Reading | None = None,
+    problems: list[str] | None = None,
     **kwargs,
 ) -> xr.Dataset:
-    """Open a zarr store or netCDF file in the study's layout or as a product writes it.
+    """Open a product in the study's layout or as it is distributed: one zarr store or netCDF file, or many
+    files (a list of paths, a glob such as ``"cmip6/*_Omon_*.nc"``, or a folder of netCDF files).
 
-    The dataset is opened lazily; its time axis is read (:func:`ocean.timeaxis.read_time`: calendar,
-    frequency, gaps), then its grid (:func:`ocean.gridaxes.read_grid`: periodic longitude, staggered
-    currents, the mesh mask's metrics and ``tmask``), then its variables, units and signs
-    (:func:`from_nemo`; ``names``: more renames; ``select``, ``member``: extra dims; ``kappa``,
-    ``scheme``, ``advection``: how missing budget terms are computed); then it is checked by
-    :func:`validate` (``kwargs``: its ``inputs``, ``concepts``, ``target``, ``check_nans``; NaNs are
-    not checked by default, that reads every value). ``mesh_mask``: NEMO's ``mesh_mask.nc`` (a path
-    or a dataset). ``reading``: filled with what was read (:mod:`ocean.reading`).
+    Many files are combined lazily by :func:`ocean.files.open_files` (by variable and time chunk with
+    :func:`xarray.open_mfdataset`; a NEMO run's grid_T / grid_U / grid_V files on their points with
+    xnemogcm and the ``mesh_mask.nc`` / ``domain_cfg.nc`` found among them); files that do not belong
+    together, overlapping or missing time chunks are refused naming the files. The dataset's time axis is
+    read (:func:`ocean.timeaxis.read_time`: calendar, frequency, gaps), then its grid
+    (:func:`ocean.gridaxes.read_grid`: periodic longitude, staggered currents, the mesh mask's metrics and
+    ``tmask``), then its variables, units and signs (:func:`from_nemo`; ``names``: more renames;
+    ``select``, ``member``: extra dims; ``kappa``, ``scheme``, ``advection``: how missing budget terms are
+    computed); then it is checked by :func:`validate` (``kwargs``: its ``inputs``, ``concepts``,
+    ``target``, ``check_nans``; NaNs are not checked by default, that reads every value). ``mesh_mask``:
+    NEMO's ``mesh_mask.nc`` (a path or a dataset). ``reading``: filled with what was read
+    (:mod:`ocean.reading`), the files and how they were combined first. ``problems``: given a list, what
+    would stop a study but not the reading (a time axis that cannot be read, budget terms that cannot be
+    computed) is added to it in words instead of raised, so that the rest is still read (``inspect``).
 
     Raises
     ------
     DataValidationError
-        No file, a file that is not zarr or netCDF, or an empty one; a gap in time.
+        No file, a file that is not zarr or netCDF, or an empty one; a gap in time; files that do not
+        belong together.
     MissingVariableError, UnitsError, DimensionError, ConfigError
         From :func:`from_nemo` and :func:`validate`, naming the variable and the fix.
     """
-    path = Path(path)
-    ds = open_product(path)
+    reading = reading if reading is not None else Reading("", source_text(path))
+    reading.source = reading.source or source_text(path)
+    given = open_product(Path(mesh_mask)) if isinstance(mesh_mask, (str, os.PathLike)) else mesh_mask
+    ds, found = open_source(path, reading, mesh_mask=given)
     _refuse_empty(ds)
-    reading = reading if reading is not None else Reading(describe_product(ds), str(path))
-    reading.source = reading.source or str(path)
-    mesh = open_product(Path(mesh_mask)) if isinstance(mesh_mask, (str, os.PathLike)) else mesh_mask
     ds = from_nemo(
         ds,
         names,
@@ -717,18 +732,32 @@ def open_store(
         select=select,
         member=member,
         reading=reading,
-        mesh_mask=mesh,
+        mesh_mask=given if given is not None else found,
+        problems=problems,
     )
     kwargs.setdefault("check_nans", False)
     return validate(ds, **kwargs) if validate_schema else ds
 
 
-def open_product(path: str | os.PathLike) -> xr.Dataset:
-    """A zarr store or netCDF file, lazily; refused in one line when absent or unreadable."""
-    path = Path(path)
+def open_source(
+    path: Source, reading: Reading | None = None, *, mesh_mask: xr.Dataset | None = None
+) -> tuple[xr.Dataset, xr.Dataset | None]:
+    """The product ``path`` names, lazily, and the mesh mask found among its files (``None`` if none): one
+    zarr store or netCDF file as it is, many files combined by :func:`ocean.files.open_files`."""
+    if not is_many(path):
+        return open_product(product_files(path)[0]), None
+    return open_files(product_files(path), reading, mesh_mask=mesh_mask)
+
+
+def open_product(path: Source) -> xr.Dataset:
+    """A zarr store or netCDF file (or a product's many files, combined), lazily; refused in one line when
+    absent or unreadable."""
+    if is_many(path):
+        return open_source(path)[0]
+    path = Path(os.fspath(path if isinstance(path, (str, os.PathLike)) else path[0]))
     if not path.exists():
         raise DataValidationError(
-            f"No ocean data at {str(path)!r}: give a zarr store or a netCDF file "
+            f"No ocean data at {str(path)!r}: give a zarr store, a netCDF file, a folder of netCDF files or a glob "
             "(or create one with `scimech ocean synth --out ...`)."
         )
 
@@ -753,32 +782,91 @@ def open_product(path: str | os.PathLike) -> xr.Dataset:
         ) from err
 
 
-def read_axes(ds: xr.Dataset, reading: Reading, *, mesh_mask: xr.Dataset | None = None) -> xr.Dataset:
+def read_axes(
+    ds: xr.Dataset, reading: Reading, *, mesh_mask: xr.Dataset | None = None, problems: list[str] | None = None
+) -> xr.Dataset:
     """The product's time axis and grid read before its variables (:mod:`ocean.timeaxis`, :mod:`ocean.gridaxes`),
-    each filling its sections of ``reading``; a product with no time axis (a mesh mask) is passed as it is."""
+    each filling its sections of ``reading``; a product with no time axis (a mesh mask) is passed as it is.
+    ``problems``: a time axis that cannot be read is said there (and in ``reading``) instead of raised."""
     from .timeaxis import read_time, time_name
 
     if time_name(ds) is not None:
-        ds = read_time(ds, reading)
+        try:
+            ds = read_time(ds, reading)
+        except DataValidationError as err:
+            if problems is None:
+                raise
+            problems.append(f"the time axis: {err}")
+            reading.fact("time", "read", f"no: {str(err).split('. ')[0]}")
     from .gridaxes import read_grid
 
     return read_grid(ds, reading, mesh_mask=mesh_mask)
 
 
 def inspect(
-    path: str | os.PathLike,
+    path: Source,
     names: Mapping[str, str] | None = None,
     *,
     select: Mapping[str, int] | None = None,
     member: int | None = None,
     mesh_mask: str | os.PathLike | None = None,
+    size: str = "quick",
 ) -> Reading:
-    """Read the product at ``path`` as ``scimech ocean study --data`` would and say what was read.
+    """Read the product at ``path`` (one file or store, or many files: a list, a glob, a folder) as
+    ``scimech ocean study --data`` would, and say what was read, then what prevents a study.
 
-    Nothing is trained or computed beyond what the reader needs (no torch). Quantities the study needs
-    that the product lacks are rows marked ``missing``; a convention that cannot be read is refused as the
-    study would refuse it (the same one-line error).
+    Nothing is trained or computed beyond what the reader needs (no torch). The table holds whatever
+    could be read (quantities the product lacks are rows marked ``missing``); what would stop the study
+    on it is said in words in the section ``study`` (``can run``: ``yes``, or ``no`` and one line per
+    problem: a record too short for the ``size``'s window and split, a time axis that cannot be read, a
+    missing variable, files that do not belong together), never raised. Only the options' own errors
+    (``select`` or ``member`` naming what the product does not have) are raised, as
+    :class:`scimech.errors.ConfigError`.
     """
-    reading = Reading("", str(path))
-    open_store(path, names, validate_schema=False, select=select, member=member, mesh_mask=mesh_mask, reading=reading)
+    reading = Reading("", source_text(path))
+    problems: list[str] = []
+    out = None
+    try:
+        out = open_store(
+            path,
+            names,
+            validate_schema=False,
+            select=select,
+            member=member,
+            mesh_mask=mesh_mask,
+            reading=reading,
+            problems=problems,
+        )
+    except DataValidationError as err:
+        problems.append(str(err))
+    if not reading.product:
+        reading.product = "nothing could be read as an ocean product"
+    if out is not None:
+        problems += _study_problems(out, size)
+    if problems:
+        reading.fact("study", "can run", f"no ({len(problems)} problem{'s' if len(problems) > 1 else ''})")
+        for i, text in enumerate(problems, 1):
+            reading.fact("study", f"problem {i}", text)
+    else:
+        reading.fact("study", "can run", f"yes (the {size} size's window and split fit the record)")
     return reading
+
+
+def _study_problems(out: xr.Dataset, size: str) -> list[str]:
+    """What in the mapped product stops the study at ``size``: the schema (a missing variable, units) and the
+    record's length for the size's window, lead and split (:func:`ocean.plan.check_record`)."""
+    from .plan import StudyConfig, check_record
+    from .timeaxis import time_axis
+
+    found = []
+    try:
+        validate(out, check_nans=False)
+    except DataValidationError as err:
+        found.append(str(err))
+    if "time" in out.dims and np.issubdtype(out["time"].dtype, np.number):
+        return found  # the time axis could not be read: said already
+    try:
+        check_record(StudyConfig.sized(size), time_axis(out))
+    except DataValidationError as err:
+        found.append(f"{err} (the {size} size)")
+    return found
