@@ -8,7 +8,7 @@ DOCS_OUT := reports/docs
 export OMP_NUM_THREADS ?= 2
 export MPLBACKEND ?= Agg
 
-.PHONY: demo test bench lint format docs install clean
+.PHONY: demo test test-slow bench lint format docs install clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -22,8 +22,14 @@ $(STAMP): $(BIN)/python pyproject.toml
 
 install: $(STAMP)
 
+# the default tier: every behaviour at small size (about 6 min of pytest on 2 cores)
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=15
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=15 -m "not slow"
+
+# the slow tier (`@pytest.mark.slow`): notebooks run top to bottom, killed-and-resumed studies,
+# whole studies and long trainings, the pages that run for minutes; .ci/run runs it after `make test`
+test-slow: $(STAMP)
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=15 -m slow
 
 demo: $(STAMP)
 	$(BIN)/scimech demo --out reports/demo
