@@ -36,10 +36,12 @@ fluxes stay as observed and the template photo-z attenuates its models by ``EBV`
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 import astropy.units as u
 import numpy as np
+from astropy.constants import c as constants_c
 from astropy.io import fits
 from astropy.table import QTable
 
@@ -49,6 +51,7 @@ from scimech.studies.reading import Reading
 from . import constants
 from .cutouts import check_fluxes, parse_unit, read_cube, read_images
 from .split import MATCH_RADIUS_ARCSEC, duplicates, identity_columns, join_positions, object_groups
+from .sweeps import Source, catalogue_files, source_text, sweep_patch
 from .synthetic import GalaxySample, SyntheticConfig
 
 __all__ = [
@@ -73,7 +76,7 @@ LEGACY_COLUMNS: dict[str, tuple[str, u.UnitBase | None]] = {
 }
 #: study column -> (accepted names, first match wins; unit)
 OPTIONAL_COLUMNS: dict[str, tuple[tuple[str, ...], u.UnitBase | None]] = {
-    "z": (("Z", "REDSHIFT", "Z_SPEC"), None),
+    "z": (("Z", "REDSHIFT", "Z_SPEC", "CZ"), None),
     "a_v": (("A_V", "AV"), u.mag),
 }
 #: band -> the Milky Way transmission column (DR10 catalogues: 10^(-A_b / 2.5), A_b = R_b E(B-V))
@@ -146,6 +149,42 @@ def _column(hdu: fits.BinTableHDU, name: str, unit: u.UnitBase | None, path: Pat
             "column or fix its TUNIT card."
         ) from err
     return values * factor, found, "" if factor == 1 else f"{found.strip()} -> {_unit_text(unit)} (x {factor:.6g})"
+
+
+#: a redshift above this is no galaxy's (the most distant spectroscopically confirmed galaxies are at z ~ 14):
+#: such a column is a velocity cz in km/s without its unit
+MAX_REDSHIFT = 20.0
+_C_KMS = float(constants_c.to_value(u.km / u.s))
+
+
+def _redshift(hdu: fits.BinTableHDU, name: str, path: Path) -> tuple[np.ndarray, str, str]:
+    """The redshift column as z: a velocity (TUNIT ``km/s``, ``m/s``: the recession velocity cz) divided by c
+    (``astropy.constants.c``), a dimensionless one as it is; a velocity without units (``CZ``, or values beyond
+    :data:`MAX_REDSHIFT`) refused, naming the fix. Returns the values, the TUNIT as found and the conversion."""
+    values = np.ma.masked_invalid(np.ma.asarray(hdu.data[name], dtype=float))
+    idx = [c.name for c in hdu.columns].index(name)
+    found = (hdu.columns[idx].unit or "").strip()
+    got = parse_unit(found)
+    fix = f"set its TUNIT to 'km/s' (z = cz / c is then taken) or write z = cz / {_C_KMS:.6f} in a column Z"
+    if isinstance(got, u.UnrecognizedUnit):
+        raise UnitsError(f"{path}: column {name} has TUNIT '{found}', which astropy does not read as a unit; {fix}.")
+    if got is not None and got.is_equivalent(u.km / u.s):
+        z = np.ma.asarray((values.filled(np.nan) * got / constants_c).to_value(u.dimensionless_unscaled))
+        z = np.ma.masked_invalid(z)
+        return z, found, f"cz [{found}] / c -> z (z = cz / c, c = {_C_KMS:.6f} km/s, astropy.constants.c)"
+    if got is not None and got != u.dimensionless_unscaled:
+        raise UnitsError(
+            f"{path}: column {name} is in {got}; a redshift is dimensionless (or a velocity cz in km/s): fix its TUNIT."
+        )
+    if name.upper() == "CZ":
+        raise UnitsError(f"{path}: column CZ is a velocity without units (no TUNIT): {fix}.")
+    top = float(np.ma.max(values)) if values.count() else 0.0
+    if top > MAX_REDSHIFT:
+        raise UnitsError(
+            f"{path}: column {name} reaches {top:.6g}, no galaxy's redshift (the most distant are at z ~ 14): a "
+            f"velocity cz in km/s without units? {fix[0].upper() + fix[1:]}."
+        )
+    return values, found, ""
 
 
 def _centre_crop(cube: np.ndarray, size: int, path: Path) -> np.ndarray:
@@ -225,7 +264,300 @@ def _mw_transmission(hdu, names: dict[str, str], path: Path, ebv: np.ma.MaskedAr
     return out
 
 
-def read_legacy_survey(path: str | Path, images: str | Path | None = None, *, stamp: int | None = None) -> GalaxySample:
+@dataclass
+class _Table:
+    """What a catalogue file (or several, concatenated) holds for the study, before any row is dropped:
+    the study's columns (converted to its units) and the columns that decide which rows are kept."""
+
+    n: int
+    names: dict[str, str]
+    where: str
+    cols: dict[str, np.ma.MaskedArray]
+    found: dict[str, tuple[str, str, str]]
+    ident: tuple[str, ...]
+    ident_values: dict[str, np.ndarray]
+    ra: np.ndarray | None
+    dec: np.ndarray | None
+    release: np.ndarray | None
+    mw: dict[str, np.ma.MaskedArray] | None
+    types: np.ndarray | None
+    primary: dict[str, np.ndarray]
+    zwarn: np.ndarray | None
+    spectype: np.ndarray | None
+    zerr: tuple | None
+    file: np.ndarray
+    row: np.ndarray
+
+
+def _upper_strings(values) -> np.ndarray:
+    return np.char.strip(np.char.upper(np.asarray(values).astype(str)))
+
+
+def _refuse_missing(hdul: fits.HDUList, names: dict[str, str], where: str, path: Path) -> None:
+    missing = [col for col, _ in LEGACY_COLUMNS.values() if col not in names]
+    if missing:
+        raise MissingVariableError(
+            f"{path} lacks the Legacy Survey column(s) {missing} (has {sorted(names)} in {where}"
+            + (
+                "; no other table of the file has them either"
+                if sum(isinstance(h, fits.BinTableHDU) for h in hdul) > 1
+                else ""
+            )
+            + f"). {_missing_hint(missing)}The study needs "
+            f"{[c for c, _ in LEGACY_COLUMNS.values()]}: the g, r, i, z fluxes and inverse variances, "
+            "the shape (SHAPE_R, SHAPE_E1, SHAPE_E2) and the Milky-Way E(B-V)."
+        )
+
+
+def _study_columns(hdu, names: dict[str, str], path: Path) -> tuple[dict, dict]:
+    """The study's columns in its units, and per column ``(name, TUNIT as found, conversion)``."""
+    cols, found = {}, {}
+    for k, (col, unit) in LEGACY_COLUMNS.items():
+        cols[k], *rest = _column(hdu, names[col], unit, path)
+        found[k] = (names[col], *rest)
+    for k, (cands, unit) in OPTIONAL_COLUMNS.items():
+        name = next((names[c] for c in cands if c in names), None)
+        if name is not None:
+            cols[k], *rest = _redshift(hdu, name, path) if k == "z" else _column(hdu, name, unit, path)
+            found[k] = (name, *rest)
+    return cols, found
+
+
+def _read_table(path: Path, index: int = 0) -> _Table:
+    """One catalogue file read (see the module docstring); ``index``: its place among the files given."""
+    try:
+        with fits.open(path) as hdul:
+            hdu, n, names, where = _table(hdul, path)
+            _refuse_missing(hdul, names, where, path)
+            cols, found = _study_columns(hdu, names, path)
+            ident = identity_columns(names)
+
+            def get(c: str) -> np.ndarray | None:
+                return np.asarray(hdu.data[names[c]]) if c in names else None
+
+            return _Table(
+                n=n,
+                names=names,
+                where=where,
+                cols=cols,
+                found=found,
+                ident=ident,
+                ident_values={c: np.asarray(hdu.data[names[c]]) for c in ident},
+                ra=None if get("RA") is None else np.asarray(get("RA"), float),
+                dec=None if get("DEC") is None else np.asarray(get("DEC"), float),
+                release=get("RELEASE"),
+                mw=_mw_transmission(hdu, names, path, cols["ebv"]),
+                types=None if get("TYPE") is None else _upper_strings(get("TYPE")),
+                primary={c: _flag(hdu.data[names[c]]) for c in ("BRICK_PRIMARY", "ZCAT_PRIMARY") if c in names},
+                zwarn=None if get("ZWARN") is None else get("ZWARN").astype(np.int64),
+                spectype=None if get("SPECTYPE") is None else _upper_strings(get("SPECTYPE")),
+                zerr=_column(hdu, names["ZERR"], None, path) if "ZERR" in names else None,
+                file=np.full(n, index),
+                row=np.arange(n),
+            )
+    except (DataValidationError, FileNotFoundError, MissingVariableError, UnitsError):
+        raise
+    except (OSError, ValueError, TypeError, KeyError, EOFError) as err:
+        raise DataValidationError(
+            f"{path} is not a readable FITS catalogue ({type(err).__name__}: {str(err)[:200]})."
+        ) from err
+
+
+def _shape_of(t: _Table) -> dict[str, object]:
+    """What must agree between files read as one catalogue: the columns each holds."""
+    return {
+        "study columns": sorted(t.cols),
+        "identity": t.ident,
+        "MW_TRANSMISSION": t.mw is not None,
+        "RA/DEC": t.ra is not None and t.dec is not None,
+        "RELEASE": t.release is not None,
+        "TYPE": t.types is not None,
+        "flags": sorted(t.primary),
+        "ZWARN": t.zwarn is not None,
+        "SPECTYPE": t.spectype is not None,
+        "ZERR": t.zerr is not None,
+    }
+
+
+def _concatenate(tables: list[_Table], paths: list[Path]) -> _Table:
+    """Several files' tables as one (rows in file order), refused when they do not hold the same columns."""
+    first = _shape_of(tables[0])
+    for t, p in zip(tables[1:], paths[1:]):
+        other = _shape_of(t)
+        differ = [k for k in first if first[k] != other[k]]
+        if differ:
+            k = differ[0]
+            raise DataValidationError(
+                f"{p.name} and {paths[0].name} do not hold the same columns ({k}: {other[k]} vs {first[k]}); "
+                "files read as one catalogue must be of one kind (the sweeps of one release, each with the same "
+                "columns joined): add or drop the columns so that they agree, or read them apart."
+            )
+
+    def cat(get):
+        parts = [get(t) for t in tables]
+        if parts[0] is None:
+            return None
+        return np.ma.concatenate(parts) if isinstance(parts[0], np.ma.MaskedArray) else np.concatenate(parts)
+
+    found = {}
+    for k, (name, *_) in tables[0].found.items():
+        units = {t.found[k][1:] for t in tables}
+        found[k] = (name, *tables[0].found[k][1:]) if len(units) == 1 else (name, *_units_by_file(tables, paths, k))
+    t0 = tables[0]
+    return _Table(
+        n=sum(t.n for t in tables),
+        names=t0.names,
+        where=t0.where,
+        cols={k: cat(lambda t, k=k: t.cols[k]) for k in t0.cols},
+        found=found,
+        ident=t0.ident,
+        ident_values={c: cat(lambda t, c=c: t.ident_values[c]) for c in t0.ident},
+        ra=cat(lambda t: t.ra),
+        dec=cat(lambda t: t.dec),
+        release=cat(lambda t: t.release),
+        mw=None if t0.mw is None else {b: cat(lambda t, b=b: t.mw[b]) for b in t0.mw},
+        types=cat(lambda t: t.types),
+        primary={c: cat(lambda t, c=c: t.primary[c]) for c in t0.primary},
+        zwarn=cat(lambda t: t.zwarn),
+        spectype=cat(lambda t: t.spectype),
+        zerr=None if t0.zerr is None else (cat(lambda t: t.zerr[0]), *t0.zerr[1:]),
+        file=cat(lambda t: t.file),
+        row=cat(lambda t: t.row),
+    )
+
+
+def _units_by_file(tables: list[_Table], paths: list[Path], k: str) -> tuple[str, str]:
+    """A column's TUNIT and conversion when the files differ: each file's, named."""
+    tunits = "; ".join(f"{p.name}: {t.found[k][1] or '(none)'}" for t, p in zip(tables, paths))
+    convs = "; ".join(f"{p.name}: {t.found[k][2] or 'none'}" for t, p in zip(tables, paths))
+    return tunits, convs
+
+
+def _objects(t: _Table) -> tuple[np.ndarray, int]:
+    """One object number per row (its identity; rows of different RELEASE at one position joined), and how
+    many rows were joined across releases."""
+    groups = object_groups(t.ident_values) if t.ident else np.arange(t.n)
+    if t.ra is not None and t.dec is not None and t.release is not None:  # north and south photometry of one galaxy
+        return join_positions(groups, t.ra, t.dec, t.release)
+    return groups, 0
+
+
+def _psf_shapes(t: _Table) -> int:
+    """A point source has no size: DR10 writes SHAPE_R = SHAPE_E1 = SHAPE_E2 = 0 for TYPE PSF; a TYPE PSF row's
+    masked shape is read as 0 (in ``t.cols``); returns how many rows were so filled."""
+    if t.types is None:
+        return 0
+    n_filled = 0
+    psf = t.types == "PSF"
+    for k in ("shape_r", "shape_e1", "shape_e2"):
+        fill = psf & np.ma.getmaskarray(t.cols[k])
+        n_filled = max(n_filled, int(fill.sum()))
+        if fill.any():
+            t.cols[k] = np.ma.array(t.cols[k].filled(0.0), mask=np.ma.getmaskarray(t.cols[k]) & ~fill)
+    return n_filled
+
+
+#: the reasons a row is dropped that are always said back (with a count of 0)
+_ALWAYS_SAID = ("masked or non-finite value", "non-positive inverse variance")
+REASON_NO_CUTOUT = "no cut-out in the folder matched"
+
+
+def _reasons(t: _Table, cube, matched: np.ndarray | None) -> list[tuple[str, np.ndarray]]:
+    """Why rows are dropped, in order; each row counted under the first that applies: first the rows that repeat
+    another row's source (DR10: BRICK_PRIMARY; DUP; DESI: ZCAT_PRIMARY), then what cannot be read."""
+    masked = np.zeros(t.n, bool)
+    for v in t.cols.values():
+        masked |= np.ma.getmaskarray(v)
+    for v in (t.mw or {}).values():
+        masked |= np.ma.getmaskarray(v)
+    if cube is not None:
+        finite = np.isfinite(cube.data).all(axis=(1, 2, 3))
+        masked |= ~finite if matched is None else (~finite & matched)
+    bad_ivar = np.zeros(t.n, bool)
+    for b in constants.BANDS:
+        bad_ivar |= ~(t.cols[f"flux_ivar_{b}"].filled(np.inf) > 0)  # masked counts as "masked", above
+    reasons: list[tuple[str, np.ndarray]] = []
+    if "BRICK_PRIMARY" in t.primary:
+        reasons.append((REASON_BRICK_PRIMARY, ~t.primary["BRICK_PRIMARY"]))
+    if t.types is not None:
+        reasons.append((REASON_DUP, t.types == "DUP"))
+    if "ZCAT_PRIMARY" in t.primary:
+        reasons.append((REASON_ZCAT_PRIMARY, ~t.primary["ZCAT_PRIMARY"]))
+    if matched is not None:
+        reasons.append((REASON_NO_CUTOUT, ~matched))
+    reasons += [(_ALWAYS_SAID[0], masked), (_ALWAYS_SAID[1], bad_ivar)]
+    if t.zwarn is not None:
+        reasons.append(("ZWARN != 0 (DESI redshift warning)", t.zwarn != 0))
+    if t.spectype is not None:
+        reasons.append(("SPECTYPE not GALAXY", t.spectype != "GALAXY"))
+    if "z" in t.cols:  # a negative redshift is a star or a sentinel (-1, -99): the targets' width 0.01 (1 + z) is 0
+        negative = np.asarray(t.cols["z"].filled(0.0), float) < 0
+        reasons.append(("negative redshift (a star, or a sentinel such as -1)", negative))
+    return reasons
+
+
+def _rejections(reasons: list[tuple[str, np.ndarray]], n: int) -> tuple[np.ndarray, dict[str, int], np.ndarray]:
+    """``(keep, count per reason, rows dropped for a non-positive inverse variance)``."""
+    dropped = np.zeros(n, bool)
+    rejected = {}
+    ivar_rows = np.zeros(n, bool)
+    for why, bad in reasons:
+        if why == _ALWAYS_SAID[1]:
+            ivar_rows = bad & ~dropped  # the rows this reason drops (per band in the reading)
+        count = int((bad & ~dropped).sum())
+        if count or why in _ALWAYS_SAID:
+            rejected[why] = count
+        dropped |= bad
+    return ~dropped, rejected, ivar_rows
+
+
+def _cutouts(images, t: _Table, source: str):
+    """``(cube, matched rows or None, the folder match or None)``: one cut-out per row from a cube file, or the
+    rows' cut-outs from a folder of per-galaxy files (:mod:`astro.cutout_folder`)."""
+    if images is None:
+        return None, None, None
+    if Path(images).is_dir():
+        from .cutout_folder import read_cutout_folder
+
+        targetid = t.ident_values.get("TARGETID")
+        match = read_cutout_folder(images, targetid, t.ra, t.dec)
+        return match.cube, match.matched, match
+    cube = read_cube(images)
+    if len(cube.data) != t.n:
+        raise DimensionError(
+            f"{images} holds {len(cube.data)} cut-outs but {source} has {t.n} rows; give one "
+            "(4, H, W) cut-out per catalogue row, in the same order (or a folder of one FITS file per galaxy, "
+            "matched by TARGETID or position)."
+        )
+    return cube, None, None
+
+
+def _images(cube, images, keep, flux, ivar, stamp, mw_trans) -> tuple[np.ndarray | None, dict[str, str]]:
+    """The kept rows' cut-outs (cropped, corrected for Milky Way extinction) and the reading's band facts."""
+    facts = {"catalogue": "g, r, i, z (" + ", ".join(LEGACY_COLUMNS[f"flux_{b}"][0] for b in constants.BANDS) + ")"}
+    if cube is None:
+        return None, facts
+    facts["cut-outs"] = (
+        ", ".join(cube.bands_found)
+        + f" ({cube.bands_source})"
+        + ("; reordered to g, r, i, z" if cube.reordered else "")
+        + (f"; {cube.layout}" if cube.layout else "")
+    )
+    facts["pixel scale"] = (
+        f'{cube.pixel_scale:.4g}"/pixel ({cube.pixel_scale_source})'
+        if cube.pixel_scale
+        else f'not in the header; {constants.PIXEL_SCALE_ARCSEC}"/pixel assumed'
+    )
+    facts.update(check_fluxes(cube.data[keep], flux[keep], ivar[keep], str(images)))
+    data = cube.data[keep]
+    if stamp is not None:
+        data = _centre_crop(data, int(stamp), Path(images))
+    if mw_trans is not None:  # Milky Way extinction: observed / transmission, as the fluxes
+        data = data / mw_trans[keep][:, :, None, None].astype(np.float32)
+    return data, facts
+
+
+def read_legacy_survey(path: Source, images: str | Path | None = None, *, stamp: int | None = None) -> GalaxySample:
     """A Legacy Survey DR10 catalogue (and cut-outs) as the study's sample; see the module docstring.
 
     Parameters
@@ -234,202 +566,79 @@ def read_legacy_survey(path: str | Path, images: str | Path | None = None, *, st
         FITS file whose first table HDU has the columns of :data:`LEGACY_COLUMNS` (names in any
         case; TUNIT cards converted, absent ones taken as the survey's units) and optionally
         those of :data:`OPTIONAL_COLUMNS`, :data:`MW_COLUMNS`, an identity
-        (:data:`astro.split.IDENTITIES`) and DESI's ``ZERR``, ``ZWARN``, ``SPECTYPE``.
+        (:data:`astro.split.IDENTITIES`) and DESI's ``ZERR``, ``ZWARN``, ``SPECTYPE``; or several such
+        files (a list, a glob, or a folder of DR10 sweep files ``sweep-*.fits``: :func:`astro.sweeps.catalogue_files`),
+        read as one catalogue: their rows one after another, an object repeated across files (the same
+        identity, or north and south photometry of one position) kept together as one object.
     images
-        Cut-outs, one per row of the table (``.npy`` or FITS; :func:`astro.cutouts.read_cube`),
-        cross-checked against the catalogue's fluxes (:func:`astro.cutouts.check_fluxes`).
+        Cut-outs, one per row of the table (``.npy`` or FITS; :func:`astro.cutouts.read_cube`), or a folder
+        of one FITS file per galaxy matched to the rows by TARGETID or sky position
+        (:mod:`astro.cutout_folder`; rows without one are dropped and counted); cross-checked against the
+        catalogue's fluxes (:func:`astro.cutouts.check_fluxes`).
     stamp
         Centre-crop the cut-outs to ``stamp x stamp`` pixels (the stand-in's grid is 24).
 
     Returns
     -------
     GalaxySample
-        ``catalog``: QTable with ``row`` (index in the file), ``object`` (rows of one object share
-        it), ``flux_g..z`` [nmgy], ``flux_ivar_g..z`` [nmgy-2] (both corrected for Milky Way
-        extinction when the table has ``MW_TRANSMISSION_*``), ``shape_r`` [arcsec], ``shape_e1``,
-        ``shape_e2``, ``ebv`` [mag], and ``z``, ``a_v`` [mag] when the file has them; ``images``
-        [nanomaggy per pixel] or None; ``meta`` with ``source``, ``n_rows``, ``n_rejected``,
-        ``rejected`` (count per reason), ``identity``, ``mw_corrected`` and ``reading``.
+        ``catalog``: QTable with ``row`` (index in its file), ``file`` (index in ``meta["files"]``),
+        ``object`` (rows of one object share it), ``flux_g..z`` [nmgy], ``flux_ivar_g..z`` [nmgy-2] (both
+        corrected for Milky Way extinction when the table has ``MW_TRANSMISSION_*``), ``shape_r``
+        [arcsec], ``shape_e1``, ``shape_e2``, ``ebv`` [mag], and ``z``, ``a_v`` [mag] when the file has
+        them; ``images`` [nanomaggy per pixel] or None; ``meta`` with ``source``, ``files``, ``n_rows``,
+        ``n_rejected``, ``rejected`` (count per reason), ``identity``, ``mw_corrected`` and ``reading``.
 
     Raises
     ------
     FileNotFoundError
-        No file at ``path`` or ``images``.
+        No file at ``path`` or ``images``; a glob that matches nothing.
     MissingVariableError
         A required column is absent (all are named), or only some ``MW_TRANSMISSION`` columns.
     UnitsError
-        A column's unit does not convert to the survey's; a transmission outside (0, 1]; cut-outs
-        whose fluxes are beyond :data:`astro.cutouts.CUBE_FLUX_FACTOR` of the catalogue's.
+        A column's unit does not convert to the survey's; a redshift that is a velocity without units; a
+        transmission outside (0, 1]; cut-outs whose fluxes are beyond
+        :data:`astro.cutouts.CUBE_FLUX_FACTOR` of the catalogue's.
     DimensionError
         The image cube is not ``(N, 4, H, W)`` with N = the table's rows.
     DataValidationError
-        Not a FITS table, no rows, no row left after the rejections, or cut-outs in another band
-        or row order than the catalogue's.
+        Not a FITS table, no rows, no row left after the rejections, files of different columns, or
+        cut-outs in another band or row order than the catalogue's.
+    ConfigError
+        A file given twice; a folder without catalogues.
     """
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"No catalogue at {path}; give a FITS table with Legacy Survey columns.")
-    reading = Reading(PRODUCT, str(path))
-    try:
-        with fits.open(path) as hdul:
-            hdu, n, names, where = _table(hdul, path)
-            missing = [col for col, _ in LEGACY_COLUMNS.values() if col not in names]
-            if missing:
-                raise MissingVariableError(
-                    f"{path} lacks the Legacy Survey column(s) {missing} (has {sorted(names)} in {where}"
-                    + (
-                        "; no other table of the file has them either"
-                        if sum(isinstance(h, fits.BinTableHDU) for h in hdul) > 1
-                        else ""
-                    )
-                    + f"). {_missing_hint(missing)}The study needs "
-                    f"{[c for c, _ in LEGACY_COLUMNS.values()]}: the g, r, i, z fluxes and inverse variances, "
-                    "the shape (SHAPE_R, SHAPE_E1, SHAPE_E2) and the Milky-Way E(B-V)."
-                )
-            cols, found = {}, {}
-            for k, (col, unit) in LEGACY_COLUMNS.items():
-                cols[k], *found[k] = _column(hdu, names[col], unit, path)
-                found[k] = (names[col], *found[k])
-            for k, (cands, unit) in OPTIONAL_COLUMNS.items():
-                name = next((names[c] for c in cands if c in names), None)
-                if name is not None:
-                    cols[k], *rest = _column(hdu, name, unit, path)
-                    found[k] = (name, *rest)
-            ident = identity_columns(names)
-            groups = object_groups({c: np.asarray(hdu.data[names[c]]) for c in ident}) if ident else np.arange(n)
-            n_joined = 0
-            if {"RA", "DEC", "RELEASE"} <= set(names):  # north and south photometry of one galaxy
-                groups, n_joined = join_positions(
-                    groups, hdu.data[names["RA"]], hdu.data[names["DEC"]], hdu.data[names["RELEASE"]]
-                )
-            mw = _mw_transmission(hdu, names, path, cols["ebv"])
-            types = (
-                np.char.strip(np.char.upper(np.asarray(hdu.data[names["TYPE"]]).astype(str)))
-                if "TYPE" in names
-                else None
-            )
-            primary = {c: _flag(hdu.data[names[c]]) for c in ("BRICK_PRIMARY", "ZCAT_PRIMARY") if c in names}
-            zwarn = np.asarray(hdu.data[names["ZWARN"]]).astype(np.int64) if "ZWARN" in names else None
-            spectype = (
-                np.char.strip(np.char.upper(np.asarray(hdu.data[names["SPECTYPE"]]).astype(str)))
-                if "SPECTYPE" in names
-                else None
-            )
-            zerr = _column(hdu, names["ZERR"], None, path) if "ZERR" in names else None
-    except (DataValidationError, FileNotFoundError, MissingVariableError, UnitsError):
-        raise
-    except (OSError, ValueError, TypeError, KeyError, EOFError) as err:
-        raise DataValidationError(
-            f"{path} is not a readable FITS catalogue ({type(err).__name__}: {str(err)[:200]})."
-        ) from err
-    n_psf_shape = 0
-    if types is not None:  # a point source has no size: DR10 writes SHAPE_R = SHAPE_E1 = SHAPE_E2 = 0 for TYPE PSF
-        psf = types == "PSF"
-        for k in ("shape_r", "shape_e1", "shape_e2"):
-            fill = psf & np.ma.getmaskarray(cols[k])
-            n_psf_shape = max(n_psf_shape, int(fill.sum()))
-            if fill.any():
-                v = np.ma.array(cols[k].filled(0.0), mask=np.ma.getmaskarray(cols[k]) & ~fill)
-                cols[k] = v
-    cube = None
-    if images is not None:
-        cube = read_cube(images)
-        if len(cube.data) != n:
-            raise DimensionError(
-                f"{images} holds {len(cube.data)} cut-outs but {path} has {n} rows; give one "
-                "(4, H, W) cut-out per catalogue row, in the same order."
-            )
-    masked = np.zeros(n, bool)
-    for v in cols.values():
-        masked |= np.ma.getmaskarray(v)
-    if mw is not None:
-        for t in mw.values():
-            masked |= np.ma.getmaskarray(t)
-    if cube is not None:
-        masked |= ~np.isfinite(cube.data).all(axis=(1, 2, 3))
-    bad_ivar = np.zeros(n, bool)
-    for b in constants.BANDS:
-        bad_ivar |= ~(cols[f"flux_ivar_{b}"].filled(np.inf) > 0)  # masked counts as "masked", above
-    # reasons in order; each row counted under the first that applies: first the rows that repeat another row's
-    # source (DR10: BRICK_PRIMARY; DUP; DESI: ZCAT_PRIMARY), then what cannot be read
-    reasons: list[tuple[str, np.ndarray]] = []
-    if "BRICK_PRIMARY" in primary:
-        reasons.append((REASON_BRICK_PRIMARY, ~primary["BRICK_PRIMARY"]))
-    if types is not None:
-        reasons.append((REASON_DUP, types == "DUP"))
-    if "ZCAT_PRIMARY" in primary:
-        reasons.append((REASON_ZCAT_PRIMARY, ~primary["ZCAT_PRIMARY"]))
-    reasons += [("masked or non-finite value", masked), ("non-positive inverse variance", bad_ivar)]
-    if zwarn is not None:
-        reasons.append(("ZWARN != 0 (DESI redshift warning)", zwarn != 0))
-    if spectype is not None:
-        reasons.append(("SPECTYPE not GALAXY", spectype != "GALAXY"))
-    if "z" in cols:  # a negative redshift is a star or a sentinel (-1, -99): the targets' width 0.01 (1 + z) is 0
-        reasons.append(
-            ("negative redshift (a star, or a sentinel such as -1)", np.asarray(cols["z"].filled(0.0), float) < 0)
-        )
-    dropped = np.zeros(n, bool)
-    rejected = {}
-    ivar_rows = bad_ivar.copy()
-    for why, bad in reasons:
-        if why == "non-positive inverse variance":
-            ivar_rows = bad & ~dropped  # the rows this reason drops (per band in the reading)
-        count = int((bad & ~dropped).sum())
-        if count or why in ("masked or non-finite value", "non-positive inverse variance"):
-            rejected[why] = count
-        dropped |= bad
-    keep = ~dropped
-    n_rej = int(dropped.sum())
+    paths = catalogue_files(path)
+    source = source_text(paths)
+    tables = [_read_table(p, i) for i, p in enumerate(paths)]
+    t = tables[0] if len(tables) == 1 else _concatenate(tables, paths)
+    groups, n_joined = _objects(t)
+    n_psf_shape = _psf_shapes(t)
+    cube, matched, folder = _cutouts(images, t, source)
+    keep, rejected, ivar_rows = _rejections(_reasons(t, cube, matched), t.n)
+    n_rej = int((~keep).sum())
     if not keep.any():
-        raise DataValidationError(f"{path}: none of the {n} rows is usable ({rejected}).")
+        raise DataValidationError(f"{source}: none of the {t.n} rows is usable ({rejected}).")
     if n_rej:
         warnings.warn(
-            f"{path}: dropped {n_rej} of {n} rows ({', '.join(f'{k}: {v}' for k, v in rejected.items() if v)})",
+            f"{source}: dropped {n_rej} of {t.n} rows ({', '.join(f'{k}: {v}' for k, v in rejected.items() if v)})",
             stacklevel=2,
         )
-    flux = np.stack([np.asarray(cols[f"flux_{b}"].filled(np.nan)) for b in constants.BANDS], 1)
-    ivar = np.stack([np.asarray(cols[f"flux_ivar_{b}"].filled(np.nan)) for b in constants.BANDS], 1)
-    bands_facts = {
-        "catalogue": "g, r, i, z (" + ", ".join(LEGACY_COLUMNS[f"flux_{b}"][0] for b in constants.BANDS) + ")"
-    }
-    data = None
-    if cube is not None:
-        bands_facts["cut-outs"] = (
-            ", ".join(cube.bands_found)
-            + f" ({cube.bands_source})"
-            + ("; reordered to g, r, i, z" if cube.reordered else "")
-            + (f"; {cube.layout}" if cube.layout else "")
-        )
-        bands_facts["pixel scale"] = (
-            f'{cube.pixel_scale:.4g}"/pixel ({cube.pixel_scale_source})'
-            if cube.pixel_scale
-            else f'not in the header; {constants.PIXEL_SCALE_ARCSEC}"/pixel assumed'
-        )
-        bands_facts.update(check_fluxes(cube.data[keep], flux[keep], ivar[keep], str(images)))
-        data = cube.data[keep]
-        if stamp is not None:
-            data = _centre_crop(data, int(stamp), Path(images))
-    if mw is not None:  # Milky Way extinction: observed / transmission (and the cut-outs alike)
-        trans = np.stack([np.asarray(mw[b].filled(np.nan)) for b in constants.BANDS], 1)
+    flux = np.stack([np.asarray(t.cols[f"flux_{b}"].filled(np.nan)) for b in constants.BANDS], 1)
+    ivar = np.stack([np.asarray(t.cols[f"flux_ivar_{b}"].filled(np.nan)) for b in constants.BANDS], 1)
+    trans = None if t.mw is None else np.stack([np.asarray(t.mw[b].filled(np.nan)) for b in constants.BANDS], 1)
+    data, bands_facts = _images(cube, images, keep, flux, ivar, stamp, trans)
+    if trans is not None:  # Milky Way extinction: observed / transmission
         for k, b in enumerate(constants.BANDS):
-            cols[f"flux_{b}"] = np.ma.asarray(flux[:, k] / trans[:, k])
-            cols[f"flux_ivar_{b}"] = np.ma.asarray(ivar[:, k] * trans[:, k] ** 2)
-        if data is not None:
-            data = data / trans[keep][:, :, None, None].astype(np.float32)
-    cat = QTable()
-    cat["row"] = np.flatnonzero(keep)
-    cat["object"] = np.asarray(groups)[keep]
-    for k, v in cols.items():
-        unit = LEGACY_COLUMNS.get(k, OPTIONAL_COLUMNS.get(k, (None, None)))[1]
-        vals = np.asarray(np.ma.filled(v, np.nan))[keep]
-        cat[k] = vals * unit if unit is not None else vals
-    identity = "+".join(ident) if ident else "row (no TARGETID or BRICKID + OBJID column)"
+            t.cols[f"flux_{b}"] = np.ma.asarray(flux[:, k] / trans[:, k])
+            t.cols[f"flux_ivar_{b}"] = np.ma.asarray(ivar[:, k] * trans[:, k] ** 2)
+    cat = _catalogue(t, keep, groups)
+    identity = "+".join(t.ident) if t.ident else "row (no TARGETID or BRICKID + OBJID column)"
     if n_joined:
         identity += f', and RA/DEC within {MATCH_RADIUS_ARCSEC:g}" across RELEASEs'
     meta = dict(
-        source=str(path),
+        source=source,
+        files=[str(p) for p in paths],
         images=str(images) if images is not None else "",
-        n_rows=n,
+        n_rows=t.n,
         n_rejected=n_rej,
         rejected=rejected,
         survey="Legacy Surveys DR10",
@@ -437,22 +646,82 @@ def read_legacy_survey(path: str | Path, images: str | Path | None = None, *, st
         dusty_av=SyntheticConfig.dusty_av,
         extended_arcsec=SyntheticConfig.extended_arcsec,
         identity=identity,
-        mw_corrected=mw is not None,
+        mw_corrected=t.mw is not None,
     )
-    _fill_reading(reading, found, mw is not None, ident, zwarn is not None, spectype is not None, zerr, cube, images)
-    desi = [c for c in DESI_COLUMNS if c in names]
+    reading = Reading(PRODUCT, source)
+    _fill_reading(
+        reading, t.found, t.mw is not None, t.ident, t.zwarn is not None, t.spectype is not None, t.zerr, cube, images
+    )
+    desi = [c for c in DESI_COLUMNS if c in t.names]
     if set(desi) - {"Z"}:  # a Z alone is any redshift, not DESI's catalogue
         reading.product += f" with DESI redshift catalogue columns ({', '.join(desi)})"
     if cube is not None:
-        reading.product += f" and {len(cube.data)} cut-outs of {cube.data.shape[-2]}x{cube.data.shape[-1]} pixels"
+        n_cut = len(folder.files) if folder is not None else len(cube.data)
+        reading.product += f" and {n_cut} cut-outs of {cube.data.shape[-2]}x{cube.data.shape[-1]} pixels"
+    _say_files(reading, paths, tables, t, folder)
+    _say_rows(reading, t, cat, keep, rejected, ivar_rows, n_psf_shape, n_joined, identity)
+    for k, v in bands_facts.items():
+        reading.fact("bands", k, v)
+    meta["reading"] = reading
+    return GalaxySample(cat, None if data is None else np.ascontiguousarray(data, np.float32), meta)
+
+
+def _catalogue(t: _Table, keep: np.ndarray, groups: np.ndarray) -> QTable:
+    """The kept rows as the study's QTable (units of :data:`LEGACY_COLUMNS` / :data:`OPTIONAL_COLUMNS`)."""
+    cat = QTable()
+    cat["row"] = t.row[keep]
+    cat["file"] = t.file[keep]
+    cat["object"] = np.asarray(groups)[keep]
+    for k, v in t.cols.items():
+        unit = LEGACY_COLUMNS.get(k, OPTIONAL_COLUMNS.get(k, (None, None)))[1]
+        vals = np.asarray(np.ma.filled(v, np.nan))[keep]
+        cat[k] = vals * unit if unit is not None else vals
+    return cat
+
+
+def _say_files(reading: Reading, paths: list[Path], tables: list[_Table], t: _Table, folder) -> None:
+    """The ``files`` section: each catalogue file (its sky patch when a DR10 sweep), how they were combined, and
+    the cut-out folder's match."""
+    for p, tab in zip(paths, tables):
+        patch = sweep_patch(p)
+        where = (
+            f"; DR10 sweep of RA {patch[0]:g}..{patch[1]:g}, Dec {patch[2]:g}..{patch[3]:g} deg (from its name)"
+            if patch
+            else ""
+        )
+        reading.fact("files", p.name, f"{p} ({tab.n} rows, {tab.where}{where})")
+    if len(paths) > 1:
+        reading.fact(
+            "files",
+            "how combined",
+            f"{len(paths)} files read as one catalogue, rows one after another ({t.n} rows); an object in more "
+            "than one file (same identity, or north and south photometry of one position) kept as one object",
+        )
+    if folder is not None:
+        reading.fact(
+            "files",
+            "cut-outs",
+            f"{len(folder.files)} files in {Path(folder.files[0]).parent}, matched {folder.how}; "
+            f"{int(folder.matched.sum())} of {len(folder.matched)} rows matched, {int((~folder.matched).sum())} "
+            f"without a cut-out (dropped), {len(folder.unused)} cut-outs match no row"
+            + (
+                f" ({', '.join(p.name for p in folder.unused[:5])}{', ...' if len(folder.unused) > 5 else ''})"
+                if folder.unused
+                else ""
+            ),
+        )
+
+
+def _say_rows(reading, t: _Table, cat, keep, rejected, ivar_rows, n_psf_shape, n_joined, identity) -> None:
+    """The ``rows`` section and the notes: rows read, dropped (per reason and band), kept, objects, duplicates."""
     dup_rows, dup_objects = duplicates(cat["object"])
-    reading.fact("rows", "read", n)
+    reading.fact("rows", "read", t.n)
     for why, count in rejected.items():
         reading.fact("rows", f"dropped: {why}", count)
     reading.fact("rows", "kept", int(keep.sum()))
-    reading.fact("rows", "table", where)
+    reading.fact("rows", "table", t.where)
     for b in constants.BANDS:
-        zero = int((ivar_rows & ~(cols[f"flux_ivar_{b}"].filled(np.inf) > 0)).sum())
+        zero = int((ivar_rows & ~(t.cols[f"flux_ivar_{b}"].filled(np.inf) > 0)).sum())
         if zero:
             reading.fact(
                 "rows",
@@ -461,15 +730,15 @@ def read_legacy_survey(path: str | Path, images: str | Path | None = None, *, st
                 + ("; DR10's i-band imaging covers part of the south only" if b == "i" else "")
                 + ")",
             )
-    if types is not None:
-        kinds = {t: int(((types == t) & keep).sum()) for t in np.unique(types[keep])}
-        reading.fact("rows", "TYPE (kept)", ", ".join(f"{t} {c}" for t, c in sorted(kinds.items())))
+    if t.types is not None:
+        kinds = {k: int(((t.types == k) & keep).sum()) for k in np.unique(t.types[keep])}
+        reading.fact("rows", "TYPE (kept)", ", ".join(f"{k} {c}" for k, c in sorted(kinds.items())))
         if kinds.get("PSF"):
             reading.note(
                 f"{kinds['PSF']} kept rows are TYPE PSF (point sources: stars, quasars or compact galaxies)"
                 + (
                     "; SPECTYPE keeps only DESI galaxies"
-                    if spectype is not None
+                    if t.spectype is not None
                     else "; without a spectroscopic class (SPECTYPE) stars among them are not removed"
                 )
             )
@@ -496,20 +765,16 @@ def read_legacy_survey(path: str | Path, images: str | Path | None = None, *, st
         if dup_rows
         else "none",
     )
-    for k, v in bands_facts.items():
-        reading.fact("bands", k, v)
-    if "z" not in cols:
+    if "z" not in t.cols:
         reading.note(
-            "No redshift column (Z, REDSHIFT or Z_SPEC): `astro inspect` reads the catalogue, but the study "
+            "No redshift column (Z, REDSHIFT, Z_SPEC or CZ): `astro inspect` reads the catalogue, but the study "
             "needs one to train and score (e.g. DESI redshifts joined to the rows)."
         )
-    if "a_v" not in cols:
+    if "a_v" not in t.cols:
         reading.note(
             "No attenuation column (A_V or AV): the study's dust populations, probes and bias need one "
             "(e.g. from the DESI FastSpecFit value-added catalogue)."
         )
-    meta["reading"] = reading
-    return GalaxySample(cat, None if data is None else np.ascontiguousarray(data, np.float32), meta)
 
 
 def _fill_reading(

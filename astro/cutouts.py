@@ -219,6 +219,11 @@ def read_cube(path: str | Path) -> Cube:
         ``BUNIT`` does not convert to nanomaggies.
     """
     path = Path(path)
+    return cube_from_array(*_load_cube(path), path)
+
+
+def _load_cube(path: Path) -> tuple[np.ndarray, fits.Header | None, tuple | None, str]:
+    """``(array, header, per-band HDUs' result, layout)`` of a ``.npy`` or FITS cube file, as stored."""
     if not path.exists():
         raise FileNotFoundError(f"No image cube at {path}; give an (N, 4, H, W) .npy or FITS file.")
     header, per_band, layout = None, None, ""
@@ -242,6 +247,18 @@ def read_cube(path: str | Path) -> Cube:
         raise DataValidationError(
             f"{path} is not a readable .npy or FITS image cube ({type(err).__name__}: {str(err)[:200]})."
         ) from err
+    return cube, header, per_band, layout
+
+
+def cube_from_array(cube: np.ndarray, header: fits.Header | None, per_band, layout: str, path: Path) -> Cube:
+    """A :class:`Cube` from an ``(N, bands, H, W)`` array as stored and its header: the bands ordered g, r, i,
+    z from the header, the units converted, the pixel scale checked (see :func:`read_cube`)."""
+    cube, bands, source, layout = _bands(cube, header, per_band, layout, path)
+    return _units_and_scale(cube, header, bands, source, layout, path)
+
+
+def _bands(cube, header, per_band, layout: str, path: Path) -> tuple[np.ndarray, list[str], str, str]:
+    """The cube as ``(N, bands, H, W)``, the band of each plane, where that was read, and the layout."""
     found = None
     if per_band is not None:
         found, layout = (per_band[2], layout), ""  # the layout is the bands' source
@@ -283,6 +300,11 @@ def read_cube(path: str | Path) -> Cube:
                 + "; the study needs one plane each of g, r, i, z: cut the cut-outs in "
                 "those bands (bands=griz)."
             )
+    return cube, bands, source, layout
+
+
+def _units_and_scale(cube, header, bands: list[str], source: str, layout: str, path: Path) -> Cube:
+    """The cube in nanomaggies per pixel in g, r, i, z order, its pixel scale checked."""
     unit = parse_unit(header.get("BUNIT")) if header is not None else None
     if isinstance(unit, u.UnrecognizedUnit):
         raise UnitsError(
