@@ -40,6 +40,7 @@ __all__ = [
     "resolve_settings",
     "check_sizes",
     "data_files",
+    "holds_catalogue",
     "settings_from_args",
     "plan_of",
 ]
@@ -61,6 +62,8 @@ STANDIN_STAMP = 24
 #: file names ``--data FOLDER`` looks for: the catalogue, then the cut-outs (optional)
 DATA_CATALOG_NAMES = ("catalog.fits", "catalogue.fits")
 DATA_IMAGE_NAMES = ("images.npy", "images.fits")
+#: the folder of per-galaxy cut-outs ``--data FOLDER`` looks for
+DATA_CUTOUT_FOLDER = "cutouts"
 
 
 @dataclass(frozen=True)
@@ -112,22 +115,42 @@ def check_sizes(sizes: Mapping[str, Any] | None) -> dict[str, Any]:
     return sz
 
 
-def data_files(data: str | Path, images: str | Path | None = None) -> tuple[Path, Path | None]:
-    """``(catalogue, cut-outs)`` of ``--data``: a catalogue file, or a folder holding
-    ``catalog.fits`` and, unless ``images`` is given, the optional ``images.npy`` / ``images.fits``."""
+def data_files(data, images: str | Path | None = None) -> tuple[Path | str, Path | None]:
+    """``(catalogue, cut-outs)`` of ``--data``: a catalogue file, a glob of catalogue files (given on as the
+    pattern), or a folder holding DR10 sweep files (``sweep-*.fits``: given on as the folder) or
+    ``catalog.fits``; unless ``images`` is given, the folder's ``images.npy`` / ``images.fits`` cube or its
+    ``cutouts/`` folder of per-galaxy FITS files (:mod:`astro.cutout_folder`), when there."""
+    from .sweeps import SWEEP_GLOB, catalogue_files
+
+    if isinstance(data, str) and not Path(data).exists() and any(c in data for c in "*?["):
+        catalogue_files(data)  # a glob that matches nothing: refused here
+        return data, None if images is None else Path(images)
     data = Path(data)
     if not data.is_dir():
         return data, None if images is None else Path(images)
+    sweeps = sorted(data.glob(SWEEP_GLOB))
     found = [data / n for n in DATA_CATALOG_NAMES if (data / n).is_file()]
-    if not found:
+    if not sweeps and not found:
         raise ConfigError(
             f"--data {data} is a folder without a catalogue; put your Legacy Survey catalogue there "
-            f"as {' or '.join(DATA_CATALOG_NAMES)} (cut-outs as {' or '.join(DATA_IMAGE_NAMES)}), "
+            f"as {' or '.join(DATA_CATALOG_NAMES)} or as DR10 sweep files ({SWEEP_GLOB}) (cut-outs as "
+            f"{' or '.join(DATA_IMAGE_NAMES)}, or one FITS file per galaxy in {DATA_CUTOUT_FOLDER}/), "
             "or give the catalogue file itself."
         )
     if images is None:
         images = next((data / n for n in DATA_IMAGE_NAMES if (data / n).is_file()), None)
-    return found[0], None if images is None else Path(images)
+        if images is None and (data / DATA_CUTOUT_FOLDER).is_dir():
+            images = data / DATA_CUTOUT_FOLDER
+    return (data if sweeps else found[0]), None if images is None else Path(images)
+
+
+def holds_catalogue(path: Path) -> bool:
+    """Whether a folder holds what ``--data`` reads: ``catalog.fits`` or DR10 sweep files (``sweep-*.fits``)."""
+    from .sweeps import SWEEP_GLOB
+
+    return path.is_dir() and (
+        any((path / n).is_file() for n in DATA_CATALOG_NAMES) or any(True for _ in path.glob(SWEEP_GLOB))
+    )
 
 
 def _source(model, train, test, catalog, images) -> str:
@@ -210,7 +233,10 @@ def resolve_settings(
     if source == "catalog":
         if not 0 < test_fraction < 1:
             raise ConfigError(f"test_fraction must be between 0 and 1; got {test_fraction}.")
-        for f in (catalog, images, model):
+        from .sweeps import catalogue_files
+
+        catalogue_files(catalog)  # a file, folder or glob that is not there: refused before anything runs
+        for f in (images, model):
             if f is not None and not Path(f).exists():
                 raise FileNotFoundError(f"No file or folder at {f}.")
         paths = dict(
