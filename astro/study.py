@@ -57,7 +57,7 @@ from scimech.run import options
 from scimech.run.options import Format, existing_path, fraction, input_path, whole
 from scimech.studies.contract import Command, Plan, Study
 
-from .plan import DATA_CATALOG_NAMES, DEFAULT_WORLD, FULL, IMAGE_FEATURES, MEDIUM, QUICK
+from .plan import DATA_CATALOG_NAMES, DEFAULT_WORLD, FULL, IMAGE_FEATURES, MEDIUM, QUICK, holds_catalogue
 
 # The commands import what they run when they run: the study pulls torch, aion, astropy and
 # scikit-learn (about 6 s), and `scimech --help`, like the parser of every `scimech` command,
@@ -76,10 +76,7 @@ _SAMPLE_FORMATS = ("fits", "zarr")
 #: what `astro study --data` reads: a Legacy Survey catalogue, or a folder holding one
 _CATALOGUE_FORMATS = (
     "fits",
-    Format(
-        f"a folder holding {' or '.join(DATA_CATALOG_NAMES)}",
-        lambda p: p.is_dir() and any((p / n).is_file() for n in DATA_CATALOG_NAMES),
-    ),
+    Format(f"a folder holding {' or '.join(DATA_CATALOG_NAMES)} or DR10 sweep files (sweep-*.fits)", holds_catalogue),
 )
 
 
