@@ -17,7 +17,8 @@ import torch
 import xarray as xr
 from torch import nn
 
-from scimech.capture.hooks import restore_modes, to_eval
+from scimech.capture.batches import slice_batch
+from scimech.capture.session import Session
 from scimech.errors import DimensionError, SiteNotFoundError
 
 __all__ = ["attribute", "Method"]
@@ -54,6 +55,30 @@ def _submodule(model: nn.Module, path: str) -> nn.Module:
         raise SiteNotFoundError(
             f"No module {path!r} in {type(model).__name__} (layer= of attribute). Nearest valid names: {near}."
         ) from None
+
+
+def _captum(ca, wrapped, model, inputs, method, target, baselines, layer, n_samples, n_steps) -> torch.Tensor:
+    """captum's attribution of ``method`` (its seeds set by the caller)."""
+    if method == "integrated_gradients":
+        base = torch.zeros_like(inputs) if baselines is None else baselines
+        return ca.IntegratedGradients(wrapped).attribute(inputs, baselines=base, target=target, n_steps=n_steps)
+    if method == "gradient_shap":
+        base = torch.stack([torch.zeros_like(inputs[0]), inputs.detach().mean(0)]) if baselines is None else baselines
+        return ca.GradientShap(wrapped).attribute(
+            inputs, baselines=base, target=target, n_samples=n_samples, stdevs=0.0
+        )
+    if method in ("layer_conductance", "layer_feature_ablation"):
+        if layer is None:
+            raise ValueError(f"method={method!r} needs layer= (a module path such as 'encoder.0').")
+        mod = _submodule(model, layer)
+        if method == "layer_conductance":
+            base = torch.zeros_like(inputs) if baselines is None else baselines
+            return ca.LayerConductance(wrapped, mod).attribute(inputs, baselines=base, target=target, n_steps=n_steps)
+        return ca.LayerFeatureAblation(wrapped, mod).attribute(inputs, target=target)
+    raise ValueError(
+        "method must be 'integrated_gradients', 'gradient_shap', 'layer_conductance' or "
+        f"'layer_feature_ablation'; got {method!r}."
+    )
 
 
 def attribute(
@@ -109,41 +134,18 @@ def attribute(
     from captum import attr as ca
 
     wrapped = _Scalarised(model, forward, reduce_output)
-    was = to_eval(model)
-    inputs = inputs.detach().clone().requires_grad_(True)
-    np_state = np.random.get_state()
-    try:
-        torch.manual_seed(seed)
-        np.random.seed(seed)  # captum's GradientShap draws baselines and path points from numpy's global RNG
-        if method == "integrated_gradients":
-            base = torch.zeros_like(inputs) if baselines is None else baselines
-            res = ca.IntegratedGradients(wrapped).attribute(inputs, baselines=base, target=target, n_steps=n_steps)
-        elif method == "gradient_shap":
-            base = (
-                torch.stack([torch.zeros_like(inputs[0]), inputs.detach().mean(0)]) if baselines is None else baselines
-            )
-            res = ca.GradientShap(wrapped).attribute(
-                inputs, baselines=base, target=target, n_samples=n_samples, stdevs=0.0
-            )
-        elif method in ("layer_conductance", "layer_feature_ablation"):
-            if layer is None:
-                raise ValueError(f"method={method!r} needs layer= (a module path such as 'encoder.0').")
-            mod = _submodule(model, layer)
-            if method == "layer_conductance":
-                base = torch.zeros_like(inputs) if baselines is None else baselines
-                res = ca.LayerConductance(wrapped, mod).attribute(
-                    inputs, baselines=base, target=target, n_steps=n_steps
-                )
-            else:
-                res = ca.LayerFeatureAblation(wrapped, mod).attribute(inputs, target=target)
-        else:
-            raise ValueError(
-                "method must be 'integrated_gradients', 'gradient_shap', 'layer_conductance' or "
-                f"'layer_feature_ablation'; got {method!r}."
-            )
-    finally:
-        np.random.set_state(np_state)  # leave the caller's numpy stream as it was
-        restore_modes(was)
+    # the verb's session: eval mode (the modes given back), and the profile's check that two unchanged
+    # passes agree (a model that keeps state or draws random numbers would attribute its drift)
+    with Session(model, "attribute", inputs, forward=forward) as ses:
+        ses.check(slice_batch(inputs, 0, min(len(inputs), 64)), {"repeatable"})
+        inputs = inputs.detach().clone().requires_grad_(True)
+        np_state = np.random.get_state()
+        try:
+            torch.manual_seed(seed)
+            np.random.seed(seed)  # captum's GradientShap draws baselines and path points from numpy's global RNG
+            res = _captum(ca, wrapped, model, inputs, method, target, baselines, layer, n_samples, n_steps)
+        finally:
+            np.random.set_state(np_state)  # leave the caller's numpy stream as it was
     arr = res.detach().cpu().numpy()
     if dims is None:
         dims = ["sample", *[f"dim_{i}" for i in range(1, arr.ndim)]]

@@ -15,7 +15,7 @@ scimech. Sites inside the layer keep real hooks, which is what makes its submodu
 Hook functions see each activation in its canonical view ``(batch, [window], *positions,
 feature)`` (:mod:`scimech.capture.layout`), checked against the batch of the forward pass, and
 whatever they return is put back in the model's own layout. Every :class:`HookSet` counts
-how often each of its sites ran; :meth:`HookSet.check_fired` raises
+how often each of its sites ran; the verb's session (:mod:`scimech.capture.session`) raises
 :class:`~scimech.errors.SiteNeverRanError` naming a site that never ran, so that no verb
 reports "no effect" for an intervention that never happened.
 
@@ -300,10 +300,10 @@ class HookSet:
 
         return forward_output
 
-    def check_fired(self, what: str) -> None:
-        """Raise :class:`SiteNeverRanError` if a site never ran, or never reached a call that
-        ``calls=`` asked for (``what``: the verb, for the message)."""
-        check_fired(self.fired, what)
+    def check_calls(self, what: str) -> None:
+        """Raise :class:`SiteNeverRanError` if a pass never reached a call of a site that
+        ``calls=`` asked for (``what``: the verb, for the message). Whether each site ran at all
+        is the session's fired check (:meth:`scimech.capture.session.Session.fired`)."""
         self.end_pass()
         if self.calls is None:
             return
@@ -361,7 +361,7 @@ def _root_rows_hooks(model: nn.Module) -> list:
 
 
 def to_eval(model: nn.Module) -> list[tuple[nn.Module, bool]]:
-    """Put ``model`` in eval mode, as every verb measures; returns each module's own mode for
+    """Put ``model`` in eval mode, as every verb measures (the verb's session does); returns each module's own mode for
     :func:`restore_modes` (a model training with a frozen batch norm kept in eval gets exactly
     that back, which ``model.train(was)`` would not give)."""
     modes = [(m, m.training) for m in model.modules()]

@@ -30,18 +30,11 @@ import xarray as xr
 from torch import nn
 
 from scimech.capture.batches import batch_size_of, is_one_batch, iter_batches
-from scimech.capture.calls import CallPolicy, Calls, Pass, current_pass, parse_calls, shortfall
-from scimech.capture.hooks import (
-    HookSet,
-    StopForward,
-    check_fired,
-    restore_modes,
-    run_forward,
-    to_eval,
-)
+from scimech.capture.calls import CallPolicy, Calls, Pass, current_pass, shortfall
+from scimech.capture.hooks import HookSet, StopForward, run_forward
 from scimech.capture.layout import Axes
+from scimech.capture.session import Session
 from scimech.capture.sites import HeadLayout, ResolvedSite, resolve_site
-from scimech.causal.model_profile import forward_folded, require
 from scimech.errors import DimensionError
 from scimech.run.options import removal_notice
 from scimech.run.progress import progress as _progress
@@ -52,8 +45,9 @@ Reduce = Literal["mean", "last", "first", "max"] | Callable[[torch.Tensor], torc
 Repeat = Literal["error", "stack", "last"]
 
 
-def _calls_from(calls, repeat, verb: str) -> CallPolicy:
-    """``calls=``, or the old ``repeat=`` spelling (``"stack"`` is ``calls="all"``) with a warning."""
+def _calls_from(calls, repeat, verb: str) -> Calls:
+    """``calls=``, or the old ``repeat=`` spelling (``"stack"`` is ``calls="all"``) with a warning
+    (parsed by the verb's session)."""
     if repeat is not None:
         notice = removal_notice("repeat=", "calls= (repeat='stack' is calls='all')")
         warnings.warn(f"{verb}: {notice}", DeprecationWarning, stacklevel=3)
@@ -62,7 +56,7 @@ def _calls_from(calls, repeat, verb: str) -> CallPolicy:
         if repeat not in ("error", "stack", "last"):
             raise ValueError(f"repeat must be 'error', 'stack' or 'last'; got {repeat!r}.")
         calls = "all" if repeat == "stack" else repeat
-    return parse_calls("error" if calls is None else calls, verb)
+    return "error" if calls is None else calls
 
 
 def _reduce(t: torch.Tensor, how: Reduce, head_split: bool) -> torch.Tensor:
@@ -146,7 +140,8 @@ class Recorder:
     ):
         if isinstance(sites, str):
             sites = [sites]
-        self.calls = _calls_from(calls, repeat, "Recorder")
+        # a Recorder is a block the user runs: its session parses calls= and leaves the modes alone
+        self.calls = Session(model, "Recorder", calls=_calls_from(calls, repeat, "Recorder")).calls
         if not sites:
             raise ValueError("Recorder needs at least one site; list candidates with scimech.list_sites(model).")
         self.model = model
@@ -182,10 +177,11 @@ class Recorder:
         no call axis: calls of changing shape (a decoder's growing sequence) kept as they are."""
         return {k: list(v) for k, v in self._calls.items()}
 
-    def check_fired(self, what: str) -> None:
-        """Raise :class:`~scimech.errors.SiteNeverRanError` naming the sites that recorded nothing
-        in the last forward pass (``what``: the verb, for the message)."""
-        check_fired({s.name: int(s.name in self._calls) for s in self.resolved}, what)
+    @property
+    def fired(self) -> dict[str, int]:
+        """Whether each site recorded anything in the last forward pass (1) or not (0): what a
+        verb's session checks (:meth:`scimech.capture.session.Session.fired`)."""
+        return {s.name: int(s.name in self._calls) for s in self.resolved}
 
     @property
     def activations(self) -> dict[str, torch.Tensor]:
@@ -427,14 +423,14 @@ def record(
     """
     if isinstance(sites, str):
         sites = [sites]
-    policy = _calls_from(calls, repeat, "record")
-    was_training = to_eval(model)
     chunks: dict[str, list[np.ndarray]] = {s: [] for s in sites}
     store_path = Path(to_zarr) if to_zarr is not None else None
     dims: dict[str, list[str]] | None = None
     first_calls: dict[str, int] | None = None
     n_done = 0
-    try:
+    # the verb's session: calls= parsed, eval mode (given back on leaving), the profile's checks
+    with Session(model, "record", inputs, calls=_calls_from(calls, repeat, "record"), forward=forward) as sess:
+        policy = sess.calls
         resolved = [resolve_site(model, s, layouts, axes) for s in sites]
         one_sample = _one_sample_per_pass(resolved, inputs, batch_size)
         batches = iter_batches(inputs, batch_size)
@@ -442,7 +438,7 @@ def record(
             # rows declared packed sample by sample ('batch*window ...'): checked once on the first batch
             first = next(batches, None)
             if first is not None:
-                require(model, first[1], verb="record", needs={"packing"}, forward=forward, sites=resolved)
+                sess.check(first[1], {"packing"}, sites=resolved)
                 batches = itertools.chain([first], batches)
         with Recorder(
             model, resolved, reduce=reduce, calls=policy, stop_early=stop_early, layouts=layouts, axes=axes
@@ -452,9 +448,9 @@ def record(
             site_attrs = _site_attrs(rec.resolved)
             for start, batch in batches:
                 # under no_grad, unless the forward takes gradients itself: found by the first pass
-                # and kept in the model's profile (scimech.causal.model_profile), no pass of its own
-                forward_folded(model, batch, forward, functools.partial(rec.forward, batch, forward))
-                rec.check_fired("record")
+                # and kept in the model's profile (scimech.capture.profile), no pass of its own
+                sess.run(batch, functools.partial(rec.forward, batch, forward))
+                sess.fired(rec)
                 arrays = {s: _to_numpy(rec.canonical[s], dtype) for s in sites}
                 rows = 1 if one_sample else batch_size_of(batch)
                 wrong = {s: a.shape for s, a in arrays.items() if a.ndim == 0 or a.shape[0] != rows}
@@ -503,8 +499,6 @@ def record(
                 else:
                     for s, a in arrays.items():
                         chunks[s].append(a)
-    finally:
-        restore_modes(was_training)
     if dims is None:
         raise ValueError("record() got no inputs: the dataset is empty.")
     if store_path is not None:

@@ -19,6 +19,7 @@ from typing import Literal
 
 import torch
 
+from scimech.capture.session import integer_activation
 from scimech.causal.samples import mesh_mismatch
 from scimech.errors import DataValidationError
 
@@ -46,11 +47,14 @@ class Method:
     def check_dtype(self, site: str, t: torch.Tensor) -> None:
         """Refuse a method that computes new values on a site that cannot hold them."""
         if self.computes_values and not (t.is_floating_point() or t.is_complex()):
-            raise DataValidationError(
-                f"method={self.name!r} at {site!r}: the activation is {str(t.dtype).removeprefix('torch.')} (codes, "
-                f"indices or a mask), which cannot hold {'a mean' if self.name == 'mean' else 'a scaled value'}; torch "
-                "would round it back (0.5 x True is True, 0.5 x 3 is 1). Use method='resample' (whole reference "
-                "samples) or method='zero', or patch the site with patching_sweep."
+            raise integer_activation(
+                f"method={self.name!r}",
+                site,
+                t,
+                f"which cannot hold {'a mean' if self.name == 'mean' else 'a scaled value'}; torch would round it "
+                "back (0.5 x True is True, 0.5 x 3 is 1)",
+                "Use method='resample' (whole reference samples) or method='zero', or patch the site with "
+                "patching_sweep.",
             )
 
     def draw(self, gen: torch.Generator | None, n_ref: int, n: int, nodes: int = 1) -> torch.Tensor | None:

@@ -48,22 +48,15 @@ from scipy.stats import spearmanr
 from torch import nn
 
 from scimech.capture.attention import DecomposedMultiheadAttention
-from scimech.capture.batches import batch_size_of, is_graph_batch, slice_batch
-from scimech.capture.calls import CallPolicy, Calls, parse_calls
-from scimech.capture.hooks import (
-    HookSet,
-    check_fired,
-    first_tensor,
-    override_forward,
-    restore_modes,
-    run_forward,
-    to_eval,
-)
+from scimech.capture.batches import batch_size_of, is_graph_batch, n_samples_of, slice_batch
+from scimech.capture.calls import CallPolicy, Calls
+from scimech.capture.hooks import HookSet, first_tensor, override_forward, run_forward
+from scimech.capture.profile import same_values
 from scimech.capture.record import Recorder
+from scimech.capture.session import Session, integer_activation, result_values
 from scimech.capture.sites import HeadLayout, ResolvedSite
 from scimech.causal.intervene import patching_sweep
-from scimech.causal.metrics import Metric, result_values
-from scimech.causal.model_profile import ModelProfile, require
+from scimech.causal.metrics import Metric
 from scimech.causal.prefix_reuse import trace_calls
 from scimech.causal.samples import (
     Samples,
@@ -75,14 +68,15 @@ from scimech.causal.sweep import Reuse as _Reuse
 from scimech.causal.sweep import (
     RowCheck,
     Target,
+    TilePlan,
     capturing,
     check_source,
-    metric_values,
     normalized_effect,
-    patch_sites,
     patching_inputs,
     plan_reuse,
     source_at,
+    source_make,
+    sweep_tiles,
 )
 from scimech.errors import DataValidationError
 
@@ -149,10 +143,12 @@ class _Probes:
     def _probe(self, key: Any, t: torch.Tensor) -> torch.Tensor:
         if not (t.is_floating_point() or t.is_complex()):
             site = self.by_point.get(key[:2])
-            raise DataValidationError(
-                f"attribution_patching at {site.name if site else key[1]!r}: the activation is "
-                f"{str(t.dtype).removeprefix('torch.')} (codes, indices or a mask), and a gradient needs a floating "
-                "activation. Use patching_sweep for this site (exact effects, no gradient)."
+            raise integer_activation(
+                "attribution_patching",
+                site.name if site else key[1],
+                t,
+                "and a gradient needs a floating activation",
+                "Use patching_sweep for this site (exact effects, no gradient).",
             )
         z = torch.zeros_like(t, requires_grad=True)
         self.leaves[key] = z
@@ -349,23 +345,31 @@ def attribution_patching(
         model, clean, corrupted, sites, metric, direction, target, layouts, axes
     )
     check_batching(clean, samples, batch_size, "attribution_patching")
-    policy = parse_calls(calls, "attribution_patching")
-    qk = {
-        s.name: a for s in resolved if qk_fix and policy.mode == "error" and (a := _qk_attention(model, s)) is not None
-    }
-    clean_v, corr_v, est_v, gd_v = [], [], [], []
-    # one batch: the verification patches the base run kept here (no new reference runs)
-    keep = (
-        bool(verify_top)
-        and n_clean <= batch_size
-        and policy.mode in ("error", "index")
-        and samples is None
-        and not is_graph_batch(clean)
-    )
-    last: _Batch | None = None
-    blocks: list[str] = []
-    was = to_eval(model)
-    try:
+    with Session(
+        model,
+        "attribution_patching",
+        clean,
+        calls=calls,
+        forward=forward,
+        samples=samples,
+        needs={"repeatable", "rows", "packing"},
+        why="A per-sample first-order effect",
+    ) as ses:
+        policy = ses.calls
+        qk = {
+            s.name: a
+            for s in resolved
+            if qk_fix and policy.mode == "error" and (a := _qk_attention(model, s)) is not None
+        }
+        # one batch: the verification patches the base run kept here (no new reference runs)
+        keep = (
+            bool(verify_top)
+            and n_clean <= batch_size
+            and policy.mode in ("error", "index")
+            and samples is None
+            and not is_graph_batch(clean)
+        )
+        blocks: list[str] = []
         if graddrop:
             blocks = trace_calls(model, corrupted if direction == "denoising" else clean, forward).blocks(model)
             if len(blocks) < 2:
@@ -373,88 +377,101 @@ def attribution_patching(
                     "graddrop=True needs a model made of two or more blocks called one after the other "
                     "(x = block(x)); none was found. Use graddrop=False."
                 )
-        for start in range(0, n_clean, batch_size):
-            stop = min(start + batch_size, n_clean)
-            if start == 0:  # what the estimate assumes: measured once per model, forward and input signature
-                first_base = slice_batch(corrupted if direction == "denoising" else clean, start, stop)
-                prof = require(
+        sizes = {"batch_size": batch_size, "max_rows": max_rows}
+        est = _estimate_all(ses, clean, corrupted, target, resolved, metric, qk, blocks, direction, keep, **sizes)
+        c, x, effect, base, last = est
+        usable = ses.normalisable(c, x, metric.name)  # a constant metric refused; noise-floor pairs masked
+        data, coords = _estimate_variables(sites, metric.name, c, x, base, effect, blocks, est.graddrop, usable)
+        attrs: dict[str, Any] = {
+            "method": "attribution_patching",
+            "estimator": "AtP*" if (qk or blocks) else "AtP",
+            "qk_fix_sites": ", ".join(qk) or "none",
+            "graddrop_blocks": ", ".join(blocks) or "none",
+            "direction": direction,
+            "metric": metric.name,
+            "description": "first-order (attribution patching) estimate of activation patching; "
+            "Nanda 2022, Kramar et al. 2024 (AtP*)",
+        }
+        if verify_top:
+            top = [sites[i] for i in np.argsort(data["rank"][1])[: int(verify_top)]]
+            if keep:
+                assert last is not None  # keep: the one batch, estimated above
+                exact_patched = _verify_kept_batch(ses, resolved, top, last, metric, max_rows)
+                path = last.path
+            else:
+                ex = patching_sweep(
                     model,
-                    first_base,
-                    verb="attribution_patching",
-                    needs={"repeatable", "rows", "packing"},
+                    clean,
+                    corrupted,
+                    top,
+                    metric,
+                    direction=direction,
                     forward=forward,
+                    batch_size=batch_size,
+                    max_rows=max_rows,
+                    target=target,
+                    layouts=layouts,
+                    axes=axes,
+                    calls=policy,
                     samples=samples,
-                    why="A per-sample first-order effect",
-                    sites=resolved,
                 )
-            last = _estimate_batch(
-                model,
-                slice_batch(clean, start, stop),
-                slice_batch(corrupted, start, stop),
-                None if target is None else target[start:stop],
-                resolved,
-                metric,
-                qk,
-                blocks,
-                direction=direction,
-                forward=forward,
-                keep=keep,
-                policy=policy,
-                samples=samples,
-                prof=prof,
-            )
-            if start == 0:
-                _check_unreached(model, resolved, last, metric, forward, max_rows, samples, prof)
-            clean_v.append(last.source_metric if direction == "denoising" else last.base_metric)
-            corr_v.append(last.base_metric if direction == "denoising" else last.source_metric)
-            est_v.append(last.per_run[0])
-            if blocks:
-                gd_v.append(torch.stack(last.per_run[1:]))
-    finally:
-        restore_modes(was)
-    c, x = torch.cat(clean_v).numpy(), torch.cat(corr_v).numpy()
-    effect = torch.cat(est_v, dim=1).numpy()
-    base = x if direction == "denoising" else c
-    data, coords = _estimate_variables(sites, metric.name, c, x, base, effect, blocks, gd_v)
-    rank = data["rank"][1]
-    attrs: dict[str, Any] = {
-        "method": "attribution_patching",
-        "estimator": "AtP*" if (qk or blocks) else "AtP",
-        "qk_fix_sites": ", ".join(qk) or "none",
-        "graddrop_blocks": ", ".join(blocks) or "none",
-        "direction": direction,
-        "metric": metric.name,
-        "description": "first-order (attribution patching) estimate of activation patching; "
-        "Nanda 2022, Kramar et al. 2024 (AtP*)",
-    }
-    if verify_top:
-        top = [sites[i] for i in np.argsort(rank)[: int(verify_top)]]
-        if keep:
-            assert last is not None  # keep: the one batch, estimated above
-            exact_patched = _verify_kept_batch(model, resolved, top, last, metric, forward, max_rows, prof)
-            path = last.path
-        else:
-            ex = patching_sweep(
-                model,
-                clean,
-                corrupted,
-                top,
-                metric,
-                direction=direction,
-                forward=forward,
-                batch_size=batch_size,
-                max_rows=max_rows,
-                target=target,
-                layouts=layouts,
-                axes=axes,
-                calls=policy,
-                samples=samples,
-            )
-            exact_patched = {s: ex["patched"].sel(site=s).values for s in top}
-            path = {k: ex.attrs[k] for k in ("sweep_path", "sweep_path_note")}
-        data.update(_verified(sites, exact_patched, base, c, x))
-        attrs.update(verify_top=len(top), **path)
+                exact_patched = {s: ex["patched"].sel(site=s).values for s in top}
+                path = {k: ex.attrs[k] for k in ("sweep_path", "sweep_path_note")}
+            data.update(_verified(sites, exact_patched, base, c, x, usable))
+            attrs.update(verify_top=len(top), **path)
     return xr.Dataset(data, coords=coords, attrs=attrs)
+
+
+@dataclass
+class _Estimates:
+    """The estimates of every batch: clean and corrupted metric (sample), the estimated effect
+    (site, sample), the metric of the run patched into, the last batch (what a verification of
+    one batch reuses) and, with GradDrop, the estimates with each block dropped."""
+
+    clean: np.ndarray
+    corrupted: np.ndarray
+    effect: np.ndarray
+    base: np.ndarray
+    last: _Batch | None
+    graddrop: list[torch.Tensor]
+
+    def __iter__(self):
+        return iter((self.clean, self.corrupted, self.effect, self.base, self.last))
+
+
+def _estimate_all(
+    ses: Session, clean, corrupted, target, resolved, metric, qk, blocks, direction, keep, *, batch_size, max_rows
+) -> _Estimates:
+    """The first-order estimates batch by batch (the profile checked on the first base batch, and
+    the sites the gradient never reaches patched exactly there)."""
+    n_clean = n_samples_of(clean)
+    clean_v, corr_v, est_v, gd_v = [], [], [], []
+    last: _Batch | None = None
+    for start in range(0, n_clean, batch_size):
+        stop = min(start + batch_size, n_clean)
+        if start == 0:  # what the estimate assumes: measured once per model, forward and input signature
+            ses.check(slice_batch(corrupted if direction == "denoising" else clean, start, stop), sites=resolved)
+        last = _estimate_batch(
+            ses,
+            slice_batch(clean, start, stop),
+            slice_batch(corrupted, start, stop),
+            None if target is None else target[start:stop],
+            resolved,
+            metric,
+            qk,
+            blocks,
+            direction=direction,
+            keep=keep,
+        )
+        if start == 0:
+            _check_unreached(ses, resolved, last, metric, max_rows)
+        clean_v.append(last.source_metric if direction == "denoising" else last.base_metric)
+        corr_v.append(last.base_metric if direction == "denoising" else last.source_metric)
+        est_v.append(last.per_run[0])
+        if blocks:
+            gd_v.append(torch.stack(last.per_run[1:]))
+    c, x = torch.cat(clean_v).numpy(), torch.cat(corr_v).numpy()
+    return _Estimates(c, x, torch.cat(est_v, dim=1).numpy(), x if direction == "denoising" else c, last, gd_v)
 
 
 @dataclass
@@ -490,9 +507,7 @@ def _unreached(group, probes, grads: Mapping[Any, torch.Tensor | None], qk) -> l
     return out
 
 
-def _check_unreached(
-    model, resolved, batch: _Batch, metric, forward, max_rows: int, samples, prof: ModelProfile
-) -> None:
+def _check_unreached(ses: Session, resolved, batch: _Batch, metric, max_rows: int) -> None:
     """A site the gradient never reaches has a first-order estimate of 0. That is its effect
     when nothing downstream uses it; under ``torch.no_grad()``, after a ``.detach()`` or in a
     reentrant checkpoint inside the model it is not. So those sites are patched exactly once on
@@ -507,25 +522,18 @@ def _check_unreached(
             "site does. Measure it exactly with patching_sweep(..., calls=...) instead."
         )
     chosen = [r for r in resolved if r.name in batch.unreached]
-    idx = sample_index(batch.base_batch, samples)
+    idx = sample_index(batch.base_batch, ses.samples)
     agg = None if idx is None else (lambda v, _i=idx: per_sample(v, _i))
-    with prof.grad():
-        rows = patch_sites(
-            model,
-            [Target(r, batch.policy) for r in chosen],
-            batch.base_batch,
-            batch.source,
-            metric,
-            batch.target,
-            forward,
-            max_rows,
-            None,
-            baseline=batch.base_metric,
-            per_sample=agg,
-        )
-    scale = max(1.0, float(batch.base_metric.abs().max()))
-    moved = {r.name: float((row - batch.base_metric).abs().max()) for r, row in zip(chosen, rows, strict=True)}
-    moved = {k: v for k, v in moved.items() if v > 1e-5 * scale}
+    with ses.grad():
+        plan = TilePlan(ses, [Target(r, batch.policy) for r in chosen], metric, max_rows)
+        make = source_make(batch.source, batch.policy, ses.verb)
+        rows = sweep_tiles(plan, batch.base_batch, make, batch.target, batch.base_metric, agg)
+    # a change beyond what another batch size moves the metric by (the profile's tolerance of its dtype)
+    moved = {
+        r.name: float((row - batch.base_metric).abs().max())
+        for r, row in zip(chosen, rows, strict=True)
+        if not same_values(batch.base_metric, row, ses.metric_tolerance)[0]
+    }
     if moved:
         raise DataValidationError(
             f"attribution_patching: the metric's gradient never reaches {', '.join(map(repr, moved))}, yet patching "
@@ -538,14 +546,14 @@ def _check_unreached(
                 " This model takes a gradient inside its forward (forces from an energy): where the output is that "
                 "gradient, a shift of a site after which the energy is linear does not change it to first order, "
                 "so choose sites before the last nonlinearity."
-                if prof.needs_grad
+                if ses.profile is not None and ses.profile.needs_grad
                 else ""
             )
         )
 
 
 def _estimate_batch(
-    model,
+    ses: Session,
     clean_batch,
     corrupted_batch,
     target,
@@ -555,21 +563,18 @@ def _estimate_batch(
     blocks,
     *,
     direction,
-    forward,
     keep,
-    policy,
-    samples=None,
-    prof: ModelProfile,
 ) -> _Batch:
+    model, forward, policy, samples = ses.model, ses.forward, ses.calls, ses.samples
     src_batch, base_batch = (
         (clean_batch, corrupted_batch) if direction == "denoising" else (corrupted_batch, clean_batch)
     )
-    with prof.grad(), Recorder(model, resolved, calls="error" if policy.mode == "error" else "all") as rec:
-        out_src = run_forward(model, src_batch, forward)
-    rec.check_fired("attribution_patching")
+    with Recorder(model, resolved, calls="error" if policy.mode == "error" else "all") as rec:
+        out_src = ses.run(src_batch)
+    ses.fired(rec)
     source = dict(rec.canonical) if policy.mode == "error" else rec.per_call  # call by call: shapes may change
     state = {"dropped": None}
-    reuse, path = plan_reuse(model, base_batch, resolved, forward, True, prof) if keep else (None, {})
+    reuse, path = plan_reuse(model, base_batch, resolved, forward, True, ses.profile) if keep else (None, {})
     # several calls of a site patched at once: the patched run overwrites every one of them, so the
     # gradient at call c must not flow through the later (overwritten) calls of the same site: each
     # such site gets a backward pass of its own with its later calls cut from their inputs
@@ -591,9 +596,7 @@ def _estimate_batch(
             capturing(model, reuse if group is groups[0] else None, batch_size_of(clean_batch)),
         ):
             out = run_forward(model, base_batch, forward)
-            check_fired(
-                {s.name: int(any(k[:2] == probes.point(s) for k in probes.base)) for s in group}, "attribution_patching"
-            )
+            ses.fired({s.name: int(any(k[:2] == probes.point(s) for k in probes.base)) for s in group})
             m = metric(out, target)
             keys = list(probes.leaves)
             leaves = [probes.leaves[k] for k in keys]
@@ -604,7 +607,8 @@ def _estimate_batch(
                     "metrics.output(part='real'), 'imag', 'abs' or 'angle', or a metric returning a real tensor; "
                     "patching_sweep keeps a complex metric as it is."
                 )
-            if isinstance(m, torch.Tensor) and m.dim() == 1 and not m.requires_grad and prof.needs_grad:
+            needs_grad = ses.profile is not None and ses.profile.needs_grad
+            if isinstance(m, torch.Tensor) and m.dim() == 1 and not m.requires_grad and needs_grad:
                 raise DataValidationError(
                     f"attribution_patching: the metric {metric.name!r} has no gradient with respect to the sites: the "
                     "model computes its output with torch.autograd.grad inside forward (forces from an energy), and "
@@ -631,7 +635,9 @@ def _estimate_batch(
         rows.append(per_run[0])
     if multi:
         per_run = [torch.cat(rows)]
-    src_m, base_m = metric_values(metric, out_src, target), result_values(m)
+    with ses.grad():
+        src_m = ses.values(metric, out_src, target)
+    base_m = result_values(m)
     idx = sample_index(base_batch, samples)
     if idx is not None:  # per-row values summed per sample
         n = int(idx.max()) + 1
@@ -640,9 +646,10 @@ def _estimate_batch(
     return _Batch(src_m, base_m, per_run, source, base_batch, target, reuse, path, policy, tuple(unreached))
 
 
-def _estimate_variables(sites, metric_name, c, x, base, effect, blocks, gd_v) -> tuple[dict, dict]:
+def _estimate_variables(sites, metric_name, c, x, base, effect, blocks, gd_v, usable) -> tuple[dict, dict]:
     """The estimated variables (``patched``, ``effect``, ``normalized_effect``, ``score``,
-    ``rank``; with GradDrop ``graddrop_effect``) and their coords."""
+    ``rank``; with GradDrop ``graddrop_effect``) and their coords (``usable``: the samples whose
+    clean and corrupted metric differ beyond its noise floor)."""
     patched = base[None] + effect
     data: dict[str, tuple[str | tuple[str, ...], Any, dict[str, str]]] = {
         "clean": (("sample",), c, {"description": f"{metric_name} on the clean input"}),
@@ -651,7 +658,7 @@ def _estimate_variables(sites, metric_name, c, x, base, effect, blocks, gd_v) ->
         "effect": (("site", "sample"), effect, {"description": "estimated patched minus the unpatched run"}),
         "normalized_effect": (
             ("site", "sample"),
-            normalized_effect(patched, c, x),
+            normalized_effect(patched, c, x, usable),
             {"description": "estimated (patched - corrupted) / (clean - corrupted)"},
         ),
     }
@@ -683,31 +690,19 @@ def _estimate_variables(sites, metric_name, c, x, base, effect, blocks, gd_v) ->
     return data, coords
 
 
-def _verify_kept_batch(
-    model, resolved, top, batch: _Batch, metric, forward, max_rows, prof: ModelProfile
-) -> dict[str, np.ndarray]:
-    """Exact patching of the ``top`` sites on the one batch whose base run was kept."""
+def _verify_kept_batch(ses: Session, resolved, top, batch: _Batch, metric, max_rows: int) -> dict[str, np.ndarray]:
+    """Exact patching of the ``top`` sites on the one batch whose base run was kept: the patching
+    setter (the source activations recorded by the estimate) on that batch's tiled passes."""
     chosen = [r for r in resolved if r.name in top]
     reuse = batch.reuse
     sub = None if reuse is None else _Reuse({r.name: reuse.plan[r.name] for r in chosen}, reuse.recorded)
-    was = to_eval(model)
-    try:
-        with prof.grad():
-            rows = patch_sites(
-                model,
-                [Target(r, batch.policy) for r in chosen],
-                batch.base_batch,
-                batch.source,
-                metric,
-                batch.target,
-                forward,
-                max_rows,
-                sub,
-                check=RowCheck.of(prof),
-                baseline=batch.base_metric,
-            )
-    finally:
-        restore_modes(was)
+    plan = TilePlan(
+        ses, [Target(r, batch.policy) for r in chosen], metric, max_rows, sub, check=RowCheck.of(ses.profile)
+    )
+    with ses.grad():
+        rows = sweep_tiles(
+            plan, batch.base_batch, source_make(batch.source, batch.policy, ses.verb), batch.target, batch.base_metric
+        )
     return {r.name: rows[i].numpy() for i, r in enumerate(chosen)}
 
 
@@ -720,7 +715,12 @@ def _ranks(score: np.ndarray) -> np.ndarray:
 
 
 def _verified(
-    sites: Sequence[str], exact_patched: Mapping[str, np.ndarray], base: np.ndarray, c: np.ndarray, x: np.ndarray
+    sites: Sequence[str],
+    exact_patched: Mapping[str, np.ndarray],
+    base: np.ndarray,
+    c: np.ndarray,
+    x: np.ndarray,
+    usable: np.ndarray,
 ) -> dict[str, tuple]:
     """The variables of the exact patching of the verified sites (``exact_*``, ``verified``, ``exact_rank``)."""
     patched = np.full((len(sites), len(base)), np.nan)
@@ -733,7 +733,11 @@ def _verified(
     return {
         "exact_patched": (("site", "sample"), patched, {"description": what}),
         "exact_effect": (("site", "sample"), patched - base[None], {"description": what}),
-        "exact_normalized_effect": (("site", "sample"), normalized_effect(patched, c, x), {"description": what}),
+        "exact_normalized_effect": (
+            ("site", "sample"),
+            normalized_effect(patched, c, x, usable),
+            {"description": what},
+        ),
         "verified": ("site", verified, {"description": "exact patching was run"}),
         "exact_rank": ("site", exact_rank, {"description": "rank by |mean exact effect| among the verified sites"}),
     }

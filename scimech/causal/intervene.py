@@ -43,38 +43,29 @@ from scimech.capture.batches import (
     n_samples_of,
     slice_batch,
 )
-from scimech.capture.calls import CallPolicy, Calls, current_pass, parse_calls
-from scimech.capture.hooks import HookSet, restore_modes, to_eval
+from scimech.capture.calls import CallPolicy, Calls, current_pass
 from scimech.capture.record import Recorder, site_dims
+from scimech.capture.session import Session
 from scimech.capture.sites import HeadLayout, ResolvedSite, resolve_site
 from scimech.causal.ablation import AblationMethod, Method, check_reference, resolve_method
 from scimech.causal.metrics import Metric, as_metric
-from scimech.causal.model_profile import ModelProfile, forward_folded, profile_of, require
 from scimech.causal.samples import (
     FixedMesh,
     Samples,
     check_batching,
     check_mesh,
     mesh_nodes,
-    per_sample,
     reference_chunk,
     sample_index,
 )
 from scimech.causal.sweep import (
-    Reuse,
-    RowCheck,
-    capturing,
-    count_calls,
-    metric_values,
+    Setter,
     normalized_effect,
-    patch_sites,
     patching_inputs,
-    plan_reuse,
     site_list,
-    sites_per_forward,
+    source_setter,
+    sweep_batches,
     sweep_target,
-    sweep_tiles,
-    targets_for,
 )
 from scimech.errors import DataValidationError
 
@@ -130,29 +121,28 @@ def reference_activations(
     batch_size: int = 256,
     axes=None,
     calls: Calls = "error",
+    verb: str = "reference_activations",
 ) -> dict[str, torch.Tensor]:
     """Activations at ``sites`` on reference inputs (for mean and resample ablation), in each
     site's canonical layout ``(sample, [window], *positions, feature)`` on the model's device.
 
     ``calls`` (:mod:`scimech.capture.calls`): for a site that runs several times per forward pass,
     which calls to record; with ``"all"`` or a list the activations get a call axis (dim 1),
-    so that each call is replaced by the reference's same call."""
+    so that each call is replaced by the reference's same call. ``verb``: the name its messages
+    start with (the verb it serves)."""
     sites = site_list(sites)
-    policy = parse_calls(calls, "reference_activations")
-    if _given_activations(reference, sites):
-        return {s: _canonical_recorded(reference[s], s) for s in sites}
     out: dict[str, list[torch.Tensor]] = {s: [] for s in sites}
-    was = to_eval(model)
-    try:
+    with Session(model, verb, reference, calls=calls, forward=forward) as ses:
+        policy = ses.calls
+        if _given_activations(reference, sites):
+            return {s: _canonical_recorded(reference[s], s) for s in sites}
         with Recorder(model, sites, layouts=layouts, stop_early=True, axes=axes, calls=policy) as rec:
             for _, batch in iter_batches(reference, batch_size):
                 # under no_grad, unless the forward takes gradients itself (the model's profile)
-                forward_folded(model, batch, forward, functools.partial(rec.forward, batch, forward))
-                rec.check_fired("reference activations for ablate")
+                ses.run(batch, functools.partial(rec.forward, batch, forward))
+                ses.fired(rec)
                 for s in sites:
                     out[s].append(rec.canonical[s])
-    finally:
-        restore_modes(was)
     if policy.stacked:
         counts = {s: sorted({t.shape[1] for t in v}) for s, v in out.items()}
         varying = {s: c for s, c in counts.items() if len(c) > 1}
@@ -164,6 +154,25 @@ def reference_activations(
                 "reference activations {site: tensor} shaped like one call (used at every call)."
             )
     return {s: torch.cat(v) for s, v in out.items()}
+
+
+def _references(
+    s: Session, m: Method, reference: Any, sites: Sequence[str], layouts, axes, calls: CallPolicy
+) -> dict[str, torch.Tensor]:
+    """The reference activations a method needs (none for zero and scale), recorded at ``calls``."""
+    if not m.needs_reference:
+        return {}
+    return reference_activations(
+        s.model,
+        reference,
+        sites,
+        forward=s.forward,
+        layouts=layouts,
+        axes=axes,
+        batch_size=reference_chunk(reference, s.samples),
+        calls=calls,
+        verb=f"{s.verb} (its reference activations)",
+    )
 
 
 def _ref_at(ref: torch.Tensor | None, cur: torch.Tensor, policy: CallPolicy | None, call: int, site: str):
@@ -181,18 +190,11 @@ def _ref_at(ref: torch.Tensor | None, cur: torch.Tensor, policy: CallPolicy | No
     return ref[:, pos]
 
 
-def _check_samples(
-    model: nn.Module,
-    m: Method,
-    reference: Any,
-    sites: Sequence[str],
-    forward: Callable | None,
-    samples: Samples,
-    verb: str,
-) -> None:
+def _check_samples(s: Session, m: Method, reference: Any, sites: Sequence[str]) -> None:
     """Mean and resample treat the rows of the reference and the run as samples: check it."""
     if not m.needs_reference:
         return
+    verb, samples = s.verb, s.samples
     given = _given_activations(reference, sites)
     if not given:
         check_mesh(reference, samples, verb, "reference inputs")
@@ -200,14 +202,7 @@ def _check_samples(
         n = n_samples_of(reference)
         first = slice_batch(reference, 0, min(n, 64))
         # drift first (it would look like rows that interact), then the rows: once per model and signature
-        require(
-            model,
-            first,
-            verb=verb,
-            needs={"repeatable", "rows"},
-            forward=forward,
-            why=f"method={m.name!r} (averaging or swapping rows as samples)",
-        )
+        s.check(first, {"repeatable", "rows"}, why=f"method={m.name!r} (averaging or swapping rows as samples)")
     if m.draws_rows and not isinstance(samples, FixedMesh):
         idx: torch.Tensor | None
         if isinstance(samples, torch.Tensor):
@@ -327,22 +322,13 @@ def ablate(
     to report.
     """
     m = resolve_method(method, reference=reference, factor=factor, verb="ablate")
-    policy = parse_calls(calls, "ablate", allow_last=False)
+    # the user runs the passes inside the block: the session leaves the model's modes alone
+    ses = Session(model, "ablate", calls=calls, forward=forward, samples=samples, allow_last=False)
+    policy = ses.calls
     sites = site_list(sites)
-    _check_samples(model, m, reference, sites, forward, samples, "ablate")
+    _check_samples(ses, m, reference, sites)
     resolved = [resolve_site(model, s, layouts, axes) for s in sites]
-    refs: dict[str, torch.Tensor] = {}
-    if m.needs_reference:
-        refs = reference_activations(
-            model,
-            reference,
-            sites,
-            forward=forward,
-            layouts=layouts,
-            axes=axes,
-            batch_size=reference_chunk(reference, samples),
-            calls=policy,
-        )
+    refs = _references(ses, m, reference, sites, layouts, axes, policy)
     gen = torch.Generator(device="cpu").manual_seed(seed)
     drawn: dict[str, tuple[object, torch.Tensor]] = {}  # site -> (forward pass, reference rows)
     nodes = mesh_nodes(samples)
@@ -366,9 +352,8 @@ def ablate(
         new = _replacement(m, site, cur, ref, factor, gen, rows, nodes)
         return site.replace(t, new)
 
-    with HookSet(resolved, fn, model=model, calls=policy, verb="ablate") as hooks:
+    with ses, ses.hooks(resolved, fn) as hooks:  # every site checked for having run on leaving
         yield
-    hooks.check_fired("ablate")
 
 
 @contextmanager
@@ -391,7 +376,8 @@ def patch(
     call. Leaving the block raises :class:`~scimech.errors.SiteNeverRanError` if a site never
     ran in it, or never reached a call asked for.
     """
-    policy = parse_calls(calls, "patch", allow_last=False)
+    ses = Session(model, "patch", calls=calls, allow_last=False)  # the user runs the passes: modes left alone
+    policy = ses.calls
     resolved = [resolve_site(model, s, layouts, axes) for s in values]
 
     def fn(site: ResolvedSite, t: torch.Tensor):
@@ -411,9 +397,8 @@ def patch(
         # values given here, which the next forward pass in the block uses again
         return site.replace(t, new.to(t.device, copy=True).permute(inverse))
 
-    with HookSet(resolved, fn, model=model, calls=policy, verb="patch") as hooks:
+    with ses, ses.hooks(resolved, fn) as hooks:  # every site checked for having run on leaving
         yield
-    hooks.check_fired("patch")
 
 
 def _sweep_dataset(
@@ -433,30 +418,6 @@ def _sweep_dataset(
     n = next(iter(per_sample.values()))[0].shape[0]
     coords = {"site": list(sites), "sample": np.arange(n)} | ({} if calls is None else {"call": calls})
     return xr.Dataset(data, coords=coords, attrs=attrs)
-
-
-def _unchanged_pass(
-    model: nn.Module,
-    batch: Any,
-    forward: Callable | None,
-    prof: ModelProfile,
-    resolved: Sequence[ResolvedSite],
-    reuse: Reuse | None,
-    rows: int,
-    counting: bool,
-    verb: str,
-    first: bool,
-) -> tuple[Any, dict, RowCheck | None]:
-    """A sweep's unchanged pass of ``batch`` (its prefix captured for reuse, each site's calls
-    counted): the outputs, the calls, and on the ``first`` batch the profile's verdict on it
-    (``require``: repeatable passes, packed rows; folded into this pass) as the sweep's
-    :class:`RowCheck` (``None`` on later batches)."""
-    with capturing(model, reuse, rows), count_calls(resolved, counting) as counts:
-        out = forward_folded(model, batch, forward, prof=prof)
-    if not first:
-        return out, counts, None
-    require(model, batch, verb=verb, needs={"repeatable", "packing"}, forward=forward, outputs=out, sites=resolved)
-    return out, counts, RowCheck.of(prof)
 
 
 def ablation_sweep(
@@ -502,101 +463,30 @@ def ablation_sweep(
         ``sweep_path_note``, ``row_check``.
     """
     m = resolve_method(method, reference=reference, factor=factor, verb="ablation_sweep")
-    policy = parse_calls(calls, "ablation_sweep")
-    sites = site_list(sites)
-    _check_samples(model, m, reference, sites, forward, samples, "ablation_sweep")
-    check_batching(inputs, samples, batch_size, "ablation_sweep")
-    metric = as_metric(metric)
-    n_inputs = n_samples_of(inputs) if is_one_batch(inputs) else None
-    target = sweep_target(target, metric, n_inputs)
-    resolved = [resolve_site(model, s, layouts, axes) for s in sites]
-    refs = {}
-    if m.needs_reference:
-        refs = reference_activations(
-            model,
-            reference,
-            sites,
-            forward=forward,
-            layouts=layouts,
-            axes=axes,
-            batch_size=reference_chunk(reference, samples),
-            calls="all" if by_call and policy.mode == "all" else policy,
+    with Session(model, "ablation_sweep", inputs, calls=calls, forward=forward, samples=samples) as ses:
+        policy = ses.calls
+        sites = site_list(sites)
+        _check_samples(ses, m, reference, sites)
+        check_batching(inputs, samples, batch_size, "ablation_sweep")
+        metric = as_metric(metric)
+        n_inputs = n_samples_of(inputs) if is_one_batch(inputs) else None
+        target = sweep_target(target, metric, n_inputs)
+        resolved = [resolve_site(model, s, layouts, axes) for s in sites]
+        ref_calls = CallPolicy("all") if by_call and policy.mode == "all" else policy
+        refs = _references(ses, m, reference, sites, layouts, axes, ref_calls)
+        setter = _ablation_setter(m, resolved, refs, ref_calls, factor, seed, mesh_nodes(samples))
+        run = sweep_batches(
+            ses,
+            ((start, batch, None) for start, batch in iter_batches(inputs, batch_size)),
+            resolved,
+            metric,
+            setter,
+            target=target,
+            by_call=by_call,
+            reuse_prefix=reuse_prefix,
+            max_rows=max_rows,
         )
-    ref_policy = CallPolicy("all") if by_call and policy.mode == "all" else policy
-    gen = torch.Generator(device="cpu").manual_seed(seed)
-    nodes = mesh_nodes(samples)
-    base_vals, abl_vals = [], []
-    reuse: Reuse | None = None
-    path: dict[str, Any] = {}
-    check = RowCheck()
-    targets, call_list = None, None
-    prof = None
-    was = to_eval(model)
-    try:
-        for start, batch in iter_batches(inputs, batch_size):
-            # what the sweep assumes (scimech.causal.model_profile), measured once per model, forward and input
-            # signature, with the unablated pass below as its first pass
-            prof = profile_of(model, batch, forward) if prof is None else prof
-            with prof.grad():
-                b = batch_size_of(batch)
-                tgt = None if target is None else target[start : start + n_samples_of(batch)]
-                if start == 0:
-                    reuse, path = plan_reuse(model, batch, resolved, forward, reuse_prefix, prof)
-                counting = policy.mode == "last" or (by_call and policy.mode == "all")
-                idx = sample_index(batch, samples)
-                agg = None if idx is None else functools.partial(per_sample, index=idx)
-                out, counts, first = _unchanged_pass(
-                    model, batch, forward, prof, resolved, reuse, b, counting, "ablation_sweep", start == 0
-                )
-                check = first if first is not None else check
-            with prof.grad():
-                base = metric_values(metric, out, tgt)
-                base = base if agg is None else agg(base)
-                base_vals.append(base)
-                last = {s: n - 1 for s, n in counts.items()} if policy.mode == "last" else {}
-                if targets is None:
-                    targets, call_list = targets_for(resolved, policy, by_call, counts)
-                row = torch.empty(len(targets), len(base), device="cpu", dtype=base.dtype)  # in the metric's precision
-                k = sites_per_forward(len(targets), b, max_rows)
-                # one resampling draw per batch, shared by every site and call: sample j is replaced by
-                # the same reference sample at every site (a paired comparison across sites), and a
-                # single-batch sweep equals ablate(model, site, seed=seed) site by site
-                draws = {}
-                if m.draws_rows:
-                    sizes = {refs[s.name].shape[0] for s in resolved}
-                    shared = m.draw(gen, sizes.pop(), b, nodes) if len(sizes) == 1 else None
-                    draws = {
-                        s.name: shared if shared is not None else m.draw(gen, refs[s.name].shape[0], b, nodes)
-                        for s in resolved
-                    }
-
-                def make(i, s, cur, call, draws=draws):
-                    ref = _ref_at(refs.get(s.name), cur, ref_policy, call, s.name)
-                    return _replacement(m, s, cur, ref, factor, None, draws.get(s.name), nodes)
-
-                sweep_tiles(
-                    model,
-                    targets,
-                    batch,
-                    b,
-                    make,
-                    metric,
-                    tgt,
-                    forward,
-                    k,
-                    row,
-                    reuse,
-                    "ablation_sweep",
-                    last,
-                    check,
-                    base,
-                    agg,
-                )
-                abl_vals.append(row)
-    finally:
-        restore_modes(was)
-    baseline = torch.cat(base_vals).numpy()
-    ablated = torch.cat(abl_vals, dim=1).numpy()
+    baseline, ablated = run.baseline.numpy(), run.changed.numpy()
     return _sweep_dataset(
         {"baseline": (baseline, f"{metric.name} without ablation")},
         {
@@ -604,7 +494,7 @@ def ablation_sweep(
             "effect": (ablated - baseline[None], "ablated - baseline"),
         },
         sites,
-        call_list,
+        run.calls,
         {
             "method": method,
             "metric": metric.name,
@@ -612,10 +502,43 @@ def ablation_sweep(
             "seed": seed,
             "calls": str(policy),
             "description": "ablation sweep",
-            **path,
-            **check.attrs(),
+            **run.attrs,
         },
     )
+
+
+def _ablation_setter(
+    m: Method,
+    resolved: Sequence[ResolvedSite],
+    refs: Mapping[str, torch.Tensor],
+    ref_policy: CallPolicy,
+    factor: float | None,
+    seed: int,
+    nodes: int,
+) -> Setter:
+    """The ablation sweep's setter: each target gets the method's replacement of its activation.
+    One resampling draw per batch serves every site and call: sample j is replaced by the same
+    reference sample at every site (a paired comparison across sites), and a single-batch sweep
+    equals ``ablate(model, site, seed=seed)`` site by site."""
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+
+    def setter(batch, _source, _tgt, _agg):
+        b = batch_size_of(batch)
+        draws = {}
+        if m.draws_rows:
+            sizes = {refs[s.name].shape[0] for s in resolved}
+            shared = m.draw(gen, sizes.pop(), b, nodes) if len(sizes) == 1 else None
+            draws = {
+                s.name: shared if shared is not None else m.draw(gen, refs[s.name].shape[0], b, nodes) for s in resolved
+            }
+
+        def make(i, s, cur, call):
+            ref = _ref_at(refs.get(s.name), cur, ref_policy, call, s.name)
+            return _replacement(m, s, cur, ref, factor, None, draws.get(s.name), nodes)
+
+        return make, None
+
+    return setter
 
 
 def patching_sweep(
@@ -699,62 +622,30 @@ def patching_sweep(
         model, clean, corrupted, sites, metric, direction, target, layouts, axes
     )
     check_batching(clean, samples, batch_size, "patching_sweep")
-    policy = parse_calls(calls, "patching_sweep")
-    clean_v, corr_v, patched_v = [], [], []
-    reuse: Reuse | None = None
-    path: dict[str, Any] = {}
-    check = RowCheck()
-    targets, call_list = None, None
-    counting = policy.mode == "last" or (by_call and policy.mode == "all")
-    prof = None
-    was = to_eval(model)
-    try:
-        for start in range(0, n_clean, batch_size):
-            stop = min(start + batch_size, n_clean)
-            cb, xb = slice_batch(clean, start, stop), slice_batch(corrupted, start, stop)
-            src, base = (cb, xb) if direction == "denoising" else (xb, cb)
-            # what the sweep assumes (scimech.causal.model_profile), measured once per model, forward and input
-            # signature, with the unpatched run patched into as its first pass
-            prof = profile_of(model, base, forward) if prof is None else prof
-            with prof.grad():
-                b = batch_size_of(cb)
-                tgt = None if target is None else target[start:stop]
-                if start == 0:
-                    reuse, path = plan_reuse(model, base, resolved, forward, reuse_prefix, prof)
-                # the activations patched in: every call kept where calls are chosen
-                idx = sample_index(base, samples)
-                agg = None if idx is None else functools.partial(per_sample, index=idx)
-                with Recorder(model, resolved, calls="error" if policy.mode == "error" else "all") as rec:
-                    out_src = forward_folded(model, src, forward, prof=prof)
-                rec.check_fired("patching_sweep")
-                # call by call where calls are chosen: calls of changing shape are patched each from its own
-                source = dict(rec.canonical) if policy.mode == "error" else rec.per_call
-                out, counts, first = _unchanged_pass(  # the run patched into
-                    model, base, forward, prof, resolved, reuse, b, counting, "patching_sweep", start == 0
-                )
-                check = first if first is not None else check
-            with prof.grad():  # the autograd mode the first pass found
-                out_src = metric_values(metric, out_src, tgt)
-                out_src = out_src if agg is None else agg(out_src)
-                out_base = metric_values(metric, out, tgt)
-                out_base = out_base if agg is None else agg(out_base)
-                last = {s: n - 1 for s, n in counts.items()} if policy.mode == "last" else {}
-                if targets is None:
-                    targets, call_list = targets_for(resolved, policy, by_call, counts)
-                clean_v.append(out_src if direction == "denoising" else out_base)
-                corr_v.append(out_base if direction == "denoising" else out_src)
-                patched_v.append(
-                    patch_sites(
-                        model, targets, base, source, metric, tgt, forward, max_rows, reuse, last, check, out_base, agg
-                    )
-                )
-    finally:
-        restore_modes(was)
-    c = torch.cat(clean_v).numpy()
-    x = torch.cat(corr_v).numpy()
-    p = torch.cat(patched_v, dim=1).numpy()
-    base = x if direction == "denoising" else c
-    norm = normalized_effect(p, c, x)
+    with Session(model, "patching_sweep", clean, calls=calls, forward=forward, samples=samples) as ses:
+        policy = ses.calls
+
+        def pairs():
+            for start in range(0, n_clean, batch_size):
+                stop = min(start + batch_size, n_clean)
+                cb, xb = slice_batch(clean, start, stop), slice_batch(corrupted, start, stop)
+                yield (start, xb, cb) if direction == "denoising" else (start, cb, xb)  # (start, run, source)
+
+        run = sweep_batches(
+            ses,
+            pairs(),
+            resolved,
+            metric,
+            source_setter(ses, resolved, metric),
+            target=target,
+            by_call=by_call,
+            reuse_prefix=reuse_prefix,
+            max_rows=max_rows,
+        )
+        assert run.source is not None  # the patching setter runs the source
+        base, src, p = run.baseline.numpy(), run.source.numpy(), run.changed.numpy()
+        c, x = (src, base) if direction == "denoising" else (base, src)
+        norm = normalized_effect(p, c, x, ses.normalisable(c, x, metric.name))
     return _sweep_dataset(
         {"clean": (c, f"{metric.name} on the clean input"), "corrupted": (x, f"{metric.name} on the corrupted input")},
         {
@@ -763,7 +654,7 @@ def patching_sweep(
             "normalized_effect": (norm, "(patched - corrupted) / (clean - corrupted)"),
         },
         sites,
-        call_list,
+        run.calls,
         {
             "method": "activation_patching",
             "direction": direction,
@@ -771,7 +662,6 @@ def patching_sweep(
             "calls": str(policy),
             "description": "denoising: corrupted run with clean activations (sufficiency); "
             "noising: clean run with corrupted activations (necessity)",
-            **path,
-            **check.attrs(),
+            **run.attrs,
         },
     )

@@ -15,6 +15,8 @@ from typing import Any
 
 import torch
 
+from scimech.capture.session import result_values  # noqa: F401 - where the verbs' metric values are made
+
 __all__ = ["Metric", "output", "output_shift", "mse_to_target", "logit_difference", "as_metric", "result_values"]
 
 _PARTS = {"real": torch.real, "imag": torch.imag, "abs": torch.abs, "angle": torch.angle}
@@ -53,16 +55,6 @@ class Metric:
 
     def __call__(self, out: Any, target: Any = None) -> torch.Tensor:
         return self.fn(out, target)
-
-
-def result_values(v: torch.Tensor) -> torch.Tensor:
-    """Per-sample metric values as results keep them: detached, on the CPU, in the model's
-    precision (float64 stays float64, complex stays complex, never cut to its real part);
-    bfloat16, float16 and integers as float32."""
-    v = v.detach()
-    if not (v.is_complex() or v.dtype == torch.float64):
-        v = v.float()
-    return v.cpu()
 
 
 def output(index: int | tuple | None = None, key: Any = None, part: str | None = None) -> Metric:

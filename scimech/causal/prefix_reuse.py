@@ -47,6 +47,7 @@ from torch import nn
 
 from scimech.capture.batches import map_tensors, slice_batch, tile_batch
 from scimech.capture.hooks import override_forward, run_forward
+from scimech.capture.profile import same_values
 from scimech.capture.sites import ResolvedSite
 
 __all__ = ["ModuleCall", "Resume", "Shortcut", "CallTrace", "trace_calls", "recording_reused", "reusing"]
@@ -150,15 +151,9 @@ def _two_equal_rows(obj: Any) -> bool:
     for t in leaves:
         if t.dim() == 0 or t.shape[0] != 2:
             return False
-        a, b = t[0].detach(), t[1].detach()
-        if torch.equal(a, b):
-            continue
-        if not (a.is_floating_point() or a.is_complex()):
-            return False
-        # identical rows give identical results up to the rounding of how a kernel splits its
-        # rows; a position or a feature taken for the batch differs at O(1)
-        scale = float(a.abs().max()) if a.numel() else 0.0
-        if not torch.allclose(a, b, rtol=1e-4, atol=1e-6 * max(scale, 1.0), equal_nan=True):
+        # identical rows give identical results up to the rounding of how a kernel splits its rows
+        # (the profile's tolerance of the dtype); a position or a feature taken for the batch differs at O(1)
+        if not same_values(t[0], t[1])[0]:
             return False
     return True
 

@@ -16,7 +16,7 @@ statistics, attention across the batch), rows are not independent samples. So:
   averages each node over the reference samples, and resampling swaps whole samples node
   for node; with a plain sample index, a sample's rows are nodes with no correspondence
   across samples, so mean pools every reference row and resampling is refused.
-- Without it, the model's profile (:mod:`scimech.causal.model_profile`, the one home of the check)
+- Without it, the model's profile (:mod:`scimech.capture.profile`, the one home of the check)
   finds on one batch whether the first half of the rows alone gives the outputs it gives
   within the whole batch; if not, the verb raises a
   :class:`~scimech.errors.DataValidationError` naming ``samples=``.
@@ -32,7 +32,7 @@ from typing import Any
 import torch
 
 from scimech.capture.batches import batch_size_of, is_graph_batch, is_one_batch, leaf_tensors
-from scimech.causal.model_profile import rows_interact  # noqa: F401 - its old home; the check lives in model_profile
+from scimech.capture.profile import rows_interact  # noqa: F401 - its old home; the check lives in the profile
 from scimech.errors import DataValidationError
 
 __all__ = [

@@ -8,7 +8,8 @@ many scientific models break: message passing over a graph whose connectivity is
 separately (the copies run on another graph), an adaptive ODE solver (one step-size control
 for every row), batch statistics, attention or pooling across the batch. So the first tiled
 pass of a sweep carries one more copy, left unchanged, and its metric must equal the
-untiled run's (to 1e-5 of the metric's scale); where it does not, or where the tiled pass
+untiled run's (within the profile's tolerance of the metric's dtype, 1e-5 of its scale in
+float32, :func:`scimech.capture.profile.tolerance`); where it does not, or where the tiled pass
 fails, every site gets a forward pass of its own, and the result says so in its attrs
 (``row_check``, ``sweep_path="per_site"``). Before any site is changed, the first batch runs
 unchanged once more: a model whose output on the same input changes between passes (state
@@ -16,11 +17,17 @@ kept across calls, random draws) would add that change to every effect, and is r
 
 A *target* is a site with the calls it changes (:mod:`scimech.capture.calls`); with ``by_call`` a
 sweep has one target per (site, call), the effect of each step of a rollout.
+
+Every sweep is one batch loop, :func:`sweep_batches`, around its *setter*: what a changed site
+gets. :func:`~scimech.causal.intervene.ablation_sweep` supplies the ablation method's replacement,
+:func:`~scimech.causal.intervene.patching_sweep` the source run's activations
+(:func:`source_setter`), and the verification of attribution patching the same source on the
+batch it kept (:func:`sweep_tiles` with a :class:`TilePlan`). A new sweep is a new setter.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -31,11 +38,15 @@ from torch import nn
 
 from scimech.capture.batches import batch_size_of, is_graph_batch, n_samples_of, tile_batch
 from scimech.capture.calls import CallPolicy, repeat_message, shortfall
-from scimech.capture.hooks import HookSet, check_fired, run_forward
+from scimech.capture.hooks import HookSet, run_forward
+from scimech.capture.profile import ModelProfile, same_values
+from scimech.capture.record import Recorder
+from scimech.capture.session import Session
 from scimech.capture.sites import HeadLayout, ResolvedSite, resolve_site
-from scimech.causal.metrics import Metric, as_metric, result_values
-from scimech.causal.model_profile import ModelProfile, same_values, tolerance
+from scimech.causal.metrics import Metric, as_metric
 from scimech.causal.prefix_reuse import Shortcut, recording_reused, reusing, trace_calls
+from scimech.causal.samples import per_sample as _per_sample
+from scimech.causal.samples import sample_index
 from scimech.errors import DataValidationError, SiteCalledTwiceError, SiteNeverRanError
 from scimech.run.memory import steady_heap
 
@@ -43,11 +54,15 @@ __all__ = [
     "Target",
     "Reuse",
     "RowCheck",
+    "TilePlan",
+    "Setter",
+    "SweepRun",
+    "sweep_batches",
+    "source_setter",
+    "unchanged_pass",
     "check_source",
-    "metric_values",
     "sites_per_forward",
     "sweep_tiles",
-    "patch_sites",
     "plan_reuse",
     "capturing",
     "count_calls",
@@ -57,11 +72,6 @@ __all__ = [
     "patching_inputs",
     "normalized_effect",
 ]
-
-#: how far the unchanged copy of the first tiled pass may differ from the untiled run, relative
-#: to the metric's scale: rounding of kernels that split rows differently is ~1e-7; rows coupled
-#: through an adaptive solver's step control differ by ~1e-4, through a graph by O(1)
-ROW_CHECK_RTOL = 1e-5
 
 
 @dataclass(frozen=True)
@@ -135,8 +145,7 @@ def _tiled(
     block: int,
     n_tiles: int,
     make: Callable,
-    what: str,
-    model: nn.Module,
+    s: Session,
     last: Mapping[str, int],
 ):
     """Hooks where tile ``i`` (rows ``i*block:(i+1)*block``) gets ``make(i, site, current, call)``
@@ -144,8 +153,9 @@ def _tiled(
 
     Targets on the same module and port share one hook, which copies the tensor once and
     writes each target's tile in place. A site that never ran, or never reached a call asked
-    for, raises :class:`~scimech.errors.SiteNeverRanError` (``what``: the verb).
+    for, raises :class:`~scimech.errors.SiteNeverRanError` (named by the session's verb).
     """
+    what, model = s.verb, s.model
     groups: dict[tuple[int, str], list[tuple[int, Target]]] = {}
     rows = block * n_tiles
     for i, tg in enumerate(targets):
@@ -185,22 +195,13 @@ def _tiled(
         yield
         for h, members in hooksets:
             name0 = members[0][1].site.name
-            check_fired({tg.site.name: h.fired[name0] for _, tg in members}, what)
+            s.fired({tg.site.name: h.fired[name0] for _, tg in members})
             h.end_pass()
             for counts in h.passes:
                 for _, tg in members:
                     lack = shortfall(tg.policy, counts.get(name0, 0), last.get(tg.site.name))
                     if lack:
                         raise SiteNeverRanError(f"{what}: site {tg.site.name!r} {lack}")
-
-
-def metric_values(metric: Metric, out: Any, target: Any) -> torch.Tensor:
-    """The metric's per-sample values on the CPU, in the model's precision (float64 and complex
-    kept; bfloat16, float16 and integers as float32, the precision numpy results need)."""
-    v = metric(out, target)
-    if not isinstance(v, torch.Tensor) or v.dim() != 1:
-        raise ValueError(f"The metric {metric.name!r} must return a 1-D tensor (one value per sample).")
-    return result_values(v)
 
 
 def sites_per_forward(n_sites: int, batch: int, max_rows: int) -> int:
@@ -212,42 +213,51 @@ def _unchanged(site: ResolvedSite, t: torch.Tensor) -> None:
     return None
 
 
-def _close(a: torch.Tensor, b: torch.Tensor) -> tuple[bool, float]:
-    """The unchanged copy of a tiled pass against the untiled run: NaN at the same places (land
-    points) agree; the rest within :data:`ROW_CHECK_RTOL`, or the model's dtype tolerance where
-    that is larger (bfloat16 / float16: another batch size sums in another order)."""
-    return same_values(a, b, max(ROW_CHECK_RTOL, tolerance(a.dtype)))
+@dataclass
+class TilePlan:
+    """What the tiled passes of one batch need beside the batch and the setter.
+
+    ``session``: the verb's session (model, ``forward=``, the verb's name, metric values);
+    ``targets``: the sites (with their calls) changed one per tile; ``metric``; ``max_rows``:
+    rows of one tiled pass; ``reuse``: what is taken from the unchanged run
+    (:mod:`scimech.causal.prefix_reuse`); ``last``: per site, the index of its last call in the
+    unchanged run (``calls="last"``); ``check``: the sweep's row check (``None``: none).
+    """
+
+    session: Session
+    targets: Sequence[Target]
+    metric: Metric
+    max_rows: int
+    reuse: Reuse | None = None
+    last: Mapping[str, int] = field(default_factory=dict)
+    check: RowCheck | None = None
 
 
 @steady_heap()  # big tiled temporaries reused, not paged in afresh (scimech.run.memory)
 def sweep_tiles(
-    model: nn.Module,
-    targets: Sequence[Target],
+    plan: TilePlan,
     batch: Any,
-    b: int,
     make: Callable,
-    metric: Metric,
-    tgt: Any,
-    forward: Callable | None,
-    k: int,
-    row: torch.Tensor,
-    reuse: Reuse | None = None,
-    what: str = "patching_sweep",
-    last: Mapping[str, int] | None = None,
-    check: RowCheck | None = None,
+    tgt: Any = None,
     baseline: torch.Tensor | None = None,
     per_sample: Callable[[torch.Tensor], torch.Tensor] | None = None,
-) -> None:
-    """Fill ``row[j]`` with the metric of the run where target ``j`` gets ``make(...)``,
-    ``k`` targets per tiled forward (shared by the ablation and patching sweeps).
+) -> torch.Tensor:
+    """The (target, sample) metric of ``batch`` with each target set by the setter's
+    ``make(i, site, current, call)``, several targets per tiled forward pass (one per tile).
 
-    With ``reuse``, targets are grouped by the modules they can take from the unchanged run
+    With ``plan.reuse``, targets are grouped by the modules they can take from the unchanged run
     (in a block model: by block), and each group's forwards reuse them (:mod:`scimech.causal.prefix_reuse`).
-    ``check``: the sweep's row check; the first tiled pass carries an unchanged copy whose
-    metric must equal ``baseline`` (the untiled run), else ``k`` drops to 1 and no module is
-    reused from then on.
+    ``plan.check``: the sweep's row check; the first tiled pass carries an unchanged copy whose
+    metric must equal ``baseline`` (the untiled run), else one target runs per pass and no
+    module is reused from then on. ``per_sample``: per-row values summed per sample.
     """
-    last = last or {}
+    s, targets, metric, reuse, check = plan.session, plan.targets, plan.metric, plan.reuse, plan.check
+    model, forward, last = s.model, s.forward, plan.last
+    b = batch_size_of(batch)
+    n_out = len(baseline) if baseline is not None else b
+    # results, bound for numpy, in the metric's precision
+    row = torch.empty(len(targets), n_out, device="cpu", dtype=torch.float32 if baseline is None else baseline.dtype)
+    k = sites_per_forward(len(targets), b, plan.max_rows)
     if check is not None and check.coupled:
         k, reuse = 1, None
     if any(tg.site.axes is not None and tg.site.axes.unbatched for tg in targets):
@@ -267,15 +277,17 @@ def sweep_tiles(
         tiles = n + int(control)
         try:
             # reuse first, site hooks second: a site on a reused module patches its reused output
-            with reusing(model, recorded, shortcut, tiles), _tiled(group, b, tiles, make, what, model, last):
+            with reusing(model, recorded, shortcut, tiles), _tiled(group, b, tiles, make, s, last):
                 out = run_forward(model, tile_batch(batch, tiles) if tiles > 1 else batch, forward)
-            vals = metric_values(metric, out, tgt if tgt is None or tiles == 1 else tile_batch(tgt, tiles))
+            vals = s.values(metric, out, tgt if tgt is None or tiles == 1 else tile_batch(tgt, tiles))
             vals = vals.reshape(tiles, -1)
             if per_sample is not None:  # per-row values summed per sample, tile by tile
                 vals = torch.stack([per_sample(v) for v in vals])
             if control:
                 assert check is not None and baseline is not None  # as control says
-                ok, rel = _close(vals[-1], baseline)
+                # NaN at the same places (land points) agree; the rest within the tolerance of the
+                # metric's own dtype (bfloat16 / float16: another batch size sums in another order)
+                ok, rel = same_values(vals[-1], baseline, s.metric_tolerance)
                 check.settle(
                     not ok,
                     f"an unchanged copy in the first tiled pass of {tiles} copies gave the untiled run's "
@@ -298,6 +310,7 @@ def sweep_tiles(
             pending = [(Shortcut(), [j]) for j in range(len(targets))]
             continue
         row[idx] = vals.reshape(n, -1)
+    return row
 
 
 @dataclass
@@ -344,54 +357,18 @@ def source_at(source: torch.Tensor | Sequence[torch.Tensor], policy: CallPolicy,
     return calls[call]
 
 
-def patch_sites(
-    model: nn.Module,
-    targets: Sequence[Target],
-    base: Any,
-    source: Mapping[str, torch.Tensor | Sequence[torch.Tensor]],
-    metric: Metric,
-    tgt: Any,
-    forward: Callable | None,
-    max_rows: int,
-    reuse: Reuse | None,
-    last: Mapping[str, int] | None = None,
-    check: RowCheck | None = None,
-    baseline: torch.Tensor | None = None,
-    per_sample: Callable[[torch.Tensor], torch.Tensor] | None = None,
-) -> torch.Tensor:
-    """(target, sample) metric of the ``base`` batch with each target set to ``source[site]`` (one
-    tensor, every call stacked on dim 1, or a list of the calls: :func:`source_at`)."""
-    b = batch_size_of(base)
-    n_out = len(baseline) if baseline is not None else b
-    # results, bound for numpy, in the metric's precision
-    row = torch.empty(len(targets), n_out, device="cpu", dtype=torch.float32 if baseline is None else baseline.dtype)
-    k = sites_per_forward(len(targets), b, max_rows)
-    pol = {tg.site.name: tg.policy for tg in targets}
+def source_make(source: Mapping[str, torch.Tensor | Sequence[torch.Tensor]], policy: CallPolicy, verb: str) -> Callable:
+    """The patching setter's ``make``: each target gets the source run's activation at its site and
+    call (``source[site]``: one tensor, every call stacked on dim 1, or a list of the calls:
+    :func:`source_at`), checked against the run patched into, row for row."""
+    pol = CallPolicy("error") if policy.mode == "error" else policy
 
     def make(i, s, cur, call):
-        src = source_at(source[s.name], CallPolicy("error") if pol[s.name].mode == "error" else pol[s.name], call)
-        check_source(s.name, src, cur, "patching_sweep")
+        src = source_at(source[s.name], pol, call)
+        check_source(s.name, src, cur, verb)
         return src.to(cur.dtype)
 
-    sweep_tiles(
-        model,
-        targets,
-        base,
-        b,
-        make,
-        metric,
-        tgt,
-        forward,
-        k,
-        row,
-        reuse,
-        "patching_sweep",
-        last,
-        check,
-        baseline,
-        per_sample,
-    )
-    return row
+    return make
 
 
 def plan_reuse(
@@ -508,8 +485,134 @@ def patching_inputs(
     return sites, metric, n_clean, target, [resolve_site(model, s, layouts, axes) for s in sites]
 
 
-def normalized_effect(patched: np.ndarray, clean: np.ndarray, corrupted: np.ndarray) -> np.ndarray:
-    """``(patched - corrupted) / (clean - corrupted)`` per (site, sample); NaN where clean == corrupted."""
+def normalized_effect(
+    patched: np.ndarray, clean: np.ndarray, corrupted: np.ndarray, usable: np.ndarray | None = None
+) -> np.ndarray:
+    """``(patched - corrupted) / (clean - corrupted)`` per (site, sample); NaN where clean ==
+    corrupted, and where ``usable`` (per sample) is False: a difference at the metric's noise
+    floor (:meth:`scimech.capture.session.Session.normalisable`)."""
     with np.errstate(divide="ignore", invalid="ignore"):
         denom = clean - corrupted
-        return np.where(np.abs(denom) > 0, (patched - corrupted[None]) / denom[None], np.nan)
+        ok = np.abs(denom) > 0 if usable is None else usable & (np.abs(denom) > 0)
+        return np.where(ok, (patched - corrupted[None]) / denom[None], np.nan)
+
+
+# -- the one batch loop of every sweep ------------------------------------------------------------
+
+#: A sweep's setter: ``setter(batch, source_batch, target, per_sample) -> (make, source values)``,
+#: called once per batch before its unchanged pass. ``make(i, site, current, call)`` is what
+#: target ``i`` gets at ``site`` (``current``: the site's activation in the tile); the source values
+#: are the metric of a source run (patching), or ``None``.
+Setter = Callable[[Any, Any, Any, Callable | None], tuple[Callable, torch.Tensor | None]]
+
+
+@dataclass
+class SweepRun:
+    """What the batch loop of a sweep gives: per sample, the metric of the unchanged run
+    (``baseline``) and of the setter's source run (``source``, patching; else ``None``); per
+    target and sample, the metric with the target changed (``changed``); the call indices of a
+    sweep by call (``calls``); and the attrs saying which path ran and the row check."""
+
+    baseline: torch.Tensor
+    source: torch.Tensor | None
+    changed: torch.Tensor
+    calls: list[int] | None
+    attrs: dict[str, Any]
+
+
+def unchanged_pass(
+    s: Session,
+    batch: Any,
+    resolved: Sequence[ResolvedSite],
+    reuse: Reuse | None,
+    rows: int,
+    counting: bool,
+    first: bool,
+) -> tuple[Any, dict, RowCheck | None]:
+    """A sweep's unchanged pass of ``batch`` (its prefix captured for reuse, each site's calls
+    counted): the outputs, the calls, and on the ``first`` batch the profile's verdict on it
+    (repeatable passes, packed rows; folded into this pass) as the sweep's :class:`RowCheck`
+    (``None`` on later batches)."""
+    with capturing(s.model, reuse, rows), count_calls(resolved, counting) as counts:
+        out = s.run(batch)
+    if not first:
+        return out, counts, None
+    prof = s.check(batch, {"repeatable", "packing"}, sites=resolved, outputs=out)
+    return out, counts, RowCheck.of(prof)
+
+
+def source_setter(s: Session, resolved: Sequence[ResolvedSite], metric: Metric) -> Setter:
+    """The patching setter: the source batch runs with its activations recorded at every site
+    (every call kept where calls are chosen), and each target gets the source's activation."""
+    policy = s.calls
+
+    def setter(batch, source_batch, tgt, agg):
+        with Recorder(s.model, resolved, calls="error" if policy.mode == "error" else "all") as rec:
+            out = s.run(source_batch)
+        s.fired(rec)
+        # call by call where calls are chosen: calls of changing shape are patched each from its own
+        source = dict(rec.canonical) if policy.mode == "error" else rec.per_call
+        with s.grad():
+            values = s.values(metric, out, tgt, agg)
+        return source_make(source, policy, s.verb), values
+
+    return setter
+
+
+def sweep_batches(
+    s: Session,
+    batches: Iterable[tuple[int, Any, Any]],
+    resolved: Sequence[ResolvedSite],
+    metric: Metric,
+    setter: Setter,
+    *,
+    target: Any = None,
+    by_call: bool = False,
+    reuse_prefix: bool = True,
+    max_rows: int = 256,
+) -> SweepRun:
+    """The batch loop of every sweep: for each ``(start, batch, source_batch)`` (``start``: the
+    batch's first sample), the setter's source run, the unchanged pass of ``batch`` (the first
+    batch's checked by the profile and traced for prefix reuse), and the tiled passes with one
+    target changed per tile by the setter (:func:`sweep_tiles`). Calls, ``forward=``, samples and
+    the verb's name come from the session ``s``."""
+    policy = s.calls
+    counting = policy.mode == "last" or (by_call and policy.mode == "all")
+    base_v: list[torch.Tensor] = []
+    src_v: list[torch.Tensor] = []
+    changed: list[torch.Tensor] = []
+    reuse: Reuse | None = None
+    path: dict[str, Any] = {}
+    check = RowCheck()
+    targets: list[Target] | None = None
+    call_list: list[int] | None = None
+    for i, (start, batch, source_batch) in enumerate(batches):
+        with s.grad(batch):  # the autograd mode the model needs (its profile's; found by the first pass)
+            b = batch_size_of(batch)
+            tgt = None if target is None else target[start : start + n_samples_of(batch)]
+            if i == 0:
+                reuse, path = plan_reuse(s.model, batch, resolved, s.forward, reuse_prefix, s.profile)
+            idx = sample_index(batch, s.samples)
+            agg = None if idx is None else (lambda v, _i=idx: _per_sample(v, _i))
+            make, src = setter(batch, source_batch, tgt, agg)
+            out, counts, first = unchanged_pass(s, batch, resolved, reuse, b, counting, i == 0)
+            check = first if first is not None else check
+        with s.grad():
+            base = s.values(metric, out, tgt, agg)
+            if targets is None:
+                targets, call_list = targets_for(resolved, policy, by_call, counts)
+            last = {n: c - 1 for n, c in counts.items()} if policy.mode == "last" else {}
+            plan = TilePlan(s, targets, metric, max_rows, reuse, last, check)
+            changed.append(sweep_tiles(plan, batch, make, tgt, base, agg))
+        base_v.append(base)
+        if src is not None:
+            src_v.append(src)
+    if not base_v:
+        raise ValueError(f"{s.verb} got no inputs: the dataset is empty.")
+    return SweepRun(
+        torch.cat(base_v),
+        torch.cat(src_v) if src_v else None,
+        torch.cat(changed, dim=1),
+        call_list,
+        {**path, **check.attrs()},
+    )

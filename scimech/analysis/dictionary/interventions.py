@@ -30,12 +30,11 @@ from torch import nn
 
 from scimech.analysis.stats import bootstrap_ci
 from scimech.capture.batches import iter_batches
-from scimech.capture.calls import Calls, parse_calls
-from scimech.capture.hooks import HookSet, restore_modes, run_forward, to_eval
+from scimech.capture.calls import Calls
+from scimech.capture.hooks import run_forward
+from scimech.capture.session import Session, result_values
 from scimech.capture.sites import HeadLayout, ResolvedSite, resolve_site
 from scimech.causal.intervene import ablate
-from scimech.causal.metrics import result_values
-from scimech.causal.model_profile import ModelProfile, forward_folded, profile_of, require
 
 from .saes import SparseDictionary
 
@@ -65,7 +64,7 @@ def splice(
 
     ``calls`` (:mod:`scimech.capture.calls`): for a site that runs several times per forward pass
     (a recurrent state at every step), ``"all"``, an index or a list; ``"error"`` by default."""
-    policy = parse_calls(calls, "splice", allow_last=False)
+    ses = Session(model, "splice", calls=calls, allow_last=False)  # the user runs the passes: modes left alone
     resolved = resolve_site(model, site, layouts, axes)
 
     def fn(s: ResolvedSite, t: torch.Tensor):
@@ -76,9 +75,8 @@ def splice(
         recon = dictionary(cur.reshape(-1, cur.shape[-1]).to(dictionary.W_dec.dtype))
         return s.replace(t, recon.reshape(cur.shape).to(cur.dtype))
 
-    with HookSet([resolved], fn, model=model, calls=policy, verb="splice") as hooks:
+    with ses, ses.hooks([resolved], fn):  # the site checked for having run on leaving
         yield
-    hooks.check_fired("splice")
 
 
 @contextmanager
@@ -124,6 +122,8 @@ def steer(
             raise ValueError("direction must be a finite, non-zero vector.")
         unit = unit / unit.norm()
     resolved = resolve_site(model, site, layouts, axes)
+    # every call reaches the hook (its own calls= picks the steps); the user runs the passes: modes left alone
+    ses = Session(model, "steer", calls="all")
 
     def coordinate(flat: torch.Tensor) -> torch.Tensor:
         if dictionary is not None:
@@ -142,30 +142,21 @@ def steer(
             step = (want - now).to(flat.dtype)[:, None] * unit.to(flat.device, flat.dtype)[None, :]
         return s.replace(t, (flat + step).reshape(cur.shape))
 
-    hooks = HookSet([resolved], fn, model=model)
-    with hooks:
+    with ses, ses.hooks([resolved], fn) as hooks:  # the site checked for having run on leaving
         yield
-    hooks.check_fired("steer")
 
 
 def _median_ratio(a, b, axis=-1):
     return 1.0 - np.median(a, axis=axis) / np.median(b, axis=axis)
 
 
-def _outputs(
-    model: nn.Module,
-    inputs: Any,
-    forward: Callable | None,
-    batch_size: int,
-    prof: ModelProfile,
-    first: list[Any] | None = None,
-) -> torch.Tensor:
+def _outputs(ses: Session, inputs: Any, batch_size: int, first: list[Any] | None = None) -> torch.Tensor:
     """The model's outputs on ``inputs``, one row per sample, in the model's precision (float64 and
     complex kept), each pass under the autograd mode the model needs (its profile's, found by the
     first pass where unknown); ``first`` receives the first batch's output as the model gave it."""
     parts = []
     for _, batch in iter_batches(inputs, batch_size):
-        out = forward_folded(model, batch, forward, prof=prof)
+        out = ses.run(batch)
         if first is not None and not first:
             first.append(out)
         out = out if isinstance(out, torch.Tensor) else out[0]
@@ -203,20 +194,18 @@ def splice_fidelity(
     under ``torch.enable_grad`` where the forward takes gradients itself. Changes are taken in the
     model's precision (float64 kept; a complex output's change is its squared modulus).
     """
-    was = to_eval(model)
-    try:
+    with Session(model, "splice_fidelity", inputs, forward=forward) as ses:
         first_batch = next((b for _, b in iter_batches(inputs, batch_size)), None)
         if first_batch is None:
             raise ValueError("splice_fidelity: inputs holds no batch; give at least one sample.")
-        prof = profile_of(model, first_batch, forward)
         first: list[Any] = []
-        clean = _outputs(model, inputs, forward, batch_size, prof, first)
+        clean = _outputs(ses, inputs, batch_size, first)
         # the clean pass of the first batch stands for the profile's first measuring pass
-        require(model, first_batch, verb="splice_fidelity", needs={"repeatable"}, forward=forward, outputs=first[0])
+        ses.check(first_batch, {"repeatable"}, outputs=first[0])
         with splice(model, site, dictionary, layouts=layouts, axes=axes, calls=calls):
-            spliced = _outputs(model, inputs, forward, batch_size, prof)
+            spliced = _outputs(ses, inputs, batch_size)
         with ablate(model, site, method="zero", layouts=layouts, axes=axes, calls=calls):
-            zeroed = _outputs(model, inputs, forward, batch_size, prof)
+            zeroed = _outputs(ses, inputs, batch_size)
         with ablate(
             model,
             site,
@@ -227,9 +216,7 @@ def splice_fidelity(
             axes=axes,
             calls=calls,
         ):
-            meaned = _outputs(model, inputs, forward, batch_size, prof)
-    finally:
-        restore_modes(was)
+            meaned = _outputs(ses, inputs, batch_size)
 
     def change(out: torch.Tensor) -> np.ndarray:
         # |change|^2: the square itself for a real output, the squared modulus for a complex one
@@ -327,9 +314,8 @@ def rollout_effect(
         over samples and outputs) with ``effect_rms_ci_low``/``_ci_high`` (95% percentile
         bootstrap over samples); the steer's settings as attrs.
     """
-    was = to_eval(model)
     base, steered = [], []
-    try:
+    with Session(model, "rollout_effect", inputs):  # eval mode, the modes given back
         for _, batch in iter_batches(inputs, batch_size):
             base.append(_forecast_rows(run_forward(model, batch, rollout)))
             with steer(
@@ -345,8 +331,6 @@ def rollout_effect(
                 axes=axes,
             ):
                 steered.append(_forecast_rows(run_forward(model, batch, rollout)))
-    finally:
-        restore_modes(was)
     b, s = torch.cat(base).double().numpy(), torch.cat(steered).double().numpy()
     eff = s - b
     per_sample = (eff**2).mean(2)  # (sample, step)

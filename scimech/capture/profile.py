@@ -1,0 +1,784 @@
+"""One model profile: what every verb assumes about a model, measured once, in one place.
+
+Every verb acts on rows, calls and axes, so each assumes facts about the model: that two
+unchanged passes agree, that the rows of a batch are independent samples, whether the
+forward itself needs autograd (forces from an energy), and, per site, how often it runs and
+with which shapes, its dtype and layout, and whether the model writes in place into its
+output. These facts form one :class:`ModelProfile` per model, ``forward=``, input signature
+(the structure, trailing shapes and dtypes of a batch, not its number of rows) and parameter
+version (a parameter or buffer changed in place, or a module swapped, is a new model). A
+profile is measured at most once and cached on the model (weakly: it never keeps a model
+alive); every verb consults it through its session (:mod:`scimech.capture.session`), whose
+check calls :func:`require`, which measures only what is missing and refuses, in one message
+form (``"<verb>: <what was measured>. <the fix>"``), what the verb cannot act on.
+:func:`scimech.profile <profile>` shows it as a table. It lives in ``capture``, below
+``causal``, because both use it (its old path ``scimech.causal.model_profile`` still imports).
+
+What is measured, on the first batch a verb sees (in eval mode, as the verbs run):
+
+- **grad**: the first pass runs under ``torch.no_grad()``; a forward that calls
+  ``torch.autograd.grad`` (forces as the gradient of an energy, a physics-informed residual)
+  fails there, and is run again under ``torch.enable_grad()``; every verb then runs it so
+  (:meth:`ModelProfile.grad`). :func:`forward_folded` folds this into a verb's own first
+  pass (``record`` pays no extra pass for it).
+- **repeatable**: a second unchanged pass must give the same outputs (NaN at the same places,
+  land points, counts as the same; tolerance from the output's dtype, :func:`tolerance`). A
+  model that keeps state across calls or draws random numbers would add its drift to every
+  effect. One more forward pass.
+- **rows independent** (when no ``samples=`` says what a sample is): the first half of the
+  rows alone must give the outputs they give within the whole batch. Half a forward pass.
+- **sites** (:func:`profile` only, or when a verb asks): per site, the calls of one pass,
+  each call's shape, dtype, layout (declared by ``axes=`` or inferred) and whether the model
+  changes the site's output in place after it is produced (then the verbs hand the model
+  copies of what they put there, never a tensor they keep).
+- **packing** (a site declared ``batch*window ...``, rows packed sample by sample): the first
+  half of the samples alone must give the first rows of the whole batch's activation; a
+  mixture of experts that sorts tokens by expert across the batch does not, and is refused
+  (``record``, the sweeps and attribution patching ask for it).
+- **tiling**: whether rows of a tiled batch interact, the verdict of a sweep's first tiled
+  pass (:mod:`scimech.causal.sweep`), kept so that a later sweep skips the control copy.
+
+The checks of these facts live here and nowhere else; :mod:`scimech.causal.samples` keeps what a
+sample is (``samples=``, :class:`~scimech.causal.samples.FixedMesh`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import weakref
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+import torch
+from torch import nn
+
+from scimech.capture.batches import batch_size_of, is_graph_batch, leaf_tensors, slice_batch
+from scimech.capture.hooks import first_tensor, run_forward
+from scimech.errors import DataValidationError, DimensionError
+
+__all__ = [
+    "ModelProfile",
+    "SiteFacts",
+    "ProfileTable",
+    "require",
+    "profile",
+    "profile_of",
+    "forward_folded",
+    "tolerance",
+    "same_values",
+    "drift_error",
+    "rows_error",
+    "forget",
+    "signature",
+    "rows_interact",
+    "NEEDS",
+]
+
+#: what a verb may ask :func:`require` for
+NEEDS = frozenset({"grad", "repeatable", "rows", "sites", "packing"})
+
+#: relative difference (to the output's scale) above which two float32 passes or the rows of a
+#: batch differ: kernel rounding on other batch sizes is ~1e-7, an adaptive solver's shared steps ~1e-4
+ROWS_RTOL = 1e-5
+
+#: torch's messages for a gradient asked of a graph that was never built (a forward under no_grad)
+_NO_GRAPH = ("does not require grad", "does not have a grad_fn", "One of the differentiated Tensors")
+
+
+def tolerance(dtype: torch.dtype | None) -> float:
+    """How far two unchanged passes (or a row alone and within its batch) may differ, relative
+    to the output's scale: bfloat16 / float16 move by ~1e-2 when kernels sum in another order
+    (GPU atomics, scatter), float32 by ~1e-7, float64 by ~1e-15; a state kept across calls moves
+    the output by the state's effect."""
+    if dtype in (torch.bfloat16, torch.float16):
+        return 5e-2
+    if dtype in (torch.float64, torch.complex128):
+        return 1e-9
+    return ROWS_RTOL
+
+
+def same_values(a: torch.Tensor, b: torch.Tensor, rtol: float | None = None) -> tuple[bool, float]:
+    """Whether two tensors agree: one shape, NaN (and infinities) at the same places, the rest
+    within ``rtol`` (default :func:`tolerance` of ``a``'s dtype) of their scale; and the largest
+    difference relative to that scale."""
+    if a.shape != b.shape:
+        return False, float("inf")
+    if not (a.is_floating_point() or a.is_complex()):
+        return bool(torch.equal(a, b.to(a.dtype))), 0.0 if torch.equal(a, b.to(a.dtype)) else float("inf")
+    rtol = tolerance(a.dtype) if rtol is None else rtol
+    a, b = a.detach(), b.detach()
+    nan_a, nan_b = torch.isnan(a), torch.isnan(b)
+    if not torch.equal(nan_a, nan_b):
+        return False, float("inf")
+    fa, fb = torch.isfinite(a), torch.isfinite(b)
+    if not torch.equal(fa, fb) or not torch.equal(a[~fa & ~nan_a], b[~fb & ~nan_b]):
+        return False, float("inf")
+    a, b = a[fa], b[fb]
+    if not a.numel():
+        return True, 0.0
+    a, b = (a.to(torch.complex128), b.to(torch.complex128)) if a.is_complex() else (a.double(), b.double())
+    scale = max(1.0, float(a.abs().max()))
+    rel = float((a - b).abs().max()) / scale
+    return rel <= rtol, rel
+
+
+def drift_error(verb: str, what: str) -> DataValidationError:
+    """The one message for a model whose unchanged output drifts between passes."""
+    return DataValidationError(
+        f"{verb}: the unchanged model gave {what} on the same batch in a second forward pass: it keeps state across "
+        "calls (a counter, a cache, a running normaliser) or draws random numbers, so every effect would include "
+        "that drift. Pass a forward= that resets the state and seeds any randomness before each pass "
+        "(forward=lambda m, x: (m.reset(), m(x))[1]), or make the model's forward deterministic."
+    )
+
+
+def rows_error(verb: str, reason: str, why: str) -> DataValidationError:
+    """The one message for rows that are not independent samples where a verb treats them so."""
+    return DataValidationError(
+        f"{verb}: the rows of the first axis are not independent samples: {reason} (message passing over a "
+        "graph, an adaptive solver's step-size control, batch statistics or attention across the batch). "
+        f"{why} would mix them. Pass samples= (each row's sample index, e.g. a graph batch's `batch` vector, "
+        "torch.zeros(n, dtype=torch.long) where the batch is one graph, or torch.arange(n) to declare every row its "
+        "own sample and accept the coupling)."
+    )
+
+
+@dataclass
+class SiteFacts:
+    """What one site does in one forward pass of the profiled batch."""
+
+    calls: int
+    shapes: list[tuple[int, ...]]
+    dtype: str
+    layout: str
+    layout_from: str
+    in_place: bool
+    #: for a declared 'batch*window' layout: whether the rows are packed sample by sample
+    #: (``"sample by sample"``, ``"not sample by sample: ..."``, ``"not checked: ..."``; None: not asked)
+    packing: str | None = None
+
+    @property
+    def changing_shape(self) -> bool:
+        """Whether the calls of one pass have different shapes (a decoder's growing sequence)."""
+        return len(set(self.shapes)) > 1
+
+
+@dataclass
+class ModelProfile:
+    """The facts every verb assumes about a model, for one ``forward=``, input signature and
+    parameter version (see the module docs); ``None`` where not measured yet."""
+
+    signature: tuple
+    rows: int | None = None
+    output_dtype: torch.dtype | None = None
+    needs_grad: bool | None = None
+    repeatable: bool | None = None
+    repeat_note: str = ""
+    #: why the rows of a batch are not independent samples (``""``: they are; ``None``: not measured)
+    rows_interact: str | None = None
+    sites: dict[str, SiteFacts] = field(default_factory=dict)
+    #: a sweep's verdict on tiled batches: ``(coupled, note)``
+    tiling: tuple[bool, str] | None = None
+    #: the module calls of one pass (:func:`scimech.causal.prefix_reuse.trace_calls`), traced by the
+    #: first sweep that plans prefix reuse and kept for the next
+    call_trace: Any = None
+    #: forward passes spent measuring (half a batch counts as one)
+    passes: int = 0
+
+    @property
+    def tolerance(self) -> float:
+        """How far two unchanged passes may differ, relative to the output's scale (:func:`tolerance`)."""
+        return tolerance(self.output_dtype)
+
+    def grad(self):
+        """The autograd mode the verbs run this model's forward under: ``torch.enable_grad()``
+        where the forward computes gradients itself, else ``torch.no_grad()``."""
+        return torch.enable_grad() if self.needs_grad else torch.no_grad()
+
+    def __repr__(self) -> str:
+        def show(v):
+            return "not measured" if v is None else v
+
+        rows = (
+            "not measured"
+            if self.rows_interact is None
+            else "independent"
+            if not self.rows_interact
+            else f"interact ({self.rows_interact})"
+        )
+        lines = [
+            f"ModelProfile (output {str(self.output_dtype).removeprefix('torch.')}, "
+            f"tolerance {self.tolerance:.0e}, {self.passes} measuring pass(es))",
+            f"  needs grad: {show(self.needs_grad)}; repeatable: {show(self.repeatable)}"
+            f"{' (' + self.repeat_note + ')' if self.repeat_note else ''}; rows: {rows}",
+        ]
+        for name, s in self.sites.items():
+            lines.append(
+                f"  {name}: {s.calls} call(s) {s.shapes if s.changing_shape else s.shapes[:1]}, {s.dtype}, "
+                f"'{s.layout}' ({s.layout_from}){', written in place' if s.in_place else ''}"
+            )
+        return "\n".join(lines)
+
+
+# -- the cache -----------------------------------------------------------------------------------
+
+_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def forget(model: nn.Module) -> None:
+    """Drop every cached profile of ``model`` (they are also dropped when a parameter or buffer
+    changes in place or a module is swapped; call this after changing the model's Python state)."""
+    _CACHE.pop(model, None)
+
+
+def _version(model: nn.Module) -> int:
+    """Changes when a parameter or buffer is changed in place (``_version``) or replaced, or a module swapped."""
+    return hash(
+        (tuple(map(id, model.modules())), tuple((id(t), t._version) for t in (*model.parameters(), *model.buffers())))
+    )
+
+
+def _leaf_sig(v: Any, rows: int | None) -> Any:
+    if isinstance(v, torch.Tensor):
+        shape = tuple(v.shape[1:]) if v.dim() and v.shape[0] == rows else tuple(v.shape)
+        return ("T", shape, str(v.dtype), str(v.device), v.requires_grad)
+    if isinstance(v, Mapping):
+        return ("M", type(v).__qualname__, tuple((k, _leaf_sig(x, rows)) for k, x in v.items()))
+    if isinstance(v, (tuple, list)):
+        return ("S", type(v).__qualname__, tuple(_leaf_sig(x, rows) for x in v))
+    if dataclasses.is_dataclass(v) and not isinstance(v, type):
+        return (
+            "D",
+            type(v).__qualname__,
+            tuple((f.name, _leaf_sig(getattr(v, f.name), rows)) for f in dataclasses.fields(v)),
+        )
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return ("V", repr(v)[:64])
+    return ("O", type(v).__qualname__)
+
+
+def signature(batch: Any) -> tuple:
+    """The input signature of a batch: its structure, the trailing shapes (the rows left out),
+    dtypes and devices of its tensors; for a graph batch its class and the dtype and width of each field."""
+    if is_graph_batch(batch):
+        return (
+            "graph",
+            type(batch).__qualname__,
+            tuple(
+                (k, str(v.dtype), tuple(v.shape[1:]) if k not in ("edge_index", "batch", "ptr") else v.dim())
+                for k, v in batch
+                if isinstance(v, torch.Tensor)
+            ),
+        )
+    try:
+        rows = batch_size_of(batch)
+    except TypeError:
+        rows = None
+    return _leaf_sig(batch, rows)
+
+
+def _forward_key(forward: Callable | None) -> tuple:
+    """Who ``forward`` is: a function by its code, the objects its closure holds and its
+    defaults (a ``lambda m, b: m(**b)`` written afresh in every call is the same forward), a
+    bound method by its function and object, any other callable by itself."""
+    if forward is None:
+        return ("default",)
+    func, owner = getattr(forward, "__func__", forward), getattr(forward, "__self__", None)
+    code = getattr(func, "__code__", None)
+    if code is None:
+        return ("forward", id(func), id(owner))
+    cells = tuple(id(c.cell_contents) for c in (func.__closure__ or ()) if _filled(c))
+    return ("code", id(code), cells, tuple(map(id, func.__defaults__ or ())), id(owner))
+
+
+def _filled(cell) -> bool:
+    try:
+        _ = cell.cell_contents
+    except ValueError:  # an empty cell
+        return False
+    return True
+
+
+def _anchor(forward: Callable | None):
+    """What a cached profile keeps a weak reference to, to tell a live forward from a dead one
+    whose ids were reused: the function's code, else the callable."""
+    func = getattr(forward, "__func__", forward)
+    return getattr(func, "__code__", func)
+
+
+def _cached(model: nn.Module, batch: Any, forward: Callable | None) -> ModelProfile:
+    """The profile of ``(model, forward, signature of batch, parameter version)`` from the cache
+    (a new, empty one, cached, the first time)."""
+    try:
+        per_model = _CACHE.setdefault(model, {})
+    except TypeError:  # a model that cannot be weakly referenced: measured afresh each time
+        return ModelProfile(signature(batch))
+    sig = signature(batch)
+    key = (_forward_key(forward), sig, _version(model))
+    entry = per_model.get(key)
+    if entry is not None:
+        ref, prof = entry
+        if ref is None or ref() is _anchor(forward):
+            return prof
+    prof = ModelProfile(sig)
+    try:
+        ref = None if forward is None else weakref.ref(_anchor(forward))
+    except TypeError:  # a forward that cannot be weakly referenced: its profile is not kept
+        return prof
+    for k in [
+        k for k, (r, _) in per_model.items() if (k[0] == key[0] and k[1] == sig) or (r is not None and r() is None)
+    ]:
+        del per_model[k]  # an older parameter version of the same model, forward and signature; a forward gone
+    per_model[key] = (ref, prof)
+    return prof
+
+
+# -- measuring -----------------------------------------------------------------------------------
+
+
+def _no_graph(err: BaseException) -> bool:
+    """Whether ``err`` is torch's refusal of a gradient through a graph never built (no_grad)."""
+    return isinstance(err, RuntimeError) and any(m in str(err) for m in _NO_GRAPH)
+
+
+def forward_folded(
+    model: nn.Module,
+    batch: Any,
+    forward: Callable | None,
+    run: Callable[[], Any] | None = None,
+    prof: ModelProfile | None = None,
+) -> Any:
+    """``run()`` (a verb's own forward pass of ``batch``; default the plain forward pass,
+    :func:`~scimech.capture.hooks.run_forward`) under the autograd mode the model needs: known
+    from its profile, else tried under ``no_grad`` and, where the forward itself takes gradients,
+    run again under ``enable_grad``; the fact joins the profile. The verb's first pass measures
+    it, so it costs no pass of its own."""
+    if run is None:
+        run = functools.partial(run_forward, model, batch, forward)
+    prof = prof if prof is not None else _cached(model, batch, forward)
+    if prof.needs_grad is not None:
+        with prof.grad():
+            return run()
+    try:
+        with torch.no_grad():
+            out = run()
+        prof.needs_grad = False
+        return out
+    except RuntimeError as err:
+        if not _no_graph(err):
+            raise
+    with torch.enable_grad():
+        out = run()
+    prof.needs_grad = True
+    return out
+
+
+class _Observer:
+    """Plain forward hooks on the sites of a profile pass: calls, shapes, dtype, layout, and
+    the version counter of each output (to find the model writing into it in place)."""
+
+    def __init__(self, resolved: Sequence):
+        self.resolved = list(resolved)
+        self.seen: dict[str, list[tuple[torch.Tensor, int]]] = {s.name: [] for s in self.resolved}
+        self.layout: dict[str, tuple[str, str]] = {}
+        self._handles: list = []
+
+    def _see(self, site, t: torch.Tensor) -> None:
+        self.seen[site.name].append((t, t._version))
+        if site.name not in self.layout:
+            try:
+                self.layout[site.name] = (str(site.layout(t)), "declared" if site.axes is not None else "inferred")
+            except Exception as err:  # noqa: BLE001 - shown, not raised: the verbs raise it where it matters
+                self.layout[site.name] = (f"unknown ({type(err).__name__})", "refused")
+
+    def __enter__(self) -> _Observer:
+        for s in self.resolved:
+            if s.port == "input":
+
+                def pre(module, args, kwargs, _s=s):
+                    t = args[0] if args else next((v for v in kwargs.values() if isinstance(v, torch.Tensor)), None)
+                    if t is not None:
+                        self._see(_s, first_tensor(t))
+
+                self._handles.append(s.module.register_forward_pre_hook(pre, with_kwargs=True))
+            else:
+
+                def post(module, args, out, _s=s):
+                    self._see(_s, first_tensor(out))
+
+                self._handles.append(s.module.register_forward_hook(post))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        while self._handles:
+            self._handles.pop().remove()
+
+    def facts(self) -> dict[str, SiteFacts]:
+        out = {}
+        for s in self.resolved:
+            seen = self.seen[s.name]
+            layout, source = self.layout.get(s.name, ("never ran", "-"))
+            out[s.name] = SiteFacts(
+                calls=len(seen),
+                shapes=[tuple(t.shape) for t, _ in seen],
+                dtype=str(seen[0][0].dtype).removeprefix("torch.") if seen else "-",
+                layout=layout,
+                layout_from=source,
+                in_place=any(t._version != v for t, v in seen),
+            )
+        return out
+
+
+def _outputs(out: Any) -> list[torch.Tensor]:
+    return [t.detach() for t in leaf_tensors(out)]
+
+
+def _rows_reason(
+    model: nn.Module,
+    batch: Any,
+    forward: Callable | None,
+    full: list[torch.Tensor],
+    prof: ModelProfile,
+    observer: _Observer | None = None,
+) -> str:
+    """Why the rows of ``batch`` are not independent samples (``""``: they are), given the
+    outputs ``full`` of the whole batch: the first half of the rows runs alone (``observer``:
+    hooks that watch sites in that pass)."""
+    b = prof.rows
+    if b is None or b < 2:
+        return ""
+    h = b // 2
+    try:
+        with prof.grad(), observer if observer is not None else _Observer(()):
+            half = _outputs(run_forward(model, slice_batch(batch, 0, h), forward))
+    except Exception as err:  # noqa: BLE001 - the rows cannot even run apart
+        return f"the first {h} of {b} rows cannot run without the others ({type(err).__name__}: {str(err)[:120]})"
+    finally:
+        prof.passes += 1
+    pairs = [(f, s) for f, s in zip(full, half, strict=False) if f.dim() and f.shape[0] == b]
+    if not pairs or len(full) != len(half):
+        return f"the output is not batched on its first axis like the {b} input rows"
+    for f, s in pairs:
+        if s.shape != f[:h].shape:
+            return f"the first {h} rows alone give an output of shape {tuple(s.shape)}, not {tuple(f[:h].shape)}"
+        ok, rel = same_values(f[:h], s)
+        if not ok:
+            if f.is_floating_point() or f.is_complex():
+                return (
+                    f"the first {h} of {b} rows alone give outputs that differ by {rel:.1e} of their scale "
+                    "from the same rows within the whole batch"
+                )
+            return f"the first {h} of {b} rows alone give other outputs than within the whole batch"
+    return ""
+
+
+def _measure(
+    model: nn.Module,
+    batch: Any,
+    forward: Callable | None,
+    prof: ModelProfile,
+    needs: set[str],
+    resolved: Sequence = (),
+    outputs: Any = None,
+) -> None:
+    """Fill what ``needs`` asks of ``prof`` and it lacks (in eval mode: the caller's session put the model there).
+    ``outputs``: the output of an unchanged pass of ``batch`` the verb ran itself (its first
+    pass, through :func:`forward_folded`), which stands for the first measuring pass."""
+    if "packing" in needs:  # checked on the values of a half batch: drift and rows first
+        needs = needs | {"repeatable"}
+    rows_wanted = "rows" in needs and prof.rows_interact is None and not is_graph_batch(batch)
+    want_first = (
+        (prof.repeatable is None and ("repeatable" in needs or rows_wanted))
+        or rows_wanted
+        or prof.needs_grad is None
+        or bool(resolved)
+    )
+    if not want_first:
+        return
+    try:
+        prof.rows = batch_size_of(batch)  # the rows of the batch measured (a signature leaves them out)
+    except TypeError:
+        prof.rows = None
+    # in eval mode: the verb's session put the model there (scimech.capture.session)
+    if outputs is not None and prof.needs_grad is not None and not resolved:
+        one = _outputs(outputs)  # the verb's own first pass: folded in
+    else:
+        with _Observer(resolved) as seen:
+            one = _outputs(forward_folded(model, batch, forward, prof=prof))
+        prof.passes += 1
+    if resolved:
+        prof.sites.update(seen.facts())
+    floats = [t for t in one if t.is_floating_point() or t.is_complex()]
+    prof.output_dtype = floats[0].dtype if floats else prof.output_dtype
+    if prof.repeatable is None and ("repeatable" in needs or rows_wanted):
+        with prof.grad():
+            two = _outputs(run_forward(model, batch, forward))
+        prof.passes += 1
+        prof.repeatable, prof.repeat_note = True, ""
+        if len(one) != len(two):
+            prof.repeatable, prof.repeat_note = False, "another number of outputs"
+        for a, b in zip(one, two, strict=False):
+            ok, rel = same_values(a, b)
+            if not ok:
+                prof.repeatable = False
+                prof.repeat_note = (
+                    f"other outputs ({rel:.1e} of their scale; allowed {tolerance(a.dtype):.0e} "
+                    f"for {str(a.dtype).removeprefix('torch.')})"
+                    if rel != float("inf")
+                    else "other outputs (NaN or infinities at other places, or another shape)"
+                )
+                break
+    packed = [r for r in resolved if r.axes is not None and r.axes.windowed] if "packing" in needs else []
+    half_seen = _Observer(packed) if packed else None
+    if (rows_wanted or packed) and prof.repeatable and (prof.rows_interact is None or packed):
+        prof.rows_interact = _rows_reason(model, batch, forward, one, prof, half_seen)
+    if half_seen is not None:  # some sites are declared packed
+        for r in packed:
+            prof.sites[r.name].packing = _packing(r, seen, half_seen, prof)
+
+
+def _packing(site, full: _Observer, half: _Observer, prof: ModelProfile) -> str:
+    """Whether a site declared ``batch*window`` holds its rows sample by sample: the first half
+    of the samples alone must give the first rows of the whole batch's activation (a mixture of
+    experts that sorts tokens by expert across the batch does not)."""
+    if prof.repeatable is False:
+        return "not checked: two unchanged passes differ"
+    if prof.rows_interact:
+        return "not checked: the rows of the batch interact"
+    got_full, got_half, b = full.seen[site.name], half.seen[site.name], prof.rows or 0
+    if not got_full or not got_half or b < 2:
+        return "not checked: the site did not run in both passes"
+    t, u = got_full[0][0].detach(), got_half[0][0].detach()
+    n, h = t.shape[0], b // 2
+    if n % b or u.shape[0] != h * (n // b):
+        return (
+            f"not sample by sample: {b} samples give {n} rows and {h} samples {u.shape[0]}, not "
+            f"{h} x {n // b if n % b == 0 else n / b:g}"
+        )
+    ok, rel = same_values(t[: u.shape[0]], u)
+    if not ok:
+        return (
+            f"not sample by sample: the first {h} samples alone give other rows (by {rel:.1e} of their scale) "
+            f"than the first {u.shape[0]} rows of the whole batch"
+        )
+    return "sample by sample"
+
+
+def require(
+    subject: nn.Module | ModelProfile,
+    batch: Any = None,
+    *,
+    verb: str,
+    needs: Iterable[str] = ("grad",),
+    forward: Callable | None = None,
+    samples: Any = None,
+    why: str = "",
+    sites: Sequence = (),
+    outputs: Any = None,
+) -> ModelProfile:
+    """The profile of ``subject`` on ``batch``'s signature, measured where it lacks what
+    ``needs`` asks, and checked: the one place where a verb's assumptions are refused.
+
+    Parameters
+    ----------
+    subject
+        The model (its profile is looked up, measured on ``batch`` where needed, and cached), or
+        a :class:`ModelProfile` (checked as it is).
+    batch
+        One batch of the inputs the verb will run (its first).
+    verb
+        The verb's name, which starts every message.
+    needs
+        Any of ``"grad"`` (the autograd mode, :meth:`ModelProfile.grad`), ``"repeatable"`` (two
+        unchanged passes agree), ``"rows"`` (rows are independent samples, checked only where
+        ``samples`` is ``None`` and ``batch`` is not a graph batch) and ``"sites"`` (facts of
+        ``sites``, resolved sites).
+    forward
+        The verb's ``forward=``.
+    samples
+        The verb's ``samples=``: given, the rows are not checked (the user said what a sample is).
+    why
+        For ``"rows"``: what the verb does with rows as samples (for the message).
+    sites
+        For ``"sites"``: resolved sites.
+    outputs
+        The output of an unchanged pass of ``batch`` that the verb ran itself under
+        :func:`forward_folded` (its own first pass): it stands for the first measuring pass,
+        so a drift check costs one pass more than the verb's own work, once.
+
+    Returns
+    -------
+    ModelProfile
+
+    Raises
+    ------
+    DataValidationError
+        ``"<verb>: <what was measured>. <the fix>"``: a drifting model names ``forward=``,
+        interacting rows name ``samples=``.
+    """
+    needs = set(needs)
+    unknown = needs - NEEDS
+    if unknown:
+        raise ValueError(f"require: unknown needs {sorted(unknown)}; choose from {sorted(NEEDS)}.")
+    if isinstance(subject, ModelProfile):
+        prof = subject
+    else:
+        if samples is not None:
+            needs.discard("rows")
+        prof = _cached(subject, batch, forward)
+        if "packing" in needs:
+            sites = [s for s in sites if s.axes is not None and s.axes.windowed]
+            needs = needs | {"sites"} if sites else needs - {"packing"}
+        new = [
+            s for s in sites if s.name not in prof.sites or ("packing" in needs and prof.sites[s.name].packing is None)
+        ]
+        new = new if "sites" in needs else []
+        if new or needs - {"sites", "packing"}:
+            _measure(subject, batch, forward, prof, needs, new, outputs)
+    if "repeatable" in needs or ("rows" in needs and samples is None):
+        if prof.repeatable is False:
+            raise drift_error(verb, prof.repeat_note)
+    if "rows" in needs and samples is None and prof.rows_interact:
+        raise rows_error(verb, prof.rows_interact, why or "Treating rows as samples")
+    for s in sites if "packing" in needs else ():
+        packing = prof.sites[s.name].packing or ""
+        if packing.startswith("not sample by sample"):
+            raise DimensionError(
+                f"{verb}: site {s.name!r} is declared '{s.axes}', rows packed sample by sample, but they are "
+                f"{packing} (a mixture of experts sorts tokens by expert across the batch; a model may gather rows "
+                "from several samples). Its rows would be labelled as other samples'. Choose a site where the rows "
+                "are in sample order again (after the experts' outputs are put back), or one whose first axis is the "
+                "batch."
+            )
+    return prof
+
+
+# -- shown to the user ---------------------------------------------------------------------------
+
+
+class ProfileTable(pd.DataFrame):
+    """The profile as a table: a DataFrame whose repr shows every column (a notebook's first look)."""
+
+    @property
+    def _constructor(self):
+        return ProfileTable
+
+    def __repr__(self) -> str:
+        return self.to_string()
+
+
+def _samples_text(samples: Any, batch: Any, prof: ModelProfile) -> str:
+    if samples is None:
+        if is_graph_batch(batch):
+            return "graphs of the batch (its batch vector)"
+        if prof.rows_interact is None:
+            return "not checked"
+        return "rows independent" if not prof.rows_interact else f"rows interact: {prof.rows_interact}"
+    if isinstance(samples, torch.Tensor):
+        return f"declared: {int(samples.unique().numel())} samples in {samples.shape[0]} rows"
+    return f"declared: {samples!r}"
+
+
+def profile_of(model: nn.Module, batch: Any, forward: Callable | None = None) -> ModelProfile:
+    """The cached profile of ``model`` for ``forward=`` and ``batch``'s signature, as far as it
+    is measured (a new, empty one the first time): what a verb's own first pass fills through
+    :func:`forward_folded` and ``require(..., outputs=...)``."""
+    return _cached(model, batch, forward)
+
+
+def profile(
+    model: nn.Module,
+    inputs: Any,
+    sites: str | Sequence[str],
+    *,
+    forward: Callable | None = None,
+    samples: Any = None,
+    layouts=None,
+    axes=None,
+):
+    """What every verb assumes about ``model`` on ``inputs``, as a table (one row per site).
+
+    Measured on the first batch of ``inputs`` (at most three forward passes, none where the
+    facts are cached already; later verbs on the same model, ``forward=`` and input signature
+    pay nothing for them).
+
+    Parameters
+    ----------
+    model
+        The model.
+    inputs
+        One batch, or an iterable of batches (the first is measured).
+    sites
+        Site strings (:mod:`scimech.capture.sites`).
+    forward, samples, layouts, axes
+        As the verbs take them.
+
+    Returns
+    -------
+    ProfileTable
+        A pandas DataFrame (its repr shows every column) indexed by ``site``: ``calls`` (per forward pass), ``shapes`` (of each call, the model's
+        own layout), ``dtype``, ``tolerance`` (how far two passes may differ, relative),
+        ``layout`` (its axes) and ``layout_from`` (``declared`` / ``inferred``), ``samples``
+        (what a row is), ``repeatable``, ``needs_grad``, ``in_place`` (the model writes into
+        the site's output), ``packing`` (for a declared ``batch*window`` layout: whether the rows
+        are packed sample by sample, checked on a half batch). ``.attrs["profile"]`` is the :class:`ModelProfile`.
+    """
+    from scimech.capture.batches import is_one_batch, iter_batches
+    from scimech.capture.session import Session  # the session is built on this module
+    from scimech.capture.sites import resolve_site
+
+    names = [sites] if isinstance(sites, str) else list(sites)
+    batch = inputs if is_one_batch(inputs) else next(iter(b for _, b in iter_batches(inputs, 1 << 30)))
+    resolved = [resolve_site(model, s, layouts, axes) for s in names]
+    prof = _cached(model, batch, forward)
+    needs = {"repeatable", "rows", "grad", "sites", "packing"} - ({"rows"} if samples is not None else set())
+    with Session(model, "profile", batch, forward=forward, samples=samples):  # in eval mode, as the verbs measure
+        _measure(
+            model,
+            batch,
+            forward,
+            prof,
+            needs,
+            [
+                s
+                for s in resolved
+                if s.name not in prof.sites
+                or (prof.sites[s.name].packing is None and s.axes is not None and s.axes.windowed)
+            ],
+        )
+    rows = []
+    for s in names:
+        f = prof.sites[s]
+        rows.append(
+            {
+                "site": s,
+                "calls": f.calls,
+                "shapes": f.shapes if f.changing_shape else f.shapes[:1],
+                "dtype": f.dtype,
+                "tolerance": tolerance(getattr(torch, f.dtype, None)),
+                "layout": f.layout,
+                "layout_from": f.layout_from,
+                "samples": _samples_text(samples, batch, prof),
+                "repeatable": prof.repeatable,
+                "needs_grad": prof.needs_grad,
+                "in_place": f.in_place,
+                "packing": f.packing or "-",
+            }
+        )
+    table = ProfileTable(pd.DataFrame(rows).set_index("site"))
+    table.attrs["profile"] = prof
+    return table
+
+
+def rows_interact(model: nn.Module, batch: Any, forward: Callable | None = None) -> str | None:
+    """Why the rows of ``batch`` are not independent samples, or ``None`` if the first half of
+    its rows alone gives the outputs it gives within the whole batch (from the model's profile)."""
+    from scimech.capture.session import Session  # the session is built on this module
+
+    with Session(model, "rows_interact", batch, forward=forward):  # in eval mode, as the verbs measure
+        prof = _cached(model, batch, forward)
+        _measure(model, batch, forward, prof, {"rows"})
+    return prof.rows_interact or None
