@@ -46,7 +46,19 @@ __all__ = ["NeuroStudy", "run_study"]
 ZARR_ARRAY = options.Format(
     "a zarr array of (time, neuron) traces (ZAPBench's layout)", lambda p: zarr_node(p) == "array"
 )
-_DATA_FORMATS = ("zarr", "netcdf", "npy", ZARR_ARRAY)
+
+
+def _is_suite2p(path: Path) -> bool:
+    from .suite2p import is_suite2p  # numpy and xarray: imported when a path is checked, not by every parser
+
+    return is_suite2p(path)
+
+
+#: a suite2p output (its suite2p/ folder, the folder above it or one planeN folder; neuro.suite2p)
+SUITE2P = options.Format(
+    "a suite2p output folder (plane0/, plane1/ ... with F.npy, Fneu.npy, iscell.npy, ops.npy)", _is_suite2p
+)
+_DATA_FORMATS = ("zarr", "netcdf", "npy", ZARR_ARRAY, SUITE2P)
 #: a file of condition labels (or step ranges), read by neuro.reader
 CONDITION_FILE = options.Format(
     "a conditions file (.csv, .tsv, .json or .txt: a label per step, or start/stop step ranges), or the word zapbench",
@@ -55,7 +67,8 @@ CONDITION_FILE = options.Format(
 DATA_HELP = (
     "your traces instead of the simulator: a zarr store or netCDF file with activity (time, neuron), a "
     "time coordinate with units and condition (time) [split, trial, stimulus optional]; a bare zarr array "
-    "(ZAPBench's layout) or a .npy (time, neuron) array with --conditions and --dt "
+    "(ZAPBench's layout) or a .npy (time, neuron) array with --conditions and --dt; a suite2p output "
+    "folder (its plane folders read as one recording, with --conditions or a conditions.csv inside) "
     "(neuro.data.from_traces; `scimech neuro inspect PATH` says what is read)"
 )
 

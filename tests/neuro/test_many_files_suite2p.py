@@ -115,3 +115,17 @@ def test_inspect_lists_the_files(tmp_path):
     assert [k for k in files if k.startswith("plane")] == ["plane0", "plane1", "plane2"]
     assert "F.npy, Fneu.npy, iscell.npy, ops.npy" in files["plane0"]
     assert "plane j acquired j / (nplanes x fs)" in reading.sections["time"]["suite2p timing"]
+
+
+def test_cli_inspect_and_data_option_take_a_suite2p_folder(tmp_path, capsys):
+    from scimech.run.cli import main
+
+    from neuro.study import NeuroStudy
+
+    run = mf.write_run(tmp_path)
+    (run / "conditions.csv").write_text("condition,start,stop\ndark,0,50\ngain,50,100\n")
+    assert main(["neuro", "inspect", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "plane0" in out and "plane2" in out and "3 plane folders joined along the neurons" in out
+    args = NeuroStudy().study_parser().parse_args(["--data", str(run), "--out", str(tmp_path / "out")])
+    assert args.data == run  # the study's --data accepts the folder (a suite2p output)
