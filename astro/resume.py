@@ -48,9 +48,10 @@ PLAN_KEYS = (
     "planted",
     "image_features",
     "dtype",
+    "standin",
 )
-#: what a plan written before a key existed meant by it
-_PLAN_DEFAULTS = {"world": "standard", "planted": False, "image_features": "bands"}
+#: what a plan written before a key existed meant by it (before shipped stand-ins, every synthetic run trained one)
+_PLAN_DEFAULTS = {"world": "standard", "planted": False, "image_features": "bands", "standin": "trained here"}
 #: galaxies of the generator's draw a synthetic run's fingerprint hashes (the generator as it is now)
 PROBE_GALAXIES = 32
 #: the inputs whose content keys a run folder
@@ -94,7 +95,8 @@ def input_fingerprint(plan: Mapping[str, Any]) -> tuple[str, dict[str, str]]:
     world and :data:`PROBE_GALAXIES` galaxies drawn with its seed now (catalogue, images,
     meta), so a changed world parameter or generator code changes it before any sample is
     drawn. A catalogue or given run: the content of each input file or folder (``catalog``,
-    ``images``, ``train``, ``test``, ``model``); any run: that of ``image_tokenizer`` when given.
+    ``images``, ``train``, ``test``, ``model``); any run: that of ``image_tokenizer`` when given; a
+    run of a shipped stand-in (:mod:`astro.models.shipped`): its ``weights_fingerprint``.
     The sizes, seed and paths are the plan's (:data:`PLAN_NAME`), refused when they differ.
     """
     parts: dict[str, str] = {}
@@ -105,6 +107,8 @@ def input_fingerprint(plan: Mapping[str, Any]) -> tuple[str, dict[str, str]]:
     for key in _INPUT_KEYS:
         if plan.get(key):
             parts[key] = fingerprint(Path(plan[key]))
+    if plan.get("standin_weights"):
+        parts["shipped stand-in"] = str(plan["standin_weights"])
     return fingerprint(parts), parts
 
 

@@ -12,6 +12,7 @@ Which folder may be resumed is :mod:`astro.resume`'s call.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Callable, Mapping
@@ -20,6 +21,7 @@ from typing import Any
 
 import xarray as xr
 
+from scimech.errors import ConfigError
 from scimech.run.parallel import map_units
 from scimech.run.results import UnitStore
 from scimech.studies.reading import Reading
@@ -28,16 +30,21 @@ from .evidence import gather_evidence
 from .files import load_adapter, load_sample, save_study
 from .measures import chunk_bounds
 from .measures.assumptions import ATTR
+from .models.shipped import choose_shipped
 from .plan import STANDIN_STAMP, StudySettings, resolve_settings
 from .resume import claim_folder
 from .units import catalog_unit, interventions_unit, synth_unit, train_unit
 
-__all__ = ["run_resumable_study", "run_settings", "READING_FILE"]
+__all__ = ["run_resumable_study", "run_settings", "with_standin", "READING_FILE", "STANDIN_CHOICES"]
 
 #: what the reader read from a catalogue (scimech.studies.reading.Reading as JSON), in the run folder
 READING_FILE = "reading.json"
 
 Log = Callable[[str], None]
+
+#: what a synthetic study studies: the stand-in shipped for its world (``astro.models.shipped``), or one
+#: trained here (``--train-afresh``)
+STANDIN_CHOICES = ("shipped", "train")
 
 
 def run_resumable_study(
@@ -59,6 +66,7 @@ def run_resumable_study(
     image_features: str | None = None,
     device: str = "cpu",
     dtype: str = "float32",
+    standin: str | None = None,
     log: Log | None = None,
 ) -> tuple[dict[str, xr.Dataset], dict[str, float]]:
     """The whole astro study as resumable units; results saved under ``out/study``.
@@ -98,6 +106,11 @@ def run_resumable_study(
         Floating-point type of the studied transformer's forward passes (``"float32"``,
         ``"bfloat16"``, ``"float16"``; :data:`astro.models.aion.DTYPES`); a stand-in trained here is
         trained in float32. Probes and read-outs see float32.
+    standin
+        Synthetic galaxies only: ``"shipped"`` studies the stand-in shipped for the world
+        (:mod:`astro.models.shipped`; trained here instead, with the reason logged, where none may be
+        used), ``"train"`` trains one here. Default: ``"train"`` when ``sizes`` names ``epochs`` or
+        ``batch_size`` (a training was asked for), else ``"shipped"``.
 
     Returns
     -------
@@ -122,7 +135,39 @@ def run_resumable_study(
         device=device,
         dtype=dtype,
     )
+    if standin is None:
+        standin = "train" if {"epochs", "batch_size"} & set(sizes or {}) else "shipped"
+    settings = dataclasses.replace(settings, extra={**settings.extra, "standin": standin})
     return run_settings(settings, client=client, log=log)
+
+
+def with_standin(settings: StudySettings, log: Log | None = None) -> StudySettings:
+    """``settings`` with the model of a synthetic study decided: the shipped stand-in of its world
+    (``extra["shipped"]``, and the record's ``standin`` / ``standin_weights``) when
+    ``extra["standin"]`` is ``"shipped"`` (the default) and it may be used, else one trained here
+    (record ``standin = "trained here"``; the reason the shipped one was refused is logged and kept as
+    ``extra["standin_reason"]``). Other sources are returned unchanged."""
+    s, say = settings, log or (lambda *_: None)
+    if s.source != "synthetic" or "shipped" in s.extra:
+        return s
+    asked = s.extra.get("standin", "shipped")
+    if asked not in STANDIN_CHOICES:
+        raise ConfigError(f"standin must be one of {', '.join(STANDIN_CHOICES)}; got {asked!r}.")
+    reason = "a stand-in trained here was asked for (--train-afresh, --epochs or --batch-size)"
+    if asked == "shipped":
+        choice = choose_shipped(str(s.world), s.planted, s.image_features)
+        if choice.shipped is not None:
+            say(f"model: {choice.shipped.summary()}")
+            record = {
+                **s.record,
+                "standin": f"shipped {choice.shipped.name}",
+                "standin_weights": choice.shipped.record["weights_fingerprint"],
+            }
+            return dataclasses.replace(s, record=record, extra={**s.extra, "shipped": choice.shipped})
+        reason = choice.reason
+        say(f"the shipped stand-in is not used: {reason}; training a stand-in here")
+    record = {**s.record, "standin": "trained here"}
+    return dataclasses.replace(s, record=record, extra={**s.extra, "shipped": None, "standin_reason": reason})
 
 
 def run_settings(
@@ -130,7 +175,8 @@ def run_settings(
 ) -> tuple[dict[str, xr.Dataset], dict[str, float]]:
     """Run resolved :class:`~astro.plan.StudySettings` (see :func:`run_resumable_study`)."""
     say = log or (lambda *_: None)
-    s = settings
+    s = with_standin(settings, say)
+    shipped = s.extra.get("shipped")
     adapter = None
     if s.model is not None:  # bad inputs fail before the folder is claimed
         adapter = load_adapter(s.model, s.image_tokenizer, device=s.device, dtype=s.dtype)
@@ -150,7 +196,9 @@ def run_settings(
         else:
             _split_catalogue(s, train, test, store, client, say)
             timings["read catalogue"] = time.perf_counter() - t
-    if s.trains_standin:
+    if shipped is not None:
+        model = shipped.folder
+    elif s.trains_standin:
         t = time.perf_counter()
         model = s.out.resolve() / "model"
         say("train the stand-in (unit train)")
@@ -192,8 +240,26 @@ def run_settings(
     timings["study"] = time.perf_counter() - t
     if "predictions" in res:  # "catalog": real galaxies, no planted truth to report
         res["predictions"].attrs["galaxies"] = s.source
+        res["predictions"].attrs.update(model_provenance(s))
     save_study(res, s.out / "study", config=dict(s.record), seed=s.seed)
     return res, timings
+
+
+def model_provenance(s: StudySettings) -> dict[str, str]:
+    """Which model a study read, as attributes of its ``predictions`` (what the report prints):
+    ``model_origin`` (``"shipped"``, ``"trained here"`` or ``"given"``) and ``model_note`` (one line)."""
+    shipped = s.extra.get("shipped")
+    if shipped is not None:
+        return {"model_origin": "shipped", "model_note": f"Model: the {shipped.summary()}."}
+    if s.trains_standin:
+        sz = s.sizes
+        why = s.extra.get("standin_reason")
+        note = (
+            f"Model: a stand-in trained here ({sz['epochs']} epochs of batch {sz['batch_size']} on the "
+            "study's training galaxies)" + (f", because {why}." if why else ".")
+        )
+        return {"model_origin": "trained here", "model_note": note}
+    return {"model_origin": "given", "model_note": f"Model: {s.model}, studied as it is (nothing trained)."}
 
 
 def _synthesise(s: StudySettings, train: Path, test: Path, store: UnitStore, client, say: Log) -> None:

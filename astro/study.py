@@ -169,6 +169,14 @@ class AstroStudy(Study):
             help="train the planted stand-in (image only through head 1 of block 0, head 2 an inert "
             "colour head) and compare what the study finds with what was planted",
         )
+        g.add_argument(
+            "--train-afresh",
+            action="store_true",
+            help="train a stand-in here instead of studying the one shipped for the synthetic world "
+            "(astro/models/weights, trained at full size by scripts/train_astro_standin.py); giving "
+            "--epochs or --batch-size does too. Without a shipped stand-in for the world, or when the "
+            "world changed since it was trained, one is trained here anyway and the run says why",
+        )
         options.add(
             g,
             "dtype",
@@ -239,15 +247,38 @@ class AstroStudy(Study):
                 trained_here,
                 (*given_model, "--image-features", "colours"),
             ),
+            (
+                "--train-afresh",
+                lambda a: a.data is None and a.model is None,
+                synthetic,
+                (*given_galaxies, "--train-afresh"),
+            ),
             ("--train", lambda a: a.model is not None, "--model FOLDER (an existing study)", ("--train", "{fits}")),
             ("--test", lambda a: a.model is not None, "--model FOLDER (an existing study)", ("--test", "{fits}")),
         ):
             options.needs(st, flag, applies, need, example)
 
     def plan(self, args: argparse.Namespace) -> Plan:
-        from .plan import plan_of, settings_from_args
+        """The plan of ``astro study``; a synthetic run's model decided here (the shipped stand-in of the
+        world, or one trained here: ``--train-afresh``, ``--epochs``, ``--batch-size``), and said."""
+        import dataclasses
 
-        return plan_of(settings_from_args(args), args.size)
+        from .plan import plan_of, settings_from_args
+        from .run import with_standin
+
+        settings = settings_from_args(args)
+        asked = getattr(args, "train_afresh", False) or any(
+            getattr(args, k, None) is not None for k in ("epochs", "batch_size")
+        )
+        settings = dataclasses.replace(settings, extra={**settings.extra, "standin": "train" if asked else "shipped"})
+        settings = with_standin(settings, log=_log)
+        plan = plan_of(settings, args.size)
+        shipped = settings.extra.get("shipped")
+        if shipped is None:
+            return plan
+        sizes = {k: v for k, v in plan.sizes.items() if k != "training"}
+        sizes["model"] = f"{shipped.summary()}; --train-afresh trains one here instead"
+        return dataclasses.replace(plan, sizes=sizes)
 
     def run(self, plan: Plan, client=None):
         from .evidence import AstroEvidence

@@ -4,11 +4,40 @@ from __future__ import annotations
 
 import numpy as np
 
+from scimech.errors import ConfigError
+
+from . import photoz
 from .models import standin
 from .models.aion import AIONRedshift
-from .models.planted import train_planted
+from .models.planted import ColourReadout, build_planted, train_planted
+from .models.staged import train_staged
 
-__all__ = ["train_standin"]
+__all__ = ["train_standin", "train_standin_staged", "STAGED_KEYS"]
+
+#: the settings :func:`train_standin_staged` reads (scripts/train_astro_standin.py's SETTINGS holds them all)
+STAGED_KEYS = (
+    "planted",
+    "image_features",
+    "codebook_size",
+    "reservoir_size",
+    "flux_reference",
+    "dim",
+    "encoder_depth",
+    "decoder_depth",
+    "num_heads",
+    "mlp_ratio",
+    "linear_init",
+    "n_views",
+    "phot_steps",
+    "steps",
+    "batch_size",
+    "phot_lr",
+    "lr",
+    "weight_decay",
+    "target_width",
+    "colour_weight",
+    "seed",
+)
 
 
 def train_standin(
@@ -71,4 +100,69 @@ def train_standin(
         device=device,
     )
     hist["n_views"] = int(n_views)
+    return ad, hist
+
+
+def train_standin_staged(train, settings, *, log=None, on_step=None):
+    """Fit tokenizers on ``train`` and train a stand-in (or, with ``settings["planted"]``, a planted
+    stand-in) in two stages (:func:`astro.models.staged.train_staged`): the training of the shipped
+    stand-ins. ``settings``: every key of :data:`STAGED_KEYS`. Returns ``(adapter, history)``.
+
+    The scalar codecs quantise ``codebook_size`` quantiles (AION-1's 1024) of a reservoir of
+    ``reservoir_size`` training values, the g, i, z fluxes relative to ``flux_reference`` (colours);
+    the scalar embeddings start smooth in the code with a term linear in its value
+    (:func:`astro.models.standin.ordinal_init`, ``linear_init``).
+    """
+    missing = [k for k in STAGED_KEYS if k not in settings]
+    if missing:
+        raise ConfigError(f"train_standin_staged needs the settings {missing}; see scripts/train_astro_standin.py.")
+    st = dict(settings)
+    seed = int(st["seed"])
+    codecs = standin.fit_codecs(
+        train.catalog,
+        seed=seed,
+        codebook_size=int(st["codebook_size"]),
+        reservoir_size=int(min(st["reservoir_size"], len(train))),
+        flux_reference=st["flux_reference"],
+    )
+    tok = standin.PatchTokenizer(seed=seed, features=st["image_features"]).fit(train.images)
+    cfg = standin.StandinConfig(
+        dim=int(st["dim"]),
+        encoder_depth=int(st["encoder_depth"]),
+        decoder_depth=int(st["decoder_depth"]),
+        num_heads=int(st["num_heads"]),
+        mlp_ratio=float(st["mlp_ratio"]),
+        flux_reference=st["flux_reference"],
+    )
+    model = build_planted(cfg, seed=seed) if st["planted"] else standin.build(cfg, seed=seed)
+    standin.ordinal_init(model, codecs, seed=seed, linear=float(st["linear_init"]))
+    ad = AIONRedshift(model, codecs, tok)
+    views = standin.noisy_views(ad, train.catalog, train.images, int(st["n_views"]), seed=seed)
+    readout = None
+    if st["planted"]:
+        n_scalar = sum(1 for k in views[0] if k in standin.aion_adapter.LEGACY_SCALARS)
+        readout = ColourReadout(model, photoz.colour_features(train.catalog)[:, :3], n_scalar)
+    try:
+        hist = train_staged(
+            ad,
+            views,
+            np.asarray(train.catalog["z"], float),
+            phot_steps=int(st["phot_steps"]),
+            steps=int(st["steps"]),
+            batch_size=int(st["batch_size"]),
+            phot_lr=float(st["phot_lr"]),
+            lr=float(st["lr"]),
+            weight_decay=float(st["weight_decay"]),
+            target_width=float(st["target_width"]),
+            seed=seed,
+            aux_loss=None if readout is None else (lambda idx: float(st["colour_weight"]) * readout.loss(idx)),
+            aux_params=() if readout is None else list(readout.parameters()),
+            log=log,
+            on_step=on_step,
+        )
+    finally:
+        if readout is not None:
+            readout.remove()
+    if st["planted"]:
+        model.planted_truth()  # the inert columns stayed zero
     return ad, hist

@@ -67,6 +67,7 @@ __all__ = [
     "head_site",
     "site_to_head",
     "num_encoder_tokens",
+    "scalar_values",
 ]
 
 CONFIG_NAME = "config.json"
@@ -130,6 +131,26 @@ def site_to_head(site: str) -> tuple[int, int]:
     if not m:
         raise ConfigError(f"'{site}' is not an encoder head site; expected 'encoder.<block>.attn.heads[<head>]'.")
     return int(m.group(1)), int(m.group(2))
+
+
+def scalar_values(catalog, flux_reference: str | None = None, keys=None) -> dict[str, np.ndarray]:
+    """The values the scalar codecs of ``keys`` (default all of :data:`LEGACY_SCALARS`) quantise, float32.
+
+    Each catalogue column in its codec's unit; with ``flux_reference`` (a band, as a stand-in with
+    that config key reads them), the other bands' fluxes divided by that band's (a flux ratio: a colour).
+    """
+    out: dict[str, np.ndarray] = {}
+    for key in LEGACY_SCALARS if keys is None else keys:
+        _, col, unit = LEGACY_SCALARS[key]
+        if col not in catalog.colnames:
+            raise DataValidationError(f"catalogue lacks '{col}' needed for {key}.")
+        v = u.Quantity(catalog[col]).to_value(u.Unit(unit)) if unit else np.asarray(catalog[col], float)
+        if flux_reference and col.startswith("flux_") and col != f"flux_{flux_reference}":
+            ref = u.Quantity(catalog[f"flux_{flux_reference}"]).to_value(u.nmgy)
+            v = v / np.where(ref > 0, ref, np.nan)
+            v = np.where(np.isfinite(v), v, 0.0)  # no positive reference flux: the codec's floor
+        out[key] = np.asarray(v, np.float32)
+    return out
 
 
 def _modality(name: str):
@@ -620,12 +641,8 @@ class AIONRedshift:
                 continue
             if key not in self.codecs:
                 raise ConfigError(f"no codec for {key}; load it (load_codecs) or drop it from keys.")
-            mod_name, col, unit = LEGACY_SCALARS[key]
-            if col not in catalog.colnames:
-                raise DataValidationError(f"catalogue lacks '{col}' needed for {key}.")
-            q = catalog[col]
-            v = u.Quantity(q).to_value(u.Unit(unit)) if unit else np.asarray(q, float)
-            value = torch.as_tensor(np.asarray(v, np.float32))
+            mod_name = LEGACY_SCALARS[key][0]
+            value = torch.as_tensor(scalar_values(catalog, getattr(self.model, "flux_reference", None), [key])[key])
             with torch.no_grad():
                 tok = self.codecs[key].encode(_modality(mod_name)(value=value))
             out[key] = tok.reshape(-1, 1).long()

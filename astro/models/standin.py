@@ -68,10 +68,16 @@ __all__ = [
 
 
 class StandinAION(AION):
-    """``aion.AION`` with a coarse image token grid (config keys ``image_grid``, ``image_vocab``)."""
+    """``aion.AION`` with a coarse image token grid (config keys ``image_grid``, ``image_vocab``).
+
+    Config key ``flux_reference`` (a band, e.g. ``"r"``; default none): the flux tokens of the other
+    bands quantise their flux *relative to* that band's (a colour), that band's its own flux (the
+    brightness); :meth:`astro.models.aion.AIONRedshift.tokenize` reads it as ``model.flux_reference``.
+    """
 
     def __init__(self, config: dict):
         cfg = copy.deepcopy(dict(config))
+        reference = cfg.pop("flux_reference", None)
         grid = int(cfg.pop("image_grid", 8))
         vocab = int(cfg.pop("image_vocab", 256))
         cfg.pop("scimech_class", None)
@@ -105,6 +111,7 @@ class StandinAION(AION):
             act_layer=act,
             **cfg,
         )
+        self.flux_reference = reference
 
 
 @dataclass
@@ -118,6 +125,7 @@ class StandinConfig:
     image_grid: int = 6
     image_vocab: int = 256
     mlp_ratio: float = 2.0
+    flux_reference: str | None = None  # "r": g, i, z flux tokens relative to r (colours); None: absolute
 
 
 def standin_config(cfg: StandinConfig | None = None, *, image: bool = True) -> dict:
@@ -141,7 +149,7 @@ def standin_config(cfg: StandinConfig | None = None, *, image: bool = True) -> d
         image_grid=c.image_grid,
         image_vocab=c.image_vocab,
         scimech_class="astro.models.standin.StandinAION",
-    )
+    ) | ({"flux_reference": c.flux_reference} if c.flux_reference else {})
 
 
 def build(
@@ -193,6 +201,7 @@ def ordinal_init(
     std: float = 0.05,
     seed: int = 0,
     basis: Literal["code", "value"] = "code",
+    linear: float = 0.0,
 ) -> None:
     """Initialise scalar embeddings (and ``tok_z`` logit rows) as smooth functions of the code.
 
@@ -200,9 +209,16 @@ def ordinal_init(
     Gaussian matrix, rescaled to standard deviation ``std``. ``basis="code"``: ``u_k = k / (K - 1)``
     (the quantile of the code); ``"value"``: ``u_k`` from :func:`code_values` (the value the
     code stands for, fluxes on one log scale for all bands).
+
+    ``linear`` > 0 adds to each scalar's embedding rows ``linear * v_k * w``: ``v_k`` the code's value
+    (:func:`code_values`) standardised over the codebook, ``w`` a seeded unit vector of its own per
+    scalar. Twelve cosines resolve a code to about 1/24 of the codebook (a quarter magnitude of
+    flux); the linear term carries the value at the codebook's full resolution, in a direction of
+    its own per band, so the first attention layer can form colours as differences.
     """
     g = torch.Generator().manual_seed(seed + 12345)
-    where = code_values(codecs) if basis == "value" else {}
+    values = code_values(codecs) if basis == "value" or linear else {}
+    where = values if basis == "value" else {}
 
     def smooth(key: str, k: int, dim: int) -> torch.Tensor:
         u = (where[key] if key in where else torch.linspace(0, 1, k))[:, None]
@@ -216,6 +232,10 @@ def ordinal_init(
             if key in model.encoder_embeddings:
                 emb = model.encoder_embeddings[key].token_emb.weight
                 emb[:k] = smooth(key, k, emb.shape[1])
+                if linear:
+                    v = values[key] - values[key].mean()
+                    w = torch.randn(emb.shape[1], generator=g)
+                    emb[:k] += linear * (v / v.std().clamp_min(1e-12))[:, None] * (w / w.norm())[None]
             if key in model.decoder_embeddings:
                 lin = model.decoder_embeddings[key].to_logits.weight
                 lin[:k] = smooth(key, k, lin.shape[1])
@@ -308,19 +328,26 @@ class PatchTokenizer:
 
 
 def fit_codecs(
-    catalog, reservoir_size: int = 4096, seed: int = 0, codebook_size: int = 128, z_codebook_size: int = 256
+    catalog,
+    reservoir_size: int = 4096,
+    seed: int = 0,
+    codebook_size: int = 128,
+    z_codebook_size: int = 256,
+    flux_reference: str | None = None,
 ) -> dict[str, nn.Module]:
     """aion scalar codecs (reservoir quantizers filled from ``catalog``) plus the Z grid codec.
 
-    The stand-in uses smaller codebooks than AION-1 (1024): 128 quantile codes per scalar
-    (about 0.04 mag per code in flux) and 256 linear z buckets on 0..1 (spacing 0.004).
+    By default the stand-in uses smaller codebooks than AION-1 (1024): 128 quantile codes per
+    scalar (about 0.04 mag per code in flux) and 256 linear z buckets on 0..1 (spacing 0.004).
+    ``flux_reference`` (a band): the other bands' codecs quantise their flux relative to that band's
+    (as :meth:`astro.models.aion.AIONRedshift.tokenize` gives it for a model with that ``flux_reference``).
     """
     torch.manual_seed(seed)
     out: dict[str, nn.Module] = {}
-    for key, (mod_name, col, unit) in aion_adapter.LEGACY_SCALARS.items():
+    values = aion_adapter.scalar_values(catalog, flux_reference)
+    for key, (mod_name, _col, _unit) in aion_adapter.LEGACY_SCALARS.items():
         name = aion_adapter._modality(mod_name).name
-        v = u.Quantity(catalog[col]).to_value(u.Unit(unit)) if unit else np.asarray(catalog[col], float)
-        v = torch.as_tensor(np.asarray(v, np.float32))
+        v = torch.as_tensor(values[key])
         res = int(min(reservoir_size, len(v)))
         codec = (
             LogScalarCodec(name, codebook_size=codebook_size, reservoir_size=res)

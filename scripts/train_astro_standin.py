@@ -1,0 +1,146 @@
+"""Train the shipped astro stand-ins and record how good they are: ``astro/models/weights/<name>/``.
+
+Run from the repository root (about 10 minutes of one CPU core per stand-in on a quiet machine)::
+
+    .venv/bin/python scripts/train_astro_standin.py                     # standin-degenerate and planted-degenerate
+    .venv/bin/python scripts/train_astro_standin.py --which standin     # one of them
+    .venv/bin/python scripts/train_astro_standin.py --out /tmp/weights  # elsewhere, to compare with the shipped
+
+Every setting is in :data:`SETTINGS` (and :data:`PLANTED` for what the planted stand-in changes);
+they are written to ``shipped.json`` with the world's fingerprint, the training galaxies'
+fingerprint, the weights' fingerprint and the test metrics with bootstrap intervals
+(:func:`astro.models.competence.score_against_yardsticks`). The test galaxies and the colour kNN's
+training galaxies are those of ``scimech astro study --quick --seed 0`` (600 test galaxies drawn with
+seed 1000, 1600 training galaxies with seed 0), so the record speaks of the galaxies the quick study
+scores; the stand-in's own training galaxies are another draw (seed 700001) of the same world. One
+thread, fixed seeds: a rerun on the same machine and torch gives the same weights.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+#: every setting of the shipped stand-in's training
+SETTINGS = dict(
+    world="degenerate",  # astro.plan.DEFAULT_WORLD: images carry information the photometry lacks
+    planted=False,
+    image_features="colours",  # astro.plan.IMAGE_FEATURES["degenerate"]
+    n_train=24000,  # training galaxies, a draw of their own (not the study's)
+    train_seed=700001,
+    n_views=4,  # the measured catalogue and 3 with fluxes redrawn, shapes and images turned
+    codebook_size=1024,  # AION-1's: 128 codes cost 0.004 in the colour kNN's sigma_NMAD
+    reservoir_size=20000,
+    flux_reference="r",  # g, i, z tokens are fluxes relative to r (colours), r its own flux
+    dim=32,
+    encoder_depth=3,
+    decoder_depth=1,
+    num_heads=4,
+    mlp_ratio=2.0,
+    linear_init=1.0,
+    phot_steps=6000,  # stage 1: photometry only (catalogue tokens alone)
+    steps=2500,  # stage 2: modality dropout (half of each batch with the image)
+    batch_size=128,
+    phot_lr=3e-3,
+    lr=2e-3,
+    weight_decay=0.01,
+    target_width=0.01,
+    colour_weight=1.0,  # planted only: the inert head's colour read-out
+    seed=0,
+    # the test record: the galaxies of `scimech astro study --quick --seed 0`
+    test_n=600,
+    test_seed=1000,
+    knn_train_n=1600,
+    knn_train_seed=0,
+    n_bootstrap=1000,
+)
+#: what the planted stand-in changes (astro.models.planted: image only through head 1 of block 0)
+PLANTED = dict(planted=True)
+
+
+def _log(msg: str) -> None:
+    print(f"[train_astro_standin] {msg}", flush=True)
+
+
+def train_and_record(settings: dict, out: Path) -> dict:
+    """Train one stand-in with ``settings``, save it to ``out`` with its ``shipped.json``; return the record."""
+    from astro.models import competence, shipped, standin
+    from astro.synthetic import make_galaxies, world_config
+    from astro.training import train_standin_staged
+
+    s = settings
+    t0 = time.perf_counter()
+    train = make_galaxies(s["n_train"], seed=s["train_seed"], world=s["world"])
+    _log(f"{len(train)} training galaxies drawn ({time.perf_counter() - t0:.0f} s)")
+    ad, hist = train_standin_staged(train, s, log=_log)
+    standin.save(ad, out)
+    test = make_galaxies(s["test_n"], seed=s["test_seed"], world=s["world"])
+    knn_train = make_galaxies(s["knn_train_n"], seed=s["knn_train_seed"], world=s["world"], images=False)
+    preds = competence.predictions(ad, test, knn_train)
+    same = competence.predictions(ad, test, train, template=False)["colour_knn"]
+    preds["colour_knn_same_training"] = same
+    import numpy as np
+
+    scores = competence.score_against_yardsticks(
+        np.asarray(test.catalog["z"], float), preds, n_bootstrap=s["n_bootstrap"], seed=s["seed"]
+    )
+    record = {
+        "name": out.name,
+        "settings": s,
+        "world": s["world"],
+        "world_config": __import__("dataclasses").asdict(world_config(s["world"])),
+        "world_fingerprint": shipped.world_fingerprint(s["world"]),
+        "training_data": {
+            "n_galaxies": len(train),
+            "seed": s["train_seed"],
+            "fingerprint": shipped.sample_fingerprint(train),
+        },
+        "test_data": {
+            "n_galaxies": len(test),
+            "seed": s["test_seed"],
+            "fingerprint": shipped.sample_fingerprint(test),
+            "knn_training": {"n_galaxies": len(knn_train), "seed": s["knn_train_seed"]},
+        },
+        "weights_fingerprint": shipped.weights_fingerprint(out),
+        "training": {"seconds": round(hist["seconds"], 1), "torch": torch.__version__, "threads": 1},
+        "test": scores,
+    }
+    (out / shipped.RECORD_NAME).write_text(json.dumps(record, indent=1, sort_keys=True))
+    for name in ("photometry", "multimodal", "template", "colour_knn", "colour_knn_same_training"):
+        m = scores[name]
+        _log(
+            f"{name:>24}: sigma_NMAD {m['sigma_nmad']['value']:.4f} [{m['sigma_nmad']['ci_low']:.4f}, "
+            f"{m['sigma_nmad']['ci_high']:.4f}], outliers {m['outlier_fraction']['value']:.4f}, "
+            f"bias {m['bias']['value']:+.4f}"
+        )
+    a = scores["advantage"]
+    _log(f"advantage (mean|dz| phot - multi): {a['value']:.4f} [{a['ci_low']:.4f}, {a['ci_high']:.4f}]")
+    return record
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--which", choices=("standin", "planted", "both"), default="both")
+    p.add_argument("--out", type=Path, default=ROOT / "astro" / "models" / "weights", help="folder of the stand-ins")
+    args = p.parse_args(argv)
+    torch.set_num_threads(1)
+    from astro.models.shipped import shipped_name
+
+    for which in ("standin", "planted") if args.which == "both" else (args.which,):
+        settings = {**SETTINGS, **(PLANTED if which == "planted" else {})}
+        out = args.out / shipped_name(settings["world"], settings["planted"])
+        _log(f"training {out}")
+        train_and_record(settings, out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
