@@ -10,7 +10,15 @@ absent ones taken as the survey's units), as the DR10 catalogue pages list them
 (mag); optionally ``MW_TRANSMISSION_G..Z``, the identity ``RELEASE``, ``BRICKID``, ``OBJID``;
 and from a DESI redshift catalogue (the ``ZCATALOG`` columns of the DESI data model,
 desidatamodel.readthedocs.io) ``TARGETID``, ``Z``, ``ZERR``, ``ZWARN``, ``SPECTYPE`` (a redshift
-also as ``REDSHIFT`` or ``Z_SPEC``) and an attenuation ``A_V`` / ``AV`` (mag, e.g. FastSpecFit).
+also as ``REDSHIFT``, ``Z_SPEC`` or ``CZ``: a TUNIT of velocity, ``km/s``, is read as cz and divided by c,
+``astropy.constants.c``; a velocity without units refused) and an attenuation ``A_V`` / ``AV`` (mag, e.g.
+FastSpecFit).
+
+Files: one FITS table, or several read as one catalogue (a list, a glob, a folder of DR10 sweep files
+``sweep-*.fits``: :mod:`astro.sweeps`), their rows one after another and their overlaps merged as within
+one file (one identity is one object; north and south rows of one position joined). Cut-outs: a cube,
+one per row, or a folder of one FITS file per galaxy matched by TARGETID or sky position
+(:mod:`astro.cutout_folder`).
 Cut-outs: :mod:`astro.cutouts` (band order from the header, units, pixel scale, fluxes
 cross-checked against the catalogue's).
 
