@@ -251,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m neuro.shift``: ``scimech neuro shift`` (the same options and run)."""
     import sys
 
-    from scimech.run.cli import main as scimech_main
+    from scimech.cli import main as scimech_main
 
     return scimech_main(["neuro", "shift", *(sys.argv[1:] if argv is None else argv)])
 

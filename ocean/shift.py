@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m ocean.shift``: ``scimech ocean shift`` (the same options and run)."""
     import sys
 
-    from scimech.run.cli import main as scimech_main
+    from scimech.cli import main as scimech_main
 
     return scimech_main(["ocean", "shift", *(sys.argv[1:] if argv is None else argv)])
 

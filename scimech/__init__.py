@@ -5,10 +5,11 @@ layouts, hooks, ``record`` -> xarray), :mod:`scimech.causal` (the model profile,
 patching, the sweeps, attribution patching), :mod:`scimech.analysis` (probes, concept
 bottlenecks, geometry, statistics, sparse dictionaries), :mod:`scimech.studies` (the Study
 contract, verdicts, reports, planted-mechanism validation) and :mod:`scimech.run` (Dask, options,
-config, the CLI, labelled results with provenance). ``import scimech as sm`` gives the verbs
-(``sm.record``, ``sm.ablate``, ...), imported lazily. Domain studies live in the sibling packages
-``ocean``, ``astro`` and ``neuro``; the core never imports them. The module paths of scimech 0.1
-(``scimech.sites``, ``scimech.study``, ...) are shims until scimech 0.3.0.
+config, labelled results with provenance), with :mod:`scimech.cli` (the ``scimech`` command) on top.
+``import scimech as sm`` gives the verbs (``sm.record``, ``sm.ablate``, ...), imported lazily;
+``dir(sm)`` lists them. Domain studies live in the sibling packages ``ocean``, ``astro`` and
+``neuro``; the core never imports them. The module paths of scimech 0.1 (``scimech.sites``,
+``scimech.study``, ...) are served by one alias table (:mod:`scimech._moved`) until scimech 0.3.0.
 """
 
 from __future__ import annotations
@@ -16,6 +17,12 @@ from __future__ import annotations
 import sys as _sys
 import types as _types
 import typing as _typing
+
+from ._moved import MOVED as _MOVED
+from ._moved import install as _install_old_paths
+from ._moved import warn_moved as _warn_moved
+
+_install_old_paths()  # `import scimech.sites` (a path of scimech 0.1): scimech.capture.sites, with a warning
 
 try:
     from importlib.metadata import version as _version
@@ -57,9 +64,10 @@ _LAZY = {
     "FixedMesh": "causal.samples",
     "profile": "causal.model_profile",
     "ModelProfile": "causal.model_profile",
+    "show_versions": "run.versions",
 }
 
-_SUBPACKAGES = ("analysis", "capture", "causal", "errors", "run", "studies")
+_SUBPACKAGES = ("analysis", "capture", "causal", "cli", "errors", "run", "studies")
 
 __all__ = ["__version__", *_LAZY]
 
@@ -94,6 +102,7 @@ if _typing.TYPE_CHECKING:  # what `sm.<name>` is, for type checkers and editors 
     from .run.results import UnitStore as UnitStore
     from .run.results import load as load
     from .run.results import save as save
+    from .run.versions import show_versions as show_versions
     from .studies.report import Report as Report
 
 
@@ -109,19 +118,17 @@ def __getattr__(name: str):
         import importlib
 
         return importlib.import_module(f".{name}", __name__)
-    from ._moved import MOVED
-
-    if name in MOVED:  # `scimech.metrics`: the moved module, and the warning its old path gives
+    if name in _MOVED:  # `scimech.metrics`: the moved module, and the warning its old path gives
         import importlib
-        import warnings
 
-        warnings.warn(
-            f"scimech.{name} moved to scimech.{MOVED[name]}; the old path will be removed in scimech 0.3.0",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return importlib.import_module(f".{MOVED[name]}", __name__)
+        _warn_moved(f"scimech.{name}", f"scimech.{_MOVED[name]}")
+        return importlib.import_module(f".{_MOVED[name]}", __name__)
     raise AttributeError(f"module 'scimech' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    """The public API and the subpackages (``dir(sm)``, tab completion in IPython and Jupyter)."""
+    return sorted({*__all__, *_SUBPACKAGES})
 
 
 class _Package(_types.ModuleType):

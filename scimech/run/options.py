@@ -456,6 +456,8 @@ def input_path(*formats: str | Format) -> Option:
 #: the sizes every study command takes (``--size``): quick (seconds to a few minutes, the demo and
 #: the tests), medium (a verdict with usable intervals), full (the reference paper's sizes)
 SIZES = ("quick", "medium", "full")
+#: each size in the words of ``--help``: a command's help names only the sizes it offers
+SIZE_WORDS = {"quick": "quick (minutes)", "medium": "medium (usable intervals)", "full": "full (the reference sizes)"}
 DTYPES = ("float32", "bfloat16", "float16")
 
 
@@ -577,7 +579,7 @@ SHARED: dict[str, SharedOption] = {
         ),
         SharedOption(
             "--seeds",
-            "seed values, one run each (--seeds 0 1 2: three runs); a count of seeds is --n-seeds",
+            "seed values, one run each (--seeds 0 1 2: three runs)",
             lambda: dict(type=whole(0), nargs="+", metavar="S", action=_Distinct),
         ),
         SharedOption(
@@ -637,7 +639,8 @@ def add(
     """
     spec = SHARED[name]
     kwargs = spec.build(**narrowing)
-    words = spec.meaning + (f". {context}" if context else "")
+    meaning = _sizes_offered(kwargs["choices"]) if name == "size" else spec.meaning
+    words = meaning + (f". {context}" if context else "")
     if name == "size":
         words += f" (short forms: {', '.join('--' + c for c in kwargs['choices'])})"
     if default is not None and kwargs.get("action") != "store_true":
@@ -656,6 +659,12 @@ def add(
             )
             short.shared = name
     return action
+
+
+def _sizes_offered(choices: Sequence[str]) -> str:
+    """``--size``'s meaning in a command's help: the sizes it offers, and no other."""
+    words = [SIZE_WORDS.get(c, c) for c in choices]
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} or {words[-1]}"
 
 
 @dataclass(frozen=True)
