@@ -412,6 +412,8 @@ def _meta(ds: xr.Dataset, N: int, cond: np.ndarray, source, **stats) -> dict:
         side_code=np.full(N, 2),
         **stats,
         has_prior="prior_mask" in ds,
+        # per neuron, where the recording has them (suite2p: each plane's acquisition offset in the volume, s)
+        **{k: np.asarray(ds[k].values) for k in ("plane", "acquisition_offset") if k in ds.coords},
         conditions=sorted(set(cond)),
         source=str(source) if isinstance(source, (str, Path)) else _sources(source),
     )

@@ -129,3 +129,13 @@ def test_cli_inspect_and_data_option_take_a_suite2p_folder(tmp_path, capsys):
     assert "plane0" in out and "plane2" in out and "3 plane folders joined along the neurons" in out
     args = NeuroStudy().study_parser().parse_args(["--data", str(run), "--out", str(tmp_path / "out")])
     assert args.data == run  # the study's --data accepts the folder (a suite2p output)
+
+
+def test_task_carries_each_neuron_s_acquisition_offset(tmp_path):
+    run = mf.write_run(tmp_path)
+    task = from_traces(run, conditions=_labels(100), context=2, horizon=2, max_windows=None)
+    _, names, offsets = _expected()
+    assert list(task.meta["name"]) == names
+    np.testing.assert_allclose(task.meta["acquisition_offset"], offsets, rtol=1e-12)
+    sub = task.neuron_subset(5, seed=0)
+    np.testing.assert_allclose(sub.meta["acquisition_offset"], offsets[sub.meta["neuron_index"]], rtol=1e-12)
