@@ -176,3 +176,26 @@ def test_repeated_positions_share_one_cutout(tmp_path, galaxies):
         write_cutout(folder / f"g{k}.fits", galaxies.images[k], pra[0], pdec[0])
     s = read(path, folder)
     np.testing.assert_array_equal(s.images, galaxies.images[rows].astype(np.float32))
+
+
+def test_a_study_s_catalogue_unit_reads_the_sweep_folder(tmp_path, galaxies):
+    import json
+
+    from astro.plan import resolve_settings
+    from astro.units import catalog_unit
+
+    south, a, b = two_sweeps(tmp_path, galaxies)
+    settings = resolve_settings(tmp_path / "run", catalog=south)
+    assert settings.source == "catalog" and settings.catalog == south.resolve()
+    glob_settings = resolve_settings(tmp_path / "run2", catalog=str(south / "sweep-*.fits"))
+    assert str(glob_settings.catalog).endswith("sweep-*.fits")
+    with pytest.raises(FileNotFoundError, match="No file matches"):
+        resolve_settings(tmp_path / "run3", catalog=str(south / "nothing-*.fits"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        out = catalog_unit(
+            str(settings.catalog), None, str(tmp_path / "tr.fits"), str(tmp_path / "te.fits"), 0.25, 0, None
+        )
+    assert out["n_train"] + out["n_test"] == N  # both sweeps' rows, split by object
+    files = json.loads(out["reading"])["sections"]["files"]
+    assert a.name in files and b.name in files
