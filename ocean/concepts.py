@@ -20,10 +20,12 @@ the definitions and sign conventions of the synthetic ocean (:mod:`ocean.synthet
 
 Horizontal derivatives are land-aware centred differences on the sphere, on xgcm
 (:class:`ocean.horizontal.HorizontalGrid`): on the regular grid of the 1-D ``lat`` / ``lon`` (either
-direction; periodic in longitude where ``lon.attrs['periodic'] == 1``, as :func:`ocean.gridaxes.read_grid`
-marks a global grid), or, where the fields carry NEMO's scale factors ``e1t`` / ``e2t`` as coordinates
+direction), or, where the fields carry NEMO's scale factors ``e1t`` / ``e2t`` as coordinates
 (and ``nav_lat`` for ``f``), on that orthogonal curvilinear grid with vectors (currents, wind stress) in
-grid-aligned components (periodic where ``nav_lon.attrs['periodic'] == 1``);
+grid-aligned components; periodic in longitude wherever the longitudes go once round the globe
+(:func:`ocean.gridaxes.periodic_in_longitude`, from the coordinates' values, so every term sees the same
+seam whatever attributes a computation dropped on the way; :func:`complete` writes the finding into
+``lon.attrs['periodic']``, or ``nav_lon``'s, as a record);
 time derivatives are centred (``scheme="centred"``, for period means: the mean over period ``p``
 of a tendency is ``(x[p+1] - x[p-1]) / (t[p+1] - t[p-1])`` to second order on even steps; on the
 uneven steps of calendar months, the three-point derivative of ``xarray.DataArray.differentiate``,
@@ -40,6 +42,7 @@ import xarray as xr
 
 from . import timeaxis
 from .constants import CP0, KAPPA, RHO0, G, coriolis
+from .gridaxes import mark_periodic
 from .horizontal import HorizontalGrid
 
 __all__ = [
@@ -292,7 +295,7 @@ def complete(
     ``tauu``, ``tauv``; ``q_geo`` from ``zos``; ``q_entr`` from ``t_sub``; ``q_diff`` (``kappa``).
     Variables already present are kept as given. Returns the dataset and the names computed.
     """
-    ds = ds.copy()
+    ds = mark_periodic(ds)  # one grid for every term: the seam read from the longitudes, and said in their attrs
     mask = ds["mask"].values.astype(bool) if "mask" in ds else None
     ocean = ds["mask"].astype(bool) if "mask" in ds else True
     have = set(map(str, ds.data_vars))

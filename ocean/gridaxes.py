@@ -61,6 +61,8 @@ __all__ = [
     "regular_grid",
     "curvilinear_grid",
     "is_periodic",
+    "periodic_in_longitude",
+    "mark_periodic",
     "axis_angles",
 ]
 
@@ -576,6 +578,37 @@ def _curvilinear_periodic(la: np.ndarray, lo: np.ndarray, e1t: np.ndarray) -> bo
     d = curvilinear._distance(la[:, -1], lo[:, -1], la[:, 0], lo[:, 0])
     e = 0.5 * (e1t[:, -1] + e1t[:, 0])
     return bool(np.all(np.abs(d - e) <= 0.5 * e))
+
+
+def periodic_in_longitude(like: xr.DataArray | xr.Dataset) -> bool:
+    """Whether the grid of ``like`` (as :func:`read_grid` leaves it) wraps in longitude, read from its coordinates'
+    values, never from an attribute alone (attributes are lost by gsw, ``apply_ufunc`` and a coordinate merged from
+    another array, and kept by an ``isel`` that cuts a box out of a global grid): on a regular grid the 1-D ``lon``
+    (unwrapped) goes once round the globe (:func:`is_periodic`); on a curvilinear one the last column of
+    ``nav_lat`` / ``nav_lon`` is one scale factor ``e1t`` from the first on every row."""
+    coords = like.coords
+    if "e1t" in coords and "e2t" in coords:
+        if "nav_lat" not in coords or "nav_lon" not in coords or "lat" not in like.dims or "lon" not in like.dims:
+            return False
+        la, lo, e1 = (
+            np.asarray(coords[k].transpose("lat", "lon").values, float) for k in ("nav_lat", "nav_lon", "e1t")
+        )
+        return _curvilinear_periodic(la, lo, e1)
+    if "lon" not in coords or coords["lon"].ndim != 1:
+        return False
+    return is_periodic(_unwrap(coords["lon"].values))
+
+
+def mark_periodic(ds: xr.Dataset) -> xr.Dataset:
+    """``ds`` with its longitude coordinate (``lon``, or ``nav_lon`` on a curvilinear grid) saying whether the grid
+    wraps (``attrs['periodic']``: 1 or 0, from :func:`periodic_in_longitude`), so that a store written from it says
+    so; the attribute is a record, the operators read the coordinates' values."""
+    name = "nav_lon" if "e1t" in ds.coords and "nav_lon" in ds.coords else "lon"
+    if name not in ds.coords:
+        return ds
+    var = ds[name].variable.copy(deep=False)
+    var.attrs = {**var.attrs, PERIODIC_ATTR: int(periodic_in_longitude(ds))}
+    return ds.assign_coords({name: var})
 
 
 def curvilinear_grid(ds: xr.Dataset, notes: list[str], facts: dict | None = None) -> xr.Dataset:

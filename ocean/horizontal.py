@@ -11,8 +11,10 @@ advection of fields on ``(..., lat, lon)``, land-aware, on a regular or a curvil
   between two T points and the length of the face between them are NEMO's ``e1u``, ``e2u``, ``e1v``,
   ``e2v`` coordinates where the mesh mask gave them, else the mean of the two T points' factors
   (``e1u = (e1t[i] + e1t[i+1]) / 2``);
-- ``lon.attrs['periodic'] == 1`` (``nav_lon`` on a curvilinear grid): the X axis wraps, xgcm's
-  ``padding="periodic"``; otherwise ``"fill"`` with NaN, so an edge is a missing neighbour like land.
+- a grid whose longitudes go once round the globe (:func:`ocean.gridaxes.periodic_in_longitude`, read from
+  the values of ``lon``, or of ``nav_lat`` / ``nav_lon`` and ``e1t`` on a curvilinear grid, never from an
+  attribute that gsw or a merge may drop): the X axis wraps, xgcm's ``padding="periodic"``, for every
+  concept alike; otherwise ``"fill"`` with NaN, so an edge is a missing neighbour like land.
 
 xgcm does the differences and interpolations to the cell faces (``Grid.diff`` / ``Grid.interp`` to the
 ``left`` and ``right`` positions of each axis, with its padding); what xgcm has no operator for is
@@ -30,12 +32,13 @@ from __future__ import annotations
 
 import hashlib
 
+import dask.array
 import numpy as np
 import xarray as xr
 import xgcm
 
 from .constants import R_EARTH
-from .gridaxes import FACE_FACTORS, PERIODIC_ATTR, curvilinear_grid, regular_grid
+from .gridaxes import FACE_FACTORS, curvilinear_grid, periodic_in_longitude, regular_grid
 
 __all__ = ["HorizontalGrid", "regular_grid", "curvilinear_grid"]
 
@@ -62,8 +65,7 @@ class HorizontalGrid:
 
     def __init__(self, like: xr.DataArray):
         self.curvilinear = "e1t" in like.coords and "e2t" in like.coords
-        xcoord = like.coords.get("nav_lon" if self.curvilinear else "lon")
-        self.periodic = xcoord is not None and int(xcoord.attrs.get(PERIODIC_ATTR, 0)) == 1
+        self.periodic = periodic_in_longitude(like)  # from the longitudes' values: one rule for every concept
         ny, nx = like.sizes["lat"], like.sizes["lon"]
         pos = {
             f"{d}{s}": (f"{d}{s}", np.arange(n)) for d, n in (("lat", ny), ("lon", nx)) for s in ("", "_left", "_right")
@@ -115,16 +117,14 @@ class HorizontalGrid:
         """The grid of ``like``, built once per grid (its coordinates and periodicity) and reused: building
         one takes tens of xgcm calls, and each budget term asks for it again."""
         curvilinear = "e1t" in like.coords and "e2t" in like.coords
-        names = (
-            ("e1t", "e2t", "nav_lon") + tuple(k for k in FACE_FACTORS if k in like.coords)
-            if curvilinear
-            else ("lat", "lon")
-        )
+        names = ("e1t", "e2t", "nav_lat", "nav_lon", *FACE_FACTORS) if curvilinear else ("lat", "lon")
         digest = hashlib.blake2b(digest_size=16)
         for n in names:
+            if n not in like.coords:
+                continue
             c = like.coords[n]
             digest.update(np.ascontiguousarray(np.asarray(c.values, float)).tobytes())
-            digest.update(repr((n, c.shape, c.attrs.get(PERIODIC_ATTR, 0))).encode())
+            digest.update(repr((n, c.dims, c.shape)).encode())
         key = digest.hexdigest()
         if key not in _CACHE:
             while len(_CACHE) >= 8:
@@ -211,9 +211,23 @@ class HorizontalGrid:
     def apply(self, fn, *fields: xr.DataArray, mask=None) -> xr.DataArray:
         """``fn(self, *bare fields)`` with land (``mask`` 0, or NaN) as NaN, on the first field's dims and coords."""
         first = fields[0]
-        bare = [_bare(a.broadcast_like(first).transpose(*first.dims)) for a in fields]
+        dims = first.dims
+        bare = [_bare(a.broadcast_like(first).transpose(*dims)) for a in fields]
         if mask is not None:
             ok = xr.DataArray(np.asarray(mask, bool), dims=("lat", "lon"))
             bare = [b.where(ok) for b in bare]
-        out = fn(self, *bare).transpose(*first.dims)
-        return xr.DataArray(out.data, dims=first.dims, coords=first.coords)
+        lazy = next((b for b in bare if b.chunks is not None), None)
+        if lazy is None:
+            out = fn(self, *bare).transpose(*dims).data
+        else:
+            # block by block over the dims other than (lat, lon), each block whole in lat and lon (_bare), so the
+            # operators need nothing from another block and run on numpy inside it: dask's own periodic padding
+            # slices every array into 3^ndim pieces (0.2 s a call whatever the size), tens of calls per term
+            chunks = dict(zip(dims, lazy.chunks))
+            data = [b.chunk(chunks).data for b in bare]
+
+            def block(*arrays):
+                return fn(self, *(xr.DataArray(a, dims=dims) for a in arrays)).transpose(*dims).values
+
+            out = dask.array.map_blocks(block, *data, dtype=float, meta=np.array((), float))
+        return xr.DataArray(out, dims=dims, coords=first.coords)
