@@ -8,8 +8,9 @@ for mid-month stamps as CMIP6 monthly means carry), refuses a gap naming the fir
 refuses irregular steps, and says what it read in a :class:`scimech.studies.reading.Reading` (section
 ``time``). Dates stay in the product's own calendar: a ``360_day`` month is 30 days, a ``noleap``
 February 28, and nothing is converted to the Gregorian calendar. Stamps at the end of each averaging
-period (CESM history files: the January mean stamped 1 February) are moved to the middle of their CF
-bounds, and said so; ``months since`` outside the ``360_day`` calendar (and ``years since``) are refused
+period (CESM history files: the January mean stamped 1 February) or at its start (the January mean
+stamped 1 January) are moved to the middle of their CF bounds (``time_bnds``, named by the time
+coordinate's ``bounds`` attribute), and said so, so that a centred tendency spans the periods' mid-points; ``months since`` outside the ``360_day`` calendar (and ``years since``) are refused
 with CF's rule and a fix that runs.
 
 :func:`seconds_since_start` gives the time differences every tendency needs (calendar-aware);
@@ -208,7 +209,7 @@ def _decoded(var: xr.DataArray, name: str) -> xr.DataArray:
     except Exception as err:  # xarray / cftime refuse what they cannot decode
         raise DataValidationError(
             f"Time {name!r} (units {units!r}, calendar {var.attrs.get('calendar', 'standard')!r}) cannot be decoded "
-            f"({type(err).__name__}: {str(err)[:120]}). Fix: give units 'days since ...' in a CF calendar."
+            f"({type(err).__name__}: {err}). Fix: give units 'days since ...' in a CF calendar."
         ) from None
     return xr.DataArray(dec, name=name)
 
@@ -447,19 +448,17 @@ def _seconds_between(later, earlier) -> np.ndarray:
     return ((later.astype("datetime64[ns]") - earlier.astype("datetime64[ns]")) / np.timedelta64(1, "s")).ravel()
 
 
-def _period_ends_to_middles(ds: xr.Dataset, name: str, coding: dict) -> tuple[xr.Dataset, str]:
-    """Stamps at the end of each averaging period (CESM's history files: the January mean stamped
-    1 February 00:00, its ``time_bound`` January's first and last instants) moved to the middle of their
-    CF bounds, so that a month is read as the month it averages; ``(ds, what was done)``, ``""`` when the
-    stamps are not the periods' ends or there are no bounds."""
+def _bounds(ds: xr.Dataset, name: str, coding: dict) -> tuple[str, np.ndarray, np.ndarray] | None:
+    """``(name, first instants, last instants)`` of the time coordinate's CF bounds (its ``bounds`` attribute, as
+    ``time_bnds`` / ``time_bound``), decoded as the stamps are; None when there are none or they cannot be read."""
     var = ds[name]
     bname = var.attrs.get("bounds") or var.encoding.get("bounds")
     if not bname or bname not in ds.variables or ds[bname].ndim != 2 or ds[bname].shape[0] != var.size:
-        return ds, ""
+        return None
     b = ds[bname]
     if not (np.issubdtype(b.dtype, np.datetime64) or b.dtype == object):
         if not coding.get("units") or " since " not in str(coding["units"]):
-            return ds, ""
+            return None
         b = xr.DataArray(
             xr.coders.CFDatetimeCoder(use_cftime=None).decode(
                 xr.Variable(b.dims, b.values, {k: v for k, v in coding.items() if v}), name=bname
@@ -467,13 +466,40 @@ def _period_ends_to_middles(ds: xr.Dataset, name: str, coding: dict) -> tuple[xr
             dims=b.dims,
         )
     dim = b.dims[1]
-    lo, hi = b.isel({dim: 0}).values, b.isel({dim: 1}).values
+    return str(bname), b.isel({dim: 0}).values, b.isel({dim: 1}).values
+
+
+#: where a product stamps its period means, and who does so, for the reading
+_STAMPED_AT = {
+    "end": "CESM history files stamp a month's mean at its end",
+    "start": "many reanalyses and regridded products stamp a month's mean at its first instant",
+}
+
+
+def _period_ends_to_middles(ds: xr.Dataset, name: str, coding: dict) -> tuple[xr.Dataset, str]:
+    """Stamps at the start or the end of each averaging period (CESM's history files: the January mean stamped
+    1 February 00:00; many reanalyses: 1 January 00:00), read with the CF bounds of the time coordinate
+    (``time_bnds``: the period's first and last instants) and moved to the middle of their bounds, so that a month
+    is dated by the month it averages and a centred tendency spans the periods' mid-points (months are uneven:
+    the steps between month starts are not those between month middles); ``(ds, what was done)``, ``""`` when the
+    stamps are already inside their periods, there are no bounds, or the values are snapshots
+    (``cell_methods: time: point``)."""
+    var = ds[name]
+    found = _bounds(ds, name, coding)
+    points = any("time: point" in str(v.attrs.get("cell_methods", "")) for v in ds.data_vars.values())
+    if found is None or points:
+        return ds, ""
+    bname, lo, hi = found
     try:
         at_end = _seconds_between(hi, var.values)
+        at_start = _seconds_between(var.values, lo)
         length = _seconds_between(hi, lo)
     except TypeError:  # bounds in another calendar than the stamps: left as they are
         return ds, ""
-    if not (np.all(np.abs(at_end) < 1.0) and np.all(length > 0)):
+    if not np.all(length > 0):
+        return ds, ""
+    where = "end" if np.all(np.abs(at_end) < 1.0) else "start" if np.all(np.abs(at_start) < 1.0) else None
+    if where is None:
         return ds, ""
     if var.dtype == object:
         mid = np.array([a + (c - a) / 2 for a, c in zip(lo, hi)])
@@ -484,9 +510,9 @@ def _period_ends_to_middles(ds: xr.Dataset, name: str, coding: dict) -> tuple[xr
     out = ds.assign_coords({name: (var.dims, mid, var.attrs)})
     out[name].encoding.update(var.encoding)
     return out, (
-        f"at the end of each period ({_iso(var.values[0])} ends the first, {bname!r} "
+        f"at the {where} of each period ({_iso(var.values[0])} {where}s the first, {bname!r} "
         f"{_iso(lo[0])}..{_iso(hi[0])}): read at the middle of their bounds, so each step is dated "
-        "by the period it averages (CESM history files stamp a month's mean at its end)"
+        f"by the period it averages and time tendencies span the periods' mid-points ({_STAMPED_AT[where]})"
     )
 
 
