@@ -29,7 +29,10 @@ from scimech.errors import DataValidationError
 
 from . import timeaxis
 
-__all__ = ["HobdayParams", "detect", "detect_grid", "compare_mlhc_sst", "phase_of_year"]
+__all__ = ["HobdayParams", "detect", "detect_grid", "compare_mlhc_sst", "by_field", "phase_of_year"]
+
+#: the fields heatwaves are read in, and their names in words: SST (Hobday et al. 2016 define them on it) and MLHC
+FIELDS = {"mlhc": "mixed-layer heat content (MLHC)", "sst": "sea surface temperature (SST)"}
 
 
 @dataclass
@@ -316,3 +319,71 @@ def compare_mlhc_sst(ds: xr.Dataset, **kwargs) -> xr.Dataset:
         },
         attrs={"description": "marine heatwaves in MLHC vs SST (Hobday 2016)"},
     )
+
+
+def _event_table(da: xr.DataArray, field: str, **kwargs) -> xr.Dataset:
+    """The heatwaves of ``da``'s area mean (each member apart), one row per event on the dim ``event_<field>``,
+    every variable named and labelled with its field."""
+    other = [d for d in da.dims if d not in ("time", "member")]
+    series = da.mean(other, skipna=True) if other else da
+    rows = []
+    for m in series["member"].values if "member" in series.dims else [None]:
+        one = series.sel(member=m, drop=True) if m is not None else series
+        ev = detect(one.assign_attrs(da.attrs), **kwargs)
+        cols = [ev[k].values for k in ("start", "end", "duration", "intensity_max")]
+        rows += [(m, a, b, int(d), float(x)) for a, b, d, x in zip(*cols)]
+    dim, units, words = f"event_{field}", da.attrs.get("units", ""), FIELDS.get(field, field)
+
+    def col(k, attrs):
+        return (dim, np.array([r[k] for r in rows]) if rows else np.array([]), {**attrs, "field": field})
+
+    out = {
+        f"event_start_{field}": col(1, {"long_name": f"first step of a heatwave in the area-mean {words}"}),
+        f"event_end_{field}": col(2, {"long_name": f"last step of a heatwave in the area-mean {words}"}),
+        f"event_duration_{field}": col(3, {"units": "time steps", "long_name": f"duration ({words})"}),
+        f"event_intensity_max_{field}": col(4, {"units": units, "long_name": f"peak anomaly ({words})"}),
+    }
+    if "member" in series.dims:
+        out[f"event_member_{field}"] = col(0, {"long_name": "member"})
+    return xr.Dataset(out)
+
+
+def by_field(ds: xr.Dataset, fields=("mlhc", "sst"), **kwargs) -> xr.Dataset:
+    """Hobday heatwaves in each field the product allows: MLHC where it has one (it needs a mixed-layer depth),
+    SST always (Hobday et al. 2016 define marine heatwaves on SST).
+
+    Per field ``f`` present: ``mhw_fraction_<f>`` and ``n_events_<f>`` per point (:func:`detect_grid`) and the
+    event table of the area mean on the dim ``event_<f>`` (start, end, duration, peak anomaly; each member
+    apart), every variable's ``field`` attribute naming it; with both fields, their overlap
+    (``jaccard``, ``p_sst_given_mlhc``, :func:`compare_mlhc_sst`). ``attrs["fields"]`` lists the fields read
+    and why one is absent.
+
+    Raises
+    ------
+    MissingVariableError
+        No ``sst`` (naming what the product holds).
+    """
+    from scimech.errors import MissingVariableError
+
+    if "sst" not in ds:
+        raise MissingVariableError(
+            f"Marine heatwaves are read on SST (Hobday et al. 2016), which the dataset lacks (it has "
+            f"{sorted(map(str, ds.data_vars))}). Fix: give the product's sea surface temperature (CMIP6 'tos', "
+            "NEMO 'sosstsst', or the 3-D temperature 'thetao' whose shallowest level is taken)."
+        )
+    present = [f for f in fields if f in ds]
+    if set(present) >= {"mlhc", "sst"}:
+        out = compare_mlhc_sst(ds, **kwargs)
+    else:
+        g = detect_grid(ds["sst"], **kwargs)
+        out = xr.Dataset({"mhw_fraction_sst": g["mhw_fraction"], "n_events_sst": g["n_events"]})
+    for f in present:
+        for v in (f"mhw_fraction_{f}", f"n_events_{f}"):
+            out[v].attrs.update(field=f, long_name=f"{out[v].attrs.get('long_name', v)} in {FIELDS[f]}")
+        out = out.merge(_event_table(ds[f], f, **kwargs))
+    lacking = [f for f in fields if f not in ds]
+    out.attrs.update(
+        description="marine heatwaves (Hobday et al. 2016) in " + " and ".join(FIELDS[f] for f in present),
+        fields=", ".join(present) + (f" ({', '.join(lacking)} not in the product)" if lacking else ""),
+    )
+    return out

@@ -62,7 +62,7 @@ class StudyConfig:
     """
 
     synth: dict = field(default_factory=lambda: {"years": 12, "ny": 12, "nx": 16})
-    data: str | None = None
+    data: str | list[str] | None = None  # one path or glob, or a product's many files
     window: int = 6
     lead: int = 1
     target: str = "dmlhc_dt"
@@ -379,13 +379,20 @@ def _synthetic_axis(syn: Mapping[str, Any]) -> timeaxis.TimeAxis:
     )
 
 
-def _data_axis(path: str) -> timeaxis.TimeAxis | None:
-    """The time axis of your data, its time coordinate read alone (no values of any field); ``None``
-    when the file cannot be opened (:func:`ocean.data.open_store` then says why)."""
+def _data_axis(path: str | list[str]) -> timeaxis.TimeAxis | None:
+    """The time axis of your data, its time coordinate read alone (no values of any field; a product's many
+    files combined lazily, :func:`ocean.files.open_files`); ``None`` when the files cannot be opened or do not
+    belong together (:func:`ocean.data.open_store` then says why)."""
     import xarray as xr
 
+    from .files import is_many
+
     try:
-        if Path(path).is_dir():
+        if is_many(path):
+            from .products import open_source
+
+            ds = open_source(path)[0]
+        elif Path(path).is_dir():
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)  # no consolidated metadata
                 ds = xr.open_zarr(path, decode_times=False, chunks={})
@@ -450,7 +457,7 @@ def study_plan(
         "width": cfg.width,
     }
     if cfg.data:
-        sizes["data"] = cfg.data
+        sizes["data"] = cfg.data if isinstance(cfg.data, str) else f"{len(cfg.data)} paths: {', '.join(cfg.data)}"
         per = None
     else:
         sizes["data"] = (

@@ -37,6 +37,8 @@ from .variables import (
     ENSEMBLE_DIMS,
     EXPECTED_UNITS,
     FIELD_UNITS,
+    INPUTS,
+    PRESCRIBED,
     PRODUCT_NAMES,
     STANDARD_NAMES,
     UNIT_ALIASES,
@@ -390,18 +392,39 @@ def _positive_down(da: xr.DataArray, what: str, notes: list[str]) -> xr.DataArra
 
 
 def _temperature_kind(thetao: xr.DataArray) -> tuple[str, str]:
-    """(standard_name, words) of the 3-D temperature: conservative when the product says so, else
-    potential (what ``thetao`` / ``votemper`` hold in CMEMS and NEMO output)."""
-    if thetao.attrs.get("standard_name") == "sea_water_conservative_temperature":
+    """(standard_name, words) of the 3-D temperature, read from its CF ``standard_name``
+    (:func:`ocean.budget.temperature_kind`): conservative or in-situ (``sea_water_temperature``, HYCOM's
+    ``water_temp``) when the product says so, else potential (what ``thetao`` / ``votemper`` hold in CMIP6,
+    CMEMS and NEMO output)."""
+    kind = budget.temperature_kind(thetao)
+    if kind == "conservative":
         return "sea_water_conservative_temperature", "conservative temperature"
+    if kind == "in-situ":
+        return "sea_water_temperature", "in-situ temperature"
     return "sea_water_potential_temperature", "potential temperature"
 
 
-def _derive_from_3d(ds: xr.Dataset, renamed: Mapping[str, str], notes: list[str]) -> None:
+def _derive_from_3d(
+    ds: xr.Dataset, renamed: Mapping[str, str], notes: list[str], reading: Reading | None = None
+) -> None:
     """``sst``, ``mld`` and ``t_sub`` from 3-D ``thetao`` (and ``so``) when the product lacks them,
-    each labelled with what it holds and how it was computed (in place)."""
+    each labelled with what it holds and how it was computed (in place). In-situ temperature is first
+    converted to potential temperature (:func:`ocean.budget.potential_from_insitu`: ``gsw.pt0_from_t`` at each
+    level's pressure), so that the MLD's sigma0 and the temperatures the study reads are potential ones; the
+    conversion is said in ``notes`` and in the ``thetao`` row of ``reading``."""
     src = _origin("thetao", renamed)
     std, words = _temperature_kind(ds["thetao"])
+    if std == "sea_water_temperature":
+        found = ds["thetao"].attrs.get("units")
+        ds["thetao"] = budget.potential_from_insitu(ds["thetao"], ds["so"] if "so" in ds else None)
+        said = (
+            f"in-situ temperature (standard_name sea_water_temperature) -> potential: {ds['thetao'].attrs['comment']}"
+        )
+        notes.append(f"thetao: {said}")
+        if reading is not None:
+            row = _row(reading, "thetao", renamed, found)
+            row.conversion = "; ".join(c for c in (row.conversion, said) if c)
+        std, words = _temperature_kind(ds["thetao"])
     depth = ds["depth"].values.astype(float)
     if "sst" not in ds:
         sst = ds["thetao"].isel(depth=0, drop=True)
@@ -551,7 +574,7 @@ def from_nemo(
     _refuse_extra_dims(ds, renamed)
     given = set(map(str, ds.data_vars))
     if "thetao" in ds and "depth" in ds["thetao"].dims:
-        _derive_from_3d(ds, renamed, notes)
+        _derive_from_3d(ds, renamed, notes, reading)
     if "member" not in ds.dims:
         ds = ds.expand_dims(member=[0]) if "time" in ds.dims else ds
         notes.append("member dim of length 1 added")
@@ -596,10 +619,11 @@ def from_nemo(
             "units": "1",
         }
     made = []
-    if "mask" in out:
+    timeless = problems is not None and any(p.startswith("the time axis") for p in problems)
+    if "mask" in out and not timeless:  # (inspect: without a time axis no tendency can be computed, nor said)
         try:
             out, made = concepts.complete(out, kappa=kappa, scheme=scheme, advection=advection)
-        except DataValidationError as err:
+        except (DataValidationError, ValueError) as err:
             if problems is None:
                 raise
             problems.append(f"the budget terms cannot be computed: {err}")
@@ -777,7 +801,7 @@ def open_product(path: Source) -> xr.Dataset:
             return opened(decode_times=False)
     except Exception as err:
         raise DataValidationError(
-            f"Cannot open {str(path)!r} ({type(err).__name__}: {str(err)[:200]}): it is not a zarr store or a "
+            f"Cannot open {str(path)!r} ({type(err).__name__}: {err}): it is not a zarr store or a "
             "netCDF file, or it is truncated. Check the download or rewrite it."
         ) from err
 
@@ -841,8 +865,13 @@ def inspect(
         problems.append(str(err))
     if not reading.product:
         reading.product = "nothing could be read as an ocean product"
+    timeless = any(p.startswith("the time axis") for p in problems)
+    if timeless:  # the budget terms are derivable, but not without a time axis: said so, not "missing"
+        for row in reading.rows:
+            if row.found_by == "missing" and row.quantity in (*PRESCRIBED, "mlhc", "dmlhc_dt"):
+                row.found_by, row.conversion = "not computed", "needs a time axis that can be read"
     if out is not None:
-        problems += _study_problems(out, size)
+        problems += _study_problems(out, size, timeless)
     if problems:
         reading.fact("study", "can run", f"no ({len(problems)} problem{'s' if len(problems) > 1 else ''})")
         for i, text in enumerate(problems, 1):
@@ -852,19 +881,21 @@ def inspect(
     return reading
 
 
-def _study_problems(out: xr.Dataset, size: str) -> list[str]:
+def _study_problems(out: xr.Dataset, size: str, timeless: bool) -> list[str]:
     """What in the mapped product stops the study at ``size``: the schema (a missing variable, units) and the
-    record's length for the size's window, lead and split (:func:`ocean.plan.check_record`)."""
+    record's length for the size's window, lead and split (:func:`ocean.plan.check_record`); ``timeless``: the
+    time axis could not be read (said already), so only the inputs are checked."""
     from .plan import StudyConfig, check_record
     from .timeaxis import time_axis
 
+    if timeless:
+        lacking = [q for q in INPUTS if q not in out]
+        return [f"the product lacks the input(s) {', '.join(lacking)} (see the table)"] if lacking else []
     found = []
     try:
         validate(out, check_nans=False)
     except DataValidationError as err:
         found.append(str(err))
-    if "time" in out.dims and np.issubdtype(out["time"].dtype, np.number):
-        return found  # the time axis could not be read: said already
     try:
         check_record(StudyConfig.sized(size), time_axis(out))
     except DataValidationError as err:

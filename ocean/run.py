@@ -24,6 +24,7 @@ from scimech.run.parallel import map_units
 
 from . import data as odata
 from .evidence import analyse
+from .files import is_many, is_zarr_store, source_text
 from .plan import StudyConfig
 from .synthetic import SynthConfig, generate
 from .training import train_unit
@@ -54,9 +55,9 @@ def prepare_data(cfg: StudyConfig, out: Path) -> Path:
     """The zarr store the study reads, in an output folder keyed by the data.
 
     Without ``cfg.data``: a synthetic ocean written to ``out/ocean.zarr``. With it: the zarr
-    store itself when it is already in the study's layout, else (a netCDF file, or ORAS5 /
-    NEMO / CMEMS names and units) the store mapped by :func:`ocean.data.open_store` and
-    written to ``out/ocean.zarr``. Before anything is written, :func:`study_fingerprint` of
+    store itself when it is already in the study's layout, else (a netCDF file, a product's many
+    files, or ORAS5 / NEMO / CMEMS names and units) the store mapped by :func:`ocean.data.open_store`
+    and written to ``out/ocean.zarr``. Before anything is written, :func:`study_fingerprint` of
     the data (the synthetic ocean generated anew, your store read through) and the settings is
     compared with the one ``out`` holds (``out/data_fingerprint.txt``): results of another
     (a changed generator or file, other settings) are moved to ``out/stale-<fingerprint>/``
@@ -69,13 +70,13 @@ def prepare_data(cfg: StudyConfig, out: Path) -> Path:
     """
     out = Path(out)
     path = out / "ocean.zarr"
-    source = str(Path(cfg.data).resolve()) if cfg.data else None
+    source = source_text(cfg.data) if cfg.data else None
     in_place = False
     if source is not None:
         # NaN/inf at ocean points are refused here (the training reader would fill them with the
         # mean): one read of every value, which the training repeats many times anyway
         ds = odata.open_store(cfg.data, target=cfg.target, check_nans=True, **cfg.product)
-        in_place = not ds.attrs.get("mapping") and Path(cfg.data).is_dir()
+        in_place = not ds.attrs.get("mapping") and not is_many(cfg.data) and is_zarr_store(cfg.data)
     if not in_place and (path / "zarr.json").exists():
         held = xr.open_zarr(path, consolidated=False).attrs.get("mapped_from")
         if held != source:

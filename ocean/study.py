@@ -34,10 +34,61 @@ from .settings import CONFIG_KEYS, SYNTH_KEYS
 __all__ = ["OceanStudy"]
 
 _DATA_HELP = (
-    "your data: a zarr store or netCDF file in the study's layout or with ORAS5 / NEMO / CMEMS names "
-    "and units (mapped by ocean.data.open_store; see docs/ocean.md); default: the synthetic ocean"
+    "your data: a zarr store or netCDF file, or a product's many files (several paths, a quoted glob such as "
+    "'cmip6/*_Omon_*.nc', a folder of netCDF files, a NEMO run's folder with its mesh_mask.nc), in the study's "
+    "layout or with CMIP6 / ORAS5 / NEMO / CMEMS names and units (combined and mapped by ocean.data.open_store; "
+    "see docs/ocean.md); default: the synthetic ocean"
 )
-_DATA_FORMATS = ("zarr", "netcdf")
+#: a folder holding a product's netCDF files (a download folder, a NEMO run): read as one product (ocean.files)
+_NETCDF_FOLDER = options.Format(
+    "a folder of netCDF files (a product's downloads, a NEMO run)",
+    lambda p: p.is_dir() and any(q.suffix.lower() in (".nc", ".nc4") for q in p.rglob("*")),
+)
+_DATA_FORMATS = ("zarr", "netcdf", _NETCDF_FOLDER)
+
+
+def _product_path() -> options.Option:
+    """One PATH of a product: a netCDF file, a zarr store, a folder of netCDF files (checked on their first
+    bytes, as every input is), or a glob that matches some (``'cmip6/thetao_*.nc'``, quoted for the shell)."""
+    base = options.input_path(*_DATA_FORMATS)
+
+    def convert(text: str):
+        if any(c in text for c in "*?["):
+            from scimech.errors import DataValidationError
+
+            from .files import product_files
+
+            try:
+                product_files(text)
+            except DataValidationError as err:
+                raise argparse.ArgumentTypeError(str(err)) from None
+            return Path(text)
+        return base.convert(text)
+
+    option = options.Option(convert, base.constraint + ", or a glob matching some", base.bad_examples)
+    option.formats = base.formats
+    return option
+
+
+class _OneOrMore(argparse._StoreAction):
+    """``PATH [PATH ...]``: one path kept as it is, several as a list (a product's files)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, values[0] if len(values) == 1 else list(values))
+
+
+def _data_takes_many(parser: argparse.ArgumentParser) -> None:
+    """``--data`` of ``parser`` takes a product as it is distributed: several paths, a glob or a folder."""
+    action = next(a for a in parser._actions if a.dest == "data")
+    action.type, action.nargs, action.metavar = _product_path(), "+", "PATH"
+    action.__class__ = _OneOrMore
+
+
+def _data_value(data) -> str | list[str] | None:
+    """``--data`` as the study's settings hold it: one path as a string, several as a list of strings."""
+    if data is None or data == []:
+        return None
+    return [str(d) for d in data] if isinstance(data, (list, tuple)) else str(data)
 
 
 def _select(text: str) -> tuple[str, int]:
@@ -145,6 +196,10 @@ class OceanStudy(Study):
         self.progress_bar = progress_bar
 
     # --- the study ----------------------------------------------------------------------------
+    def add_study_arguments(self, parser: argparse.ArgumentParser) -> None:
+        super().add_study_arguments(parser)
+        _data_takes_many(parser)
+
     def add_options(self, st: argparse.ArgumentParser) -> None:
         options.add(st, "seeds", context="Each seed trains every regime; default: the size's")
         st.add_argument("--regimes", nargs="+", default=None, help="default: mixed prediction_only prescription_only")
@@ -155,7 +210,7 @@ class OceanStudy(Study):
         from .plan import config_from_args, study_plan  # lazy: the pipeline (see the module's doc)
 
         cfg = config_from_args(
-            args, data=str(args.data) if args.data else None, seeds=args.seeds, regimes=args.regimes, epochs=args.epochs
+            args, data=_data_value(args.data), seeds=args.seeds, regimes=args.regimes, epochs=args.epochs
         )
         chosen = _product_reading(args)
         if chosen:
@@ -207,13 +262,27 @@ class OceanStudy(Study):
 
     # --- inspect ------------------------------------------------------------------------------
     def add_inspect_options(self, parser: argparse.ArgumentParser) -> None:
+        path = next(a for a in parser._actions if a.dest == "path")
+        path.type, path.help = (
+            _product_path(),
+            "the product: a file or store, a folder or a glob, as given to `study --data`",
+        )
+        parser.add_argument(
+            "more", nargs="*", type=_product_path(), metavar="PATH", help="more files of the same product"
+        )
         _product_options(parser, with_data=False)
+        options.add(
+            parser, "size", default="quick", context="The size whose window and split the record is checked against"
+        )
 
     def inspect(self, path: Path, args: argparse.Namespace):
-        """What ``scimech ocean study --data PATH`` would read from your product (no torch, no training)."""
+        """What ``scimech ocean study --data PATH`` would read from your product (no torch, no training), then
+        what prevents a study on it, in words (the table is always shown)."""
         from .products import inspect
 
-        return inspect(path, **_product_reading(args))
+        more = list(getattr(args, "more", None) or [])
+        source = _data_value([path, *more]) if more else path
+        return inspect(source, size=getattr(args, "size", None) or "quick", **_product_reading(args))
 
     # --- generate, shift and the ocean's own commands -----------------------------------------
     def add_generate_options(self, s: argparse.ArgumentParser) -> None:
@@ -288,6 +357,7 @@ class OceanStudy(Study):
 def _train_options(t: argparse.ArgumentParser) -> None:
     _settings_options(t, "runs/ocean/train", CONFIG_KEYS)
     options.add(t, "data", formats=_DATA_FORMATS, context=_DATA_HELP)
+    _data_takes_many(t)
     options.add(t, "device", default="cpu")
     t.add_argument(
         "--regime",
@@ -308,7 +378,7 @@ def _train(args) -> int:
     from .training import train_unit
 
     cfg = config_from_args(
-        args, data=str(args.data) if args.data else None, epochs=args.epochs, regimes=[args.regime], seeds=[args.seed]
+        args, data=_data_value(args.data), epochs=args.epochs, regimes=[args.regime], seeds=[args.seed]
     )
     chosen = _product_reading(args)
     if chosen:
@@ -335,6 +405,7 @@ def _train(args) -> int:
 def _heatwaves_options(h: argparse.ArgumentParser) -> None:
     _settings_options(h, "runs/ocean/heatwaves", {"synth": CONFIG_KEYS["synth"]})
     options.add(h, "data", formats=_DATA_FORMATS, context=_DATA_HELP)
+    _data_takes_many(h)
     _product_options(h)
 
 
@@ -348,14 +419,21 @@ def _heatwaves(args) -> int:
     cfg = config_from_args(args)
     chosen = _product_reading(args)
     if args.data:
-        ds = data.open_store(args.data, validate_schema=False, **chosen)
-        require_vars(ds, ["mlhc", "sst"], where=f"heatwaves on {args.data}")
+        ds = data.open_store(_data_value(args.data), validate_schema=False, **chosen)
+        require_vars(ds, ["sst"], where=f"heatwaves on {_data_value(args.data)}")
     else:
         ds = synthetic.generate(synthetic.SynthConfig(**cfg.synth))
-    cmp = heatwaves.compare_mlhc_sst(ds[["mlhc", "sst"]].compute())
-    path = results.save(cmp, Path(args.out) / "heatwaves.nc")
-    print(
-        f"MHW fraction MLHC {float(cmp.mhw_fraction_mlhc.mean()):.3f}, SST {float(cmp.mhw_fraction_sst.mean()):.3f}, "
-        f"Jaccard {float(cmp.jaccard.mean()):.3f}; wrote {path}"
-    )
+    fields = [f for f in ("mlhc", "sst") if f in ds]
+    found = heatwaves.by_field(ds[fields].compute())
+    path = results.save(found, Path(args.out) / "heatwaves.nc")
+    for f in fields:
+        print(
+            f"{f.upper()}: heatwave fraction {float(found[f'mhw_fraction_{f}'].mean()):.3f}, "
+            f"{found.sizes[f'event_{f}']} event(s) in the area mean"
+        )
+    if "jaccard" in found:
+        print(f"MLHC and SST heatwaves shared (Jaccard) {float(found.jaccard.mean()):.3f}")
+    else:
+        print("MLHC: not in the product (no mixed-layer depth): heatwaves in SST alone, as Hobday et al. (2016)")
+    print(f"wrote {path}")
     return 0
