@@ -383,7 +383,7 @@ class Evidence:
 
 def store_of(run_dir: Path, cfg: StudyConfig) -> Path | None:
     """The zarr store a run read: ``run_dir/ocean.zarr``, or your store read in place."""
-    for path in (run_dir / "ocean.zarr", Path(cfg.data) if cfg.data else None):
+    for path in (run_dir / "ocean.zarr", Path(cfg.data) if isinstance(cfg.data, str) else None):
         if path is not None and path.is_dir():
             return path
     return None

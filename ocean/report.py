@@ -203,7 +203,7 @@ def _what_was_read(cfgd: Mapping, data: str | Path | None):
     if reading is None:
         product = dict(cfgd.get("product") or {})
         reading = inspect(cfgd["data"], **{k: product[k] for k in ("select", "member", "mesh_mask") if k in product})
-    timed = store if store is not None else read_time(open_product(Path(cfgd["data"])))
+    timed = store if store is not None else read_time(open_product(cfgd["data"]))
     return reading, step_words(timed, int(cfgd.get("lead", 1))), step_words(timed, int(cfgd.get("window", 1)))
 
 
