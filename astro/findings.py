@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from scimech.studies.verdicts import Finding, PlantedTruthRow, assess, planted_wording, text_table
+from scimech.studies.verdicts import Finding, PlantedTruthRow, assess, planted_wording, text_table, truth_word
 from scimech.studies.verdicts import recovery_line as shared_recovery_line
 
 from .measures import localised_block
@@ -374,16 +374,18 @@ def _inert_head_row(res: Mapping[str, xr.Dataset], f3: Mapping[str, Any], eps: f
     )
 
 
-def recovery_line(rows: Sequence[PlantedTruthRow], domain: str = "astro") -> str:
+def recovery_line(rows: Sequence[PlantedTruthRow], domain: str = "astro", world: str = "") -> str:
     """One line: how many planted facts the study recovered, with the key numbers
-    (:func:`scimech.studies.contract.recovery_line`; a row not assessed is named, not counted)."""
+    (:func:`scimech.studies.verdicts.recovery_line`, the summary of every study; a row not assessed is
+    named, not counted); ``world``: the data, at the line's end."""
+    tag = f" [{world}]" if world else ""
     if not rows:
         return (
             f"{domain} planted truth: none in this model (unplanted stand-in or a real checkpoint); run "
-            "`scimech astro study --quick --planted` to check that the study finds a planted mechanism"
+            "`scimech astro study --quick --planted` to check that the study finds a planted mechanism" + tag
         )
     parts = [("NOT ASSESSED " if not r.assessed else "" if r.recovered else "MISSED ") + r.summary for r in rows]
-    return shared_recovery_line(domain, rows, "; ".join(parts))
+    return shared_recovery_line(domain, rows, "; ".join(parts), world=world)
 
 
 def _all_finite(effects: Mapping[str, tuple]) -> bool:
@@ -400,7 +402,8 @@ def planted_findings(
     Finding 2 (the gain in the first block) is planted when the planted block is block 0, and
     recovered when its verdict holds; finding 3 is the inert colour head, finding 4 the image
     head, each recovered as its :func:`planted_recovery` row says. ``note``: what the finding's
-    own verdict says when it differs (finding 3's radial organisation was not planted).
+    own verdict says when it differs (finding 3's radial organisation was not planted): evidence for the
+    report, never part of the line (a line reads one verdict).
     """
     rows = planted_recovery(res, null_effect=null_effect)
     if not rows:
@@ -413,16 +416,20 @@ def planted_findings(
     for i, recovered in sorted(planted.items()):
         own = fnd[i]["verdict"]
         differs = recovered is not None and own != "NOT ASSESSED" and (own == "REPRODUCED") != recovered
-        out[i] = (recovered, f"; as the reference states it (with what was not planted): {own}" if differs else "")
+        out[i] = (
+            recovered,
+            f"; the reference's whole claim, with what was not planted in this model, is {own} here" if differs else "",
+        )
     return out
 
 
 def verdict_wording(
     res: Mapping[str, xr.Dataset], fnd: Sequence[Mapping[str, Any]] | None = None, *, null_effect: float = 0.25
 ) -> list[tuple[str, str, str]]:
-    """Per finding, ``(wording, qualifier, note)`` of its line: on a planted model a planted finding reads
-    :func:`scimech.studies.verdicts.planted_wording` (never "REPRODUCED"), the others their verdict qualified
-    ``(planted stand-in)``; on any other model, the verdict."""
+    """Per finding, ``(wording, qualifier, note)``: on a planted model a planted finding reads
+    :func:`scimech.studies.verdicts.planted_wording` (``RECOVERED (planted)``, never "REPRODUCED"), the
+    others their verdict qualified ``(planted stand-in)``; on any other model, the verdict. ``note``: the
+    reference's whole claim where it differs (for the evidence, not the line)."""
     fnd = findings(res, null_effect=null_effect) if fnd is None else fnd
     planted = planted_findings(res, fnd, null_effect=null_effect)
     if not planted_recovery(res, null_effect=null_effect):
@@ -435,23 +442,27 @@ def verdict_wording(
 
 def study_findings(res: Mapping[str, xr.Dataset], *, null_effect: float = 0.25) -> list[Finding]:
     """:func:`findings` as :class:`scimech.studies.verdicts.Finding` objects, numbered as the reference study
-    numbers them; on the planted stand-in a finding that was planted reads "planted: recovered" or
-    "planted: missed" (:func:`verdict_wording`), the others say they were tested on it; the numbers
-    are left to the report (``terse``)."""
+    numbers them; on the planted stand-in a finding that was planted reads "RECOVERED (planted)" or
+    "MISSED (planted)" (:func:`verdict_wording`), the others say they were tested on it; the numbers
+    (and the reference's whole claim where it differs) are left to the report (``terse``); each line is
+    tagged with the galaxies it was tested on (:func:`astro.competence.world_of`)."""
+    from .competence import world_of
+
     fnd = findings(res, null_effect=null_effect)
     words = verdict_wording(res, fnd, null_effect=null_effect)
+    world = world_of(res["predictions"]) if "predictions" in res else ""
     return [
         Finding(
             f["finding"],
             f["verdict"],
-            f["evidence"],
+            f["evidence"] + note,
             f["reason"],
             f["numbers"],
             label=f"{i}. ",
             wording=w,
             qualifier=q,
-            note=note,
             terse=True,
+            world=world,
         )
         for i, (f, (w, q, note)) in enumerate(zip(fnd, words), 1)
     ]
@@ -459,17 +470,16 @@ def study_findings(res: Mapping[str, xr.Dataset], *, null_effect: float = 0.25) 
 
 def recovery_text(res: Mapping[str, xr.Dataset], *, null_effect: float = 0.25) -> str:
     """``recovery.txt``: the :func:`recovery_line`, then (for a planted model) one row per planted fact."""
+    from .competence import world_of
+
     rows = planted_recovery(res, null_effect=null_effect)
-    lines = [recovery_line(rows)]
+    lines = [recovery_line(rows, world=world_of(res["predictions"]) if "predictions" in res else "")]
     if rows:
         lines += [
             "",
             text_table(
-                ["planted truth", "what the study found", "recovered"],
-                [
-                    [r.truth, r.found, "not assessed" if not r.assessed else "yes" if r.recovered else "NO"]
-                    for r in rows
-                ],
+                ["planted truth", "what the study found", "verdict"],
+                [[r.truth, r.found, truth_word(r.recovered)] for r in rows],
                 sep=" | ",
                 aligned=False,
             ),

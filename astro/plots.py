@@ -160,14 +160,23 @@ def _lims(values: np.ndarray) -> tuple[float, float]:
 
 
 def radial_maps(rad: xr.Dataset):
-    """Each head's mean image-token output (PC1) on the token grid."""
+    """Each head's mean image-token output (projection on PC1) on the image-token grid, one panel per head of
+    the block (titled with the block and head), on one colour scale symmetric about 0 shared by every head,
+    with its colour bar; axes: the image token's column and row."""
     n = rad.sizes["head"]
-    fig, axes = plt.subplots(1, n, figsize=(2.4 * n, 2.5))
-    for h, ax in zip(range(n), np.atleast_1d(axes)):
-        ax.imshow(rad["map"].sel(head=h), cmap="coolwarm")
-        ax.set_title(f"head {h}: |rho|={float(rad['radial_score'][h]):.2f}", fontsize=8)
-        ax.axis("off")
-    fig.tight_layout()
+    block = rad.attrs.get("block")
+    maps = rad["map"].transpose("head", "y", "x").values
+    lim = float(np.nanmax(np.abs(maps))) if np.isfinite(maps).any() else 1.0
+    lim = lim if lim > 0 else 1.0
+    fig, axes = plt.subplots(1, n, figsize=(2.6 * n + 1.2, 2.9), layout="constrained", squeeze=False)
+    for h, ax in enumerate(axes[0]):
+        im = ax.imshow(maps[h], cmap="coolwarm", vmin=-lim, vmax=lim, origin="upper")
+        where = f"block {block}, head {h}" if block is not None else f"head {h}"
+        ax.set_title(f"{where}\n|rho| radial = {float(rad['radial_score'][h]):.2f}", fontsize=8)
+        ax.set_xlabel("image token column", fontsize=7)
+        ax.set_ylabel("image token row" if h == 0 else "", fontsize=7)
+        ax.tick_params(labelsize=6)
+    fig.colorbar(im, ax=axes[0].tolist(), shrink=0.85, label="mean output on PC1\n(same scale for every head)")
     return fig
 
 

@@ -1,6 +1,6 @@
-"""The astro study's report: figures, tables, the plain list of which findings reproduce and
-(for a planted stand-in) the planted truth against what the study found, as ``report.md`` and
-``report.html`` (:class:`scimech.studies.report.Report`)."""
+"""The astro study's report, as ``report.md`` and ``report.html`` (:class:`scimech.studies.report.Report`):
+the model's competence first (:mod:`astro.competence`), the plain list of which findings reproduce and
+(for a planted stand-in) the planted truth against what the study found, then figures, then tables."""
 
 from __future__ import annotations
 
@@ -8,10 +8,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from scimech.studies.competence import save_competence
 from scimech.studies.reading import Reading
 from scimech.studies.report import Report
 
 from . import plots
+from .competence import astro_competence, world_of
 from .findings import findings, planted_recovery, recovery_line, verdict_wording
 from .measures.assumptions import site_profile_table
 from .plan import StudySettings
@@ -45,23 +47,65 @@ def write_report(
     galaxies: str | None = None,
     reading: Reading | None = None,
 ) -> Path:
-    """Figures, tables, the plain list of which findings reproduce, and (for a planted stand-in)
-    the planted truth against what the study found.
+    """The model's competence first (its redshifts against the template fit and the colour kNN on the same
+    galaxies, :mod:`astro.competence`, saved as ``competence.nc`` / ``.csv``), then the plain list of which
+    findings reproduce, the planted truth (for a planted stand-in), the figures and the tables.
 
     ``galaxies`` says what the study ran on (default: the synthetic galaxies of the stand-in);
     ``reading``: what was read from your catalogue (:func:`astro.catalog.read_legacy_survey`),
-    the report's opening section."""
+    shown after the competence table."""
     iv = res["interventions"]
     planted = bool(int(iv.attrs.get("planted", 0)))
-    rep = Report(out, title=title.replace("(stand-in)", "(planted stand-in)") if planted else title)
+    world = world_of(res["predictions"], reading)
+    rep = Report(out, title=title.replace("(stand-in)", "(planted stand-in)") if planted else title, world=world)
+    table = astro_competence(res["predictions"], world=world)
+    if table is not None:
+        save_competence(table, out)
+        rep.competence(table)
     if reading is not None:
         rep.text(reading.markdown())
-    rep.text(
+    rep.text(_introduction(res, galaxies, planted))
+    rows = planted_recovery(res)
+    if rows:
+        rep.text(
+            "## Planted truth vs what the study found\n\n"
+            + recovery_line(rows)
+            + "\n\nRECOVERED: the study, blind to what was planted, named the planted head and its effect "
+            "intervals say what was planted (table under Tables)."
+        )
+    fnd = findings(res)
+    lines = ["## Findings of the reference study, tested here", ""]
+    for f, (wording, qualifier, note) in zip(fnd, verdict_wording(res, fnd)):
+        why = f" ({f['reason']})" if f["verdict"] == "NOT ASSESSED" else ""
+        lines.append(
+            f"- **{wording or f['verdict']}**{qualifier}{why}: {f['finding']}. Evidence: {f['evidence']}{note}."
+        )
+    rep.text("\n".join(lines))
+    rep.heading("Figures")
+    _figures(rep, res, fnd)
+    rep.heading("Tables")
+    if rows:
+        rep.table(
+            pd.DataFrame(
+                [{"truth": r.truth, "found": r.found, "verdict": r.verdict} for r in rows],
+                index=[r.label for r in rows],
+            ),
+            caption="Planted truth vs what the study found (findings 3 and 4, every intervention)",
+        )
+    _tables(rep, res, timings)
+    _assumptions(rep, res)
+    return rep.write()
+
+
+def _introduction(res: dict, galaxies: str | None, planted: bool) -> str:
+    model = res["predictions"].attrs.get("model_note", "")
+    return (
         (
             galaxies
             or "Stand-in: a small `aion.AION` subclass (coarse 6x6 image-token grid) trained on "
             "synthetic galaxies (kcorrect SEDs, Calzetti dust, DECam photometry, bulge+disk Sersic images)."
         )
+        + (f" {model}" if model else "")
         + " 'photometry' hides the image tokens with AION's input mask; 'multimodal' shows them."
         + (
             " This is the *planted* stand-in: image tokens reach the redshift only through one head of "
@@ -71,26 +115,30 @@ def write_report(
             else ""
         )
     )
-    rows = planted_recovery(res)
-    if rows:
-        rep.text("## Planted truth vs what the study found\n\n" + recovery_line(rows))
-        rep.table(
-            pd.DataFrame(
-                [{"truth": r.truth, "found": r.found, "recovered": bool(r.recovered)} for r in rows],
-                index=[r.label for r in rows],
-            ),
-            caption="Planted truth vs what the study found (findings 3 and 4, every intervention)",
-        )
-    fnd = findings(res)
-    lines = ["## Findings of the reference study, tested here", ""]
-    for f, (wording, qualifier, note) in zip(fnd, verdict_wording(res, fnd)):
-        why = f" ({f['reason']})" if f["verdict"] == "NOT ASSESSED" else ""
-        lines.append(
-            f"- **{wording or f['verdict']}**{qualifier}{why}: {f['finding']}{note}. Evidence: {f['evidence']}."
-        )
-    rep.text("\n".join(lines))
-    _assumptions(rep, res)
-    adv = res["advantage"]
+
+
+def _figures(rep: Report, res: dict, fnd) -> None:
+    adv, iv = res["advantage"], res["interventions"]
+    rep.figure(plots.z_scatter(res["predictions"]), "z_scatter", "z true vs predicted per mode")
+    rep.figure(plots.metrics_by_population(adv), "metrics_by_population", "sigma_NMAD by population")
+    rep.figure(plots.layer_curves(res["layers"]), "layer_curves", "Layerwise probe R2 (z, A_V), both modes")
+    rep.figure(
+        plots.head_heatmap(res["head_probes"], iv),
+        "head_heatmap",
+        f"Heads of block {res['head_probes'].attrs.get('block')}: probe R2 and intervention effect (share of the "
+        "dusty advantage lost), each panel with its colour bar",
+    )
+    rep.figure(
+        plots.radial_maps(res["radial"]),
+        "radial_maps",
+        "Each head's image-token output on the token grid (one colour scale for every head)",
+    )
+    h2 = int(fnd[3]["head"])
+    rep.figure(plots.dz_vs_av(res["predictions"], iv, h2), "dz_vs_av", f"dz vs A_V (head {h2} resample-ablated)")
+
+
+def _tables(rep: Report, res: dict, timings: dict | None) -> None:
+    adv, iv = res["advantage"], res["interventions"]
     tab = (
         adv["value"]
         .sel(metric=["sigma_nmad", "outlier_fraction", "bias", "mean_abs_dz"])
@@ -123,37 +171,15 @@ def write_report(
             caption="Is the advantage larger on extended / dusty galaxies? (two-sample bootstrap 95% CI)",
         )
     if "advantage_lost_low" in iv:
-        eff = (
-            iv[
-                [
-                    "advantage_lost",
-                    "advantage_lost_low",
-                    "advantage_lost_high",
-                    "delta_abs_dz",
-                    "delta_abs_dz_low",
-                    "delta_abs_dz_high",
-                ]
-            ]
-            .sel(population="all")
-            .to_dataframe()
-        )
+        keep = ["advantage_lost", "advantage_lost_low", "advantage_lost_high"]
+        keep += ["delta_abs_dz", "delta_abs_dz_low", "delta_abs_dz_high"]
+        eff = iv[keep].sel(population="all").to_dataframe()
         rep.table(
             eff.drop(columns=[c for c in eff.columns if c not in iv.data_vars]).round(4),
             caption="Per head and intervention, all galaxies: advantage lost (advantage minus the advantage "
             "with the head intervened in both modes) and change of the multimodal mean|dz|, "
             "95% bootstrap intervals",
         )
-    rep.figure(plots.z_scatter(res["predictions"]), "z_scatter", "z true vs predicted per mode")
-    rep.figure(plots.metrics_by_population(adv), "metrics_by_population", "sigma_NMAD by population")
-    rep.figure(plots.layer_curves(res["layers"]), "layer_curves", "Layerwise probe R2 (z, A_V), both modes")
-    rep.figure(
-        plots.head_heatmap(res["head_probes"], iv),
-        "head_heatmap",
-        f"Heads of block {res['head_probes'].attrs.get('block')}: probe R2 and intervention effect (share of the dusty advantage lost)",
-    )
-    rep.figure(plots.radial_maps(res["radial"]), "radial_maps", "Each head's image-token output on the token grid")
-    h2 = int(fnd[3]["head"])
-    rep.figure(plots.dz_vs_av(res["predictions"], iv, h2), "dz_vs_av", f"dz vs A_V (head {h2} resample-ablated)")
     rep.table(
         res["bias"].to_dataframe().round(4),
         caption="Attenuation-bias signatures (dilution in colour cells; slope of dz on A_V)",
@@ -169,12 +195,11 @@ def write_report(
     )
     if timings:
         rep.table(pd.DataFrame({"seconds": timings}).round(1), caption="Timings")
-    return rep.write()
 
 
 def _assumptions(rep: Report, res: dict) -> None:
-    """The profile of the sites the head study intervened on (:mod:`astro.measures.assumptions`),
-    before any table of numbers; a line where the run's saved units predate it."""
+    """The profile of the sites the head study intervened on (:mod:`astro.measures.assumptions`), its own
+    section after the tables; a line where the run's saved units predate it."""
     ds = res.get("site_profile")
     if ds is None:
         rep.text(

@@ -30,6 +30,7 @@ __all__ = [
     "GRUForecaster",
     "TiDELite",
     "fit_baseline",
+    "YARDSTICKS",
 ]
 
 
@@ -488,6 +489,17 @@ class TiDELite(_Torch):
 
 BASELINES = {
     c.name: c for c in (MeanBaseline, LastValue, StimulusEvoked, NLinear, DLinear, RidgeARX, GRUForecaster, TiDELite)
+}
+
+
+#: the classical yardsticks a discovered model must match to be called competent
+#: (:mod:`neuro.competence`): ZAPBench's naive baselines and the linear forecasters, by baseline name
+YARDSTICKS = {
+    "last_value": "persistence (last value)",
+    "mean": "mean of the context",
+    "nlinear": "linear (NLinear)",
+    "dlinear": "linear (DLinear)",
+    "ridge_arx": "linear (ridge ARX)",
 }
 
 

@@ -65,6 +65,10 @@ class Evidence:
     #: the long-context table (one row per baseline and discovered program) and its context
     long_table: pd.DataFrame | None = None
     long_context: int | None = None
+    #: the classical yardsticks' test-window errors (:data:`neuro.baselines.YARDSTICKS`), first seed
+    yardstick_test: dict[str, np.ndarray] = field(default_factory=dict)
+    #: what the windows are: "synthetic world (...)" or "your product (...)" (:func:`neuro.competence.world_of`)
+    world: str = ""
 
     def search(self, label: str) -> SearchEvidence | None:
         return self.priors if label == "priors" else self.no_priors
@@ -114,6 +118,9 @@ def gather_evidence(task, seeds, searches: dict, base_windows: dict, base_val: d
     ``searches[(label, seed)] = TreeSearch``; ``base_windows[seed][name][split]``;
     ``base_val[name]`` = mean ID validation MAE over seeds.
     """
+    from .baselines import YARDSTICKS
+    from .competence import world_of
+
     best_base = min(base_val, key=base_val.get)
     b_ood = [_ood_windows(task, base_windows[s][best_base])[0] for s in seeds]
     ev = Evidence(
@@ -122,6 +129,12 @@ def gather_evidence(task, seeds, searches: dict, base_windows: dict, base_val: d
         test_trials=np.asarray(task.test.trial),
         baseline_test=np.stack([base_windows[s][best_base]["test"] for s in seeds]),
         baseline_ood=np.stack(b_ood) if all(o is not None for o in b_ood) else None,
+        yardstick_test={
+            name: np.asarray(base_windows[seeds[0]][name]["test"], float)
+            for name in YARDSTICKS
+            if name in base_windows[seeds[0]] and "test" in base_windows[seeds[0]][name]
+        },
+        world=world_of(task),
     )
     for label in LABELS:
         found, clusters = _search_evidence(task, seeds, searches, label)

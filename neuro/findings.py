@@ -6,11 +6,14 @@ verdict never rests on a number that is not there (:func:`scimech.studies.contra
 finding reads ``NOT ASSESSED (<which number>)``).
 
 Each finding is a :class:`scimech.studies.contract.Finding` (a :class:`Finding`: the contract's
-verdict, REPRODUCED / NOT reproduced / NOT ASSESSED, plus the line's own wording of it,
-e.g. ``UNDECIDED (the interval holds 0)`` or ``PARTLY reproduced``).
+verdict, REPRODUCED / NOT reproduced / NOT ASSESSED, plus the line's own wording of it in the one
+vocabulary of every study, :data:`scimech.studies.verdicts.FINDING_WORDS`: ``UNDECIDED (the interval
+holds 0)``, ``NOT reproduced (partly: ...)``), tagged with the world it was tested on.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 import pandas as pd
@@ -120,7 +123,7 @@ def priors_generalise(ev: Evidence) -> Finding | None:
     wording = (
         "REPRODUCED"
         if (free_worse_ood and free_fine_id)
-        else "PARTLY reproduced (priors better both ID and OOD)"
+        else "NOT reproduced (partly: priors better both ID and OOD)"
         if free_worse_ood
         else "NOT reproduced (priors not worse ID, and not better OOD)"
         if vood == "undecided"
@@ -144,7 +147,13 @@ def priors_recover_connectivity(ev: Evidence) -> Finding:
     auc_all = bool(np.all(pa > fa)) and len(pa) > 0
     sg_all = bool(np.all(ps > fs)) and len(ps) > 0
     auc_any, sg_any = bool(np.any(pa > fa)), bool(np.any(ps > fs))
-    wording = "REPRODUCED" if (auc_all and sg_all) else "PARTLY reproduced" if (auc_any or sg_any) else "NOT reproduced"
+    wording = (
+        "REPRODUCED"
+        if (auc_all and sg_all)
+        else "NOT reproduced (partly: better on some measure or seed, not on both in every seed)"
+        if (auc_any or sg_any)
+        else "NOT reproduced"
+    )
     return _judged(
         "priors recover effective connectivity better",
         "REPRODUCED" if wording == "REPRODUCED" else "NOT reproduced",
@@ -169,7 +178,7 @@ def priors_recover_impulse(ev: Evidence) -> Finding:
     wording = (
         "REPRODUCED"
         if ok.all() and np.all(pi < fi)
-        else "PARTLY reproduced"
+        else "NOT reproduced (partly: better in some seeds, not in every seed)"
         if np.any(pi[ok] < fi[ok])
         else "NOT reproduced"
     )
@@ -184,7 +193,7 @@ def priors_recover_impulse(ev: Evidence) -> Finding:
 
 
 def tail_beat_finding(long_table: pd.DataFrame, context: int) -> Finding:
-    """At the long context, does any model's free run forecast the tail beat (YES / NO)?"""
+    """At the long context, does any model's free run forecast the tail beat (REPRODUCED / NOT reproduced)?"""
     fc = (
         long_table["tail_beat_forecast"].astype(float) if "tail_beat_forecast" in long_table else pd.Series(dtype=float)
     )
@@ -208,7 +217,6 @@ def tail_beat_finding(long_table: pd.DataFrame, context: int) -> Finding:
         "REPRODUCED" if yes else "NOT reproduced",
         "fraction of swimming probe windows whose free-run tail angle is within 1/8 cycle and at "
         f"least half the amplitude of the true beat: {detail}",
-        wording="YES" if yes else "NO",
     )
 
 
@@ -216,7 +224,11 @@ _NO_CIRCUIT = ("recovery of connectivity and impulse responses", "no true circui
 
 
 def findings(ev: Evidence) -> list[Finding]:
-    """The reference findings with their verdicts (see the module doc)."""
+    """The reference findings with their verdicts (see the module doc), each tagged with ``ev.world``."""
+    return [dataclasses.replace(f, world=ev.world) for f in _findings(ev)]
+
+
+def _findings(ev: Evidence) -> list[Finding]:
     if ev.discovered_test is None:
         return [_not_assessed("the reference findings", "no discovered model finished")]
     out = [discovered_beat_baselines(ev)]

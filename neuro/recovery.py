@@ -8,19 +8,24 @@ rows, ``tests/neuro/test_verdicts_recovery.py``). Each row is a
 :class:`scimech.studies.verdicts.PlantedTruthRow` (the one row type every study shares) with the planted
 value and the criterion in words:
 
+Every row follows the one recovery rule of every study (:mod:`scimech.studies.verdicts`): the whole
+95 % bootstrap interval lies on the expected side of the threshold (:func:`interval_clears`), or, for
+a planted value, wholly within the tolerance around it (:func:`interval_within`); never the
+estimate's sign or value alone.
+
 - ``edges``: which observed pairs are wired, edge AUROC of the model's one-step Jacobian
-  ``|J|`` (bootstrap over pairs); recovered if the interval's lower bound is >= 0.75;
+  ``|J|`` (bootstrap over pairs); recovered if the interval lies above 0.75;
 - ``signs``: the sign of each true connection (Dale's law: V0d and V1 inhibit), sign accuracy of
-  ``J`` on true edges (bootstrap over edges); recovered if the lower bound is >= 0.7;
+  ``J`` on true edges (bootstrap over edges); recovered if the interval lies above 0.7;
 - ``impulse``: the response to a brief forward-grating pulse from rest, relative L2 distance
-  to the simulator's (bootstrap over units; 1 = no response at all); recovered if the upper
-  bound is < 1;
+  to the simulator's (bootstrap over units; 1 = no response at all); recovered if the interval
+  lies below 1;
 - ``left_right``, ``rostro_caudal``, ``frequency``: the model's free run from swimming contexts
-  (median over windows, bootstrap over windows): left-right phase within 0.15 cycles of the
-  truth, rostro-caudal phase of the truth's sign and within 0.1 cycles, beat frequency within
-  20 %;
-- ``tail_beat``: at the long context (if given), the tail angle of the free run forecasts the
-  beat (:func:`neuro.faithfulness.tail_beat_scores`) in at least half of the swimming windows.
+  (median over windows, bootstrap over windows): the interval within 0.15 cycles of the true
+  left-right phase; the rostro-caudal interval wholly on the truth's side of 0 and within 0.1
+  cycles of it; the frequency interval within 20 % of the true beat frequency;
+- ``tail_beat``: at the long context (if given), the fraction of swimming windows whose free run
+  forecasts the tail beat (:func:`neuro.faithfulness.tail_beat_scores`): its interval above 0.5.
 """
 
 from __future__ import annotations
@@ -30,7 +35,14 @@ import pandas as pd
 from scipy.stats import rankdata
 
 from scimech.analysis.stats import bootstrap_ci
-from scimech.studies.verdicts import PlantedTruthRow, finite, recovery_line, text_table
+from scimech.studies.verdicts import (
+    PlantedTruthRow,
+    finite,
+    interval_clears,
+    interval_within,
+    recovery_line,
+    text_table,
+)
 
 from .faithfulness import tail_beat_scores
 from .sim.analysis import dominant_frequency, phase_difference
@@ -138,8 +150,8 @@ def planted_truth(
                 est,
                 lo,
                 hi,
-                f"lower bound >= {EDGE_AUROC_MIN}",
-                np.isfinite(lo) and lo >= EDGE_AUROC_MIN,
+                f"interval above {EDGE_AUROC_MIN}",
+                interval_clears(lo, hi, EDGE_AUROC_MIN),
                 EDGE_AUROC_MIN,
             )
         )
@@ -154,8 +166,8 @@ def planted_truth(
                 est,
                 lo,
                 hi,
-                f"lower bound >= {SIGN_ACCURACY_MIN}",
-                np.isfinite(lo) and lo >= SIGN_ACCURACY_MIN,
+                f"interval above {SIGN_ACCURACY_MIN}",
+                interval_clears(lo, hi, SIGN_ACCURACY_MIN),
                 SIGN_ACCURACY_MIN,
             )
         )
@@ -186,8 +198,8 @@ def planted_truth(
                 est,
                 lo,
                 hi,
-                "upper bound < 1",
-                np.isfinite(hi) and hi < 1.0,
+                "interval below 1",
+                interval_clears(lo, hi, 1.0, above=False),
                 1.0,
             )
         )
@@ -208,8 +220,8 @@ def planted_truth(
                 est,
                 lo,
                 hi,
-                f"within {LR_TOL} of the truth",
-                np.isfinite(est) and abs(est - tl) <= LR_TOL,
+                f"interval within {LR_TOL} of the truth",
+                interval_within(lo, hi, float(tl), LR_TOL),
                 LR_TOL,
             )
         )
@@ -222,8 +234,8 @@ def planted_truth(
                 est,
                 lo,
                 hi,
-                f"same sign, within {RC_TOL}",
-                np.isfinite(est) and np.sign(est) == np.sign(tr_) and abs(est - tr_) <= RC_TOL,
+                f"interval on the truth's side of 0 and within {RC_TOL} of it",
+                bool(interval_clears(lo, hi, 0.0, above=bool(tr_ > 0)) and interval_within(lo, hi, float(tr_), RC_TOL)),
                 RC_TOL,
             )
         )
@@ -236,8 +248,8 @@ def planted_truth(
                 est,
                 lo,
                 hi,
-                f"within {int(FREQ_TOL * 100)} %",
-                np.isfinite(est) and abs(est - tf) <= FREQ_TOL * tf,
+                f"interval within {int(FREQ_TOL * 100)} % of the truth",
+                interval_within(lo, hi, float(tf), FREQ_TOL * float(tf)),
                 FREQ_TOL,
             )
         )
@@ -268,8 +280,8 @@ def planted_truth(
                 est,
                 lo,
                 hi,
-                ">= 0.5 of windows",
-                np.isfinite(est) and est >= 0.5,
+                "interval above 0.5 of windows",
+                interval_clears(lo, hi, 0.5),
                 0.5,
             )
         )

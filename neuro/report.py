@@ -1,5 +1,6 @@
-"""The study's report (``report.md`` + html, figures) and the numbers saved beside it
-(``results.csv``, ``long_context.csv``, ``evidence.nc``, ``findings.json``, ``recovery.csv``).
+"""The study's report (``report.md`` + html, figures), opening with the discovered model's competence
+(:mod:`neuro.competence`), and the numbers saved beside it (``competence.nc``, ``competence.csv``,
+``results.csv``, ``long_context.csv``, ``evidence.nc``, ``findings.json``, ``recovery.csv``).
 """
 
 from __future__ import annotations
@@ -11,12 +12,22 @@ import numpy as np
 import pandas as pd
 
 from scimech.run.results import atomic_write_text
+from scimech.studies.competence import save_competence
 from scimech.studies.report import Report
 
 from .baselines import fit_baseline
+from .competence import neuro_competence, world_of
 from .evidence import evidence_dataset, node_arrays
 from .faithfulness import probe_model
-from .plots import plot_activity, plot_tail_angle, plot_tree, tail_readout
+from .plots import (
+    plot_activity,
+    plot_connectivity,
+    plot_step_mae,
+    plot_tail_angle,
+    plot_tree,
+    tail_readout,
+    tree_caption,
+)
 from .recovery import report_table, summary_line, truth_frame
 from .run import COLS, StudyRun
 
@@ -144,17 +155,20 @@ def _physiology(run: StudyRun) -> str:
     )
 
 
-def _search_trees(rep: Report, run: StudyRun) -> None:
+def _search_trees(rep: Report, run: StudyRun, *, figures: bool) -> None:
+    """The first seed's search trees (``figures``) or the tables of their nodes."""
     seed = run.settings.seed_list[0]
     for label in ("priors", "no priors"):
         ts = run.searches.get((label, seed))
         if ts is None:
             continue
-        rep.figure(
-            plot_tree(ts.nodes, title=f"search tree ({label}, seed {seed})"),
-            f"tree_{label.replace(' ', '_')}",
-            caption=f"Search tree with {label}: ID validation MAE per node; failed nodes marked x",
-        )
+        if figures:
+            rep.figure(
+                plot_tree(ts.nodes, title=f"search tree ({label}, seed {seed})"),
+                f"tree_{label.replace(' ', '_')}",
+                caption=tree_caption(label),
+            )
+            continue
         summary = pd.DataFrame(
             [
                 {
@@ -172,15 +186,60 @@ def _search_trees(rep: Report, run: StudyRun) -> None:
         rep.table(summary.set_index("id"), caption=f"Nodes of the search with {label} (seed {seed})")
 
 
+def _step_figure(rep: Report, run: StudyRun) -> None:
+    """The MAE at each step of the horizon on the test windows (``mae_per_step.csv``), if it was written."""
+    path = run.settings.out / "mae_per_step.csv"
+    if not path.is_file():
+        return
+    table = pd.read_csv(path, index_col=[0, 1])
+    if table.empty:
+        return
+    rep.figure(
+        plot_step_mae(table, run.task.dt),
+        "mae_per_step",
+        caption="MAE (z) at each step of the horizon on the ID test windows, every baseline and the best "
+        "discovered program of each search (mae_per_step.csv; ZAPBench's curve)",
+    )
+
+
+def _connectivity_figure(rep: Report, run: StudyRun) -> None:
+    """The simulated circuit's weights beside the Jacobian of the program scored against them."""
+    ev, task = run.evidence, run.task
+    if run.planted is None or ev.priors is None or task.true_weights is None or run.planted_seed is None:
+        return
+    k = list(run.settings.seed_list).index(run.planted_seed)
+    J = ev.priors.arrays[k].get("jacobian")
+    if J is None or not np.all(np.isfinite(J)):
+        return
+    rep.figure(
+        plot_connectivity(task.true_weights, J, task.meta.get("name")),
+        "connectivity",
+        caption=f"True connectivity among the observed units (left) and the one-step Jacobian of the structural-prior "
+        f"pick, seed {run.planted_seed} (right): what the edges and signs rows of the planted truth score",
+    )
+
+
+def _competence(rep: Report, run: StudyRun) -> None:
+    """The discovered model against persistence and the linear forecasters, first in the report and saved."""
+    table = neuro_competence(run.evidence, run.task, world=run.evidence.world or world_of(run.task))
+    if table is None:
+        rep.text("Competence not assessed: no discovered program finished, or no yardstick baseline ran.")
+        return
+    save_competence(table, run.settings.out)
+    rep.competence(table)
+
+
 def write_report(run: StudyRun, findings) -> Path:
-    """``report.md`` (+ html, figures) under the output folder; returns its path."""
+    """``report.md`` (+ html, figures) under the output folder, opening with the discovered model's
+    competence (saved as ``competence.nc`` / ``.csv``); figures before tables. Returns its path."""
     task, long_task = run.task, run.long_task
     title = (
         "Model discovery on your recording"
         if task.signal == "traces"
         else "Model discovery against a simulated larval zebrafish"
     )
-    rep = Report(run.settings.out, title=title)
+    rep = Report(run.settings.out, title=title, world=run.evidence.world or world_of(task))
+    _competence(rep, run)
     reading = reading_of(task)
     if reading is not None:  # a product of yours: what was read from it comes first
         rep.text(reading.markdown())
@@ -194,14 +253,19 @@ def write_report(run: StudyRun, findings) -> Path:
         rep.heading("Planted truth vs what the study found")
         rep.text(
             f"The structural-prior search's pick (seed {run.planted_seed}, best ID validation over seeds) "
-            f"against the simulated circuit; 95 % bootstrap intervals.\n\n"
+            f"against the simulated circuit; 95 % bootstrap intervals; RECOVERED when the whole interval is on "
+            f"the expected side of the threshold or within the tolerance of the planted value.\n\n"
             f"{summary_line(run.planted)}"
-        )
-        rep.table(
-            report_table(run.planted), caption="Planted truth per property (found: the estimate with its 95 % interval)"
         )
     if run.true_physiology:
         rep.text(_physiology(run))
+    rep.heading("Figures")
+    _figures(rep, run)
+    rep.heading("Tables")
+    if run.planted is not None:
+        rep.table(
+            report_table(run.planted), caption="Planted truth per property (found: the estimate with its 95 % interval)"
+        )
     rep.table(
         run.table[[c for c in COLS if c in run.table.columns]].astype(float),
         caption="ID / OOD MAE and faithfulness of every baseline and the best discovered programs "
@@ -218,7 +282,12 @@ def write_report(run: StudyRun, findings) -> Path:
             caption=f"Context {long_task.context}: ID / OOD MAE and the tail beat of the free run (|phase "
             "error| in cycles, amplitude ratio, fraction of swimming windows forecast)",
         )
-    _search_trees(rep, run)
+    _search_trees(rep, run, figures=False)
+    return rep.write()
+
+
+def _figures(rep: Report, run: StudyRun) -> None:
+    task, long_task = run.task, run.long_task
     seed = run.settings.seed_list[0]
     if "swim_target" in task.probes:
         _swim_figures(
@@ -239,4 +308,6 @@ def write_report(run: StudyRun, findings) -> Path:
             caption=f"Context {long_task.context}: tail angle (rad) read out from true vs predicted "
             "activity after a context ending 50 ms into a bout",
         )
-    return rep.write()
+    _step_figure(rep, run)
+    _connectivity_figure(rep, run)
+    _search_trees(rep, run, figures=True)

@@ -230,7 +230,21 @@ def analyse(units: Mapping[tuple[str, int], xr.Dataset]) -> xr.Dataset:
         _unit_measures(u, ev, regimes.index(reg), seeds.index(seed))
     for i, reg in enumerate(regimes):
         _regime_consistency(units, reg, i, seeds, ev)
-    return _summary_dataset(ev, regimes, seeds).merge(recovery(units))
+    summary = _summary_dataset(ev, regimes, seeds).merge(recovery(units))
+    summary.attrs["world"] = _world(next(iter(units.values())))
+    return summary
+
+
+def _world(unit: xr.Dataset) -> str:
+    """What the units were trained and tested on: ``synthetic world (...)`` or ``your product (...)``."""
+    from .competence import world_of
+
+    text = unit.attrs.get("study_config")
+    try:
+        cfg = StudyConfig(**json.loads(text)) if text else StudyConfig()
+    except (TypeError, ValueError):
+        return ""
+    return world_of(cfg)
 
 
 def _summary_dataset(ev: dict, regimes: list, seeds: list) -> xr.Dataset:

@@ -9,6 +9,8 @@ N recovered (...)``, then the table of :mod:`ocean.recovery`).
 
 from __future__ import annotations
 
+import dataclasses
+
 import pandas as pd
 import xarray as xr
 
@@ -132,6 +134,13 @@ def verdict(summary: xr.Dataset) -> str:
 
 
 def findings(summary: xr.Dataset) -> list[Finding]:
+    """The reference study's findings, each tested on this run's numbers, each tagged with the world it
+    was tested on (``summary.attrs["world"]``)."""
+    world = str(summary.attrs.get("world", ""))
+    return [dataclasses.replace(f, world=world) for f in _findings(summary)]
+
+
+def _findings(summary: xr.Dataset) -> list[Finding]:
     """The reference study's findings, each tested on this run's numbers.
 
     1. Skill is similar across supervision regimes (RMSE range below 15 % of the mean).
@@ -186,7 +195,8 @@ def findings(summary: xr.Dataset) -> list[Finding]:
 
 
 def findings_lines(summary: xr.Dataset) -> list[str]:
-    """One line per finding: ``REPRODUCED: ...``, ``NOT reproduced: ...`` or ``NOT ASSESSED: ...``."""
+    """One line per finding: ``REPRODUCED: ...``, ``NOT reproduced: ...`` or ``NOT ASSESSED: ...``
+    (:data:`scimech.studies.verdicts.FINDING_WORDS`)."""
     return [f.line() for f in findings(summary)]
 
 
@@ -196,6 +206,7 @@ def recovery_text(summary: xr.Dataset) -> str | None:
     if "recovered" not in summary:
         return None
     tab = recovery_table(summary)
+    world = str(summary.attrs.get("world", ""))
     notes = [
         f"{t}: {d}. Measure: {m}; interval: {i}; recovered when {c}."
         for t, d, m, i, c in zip(
@@ -208,7 +219,7 @@ def recovery_text(summary: xr.Dataset) -> str | None:
     ]
     shown = tab.drop(columns=["measure", "interval", "criterion"])
     text = [
-        summary_line(summary),
+        summary_line(summary, world=world),
         "",
         text_table([str(c) for c in shown.columns], list(shown.itertuples(index=False)), rule=True),
         "",

@@ -39,12 +39,16 @@ def map_panel(
     title: str = "",
     symmetric: bool = False,
     units: str | None = None,
+    limit: float | None = None,
 ):
-    """One lat-lon map with land in grey and a colour bar."""
+    """One lat-lon map with land in grey and a colour bar; ``limit``: the colour scale is
+    ``[-limit, limit]`` (a scale shared with other panels), else symmetric about 0 (``symmetric``)
+    or the field's own range."""
     vals = np.where(mask.values.astype(bool), field.values, np.nan)
     lon, lat = field["lon"].values, field["lat"].values
-    vmax = np.nanmax(np.abs(vals)) if symmetric else None
-    im = ax.pcolormesh(lon, lat, vals, cmap=cmap, shading="auto", vmin=-vmax if symmetric else None, vmax=vmax)
+    vmax = limit if limit is not None else (np.nanmax(np.abs(vals)) if symmetric else None)
+    lo = -vmax if (limit is not None or symmetric) and vmax is not None else None
+    im = ax.pcolormesh(lon, lat, vals, cmap=cmap, shading="auto", vmin=lo, vmax=vmax)
     land = np.where(mask.values.astype(bool), np.nan, 1.0)
     ax.pcolormesh(lon, lat, land, cmap=matplotlib.colors.ListedColormap(["0.7"]), shading="auto")
     ax.set_title(title, fontsize=9)
@@ -56,47 +60,54 @@ def map_panel(
     return im
 
 
+def _shared_limit(*fields: xr.DataArray, mask: xr.DataArray) -> float:
+    """The largest |value| over the fields at ocean points: one symmetric colour scale for all of them."""
+    ok = mask.values.astype(bool)
+    vals = [np.abs(np.asarray(f.values, float)[..., ok]) for f in fields]
+    top = max((float(np.nanmax(v)) for v in vals if np.isfinite(v).any()), default=1.0)
+    return top if top > 0 else 1.0
+
+
+def free_in_hidden_units(unit: xr.Dataset, concept: str = "free_0") -> xr.DataArray:
+    """The free concept on the hidden flux's scale: ``a * free + b`` fitted by least squares to
+    ``q_hidden`` over the unit's test samples and ocean points (a free concept's sign and scale are
+    arbitrary; this puts it in W m-2 beside the flux it should carry)."""
+    ok = unit["mask"].values.astype(bool)
+    x = unit["c_pred"].sel(concept=concept).values[:, ok].ravel()
+    y = unit["c_true"].sel(true_concept="q_hidden").values[:, ok].ravel()
+    fin = np.isfinite(x) & np.isfinite(y)
+    a, b = np.polyfit(x[fin], y[fin], 1) if fin.sum() > 1 and np.ptp(x[fin]) > 0 else (1.0, 0.0)
+    return (unit["c_pred"].sel(concept=concept) * a + b).assign_attrs(units="W m-2")
+
+
 def maps_figure(unit: xr.Dataset, sample: int = 0) -> plt.Figure:
-    """Truth vs forecast of the MLHC tendency, its RMSE map, and true vs predicted concepts
-    for one test sample of one unit."""
+    """One test sample of one unit: true vs forecast MLHC tendency side by side on one colour scale and
+    the RMSE map (first row), then one row per concept: the true term and the predicted concept side by
+    side on one shared colour scale (W m-2; the free concept fitted to q_hidden's scale,
+    :func:`free_in_hidden_units`), each panel with its colour bar."""
     mask = unit["mask"]
     concepts = [str(c) for c in unit["concept"].values]
-    n = 3 + len(concepts)
-    ncol = 4
-    nrow = int(np.ceil((n + len(concepts)) / ncol))
-    fig, axes = plt.subplots(nrow, ncol, figsize=(4 * ncol, 3 * nrow), constrained_layout=True)
-    axes = axes.ravel()
+    nrow = 1 + len(concepts)
+    fig, axes = plt.subplots(nrow, 3, figsize=(12, 3 * nrow), constrained_layout=True, squeeze=False)
     s = unit.isel(sample=sample)
     when = s["time"].dt.strftime("%Y-%m").values  # any calendar (cftime dates of a noleap CMIP6 file too)
-    map_panel(axes[0], s["y_true"], mask, cmap=cmocean.cm.balance, symmetric=True, title=f"true dMLHC/dt {when}")
-    map_panel(axes[1], s["y_pred"], mask, cmap=cmocean.cm.balance, symmetric=True, title="forecast")
+    lim = _shared_limit(s["y_true"], s["y_pred"], mask=mask)
+    bal = cmocean.cm.balance
+    map_panel(axes[0, 0], s["y_true"], mask, cmap=bal, title=f"true dMLHC/dt {when}", units="W m-2", limit=lim)
+    map_panel(axes[0, 1], s["y_pred"], mask, cmap=bal, title=f"forecast dMLHC/dt {when}", units="W m-2", limit=lim)
     rmse = np.sqrt(((unit["y_pred"] - unit["y_true"]) ** 2).mean("sample"))
-    map_panel(axes[2], rmse, mask, cmap=cmocean.cm.amp, title="RMSE over test months", units="W m-2")
-    k = 3
-    for c in concepts:
+    map_panel(axes[0, 2], rmse, mask, cmap=cmocean.cm.amp, title="RMSE over test months", units="W m-2")
+    for row, c in enumerate(concepts, start=1):
         true_name = c if c in unit["true_concept"].values else "q_hidden"
-        map_panel(
-            axes[k],
-            s["c_true"].sel(true_concept=true_name),
-            mask,
-            cmap=cmocean.cm.balance,
-            symmetric=True,
-            title=f"true {true_name}",
-            units="W m-2",
-        )
-        map_panel(
-            axes[k + 1],
-            s["c_pred"].sel(concept=c),
-            mask,
-            cmap=cmocean.cm.balance,
-            symmetric=True,
-            title=f"predicted {c}",
-            units="W m-2" if c != "free_0" else "scaled",
-        )
-        k += 2
-    for ax in axes[k:]:
-        ax.axis("off")
-    fig.suptitle(f"{unit.attrs.get('regime', '')} seed {unit.attrs.get('seed', '')}")
+        true = s["c_true"].sel(true_concept=true_name)
+        free = c not in unit["true_concept"].values
+        pred = free_in_hidden_units(unit, c).isel(sample=sample) if free else s["c_pred"].sel(concept=c)
+        lim = _shared_limit(true, pred, mask=mask)
+        map_panel(axes[row, 0], true, mask, cmap=bal, title=f"true {true_name}", units="W m-2", limit=lim)
+        label = f"predicted {c}" + (" (fitted to q_hidden's scale)" if free else "")
+        map_panel(axes[row, 1], pred, mask, cmap=bal, title=label, units="W m-2", limit=lim)
+        axes[row, 2].axis("off")
+    fig.suptitle(f"{unit.attrs.get('regime', '')} seed {unit.attrs.get('seed', '')}: true | predicted, shared scale")
     return fig
 
 

@@ -14,9 +14,9 @@ in regimes with a concept loss; the free concept in regimes that train concepts 
 task jointly). Rows for regimes not expected to recover a truth (prediction-only: no
 channel is tied to a term) are contrasts: they are reported but not counted.
 
-A channel recovers a term when the lower end of the 95 % interval of the Pearson r
-(signed for a named channel; |r| for the free concept, whose sign is arbitrary) is at
-least ``min_r`` **and** that term is the true term closest to the channel (so a free
+A channel recovers a term when the 95 % interval of the Pearson r (signed for a named
+channel; |r| for the free concept, whose sign is arbitrary) lies wholly above ``min_r``
+(:func:`scimech.studies.verdicts.interval_clears`, the rule of every study) **and** that term is the true term closest to the channel (so a free
 concept that copies a named term correlated with the hidden flux does not count). The
 interval is a block bootstrap over test months: blocks of ``block`` consecutive months
 of one member are resampled (neighbouring months are not independent), the same blocks
@@ -37,6 +37,7 @@ import xarray as xr
 
 from scimech.analysis.concepts import REGIMES
 from scimech.analysis.stats import bootstrap_ci
+from scimech.studies.verdicts import PlantedTruthRow, interval_clears, recovery_line, truth_word
 
 from .synthetic import CONCEPTS, PRESCRIBED
 
@@ -183,7 +184,7 @@ def _channel_rows(
                 found += f"; next {others[0][0]} (|r| {others[0][1]:.2f})"
             elif nearest != term:
                 found += f"; {term} |r| {row_close[t]:.2f}"
-        ok = bool(np.isfinite(lo) and lo >= min_r and nearest == term)
+        ok = bool(interval_clears(lo, hi, min_r) and nearest == term)
         rows[TRUTHS[0] if name == FREE else f"{name} channel"] = dict(
             estimate=est, low=lo, high=hi, recovered=ok, found=found
         )
@@ -282,8 +283,8 @@ def recovery(
     interval = [f"{pct} block bootstrap over test months ({block}-month blocks)"] * (T - 1) + ["range over seeds"]
     threshold = np.array([min_r] * (T - 1) + [max_head_error])
     criterion = [
-        f"lower bound >= {min_r} and q_hidden the closest true term",
-        *(f"lower bound >= {min_r} and {k} the closest true term" for k in PRESCRIBED),
+        f"interval above {min_r} and q_hidden the closest true term",
+        *(f"interval above {min_r} and {k} the closest true term" for k in PRESCRIBED),
         f"at most {max_head_error} in every seed",
     ]
     dims = ("truth", "regime")
@@ -376,43 +377,57 @@ def recovery_table(rec: xr.Dataset) -> pd.DataFrame:
                     "found": str(cell["recovery_found"].values),
                     "expected": "yes" if expected else "no (contrast)",
                     "criterion": str(cell["recovery_criterion"].values),
-                    "recovered": (
-                        "not assessed" if not _assessed(cell) else "yes" if bool(cell["recovered"]) else "no"
-                    ),
+                    "recovered": truth_word(bool(cell["recovered"]) if _assessed(cell) else None),
                 }
             )
     return pd.DataFrame(rows)
 
 
-def summary_line(rec: xr.Dataset, prefix: str = "ocean") -> str:
-    """``ocean planted truth: K of N recovered (...)``: N counts the (truth, regime) pairs the regime is
-    built to recover; the parenthesis gives each regime's count, the hidden-flux row and the contrasts."""
-    hits = [(t, r, bool(c["recovered"])) for t, r, c in _rows(rec, True) if _assessed(c)]
-    skipped = sum(not _assessed(c) for *_, c in _rows(rec, True))
-    k, n = sum(h for *_, h in hits), len(hits)
+def planted_rows(rec: xr.Dataset) -> list[PlantedTruthRow]:
+    """The (truth, regime) cells a regime can speak to as the rows every study shares
+    (:class:`scimech.studies.verdicts.PlantedTruthRow`); cells of regimes not built to recover a truth
+    are contrasts (``counted=False``)."""
+    rows = []
+    for expected in (True, False):
+        for t, r, cell in _rows(rec, expected):
+            est, lo, hi = (float(cell[k]) for k in ("recovery_estimate", "recovery_low", "recovery_high"))
+            rows.append(
+                PlantedTruthRow(
+                    str(t),
+                    str(cell["recovery_measure"].values),
+                    est,
+                    lo,
+                    hi,
+                    float(cell["recovery_threshold"]),
+                    bool(cell["recovered"]) if _assessed(cell) else None,
+                    counted=expected,
+                    found=str(cell["recovery_found"].values),
+                    criterion=str(cell["recovery_criterion"].values),
+                    label=str(r),
+                )
+            )
+    return rows
+
+
+def summary_line(rec: xr.Dataset, prefix: str = "ocean", world: str = "") -> str:
+    """``ocean planted truth: K of N recovered (...) [world]`` (:func:`scimech.studies.verdicts.recovery_line`,
+    the summary of every study): N counts the (truth, regime) pairs the regime is built to recover; the
+    parenthesis gives each regime's count, the hidden-flux row and the contrasts."""
+    rows = planted_rows(rec)
+    counted = [r for r in rows if r.counted and r.assessed]
     per = []
     for reg in rec["regime"].values:
-        mine = [h for _, r, h in hits if r == reg]
+        mine = [bool(r.recovered) for r in counted if r.label == str(reg)]
         if mine:
             per.append(f"{reg} {sum(mine)}/{len(mine)}")
     parts = [", ".join(per)] if per else []
-    for reg in rec["regime"].values:
-        cell = rec.sel(truth=TRUTHS[0], regime=reg)
-        if bool(cell["recovery_expected"]) and bool(cell["recovery_applies"]):
-            est, lo, hi = (float(cell[v]) for v in ("recovery_estimate", "recovery_low", "recovery_high"))
+    for r in rows:
+        if r.counted and r.truth == TRUTHS[0]:
             parts.append(
-                f"hidden flux in the {reg} free concept |r| {est:.2f} [{lo:.2f}, {hi:.2f}]: "
-                + (
-                    "not assessed"
-                    if not _assessed(cell)
-                    else "recovered"
-                    if bool(cell["recovered"])
-                    else "not recovered"
-                )
+                f"hidden flux in the {r.label} free concept |r| {r.estimate:.2f} [{r.ci_low:.2f}, {r.ci_high:.2f}]: "
+                + r.verdict
             )
-    contrast = [h for *_, h in (((t, r, bool(c["recovered"])) for t, r, c in _rows(rec, False)))]
+    contrast = [bool(r.recovered) for r in rows if not r.counted]
     if contrast:
         parts.append(f"contrasts, not built to recover: {sum(contrast)} of {len(contrast)} read recovered")
-    if skipped:
-        parts.append(f"{skipped} not assessed (no finite estimate and interval)")
-    return f"{prefix} planted truth: {k} of {n} recovered" + (f" ({'; '.join(parts)})" if parts else "")
+    return recovery_line(prefix, rows, "; ".join(parts), world=world)

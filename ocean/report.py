@@ -1,5 +1,6 @@
-"""The study report: ``report.md`` / ``report.html`` with the verdict, the planted truth,
-skill, fidelity, consistency and figures (:class:`scimech.studies.report.Report`). The outcome files
+"""The study report: ``report.md`` / ``report.html`` opening with the model's competence (OceanCBM
+against climatology, persistence and damped persistence, :mod:`ocean.competence`), then the verdict,
+the planted truth, the figures, and the tables of skill, fidelity and consistency (:class:`scimech.studies.report.Report`). The outcome files
 ``findings.txt`` / ``recovery.txt`` are written by the study contract
 (:meth:`scimech.studies.contract.Study.outcome`)."""
 
@@ -17,10 +18,12 @@ import xarray as xr
 
 from scimech.analysis.attribution import attribute
 from scimech.run.results import load_state
+from scimech.studies.competence import save_competence
 from scimech.studies.report import Report
 
 from . import data as odata
 from . import plots
+from .competence import ocean_competence, world_of, yardstick_forecasts
 from .findings import consistency_ranking, findings_lines, verdict
 from .model import build_model
 from .plan import StudyConfig
@@ -40,18 +43,68 @@ def write_report(
     seconds: float | None = None,
     data: str | Path | None = None,
 ) -> Path:
-    """Write ``out/report.md`` (+ html) with skill, fidelity, consistency and figures.
+    """Write ``out/report.md`` (+ html): the model's competence first, then the verdict, the planted truth,
+    the figures and the tables; the competence table is saved beside it (``competence.nc``, ``.csv``).
 
-    The outcome files are written apart (:meth:`scimech.studies.contract.Study.outcome`). ``data``: the study's zarr store, for the ensemble
-    and attribution figures.
+    The outcome files are written apart (:meth:`scimech.studies.contract.Study.outcome`). ``data``: the
+    study's zarr store, for the persistence yardsticks and the ensemble and attribution figures.
     """
     out = Path(out)
-    rep = Report(out, title="OceanCBM study (scimech ocean)")
     cfgd = dataclasses.asdict(cfg) if dataclasses.is_dataclass(cfg) else dict(cfg)
+    config = cfg if isinstance(cfg, StudyConfig) else StudyConfig(**cfgd)
+    world = world_of(config)
+    rep = Report(out, title="OceanCBM study (scimech ocean)", world=world)
+    table = competence_of(units, config, data)
+    save_competence(table, out)
+    rep.competence(table)
+    real = bool(cfgd.get("data"))
+    _introduction(rep, cfgd, real, data, seconds)
+    rep.heading("Verdict (measured)")
+    rep.text(verdict(summary))
+    rep.text("\n".join(f"- {line}" for line in findings_lines(summary)))
+    planted = "recovered" in summary and not real
+    if planted:
+        rep.heading("Planted truth vs what the study found")
+        rep.text(
+            f"**{summary_line(summary)}.** The synthetic ocean is built with answers: the hidden eddy heat "
+            "flux `q_hidden` is in the target but never prescribed (only the free concept can carry it), each "
+            "prescribed channel has its budget term, and the exact budget fixes the head weights. Each row of "
+            "the planted-truth table (under Tables) says whether this run found them: RECOVERED when the whole "
+            "bootstrap interval clears the threshold, MISSED otherwise, NOT ASSESSED without an interval. Rows "
+            "marked 'no (contrast)' are regimes not built to recover that truth (prediction-only: no channel is "
+            "tied to a term); they are reported, not counted."
+        )
+    rep.heading("Figures")
+    _figures(rep, out, summary, units, cfg, data)
+    rep.heading("Tables")
+    if planted:
+        _planted_tables(rep, summary)
+    _tables(rep, summary, real)
+    return rep.write()
+
+
+def competence_of(units: Mapping[tuple[str, int], xr.Dataset], cfg: StudyConfig, data: str | Path | None):
+    """The competence table (:func:`ocean.competence.ocean_competence`); without the study's store only
+    the climatology yardstick (the units keep it)."""
+    first = next(iter(units.values()))
+    try:
+        forecasts = yardstick_forecasts(first, data, cfg) if data is not None and Path(data).is_dir() else None
+    except (OSError, ValueError, KeyError) as err:  # a store the yardsticks cannot read: say so, keep the rest
+        forecasts, why = None, f"{type(err).__name__}: {err}"
+    else:
+        why = "the study's store is not there"
+    if forecasts is None:
+        forecasts = {"climatology": first["y_clim"].values}
+        table = ocean_competence(units, forecasts, cfg, yardsticks=("climatology",))
+        table.attrs["protocol"] += f"; persistence yardsticks not computed ({why})"
+        return table
+    return ocean_competence(units, forecasts, cfg)
+
+
+def _introduction(rep: Report, cfgd: Mapping, real: bool, data, seconds: float | None) -> None:
     runs = f" Regimes x seeds: {cfgd.get('regimes')} x {cfgd.get('seeds')}; {cfgd.get('epochs')} epochs each." + (
         f" Wall time {seconds:.0f} s." if seconds else ""
     )
-    real = bool(cfgd.get("data"))
     if real:
         reading, lead, window = _what_was_read(cfgd, data)
         rep.text(reading.markdown())
@@ -68,35 +121,59 @@ def write_report(
             f"from {cfgd.get('window')} months of inputs, on the synthetic mixed-layer ocean (exact heat budget; the "
             "hidden eddy heat flux `q_hidden` is never prescribed)." + runs
         )
-    rep.heading("Verdict (measured)")
-    rep.text(verdict(summary))
-    rep.text("\n".join(f"- {line}" for line in findings_lines(summary)))
-    if "recovered" in summary and not real:
-        rep.heading("Planted truth vs what the study found")
-        rep.text(
-            f"**{summary_line(summary)}.** The synthetic ocean is built with answers: the hidden eddy heat "
-            "flux `q_hidden` is in the target but never prescribed (only the free concept can carry it), each "
-            "prescribed channel has its budget term, and the exact budget fixes the head weights. Each row "
-            "says whether this run found them, by the criterion stated. Rows marked 'no (contrast)' are "
-            "regimes not built to recover that truth (prediction-only: no channel is tied to a term); they "
-            "are reported, not counted."
-        )
-        tab = recovery_table(summary)
-        rep.table(
-            tab.drop(columns=["interval", "criterion"]).set_index("truth"),
-            caption="Planted truth per regime (value: the measure with its interval)",
-        )
-        rep.table(
-            pd.DataFrame(
-                {
-                    "measure": summary["recovery_measure"].to_series(),
-                    "interval": summary["recovery_interval"].to_series(),
-                    "recovered when": summary["recovery_criterion"].to_series(),
-                }
-            ),
-            caption="How each planted truth is scored",
-        )
-    rep.heading("Skill")
+
+
+def _figures(rep: Report, out: Path, summary: xr.Dataset, units, cfg, data) -> None:
+    rep.figure(plots.skill_figure(summary), "skill", caption="Skill per regime and season")
+    first = (
+        units.get(("mixed", min(s for r, s in units if r == "mixed")))
+        if any(r == "mixed" for r, _ in units)
+        else next(iter(units.values()))
+    )
+    _figure(
+        rep,
+        lambda: plots.maps_figure(first),
+        "maps",
+        "One test month: true and forecast MLHC tendency, then each true term beside its predicted concept on one "
+        "shared colour scale (W m-2; the free concept fitted to q_hidden's scale); land grey",
+    )
+    _figure(rep, lambda: plots.seasonal_skill_maps(first), "seasonal_skill", "Seasonal anomaly-correlation maps")
+    rep.figure(
+        plots.cka_heatmaps(summary, "channel_agreement"),
+        "channel_agreement",
+        caption="Seed x seed channel agreement (signed r of the same named channel, mean over channels)",
+    )
+    rep.figure(plots.cka_heatmaps(summary), "cka", caption="Seed x seed linear CKA of the bottleneck")
+    rep.figure(plots.head_weights_figure(summary), "head_weights", caption="Head weights per regime (dots: seeds)")
+    if data is not None and Path(data).exists():
+        ds = odata.open_zarr(data)
+        _figure(rep, lambda: plots.ensemble_spread_figure(ds), "ensemble", "Ensemble mean +/- spread of MLHC")
+        try:
+            fig = _attribution(out, ds, cfg, first)
+            rep.figure(fig, "attribution", caption="GradientShap |attribution| per input variable (captum)")
+        except Exception as err:  # report the failure, keep the report
+            rep.text(f"Attribution maps could not be made: {type(err).__name__}: {err}")
+
+
+def _planted_tables(rep: Report, summary: xr.Dataset) -> None:
+    tab = recovery_table(summary)
+    rep.table(
+        tab.drop(columns=["interval", "criterion"]).set_index("truth"),
+        caption="Planted truth per regime (value: the measure with its interval)",
+    )
+    rep.table(
+        pd.DataFrame(
+            {
+                "measure": summary["recovery_measure"].to_series(),
+                "interval": summary["recovery_interval"].to_series(),
+                "recovered when": summary["recovery_criterion"].to_series(),
+            }
+        ),
+        caption="How each planted truth is scored",
+    )
+
+
+def _tables(rep: Report, summary: xr.Dataset, real: bool) -> None:
     skill = pd.DataFrame(
         {
             "RMSE (W m-2)": summary["rmse"].mean("seed").to_series(),
@@ -108,7 +185,6 @@ def write_report(
     )
     rep.table(skill, caption="Skill on the test split (mean over seeds)")
     rep.table(summary["acc_season"].mean("seed").to_pandas(), caption="Anomaly correlation per season")
-    rep.heading("Concept fidelity")
     rep.table(
         summary["fidelity_r"].mean("seed").to_pandas(),
         caption="Pearson r of predicted vs true concept (free_0: "
@@ -127,7 +203,6 @@ def write_report(
             ),
             caption="Where the hidden process went",
         )
-    rep.heading("Cross-seed consistency")
     rep.table(consistency_ranking(summary), caption="Each consistency measure and the regime it ranks first")
     rep.table(
         summary["concept_agreement"].to_pandas(),
@@ -143,7 +218,7 @@ def write_report(
                 "CV head weights (prescribed)": summary["head_weight_cv_mean"].to_series(),
             }
         ),
-        caption="Mean over seed pairs",
+        caption="Cross-seed consistency, mean over seed pairs",
     )
     heads = summary["head_weight"].mean("seed").to_pandas()
     if "head_weight_true" in summary and not real:
@@ -154,30 +229,6 @@ def write_report(
         + ("" if real else "; last row: the exact budget")
         + ")",
     )
-    rep.figure(plots.skill_figure(summary), "skill", caption="Skill per regime and season")
-    rep.figure(
-        plots.cka_heatmaps(summary, "channel_agreement"),
-        "channel_agreement",
-        caption="Seed x seed channel agreement (signed r of the same named channel, mean over channels)",
-    )
-    rep.figure(plots.cka_heatmaps(summary), "cka", caption="Seed x seed linear CKA of the bottleneck")
-    rep.figure(plots.head_weights_figure(summary), "head_weights", caption="Head weights per regime (dots: seeds)")
-    first = (
-        units.get(("mixed", min(s for r, s in units if r == "mixed")))
-        if any(r == "mixed" for r, _ in units)
-        else next(iter(units.values()))
-    )
-    _figure(rep, lambda: plots.maps_figure(first), "maps", "Truth, forecast, RMSE and concept maps (land grey)")
-    _figure(rep, lambda: plots.seasonal_skill_maps(first), "seasonal_skill", "Seasonal anomaly-correlation maps")
-    if data is not None and Path(data).exists():
-        ds = odata.open_zarr(data)
-        _figure(rep, lambda: plots.ensemble_spread_figure(ds), "ensemble", "Ensemble mean +/- spread of MLHC")
-        try:
-            fig = _attribution(out, ds, cfg, first)
-            rep.figure(fig, "attribution", caption="GradientShap |attribution| per input variable (captum)")
-        except Exception as err:  # report the failure, keep the report
-            rep.text(f"Attribution maps could not be made: {type(err).__name__}: {err}")
-    return rep.write()
 
 
 def _figure(rep: Report, make, name: str, caption: str) -> None:

@@ -142,7 +142,7 @@ def test_the_study_finds_both_planted_heads_under_every_method(planted_study):
     assert findings.recovery_line(rows).startswith("astro planted truth: 2 of 2 recovered (image head block0.h1")
     # what was planted reads recovered, never REPRODUCED (findings.txt and the demo print these lines)
     lines = [f.line() for f in findings.study_findings(res)]
-    assert lines[2].startswith("3. planted: recovered") and lines[3].startswith("4. planted: recovered"), lines
+    assert lines[2].startswith("3. RECOVERED (planted)") and lines[3].startswith("4. RECOVERED (planted)"), lines
     assert not any("REPRODUCED" in line for line in lines[1:]), lines
 
 
@@ -253,7 +253,7 @@ PLANTED = dict(
 
 def test_a_planted_finding_reads_recovered_or_missed_never_reproduced():
     """On a planted model, findings 2-4 (block 0, the inert colour head, the image head: all built in)
-    read "planted: recovered" / "planted: missed" as the planted-truth rows say; finding 1 (the world's)
+    read "RECOVERED (planted)" / "MISSED (planted)" as the planted-truth rows say; finding 1 (the world's)
     keeps its verdict, qualified. The verdicts and numbers themselves are unchanged."""
     res, *_ = constructed_result()
     before = [(f.verdict, dict(f.numbers)) for f in findings.study_findings(res)]
@@ -263,23 +263,28 @@ def test_a_planted_finding_reads_recovered_or_missed_never_reproduced():
     res["interventions"].attrs.update(PLANTED)
     lines = [f.line() for f in findings.study_findings(res)]
     assert [r.recovered for r in findings.planted_recovery(res)] == [True, True]
-    assert lines[1].startswith("2. planted: recovered: layerwise probing")
-    assert lines[2].startswith("3. planted: recovered: one head encodes colours")
-    assert lines[3].startswith("4. planted: recovered: another head")
-    assert lines[0].startswith("1. ") and "(planted stand-in)" in lines[0] and "planted:" not in lines[0]
+    assert lines[1].startswith("2. RECOVERED (planted): layerwise probing")
+    assert lines[2].startswith("3. RECOVERED (planted): one head encodes colours")
+    assert lines[3].startswith("4. RECOVERED (planted): another head")
+    assert lines[0].startswith("1. ") and "(planted stand-in)" in lines[0] and "(planted):" not in lines[0]
     assert not any("REPRODUCED" in line for line in lines[1:])
     assert [(f.verdict, dict(f.numbers)) for f in findings.study_findings(res)] == before
     # the study names another image head than the one planted: missed
     res["interventions"].attrs.update(planted_image_head=2)
-    assert findings.study_findings(res)[3].line().startswith("4. planted: missed: another head")
+    assert findings.study_findings(res)[3].line().startswith("4. MISSED (planted): another head")
 
 
 def test_a_planted_finding_says_when_the_reference_claim_differs():
     """Finding 3's radial organisation was not planted: with the inert head found but not radial, the
-    line reads "planted: recovered" and says that, as the reference states it, it is NOT reproduced."""
+    line reads one verdict, "RECOVERED (planted)" (never "recovered ... NOT reproduced"); the reference's
+    whole claim, NOT reproduced, is in the finding's evidence (the report's)."""
     res, *_ = constructed_result(radial=(0.9, 0.1, 0.8, 0.7))  # head 1 below the median radial score
     res["interventions"].attrs.update(PLANTED)
     assert findings.findings(res)[2]["verdict"] == "NOT reproduced"
-    line = findings.study_findings(res)[2].line()
-    assert line.startswith("3. planted: recovered: ")
-    assert line.endswith("as the reference states it (with what was not planted): NOT reproduced")
+    found = findings.study_findings(res)[2]
+    line = found.line()
+    assert line.startswith("3. RECOVERED (planted): ")
+    assert "NOT reproduced" not in line and "REPRODUCED" not in line
+    assert found.evidence.endswith(
+        "the reference's whole claim, with what was not planted in this model, is NOT reproduced here"
+    )

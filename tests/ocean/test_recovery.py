@@ -142,7 +142,7 @@ def test_head_weights_against_the_budget_and_the_counting_of_contrasts(truth):
     # prediction-only: 6 channels at r 0.71 (each with its own term: recovered) and an exact head
     assert "contrasts, not built to recover: 7 of 7 read recovered" in line
     table = recovery.recovery_table(rec)
-    assert len(table) == 7 + 6 + 7 and set(table["recovered"]) == {"yes", "no"}
+    assert len(table) == 7 + 6 + 7 and set(table["recovered"]) == {"RECOVERED", "MISSED"}
 
 
 def test_the_result_is_labelled_and_round_trips(truth, tmp_path):
@@ -230,13 +230,15 @@ def test_the_ocean_demo_writes_the_planted_truth_line_and_findings(trained, tmp_
     monkeypatch.setattr(ocean_run, "run_study", lambda cfg, out, **kw: (evidence.analyse(units), units))
     ocean_study.OceanStudy().demo(tmp_path, quick=True)
     lines = (tmp_path / "recovery.txt").read_text().splitlines()
-    assert re.fullmatch(r"ocean planted truth: \d+ of \d+ recovered \(.+\)", lines[0])
-    assert "hidden flux in the mixed free concept" in lines[0] and ": recovered" in lines[0]
+    assert re.fullmatch(r"ocean planted truth: \d+ of \d+ recovered \(.+\) \[synthetic world \(.+ grid\)\]", lines[0])
+    assert "hidden flux in the mixed free concept" in lines[0] and ": RECOVERED" in lines[0]
     assert any(line.startswith("q_hidden in free_0") for line in lines[2:])
     found = (tmp_path / "findings.txt").read_text().splitlines()
     assert len(found) == 2 and all(re.match(r"(REPRODUCED|NOT reproduced): ", f) for f in found)
     md = (tmp_path / "report.md").read_text()
-    assert "Planted truth vs what the study found" in md and lines[0] in md
+    assert "Planted truth vs what the study found" in md and lines[0].split(" [synthetic world")[0] in md
+    # the report opens with the competence table, before the verdict
+    assert md.index("Is the model competent?") < md.index("Verdict (measured)")
 
 
 def test_findings_agree_with_the_verdict_and_the_numbers():
