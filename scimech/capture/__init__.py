@@ -1,7 +1,9 @@
 """Capture: named sites and their layouts (which axis is what), attention split into heads,
-the calls of a site per forward, batches, hooks, and ``record`` -> xarray."""
+the calls of a site per forward, batches, hooks, ``record`` -> xarray, the model profile (what
+every verb assumes, measured once) and the session every verb opens on the model (below
+``causal``: both use them)."""
 
-_MODULES = ("attention", "batches", "calls", "hooks", "layout", "record", "sites")
+_MODULES = ("attention", "batches", "calls", "hooks", "layout", "profile", "record", "session", "sites")
 
 
 def __getattr__(name: str):

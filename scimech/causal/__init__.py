@@ -1,5 +1,6 @@
-"""Causal: the model profile (what every verb assumes, measured once), ablation methods, metrics,
-``ablate`` / ``patch``, the sweeps, prefix reuse, attribution patching and what a row (sample) is."""
+"""Causal: ablation methods (setters), metrics, ``ablate`` / ``patch``, one batch loop for the sweeps,
+prefix reuse, attribution patching and what a row (sample) is. The model profile lives in
+:mod:`scimech.capture.profile` (``model_profile`` here is its old path)."""
 
 _MODULES = ("ablation", "atp", "intervene", "metrics", "model_profile", "prefix_reuse", "samples", "sweep")
 

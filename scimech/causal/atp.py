@@ -124,8 +124,9 @@ class _Probes:
         qk: Mapping[str, tuple],
         policy: CallPolicy | None = None,
         cut: bool = False,
+        verb: str = "attribution_patching",
     ):
-        self.model = model
+        self.model, self.verb = model, verb
         self.cut = cut  # calls after the first probed one take only their probe's gradient path
         self.policy = policy or CallPolicy("error")
         self.by_point: dict[tuple[int, str], ResolvedSite] = {}
@@ -144,7 +145,7 @@ class _Probes:
         if not (t.is_floating_point() or t.is_complex()):
             site = self.by_point.get(key[:2])
             raise integer_activation(
-                "attribution_patching",
+                self.verb,
                 site.name if site else key[1],
                 t,
                 "and a gradient needs a floating activation",
@@ -169,7 +170,7 @@ class _Probes:
             # 'last' is known only after the pass: probe every call, keep the last in _estimates
             pol = CallPolicy("all") if self.policy.mode == "last" else self.policy
             hooks = self._stack.enter_context(
-                HookSet(self.by_point.values(), on_site, model=self.model, calls=pol, verb="attribution_patching")
+                HookSet(self.by_point.values(), on_site, model=self.model, calls=pol, verb=self.verb)
             )
             self.hooks = hooks
             for path, attn in self.qk_attn.items():
@@ -237,6 +238,7 @@ def _estimates(
     grads: Mapping[Any, torch.Tensor | None],
     source: Mapping[str, torch.Tensor | Sequence[torch.Tensor]],
     qk: Mapping[str, tuple],
+    verb: str,
 ) -> torch.Tensor:
     """(site, sample) first-order effects from one set of probe gradients, summed over the
     calls probed (each call against the source's same call; ``source[site]``: one call, or the
@@ -255,7 +257,7 @@ def _estimates(
             call = probes.attn_calls[path]
             g = grads.get(("attn", path))
             one = cast(torch.Tensor, source[s.name])  # calls="error": one tensor, the site's one call
-            check_source(s.name, one, s.select(base), "attribution_patching")
+            check_source(s.name, one, s.select(base), verb)
             new = attn.split_heads(s.replace(base, one))
             q, k = (new, call["k"]) if which == "q" else (call["q"], new)
             with torch.no_grad():
@@ -266,7 +268,7 @@ def _estimates(
             for key in keys:
                 base, g = probes.base[key], grads.get(key)
                 src = source_at(source[s.name], pol, key[2])
-                check_source(s.name, src, s.select(base), "attribution_patching")
+                check_source(s.name, src, s.select(base), verb)
                 if g is not None:
                     est = est + _first_order(s.select(g), src.to(base.dtype) - s.select(base))
         rows.append(result_values(est))
@@ -344,7 +346,6 @@ def attribution_patching(
     sites, metric, n_clean, target, resolved = patching_inputs(
         model, clean, corrupted, sites, metric, direction, target, layouts, axes
     )
-    check_batching(clean, samples, batch_size, "attribution_patching")
     with Session(
         model,
         "attribution_patching",
@@ -355,6 +356,7 @@ def attribution_patching(
         needs={"repeatable", "rows", "packing"},
         why="A per-sample first-order effect",
     ) as ses:
+        check_batching(clean, samples, batch_size, ses.verb)
         policy = ses.calls
         qk = {
             s.name: a
@@ -517,7 +519,7 @@ def _check_unreached(ses: Session, resolved, batch: _Batch, metric, max_rows: in
     names = ", ".join(repr(n) for n in batch.unreached)
     if batch.policy.mode not in ("error", "index"):
         raise DataValidationError(
-            f"attribution_patching: the metric's gradient never reaches {names} (torch.no_grad(), .detach() or a "
+            f"{ses.verb}: the metric's gradient never reaches {names} (torch.no_grad(), .detach() or a "
             "reentrant checkpoint inside the model, or an unused output), so the estimate would be 0 whatever the "
             "site does. Measure it exactly with patching_sweep(..., calls=...) instead."
         )
@@ -536,7 +538,7 @@ def _check_unreached(ses: Session, resolved, batch: _Batch, metric, max_rows: in
     }
     if moved:
         raise DataValidationError(
-            f"attribution_patching: the metric's gradient never reaches {', '.join(map(repr, moved))}, yet patching "
+            f"{ses.verb}: the metric's gradient never reaches {', '.join(map(repr, moved))}, yet patching "
             f"{'it' if len(moved) == 1 else 'them'} changes the metric by up to {max(moved.values()):.3g} on the first "
             "batch: the site runs under torch.no_grad(), after a .detach() or inside a reentrant checkpoint "
             "(torch.utils.checkpoint(..., use_reentrant=True)), where no gradient flows, and a first-order estimate "
@@ -581,7 +583,7 @@ def _estimate_batch(
     multi = policy.mode == "all" or (policy.mode == "index" and len(policy.indices) > 1)
     if multi and blocks:
         raise ValueError(
-            "attribution_patching: graddrop=True with several calls of a site at once is not "
+            f"{ses.verb}: graddrop=True with several calls of a site at once is not "
             "available; give one call (calls=k or calls='last') or graddrop=False."
         )
     groups = [[s] for s in resolved] if multi else [list(resolved)]
@@ -592,7 +594,7 @@ def _estimate_batch(
         with (
             torch.enable_grad(),
             _gates(model, blocks, state),
-            _Probes(model, group, qk, policy, cut=multi) as probes,
+            _Probes(model, group, qk, policy, cut=multi, verb=ses.verb) as probes,
             capturing(model, reuse if group is groups[0] else None, batch_size_of(clean_batch)),
         ):
             out = run_forward(model, base_batch, forward)
@@ -602,7 +604,7 @@ def _estimate_batch(
             leaves = [probes.leaves[k] for k in keys]
             if isinstance(m, torch.Tensor) and m.is_complex():
                 raise DataValidationError(
-                    f"attribution_patching: the metric {metric.name!r} is complex ({str(m.dtype).removeprefix('torch.')}"
+                    f"{ses.verb}: the metric {metric.name!r} is complex ({str(m.dtype).removeprefix('torch.')}"
                     "), and a gradient ranks sites by the change of a real number. Measure a real part of it: "
                     "metrics.output(part='real'), 'imag', 'abs' or 'angle', or a metric returning a real tensor; "
                     "patching_sweep keeps a complex metric as it is."
@@ -610,7 +612,7 @@ def _estimate_batch(
             needs_grad = ses.profile is not None and ses.profile.needs_grad
             if isinstance(m, torch.Tensor) and m.dim() == 1 and not m.requires_grad and needs_grad:
                 raise DataValidationError(
-                    f"attribution_patching: the metric {metric.name!r} has no gradient with respect to the sites: the "
+                    f"{ses.verb}: the metric {metric.name!r} has no gradient with respect to the sites: the "
                     "model computes its output with torch.autograd.grad inside forward (forces from an energy), and "
                     "without create_graph=True that output is cut from the graph. Call torch.autograd.grad(..., "
                     "create_graph=True) in the model's forward (or in a forward= passed here), or measure the sites "
@@ -631,7 +633,7 @@ def _estimate_batch(
                 grads = dict(zip(keys, g, strict=True))
                 if dropped is None:
                     unreached += _unreached(group, probes, grads, qk)
-                per_run.append(_estimates(group, probes, grads, source, qk))
+                per_run.append(_estimates(group, probes, grads, source, qk, ses.verb))
         rows.append(per_run[0])
     if multi:
         per_run = [torch.cat(rows)]

@@ -321,9 +321,9 @@ def ablate(
     in it, or never reached a call asked for: an ablation that never happened has no effect
     to report.
     """
-    m = resolve_method(method, reference=reference, factor=factor, verb="ablate")
     # the user runs the passes inside the block: the session leaves the model's modes alone
     ses = Session(model, "ablate", calls=calls, forward=forward, samples=samples, allow_last=False)
+    m = resolve_method(method, reference=reference, factor=factor, verb=ses.verb)
     policy = ses.calls
     sites = site_list(sites)
     _check_samples(ses, m, reference, sites)
@@ -462,12 +462,12 @@ def ablation_sweep(
         ``method``, ``metric``, ``factor``, ``seed``, ``calls``, ``sweep_path``,
         ``sweep_path_note``, ``row_check``.
     """
-    m = resolve_method(method, reference=reference, factor=factor, verb="ablation_sweep")
     with Session(model, "ablation_sweep", inputs, calls=calls, forward=forward, samples=samples) as ses:
+        m = resolve_method(method, reference=reference, factor=factor, verb=ses.verb)
         policy = ses.calls
         sites = site_list(sites)
         _check_samples(ses, m, reference, sites)
-        check_batching(inputs, samples, batch_size, "ablation_sweep")
+        check_batching(inputs, samples, batch_size, ses.verb)
         metric = as_metric(metric)
         n_inputs = n_samples_of(inputs) if is_one_batch(inputs) else None
         target = sweep_target(target, metric, n_inputs)
@@ -621,8 +621,8 @@ def patching_sweep(
     sites, metric, n_clean, target, resolved = patching_inputs(
         model, clean, corrupted, sites, metric, direction, target, layouts, axes
     )
-    check_batching(clean, samples, batch_size, "patching_sweep")
     with Session(model, "patching_sweep", clean, calls=calls, forward=forward, samples=samples) as ses:
+        check_batching(clean, samples, batch_size, ses.verb)
         policy = ses.calls
 
         def pairs():
