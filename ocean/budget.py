@@ -2,7 +2,9 @@
 
 TEOS-10 through ``gsw``: practical salinity and potential temperature (as in NEMO / CMEMS
 output: ``so``, ``thetao``) are converted to Absolute Salinity and Conservative
-Temperature Theta; potential density sigma0 gives the mixed-layer depth by the threshold
+Temperature Theta (in-situ temperature, CF ``sea_water_temperature`` as HYCOM's ``water_temp``, with
+``gsw.CT_from_t`` at each level's pressure; :func:`potential_from_insitu` gives its potential
+temperature, ``gsw.pt0_from_t``); potential density sigma0 gives the mixed-layer depth by the threshold
 criterion (``sigma0(h) = sigma0(10 m) + 0.03 kg m-3``, de Boyer Montegut et al. 2004).
 
 MLHC is the integral over the mixed layer, ``MLHC = int_{-h}^{0} rho cp0 Theta dz``
@@ -39,6 +41,8 @@ from .variables import rename_to_study
 
 __all__ = [
     "salinity_kind",
+    "temperature_kind",
+    "potential_from_insitu",
     "teos10",
     "mixed_layer_depth",
     "mixed_layer_heat_content",
@@ -70,6 +74,75 @@ def salinity_kind(so: xr.DataArray) -> str:
     return "absolute" if units in ("gkg-1", "g/kg", "gram/kilogram", "gkg**-1") else "practical"
 
 
+#: the kinds of 3-D temperature a product may hold, by CF standard name
+TEMPERATURE_KINDS = {
+    "sea_water_potential_temperature": "potential",
+    "sea_water_conservative_temperature": "conservative",
+    "sea_water_temperature": "in-situ",
+}
+#: how each kind becomes Conservative Temperature
+_CT_FROM = {
+    "potential": "gsw.CT_from_pt",
+    "conservative": "as given",
+    "in-situ": "gsw.CT_from_t at the level's pressure",
+}
+#: gsw's Standard Ocean Reference Salinity (g kg-1; TEOS-10, Millero et al. 2008): the Absolute Salinity a
+#: conversion of in-situ temperature takes where the product gives no salinity
+REFERENCE_SA = 35.16504
+
+
+def temperature_kind(temp: xr.DataArray) -> str:
+    """``"potential"``, ``"conservative"`` or ``"in-situ"``: what a 3-D temperature holds, from its CF
+    ``standard_name`` (``sea_water_potential_temperature``, ``sea_water_conservative_temperature``,
+    ``sea_water_temperature``: HYCOM's ``water_temp``, World Ocean Atlas, Argo); potential when it has none
+    (what ``thetao`` / ``votemper`` hold in CMIP6, CMEMS and NEMO output)."""
+    return TEMPERATURE_KINDS.get(temp.attrs.get("standard_name", ""), "potential")
+
+
+def _pressure(temp: xr.DataArray) -> tuple[xr.DataArray, xr.DataArray, xr.DataArray]:
+    """Sea pressure (dbar) of each level (``gsw.p_from_z`` of the depth, positive down, at the latitude) and the
+    latitude and longitude the conversions take (2-D ``nav_lat`` / ``nav_lon`` on a curvilinear grid)."""
+    zdim = _dim(temp, "depth", "deptht", "lev", "z")
+    if "nav_lat" in temp.coords and "nav_lon" in temp.coords:  # a curvilinear grid's 2-D positions
+        lat, lon = temp["nav_lat"], temp["nav_lon"]
+    else:
+        latn = _dim(temp, "lat", "latitude", "y") if any(d in temp.dims for d in ("lat", "latitude", "y")) else None
+        lat = temp[latn] if latn else temp["lat"]
+        lon = temp[_dim(temp, "lon", "longitude", "x")]
+    p = xr.apply_ufunc(gsw.p_from_z, -temp[zdim], lat, keep_attrs=False)
+    return p, lat, lon
+
+
+def _absolute_salinity(so: xr.DataArray | None, p, lon, lat) -> tuple[xr.DataArray | float, str]:
+    """Absolute Salinity (g kg-1) and how it was had: as given, ``gsw.SA_from_SP`` of practical salinity, or
+    :data:`REFERENCE_SA` where there is no salinity."""
+    if so is None:
+        return REFERENCE_SA, f"no salinity: gsw's reference Absolute Salinity {REFERENCE_SA} g kg-1"
+    if salinity_kind(so) == "absolute":
+        sa = so.copy(data=so.data)
+        sa.attrs = {}
+        return sa, "Absolute Salinity as given"
+    sa = xr.apply_ufunc(gsw.SA_from_SP, so, p, lon, lat, dask="allowed", keep_attrs=False)
+    sa.attrs = {}
+    return sa, "gsw.SA_from_SP of practical salinity"
+
+
+def potential_from_insitu(temp: xr.DataArray, so: xr.DataArray | None = None) -> xr.DataArray:
+    """Potential temperature referenced to the sea surface (degree_Celsius) from in-situ temperature:
+    ``gsw.pt0_from_t(SA, t, p)`` with ``p = gsw.p_from_z(-depth, lat)`` and ``SA = gsw.SA_from_SP(SP, p, lon, lat)``
+    (Absolute Salinity as given; gsw's reference salinity where there is none, which moves pt0 by under 1e-3 K in
+    the upper ocean). ``temp`` on a depth dim (m, positive down) with latitude / longitude coordinates."""
+    p, lat, lon = _pressure(temp)
+    sa, how = _absolute_salinity(so, p, lon, lat)
+    pt = xr.apply_ufunc(gsw.pt0_from_t, sa, temp, p, dask="allowed", keep_attrs=False)
+    return pt.transpose(*temp.dims).assign_attrs(
+        units="degree_Celsius",
+        standard_name="sea_water_potential_temperature",
+        long_name="potential temperature (reference pressure 0 dbar)",
+        comment=f"in-situ sea_water_temperature converted by gsw.pt0_from_t, p = gsw.p_from_z(-depth, lat), SA: {how}",
+    )
+
+
 def teos10(thetao: xr.DataArray, so: xr.DataArray) -> xr.Dataset:
     """Absolute Salinity, Conservative Temperature, sea pressure and sigma0 (gsw).
 
@@ -77,8 +150,9 @@ def teos10(thetao: xr.DataArray, so: xr.DataArray) -> xr.Dataset:
     ----------
     thetao
         Potential temperature (degree_Celsius; conservative temperature when its ``standard_name`` is
-        ``sea_water_conservative_temperature``), with a depth dim (m, positive down) and
-        ``lat`` / ``latitude`` and ``lon`` / ``longitude`` coordinates.
+        ``sea_water_conservative_temperature``, in-situ temperature when it is ``sea_water_temperature``:
+        :func:`temperature_kind`), with a depth dim (m, positive down) and ``lat`` / ``latitude`` and
+        ``lon`` / ``longitude`` coordinates.
     so
         Practical salinity (PSU, "1e-3"), or Absolute Salinity (g kg-1) when its ``standard_name`` is
         ``sea_water_absolute_salinity`` or its units are g/kg (:func:`salinity_kind`).
@@ -88,33 +162,19 @@ def teos10(thetao: xr.DataArray, so: xr.DataArray) -> xr.Dataset:
     xr.Dataset
         ``SA`` (g kg-1), ``CT`` (degree_Celsius), ``p`` (dbar), ``sigma0`` (kg m-3).
     """
-    zdim = _dim(thetao, "depth", "deptht", "lev", "z")
-    if "nav_lat" in thetao.coords and "nav_lon" in thetao.coords:  # a curvilinear grid's 2-D positions
-        lat, lon = thetao["nav_lat"], thetao["nav_lon"]
+    p, lat, lon = _pressure(thetao)
+    sa, sa_how = _absolute_salinity(so, p, lon, lat)
+    kind = temperature_kind(thetao)
+    if kind == "conservative":
+        ct = thetao.copy()
+    elif kind == "in-situ":
+        ct = xr.apply_ufunc(gsw.CT_from_t, sa, thetao, p, dask="allowed", keep_attrs=False)
     else:
-        latn = _dim(thetao, "lat", "latitude", "y") if any(d in thetao.dims for d in ("lat", "latitude", "y")) else None
-        lat = thetao[latn] if latn else thetao["lat"]
-        lon = thetao[_dim(thetao, "lon", "longitude", "x")]
-    z = -thetao[zdim]
-    # keep_attrs=False: each output is labelled for what it is, not with the salinity's attributes
-    p = xr.apply_ufunc(gsw.p_from_z, z, lat, keep_attrs=False)
-    absolute = salinity_kind(so) == "absolute"
-    conservative = thetao.attrs.get("standard_name") == "sea_water_conservative_temperature"
-    sa = (
-        so.copy(data=so.data)
-        if absolute
-        else xr.apply_ufunc(gsw.SA_from_SP, so, p, lon, lat, dask="allowed", keep_attrs=False)
-    )
-    sa.attrs = {}
-    ct = thetao.copy() if conservative else xr.apply_ufunc(gsw.CT_from_pt, sa, thetao, dask="allowed", keep_attrs=False)
+        ct = xr.apply_ufunc(gsw.CT_from_pt, sa, thetao, dask="allowed", keep_attrs=False)
     ct.attrs = {}
     s0 = xr.apply_ufunc(gsw.sigma0, sa, ct, dask="allowed", keep_attrs=False)
-    how = (
-        "TEOS-10 (gsw) from "
-        + ("conservative" if conservative else "potential")
-        + " temperature and "
-        + ("Absolute Salinity" if absolute else "practical salinity")
-    )
+    absolute = sa_how.startswith("Absolute")
+    how = f"TEOS-10 (gsw) from {kind} temperature and " + ("Absolute Salinity" if absolute else "practical salinity")
     return xr.Dataset(
         {
             "SA": sa.assign_attrs(
@@ -127,7 +187,7 @@ def teos10(thetao: xr.DataArray, so: xr.DataArray) -> xr.Dataset:
                 units="degree_Celsius",
                 standard_name="sea_water_conservative_temperature",
                 long_name="Conservative Temperature",
-                comment=f"{'as given' if conservative else 'gsw.CT_from_pt'}; {how}",
+                comment=f"{_CT_FROM[kind]}; {how}",
             ),
             "p": p.assign_attrs(
                 units="dbar",

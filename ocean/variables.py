@@ -163,7 +163,8 @@ STANDARD_NAMES: dict[str, tuple[str, ...]] = {
         "ocean_mixed_layer_thickness_defined_by_temperature",
         "ocean_mixed_layer_thickness",
     ),
-    "thetao": ("sea_water_potential_temperature", "sea_water_conservative_temperature"),
+    # in-situ temperature last (HYCOM's water_temp, WOA, Argo): converted to potential by the reader (gsw.pt0_from_t)
+    "thetao": ("sea_water_potential_temperature", "sea_water_conservative_temperature", "sea_water_temperature"),
     "so": ("sea_water_salinity", "sea_water_practical_salinity", "sea_water_absolute_salinity"),
     "uo": ("sea_water_x_velocity", "eastward_sea_water_velocity"),
     "vo": ("sea_water_y_velocity", "northward_sea_water_velocity"),
@@ -229,6 +230,7 @@ PRODUCT_NAMES: dict[str, str] = {
     "vomecrty": "vo",
     "temp": "thetao",
     "TEMP": "thetao",
+    "water_temp": "thetao",  # HYCOM (in-situ: standard_name sea_water_temperature, converted by the reader)
     "salt": "so",
     "SALT": "so",
     # coordinates and dims
