@@ -141,7 +141,8 @@ class Session:
     # -- the profile -------------------------------------------------------------------------
     def profile_for(self, batch: Any) -> ModelProfile:
         """The model's profile for this session's ``forward=`` and ``batch``'s signature: looked
-        up once per session (the first batch's), as far as it is measured."""
+        up once per session, on the verb's first batch (the first of :meth:`profile_for`,
+        :meth:`grad` or :meth:`run`), as far as it is measured; :attr:`profile` from then on."""
         if self.profile is None:
             self.profile = profile_of(self.model, batch, self.forward)
         return self.profile
@@ -186,8 +187,7 @@ class Session:
         finally:
             if modes is not None:
                 restore_modes(modes)
-        self.profile = prof if self.profile is None else self.profile
-        return prof
+        return prof  # not the session's own profile: the batch checked may be another (a reference)
 
     # -- hooks and the fired check ----------------------------------------------------------
     def hooks(
