@@ -222,7 +222,7 @@ def study_plan(
 class Traces:
     """Your recording instead of the simulator (``--data``; :func:`neuro.data.from_traces`)."""
 
-    path: Path
+    path: Path | str | list[Path]  # one path, a glob, or several (suite2p's plane folders)
     conditions: Path | str | None = None  # a file of labels or step ranges, or "zapbench" (neuro.reader)
     dt: float | None = None
     held_out: tuple[str, ...] = ()

@@ -34,6 +34,7 @@ from pathlib import Path
 
 from scimech.errors import ConfigError
 from scimech.run import options
+from scimech.run.many_paths import data_takes_many, given, inspect_takes_many
 from scimech.run.options import add_cluster_arguments, existing_path, input_path, number, whole
 from scimech.studies.contract import Command, Plan, Study
 
@@ -71,6 +72,11 @@ DATA_HELP = (
     "folder (its plane folders read as one recording, with --conditions or a conditions.csv inside) "
     "(neuro.data.from_traces; `scimech neuro inspect PATH` says what is read)"
 )
+
+
+def _data_value(data):
+    """``--data`` as the reader takes it: one path, or a list of them (a glob stays a pattern string)."""
+    return [Path(d) for d in data] if isinstance(data, (list, tuple)) else data
 
 
 def conditions_source(text: str):
@@ -199,6 +205,7 @@ class NeuroStudy(Study):
 
     # --- the study ----------------------------------------------------------------------------
     def add_options(self, q: argparse.ArgumentParser) -> None:
+        data_takes_many(q)  # several paths (suite2p's plane folders) or a glob
         _task_options(q, sizes=False)
         sizes = {k: "/".join(str(BUDGETS[s][k]) for s in BUDGETS) for k in ("nodes", "seeds", "long_nodes")}
         q.add_argument(
@@ -297,13 +304,13 @@ class NeuroStudy(Study):
             search_neurons=args.search_neurons,
         )
         traces = (
-            Traces(Path(args.data), args.conditions, args.dt, tuple(args.held_out or ()), args.protocol)
+            Traces(_data_value(args.data), args.conditions, args.dt, tuple(args.held_out or ()), args.protocol)
             if args.data is not None
             else None
         )
         plan = study_plan(
             settings,
-            data=str(args.data) if args.data else None,
+            data=str(_data_value(args.data)) if args.data else None,
             proposer=args.proposer,
             traces=traces,
             proposer_spec=Proposer(args.proposer, args.base_url, args.llm_model),
@@ -400,6 +407,7 @@ class NeuroStudy(Study):
 
     # --- inspect: what is read from your traces ---------------------------------------------------
     def add_inspect_options(self, parser: argparse.ArgumentParser) -> None:
+        inspect_takes_many(parser)  # the reader refuses what it cannot read, naming the fix
         _data_options(parser, data=False)
         parser.add_argument(
             "--held-out",
@@ -427,7 +435,7 @@ class NeuroStudy(Study):
         from .data import inspect_traces
 
         return inspect_traces(
-            path,
+            _data_value(given(path, getattr(args, "more", None))),
             conditions=args.conditions,
             dt=args.dt,
             held_out=tuple(args.held_out or ()),
@@ -510,6 +518,7 @@ def _baselines_options(b: argparse.ArgumentParser) -> None:
     _task_options(b, sizes=True)
     options.add(b, "out", default="runs/neuro/baselines")
     options.add(b, "data", formats=_DATA_FORMATS, context=DATA_HELP)
+    data_takes_many(b)
     add_cluster_arguments(b)
     _needs_data(b)
 
@@ -522,7 +531,7 @@ def _baselines(args) -> int:
         from .data import from_traces
 
         task = from_traces(
-            args.data,
+            _data_value(args.data),
             conditions=args.conditions,
             dt=args.dt,
             held_out=args.held_out or (),

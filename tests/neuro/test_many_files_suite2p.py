@@ -139,3 +139,24 @@ def test_task_carries_each_neuron_s_acquisition_offset(tmp_path):
     np.testing.assert_allclose(task.meta["acquisition_offset"], offsets, rtol=1e-12)
     sub = task.neuron_subset(5, seed=0)
     np.testing.assert_allclose(sub.meta["acquisition_offset"], offsets[sub.meta["neuron_index"]], rtol=1e-12)
+
+
+def test_cli_takes_several_plane_folders_and_a_glob(tmp_path, capsys):
+    from scimech.run.cli import main
+
+    from neuro.study import NeuroStudy
+
+    run = mf.write_run(tmp_path)
+    (run / "conditions.csv").write_text("condition,start,stop\ndark,0,50\ngain,50,100\n")
+    assert main(["neuro", "inspect", str(run / "plane0"), str(run / "plane2")]) == 0
+    out = capsys.readouterr().out
+    assert "2 plane folders joined along the neurons" in out and "plane1" not in out.split("how combined")[0]
+    assert main(["neuro", "inspect", str(run / "plane*")]) == 0
+    assert "3 plane folders joined along the neurons" in capsys.readouterr().out
+    parser = NeuroStudy().study_parser()
+    args = parser.parse_args(["--data", str(run / "plane0"), str(run / "plane1"), "--out", str(tmp_path / "o")])
+    assert args.data == [run / "plane0", run / "plane1"]
+    assert parser.parse_args(["--data", str(run / "plane*"), "--out", str(tmp_path / "o")]).data == str(run / "plane*")
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--data", str(run / "nothing*"), "--out", str(tmp_path / "o")])
+    assert "no file or folder matches" in capsys.readouterr().err
