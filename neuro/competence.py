@@ -36,7 +36,7 @@ def world_of(task) -> str:
         return your_product(str(read.get("source") or read.get("product") or task.name))
     return synthetic_world(
         f"simulated larva, {task.n_neurons} observed units, {len(task.train_series)} training trials, "
-        f"{len(task.test)} test windows"
+        f"{len(np.asarray(task.test.trial))} test windows"
     )
 
 
