@@ -44,7 +44,7 @@ RMSE = Metric(
 def world_of(cfg: StudyConfig) -> str:
     """``"your product (<path>)"`` or ``"synthetic world (<members> members x <years> years on a NY x NX grid)"``."""
     if cfg.data:
-        return your_product(Path(str(cfg.data)).name)
+        return your_product(Path(cfg.data).name if isinstance(cfg.data, str) else f"{len(cfg.data)} files")
     from .synthetic import SynthConfig
 
     syn = SynthConfig(**cfg.synth)
