@@ -366,9 +366,7 @@ def _read_table(path: Path, index: int = 0) -> _Table:
     except (DataValidationError, FileNotFoundError, MissingVariableError, UnitsError):
         raise
     except (OSError, ValueError, TypeError, KeyError, EOFError) as err:
-        raise DataValidationError(
-            f"{path} is not a readable FITS catalogue ({type(err).__name__}: {str(err)[:200]})."
-        ) from err
+        raise DataValidationError(f"{path} is not a readable FITS catalogue ({type(err).__name__}: {err}).") from err
 
 
 def _shape_of(t: _Table) -> dict[str, object]:

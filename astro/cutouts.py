@@ -245,7 +245,7 @@ def _load_cube(path: Path) -> tuple[np.ndarray, fits.Header | None, tuple | None
         raise
     except (OSError, ValueError, EOFError, TypeError) as err:  # TypeError: astropy on a truncated file
         raise DataValidationError(
-            f"{path} is not a readable .npy or FITS image cube ({type(err).__name__}: {str(err)[:200]})."
+            f"{path} is not a readable .npy or FITS image cube ({type(err).__name__}: {err})."
         ) from err
     return cube, header, per_band, layout
 

@@ -158,7 +158,7 @@ def _open(source, reading: Reading) -> xr.Dataset:
             raise
         except Exception as err:
             raise DataValidationError(
-                f"Cannot read traces from {path} ({type(err).__name__}: {str(err)[:200]}): "
+                f"Cannot read traces from {path} ({type(err).__name__}: {err}): "
                 "give a zarr store or array, a netCDF file or a .npy (time, neuron) "
                 "array."
             ) from err
@@ -781,9 +781,7 @@ def _conditions_file(path: Path, T: int, dt: float | None = None) -> np.ndarray:
     except (DataValidationError, ConfigError):
         raise
     except Exception as err:
-        raise DataValidationError(
-            f"Cannot read conditions from {path} ({type(err).__name__}: {str(err)[:160]})."
-        ) from err
+        raise DataValidationError(f"Cannot read conditions from {path} ({type(err).__name__}: {err}).") from err
     cols = {str(c).strip().lower(): c for c in table.columns}
     if "onset" in cols and "duration" in cols:
         return _from_events(table[~table.isna().all(axis=1)], T, path.name, dt, cols)

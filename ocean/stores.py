@@ -54,7 +54,7 @@ def open_zarr(path: str | os.PathLike, *, validate_schema: bool = True, **kwargs
         ds = xr.open_zarr(path, consolidated=False, chunks={})
     except Exception as err:
         raise DataValidationError(
-            f"Cannot open the zarr store {str(path)!r} ({type(err).__name__}: {str(err)[:200]}). It is truncated "
+            f"Cannot open the zarr store {str(path)!r} ({type(err).__name__}: {err}). It is truncated "
             "or not a zarr v3 store: rewrite it (e.g. `scimech ocean synth --out ...`) or restore a copy."
         ) from err
     return validate(ds, check_nans=False, **kwargs) if validate_schema else ds

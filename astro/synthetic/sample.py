@@ -140,8 +140,7 @@ class GalaxySample:
             raise
         except (OSError, ValueError, TypeError, KeyError, IndexError, EOFError) as err:
             raise DataValidationError(
-                f"{path} is not a readable FITS sample: it is corrupt or not FITS "
-                f"({type(err).__name__}: {str(err)[:200]}). {fix}"
+                f"{path} is not a readable FITS sample: it is corrupt or not FITS ({type(err).__name__}: {err}). {fix}"
             ) from err
         if images is not None and len(images) != n_rows:
             raise DataValidationError(f"{path}: IMAGES holds {len(images)} galaxies but CATALOG {n_rows}. {fix}")
@@ -214,7 +213,7 @@ class GalaxySample:
                     ds = opened.load()
         except Exception as err:  # zarr/xarray raise many types on a damaged store
             raise DataValidationError(
-                f"Cannot read the zarr sample {path} ({type(err).__name__}: {str(err)[:200]}): it is corrupt. {fix}"
+                f"Cannot read the zarr sample {path} ({type(err).__name__}: {err}): it is corrupt. {fix}"
             ) from err
         cat = QTable()
         for name in ds.data_vars:

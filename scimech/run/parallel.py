@@ -101,7 +101,7 @@ def read_cluster_config(path: str | os.PathLike) -> dict:
         data = read_config(path)  # the same TOML / YAML rules as every --config file
     except ConfigError as err:
         raise ConfigError(
-            f"{str(path)!r} is not a cluster file ({' '.join(str(err).split())[:160]}); write a TOML "
+            f"{str(path)!r} is not a cluster file ({' '.join(str(err).split())}); write a TOML "
             'or YAML file with a [cluster] section, e.g.\n[cluster]\nkind = "slurm"'
         ) from None
     section = data.get("cluster")
