@@ -24,7 +24,10 @@ returns it on the study's horizontal dims ``(lat, lon)``:
   from ``i``) has its rows reversed, since the Ekman and geostrophic cross products need right-handed axes;
 - **staggered fields** (MOM's ``xq`` / ``yq``, MOM5's ``xu_ocean`` / ``yu_ocean``, NEMO's U / V points
   on ``x_u`` / ``y_v`` or xnemogcm's ``x_f`` / ``y_f``) brought to the T points by xgcm's ``interp``
-  (the mean of the two neighbouring faces; a face that is NaN counts as no flow), never dropped;
+  (the mean of the two neighbouring faces; a face that is NaN counts as no flow), never dropped; a
+  variable on the T points' own dims is placed by its own CF ``coordinates`` attribute where it has one
+  (:func:`declared_coordinates`: POP's ``TEMP`` names ``TLONG TLAT``, its ``TAUX`` ``ULONG ULAT``; once a
+  file is decoded every variable carries every position on its dims), else by the positions attached to it;
 - **metrics** from a NEMO mesh mask when one is given (``e1t`` / ``e2t`` in m, ``e3t_0`` / ``e3t``,
   the 3-D ``tmask`` whose surface level is the 2-D ocean mask, or ``tmaskutil``), placed by xnemogcm's
   table of Arakawa points;
@@ -61,6 +64,7 @@ __all__ = [
     "regular_grid",
     "curvilinear_grid",
     "is_periodic",
+    "declared_coordinates",
     "periodic_in_longitude",
     "mark_periodic",
     "axis_angles",
@@ -265,13 +269,30 @@ _V_POSITIONS = {"glamv", "gphiv", "nav_lon_grid_V", "nav_lat_grid_V"}
 _CORNER_POSITIONS = {"glamf", "gphif", "ULAT", "ULONG", "geolon_c", "geolat_c"}
 
 
-def _faces_on_t_dims(ds: xr.Dataset, ydim: str, xdim: str) -> tuple[xr.Dataset, dict[str, tuple[str, str]]]:
+def declared_coordinates(da: xr.DataArray) -> set[str] | None:
+    """The names in a variable's own CF ``coordinates`` attribute (CF 5: where the variable lives; xarray moves
+    it into ``encoding`` when it decodes a file), None when it declares none. A file's variables all get every
+    coordinate that shares their dims once decoded (POP's tracers get ``ULAT`` / ``ULONG`` too), so only this
+    attribute tells a tracer from a velocity on the same ``(nlat, nlon)`` dims."""
+    text = da.encoding.get("coordinates", da.attrs.get("coordinates"))
+    return set(str(text).split()) if text else None
+
+
+def _faces_on_t_dims(
+    ds: xr.Dataset, ydim: str, xdim: str, facts: dict | None = None
+) -> tuple[xr.Dataset, dict[str, tuple[str, str]]]:
     """A variable on the T points' dims whose coordinates are U (V) positions is on the east (north) faces,
     one with corner positions on both: its x (y) dim renamed ``<x>_U`` (``<y>_V``) so that it is interpolated
-    like any staggered dim."""
+    like any staggered dim. Its coordinates are those its own CF ``coordinates`` attribute names
+    (:func:`declared_coordinates`), else those attached to it."""
     extra: dict[str, tuple[str, str]] = {}
+    declared_by: list[str] = []
+    staggered = _U_POSITIONS | _V_POSITIONS | _CORNER_POSITIONS
     for name, da in list(ds.data_vars.items()):
-        coords = set(map(str, da.coords))
+        declared = declared_coordinates(da)
+        coords = declared if declared is not None else set(map(str, da.coords))
+        if declared is not None and set(map(str, da.coords)) & staggered:
+            declared_by.append(f"{name}: {' '.join(sorted(declared & set(map(str, ds.variables))))}")
         faces = []
         if coords & (_U_POSITIONS | _CORNER_POSITIONS):
             faces.append((xdim, "X", "U"))
@@ -283,6 +304,11 @@ def _faces_on_t_dims(ds: xr.Dataset, ydim: str, xdim: str) -> tuple[xr.Dataset, 
                 {name: da.reset_coords(drop=True).rename({dim: f"{dim}_{tag}" for dim, _, tag in faces})}
             )
             extra.update({f"{dim}_{tag}": (axis, "right") for dim, axis, tag in faces})
+    if declared_by and facts is not None:
+        facts["variable positions"] = (
+            "each variable's own CF coordinates attribute (a decoded file attaches every position to every "
+            "variable on the same dims): " + "; ".join(declared_by)
+        )
     return ds, extra
 
 
@@ -843,7 +869,7 @@ def read_grid(ds: xr.Dataset, reading: Reading | None = None, *, mesh_mask: xr.D
     if mesh_mask is not None:
         ds = _merge_mesh_mask(ds, mesh_mask, ydim, xdim, facts)
     facts["latitude, longitude"] = f"{lat}, {lon}"
-    ds, same_dims = _faces_on_t_dims(ds, ydim, xdim)
+    ds, same_dims = _faces_on_t_dims(ds, ydim, xdim, facts)
     stag = _staggered_dims(ds, ydim, xdim, same_dims)
     if stag:
         periodic = ds[lon].ndim == 1 and is_periodic(_unwrap(ds[lon].values))
@@ -863,6 +889,7 @@ def read_grid(ds: xr.Dataset, reading: Reading | None = None, *, mesh_mask: xr.D
             "latitude, longitude",
             "positions",
             "j axis",
+            "variable positions",
             "longitude",
             "periodic in longitude",
             "latitude order",
