@@ -461,16 +461,7 @@ def record(
                         "batch_first=True modules, or a forward= that transposes sequence-first tensors."
                     )
                 if policy.stacked:
-                    n_calls = {s: a.shape[1] for s, a in arrays.items()}
-                    if first_calls is None:
-                        first_calls = n_calls
-                    elif n_calls != first_calls:
-                        raise DimensionError(
-                            f"record(calls={policy}): the sites ran {first_calls} times in the first batch but "
-                            f"{n_calls} in the batch starting at sample {start} (a number of calls that depends on "
-                            "the data, e.g. an adaptive solver's steps), so the calls cannot share one 'call' dim. "
-                            "Use calls='last' or calls=k, a fixed-step solver, or one batch (batch_size >= samples)."
-                        )
+                    first_calls = _same_calls(arrays, first_calls, policy, start)
                 if dims is None:
                     met = rec.axes
                     plan = {
@@ -510,6 +501,21 @@ def record(
     if sample_coord is not None:
         ds = ds.assign_coords(sample=np.asarray(sample_coord))
     return _with_attrs(_call_coord(ds, policy), site_attrs, reduce, policy)
+
+
+def _same_calls(
+    arrays: Mapping[str, np.ndarray], first: dict[str, int] | None, policy: CallPolicy, start: int
+) -> dict[str, int]:
+    """The calls of each site on a stacked call axis: every batch must make as many as the first."""
+    n_calls = {s: a.shape[1] for s, a in arrays.items()}
+    if first is not None and n_calls != first:
+        raise DimensionError(
+            f"record(calls={policy}): the sites ran {first} times in the first batch but "
+            f"{n_calls} in the batch starting at sample {start} (a number of calls that depends on "
+            "the data, e.g. an adaptive solver's steps), so the calls cannot share one 'call' dim. "
+            "Use calls='last' or calls=k, a fixed-step solver, or one batch (batch_size >= samples)."
+        )
+    return n_calls
 
 
 def _one_sample_per_pass(resolved: Sequence[ResolvedSite], inputs: Any, batch_size: int) -> bool:
