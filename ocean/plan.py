@@ -352,9 +352,10 @@ class RunSettings:
     progress_bar: bool = False
 
 
-#: bench/RESULTS.md (ocean, `python -m bench.bench_scale`): one unit at 8 x 10 cells, 4 years, 2 members,
-#: 12 epochs took 3.88 s on one worker
-_BENCH_UNIT = (3.88, 8 * 10 * 4 * 2 * 12)
+#: the quick study (9 units: 12 x 16 cells, 12 years, 2 members, 30 epochs) took 2.7 min on 2 CPU cores, data
+#: and report included (docs/ocean.md: 2-3 min): 18 s per unit. Scaled from bench/RESULTS.md's 3.88 s unit
+#: (8 x 10 cells, 4 years, 12 epochs, width 6) instead, a quick study read "about 10 min"
+_BENCH_UNIT = (18.0, 12 * 16 * 12 * 2 * 30)
 
 
 def _synthetic_axis(syn: Mapping[str, Any]) -> timeaxis.TimeAxis:
@@ -477,7 +478,7 @@ def study_plan(
         units,
         sizes,
         per,
-        "scaled by grid cells x years x members x epochs from bench/RESULTS.md's 3.88 s unit",
+        "scaled by grid cells x years x members x epochs from the quick study's 18 s per unit on 2 cores",
         str(out),
         settings=settings,
     )

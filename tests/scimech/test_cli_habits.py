@@ -181,3 +181,22 @@ def test_scimech_versions_prints_the_versions_a_bug_report_needs(capsys):
     for line in (f"numpy: {numpy.__version__}", f"torch: {torch.__version__}", f"xarray: {xarray.__version__}"):
         assert line in out.splitlines(), line
     assert f"python: {sys.version.split()[0]}" in out
+
+
+def _estimate_minutes(argv: list[str], tmp_path: Path, capsys) -> float:
+    assert main([*argv, "--dry-run", "--out", str(tmp_path / "o")]) == 0
+    found = re.search(r"estimated time: about ([0-9.]+) (s|min|h)\b", capsys.readouterr().out)
+    assert found, "no estimate"
+    return float(found.group(1)) * {"s": 1 / 60, "min": 1, "h": 60}[found.group(2)]
+
+
+@pytest.mark.parametrize(
+    "size, measured",
+    [
+        ("quick", 2.7),  # minutes: the quick ocean study, 9 units on 2 CPU cores (docs/ocean.md: 2-3 min)
+        ("medium", 30.0),  # docs/ocean.md's size table: "about half an hour"
+    ],
+)
+def test_the_ocean_study_estimates_its_time_within_a_factor_of_two(size, measured, tmp_path, capsys):
+    minutes = _estimate_minutes(["ocean", "study", f"--{size}"], tmp_path, capsys)
+    assert measured / 2 <= minutes <= measured * 2, f"{size}: estimated {minutes:.1f} min, measured {measured} min"
