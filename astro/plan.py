@@ -87,7 +87,7 @@ class StudySettings:
     model: Path | None = None
     train: Path | None = None
     test: Path | None = None
-    catalog: Path | None = None
+    catalog: Path | str | None = None  # a file, a folder, a glob; several files said in words (record: the list)
     images: Path | None = None
     test_fraction: float = 0.25
     image_tokenizer: Path | None = None
@@ -115,13 +115,15 @@ def check_sizes(sizes: Mapping[str, Any] | None) -> dict[str, Any]:
     return sz
 
 
-def data_files(data, images: str | Path | None = None) -> tuple[Path | str, Path | None]:
-    """``(catalogue, cut-outs)`` of ``--data``: a catalogue file, a glob of catalogue files (given on as the
-    pattern), or a folder holding DR10 sweep files (``sweep-*.fits``: given on as the folder) or
+def data_files(data, images: str | Path | None = None) -> tuple[Path | str | list[Path], Path | None]:
+    """``(catalogue, cut-outs)`` of ``--data``: a catalogue file, several (a list), a glob of catalogue files
+    (given on as the pattern), or a folder holding DR10 sweep files (``sweep-*.fits``: given on as the folder) or
     ``catalog.fits``; unless ``images`` is given, the folder's ``images.npy`` / ``images.fits`` cube or its
     ``cutouts/`` folder of per-galaxy FITS files (:mod:`astro.cutout_folder`), when there."""
     from .sweeps import SWEEP_GLOB, catalogue_files
 
+    if isinstance(data, (list, tuple)):
+        return [Path(p) for p in data], None if images is None else Path(images)
     if isinstance(data, str) and not Path(data).exists() and any(c in data for c in "*?["):
         catalogue_files(data)  # a glob that matches nothing: refused here
         return data, None if images is None else Path(images)
@@ -181,7 +183,7 @@ def resolve_settings(
     test: str | Path | None = None,
     image_tokenizer: str | Path | None = None,
     block: int | None = None,
-    catalog: str | Path | None = None,
+    catalog: str | Path | list | None = None,
     images: str | Path | None = None,
     test_fraction: float = 0.25,
     world: str | None = None,
@@ -233,19 +235,20 @@ def resolve_settings(
     if source == "catalog":
         if not 0 < test_fraction < 1:
             raise ConfigError(f"test_fraction must be between 0 and 1; got {test_fraction}.")
-        from .sweeps import catalogue_files
+        from .sweeps import catalogue_files, source_text
 
         catalogue_files(catalog)  # a file, folder or glob that is not there: refused before anything runs
         for f in (images, model):
             if f is not None and not Path(f).exists():
                 raise FileNotFoundError(f"No file or folder at {f}.")
+        many = [Path(f).resolve() for f in catalog] if isinstance(catalog, (list, tuple)) else None
         paths = dict(
-            catalog=Path(catalog).resolve(),
+            catalog=source_text(many) if many else Path(catalog).resolve(),
             images=Path(images).resolve() if images else None,
             model=Path(model).resolve() if model is not None else None,
         )
         record.update(
-            catalog=str(paths["catalog"]),
+            catalog=[str(f) for f in many] if many else str(paths["catalog"]),
             images=str(paths["images"]) if images else None,
             test_fraction=float(test_fraction),
             n_train=None,

@@ -54,6 +54,7 @@ from pathlib import Path
 
 from scimech.errors import ScimechError
 from scimech.run import options
+from scimech.run.many_paths import data_takes_many, given, inspect_takes_many
 from scimech.run.options import Format, existing_path, fraction, input_path, whole
 from scimech.studies.contract import Command, Plan, Study
 
@@ -100,6 +101,7 @@ class AstroStudy(Study):
 
     # --- the study ----------------------------------------------------------------------------
     def add_options(self, st: argparse.ArgumentParser) -> None:
+        data_takes_many(st)  # several catalogue files (DR10 sweeps) or a glob
         g = st.add_argument_group("galaxies and model (default: synthetic galaxies, a stand-in trained here)")
         g.add_argument(
             "--images",
@@ -318,6 +320,7 @@ class AstroStudy(Study):
 
     # --- what is read from your catalogue ------------------------------------------------------
     def add_inspect_options(self, parser: argparse.ArgumentParser) -> None:
+        inspect_takes_many(parser)
         parser.add_argument(
             "--images",
             type=input_path("npy", "fits"),
@@ -344,7 +347,7 @@ class AstroStudy(Study):
         from .plan import data_files
         from .split import split_catalogue
 
-        catalog, images = data_files(path, getattr(args, "images", None))
+        catalog, images = data_files(given(path, getattr(args, "more", None)), getattr(args, "images", None))
         with warnings.catch_warnings():  # the dropped rows are in the reading
             warnings.simplefilter("ignore", UserWarning)
             sample = read_legacy_survey(catalog, images)

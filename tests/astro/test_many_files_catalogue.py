@@ -199,3 +199,28 @@ def test_a_study_s_catalogue_unit_reads_the_sweep_folder(tmp_path, galaxies):
     assert out["n_train"] + out["n_test"] == N  # both sweeps' rows, split by object
     files = json.loads(out["reading"])["sections"]["files"]
     assert a.name in files and b.name in files
+
+
+def test_cli_takes_several_sweep_files_and_a_glob(tmp_path, galaxies, capsys):
+    from scimech.run.cli import main
+
+    from astro.plan import settings_from_args
+    from astro.study import AstroStudy
+
+    south, a, b = two_sweeps(tmp_path, galaxies)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        assert main(["astro", "inspect", str(a), str(b)]) == 0
+        out = capsys.readouterr().out
+        assert a.name in out and b.name in out and "2 files read as one catalogue" in out
+        assert main(["astro", "inspect", str(south / "sweep-*.fits")]) == 0
+        assert "2 files read as one catalogue" in capsys.readouterr().out
+    parser = AstroStudy().study_parser()
+    args = parser.parse_args(["--data", str(a), str(b), "--out", str(tmp_path / "run")])
+    s = settings_from_args(args)
+    assert s.record["catalog"] == [str(a.resolve()), str(b.resolve())] and "(2 files)" in str(s.catalog)
+    args = parser.parse_args(["--data", str(south / "sweep-*.fits"), "--out", str(tmp_path / "run")])
+    assert settings_from_args(args).record["catalog"] == str((south / "sweep-*.fits").resolve())
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--data", str(south / "nothing-*.fits"), "--out", str(tmp_path / "run")])
+    assert "no file or folder matches" in capsys.readouterr().err
