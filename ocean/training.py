@@ -45,10 +45,20 @@ def _setup(cfg: StudyConfig, path: Path):
     return ds, split, norm
 
 
-def _dataset(ds, t, norm, cfg):
-    return odata.WindowDataset(
-        ds, t, norm, window=cfg.window, lead=cfg.lead, patch=tuple(cfg.patch) if cfg.patch else None, max_blocks=64
-    )
+def _dataset(ds, t, norm, cfg, *, whole: bool = False):
+    """The windows ending at ``t``: patches of ``cfg.patch`` for training (sampled from the grid, as
+    OceanCBM trains), the whole grid for the test split (``whole``: the model is convolutional, so it
+    forecasts any grid, and the unit's maps are whole)."""
+    patch = tuple(cfg.patch) if cfg.patch and not whole else None
+    return odata.WindowDataset(ds, t, norm, window=cfg.window, lead=cfg.lead, patch=patch, max_blocks=64)
+
+
+def _test_batch_size(ds: xr.Dataset, cfg: StudyConfig, base: int = 64) -> int:
+    """Whole-grid test windows per batch: ``base`` patches' worth of grid points (at least one window)."""
+    if not cfg.patch:
+        return base
+    grid = ds.sizes["lat"] * ds.sizes["lon"]
+    return max(1, int(base * cfg.patch[0] * cfg.patch[1] // grid))
 
 
 @torch.no_grad()
@@ -162,8 +172,8 @@ def train_unit(
         torch.manual_seed(seed)
         ds, split, norm = _setup(cfg, Path(data_path))
         model, hist, n_free = _fit(cfg, regime, seed, ds, split, norm, checkpoint_dir, progress_bar, device)
-        test = _dataset(ds, split.test, norm, cfg)
-        p = _predict(model, odata.make_batches(test, 64, shuffle=False)(0), n_free)
+        test = _dataset(ds, split.test, norm, cfg, whole=True)
+        p = _predict(model, odata.make_batches(test, _test_batch_size(ds, cfg), shuffle=False)(0), n_free)
         return unit_dataset(p, model, hist, ds, split, norm, cfg, config, regime, seed, n_free)
     finally:
         torch.set_num_threads(before)
