@@ -1,8 +1,8 @@
 """scimech: mechanistic interpretability for scientific models.
 
 The domain-agnostic core, in subpackages by concern: :mod:`scimech.capture` (named sites,
-layouts, hooks, ``record`` -> xarray), :mod:`scimech.causal` (the model profile, ablation and
-patching, the sweeps, attribution patching), :mod:`scimech.analysis` (probes, concept
+layouts, hooks, ``record`` -> xarray, the model profile and the verb session), :mod:`scimech.causal`
+(ablation and patching, the sweeps, attribution patching), :mod:`scimech.analysis` (probes, concept
 bottlenecks, geometry, statistics, sparse dictionaries), :mod:`scimech.studies` (the Study
 contract, verdicts, reports, planted-mechanism validation) and :mod:`scimech.run` (Dask, options,
 config, labelled results with provenance), with :mod:`scimech.cli` (the ``scimech`` command) on top.
@@ -62,8 +62,8 @@ _LAZY = {
     "list_sites": "capture.sites",
     "forward_pass": "capture.calls",
     "FixedMesh": "causal.samples",
-    "profile": "causal.model_profile",
-    "ModelProfile": "causal.model_profile",
+    "profile": "capture.profile",
+    "ModelProfile": "capture.profile",
     "show_versions": "run.versions",
 }
 
@@ -83,6 +83,8 @@ if _typing.TYPE_CHECKING:  # what `sm.<name>` is, for type checkers and editors 
     from .analysis.stats import bootstrap_ci as bootstrap_ci
     from .capture.attention import decompose_attention as decompose_attention
     from .capture.calls import forward_pass as forward_pass
+    from .capture.profile import ModelProfile as ModelProfile
+    from .capture.profile import profile as profile
     from .capture.record import Recorder as Recorder
     from .capture.record import record as record
     from .capture.record import stack_sites as stack_sites
@@ -94,8 +96,6 @@ if _typing.TYPE_CHECKING:  # what `sm.<name>` is, for type checkers and editors 
     from .causal.intervene import ablation_sweep as ablation_sweep
     from .causal.intervene import patch as patch
     from .causal.intervene import patching_sweep as patching_sweep
-    from .causal.model_profile import ModelProfile as ModelProfile
-    from .causal.model_profile import profile as profile
     from .causal.samples import FixedMesh as FixedMesh
     from .run.parallel import get_client as get_client
     from .run.parallel import map_units as map_units

@@ -43,7 +43,7 @@ MOVED = {
     "intervene": "causal.intervene",
     "layout": "capture.layout",
     "metrics": "causal.metrics",
-    "model_profile": "causal.model_profile",
+    "model_profile": "capture.profile",
     "options": "run.options",
     "parallel": "run.parallel",
     "prefix_reuse": "causal.prefix_reuse",

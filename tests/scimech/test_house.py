@@ -29,12 +29,10 @@ PATHS_OF_0_1 = {
 #: the floors of the core, bottom to top: a folder may import only its own floor and those below
 FLOORS = ("run", "capture", "causal", "analysis", "studies", "cli")
 
-#: imports the design allows across floors for now, each with why
-KNOWN_EXCEPTIONS = {
-    # the model profile is moving down into capture (ARCHITECTURE.md: "the model profile and the verb
-    # session (below causal: both use it)"); until it lands, record reads it from causal
-    ("scimech/capture/record.py", "scimech.causal.model_profile"),
-}
+#: imports the design allows across floors, each with why (none: the model profile, which record
+#: reads, lives in capture since it moved down from causal)
+KNOWN_EXCEPTIONS: set[tuple[str, str]] = set()
+
 
 IMPORT_OLD_PATHS = r"""
 import importlib, json, pkgutil, sys, warnings
