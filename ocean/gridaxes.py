@@ -65,6 +65,7 @@ __all__ = [
     "curvilinear_grid",
     "is_periodic",
     "declared_coordinates",
+    "north_fold",
     "periodic_in_longitude",
     "mark_periodic",
     "axis_angles",
@@ -637,6 +638,55 @@ def mark_periodic(ds: xr.Dataset) -> xr.Dataset:
     return ds.assign_coords({name: var})
 
 
+#: the rows a north fold adds or changes, masked: the last (a mirrored copy of the row two or one below it)
+#: and the one before it (its northern neighbour lies across the fold)
+FOLD_ROWS = 2
+
+
+def north_fold(la: np.ndarray, lo: np.ndarray) -> str | None:
+    """``"T"`` or ``"F"`` where the last row of a (y, x) grid (halo columns dropped) is NEMO's north fold of a
+    tripolar ORCA grid, None otherwise. NEMO's ``lbc_nfd`` fills that row with the row folded onto it, its
+    columns in reverse order: about a T-point pivot (ORCA2, ORCA025: ``jperio`` 3 / 4) the row two below,
+    ``row[-1][i] = row[-3][(n - i) mod n]``; about an F-point pivot (ORCA1, ORCA12: ``jperio`` 5 / 6) the row
+    just below, ``row[-1][i] = row[-2][n - 1 - i]`` (NEMO's ``lbc_nfd``, lbcnfd.F90: ``ptab(ji,jpj) =
+    ptab(jpiglo-ji+2,jpj-2)`` and ``ptab(jpiglo-ji+1,jpj-1)`` with the two halo columns). Read from the
+    positions: the last row's points are the mirrored row's."""
+    ny, nx = la.shape
+    if ny < 4 or nx < 4:
+        return None
+    i = np.arange(nx)
+    for pivot, row, mirror in (("T", -3, (nx - i) % nx), ("F", -2, nx - 1 - i)):
+        same_lat = np.allclose(la[-1], la[row, mirror], atol=_LATLON_ATOL)
+        if same_lat and np.allclose((lo[-1] - lo[row, mirror] + 180.0) % 360.0 - 180.0, 0.0, atol=_LATLON_ATOL):
+            return pivot
+    return None
+
+
+def _mask_north_fold(
+    ds: xr.Dataset, la: np.ndarray, lo: np.ndarray, ydim: str, notes: list[str], facts: dict
+) -> xr.Dataset:
+    """A tripolar grid's north-fold rows (:func:`north_fold`) masked: every field NaN there and the mask 0, so
+    that no difference is taken across the fold (the operators would take the mirrored row for the next one
+    north, and vectors there point the other way); positions and scale factors are kept (the grid stays
+    periodic). NEMO's own north-fold boundary (``lbc_lnk``) is not applied: the rows it concerns are left out."""
+    pivot = north_fold(la, lo)
+    if pivot is None:
+        return ds
+    ny = la.shape[0]
+    keep = xr.DataArray(np.arange(ny) < ny - FOLD_ROWS, dims=ydim)
+    metrics = {"e1t", "e2t", "e3t", *FACE_FACTORS}
+    masked = [str(v) for v, da in ds.data_vars.items() if ydim in da.dims and v not in metrics]
+    ds = ds.assign({v: ds[v].where(keep) if v != "mask" else ds[v].where(keep, 0) for v in masked})
+    mirrored = "two below, about a T-point pivot" if pivot == "T" else "just below, about an F-point pivot"
+    facts["north fold"] = (
+        f"tripolar (ORCA): the last row repeats the row {mirrored}, mirrored (NEMO's north fold); the last "
+        f"{FOLD_ROWS} rows (j = {ny - FOLD_ROWS}..{ny - 1}) masked: fields NaN, mask 0, so no difference is "
+        "taken across the fold (NEMO's north-fold boundary is not applied)"
+    )
+    notes.append(f"north fold ({pivot}-point pivot): last {FOLD_ROWS} rows masked")
+    return ds
+
+
 def curvilinear_grid(ds: xr.Dataset, notes: list[str], facts: dict | None = None) -> xr.Dataset:
     """A curvilinear grid kept as it is: its ``(y, x)`` dims become the study's ``(lat, lon)`` dims (grid
     indices), 2-D ``nav_lat`` / ``nav_lon`` and the scale factors ``e1t`` / ``e2t`` (m; NEMO's mesh mask,
@@ -668,6 +718,7 @@ def curvilinear_grid(ds: xr.Dataset, notes: list[str], facts: dict | None = None
             "as the operators' cross products (Ekman, geostrophic) need; vectors kept as given"
         )
         notes.append("rows reversed (they ran north to south on a curvilinear grid)")
+    ds = _mask_north_fold(ds, la, lo, ydim, notes, facts)
     factors = {}
     for k in ("e1t", "e2t") + FACE_FACTORS:
         if k in ds.variables:
@@ -889,6 +940,7 @@ def read_grid(ds: xr.Dataset, reading: Reading | None = None, *, mesh_mask: xr.D
             "latitude, longitude",
             "positions",
             "j axis",
+            "north fold",
             "variable positions",
             "longitude",
             "periodic in longitude",
