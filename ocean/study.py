@@ -51,6 +51,7 @@ def _product_path() -> options.Option:
     """One PATH of a product: a netCDF file, a zarr store, a folder of netCDF files (checked on their first
     bytes, as every input is), or a glob that matches some (``'cmip6/thetao_*.nc'``, quoted for the shell)."""
     base = options.input_path(*_DATA_FORMATS)
+    words = base.constraint + ", or a glob matching some"
 
     def convert(text: str):
         if any(c in text for c in "*?["):
@@ -63,9 +64,11 @@ def _product_path() -> options.Option:
             except DataValidationError as err:
                 raise argparse.ArgumentTypeError(str(err)) from None
             return Path(text)
+        if text.strip() and not Path(text).expanduser().exists():
+            raise argparse.ArgumentTypeError(f"{text!r} does not exist; expected {words}.")
         return base.convert(text)
 
-    option = options.Option(convert, base.constraint + ", or a glob matching some", base.bad_examples)
+    option = options.Option(convert, words, base.bad_examples)
     option.formats = base.formats
     return option
 
