@@ -75,7 +75,7 @@ def write_report(
             "tied to a term); they are reported, not counted."
         )
     rep.heading("Figures")
-    _figures(rep, out, summary, units, cfg, data)
+    _figures(rep, out, summary, units, cfg, data, real)
     rep.heading("Tables")
     if planted:
         _planted_tables(rep, summary)
@@ -123,19 +123,20 @@ def _introduction(rep: Report, cfgd: Mapping, real: bool, data, seconds: float |
         )
 
 
-def _figures(rep: Report, out: Path, summary: xr.Dataset, units, cfg, data) -> None:
+def _figures(rep: Report, out: Path, summary: xr.Dataset, units, cfg, data, real: bool) -> None:
     rep.figure(plots.skill_figure(summary), "skill", caption="Skill per regime and season")
     first = (
         units.get(("mixed", min(s for r, s in units if r == "mixed")))
         if any(r == "mixed" for r, _ in units)
         else next(iter(units.values()))
     )
+    free = "" if real else "; the free concept fitted to the hidden flux's scale"
     _figure(
         rep,
         lambda: plots.maps_figure(first),
         "maps",
         "One test month: true and forecast MLHC tendency, then each true term beside its predicted concept on one "
-        "shared colour scale (W m-2; the free concept fitted to q_hidden's scale); land grey",
+        f"shared colour scale (W m-2{free}); land grey",
     )
     _figure(rep, lambda: plots.seasonal_skill_maps(first), "seasonal_skill", "Seasonal anomaly-correlation maps")
     rep.figure(

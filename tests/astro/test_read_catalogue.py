@@ -326,7 +326,7 @@ def test_study_report_on_a_catalogue_opens_with_the_reading_and_has_no_planted_t
     )
     report = (out / "report.md").read_text()
     sections = [line for line in report.splitlines() if line.startswith("## ")]
-    assert sections[0] == "## What was read"  # the report opens with what was read
+    assert sections[:2] == ["## Is the model competent?", "## What was read"]  # competence, then what was read
     assert "**Product:** Legacy Surveys DR10 catalogue" in report and "TARGETID" in report
     assert "planted" not in report.lower()
     assert not (out / "recovery.txt").exists()

@@ -329,8 +329,9 @@ def test_zapbench_study_cli_writes_mae_per_step(zap, tmp_path, capsys):
     np.testing.assert_array_equal(pd.read_csv(out / "search_units.csv")["unit"].to_numpy(), want)
     # a recording's report opens with what was read from it, names the product and its sampling, and has no
     # planted truth (none was planted): no recovery.txt, no planted-truth line printed
-    head = report.split("## ", 2)[1]
-    assert head.startswith("What was read") and "**Product:** netCDF file" in head
+    assert report.split("\n## ")[1].startswith("Is the model competent?")  # the model's competence first
+    head = report.split("## What was read", 1)[1].split("\n## ", 1)[0]
+    assert "your product (" in report and "**Product:** netCDF file" in head
     assert "- dt used: 1 s (1 Hz)" in head and "| time | time | coordinate | s | s |" in head
     assert "sampled every 1 s (1 Hz): the context spans 4 s and the horizon forecasts 32 s ahead" in report
     assert "planted" not in report.lower() and not (out / "recovery.txt").exists()

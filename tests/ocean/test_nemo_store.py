@@ -127,7 +127,10 @@ def test_the_study_runs_end_to_end_on_a_nemo_store(truth, tmp_path, capsys):
     # and carries no planted truth (it has none): it said "the synthetic mixed-layer ocean" and "2 of 6 recovered"
     report = (out / "report.md").read_text()
     opening = report.split("## What was read", 1)
-    assert len(opening) == 2 and "## " not in opening[0].replace("# OceanCBM", "")
+    assert len(opening) == 2 and "## " not in opening[0].replace("# OceanCBM", "").replace(
+        "## Is the model competent?", ""
+    )
+    assert opening[0].index("## Is the model competent?") >= 0  # the model's competence first, then what was read
     assert "| sst | votemper at the shallowest level" in report or "| sst | thetao at the shallowest level" in report
     assert "1 month ahead from 6 months of inputs, on your product NEMO / ORAS5 output" in report
     assert "synthetic mixed-layer ocean" not in report and "Planted truth" not in report and "q_hidden" not in report
