@@ -438,7 +438,10 @@ def _is_mesh(path: Path) -> bool:
 
 
 def open_files(
-    files: Sequence[Path], reading: Reading | None = None, *, mesh_mask: xr.Dataset | None = None
+    files: Sequence[Path],
+    reading: Reading | None = None,
+    *,
+    mesh_mask: xr.Dataset | str | os.PathLike | None = None,
 ) -> tuple[xr.Dataset, xr.Dataset | None]:
     """The files of one product combined into one lazy dataset, and the mesh mask found among them.
 
@@ -474,7 +477,8 @@ def open_files(
     check_grids(groups, nemo)
     mesh = _open_one(meshes[0]) if meshes else None
     if nemo:
-        ds = _nemo_run([f.path for f in facts], meshes[0] if meshes else None, mesh_mask)
+        given = Path(mesh_mask) if isinstance(mesh_mask, (str, os.PathLike)) else None
+        ds = _nemo_run([f.path for f in facts], given or (meshes[0] if meshes else None), mesh_mask)
         how = "NEMO grid files placed on their Arakawa points by xnemogcm (open_nemo) with the mesh mask"
     else:
         ds = _combined(groups)
@@ -493,6 +497,11 @@ def _combined(groups: dict[tuple, list[FileFacts]]) -> xr.Dataset:
         paths = [f.path for f in group]
         tname = group[0].time
         zarr = all(is_zarr_store(p) for p in paths)
+        if not zarr and any(is_zarr_store(p) for p in paths):
+            raise DataValidationError(
+                f"The files {_listed(group)} mix zarr stores and netCDF files. Fix: give the variable's time chunks "
+                "in one format (convert with xarray: xr.open_zarr(store).to_netcdf(path))."
+            )
         kw = dict(
             combine="nested",
             concat_dim=tname,
@@ -558,14 +567,16 @@ def _nemo_run(paths: list[Path], mesh_file: Path | None, mesh_mask: xr.Dataset |
 
 
 def _domcfg_of(mesh_mask: xr.Dataset) -> xr.Dataset:
-    """A mesh mask given as a dataset, written to a temporary file and opened as xnemogcm opens one."""
+    """A mesh mask given as a dataset, opened as xnemogcm opens one (from a temporary copy, loaded: a mesh mask
+    is a few 2-D and 3-D fields)."""
     import tempfile
 
     import xnemogcm
 
-    tmp = Path(tempfile.mkdtemp(prefix="scimech-mesh-")) / "mesh_mask.nc"
-    mesh_mask.to_netcdf(tmp)
-    return xnemogcm.open_domain_cfg(files=[str(tmp)])
+    with tempfile.TemporaryDirectory(prefix="scimech-mesh-") as tmp:
+        path = Path(tmp) / "mesh_mask.nc"
+        mesh_mask.to_netcdf(path)
+        return xnemogcm.open_domain_cfg(files=[str(path)]).load()
 
 
 def _say_files(reading: Reading, groups: dict[tuple, list[FileFacts]], meshes: list[Path], how: str, n: int) -> None:

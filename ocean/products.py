@@ -745,7 +745,7 @@ def open_store(
     reading = reading if reading is not None else Reading("", source_text(path))
     reading.source = reading.source or source_text(path)
     given = open_product(Path(mesh_mask)) if isinstance(mesh_mask, (str, os.PathLike)) else mesh_mask
-    ds, found = open_source(path, reading, mesh_mask=given)
+    ds, found = open_source(path, reading, mesh_mask=mesh_mask)
     _refuse_empty(ds)
     ds = from_nemo(
         ds,
@@ -764,7 +764,7 @@ def open_store(
 
 
 def open_source(
-    path: Source, reading: Reading | None = None, *, mesh_mask: xr.Dataset | None = None
+    path: Source, reading: Reading | None = None, *, mesh_mask: xr.Dataset | str | os.PathLike | None = None
 ) -> tuple[xr.Dataset, xr.Dataset | None]:
     """The product ``path`` names, lazily, and the mesh mask found among its files (``None`` if none): one
     zarr store or netCDF file as it is, many files combined by :func:`ocean.files.open_files`."""

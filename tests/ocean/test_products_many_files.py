@@ -172,10 +172,16 @@ def test_a_nemo_run_of_grid_files_and_its_mesh_mask_is_read_on_its_points(truth,
     assert files["grid_U sozotaux, vozocrtx"].startswith("3 file(s), 2000-01..2002-12")
 
 
-def test_a_nemo_run_without_its_mesh_mask_is_refused_naming_it(truth, tmp_path):
+def test_a_nemo_run_without_its_mesh_mask_is_refused_naming_it_and_read_with_it_given_apart(truth, tmp_path):
     dl.write_nemo_run(truth, tmp_path / "run", u_faces=_faces(truth, 0), v_faces=_faces(truth, 1), mesh=False)
     with pytest.raises(DataValidationError, match=r"grid_T, grid_U, grid_V files .* mesh_mask\.nc .*--mesh-mask"):
         data.open_store(tmp_path / "run")
+    (tmp_path / "grid").mkdir()
+    dl.full_mesh_mask(truth).to_netcdf(tmp_path / "grid" / "mesh_mask.nc")
+    ds = data.open_store(tmp_path / "run", mesh_mask=tmp_path / "grid" / "mesh_mask.nc")
+    np.testing.assert_allclose(
+        ds["qnet"].isel(member=0).values, truth["qnet"].isel(member=0).values, rtol=1e-12, equal_nan=True
+    )
 
 
 def test_lazy_and_eager_reading_give_the_same_numbers(drs):
