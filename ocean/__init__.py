@@ -17,10 +17,12 @@ data        the data layer in one import, gathered from:
   stores      zarr v3 stores: atomic writes, lazy reads
   products    your own files: variables by CF standard_name (cf_xarray), units (pint-xarray), signs,
               salinity kinds and extra dims read onto the study's layout (from_nemo, open_store)
+  files       a product's many files (a list, a glob, a folder, a NEMO run) combined lazily and checked
   timeaxis    the product's time axis: CF calendars (cftime), frequency, gaps, record length
   gridaxes    the product's horizontal grid (xgcm, xnemogcm): periodic, unwrapped, staggered, mesh mask
   reading     what was read, said back (scimech.studies.reading.Reading): `scimech ocean inspect`, report openings
   samples     chronological splits, train-only normalisation, windows, a torch Dataset
+  splits      the split's arithmetic without torch (the fewest steps a record needs)
 model       CPU-sized UNet encoder -> ConceptLayer(conv) -> 1x1 linear head
 heatwaves   Hobday et al. (2016) marine-heatwave detection for any time step
 

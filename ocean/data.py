@@ -8,7 +8,8 @@ then ``data.open_store(...)``, ``data.WindowDataset(...)``):
 - :mod:`ocean.stores`: :func:`write_zarr` (zarr v3, atomic), :func:`open_zarr` (lazy);
 - :mod:`ocean.products`: :func:`from_nemo`, :func:`open_store` and :func:`inspect` (CMIP6, ORAS5 /
   NEMO, Copernicus Marine, MOM6, CESM variables found by CF standard name, units converted, signs
-  and salinity read, onto the study's layout; what was read said back);
+  and salinity read, onto the study's layout; what was read said back); a product's many files
+  (a list of paths, a glob, a folder, a NEMO run with its mesh mask) combined by :mod:`ocean.files`;
 - :mod:`ocean.samples`: :func:`chronological_split`, :class:`Normalizer` /
   :func:`fit_normalizer` (training split only), :class:`WindowDataset` (windows of inputs, the
   target and concepts ``lead`` steps later), :func:`make_batches`.

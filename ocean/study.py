@@ -15,8 +15,9 @@ one module a step (imported when a command runs, not when ``scimech --help`` is 
 option names (``seeds: [0, 1]``, ``epochs: 20``) plus the study settings that are not options
 (:data:`ocean.settings.CONFIG_KEYS`: ``synth:`` with :class:`~ocean.synthetic.SynthConfig`
 fields, ``lr``, ``window``, ``width``, ...); the command line wins over the file. ``--data
-PATH``: your zarr store or netCDF file, in the study's layout or with ORAS5 / NEMO / CMEMS
-names (:func:`ocean.data.open_store`).
+PATH [PATH ...]``: your zarr store or netCDF file, or a product's many files (several paths, a glob, a
+folder, a NEMO run), in the study's layout or with CMIP6 / ORAS5 / NEMO / CMEMS names
+(:func:`ocean.data.open_store`).
 """
 
 from __future__ import annotations
