@@ -322,6 +322,13 @@ def check_together(facts: Sequence[FileFacts]) -> None:
     )
 
 
+def _first_stamp(f: FileFacts):
+    """A file's place in its group: its first time stamp as numbers (files in other calendars are sorted before
+    they are refused), then its name."""
+    t = f.stamps[0] if len(f.stamps) else None
+    return ((t.year, t.month, t.day, t.hour, t.minute, t.second) if t is not None else (), f.name)
+
+
 def _steps_between(a, b, monthly: bool) -> float:
     """Steps from stamp ``a`` to ``b``: whole months for monthly (and longer) records, else seconds."""
     if monthly:
@@ -332,7 +339,7 @@ def _steps_between(a, b, monthly: bool) -> float:
 def check_chunks(label: str, group: list[FileFacts]) -> list[FileFacts]:
     """A group's files in time order, their chunks checked: two files sharing a stamp (an overlap or a duplicate
     file) and a step no file holds (a gap) are refused naming the two files and the fix."""
-    group = sorted(group, key=lambda f: (f.stamps[0] if len(f.stamps) else 0, f.name))
+    group = sorted(group, key=_first_stamp)
     stamps = [t for f in group for t in f.stamps]
     if len(stamps) < 2:
         return group
@@ -470,9 +477,12 @@ def open_files(
             "domain_cfg.nc (recombine per-processor files with NEMO's REBUILD_NEMO or xnemogcm.open_domain_cfg)."
         )
     facts = [file_facts(p) for p in data]
+    groups = {k: sorted(g, key=_first_stamp) for k, g in _groups(facts).items()}
+    if reading is not None:  # the files said first, so that a refusal below comes after the list (inspect)
+        _say_files(reading, groups, meshes, "not combined: they do not belong together (see the problem)", len(files))
     check_together(facts)
     nemo = any(f.nemo_point and f.nemo_point != "T" for f in facts)
-    groups = {k: check_chunks(_group_label(*k), g) for k, g in _groups(facts).items()}
+    groups = {k: check_chunks(_group_label(*k), g) for k, g in groups.items()}
     check_coverage(groups)
     check_grids(groups, nemo)
     mesh = _open_one(meshes[0]) if meshes else None
@@ -486,7 +496,9 @@ def open_files(
             "xarray.open_mfdataset (dask, lazily): each variable's files concatenated along time, the variables merged"
         )
     if reading is not None:
-        _say_files(reading, groups, meshes, how, len(files))
+        reading.fact("files", "combined by", how)
+        if any(len(f.stamps) for f in facts):
+            reading.fact("files", "time chunks", "checked: no overlap, no duplicate step, no gap between files")
     return ds, mesh
 
 
@@ -583,9 +595,8 @@ def _say_files(reading: Reading, groups: dict[tuple, list[FileFacts]], meshes: l
     """The ``files`` section: how many, how combined, and each group's files and period."""
     reading.fact("files", "found", f"{n} file(s)" + (f", {len(groups)} group(s) of variables" if groups else ""))
     reading.fact("files", "combined by", how)
+    reading.fact("files", "time chunks", "not checked yet")
     timed = any(len(f.stamps) for g in groups.values() for f in g)
-    if timed:
-        reading.fact("files", "time chunks", "checked: no overlap, no duplicate step, no gap between files")
     for (variables, point), group in groups.items():
         names = [f.name for f in group]
         if len(names) > _SHOWN:

@@ -276,3 +276,15 @@ def test_the_study_runs_end_to_end_on_a_folder_of_cmip6_files(tmp_path):
     opening = report.split("## What was read", 1)[1].split("\n## ", 1)[0]
     assert "**files**" in opening and "found: 24 file(s)" in opening
     assert "tos_Omon_SCIMECH-SYNTH_historical_r1i1p1f1_gr_200001-200212.nc" in opening
+
+
+def test_inspect_lists_the_files_before_saying_why_they_do_not_belong_together(cmip, drs, capsys):
+    """Files of two members: inspect still lists every file found (exit status 0), then the refusal in words."""
+    folder = drs[0].parent
+    extra = folder / drs[0].name.replace("r1i1p1f1", "r2i1p1f1")
+    with xr.open_dataset(drs[0]) as ds:
+        ds.load().assign_attrs(variant_label="r2i1p1f1").to_netcdf(extra)
+    assert main(["ocean", "inspect", str(folder)]) == 0
+    out = capsys.readouterr().out
+    assert "found: 25 file(s)" in out and "not combined: they do not belong together" in out
+    assert "can run: no (1 problem)" in out and "2 ensemble members" in out and extra.name in out
