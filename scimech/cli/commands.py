@@ -302,7 +302,9 @@ def _run_demo(args: argparse.Namespace) -> int:
         "says how much of that planted truth the study recovered, then come the reference findings "
         "tested on the run's numbers."
     )
-    rows: dict[str, list] = {"study": [], "status": [], "seconds": [], "planted truth": [], "report": []}
+    from scimech.studies.competence import competence_summary
+
+    rows: dict[str, list] = {"study": [], "status": [], "seconds": [], "competence": [], "report": []}
     outcomes = {}
     failed = 0
     for name in args.domains:
@@ -330,7 +332,7 @@ def _run_demo(args: argparse.Namespace) -> int:
         rows["study"].append(name)
         rows["status"].append(status)
         rows["seconds"].append(round(secs, 1))
-        rows["planted truth"].append(truth)
+        rows["competence"].append(competence_summary(out / name))  # the planted truth is said once, below
         rows["report"].append(f"[{name} report]({path})" if path else "")
 
     index.table(pd.DataFrame(rows).set_index("study"), caption="Studies")

@@ -27,8 +27,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -51,6 +51,7 @@ __all__ = [
     "synthetic_world",
     "your_product",
     "COMPETENCE_FILE",
+    "competence_summary",
 ]
 
 COMPETENT = "competent"
@@ -331,3 +332,16 @@ def save_competence(table: xr.Dataset, out: str | Path) -> list[Path]:
     nc = save(table, out / COMPETENCE_FILE)
     csv = atomic_write_text(out / "competence.csv", competence_frame(table).to_csv())
     return [nc, csv]
+
+
+def competence_summary(folder: str | Path) -> str:
+    """One cell for an index of studies: each dissected model's verdict from ``folder/competence.csv``
+    (``"competent"``; ``"mixed: competent; prediction_only: not competent: ..."``), or ``"not reported"``."""
+    path = Path(folder) / "competence.csv"
+    if not path.is_file():
+        return "not reported"
+    table = pd.read_csv(path, index_col=0)
+    rows = table[table["role"] == "dissected model"]["verdict"]
+    if rows.nunique() == 1:
+        return str(rows.iloc[0])
+    return "; ".join(f"{m}: {v}" for m, v in rows.items())

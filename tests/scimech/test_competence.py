@@ -16,6 +16,7 @@ from scimech.studies.competence import (
     competence,
     competence_frame,
     competence_markdown,
+    competence_summary,
     save_competence,
     synthetic_world,
 )
@@ -126,3 +127,5 @@ def test_the_report_opens_with_the_table_and_it_is_saved(tmp_path):
     assert set(back.dims) == {"model", "metric"}
     assert list(back["verdict"].values) == list(tab["verdict"].values)
     assert csv.read_text().startswith("model,role,")
+    assert competence_summary(tmp_path) == NOT_COMPETENT  # the cell of the demo's index
+    assert competence_summary(tmp_path / "absent") == "not reported"
