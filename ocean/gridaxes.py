@@ -11,8 +11,11 @@ returns it on the study's horizontal dims ``(lat, lon)``:
   the dateline on -180..180 gets monotonic longitudes, so no difference spans the jump;
 - **periodic longitude** detected: a grid whose columns go once round the globe (the gap across the
   seam is one grid spacing) is periodic in ``X``; xgcm's ``padding="periodic"`` then makes the seam
-  an ordinary neighbour in every operator (:mod:`ocean.horizontal`); columns that repeat the first ones
-  (+360: one, 0 and 360, or a halo of several, -1 .. 361) and NEMO's ORCA halo are dropped first;
+  an ordinary neighbour in every operator (:mod:`ocean.horizontal`, which reads it from the coordinates'
+  values: :func:`periodic_in_longitude`) and in the interpolation of staggered fields; columns that repeat
+  the first ones (+360: one, 0 and 360, or a halo of several, -1 .. 361) and NEMO's ORCA halo are dropped first;
+- **north fold** of a tripolar ORCA grid (:func:`north_fold`: the last row a mirrored copy of the row two or
+  one below, NEMO's ``lbc_nfd``): its last two rows masked (fields NaN, mask 0), said in the reading;
 - **positions** a product could not give: NEMO writes (0, 0) at the land processors it eliminated; such
   points (and NaN ones) are mended from the mesh mask's ``glamt`` / ``gphit``, else from the rows and
   columns of a regular grid, else left unknown where ``e1t`` / ``e2t`` are given, and refused otherwise
@@ -876,6 +879,21 @@ def _mask(ds: xr.Dataset, facts: dict) -> xr.Dataset:
     )
 
 
+def _wraps(ds: xr.Dataset, lat: str, lon: str, ydim: str, xdim: str) -> bool:
+    """Whether the product's grid, as given, wraps in longitude: the rule of :func:`periodic_in_longitude`, on 1-D
+    longitudes or on 2-D positions (with the scale factors ``e1t`` when given, else great-circle distances), so
+    that staggered fields are brought to the T points across the seam as every concept differences across it."""
+    if ds[lon].ndim == 1:
+        return is_periodic(_unwrap(ds[lon].values))
+    la = np.asarray(ds[lat].transpose(ydim, xdim).values, float)
+    lo = np.asarray(ds[lon].transpose(ydim, xdim).values, float)
+    if "e1t" in ds.variables and set(ds["e1t"].dims) == {ydim, xdim}:
+        e1 = np.asarray(ds["e1t"].transpose(ydim, xdim).values, float)
+    else:
+        e1 = curvilinear.scale_factors(la, lo)[0]
+    return _curvilinear_periodic(la, lo, e1)
+
+
 def read_grid(ds: xr.Dataset, reading: Reading | None = None, *, mesh_mask: xr.Dataset | None = None) -> xr.Dataset:
     """A product's dataset on the study's horizontal grid (see the module docstring), said back in ``reading``.
 
@@ -923,8 +941,7 @@ def read_grid(ds: xr.Dataset, reading: Reading | None = None, *, mesh_mask: xr.D
     ds, same_dims = _faces_on_t_dims(ds, ydim, xdim, facts)
     stag = _staggered_dims(ds, ydim, xdim, same_dims)
     if stag:
-        periodic = ds[lon].ndim == 1 and is_periodic(_unwrap(ds[lon].values))
-        ds = _to_t_points(ds, stag, periodic, reading, facts)
+        ds = _to_t_points(ds, stag, _wraps(ds, lat, lon, ydim, xdim), reading, facts)
     else:
         facts["staggered"] = "none: every field at the T points"
     ds = ds.rename({v: k for k, v in (("lat", lat), ("lon", lon)) if v != k})

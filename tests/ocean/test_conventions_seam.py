@@ -15,8 +15,9 @@ import pytest
 import xarray as xr
 
 from ocean import concepts
+from ocean.constants import R_EARTH
 from ocean.data import open_store
-from ocean.gridaxes import mark_periodic, periodic_in_longitude
+from ocean.gridaxes import mark_periodic, periodic_in_longitude, read_grid
 from ocean.nemo import DEPTHT
 
 LAT = np.arange(-58.0, 60.0, 4.0)
@@ -73,8 +74,6 @@ def _product(lon: np.ndarray, *, curvilinear: bool = False) -> xr.Dataset:
     ds["tauuo"].attrs["standard_name"] = "surface_downward_x_stress"
     ds["tauvo"].attrs["standard_name"] = "surface_downward_y_stress"
     if curvilinear:
-        from ocean.constants import R_EARTH
-
         e1 = R_EARTH * np.cos(la) * np.deg2rad(7.5)
         e2 = np.full(la.shape, R_EARTH * np.deg2rad(4.0))
         ds = ds.rename(lat="y", lon="x").drop_vars(["y", "x"])
@@ -127,8 +126,21 @@ def test_a_box_cut_from_a_global_grid_is_not_periodic_whatever_its_attributes_sa
     got = concepts.gradient(t)[0].values
     # at the box's first column only the eastern neighbour exists: a one-sided difference (not one through a
     # seam to column 19, 142.5 degrees away)
-    from ocean.constants import R_EARTH
-
     dx = R_EARTH * np.cos(np.deg2rad(LAT)) * np.deg2rad(7.5)
     one_sided = (t.values[:, 1] - t.values[:, 0]) / dx
     np.testing.assert_allclose(got[:, 0], one_sided, rtol=1e-12)
+
+
+def test_staggered_currents_of_a_global_nemo_grid_are_brought_to_t_points_across_the_seam():
+    # NEMO grid_U: vozocrtx on (y, x_u), U(i) the east face of T(i); 2-D nav_lat / nav_lon of a global grid. The
+    # T point of column 0 lies between U(-1) (its west face, across the seam) and U(0): their mean, as elsewhere
+    la, lo = np.meshgrid(LAT, LON, indexing="ij")
+    u = np.random.default_rng(3).normal(size=la.shape)
+    ds = xr.Dataset(
+        {"vozocrtx": (("y", "x_u"), u, {"units": "m/s"})},
+        coords={"nav_lat": (("y", "x"), la), "nav_lon": (("y", "x"), lo)},
+    )
+    out = read_grid(ds)
+    got = out["vozocrtx"].transpose("lat", "lon").values
+    np.testing.assert_allclose(got[:, 1:], 0.5 * (u[:, :-1] + u[:, 1:]), rtol=1e-12)
+    np.testing.assert_allclose(got[:, 0], 0.5 * (u[:, -1] + u[:, 0]), rtol=1e-12)  # not extrapolated from the east
