@@ -117,6 +117,8 @@ class Recorder:
     axes
         Activation layouts (:mod:`scimech.capture.layout`): one string for every site, or a dict by
         site or module path, e.g. ``{"unet.down.0": "batch channel y x"}``.
+    verb
+        The name its messages start with: the verb that records (default ``"Recorder"``).
 
     Attributes
     ----------
@@ -137,11 +139,13 @@ class Recorder:
         layouts: Mapping[str, HeadLayout] | None = None,
         axes=None,
         repeat: Repeat | None = None,
+        verb: str = "Recorder",
     ):
         if isinstance(sites, str):
             sites = [sites]
+        self.verb = verb
         # a Recorder is a block the user runs: its session parses calls= and leaves the modes alone
-        self.calls = Session(model, "Recorder", calls=_calls_from(calls, repeat, "Recorder")).calls
+        self.calls = Session(model, verb, calls=_calls_from(calls, repeat, verb)).calls
         if not sites:
             raise ValueError("Recorder needs at least one site; list candidates with scimech.list_sites(model).")
         self.model = model
@@ -239,7 +243,7 @@ class Recorder:
             n = self._live().pass_counts.get(s.name, 0)
             lack = shortfall(pol, n) if n else None  # a site that never ran: check_fired says so
             if lack:
-                raise DimensionError(f"record: site {s.name!r} {lack}")
+                raise DimensionError(f"{self.verb}: site {s.name!r} {lack}")
         if self._expected is None and self.stop_early:
             if pol.mode == "error":
                 self._expected = {s.name: 1 for s in self.resolved}
@@ -256,7 +260,7 @@ class Recorder:
                 lambda s, t: self._capture(s, t),
                 model=self.model,
                 calls=policy,
-                verb="Recorder / record",
+                verb=self.verb,
             ).__enter__()
             self._axes = self._hooks.axes
             # before the HookSet's own hook closes the pass: a top-level model call ends a pass here
@@ -441,7 +445,14 @@ def record(
                 sess.check(first[1], {"packing"}, sites=resolved)
                 batches = itertools.chain([first], batches)
         with Recorder(
-            model, resolved, reduce=reduce, calls=policy, stop_early=stop_early, layouts=layouts, axes=axes
+            model,
+            resolved,
+            reduce=reduce,
+            calls=policy,
+            stop_early=stop_early,
+            layouts=layouts,
+            axes=axes,
+            verb="record",
         ) as rec:
             if progress:
                 batches = _progress(batches, desc="recording")

@@ -573,7 +573,7 @@ def _estimate_batch(
     src_batch, base_batch = (
         (clean_batch, corrupted_batch) if direction == "denoising" else (corrupted_batch, clean_batch)
     )
-    with Recorder(model, resolved, calls="error" if policy.mode == "error" else "all") as rec:
+    with Recorder(model, resolved, calls="error" if policy.mode == "error" else "all", verb=ses.verb) as rec:
         out_src = ses.run(src_batch)
     ses.fired(rec)
     source = dict(rec.canonical) if policy.mode == "error" else rec.per_call  # call by call: shapes may change

@@ -136,7 +136,7 @@ def reference_activations(
         policy = ses.calls
         if _given_activations(reference, sites):
             return {s: _canonical_recorded(reference[s], s) for s in sites}
-        with Recorder(model, sites, layouts=layouts, stop_early=True, axes=axes, calls=policy) as rec:
+        with Recorder(model, sites, layouts=layouts, stop_early=True, axes=axes, calls=policy, verb=verb) as rec:
             for _, batch in iter_batches(reference, batch_size):
                 # under no_grad, unless the forward takes gradients itself (the model's profile)
                 ses.run(batch, functools.partial(rec.forward, batch, forward))

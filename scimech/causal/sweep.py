@@ -547,7 +547,7 @@ def source_setter(s: Session, resolved: Sequence[ResolvedSite], metric: Metric) 
     policy = s.calls
 
     def setter(batch, source_batch, tgt, agg):
-        with Recorder(s.model, resolved, calls="error" if policy.mode == "error" else "all") as rec:
+        with Recorder(s.model, resolved, calls="error" if policy.mode == "error" else "all", verb=s.verb) as rec:
             out = s.run(source_batch)
         s.fired(rec)
         # call by call where calls are chosen: calls of changing shape are patched each from its own

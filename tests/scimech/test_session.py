@@ -149,3 +149,31 @@ def test_a_new_sweep_is_a_setter_around_the_one_batch_loop():
     np.testing.assert_allclose(run.changed.numpy(), np.stack(truth), atol=1e-6)
     np.testing.assert_allclose(run.baseline.numpy(), base, atol=1e-6)
     assert run.attrs["row_check"].startswith("independent")
+
+
+class _Twice(nn.Module):
+    """One block applied twice in one forward pass (weights tied across steps)."""
+
+    def __init__(self):
+        super().__init__()
+        self.block, self.out = nn.Linear(3, 3), nn.Linear(3, 1)
+
+    def forward(self, x):
+        return self.out(self.block(torch.tanh(self.block(x))))
+
+
+def test_a_site_that_runs_twice_is_refused_in_the_name_of_the_verb_that_met_it():
+    from scimech.errors import SiteCalledTwiceError
+
+    torch.manual_seed(0)
+    model, x, x2 = _Twice().eval(), torch.randn(4, 3), torch.randn(4, 3)
+    metric = metrics.output()
+    verbs = {
+        "record": lambda: scimech.record(model, x, ["block"]),
+        "ablation_sweep": lambda: scimech.ablation_sweep(model, x, ["block"], metric, method="zero"),
+        "patching_sweep": lambda: scimech.patching_sweep(model, x, x2, ["block"], metric),
+        "attribution_patching": lambda: scimech.attribution_patching(model, x, x2, ["block"], metric),
+    }
+    for verb, run in verbs.items():
+        with pytest.raises(SiteCalledTwiceError, match=rf"^{verb}: site 'block' \(Linear\) ran more than once"):
+            run()
