@@ -53,3 +53,31 @@ def test_a_wide_table_is_split_and_every_column_shown(tmp_path):
     assert html.count("<table>") == len(headers)
     assert all(f"<th class='num'>column {k}</th>" in html or f"<th>column {k}</th>" in html for k in range(20))
     assert np.isfinite(wide.to_numpy()).all()
+
+
+def test_the_demo_index_says_each_planted_truth_once_and_each_competence(tmp_path, monkeypatch):
+    import scimech.cli.commands as cli
+
+    line = "ocean planted truth: 3 of 4 recovered (free concept: RECOVERED)"
+
+    class Planted:
+        title = "planted"
+
+        @staticmethod
+        def demo(folder, quick=True):
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "recovery.txt").write_text(line + "\n")
+            (folder / "findings.txt").write_text("REPRODUCED: skill is similar\n")
+            (folder / "competence.csv").write_text(
+                "model,role,RMSE,verdict\nmixed,dissected model,1 [0.9, 1.1],competent\n"
+                "persistence,yardstick,2 [1.8, 2.2],yardstick\n"
+            )
+            return Report(folder, "planted").write()
+
+    monkeypatch.setattr(cli, "_study", lambda name: (Planted, None))
+    out = tmp_path / "demo"
+    assert cli._run_demo(type("A", (), {"out": out, "domains": ["ocean"], "size": "quick"})) == 0
+    index = (out / "report.md").read_text()
+    assert index.count(line) == 1  # under the study's heading, not again in the table
+    row = next(r for r in index.splitlines() if r.startswith("| ocean |"))
+    assert "| competent |" in row
