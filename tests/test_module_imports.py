@@ -229,6 +229,7 @@ def test_repository_imports_have_no_cycle():
     assert cycle is None, f"import cycle (through a function-level import): {' -> '.join(cycle)}"
 
 
+@pytest.mark.slow  # one fresh interpreter per module (minutes)
 def test_every_module_imports_in_a_fresh_process():
     modules = module_files(REPO, PACKAGES)
     failed = import_each_fresh(REPO, sorted(modules), third_party(modules))

@@ -102,6 +102,7 @@ def test_head_probes_warn_when_the_galaxies_differ_by_less_than_the_rounding(fol
     assert "--dtype float32" in str(said[0].message) if said else True
 
 
+@pytest.mark.slow  # a whole study
 def test_the_study_runs_in_bfloat16_and_remembers_it(folder, tmp_path):
     out = tmp_path / "run"
     data = folder / "data"

@@ -101,6 +101,7 @@ def _zero_head_by_hand(ad, batch, block, head):
         h.remove()
 
 
+@pytest.mark.slow  # a whole study
 def test_the_study_runs_on_the_folder_and_reports_every_head(folder, tmp_path):
     out = tmp_path / "run"
     data = folder / "data"

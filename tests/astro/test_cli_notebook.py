@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from astro import files
 
 
+@pytest.mark.slow  # a whole study from the command line
 def test_cli_synth_train_study_plot(tmp_path):
     from scimech.run.cli import main
 
@@ -61,6 +63,7 @@ def test_cli_synth_train_study_plot(tmp_path):
     assert (tmp_path / "run" / "findings.txt").read_text().startswith("1. ")
 
 
+@pytest.mark.slow  # a notebook top to bottom
 def test_quickstart_notebook_runs(run_notebook):
     nb = run_notebook("astro/notebooks/aion_redshift_quickstart.ipynb", timeout=300)
     assert any("ablated" in o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
@@ -104,6 +107,7 @@ def test_study_cli_bad_settings_are_clear_errors(tmp_path, capsys):
     assert not (tmp_path / "d").exists()  # and the run folder is not claimed
 
 
+@pytest.mark.slow  # a notebook top to bottom
 def test_your_own_galaxies_notebook_runs(run_notebook):
     nb = run_notebook("astro/notebooks/your_own_galaxies.ipynb", timeout=300)
     text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))

@@ -124,6 +124,7 @@ def planted_study():
     return ad, inp, res
 
 
+@pytest.mark.slow  # a whole planted study
 def test_the_study_finds_both_planted_heads_under_every_method(planted_study):
     _, _, res = planted_study
     f = findings.findings(res)
@@ -146,6 +147,7 @@ def test_the_study_finds_both_planted_heads_under_every_method(planted_study):
     assert not any("REPRODUCED" in line for line in lines[1:]), lines
 
 
+@pytest.mark.slow  # a whole planted study
 def test_a_broken_ablation_makes_the_recovery_fail(planted_study, monkeypatch):
     """An ablation that does nothing (returns the activation unchanged): the image head no longer
     carries the advantage under zero / mean / resample, so it is not recovered; patching still sees it."""

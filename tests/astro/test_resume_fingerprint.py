@@ -76,6 +76,7 @@ def test_a_changed_generator_sets_the_units_aside(tmp_path, monkeypatch, heads_o
     assert [p.name for p in out.glob("stale-*")] == [stale.name]
 
 
+@pytest.mark.slow  # two whole studies
 def test_one_changed_value_in_a_given_sample_sets_the_units_aside(tmp_path, monkeypatch, heads_only):
     made = tmp_path / "made"
     run_resumable_study(made, sizes=SMALL, seed=0)

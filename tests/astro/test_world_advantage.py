@@ -7,12 +7,14 @@ study makes); the sizes are well below ``--quick`` (600 training galaxies) so th
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from astro import measures, synthetic
 from astro.models.aion import IMAGE_KEY
 from astro.training import train_standin
 
 
+@pytest.mark.slow  # a whole study in each world
 def test_the_image_helps_in_the_degenerate_world():
     train = synthetic.make_galaxies(600, seed=0, world="degenerate")
     test = synthetic.make_galaxies(400, seed=1000, world="degenerate")

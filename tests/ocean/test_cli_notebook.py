@@ -1,6 +1,7 @@
 """The `scimech ocean` commands and the quick-start notebook."""
 
 import numpy as np
+import pytest
 import xarray as xr
 
 from scimech.run.cli import main
@@ -24,6 +25,7 @@ def test_heatwaves_command(tmp_path, capsys):
     assert np.nanmax(res["mhw_fraction_sst"].values) <= 1
 
 
+@pytest.mark.slow  # a notebook top to bottom
 def test_notebook_runs(run_notebook):
     run_notebook("ocean/notebooks/oceancbm_quickstart.ipynb", timeout=300)
 

@@ -87,6 +87,7 @@ def _top_eigenvectors(x: np.ndarray, rank: int | None = None, energy: float = 0.
     return vecs[:, :rank]
 
 
+@pytest.mark.slow  # a notebook top to bottom
 def test_dictionary_notebook(run_notebook, tmp_path):
     """Runs the notebook (about 50 s on 2 cores) and checks what it computed."""
     nb = nbformat.read(NOTEBOOK, as_version=4)

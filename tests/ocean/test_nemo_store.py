@@ -96,6 +96,7 @@ def test_on_a_grid_rotated_on_the_sphere_the_terms_are_the_generators(truth, tmp
     assert np.corrcoef(residual[ok], hidden[ok])[0, 1] > 0.85  # 0.952, as on the regular grid (0.952)
 
 
+@pytest.mark.slow  # a whole study
 def test_the_study_runs_end_to_end_on_a_nemo_store(truth, tmp_path, capsys):
     store = tmp_path / "oras5_like.zarr"
     # 7 years: the quick size (window 6, a training year, validation and test) needs 75 months

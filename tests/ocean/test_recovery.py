@@ -203,6 +203,7 @@ def trained(tmp_path_factory):
     return {h: train_mixed(tiny_world(h), tmp, h) for h in ("on", "off")}
 
 
+@pytest.mark.slow  # trains the study's model
 def test_the_free_concept_recovers_the_planted_flux_and_not_an_absent_one(trained):
     on = evidence.analyse({("mixed", 0): trained["on"]})
     c = cell(on, "q_hidden in free_0")
@@ -220,6 +221,7 @@ def test_the_free_concept_recovers_the_planted_flux_and_not_an_absent_one(traine
     assert not bool(cell(recovery.recovery({("mixed", 0): u}), "q_hidden in free_0")["recovered"])
 
 
+@pytest.mark.slow  # trains the study's model
 def test_the_ocean_demo_writes_the_planted_truth_line_and_findings(trained, tmp_path, monkeypatch):
     units = {
         ("mixed", 0): trained["on"],

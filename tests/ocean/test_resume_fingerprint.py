@@ -24,6 +24,7 @@ def _boom(**kw):
     raise AssertionError("a finished unit was retrained")
 
 
+@pytest.mark.slow  # two whole studies
 def test_a_changed_data_file_sets_the_units_aside(tmp_path, monkeypatch):
     ds = synthetic.generate(synthetic.SynthConfig(**SMALL))
     store = data.write_zarr(ds, tmp_path / "ocean.zarr", time_chunk=12)
@@ -58,6 +59,7 @@ def test_a_changed_data_file_sets_the_units_aside(tmp_path, monkeypatch):
     assert np.nanmax(np.abs(y_new - y_old)) == pytest.approx(100.0, rel=1e-3)
 
 
+@pytest.mark.slow  # two whole studies
 def test_a_changed_generator_sets_the_units_aside(tmp_path, monkeypatch):
     cfg = StudyConfig(synth=SMALL, **STUDY)
     out = tmp_path / "run"

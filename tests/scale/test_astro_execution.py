@@ -19,6 +19,8 @@ from astro.files import STUDY_NAMES, load_study
 from astro.run import run_resumable_study
 from scimech.run.results import UnitStore
 
+pytestmark = pytest.mark.slow  # whole studies, killed and resumed (minutes)
+
 # 100 training / 48 test galaxies, one epoch, four intervention chunks of 12 galaxies
 TINY = dict(n_train=100, n_test=48, epochs=1, batch_size=25, n_bootstrap=20, chunk_size=12)
 CLI_SIZES = [

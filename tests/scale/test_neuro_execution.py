@@ -108,6 +108,7 @@ def serial(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow  # whole studies (minutes)
 def test_study_on_a_local_cluster_equals_serial(serial, local_client):
     from neuro.study import run_study
 
@@ -127,6 +128,7 @@ def test_study_on_a_local_cluster_equals_serial(serial, local_client):
     assert executed() - before == 3 + evaluated
 
 
+@pytest.mark.slow  # whole studies (minutes)
 def test_sigkill_then_rerun_equals_uninterrupted(serial):
     out = serial.parent / "killed"
     cmd = [sys.executable, "-m", "scimech.run.cli", *CLI, "--out", str(out)]

@@ -17,6 +17,8 @@ import yaml
 from ocean import data, experiment, synthetic
 from scimech.run.results import UnitStore
 
+pytestmark = pytest.mark.slow  # whole studies, killed and resumed (minutes)
+
 # Same seeds and data: training is deterministic up to float32 summation order, which can
 # differ between processes with different thread counts; 1e-3 W m-2 on forecasts of order
 # 100 W m-2 is far below any difference a regime or a seed makes (tens of W m-2).

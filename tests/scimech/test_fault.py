@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 import xarray as xr
 
 from scimech.run.parallel import get_client, map_units
@@ -36,6 +37,7 @@ def _expected(i):
     return np.random.default_rng(i).normal(size=5)
 
 
+@pytest.mark.slow  # SIGKILL and resume
 def test_sigkill_mid_run_then_rerun_finishes_and_matches(tmp_path):
     script = tmp_path / "run.py"
     script.write_text(SCRIPT)
