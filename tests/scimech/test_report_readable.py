@@ -69,8 +69,8 @@ def test_the_demo_index_says_each_planted_truth_once_and_each_competence(tmp_pat
             (folder / "recovery.txt").write_text(line + "\n")
             (folder / "findings.txt").write_text("REPRODUCED: skill is similar\n")
             (folder / "competence.csv").write_text(
-                "model,role,RMSE,verdict\nmixed,dissected model,1 [0.9, 1.1],competent\n"
-                "persistence,yardstick,2 [1.8, 2.2],yardstick\n"
+                "model,role,RMSE,verdict\nmixed,dissected model,\"1 [0.9, 1.1]\",competent\n"
+                "persistence,yardstick,\"2 [1.8, 2.2]\",yardstick\n"
             )
             return Report(folder, "planted").write()
 
