@@ -288,3 +288,17 @@ def test_inspect_lists_the_files_before_saying_why_they_do_not_belong_together(c
     out = capsys.readouterr().out
     assert "found: 25 file(s)" in out and "not combined: they do not belong together" in out
     assert "can run: no (1 problem)" in out and "2 ensemble members" in out and extra.name in out
+
+
+def test_heatwaves_by_field_label_each_table_with_its_field(truth):
+    """With MLHC and SST both: each field's per-point fractions and area-mean event table carry its name and
+    ``field`` attribute; the event table holds the events Hobday's detection finds in the area-mean series
+    computed here by hand (a plain mean over the ocean points)."""
+    got = heatwaves.by_field(truth[["mlhc", "sst"]])
+    assert "jaccard" in got and got.attrs["fields"] == "mlhc, sst"
+    for f in ("mlhc", "sst"):
+        mine = [v for v in got.data_vars if str(v).endswith(f"_{f}") and v != "p_sst_given_mlhc"]
+        assert len(mine) == 7 and {got[v].attrs["field"] for v in mine} == {f}
+        series = truth[f].isel(member=0).where(truth["mask"] == 1).mean(["lat", "lon"])
+        expected = heatwaves.detect(series)
+        np.testing.assert_array_equal(got[f"event_duration_{f}"].values, expected["duration"].values)
