@@ -230,7 +230,7 @@ def read_suite2p(folders: list[Path], reading: Reading) -> xr.Dataset:
             "files",
             p["folder"].name,
             f"{p['folder']}: {', '.join(PLANE_FILES)}, {p['ops_name']}; {p['F'].shape[0]} ROIs, {rois.size} cells "
-            f"(iscell.npy column 0), {p['F'].shape[0] - rois.size} not cells dropped; F - {c:g} x Fneu "
+            f"(iscell.npy column 0), {p['F'].shape[0] - rois.size} non-cells dropped; F - {c:g} x Fneu "
             f"({neucoeff}); acquired {offset * 1e3:.4g} ms after plane 0 in each volume",
         )
     if not blocks:

@@ -59,7 +59,7 @@ def test_planes_are_one_recording(tmp_path, how):
     text = reading.text()
     for j in range(mf.NPLANES):
         assert f"plane{j}" in text
-    assert "3 plane folders joined along the neurons" in text and "not cells dropped" in text
+    assert "3 plane folders joined along the neurons" in text and "non-cells dropped" in text
 
 
 def test_from_traces_on_plane_folders_builds_a_task(tmp_path):
@@ -160,3 +160,18 @@ def test_cli_takes_several_plane_folders_and_a_glob(tmp_path, capsys):
     with pytest.raises(SystemExit):
         parser.parse_args(["--data", str(run / "nothing*"), "--out", str(tmp_path / "o")])
     assert "no file or folder matches" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_study_runs_end_to_end_on_a_suite2p_folder(tmp_path):
+    """`scimech neuro study --data <suite2p folder>`: the report says what was read, the plane files first."""
+    from scimech.run.cli import main
+
+    run = mf.write_run(tmp_path, frames=(401, 401, 400))
+    (run / "conditions.csv").write_text("condition,start,stop\ndark,0,200\ngain,200,400\n")
+    out = tmp_path / "study"
+    argv = ["neuro", "study", "--data", str(run), "--out", str(out), "--context", "4", "--horizon", "8"]
+    assert main([*argv, "--nodes", "2", "--long-context", "0", "--search-seconds", "60"]) == 0
+    read = (out / "report.md").read_text().split("## What was read", 1)[1]
+    assert "suite2p output, 3 of 3 planes" in read and read.index("plane0:") < read.index("how combined")
+    assert "acquired 333.3 ms after plane 0 in each volume" in read  # plane 2: 2 / (3 x 2 Hz)
