@@ -482,6 +482,12 @@ def open_files(
         _say_files(reading, groups, meshes, "not combined: they do not belong together (see the problem)", len(files))
     check_together(facts)
     nemo = any(f.nemo_point and f.nemo_point != "T" for f in facts)
+    others = [f for f in facts if nemo and not f.nemo_point]
+    if others:
+        raise DataValidationError(
+            f"A NEMO run's grid files are given with files that are not grid_T / grid_U / grid_V / grid_W files "
+            f"({_listed(others)}). Fix: leave those out (e.g. give the glob '*_grid_*.nc' and the mesh mask)."
+        )
     groups = {k: check_chunks(_group_label(*k), g) for k, g in groups.items()}
     check_coverage(groups)
     check_grids(groups, nemo)

@@ -178,6 +178,11 @@ def test_a_nemo_run_without_its_mesh_mask_is_refused_naming_it_and_read_with_it_
         data.open_store(tmp_path / "run")
     (tmp_path / "grid").mkdir()
     dl.full_mesh_mask(truth).to_netcdf(tmp_path / "grid" / "mesh_mask.nc")
+    scalar = tmp_path / "run" / "ORCA_1y_scalar.nc"  # a run's other output beside the grid files
+    xr.Dataset({"voltot": ("time_counter", np.ones(3), {"units": "m3"})}).to_netcdf(scalar)
+    with pytest.raises(DataValidationError, match=r"not grid_T / grid_U .* \(ORCA_1y_scalar\.nc\)\. Fix: leave"):
+        data.open_store(tmp_path / "run", mesh_mask=tmp_path / "grid" / "mesh_mask.nc")
+    scalar.unlink()
     ds = data.open_store(tmp_path / "run", mesh_mask=tmp_path / "grid" / "mesh_mask.nc")
     np.testing.assert_allclose(
         ds["qnet"].isel(member=0).values, truth["qnet"].isel(member=0).values, rtol=1e-12, equal_nan=True
