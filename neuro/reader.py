@@ -867,7 +867,9 @@ def _conditions(ds: xr.Dataset, conditions, source, reading: Reading, dt: float 
                 f"store (or {Path(str(source)).stem}.conditions.csv)."
                 + (f" Beside it, not read (other names): {', '.join(others[:_SHOWN])}." if others else "")
             )
-        labels, where, found = _conditions_file(near[0], T, dt), f"{near[0]} (beside the store)", "file beside"
+        inside = near[0].parent == Path(source)  # a suite2p output folder's own conditions file
+        labels, found = _conditions_file(near[0], T, dt), "file inside" if inside else "file beside"
+        where = f"{near[0]} ({'inside the folder' if inside else 'beside the store'})"
     if labels is not None:
         labels = np.asarray(labels)
         _labelled(labels, where)
