@@ -685,6 +685,21 @@ def _catalogue(t: _Table, keep: np.ndarray, groups: np.ndarray) -> QTable:
     return cat
 
 
+#: a sweep gathers whole bricks (0.25 deg): its sources may lie this far [deg] outside the patch its name gives
+_PATCH_MARGIN_DEG = 0.25
+
+
+def _outside(patch: tuple[float, float, float, float], tab: _Table) -> str:
+    """How many of a sweep file's rows lie outside the patch its name gives (a renamed file?), in words."""
+    if tab.ra is None or tab.dec is None:
+        return ""
+    ra0, ra1, dec0, dec1 = patch
+    m = _PATCH_MARGIN_DEG
+    out = ~((tab.ra >= ra0 - m) & (tab.ra <= ra1 + m) & (tab.dec >= dec0 - m) & (tab.dec <= dec1 + m))
+    n = int(out.sum())
+    return "; every row inside it" if not n else f"; {n} rows outside it (RA/DEC): a file renamed, or of another patch?"
+
+
 def _say_files(reading: Reading, paths: list[Path], tables: list[_Table], t: _Table, folder) -> None:
     """The ``files`` section: each catalogue file (its sky patch when a DR10 sweep), how they were combined, and
     the cut-out folder's match."""
@@ -692,6 +707,7 @@ def _say_files(reading: Reading, paths: list[Path], tables: list[_Table], t: _Ta
         patch = sweep_patch(p)
         where = (
             f"; DR10 sweep of RA {patch[0]:g}..{patch[1]:g}, Dec {patch[2]:g}..{patch[3]:g} deg (from its name)"
+            + _outside(patch, tab)
             if patch
             else ""
         )

@@ -60,7 +60,7 @@ def test_sweep_files_read_as_one_catalogue(tmp_path, galaxies, how):
     np.testing.assert_allclose(cat["z"], np.asarray(truth["z"]), rtol=1e-12)
     assert len(np.unique(cat["object"])) == N
     files = s.meta["reading"].sections["files"]
-    assert "DR10 sweep of RA 150..160, Dec 0..5 deg (from its name)" in files[a.name]
+    assert "DR10 sweep of RA 150..160, Dec 0..5 deg (from its name); every row inside it" in files[a.name]
     assert "DR10 sweep of RA 160..170, Dec 0..5 deg" in files[b.name]
     assert files["how combined"].startswith("2 files read as one catalogue")
 
@@ -75,6 +75,13 @@ def test_north_and_south_sweeps_of_one_patch_merge_their_overlap(tmp_path, galax
     rows = s.meta["reading"].sections["rows"]
     assert rows["one source in two releases"].startswith("20 rows of different RELEASE")
     assert rows["duplicates"].startswith("20 rows share their object with another row (10 objects)")
+
+
+def test_a_sweep_whose_rows_lie_outside_its_named_patch_is_said(tmp_path, galaxies):
+    # rows placed at RA 160.5.. (the next patch) in a file named for RA 150..160
+    path = write_sweep(tmp_path, sweep_name(150, 0, 160, 5), galaxies.catalog, np.arange(10), 160, 0)
+    said = read(path).meta["reading"].sections["files"][path.name]
+    assert said.endswith("10 rows outside it (RA/DEC): a file renamed, or of another patch?)")
 
 
 def test_files_that_do_not_belong_together_are_refused(tmp_path, galaxies):
@@ -202,10 +209,9 @@ def test_a_study_s_catalogue_unit_reads_the_sweep_folder(tmp_path, galaxies):
 
 
 def test_cli_takes_several_sweep_files_and_a_glob(tmp_path, galaxies, capsys):
-    from scimech.run.cli import main
-
     from astro.plan import settings_from_args
     from astro.study import AstroStudy
+    from scimech.cli.commands import main
 
     south, a, b = two_sweeps(tmp_path, galaxies)
     with warnings.catch_warnings():
