@@ -165,7 +165,7 @@ def _settings_options(
     suffixes: tuple[str, ...] | None = None,
 ) -> None:
     """``--out``, ``--config`` and ``--size`` of the ocean commands that are not ``study``, from the
-    shared declarations (``scimech.run.cli.main`` reads the ``--config`` file)."""
+    shared declarations (``scimech.cli.commands.main`` reads the ``--config`` file)."""
     options.add(p, "out", default=out_default, kind=out_kind, suffixes=suffixes)
     options.add(p, "config", context=f"Keys: the option names and the study settings ({', '.join(config_keys)})")
     options.add(p, "size", default="quick", context="The size whose defaults apply (docs/ocean.md)")

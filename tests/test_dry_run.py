@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from scimech.run.cli import main
+from scimech.cli.commands import main
 
 
 @pytest.mark.parametrize(

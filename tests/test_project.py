@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from scimech.run import options
-from scimech.run.cli import build_parser, commands, main
+from scimech.cli.commands import build_parser, commands, main
 from scimech.studies.contract import load_study, registered_studies
 
 REPO = Path(__file__).resolve().parents[1]

@@ -18,7 +18,7 @@ from astro.measures import probes, study_inputs
 from astro.models import aion as aion_adapter
 from astro.models.aion_folder import write_galaxies, write_random_aion
 from scimech.analysis.probe import probe_sites
-from scimech.run.cli import main
+from scimech.cli.commands import main
 
 #: bfloat16 keeps 8 significant bits: one rounding moves a value by at most 2**-8 (0.39 %) of it. The
 #: tiny model's 2 blocks round each activation a few times (matmul inputs, norms, attention, the residual

@@ -23,7 +23,7 @@ from astro.catalog import read_legacy_survey
 from astro.measures import probes, study_inputs
 from astro.models import aion as aion_adapter
 from astro.models.aion_folder import SHAPES, model_config, write_galaxies, write_random_aion
-from scimech.run.cli import main
+from scimech.cli.commands import main
 
 N_GALAXIES = 40  # 10 test galaxies at --test-fraction 0.25: the probes' 5 folds of 2
 

@@ -156,7 +156,7 @@ def test_bad_inputs_are_one_clear_error_each(truth, tmp_path):
 
 def test_study_cli_runs_on_a_catalogue(truth, tmp_path, capsys):
     from astro import files
-    from scimech.run.cli import main
+    from scimech.cli.commands import main
 
     path = write_catalog(tmp_path / "dr10.fits", truth.catalog)
     cube = write_cube(tmp_path / "cutouts.npy", truth.images)

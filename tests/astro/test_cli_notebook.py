@@ -10,7 +10,7 @@ from astro import files
 
 @pytest.mark.slow  # a whole study from the command line
 def test_cli_synth_train_study_plot(tmp_path):
-    from scimech.run.cli import main
+    from scimech.cli.commands import main
 
     assert main(["astro", "generate", "--n-galaxies", "160", "--seed", "0", "--out", str(tmp_path / "train.fits")]) == 0
     assert (
@@ -70,7 +70,7 @@ def test_quickstart_notebook_runs(run_notebook):
 
 
 def test_study_cli_bad_settings_are_clear_errors(tmp_path, capsys):
-    from scimech.run.cli import main
+    from scimech.cli.commands import main
 
     assert main(["astro", "study", "--quick", "--chunk-size", "0", "--out", str(tmp_path / "a")]) == 2
     assert "argument --chunk-size: must be a whole number >= 1. Got '0' instead." in capsys.readouterr().err

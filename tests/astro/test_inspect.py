@@ -32,7 +32,7 @@ def files(tmp_path_factory):
 def run_cli(args: list[str]) -> tuple[subprocess.CompletedProcess, float]:
     """The CLI in a fresh interpreter; it prints whether torch was imported, last."""
     code = (
-        "import sys\nfrom scimech.run.cli import main\nrc = main(sys.argv[1:])\n"
+        "import sys\nfrom scimech.cli.commands import main\nrc = main(sys.argv[1:])\n"
         "print('TORCH', 'torch' in sys.modules)\nsys.exit(rc)"
     )
     t = time.perf_counter()

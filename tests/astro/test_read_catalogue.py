@@ -296,7 +296,7 @@ def test_the_reading_names_every_column_that_served_and_its_units(galaxies, tmp_
 
 # --------------------------------------------------------------------------- the study on your catalogue
 def test_study_report_on_a_catalogue_opens_with_the_reading_and_has_no_planted_truth(galaxies, rows, tmp_path):
-    from scimech.run.cli import main
+    from scimech.cli.commands import main
 
     path = write_dr10(tmp_path / "dr10.fits", galaxies.catalog, rows, desi=True)
     cube = write_cube(tmp_path / "cutouts.fits", galaxies.images[rows], order="grzi", header="BAND")

@@ -274,7 +274,7 @@ def test_inspect_answers_each_trial_file_or_refuses_it_in_one_line(galaxies, tmp
     write_table(tmp_path / "lower.fits", lower)
     write_table(tmp_path / "empty.fits", dr10_columns(galaxies.catalog, np.array([], int)))
     np.save(tmp_path / "last.npy", np.transpose(galaxies.images, (0, 2, 3, 1)).astype(np.float32))
-    code = "import sys\nfrom scimech.run.cli import main\nsys.exit(main(sys.argv[1:]))"
+    code = "import sys\nfrom scimech.cli.commands import main\nsys.exit(main(sys.argv[1:]))"
     for args, rc in (
         ([tmp_path / "sweep.fits.gz"], 0),
         ([tmp_path / "lower.fits"], 0),

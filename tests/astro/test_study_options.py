@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from scimech.run.cli import build_parser, main
+from scimech.cli.commands import build_parser, main
 from scimech.studies.contract import apply_config
 
 STUDY = ["astro", "study"]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from scimech.run.cli import main
+from scimech.cli.commands import main
 from scimech.studies.reading import Reading
 
 from . import product_fixtures as pf
@@ -69,7 +69,7 @@ def test_inspect_imports_no_torch_and_answers_in_seconds(tmp_path):
         json.dumps({"condition_offsets": offsets, "condition_names": list(pf.NAMES)})
     )
     code = (
-        "import sys, json; from scimech.run.cli import main; "
+        "import sys, json; from scimech.cli.commands import main; "
         f"rc = main(['neuro', 'inspect', {str(path)!r}, '--dt', '0.914', '--json', {str(tmp_path / 'r.json')!r}]); "
         "print(json.dumps({'rc': rc, 'torch': 'torch' in sys.modules}))"
     )

@@ -118,7 +118,7 @@ def test_inspect_lists_the_files(tmp_path):
 
 
 def test_cli_inspect_and_data_option_take_a_suite2p_folder(tmp_path, capsys):
-    from scimech.run.cli import main
+    from scimech.cli.commands import main
 
     from neuro.study import NeuroStudy
 
@@ -142,7 +142,7 @@ def test_task_carries_each_neuron_s_acquisition_offset(tmp_path):
 
 
 def test_cli_takes_several_plane_folders_and_a_glob(tmp_path, capsys):
-    from scimech.run.cli import main
+    from scimech.cli.commands import main
 
     from neuro.study import NeuroStudy
 
@@ -165,7 +165,7 @@ def test_cli_takes_several_plane_folders_and_a_glob(tmp_path, capsys):
 @pytest.mark.slow
 def test_study_runs_end_to_end_on_a_suite2p_folder(tmp_path):
     """`scimech neuro study --data <suite2p folder>`: the report says what was read, the plane files first."""
-    from scimech.run.cli import main
+    from scimech.cli.commands import main
 
     run = mf.write_run(tmp_path, frames=(401, 401, 400))
     (run / "conditions.csv").write_text("condition,start,stop\ndark,0,200\ngain,200,400\n")

@@ -21,7 +21,7 @@ import pytest
 import xarray as xr
 
 from scimech.errors import ConfigError, DataValidationError, DimensionError, MissingVariableError
-from scimech.run.cli import main
+from scimech.cli.commands import main
 
 T, N = 300, 12
 COND = np.repeat(["dark", "flash", "dots"], [100, 120, 80])  # 3 conditions, steps by hand

@@ -20,7 +20,7 @@ def test_rank_normalise_and_ucb_by_hand():
 
 
 def test_cli_plot_reads_a_journal(tmp_path):
-    from scimech.run.cli import build_parser
+    from scimech.cli.commands import build_parser
 
     nodes = [
         Node(0, None, "draft", "x", "h0", status="ok", val=0.5),
@@ -38,7 +38,7 @@ def test_cli_plot_reads_a_journal(tmp_path):
 def test_cli_plot_draws_every_search_of_a_study_folder(tmp_path, capsys):
     from dataclasses import asdict
 
-    from scimech.run.cli import main
+    from scimech.cli.commands import main
 
     nodes = [
         Node(0, None, "draft", "x", "h0", status="ok", val=0.5),
@@ -59,7 +59,7 @@ def test_cli_plot_draws_every_search_of_a_study_folder(tmp_path, capsys):
 
 
 def test_cli_study_size_flags():
-    from scimech.run.cli import build_parser
+    from scimech.cli.commands import build_parser
 
     args = build_parser().parse_args(["neuro", "study", "--medium", "--n-seeds", "2", "--long-context", "0"])
     assert args.size == "medium" and args.n_seeds == 2 and args.seeds is None and args.long_context == 0

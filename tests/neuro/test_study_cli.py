@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import yaml
 
-from scimech.run.cli import build_parser, main
+from scimech.cli.commands import build_parser, main
 from scimech.studies.contract import apply_config
 
 STUDY = ["neuro", "study"]

@@ -142,7 +142,7 @@ def test_bad_inputs_are_one_clear_error_each(sim_task, tmp_path):
 
 
 def test_baselines_cli_runs_on_traces(sim_task, tmp_path, capsys):
-    from scimech.run.cli import main
+    from scimech.cli.commands import main
 
     path = tmp_path / "traces.nc"
     neutral_layout(sim_task.recording).to_netcdf(path)

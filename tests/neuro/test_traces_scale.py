@@ -278,7 +278,7 @@ def test_zapbench_long_context_and_refusals(zap):
 
 
 def test_zapbench_study_cli_writes_mae_per_step(zap, tmp_path, capsys):
-    from scimech.run.cli import main
+    from scimech.cli.commands import main
 
     path = tmp_path / "rec.nc"
     zap.to_netcdf(path)

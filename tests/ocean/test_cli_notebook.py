@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from scimech.run.cli import main
+from scimech.cli.commands import main
 
 
 def test_synth_command_writes_a_closing_budget(tmp_path, capsys):

@@ -12,7 +12,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))  # the fixtures beside this file (pytest runs --import-mode=importlib)
 import product_fixtures as pf  # noqa: E402
 
-from scimech.run.cli import main  # noqa: E402
+from scimech.cli.commands import main  # noqa: E402
 from scimech.studies.reading import Reading  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,7 +29,7 @@ def _inspect_in_a_fresh_interpreter(args: list[str]) -> tuple[str, float]:
     """Run `scimech ocean inspect ARGS` in a new interpreter; its output and wall time. It fails unless torch
     stayed unimported."""
     code = (
-        "import sys; from scimech.run.cli import main; rc = main(['ocean', 'inspect', *sys.argv[1:]]); "
+        "import sys; from scimech.cli.commands import main; rc = main(['ocean', 'inspect', *sys.argv[1:]]); "
         "assert 'torch' not in sys.modules, 'torch imported'; sys.exit(rc)"
     )
     t0 = time.perf_counter()

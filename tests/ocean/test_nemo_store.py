@@ -9,7 +9,7 @@ import pytest
 import xarray as xr
 
 from ocean import data, nemo, synthetic
-from scimech.run.cli import main
+from scimech.cli.commands import main
 
 TERMS = ["q_surf", "q_ekman", "q_geo", "q_entr", "q_diff"]
 

@@ -12,13 +12,13 @@ import pytest
 from ocean.plan import SIZES, StudyConfig
 from ocean.settings import CONFIG_KEYS
 from ocean.study import OceanStudy
-from scimech.run.cli import build_parser, main
+from scimech.cli.commands import build_parser, main
 from scimech.studies.contract import SIZES as STUDY_SIZES
 from scimech.studies.contract import apply_config
 
 
 def _args(argv):
-    """The namespace `scimech` hands a command, the --config file applied (as scimech.run.cli.main does)."""
+    """The namespace `scimech` hands a command, the --config file applied (as scimech.cli.commands.main does)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     return apply_config(parser, argv, args) if args.config is not None else args

@@ -91,7 +91,7 @@ def test_local_cluster_equals_serial(serial, local_client):
 def test_sigkill_then_rerun_redoes_only_unfinished_units(serial):
     root, res = serial
     out = root / "killed"
-    cmd = [sys.executable, "-m", "scimech.run.cli", "astro", "study", "--quick", *CLI_SIZES, "--out", str(out)]
+    cmd = [sys.executable, "-m", "scimech.cli.commands", "astro", "study", "--quick", *CLI_SIZES, "--out", str(out)]
     env = {**os.environ, "SCIMECH_QUIET": "1", "MPLBACKEND": "Agg", **ONE_THREAD}
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     store = UnitStore(out / "units")

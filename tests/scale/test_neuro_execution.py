@@ -131,7 +131,7 @@ def test_study_on_a_local_cluster_equals_serial(serial, local_client):
 @pytest.mark.slow  # whole studies (minutes)
 def test_sigkill_then_rerun_equals_uninterrupted(serial):
     out = serial.parent / "killed"
-    cmd = [sys.executable, "-m", "scimech.run.cli", *CLI, "--out", str(out)]
+    cmd = [sys.executable, "-m", "scimech.cli.commands", *CLI, "--out", str(out)]
     env = {**os.environ, "SCIMECH_QUIET": "1", "MPLBACKEND": "Agg", "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
     total = len(_records(serial))
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

@@ -67,7 +67,7 @@ def test_sigkill_then_rerun_equals_uninterrupted(setup):
     conf = root / "study.yaml"
     conf.write_text(yaml.safe_dump({k: v for k, v in dataclasses.asdict(cfg).items() if k != "synth"}))
     out = root / "killed"
-    cmd = [sys.executable, "-m", "scimech.run.cli", "ocean", "study", "--config", str(conf), "--out", str(out)]
+    cmd = [sys.executable, "-m", "scimech.cli.commands", "ocean", "study", "--config", str(conf), "--out", str(out)]
     env = {**os.environ, "SCIMECH_QUIET": "1", "MPLBACKEND": "Agg", **ONE_THREAD}
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     store = UnitStore(out / "units")

@@ -502,7 +502,7 @@ def test_quality_measures_by_hand(world):
 
 
 def test_the_command_trains_scores_against_variables_and_measures_a_shift(tmp_path, world, capsys):
-    from scimech.run.cli import main
+    from scimech.cli.commands import main
     from scimech.run.results import load
 
     x, _, codes = world

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scimech.run import options
-from scimech.run.cli import build_parser, commands, main, options_page
+from scimech.cli.commands import build_parser, commands, main, options_page
 from scimech.run.options import SHARED, Option
 
 from .test_options import SAMPLE_FILES, SAMPLES, _argv, _placeholder
@@ -66,7 +66,7 @@ def test_seeds_lists_seed_values_in_every_command(tmp_path):
 def test_the_options_page_is_generated_from_the_declarations():
     page = (REPO / "docs" / "options.md").read_text()
     assert page == options_page(), (
-        "docs/options.md is stale: python -m scimech.run.cli --options-page > docs/options.md"
+        "docs/options.md is stale: python -m scimech.cli.commands --options-page > docs/options.md"
     )
     for spec in SHARED.values():
         assert f"| `{spec.flag}` |" in page
@@ -211,7 +211,7 @@ def test_the_four_invocations_exit_2_with_one_line_and_no_traceback_in_seconds(a
     argv = [w.replace("{junk}", str(junk)).replace("{tmp}", str(tmp_path / "o")) for w in argv]
     t0 = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, "-m", "scimech.run.cli", *argv], capture_output=True, text=True, timeout=60, cwd=tmp_path
+        [sys.executable, "-m", "scimech.cli.commands", *argv], capture_output=True, text=True, timeout=60, cwd=tmp_path
     )
     seconds = time.perf_counter() - t0
     lines = proc.stderr.strip().splitlines()

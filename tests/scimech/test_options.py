@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scimech.run.cli import build_parser
+from scimech.cli.commands import build_parser
 from scimech.run.options import Option
 
 

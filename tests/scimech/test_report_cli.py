@@ -10,7 +10,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from scimech.run.cli import main
+from scimech.cli.commands import main
 from scimech.studies.report import Report
 
 
@@ -32,7 +32,7 @@ def test_report_writes_markdown_html_and_figures(tmp_path):
 
 def test_help_lists_domains_and_demo():
     out = subprocess.run(
-        [sys.executable, "-m", "scimech.run.cli", "--help"], capture_output=True, text=True, check=True
+        [sys.executable, "-m", "scimech.cli.commands", "--help"], capture_output=True, text=True, check=True
     )
     for word in ("demo", "ocean", "astro", "neuro"):
         assert word in out.stdout
@@ -44,7 +44,7 @@ def test_no_command_prints_help(capsys):
 
 
 def test_demo_reports_a_failing_study_without_stopping(tmp_path, monkeypatch, capsys):
-    import scimech.run.cli as cli
+    import scimech.cli.commands as cli
 
     class Ok:
         title = "ok study"
@@ -76,7 +76,7 @@ def test_demo_reports_a_failing_study_without_stopping(tmp_path, monkeypatch, ca
 
 
 def test_cli_turns_a_user_error_into_a_message_and_exit_code_2(tmp_path, capsys):
-    from scimech.run.cli import main
+    from scimech.cli.commands import main
 
     bad = tmp_path / "c.yaml"
     bad.write_text("epochs: 3\nbogus: 1\n")  # an unknown study setting: a ConfigError inside the command
@@ -89,7 +89,7 @@ def test_cli_turns_a_user_error_into_a_message_and_exit_code_2(tmp_path, capsys)
 def test_demo_prints_each_studys_planted_truth_line_then_its_findings(tmp_path, monkeypatch, capsys):
     import os
 
-    import scimech.run.cli as cli
+    import scimech.cli.commands as cli
 
     out = tmp_path / "demo"
 

@@ -164,7 +164,7 @@ def test_numbers_written_as_text_are_right_aligned_like_numbers(tmp_path):
 
 
 def test_a_numbered_finding_in_the_demo_index_stays_one_bullet(tmp_path):
-    from scimech.run.cli import _list_item
+    from scimech.cli.commands import _list_item
 
     rep = Report(tmp_path, title="t")
     rep.text("\n".join(f"- {_list_item(line)}" for line in ["1. NOT reproduced: a", "2) REPRODUCED: b", "plain"]))

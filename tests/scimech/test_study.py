@@ -76,7 +76,7 @@ def test_the_shipped_studies_are_registered_and_follow_the_contract():
 
 
 def test_every_domain_answers_the_same_verbs_in_the_same_order():
-    from scimech.run.cli import build_parser
+    from scimech.cli.commands import build_parser
     from scimech.studies.contract import VERBS
 
     root = build_parser()
@@ -139,7 +139,7 @@ def test_a_study_of_yours_is_one_class_found_through_its_entry_point(tmp_path, m
     monkeypatch.syspath_prepend(str(tmp_path))
     try:
         assert registered_studies()["weather"] == "mystudy.study:WeatherStudy"
-        from scimech.run.cli import build_parser, main
+        from scimech.cli.commands import build_parser, main
 
         assert "weather: a toy study" in build_parser().format_help()
         out = tmp_path / "run"
@@ -174,7 +174,7 @@ def test_an_entry_point_naming_a_module_is_refused_with_the_fix(tmp_path, monkey
 
 
 def test_an_old_command_name_still_runs_and_names_the_new_one(tmp_path, capsys):
-    from scimech.run.cli import main
+    from scimech.cli.commands import main
 
     assert main(["ocean", "plot", str(tmp_path)]) == 2  # an empty folder: refused, but by the redraw command
     err = capsys.readouterr().err

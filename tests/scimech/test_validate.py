@@ -19,7 +19,7 @@ from scimech.analysis.attribution import attribute
 from scimech.capture import sites as sites_mod
 from scimech.causal import intervene as intervene_mod
 from scimech.causal import sweep as sweep_mod
-from scimech.run.cli import main
+from scimech.cli.commands import main
 from scimech.run.results import load
 from scimech.studies.validate import (
     ablation_choice,
