@@ -4,7 +4,8 @@
 
 Examples::
 
-    scimech astro study --out runs/astro                     # synthesise + train + study, quick size
+    scimech astro study --out runs/astro                     # synthesise + study the shipped stand-in, quick size
+    scimech astro study --train-afresh --out runs/astro-mine # the same with a stand-in trained here
     scimech astro study --size medium --workers 2 --out runs/astro-medium   # larger; units on 2 Dask workers
     scimech astro study --config astro.yaml                  # options from a file (`n_train: 4000`, ...)
     scimech astro study --quick --cluster cluster.toml --out /scratch/$USER/astro   # SLURM / PBS
@@ -21,6 +22,10 @@ Examples::
 The study runs as resumable units (astro.run): the samples, the training, and the head
 interventions over chunks of the test set (``--chunk-size``). Rerunning the same command with
 the same ``--out`` redoes only the units that did not finish.
+
+Model: on synthetic galaxies, the stand-in shipped for the world (astro/models/weights, trained at
+full size by scripts/train_astro_standin.py; astro.models.shipped), refused with the reason said when
+the world changed since; ``--train-afresh`` (or ``--epochs`` / ``--batch-size``) trains one here.
 
 Galaxies: synthetic by default (``--world``; ``--size`` sets how many); ``--data`` studies
 your Legacy Survey DR10 galaxies (astro.catalog.read_legacy_survey): a catalogue FITS file, or

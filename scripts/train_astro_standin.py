@@ -19,6 +19,7 @@ thread, fixed seeds: a rerun on the same machine and torch gives the same weight
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
@@ -46,8 +47,8 @@ SETTINGS = dict(
     num_heads=4,
     mlp_ratio=2.0,
     linear_init=1.0,
-    phot_steps=6000,  # stage 1: photometry only (catalogue tokens alone)
-    steps=2500,  # stage 2: modality dropout (half of each batch with the image)
+    phot_steps=4000,  # stage 1: photometry only (catalogue tokens alone)
+    steps=2000,  # stage 2: modality dropout (half of each batch with the image)
     batch_size=128,
     phot_lr=3e-3,
     lr=2e-3,
@@ -70,9 +71,43 @@ def _log(msg: str) -> None:
     print(f"[train_astro_standin] {msg}", flush=True)
 
 
+def score(ad, settings: dict, train=None) -> tuple[dict, object]:
+    """The test record of a trained stand-in: its metrics beside the yardsticks on the quick study's galaxies."""
+    import numpy as np
+
+    from astro.models import competence
+    from astro.synthetic import make_galaxies
+
+    s = settings
+    test = make_galaxies(s["test_n"], seed=s["test_seed"], world=s["world"])
+    knn_train = make_galaxies(s["knn_train_n"], seed=s["knn_train_seed"], world=s["world"], images=False)
+    preds = competence.predictions(ad, test, knn_train)
+    if train is not None:  # the colour kNN on the stand-in's own training galaxies: the fair comparison of learners
+        preds["colour_knn_same_training"] = competence.predictions(ad, test, train, template=False)["colour_knn"]
+    z = np.asarray(test.catalog["z"], float)
+    return competence.score_against_yardsticks(z, preds, n_bootstrap=s["n_bootstrap"], seed=s["seed"]), test
+
+
+def show(scores: dict) -> None:
+    """The competence table of a record (sigma_NMAD, bias, outlier fraction with 95% intervals)."""
+
+    def cell(m):
+        return f"{m['value']:.4f} [{m['ci_low']:.4f}, {m['ci_high']:.4f}]"
+
+    print("| prediction | sigma_NMAD | bias | outlier fraction |")
+    print("|---|---|---|---|")
+    for name in ("photometry", "multimodal", "template", "colour_knn", "colour_knn_same_training"):
+        if name in scores:
+            m = scores[name]
+            print(f"| {name} | {cell(m['sigma_nmad'])} | {cell(m['bias'])} | {cell(m['outlier_fraction'])} |")
+    for name, d in scores["difference"].items():
+        print(f"| {name} (paired) | {cell(d['sigma_nmad'])} | | {cell(d['outlier_fraction'])} |")
+    print(f"| advantage, mean abs dz phot - multi | {cell(scores['advantage'])} | | |")
+
+
 def train_and_record(settings: dict, out: Path) -> dict:
     """Train one stand-in with ``settings``, save it to ``out`` with its ``shipped.json``; return the record."""
-    from astro.models import competence, shipped, standin
+    from astro.models import shipped, standin
     from astro.synthetic import make_galaxies, world_config
     from astro.training import train_standin_staged
 
@@ -82,21 +117,12 @@ def train_and_record(settings: dict, out: Path) -> dict:
     _log(f"{len(train)} training galaxies drawn ({time.perf_counter() - t0:.0f} s)")
     ad, hist = train_standin_staged(train, s, log=_log)
     standin.save(ad, out)
-    test = make_galaxies(s["test_n"], seed=s["test_seed"], world=s["world"])
-    knn_train = make_galaxies(s["knn_train_n"], seed=s["knn_train_seed"], world=s["world"], images=False)
-    preds = competence.predictions(ad, test, knn_train)
-    same = competence.predictions(ad, test, train, template=False)["colour_knn"]
-    preds["colour_knn_same_training"] = same
-    import numpy as np
-
-    scores = competence.score_against_yardsticks(
-        np.asarray(test.catalog["z"], float), preds, n_bootstrap=s["n_bootstrap"], seed=s["seed"]
-    )
+    scores, test = score(ad, s, train)
     record = {
         "name": out.name,
         "settings": s,
         "world": s["world"],
-        "world_config": __import__("dataclasses").asdict(world_config(s["world"])),
+        "world_config": dataclasses.asdict(world_config(s["world"])),
         "world_fingerprint": shipped.world_fingerprint(s["world"]),
         "training_data": {
             "n_galaxies": len(train),
@@ -107,22 +133,14 @@ def train_and_record(settings: dict, out: Path) -> dict:
             "n_galaxies": len(test),
             "seed": s["test_seed"],
             "fingerprint": shipped.sample_fingerprint(test),
-            "knn_training": {"n_galaxies": len(knn_train), "seed": s["knn_train_seed"]},
+            "knn_training": {"n_galaxies": s["knn_train_n"], "seed": s["knn_train_seed"]},
         },
         "weights_fingerprint": shipped.weights_fingerprint(out),
         "training": {"seconds": round(hist["seconds"], 1), "torch": torch.__version__, "threads": 1},
         "test": scores,
     }
     (out / shipped.RECORD_NAME).write_text(json.dumps(record, indent=1, sort_keys=True))
-    for name in ("photometry", "multimodal", "template", "colour_knn", "colour_knn_same_training"):
-        m = scores[name]
-        _log(
-            f"{name:>24}: sigma_NMAD {m['sigma_nmad']['value']:.4f} [{m['sigma_nmad']['ci_low']:.4f}, "
-            f"{m['sigma_nmad']['ci_high']:.4f}], outliers {m['outlier_fraction']['value']:.4f}, "
-            f"bias {m['bias']['value']:+.4f}"
-        )
-    a = scores["advantage"]
-    _log(f"advantage (mean|dz| phot - multi): {a['value']:.4f} [{a['ci_low']:.4f}, {a['ci_high']:.4f}]")
+    show(scores)
     return record
 
 
@@ -130,13 +148,28 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--which", choices=("standin", "planted", "both"), default="both")
     p.add_argument("--out", type=Path, default=ROOT / "astro" / "models" / "weights", help="folder of the stand-ins")
+    p.add_argument(
+        "--score",
+        action="store_true",
+        help="train nothing: score the stand-ins in --out on the test galaxies again and print their competence "
+        "table beside the one recorded with them",
+    )
     args = p.parse_args(argv)
     torch.set_num_threads(1)
-    from astro.models.shipped import shipped_name
+    from astro.files import load_adapter
+    from astro.models.shipped import ShippedStandin, shipped_name
 
     for which in ("standin", "planted") if args.which == "both" else (args.which,):
         settings = {**SETTINGS, **(PLANTED if which == "planted" else {})}
         out = args.out / shipped_name(settings["world"], settings["planted"])
+        if args.score:
+            print(
+                f"\n{out.name}, recorded with the weights ({ShippedStandin.read(out).record['settings']['steps']} steps):"
+            )
+            show(ShippedStandin.read(out).record["test"])
+            print(f"\n{out.name}, scored now:")
+            show(score(load_adapter(out), settings)[0])
+            continue
         _log(f"training {out}")
         train_and_record(settings, out)
     return 0

@@ -104,11 +104,11 @@ class ShippedStandin:
         line = (
             f"shipped stand-in {self.name} (astro/models/weights; trained by scripts/train_astro_standin.py on "
             f"{r['training_data']['n_galaxies']} synthetic galaxies of the {r['world']} world, "
-            f"{r['settings']['steps']} steps)"
+            f"{r['settings']['phot_steps']} photometry-only + {r['settings']['steps']} steps)"
         )
         phot = t.get("photometry", {}).get("sigma_nmad")
         if phot:
-            line += f"; its own test: sigma_NMAD photometry-only {phot['value']:.4f}"
+            line += f"; on the quick study's seed-0 test galaxies: sigma_NMAD photometry-only {phot['value']:.4f}"
             knn = t.get("colour_knn", {}).get("sigma_nmad")
             if knn:
                 line += f", colour kNN {knn['value']:.4f}"

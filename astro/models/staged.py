@@ -32,6 +32,8 @@ from .standin import _optimiser, _soft_targets
 __all__ = ["train_staged"]
 
 Tokens = Mapping[str, torch.Tensor]
+#: the fewest steps of a stage (its one-cycle schedule warms up over the first 10%)
+MIN_STEPS = 20
 
 
 def _part_loss(adapter, model, view: Tokens, rows: torch.Tensor, z: torch.Tensor, image: bool, width: float):
@@ -114,6 +116,11 @@ def train_staged(
     """
     if not views:
         raise ConfigError("train_staged needs at least one token view of the training galaxies.")
+    if any(0 < n < MIN_STEPS for n in (phot_steps, steps)):
+        raise ConfigError(
+            f"a stage of {min(n for n in (phot_steps, steps) if n > 0)} steps is too short for its one-cycle "
+            f"schedule (10% warm-up); give each stage 0 or at least {MIN_STEPS} steps."
+        )
     if len(z) < batch_size:
         raise ConfigError(
             f"{len(z)} training galaxies are fewer than batch_size={batch_size}; lower the batch size or give more."
