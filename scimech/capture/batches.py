@@ -19,6 +19,7 @@ import torch
 
 __all__ = [
     "leaf_tensors",
+    "gives_dict",
     "is_graph_batch",
     "n_samples_of",
     "batch_size_of",
@@ -30,10 +31,26 @@ __all__ = [
 ]
 
 
+def gives_dict(obj: Any) -> bool:
+    """Whether ``obj`` is a batch object that gives its tensors as a dict through a ``to_dict()``
+    method and is none of the nestings read directly (MACE's ``AtomicData`` batch, a PyTorch
+    Geometric ``Data`` of another library's copy): its tensors are those of ``obj.to_dict()``.
+    Such an object iterates over ``(key, value)`` pairs, so it is one batch, never an iterable of batches."""
+    if isinstance(obj, (torch.Tensor, Mapping, tuple, list, str, type)) or dataclasses.is_dataclass(obj):
+        return False
+    try:
+        return callable(getattr(obj, "to_dict", None))
+    except Exception:  # noqa: BLE001 - an object whose __getattr__ raises another error has no to_dict
+        return False
+
+
 def leaf_tensors(obj: Any) -> Iterable[torch.Tensor]:
-    """Every Tensor of a nested batch or output (dicts, lists, tuples, dataclasses), in order."""
+    """Every Tensor of a nested batch or output (dicts, lists, tuples, dataclasses, an object read
+    through its ``to_dict()``), in order."""
     if isinstance(obj, torch.Tensor):
         yield obj
+    elif gives_dict(obj):
+        yield from leaf_tensors(obj.to_dict())
     elif isinstance(obj, Mapping):
         for v in obj.values():
             yield from leaf_tensors(v)
@@ -111,7 +128,25 @@ def map_tensors(batch: Any, f: Callable[[torch.Tensor], torch.Tensor]) -> Any:
     if dataclasses.is_dataclass(batch) and not isinstance(batch, type):
         changes = {fl.name: map_tensors(getattr(batch, fl.name), f) for fl in dataclasses.fields(batch) if fl.init}
         return dataclasses.replace(batch, **changes)
+    if gives_dict(batch):
+        return _rebuilt(batch, map_tensors(batch.to_dict(), f))
     return batch
+
+
+def _rebuilt(batch: Any, mapped: dict) -> Any:
+    """An object of ``batch``'s class from the dict ``mapped`` (its ``from_dict``), or a refusal
+    naming the dict itself as the fix: cutting or tiling it must not hand back the whole batch."""
+    from_dict = getattr(type(batch), "from_dict", None)
+    if callable(from_dict):
+        return from_dict(mapped)
+    from scimech.errors import DataValidationError
+
+    raise DataValidationError(
+        f"A batch of type {type(batch).__name__} gives its tensors through .to_dict() but its class has no "
+        "from_dict to be rebuilt from cut or tiled tensors. Pass the dict itself as the inputs, "
+        "inputs=batch.to_dict(), with forward=lambda m, d: m(d, ...) in place of forward=lambda m, b: "
+        "m(b.to_dict(), ...)."
+    )
 
 
 def _batched(batch: Any) -> Callable[[torch.Tensor], bool]:
@@ -125,7 +160,10 @@ def _batched(batch: Any) -> Callable[[torch.Tensor], bool]:
 
 def slice_batch(batch: Any, start: int, stop: int) -> Any:
     """Samples ``start:stop`` of ``batch``: rows of every batched Tensor (unbatched leaves kept
-    whole), or whole graphs of a graph batch."""
+    whole), or whole graphs of a graph batch (an object read through ``to_dict()`` whole is
+    itself)."""
+    if gives_dict(batch) and start == 0 and stop >= n_samples_of(batch):
+        return batch
     if is_graph_batch(batch):
         return type(batch).from_data_list(batch.to_data_list()[start:stop])
     batched = _batched(batch)
@@ -146,6 +184,7 @@ def is_one_batch(inputs: Any) -> bool:
     return (
         isinstance(inputs, (torch.Tensor, Mapping, tuple))
         or is_graph_batch(inputs)
+        or gives_dict(inputs)
         or (dataclasses.is_dataclass(inputs) and not isinstance(inputs, type))
     )
 
