@@ -65,12 +65,17 @@ Port = Literal["input", "output"]
 _HEAD_ATTRS = ("num_heads", "n_heads", "nhead", "n_head", "num_attention_heads")
 _PROJ_NAMES = ("proj", "out_proj", "o_proj", "c_proj", "o", "out", "to_out", "to_out.0", "dense", "output.dense")
 
-# a selector follows a dot (or starts the site): "mlp.hidden_units" is a module path
+# a selector follows a dot (or starts the site): "mlp.hidden_units" is a module path. A path holds
+# any character torch allows in a module name but whitespace, brackets paired (escnn's
+# "batch_norm_[4]", a ModuleDict's "conv:1"), so the names list_sites offers parse; the selector
+# and port are read from the end, and only where they are whole
 _SITE_RE = re.compile(
-    r"^(?P<path>[A-Za-z0-9_.\-]*?)"
+    r"^(?P<path>(?:[^\s\[\]]|\[[^\s\[\]]*\])*?)"
     r"(?:(?:^|\.)(?P<sel>heads|units|channels)(?:\[(?P<idx>[0-9,\s]*)\])?)?"
     r"(?::(?P<port>input|output))?$"
 )
+# a path segment that reads as a selector with an index that is not whole numbers ("heads[x]")
+_BAD_SELECTOR = re.compile(r"(?:^|\.)(?:heads|units|channels)\[")
 
 
 class HeadLayoutWarning(UserWarning):
@@ -265,7 +270,7 @@ def parse_site(text: str) -> SiteSpec:
     if not isinstance(text, str):
         raise TypeError(f"A site is a string like 'encoder.0.attn.heads[3]'; got {type(text).__name__}.")
     m = _SITE_RE.match(text.strip())
-    if m is None:
+    if m is None or _BAD_SELECTOR.search(m.group("path")):
         raise SiteNotFoundError(
             f"Cannot parse site {text!r}. Write a module path with an optional selector and port, "
             "e.g. 'encoder.0.mlp', 'encoder.0.mlp:input', 'encoder.0.attn.heads[3]', 'head.units[0,2]'."
