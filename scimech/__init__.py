@@ -65,6 +65,10 @@ _LAZY = {
     "profile": "capture.profile",
     "ModelProfile": "capture.profile",
     "show_versions": "run.versions",
+    "set_progress": "run.progress",
+    "layer_head_map": "analysis.plots",
+    "probe_curve": "analysis.plots",
+    "feature_vs_variable": "analysis.plots",
 }
 
 _SUBPACKAGES = ("analysis", "capture", "causal", "cli", "errors", "run", "studies")
@@ -78,6 +82,9 @@ if _typing.TYPE_CHECKING:  # what `sm.<name>` is, for type checkers and editors 
     from .analysis.geometry import linear_cka as linear_cka
     from .analysis.geometry import principal_angles as principal_angles
     from .analysis.geometry import procrustes_distance as procrustes_distance
+    from .analysis.plots import feature_vs_variable as feature_vs_variable
+    from .analysis.plots import layer_head_map as layer_head_map
+    from .analysis.plots import probe_curve as probe_curve
     from .analysis.probe import LinearProbe as LinearProbe
     from .analysis.probe import probe_sites as probe_sites
     from .analysis.stats import bootstrap_ci as bootstrap_ci
@@ -99,6 +106,7 @@ if _typing.TYPE_CHECKING:  # what `sm.<name>` is, for type checkers and editors 
     from .causal.samples import FixedMesh as FixedMesh
     from .run.parallel import get_client as get_client
     from .run.parallel import map_units as map_units
+    from .run.progress import set_progress as set_progress
     from .run.results import UnitStore as UnitStore
     from .run.results import load as load
     from .run.results import save as save

@@ -1,7 +1,7 @@
 """Analysis: probes, concept bottlenecks, representation geometry, bootstrap statistics, captum
 attribution, and sparse dictionaries (:mod:`scimech.analysis.dictionary`)."""
 
-_MODULES = ("attribution", "concepts", "dictionary", "geometry", "probe", "stats")
+_MODULES = ("attribution", "concepts", "dictionary", "geometry", "plots", "probe", "stats")
 
 
 def __getattr__(name: str):

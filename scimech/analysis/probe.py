@@ -39,6 +39,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from scimech.errors import DataValidationError, DimensionError
+from scimech.run.progress import bar as _bar
 
 __all__ = [
     "LinearProbe",
@@ -586,6 +587,7 @@ def probe_sites(
     control_groups=None,
     max_iter: int = 1000,
     ci_method: Literal["BCa", "percentile", "basic"] = "BCa",
+    progress: bool | None = None,
 ) -> xr.Dataset:
     """Fit a linear probe per site with cross-validation; compare with a control task.
 
@@ -632,6 +634,10 @@ def probe_sites(
         Groups whose members share a control label (default ``groups``). With grouped CV
         and the same groups the control task is at chance by construction; give
         *types* that recur across folds (e.g. an object class) to test memorisation.
+    progress
+        A progress bar: each site's folds for each seed, then each site's interval, direction
+        and p-value (``None``: shown when standard error is a terminal, unless switched off;
+        :mod:`scimech.run.progress`).
 
     Returns
     -------
@@ -661,8 +667,9 @@ def probe_sites(
         ci_method=ci_method,
     )
     params = {"task": task, "alpha": alpha, "C": C, "max_iter": max_iter}
+    bar = _bar(len(feats) * (len(seeds) + 1), "probe_sites", progress, unit="fit")
     score, ctrl, srand, oof = _cross_validate(
-        feats, y, rand, groups, cgroups, cv=cv, seeds=seeds, control=control, params=params
+        feats, y, rand, groups, cgroups, cv=cv, seeds=seeds, control=control, params=params, advance=bar.update
     )
     names = list(feats)
     ds = xr.Dataset(coords={dim: list(coords) if coords is not None else names, "fold": np.arange(cv), "seed": seeds})
@@ -687,7 +694,9 @@ def probe_sites(
         confidence=confidence,
         ci_method=ci_method,
         n_permutations=n_permutations,
+        advance=bar.update,
     )
+    bar.close()
     ds.attrs.update(
         {
             "task": task,
@@ -783,9 +792,10 @@ def _probe_inputs(features, y, *, task, groups, cv, seeds, control_groups, dim, 
     return feats, y, groups, cgroups, rand, seeds
 
 
-def _cross_validate(feats, y, rand, groups, cgroups, *, cv, seeds, control, params):
+def _cross_validate(feats, y, rand, groups, cgroups, *, cv, seeds, control, params, advance=None):
     """Held-out scores ``(site, fold, seed)`` of the probe, its control task and the random-init
-    baseline, and the first seed's out-of-fold predictions ``(site, sample)``."""
+    baseline, and the first seed's out-of-fold predictions ``(site, sample)`` (``advance(1)``
+    after each site and seed)."""
     task = params["task"]
     S, F, R = len(feats), cv, len(seeds)
     score, ctrl, srand = (np.full((S, F, R), np.nan) for _ in range(3))
@@ -812,6 +822,8 @@ def _cross_validate(feats, y, rand, groups, cgroups, *, cv, seeds, control, para
                         ctrl[s, f, r], _ = fit_score(X, yc, tr, te)
                 if rand is not None:
                     srand[s, f, r], _ = fit_score(rand[name], y, tr, te)
+            if advance is not None:
+                advance(1)
     return score, ctrl, srand, oof
 
 
@@ -862,9 +874,11 @@ def _add_site_statistics(
     confidence,
     ci_method,
     n_permutations,
+    advance=None,
 ) -> None:
     """Per site: the bootstrap interval of the out-of-fold score, the SNR of the probe direction,
-    the probe weights (one width across sites) and the permutation p-value."""
+    the probe weights (one width across sites) and the permutation p-value (``advance(1)`` after
+    each site)."""
     task = params["task"]
     metric = _r2_axis if task == "regression" else _acc_axis
     S = len(feats)
@@ -921,6 +935,8 @@ def _add_site_statistics(
                 alpha=params["alpha"],
                 C=params["C"],
             )
+        if advance is not None:
+            advance(1)
     ds["score_oof"] = (
         (dim,),
         oof_score,

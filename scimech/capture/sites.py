@@ -39,10 +39,11 @@ from __future__ import annotations
 import difflib
 import re
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, cast
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -58,6 +59,7 @@ __all__ = [
     "resolve_site",
     "find_head_layouts",
     "list_sites",
+    "site_coords",
     "HeadLayoutWarning",
 ]
 
@@ -631,3 +633,40 @@ def list_sites(model: nn.Module, heads: bool = True) -> list[str]:
                     stacklevel=2,
                 )
     return names
+
+
+def site_coords(sites: Sequence[str]) -> dict[str, tuple[str, np.ndarray]]:
+    """The structure each site names, as coordinates on a ``site`` dim: ``layer``, ``head``, ``unit``.
+
+    Read from the site strings alone (:func:`parse_site`), so a result of any model gets them:
+
+    - ``layer``: the first whole-number component of the module path ("encoder.layers.3.self_attn"
+      -> 3, "transformer.h.5.attn" -> 5, "blocks.0.mlp.2" -> 0: the outermost numbered block);
+    - ``head``: the head of a site that names one head ("...heads[5]" -> 5);
+    - ``unit``: the unit or channel of a site that names one ("...units[7]", "...channels[7]" -> 7).
+
+    A site that names none (no number in its path, all heads, several units) gets -1 there. A
+    coordinate that no site names is left out, so only what the sites say is there.
+
+    Parameters
+    ----------
+    sites
+        Site strings (see the module docstring for the grammar).
+
+    Returns
+    -------
+    dict
+        ``{name: ("site", int array)}``, ready for ``xarray``'s ``assign_coords``.
+
+    Examples
+    --------
+    >>> site_coords(["encoder.layers.3.self_attn.heads[5]", "encoder.layers.3.linear1"])
+    {'layer': ('site', array([3, 3])), 'head': ('site', array([ 5, -1]))}
+    """
+    specs = [parse_site(s) for s in sites]
+    found = {
+        "layer": [next((int(p) for p in sp.module.split(".") if p.isdigit()), -1) for sp in specs],
+        "head": [sp.heads[0] if sp.heads is not None and len(sp.heads) == 1 else -1 for sp in specs],
+        "unit": [sp.units[0] if sp.units is not None and len(sp.units) == 1 else -1 for sp in specs],
+    }
+    return {k: ("site", np.asarray(v, dtype=int)) for k, v in found.items() if any(x >= 0 for x in v)}

@@ -54,7 +54,7 @@ from scimech.capture.hooks import HookSet, first_tensor, override_forward, run_f
 from scimech.capture.profile import same_values
 from scimech.capture.record import Recorder
 from scimech.capture.session import Session, integer_activation, result_values
-from scimech.capture.sites import HeadLayout, ResolvedSite
+from scimech.capture.sites import HeadLayout, ResolvedSite, site_coords
 from scimech.causal.intervene import patching_sweep
 from scimech.causal.metrics import Metric
 from scimech.causal.prefix_reuse import trace_calls
@@ -79,6 +79,7 @@ from scimech.causal.sweep import (
     sweep_tiles,
 )
 from scimech.errors import DataValidationError
+from scimech.run.progress import bar as _bar
 
 __all__ = ["attribution_patching", "ranking_agreement"]
 
@@ -449,6 +450,7 @@ def _estimate_all(
     n_clean = n_samples_of(clean)
     clean_v, corr_v, est_v, gd_v = [], [], [], []
     last: _Batch | None = None
+    bar = _bar(n_clean, ses.verb, unit="sample")  # closed below, or when dropped on an error
     for start in range(0, n_clean, batch_size):
         stop = min(start + batch_size, n_clean)
         if start == 0:  # what the estimate assumes: measured once per model, forward and input signature
@@ -474,6 +476,8 @@ def _estimate_all(
         est_v.append(last.per_run[0])
         if blocks:
             gd_v.append(torch.stack(last.per_run[1:]))
+        bar.update(stop - start)
+    bar.close()
     c, x = torch.cat(clean_v).numpy(), torch.cat(corr_v).numpy()
     return _Estimates(c, x, torch.cat(est_v, dim=1).numpy(), x if direction == "denoising" else c, last, gd_v)
 
@@ -666,7 +670,7 @@ def _estimate_variables(sites, metric_name, c, x, base, effect, blocks, gd_v, us
             {"description": "estimated (patched - corrupted) / (clean - corrupted)"},
         ),
     }
-    coords: dict[str, Any] = {"site": sites, "sample": np.arange(c.shape[0])}
+    coords: dict[str, Any] = {"site": sites, "sample": np.arange(c.shape[0])} | site_coords(sites)
     if blocks:
         dropped = torch.cat(gd_v, dim=2).numpy()
         coords["dropped_block"] = blocks

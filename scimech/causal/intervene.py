@@ -46,7 +46,7 @@ from scimech.capture.batches import (
 from scimech.capture.calls import CallPolicy, Calls, current_pass
 from scimech.capture.record import Recorder, site_dims
 from scimech.capture.session import Session
-from scimech.capture.sites import HeadLayout, ResolvedSite, resolve_site
+from scimech.capture.sites import HeadLayout, ResolvedSite, resolve_site, site_coords
 from scimech.causal.ablation import AblationMethod, Method, check_reference, resolve_method
 from scimech.causal.metrics import Metric, as_metric
 from scimech.causal.samples import (
@@ -417,7 +417,7 @@ def _sweep_dataset(
             data[k] = (("site", "call", "sample"), a.reshape(len(sites), len(calls), -1), {"description": d})
     n = next(iter(per_sample.values()))[0].shape[0]
     coords = {"site": list(sites), "sample": np.arange(n)} | ({} if calls is None else {"call": calls})
-    return xr.Dataset(data, coords=coords, attrs=attrs)
+    return xr.Dataset(data, coords=coords | site_coords(sites), attrs=attrs)  # layer, head, unit on site
 
 
 def ablation_sweep(

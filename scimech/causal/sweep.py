@@ -49,6 +49,7 @@ from scimech.causal.samples import per_sample as _per_sample
 from scimech.causal.samples import sample_index
 from scimech.errors import DataValidationError, SiteCalledTwiceError, SiteNeverRanError
 from scimech.run.memory import steady_heap
+from scimech.run.progress import bar as _bar
 
 __all__ = [
     "Target",
@@ -221,7 +222,8 @@ class TilePlan:
     ``targets``: the sites (with their calls) changed one per tile; ``metric``; ``max_rows``:
     rows of one tiled pass; ``reuse``: what is taken from the unchanged run
     (:mod:`scimech.causal.prefix_reuse`); ``last``: per site, the index of its last call in the
-    unchanged run (``calls="last"``); ``check``: the sweep's row check (``None``: none).
+    unchanged run (``calls="last"``); ``check``: the sweep's row check (``None``: none);
+    ``advance``: called with the number of targets each pass finished (a progress bar).
     """
 
     session: Session
@@ -231,6 +233,7 @@ class TilePlan:
     reuse: Reuse | None = None
     last: Mapping[str, int] = field(default_factory=dict)
     check: RowCheck | None = None
+    advance: Callable[[int], None] | None = None
 
 
 @steady_heap()  # big tiled temporaries reused, not paged in afresh (scimech.run.memory)
@@ -266,6 +269,7 @@ def sweep_tiles(
     for j, tg in enumerate(targets):
         groups.setdefault(reuse.plan[tg.site.name] if reuse else Shortcut(), []).append(j)
     recorded = reuse.recorded if reuse else {}
+    done: set[int] = set()
     pending = [
         (shortcut, members[g : g + k]) for shortcut, members in groups.items() for g in range(0, len(members), k)
     ]
@@ -310,6 +314,9 @@ def sweep_tiles(
             pending = [(Shortcut(), [j]) for j in range(len(targets))]
             continue
         row[idx] = vals.reshape(n, -1)
+        if plan.advance is not None:  # targets done for the first time (a per-site rerun counts once)
+            plan.advance(len(set(idx) - done))
+            done.update(idx)
     return row
 
 
@@ -570,12 +577,14 @@ def sweep_batches(
     by_call: bool = False,
     reuse_prefix: bool = True,
     max_rows: int = 256,
+    progress: bool | None = None,
 ) -> SweepRun:
     """The batch loop of every sweep: for each ``(start, batch, source_batch)`` (``start``: the
     batch's first sample), the setter's source run, the unchanged pass of ``batch`` (the first
     batch's checked by the profile and traced for prefix reuse), and the tiled passes with one
     target changed per tile by the setter (:func:`sweep_tiles`). Calls, ``forward=``, samples and
-    the verb's name come from the session ``s``."""
+    the verb's name come from the session ``s``. A progress bar counts the targets done, batch by
+    batch (``progress``: :func:`scimech.run.progress.progress_enabled`)."""
     policy = s.calls
     counting = policy.mode == "last" or (by_call and policy.mode == "all")
     base_v: list[torch.Tensor] = []
@@ -586,6 +595,7 @@ def sweep_batches(
     check = RowCheck()
     targets: list[Target] | None = None
     call_list: list[int] | None = None
+    bar = _bar(None, s.verb, progress, unit="site")  # closed below, or when dropped on an error
     for i, (start, batch, source_batch) in enumerate(batches):
         with s.grad(batch):  # the autograd mode the model needs (its profile's; found by the first pass)
             b = batch_size_of(batch)
@@ -601,12 +611,15 @@ def sweep_batches(
             base = s.values(metric, out, tgt, agg)
             if targets is None:
                 targets, call_list = targets_for(resolved, policy, by_call, counts)
+            bar.total = (bar.total or 0) + len(targets)  # each batch: every target once more
+            bar.set_description(s.verb if i == 0 else f"{s.verb}, batch {i + 1}", refresh=False)
             last = {n: c - 1 for n, c in counts.items()} if policy.mode == "last" else {}
-            plan = TilePlan(s, targets, metric, max_rows, reuse, last, check)
+            plan = TilePlan(s, targets, metric, max_rows, reuse, last, check, bar.update)
             changed.append(sweep_tiles(plan, batch, make, tgt, base, agg))
         base_v.append(base)
         if src is not None:
             src_v.append(src)
+    bar.close()
     if not base_v:
         raise ValueError(f"{s.verb} got no inputs: the dataset is empty.")
     return SweepRun(

@@ -90,7 +90,7 @@ def train_dictionary(
     dead_after: int = 50,
     aux_k: int | None = None,
     aux_coefficient: float = 1 / 32,
-    progress: bool = False,
+    progress: bool | None = None,
     **kind_options: Any,
 ) -> tuple[SparseDictionary, xr.Dataset]:
     """Train a sparse dictionary on a site's activations; with ``target``, a transcoder.
@@ -121,7 +121,8 @@ def train_dictionary(
         ``min(n_features // 2, 4 k)``) dead features reconstruct the residual, weighted
         by ``aux_coefficient`` (TopK kinds only).
     progress
-        A progress bar over epochs.
+        A progress bar over epochs (``None``: shown when standard error is a terminal, unless
+        switched off; :mod:`scimech.run.progress`).
     kind_options
         Passed to the dictionary (``l0_coefficient``, ``bandwidth`` for JumpReLU).
 
@@ -160,7 +161,7 @@ def train_dictionary(
     if checkpoint is not None and os.path.exists(checkpoint):
         start, history, since_fired = _resume(checkpoint, settings, dic, opt, device)
     gen = torch.Generator().manual_seed(seed)
-    for epoch in _progress(range(start, epochs), desc="dictionary", disable=not progress):
+    for epoch in _progress(range(start, epochs), desc="dictionary", total=epochs - start, show=progress):
         gen.manual_seed(seed * 1_000_003 + epoch)
         sums = _epoch(
             dic,
