@@ -300,7 +300,7 @@ def competence_line(table: xr.Dataset) -> str:
             lo, hi = float(table["worse_than_best_low"].values[i, k]), float(table["worse_than_best_high"].values[i, k])
             bits.append(f"{met} {v:.3g} vs {b} {bv:.3g} (difference, > 0 worse: [{lo:.3g}, {hi:.3g}])")
         parts.append(f"{model}: {table['verdict'].values[i]} ({'; '.join(bits)})")
-    return f"Competence on the {table.attrs.get('world', 'data')}: " + "; ".join(parts)
+    return f"Competence ({table.attrs.get('world', 'data')}): " + "; ".join(parts)
 
 
 def competence_markdown(table: xr.Dataset) -> str:
@@ -316,11 +316,12 @@ def competence_markdown(table: xr.Dataset) -> str:
         NOT_ASSESSED: "**Competence not assessed**: a number the rule needs is missing or not finite.",
     }[worst]
     protocol = f" Protocol: {table.attrs['protocol']}." if table.attrs.get("protocol") else ""
+    n, k = int(table.attrs["n_samples"]), int(table.attrs["n_clusters"])
+    over = f"{n} test samples" if k == n else f"{k} clusters of {n} test samples"
     return (
         f"{lead}\n\n{competence_line(table)}.\n\nRule: {table.attrs['rule']}; "
-        f"{float(table.attrs['confidence']):.0%} percentile bootstrap over {table.attrs['n_clusters']} "
-        f"{'clusters of ' if table.attrs['n_clusters'] != table.attrs['n_samples'] else ''}"
-        f"{table.attrs['n_samples']} test samples, {table.attrs['n_resamples']} resamples.{protocol}"
+        f"{float(table.attrs['confidence']):.0%} percentile bootstrap over {over}, "
+        f"{table.attrs['n_resamples']} resamples.{protocol}"
     )
 
 

@@ -292,7 +292,7 @@ class Report:
         return out
 
     def _subtitle(self) -> str:
-        return _generated() + (f". Results on the {self.world}" if self.world else "")
+        return _generated() + (f". Data: {self.world}" if self.world else "")
 
     # writers ----------------------------------------------------------------------
     def _markdown(self) -> str:

@@ -120,6 +120,7 @@ def test_the_report_opens_with_the_table_and_it_is_saved(tmp_path):
     assert "Not competent: read the mechanisms with care" in md
     assert "synthetic world (AR(1), 399 steps)" in md
     assert competence_markdown(tab).startswith("**Not competent")
+    assert f"bootstrap over {len(future)} test samples," in md  # independent samples: no clusters to name
     frame = competence_frame(tab)
     assert list(frame.index)[0] == "model" and frame.loc["model", "verdict"] == NOT_COMPETENT
     nc, csv = save_competence(tab, tmp_path)

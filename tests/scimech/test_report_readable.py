@@ -30,7 +30,7 @@ def test_figures_come_before_tables_and_captions_carry_the_world(tmp_path):
     md = _report(tmp_path).write().read_text()
     assert md.index("Intro.") < md.index("![the figure") < md.index("**first table")
     assert f"the figure · {WORLD}" in md and f"first table · {WORLD}" in md
-    assert f"Results on the {WORLD}" in md.splitlines()[2]
+    assert f"Data: {WORLD}" in md.splitlines()[2]
     html = (tmp_path / "report.html").read_text()
     assert html.index("<figure>") < html.index("<table>")
 
@@ -69,8 +69,8 @@ def test_the_demo_index_says_each_planted_truth_once_and_each_competence(tmp_pat
             (folder / "recovery.txt").write_text(line + "\n")
             (folder / "findings.txt").write_text("REPRODUCED: skill is similar\n")
             (folder / "competence.csv").write_text(
-                "model,role,RMSE,verdict\nmixed,dissected model,\"1 [0.9, 1.1]\",competent\n"
-                "persistence,yardstick,\"2 [1.8, 2.2]\",yardstick\n"
+                'model,role,RMSE,verdict\nmixed,dissected model,"1 [0.9, 1.1]",competent\n'
+                'persistence,yardstick,"2 [1.8, 2.2]",yardstick\n'
             )
             return Report(folder, "planted").write()
 
