@@ -40,4 +40,25 @@ __all__ = [
     "report",
     "study",
     "plots",
+    "run_study",
 ]
+
+
+def run_study(**options):
+    """The AION-1 redshift head study from Python, as ``scimech astro study`` runs it: :func:`scimech.studies.run_study`
+    with ``"astro"`` (its keywords are the command's options: ``scimech.studies.study_options("astro")``).
+
+    Examples
+    --------
+    >>> import astro
+    >>> result = astro.run_study(out="runs/astro/mine", planted=True, n_train=300, n_test=100, n_bootstrap=20)  # doctest: +SKIP
+    >>> print(result.report)  # doctest: +SKIP
+    runs/astro/mine/report.md
+    >>> astro.run_study(sizes="quick")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    scimech.errors.ConfigError: run_study('astro'): no option sizes; did you mean size? ...
+    """
+    from scimech.studies import run_study as run  # lazy: `import astro` stays light
+
+    return run("astro", **options)

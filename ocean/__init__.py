@@ -73,4 +73,26 @@ __all__ = [
     "plots",
     "study",
     "experiment",
+    "run_study",
 ]
+
+
+def run_study(**options):
+    """The OceanCBM study (regimes x seeds) from Python, as ``scimech ocean study`` runs it: :func:`scimech.studies.run_study`
+    with ``"ocean"`` (its keywords are the command's options: ``scimech.studies.study_options("ocean")``).
+
+    Examples
+    --------
+    >>> import ocean
+    >>> result = ocean.run_study(out="runs/ocean/mine", seeds=[0], regimes=["mixed"], epochs=1, window=3, width=4,
+    ...                       synth={"n_members": 1, "years": 4, "ny": 6, "nx": 8})  # doctest: +SKIP
+    >>> print(result.report)  # doctest: +SKIP
+    runs/ocean/mine/report.md
+    >>> ocean.run_study(sizes="quick")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    scimech.errors.ConfigError: run_study('ocean'): no option sizes; did you mean size? ...
+    """
+    from scimech.studies import run_study as run  # lazy: `import ocean` stays light
+
+    return run("ocean", **options)
