@@ -70,6 +70,23 @@ class ConceptLayer(nn.Module):
         For ``kind="conv"``.
     units
         Units of each prescribed concept (e.g. ``{"q_surf": "W m-2"}``).
+
+    Examples
+    --------
+    Two supervised heat-flux concepts and one free concept, read from 16 encoder features:
+
+    >>> layer = sm.ConceptLayer(16, ["q_surf", "q_ekman"], n_free=1, units={"q_surf": "W m-2"})
+    >>> layer.concept_names
+    ['q_surf', 'q_ekman', 'free_0']
+    >>> layer.units
+    {'q_surf': 'W m-2', 'q_ekman': '1', 'free_0': '1'}
+    >>> layer(torch.randn(4, 16)).shape
+    torch.Size([4, 3])
+
+    On maps (B, C, H, W), one 3 x 3 convolution per concept:
+
+    >>> sm.ConceptLayer(8, ["q_surf"], kind="conv")(torch.randn(2, 8, 5, 6)).shape
+    torch.Size([2, 2, 5, 6])
     """
 
     def __init__(
@@ -130,6 +147,22 @@ class ConceptBottleneck(nn.Module):
         ``out_features`` outputs.
     out_features
         Output width (1 for a scalar target per point).
+
+    Examples
+    --------
+    >>> encoder = torch.nn.Sequential(torch.nn.Linear(5, 16), torch.nn.ReLU())
+    >>> cbm = sm.ConceptBottleneck(encoder, sm.ConceptLayer(16, ["q_surf", "q_ekman"], n_free=1))
+    >>> y, concepts = cbm(torch.randn(4, 5))
+    >>> tuple(y.shape), tuple(concepts.shape), cbm.head_weights().shape
+    ((4, 1), (4, 3), (1, 3))
+
+    A test-time intervention sets a concept to a value before the head:
+
+    >>> x = torch.randn(4, 5)
+    >>> values = torch.zeros(4, 3)
+    >>> out = cbm(x, intervene={"values": values, "mask": torch.tensor([True, False, False])})
+    >>> out.concepts[:, 0].tolist()
+    [0.0, 0.0, 0.0, 0.0]
     """
 
     def __init__(

@@ -35,6 +35,14 @@ def linear_cka(X, Y) -> float:
 
     Invariant to orthogonal transforms and isotropic scaling of either representation;
     1 for identical (or rotated) representations.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(100, 8))
+    >>> Q, _ = np.linalg.qr(rng.normal(size=(8, 8)))  # a random rotation
+    >>> round(sm.linear_cka(X, X @ Q), 6), round(sm.linear_cka(X, 5 * X), 6)
+    (1.0, 1.0)
     """
     X, Y = _check_pair(X, Y)
     if len(X) < max(X.shape[1], Y.shape[1]):
@@ -57,6 +65,14 @@ def procrustes_distance(X, Y) -> float:
 
     0 when ``Y`` is a rotation / reflection (and scaling, translation) of ``X``. Widths may
     differ: the narrower one is zero-padded.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(50, 4))
+    >>> Q, _ = np.linalg.qr(rng.normal(size=(4, 4)))
+    >>> round(sm.procrustes_distance(X, 3 * X @ Q + 1), 6)  # rotated, scaled and shifted
+    0.0
     """
     X, Y = _check_pair(X, Y)
     X = X - X.mean(0)
@@ -73,7 +89,17 @@ def procrustes_distance(X, Y) -> float:
 
 
 def principal_angles(A, B) -> np.ndarray:
-    """Principal angles (radians, ascending) between the column spaces of ``A`` and ``B``."""
+    """Principal angles (radians, ascending) between the column spaces of ``A`` and ``B``.
+
+    Examples
+    --------
+    Two planes of 4-D space that share one axis and are orthogonal in the other:
+
+    >>> A = np.eye(4)[:, [0, 1]]
+    >>> B = np.eye(4)[:, [1, 2]]
+    >>> np.degrees(sm.principal_angles(A, B)).round(6).tolist()
+    [0.0, 90.0]
+    """
     A = np.asarray(A, float)
     B = np.asarray(B, float)
     if A.shape[0] != B.shape[0]:

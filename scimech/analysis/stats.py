@@ -51,6 +51,19 @@ def bootstrap_ci(
     -------
     (estimate, low, high)
         ``estimate`` is the statistic on the data; NaN bounds when the data are degenerate.
+
+    Examples
+    --------
+    >>> est, low, high = sm.bootstrap_ci(np.arange(1.0, 11.0), np.mean, n_resamples=200)
+    >>> est, bool(low < est < high)
+    (5.5, True)
+
+    A metric of pairs, resampled jointly:
+
+    >>> y = np.arange(10.0)
+    >>> mae = lambda t, p, axis=-1: np.abs(t - p).mean(axis=axis)
+    >>> sm.bootstrap_ci((y, y + np.tile([0.0, 1.0], 5)), mae, paired=True, n_resamples=200)[0]
+    0.5
     """
     if isinstance(data, (np.ndarray, xr.DataArray)) or np.isscalar(data) or np.isscalar(data[0]):
         samples = [np.asarray(data, float)]
