@@ -341,6 +341,8 @@ def attribution_patching(
         (site: rank by ``|mean exact effect|`` among the verified, NaN elsewhere). attrs
         ``method``, ``estimator`` ("AtP" / "AtP*"), ``qk_fix_sites``, ``graddrop_blocks``,
         ``direction``, ``metric`` and, when verified, the verification's ``sweep_path``.
+        Coords ``layer``, ``head``, ``unit`` on ``site`` where the sites name them
+        (:func:`scimech.capture.sites.site_coords`), as on the sweeps' results.
     """
     if verify_top < 0 or int(verify_top) != verify_top:
         raise ValueError(f"verify_top must be a whole number >= 0; got {verify_top!r}.")
