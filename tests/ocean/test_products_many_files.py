@@ -17,9 +17,9 @@ import xarray as xr
 sys.path.insert(0, str(Path(__file__).parent))  # the fixtures beside this file (pytest runs --import-mode=importlib)
 import distributed_layouts as dl  # noqa: E402
 import product_fixtures as pf  # noqa: E402
-from scimech.cli.commands import main  # noqa: E402
 
 from ocean import data, heatwaves  # noqa: E402
+from scimech.cli.commands import main  # noqa: E402
 from scimech.errors import DataValidationError  # noqa: E402
 
 STUDY_FIELDS = ("sst", "zos", "tauu", "tauv", "qnet", "mld", "t_sub", "q_surf", "q_ekman", "q_geo", "q_entr", "q_diff")
