@@ -125,6 +125,16 @@ class Recorder:
     activations : dict[str, torch.Tensor]
         The captured tensors of the last forward pass, by site (``calls="all"`` or a list: calls
         stacked on a new dim 1).
+
+    Examples
+    --------
+    >>> model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 1))
+    >>> with sm.Recorder(model, ["0", "1"]) as rec:
+    ...     y = model(torch.ones(2, 3))
+    >>> {site: tuple(a.shape) for site, a in rec.activations.items()}
+    {'0': (2, 4), '1': (2, 4)}
+    >>> torch.equal(rec.activations["1"], rec.activations["0"].clamp(min=0))  # the ReLU's output
+    True
     """
 
     def __init__(
@@ -424,6 +434,20 @@ def record(
         the call index) or a list of indices (coordinate: those indices).
         Names are prefixed by the site where sizes differ. Attrs of each variable: its
         ``module``, ``port`` and ``axes``.
+
+    Examples
+    --------
+    A 2-layer model's sites are its module paths (``sm.list_sites(model)``):
+
+    >>> model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 1))
+    >>> x = torch.randn(10, 3)
+    >>> ds = sm.record(model, x, ["0", "1"], batch_size=4)
+    >>> ds["0"].dims, ds["0"].shape
+    (('sample', 'feature'), (10, 4))
+    >>> np.allclose(ds["0"], model[0](x).detach())  # the first layer's output, sample by sample
+    True
+    >>> bool((ds["1"] >= 0).all())  # after the ReLU
+    True
     """
     if isinstance(sites, str):
         sites = [sites]
@@ -600,6 +624,14 @@ def stack_sites(
         Name of the new dim (``"layer"``).
     coord
         Its coordinate values (default: the site names).
+
+    Examples
+    --------
+    >>> model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 4))
+    >>> ds = sm.record(model, torch.randn(6, 3), ["0", "1", "2"])
+    >>> layers = sm.stack_sites(ds, dim="layer", coord=[0, 1, 2])
+    >>> layers.dims, layers["layer"].values.tolist()
+    (('layer', 'sample', 'feature'), [0, 1, 2])
     """
     names: list[Hashable] = list(sites) if sites else list(ds.data_vars)
     arrays = [ds[s] for s in names]

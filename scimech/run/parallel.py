@@ -165,6 +165,15 @@ def get_client(
         Address of a running scheduler (``tcp://host:8786``); overrides everything else.
     n_workers
         Workers of a local cluster (default: number of cores).
+
+    Examples
+    --------
+    >>> sm.get_client("sync") is None  # run in this process
+    True
+    >>> client = sm.get_client("threads", n_workers=1)
+    >>> type(client).__name__
+    'Client'
+    >>> client.close()
     """
     from dask.distributed import Client, LocalCluster
 
@@ -758,6 +767,18 @@ def map_units(
     dict
         ``{key: result}`` for every unit, loaded back from the store, so a resumed run and
         an uninterrupted one return the same objects.
+
+    Examples
+    --------
+    >>> def square(x):
+    ...     return x * x
+    >>> sm.map_units(square, {"a": {"x": 2}, "b": {"x": 3}}, "squares")
+    {'a': 4, 'b': 9}
+
+    A second call finds both units finished in the store and reads them back:
+
+    >>> sm.map_units(square, {"a": {"x": 2}, "b": {"x": 3}}, sm.UnitStore("squares"))
+    {'a': 4, 'b': 9}
     """
     if not isinstance(store, UnitStore):
         store = UnitStore(store)

@@ -164,6 +164,14 @@ def save(
     -------
     Path
         The final path.
+
+    Examples
+    --------
+    >>> ds = xr.Dataset({"effect": ("site", [0.5, 0.0])}, coords={"site": ["0", "1"]})
+    >>> path = sm.save(ds, "effects.nc", config={"n_samples": 8}, seed=0)
+    >>> back = sm.load(path)
+    >>> back["effect"].values.tolist(), int(back.attrs["seed"])
+    ([0.5, 0.0], 0)
     """
     path = Path(path)
     ds = _as_dataset(obj).copy()
@@ -211,6 +219,12 @@ def load(path: str | os.PathLike) -> xr.Dataset:
     CheckpointError
         The path is missing, a zarr store lacks its completion marker (an interrupted
         write), or the file cannot be read.
+
+    Examples
+    --------
+    >>> _ = sm.save(xr.DataArray([1.0, 2.0], dims="sample", name="y"), "y.nc")
+    >>> sm.load("y.nc")["y"].values.tolist()
+    [1.0, 2.0]
     """
     path = Path(path)
     if not path.exists():
@@ -403,6 +417,15 @@ class UnitStore:
     fmt
         ``"nc"`` (default) or ``"zarr"`` for xarray results; other results are stored as
         JSON.
+
+    Examples
+    --------
+    >>> store = sm.UnitStore("run")
+    >>> store.done("mixed/seed=0")
+    False
+    >>> _ = store.save("mixed/seed=0", xr.DataArray([0.9, 0.8], dims="metric", name="skill"))
+    >>> store.done("mixed/seed=0")
+    True
     """
 
     def __init__(self, root: str | os.PathLike, fmt: str = "nc"):
