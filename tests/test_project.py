@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from scimech.run import options
 from scimech.cli.commands import build_parser, commands, main
+from scimech.run import options
 from scimech.studies.contract import load_study, registered_studies
 
 REPO = Path(__file__).resolve().parents[1]

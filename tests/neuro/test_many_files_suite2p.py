@@ -118,9 +118,8 @@ def test_inspect_lists_the_files(tmp_path):
 
 
 def test_cli_inspect_and_data_option_take_a_suite2p_folder(tmp_path, capsys):
-    from scimech.cli.commands import main
-
     from neuro.study import NeuroStudy
+    from scimech.cli.commands import main
 
     run = mf.write_run(tmp_path)
     (run / "conditions.csv").write_text("condition,start,stop\ndark,0,50\ngain,50,100\n")
@@ -142,9 +141,8 @@ def test_task_carries_each_neuron_s_acquisition_offset(tmp_path):
 
 
 def test_cli_takes_several_plane_folders_and_a_glob(tmp_path, capsys):
-    from scimech.cli.commands import main
-
     from neuro.study import NeuroStudy
+    from scimech.cli.commands import main
 
     run = mf.write_run(tmp_path)
     (run / "conditions.csv").write_text("condition,start,stop\ndark,0,50\ngain,50,100\n")

@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from scimech.errors import ConfigError, DataValidationError, DimensionError, MissingVariableError
 from scimech.cli.commands import main
+from scimech.errors import ConfigError, DataValidationError, DimensionError, MissingVariableError
 
 T, N = 300, 12
 COND = np.repeat(["dark", "flash", "dots"], [100, 120, 80])  # 3 conditions, steps by hand

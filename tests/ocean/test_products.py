@@ -7,8 +7,8 @@ import pytest
 import xarray as xr
 
 from ocean import budget, data, synthetic
-from scimech.errors import DataValidationError, MissingVariableError, UnitsError
 from scimech.cli.commands import main
+from scimech.errors import DataValidationError, MissingVariableError, UnitsError
 
 DEPTHT = np.array([0.5, 5.0, 15.0, 30.0, 60.0, 100.0, 200.0, 400.0])  # m, below every synthetic MLD (< 210 m)
 STUDY = [*synthetic.INPUTS, *synthetic.CONCEPTS, "dmlhc_dt", "mlhc"]

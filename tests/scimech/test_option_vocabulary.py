@@ -19,8 +19,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scimech.run import options
 from scimech.cli.commands import build_parser, commands, main, options_page
+from scimech.run import options
 from scimech.run.options import SHARED, Option
 
 from .test_options import SAMPLE_FILES, SAMPLES, _argv, _placeholder
