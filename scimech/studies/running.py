@@ -25,9 +25,12 @@ from scimech.studies.verdicts import Finding
 
 __all__ = ["StudyResult", "run_study", "plan_study", "study_options"]
 
-#: options of ``scimech <name> study`` that are not keywords here: the help, the dry run (:func:`plan_study`),
-#: and the config file (the ``config=`` keyword)
-_NOT_KEYWORDS = ("help", "dry_run", "config")
+#: options of ``scimech <name> study`` that are not keywords here, and what to use instead
+_NOT_KEYWORDS = {
+    "help": "study_options(name) lists the keywords",
+    "dry_run": "plan_study(...) gives the plan without running it",
+    "config": "config= names the file",
+}
 
 
 @dataclass(frozen=True)
@@ -242,6 +245,8 @@ def _study_args(study: Study, given: Mapping[str, Any], config: str | Path | Non
         elif key in settings:
             if value is not None:
                 extra[key] = value
+        elif key in _NOT_KEYWORDS:
+            refuse(f"{key} is not a keyword here: {_NOT_KEYWORDS[key]}.")
         else:
             accepted = sorted([*actions, *settings])
             close = difflib.get_close_matches(key, accepted, n=1)
