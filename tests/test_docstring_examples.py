@@ -56,10 +56,6 @@ NOT_YET = {
     "ocean.data:open_store",
     "ocean.data:from_nemo",
     # not written yet
-    "scimech:ablate",
-    "scimech:patch",
-    "scimech:ablation_sweep",
-    "scimech:patching_sweep",
     "scimech:attribute",
     "scimech:decompose_attention",
     "ocean.study:OceanStudy",

@@ -320,6 +320,26 @@ def ablate(
     Leaving the block raises :class:`~scimech.errors.SiteNeverRanError` if a site never ran
     in it, or never reached a call asked for: an ablation that never happened has no effect
     to report.
+
+    Examples
+    --------
+    Zeroing the first layer's output leaves the last layer its bias alone:
+
+    >>> model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 1))
+    >>> x = torch.randn(8, 3)
+    >>> with sm.ablate(model, "0", method="zero"):
+    ...     y = model(x)
+    >>> torch.equal(y, model[2].bias.expand(8, 1))
+    True
+
+    A hidden unit the last layer does not read has no effect when ablated:
+
+    >>> with torch.no_grad():
+    ...     model[2].weight[0, 1] = 0.0
+    >>> with sm.ablate(model, "1.units[1]", method="mean", reference=torch.randn(16, 3)):
+    ...     y = model(x)
+    >>> torch.equal(y, model(x))
+    True
     """
     # the user runs the passes inside the block: the session leaves the model's modes alone
     ses = Session(model, "ablate", calls=calls, forward=forward, samples=samples, allow_last=False)
@@ -375,6 +395,18 @@ def patch(
     call axis after the sample axis (as ``record(..., calls=...)`` gives it) is written call by
     call. Leaving the block raises :class:`~scimech.errors.SiteNeverRanError` if a site never
     ran in it, or never reached a call asked for.
+
+    Examples
+    --------
+    Patching a clean run's hidden activations into a corrupted run gives the clean output:
+
+    >>> model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 1))
+    >>> clean, corrupted = torch.randn(4, 3), torch.randn(4, 3)
+    >>> hidden = sm.record(model, clean, ["1"])["1"]  # (sample, feature)
+    >>> with sm.patch(model, {"1": torch.as_tensor(hidden.values)}):
+    ...     y = model(corrupted)
+    >>> torch.allclose(y, model(clean))
+    True
     """
     ses = Session(model, "patch", calls=calls, allow_last=False)  # the user runs the passes: modes left alone
     policy = ses.calls
@@ -461,6 +493,19 @@ def ablation_sweep(
         (no ablation, dim sample), ``ablated``, ``effect = ablated - baseline``; attrs
         ``method``, ``metric``, ``factor``, ``seed``, ``calls``, ``sweep_path``,
         ``sweep_path_note``, ``row_check``.
+
+    Examples
+    --------
+    A hidden unit the last layer does not read: zeroing it changes no sample's output.
+
+    >>> model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 1))
+    >>> with torch.no_grad():
+    ...     model[2].weight[0, 1] = 0.0
+    >>> sweep = sm.ablation_sweep(model, torch.randn(8, 3), ["1.units[0]", "1.units[1]"], method="zero")
+    >>> sweep["effect"].dims, sweep["site"].values.tolist()
+    (('site', 'sample'), ['1.units[0]', '1.units[1]'])
+    >>> sweep["effect"].sel(site="1.units[1]").values.tolist()
+    [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
     """
     with Session(model, "ablation_sweep", inputs, calls=calls, forward=forward, samples=samples) as ses:
         m = resolve_method(method, reference=reference, factor=factor, verb=ses.verb)
@@ -617,6 +662,19 @@ def patching_sweep(
         ``"batched"`` or ``"per_site"``: which path ran), ``sweep_path_note`` (what was
         reused, or why not) and ``row_check`` (whether the rows of a tiled batch were found
         independent, :mod:`scimech.causal.sweep`).
+
+    Examples
+    --------
+    In a chain of layers every site carries the whole computation: patching any one of them
+    restores the clean behaviour exactly (normalised effect 1).
+
+    >>> model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 1))
+    >>> clean, corrupted = torch.randn(4, 3), torch.randn(4, 3)
+    >>> sweep = sm.patching_sweep(model, clean, corrupted, ["0", "1", "2"])
+    >>> sweep["normalized_effect"].dims
+    ('site', 'sample')
+    >>> sweep["normalized_effect"].round(6).values.tolist()
+    [[1.0, 1.0, 1.0, 1.0], [1.0, 1.0, 1.0, 1.0], [1.0, 1.0, 1.0, 1.0]]
     """
     sites, metric, n_clean, target, resolved = patching_inputs(
         model, clean, corrupted, sites, metric, direction, target, layouts, axes
