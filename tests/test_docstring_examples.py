@@ -56,8 +56,6 @@ NOT_YET = {
     "ocean.data:open_store",
     "ocean.data:from_nemo",
     # not written yet
-    "scimech:attribute",
-    "scimech:decompose_attention",
     "ocean.study:OceanStudy",
     "ocean.experiment:StudyConfig",
     "ocean.experiment:load_config",

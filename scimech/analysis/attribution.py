@@ -130,6 +130,24 @@ def attribute(
     xr.DataArray
         Attributions shaped like the inputs (or the layer's output), with the method and
         target in attrs.
+
+    Examples
+    --------
+    For a linear model, integrated gradients from a zero baseline are weight times input,
+    exactly (Sundararajan et al. 2017's completeness):
+
+    >>> model = torch.nn.Linear(3, 1, bias=False)
+    >>> with torch.no_grad():
+    ...     model.weight[:] = torch.tensor([[2.0, 0.0, -1.0]])
+    >>> x = torch.tensor([[1.0, 5.0, 3.0], [0.5, 1.0, 2.0]])
+    >>> a = sm.attribute(
+    ...     model, x, method="integrated_gradients",
+    ...     dims=["sample", "variable"], coords={"variable": ["T", "S", "u"]},
+    ... )
+    >>> a.dims, a["variable"].values.tolist()
+    (('sample', 'variable'), ['T', 'S', 'u'])
+    >>> a.round(4).values.tolist()
+    [[2.0, 0.0, -3.0], [1.0, 0.0, -2.0]]
     """
     from captum import attr as ca
 

@@ -187,6 +187,24 @@ def decompose_attention(model: nn.Module, inplace: bool = True) -> nn.Module:
     ``nn.TransformerEncoder`` modules are switched to ``use_nested_tensor=False``: their
     nested-tensor packing of padded batches would bypass the decomposed attention. Outputs
     at real tokens are unchanged; at padded tokens torch's packed path returns zeros.
+
+    Examples
+    --------
+    >>> class Block(torch.nn.Module):
+    ...     def __init__(self):
+    ...         super().__init__()
+    ...         self.attn = torch.nn.MultiheadAttention(8, 2, batch_first=True)
+    ...     def forward(self, x):
+    ...         return self.attn(x, x, x)[0]
+    >>> block, x = Block(), torch.randn(3, 5, 8)
+    >>> before = block(x)
+    >>> block = sm.decompose_attention(block)
+    >>> type(block.attn).__name__, torch.allclose(block(x), before, atol=1e-6)
+    ('DecomposedMultiheadAttention', True)
+    >>> sm.list_sites(block)
+    ['attn', 'attn.q_proj', 'attn.k_proj', 'attn.v_proj', 'attn.out_proj', 'attn.heads[0]', 'attn.heads[1]']
+    >>> sm.record(block, x, ["attn.heads[1]"])["attn.heads[1]"].dims
+    ('sample', 'position', 'head_dim')
     """
 
     if not inplace:
