@@ -646,7 +646,9 @@ def site_coords(sites: Sequence[str]) -> dict[str, tuple[str, np.ndarray]]:
     - ``unit``: the unit or channel of a site that names one ("...units[7]", "...channels[7]" -> 7).
 
     A site that names none (no number in its path, all heads, several units) gets -1 there. A
-    coordinate that no site names is left out, so only what the sites say is there.
+    coordinate that no site names is left out, so only what the sites say is there. Read them as
+    ``result["head"]`` (``result.head`` is xarray's method for the first rows) and select with
+    them, e.g. ``result.where(result["layer"] == 2, drop=True)``.
 
     Parameters
     ----------
