@@ -55,6 +55,19 @@ class StudyResult:
         with no planted truth).
     plan
         The plan that ran (``plan.text()`` is what ``--dry-run`` prints).
+
+    Examples
+    --------
+    ``print(result)`` says the outcome as ``scimech <name> study`` prints it:
+
+    >>> from pathlib import Path
+    >>> from scimech.studies import StudyResult
+    >>> from scimech.studies.contract import Plan
+    >>> result = StudyResult("ocean", Path("runs/x"), Path("runs/x/report.md"), evidence=None, findings=[],
+    ...                      planted_truth="ocean planted truth: 7 of 7 recovered", plan=Plan("ocean", [], {}))
+    >>> print(result)
+    ocean planted truth: 7 of 7 recovered
+    Report: runs/x/report.md
     """
 
     study: str
