@@ -131,11 +131,15 @@ def layer_head_map(
     ax
         Axes to draw on (default: the current axes).
     interval
-        Hatch the cells whose percentile-bootstrap interval of the mean (``confidence``, 1000
-        resamples, :func:`scimech.analysis.stats.bootstrap_ci`) includes 0: effects the samples
-        do not tell from none.
-    cmap, imshow_kw
-        Colour map (centred on 0) and further arguments of :meth:`matplotlib.axes.Axes.imshow`.
+        Hatch the cells whose percentile-bootstrap interval of the mean (1000 resamples,
+        :func:`scimech.analysis.stats.bootstrap_ci`) includes 0: effects the samples do not
+        tell from none.
+    confidence
+        Level of that interval.
+    cmap
+        Colour map, centred on 0.
+    **imshow_kw
+        Further arguments of :meth:`matplotlib.axes.Axes.imshow`.
 
     Returns
     -------

@@ -38,6 +38,12 @@ def quiet() -> bool:
 def set_progress(on: bool | None) -> None:
     """Show (``True``) or hide (``False``) every progress bar of scimech; ``None``: automatic.
 
+    Parameters
+    ----------
+    on
+        ``True``, ``False`` or ``None`` (automatic: no bars with ``SCIMECH_QUIET=1`` or when
+        standard error is not a terminal). A verb's own ``progress=`` argument still wins.
+
     Examples
     --------
     >>> import scimech
