@@ -111,5 +111,5 @@ def test_study_cli_bad_settings_are_clear_errors(tmp_path, capsys):
 def test_your_own_galaxies_notebook_runs(run_notebook):
     nb = run_notebook("astro/notebooks/your_own_galaxies.ipynb", timeout=300)
     text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
-    assert "dropped 1 of 120 rows" in text and "SHAPE_R" in text and "exit status 0" in text
+    assert "dropped 1 of 120 rows" in text and "SHAPE_R" in text and "Report: " in text
     assert "flux cross-check" in text and "dropped: non-positive inverse variance: 1" in text  # the reading, printed
