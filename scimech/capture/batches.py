@@ -11,6 +11,7 @@ own ``from_data_list``, which offsets the edge indices).
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, cast
@@ -20,6 +21,8 @@ import torch
 __all__ = [
     "leaf_tensors",
     "gives_dict",
+    "wrapped_tensor",
+    "rewrapped",
     "is_graph_batch",
     "n_samples_of",
     "batch_size_of",
@@ -29,6 +32,34 @@ __all__ = [
     "is_one_batch",
     "iter_batches",
 ]
+
+
+def wrapped_tensor(obj: Any) -> torch.Tensor | None:
+    """The tensor an object wraps in a ``.tensor`` attribute (escnn's ``GeometricTensor``: a tensor
+    with its field type), or ``None`` (a Tensor itself, anything else)."""
+    if isinstance(obj, torch.Tensor):
+        return None
+    try:
+        t = getattr(obj, "tensor", None)
+    except Exception:  # noqa: BLE001 - an attribute that fails to read is not a tensor
+        return None
+    return t if isinstance(t, torch.Tensor) else None
+
+
+def rewrapped(obj: Any, new: torch.Tensor) -> Any:
+    """A shallow copy of ``obj`` (a wrapped tensor, :func:`wrapped_tensor`) holding ``new``: its
+    field type and every other attribute kept."""
+    out = copy.copy(obj)
+    try:
+        out.tensor = new
+    except AttributeError:
+        from scimech.errors import DataValidationError
+
+        raise DataValidationError(
+            f"A {type(obj).__name__} wraps its tensor in a read-only .tensor, so scimech cannot put a changed "
+            "tensor back. Choose the module inside it whose output is a plain Tensor, or record it only."
+        ) from None
+    return out
 
 
 def gives_dict(obj: Any) -> bool:
@@ -49,6 +80,8 @@ def leaf_tensors(obj: Any) -> Iterable[torch.Tensor]:
     through its ``to_dict()``), in order."""
     if isinstance(obj, torch.Tensor):
         yield obj
+    elif (w := wrapped_tensor(obj)) is not None:
+        yield w
     elif gives_dict(obj):
         yield from leaf_tensors(obj.to_dict())
     elif isinstance(obj, Mapping):
@@ -128,6 +161,8 @@ def map_tensors(batch: Any, f: Callable[[torch.Tensor], torch.Tensor]) -> Any:
     if dataclasses.is_dataclass(batch) and not isinstance(batch, type):
         changes = {fl.name: map_tensors(getattr(batch, fl.name), f) for fl in dataclasses.fields(batch) if fl.init}
         return dataclasses.replace(batch, **changes)
+    if (w := wrapped_tensor(batch)) is not None:
+        return rewrapped(batch, f(w))
     if gives_dict(batch):
         return _rebuilt(batch, map_tensors(batch.to_dict(), f))
     return batch

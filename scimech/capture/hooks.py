@@ -26,6 +26,7 @@ here, as before).
 
 from __future__ import annotations
 
+import contextvars
 import functools
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -38,8 +39,10 @@ from scimech.capture.batches import (  # noqa: F401
     is_one_batch,
     iter_batches,
     map_tensors,
+    rewrapped,
     slice_batch,
     tile_batch,
+    wrapped_tensor,
 )
 from scimech.capture.calls import (
     CallPolicy,
@@ -62,6 +65,7 @@ __all__ = [
     "check_fired",
     "to_eval",
     "restore_modes",
+    "hooks_aside",
 ]
 
 #: modules whose fused inference path a hook on them or on a submodule switches off
@@ -69,18 +73,43 @@ _FAST_PATH_MODULES: tuple[type[nn.Module], ...] = (nn.TransformerEncoderLayer,)
 _MISSING = object()
 
 
+# set while the model profile measures a pass inside a verb's block: scimech's own hooks stand aside
+_ASIDE: contextvars.ContextVar[bool] = contextvars.ContextVar("scimech_hooks_aside", default=False)
+
+
+class hooks_aside:
+    """Context manager: the forward passes inside run as if no :class:`HookSet` were attached
+    (the model profile measuring a pass of its own inside a verb's block: nothing is recorded,
+    changed or counted there)."""
+
+    def __enter__(self):
+        self._token = _ASIDE.set(True)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _ASIDE.reset(self._token)
+
+
 class StopForward(Exception):
     """Raised inside a hook to end a forward pass early (after the last needed site)."""
 
 
 def first_tensor(obj: Any) -> torch.Tensor:
+    """The tensor a site acts on: ``obj`` itself, the first item of a tuple or list, or the
+    tensor an object wraps in ``.tensor`` (escnn's ``GeometricTensor``)."""
     if isinstance(obj, torch.Tensor):
         return obj
-    if isinstance(obj, (tuple, list)) and obj and isinstance(obj[0], torch.Tensor):
-        return obj[0]
+    if isinstance(obj, (tuple, list)) and obj:
+        if isinstance(obj[0], torch.Tensor):
+            return obj[0]
+        if (w := wrapped_tensor(obj[0])) is not None:
+            return w
+    if (w := wrapped_tensor(obj)) is not None:
+        return w
     raise TypeError(
-        f"Cannot hook a value of type {type(obj).__name__}: scimech sites need a Tensor (or a tuple whose "
-        "first item is a Tensor). Pick a submodule whose output is a Tensor."
+        f"Cannot hook a value of type {type(obj).__name__}: scimech sites need a Tensor, an object that wraps one "
+        "in .tensor (escnn's GeometricTensor), or a tuple whose first item is one. Pick a submodule whose output "
+        "is a Tensor."
     )
 
 
@@ -92,7 +121,10 @@ def _overlapping(t: torch.Tensor) -> bool:
 def _replace_first(obj: Any, new: torch.Tensor) -> Any:
     if isinstance(obj, torch.Tensor):
         return new
-    return type(obj)([new, *obj[1:]]) if isinstance(obj, list) else (new, *obj[1:])
+    if wrapped_tensor(obj) is not None:  # the same wrapper (its field type kept) around the new tensor
+        return rewrapped(obj, new)
+    head = rewrapped(obj[0], new) if wrapped_tensor(obj[0]) is not None else new
+    return type(obj)([head, *obj[1:]]) if isinstance(obj, list) else (head, *obj[1:])
 
 
 class _Override:
@@ -242,6 +274,8 @@ class HookSet:
 
     def _apply(self, site: ResolvedSite, t: torch.Tensor) -> torch.Tensor | None:
         """Run ``fn`` on the canonical view of ``t``; the new tensor in ``t``'s layout, or None."""
+        if _ASIDE.get():
+            return None
         self.fired[site.name] = self.fired.get(site.name, 0) + 1
         k = self._count(site)
         pol = self.calls

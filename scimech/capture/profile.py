@@ -44,6 +44,7 @@ sample is (``samples=``, :class:`~scimech.causal.samples.FixedMesh`).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import weakref
@@ -55,8 +56,15 @@ import pandas as pd
 import torch
 from torch import nn
 
-from scimech.capture.batches import batch_size_of, is_graph_batch, leaf_tensors, slice_batch
-from scimech.capture.hooks import first_tensor, run_forward
+from scimech.capture.batches import (
+    batch_size_of,
+    is_graph_batch,
+    leaf_tensors,
+    n_samples_of,
+    slice_batch,
+    tile_batch,
+)
+from scimech.capture.hooks import StopForward, first_tensor, hooks_aside, run_forward
 from scimech.errors import DataValidationError, DimensionError
 
 __all__ = [
@@ -74,6 +82,7 @@ __all__ = [
     "forget",
     "signature",
     "rows_interact",
+    "shared_rows",
     "NEEDS",
 ]
 
@@ -185,6 +194,12 @@ class ModelProfile:
     #: the module calls of one pass (:func:`scimech.causal.prefix_reuse.trace_calls`), traced by the
     #: first sweep that plans prefix reuse and kept for the next
     call_trace: Any = None
+    #: per site: why its first axis is not the batch (``""``: it is, or it could not be told), measured
+    #: on a batch of another size (:func:`shared_rows`)
+    batched: dict[str, str] = field(default_factory=dict)
+    #: the rows of the half batch of the rows check and the first-axis size of each module's
+    #: first output in that pass (by module path): what tells a shared tensor at no pass of its own
+    half_rows: tuple[int, dict[str, int]] | None = None
     #: forward passes spent measuring (half a batch counts as one)
     passes: int = 0
 
@@ -452,8 +467,10 @@ def _rows_reason(
         return ""
     h = b // 2
     try:
-        with prof.grad(), observer if observer is not None else _Observer(()):
-            half = _outputs(run_forward(model, slice_batch(batch, 0, h), forward))
+        part = slice_batch(batch, 0, h)
+        with prof.grad(), observer if observer is not None else _Observer(()), _first_axes(model) as sizes:
+            half = _outputs(run_forward(model, part, forward))
+        prof.half_rows = (batch_size_of(part), sizes)
     except Exception as err:  # noqa: BLE001 - the rows cannot even run apart
         return f"the first {h} of {b} rows cannot run without the others ({type(err).__name__}: {str(err)[:120]})"
     finally:
@@ -654,6 +671,103 @@ def require(
                 "batch."
             )
     return prof
+
+
+def shared_rows(model: nn.Module, batch: Any, forward: Callable | None, sites: Sequence, verb: str) -> ModelProfile:
+    """Refuse a site whose first axis only looks like the batch: on ``batch`` it has as many rows
+    as the batch, but on a batch of another size (its first half, or two copies of a one-sample
+    batch) it keeps them, so it is one tensor every sample shares (T5's relative-position bias,
+    a positional table), not rows of samples. Measured once per site, in one pass with every
+    scimech hook standing aside (it runs inside the verb's block); kept in the profile.
+
+    Raises
+    ------
+    DimensionError
+        ``"<verb>: site ... is one tensor every sample shares ..."``, naming ``axes=`` without a
+        batch axis (then it is one sample that every row shares: a mean or a resample over
+        samples leaves it as it is).
+    """
+    prof = _cached(model, batch, forward)
+    sites = [s for s in sites if s.axes is None or not (s.axes.windowed or s.axes.unbatched)]  # declared: as said
+    if prof.half_rows is not None:  # the rows check's half batch told it, at no pass of its own
+        half, sizes = prof.half_rows
+        for s in sites:
+            if s.name not in prof.batched and s.port == "output" and s.module_path in sizes:
+                got = sizes[s.module_path]
+                prof.batched[s.name] = _kept(batch_size_of(batch), half, got) if got != half else ""
+    todo = [s for s in sites if s.name not in prof.batched]
+    if todo:
+        try:
+            rows, n = batch_size_of(batch), n_samples_of(batch)
+            other = slice_batch(batch, 0, n // 2) if n >= 2 else tile_batch(batch, 2)
+            size = batch_size_of(other)
+            with prof.grad(), hooks_aside(), _Observer(todo) as seen, _stop_when_seen(seen):
+                run_forward(model, other, forward)
+        except StopForward:
+            pass  # every site ran: the rest of the pass is not needed
+        except Exception:  # noqa: BLE001 - a model that runs on no other batch size: not told, not refused
+            rows, seen = 0, None
+        finally:
+            prof.passes += 1
+        for s in todo:
+            shapes = [tuple(t.shape) for t, _ in seen.seen[s.name]] if seen is not None else []
+            kept = [sh for sh in shapes if sh and sh[0] != size]
+            prof.batched[s.name] = _kept(rows, size, kept[0][0]) if kept else ""
+    for s in sites:
+        why = prof.batched.get(s.name, "")
+        if why:
+            raise _shared_error(verb, s.name, why)
+    return prof
+
+
+def _kept(rows: int, size: int, got: int) -> str:
+    return f"its first axis has {rows} rows on a batch of {rows} and {got} on a batch of {size}"
+
+
+@contextlib.contextmanager
+def _first_axes(model: nn.Module):
+    """The size of the first axis of each module's first output tensor in the pass inside (by path)."""
+    sizes: dict[str, int] = {}
+
+    def see(path: str, out: Any) -> None:
+        if path not in sizes:
+            t = next(iter(leaf_tensors(out)), None)
+            if t is not None and t.dim():
+                sizes[path] = int(t.shape[0])
+
+    handles = [m.register_forward_hook(lambda _m, _a, out, _p=p: see(_p, out)) for p, m in model.named_modules() if p]
+    try:
+        yield sizes
+    finally:
+        for h in handles:
+            h.remove()
+
+
+@contextlib.contextmanager
+def _stop_when_seen(seen: _Observer):
+    """End a pass of ``seen``'s observer once every site it watches has run (a partial pass)."""
+
+    def stop(*_):
+        if all(seen.seen.values()):
+            raise StopForward
+
+    handles = [s.module.register_forward_hook(stop) for s in seen.resolved]
+    try:
+        yield
+    finally:
+        for h in handles:
+            h.remove()
+
+
+def _shared_error(verb: str, site: str, why: str) -> DimensionError:
+    names = "position_1 position_2 feature"
+    return DimensionError(
+        f"{verb}: site {site!r} has no batch axis: {why}, so it is one tensor every sample shares (a "
+        "relative-position bias, a positional table, a buffer) and its rows are not samples; a mean or a resample "
+        f"over them would change the model. Declare it without a batch axis, one name per axis, e.g. "
+        f"axes={{{site!r}: {names!r}}} for a (query, key, heads) bias (the axis of its features named 'feature'): "
+        "it is then one sample every row shares, recorded once, and a mean or resample ablation leaves it as it is; or choose a site whose first axis is the batch."
+    )
 
 
 # -- shown to the user ---------------------------------------------------------------------------

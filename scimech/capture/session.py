@@ -43,7 +43,7 @@ from torch import nn
 
 from scimech.capture.calls import CallPolicy, Calls, parse_calls
 from scimech.capture.hooks import HookFn, HookSet, check_fired, restore_modes, to_eval
-from scimech.capture.profile import ModelProfile, forward_folded, profile_of, require, tolerance
+from scimech.capture.profile import ModelProfile, forward_folded, profile_of, require, shared_rows, tolerance
 from scimech.capture.sites import ResolvedSite
 from scimech.errors import DataValidationError
 
@@ -120,6 +120,8 @@ class Session:
         self._watched: list[HookSet] = []
         self._modes: list | None = None
         self._warned = False
+        self._batch: Any = None  # the batch of the last pass run (:meth:`run`)
+        self._rows_checked = False
 
     # -- the block ---------------------------------------------------------------------------
     def __enter__(self) -> Session:
@@ -156,6 +158,7 @@ class Session:
     def run(self, batch: Any, run: Callable[[], Any] | None = None) -> Any:
         """One pass of ``batch`` (``run()``, default the plain forward pass with ``forward=``) under
         the autograd mode the model needs; the first pass of a model finds that mode."""
+        self._batch = batch
         return forward_folded(self.model, batch, self.forward, run, prof=self.profile_for(batch))
 
     def check(
@@ -213,6 +216,20 @@ class Session:
         check_fired(counts, self.verb)
         if isinstance(seen, HookSet):
             seen.check_calls(self.verb)
+        resolved = getattr(seen, "resolved", None)
+        if resolved is not None and self._batch is not None and not self._rows_checked and self.rows_become_samples:
+            # a Recorder whose rows become samples: a site whose first axis only looked like the
+            # batch (as many rows by chance) is refused, once per session (the profile keeps it)
+            self._rows_checked = True
+            shared_rows(self.model, self._batch, self.forward, resolved, self.verb)
+
+    @property
+    def rows_become_samples(self) -> bool:
+        """Whether the rows this verb records become samples: ``record`` labels them so, and the
+        reference activations of mean and resample ablation average or draw them. (The clean run
+        a patching sweep or attribution patching records is paired row by row with the corrupted
+        one, where a tensor every sample shares is the same in both.)"""
+        return self.verb in ("record", "reference_activations") or self.verb.endswith("(its reference activations)")
 
     # -- metric values -----------------------------------------------------------------------
     def values(
