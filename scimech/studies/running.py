@@ -106,7 +106,7 @@ def study_options(study: str | Study) -> dict[str, str]:
 def plan_study(
     study: str | Study,
     *,
-    size: str = "quick",
+    size: str | None = None,
     out: str | Path | None = None,
     data: Any = None,
     config: str | Path | None = None,
@@ -138,7 +138,7 @@ def plan_study(
 def run_study(
     study: str | Study,
     *,
-    size: str = "quick",
+    size: str | None = None,
     out: str | Path | None = None,
     data: Any = None,
     config: str | Path | None = None,
@@ -153,7 +153,8 @@ def run_study(
         The study's name (``"ocean"``, ``"astro"``, ``"neuro"``, or one installed under the entry-point
         group ``scimech.studies``) or a :class:`~scimech.studies.contract.Study` instance.
     size
-        ``"quick"``, ``"medium"`` or ``"full"``: the size whose defaults apply (``--size``).
+        ``"quick"``, ``"medium"`` or ``"full"``: the size whose defaults apply (``--size``; default: the
+        command's, ``"quick"``).
     out
         The results folder (``--out``; default: the command's, e.g. ``runs/ocean/study``). Resumable:
         a second call with the same options and folder redoes only the unfinished units.
