@@ -62,7 +62,24 @@ def _issue_steps(unit: xr.Dataset, time: xr.DataArray, lead: int) -> np.ndarray:
 
 def yardstick_forecasts(unit: xr.Dataset, store: str | Path, cfg: StudyConfig) -> dict[str, np.ndarray]:
     """``{yardstick: (sample, lat, lon) forecast in W m-2}`` of the unit's test samples, from the study's
-    store ``store`` read with the split and the climatology the study trains and scores with."""
+    store ``store`` read with the split and the climatology the study trains and scores with.
+
+    Examples
+    --------
+    >>> import dataclasses
+    >>> from pathlib import Path
+    >>> from ocean.experiment import StudyConfig, prepare_data, train_unit
+    >>> cfg = StudyConfig(  # the smallest synthetic ocean: 1 member, 4 years, 8 x 8 points
+    ...     synth={"n_members": 1, "years": 4, "ny": 8, "nx": 8, "n_eddies": 2},
+    ...     window=2, epochs=1, width=4, regimes=["mixed"], seeds=[0], fractions=[0.6, 0.2, 0.2],
+    ... )
+    >>> store = prepare_data(cfg, Path("out"))
+    >>> unit = train_unit(dataclasses.asdict(cfg), "mixed", 0, str(store), "checkpoints")
+    >>> from ocean.experiment import yardstick_forecasts
+    >>> forecasts = yardstick_forecasts(unit, store, cfg)
+    >>> sorted(forecasts), forecasts["persistence"].shape == unit["y_true"].shape
+    (['climatology', 'damped persistence', 'persistence'], True)
+    """
     from .training import _climatology, _setup
 
     ds, split, _ = _setup(cfg, Path(store))
@@ -101,7 +118,25 @@ def ocean_competence(
 ) -> xr.Dataset:
     """The competence table (:func:`scimech.studies.competence.competence`): every regime (its seeds'
     mean per-sample error) against :data:`YARDSTICKS` (``forecasts``, :func:`yardstick_forecasts`) on
-    the same test samples."""
+    the same test samples.
+
+    Examples
+    --------
+    >>> import dataclasses
+    >>> from pathlib import Path
+    >>> from ocean.experiment import StudyConfig, prepare_data, train_unit
+    >>> cfg = StudyConfig(  # the smallest synthetic ocean: 1 member, 4 years, 8 x 8 points
+    ...     synth={"n_members": 1, "years": 4, "ny": 8, "nx": 8, "n_eddies": 2},
+    ...     window=2, epochs=1, width=4, regimes=["mixed"], seeds=[0], fractions=[0.6, 0.2, 0.2],
+    ... )
+    >>> store = prepare_data(cfg, Path("out"))
+    >>> unit = train_unit(dataclasses.asdict(cfg), "mixed", 0, str(store), "checkpoints")
+    >>> from ocean.experiment import ocean_competence, yardstick_forecasts
+    >>> forecasts = yardstick_forecasts(unit, store, cfg)
+    >>> table = ocean_competence({("mixed", 0): unit}, forecasts, cfg, n_resamples=50)
+    >>> table["model"].values.tolist(), table["value"].dims
+    (['mixed', 'climatology', 'persistence', 'damped persistence'], ('model', 'metric'))
+    """
     from .recovery import _blocks
 
     regimes = list(dict.fromkeys(r for r, _ in units))

@@ -211,6 +211,22 @@ def analyse(units: Mapping[tuple[str, int], xr.Dataset]) -> xr.Dataset:
         ``seed_other``, ``truth``; per-unit metrics over (regime, seed), consistency
         matrices over (regime, seed, seed_other), summaries over regime, and the planted
         truth's recovery over (truth, regime) (:func:`ocean.recovery.recovery`).
+
+    Examples
+    --------
+    >>> import dataclasses
+    >>> from pathlib import Path
+    >>> from ocean.experiment import StudyConfig, prepare_data, train_unit
+    >>> cfg = StudyConfig(  # the smallest synthetic ocean: 1 member, 4 years, 8 x 8 points
+    ...     synth={"n_members": 1, "years": 4, "ny": 8, "nx": 8, "n_eddies": 2},
+    ...     window=2, epochs=1, width=4, regimes=["mixed"], seeds=[0], fractions=[0.6, 0.2, 0.2],
+    ... )
+    >>> store = prepare_data(cfg, Path("out"))
+    >>> unit = train_unit(dataclasses.asdict(cfg), "mixed", 0, str(store), "checkpoints")
+    >>> from ocean.experiment import analyse
+    >>> summary = analyse({("mixed", 0): unit})
+    >>> summary["rmse"].dims, summary["regime"].values.tolist()
+    (('regime', 'seed'), ['mixed'])
     """
     regimes = list(dict.fromkeys(r for r, _ in units))
     seeds = sorted({s for _, s in units})

@@ -59,6 +59,13 @@ class StudyConfig:
     ``synth`` overrides :class:`~ocean.synthetic.SynthConfig` fields; ``data`` points to
     your own zarr store or netCDF file instead, in the study's layout or with ORAS5 / NEMO /
     CMEMS names (:func:`ocean.data.open_store`; ``docs/ocean.md``).
+
+    Examples
+    --------
+    >>> from ocean.experiment import StudyConfig
+    >>> cfg = StudyConfig(epochs=1, regimes=["mixed"], seeds=[0])
+    >>> cfg.epochs, cfg.regimes, cfg.seeds
+    (1, ['mixed'], [0])
     """
 
     synth: dict = field(default_factory=lambda: {"years": 12, "ny": 12, "nx": 16})
@@ -314,6 +321,14 @@ def load_config(
     ------
     ConfigError
         Unknown keys, unknown regimes, bad values or a file that is not a mapping.
+
+    Examples
+    --------
+    >>> from ocean.experiment import load_config
+    >>> _ = open("study.toml", "w").write("epochs = 3\\nseeds = [0, 1]\\n")
+    >>> cfg = load_config("study.toml", window=4)  # the file, then the keywords
+    >>> cfg.epochs, cfg.seeds, cfg.window
+    (3, [0, 1], 4)
     """
     values: dict[str, Any] = {}
     if path is not None:

@@ -45,6 +45,23 @@ def study_fingerprint(cfg: StudyConfig, ds: xr.Dataset) -> tuple[str, dict[str, 
     and attribute, so a changed generator or one changed value in your file changes it);
     ``settings``: the :class:`StudyConfig` fields that change a unit's result (all but
     ``regimes``, ``seeds``, ``data``, ``synth``, ``product``, ``time_chunk``, ``torch_threads``).
+
+    Examples
+    --------
+    >>> import dataclasses
+    >>> from pathlib import Path
+    >>> from ocean.experiment import StudyConfig, prepare_data, study_fingerprint
+    >>> cfg = StudyConfig(  # the smallest synthetic ocean: 1 member, 4 years, 8 x 8 points
+    ...     synth={"n_members": 1, "years": 4, "ny": 8, "nx": 8, "n_eddies": 2},
+    ...     window=2, epochs=1, width=4, regimes=["mixed"], seeds=[0], fractions=[0.6, 0.2, 0.2],
+    ... )
+    >>> ds = xr.open_zarr(prepare_data(cfg, Path("out")), consolidated=False)
+    >>> key, parts = study_fingerprint(cfg, ds)
+    >>> sorted(parts)
+    ['data', 'settings']
+    >>> _, longer = study_fingerprint(dataclasses.replace(cfg, epochs=2), ds)  # same data, other settings
+    >>> longer["data"] == parts["data"], longer["settings"] == parts["settings"]
+    (True, False)
     """
     settings = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in _NOT_IN_FINGERPRINT}
     parts = {"data": fingerprint(ds), "settings": fingerprint(settings)}
@@ -67,6 +84,18 @@ def prepare_data(cfg: StudyConfig, out: Path) -> Path:
     ------
     ConfigError
         ``out/ocean.zarr`` was mapped from another file (a rerun into a folder of another study).
+
+    Examples
+    --------
+    >>> from pathlib import Path
+    >>> from ocean.experiment import StudyConfig, prepare_data
+    >>> cfg = StudyConfig(  # the smallest synthetic ocean: 1 member, 4 years, 8 x 8 points
+    ...     synth={"n_members": 1, "years": 4, "ny": 8, "nx": 8, "n_eddies": 2},
+    ...     window=2, epochs=1, width=4, regimes=["mixed"], seeds=[0], fractions=[0.6, 0.2, 0.2],
+    ... )
+    >>> store = prepare_data(cfg, Path("out"))
+    >>> store.name, dict(xr.open_zarr(store, consolidated=False).sizes)["lat"]
+    ('ocean.zarr', 8)
     """
     out = Path(out)
     path = out / "ocean.zarr"
@@ -112,6 +141,17 @@ def run_study(
     (summary, units)
         ``summary`` from :func:`ocean.evidence.analyse` (also saved to ``out/summary.nc``);
         ``units`` maps ``(regime, seed)`` to each unit's dataset.
+
+    Examples
+    --------
+    >>> from ocean.experiment import StudyConfig, run_study
+    >>> cfg = StudyConfig(  # the smallest synthetic ocean: 1 member, 4 years, 8 x 8 points
+    ...     synth={"n_members": 1, "years": 4, "ny": 8, "nx": 8, "n_eddies": 2},
+    ...     window=2, epochs=1, width=4, regimes=["mixed"], seeds=[0], fractions=[0.6, 0.2, 0.2],
+    ... )
+    >>> summary, units = run_study(cfg, "out")
+    >>> list(units), summary["rmse"].dims
+    ([('mixed', 0)], ('regime', 'seed'))
     """
     out = Path(out)
     path = prepare_data(cfg, out)

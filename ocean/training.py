@@ -127,7 +127,20 @@ def _climatology(target: xr.DataArray, train_steps: np.ndarray, steps: np.ndarra
 
 def budget_weights(norm: odata.Normalizer) -> list[float]:
     """Head weights of the exact budget in normalised units: target = sum of the terms, so
-    the weight of term k is ``scale_k / scale`` (1 for every term with one shared scale)."""
+    the weight of term k is ``scale_k / scale`` (1 for every term with one shared scale).
+
+    Examples
+    --------
+    >>> import dataclasses
+    >>> from ocean.experiment import budget_weights
+    >>> from ocean.samples import Normalizer
+    >>> std = {"q_surf": 50.0, "q_ekman": 10.0, "q_geo": 20.0, "q_entr": 5.0, "q_diff": 2.0}
+    >>> norm = Normalizer(mean={}, std=std, scale=100.0, target="dmlhc_dt", concept_scaling="own")
+    >>> budget_weights(norm)  # each term scaled by its own std: std_k / 100
+    [0.5, 0.1, 0.2, 0.05, 0.02]
+    >>> budget_weights(dataclasses.replace(norm, concept_scaling="target"))
+    [1.0, 1.0, 1.0, 1.0, 1.0]
+    """
     return [norm.scale_of(name) / norm.scale for name in PRESCRIBED]
 
 
@@ -163,6 +176,20 @@ def train_unit(
         (predicted concepts; prescribed ones in W m-2, free ones in target scale units),
         ``head_weight`` (concept; normalised units), ``head_bias``, the training history
         (``epoch``) and ``mask``.
+
+    Examples
+    --------
+    >>> import dataclasses
+    >>> from pathlib import Path
+    >>> from ocean.experiment import StudyConfig, prepare_data, train_unit
+    >>> cfg = StudyConfig(  # the smallest synthetic ocean: 1 member, 4 years, 8 x 8 points
+    ...     synth={"n_members": 1, "years": 4, "ny": 8, "nx": 8, "n_eddies": 2},
+    ...     window=2, epochs=1, width=4, regimes=["mixed"], seeds=[0], fractions=[0.6, 0.2, 0.2],
+    ... )
+    >>> store = prepare_data(cfg, Path("out"))
+    >>> unit = train_unit(dataclasses.asdict(cfg), "mixed", 0, str(store), "checkpoints")
+    >>> unit["y_pred"].dims, unit["c_pred"].dims
+    (('sample', 'lat', 'lon'), ('sample', 'concept', 'lat', 'lon'))
     """
     cfg = StudyConfig(**config)
     before = torch.get_num_threads()
