@@ -19,6 +19,7 @@ import warnings
 from collections.abc import Mapping
 from pathlib import Path
 
+import dask
 import numpy as np
 import xarray as xr
 
@@ -383,8 +384,11 @@ def _origin(name: str, renamed: Mapping[str, str]) -> str:
 
 def _positive_down(da: xr.DataArray, what: str, notes: list[str]) -> xr.DataArray:
     """Flip a depth-like variable given positive up (``positive: up`` or no positive value)."""
-    vals = np.asarray(da.values, float)
-    up = da.attrs.get("positive") == "up" or (np.isfinite(vals).any() and np.nanmax(vals) <= 0 and np.nanmin(vals) < 0)
+    # the extremes streamed chunk by chunk (a product's many files are never loaded whole to read a sign)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # an all-NaN field: no sign to read
+        lo, hi = (float(x) for x in dask.compute(da.min(skipna=True), da.max(skipna=True)))
+    up = da.attrs.get("positive") == "up" or (np.isfinite(hi) and hi <= 0 and lo < 0)
     if not up:
         return da
     notes.append(f"{what} positive up -> positive down")
