@@ -115,6 +115,8 @@ _RANKED: dict[type[nn.Module], int] = {
     nn.InstanceNorm3d: 3,
 }
 
+#: first axes that hold the batch: plain, windows packed sample by sample, copies of the batch stacked
+_BATCHED = ("batch", "batch*window", "copy*batch")
 # rows of the batch of the forward pass under way (set by run_forward and the root hooks)
 _ROWS: contextvars.ContextVar[int | None] = contextvars.ContextVar("scimech_batch_rows", default=None)
 # that batch itself, read only to name an activation that is refused (its edge_index: edge-level rows)
@@ -134,14 +136,15 @@ class Axes:
             raise DimensionError(f"{where}: name at least a batch axis and a feature axis, e.g. 'batch feature'.")
         if names[0] in _FEATURE_NAMES:
             raise DimensionError(
-                f"{where}: the first axis must be 'batch' (or 'batch*window' for windowed attention), or, for an "
+                f"{where}: the first axis must be 'batch' (or 'batch*window' for windowed attention, 'copy*batch' for "
+                "copies of the whole batch stacked, as classifier-free guidance's [cond; uncond]), or, for an "
                 "activation that holds one sample whose first axis is not the batch (the edges of one graph given "
                 "unbatched), a position axis such as 'edge feature'."
             )
         feats = [n for n in names if n in _FEATURE_NAMES]
         if len(feats) != 1:
             raise DimensionError(f"{where}: name exactly one axis 'feature' or 'channel' (what units[...] selects).")
-        rest = names[1:] if names[0] in ("batch", "batch*window") else names
+        rest = names[1:] if names[0] in _BATCHED else names
         bad = [n for n in rest if n in _RESERVED or n.startswith("batch") or not re.fullmatch(r"[A-Za-z_]\w*", n)]
         if bad or len(set(rest)) != len(rest):
             raise DimensionError(
@@ -155,10 +158,22 @@ class Axes:
         return self.names[0] == "batch*window"
 
     @property
+    def copies(self) -> bool:
+        """Whether the first axis holds copies of the whole batch one after the other (``copy*batch``:
+        row ``c * batch + i`` is copy ``c`` of sample ``i``, as classifier-free guidance stacks
+        ``[cond; uncond]``); the canonical view has a ``copy`` axis after the sample axis."""
+        return self.names[0] == "copy*batch"
+
+    @property
+    def packed(self) -> bool:
+        """Whether several rows of the first axis belong to one sample (``batch*window`` or ``copy*batch``)."""
+        return self.windowed or self.copies
+
+    @property
     def unbatched(self) -> bool:
         """Whether the activation holds one sample and no batch axis (e.g. ``"edge feature"``: the
         edges of one graph given unbatched): its canonical view has a sample axis of one."""
-        return self.names[0] not in ("batch", "batch*window")
+        return self.names[0] not in _BATCHED
 
     @property
     def feature_axis(self) -> int:
@@ -172,7 +187,7 @@ class Axes:
     def positions(self) -> tuple[str, ...]:
         """Position axes, in order (the window axis first when windowed)."""
         pos = tuple(n for n in self.names[0 if self.unbatched else 1 :] if n not in _FEATURE_NAMES)
-        return ("window", *pos) if self.windowed else pos
+        return ("window", *pos) if self.windowed else ("copy", *pos) if self.copies else pos
 
     def __str__(self) -> str:
         return " ".join(self.names)
@@ -200,15 +215,19 @@ class Axes:
             )
         if self.unbatched:  # one sample: a view with a sample axis of one in front
             return t.unsqueeze(0).permute(self._order())
-        if self.windowed:
+        if self.packed:
             if rows is None:
                 raise DimensionError(
-                    f"Site {site!r}: a 'batch*window' layout needs the batch size of the forward pass, and it is "
+                    f"Site {site!r}: a '{self.names[0]}' layout needs the batch size of the forward pass, and it is "
                     "unknown here; call the model through scimech's verbs or inside their with-block."
                 )
             if t.shape[0] % rows:
-                raise DimensionError(f"Site {site!r}: {t.shape[0]} rows cannot be {rows} samples x whole windows.")
-            t = t.unflatten(0, (rows, t.shape[0] // rows))
+                whole = "whole windows" if self.windowed else "whole copies of the batch"
+                raise DimensionError(f"Site {site!r}: {t.shape[0]} rows cannot be {rows} samples x {whole}.")
+            if self.copies:  # (copy, batch, ...) -> (batch, copy, ...)
+                t = t.unflatten(0, (t.shape[0] // rows, rows)).transpose(0, 1)
+            else:
+                t = t.unflatten(0, (rows, t.shape[0] // rows))
             return t.permute([0, 1, *[i + 1 for i in self._order()[1:]]])
         if rows is not None and t.shape[0] != rows:
             raise not_a_batch(site, tuple(t.shape), rows)
@@ -217,12 +236,14 @@ class Axes:
     def restore(self, c: torch.Tensor) -> torch.Tensor:
         """The inverse of :meth:`canonical`: a tensor in the model's layout."""
         order = self._order()
-        if self.windowed:
+        if self.packed:
             order = [0, 1, *[i + 1 for i in order[1:]]]
         inverse = [order.index(i) for i in range(len(order))]
         out = c.permute(inverse)
         if self.unbatched:
             return out.squeeze(0)
+        if self.copies:
+            return out.transpose(0, 1).flatten(0, 1)
         return out.flatten(0, 1) if self.windowed else out
 
     def storage(self, ndim: int, tail: tuple[str, ...]) -> tuple[list[str], list[int]]:
@@ -234,7 +255,7 @@ class Axes:
         if len(canon) != ndim:  # reduced: positions are gone
             canon = ["sample", *tail]
             return canon, list(range(ndim))
-        declared: list[str] = ["sample"] + (["window"] if self.windowed else [])
+        declared: list[str] = ["sample"] + (["window"] if self.windowed else ["copy"] if self.copies else [])
         for n in self.names[0 if self.unbatched else 1 :]:
             declared += list(tail) if n in _FEATURE_NAMES else [n]
         return declared, [canon.index(d) for d in declared]
@@ -327,11 +348,15 @@ def not_a_batch(site: str, shape: tuple[int, ...], rows: int) -> DimensionError:
         else:
             names = " ".join([*(f"position_{i}" for i in range(1, rest)), "feature"])
             example = f"'batch*window {names}' (move 'feature' to the axis that holds the features)"
+        copies = example.split("'")[1].replace("batch*window", "copy*batch")
         hint = (
             f" {shape[0]} = {rows} x {shape[0] // rows}: if each sample's windows, channels, patches or mesh nodes "
             f"are packed on the first axis (windowed attention, a time-series transformer that packs channels into "
-            f"rows, a grid-to-mesh encoder), declare axes={{{site!r}: ...}}: {example} (the verbs check on the data that the rows "
-            "are packed sample by sample; a mixture of experts that sorts tokens by expert is not)."
+            f"rows, a grid-to-mesh encoder), declare axes={{{site!r}: ...}}: {example}; if the model stacks "
+            f"{shape[0] // rows} copies of the whole batch (classifier-free guidance's torch.cat([x, x]) for "
+            f"[cond; uncond]), declare axes={{{site!r}: '{copies}'}} (a 'copy' axis per sample). The verbs check "
+            "on the data that the rows are packed so before they use them (a mixture of experts that sorts tokens "
+            "by expert is neither)."
         )
     return DimensionError(
         f"Site {site!r} has shape {shape}, whose first axis ({shape[0]} rows) is not the batch of {rows} samples."

@@ -168,6 +168,8 @@ class SiteFacts:
     #: for a declared 'batch*window' layout: whether the rows are packed sample by sample
     #: (``"sample by sample"``, ``"not sample by sample: ..."``, ``"not checked: ..."``; None: not asked)
     packing: str | None = None
+    #: the declared layout that :attr:`packing` was checked for (another declaration is checked anew)
+    packing_layout: str | None = None
 
     @property
     def changing_shape(self) -> bool:
@@ -548,13 +550,14 @@ def _measure(
                     else "other outputs (NaN or infinities at other places, or another shape)"
                 )
                 break
-    packed = [r for r in resolved if r.axes is not None and r.axes.windowed] if "packing" in needs else []
+    packed = [r for r in resolved if r.axes is not None and r.axes.packed] if "packing" in needs else []
     half_seen = _Observer(packed) if packed else None
     if (rows_wanted or packed) and prof.repeatable and (prof.rows_interact is None or packed):
         prof.rows_interact = _rows_reason(model, batch, forward, one, prof, half_seen)
     if half_seen is not None:  # some sites are declared packed
         for r in packed:
             prof.sites[r.name].packing = _packing(r, seen, half_seen, prof)
+            prof.sites[r.name].packing_layout = str(r.axes)
 
 
 def _packing(site, full: _Observer, half: _Observer, prof: ModelProfile) -> str:
@@ -575,6 +578,15 @@ def _packing(site, full: _Observer, half: _Observer, prof: ModelProfile) -> str:
             f"not sample by sample: {b} samples give {n} rows and {h} samples {u.shape[0]}, not "
             f"{h} x {n // b if n % b == 0 else n / b:g}"
         )
+    if site.axes.copies:  # copy c of sample i at row c * b + i: the half batch's copies are the first h of each
+        k = n // b
+        ok, rel = same_values(torch.cat([t[c * b : c * b + h] for c in range(k)]), u)
+        if not ok:
+            return (
+                f"not copies of the batch: the first {h} samples alone give other rows (by {rel:.1e} of their "
+                f"scale) than the first {h} rows of each of the {k} blocks of {b} rows of the whole batch"
+            )
+        return "copies of the batch"
     ok, rel = same_values(t[: u.shape[0]], u)
     if not ok:
         return (
@@ -647,10 +659,12 @@ def require(
             needs.discard("rows")
         prof = _cached(subject, batch, forward)
         if "packing" in needs:
-            sites = [s for s in sites if s.axes is not None and s.axes.windowed]
+            sites = [s for s in sites if s.axes is not None and s.axes.packed]
             needs = needs | {"sites"} if sites else needs - {"packing"}
         new = [
-            s for s in sites if s.name not in prof.sites or ("packing" in needs and prof.sites[s.name].packing is None)
+            s
+            for s in sites
+            if s.name not in prof.sites or ("packing" in needs and prof.sites[s.name].packing_layout != str(s.axes))
         ]
         new = new if "sites" in needs else []
         if new or needs - {"sites", "packing"}:
@@ -662,6 +676,12 @@ def require(
         raise rows_error(verb, prof.rows_interact, why or "Treating rows as samples")
     for s in sites if "packing" in needs else ():
         packing = prof.sites[s.name].packing or ""
+        if packing.startswith("not copies"):
+            raise DimensionError(
+                f"{verb}: site {s.name!r} is declared '{s.axes}', copies of the whole batch stacked, but they are "
+                f"{packing}. Its rows would be labelled as other samples'. Declare 'batch*window ...' where each "
+                "sample's rows are packed together, or choose a site whose first axis is the batch."
+            )
         if packing.startswith("not sample by sample"):
             raise DimensionError(
                 f"{verb}: site {s.name!r} is declared '{s.axes}', rows packed sample by sample, but they are "
@@ -688,7 +708,7 @@ def shared_rows(model: nn.Module, batch: Any, forward: Callable | None, sites: S
         samples leaves it as it is).
     """
     prof = _cached(model, batch, forward)
-    sites = [s for s in sites if s.axes is None or not (s.axes.windowed or s.axes.unbatched)]  # declared: as said
+    sites = [s for s in sites if s.axes is None or not (s.axes.packed or s.axes.unbatched)]  # declared: as said
     if prof.half_rows is not None:  # the rows check's half batch told it, at no pass of its own
         half, sizes = prof.half_rows
         for s in sites:
@@ -860,7 +880,7 @@ def profile(
                 s
                 for s in resolved
                 if s.name not in prof.sites
-                or (prof.sites[s.name].packing is None and s.axes is not None and s.axes.windowed)
+                or (prof.sites[s.name].packing_layout != str(s.axes) and s.axes is not None and s.axes.packed)
             ],
         )
     rows = []

@@ -42,7 +42,7 @@ import torch
 from torch import nn
 
 from scimech.capture.calls import CallPolicy, Calls, parse_calls
-from scimech.capture.hooks import HookFn, HookSet, check_fired, restore_modes, to_eval
+from scimech.capture.hooks import HookFn, HookSet, check_fired, hooks_aside, restore_modes, to_eval
 from scimech.capture.profile import ModelProfile, forward_folded, profile_of, require, shared_rows, tolerance
 from scimech.capture.sites import ResolvedSite
 from scimech.errors import DataValidationError
@@ -222,6 +222,10 @@ class Session:
             # batch (as many rows by chance) is refused, once per session (the profile keeps it)
             self._rows_checked = True
             shared_rows(self.model, self._batch, self.forward, resolved, self.verb)
+            packed = [r for r in resolved if r.axes is not None and r.axes.packed]
+            if packed:  # rows declared packed by sample or stacked by copy: checked on the data (once per model)
+                with hooks_aside():
+                    self.check(self._batch, {"packing"}, sites=packed)
 
     @property
     def rows_become_samples(self) -> bool:
