@@ -87,11 +87,24 @@ _CATALOGUE_FORMATS = (
 
 
 class AstroStudy(Study):
-    """The AION-1 photometric-redshift head study: does the image's gain pass through one head?"""
+    """The AION-1 photometric-redshift head study: does the image's gain pass through one head?
+
+    Examples
+    --------
+    The study behind ``scimech astro``; from Python, :func:`astro.run_study` runs it.
+
+    >>> from astro.study import AstroStudy
+    >>> study = AstroStudy()
+    >>> study.name, [command.name for command in study.commands()]
+    ('astro', ['train'])
+    >>> plan = study.plan(study.study_parser().parse_args(["--seed", "0"]))  # what would run
+    >>> list(plan.units)
+    ['galaxies 0-149', 'galaxies 150-299', 'galaxies 300-449', 'galaxies 450-599']
+    """
 
     name = "astro"
     title = "AION-1 photometric-redshift head analysis (photometry vs images)"
-    description = __doc__
+    description = (__doc__ or "").partition("\n")[0]  # the first line: the command's help, without the examples
     out_default = "runs/astro"
     data_help = (
         "your galaxies: a Legacy Survey DR10 catalogue (FITS: FLUX_G/R/I/Z, FLUX_IVAR_*, "

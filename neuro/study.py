@@ -186,7 +186,20 @@ def _needs_data(q) -> None:
 
 
 class NeuroStudy(Study):
-    """Model discovery against a simulated larval zebrafish, its planted circuit the ground truth."""
+    """Model discovery against a simulated larval zebrafish, its planted circuit the ground truth.
+
+    Examples
+    --------
+    The study behind ``scimech neuro``; from Python, :func:`neuro.run_study` runs it.
+
+    >>> from neuro.study import NeuroStudy
+    >>> study = NeuroStudy()
+    >>> study.name, [command.name for command in study.commands()]
+    ('neuro', ['baselines', 'trees'])
+    >>> plan = study.plan(study.study_parser().parse_args([]))  # what would run
+    >>> list(plan.units)[:2]
+    ['seed 0 priors node 0', 'seed 0 priors node 1']
+    """
 
     name = "neuro"
     title = "model discovery against a simulated larval zebrafish"

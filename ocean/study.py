@@ -178,6 +178,18 @@ class OceanStudy(Study):
     ``run_subfolder``: where under ``--out`` the data, units and checkpoints go (``None``:
     ``--out`` itself; the demo uses ``"run"``, its report beside it); ``progress_bar``: show
     training progress.
+
+    Examples
+    --------
+    The study behind ``scimech ocean``; from Python, :func:`ocean.run_study` runs it.
+
+    >>> from ocean.study import OceanStudy
+    >>> study = OceanStudy()
+    >>> study.name, [command.name for command in study.commands()]
+    ('ocean', ['train', 'heatwaves'])
+    >>> plan = study.plan(study.study_parser().parse_args(["--seeds", "0"]))  # what would run
+    >>> list(plan.units)
+    ['mixed/seed=0', 'prediction_only/seed=0', 'prescription_only/seed=0']
     """
 
     name = "ocean"

@@ -27,13 +27,10 @@ import scimech
 #: the domain studies' public Python names ("module:name"), as docs/api/studies.md and the study
 #: packages' docstrings present them
 STUDY_NAMES = (
-    "ocean.study:OceanStudy",
     "ocean.data:open_store",
     "ocean.data:from_nemo",
     *(f"ocean.experiment:{n}" for n in importlib.import_module("ocean.experiment").__all__),
-    "astro.study:AstroStudy",
     "astro.catalog:read_legacy_survey",
-    "neuro.study:NeuroStudy",
     "neuro.data:from_traces",
     "neuro.data:read_traces",
     "neuro.data:inspect_traces",
