@@ -301,6 +301,9 @@ def infer_axes(module: nn.Module, t: torch.Tensor, site: str = "") -> Axes:
     nd = t.dim()
     if nd < 2:
         raise DimensionError(f"Site {site!r}: a {nd}-D activation {tuple(t.shape)} has no batch and feature axes.")
+    rows = current_rows()
+    if rows is not None and nd > 2 and t.shape[0] == 1 < rows:  # broadcast over the batch: no batch axis
+        raise not_a_batch(site, tuple(t.shape), rows)
     spatial = nd - 2
     if spatial in _SPATIAL:
         if isinstance(module, _CHANNEL_FIRST):
@@ -335,6 +338,14 @@ def not_a_batch(site: str, shape: tuple[int, ...], rows: int) -> DimensionError:
             f"samples=torch.zeros({rows}, dtype=torch.long) where a verb asks which rows are one sample, and "
             "reference graphs of the same edges). Several graphs in one batch have no sample axis on their edges: "
             "give them as a list of one-graph batches, or choose a node-level site."
+        )
+    if shape[0] == 1 < rows and len(shape) > 2:
+        names = " ".join(["shared", *(f"position_{i}" for i in range(1, len(shape) - 1)), "feature"])
+        return DimensionError(
+            f"Site {site!r} has shape {shape}: one row for a batch of {rows} samples, a tensor every sample shares "
+            f"(broadcast over the batch, as T5's position bias (1, heads, query, key)), not rows of samples. Declare "
+            f"it without a batch axis, axes={{{site!r}: {names!r}}} (name the axis of its features 'feature'): it is "
+            "then one sample every row shares, and a mean or resample ablation leaves it as it is."
         )
     if shape[0] % rows == 0 and shape[0] > rows:
         # name every axis after the first in the order of this shape; which one holds the features

@@ -82,3 +82,39 @@ def test_mean_ablation_sweep_of_a_shared_bias_has_no_effect(t5):
         model, ids, [SITE], first_feature, forward=fw, method="mean", reference=ids, axes=fix_axes()
     )
     np.testing.assert_allclose(res["effect"].values, 0.0, atol=ATOL)
+
+
+class BroadcastBias(torch.nn.Module):
+    """As T5's ``compute_bias`` output: a ``(1, heads, query, key)`` bias broadcast over the batch."""
+
+    def __init__(self, heads: int = 2, n: int = POSITIONS):
+        super().__init__()
+        self.table = torch.nn.Parameter(torch.randn(heads, n, n))
+
+    def forward(self, scores):
+        return self.table[None]
+
+
+class Scores(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.bias = BroadcastBias()
+
+    def forward(self, x):  # x: (batch, heads, query, key) scores
+        return torch.softmax(x + self.bias(x), -1).sum((1, 2))
+
+
+def test_a_bias_of_one_row_is_refused_naming_the_fix_that_leaves_it():
+    torch.manual_seed(0)
+    model = Scores().eval()
+    x = torch.randn(SAMPLES, 2, POSITIONS, POSITIONS)
+    with torch.no_grad():
+        base = model(x)
+    with pytest.raises(DimensionError, match=r"every sample shares.*axes=\{'bias': 'shared "):
+        sm.record(model, x, ["bias"])
+    axes = {"bias": "shared position_1 position_2 feature"}
+    got = sm.record(model, x, ["bias"], axes=axes)
+    np.testing.assert_allclose(got["bias"].values.reshape(model.bias.table.shape), npy(model.bias.table), atol=ATOL)
+    with sm.ablate(model, "bias", method="mean", reference=x, axes=axes), torch.no_grad():
+        out = model(x)
+    np.testing.assert_allclose(npy(out), npy(base), atol=ATOL)
