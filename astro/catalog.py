@@ -611,6 +611,21 @@ def read_legacy_survey(path: Source, images: str | Path | None = None, *, stamp:
         cut-outs in another band or row order than the catalogue's.
     ConfigError
         A file given twice; a folder without catalogues.
+
+    Examples
+    --------
+    A catalogue of 20 synthetic galaxies written in DR10's columns (FLUX_G, ..., SHAPE_R, EBV, Z),
+    then read back as the study reads yours:
+
+    >>> from astro.catalog import read_legacy_survey, write_legacy_survey
+    >>> from astro.synthetic import make_galaxies
+    >>> truth = make_galaxies(20, seed=0, images=False)
+    >>> path = write_legacy_survey("dr10.fits", truth.catalog)
+    >>> sample = read_legacy_survey(path)
+    >>> len(sample.catalog), str(sample.catalog["flux_r"].unit), sample.meta["n_rejected"]
+    (20, 'nmgy', 0)
+    >>> np.allclose(sample.catalog["flux_r"].value, truth.catalog["flux_r"].value)
+    True
     """
     paths = catalogue_files(path)
     source = source_text(paths)

@@ -73,7 +73,20 @@ HELD_OUT_SUITE = "held_out_condition"
 def read_traces(source, *, conditions=None, dt: float | None = None) -> xr.Dataset:
     """The neutral layout as a Dataset, from a path (zarr store or bare zarr array, ``.nc``,
     ``.npy``), a Dataset or DataArray, or a ``(time, neuron)`` array:
-    :func:`neuro.reader.read_recording` without its :class:`~scimech.studies.reading.Reading`."""
+    :func:`neuro.reader.read_recording` without its :class:`~scimech.studies.reading.Reading`.
+
+    Examples
+    --------
+    >>> from neuro.data import read_traces
+    >>> rng = np.random.default_rng(0)
+    >>> traces = rng.normal(size=(400, 5)).astype("float32")  # (time, neuron)
+    >>> conditions = np.repeat(["dark", "flash"], 200)  # one stimulus label per time step
+    >>> ds = read_traces(traces, conditions=conditions, dt=0.5)
+    >>> ds["activity"].dims, ds["activity"].shape, ds.attrs["dt"]
+    (('time', 'neuron'), (400, 5), 0.5)
+    >>> ds["condition"].values[[0, -1]].tolist()
+    ['dark', 'flash']
+    """
     return read_recording(source, conditions=conditions, dt=dt)[0]
 
 
@@ -346,7 +359,21 @@ def inspect_traces(
     """What :func:`from_traces` would read from ``source``, said back without building the task
     (no z-scoring, no windows, no torch): the traces, time, conditions, stimulus, splits and
     the neurons dropped (``scimech neuro inspect PATH``). Arguments as :func:`from_traces`; the
-    same refusals."""
+    same refusals.
+
+    Examples
+    --------
+    >>> from neuro.data import inspect_traces
+    >>> rng = np.random.default_rng(0)
+    >>> traces = rng.normal(size=(400, 5)).astype("float32")  # (time, neuron)
+    >>> conditions = np.repeat(["dark", "flash"], 200)  # one stimulus label per time step
+    >>> reading = inspect_traces(traces, conditions=conditions, dt=0.5, context=4, horizon=4)
+    >>> print(reading)  # doctest: +ELLIPSIS
+    Read: array in memory (400, 5)
+    ...
+      neurons kept: 5 of 5
+    ...
+    """
     ds, reading = read_recording(source, conditions=conditions, dt=dt)
     _assign_splits(
         ds,
@@ -504,6 +531,20 @@ def from_traces(
     ConfigError
         Unknown held-out condition, bad fractions, segments too short for the windows, no dt
         (a time axis without units, or none), ``dt`` against the coordinate.
+
+    Examples
+    --------
+    >>> from neuro.data import from_traces
+    >>> rng = np.random.default_rng(0)
+    >>> traces = rng.normal(size=(400, 5)).astype("float32")  # (time, neuron)
+    >>> conditions = np.repeat(["dark", "flash"], 200)  # one stimulus label per time step
+    >>> task = from_traces(traces, conditions=conditions, dt=0.5, context=4, horizon=4, max_windows=20)
+    >>> task.n_neurons, task.context, task.horizon, task.dt
+    (5, 4, 4, 0.5)
+    >>> task.train_series.shape  # (segment, time, neuron): 70% of each condition's 200 steps
+    (2, 140, 5)
+    >>> np.allclose(task.train_series.mean(axis=(0, 1)), 0.0, atol=1e-5)  # z-scored on the training steps
+    True
     """
     ds, reading = read_recording(source, conditions=conditions, dt=dt)
     T, N = ds["activity"].shape

@@ -27,10 +27,13 @@ import scimech
 #: the domain studies' public Python names ("module:name"), as docs/api/studies.md and the study
 #: packages' docstrings present them
 STUDY_NAMES = (
+    "ocean.study:OceanStudy",
     "ocean.data:open_store",
     "ocean.data:from_nemo",
     *(f"ocean.experiment:{n}" for n in importlib.import_module("ocean.experiment").__all__),
+    "astro.study:AstroStudy",
     "astro.catalog:read_legacy_survey",
+    "neuro.study:NeuroStudy",
     "neuro.data:from_traces",
     "neuro.data:read_traces",
     "neuro.data:inspect_traces",
@@ -61,14 +64,6 @@ NOT_YET = {
     "scimech:Report",
     "ocean.data:open_store",
     "ocean.data:from_nemo",
-    # not written yet
-    "ocean.study:OceanStudy",
-    "astro.study:AstroStudy",
-    "astro.catalog:read_legacy_survey",
-    "neuro.study:NeuroStudy",
-    "neuro.data:from_traces",
-    "neuro.data:read_traces",
-    "neuro.data:inspect_traces",
 }
 
 _SECTION = re.compile(r"^Examples\n-{8,}\s*$", re.MULTILINE)
