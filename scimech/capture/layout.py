@@ -12,15 +12,19 @@ names each axis of the hooked tensor in order::
     "batch channel z y x"             3-D fields
     "batch*window position feature"   windowed attention (Swin): the first axis packs each
                                       sample's windows, sample by sample
+    "copy*batch feature"              copies of the whole batch stacked (classifier-free
+                                      guidance's torch.cat([x, x]) for [cond; uncond]): row
+                                      c * batch + i is copy c of sample i; canonical copy axis
     "edge feature"                    no batch axis: the activation is one sample (the edges
                                       of one graph given unbatched); canonical sample axis of 1
 
 Exactly one axis is ``feature`` or ``channel`` (what ``units[...]`` / ``channels[...]``
-select); the first is ``batch`` or ``batch*window``, or a position (the layout of one
-sample); every other axis is a position (any name: ``position``, ``token``, ``time``, ``y``, ``x``...).
+select); the first is ``batch``, ``batch*window`` or ``copy*batch``, or a position (the layout
+of one sample, or of one tensor every sample shares: T5's position bias, declared e.g.
+``"shared position_1 position_2 feature"``); every other axis is a position (any name: ``position``, ``token``, ``time``, ``y``, ``x``...).
 
 Internally each verb sees the activation in one *canonical* view, ``(batch, [window],
-*positions, feature)``: a view of the same memory (nothing copied), so that selecting,
+*positions, feature)`` (``copy`` leads the positions of a ``copy*batch`` layout): a view of the same memory (nothing copied), so that selecting,
 reducing, drawing reference samples and tiling act on the right axes whatever the model's
 layout, and a write into the view is a write into the model's tensor.
 
