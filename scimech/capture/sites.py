@@ -101,6 +101,26 @@ class HeadLayout:
     width
         Width of ``proj``'s input (heads x head_dim), for projections that do not say it
         (``in_features`` of an ``nn.Linear`` and ``nx`` of a Hugging Face ``Conv1D`` are read).
+
+    Examples
+    --------
+    A module that says nothing of heads: declare that the input of its ``mix`` projection holds
+    2 heads of 2 features each, head by head:
+
+    >>> class Mixer(torch.nn.Module):
+    ...     def __init__(self):
+    ...         super().__init__()
+    ...         self.inner, self.mix = torch.nn.Linear(4, 4), torch.nn.Linear(4, 4)
+    ...     def forward(self, x):
+    ...         return self.mix(self.inner(x))
+    >>> model = torch.nn.Sequential(Mixer())
+    >>> layout = HeadLayout(attn="0", proj="0.mix", num_heads=2)
+    >>> x = torch.randn(3, 4)
+    >>> ds = sm.record(model, x, ["0.heads"], layouts={"0": layout})
+    >>> ds["0.heads"].dims, ds["0.heads"].shape
+    (('sample', 'head', 'head_dim'), (3, 2, 2))
+    >>> torch.equal(torch.from_numpy(ds["0.heads"].values[:, 1]), model[0].inner(x).detach()[:, 2:])
+    True
     """
 
     attn: str
@@ -615,6 +635,23 @@ def list_sites(model: nn.Module, heads: bool = True) -> list[str]:
 
     For each attention-like module whose heads cannot be split automatically, a
     :class:`HeadLayoutWarning` says why and which :class:`HeadLayout` to pass.
+
+    Examples
+    --------
+    An attention module that says it has 2 heads and has an output projection ``proj``:
+
+    >>> class Attention(torch.nn.Module):
+    ...     num_heads = 2
+    ...     def __init__(self):
+    ...         super().__init__()
+    ...         self.qkv, self.proj = torch.nn.Linear(4, 4), torch.nn.Linear(4, 4)
+    ...     def forward(self, x):
+    ...         return self.proj(self.qkv(x))
+    >>> model = torch.nn.Sequential(Attention(), torch.nn.Linear(4, 1))
+    >>> list_sites(model)
+    ['0', '0.qkv', '0.proj', '1', '0.heads[0]', '0.heads[1]']
+    >>> list_sites(model, heads=False)
+    ['0', '0.qkv', '0.proj', '1']
     """
     names = [n for n, _ in model.named_modules() if n]
     if heads:
