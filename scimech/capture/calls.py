@@ -128,11 +128,22 @@ def parse_calls(value, verb: str, *, allow_last: bool = True) -> CallPolicy:
 class forward_pass:
     """Context manager: everything inside counts as one forward pass for call indices.
 
-    >>> with sm.ablate(model, "cell", method="zero", calls=3), sm.forward_pass():   # doctest: +SKIP
-    ...     for step in range(10):
-    ...         h = model(h)        # the 4th call of "cell" in the rollout is ablated
-
     Passes nest: an inner pass (a verb's own forward) inside an open one is part of it.
+
+    Examples
+    --------
+    A rollout of 4 steps of one cell is one pass, so ``calls=2`` zeroes the cell's 3rd call only:
+
+    >>> model = torch.nn.Sequential(torch.nn.Linear(2, 2))  # the cell is site "0"
+    >>> h, steps = torch.ones(1, 2), []
+    >>> with sm.ablate(model, "0", method="zero", calls=2), forward_pass():
+    ...     for step in range(4):
+    ...         h = model(h)
+    ...         steps.append(h)
+    >>> [bool((s == 0).all()) for s in steps]
+    [False, False, True, False]
+    >>> torch.equal(steps[3], model[0].bias.detach()[None])  # the step after sees zeros: the bias alone
+    True
     """
 
     def __init__(self, _root: bool = False):
