@@ -180,7 +180,21 @@ class SiteFacts:
 @dataclass
 class ModelProfile:
     """The facts every verb assumes about a model, for one ``forward=``, input signature and
-    parameter version (see the module docs); ``None`` where not measured yet."""
+    parameter version (see the module docs); ``None`` where not measured yet.
+
+    Examples
+    --------
+    :func:`scimech.profile` measures one and keeps it in its table's ``attrs``:
+
+    >>> model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU())
+    >>> prof = sm.profile(model, torch.randn(8, 3), ["0"]).attrs["profile"]
+    >>> prof.output_dtype, prof.repeatable, prof.needs_grad, prof.rows_interact  # "": rows independent
+    (torch.float32, True, False, '')
+    >>> prof.sites["0"].shapes
+    [(8, 4)]
+    >>> prof.tolerance  # how far two unchanged float32 passes may differ, relative
+    1e-05
+    """
 
     signature: tuple
     rows: int | None = None
@@ -859,6 +873,17 @@ def profile(
         (what a row is), ``repeatable``, ``needs_grad``, ``in_place`` (the model writes into
         the site's output), ``packing`` (for a declared ``batch*window`` layout: whether the rows
         are packed sample by sample, checked on a half batch). ``.attrs["profile"]`` is the :class:`ModelProfile`.
+
+    Examples
+    --------
+    >>> model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 1))
+    >>> table = profile(model, torch.randn(8, 3), ["0", "2"])
+    >>> list(table.index)
+    ['0', '2']
+    >>> int(table.loc["0", "calls"]), table.loc["0", "shapes"], table.loc["0", "layout"]  # 8 rows of 4 features
+    (1, [(8, 4)], 'batch feature')
+    >>> table.loc["2", "shapes"], bool(table.loc["2", "repeatable"]), bool(table.loc["2", "needs_grad"])
+    ([(8, 1)], True, False)
     """
     from scimech.capture.batches import is_one_batch, iter_batches
     from scimech.capture.session import Session  # the session is built on this module
