@@ -31,6 +31,7 @@ def test_notebook_runs(run_notebook):
 
 
 @pytest.mark.slow  # a notebook top to bottom, a (tiny) study included
+@pytest.mark.slow  # a notebook top to bottom
 def test_your_own_data_notebook_runs(run_notebook):
     nb = run_notebook("ocean/notebooks/your_own_data.ipynb", timeout=300)
     text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
