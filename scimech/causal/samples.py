@@ -52,7 +52,22 @@ __all__ = [
 class FixedMesh:
     """Every sample is the same mesh or grid: ``nodes`` consecutive rows of the first axis,
     row ``k`` of every sample the same node. Mean ablation averages each node over the
-    reference samples; resampling replaces a sample by a whole reference sample, node for node."""
+    reference samples; resampling replaces a sample by a whole reference sample, node for node.
+
+    Examples
+    --------
+    Two reference samples of a mesh of 3 nodes (rows 0-2 are the first, rows 3-5 the second):
+    mean ablation gives each node its own mean over the samples, not the mean of all rows:
+
+    >>> model = torch.nn.Sequential(torch.nn.Identity())
+    >>> reference = torch.tensor([[0.0], [10.0], [20.0], [2.0], [12.0], [22.0]])
+    >>> with sm.ablate(model, "0", method="mean", reference=reference, samples=FixedMesh(nodes=3)):
+    ...     model(torch.zeros(6, 1)).flatten().tolist()
+    [1.0, 11.0, 21.0, 1.0, 11.0, 21.0]
+    >>> with sm.ablate(model, "0", method="mean", reference=reference):  # every row its own sample
+    ...     model(torch.zeros(6, 1)).flatten().tolist()
+    [11.0, 11.0, 11.0, 11.0, 11.0, 11.0]
+    """
 
     nodes: int
 
