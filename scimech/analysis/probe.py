@@ -653,6 +653,21 @@ def probe_sites(
     DataValidationError
         NaN/inf features or targets, mismatched lengths, too few samples, classes or
         groups for the folds.
+
+    Examples
+    --------
+    One site whose first feature is the target itself, one of noise alone:
+
+    >>> rng = np.random.default_rng(0)
+    >>> y = rng.normal(size=60)
+    >>> features = {"holds_y": np.stack([y, rng.normal(size=60)], axis=1), "noise": rng.normal(size=(60, 2))}
+    >>> res = probe_sites(features, y, control=False, n_bootstrap=0, progress=False)
+    >>> res["score"].dims, res["score"].shape  # out-of-fold R2 of each site, fold and seed
+    (('site', 'fold', 'seed'), (2, 5, 1))
+    >>> bool(res["score_mean"].sel(site="holds_y") > 0.99), bool(res["score_mean"].sel(site="noise") < 0.1)
+    (True, True)
+    >>> res["weights"].dims
+    ('site', 'feature')
     """
     feats, y, groups, cgroups, rand, seeds = _probe_inputs(
         features,
