@@ -124,7 +124,7 @@ def _pages_with_code(runnable: bool = False) -> list[str]:
 
 #: pages whose blocks take long to run: the slow tier runs them (`make test-slow`)
 SLOW = {
-    "docs/validation.md": "runs every planted case (about 100 s of CPU)",
+    "docs/validation.md": "runs every planted case (about 25 s on 2 cores)",
     # run in the default tier by a test of their own, in the test process (it checks their numbers)
     "docs/sites_and_interventions.md": "tests/scimech/test_sites.py",
     "docs/probing_and_concepts.md": "tests/scimech/test_probe.py",
