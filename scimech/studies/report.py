@@ -214,6 +214,22 @@ class Report:
     world
         What the results are about (``"synthetic world (12 x 16 grid, ...)"``, ``"your product
         (oras5.zarr)"``): said under the title and added to every caption.
+
+    Examples
+    --------
+    >>> report = Report("out", "Heat transport probes", world="synthetic world (4 x 5 grid)")
+    >>> _ = report.heading("Probes").text("The probe of **layer 2** reads the heat flux.")
+    >>> _ = report.table({"layer": [1, 2], "r2": [0.5, 0.9]}, caption="Out-of-fold R2")
+    >>> path = report.write()
+    >>> path.as_posix(), sorted(p.name for p in path.parent.iterdir())
+    ('out/report.md', ['figures', 'report.html', 'report.md'])
+    >>> lines = path.read_text().splitlines()
+    >>> lines[0], lines[4]
+    ('# Heat transport probes', '## Probes')
+    >>> [line for line in lines if line.startswith("**")]  # the caption names the world
+    ['**Out-of-fold R2 · synthetic world (4 x 5 grid)**']
+    >>> [line for line in lines if line.startswith("| 1")]
+    ['| 1 | 2 | 0.9 |']
     """
 
     def __init__(self, out_dir: str | os.PathLike, title: str, world: str | None = None):
