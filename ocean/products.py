@@ -560,6 +560,33 @@ def from_nemo(
 
     ``reading``: filled with what was read (:class:`scimech.studies.reading.Reading`); it is also kept, as JSON, in
     the result's ``attrs["reading"]``.
+
+    Examples
+    --------
+    Three months of NEMO output on a 3 x 4 regular grid: SST in kelvin, the mixed-layer depth in cm:
+
+    >>> lat, lon = np.meshgrid([-1.0, 0.0, 1.0], [10.0, 11.0, 12.0, 13.0], indexing="ij")
+    >>> field = ("time_counter", "y", "x")
+    >>> ds = xr.Dataset(
+    ...     {
+    ...         "sosstsst": (field, np.full((3, 3, 4), 293.15), {"units": "K"}),
+    ...         "somxl010": (field, np.full((3, 3, 4), 5000.0), {"units": "cm"}),
+    ...     },
+    ...     coords={
+    ...         "time_counter": np.array(["2000-01", "2000-02", "2000-03"], dtype="datetime64[ns]"),
+    ...         "nav_lat": (("y", "x"), lat),
+    ...         "nav_lon": (("y", "x"), lon),
+    ...     },
+    ... )
+    >>> out = from_nemo(ds)
+    >>> out["sst"].dims, out["lat"].values.tolist(), out["lon"].values.tolist()
+    (('member', 'time', 'lat', 'lon'), [-1.0, 0.0, 1.0], [10.0, 11.0, 12.0, 13.0])
+    >>> round(float(out["sst"].max()), 6), out["sst"].attrs["units"]  # 293.15 K
+    (20.0, 'degree_Celsius')
+    >>> float(out["mld"].max()), out["mld"].attrs["units"]  # 5000 cm
+    (50.0, 'm')
+    >>> out.attrs["mapping"].split("; ")[:3]
+    ['somxl010 -> mld', 'sosstsst -> sst', 'time_counter -> time']
     """
     _refuse_empty(ds)
     reading = reading if reading is not None else Reading(describe_product(ds))

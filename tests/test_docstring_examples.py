@@ -53,7 +53,6 @@ NOT_YET = {
     # defined in modules being edited by another engineer (capture/sites.py, calls.py, profile.py;
     # causal/atp.py, samples.py; analysis/probe.py; studies/report.py; ocean/products.py)
     "ocean.data:open_store",
-    "ocean.data:from_nemo",
 }
 
 _SECTION = re.compile(r"^Examples\n-{8,}\s*$", re.MULTILINE)
