@@ -772,6 +772,37 @@ def open_store(
         belong together.
     MissingVariableError, UnitsError, DimensionError, ConfigError
         From :func:`from_nemo` and :func:`validate`, naming the variable and the fix.
+
+    Examples
+    --------
+    A netCDF file of three months of NEMO output on a 3 x 4 grid (SST in kelvin, mixed-layer depth
+    in cm), read onto the study's layout:
+
+    >>> lat, lon = np.meshgrid([-1.0, 0.0, 1.0], [10.0, 11.0, 12.0, 13.0], indexing="ij")
+    >>> field = ("time_counter", "y", "x")
+    >>> xr.Dataset(
+    ...     {
+    ...         "sosstsst": (field, np.full((3, 3, 4), 293.15), {"units": "K"}),
+    ...         "somxl010": (field, np.full((3, 3, 4), 5000.0), {"units": "cm"}),
+    ...     },
+    ...     coords={
+    ...         "time_counter": np.array(["2000-01", "2000-02", "2000-03"], dtype="datetime64[ns]"),
+    ...         "nav_lat": (("y", "x"), lat),
+    ...         "nav_lon": (("y", "x"), lon),
+    ...     },
+    ... ).to_netcdf("nemo.nc")
+    >>> ds = open_store("nemo.nc", validate_schema=False)
+    >>> dict(ds["sst"].sizes)
+    {'member': 1, 'time': 3, 'lat': 3, 'lon': 4}
+    >>> round(float(ds["sst"].max()), 6), float(ds["mld"].max())  # 293.15 K in degC, 5000 cm in m
+    (20.0, 50.0)
+
+    Checked for a study, it lacks the fields the heat budget needs, and says which:
+
+    >>> open_store("nemo.nc")
+    Traceback (most recent call last):
+    ...
+    scimech.errors.MissingVariableError: The ocean dataset lacks zos (sossheig/SSH), tauu ...
     """
     reading = reading if reading is not None else Reading("", source_text(path))
     reading.source = reading.source or source_text(path)

@@ -49,11 +49,7 @@ STUDY_NAMES = (
 
 #: names whose docstrings have no Examples section yet; the set only shrinks (a name here that has
 #: gained one fails the test, so it comes off the list)
-NOT_YET = {
-    # defined in modules being edited by another engineer (capture/sites.py, calls.py, profile.py;
-    # causal/atp.py, samples.py; analysis/probe.py; studies/report.py; ocean/products.py)
-    "ocean.data:open_store",
-}
+NOT_YET: set[str] = set()
 
 _SECTION = re.compile(r"^Examples\n-{8,}\s*$", re.MULTILINE)
 
