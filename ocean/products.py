@@ -540,6 +540,9 @@ def from_nemo(
         The product's dataset (lazy is fine).
     names
         More ``{your name: study name}`` renames, applied before the product table.
+    reading
+        Filled with what was read (:class:`scimech.studies.reading.Reading`); it is also kept, as JSON,
+        in the result's ``attrs["reading"]``.
 
     Returns
     -------
@@ -557,9 +560,6 @@ def from_nemo(
         not chosen; a mask that counts land as ocean.
     ConfigError
         ``select`` or ``member`` names a dim or an index the product does not have.
-
-    ``reading``: filled with what was read (:class:`scimech.studies.reading.Reading`); it is also kept, as JSON, in
-    the result's ``attrs["reading"]``.
 
     Examples
     --------

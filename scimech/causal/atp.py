@@ -325,9 +325,6 @@ def attribution_patching(
         (graph nodes, an adaptive solver): a per-row gradient of a summed metric would mix
         rows that interact, so that is an error naming ``samples=``.
 
-    Complex activations (spectral coefficients) use ``Re(conj(grad) * delta)``, the first-order
-    change of a real metric for a complex step (torch's gradient is the conjugate form).
-
     Returns
     -------
     xr.Dataset
@@ -343,6 +340,11 @@ def attribution_patching(
         ``direction``, ``metric`` and, when verified, the verification's ``sweep_path``.
         Coords ``layer``, ``head``, ``unit`` on ``site`` where the sites name them
         (:func:`scimech.capture.sites.site_coords`), as on the sweeps' results.
+
+    Notes
+    -----
+    Complex activations (spectral coefficients) use ``Re(conj(grad) * delta)``, the first-order
+    change of a real metric for a complex step (torch's gradient is the conjugate form).
 
     Examples
     --------

@@ -317,9 +317,11 @@ def ablate(
         same mesh, ``nodes`` rows in one node order), ``"mean"`` is each node's mean over the
         reference samples and ``"resample"`` swaps whole samples node for node.
 
-    Leaving the block raises :class:`~scimech.errors.SiteNeverRanError` if a site never ran
-    in it, or never reached a call asked for: an ablation that never happened has no effect
-    to report.
+    Raises
+    ------
+    scimech.errors.SiteNeverRanError
+        On leaving the block, if a site never ran in it, or never reached a call asked for: an
+        ablation that never happened has no effect to report.
 
     Examples
     --------

@@ -123,7 +123,7 @@ def train_dictionary(
     progress
         A progress bar over epochs (``None``: shown when standard error is a terminal, unless
         switched off; :mod:`scimech.run.progress`).
-    kind_options
+    **kind_options
         Passed to the dictionary (``l0_coefficient``, ``bandwidth`` for JumpReLU).
 
     Returns

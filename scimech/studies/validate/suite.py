@@ -154,13 +154,13 @@ def run(
         Seed of the data, the training, the resampling and the bootstrap.
     cases
         Names from :data:`CASES` (default: all).
+    log
+        Called with one line per finished case (e.g. ``print``).
 
     Raises
     ------
     ConfigError
         An unknown case name.
-    log
-        Called with one line per finished case (e.g. ``print``).
 
     Returns
     -------
