@@ -401,13 +401,13 @@ def _data_axis(path: str | list[str]) -> timeaxis.TimeAxis | None:
     belong together (:func:`ocean.data.open_store` then says why)."""
     import xarray as xr
 
-    from .files import is_many
+    from scimech.studies.reading import Reading
+
+    from .files import is_many, open_files, product_files
 
     try:
-        if is_many(path):
-            from .products import open_source
-
-            ds = open_source(path)[0]
+        if is_many(path):  # the files' own reader (ocean.products reads the plan: no import back to it)
+            ds = open_files(product_files(path), Reading("", ""))[0]
         elif Path(path).is_dir():
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)  # no consolidated metadata

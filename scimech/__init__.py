@@ -62,7 +62,7 @@ _LAZY = {
     "list_sites": "capture.sites",
     "forward_pass": "capture.calls",
     "FixedMesh": "causal.samples",
-    "profile": "capture.profile",
+    "profile": "capture.profiling",
     "ModelProfile": "capture.profile",
     "show_versions": "run.versions",
     "set_progress": "run.progress",
@@ -91,7 +91,7 @@ if _typing.TYPE_CHECKING:  # what `sm.<name>` is, for type checkers and editors 
     from .capture.attention import decompose_attention as decompose_attention
     from .capture.calls import forward_pass as forward_pass
     from .capture.profile import ModelProfile as ModelProfile
-    from .capture.profile import profile as profile
+    from .capture.profiling import profile as profile
     from .capture.record import Recorder as Recorder
     from .capture.record import record as record
     from .capture.record import stack_sites as stack_sites

@@ -43,7 +43,7 @@ MOVED = {
     "intervene": "causal.intervene",
     "layout": "capture.layout",
     "metrics": "causal.metrics",
-    "model_profile": "capture.profile",
+    "model_profile": "causal.model_profile",  # the profile (capture.profile) and its table (capture.profiling)
     "options": "run.options",
     "parallel": "run.parallel",
     "prefix_reuse": "causal.prefix_reuse",

@@ -23,8 +23,9 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from scimech.capture.profile import profile_of
+from scimech.capture.profiling import profile
 from scimech.capture.sites import resolve_site
-from scimech.causal.model_profile import profile, profile_of
 
 __all__ = ["ATTR", "RUNS", "measure_site_profile", "site_profile_dataset", "site_profile_table"]
 

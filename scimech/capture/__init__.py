@@ -3,7 +3,7 @@ the calls of a site per forward, batches, hooks, ``record`` -> xarray, the model
 every verb assumes, measured once) and the session every verb opens on the model (below
 ``causal``: both use them)."""
 
-_MODULES = ("attention", "batches", "calls", "hooks", "layout", "profile", "record", "session", "sites")
+_MODULES = ("attention", "batches", "calls", "hooks", "layout", "profile", "profiling", "record", "session", "sites")
 
 
 def __getattr__(name: str):

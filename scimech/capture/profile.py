@@ -11,7 +11,7 @@ profile is measured at most once and cached on the model (weakly: it never keeps
 alive); every verb consults it through its session (:mod:`scimech.capture.session`), whose
 check calls :func:`require`, which measures only what is missing and refuses, in one message
 form (``"<verb>: <what was measured>. <the fix>"``), what the verb cannot act on.
-:func:`scimech.profile <profile>` shows it as a table. It lives in ``capture``, below
+:func:`scimech.profile <scimech.capture.profiling.profile>` shows it as a table. It lives in ``capture``, below
 ``causal``, because both use it (its old path ``scimech.causal.model_profile`` still imports).
 
 What is measured, on the first batch a verb sees (in eval mode, as the verbs run):
@@ -27,7 +27,7 @@ What is measured, on the first batch a verb sees (in eval mode, as the verbs run
   effect. One more forward pass.
 - **rows independent** (when no ``samples=`` says what a sample is): the first half of the
   rows alone must give the outputs they give within the whole batch. Half a forward pass.
-- **sites** (:func:`profile` only, or when a verb asks): per site, the calls of one pass,
+- **sites** (:func:`~scimech.capture.profiling.profile` only, or when a verb asks): per site, the calls of one pass,
   each call's shape, dtype, layout (declared by ``axes=`` or inferred) and whether the model
   changes the site's output in place after it is produced (then the verbs hand the model
   copies of what they put there, never a tensor they keep).
@@ -52,7 +52,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import pandas as pd
 import torch
 from torch import nn
 
@@ -70,10 +69,9 @@ from scimech.errors import DataValidationError, DimensionError
 __all__ = [
     "ModelProfile",
     "SiteFacts",
-    "ProfileTable",
     "require",
-    "profile",
     "profile_of",
+    "measure",
     "forward_folded",
     "tolerance",
     "same_values",
@@ -81,7 +79,6 @@ __all__ = [
     "rows_error",
     "forget",
     "signature",
-    "rows_interact",
     "shared_rows",
     "NEEDS",
 ]
@@ -804,32 +801,6 @@ def _shared_error(verb: str, site: str, why: str) -> DimensionError:
     )
 
 
-# -- shown to the user ---------------------------------------------------------------------------
-
-
-class ProfileTable(pd.DataFrame):
-    """The profile as a table: a DataFrame whose repr shows every column (a notebook's first look)."""
-
-    @property
-    def _constructor(self):
-        return ProfileTable
-
-    def __repr__(self) -> str:
-        return self.to_string()
-
-
-def _samples_text(samples: Any, batch: Any, prof: ModelProfile) -> str:
-    if samples is None:
-        if is_graph_batch(batch):
-            return "graphs of the batch (its batch vector)"
-        if prof.rows_interact is None:
-            return "not checked"
-        return "rows independent" if not prof.rows_interact else f"rows interact: {prof.rows_interact}"
-    if isinstance(samples, torch.Tensor):
-        return f"declared: {int(samples.unique().numel())} samples in {samples.shape[0]} rows"
-    return f"declared: {samples!r}"
-
-
 def profile_of(model: nn.Module, batch: Any, forward: Callable | None = None) -> ModelProfile:
     """The cached profile of ``model`` for ``forward=`` and ``batch``'s signature, as far as it
     is measured (a new, empty one the first time): what a verb's own first pass fills through
@@ -837,107 +808,10 @@ def profile_of(model: nn.Module, batch: Any, forward: Callable | None = None) ->
     return _cached(model, batch, forward)
 
 
-def profile(
-    model: nn.Module,
-    inputs: Any,
-    sites: str | Sequence[str],
-    *,
-    forward: Callable | None = None,
-    samples: Any = None,
-    layouts=None,
-    axes=None,
-):
-    """What every verb assumes about ``model`` on ``inputs``, as a table (one row per site).
-
-    Measured on the first batch of ``inputs`` (at most three forward passes, none where the
-    facts are cached already; later verbs on the same model, ``forward=`` and input signature
-    pay nothing for them).
-
-    Parameters
-    ----------
-    model
-        The model.
-    inputs
-        One batch, or an iterable of batches (the first is measured).
-    sites
-        Site strings (:mod:`scimech.capture.sites`).
-    forward, samples, layouts, axes
-        As the verbs take them.
-
-    Returns
-    -------
-    ProfileTable
-        A pandas DataFrame (its repr shows every column) indexed by ``site``: ``calls`` (per forward pass), ``shapes`` (of each call, the model's
-        own layout), ``dtype``, ``tolerance`` (how far two passes may differ, relative),
-        ``layout`` (its axes) and ``layout_from`` (``declared`` / ``inferred``), ``samples``
-        (what a row is), ``repeatable``, ``needs_grad``, ``in_place`` (the model writes into
-        the site's output), ``packing`` (for a declared ``batch*window`` layout: whether the rows
-        are packed sample by sample, checked on a half batch). ``.attrs["profile"]`` is the :class:`ModelProfile`.
-
-    Examples
-    --------
-    >>> model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 1))
-    >>> table = profile(model, torch.randn(8, 3), ["0", "2"])
-    >>> list(table.index)
-    ['0', '2']
-    >>> int(table.loc["0", "calls"]), table.loc["0", "shapes"], table.loc["0", "layout"]  # 8 rows of 4 features
-    (1, [(8, 4)], 'batch feature')
-    >>> table.loc["2", "shapes"], bool(table.loc["2", "repeatable"]), bool(table.loc["2", "needs_grad"])
-    ([(8, 1)], True, False)
-    """
-    from scimech.capture.batches import is_one_batch, iter_batches
-    from scimech.capture.session import Session  # the session is built on this module
-    from scimech.capture.sites import resolve_site
-
-    names = [sites] if isinstance(sites, str) else list(sites)
-    batch = inputs if is_one_batch(inputs) else next(iter(b for _, b in iter_batches(inputs, 1 << 30)))
-    resolved = [resolve_site(model, s, layouts, axes) for s in names]
-    prof = _cached(model, batch, forward)
-    needs = {"repeatable", "rows", "grad", "sites", "packing"} - ({"rows"} if samples is not None else set())
-    with Session(model, "profile", batch, forward=forward, samples=samples):  # in eval mode, as the verbs measure
-        _measure(
-            model,
-            batch,
-            forward,
-            prof,
-            needs,
-            [
-                s
-                for s in resolved
-                if s.name not in prof.sites
-                or (prof.sites[s.name].packing_layout != str(s.axes) and s.axes is not None and s.axes.packed)
-            ],
-        )
-    rows = []
-    for s in names:
-        f = prof.sites[s]
-        rows.append(
-            {
-                "site": s,
-                "calls": f.calls,
-                "shapes": f.shapes if f.changing_shape else f.shapes[:1],
-                "dtype": f.dtype,
-                "tolerance": tolerance(getattr(torch, f.dtype, None)),
-                "layout": f.layout,
-                "layout_from": f.layout_from,
-                "samples": _samples_text(samples, batch, prof),
-                "repeatable": prof.repeatable,
-                "needs_grad": prof.needs_grad,
-                "in_place": f.in_place,
-                "packing": f.packing or "-",
-            }
-        )
-    table = ProfileTable(pd.DataFrame(rows).set_index("site"))
-    table.attrs["profile"] = prof
-    return table
-
-
-def rows_interact(model: nn.Module, batch: Any, forward: Callable | None = None) -> str | None:
-    """Why the rows of ``batch`` are not independent samples, or ``None`` if the first half of
-    its rows alone gives the outputs it gives within the whole batch (from the model's profile)."""
-    from scimech.capture.session import Session  # the session is built on this module
-
-    with Session(model, "rows_interact", batch, forward=forward):  # in eval mode, as the verbs measure
-        prof = _cached(model, batch, forward)
-        _measure(model, batch, forward, prof, {"rows"})
-    return prof.rows_interact or None
+def measure(
+    model: nn.Module, batch: Any, forward: Callable | None, prof: ModelProfile, needs: set[str], sites: Sequence = ()
+) -> None:
+    """Measure into ``prof`` what ``needs`` names and it lacks (``sites``: resolved sites whose facts are
+    wanted), for callers outside a verb (:mod:`scimech.capture.profiling`); a verb's session does this
+    through :func:`require`."""
+    _measure(model, batch, forward, prof, needs, list(sites))

@@ -32,7 +32,7 @@ from typing import Any
 import torch
 
 from scimech.capture.batches import batch_size_of, is_graph_batch, is_one_batch, leaf_tensors
-from scimech.capture.profile import rows_interact  # noqa: F401 - its old home; the check lives in the profile
+from scimech.capture.profiling import rows_interact  # noqa: F401 - its old home; the check lives in the profile
 from scimech.errors import DataValidationError
 
 __all__ = [

@@ -82,8 +82,8 @@ def test_study_cli_bad_settings_are_clear_errors(tmp_path, capsys):
     assert "give all of --model, --train and --test" in capsys.readouterr().err
     assert main(["astro", "study", "--data", str(tmp_path), "--out", str(tmp_path / "c")]) == 2
     assert (
-        "is not a FITS file (.fits, .fits.gz, .fits.bz2) or a folder holding catalog.fits or catalogue.fits: it seems to be a folder"
-        in capsys.readouterr().err
+        "is not a FITS file (.fits, .fits.gz, .fits.bz2) or a folder holding catalog.fits or catalogue.fits or DR10 "
+        "sweep files (sweep-*.fits): it seems to be a folder" in capsys.readouterr().err
     )
     assert not (tmp_path / "b").exists() and not (tmp_path / "c").exists()
     assert (

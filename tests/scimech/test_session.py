@@ -52,9 +52,10 @@ def test_capture_imports_nothing_from_causal():
 
 def test_the_old_import_path_of_the_profile_still_serves_the_same_objects():
     from scimech.capture import profile as new
+    from scimech.capture import profiling
     from scimech.causal import model_profile as old
 
-    assert old.require is new.require and old.ModelProfile is new.ModelProfile and old.profile is new.profile
+    assert old.require is new.require and old.ModelProfile is new.ModelProfile and old.profile is profiling.profile
 
 
 class _Frozen(nn.Module):
