@@ -222,7 +222,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shape", type=int, nargs=2, default=list(ORCA025), metavar=("NY", "NX"))
     ap.add_argument("--levels", type=int, default=12, help="upper levels of votemper / vosaline written")
     ap.add_argument("--steps", nargs="*", default=["inspect", "prepare", "study"])
-    ap.add_argument("--keep", type=Path, default=None, help="write the products here and keep them")
+    ap.add_argument(
+        "--keep", type=Path, default=None, help="write the products here and keep them (a later run reuses them)"
+    )
     args = ap.parse_args(argv)
     py = sys.executable
     scimech = str(Path(py).with_name("scimech"))
@@ -238,7 +240,11 @@ def main(argv: list[str] | None = None) -> int:
         for months in args.months:
             folder = root / f"oras5_{months}m"
             t0 = time.perf_counter()
-            files, nbytes = write_product(folder, months, tuple(args.shape), args.levels)
+            if args.keep is not None and folder.is_dir() and any(folder.glob("*.nc")):  # written by an earlier run
+                written = sorted(folder.glob("*.nc"))
+                files, nbytes = len(written), sum(p.stat().st_size for p in written)
+            else:
+                files, nbytes = write_product(folder, months, tuple(args.shape), args.levels)
             write_s = time.perf_counter() - t0
             row = {"months": months, "files": files, "GB": nbytes / 1e9, "write s": write_s}
             steps = {
