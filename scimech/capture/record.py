@@ -457,7 +457,9 @@ def record(
     first_calls: dict[str, int] | None = None
     n_done = 0
     # the verb's session: calls= parsed, eval mode (given back on leaving), the profile's checks
-    with Session(model, "record", inputs, calls=_calls_from(calls, repeat, "record"), forward=forward) as sess:
+    with Session(
+        model, "record", inputs, calls=_calls_from(calls, repeat, "record"), forward=forward, rows_are_samples=True
+    ) as sess:
         policy = sess.calls
         resolved = [resolve_site(model, s, layouts, axes) for s in sites]
         one_sample = _one_sample_per_pass(resolved, inputs, batch_size)

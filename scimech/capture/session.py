@@ -108,8 +108,14 @@ class Session:
         needs: Iterable[str] = (),
         allow_last: bool = True,
         why: str = "",
+        rows_are_samples: bool = False,
     ):
         self.model, self.verb = model, verb
+        #: whether the rows this verb records become samples: ``record`` labels them so, and the
+        #: reference activations of mean and resample ablation average or draw them (the clean run a
+        #: patching sweep or attribution patching records is paired row by row with the corrupted one,
+        #: where a tensor every sample shares is the same in both)
+        self.rows_are_samples = rows_are_samples
         self.runs = inputs is not None
         self.calls: CallPolicy = parse_calls("error" if calls is None else calls, verb, allow_last=allow_last)
         self.forward, self.samples = forward, samples
@@ -217,7 +223,7 @@ class Session:
         if isinstance(seen, HookSet):
             seen.check_calls(self.verb)
         resolved = getattr(seen, "resolved", None)
-        if resolved is not None and self._batch is not None and not self._rows_checked and self.rows_become_samples:
+        if resolved is not None and self._batch is not None and not self._rows_checked and self.rows_are_samples:
             # a Recorder whose rows become samples: a site whose first axis only looked like the
             # batch (as many rows by chance) is refused, once per session (the profile keeps it)
             self._rows_checked = True
@@ -226,14 +232,6 @@ class Session:
             if packed:  # rows declared packed by sample or stacked by copy: checked on the data (once per model)
                 with hooks_aside():
                     self.check(self._batch, {"packing"}, sites=packed)
-
-    @property
-    def rows_become_samples(self) -> bool:
-        """Whether the rows this verb records become samples: ``record`` labels them so, and the
-        reference activations of mean and resample ablation average or draw them. (The clean run
-        a patching sweep or attribution patching records is paired row by row with the corrupted
-        one, where a tensor every sample shares is the same in both.)"""
-        return self.verb in ("record", "reference_activations") or self.verb.endswith("(its reference activations)")
 
     # -- metric values -----------------------------------------------------------------------
     def values(

@@ -132,7 +132,7 @@ def reference_activations(
     start with (the verb it serves)."""
     sites = site_list(sites)
     out: dict[str, list[torch.Tensor]] = {s: [] for s in sites}
-    with Session(model, verb, reference, calls=calls, forward=forward) as ses:
+    with Session(model, verb, reference, calls=calls, forward=forward, rows_are_samples=True) as ses:
         policy = ses.calls
         if _given_activations(reference, sites):
             return {s: _canonical_recorded(reference[s], s) for s in sites}
