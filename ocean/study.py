@@ -27,6 +27,7 @@ import dataclasses
 from pathlib import Path
 
 from scimech.run import options
+from scimech.run.many_paths import OneOrMore
 from scimech.run.options import whole
 from scimech.studies.contract import Command, Plan, Study
 
@@ -74,18 +75,11 @@ def _product_path() -> options.Option:
     return option
 
 
-class _OneOrMore(argparse._StoreAction):
-    """``PATH [PATH ...]``: one path kept as it is, several as a list (a product's files)."""
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        setattr(namespace, self.dest, values[0] if len(values) == 1 else list(values))
-
-
 def _data_takes_many(parser: argparse.ArgumentParser) -> None:
     """``--data`` of ``parser`` takes a product as it is distributed: several paths, a glob or a folder."""
     action = next(a for a in parser._actions if a.dest == "data")
     action.type, action.nargs, action.metavar = _product_path(), "+", "PATH"
-    action.__class__ = _OneOrMore
+    action.__class__ = OneOrMore
 
 
 def _data_value(data) -> str | list[str] | None:
