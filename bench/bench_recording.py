@@ -59,7 +59,7 @@ def interleaved(runs: dict[str, Callable[[], object]], rounds: int) -> dict[str,
             faults[k].append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0)
     out = {}
     for k in runs:
-        q = statistics.quantiles(wall[k], n=4)
+        q = statistics.quantiles(wall[k], n=4) if len(wall[k]) > 1 else wall[k] * 3  # one round: no spread
         out[k] = {
             "wall": statistics.median(wall[k]),
             "lo": q[0],
