@@ -12,17 +12,18 @@ nemo        the synthetic ocean written as a NEMO product (only product variable
 budget      MLD, MLHC and budget terms from real model / reanalysis fields (gsw)
 concepts    the prescribed concepts (q_surf, q_ekman, q_geo, q_entr, q_diff) and the target
             from a product's 2-D fields, with the synthetic ocean's definitions
-data        the data layer in one import, gathered from:
-  validation  the schema check (dims, mask, CF units, NaNs at ocean points)
-  stores      zarr v3 stores: atomic writes, lazy reads
-  products    your own files: variables by CF standard_name (cf_xarray), units (pint-xarray), signs,
-              salinity kinds and extra dims read onto the study's layout (from_nemo, open_store)
-  files       a product's many files (a list, a glob, a folder, a NEMO run) combined lazily and checked
-  timeaxis    the product's time axis: CF calendars (cftime), frequency, gaps, record length
-  gridaxes    the product's horizontal grid (xgcm, xnemogcm): periodic, unwrapped, staggered, mesh mask
-  reading     what was read, said back (scimech.studies.reading.Reading): `scimech ocean inspect`, report openings
-  samples     chronological splits, train-only normalisation, windows, a torch Dataset
-  splits      the split's arithmetic without torch (the fewest steps a record needs)
+data        the data layer, a subpackage whose names come in one import (``data.open_store``, ...):
+  data.validation  the schema check (dims, mask, CF units, NaNs at ocean points)
+  data.stores      zarr v3 stores: atomic writes, lazy reads
+  data.products    your own files: variables by CF standard_name (cf_xarray), units (pint-xarray), signs,
+                   salinity kinds and extra dims read onto the study's layout (from_nemo, open_store)
+  data.files       a product's many files (a list, a glob, a folder, a NEMO run) combined lazily and checked
+  data.timeaxis    the product's time axis: CF calendars (cftime), frequency, gaps, record length
+  data.gridaxes    the product's horizontal grid (xgcm, xnemogcm): periodic, unwrapped, staggered, mesh mask
+  data.reading     what was read, said back (scimech.studies.reading.Reading): `scimech ocean inspect`,
+                   report openings
+samples     chronological splits, train-only normalisation, windows, a torch Dataset (gathered in data)
+splits      the split's arithmetic without torch (the fewest steps a record needs)
 model       CPU-sized UNet encoder -> ConceptLayer(conv) -> 1x1 linear head
 heatwaves   Hobday et al. (2016) marine-heatwave detection for any time step
 
@@ -39,9 +40,17 @@ report      report.md / html and the outcome files; plots: the figures
 study       OceanStudy (scimech.studies.contract.Study): the ``scimech ocean`` commands, plan -> run -> findings /
             planted truth -> report, the demo
 experiment  the study's Python names in one import (StudyConfig, run_study, analyse, ...)
+
+The data layer's old flat paths (``ocean.stores``, ``from ocean import products``, ...) give the
+modules of :mod:`ocean.data`, with a DeprecationWarning, until scimech 0.3.0 (:mod:`scimech._moved`).
 """
 
 from __future__ import annotations
+
+from scimech._moved import install as _install_old_paths
+from scimech._moved import moved_attribute as _moved_attribute
+
+_install_old_paths()  # `import ocean.stores` (an old path): ocean.data.stores, with a warning
 
 __all__ = [
     "constants",
@@ -53,12 +62,6 @@ __all__ = [
     "budget",
     "concepts",
     "data",
-    "validation",
-    "stores",
-    "products",
-    "timeaxis",
-    "gridaxes",
-    "reading",
     "samples",
     "model",
     "heatwaves",
@@ -96,3 +99,10 @@ def run_study(**options):
     from scimech.studies import run_study as run  # lazy: `import ocean` stays light
 
     return run("ocean", **options)
+
+
+def __getattr__(name: str):
+    moved = _moved_attribute(__name__, name)  # `ocean.products`: ocean.data.products, with a warning
+    if moved is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return moved

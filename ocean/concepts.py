@@ -23,7 +23,7 @@ Horizontal derivatives are land-aware centred differences on the sphere, on xgcm
 direction), or, where the fields carry NEMO's scale factors ``e1t`` / ``e2t`` as coordinates
 (and ``nav_lat`` for ``f``), on that orthogonal curvilinear grid with vectors (currents, wind stress) in
 grid-aligned components; periodic in longitude wherever the longitudes go once round the globe
-(:func:`ocean.gridaxes.periodic_in_longitude`, from the coordinates' values, so every term sees the same
+(:func:`ocean.data.gridaxes.periodic_in_longitude`, from the coordinates' values, so every term sees the same
 seam whatever attributes a computation dropped on the way; :func:`complete` writes the finding into
 ``lon.attrs['periodic']``, or ``nav_lon``'s, as a record);
 time derivatives are centred (``scheme="centred"``, for period means: the mean over period ``p``
@@ -40,9 +40,9 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from . import timeaxis
 from .constants import CP0, KAPPA, RHO0, G, coriolis
-from .gridaxes import mark_periodic
+from .data import timeaxis
+from .data.gridaxes import mark_periodic
 from .horizontal import HorizontalGrid
 
 __all__ = [

@@ -12,7 +12,7 @@ Phase of the year: day of year for daily data (29 February shares 28 February's 
 later days shift by one in leap years, so phases run 1..365; 1..360 in a ``360_day`` calendar),
 month for monthly data. Dates are read in the product's own CF calendar (xarray + cftime:
 ``noleap``, ``360_day``, ``all_leap``, ``julian``, ...), the time axis is checked first
-(:func:`ocean.timeaxis.time_axis`: a gap or an irregular step is refused) and the baseline must hold
+(:func:`ocean.data.timeaxis.time_axis`: a gap or an irregular step is refused) and the baseline must hold
 every phase of the year at least once (one full year; Hobday et al. use 30), else the climatology
 is refused with the length needed.
 """
@@ -27,7 +27,7 @@ import xarray as xr
 
 from scimech.errors import DataValidationError
 
-from . import timeaxis
+from .data import timeaxis
 
 __all__ = ["HobdayParams", "detect", "detect_grid", "compare_mlhc_sst", "by_field", "phase_of_year"]
 
@@ -68,7 +68,7 @@ def phase_of_year(time: pd.DatetimeIndex | xr.CFTimeIndex | xr.DataArray, steps_
 
 
 def _infer_spy(time: xr.DataArray) -> int:
-    """12 for monthly, 365 for daily (360 in a ``360_day`` calendar), from :func:`ocean.timeaxis.time_axis`."""
+    """12 for monthly, 365 for daily (360 in a ``360_day`` calendar), from :func:`ocean.data.timeaxis.time_axis`."""
     ax = timeaxis.time_axis(time.to_dataset(name="_t") if time.name is None else time)
     if (ax.unit, ax.size) == ("month", 1):
         return 12
@@ -156,7 +156,7 @@ def detect(
         the year (one full year at least).
     steps_per_year
         12 (monthly) or 365 (daily; 360 in a ``360_day`` calendar); inferred from the time axis when
-        omitted (:func:`ocean.timeaxis.time_axis`, which refuses a gap or an irregular step).
+        omitted (:func:`ocean.data.timeaxis.time_axis`, which refuses a gap or an irregular step).
     params
         Lengths in days (:class:`HobdayParams`); ``*_steps`` arguments override them.
 

@@ -2,7 +2,7 @@
 advection of fields on ``(..., lat, lon)``, land-aware, on a regular or a curvilinear grid, periodic or not.
 
 :class:`HorizontalGrid` reads what it needs from the coordinates of the field it is given, as
-:func:`ocean.gridaxes.read_grid` leaves them (so they survive a zarr write and read):
+:func:`ocean.data.gridaxes.read_grid` leaves them (so they survive a zarr write and read):
 
 - a regular grid: 1-D ``lat`` / ``lon`` in degrees (monotonic, either direction); the spacings
   ``dx = R cos(lat) dlon``, ``dy = R dlat`` are signed, so a latitude stored north to south is
@@ -11,7 +11,7 @@ advection of fields on ``(..., lat, lon)``, land-aware, on a regular or a curvil
   between two T points and the length of the face between them are NEMO's ``e1u``, ``e2u``, ``e1v``,
   ``e2v`` coordinates where the mesh mask gave them, else the mean of the two T points' factors
   (``e1u = (e1t[i] + e1t[i+1]) / 2``);
-- a grid whose longitudes go once round the globe (:func:`ocean.gridaxes.periodic_in_longitude`, read from
+- a grid whose longitudes go once round the globe (:func:`ocean.data.gridaxes.periodic_in_longitude`, read from
   the values of ``lon``, or of ``nav_lat`` / ``nav_lon`` and ``e1t`` on a curvilinear grid, never from an
   attribute that gsw or a merge may drop): the X axis wraps, xgcm's ``padding="periodic"``, for every
   concept alike; otherwise ``"fill"`` with NaN, so an edge is a missing neighbour like land.
@@ -38,7 +38,7 @@ import xarray as xr
 import xgcm
 
 from .constants import R_EARTH
-from .gridaxes import FACE_FACTORS, curvilinear_grid, periodic_in_longitude, regular_grid
+from .data.gridaxes import FACE_FACTORS, curvilinear_grid, periodic_in_longitude, regular_grid
 
 __all__ = ["HorizontalGrid", "regular_grid", "curvilinear_grid"]
 
@@ -60,7 +60,7 @@ class HorizontalGrid:
     Parameters
     ----------
     like : xr.DataArray
-        A field on ``(..., lat, lon)`` with the coordinates :func:`ocean.gridaxes.read_grid` gives.
+        A field on ``(..., lat, lon)`` with the coordinates :func:`ocean.data.gridaxes.read_grid` gives.
     """
 
     def __init__(self, like: xr.DataArray):

@@ -35,7 +35,7 @@ from scimech.run.config import keys_as_written, read_config
 from scimech.run.options import number, whole
 from scimech.studies.contract import Plan
 
-from . import timeaxis
+from .data import timeaxis
 from .settings import CONFIG_KEYS
 from .synthetic import SynthConfig
 
@@ -397,16 +397,16 @@ def _synthetic_axis(syn: Mapping[str, Any]) -> timeaxis.TimeAxis:
 
 def _data_axis(path: str | list[str]) -> timeaxis.TimeAxis | None:
     """The time axis of your data, its time coordinate read alone (no values of any field; a product's many
-    files combined lazily, :func:`ocean.files.open_files`); ``None`` when the files cannot be opened or do not
+    files combined lazily, :func:`ocean.data.files.open_files`); ``None`` when the files cannot be opened or do not
     belong together (:func:`ocean.data.open_store` then says why)."""
     import xarray as xr
 
     from scimech.studies.reading import Reading
 
-    from .files import is_many, open_files, product_files
+    from .data.files import is_many, open_files, product_files
 
     try:
-        if is_many(path):  # the files' own reader (ocean.products reads the plan: no import back to it)
+        if is_many(path):  # the files' own reader (ocean.data.products reads the plan: no import back to it)
             ds = open_files(product_files(path), Reading("", ""))[0]
         elif Path(path).is_dir():
             with warnings.catch_warnings():
@@ -458,7 +458,7 @@ def study_plan(
     The record's time axis is read first (your data's time coordinate alone, or the synthetic
     ocean's from its settings) and a record too short for the split is refused here, before any
     work (:func:`check_record`); a gap or an irregular step in your data too
-    (:func:`ocean.timeaxis.time_axis`).
+    (:func:`ocean.data.timeaxis.time_axis`).
     """
     syn = {**dataclasses.asdict(SynthConfig()), **cfg.synth}
     axis = _data_axis(cfg.data) if cfg.data else _synthetic_axis(syn)

@@ -23,8 +23,8 @@ from scimech.run.fingerprint import fingerprint, set_aside_stale
 from scimech.run.parallel import map_units
 
 from . import data as odata
+from .data.files import is_many, is_zarr_store, source_text
 from .evidence import analyse
-from .files import is_many, is_zarr_store, source_text
 from .plan import StudyConfig
 from .synthetic import SynthConfig, generate
 from .training import train_unit

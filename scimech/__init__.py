@@ -18,9 +18,8 @@ import sys as _sys
 import types as _types
 import typing as _typing
 
-from ._moved import MOVED as _MOVED
 from ._moved import install as _install_old_paths
-from ._moved import warn_moved as _warn_moved
+from ._moved import moved_attribute as _moved_attribute
 
 _install_old_paths()  # `import scimech.sites` (a path of scimech 0.1): scimech.capture.sites, with a warning
 
@@ -126,11 +125,9 @@ def __getattr__(name: str):
         import importlib
 
         return importlib.import_module(f".{name}", __name__)
-    if name in _MOVED:  # `scimech.metrics`: the moved module, and the warning its old path gives
-        import importlib
-
-        _warn_moved(f"scimech.{name}", f"scimech.{_MOVED[name]}")
-        return importlib.import_module(f".{_MOVED[name]}", __name__)
+    moved = _moved_attribute(__name__, name)  # `scimech.metrics`: the moved module, with its old path's warning
+    if moved is not None:
+        return moved
     raise AttributeError(f"module 'scimech' has no attribute {name!r}")
 
 

@@ -1,13 +1,16 @@
-"""The module paths that moved, served by one alias table until scimech 0.3.0.
+"""The module paths that moved, served by one alias table per package until scimech 0.3.0.
 
 scimech 0.1 kept its modules flat (``scimech.sites``, ``scimech.study``, ``scimech.dictionary.saes``);
-they now live in folders by concern (``scimech.capture.sites``, ...). No file remains at an old
-path: :class:`OldPaths`, a finder on :data:`sys.meta_path` installed by ``import scimech``, reads
-:data:`MOVED` and answers ``import scimech.sites`` with the module ``scimech.capture.sites`` itself
-(the same object under both names, so a monkeypatch through the old path is seen by the new), with
-one :class:`DeprecationWarning` naming the new path. A moved package's modules follow it
-(``scimech.dictionary.saes`` is ``scimech.analysis.dictionary.saes``), and ``python -m <old path>``
-runs the new module as a script.
+they now live in folders by concern (``scimech.capture.sites``, ...). The ocean study's data layer
+(``ocean.stores``, ``ocean.products``, ...) is now the subpackage :mod:`ocean.data`. No file remains at
+an old path: :class:`OldPaths`, a finder on :data:`sys.meta_path` installed by ``import scimech`` and
+``import ocean``, reads :data:`TABLES` (:data:`MOVED` for scimech, :data:`OCEAN_MOVED` for ocean) and
+answers ``import scimech.sites`` with the module ``scimech.capture.sites`` itself (the same object
+under both names, so a monkeypatch through the old path is seen by the new), with one
+:class:`DeprecationWarning` naming the new path. A moved package's modules follow it
+(``scimech.dictionary.saes`` is ``scimech.analysis.dictionary.saes``), ``python -m <old path>``
+runs the new module as a script, and a package's ``__getattr__`` gives a moved module as an
+attribute (``ocean.products``) through :func:`moved_attribute`.
 """
 
 from __future__ import annotations
@@ -63,17 +66,55 @@ MOVED = {
     "verdicts": "studies.verdicts",
 }
 
+#: ``{old path under ocean: its new home}``: the data layer, now the subpackage :mod:`ocean.data`
+#: (``import ocean.stores`` gives the module ocean.data.stores, with a DeprecationWarning, until 0.3.0)
+OCEAN_MOVED = {
+    "files": "data.files",
+    "gridaxes": "data.gridaxes",
+    "products": "data.products",
+    "reading": "data.reading",
+    "stores": "data.stores",
+    "timeaxis": "data.timeaxis",
+    "validation": "data.validation",
+}
+
+#: ``{package: its table}``: every package whose modules moved, each served by :class:`OldPaths`
+TABLES = {"scimech": MOVED, "ocean": OCEAN_MOVED}
+
 
 def new_path(fullname: str) -> str | None:
     """The new path of the old module path ``fullname`` (``scimech.dictionary.saes`` ->
-    ``scimech.analysis.dictionary.saes``), or ``None`` when it did not move."""
-    if not fullname.startswith("scimech."):
-        return None
-    rest = fullname[len("scimech.") :]
-    for old, new in MOVED.items():
+    ``scimech.analysis.dictionary.saes``, ``ocean.stores`` -> ``ocean.data.stores``), or ``None``
+    when it did not move."""
+    package, _, rest = fullname.partition(".")
+    for old, new in TABLES.get(package, {}).items() if rest else ():
         if rest == old or rest.startswith(old + "."):
-            return f"scimech.{new}{rest[len(old) :]}"
+            return f"{package}.{new}{rest[len(old) :]}"
     return None
+
+
+def old_path(module: str) -> str:
+    """The old path of the module ``module`` when it moved (``scimech.studies.reading`` ->
+    ``scimech.reading``, ``ocean.data.stores.x`` -> ``ocean.stores.x``), else ``module`` itself."""
+    package, _, rest = module.partition(".")
+    for old, new in TABLES.get(package, {}).items() if rest else ():
+        if rest == new or rest.startswith(new + "."):
+            return f"{package}.{old}{rest[len(new) :]}"
+    return module
+
+
+def moved_attribute(package: str, name: str) -> ModuleType | None:
+    """The module an old path names as an attribute of its package (``scimech.metrics``,
+    ``ocean.products``), imported, with the warning of its old path; ``None`` when ``name`` did
+    not move. A package's ``__getattr__`` calls it (the warning points at the caller's line); the
+    module is then bound to the package, as an import statement binds it, so one old name warns once."""
+    new = TABLES.get(package, {}).get(name)
+    if new is None:
+        return None
+    warn_moved(f"{package}.{name}", f"{package}.{new}", stacklevel=3)
+    module = importlib.import_module(f"{package}.{new}")
+    setattr(sys.modules[package], name, module)
+    return module
 
 
 def warn_moved(old: str, new: str, stacklevel: int = 2) -> None:

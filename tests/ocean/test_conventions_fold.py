@@ -18,7 +18,7 @@ import xarray as xr
 
 from ocean import concepts
 from ocean.constants import R_EARTH
-from ocean.gridaxes import north_fold, read_grid
+from ocean.data.gridaxes import north_fold, read_grid
 from scimech.studies.reading import Reading
 
 LAT = np.arange(-50.0, 62.0, 4.0)

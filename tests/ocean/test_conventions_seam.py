@@ -17,7 +17,7 @@ import xarray as xr
 from ocean import concepts
 from ocean.constants import R_EARTH
 from ocean.data import open_store
-from ocean.gridaxes import mark_periodic, periodic_in_longitude, read_grid
+from ocean.data.gridaxes import mark_periodic, periodic_in_longitude, read_grid
 from ocean.nemo import DEPTHT
 
 LAT = np.arange(-58.0, 60.0, 4.0)

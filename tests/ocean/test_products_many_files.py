@@ -52,7 +52,7 @@ def test_cmip6_drs_time_chunks_read_as_the_same_product_written_as_one_file(cmip
     """ESGF / CMIP6 DRS (Taylor et al. 2018, "CMIP6 Global Attributes, DRS, Filenames, Directory Structure, and
     CV's": one variable per file, time chunks named ``<var>_Omon_<model>_<exp>_<member>_<grid>_<start>-<end>.nc``):
     the folder, a glob and the list of files each read as the one file holding the same data."""
-    from ocean.files import product_files
+    from ocean.data.files import product_files
 
     cmip.to_netcdf(tmp_path / "one.nc")
     one = data.open_store(tmp_path / "one.nc")

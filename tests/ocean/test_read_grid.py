@@ -24,7 +24,7 @@ D2 = 1e-3  # relative tolerance of a second-order difference on these 2-degree g
 
 
 def _read_grid(ds, reading=None, **kw):
-    return importlib.import_module("ocean.gridaxes").read_grid(ds, reading, **kw)
+    return importlib.import_module("ocean.data.gridaxes").read_grid(ds, reading, **kw)
 
 
 def _product(lat, lon, *, names=("lat", "lon"), **fns):

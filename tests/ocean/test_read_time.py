@@ -12,8 +12,8 @@ import xarray as xr
 from cftime import num2date
 
 from ocean import concepts, samples
+from ocean.data.timeaxis import read_time, step_words, time_axis
 from ocean.plan import StudyConfig, check_record, study_plan
-from ocean.timeaxis import read_time, step_words, time_axis
 from scimech.errors import DataValidationError
 from scimech.studies.reading import Reading
 

@@ -44,9 +44,9 @@ import xarray as xr
 
 from ocean import training
 from ocean.constants import CP0, KAPPA, R_EARTH, RHO0, G
-from ocean.gridaxes import read_grid
-from ocean.products import open_store
-from ocean.timeaxis import read_time, time_axis
+from ocean.data.gridaxes import read_grid
+from ocean.data.products import open_store
+from ocean.data.timeaxis import read_time, time_axis
 from scimech.errors import DataValidationError, DimensionError
 from scimech.studies.reading import Reading
 
@@ -722,7 +722,7 @@ def test_a_global_grid_with_a_two_column_halo_reads_each_longitude_once_and_wrap
 
 def test_a_file_with_months_since_in_a_real_calendar_is_refused_by_cf_rule_not_as_unreadable(tmp_path):
     """xarray cannot decode it on open; the reader opens the time raw and refuses it by CF's rule."""
-    from ocean.products import open_store
+    from ocean.data.products import open_store
 
     ds = xr.Dataset(
         {"sst": (("time", "lat", "lon"), np.zeros((24, 2, 3)), {"units": "degC"})},

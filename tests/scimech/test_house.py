@@ -1,6 +1,7 @@
 """The house shows its architecture: ``scimech/`` lists its package file, the errors, the alias table
-and the folders by concern; every path of scimech 0.1 still imports (the module at its new home,
-with a DeprecationWarning) until 0.3.0; ``dir(scimech)`` lists the public API; and no folder of the
+and the folders by concern; every path of scimech 0.1, and every old path of ocean's data layer (now
+the subpackage ``ocean.data``), still imports (the module at its new home, with a DeprecationWarning)
+until 0.3.0; ``dir(scimech)`` lists the public API; and no folder of the
 core imports one above it (run < capture < causal < analysis < studies < cli)."""
 
 from __future__ import annotations
@@ -26,6 +27,22 @@ PATHS_OF_0_1 = {
     "samples", "sites", "stats", "study", "sweep", "validate", "verdicts",
 }  # fmt: skip
 
+#: the modules of ocean's data layer at their old, flat paths (``ocean.stores``, ...), written down from
+#: the package's listing before they moved into the subpackage ``ocean.data``
+OCEAN_DATA_LAYER = {"files", "gridaxes", "products", "reading", "stores", "timeaxis", "validation"}
+
+#: ``(file, old path)``: modules that still import an old path of ocean's data layer (served by the alias
+#: table meanwhile); the set only shrinks, and a new import of an old path fails the test below
+OLD_PATHS_STILL_IMPORTED = {
+    ("ocean/report.py", "ocean.products"),
+    ("ocean/report.py", "ocean.reading"),
+    ("ocean/report.py", "ocean.timeaxis"),
+    ("ocean/samples.py", "ocean.timeaxis"),
+    ("ocean/study.py", "ocean.files"),
+    ("ocean/study.py", "ocean.products"),
+    ("ocean/training.py", "ocean.timeaxis"),
+}
+
 #: the floors of the core, bottom to top: a folder may import only its own floor and those below
 FLOORS = ("run", "capture", "causal", "analysis", "studies", "cli")
 
@@ -37,13 +54,13 @@ KNOWN_EXCEPTIONS: set[tuple[str, str]] = set()
 IMPORT_OLD_PATHS = r"""
 import importlib, json, pkgutil, sys, warnings
 import scimech
-from scimech._moved import MOVED
+from scimech._moved import TABLES
 out = {"checked": [], "silent": [], "not_same": [], "missing": []}
-for old, new in MOVED.items():
-    pairs = [(f"scimech.{old}", f"scimech.{new}")]
-    target = importlib.import_module(f"scimech.{new}")
+for old, new in [(f"{p}.{old}", f"{p}.{new}") for p, table in TABLES.items() for old, new in table.items()]:
+    pairs = [(old, new)]
+    target = importlib.import_module(new)
     if hasattr(target, "__path__"):  # a moved package: each of its modules moved with it
-        pairs += [(f"scimech.{old}.{m.name}", f"scimech.{new}.{m.name}") for m in pkgutil.iter_modules(target.__path__)]
+        pairs += [(f"{old}.{m.name}", f"{new}.{m.name}") for m in pkgutil.iter_modules(target.__path__)]
     for old_name, new_name in pairs:
         sys.modules.pop(old_name, None)
         with warnings.catch_warnings(record=True) as seen:
@@ -85,13 +102,18 @@ def test_scimech_lists_its_package_errors_alias_table_and_concern_folders():
     ]
 
 
-def test_every_path_of_scimech_0_1_imports_as_the_moved_module_with_a_warning():
-    """Each old path (fresh interpreter: nothing imported before) is the module object of its new
-    path, with a DeprecationWarning naming both and the release that removes it."""
-    from scimech._moved import MOVED
+def test_every_old_path_imports_as_the_moved_module_with_a_warning():
+    """Each old path of scimech 0.1 and of ocean's data layer (fresh interpreter: nothing imported
+    before) is the module object of its new path, with a DeprecationWarning naming both and the
+    release that removes it."""
+    from scimech._moved import MOVED, OCEAN_MOVED, TABLES
 
-    # the table covers scimech 0.1 (`scimech.cli` is again a real package: the CLI's new home)
+    # the tables cover scimech 0.1 (`scimech.cli` is again a real package: the CLI's new home) and the
+    # data layer that ocean kept flat
     assert {k for k in MOVED if "." not in k} == PATHS_OF_0_1 - {"cli"}
+    assert set(OCEAN_MOVED) == OCEAN_DATA_LAYER and set(OCEAN_MOVED.values()) == {f"data.{m}" for m in OCEAN_DATA_LAYER}
+    assert set(TABLES) == {"scimech", "ocean"}
+    assert not [m for m in OCEAN_DATA_LAYER if (REPO / "ocean" / f"{m}.py").exists()]  # no file left at an old path
     out = _run(IMPORT_OLD_PATHS)
     assert out["missing"] == [] and out["silent"] == [] and out["not_same"] == []
     checked = set(out["checked"])
@@ -103,7 +125,50 @@ def test_every_path_of_scimech_0_1_imports_as_the_moved_module_with_a_warning():
         "scimech.validate.suite",
         "scimech.run.cli",
     } <= checked
-    assert len(checked) > len(MOVED) + 10  # the modules of the two moved packages came too
+    assert {f"ocean.{m}" for m in OCEAN_DATA_LAYER} <= checked
+    assert len(checked) > len(MOVED) + len(OCEAN_MOVED) + 10  # the modules of the two moved packages came too
+
+
+OLD_OCEAN_IMPORT_STATEMENTS = r"""
+import json, sys, warnings
+out = {}
+with warnings.catch_warnings(record=True) as seen:
+    warnings.simplefilter("always")
+    import ocean.stores                                      # noqa
+    from ocean import products
+    from ocean.timeaxis import read_time
+    from ocean.files import open_files
+    import ocean.reading as old_reading
+    validation = __import__("ocean").validation              # an attribute of the package
+    gridaxes = __import__("ocean").gridaxes
+import ocean.data.files, ocean.data.gridaxes, ocean.data.products, ocean.data.reading, ocean.data.stores
+import ocean.data.timeaxis, ocean.data.validation
+out["same"] = [
+    ocean.stores is ocean.data.stores,
+    products is ocean.data.products,
+    read_time is ocean.data.timeaxis.read_time,
+    open_files is ocean.data.files.open_files,
+    old_reading is ocean.data.reading,
+    validation is ocean.data.validation,
+    gridaxes is ocean.data.gridaxes,
+]
+out["warned"] = sorted({(w.filename, w.lineno, str(w.message)) for w in seen if w.category is DeprecationWarning})
+out["gathered"] = [ocean.data.open_store is ocean.data.products.open_store, ocean.data.validate is ocean.data.validation.validate]
+print(json.dumps(out))
+"""
+
+
+def test_old_paths_of_the_ocean_data_layer_give_the_modules_of_ocean_data_and_warn_at_the_import_line():
+    """``import ocean.stores``, ``from ocean import products``, ``ocean.validation``: the module of
+    ``ocean.data`` itself, with one warning per old name, at the line of the user's code that named it."""
+    out = _run(OLD_OCEAN_IMPORT_STATEMENTS)
+    assert out["same"] == [True] * 7
+    assert out["gathered"] == [True, True]
+    lines = {"stores": 6, "products": 7, "timeaxis": 8, "files": 9, "reading": 10, "validation": 11, "gridaxes": 12}
+    assert sorted(out["warned"]) == sorted(
+        ["<string>", line, f"ocean.{m} moved to ocean.data.{m}; the old path will be removed in scimech 0.3.0"]
+        for m, line in lines.items()
+    )
 
 
 OLD_IMPORT_STATEMENTS = r"""
@@ -218,8 +283,10 @@ def test_dir_and_tab_completion_list_the_public_api():
 
 def _imports(path: Path, root: Path = REPO) -> list[tuple[str, int]]:
     """``(module, line)`` of every import of ``path`` (function level too), relative ones resolved;
-    ``from scimech import record`` is the module the package takes ``record`` from."""
+    ``from scimech import record`` is the module the package takes ``record`` from, and
+    ``from ocean import timeaxis`` (``from . import timeaxis`` in ocean) names the module at the old path."""
     import scimech
+    from scimech._moved import new_path
 
     parts = path.relative_to(root).with_suffix("").parts
     package = list(parts[:-1])
@@ -235,10 +302,12 @@ def _imports(path: Path, root: Path = REPO) -> list[tuple[str, int]]:
                 for a in node.names:
                     if a.name in scimech._LAZY:
                         found.append((f"scimech.{scimech._LAZY[a.name]}", node.lineno))
-                    elif a.name in scimech._SUBPACKAGES:
+                    elif a.name in scimech._SUBPACKAGES or new_path(f"scimech.{a.name}"):
                         found.append((f"scimech.{a.name}", node.lineno))
             else:
                 found.append((base, node.lineno))
+                if new_path(base) is None:  # `from ocean import timeaxis`: the module at an old path
+                    found += [(f"{base}.{a.name}", node.lineno) for a in node.names if new_path(f"{base}.{a.name}")]
     return found
 
 
@@ -287,9 +356,29 @@ def test_no_code_of_the_repository_imports_an_old_path(package):
         if f == here:
             continue
         for module, line in _imports(f):
-            if new_path(module) is not None:
+            if (
+                new_path(module) is not None
+                and (f.relative_to(REPO).as_posix(), module) not in OLD_PATHS_STILL_IMPORTED
+            ):
                 found.append(f"{f.relative_to(REPO)}:{line}: {module}")
     assert found == []
+
+
+def test_the_old_path_check_sees_every_spelling_of_an_import(tmp_path):
+    (tmp_path / "ocean").mkdir()
+    (tmp_path / "ocean" / "a.py").write_text(
+        "from . import timeaxis, data\nfrom .stores import write_zarr\nimport ocean.files\n"
+        "from ocean.data import products\nfrom scimech import metrics, record\n"
+    )
+    moved = [(m, line) for m, line in _imports(tmp_path / "ocean" / "a.py", tmp_path) if m.split(".")[-1] != "data"]
+    from scimech._moved import new_path
+
+    assert [(m, line) for m, line in moved if new_path(m)] == [
+        ("ocean.timeaxis", 1),
+        ("ocean.stores", 2),
+        ("ocean.files", 3),
+        ("scimech.metrics", 5),
+    ]
 
 
 def test_a_fingerprint_names_a_moved_class_by_its_old_module():

@@ -6,9 +6,9 @@ becomes the study's ``member``), converts units with pint-xarray and cf-xarray's
 (a missing unit is refused unless CF defines the quantity as dimensionless), turns upward fluxes and
 depths given positive up into the study's conventions, tells practical from Absolute Salinity and
 mass fractions, and derives the inputs a product lacks (``sst``, ``mld``, ``t_sub`` from 3-D
-fields); every choice is said back in a :class:`scimech.studies.reading.Reading` (:mod:`ocean.reading`).
-:func:`open_store` opens a zarr store or netCDF file, reads its time axis (:mod:`ocean.timeaxis`)
-and grid (:mod:`ocean.gridaxes`) first, maps it and validates it.
+fields); every choice is said back in a :class:`scimech.studies.reading.Reading` (:mod:`ocean.data.reading`).
+:func:`open_store` opens a zarr store or netCDF file, reads its time axis (:mod:`ocean.data.timeaxis`)
+and grid (:mod:`ocean.data.gridaxes`) first, maps it and validates it.
 """
 
 from __future__ import annotations
@@ -27,12 +27,9 @@ from scimech.errors import ConfigError, DataValidationError, DimensionError, Uni
 from scimech.studies.reading import Reading, ReadRow
 from scimech.studies.units import parse_units, registry
 
-from . import budget, concepts
-from .constants import KAPPA
-from .files import Source, is_many, open_files, product_files, source_text
-from .reading import describe_product, say_back
-from .validation import validate
-from .variables import (
+from .. import budget, concepts
+from ..constants import KAPPA
+from ..variables import (
     DIMS,
     DOWNWARD,
     ENSEMBLE_DIMS,
@@ -47,6 +44,9 @@ from .variables import (
     VAR_ATTRS,
     rename_to_study,
 )
+from .files import Source, is_many, open_files, product_files, source_text
+from .reading import describe_product, say_back
+from .validation import validate
 
 __all__ = ["from_nemo", "open_store", "open_source", "open_product", "inspect", "find_variables", "read_axes"]
 
@@ -750,18 +750,18 @@ def open_store(
     """Open a product in the study's layout or as it is distributed: one zarr store or netCDF file, or many
     files (a list of paths, a glob such as ``"cmip6/*_Omon_*.nc"``, or a folder of netCDF files).
 
-    Many files are combined lazily by :func:`ocean.files.open_files` (by variable and time chunk with
+    Many files are combined lazily by :func:`ocean.data.files.open_files` (by variable and time chunk with
     :func:`xarray.open_mfdataset`; a NEMO run's grid_T / grid_U / grid_V files on their points with
     xnemogcm and the ``mesh_mask.nc`` / ``domain_cfg.nc`` found among them); files that do not belong
     together, overlapping or missing time chunks are refused naming the files. The dataset's time axis is
-    read (:func:`ocean.timeaxis.read_time`: calendar, frequency, gaps), then its grid
-    (:func:`ocean.gridaxes.read_grid`: periodic longitude, staggered currents, the mesh mask's metrics and
+    read (:func:`ocean.data.timeaxis.read_time`: calendar, frequency, gaps), then its grid
+    (:func:`ocean.data.gridaxes.read_grid`: periodic longitude, staggered currents, the mesh mask's metrics and
     ``tmask``), then its variables, units and signs (:func:`from_nemo`; ``names``: more renames;
     ``select``, ``member``: extra dims; ``kappa``, ``scheme``, ``advection``: how missing budget terms are
     computed); then it is checked by :func:`validate` (``kwargs``: its ``inputs``, ``concepts``,
     ``target``, ``check_nans``; NaNs are not checked by default, that reads every value). ``mesh_mask``:
     NEMO's ``mesh_mask.nc`` (a path or a dataset). ``reading``: filled with what was read
-    (:mod:`ocean.reading`), the files and how they were combined first. ``problems``: given a list, what
+    (:mod:`ocean.data.reading`), the files and how they were combined first. ``problems``: given a list, what
     would stop a study but not the reading (a time axis that cannot be read, budget terms that cannot be
     computed) is added to it in words instead of raised, so that the rest is still read (``inspect``).
 
@@ -829,7 +829,7 @@ def open_source(
     path: Source, reading: Reading | None = None, *, mesh_mask: xr.Dataset | str | os.PathLike | None = None
 ) -> tuple[xr.Dataset, xr.Dataset | None]:
     """The product ``path`` names, lazily, and the mesh mask found among its files (``None`` if none): one
-    zarr store or netCDF file as it is, many files combined by :func:`ocean.files.open_files`."""
+    zarr store or netCDF file as it is, many files combined by :func:`ocean.data.files.open_files`."""
     if not is_many(path):
         return open_product(product_files(path)[0]), None
     return open_files(product_files(path), reading, mesh_mask=mesh_mask)
@@ -858,7 +858,7 @@ def open_product(path: Source) -> xr.Dataset:
         try:
             return opened()
         except ValueError as err:  # a time xarray cannot decode ("months since" in a standard calendar):
-            if "decode time" not in str(err):  # read it raw; ocean.timeaxis.read_time decodes it or refuses it
+            if "decode time" not in str(err):  # read it raw; ocean.data.timeaxis.read_time decodes it or refuses it
                 raise  # naming CF's rule and the fix
             return opened(decode_times=False)
     except Exception as err:
@@ -871,7 +871,7 @@ def open_product(path: Source) -> xr.Dataset:
 def read_axes(
     ds: xr.Dataset, reading: Reading, *, mesh_mask: xr.Dataset | None = None, problems: list[str] | None = None
 ) -> xr.Dataset:
-    """The product's time axis and grid read before its variables (:mod:`ocean.timeaxis`, :mod:`ocean.gridaxes`),
+    """The product's time axis and grid read before its variables (:mod:`ocean.data.timeaxis`, :mod:`ocean.data.gridaxes`),
     each filling its sections of ``reading``; a product with no time axis (a mesh mask) is passed as it is.
     ``problems``: a time axis that cannot be read is said there (and in ``reading``) instead of raised."""
     from .timeaxis import read_time, time_name
@@ -947,7 +947,7 @@ def _study_problems(out: xr.Dataset, size: str, timeless: bool) -> list[str]:
     """What in the mapped product stops the study at ``size``: the schema (a missing variable, units) and the
     record's length for the size's window, lead and split (:func:`ocean.plan.check_record`); ``timeless``: the
     time axis could not be read (said already), so only the inputs are checked."""
-    from .plan import StudyConfig, check_record
+    from ..plan import StudyConfig, check_record
     from .timeaxis import time_axis
 
     if timeless:

@@ -58,7 +58,7 @@ from xnemogcm.tools import get_domcfg_points
 from scimech.errors import DimensionError, MissingVariableError, UnitsError
 from scimech.studies.reading import Reading
 
-from . import curvilinear
+from .. import curvilinear
 
 __all__ = [
     "PERIODIC_ATTR",

@@ -3,9 +3,9 @@
 :func:`describe_product` names the product from its own attributes and layout (CMIP6's global
 attributes, NEMO's ``nav_lat`` / ``time_counter``, Copernicus Marine's ``latitude`` / ``longitude``,
 MOM6's ``xh`` / ``yh``, POP's ``TLAT`` / ``z_t``); :func:`say_back` completes the reading that
-:func:`ocean.products.from_nemo` filled while it read (a row for every quantity the study needs: the
+:func:`ocean.data.products.from_nemo` filled while it read (a row for every quantity the study needs: the
 variable that served it, or how it was derived, or that it is missing; the mask);
-:func:`reading_of` gives back the reading a mapped store keeps. :func:`ocean.products.inspect` reads a
+:func:`reading_of` gives back the reading a mapped store keeps. :func:`ocean.data.products.inspect` reads a
 file as ``scimech ocean study --data`` would, for ``scimech ocean inspect PATH``.
 """
 
@@ -20,7 +20,7 @@ import xarray as xr
 
 from scimech.studies.reading import Reading
 
-from .variables import CONCEPTS, INPUTS, PRESCRIBED
+from ..variables import CONCEPTS, INPUTS, PRESCRIBED
 
 __all__ = ["describe_product", "say_back", "reading_of", "product_words"]
 
@@ -109,7 +109,7 @@ def say_back(out: xr.Dataset, reading: Reading, notes: Sequence[str] = (), given
 
 
 def reading_of(store: xr.Dataset | str | os.PathLike) -> Reading | None:
-    """The reading a store mapped by :func:`ocean.products.from_nemo` keeps (``attrs["reading"]``), or None
+    """The reading a store mapped by :func:`ocean.data.products.from_nemo` keeps (``attrs["reading"]``), or None
     (the synthetic ocean, a store in the study's layout written by hand)."""
     ds = store if isinstance(store, xr.Dataset) else xr.open_zarr(Path(store), consolidated=False)
     text = ds.attrs.get("reading")

@@ -13,7 +13,7 @@ import xarray as xr
 
 from scimech.errors import DataValidationError, DimensionError, MissingVariableError, UnitsError
 
-from .variables import (
+from ..variables import (
     CONCEPTS,
     DIMS,
     EXPECTED_UNITS,

@@ -14,7 +14,7 @@ searched for netCDF files); :func:`open_files` combines them into one lazy datas
   overlap, or the same chunk twice) or a step no file holds (a gap) are refused, naming the files;
 - **by grid**: a NEMO run's grid files are placed on their Arakawa points by xnemogcm
   (:func:`xnemogcm.open_nemo`, with the run's mesh mask), so U / V fields reach the T points through
-  the reader's own interpolation (:mod:`ocean.gridaxes`);
+  the reader's own interpolation (:mod:`ocean.data.gridaxes`);
 - files that do not belong together are refused in one line naming the files and the fix: different
   grids, calendars, models, ensemble members, or time coverage of the variables.
 
@@ -204,7 +204,7 @@ def _decode(var: xr.DataArray) -> tuple[np.ndarray, str, str]:
         return np.array([], object), cal, units
     try:
         dates = cftime.num2date(np.asarray(var.values, float), units, cal)
-    except Exception:  # 'months since' outside 360_day: read by ocean.timeaxis, which refuses it naming CF's rule
+    except Exception:  # 'months since' outside 360_day: read by ocean.data.timeaxis, which refuses it naming CF's rule
         return np.array([], object), cal, units
     return np.atleast_1d(np.asarray(dates, object)), cal, units
 
@@ -453,7 +453,7 @@ def open_files(
     """The files of one product combined into one lazy dataset, and the mesh mask found among them.
 
     ``files`` (from :func:`product_files`): netCDF files or zarr stores. A ``mesh_mask`` / ``domain_cfg``
-    file among them is the run's mesh mask (returned, for :func:`ocean.gridaxes.read_grid`); NEMO grid files
+    file among them is the run's mesh mask (returned, for :func:`ocean.data.gridaxes.read_grid`); NEMO grid files
     (``grid_T`` / ``grid_U`` / ...) are placed on their points by xnemogcm with it; other files are grouped
     by the variables they hold and concatenated along time by :func:`xarray.open_mfdataset`, the groups merged.
     Every check of the module doc runs on the files' metadata first. ``reading`` gets the ``files`` section.
@@ -536,7 +536,9 @@ def _combined(groups: dict[tuple, list[FileFacts]]) -> xr.Dataset:
             continue
         try:
             parts.append(xr.open_mfdataset(paths, **kw))
-        except ValueError as err:  # a time xarray cannot decode: read raw, one unit for all (ocean.timeaxis decodes)
+        except (
+            ValueError
+        ) as err:  # a time xarray cannot decode: read raw, one unit for all (ocean.data.timeaxis decodes)
             if "decode time" not in str(err):
                 raise
             units = {f.units for f in group}
