@@ -373,10 +373,35 @@ def not_a_batch(site: str, shape: tuple[int, ...], rows: int) -> DimensionError:
             "on the data that the rows are packed so before they use them (a mixture of experts that sorts tokens "
             "by expert is neither)."
         )
+    if shape[0] % rows and shape[0] != 1 and not (len(shape) > 1 and shape[1] == rows):
+        return data_rows(site, shape, rows)
     return DimensionError(
         f"Site {site!r} has shape {shape}, whose first axis ({shape[0]} rows) is not the batch of {rows} samples."
         f"{hint} Sequence-first tensors: use batch_first=True modules, or a forward= that transposes them."
     )
+
+
+def edge_layout(site: str, shape: tuple[int, ...]) -> str:
+    """The layout without a batch axis for a site of ``shape`` whose rows are one sample's edges."""
+    return " ".join(["edge", *(f"position_{i}" for i in range(1, len(shape) - 1)), "feature"])
+
+
+def data_rows(site: str, shape: tuple[int, ...], rows: int) -> DimensionError:
+    """The error for an activation whose rows are neither the batch nor a whole number per row
+    of it, nor sequence-first: rows whose number the model computes from the data (the edges of a
+    graph it builds inside forward, a radius graph). ``data_rows`` on the error holds ``(site,
+    rows of the site, rows of the batch)``: a verb's session checks the fix on the data and says
+    what it found (:mod:`scimech.capture.session`)."""
+    err = DimensionError(
+        f"Site {site!r} has shape {shape}: its {shape[0]} rows are not the batch of {rows} rows, nor a whole number "
+        "of rows per row of the batch, but a number the model computes from the data, as the edges of a graph it "
+        "builds inside forward (a radius graph: SchNet's distance expansion and filter network). Edges built from "
+        "the data have no sample axis when several graphs share a batch: give the graphs one per batch (a list of "
+        f"one-graph batches) and declare the site without a batch axis, axes={{{site!r}: {edge_layout(site, shape)!r}}}"
+        " (each pass is then one sample), or choose a node-level site."
+    )
+    err.data_rows = (site, shape[0], rows)  # type: ignore[attr-defined]
+    return err
 
 
 def current_rows() -> int | None:

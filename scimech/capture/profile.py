@@ -26,7 +26,11 @@ What is measured, on the first batch a verb sees (in eval mode, as the verbs run
   model that keeps state across calls or draws random numbers would add its drift to every
   effect. One more forward pass.
 - **rows independent** (when no ``samples=`` says what a sample is): the first half of the
-  rows alone must give the outputs they give within the whole batch. Half a forward pass.
+  rows alone must give the outputs they give within the whole batch. Half a forward pass. A
+  sweep asks it too (``"coupling"``), not to refuse but to run one site per pass where the rows
+  interact (an adaptive solver whose steps follow the batch's largest error, batch statistics):
+  a tiled pass's unchanged control copy cannot see such a coupling where its own rows set the
+  shared step. For a sweep the half batch stands for the repeat, so it costs no pass more.
 - **sites** (:func:`~scimech.capture.profiling.profile` only, or when a verb asks): per site, the calls of one pass,
   each call's shape, dtype, layout (declared by ``axes=`` or inferred) and whether the model
   changes the site's output in place after it is produced (then the verbs hand the model
@@ -80,11 +84,12 @@ __all__ = [
     "forget",
     "signature",
     "shared_rows",
+    "data_rows_checked",
     "NEEDS",
 ]
 
 #: what a verb may ask :func:`require` for
-NEEDS = frozenset({"grad", "repeatable", "rows", "sites", "packing"})
+NEEDS = frozenset({"grad", "repeatable", "rows", "coupling", "sites", "packing"})
 
 #: relative difference (to the output's scale) above which two float32 passes or the rows of a
 #: batch differ: kernel rounding on other batch sizes is ~1e-7, an adaptive solver's shared steps ~1e-4
@@ -201,6 +206,10 @@ class ModelProfile:
     repeat_note: str = ""
     #: why the rows of a batch are not independent samples (``""``: they are; ``None``: not measured)
     rows_interact: str | None = None
+    #: whether the first half of the rows alone gave other values than within the whole batch (a
+    #: measured coupling: an adaptive solver's shared steps, batch statistics); ``False``: the same
+    #: values; ``None``: not measured, or told apart by structure only (another shape, a failed pass)
+    rows_coupled: bool | None = None
     sites: dict[str, SiteFacts] = field(default_factory=dict)
     #: a sweep's verdict on tiled batches: ``(coupled, note)``
     tiling: tuple[bool, str] | None = None
@@ -496,13 +505,21 @@ def _rows_reason(
             return f"the first {h} rows alone give an output of shape {tuple(s.shape)}, not {tuple(f[:h].shape)}"
         ok, rel = same_values(f[:h], s)
         if not ok:
+            prof.rows_coupled = True
             if f.is_floating_point() or f.is_complex():
                 return (
                     f"the first {h} of {b} rows alone give outputs that differ by {rel:.1e} of their scale "
                     "from the same rows within the whole batch"
                 )
             return f"the first {h} of {b} rows alone give other outputs than within the whole batch"
+    prof.rows_coupled = False
     return ""
+
+
+def _all_rows(outputs: list[torch.Tensor], rows: int | None) -> bool:
+    """Whether every output is batched on its first axis like ``rows`` input rows (at least 2):
+    then a half batch compares all of them, as a repeat would."""
+    return bool(rows and rows >= 2 and outputs and all(t.dim() and t.shape[0] == rows for t in outputs))
 
 
 def _measure(
@@ -519,7 +536,7 @@ def _measure(
     pass, through :func:`forward_folded`), which stands for the first measuring pass."""
     if "packing" in needs:  # checked on the values of a half batch: drift and rows first
         needs = needs | {"repeatable"}
-    rows_wanted = "rows" in needs and prof.rows_interact is None and not is_graph_batch(batch)
+    rows_wanted = bool({"rows", "coupling"} & needs) and prof.rows_interact is None and not is_graph_batch(batch)
     want_first = (
         (prof.repeatable is None and ("repeatable" in needs or rows_wanted))
         or rows_wanted
@@ -543,6 +560,15 @@ def _measure(
         prof.sites.update(seen.facts())
     floats = [t for t in one if t.is_floating_point() or t.is_complex()]
     prof.output_dtype = floats[0].dtype if floats else prof.output_dtype
+    packed = [r for r in resolved if r.axes is not None and r.axes.packed] if "packing" in needs else []
+    half_seen = _Observer(packed) if packed else None
+    folded: str | None = None  # the rows check of the half batch that stood for the repeat
+    if prof.repeatable is None and "coupling" in needs and rows_wanted and _all_rows(one, prof.rows):
+        # a sweep's check: the half batch stands for the repeat. Its rows alike within the whole batch and
+        # alone, both facts hold (a drift or a coupling would move them); else a repeat tells which it is
+        folded = _rows_reason(model, batch, forward, one, prof, half_seen)
+        if not folded:
+            prof.repeatable, prof.repeat_note, prof.rows_interact = True, "", ""
     if prof.repeatable is None and ("repeatable" in needs or rows_wanted):
         with prof.grad():
             two = _outputs(run_forward(model, batch, forward))
@@ -561,9 +587,13 @@ def _measure(
                     else "other outputs (NaN or infinities at other places, or another shape)"
                 )
                 break
-    packed = [r for r in resolved if r.axes is not None and r.axes.packed] if "packing" in needs else []
-    half_seen = _Observer(packed) if packed else None
-    if (rows_wanted or packed) and prof.repeatable and (prof.rows_interact is None or packed):
+    if folded is not None and not prof.repeatable:
+        prof.rows_coupled = None  # two unchanged passes differ: the half batch told nothing of the rows
+    elif folded is not None and prof.rows_interact is None:
+        prof.rows_interact = folded  # the repeat agreed: the half batch's difference is the rows'
+    if (rows_wanted or packed) and prof.repeatable and prof.rows_interact is None:
+        prof.rows_interact = _rows_reason(model, batch, forward, one, prof, half_seen)
+    elif packed and prof.repeatable and folded is None:
         prof.rows_interact = _rows_reason(model, batch, forward, one, prof, half_seen)
     if half_seen is not None:  # some sites are declared packed
         for r in packed:
@@ -634,8 +664,10 @@ def require(
     needs
         Any of ``"grad"`` (the autograd mode, :meth:`ModelProfile.grad`), ``"repeatable"`` (two
         unchanged passes agree), ``"rows"`` (rows are independent samples, checked only where
-        ``samples`` is ``None`` and ``batch`` is not a graph batch) and ``"sites"`` (facts of
-        ``sites``, resolved sites).
+        ``samples`` is ``None`` and ``batch`` is not a graph batch), ``"coupling"`` (whether they
+        are, measured but not refused: a sweep that tiles the batch runs one site per pass where
+        they are not; where the repeat is not measured yet, the half batch stands for it) and
+        ``"sites"`` (facts of ``sites``, resolved sites).
     forward
         The verb's ``forward=``.
     samples
@@ -667,7 +699,7 @@ def require(
         prof = subject
     else:
         if samples is not None:
-            needs.discard("rows")
+            needs -= {"rows", "coupling"}
         prof = _cached(subject, batch, forward)
         if "packing" in needs:
             sites = [s for s in sites if s.axes is not None and s.axes.packed]
@@ -815,3 +847,81 @@ def measure(
     wanted), for callers outside a verb (:mod:`scimech.capture.profiling`); a verb's session does this
     through :func:`require`."""
     _measure(model, batch, forward, prof, needs, list(sites))
+
+
+def _first_sample_rows(batch: Any, samples: Any) -> tuple[int, str] | None:
+    """How many leading rows of ``batch`` are its first sample, and how that was told: from
+    ``samples=`` (an index tensor, a field name, a callable), a graph batch's batch vector, or
+    a field named ``batch`` (an integer index per row, in order); ``None`` where nothing says."""
+    try:
+        rows = batch_size_of(batch)
+    except TypeError:
+        return None
+    idx, how = None, ""
+    if is_graph_batch(batch):
+        idx, how = batch.batch, "the graph batch's batch vector"
+    elif isinstance(samples, torch.Tensor):
+        idx, how = samples, "samples="
+    elif isinstance(samples, str):
+        idx, how = (batch.get(samples) if isinstance(batch, Mapping) else getattr(batch, samples, None)), "samples="
+    elif callable(samples) and not isinstance(samples, type):
+        try:
+            idx, how = samples(batch), "samples="
+        except Exception:  # noqa: BLE001 - a samples= that fails is refused by the verb itself
+            return None
+    elif samples is None and isinstance(batch, Mapping):
+        idx, how = batch.get("batch"), "its field 'batch'"
+    if not isinstance(idx, torch.Tensor) or idx.dim() != 1 or idx.shape[0] != rows or idx.is_floating_point():
+        return None
+    idx = idx.long().cpu()
+    if rows < 2 or not bool((idx[1:] >= idx[:-1]).all()) or int(idx[0]) != 0:
+        return None  # rows not in sample order: the first sample is not a slice
+    first = int((idx == 0).sum())
+    return (first, how) if 0 < first < rows else None
+
+
+def data_rows_checked(
+    model: nn.Module, batch: Any, forward: Callable | None, samples: Any, err: BaseException, verb: str = ""
+) -> DimensionError | None:
+    """For an activation refused as rows the model computes from the data (``err.data_rows``, an
+    edge-level site of a graph built inside forward), the refusal with its fix checked on the
+    data: the first sample of ``batch`` alone runs, and the site gives rows of its own there (the
+    fix, one graph per batch with the site declared without a batch axis, then works). ``None``
+    where it cannot be checked (no sample index, the sample cannot run alone): the refusal stands."""
+    from scimech.capture.layout import edge_layout
+    from scimech.capture.sites import resolve_site
+
+    site, n_rows, rows = err.data_rows  # type: ignore[attr-defined]
+    first = _first_sample_rows(batch, samples)
+    if first is None:
+        return None
+    h, how = first
+    try:
+        resolved = resolve_site(model, site)
+        part = slice_batch(batch, 0, 1) if is_graph_batch(batch) else _rows_of(batch, h, rows)
+        with hooks_aside(), _Observer([resolved]) as seen, torch.no_grad():
+            run_forward(model, part, forward)
+        got = [tuple(t.shape) for t, _ in seen.seen[resolved.name]]
+    except Exception:  # noqa: BLE001 - the sample does not run alone: the fix is not offered as checked
+        return None
+    if not got:
+        return None
+    shape = got[0]
+    layout = edge_layout(site, shape)
+    return DimensionError(
+        f"{verb + ': ' if verb else ''}site {site!r} gives {n_rows} rows for a batch of {rows} rows: a number the model computes from the data, "
+        f"not rows of samples: the edges of a graph the model builds inside forward (a radius graph: SchNet's "
+        f"distance expansion and filter network), which have no sample axis when several graphs share a batch. "
+        f"Checked on this batch: its first sample alone ({h} rows, told by {how}) runs and gives {shape[0]} rows "
+        f"of shape {shape} at {site!r}. Give the graphs one per batch (a list of one-graph batches, each with its "
+        f"sample index at 0) and declare the site without a batch axis, axes={{{site!r}: {layout!r}}}: each pass is "
+        "one sample (where a verb asks which rows are one sample, samples= the index field, or torch.zeros(n, "
+        "dtype=torch.long)); or choose a node-level site."
+    )
+
+
+def _rows_of(batch: Any, h: int, rows: int) -> Any:
+    """The first ``h`` rows of every leaf batched on ``rows`` rows (other leaves kept whole)."""
+    from scimech.capture.batches import map_tensors
+
+    return map_tensors(batch, lambda t: t[:h] if t.dim() and t.shape[0] == rows else t)

@@ -35,7 +35,7 @@ from scimech.capture.hooks import HookSet, StopForward, run_forward
 from scimech.capture.layout import Axes
 from scimech.capture.session import Session
 from scimech.capture.sites import HeadLayout, ResolvedSite, resolve_site
-from scimech.errors import DimensionError
+from scimech.errors import DataValidationError, DimensionError
 from scimech.run.options import removal_notice
 from scimech.run.progress import progress as _progress
 
@@ -532,12 +532,28 @@ def record(
     if store_path is not None:
         ds = xr.open_zarr(store_path, consolidated=False)
     else:
+        _one_size(chunks)
         data = {s: np.concatenate(chunks[s], axis=0) for s in sites}
         n = next(iter(data.values())).shape[0]
         ds = xr.Dataset({s: (("sample", *dims[s]), a) for s, a in data.items()}, coords={"sample": np.arange(n)})
     if sample_coord is not None:
         ds = ds.assign_coords(sample=np.asarray(sample_coord))
     return _with_attrs(_call_coord(ds, policy), site_attrs, reduce, policy)
+
+
+def _one_size(chunks: Mapping[str, Sequence[np.ndarray]]) -> None:
+    """Samples of every batch must share one shape to share one array: refuse, naming the site
+    and the fix, where they do not (the edges of graphs the model builds from the data, one graph
+    per batch under an ``'edge feature'`` layout)."""
+    for site, parts in chunks.items():
+        shapes = sorted({tuple(a.shape[1:]) for a in parts})
+        if len(shapes) > 1:
+            raise DataValidationError(
+                f"record: site {site!r} gives samples of shape {shapes[0]} in one batch and {shapes[1]} in another "
+                "(as many edges as each graph the model builds from the data, sequences of other lengths): they "
+                "cannot share one array. Record each batch in a call of its own, [sm.record(model, b, ...) for b in "
+                "batches], or choose a site of one shape per sample (a node-level site)."
+            )
 
 
 def _same_calls(

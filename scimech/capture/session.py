@@ -43,7 +43,15 @@ from torch import nn
 
 from scimech.capture.calls import CallPolicy, Calls, parse_calls
 from scimech.capture.hooks import HookFn, HookSet, check_fired, hooks_aside, restore_modes, to_eval
-from scimech.capture.profile import ModelProfile, forward_folded, profile_of, require, shared_rows, tolerance
+from scimech.capture.profile import (
+    ModelProfile,
+    data_rows_checked,
+    forward_folded,
+    profile_of,
+    require,
+    shared_rows,
+    tolerance,
+)
 from scimech.capture.sites import ResolvedSite
 from scimech.errors import DataValidationError
 
@@ -140,6 +148,12 @@ class Session:
             if exc_type is None:
                 for hooks in self._watched:
                     self.fired(hooks)
+            elif getattr(exc, "data_rows", None) is not None and self._batch is not None:
+                # rows the model computes from the data (edges of a graph built inside forward):
+                # the refusal's fix checked on the verb's batch before it is offered
+                checked = data_rows_checked(self.model, self._batch, self.forward, self.samples, exc, self.verb)
+                if checked is not None:
+                    raise checked from exc
         finally:
             self._watched = []
             if self._modes is not None:

@@ -11,7 +11,11 @@ pass of a sweep carries one more copy, left unchanged, and its metric must equal
 untiled run's (within the profile's tolerance of the metric's dtype, 1e-5 of its scale in
 float32, :func:`scimech.capture.profile.tolerance`); where it does not, or where the tiled pass
 fails, every site gets a forward pass of its own, and the result says so in its attrs
-(``row_check``, ``sweep_path="per_site"``). Before any site is changed, the first batch runs
+(``row_check``, ``sweep_path="per_site"``). The control copy cannot see a coupling whose shared
+step its own rows set (an adaptive solver whose step follows the batch's largest error, where the
+changed copies err less), so the model profile's rows check (the first half of the rows alone,
+measured on the unchanged batch at no pass more) decides first: rows that interact there run one
+site per pass from the start. Before any site is changed, the first batch runs
 unchanged once more: a model whose output on the same input changes between passes (state
 kept across calls, random draws) would add that change to every effect, and is refused.
 
@@ -117,7 +121,11 @@ class RowCheck:
     def of(cls, profile: ModelProfile | None) -> RowCheck:
         """A row check that starts from the verdict a profile keeps (none yet: checked in the first tiled pass)."""
         check = cls(profile=profile)
-        if profile is not None and profile.tiling is not None:
+        if profile is not None and profile.rows_coupled:
+            # measured on the unchanged batch: a tiled pass's control copy cannot see a coupling whose shared
+            # step its own rows set (an adaptive solver's largest error), so every site runs a pass of its own
+            check.coupled, check.note = True, f"the model profile: {profile.rows_interact}"
+        elif profile is not None and profile.tiling is not None:
             check.coupled, check.note = profile.tiling
         return check
 
@@ -538,13 +546,13 @@ def unchanged_pass(
 ) -> tuple[Any, dict, RowCheck | None]:
     """A sweep's unchanged pass of ``batch`` (its prefix captured for reuse, each site's calls
     counted): the outputs, the calls, and on the ``first`` batch the profile's verdict on it
-    (repeatable passes, packed rows; folded into this pass) as the sweep's :class:`RowCheck`
+    (repeatable passes, packed rows, rows that interact; folded into this pass) as the sweep's :class:`RowCheck`
     (``None`` on later batches)."""
     with capturing(s.model, reuse, rows), count_calls(resolved, counting) as counts:
         out = s.run(batch)
     if not first:
         return out, counts, None
-    prof = s.check(batch, {"repeatable", "packing"}, sites=resolved, outputs=out)
+    prof = s.check(batch, {"repeatable", "packing", "coupling"}, sites=resolved, outputs=out)
     return out, counts, RowCheck.of(prof)
 
 
