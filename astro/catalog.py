@@ -634,45 +634,95 @@ def read_legacy_survey(path: Source, images: str | Path | None = None, *, stamp:
     groups, n_joined = _objects(t)
     n_psf_shape = _psf_shapes(t)
     cube, matched, folder = _cutouts(images, t, source)
-    keep, rejected, ivar_rows = _rejections(_reasons(t, cube, matched), t.n)
-    n_rej = int((~keep).sum())
-    if not keep.any():
-        raise DataValidationError(f"{source}: none of the {t.n} rows is usable ({rejected}).")
-    if n_rej:
-        warnings.warn(
-            f"{source}: dropped {n_rej} of {t.n} rows ({', '.join(f'{k}: {v}' for k, v in rejected.items() if v)})",
-            stacklevel=2,
-        )
-    flux = np.stack([np.asarray(t.cols[f"flux_{b}"].filled(np.nan)) for b in constants.BANDS], 1)
-    ivar = np.stack([np.asarray(t.cols[f"flux_ivar_{b}"].filled(np.nan)) for b in constants.BANDS], 1)
-    trans = None if t.mw is None else np.stack([np.asarray(t.mw[b].filled(np.nan)) for b in constants.BANDS], 1)
-    data, bands_facts = _images(cube, images, keep, flux, ivar, stamp, trans)
-    if trans is not None:  # Milky Way extinction: observed / transmission
-        for k, b in enumerate(constants.BANDS):
-            t.cols[f"flux_{b}"] = np.ma.asarray(flux[:, k] / trans[:, k])
-            t.cols[f"flux_ivar_{b}"] = np.ma.asarray(ivar[:, k] * trans[:, k] ** 2)
-    cat = _catalogue(t, keep, groups)
+    rows = _Rows(*_rejections(_reasons(t, cube, matched), t.n), n_psf_shape, n_joined, _identity_words(t, n_joined))
+    _refuse_or_warn(source, t.n, rows)
+    trans = _transmission(t)
+    data, bands_facts = _images(cube, images, rows.keep, _bands(t, "flux"), _bands(t, "flux_ivar"), stamp, trans)
+    _correct_milky_way(t, trans)
+    cat = _catalogue(t, rows.keep, groups)
+    meta = _meta(source, paths, images, t, rows)
+    meta["reading"] = _reading(source, t, (paths, tables, folder), (cube, images, bands_facts), cat, rows)
+    return GalaxySample(cat, None if data is None else np.ascontiguousarray(data, np.float32), meta)
+
+
+@dataclass
+class _Rows:
+    """Which of a catalogue's rows are kept, why the others were dropped, and how rows were made objects."""
+
+    keep: np.ndarray
+    rejected: dict[str, int]  # rows dropped per reason (each row under its first)
+    ivar_rows: np.ndarray  # rows dropped for a non-positive inverse variance (said per band)
+    n_psf_shape: int  # TYPE PSF rows whose missing shape was read as 0
+    n_joined: int  # rows of different RELEASE joined at one position
+    identity: str  # how rows are made objects, in words
+
+
+def _identity_words(t: _Table, n_joined: int) -> str:
+    """How rows are made objects, in words: the identity columns (and the join of releases at one position)."""
     identity = "+".join(t.ident) if t.ident else "row (no TARGETID or BRICKID + OBJID column)"
     if n_joined:
         identity += f', and RA/DEC within {MATCH_RADIUS_ARCSEC:g}" across RELEASEs'
-    meta = dict(
+    return identity
+
+
+def _refuse_or_warn(source: str, n: int, rows: _Rows) -> None:
+    """A catalogue with no usable row refused; dropped rows said in a warning (counted per reason)."""
+    if not rows.keep.any():
+        raise DataValidationError(f"{source}: none of the {n} rows is usable ({rows.rejected}).")
+    n_rej = int((~rows.keep).sum())
+    if n_rej:
+        dropped = ", ".join(f"{k}: {v}" for k, v in rows.rejected.items() if v)
+        warnings.warn(f"{source}: dropped {n_rej} of {n} rows ({dropped})", stacklevel=3)
+
+
+def _bands(t: _Table, kind: str) -> np.ndarray:
+    """``(rows, 4)`` g, r, i, z of ``flux`` or ``flux_ivar`` (NaN where masked)."""
+    return np.stack([np.asarray(t.cols[f"{kind}_{b}"].filled(np.nan)) for b in constants.BANDS], 1)
+
+
+def _transmission(t: _Table) -> np.ndarray | None:
+    """``(rows, 4)`` Milky Way transmission per band (``MW_TRANSMISSION_G..Z``), or None without the columns."""
+    if t.mw is None:
+        return None
+    return np.stack([np.asarray(t.mw[b].filled(np.nan)) for b in constants.BANDS], 1)
+
+
+def _correct_milky_way(t: _Table, trans: np.ndarray | None) -> None:
+    """Milky Way extinction corrected in ``t.cols``: fluxes / transmission, inverse variances x its square."""
+    if trans is None:
+        return
+    flux, ivar = _bands(t, "flux"), _bands(t, "flux_ivar")
+    for k, b in enumerate(constants.BANDS):
+        t.cols[f"flux_{b}"] = np.ma.asarray(flux[:, k] / trans[:, k])
+        t.cols[f"flux_ivar_{b}"] = np.ma.asarray(ivar[:, k] * trans[:, k] ** 2)
+
+
+def _meta(source: str, paths: list[Path], images, t: _Table, rows: _Rows) -> dict:
+    """The sample's ``meta`` (without the reading): where it came from, the rows dropped, the survey's constants."""
+    return dict(
         source=source,
         files=[str(p) for p in paths],
         images=str(images) if images is not None else "",
         n_rows=t.n,
-        n_rejected=n_rej,
-        rejected=rejected,
+        n_rejected=int((~rows.keep).sum()),
+        rejected=rows.rejected,
         survey="Legacy Surveys DR10",
         pixel_scale_arcsec=constants.PIXEL_SCALE_ARCSEC,
         dusty_av=SyntheticConfig.dusty_av,
         extended_arcsec=SyntheticConfig.extended_arcsec,
-        identity=identity,
+        identity=rows.identity,
         mw_corrected=t.mw is not None,
     )
+
+
+def _reading(source: str, t: _Table, files: tuple, cutouts: tuple, cat: QTable, rows: _Rows) -> Reading:
+    """What was read, said back: the product in words, a row per quantity, then the ``files``, ``rows`` and
+    ``bands`` sections. ``files``: ``(paths, tables, cut-out folder match or None)``; ``cutouts``: ``(cube or
+    None, the images given, the band facts)``."""
+    paths, tables, folder = files
+    cube, images, bands_facts = cutouts
     reading = Reading(PRODUCT, source)
-    _fill_reading(
-        reading, t.found, t.mw is not None, t.ident, t.zwarn is not None, t.spectype is not None, t.zerr, cube, images
-    )
+    _fill_reading(reading, t, cube, images)
     desi = [c for c in DESI_COLUMNS if c in t.names]
     if set(desi) - {"Z"}:  # a Z alone is any redshift, not DESI's catalogue
         reading.product += f" with DESI redshift catalogue columns ({', '.join(desi)})"
@@ -680,11 +730,10 @@ def read_legacy_survey(path: Source, images: str | Path | None = None, *, stamp:
         n_cut = len(folder.files) if folder is not None else len(cube.data)
         reading.product += f" and {n_cut} cut-outs of {cube.data.shape[-2]}x{cube.data.shape[-1]} pixels"
     _say_files(reading, paths, tables, t, folder)
-    _say_rows(reading, t, cat, keep, rejected, ivar_rows, n_psf_shape, n_joined, identity)
+    _say_rows(reading, t, cat, rows)
     for k, v in bands_facts.items():
         reading.fact("bands", k, v)
-    meta["reading"] = reading
-    return GalaxySample(cat, None if data is None else np.ascontiguousarray(data, np.float32), meta)
+    return reading
 
 
 def _catalogue(t: _Table, keep: np.ndarray, groups: np.ndarray) -> QTable:
@@ -749,8 +798,9 @@ def _say_files(reading: Reading, paths: list[Path], tables: list[_Table], t: _Ta
         )
 
 
-def _say_rows(reading, t: _Table, cat, keep, rejected, ivar_rows, n_psf_shape, n_joined, identity) -> None:
+def _say_rows(reading: Reading, t: _Table, cat: QTable, rows: _Rows) -> None:
     """The ``rows`` section and the notes: rows read, dropped (per reason and band), kept, objects, duplicates."""
+    keep, rejected, ivar_rows, n_joined = rows.keep, rows.rejected, rows.ivar_rows, rows.n_joined
     dup_rows, dup_objects = duplicates(cat["object"])
     reading.fact("rows", "read", t.n)
     for why, count in rejected.items():
@@ -779,13 +829,13 @@ def _say_rows(reading, t: _Table, cat, keep, rejected, ivar_rows, n_psf_shape, n
                     else "; without a spectroscopic class (SPECTYPE) stars among them are not removed"
                 )
             )
-    if n_psf_shape:
+    if rows.n_psf_shape:
         reading.fact(
             "rows",
             "PSF shape",
-            f"{n_psf_shape} TYPE PSF rows with a non-finite SHAPE_R/E1/E2 read as 0 (a point source; DR10 writes 0)",
+            f"{rows.n_psf_shape} TYPE PSF rows with a non-finite SHAPE_R/E1/E2 read as 0 (a point source; DR10 writes 0)",
         )
-    reading.fact("rows", "objects", f"{len(np.unique(cat['object']))} by {identity}")
+    reading.fact("rows", "objects", f"{len(np.unique(cat['object']))} by {rows.identity}")
     if n_joined:
         reading.fact(
             "rows",
@@ -814,10 +864,9 @@ def _say_rows(reading, t: _Table, cat, keep, rejected, ivar_rows, n_psf_shape, n
         )
 
 
-def _fill_reading(
-    reading: Reading, found: dict, mw: bool, ident: tuple, zwarn: bool, spectype: bool, zerr, cube, images
-) -> None:
+def _fill_reading(reading: Reading, t: _Table, cube, images) -> None:
     """The quantity rows of the reading: each column that served, its units as found and as used."""
+    found, mw, ident, zerr = t.found, t.mw is not None, t.ident, t.zerr
     for k, (_, unit) in LEGACY_COLUMNS.items():
         name, tunit, conv = found[k]
         if mw and k.startswith("flux_ivar_"):
@@ -854,9 +903,9 @@ def _fill_reading(
             reading.add(label, "", "absent", "", "", "the study needs it")
     if zerr is not None:
         reading.add("redshift_error", "ZERR", "name", zerr[1], "", "read, not used")
-    if zwarn:
+    if t.zwarn is not None:
         reading.add("redshift_warning", "ZWARN", "name", "", "", "rows with ZWARN != 0 dropped")
-    if spectype:
+    if t.spectype is not None:
         reading.add("spectral_type", "SPECTYPE", "name", "", "", "rows other than GALAXY dropped")
     reading.add(
         "identity",

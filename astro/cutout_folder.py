@@ -31,14 +31,13 @@ from astropy.io import fits
 from scimech.errors import ConfigError, DataValidationError, DimensionError
 
 from .cutouts import Cube, cube_from_array
+from .sweeps import CUTOUT_SUFFIXES
 
 __all__ = ["read_cutout_folder", "CutoutMatch", "MATCH_TOLERANCE_ARCSEC", "CUTOUT_SUFFIXES"]
 
 #: a row and a cut-out centre closer than this [arcsec] are one galaxy: the viewer centres a cut-out on the
 #: requested position to within half a pixel (0.13"), and positions rounded to 1e-4 deg differ by 0.36"
 MATCH_TOLERANCE_ARCSEC = 1.0
-#: the files a cut-out folder is searched for
-CUTOUT_SUFFIXES = (".fits", ".fits.gz", ".fits.fz")
 _DIGITS = re.compile(r"^(\d+)$")
 
 

@@ -23,6 +23,7 @@ from scimech.run.fingerprint import fingerprint, set_aside_stale
 from scimech.run.results import atomic_write_text
 
 from .plan import StudySettings
+from .sweeps import catalogue_files
 from .synthetic import GalaxySample, make_galaxies, world_config
 from .units import single_thread
 
@@ -88,6 +89,14 @@ def _sample_fingerprint(sample: GalaxySample) -> str:
     return fingerprint(cols, sample.images, dict(sample.meta))
 
 
+def _input_paths(key: str, value) -> list[Path]:
+    """The paths the plan's input ``key`` names: one file or folder, or the catalogue's several files (a list of
+    DR10 sweeps, or a glob of them: :func:`astro.sweeps.catalogue_files`)."""
+    if key == "catalog" and (isinstance(value, (list, tuple)) or not Path(value).exists()):
+        return catalogue_files(value)
+    return [Path(value)]
+
+
 def input_fingerprint(plan: Mapping[str, Any]) -> tuple[str, dict[str, str]]:
     """The fingerprint a run folder is keyed by, and its parts, from the run's ``plan`` (its record).
 
@@ -106,7 +115,7 @@ def input_fingerprint(plan: Mapping[str, Any]) -> tuple[str, dict[str, str]]:
         parts["generator"] = fingerprint(world_config(plan["world"]), _sample_fingerprint(probe))
     for key in _INPUT_KEYS:
         if plan.get(key):
-            parts[key] = fingerprint(Path(plan[key]))
+            parts[key] = fingerprint(*_input_paths(key, plan[key]))
     if plan.get("standin_weights"):
         parts["shipped stand-in"] = str(plan["standin_weights"])
     return fingerprint(parts), parts
@@ -118,6 +127,6 @@ def claim_folder(settings: StudySettings) -> None:
     out, plan = settings.out, settings.record
     fp, parts = input_fingerprint(plan)
     check_plan(out, plan, write=False)  # other settings: refused
-    inputs = [plan[k] for k in _INPUT_KEYS if plan.get(k)]
+    inputs = [p for k in _INPUT_KEYS if plan.get(k) for p in _input_paths(k, plan[k])]
     set_aside_stale(out, fp, parts=parts, keep=inputs)  # other data under the same settings: set aside
     check_plan(out, plan)

@@ -10,6 +10,7 @@ Examples::
     scimech astro study --config astro.yaml                  # options from a file (`n_train: 4000`, ...)
     scimech astro study --quick --cluster cluster.toml --out /scratch/$USER/astro   # SLURM / PBS
     scimech astro study --data dr10/ --out runs/astro/dr10   # your galaxies (catalog.fits [+ images.npy])
+    scimech astro study --data 'dr10/sweep-*.fits' --images cutouts/ --out runs/astro/sweeps  # sweeps + cut-outs
     scimech astro study --model aion-base/ --data dr10.fits --images cutouts96.npy --out runs/astro/aion1
     scimech astro generate --n-galaxies 4000 --seed 0 --out runs/astro/train.fits
     scimech astro generate --n-galaxies 1000 --seed 1 --out runs/astro/test.fits
@@ -28,9 +29,12 @@ full size by scripts/train_astro_standin.py; astro.models.shipped), refused with
 the world changed since; ``--train-afresh`` (or ``--epochs`` / ``--batch-size``) trains one here.
 
 Galaxies: synthetic by default (``--world``; ``--size`` sets how many); ``--data`` studies
-your Legacy Survey DR10 galaxies (astro.catalog.read_legacy_survey): a catalogue FITS file, or
-a folder holding ``catalog.fits`` and optionally ``images.npy`` / ``images.fits`` cut-outs
-(``--images`` names them elsewhere); without ``--model`` a stand-in is trained on a random 75%
+your Legacy Survey DR10 galaxies (astro.catalog.read_legacy_survey): a catalogue FITS file, several
+(DR10 sweep files, given one after another or as a quoted glob ``'sweep-*.fits'``: read as one catalogue,
+their overlaps merged), or a folder holding ``catalog.fits`` or ``sweep-*.fits`` and optionally
+``images.npy`` / ``images.fits`` cut-outs or a ``cutouts/`` folder of one FITS file per galaxy (``--images``
+names them elsewhere: a cube, or such a folder, matched to the rows by TARGETID or sky position); the
+report's "What was read" lists each file and how they were combined. Without ``--model`` a stand-in is trained on a random 75%
 of its objects (``--test-fraction``; the rows of one object stay together) and studied on the rest. ``--model/--train/--test`` study an
 existing model on existing samples.
 
@@ -64,6 +68,7 @@ from scimech.run.options import Format, existing_path, fraction, input_path, who
 from scimech.studies.contract import Command, Plan, Study
 
 from .plan import DATA_CATALOG_NAMES, DEFAULT_WORLD, FULL, IMAGE_FEATURES, MEDIUM, QUICK, holds_catalogue
+from .sweeps import holds_cutouts
 
 # The commands import what they run when they run: the study pulls torch, aion, astropy and
 # scikit-learn (about 6 s), and `scimech --help`, like the parser of every `scimech` command,
@@ -83,6 +88,14 @@ _SAMPLE_FORMATS = ("fits", "zarr")
 _CATALOGUE_FORMATS = (
     "fits",
     Format(f"a folder holding {' or '.join(DATA_CATALOG_NAMES)} or DR10 sweep files (sweep-*.fits)", holds_catalogue),
+)
+#: what `--images` reads: a cube of cut-outs, one per catalogue row, or a folder of one FITS file per galaxy
+_CUTOUT_FORMATS = ("npy", "fits", Format("a folder of per-galaxy FITS cut-outs (*.fits)", holds_cutouts))
+#: --images in words
+_IMAGES_HELP = (
+    "g, r, i, z cut-outs in nanomaggies: an (N, 4, H, W) cube, one per catalogue row in its order (.npy or "
+    "FITS), or a folder of one FITS file per galaxy (the Legacy Survey viewer's fits-cutout) matched to the "
+    "rows by TARGETID or sky position (rows without one dropped and counted)"
 )
 
 
@@ -108,9 +121,10 @@ class AstroStudy(Study):
     out_default = "runs/astro"
     data_help = (
         "your galaxies: a Legacy Survey DR10 catalogue (FITS: FLUX_G/R/I/Z, FLUX_IVAR_*, "
-        "SHAPE_R, SHAPE_E1/E2, EBV, plus Z and A_V) or a folder holding catalog.fits and "
-        "optionally images.npy / images.fits cut-outs; its rows are split into training and "
-        "test galaxies (default: synthetic galaxies)"
+        "SHAPE_R, SHAPE_E1/E2, EBV, plus Z and A_V), several (DR10 sweep files, or a quoted glob "
+        "'sweep-*.fits') read as one catalogue, or a folder holding catalog.fits or sweep-*.fits and "
+        "optionally images.npy / images.fits cut-outs or a cutouts/ folder of per-galaxy FITS files; its rows "
+        "are split into training and test galaxies (default: synthetic galaxies)"
     )
     data_formats = _CATALOGUE_FORMATS
     generate_help = "write synthetic galaxies (catalogue + images) to .fits or .zarr"
@@ -121,12 +135,7 @@ class AstroStudy(Study):
     def add_options(self, st: argparse.ArgumentParser) -> None:
         data_takes_many(st)  # several catalogue files (DR10 sweeps) or a glob
         g = st.add_argument_group("galaxies and model (default: synthetic galaxies, a stand-in trained here)")
-        g.add_argument(
-            "--images",
-            type=input_path("npy", "fits"),
-            default=None,
-            help="(N, 4, H, W) g, r, i, z cut-outs in nanomaggies, one per row of --data (.npy or FITS)",
-        )
+        g.add_argument("--images", type=input_path(*_CUTOUT_FORMATS), default=None, help=_IMAGES_HELP)
         g.add_argument(
             "--test-fraction",
             type=fraction(),
@@ -341,10 +350,10 @@ class AstroStudy(Study):
         inspect_takes_many(parser)
         parser.add_argument(
             "--images",
-            type=input_path("npy", "fits"),
+            type=input_path(*_CUTOUT_FORMATS),
             default=None,
-            help="(N, 4, H, W) cut-outs, one per catalogue row (.npy or FITS): their band order, "
-            "units and pixel scale are read and their fluxes checked against the catalogue's",
+            help=_IMAGES_HELP + "; their band order, units and pixel scale are read and their fluxes checked "
+            "against the catalogue's",
         )
         parser.add_argument(
             "--test-fraction",

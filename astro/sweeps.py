@@ -8,6 +8,9 @@ one file per sky patch of 10 deg in RA by 5 deg in Dec, named
 (``sweep-210p025-220p030.fits``: 210 <= RA < 220, 25 <= Dec < 30). The south (DECam) and the north
 (BASS / MzLS) each have their own sweeps of the same names; a galaxy in the overlap is in both (joined
 by :func:`astro.split.join_positions`).
+
+Cut-outs come one FITS file per galaxy (the Legacy Survey viewer's ``fits-cutout``): a folder of them is
+told by :func:`holds_cutouts` (read and matched to the rows by :mod:`astro.cutout_folder`).
 """
 
 from __future__ import annotations
@@ -20,7 +23,16 @@ from pathlib import Path
 
 from scimech.errors import ConfigError
 
-__all__ = ["Source", "catalogue_files", "sweep_patch", "source_text", "SWEEP_GLOB", "CATALOGUE_NAMES"]
+__all__ = [
+    "Source",
+    "catalogue_files",
+    "sweep_patch",
+    "source_text",
+    "holds_cutouts",
+    "SWEEP_GLOB",
+    "CATALOGUE_NAMES",
+    "CUTOUT_SUFFIXES",
+]
 
 #: one path (a file, a folder, a glob) or several
 Source = str | os.PathLike | Sequence[str | os.PathLike]
@@ -28,6 +40,8 @@ Source = str | os.PathLike | Sequence[str | os.PathLike]
 SWEEP_GLOB = "sweep-*.fits"
 #: a folder without sweep files: its one catalogue
 CATALOGUE_NAMES = ("catalog.fits", "catalogue.fits")
+#: the files a folder of per-galaxy cut-outs is searched for
+CUTOUT_SUFFIXES = (".fits", ".fits.gz", ".fits.fz")
 _SWEEP = re.compile(r"^sweep-(\d{3})([pm])(\d{3})-(\d{3})([pm])(\d{3})\.fits(?:\.gz)?$")
 
 
@@ -108,3 +122,9 @@ def source_text(paths: list[Path]) -> str:
         shown = ", ".join(names[:4]) + (", ..." if len(names) > 4 else "")
         return f"{parents.pop()}/{{{shown}}} ({len(paths)} files)"
     return f"{len(paths)} files: " + "; ".join(map(str, paths[:4])) + ("; ..." if len(paths) > 4 else "")
+
+
+def holds_cutouts(path: Path) -> bool:
+    """Whether ``path`` is a folder holding FITS files (:data:`CUTOUT_SUFFIXES`): per-galaxy cut-outs, as
+    ``--images`` takes them (what each holds is read, and refused if need be, by :mod:`astro.cutout_folder`)."""
+    return path.is_dir() and any(p.is_file() and p.name.lower().endswith(CUTOUT_SUFFIXES) for p in path.iterdir())
