@@ -1,8 +1,10 @@
-"""Shared test set-up: one thread per process (CI has 2 cores), fixed seeds, a notebook runner."""
+"""Shared test set-up: one thread per process (CI has 2 cores), fixed seeds, a notebook runner, and
+the device of the tests' tensors (SCIMECH_TEST_DEVICE, for a run on a GPU)."""
 
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 os.environ.setdefault("MPLBACKEND", "Agg")
@@ -11,6 +13,8 @@ os.environ.setdefault("SCIMECH_QUIET", "1")
 import numpy as np
 import pytest
 import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._device import _device_constructors
 
 torch.set_num_threads(1)
 
@@ -21,6 +25,62 @@ from threadpoolctl import threadpool_limits  # noqa: E402
 threadpool_limits(1)
 
 REPO = Path(__file__).resolve().parents[1]
+
+# -- the device of the tests' tensors: SCIMECH_TEST_DEVICE (unset: the CPU) -------------------------
+
+_TOOLKIT = tuple(f"{REPO / name}{os.sep}" for name in ("scimech", "ocean", "astro", "neuro", "bench"))
+_TESTS = f"{REPO / 'tests'}{os.sep}"
+
+
+def _made_by_tests() -> bool:
+    """Whether the innermost frame of this repository on the stack is a test's (then a tensor made
+    there is the test's), not the toolkit's; frames of torch and other libraries are passed over."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if name.startswith(_TOOLKIT):
+            return False
+        if name.startswith(_TESTS):
+            return True
+        frame = frame.f_back
+    return False
+
+
+class OnDevice(TorchFunctionMode):
+    """The tensors the tests make live on ``device``: models built by the fixtures, inputs, expected
+    values (each made as on the CPU, with the same random numbers, then moved); what the toolkit
+    makes is left where the toolkit puts it, so a verb that forgets the model's device fails as it
+    would for a user. A test's ``.numpy()`` (or ``np.asarray``) of a device tensor reads it from the
+    host. ``torch.from_numpy`` stays on the CPU, as a user's values read back from a Dataset do."""
+
+    def __init__(self, device: str | torch.device):
+        super().__init__()
+        self.device = torch.device(device)
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = dict(kwargs or {})
+        if func in _FACTORIES and kwargs.get("device") is None and _made_by_tests():
+            grad = kwargs.pop("requires_grad", False)
+            out = func(*args, **kwargs)
+            if isinstance(out, torch.Tensor) and out.device != self.device:
+                out = out.to(self.device)
+            return out.requires_grad_() if grad else out  # a leaf on the device, as if made there
+        if func in _TO_HOST and args[0].device.type != "cpu" and _made_by_tests():
+            return func(args[0].cpu(), *args[1:], **kwargs)
+        return func(*args, **kwargs)
+
+
+_FACTORIES = frozenset(_device_constructors())
+_TO_HOST = frozenset({torch.Tensor.numpy, torch.Tensor.__array__})
+TEST_DEVICE = torch.device(os.environ.get("SCIMECH_TEST_DEVICE") or "cpu")
+if os.environ.get("SCIMECH_TEST_DEVICE"):  # from collection on: tensors made at a test module's import too
+    OnDevice(TEST_DEVICE).__enter__()
+
+
+@pytest.fixture(scope="session")
+def test_device() -> torch.device:
+    """The device the tests' tensors live on (``SCIMECH_TEST_DEVICE``, default the CPU)."""
+    return TEST_DEVICE
 
 
 @pytest.fixture(autouse=True, scope="session")
