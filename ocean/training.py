@@ -45,12 +45,14 @@ def _setup(cfg: StudyConfig, path: Path):
     return ds, split, norm
 
 
-def _dataset(ds, t, norm, cfg, *, whole: bool = False):
+def _dataset(ds, t, norm, cfg, *, whole: bool = False, reader=None):
     """The windows ending at ``t``: patches of ``cfg.patch`` for training (sampled from the grid, as
     OceanCBM trains), the whole grid for the test split (``whole``: the model is convolutional, so it
-    forecasts any grid, and the unit's maps are whole)."""
+    forecasts any grid, and the unit's maps are whole). ``reader``: the block cache to share with the
+    other splits (the training and validation windows read through one cache, bounded in bytes:
+    :class:`ocean.samples.ChunkedReader`)."""
     patch = tuple(cfg.patch) if cfg.patch and not whole else None
-    return odata.WindowDataset(ds, t, norm, window=cfg.window, lead=cfg.lead, patch=patch, max_blocks=64)
+    return odata.WindowDataset(ds, t, norm, window=cfg.window, lead=cfg.lead, patch=patch, reader=reader)
 
 
 def _test_batch_size(ds: xr.Dataset, cfg: StudyConfig, base: int = 64) -> int:
@@ -218,7 +220,7 @@ def _fit(
         _budget_head(model, norm, n_free)
     model.to(device)
     train = _dataset(ds, split.train, norm, cfg)
-    val = _dataset(ds, split.val, norm, cfg)
+    val = _dataset(ds, split.val, norm, cfg, reader=train.reader)
     batches = odata.make_batches(train, cfg.batch_size, seed=seed)
     val_loader = odata.make_batches(val, cfg.batch_size, shuffle=False)(0)
     reg = REGIMES[regime]
