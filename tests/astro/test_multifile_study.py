@@ -19,6 +19,7 @@ from astropy.table import Table, vstack
 from astro.catalog import read_legacy_survey
 from astro.files import load_sample
 from astro.plan import STANDIN_STAMP
+from astro.resume import input_fingerprint
 from astro.split import split_catalogue
 from astro.synthetic import make_galaxies
 from scimech.cli.commands import main
@@ -41,14 +42,14 @@ COLUMNS = (
 )
 
 
-def _product(tmp_path, galaxies):
-    """Three sweeps of 30 galaxies each (10 deg apart in RA) and a cut-out folder, one FITS per galaxy centred on
+def _product(tmp_path, galaxies, per_sweep: int = PER_SWEEP):
+    """Three sweeps of ``per_sweep`` galaxies each (10 deg apart in RA) and a cut-out folder, one FITS per galaxy centred on
     its row's position; returns the sweep paths, the folder, and the row order of the galaxies."""
     sweeps, order = [], []
     cutouts = tmp_path / "cutouts"
     cutouts.mkdir()
     for k in range(N_SWEEPS):
-        rows = np.arange(k * PER_SWEEP, (k + 1) * PER_SWEEP)
+        rows = np.arange(k * per_sweep, (k + 1) * per_sweep)
         ra0 = 150 + 10 * k
         sweeps.append(write_sweep(tmp_path / "south", sweep_name(ra0, 0, ra0 + 10, 5), galaxies.catalog, rows, ra0, 0))
         ra, dec = positions(rows, ra0, 0)
@@ -101,3 +102,20 @@ def test_the_study_reads_sweeps_and_a_cutout_folder_as_the_same_galaxies_in_one_
         # each row says the sweep it came from and its row there: row r of file k is row 30 k + r of the one file
         at = PER_SWEEP * np.asarray(got.catalog["file"]) + np.asarray(got.catalog["row"])
         np.testing.assert_array_equal(at, np.asarray(want.catalog["row"]))
+
+
+def test_inspect_takes_the_sweeps_and_a_cutout_folder_and_a_glob_keys_the_run_as_its_files(tmp_path, capsys):
+    """The same product on the command line without a study: ``inspect`` with the sweeps and ``--images FOLDER``
+    lists every file, and a run folder is keyed by the content of the files a glob names (as by the list)."""
+    galaxies = make_galaxies(15, seed=11)
+    sweeps, cutouts, _ = _product(tmp_path, galaxies, per_sweep=5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        assert main(["astro", "inspect", *map(str, sweeps), "--images", str(cutouts)]) == 0
+    printed = capsys.readouterr().out
+    assert all(p.name in printed for p in sweeps) and "3 files read as one catalogue" in printed
+    assert f"cut-outs: 15 files in {cutouts}, matched by sky position" in printed
+    listed = input_fingerprint({"source": "catalog", "catalog": [str(p) for p in sweeps]})
+    globbed = input_fingerprint({"source": "catalog", "catalog": str(tmp_path / "south" / "sweep-*.fits")})
+    first = input_fingerprint({"source": "catalog", "catalog": str(sweeps[0])})
+    assert listed == globbed and first[0] != listed[0]
