@@ -13,6 +13,7 @@ import os
 from scimech import __version__
 
 os.environ.setdefault("MPLBACKEND", "Agg")
+os.environ.setdefault("SCIMECH_QUIET", "1")  # no progress bars in the gallery's captured output
 
 project = "scimech"
 author = "The scimech developers"
@@ -25,11 +26,12 @@ extensions = [
     "sphinx.ext.autodoc",
     "numpydoc",
     "sphinx.ext.viewcode",
+    "sphinx_gallery.gen_gallery",
 ]
 
 source_suffix = {".md": "markdown", ".rst": "restructuredtext"}  # .rst: autosummary's own pages
 root_doc = "index"
-exclude_patterns = ["_build", "**/.ipynb_checkpoints"]
+exclude_patterns = ["_build", "**/.ipynb_checkpoints", "auto_examples/*.ipynb", "auto_examples/**/*.ipynb"]
 
 # MyST: GitHub-style Markdown as the guides are written (tables, $math$, headings as link targets)
 myst_enable_extensions = ["dollarmath", "colon_fence", "deflist"]
@@ -45,6 +47,26 @@ autodoc_default_options = {"members": False}
 numpydoc_show_class_members = False  # classes list their documented members themselves (:members:)
 numpydoc_class_members_toctree = False
 numpydoc_xref_param_type = False
+
+# --- the gallery (sphinx-gallery): examples/ run at build time, their figures and output kept ------
+# Every examples/**/plot_*.py runs once per build, in file-name order, in one process (imports are
+# paid once); an example that fails fails the build. The generated pages (docs/auto_examples/) are
+# build output, not sources: .gitignore keeps them out of the repository.
+sphinx_gallery_conf = {
+    "examples_dirs": ["../examples"],
+    "gallery_dirs": ["auto_examples"],
+    "filename_pattern": r"/plot_",
+    "within_subsection_order": "FileNameSortKey",
+    "download_all_examples": False,
+    "remove_config_comments": True,
+    "show_memory": False,
+    "min_reported_time": 1,
+    "matplotlib_animations": False,
+    "image_scrapers": ("matplotlib",),
+    "reset_modules": ("matplotlib",),
+    "capture_repr": ("_repr_html_", "__repr__"),
+    "first_notebook_cell": None,
+}
 
 html_theme = "pydata_sphinx_theme"
 html_title = f"scimech {release}"
