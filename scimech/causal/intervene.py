@@ -190,6 +190,45 @@ def _ref_at(ref: torch.Tensor | None, cur: torch.Tensor, policy: CallPolicy | No
     return ref[:, pos]
 
 
+def _mesh_fix_checked(s: Session, reference: Any, sites: Sequence[str]) -> str:
+    """Where ``samples=FixedMesh(nodes)`` meets reference inputs whose rows are samples (a grid per row)
+    and the model builds the mesh itself: the refusal's fix (``samples=`` dropped, the site's rows
+    declared packed sample by sample) checked on the reference's first samples, site by site: whether
+    the site holds ``nodes`` rows per sample, packed sample by sample (the profile's packing check: the
+    first half of the samples alone gives the site's first rows). What was found, for the message
+    (``""``: it could not be checked)."""
+    nodes = mesh_nodes(s.samples)
+    try:
+        first = slice_batch(reference, 0, min(n_samples_of(reference), 8))
+        rows = batch_size_of(first)
+        plain = [resolve_site(s.model, name) for name in sites]
+        prof = s.check(first, {"sites"}, sites=plain)
+    except Exception:  # noqa: BLE001 - not told: the refusal stands as it is
+        return ""
+    found = []
+    for r in plain:
+        shapes = prof.sites[r.name].shapes if r.name in prof.sites else []
+        if not shapes or len(shapes[0]) < 2 or shapes[0][0] != rows * nodes:
+            got = f"{shapes[0][0]} rows" if shapes and shapes[0] else "no rows"
+            found.append(
+                f"site {r.name!r} gives {got} for {rows} samples, not {rows} x {nodes}: the layout does not apply"
+            )
+            continue
+        tail = " ".join([*(f"position_{i}" for i in range(1, len(shapes[0]) - 1)), "feature"])
+        layout = f"batch*window {tail}"
+        try:
+            packed = resolve_site(s.model, r.name, axes={r.name: layout})
+            prof = s.check(first, {"packing"}, sites=[packed])
+            packing = prof.sites[r.name].packing or "not checked"
+        except Exception as e:  # noqa: BLE001 - shown, not raised: the refusal is raised by the caller
+            packing = f"not checked ({type(e).__name__})"
+        found.append(
+            f"site {r.name!r} holds {rows} x {nodes} rows for {rows} samples, {packing}"
+            + (f": axes={{{r.name!r}: {layout!r}}} works" if packing == "sample by sample" else "")
+        )
+    return f"Checked on the first {rows} reference samples: " + "; ".join(found) + "."
+
+
 def _check_samples(s: Session, m: Method, reference: Any, sites: Sequence[str]) -> None:
     """Mean and resample treat the rows of the reference and the run as samples: check it."""
     if not m.needs_reference:
@@ -197,7 +236,13 @@ def _check_samples(s: Session, m: Method, reference: Any, sites: Sequence[str]) 
     verb, samples = s.verb, s.samples
     given = _given_activations(reference, sites)
     if not given:
-        check_mesh(reference, samples, verb, "reference inputs")
+        try:
+            check_mesh(reference, samples, verb, "reference inputs")
+        except DataValidationError as err:
+            checked = _mesh_fix_checked(s, reference, sites)
+            if checked:
+                raise DataValidationError(f"{err} {checked}") from None
+            raise
     if samples is None and not given and is_one_batch(reference):
         n = n_samples_of(reference)
         first = slice_batch(reference, 0, min(n, 64))

@@ -29,7 +29,12 @@ returns. A module is reused for a site when it ran exactly once, finished before
 site's module started (for an output site: before it finished, the module itself
 included) and returns batched tensors; of nested qualifying modules only the outermost is
 replaced. A module that changes its input in place (``nn.ReLU(inplace=True)``) never
-qualifies, since skipping it would skip that change. Models with no such module (one
+qualifies, since skipping it would skip that change. Nor does a module that draws random
+numbers in its call (the random number generator's state moves across it: Informer's
+ProbSparse attention samples keys with ``torch.randint``), nor is a module resumed whose
+part before the site draws: under a ``forward=`` that seeds each pass, skipping a draw would
+shift every later draw, and the modules after the site would sample other keys than in a
+full pass. Models with no such module (one
 block called in a loop, weights shared between steps) reuse nothing and run as before.
 The results are those of the full forward passes up to float rounding (the reused
 outputs were computed on ``b`` rows rather than on the tiled batch).
@@ -78,6 +83,8 @@ class ModuleCall:
     replayable: bool = False
     out_version: int = -1
     structure: Any = None
+    #: whether its (first) call drew random numbers (the generator's state moved across it)
+    draws: bool = False
 
 
 @dataclass(frozen=True)
@@ -211,6 +218,7 @@ class CallTrace:
                 or outer.output is not inner.output
                 or outer.out_version != inner.out_version
                 or (_extras(outer.structure) and (outer.name, inner.name) not in self.independent)
+                or outer.draws  # its part before the site would not draw: later draws would shift
             ):
                 break
             best = Resume(outer.name, inner.name, outer.structure)
@@ -232,7 +240,7 @@ class CallTrace:
         for name, c in sorted(self.calls.items(), key=lambda kv: kv[1].start):
             if c.start >= cut:
                 break
-            if c.calls != 1 or not c.batched or c.end >= cut:
+            if c.calls != 1 or not c.batched or c.end >= cut or c.draws:
                 continue
             parts = name.split(".")
             if any(".".join(parts[:i]) in taken for i in range(1, len(parts))):
@@ -268,6 +276,20 @@ class CallTrace:
         return best if len(best) >= 2 else []
 
 
+def _rng_state() -> list[torch.Tensor]:
+    """The state of torch's random number generators: the CPU's, and the current CUDA device's
+    where CUDA is in use."""
+    got = [torch.get_rng_state()]
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        got.append(torch.cuda.get_rng_state())
+    return got
+
+
+def _moved(before: list[torch.Tensor], after: list[torch.Tensor]) -> bool:
+    """Whether random numbers were drawn between two states of :func:`_rng_state`."""
+    return len(before) != len(after) or any(not torch.equal(a, b) for a, b in zip(before, after, strict=True))
+
+
 def trace_calls(model: nn.Module, batch: Any, forward: Callable | None = None) -> CallTrace:
     """Trace the module calls of one forward pass on two copies of the first row of ``batch``.
 
@@ -280,12 +302,14 @@ def trace_calls(model: nn.Module, batch: Any, forward: Callable | None = None) -
     handles = []
 
     versions: dict[str, list[tuple[torch.Tensor, int]]] = {}
+    states: dict[str, list[torch.Tensor]] = {}
 
     def pre(name):
         def hook(module, args, kwargs):
             counter[0] += 1
             c = calls.get(name)
             if c is None:
+                states[name] = _rng_state()
                 given = _leaves((args, kwargs))
                 calls[name] = c = ModuleCall(name, counter[0], -1, 1, False, tuple(given[:1]))
                 c.replayable = (
@@ -311,6 +335,7 @@ def trace_calls(model: nn.Module, batch: Any, forward: Callable | None = None) -
                 # beyond its output: replacing it by its output would drop that effect
                 c.in_place = any(t._version != v for t, v in versions.pop(name))
                 c.batched = not c.in_place and _two_equal_rows(output)
+                c.draws = _moved(states.pop(name), _rng_state())
 
         return hook
 
