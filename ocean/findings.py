@@ -1,22 +1,23 @@
-"""The reference study's findings, each tested on a run's numbers, and the planted-truth text.
+"""The reference study's findings, each tested on a run's numbers.
 
 :func:`findings` gives one :class:`scimech.studies.contract.Finding` per claim of the reference (similar
 skill across regimes; a more consistent bottleneck across seeds for ``mixed`` than for each
-other regime), :func:`verdict` the paragraph the report opens with, and
-:func:`recovery_text` the text of ``recovery.txt`` (first line: ``ocean planted truth: K of
-N recovered (...)``, then the table of :mod:`ocean.recovery`).
+other regime) and :func:`verdict` the paragraph the report opens with. The planted truth and the
+text of ``recovery.txt`` are :mod:`ocean.recovery`'s (as in every study); their names here of
+scimech 0.1 (``ocean.findings.recovery_text``, ``no_planted_truth``) give the same functions, with a
+DeprecationWarning, until scimech 0.3.0.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
 
 import pandas as pd
 import xarray as xr
 
-from scimech.studies.verdicts import Finding, assess, text_table
-
-from .recovery import recovery_table, summary_line
+from scimech._moved import warn_moved
+from scimech.studies.verdicts import Finding, assess
 
 __all__ = [
     "CONSISTENCY",
@@ -25,10 +26,11 @@ __all__ = [
     "consistency_ranking",
     "verdict",
     "findings",
-    "no_planted_truth",
     "findings_lines",
-    "recovery_text",
 ]
+
+#: the names that moved to :mod:`ocean.recovery`, each served here with a DeprecationWarning until 0.3.0
+MOVED_TO_RECOVERY = ("recovery_text", "no_planted_truth")
 
 
 KEY_MEASURES = ("channel_agreement_mean", "cka_mean")  # the verdict needs mixed ahead on both
@@ -200,40 +202,8 @@ def findings_lines(summary: xr.Dataset) -> list[str]:
     return [f.line() for f in findings(summary)]
 
 
-def recovery_text(summary: xr.Dataset) -> str | None:
-    """The text of ``recovery.txt``: :func:`ocean.recovery.summary_line`, the table, a note per
-    truth on how it is scored; ``None`` for a summary with no planted truth."""
-    if "recovered" not in summary:
-        return None
-    tab = recovery_table(summary)
-    world = str(summary.attrs.get("world", ""))
-    notes = [
-        f"{t}: {d}. Measure: {m}; interval: {i}; recovered when {c}."
-        for t, d, m, i, c in zip(
-            summary["truth"].values,
-            summary["truth_description"].values,
-            summary["recovery_measure"].values,
-            summary["recovery_interval"].values,
-            summary["recovery_criterion"].values,
-        )
-    ]
-    shown = tab.drop(columns=["measure", "interval", "criterion"])
-    text = [
-        summary_line(summary, world=world),
-        "",
-        text_table([str(c) for c in shown.columns], list(shown.itertuples(index=False)), rule=True),
-        "",
-        *notes,
-        "Rows with expected 'no (contrast)' are regimes not built to recover the truth: reported, not counted.",
-    ]
-    return "\n".join(text)
-
-
-def no_planted_truth(data: str) -> str:
-    """The text of ``recovery.txt`` for a study of your own product: it has no planted truth, so nothing is
-    scored as recovered or missed (the planted-truth rows belong to the synthetic ocean)."""
-    return (
-        f"ocean planted truth: none (your product {data} has no planted truth; the recovery rows score the "
-        "synthetic ocean's built-in answers only)\n\nThe findings (findings.txt) are measured on your product; "
-        "none of them is compared with a planted answer."
-    )
+def __getattr__(name: str):
+    if name in MOVED_TO_RECOVERY:  # `from ocean.findings import recovery_text`: ocean.recovery's, with a warning
+        warn_moved(f"{__name__}.{name}", f"ocean.recovery.{name}")
+        return getattr(importlib.import_module(".recovery", __package__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,4 +1,4 @@
-"""Planted truth vs what the study found.
+"""Planted truth vs what the study found, and ``recovery.txt``.
 
 The synthetic ocean is built with answers the study should find:
 
@@ -12,7 +12,10 @@ The synthetic ocean is built with answers the study should find:
 interval, and says whether the regime was *expected* to recover it (supervised channels
 in regimes with a concept loss; the free concept in regimes that train concepts and
 task jointly). Rows for regimes not expected to recover a truth (prediction-only: no
-channel is tied to a term) are contrasts: they are reported but not counted.
+channel is tied to a term) are contrasts: they are reported but not counted. The cells are read as
+the rows every study shares (:func:`planted_rows`, :class:`scimech.studies.verdicts.PlantedTruthRow`):
+the table (:func:`recovery_table`), the one line of every study (:func:`summary_line`, through
+:func:`scimech.studies.verdicts.recovery_line`) and ``recovery.txt`` (:func:`recovery_text`) all read them.
 
 A channel recovers a term when the 95 % interval of the Pearson r (signed for a named
 channel; |r| for the free concept, whose sign is arbitrary) lies wholly above ``min_r``
@@ -37,11 +40,11 @@ import xarray as xr
 
 from scimech.analysis.concepts import REGIMES
 from scimech.analysis.stats import bootstrap_ci
-from scimech.studies.verdicts import PlantedTruthRow, interval_clears, recovery_line, truth_word
+from scimech.studies.verdicts import PlantedTruthRow, interval_clears, recovery_line, text_table
 
 from .synthetic import CONCEPTS, PRESCRIBED
 
-__all__ = ["recovery", "recovery_table", "summary_line", "TRUTHS"]
+__all__ = ["recovery", "recovery_table", "planted_rows", "summary_line", "recovery_text", "no_planted_truth", "TRUTHS"]
 
 FREE = "free_0"
 HEAD = "head weights = exact budget"
@@ -357,29 +360,32 @@ def _rows(rec: xr.Dataset, expected: bool):
 
 def recovery_table(rec: xr.Dataset) -> pd.DataFrame:
     """One row per (planted truth, regime) the regime can speak to: truth, measure, value with its
-    interval, what was found, whether the regime was built to recover it, and the verdict."""
+    interval, what was found, whether the regime was built to recover it, and the verdict; the rows of
+    :func:`planted_rows` (the rows every study shares), with how each interval was made."""
     rows = []
-    for expected in (True, False):
-        for t, r, cell in _rows(rec, expected):
-            est, lo, hi = (float(cell[k]) for k in ("recovery_estimate", "recovery_low", "recovery_high"))
-            value = (
-                "nan"
-                if not np.isfinite(est)
-                else (f"{est:.2f} [{lo:.2f}, {hi:.2f}]" if np.isfinite(lo) else f"{est:.2f} [no interval]")
+    for r in planted_rows(rec):
+        value = (
+            "nan"
+            if not np.isfinite(r.estimate)
+            else (
+                f"{r.estimate:.2f} [{r.ci_low:.2f}, {r.ci_high:.2f}]"
+                if np.isfinite(r.ci_low)
+                else f"{r.estimate:.2f} [no interval]"
             )
-            rows.append(
-                {
-                    "truth": t,
-                    "regime": r,
-                    "measure": str(cell["recovery_measure"].values),
-                    "value [interval]": value,
-                    "interval": str(cell["recovery_interval"].values),
-                    "found": str(cell["recovery_found"].values),
-                    "expected": "yes" if expected else "no (contrast)",
-                    "criterion": str(cell["recovery_criterion"].values),
-                    "recovered": truth_word(bool(cell["recovered"]) if _assessed(cell) else None),
-                }
-            )
+        )
+        rows.append(
+            {
+                "truth": r.truth,
+                "regime": r.label,
+                "measure": r.measure,
+                "value [interval]": value,
+                "interval": str(rec.sel(truth=r.truth, regime=r.label)["recovery_interval"].values),
+                "found": r.found,
+                "expected": "yes" if r.counted else "no (contrast)",
+                "criterion": r.criterion,
+                "recovered": r.verdict,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -431,3 +437,42 @@ def summary_line(rec: xr.Dataset, prefix: str = "ocean", world: str = "") -> str
     if contrast:
         parts.append(f"contrasts, not built to recover: {sum(contrast)} of {len(contrast)} read recovered")
     return recovery_line(prefix, rows, "; ".join(parts), world=world)
+
+
+def recovery_text(summary: xr.Dataset) -> str | None:
+    """The text of ``recovery.txt``: :func:`summary_line`, the table, a note per truth on how it is
+    scored; ``None`` for a summary with no planted truth."""
+    if "recovered" not in summary:
+        return None
+    tab = recovery_table(summary)
+    world = str(summary.attrs.get("world", ""))
+    notes = [
+        f"{t}: {d}. Measure: {m}; interval: {i}; recovered when {c}."
+        for t, d, m, i, c in zip(
+            summary["truth"].values,
+            summary["truth_description"].values,
+            summary["recovery_measure"].values,
+            summary["recovery_interval"].values,
+            summary["recovery_criterion"].values,
+        )
+    ]
+    shown = tab.drop(columns=["measure", "interval", "criterion"])
+    text = [
+        summary_line(summary, world=world),
+        "",
+        text_table([str(c) for c in shown.columns], list(shown.itertuples(index=False)), rule=True),
+        "",
+        *notes,
+        "Rows with expected 'no (contrast)' are regimes not built to recover the truth: reported, not counted.",
+    ]
+    return "\n".join(text)
+
+
+def no_planted_truth(data: str) -> str:
+    """The text of ``recovery.txt`` for a study of your own product: it has no planted truth, so nothing is
+    scored as recovered or missed (the planted-truth rows belong to the synthetic ocean)."""
+    return (
+        f"ocean planted truth: none (your product {data} has no planted truth; the recovery rows score the "
+        "synthetic ocean's built-in answers only)\n\nThe findings (findings.txt) are measured on your product; "
+        "none of them is compared with a planted answer."
+    )

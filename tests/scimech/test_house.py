@@ -391,32 +391,33 @@ def test_a_fingerprint_names_a_moved_class_by_its_old_module():
     assert fingerprint(ReadRow("sst", "tos", "standard_name", "K", "degC", "K -> degC")) == "9f49c1b790567038"
 
 
-def test_astro_findings_still_gives_the_names_that_moved_to_astro_recovery_with_a_warning():
-    """Planted truth vs what was found lives in ``recovery.py`` in every study; astro's names of
-    scimech 0.1 (``from astro.findings import planted_recovery``) are astro.recovery's functions, warned."""
+@pytest.mark.parametrize(
+    "study, moved",
+    [
+        ("astro", {"planted_recovery", "planted_findings", "verdict_wording", "recovery_line", "study_findings",
+                   "recovery_text", "_all_finite"}),
+        ("ocean", {"recovery_text", "no_planted_truth"}),
+    ],
+)  # fmt: skip
+def test_findings_still_gives_the_names_that_moved_to_recovery_with_a_warning(study, moved):
+    """Planted truth vs what was found lives in ``recovery.py`` in every study; the names of scimech 0.1
+    (``from astro.findings import planted_recovery``) are the recovery module's functions, warned."""
+    import importlib
     import warnings
 
-    import astro.findings
-    import astro.recovery
-
-    moved = {
-        "planted_recovery",
-        "planted_findings",
-        "verdict_wording",
-        "recovery_line",
-        "study_findings",
-        "recovery_text",
-    }
-    assert moved <= set(astro.recovery.__all__) and not moved & set(astro.findings.__all__)
-    for name in sorted(moved | {"_all_finite"}):
-        vars(astro.findings).pop(name, None)
+    findings = importlib.import_module(f"{study}.findings")
+    recovery = importlib.import_module(f"{study}.recovery")
+    public = {n for n in moved if not n.startswith("_")}
+    assert public <= set(recovery.__all__) and not moved & set(findings.__all__)
+    assert not [n for n in moved if n in vars(findings)]  # defined once, in recovery.py
+    for name in sorted(moved):
         with warnings.catch_warnings(record=True) as seen:
             warnings.simplefilter("always")
-            old = getattr(astro.findings, name)
-        assert old is getattr(astro.recovery, name), name
+            old = getattr(findings, name)
+        assert old is getattr(recovery, name), name
         assert [str(w.message) for w in seen] == [
-            f"astro.findings.{name} moved to astro.recovery.{name}; the old path will be removed in scimech 0.3.0"
+            f"{study}.findings.{name} moved to {study}.recovery.{name}; the old path will be removed in scimech 0.3.0"
         ]
         assert seen[0].filename == __file__  # the warning points at the line that named it
     with pytest.raises(AttributeError, match="no attribute 'no_such_name'"):
-        astro.findings.no_such_name  # noqa: B018
+        findings.no_such_name  # noqa: B018
