@@ -36,6 +36,7 @@ STAGED_KEYS = (
     "weight_decay",
     "target_width",
     "colour_weight",
+    "check_every",
     "seed",
 )
 
@@ -103,7 +104,7 @@ def train_standin(
     return ad, hist
 
 
-def train_standin_staged(train, settings, *, log=None, on_step=None):
+def train_standin_staged(train, settings, *, validation=None, log=None, on_step=None):
     """Fit tokenizers on ``train`` and train a stand-in (or, with ``settings["planted"]``, a planted
     stand-in) in two stages (:func:`astro.models.staged.train_staged`): the training of the shipped
     stand-ins. ``settings``: every key of :data:`STAGED_KEYS`. Returns ``(adapter, history)``.
@@ -112,6 +113,10 @@ def train_standin_staged(train, settings, *, log=None, on_step=None):
     ``reservoir_size`` training values, the g, i, z fluxes relative to ``flux_reference`` (colours);
     the scalar embeddings start smooth in the code with a term linear in its value
     (:func:`astro.models.standin.ordinal_init`, ``linear_init``).
+
+    ``validation``: held-out galaxies (a :class:`~astro.synthetic.GalaxySample` of their own draw,
+    never the test galaxies); with ``settings["check_every"]`` > 0 each stage scores them every that
+    many steps and ends on its best checkpoint (:func:`astro.models.staged.train_staged`).
     """
     missing = [k for k in STAGED_KEYS if k not in settings]
     if missing:
@@ -159,6 +164,10 @@ def train_standin_staged(train, settings, *, log=None, on_step=None):
             aux_params=() if readout is None else list(readout.parameters()),
             log=log,
             on_step=on_step,
+            validation=None
+            if validation is None
+            else (ad.tokenize(validation.catalog, validation.images), np.asarray(validation.catalog["z"], float)),
+            check_every=int(st["check_every"]),
         )
     finally:
         if readout is not None:

@@ -46,6 +46,7 @@ from scimech.causal.metrics import Metric
 from scimech.errors import CheckpointError, ConfigError, DataValidationError
 
 __all__ = [
+    "READOUTS",
     "LEGACY_SCALARS",
     "IMAGE_KEY",
     "Z_KEY",
@@ -88,6 +89,8 @@ LEGACY_SCALARS: dict[str, tuple[str, str, str]] = {
 #: aion band names of the Legacy Survey g, r, i, z images (DECam; nanomaggy per pixel).
 DES_BANDS: tuple[str, ...] = ("DES-G", "DES-R", "DES-I", "DES-Z")
 MASK_PREFIX = "mask/"
+#: point estimates of the binned redshift PDF (:meth:`AIONRedshift.point_z`)
+READOUTS = ("mean", "median", "mode")
 _SITE = re.compile(r"^encoder\.(\d+)\.attn\.heads\[(\d+)\]$")
 #: ``--dtype`` names -> the transformer's floating-point type in the forward passes (``float32`` the
 #: default; the image codec, the redshift read-out and every activation handed to a probe stay float32)
@@ -706,15 +709,37 @@ class AIONRedshift:
         """A scimech metric: expected redshift per sample."""
         return Metric(lambda out, target=None: self.expected_z(out), "expected_z")
 
+    def point_z(self, logits: torch.Tensor, readout: str = "mean") -> torch.Tensor:
+        """Point estimate of the binned redshift PDF (softmax of the ``tok_z`` logits over the buckets).
+
+        ``readout`` (:data:`READOUTS`): ``"mean"``, the PDF's expectation (:meth:`expected_z`, differentiable;
+        the study's); ``"median"``, the bucket where the cumulative PDF first reaches 1/2; ``"mode"``, the
+        most probable bucket (the photo-z literature's usual point estimates of a PDF: e.g. the peak in BPZ,
+        Benitez 2000, the median in Tanaka et al. 2018, PASJ 70, S9).
+        """
+        if readout == "mean":
+            return self.expected_z(logits)
+        if readout not in READOUTS:
+            raise ConfigError(f"readout must be one of {READOUTS}; got {readout!r}.")
+        b = self.buckets().to(logits.device)
+        p = torch.softmax(logits[..., : b.numel()].float(), dim=-1)
+        if readout == "mode":
+            return b[p.argmax(dim=-1)]
+        below = (torch.cumsum(p, dim=-1) < 0.5).sum(dim=-1).clamp_max(b.numel() - 1)
+        return b[below]
+
     @torch.no_grad()
-    def predict_z(self, batch: Mapping[str, Any], batch_size: int = 512) -> np.ndarray:
-        """Expected redshift for every sample of a batch dict (see :meth:`batch`), in passes of at
-        most ``batch_size`` galaxies (:func:`rows_per_pass`: fewer when a galaxy has many tokens)."""
+    def predict_z(self, batch: Mapping[str, Any], batch_size: int = 512, readout: str = "mean") -> np.ndarray:
+        """Redshift of every sample of a batch dict (see :meth:`batch`), the PDF's ``readout``
+        (:meth:`point_z`; default its expectation), in passes of at most ``batch_size`` galaxies
+        (:func:`rows_per_pass`: fewer when a galaxy has many tokens)."""
+        if readout not in READOUTS:
+            raise ConfigError(f"readout must be one of {READOUTS}; got {readout!r}.")
         self.model.eval()
         batch_size = rows_per_pass(batch, batch_size)
         n = batch_size_of(batch)
         out = np.empty(n)
         for s, b in iter_batches(batch, batch_size):
-            z = self.expected_z(self.forward(self.model, b))
+            z = self.point_z(self.forward(self.model, b), readout)
             out[s : s + len(z)] = z.cpu().numpy()
         return out

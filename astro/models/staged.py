@@ -13,10 +13,18 @@ Each stage has its own one-cycle learning-rate schedule (AdamW). Batches cycle t
 the training set (:func:`astro.models.standin.noisy_views`): a new view at each pass over the
 galaxies. The loss is the cross-entropy of the ``tok_z`` logits against a Gaussian-smoothed one-hot
 target, as :func:`astro.models.standin.train`.
+
+Given held-out ``validation`` galaxies (tokens and redshifts, never the test galaxies), each stage
+scores the model every ``check_every`` steps and ends on its best checkpoint (early stopping): the
+lowest mean|dz| photometry-only in stage 1, the lowest mean of photometry-only and multimodal
+mean|dz| in stage 2. A stand-in that trains on long after it has learnt the colours memorises its
+training galaxies (measured: sigma_NMAD 0.013 and 0.3% outliers on them, 0.025 and 4.7% on new
+galaxies, docs/astro.md) and grows confident on the wrong side of the dust-redshift degeneracy.
 """
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -29,7 +37,7 @@ from scimech.errors import ConfigError
 from . import aion as aion_adapter
 from .standin import _optimiser, _soft_targets
 
-__all__ = ["train_staged"]
+__all__ = ["train_staged", "validation_score"]
 
 Tokens = Mapping[str, torch.Tensor]
 #: the fewest steps of a stage (its one-cycle schedule warms up over the first 10%)
@@ -43,6 +51,25 @@ def _part_loss(adapter, model, view: Tokens, rows: torch.Tensor, z: torch.Tensor
     vocab = logits.shape[-1]
     target = _soft_targets(z[rows], adapter.buckets(), vocab, width=width).to(logits.device)
     return -(target * torch.log_softmax(logits, dim=-1)).sum()
+
+
+@torch.no_grad()
+def validation_score(adapter, tokens: Tokens, z: np.ndarray, image: bool) -> dict[str, float]:
+    """mean|dz| of held-out galaxies, ``photometry`` (image tokens left out) and, with ``image``,
+    ``multimodal``; ``score``: their mean (the photometry-only one alone without ``image``)."""
+    model = adapter.model
+    was_training = model.training
+    model.eval()
+    z = np.asarray(z, float)
+    out = {}
+    for name, keep in (("photometry", False), ("multimodal", True)) if image else (("photometry", False),):
+        batch = aion_adapter.AIONRedshift.batch(
+            {k: v for k, v in tokens.items() if keep or k != aion_adapter.IMAGE_KEY}
+        )
+        out[name] = float(np.mean(np.abs(adapter.predict_z(batch) - z) / (1 + z)))
+    out["score"] = float(np.mean(list(out.values())))
+    model.train(was_training)
+    return out
 
 
 def _stage(
@@ -60,8 +87,12 @@ def _stage(
     aux_loss: Callable[[torch.Tensor], torch.Tensor] | None,
     aux_params: Sequence[torch.nn.Parameter],
     log: Callable[[int, float], None],
-) -> list[float]:
+    validation: tuple[Tokens, np.ndarray] | None = None,
+    check_every: int = 0,
+) -> tuple[list[float], dict[str, Any]]:
     model = adapter.model
+    checks: list[dict[str, float]] = []
+    best: tuple[float, int, dict | None] = (np.inf, 0, None)
     opt, sched = _optimiser(model, aux_params, lr=lr, table_lr=1.0, weight_decay=weight_decay, steps=steps)
     n, losses, epoch, pos = len(z), [], 0, 0
     perm = torch.randperm(n, generator=generator)
@@ -84,8 +115,15 @@ def _stage(
         if step < steps - 1:
             sched.step()
         losses.append(float(loss.detach()))
+        if validation is not None and check_every and ((step + 1) % check_every == 0 or step + 1 == steps):
+            sc = validation_score(adapter, *validation, image=image_share > 0)
+            checks.append({"step": step + 1, **sc})
+            if sc["score"] < best[0]:
+                best = (sc["score"], step + 1, copy.deepcopy(model.state_dict()))
         log(step + 1, losses[-1])
-    return losses
+    if best[2] is not None:
+        model.load_state_dict(best[2])
+    return losses, {"checks": checks, "best_step": best[1] if best[2] is not None else steps}
 
 
 def train_staged(
@@ -106,13 +144,19 @@ def train_staged(
     log: Callable[[str], None] | None = None,
     log_every: int = 500,
     on_step: Callable[[str, int], None] | None = None,
+    validation: tuple[Tokens, np.ndarray] | None = None,
+    check_every: int = 0,
 ) -> dict[str, Any]:
     """Train ``adapter.model`` on ``views`` (token dicts of the same galaxies) and truth ``z``, in two
     stages (see the module): ``phot_steps`` photometry-only, then ``steps`` with modality dropout.
 
     ``aux_loss(rows)``, ``aux_params``: an extra loss term after each forward pass and the parameters
     it trains (:class:`astro.models.planted.ColourReadout`). ``on_step(stage, step)``: called after
-    each step (e.g. to score a held-out set). Returns the loss per step of each stage and the seconds.
+    each step (e.g. to score a held-out set). ``validation``: ``(tokens, z)`` of held-out galaxies (their
+    measured view, with the image tokens); with ``check_every`` > 0 each stage scores them every that many
+    steps (:func:`validation_score`) and ends on its best checkpoint. Returns the loss per step of each
+    stage, the validation checks and best step of each (``checks_<stage>``, ``best_step_<stage>``) and
+    the seconds.
     """
     if not views:
         raise ConfigError("train_staged needs at least one token view of the training galaxies.")
@@ -144,7 +188,7 @@ def train_staged(
             if log and (step % log_every == 0 or step == n_steps):
                 log(f"{stage} step {step}/{n_steps} loss {loss:.4f} ({time.perf_counter() - t0:.0f} s)")
 
-        out[f"loss_{stage}"] = _stage(
+        out[f"loss_{stage}"], picked = _stage(
             adapter,
             views,
             zt,
@@ -158,7 +202,13 @@ def train_staged(
             aux_loss=aux_loss,
             aux_params=aux_params,
             log=_log,
+            validation=validation,
+            check_every=int(check_every),
         )
+        if validation is not None and check_every:
+            out[f"checks_{stage}"], out[f"best_step_{stage}"] = picked["checks"], picked["best_step"]
+            if log:
+                log(f"{stage}: kept step {picked['best_step']} of {n_steps} (held-out mean|dz| lowest)")
     adapter.model.eval()
     out["seconds"] = time.perf_counter() - t0
     return out
