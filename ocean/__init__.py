@@ -34,8 +34,8 @@ training    one (regime, seed) unit: train (checkpointed) and keep its test pred
 run         the data (fingerprinted; stale results set aside) and every unit through
             scimech.run.parallel.map_units, resumable
 evidence    the finished units analysed: skill, fidelity, cross-seed consistency, planted truth
-recovery    planted truth vs what the study found
-findings    the reference findings with their verdicts, and recovery.txt's text
+recovery    planted truth vs what the study found: the table, the line and recovery.txt's text
+findings    the reference findings with their verdicts
 report      report.md / html and the outcome files; plots: the figures
 study       OceanStudy (scimech.studies.contract.Study): the ``scimech ocean`` commands, plan -> run -> findings /
             planted truth -> report, the demo

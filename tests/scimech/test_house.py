@@ -421,3 +421,17 @@ def test_findings_still_gives_the_names_that_moved_to_recovery_with_a_warning(st
         assert seen[0].filename == __file__  # the warning points at the line that named it
     with pytest.raises(AttributeError, match="no attribute 'no_such_name'"):
         findings.no_such_name  # noqa: B018
+
+
+def test_old_path_and_new_path_undo_each_other():
+    """A fingerprint names a class of a moved module by its old path (``scimech.run.fingerprint``):
+    ``old_path`` undoes ``new_path`` for every entry of every table, a moved package's modules too."""
+    from scimech._moved import TABLES, new_path, old_path
+
+    for package, table in TABLES.items():
+        for old in table:
+            for name in (f"{package}.{old}", f"{package}.{old}.sub"):
+                assert old_path(new_path(name)) == name, name
+    assert new_path("ocean.stores") == "ocean.data.stores" and old_path("ocean.data.stores") == "ocean.stores"
+    assert old_path("ocean.data") == "ocean.data" and new_path("ocean.data") is None  # the package itself is new
+    assert new_path("oceanx.stores") is None and new_path("ocean") is None and old_path("ocean.plan") == "ocean.plan"
