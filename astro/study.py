@@ -34,9 +34,9 @@ your Legacy Survey DR10 galaxies (astro.catalog.read_legacy_survey): a catalogue
 their overlaps merged), or a folder holding ``catalog.fits`` or ``sweep-*.fits`` and optionally
 ``images.npy`` / ``images.fits`` cut-outs or a ``cutouts/`` folder of one FITS file per galaxy (``--images``
 names them elsewhere: a cube, or such a folder, matched to the rows by TARGETID or sky position); the
-report's "What was read" lists each file and how they were combined. Without ``--model`` a stand-in is trained on a random 75%
-of its objects (``--test-fraction``; the rows of one object stay together) and studied on the rest. ``--model/--train/--test`` study an
-existing model on existing samples.
+report's "What was read" lists each file and how they were combined. Without ``--model`` a stand-in is
+trained on a random 75% of its objects (``--test-fraction``; the rows of one object stay together) and
+studied on the rest. ``--model/--train/--test`` study an existing model on existing samples.
 
 ``--size``: quick (1600 / 600 galaxies), medium (4000 / 1200) or full (8000 / 2000), see
 astro.plan; each size can be set on its own (``--n-train`` ...).
