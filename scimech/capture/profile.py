@@ -63,11 +63,14 @@ from scimech.capture.batches import (
     batch_size_of,
     is_graph_batch,
     leaf_tensors,
+    map_tensors,
     n_samples_of,
     slice_batch,
     tile_batch,
 )
 from scimech.capture.hooks import StopForward, first_tensor, hooks_aside, run_forward
+from scimech.capture.layout import edge_layout
+from scimech.capture.sites import resolve_site
 from scimech.errors import DataValidationError, DimensionError
 
 __all__ = [
@@ -888,9 +891,6 @@ def data_rows_checked(
     data: the first sample of ``batch`` alone runs, and the site gives rows of its own there (the
     fix, one graph per batch with the site declared without a batch axis, then works). ``None``
     where it cannot be checked (no sample index, the sample cannot run alone): the refusal stands."""
-    from scimech.capture.layout import edge_layout
-    from scimech.capture.sites import resolve_site
-
     site, n_rows, rows = err.data_rows  # type: ignore[attr-defined]
     first = _first_sample_rows(batch, samples)
     if first is None:
@@ -922,6 +922,4 @@ def data_rows_checked(
 
 def _rows_of(batch: Any, h: int, rows: int) -> Any:
     """The first ``h`` rows of every leaf batched on ``rows`` rows (other leaves kept whole)."""
-    from scimech.capture.batches import map_tensors
-
     return map_tensors(batch, lambda t: t[:h] if t.dim() and t.shape[0] == rows else t)
