@@ -8,8 +8,8 @@ The study, in the order it runs (``scimech astro study``, :class:`astro.study.As
   the stand-in trained by :mod:`astro.training`;
 * :mod:`astro.evidence`: the four measurements of :mod:`astro.measures` (advantage, probes,
   interventions, attenuation bias) on one model;
-* :mod:`astro.findings`: the reference study's four findings and the planted truth, tested
-  on the evidence;
+* :mod:`astro.findings`: the reference study's four findings, tested on the evidence;
+* :mod:`astro.recovery`: the planted truth against what the study found;
 * :mod:`astro.report`: figures (:mod:`astro.plots`) and ``report.md``.
 
 Data and models: :mod:`astro.synthetic` (galaxies with truth), :mod:`astro.catalog` (your
@@ -37,6 +37,7 @@ __all__ = [
     "measures",
     "evidence",
     "findings",
+    "recovery",
     "report",
     "study",
     "plots",

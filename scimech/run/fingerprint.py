@@ -199,16 +199,11 @@ def _feed(h, obj: Any, in_array: bool = False) -> None:
 
 def _home(module: str) -> str:
     """A module's name as fingerprints spell it: a class of a module that moved into a subpackage
-    (``scimech.studies.reading``) by its scimech 0.1 path (``scimech.reading``), so that a run folder
+    (``scimech.studies.reading``, ``ocean.data.stores``) by its old path (``scimech.reading``, ``ocean.stores``), so that a run folder
     from before the move is still current (a fingerprint names a dataclass's module)."""
-    if module.startswith("scimech."):
-        from scimech._moved import MOVED
+    from scimech._moved import old_path
 
-        old = {f"scimech.{new}": f"scimech.{old}" for old, new in MOVED.items()}
-        head = next((n for n in old if module == n or module.startswith(n + ".")), None)
-        if head is not None:
-            return old[head] + module[len(head) :]
-    return module
+    return old_path(module)
 
 
 def _is(obj: Any, module: str, name: str) -> bool:
