@@ -38,7 +38,7 @@ def activations(n, seed):
 
 x = activations(3000, seed=1)
 acts = xr.DataArray(x.numpy(), dims=("sample", "unit"))
-dic, history = sd.train_dictionary(acts, kind="topk", n_features=96, k=3, epochs=10, batch_size=128, lr=3e-3)
+dic, history = sd.train_dictionary(acts, kind="topk", n_features=96, k=3, epochs=6, batch_size=128, lr=3e-3)
 quality = sd.dictionary_quality(dic, acts, n_bootstrap=100)
 best = (directions @ dic.W_dec.detach().T).max(1).values
 print(f"variance explained {float(quality.fve):.3f}, L0 {float(quality.l0):.1f}")
@@ -53,7 +53,7 @@ print(f"planted directions found (cosine > 0.9): {int((best > 0.9).sum())} of 48
 # needs more rows than these to follow a rotation inside it (the map chosen is printed).
 G = torch.randn(32, 32, generator=torch.Generator().manual_seed(9))
 G = (G - G.T) / np.sqrt(2 * 32)
-sizes = [0.0, 0.2, 0.4, 0.8, 1.6]
+sizes = [0.0, 0.4, 0.8, 1.6]
 rows = []
 for t in sizes:
     shifted = xr.DataArray((activations(3000, seed=2) @ torch.linalg.matrix_exp(t * G).T).numpy(), dims=acts.dims)

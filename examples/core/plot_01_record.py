@@ -42,16 +42,17 @@ print(norm.dims)
 
 # %%
 # A variable of the input (how often token 7 occurs in the sequence) against the feature of
-# the last block, at the last token, that follows it most closely:
+# the last block, averaged over the tokens (``reduce="mean"``), that follows it most closely:
 count = (tokens == 7).sum(1).numpy()
-last = sm.record(model, tokens, blocks[-1:], reduce="last")[blocks[-1]]  # (sample, feature)
+last = sm.record(model, tokens, blocks[-1:], reduce="mean")[blocks[-1]]  # (sample, feature)
 r = [abs(np.corrcoef(last[:, j], count)[0, 1]) for j in range(last.sizes["feature"])]
 best = int(np.argmax(r))
 
 fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
 norm.plot(ax=left, cmap="viridis", cbar_kwargs={"label": "mean |activation|"})
 left.set_title("residual stream size by layer and token")
+left.set_yticks(range(config.n_layer))
 sm.feature_vs_variable(last.isel(feature=best), count, ax=right, bins=6)
 right.set_xlabel("occurrences of token 7")
-right.set_title(f"feature {best} of the last block (|r| = {r[best]:.2f})")
+right.set_title(f"feature {best} of the last block, mean over tokens (|r| = {r[best]:.2f})", fontsize="medium")
 fig.tight_layout()

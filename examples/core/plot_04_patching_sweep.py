@@ -56,6 +56,6 @@ left.set_title("one head patched (hatched: 95% interval includes 0)", fontsize="
 by_layer = mean.sel(site=heads).groupby("layer").sum()
 right.bar(by_layer["layer"], by_layer.values, label="sum over its heads, each patched alone")
 right.plot(range(len(layers)), mean.sel(site=layers).values, "k_", ms=30, mew=2, label="the whole layer")
-right.set(xlabel="layer", ylabel="normalized effect", xticks=range(len(layers)))
-right.legend(fontsize="small")
+right.set(xlabel="layer", ylabel="normalized effect", xticks=range(len(layers)), ylim=(0, 1.6))
+right.legend(fontsize="small", loc="upper center")
 fig.tight_layout()

@@ -9,8 +9,8 @@ true values) and free ones (not supervised: room for what the prescribed ones mi
 linear head.
 
 Here a target is the sum of two known processes and one nobody prescribed. The trained model
-reads the known ones into their concepts, puts the third into its free concept, and a
-test-time intervention (the true value of a concept put in) shows how much each concept's
+reads the known ones into their concepts, its free concept takes up part of the third (with
+either sign: nothing supervises it), and a test-time intervention (the true value of a concept put in) shows how much each concept's
 error costs the forecast (:func:`scimech.analysis.concepts.intervention_efficacy`).
 """
 
@@ -41,7 +41,7 @@ model = sm.ConceptBottleneck(encoder, sm.ConceptLayer(32, ["forcing", "mixing"],
 # %%
 # ``mixed`` trains task and concepts together, the concept loss's weight falling from 0.8 to
 # 0.2 over the epochs:
-history = fit_cbm(model, batches, regime="mixed", epochs=25, lr=1e-2, val_batches=test)
+history = fit_cbm(model, batches, regime="mixed", epochs=15, lr=1e-2, val_batches=test)
 print(history[["train_task", "train_concept", "val_task"]].isel(epoch=[0, -1]).to_dataframe().round(3))
 
 # %%

@@ -63,6 +63,6 @@ fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
 for ax, field in zip(axes, attributions.field.values):
     abs(attributions.sel(field=field)).mean("sample").plot(ax=ax, cmap="viridis")
     ax.add_patch(plt.Rectangle((4.5, 7.5), 12, 6, fill=False, ec="w", lw=1.5))
-    ax.set_title(f"mean |integrated gradients|, field {field!r}", fontsize="medium")
+    ax.set_title(f"mean |integrated gradients|, field '{field}'", fontsize="medium")
     ax.invert_yaxis()
 fig.tight_layout()

@@ -43,13 +43,14 @@ across = np.array([[sm.linear_cka(a, b) for b in reps[1]] for a in reps[0]])
 print("CKA of each layer with the same layer of the twin:", np.round(np.diag(across), 2))
 print("Procrustes distance, last layers:", round(sm.procrustes_distance(reps[0][-1], reps[1][-1]), 3))
 
-fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+fig, axes = plt.subplots(1, 2, figsize=(10.5, 4), layout="constrained")
 for ax, m, title in zip(axes, (within, across), ("seed 0 against itself", "seed 0 against seed 1")):
     im = ax.imshow(m, vmin=0, vmax=1, cmap="magma", origin="lower")
     ax.set_xticks(range(5), names)
     ax.set_yticks(range(5), names)
-    ax.set(xlabel="layer", ylabel="layer (seed 0)", title=title)
+    ax.set(xlabel="layer", title=title)
     for i in range(5):
         for j in range(5):
             ax.text(j, i, f"{m[i, j]:.2f}", ha="center", va="center", color="w" if m[i, j] < 0.6 else "k", fontsize=8)
+axes[0].set_ylabel("layer (seed 0)")
 fig.colorbar(im, ax=axes, label="linear CKA")

@@ -68,11 +68,12 @@ for key, said in sample.meta["reading"].sections["files"].items():
 # the photometry a redshift model has to read.
 g_r = -2.5 * np.log10(cat["flux_g"].value / cat["flux_r"].value)
 r_z = -2.5 * np.log10(cat["flux_r"].value / cat["flux_z"].value)
-files = np.asarray(cat["file"]).astype(str)
+files = np.asarray(cat["file"])  # the index of each row's file, in the order of the reading's files
+names = [key for key in sample.meta["reading"].sections["files"] if key != "how combined"]
 fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
 for f in np.unique(files):
     at = files == f
-    left.scatter(cat["z"][at], g_r[at], s=5, alpha=0.6, label=Path(f).name)
+    left.scatter(cat["z"][at], g_r[at], s=5, alpha=0.6, label=names[int(f)])
 left.set(xlabel="redshift z", ylabel="g - r [mag]")
 left.legend(fontsize="small", markerscale=3)
 sc = right.scatter(r_z, g_r, c=cat["z"], s=5, cmap="plasma")

@@ -60,8 +60,11 @@ left.imshow(activity[:, :90].T, aspect="auto", cmap="magma", extent=(0, len(acti
 for k, c in enumerate(np.unique(conditions)):
     t = np.flatnonzero(conditions == c) / fs
     left.axvspan(t.min(), t.max(), ymin=0.97, ymax=1.0, color=f"C{k}", label=c)
-left.set(xlabel="time [s]", ylabel="neuron (planes 0 and 1)", title="the traces written to suite2p's folders")
-left.legend(ncol=4, fontsize="small", loc="lower right")
+left.set(xlabel="time [s]", ylabel="neuron (planes 0 and 1)")
+left.set_title("the traces written to suite2p's folders", loc="left", fontsize="medium")
+left.legend(ncol=4, fontsize="small", loc="lower right", bbox_to_anchor=(1.0, 1.0), frameon=False)
 table[["test", "ood_held_out_condition"]].plot.bar(ax=right, rot=0)
-right.set(ylabel="MAE (z-scored activity)", title="forecast error, ID test and held-out condition")
+right.legend(["test (conditions seen in training)", "held-out condition (turning)"], fontsize="small", loc="upper left")
+right.set(ylabel="MAE (z-scored activity)", ylim=(0, 1.0))
+right.set_title("forecast error", fontsize="medium")
 fig.tight_layout()
