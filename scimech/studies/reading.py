@@ -26,6 +26,10 @@ __all__ = ["ReadRow", "Reading"]
 _COLUMNS = ("quantity", "variable", "found_by", "units_found", "units_used", "conversion")
 _HEADERS = ("quantity", "variable", "found by", "units as found", "units as used", "conversion / sign")
 
+#: the sections that list the files read and how they were combined: shown first, before the
+#: quantity table, so a report on a product of many files opens with what was read
+FILE_SECTIONS = ("files",)
+
 
 @dataclass
 class ReadRow:
@@ -117,19 +121,27 @@ class Reading:
         df = pd.DataFrame([asdict(r) for r in self.rows], columns=list(_COLUMNS))
         return df.set_index("quantity")
 
+    def _sections(self) -> tuple[list[tuple[str, dict]], list[tuple[str, dict]]]:
+        """The sections that list the files read (:data:`FILE_SECTIONS`), shown first, and the others."""
+        items = list(self.sections.items())
+        return [i for i in items if i[0] in FILE_SECTIONS], [i for i in items if i[0] not in FILE_SECTIONS]
+
     def _grid(self) -> list[list[str]]:
         return [list(_HEADERS)] + [[getattr(r, c) or "-" for c in _COLUMNS] for r in self.rows]
 
     def text(self) -> str:
         """The reading as plain text for a terminal: the product, the table, then each section."""
         lines = [f"Read: {self.product}"] + ([f"From: {self.source}"] if self.source else [])
+        files, others = self._sections()
+        for name, facts in files:
+            lines += ["", f"{name}:"] + [f"  {k}: {v}" for k, v in facts.items()]
         if self.rows:
             grid = self._grid()
             widths = [max(len(row[i]) for row in grid) for i in range(len(_HEADERS))]
             fmt = "  ".join(f"{{:<{w}}}" for w in widths)
             lines += ["", fmt.format(*grid[0]).rstrip(), fmt.format(*("-" * w for w in widths)).rstrip()]
             lines += [fmt.format(*row).rstrip() for row in grid[1:]]
-        for name, facts in self.sections.items():
+        for name, facts in others:
             lines += ["", f"{name}:"] + [f"  {k}: {v}" for k, v in facts.items()]
         if self.notes:
             lines += ["", "notes:"] + [f"  - {n}" for n in self.notes]
@@ -147,11 +159,14 @@ class Reading:
             f"**Product:** {self.product}" + (f"  \n**Source:** `{self.source}`" if self.source else ""),
             "",
         ]
+        files, others = self._sections()
+        for name, facts in files:
+            lines += [f"**{name}**", ""] + [f"- {k}: {v}" for k, v in facts.items()] + [""]
         if self.rows:
             lines += ["| " + " | ".join(_HEADERS) + " |", "|" + "---|" * len(_HEADERS)]
             lines += ["| " + " | ".join(cell(getattr(r, c)) for c in _COLUMNS) + " |" for r in self.rows]
             lines.append("")
-        for name, facts in self.sections.items():
+        for name, facts in others:
             lines += [f"**{name}**", ""] + [f"- {k}: {v}" for k, v in facts.items()] + [""]
         if self.notes:
             lines += ["**notes**", ""] + [f"- {n}" for n in self.notes] + [""]

@@ -45,7 +45,7 @@ def test_inspect_prints_and_saves_the_reading_without_torch(files):
     out = tmp / "reading.json"
     done, seconds = run_cli(["astro", "inspect", str(cat), "--images", str(cube), "--json", str(out)])
     assert done.returncode == 0, done.stderr
-    assert seconds < 10, seconds  # the bound, interpreter start included
+    # no wall-time bound here: a loaded machine would fail it (speed belongs to bench/); torch unimported is the check
     assert done.stdout.strip().endswith("TORCH False")
     text = done.stdout
     for quantity, column in (

@@ -38,6 +38,22 @@ def test_a_reading_shows_every_row_and_fact_in_each_form(tmp_path):
         "conversion": "positive up: sign flipped",
     }
     assert Reading.load(tmp_path / "reading.json") == r
+
+
+def test_the_files_read_come_before_the_table_and_the_other_facts():
+    # a report on a product of many files opens with the files, however late the reader said them
+    r = _reading()
+    r.fact("files", "thetao_Omon_185001-186912.nc", "thetao, 240 steps")
+    r.fact("files", "combined by", "xarray.open_mfdataset, by coordinates")
+    for shown in (r.text(), r.markdown()):
+        at = {
+            s: shown.index(s)
+            for s in ("thetao_Omon_185001-186912.nc", "combined by", "hfds", "monthly (MS)", "periodic")
+        }
+        assert at["thetao_Omon_185001-186912.nc"] < at["combined by"] < at["hfds"] < at["monthly (MS)"] < at["periodic"]
+    # without a files section the order is the reader's: table, then sections as said
+    plain = _reading().markdown()
+    assert plain.index("hfds") < plain.index("monthly (MS)") < plain.index("periodic")
     df = r.to_frame()
     assert list(df.index) == ["sst", "qnet"] and df.loc["sst", "units_found"] == "K"
 
