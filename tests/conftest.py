@@ -83,6 +83,12 @@ def test_device() -> torch.device:
     return TEST_DEVICE
 
 
+@pytest.fixture
+def device_mode():
+    """:class:`OnDevice`: ``with device_mode("meta"): ...`` makes the tensors of the block's test code there."""
+    return OnDevice
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _one_thread_in_late_loaded_pools():
     """The limit above only reaches the pools loaded by then (numpy's OpenBLAS, torch's OpenMP).
