@@ -234,7 +234,8 @@ if xml.exists():
         why = c.find("failure") if c.find("failure") is not None else c.find("error")
         if why is not None:
             bad.append((f"{c.get('classname')}::{c.get('name')}", " ".join(why.get("message", "").split())[:200]))
-    desel = [line.split("\t") for line in (work / "deselected.tsv").read_text().splitlines() if line]
+    # each xdist worker collects, and says so, on its own
+    desel = sorted({tuple(line.split("\t")) for line in (work / "deselected.tsv").read_text().splitlines() if line})
     out += [
         f"**Conformance on {device}**: {n['tests'] - n['failures'] - n['errors'] - n['skipped']} passed, "
         f"{n['failures']} failed, {n['errors']} errors, {n['skipped']} skipped of {n['tests']} run; "
@@ -242,7 +243,7 @@ if xml.exists():
         "",
         *(f"- failed: `{name}`: {msg}" for name, msg in bad[:40]),
         *([f"- ... and {len(bad) - 40} more (conformance.xml)"] if len(bad) > 40 else []),
-        *(f"- deselected: {sum(w == why for _, w in desel)} tests ({why})" for why in sorted({w for _, w in desel})),
+        *(f"- deselected ({why}): {sum(w == why for _, w in desel)}" for why in sorted({w for _, w in desel})),
         "",
     ]
 sweep = dest / "sweep_scaling.json"
