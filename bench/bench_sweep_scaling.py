@@ -248,6 +248,7 @@ def measure(
             rec["max_diff_vs_cpu_naive"] = {k: float(np.abs(v - ref).max()) for k, v in got.items()}
             rec["cpu_naive_scale"] = float(np.abs(ref).max())
         records.append(rec)
+        print(f"{verb} {rows} sites:", json.dumps(rec), flush=True)  # each size as it ends (a long run)
         lines.append(
             f"| {rows} | {t['naive loop']['wall']:.2f} / {t['naive loop']['cpu']:.2f} | "
             f"{s['wall']:.2f} / {s['cpu']:.2f} | {ratio('naive loop')} | "
