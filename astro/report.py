@@ -14,9 +14,10 @@ from scimech.studies.report import Report
 
 from . import plots
 from .competence import astro_competence, world_of
-from .findings import findings, planted_recovery, recovery_line, verdict_wording
+from .findings import findings
 from .measures.assumptions import site_profile_table
 from .plan import StudySettings
+from .recovery import planted_recovery, recovery_line, verdict_wording
 
 __all__ = ["write_report", "galaxies_text"]
 

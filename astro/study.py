@@ -317,13 +317,13 @@ class AstroStudy(Study):
         return AstroEvidence(res, timings)
 
     def findings(self, evidence):
-        from .findings import study_findings
+        from .recovery import study_findings
 
         return study_findings(evidence.results)
 
     def planted_truth(self, evidence) -> str | None:
         """``recovery.txt``; ``None`` for a study of your catalogue (real galaxies have no planted truth)."""
-        from .findings import recovery_text
+        from .recovery import recovery_text
 
         if "predictions" in evidence.results and evidence.results["predictions"].attrs.get("galaxies") == "catalog":
             return None

@@ -24,10 +24,10 @@ from scimech.studies.report import Report
 from . import data as odata
 from . import plots
 from .competence import ocean_competence, world_of, yardstick_forecasts
+from .data.reading import product_words
 from .findings import consistency_ranking, findings_lines, verdict
 from .model import build_model
 from .plan import StudyConfig
-from .reading import product_words
 from .recovery import recovery_table, summary_line
 from .variables import INPUTS, PRESCRIBED
 
@@ -246,9 +246,9 @@ def _figure(rep: Report, make, name: str, caption: str) -> None:
 def _what_was_read(cfgd: Mapping, data: str | Path | None):
     """The reading of your product (kept by the mapped store, else read again: seconds, no training) and the
     lead and window in the product's own frequency (:func:`ocean.timeaxis.step_words`)."""
-    from .products import inspect, open_product
-    from .reading import reading_of
-    from .timeaxis import read_time, step_words
+    from .data.products import inspect, open_product
+    from .data.reading import reading_of
+    from .data.timeaxis import read_time, step_words
 
     store = odata.open_zarr(data, validate_schema=False) if data is not None and Path(data).exists() else None
     reading = reading_of(store) if store is not None else None

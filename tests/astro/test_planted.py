@@ -12,7 +12,7 @@ import pytest
 import torch
 import xarray as xr
 
-from astro import evidence, findings, measures, synthetic
+from astro import evidence, findings, measures, recovery, synthetic
 from astro.measures import interventions
 from astro.models import aion as aion_adapter
 from astro.models import planted, standin
@@ -138,11 +138,11 @@ def test_the_study_finds_both_planted_heads_under_every_method(planted_study):
     for m, eff in f3["effects"].items():  # cut from the output: exactly nothing per galaxy
         value, low, high = eff["delta_abs_dz"]
         assert abs(value) < 1e-12 and low == high == 0.0, m  # (the mean of two means rounds at 1e-17)
-    rows = findings.planted_recovery(res)
+    rows = recovery.planted_recovery(res)
     assert [r.recovered for r in rows] == [True, True]
-    assert findings.recovery_line(rows).startswith("astro planted truth: 2 of 2 recovered (image head block0.h1")
+    assert recovery.recovery_line(rows).startswith("astro planted truth: 2 of 2 recovered (image head block0.h1")
     # what was planted reads recovered, never REPRODUCED (findings.txt and the demo print these lines)
-    lines = [f.line() for f in findings.study_findings(res)]
+    lines = [f.line() for f in recovery.study_findings(res)]
     assert lines[2].startswith("3. RECOVERED (planted)") and lines[3].startswith("4. RECOVERED (planted)"), lines
     assert not any("REPRODUCED" in line for line in lines[1:]), lines
 
@@ -163,10 +163,10 @@ def test_a_broken_ablation_makes_the_recovery_fail(planted_study, monkeypatch):
     broken["interventions"].attrs.update(evidence.planted_attrs(ad))
     f4 = findings.findings(broken)[3]
     assert not any(f4["carries"][m] for m in ("zero", "mean", "resample"))
-    rows = findings.planted_recovery(broken)
+    rows = recovery.planted_recovery(broken)
     assert rows[0].recovered is False
     assert rows[0].estimate == pytest.approx(0.0, abs=1e-12)  # an ablation that does nothing removes nothing
-    assert findings.recovery_line(rows).startswith("astro planted truth: 1 of 2 recovered (MISSED image head")
+    assert recovery.recovery_line(rows).startswith("astro planted truth: 1 of 2 recovered (MISSED image head")
 
 
 def constructed_result(radial=(0.1, 0.9, 0.2, 0.3)):
@@ -258,22 +258,22 @@ def test_a_planted_finding_reads_recovered_or_missed_never_reproduced():
     read "RECOVERED (planted)" / "MISSED (planted)" as the planted-truth rows say; finding 1 (the world's)
     keeps its verdict, qualified. The verdicts and numbers themselves are unchanged."""
     res, *_ = constructed_result()
-    before = [(f.verdict, dict(f.numbers)) for f in findings.study_findings(res)]
-    unplanted = [f.line() for f in findings.study_findings(res)]
+    before = [(f.verdict, dict(f.numbers)) for f in recovery.study_findings(res)]
+    unplanted = [f.line() for f in recovery.study_findings(res)]
     assert all("planted" not in line for line in unplanted)  # a model with nothing planted: as before
     assert unplanted[2].startswith("3. REPRODUCED: ")  # hand-made: head 1 encodes, no effect, radial
     res["interventions"].attrs.update(PLANTED)
-    lines = [f.line() for f in findings.study_findings(res)]
-    assert [r.recovered for r in findings.planted_recovery(res)] == [True, True]
+    lines = [f.line() for f in recovery.study_findings(res)]
+    assert [r.recovered for r in recovery.planted_recovery(res)] == [True, True]
     assert lines[1].startswith("2. RECOVERED (planted): layerwise probing")
     assert lines[2].startswith("3. RECOVERED (planted): one head encodes colours")
     assert lines[3].startswith("4. RECOVERED (planted): another head")
     assert lines[0].startswith("1. ") and "(planted stand-in)" in lines[0] and "(planted):" not in lines[0]
     assert not any("REPRODUCED" in line for line in lines[1:])
-    assert [(f.verdict, dict(f.numbers)) for f in findings.study_findings(res)] == before
+    assert [(f.verdict, dict(f.numbers)) for f in recovery.study_findings(res)] == before
     # the study names another image head than the one planted: missed
     res["interventions"].attrs.update(planted_image_head=2)
-    assert findings.study_findings(res)[3].line().startswith("4. MISSED (planted): another head")
+    assert recovery.study_findings(res)[3].line().startswith("4. MISSED (planted): another head")
 
 
 def test_a_planted_finding_says_when_the_reference_claim_differs():
@@ -283,7 +283,7 @@ def test_a_planted_finding_says_when_the_reference_claim_differs():
     res, *_ = constructed_result(radial=(0.9, 0.1, 0.8, 0.7))  # head 1 below the median radial score
     res["interventions"].attrs.update(PLANTED)
     assert findings.findings(res)[2]["verdict"] == "NOT reproduced"
-    found = findings.study_findings(res)[2]
+    found = recovery.study_findings(res)[2]
     line = found.line()
     assert line.startswith("3. RECOVERED (planted): ")
     assert "NOT reproduced" not in line and "REPRODUCED" not in line

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from astro.findings import _all_finite, recovery_line
+from astro.recovery import _all_finite, recovery_line
 from scimech.studies.verdicts import PlantedTruthRow
 
 

@@ -34,9 +34,6 @@ OCEAN_DATA_LAYER = {"files", "gridaxes", "products", "reading", "stores", "timea
 #: ``(file, old path)``: modules that still import an old path of ocean's data layer (served by the alias
 #: table meanwhile); the set only shrinks, and a new import of an old path fails the test below
 OLD_PATHS_STILL_IMPORTED = {
-    ("ocean/report.py", "ocean.products"),
-    ("ocean/report.py", "ocean.reading"),
-    ("ocean/report.py", "ocean.timeaxis"),
     ("ocean/samples.py", "ocean.timeaxis"),
     ("ocean/study.py", "ocean.files"),
     ("ocean/study.py", "ocean.products"),
