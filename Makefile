@@ -48,7 +48,9 @@ lint: $(STAMP)
 format: $(STAMP)
 	$(BIN)/ruff format .
 
-# the documentation site: the guides and the API reference from the docstrings, warnings as errors
+# the documentation site: the guides, the gallery (every examples/**/plot_*.py run and its figures
+# kept; about 45 s of CPU), the studies' notebooks as committed, and the API reference from the
+# docstrings, warnings as errors (a failing example fails the build)
 $(DOCS_STAMP): $(STAMP)
 	$(BIN)/pip install -q "torch==2.13.0" -e ".[docs]"
 	touch $(DOCS_STAMP)
