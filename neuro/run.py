@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from scimech._moved import warn_moved
 from scimech.run.fingerprint import set_aside_stale
 from scimech.run.parallel import map_units
 from scimech.run.results import UnitStore
@@ -52,7 +53,7 @@ __all__ = [
     "write_units",
     "baseline_unit",
     "run_search",
-    "run_study_units",
+    "run_units",
     "build_tasks",
     "task_fingerprint",
     "score_row",
@@ -497,12 +498,14 @@ def _planted_truth(s: StudySettings, task, long_task, ev: Evidence, long_searche
     return rows, s.seed_list[k_best]
 
 
-def run_study_units(s: StudySettings, *, client=None, task=None, proposer_factory=None, tasks=None) -> StudyRun:
+def run_units(s: StudySettings, *, client=None, task=None, proposer_factory=None, tasks=None) -> StudyRun:
     """Run every unit of the study into a :class:`StudyRun` (resumable; see the module doc).
 
     ``task``: your traces (:func:`neuro.data.from_traces`) instead of the simulator;
     ``proposer_factory(priors) -> proposer`` instead of the offline proposer; ``tasks``: what
-    :func:`build_tasks` returned for ``s``, when the caller built them already."""
+    :func:`build_tasks` returned for ``s``, when the caller built them already. The whole study from
+    Python (report, findings, planted truth) is :func:`neuro.run_study`; this is its unit runner
+    (``neuro.run.run_study_units`` until scimech 0.3.0)."""
     out = s.out
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
@@ -613,3 +616,10 @@ def write_step_mae(path: Path, steps: dict) -> Path:
     )
     table.to_csv(path)
     return path
+
+
+def __getattr__(name: str):
+    if name == "run_study_units":  # the unit runner's old name, until scimech 0.3.0
+        warn_moved(f"{__name__}.run_study_units", f"{__name__}.run_units")
+        return run_units
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

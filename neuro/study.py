@@ -21,8 +21,9 @@ is built):
 ``--workers N`` (a local Dask cluster of N worker processes), ``--cluster CONFIG`` (SLURM/PBS
 via dask-jobqueue) or ``--scheduler ADDRESS``; without them everything runs serially in this
 process. Their units (baseline fits, candidate evaluations) are stored under ``--out``:
-rerunning the same command redoes only unfinished ones. :func:`run_study` is the same run
-from Python.
+rerunning the same command redoes only unfinished ones. :func:`neuro.run_study` is the same run
+from Python; :func:`run_and_report` runs it from :class:`~neuro.plan.StudySettings` fields, with
+your task or proposer (``neuro.study.run_study`` until scimech 0.3.0).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import json
 import sys
 from pathlib import Path
 
+from scimech._moved import warn_moved
 from scimech.errors import ConfigError
 from scimech.run import options
 from scimech.run.many_paths import data_takes_many, given, inspect_takes_many
@@ -41,7 +43,7 @@ from scimech.studies.contract import Command, Plan, Study
 from .plan import BUDGETS, StudySettings
 from .zapbench import zarr_node
 
-__all__ = ["NeuroStudy", "run_study"]
+__all__ = ["NeuroStudy", "run_and_report"]
 
 #: a bare zarr array of traces (ZAPBench's layout: one (time, neuron) array, no group; neuro.zapbench)
 ZARR_ARRAY = options.Format(
@@ -335,13 +337,13 @@ class NeuroStudy(Study):
     def run(self, plan: Plan, client=None, *, task=None):
         """The study's units; ``task`` (a :class:`neuro.tasks.ForecastTask`) replaces the plan's data."""
         from .plan import Proposer
-        from .run import run_study_units
+        from .run import run_units
 
         s, traces = plan.settings.study, plan.settings.traces
         if task is None and traces is not None:
             task = traces.task(s)
         proposer = plan.settings.proposer or Proposer()
-        return run_study_units(s, client=client, task=task, proposer_factory=proposer.factory())
+        return run_units(s, client=client, task=task, proposer_factory=proposer.factory())
 
     def findings(self, run):
         from .findings import findings
@@ -373,7 +375,7 @@ class NeuroStudy(Study):
         from scimech.run.fingerprint import read_fingerprint
 
         from .plan import study_plan
-        from .run import build_tasks, run_study_units, task_fingerprint
+        from .run import build_tasks, run_units, task_fingerprint
 
         path = folder / "evidence.nc"
         if not path.is_file():
@@ -416,7 +418,7 @@ class NeuroStudy(Study):
                 f"simulator version): rerun `scimech neuro study` with its options and --out {folder} "
                 "(finished units are kept) to redraw it."
             )
-        return run_study_units(s, tasks=built), study_plan(s)
+        return run_units(s, tasks=built), study_plan(s)
 
     # --- inspect: what is read from your traces ---------------------------------------------------
     def add_inspect_options(self, parser: argparse.ArgumentParser) -> None:
@@ -620,7 +622,7 @@ def _trees(args) -> int:
     return 0
 
 
-def run_study(out_dir, *, client=None, task=None, proposer_factory=None, **settings) -> Path:
+def run_and_report(out_dir, *, client=None, task=None, proposer_factory=None, **settings) -> Path:
     """Run the whole study and write ``out_dir/report.md`` (and ``findings.txt``,
     ``recovery.txt``, the saved numbers); returns the report's path.
 
@@ -642,8 +644,15 @@ def run_study(out_dir, *, client=None, task=None, proposer_factory=None, **setti
         ``priors -> proposer`` instead of the offline proposer.
     """
     from .plan import StudySettings, study_plan
-    from .run import run_study_units
+    from .run import run_units
 
     s = StudySettings(out=Path(out_dir), **settings)
     study = NeuroStudy()
-    return study.outcome(run_study_units(s, client=client, task=task, proposer_factory=proposer_factory), study_plan(s))
+    return study.outcome(run_units(s, client=client, task=task, proposer_factory=proposer_factory), study_plan(s))
+
+
+def __getattr__(name: str):
+    if name == "run_study":  # the old name of run_and_report (neuro.run_study is the study from Python)
+        warn_moved(f"{__name__}.run_study", f"{__name__}.run_and_report")
+        return run_and_report
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

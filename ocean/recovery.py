@@ -231,7 +231,7 @@ def recovery(
     Parameters
     ----------
     units
-        ``(regime, seed) -> unit`` as returned by :func:`ocean.experiment.run_study`.
+        ``(regime, seed) -> unit`` as returned by :func:`ocean.run.run_units`.
     min_r
         A channel recovers its term when the lower end of the interval of r is at least
         this (0.5: the term explains at least a quarter of the channel's variance) and the

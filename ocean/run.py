@@ -1,6 +1,6 @@
 """Running the study: the data it reads, the units it trains, resumption that never mixes data.
 
-:func:`run_study` trains every ``(regime, seed)`` unit (:func:`ocean.training.train_unit`)
+:func:`run_units` trains every ``(regime, seed)`` unit (:func:`ocean.training.train_unit`)
 through :func:`scimech.run.parallel.map_units` (serially or on a Dask client) into
 :class:`scimech.run.results.UnitStore`, so a rerun on the same output folder skips finished
 units made from the same data and settings. The folder is keyed by
@@ -17,6 +17,7 @@ from pathlib import Path
 
 import xarray as xr
 
+from scimech._moved import warn_moved
 from scimech.errors import ConfigError
 from scimech.run import results
 from scimech.run.fingerprint import fingerprint, set_aside_stale
@@ -29,7 +30,7 @@ from .plan import StudyConfig
 from .synthetic import SynthConfig, generate
 from .training import train_unit
 
-__all__ = ["study_fingerprint", "prepare_data", "run_study"]
+__all__ = ["study_fingerprint", "prepare_data", "run_units"]
 
 #: study settings that do not change a unit's result: units are keyed by regime and seed, the
 #: data enter the fingerprint by their values (not by path, generator or ``product`` settings), ``time_chunk``
@@ -129,12 +130,14 @@ def prepare_data(cfg: StudyConfig, out: Path) -> Path:
     return path
 
 
-def run_study(
+def run_units(
     cfg: StudyConfig, out: str | Path, *, client=None, progress_bar: bool = False, device: str = "cpu"
 ) -> tuple[xr.Dataset, dict[tuple[str, int], xr.Dataset]]:
     """Train every ``(regime, seed)`` unit (skipping finished ones) and analyse them.
 
     ``client``: a Dask client (``None``: serially here); ``device``: torch device of each unit.
+    The whole study from Python (report, findings, planted truth) is :func:`ocean.run_study`;
+    this is its unit runner (``ocean.run.run_study`` until scimech 0.3.0).
 
     Returns
     -------
@@ -144,12 +147,12 @@ def run_study(
 
     Examples
     --------
-    >>> from ocean.experiment import StudyConfig, run_study
+    >>> from ocean.experiment import StudyConfig, run_units
     >>> cfg = StudyConfig(  # the smallest synthetic ocean: 1 member, 4 years, 8 x 8 points
     ...     synth={"n_members": 1, "years": 4, "ny": 8, "nx": 8, "n_eddies": 2},
     ...     window=2, epochs=1, width=4, regimes=["mixed"], seeds=[0], fractions=[0.6, 0.2, 0.2],
     ... )
-    >>> summary, units = run_study(cfg, "out")
+    >>> summary, units = run_units(cfg, "out")
     >>> list(units), summary["rmse"].dims
     ([('mixed', 0)], ('regime', 'seed'))
     """
@@ -174,3 +177,10 @@ def run_study(
     summary = analyse(units)
     results.save(summary, out / "summary.nc", config=dataclasses.asdict(cfg))
     return summary, units
+
+
+def __getattr__(name: str):
+    if name == "run_study":  # the unit runner's old name, until scimech 0.3.0
+        warn_moved(f"{__name__}.run_study", f"{__name__}.run_units")
+        return run_units
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -233,11 +233,11 @@ class OceanStudy(Study):
         import time
 
         from .evidence import Evidence, store_of
-        from .run import run_study
+        from .run import run_units
 
         s = plan.settings
         t0 = time.perf_counter()
-        summary, units = run_study(s.config, s.run_dir, client=client, progress_bar=s.progress_bar, device=s.device)
+        summary, units = run_units(s.config, s.run_dir, client=client, progress_bar=s.progress_bar, device=s.device)
         return Evidence(summary, units, s.config, time.perf_counter() - t0, store_of(s.run_dir, s.config))
 
     def findings(self, evidence):

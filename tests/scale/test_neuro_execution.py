@@ -101,16 +101,16 @@ def assert_same_study(a: Path, b: Path):
 
 @pytest.fixture(scope="module")
 def serial(tmp_path_factory):
-    from neuro.study import run_study
+    from neuro.study import run_and_report
 
     out = tmp_path_factory.mktemp("neuro-exec") / "serial"
-    run_study(out, threads=1, **TINY)
+    run_and_report(out, threads=1, **TINY)
     return out
 
 
 @pytest.mark.slow  # whole studies (minutes)
 def test_study_on_a_local_cluster_equals_serial(serial, local_client):
-    from neuro.study import run_study
+    from neuro.study import run_and_report
 
     client = local_client
 
@@ -119,7 +119,7 @@ def test_study_on_a_local_cluster_equals_serial(serial, local_client):
 
     out = serial.parent / "dask"
     before = executed()
-    run_study(out, client=client, **TINY)
+    run_and_report(out, client=client, **TINY)
     assert_same_study(serial, out)
     # every unit (3 baselines, every evaluated node of both searches) went through the store
     evaluated = sum(n.status != "duplicate" for s in SEARCHES for n in load_journal(out / s / "journal.jsonl"))
@@ -159,13 +159,13 @@ def test_results_of_other_data_are_set_aside_not_resumed(serial):
     # under another fingerprint, with a corrupted result table to show it is not reused.
     import shutil
 
-    from neuro.study import run_study
+    from neuro.study import run_and_report
 
     out = serial.parent / "other-data"
     shutil.copytree(serial, out)
     (out / "task_fingerprint.txt").write_text("0123456789abcdef\n")
     with pytest.warns(UserWarning, match="held a study of other data"):
-        run_study(out, threads=1, **TINY)
+        run_and_report(out, threads=1, **TINY)
     stale = out / "stale-0123456789abcdef"
     assert (stale / "results.csv").exists() and all((stale / s / "journal.jsonl").exists() for s in SEARCHES)
     assert (out / "task_fingerprint.txt").read_text().strip() == (serial / "task_fingerprint.txt").read_text().strip()

@@ -45,7 +45,7 @@ def setup(tmp_path_factory):
         seeds=[0, 1],
         fractions=[0.6, 0.2, 0.2],
     )
-    _, units = experiment.run_study(cfg, root / "serial")
+    _, units = experiment.run_units(cfg, root / "serial")
     return root, cfg, units
 
 
@@ -58,7 +58,7 @@ def _assert_same(a, b):
 
 def test_local_cluster_equals_serial(setup, local_client):
     root, cfg, serial = setup
-    _, dist = experiment.run_study(cfg, root / "dask", client=local_client)
+    _, dist = experiment.run_units(cfg, root / "dask", client=local_client)
     _assert_same(serial, dist)
 
 
