@@ -11,10 +11,12 @@ and 48 months and measures, each in a fresh process:
 - the study's data preparation (``ocean.data.open_store`` on the folder, then the inputs' and the
   target's statistics over the training months, as the study's normaliser computes them);
 - ``scimech ocean study --data FOLDER --quick`` with a ``--config`` file that shortens the record the
-  study needs to what these lengths hold (:data:`STUDY_SETTINGS`: a 3-month window, half the months for
-  training, one seed and regime, 2 epochs, 32 x 32 patches sampled from the globe, as OceanCBM samples
-  them); at 12 months the study refuses (a training split of a year cannot be made), and the table
-  says so with its exit status.
+  study needs to what these lengths hold (:data:`STUDY_SETTINGS`: a 3-month window, 60 / 20 / 20 % of
+  the windows for training, validation and test, one seed and regime, 2 epochs, 32 x 32 patches
+  sampled from the globe, as OceanCBM samples them), from an empty output folder (the mapping of the
+  files into the study's store included); at 12 months the study refuses (a training split of a year,
+  which the training climatology needs, cannot be made: 23 months are needed), and the table says so
+  with its exit status.
 
 For each: wall seconds and the peak resident memory of the process tree (sampled every 0.2 s).
 The fields are smooth analytic functions of position and month plus noise, with land where
@@ -59,11 +61,15 @@ TWO_D = {
     "sohefldo": ("surface_downward_heat_flux_in_sea_water", "W/m2", "Net Downward Heat Flux"),
     "somxl010": ("ocean_mixed_layer_thickness_defined_by_sigma_theta", "m", "Mixed layer depth (dsigma = 0.01)"),
 }
-#: the study's settings for the benchmark (a ``--config`` file): what the record lengths hold, one unit
+#: the study's settings for the benchmark (a ``--config`` file): what the record lengths hold, one unit.
+#: The training split must hold a year of window ends (the climatology the forecast is scored against
+#: is the training months' mean of each calendar month), so with a 3-month window 60 / 20 / 20 % is
+#: the split that 24 months hold (13 training, 1 validation and 1 test window ends; 23 months needed),
+#: and 48 months give 27 / 6 / 6.
 STUDY_SETTINGS = {
     "window": 3,
     "lead": 1,
-    "fractions": [0.5, 0.25, 0.25],
+    "fractions": [0.6, 0.2, 0.2],
     "seeds": [0],
     "regimes": ["mixed"],
     "epochs": 2,
@@ -191,11 +197,34 @@ def _peak_rss_of_tree(proc: subprocess.Popen, peak: list[float]) -> None:
         time.sleep(0.2)
 
 
-def timed(cmd: list[str], cwd: Path) -> tuple[float, float, int, str]:
-    """Run ``cmd``; (wall s, peak RSS MiB of its process tree, exit status, last lines of its output)."""
+def _address_space(gib: float | None):
+    """A ``preexec_fn`` that bounds the child's address space to ``gib`` GiB (None: no bound)."""
+    if not gib:
+        return None
+
+    def bound():
+        import resource
+
+        limit = int(gib * 2**30)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    return bound
+
+
+def timed(cmd: list[str], cwd: Path, memory_limit: float | None = None) -> tuple[float, float, int, str]:
+    """Run ``cmd``; (wall s, peak RSS MiB of its process tree, exit status, last lines of its output).
+    ``memory_limit``: GiB of address space the process may take (an allocation past it fails in the
+    process, which says so, instead of the machine running out of memory)."""
     peak = [0.0]
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        cmd,
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=_address_space(memory_limit),
+    )
     watcher = threading.Thread(target=_peak_rss_of_tree, args=(proc, peak), daemon=True)
     watcher.start()
     out, _ = proc.communicate()
@@ -225,9 +254,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--keep", type=Path, default=None, help="write the products here and keep them (a later run reuses them)"
     )
+    ap.add_argument(
+        "--memory-limit",
+        type=float,
+        default=None,
+        metavar="GIB",
+        help="address space of each step's process, GiB: a step that would take more fails (and says so) "
+        "instead of the machine running out of memory",
+    )
     args = ap.parse_args(argv)
     py = sys.executable
-    scimech = str(Path(py).with_name("scimech"))
+    scimech = [py, "-m", "scimech"]  # run from the repository: its code, whatever the environment installed
     repo = Path(__file__).resolve().parents[1]
     root = args.keep or Path(tempfile.mkdtemp(prefix="ocean_real_size_"))
     rows = []
@@ -248,13 +285,14 @@ def main(argv: list[str] | None = None) -> int:
             write_s = time.perf_counter() - t0
             row = {"months": months, "files": files, "GB": nbytes / 1e9, "write s": write_s}
             steps = {
-                "inspect": [scimech, "ocean", "inspect", str(folder)],
+                "inspect": [*scimech, "ocean", "inspect", str(folder)],
                 "prepare": [py, "-c", PREPARE, str(folder)],
-                "study": [scimech, "ocean", "study", "--data", str(folder), "--quick", "--config", str(config)]
+                "study": [*scimech, "ocean", "study", "--data", str(folder), "--quick", "--config", str(config)]
                 + ["--out", str(root / f"run{months}")],
             }
+            shutil.rmtree(root / f"run{months}", ignore_errors=True)  # the study from scratch, mapping included
             for step in args.steps:
-                wall, rss, rc, tail = timed(steps[step], repo)
+                wall, rss, rc, tail = timed(steps[step], repo, args.memory_limit)
                 row[f"{step} s"], row[f"{step} MiB"], row[f"{step} rc"] = wall, rss, rc
                 print(f"[{months} months] {step}: {wall:.1f} s, peak {rss:.0f} MiB, exit {rc}\n{tail}\n", flush=True)
             rows.append(row)
