@@ -15,6 +15,9 @@ from typing import Any
 
 import xarray as xr
 
+from scimech.studies.evidence import Evidence
+from scimech.studies.verdicts import PlantedTruthRow
+
 from .measures import (
     attenuation_bias,
     head_probes,
@@ -33,12 +36,29 @@ __all__ = ["gather_evidence", "planted_attrs", "AstroEvidence"]
 
 
 @dataclass
-class AstroEvidence:
-    """What a run of the astro study hands to its findings and report: the named datasets of
+class AstroEvidence(Evidence):
+    """What a run of the astro study hands to its findings and report (the evidence every study
+    hands on, :class:`scimech.studies.evidence.Evidence`): the named datasets of
     :func:`gather_evidence` and the seconds each phase took."""
 
     results: dict[str, xr.Dataset]
     timings: dict[str, float] = field(default_factory=dict)
+
+    def measurements(self) -> dict[str, xr.Dataset]:
+        """The named datasets of :func:`gather_evidence` (``advantage``, ``layers``, ...)."""
+        return dict(self.results)
+
+    def planted_rows(self) -> list[PlantedTruthRow] | None:
+        """The planted model's facts (:func:`astro.recovery.planted_recovery`; empty for a model with
+        none planted); ``None`` for a study of your catalogue (real galaxies have no planted truth)."""
+        from .recovery import planted_recovery
+
+        if "predictions" in self.results and self.results["predictions"].attrs.get("galaxies") == "catalog":
+            return None
+        return planted_recovery(self.results)
+
+    def phase_seconds(self) -> dict[str, float]:
+        return dict(self.timings)
 
 
 def gather_evidence(

@@ -5,7 +5,9 @@ on ID validation only, that the findings (:mod:`neuro.findings`) rest on.
 (:class:`SearchEvidence`, one for the search with wiring priors and one without) and the
 study's pick per seed (the best validation score over both searches);
 :func:`gather_evidence` builds it from finished searches and baselines;
-:func:`evidence_dataset` labels it as ``evidence.nc``.
+:func:`evidence_dataset` labels it as ``evidence.nc``. What the study hands to its findings,
+planted truth and report (the evidence every study hands on,
+:class:`scimech.studies.evidence.Evidence`) is :class:`neuro.run.StudyRun`, which holds it.
 """
 
 from __future__ import annotations

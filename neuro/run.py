@@ -25,15 +25,17 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import xarray as xr
 
 from scimech._moved import warn_moved
 from scimech.run.fingerprint import set_aside_stale
 from scimech.run.parallel import map_units
 from scimech.run.results import UnitStore
+from scimech.studies.evidence import Evidence as StudyEvidence
 from scimech.studies.verdicts import PlantedTruthRow
 
 from .baselines import BASELINES, fit_baseline
-from .evidence import Evidence, gather_evidence, node_arrays, prior_note
+from .evidence import Evidence, evidence_dataset, gather_evidence, node_arrays, prior_note
 from .faithfulness import faithfulness, physiology_scores, probe_model, true_impulse_response
 from .plan import SEARCH_LABELS, SEEDED_BASELINES, StudySettings
 from .recovery import planted_truth
@@ -342,9 +344,11 @@ def build_tasks(s: StudySettings, task=None):
 
 # ----------------------------------------------------------------------------- the run
 @dataclass
-class StudyRun:
-    """What one run of the study produced: the evidence the findings rest on, and what the
-    report shows (tables, searches, the planted-truth rows, timings)."""
+class StudyRun(StudyEvidence):
+    """What one run of the study produced (the evidence every study hands on,
+    :class:`scimech.studies.evidence.Evidence`): the per-window errors the findings rest on
+    (``evidence``, :class:`neuro.evidence.Evidence`), and what the report shows (tables, searches,
+    the planted-truth rows, timings)."""
 
     settings: StudySettings
     task: object
@@ -362,6 +366,19 @@ class StudyRun:
     findings: list | None = None  # read from the evidence once (neuro.findings)
     all_neurons: pd.DataFrame | None = None  # a recording above settings.search_neurons: baselines on every unit
     n_units_recorded: int | None = None  # then the recording's units (the task has the subset's)
+
+    def measurements(self) -> dict[str, xr.Dataset]:
+        """``{"evidence": ...}``: the per-seed, per-window errors as saved in ``evidence.nc``
+        (:func:`neuro.evidence.evidence_dataset`)."""
+        return {"evidence": evidence_dataset(self.evidence, self.settings.record())}
+
+    def planted_rows(self) -> list[PlantedTruthRow] | None:
+        """The simulated circuit against the structural-prior pick; ``None`` for your traces."""
+        return self.planted
+
+    def phase_seconds(self) -> dict[str, float]:
+        """Seconds of the simulation, the baselines, the searches and the long context."""
+        return dict(self.seconds)
 
 
 def study_store(s: StudySettings) -> ArrayStore:

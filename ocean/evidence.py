@@ -29,6 +29,8 @@ from sklearn.linear_model import RidgeCV
 from scimech.analysis.geometry import linear_cka, pairwise, procrustes_distance
 from scimech.errors import ConfigError
 from scimech.run import results
+from scimech.studies.evidence import Evidence as StudyEvidence
+from scimech.studies.verdicts import PlantedTruthRow
 
 from .plan import StudyConfig
 from .recovery import recovery
@@ -399,8 +401,9 @@ def _summary_dataset(ev: dict, regimes: list, seeds: list) -> xr.Dataset:
 
 
 @dataclass
-class Evidence:
-    """What a run hands to the findings and the report: the ``summary`` (:func:`ocean.evidence.analyse`),
+class Evidence(StudyEvidence):
+    """What a run hands to the findings and the report (the evidence every study hands on,
+    :class:`scimech.studies.evidence.Evidence`): the ``summary`` (:func:`ocean.evidence.analyse`),
     the finished ``units`` by ``(regime, seed)``, the settings, the wall time and the study's
     zarr store (``None`` when it is not there)."""
 
@@ -409,6 +412,22 @@ class Evidence:
     config: StudyConfig
     seconds: float | None = None
     data: Path | None = None
+
+    def measurements(self) -> dict[str, xr.Dataset]:
+        """``{"summary": summary}``: every measure over (regime, seed), saved as ``summary.nc``."""
+        return {"summary": self.summary}
+
+    def planted_rows(self) -> list[PlantedTruthRow] | None:
+        """Each (truth, regime) cell (:func:`ocean.recovery.planted_rows`); ``None`` for your product."""
+        from .recovery import planted_rows
+
+        if getattr(self.config, "data", None) or "recovered" not in self.summary:
+            return None
+        return planted_rows(self.summary)
+
+    def phase_seconds(self) -> dict[str, float]:
+        """``{"run": seconds}`` of the units and their analysis (``{}`` for a folder read back)."""
+        return {} if self.seconds is None else {"run": float(self.seconds)}
 
 
 def store_of(run_dir: Path, cfg: StudyConfig) -> Path | None:

@@ -8,7 +8,9 @@ entry-point group ``scimech.studies`` (as xarray finds its backends)::
 
 It supplies its ``name``, ``title``, options (:meth:`Study.add_options`), and the steps
 ``plan -> run -> findings / planted_truth -> report``, plus ``load(folder)`` (a finished
-folder's evidence). The base class provides the rest once: the ``scimech <name>`` command
+folder's evidence). The evidence a run hands on is one type in every study,
+:class:`~scimech.studies.evidence.Evidence` (its measurements as named xarray datasets, its
+planted-truth rows, the seconds of each phase), subclassed by each study. The base class provides the rest once: the ``scimech <name>`` command
 group with the same verbs in every domain (``generate``, ``study``, ``redraw``, ``shift``,
 ``inspect``, then the study's own :class:`Command` s), the dry run, the Dask client, the outcome files
 (``findings.txt``, ``recovery.txt``: :mod:`scimech.studies.verdicts`), printing, ``demo`` and
@@ -35,6 +37,7 @@ from scimech.errors import ConfigError
 from scimech.run import options
 from scimech.run.config import apply_config, read_config  # noqa: F401  (re-exported: the config files' home is scimech.run.config)
 from scimech.run.options import SIZES, add_dry_run, add_study_options  # noqa: F401  (re-exported)
+from scimech.studies.evidence import Evidence
 from scimech.studies.verdicts import (  # noqa: F401  (re-exported: the verdicts' home is scimech.studies.verdicts)
     FINDINGS_FILE,
     RECOVERY_FILE,
@@ -51,6 +54,7 @@ __all__ = [
     "Study",
     "Plan",
     "Command",
+    "Evidence",
     "registered_studies",
     "load_study",
     "BUILTIN_STUDIES",
@@ -176,24 +180,25 @@ class Study(abc.ABC):
         """The units of work, sizes and settings the options ask for; reads no data, trains nothing."""
 
     @abc.abstractmethod
-    def run(self, plan: Plan, client=None) -> Any:
-        """Run the plan's units (through :func:`scimech.run.parallel.map_units`; resumable) into evidence."""
+    def run(self, plan: Plan, client=None) -> Evidence:
+        """Run the plan's units (through :func:`scimech.run.parallel.map_units`; resumable) into evidence
+        (the study's subclass of :class:`~scimech.studies.evidence.Evidence`)."""
 
     @abc.abstractmethod
-    def findings(self, evidence: Any) -> list[Finding]:
+    def findings(self, evidence: Evidence) -> list[Finding]:
         """The reference findings, each with a verdict from the evidence's numbers."""
 
     @abc.abstractmethod
-    def planted_truth(self, evidence: Any) -> str | None:
+    def planted_truth(self, evidence: Evidence) -> str | None:
         """``recovery.txt``'s text (first line: :func:`recovery_line`), or ``None`` on data with no
         planted truth (a real product)."""
 
     @abc.abstractmethod
-    def report(self, evidence: Any, plan: Plan) -> Path:
+    def report(self, evidence: Evidence, plan: Plan) -> Path:
         """Write figures and ``report.md`` into ``plan.out``; return the report's path."""
 
     @abc.abstractmethod
-    def load(self, folder: Path) -> tuple[Any, Plan]:
+    def load(self, folder: Path) -> tuple[Evidence, Plan]:
         """The evidence of a finished study folder and the plan to redraw it into (``redraw``)."""
 
     def add_generate_options(self, parser: argparse.ArgumentParser) -> None:
@@ -380,7 +385,7 @@ class Study(abc.ABC):
         """Run the plan and write its outcome and report; returns the report's path."""
         return self.outcome(self.run(plan, client=client), plan)
 
-    def outcome(self, evidence: Any, plan: Plan) -> Path:
+    def outcome(self, evidence: Evidence, plan: Plan) -> Path:
         """``findings.txt``, ``recovery.txt`` and the report of ``evidence`` into ``plan.out``."""
         write_outcome(plan.out, self.findings(evidence), self.planted_truth(evidence))
         return self.report(evidence, plan)
