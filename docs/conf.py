@@ -60,6 +60,7 @@ sphinx_gallery_conf = {
     "examples_dirs": ["../examples"],
     "gallery_dirs": ["auto_examples"],
     "filename_pattern": r"/plot_",
+    "subsection_order": ["../examples/core", "../examples/sciences", "../examples/checks"],
     "within_subsection_order": "FileNameSortKey",
     "download_all_examples": False,
     "remove_config_comments": True,
