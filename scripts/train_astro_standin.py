@@ -37,7 +37,7 @@ SETTINGS = dict(
     image_features="colours",  # astro.plan.IMAGE_FEATURES["degenerate"]
     n_train=24000,  # training galaxies, a draw of their own (not the study's)
     train_seed=700001,
-    n_views=4,  # the measured catalogue and 3 with fluxes redrawn, shapes and images turned
+    n_views=8,  # the measured catalogue and 7 with fluxes redrawn, shapes and images turned (8 orientations)
     codebook_size=1024,  # AION-1's: 128 codes cost 0.004 in the colour kNN's sigma_NMAD
     reservoir_size=20000,
     flux_reference="r",  # g, i, z tokens are fluxes relative to r (colours), r its own flux
@@ -47,8 +47,11 @@ SETTINGS = dict(
     num_heads=4,
     mlp_ratio=2.0,
     linear_init=1.0,
-    phot_steps=4000,  # stage 1: photometry only (catalogue tokens alone)
+    phot_steps=1500,  # stage 1: photometry only (catalogue tokens alone)
     steps=2000,  # stage 2: modality dropout (half of each batch with the image)
+    check_every=100,  # score the validation galaxies every 100 steps; each stage ends on its best checkpoint
+    val_n=1000,  # validation galaxies: a draw of their own, neither training nor test galaxies
+    val_seed=700002,
     batch_size=128,
     phot_lr=3e-3,
     lr=2e-3,
@@ -105,6 +108,31 @@ def show(scores: dict) -> None:
     print(f"| advantage, mean abs dz phot - multi | {cell(scores['advantage'])} | | |")
 
 
+def diagnose(ad, settings: dict, n_train: int = 3000) -> None:
+    """Photometry-only metrics of each read-out of the redshift PDF (mean, median, mode) on the test
+    galaxies and on ``n_train`` of the stand-in's own training galaxies (their catalogue as measured):
+    how far it generalises, and whether another point estimate has fewer outliers."""
+    import numpy as np
+
+    from astro import photoz
+    from astro.models.aion import IMAGE_KEY, READOUTS
+    from astro.synthetic import make_galaxies
+
+    s = settings
+    test = make_galaxies(s["test_n"], seed=s["test_seed"], world=s["world"], images=False)
+    train = make_galaxies(s["n_train"], seed=s["train_seed"], world=s["world"], images=False)[:n_train]
+    print("| galaxies | read-out | sigma_NMAD | outlier fraction | mean abs dz |")
+    print("|---|---|---|---|---|")
+    for label, sample in (("test", test), (f"training (first {n_train})", train)):
+        z = np.asarray(sample.catalog["z"], float)
+        batch = ad.batch(ad.tokenize(sample.catalog), masked=[IMAGE_KEY])
+        for readout in READOUTS:
+            m = photoz.photoz_metrics(z, ad.predict_z(batch, readout=readout))
+            print(
+                f"| {label} | {readout} | {m['sigma_nmad']:.4f} | {m['outlier_fraction']:.4f} | {m['mean_abs_dz']:.4f} |"
+            )
+
+
 def train_and_record(settings: dict, out: Path) -> dict:
     """Train one stand-in with ``settings``, save it to ``out`` with its ``shipped.json``; return the record."""
     from astro.models import shipped, standin
@@ -114,8 +142,9 @@ def train_and_record(settings: dict, out: Path) -> dict:
     s = settings
     t0 = time.perf_counter()
     train = make_galaxies(s["n_train"], seed=s["train_seed"], world=s["world"])
-    _log(f"{len(train)} training galaxies drawn ({time.perf_counter() - t0:.0f} s)")
-    ad, hist = train_standin_staged(train, s, log=_log)
+    val = make_galaxies(s["val_n"], seed=s["val_seed"], world=s["world"])
+    _log(f"{len(train)} training and {len(val)} validation galaxies drawn ({time.perf_counter() - t0:.0f} s)")
+    ad, hist = train_standin_staged(train, s, validation=val, log=_log)
     standin.save(ad, out)
     scores, test = score(ad, s, train)
     record = {
@@ -129,6 +158,11 @@ def train_and_record(settings: dict, out: Path) -> dict:
             "seed": s["train_seed"],
             "fingerprint": shipped.sample_fingerprint(train),
         },
+        "validation_data": {
+            "n_galaxies": len(val),
+            "seed": s["val_seed"],
+            "fingerprint": shipped.sample_fingerprint(val),
+        },
         "test_data": {
             "n_galaxies": len(test),
             "seed": s["test_seed"],
@@ -136,7 +170,12 @@ def train_and_record(settings: dict, out: Path) -> dict:
             "knn_training": {"n_galaxies": s["knn_train_n"], "seed": s["knn_train_seed"]},
         },
         "weights_fingerprint": shipped.weights_fingerprint(out),
-        "training": {"seconds": round(hist["seconds"], 1), "torch": torch.__version__, "threads": 1},
+        "training": {
+            "seconds": round(hist["seconds"], 1),
+            "torch": torch.__version__,
+            "threads": 1,
+            **{k: hist[k] for k in hist if k.startswith(("best_step_", "checks_"))},
+        },
         "test": scores,
     }
     (out / shipped.RECORD_NAME).write_text(json.dumps(record, indent=1, sort_keys=True))
@@ -154,6 +193,12 @@ def main(argv=None) -> int:
         help="train nothing: score the stand-ins in --out on the test galaxies again and print their competence "
         "table beside the one recorded with them",
     )
+    p.add_argument(
+        "--diagnose",
+        action="store_true",
+        help="train nothing: print the photometry-only metrics of the stand-ins in --out for each read-out of "
+        "the redshift PDF (mean, median, mode), on the test galaxies and on 3000 of their training galaxies",
+    )
     args = p.parse_args(argv)
     torch.set_num_threads(1)
     from astro.files import load_adapter
@@ -162,6 +207,10 @@ def main(argv=None) -> int:
     for which in ("standin", "planted") if args.which == "both" else (args.which,):
         settings = {**SETTINGS, **(PLANTED if which == "planted" else {})}
         out = args.out / shipped_name(settings["world"], settings["planted"])
+        if args.diagnose:
+            print(f"\n{out.name} ({ShippedStandin.read(out).record['settings']['steps']} steps):")
+            diagnose(load_adapter(out), ShippedStandin.read(out).record["settings"])
+            continue
         if args.score:
             print(
                 f"\n{out.name}, recorded with the weights ({ShippedStandin.read(out).record['settings']['steps']} steps):"

@@ -1,10 +1,11 @@
 """The stand-ins shipped with scimech (astro/models/weights, scripts/train_astro_standin.py): they load,
-reproduce the metrics recorded with them on the quick study's test galaxies, and have a lower
-sigma_NMAD than the classical yardsticks recomputed here independently (a colour kNN from
-scikit-learn, the template fit) and fewer outliers than the template fit; the stand-in (not the
-planted one) has a multimodal advantage whose interval excludes 0; an untrained stand-in of the same
-shape is far worse than both yardsticks; and they are refused when the world they were trained in
-changed. (Their outlier fraction is *above* the colour kNN's, 4.7% and 3.7% against 2.3%: docs/astro.md.)"""
+reproduce the metrics recorded with them on the quick study's test galaxies, have a lower sigma_NMAD
+than the classical yardsticks recomputed here independently (a colour kNN from scikit-learn, the
+template fit) and fewer outliers than the template fit, and are not measurably worse than the colour
+kNN in outliers (the paired bootstrap interval, resampled here, reaches 0; the stand-in's own fraction
+is at or below the kNN's); an untrained stand-in of the same shape is far worse than both yardsticks;
+and they are refused when the world they were trained in changed. (Their multimodal advantage is
+0.0005 and 0.0002 in mean|dz|, intervals that include 0: docs/astro.md.)"""
 
 from __future__ import annotations
 
@@ -91,12 +92,17 @@ def test_the_shipped_standin_reproduces_its_record_and_beats_the_yardsticks(gala
     knn = _knn(knn_train, test)
     assert _nmad(z, phot) < _nmad(z, knn)
     assert rec["test"]["difference"]["photometry - colour_knn"]["sigma_nmad"]["ci_high"] < 0
-    # the image helps the stand-in: mean|dz| photometry-only minus multimodal, its interval above 0
+    # outliers: not measurably worse than the colour kNN recomputed here (a paired bootstrap of the
+    # galaxies, 1000 resamples, 95% percentile interval reaching 0); the stand-in at or below it
+    worse = (np.abs(_dz(z, phot)) > 0.15).astype(float) - (np.abs(_dz(z, knn)) > 0.15)
+    resampled = worse[np.random.default_rng(0).integers(0, z.size, (1000, z.size))].mean(1)
+    assert np.percentile(resampled, 2.5) <= 0
+    if not planted:
+        assert _outliers(z, phot) <= _outliers(z, knn)
+    # the image advantage (mean|dz| photometry-only minus multimodal) reproduces its record
     adv = np.mean(np.abs(_dz(z, phot))) - np.mean(np.abs(_dz(z, multi)))
     r = rec["test"]["advantage"]
     assert r["ci_low"] <= adv <= r["ci_high"]
-    if not planted:
-        assert r["ci_low"] > 0
     if planted:
         truth = ad.model.planted_truth()  # refuses inert-head weights that are not zero
         assert (truth["block"], truth["image_head"], truth["inert_colour_head"]) == (0, 1, 2)
