@@ -63,7 +63,7 @@ from pathlib import Path
 
 from scimech.errors import ScimechError
 from scimech.run import options
-from scimech.run.many_paths import data_takes_many, given, inspect_takes_many
+from scimech.run.many_paths import given, inspect_takes_many
 from scimech.run.options import Format, existing_path, fraction, input_path, whole
 from scimech.studies.contract import Command, Plan, Study
 
@@ -127,13 +127,25 @@ class AstroStudy(Study):
         "are split into training and test galaxies (default: synthetic galaxies)"
     )
     data_formats = _CATALOGUE_FORMATS
+    data_many = True  # several catalogue files (DR10 sweeps) or a glob
+    shared_options = {
+        "seed": options.Use("Here: the draws, the train/test split, the resampling and the bootstrap", default=0),
+        "epochs": "Of a stand-in trained here",
+        "batch_size": "Of a stand-in trained here",
+        "dtype": options.Use(
+            "Here: the studied transformer's; bfloat16 halves the weights' memory (on CPUs with bfloat16 "
+            "matrix units also faster), float16 is for GPUs (refused where this torch cannot compute "
+            "in it); the image codec, the redshift read-out and every activation a probe sees stay "
+            "float32",
+            default="float32",
+        ),
+    }
     generate_help = "write synthetic galaxies (catalogue + images) to .fits or .zarr"
     shift_help = "a dictionary of the stand-in's activations under a shift of the galaxies (shift.nc, shift.png)"
     renamed = {"synth": "generate", "plot": "redraw"}
 
     # --- the study ----------------------------------------------------------------------------
     def add_options(self, st: argparse.ArgumentParser) -> None:
-        data_takes_many(st)  # several catalogue files (DR10 sweeps) or a glob
         g = st.add_argument_group("galaxies and model (default: synthetic galaxies, a stand-in trained here)")
         g.add_argument("--images", type=input_path(*_CUTOUT_FORMATS), default=None, help=_IMAGES_HELP)
         g.add_argument(
@@ -206,15 +218,6 @@ class AstroStudy(Study):
             "--epochs or --batch-size does too. Without a shipped stand-in for the world, or when the "
             "world changed since it was trained, one is trained here anyway and the run says why",
         )
-        options.add(
-            g,
-            "dtype",
-            default="float32",
-            context="Here: the studied transformer's; bfloat16 halves the weights' memory (on CPUs with bfloat16 "
-            "matrix units also faster), float16 is for GPUs (refused where this torch cannot compute "
-            "in it); the image codec, the redshift read-out and every activation a probe sees stay "
-            "float32",
-        )
         a = st.add_argument_group("analysis")
         a.add_argument(
             "--block",
@@ -223,9 +226,6 @@ class AstroStudy(Study):
             metavar="B",
             help="encoder block whose heads are probed and ablated (0-based; default: the block the layer "
             "probes localise)",
-        )
-        options.add(
-            a, "seed", default=0, context="Here: the draws, the train/test split, the resampling and the bootstrap"
         )
         sz = st.add_argument_group(
             "sizes (each overrides --size: "
@@ -237,8 +237,6 @@ class AstroStudy(Study):
         )
         sz.add_argument("--n-train", type=whole(1), default=None, metavar="N", help="synthetic training galaxies")
         sz.add_argument("--n-test", type=whole(1), default=None, metavar="N", help="synthetic test galaxies")
-        options.add(sz, "epochs", context="Of a stand-in trained here")
-        options.add(sz, "batch_size", context="Of a stand-in trained here")
         sz.add_argument(
             "--n-bootstrap",
             type=whole(0),

@@ -214,24 +214,30 @@ class NeuroStudy(Study):
     out_default = "runs/neuro/study"
     data_help = DATA_HELP
     data_formats = _DATA_FORMATS
+    data_many = True  # several paths (suite2p's plane folders) or a glob
+    shared_options = {
+        "seeds": options.Use("Here: the search seeds", one_of="seeds"),
+        "n_seeds": options.Use(
+            "Here: search seeds --seed, --seed+1, ... (default "
+            + "/".join(str(BUDGETS[s]["seeds"]) for s in BUDGETS)
+            + ")",
+            one_of="seeds",
+        ),
+    }
     generate_help = "simulate every ID/OOD trial and save a zarr recording"
     shift_help = "a dictionary of a GRU forecaster's states under turning stimuli (shift.nc, shift.png)"
     renamed = {"simulate": "generate", "discover": "study", "plot": "trees"}
 
     # --- the study ----------------------------------------------------------------------------
     def add_options(self, q: argparse.ArgumentParser) -> None:
-        data_takes_many(q)  # several paths (suite2p's plane folders) or a glob
         _task_options(q, sizes=False)
-        sizes = {k: "/".join(str(BUDGETS[s][k]) for s in BUDGETS) for k in ("nodes", "seeds", "long_nodes")}
+        sizes = {k: "/".join(str(BUDGETS[s][k]) for s in BUDGETS) for k in ("nodes", "long_nodes")}
         q.add_argument(
             "--nodes",
             type=whole(1),
             default=None,
             help=f"node budget per search (default quick/medium/full: {sizes['nodes']})",
         )
-        seeds = q.add_mutually_exclusive_group()
-        options.add(seeds, "seeds", context="Here: the search seeds")
-        options.add(seeds, "n_seeds", context=f"Here: search seeds --seed, --seed+1, ... (default {sizes['seeds']})")
         q.add_argument(
             "--long-context",
             type=whole(0),

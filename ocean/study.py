@@ -197,6 +197,7 @@ class OceanStudy(Study):
     data_help = _DATA_HELP
     data_formats = _DATA_FORMATS
     config_keys = CONFIG_KEYS
+    shared_options = {"seeds": "Each seed trains every regime; default: the size's", "epochs": "Default: the size's"}
     generate_help = "write a synthetic mixed-layer ocean (exact heat budget) to a zarr v3 store"
     shift_help = "a dictionary of OceanCBM's encoder under a stronger hidden eddy flux (shift.nc, shift.png)"
     renamed = {"synth": "generate", "plot": "redraw"}
@@ -211,9 +212,7 @@ class OceanStudy(Study):
         _data_takes_many(parser)
 
     def add_options(self, st: argparse.ArgumentParser) -> None:
-        options.add(st, "seeds", context="Each seed trains every regime; default: the size's")
         st.add_argument("--regimes", nargs="+", default=None, help="default: mixed prediction_only prescription_only")
-        options.add(st, "epochs", context="Default: the size's")
         _product_options(st)
 
     def plan(self, args: argparse.Namespace) -> Plan:

@@ -64,6 +64,8 @@ __all__ = [
     "needs_table",
     "SIZES",
     "add_study_options",
+    "Use",
+    "add_uses",
     "add_dry_run",
     "add_cluster_arguments",
     "REMOVED_IN",
@@ -818,3 +820,51 @@ def add_study_options(
     add_cluster_arguments(parser)
     add_dry_run(parser)
     parser.set_defaults(config_extra={}, _config_keys=dict(config_keys or {}))
+
+
+@dataclass(frozen=True)
+class Use:
+    """How a study uses an option of the shared vocabulary (:data:`SHARED`): what it does there
+    (``context``, appended to the shared meaning in ``--help``), the study's ``default``, and
+    ``one_of``: the options of a study with the same ``one_of`` label exclude each other
+    (``--seeds`` or ``--n-seeds``: given together, refused)."""
+
+    context: str = ""
+    default: Any = None
+    one_of: str = ""
+
+
+#: the argument group of the shared options a study declares it uses (:func:`add_uses`)
+USES_GROUP = "shared options, as this study uses them"
+
+
+def add_uses(parser: argparse.ArgumentParser, uses: Mapping[str, str | Use]) -> None:
+    """Add the options of the shared vocabulary a study uses, each with its meaning there.
+
+    ``uses``: ``{name: context}`` or ``{name: Use(...)}``, ``name`` a key of :data:`SHARED`
+    (``"seeds"``, ``"epochs"``, ``"dtype"``); the study's ``add_options`` then declares only
+    the options that are its own. A name outside the vocabulary is refused, naming it.
+
+    Examples
+    --------
+    >>> import argparse
+    >>> from scimech.run.options import Use, add_uses
+    >>> parser = argparse.ArgumentParser()
+    >>> add_uses(parser, {"seeds": "Each seed trains every regime", "epochs": Use("Of the model", default=2)})
+    >>> parser.parse_args(["--seeds", "0", "1"])
+    Namespace(seeds=[0, 1], epochs=2)
+    """
+    unknown = sorted(set(uses) - set(SHARED))
+    if unknown:
+        raise ValueError(
+            f"{', '.join(unknown)}: not in the shared vocabulary (scimech.run.options.SHARED: {', '.join(SHARED)})"
+        )
+    if not uses:
+        return
+    group = parser.add_argument_group(USES_GROUP)
+    exclusive: dict[str, Any] = {}
+    for name, use in uses.items():
+        use = Use(use) if isinstance(use, str) else use
+        if use.one_of and use.one_of not in exclusive:
+            exclusive[use.one_of] = group.add_mutually_exclusive_group()
+        add(exclusive.get(use.one_of, group), name, context=use.context, default=use.default)

@@ -36,6 +36,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 from scimech.errors import ConfigError
 from scimech.run import options
 from scimech.run.config import apply_config, read_config  # noqa: F401  (re-exported: the config files' home is scimech.run.config)
+from scimech.run.many_paths import data_takes_many
 from scimech.run.options import SIZES, add_dry_run, add_study_options  # noqa: F401  (re-exported)
 from scimech.studies.evidence import Evidence
 from scimech.studies.verdicts import (  # noqa: F401  (re-exported: the verdicts' home is scimech.studies.verdicts)
@@ -141,8 +142,10 @@ class Study(abc.ABC):
     """A domain study. A subclass supplies:
 
     - ``name`` (the ``scimech <name>`` group), ``title`` (one line), ``description``;
-    - ``out_default``, ``data_help``, ``data_formats``, ``config_keys``: its shared study options;
-    - :meth:`add_options`: the options of ``scimech <name> study`` beyond the shared ones;
+    - ``out_default``, ``data_help``, ``data_formats``, ``data_many``, ``config_keys``: its shared study options;
+    - ``shared_options``: the other options of the shared vocabulary it uses (``--seeds``, ``--epochs``,
+      ``--dtype``), each with what it does there;
+    - :meth:`add_options`: the options of ``scimech <name> study`` that are its own;
     - :meth:`plan`, :meth:`run`, :meth:`findings`, :meth:`planted_truth`, :meth:`report` and
       :meth:`load`;
     - optionally :meth:`add_generate_options` / :meth:`generate` (write the synthetic data),
@@ -166,6 +169,12 @@ class Study(abc.ABC):
     config_keys: ClassVar[Mapping[str, str]] = {}
     generate_help: ClassVar[str] = "write the study's synthetic data"
     shift_help: ClassVar[str] = "the distribution-shift run: a dictionary's faithfulness in and out of distribution"
+    #: the options of the shared vocabulary the ``study`` command uses beyond every study's
+    #: (:data:`scimech.run.options.SHARED`), each with what it does here: ``{name: context}`` or
+    #: ``{name: options.Use(context, default=..., one_of=...)}``; :meth:`add_options` declares only the study's own
+    shared_options: ClassVar[Mapping[str, str | options.Use]] = {}
+    #: ``--data`` takes several paths or a glob (a product's many files)
+    data_many: ClassVar[bool] = False
     #: ``{old command name: new one}``: accepted for one release, with a warning naming the new one and
     #: the release that removes the old (:data:`scimech.run.options.REMOVED_IN`); list each in CHANGELOG.md
     renamed: ClassVar[Mapping[str, str]] = {}
@@ -277,6 +286,9 @@ class Study(abc.ABC):
             config_keys=self.config_keys,
             data_formats=self.data_formats,
         )
+        if self.data_many:
+            data_takes_many(parser)
+        options.add_uses(parser, self.shared_options)
         self.add_options(parser)
 
     def study_parser(self) -> argparse.ArgumentParser:
