@@ -99,6 +99,154 @@ _IMAGES_HELP = (
 )
 
 
+def _galaxy_and_model_options(st: argparse.ArgumentParser) -> None:
+    """The galaxies the study reads and the model it studies (or trains)."""
+    g = st.add_argument_group("galaxies and model (default: synthetic galaxies, a stand-in trained here)")
+    g.add_argument("--images", type=input_path(*_CUTOUT_FORMATS), default=None, help=_IMAGES_HELP)
+    g.add_argument(
+        "--test-fraction",
+        type=fraction(),
+        default=0.25,
+        metavar="F",
+        help="share of the --data galaxies held out as the test set (default 0.25)",
+    )
+    options.deprecated(g, "--catalog", "--data", type=input_path(*_CATALOGUE_FORMATS))
+    g.add_argument(
+        "--train",
+        type=input_path(*_SAMPLE_FORMATS),
+        metavar="FILE",
+        help="training galaxies for the probes and the reference set of the mean/resample ablations: a "
+        ".fits or .zarr in the layout `scimech astro generate` writes (catalogue with flux_g..z "
+        "[nanomaggy], shape_r [arcsec], shape_e1/e2, ebv [mag], z, a_v [mag]; cut-outs (N, 4, H, W) "
+        "[nanomaggy per pixel]); with --model and --test, instead of --data",
+    )
+    g.add_argument(
+        "--test",
+        type=input_path(*_SAMPLE_FORMATS),
+        metavar="FILE",
+        help="test galaxies for the head interventions and the scores (same layout as --train); with "
+        "--model and --train",
+    )
+    g.add_argument(
+        "--world",
+        default=None,
+        help=f"synthetic world: standard or degenerate (default {DEFAULT_WORLD}; astro.synthetic.WORLDS)",
+    )
+    g.add_argument(
+        "--image-features",
+        choices=("bands", "colours"),
+        default=None,
+        help="patch-tokenizer features of the stand-in trained here (default: the world's, astro.plan.IMAGE_FEATURES)",
+    )
+    g.add_argument(
+        "--image-tokenizer",
+        type=input_path("npz"),
+        metavar="NPZ",
+        help="a stand-in patch tokenizer (image_tokenizer.npz written by `scimech astro train`) that "
+        "turns the cut-outs into image tokens; default: the one in the --model folder, else the "
+        "AION-1 folder's image codec (codecs/image/, 96x96 cut-outs -> 576 tokens), else none "
+        "(photometry tokens only)",
+    )
+    which = g.add_mutually_exclusive_group()
+    which.add_argument(
+        "--model",
+        type=existing_path("folder"),
+        metavar="FOLDER",
+        help="the model, studied as it is (nothing is trained): an AION-1 folder (config.json and "
+        "model.safetensors of aion.AION, codecs/<NAME>/{config.json,model.safetensors} for "
+        "FLUX_G..Z, SHAPE_R, SHAPE_E1/E2, EBV, Z and optionally image, the layout of "
+        "polymathic-ai/aion-base; see astro.models.aion_folder) or a stand-in checkpoint "
+        "written by `scimech astro train`; with --data (split into train/test) or --train/--test",
+    )
+    which.add_argument(
+        "--planted",
+        action="store_true",
+        help="train the planted stand-in (image only through head 1 of block 0, head 2 an inert "
+        "colour head) and compare what the study finds with what was planted",
+    )
+    g.add_argument(
+        "--train-afresh",
+        action="store_true",
+        help="train a stand-in here instead of studying the one shipped for the synthetic world "
+        "(astro/models/weights, trained at full size by scripts/train_astro_standin.py); giving "
+        "--epochs or --batch-size does too. Without a shipped stand-in for the world, or when the "
+        "world changed since it was trained, one is trained here anyway and the run says why",
+    )
+
+
+def _analysis_and_size_options(st: argparse.ArgumentParser) -> None:
+    """The block studied and the sizes, each overriding ``--size``."""
+    a = st.add_argument_group("analysis")
+    a.add_argument(
+        "--block",
+        type=whole(0),
+        default=None,
+        metavar="B",
+        help="encoder block whose heads are probed and ablated (0-based; default: the block the layer probes localise)",
+    )
+    sz = st.add_argument_group(
+        "sizes (each overrides --size: "
+        + ", ".join(
+            f"{name} {s['n_train']}/{s['n_test']} galaxies"
+            for name, s in (("quick", QUICK), ("medium", MEDIUM), ("full", FULL))
+        )
+        + ")"
+    )
+    sz.add_argument("--n-train", type=whole(1), default=None, metavar="N", help="synthetic training galaxies")
+    sz.add_argument("--n-test", type=whole(1), default=None, metavar="N", help="synthetic test galaxies")
+    sz.add_argument(
+        "--n-bootstrap",
+        type=whole(0),
+        default=None,
+        metavar="N",
+        help="bootstrap resamples of every confidence interval",
+    )
+    sz.add_argument(
+        "--chunk-size",
+        type=whole(1),
+        default=None,
+        metavar="N",
+        help="test galaxies per intervention unit (the unit of Dask work and of resumption)",
+    )
+
+
+def _where_each_acts(st: argparse.ArgumentParser) -> None:
+    """Each option where it acts; elsewhere refused (:func:`scimech.run.options.needs`)."""
+    synthetic, catalogue = "synthetic galaxies (no --data, --model)", "--data PATH (your catalogue)"
+    trained_here = "a stand-in trained here (no --model)"
+    given_galaxies = ("--data", "{fits}")  # examples: each option where it would do nothing
+    given_model = ("--model", "{folder}")
+    for flag, applies, need, example in (
+        ("--images", lambda a: a.data is not None, catalogue, ("--images", "{npy}")),
+        ("--test-fraction", lambda a: a.data is not None, catalogue, ("--test-fraction", "0.3")),
+        ("--n-train", lambda a: a.data is None and a.model is None, synthetic, (*given_galaxies, "--n-train", "9")),
+        ("--n-test", lambda a: a.data is None and a.model is None, synthetic, (*given_model, "--n-test", "9")),
+        (
+            "--world",
+            lambda a: a.data is None and a.model is None,
+            synthetic,
+            (*given_galaxies, "--world", "degenerate"),
+        ),
+        ("--epochs", lambda a: a.model is None, trained_here, (*given_model, "--epochs", "3")),
+        ("--batch-size", lambda a: a.model is None, trained_here, (*given_model, "--batch-size", "8")),
+        (
+            "--image-features",
+            lambda a: a.model is None,
+            trained_here,
+            (*given_model, "--image-features", "colours"),
+        ),
+        (
+            "--train-afresh",
+            lambda a: a.data is None and a.model is None,
+            synthetic,
+            (*given_galaxies, "--train-afresh"),
+        ),
+        ("--train", lambda a: a.model is not None, "--model FOLDER (an existing study)", ("--train", "{fits}")),
+        ("--test", lambda a: a.model is not None, "--model FOLDER (an existing study)", ("--test", "{fits}")),
+    ):
+        options.needs(st, flag, applies, need, example)
+
+
 class AstroStudy(Study):
     """The AION-1 photometric-redshift head study: does the image's gain pass through one head?
 
@@ -146,144 +294,9 @@ class AstroStudy(Study):
 
     # --- the study ----------------------------------------------------------------------------
     def add_options(self, st: argparse.ArgumentParser) -> None:
-        g = st.add_argument_group("galaxies and model (default: synthetic galaxies, a stand-in trained here)")
-        g.add_argument("--images", type=input_path(*_CUTOUT_FORMATS), default=None, help=_IMAGES_HELP)
-        g.add_argument(
-            "--test-fraction",
-            type=fraction(),
-            default=0.25,
-            metavar="F",
-            help="share of the --data galaxies held out as the test set (default 0.25)",
-        )
-        options.deprecated(g, "--catalog", "--data", type=input_path(*_CATALOGUE_FORMATS))
-        g.add_argument(
-            "--train",
-            type=input_path(*_SAMPLE_FORMATS),
-            metavar="FILE",
-            help="training galaxies for the probes and the reference set of the mean/resample ablations: a "
-            ".fits or .zarr in the layout `scimech astro generate` writes (catalogue with flux_g..z "
-            "[nanomaggy], shape_r [arcsec], shape_e1/e2, ebv [mag], z, a_v [mag]; cut-outs (N, 4, H, W) "
-            "[nanomaggy per pixel]); with --model and --test, instead of --data",
-        )
-        g.add_argument(
-            "--test",
-            type=input_path(*_SAMPLE_FORMATS),
-            metavar="FILE",
-            help="test galaxies for the head interventions and the scores (same layout as --train); with "
-            "--model and --train",
-        )
-        g.add_argument(
-            "--world",
-            default=None,
-            help=f"synthetic world: standard or degenerate (default {DEFAULT_WORLD}; astro.synthetic.WORLDS)",
-        )
-        g.add_argument(
-            "--image-features",
-            choices=("bands", "colours"),
-            default=None,
-            help="patch-tokenizer features of the stand-in trained here (default: the world's, "
-            "astro.plan.IMAGE_FEATURES)",
-        )
-        g.add_argument(
-            "--image-tokenizer",
-            type=input_path("npz"),
-            metavar="NPZ",
-            help="a stand-in patch tokenizer (image_tokenizer.npz written by `scimech astro train`) that "
-            "turns the cut-outs into image tokens; default: the one in the --model folder, else the "
-            "AION-1 folder's image codec (codecs/image/, 96x96 cut-outs -> 576 tokens), else none "
-            "(photometry tokens only)",
-        )
-        which = g.add_mutually_exclusive_group()
-        which.add_argument(
-            "--model",
-            type=existing_path("folder"),
-            metavar="FOLDER",
-            help="the model, studied as it is (nothing is trained): an AION-1 folder (config.json and "
-            "model.safetensors of aion.AION, codecs/<NAME>/{config.json,model.safetensors} for "
-            "FLUX_G..Z, SHAPE_R, SHAPE_E1/E2, EBV, Z and optionally image, the layout of "
-            "polymathic-ai/aion-base; see astro.models.aion_folder) or a stand-in checkpoint "
-            "written by `scimech astro train`; with --data (split into train/test) or --train/--test",
-        )
-        which.add_argument(
-            "--planted",
-            action="store_true",
-            help="train the planted stand-in (image only through head 1 of block 0, head 2 an inert "
-            "colour head) and compare what the study finds with what was planted",
-        )
-        g.add_argument(
-            "--train-afresh",
-            action="store_true",
-            help="train a stand-in here instead of studying the one shipped for the synthetic world "
-            "(astro/models/weights, trained at full size by scripts/train_astro_standin.py); giving "
-            "--epochs or --batch-size does too. Without a shipped stand-in for the world, or when the "
-            "world changed since it was trained, one is trained here anyway and the run says why",
-        )
-        a = st.add_argument_group("analysis")
-        a.add_argument(
-            "--block",
-            type=whole(0),
-            default=None,
-            metavar="B",
-            help="encoder block whose heads are probed and ablated (0-based; default: the block the layer "
-            "probes localise)",
-        )
-        sz = st.add_argument_group(
-            "sizes (each overrides --size: "
-            + ", ".join(
-                f"{name} {s['n_train']}/{s['n_test']} galaxies"
-                for name, s in (("quick", QUICK), ("medium", MEDIUM), ("full", FULL))
-            )
-            + ")"
-        )
-        sz.add_argument("--n-train", type=whole(1), default=None, metavar="N", help="synthetic training galaxies")
-        sz.add_argument("--n-test", type=whole(1), default=None, metavar="N", help="synthetic test galaxies")
-        sz.add_argument(
-            "--n-bootstrap",
-            type=whole(0),
-            default=None,
-            metavar="N",
-            help="bootstrap resamples of every confidence interval",
-        )
-        sz.add_argument(
-            "--chunk-size",
-            type=whole(1),
-            default=None,
-            metavar="N",
-            help="test galaxies per intervention unit (the unit of Dask work and of resumption)",
-        )
-        synthetic, catalogue = "synthetic galaxies (no --data, --model)", "--data PATH (your catalogue)"
-        trained_here = "a stand-in trained here (no --model)"
-        given_galaxies = ("--data", "{fits}")  # examples: each option where it would do nothing
-        given_model = ("--model", "{folder}")
-        for flag, applies, need, example in (
-            ("--images", lambda a: a.data is not None, catalogue, ("--images", "{npy}")),
-            ("--test-fraction", lambda a: a.data is not None, catalogue, ("--test-fraction", "0.3")),
-            ("--n-train", lambda a: a.data is None and a.model is None, synthetic, (*given_galaxies, "--n-train", "9")),
-            ("--n-test", lambda a: a.data is None and a.model is None, synthetic, (*given_model, "--n-test", "9")),
-            (
-                "--world",
-                lambda a: a.data is None and a.model is None,
-                synthetic,
-                (*given_galaxies, "--world", "degenerate"),
-            ),
-            ("--epochs", lambda a: a.model is None, trained_here, (*given_model, "--epochs", "3")),
-            ("--batch-size", lambda a: a.model is None, trained_here, (*given_model, "--batch-size", "8")),
-            (
-                "--image-features",
-                lambda a: a.model is None,
-                trained_here,
-                (*given_model, "--image-features", "colours"),
-            ),
-            (
-                "--train-afresh",
-                lambda a: a.data is None and a.model is None,
-                synthetic,
-                (*given_galaxies, "--train-afresh"),
-            ),
-            ("--train", lambda a: a.model is not None, "--model FOLDER (an existing study)", ("--train", "{fits}")),
-            ("--test", lambda a: a.model is not None, "--model FOLDER (an existing study)", ("--test", "{fits}")),
-        ):
-            options.needs(st, flag, applies, need, example)
+        _galaxy_and_model_options(st)
+        _analysis_and_size_options(st)
+        _where_each_acts(st)
 
     def plan(self, args: argparse.Namespace) -> Plan:
         """The plan of ``astro study``; a synthetic run's model decided here (the shipped stand-in of the
