@@ -935,7 +935,14 @@ def _add_site_statistics(
                         stacklevel=3,
                     )
         full = LinearProbe(**params).fit(X, y)
-        snr[s] = signal_to_noise(X, y, full.direction_, task)
+        if np.any(full.direction_):
+            snr[s] = signal_to_noise(X, y, full.direction_, task)
+        else:  # constant features (BERT's embeddings at [CLS]): no direction, so no ratio to measure
+            warnings.warn(
+                f"Site {list(feats)[s]!r}: the probe found no direction (its features are constant over the "
+                "samples), so its snr is NaN; its scores are those of a constant prediction.",
+                stacklevel=3,
+            )
         if weights is not None:
             weights[s] = np.atleast_2d(full.coef_)[0]
         if n_permutations:

@@ -431,3 +431,18 @@ def test_grouped_permutation_refuses_y_varying_within_groups_of_all_different_si
     sizes = np.repeat(np.arange(12), np.arange(1, 13))[: len(y)]  # groups of 1, 2, 3, ... rows
     with pytest.raises(DataValidationError, match="same size"):
         permutation_test(X[: len(sizes)], y[: len(sizes)], groups=sizes, cv=3, n_permutations=5)
+
+
+def test_a_site_of_constant_features_does_not_stop_the_layerwise_probe():
+    # BERT's embeddings at [CLS] are the same for every input: that site has no probe direction
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 4))
+    y = X @ np.array([1.0, -0.5, 0.0, 0.2]) + 0.1 * rng.normal(size=60)
+    with pytest.warns(UserWarning, match="'const'.*constant"):
+        both = probe_sites({"const": np.ones((60, 4)), "ok": X}, y, cv=3, n_bootstrap=0, control=False)
+    alone = probe_sites({"ok": X}, y, cv=3, n_bootstrap=0, control=False)
+    # the informative site is scored as it is alone, and the constant one has no ratio to report
+    np.testing.assert_allclose(both["score_mean"].sel(site="ok"), alone["score_mean"].sel(site="ok"))
+    assert np.isnan(float(both["snr"].sel(site="const")))
+    # a constant prediction (each training fold's mean) explains nothing out of fold: R^2 at or below 0
+    assert float(both["score_mean"].sel(site="const")) <= 0.0
