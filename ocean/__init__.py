@@ -39,7 +39,7 @@ findings    the reference findings with their verdicts
 report      report.md / html and the outcome files; plots: the figures
 study       OceanStudy (scimech.studies.contract.Study): the ``scimech ocean`` commands, plan -> run -> findings /
             planted truth -> report, the demo
-experiment  the study's Python names in one import (StudyConfig, run_study, analyse, ...)
+experiment  the study's Python names in one import (StudyConfig, run_units, analyse, ...)
 
 The data layer's old flat paths (``ocean.stores``, ``from ocean import products``, ...) give the
 modules of :mod:`ocean.data`, with a DeprecationWarning, until scimech 0.3.0 (:mod:`scimech._moved`).

@@ -80,8 +80,8 @@ def test_cli_study_size_flags():
 def test_unknown_size_names_the_choices(tmp_path):
     import pytest
 
-    from neuro.study import run_study
+    from neuro.study import run_and_report
     from scimech.errors import ConfigError
 
     with pytest.raises(ConfigError, match="medium"):
-        run_study(tmp_path, size="huge")
+        run_and_report(tmp_path, size="huge")

@@ -229,7 +229,7 @@ def test_the_ocean_demo_writes_the_planted_truth_line_and_findings(trained, tmp_
         ("prescription_only", 0): trained["off"].drop_sel(concept="free_0"),
         ("prescription_only", 1): trained["off"].drop_sel(concept="free_0"),
     }
-    monkeypatch.setattr(ocean_run, "run_study", lambda cfg, out, **kw: (evidence.analyse(units), units))
+    monkeypatch.setattr(ocean_run, "run_units", lambda cfg, out, **kw: (evidence.analyse(units), units))
     ocean_study.OceanStudy().demo(tmp_path, quick=True)
     lines = (tmp_path / "recovery.txt").read_text().splitlines()
     assert re.fullmatch(r"ocean planted truth: \d+ of \d+ recovered \(.+\) \[synthetic world \(.+ grid\)\]", lines[0])

@@ -30,14 +30,14 @@ def test_a_changed_data_file_sets_the_units_aside(tmp_path, monkeypatch):
     store = data.write_zarr(ds, tmp_path / "ocean.zarr", time_chunk=12)
     cfg = StudyConfig(data=str(store), **STUDY)
     out = tmp_path / "run"
-    _, first = run.run_study(cfg, out)
+    _, first = run.run_units(cfg, out)
     fp = read_fingerprint(out)
     # the same data: resumed, nothing retrained, nothing set aside
     train = run.train_unit
     monkeypatch.setattr(run, "train_unit", _boom)
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message=".*held a study of other data")
-        _, again = run.run_study(cfg, out)
+        _, again = run.run_units(cfg, out)
     assert not list(out.glob("stale-*")) and read_fingerprint(out) == fp
     np.testing.assert_array_equal(again[("mixed", 0)]["y_pred"].values, first[("mixed", 0)]["y_pred"].values)
     # one changed value in the file, same path and settings: the target at the last month, one ocean cell
@@ -48,7 +48,7 @@ def test_a_changed_data_file_sets_the_units_aside(tmp_path, monkeypatch):
     data.write_zarr(changed, store, time_chunk=12)
     monkeypatch.setattr(run, "train_unit", train)
     with pytest.warns(UserWarning, match=rf"held a study of other data \(fingerprint {fp}, now \w+; changed: data\)"):
-        _, new = run.run_study(cfg, out)
+        _, new = run.run_units(cfg, out)
     stale = out / f"stale-{fp}"
     assert read_fingerprint(out) != fp and (stale / "summary.nc").exists()
     old_store = UnitStore(stale / "units")
@@ -63,14 +63,14 @@ def test_a_changed_data_file_sets_the_units_aside(tmp_path, monkeypatch):
 def test_a_changed_generator_sets_the_units_aside(tmp_path, monkeypatch):
     cfg = StudyConfig(synth=SMALL, **STUDY)
     out = tmp_path / "run"
-    run.run_study(cfg, out)
+    run.run_units(cfg, out)
     fp = read_fingerprint(out)
     before = data.open_zarr(out / "ocean.zarr")["q_hidden"].values
     # the same settings, a generator whose hidden flux is twice as strong
     gen = synthetic.generate
     monkeypatch.setattr(run, "generate", lambda c: gen(dataclasses.replace(c, hidden_coeff=2 * c.hidden_coeff)))
     with pytest.warns(UserWarning, match=rf"fingerprint {fp}, now \w+; changed: data"):
-        _, units = run.run_study(cfg, out)
+        _, units = run.run_units(cfg, out)
     stale = out / f"stale-{fp}"
     np.testing.assert_array_equal(data.open_zarr(stale / "ocean.zarr")["q_hidden"].values, before)
     after = data.open_zarr(out / "ocean.zarr")["q_hidden"].values
@@ -82,7 +82,7 @@ def test_a_changed_generator_sets_the_units_aside(tmp_path, monkeypatch):
     monkeypatch.setattr(run, "train_unit", _boom)
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message=".*held a study of other data")
-        run.run_study(cfg, out)
+        run.run_units(cfg, out)
     assert read_fingerprint(out) == fp2 and sorted(p.name for p in out.glob("stale-*")) == [stale.name]
 
 

@@ -100,7 +100,7 @@ def test_study_units_resume_and_skip(store, tmp_path, monkeypatch):
         seeds=[0, 1],
         fractions=[0.6, 0.2, 0.2],
     )
-    summary, units = run.run_study(cfg, tmp_path / "run")
+    summary, units = run.run_units(cfg, tmp_path / "run")
     assert set(units) == {("mixed", 0), ("mixed", 1), ("prescription_only", 0), ("prescription_only", 1)}
     assert summary["cka"].dims == ("regime", "seed", "seed_other")
     np.testing.assert_allclose(np.diagonal(summary["cka"].values, axis1=1, axis2=2), 1.0, rtol=1e-9)
@@ -111,7 +111,7 @@ def test_study_units_resume_and_skip(store, tmp_path, monkeypatch):
         raise AssertionError("a finished unit was retrained")
 
     monkeypatch.setattr(run, "train_unit", boom)
-    again, _ = run.run_study(cfg, tmp_path / "run")
+    again, _ = run.run_units(cfg, tmp_path / "run")
     np.testing.assert_allclose(again["rmse"].values, summary["rmse"].values)
 
 
