@@ -104,14 +104,21 @@ class ShippedStandin:
         line = (
             f"shipped stand-in {self.name} (astro/models/weights; trained by scripts/train_astro_standin.py on "
             f"{r['training_data']['n_galaxies']} synthetic galaxies of the {r['world']} world, "
-            f"{r['settings']['phot_steps']} photometry-only + {r['settings']['steps']} steps)"
+            f"{r['settings']['phot_steps']} photometry-only + {r['settings']['steps']} steps"
         )
+        kept = [r.get("training", {}).get(f"best_step_{stage}") for stage in ("photometry", "both")]
+        if None not in kept:
+            line += f", each stage ending on its best checkpoint on held-out galaxies (steps {kept[0]} and {kept[1]})"
+        line += ")"
         phot = t.get("photometry", {}).get("sigma_nmad")
         if phot:
             line += f"; on the quick study's seed-0 test galaxies: sigma_NMAD photometry-only {phot['value']:.4f}"
             knn = t.get("colour_knn", {}).get("sigma_nmad")
             if knn:
                 line += f", colour kNN {knn['value']:.4f}"
+            out, knn_out = (t.get(k, {}).get("outlier_fraction") for k in ("photometry", "colour_knn"))
+            if out and knn_out:
+                line += f"; outlier fraction {out['value']:.1%}, colour kNN {knn_out['value']:.1%}"
         return line
 
 
