@@ -363,6 +363,9 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--sizes", type=int, nargs="+", default=list(SIZES), help="numbers of head sites (default 1 2 8 48 144)"
     )
     p.add_argument("--rounds", type=int, default=ROUNDS, help=f"timed rounds after the warm-up (default {ROUNDS})")
+    p.add_argument(
+        "--verbs", nargs="+", choices=("patching", "ablation"), default=["patching", "ablation"], help="the sweeps"
+    )
     p.add_argument("--threads", type=int, default=THREADS, help=f"torch CPU threads (default {THREADS})")
     p.add_argument("--out", type=Path, help="write sweep_scaling.md and .json here, not to bench/results")
     args = p.parse_args(argv)
@@ -415,7 +418,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if "nnsight" in missing:
         lines += [f"nnsight not run: {missing['nnsight']}.", ""]
     records: list[dict[str, Any]] = []
-    for verb in ("patching", "ablation"):
+    for verb in args.verbs:
         more, recs = measure(m, verb, args.sizes, args.rounds, tools, cpu_ref)
         lines += more
         records += recs
