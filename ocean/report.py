@@ -277,9 +277,11 @@ def _attribution(out: Path, ds: xr.Dataset, cfg, unit: xr.Dataset):
     norm = odata.fit_normalizer(
         ds, split.train, window=cfg.window, lead=cfg.lead, target=cfg.target, concept_scaling=cfg.concept_scaling
     )
-    test = odata.WindowDataset(ds, split.test, norm, window=cfg.window, lead=cfg.lead)
+    region = _attribution_region(ds["mask"], cfg.patch)
+    test = odata.WindowDataset(ds.isel(region), split.test, norm, window=cfg.window, lead=cfg.lead)
     x = torch.stack([test[i]["x"] for i in range(min(4, len(test)))])
-    mask = torch.from_numpy(ds["mask"].values.astype(np.float32))
+    sea = ds["mask"].isel(region)
+    mask = torch.from_numpy(sea.values.astype(np.float32))
     attr = attribute(
         model,
         x,
@@ -287,4 +289,31 @@ def _attribution(out: Path, ds: xr.Dataset, cfg, unit: xr.Dataset):
         n_samples=8,
         reduce_output=lambda y: (y[:, 0] * mask).sum((-1, -2)) / mask.sum(),
     )
-    return plots.attribution_figure(attr, ds["mask"], list(INPUTS), cfg.window)
+    fig = plots.attribution_figure(attr, sea, list(INPUTS), cfg.window)
+    if region:
+        fig.suptitle(
+            "On the training patch with the most ocean: "
+            f"rows {region['lat'].start}-{region['lat'].stop - 1}, columns {region['lon'].start}-{region['lon'].stop - 1} "
+            f"of {ds.sizes['lat']} x {ds.sizes['lon']}",
+            fontsize=9,
+        )
+    return fig
+
+
+#: grid points above which attribution maps are drawn on one training patch, not the whole grid:
+#: GradientShap's 8 samples x 4 windows of the whole ORCA025 grid (1021 x 1442) need 14 GB
+WHOLE_GRID_POINTS = 512 * 512
+
+
+def _attribution_region(mask: xr.DataArray, patch) -> dict[str, slice]:
+    """``{}`` (the whole grid) for a grid of at most :data:`WHOLE_GRID_POINTS`; else the training patch
+    (``cfg.patch``, or 256 x 256) of the tiling with the most ocean points, where the convolutional model
+    forecasts as it does on the globe."""
+    ny, nx = mask.sizes["lat"], mask.sizes["lon"]
+    if ny * nx <= WHOLE_GRID_POINTS:
+        return {}
+    py, px = (min(int(patch[0]), ny), min(int(patch[1]), nx)) if patch else (min(256, ny), min(256, nx))
+    sea = mask.values.astype(bool)
+    tiles = [(i, j) for i in range(0, ny - py + 1, py) for j in range(0, nx - px + 1, px)]
+    i, j = max(tiles, key=lambda t: (sea[t[0] : t[0] + py, t[1] : t[1] + px].sum(), -t[0], -t[1]))
+    return {"lat": slice(i, i + py), "lon": slice(j, j + px)}
