@@ -22,8 +22,9 @@ data        the data layer, a subpackage whose names come in one import (``data.
   data.gridaxes    the product's horizontal grid (xgcm, xnemogcm): periodic, unwrapped, staggered, mesh mask
   data.reading     what was read, said back (scimech.studies.reading.Reading): `scimech ocean inspect`,
                    report openings
-samples     chronological splits, train-only normalisation, windows, a torch Dataset (gathered in data)
-splits      the split's arithmetic without torch (the fewest steps a record needs)
+  data.samples     chronological splits, train-only normalisation, windows, a torch Dataset, the block
+                   order and byte-bounded cache of a product larger than memory
+  data.splits      the split's arithmetic without torch (the fewest steps a record needs)
 model       CPU-sized UNet encoder -> ConceptLayer(conv) -> 1x1 linear head
 heatwaves   Hobday et al. (2016) marine-heatwave detection for any time step
 
@@ -62,7 +63,6 @@ __all__ = [
     "budget",
     "concepts",
     "data",
-    "samples",
     "model",
     "heatwaves",
     "settings",

@@ -421,7 +421,7 @@ def _data_axis(path: str | list[str]) -> timeaxis.TimeAxis | None:
 
 def check_record(cfg: StudyConfig, axis: timeaxis.TimeAxis) -> None:
     """Refuse, before any work, a record too short for the study: the chronological split of
-    ``window`` and ``lead`` (:func:`ocean.splits.steps_needed`) must leave non-empty validation
+    ``window`` and ``lead`` (:func:`ocean.data.splits.steps_needed`) must leave non-empty validation
     and test splits and a year of training samples (the climatology forecast is per phase of the
     year). The message gives the length needed in the product's own steps.
 
@@ -430,7 +430,7 @@ def check_record(cfg: StudyConfig, axis: timeaxis.TimeAxis) -> None:
     DataValidationError
         The record is shorter than that.
     """
-    from .splits import steps_needed
+    from .data.splits import steps_needed
 
     fractions = tuple(float(f) for f in cfg.fractions)
     needed = steps_needed(window=cfg.window, lead=cfg.lead, fractions=fractions, train_min=axis.year_steps)

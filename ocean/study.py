@@ -59,7 +59,7 @@ def _product_path() -> options.Option:
         if any(c in text for c in "*?["):
             from scimech.errors import DataValidationError
 
-            from .files import product_files
+            from .data.files import product_files
 
             try:
                 product_files(text)
@@ -287,7 +287,7 @@ class OceanStudy(Study):
     def inspect(self, path: Path, args: argparse.Namespace):
         """What ``scimech ocean study --data PATH`` would read from your product (no torch, no training), then
         what prevents a study on it, in words (the table is always shown)."""
-        from .products import inspect
+        from .data.products import inspect
 
         more = list(getattr(args, "more", None) or [])
         source = _data_value([path, *more]) if more else path

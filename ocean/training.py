@@ -20,7 +20,8 @@ from scimech.analysis.concepts import REGIMES, LambdaSchedule, fit_cbm
 from scimech.errors import DataValidationError
 
 from . import data as odata
-from . import heatwaves, timeaxis
+from . import heatwaves
+from .data import timeaxis
 from .model import build_model
 from .plan import StudyConfig
 from .variables import CONCEPTS, INPUTS, PRESCRIBED
@@ -50,7 +51,7 @@ def _dataset(ds, t, norm, cfg, *, whole: bool = False, reader=None):
     OceanCBM trains), the whole grid for the test split (``whole``: the model is convolutional, so it
     forecasts any grid, and the unit's maps are whole). ``reader``: the block cache to share with the
     other splits (the training and validation windows read through one cache, bounded in bytes:
-    :class:`ocean.samples.ChunkedReader`)."""
+    :class:`ocean.data.samples.ChunkedReader`)."""
     patch = tuple(cfg.patch) if cfg.patch and not whole else None
     return odata.WindowDataset(ds, t, norm, window=cfg.window, lead=cfg.lead, patch=patch, reader=reader)
 
@@ -135,7 +136,7 @@ def budget_weights(norm: odata.Normalizer) -> list[float]:
     --------
     >>> import dataclasses
     >>> from ocean.experiment import budget_weights
-    >>> from ocean.samples import Normalizer
+    >>> from ocean.data.samples import Normalizer
     >>> std = {"q_surf": 50.0, "q_ekman": 10.0, "q_geo": 20.0, "q_entr": 5.0, "q_diff": 2.0}
     >>> norm = Normalizer(mean={}, std=std, scale=100.0, target="dmlhc_dt", concept_scaling="own")
     >>> budget_weights(norm)  # each term scaled by its own std: std_k / 100

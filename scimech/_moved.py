@@ -73,6 +73,8 @@ OCEAN_MOVED = {
     "gridaxes": "data.gridaxes",
     "products": "data.products",
     "reading": "data.reading",
+    "samples": "data.samples",
+    "splits": "data.splits",
     "stores": "data.stores",
     "timeaxis": "data.timeaxis",
     "validation": "data.validation",

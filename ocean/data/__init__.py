@@ -13,9 +13,11 @@ imported when first used, so that reading a product (``scimech ocean inspect``) 
   a product's many files (a list of paths, a glob, a folder, a NEMO run with its mesh mask)
   combined by :mod:`ocean.data.files`, its time axis read by :mod:`ocean.data.timeaxis` and its
   horizontal grid by :mod:`ocean.data.gridaxes`;
-- :mod:`ocean.samples`: :func:`chronological_split`, :class:`Normalizer` /
+- :mod:`ocean.data.samples`: :func:`chronological_split`, :class:`Normalizer` /
   :func:`fit_normalizer` (training split only), :class:`WindowDataset` (windows of inputs, the
-  target and concepts ``lead`` steps later), :func:`make_batches`.
+  target and concepts ``lead`` steps later), :func:`make_batches` (a product larger than memory in
+  the block order of :class:`BlockSampler`, through a cache bounded in bytes); the split's
+  arithmetic without torch in :mod:`ocean.data.splits`.
 
 The old flat paths (``ocean.stores``, ``ocean.products``, ...) give these modules,
 with a DeprecationWarning, until scimech 0.3.0 (:mod:`scimech._moved`).
@@ -35,17 +37,18 @@ _LAZY = {
     "from_nemo": ".products",
     "open_store": ".products",
     "inspect": ".products",
-    "Split": "..samples",
-    "chronological_split": "..samples",
-    "Normalizer": "..samples",
-    "fit_normalizer": "..samples",
-    "WindowDataset": "..samples",
-    "ChunkedReader": "..samples",
-    "make_batches": "..samples",
+    "Split": ".samples",
+    "chronological_split": ".samples",
+    "Normalizer": ".samples",
+    "fit_normalizer": ".samples",
+    "WindowDataset": ".samples",
+    "ChunkedReader": ".samples",
+    "make_batches": ".samples",
+    "BlockSampler": ".samples",
 }
 
 #: the modules of the data layer
-_MODULES = ("files", "gridaxes", "products", "reading", "stores", "timeaxis", "validation")
+_MODULES = ("files", "gridaxes", "products", "reading", "samples", "splits", "stores", "timeaxis", "validation")
 
 __all__ = ["DIMS", "EXPECTED_UNITS", *_LAZY]
 

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 import torch
 
-from ocean import data, samples, synthetic
+from ocean import data, synthetic
+from ocean.data import samples
 from scimech.errors import DataValidationError
 
 from .test_training import planted_dataset

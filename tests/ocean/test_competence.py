@@ -42,7 +42,7 @@ def test_yardsticks_are_persistence_and_damped_persistence_by_hand(untrained):
     np.testing.assert_allclose(got["climatology"], unit["y_clim"].values, equal_nan=True)
     # damped persistence by hand: month-of-year means of the training targets, the lag-1 regression of the
     # anomaly per point (clipped to [0, 1]), clim(t + 1) + a (y(t) - clim(t))
-    from ocean.samples import chronological_split
+    from ocean.data.samples import chronological_split
 
     split = chronological_split(len(times), window=cfg.window, lead=cfg.lead, fractions=tuple(cfg.fractions))
     month = ds["time"].dt.month.values

@@ -6,7 +6,7 @@ the store at that sample's time (``t + lead``), member and grid point, and ``y_c
 months' mean of the same calendar month, computed here with xarray.
 
 A product larger than the training's block cache is read in an order that shuffles within blocks of
-time steps (:class:`ocean.samples.BlockSampler`); here the cache's floor is lowered so that the small
+time steps (:class:`ocean.data.samples.BlockSampler`); here the cache's floor is lowered so that the small
 store is such a product, and the blocks read per epoch are counted.
 """
 
@@ -17,7 +17,8 @@ import dataclasses
 import numpy as np
 import pytest
 
-from ocean import data, samples, training
+from ocean import data, training
+from ocean.data import samples
 from ocean.plan import StudyConfig
 
 from .test_training import NX, NY, planted_dataset

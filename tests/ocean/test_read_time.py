@@ -11,7 +11,8 @@ import pytest
 import xarray as xr
 from cftime import num2date
 
-from ocean import concepts, samples
+from ocean import concepts
+from ocean.data import samples
 from ocean.data.timeaxis import read_time, step_words, time_axis
 from ocean.plan import StudyConfig, check_record, study_plan
 from scimech.errors import DataValidationError

@@ -22,9 +22,9 @@ import xarray as xr
 
 from scimech.errors import DataValidationError
 
+from ..variables import CONCEPTS, INPUTS, PRESCRIBED
 from . import timeaxis
 from .splits import _cut, _enough, steps_needed  # the split's arithmetic, torch-free (ocean.plan)
-from .variables import CONCEPTS, INPUTS, PRESCRIBED
 
 __all__ = [
     "Split",

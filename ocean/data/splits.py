@@ -1,5 +1,5 @@
 """The chronological split's arithmetic without torch: the window ends each split keeps and the fewest
-steps a record needs (:func:`steps_needed`), for :mod:`ocean.samples` and the checks before any work
+steps a record needs (:func:`steps_needed`), for :mod:`ocean.data.samples` and the checks before any work
 (:func:`ocean.plan.check_record`, ``scimech ocean inspect``)."""
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def _enough(n_time: int, window: int, lead: int, fractions, train_min: int) -> b
 def steps_needed(
     *, window: int = 6, lead: int = 1, fractions: Sequence[float] = (0.8, 0.1, 0.1), train_min: int = 1
 ) -> int:
-    """The fewest time steps for which :func:`ocean.samples.chronological_split` gives non-empty validation and
+    """The fewest time steps for which :func:`ocean.data.samples.chronological_split` gives non-empty validation and
     test splits and at least ``train_min`` training samples (a year of steps, for the training
     climatology of the target): the smallest ``n`` from which every record of ``n`` steps or more
     (up to ``n + 2 / min(fractions)``, where rounding no longer matters) splits so.
