@@ -9,7 +9,7 @@ download (random weights from a ``GPT2Config``, the model of :mod:`bench.bench_r
 
 Options: ``--device cuda`` runs every tool's model and inputs on that device (and checks the
 largest sweep against a naive loop on the CPU); ``--sizes 1 2`` and ``--rounds 1`` make a
-short run; ``--out DIR`` writes ``DIR/sweep_scaling.md`` and ``DIR/sweep_scaling.json``
+short run, ``--verbs ablation`` one sweep only; ``--out DIR`` writes ``DIR/sweep_scaling.md`` and ``DIR/sweep_scaling.json``
 instead of bench/results/sweep_scaling.md (``scripts/device_check.sh`` uses all four).
 
 Each tool does the same work at each size: the clean and corrupted (or unablated) reference
