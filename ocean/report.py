@@ -29,6 +29,7 @@ from .findings import consistency_ranking, findings_lines, verdict
 from .model import build_model
 from .plan import StudyConfig
 from .recovery import recovery_table, summary_line
+from .training import study_split, unit_normalizer
 from .variables import INPUTS, PRESCRIBED
 
 __all__ = ["write_report"]
@@ -271,12 +272,8 @@ def _attribution(out: Path, ds: xr.Dataset, cfg, unit: xr.Dataset):
     n_free = int(sum(str(c).startswith("free") for c in unit["concept"].values))
     model = build_model(cfg.window * len(INPUTS), PRESCRIBED, n_free, width=cfg.width)
     model.load_state_dict(state["model"])
-    split = odata.chronological_split(
-        ds.sizes["time"], window=cfg.window, lead=cfg.lead, fractions=tuple(cfg.fractions)
-    )
-    norm = odata.fit_normalizer(
-        ds, split.train, window=cfg.window, lead=cfg.lead, target=cfg.target, concept_scaling=cfg.concept_scaling
-    )
+    split = study_split(ds, cfg)
+    norm = unit_normalizer(unit, ds, split, cfg)
     region = _attribution_region(ds["mask"], cfg.patch)
     test = odata.WindowDataset(ds.isel(region), split.test, norm, window=cfg.window, lead=cfg.lead)
     x = torch.stack([test[i]["x"] for i in range(min(4, len(test)))])

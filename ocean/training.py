@@ -26,13 +26,30 @@ from .model import build_model
 from .plan import StudyConfig
 from .variables import CONCEPTS, INPUTS, PRESCRIBED
 
-__all__ = ["train_unit", "budget_weights", "unit_dataset", "train_model", "TrainedModel"]
+__all__ = [
+    "train_unit",
+    "budget_weights",
+    "unit_dataset",
+    "unit_normalizer",
+    "study_split",
+    "train_model",
+    "TrainedModel",
+]
 
 
 def _setup(cfg: StudyConfig, path: Path):
     ds = odata.open_zarr(path, target=cfg.target)
+    split = study_split(ds, cfg)
+    norm = odata.fit_normalizer(
+        ds, split.train, window=cfg.window, lead=cfg.lead, target=cfg.target, concept_scaling=cfg.concept_scaling
+    )
+    return ds, split, norm
+
+
+def study_split(ds: xr.Dataset, cfg: StudyConfig) -> odata.Split:
+    """The chronological train / val / test split a unit trains on (the training split spans a year)."""
     axis = timeaxis.time_axis(ds)
-    split = odata.chronological_split(
+    return odata.chronological_split(
         ds.sizes["time"],
         window=cfg.window,
         lead=cfg.lead,
@@ -40,10 +57,6 @@ def _setup(cfg: StudyConfig, path: Path):
         train_min=axis.year_steps,
         time=axis,
     )
-    norm = odata.fit_normalizer(
-        ds, split.train, window=cfg.window, lead=cfg.lead, target=cfg.target, concept_scaling=cfg.concept_scaling
-    )
-    return ds, split, norm
 
 
 def _dataset(ds, t, norm, cfg, *, whole: bool = False, reader=None):
@@ -246,6 +259,16 @@ def _fit(
     return model, hist, n_free
 
 
+def unit_normalizer(unit: xr.Dataset, ds: xr.Dataset, split: odata.Split, cfg: StudyConfig) -> odata.Normalizer:
+    """The normalisation the unit's model was trained with: kept in the unit (``normalizer``), else
+    (a unit written before it was kept) fitted again on the same training split."""
+    if "normalizer" in unit.attrs:
+        return odata.Normalizer.from_dict(json.loads(unit.attrs["normalizer"]))
+    return odata.fit_normalizer(
+        ds, split.train, window=cfg.window, lead=cfg.lead, target=cfg.target, concept_scaling=cfg.concept_scaling
+    )
+
+
 def unit_dataset(
     p: dict,
     model,
@@ -335,6 +358,7 @@ def unit_dataset(
             "target": tgt,
             "scale_W_m2": float(s),
             "study_config": json.dumps(config, default=str),
+            "normalizer": json.dumps(norm.to_dict()),
             "description": f"OceanCBM unit: {regime}, seed {seed}, test split",
         },
     )

@@ -12,7 +12,7 @@ reductions over chunks); the target and concepts share one scale so that the bud
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import dask
@@ -133,6 +133,18 @@ class Normalizer:
             "concepts": self.concepts,
             "concept_scaling": self.concept_scaling,
         }
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> Normalizer:
+        """The normaliser :meth:`to_dict` wrote (a study unit keeps it in its ``normalizer`` attribute)."""
+        return cls(
+            mean={k: float(v) for k, v in d["mean"].items()},
+            std={k: float(v) for k, v in d["std"].items()},
+            scale=float(d["scale"]),
+            target=str(d["target"]),
+            concepts=list(d.get("concepts", [])),
+            concept_scaling=str(d.get("concept_scaling", "target")),
+        )
 
 
 def fit_normalizer(
