@@ -118,6 +118,21 @@ def _feed_path(h, path: Path) -> None:
 
 
 def _feed(h, obj: Any, in_array: bool = False) -> None:
+    """Feed ``obj`` to the hash ``h``: a value, then data (arrays, tables, files), then a container;
+    ``in_array``: an element of an object array, whose text stands for it where nothing else does."""
+    if _feed_value(h, obj) or _feed_data(h, obj) or _feed_container(h, obj):
+        return
+    if in_array:  # an element of an object array (a cftime date, ...): its text
+        _tag(h, b"R", f"{type(obj).__qualname__}:{obj!s}".encode())
+        return
+    raise TypeError(
+        f"fingerprint() does not know how to hash a {type(obj).__module__}.{type(obj).__qualname__}; "
+        "pass what of it matters (its arrays, a dict of its settings, or the path of its file)."
+    )
+
+
+def _feed_value(h, obj: Any) -> bool:
+    """A plain value (``None``, a number, text, bytes; a numpy scalar with its dtype): fed, ``True``."""
     if obj is None:
         _tag(h, b"N")
     elif isinstance(obj, bool):
@@ -134,31 +149,61 @@ def _feed(h, obj: Any, in_array: bool = False) -> None:
         _tag(h, b"S", obj.encode("utf-8", "surrogatepass"))
     elif isinstance(obj, (bytes, bytearray, memoryview)):
         _tag(h, b"Y", bytes(obj))
-    elif isinstance(obj, os.PathLike):
+    else:
+        return False
+    return True
+
+
+def _feed_data(h, obj: Any) -> bool:
+    """Data: a file or folder by its content, a numpy array, an xarray object, a torch tensor, a
+    pandas object: fed, ``True``."""
+    if isinstance(obj, os.PathLike):
         _feed_path(h, Path(obj))
     elif isinstance(obj, np.ndarray):
         _feed_array(h, obj)
-    elif _is(obj, "xarray", "DataArray"):
+    elif _is(obj, "xarray", "DataArray") or _is(obj, "xarray", "Dataset"):
+        _feed_xarray(h, obj)
+    elif _is(obj, "torch", "Tensor"):
+        _feed_tensor(h, obj)
+    elif _is(obj, "pandas", "Index") or _is(obj, "pandas", "Series") or _is(obj, "pandas", "DataFrame"):
+        _feed_pandas(h, obj)
+    else:
+        return False
+    return True
+
+
+def _feed_xarray(h, obj: Any) -> None:
+    """A DataArray (its variable, then its coordinates by name) or a Dataset (coordinate names and
+    attrs, then every variable by name)."""
+    if _is(obj, "xarray", "DataArray"):
         _tag(h, b"XA")
         _feed_variable(h, obj.name, obj.variable)
         coords = sorted(obj.coords, key=str)
         _feed(h, [str(c) for c in coords])
         for c in coords:
             _feed_variable(h, c, obj.coords[c].variable)
-    elif _is(obj, "xarray", "Dataset"):
-        _tag(h, b"XD")
-        _feed(h, [sorted(map(str, obj.coords)), _attrs(obj.attrs)])
-        for name in sorted(obj.variables, key=str):
-            _feed_variable(h, name, obj.variables[name])
-    elif _is(obj, "torch", "Tensor"):
-        import torch
+        return
+    _tag(h, b"XD")
+    _feed(h, [sorted(map(str, obj.coords)), _attrs(obj.attrs)])
+    for name in sorted(obj.variables, key=str):
+        _feed_variable(h, name, obj.variables[name])
 
-        t = obj.detach().cpu().contiguous()
-        _tag(h, b"T", f"{t.dtype}{tuple(t.shape)}".encode())
-        if t.dtype == torch.bfloat16:
-            t = t.view(torch.int16)
-        _feed_array(h, t.numpy())
-    elif _is(obj, "pandas", "Index"):
+
+def _feed_tensor(h, obj: Any) -> None:
+    """A torch tensor: dtype and shape, then its values on the CPU (bfloat16 by its bits)."""
+    import torch
+
+    t = obj.detach().cpu().contiguous()
+    _tag(h, b"T", f"{t.dtype}{tuple(t.shape)}".encode())
+    if t.dtype == torch.bfloat16:
+        t = t.view(torch.int16)
+    _feed_array(h, t.numpy())
+
+
+def _feed_pandas(h, obj: Any) -> None:
+    """A pandas Index (name, values), Series (name, index, values) or DataFrame (index, columns,
+    then each column's values)."""
+    if _is(obj, "pandas", "Index"):
         _tag(h, b"PI")
         _feed(h, obj.name)
         _feed_array(h, obj.to_numpy())
@@ -166,12 +211,17 @@ def _feed(h, obj: Any, in_array: bool = False) -> None:
         _tag(h, b"PS")
         _feed(h, [obj.name, obj.index])
         _feed_array(h, obj.to_numpy())
-    elif _is(obj, "pandas", "DataFrame"):
+    else:
         _tag(h, b"PF")
         _feed(h, [obj.index, obj.columns])
         for k in range(obj.shape[1]):
             _feed_array(h, obj.iloc[:, k].to_numpy())
-    elif isinstance(obj, Mapping):
+
+
+def _feed_container(h, obj: Any) -> bool:
+    """A container: a mapping (keys in any order), a list or tuple (in order), a set, a dataclass
+    instance (its class and fields): fed, ``True``."""
+    if isinstance(obj, Mapping):
         items = sorted(((_digest(k), v) for k, v in obj.items()), key=lambda kv: kv[0])
         _tag(h, b"M", str(len(items)).encode())
         for dk, v in items:
@@ -188,13 +238,9 @@ def _feed(h, obj: Any, in_array: bool = False) -> None:
     elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         _tag(h, b"D", f"{_home(type(obj).__module__)}.{type(obj).__qualname__}".encode())
         _feed(h, {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)})
-    elif in_array:  # an element of an object array (a cftime date, ...): its text
-        _tag(h, b"R", f"{type(obj).__qualname__}:{obj!s}".encode())
     else:
-        raise TypeError(
-            f"fingerprint() does not know how to hash a {type(obj).__module__}.{type(obj).__qualname__}; "
-            "pass what of it matters (its arrays, a dict of its settings, or the path of its file)."
-        )
+        return False
+    return True
 
 
 def _home(module: str) -> str:
