@@ -223,7 +223,7 @@ class Traces:
     """Your recording instead of the simulator (``--data``; :func:`neuro.data.from_traces`)."""
 
     path: Path | str | list[Path]  # one path, a glob, or several (suite2p's plane folders)
-    conditions: Path | str | None = None  # a file of labels or step ranges, or "zapbench" (neuro.reader)
+    conditions: Path | str | None = None  # a file of labels or step ranges, or "zapbench" (neuro.data.reading)
     dt: float | None = None
     held_out: tuple[str, ...] = ()
     protocol: str | None = None  # a forecasting protocol (``"zapbench"``, :func:`neuro.data.from_traces`)

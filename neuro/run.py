@@ -7,7 +7,7 @@ Units of work go through :func:`scimech.run.parallel.map_units` into
 fit (``baselines/``) and one per candidate evaluation of each search
 (``search_<label>[_seed<s>]/units/``; the long context under ``long_context/``). The arrays
 the units read and write (the tasks, the searches' data, every evaluated program's outputs)
-are in the study's store, ``store/`` (:class:`neuro.store.ArrayStore`), each written once
+are in the study's store, ``store/`` (:class:`neuro.data.stores.ArrayStore`), each written once
 and read from there by the units; the units' records hold scores. With a Dask
 ``client`` they run on its workers; rerunning with the same output folder redoes only
 unfinished units (and the searches resume from their journals). A folder holding a study of
@@ -35,6 +35,8 @@ from scimech.studies.evidence import Evidence as StudyEvidence
 from scimech.studies.verdicts import PlantedTruthRow
 
 from .baselines import BASELINES, fit_baseline
+from .data.stores import ArrayStore
+from .data.taskstore import load_task, save_task
 from .evidence import Evidence, evidence_dataset, gather_evidence, node_arrays, prior_note
 from .faithfulness import faithfulness, physiology_scores, probe_model, true_impulse_response
 from .plan import SEARCH_LABELS, SEEDED_BASELINES, StudySettings
@@ -42,9 +44,7 @@ from .recovery import planted_truth
 from .search.offline import OfflineProposer
 from .search.sandbox import SandboxLimits
 from .search.tree import TreeSearch
-from .store import ArrayStore
 from .tasks import OOD_SUITES, WindowField, build_recording, build_task, is_constant_view
-from .taskstore import load_task, save_task
 
 __all__ = [
     "COLS",
@@ -155,7 +155,7 @@ def baseline_unit(
     """One baseline fit and its scores (a unit of :func:`run_baselines`, picklable).
 
     ``task_file`` is the task's manifest in the study's store (written once by
-    :func:`run_baselines`, :func:`neuro.taskstore.save_task`; read once per worker process)."""
+    :func:`run_baselines`, :func:`neuro.data.taskstore.save_task`; read once per worker process)."""
     return _fit_and_score(name, load_task(task_file), quick, seed, torch_steps, device)
 
 
@@ -186,7 +186,7 @@ def run_baselines(
     With ``store`` (a :class:`scimech.run.results.UnitStore` or folder) each baseline is a unit of
     :func:`scimech.run.parallel.map_units` (on ``client``'s workers if given): finished ones are
     skipped on a rerun. The units read the task from ``array_store`` (a
-    :class:`neuro.store.ArrayStore` or folder; default ``<store>/store``), where it is written
+    :class:`neuro.data.stores.ArrayStore` or folder; default ``<store>/store``), where it is written
     once when a unit is left to run. ``seed`` seeds the baselines trained from a random start
     (:data:`neuro.plan.SEEDED_BASELINES`, torch models on ``device``), trained for
     ``torch_steps`` Adam steps (default 100 when ``quick``, else the class default; part of

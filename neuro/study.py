@@ -40,29 +40,29 @@ from scimech.run.many_paths import data_takes_many, given, inspect_takes_many
 from scimech.run.options import add_cluster_arguments, existing_path, input_path, number, whole
 from scimech.studies.contract import Command, Plan, Study
 
+from .data.zapbench import zarr_node
 from .plan import BUDGETS, StudySettings
-from .zapbench import zarr_node
 
 __all__ = ["NeuroStudy", "run_and_report"]
 
-#: a bare zarr array of traces (ZAPBench's layout: one (time, neuron) array, no group; neuro.zapbench)
+#: a bare zarr array of traces (ZAPBench's layout: one (time, neuron) array, no group; neuro.data.zapbench)
 ZARR_ARRAY = options.Format(
     "a zarr array of (time, neuron) traces (ZAPBench's layout)", lambda p: zarr_node(p) == "array"
 )
 
 
 def _is_suite2p(path: Path) -> bool:
-    from .suite2p import is_suite2p  # numpy and xarray: imported when a path is checked, not by every parser
+    from .data.suite2p import is_suite2p  # numpy and xarray: imported when a path is checked, not by every parser
 
     return is_suite2p(path)
 
 
-#: a suite2p output (its suite2p/ folder, the folder above it or one planeN folder; neuro.suite2p)
+#: a suite2p output (its suite2p/ folder, the folder above it or one planeN folder; neuro.data.suite2p)
 SUITE2P = options.Format(
     "a suite2p output folder (plane0/, plane1/ ... with F.npy, Fneu.npy, iscell.npy, ops.npy)", _is_suite2p
 )
 _DATA_FORMATS = ("zarr", "netcdf", "npy", ZARR_ARRAY, SUITE2P)
-#: a file of condition labels (or step ranges), read by neuro.reader
+#: a file of condition labels (or step ranges), read by neuro.data.reading
 CONDITION_FILE = options.Format(
     "a conditions file (.csv, .tsv, .json or .txt: a label per step, or start/stop step ranges), or the word zapbench",
     lambda p: p.suffix.lower() in (".csv", ".tsv", ".json", ".txt") and options.FORMATS["text"].test(p),

@@ -2,9 +2,11 @@
 
 scimech 0.1 kept its modules flat (``scimech.sites``, ``scimech.study``, ``scimech.dictionary.saes``);
 they now live in folders by concern (``scimech.capture.sites``, ...). The ocean study's data layer
-(``ocean.stores``, ``ocean.products``, ...) is now the subpackage :mod:`ocean.data`. No file remains at
-an old path: :class:`OldPaths`, a finder on :data:`sys.meta_path` installed by ``import scimech`` and
-``import ocean``, reads :data:`TABLES` (:data:`MOVED` for scimech, :data:`OCEAN_MOVED` for ocean) and
+(``ocean.stores``, ``ocean.products``, ...) is now the subpackage :mod:`ocean.data`, and the neuro
+study's (``neuro.reader``, ``neuro.store``, ...) the subpackage :mod:`neuro.data`. No file remains at
+an old path: :class:`OldPaths`, a finder on :data:`sys.meta_path` installed by ``import scimech``,
+``import ocean`` and ``import neuro``, reads :data:`TABLES` (:data:`MOVED` for scimech,
+:data:`OCEAN_MOVED` for ocean, :data:`NEURO_MOVED` for neuro) and
 answers ``import scimech.sites`` with the module ``scimech.capture.sites`` itself (the same object
 under both names, so a monkeypatch through the old path is seen by the new), with one
 :class:`DeprecationWarning` naming the new path. A moved package's modules follow it
@@ -80,8 +82,20 @@ OCEAN_MOVED = {
     "validation": "data.validation",
 }
 
+#: ``{old path under neuro: its new home}``: the recording's data layer, now the subpackage :mod:`neuro.data`
+#: (``import neuro.reader`` gives the module neuro.data.reading, with a DeprecationWarning, until 0.3.0);
+#: the names of the old module ``neuro.data`` itself (``from neuro.data import from_traces``) are the
+#: package's own
+NEURO_MOVED = {
+    "reader": "data.reading",
+    "store": "data.stores",
+    "suite2p": "data.suite2p",
+    "taskstore": "data.taskstore",
+    "zapbench": "data.zapbench",
+}
+
 #: ``{package: its table}``: every package whose modules moved, each served by :class:`OldPaths`
-TABLES = {"scimech": MOVED, "ocean": OCEAN_MOVED}
+TABLES = {"scimech": MOVED, "ocean": OCEAN_MOVED, "neuro": NEURO_MOVED}
 
 
 def new_path(fullname: str) -> str | None:

@@ -43,7 +43,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..store import ArrayStore
+from ..data.stores import ArrayStore
 from ..tasks import quick_stage
 from .evaluate import candidate_inputs, held_out, score_predictions
 

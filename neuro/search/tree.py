@@ -18,7 +18,7 @@ Budgets: ``max_nodes`` and ``max_seconds``. Every finished node is appended to
 ``journal.jsonl`` (flushed and fsynced); rerunning with the same ``out_dir`` resumes.
 
 Data: the task's data file and every node's output arrays (MAE per step and per window,
-Jacobian, free runs) live in an :class:`neuro.store.ArrayStore` (``store``; default
+Jacobian, free runs) live in an :class:`neuro.data.stores.ArrayStore` (``store``; default
 ``out_dir/store``; a study shares one among all its searches), each array written once; a
 node records where its arrays are (``Node.arrays``, read back by :meth:`TreeSearch.node_arrays`).
 
@@ -50,8 +50,8 @@ from scimech.errors import ConfigError
 from scimech.run.parallel import map_units
 from scimech.run.results import UnitStore, atomic_write_text
 
+from ..data.stores import ArrayStore, is_ref
 from ..faithfulness import faithfulness
-from ..store import ArrayStore, is_ref
 from .sandbox import SandboxLimits, run_in_sandbox, save_data
 from .scoring import selection_score, ucb_scores
 
@@ -175,7 +175,7 @@ def evaluate_candidate(
 
 def evaluation_unit(store: str, **kwargs) -> dict:
     """:func:`evaluate_candidate` as a unit of work: its output arrays (:func:`_float64`) written to
-    the :class:`~neuro.store.ArrayStore` at ``store``, the result holding their refs in their
+    the :class:`~neuro.data.stores.ArrayStore` at ``store``, the result holding their refs in their
     place (``arrays``: ``{name: ref}``), so the unit's record holds scores, never the arrays."""
     res = evaluate_candidate(**kwargs)
     res["arrays"] = ArrayStore(store).put(_float64(res["arrays"]))
@@ -223,7 +223,7 @@ class TreeSearch:
         ``out_dir/units`` when a client is given. Given without a client, evaluations run
         serially but are still stored (resumable mid-generation).
     store
-        The :class:`neuro.store.ArrayStore` (or folder) of the task's data and the nodes'
+        The :class:`neuro.data.stores.ArrayStore` (or folder) of the task's data and the nodes'
         arrays; default ``out_dir/store``.
     """
 

@@ -20,9 +20,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def read_recording(*args, **kwargs):
-    """:func:`neuro.reader.read_recording`, imported when called (so that each test fails on its own
+    """:func:`neuro.data.reading.read_recording`, imported when called (so that each test fails on its own
     where the reader is missing, rather than the whole file at import)."""
-    from neuro.reader import read_recording as read
+    from neuro.data.reading import read_recording as read
 
     return read(*args, **kwargs)
 

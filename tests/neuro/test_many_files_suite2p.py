@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from neuro.data import from_traces, inspect_traces
-from neuro.reader import read_recording
+from neuro.data.reading import read_recording
 
 from . import many_files_fixtures as mf
 

@@ -15,8 +15,8 @@ import pytest
 import xarray as xr
 
 from neuro.data import from_traces
+from neuro.data.taskstore import load_task
 from neuro.run import task_fingerprint
-from neuro.taskstore import load_task
 from scimech.cli.commands import main
 from scimech.run.fingerprint import read_fingerprint
 

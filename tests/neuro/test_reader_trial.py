@@ -1,5 +1,5 @@
 """The neuro reader tried on recordings laid out as imaging pipelines and labs write them (an
-independent trial of `neuro.reader`): suite2p's ``F`` (neurons, frames) with its frame rate ``fs``,
+independent trial of `neuro.data.reading`): suite2p's ``F`` (neurons, frames) with its frame rate ``fs``,
 CaImAn's ``C`` (components, frames) and its HDF5 ``/estimates`` group, a (trial, time, neuron)
 array, float32 timestamps late in a session, dropped or NaN-stamped frames, a time axis in ms
 labelled 's', conditions as seconds, BIDS ``events.tsv``, blank labels, an empty file. Each answer
@@ -33,7 +33,7 @@ def _traces(seed: int = 7) -> np.ndarray:
 
 
 def _read(*args, **kwargs):
-    from neuro.reader import read_recording
+    from neuro.data.reading import read_recording
 
     return read_recording(*args, **kwargs)
 

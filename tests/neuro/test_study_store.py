@@ -10,8 +10,8 @@ import pickle
 import numpy as np
 import pytest
 
-from neuro.store import ArrayStore, is_ref
-from neuro.taskstore import load_task, save_task
+from neuro.data.stores import ArrayStore, is_ref
+from neuro.data.taskstore import load_task, save_task
 
 
 def _same(a, b) -> bool:

@@ -12,7 +12,7 @@ import pytest
 from sklearn.linear_model import Ridge
 
 import neuro.baselines as nb
-import neuro.data as nd
+import neuro.data.samples as nd
 import neuro.tasks as nt
 from neuro.data import HELD_OUT_SUITE, ZAPBENCH, from_traces
 from neuro.run import score_forecasts, task_fingerprint

@@ -6,10 +6,10 @@ Each convention is read by the library made for it, and what cannot be read is r
 line that names the fix:
 
 - a zarr group or netCDF file: xarray (``open_zarr`` / ``open_dataset``); a bare zarr array of
-  traces (ZAPBench's layout, :mod:`neuro.zapbench`): zarr-python, wrapped lazily by dask, its axes
+  traces (ZAPBench's layout, :mod:`neuro.data.zapbench`): zarr-python, wrapped lazily by dask, its axes
   named by the array's ``dimension_names`` (or, without them, ZAPBench's order ``(t, f)``);
 - the traces' axes: ``time`` / ``neuron`` or the names pipelines write (``TIME_DIMS``,
-  ``NEURON_DIMS`` of :mod:`neuro.zapbench`: suite2p's ``frames`` / ``neurons``, CaImAn's ``component``,
+  ``NEURON_DIMS`` of :mod:`neuro.data.zapbench`: suite2p's ``frames`` / ``neurons``, CaImAn's ``component``,
   ``cell``, ``roi``), in any order, renamed and said back; ``(trial, time, neuron)`` is read as the
   trials one after another with a ``trial`` label per step; a file whose root holds no variables
   is refused naming its groups (CaImAn's HDF5 ``/estimates``); an empty (0-byte) file is refused;
@@ -91,7 +91,7 @@ def many_paths(source) -> list[Path] | None:
 
 
 def _open_many(paths: list[Path], reading: Reading) -> xr.Dataset:
-    """Several paths as one recording: the plane folders of one suite2p run (:mod:`neuro.suite2p`)."""
+    """Several paths as one recording: the plane folders of one suite2p run (:mod:`neuro.data.suite2p`)."""
     folders = []
     for p in paths:
         if not p.exists():
@@ -828,7 +828,7 @@ def _conditions(ds: xr.Dataset, conditions, source, reading: Reading, dt: float 
     T = ds.sizes["time"]
     where, found = None, None
     if isinstance(conditions, str) and conditions.strip().lower() == "zapbench":
-        labels, where, found = _zapbench_labels(T), "ZAPBench's CONDITION_OFFSETS (neuro.zapbench)", "option"
+        labels, where, found = _zapbench_labels(T), "ZAPBench's CONDITION_OFFSETS (neuro.data.zapbench)", "option"
     elif isinstance(conditions, (str, Path)):
         path = Path(conditions)
         if not path.is_file():
@@ -992,7 +992,7 @@ def read_recording(source, *, conditions=None, dt: float | None = None) -> tuple
     source
         A zarr store or bare zarr array (a folder), a netCDF file, a ``.npy`` array, a suite2p output
         (its ``suite2p/`` folder, the folder above it, one ``planeN`` folder, a list of plane folders or
-        a glob of them: :mod:`neuro.suite2p`), an ``xr.Dataset``, an ``xr.DataArray`` of the traces
+        a glob of them: :mod:`neuro.data.suite2p`), an ``xr.Dataset``, an ``xr.DataArray`` of the traces
         (its axis names and coordinates read) or a ``(time, neuron)`` array.
     conditions
         One label per time step, a file of them (``.npy``, ``.txt``, ``.csv``, ``.tsv``, ``.json``;

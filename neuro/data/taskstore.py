@@ -2,7 +2,7 @@
 
 The baseline fits run as units (:func:`neuro.run.run_baselines`), possibly on Dask workers;
 each needs the task. :func:`save_task` writes it once per study to the study's
-:class:`~neuro.store.ArrayStore` (its arrays as ``.npy`` files shared with everything else
+:class:`~neuro.data.stores.ArrayStore` (its arrays as ``.npy`` files shared with everything else
 the study stores, its names and numbers as a JSON manifest) and :func:`load_task` reads it
 back, once per process, as a :class:`~neuro.tasks.ForecastTask` that scores exactly as the
 original (the same arrays, bit for bit, and dtypes).
@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from .store import ArrayStore
-from .tasks import ForecastTask, LazyWindows, Windows
+from ..tasks import ForecastTask, LazyWindows, Windows
+from .stores import ArrayStore
 
 __all__ = ["save_task", "load_task", "RECORDING_FIELDS"]
 
