@@ -19,17 +19,18 @@ import functools
 import itertools
 import os
 import warnings
+import weakref
 from collections import Counter
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 import torch
 import xarray as xr
 from torch import nn
 
-from scimech.capture.batches import batch_size_of, is_one_batch, iter_batches
+from scimech.capture.batches import batch_size_of, is_one_batch, iter_batches, n_samples_of
 from scimech.capture.calls import CallPolicy, Calls, Pass, current_pass, shortfall
 from scimech.capture.hooks import HookSet, StopForward, run_forward
 from scimech.capture.layout import Axes
@@ -171,6 +172,12 @@ class Recorder:
         self._hooks: HookSet | None = None
         self._axes: dict[str, Axes] = {}
         self._root_handles: list = []
+        #: sites whose activation may be kept as the model's own tensor, not a copy (``record``
+        #: sets it for sites found not written in place; checked after each pass by :meth:`_settle`)
+        self._alias: frozenset[str] = frozenset()
+        #: whether to watch the model's tensors of the other sites for in-place writes (``record``)
+        self._watch_all = False
+        self._watched: dict[str, _Watch] = {}
 
     @property
     def canonical(self) -> dict[str, torch.Tensor]:
@@ -222,9 +229,9 @@ class Recorder:
         if self.detach:
             x = x.detach()
         if x.untyped_storage().data_ptr() == t.untyped_storage().data_ptr():
-            # a view of the live tensor: copy it, or a later in-place op of the model
-            # (ReLU(inplace=True), x += ...) would silently change what we recorded
-            x = x.clone()
+            # the model's own memory: a later in-place op of the model (ReLU(inplace=True), x += ...)
+            # would silently change what we recorded, so it is copied, or kept and checked after the pass
+            x = self._keep(site.name, t, x)
         if self.calls.stacked:
             self._calls.setdefault(site.name, []).append(x)
         else:
@@ -243,7 +250,36 @@ class Recorder:
         return self._hooks
 
     def _reset(self) -> None:
-        self._calls, self._cache = {}, None
+        self._calls, self._cache, self._watched = {}, None, {}
+
+    def _keep(self, name: str, t: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """What to keep of ``x``, which shares the memory of the model's tensor ``t``: ``x`` itself
+        where :attr:`_alias` allows it (one call kept, ``x`` the whole of its memory), else a copy;
+        watched (its version counter, which every in-place op bumps, and whether the model still
+        holds ``t``) where ``record`` checks it after the pass (:meth:`_settle`)."""
+        alias = name in self._alias and not self.calls.stacked and _whole(x)
+        if alias or (self._watch_all and not self.calls.stacked):
+            probe = x if alias else t.detach()  # a detached alias shares t's version counter
+            root = t if t._base is None else t._base  # t may be a view (the canonical one) of the model's tensor
+            self._watched[name] = _Watch(weakref.ref(root), probe, probe._version, alias)
+        return x if alias else x.clone()
+
+    def _settle(self) -> tuple[dict[str, bool], set[str]]:
+        """After a pass: ``(written, lost)``. ``written``: for each watched site, whether the model
+        changed its tensor in place after the hook; ``lost``: the sites so written whose value was
+        kept without a copy (the value at the hook is gone: the pass must run again with them
+        copied). A value kept without a copy whose tensor the model still holds (and could change
+        in a later pass) is copied now."""
+        written, lost = {}, set()
+        for name, w in self._watched.items():
+            written[name] = w.probe._version != w.version
+            if written[name] and w.alias:
+                lost.add(name)
+            elif w.alias and w.held() is not None and name in self._calls:
+                self._calls[name] = [self._calls[name][-1].clone()]
+                self._cache = None
+        self._watched = {}
+        return written, lost
 
     def _finish(self) -> None:
         """A pass ran to the end: check the calls asked for, and (once) decide the early stop."""
@@ -320,6 +356,23 @@ class Recorder:
             return None
         self._finish()
         return out
+
+
+def _whole(x: torch.Tensor) -> bool:
+    """Whether ``x`` is all of its memory, each element once (contiguous, or a permutation of
+    that): kept without a copy, it holds no more memory than its own."""
+    if x.untyped_storage().nbytes() != x.numel() * x.element_size():
+        return False
+    return x.permute(sorted(range(x.dim()), key=lambda d: -x.stride(d))).is_contiguous()
+
+
+class _Watch(NamedTuple):
+    """A site's tensor watched until the end of a pass (:meth:`Recorder._settle`)."""
+
+    held: weakref.ref  # the model's tensor: alive after the pass where the model holds it
+    probe: torch.Tensor  # an alias sharing its version counter
+    version: int  # that counter at the hook
+    alias: bool  # whether the value kept is that alias (no copy)
 
 
 def _one_shape(site: str, calls: Sequence[torch.Tensor], policy: CallPolicy) -> None:
@@ -418,7 +471,6 @@ def record(
         on every batch but the first.
     sample_coord
         Values of the ``sample`` coordinate (default 0..n-1).
-
     dtype
         Storage dtype of real activations; complex activations are kept complex (complex64).
 
@@ -434,6 +486,17 @@ def record(
         the call index) or a list of indices (coordinate: those indices).
         Names are prefixed by the site where sizes differ. Attrs of each variable: its
         ``module``, ``port`` and ``axes``.
+
+    Notes
+    -----
+    Each value is the activation as it was when the site's module returned, even where the
+    model writes into that tensor in place later (a ``ReLU(inplace=True)``, ``x += ...``). An
+    activation is copied once, into the arrays of all the rows (or not at all where one batch
+    holds them all), where the model's earlier passes left its tensor alone and the model does
+    not hold it after the pass; a tensor the model writes into after the hook is copied at the
+    hook (the first batch of a site copies it, to learn which). Version counters tell, checked
+    after every pass: a write that starts later (it depends on the data) runs that batch again,
+    copying the site.
 
     Examples
     --------
@@ -451,94 +514,197 @@ def record(
     """
     if isinstance(sites, str):
         sites = [sites]
-    chunks: dict[str, list[np.ndarray]] = {s: [] for s in sites}
-    store_path = Path(to_zarr) if to_zarr is not None else None
-    dims: dict[str, list[str]] | None = None
-    first_calls: dict[str, int] | None = None
-    n_done = 0
     # the verb's session: calls= parsed, eval mode (given back on leaving), the profile's checks
     with Session(
         model, "record", inputs, calls=_calls_from(calls, repeat, "record"), forward=forward, rows_are_samples=True
     ) as sess:
-        policy = sess.calls
         resolved = [resolve_site(model, s, layouts, axes) for s in sites]
         one_sample = _one_sample_per_pass(resolved, inputs, batch_size)
-        batches = iter_batches(inputs, batch_size)
-        if any(r.axes is not None and r.axes.windowed for r in resolved):
-            # rows declared packed sample by sample ('batch*window ...'): checked once on the first batch
-            first = next(batches, None)
-            if first is not None:
-                sess.check(first[1], {"packing"}, sites=resolved)
-                batches = itertools.chain([first], batches)
+        batches = _packing_checked(sess, resolved, iter_batches(inputs, batch_size))
+        out = _Recording(sites, sess.calls, reduce, to_zarr, rows=None if one_sample else _rows_of(inputs))
         with Recorder(
             model,
             resolved,
             reduce=reduce,
-            calls=policy,
+            calls=sess.calls,
             stop_early=stop_early,
             layouts=layouts,
             axes=axes,
             verb="record",
         ) as rec:
-            if progress:
-                batches = _progress(batches, desc="recording")
-            site_attrs = _site_attrs(rec.resolved)
-            for start, batch in batches:
+            passes = _Passes(model, rec, sess, forward)
+            for start, batch in _progress(batches, desc="recording") if progress else batches:
                 # under no_grad, unless the forward takes gradients itself: found by the first pass
                 # and kept in the model's profile (scimech.capture.profile), no pass of its own
-                sess.run(batch, functools.partial(rec.forward, batch, forward))
+                passes.run(batch)
                 sess.fired(rec)
-                arrays = {s: _to_numpy(rec.canonical[s], dtype) for s in sites}
                 rows = 1 if one_sample else batch_size_of(batch)
-                wrong = {s: a.shape for s, a in arrays.items() if a.ndim == 0 or a.shape[0] != rows}
-                if wrong:
-                    raise DimensionError(
-                        f"Site(s) {list(wrong)} have shapes {list(wrong.values())}, whose first dim is not the "
-                        f"batch of {rows} samples. record() needs activations batched on dim 0: use "
-                        "batch_first=True modules, or a forward= that transposes sequence-first tensors."
-                    )
-                if policy.stacked:
-                    first_calls = _same_calls(arrays, first_calls, policy, start)
-                if dims is None:
-                    met = rec.axes
-                    plan = {
-                        r.name: site_dims(r, met[r.name], arrays[r.name].ndim, policy.stacked) for r in rec.resolved
-                    }
-                    perms = {s: p for s, (_, p) in plan.items()}
-                    site_attrs = {s: {**a, "axes": str(met[s])} for s, a in site_attrs.items()}
-                    arrays = {s: a.transpose(perms[s]) for s, a in arrays.items()}
-                    dims = _unique_dims(
-                        {s: d for s, (d, _) in plan.items()}, {s: a.shape[1:] for s, a in arrays.items()}
-                    )
-                else:
-                    arrays = {s: a.transpose(perms[s]) for s, a in arrays.items()}
-                if store_path is not None:
-                    n = next(iter(arrays.values())).shape[0]
-                    ds = xr.Dataset(
-                        {s: (("sample", *dims[s]), a) for s, a in arrays.items()},
-                        coords={"sample": np.arange(n_done, n_done + n)},
-                    )
-                    ds = _with_attrs(_call_coord(ds, policy), site_attrs, reduce, policy)  # appends rewrite attrs
-                    if n_done == 0:
-                        ds.to_zarr(store_path, mode="w", consolidated=False)
-                    else:
-                        ds.to_zarr(store_path, append_dim="sample", consolidated=False)
-                    n_done += n
-                else:
-                    for s, a in arrays.items():
-                        chunks[s].append(a)
-    if dims is None:
-        raise ValueError("record() got no inputs: the dataset is empty.")
-    if store_path is not None:
-        ds = xr.open_zarr(store_path, consolidated=False)
-    else:
-        _one_size(chunks)
-        data = {s: np.concatenate(chunks[s], axis=0) for s in sites}
-        n = next(iter(data.values())).shape[0]
-        ds = xr.Dataset({s: (("sample", *dims[s]), a) for s, a in data.items()}, coords={"sample": np.arange(n)})
-    if sample_coord is not None:
-        ds = ds.assign_coords(sample=np.asarray(sample_coord))
-    return _with_attrs(_call_coord(ds, policy), site_attrs, reduce, policy)
+                out.add(rec, _batch_arrays(rec, sites, dtype, rows), start)
+    return out.dataset(sample_coord)
+
+
+def _packing_checked(sess: Session, resolved: Sequence[ResolvedSite], batches):
+    """The batches, where sites declare rows packed sample by sample (``'batch*window ...'``)
+    after that packing was checked once, on the first batch."""
+    if not any(r.axes is not None and r.axes.windowed for r in resolved):
+        return batches
+    first = next(batches, None)
+    if first is None:
+        return batches
+    sess.check(first[1], {"packing"}, sites=resolved)
+    return itertools.chain([first], batches)
+
+
+def _rows_of(inputs: Any) -> int | None:
+    """How many rows ``record`` will store in all, where one batch of inputs whose rows are its
+    samples tells it (its arrays are then filled in place, batch by batch); else ``None``."""
+    if not is_one_batch(inputs):
+        return None
+    try:
+        rows = batch_size_of(inputs)
+        return rows if n_samples_of(inputs) == rows else None
+    except TypeError:
+        return None
+
+
+#: per model, by site: whether a pass of ``record`` found the model writing in place into the
+#: site's tensor after the hook (``True``: copied at the hook; ``False``: kept without a copy)
+_IN_PLACE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+class _Passes:
+    """``record``'s passes, with no copy of an activation that the model leaves alone.
+
+    A site's activation is the model's own tensor. It is kept without a copy where an earlier
+    pass of the model found the tensor not written in place after the hook (:data:`_IN_PLACE`),
+    else copied at the hook; every pass checks the tensors' version counters (bumped by every
+    in-place op) at its end. A tensor kept without a copy but written after all (a write that
+    depends on the data) costs the batch a second pass, with that site copied; a tensor the
+    model still holds after the pass (and could change in a later one) is copied then.
+    """
+
+    def __init__(self, model: nn.Module, rec: Recorder, sess: Session, forward: Callable | None):
+        try:
+            self.known: dict[str, bool] = _IN_PLACE.setdefault(model, {})
+        except TypeError:  # a model that cannot be weakly referenced: learnt for this call only
+            self.known = {}
+        self.rec, self.sess, self.forward = rec, sess, forward
+        rec._watch_all = True
+
+    def run(self, batch: Any) -> None:
+        """One pass of ``batch`` (again, while a site kept without a copy was written after its hook)."""
+        rec = self.rec
+        while True:
+            rec._alias = frozenset(s for s, written in self.known.items() if not written)
+            self.sess.run(batch, functools.partial(rec.forward, batch, self.forward))
+            written, lost = rec._settle()
+            self.known.update(written)
+            if not lost:
+                return
+
+
+def _batch_arrays(rec: Recorder, sites: Sequence[str], dtype: str, rows: int) -> dict[str, np.ndarray]:
+    """The batch's activations as numpy arrays (canonical layout), checked to hold ``rows`` samples."""
+    arrays = {s: _to_numpy(rec.canonical[s], dtype) for s in sites}
+    wrong = {s: a.shape for s, a in arrays.items() if a.ndim == 0 or a.shape[0] != rows}
+    if wrong:
+        raise DimensionError(
+            f"Site(s) {list(wrong)} have shapes {list(wrong.values())}, whose first dim is not the "
+            f"batch of {rows} samples. record() needs activations batched on dim 0: use "
+            "batch_first=True modules, or a forward= that transposes sequence-first tensors."
+        )
+    return arrays
+
+
+class _Recording:
+    """What ``record`` builds, batch by batch: the Dataset's dims, planned on the first batch,
+    and its arrays, streamed to a zarr store, or kept in memory (filled in place where the
+    number of rows is known, ``rows``; one batch kept as it is, without a copy)."""
+
+    def __init__(self, sites: Sequence[str], policy: CallPolicy, reduce: Reduce, to_zarr, rows: int | None):
+        self.sites, self.policy, self.reduce, self.rows = list(sites), policy, reduce, rows
+        self.store = Path(to_zarr) if to_zarr is not None else None
+        self.dims: dict[str, list[str]] | None = None
+        self.perms: dict[str, list[int]] = {}
+        self.attrs: dict[str, dict[str, Any]] = {}
+        self.first_calls: dict[str, int] | None = None
+        self.n = 0  # rows stored so far
+        self.parts: dict[str, list[np.ndarray]] = {s: [] for s in sites}
+        self.filled: dict[str, np.ndarray] | None = None  # arrays of all the rows, filled in place
+
+    def add(self, rec: Recorder, arrays: dict[str, np.ndarray], start: int) -> None:
+        """Store one batch's arrays (canonical layout, sample first)."""
+        if self.policy.stacked:
+            self.first_calls = _same_calls(arrays, self.first_calls, self.policy, start)
+        if self.dims is None:
+            self._plan(rec, arrays)
+        n = next(iter(arrays.values())).shape[0]
+        if self.store is not None:
+            self._append_zarr(arrays, n)
+        else:
+            self._keep(arrays, n)
+        self.n += n
+
+    def _plan(self, rec: Recorder, arrays: Mapping[str, np.ndarray]) -> None:
+        """Dims, axis order and attrs of every site, from the layouts met in the first batch."""
+        met = rec.axes
+        plan = {r.name: site_dims(r, met[r.name], arrays[r.name].ndim, self.policy.stacked) for r in rec.resolved}
+        self.perms = {s: p for s, (_, p) in plan.items()}
+        self.attrs = {s: {**a, "axes": str(met[s])} for s, a in _site_attrs(rec.resolved).items()}
+        shapes = {s: a.transpose(self.perms[s]).shape[1:] for s, a in arrays.items()}
+        self.dims = _unique_dims({s: d for s, (d, _) in plan.items()}, shapes)
+
+    def _dataset(self, arrays: Mapping[str, np.ndarray], first: int) -> xr.Dataset:
+        assert self.dims is not None
+        n = next(iter(arrays.values())).shape[0]
+        return xr.Dataset(
+            {s: (("sample", *self.dims[s]), a.transpose(self.perms[s])) for s, a in arrays.items()},
+            coords={"sample": np.arange(first, first + n)},
+        )
+
+    def _append_zarr(self, arrays: Mapping[str, np.ndarray], n: int) -> None:
+        ds = self._dataset(arrays, self.n)
+        ds = _with_attrs(_call_coord(ds, self.policy), self.attrs, self.reduce, self.policy)  # appends rewrite attrs
+        if self.n == 0:
+            ds.to_zarr(self.store, mode="w", consolidated=False)
+        else:
+            ds.to_zarr(self.store, append_dim="sample", consolidated=False)
+
+    def _keep(self, arrays: Mapping[str, np.ndarray], n: int) -> None:
+        """Keep one batch in memory: written into the arrays of all the rows where their number is
+        known (allocated on the first batch, when it is not all of them), else set aside as it is."""
+        if self.rows is not None and self.n == 0 and n < self.rows:
+            self.filled = {s: np.empty((self.rows, *a.shape[1:]), a.dtype) for s, a in arrays.items()}
+        if self.filled is not None:
+            fits = self.n + n <= self.rows and all(
+                a.shape[1:] == self.filled[s].shape[1:] and a.dtype == self.filled[s].dtype for s, a in arrays.items()
+            )
+            if fits:
+                for s, a in arrays.items():
+                    self.filled[s][self.n : self.n + n] = a
+                return
+            # another shape or dtype than the first batch's: set aside, refused or joined at the end
+            self.parts = {s: [f[: self.n]] for s, f in self.filled.items()}
+            self.filled = None
+        for s, a in arrays.items():
+            self.parts[s].append(a)
+
+    def dataset(self, sample_coord: Sequence | np.ndarray | None) -> xr.Dataset:
+        """The recording: the zarr store opened lazily, or the arrays in memory."""
+        if self.dims is None:
+            raise ValueError("record() got no inputs: the dataset is empty.")
+        if self.store is not None:
+            ds = xr.open_zarr(self.store, consolidated=False)
+        elif self.filled is not None:
+            ds = self._dataset({s: f[: self.n] for s, f in self.filled.items()}, 0)
+        else:
+            _one_size({s: [a.transpose(self.perms[s]) for a in p] for s, p in self.parts.items()})
+            ds = self._dataset(
+                {s: p[0] if len(p) == 1 else np.concatenate(p, axis=0) for s, p in self.parts.items()}, 0
+            )
+        if sample_coord is not None:
+            ds = ds.assign_coords(sample=np.asarray(sample_coord))
+        return _with_attrs(_call_coord(ds, self.policy), self.attrs, self.reduce, self.policy)
 
 
 def _one_size(chunks: Mapping[str, Sequence[np.ndarray]]) -> None:
