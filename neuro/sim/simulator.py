@@ -30,6 +30,8 @@ from .stimuli import Stimulus
 __all__ = ["Simulator", "SimState", "Perturbation"]
 
 _B = {u[0]: i for i, u in enumerate(BRAIN_UNITS)}
+#: the optic flow (mm s-1) that drives a direction-selective unit to 1
+_V0 = 10.0
 
 
 def _own(x, dtype=np.float64) -> np.ndarray:
@@ -318,20 +320,53 @@ class Simulator:
         return self._step(st, stim, pert)
 
     def _step(self, st: SimState, stim: dict, pert: Perturbation | None = None) -> SimState:
-        """:meth:`step` without the checks (called once per time step by :meth:`run`)."""
-        p, dt = self.p, self.dt
+        """:meth:`step` without the checks (called once per time step by :meth:`run`): the eyes and
+        the brain's visual pathway (:meth:`_visual_pathway`), the bout generator (:meth:`_bout_generator`),
+        the descending drive (:meth:`_descending_drive`), the spinal cord (:meth:`_spinal_cord`), then
+        the muscles and the body (:meth:`_muscles_and_body`)."""
         pert = pert or Perturbation()
         B = st.q.shape[0]
         z = self.process_noise(st)[0]
-        v0 = 10.0
         fwd, turn = self.optic_flow(st, stim)
-        b = st.brain
-        target = np.zeros_like(b)
-        target[:, _B["DS_fwd_L"]] = np.maximum(fwd + 0.5 * turn, 0) / v0
-        target[:, _B["DS_fwd_R"]] = np.maximum(fwd - 0.5 * turn, 0) / v0
-        target[:, _B["DS_turn_L"]] = np.maximum(turn, 0) / v0
-        target[:, _B["DS_turn_R"]] = np.maximum(-turn, 0) / v0
-        b = b.copy()
+        b = self._visual_pathway(st.brain, fwd, turn)
+        start, acc, bout_len, bout_left, refractory, flash_tr = self._bout_generator(st, stim["lum"], b, z, pert, B)
+        dL, dR, dLm, dRm, bout_turn = self._descending_drive(st, b, start, bout_len, bout_left, pert, B)
+        hist, r_hist, a_new, ptr = self._spinal_cord(st, (dL, dR, dLm, dRm), z, pert, B)
+        muscle, q, qd = self._muscles_and_body(st, r_hist[ptr], pert, B)
+        return SimState(
+            brain=b,
+            r_hist=r_hist,
+            ptr=ptr,
+            a=a_new,
+            bout_acc=acc,
+            bout_left=bout_left,
+            refractory=refractory,
+            bout_len=bout_len,
+            lum_prev=stim["lum"],
+            flash_tr=flash_tr,
+            muscle=muscle,
+            q=q,
+            qd=qd,
+            heading0=st.heading0,
+            t=st.t + self.dt,
+            extras={"flow_fwd": fwd, "flow_turn": turn, "drive_L": dL, "drive_R": dR, "bout_start": start},
+            r_internal_hist=hist,
+            noise_key=st.noise_key,
+            n_step=st.n_step + 1,
+            bout_turn=bout_turn,
+        )
+
+    def _visual_pathway(self, brain: np.ndarray, fwd: np.ndarray, turn: np.ndarray) -> np.ndarray:
+        """The brain's visual units one step on (a new array; the bout unit is the bout generator's):
+        the eyes' direction-selective units relax to the rectified optic flow, the binocular
+        integrators to them, the hindbrain (nMLF, reticulospinal) to the integrators."""
+        p, dt = self.p, self.dt
+        target = np.zeros_like(brain)
+        target[:, _B["DS_fwd_L"]] = np.maximum(fwd + 0.5 * turn, 0) / _V0
+        target[:, _B["DS_fwd_R"]] = np.maximum(fwd - 0.5 * turn, 0) / _V0
+        target[:, _B["DS_turn_L"]] = np.maximum(turn, 0) / _V0
+        target[:, _B["DS_turn_R"]] = np.maximum(-turn, 0) / _V0
+        b = brain.copy()
         ds = slice(0, 4)
         b[:, ds] += dt / p.tau_visual * (target[:, ds] - b[:, ds])
         bi = np.array([_B["BIN_fwd"], _B["BIN_turn_L"], _B["BIN_turn_R"]])
@@ -340,14 +375,19 @@ class Simulator:
         hi = np.array([_B["nMLF_L"], _B["nMLF_R"], _B["RS_L"], _B["RS_R"]])
         th = np.stack([b[:, 4], b[:, 4], b[:, 5], b[:, 6]], -1)
         b[:, hi] += dt / p.tau_hindbrain * (th - b[:, hi])
-        # bout generator: a noisy accumulator with refractoriness gates the descending drive
-        lum = stim["lum"]
+        return b
+
+    def _bout_generator(self, st: SimState, lum: np.ndarray, b: np.ndarray, z: np.ndarray, pert: Perturbation, B: int):
+        """The bout generator: a noisy accumulator with refractoriness, driven by the hindbrain and
+        luminance changes, gates the descending drive. Moves the bout unit of ``b`` (in place);
+        ``(start, acc, bout_len, bout_left, refractory, flash_tr)``."""
+        p, dt = self.p, self.dt
         dl = np.abs(lum - st.lum_prev) / dt
         flash_tr = st.flash_tr + dt / 0.05 * (np.minimum(dl, 50.0) - st.flash_tr)
         rate = (
             p.bout_rate_spont
-            + p.bout_rate_gain * v0 * b[:, 4]
-            + p.bout_turn_gain * v0 / p.rot_weight * (b[:, 5] + b[:, 6])
+            + p.bout_rate_gain * _V0 * b[:, 4]
+            + p.bout_turn_gain * _V0 / p.rot_weight * (b[:, 5] + b[:, 6])
             + p.flash_gain * flash_tr
         )
         in_bout = st.bout_left > 0
@@ -367,16 +407,23 @@ class Simulator:
         if pert.drive is not None:
             gate_target = np.ones(B)
         b[:, _B["BOUT"]] += dt / 0.004 * (gate_target - b[:, _B["BOUT"]])
+        return start, acc, bout_len, bout_left, refractory, flash_tr
+
+    def _descending_drive(self, st: SimState, b, start, bout_len, bout_left, pert: Perturbation, B: int):
+        """The descending drive of each side, to the rhythm generators and to the motor neurons,
+        gated by the bout unit (or the clamped ``pert.drive``): ``(dL, dR, dLm, dRm, bout_turn)``.
+
+        The turn is chosen when the bout starts (reticulospinal asymmetry then): vision sets the
+        direction of the next bout, it does not steer within the tail beat (a within-bout loop
+        through the head's yaw would entrain the beat into slow bends)."""
+        p = self.p
         gate = b[:, _B["BOUT"]]
-        # the turn is chosen when the bout starts (reticulospinal asymmetry then): vision sets the
-        # direction of the next bout, it does not steer within the tail beat (a within-bout loop
-        # through the head's yaw would entrain the beat into slow bends)
-        asym_now = np.clip(p.turn_gain * v0 / p.rot_weight * (b[:, 9] - b[:, 10]), -p.turn_max, p.turn_max)
+        asym_now = np.clip(p.turn_gain * _V0 / p.rot_weight * (b[:, 9] - b[:, 10]), -p.turn_max, p.turn_max)
         bout_turn = np.where(start, asym_now, st.bout_turn if st.bout_turn is not None else 0.0)
         if pert.drive is not None:
             dL = dR = dLm = dRm = np.broadcast_to(np.asarray(pert.drive, float), (B,))
         else:
-            base = p.drive_base + p.drive_gain * v0 * 0.5 * (b[:, 7] + b[:, 8])
+            base = p.drive_base + p.drive_gain * _V0 * 0.5 * (b[:, 7] + b[:, 8])
             # the turn is phasic: it shapes the bout's first bend, then the rhythm generators get
             # a small residual (turn_hold) and the motor neurons a larger one (turn_hold_mn)
             pulse = np.exp(-(bout_len - bout_left) / p.turn_tau)
@@ -384,10 +431,15 @@ class Simulator:
             asym_mn = bout_turn * (p.turn_hold_mn + (1.0 - p.turn_hold_mn) * pulse)
             dL, dR = np.clip(base + asym, 0, p.drive_max), np.clip(base - asym, 0, p.drive_max)
             dLm, dRm = np.clip(base + asym_mn, 0, p.drive_max), np.clip(base - asym_mn, 0, p.drive_max)
-        dL, dR, dLm, dRm = dL * gate, dR * gate, dLm * gate, dRm * gate
-        # spinal CPG: drive through the modules' recruitment windows, spinal_substeps Euler steps
-        # with delayed input among internal units (noise held over the step)
-        c = self.circuit
+        return dL * gate, dR * gate, dLm * gate, dRm * gate, bout_turn
+
+    def _spinal_cord(self, st: SimState, drives: tuple, z: np.ndarray, pert: Perturbation, B: int):
+        """The spinal CPG over one step: the drive through the modules' recruitment windows,
+        ``spinal_substeps`` Euler steps with delayed input among internal units (noise held over
+        the step). ``drives``: ``(dL, dR, dLm, dRm)``; ``(internal ring, recorded ring,
+        adaptation, ring pointer)``."""
+        p, c = self.p, self.circuit
+        dL, dR, dLm, dRm = drives
         H = st.r_hist.shape[0]
         comm = np.broadcast_to(np.asarray(pert.commissural, float), (B,))[:, None]
         side, mod = c.internal_side, c.internal_module
@@ -420,8 +472,12 @@ class Simulator:
             ptr = (ptr + 1) % H
             hist[ptr] = r_int
             r_hist[ptr] = (self._pool @ r_int.T).T
-        a_new, r_new = a, r_hist[ptr]
-        # muscles and body
+        return hist, r_hist, a, ptr
+
+    def _muscles_and_body(self, st: SimState, r_new: np.ndarray, pert: Perturbation, B: int):
+        """The muscles relax to their motor neurons' rates, then the body moves one step (MuJoCo,
+        or the hand-written chain in RK4 substeps): ``(muscle, q, qd)``."""
+        dt = self.dt
         mn = np.einsum("sjn,bn->bsj", self.mn_map, r_new)
         muscle = st.muscle + dt / self.tau_muscle * (mn - st.muscle)
         drag, alpha = self._body_scales(pert, B)
@@ -441,28 +497,7 @@ class Simulator:
                     alpha_scale=alpha[:, None],
                     integrator="rk4",
                 )
-        return SimState(
-            brain=b,
-            r_hist=r_hist,
-            ptr=ptr,
-            a=a_new,
-            bout_acc=acc,
-            bout_left=bout_left,
-            refractory=refractory,
-            bout_len=bout_len,
-            lum_prev=lum,
-            flash_tr=flash_tr,
-            muscle=muscle,
-            q=q,
-            qd=qd,
-            heading0=st.heading0,
-            t=st.t + dt,
-            extras={"flow_fwd": fwd, "flow_turn": turn, "drive_L": dL, "drive_R": dR, "bout_start": start},
-            r_internal_hist=hist,
-            noise_key=st.noise_key,
-            n_step=st.n_step + 1,
-            bout_turn=bout_turn,
-        )
+        return muscle, q, qd
 
     mujoco_substeps = 2  # MuJoCo steps of 0.5 ms per simulator step of 1 ms (muscle controls held)
 
@@ -819,23 +854,17 @@ class Simulator:
         )
         return self._tables
 
-    def _run_compiled(
-        self, arr: dict, pert: Perturbation, record_every: int, st: SimState, out: dict, T: int
-    ) -> SimState:
+    def _kernel_state(self, st: SimState, pert: Perturbation, B: int) -> dict:
+        """The state ``st`` and the perturbation as the compiled kernel reads and writes them: owned,
+        contiguous float64 arrays (the bout generator's scalars in one ``(B, N_SCALARS)`` table,
+        the rings of delayed rates lesioned and flattened per trial, one ring pointer per trial)."""
         c = self.circuit
-        B = st.q.shape[0]
         ns, ni = c.n_spinal, c.n_internal
         H = st.r_hist.shape[0]
-        tb = self._compiled_tables()
         if st.noise_key is None:
             st.noise_key = noise.draw_keys(self.rng, B)
         f64 = np.float64
         les = _own(self._internal_lesion(pert, B))
-        comm = _own(np.broadcast_to(np.asarray(pert.commissural, f64).reshape(-1), (B,)))
-        clamp = _own(
-            np.zeros(0) if pert.drive is None else np.broadcast_to(np.asarray(pert.drive, f64).reshape(-1), (B,))
-        )
-        drag, alpha = map(_own, self._body_scales(pert, B))
         scal = np.zeros((B, compiled.N_SCALARS))
         for col, v in (
             (compiled.S_ACC, st.bout_acc),
@@ -853,14 +882,38 @@ class Simulator:
         # order, whatever the number of trials (a dense BLAS product blocks its sums by the
         # matrix's shape, so a trial's last bits would depend on how many trials run with it)
         hist_l = _own(np.asarray((self._pool @ ihist_l.reshape(B * H, ni).T).T).reshape(B, H * ns))
-        ihist_l = _own(ihist_l)
-        ptrs = np.full(B, st.ptr, np.int64)
-        state = {k: _own(getattr(st, k)) for k in ("brain", "a", "muscle", "q", "qd")}
-        extras = np.zeros((B, compiled.N_EXTRAS))
-        pending = np.zeros(B, bool)
-        heading0 = _own(st.heading0)
-        keys = _own(st.noise_key, np.uint64)
-        stim = [_own(np.asarray(arr[k], f64)[:, :T]) for k in ("gx", "gy", "rot", "lum", "gain", "closed")]
+        drag, alpha = map(_own, self._body_scales(pert, B))
+        return dict(
+            les=les,
+            comm=_own(np.broadcast_to(np.asarray(pert.commissural, f64).reshape(-1), (B,))),
+            clamp=_own(
+                np.zeros(0) if pert.drive is None else np.broadcast_to(np.asarray(pert.drive, f64).reshape(-1), (B,))
+            ),
+            drag=drag,
+            alpha=alpha,
+            scal=scal,
+            ih=ih,
+            hist_l=hist_l,
+            ihist_l=_own(ihist_l),
+            ptrs=np.full(B, st.ptr, np.int64),
+            state={k: _own(getattr(st, k)) for k in ("brain", "a", "muscle", "q", "qd")},
+            extras=np.zeros((B, compiled.N_EXTRAS)),
+            pending=np.zeros(B, bool),
+            heading0=_own(st.heading0),
+            keys=_own(st.noise_key, np.uint64),
+        )
+
+    def _run_compiled(
+        self, arr: dict, pert: Perturbation, record_every: int, st: SimState, out: dict, T: int
+    ) -> SimState:
+        """:meth:`run`'s compiled path: the state packed for the kernel (:meth:`_kernel_state`), the
+        trials in blocks over the threads (the chain body inside the kernel; the MuJoCo body one step
+        at a time between its calls), the state unpacked (:meth:`_state_from_kernel`)."""
+        B = st.q.shape[0]
+        tb = self._compiled_tables()
+        k = self._kernel_state(st, pert, B)
+        state, scal, ptrs, extras, pending = k["state"], k["scal"], k["ptrs"], k["extras"], k["pending"]
+        stim = [_own(np.asarray(arr[name], np.float64)[:, :T]) for name in ("gx", "gy", "rot", "lum", "gain", "closed")]
 
         # blocks of <= 32 trials (the kernel vectorises over a block's trials), spread over the
         # threads; the kernel releases the GIL. Each block keeps its spinal state with the trials
@@ -871,8 +924,8 @@ class Simulator:
         blocks = [(b0, b1) for b0, b1 in zip(edges[:-1], edges[1:]) if b1 > b0]
         spinal = {
             blk: (
-                np.ascontiguousarray(hist_l[blk[0] : blk[1]].T),
-                np.ascontiguousarray(ihist_l[blk[0] : blk[1]].T),
+                np.ascontiguousarray(k["hist_l"][blk[0] : blk[1]].T),
+                np.ascontiguousarray(k["ihist_l"][blk[0] : blk[1]].T),
                 np.ascontiguousarray(state["a"][blk[0] : blk[1]].T),
             )
             for blk in blocks
@@ -892,14 +945,14 @@ class Simulator:
                 int(external),
                 ctrl,
                 *stim,
-                keys,
+                k["keys"],
                 int(st.n_step),
-                clamp,
-                les,
-                comm,
-                drag,
-                alpha,
-                heading0,
+                k["clamp"],
+                k["les"],
+                k["comm"],
+                k["drag"],
+                k["alpha"],
+                k["heading0"],
                 state["brain"],
                 scal,
                 HL,
@@ -962,7 +1015,7 @@ class Simulator:
             mine = [blocks[i] for i in g]
             lo, hi = mine[0][0], mine[-1][1]
             q, qd = state["q"][lo:hi], state["qd"][lo:hi]
-            body = self._mujoco_batch(drag[lo:hi], threads=1)
+            body = self._mujoco_batch(k["drag"][lo:hi], threads=1)
             body.set_state(q, qd)
             for t in range(T):
                 for blk in mine:
@@ -990,16 +1043,24 @@ class Simulator:
                 with ThreadPoolExecutor(n_thr) as ex:
                     list(ex.map(task, items))
         for (b0, b1), (HL, IHL, AB) in spinal.items():
-            hist_l[b0:b1] = HL.T
-            ihist_l[b0:b1] = IHL.T
+            k["hist_l"][b0:b1] = HL.T
+            k["ihist_l"][b0:b1] = IHL.T
             state["a"][b0:b1] = AB.T
-        ptr = int(ptrs[0]) if B else st.ptr
+        return self._state_from_kernel(st, k, T)
+
+    def _state_from_kernel(self, st: SimState, k: dict, T: int) -> SimState:
+        """The state after ``T`` compiled steps from ``st``, unpacked from the kernel's arrays ``k``
+        (:meth:`_kernel_state`, written by the kernel)."""
+        c = self.circuit
+        B, H = st.q.shape[0], st.r_hist.shape[0]
+        state, scal, extras = k["state"], k["scal"], k["extras"]
+        ptr = int(k["ptrs"][0]) if B else st.ptr
         # the rings hold lesioned rates; slots not written in this run keep the input state's
-        r_hist = np.ascontiguousarray(hist_l.reshape(B, H, ns).transpose(1, 0, 2))
-        r_int_hist = np.ascontiguousarray(ihist_l.reshape(B, H, ni).transpose(1, 0, 2))
-        written = {(st.ptr + k) % H for k in range(1, min(T * self.p.spinal_substeps, H) + 1)}
-        for k in set(range(H)) - written:
-            r_hist[k], r_int_hist[k] = st.r_hist[k], ih[k]
+        r_hist = np.ascontiguousarray(k["hist_l"].reshape(B, H, c.n_spinal).transpose(1, 0, 2))
+        r_int_hist = np.ascontiguousarray(k["ihist_l"].reshape(B, H, c.n_internal).transpose(1, 0, 2))
+        written = {(st.ptr + j) % H for j in range(1, min(T * self.p.spinal_substeps, H) + 1)}
+        for j in set(range(H)) - written:
+            r_hist[j], r_int_hist[j] = st.r_hist[j], k["ih"][j]
         return SimState(
             brain=state["brain"],
             r_hist=r_hist,
