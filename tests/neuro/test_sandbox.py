@@ -108,3 +108,49 @@ def test_candidate_inputs_hold_no_target():
     metrics, arrays = score_predictions({"pred/val": np.array([[[0.0, 0.0], [1.0, -1.0]]])}, tg)
     np.testing.assert_allclose(arrays["mae/val"], [2.0, 1.0])
     assert metrics["val"] == pytest.approx(1.5)
+
+
+def _codes(code):
+    """A code object and every code object nested in it (comprehensions, inner functions)."""
+    import types
+
+    yield code
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            yield from _codes(c)
+
+
+def test_the_guard_reads_no_global_and_no_closure():
+    """The hook and every function of the guard it calls take what they use from their bound
+    defaults: a candidate that rewrites the runner's module (``sys.modules['__main__']``) or a
+    builtin's name changes nothing they do (read from their bytecode: no global load anywhere)."""
+    import dis
+
+    from neuro.search import _runner
+
+    hook = _runner.make_audit_hook("/nonexistent/workdir", ("/nonexistent/lib",))
+    guard = (hook, *_runner._GUARD)
+    assert set(_runner._CHECKS) <= set(guard) and len(guard) >= 10
+    for f in guard:
+        assert f.__closure__ is None, f.__name__
+        for code in _codes(f.__code__):
+            loads = {i.opname for i in dis.get_instructions(code)} & {"LOAD_GLOBAL", "LOAD_NAME", "STORE_GLOBAL"}
+            assert not loads, (f.__name__, code.co_name, loads)
+    # the hook knows every code object of the guard, its own included
+    assert {id(c) for c in hook.__defaults__[-1]} == {id(f.__code__) for f in guard}
+
+
+@pytest.mark.parametrize(
+    "attack",
+    [
+        # a check of the hook made to accept everything, through the runner's module
+        "import sys\nm = sys.modules['__main__']\nm._refuse_open.__code__ = (lambda *a, **k: None).__code__\n",
+        # the path resolver made to answer 'inside' for any path
+        "import sys\nm = sys.modules['__main__']\nm._real_path.__defaults__ = ()\n",
+        "import gc\nf = [o for o in gc.get_objects() if getattr(o, '__name__', '') == '_readable']\nassert f\n"
+        "f[0].__kwdefaults__ = {}\n",
+    ],
+)
+def test_changing_a_function_of_the_guard_is_refused(data_file, attack):
+    r = run_in_sandbox(attack + GOOD, data_file, stage="quick")
+    assert not r.ok and "audit hook" in r.error, r.error
