@@ -275,10 +275,11 @@ def forget(model: nn.Module) -> None:
 
 
 def _version(model: nn.Module) -> int:
-    """Changes when a parameter or buffer is changed in place (``_version``) or replaced, or a module swapped."""
-    return hash(
-        (tuple(map(id, model.modules())), tuple((id(t), t._version) for t in (*model.parameters(), *model.buffers())))
-    )
+    """Changes when a parameter or buffer is changed in place (``_version``) or replaced, or a module
+    swapped: one walk over the modules (every verb's session looks it up)."""
+    mods = tuple(model.modules())
+    tensors = (t for m in mods for own in (m._parameters, m._buffers) for t in own.values() if t is not None)
+    return hash((tuple(map(id, mods)), tuple((id(t), t._version) for t in tensors)))
 
 
 def _leaf_sig(v: Any, rows: int | None) -> Any:
