@@ -303,6 +303,32 @@ def competence_line(table: xr.Dataset) -> str:
     return f"Competence ({table.attrs.get('world', 'data')}): " + "; ".join(parts)
 
 
+def _why_not_assessed(table: xr.Dataset) -> str:
+    """Why a verdict is "not assessed", in words, with the fix: too few samples or clusters for an
+    interval, or the models and metrics whose numbers are not finite."""
+    n, k = int(table.attrs["n_samples"]), int(table.attrs["n_clusters"])
+    if n == 0:
+        return (
+            f"no test sample has a finite score in every model ({int(table.attrs.get('n_dropped', 0))} left out): "
+            "a model or yardstick gave NaN or infinite forecasts everywhere."
+        )
+    if k < 2:
+        held = f"{n} test sample(s)" if k == n else f"{n} test sample(s) in {k} cluster(s) resampled together"
+        return (
+            f"the test data hold {held}, and a bootstrap interval needs at least two independent ones. "
+            "Fix: more test samples (a longer record, or a larger test share of the split)."
+        )
+    bad = [
+        f"{m} ({met})"
+        for i, m in enumerate(table["model"].values)
+        for j, met in enumerate(table["metric"].values)
+        if not np.isfinite(float(table["value"].values[i, j]))
+    ]
+    if bad:
+        return f"no finite value for {', '.join(bad)}: a model or yardstick gave NaN or infinite forecasts."
+    return "a number the rule needs is missing or not finite."
+
+
 def competence_markdown(table: xr.Dataset) -> str:
     """The paragraph a report opens with: the verdict of each dissected model first, the rule and the data."""
     verdicts = [str(v) for v, r in zip(table["verdict"].values, table["role"].values) if r == "dissected model"]
@@ -313,7 +339,7 @@ def competence_markdown(table: xr.Dataset) -> str:
         NOT_COMPETENT: "**Not competent: read the mechanisms with care.** The dissected model is measurably worse "
         "than a classical yardstick on the same samples; what the study reads below may describe a model that "
         "has not learnt its task rather than the science.",
-        NOT_ASSESSED: "**Competence not assessed**: a number the rule needs is missing or not finite.",
+        NOT_ASSESSED: f"**Competence not assessed**: {_why_not_assessed(table)}",
     }[worst]
     protocol = f" Protocol: {table.attrs['protocol']}." if table.attrs.get("protocol") else ""
     n, k = int(table.attrs["n_samples"]), int(table.attrs["n_clusters"])

@@ -130,3 +130,36 @@ def test_the_report_opens_with_the_table_and_it_is_saved(tmp_path):
     assert csv.read_text().startswith("model,role,")
     assert competence_summary(tmp_path) == NOT_COMPETENT  # the cell of the demo's index
     assert competence_summary(tmp_path / "absent") == "not reported"
+
+
+def test_one_test_month_is_not_assessed_and_the_report_says_why_and_the_fix():
+    # the ORCA025 study on 24 months holds one test month: no interval can be bootstrapped from one sample
+    future, yard = _forecasts(_ar1(n=2), 0.8)
+    assert len(future) == 1
+    se = {k: (v - future) ** 2 for k, v in yard.items()}
+    se["model"] = se["persistence"] + 1.0
+    tab = competence(se, dissected=["model"], metrics=[RMSE], world="w", n_resamples=100)
+    assert str(tab["verdict"].sel(model="model").values) == "not assessed"
+    text = competence_markdown(tab)
+    assert "1 test sample(s)" in text and "at least two" in text and "Fix: more test samples" in text
+
+
+def test_clusters_too_few_for_an_interval_are_counted_as_clusters():
+    future, yard = _forecasts(_ar1(n=7), 0.8)  # 6 samples, one block of 6
+    se = {k: (v - future) ** 2 for k, v in yard.items()}
+    se["model"] = se["persistence"].copy()
+    tab = competence(se, dissected=["model"], metrics=[RMSE], world="w", clusters=np.zeros(6, int), n_resamples=100)
+    assert "6 test sample(s) in 1 cluster(s)" in competence_markdown(tab)
+
+
+def test_a_model_without_a_finite_score_is_named():
+    future, yard = _forecasts(_ar1(n=60), 0.8)
+    se = {k: (v - future) ** 2 for k, v in yard.items()}
+    se["model"] = -np.ones_like(future)  # finite samples whose RMSE (the root of a negative mean) is NaN
+    with np.errstate(invalid="ignore"):
+        tab = competence(se, dissected=["model"], metrics=[RMSE], world="w", n_resamples=100)
+    assert str(tab["verdict"].sel(model="model").values) == "not assessed"
+    assert "no finite value for model (RMSE)" in competence_markdown(tab)
+    se["model"] = np.full_like(future, np.inf)  # every sample infinite: every sample left out
+    tab = competence(se, dissected=["model"], metrics=[RMSE], world="w", n_resamples=100)
+    assert "no test sample has a finite score in every model (59 left out)" in competence_markdown(tab)
