@@ -289,7 +289,7 @@ def _attribution(out: Path, ds: xr.Dataset, cfg, unit: xr.Dataset):
     fig = plots.attribution_figure(attr, sea, list(INPUTS), cfg.window)
     if region:
         fig.suptitle(
-            "On the training patch with the most ocean: "
+            "On the region with the most ocean: "
             f"rows {region['lat'].start}-{region['lat'].stop - 1}, columns {region['lon'].start}-{region['lon'].stop - 1} "
             f"of {ds.sizes['lat']} x {ds.sizes['lon']}",
             fontsize=9,
@@ -297,19 +297,27 @@ def _attribution(out: Path, ds: xr.Dataset, cfg, unit: xr.Dataset):
     return fig
 
 
-#: grid points above which attribution maps are drawn on one training patch, not the whole grid:
+#: grid points above which attribution maps are drawn on one region, not the whole grid:
 #: GradientShap's 8 samples x 4 windows of the whole ORCA025 grid (1021 x 1442) need 14 GB
 WHOLE_GRID_POINTS = 512 * 512
+#: the side of that region, in grid points (rounded down to whole training patches): 256 x 256 points
+#: need about 1/22 of the whole grid's memory, and are wide enough that the model's zero-padded edges
+#: do not fill the map (on one 32 x 32 training patch they did)
+REGION_SIDE = 256
 
 
 def _attribution_region(mask: xr.DataArray, patch) -> dict[str, slice]:
-    """``{}`` (the whole grid) for a grid of at most :data:`WHOLE_GRID_POINTS`; else the training patch
-    (``cfg.patch``, or 256 x 256) of the tiling with the most ocean points, where the convolutional model
-    forecasts as it does on the globe."""
+    """``{}`` (the whole grid) for a grid of at most :data:`WHOLE_GRID_POINTS`; else the tile of
+    :data:`REGION_SIDE` points a side (whole training patches ``cfg.patch`` where given) with the most
+    ocean points, where the convolutional model forecasts as it does on the globe."""
     ny, nx = mask.sizes["lat"], mask.sizes["lon"]
     if ny * nx <= WHOLE_GRID_POINTS:
         return {}
-    py, px = (min(int(patch[0]), ny), min(int(patch[1]), nx)) if patch else (min(256, ny), min(256, nx))
+
+    def side(p: int | None, n: int) -> int:
+        return min(n, REGION_SIDE if not p else max(int(p), REGION_SIDE // int(p) * int(p)))
+
+    py, px = (side(patch[0], ny), side(patch[1], nx)) if patch else (side(None, ny), side(None, nx))
     sea = mask.values.astype(bool)
     tiles = [(i, j) for i in range(0, ny - py + 1, py) for j in range(0, nx - px + 1, px)]
     i, j = max(tiles, key=lambda t: (sea[t[0] : t[0] + py, t[1] : t[1] + px].sum(), -t[0], -t[1]))
