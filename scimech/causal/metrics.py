@@ -52,6 +52,10 @@ class Metric:
     fn: Callable[[Any, Any], torch.Tensor]
     name: str
     reference: Any = None  # per-sample values aligned with the inputs' rows (sweeps slice them like a target)
+    #: ``reads(output) -> (index, length)`` where the metric reads one position of its output's dim 1 only
+    #: (``index`` of ``length`` positions), else ``None``: a sweep may then compute the modules that act on each
+    #: position alone after its sites at that position only (:mod:`scimech.causal.prefix_reuse`)
+    reads: Callable[[Any], tuple[int, int] | None] | None = None
 
     def __call__(self, out: Any, target: Any = None) -> torch.Tensor:
         return self.fn(out, target)
@@ -118,7 +122,12 @@ def mse_to_target(key: Any = None) -> Metric:
 
 
 def logit_difference(a: int, b: int, key: Any = None) -> Metric:
-    """``logit[a] - logit[b]`` on the last dim (last position if there are positions)."""
+    """``logit[a] - logit[b]`` on the last dim (last position if there are positions).
+
+    With positions (an output of more than 2 dims) it reads the last position of dim 1 only, and
+    says so (``reads``): a sweep then computes the modules that act on each position alone
+    after its sites (a transformer's last MLP, final norm and unembedding) at that position only.
+    """
 
     def fn(out, target=None):
         t = _pick(out, key)
@@ -126,7 +135,11 @@ def logit_difference(a: int, b: int, key: Any = None) -> Metric:
             t = t[:, -1]
         return t[:, a] - t[:, b]
 
-    return Metric(fn, f"logit_difference[{a},{b}]")
+    def reads(out):
+        t = _pick(out, key)
+        return (-1, int(t.shape[1])) if t.dim() > 2 else None
+
+    return Metric(fn, f"logit_difference[{a},{b}]", reads=reads)
 
 
 def as_metric(metric: Metric | Callable | None) -> Metric:

@@ -55,7 +55,16 @@ from scimech.capture.hooks import override_forward, run_forward
 from scimech.capture.profile import same_values
 from scimech.capture.sites import ResolvedSite
 
-__all__ = ["ModuleCall", "Resume", "Shortcut", "CallTrace", "trace_calls", "recording_reused", "reusing"]
+__all__ = [
+    "ModuleCall",
+    "Resume",
+    "Shortcut",
+    "CallTrace",
+    "trace_calls",
+    "recording_reused",
+    "reusing",
+    "at_position",
+]
 
 
 @dataclass
@@ -85,6 +94,11 @@ class ModuleCall:
     structure: Any = None
     #: whether its (first) call drew random numbers (the generator's state moved across it)
     draws: bool = False
+    #: the version counter of its input when it was called
+    in_version: int = -1
+    #: it acts on each position of dim 1 alone: its output at the first and at the last position is
+    #: its output on that position alone (:func:`_acts_per_position`)
+    per_position: bool = False
 
 
 @dataclass(frozen=True)
@@ -183,6 +197,10 @@ class CallTrace:
         #: (outer, inner) pairs whose outer's extra outputs do not depend on the inner's input (checked by autograd)
         self.independent = set(independent)
         self._shortcuts: dict[tuple[str, str], Shortcut] = {}
+        #: per metric reading one position: whether computing the tail at that position alone gave the
+        #: metric of the full pass (checked once on the sweep's own batch), and how it was found
+        self.tail_checked: dict[Any, tuple[bool, str]] = {}
+        self._tails: dict[tuple[int, int], tuple[str, ...]] = {}
 
     def name_of(self, site: ResolvedSite) -> str:
         """The traced path of the site's module: the same module reached by another path (an
@@ -250,6 +268,46 @@ class CallTrace:
         self._shortcuts[key] = Shortcut(tuple(chosen), resume)
         return self._shortcuts[key]
 
+    def tail(self, sites: Sequence[ResolvedSite], length: int) -> tuple[str, ...]:
+        """The *tail* of a pass for ``sites``: the outermost modules that act on each position alone
+        (:func:`_acts_per_position`, ``length`` positions), start after every one of ``sites``
+        finished, and after which every module that starts (their own parts aside) acts on each
+        position alone too: a transformer's last MLP, final norm and unembedding, not an MLP that an
+        attention reads after it. Empty where a site's module is not traced or ran more than once.
+        What runs between these modules outside any module (a residual sum, a mean over positions)
+        is not seen here: the sweep checks the tail once on its own batch."""
+        cut = -1
+        for site in sites:
+            call = self.calls.get(self.name_of(site))
+            if call is None or call.calls != 1:
+                return ()
+            cut = max(cut, call.end)
+        if (cut, length) in self._tails:
+            return self._tails[cut, length]
+        chosen: list[str] = []
+        mixing = [c for c in self.calls.values() if not c.per_position]
+        for c in sorted(self.calls.values(), key=lambda c: c.start):
+            if c.start <= cut or not c.per_position or c.output is None or c.output.shape[1] != length:
+                continue
+            if any(c.name.startswith(f"{n}.") for n in chosen):
+                continue
+            if not any(self._mixes_after(m, c, mixing) for m in mixing):
+                chosen.append(c.name)
+        self._tails[cut, length] = tuple(chosen)
+        return self._tails[cut, length]
+
+    @staticmethod
+    def _mixes_after(m: ModuleCall, c: ModuleCall, mixing: Sequence[ModuleCall]) -> bool:
+        """Whether module ``m`` (one that does not act on each position alone) may mix positions
+        after module ``c`` starts: it is still running or starts later, and it is not an ancestor
+        of ``c`` whose mixing part (a descendant that mixes) finished before ``c`` started (a
+        block whose attention ran before its MLP)."""
+        if m.calls == 1 and m.end < c.start:
+            return False
+        if m.calls == 1 and c.name.startswith(f"{m.name}."):
+            return not any(d.name.startswith(f"{m.name}.") and d.calls == 1 and d.end < c.start for d in mixing)
+        return True
+
     def blocks(self, model: nn.Module) -> list[str]:
         """The longest chain of sibling modules where each one's input is the previous one's output.
 
@@ -315,6 +373,7 @@ def trace_calls(model: nn.Module, batch: Any, forward: Callable | None = None) -
                 c.replayable = (
                     len(args) == 1 and not kwargs and isinstance(args[0], torch.Tensor) and _two_equal_rows(args[0])
                 )
+                c.in_version = given[0]._version if given else -1
                 versions[name] = [(t, t._version) for t in given]
             else:
                 c.calls += 1
@@ -351,7 +410,38 @@ def trace_calls(model: nn.Module, batch: Any, forward: Callable | None = None) -
     finally:
         for h in handles:
             h.remove()
+    modules = dict(model.named_modules())
+    for c in calls.values():
+        c.per_position = _acts_per_position(modules[c.name], c)
     return CallTrace(calls, names, _independent_extras(model, probe, forward, calls))
+
+
+def _acts_per_position(module: nn.Module, c: ModuleCall) -> bool:
+    """Whether a module that ran once on one batched tensor (of at least 3 dims: rows, positions,
+    features) acts on each position of dim 1 alone: called again on its traced input's first
+    position alone, and on its last alone, it returns its traced output there (a norm, an MLP, a
+    projection; not an attention, a convolution along the positions, a cumulative sum). Its input
+    and output must be unchanged since the call, and it must draw no random numbers."""
+    x, y = (c.inputs[0] if c.inputs else None), c.output
+    if not (c.calls == 1 and c.replayable and c.structure == "tensor" and c.batched and not c.draws):
+        return False
+    if not (isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor)) or x.dim() < 3 or y.dim() < 3:
+        return False
+    if x.shape[1] < 2 or x.shape[1] != y.shape[1] or x._version != c.in_version or y._version != c.out_version:
+        return False
+    try:
+        with torch.no_grad():
+            for at in (slice(0, 1), slice(-1, None)):
+                got = module(x[:, at])
+                if (
+                    not isinstance(got, torch.Tensor)
+                    or got.shape != y[:, at].shape
+                    or not same_values(got, y[:, at])[0]
+                ):
+                    return False
+    except Exception:  # noqa: BLE001 - a module that cannot run on one position does not act on each alone
+        return False
+    return True
 
 
 def _candidates(calls: Mapping[str, ModuleCall]) -> list[tuple[str, str]]:
@@ -514,4 +604,31 @@ def reusing(model: nn.Module, recorded: Mapping[tuple[str, str], Any], shortcut:
                     lambda inner: lambda *a, **k: _rebuild(r.structure, inner_mod(tiled(x)), [tiled(e) for e in kept]),
                 ).remove
             )
+        yield
+
+
+@contextmanager
+def at_position(model: nn.Module, names: Sequence[str], index: int):
+    """Within the block, the modules ``names`` (each acting on every position of dim 1 alone,
+    :meth:`CallTrace.tail`) compute their output at position ``index`` only; the other positions
+    of what they return are zeros. Only a metric that reads that position alone may read the
+    output (the sweep checks it once on its own batch). A call with more than one tensor runs
+    as usual."""
+
+    def make(inner: Callable) -> Callable:
+        def forward(*args, **kwargs):
+            x = args[0] if len(args) == 1 and not kwargs else None
+            if not isinstance(x, torch.Tensor) or x.dim() < 3:
+                return inner(*args, **kwargs)
+            at = index % x.shape[1]
+            part = inner(x[:, at : at + 1])
+            full = part.new_zeros((part.shape[0], x.shape[1], *part.shape[2:]))
+            full[:, at] = part[:, 0]
+            return full
+
+        return forward
+
+    with ExitStack() as stack:
+        for name in names:
+            stack.callback(override_forward(model.get_submodule(name), make).remove)
         yield

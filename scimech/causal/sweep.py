@@ -48,7 +48,7 @@ from scimech.capture.record import Recorder
 from scimech.capture.session import Session
 from scimech.capture.sites import HeadLayout, ResolvedSite, resolve_site
 from scimech.causal.metrics import Metric, as_metric
-from scimech.causal.prefix_reuse import Shortcut, recording_reused, reusing, trace_calls
+from scimech.causal.prefix_reuse import Shortcut, at_position, recording_reused, reusing, trace_calls
 from scimech.causal.samples import per_sample as _per_sample
 from scimech.causal.samples import sample_index
 from scimech.errors import DataValidationError, SiteCalledTwiceError, SiteNeverRanError
@@ -231,7 +231,11 @@ class TilePlan:
     rows of one tiled pass; ``reuse``: what is taken from the unchanged run
     (:mod:`scimech.causal.prefix_reuse`); ``last``: per site, the index of its last call in the
     unchanged run (``calls="last"``); ``check``: the sweep's row check (``None``: none);
-    ``advance``: called with the number of targets each pass finished (a progress bar).
+    ``advance``: called with the number of targets each pass finished (a progress bar);
+    ``position``: ``(index, length)`` where the metric reads that one position of its output's
+    dim 1 alone (:attr:`~scimech.causal.metrics.Metric.reads`), so the modules after the sites that
+    act on each position alone compute it only (:meth:`~scimech.causal.prefix_reuse.CallTrace.tail`);
+    ``tails``: filled with the modules so computed.
     """
 
     session: Session
@@ -242,6 +246,8 @@ class TilePlan:
     last: Mapping[str, int] = field(default_factory=dict)
     check: RowCheck | None = None
     advance: Callable[[int], None] | None = None
+    position: tuple[int, int] | None = None
+    tails: set[str] = field(default_factory=set)
 
 
 @steady_heap()  # big tiled temporaries reused, not paged in afresh (scimech.run.memory)
@@ -261,6 +267,11 @@ def sweep_tiles(
     ``plan.check``: the sweep's row check; the first tiled pass carries an unchanged copy whose
     metric must equal ``baseline`` (the untiled run), else one target runs per pass and no
     module is reused from then on. ``per_sample``: per-row values summed per sample.
+
+    With ``plan.position``, the modules of each group's tail compute the position the metric
+    reads alone. The first pass that does so on a model carries the unchanged copy too; where its
+    metric differs from ``baseline`` (something between them mixes positions) the pass runs again
+    in full, and so does every later one (the verdict is kept with the model's trace).
     """
     s, targets, metric, reuse, check = plan.session, plan.targets, plan.metric, plan.reuse, plan.check
     model, forward, last = s.model, s.forward, plan.last
@@ -281,40 +292,68 @@ def sweep_tiles(
     pending = [
         (shortcut, members[g : g + k]) for shortcut, members in groups.items() for g in range(0, len(members), k)
     ]
+    trace = reuse.trace if reuse is not None and plan.position is not None else None
+    told = (metric.name, plan.position)  # the tail's verdict, kept with the trace
     while pending:
         shortcut, idx = pending.pop(0)
         group = [targets[j] for j in idx]
         n = len(group)
-        control = check is not None and check.coupled is None and n > 1 and baseline is not None
+        verdict = trace.tail_checked.get(told) if trace is not None else None
+        tail: tuple[str, ...] = ()
+        if trace is not None and plan.position is not None and (verdict is None or verdict[0]):
+            tail = trace.tail([tg.site for tg in group], plan.position[1])
+        checking_tail = bool(tail) and verdict is None
+        if checking_tail and (k < 2 or baseline is None):
+            tail, checking_tail = (), False  # checked in a tiled pass, which has room for the unchanged copy
+        control = baseline is not None and ((n > 1 and check is not None and check.coupled is None) or checking_tail)
         tiles = n + int(control)
         try:
             # reuse first, site hooks second: a site on a reused module patches its reused output
-            with reusing(model, recorded, shortcut, tiles), _tiled(group, b, tiles, make, s, last):
+            with (
+                reusing(model, recorded, shortcut, tiles),
+                _tiled(group, b, tiles, make, s, last),
+                at_position(model, tail, plan.position[0] if plan.position else -1),
+            ):
                 out = run_forward(model, tile_batch(batch, tiles) if tiles > 1 else batch, forward)
             vals = s.values(metric, out, tgt if tgt is None or tiles == 1 else tile_batch(tgt, tiles))
             vals = vals.reshape(tiles, -1)
             if per_sample is not None:  # per-row values summed per sample, tile by tile
                 vals = torch.stack([per_sample(v) for v in vals])
             if control:
-                assert check is not None and baseline is not None  # as control says
+                assert baseline is not None  # as control says
                 # NaN at the same places (land points) agree; the rest within the tolerance of the
                 # metric's own dtype (bfloat16 / float16: another batch size sums in another order)
                 ok, rel = same_values(vals[-1], baseline, s.metric_tolerance)
-                check.settle(
-                    not ok,
-                    f"an unchanged copy in the first tiled pass of {tiles} copies gave the untiled run's "
-                    f"{metric.name} to {rel:.1e} of its scale"
-                    if ok
-                    else f"an unchanged copy in a tiled pass of {tiles} copies changed {metric.name} by {rel:.1e} "
-                    "of its scale (rows interact: a graph passed separately, an adaptive solver, "
-                    "batch statistics or attention across the batch)",
-                )
+                if checking_tail:
+                    assert trace is not None  # as checking_tail says
+                    trace.tail_checked[told] = (ok, _tail_note(ok, rel, tiles, metric.name, plan.position, tail))
+                    if not ok:  # the tail (or the tiling): this group again, in full, still checked
+                        pending.insert(0, (shortcut, idx))
+                        continue
+                if check is not None and check.coupled is None:
+                    check.settle(
+                        not ok,
+                        f"an unchanged copy in the first tiled pass of {tiles} copies gave the untiled run's "
+                        f"{metric.name} to {rel:.1e} of its scale"
+                        if ok
+                        else f"an unchanged copy in a tiled pass of {tiles} copies changed {metric.name} by "
+                        f"{rel:.1e} of its scale (rows interact: a graph passed separately, an adaptive solver, "
+                        "batch statistics or attention across the batch)",
+                    )
                 vals = vals[:-1]
         except (SiteCalledTwiceError, SiteNeverRanError):
             raise
         except Exception as err:  # noqa: BLE001 - a tiled pass that fails: the rows are not independent
             if not control:
                 raise
+            if checking_tail:
+                assert trace is not None  # as checking_tail says
+                trace.tail_checked[told] = (
+                    False,
+                    f"the pass with the tail at one position failed ({type(err).__name__})",
+                )
+                pending.insert(0, (shortcut, idx))
+                continue
             assert check is not None  # as control says
             check.settle(True, f"the tiled forward pass failed ({type(err).__name__}: {str(err)[:160]})")
         if control and check is not None and check.coupled:
@@ -322,18 +361,35 @@ def sweep_tiles(
             pending = [(Shortcut(), [j]) for j in range(len(targets))]
             continue
         row[idx] = vals.reshape(n, -1)
+        plan.tails.update(tail)
         if plan.advance is not None:  # targets done for the first time (a per-site rerun counts once)
             plan.advance(len(set(idx) - done))
             done.update(idx)
     return row
 
 
+def _tail_note(ok: bool, rel: float, tiles: int, name: str, position: Any, tail: Sequence[str]) -> str:
+    at = f"position {position[0]} of {position[1]}"
+    if ok:
+        return (
+            f"{len(tail)} modules after the sites that act on each position alone ({', '.join(tail[:4])}"
+            f"{', ...' if len(tail) > 4 else ''}) computed at {at} only, the one {name} reads: an unchanged "
+            f"copy in the first such pass of {tiles} copies gave the full run's {name} to {rel:.1e} of its scale"
+        )
+    return (
+        f"computed in full: with the modules after the sites at {at} only, an unchanged copy changed "
+        f"{name} by {rel:.1e} of its scale (something after them mixes positions)"
+    )
+
+
 @dataclass
 class Reuse:
-    """What a sweep reuses: ``plan[site]``, and what was recorded for it in the current batch."""
+    """What a sweep reuses: ``plan[site]``, and what was recorded for it in the current batch;
+    ``trace``: the model's call trace it was planned from."""
 
     plan: dict[str, Shortcut]
     recorded: dict[tuple[str, str], Any] = field(default_factory=dict)
+    trace: Any = None
 
     def n_modules(self) -> int:
         return len(
@@ -417,7 +473,7 @@ def plan_reuse(
             "sweep_path_note": "no module finishes before any site runs, so "
             "nothing can be reused (not a sequence of blocks, or the sites come first)",
         }
-    reuse = Reuse(plan)
+    reuse = Reuse(plan, trace=trace)
     n_resumed = sum(sc.resume is not None for sc in plan.values())
     return reuse, {
         "sweep_path": "prefix_reuse",
@@ -603,6 +659,7 @@ def sweep_batches(
     check = RowCheck()
     targets: list[Target] | None = None
     call_list: list[int] | None = None
+    tails: set[str] = set()
     bar = _bar(None, s.verb, progress, unit="site")  # closed below, or when dropped on an error
     for i, (start, batch, source_batch) in enumerate(batches):
         with s.grad(batch):  # the autograd mode the model needs (its profile's; found by the first pass)
@@ -622,8 +679,11 @@ def sweep_batches(
             bar.total = (bar.total or 0) + len(targets)  # each batch: every target once more
             bar.set_description(s.verb if i == 0 else f"{s.verb}, batch {i + 1}", refresh=False)
             last = {n: c - 1 for n, c in counts.items()} if policy.mode == "last" else {}
-            plan = TilePlan(s, targets, metric, max_rows, reuse, last, check, bar.update)
+            reads = getattr(metric, "reads", None)
+            position = reads(out) if reads is not None and reuse is not None else None
+            plan = TilePlan(s, targets, metric, max_rows, reuse, last, check, bar.update, position)
             changed.append(sweep_tiles(plan, batch, make, tgt, base, agg))
+            tails |= plan.tails
         base_v.append(base)
         if src is not None:
             src_v.append(src)
@@ -635,5 +695,19 @@ def sweep_batches(
         torch.cat(src_v) if src_v else None,
         torch.cat(changed, dim=1),
         call_list,
-        {**path, **check.attrs()},
+        {**path, **check.attrs(), **_tail_attrs(reuse, metric, tails)},
     )
+
+
+def _tail_attrs(reuse: Reuse | None, metric: Metric, used: set[str]) -> dict[str, str]:
+    """``sweep_tail``: which modules after the sites computed the one position the metric reads
+    alone, and how that was checked, or why they ran in full (only for a metric that reads one
+    position, on the prefix reuse path)."""
+    trace = reuse.trace if reuse is not None else None
+    got = [v for k, v in (trace.tail_checked.items() if trace is not None else ()) if k[0] == metric.name]
+    if getattr(metric, "reads", None) is None or trace is None or not got:
+        return {}
+    ok, note = got[-1]
+    if ok and used:
+        return {"sweep_tail": f"{note}; {len(used)} modules so computed in this sweep"}
+    return {"sweep_tail": note}
