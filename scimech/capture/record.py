@@ -782,7 +782,7 @@ def _with_attrs(
     ds: xr.Dataset, site_attrs: Mapping[str, Mapping[str, Any]], reduce: Reduce, calls: CallPolicy
 ) -> xr.Dataset:
     for name, a in site_attrs.items():
-        ds[name].attrs.update(a)
+        ds.variables[name].attrs.update(a)  # the variable's own attrs (ds[name] would build a DataArray)
     ds.attrs.update(
         {
             "reduce": str(reduce),
