@@ -539,7 +539,8 @@ def ablation_sweep(
         dims ``("site", "sample")`` (``("site", "call", "sample")`` by call): ``baseline``
         (no ablation, dim sample), ``ablated``, ``effect = ablated - baseline``; attrs
         ``method``, ``metric``, ``factor``, ``seed``, ``calls``, ``sweep_path``,
-        ``sweep_path_note``, ``row_check``.
+        ``sweep_path_note``, ``row_check``, and ``sweep_tail`` for a metric that reads one position
+        (as in :func:`patching_sweep`).
 
     Examples
     --------
@@ -707,8 +708,12 @@ def patching_sweep(
         (1: the clean behaviour, 0: the corrupted one; NaN where clean == corrupted);
         attrs ``method``, ``direction``, ``metric``, ``calls``, ``sweep_path`` (``"prefix_reuse"``,
         ``"batched"`` or ``"per_site"``: which path ran), ``sweep_path_note`` (what was
-        reused, or why not) and ``row_check`` (whether the rows of a tiled batch were found
-        independent, :mod:`scimech.causal.sweep`).
+        reused, or why not), ``row_check`` (whether the rows of a tiled batch were found
+        independent, :mod:`scimech.causal.sweep`) and, for a metric that reads one position of its
+        output (:func:`~scimech.causal.metrics.logit_difference`), ``sweep_tail``: which modules after
+        the sites that act on each position alone (a transformer's last MLP, final norm and
+        unembedding) computed that position only, checked once by an unchanged copy, or why they
+        ran in full.
 
     Examples
     --------

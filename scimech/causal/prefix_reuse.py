@@ -38,6 +38,16 @@ full pass. Models with no such module (one
 block called in a loop, weights shared between steps) reuse nothing and run as before.
 The results are those of the full forward passes up to float rounding (the reused
 outputs were computed on ``b`` rows rather than on the tiled batch).
+
+The same trace also finds what a pass need not compute *after* the sites: where the metric
+reads one position of its output alone (:func:`~scimech.causal.metrics.logit_difference` reads
+the last), the modules that act on each position alone and after which nothing that mixes
+positions starts (a transformer's last MLP, its final norm and unembedding:
+:meth:`CallTrace.tail`) compute that position only (:func:`at_position`). A module acts on each
+position alone when, called again on its traced input's first position alone and on its last
+alone, it returns its traced output there. What runs outside any module (a residual sum; a mean
+over positions, which would defeat it) is not seen by the trace, so the sweep checks the tail
+once on its own batch with an unchanged copy (:func:`scimech.causal.sweep.sweep_tiles`).
 """
 
 from __future__ import annotations

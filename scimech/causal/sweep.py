@@ -22,6 +22,11 @@ kept across calls, random draws) would add that change to every effect, and is r
 A *target* is a site with the calls it changes (:mod:`scimech.capture.calls`); with ``by_call`` a
 sweep has one target per (site, call), the effect of each step of a rollout.
 
+Where the metric reads one position of its output alone, the modules after the sites that act
+on each position alone compute that position only (:meth:`~scimech.causal.prefix_reuse.CallTrace.tail`);
+the first pass that does so carries the unchanged copy too, and where its metric differs from the
+untiled run's, every pass computes them in full (attrs ``sweep_tail``).
+
 Every sweep is one batch loop, :func:`sweep_batches`, around its *setter*: what a changed site
 gets. :func:`~scimech.causal.intervene.ablation_sweep` supplies the ablation method's replacement,
 :func:`~scimech.causal.intervene.patching_sweep` the source run's activations
