@@ -14,7 +14,12 @@ advection of fields on ``(..., lat, lon)``, land-aware, on a regular or a curvil
 - a grid whose longitudes go once round the globe (:func:`ocean.data.gridaxes.periodic_in_longitude`, read from
   the values of ``lon``, or of ``nav_lat`` / ``nav_lon`` and ``e1t`` on a curvilinear grid, never from an
   attribute that gsw or a merge may drop): the X axis wraps, xgcm's ``padding="periodic"``, for every
-  concept alike; otherwise ``"fill"`` with NaN, so an edge is a missing neighbour like land.
+  concept alike; otherwise ``"fill"`` with NaN, so an edge is a missing neighbour like land;
+- a tripolar ORCA grid that wraps (:func:`ocean.data.gridaxes.north_fold`, read from the values of ``nav_lat`` /
+  ``nav_lon`` as the seam is): NEMO's north-fold boundary. The last row is NEMO's halo; before a difference along
+  ``Y`` it is refilled from the row folded onto it, columns reversed (``lbc_nfd``), a scalar as it is and a
+  vector's grid component with its sign reversed (``lbc_lnk(..., 'T', 1.)`` / ``'U'``, ``'V'``, ``-1.``; the
+  divergence's components), so the row before it has its northern neighbour, as in NEMO.
 
 xgcm does the differences and interpolations to the cell faces (``Grid.diff`` / ``Grid.interp`` to the
 ``left`` and ``right`` positions of each axis, with its padding); what xgcm has no operator for is
@@ -38,7 +43,14 @@ import xarray as xr
 import xgcm
 
 from .constants import R_EARTH
-from .data.gridaxes import FACE_FACTORS, curvilinear_grid, periodic_in_longitude, regular_grid
+from .data.gridaxes import (
+    FACE_FACTORS,
+    curvilinear_grid,
+    fold_source,
+    north_fold,
+    periodic_in_longitude,
+    regular_grid,
+)
 
 __all__ = ["HorizontalGrid", "regular_grid", "curvilinear_grid"]
 
@@ -66,6 +78,10 @@ class HorizontalGrid:
     def __init__(self, like: xr.DataArray):
         self.curvilinear = "e1t" in like.coords and "e2t" in like.coords
         self.periodic = periodic_in_longitude(like)  # from the longitudes' values: one rule for every concept
+        self.fold = None  # a tripolar grid's north-fold pivot ("T" / "F"), read from the positions as the seam is
+        if self.curvilinear and self.periodic:
+            la, lo = (np.asarray(like[k].transpose("lat", "lon").values, float) for k in ("nav_lat", "nav_lon"))
+            self.fold = north_fold(la, lo)
         ny, nx = like.sizes["lat"], like.sizes["lon"]
         pos = {
             f"{d}{s}": (f"{d}{s}", np.arange(n)) for d, n in (("lat", ny), ("lon", nx)) for s in ("", "_left", "_right")
@@ -158,15 +174,31 @@ class HorizontalGrid:
         both = 0.5 * (left + right)
         return both.where(np.isfinite(both), left.fillna(0) + right.fillna(0))
 
-    def _steps(self, f: xr.DataArray, axis: str) -> tuple[xr.DataArray, xr.DataArray]:
-        """Differences to the left and right neighbours along ``axis`` (NaN: land, or beyond an edge)."""
+    def _halo(self, a: xr.DataArray, sign: float = 1.0) -> xr.DataArray:
+        """``a`` with the last row of a tripolar grid refilled from the row folded onto it, as NEMO's ``lbc_lnk``
+        fills its north-fold halo (:func:`ocean.data.gridaxes.fold_source`): ``sign`` 1 for a scalar, -1 for a
+        vector's grid component (``lbc_lnk(..., 'U' / 'V', -1.)``: the grid's axes turn round across the fold).
+        ``a`` as it is on any other grid."""
+        if self.fold is None:
+            return a
+        ny = a.sizes["lat"]
+        row, cols = fold_source(self.fold, ny, a.sizes["lon"])
+        folded = sign * a.isel(lat=[row]).isel(lon=cols)
+        return xr.concat([a.isel(lat=slice(0, ny - 1)), folded], dim="lat").transpose(*a.dims)
+
+    def _steps(self, f: xr.DataArray, axis: str, sign: float = 1.0) -> tuple[xr.DataArray, xr.DataArray]:
+        """Differences to the left and right neighbours along ``axis`` (NaN: land, or beyond an edge); across a
+        north fold the neighbour is the folded row (:meth:`_halo`, with ``sign``)."""
+        if axis == "Y":
+            f = self._halo(f, sign)
         return self._face(f, axis, "left", diff=True), self._face(f, axis, "right", diff=True)
 
     # --- operators -------------------------------------------------------------------------
-    def derivative(self, f: xr.DataArray, axis: str) -> xr.DataArray:
+    def derivative(self, f: xr.DataArray, axis: str, sign: float = 1.0) -> xr.DataArray:
         """``df/dx`` (``axis="X"``) or ``df/dy`` (``"Y"``) per metre: centred where both neighbours are ocean,
-        one-sided where one is, zero where none is; NaN where ``f`` is."""
-        bwd, fwd = self._steps(f, axis)
+        one-sided where one is, zero where none is; NaN where ``f`` is. ``sign``: -1 where ``f`` is a vector's
+        grid component (it changes sign across a north fold, :meth:`_halo`), 1 for a scalar."""
+        bwd, fwd = self._steps(f, axis, sign)
         sl, sr = self.step[axis]["left"], self.step[axis]["right"]
         hb, hf = np.isfinite(bwd), np.isfinite(fwd)
         out = xr.where(hb & hf, (bwd + fwd) / (sl + sr), xr.where(hf, fwd / sr, xr.where(hb, bwd / sl, 0.0)))
@@ -174,10 +206,11 @@ class HorizontalGrid:
 
     def divergence(self, fx: xr.DataArray, fy: xr.DataArray) -> xr.DataArray:
         """``(d(e2 F_x)/dx) / e2 + (d(e1 F_y)/dy) / e1`` (units of F per m): the divergence of a vector field
-        on an orthogonal grid with cell widths ``e1``, ``e2`` (on the sphere ``e1`` is ``R cos(lat) dlon``)."""
+        on an orthogonal grid with cell widths ``e1``, ``e2`` (on the sphere ``e1`` is ``R cos(lat) dlon``); across a
+        north fold ``F`` is a vector, its components taken with their sign reversed (:meth:`_halo`)."""
         ok = np.isfinite(fx) & np.isfinite(fy)
         fx, fy = fx.where(ok), fy.where(ok)
-        return self.derivative(self.e2 * fx, "X") / self.e2 + self.derivative(self.e1 * fy, "Y") / self.e1
+        return self.derivative(self.e2 * fx, "X", -1.0) / self.e2 + self.derivative(self.e1 * fy, "Y", -1.0) / self.e1
 
     def diffusion(self, f: xr.DataArray, w: xr.DataArray | None = None) -> xr.DataArray:
         """Flux-form ``div(w grad f)`` (``w = 1``: the Laplacian; units of ``w f`` per m2), ``w`` averaged onto
@@ -186,9 +219,10 @@ class HorizontalGrid:
         total = 0.0
         for axis in ("X", "Y"):
             bwd, fwd = self._steps(f, axis)
+            wa = self._halo(w) if axis == "Y" else w  # a scalar: across a north fold as it is
             flux = {}
             for side, d in (("left", bwd), ("right", fwd)):
-                wf = self._face(w, axis, side)
+                wf = self._face(wa, axis, side)
                 flux[side] = (wf * d / self.step[axis][side] * self.face_len[axis][side]).fillna(0.0)
             total = total + (flux["right"] - flux["left"])
         return (total / (self.e1 * self.e2)).where(np.isfinite(f))

@@ -15,7 +15,10 @@ returns it on the study's horizontal dims ``(lat, lon)``:
   values: :func:`periodic_in_longitude`) and in the interpolation of staggered fields; columns that repeat
   the first ones (+360: one, 0 and 360, or a halo of several, -1 .. 361) and NEMO's ORCA halo are dropped first;
 - **north fold** of a tripolar ORCA grid (:func:`north_fold`: the last row a mirrored copy of the row two or
-  one below, NEMO's ``lbc_nfd``): its last two rows masked (fields NaN, mask 0), said in the reading;
+  one below, NEMO's ``lbc_nfd``): on a grid that goes once round the globe NEMO's north-fold boundary is applied
+  (the last row, NEMO's halo, masked as a duplicate and refilled by every operator from the row folded onto it,
+  a vector's components with their sign reversed: :mod:`ocean.horizontal`); otherwise the last two rows are
+  masked (fields NaN, mask 0); the reading says which;
 - **positions** a product could not give: NEMO writes (0, 0) at the land processors it eliminated; such
   points (and NaN ones) are mended from the mesh mask's ``glamt`` / ``gphit``, else from the rows and
   columns of a regular grid, else left unknown where ``e1t`` / ``e2t`` are given, and refused otherwise
@@ -69,6 +72,7 @@ __all__ = [
     "is_periodic",
     "declared_coordinates",
     "north_fold",
+    "fold_source",
     "periodic_in_longitude",
     "mark_periodic",
     "axis_angles",
@@ -641,52 +645,78 @@ def mark_periodic(ds: xr.Dataset) -> xr.Dataset:
     return ds.assign_coords({name: var})
 
 
-#: the rows a north fold adds or changes, masked: the last (a mirrored copy of the row two or one below it)
-#: and the one before it (its northern neighbour lies across the fold)
+#: the rows masked where a north fold is found but NEMO's boundary cannot be applied (the grid does not go once round
+#: the globe): the last (a mirrored copy of the row two or one below it) and the one before it (its northern
+#: neighbour lies across the fold)
 FOLD_ROWS = 2
+
+
+def fold_source(pivot: str, ny: int, nx: int) -> tuple[int, np.ndarray]:
+    """The row and the column order NEMO's ``lbc_nfd`` copies into the last row of a tripolar grid of ``ny`` x ``nx``
+    points (halo columns dropped, indices from 0): about a T-point pivot the row two below, ``(nx - i) mod nx``;
+    about an F-point pivot the row just below, ``nx - 1 - i`` (lbcnfd.F90: ``ptab(ji,jpj) = ptab(jpiglo-ji+2,jpj-2)``
+    and ``ptab(jpiglo-ji+1,jpj-1)``, 1-based with the two halo columns)."""
+    i = np.arange(nx)
+    if pivot == "T":
+        return ny - 3, (nx - i) % nx
+    if pivot == "F":
+        return ny - 2, nx - 1 - i
+    raise ValueError(f"pivot must be 'T' or 'F' (NEMO's north-fold pivots); got {pivot!r}.")
 
 
 def north_fold(la: np.ndarray, lo: np.ndarray) -> str | None:
     """``"T"`` or ``"F"`` where the last row of a (y, x) grid (halo columns dropped) is NEMO's north fold of a
     tripolar ORCA grid, None otherwise. NEMO's ``lbc_nfd`` fills that row with the row folded onto it, its
-    columns in reverse order: about a T-point pivot (ORCA2, ORCA025: ``jperio`` 3 / 4) the row two below,
-    ``row[-1][i] = row[-3][(n - i) mod n]``; about an F-point pivot (ORCA1, ORCA12: ``jperio`` 5 / 6) the row
-    just below, ``row[-1][i] = row[-2][n - 1 - i]`` (NEMO's ``lbc_nfd``, lbcnfd.F90: ``ptab(ji,jpj) =
-    ptab(jpiglo-ji+2,jpj-2)`` and ``ptab(jpiglo-ji+1,jpj-1)`` with the two halo columns). Read from the
-    positions: the last row's points are the mirrored row's."""
+    columns in reverse order (:func:`fold_source`): about a T-point pivot (ORCA2, ORCA025: ``jperio`` 3 / 4) the
+    row two below, ``row[-1][i] = row[-3][(n - i) mod n]``; about an F-point pivot (ORCA1, ORCA12: ``jperio``
+    5 / 6) the row just below, ``row[-1][i] = row[-2][n - 1 - i]``. Read from the positions: the last row's
+    points are the mirrored row's."""
     ny, nx = la.shape
     if ny < 4 or nx < 4:
         return None
-    i = np.arange(nx)
-    for pivot, row, mirror in (("T", -3, (nx - i) % nx), ("F", -2, nx - 1 - i)):
+    for pivot in ("T", "F"):
+        row, mirror = fold_source(pivot, ny, nx)
         same_lat = np.allclose(la[-1], la[row, mirror], atol=_LATLON_ATOL)
         if same_lat and np.allclose((lo[-1] - lo[row, mirror] + 180.0) % 360.0 - 180.0, 0.0, atol=_LATLON_ATOL):
             return pivot
     return None
 
 
-def _mask_north_fold(
-    ds: xr.Dataset, la: np.ndarray, lo: np.ndarray, ydim: str, notes: list[str], facts: dict
+def _north_fold(
+    ds: xr.Dataset, la: np.ndarray, lo: np.ndarray, ydim: str, periodic: bool, notes: list[str], facts: dict
 ) -> xr.Dataset:
-    """A tripolar grid's north-fold rows (:func:`north_fold`) masked: every field NaN there and the mask 0, so
-    that no difference is taken across the fold (the operators would take the mirrored row for the next one
-    north, and vectors there point the other way); positions and scale factors are kept (the grid stays
-    periodic). NEMO's own north-fold boundary (``lbc_lnk``) is not applied: the rows it concerns are left out."""
+    """A tripolar grid's north fold (:func:`north_fold`), read as NEMO defines it where the grid goes once round the
+    globe: the last row is NEMO's halo, a copy of the row folded onto it, so it is masked as a duplicate (fields
+    NaN, mask 0) and every operator refills it from that row before differencing (:mod:`ocean.horizontal`, NEMO's
+    ``lbc_lnk``: a scalar as it is, a vector's grid components with their sign reversed), so the row before it has
+    its northern neighbour. Where the grid does not wrap, the fold's mirrored columns are not the grid's: the last
+    :data:`FOLD_ROWS` rows are masked instead, so that no difference is taken across the fold. Positions and scale
+    factors are kept either way."""
     pivot = north_fold(la, lo)
     if pivot is None:
         return ds
     ny = la.shape[0]
-    keep = xr.DataArray(np.arange(ny) < ny - FOLD_ROWS, dims=ydim)
+    rows = 1 if periodic else FOLD_ROWS
+    keep = xr.DataArray(np.arange(ny) < ny - rows, dims=ydim)
     metrics = {"e1t", "e2t", "e3t", *FACE_FACTORS}
     masked = [str(v) for v, da in ds.data_vars.items() if ydim in da.dims and v not in metrics]
     ds = ds.assign({v: ds[v].where(keep) if v != "mask" else ds[v].where(keep, 0) for v in masked})
     mirrored = "two below, about a T-point pivot" if pivot == "T" else "just below, about an F-point pivot"
-    facts["north fold"] = (
-        f"tripolar (ORCA): the last row repeats the row {mirrored}, mirrored (NEMO's north fold); the last "
-        f"{FOLD_ROWS} rows (j = {ny - FOLD_ROWS}..{ny - 1}) masked: fields NaN, mask 0, so no difference is "
-        "taken across the fold (NEMO's north-fold boundary is not applied)"
-    )
-    notes.append(f"north fold ({pivot}-point pivot): last {FOLD_ROWS} rows masked")
+    found = f"tripolar (ORCA): the last row repeats the row {mirrored}, mirrored (NEMO's north fold); "
+    if periodic:
+        facts["north fold"] = found + (
+            "NEMO's north-fold boundary applied: a difference across the fold takes the row folded onto the last "
+            "one (lbc_nfd), a vector's grid components (currents, wind stress, gradients) with their sign reversed "
+            f"and a scalar's as they are (lbc_lnk); the last row (j = {ny - 1}), NEMO's copy, masked as a duplicate"
+        )
+        notes.append(f"north fold ({pivot}-point pivot): NEMO's north-fold boundary applied")
+    else:
+        facts["north fold"] = found + (
+            f"the columns do not go once round the globe, so NEMO's north-fold boundary cannot be applied: the last "
+            f"{FOLD_ROWS} rows (j = {ny - FOLD_ROWS}..{ny - 1}) masked (fields NaN, mask 0), so no difference is "
+            "taken across the fold"
+        )
+        notes.append(f"north fold ({pivot}-point pivot): last {FOLD_ROWS} rows masked")
     return ds
 
 
@@ -696,7 +726,8 @@ def curvilinear_grid(ds: xr.Dataset, notes: list[str], facts: dict | None = None
     or great-circle distances between the T points when absent) become coordinates, and vectors are
     taken along the grid's axes (NEMO's convention). A grid whose last column neighbours its first is
     periodic (``nav_lon.attrs['periodic'] = 1``); NEMO's ORCA halo (columns 0 and -1 repeating -2 and 1)
-    is dropped first."""
+    is dropped first. A tripolar grid's north fold is read as NEMO defines it, or its last rows masked where the
+    grid does not wrap (:func:`_north_fold`)."""
     facts = {} if facts is None else facts
     ydim, xdim = ds["lat"].dims
     la, lo = ds["lat"].transpose(ydim, xdim).values.astype(float), ds["lon"].transpose(ydim, xdim).values.astype(float)
@@ -721,7 +752,6 @@ def curvilinear_grid(ds: xr.Dataset, notes: list[str], facts: dict | None = None
             "as the operators' cross products (Ekman, geostrophic) need; vectors kept as given"
         )
         notes.append("rows reversed (they ran north to south on a curvilinear grid)")
-    ds = _mask_north_fold(ds, la, lo, ydim, notes, facts)
     factors = {}
     for k in ("e1t", "e2t") + FACE_FACTORS:
         if k in ds.variables:
@@ -741,6 +771,7 @@ def curvilinear_grid(ds: xr.Dataset, notes: list[str], facts: dict | None = None
     if faces:
         facts["metrics"] = facts["metrics"].split("; at U / V faces")[0] + "; e1u, e2u, e1v, e2v at the faces"
     periodic = _curvilinear_periodic(la, lo, factors["e1t"])
+    ds = _north_fold(ds, la, lo, ydim, periodic, notes, facts)
     facts["type"] = "curvilinear (y, x) -> (lat, lon) grid indices, vectors along the grid's i, j axes"
     facts["periodic in longitude"] = (
         "yes: the last column neighbours the first (xgcm padding='periodic')"
