@@ -27,35 +27,21 @@ The old flat paths (``neuro.reader``, ``neuro.suite2p``, ``neuro.zapbench``, ``n
 
 from __future__ import annotations
 
-import importlib
+import lazy_loader as _lazy
 
-#: ``{name: the module that defines it}``, relative to this package
-_LAZY = {
-    "from_traces": ".samples",
-    "read_traces": ".samples",
-    "inspect_traces": ".samples",
-    "ID_SPLITS": ".splits",
-    "HELD_OUT_SUITE": ".splits",
-    "PROTOCOLS": ".splits",
-    "ZAPBENCH": ".zapbench",
-}
-
-#: the modules of the data layer
-_MODULES = ("reading", "samples", "splits", "stores", "suite2p", "taskstore", "zapbench")
-
-__all__ = list(_LAZY)
-
-
-def __getattr__(name: str):
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
-        globals()[name] = value  # resolved once; later look-ups skip __getattr__
-        return value
-    if name in _MODULES:  # `neuro.data.reading` without importing it first
-        return importlib.import_module(f".{name}", __name__)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+#: the data layer's modules, and the public names each defines: imported when first used (scientific
+#: Python's SPEC 1, lazy_loader)
+__getattr__, _dir, __all__ = _lazy.attach(
+    __name__,
+    submodules=["reading", "samples", "splits", "stores", "suite2p", "taskstore", "zapbench"],
+    submod_attrs={
+        "samples": ["from_traces", "read_traces", "inspect_traces"],
+        "splits": ["ID_SPLITS", "HELD_OUT_SUITE", "PROTOCOLS"],
+        "zapbench": ["ZAPBENCH"],
+    },
+)
 
 
 def __dir__() -> list[str]:
     """The data layer's public names and its modules (``dir(data)``, tab completion)."""
-    return sorted({*__all__, *_MODULES})
+    return list(__all__)

@@ -25,44 +25,34 @@ with a DeprecationWarning, until scimech 0.3.0 (:mod:`scimech._moved`).
 
 from __future__ import annotations
 
-import importlib
+import lazy_loader as _lazy
 
 from ..variables import DIMS, EXPECTED_UNITS
 
-#: ``{name: the module that defines it}``, relative to this package
-_LAZY = {
-    "validate": ".validation",
-    "write_zarr": ".stores",
-    "open_zarr": ".stores",
-    "from_nemo": ".products",
-    "open_store": ".products",
-    "inspect": ".products",
-    "Split": ".samples",
-    "chronological_split": ".samples",
-    "Normalizer": ".samples",
-    "fit_normalizer": ".samples",
-    "WindowDataset": ".samples",
-    "ChunkedReader": ".samples",
-    "make_batches": ".samples",
-    "BlockSampler": ".samples",
-}
-
-#: the modules of the data layer
-_MODULES = ("files", "gridaxes", "products", "reading", "samples", "splits", "stores", "timeaxis", "validation")
-
-__all__ = ["DIMS", "EXPECTED_UNITS", *_LAZY]
-
-
-def __getattr__(name: str):
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
-        globals()[name] = value  # resolved once; later look-ups skip __getattr__
-        return value
-    if name in _MODULES:  # `ocean.data.products` without importing it first
-        return importlib.import_module(f".{name}", __name__)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+#: the data layer's modules, and the public names each defines: imported when first used (scientific
+#: Python's SPEC 1, lazy_loader)
+__getattr__, _dir, __all__ = _lazy.attach(
+    __name__,
+    submodules=["files", "gridaxes", "products", "reading", "samples", "splits", "stores", "timeaxis", "validation"],
+    submod_attrs={
+        "validation": ["validate"],
+        "stores": ["write_zarr", "open_zarr"],
+        "products": ["from_nemo", "open_store", "inspect"],
+        "samples": [
+            "Split",
+            "chronological_split",
+            "Normalizer",
+            "fit_normalizer",
+            "WindowDataset",
+            "ChunkedReader",
+            "make_batches",
+            "BlockSampler",
+        ],
+    },
+)
+__all__ = ["DIMS", "EXPECTED_UNITS", *__all__]
 
 
 def __dir__() -> list[str]:
     """The data layer's public names and its modules (``dir(data)``, tab completion)."""
-    return sorted({*__all__, *_MODULES})
+    return list(__all__)

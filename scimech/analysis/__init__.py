@@ -1,12 +1,9 @@
 """Analysis: probes, concept bottlenecks, representation geometry, bootstrap statistics, captum
 attribution, and sparse dictionaries (:mod:`scimech.analysis.dictionary`)."""
 
-_MODULES = ("attribution", "concepts", "dictionary", "geometry", "plots", "probe", "stats")
+import lazy_loader as _lazy
 
-
-def __getattr__(name: str):
-    if name in _MODULES:  # `scimech.analysis.attribution` without importing it first
-        import importlib
-
-        return importlib.import_module(f".{name}", __name__)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+#: the modules of this folder, each imported when first used (scientific Python's SPEC 1, lazy_loader)
+__getattr__, __dir__, __all__ = _lazy.attach(
+    __name__, submodules=["attribution", "concepts", "dictionary", "geometry", "plots", "probe", "stats"]
+)

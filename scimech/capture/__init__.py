@@ -3,12 +3,21 @@ the calls of a site per forward, batches, hooks, ``record`` -> xarray, the model
 every verb assumes, measured once) and the session every verb opens on the model (below
 ``causal``: both use them)."""
 
-_MODULES = ("attention", "batches", "calls", "hooks", "layout", "profile", "profiling", "record", "session", "sites")
+import lazy_loader as _lazy
 
-
-def __getattr__(name: str):
-    if name in _MODULES:  # `scimech.capture.attention` without importing it first
-        import importlib
-
-        return importlib.import_module(f".{name}", __name__)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+#: the modules of this folder, each imported when first used (scientific Python's SPEC 1, lazy_loader)
+__getattr__, __dir__, __all__ = _lazy.attach(
+    __name__,
+    submodules=[
+        "attention",
+        "batches",
+        "calls",
+        "hooks",
+        "layout",
+        "profile",
+        "profiling",
+        "record",
+        "session",
+        "sites",
+    ],
+)

@@ -2,12 +2,10 @@
 prefix reuse, attribution patching and what a row (sample) is. The model profile lives in
 :mod:`scimech.capture.profile` (``model_profile`` here is its old path)."""
 
-_MODULES = ("ablation", "atp", "intervene", "metrics", "model_profile", "prefix_reuse", "samples", "sweep")
+import lazy_loader as _lazy
 
-
-def __getattr__(name: str):
-    if name in _MODULES:  # `scimech.causal.ablation` without importing it first
-        import importlib
-
-        return importlib.import_module(f".{name}", __name__)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+#: the modules of this folder, each imported when first used (scientific Python's SPEC 1, lazy_loader)
+__getattr__, __dir__, __all__ = _lazy.attach(
+    __name__,
+    submodules=["ablation", "atp", "intervene", "metrics", "prefix_reuse", "samples", "sweep"],
+)

@@ -1,12 +1,9 @@
 """Running: Dask execution (local, SLURM), options, config files, progress, results on disk with
 provenance, and fingerprints for resumption (the ``scimech`` command is :mod:`scimech.cli`, on top)."""
 
-_MODULES = ("cli", "config", "fingerprint", "memory", "options", "parallel", "progress", "results")
+import lazy_loader as _lazy
 
-
-def __getattr__(name: str):
-    if name in _MODULES:  # `scimech.run.config` without importing it first (`cli`: the old path, until 0.3.0)
-        import importlib
-
-        return importlib.import_module(f".{name}", __name__)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+#: the modules of this folder, each imported when first used (scientific Python's SPEC 1, lazy_loader)
+__getattr__, __dir__, __all__ = _lazy.attach(
+    __name__, submodules=["config", "fingerprint", "memory", "options", "parallel", "progress", "results"]
+)
