@@ -25,7 +25,8 @@ direction), or, where the fields carry NEMO's scale factors ``e1t`` / ``e2t`` as
 grid-aligned components; periodic in longitude wherever the longitudes go once round the globe
 (:func:`ocean.data.gridaxes.periodic_in_longitude`, from the coordinates' values, so every term sees the same
 seam whatever attributes a computation dropped on the way; :func:`complete` writes the finding into
-``lon.attrs['periodic']``, or ``nav_lon``'s, as a record);
+``lon.attrs['periodic']``, or ``nav_lon``'s, as a record); across a tripolar ORCA grid's north fold as NEMO
+defines it (the row folded onto the last one, a vector's grid components in ``div(h u)`` with their sign reversed);
 time derivatives are centred (``scheme="centred"``, for period means: the mean over period ``p``
 of a tendency is ``(x[p+1] - x[p-1]) / (t[p+1] - t[p-1])`` to second order on even steps; on the
 uneven steps of calendar months, the three-point derivative of ``xarray.DataArray.differentiate``,

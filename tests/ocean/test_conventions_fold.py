@@ -119,7 +119,7 @@ def test_the_rows_next_to_the_fold_have_the_analytic_gradient(pivot):
     centred = _centred(c["mask"])
     scale = np.abs(c["gj"]).max()
     # centred differences are second order: on this grid (7.5-degree steps in mu, nu; scale factors that change by
-    # up to a third from one point to the next near the poles) 1.2e-2 of the gradient at most, measured
+    # up to a quarter from one point to the next near the poles) 1.3e-2 of the gradient at most, measured
     for g, truth in ((gx, c["gi"]), (gy, c["gj"])):
         assert _worst(g.values, truth, centred, slice(None)) < 2e-2 * scale
         # the row next to the fold (masked before, its northern neighbour across the fold) and the one below
@@ -141,18 +141,18 @@ def test_a_vector_s_divergence_across_the_fold_reverses_its_components(pivot):
     truth = -2 * c["t"] / R_EARTH**2
     centred, scale = _centred(c["mask"]), np.abs(truth).max()
     rows = slice(NY - 4, NY - 1)
-    # second order, but of a sum of terms about 1 / (R a) / (2 / R^2) = 13 times the result: 4.3e-2 at most, measured
+    # second order, but of a sum of terms about 1 / (R a) / (2 / R^2) = 13 times the result: 4.7e-2 at most, measured
     err = _worst(div, truth, centred, rows)
     assert err < 6e-2 * scale
-    # the same components taken as scalars across the fold (NEMO's sign flip dropped): of the order of ten times
-    # the whole result at the row next to the fold, so the check above cannot pass without the flip
+    # the same components taken as scalars across the fold (NEMO's sign flip dropped): 15 times the largest value
+    # of the result at the row next to the fold, so the check above cannot pass without the flip
     g = HorizontalGrid.of(like)
     fx, fy = fx.where(mask > 0), fy.where(mask > 0)
     unflipped = (g.derivative(g.e2 * fx, "X", -1.0) / g.e2 + g.derivative(g.e1 * fy, "Y", 1.0) / g.e1).values
     assert _worst(unflipped, truth, centred, slice(NY - 2, NY - 1)) > 5 * scale
-    # a scalar's Laplacian across the fold (its flux through the fold kept): the same -2 T / R^2
+    # a scalar's Laplacian across the fold (its flux through the fold kept): the same -2 T / R^2, 4.3e-3 measured
     lap = concepts.lateral_diffusion(like, xr.ones_like(like), kappa=1.0, mask=mask).values / concepts.RC
-    assert _worst(lap, truth, centred, rows) < 6e-2 * scale
+    assert _worst(lap, truth, centred, rows) < 1e-2 * scale
 
 
 def test_a_lazy_product_is_folded_block_by_block_as_an_eager_one():
