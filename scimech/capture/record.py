@@ -257,6 +257,8 @@ class Recorder:
         where :attr:`_alias` allows it (one call kept, ``x`` the whole of its memory), else a copy;
         watched (its version counter, which every in-place op bumps, and whether the model still
         holds ``t``) where ``record`` checks it after the pass (:meth:`_settle`)."""
+        if t.is_inference():  # no version counter to check (made under torch.inference_mode): copied
+            return x.clone()
         alias = name in self._alias and not self.calls.stacked and _whole(x)
         if alias or (self._watch_all and not self.calls.stacked):
             probe = x if alias else t.detach()  # a detached alias shares t's version counter

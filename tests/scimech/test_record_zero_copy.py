@@ -140,3 +140,18 @@ def test_calls_all_of_a_state_written_in_place_keep_each_call():
             h = h * 0.5
     ds = record(model, h0, ["cell"], calls="all", batch_size=2)
     np.testing.assert_allclose(ds["cell"].values, torch.stack(outs, 1).numpy(), rtol=0, atol=1e-6)
+
+
+def test_tensors_made_under_inference_mode_are_copied():
+    # inference tensors carry no version counter to check: copied at the hook, as a ReLU(inplace=True) needs
+    model = chain(nn.ReLU(inplace=True))
+    x = torch.randn(6, 3)
+    truth = cloned_at_hook(model, model[0], x)
+
+    def forward(m, b):
+        with torch.inference_mode():
+            return m(b)
+
+    np.testing.assert_array_equal(record(model, x, ["0"], forward=forward)["0"].values, truth)
+    with torch.inference_mode():
+        np.testing.assert_array_equal(record(model, x, ["0"])["0"].values, truth)
