@@ -701,20 +701,20 @@ def _north_fold(
     metrics = {"e1t", "e2t", "e3t", *FACE_FACTORS}
     masked = [str(v) for v, da in ds.data_vars.items() if ydim in da.dims and v not in metrics]
     ds = ds.assign({v: ds[v].where(keep) if v != "mask" else ds[v].where(keep, 0) for v in masked})
-    mirrored = "two below, about a T-point pivot" if pivot == "T" else "just below, about an F-point pivot"
-    found = f"tripolar (ORCA): the last row repeats the row {mirrored}, mirrored (NEMO's north fold); "
+    mirrored = "two below" if pivot == "T" else "just below"
+    found = f"(tripolar ORCA: the last row repeats the row {mirrored}, mirrored, as NEMO's lbc_nfd fills it)"
     if periodic:
-        facts["north fold"] = found + (
-            "NEMO's north-fold boundary applied: a difference across the fold takes the row folded onto the last "
-            "one (lbc_nfd), a vector's grid components (currents, wind stress, gradients) with their sign reversed "
-            f"and a scalar's as they are (lbc_lnk); the last row (j = {ny - 1}), NEMO's copy, masked as a duplicate"
+        facts["north fold"] = (
+            f"{pivot}-point pivot: NEMO's north-fold boundary applied {found}; a difference across the fold takes "
+            "that row, a vector's grid components (currents, wind stress, gradients) with their sign reversed and a "
+            f"scalar's as they are (lbc_lnk); the last row (j = {ny - 1}), NEMO's copy, masked as a duplicate"
         )
         notes.append(f"north fold ({pivot}-point pivot): NEMO's north-fold boundary applied")
     else:
-        facts["north fold"] = found + (
-            f"the columns do not go once round the globe, so NEMO's north-fold boundary cannot be applied: the last "
-            f"{FOLD_ROWS} rows (j = {ny - FOLD_ROWS}..{ny - 1}) masked (fields NaN, mask 0), so no difference is "
-            "taken across the fold"
+        facts["north fold"] = (
+            f"{pivot}-point pivot: last {FOLD_ROWS} rows masked (j = {ny - FOLD_ROWS}..{ny - 1}: fields NaN, mask 0) "
+            f"{found}; the columns do not go once round the globe, so NEMO's north-fold boundary cannot be applied "
+            "and no difference is taken across the fold"
         )
         notes.append(f"north fold ({pivot}-point pivot): last {FOLD_ROWS} rows masked")
     return ds
