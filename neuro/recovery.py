@@ -21,9 +21,13 @@ estimate's sign or value alone.
   to the simulator's (bootstrap over units; 1 = no response at all); recovered if the interval
   lies below 1;
 - ``left_right``, ``rostro_caudal``, ``frequency``: the model's free run from swimming contexts
-  (median over windows, bootstrap over windows): the interval within 0.15 cycles of the true
-  left-right phase; the rostro-caudal interval wholly on the truth's side of 0 and within 0.1
-  cycles of it; the frequency interval within 20 % of the true beat frequency;
+  (bootstrap over windows; a window without a beat in :data:`FREQ_BAND` is left out, and the
+  frequency row says how many beat): the median's interval within 0.15 cycles of the true
+  left-right phase; the median rostro-caudal interval wholly on the truth's side of 0 and within
+  0.1 cycles of it; the interval of the mean beat frequency within 20 % of the true mean. Each
+  measure recovers the planted value when the "model" is the simulator itself, on the same
+  windows and on an independent recording (``tests/neuro/test_recovery_measures_on_truth.py``);
+  a row missed is the model's, not its measure's;
 - ``tail_beat``: at the long context (if given), the fraction of swimming windows whose free run
   forecasts the tail beat (:func:`neuro.faithfulness.tail_beat_scores`): its interval above 0.5.
 """
@@ -45,7 +49,7 @@ from scimech.studies.verdicts import (
 )
 
 from .faithfulness import tail_beat_scores
-from .sim.analysis import dominant_frequency, phase_difference
+from .sim.analysis import beat_frequency, phase_difference
 
 __all__ = ["planted_truth", "summary_line", "format_table", "report_table", "truth_frame", "recovery_text"]
 
@@ -54,6 +58,7 @@ SIGN_ACCURACY_MIN = 0.7  # lower bound: most true connections have the right sig
 LR_TOL = 0.15  # cycles
 RC_TOL = 0.10  # cycles
 FREQ_TOL = 0.20  # relative
+FREQ_BAND = (10.0, 100.0)  # Hz, a beat's band (capped at 0.45 / dt, below the Nyquist frequency)
 
 
 def edge_auroc(edge, score) -> float:
@@ -88,7 +93,9 @@ def _row(name, quantity, truth, found, low, high, criterion, ok, threshold=np.na
 
 
 def _per_window_physiology(traces, task):
-    """Per swimming window: left-right phase, rostro-caudal phase, frequency (NaN where silent)."""
+    """Per swimming window: left-right phase, rostro-caudal phase (cycles, at the window's beat
+    frequency) and the beat frequency (Hz, :func:`neuro.sim.analysis.beat_frequency`); NaN where the
+    window has no beat in :data:`FREQ_BAND` (silent, or its spectrum peaks at the band's edge)."""
     types, sides, segs = task.meta["type"], task.meta["side"], task.meta["segment"]
     ix = {(t, s, int(g)): i for i, (t, s, g) in enumerate(zip(types, sides, segs))}
     seglist = sorted({int(g) for g in segs if g >= 0})
@@ -98,20 +105,25 @@ def _per_window_physiology(traces, task):
     for k, x in enumerate(np.asarray(traces, float)):
         if not np.all(np.isfinite(x)) or np.std(x[:, L]) < 1e-6:
             continue
-        f = dominant_frequency(x[:, L], dt, fmin=10.0, fmax=min(100.0, 0.45 / dt))
+        f = beat_frequency(x[:, L], dt, fmin=FREQ_BAND[0], fmax=min(FREQ_BAND[1], 0.45 / dt))
         if not np.isfinite(f):
             continue
         out[k] = abs(phase_difference(x[:, L], x[:, R], dt, f)), phase_difference(x[:, L], x[:, C], dt, f), f
     return out
 
 
-def _median_ci(v, seed):
+def _centre_ci(v, seed, centre=np.median):
+    """``centre`` of the finite values with its percentile bootstrap interval over windows."""
     v = v[np.isfinite(v)]
     if len(v) == 0:
         return np.nan, np.nan, np.nan
     if len(v) < 2:
         return float(v[0]), np.nan, np.nan
-    return bootstrap_ci(v, np.median, method="percentile", seed=seed)
+    return bootstrap_ci(v, centre, method="percentile", seed=seed)
+
+
+def _median_ci(v, seed):
+    return _centre_ci(v, seed, np.median)
 
 
 def planted_truth(
@@ -210,7 +222,8 @@ def planted_truth(
     if swim is not None and target is not None:
         truth = _per_window_physiology(np.asarray(target)[:, : np.shape(swim)[1]], task)
         found = _per_window_physiology(swim, task)
-        tl, tr_, tf = (np.nanmedian(truth[:, k]) for k in range(3))
+        tl, tr_ = (np.nanmedian(truth[:, k]) for k in range(2))
+        tf = np.nanmean(truth[:, 2])  # the mean: see the frequency row below
         est, lo, hi = _median_ci(found[:, 0], seed)
         rows.append(
             _row(
@@ -239,11 +252,18 @@ def planted_truth(
                 RC_TOL,
             )
         )
-        est, lo, hi = _median_ci(found[:, 2], seed)
+        # the mean over windows, not the median: beats range over ~30-60 Hz across windows (drive),
+        # and the percentile bootstrap of a median of ~16 such values jumps between order statistics;
+        # measured on an independent recording of the simulator itself, the median's interval
+        # reached 48 Hz (past 20 % of the truth), the mean's stays within it
+        # (tests/neuro/test_recovery_measures_on_truth.py)
+        est, lo, hi = _centre_ci(found[:, 2], seed, np.mean)
+        n_beat, n_win = int(np.isfinite(found[:, 2]).sum()), len(found)
         rows.append(
             _row(
                 "frequency",
-                "tail-beat frequency of the free run (Hz)",
+                f"tail-beat frequency of the free run (Hz; mean over the {n_beat} of {n_win} windows "
+                f"that beat in {FREQ_BAND[0]:g}-{min(FREQ_BAND[1], 0.45 / task.dt):g} Hz)",
                 round(float(tf), 1),
                 est,
                 lo,

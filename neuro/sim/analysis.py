@@ -8,9 +8,11 @@ discovered models.
 from __future__ import annotations
 
 import numpy as np
+from scipy import signal
 
 __all__ = [
     "dominant_frequency",
+    "beat_frequency",
     "phase_difference",
     "lag_seconds",
     "tail_beat_frequency",
@@ -37,6 +39,30 @@ def dominant_frequency(x: np.ndarray, dt: float, fmin: float = 5.0, fmax: float 
     if not band.any() or P[band].max() <= 0:
         return float("nan")
     return float(f[band][np.argmax(P[band])])
+
+
+def beat_frequency(x: np.ndarray, dt: float, fmin: float = 10.0, fmax: float = 100.0, pad: int = 8) -> float:
+    """Beat frequency (Hz) of one window ``x`` (1-D): the largest peak of its periodogram strictly
+    inside ``[fmin, fmax]``; NaN when the window has no beat there.
+
+    The periodogram is :func:`scipy.signal.periodogram` (Hann taper, the mean removed, zero-padded
+    ``pad``-fold to place the peak below the ``1 / (N dt)`` bin width). A window whose largest value
+    in the band sits on one of its edges (the spectrum still rising or falling there: the beat, if
+    any, lies outside the band) or that is flat has no beat in the band: NaN, never the edge.
+    """
+    x = np.asarray(x, float)
+    if x.ndim != 1:
+        raise ValueError(f"beat_frequency takes one window (1-D); got shape {x.shape}. Loop over windows.")
+    if x.size < 4 or not np.all(np.isfinite(x)) or np.ptp(x) == 0:
+        return float("nan")
+    f, P = signal.periodogram(x, fs=1.0 / dt, window="hann", nfft=pad * x.size, detrend="constant")
+    band = np.flatnonzero((f >= fmin) & (f <= fmax))
+    if band.size < 3:
+        return float("nan")
+    k = int(np.argmax(P[band]))
+    if P[band][k] <= 0 or k in (0, band.size - 1):
+        return float("nan")
+    return float(f[band][k])
 
 
 def phase_difference(x: np.ndarray, y: np.ndarray, dt: float, f0: float | None = None) -> float:
