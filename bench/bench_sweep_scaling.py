@@ -21,7 +21,9 @@ position, per sample.
 - nnsight: one trace per site setting the slice of ``c_proj.input``;
 - TransformerLens: a bridge over a copy of the model, ``run_with_hooks`` per site on
   ``blocks.{l}.attn.hook_z`` (what ``get_act_patch_attn_head_out_all_pos`` runs per head);
-- scimech: one call of the sweep over the sites (tiled passes, prefix reuse, its checks).
+- scimech: one call of the sweep over the sites (tiled passes, prefix reuse, its checks; the
+  metric reads the last position alone, so the last block's norm and MLP, the final norm and
+  ``lm_head`` compute that position only, checked once by an unchanged copy: attrs ``sweep_tail``).
 
 The sites are spread evenly over the 144 heads (layer-major order). The runs of one size
 alternate round by round; medians of wall and process CPU time. Every tool's per-sample
