@@ -106,6 +106,32 @@ def test_planted_truth_checks_the_weights_and_survives_a_round_trip(tiny, tmp_pa
     assert evidence.planted_attrs(aion_adapter.AIONRedshift(standin.build(), ad.codecs)) == {"planted": 0}
 
 
+def test_an_image_that_reaches_no_catalogue_token_has_no_layer_probe_gain(tiny, monkeypatch):
+    """The layer probes pool the same tokens, the catalogue's, in both modes. Truth by construction:
+    with the image head made blind too (every head of every block hides the image keys, as the decoder
+    already does) the image reaches no catalogue token, so the z and A_V gains are exactly 0 in every
+    block; the mean over every visible token (the image's with the catalogue's), the multimodal pooling
+    before, is another average on this model."""
+    ad, _, _ = tiny
+    model = ad.model
+
+    def blind(x, encoder_mask):
+        hidden = encoder_mask | model._image_key_mask(x)
+        for blk in model.encoder:
+            x = blk(x, mask=hidden)
+        return model.encoder_norm(x)
+
+    monkeypatch.setattr(model, "forward_encoder", blind)
+    s = synthetic.make_galaxies(40, seed=5, world="degenerate")  # the tiny model's galaxies
+    inp = measures.study_inputs(ad, s[:20], s[20:])
+    layers = measures.layer_probes(ad, inp, cv=4, n_bootstrap=0)
+    np.testing.assert_array_equal(layers["gain"].values, 0.0)
+    sites, n = ad.block_sites(), inp.n_scalar_tokens
+    every = measures.record_blocks(ad, inp.multi, sites, reduce=lambda t: t.float().mean(1))
+    catalogue = measures.record_blocks(ad, inp.multi, sites, reduce=lambda t: t[:, :n].float().mean(1))
+    assert all(not np.allclose(every[site].values, catalogue[site].values) for site in sites)
+
+
 # ---------------------------------------------------------------- the study on a trained planted stand-in
 #: 1000 training galaxies of the degenerate world, 20 epochs of batch 64 (300 steps) over 4 noisy views;
 #: 400 test galaxies. Measured: multimodal advantage 0.013 [0.009, 0.018], the image head loses all of
