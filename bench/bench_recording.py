@@ -1,7 +1,8 @@
 """Recording overhead: plain forward vs scimech recording at every block (``record`` into an
 xarray Dataset, and the ``Recorder`` of tensors) vs nnsight.
 
-Run: ``python -m bench.bench_recording`` (writes bench/results/recording.md).
+Run: ``python -m bench.bench_recording`` (writes bench/results/recording.md); ``--profile``
+prints where ``record``'s fixed cost per call goes (a cProfile on a small input).
 Same model, same batch, same process; the runs alternate round by round so that
 background load hits them alike, and the reported time is the median per forward. ``record``
 runs twice: on one batch per call (its fixed cost per call included in the one forward), and
@@ -174,9 +175,30 @@ def measure() -> dict:
     return {"times": t, "fixed": fixed, "nn_note": nn_note, "load": [load0, os.getloadavg()[0]]}
 
 
+def profile_small(calls: int = 300, top: int = 30) -> None:
+    """Print where ``record``'s fixed cost per call goes: a cProfile of ``calls`` calls on the small
+    input, by cumulative time (``python -m bench.bench_recording --profile``)."""
+    import cProfile
+    import pstats
+
+    torch.set_num_threads(THREADS)
+    model, _ = model_and_batch()
+    x, sites = torch.randn(*SMALL, WIDTH), [f"layers.{i}" for i in range(N_BLOCKS)]
+    record(model, x, sites)  # the profile's facts measured, the sites' in-place writes learnt
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(calls):
+        record(model, x, sites)
+    prof.disable()
+    pstats.Stats(prof).sort_stats("cumulative").print_stats(top)
+
+
 def main() -> None:
     if "--measure" in sys.argv:
         print(json.dumps(measure()))
+        return
+    if "--profile" in sys.argv:
+        profile_small()
         return
     settings = {
         "glibc defaults": {},
