@@ -13,6 +13,7 @@ from scipy import signal
 __all__ = [
     "dominant_frequency",
     "beat_frequency",
+    "beat_amplitude",
     "phase_difference",
     "lag_seconds",
     "tail_beat_frequency",
@@ -63,6 +64,20 @@ def beat_frequency(x: np.ndarray, dt: float, fmin: float = 10.0, fmax: float = 1
     if P[band][k] <= 0 or k in (0, band.size - 1):
         return float("nan")
     return float(f[band][k])
+
+
+def beat_amplitude(x: np.ndarray, dt: float, f0: float) -> float:
+    """Amplitude of the beat of one window ``x`` (1-D) at ``f0`` Hz, in the units of ``x``: the
+    Hann-tapered Fourier coefficient at ``f0``, ``2 |sum_t w_t (x_t - mean) exp(-2 pi i f0 t dt)| /
+    sum_t w_t`` (a sinusoid of amplitude ``A`` at ``f0`` gives ``A``); NaN when ``f0`` is not finite."""
+    x = np.asarray(x, float)
+    if x.ndim != 1:
+        raise ValueError(f"beat_amplitude takes one window (1-D); got shape {x.shape}. Loop over windows.")
+    if not np.isfinite(f0):
+        return float("nan")
+    w = np.hanning(x.size)
+    c = np.sum(w * (x - x.mean()) * np.exp(-2j * np.pi * f0 * np.arange(x.size) * dt))
+    return float(2 * np.abs(c) / w.sum())
 
 
 def phase_difference(x: np.ndarray, y: np.ndarray, dt: float, f0: float | None = None) -> float:

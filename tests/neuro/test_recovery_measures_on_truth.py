@@ -28,7 +28,7 @@ import pytest
 
 from neuro.faithfulness import true_impulse_response
 from neuro.recovery import FREQ_TOL, planted_truth, summary_line
-from neuro.sim.analysis import beat_frequency, bout_tail_beats
+from neuro.sim.analysis import beat_amplitude, beat_frequency, bout_tail_beats
 
 
 def test_beat_frequency_of_a_sinusoid_and_of_no_beat():
@@ -43,6 +43,11 @@ def test_beat_frequency_of_a_sinusoid_and_of_no_beat():
     # a beat above the band peaks at the band's high edge: no beat, not 60 Hz
     assert np.isnan(beat_frequency(np.sin(2 * np.pi * 80.0 * t), dt, 10.0, 60.0))
     assert np.isnan(beat_frequency(np.zeros(64), dt))
+    # the amplitude of a sinusoid of amplitude 2 at its own frequency: 2 (the Hann taper's leakage
+    # from the negative frequency, 37 Hz x 0.32 s = 11.8 cycles away, is below 0.1 %)
+    assert beat_amplitude(2.0 * np.sin(2 * np.pi * 37.0 * t + 0.3), dt, 37.0) == pytest.approx(2.0, rel=1e-3)
+    assert beat_amplitude(np.ones(64), dt, 37.0) == pytest.approx(0.0, abs=1e-12)
+    assert np.isnan(beat_amplitude(x, dt, float("nan")))
     with pytest.raises(ValueError, match="one window"):
         beat_frequency(np.zeros((2, 64)), dt)
 
