@@ -397,7 +397,10 @@ def _root_rows_hooks(model: nn.Module) -> list:
 def to_eval(model: nn.Module) -> list[tuple[nn.Module, bool]]:
     """Put ``model`` in eval mode, as every verb measures (the verb's session does); returns each module's own mode for
     :func:`restore_modes` (a model training with a frozen batch norm kept in eval gets exactly
-    that back, which ``model.train(was)`` would not give)."""
+    that back, which ``model.train(was)`` would not give). A model already in eval mode throughout is left
+    as it is, with nothing to restore (one walk over the modules, stopped at the first in training mode)."""
+    if not any(m.training for m in model.modules()):
+        return []
     modes = [(m, m.training) for m in model.modules()]
     model.eval()
     return modes

@@ -44,3 +44,19 @@ def test_each_module_gets_its_own_mode_back(verb):
     assert before.count(False) == 1
     VERBS[verb](m, torch.randn(16, 4))
     assert [mod.training for mod in m.modules()] == before
+
+
+def test_a_model_already_in_eval_is_left_as_it_is_and_a_mixed_one_gets_its_modes_back():
+    from torch import nn
+
+    from scimech.capture.hooks import restore_modes, to_eval
+
+    model = nn.Sequential(nn.Linear(2, 2), nn.BatchNorm1d(2), nn.Dropout(0.5)).eval()
+    assert to_eval(model) == [] and not any(m.training for m in model.modules())
+    model.train()
+    model[1].eval()  # a frozen batch norm inside a model in training
+    before = [m.training for m in model.modules()]
+    modes = to_eval(model)
+    assert not any(m.training for m in model.modules())
+    restore_modes(modes)
+    assert [m.training for m in model.modules()] == before == [True, True, False, True]
