@@ -22,8 +22,8 @@ estimate's sign or value alone.
   lies below 1;
 - ``left_right``, ``rostro_caudal``, ``frequency``: the model's free run from swimming contexts
   (bootstrap over windows), over the windows whose free run beats: a beat in :data:`FREQ_BAND`
-  at least half as large as the true windows' median beat (a free run that decays to rest rings
-  faintly; those windows are left out, and each row says how many beat; fewer than 2: MISSED):
+  at least half as large as the true beat in the same window (a free run that decays to rest
+  rings faintly; those windows are left out, and each row says how many beat; fewer than 2: MISSED):
   the median's interval within 0.15 cycles of the true left-right phase; the median rostro-caudal
   interval wholly on the truth's side of 0 and within 0.1 cycles of it; the interval of the mean
   beat frequency within 20 % of the true mean;
@@ -38,6 +38,8 @@ misses is the model's failure, not its measure's.
 """
 
 from __future__ import annotations
+
+import re
 
 import numpy as np
 import pandas as pd
@@ -251,10 +253,13 @@ def planted_truth(
         found = _per_window_physiology(swim, task)
         tl, tr_ = (np.nanmedian(truth[:, k]) for k in range(2))
         tf = np.nanmean(truth[:, 2])  # the mean: see the frequency row below
-        # a window counts when its free run beats at least half as strongly as the fish typically
-        # does (the median over the true windows; the tail-beat row's amplitude bound): a free run
-        # that decays to rest rings faintly, and the phase or frequency of that ringing is no beat
-        beats = np.isfinite(found[:, 2]) & (found[:, 3] >= TAIL_BEAT_AMPLITUDE_MIN * np.nanmedian(truth[:, 3]))
+        # a window counts when its free run beats at least half as strongly as the fish did in
+        # that window (the tail-beat row's amplitude bound; the median true window when the free
+        # runs are of other windows): a free run that decays to rest rings faintly, and the phase
+        # or frequency of that ringing is no beat
+        ref = truth[:, 3] if len(truth) == len(found) else np.full(len(found), np.nanmedian(truth[:, 3]))
+        with np.errstate(invalid="ignore"):
+            beats = np.isfinite(found[:, 2]) & (found[:, 3] >= TAIL_BEAT_AMPLITUDE_MIN * ref)
         rows.append(
             _free_run_row(
                 "left_right",
@@ -349,12 +354,20 @@ def summary_line(rows: list[PlantedTruthRow], label: str = "neuro") -> str:
     """``neuro planted truth: K of N recovered (edges 0.99 [0.98, 1.00]; ...)``
     (:func:`scimech.studies.contract.recovery_line`): N counts the rows that could be assessed; a row whose
     estimate or interval is not a number is marked NOT ASSESSED."""
-    parts = [
-        f"{r.truth} {_fmt(r.estimate)} [{_fmt(r.ci_low)}, {_fmt(r.ci_high)}]"
-        + {"RECOVERED": "", "MISSED": " MISSED", "NOT ASSESSED": " NOT ASSESSED"}[r.verdict]
-        for r in rows
-    ]
+    parts = []
+    for r in rows:
+        beats = _BEATS.search(r.measure or "")
+        if r.recovered is False and beats and not finite(r.estimate):  # a free run with no beat to read
+            parts.append(f"{r.truth} MISSED (the free run beats in {beats[1]} of {beats[2]} windows)")
+            continue
+        parts.append(
+            f"{r.truth} {_fmt(r.estimate)} [{_fmt(r.ci_low)}, {_fmt(r.ci_high)}]"
+            + {"RECOVERED": "", "MISSED": " MISSED", "NOT ASSESSED": " NOT ASSESSED"}[r.verdict]
+        )
     return recovery_line(label, rows, "; ".join(parts))
+
+
+_BEATS = re.compile(r"over the (\d+) of (\d+) windows whose free run beats")
 
 
 _HEAD = ["property", "truth", "found", "95% interval", "criterion", "verdict", "what"]

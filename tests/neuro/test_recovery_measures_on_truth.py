@@ -82,6 +82,26 @@ def test_the_truth_measured_on_the_truth_recovers_every_row(small_task):
     assert by["tail_beat"].estimate == 1.0 and by["impulse"].estimate == 0.0
 
 
+def test_a_free_run_that_rings_faintly_is_missed_not_read_as_a_beat(small_task):
+    # the true windows scaled about their mean keep every phase and frequency; scaled by 0.8 they
+    # beat (above half the true beat) and recover the rows, scaled by 0.1 (a decay to rest that
+    # rings faintly: the quick study's pick rings at 4-12 % of the true beat) no window beats
+    task = small_task
+    target = task.probes["swim_target"].astype(float)
+    mean = target.mean(1, keepdims=True)
+    free_run = ("left_right", "rostro_caudal", "frequency")
+    strong = {r.truth: r for r in planted_truth(task, {"swim_pred": mean + 0.8 * (target - mean)})}
+    assert all(strong[n].recovered is True for n in free_run)
+    assert f"over the {len(target)} of {len(target)} windows" in strong["frequency"].measure
+    faint = planted_truth(task, {"swim_pred": mean + 0.1 * (target - mean)})
+    by = {r.truth: r for r in faint}
+    assert all(by[n].recovered is False for n in free_run)
+    assert f"frequency MISSED (the free run beats in 0 of {len(target)} windows)" in summary_line(faint)
+    # a free run that is flat from the first step has no beat either
+    flat = {r.truth: r for r in planted_truth(task, {"swim_pred": np.repeat(target[:, :1], 64, 1)})}
+    assert all(flat[n].recovered is False for n in free_run)
+
+
 @pytest.mark.slow
 def test_an_independent_recording_of_the_circuit_recovers_the_free_run_rows():
     # the quick study's data (3 s trials, 16 swimming windows at seed 0); ~15 s a recording
