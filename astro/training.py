@@ -130,8 +130,11 @@ def train_standin_staged(train, settings, *, validation=None, log=None, on_step=
         reservoir_size=int(min(st["reservoir_size"], len(train))),
         flux_reference=st["flux_reference"],
     )
-    tok = standin.PatchTokenizer(seed=seed, features=st["image_features"]).fit(train.images)
+    # image codes: 256 unless the settings say otherwise (the planted stand-in: 1024, docs/astro.md)
+    vocab = int(st.get("image_vocab", standin.StandinConfig.image_vocab))
+    tok = standin.PatchTokenizer(seed=seed, features=st["image_features"], vocab=vocab).fit(train.images)
     cfg = standin.StandinConfig(
+        image_vocab=vocab,
         dim=int(st["dim"]),
         encoder_depth=int(st["encoder_depth"]),
         decoder_depth=int(st["decoder_depth"]),

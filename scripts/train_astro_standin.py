@@ -67,7 +67,7 @@ SETTINGS = dict(
     n_bootstrap=1000,
 )
 #: what the planted stand-in changes (astro.models.planted: image only through head 1 of block 0)
-PLANTED = dict(planted=True)
+PLANTED = dict(planted=True, image_vocab=1024)
 
 
 def _log(msg: str) -> None:
