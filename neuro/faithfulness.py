@@ -22,7 +22,7 @@ import numpy as np
 from sklearn.metrics import roc_auc_score
 
 from .search.evaluate import run_candidate
-from .sim.analysis import dominant_frequency, phase_difference
+from .sim.analysis import beat_frequency, dominant_frequency, phase_difference
 from .sim.simulator import Simulator
 from .sim.stimuli import Stimulus
 
@@ -38,6 +38,7 @@ __all__ = [
     "TAIL_BEAT_AMPLITUDE_MIN",
 ]
 
+FREQ_BAND = (10.0, 100.0)  # Hz, a beat's band (capped at 0.45 / dt, below the Nyquist frequency)
 TAIL_BEAT_PHASE_TOL = 0.125  # cycles (45 degrees): a forecast beat is within 1/8 cycle of the true one
 TAIL_BEAT_AMPLITUDE_MIN = 0.5  # and at least half as large (a decay to rest has ratio ~0)
 TAIL_BEAT_MIN_HZ = 15.0  # a probe window is a swimming one if its true tail angle beats at >= 15 Hz
@@ -114,8 +115,10 @@ def physiology_scores(traces: np.ndarray, task, ref: np.ndarray | None = None) -
     """Antiphase, rostro-caudal lag and frequency of free-run traces ``(n, H, N)`` (z units).
 
     Uses the observed MN units: left vs right at the most rostral observed segment, and
-    rostral vs next observed segment on the left. With ``ref`` (the true traces) also the
-    frequency error and the frequency correlation across windows.
+    rostral vs next observed segment on the left; the median phases and the mean beat frequency
+    (:func:`neuro.sim.analysis.beat_frequency` in :data:`FREQ_BAND`) over the windows with a beat
+    in the band, the measures of :func:`neuro.recovery.planted_truth`. With ``ref`` (the true
+    traces) also the frequency error and the frequency correlation across windows.
     """
     if traces is None or not np.all(np.isfinite(traces)):
         return {"lr_phase": np.nan, "rc_phase": np.nan, "frequency": np.nan}
@@ -126,24 +129,27 @@ def physiology_scores(traces: np.ndarray, task, ref: np.ndarray | None = None) -
     lr, rc, fr, fref = [], [], [], []
     if ref is not None:
         ref = np.asarray(ref)[:, : np.shape(traces)[1]]
+    band = dict(fmin=FREQ_BAND[0], fmax=min(FREQ_BAND[1], 0.45 / dt))
     for k in range(len(traces)):
         x = traces[k]
-        f = dominant_frequency(x[:, L], dt, fmin=10.0, fmax=min(100.0, 0.45 / dt))
-        if not np.isfinite(f) or np.std(x[:, L]) < 1e-6:
+        f = beat_frequency(x[:, L], dt, **band) if np.std(x[:, L]) >= 1e-6 else np.nan
+        if not np.isfinite(f):
             continue
         fr.append(f)
         lr.append(abs(phase_difference(x[:, L], x[:, R], dt, f)))
         rc.append(phase_difference(x[:, L], x[:, C], dt, f))
         if ref is not None:
-            fref.append(dominant_frequency(ref[k][:, L], dt, fmin=10.0, fmax=min(100.0, 0.45 / dt)))
+            fref.append(beat_frequency(ref[k][:, L], dt, **band))
     out = {
         "lr_phase": float(np.median(lr)) if lr else np.nan,
         "rc_phase": float(np.median(rc)) if rc else np.nan,
-        "frequency": float(np.median(fr)) if fr else np.nan,
+        "frequency": float(np.mean(fr)) if fr else np.nan,  # the mean, as neuro.recovery's frequency row
     }
     if ref is not None and fr:
         fr_, fref_ = np.array(fr), np.array(fref)
-        out["frequency_error"] = float(np.median(np.abs(fr_ - fref_) / fref_))
+        ok = np.isfinite(fref_)
+        fr_, fref_ = fr_[ok], fref_[ok]
+        out["frequency_error"] = float(np.median(np.abs(fr_ - fref_) / fref_)) if ok.any() else np.nan
         out["frequency_drive_corr"] = float(np.corrcoef(fr_, fref_)[0, 1]) if len(fr_) > 2 and fr_.std() > 0 else np.nan
     return out
 

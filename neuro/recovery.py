@@ -55,7 +55,7 @@ from scimech.studies.verdicts import (
     text_table,
 )
 
-from .faithfulness import TAIL_BEAT_AMPLITUDE_MIN, tail_beat_scores
+from .faithfulness import FREQ_BAND, TAIL_BEAT_AMPLITUDE_MIN, tail_beat_scores
 from .sim.analysis import beat_amplitude, beat_frequency, phase_difference
 
 __all__ = ["planted_truth", "summary_line", "format_table", "report_table", "truth_frame", "recovery_text"]
@@ -65,7 +65,6 @@ SIGN_ACCURACY_MIN = 0.7  # lower bound: most true connections have the right sig
 LR_TOL = 0.15  # cycles
 RC_TOL = 0.10  # cycles
 FREQ_TOL = 0.20  # relative
-FREQ_BAND = (10.0, 100.0)  # Hz, a beat's band (capped at 0.45 / dt, below the Nyquist frequency)
 
 
 def edge_auroc(edge, score) -> float:
