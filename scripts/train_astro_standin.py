@@ -66,7 +66,8 @@ SETTINGS = dict(
     knn_train_seed=0,
     n_bootstrap=1000,
 )
-#: what the planted stand-in changes (astro.models.planted: image only through head 1 of block 0)
+#: what the planted stand-in changes (astro.models.planted: image only through head 1 of block 0): and 1024
+#: image codes, since 256 keep none of the stamps' information beyond the catalogue (docs/astro.md)
 PLANTED = dict(planted=True, image_vocab=1024)
 
 

@@ -263,6 +263,9 @@ class PatchTokenizer:
     colour gradients need.
     """
 
+    #: patches whose distances to every code are held at once (65536 x 1024 codes: 256 MB in float32)
+    ROWS = 65536
+
     def __init__(
         self,
         vocab: int = 256,
@@ -301,8 +304,12 @@ class PatchTokenizer:
             raise ConfigError("PatchTokenizer is not fitted; call fit(train_images) first.")
         n = len(images)
         f = ((self._features(images) - self.mean_) / self.scale_).astype(np.float32)
-        d = (f**2).sum(1)[:, None] - 2 * f @ self.centers_.T + (self.centers_**2).sum(1)[None]
-        return torch.as_tensor(d.argmin(1).reshape(n, -1), dtype=torch.long)
+        c2 = (self.centers_**2).sum(1)[None]
+        codes = np.empty(len(f), np.int64)
+        for i in range(0, len(f), self.ROWS):  # a patch-by-code distance block of ROWS rows at a time
+            part = f[i : i + self.ROWS]
+            codes[i : i + self.ROWS] = ((part**2).sum(1)[:, None] - 2 * part @ self.centers_.T + c2).argmin(1)
+        return torch.as_tensor(codes.reshape(n, -1), dtype=torch.long)
 
     def save(self, path: Path) -> None:
         np.savez(
