@@ -1,0 +1,48 @@
+"""The shipped planted stand-in (astro/models/weights/planted-degenerate, the model of ``make demo`` and
+``scimech astro study --planted``) carries an image advantage, and the study's head study finds both
+planted heads from its own intervals, on the galaxies of ``scimech astro study --quick --planted --seed 0``.
+
+The truth is the construction, independent of the study: :class:`astro.models.planted.PlantedAION` lets
+only head 1 of block 0 see image tokens and holds head 2's output-projection columns at zero
+(``planted_truth()`` checks the weights). The head study runs in the planted block (``block=0``, as
+``--block 0``): which block the layer probes pick is finding 2's own question, and on these galaxies
+they pick block 2 (docs/astro.md, "The planted stand-in and the study"). A planted head no longer
+recovered, or an image advantage whose interval reaches 0, fails here.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from astro import evidence, recovery, synthetic
+from astro.files import load_adapter
+from astro.models import shipped
+
+WORLD = "degenerate"
+
+
+@pytest.fixture(scope="module")
+def shipped_planted_study():
+    choice = shipped.choose_shipped(WORLD, True, "colours")
+    assert choice.shipped is not None, choice.reason
+    ad = load_adapter(choice.shipped.folder)
+    # the quick study's seed-0 galaxies: 1600 training (seed 0), 600 test (seed 1000)
+    train = synthetic.make_galaxies(1600, seed=0, world=WORLD)
+    test = synthetic.make_galaxies(600, seed=1000, world=WORLD)
+    block = ad.model.planted_truth()["block"]
+    return ad, evidence.gather_evidence(ad, train, test, n_bootstrap=200, seed=0, chunk_size=150, block=block)
+
+
+@pytest.mark.slow  # a whole quick study of the shipped planted stand-in (about two minutes on one core)
+def test_the_head_study_finds_both_planted_heads_of_the_shipped_planted_standin(shipped_planted_study):
+    ad, res = shipped_planted_study
+    truth = ad.model.planted_truth()
+    assert (truth["block"], truth["image_head"], truth["inert_colour_head"]) == (0, 1, 2)
+    # the image carries information: the advantage's 95% interval (paired bootstrap) excludes 0
+    assert float(res["advantage"]["advantage_low"].sel(population="all")) > 0
+    rows = recovery.planted_recovery(res)
+    assert [r.recovered for r in rows] == [True, True], [r.found for r in rows]
+    # the image head's advantage lost has an interval above 0; the inert head's effects are exactly 0
+    assert rows[0].ci_low > 0
+    assert rows[1].ci_low == rows[1].ci_high == 0.0
+    assert recovery.recovery_line(rows).startswith("astro planted truth: 2 of 2 recovered (image head block0.h1")
