@@ -407,7 +407,12 @@ def neuro_recovery(folder: Path) -> dict:
         for r, t in table.iterrows()
     }
     windows = re.match(r"(\d+) swimming windows", str(table.loc["tail_beat", "truth"])) if "tail_beat" in rows else None
-    return {"rows": rows, "windows": int(windows[1]) if windows else 0}
+    beats = {  # the free-run rows read only the windows whose free run beats, and say how many
+        str(r): (int(m[1]), int(m[2]))
+        for r, t in table.iterrows()
+        if (m := re.search(r"over the (\d+) of (\d+) windows whose free run beats", str(t["quantity"])))
+    }
+    return {"rows": rows, "windows": int(windows[1]) if windows else 0, "beats": beats}
 
 
 def neuro_medium_values(folder: Path, quick: Path) -> dict:
@@ -467,6 +472,7 @@ def neuro_medium_values(folder: Path, quick: Path) -> dict:
         "pick": comp["cells"][pick, "MAE"],
         "ridge": ridge,
         "rostro": rec["rows"]["rostro_caudal"][:3],
+        "rostro_beats": rec["beats"].get("rostro_caudal"),
     }
 
 
@@ -487,10 +493,19 @@ def neuro_medium_text(v: Mapping) -> str:
         f" the swimming windows ({v['closest_name']} in {v['closest_count']} of {v['windows']}); planted truth"
         f" {v['k']} of {v['n']} ({missed}). The discovered program is **competent** at quick and medium size: MAE"
         f" {f3(p[0])} [{f3(p[1])}, {f3(p[2])}] against the best linear yardstick (ridge ARX) {f3(r[0])} [{f3(r[1])},"
-        f" {f3(r[2])}], paired difference [{f3(p[4])}, {f3(p[5])}] (persistence, NLinear and DLinear are worse). The"
-        f" interval recovery rule reads the rostro-caudal wave's planted sign MISSED ({f3(rc[0])} [{f3(rc[1])},"
-        f" {f3(rc[2])}])."
+        f" {f3(r[2])}], paired difference [{f3(p[4])}, {f3(p[5])}] (persistence, NLinear and DLinear are worse)."
     )
+    beats = v.get("rostro_beats")
+    if beats is not None and beats[0] == 0:
+        text += (
+            f" The discovered program's free run decays to rest: it beats in none of the {beats[1]} windows the"
+            " free-run rows read, so the left-right, rostro-caudal and beat-frequency rows are MISSED."
+        )
+    else:
+        text += (
+            f" The interval recovery rule reads the rostro-caudal wave's planted sign MISSED ({f3(rc[0])}"
+            f" [{f3(rc[1])}, {f3(rc[2])}])."
+        )
     return "\n" + _fill(text)
 
 
