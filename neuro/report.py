@@ -151,7 +151,7 @@ def _physiology(run: StudyRun) -> str:
     return (
         f"Simulator physiology (true swimming probes): left-right phase {p['lr_phase']:.2f} cycles "
         f"(0.5 = antiphase), rostro-caudal phase {p['rc_phase']:.3f} cycles over {np.diff(segments)[0]} segments, "
-        f"dominant frequency {p['frequency']:.1f} Hz."
+        f"tail-beat frequency (mean over the probes) {p['frequency']:.1f} Hz."
     )
 
 
