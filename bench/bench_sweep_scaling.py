@@ -358,6 +358,55 @@ def second_verb(m: dict[str, Any], n: int) -> tuple[list[str], dict[str, Any]]:
     return lines, {"sites": len(sites), "calls": got, "second_verb_pays_no_check": same}
 
 
+def passes(m: dict[str, Any], n: int) -> tuple[list[str], dict[str, Any]]:
+    """Where the CPU seconds of one ``patching_sweep`` over ``n`` heads go (after a warm-up sweep):
+    each forward pass (the source and unchanged runs of batch 8, the tiled passes) and the rest
+    (Python per tile and site, hooks, metric values, the Dataset)."""
+    from scimech import patching_sweep
+    from scimech.capture import session
+    from scimech.causal import metrics, sweep
+
+    hf, clean, corrupted = m["hf"], m["clean"], m["corrupted"]
+    metric = metrics.logit_difference(TOKEN_A, TOKEN_B, key="logits")
+    sites = [f"transformer.h.{li}.attn.heads[{h}]" for li, h in spread(n)]
+    patching_sweep(hf, clean, corrupted, sites, metric, batch_size=BATCH)  # warm-up: the profile's checks
+    got: list[tuple[str, int, float]] = []
+
+    def timing(fn, kind):
+        def run(*args, **kwargs):
+            c0 = time.process_time()
+            out = fn(*args, **kwargs)
+            rows = next((int(a.shape[0]) for a in args if isinstance(a, torch.Tensor)), 0)
+            got.append((kind, rows, time.process_time() - c0))
+            return out
+
+        return run
+
+    tiled, folded = sweep.run_forward, session.forward_folded
+    sweep.run_forward, session.forward_folded = timing(tiled, "tiled pass"), timing(folded, "source / unchanged run")
+    try:
+        c0 = time.process_time()
+        res = patching_sweep(hf, clean, corrupted, sites, metric, batch_size=BATCH)
+        total = time.process_time() - c0
+    finally:
+        sweep.run_forward, session.forward_folded = tiled, folded
+    in_passes = sum(t for _, _, t in got)
+    lines = [
+        f"**Where the CPU seconds go** (one `patching_sweep` over {len(sites)} heads after a warm-up sweep; "
+        f"process CPU seconds of each forward pass): {total:.2f} s in all, {in_passes:.2f} s in {len(got)} "
+        f"forward passes, {total - in_passes:.2f} s ({(total - in_passes) / total:.1%}) outside them (Python per "
+        "tile and site, hooks, metric values, the Dataset).",
+        "",
+        "| pass | rows | CPU s |",
+        "|---|---|---|",
+        *(f"| {k} | {r} | {t:.2f} |" for k, r, t in got),
+        "",
+        f"`sweep_tail`: {res.attrs.get('sweep_tail', 'none')}.",
+        "",
+    ]
+    return lines, {"total_cpu": total, "passes": got}
+
+
 def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench.bench_sweep_scaling", description=__doc__.split("\n\n")[0])
     p.add_argument("--device", default="cpu", help="torch device of every tool's model and inputs (default cpu)")
@@ -370,6 +419,9 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--threads", type=int, default=THREADS, help=f"torch CPU threads (default {THREADS})")
     p.add_argument("--out", type=Path, help="write sweep_scaling.md and .json here, not to bench/results")
+    p.add_argument(
+        "--passes", action="store_true", help="only where the CPU seconds of one patching sweep go (largest size)"
+    )
     args = p.parse_args(argv)
     if any(not 1 <= n <= N_LAYERS * HEADS for n in args.sizes):
         p.error(f"--sizes: each between 1 and {N_LAYERS * HEADS} (the model's heads)")
@@ -389,6 +441,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         raise SystemExit(f"the sweep bench needs transformer-lens to build its model: {missing['TransformerLens']}")
     tools = [k for k in TOOLS if k not in missing]
     m = build()
+    if args.passes:  # one sweep's passes, printed; no table
+        torch.set_num_threads(args.threads)
+        print("\n".join(passes(m, max(args.sizes))[0]))
+        return
     cpu_ref = None
     if device.type != "cpu":
         cpu_ref = dict(hf=copy.deepcopy(m["hf"]), clean=m["clean"], corrupted=m["corrupted"])
