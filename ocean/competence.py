@@ -33,6 +33,8 @@ from .plan import StudyConfig
 __all__ = ["ocean_competence", "yardstick_forecasts", "world_of", "YARDSTICKS"]
 
 YARDSTICKS = ("climatology", "persistence", "damped persistence")
+#: training steps read at a time for the damped persistence's regression
+YARDSTICK_BLOCK = 12
 RMSE = Metric(
     "RMSE",
     lambda se: float(np.sqrt(np.mean(se))),
@@ -80,22 +82,30 @@ def yardstick_forecasts(unit: xr.Dataset, store: str | Path, cfg: StudyConfig) -
     >>> sorted(forecasts), forecasts["persistence"].shape == unit["y_true"].shape
     (['climatology', 'damped persistence', 'persistence'], True)
     """
-    from .training import _climatology, _setup
+    from . import data as odata
+    from .training import at_phases, phase_means, study_split
 
-    ds, split, _ = _setup(cfg, Path(store))
-    target = ds[cfg.target].transpose("member", "time", "lat", "lon")
-    y = np.asarray(target.values, float)
+    ds = odata.open_zarr(store, target=cfg.target)
+    split = study_split(ds, cfg)
+    target = ds[cfg.target].transpose("member", "time", "lat", "lon")  # lazy: read step by step below
     t = _issue_steps(unit, ds["time"], cfg.lead)
     member = np.asarray(unit["member"].values, int)
     train_next = split.train + cfg.lead
-    now = y[member, t]
-    clim_now = _climatology(target, train_next, t)
-    clim_next = _climatology(target, train_next, t + cfg.lead)
-    # the lag-`lead` regression of the anomaly on the training split, every member, per point
-    a0 = y[:, split.train] - _climatology(target, train_next, split.train)[None]
-    a1 = y[:, train_next] - _climatology(target, train_next, train_next)[None]
+    clim, phase = phase_means(target, train_next)
+    pick = {"member": xr.DataArray(member, dims="sample"), "time": xr.DataArray(t, dims="sample")}
+    now = np.asarray(target.isel(pick).values, float)
+    clim_now, clim_next = at_phases(clim, phase, t), at_phases(clim, phase, t + cfg.lead)
+    # the lag-`lead` regression of the anomaly on the training split, every member, per point: its sums
+    # gathered a year of steps at a time, so memory does not grow with the record
+    num = den = 0.0
+    for steps in np.array_split(split.train, max(1, -(-len(split.train) // YARDSTICK_BLOCK))):
+        a0 = np.asarray(target.isel(time=steps).values, float) - at_phases(clim, phase, steps)[None]
+        a1 = (
+            np.asarray(target.isel(time=steps + cfg.lead).values, float)
+            - at_phases(clim, phase, steps + cfg.lead)[None]
+        )
+        num, den = num + np.nansum(a0 * a1, axis=(0, 1)), den + np.nansum(a0 * a0, axis=(0, 1))
     with np.errstate(invalid="ignore", divide="ignore"):
-        num, den = np.nansum(a0 * a1, axis=(0, 1)), np.nansum(a0 * a0, axis=(0, 1))
         slope = np.clip(np.where(den > 0, num / den, 0.0), 0.0, 1.0)
     land = ~unit["mask"].values.astype(bool)
     out = {

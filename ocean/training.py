@@ -129,9 +129,20 @@ def _phase(time: xr.DataArray, axis: timeaxis.TimeAxis) -> np.ndarray:
 def _climatology(target: xr.DataArray, train_steps: np.ndarray, steps: np.ndarray) -> np.ndarray:
     """The training split's mean of the target per phase of the year and point (:func:`_phase`), at
     the time steps ``steps``: the climatology forecast the model is scored against."""
+    clim, phase = phase_means(target, train_steps)
+    return at_phases(clim, phase, steps)
+
+
+def phase_means(target: xr.DataArray, train_steps: np.ndarray) -> tuple[xr.DataArray, np.ndarray]:
+    """The mean of ``target`` over ``train_steps`` per phase of the year and point (``phase``, lat, lon;
+    over members too), read chunk by chunk from a lazy store, and the phase of every time step."""
     phase = _phase(target["time"], timeaxis.time_axis(target))
     tr = target.isel(time=train_steps).assign_coords(phase=("time", phase[train_steps]))
-    clim = tr.groupby("phase").mean(("member", "time")).compute()
+    return tr.groupby("phase").mean(("member", "time")).compute(), phase
+
+
+def at_phases(clim: xr.DataArray, phase: np.ndarray, steps: np.ndarray) -> np.ndarray:
+    """The climatology ``clim`` (:func:`phase_means`) at the time steps ``steps``: (step, lat, lon)."""
     absent = sorted(set(phase[steps].tolist()) - set(clim["phase"].values.tolist()))
     if absent:
         raise DataValidationError(
