@@ -78,7 +78,13 @@ def gather_evidence(
     verbs of the head study assumed about the model, :mod:`astro.measures.assumptions`, where
     the intervention chunks carry it).
 
-    ``intervene(block)`` may supply the concatenated :func:`~astro.measures.intervention_chunk`
+    The head study (head probes, radial maps, interventions and the attenuation bias with a head
+    ablated) runs in every encoder block, each dataset with a ``block`` dimension
+    (:func:`astro.measures.at_block` reads one); ``block`` restricts it to that one block (faster).
+    ``attrs["block"]``: the block findings 3 and 4 read, the one the layer probes localise the gain
+    to (or ``block``).
+
+    ``intervene(blocks)`` may supply the concatenated :func:`~astro.measures.intervention_chunk`
     results of the head study (:mod:`astro.run` maps the chunks over Dask workers and a
     resumable store); by default the chunks of ``chunk_size`` galaxies run here.
     """
@@ -93,21 +99,27 @@ def gather_evidence(
     say("layer probes")
     layers = layer_probes(adapter, inp, n_bootstrap=min(n_bootstrap, 200))
     blk = localised_block(layers) if block is None else block
-    say(f"head study in block {blk}")
-    hp = head_probes(adapter, inp, blk, n_bootstrap=min(n_bootstrap, 200))
-    rad = head_radial_structure(adapter, inp, blk)
+    blocks = list(range(adapter.num_blocks)) if block is None else [int(block)]
+    say(f"head study in blocks {blocks} (findings 3 and 4 read block {blk}, the layer probes' choice)")
+    hp = _along_blocks([head_probes(adapter, inp, b, n_bootstrap=min(n_bootstrap, 200)) for b in blocks], blocks, blk)
+    rad = _along_blocks([head_radial_structure(adapter, inp, b) for b in blocks], blocks, blk)
     raw = (
-        intervention_chunks(adapter, inp, blk, seed=seed, chunk_size=chunk_size)
+        intervention_chunks(adapter, inp, blocks, seed=seed, chunk_size=chunk_size)
         if intervene is None
-        else intervene(blk)
+        else intervene(blocks)
     )
     iv = summarise_interventions(raw, inp.z, inp.populations, n_bootstrap=n_bootstrap, seed=seed)
+    iv.attrs.update(block=int(blk), blocks=blocks)
     site_profile = site_profile_dataset(raw)
     iv.attrs.update(planted_attrs(adapter))
-    bias_preds = {"photometry": z_phot, "multimodal": z_multi, "template": inp.z_template}
-    for h in range(adapter.num_heads):
-        bias_preds[f"multimodal_ablate_h{h}"] = iv["z_ablated"].sel(intervention="resample", head=h).values
-    bias = attenuation_bias(inp.z, inp.a_v, inp.colours, bias_preds, inp.populations, seed=seed)
+    base_preds = {"photometry": z_phot, "multimodal": z_multi, "template": inp.z_template}
+    biases = []
+    for b in blocks:
+        bias_preds = dict(base_preds)
+        for h in range(adapter.num_heads):
+            bias_preds[f"multimodal_ablate_h{h}"] = iv["z_ablated"].sel(intervention="resample", block=b, head=h).values
+        biases.append(attenuation_bias(inp.z, inp.a_v, inp.colours, bias_preds, inp.populations, seed=seed))
+    bias = _along_blocks(biases, blocks, blk)
     pred_ds = xr.Dataset(
         {k: ("sample", v) for k, v in preds.items()}
         | {"z_true": ("sample", inp.z), "a_v": ("sample", inp.a_v)}
@@ -124,6 +136,20 @@ def gather_evidence(
         "predictions": pred_ds,
     }
     return res if site_profile is None else res | {"site_profile": site_profile}
+
+
+def _along_blocks(parts: list[xr.Dataset], blocks: list[int], studied: int) -> xr.Dataset:
+    """One dataset per encoder block, stacked along ``block``; ``attrs["block"]``: the block findings 3
+    and 4 read (:func:`astro.measures.at_block`), ``attrs["blocks"]``: every block studied."""
+    out = xr.concat(
+        [p.assign_coords(block=b) for p, b in zip(parts, blocks)],
+        "block",
+        coords="different",
+        compat="equals",
+        combine_attrs="override",
+    )
+    out.attrs.update(block=int(studied), blocks=list(blocks))
+    return out
 
 
 def planted_attrs(adapter: AIONRedshift) -> dict[str, Any]:

@@ -19,9 +19,10 @@ import xarray as xr
 from scimech._moved import warn_moved
 from scimech.studies.verdicts import assess
 
-from .measures import localised_block
+from .measures import at_block, localised_block
 
 __all__ = [
+    "studied_block",
     "findings",
     "advantage_finding",
     "layer_finding",
@@ -99,6 +100,7 @@ def findings(res: Mapping[str, xr.Dataset], *, null_effect: float = 0.25) -> lis
         ``evidence``, ``numbers``, ``line``; findings 3 and 4 also ``head``, the
         per-intervention effects and checks (``no_effect`` / ``carries``).
     """
+    res = studied_block(res)
     adv = _advantages(res)
     f3 = colour_head_finding(res, adv, null_effect)
     out = [advantage_finding(res, adv), layer_finding(res), f3, image_head_finding(res, adv, f3["head"], null_effect)]
@@ -110,6 +112,13 @@ def findings(res: Mapping[str, xr.Dataset], *, null_effect: float = 0.25) -> lis
             verdict=judged.verdict, reason=judged.reason, reproduced=judged.verdict == "REPRODUCED", line=judged.line()
         )
     return out
+
+
+def studied_block(res: Mapping[str, xr.Dataset]) -> dict[str, xr.Dataset]:
+    """The head study read in the block findings 3 and 4 are about: the block the layer probes
+    localise the gain to (``res["interventions"].attrs["block"]``, or the one ``--block`` named);
+    the head study itself covers every block (:func:`astro.measures.at_block`)."""
+    return at_block(res, int(res["interventions"].attrs.get("block", 0)))
 
 
 def _advantages(res: Mapping[str, xr.Dataset]) -> dict[str, dict[str, float]]:
@@ -224,7 +233,7 @@ def colour_head_finding(
         },
         effects={m: {"delta_abs_dz": d1[m], "advantage_lost": l1.get(m)} for m in d1},
         evidence=(
-            f"head {h1}: colour probe R2 {col[h1]:.3f}, selectivity {col_sel[h1]:.3f} (heads: "
+            f"block {iv.attrs.get('block', '?')} (the layer probes' block), head {h1}: colour probe R2 {col[h1]:.3f}, selectivity {col_sel[h1]:.3f} (heads: "
             f"{np.round(col_sel, 3).tolist()}), R2 lower bounds {np.round(low, 3).tolist()}; radial "
             f"score {rad['radial_score'].values[h1]:.3f}; null band +-{eps:.4f}; {eff_text or 'no intervals'}; "
             f"advantage left {np.round(left.sel(head=h1, population='all').values, 2).tolist()}"
@@ -283,7 +292,8 @@ def image_head_finding(
         },
         effects={m: {"advantage_lost": l2.get(m)} for m in carries},
         evidence=(
-            f"head {h2}: colour selectivity {col_sel[h2]:.3f}; dusty advantage left after resample "
+            f"block {iv.attrs.get('block', '?')} (the layer probes' block), head {h2}: colour selectivity "
+            f"{col_sel[h2]:.3f}; dusty advantage left after resample "
             f"ablation {both_left:.2f} (both modes ablated; {dusty_left[h2]:.2f} against the "
             f"untouched photometry-only run); advantage lost on all galaxies "
             + ("; ".join(f"{m}: {ci_text(*l2[m])}" for m in l2) or "n/a")

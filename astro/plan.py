@@ -339,7 +339,11 @@ def plan_of(settings: StudySettings, size: str | None = None) -> Plan:
     if size:
         sizes["size"] = size
     sizes["bootstrap resamples"] = sz["n_bootstrap"]
-    sizes["block"] = "localised by the layer probes" if s.block is None else s.block
+    sizes["block"] = (
+        "every encoder block (findings 3 and 4 read the one the layer probes localise the gain to)"
+        if s.block is None
+        else s.block
+    )
     sizes["device"] = s.device
     sizes["dtype"] = s.dtype
     chunk = sz["chunk_size"]
@@ -354,7 +358,8 @@ def plan_of(settings: StudySettings, size: str | None = None) -> Plan:
         units,
         sizes,
         _BENCH_MS_PER_GALAXY * chunk / 1000 if n_test else None,
-        "head interventions only, from bench/RESULTS.md's 14 ms per galaxy; training not included",
+        "head interventions of one block per unit, from bench/RESULTS.md's 14 ms per galaxy (one unit per block "
+        "and chunk: every encoder block unless --block names one); training not included",
         str(s.out),
         settings=s,
     )

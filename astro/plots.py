@@ -62,7 +62,9 @@ def layer_curves(layers: xr.Dataset):
 
 
 def head_heatmap(hp: xr.Dataset, iv: xr.Dataset | None = None, population: str = "dusty"):
-    """Heads of one block in two panels, each on its own colour scale and colour bar.
+    """Heads of each encoder block in two panels, each on its own colour scale and colour bar; one row
+    of panels per block when the head study covered several (a ``block`` dimension), the scales shared
+    by every row so blocks compare.
 
     Left: probe R2 per head and target (``hp["score"]``; sequential map from min(0, lowest
     R2) to the highest). Right (with ``iv``): the intervention effect per head and
@@ -73,8 +75,15 @@ def head_heatmap(hp: xr.Dataset, iv: xr.Dataset | None = None, population: str =
     -5 of the advantage does not wash out the rest). Missing values (NaN, e.g. no advantage
     to lose) are grey.
     """
+    several = "block" in hp.dims
+    blocks = [int(b) for b in hp["block"].values] if several else [hp.attrs.get("block")]
     heads = hp["head"].values
-    r2 = hp["score"].transpose("head", "target").values
+
+    def rows(ds, var, dims):
+        arr = ds[var].transpose(*(("block",) if several else ()), *dims).values
+        return arr if several else arr[None]
+
+    r2 = rows(hp, "score", ("head", "target"))
     panels = [
         dict(
             data=r2,
@@ -88,8 +97,7 @@ def head_heatmap(hp: xr.Dataset, iv: xr.Dataset | None = None, population: str =
         )
     ]
     if iv is not None:
-        left = iv["advantage_left"].sel(population=population).transpose("head", "intervention").values
-        effect = 1.0 - left
+        effect = 1.0 - rows(iv.sel(population=population), "advantage_left", ("head", "intervention"))
         half = np.nanmax(np.abs(effect)) if np.isfinite(effect).any() else 0.0
         half = half if half > 0 else 1.0
         panels.append(
@@ -104,50 +112,53 @@ def head_heatmap(hp: xr.Dataset, iv: xr.Dataset | None = None, population: str =
                 cbar=f"share of the {population} advantage lost\n0: no effect, 1: all of it",
             )
         )
-    widths = [max(p["data"].shape[1], 2) for p in panels]
+    widths = [max(p["data"].shape[2], 2) for p in panels]
     fig, axes = plt.subplots(
-        1,
+        len(blocks),
         len(panels),
-        figsize=(2.2 + 0.75 * sum(widths) + 1.6 * len(panels), max(3.2, 1.4 + 0.45 * len(heads))),
+        figsize=(2.2 + 0.75 * sum(widths) + 1.6 * len(panels), len(blocks) * max(3.2, 1.4 + 0.45 * len(heads))),
         sharey=True,
         width_ratios=widths,
         layout="constrained",
         squeeze=False,
     )
-    for ax, p in zip(axes[0], panels):
-        cmap = plt.get_cmap(p["cmap"]).with_extremes(bad="0.85")
-        lims = dict(vmin=p["lims"][0], vmax=p["lims"][1]) if p["norm"] is None else dict(norm=p["norm"])
-        im = ax.imshow(p["data"], cmap=cmap, aspect="auto", **lims)
-        ax.set_xticks(range(len(p["labels"])), p["labels"], rotation=45, ha="right", fontsize=8)
-        ax.set(xlabel=p["xlabel"], title=p["title"])
-        for (i, j), v in np.ndenumerate(p["data"]):
-            rgb = np.asarray(im.cmap(im.norm(v))[:3]) if np.isfinite(v) else np.ones(3)
-            dark = float(rgb @ [0.299, 0.587, 0.114]) < 0.5
-            ax.text(
-                j,
-                i,
-                f"{v:.2f}" if np.isfinite(v) else "n/a",
-                ha="center",
-                va="center",
-                fontsize=7,
-                color="w" if dark else "k",
-            )
-        cbar = fig.colorbar(im, ax=ax, label=p["cbar"], shrink=0.9)
-        if p["norm"] is not None:  # plain numbers, not powers of ten, on the symmetric-log bar
-            half = p["lims"][1]
-            inner = min(half, 1.0)
-            ticks = [
-                t
-                for t in mticker.MaxNLocator(4, symmetric=True).tick_values(-inner, inner)
-                if abs(t) <= inner * (1 + 1e-9)
-            ]
-            cbar.set_ticks(sorted(set(ticks) | ({-half, half} if half > 1.25 else set())))
-            cbar.ax.yaxis.set_major_formatter(mticker.FuncFormatter(lambda v, _: f"{v:.2g}"))
-            cbar.ax.yaxis.set_minor_locator(mticker.NullLocator())
-    block = hp.attrs.get("block")
-    axes[0, 0].set_yticks(range(len(heads)), [str(h) for h in heads])
-    axes[0, 0].set_ylabel("head" + (f" (encoder block {block})" if block is not None else ""))
+    for row, block in enumerate(blocks):
+        for ax, p in zip(axes[row], panels):
+            _head_panel(fig, ax, p, p["data"][row], last=row == len(blocks) - 1, first=row == 0)
+        axes[row, 0].set_yticks(range(len(heads)), [str(h) for h in heads])
+        axes[row, 0].set_ylabel("head" + (f" (encoder block {block})" if block is not None else ""))
     return fig
+
+
+def _head_panel(fig, ax, p: dict, data: np.ndarray, *, last: bool = True, first: bool = True) -> None:
+    """One panel of :func:`head_heatmap`: the values written in their cells, its colour bar."""
+    cmap = plt.get_cmap(p["cmap"]).with_extremes(bad="0.85")
+    lims = dict(vmin=p["lims"][0], vmax=p["lims"][1]) if p["norm"] is None else dict(norm=p["norm"])
+    im = ax.imshow(data, cmap=cmap, aspect="auto", **lims)
+    ax.set_xticks(range(len(p["labels"])), p["labels"], rotation=45, ha="right", fontsize=8)
+    ax.set(xlabel=p["xlabel"], title=p["title"])
+    for (i, j), v in np.ndenumerate(data):
+        rgb = np.asarray(im.cmap(im.norm(v))[:3]) if np.isfinite(v) else np.ones(3)
+        dark = float(rgb @ [0.299, 0.587, 0.114]) < 0.5
+        ax.text(
+            j,
+            i,
+            f"{v:.2f}" if np.isfinite(v) else "n/a",
+            ha="center",
+            va="center",
+            fontsize=7,
+            color="w" if dark else "k",
+        )
+    cbar = fig.colorbar(im, ax=ax, label=p["cbar"], shrink=0.9)
+    if p["norm"] is not None:  # plain numbers, not powers of ten, on the symmetric-log bar
+        half = p["lims"][1]
+        inner = min(half, 1.0)
+        ticks = [
+            t for t in mticker.MaxNLocator(4, symmetric=True).tick_values(-inner, inner) if abs(t) <= inner * (1 + 1e-9)
+        ]
+        cbar.set_ticks(sorted(set(ticks) | ({-half, half} if half > 1.25 else set())))
+        cbar.ax.yaxis.set_major_formatter(mticker.FuncFormatter(lambda v, _: f"{v:.2g}"))
+        cbar.ax.yaxis.set_minor_locator(mticker.NullLocator())
 
 
 def _lims(values: np.ndarray) -> tuple[float, float]:
@@ -161,22 +172,29 @@ def _lims(values: np.ndarray) -> tuple[float, float]:
 
 def radial_maps(rad: xr.Dataset):
     """Each head's mean image-token output (projection on PC1) on the image-token grid, one panel per head of
-    the block (titled with the block and head), on one colour scale symmetric about 0 shared by every head,
-    with its colour bar; axes: the image token's column and row."""
+    the block (titled with the block and head; one row per block when the head study covered several), on
+    one colour scale symmetric about 0 shared by every head, with its colour bar; axes: the image token's
+    column and row."""
+    several = "block" in rad.dims
+    blocks = [int(b) for b in rad["block"].values] if several else [rad.attrs.get("block")]
     n = rad.sizes["head"]
-    block = rad.attrs.get("block")
-    maps = rad["map"].transpose("head", "y", "x").values
+    maps = rad["map"].transpose(*(("block",) if several else ()), "head", "y", "x").values
+    score = rad["radial_score"].transpose(*(("block",) if several else ()), "head").values
+    maps, score = (maps, score) if several else (maps[None], score[None])
     lim = float(np.nanmax(np.abs(maps))) if np.isfinite(maps).any() else 1.0
     lim = lim if lim > 0 else 1.0
-    fig, axes = plt.subplots(1, n, figsize=(2.6 * n + 1.2, 2.9), layout="constrained", squeeze=False)
-    for h, ax in enumerate(axes[0]):
-        im = ax.imshow(maps[h], cmap="coolwarm", vmin=-lim, vmax=lim, origin="upper")
-        where = f"block {block}, head {h}" if block is not None else f"head {h}"
-        ax.set_title(f"{where}\n|rho| radial = {float(rad['radial_score'][h]):.2f}", fontsize=8)
-        ax.set_xlabel("image token column", fontsize=7)
-        ax.set_ylabel("image token row" if h == 0 else "", fontsize=7)
-        ax.tick_params(labelsize=6)
-    fig.colorbar(im, ax=axes[0].tolist(), shrink=0.85, label="mean output on PC1\n(same scale for every head)")
+    fig, axes = plt.subplots(
+        len(blocks), n, figsize=(2.6 * n + 1.2, 2.9 * len(blocks)), layout="constrained", squeeze=False
+    )
+    for row, block in enumerate(blocks):
+        for h, ax in enumerate(axes[row]):
+            im = ax.imshow(maps[row, h], cmap="coolwarm", vmin=-lim, vmax=lim, origin="upper")
+            where = f"block {block}, head {h}" if block is not None else f"head {h}"
+            ax.set_title(f"{where}\n|rho| radial = {float(score[row, h]):.2f}", fontsize=8)
+            ax.set_xlabel("image token column", fontsize=7)
+            ax.set_ylabel("image token row" if h == 0 else "", fontsize=7)
+            ax.tick_params(labelsize=6)
+    fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.85, label="mean output on PC1\n(same scale for every head)")
     return fig
 
 

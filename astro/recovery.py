@@ -23,6 +23,7 @@ from scimech.studies.verdicts import Finding, PlantedTruthRow, planted_wording, 
 from scimech.studies.verdicts import recovery_line as shared_recovery_line
 
 from .findings import ci_text, colour_heads, findings, head_effects
+from .measures import at_block
 
 __all__ = [
     "planted_recovery",
@@ -48,9 +49,21 @@ def planted_recovery(res: Mapping[str, xr.Dataset], *, null_effect: float = 0.25
     iv = res["interventions"]
     if not int(iv.attrs.get("planted", 0)):
         return []
+    res = planted_block(res)
     f = findings(res, null_effect=null_effect)
     eps = null_effect * max(float(res["advantage"]["advantage"].sel(population="all")), 0.0)
     return [_image_head_row(res, f[3]), _inert_head_row(res, f[2], eps)]
+
+
+def planted_block(res: Mapping[str, xr.Dataset]) -> dict[str, xr.Dataset]:
+    """The head study read in the block the heads were planted in (:func:`astro.measures.at_block`), where
+    the study covered it (every block by default); otherwise as it is (``--block`` named another block:
+    the rows then say which block was studied)."""
+    iv = res["interventions"]
+    pb = int(iv.attrs["planted_block"])
+    if "block" in iv.dims and pb in iv["block"].values:
+        return at_block(res, pb)
+    return dict(res)
 
 
 def _image_head_row(res: Mapping[str, xr.Dataset], f4: Mapping[str, Any]) -> PlantedTruthRow:

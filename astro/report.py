@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from scimech.studies.competence import save_competence
@@ -14,7 +15,7 @@ from scimech.studies.report import Report
 
 from . import plots
 from .competence import astro_competence, world_of
-from .findings import findings
+from .findings import findings, studied_block
 from .measures.assumptions import site_profile_table
 from .plan import StudySettings
 from .recovery import planted_recovery, recovery_line, verdict_wording
@@ -123,19 +124,36 @@ def _figures(rep: Report, res: dict, fnd) -> None:
     rep.figure(plots.z_scatter(res["predictions"]), "z_scatter", "z true vs predicted per mode")
     rep.figure(plots.metrics_by_population(adv), "metrics_by_population", "sigma_NMAD by population")
     rep.figure(plots.layer_curves(res["layers"]), "layer_curves", "Layerwise probe R2 (z, A_V), both modes")
+    studied = studied_block(res)
+    blk = int(studied["interventions"].attrs.get("block", 0))
     rep.figure(
         plots.head_heatmap(res["head_probes"], iv),
         "head_heatmap",
-        f"Heads of block {res['head_probes'].attrs.get('block')}: probe R2 and intervention effect (share of the "
-        "dusty advantage lost), each panel with its colour bar",
+        f"Heads of {_blocks_text(res)}: probe R2 and intervention effect (share of the dusty advantage lost), "
+        f"each panel with its colour bar; findings 3 and 4 read block {blk}, the one the layer probes localise "
+        "the gain to",
     )
     rep.figure(
         plots.radial_maps(res["radial"]),
         "radial_maps",
-        "Each head's image-token output on the token grid (one colour scale for every head)",
+        f"Each head's image-token output on the token grid, {_blocks_text(res)} (one colour scale for every head)",
     )
     h2 = int(fnd[3]["head"])
-    rep.figure(plots.dz_vs_av(res["predictions"], iv, h2), "dz_vs_av", f"dz vs A_V (head {h2} resample-ablated)")
+    rep.figure(
+        plots.dz_vs_av(res["predictions"], studied["interventions"], h2),
+        "dz_vs_av",
+        f"dz vs A_V (block {blk}, head {h2} resample-ablated)",
+    )
+
+
+def _blocks_text(res: dict) -> str:
+    """The encoder blocks the head study covered, in words: ``every encoder block (0-2)`` or ``block 1``."""
+    iv = res.get("interventions", res.get("site_profile"))
+    if iv is None or "block" not in iv.dims:
+        b = iv.attrs.get("block") if iv is not None else None
+        return f"blocks {', '.join(map(str, b))}" if isinstance(b, (list, tuple, np.ndarray)) else f"block {b}"
+    blocks = [int(b) for b in iv["block"].values]
+    return f"every encoder block ({blocks[0]}-{blocks[-1]})" if len(blocks) > 1 else f"block {blocks[0]}"
 
 
 def _tables(rep: Report, res: dict, timings: dict | None) -> None:
@@ -210,7 +228,7 @@ def _assumptions(rep: Report, res: dict) -> None:
         return
     table, line = site_profile_table(ds)
     rep.text(
-        f"{ASSUMED}\n\nThe head ablations and patching of block {int(ds.attrs.get('block', -1))} rest on these "
+        f"{ASSUMED}\n\nThe head ablations and patching of {_blocks_text(res)} rest on these "
         "facts about the model at the sites they intervened on (`scimech.profile`): calls per forward pass, "
         "the shape of each call, the dtype and the tolerance two passes may differ by in it, the layout "
         "(declared or inferred), whether the rows are independent galaxies, whether two unchanged passes "

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import xarray as xr
 
 from scimech.errors import ConfigError
@@ -306,11 +307,15 @@ def _split_catalogue(s: StudySettings, train: Path, test: Path, store: UnitStore
 def _intervener(
     s: StudySettings, model: Path, train: Path, test: Path, n_test: int, store: UnitStore, client, say: Log
 ) -> Callable[[int], xr.Dataset]:
-    """``intervene(block)``: the head interventions of a block as resumable units over chunks of the test set."""
+    """``intervene(blocks)``: the head interventions of each block as resumable units over chunks of the test
+    set (one unit per block and chunk), stacked along ``block``."""
     tok = str(s.image_tokenizer) if s.image_tokenizer else None
     chunk = s.sizes.get("chunk_size")
 
-    def intervene(blk: int) -> xr.Dataset:
+    def intervene(blocks: int | list[int]) -> xr.Dataset:
+        one = isinstance(blocks, (int, np.integer))
+        blocks = [int(blocks)] if one else [int(b) for b in blocks]
+        spans = chunk_bounds(n_test, chunk)
         units = {
             f"interventions/block={blk}/rows={a:07d}-{b:07d}": dict(
                 model_dir=str(model),
@@ -324,12 +329,21 @@ def _intervener(
                 device=s.device,
                 dtype=s.dtype,
             )
-            for a, b in chunk_bounds(n_test, chunk)
+            for blk in blocks
+            for a, b in spans
         }
-        say(f"head interventions in block {blk}: {len(units)} units of <= {chunk} galaxies")
+        say(f"head interventions in blocks {list(blocks)}: {len(units)} units of <= {chunk} galaxies")
         got = map_units(interventions_unit, units, store, client=client, desc="astro intervention chunks")
-        raw = xr.concat([got[k] for k in units], "sample", combine_attrs="drop")
-        raw.attrs.update(block=int(blk), seed=s.seed)
+        per_block = []
+        for blk in blocks:
+            keys = [f"interventions/block={blk}/rows={a:07d}-{b:07d}" for a, b in spans]
+            part = xr.concat([got[k] for k in keys], "sample", combine_attrs="drop")
+            per_block.append(part.expand_dims(block=[int(blk)]).transpose("intervention", "block", "head", "sample"))
+        raw = xr.concat(per_block, "block", data_vars="minimal", coords="different", compat="equals")
+        raw.attrs.update(block=[int(b) for b in blocks], seed=s.seed)
+        if one:  # one block asked for as a number: its dataset as the head study of one block writes it
+            raw = raw.isel(block=0, drop=True)
+            raw.attrs.update(block=blocks[0])
         first = got[next(iter(units))].attrs  # the chunk at galaxy 0 measured what the verbs assumed
         if ATTR in first:
             raw.attrs[ATTR] = first[ATTR]

@@ -182,7 +182,8 @@ def _analysis_and_size_options(st: argparse.ArgumentParser) -> None:
         type=whole(0),
         default=None,
         metavar="B",
-        help="encoder block whose heads are probed and ablated (0-based; default: the block the layer probes localise)",
+        help="study the heads of this encoder block only (0-based; faster); default: every block's heads are "
+        "probed and intervened on, findings 3 and 4 reading the block the layer probes localise the gain to",
     )
     sz = st.add_argument_group(
         "sizes (each overrides --size: "

@@ -16,6 +16,8 @@ from .assumptions import measure_site_profile, site_profile_dataset, site_profil
 from .bias import attenuation_bias, colour_cells
 from .inputs import StudyInputs, study_batches, study_inputs
 from .interventions import (
+    HEAD_STUDY,
+    at_block,
     chunk_bounds,
     chunk_seed,
     head_interventions,
@@ -44,6 +46,8 @@ __all__ = [
     "intervention_chunks",
     "summarise_interventions",
     "head_interventions",
+    "at_block",
+    "HEAD_STUDY",
     "colour_cells",
     "attenuation_bias",
     "measure_site_profile",

@@ -146,7 +146,8 @@ def site_profile_dataset(raw: xr.Dataset) -> xr.Dataset | None:
         "what the verbs of the head study assumed about the model (scimech.profile) at the "
         "sites they intervened on, per input signature they ran"
     )
-    ds.attrs["block"] = int(raw.attrs.get("block", -1))
+    blocks = raw.attrs.get("block", -1)
+    ds.attrs["block"] = [int(b) for b in blocks] if np.ndim(blocks) else int(blocks)
     return ds
 
 

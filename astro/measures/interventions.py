@@ -27,7 +27,46 @@ __all__ = [
     "intervention_chunks",
     "summarise_interventions",
     "head_interventions",
+    "at_block",
+    "HEAD_STUDY",
 ]
+
+#: the datasets of the head study, one slice per encoder block along ``block``
+HEAD_STUDY = ("head_probes", "radial", "interventions", "bias")
+
+
+def at_block(res: Mapping[str, xr.Dataset], block: int) -> dict[str, xr.Dataset]:
+    """The study's datasets with the head study (:data:`HEAD_STUDY`) read in one encoder block.
+
+    The head study runs in every block (a ``block`` dimension); findings 3 and 4 read the block the
+    layer probes localise the gain to, the planted-truth rows the block the heads were planted in.
+    Datasets without a ``block`` dimension (one block studied, or results saved before every
+    block was) are returned as they are; a block not studied raises.
+    """
+    out = dict(res)
+    for name in HEAD_STUDY:
+        ds = res.get(name)
+        if ds is None or "block" not in ds.dims:
+            continue
+        if int(block) not in ds["block"].values:
+            raise DataValidationError(
+                f"the head study ran in blocks {ds['block'].values.tolist()}, not in block {block}; "
+                "rerun without --block to study every block."
+            )
+        one = ds.sel(block=int(block)).drop_vars("block")
+        one.attrs = dict(ds.attrs, block=int(block))
+        out[name] = one
+    return out
+
+
+def _blocks(block: int | Sequence[int]) -> tuple[list[int], bool]:
+    """The blocks of an intervention request and whether it asked for several (a ``block`` dimension)."""
+    if isinstance(block, (int, np.integer)):
+        return [int(block)], False
+    blocks = [int(b) for b in block]
+    if not blocks:
+        raise DataValidationError("no encoder block to intervene on; give a block number or a list of them.")
+    return blocks, True
 
 
 def chunk_bounds(n: int, chunk_size: int | None) -> list[tuple[int, int]]:
@@ -60,7 +99,7 @@ def intervention_chunk(
     multi: Mapping[str, torch.Tensor],
     phot: Mapping[str, torch.Tensor],
     reference: Mapping[str, torch.Tensor],
-    block: int,
+    block: int | Sequence[int],
     *,
     methods: Sequence[str] = ("zero", "mean", "resample"),
     seed: int = 0,
@@ -68,7 +107,8 @@ def intervention_chunk(
     start: int = 0,
     site_profile: bool | None = None,
 ) -> xr.Dataset:
-    """Expected redshift of one catalogue chunk with each head of ``block`` intervened.
+    """Expected redshift of one catalogue chunk with each head of ``block`` intervened (a list of
+    blocks: every head of each, all in one sweep per method, with a ``block`` dimension).
 
     The unit of work of the head study: chunks are independent, so they run anywhere
     (``scimech.run.parallel.map_units``) and are concatenated along ``sample``.
@@ -90,7 +130,9 @@ def intervention_chunk(
         holds what the verbs assumed about the model at the head sites, measured after them on
         the first batch they ran per input signature (:func:`~astro.measures.assumptions.measure_site_profile`).
     """
-    sites = adapter.head_sites(block)
+    blocks, several = _blocks(block)
+    per_block = [adapter.head_sites(b) for b in blocks]
+    sites = [s for ss in per_block for s in ss]
     metric = adapter.z_metric()
     model, fwd = adapter.model, adapter.forward
     batch_size = rows_per_pass(multi, batch_size)  # galaxies (rows) per forward pass: bounded tokens
@@ -147,7 +189,12 @@ def intervention_chunk(
     zs_phot.append(np.broadcast_to(phot_base, zs[-1].shape))
     z_multi = pt["clean"].values if base is None else base
     n = len(z_multi)
-    attrs = {"block": block, "seed": seed, "chunk_start": start, "description": "per-head interventions, one chunk"}
+    attrs = {
+        "block": blocks if several else blocks[0],
+        "seed": seed,
+        "chunk_start": start,
+        "description": "per-head interventions, one chunk",
+    }
     if (start == 0) if site_profile is None else site_profile:
         attrs[ATTR] = measure_site_profile(
             model,
@@ -155,15 +202,23 @@ def intervention_chunk(
             sites,
             fwd,
         )
+    nh = len(per_block[0])
+    if several:
+        zs = [z.reshape(len(blocks), nh, -1) for z in zs]
+        zs_phot = [z.reshape(len(blocks), nh, -1) for z in zs_phot]
+        head_dims: tuple[str, ...] = ("block", "head")
+        extra = dict(block=blocks, site=(head_dims, np.array(per_block, dtype=object).reshape(len(blocks), nh)))
+    else:
+        head_dims, extra = ("head",), dict(site=("head", sites))
     return xr.Dataset(
         {
             "z_ablated": (
-                ("intervention", "head", "sample"),
+                ("intervention", *head_dims, "sample"),
                 np.stack(zs),
                 {"description": "expected z, photometry + image, with the head intervened"},
             ),
             "z_ablated_phot": (
-                ("intervention", "head", "sample"),
+                ("intervention", *head_dims, "sample"),
                 np.stack(zs_phot),
                 {"description": "expected z, photometry only, with the head intervened alike"},
             ),
@@ -177,9 +232,9 @@ def intervention_chunk(
         },
         coords=dict(
             intervention=[*methods, "patch"],
-            head=np.arange(len(sites)),
+            head=np.arange(nh),
             sample=np.arange(start, start + n),
-            site=("head", sites),
+            **extra,
         ),
         attrs=attrs,
     )
@@ -211,7 +266,21 @@ def summarise_interventions(
     * ``advantage_left``: ``(mean|dz|_phot - mean|dz|_intervened) / (mean|dz|_phot - mean|dz|_multi)``
       (the multimodal run intervened against the untouched photometry-only run; 1: intact,
       <= 0: removed).
+
+    With a ``block`` dimension (every block's heads), each block is summarised alike and the
+    effects gain that dimension.
     """
+    if "block" in raw.dims:
+        parts = [
+            summarise_interventions(raw.sel(block=b), z, populations, n_bootstrap=n_bootstrap, seed=seed)
+            for b in raw["block"].values
+        ]
+        out = xr.concat(parts, "block", data_vars="all", coords="different", compat="equals", join="override")
+        for v in ("z_multi", "z_phot", "z_phot_base"):
+            if v in out and "block" in out[v].dims:
+                out[v] = out[v].isel(block=0, drop=True)
+        out.attrs = dict(parts[0].attrs, blocks=[int(b) for b in raw["block"].values])
+        return out
     if raw.sizes["sample"] != len(z) or not np.array_equal(raw["sample"].values, np.arange(len(z))):
         raise DataValidationError(
             f"intervention chunks cover samples {raw['sample'].values[:3]}... "
@@ -261,7 +330,7 @@ def summarise_interventions(
     out["advantage_lost_high"] = (dims, lost[..., 2], {"description": "95% percentile bootstrap bound"})
     out["advantage_left"] = (dims, left, {"description": "fraction of the multimodal advantage left"})
     out = out.assign_coords(sample=np.arange(len(z)))
-    out.attrs = {k: raw.attrs[k] for k in ("block", "seed") if k in raw.attrs}
+    out.attrs = {k: raw.attrs[k] for k in ("block", "seed") if k in raw.attrs and np.ndim(raw.attrs[k]) == 0}
     out.attrs.update(
         n_bootstrap=int(n_bootstrap),
         description=(
@@ -309,7 +378,7 @@ def head_interventions(
 def intervention_chunks(
     adapter: AIONRedshift,
     inp: StudyInputs,
-    block: int,
+    block: int | Sequence[int],
     *,
     methods: Sequence[str] = ("zero", "mean", "resample"),
     seed: int = 0,
