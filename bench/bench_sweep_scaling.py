@@ -10,7 +10,8 @@ download (random weights from a ``GPT2Config``, the model of :mod:`bench.bench_r
 Options: ``--device cuda`` runs every tool's model and inputs on that device (and checks the
 largest sweep against a naive loop on the CPU); ``--sizes 1 2`` and ``--rounds 1`` make a
 short run, ``--verbs ablation`` one sweep only; ``--out DIR`` writes ``DIR/sweep_scaling.md`` and ``DIR/sweep_scaling.json``
-instead of bench/results/sweep_scaling.md (``scripts/device_check.sh`` uses all four).
+instead of bench/results/sweep_scaling.md (``scripts/device_check.sh`` uses all four); ``--passes`` prints
+only where the CPU seconds of one ``patching_sweep`` at the largest size go (each forward pass, and the rest).
 
 Each tool does the same work at each size: the clean and corrupted (or unablated) reference
 runs, then one changed run per site (a head's slice of the input of ``attn.c_proj`` set to
