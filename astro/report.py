@@ -4,6 +4,7 @@ the model's competence first (:mod:`astro.competence`), the plain list of which 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -227,6 +228,11 @@ def _assumptions(rep: Report, res: dict) -> None:
         )
         return
     table, line = site_profile_table(ds)
+    profiled = sorted({int(m) for m in re.findall(r"encoder\.(\d+)\.", " ".join(map(str, ds["site"].values)))})
+    if profiled and "interventions" in res:  # which blocks' sites the profile watched (the first unit's)
+        line += (
+            f" Profiled at the head sites of block{'s' if len(profiled) > 1 else ''} {', '.join(map(str, profiled))}."
+        )
     rep.text(
         f"{ASSUMED}\n\nThe head ablations and patching of {_blocks_text(res)} rest on these "
         "facts about the model at the sites they intervened on (`scimech.profile`): calls per forward pass, "
