@@ -18,7 +18,7 @@ from aion.codecs import ImageCodec
 from aion.fourm import fm
 from aion.fourm.modality_info import MODALITY_INFO
 
-from astro import files
+from astro import files, measures
 from astro.catalog import read_legacy_survey
 from astro.measures import probes, study_inputs
 from astro.models import aion as aion_adapter
@@ -126,6 +126,10 @@ def test_the_study_runs_on_the_folder_and_reports_every_head(folder, tmp_path):
     res = files.load_study(out / "study")
     blk = int(res["interventions"].attrs["block"])
     assert 0 <= blk < 2
+    # no --block: every block's heads were studied; the findings read the block the probes chose
+    for name in ("head_probes", "radial", "interventions", "bias"):
+        assert res[name]["block"].values.tolist() == [0, 1], name
+    res = measures.at_block(res, blk)
     for name in ("head_probes", "radial", "interventions"):
         np.testing.assert_array_equal(res[name]["head"].values, np.arange(4))  # tiny: 4 heads
         assert list(res[name]["site"].values) == [aion_adapter.head_site(blk, h) for h in range(4)]
