@@ -176,14 +176,21 @@ def planted_findings(
     planted = {2: rows[1].recovered, 3: rows[0].recovered}
     if int(res["interventions"].attrs.get("planted_block", -1)) == 0:
         planted[1] = None if fnd[1]["verdict"] == "NOT ASSESSED" else fnd[1]["verdict"] == "REPRODUCED"
+    iv = res["interventions"].attrs
+    pb, studied = int(iv.get("planted_block", -1)), int(iv.get("block", -1))
     out = {}
     for i, recovered in sorted(planted.items()):
         own = fnd[i]["verdict"]
         differs = recovered is not None and own != "NOT ASSESSED" and (own == "REPRODUCED") != recovered
-        out[i] = (
-            recovered,
-            f"; the reference's whole claim, with what was not planted in this model, is {own} here" if differs else "",
+        note = (
+            f"; the reference's whole claim, with what was not planted in this model, is {own} here" if differs else ""
         )
+        if i in (2, 3) and pb != studied:  # the verdict and the evidence above read different blocks: say so
+            note += (
+                f"; the verdict is the planted-truth row's, on the head planted in block {pb} (recovery.txt), "
+                f"while the evidence above reads block {studied}, the layer probes' block"
+            )
+        out[i] = (recovered, note)
     return out
 
 

@@ -47,3 +47,16 @@ def test_the_head_study_finds_both_planted_heads_of_the_shipped_planted_standin(
     assert rows[0].ci_low > 0
     assert rows[1].ci_low == rows[1].ci_high == 0.0
     assert recovery.recovery_line(rows).startswith("astro planted truth: 2 of 2 recovered (image head block0.h1")
+
+
+@pytest.mark.slow  # reuses the study above
+def test_a_planted_finding_says_which_block_its_verdict_and_its_evidence_read(shipped_planted_study):
+    _, res = shipped_planted_study
+    studied = int(res["interventions"].attrs["block"])
+    notes = recovery.planted_findings(res)
+    assert notes[2][0] and notes[3][0]  # findings 3 and 4: recovered from the planted-truth rows
+    for i in (2, 3):
+        if studied != 0:  # the layer probes chose another block than the planted one: the note says so
+            assert f"planted in block 0 (recovery.txt), while the evidence above reads block {studied}" in notes[i][1]
+        else:
+            assert "while the evidence above reads" not in notes[i][1]
