@@ -23,7 +23,7 @@ from scimech.studies.verdicts import Finding, PlantedTruthRow, planted_wording, 
 from scimech.studies.verdicts import recovery_line as shared_recovery_line
 
 from .findings import ci_text, colour_heads, findings, head_effects
-from .measures import at_block
+from .measures import HEAD_STUDY, at_block
 
 __all__ = [
     "planted_recovery",
@@ -59,9 +59,9 @@ def planted_block(res: Mapping[str, xr.Dataset]) -> dict[str, xr.Dataset]:
     """The head study read in the block the heads were planted in (:func:`astro.measures.at_block`), where
     the study covered it (every block by default); otherwise as it is (``--block`` named another block:
     the rows then say which block was studied)."""
-    iv = res["interventions"]
-    pb = int(iv.attrs["planted_block"])
-    if "block" in iv.dims and pb in iv["block"].values:
+    pb = int(res["interventions"].attrs["planted_block"])
+    studied = [res[n] for n in HEAD_STUDY if n in res and "block" in res[n].dims]
+    if studied and all(pb in ds["block"].values for ds in studied):  # each part read where it has blocks
         return at_block(res, pb)
     return dict(res)
 
