@@ -37,7 +37,9 @@ CLI_SIZES = [
     "--chunk-size",
     "12",
 ]
-N_CHUNKS = 4
+N_CHUNKS = 4  # 48 test galaxies in chunks of 12, in each encoder block
+N_BLOCKS = 3  # the stand-in's encoder blocks: the head study covers every block, one unit per block and chunk
+N_UNITS = N_CHUNKS * N_BLOCKS
 # Every unit runs single-threaded (astro.units), so the samples, the trained model and the
 # intervention chunks are bit-identical wherever they ran. The steps the calling process runs
 # (recording, probes, metrics) may use another thread count there (the CLI takes up to 2 torch
@@ -76,7 +78,11 @@ def test_serial_run_has_the_expected_units(serial):
     root, res = serial
     keys = UnitStore(root / "serial" / "units").keys()
     chunks = [k for k in keys if k.startswith("interventions/")]
-    assert {"synth/train", "synth/test", "train"} <= set(keys) and len(chunks) == N_CHUNKS
+    assert {"synth/train", "synth/test", "train"} <= set(keys) and len(chunks) == N_UNITS
+    assert res["interventions"]["block"].values.tolist() == list(range(N_BLOCKS))
+    # every block's chunks tile the same rows
+    by_block = {b: sorted(k.split("/")[2] for k in chunks if k.split("/")[1] == f"block={b}") for b in range(N_BLOCKS)}
+    assert all(len(rows) == N_CHUNKS and rows == by_block[0] for rows in by_block.values()), by_block
     # the chunks tile the test set: 48 galaxies, every one intervened on once
     assert res["interventions"].sizes["sample"] == 48
     assert np.isfinite(res["interventions"]["z_ablated"].values).all()
@@ -105,13 +111,13 @@ def test_sigkill_then_rerun_redoes_only_unfinished_units(serial):
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     before = store.keys()
-    assert 1 <= len(chunks_done()) < N_CHUNKS, before  # really killed mid-way
+    assert 1 <= len(chunks_done()) < N_UNITS, before  # really killed mid-way
     assert not (out / "study").exists()  # nothing that looks like a finished study
     stamps = {k: store.path(k, "nc" if k.startswith("interventions/") else "json").stat().st_mtime_ns for k in before}
     rerun = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     assert "Report:" in rerun.stdout
-    assert len(chunks_done()) == N_CHUNKS
+    assert len(chunks_done()) == N_UNITS
     for k, t in stamps.items():  # finished units were not redone
         path = store.path(k, "nc" if k.startswith("interventions/") else "json")
         assert path.stat().st_mtime_ns == t, k
