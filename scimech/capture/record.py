@@ -365,7 +365,8 @@ def _whole(x: torch.Tensor) -> bool:
     that): kept without a copy, it holds no more memory than its own."""
     if x.untyped_storage().nbytes() != x.numel() * x.element_size():
         return False
-    return x.permute(sorted(range(x.dim()), key=lambda d: -x.stride(d))).is_contiguous()
+    strides = x.stride()
+    return x.permute(sorted(range(x.dim()), key=lambda d: -strides[d])).is_contiguous()
 
 
 class _Watch(NamedTuple):
@@ -678,8 +679,13 @@ class _Recording:
         if self.rows is not None and self.n == 0 and n < self.rows:
             self.filled = {s: np.empty((self.rows, *a.shape[1:]), a.dtype) for s, a in arrays.items()}
         if self.filled is not None:
-            fits = self.n + n <= self.rows and all(
-                a.shape[1:] == self.filled[s].shape[1:] and a.dtype == self.filled[s].dtype for s, a in arrays.items()
+            fits = (
+                self.rows is not None
+                and self.n + n <= self.rows
+                and all(
+                    a.shape[1:] == self.filled[s].shape[1:] and a.dtype == self.filled[s].dtype
+                    for s, a in arrays.items()
+                )
             )
             if fits:
                 for s, a in arrays.items():
