@@ -14,54 +14,98 @@ import matplotlib.ticker as mticker  # noqa: E402
 import numpy as np  # noqa: E402
 import xarray as xr  # noqa: E402
 
+from . import constants  # noqa: E402
+
 __all__ = ["z_scatter", "metrics_by_population", "layer_curves", "head_heatmap", "radial_maps", "dz_vs_av"]
 
 
-def z_scatter(pred: xr.Dataset, modes=("photometry", "multimodal", "template")):
-    """z_true vs z_pred per mode."""
-    fig, axes = plt.subplots(1, len(modes), figsize=(3.6 * len(modes), 3.4), sharey=True)
+#: the names a photo-z astronomer reads, per prediction of ``predictions.nc``
+MODE_NAMES = {
+    "photometry": "photometry-only",
+    "multimodal": "multimodal",
+    "template": "template fit",
+    "colour_knn": "colour kNN",
+}
+#: the probe targets in the names of the field
+TARGET_NAMES = {"a_v": "A_V", "z": "z", "z_template": "z (template fit)"}
+
+
+def _sigma_nmad(dz: np.ndarray) -> float:
+    """``1.4826 median|dz - median dz|`` (:func:`astro.photoz.sigma_nmad`) of the finite ``dz``."""
+    dz = dz[np.isfinite(dz)]
+    return float(constants.NMAD_SCALE * np.median(np.abs(dz - np.median(dz)))) if dz.size else float("nan")
+
+
+def z_scatter(pred: xr.Dataset, modes=("photometry", "multimodal", "template", "colour_knn")):
+    """Photometric redshift against the true (spectroscopic) redshift, one panel per prediction (the dissected
+    model's two modes and the yardsticks that ``pred`` holds), each titled with its sigma_NMAD of
+    ``dz = (z_phot - z_spec) / (1 + z_spec)``; dashes: z_phot = z_spec; dotted: the |dz| = 0.15 outlier bounds."""
+    modes = [m for m in modes if m in pred]
+    fig, axes = plt.subplots(1, len(modes), figsize=(3.2 * len(modes), 3.4), sharey=True, squeeze=False)
     zt = pred["z_true"].values
-    for ax, m in zip(np.atleast_1d(axes), modes):
-        ax.scatter(zt, pred[m].values, s=3, alpha=0.4)
-        ax.plot([0, 1], [0, 1], "k--", lw=0.8)
-        ax.set(xlabel="z true", title=m, xlim=(0, 1), ylim=(0, 1))
-    np.atleast_1d(axes)[0].set_ylabel("z predicted")
+    top = float(np.nanmax([np.nanmax(zt), *(np.nanmax(pred[m].values) for m in modes)]))
+    top = max(1.0, np.ceil(top * 10) / 10)
+    line = np.array([0.0, top])
+    for ax, m in zip(axes[0], modes):
+        zp = pred[m].values
+        ax.scatter(zt, zp, s=3, alpha=0.4)
+        ax.plot(line, line, "k--", lw=0.8)
+        for sign in (1, -1):
+            ax.plot(line, line + sign * constants.PHOTOZ_OUTLIER_DZ * (1 + line), "k:", lw=0.6)
+        name = MODE_NAMES.get(m, m)
+        ax.set(xlabel="z_spec (true)", xlim=(0, top), ylim=(0, top))
+        ax.set_title(f"{name}\nsigma_NMAD {_sigma_nmad((zp - zt) / (1 + zt)):.3f}", fontsize=10)
+    axes[0, 0].set_ylabel("z_phot (predicted)")
     fig.tight_layout()
     return fig
 
 
-def metrics_by_population(adv: xr.Dataset, metric: str = "sigma_nmad", modes=("photometry", "multimodal", "template")):
-    """Bars of a metric per population and mode with bootstrap intervals."""
+def metrics_by_population(
+    adv: xr.Dataset, metric: str = "sigma_nmad", modes=("photometry", "multimodal", "template", "colour_knn")
+):
+    """Bars of a photo-z metric per population and prediction (the dissected model's two modes and the
+    yardsticks ``adv`` holds), error bars the 95% bootstrap intervals of ``adv``."""
+    modes = [m for m in modes if m in adv["mode"].values]
     pops = list(adv.population.values)
-    fig, ax = plt.subplots(figsize=(6.5, 3.4))
+    fig, ax = plt.subplots(figsize=(7.5, 3.4))
     w = 0.8 / len(modes)
     for i, m in enumerate(modes):
         v = adv["value"].sel(mode=m, metric=metric).values
         lo = adv["ci_low"].sel(mode=m, metric=metric).values
         hi = adv["ci_high"].sel(mode=m, metric=metric).values
         x = np.arange(len(pops)) + (i - (len(modes) - 1) / 2) * w
-        ax.bar(x, v, w, label=m, yerr=[np.clip(v - lo, 0, None), np.clip(hi - v, 0, None)], capsize=2)
+        yerr = [np.clip(v - lo, 0, None), np.clip(hi - v, 0, None)]
+        ax.bar(x, v, w, label=MODE_NAMES.get(m, m), yerr=yerr, capsize=2)
     ax.set_xticks(np.arange(len(pops)), pops)
-    ax.set_ylabel(metric)
-    ax.legend(fontsize=8)
+    ax.set_xlabel("test galaxies")
+    names = {
+        "sigma_nmad": "sigma_NMAD of dz",
+        "outlier_fraction": f"outlier fraction (|dz| > {constants.PHOTOZ_OUTLIER_DZ})",
+    }
+    ax.set_ylabel(names.get(metric, metric) + "\n(bars: 95% bootstrap interval)")
+    ax.legend(fontsize=8, ncol=len(modes), loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False)
     fig.tight_layout()
     return fig
 
 
 def layer_curves(layers: xr.Dataset):
-    """Probe R2 of z and A_V per encoder block, both modes."""
-    fig, axes = plt.subplots(1, 2, figsize=(7.5, 3.2))
-    for ax, t in zip(axes, layers.target.values):
+    """Cross-validated probe R2 of z and A_V per encoder block, both modes, with the 95% bootstrap
+    intervals where ``layers`` has them (``score_low`` / ``score_high``)."""
+    fig, axes = plt.subplots(1, len(layers.target), figsize=(3.8 * len(layers.target), 3.2), squeeze=False)
+    for ax, t in zip(axes[0], layers.target.values):
         for m in layers.mode.values:
-            ax.plot(layers.layer, layers["score"].sel(mode=m, target=t), "o-", label=m)
-        ax.set(xlabel="encoder block", ylabel="probe R2", title=str(t))
+            line = ax.plot(layers.layer, layers["score"].sel(mode=m, target=t), "o-", label=MODE_NAMES.get(m, m))
+            if "score_low" in layers and "score_high" in layers:
+                lo, hi = layers["score_low"].sel(mode=m, target=t), layers["score_high"].sel(mode=m, target=t)
+                ax.fill_between(layers.layer, lo, hi, color=line[0].get_color(), alpha=0.2, lw=0)
+        ax.set(xlabel="encoder block", ylabel="probe R2 (cross-validated)", title=TARGET_NAMES.get(str(t), str(t)))
         ax.set_xticks(layers.layer.values)
-    axes[0].legend(fontsize=8)
+    axes[0, 0].legend(fontsize=8)
     fig.tight_layout()
     return fig
 
 
-def head_heatmap(hp: xr.Dataset, iv: xr.Dataset | None = None, population: str = "dusty"):
+def head_heatmap(hp: xr.Dataset, iv: xr.Dataset | None = None, population: str = "dusty", effect: str = "share"):
     """Heads of each encoder block in two panels, each on its own colour scale and colour bar; one row
     of panels per block when the head study covered several (a ``block`` dimension), the scales shared
     by every row so blocks compare.
@@ -74,7 +118,16 @@ def head_heatmap(hp: xr.Dataset, iv: xr.Dataset | None = None, population: str =
     symmetric about it, linear within +-1 and logarithmic beyond (an ablation that leaves
     -5 of the advantage does not wash out the rest). Missing values (NaN, e.g. no advantage
     to lose) are grey.
+
+    ``effect="lost"``: the right panel shows instead the advantage lost in mean|dz|
+    (``iv["advantage_lost"]``: the advantage minus the advantage with the head intervened in both
+    modes) on ``population``, on a linear scale symmetric about 0, a ``*`` after the value where its
+    95% bootstrap interval (``advantage_lost_low`` / ``_high``) excludes 0. A share of the advantage
+    divides by the advantage itself; where that is compatible with 0 the share is noise, the
+    difference is not.
     """
+    if effect not in ("share", "lost"):
+        raise ValueError(f"head_heatmap: effect must be 'share' or 'lost', got {effect!r}.")
     several = "block" in hp.dims
     blocks = [int(b) for b in hp["block"].values] if several else [hp.attrs.get("block")]
     heads = hp["head"].values
@@ -96,7 +149,28 @@ def head_heatmap(hp: xr.Dataset, iv: xr.Dataset | None = None, population: str =
             cbar="probe R2 (cross-validated)\n1: perfect, <= 0: no signal",
         )
     ]
-    if iv is not None:
+    if iv is not None and effect == "lost":
+        sel = iv.sel(population=population)
+        lost = rows(sel, "advantage_lost", ("head", "intervention"))
+        low = rows(sel, "advantage_lost_low", ("head", "intervention"))
+        high = rows(sel, "advantage_lost_high", ("head", "intervention"))
+        top = float(np.nanmax(np.abs(lost))) if np.isfinite(lost).any() else 0.0
+        top = top if top > 0 else 1.0
+        panels.append(
+            dict(
+                data=lost,
+                marks=(low > 0) | (high < 0),
+                labels=[str(m) for m in iv.intervention.values],
+                xlabel="intervention",
+                title=f"Advantage lost ({population} galaxies)",
+                cmap="RdBu_r",
+                lims=(-top, top),
+                norm=None,
+                fmt="{:.4f}",
+                cbar="advantage lost (mean|dz|)\n0: no effect; *: 95% interval excludes 0",
+            )
+        )
+    elif iv is not None:
         effect = 1.0 - rows(iv.sel(population=population), "advantage_left", ("head", "intervention"))
         half = np.nanmax(np.abs(effect)) if np.isfinite(effect).any() else 0.0
         half = half if half > 0 else 1.0
@@ -124,26 +198,29 @@ def head_heatmap(hp: xr.Dataset, iv: xr.Dataset | None = None, population: str =
     )
     for row, block in enumerate(blocks):
         for ax, p in zip(axes[row], panels):
-            _head_panel(fig, ax, p, p["data"][row], last=row == len(blocks) - 1, first=row == 0)
+            _head_panel(fig, ax, p, p["data"][row], last=row == len(blocks) - 1, first=row == 0, row=row)
         axes[row, 0].set_yticks(range(len(heads)), [str(h) for h in heads])
         axes[row, 0].set_ylabel("head" + (f" (encoder block {block})" if block is not None else ""))
     return fig
 
 
-def _head_panel(fig, ax, p: dict, data: np.ndarray, *, last: bool = True, first: bool = True) -> None:
-    """One panel of :func:`head_heatmap`: the values written in their cells, its colour bar."""
+def _head_panel(fig, ax, p: dict, data: np.ndarray, *, last: bool = True, first: bool = True, row: int = 0) -> None:
+    """One panel of :func:`head_heatmap`: the values written in their cells (``p["fmt"]``, a ``*`` where
+    ``p["marks"]`` of the block ``row`` is set), its colour bar."""
     cmap = plt.get_cmap(p["cmap"]).with_extremes(bad="0.85")
     lims = dict(vmin=p["lims"][0], vmax=p["lims"][1]) if p["norm"] is None else dict(norm=p["norm"])
     im = ax.imshow(data, cmap=cmap, aspect="auto", **lims)
     ax.set_xticks(range(len(p["labels"])), p["labels"], rotation=45, ha="right", fontsize=8)
     ax.set(xlabel=p["xlabel"], title=p["title"])
+    fmt, marks = p.get("fmt", "{:.2f}"), p.get("marks")
     for (i, j), v in np.ndenumerate(data):
         rgb = np.asarray(im.cmap(im.norm(v))[:3]) if np.isfinite(v) else np.ones(3)
         dark = float(rgb @ [0.299, 0.587, 0.114]) < 0.5
+        mark = "*" if marks is not None and bool(marks[row][i, j]) else ""
         ax.text(
             j,
             i,
-            f"{v:.2f}" if np.isfinite(v) else "n/a",
+            _no_negative_zero(fmt.format(v)) + mark if np.isfinite(v) else "n/a",
             ha="center",
             va="center",
             fontsize=7,
@@ -159,6 +236,11 @@ def _head_panel(fig, ax, p: dict, data: np.ndarray, *, last: bool = True, first:
         cbar.set_ticks(sorted(set(ticks) | ({-half, half} if half > 1.25 else set())))
         cbar.ax.yaxis.set_major_formatter(mticker.FuncFormatter(lambda v, _: f"{v:.2g}"))
         cbar.ax.yaxis.set_minor_locator(mticker.NullLocator())
+
+
+def _no_negative_zero(text: str) -> str:
+    """``"-0.00"`` (a value that rounds to 0 from below) written ``"0.00"``."""
+    return text[1:] if text.startswith("-") and not text.strip("-0.") else text
 
 
 def _lims(values: np.ndarray) -> tuple[float, float]:
