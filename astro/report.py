@@ -398,4 +398,30 @@ def _assumptions(rep: Report, res: dict) -> None:
         "(declared or inferred), whether the rows are independent galaxies, whether two unchanged passes "
         "agree, whether the forward needs autograd and whether the model writes into the site's output. " + line
     )
-    rep.table(table, caption="What the verbs assumed, per input signature they ran and site intervened on", index=False)
+    rep.table(
+        _narrow_profile(table),
+        caption="What the verbs assumed, per input signature they ran and site intervened on",
+        index=False,
+    )
+
+
+def _narrow_profile(table: pd.DataFrame) -> pd.DataFrame:
+    """The profile table in at most :data:`scimech.studies.report.MAX_COLUMNS` columns, so every row keeps its
+    run and site: the calls with their shape, the dtype with its tolerance, the three yes/no facts in one column."""
+    t = table.copy()
+    if {"calls per pass", "shape of each call"} <= set(t.columns):
+        t.insert(
+            t.columns.get_loc("calls per pass"),
+            "calls per pass x shape",
+            [f"{c} x ({s})" for c, s in zip(t.pop("calls per pass"), t.pop("shape of each call"))],
+        )
+    if {"dtype", "tolerance"} <= set(t.columns):
+        t.insert(
+            t.columns.get_loc("dtype"),
+            "dtype (tolerance)",
+            [f"{d} ({tol})" for d, tol in zip(t.pop("dtype"), t.pop("tolerance"))],
+        )
+    flags = [c for c in ("repeatable", "needs grad", "in place") if c in t.columns]
+    if len(flags) > 1:
+        t[" / ".join(flags)] = [" / ".join(map(str, row)) for row in zip(*(t.pop(c) for c in flags))]
+    return t

@@ -10,12 +10,14 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 import xarray as xr  # noqa: E402
 from scipy.stats import median_abs_deviation  # noqa: E402
 
 from astro import plots  # noqa: E402
 from astro import report as astro_report  # noqa: E402
+from scimech.studies.report import MAX_COLUMNS  # noqa: E402
 
 from .test_planted import PLANTED, constructed_result  # noqa: E402
 
@@ -161,3 +163,22 @@ def test_a_planted_finding_reads_one_verdict_and_the_reference_claim_apart():
     three = next(k for k, line in enumerate(lines) if "one head encodes colours" in line)
     assert lines[three].startswith("- **RECOVERED (planted)**") and "reproduced" not in lines[three].lower()
     assert lines[three + 1].startswith("  - The reference's whole claim") and "**NOT reproduced**" in lines[three + 1]
+
+
+def test_the_profile_table_fits_one_table_with_every_row_named():
+    cols = ["run", "site", "calls per pass", "shape of each call", "head's units", "dtype", "tolerance", "layout"]
+    cols += ["samples", "repeatable", "needs grad", "in place"]
+    row = ["multimodal", "encoder.0.attn.heads[1]", 1, "150 x 44 x 32", "8-15 of 32", "float32", 1e-05, "bpf"]
+    row += ["rows independent", "yes", "no", "no"]
+    narrow = astro_report._narrow_profile(pd.DataFrame([row], columns=cols))
+    assert narrow.shape[1] <= MAX_COLUMNS  # one table: no part 2 without its run and site
+    assert narrow.iloc[0].tolist() == [
+        "multimodal",
+        "encoder.0.attn.heads[1]",
+        "1 x (150 x 44 x 32)",
+        "8-15 of 32",
+        "float32 (1e-05)",
+        "bpf",
+        "rows independent",
+        "yes / no / no",
+    ]
