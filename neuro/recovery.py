@@ -33,8 +33,11 @@ estimate's sign or value alone.
 Every row's measure recovers the planted value when the "model" is the simulator itself
 (``tests/neuro/test_recovery_measures_on_truth.py``): its own output on the same windows, an
 independent recording of the same circuit, and the simulator forked at each window's context end
-(the recorded fish's exact state, fresh noise: the best forecast of a noisy fish). A row the study
-misses is the model's failure, not its measure's.
+(the recorded fish's exact state, fresh noise: the best forecast of a noisy fish). The study shows
+the last beside its discovered model: the tables take the perfect forecaster's rows
+(:func:`neuro.ceiling.perfect_forecaster`) as ``ceiling``, a column of its own verdicts and
+intervals, and the summary line says how many rows it recovers. A row the discovered model misses
+and the perfect forecaster recovers is the model's failure, not its measure's.
 """
 
 from __future__ import annotations
@@ -58,7 +61,15 @@ from scimech.studies.verdicts import (
 from .faithfulness import FREQ_BAND, TAIL_BEAT_AMPLITUDE_MIN, tail_beat_scores
 from .sim.analysis import beat_amplitude, beat_frequency, phase_difference
 
-__all__ = ["planted_truth", "summary_line", "format_table", "report_table", "truth_frame", "recovery_text"]
+__all__ = [
+    "planted_truth",
+    "summary_line",
+    "ceiling_phrase",
+    "format_table",
+    "report_table",
+    "truth_frame",
+    "recovery_text",
+]
 
 EDGE_AUROC_MIN = 0.75  # lower bound of the interval: clearly better than chance (0.5)
 SIGN_ACCURACY_MIN = 0.7  # lower bound: most true connections have the right sign
@@ -349,11 +360,34 @@ def _fmt(v):
     return str(v)
 
 
-def summary_line(rows: list[PlantedTruthRow], label: str = "neuro") -> str:
+def _matched(rows: list[PlantedTruthRow], ceiling: list[PlantedTruthRow] | None) -> list[PlantedTruthRow | None]:
+    """The ceiling's row of each of ``rows`` (by property), ``None`` where it has none."""
+    by = {r.truth: r for r in ceiling or []}
+    return [by.get(r.truth) for r in rows]
+
+
+def ceiling_phrase(rows: list[PlantedTruthRow], ceiling: list[PlantedTruthRow]) -> str:
+    """``a perfect forecaster: 7 of 7, the measurements can see every row`` (or which rows it misses
+    too: those cannot tell the model's failure from the measure's), over the rows of ``rows``."""
+    paired = [(r, c) for r, c in zip(rows, _matched(rows, ceiling)) if r.counted]
+    k = sum(c is not None and c.recovered is True for _, c in paired)
+    n = sum(c is not None and c.recovered is not None for _, c in paired)
+    head = f"a perfect forecaster: {k} of {n}"
+    if k == n == len(paired):
+        return f"{head}, the measurements can see every row"
+    blind = [r.truth for r, c in paired if c is None or c.recovered is not True]
+    return f"{head}; it misses {', '.join(blind)} too: there a miss is no evidence against the model"
+
+
+def summary_line(
+    rows: list[PlantedTruthRow], label: str = "neuro", ceiling: list[PlantedTruthRow] | None = None
+) -> str:
     """``neuro planted truth: K of N recovered (edges 0.99 [0.98, 1.00]; ...)``
     (:func:`scimech.studies.contract.recovery_line`): N counts the rows that could be assessed; a row whose
-    estimate or interval is not a number is marked NOT ASSESSED."""
-    parts = []
+    estimate or interval is not a number is marked NOT ASSESSED. With ``ceiling`` (the perfect
+    forecaster's rows, :func:`neuro.ceiling.perfect_forecaster`) the detail opens with ``discovered
+    model; a perfect forecaster: 7 of 7, the measurements can see every row``."""
+    parts = ["discovered model", ceiling_phrase(rows, ceiling)] if ceiling is not None else []
     for r in rows:
         beats = _BEATS.search(r.measure or "")
         if r.recovered is False and beats and not finite(r.estimate):  # a free run with no beat to read
@@ -370,10 +404,20 @@ _BEATS = re.compile(r"over the (\d+) of (\d+) windows whose free run beats")
 
 
 _HEAD = ["property", "truth", "found", "95% interval", "criterion", "verdict", "what"]
+CEILING_COLUMN = "perfect forecaster"  # the column of the simulator forked at each window (neuro.ceiling)
 
 
-def _body(rows: list[PlantedTruthRow]) -> list[list[str]]:
-    return [
+def _ceiling_cell(c: PlantedTruthRow | None) -> str:
+    """``RECOVERED: 0.486 [0.473, 0.493]`` (the verdict first: the row's own verdict stays the
+    only verdict word with a blank after it on the row's line of ``recovery.txt``)."""
+    if c is None:
+        return "not measured"
+    cell = f"{c.verdict}: {_fmt(c.estimate)} [{_fmt(c.ci_low)}, {_fmt(c.ci_high)}]"
+    return f"{cell}, {c.found}" if c.found else cell
+
+
+def _body(rows: list[PlantedTruthRow], ceiling: list[PlantedTruthRow] | None = None) -> list[list[str]]:
+    body = [
         [
             r.truth,
             _fmt(r.planted),
@@ -385,26 +429,40 @@ def _body(rows: list[PlantedTruthRow]) -> list[list[str]]:
         ]
         for r in rows
     ]
+    if ceiling is not None:
+        for line, c in zip(body, _matched(rows, ceiling)):
+            line.insert(6, _ceiling_cell(c))
+    return body
 
 
-def format_table(rows: list[PlantedTruthRow]) -> str:
-    """A plain-text table of :func:`planted_truth` (one row per planted property)."""
-    return text_table(_HEAD, _body(rows))
+def _head(ceiling) -> list[str]:
+    return _HEAD if ceiling is None else [*_HEAD[:6], CEILING_COLUMN, _HEAD[6]]
 
 
-def report_table(rows: list[PlantedTruthRow]) -> pd.DataFrame:
+def format_table(rows: list[PlantedTruthRow], ceiling: list[PlantedTruthRow] | None = None) -> str:
+    """A plain-text table of :func:`planted_truth` (one row per planted property), with the perfect
+    forecaster's verdict and interval beside the verdict when ``ceiling`` is given."""
+    return text_table(_head(ceiling), _body(rows, ceiling))
+
+
+def report_table(rows: list[PlantedTruthRow], ceiling: list[PlantedTruthRow] | None = None) -> pd.DataFrame:
     """The table of :func:`format_table` as a DataFrame of the same text cells, for the report."""
-    return pd.DataFrame(_body(rows), columns=_HEAD).set_index("property")
+    return pd.DataFrame(_body(rows, ceiling), columns=_head(ceiling)).set_index("property")
 
 
-def recovery_text(rows: list[PlantedTruthRow]) -> str:
-    """``recovery.txt``: the summary line, a blank line, the table."""
-    return f"{summary_line(rows)}\n\n{format_table(rows)}\n"
+def recovery_text(rows: list[PlantedTruthRow], ceiling: list[PlantedTruthRow] | None = None, note: str = "") -> str:
+    """``recovery.txt``: the summary line, a blank line, the table (with the perfect forecaster's
+    column when ``ceiling`` is given); ``note`` (why there is no such column) after a blank line."""
+    text = f"{summary_line(rows, ceiling=ceiling)}\n\n{format_table(rows, ceiling)}\n"
+    return text + (f"\n{note}\n" if note and ceiling is None else "")
 
 
-def truth_frame(rows: list[PlantedTruthRow]) -> pd.DataFrame:
-    """The rows as a table (``recovery.csv``): one row per property, indexed by its name."""
-    return pd.DataFrame(
+def truth_frame(rows: list[PlantedTruthRow], ceiling: list[PlantedTruthRow] | None = None) -> pd.DataFrame:
+    """The rows as a table (``recovery.csv``): one row per property, indexed by its name. With
+    ``ceiling`` also the perfect forecaster's ``ceiling_found``, ``ceiling_low``, ``ceiling_high``,
+    ``ceiling_recovered``, ``ceiling_assessed`` and ``ceiling_how`` (``exact by construction ...``
+    where the row scores the circuit's own weights)."""
+    frame = pd.DataFrame(
         [
             {
                 "row": r.truth,
@@ -420,3 +478,13 @@ def truth_frame(rows: list[PlantedTruthRow]) -> pd.DataFrame:
             for r in rows
         ]
     ).set_index("row")
+    if ceiling is not None:
+        matched = _matched(rows, ceiling)
+        nan = float("nan")
+        frame["ceiling_found"] = [c.estimate if c else nan for c in matched]
+        frame["ceiling_low"] = [c.ci_low if c else nan for c in matched]
+        frame["ceiling_high"] = [c.ci_high if c else nan for c in matched]
+        frame["ceiling_recovered"] = [bool(c and c.recovered) for c in matched]
+        frame["ceiling_assessed"] = [bool(c and c.assessed) for c in matched]
+        frame["ceiling_how"] = [(c.found or "measured") if c else "not measured" for c in matched]
+    return frame

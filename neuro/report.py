@@ -51,6 +51,21 @@ def recovery_note(run: StudyRun) -> str:
     return "neuro planted truth: 0 of 0 recovered (no structural-prior program finished)\n"
 
 
+CEILING = "ceiling"  # the phase of the perfect forecaster in StudyRun.seconds
+
+
+def _ceiling_text(run: StudyRun) -> str:
+    """What the perfect-forecaster column is, or why it is absent (one sentence)."""
+    if run.ceiling is None:
+        return f" {run.ceiling_note}" if run.ceiling_note else ""
+    return (
+        " The perfect-forecaster column scores the best possible model the same way: the simulator forked at "
+        "each window's context end from the recorded fish's exact state, run on with fresh noise (edges and "
+        "signs: the circuit's own weights, exact by construction). A row it recovers and the discovered model "
+        "misses is the model's failure, not its measure's."
+    )
+
+
 def save_numbers(run: StudyRun, findings) -> None:
     """The tables and the evidence behind the report, under the output folder."""
     out = run.settings.out
@@ -60,7 +75,7 @@ def save_numbers(run: StudyRun, findings) -> None:
     evidence_dataset(run.evidence, run.settings.record()).to_netcdf(out / "evidence.nc")
     atomic_write_text(out / "findings.json", json.dumps([f.line() for f in findings], indent=1))
     if run.planted is not None:
-        truth_frame(run.planted).to_csv(out / "recovery.csv")
+        truth_frame(run.planted, run.ceiling).to_csv(out / "recovery.csv")
 
 
 def _swim_predictions(task, searches: dict) -> tuple[np.ndarray, dict]:
@@ -125,7 +140,8 @@ def _overview(run: StudyRun) -> str:
         f"of {task.dt * 1000:.0f} ms; MAE in z units (per-neuron train z-score). {len(task.train_series)} "
         f"training trials; ID val/test windows {len(task.val)}/{len(task.test)}; OOD suites "
         f"{', '.join(f'{k} ({len(v)})' for k, v in task.ood.items())}. Simulation {t['simulation']:.0f} s, "
-        f"baselines {t['baselines']:.0f} s, searches {t['searches']:.0f} s, long context {t['long']:.0f} s. "
+        f"baselines {t['baselines']:.0f} s, searches {t['searches']:.0f} s, long context {t['long']:.0f} s"
+        f"{f', perfect forecaster {t[CEILING]:.0f} s' if run.ceiling is not None and CEILING in t else ''}. "
         f"{run.long_note}{_sampling(task)}"
     )
 
@@ -229,6 +245,32 @@ def _competence(rep: Report, run: StudyRun) -> None:
     rep.competence(table)
 
 
+def _planted_text(rep: Report, run: StudyRun) -> None:
+    """The planted-truth section's words: the discovered model's line, with the perfect forecaster's
+    (or why there is none); on your recording only why there is no perfect forecaster, in one line."""
+    if run.planted is None:
+        if run.ceiling_note and run.task.signal == "traces":
+            rep.text(run.ceiling_note)
+        return
+    rep.heading("Planted truth vs what the study found")
+    rep.text(
+        f"The structural-prior search's pick (seed {run.planted_seed}, best ID validation over seeds) "
+        f"against the simulated circuit; 95 % bootstrap intervals; RECOVERED when the whole interval is on "
+        f"the expected side of the threshold or within the tolerance of the planted value.{_ceiling_text(run)}\n\n"
+        f"{summary_line(run.planted, ceiling=run.ceiling)}"
+    )
+
+
+def _planted_table(rep: Report, run: StudyRun) -> None:
+    """The planted-truth table, with the perfect forecaster's column when it ran."""
+    if run.planted is None:
+        return
+    caption = "Planted truth per property (found: the estimate with its 95 % interval"
+    if run.ceiling is not None:
+        caption += "; perfect forecaster: the simulator forked at each window, scored by the same rule"
+    rep.table(report_table(run.planted, run.ceiling), caption=caption + ")")
+
+
 def write_report(run: StudyRun, findings) -> Path:
     """``report.md`` (+ html, figures) under the output folder, opening with the discovered model's
     competence (saved as ``competence.nc`` / ``.csv``); figures before tables. Returns its path."""
@@ -249,23 +291,13 @@ def write_report(run: StudyRun, findings) -> Path:
         rep.text(subset)
     rep.heading("Which reference findings reproduce")
     rep.text("\n".join(f"- {f.line()}" for f in findings))
-    if run.planted is not None:
-        rep.heading("Planted truth vs what the study found")
-        rep.text(
-            f"The structural-prior search's pick (seed {run.planted_seed}, best ID validation over seeds) "
-            f"against the simulated circuit; 95 % bootstrap intervals; RECOVERED when the whole interval is on "
-            f"the expected side of the threshold or within the tolerance of the planted value.\n\n"
-            f"{summary_line(run.planted)}"
-        )
+    _planted_text(rep, run)
     if run.true_physiology:
         rep.text(_physiology(run))
     rep.heading("Figures")
     _figures(rep, run)
     rep.heading("Tables")
-    if run.planted is not None:
-        rep.table(
-            report_table(run.planted), caption="Planted truth per property (found: the estimate with its 95 % interval)"
-        )
+    _planted_table(rep, run)
     rep.table(
         run.table[[c for c in COLS if c in run.table.columns]].astype(float),
         caption="ID / OOD MAE and faithfulness of every baseline and the best discovered programs "

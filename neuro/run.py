@@ -35,6 +35,7 @@ from scimech.studies.evidence import Evidence as StudyEvidence
 from scimech.studies.verdicts import PlantedTruthRow
 
 from .baselines import BASELINES, fit_baseline
+from .ceiling import NotReplayable, absent_reason, perfect_forecaster
 from .data.stores import ArrayStore
 from .data.taskstore import load_task, save_task
 from .evidence import Evidence, evidence_dataset, gather_evidence, node_arrays, prior_note
@@ -366,6 +367,8 @@ class StudyRun(StudyEvidence):
     findings: list | None = None  # read from the evidence once (neuro.findings)
     all_neurons: pd.DataFrame | None = None  # a recording above settings.search_neurons: baselines on every unit
     n_units_recorded: int | None = None  # then the recording's units (the task has the subset's)
+    ceiling: list[PlantedTruthRow] | None = None  # a perfect forecaster (the simulator forked) on the same rows
+    ceiling_note: str = ""  # why there is no perfect forecaster (your recording: no simulator to fork)
 
     def measurements(self) -> dict[str, xr.Dataset]:
         """``{"evidence": ...}``: the per-seed, per-window errors as saved in ``evidence.nc``
@@ -515,6 +518,20 @@ def _planted_truth(s: StudySettings, task, long_task, ev: Evidence, long_searche
     return rows, s.seed_list[k_best]
 
 
+def _ceiling(s: StudySettings, task, long_task, planted) -> tuple[list[PlantedTruthRow] | None, str]:
+    """A perfect forecaster scored on the planted-truth rows (:func:`neuro.ceiling.perfect_forecaster`:
+    the simulator forked at each window with fresh noise, the tail beat when the planted rows have it),
+    or ``None`` and why not in one line."""
+    why = absent_reason(task)
+    if why is not None or planted is None:
+        return None, why or ""
+    long_used = long_task if any(r.truth == "tail_beat" for r in planted) else None
+    try:
+        return perfect_forecaster(task, long_task=long_used, seed=s.seed), ""
+    except NotReplayable as e:  # another generator's recording: no exact state to fork, the rows stand alone
+        return None, f"No perfect-forecaster column: {e}"
+
+
 def run_units(s: StudySettings, *, client=None, task=None, proposer_factory=None, tasks=None) -> StudyRun:
     """Run every unit of the study into a :class:`StudyRun` (resumable; see the module doc).
 
@@ -587,6 +604,9 @@ def run_units(s: StudySettings, *, client=None, task=None, proposer_factory=None
         ev.long_table, ev.long_context = long_table, long_task.context
         t_long = time.perf_counter() - t1
     planted, planted_seed = _planted_truth(s, task, long_task, ev, long_searches)
+    t1 = time.perf_counter()
+    ceiling, ceiling_note = _ceiling(s, task, long_task, planted)
+    t_ceiling = time.perf_counter() - t1
     return StudyRun(
         s,
         task,
@@ -600,9 +620,11 @@ def run_units(s: StudySettings, *, client=None, task=None, proposer_factory=None
         planted_seed,
         true_phys,
         long_note,
-        dict(simulation=t_sim, baselines=t_base, searches=t_search, long=t_long),
+        dict(simulation=t_sim, baselines=t_base, searches=t_search, long=t_long, ceiling=t_ceiling),
         all_neurons=all_neurons,
         n_units_recorded=n_recorded,
+        ceiling=ceiling,
+        ceiling_note=ceiling_note,
     )
 
 

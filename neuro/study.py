@@ -14,6 +14,7 @@ is built):
 - :mod:`neuro.evidence`: the per-seed, per-window errors the verdicts rest on;
 - :mod:`neuro.findings`: the reference findings with their verdicts;
 - :mod:`neuro.recovery`: the planted truth vs what the study found;
+- :mod:`neuro.ceiling`: the same rows scored on a perfect forecaster (the simulator forked at each window);
 - :mod:`neuro.report`: ``report.md``, figures and the saved numbers.
 
 ``baselines`` and ``study`` run on the simulated zebrafish, or on your traces with ``--data``
@@ -363,7 +364,7 @@ class NeuroStudy(Study):
         from .report import recovery_note
 
         if run.planted is not None:
-            return recovery_text(run.planted)
+            return recovery_text(run.planted, run.ceiling, run.ceiling_note)
         return None if run.task.signal == "traces" else recovery_note(run)  # your traces: nothing was planted
 
     def report(self, run, plan: Plan) -> Path:

@@ -11,21 +11,22 @@ Three "models" that are the truth:
   rostro-caudal, beat frequency), which compare distributions over windows, must recover the
   first recording's planted values. The median beat frequency did not (seeds 2 and 6: interval up
   to 48 Hz against a 42.2 Hz limit); the mean does;
-- the simulator forked at each probe window's context end: the exact state of the recorded fish
-  (replayed with its own noise it reproduces the recorded window to the last bit), then fresh
-  process noise, the best forecast any model can make of a noisy fish. Its free runs must
-  recover every free-run row, the tail beat at context 256 included: a model that forecasts the
-  beat in none of the windows (the study's 0 of 7) fails where the simulator itself succeeds.
+- the simulator forked at each probe window's context end (:func:`neuro.ceiling.forked_free_runs`):
+  the exact state of the recorded fish (replayed with its own noise it reproduces the recorded
+  window to the last bit), then fresh process noise, the best forecast any model can make of a
+  noisy fish. Its free runs must recover every free-run row, the tail beat at context 256
+  included: a model that forecasts the beat in none of the windows (the study's 0 of 7) fails
+  where the simulator itself succeeds. The study scores this forecaster beside its discovered
+  model (:func:`neuro.ceiling.perfect_forecaster`, the "perfect forecaster" column): it must
+  recover every row there too.
 """
 
 from __future__ import annotations
 
-import copy
-import dataclasses
-
 import numpy as np
 import pytest
 
+from neuro.ceiling import BY_CONSTRUCTION, forked_free_runs, perfect_forecaster
 from neuro.faithfulness import true_impulse_response
 from neuro.recovery import FREQ_TOL, planted_truth, summary_line
 from neuro.sim.analysis import beat_amplitude, beat_frequency, bout_tail_beats
@@ -125,65 +126,20 @@ def test_an_independent_recording_of_the_circuit_recovers_the_free_run_rows():
             assert by[name].recovered is True, (seed, summary_line(rows))
 
 
-def _probe_starts(rec, context: int, horizon: int) -> list[tuple[int, int]]:
-    """``(trial, first context step)`` of each swimming probe window, found as
-    :func:`neuro.tasks.build_task` finds them (checked below: the windows cut at these places are
-    the task's ``swim_target`` exactly)."""
-    from neuro.sim.analysis import bout_onsets
-    from neuro.tasks import SWIM_WINDOWS_PER_TRIAL
-
-    H, into = max(horizon, 64), min(context, 10)
-    test = np.flatnonzero(rec["split"].values == "test")
-    drive = rec["drive"].values[test].mean(-1)
-    lo, starts = max(context - into, 0), []
-    for k, i in enumerate(test):
-        onsets, last = [], -H
-        for s in bout_onsets(drive[k, lo : drive.shape[1] - H - into] > 0.3):
-            if s >= last + H and len(onsets) < SWIM_WINDOWS_PER_TRIAL:
-                onsets.append(s)
-                last = s
-        starts += [(int(i), max(lo + int(s) + into - context, 0)) for s in onsets]
-    return starts
-
-
-def _forked_free_runs(rec, task, seed: int, noise_seed: int | None) -> np.ndarray:
-    """The simulator's own free run from each probe window's context end ``(n, H, N)`` (z units):
-    the recorded trial replayed to that step, then continued with the process-noise key
-    ``noise_seed`` (``None``: the trial's own key, a replay of the recording)."""
-    from neuro.sim.simulator import Simulator
-    from neuro.sim.stimuli import stack_stimuli
-    from neuro.tasks import _specs
-
-    C, H = task.context, max(task.horizon, 64)
-    id_specs, _, ood = _specs(True, None)
-    specs = [dict(s) for s in id_specs + [s for _, s in ood]]
-    for j, s in enumerate(specs):
-        s.setdefault("seed", seed * 1000 + j)  # as neuro.sim.recording.simulate keys them
-    sim = Simulator(seed=seed)
-    stim = stack_stimuli(specs, float(rec.sizes["time"]) * task.dt, sim.dt)
-    every = int(round(task.dt / sim.dt))
-    obs = rec["observed"].values
-    rates = rec["rates"].values[..., obs].astype(np.float64)
-    measured = rates + 0.01 * np.random.default_rng(seed + 1).standard_normal(rates.shape)  # build_task's
-
-    def part(i, a, b):
-        keys = ("gx", "gy", "rot", "lum", "gain", "closed")
-        return dataclasses.replace(
-            stim, **{k: np.asarray(getattr(stim, k))[i : i + 1, a:b] for k in keys}, condition=[stim.condition[i]]
-        )
-
-    runs = []
-    for i, t0 in _probe_starts(rec, C, task.horizon):
-        fork = (t0 + C) * every
-        state = sim.run(part(i, 0, fork), record_every=every, trials=[i])["state"]
-        state = copy.deepcopy(state)
-        if noise_seed is not None:
-            state.noise_key = np.array([1_000_003 * noise_seed + i], np.uint64)
-        free = sim.run(part(i, fork, fork + H * every), record_every=every, state=state)["rates"][0][:, obs]
-        # the recording's observation noise on these samples (the fish differs, the camera does not)
-        obs_noise = measured[i, t0 + C : t0 + C + H] - rates[i, t0 + C : t0 + C + H]
-        runs.append((free + obs_noise - task.meta["mean"]) / task.meta["std"])
-    return np.stack(runs).astype(np.float32)
+def test_the_perfect_forecaster_replays_the_recording_and_recovers_every_row(small_task):
+    # ~2 s: the small task's 6 swimming windows forked twice (replay, fresh noise) and the pulse
+    task = small_task
+    # with the trial's own noise the fork is the recording, bit for bit (float32 z units)
+    np.testing.assert_allclose(forked_free_runs(task, None), task.probes["swim_target"], atol=1e-5)
+    rows = perfect_forecaster(task)
+    assert [r.truth for r in rows] == ["edges", "signs", "impulse", "left_right", "rostro_caudal", "frequency"]
+    assert all(r.recovered is True for r in rows), summary_line(rows)
+    by = {r.truth: r for r in rows}
+    # the connectivity rows score the circuit's own weights: AUROC and sign accuracy 1, said to be by construction
+    assert by["edges"].estimate == by["edges"].ci_low == 1.0 and by["signs"].estimate == 1.0
+    assert by["edges"].found == BY_CONSTRUCTION and by["left_right"].found == ""
+    # a fresh-noise fish is not the recorded one: its free-run estimates are not the planted values exactly
+    assert by["rostro_caudal"].estimate != pytest.approx(float(by["rostro_caudal"].planted), abs=5e-4)
 
 
 @pytest.mark.slow
@@ -195,14 +151,14 @@ def test_the_simulator_forked_at_each_window_recovers_the_free_run_rows_and_the_
     task = build_task(True, seed=0, recording=rec)
     long_task = build_task(True, context=256, horizon=32, seed=0, recording=rec)
     for t in (task, long_task):  # the fork starts from the recorded fish's exact state
-        replay = _forked_free_runs(rec, t, 0, None)
+        replay = forked_free_runs(t, None)
         np.testing.assert_allclose(replay, t.probes["swim_target"], atol=1e-5)
     for noise_seed in (1, 2):
         rows = planted_truth(
             task,
-            {"swim_pred": _forked_free_runs(rec, task, 0, noise_seed)},
+            {"swim_pred": forked_free_runs(task, noise_seed)},
             long_task=long_task,
-            long_arrays={"swim_pred": _forked_free_runs(rec, long_task, 0, noise_seed)},
+            long_arrays={"swim_pred": forked_free_runs(long_task, noise_seed)},
         )
         by = {r.truth: r for r in rows}
         for name in ("left_right", "rostro_caudal", "frequency", "tail_beat"):
