@@ -40,14 +40,18 @@ def map_panel(
     symmetric: bool = False,
     units: str | None = None,
     limit: float | None = None,
+    vrange: tuple[float, float] | None = None,
+    colorbar: bool = True,
 ):
-    """One lat-lon map with land in grey and a colour bar; ``limit``: the colour scale is
-    ``[-limit, limit]`` (a scale shared with other panels), else symmetric about 0 (``symmetric``)
-    or the field's own range."""
+    """One lat-lon map with land in grey and (``colorbar``) a colour bar; ``limit``: the colour scale is
+    ``[-limit, limit]`` (a scale shared with other panels), ``vrange``: ``(vmin, vmax)`` (a shared scale
+    from 0), else symmetric about 0 (``symmetric``) or the field's own range."""
     vals = np.where(mask.values.astype(bool), field.values, np.nan)
     lon, lat = field["lon"].values, field["lat"].values
     vmax = limit if limit is not None else (np.nanmax(np.abs(vals)) if symmetric else None)
     lo = -vmax if (limit is not None or symmetric) and vmax is not None else None
+    if vrange is not None:
+        lo, vmax = vrange
     im = ax.pcolormesh(lon, lat, vals, cmap=cmap, shading="auto", vmin=lo, vmax=vmax)
     land = np.where(mask.values.astype(bool), np.nan, 1.0)
     ax.pcolormesh(lon, lat, land, cmap=matplotlib.colors.ListedColormap(["0.7"]), shading="auto")
@@ -55,8 +59,9 @@ def map_panel(
     ax.set_xlabel("lon (°E)", fontsize=8)
     ax.set_ylabel("lat (°N)", fontsize=8)
     ax.tick_params(labelsize=7)
-    cb = plt.colorbar(im, ax=ax, shrink=0.8)
-    cb.set_label(units if units is not None else field.attrs.get("units", ""), fontsize=8)
+    if colorbar:
+        cb = plt.colorbar(im, ax=ax, shrink=0.8)
+        cb.set_label(units if units is not None else field.attrs.get("units", ""), fontsize=8)
     return im
 
 
@@ -181,18 +186,22 @@ def ensemble_spread_figure(ds: xr.Dataset, var: str = "mlhc") -> plt.Figure:
     t = ds["time"].values
     ax.fill_between(t, (mean - std).values, (mean + std).values, alpha=0.3, label="± 1 std over members")
     ax.plot(t, mean.values, lw=1.2, label="ensemble mean")
-    ax.set_ylabel(f"{var} ({ds[var].attrs.get('units', '')})")
+    ax.set_ylabel(f"{var.upper()} ({ds[var].attrs.get('units', '')})")
+    ax.set_xlabel("time")
     ax.set_title(f"area-mean {ds[var].attrs.get('long_name', var)}", fontsize=9)
     ax.legend(fontsize=8)
     return fig
 
 
 def seasonal_skill_maps(unit: xr.Dataset) -> plt.Figure:
-    """Anomaly correlation per point and season (test months of all members)."""
+    """Anomaly correlation (forecast vs true anomaly from the climatology ``y_clim``) per point and season,
+    over the test months of all members; the four seasons side by side on one scale, -1 to 1 with 0 (no
+    skill) neutral, and one colour bar."""
     mon = np.asarray([np.datetime64(t, "M").astype(int) % 12 + 1 for t in unit["time"].values])
-    fig, axes = plt.subplots(1, 4, figsize=(16, 3), constrained_layout=True)
+    fig, axes = plt.subplots(1, 4, figsize=(16, 3.2), constrained_layout=True)
     pa = unit["y_pred"] - unit["y_clim"]
     ta = unit["y_true"] - unit["y_clim"]
+    im = None
     for ax, (name, months) in zip(axes, SEASONS.items()):
         sel = np.isin(mon, months)
         if sel.sum() < 3:
@@ -201,20 +210,26 @@ def seasonal_skill_maps(unit: xr.Dataset) -> plt.Figure:
             continue
         p, t = pa.isel(sample=np.nonzero(sel)[0]), ta.isel(sample=np.nonzero(sel)[0])
         r = xr.corr(p, t, dim="sample")
-        map_panel(
+        im = map_panel(
             ax,
             r.clip(-1, 1),
             unit["mask"],
             cmap=cmocean.cm.curl,
-            symmetric=False,
-            title=f"ACC {name} (n={int(sel.sum())})",
-            units="r",
+            limit=1.0,
+            title=f"ACC {name} (n={int(sel.sum())} months)",
+            colorbar=False,
         )
+    if im is not None:
+        fig.colorbar(im, ax=axes.tolist(), shrink=0.85, label="anomaly correlation r (0: no skill)")
+    if unit.attrs.get("regime"):
+        fig.suptitle(f"{unit.attrs['regime']} seed {unit.attrs.get('seed', '')}", fontsize=10)
     return fig
 
 
-def skill_figure(summary: xr.Dataset) -> plt.Figure:
-    """RMSE and anomaly correlation per regime (dots: seeds) and ACC per season."""
+def skill_figure(summary: xr.Dataset, yardsticks: dict[str, float] | None = None) -> plt.Figure:
+    """RMSE and anomaly correlation per regime (dots: seeds) and ACC per season. ``yardsticks``: the
+    RMSE of each classical forecast (the competence table's: climatology, persistence, damped
+    persistence) drawn as lines on the RMSE panel; without it the summary's climatology."""
     regs = list(summary["regime"].values)
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.2), constrained_layout=True)
     for ax, var in zip(axes[:2], ("rmse", "acc")):
@@ -222,28 +237,69 @@ def skill_figure(summary: xr.Dataset) -> plt.Figure:
             v = summary[var].sel(regime=r).values
             ax.plot(np.full(v.shape, i), v, "o", alpha=0.7)
         if var == "rmse":
-            ax.axhline(float(summary["rmse_climatology"].mean()), color="0.5", ls="--", lw=0.8, label="climatology")
-            ax.legend(fontsize=8)
+            lines = yardsticks or {"climatology": float(summary["rmse_climatology"].mean())}
+            for k, (name, value) in enumerate(lines.items()):  # each line named where it is drawn
+                ax.axhline(value, color="0.4", ls=("--", ":", "-.")[k % 3], lw=0.9)
+                ax.annotate(
+                    f"{name} {value:.3g}",
+                    (1.0, value),
+                    xycoords=("axes fraction", "data"),
+                    xytext=(-3, 2),
+                    textcoords="offset points",
+                    ha="right",
+                    va="bottom",
+                    fontsize=7,
+                    color="0.3",
+                )
+            top = max([*lines.values(), float(np.nanmax(summary[var].values))])
+            ax.set_ylim(top=top * 1.08)
         ax.set_xticks(range(len(regs)), regs, rotation=15)
-        ax.set_ylabel(f"{var} ({summary[var].attrs.get('units', '')})")
+        ax.set_xlabel("supervision regime (dots: seeds)")
+    axes[0].set_ylabel(f"RMSE ({summary['rmse'].attrs.get('units', 'W m-2')})")
+    axes[1].set_ylabel("anomaly correlation (ACC)")
     acc = summary["acc_season"].mean("seed")
     for r in regs:
         axes[2].plot(list(summary["season"].values), acc.sel(regime=r).values, "o-", label=r)
     axes[2].set_ylabel("ACC (mean over seeds)")
+    axes[2].set_xlabel("season")
     axes[2].legend(fontsize=8)
     return fig
 
 
 def attribution_figure(attr: xr.DataArray, mask: xr.DataArray, variables: list[str], window: int) -> plt.Figure:
-    """Mean |GradientShap| attribution per input variable (summed over the window's months)."""
+    """Mean |GradientShap| attribution per input variable (summed over the window's months), every variable on
+    one colour scale from 0 to the largest attribution and one colour bar, so the maps compare variables;
+    titles: the variable and its long name (:data:`ocean.variables.VAR_ATTRS`)."""
+    from .variables import VAR_ATTRS
+
     a = np.abs(attr.values).mean(0)  # (window * V, y, x)
     a = a.reshape(len(variables), window, *a.shape[-2:]).sum(1)  # channels are variable-major
+    ok = mask.values.astype(bool)
+    top = float(np.nanmax(a[:, ok])) if ok.any() and np.isfinite(a[:, ok]).any() else 1.0
+    top = top if top > 0 else 1.0
     ncol = min(4, len(variables))
     nrow = int(np.ceil(len(variables) / ncol))
     fig, axes = plt.subplots(nrow, ncol, figsize=(4 * ncol, 3 * nrow), constrained_layout=True, squeeze=False)
+    im = None
     for k, (ax, v) in enumerate(zip(axes.ravel(), variables)):
         da = xr.DataArray(a[k], dims=("lat", "lon"), coords={"lat": mask["lat"], "lon": mask["lon"]})
-        map_panel(ax, da, mask, cmap=cmocean.cm.amp, title=f"|attribution| {v}", units="normalised")
+        name = VAR_ATTRS.get(v, {}).get("long_name", "")
+        im = map_panel(
+            ax,
+            da,
+            mask,
+            cmap=cmocean.cm.amp,
+            title=f"{v}" + (f" ({name})" if name else ""),
+            vrange=(0.0, top),
+            colorbar=False,
+        )
     for ax in axes.ravel()[len(variables) :]:
         ax.axis("off")
+    if im is not None:
+        fig.colorbar(
+            im,
+            ax=axes.ravel().tolist(),
+            shrink=0.85,
+            label=f"|attribution|, summed over {window} input months\n(normalised forecast per normalised input)",
+        )
     return fig

@@ -76,7 +76,7 @@ def write_report(
             "tied to a term); they are reported, not counted."
         )
     rep.heading("Figures")
-    _figures(rep, out, summary, units, cfg, data, real)
+    _figures(rep, out, summary, units, cfg, data, real, yardsticks=_yardstick_rmse(table))
     rep.heading("Tables")
     if planted:
         _planted_tables(rep, summary)
@@ -102,9 +102,38 @@ def competence_of(units: Mapping[tuple[str, int], xr.Dataset], cfg: StudyConfig,
     return ocean_competence(units, forecasts, cfg)
 
 
+#: what each supervision regime trains (:data:`scimech.analysis.concepts.REGIMES`), in the report's words
+REGIME_WORDS = {
+    "mixed": "forecast and budget-term losses together, plus a free concept",
+    "prediction_only": "forecast loss only, no channel tied to a budget term",
+    "prescription_only": "forecast and budget-term losses, no free concept",
+}
+
+#: the names the report's tables and figures use, said once
+GLOSSARY = (
+    "Names used below: MLHC, mixed-layer heat content; the budget terms (W m-2) q_surf (surface heat flux), "
+    "q_ekman (Ekman advection), q_geo (geostrophic advection), q_entr (entrainment/detrainment), q_diff "
+    "(horizontal diffusion) and q_hidden (the hidden eddy heat flux); free_0, the unsupervised (free) concept; "
+    "RMSE, root-mean-square error of the forecast tendency (W m-2); ACC, anomaly correlation coefficient "
+    "(forecast vs true anomaly from the climatology); CKA, centred kernel alignment of the bottleneck between "
+    "seeds (1: the same up to rotation and scale); Procrustes distance (0: the same up to rotation); CV, "
+    "coefficient of variation (sd / mean) of the head weights over seeds; n/a, a quantity the regime does not have "
+    "(prescription_only has no free concept)."
+)
+
+
+def _words(values) -> str:
+    """``a, b, c`` from a list (``[0, 1, 2]`` -> ``0, 1, 2``)."""
+    return ", ".join(str(v) for v in (values or []))
+
+
 def _introduction(rep: Report, cfgd: Mapping, real: bool, data, seconds: float | None) -> None:
-    runs = f" Regimes x seeds: {cfgd.get('regimes')} x {cfgd.get('seeds')}; {cfgd.get('epochs')} epochs each." + (
-        f" Wall time {seconds:.0f} s." if seconds else ""
+    regimes = [str(r) for r in cfgd.get("regimes") or []]
+    said = "; ".join(f"{r} ({REGIME_WORDS[r]})" if r in REGIME_WORDS else r for r in regimes)
+    runs = (
+        f" Supervision regimes: {said}. Seeds {_words(cfgd.get('seeds'))}; {cfgd.get('epochs')} epochs each."
+        + (f" Wall time {seconds:.0f} s." if seconds else "")
+        + f" {GLOSSARY}"
     )
     if real:
         reading, lead, window = _what_was_read(cfgd, data)
@@ -124,8 +153,37 @@ def _introduction(rep: Report, cfgd: Mapping, real: bool, data, seconds: float |
         )
 
 
-def _figures(rep: Report, out: Path, summary: xr.Dataset, units, cfg, data, real: bool) -> None:
-    rep.figure(plots.skill_figure(summary), "skill", caption="Skill per regime and season")
+def _yardstick_rmse(table: xr.Dataset) -> dict[str, float]:
+    """The RMSE of each yardstick of the competence table (:func:`competence_of`)."""
+    try:
+        rmse = table["value"].sel(metric="RMSE")
+        return {
+            str(m): float(rmse.sel(model=m))
+            for m, role in zip(table["model"].values, table["role"].values)
+            if role == "yardstick"
+        }
+    except (KeyError, ValueError):  # a table without an RMSE row: the summary's climatology instead
+        return {}
+
+
+def _figures(
+    rep: Report,
+    out: Path,
+    summary: xr.Dataset,
+    units,
+    cfg,
+    data,
+    real: bool,
+    yardsticks: dict[str, float] | None = None,
+) -> None:
+    lines = ", ".join(yardsticks) if yardsticks else "climatology"
+    rep.figure(
+        plots.skill_figure(summary, yardsticks or None),
+        "skill",
+        caption="Skill on the test split: RMSE and anomaly correlation coefficient (ACC, forecast vs true anomaly from "
+        f"the climatology) per supervision regime, dots the seeds, lines the yardsticks ({lines}); right: ACC per "
+        "season (DJF: December-February, ...), mean over seeds",
+    )
     first = (
         units.get(("mixed", min(s for r, s in units if r == "mixed")))
         if any(r == "mixed" for r, _ in units)
@@ -139,20 +197,49 @@ def _figures(rep: Report, out: Path, summary: xr.Dataset, units, cfg, data, real
         "One test month: true and forecast MLHC tendency, then each true term beside its predicted concept on one "
         f"shared colour scale (W m-2{free}); land grey",
     )
-    _figure(rep, lambda: plots.seasonal_skill_maps(first), "seasonal_skill", "Seasonal anomaly-correlation maps")
+    who = f"{first.attrs.get('regime', '')} seed {first.attrs.get('seed', '')}"
+    _figure(
+        rep,
+        lambda: plots.seasonal_skill_maps(first),
+        "seasonal_skill",
+        f"Anomaly correlation of the forecast per grid point and season ({who}; n: the season's test months over "
+        "all members), the four seasons on one scale from -1 to 1 with one colour bar",
+    )
     rep.figure(
         plots.cka_heatmaps(summary, "channel_agreement"),
         "channel_agreement",
-        caption="Seed x seed channel agreement (signed r of the same named channel, mean over channels)",
+        caption="Seed x seed channel agreement (signed r of the same named channel, mean over channels); panel "
+        "title: the mean over seed pairs",
     )
-    rep.figure(plots.cka_heatmaps(summary), "cka", caption="Seed x seed linear CKA of the bottleneck")
-    rep.figure(plots.head_weights_figure(summary), "head_weights", caption="Head weights per regime (dots: seeds)")
+    rep.figure(
+        plots.cka_heatmaps(summary),
+        "cka",
+        caption="Seed x seed linear CKA of the bottleneck; panel title: the mean over seed pairs",
+    )
+    rep.figure(
+        plots.head_weights_figure(summary),
+        "head_weights",
+        caption="Head weight of each concept per regime (bars: mean over seeds, dots: seeds; normalised units)"
+        + ("" if real else "; red dashes: the exact budget's weights"),
+    )
     if data is not None and Path(data).exists():
         ds = odata.open_zarr(data)
-        _figure(rep, lambda: plots.ensemble_spread_figure(ds), "ensemble", "Ensemble mean +/- spread of MLHC")
+        _figure(
+            rep,
+            lambda: plots.ensemble_spread_figure(ds),
+            "ensemble",
+            "Area-mean MLHC over the record: ensemble mean and +/- one standard deviation over members (J m-2)",
+        )
         try:
             fig = _attribution(out, ds, cfg, first)
-            rep.figure(fig, "attribution", caption="GradientShap |attribution| per input variable (captum)")
+            rep.figure(
+                fig,
+                "attribution",
+                caption=f"GradientShap |attribution| of the area-mean forecast ({who}) to each input variable "
+                "(captum), summed over the input months, mean over the first test windows (up to 4); every variable "
+                "on one colour "
+                "scale, so the maps compare variables",
+            )
         except Exception as err:  # report the failure, keep the report
             rep.text(f"Attribution maps could not be made: {type(err).__name__}: {err}")
 
@@ -181,21 +268,23 @@ def _tables(rep: Report, summary: xr.Dataset, real: bool) -> None:
             "RMSE (W m-2)": summary["rmse"].mean("seed").to_series(),
             "RMSE sd over seeds": summary["rmse"].std("seed").to_series(),
             "ACC": summary["acc"].mean("seed").to_series(),
-            "RMSE climatology": summary["rmse_climatology"].mean("seed").to_series(),
-            "RMSE increase, free zeroed": summary["delta_rmse_free0"].mean("seed").to_series(),
+            "RMSE climatology (W m-2)": summary["rmse_climatology"].mean("seed").to_series(),
+            "RMSE increase, free zeroed (W m-2)": summary["delta_rmse_free0"].mean("seed").to_series(),
         }
     )
-    rep.table(skill, caption="Skill on the test split (mean over seeds)")
-    rep.table(summary["acc_season"].mean("seed").to_pandas(), caption="Anomaly correlation per season")
-    rep.table(
+    _table(rep, skill, caption="Skill on the test split (mean over seeds)")
+    _table(rep, summary["acc_season"].mean("seed").to_pandas(), caption="Anomaly correlation per season")
+    _table(
+        rep,
         summary["fidelity_r"].mean("seed").to_pandas(),
         caption="Pearson r of predicted vs true concept (free_0: "
         + ("no truth on a product" if real else "vs q_hidden")
         + "); mean over seeds",
     )
-    rep.table(summary["fidelity_r2"].mean("seed").to_pandas(), caption="R2 of predicted prescribed concepts")
+    _table(rep, summary["fidelity_r2"].mean("seed").to_pandas(), caption="R2 of predicted prescribed concepts")
     if not real:  # q_hidden is the synthetic ocean's: a product has none
-        rep.table(
+        _table(
+            rep,
             pd.DataFrame(
                 {
                     "|r| free vs q_hidden": summary["free_hidden_abs_r"].mean("seed").to_series(),
@@ -205,12 +294,14 @@ def _tables(rep: Report, summary: xr.Dataset, real: bool) -> None:
             ),
             caption="Where the hidden process went",
         )
-    rep.table(consistency_ranking(summary), caption="Each consistency measure and the regime it ranks first")
-    rep.table(
+    _table(rep, consistency_ranking(summary), caption="Each consistency measure and the regime it ranks first")
+    _table(
+        rep,
         summary["concept_agreement"].to_pandas(),
         caption="Signed r of each named channel between seeds (mean over seed pairs)",
     )
-    rep.table(
+    _table(
+        rep,
         pd.DataFrame(
             {
                 "CKA": summary["cka_mean"].to_series(),
@@ -225,12 +316,21 @@ def _tables(rep: Report, summary: xr.Dataset, real: bool) -> None:
     heads = summary["head_weight"].mean("seed").to_pandas()
     if "head_weight_true" in summary and not real:
         heads.loc["exact budget"] = summary["head_weight_true"].to_series()
-    rep.table(
+    _table(
+        rep,
         heads,
         caption="Head weights (normalised units; mean over seeds"
         + ("" if real else "; last row: the exact budget")
         + ")",
     )
+
+
+def _table(rep: Report, table, caption: str) -> None:
+    """A table with its missing numbers written ``n/a`` (a quantity the regime does not have: prescription_only's
+    free concept) and the columns with no number at all left out."""
+    df = table if isinstance(table, pd.DataFrame) else pd.DataFrame(table)
+    df = df.loc[:, df.notna().any(axis=0)]
+    rep.table(df.astype(object).where(df.notna(), "n/a"), caption=caption)
 
 
 def _figure(rep: Report, make, name: str, caption: str) -> None:
