@@ -16,6 +16,7 @@ import xarray as xr  # noqa: E402
 from ocean import plots  # noqa: E402
 from ocean import report as ocean_report  # noqa: E402
 from ocean.evidence import SEASONS  # noqa: E402
+from scimech.studies.report import Report  # noqa: E402
 
 
 def _unit(seed=0, ns=24, ny=4, nx=5):
@@ -134,31 +135,21 @@ def test_the_rmse_panel_draws_every_yardstick_of_the_competence_table():
         plt.close(fig)
 
 
-class _Collect:
-    def __init__(self):
-        self.tables, self.texts = [], []
-
-    def table(self, table, caption="", index=True):
-        self.tables.append((caption, table))
-
-    def text(self, markdown):
-        self.texts.append(markdown)
-
-
-def test_tables_say_n_a_and_drop_columns_without_a_number():
-    rep = _Collect()
+def test_tables_say_n_a_and_drop_columns_without_a_number(tmp_path):
+    rep = Report(tmp_path, title="t")
     frame = pd.DataFrame({"q_surf": [0.86, 0.87], "free_0": [0.33, np.nan], "none": [np.nan, np.nan]})
-    ocean_report._table(rep, frame.set_axis(["mixed", "prescription_only"]), caption="r")
-    ((_, shown),) = rep.tables
-    assert list(shown.columns) == ["q_surf", "free_0"]
-    assert shown.loc["prescription_only", "free_0"] == "n/a" and shown.loc["mixed", "free_0"] == 0.33
+    ocean_report._table(rep, frame.set_axis(pd.Index(["mixed", "prescription_only"], name="regime")), caption="r")
+    md = rep.write().read_text()
+    assert "| regime | q_surf | free_0 |" in md  # the column without a number is left out
+    assert "| prescription_only | 0.87 | n/a |" in md and "| mixed | 0.86 | 0.33 |" in md
+    assert "nan" not in md
 
 
-def test_the_introduction_says_the_regimes_and_abbreviations_in_words():
-    rep = _Collect()
+def test_the_introduction_says_the_regimes_and_abbreviations_in_words(tmp_path):
+    rep = Report(tmp_path, title="t")
     cfg = {"regimes": ["mixed", "prediction_only"], "seeds": [0, 1, 2], "epochs": 30, "window": 6}
     ocean_report._introduction(rep, cfg, False, None, 12.0)
-    text = " ".join(rep.texts)
+    text = rep.write().read_text()
     assert "[" not in text  # no Python lists
     assert "Seeds 0, 1, 2; 30 epochs each" in text
     assert "prediction_only (forecast loss only" in text
