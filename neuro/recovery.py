@@ -367,16 +367,22 @@ def _matched(rows: list[PlantedTruthRow], ceiling: list[PlantedTruthRow] | None)
 
 
 def ceiling_phrase(rows: list[PlantedTruthRow], ceiling: list[PlantedTruthRow]) -> str:
-    """``a perfect forecaster: 7 of 7, the measurements can see every row`` (or which rows it misses
-    too: those cannot tell the model's failure from the measure's), over the rows of ``rows``."""
+    """``a perfect forecaster: 7 of 7, the measurements can see every row``, over the rows of ``rows``;
+    else which rows it misses too (there a miss is no evidence against the model) and which it was not
+    measured on."""
     paired = [(r, c) for r, c in zip(rows, _matched(rows, ceiling)) if r.counted]
     k = sum(c is not None and c.recovered is True for _, c in paired)
     n = sum(c is not None and c.recovered is not None for _, c in paired)
-    head = f"a perfect forecaster: {k} of {n}"
-    if k == n == len(paired):
-        return f"{head}, the measurements can see every row"
-    blind = [r.truth for r, c in paired if c is None or c.recovered is not True]
-    return f"{head}; it misses {', '.join(blind)} too: there a miss is no evidence against the model"
+    blind = [r.truth for r, c in paired if c is not None and c.recovered is False]
+    unmeasured = [r.truth for r, c in paired if c is None or c.recovered is None]
+    text = f"a perfect forecaster: {k} of {n}"
+    if not blind and not unmeasured:
+        return f"{text}, the measurements can see every row"
+    if blind:
+        text += f"; it misses {', '.join(blind)} too: there a miss is no evidence against the model"
+    if unmeasured:
+        text += f"; {', '.join(unmeasured)} not measured on it"
+    return text
 
 
 def summary_line(

@@ -86,16 +86,19 @@ def test_the_study_writes_the_column_in_recovery_txt_from_its_run(tmp_path):
     assert "RECOVERED: 0.49 [0.47, 0.51]" in text and "RECOVERED: 1 [1, 1], exact by construction" in text
 
 
-def test_a_row_the_perfect_forecaster_misses_is_named():
-    rows = [PlantedTruthRow(n, "m", 0.1, 0.0, 0.2, 0.5, False) for n in ("impulse", "tail_beat", "frequency")]
+def test_a_row_the_perfect_forecaster_misses_or_was_not_measured_on_is_named():
+    names = ("impulse", "tail_beat", "frequency", "signs")
+    rows = [PlantedTruthRow(n, "m", 0.1, 0.0, 0.2, 0.5, False) for n in names]
     ceiling = [
         PlantedTruthRow("impulse", "m", 0.1, 0.0, 0.2, 1.0, True),
         PlantedTruthRow("tail_beat", "m", 0.3, 0.1, 0.6, 0.5, False),
+        PlantedTruthRow("signs", "m", float("nan"), float("nan"), float("nan"), 0.7, None),
     ]
     assert ceiling_phrase(rows, ceiling) == (
-        "a perfect forecaster: 1 of 2; it misses tail_beat, frequency too: there a miss is no evidence against "
-        "the model"
+        "a perfect forecaster: 1 of 2; it misses tail_beat too: there a miss is no evidence against the model; "
+        "frequency, signs not measured on it"
     )
+    assert ceiling_phrase(rows[:1], ceiling) == "a perfect forecaster: 1 of 1, the measurements can see every row"
 
 
 def test_your_recording_has_no_column_and_says_why_in_one_line(tmp_path):
