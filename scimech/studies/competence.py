@@ -298,9 +298,15 @@ def competence_line(table: xr.Dataset) -> str:
             j = list(table["model"].values).index(b)
             v, bv = float(table["value"].values[i, k]), float(table["value"].values[j, k])
             lo, hi = float(table["worse_than_best_low"].values[i, k]), float(table["worse_than_best_high"].values[i, k])
-            bits.append(f"{met} {v:.3g} vs {b} {bv:.3g} (difference, > 0 worse: [{lo:.3g}, {hi:.3g}])")
+            unit = str(table["units"].values[k]) if "units" in table.coords else ""
+            unit = f" {unit}" if unit and unit != "1" else ""  # "1": a dimensionless metric
+            bits.append(f"{met} {v:.3g}{unit} vs {b} {bv:.3g}{unit}, difference [{lo:.3g}, {hi:.3g}]{unit}")
         parts.append(f"{model}: {table['verdict'].values[i]} ({'; '.join(bits)})")
-    return f"Competence ({table.attrs.get('world', 'data')}): " + "; ".join(parts)
+    return (
+        f"Competence on {table.attrs.get('world', 'the data')}: "
+        + "; ".join(parts)
+        + " (difference: the model minus the best yardstick, 95% interval; > 0: the model is worse)"
+    )
 
 
 def _why_not_assessed(table: xr.Dataset) -> str:

@@ -16,6 +16,7 @@ import xarray as xr  # noqa: E402
 from ocean import plots  # noqa: E402
 from ocean import report as ocean_report  # noqa: E402
 from ocean.evidence import SEASONS  # noqa: E402
+from scimech.studies.competence import competence_line  # noqa: E402
 from scimech.studies.report import Report  # noqa: E402
 
 
@@ -155,3 +156,27 @@ def test_the_introduction_says_the_regimes_and_abbreviations_in_words(tmp_path):
     assert "prediction_only (forecast loss only" in text
     for word in ("ACC, anomaly correlation", "CKA, centred kernel alignment", "CV, coefficient of variation"):
         assert word in text
+
+
+def test_the_competence_line_gives_each_number_its_unit():
+    table = xr.Dataset(
+        {
+            "value": (("model", "metric"), [[98.1], [117.0]]),
+            "worse_than_best_low": (("model", "metric"), [[-32.4], [0.0]]),
+            "worse_than_best_high": (("model", "metric"), [[-3.91], [0.0]]),
+        },
+        coords={
+            "model": ["mixed", "damped persistence"],
+            "role": ("model", ["dissected model", "yardstick"]),
+            "verdict": ("model", ["competent", "yardstick"]),
+            "metric": ["RMSE"],
+            "units": ("metric", ["W m-2"]),
+            "headline": ("metric", [True]),
+            "best_yardstick": ("metric", ["damped persistence"]),
+        },
+        attrs={"world": "synthetic world (4 x 5 grid)"},
+    )
+    line = competence_line(table)
+    assert line.startswith("Competence on synthetic world (4 x 5 grid): mixed: competent (")
+    assert "RMSE 98.1 W m-2 vs damped persistence 117 W m-2, difference [-32.4, -3.91] W m-2" in line
+    assert "the model minus the best yardstick, 95% interval; > 0: the model is worse" in line
