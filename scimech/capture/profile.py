@@ -68,7 +68,7 @@ from scimech.capture.batches import (
     slice_batch,
     tile_batch,
 )
-from scimech.capture.hooks import StopForward, first_tensor, hooks_aside, run_forward
+from scimech.capture.hooks import StopForward, first_tensor, hooks_aside, modules_of, run_forward
 from scimech.capture.layout import edge_layout
 from scimech.capture.sites import resolve_site
 from scimech.errors import DataValidationError, DimensionError
@@ -227,6 +227,10 @@ class ModelProfile:
     half_rows: tuple[int, dict[str, int]] | None = None
     #: forward passes spent measuring (half a batch counts as one)
     passes: int = 0
+    #: each site's layout as the hooks worked it out, by site, activation shape, dtype and batch size
+    #: (:class:`~scimech.capture.hooks.HookSet`): measured by no pass of its own, dropped with the profile
+    #: when a parameter or buffer changes or a module is swapped
+    layouts: dict = field(default_factory=dict, repr=False)
 
     @property
     def tolerance(self) -> float:
@@ -277,7 +281,7 @@ def forget(model: nn.Module) -> None:
 def _version(model: nn.Module) -> int:
     """Changes when a parameter or buffer is changed in place (``_version``) or replaced, or a module
     swapped: one walk over the modules (every verb's session looks it up)."""
-    mods = tuple(model.modules())
+    mods = modules_of(model)
     tensors = (t for m in mods for own in (m._parameters, m._buffers) for t in own.values() if t is not None)
     return hash((tuple(map(id, mods)), tuple((id(t), t._version) for t in tensors)))
 
