@@ -272,7 +272,7 @@ def radial_maps(rad: xr.Dataset):
         for h, ax in enumerate(axes[row]):
             im = ax.imshow(maps[row, h], cmap="coolwarm", vmin=-lim, vmax=lim, origin="upper")
             where = f"block {block}, head {h}" if block is not None else f"head {h}"
-            ax.set_title(f"{where}\n|rho| radial = {float(score[row, h]):.2f}", fontsize=8)
+            ax.set_title(f"{where}\n|rho| with radius = {float(score[row, h]):.2f}", fontsize=8)
             ax.set_xlabel("image token column", fontsize=7)
             ax.set_ylabel("image token row" if h == 0 else "", fontsize=7)
             ax.tick_params(labelsize=6)

@@ -186,8 +186,8 @@ def _figures(rep: Report, res: dict, fnd) -> None:
         "radial_maps",
         f"Each head's image-token output on the {_grid_text(res['radial'])} token grid, {_blocks_text(res)}: the mean "
         "projection on the "
-        "head's first principal component (PC1), one colour scale for every head; |rho| radial: the rank correlation "
-        "(Spearman) of the map with the distance from the grid's centre (1: organised radially)",
+        "head's first principal component (PC1), one colour scale for every head; |rho| with radius: the rank "
+        "correlation (Spearman) of the map with the distance from the grid's centre (1: organised radially)",
     )
     h2 = int(fnd[3]["head"])
     rep.figure(
