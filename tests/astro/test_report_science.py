@@ -182,3 +182,29 @@ def test_the_profile_table_fits_one_table_with_every_row_named():
         "rows independent",
         "yes / no / no",
     ]
+
+
+def test_dz_against_a_v_bins_by_hand_and_counts_each_bin():
+    # 6 galaxies, A_V 0..3 in 3 bins of width 1: [0, 1) holds 2, [1, 2) holds 2, [2, 3] holds 2 (3.0 included)
+    av = np.array([0.1, 0.5, 1.2, 1.8, 2.5, 3.0])
+    z = np.full(6, 0.5)
+    dz = np.array([0.01, 0.03, -0.02, -0.04, 0.05, 0.07])
+    pred = xr.Dataset(
+        {
+            "z_true": ("sample", z),
+            "a_v": ("sample", av),
+            "photometry": ("sample", z + dz * (1 + z)),
+            "multimodal": ("sample", z),
+        }
+    )
+    fig = plots.dz_vs_av(pred, n_bins=3)
+    try:
+        ax = fig.axes[0]
+        phot = next(line for line in ax.lines if line.get_label() == "photometry-only")
+        np.testing.assert_allclose(phot.get_xdata(), [0.3, 1.5, 2.75])  # each bin's mean A_V
+        np.testing.assert_allclose(phot.get_ydata(), [0.02, -0.03, 0.06])  # the median dz of its two galaxies
+        top = next(a for a in ax.child_axes if a.get_xlabel() == "galaxies per bin")  # the secondary top axis
+        assert [t.get_text() for t in top.get_xticklabels()] == ["2", "2", "2"]
+        assert ax.get_xlabel() == "intrinsic A_V (mag)"
+    finally:
+        plt.close(fig)
