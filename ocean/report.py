@@ -247,7 +247,7 @@ def _figures(
 def _planted_tables(rep: Report, summary: xr.Dataset) -> None:
     tab = recovery_table(summary)
     rep.table(
-        tab.drop(columns=["interval", "criterion"]).set_index("truth"),
+        tab.drop(columns=["interval", "criterion"]).rename(columns={"expected": "built to recover"}).set_index("truth"),
         caption="Planted truth per regime (value: the measure with its interval)",
     )
     rep.table(
