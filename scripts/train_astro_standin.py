@@ -39,6 +39,7 @@ SETTINGS = dict(
     train_seed=700001,
     n_views=8,  # the measured catalogue and 7 with fluxes redrawn, shapes and images turned (8 orientations)
     codebook_size=1024,  # AION-1's: 128 codes cost 0.004 in the colour kNN's sigma_NMAD
+    image_vocab=1024,  # image codes: 256 keep none of the stamps' information beyond the catalogue (docs/astro.md)
     reservoir_size=20000,
     flux_reference="r",  # g, i, z tokens are fluxes relative to r (colours), r its own flux
     dim=32,
@@ -48,7 +49,7 @@ SETTINGS = dict(
     mlp_ratio=2.0,
     linear_init=1.0,
     phot_steps=1500,  # stage 1: photometry only (catalogue tokens alone)
-    steps=2000,  # stage 2: modality dropout (half of each batch with the image)
+    steps=4000,  # stage 2: modality dropout (half of each batch with the image); 2000 ended still improving
     check_every=100,  # score the validation galaxies every 100 steps; each stage ends on its best checkpoint
     val_n=1000,  # validation galaxies: a draw of their own, neither training nor test galaxies
     val_seed=700002,
@@ -66,9 +67,8 @@ SETTINGS = dict(
     knn_train_seed=0,
     n_bootstrap=1000,
 )
-#: what the planted stand-in changes (astro.models.planted: image only through head 1 of block 0): and 1024
-#: image codes, since 256 keep none of the stamps' information beyond the catalogue (docs/astro.md)
-PLANTED = dict(planted=True, image_vocab=1024)
+#: what the planted stand-in changes (astro.models.planted: image only through head 1 of block 0)
+PLANTED = dict(planted=True)
 
 
 def _log(msg: str) -> None:

@@ -94,12 +94,10 @@ def test_the_shipped_standin_reproduces_its_record_and_beats_the_yardsticks(gala
     assert _nmad(z, phot) < _nmad(z, knn)
     assert rec["test"]["difference"]["photometry - colour_knn"]["sigma_nmad"]["ci_high"] < 0
     # outliers: not measurably worse than the colour kNN recomputed here (a paired bootstrap of the
-    # galaxies, 1000 resamples, 95% percentile interval reaching 0); the stand-in at or below it
+    # galaxies, 1000 resamples, 95% percentile interval reaching 0), the rule the report applies
     worse = (np.abs(_dz(z, phot)) > 0.15).astype(float) - (np.abs(_dz(z, knn)) > 0.15)
     resampled = worse[np.random.default_rng(0).integers(0, z.size, (1000, z.size))].mean(1)
     assert np.percentile(resampled, 2.5) <= 0
-    if not planted:
-        assert _outliers(z, phot) <= _outliers(z, knn)
     # the image advantage (mean|dz| photometry-only minus multimodal) reproduces its record
     adv = np.mean(np.abs(_dz(z, phot))) - np.mean(np.abs(_dz(z, multi)))
     r = rec["test"]["advantage"]
