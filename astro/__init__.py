@@ -4,7 +4,7 @@ The study, in the order it runs (``scimech astro study``, :class:`astro.study.As
 
 * :mod:`astro.plan`: the options resolved and checked (galaxies, sizes, seed, device);
 * :mod:`astro.run`: the study as resumable Dask units (:mod:`astro.units`), in a run folder
-  :mod:`astro.resume` decides may be resumed; samples and checkpoints through :mod:`astro.files`,
+  :mod:`astro.resume` decides may be resumed; samples and checkpoints through :mod:`astro.data.files`,
   the stand-in trained by :mod:`astro.training`;
 * :mod:`astro.evidence`: the four measurements of :mod:`astro.measures` (advantage, probes,
   interventions, attenuation bias) on one model;
@@ -12,25 +12,33 @@ The study, in the order it runs (``scimech astro study``, :class:`astro.study.As
 * :mod:`astro.recovery`: the planted truth against what the study found;
 * :mod:`astro.report`: figures (:mod:`astro.plots`) and ``report.md``.
 
-Data and models: :mod:`astro.synthetic` (galaxies with truth), :mod:`astro.catalog` (your
-Legacy Survey DR10 catalogue, DESI redshift columns, what was read said back), :mod:`astro.cutouts`
-(your cut-outs: band order, units, pixel scale, fluxes against the catalogue's), :mod:`astro.split`
-(training and test galaxies by object identity), :mod:`astro.photoz` (classical photo-z and
-metrics), :mod:`astro.models` (a small AION stand-in, the planted stand-in and the AION-1
-adapter, including its image codec), :mod:`astro.constants`. The command line: :class:`astro.study.AstroStudy`.
+Data and models: :mod:`astro.synthetic` (galaxies with truth), :mod:`astro.data` (your galaxies:
+:mod:`astro.data.catalog`, your Legacy Survey DR10 catalogue, DESI redshift columns, what was read said
+back; :mod:`astro.data.sweeps`, its files; :mod:`astro.data.cutouts` and :mod:`astro.data.cutout_folder`,
+your cut-outs: band order, units, pixel scale, fluxes against the catalogue's; :mod:`astro.data.splits`,
+training and test galaxies by object identity; :mod:`astro.data.files`, samples, checkpoints and results
+on disk), :mod:`astro.photoz` (classical photo-z and metrics), :mod:`astro.models` (a small AION stand-in,
+the planted stand-in and the AION-1 adapter, including its image codec), :mod:`astro.constants`. The
+command line: :class:`astro.study.AstroStudy`.
+
+The data layer's old flat paths (``astro.catalog``, ``astro.split``, ``from astro import files``, ...)
+give the modules of :mod:`astro.data`, with a DeprecationWarning, until scimech 0.3.0
+(:mod:`scimech._moved`).
 """
+
+from scimech._moved import install as _install_old_paths
+from scimech._moved import moved_attribute as _moved_attribute
+
+_install_old_paths()  # `import astro.catalog` (an old path): astro.data.catalog, with a warning
 
 __all__ = [
     "constants",
     "synthetic",
-    "catalog",
-    "cutouts",
-    "split",
+    "data",
     "photoz",
     "models",
     "plan",
     "units",
-    "files",
     "training",
     "resume",
     "run",
@@ -63,3 +71,10 @@ def run_study(**options):
     from scimech.studies import run_study as run  # lazy: `import astro` stays light
 
     return run("astro", **options)
+
+
+def __getattr__(name: str):
+    moved = _moved_attribute(__name__, name)  # `astro.catalog`: astro.data.catalog, with a warning
+    if moved is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return moved

@@ -119,8 +119,8 @@ def data_files(data, images: str | Path | None = None) -> tuple[Path | str | lis
     """``(catalogue, cut-outs)`` of ``--data``: a catalogue file, several (a list), a glob of catalogue files
     (given on as the pattern), or a folder holding DR10 sweep files (``sweep-*.fits``: given on as the folder) or
     ``catalog.fits``; unless ``images`` is given, the folder's ``images.npy`` / ``images.fits`` cube or its
-    ``cutouts/`` folder of per-galaxy FITS files (:mod:`astro.cutout_folder`), when there."""
-    from .sweeps import SWEEP_GLOB, catalogue_files
+    ``cutouts/`` folder of per-galaxy FITS files (:mod:`astro.data.cutout_folder`), when there."""
+    from .data.sweeps import SWEEP_GLOB, catalogue_files
 
     if isinstance(data, (list, tuple)):
         return [Path(p) for p in data], None if images is None else Path(images)
@@ -148,7 +148,7 @@ def data_files(data, images: str | Path | None = None) -> tuple[Path | str | lis
 
 def holds_catalogue(path: Path) -> bool:
     """Whether a folder holds what ``--data`` reads: ``catalog.fits`` or DR10 sweep files (``sweep-*.fits``)."""
-    from .sweeps import SWEEP_GLOB
+    from .data.sweeps import SWEEP_GLOB
 
     return path.is_dir() and (
         any((path / n).is_file() for n in DATA_CATALOG_NAMES) or any(True for _ in path.glob(SWEEP_GLOB))
@@ -235,7 +235,7 @@ def resolve_settings(
     if source == "catalog":
         if not 0 < test_fraction < 1:
             raise ConfigError(f"test_fraction must be between 0 and 1; got {test_fraction}.")
-        from .sweeps import catalogue_files, source_text
+        from .data.sweeps import catalogue_files, source_text
 
         catalogue_files(catalog)  # a file, folder or glob that is not there: refused before anything runs
         for f in (images, model):

@@ -55,7 +55,7 @@ def write_report(
     findings reproduce, the planted truth (for a planted stand-in), the figures and the tables.
 
     ``galaxies`` says what the study ran on (default: the synthetic galaxies of the stand-in);
-    ``reading``: what was read from your catalogue (:func:`astro.catalog.read_legacy_survey`),
+    ``reading``: what was read from your catalogue (:func:`astro.data.catalog.read_legacy_survey`),
     shown after the competence table."""
     iv = res["interventions"]
     planted = bool(int(iv.attrs.get("planted", 0)))

@@ -22,8 +22,8 @@ from scimech.errors import ConfigError
 from scimech.run.fingerprint import fingerprint, set_aside_stale
 from scimech.run.results import atomic_write_text
 
+from .data.sweeps import catalogue_files
 from .plan import StudySettings
-from .sweeps import catalogue_files
 from .synthetic import GalaxySample, make_galaxies, world_config
 from .units import single_thread
 
@@ -91,7 +91,7 @@ def _sample_fingerprint(sample: GalaxySample) -> str:
 
 def _input_paths(key: str, value) -> list[Path]:
     """The paths the plan's input ``key`` names: one file or folder, or the catalogue's several files (a list of
-    DR10 sweeps, or a glob of them: :func:`astro.sweeps.catalogue_files`)."""
+    DR10 sweeps, or a glob of them: :func:`astro.data.sweeps.catalogue_files`)."""
     if key == "catalog" and (isinstance(value, (list, tuple)) or not Path(value).exists()):
         return catalogue_files(value)
     return [Path(value)]

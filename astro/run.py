@@ -27,8 +27,8 @@ from scimech.run.parallel import map_units
 from scimech.run.results import UnitStore
 from scimech.studies.reading import Reading
 
+from .data.files import load_adapter, load_sample, save_study
 from .evidence import gather_evidence
-from .files import load_adapter, load_sample, save_study
 from .measures import chunk_bounds
 from .measures.assumptions import ATTR
 from .models.shipped import choose_shipped
@@ -85,7 +85,7 @@ def run_resumable_study(
         An existing checkpoint folder and samples: then nothing is synthesised or trained.
     catalog, images, test_fraction
         Your Legacy Survey catalogue (and ``(N, 4, H, W)`` cut-outs) instead of synthetic
-        galaxies (:func:`astro.catalog.read_legacy_survey`; it needs ``Z`` and ``A_V``
+        galaxies (:func:`astro.data.catalog.read_legacy_survey`; it needs ``Z`` and ``A_V``
         columns): its objects are split at random (``seed``) into ``test_fraction`` test and
         training galaxies; with ``model`` that checkpoint is studied, without it a stand-in
         is trained on the training rows (cut-outs centre-cropped to 24 x 24 pixels).

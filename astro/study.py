@@ -29,7 +29,7 @@ full size by scripts/train_astro_standin.py; astro.models.shipped), refused with
 the world changed since; ``--train-afresh`` (or ``--epochs`` / ``--batch-size``) trains one here.
 
 Galaxies: synthetic by default (``--world``; ``--size`` sets how many); ``--data`` studies
-your Legacy Survey DR10 galaxies (astro.catalog.read_legacy_survey): a catalogue FITS file, several
+your Legacy Survey DR10 galaxies (astro.data.catalog.read_legacy_survey): a catalogue FITS file, several
 (DR10 sweep files, given one after another or as a quoted glob ``'sweep-*.fits'``: read as one catalogue,
 their overlaps merged), or a folder holding ``catalog.fits`` or ``sweep-*.fits`` and optionally
 ``images.npy`` / ``images.fits`` cut-outs or a ``cutouts/`` folder of one FITS file per galaxy (``--images``
@@ -67,8 +67,8 @@ from scimech.run.many_paths import given, inspect_takes_many
 from scimech.run.options import Format, existing_path, fraction, input_path, whole
 from scimech.studies.contract import Command, Plan, Study
 
+from .data.sweeps import holds_cutouts
 from .plan import DATA_CATALOG_NAMES, DEFAULT_WORLD, FULL, IMAGE_FEATURES, MEDIUM, QUICK, holds_catalogue
-from .sweeps import holds_cutouts
 
 # The commands import what they run when they run: the study pulls torch, aion, astropy and
 # scikit-learn (about 6 s), and `scimech --help`, like the parser of every `scimech` command,
@@ -382,9 +382,9 @@ class AstroStudy(Study):
         why, the band order, and the split by object identity. No torch, no model."""
         import warnings
 
-        from .catalog import read_legacy_survey
+        from .data.catalog import read_legacy_survey
+        from .data.splits import split_catalogue
         from .plan import data_files
-        from .split import split_catalogue
 
         catalog, images = data_files(given(path, getattr(args, "more", None)), getattr(args, "images", None))
         with warnings.catch_warnings():  # the dropped rows are in the reading
@@ -398,8 +398,8 @@ class AstroStudy(Study):
 
     def load(self, folder: Path):
         """The saved results of a study folder (``<folder>/study/*.nc``, or the ``study/`` folder itself)."""
+        from .data.files import load_study
         from .evidence import AstroEvidence
-        from .files import load_study
 
         saved = folder / "study" if (folder / "study").is_dir() else folder
         out = folder if saved != folder else folder.parent
@@ -447,7 +447,7 @@ class AstroStudy(Study):
         )
 
     def generate(self, args: argparse.Namespace) -> int:
-        from .files import save_sample  # lazy: see the top
+        from .data.files import save_sample  # lazy: see the top
         from .synthetic import make_galaxies
 
         t0 = time.perf_counter()
@@ -513,7 +513,7 @@ def _train_options(t: argparse.ArgumentParser) -> None:
 
 
 def _train(args) -> int:
-    from .files import load_sample  # lazy: see the top
+    from .data.files import load_sample  # lazy: see the top
     from .models import standin
     from .training import train_standin
 

@@ -30,11 +30,11 @@ from threadpoolctl import threadpool_limits
 
 from scimech.errors import MissingVariableError
 
-from .catalog import read_legacy_survey
-from .files import load_adapter, load_sample, save_sample
+from .data.catalog import read_legacy_survey
+from .data.files import load_adapter, load_sample, save_sample
+from .data.splits import MIN_TEST, split_catalogue  # noqa: F401  (MIN_TEST: re-exported)
 from .measures import intervention_chunk, study_batches
 from .models import standin
-from .split import MIN_TEST, split_catalogue  # noqa: F401  (MIN_TEST: re-exported)
 from .synthetic import make_galaxies
 from .training import train_standin
 
@@ -78,7 +78,7 @@ def catalog_unit(
     stamp: int | None,
 ) -> dict[str, Any]:
     """Read a Legacy Survey catalogue (and cut-outs), split its *objects* at random (``seed``) into
-    ``test_fraction`` test and the rest training galaxies (:func:`astro.split.split_by_object`: the
+    ``test_fraction`` test and the rest training galaxies (:func:`astro.data.splits.split_by_object`: the
     rows of one object stay on one side), and write both samples. The result carries the reading
     (``reading``: :meth:`scimech.studies.reading.Reading.to_dict`, its ``split`` section filled)."""
     with warnings.catch_warnings(record=True) as caught:  # the dropped-rows count goes into the result

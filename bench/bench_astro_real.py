@@ -50,7 +50,7 @@ def _phases(folder: Path, n_test: int, n_ref: int, block: int, threads: int, n_i
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    from astro.catalog import read_legacy_survey
+    from astro.data.catalog import read_legacy_survey
     from astro.measures import (
         head_probes,
         head_radial_structure,
@@ -108,7 +108,7 @@ def _interventions(folder: Path, n_iv: int, n_ref: int, block: int, threads: int
     import numpy as np
     import torch
 
-    from astro.catalog import read_legacy_survey
+    from astro.data.catalog import read_legacy_survey
     from astro.models.aion import AIONRedshift, rows_per_pass
     from scimech.causal.intervene import ablation_sweep, patching_sweep
 

@@ -3,10 +3,11 @@
 scimech 0.1 kept its modules flat (``scimech.sites``, ``scimech.study``, ``scimech.dictionary.saes``);
 they now live in folders by concern (``scimech.capture.sites``, ...). The ocean study's data layer
 (``ocean.stores``, ``ocean.products``, ...) is now the subpackage :mod:`ocean.data`, and the neuro
-study's (``neuro.reader``, ``neuro.store``, ...) the subpackage :mod:`neuro.data`. No file remains at
+study's (``neuro.reader``, ``neuro.store``, ...) the subpackage :mod:`neuro.data`, and the astro
+study's (``astro.catalog``, ``astro.split``, ...) the subpackage :mod:`astro.data`. No file remains at
 an old path: :class:`OldPaths`, a finder on :data:`sys.meta_path` installed by ``import scimech``,
-``import ocean`` and ``import neuro``, reads :data:`TABLES` (:data:`MOVED` for scimech,
-:data:`OCEAN_MOVED` for ocean, :data:`NEURO_MOVED` for neuro) and
+``import ocean``, ``import neuro`` and ``import astro``, reads :data:`TABLES` (:data:`MOVED` for scimech,
+:data:`OCEAN_MOVED` for ocean, :data:`NEURO_MOVED` for neuro, :data:`ASTRO_MOVED` for astro) and
 answers ``import scimech.sites`` with the module ``scimech.capture.sites`` itself (the same object
 under both names, so a monkeypatch through the old path is seen by the new), with one
 :class:`DeprecationWarning` naming the new path. A moved package's modules follow it
@@ -94,8 +95,20 @@ NEURO_MOVED = {
     "zapbench": "data.zapbench",
 }
 
+#: ``{old path under astro: its new home}``: the galaxies' data layer, now the subpackage :mod:`astro.data`
+#: (``import astro.catalog`` gives the module astro.data.catalog, with a DeprecationWarning, until 0.3.0);
+#: the split by object under the role name the other studies use (``astro.split`` -> ``astro.data.splits``)
+ASTRO_MOVED = {
+    "catalog": "data.catalog",
+    "cutout_folder": "data.cutout_folder",
+    "cutouts": "data.cutouts",
+    "files": "data.files",
+    "split": "data.splits",
+    "sweeps": "data.sweeps",
+}
+
 #: ``{package: its table}``: every package whose modules moved, each served by :class:`OldPaths`
-TABLES = {"scimech": MOVED, "ocean": OCEAN_MOVED, "neuro": NEURO_MOVED}
+TABLES = {"scimech": MOVED, "ocean": OCEAN_MOVED, "neuro": NEURO_MOVED, "astro": ASTRO_MOVED}
 
 
 def new_path(fullname: str) -> str | None:

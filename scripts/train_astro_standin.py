@@ -202,7 +202,7 @@ def main(argv=None) -> int:
     )
     args = p.parse_args(argv)
     torch.set_num_threads(1)
-    from astro.files import load_adapter
+    from astro.data.files import load_adapter
     from astro.models.shipped import ShippedStandin, shipped_name
 
     for which in ("standin", "planted") if args.which == "both" else (args.which,):

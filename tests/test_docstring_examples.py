@@ -32,7 +32,7 @@ STUDY_NAMES = (
     "ocean.data:from_nemo",
     *(f"ocean.experiment:{n}" for n in importlib.import_module("ocean.experiment").__all__),
     "astro.study:AstroStudy",
-    "astro.catalog:read_legacy_survey",
+    "astro.data.catalog:read_legacy_survey",
     "neuro.study:NeuroStudy",
     "neuro.data:from_traces",
     "neuro.data:read_traces",

@@ -55,7 +55,7 @@ def study_inputs(adapter: AIONRedshift, train, test, *, n_reference: int = 256, 
     X = photoz.colour_features(test.catalog)
     f, iv = photoz.flux_matrix(test.catalog)
     tp = photoz.TemplatePhotoZ(**(template_kwargs or {})).fit()
-    # fluxes already corrected for Milky Way extinction (MW_TRANSMISSION, astro.catalog): E(B-V) 0, not twice
+    # fluxes already corrected for Milky Way extinction (MW_TRANSMISSION, astro.data.catalog): E(B-V) 0, not twice
     ebv = None if test.meta.get("mw_corrected") else np.asarray(test.catalog["ebv"].value)
     z_t = tp.predict(f, iv, ebv)
     cp = photoz.ColourPhotoZ().fit(photoz.colour_features(train.catalog), np.asarray(train.catalog["z"], float))

@@ -180,7 +180,7 @@ def write_galaxies(folder: str | Path, n: int, seed: int = 0, *, stamp: int = 96
     Survey DR10 table with Z and AV, :func:`astro.catalog.write_legacy_survey`) and
     ``folder/images.npy`` ((n, 4, stamp, stamp) g, r, i, z cut-outs [nanomaggy per pixel] at
     0.262"/pixel). Returns ``folder`` (``scimech astro study --data folder`` reads both)."""
-    from ..catalog import write_legacy_survey  # lazy: astropy
+    from ..data.catalog import write_legacy_survey  # lazy: astropy
     from ..synthetic import make_galaxies, world_config
 
     folder = Path(folder)

@@ -3,7 +3,7 @@ Astronomy: a catalogue of several sweep files
 =============================================
 
 The Legacy Survey DR10 catalogue comes as one FITS "sweep" file per 10 x 5 degree patch of
-sky. :func:`astro.catalog.read_legacy_survey` reads a folder of them (or a list, or a glob)
+sky. :func:`astro.data.catalog.read_legacy_survey` reads a folder of them (or a list, or a glob)
 as one catalogue: the survey's column names and units (nanomaggies, arcsec, mag), the rows
 that cannot be used dropped and counted by reason, and each row's file kept.
 
@@ -20,7 +20,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from astropy.io import fits
 
-from astro.catalog import read_legacy_survey
+from astro.data.catalog import read_legacy_survey
 from astro.synthetic import make_galaxies
 
 folder = Path(tempfile.mkdtemp()) / "dr10-south"

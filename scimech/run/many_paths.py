@@ -1,6 +1,6 @@
 """``--data`` and ``inspect`` given a product as it is distributed: several paths, a glob or a folder.
 
-A domain's reader takes one path, a list of paths or a glob (``astro.catalog.read_legacy_survey``,
+A domain's reader takes one path, a list of paths or a glob (``astro.data.catalog.read_legacy_survey``,
 ``neuro.data.from_traces``); these helpers let its command line say the same:
 
 * :func:`data_takes_many`: ``--data PATH [PATH ...]``, one path kept as it is, several as a list, and a

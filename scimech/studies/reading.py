@@ -1,6 +1,6 @@
 """What a reader read from a file, said back to the scientist before any work.
 
-A domain reader (``ocean.products.open_store``, ``astro.catalog.read_legacy_survey``,
+A domain reader (``ocean.products.open_store``, ``astro.data.catalog.read_legacy_survey``,
 ``neuro.data.from_traces``) fills one :class:`Reading`: a row per quantity the study needs
 (:class:`ReadRow`: the variable that served it, how it was found, its units as found and as
 used, each conversion or sign flip) and named sections of facts (``time``: calendar,

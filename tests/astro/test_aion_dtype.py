@@ -12,8 +12,8 @@ import warnings
 import numpy as np
 import pytest
 
-from astro import files
-from astro.catalog import read_legacy_survey
+from astro.data import files
+from astro.data.catalog import read_legacy_survey
 from astro.measures import probes, study_inputs
 from astro.models import aion as aion_adapter
 from astro.models.aion_folder import write_galaxies, write_random_aion

@@ -18,8 +18,9 @@ from aion.codecs import ImageCodec
 from aion.fourm import fm
 from aion.fourm.modality_info import MODALITY_INFO
 
-from astro import files, measures
-from astro.catalog import read_legacy_survey
+from astro import measures
+from astro.data import files
+from astro.data.catalog import read_legacy_survey
 from astro.measures import probes, study_inputs
 from astro.models import aion as aion_adapter
 from astro.models.aion_folder import SHAPES, model_config, write_galaxies, write_random_aion

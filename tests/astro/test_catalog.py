@@ -10,7 +10,7 @@ import pytest
 from astropy.io import fits
 
 from astro import constants
-from astro.catalog import read_legacy_survey
+from astro.data.catalog import read_legacy_survey
 from astro.synthetic import make_galaxies
 from scimech.errors import DataValidationError, DimensionError, MissingVariableError, UnitsError
 
@@ -155,7 +155,7 @@ def test_bad_inputs_are_one_clear_error_each(truth, tmp_path):
 
 
 def test_study_cli_runs_on_a_catalogue(truth, tmp_path, capsys):
-    from astro import files
+    from astro.data import files
     from scimech.cli.commands import main
 
     path = write_catalog(tmp_path / "dr10.fits", truth.catalog)
@@ -197,13 +197,13 @@ def test_study_cli_runs_on_a_catalogue(truth, tmp_path, capsys):
 
 
 def read_rows(path):
-    from astro.files import load_sample
+    from astro.data.files import load_sample
 
     return np.asarray(load_sample(path).catalog["row"])
 
 
 def test_written_catalogue_reads_back_as_the_sample_it_was_written_from(truth, tmp_path):
-    from astro.catalog import LEGACY_COLUMNS, write_legacy_survey
+    from astro.data.catalog import LEGACY_COLUMNS, write_legacy_survey
 
     path = write_legacy_survey(tmp_path / "written.fits", truth.catalog)
     with fits.open(path) as hdul:  # the survey's names and TUNITs, as a sweep file has them

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from astro import files
+from astro.data import files
 
 
 @pytest.mark.slow  # a whole study from the command line

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from astropy.io import fits
 
-from astro.catalog import REASON_NO_CUTOUT, read_legacy_survey
+from astro.data.catalog import REASON_NO_CUTOUT, read_legacy_survey
 from astro.plan import data_files
 from astro.synthetic import make_galaxies
 from scimech.errors import ConfigError, DataValidationError, UnitsError

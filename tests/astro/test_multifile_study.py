@@ -16,11 +16,11 @@ import numpy as np
 import pytest
 from astropy.table import Table, vstack
 
-from astro.catalog import read_legacy_survey
-from astro.files import load_sample
+from astro.data.catalog import read_legacy_survey
+from astro.data.files import load_sample
+from astro.data.splits import split_catalogue
 from astro.plan import STANDIN_STAMP
 from astro.resume import input_fingerprint
-from astro.split import split_catalogue
 from astro.synthetic import make_galaxies
 from scimech.cli.commands import main
 

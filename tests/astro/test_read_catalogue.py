@@ -13,7 +13,7 @@ import pytest
 from astropy.io import fits
 
 from astro import constants
-from astro.catalog import read_legacy_survey
+from astro.data.catalog import read_legacy_survey
 from astro.synthetic import make_galaxies
 from scimech.errors import DataValidationError, MissingVariableError, UnitsError
 
@@ -59,7 +59,7 @@ def identities(path, cols=("RELEASE", "BRICKID", "OBJID")):
 def test_no_object_lands_in_both_training_and_test(galaxies, rows, tmp_path, desi):
     """A catalogue with 24 objects on two rows each (overlapping sweeps; a DESI target observed twice):
     the study's split keeps each object on one side, and holds out 25% of the objects."""
-    from astro.files import load_sample
+    from astro.data.files import load_sample
     from astro.units import catalog_unit
 
     path = write_dr10(tmp_path / "cat.fits", galaxies.catalog, rows, desi=desi)
@@ -218,7 +218,7 @@ def test_mw_transmission_corrects_fluxes_once_against_astropy_magnitudes(galaxie
 def test_mw_corrected_sample_keeps_the_flag_through_the_study_files(galaxies, tmp_path):
     """The template photo-z reads ``meta['mw_corrected']`` from the test file to take E(B-V) = 0: the flag
     survives the train/test files the study writes."""
-    from astro.files import load_sample, save_sample
+    from astro.data.files import load_sample, save_sample
 
     s = read(write_dr10(tmp_path / "cat.fits", galaxies.catalog, mw=True))
     back = load_sample(save_sample(s[:10], tmp_path / "test.fits"))

@@ -29,8 +29,8 @@ import numpy as np
 import pytest
 from astropy.io import fits
 
-from astro.catalog import read_legacy_survey
-from astro.split import split_catalogue
+from astro.data.catalog import read_legacy_survey
+from astro.data.splits import split_catalogue
 from astro.synthetic import make_galaxies
 from scimech.errors import DataValidationError, MissingVariableError, UnitsError
 

@@ -13,7 +13,7 @@ import xarray as xr
 from aion import AION
 
 from astro import measures, synthetic
-from astro.files import load_study, save_study
+from astro.data.files import load_study, save_study
 from astro.measures.assumptions import ATTR
 from astro.models import aion as aion_adapter
 from astro.models import standin

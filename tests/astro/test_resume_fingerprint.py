@@ -14,7 +14,7 @@ import pytest
 
 import astro.run
 from astro import synthetic
-from astro.files import load_sample, save_sample
+from astro.data.files import load_sample, save_sample
 from astro.plan import DEFAULT_WORLD
 from astro.run import run_resumable_study
 from scimech.run.fingerprint import read_fingerprint

@@ -15,7 +15,7 @@ from __future__ import annotations
 import pytest
 
 from astro import evidence, recovery, synthetic
-from astro.files import load_adapter
+from astro.data.files import load_adapter
 from astro.models import shipped
 
 WORLD = "degenerate"

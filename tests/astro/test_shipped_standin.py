@@ -21,7 +21,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from astro import synthetic
-from astro.files import load_adapter
+from astro.data.files import load_adapter
 from astro.models import shipped
 from astro.models.aion import IMAGE_KEY, AIONRedshift
 from astro.models.standin import StandinAION

@@ -15,7 +15,7 @@ import time
 import numpy as np
 import pytest
 
-from astro.files import STUDY_NAMES, load_study
+from astro.data.files import STUDY_NAMES, load_study
 from astro.run import run_resumable_study
 from scimech.run.results import UnitStore
 

@@ -104,7 +104,7 @@ def test_every_old_path_imports_as_the_moved_module_with_a_warning():
     # data layer that ocean kept flat
     assert {k for k in MOVED if "." not in k} == PATHS_OF_0_1 - {"cli"}
     assert set(OCEAN_MOVED) == OCEAN_DATA_LAYER and set(OCEAN_MOVED.values()) == {f"data.{m}" for m in OCEAN_DATA_LAYER}
-    assert set(TABLES) == {"scimech", "ocean", "neuro"}
+    assert set(TABLES) == {"scimech", "ocean", "neuro", "astro"}
     assert not [m for m in OCEAN_DATA_LAYER if (REPO / "ocean" / f"{m}.py").exists()]  # no file left at an old path
     out = _run(IMPORT_OLD_PATHS)
     assert out["missing"] == [] and out["silent"] == [] and out["not_same"] == []

@@ -141,7 +141,7 @@ def split_by_object(groups: np.ndarray, test_fraction: float, seed: int) -> tupl
 
 
 def split_catalogue(sample, test_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Row indices ``(train, test)`` of a catalogue sample split by object (:func:`astro.split.split_by_object`),
+    """Row indices ``(train, test)`` of a catalogue sample split by object (:func:`astro.data.splits.split_by_object`),
     checked for a test set the probes can use; fills the ``split`` section of ``sample.meta["reading"]``."""
     n = len(sample)
     groups = np.asarray(sample.catalog["object"])

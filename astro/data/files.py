@@ -11,9 +11,9 @@ import xarray as xr
 from scimech.errors import ConfigError
 from scimech.run import results
 
-from .models import standin
-from .models.aion import AIONRedshift
-from .synthetic import GalaxySample
+from ..models import standin
+from ..models.aion import AIONRedshift
+from ..synthetic import GalaxySample
 
 __all__ = ["load_sample", "save_sample", "load_adapter", "save_study", "load_study", "STUDY_NAMES", "OPTIONAL_NAMES"]
 

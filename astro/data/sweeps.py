@@ -7,10 +7,10 @@ one file per sky patch of 10 deg in RA by 5 deg in Dec, named
 (minus) and the Dec in three digits [deg] of the patch's lower and upper corners
 (``sweep-210p025-220p030.fits``: 210 <= RA < 220, 25 <= Dec < 30). The south (DECam) and the north
 (BASS / MzLS) each have their own sweeps of the same names; a galaxy in the overlap is in both (joined
-by :func:`astro.split.join_positions`).
+by :func:`astro.data.splits.join_positions`).
 
 Cut-outs come one FITS file per galaxy (the Legacy Survey viewer's ``fits-cutout``): a folder of them is
-told by :func:`holds_cutouts` (read and matched to the rows by :mod:`astro.cutout_folder`).
+told by :func:`holds_cutouts` (read and matched to the rows by :mod:`astro.data.cutout_folder`).
 """
 
 from __future__ import annotations
@@ -126,5 +126,5 @@ def source_text(paths: list[Path]) -> str:
 
 def holds_cutouts(path: Path) -> bool:
     """Whether ``path`` is a folder holding FITS files (:data:`CUTOUT_SUFFIXES`): per-galaxy cut-outs, as
-    ``--images`` takes them (what each holds is read, and refused if need be, by :mod:`astro.cutout_folder`)."""
+    ``--images`` takes them (what each holds is read, and refused if need be, by :mod:`astro.data.cutout_folder`)."""
     return path.is_dir() and any(p.is_file() and p.name.lower().endswith(CUTOUT_SUFFIXES) for p in path.iterdir())

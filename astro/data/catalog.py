@@ -15,11 +15,11 @@ also as ``REDSHIFT``, ``Z_SPEC`` or ``CZ``: a TUNIT of velocity, ``km/s``, is re
 FastSpecFit).
 
 Files: one FITS table, or several read as one catalogue (a list, a glob, a folder of DR10 sweep files
-``sweep-*.fits``: :mod:`astro.sweeps`), their rows one after another and their overlaps merged as within
+``sweep-*.fits``: :mod:`astro.data.sweeps`), their rows one after another and their overlaps merged as within
 one file (one identity is one object; north and south rows of one position joined). Cut-outs: a cube,
 one per row, or a folder of one FITS file per galaxy matched by TARGETID or sky position
-(:mod:`astro.cutout_folder`).
-Cut-outs: :mod:`astro.cutouts` (band order from the header, units, pixel scale, fluxes
+(:mod:`astro.data.cutout_folder`).
+Cut-outs: :mod:`astro.data.cutouts` (band order from the header, units, pixel scale, fluxes
 cross-checked against the catalogue's).
 
 The table: the first table HDU holding the flux columns (a file may carry others before it).
@@ -56,11 +56,11 @@ from astropy.table import QTable
 from scimech.errors import DataValidationError, DimensionError, MissingVariableError, UnitsError
 from scimech.studies.reading import Reading
 
-from . import constants
+from .. import constants
+from ..synthetic import GalaxySample, SyntheticConfig
 from .cutouts import check_fluxes, parse_unit, read_cube, read_images
-from .split import MATCH_RADIUS_ARCSEC, duplicates, identity_columns, join_positions, object_groups
+from .splits import MATCH_RADIUS_ARCSEC, duplicates, identity_columns, join_positions, object_groups
 from .sweeps import Source, catalogue_files, source_text, sweep_patch
-from .synthetic import GalaxySample, SyntheticConfig
 
 __all__ = [
     "LEGACY_COLUMNS",
@@ -519,7 +519,7 @@ def _rejections(reasons: list[tuple[str, np.ndarray]], n: int) -> tuple[np.ndarr
 
 def _cutouts(images, t: _Table, source: str):
     """``(cube, matched rows or None, the folder match or None)``: one cut-out per row from a cube file, or the
-    rows' cut-outs from a folder of per-galaxy files (:mod:`astro.cutout_folder`)."""
+    rows' cut-outs from a folder of per-galaxy files (:mod:`astro.data.cutout_folder`)."""
     if images is None:
         return None, None, None
     if Path(images).is_dir():
@@ -572,15 +572,15 @@ def read_legacy_survey(path: Source, images: str | Path | None = None, *, stamp:
         FITS file whose first table HDU has the columns of :data:`LEGACY_COLUMNS` (names in any
         case; TUNIT cards converted, absent ones taken as the survey's units) and optionally
         those of :data:`OPTIONAL_COLUMNS`, :data:`MW_COLUMNS`, an identity
-        (:data:`astro.split.IDENTITIES`) and DESI's ``ZERR``, ``ZWARN``, ``SPECTYPE``; or several such
-        files (a list, a glob, or a folder of DR10 sweep files ``sweep-*.fits``: :func:`astro.sweeps.catalogue_files`),
+        (:data:`astro.data.splits.IDENTITIES`) and DESI's ``ZERR``, ``ZWARN``, ``SPECTYPE``; or several such
+        files (a list, a glob, or a folder of DR10 sweep files ``sweep-*.fits``: :func:`astro.data.sweeps.catalogue_files`),
         read as one catalogue: their rows one after another, an object repeated across files (the same
         identity, or north and south photometry of one position) kept together as one object.
     images
-        Cut-outs, one per row of the table (``.npy`` or FITS; :func:`astro.cutouts.read_cube`), or a folder
+        Cut-outs, one per row of the table (``.npy`` or FITS; :func:`astro.data.cutouts.read_cube`), or a folder
         of one FITS file per galaxy matched to the rows by TARGETID or sky position
-        (:mod:`astro.cutout_folder`; rows without one are dropped and counted); cross-checked against the
-        catalogue's fluxes (:func:`astro.cutouts.check_fluxes`).
+        (:mod:`astro.data.cutout_folder`; rows without one are dropped and counted); cross-checked against the
+        catalogue's fluxes (:func:`astro.data.cutouts.check_fluxes`).
     stamp
         Centre-crop the cut-outs to ``stamp x stamp`` pixels (the stand-in's grid is 24).
 
@@ -603,7 +603,7 @@ def read_legacy_survey(path: Source, images: str | Path | None = None, *, stamp:
     UnitsError
         A column's unit does not convert to the survey's; a redshift that is a velocity without units; a
         transmission outside (0, 1]; cut-outs whose fluxes are beyond
-        :data:`astro.cutouts.CUBE_FLUX_FACTOR` of the catalogue's.
+        :data:`astro.data.cutouts.CUBE_FLUX_FACTOR` of the catalogue's.
     DimensionError
         The image cube is not ``(N, 4, H, W)`` with N = the table's rows.
     DataValidationError
@@ -617,7 +617,7 @@ def read_legacy_survey(path: Source, images: str | Path | None = None, *, stamp:
     A catalogue of 20 synthetic galaxies written in DR10's columns (FLUX_G, ..., SHAPE_R, EBV, Z),
     then read back as the study reads yours:
 
-    >>> from astro.catalog import read_legacy_survey, write_legacy_survey
+    >>> from astro.data.catalog import read_legacy_survey, write_legacy_survey
     >>> from astro.synthetic import make_galaxies
     >>> truth = make_galaxies(20, seed=0, images=False)
     >>> path = write_legacy_survey("dr10.fits", truth.catalog)

@@ -39,7 +39,7 @@ from astropy.io import fits
 
 from scimech.errors import DataValidationError, DimensionError, UnitsError
 
-from . import constants
+from .. import constants
 
 __all__ = [
     "Cube",

@@ -3,7 +3,7 @@
 
 Each file: the first image HDU with data, ``(bands, H, W)`` (or ``(1, bands, H, W)``), its bands named
 by the header (``BANDS`` / ``BAND0..``, as the viewer writes them), its units and pixel scale read as
-for a cube (:func:`astro.cutouts.cube_from_array`), and its centre on the sky from its celestial WCS (the
+for a cube (:func:`astro.data.cutouts.cube_from_array`), and its centre on the sky from its celestial WCS (the
 viewer's ``CRVAL1`` / ``CRVAL2`` are the requested ``ra`` / ``dec``).
 
 Matching, first that applies:
