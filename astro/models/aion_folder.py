@@ -177,7 +177,7 @@ def write_random_aion(
 
 def write_galaxies(folder: str | Path, n: int, seed: int = 0, *, stamp: int = 96, world: str = "standard") -> Path:
     """Write ``n`` synthetic galaxies as your data would come: ``folder/catalog.fits`` (a Legacy
-    Survey DR10 table with Z and AV, :func:`astro.catalog.write_legacy_survey`) and
+    Survey DR10 table with Z and AV, :func:`astro.data.catalog.write_legacy_survey`) and
     ``folder/images.npy`` ((n, 4, stamp, stamp) g, r, i, z cut-outs [nanomaggy per pixel] at
     0.262"/pixel). Returns ``folder`` (``scimech astro study --data folder`` reads both)."""
     from ..data.catalog import write_legacy_survey  # lazy: astropy
