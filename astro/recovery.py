@@ -118,11 +118,11 @@ def _inert_head_row(res: Mapping[str, xr.Dataset], f3: Mapping[str, Any], eps: f
         f"block {blk}; finding 3 names head {f3['head']} (colour selectivity per head "
         f"{np.round(col_sel, 3).tolist()}); encodes colours: {f3['encodes_colours']}; no effect under "
         f"{[m for m, ok in f3['no_effect'].items() if ok]} of {list(f3['no_effect'])}; head {inert}'s "
-        f"effect intervals within +-{worst:.1e}"
+        f"effect intervals {_within(worst)}"
     )
     summary = (
         f"inert colour head block{pb}.h{inert}{named}: colour selectivity {col_sel[inert]:.3f} (others <= "
-        f"{rest.max():.3f}), effects within +-{worst:.1e} under every intervention"
+        f"{rest.max():.3f}), effects {_within(worst)} under every intervention"
     )
     return PlantedTruthRow(
         f"inert colour head block{pb}.h{inert}: {iv.attrs['planted_inert_truth']}",
@@ -150,6 +150,11 @@ def recovery_line(rows: Sequence[PlantedTruthRow], domain: str = "astro", world:
         )
     parts = [("NOT ASSESSED " if not r.assessed else "" if r.recovered else "MISSED ") + r.summary for r in rows]
     return shared_recovery_line(domain, rows, "; ".join(parts), world=world)
+
+
+def _within(worst: float) -> str:
+    """The widest effect bound in words: "exactly 0" when every interval is [0, 0] (a head wired to nothing)."""
+    return "exactly 0" if worst == 0 else f"within +-{worst:.1e}"
 
 
 def _all_finite(effects: Mapping[str, tuple]) -> bool:

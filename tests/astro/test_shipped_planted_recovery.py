@@ -46,6 +46,7 @@ def test_the_head_study_finds_both_planted_heads_of_the_shipped_planted_standin(
     # the image head's advantage lost has an interval above 0; the inert head's effects are exactly 0
     assert rows[0].ci_low > 0
     assert rows[1].ci_low == rows[1].ci_high == 0.0
+    assert "effects exactly 0 under every intervention" in rows[1].summary
     assert recovery.recovery_line(rows).startswith("astro planted truth: 2 of 2 recovered (image head block0.h1")
 
 
