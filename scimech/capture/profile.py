@@ -744,12 +744,21 @@ def require(
     return prof
 
 
-def shared_rows(model: nn.Module, batch: Any, forward: Callable | None, sites: Sequence, verb: str) -> ModelProfile:
+def shared_rows(
+    model: nn.Module,
+    batch: Any,
+    forward: Callable | None,
+    sites: Sequence,
+    verb: str,
+    prof: ModelProfile | None = None,
+) -> ModelProfile:
     """Refuse a site whose first axis only looks like the batch: on ``batch`` it has as many rows
     as the batch, but on a batch of another size (its first half, or two copies of a one-sample
     batch) it keeps them, so it is one tensor every sample shares (T5's relative-position bias,
     a positional table), not rows of samples. Measured once per site, in one pass with every
-    scimech hook standing aside (it runs inside the verb's block); kept in the profile.
+    scimech hook standing aside (it runs inside the verb's block); kept in the profile: ``prof``,
+    the model's profile for ``forward`` and ``batch``'s signature where the verb's session holds it
+    (no look-up of its own), else looked up.
 
     Raises
     ------
@@ -758,7 +767,7 @@ def shared_rows(model: nn.Module, batch: Any, forward: Callable | None, sites: S
         batch axis (then it is one sample that every row shares: a mean or a resample over
         samples leaves it as it is).
     """
-    prof = _cached(model, batch, forward)
+    prof = _cached(model, batch, forward) if prof is None else prof
     sites = [s for s in sites if s.axes is None or not (s.axes.packed or s.axes.unbatched)]  # declared: as said
     if prof.half_rows is not None:  # the rows check's half batch told it, at no pass of its own
         half, sizes = prof.half_rows
