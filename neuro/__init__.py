@@ -28,6 +28,7 @@ competence  is the discovered model competent (against the classical forecasters
 findings    the reference findings with their verdicts (verdicts: computed from the numbers with
             intervals)
 recovery    planted truth vs what the study found
+ceiling     the planted-truth rows scored on a perfect forecaster (the simulator forked at each window)
 report      report.md / html, the figures (plots) and the saved numbers
 study       NeuroStudy (scimech.studies.contract.Study): the ``scimech neuro`` commands
 

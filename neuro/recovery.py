@@ -18,8 +18,14 @@ estimate's sign or value alone.
 - ``signs``: the sign of each true connection (Dale's law: V0d and V1 inhibit), sign accuracy of
   ``J`` on true edges (bootstrap over edges); recovered if the interval lies above 0.7;
 - ``impulse``: the response to a brief forward-grating pulse from rest, relative L2 distance
-  to the simulator's (bootstrap over units; 1 = no response at all); recovered if the interval
-  lies below 1;
+  to the simulator's (bootstrap over units); recovered if the interval lies below
+  :data:`IMPULSE_DISTANCE_MAX` (0.5). A model that learnt nothing (no response, or the mean) scores
+  exactly 1, and the perfect forecaster (the simulator's own response under fresh noise,
+  :mod:`neuro.ceiling`) 0.078 [0.050, 0.168] at the quick size; 0.5 lies between the two, three
+  times the perfect forecaster's upper bound, and a distance below it leaves less than a quarter
+  of the response's energy unexplained (1 - 0.5**2 = 0.75 of it explained; a response of the
+  right shape at half or one and a half times the true amplitude scores 0.5). The former bound, 1,
+  called a response 2 % closer than silence RECOVERED;
 - ``left_right``, ``rostro_caudal``, ``frequency``: the model's free run from swimming contexts
   (bootstrap over windows), over the windows whose free run beats: a beat in :data:`FREQ_BAND`
   at least half as large as the true beat in the same window (a free run that decays to rest
@@ -63,6 +69,7 @@ from .sim.analysis import beat_amplitude, beat_frequency, phase_difference
 
 __all__ = [
     "planted_truth",
+    "PlantedRows",
     "summary_line",
     "ceiling_phrase",
     "format_table",
@@ -76,6 +83,9 @@ SIGN_ACCURACY_MIN = 0.7  # lower bound: most true connections have the right sig
 LR_TOL = 0.15  # cycles
 RC_TOL = 0.10  # cycles
 FREQ_TOL = 0.20  # relative
+#: the impulse row's bound on the relative L2 distance (see the module doc: silence scores 1, the
+#: perfect forecaster 0.078 [0.050, 0.168]; below 0.5, three quarters of the response's energy explained)
+IMPULSE_DISTANCE_MAX = 0.5
 
 
 def edge_auroc(edge, score) -> float:
@@ -90,6 +100,17 @@ def edge_auroc(edge, score) -> float:
         return 0.5
     ranks = rankdata(np.asarray(score, float))
     return float((ranks[pos].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
+class PlantedRows(list):
+    """The rows of :func:`planted_truth` (a list of :class:`PlantedTruthRow`) with the world they were
+    measured in, ``world`` (``synthetic world (simulated larva, ...)``, :func:`neuro.competence.world_of`):
+    :func:`summary_line` and :func:`recovery_text` tag the planted-truth line with it, as ocean's and
+    astro's lines are tagged."""
+
+    def __init__(self, rows=(), world: str = ""):
+        super().__init__(rows)
+        self.world = world
 
 
 def _row(name, quantity, truth, found, low, high, criterion, ok, threshold=np.nan) -> PlantedTruthRow:
@@ -181,8 +202,15 @@ def planted_truth(
         the row then fails with "not measured").
     long_task, long_arrays
         The long-context task and the model fitted on it, for the tail-beat row.
+
+    Returns
+    -------
+    PlantedRows
+        The rows, with ``world``: what the windows are (:func:`neuro.competence.world_of`).
     """
-    rows = []
+    from .competence import world_of  # lazy: the competence table's imports
+
+    rows = PlantedRows(world=world_of(task))
     W = np.asarray(task.true_weights, float)
     off = ~np.eye(len(W), dtype=bool)
     edge = (W != 0)[off]
@@ -244,14 +272,15 @@ def planted_truth(
         rows.append(
             _row(
                 "impulse",
-                "response to a forward-grating pulse from rest (relative L2 distance; 1 = none)",
+                "response to a forward-grating pulse from rest (relative L2 distance; 0 = the simulator's, "
+                "1 = no response)",
                 f"simulator response, peak {np.abs(t).max():.2f} z",
                 est,
                 lo,
                 hi,
-                "interval below 1",
-                interval_clears(lo, hi, 1.0, above=False),
-                1.0,
+                f"interval below {IMPULSE_DISTANCE_MAX} (1 = no response)",
+                interval_clears(lo, hi, IMPULSE_DISTANCE_MAX, above=False),
+                IMPULSE_DISTANCE_MAX,
             )
         )
     else:
@@ -386,13 +415,19 @@ def ceiling_phrase(rows: list[PlantedTruthRow], ceiling: list[PlantedTruthRow]) 
 
 
 def summary_line(
-    rows: list[PlantedTruthRow], label: str = "neuro", ceiling: list[PlantedTruthRow] | None = None
+    rows: list[PlantedTruthRow],
+    label: str = "neuro",
+    ceiling: list[PlantedTruthRow] | None = None,
+    world: str | None = None,
 ) -> str:
     """``neuro planted truth: K of N recovered (edges 0.99 [0.98, 1.00]; ...)``
     (:func:`scimech.studies.contract.recovery_line`): N counts the rows that could be assessed; a row whose
     estimate or interval is not a number is marked NOT ASSESSED. With ``ceiling`` (the perfect
     forecaster's rows, :func:`neuro.ceiling.perfect_forecaster`) the detail opens with ``discovered
-    model; a perfect forecaster: 7 of 7, the measurements can see every row``."""
+    model; a perfect forecaster: 7 of 7, the measurements can see every row``. The line ends with the
+    world the rows were measured in, ``[synthetic world (...)]``: ``world``, else the ``world`` of
+    :class:`PlantedRows` (none for a plain list)."""
+    world = getattr(rows, "world", "") if world is None else world
     parts = ["discovered model", ceiling_phrase(rows, ceiling)] if ceiling is not None else []
     for r in rows:
         beats = _BEATS.search(r.measure or "")
@@ -403,7 +438,7 @@ def summary_line(
             f"{r.truth} {_fmt(r.estimate)} [{_fmt(r.ci_low)}, {_fmt(r.ci_high)}]"
             + {"RECOVERED": "", "MISSED": " MISSED", "NOT ASSESSED": " NOT ASSESSED"}[r.verdict]
         )
-    return recovery_line(label, rows, "; ".join(parts))
+    return recovery_line(label, rows, "; ".join(parts), world=world)
 
 
 _BEATS = re.compile(r"over the (\d+) of (\d+) windows whose free run beats")
@@ -456,10 +491,16 @@ def report_table(rows: list[PlantedTruthRow], ceiling: list[PlantedTruthRow] | N
     return pd.DataFrame(_body(rows, ceiling), columns=_head(ceiling)).set_index("property")
 
 
-def recovery_text(rows: list[PlantedTruthRow], ceiling: list[PlantedTruthRow] | None = None, note: str = "") -> str:
-    """``recovery.txt``: the summary line, a blank line, the table (with the perfect forecaster's
-    column when ``ceiling`` is given); ``note`` (why there is no such column) after a blank line."""
-    text = f"{summary_line(rows, ceiling=ceiling)}\n\n{format_table(rows, ceiling)}\n"
+def recovery_text(
+    rows: list[PlantedTruthRow],
+    ceiling: list[PlantedTruthRow] | None = None,
+    note: str = "",
+    world: str | None = None,
+) -> str:
+    """``recovery.txt``: the summary line (tagged with ``world``, else the rows' own,
+    :func:`summary_line`), a blank line, the table (with the perfect forecaster's column when
+    ``ceiling`` is given); ``note`` (why there is no such column) after a blank line."""
+    text = f"{summary_line(rows, ceiling=ceiling, world=world)}\n\n{format_table(rows, ceiling)}\n"
     return text + (f"\n{note}\n" if note and ceiling is None else "")
 
 
