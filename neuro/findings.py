@@ -23,7 +23,26 @@ from scimech.studies.verdicts import Finding, assess
 from .evidence import Evidence
 from .verdicts import compare, verdict_better
 
-__all__ = ["findings", "tail_beat_finding"]
+__all__ = ["findings", "tail_beat_finding", "MODEL_NAMES", "model_name"]
+
+#: the words a reader sees for each forecaster of :mod:`neuro.baselines` (and the discovered picks)
+MODEL_NAMES = {
+    "mean": "mean of the context",
+    "last_value": "persistence (last value)",
+    "stimulus_evoked": "stimulus-evoked ridge",
+    "nlinear": "NLinear",
+    "dlinear": "DLinear",
+    "ridge_arx": "ridge ARX",
+    "gru": "GRU",
+    "tide": "TiDE-lite",
+    "discovered (priors)": "discovered program (priors)",
+    "discovered (no priors)": "discovered program (no priors)",
+}
+
+
+def model_name(key) -> str:
+    """The plain name of a forecaster (:data:`MODEL_NAMES`); a name it does not know, as given."""
+    return MODEL_NAMES.get(str(key), str(key))
 
 
 def _judged(claim: str, verdict: str, wording: str, evidence: str, numbers: dict, note: str = "") -> Finding:
@@ -104,8 +123,8 @@ def discovered_beat_baselines(ev: Evidence) -> Finding:
         "discovered programs beat the baselines in distribution",
         verdict,
         wording,
-        f"ID test MAE of the best discovered program per seed [{picks}] {_fmt_ci(c, 'a')} vs best "
-        f"baseline [{ev.best_baseline}] {_fmt_ci(c, 'b')}; difference {_fmt_ci(c, 'diff')}; {scope}",
+        f"ID test MAE of the best discovered program per seed [{picks}] {_fmt_ci(c, 'a')} vs "
+        f"the best baseline, {model_name(ev.best_baseline)}, {_fmt_ci(c, 'b')}; difference {_fmt_ci(c, 'diff')}; {scope}",
         _interval_numbers(c, "ID test MAE"),
         note=ood,
     )
@@ -200,17 +219,17 @@ def tail_beat_finding(long_table: pd.DataFrame, context: int) -> Finding:
     yes = [n for n, v in fc.items() if np.isfinite(v) and v >= 0.5]
     best = fc.astype(float).idxmax() if fc.notna().any() else None
     detail = "; ".join(
-        f"{n} {fc[n]:.2f} (|phase error| {float(long_table.loc[n, 'tail_phase_error']):.2f} cycles, "
+        f"{model_name(n)} {fc[n]:.2f} (|phase error| {float(long_table.loc[n, 'tail_phase_error']):.2f} cycles, "
         f"amplitude {float(long_table.loc[n, 'tail_amplitude_ratio']):.2f})"
         for n in fc.index
         if np.isfinite(fc[n])
     )
     claim = (
-        f"at context {context}, the free run of {', '.join(yes)} forecasts the tail beat in at least half "
+        f"at context {context}, the free run of {', '.join(map(model_name, yes))} forecasts the tail beat in at least half "
         "of the swimming windows"
         if yes
         else f"at context {context}, no model's free run forecasts the tail beat in half of the swimming windows"
-        + (f" (closest: {best})" if best is not None else "")
+        + (f" (closest: {model_name(best)})" if best is not None else "")
     )
     return Finding(
         claim,

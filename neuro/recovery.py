@@ -453,7 +453,7 @@ def _ceiling_cell(c: PlantedTruthRow | None) -> str:
     only verdict word with a blank after it on the row's line of ``recovery.txt``)."""
     if c is None:
         return "not measured"
-    cell = f"{c.verdict}: {_fmt(c.estimate)} [{_fmt(c.ci_low)}, {_fmt(c.ci_high)}]"
+    cell = f"{c.verdict}: {_found_cell(c)}"
     return f"{cell}, {c.found}" if c.found else cell
 
 
@@ -486,9 +486,33 @@ def format_table(rows: list[PlantedTruthRow], ceiling: list[PlantedTruthRow] | N
     return text_table(_head(ceiling), _body(rows, ceiling))
 
 
+REPORT_FOUND = "found [95 % interval]"  # the report's cell of the estimate with its interval
+
+
+def _found_cell(r: PlantedTruthRow) -> str:
+    """``0.749 [0.693, 0.801]``; ``–`` where the row has no estimate (a free run with no beat to read)."""
+    if not finite(r.estimate):
+        return "–"
+    if not (finite(r.ci_low) and finite(r.ci_high)):
+        return f"{_fmt(r.estimate)} (no interval)"
+    return f"{_fmt(r.estimate)} [{_fmt(r.ci_low)}, {_fmt(r.ci_high)}]"
+
+
 def report_table(rows: list[PlantedTruthRow], ceiling: list[PlantedTruthRow] | None = None) -> pd.DataFrame:
-    """The table of :func:`format_table` as a DataFrame of the same text cells, for the report."""
-    return pd.DataFrame(_body(rows, ceiling), columns=_head(ceiling)).set_index("property")
+    """The table of :func:`format_table` for the report: the estimate and its interval in one cell
+    (:data:`REPORT_FOUND`, ``–`` where there is no estimate), the planted value, the criterion, the
+    verdict, the perfect forecaster's cell when ``ceiling`` is given, and what was measured: at most
+    seven columns, so the report shows it whole."""
+    head = ["property", "planted", REPORT_FOUND, "criterion", "verdict"]
+    body = [[r.truth, _fmt(r.planted), _found_cell(r), r.criterion, r.verdict] for r in rows]
+    if ceiling is not None:
+        head.append(CEILING_COLUMN)
+        for line, c in zip(body, _matched(rows, ceiling)):
+            line.append(_ceiling_cell(c))
+    head.append("what is measured")
+    for line, r in zip(body, rows):
+        line.append(r.measure)
+    return pd.DataFrame(body, columns=head).set_index("property")
 
 
 def recovery_text(

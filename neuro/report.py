@@ -19,6 +19,7 @@ from .baselines import fit_baseline
 from .competence import neuro_competence, world_of
 from .evidence import evidence_dataset, node_arrays
 from .faithfulness import probe_model
+from .findings import model_name
 from .plots import (
     plot_activity,
     plot_connectivity,
@@ -30,19 +31,79 @@ from .plots import (
 )
 from .recovery import report_table, summary_line, truth_frame
 from .run import COLS, StudyRun
+from .tasks import OOD_SUITES
 
-__all__ = ["write_report", "save_numbers", "recovery_note", "units_note", "reading_of"]
+__all__ = [
+    "write_report",
+    "save_numbers",
+    "recovery_note",
+    "units_note",
+    "reading_of",
+    "readable",
+    "node_table",
+    "number",
+]
 
-_LONG_COLS = (
-    "val",
-    "test",
-    "ood_mean",
-    "edge_auroc",
-    "frequency",
-    "tail_phase_error",
-    "tail_amplitude_ratio",
-    "tail_beat_forecast",
+#: the report's words for the columns of ``results.csv`` and ``long_context.csv``
+HEADERS = {
+    "val": "validation MAE",
+    "test": "test MAE",
+    "ood_mean": "OOD MAE (mean of suites)",
+    "id_ood_gap": "OOD minus test MAE",
+    **{f"ood_{s}": s.replace("_", " ") for s in OOD_SUITES},
+    "sign_accuracy": "sign accuracy",
+    "weight_correlation": "weight correlation",
+    "edge_auroc": "edge AUROC",
+    "impulse_distance": "impulse distance (1 = no response)",
+    "lr_phase": "left-right phase (cycles)",
+    "rc_phase": "rostro-caudal phase (cycles)",
+    "frequency": "beat frequency (Hz)",
+    "frequency_error": "relative frequency error",
+    "tail_phase_error": "tail |phase error| (cycles)",
+    "tail_amplitude_ratio": "tail amplitude ratio",
+    "tail_beat_forecast": "windows forecast (fraction)",
+}
+#: the tables of ``results.csv`` in the report, each narrow enough to be shown whole (its ``lesion_mae`` is
+#: the lesion suite's MAE again, left to the file)
+RESULT_TABLES = (
+    ("Forecast error (MAE, z)", ("val", "test", "ood_mean", "id_ood_gap")),
+    ("Out-of-distribution MAE (z) per suite", tuple(f"ood_{s}" for s in OOD_SUITES)),
+    (
+        "Faithfulness to the simulated circuit (the one-step Jacobian against the true weights; the impulse "
+        "response's relative distance to the simulator's)",
+        ("sign_accuracy", "weight_correlation", "edge_auroc", "impulse_distance"),
+    ),
+    (
+        "The free run on the swimming windows (phases and frequency of the rostral motor neurons; the tail beat)",
+        tuple(COLS[COLS.index("lr_phase") : COLS.index("tail_beat_forecast") + 1]),
+    ),
 )
+_LONG_COLS = ("test", "ood_mean", "edge_auroc", "frequency", *RESULT_TABLES[-1][1][-3:])  # the tail beat's three
+DASH = "–"  # a cell with no number: a draft's parent, a pruned node's score, a measure that does not apply
+
+
+def number(v, digits: int = 3) -> str:
+    """A table cell: ``digits`` significant digits (whole numbers from 1000 on), 0 for a value under
+    1e-4 in size (a numerical zero such as 1e-17, not a measurement), :data:`DASH` for no number."""
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        return DASH if v is None else str(v)
+    if not np.isfinite(x):
+        return DASH
+    if abs(x) < 1e-4:
+        return "0"
+    return f"{x:.0f}" if abs(x) >= 10**digits else f"{x:.{digits}g}"
+
+
+def readable(table: pd.DataFrame, columns) -> pd.DataFrame:
+    """``table``'s ``columns`` (those it has, not all empty) as text cells (:func:`number`), with the
+    report's headers (:data:`HEADERS`) and the models' plain names as row labels; empty when none is left."""
+    keep = [c for c in columns if c in table.columns and pd.to_numeric(table[c], errors="coerce").notna().any()]
+    out = table[keep].apply(lambda col: col.map(number))
+    out.index = [model_name(i) for i in table.index]
+    out.index.name = "model"
+    return out.rename(columns=HEADERS)
 
 
 def recovery_note(run: StudyRun) -> str:
@@ -185,21 +246,32 @@ def _search_trees(rep: Report, run: StudyRun, *, figures: bool) -> None:
                 caption=tree_caption(label),
             )
             continue
-        summary = pd.DataFrame(
-            [
-                {
-                    "id": n.id,
-                    "parent": n.parent,
-                    "op": n.op,
-                    "status": n.status,
-                    "val": n.val,
-                    "quick_val": n.quick_val,
-                    "error": (n.error or "")[:60],
-                }
-                for n in ts.nodes
-            ]
+        rep.table(
+            node_table(ts.nodes),
+            caption=f"Nodes of the search with {label} (seed {seed}): validation MAE (z) of each program, and "
+            f"that of its quick stage (a fit on a quarter of the training trials, scored on a subset of validation "
+            f"windows: a node whose quick score exceeds 1.5 times the best so far is pruned); {DASH}: a draft has "
+            "no parent, a pruned or failed node no full score",
         )
-        rep.table(summary.set_index("id"), caption=f"Nodes of the search with {label} (seed {seed})")
+
+
+def node_table(nodes) -> pd.DataFrame:
+    """One row per search node, as the report shows it: its parent ({DASH} for a draft), operation,
+    status, validation MAE and quick-stage validation MAE ({DASH} where the node has none), error."""
+    return pd.DataFrame(
+        [
+            {
+                "node": n.id,
+                "parent": DASH if n.parent is None or not np.isfinite(float(n.parent)) else str(int(n.parent)),
+                "operation": n.op,
+                "status": n.status,
+                "validation MAE": number(n.val, 4),
+                "quick-stage validation MAE": number(n.quick_val, 4),
+                "error": (n.error or "")[:60],
+            }
+            for n in nodes
+        ]
+    ).set_index("node")
 
 
 def _step_figure(rep: Report, run: StudyRun) -> None:
@@ -298,21 +370,27 @@ def write_report(run: StudyRun, findings) -> Path:
     _figures(rep, run)
     rep.heading("Tables")
     _planted_table(rep, run)
-    rep.table(
-        run.table[[c for c in COLS if c in run.table.columns]].astype(float),
-        caption="ID / OOD MAE and faithfulness of every baseline and the best discovered programs "
-        "(selection used ID validation only)" + (f"; the {task.n_neurons} units searched" if subset else ""),
-    )
+    scope = f"; the {task.n_neurons} units searched" if subset else ""
+    for caption, columns in RESULT_TABLES:
+        table = readable(run.table, columns)
+        if not table.empty:
+            rep.table(
+                table,
+                caption=f"{caption}: every baseline and the best discovered programs (selection used ID "
+                f"validation only; every column in results.csv){scope}",
+            )
     if subset:
-        rep.table(
-            run.all_neurons[[c for c in COLS if c in run.all_neurons.columns]].astype(float),
-            caption=f"The baselines on all {run.n_units_recorded} units of the recording (ID / OOD MAE)",
-        )
+        for caption, columns in RESULT_TABLES[:2]:
+            table = readable(run.all_neurons, columns)
+            if not table.empty:
+                rep.table(
+                    table, caption=f"{caption}: the baselines on all {run.n_units_recorded} units of the recording"
+                )
     if run.long_table is not None:
         rep.table(
-            run.long_table[[c for c in _LONG_COLS if c in run.long_table.columns]].astype(float),
-            caption=f"Context {long_task.context}: ID / OOD MAE and the tail beat of the free run (|phase "
-            "error| in cycles, amplitude ratio, fraction of swimming windows forecast)",
+            readable(run.long_table, _LONG_COLS),
+            caption=f"Context {long_task.context}: test and OOD MAE (z), and the tail beat of the free run "
+            "(every column, validation MAE included, in long_context.csv)",
         )
     _search_trees(rep, run, figures=False)
     return rep.write()

@@ -8,11 +8,12 @@ import dataclasses
 from types import SimpleNamespace
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from neuro.evidence import Evidence, SearchEvidence
 from neuro.faithfulness import tail_beat_scores
-from neuro.findings import findings
+from neuro.findings import findings, tail_beat_finding
 from neuro.recovery import edge_auroc, format_table, planted_truth, summary_line
 from neuro.search.blocks import DEFAULTS, render
 from neuro.search.evaluate import run_candidate
@@ -201,3 +202,19 @@ def test_a_planted_truth_row_without_a_number_is_not_assessed_not_missed():
     assert line.startswith("neuro planted truth: 1 of 2 recovered (")  # the NaN row is not counted
     assert "impulse nan [nan, nan] NOT ASSESSED" in line and "signs 0.5 [0.4, 0.6] MISSED" in line
     assert format_table(table).count("NOT ASSESSED") == 1
+
+
+def test_findings_name_the_models_in_plain_words():
+    """The best baseline and the closest model read as a reader names them ("TiDE-lite", "ridge ARX"),
+    not as the code's keys ("[tide]", "ridge_arx")."""
+    first = _lines(_evidence(-0.02, 0.0, 0.03))[0]
+    assert " vs the best baseline, TiDE-lite, 0." in first and "[tide]" not in first
+    long_table = pd.DataFrame(
+        {"tail_beat_forecast": [0.0, 1 / 7], "tail_phase_error": [0.1, 0.04], "tail_amplitude_ratio": [0.0, 0.2]},
+        index=["last_value", "ridge_arx"],
+    )
+    line = tail_beat_finding(long_table, 256).line()
+    assert "(closest: ridge ARX)" in line and "ridge_arx" not in line and "last_value" not in line
+    assert "persistence (last value) 0.00 (|phase error| 0.10 cycles" in line
+    long_table.loc["ridge_arx", "tail_beat_forecast"] = 0.6
+    assert tail_beat_finding(long_table, 256).claim.startswith("at context 256, the free run of ridge ARX forecasts")
