@@ -21,6 +21,7 @@ __all__ = [
     "plot_step_mae",
     "plot_connectivity",
     "NODE_MARKERS",
+    "STEP_MAE_NO_BAND",
 ]
 
 #: node status -> (matplotlib marker, colour, the marker in words): the tree and its caption share it
@@ -66,17 +67,40 @@ def plot_tree(nodes, title: str = "search tree", ax=None):
     return fig
 
 
-def plot_activity(target: np.ndarray, preds: dict, names, dt: float, units=(0, 1, 2, 3)):
-    """True vs predicted activity of a few observed units over one forecast window ``(H, N)``."""
+def _styles(models) -> dict:
+    """A colour, a line style and a marker per model, no two alike (lines that coincide, as the mean of the
+    context and NLinear nearly do, stay told apart), the discovered programs drawn thicker."""
     import matplotlib.pyplot as plt
+
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    dashes = ("-", "--", "-.", ":")
+    marks = ("o", "s", "^", "v", "D", "x", "+", "*", "P", "X")
+    return {
+        m: dict(
+            color=colours[k % len(colours)],
+            ls=dashes[k % len(dashes)],
+            marker=marks[k % len(marks)],
+            lw=2.0 if str(m).startswith("discovered") else 1.0,
+        )
+        for k, m in enumerate(models)
+    }
+
+
+def plot_activity(target: np.ndarray, preds: dict, names, dt: float, units=(0, 1, 2, 3)):
+    """True vs predicted activity of a few observed units over one forecast window ``(H, N)``; the
+    traces are the study's activity, z-scored per unit on the training trials (the y axes' unit, z);
+    the models by their plain names (:func:`neuro.findings.model_name`)."""
+    import matplotlib.pyplot as plt
+
+    from .findings import model_name
 
     fig, axes = plt.subplots(len(units), 1, figsize=(7, 1.6 * len(units) + 0.6), sharex=True, layout="constrained")
     t = np.arange(target.shape[0]) * dt * 1000
     for ax, u in zip(np.atleast_1d(axes), units):
         ax.plot(t, target[:, u], "k", lw=1.5, label="true")
         for k, p in preds.items():
-            ax.plot(t, p[:, u], lw=1, label=k)
-        ax.set_ylabel(str(names[u]), fontsize=7)
+            ax.plot(t, p[:, u], lw=1, label=model_name(k))
+        ax.set_ylabel(f"{names[u]} (z)", fontsize=7)
     handles, labels = np.atleast_1d(axes)[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside upper center", fontsize=6, ncol=min(4, len(labels)))  # above the traces
     np.atleast_1d(axes)[-1].set_xlabel("time after context (ms)")
@@ -109,33 +133,48 @@ def tail_readout(task, lags: int = 4):
 
 
 def plot_tail_angle(true_tail: np.ndarray, preds: dict, dt: float):
-    """Tail angle (rad) read out from true and predicted activity."""
+    """Tail angle (rad) read out from true and predicted activity; the models by their plain names."""
     import matplotlib.pyplot as plt
+
+    from .findings import model_name
 
     fig, ax = plt.subplots(figsize=(8, 2.5), layout="constrained")
     t = np.arange(len(true_tail)) * dt * 1000
     ax.plot(t, true_tail, "k", lw=1.5, label="true activity -> readout")
     for k, p in preds.items():
-        ax.plot(t, p, lw=1, label=k)
+        ax.plot(t, p, lw=1, label=model_name(k))
     ax.set_xlabel("time after context (ms)")
     ax.set_ylabel("tail angle (rad)")
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)  # beside the traces
     return fig
 
 
+#: why the errors-by-horizon figure has no bands (its caption says so)
+STEP_MAE_NO_BAND = (
+    "no interval bands: mae_per_step.csv holds each model's mean over the windows at each step, not the "
+    "per-window errors a bootstrap over windows needs; the intervals of the mean over the horizon are in the "
+    "competence table"
+)
+
+
 def plot_step_mae(table, dt: float, split: str = "test"):
     """MAE (z) at each step of the horizon, one line per model, on ``split`` (ZAPBench's curve):
     ``table`` is ``mae_per_step.csv`` read with ``index_col=[0, 1]`` (model, split; columns
-    ``lead_1 ... lead_H``)."""
+    ``lead_1 ... lead_H``). Each model its plain name (:func:`neuro.findings.model_name`) and its own
+    colour, line style and marker; no bands (:data:`STEP_MAE_NO_BAND`)."""
     import matplotlib.pyplot as plt
+
+    from .findings import model_name
 
     rows = table.xs(split, level="split") if split in table.index.get_level_values("split") else table.iloc[:0]
     if rows.empty:
         raise ValueError(f"mae_per_step has no rows for the split {split!r}")
     steps = np.arange(1, rows.shape[1] + 1)
     fig, ax = plt.subplots(figsize=(8, 3.2), layout="constrained")
+    styles = _styles(rows.index)
+    every = max(1, len(steps) // 8)  # a marker every few steps: the line stays readable
     for model, v in rows.iterrows():
-        ax.plot(steps * dt * 1000, v.to_numpy(float), lw=2 if str(model).startswith("discovered") else 1, label=model)
+        ax.plot(steps * dt * 1000, v.to_numpy(float), label=model_name(model), markevery=every, ms=4, **styles[model])
     ax.set_xlabel("forecast lead (ms)")
     ax.set_ylabel(f"MAE on {split} (z)")
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)

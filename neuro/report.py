@@ -21,6 +21,7 @@ from .evidence import evidence_dataset, node_arrays
 from .faithfulness import probe_model
 from .findings import model_name
 from .plots import (
+    STEP_MAE_NO_BAND,
     plot_activity,
     plot_connectivity,
     plot_step_mae,
@@ -164,7 +165,7 @@ def _swim_figures(rep: Report, task, searches: dict, *, activity: bool, name: st
         rep.figure(
             plot_activity(target, preds, task.meta["name"], task.dt, units=tuple(units)),
             "activity",
-            caption="Activity predicted vs true on a swimming window (z units)",
+            caption="Activity predicted vs true on a swimming window (z: each unit z-scored on the training trials)",
         )
     readout = tail_readout(task)
     rep.figure(
@@ -286,7 +287,7 @@ def _step_figure(rep: Report, run: StudyRun) -> None:
         plot_step_mae(table, run.task.dt),
         "mae_per_step",
         caption="MAE (z) at each step of the horizon on the ID test windows, every baseline and the best "
-        "discovered program of each search (mae_per_step.csv; ZAPBench's curve)",
+        f"discovered program of each search (mae_per_step.csv; ZAPBench's curve); {STEP_MAE_NO_BAND}",
     )
 
 

@@ -68,9 +68,10 @@ def test_errors_by_horizon_are_the_table_and_connectivity_the_matrices():
     fig = plots.plot_step_mae(table, dt=0.005)
     try:
         lines = {ln.get_label(): ln for ln in fig.axes[0].lines}
-        assert set(lines) == {"discovered (priors)", "last_value"}  # the test split only
-        np.testing.assert_allclose(lines["discovered (priors)"].get_xdata(), [5.0, 10.0, 15.0])  # ms
-        np.testing.assert_allclose(lines["last_value"].get_ydata(), [0.2, 0.2, 0.2])
+        # the test split only, each model by its plain name
+        assert set(lines) == {"discovered program (priors)", "persistence (last value)"}
+        np.testing.assert_allclose(lines["discovered program (priors)"].get_xdata(), [5.0, 10.0, 15.0])  # ms
+        np.testing.assert_allclose(lines["persistence (last value)"].get_ydata(), [0.2, 0.2, 0.2])
         assert fig.axes[0].get_xlabel() == "forecast lead (ms)"
     finally:
         plt.close(fig)
@@ -87,5 +88,44 @@ def test_errors_by_horizon_are_the_table_and_connectivity_the_matrices():
         assert found_ax.images[0].get_clim() == (-0.3, 0.3)  # its own symmetric scale, the diagonal left out
         assert true_ax.get_xlabel() == "presynaptic unit" and true_ax.get_ylabel() == "postsynaptic unit"
         assert all(a.images[0].colorbar is not None for a in (true_ax, found_ax))
+    finally:
+        plt.close(fig)
+
+
+def test_lines_that_coincide_stay_told_apart_and_activity_has_its_unit():
+    """Two models with the same errors at every step (the mean of the context and NLinear nearly are)
+    differ in line style and marker, so neither hides the other; the activity panels read z (the
+    traces are z-scored per unit)."""
+    models = ["mean", "last_value", "stimulus_evoked", "nlinear", "dlinear", "ridge_arx", "gru", "tide"]
+    models += ["discovered (priors)", "discovered (no priors)"]
+    table = pd.DataFrame(
+        np.full((len(models), 4), 0.4),
+        index=pd.MultiIndex.from_tuples([(m, "test") for m in models], names=["model", "split"]),
+        columns=[f"lead_{k}" for k in range(1, 5)],
+    )
+    fig = plots.plot_step_mae(table, dt=0.005)
+    try:
+        drawn = fig.axes[0].lines
+        assert [ln.get_label() for ln in drawn][:6] == [
+            "mean of the context",
+            "persistence (last value)",
+            "stimulus-evoked ridge",
+            "NLinear",
+            "DLinear",
+            "ridge ARX",
+        ]
+        looks = {(ln.get_color(), ln.get_linestyle(), ln.get_marker()) for ln in drawn}
+        assert len(looks) == len(models)  # no two lines alike
+        by = {ln.get_label(): ln for ln in drawn}
+        assert by["mean of the context"].get_linestyle() != by["NLinear"].get_linestyle()
+        assert by["discovered program (priors)"].get_linewidth() > by["NLinear"].get_linewidth()
+        assert "bootstrap" in plots.STEP_MAE_NO_BAND and "per-window" in plots.STEP_MAE_NO_BAND
+    finally:
+        plt.close(fig)
+    target = np.zeros((10, 2))
+    fig = plots.plot_activity(target, {"ridge_arx": target}, ["MN_L1", "V2a_R2"], 0.005, units=(0, 1))
+    try:
+        assert [ax.get_ylabel() for ax in fig.axes] == ["MN_L1 (z)", "V2a_R2 (z)"]
+        assert [t.get_text() for t in fig.legends[0].get_texts()] == ["true", "ridge ARX"]
     finally:
         plt.close(fig)
