@@ -385,7 +385,9 @@ def write_report(run: StudyRun, findings) -> Path:
             table = readable(run.all_neurons, columns)
             if not table.empty:
                 rep.table(
-                    table, caption=f"{caption}: the baselines on all {run.n_units_recorded} units of the recording"
+                    table,
+                    caption=f"The baselines on all {run.n_units_recorded} units of the recording: "
+                    f"{caption[0].lower()}{caption[1:]}",
                 )
     if run.long_table is not None:
         rep.table(
