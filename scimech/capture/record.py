@@ -743,9 +743,9 @@ def _assembled(variables: dict[str, xr.Variable], coords: dict[str, Any], attrs:
     coord_vars: dict[str, xr.Variable] = {}
     indexes: dict[str, PandasIndex] = {}
     for name, values in coords.items():
-        var = xr.Variable((name,), values).to_index_variable()  # as the constructor makes a dimension coordinate
-        if sizes.setdefault(name, var.shape[0]) != var.shape[0]:
+        if np.ndim(values) != 1 or sizes.setdefault(name, len(values)) != len(values):
             return xr.Dataset(variables, coords=coords, attrs=attrs)
+        var = xr.Variable((name,), values).to_index_variable()  # as the constructor makes a dimension coordinate
         index = PandasIndex.from_variables({name: var}, options={})
         coord_vars.update(index.create_variables({name: var}))
         indexes[name] = index

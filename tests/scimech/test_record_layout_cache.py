@@ -173,7 +173,17 @@ def test_the_dataset_is_the_one_written_by_hand():
 
 @pytest.mark.parametrize(
     "case",
-    ["transformer", "transformer-batches", "cnn", "calls-all", "calls-index", "reduce", "heads", "list-of-batches"],
+    [
+        "transformer",
+        "transformer-batches",
+        "cnn",
+        "calls-all",
+        "calls-index",
+        "reduce",
+        "dates",
+        "heads",
+        "list-of-batches",
+    ],
 )
 def test_the_dataset_is_the_one_xarrays_constructor_builds(case, monkeypatch):
     """The direct construction against xarray's constructor (the direct path removed from xarray)."""
@@ -199,6 +209,9 @@ def test_the_dataset_is_the_one_xarrays_constructor_builds(case, monkeypatch):
     elif case == "reduce":
         model, x, sites = seeded(Tokens), torch.randn(5, 4, 3), ["blocks.0", "head"]
         kw = {"reduce": "mean", "batch_size": 2, "sample_coord": np.linspace(0.0, 1.0, 5)}
+    elif case == "dates":
+        days = np.arange("2020-01-01", "2020-01-06", dtype="datetime64[D]")
+        model, x, sites, kw = seeded(Tokens), torch.randn(5, 4, 3), ["head"], {"sample_coord": days}
     else:
         model, x, sites = seeded(Tokens), [torch.randn(2, 4, 3), torch.randn(3, 4, 3)], ["blocks.1"]
     direct = record(model, x, sites, **kw)
@@ -214,6 +227,17 @@ def test_the_dataset_is_the_one_xarrays_constructor_builds(case, monkeypatch):
     xr.testing.assert_identical(direct, built)
     assert repr(direct) == repr(built)
     assert all(direct[v].attrs == built[v].attrs for v in direct.variables)
+
+
+@pytest.mark.parametrize("bad", [np.zeros((4, 2)), np.asarray(5), list("abc")], ids=["2-D", "scalar", "too short"])
+def test_a_wrong_sample_coord_is_refused_with_xarrays_own_error(bad, monkeypatch):
+    model, x = seeded(Tokens), torch.randn(4, 5, 3)
+    with pytest.raises(ValueError) as direct:
+        record(model, x, ["head"], sample_coord=bad)
+    monkeypatch.setattr(recording, "_assembled", lambda v, coords, attrs: xr.Dataset(v, coords=coords, attrs=attrs))
+    with pytest.raises(ValueError) as built:
+        record(model, x, ["head"], sample_coord=bad)
+    assert type(direct.value) is type(built.value) and str(direct.value) == str(built.value)
 
 
 class Loop(nn.Module):
