@@ -353,6 +353,17 @@ NEURO_TRUTHS = {
     "tail_beat": "the context-256 tail beat",
 }
 _NUM = r"(-?\d+(?:\.\d+)?)"
+#: the model keys of neuro.baselines by the words findings.txt uses for them (neuro.findings.MODEL_NAMES)
+NEURO_KEYS = {
+    "mean of the context": "mean",
+    "persistence (last value)": "last_value",
+    "stimulus-evoked ridge": "stimulus_evoked",
+    "NLinear": "nlinear",
+    "DLinear": "dlinear",
+    "ridge ARX": "ridge_arx",
+    "GRU": "gru",
+    "TiDE-lite": "tide",
+}
 
 
 def _find(pattern: str, line: str, block: str, what: str) -> re.Match:
@@ -368,8 +379,8 @@ def neuro_findings(folder: Path, block: str) -> dict:
     verdicts = findings_verdicts(folder)
     need(len(lines) >= 5, block, "five findings", f"{len(lines)} lines in findings.txt")
     first = _find(
-        rf"ID test MAE of the best discovered program per seed \[[^\]]+\] {_NUM} \[[^\]]+\] vs best baseline "
-        rf"\[(\w+)\] {_NUM} \[[^\]]+\]; difference {_NUM} \[{_NUM}, {_NUM}\]",
+        rf"ID test MAE of the best discovered program per seed \[[^\]]+\] {_NUM} \[[^\]]+\] vs the best baseline, "
+        rf"([^,]+), {_NUM} \[[^\]]+\]; difference {_NUM} \[{_NUM}, {_NUM}\]",
         lines[0],
         block,
         "the ID comparison of finding 1",
@@ -383,17 +394,17 @@ def neuro_findings(folder: Path, block: str) -> dict:
         "finding 3",
     )
     imp = _find(rf"response {_NUM}{seeds} vs {_NUM}", lines[3], block, "finding 4")
-    tail = _find(r"\(closest: (\w+)\)", lines[4], block, "finding 5's closest model")
+    tail = _find(r"\(closest: ([^)]+)\)", lines[4], block, "finding 5's closest model")
     return {
         "verdicts": verdicts,
         "id": (float(first[1]), float(first[3])),
-        "baseline": first[2],
+        "baseline": NEURO_KEYS.get(first[2], first[2]),  # the key of the model findings.txt names in words
         "id_diff": tuple(float(first[i]) for i in (4, 5, 6)),
         "ood_diff": tuple(float(ood[i]) for i in (1, 2, 3)),
         "edges": (float(conn[1]), float(conn[2])),
         "signs": (float(conn[3]), float(conn[4])),
         "impulse": (float(imp[1]), float(imp[2])),
-        "closest": tail[1],
+        "closest": NEURO_KEYS.get(tail[1], tail[1]),
     }
 
 
