@@ -11,7 +11,7 @@ One vocabulary (every study's lines begin with one of these words, details in pa
 
 One recovery rule (:func:`interval_clears`, :func:`interval_within`): a truth is recovered when the
 whole bootstrap interval lies on the expected side of its threshold (above 0, above an AUROC of
-0.75, below a relative distance of 1, on the truth's side of 0), or wholly inside the tolerance
+0.75, below a relative distance of 0.5, on the truth's side of 0), or wholly inside the tolerance
 around a planted value, never by the estimate's sign or value alone.
 
 - :class:`Finding`: one reference claim, its verdict and the numbers behind it; :func:`assess`
