@@ -216,5 +216,9 @@ def test_findings_name_the_models_in_plain_words():
     line = tail_beat_finding(long_table, 256).line()
     assert "(closest: ridge ARX)" in line and "ridge_arx" not in line and "last_value" not in line
     assert "persistence (last value) 0.00 (|phase error| 0.10 cycles" in line
+    # one claim whatever the outcome: NOT reproduced never stands beside a claim that negates itself
+    claim = "at context 256, a model's free run forecasts the tail beat in at least half of the swimming windows"
+    assert line.startswith(f"NOT reproduced: {claim} (closest: ridge ARX)")
     long_table.loc["ridge_arx", "tail_beat_forecast"] = 0.6
-    assert tail_beat_finding(long_table, 256).claim.startswith("at context 256, the free run of ridge ARX forecasts")
+    yes = tail_beat_finding(long_table, 256)
+    assert yes.verdict == "REPRODUCED" and yes.claim == f"{claim} (the free run of ridge ARX)"
