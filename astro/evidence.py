@@ -149,6 +149,10 @@ def _along_blocks(parts: list[xr.Dataset], blocks: list[int], studied: int) -> x
         combine_attrs="override",
     )
     out.attrs.update(block=int(studied), blocks=list(blocks))
+    one = f"encoder block {blocks[0]}"  # the first part's description names its block; the stack holds them all
+    if len(blocks) > 1 and one in str(out.attrs.get("description", "")):
+        every = ", ".join(map(str, blocks))
+        out.attrs["description"] = out.attrs["description"].replace(one, f"encoder blocks {every} (dim block)")
     return out
 
 
