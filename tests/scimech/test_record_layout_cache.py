@@ -229,6 +229,19 @@ def test_the_dataset_is_the_one_xarrays_constructor_builds(case, monkeypatch):
     assert all(direct[v].attrs == built[v].attrs for v in direct.variables)
 
 
+def test_an_xarray_whose_private_constructor_changed_signature_gets_the_public_one(monkeypatch):
+    """``Dataset._construct_direct`` is private: where another xarray changed its signature, record falls
+    back to ``xr.Dataset(...)`` and gives the same Dataset."""
+    model, x = seeded(Tokens), torch.randn(4, 5, 3)
+    direct = record(model, x, ["head", "blocks.0"])
+
+    def changed(variables, coord_names):  # a signature the call does not fit: TypeError
+        raise AssertionError("not called with two arguments")
+
+    monkeypatch.setattr(recording, "_DIRECT", changed)
+    xr.testing.assert_identical(record(model, x, ["head", "blocks.0"]), direct)
+
+
 @pytest.mark.parametrize("bad", [np.zeros((4, 2)), np.asarray(5), list("abc")], ids=["2-D", "scalar", "too short"])
 def test_a_wrong_sample_coord_is_refused_with_xarrays_own_error(bad, monkeypatch):
     model, x = seeded(Tokens), torch.randn(4, 5, 3)
