@@ -80,25 +80,15 @@ def absent_reason(task) -> str | None:
 
 def probe_origins(task) -> list[tuple[int, int]]:
     """``(trial, first context step)`` of each swimming probe window of ``task``, in the order of
-    ``task.probes["swim_target"]``, found as :func:`neuro.tasks.build_task` finds them
-    (:func:`forked_free_runs` checks that the windows cut there are the task's)."""
-    from .sim.analysis import bout_onsets
-    from .tasks import SWIM_WINDOWS_PER_TRIAL
+    ``task.probes["swim_target"]``, found as :func:`neuro.tasks.build_task` finds them (one definition,
+    :func:`neuro.tasks.swim_window_starts`; :func:`forked_free_runs` checks that the windows cut there
+    are the task's)."""
+    from .tasks import swim_window_starts
 
-    rec, context = task.recording, task.context
-    H, into = max(task.horizon, 64), min(context, 10)
+    rec = task.recording
     test = np.flatnonzero(rec["split"].values == "test")
     drive = rec["drive"].values[test].mean(-1)
-    lo, starts = max(context - into, 0), []
-    for k, i in enumerate(test):
-        onsets: list[int] = []
-        last = -H
-        for s in bout_onsets(drive[k, lo : drive.shape[1] - H - into] > 0.3):
-            if s >= last + H and len(onsets) < SWIM_WINDOWS_PER_TRIAL:
-                onsets.append(s)
-                last = s
-        starts += [(int(i), max(lo + int(s) + into - context, 0)) for s in onsets]
-    return starts
+    return [(int(test[k]), t0) for k, t0 in swim_window_starts(drive, task.context, max(task.horizon, 64))]
 
 
 def _trial_specs(rec) -> list[dict]:

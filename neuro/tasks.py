@@ -546,6 +546,31 @@ def build_task(
     return task
 
 
+def swim_window_starts(drive: np.ndarray, context: int, free_run: int) -> list[tuple[int, int]]:
+    """``(row, first context step)`` of each swimming probe window, from the swim drive of the test
+    trials ``(trials, steps)``: a context ends ``min(context, 10)`` steps after a bout onset (drive
+    above 0.3) that leaves room for a whole context before it and a free run of ``free_run`` steps
+    after it; each trial gives up to :data:`SWIM_WINDOWS_PER_TRIAL`, from bouts at least a free run
+    apart (the first, then the next a free run later, ...). The one definition of the windows the
+    task cuts (:func:`_probe_windows`) and the perfect forecaster forks at
+    (:func:`neuro.ceiling.probe_origins`)."""
+    C, H, T = context, free_run, drive.shape[1]
+    if T - C - H <= 0:
+        return []
+    into = min(C, 10)  # the context ends this many steps into the bout (long contexts see ~1.5 beats)
+    lo = max(C - into, 0)
+    starts: list[tuple[int, int]] = []
+    for k in range(drive.shape[0]):
+        onsets: list[int] = []
+        last = -H
+        for s in bout_onsets(drive[k, lo : T - H - into] > 0.3):
+            if s >= last + H and len(onsets) < SWIM_WINDOWS_PER_TRIAL:
+                onsets.append(int(s))
+                last = s
+        starts += [(k, max(lo + s + into - C, 0)) for s in onsets]
+    return starts
+
+
 def _probe_windows(task: ForecastTask, Z, Sz, split) -> dict:
     """Windows for faithfulness read-outs: a swimming context with a long free run, and a
     resting context with/without a stimulus pulse (impulse response).
@@ -565,20 +590,11 @@ def _probe_windows(task: ForecastTask, Z, Sz, split) -> dict:
     out = {}
     # swimming: bout onsets in each test trial (the first, then the next a free run later, ...)
     ctxs, sfs, tgts = [], [], []
-    into = min(C, 10)  # the context ends this many steps into the bout (long contexts see ~1.5 beats)
-    for k, i in enumerate(test if T - C - H > 0 else []):
-        lo = max(C - into, 0)
-        on = drive[k, lo : T - H - into] > 0.3
-        onsets, last = [], -H
-        for s in bout_onsets(on):
-            if s >= last + H and len(onsets) < SWIM_WINDOWS_PER_TRIAL:
-                onsets.append(s)
-                last = s
-        for s in onsets:
-            t0 = max(lo + int(s) + into - C, 0)
-            ctxs.append(Z[i, t0 : t0 + C])
-            sfs.append(Sz[i, t0 + C : t0 + C + H])
-            tgts.append(Z[i, t0 + C : t0 + C + H])
+    for k, t0 in swim_window_starts(drive, C, H):
+        i = test[k]
+        ctxs.append(Z[i, t0 : t0 + C])
+        sfs.append(Sz[i, t0 + C : t0 + C + H])
+        tgts.append(Z[i, t0 + C : t0 + C + H])
     if ctxs:
         out["swim_context"] = np.stack(ctxs)
         out["swim_stim_future"] = np.stack(sfs)
