@@ -109,17 +109,25 @@ REGIME_WORDS = {
     "prescription_only": "forecast and budget-term losses, no free concept",
 }
 
-#: the names the report's tables and figures use, said once
+#: the names the report's tables and figures use, said once (``{hidden}``: the synthetic ocean's hidden flux,
+#: which a product does not have)
 GLOSSARY = (
     "Names used below: MLHC, mixed-layer heat content; the budget terms (W m-2) q_surf (surface heat flux), "
-    "q_ekman (Ekman advection), q_geo (geostrophic advection), q_entr (entrainment/detrainment), q_diff "
-    "(horizontal diffusion) and q_hidden (the hidden eddy heat flux); free_0, the unsupervised (free) concept; "
+    "q_ekman (Ekman advection), q_geo (geostrophic advection), q_entr (entrainment/detrainment){hidden} q_diff "
+    "(horizontal diffusion){hidden_name}; free_0, the unsupervised (free) concept; "
     "RMSE, root-mean-square error of the forecast tendency (W m-2); ACC, anomaly correlation coefficient "
     "(forecast vs true anomaly from the climatology); CKA, centred kernel alignment of the bottleneck between "
     "seeds (1: the same up to rotation and scale); Procrustes distance (0: the same up to rotation); CV, "
     "coefficient of variation (sd / mean) of the head weights over seeds; n/a, a quantity the regime does not have "
     "(prescription_only has no free concept)."
 )
+
+
+def glossary(real: bool) -> str:
+    """:data:`GLOSSARY` for a report on your product (``real``: no hidden flux to name) or on the synthetic ocean."""
+    if real:
+        return GLOSSARY.format(hidden=" and", hidden_name="")
+    return GLOSSARY.format(hidden=",", hidden_name=" and q_hidden (the hidden eddy heat flux)")
 
 
 def _words(values) -> str:
@@ -133,7 +141,8 @@ def _introduction(rep: Report, cfgd: Mapping, real: bool, data, seconds: float |
     runs = (
         f" Supervision regimes: {said}. Seeds {_words(cfgd.get('seeds'))}; {cfgd.get('epochs')} epochs each."
         + (f" Wall time {seconds:.0f} s." if seconds else "")
-        + f" {GLOSSARY}"
+        + " "
+        + glossary(real)
     )
     if real:
         reading, lead, window = _what_was_read(cfgd, data)
