@@ -67,6 +67,19 @@ class MHAModel(nn.Module):
         return self.head((h + a).mean(1)).squeeze(-1)
 
 
+class Looped(nn.Module):
+    """Applies the same cell three times: a module called several times per forward."""
+
+    def __init__(self):
+        super().__init__()
+        self.cell = nn.Linear(4, 4)
+
+    def forward(self, x):
+        for _ in range(3):
+            x = torch.tanh(self.cell(x))
+        return x
+
+
 def manual_heads(attn: HandAttention, x: torch.Tensor) -> torch.Tensor:
     """Per-head outputs (B, N, H, dh) computed by hand from the weights."""
     B, N, C = x.shape

@@ -9,7 +9,7 @@ from torch import nn
 from scimech.capture.record import Recorder, record, stack_sites
 from scimech.errors import DimensionError, SiteCalledTwiceError
 
-from .models import TinyTransformer, manual_heads
+from .models import Looped, TinyTransformer, manual_heads
 
 
 @pytest.fixture
@@ -66,19 +66,6 @@ def test_stop_early_skips_the_rest(model):
         np.testing.assert_array_equal(early["encoder.0"].values, full["encoder.0"].values)
     finally:
         h.remove()
-
-
-class Looped(nn.Module):
-    """Applies the same cell three times: a module called several times per forward."""
-
-    def __init__(self):
-        super().__init__()
-        self.cell = nn.Linear(4, 4)
-
-    def forward(self, x):
-        for _ in range(3):
-            x = torch.tanh(self.cell(x))
-        return x
 
 
 def test_repeat_policies():

@@ -20,6 +20,8 @@ from scimech.capture.record import record
 from scimech.capture.sites import ResolvedSite, resolve_site
 from scimech.errors import DimensionError
 
+from .models import Looped
+
 
 class Tokens(nn.Module):
     """A token model without fused kernels: embedding, two residual MLP blocks, a head."""
@@ -204,7 +206,7 @@ def test_the_dataset_is_the_one_xarrays_constructor_builds(case, monkeypatch):
         model = nn.Sequential(nn.Conv2d(2, 3, 3, padding=1), nn.ReLU(), nn.Conv2d(3, 5, 3, padding=1)).eval()
         x, sites, kw = torch.randn(4, 2, 6, 6), ["0", "2"], {"batch_size": 3}
     elif case.startswith("calls"):
-        model, x, sites = seeded(Loop), torch.randn(5, 4), ["cell"]
+        model, x, sites = seeded(Looped), torch.randn(5, 4), ["cell"]
         kw = {"calls": "all", "sample_coord": list("abcde")} if case == "calls-all" else {"calls": [0, 2]}
     elif case == "reduce":
         model, x, sites = seeded(Tokens), torch.randn(5, 4, 3), ["blocks.0", "head"]
@@ -251,19 +253,6 @@ def test_a_wrong_sample_coord_is_refused_with_xarrays_own_error(bad, monkeypatch
     with pytest.raises(ValueError) as built:
         record(model, x, ["head"], sample_coord=bad)
     assert type(direct.value) is type(built.value) and str(direct.value) == str(built.value)
-
-
-class Loop(nn.Module):
-    """One cell run three times per forward pass."""
-
-    def __init__(self):
-        super().__init__()
-        self.cell = nn.Linear(4, 4)
-
-    def forward(self, x):
-        for _ in range(3):
-            x = torch.tanh(self.cell(x))
-        return x
 
 
 def test_a_new_input_length_and_batch_size_give_what_a_fresh_call_gives():
