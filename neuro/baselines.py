@@ -31,6 +31,8 @@ __all__ = [
     "TiDELite",
     "fit_baseline",
     "YARDSTICKS",
+    "MODEL_NAMES",
+    "model_name",
 ]
 
 
@@ -492,14 +494,32 @@ BASELINES = {
 }
 
 
+#: the words a reader sees for each forecaster of :data:`BASELINES` (and the discovered picks)
+MODEL_NAMES = {
+    "mean": "mean of the context",
+    "last_value": "persistence (last value)",
+    "stimulus_evoked": "stimulus-evoked ridge",
+    "nlinear": "NLinear",
+    "dlinear": "DLinear",
+    "ridge_arx": "ridge ARX",
+    "gru": "GRU",
+    "tide": "TiDE-lite",
+    "discovered (priors)": "discovered program (priors)",
+    "discovered (no priors)": "discovered program (no priors)",
+}
+
+
+def model_name(key) -> str:
+    """The plain name of a forecaster (:data:`MODEL_NAMES`); a name it does not know, as given."""
+    return MODEL_NAMES.get(str(key), str(key))
+
+
 #: the classical yardsticks a discovered model must match to be called competent
 #: (:mod:`neuro.competence`): ZAPBench's naive baselines and the linear forecasters, by baseline name
 YARDSTICKS = {
-    "last_value": "persistence (last value)",
-    "mean": "mean of the context",
-    "nlinear": "linear (NLinear)",
-    "dlinear": "linear (DLinear)",
-    "ridge_arx": "linear (ridge ARX)",
+    "last_value": MODEL_NAMES["last_value"],
+    "mean": MODEL_NAMES["mean"],
+    **{k: f"linear ({MODEL_NAMES[k]})" for k in ("nlinear", "dlinear", "ridge_arx")},
 }
 
 

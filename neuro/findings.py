@@ -20,29 +20,11 @@ import pandas as pd
 
 from scimech.studies.verdicts import Finding, assess
 
+from .baselines import MODEL_NAMES, model_name
 from .evidence import Evidence
 from .verdicts import compare, verdict_better
 
 __all__ = ["findings", "tail_beat_finding", "MODEL_NAMES", "model_name"]
-
-#: the words a reader sees for each forecaster of :mod:`neuro.baselines` (and the discovered picks)
-MODEL_NAMES = {
-    "mean": "mean of the context",
-    "last_value": "persistence (last value)",
-    "stimulus_evoked": "stimulus-evoked ridge",
-    "nlinear": "NLinear",
-    "dlinear": "DLinear",
-    "ridge_arx": "ridge ARX",
-    "gru": "GRU",
-    "tide": "TiDE-lite",
-    "discovered (priors)": "discovered program (priors)",
-    "discovered (no priors)": "discovered program (no priors)",
-}
-
-
-def model_name(key) -> str:
-    """The plain name of a forecaster (:data:`MODEL_NAMES`); a name it does not know, as given."""
-    return MODEL_NAMES.get(str(key), str(key))
 
 
 def _judged(claim: str, verdict: str, wording: str, evidence: str, numbers: dict, note: str = "") -> Finding:

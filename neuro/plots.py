@@ -89,10 +89,10 @@ def _styles(models) -> dict:
 def plot_activity(target: np.ndarray, preds: dict, names, dt: float, units=(0, 1, 2, 3)):
     """True vs predicted activity of a few observed units over one forecast window ``(H, N)``; the
     traces are the study's activity, z-scored per unit on the training trials (the y axes' unit, z);
-    the models by their plain names (:func:`neuro.findings.model_name`)."""
+    the models by their plain names (:func:`neuro.baselines.model_name`)."""
     import matplotlib.pyplot as plt
 
-    from .findings import model_name
+    from .baselines import model_name
 
     fig, axes = plt.subplots(len(units), 1, figsize=(7, 1.6 * len(units) + 0.6), sharex=True, layout="constrained")
     t = np.arange(target.shape[0]) * dt * 1000
@@ -136,7 +136,7 @@ def plot_tail_angle(true_tail: np.ndarray, preds: dict, dt: float):
     """Tail angle (rad) read out from true and predicted activity; the models by their plain names."""
     import matplotlib.pyplot as plt
 
-    from .findings import model_name
+    from .baselines import model_name
 
     fig, ax = plt.subplots(figsize=(8, 2.5), layout="constrained")
     t = np.arange(len(true_tail)) * dt * 1000
@@ -160,11 +160,11 @@ STEP_MAE_NO_BAND = (
 def plot_step_mae(table, dt: float, split: str = "test"):
     """MAE (z) at each step of the horizon, one line per model, on ``split`` (ZAPBench's curve):
     ``table`` is ``mae_per_step.csv`` read with ``index_col=[0, 1]`` (model, split; columns
-    ``lead_1 ... lead_H``). Each model its plain name (:func:`neuro.findings.model_name`) and its own
+    ``lead_1 ... lead_H``). Each model its plain name (:func:`neuro.baselines.model_name`) and its own
     colour, line style and marker; no bands (:data:`STEP_MAE_NO_BAND`)."""
     import matplotlib.pyplot as plt
 
-    from .findings import model_name
+    from .baselines import model_name
 
     rows = table.xs(split, level="split") if split in table.index.get_level_values("split") else table.iloc[:0]
     if rows.empty:

@@ -15,11 +15,10 @@ from scimech.run.results import atomic_write_text
 from scimech.studies.competence import save_competence
 from scimech.studies.report import Report
 
-from .baselines import fit_baseline
+from .baselines import fit_baseline, model_name
 from .competence import neuro_competence, world_of
 from .evidence import evidence_dataset, node_arrays
 from .faithfulness import probe_model
-from .findings import model_name
 from .plots import (
     STEP_MAE_NO_BAND,
     plot_activity,
